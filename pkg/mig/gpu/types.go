@@ -1,0 +1,119 @@
+// Package gpu is the GPU manager the miglayout agent uses: a small interface
+// over go-nvml (github.com/NVIDIA/go-nvml/pkg/nvml) for listing GPUs and MIG
+// devices and for creating and destroying GPU instances (GI) and compute
+// instances (CI) at explicit placements. The same code runs against real NVML
+// on a node and against the NVML simulator (package nvmlsim) in tests and the
+// demo.
+//
+// NVML return codes are mapped to the typed errors below and wrapped with the
+// operation and device they concern; see errors.go for the mapping.
+package gpu
+
+import (
+	"context"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// MIGMode is a GPU's MIG mode as NVML reports it (nvmlDeviceGetMigMode).
+type MIGMode struct {
+	// Current is the mode in effect; Pending the mode that takes effect after
+	// the next GPU reset (Ampere) or at once (Hopper and newer). They differ
+	// only while a change waits for a reset.
+	Current bool `json:"current"`
+	Pending bool `json:"pending"`
+}
+
+// GPU is one physical GPU.
+type GPU struct {
+	// Index is the NVML device index (nvmlDeviceGetHandleByIndex).
+	Index int `json:"index"`
+	// UUID is "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+	UUID string `json:"uuid"`
+	// ProductName is what nvmlDeviceGetName returns, e.g. "NVIDIA A100-SXM4-80GB".
+	ProductName string `json:"productName"`
+	// Model is the catalog entry for ProductName, nil when the catalog lacks it
+	// (the agent then reports the GPU as unknown and never repartitions it).
+	Model *mig.Model `json:"-"`
+	// MemoryMiB is the total memory in MiB (nvmlDeviceGetMemoryInfo, bytes >> 20).
+	MemoryMiB int64 `json:"memoryMiB"`
+	// MIGCapable is false for GPUs that answer NOT_SUPPORTED to GetMigMode.
+	MIGCapable bool    `json:"migCapable"`
+	MIGMode    MIGMode `json:"migMode"`
+	// PCIBusID is the domain:bus:device.function form, e.g. "0000:07:00.0".
+	PCIBusID string `json:"pciBusID"`
+	// Brand, Architecture ("Ampere", "Hopper", "Blackwell"), CUDAComputeCapability
+	// ("8.0"), DriverVersion ("580.95.05") and CUDADriverVersion ("13.0") are
+	// the values NVIDIA's DRA driver publishes as attributes.
+	Brand                 string `json:"brand"`
+	Architecture          string `json:"architecture"`
+	CUDAComputeCapability string `json:"cudaComputeCapability"`
+	DriverVersion         string `json:"driverVersion"`
+	CUDADriverVersion     string `json:"cudaDriverVersion"`
+	// Minor is the device minor number (/dev/nvidia<Minor>).
+	Minor int `json:"minor"`
+}
+
+// MIGDevice is one GPU instance with its compute instance as the agent
+// creates them: one full-size CI per GI. A GI without a CI (left by a crash
+// between the two creates) has CIID -1 and an empty UUID.
+type MIGDevice struct {
+	// GPUIndex is the parent GPU's NVML index; ParentUUID its UUID.
+	GPUIndex   int    `json:"gpuIndex"`
+	ParentUUID string `json:"parentUUID"`
+	// Profile is the catalog profile of the GI (looked up by GI profile ID).
+	Profile string `json:"profile"`
+	// ProfileID is the GI profile ID as NVML reports it (19, 9, 0, ...).
+	ProfileID int `json:"profileID"`
+	// Placement is the GI's placement on the memory-slice axis.
+	Placement mig.Placement `json:"placement"`
+	// GIID and CIID are the instance IDs NVML assigned; CIID is -1 when the GI
+	// has no compute instance.
+	GIID int `json:"giID"`
+	CIID int `json:"ciID"`
+	// UUID is the MIG device UUID ("MIG-xxxxxxxx-..."), empty without a CI.
+	UUID string `json:"uuid"`
+	// MemoryMiB, Multiprocessors and the engine counts come from the GI
+	// profile info NVML returns.
+	MemoryMiB       int64 `json:"memoryMiB"`
+	Multiprocessors int   `json:"multiprocessors"`
+	CopyEngines     int   `json:"copyEngines"`
+	Decoders        int   `json:"decoders"`
+	Encoders        int   `json:"encoders"`
+	JPEGEngines     int   `json:"jpegEngines"`
+	OFAEngines      int   `json:"ofaEngines"`
+}
+
+// Device returns the layout element (profile@start) of d.
+func (d MIGDevice) Device() mig.Device { return mig.Device{Profile: d.Profile, Start: d.Placement.Start} }
+
+// Process is a process running on a MIG device or GPU.
+type Process struct {
+	PID           uint32 `json:"pid"`
+	UsedMemoryMiB int64  `json:"usedMemoryMiB"`
+}
+
+// Manager is what the agent needs from NVML. Implementations must be safe for
+// concurrent use; operations on one GPU are serialised by the caller.
+type Manager interface {
+	// GPUs lists every GPU, ordered by index.
+	GPUs(ctx context.Context) ([]GPU, error)
+	// MIGDevices lists the GPU instances of one GPU (with their CIs), ordered
+	// by placement start. A GPU with MIG mode off has none.
+	MIGDevices(ctx context.Context, gpuIndex int) ([]MIGDevice, error)
+	// CreateMIGDevice creates a GI of the given profile at the placement start
+	// and then its full-size CI. If the CI cannot be created, the GI is
+	// destroyed again before the error is returned.
+	CreateMIGDevice(ctx context.Context, gpuIndex int, d mig.Device) (MIGDevice, error)
+	// DestroyMIGDevice destroys the CI (if any) then the GI at the given
+	// placement. It fails with ErrInUse while a process runs on it.
+	DestroyMIGDevice(ctx context.Context, gpuIndex int, d mig.Device) error
+	// SetMIGMode enables or disables MIG mode and returns the mode after the
+	// call; Pending differs from Current while a reset is needed.
+	SetMIGMode(ctx context.Context, gpuIndex int, enabled bool) (MIGMode, error)
+	// Processes lists the compute processes on the MIG device with the given
+	// placement.
+	Processes(ctx context.Context, gpuIndex int, d mig.Device) ([]Process, error)
+	// Shutdown releases NVML (nvmlShutdown).
+	Shutdown() error
+}
