@@ -1,0 +1,127 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// Sentinel errors. Every error the manager returns for a failed NVML call
+// wraps an *NVMLError, which in turn wraps exactly one of these, so callers
+// branch with errors.Is and read the raw code with ReturnCode:
+//
+//	NVML return                              sentinel
+//	---------------------------------------  -------------------------
+//	ERROR_IN_USE                             ErrInUse
+//	ERROR_INSUFFICIENT_RESOURCES             ErrInsufficientResources
+//	ERROR_NOT_SUPPORTED                      ErrNotSupported
+//	ERROR_RESET_REQUIRED                     ErrResetRequired
+//	ERROR_NOT_FOUND                          ErrNotFound
+//	ERROR_INVALID_ARGUMENT on a GI, CI or
+//	  MIG-device handle, or from
+//	  nvmlDeviceGetHandleByIndex
+//	  (NVMLError.Stale)                      ErrNotFound (vanished / no such GPU)
+//	ERROR_NO_PERMISSION                      ErrNoPermission
+//	anything else (ERROR_INVALID_ARGUMENT on
+//	  a GPU handle, ERROR_GPU_IS_LOST,
+//	  ERROR_UNINITIALIZED, ERROR_UNKNOWN ...) ErrNVML
+//
+// The manager also returns some of these without an NVML call behind them:
+// ErrNotFound when no GPU instance matches the requested device, ErrInUse
+// when processes run on a device that is to be destroyed, and
+// ErrInsufficientResources (together with mig.ErrInvalidLayout) for a
+// placement the profile does not allow, which is refused before NVML is
+// touched.
+var (
+	// ErrInUse: processes run on the device, or NVML reports it busy.
+	ErrInUse = errors.New("in use")
+	// ErrInsufficientResources: the GPU has no room for the requested
+	// instance (slices taken, instance count exhausted, invalid placement).
+	ErrInsufficientResources = errors.New("insufficient resources")
+	// ErrNotSupported: the GPU does not support the operation (e.g. MIG).
+	ErrNotSupported = errors.New("not supported")
+	// ErrResetRequired: the operation needs a GPU reset first.
+	ErrResetRequired = errors.New("GPU reset required")
+	// ErrNotFound: no such GPU, GPU instance or compute instance.
+	ErrNotFound = errors.New("not found")
+	// ErrNoPermission: the caller lacks the privilege (MIG changes need root
+	// or CAP_SYS_ADMIN).
+	ErrNoPermission = errors.New("no permission")
+	// ErrNVML: any other NVML failure.
+	ErrNVML = errors.New("NVML error")
+	// ErrShutdown: the manager was used after Shutdown.
+	ErrShutdown = errors.New("NVML manager is shut down")
+)
+
+// NVMLError is a failed NVML call: Op names the call (e.g.
+// "nvmlDeviceCreateGpuInstanceWithPlacement") and Return the code it gave.
+// Unwrap maps the code to one of the sentinel errors above.
+type NVMLError struct {
+	Op     string
+	Return nvml.Return
+	// Stale is set where the call was made on a GPU-instance,
+	// compute-instance or MIG-device handle obtained earlier (NVML answers
+	// ERROR_INVALID_ARGUMENT when such an instance was destroyed in the
+	// meantime), and on nvmlDeviceGetHandleByIndex (INVALID_ARGUMENT: no GPU
+	// at that index). Unwrap then reports INVALID_ARGUMENT as ErrNotFound.
+	Stale bool
+}
+
+func (e *NVMLError) Error() string {
+	// Return.Error is nvmlErrorString while the library is loaded and
+	// go-nvml's own table otherwise (safe without libnvidia-ml).
+	return fmt.Sprintf("%s: %s (NVML return code %d)", e.Op, e.Return.Error(), int32(e.Return))
+}
+
+// Unwrap returns the sentinel error for e.Return (see the table above).
+func (e *NVMLError) Unwrap() error {
+	switch e.Return {
+	case nvml.ERROR_IN_USE:
+		return ErrInUse
+	case nvml.ERROR_INSUFFICIENT_RESOURCES:
+		return ErrInsufficientResources
+	case nvml.ERROR_NOT_SUPPORTED:
+		return ErrNotSupported
+	case nvml.ERROR_RESET_REQUIRED:
+		return ErrResetRequired
+	case nvml.ERROR_NOT_FOUND:
+		return ErrNotFound
+	case nvml.ERROR_INVALID_ARGUMENT:
+		if e.Stale {
+			return ErrNotFound
+		}
+		return ErrNVML
+	case nvml.ERROR_NO_PERMISSION:
+		return ErrNoPermission
+	default:
+		return ErrNVML
+	}
+}
+
+// ReturnCode returns the NVML return code carried by err (the first
+// *NVMLError in its chain), for metrics labels; false when err did not come
+// from an NVML call.
+func ReturnCode(err error) (nvml.Return, bool) {
+	var e *NVMLError
+	if errors.As(err, &e) {
+		return e.Return, true
+	}
+	return nvml.SUCCESS, false
+}
+
+// nvmlErr returns nil for SUCCESS and an *NVMLError otherwise.
+func nvmlErr(op string, ret nvml.Return) error {
+	if ret == nvml.SUCCESS {
+		return nil
+	}
+	return &NVMLError{Op: op, Return: ret}
+}
+
+// staleErr is nvmlErr for calls on instance handles that may have vanished.
+func staleErr(op string, ret nvml.Return) error {
+	if ret == nvml.SUCCESS {
+		return nil
+	}
+	return &NVMLError{Op: op, Return: ret, Stale: true}
+}

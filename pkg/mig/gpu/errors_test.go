@@ -1,0 +1,214 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+func TestNVMLErrorMapping(t *testing.T) {
+	all := []error{ErrInUse, ErrInsufficientResources, ErrNotSupported, ErrResetRequired, ErrNotFound, ErrNoPermission, ErrNVML}
+	tests := []struct {
+		ret   nvml.Return
+		stale bool
+		want  error
+	}{
+		{nvml.ERROR_IN_USE, false, ErrInUse},
+		{nvml.ERROR_INSUFFICIENT_RESOURCES, false, ErrInsufficientResources},
+		{nvml.ERROR_NOT_SUPPORTED, false, ErrNotSupported},
+		{nvml.ERROR_RESET_REQUIRED, false, ErrResetRequired},
+		{nvml.ERROR_NOT_FOUND, false, ErrNotFound},
+		{nvml.ERROR_NOT_FOUND, true, ErrNotFound},
+		{nvml.ERROR_INVALID_ARGUMENT, true, ErrNotFound},
+		{nvml.ERROR_INVALID_ARGUMENT, false, ErrNVML},
+		{nvml.ERROR_NO_PERMISSION, false, ErrNoPermission},
+		{nvml.ERROR_GPU_IS_LOST, false, ErrNVML},
+		{nvml.ERROR_UNKNOWN, true, ErrNVML},
+		{nvml.ERROR_UNINITIALIZED, false, ErrNVML},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%d/stale=%v", int32(tc.ret), tc.stale), func(t *testing.T) {
+			var err error = &NVMLError{Op: "nvmlDeviceX", Return: tc.ret, Stale: tc.stale}
+			err = fmt.Errorf("doing something on GPU 0: %w", err)
+			for _, s := range all {
+				if got := errors.Is(err, s); got != (s == tc.want) {
+					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, s, got, s == tc.want)
+				}
+			}
+			code, ok := ReturnCode(err)
+			if !ok || code != tc.ret {
+				t.Errorf("ReturnCode = %v, %v; want %v, true", code, ok, tc.ret)
+			}
+			msg := err.Error()
+			for _, want := range []string{"nvmlDeviceX", tc.ret.Error(), fmt.Sprintf("code %d", int32(tc.ret))} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("message %q lacks %q", msg, want)
+				}
+			}
+		})
+	}
+}
+
+func TestReturnCodeThroughMultierror(t *testing.T) {
+	cause := fmt.Errorf("creating compute instance: %w", &NVMLError{Op: "nvmlGpuInstanceCreateComputeInstance", Return: nvml.ERROR_INSUFFICIENT_RESOURCES})
+	rb := fmt.Errorf("rolling back: %w", &NVMLError{Op: "nvmlGpuInstanceDestroy", Return: nvml.ERROR_IN_USE})
+	err := fmt.Errorf("creating MIG device: %w", multierror.Append(cause, rb))
+	if !errors.Is(err, ErrInsufficientResources) || !errors.Is(err, ErrInUse) {
+		t.Errorf("multierror hides a sentinel: %v", err)
+	}
+	if code, ok := ReturnCode(err); !ok || code != nvml.ERROR_INSUFFICIENT_RESOURCES {
+		t.Errorf("ReturnCode = %v, %v; want the first error's code", code, ok)
+	}
+	if _, ok := ReturnCode(errors.New("plain")); ok {
+		t.Errorf("ReturnCode of a non-NVML error reports ok")
+	}
+	if _, ok := ReturnCode(nil); ok {
+		t.Errorf("ReturnCode(nil) reports ok")
+	}
+}
+
+// An Init failure must come back as the clear error, and no other NVML call
+// may be made: mock.Interface panics on any method whose Func is nil.
+func TestNewNVMLInitFailure(t *testing.T) {
+	tests := []struct {
+		ret      nvml.Return
+		wantMsg  string
+		sentinel error
+	}{
+		{nvml.ERROR_LIBRARY_NOT_FOUND, "initialising NVML: libnvidia-ml.so.1 not found: is the NVIDIA driver installed and the agent running with the driver's libraries mounted?", ErrNVML},
+		{nvml.ERROR_DRIVER_NOT_LOADED, "initialising NVML: the NVIDIA kernel driver is not loaded", ErrNVML},
+		{nvml.ERROR_NO_PERMISSION, "initialising NVML: no permission", ErrNoPermission},
+		{nvml.ERROR_UNKNOWN, "initialising NVML: nvmlInit", ErrNVML},
+	}
+	for _, tc := range tests {
+		t.Run(tc.ret.Error(), func(t *testing.T) {
+			lib := &mock.Interface{InitFunc: func() nvml.Return { return tc.ret }}
+			var m *NVMLManager
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("NewNVML made an NVML call after Init failed: %v", r)
+					}
+				}()
+				m, err = NewNVML(lib, mig.DefaultCatalog())
+			}()
+			if err == nil || m != nil {
+				t.Fatalf("NewNVML = %v, %v; want nil and an error", m, err)
+			}
+			if !strings.HasPrefix(err.Error(), tc.wantMsg) {
+				t.Errorf("error %q does not start with %q", err, tc.wantMsg)
+			}
+			if code, ok := ReturnCode(err); !ok || code != tc.ret {
+				t.Errorf("ReturnCode = %v, %v; want %v", code, ok, tc.ret)
+			}
+			if !errors.Is(err, tc.sentinel) {
+				t.Errorf("error %v does not wrap %v", err, tc.sentinel)
+			}
+			if n := len(lib.InitCalls()); n != 1 {
+				t.Errorf("Init called %d times, want 1", n)
+			}
+		})
+	}
+}
+
+func TestShutdown(t *testing.T) {
+	lib := &mock.Interface{
+		InitFunc:     func() nvml.Return { return nvml.SUCCESS },
+		ShutdownFunc: func() nvml.Return { return nvml.SUCCESS },
+	}
+	m, err := NewNVML(lib, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Shutdown(); err != nil {
+		t.Errorf("second Shutdown: %v", err)
+	}
+	if n := len(lib.ShutdownCalls()); n != 1 {
+		t.Errorf("nvmlShutdown called %d times, want 1", n)
+	}
+	// After Shutdown no NVML call may be made (the mock would panic).
+	if _, err := m.GPUs(t.Context()); !errors.Is(err, ErrShutdown) {
+		t.Errorf("GPUs after Shutdown = %v, want ErrShutdown", err)
+	}
+	if err := m.DestroyMIGDevice(t.Context(), 0, mig.Device{Profile: "1g.10gb", Start: 0}); !errors.Is(err, ErrShutdown) {
+		t.Errorf("DestroyMIGDevice after Shutdown = %v, want ErrShutdown", err)
+	}
+}
+
+func busID(s string) [32]int8 {
+	var b [32]int8
+	for i := range len(s) {
+		b[i] = int8(s[i])
+	}
+	return b
+}
+
+func TestHelpers(t *testing.T) {
+	pci := []struct {
+		in   nvml.PciInfo
+		want string
+	}{
+		{nvml.PciInfo{BusId: busID("00000000:07:00.0")}, "0000:07:00.0"},
+		{nvml.PciInfo{BusId: busID("00000000:B7:00.0")}, "0000:b7:00.0"},
+		{nvml.PciInfo{BusId: busID("00010000:0A:00.0")}, "00010000:0a:00.0"},
+		{nvml.PciInfo{Domain: 0, Bus: 0xc1, Device: 0}, "0000:c1:00.0"},
+	}
+	for _, tc := range pci {
+		if got := pciBusID(tc.in); got != tc.want {
+			t.Errorf("pciBusID(%+v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	for v, want := range map[int]string{13000: "13.0", 12080: "12.8", 12020: "12.2"} {
+		if got := cudaVersion(v); got != want {
+			t.Errorf("cudaVersion(%d) = %q, want %q", v, got, want)
+		}
+	}
+	for a, want := range map[nvml.DeviceArchitecture]string{
+		nvml.DEVICE_ARCH_AMPERE: "Ampere", nvml.DEVICE_ARCH_HOPPER: "Hopper", nvml.DEVICE_ARCH_BLACKWELL: "Blackwell",
+		nvml.DEVICE_ARCH_UNKNOWN: "Unknown",
+	} {
+		if got := architectureName(a); got != want {
+			t.Errorf("architectureName(%d) = %q, want %q", a, got, want)
+		}
+	}
+	if got := brandName(nvml.BRAND_NVIDIA); got != "Nvidia" {
+		t.Errorf("brandName(BRAND_NVIDIA) = %q", got)
+	}
+	// A100-SXM4-80GB numbers: 81920 MiB total.
+	total := uint64(81920) << 20
+	names := []struct {
+		idx  int
+		info nvml.GpuInstanceProfileInfo
+		want string
+	}{
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.GpuInstanceProfileInfo{SliceCount: 1, MemorySizeMB: 9728}, "1g.10gb"},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvml.GpuInstanceProfileInfo{SliceCount: 1, MemorySizeMB: 9728}, "1g.10gb+me"},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, nvml.GpuInstanceProfileInfo{SliceCount: 1, MemorySizeMB: 19968}, "1g.20gb"},
+		{nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GpuInstanceProfileInfo{SliceCount: 3, MemorySizeMB: 40192}, "3g.40gb"},
+		{nvml.GPU_INSTANCE_PROFILE_7_SLICE, nvml.GpuInstanceProfileInfo{SliceCount: 7, MemorySizeMB: 80896}, "7g.80gb"},
+	}
+	for _, tc := range names {
+		if got := derivedProfileName(tc.idx, tc.info, total); got != tc.want {
+			t.Errorf("derivedProfileName(%d, %+v) = %q, want %q", tc.idx, tc.info, got, tc.want)
+		}
+	}
+	for n, want := range map[uint32]int{1: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, 3: nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE, 7: nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE} {
+		if got, err := ciProfileIndex(n); err != nil || got != want {
+			t.Errorf("ciProfileIndex(%d) = %d, %v; want %d", n, got, err, want)
+		}
+	}
+	if _, err := ciProfileIndex(5); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("ciProfileIndex(5) = %v, want ErrNotSupported", err)
+	}
+}
