@@ -194,7 +194,7 @@ func LoadCatalog(fsys fs.FS) (*Catalog, error) {
 			}
 			for _, key := range append([]string{m.Name, m.ProductName}, m.Aliases...) {
 				k := normalizeModelName(key)
-				if _, dup := c.byName[k]; dup {
+				if other, dup := c.byName[k]; dup && other != m {
 					return nil, fmt.Errorf("checking %s: model name %q defined twice", n, key)
 				}
 				c.byName[k] = m
