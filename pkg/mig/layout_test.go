@@ -53,18 +53,18 @@ func TestValidate(t *testing.T) {
 		wantErr string
 		is      error
 	}{
-		"full 7g":              {layout: "7g.80gb@0"},
-		"4g+3g":                {layout: "4g.40gb@0,3g.40gb@4"},
-		"seven 1g":             {layout: "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"},
-		"3g+2g+1g+1g":          {layout: "2g.20gb@0,1g.10gb@2,1g.10gb@3,3g.40gb@4"},
-		"overlap":              {layout: "3g.40gb@0,4g.40gb@0", is: ErrInvalidLayout, wantErr: `invalid layout: layout "3g.40gb@0,4g.40gb@0" on A100-SXM4-80GB: 4g.40gb@0 overlaps 3g.40gb@0 on memory slices 0-3`},
-		"partial overlap":      {layout: "2g.20gb@2,1g.20gb@2", is: ErrInvalidLayout, wantErr: `invalid layout: layout "1g.20gb@2,2g.20gb@2" on A100-SXM4-80GB: 2g.20gb@2 overlaps 1g.20gb@2 on memory slices 2-3`},
-		"bad placement":        {layout: "1g.10gb@7", is: ErrInvalidLayout, wantErr: `invalid layout: layout "1g.10gb@7" on A100-SXM4-80GB: 1g.10gb@7: start 7 is not a valid placement for 1g.10gb (valid starts: 0,1,2,3,4,5,6)`},
-		"3g at 2":              {layout: "3g.40gb@2", is: ErrInvalidLayout, wantErr: `invalid layout: layout "3g.40gb@2" on A100-SXM4-80GB: 3g.40gb@2: start 2 is not a valid placement for 3g.40gb (valid starts: 0,4)`},
-		"two +me":              {layout: "1g.10gb+me@0,1g.10gb+me@1", is: ErrInvalidLayout, wantErr: `invalid layout: layout "1g.10gb+me@0,1g.10gb+me@1" on A100-SXM4-80GB: 2 instances of 1g.10gb+me, at most 1 allowed`},
-		"compute budget":       {layout: "4g.40gb@0,2g.20gb@4,1g.20gb@6,1g.10gb@6", is: ErrInvalidLayout, wantErr: `invalid layout: layout "4g.40gb@0,2g.20gb@4,1g.10gb@6,1g.20gb@6" on A100-SXM4-80GB: 1g.20gb@6 overlaps 1g.10gb@6 on memory slices 6`},
-		"3g+3g": {layout: "3g.40gb@0,3g.40gb@4"},
-		"unknown profile":      {layout: "3g.20gb@0", is: ErrUnknownProfile, wantErr: `layout "3g.20gb@0": unknown profile "3g.20gb" on A100-SXM4-80GB (valid: 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb)`},
+		"full 7g":         {layout: "7g.80gb@0"},
+		"4g+3g":           {layout: "4g.40gb@0,3g.40gb@4"},
+		"seven 1g":        {layout: "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"},
+		"3g+2g+1g+1g":     {layout: "2g.20gb@0,1g.10gb@2,1g.10gb@3,3g.40gb@4"},
+		"overlap":         {layout: "3g.40gb@0,4g.40gb@0", is: ErrInvalidLayout, wantErr: `invalid layout: layout "3g.40gb@0,4g.40gb@0" on A100-SXM4-80GB: 4g.40gb@0 overlaps 3g.40gb@0 on memory slices 0-3`},
+		"partial overlap": {layout: "2g.20gb@2,1g.20gb@2", is: ErrInvalidLayout, wantErr: `invalid layout: layout "1g.20gb@2,2g.20gb@2" on A100-SXM4-80GB: 2g.20gb@2 overlaps 1g.20gb@2 on memory slices 2-3`},
+		"bad placement":   {layout: "1g.10gb@7", is: ErrInvalidLayout, wantErr: `invalid layout: layout "1g.10gb@7" on A100-SXM4-80GB: 1g.10gb@7: start 7 is not a valid placement for 1g.10gb (valid starts: 0,1,2,3,4,5,6)`},
+		"3g at 2":         {layout: "3g.40gb@2", is: ErrInvalidLayout, wantErr: `invalid layout: layout "3g.40gb@2" on A100-SXM4-80GB: 3g.40gb@2: start 2 is not a valid placement for 3g.40gb (valid starts: 0,4)`},
+		"two +me":         {layout: "1g.10gb+me@0,1g.10gb+me@1", is: ErrInvalidLayout, wantErr: `invalid layout: layout "1g.10gb+me@0,1g.10gb+me@1" on A100-SXM4-80GB: 2 instances of 1g.10gb+me, at most 1 allowed`},
+		"compute budget":  {layout: "4g.40gb@0,2g.20gb@4,1g.20gb@6,1g.10gb@6", is: ErrInvalidLayout, wantErr: `invalid layout: layout "4g.40gb@0,2g.20gb@4,1g.10gb@6,1g.20gb@6" on A100-SXM4-80GB: 1g.20gb@6 overlaps 1g.10gb@6 on memory slices 6`},
+		"3g+3g":           {layout: "3g.40gb@0,3g.40gb@4"},
+		"unknown profile": {layout: "3g.20gb@0", is: ErrUnknownProfile, wantErr: `layout "3g.20gb@0": unknown profile "3g.20gb" on A100-SXM4-80GB (valid: 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb)`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
