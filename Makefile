@@ -19,3 +19,12 @@ vet: ## go vet
 
 lint: vet ## gofmt check + go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: generate verify
+generate: ## regenerate deepcopy code and CRD manifests from api/ markers
+	$(GO) tool controller-gen object paths=./api/...
+	$(GO) tool controller-gen crd paths=./api/... output:crd:dir=deploy/crds
+
+verify: generate ## fail when generated files are out of date
+	@git diff --exit-code -- api deploy/crds || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api deploy/crds)" || { git status --porcelain -- api deploy/crds; echo "generated files are untracked or stale: run make generate and commit"; exit 1; }

@@ -1,0 +1,57 @@
+package v1alpha1
+
+// Condition types of MigLayout and NodeMigLayout status.
+const (
+	// ConditionReady is True when every selected node's GPUs hold their
+	// desired layouts and their pools are published.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while some node is draining or repartitioning.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when some GPU is Blocked or Failed, or the
+	// layout cannot be computed for some node.
+	ConditionDegraded = "Degraded"
+	// ConditionConflict is True when another MigLayout selects one of this
+	// MigLayout's nodes; such nodes are left as they are.
+	ConditionConflict = "Conflict"
+)
+
+// Condition reasons. Each condition's Reason is one of these.
+const (
+	// ReasonAllNodesReady (Ready=True): every selected node is Ready.
+	ReasonAllNodesReady = "AllNodesReady"
+	// ReasonNoNodes (Ready=True, Progressing=False): the selector picks no node.
+	ReasonNoNodes = "NoNodes"
+	// ReasonNodesNotReady (Ready=False): some node is not Ready yet; the message counts them.
+	ReasonNodesNotReady = "NodesNotReady"
+	// ReasonRepartitioning (Progressing=True): some node is draining or repartitioning.
+	ReasonRepartitioning = "Repartitioning"
+	// ReasonStable (Progressing=False): no node is changing.
+	ReasonStable = "Stable"
+	// ReasonInvalidLayout (Degraded=True, GPU Failed): a rule asks for a
+	// layout that a selected GPU cannot hold (unknown profile, impossible
+	// counts or placements); the GPU is not touched.
+	ReasonInvalidLayout = "InvalidLayout"
+	// ReasonUnknownGPU (Degraded=True, GPU Failed): the GPU model is not in
+	// the catalog, so no layout can be validated for it.
+	ReasonUnknownGPU = "UnknownGPU"
+	// ReasonDeviceInUse (Degraded=True, GPU Blocked): a device that must be
+	// destroyed is allocated to a claim, prepared, or runs a process.
+	ReasonDeviceInUse = "DeviceInUse"
+	// ReasonResetRequired (GPU Blocked): a MIG mode change waits for a GPU reset.
+	ReasonResetRequired = "ResetRequired"
+	// ReasonNVMLError (Degraded=True, GPU Failed or retrying): NVML refused an operation.
+	ReasonNVMLError = "NVMLError"
+	// ReasonAgentNotReporting (Ready=False): no agent has reported the node's GPUs yet.
+	ReasonAgentNotReporting = "AgentNotReporting"
+	// ReasonNoProblems (Degraded=False).
+	ReasonNoProblems = "NoProblems"
+	// ReasonOverlappingSelectors (Conflict=True): another MigLayout selects
+	// some of the same nodes; the message names it and the nodes.
+	ReasonOverlappingSelectors = "OverlappingSelectors"
+	// ReasonNoConflict (Conflict=False).
+	ReasonNoConflict = "NoConflict"
+	// ReasonLayoutApplied (NodeMigLayout Ready=True).
+	ReasonLayoutApplied = "LayoutApplied"
+	// ReasonPlanned (Auto mode): the planner chose the layout for pending demand.
+	ReasonPlanned = "Planned"
+)

@@ -1,0 +1,246 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LayoutMode says where a MigLayout's desired layouts come from.
+// +kubebuilder:validation:Enum=Static;Auto
+type LayoutMode string
+
+const (
+	// ModeStatic applies the rules of the MigLayout as written.
+	ModeStatic LayoutMode = "Static"
+	// ModeAuto lets the planner choose layouts from pending ResourceClaim
+	// demand, within the MigLayout's policy.
+	ModeAuto LayoutMode = "Auto"
+)
+
+// MigLayout declares the MIG layout wanted on the nodes its selector picks.
+// Two MigLayouts must not select the same node: such a node is reported as a
+// Conflict on both and left as it is.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=ml
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.selectedNodes`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodes`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MigLayout struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec MigLayoutSpec `json:"spec"`
+	// +optional
+	Status MigLayoutStatus `json:"status,omitempty"`
+}
+
+// MigLayoutSpec is the desired state of a MigLayout.
+//
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Static' || !has(self.policy)",message="policy is only allowed in Auto mode"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Static' || (has(self.rules) && size(self.rules) > 0)",message="Static mode needs at least one rule"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Auto' || !has(self.rules)",message="rules are only allowed in Static mode; Auto mode takes a policy"
+type MigLayoutSpec struct {
+	// NodeSelector selects the nodes this MigLayout manages. An empty
+	// selector selects every node that runs a miglayout agent.
+	// +required
+	NodeSelector metav1.LabelSelector `json:"nodeSelector"`
+
+	// Mode is Static (apply the rules) or Auto (plan from pending demand).
+	// +kubebuilder:default=Static
+	// +optional
+	Mode LayoutMode `json:"mode,omitempty"`
+
+	// Rules say, in order, what layout each GPU of a selected node gets; the
+	// first rule that matches a GPU applies to it. GPUs no rule matches are
+	// left as they are. Static mode only.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Rules []LayoutRule `json:"rules,omitempty"`
+
+	// Policy bounds the planner in Auto mode.
+	// +optional
+	Policy *AutoPolicy `json:"policy,omitempty"`
+}
+
+// ProfileName is a MIG GPU-instance profile name as nvidia-smi prints it
+// without the "MIG " prefix, e.g. "3g.40gb" or "1g.10gb+me".
+// +kubebuilder:validation:MaxLength=16
+// +kubebuilder:validation:Pattern=`^[1-8]g\.[1-9][0-9]{0,3}gb(\+me|-me|\+me\.all|\+gfx)?$`
+type ProfileName string
+
+// LayoutRule is one entry of a Static MigLayout, in the spirit of
+// mig-parted's mig-configs: which GPUs, MIG on or off, and which devices.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.profiles) && has(self.layout))",message="give either profiles (counts) or layout (explicit placements), not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.migEnabled) || self.migEnabled || (!has(self.profiles) && !has(self.layout))",message="profiles and layout need migEnabled: true"
+// +kubebuilder:validation:XValidation:rule="(has(self.migEnabled) && !self.migEnabled) || has(self.profiles) || has(self.layout)",message="a rule with MIG enabled needs profiles or layout"
+type LayoutRule struct {
+	// Name identifies the rule in status and events.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// GPUIndices limits the rule to these NVML GPU indices. Empty means every
+	// GPU of the node.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Minimum=0
+	// +kubebuilder:validation:items:Maximum=63
+	// +listType=set
+	// +optional
+	GPUIndices []int32 `json:"gpuIndices,omitempty"`
+
+	// ProductName limits the rule to GPUs whose product name (as NVML reports
+	// it, e.g. "NVIDIA A100-SXM4-80GB") or catalog model name (e.g.
+	// "A100-SXM4-80GB") equals this value, ignoring case.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	ProductName string `json:"productName,omitempty"`
+
+	// MIGEnabled turns MIG mode on (the default) or off. With MIG off the GPU
+	// is published as one whole device and profiles/layout must be empty.
+	// +optional
+	MIGEnabled *bool `json:"migEnabled,omitempty"`
+
+	// Profiles asks for devices by count, e.g. {"3g.40gb": 1, "1g.10gb": 4};
+	// the controller chooses placements, keeping devices that are in use and
+	// moving as few as possible.
+	// +kubebuilder:validation:MaxProperties=8
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",message="profile names look like 3g.40gb or 1g.10gb+me"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] > 0 && self[k] <= 7)",message="profile counts must be between 1 and 7"
+	// +optional
+	Profiles map[string]int32 `json:"profiles,omitempty"`
+
+	// Layout asks for devices at explicit placements in the canonical text
+	// form "<profile>@<placement start>,...", e.g. "3g.40gb@0,2g.20gb@4,1g.10gb@6".
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[1-8]g\.[1-9][0-9]{0,3}gb(\+me|-me|\+me\.all|\+gfx)?@[0-9]{1,2}(,[1-8]g\.[1-9][0-9]{0,3}gb(\+me|-me|\+me\.all|\+gfx)?@[0-9]{1,2})*$`
+	// +optional
+	Layout *string `json:"layout,omitempty"`
+}
+
+// AutoPolicy bounds what the planner may do in Auto mode.
+type AutoPolicy struct {
+	// AllowedProfiles limits the profiles the planner may create. Empty means
+	// every profile of each GPU model.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	AllowedProfiles []ProfileName `json:"allowedProfiles,omitempty"`
+
+	// Spares are free devices to keep per profile on each node, so that a
+	// claim of that profile is served without waiting for a repartition.
+	// +kubebuilder:validation:MaxProperties=8
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",message="profile names look like 3g.40gb or 1g.10gb+me"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 0 && self[k] <= 7)",message="spare counts must be between 0 and 7"
+	// +optional
+	Spares map[string]int32 `json:"spares,omitempty"`
+
+	// MaxGPUsPerNode is the most GPUs of one node reconfigured at once.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +kubebuilder:default=1
+	// +optional
+	MaxGPUsPerNode int32 `json:"maxGPUsPerNode,omitempty"`
+
+	// MaxGPUs is the most GPUs reconfigured at once across the MigLayout's nodes.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:default=8
+	// +optional
+	MaxGPUs int32 `json:"maxGPUs,omitempty"`
+}
+
+// MigLayoutStatus is the observed state of a MigLayout, aggregated from the
+// NodeMigLayouts of its nodes.
+type MigLayoutStatus struct {
+	// Conditions: Ready, Progressing, Degraded, Conflict. See the Reason*
+	// constants for their reasons.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// SelectedNodes counts the nodes the selector picks; ReadyNodes those
+	// whose GPUs all match the desired layout; ProgressingNodes those being
+	// drained or repartitioned; FailedNodes those Blocked or Failed.
+	// +optional
+	SelectedNodes int32 `json:"selectedNodes"`
+	// +optional
+	ReadyNodes int32 `json:"readyNodes"`
+	// +optional
+	ProgressingNodes int32 `json:"progressingNodes"`
+	// +optional
+	FailedNodes int32 `json:"failedNodes"`
+
+	// Nodes has one row per selected node (nodes not Ready first, then by
+	// name), at most 64; the counts above cover every node.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Nodes []NodeRow `json:"nodes,omitempty"`
+}
+
+// NodeRow is the state of one node in a MigLayout's status.
+type NodeRow struct {
+	// Node is the node name.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Node string `json:"node"`
+	// Phase is the least advanced phase of the node's GPUs.
+	// +optional
+	Phase GPUPhase `json:"phase,omitempty"`
+	// Message explains a phase other than Ready.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+	// GPUs has one row per GPU of the node.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	GPUs []GPURow `json:"gpus,omitempty"`
+}
+
+// GPURow is one GPU in a MigLayout's status.
+type GPURow struct {
+	// Index is the NVML GPU index.
+	// +required
+	Index int32 `json:"index"`
+	// Product is the GPU's product name.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Product string `json:"product,omitempty"`
+	// Desired and Actual are layouts in canonical text form ("" = MIG on,
+	// no device; "-" = MIG off).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Desired string `json:"desired,omitempty"`
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Actual string `json:"actual,omitempty"`
+	// Phase of this GPU.
+	// +optional
+	Phase GPUPhase `json:"phase,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// MigLayoutList is a list of MigLayouts.
+type MigLayoutList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MigLayout `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MigLayout{}, &MigLayoutList{})
+}

@@ -1,0 +1,167 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GPUPhase is where one GPU stands on its way to the desired layout.
+// +kubebuilder:validation:Enum=Pending;Draining;Repartitioning;Ready;Blocked;Failed
+type GPUPhase string
+
+const (
+	// PhasePending: the GPU differs from the desired layout and waits for its turn.
+	PhasePending GPUPhase = "Pending"
+	// PhaseDraining: devices to be destroyed are published with the drain
+	// taint while the agent waits out the settle period.
+	PhaseDraining GPUPhase = "Draining"
+	// PhaseRepartitioning: the agent is destroying and creating GPU and
+	// compute instances through NVML.
+	PhaseRepartitioning GPUPhase = "Repartitioning"
+	// PhaseReady: the GPU holds the desired layout and the pool shows it.
+	PhaseReady GPUPhase = "Ready"
+	// PhaseBlocked: a device that must go is allocated, prepared or runs a
+	// process, or MIG mode waits for a GPU reset; the agent retries.
+	PhaseBlocked GPUPhase = "Blocked"
+	// PhaseFailed: the desired layout is invalid for this GPU or NVML refused
+	// it; the hardware is left as it is.
+	PhaseFailed GPUPhase = "Failed"
+)
+
+// NodeMigLayout is the desired MIG layout of one node's GPUs, written by the
+// miglayout controller, and the node agent's report of what the GPUs hold.
+// Its name is the node name.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=nml
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="MigLayout",type=string,JSONPath=`.spec.migLayout`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeMigLayout struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec NodeMigLayoutSpec `json:"spec"`
+	// +optional
+	Status NodeMigLayoutStatus `json:"status,omitempty"`
+}
+
+// NodeMigLayoutSpec is the desired layout of each GPU of the node.
+type NodeMigLayoutSpec struct {
+	// MigLayout names the MigLayout this node's desired state comes from.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	MigLayout string `json:"migLayout,omitempty"`
+
+	// GPUs lists the GPUs to configure; GPUs not listed are left as they are.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=index
+	// +optional
+	GPUs []GPUSpec `json:"gpus,omitempty"`
+}
+
+// GPUSpec is the desired state of one GPU.
+type GPUSpec struct {
+	// Index is the NVML GPU index.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=63
+	// +required
+	Index int32 `json:"index"`
+	// MIGEnabled is the wanted MIG mode.
+	// +required
+	MIGEnabled bool `json:"migEnabled"`
+	// Layout is the wanted layout in canonical text form with explicit
+	// placements ("" = no device). Ignored when MIGEnabled is false.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Layout string `json:"layout,omitempty"`
+	// Reason says why this layout was chosen (the rule, or the pending pods
+	// the planner serves).
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// NodeMigLayoutStatus is what the node agent observed and did.
+type NodeMigLayoutStatus struct {
+	// Conditions: Ready (every listed GPU holds its desired layout and the
+	// pool is published) and Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the spec generation the agent last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// GPUs has one entry per GPU of the node, whether or not the spec lists it.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=index
+	// +optional
+	GPUs []GPUStatus `json:"gpus,omitempty"`
+}
+
+// GPUStatus is the observed state of one GPU.
+type GPUStatus struct {
+	// Index is the NVML GPU index.
+	// +required
+	Index int32 `json:"index"`
+	// UUID of the GPU ("GPU-...").
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	UUID string `json:"uuid,omitempty"`
+	// Product is the product name NVML reports, e.g. "NVIDIA A100-SXM4-80GB".
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Product string `json:"product,omitempty"`
+	// Model is the catalog model name, empty when the catalog lacks the GPU.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Model string `json:"model,omitempty"`
+	// MIGEnabled and MIGPending are the current and pending MIG mode; they
+	// differ while a change waits for a GPU reset.
+	// +optional
+	MIGEnabled bool `json:"migEnabled"`
+	// +optional
+	MIGPending bool `json:"migPending"`
+	// Layout is the layout NVML reports, canonical text form.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Layout string `json:"layout,omitempty"`
+	// InUse lists devices that must not be destroyed now (allocated,
+	// prepared, or running a process), canonical text form.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	InUse string `json:"inUse,omitempty"`
+	// Phase of this GPU.
+	// +optional
+	Phase GPUPhase `json:"phase,omitempty"`
+	// Reason is a CamelCase reason for the phase (see the Reason* constants).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message explains the phase for people.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+	// LastTransitionTime is when Phase last changed.
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// NodeMigLayoutList is a list of NodeMigLayouts.
+type NodeMigLayoutList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeMigLayout `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&NodeMigLayout{}, &NodeMigLayoutList{})
+}
