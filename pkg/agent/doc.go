@@ -1,0 +1,24 @@
+// Package agent is the miglayout node agent's repartitioner: it brings each
+// GPU of its node to the layout that the node's NodeMigLayout asks for,
+// without ever destroying a device that is allocated, prepared or running a
+// process, and without letting the scheduler see a stale inventory.
+//
+// For the GPUs that differ from their desired layout, one reconcile pass:
+//
+//  1. plans each GPU (mig.Model.Diff of actual → desired) and refuses
+//     invalid input before touching hardware (phase Failed, InvalidLayout);
+//  2. blocks a GPU whose devices to destroy are in use (phase Blocked);
+//  3. drains: republishes the pool with the devices to destroy tainted
+//     NoSchedule, waits the settle period so that scheduling decisions in
+//     flight land, then re-reads ResourceClaim allocations from the API
+//     server (not a cache); a device allocated meanwhile blocks its GPU;
+//  4. repartitions through the GPU manager under the per-GPU lock that the
+//     kubelet plugin's prepare also takes: destroy (CI then GI), then create
+//     (largest first, GI then CI);
+//  5. republishes the whole pool from NVML truth in one update.
+//
+// Every step is written to an on-disk journal before it starts, so an agent
+// killed at any point finds on restart what it was doing; a GPU instance left
+// without its compute instance is destroyed (rolled back) and the pass
+// converges from NVML truth.
+package agent

@@ -1,0 +1,167 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+)
+
+// publication is what fakeInventory saw in one Publish call.
+type publication struct {
+	devices  []string
+	draining []string
+}
+
+type fakeInventory struct {
+	mu   sync.Mutex
+	pubs []publication
+}
+
+func (f *fakeInventory) DeviceName(g gpu.GPU, d *gpu.MIGDevice) string {
+	if d == nil {
+		return fmt.Sprintf("gpu-%d", g.Index)
+	}
+	return fmt.Sprintf("gpu-%d-mig-%s-%d-%d", g.Index, strings.ReplaceAll(d.Profile, ".", ""), d.ProfileID, d.Placement.Start)
+}
+
+func (f *fakeInventory) Publish(_ context.Context, gpus []GPUState, draining sets.Set[string]) error {
+	var p publication
+	for _, g := range gpus {
+		if !g.GPU.MIGMode.Current {
+			p.devices = append(p.devices, f.DeviceName(g.GPU, nil))
+			continue
+		}
+		for i := range g.Devices {
+			if g.Devices[i].CIID >= 0 {
+				p.devices = append(p.devices, f.DeviceName(g.GPU, &g.Devices[i]))
+			}
+		}
+	}
+	if draining.Len() > 0 {
+		p.draining = sets.List(draining)
+	}
+	f.mu.Lock()
+	f.pubs = append(f.pubs, p)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeInventory) last() publication {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pubs[len(f.pubs)-1]
+}
+
+// fakeAllocations returns cached on cached reads and live on live reads, so a
+// test can make a device get allocated "during the settle period".
+type fakeAllocations struct {
+	cached, live sets.Set[string]
+}
+
+func (f *fakeAllocations) AllocatedDevices(_ context.Context, live bool) (sets.Set[string], error) {
+	if live && f.live != nil {
+		return f.live, nil
+	}
+	if f.cached == nil {
+		return sets.New[string](), nil
+	}
+	return f.cached, nil
+}
+
+type fakePrepared struct{ names sets.Set[string] }
+
+func (f fakePrepared) PreparedDevices() sets.Set[string] { return f.names }
+
+type noLocks struct{ begun []int }
+
+func (n *noLocks) BeginReconfigure(i int) func() { n.begun = append(n.begun, i); return func() {} }
+
+// rig is a Repartitioner over a simulated node.
+type rig struct {
+	sim   *nvmlsim.Sim
+	mgr   gpu.Manager
+	inv   *fakeInventory
+	alloc *fakeAllocations
+	prep  fakePrepared
+	locks *noLocks
+	r     *Repartitioner
+	dir   string
+}
+
+func newRig(t *testing.T, spec string) *rig {
+	t.Helper()
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: spec, Seed: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := gpu.NewNVML(sim, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mgr.Shutdown() })
+	dir := t.TempDir()
+	j, err := OpenJournal(dir + "/journal.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &rig{sim: sim, mgr: mgr, inv: &fakeInventory{}, alloc: &fakeAllocations{}, prep: fakePrepared{sets.New[string]()}, locks: &noLocks{}, dir: dir}
+	g.r = &Repartitioner{GPUs: mgr, Inventory: g.inv, Allocations: g.alloc, Prepared: g.prep, Locks: g.locks, Journal: j,
+		SettlePeriod: time.Second, Sleep: func(context.Context, time.Duration) error { return nil }}
+	return g
+}
+
+// layouts returns each GPU's layout text from NVML ("-" for MIG off).
+func (g *rig) layouts(t *testing.T) []string {
+	t.Helper()
+	obs, err := g.r.observe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(obs))
+	for i := range obs {
+		if !obs[i].GPU.MIGMode.Current {
+			out[i] = "-"
+			continue
+		}
+		out[i] = layoutOf(&obs[i]).String()
+	}
+	return out
+}
+
+// apply brings GPU 0 to the layout through the manager directly (setup).
+func (g *rig) setup(t *testing.T, idx int, layout string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := g.mgr.SetMIGMode(ctx, idx, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range mig.MustParseLayout(layout) {
+		if _, err := g.mgr.CreateMIGDevice(ctx, idx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (g *rig) migUUID(t *testing.T, idx int, d string) string {
+	t.Helper()
+	devs, err := g.mgr.MIGDevices(context.Background(), idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, md := range devs {
+		if md.Device().String() == d {
+			return md.UUID
+		}
+	}
+	t.Fatalf("no device %s on GPU %d", d, idx)
+	return ""
+}

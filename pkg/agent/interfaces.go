@@ -1,0 +1,49 @@
+package agent
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+)
+
+// GPUState is one GPU as NVML reports it now, with its MIG devices (GPU
+// instances and their compute instances), ordered by placement start.
+type GPUState struct {
+	GPU     gpu.GPU
+	Devices []gpu.MIGDevice
+}
+
+// Inventory publishes the node's DRA pool.
+type Inventory interface {
+	// Publish replaces the node's pool with the devices of gpus (whole GPUs
+	// with MIG off, MIG devices otherwise). Devices whose names are in
+	// draining are published with the NoSchedule drain taint.
+	Publish(ctx context.Context, gpus []GPUState, draining sets.Set[string]) error
+	// DeviceName is the published name of a MIG device, or of the whole GPU
+	// when d is nil.
+	DeviceName(g gpu.GPU, d *gpu.MIGDevice) string
+}
+
+// Allocations reports which of this node's devices ResourceClaims reference.
+type Allocations interface {
+	// AllocatedDevices returns the names of the devices of this driver and
+	// pool that any ResourceClaim allocation references. With live set it
+	// reads from the API server, bypassing caches.
+	AllocatedDevices(ctx context.Context, live bool) (sets.Set[string], error)
+}
+
+// Prepared reports devices prepared for containers by the kubelet plugin.
+type Prepared interface {
+	// PreparedDevices returns the names of the prepared devices.
+	PreparedDevices() sets.Set[string]
+}
+
+// GPULocks serialises repartitioning with the kubelet plugin's prepare.
+type GPULocks interface {
+	// BeginReconfigure marks the GPU as being reconfigured and waits until no
+	// prepare holds it; prepare of its devices fails until the returned
+	// function is called.
+	BeginReconfigure(gpuIndex int) (end func())
+}

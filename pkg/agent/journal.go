@@ -1,0 +1,158 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+)
+
+// JournalVersion is the on-disk format version of the journal. A journal of
+// another version is set aside (renamed with a .unreadable suffix) and the
+// agent converges from NVML truth alone.
+const JournalVersion = 1
+
+// Step names what the agent was doing to a GPU.
+type Step string
+
+const (
+	// StepDraining: the devices in Destroy are published tainted; nothing
+	// was changed on the GPU yet.
+	StepDraining Step = "Draining"
+	// StepDestroying: destroying Destroy[len(Done)] (CI then GI).
+	StepDestroying Step = "Destroying"
+	// StepCreating: creating Create[...] (GI then CI); a GI without its CI
+	// found after a crash here is rolled back.
+	StepCreating Step = "Creating"
+	// StepSettingMIGMode: changing MIG mode.
+	StepSettingMIGMode Step = "SettingMIGMode"
+)
+
+// JournalEntry is the record of the work in flight on one GPU.
+type JournalEntry struct {
+	GPU     int       `json:"gpu"`
+	UUID    string    `json:"uuid"`
+	Step    Step      `json:"step"`
+	Desired string    `json:"desired"`
+	Destroy []string  `json:"destroy,omitempty"`
+	Create  []string  `json:"create,omitempty"`
+	Done    []string  `json:"done,omitempty"`
+	Started time.Time `json:"started"`
+	Updated time.Time `json:"updated"`
+}
+
+type journalFile struct {
+	Version int            `json:"version"`
+	Entries []JournalEntry `json:"entries"`
+}
+
+// Journal is the agent's crash-safe record of work in flight, one entry per
+// GPU, kept in one JSON file that is replaced atomically (write to a
+// temporary file, fsync, rename) on every change.
+type Journal struct {
+	path    string
+	mu      sync.Mutex
+	entries map[int]JournalEntry
+	now     func() time.Time
+}
+
+// OpenJournal reads the journal at path, or starts an empty one.
+func OpenJournal(path string) (*Journal, error) {
+	j := &Journal{path: path, entries: map[int]JournalEntry{}, now: time.Now}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return j, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading journal %s: %w", path, err)
+	}
+	var f journalFile
+	if err := json.Unmarshal(data, &f); err != nil || f.Version != JournalVersion {
+		bad := path + ".unreadable"
+		if rerr := os.Rename(path, bad); rerr != nil {
+			return nil, fmt.Errorf("setting aside unreadable journal %s: %w", path, rerr)
+		}
+		return j, nil
+	}
+	for _, e := range f.Entries {
+		j.entries[e.GPU] = e
+	}
+	return j, nil
+}
+
+// Entries returns the entries in GPU order.
+func (j *Journal) Entries() []JournalEntry {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]JournalEntry, 0, len(j.entries))
+	for _, e := range j.entries {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].GPU < out[b].GPU })
+	return out
+}
+
+// Record writes e as the GPU's entry, keeping Started from an existing entry.
+func (j *Journal) Record(e JournalEntry) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	now := j.now()
+	if old, ok := j.entries[e.GPU]; ok && !old.Started.IsZero() {
+		e.Started = old.Started
+	} else {
+		e.Started = now
+	}
+	e.Updated = now
+	j.entries[e.GPU] = e
+	return j.flush()
+}
+
+// Clear removes the GPU's entry: its work is finished.
+func (j *Journal) Clear(gpuIndex int) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.entries[gpuIndex]; !ok {
+		return nil
+	}
+	delete(j.entries, gpuIndex)
+	return j.flush()
+}
+
+func (j *Journal) flush() error {
+	f := journalFile{Version: JournalVersion}
+	for _, e := range j.entries {
+		f.Entries = append(f.Entries, e)
+	}
+	sort.Slice(f.Entries, func(a, b int) bool { return f.Entries[a].GPU < f.Entries[b].GPU })
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding journal: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(j.path), 0o755); err != nil {
+		return fmt.Errorf("creating journal directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(j.path), ".journal-*")
+	if err != nil {
+		return fmt.Errorf("writing journal: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing journal: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("syncing journal: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing journal: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), j.path); err != nil {
+		return fmt.Errorf("replacing journal: %w", err)
+	}
+	return nil
+}

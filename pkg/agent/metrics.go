@@ -1,0 +1,66 @@
+package agent
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+)
+
+// Metrics are the agent's Prometheus metrics. A nil *Metrics records nothing.
+type Metrics struct {
+	repartitions *prometheus.CounterVec
+	phase        *prometheus.HistogramVec
+	nvmlErrors   *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg (for example
+// controller-runtime's metrics.Registry).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		repartitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "miglayout_agent_repartitions_total",
+			Help: "GPU repartitions attempted, by result phase (Ready, Blocked, Failed).",
+		}, []string{"result"}),
+		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "miglayout_agent_phase_duration_seconds",
+			Help:    "Duration of the drain, repartition and republish phases.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}, []string{"phase"}),
+		nvmlErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "miglayout_agent_nvml_errors_total",
+			Help: "NVML errors met while repartitioning, by NVML return code.",
+		}, []string{"code"}),
+	}
+	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors)
+	return m
+}
+
+func (m *Metrics) observePhase(phase string, d time.Duration) {
+	if m != nil {
+		m.phase.WithLabelValues(phase).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) countRepartition(result v1alpha1.GPUPhase) {
+	if m != nil {
+		m.repartitions.WithLabelValues(string(result)).Inc()
+	}
+}
+
+func (m *Metrics) countNVMLError(err error) {
+	if m == nil {
+		return
+	}
+	code := "none"
+	if ret, ok := gpu.ReturnCode(err); ok {
+		code = strconv.Itoa(int(ret))
+	} else if errors.Is(err, gpu.ErrInsufficientResources) {
+		code = "refused"
+	}
+	m.nvmlErrors.WithLabelValues(code).Inc()
+}

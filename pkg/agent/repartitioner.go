@@ -1,0 +1,509 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+)
+
+// Repartitioner brings a node's GPUs to their desired layouts. It holds no
+// Kubernetes client: the caller passes the desired GPU specs in and writes the
+// results to NodeMigLayout status.
+type Repartitioner struct {
+	GPUs        gpu.Manager
+	Inventory   Inventory
+	Allocations Allocations
+	Prepared    Prepared
+	Locks       GPULocks
+	Journal     *Journal
+	// SettlePeriod is how long a drain waits between publishing the taint
+	// and re-checking allocations: it must cover the scheduler's decisions
+	// already in flight when the taint was published.
+	SettlePeriod time.Duration
+	// Sleep waits for d or until ctx ends; nil means a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Metrics, when set, records phase durations and results.
+	Metrics *Metrics
+}
+
+// GPUResult is where one GPU stands after a Sync pass.
+type GPUResult struct {
+	Phase   v1alpha1.GPUPhase
+	Reason  string
+	Message string
+}
+
+// SyncResult is the outcome of one Sync pass.
+type SyncResult struct {
+	// GPUs is NVML truth after the pass, as last published.
+	GPUs []GPUState
+	// Results has an entry per GPU index of the desired specs.
+	Results map[int]GPUResult
+	// InUse holds, per GPU index, the devices that may not be destroyed now.
+	InUse map[int]mig.Layout
+	// Retry is true when some GPU is Blocked or failed for a reason that may
+	// clear by itself (device in use, NVML error), so the caller should come
+	// back after a backoff.
+	Retry bool
+}
+
+// Reporter receives phase changes during a pass (Draining, Repartitioning)
+// so that status can show progress before the pass ends. It may be nil.
+type Reporter func(gpuIndex int, r GPUResult)
+
+// gpuPlan is the work one pass does on one GPU.
+type gpuPlan struct {
+	index   int
+	state   *GPUState
+	model   *mig.Model
+	spec    v1alpha1.GPUSpec
+	desired mig.Layout
+	plan    mig.Plan
+	// enableMIG / disableMIG: a MIG mode change is part of the work.
+	enableMIG, disableMIG bool
+	// drain are the published names of the devices that go away.
+	drain []string
+}
+
+// Sync runs one pass over the desired GPU specs. It returns an error only when
+// it could not observe or publish the node at all; per-GPU problems are in
+// the result.
+func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, report Reporter) (*SyncResult, error) {
+	logger := klog.FromContext(ctx)
+	if report == nil {
+		report = func(int, GPUResult) {}
+	}
+	obs, err := r.observe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if rolled, err := r.rollbackOrphans(ctx, obs); err != nil {
+		logger.Error(err, "Rolling back GPU instances without compute instance")
+	} else if rolled {
+		if obs, err = r.observe(ctx); err != nil {
+			return nil, err
+		}
+	}
+	res := &SyncResult{Results: map[int]GPUResult{}}
+	inUse, err := r.inUse(ctx, obs, false)
+	if err != nil {
+		return nil, err
+	}
+
+	// 1. Plan, refusing bad input and in-use devices before any change.
+	var work []*gpuPlan
+	for _, spec := range desired {
+		idx := int(spec.Index)
+		p, result := r.planGPU(obs, spec, inUse)
+		if result != nil {
+			res.Results[idx] = *result
+			res.Retry = res.Retry || result.Phase == v1alpha1.PhaseBlocked
+			continue
+		}
+		work = append(work, p)
+	}
+
+	// 2. Drain every GPU's departing devices at once: one publication, one
+	// settle period, one live re-check.
+	draining := sets.New[string]()
+	for _, p := range work {
+		draining.Insert(p.drain...)
+	}
+	if draining.Len() > 0 {
+		start := time.Now()
+		for _, p := range work {
+			if len(p.drain) == 0 {
+				continue
+			}
+			if err := r.Journal.Record(p.entry(StepDraining)); err != nil {
+				return nil, err
+			}
+			report(p.index, GPUResult{Phase: v1alpha1.PhaseDraining, Reason: "Draining", Message: "draining " + strings.Join(p.drain, ", ")})
+		}
+		logger.Info("Draining devices", "devices", sets.List(draining), "settle", r.SettlePeriod)
+		if err := r.Inventory.Publish(ctx, obs, draining); err != nil {
+			return nil, fmt.Errorf("publishing drain taints: %w", err)
+		}
+		if err := r.sleep(ctx, r.SettlePeriod); err != nil {
+			return nil, err
+		}
+		live, err := r.inUse(ctx, obs, true)
+		if err != nil {
+			return nil, err
+		}
+		kept := work[:0]
+		for _, p := range work {
+			if busy := live.Intersection(sets.New(p.drain...)); busy.Len() > 0 {
+				logger.Info("Device got allocated while draining; keeping it", "gpu", p.index, "devices", sets.List(busy))
+				res.Results[p.index] = GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
+					Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)", strings.Join(sets.List(busy), ", "))}
+				res.Retry = true
+				if err := r.Journal.Clear(p.index); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			kept = append(kept, p)
+		}
+		work = kept
+		r.Metrics.observePhase("drain", time.Since(start))
+	}
+
+	// 3. Repartition, GPU by GPU, under the lock that prepare takes.
+	for _, p := range work {
+		start := time.Now()
+		report(p.index, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: "Repartitioning", Message: p.describe()})
+		result := r.apply(ctx, p)
+		r.Metrics.observePhase("repartition", time.Since(start))
+		r.Metrics.countRepartition(result.Phase)
+		if result.Phase != v1alpha1.PhaseReady {
+			res.Results[p.index] = result
+			res.Retry = true
+		}
+	}
+
+	// 4. Republish the whole pool from NVML truth, no device tainted.
+	start := time.Now()
+	if obs, err = r.observe(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.Inventory.Publish(ctx, obs, nil); err != nil {
+		return nil, fmt.Errorf("republishing pool: %w", err)
+	}
+	r.Metrics.observePhase("republish", time.Since(start))
+	res.GPUs = obs
+	if res.InUse, err = r.inUseLayouts(ctx, obs); err != nil {
+		return nil, err
+	}
+	for _, spec := range desired {
+		idx := int(spec.Index)
+		if _, done := res.Results[idx]; done {
+			continue
+		}
+		if g := findGPU(obs, idx); g != nil && matches(g, spec) {
+			res.Results[idx] = GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
+			if err := r.Journal.Clear(idx); err != nil {
+				return nil, err
+			}
+		} else {
+			res.Results[idx] = GPUResult{Phase: v1alpha1.PhasePending, Reason: "Pending", Message: "differs from the desired layout after the pass; retrying"}
+			res.Retry = true
+		}
+	}
+	return res, nil
+}
+
+// planGPU computes the work for one GPU, or a final result when there is
+// none (already Ready) or it must not be touched (Failed, Blocked).
+func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse sets.Set[string]) (*gpuPlan, *GPUResult) {
+	idx := int(spec.Index)
+	g := findGPU(obs, idx)
+	if g == nil {
+		return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout, Message: fmt.Sprintf("the node has no GPU with index %d", idx)}
+	}
+	if !g.GPU.MIGCapable {
+		return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonUnknownGPU, Message: fmt.Sprintf("GPU %d (%s) does not support MIG", idx, g.GPU.ProductName)}
+	}
+	if g.GPU.Model == nil {
+		return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonUnknownGPU, Message: fmt.Sprintf("GPU %d: product %q is not in the MIG catalog; layouts cannot be validated", idx, g.GPU.ProductName)}
+	}
+	p := &gpuPlan{index: idx, state: g, model: g.GPU.Model, spec: spec}
+	if g.GPU.MIGMode.Current != g.GPU.MIGMode.Pending && g.GPU.MIGMode.Pending == spec.MIGEnabled {
+		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
+			Message: fmt.Sprintf("MIG mode change to %v is pending until GPU %d is reset (stop its processes and run nvidia-smi -r -i %d)", spec.MIGEnabled, idx, idx)}
+	}
+	actual := layoutOf(g)
+	if spec.MIGEnabled {
+		desired, err := mig.ParseLayout(spec.Layout)
+		if err == nil {
+			err = p.model.Validate(desired)
+		}
+		if err != nil {
+			return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout, Message: err.Error()}
+		}
+		p.desired = desired
+		p.enableMIG = !g.GPU.MIGMode.Current
+		p.plan = p.model.Diff(actual, desired)
+		if p.enableMIG {
+			p.drain = append(p.drain, r.Inventory.DeviceName(g.GPU, nil))
+		}
+	} else {
+		p.disableMIG = g.GPU.MIGMode.Current
+		p.plan = p.model.Diff(actual, nil)
+	}
+	for _, d := range p.plan.Destroy {
+		if md := findDevice(g, d); md != nil {
+			p.drain = append(p.drain, r.Inventory.DeviceName(g.GPU, md))
+		}
+	}
+	if p.plan.Empty() && !p.enableMIG && !p.disableMIG {
+		return nil, &GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
+	}
+	if busy := inUse.Intersection(sets.New(p.drain...)); busy.Len() > 0 {
+		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
+			Message: fmt.Sprintf("in use, not destroyed: %s (allocated, prepared or running a process); waiting for it to be released", strings.Join(sets.List(busy), ", "))}
+	}
+	return p, nil
+}
+
+func (p *gpuPlan) describe() string {
+	var parts []string
+	if p.enableMIG {
+		parts = append(parts, "enable MIG")
+	}
+	if len(p.plan.Destroy) > 0 {
+		parts = append(parts, "destroy "+p.plan.Destroy.String())
+	}
+	if len(p.plan.Create) > 0 {
+		parts = append(parts, "create "+joinDevices(p.plan.Create))
+	}
+	if p.disableMIG {
+		parts = append(parts, "disable MIG")
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (p *gpuPlan) entry(step Step) JournalEntry {
+	e := JournalEntry{GPU: p.index, UUID: p.state.GPU.UUID, Step: step, Desired: p.desired.String()}
+	for _, d := range p.plan.Destroy {
+		e.Destroy = append(e.Destroy, d.String())
+	}
+	for _, d := range p.plan.Create {
+		e.Create = append(e.Create, d.String())
+	}
+	return e
+}
+
+// apply performs the NVML changes of one GPU. Devices are destroyed CI then
+// GI (by the manager), then created GI then CI, largest first (Diff's order).
+func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
+	logger := klog.FromContext(ctx).WithValues("gpu", p.index)
+	end := r.Locks.BeginReconfigure(p.index)
+	defer end()
+	fail := func(err error) GPUResult {
+		if errors.Is(err, gpu.ErrInUse) {
+			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: err.Error()}
+		}
+		r.Metrics.countNVMLError(err)
+		return GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonNVMLError, Message: err.Error()}
+	}
+	entry := p.entry(StepSettingMIGMode)
+	if p.enableMIG {
+		if err := r.Journal.Record(entry); err != nil {
+			return fail(err)
+		}
+		mode, err := r.GPUs.SetMIGMode(ctx, p.index, true)
+		if err != nil {
+			return fail(fmt.Errorf("enabling MIG mode: %w", err))
+		}
+		if !mode.Current {
+			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
+				Message: fmt.Sprintf("MIG mode enabled but pending until GPU %d is reset (a process holds it)", p.index)}
+		}
+	}
+	entry.Step = StepDestroying
+	for _, d := range p.plan.Destroy {
+		if err := r.Journal.Record(entry); err != nil {
+			return fail(err)
+		}
+		logger.V(1).Info("Destroying MIG device", "device", d.String())
+		if err := r.GPUs.DestroyMIGDevice(ctx, p.index, d); err != nil && !errors.Is(err, gpu.ErrNotFound) {
+			return fail(fmt.Errorf("destroying %s: %w", d, err))
+		}
+		entry.Done = append(entry.Done, d.String())
+	}
+	entry.Step = StepCreating
+	for _, d := range p.plan.Create {
+		if err := r.Journal.Record(entry); err != nil {
+			return fail(err)
+		}
+		logger.V(1).Info("Creating MIG device", "device", d.String())
+		if _, err := r.GPUs.CreateMIGDevice(ctx, p.index, d); err != nil {
+			return fail(fmt.Errorf("creating %s: %w", d, err))
+		}
+		entry.Done = append(entry.Done, d.String())
+	}
+	if p.disableMIG {
+		entry.Step = StepSettingMIGMode
+		if err := r.Journal.Record(entry); err != nil {
+			return fail(err)
+		}
+		mode, err := r.GPUs.SetMIGMode(ctx, p.index, false)
+		if err != nil {
+			return fail(fmt.Errorf("disabling MIG mode: %w", err))
+		}
+		if mode.Current {
+			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
+				Message: fmt.Sprintf("MIG mode disabled but pending until GPU %d is reset", p.index)}
+		}
+	}
+	logger.Info("Repartitioned GPU", "layout", p.desired.String(), "destroyed", p.plan.Destroy.String(), "created", joinDevices(p.plan.Create))
+	return GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
+}
+
+// rollbackOrphans destroys GPU instances that have no compute instance: the
+// trace of an agent killed between creating a GI and its CI (or of a failed
+// rollback). Such a GI is never published, so nothing can use it.
+func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState) (bool, error) {
+	logger := klog.FromContext(ctx)
+	rolled := false
+	var errs []error
+	for i := range obs {
+		g := &obs[i]
+		for _, d := range g.Devices {
+			if d.CIID >= 0 {
+				continue
+			}
+			logger.Info("Rolling back GPU instance without compute instance", "gpu", g.GPU.Index, "device", d.Device().String(), "giID", d.GIID)
+			end := r.Locks.BeginReconfigure(g.GPU.Index)
+			err := r.GPUs.DestroyMIGDevice(ctx, g.GPU.Index, d.Device())
+			end()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("destroying orphan GPU instance %s on GPU %d: %w", d.Device(), g.GPU.Index, err))
+				continue
+			}
+			rolled = true
+		}
+	}
+	return rolled, errors.Join(errs...)
+}
+
+// observe reads every GPU and its MIG devices from NVML.
+func (r *Repartitioner) observe(ctx context.Context) ([]GPUState, error) {
+	gpus, err := r.GPUs.GPUs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing GPUs: %w", err)
+	}
+	out := make([]GPUState, len(gpus))
+	for i, g := range gpus {
+		out[i].GPU = g
+		if !g.MIGCapable || !g.MIGMode.Current {
+			continue
+		}
+		devs, err := r.GPUs.MIGDevices(ctx, g.Index)
+		if err != nil {
+			return nil, fmt.Errorf("listing MIG devices of GPU %d: %w", g.Index, err)
+		}
+		out[i].Devices = devs
+	}
+	return out, nil
+}
+
+// inUse returns the published names of devices that must not be destroyed:
+// referenced by a ResourceClaim allocation, prepared by the kubelet plugin,
+// or running a process.
+func (r *Repartitioner) inUse(ctx context.Context, obs []GPUState, live bool) (sets.Set[string], error) {
+	out, err := r.Allocations.AllocatedDevices(ctx, live)
+	if err != nil {
+		return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+	}
+	out = out.Clone()
+	if r.Prepared != nil {
+		out = out.Union(r.Prepared.PreparedDevices())
+	}
+	for i := range obs {
+		g := &obs[i]
+		for j := range g.Devices {
+			d := &g.Devices[j]
+			if d.CIID < 0 {
+				continue
+			}
+			procs, err := r.GPUs.Processes(ctx, g.GPU.Index, d.Device())
+			if err != nil {
+				return nil, fmt.Errorf("listing processes on %s of GPU %d: %w", d.Device(), g.GPU.Index, err)
+			}
+			if len(procs) > 0 {
+				out.Insert(r.Inventory.DeviceName(g.GPU, d))
+			}
+		}
+	}
+	return out, nil
+}
+
+func (r *Repartitioner) inUseLayouts(ctx context.Context, obs []GPUState) (map[int]mig.Layout, error) {
+	names, err := r.inUse(ctx, obs, false)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]mig.Layout{}
+	for i := range obs {
+		g := &obs[i]
+		for j := range g.Devices {
+			if names.Has(r.Inventory.DeviceName(g.GPU, &g.Devices[j])) {
+				out[g.GPU.Index] = append(out[g.GPU.Index], g.Devices[j].Device())
+			}
+		}
+	}
+	return out, nil
+}
+
+func (r *Repartitioner) sleep(ctx context.Context, d time.Duration) error {
+	if r.Sleep != nil {
+		return r.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func findGPU(obs []GPUState, idx int) *GPUState {
+	for i := range obs {
+		if obs[i].GPU.Index == idx {
+			return &obs[i]
+		}
+	}
+	return nil
+}
+
+func findDevice(g *GPUState, d mig.Device) *gpu.MIGDevice {
+	for i := range g.Devices {
+		if g.Devices[i].Device() == d {
+			return &g.Devices[i]
+		}
+	}
+	return nil
+}
+
+// layoutOf is the GPU's current layout, GIs without CI included.
+func layoutOf(g *GPUState) mig.Layout {
+	l := make(mig.Layout, 0, len(g.Devices))
+	for _, d := range g.Devices {
+		l = append(l, d.Device())
+	}
+	return l.Canonical()
+}
+
+// matches reports whether the GPU holds what spec asks for.
+func matches(g *GPUState, spec v1alpha1.GPUSpec) bool {
+	if g.GPU.MIGMode.Current != spec.MIGEnabled || g.GPU.MIGMode.Pending != spec.MIGEnabled {
+		return false
+	}
+	if !spec.MIGEnabled {
+		return true
+	}
+	want, err := mig.ParseLayout(spec.Layout)
+	return err == nil && layoutOf(g).Equal(want)
+}
+
+func joinDevices(l mig.Layout) string {
+	s := make([]string, len(l))
+	for i, d := range l {
+		s[i] = d.String()
+	}
+	return strings.Join(slices.Clip(s), ",")
+}

@@ -1,0 +1,243 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+)
+
+func spec(idx int32, layout string) v1alpha1.GPUSpec {
+	return v1alpha1.GPUSpec{Index: idx, MIGEnabled: true, Layout: layout}
+}
+
+func TestSyncEnablesMIGAndCreatesLayout(t *testing.T) {
+	g := newRig(t, "2xA100-SXM4-80GB")
+	var phases []v1alpha1.GPUPhase
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@4,2g.20gb@0,1g.10gb@2,1g.10gb@3")},
+		func(_ int, r GPUResult) { phases = append(phases, r.Phase) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"2g.20gb@0,1g.10gb@2,1g.10gb@3,3g.40gb@4", "-"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
+	}
+	if got := res.Results[0].Phase; got != v1alpha1.PhaseReady {
+		t.Errorf("phase = %s (%s), want Ready", got, res.Results[0].Message)
+	}
+	if diff := cmp.Diff([]v1alpha1.GPUPhase{v1alpha1.PhaseDraining, v1alpha1.PhaseRepartitioning}, phases); diff != "" {
+		t.Errorf("reported phases (-want +got):\n%s", diff)
+	}
+	// The whole GPU was drained before MIG mode changed, then the pool
+	// republished from NVML with nothing tainted.
+	if diff := cmp.Diff([]string{"gpu-0"}, g.inv.pubs[0].draining); diff != "" {
+		t.Errorf("drained (-want +got):\n%s", diff)
+	}
+	want := []string{"gpu-0-mig-2g20gb-14-0", "gpu-0-mig-1g10gb-19-2", "gpu-0-mig-1g10gb-19-3", "gpu-0-mig-3g40gb-9-4", "gpu-1"}
+	if diff := cmp.Diff(publication{devices: want}, g.inv.last(), cmp.AllowUnexported(publication{})); diff != "" {
+		t.Errorf("final publication (-want +got):\n%s", diff)
+	}
+	if len(g.r.Journal.Entries()) != 0 {
+		t.Errorf("journal not cleared: %+v", g.r.Journal.Entries())
+	}
+}
+
+func TestSyncKeepsAllocatedDevice(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.alloc.cached = sets.New("gpu-0-mig-3g40gb-9-0")
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"3g.40gb@0,2g.20gb@4,1g.10gb@6"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
+	}
+	if res.Results[0].Phase != v1alpha1.PhaseReady {
+		t.Errorf("phase = %+v", res.Results[0])
+	}
+	if diff := cmp.Diff([]string{"gpu-0-mig-3g40gb-9-4"}, g.inv.pubs[0].draining); diff != "" {
+		t.Errorf("drained (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff("3g.40gb@0", res.InUse[0].String()); diff != "" {
+		t.Errorf("in use (-want +got):\n%s", diff)
+	}
+}
+
+func TestSyncBlocksWithoutTouchingHardware(t *testing.T) {
+	tests := map[string]struct {
+		prepare    func(t *testing.T, g *rig)
+		wantPhase  v1alpha1.GPUPhase
+		wantReason string
+		wantMsg    string
+	}{
+		"allocated device would be destroyed": {
+			prepare:   func(_ *testing.T, g *rig) { g.alloc.cached = sets.New("gpu-0-mig-3g40gb-9-4") },
+			wantPhase: v1alpha1.PhaseBlocked, wantReason: v1alpha1.ReasonDeviceInUse, wantMsg: "gpu-0-mig-3g40gb-9-4",
+		},
+		"allocated while draining": {
+			prepare:   func(_ *testing.T, g *rig) { g.alloc.live = sets.New("gpu-0-mig-3g40gb-9-4") },
+			wantPhase: v1alpha1.PhaseBlocked, wantReason: v1alpha1.ReasonDeviceInUse, wantMsg: "allocated while draining",
+		},
+		"prepared device": {
+			prepare:   func(_ *testing.T, g *rig) { g.prep.names.Insert("gpu-0-mig-3g40gb-9-4") },
+			wantPhase: v1alpha1.PhaseBlocked, wantReason: v1alpha1.ReasonDeviceInUse, wantMsg: "gpu-0-mig-3g40gb-9-4",
+		},
+		"process running": {
+			prepare: func(t *testing.T, g *rig) {
+				if _, err := g.sim.StartProcess(g.migUUID(t, 0, "3g.40gb@4"), 1000); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantPhase: v1alpha1.PhaseBlocked, wantReason: v1alpha1.ReasonDeviceInUse, wantMsg: "gpu-0-mig-3g40gb-9-4",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "1xA100-SXM4-80GB")
+			g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+			tc.prepare(t, g)
+			before := g.sim.Snapshot()
+			res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6")}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res.Results[0]
+			if got.Phase != tc.wantPhase || got.Reason != tc.wantReason || !strings.Contains(got.Message, tc.wantMsg) {
+				t.Errorf("result = %+v, want %s/%s with %q", got, tc.wantPhase, tc.wantReason, tc.wantMsg)
+			}
+			if !res.Retry {
+				t.Error("Retry = false for a blocked GPU")
+			}
+			if diff := cmp.Diff(before.GPUs, g.sim.Snapshot().GPUs); diff != "" {
+				t.Errorf("hardware changed (-before +after):\n%s", diff)
+			}
+			if last := g.inv.last(); len(last.draining) != 0 {
+				t.Errorf("taints left published: %v", last.draining)
+			}
+		})
+	}
+}
+
+func TestSyncRefusesInvalidInput(t *testing.T) {
+	tests := map[string]struct {
+		spec    v1alpha1.GPUSpec
+		reason  string
+		message string
+	}{
+		"overlap":         {spec: spec(0, "3g.40gb@0,4g.40gb@0"), reason: v1alpha1.ReasonInvalidLayout, message: "4g.40gb@0 overlaps 3g.40gb@0 on memory slices 0-3"},
+		"bad placement":   {spec: spec(0, "1g.10gb@7"), reason: v1alpha1.ReasonInvalidLayout, message: "start 7 is not a valid placement"},
+		"unknown profile": {spec: spec(0, "3g.20gb@0"), reason: v1alpha1.ReasonInvalidLayout, message: `unknown profile "3g.20gb"`},
+		"syntax":          {spec: spec(0, "3g.40gb"), reason: v1alpha1.ReasonInvalidLayout, message: "missing"},
+		"no such GPU":     {spec: spec(3, "7g.80gb@0"), reason: v1alpha1.ReasonInvalidLayout, message: "no GPU with index 3"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "1xA100-SXM4-80GB")
+			g.setup(t, 0, "7g.80gb@0")
+			before := g.sim.Snapshot()
+			res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{tc.spec}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res.Results[int(tc.spec.Index)]
+			if got.Phase != v1alpha1.PhaseFailed || got.Reason != tc.reason || !strings.Contains(got.Message, tc.message) {
+				t.Errorf("result = %+v, want Failed/%s with %q", got, tc.reason, tc.message)
+			}
+			if diff := cmp.Diff(before.GPUs, g.sim.Snapshot().GPUs); diff != "" {
+				t.Errorf("hardware changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSyncRollsBackOrphanGI plays an agent killed between creating a GPU
+// instance and its compute instance: the GI is left alone on the GPU.
+func TestSyncRollsBackOrphanGI(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "")
+	dev, ret := g.sim.DeviceGetHandleByIndex(0)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	if _, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4}); ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	if err := g.r.Journal.Record(JournalEntry{GPU: 0, Step: StepCreating, Desired: "3g.40gb@0,3g.40gb@4", Create: []string{"3g.40gb@0", "3g.40gb@4"}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Results[0].Phase != v1alpha1.PhaseReady {
+		t.Errorf("phase = %+v", res.Results[0])
+	}
+	snap := g.sim.Snapshot()
+	for _, gi := range snap.GPUs[0].GPUInstances {
+		if len(gi.ComputeInstances) != 1 {
+			t.Errorf("GI %d has %d compute instances, want 1 (leaked GI)", gi.ID, len(gi.ComputeInstances))
+		}
+	}
+	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
+	}
+	if len(g.r.Journal.Entries()) != 0 {
+		t.Errorf("journal not cleared: %+v", g.r.Journal.Entries())
+	}
+}
+
+// TestSyncNVMLFailureIsReported: a CI creation refused by NVML fails the GPU
+// with NVMLError, the GI is rolled back, and the next pass converges.
+func TestSyncNVMLFailureIsReported(t *testing.T) {
+	g := newRig(t, "1xH100-SXM5-80GB")
+	g.setup(t, 0, "")
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "CreateComputeInstance", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	want := []v1alpha1.GPUSpec{spec(0, "4g.40gb@0,3g.40gb@4")}
+	res, err := g.r.Sync(context.Background(), want, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseFailed || got.Reason != v1alpha1.ReasonNVMLError || !res.Retry {
+		t.Errorf("first pass = %+v retry=%v, want Failed/NVMLError with retry", got, res.Retry)
+	}
+	if got := g.layouts(t)[0]; strings.Contains(got, "4g.40gb@0") {
+		t.Errorf("GI of the failed CI was not rolled back: %s", got)
+	}
+	if res, err = g.r.Sync(context.Background(), want, nil); err != nil || res.Results[0].Phase != v1alpha1.PhaseReady {
+		t.Fatalf("second pass = %+v, %v", res.Results[0], err)
+	}
+	if diff := cmp.Diff([]string{"4g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
+	}
+}
+
+func TestSyncDisablesMIG(t *testing.T) {
+	g := newRig(t, "1xH100-SXM5-80GB")
+	g.setup(t, 0, "7g.80gb@0")
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: false}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Results[0].Phase != v1alpha1.PhaseReady {
+		t.Errorf("phase = %+v", res.Results[0])
+	}
+	if diff := cmp.Diff([]string{"-"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"gpu-0"}, g.inv.last().devices); diff != "" {
+		t.Errorf("published (-want +got):\n%s", diff)
+	}
+}
