@@ -663,8 +663,8 @@ func (m *NVMLManager) create(logger klog.Logger, idx int, d mig.Device) (MIGDevi
 		for i, q := range p.Placements {
 			starts[i] = fmt.Sprint(q.Start)
 		}
-		return MIGDevice{}, fmt.Errorf("%w: %w: placement start %d is not valid for %s on %s (valid starts: %s)",
-			mig.ErrInvalidLayout, ErrInsufficientResources, d.Start, p.Name, model.Name, strings.Join(starts, ","))
+		return MIGDevice{}, fmt.Errorf("placement start %d is not valid for %s on %s (valid starts: %s): %w (%w)",
+			d.Start, p.Name, model.Name, strings.Join(starts, ","), mig.ErrInvalidLayout, ErrInsufficientResources)
 	}
 	info, ret := dev.GetGpuInstanceProfileInfo(p.NVMLProfile)
 	if err := nvmlErr("nvmlDeviceGetGpuInstanceProfileInfo", ret); err != nil {
@@ -713,9 +713,21 @@ func (m *NVMLManager) create(logger klog.Logger, idx int, d mig.Device) (MIGDevi
 func (m *NVMLManager) rollback(logger klog.Logger, gi nvml.GpuInstance, cause error) error {
 	logger.V(2).Info("Rolling back GPU instance after failure", "err", cause.Error())
 	if err := staleErr("nvmlGpuInstanceDestroy", gi.Destroy()); err != nil {
-		return multierror.Append(cause, fmt.Errorf("rolling back the GPU instance failed, it is left without a compute instance: %w", err))
+		return &multierror.Error{
+			Errors:      []error{cause, fmt.Errorf("rolling back the GPU instance failed, it is left without a compute instance: %w", err)},
+			ErrorFormat: joinErrors,
+		}
 	}
 	return fmt.Errorf("%w (the GPU instance was destroyed again)", cause)
+}
+
+// joinErrors formats a multierror on one line: "a; and then b".
+func joinErrors(errs []error) string {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "; and then ")
 }
 
 // DestroyMIGDevice destroys the CIs and then the GI that is device d. No such

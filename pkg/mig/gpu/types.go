@@ -85,7 +85,9 @@ type MIGDevice struct {
 }
 
 // Device returns the layout element (profile@start) of d.
-func (d MIGDevice) Device() mig.Device { return mig.Device{Profile: d.Profile, Start: d.Placement.Start} }
+func (d MIGDevice) Device() mig.Device {
+	return mig.Device{Profile: d.Profile, Start: d.Placement.Start}
+}
 
 // Process is a process running on a MIG device or GPU.
 type Process struct {

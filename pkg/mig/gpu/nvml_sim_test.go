@@ -1,0 +1,652 @@
+package gpu_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+)
+
+const spec = "2xA100-SXM4-80GB,1xH100-SXM5-80GB"
+
+func newSim(t *testing.T) (*nvmlsim.Sim, *gpu.NVMLManager) {
+	t.Helper()
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Shutdown(); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return sim, m
+}
+
+func model(t *testing.T, name string) *mig.Model {
+	t.Helper()
+	md, err := mig.DefaultCatalog().Model(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md
+}
+
+// enableMIG turns MIG mode on for GPU idx, resetting it where the mode stays
+// pending (Ampere).
+func enableMIG(t *testing.T, ctx context.Context, sim *nvmlsim.Sim, m *gpu.NVMLManager, idx int) {
+	t.Helper()
+	mode, err := m.SetMIGMode(ctx, idx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mode.Current {
+		if err := sim.ResetGPU(idx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// modelComparer compares catalog models by identity (they carry unexported
+// lookup maps).
+var modelComparer = cmp.Comparer(func(a, b *mig.Model) bool { return a == b })
+
+func TestGPUs(t *testing.T) {
+	_, m := newSim(t)
+	gpus, err := m.GPUs(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a100, h100 := model(t, "A100-SXM4-80GB"), model(t, "H100-SXM5-80GB")
+	want := []gpu.GPU{
+		{Index: 0, ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: a100.MemoryMiB, MIGCapable: true,
+			Brand: "Nvidia", Architecture: "Ampere", CUDAComputeCapability: "8.0", DriverVersion: nvmlsim.DriverVersion, CUDADriverVersion: "13.0", Minor: 0},
+		{Index: 1, ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: a100.MemoryMiB, MIGCapable: true,
+			Brand: "Nvidia", Architecture: "Ampere", CUDAComputeCapability: "8.0", DriverVersion: nvmlsim.DriverVersion, CUDADriverVersion: "13.0", Minor: 1},
+		{Index: 2, ProductName: "NVIDIA H100 80GB HBM3", Model: h100, MemoryMiB: h100.MemoryMiB, MIGCapable: true,
+			Brand: "Nvidia", Architecture: "Hopper", CUDAComputeCapability: "9.0", DriverVersion: nvmlsim.DriverVersion, CUDADriverVersion: "13.0", Minor: 2},
+	}
+	if diff := cmp.Diff(want, gpus, modelComparer, cmpopts.IgnoreFields(gpu.GPU{}, "UUID", "PCIBusID")); diff != "" {
+		t.Errorf("GPUs() mismatch (-want +got):\n%s", diff)
+	}
+	uuidRE := regexp.MustCompile(`^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	busRE := regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+	uuids, buses := map[string]bool{}, map[string]bool{}
+	for _, g := range gpus {
+		if !uuidRE.MatchString(g.UUID) {
+			t.Errorf("GPU %d UUID %q is not GPU-<uuid>", g.Index, g.UUID)
+		}
+		if !busRE.MatchString(g.PCIBusID) {
+			t.Errorf("GPU %d PCI bus ID %q is not dddd:bb:dd.f in lower case", g.Index, g.PCIBusID)
+		}
+		uuids[g.UUID], buses[g.PCIBusID] = true, true
+	}
+	if len(uuids) != 3 || len(buses) != 3 {
+		t.Errorf("UUIDs %v or bus IDs %v not distinct", uuids, buses)
+	}
+}
+
+func TestSetMIGMode(t *testing.T) {
+	ctx := t.Context()
+	sim, m := newSim(t)
+	gpus, err := m.GPUs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A process holding GPU 0 (A100) keeps its mode change pending until a
+	// reset; one holding GPU 2 (H100) makes the change fail.
+	pid0, err := sim.StartProcess(gpus[0].UUID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid2, err := sim.StartProcess(gpus[2].UUID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		before  func()
+		idx     int
+		enabled bool
+		want    gpu.MIGMode
+		wantErr error
+	}{
+		{name: "A100 held by a process: enable stays pending", idx: 0, enabled: true, want: gpu.MIGMode{Current: false, Pending: true}},
+		{name: "A100 idle: enable applies at once", idx: 1, enabled: true, want: gpu.MIGMode{Current: true, Pending: true}},
+		{name: "H100 held by a process: enable fails", idx: 2, enabled: true, wantErr: gpu.ErrInUse},
+		{name: "H100 idle: enable applies at once", before: func() { stop(t, sim, pid2) }, idx: 2, enabled: true, want: gpu.MIGMode{Current: true, Pending: true}},
+		{name: "H100 disable applies at once", idx: 2, enabled: false, want: gpu.MIGMode{}},
+		{name: "no such GPU", idx: 7, enabled: true, wantErr: gpu.ErrNotFound},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.before != nil {
+				tc.before()
+			}
+			got, err := m.SetMIGMode(ctx, tc.idx, tc.enabled)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Errorf("SetMIGMode(%d, %v) = %+v, %v; want error wrapping %v", tc.idx, tc.enabled, got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("SetMIGMode(%d, %v) = %+v, want %+v", tc.idx, tc.enabled, got, tc.want)
+			}
+		})
+	}
+	stop(t, sim, pid0)
+	if err := sim.ResetGPU(0); err != nil {
+		t.Fatal(err)
+	}
+	gpus, err = m.GPUs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []gpu.MIGMode{gpus[0].MIGMode, gpus[1].MIGMode, gpus[2].MIGMode}
+	want := []gpu.MIGMode{{Current: true, Pending: true}, {Current: true, Pending: true}, {}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("MIG modes after reset (-want +got):\n%s", diff)
+	}
+	// A GPU with MIG mode off has no MIG devices; one with MIG on and no GI
+	// neither.
+	for _, idx := range []int{1, 2} {
+		if devs, err := m.MIGDevices(ctx, idx); err != nil || len(devs) != 0 {
+			t.Errorf("MIGDevices(%d) = %v, %v; want none", idx, devs, err)
+		}
+	}
+}
+
+func stop(t *testing.T, sim *nvmlsim.Sim, pid uint32) {
+	t.Helper()
+	if err := sim.StopProcess(pid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantDevice builds the MIGDevice the catalog says profile@start is, with the
+// NVML-assigned IDs and UUID taken from got.
+func wantDevice(t *testing.T, md *mig.Model, idx int, parent string, d mig.Device, got gpu.MIGDevice) gpu.MIGDevice {
+	t.Helper()
+	p, err := md.Profile(d.Profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gpu.MIGDevice{
+		GPUIndex: idx, ParentUUID: parent, Profile: p.Name, ProfileID: p.ID,
+		Placement: mig.Placement{Start: d.Start, Size: p.MemorySlices},
+		GIID:      got.GIID, CIID: got.CIID, UUID: got.UUID,
+		MemoryMiB: p.MemoryMiB, Multiprocessors: p.Multiprocessors, CopyEngines: p.CopyEngines,
+		Decoders: p.Decoders, Encoders: p.Encoders, JPEGEngines: p.JPEGEngines, OFAEngines: p.OFAEngines,
+	}
+}
+
+var migUUIDRE = regexp.MustCompile(`^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// simLayout is the simulator's own record of GPU idx's devices.
+func simLayout(sim *nvmlsim.Sim, idx int) mig.Layout { return sim.Snapshot().GPUs[idx].Layout() }
+
+func TestCreateListDestroy(t *testing.T) {
+	ctx := t.Context()
+	sim, m := newSim(t)
+	gpus, err := m.GPUs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type step struct {
+		dev     string
+		wantErr []error // nil: must succeed
+	}
+	tests := []struct {
+		idx    int
+		steps  []step
+		layout string // the layout listed afterwards
+		ids    []int  // GI profile IDs, in placement order
+	}{
+		{
+			idx: 0,
+			steps: []step{
+				{"3g.40gb@0", nil},
+				{"2g.20gb@4", nil},
+				{"1g.10gb@6", nil},
+				// 1g profiles start at 0..6 on A100: refused before NVML.
+				{"1g.10gb@7", []error{gpu.ErrInsufficientResources, mig.ErrInvalidLayout}},
+				// Overlaps 3g.40gb@0: NVML refuses.
+				{"1g.10gb@1", []error{gpu.ErrInsufficientResources}},
+				{"5g.50gb@0", []error{mig.ErrUnknownProfile}},
+			},
+			layout: "3g.40gb@0,2g.20gb@4,1g.10gb@6",
+			ids:    []int{9, 14, 19},
+		},
+		{
+			idx: 1,
+			steps: []step{
+				{"3g.40gb@4", nil},
+				{"1g.10gb@0", nil},
+				{"1g.10gb@1", nil},
+				{"2g.20gb@2", nil},
+				// All 7 compute slices are taken.
+				{"1g.10gb@6", []error{gpu.ErrInsufficientResources}},
+			},
+			layout: "1g.10gb@0,1g.10gb@1,2g.20gb@2,3g.40gb@4",
+			ids:    []int{19, 19, 14, 9},
+		},
+		{
+			idx: 2,
+			steps: []step{
+				{"4g.40gb@0", nil},
+				{"1g.20gb@4", nil},
+				{"1g.10gb+me@6", nil},
+				{"7g.80gb@0", []error{gpu.ErrInsufficientResources}},
+			},
+			layout: "4g.40gb@0,1g.20gb@4,1g.10gb+me@6",
+			ids:    []int{5, 15, 20},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(gpus[tc.idx].ProductName+"/"+tc.layout, func(t *testing.T) {
+			enableMIG(t, ctx, sim, m, tc.idx)
+			md := gpus[tc.idx].Model
+			created := map[mig.Device]gpu.MIGDevice{}
+			for _, s := range tc.steps {
+				d := mig.MustParseLayout(s.dev)[0]
+				before := simLayout(sim, tc.idx)
+				got, err := m.CreateMIGDevice(ctx, tc.idx, d)
+				if s.wantErr == nil {
+					if err != nil {
+						t.Fatalf("CreateMIGDevice(%s): %v", d, err)
+					}
+					if !migUUIDRE.MatchString(got.UUID) || got.CIID < 0 || got.GIID < 1 {
+						t.Errorf("CreateMIGDevice(%s) = %+v: want GI ID >= 1, CI ID >= 0, MIG UUID", d, got)
+					}
+					want := wantDevice(t, md, tc.idx, gpus[tc.idx].UUID, d, got)
+					if diff := cmp.Diff(want, got); diff != "" {
+						t.Errorf("CreateMIGDevice(%s) (-want +got):\n%s", d, diff)
+					}
+					created[d] = got
+					continue
+				}
+				if err == nil {
+					t.Fatalf("CreateMIGDevice(%s) succeeded, want an error wrapping %v", d, s.wantErr)
+				}
+				for _, w := range s.wantErr {
+					if !errors.Is(err, w) {
+						t.Errorf("CreateMIGDevice(%s) = %v, want it to wrap %v", d, err, w)
+					}
+				}
+				if !strings.Contains(err.Error(), d.String()) || !strings.Contains(err.Error(), fmt.Sprintf("GPU %d", tc.idx)) {
+					t.Errorf("error %q does not name the device and GPU", err)
+				}
+				if after := simLayout(sim, tc.idx); !after.Equal(before) {
+					t.Errorf("failed CreateMIGDevice(%s) changed the GPU: %s -> %s", d, before, after)
+				}
+			}
+			devs, err := m.MIGDevices(ctx, tc.idx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []gpu.MIGDevice
+			var layout mig.Layout
+			var ids []int
+			for _, d := range devs {
+				layout = append(layout, d.Device())
+				ids = append(ids, d.ProfileID)
+				want = append(want, created[d.Device()])
+			}
+			if got := layout.String(); got != tc.layout {
+				t.Errorf("MIGDevices layout = %s, want %s", got, tc.layout)
+			}
+			if got := simLayout(sim, tc.idx).String(); got != tc.layout {
+				t.Errorf("simulator layout = %s, want %s", got, tc.layout)
+			}
+			if diff := cmp.Diff(tc.ids, ids); diff != "" {
+				t.Errorf("GI profile IDs (-want +got):\n%s", diff)
+			}
+			// Listing gives back exactly what creating returned (IDs, UUIDs).
+			if diff := cmp.Diff(want, devs); diff != "" {
+				t.Errorf("MIGDevices differs from the created devices (-want +got):\n%s", diff)
+			}
+			// The MIG UUIDs are the simulator's.
+			snap := sim.Snapshot().GPUs[tc.idx]
+			for i, gi := range snap.GPUInstances {
+				if len(gi.ComputeInstances) != 1 || gi.ComputeInstances[0].UUID != devs[i].UUID || gi.ID != devs[i].GIID {
+					t.Errorf("device %d: simulator has GI %d %+v, manager reports GI %d UUID %s", i, gi.ID, gi.ComputeInstances, devs[i].GIID, devs[i].UUID)
+				}
+			}
+
+			// Destroy everything, in order; the GPU ends empty.
+			for _, d := range devs {
+				if err := m.DestroyMIGDevice(ctx, tc.idx, d.Device()); err != nil {
+					t.Fatalf("DestroyMIGDevice(%s): %v", d.Device(), err)
+				}
+			}
+			if devs, err := m.MIGDevices(ctx, tc.idx); err != nil || len(devs) != 0 {
+				t.Errorf("MIGDevices after destroying all = %v, %v; want none", devs, err)
+			}
+			if l := simLayout(sim, tc.idx); len(l) != 0 {
+				t.Errorf("simulator still has %s", l)
+			}
+		})
+	}
+}
+
+func TestDestroyInUse(t *testing.T) {
+	ctx := t.Context()
+	sim, m := newSim(t)
+	enableMIG(t, ctx, sim, m, 0)
+	d := mig.Device{Profile: "3g.40gb", Start: 4}
+	md, err := m.CreateMIGDevice(ctx, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := sim.StartProcess(md.UUID, 1536)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, err := m.Processes(ctx, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]gpu.Process{{PID: pid, UsedMemoryMiB: 1536}}, procs); diff != "" {
+		t.Errorf("Processes (-want +got):\n%s", diff)
+	}
+
+	err = m.DestroyMIGDevice(ctx, 0, d)
+	if !errors.Is(err, gpu.ErrInUse) {
+		t.Fatalf("DestroyMIGDevice with a process = %v, want ErrInUse", err)
+	}
+	if !strings.Contains(err.Error(), "3g.40gb@4") || !strings.Contains(err.Error(), "GPU 0") {
+		t.Errorf("error %q does not name the device and GPU", err)
+	}
+	devs, err := m.MIGDevices(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]gpu.MIGDevice{md}, devs); diff != "" {
+		t.Errorf("device changed by a refused destroy (-want +got):\n%s", diff)
+	}
+
+	if err := sim.StopProcess(pid); err != nil {
+		t.Fatal(err)
+	}
+	if procs, err := m.Processes(ctx, 0, d); err != nil || len(procs) != 0 {
+		t.Errorf("Processes after stop = %v, %v; want none", procs, err)
+	}
+	if err := m.DestroyMIGDevice(ctx, 0, d); err != nil {
+		t.Fatalf("DestroyMIGDevice after the process stopped: %v", err)
+	}
+	if l := simLayout(sim, 0); len(l) != 0 {
+		t.Errorf("simulator still has %s", l)
+	}
+}
+
+func TestDestroyNotFound(t *testing.T) {
+	ctx := t.Context()
+	sim, m := newSim(t)
+	enableMIG(t, ctx, sim, m, 0)
+	if _, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 0}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		idx  int
+		dev  mig.Device
+	}{
+		{"nothing at that placement", 0, mig.Device{Profile: "3g.40gb", Start: 4}},
+		{"another profile at that placement", 0, mig.Device{Profile: "4g.40gb", Start: 0}},
+		{"MIG mode off", 1, mig.Device{Profile: "3g.40gb", Start: 0}},
+		{"no such GPU", 9, mig.Device{Profile: "3g.40gb", Start: 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := m.DestroyMIGDevice(ctx, tc.idx, tc.dev)
+			if !errors.Is(err, gpu.ErrNotFound) {
+				t.Errorf("DestroyMIGDevice(%d, %s) = %v, want ErrNotFound", tc.idx, tc.dev, err)
+			}
+			if _, err := m.Processes(ctx, tc.idx, tc.dev); !errors.Is(err, gpu.ErrNotFound) {
+				t.Errorf("Processes(%d, %s) = %v, want ErrNotFound", tc.idx, tc.dev, err)
+			}
+		})
+	}
+	if got := simLayout(sim, 0).String(); got != "3g.40gb@0" {
+		t.Errorf("simulator layout = %s, want 3g.40gb@0 untouched", got)
+	}
+}
+
+func TestCreateRollback(t *testing.T) {
+	ctx := t.Context()
+	d := mig.Device{Profile: "2g.20gb", Start: 2}
+	tests := []struct {
+		name       string
+		faults     []nvmlsim.Fault
+		wantErrs   []error
+		wantCode   nvml.Return
+		wantMsg    []string
+		wantLayout string // what remains on the GPU
+	}{
+		{
+			name:       "CI fails, GI rolled back",
+			faults:     []nvmlsim.Fault{{Op: "CreateComputeInstance", Nth: 1, Return: nvml.ERROR_INSUFFICIENT_RESOURCES}},
+			wantErrs:   []error{gpu.ErrInsufficientResources},
+			wantCode:   nvml.ERROR_INSUFFICIENT_RESOURCES,
+			wantMsg:    []string{"creating compute instance", "GPU instance was destroyed again", "2g.20gb@2", "GPU 0"},
+			wantLayout: "",
+		},
+		{
+			name: "CI fails and the rollback fails too",
+			faults: []nvmlsim.Fault{
+				{Op: "CreateComputeInstance", Nth: 1, Return: nvml.ERROR_INSUFFICIENT_RESOURCES},
+				{Op: "GpuInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN},
+			},
+			wantErrs:   []error{gpu.ErrInsufficientResources, gpu.ErrNVML},
+			wantCode:   nvml.ERROR_INSUFFICIENT_RESOURCES,
+			wantMsg:    []string{"creating compute instance", "; and then rolling back the GPU instance failed", "2g.20gb@2", "GPU 0"},
+			wantLayout: "2g.20gb@2",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sim, m := newSim(t)
+			enableMIG(t, ctx, sim, m, 0)
+			for _, f := range tc.faults {
+				if err := sim.InjectFault(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := m.CreateMIGDevice(ctx, 0, d)
+			if err == nil {
+				t.Fatal("CreateMIGDevice succeeded despite the fault")
+			}
+			for _, w := range tc.wantErrs {
+				if !errors.Is(err, w) {
+					t.Errorf("error %v does not wrap %v", err, w)
+				}
+			}
+			if code, ok := gpu.ReturnCode(err); !ok || code != tc.wantCode {
+				t.Errorf("ReturnCode = %v, %v; want %v", code, ok, tc.wantCode)
+			}
+			for _, s := range tc.wantMsg {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q lacks %q", err, s)
+				}
+			}
+			if got := simLayout(sim, 0).String(); got != tc.wantLayout {
+				t.Errorf("simulator layout after the failed create = %q, want %q", got, tc.wantLayout)
+			}
+			devs, err := m.MIGDevices(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantLayout == "" {
+				if len(devs) != 0 {
+					t.Errorf("MIGDevices = %+v, want none", devs)
+				}
+			} else {
+				// The GI left without CI is listed with CIID -1 and no UUID,
+				// and DestroyMIGDevice cleans it up.
+				if len(devs) != 1 || devs[0].Device() != d || devs[0].CIID != -1 || devs[0].UUID != "" {
+					t.Fatalf("MIGDevices = %+v, want %s with CIID -1 and no UUID", devs, d)
+				}
+				if err := m.DestroyMIGDevice(ctx, 0, d); err != nil {
+					t.Fatalf("destroying the GI left without CI: %v", err)
+				}
+			}
+			// The fault was one-shot: the same create now succeeds.
+			if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
+				t.Errorf("CreateMIGDevice after the fault: %v", err)
+			}
+		})
+	}
+}
+
+func TestErrorsFromNVML(t *testing.T) {
+	ctx := t.Context()
+	sim, m := newSim(t)
+	enableMIG(t, ctx, sim, m, 2)
+	tests := []struct {
+		name  string
+		fault nvmlsim.Fault
+		call  func() error
+		want  error
+		code  nvml.Return
+	}{
+		{
+			name:  "no permission on create",
+			fault: nvmlsim.Fault{Op: "CreateGpuInstanceWithPlacement", Nth: 1, Return: nvml.ERROR_NO_PERMISSION},
+			call: func() error {
+				_, err := m.CreateMIGDevice(ctx, 2, mig.Device{Profile: "7g.80gb", Start: 0})
+				return err
+			},
+			want: gpu.ErrNoPermission, code: nvml.ERROR_NO_PERMISSION,
+		},
+		{
+			name:  "reset required on SetMigMode",
+			fault: nvmlsim.Fault{Op: "SetMigMode", Nth: 1, Return: nvml.ERROR_RESET_REQUIRED},
+			call: func() error {
+				_, err := m.SetMIGMode(ctx, 1, true)
+				return err
+			},
+			want: gpu.ErrResetRequired, code: nvml.ERROR_RESET_REQUIRED,
+		},
+		{
+			name:  "GPU lost while listing",
+			fault: nvmlsim.Fault{Op: "GetGpuInstances", Nth: 1, Return: nvml.ERROR_GPU_IS_LOST},
+			call: func() error {
+				_, err := m.MIGDevices(ctx, 2)
+				return err
+			},
+			want: gpu.ErrNVML, code: nvml.ERROR_GPU_IS_LOST,
+		},
+		{
+			name:  "in use on CI destroy",
+			fault: nvmlsim.Fault{Op: "ComputeInstance.Destroy", Nth: 1, Return: nvml.ERROR_IN_USE},
+			call: func() error {
+				d := mig.Device{Profile: "1g.10gb", Start: 3}
+				if _, err := m.CreateMIGDevice(ctx, 2, d); err != nil {
+					return err
+				}
+				return m.DestroyMIGDevice(ctx, 2, d)
+			},
+			want: gpu.ErrInUse, code: nvml.ERROR_IN_USE,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := sim.InjectFault(tc.fault); err != nil {
+				t.Fatal(err)
+			}
+			err := tc.call()
+			if !errors.Is(err, tc.want) {
+				t.Errorf("error %v does not wrap %v", err, tc.want)
+			}
+			if code, ok := gpu.ReturnCode(err); !ok || code != tc.code {
+				t.Errorf("ReturnCode(%v) = %v, %v; want %v", err, code, ok, tc.code)
+			}
+			if err := sim.ClearFaults(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A GPU that the catalog lacks is listed with a nil Model and never
+// repartitioned.
+func TestUnknownModel(t *testing.T) {
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A catalog without the A100 stands in for a GPU the catalog lacks.
+	empty, err := mig.LoadCatalog(fstest.MapFS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := gpu.NewNVML(sim, empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown()
+	ctx := t.Context()
+	gpus, err := m.GPUs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gpus) != 1 || gpus[0].Model != nil || gpus[0].ProductName != "NVIDIA A100-SXM4-80GB" {
+		t.Fatalf("GPUs = %+v, want one A100 with nil Model", gpus)
+	}
+	enableMIG(t, ctx, sim, m, 0)
+	d := mig.Device{Profile: "3g.40gb", Start: 0}
+	if _, err := m.CreateMIGDevice(ctx, 0, d); !errors.Is(err, mig.ErrUnknownModel) {
+		t.Errorf("CreateMIGDevice on an uncatalogued GPU = %v, want ErrUnknownModel", err)
+	}
+	if l := simLayout(sim, 0); len(l) != 0 {
+		t.Errorf("uncatalogued GPU was touched: %s", l)
+	}
+	// Devices made by someone else are still listed, named from NVML's
+	// profile info by walking every NVML profile index.
+	full, err := gpu.NewNVML(sim, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Shutdown()
+	for _, dev := range mig.MustParseLayout("3g.40gb@0,1g.20gb@4,1g.10gb+me@6") {
+		if _, err := full.CreateMIGDevice(ctx, 0, dev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := full.MIGDevices(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.MIGDevices(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("MIGDevices without catalog differs from with catalog (-with +without):\n%s", diff)
+	}
+	if err := m.DestroyMIGDevice(ctx, 0, mig.Device{Profile: "1g.20gb", Start: 4}); err != nil {
+		t.Errorf("DestroyMIGDevice on an uncatalogued GPU: %v", err)
+	}
+	if got := simLayout(sim, 0).String(); got != "3g.40gb@0,1g.10gb+me@6" {
+		t.Errorf("layout after destroy = %s", got)
+	}
+}
