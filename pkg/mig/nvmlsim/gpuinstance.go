@@ -1,0 +1,267 @@
+package nvmlsim
+
+import (
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// gpuInstance is an nvml.GpuInstance: GI id on GPU index, with the GI's
+// serial number uid (0 for the phantom a lying create returns), so a handle
+// to a destroyed GI stays stale when its ID is reused.
+type gpuInstance struct {
+	*mock.GpuInstance
+	s     *Sim
+	index int
+	id    int
+	uid   uint64
+}
+
+var _ nvml.GpuInstance = gpuInstance{}
+
+func (s *Sim) giHandle(index, id int, uid uint64) gpuInstance {
+	return gpuInstance{GpuInstance: s.giMock, s: s, index: index, id: id, uid: uid}
+}
+
+// giCtx is what a GI operation works on.
+type giCtx struct {
+	st      *fileState
+	g       *GPU
+	m       *mig.Model
+	gi      *GPUInstance
+	profile *mig.Profile
+	lie     bool
+}
+
+// with runs fn on the GI; ERROR_INVALID_ARGUMENT for a stale handle.
+func (h gpuInstance) with(op string, mutating bool, fn func(c giCtx) (bool, nvml.Return)) nvml.Return {
+	if h.s == nil {
+		return nvml.ERROR_INVALID_ARGUMENT
+	}
+	return h.s.do(op, mutating, func(st *fileState, lie bool) (bool, nvml.Return) {
+		g, m, ret := st.gpu(h.index)
+		if ret != nvml.SUCCESS {
+			return false, ret
+		}
+		gi := g.gi(h.id)
+		if gi == nil || gi.UID != h.uid {
+			return false, nvml.ERROR_INVALID_ARGUMENT
+		}
+		return fn(giCtx{st: st, g: g, m: m, gi: gi, profile: profileByID(m, gi.ProfileID), lie: lie})
+	})
+}
+
+// GetInfo returns the GI's parent GPU handle, GI ID, GI profile ID and
+// placement (memory slices). ERROR_INVALID_ARGUMENT for a stale handle.
+func (h gpuInstance) GetInfo() (nvml.GpuInstanceInfo, nvml.Return) {
+	var info nvml.GpuInstanceInfo
+	ret := h.with("GpuInstance.GetInfo", false, func(c giCtx) (bool, nvml.Return) {
+		info = nvml.GpuInstanceInfo{
+			Device:    h.s.gpuHandle(h.index),
+			Id:        uint32(c.gi.ID),
+			ProfileId: uint32(c.gi.ProfileID),
+			Placement: nvml.GpuInstancePlacement{Start: uint32(c.gi.Placement.Start), Size: uint32(c.gi.Placement.Size)},
+		}
+		return false, nvml.SUCCESS
+	})
+	return info, ret
+}
+
+// fullCIProfile maps a GI's compute slices to the NVML_COMPUTE_INSTANCE_PROFILE_*
+// index of the CI that uses all of them.
+var fullCIProfile = map[int]int{
+	1: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE,
+	2: nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE,
+	3: nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE,
+	4: nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE,
+	6: nvml.COMPUTE_INSTANCE_PROFILE_6_SLICE,
+	7: nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE,
+	8: nvml.COMPUTE_INSTANCE_PROFILE_8_SLICE,
+}
+
+// ciProfile returns the full-size CI profile index of GI profile p, -1 if none.
+func ciProfile(p *mig.Profile) int {
+	if idx, ok := fullCIProfile[p.ComputeSlices]; ok {
+		return idx
+	}
+	return -1
+}
+
+// ciProfileInfo is the nvmlComputeInstanceProfileInfo_t of the full-size CI
+// of GI profile p: Id is the CI profile index, SliceCount the compute slices,
+// InstanceCount 1, the shared engine counts those of the GI.
+func ciProfileInfo(p *mig.Profile) nvml.ComputeInstanceProfileInfo {
+	return nvml.ComputeInstanceProfileInfo{
+		Id:                    uint32(ciProfile(p)),
+		SliceCount:            uint32(p.ComputeSlices),
+		InstanceCount:         1,
+		MultiprocessorCount:   uint32(p.Multiprocessors),
+		SharedCopyEngineCount: uint32(p.CopyEngines),
+		SharedDecoderCount:    uint32(p.Decoders),
+		SharedEncoderCount:    uint32(p.Encoders),
+		SharedJpegCount:       uint32(p.JPEGEngines),
+		SharedOfaCount:        uint32(p.OFAEngines),
+	}
+}
+
+// checkCIProfile checks a CI profile ID against GI profile p:
+// ERROR_INVALID_ARGUMENT outside 0..COMPUTE_INSTANCE_PROFILE_COUNT-1,
+// ERROR_NOT_SUPPORTED for anything but the full-size CI profile.
+func checkCIProfile(p *mig.Profile, profile int) nvml.Return {
+	if profile < 0 || profile >= nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
+		return nvml.ERROR_INVALID_ARGUMENT
+	}
+	if p == nil || profile != ciProfile(p) {
+		return nvml.ERROR_NOT_SUPPORTED
+	}
+	return nvml.SUCCESS
+}
+
+// GetComputeInstanceProfileInfo returns the CI profile (see ciProfileInfo)
+// for an NVML_COMPUTE_INSTANCE_PROFILE_* index and engine profile. Only the
+// full-size CI exists: COMPUTE_INSTANCE_PROFILE_<N>_SLICE for an Ng GI (7g:
+// _7_SLICE, 4g: _4_SLICE, ...); smaller profiles give ERROR_NOT_SUPPORTED
+// (real NVML offers them; miglayout never uses them). ERROR_INVALID_ARGUMENT
+// for an index out of range, an engine profile other than
+// COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, or a stale handle.
+func (h gpuInstance) GetComputeInstanceProfileInfo(profile, engProfile int) (nvml.ComputeInstanceProfileInfo, nvml.Return) {
+	var info nvml.ComputeInstanceProfileInfo
+	ret := h.with("GpuInstance.GetComputeInstanceProfileInfo", false, func(c giCtx) (bool, nvml.Return) {
+		if engProfile != nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED {
+			return false, nvml.ERROR_INVALID_ARGUMENT
+		}
+		if r := checkCIProfile(c.profile, profile); r != nvml.SUCCESS {
+			return false, r
+		}
+		info = ciProfileInfo(c.profile)
+		return false, nvml.SUCCESS
+	})
+	return info, ret
+}
+
+// CreateComputeInstance creates the GI's full-size CI (info.Id the full-size
+// CI profile index) with CI ID the smallest free ID >= 0 and a new MIG device
+// UUID. ERROR_INVALID_ARGUMENT for a nil info, an Id out of range or a stale
+// handle; ERROR_NOT_SUPPORTED for a smaller CI profile;
+// ERROR_INSUFFICIENT_RESOURCES when the GI already has its CI. Op
+// "CreateComputeInstance" (mutating).
+func (h gpuInstance) CreateComputeInstance(info *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
+	var out nvml.ComputeInstance
+	ret := h.with("CreateComputeInstance", true, func(c giCtx) (bool, nvml.Return) {
+		if info == nil {
+			return false, nvml.ERROR_INVALID_ARGUMENT
+		}
+		if r := checkCIProfile(c.profile, int(info.Id)); r != nvml.SUCCESS {
+			return false, r
+		}
+		if len(c.gi.ComputeInstances) > 0 {
+			return false, nvml.ERROR_INSUFFICIENT_RESOURCES
+		}
+		id := 0
+		for c.gi.ci(id) != nil {
+			id++
+		}
+		if c.lie {
+			out = h.s.ciHandle(h, id, 0)
+			return false, nvml.SUCCESS
+		}
+		serial := c.st.nextSerial()
+		c.gi.ComputeInstances = append(c.gi.ComputeInstances, ComputeInstance{
+			ID:        id,
+			ProfileID: int(info.Id),
+			UUID:      migUUID(c.st.Seed, c.st.Spec, h.index, serial),
+			UID:       serial,
+		})
+		out = h.s.ciHandle(h, id, serial)
+		return true, nvml.SUCCESS
+	})
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	return out, ret
+}
+
+// GetComputeInstances returns the GI's CIs of the CI profile info.Id, ordered
+// by CI ID. ERROR_INVALID_ARGUMENT for a nil info, an Id out of range or a
+// stale handle; ERROR_NOT_SUPPORTED for a smaller CI profile.
+func (h gpuInstance) GetComputeInstances(info *nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, nvml.Return) {
+	var out []nvml.ComputeInstance
+	ret := h.with("GpuInstance.GetComputeInstances", false, func(c giCtx) (bool, nvml.Return) {
+		if info == nil {
+			return false, nvml.ERROR_INVALID_ARGUMENT
+		}
+		if r := checkCIProfile(c.profile, int(info.Id)); r != nvml.SUCCESS {
+			return false, r
+		}
+		out = []nvml.ComputeInstance{}
+		for _, ci := range c.gi.ComputeInstances {
+			if ci.ProfileID == int(info.Id) {
+				out = append(out, h.s.ciHandle(h, ci.ID, ci.UID))
+			}
+		}
+		return false, nvml.SUCCESS
+	})
+	return out, ret
+}
+
+// GetComputeInstanceById returns the GI's CI with the given CI ID.
+// ERROR_NOT_FOUND when there is none; ERROR_INVALID_ARGUMENT for a stale
+// handle.
+func (h gpuInstance) GetComputeInstanceById(id int) (nvml.ComputeInstance, nvml.Return) {
+	var out nvml.ComputeInstance
+	ret := h.with("GpuInstance.GetComputeInstanceById", false, func(c giCtx) (bool, nvml.Return) {
+		ci := c.gi.ci(id)
+		if ci == nil {
+			return false, nvml.ERROR_NOT_FOUND
+		}
+		out = h.s.ciHandle(h, ci.ID, ci.UID)
+		return false, nvml.SUCCESS
+	})
+	return out, ret
+}
+
+// GetComputeInstanceRemainingCapacity returns how many more CIs of profile
+// info.Id fit: 1 for the full-size profile on a GI without CI, else 0. Codes
+// as GetComputeInstances.
+func (h gpuInstance) GetComputeInstanceRemainingCapacity(info *nvml.ComputeInstanceProfileInfo) (int, nvml.Return) {
+	n := 0
+	ret := h.with("GpuInstance.GetComputeInstanceRemainingCapacity", false, func(c giCtx) (bool, nvml.Return) {
+		if info == nil {
+			return false, nvml.ERROR_INVALID_ARGUMENT
+		}
+		if r := checkCIProfile(c.profile, int(info.Id)); r != nvml.SUCCESS {
+			return false, r
+		}
+		if len(c.gi.ComputeInstances) == 0 {
+			n = 1
+		}
+		return false, nvml.SUCCESS
+	})
+	return n, ret
+}
+
+// Destroy destroys the GI. ERROR_IN_USE while a process runs on it or it has
+// a CI; ERROR_INVALID_ARGUMENT for a stale handle (a GI already destroyed).
+// Op "GpuInstance.Destroy" (mutating).
+func (h gpuInstance) Destroy() nvml.Return {
+	return h.with("GpuInstance.Destroy", true, func(c giCtx) (bool, nvml.Return) {
+		if len(c.st.processesOn(h.index, c.gi.ID, -1)) > 0 || len(c.gi.ComputeInstances) > 0 {
+			return false, nvml.ERROR_IN_USE
+		}
+		if c.lie {
+			return false, nvml.SUCCESS
+		}
+		gis := c.g.GPUInstances
+		for i := range gis {
+			if gis[i].ID == h.id {
+				c.g.GPUInstances = append(gis[:i:i], gis[i+1:]...)
+				break
+			}
+		}
+		if len(c.g.GPUInstances) == 0 {
+			c.g.GPUInstances = nil
+		}
+		return true, nvml.SUCCESS
+	})
+}
