@@ -34,7 +34,11 @@ type Repartitioner struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Metrics, when set, records phase durations and results.
 	Metrics *Metrics
+	// Driver is the DRA driver name the node's devices are published under.
+	Driver string
 }
+
+func (r *Repartitioner) driver() string { return r.Driver }
 
 // GPUResult is where one GPU stands after a Sync pass.
 type GPUResult struct {

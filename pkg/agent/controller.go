@@ -1,0 +1,201 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// NodeReconciler drives the Repartitioner from the node's NodeMigLayout: it
+// reconciles when the spec changes, when a ResourceClaim of the node changes
+// (a Blocked GPU may be free now), and periodically; it writes the result to
+// the NodeMigLayout status and records events.
+type NodeReconciler struct {
+	Client        client.Client
+	NodeName      string
+	Repartitioner *Repartitioner
+	Recorder      events.EventRecorder
+	// Resync is the period of reconciles without a trigger (NVML truth can
+	// change behind the agent's back, e.g. a GPU reset). Default 1 minute.
+	Resync time.Duration
+
+	mu      sync.Mutex
+	backoff *backoff.ExponentialBackOff
+}
+
+// +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler. Only the NodeMigLayout named
+// after the node is watched; every ResourceClaim change maps to it.
+func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	mine := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.NodeName })
+	// A claim matters when its allocation references this node's pool:
+	// its release may unblock a GPU.
+	toNode := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		claim, ok := o.(*resourceapi.ResourceClaim)
+		if !ok || AllocatedIn([]resourceapi.ResourceClaim{*claim}, r.Repartitioner.driver(), r.NodeName).Len() == 0 {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.NodeName}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nodemiglayout-agent").
+		For(&v1alpha1.NodeMigLayout{}, builder.WithPredicates(mine, predicate.GenerationChangedPredicate{})).
+		Watches(&resourceapi.ResourceClaim{}, toNode).
+		WithOptions(ctrlOptions()).
+		Complete(r)
+}
+
+// Reconcile runs one Sync pass for the node and records its outcome.
+func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := klog.FromContext(ctx).WithValues("node", r.NodeName)
+	ctx = klog.NewContext(ctx, logger)
+	var nml v1alpha1.NodeMigLayout
+	err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &nml)
+	if apierrors.IsNotFound(err) {
+		// No MigLayout manages this node: keep the pool published as it is.
+		if _, err := r.Repartitioner.Sync(ctx, nil, nil); err != nil {
+			return ctrl.Result{}, fmt.Errorf("publishing the node's inventory: %w", err)
+		}
+		return ctrl.Result{RequeueAfter: r.resync()}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading NodeMigLayout %s: %w", r.NodeName, err)
+	}
+	report := func(idx int, res GPUResult) {
+		if res.Phase == v1alpha1.PhaseDraining {
+			r.Recorder.Eventf(&nml, nil, "Normal", EventDraining, "Drain", "GPU %d: %s", idx, res.Message)
+		}
+		if err := r.patchGPUPhase(ctx, idx, res); err != nil {
+			logger.V(2).Info("Could not report progress", "gpu", idx, "err", err)
+		}
+	}
+	res, err := r.Repartitioner.Sync(ctx, nml.Spec.GPUs, report)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	before := map[int32]v1alpha1.GPUPhase{}
+	for _, g := range nml.Status.GPUs {
+		before[g.Index] = g.Phase
+	}
+	if err := r.writeStatus(ctx, res); err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, spec := range nml.Spec.GPUs {
+		got := res.Results[int(spec.Index)]
+		if got.Phase == before[spec.Index] && got.Phase != v1alpha1.PhaseReady {
+			continue // already reported
+		}
+		switch got.Phase {
+		case v1alpha1.PhaseReady:
+			if before[spec.Index] != v1alpha1.PhaseReady {
+				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, "Repartition", "GPU %d holds %q", spec.Index, spec.Layout)
+			}
+		case v1alpha1.PhaseBlocked:
+			r.Recorder.Eventf(&nml, nil, "Warning", EventBlocked, "Repartition", "GPU %d: %s", spec.Index, got.Message)
+		case v1alpha1.PhaseFailed:
+			reason := EventNVMLError
+			if got.Reason == v1alpha1.ReasonInvalidLayout || got.Reason == v1alpha1.ReasonUnknownGPU {
+				reason = EventInvalidLayout
+			}
+			r.Recorder.Eventf(&nml, nil, "Warning", reason, "Repartition", "GPU %d: %s", spec.Index, got.Message)
+		}
+	}
+	if res.Retry {
+		d := r.nextBackoff()
+		logger.V(1).Info("Retrying after backoff", "after", d)
+		return ctrl.Result{RequeueAfter: d}, nil
+	}
+	r.resetBackoff()
+	return ctrl.Result{RequeueAfter: r.resync()}, nil
+}
+
+func (r *NodeReconciler) writeStatus(ctx context.Context, res *SyncResult) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var nml v1alpha1.NodeMigLayout
+		if err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &nml); err != nil {
+			return err
+		}
+		nml.Status = BuildStatus(nml.Status, nml.Generation, res, metav1.Now())
+		return r.Client.Status().Update(ctx, &nml)
+	})
+}
+
+// patchGPUPhase shows an in-flight phase (Draining, Repartitioning) in status.
+func (r *NodeReconciler) patchGPUPhase(ctx context.Context, idx int, res GPUResult) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var nml v1alpha1.NodeMigLayout
+		if err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &nml); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		found := false
+		for i := range nml.Status.GPUs {
+			g := &nml.Status.GPUs[i]
+			if int(g.Index) != idx {
+				continue
+			}
+			found = true
+			if g.Phase != res.Phase {
+				g.LastTransitionTime = &now
+			}
+			g.Phase, g.Reason, g.Message = res.Phase, res.Reason, truncate(res.Message, 1024)
+		}
+		if !found {
+			nml.Status.GPUs = append(nml.Status.GPUs, v1alpha1.GPUStatus{Index: int32(idx), Phase: res.Phase, Reason: res.Reason, Message: truncate(res.Message, 1024), LastTransitionTime: &now})
+		}
+		return r.Client.Status().Update(ctx, &nml)
+	})
+}
+
+func (r *NodeReconciler) resync() time.Duration {
+	if r.Resync > 0 {
+		return r.Resync
+	}
+	return time.Minute
+}
+
+// nextBackoff is the delay before retrying a Blocked or failed GPU:
+// exponential from 1 s to 2 min with jitter, reset when every GPU is Ready.
+func (r *NodeReconciler) nextBackoff() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.backoff == nil {
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval = time.Second
+		b.MaxInterval = 2 * time.Minute
+		b.MaxElapsedTime = 0
+		b.Reset()
+		r.backoff = b
+	}
+	return r.backoff.NextBackOff()
+}
+
+func (r *NodeReconciler) resetBackoff() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.backoff != nil {
+		r.backoff.Reset()
+	}
+}

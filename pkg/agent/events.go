@@ -1,0 +1,16 @@
+package agent
+
+// Event reasons the agent records on its NodeMigLayout.
+const (
+	// EventRepartitioned (Normal): a GPU now holds its desired layout.
+	EventRepartitioned = "Repartitioned"
+	// EventBlocked (Warning): a GPU cannot change because a device is in use
+	// or a reset is needed.
+	EventBlocked = "Blocked"
+	// EventInvalidLayout (Warning): the desired layout is invalid for the GPU.
+	EventInvalidLayout = "InvalidLayout"
+	// EventNVMLError (Warning): NVML refused a change.
+	EventNVMLError = "NVMLError"
+	// EventDraining (Normal): devices are published with the drain taint.
+	EventDraining = "Draining"
+)

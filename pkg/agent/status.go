@@ -1,0 +1,92 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// BuildStatus returns the NodeMigLayout status for the result of a pass:
+// every GPU of the node with its actual layout and devices in use, the phase
+// of each GPU the spec lists (GPUs it does not list are Ready as they are),
+// and the Ready and Degraded conditions. Phase transition times are kept from
+// old where the phase did not change.
+func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncResult, now metav1.Time) v1alpha1.NodeMigLayoutStatus {
+	st := v1alpha1.NodeMigLayoutStatus{ObservedGeneration: generation, Conditions: old.Conditions}
+	prev := map[int32]v1alpha1.GPUStatus{}
+	for _, g := range old.GPUs {
+		prev[g.Index] = g
+	}
+	var notReady, degraded []string
+	for _, g := range res.GPUs {
+		gs := v1alpha1.GPUStatus{
+			Index:      int32(g.GPU.Index),
+			UUID:       g.GPU.UUID,
+			Product:    g.GPU.ProductName,
+			MIGEnabled: g.GPU.MIGMode.Current,
+			MIGPending: g.GPU.MIGMode.Pending,
+			InUse:      res.InUse[g.GPU.Index].String(),
+			Phase:      v1alpha1.PhaseReady,
+			Reason:     v1alpha1.ReasonLayoutApplied,
+		}
+		if g.GPU.Model != nil {
+			gs.Model = g.GPU.Model.Name
+		}
+		if g.GPU.MIGMode.Current {
+			gs.Layout = layoutOf(&g).String()
+		}
+		if r, ok := res.Results[g.GPU.Index]; ok {
+			gs.Phase, gs.Reason, gs.Message = r.Phase, r.Reason, truncate(r.Message, 1024)
+		} else {
+			gs.Message = "not managed by the NodeMigLayout spec"
+		}
+		gs.LastTransitionTime = &now
+		if p, ok := prev[gs.Index]; ok && p.Phase == gs.Phase && p.LastTransitionTime != nil {
+			gs.LastTransitionTime = p.LastTransitionTime
+		}
+		switch gs.Phase {
+		case v1alpha1.PhaseReady:
+		case v1alpha1.PhaseBlocked, v1alpha1.PhaseFailed:
+			notReady = append(notReady, fmt.Sprintf("gpu %d", gs.Index))
+			degraded = append(degraded, fmt.Sprintf("gpu %d %s: %s", gs.Index, gs.Reason, gs.Message))
+		default:
+			notReady = append(notReady, fmt.Sprintf("gpu %d", gs.Index))
+		}
+		st.GPUs = append(st.GPUs, gs)
+	}
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonLayoutApplied,
+		Message: "every GPU holds its desired layout and the pool is published", ObservedGeneration: generation}
+	if len(notReady) > 0 {
+		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonNodesNotReady
+		ready.Message = "not ready: " + strings.Join(notReady, ", ")
+	}
+	deg := metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoProblems, ObservedGeneration: generation}
+	if len(degraded) > 0 {
+		deg.Status, deg.Reason = metav1.ConditionTrue, degradedReason(st.GPUs)
+		deg.Message = truncate(strings.Join(degraded, "; "), 32768)
+	}
+	meta.SetStatusCondition(&st.Conditions, ready)
+	meta.SetStatusCondition(&st.Conditions, deg)
+	return st
+}
+
+// degradedReason is the reason of the first Blocked or Failed GPU.
+func degradedReason(gpus []v1alpha1.GPUStatus) string {
+	for _, g := range gpus {
+		if g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed {
+			return g.Reason
+		}
+	}
+	return v1alpha1.ReasonNoProblems
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
