@@ -161,7 +161,7 @@ type Catalog struct {
 }
 
 // DefaultCatalog returns the embedded catalog. It panics only if the embedded
-// data is malformed, which TestCatalogConsistency rules out.
+// data is malformed, which the package's catalog tests rule out.
 func DefaultCatalog() *Catalog {
 	catalogOnce.Do(func() { catalog, catalogErr = LoadCatalog(modelFiles) })
 	if catalogErr != nil {
@@ -227,8 +227,12 @@ func (m *Model) init() error {
 }
 
 func (m *Model) checkProfile(p *Profile) error {
-	if _, err := ParseProfileName(p.Name); err != nil {
+	n, err := ParseProfileName(p.Name)
+	if err != nil {
 		return err
+	}
+	if n.ComputeSlices != p.ComputeSlices {
+		return fmt.Errorf("name says %d compute slices, computeSlices is %d", n.ComputeSlices, p.ComputeSlices)
 	}
 	if p.ComputeSlices < 1 || p.ComputeSlices > m.ComputeSlices {
 		return fmt.Errorf("computeSlices %d outside 1..%d", p.ComputeSlices, m.ComputeSlices)
