@@ -83,7 +83,10 @@ func (f fakePrepared) PreparedDevices() sets.Set[string] { return f.names }
 
 type noLocks struct{ begun []int }
 
-func (n *noLocks) BeginReconfigure(i int) func() { n.begun = append(n.begun, i); return func() {} }
+func (n *noLocks) BeginReconfigure(_ context.Context, i int) (func(), error) {
+	n.begun = append(n.begun, i)
+	return func() {}, nil
+}
 
 // rig is a Repartitioner over a simulated node.
 type rig struct {

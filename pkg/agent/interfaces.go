@@ -44,6 +44,6 @@ type Prepared interface {
 type GPULocks interface {
 	// BeginReconfigure marks the GPU as being reconfigured and waits until no
 	// prepare holds it; prepare of its devices fails until the returned
-	// function is called.
-	BeginReconfigure(gpuIndex int) (end func())
+	// function is called. It fails only when ctx ends.
+	BeginReconfigure(ctx context.Context, gpuIndex int) (end func(), err error)
 }

@@ -292,8 +292,6 @@ func (p *gpuPlan) entry(step Step) JournalEntry {
 // GI (by the manager), then created GI then CI, largest first (Diff's order).
 func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	logger := klog.FromContext(ctx).WithValues("gpu", p.index)
-	end := r.Locks.BeginReconfigure(p.index)
-	defer end()
 	fail := func(err error) GPUResult {
 		if errors.Is(err, gpu.ErrInUse) {
 			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: err.Error()}
@@ -301,6 +299,11 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		r.Metrics.countNVMLError(err)
 		return GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonNVMLError, Message: err.Error()}
 	}
+	end, err := r.Locks.BeginReconfigure(ctx, p.index)
+	if err != nil {
+		return fail(fmt.Errorf("locking GPU %d: %w", p.index, err))
+	}
+	defer end()
 	entry := p.entry(StepSettingMIGMode)
 	if p.enableMIG {
 		if err := r.Journal.Record(entry); err != nil {
@@ -369,8 +372,11 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState) (bo
 				continue
 			}
 			logger.Info("Rolling back GPU instance without compute instance", "gpu", g.GPU.Index, "device", d.Device().String(), "giID", d.GIID)
-			end := r.Locks.BeginReconfigure(g.GPU.Index)
-			err := r.GPUs.DestroyMIGDevice(ctx, g.GPU.Index, d.Device())
+			end, err := r.Locks.BeginReconfigure(ctx, g.GPU.Index)
+			if err != nil {
+				return rolled, err
+			}
+			err = r.GPUs.DestroyMIGDevice(ctx, g.GPU.Index, d.Device())
 			end()
 			if err != nil {
 				errs = append(errs, fmt.Errorf("destroying orphan GPU instance %s on GPU %d: %w", d.Device(), g.GPU.Index, err))

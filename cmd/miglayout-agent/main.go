@@ -1,0 +1,195 @@
+// Command miglayout-agent is the miglayout node agent: one per GPU node. It
+// publishes the node's GPUs and MIG devices as a DRA pool, prepares allocated
+// devices for containers as the DRA kubelet plugin, and repartitions GPUs to
+// the layout of the node's NodeMigLayout, safely.
+//
+// It talks to real NVML (libnvidia-ml.so.1) by default, or with --simulate to
+// the NVML simulator, for tests and the demo.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/agent"
+	"github.com/miglayout/miglayout/pkg/gpulock"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+	"github.com/miglayout/miglayout/pkg/plugin"
+	"github.com/miglayout/miglayout/pkg/slices"
+)
+
+type options struct {
+	nodeName       string
+	driverName     string
+	simulate       string
+	simulatorState string
+	stateDir       string
+	cdiDir         string
+	hostRoot       string
+	registrarDir   string
+	pluginDir      string
+	settle         time.Duration
+	resync         time.Duration
+	metricsAddr    string
+	healthAddr     string
+}
+
+func main() {
+	var o options
+	fs := pflag.NewFlagSet("miglayout-agent", pflag.ExitOnError)
+	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of the node this agent runs on (default $NODE_NAME)")
+	fs.StringVar(&o.driverName, "driver-name", slices.DefaultDriverName, "DRA driver name to publish devices under (e.g. gpu.nvidia.com on clusters that replace NVIDIA's driver)")
+	fs.StringVar(&o.simulate, "simulate", "", "use the NVML simulator with this hardware instead of real NVML, e.g. 4xA100-SXM4-80GB or 2xH100-SXM5-80GB,1xA30")
+	fs.StringVar(&o.simulatorState, "simulator-state", "", "state file of the NVML simulator (kept across restarts; shared with other processes)")
+	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/miglayout", "directory for the repartitioning journal")
+	fs.StringVar(&o.cdiDir, "cdi-dir", plugin.DefaultCDIDir, "directory the CDI specs of prepared claims are written to")
+	fs.StringVar(&o.hostRoot, "host-root", plugin.DefaultHostRoot, "where the host's / is mounted (for /proc/driver/nvidia/capabilities)")
+	fs.StringVar(&o.registrarDir, "kubelet-registrar-dir", "/var/lib/kubelet/plugins_registry", "kubelet plugin registration directory")
+	fs.StringVar(&o.pluginDir, "kubelet-plugins-dir", plugin.DefaultPluginDir, "kubelet plugins directory; the driver's socket and checkpoint go to <dir>/<driver name>")
+	fs.DurationVar(&o.settle, "settle-period", 5*time.Second, "how long a drain waits after tainting devices before re-checking allocations (covers scheduling decisions in flight)")
+	fs.DurationVar(&o.resync, "resync-period", time.Minute, "period of reconciles without a trigger")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8081", "address of the Prometheus metrics endpoint (0 disables)")
+	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8082", "address of the /healthz and /readyz endpoints (0 disables)")
+	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	_ = fs.Parse(os.Args[1:])
+
+	logger := klog.Background().WithValues("node", o.nodeName)
+	ctrl.SetLogger(logger)
+	ctx := klog.NewContext(ctrl.SetupSignalHandler(), logger)
+	if err := run(ctx, o); err != nil {
+		logger.Error(err, "Agent failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+func openGPUs(o options) (gpu.Manager, error) {
+	if o.simulate == "" {
+		return gpu.Open()
+	}
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: o.simulate, StatePath: o.simulatorState, Seed: o.nodeName})
+	if err != nil {
+		return nil, fmt.Errorf("starting NVML simulator: %w", err)
+	}
+	return gpu.NewNVML(sim, mig.DefaultCatalog())
+}
+
+func run(ctx context.Context, o options) error {
+	logger := klog.FromContext(ctx)
+	if o.nodeName == "" {
+		return errors.New("--node-name (or $NODE_NAME) is required")
+	}
+	if err := slices.ValidateDriverName(o.driverName); err != nil {
+		return err
+	}
+	gpus, err := openGPUs(o)
+	if err != nil {
+		return err
+	}
+	defer gpus.Shutdown()
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.healthAddr,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&v1alpha1.NodeMigLayout{}: {Field: fields.OneTermEqualSelector("metadata.name", o.nodeName)},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+
+	locks := gpulock.New()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	pluginDataDir := filepath.Join(o.pluginDir, o.driverName)
+	drv, err := plugin.New(plugin.Config{
+		DriverName: o.driverName, NodeName: o.nodeName, GPUs: gpus, Locks: locks,
+		CDIDir: o.cdiDir, CheckpointDir: pluginDataDir, HostRoot: o.hostRoot,
+		OnFatalError: func(err error) { cancel(err) },
+	})
+	if err != nil {
+		return err
+	}
+	helper, err := drv.Start(ctx, kube,
+		kubeletplugin.RegistrarDirectoryPath(o.registrarDir),
+		kubeletplugin.PluginDataDirectoryPath(pluginDataDir))
+	if err != nil {
+		return err
+	}
+	defer helper.Stop()
+
+	journal, err := agent.OpenJournal(filepath.Join(o.stateDir, "journal.json"))
+	if err != nil {
+		return err
+	}
+	for _, e := range journal.Entries() {
+		logger.Info("Resuming work interrupted by a restart", "gpu", e.GPU, "step", e.Step, "desired", e.Desired, "done", e.Done)
+	}
+	rep := &agent.Repartitioner{
+		GPUs:         gpus,
+		Inventory:    &agent.PoolInventory{NodeName: o.nodeName, Driver: o.driverName, Publisher: helper, Live: mgr.GetAPIReader()},
+		Allocations:  &agent.ClaimAllocations{Cached: mgr.GetClient(), Live: mgr.GetAPIReader(), Driver: o.driverName, Pool: o.nodeName},
+		Prepared:     preparedSet{drv},
+		Locks:        locks,
+		Journal:      journal,
+		SettlePeriod: o.settle,
+		Metrics:      agent.NewMetrics(metrics.Registry),
+		Driver:       o.driverName,
+	}
+	rec := &agent.NodeReconciler{Client: mgr.GetClient(), NodeName: o.nodeName, Repartitioner: rep,
+		Recorder: mgr.GetEventRecorder("miglayout-agent"), Resync: o.resync}
+	if err := rec.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up reconciler: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	logger.Info("Starting agent", "driver", o.driverName, "simulated", o.simulate != "")
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running manager: %w", err)
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}

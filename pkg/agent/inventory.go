@@ -1,0 +1,126 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/slices"
+)
+
+// PoolInventory publishes the node's pool with the device model of package
+// slices through a slices.Publisher (the kubelet plugin helper, whose
+// ResourceSlice controller updates the node's slices in place).
+//
+// The helper writes slices asynchronously; Publish waits until the API server
+// serves exactly the devices and drain taints just published, so that the
+// settle period of a drain starts only once the scheduler can see the taint.
+type PoolInventory struct {
+	NodeName  string
+	Driver    string
+	Publisher slices.Publisher
+	// Live reads ResourceSlices from the API server, bypassing caches.
+	Live client.Reader
+	// Timeout bounds the wait for the API server to serve a publication;
+	// default 30 s.
+	Timeout time.Duration
+}
+
+// Publish implements Inventory. GPU instances without a compute instance
+// (a create interrupted by a crash) are not published: nothing can use them.
+func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining sets.Set[string]) error {
+	all := make([]gpu.GPU, 0, len(gpus))
+	migs := map[int][]gpu.MIGDevice{}
+	for _, g := range gpus {
+		all = append(all, g.GPU)
+		for _, d := range g.Devices {
+			if d.CIID >= 0 {
+				migs[g.GPU.Index] = append(migs[g.GPU.Index], d)
+			}
+		}
+	}
+	res, err := slices.BuildPool(p.NodeName, all, migs, draining)
+	if err != nil {
+		return fmt.Errorf("building pool: %w", err)
+	}
+	if err := p.Publisher.PublishResources(ctx, res); err != nil {
+		return fmt.Errorf("publishing pool %s: %w", p.NodeName, err)
+	}
+	return p.waitServed(ctx, res)
+}
+
+// deviceKey is a device name with whether it carries the drain taint.
+type deviceKey struct {
+	name    string
+	drained bool
+}
+
+func wantedKeys(res resourceslice.DriverResources) sets.Set[deviceKey] {
+	out := sets.New[deviceKey]()
+	for _, pool := range res.Pools {
+		for _, sl := range pool.Slices {
+			for _, d := range sl.Devices {
+				out.Insert(deviceKey{d.Name, hasDrainTaint(d)})
+			}
+		}
+	}
+	return out
+}
+
+func hasDrainTaint(d resourceapi.Device) bool {
+	for _, t := range d.Taints {
+		if t.Key == slices.DrainTaint().Key {
+			return true
+		}
+	}
+	return false
+}
+
+// waitServed polls the API server until the node's slices of this driver
+// hold exactly the published devices and taints.
+func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.DriverResources) error {
+	if p.Live == nil {
+		return nil
+	}
+	timeout := p.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	want := wantedKeys(res)
+	var got sets.Set[deviceKey]
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		var list resourceapi.ResourceSliceList
+		if err := p.Live.List(ctx, &list, client.MatchingFields{"spec.nodeName": p.NodeName, "spec.driver": p.Driver}); err != nil {
+			return false, nil // transient; keep polling until the timeout
+		}
+		got = sets.New[deviceKey]()
+		for _, sl := range list.Items {
+			if sl.Spec.Pool.Name != p.NodeName {
+				continue
+			}
+			for _, d := range sl.Spec.Devices {
+				got.Insert(deviceKey{d.Name, hasDrainTaint(d)})
+			}
+		}
+		return got.Equal(want), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the API server to serve pool %s (%d devices wanted, %d served): %w", p.NodeName, want.Len(), got.Len(), err)
+	}
+	return nil
+}
+
+// DeviceName implements Inventory with the names of package slices.
+func (p *PoolInventory) DeviceName(g gpu.GPU, d *gpu.MIGDevice) string {
+	if d == nil {
+		return slices.GPUDeviceName(g.Index)
+	}
+	return slices.MIGDeviceName(g.Index, d.Profile, d.ProfileID, d.Placement.Start)
+}
