@@ -20,6 +20,19 @@ vet: ## go vet
 lint: vet ## gofmt check + go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# Control-plane binaries for test/harness (etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager, kubectl), built from the Go module proxy into
+# $$MIGLAYOUT_TESTBIN or ~/.cache/miglayout/testbin/...; ~10 min the first time, instant after.
+.PHONY: testbin testcluster
+testbin: ## build the control-plane binaries the e2e tests need (~10 min first time, then cached)
+	test/testbin/build.sh
+
+test: testbin ## every test, e2e against a real control plane included
+	$(GO) test -timeout 45m ./...
+
+testcluster: testbin ## run the test control plane in the foreground (KUBECONFIG=test/.state/testcluster/kubeconfig)
+	$(GO) run ./test/harness/cmd/testcluster up --state test/.state/testcluster
+
 .PHONY: generate verify
 generate: ## regenerate deepcopy code and CRD manifests from api/ markers
 	$(GO) tool controller-gen object paths=./api/...
