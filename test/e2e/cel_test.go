@@ -1,0 +1,291 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// The miglayout CRDs (deploy/crds) are installed once per package run, by
+// the first test that needs them (miglayoutClient).
+
+var (
+	crdsOnce sync.Once
+	crdsErr  error
+)
+
+// miglayoutScheme knows the built-in types, CRDs and the miglayout API.
+func miglayoutScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// miglayoutClient installs the CRDs of deploy/crds (once per package run)
+// and returns a controller-runtime client that knows the miglayout API.
+func miglayoutClient(t *testing.T) crclient.Client {
+	t.Helper()
+	c, err := crclient.New(cp.Config(), crclient.Options{Scheme: miglayoutScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crdsOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		crdsErr = applyCRDs(ctx, c, "../../deploy/crds")
+	})
+	if crdsErr != nil {
+		t.Fatal(crdsErr)
+	}
+	return c
+}
+
+// applyCRDs creates or updates every CRD of dir and waits until each is
+// Established and served.
+func applyCRDs(ctx context.Context, c crclient.Client, dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("finding CRDs in %s: %v", dir, err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", f, err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			return fmt.Errorf("decoding %s: %w", f, err)
+		}
+		if err := c.Create(ctx, crd); apierrors.IsAlreadyExists(err) {
+			cur := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Get(ctx, crclient.ObjectKeyFromObject(crd), cur); err != nil {
+				return fmt.Errorf("getting CRD %s: %w", crd.Name, err)
+			}
+			cur.Spec = crd.Spec
+			err = c.Update(ctx, cur)
+			if err != nil {
+				return fmt.Errorf("updating CRD %s: %w", crd.Name, err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			cur := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Get(ctx, crclient.ObjectKeyFromObject(crd), cur); err != nil {
+				return false, err
+			}
+			for _, cond := range cur.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for CRD %s to be established: %w", crd.Name, err)
+		}
+	}
+	// Served: a list of each kind succeeds.
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := c.List(ctx, &v1alpha1.MigLayoutList{}); err != nil {
+			return false, nil
+		}
+		return c.List(ctx, &v1alpha1.NodeMigLayoutList{}) == nil, nil
+	})
+}
+
+// dryRunMigLayout submits a MigLayout given as YAML (spec only) with
+// dryRun=All: admission, defaulting and CEL validation run, nothing is stored.
+func dryRunMigLayout(ctx context.Context, c crclient.Client, name, spec string) error {
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte("spec:\n"+indent(spec, "  ")), &obj.Object); err != nil {
+		return fmt.Errorf("test bug: spec does not parse: %w", err)
+	}
+	obj.SetAPIVersion(v1alpha1.GroupVersion.String())
+	obj.SetKind("MigLayout")
+	obj.SetName(name)
+	return c.Create(ctx, obj, crclient.DryRunAll)
+}
+
+// testContext is t.Context with a deadline.
+func testContext(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+const selectorYAML = "nodeSelector: {matchLabels: {pool: a}}\n"
+
+func TestCELRejectsAtAdmission(t *testing.T) {
+	c := miglayoutClient(t)
+	ctx := testContext(t, time.Minute)
+	tests := map[string]struct {
+		spec string
+		want string // a substring of the admission error
+	}{
+		"malformed profile name in counts": {
+			spec: "rules: [{profiles: {3g.40: 1}}]",
+			want: "profile names look like 3g.40gb or 1g.10gb+me",
+		},
+		"malformed profile name in spares": {
+			spec: "mode: Auto\npolicy: {spares: {big: 1}}",
+			want: "profile names look like 3g.40gb or 1g.10gb+me",
+		},
+		"malformed allowed profile": {
+			spec: "mode: Auto\npolicy: {allowedProfiles: [3g40gb]}",
+			want: "spec.policy.allowedProfiles[0]: Invalid value",
+		},
+		"count zero": {
+			spec: "rules: [{profiles: {3g.40gb: 0}}]",
+			want: "profile counts must be between 1 and 7",
+		},
+		"count negative": {
+			spec: "rules: [{profiles: {1g.10gb: -2}}]",
+			want: "profile counts must be between 1 and 7",
+		},
+		"count above seven": {
+			spec: "rules: [{profiles: {1g.10gb: 8}}]",
+			want: "profile counts must be between 1 and 7",
+		},
+		"negative spares": {
+			spec: "mode: Auto\npolicy: {spares: {1g.10gb: -1}}",
+			want: "spare counts must be between 0 and 7",
+		},
+		"profiles and layout in one rule": {
+			spec: "rules: [{profiles: {3g.40gb: 1}, layout: 3g.40gb@0}]",
+			want: "give either profiles (counts) or layout (explicit placements), not both",
+		},
+		"policy in Static mode": {
+			spec: "mode: Static\nrules: [{profiles: {3g.40gb: 2}}]\npolicy: {maxGPUs: 2}",
+			want: "policy is only allowed in Auto mode",
+		},
+		"rules in Auto mode": {
+			spec: "mode: Auto\nrules: [{profiles: {3g.40gb: 2}}]",
+			want: "rules are only allowed in Static mode; Auto mode takes a policy",
+		},
+		"Static without rules": {
+			spec: "mode: Static",
+			want: "Static mode needs at least one rule",
+		},
+		"Static by default, without rules": {
+			spec: "",
+			want: "Static mode needs at least one rule",
+		},
+		"Static with an empty rule list": {
+			spec: "rules: []",
+			want: "Static mode needs at least one rule",
+		},
+		"migEnabled false with profiles": {
+			spec: "rules: [{migEnabled: false, profiles: {1g.10gb: 7}}]",
+			want: "profiles and layout need migEnabled: true",
+		},
+		"migEnabled false with a layout": {
+			spec: "rules: [{migEnabled: false, layout: 7g.80gb@0}]",
+			want: "profiles and layout need migEnabled: true",
+		},
+		"MIG on without profiles or layout": {
+			spec: "rules: [{name: empty}]",
+			want: "a rule with MIG enabled needs profiles or layout",
+		},
+		"layout without placement": {
+			spec: "rules: [{layout: 3g.40gb}]",
+			want: "spec.rules[0].layout: Invalid value",
+		},
+		"layout with a bad separator": {
+			spec: "rules: [{layout: '3g.40gb@0;3g.40gb@4'}]",
+			want: "spec.rules[0].layout: Invalid value",
+		},
+		"layout with a malformed profile": {
+			spec: "rules: [{layout: '3g.40@0'}]",
+			want: "spec.rules[0].layout: Invalid value",
+		},
+		"unknown mode": {
+			spec: "mode: Manual\nrules: [{profiles: {3g.40gb: 2}}]",
+			want: `spec.mode: Unsupported value: "Manual"`,
+		},
+		"GPU index out of range": {
+			spec: "rules: [{gpuIndices: [64], profiles: {3g.40gb: 2}}]",
+			want: "spec.rules[0].gpuIndices[0]",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := dryRunMigLayout(ctx, c, "cel-reject", selectorYAML+tc.spec)
+			if err == nil {
+				t.Fatalf("admission accepted the MigLayout; want an error with %q", tc.want)
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("admission error %q; want an Invalid error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCELAcceptsValid(t *testing.T) {
+	c := miglayoutClient(t)
+	ctx := testContext(t, time.Minute)
+	tests := map[string]string{
+		"counts":                    "rules: [{name: halves, productName: A100-SXM4-80GB, profiles: {3g.40gb: 2}}]",
+		"media-extension profile":   "rules: [{profiles: {1g.10gb+me: 1, 1g.10gb: 6}}]",
+		"explicit layout":           "mode: Static\nrules: [{gpuIndices: [0, 1], layout: '3g.40gb@0,2g.20gb@4,1g.10gb@6'}]",
+		"MIG off":                   "rules: [{migEnabled: false}]",
+		"MIG on with explicit flag": "rules: [{migEnabled: true, profiles: {7g.80gb: 1}}]",
+		"Auto with a policy":        "mode: Auto\npolicy: {allowedProfiles: [1g.10gb], spares: {1g.10gb: 0}}",
+		"Auto without a policy":     "mode: Auto",
+	}
+	for name, spec := range tests {
+		t.Run(name, func(t *testing.T) {
+			if err := dryRunMigLayout(ctx, c, "cel-accept", selectorYAML+spec); err != nil {
+				t.Fatalf("admission refused a valid MigLayout: %v", err)
+			}
+		})
+	}
+	examples, err := filepath.Glob("../../deploy/examples/*.yaml")
+	if err != nil || len(examples) < 4 {
+		t.Fatalf("want at least 4 examples in deploy/examples, found %d (%v)", len(examples), err)
+	}
+	for _, f := range examples {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(data, &obj.Object); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Create(ctx, obj, crclient.DryRunAll); err != nil {
+				t.Fatalf("admission refused example %s: %v", f, err)
+			}
+		})
+	}
+}
