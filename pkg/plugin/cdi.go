@@ -1,0 +1,178 @@
+package plugin
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	cdiparser "tags.cncf.io/container-device-interface/pkg/parser"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/slices"
+)
+
+// CDIClass is the class of the CDI devices the plugin writes; the vendor is
+// "k8s.<driver name>" (e.g. "k8s.mig.miglayout.io", "k8s.gpu.nvidia.com"), so
+// that the kind never clashes with the node's static NVIDIA CDI specs.
+const CDIClass = "claim"
+
+// VisibleDevicesEnv is the environment variable naming the device to the
+// NVIDIA container stack.
+const VisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES"
+
+// Device nodes every GPU container needs (the CDI spec's claim-wide edits).
+var commonDeviceNodes = []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+
+func cdiVendor(driverName string) string { return "k8s." + driverName }
+
+// cdiDeviceName is the CDI device name of one device of a claim: the claim UID
+// keeps names unique over time (runtimes may cache specs, so a name is never
+// reused for another claim).
+func cdiDeviceName(claimUID types.UID, device string) string { return string(claimUID) + "-" + device }
+
+// specName is the CDI spec file name of a claim.
+func specName(driverName string, claimUID types.UID) string {
+	return cdiapi.GenerateTransientSpecName(cdiVendor(driverName), CDIClass, string(claimUID)) + ".json"
+}
+
+// cdiDeviceID is the fully qualified CDI device name the kubelet passes on.
+func cdiDeviceID(driverName string, claimUID types.UID, device string) string {
+	return cdiparser.QualifiedName(cdiVendor(driverName), CDIClass, cdiDeviceName(claimUID, device))
+}
+
+// buildSpec is the CDI spec of a prepared claim, from its checkpoint record
+// alone: the device nodes all GPU containers need, and per device its
+// NVIDIA_VISIBLE_DEVICES and its own device nodes.
+//
+// NVIDIA_VISIBLE_DEVICES holds one UUID: a container given several devices
+// of this driver gets all their device nodes but the variable of the last one
+// applied (CDI applies device edits in order and a later value replaces an
+// earlier one).
+func buildSpec(driverName string, c PreparedClaim) (*cdispec.Spec, error) {
+	spec := &cdispec.Spec{
+		Kind: cdiVendor(driverName) + "/" + CDIClass,
+		ContainerEdits: cdispec.ContainerEdits{
+			DeviceNodes: deviceNodes(commonDeviceNodes),
+		},
+	}
+	for _, d := range c.Devices {
+		spec.Devices = append(spec.Devices, cdispec.Device{
+			Name: cdiDeviceName(c.UID, d.Device),
+			ContainerEdits: cdispec.ContainerEdits{
+				Env:         []string{VisibleDevicesEnv + "=" + d.UUID},
+				DeviceNodes: deviceNodes(d.DeviceNodes),
+			},
+		})
+	}
+	v, err := cdiapi.MinimumRequiredVersion(spec)
+	if err != nil {
+		return nil, fmt.Errorf("building CDI spec of claim %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	spec.Version = v
+	return spec, nil
+}
+
+func deviceNodes(paths []string) []*cdispec.DeviceNode {
+	out := make([]*cdispec.DeviceNode, len(paths))
+	for i, p := range paths {
+		out[i] = &cdispec.DeviceNode{Path: p}
+	}
+	return out
+}
+
+// ownDeviceNodes returns the device nodes of one device: /dev/nvidia<minor>
+// of the GPU and, for a MIG device, the /dev/nvidia-caps nodes that grant
+// access to its GPU instance and compute instance, whose minors the driver
+// publishes in
+// <hostRoot>/proc/driver/nvidia/capabilities/gpu<minor>/mig/gi<GI>/access and
+// .../gi<GI>/ci<CI>/access.
+func ownDeviceNodes(hostRoot string, src slices.Source) ([]string, error) {
+	nodes := []string{fmt.Sprintf("/dev/nvidia%d", src.GPU.Minor)}
+	if src.MIG == nil {
+		return nodes, nil
+	}
+	gi := capabilityPath(hostRoot, src.GPU.Minor, src.MIG.GIID, -1)
+	ci := capabilityPath(hostRoot, src.GPU.Minor, src.MIG.GIID, src.MIG.CIID)
+	for _, p := range []string{gi, ci} {
+		minor, err := readCapabilityMinor(p)
+		if err != nil {
+			return nil, fmt.Errorf("reading MIG capability of %s (GI %d, CI %d): %w", src.Name, src.MIG.GIID, src.MIG.CIID, err)
+		}
+		nodes = append(nodes, fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", minor))
+	}
+	return nodes, nil
+}
+
+// capabilityPath is the access file of GI giID (ciID < 0) or of its CI ciID on
+// the GPU with the given minor.
+func capabilityPath(hostRoot string, gpuMinor, giID, ciID int) string {
+	p := filepath.Join(hostRoot, "proc/driver/nvidia/capabilities", fmt.Sprintf("gpu%d", gpuMinor), "mig", fmt.Sprintf("gi%d", giID))
+	if ciID >= 0 {
+		p = filepath.Join(p, fmt.Sprintf("ci%d", ciID))
+	}
+	return filepath.Join(p, "access")
+}
+
+// readCapabilityMinor reads the "DeviceFileMinor: N" line of a capability
+// file.
+func readCapabilityMinor(path string) (int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok || strings.TrimSpace(key) != "DeviceFileMinor" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(val))
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("parsing %s: DeviceFileMinor %q is not a number", path, strings.TrimSpace(val))
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("parsing %s: no DeviceFileMinor line", path)
+}
+
+// MIGCapabilityMinors returns the /dev/nvidia-caps minors the NVIDIA driver
+// gives the access capabilities of GPU instance giID and of its compute
+// instance ciID on the GPU with the given minor, following the layout of
+// /proc/driver/nvidia-caps/mig-minors: minors 1 and 2 are "config" and
+// "monitor", then per GPU 15 GPU instances of 9 minors each (the GI's access
+// file, then CIs 0..7).
+func MIGCapabilityMinors(gpuMinor, giID, ciID int) (gi, ci int) {
+	gi = 3 + gpuMinor*15*9 + giID*9
+	return gi, gi + 1 + ciID
+}
+
+// WriteFakeCapabilities writes, under hostRoot, the capability access files
+// the NVIDIA driver would have for MIG device d on a GPU with the given
+// minor, with the minors of MIGCapabilityMinors: for tests and simulated
+// nodes, whose /proc has none.
+func WriteFakeCapabilities(hostRoot string, gpuMinor int, d gpu.MIGDevice) error {
+	giMinor, ciMinor := MIGCapabilityMinors(gpuMinor, d.GIID, d.CIID)
+	for _, f := range []struct {
+		path  string
+		minor int
+	}{
+		{capabilityPath(hostRoot, gpuMinor, d.GIID, -1), giMinor},
+		{capabilityPath(hostRoot, gpuMinor, d.GIID, d.CIID), ciMinor},
+	} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			return fmt.Errorf("writing fake capability: %w", err)
+		}
+		content := fmt.Sprintf("DeviceFileMinor: %d\nDeviceFileMode: 292\nDeviceFileModify: 1\n", f.minor)
+		if err := os.WriteFile(f.path, []byte(content), 0o644); err != nil {
+			return fmt.Errorf("writing fake capability: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package plugin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// CheckpointFile is the name of the checkpoint inside Config.CheckpointDir.
+const CheckpointFile = "checkpoint.json"
+
+// CheckpointVersion is the version of the checkpoint format this package
+// writes and reads; a checkpoint of another version is refused, not guessed
+// at.
+const CheckpointVersion = "miglayout.io/plugin-checkpoint/v1"
+
+// PreparedClaim is a claim whose devices this plugin prepared, as the
+// checkpoint records it.
+type PreparedClaim struct {
+	UID       types.UID        `json:"uid"`
+	Namespace string           `json:"namespace"`
+	Name      string           `json:"name"`
+	Devices   []PreparedDevice `json:"devices"`
+}
+
+// PreparedDevice is one device of a prepared claim: what the kubelet was
+// told (requests, pool, device, CDI device ID) and what the CDI spec holds
+// (the UUID and device nodes), so that the spec can be written again from
+// the checkpoint alone.
+type PreparedDevice struct {
+	Requests    []string `json:"requests"`
+	Pool        string   `json:"pool"`
+	Device      string   `json:"device"`
+	AdminAccess bool     `json:"adminAccess,omitempty"`
+	// GPUIndex is the NVML index of the GPU the device is or lies on.
+	GPUIndex int `json:"gpuIndex"`
+	// UUID is the GPU or MIG device UUID (NVIDIA_VISIBLE_DEVICES).
+	UUID string `json:"uuid"`
+	// DeviceNodes are the device's own device nodes (/dev/nvidia<minor>
+	// and, for a MIG device, its /dev/nvidia-caps nodes).
+	DeviceNodes []string `json:"deviceNodes"`
+	// CDIDeviceID is the fully qualified CDI device name.
+	CDIDeviceID string `json:"cdiDeviceID"`
+}
+
+// checkpoint is the file's shape. Checksum is the CRC-32 (IEEE) of the
+// compact JSON encoding of Claims; encoding/json sorts map keys, so the
+// encoding is canonical.
+type checkpoint struct {
+	Version  string                      `json:"version"`
+	Checksum uint32                      `json:"checksum"`
+	Claims   map[types.UID]PreparedClaim `json:"claims"`
+}
+
+func checksum(claims map[types.UID]PreparedClaim) (uint32, error) {
+	data, err := json.Marshal(claims)
+	if err != nil {
+		return 0, err
+	}
+	return crc32.ChecksumIEEE(data), nil
+}
+
+// readCheckpoint loads path; a missing file is an empty checkpoint. A file
+// of another version or with a wrong checksum is an error: the plugin must
+// not forget prepared devices (they would become destroyable).
+func readCheckpoint(path string) (map[types.UID]PreparedClaim, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[types.UID]PreparedClaim{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading checkpoint: %w", err)
+	}
+	var cp checkpoint
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return nil, fmt.Errorf("parsing checkpoint %s: %w", path, err)
+	}
+	if cp.Version != CheckpointVersion {
+		return nil, fmt.Errorf("reading checkpoint %s: version %q, this plugin reads %q", path, cp.Version, CheckpointVersion)
+	}
+	if cp.Claims == nil {
+		cp.Claims = map[types.UID]PreparedClaim{}
+	}
+	sum, err := checksum(cp.Claims)
+	if err != nil {
+		return nil, fmt.Errorf("reading checkpoint %s: %w", path, err)
+	}
+	if sum != cp.Checksum {
+		return nil, fmt.Errorf("reading checkpoint %s: checksum %d does not match its contents (%d): the file is corrupt", path, cp.Checksum, sum)
+	}
+	return cp.Claims, nil
+}
+
+// writeCheckpoint replaces path atomically (temporary file, fsync, rename,
+// fsync of the directory).
+func writeCheckpoint(path string, claims map[types.UID]PreparedClaim) error {
+	sum, err := checksum(claims)
+	if err != nil {
+		return fmt.Errorf("writing checkpoint: %w", err)
+	}
+	data, err := json.MarshalIndent(checkpoint{Version: CheckpointVersion, Checksum: sum, Claims: claims}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("writing checkpoint: %w", err)
+	}
+	if err := writeFileAtomically(path, append(data, '\n')); err != nil {
+		return fmt.Errorf("writing checkpoint: %w", err)
+	}
+	return nil
+}
+
+func writeFileAtomically(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

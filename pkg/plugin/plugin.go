@@ -1,0 +1,504 @@
+// Package plugin is miglayout's DRA kubelet plugin: the kubelet calls it,
+// through the kubeletplugin helper (k8s.io/dynamic-resource-allocation/
+// kubeletplugin), to prepare the devices the scheduler allocated to a
+// ResourceClaim before a pod's containers start, and to unprepare them after.
+//
+// Prepare checks that every device of this driver in the claim's allocation
+// exists in NVML now (a layout change may have destroyed it since the
+// scheduler saw it) and that its GPU is not being reconfigured (the per-GPU
+// lock of package gpulock, shared with the agent's repartitioner), then
+// writes one CDI spec per claim (tags.cncf.io/container-device-interface)
+// with NVIDIA_VISIBLE_DEVICES and the device nodes of each device, and
+// returns the CDI device IDs. Prepared claims are kept in a versioned,
+// checksummed checkpoint file, so prepare and unprepare are idempotent and
+// survive a restart of the plugin, and the agent can ask PreparedDevices
+// which devices must never be destroyed.
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/miglayout/miglayout/pkg/gpulock"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// Defaults of Config.
+const (
+	DefaultCDIDir    = "/var/run/cdi"
+	DefaultHostRoot  = "/"
+	DefaultPluginDir = "/var/lib/kubelet/plugins"
+)
+
+// ErrDeviceGone is wrapped by the error for a claim whose device does not
+// exist (any more) on the node.
+var ErrDeviceGone = errors.New("device does not exist")
+
+// ErrAlreadyPrepared is wrapped by the error for a device already prepared
+// for another claim (neither with admin access).
+var ErrAlreadyPrepared = errors.New("device already prepared for another claim")
+
+// Config configures New.
+type Config struct {
+	// DriverName is the DRA driver name; default slices.DefaultDriverName.
+	DriverName string
+	// NodeName is the node, which is also the name of the driver's pool on
+	// it. Required.
+	NodeName string
+	// GPUs is the GPU manager (NVML). Required.
+	GPUs gpu.Manager
+	// Locks are the per-GPU locks shared with the repartitioner; nil means a
+	// private set (nothing else can then mark a GPU as reconfiguring).
+	Locks *gpulock.Locks
+	// CDIDir is where the CDI specs are written; default DefaultCDIDir.
+	CDIDir string
+	// CheckpointDir holds CheckpointFile; default
+	// DefaultPluginDir/<driver name>, the helper's plugin data directory.
+	CheckpointDir string
+	// HostRoot is where the host's / is seen by the plugin, for
+	// /proc/driver/nvidia/capabilities; default DefaultHostRoot. Device node
+	// paths in the CDI specs are host paths and do not carry it.
+	HostRoot string
+	// OnFatalError, when set, is called for background errors that the
+	// helper reports as not recoverable (HandleError); the agent cancels its
+	// context there. Recoverable errors are only logged.
+	OnFatalError func(error)
+}
+
+// Plugin implements kubeletplugin.DRAPlugin.
+type Plugin struct {
+	cfg            Config
+	cdi            *cdiapi.Cache
+	checkpointPath string
+
+	// mu guards claims (the checkpoint's contents in memory) and the files.
+	// The helper serialises prepare and unprepare; PreparedDevices runs
+	// concurrently from the agent.
+	mu     sync.Mutex
+	claims map[types.UID]PreparedClaim
+}
+
+var _ kubeletplugin.DRAPlugin = (*Plugin)(nil)
+
+// New checks cfg, creates the CDI and checkpoint directories and loads the
+// checkpoint (a corrupt one or one of another version is an error: the
+// plugin must not forget what it prepared).
+func New(cfg Config) (*Plugin, error) {
+	if cfg.DriverName == "" {
+		cfg.DriverName = migslices.DefaultDriverName
+	}
+	if err := migslices.ValidateDriverName(cfg.DriverName); err != nil {
+		return nil, fmt.Errorf("creating kubelet plugin: %w", err)
+	}
+	if cfg.NodeName == "" {
+		return nil, errors.New("creating kubelet plugin: node name is required")
+	}
+	if cfg.GPUs == nil {
+		return nil, errors.New("creating kubelet plugin: GPU manager is required")
+	}
+	if cfg.Locks == nil {
+		cfg.Locks = gpulock.New()
+	}
+	if cfg.CDIDir == "" {
+		cfg.CDIDir = DefaultCDIDir
+	}
+	if cfg.CheckpointDir == "" {
+		cfg.CheckpointDir = filepath.Join(DefaultPluginDir, cfg.DriverName)
+	}
+	if cfg.HostRoot == "" {
+		cfg.HostRoot = DefaultHostRoot
+	}
+	for _, dir := range []string{cfg.CDIDir, cfg.CheckpointDir} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("creating kubelet plugin: %w", err)
+		}
+	}
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(cfg.CDIDir), cdiapi.WithAutoRefresh(false))
+	if err != nil {
+		return nil, fmt.Errorf("creating kubelet plugin: creating CDI cache: %w", err)
+	}
+	p := &Plugin{cfg: cfg, cdi: cache, checkpointPath: filepath.Join(cfg.CheckpointDir, CheckpointFile)}
+	if p.claims, err = readCheckpoint(p.checkpointPath); err != nil {
+		return nil, fmt.Errorf("creating kubelet plugin: %w", err)
+	}
+	return p, nil
+}
+
+// DriverName returns the driver name the plugin serves.
+func (p *Plugin) DriverName() string { return p.cfg.DriverName }
+
+// Start runs the kubeletplugin helper for p: the registration socket the
+// kubelet watches, the DRA gRPC service that calls p, and, once
+// Helper.PublishResources is called, the ResourceSlice controller for the
+// node's pool (owned by the Node). opts come after the driver name, node
+// name and client and may override them (e.g. RegistrarDirectoryPath,
+// PluginDataDirectoryPath, which must then equal Config.CheckpointDir's
+// parent layout as the deployment chooses).
+func (p *Plugin) Start(ctx context.Context, client kubernetes.Interface, opts ...kubeletplugin.Option) (*kubeletplugin.Helper, error) {
+	all := append([]kubeletplugin.Option{
+		kubeletplugin.DriverName(p.cfg.DriverName),
+		kubeletplugin.NodeName(p.cfg.NodeName),
+		kubeletplugin.KubeClient(client),
+	}, opts...)
+	h, err := kubeletplugin.Start(ctx, p, all...)
+	if err != nil {
+		return nil, fmt.Errorf("starting kubelet plugin helper: %w", err)
+	}
+	return h, nil
+}
+
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin. Each claim gets
+// its own result; one claim's failure does not fail the others.
+func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	logger := klog.FromContext(ctx)
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, claim := range claims {
+		devs, err := p.prepareClaim(ctx, claim)
+		if err != nil {
+			logger.Error(err, "Preparing claim failed", "claim", klog.KObj(claim))
+			out[claim.UID] = kubeletplugin.PrepareResult{Err: err}
+			continue
+		}
+		logger.V(2).Info("Prepared claim", "claim", klog.KObj(claim), "devices", len(devs))
+		out[claim.UID] = kubeletplugin.PrepareResult{Devices: devs}
+	}
+	return out, nil
+}
+
+func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	ref := claim.Namespace + "/" + claim.Name
+	p.mu.Lock()
+	prepared, ok := p.claims[claim.UID]
+	p.mu.Unlock()
+	if ok {
+		if err := p.reprepare(ctx, prepared); err != nil {
+			return nil, fmt.Errorf("preparing claim %s again: %w", ref, err)
+		}
+		return resultDevices(prepared), nil
+	}
+	if claim.Status.Allocation == nil {
+		return nil, fmt.Errorf("preparing claim %s: the claim is not allocated", ref)
+	}
+	var results []resourceapi.DeviceRequestAllocationResult
+	gpus := map[int]bool{}
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver != p.cfg.DriverName {
+			continue
+		}
+		if r.Pool != p.cfg.NodeName {
+			return nil, fmt.Errorf("preparing claim %s: device %s (request %s) is allocated from pool %q, this node's pool is %q",
+				ref, r.Device, r.Request, r.Pool, p.cfg.NodeName)
+		}
+		idx, _, ok := migslices.DeviceGPUIndex(r.Device)
+		if !ok {
+			return nil, fmt.Errorf("preparing claim %s: device %s (request %s): %w on node %s: not a device name this driver publishes",
+				ref, r.Device, r.Request, ErrDeviceGone, p.cfg.NodeName)
+		}
+		gpus[idx] = true
+		results = append(results, r)
+	}
+
+	// Lock the GPUs involved, in index order, failing at once for one
+	// being reconfigured; the device checks and the checkpoint are done
+	// under the locks, so the repartitioner sees this claim as prepared
+	// before it may touch any of them.
+	order := make([]int, 0, len(gpus))
+	for idx := range gpus {
+		order = append(order, idx)
+	}
+	sort.Ints(order)
+	for _, idx := range order {
+		unlock, err := p.cfg.Locks.LockUnlessReconfiguring(ctx, idx)
+		if err != nil {
+			return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
+		}
+		defer unlock()
+	}
+
+	inv, err := p.readInventory(ctx, order)
+	if err != nil {
+		return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
+	}
+	pc := PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
+	for _, r := range results {
+		src, ok := inv.Lookup(r.Device)
+		if !ok {
+			return nil, fmt.Errorf("preparing claim %s: device %s (request %s): %w on node %s now (present: %s)",
+				ref, r.Device, r.Request, ErrDeviceGone, p.cfg.NodeName, presentDevices(inv, r.Device))
+		}
+		nodes, err := ownDeviceNodes(p.cfg.HostRoot, src)
+		if err != nil {
+			return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
+		}
+		uuid := src.GPU.UUID
+		if src.MIG != nil {
+			uuid = src.MIG.UUID
+		}
+		pc.Devices = append(pc.Devices, PreparedDevice{
+			Requests:    []string{r.Request},
+			Pool:        r.Pool,
+			Device:      r.Device,
+			AdminAccess: ptr.Deref(r.AdminAccess, false),
+			GPUIndex:    src.GPU.Index,
+			UUID:        uuid,
+			DeviceNodes: nodes,
+			CDIDeviceID: cdiDeviceID(p.cfg.DriverName, claim.UID, r.Device),
+		})
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.checkExclusive(pc); err != nil {
+		return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
+	}
+	if err := p.writeSpec(pc); err != nil {
+		return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
+	}
+	next := maps(p.claims)
+	next[pc.UID] = pc
+	if err := writeCheckpoint(p.checkpointPath, next); err != nil {
+		_ = p.cdi.RemoveSpec(specName(p.cfg.DriverName, pc.UID))
+		return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
+	}
+	p.claims = next
+	return resultDevices(pc), nil
+}
+
+// reprepare handles a claim already in the checkpoint (a retry, or the
+// kubelet asking again after a restart): its devices must still exist with
+// the UUIDs recorded, and the CDI spec is written again if it went missing.
+// The GPU lock is not needed: prepared devices are never destroyed.
+func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
+	var idxs []int
+	for _, d := range pc.Devices {
+		if !slices.Contains(idxs, d.GPUIndex) {
+			idxs = append(idxs, d.GPUIndex)
+		}
+	}
+	inv, err := p.readInventory(ctx, idxs)
+	if err != nil {
+		return err
+	}
+	for _, d := range pc.Devices {
+		src, ok := inv.Lookup(d.Device)
+		uuid := ""
+		if ok {
+			uuid = src.GPU.UUID
+			if src.MIG != nil {
+				uuid = src.MIG.UUID
+			}
+		}
+		if !ok || uuid != d.UUID {
+			return fmt.Errorf("device %s (prepared as %s): %w on node %s now (present: %s)",
+				d.Device, d.UUID, ErrDeviceGone, p.cfg.NodeName, presentDevices(inv, d.Device))
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := os.Stat(filepath.Join(p.cfg.CDIDir, specName(p.cfg.DriverName, pc.UID))); err == nil || len(pc.Devices) == 0 {
+		return nil
+	}
+	return p.writeSpec(pc)
+}
+
+// readInventory reads the given GPUs, and the MIG devices of those with MIG
+// mode on, from NVML.
+func (p *Plugin) readInventory(ctx context.Context, gpuIndexes []int) (migslices.Inventory, error) {
+	all, err := p.cfg.GPUs.GPUs(ctx)
+	if err != nil {
+		return migslices.Inventory{}, fmt.Errorf("listing GPUs: %w", err)
+	}
+	inv := migslices.Inventory{MIGs: map[int][]gpu.MIGDevice{}}
+	for _, g := range all {
+		if !slices.Contains(gpuIndexes, g.Index) {
+			continue
+		}
+		inv.GPUs = append(inv.GPUs, g)
+		if !g.MIGMode.Current {
+			continue
+		}
+		migs, err := p.cfg.GPUs.MIGDevices(ctx, g.Index)
+		if err != nil {
+			return migslices.Inventory{}, fmt.Errorf("listing MIG devices of GPU %d: %w", g.Index, err)
+		}
+		inv.MIGs[g.Index] = migs
+	}
+	return inv, nil
+}
+
+// presentDevices lists the devices on the GPU of the named device, for error
+// messages.
+func presentDevices(inv migslices.Inventory, device string) string {
+	idx, _, _ := migslices.DeviceGPUIndex(device)
+	var names []string
+	for _, s := range inv.Sources() {
+		if s.GPU.Index == idx {
+			names = append(names, s.Name)
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("nothing on GPU %d", idx)
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkExclusive fails when a device of pc is prepared for another claim,
+// unless one of the two has admin access; p.mu is held.
+func (p *Plugin) checkExclusive(pc PreparedClaim) error {
+	for _, d := range pc.Devices {
+		for uid, other := range p.claims {
+			if uid == pc.UID {
+				continue
+			}
+			for _, od := range other.Devices {
+				if od.Device == d.Device && !d.AdminAccess && !od.AdminAccess {
+					return fmt.Errorf("device %s: %w %s/%s (%s)", d.Device, ErrAlreadyPrepared, other.Namespace, other.Name, uid)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// writeSpec writes the CDI spec of pc (none for a claim without devices of
+// this driver); p.mu is held.
+func (p *Plugin) writeSpec(pc PreparedClaim) error {
+	if len(pc.Devices) == 0 {
+		return nil
+	}
+	spec, err := buildSpec(p.cfg.DriverName, pc)
+	if err != nil {
+		return err
+	}
+	if err := p.cdi.WriteSpec(spec, specName(p.cfg.DriverName, pc.UID)); err != nil {
+		return fmt.Errorf("writing CDI spec: %w", err)
+	}
+	return nil
+}
+
+func resultDevices(pc PreparedClaim) []kubeletplugin.Device {
+	out := make([]kubeletplugin.Device, len(pc.Devices))
+	for i, d := range pc.Devices {
+		out[i] = kubeletplugin.Device{
+			Requests:     slices.Clone(d.Requests),
+			PoolName:     d.Pool,
+			DeviceName:   d.Device,
+			CDIDeviceIDs: []string{d.CDIDeviceID},
+		}
+	}
+	return out
+}
+
+func maps(in map[types.UID]PreparedClaim) map[types.UID]PreparedClaim {
+	out := make(map[types.UID]PreparedClaim, len(in)+1)
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// UnprepareResourceClaims implements kubeletplugin.DRAPlugin: it removes the
+// claim's CDI spec, then its checkpoint entry (in this order, so that a crash
+// in between leaves the devices recorded as prepared, which is the safe
+// side). A claim that is not prepared is no error.
+func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	logger := klog.FromContext(ctx)
+	out := make(map[types.UID]error, len(claims))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range claims {
+		err := p.unprepareClaim(c)
+		if err != nil {
+			logger.Error(err, "Unpreparing claim failed", "claim", c)
+		} else {
+			logger.V(2).Info("Unprepared claim", "claim", c)
+		}
+		out[c.UID] = err
+	}
+	return out, nil
+}
+
+// unprepareClaim; p.mu is held.
+func (p *Plugin) unprepareClaim(c kubeletplugin.NamespacedObject) error {
+	if err := p.cdi.RemoveSpec(specName(p.cfg.DriverName, c.UID)); err != nil {
+		return fmt.Errorf("unpreparing claim %s: removing CDI spec: %w", c, err)
+	}
+	if _, ok := p.claims[c.UID]; !ok {
+		return nil
+	}
+	next := maps(p.claims)
+	delete(next, c.UID)
+	if err := writeCheckpoint(p.checkpointPath, next); err != nil {
+		return fmt.Errorf("unpreparing claim %s: %w", c, err)
+	}
+	p.claims = next
+	return nil
+}
+
+// HandleError implements kubeletplugin.DRAPlugin: background errors (e.g.
+// publishing ResourceSlices) are logged; those the helper marks as not
+// recoverable are also passed to Config.OnFatalError.
+func (p *Plugin) HandleError(ctx context.Context, err error, msg string) {
+	utilruntime.HandleErrorWithContext(ctx, err, msg)
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) && p.cfg.OnFatalError != nil {
+		p.cfg.OnFatalError(fmt.Errorf("%s: %w", msg, err))
+	}
+}
+
+// WatchHealthStatus implements kubeletplugin.DRAPlugin: device health is not
+// reported (yet).
+func (p *Plugin) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
+}
+
+// PreparedClaims returns the prepared claims, ordered by namespace, name and
+// UID.
+func (p *Plugin) PreparedClaims() []PreparedClaim {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]PreparedClaim, 0, len(p.claims))
+	for _, c := range p.claims {
+		c.Devices = slices.Clone(c.Devices)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.UID < b.UID
+	})
+	return out
+}
+
+// PreparedDevices returns, per device name in this node's pool, the claims
+// it is prepared for: the devices that the agent must never destroy.
+func (p *Plugin) PreparedDevices() map[string][]types.NamespacedName {
+	out := map[string][]types.NamespacedName{}
+	for _, c := range p.PreparedClaims() {
+		for _, d := range c.Devices {
+			out[d.Device] = append(out[d.Device], types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
+		}
+	}
+	return out
+}
