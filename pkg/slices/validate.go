@@ -29,10 +29,10 @@ var cIdentifierRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // "gpu.nvidia.com").
 func ValidateDriverName(name string) error {
 	if len(name) > resourceapi.DriverNameMaxLength {
-		return fmt.Errorf("%w driver name %q: longer than %d characters", ErrInvalid, name, resourceapi.DriverNameMaxLength)
+		return fmt.Errorf("validating driver name %q: %w: longer than %d characters", name, ErrInvalid, resourceapi.DriverNameMaxLength)
 	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return fmt.Errorf("%w driver name %q: %s", ErrInvalid, name, strings.Join(errs, "; "))
+		return fmt.Errorf("validating driver name %q: %w: %s", name, ErrInvalid, strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -48,7 +48,7 @@ func ValidateDriverName(name string) error {
 func ValidateDevice(d resourceapi.Device) error {
 	var errs []error
 	fail := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w device %q: %s", ErrInvalid, d.Name, fmt.Sprintf(format, args...)))
+		errs = append(errs, fmt.Errorf("validating device %q: %w: %s", d.Name, ErrInvalid, fmt.Sprintf(format, args...)))
 	}
 	for _, e := range validation.IsDNS1123Label(d.Name) {
 		fail("name: %s", e)
@@ -140,19 +140,19 @@ func validateQualifiedName(name resourceapi.QualifiedName) error {
 func ValidatePool(poolName string, pool resourceslice.Pool) error {
 	var errs []error
 	if errs2 := validation.IsDNS1123Subdomain(poolName); len(errs2) > 0 {
-		errs = append(errs, fmt.Errorf("%w pool name %q: %s", ErrInvalid, poolName, strings.Join(errs2, "; ")))
+		errs = append(errs, fmt.Errorf("validating pool %q: %w name: %s", poolName, ErrInvalid, strings.Join(errs2, "; ")))
 	}
 	if len(pool.Slices) == 0 {
-		errs = append(errs, fmt.Errorf("%w pool %q: no slice (publish one empty slice for a pool without devices)", ErrInvalid, poolName))
+		errs = append(errs, fmt.Errorf("validating pool %q: %w: no slice (publish one empty slice for a pool without devices)", poolName, ErrInvalid))
 	}
 	names := sets.New[string]()
 	for i, s := range pool.Slices {
 		if max := SliceCapacity(s.Devices); len(s.Devices) > max {
-			errs = append(errs, fmt.Errorf("%w pool %q slice %d: %d devices, at most %d allowed", ErrInvalid, poolName, i, len(s.Devices), max))
+			errs = append(errs, fmt.Errorf("validating pool %q: %w: slice %d: %d devices, at most %d allowed", poolName, ErrInvalid, i, len(s.Devices), max))
 		}
 		for _, d := range s.Devices {
 			if names.Has(d.Name) {
-				errs = append(errs, fmt.Errorf("%w pool %q: device %q published twice", ErrInvalid, poolName, d.Name))
+				errs = append(errs, fmt.Errorf("validating pool %q: %w: device %q published twice", poolName, ErrInvalid, d.Name))
 			}
 			names.Insert(d.Name)
 			if err := ValidateDevice(d); err != nil {
