@@ -1,0 +1,94 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/slices"
+)
+
+const driver = "mig.miglayout.io"
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func migClass() *resourceapi.DeviceClass {
+	return &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}},
+	}
+}
+
+// nodeB builds a Node with GPUs.
+type nodeB struct{ n Node }
+
+func node(name string) *nodeB {
+	return &nodeB{n: Node{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}}}
+}
+
+func (b *nodeB) label(k, v string) *nodeB { b.n.Node.Labels[k] = v; return b }
+
+func (b *nodeB) taint(k string) *nodeB {
+	b.n.Node.Spec.Taints = append(b.n.Node.Spec.Taints, corev1.Taint{Key: k, Effect: corev1.TaintEffectNoSchedule})
+	return b
+}
+
+func (b *nodeB) policy(p Policy) *nodeB { b.n.Policy = p; return b }
+
+// gpu adds a GPU of model with layout and pinned devices (layout strings).
+func (b *nodeB) gpu(model, layout, pinned string) *nodeB {
+	m, err := mig.DefaultCatalog().Model(model)
+	if err != nil {
+		panic(err)
+	}
+	b.n.GPUs = append(b.n.GPUs, GPU{Info: slices.PlannedGPU(m, len(b.n.GPUs)), Layout: mig.MustParseLayout(layout), Pinned: mig.MustParseLayout(pinned)})
+	return b
+}
+
+func (b *nodeB) changing() *nodeB { b.n.GPUs[len(b.n.GPUs)-1].Changing = true; return b }
+
+func (b *nodeB) build() Node { return b.n }
+
+// podB builds a pending pod with one claim.
+type podB struct{ p Pod }
+
+func pod(name string, ageMinutes int) *podB {
+	return &podB{p: Pod{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
+		CreationTimestamp: metav1.NewTime(t0.Add(-time.Duration(ageMinutes) * time.Minute))}}}}
+}
+
+func (b *podB) priority(p int32) *podB { b.p.Pod.Spec.Priority = &p; return b }
+
+func (b *podB) nodeSelector(k, v string) *podB {
+	b.p.Pod.Spec.NodeSelector = map[string]string{k: v}
+	return b
+}
+
+// claim adds a claim with one request of count devices matching expression.
+func (b *podB) claim(expression string, count int64) *podB {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: b.p.Pod.Name + "-gpu"}}
+	req := resourceapi.DeviceRequest{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io",
+		AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count}}
+	if expression != "" {
+		req.Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expression}}}
+	}
+	c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, req)
+	b.p.Claims = append(b.p.Claims, c)
+	return b
+}
+
+func (b *podB) build() Pod { return b.p }
+
+func profileIs(p string) string {
+	return "device.attributes['mig.miglayout.io'].profile == '" + p + "'"
+}
+
+func itoa(i int) string { return fmt.Sprint(i) }
+
+func join(s []string) string { return strings.Join(s, ", ") }

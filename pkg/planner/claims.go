@@ -1,0 +1,190 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/slices"
+)
+
+// features are the allocator features the planner supports: those of the
+// claims miglayout's devices can serve (prioritized lists, admin access and
+// device taints on published devices).
+var features = structured.Features{PrioritizedList: true, AdminAccess: true, DeviceTaints: true}
+
+// classLister serves the snapshot's DeviceClasses to the allocator.
+type classLister map[string]*resourceapi.DeviceClass
+
+func (l classLister) List() ([]*resourceapi.DeviceClass, error) {
+	out := make([]*resourceapi.DeviceClass, 0, len(l))
+	for _, c := range l {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
+	if c, ok := l[name]; ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("DeviceClass %q not found", name)
+}
+
+// matcher decides claim satisfiability with the scheduler's allocator.
+type matcher struct {
+	driver  string
+	classes classLister
+	cel     *cel.Cache
+	// profiles caches, per claim shape and model, the profiles one device of
+	// which satisfies a single-device claim, best first.
+	profiles map[string]map[string][]string
+}
+
+func newMatcher(driver string, classes []*resourceapi.DeviceClass) *matcher {
+	l := classLister{}
+	for _, c := range classes {
+		l[c.Name] = c
+	}
+	return &matcher{driver: driver, classes: l, cel: cel.NewCache(1000, cel.Features{}), profiles: map[string]map[string][]string{}}
+}
+
+// singleDevice reports whether the pod asks for exactly one device through
+// one claim with one request and no constraints: the common case, planned
+// without building a node's whole hypothetical pool.
+func singleDevice(p Pod) bool {
+	if len(p.Claims) != 1 {
+		return false
+	}
+	d := p.Claims[0].Spec.Devices
+	if len(d.Requests) != 1 || len(d.Constraints) != 0 {
+		return false
+	}
+	ex := d.Requests[0].Exactly
+	if ex == nil || ex.AdminAccess != nil && *ex.AdminAccess {
+		return false
+	}
+	return ex.AllocationMode == "" || ex.AllocationMode == resourceapi.DeviceAllocationModeExactCount && ex.Count <= 1
+}
+
+// shapeKey identifies what a claim asks for, independent of its name.
+func shapeKey(c *resourceapi.ResourceClaim) string {
+	b, _ := json.Marshal(c.Spec.Devices)
+	return string(b)
+}
+
+// singleProfiles returns the profiles of model, best first (least memory,
+// then fewest compute slices), one device of which satisfies the
+// single-device claim c.
+func (m *matcher) singleProfiles(ctx context.Context, c *resourceapi.ResourceClaim, model *mig.Model) ([]string, error) {
+	key := shapeKey(c)
+	byModel, ok := m.profiles[key]
+	if !ok {
+		byModel = map[string][]string{}
+		m.profiles[key] = byModel
+	}
+	if out, ok := byModel[model.Name]; ok {
+		return out, nil
+	}
+	var out []string
+	probe := slices.PlannedGPU(model, 0)
+	for _, p := range byMemory(model) {
+		dev, err := slices.PlannedMIGDevice(probe, mig.Device{Profile: p.Name, Start: p.Placements[0].Start})
+		if err != nil {
+			return nil, err
+		}
+		ok, err := m.fits(ctx, "probe", []resourceapi.Device{dev}, nil, []*resourceapi.ResourceClaim{c})
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, p.Name)
+		}
+	}
+	byModel[model.Name] = out
+	return out, nil
+}
+
+// fits reports whether the allocator can allocate claims on a node whose
+// pool holds devices, of which the names in taken are already allocated.
+func (m *matcher) fits(ctx context.Context, node string, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim) (bool, error) {
+	res, err := m.allocate(ctx, node, devices, taken, claims)
+	return res != nil, err
+}
+
+// byMemory returns the model's profiles by memory, then compute slices.
+func byMemory(m *mig.Model) []*mig.Profile {
+	out := make([]*mig.Profile, len(m.Profiles))
+	for i := range m.Profiles {
+		out[i] = &m.Profiles[i]
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].MemoryMiB != out[j].MemoryMiB {
+			return out[i].MemoryMiB < out[j].MemoryMiB
+		}
+		return out[i].ComputeSlices < out[j].ComputeSlices
+	})
+	return out
+}
+
+// deviceName is the published name of a MIG device of g.
+func deviceName(g gpu.GPU, d mig.Device) string {
+	p, err := g.Model.Profile(d.Profile)
+	if err != nil {
+		return ""
+	}
+	return slices.MIGDeviceName(g.Index, d.Profile, p.ID, d.Start)
+}
+
+// allocate is fits returning the names of the devices allocated to claims,
+// or nil when they cannot all be allocated.
+func (m *matcher) allocate(ctx context.Context, node string, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim) ([]string, error) {
+	slice := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-planned"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   m.driver,
+			NodeName: &node,
+			Pool:     resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices:  devices,
+		},
+	}
+	state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}
+	for name := range taken {
+		state.AllocatedDevices.Insert(structured.MakeDeviceID(m.driver, node, name))
+	}
+	alloc, err := structured.NewAllocator(ctx, features, state, m.classes, []*resourceapi.ResourceSlice{slice}, m.cel)
+	if err != nil {
+		return nil, fmt.Errorf("creating allocator: %w", err)
+	}
+	fresh := make([]*resourceapi.ResourceClaim, len(claims))
+	for i, c := range claims {
+		c = c.DeepCopy()
+		c.Status = resourceapi.ResourceClaimStatus{}
+		fresh[i] = c
+	}
+	res, err := alloc.Allocate(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, fresh)
+	if err != nil {
+		return nil, fmt.Errorf("allocating claims: %w", err)
+	}
+	if res == nil {
+		return nil, nil
+	}
+	out := []string{}
+	for _, r := range res {
+		for _, d := range r.Devices.Results {
+			out = append(out, d.Device)
+		}
+	}
+	return out, nil
+}

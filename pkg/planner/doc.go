@@ -1,0 +1,22 @@
+// Package planner decides, in Auto mode, how to repartition GPUs so that
+// pending pods' ResourceClaims can be allocated. It is pure: a Snapshot in,
+// a Result out; no client, no clock, no randomness, and the same Snapshot
+// always gives the same Result.
+//
+// Claim semantics are the scheduler's own: whether a set of devices satisfies
+// a pod's claims is decided by k8s.io/dynamic-resource-allocation/structured
+// (the allocator kube-scheduler runs) over hypothetical ResourceSlices whose
+// devices are built by package slices, the same code that publishes the real
+// ones. Node feasibility (nodeSelector, required node affinity, taints and
+// tolerations) comes from k8s.io/component-helpers.
+//
+// The objective, in order: serve the most pending pods, taking them by
+// priority then age (older first); never destroy a device that is allocated,
+// prepared or running a process (GPU.Pinned), nor one reserved for a pod
+// served earlier in the same plan; among ways to serve a pod, prefer a free
+// device that exists already, then the change that destroys the fewest free
+// devices, then a GPU the plan already changes (fewest GPUs touched), then the
+// one that leaves the most room for large profiles (mig.Model.Headroom),
+// then the smallest device that satisfies the claim. Each Change says which
+// pods it serves.
+package planner

@@ -1,0 +1,483 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// planner holds the state of one Plan call.
+type planner struct {
+	snap    Snapshot
+	match   *matcher
+	nodes   []*nodeState
+	gpus    []*gpuState
+	classes map[string]*class
+	order   []string // class keys in creation order, for determinism
+	adds    map[additionKey]*addition
+	noAdd   map[additionKey]bool
+	touched int
+	maxGPUs int
+	result  Result
+}
+
+// Plan computes the changes that serve snap.Pending. It returns an error only
+// for input it cannot read (a CEL expression that does not compile, a GPU
+// without a catalog model); pods no node can serve are listed in
+// Result.Unservable with the reason.
+func Plan(ctx context.Context, snap Snapshot) (Result, error) {
+	p := &planner{snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
+		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{}, maxGPUs: snap.MaxGPUs}
+	p.result.Unservable = map[string]string{}
+	if err := p.load(); err != nil {
+		return Result{}, err
+	}
+	for _, pod := range orderPods(snap.Pending) {
+		if err := p.serve(ctx, pod); err != nil {
+			return Result{}, err
+		}
+	}
+	p.finish()
+	return p.result, nil
+}
+
+func (p *planner) load() error {
+	for i := range p.snap.Nodes {
+		n := &p.snap.Nodes[i]
+		ns := &nodeState{n: n, order: i, maxGPUs: max(1, n.Policy.MaxGPUsPerNode)}
+		if len(n.Policy.AllowedProfiles) > 0 {
+			ns.allowed = map[string]bool{}
+			for _, a := range n.Policy.AllowedProfiles {
+				ns.allowed[a] = true
+			}
+			ns.policyKey = strings.Join(slices.Sorted(maps.Keys(ns.allowed)), ",")
+		}
+		for j := range n.GPUs {
+			g := n.GPUs[j]
+			if g.Info.Model == nil {
+				return fmt.Errorf("planning node %s: GPU %d (%s) has no catalog model", n.Node.Name, g.Info.Index, g.Info.ProductName)
+			}
+			gs := &gpuState{node: ns, order: len(p.gpus), g: g, model: g.Info.Model, layout: g.Layout.Canonical(), fixed: g.Pinned.Canonical()}
+			if g.Changing {
+				ns.touched++
+				p.touched++
+			}
+			ns.gpus = append(ns.gpus, gs)
+			p.gpus = append(p.gpus, gs)
+			if !g.Changing {
+				p.reclass(gs)
+			}
+		}
+		p.nodes = append(p.nodes, ns)
+	}
+	return nil
+}
+
+// reclass moves g to the class of its current state.
+func (p *planner) reclass(g *gpuState) {
+	key := g.classKey()
+	g.class = key
+	c, ok := p.classes[key]
+	if !ok {
+		c = &class{key: key}
+		p.classes[key] = c
+		p.order = append(p.order, key)
+	}
+	c.gpus = append(c.gpus, g)
+}
+
+// orderPods sorts by priority (highest first), then creation time (oldest
+// first), then namespace/name.
+func orderPods(pods []Pod) []Pod {
+	out := slices.Clone(pods)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].Pod, out[j].Pod
+		if pa, pb := corev1helpers.PodPriority(a), corev1helpers.PodPriority(b); pa != pb {
+			return pa > pb
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return podKey(a) < podKey(b)
+	})
+	return out
+}
+
+func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+// feasible reports whether the pod may run on the node: required node
+// affinity and nodeSelector, and NoSchedule/NoExecute taints it does not
+// tolerate.
+func feasible(pod *corev1.Pod, node *corev1.Node) bool {
+	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {
+		return false
+	}
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}, false)
+	return !untolerated
+}
+
+// serve plans for one pod.
+func (p *planner) serve(ctx context.Context, pod Pod) error {
+	key := podKey(pod.Pod)
+	var feasibleNodes []*nodeState
+	for _, n := range p.nodes {
+		if feasible(pod.Pod, n.n.Node) {
+			feasibleNodes = append(feasibleNodes, n)
+		}
+	}
+	if len(feasibleNodes) == 0 {
+		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations"
+		return nil
+	}
+	if singleDevice(pod) {
+		return p.serveSingle(ctx, pod, feasibleNodes)
+	}
+	return p.serveMulti(ctx, pod, feasibleNodes)
+}
+
+// serveSingle serves a pod that needs exactly one device.
+func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) error {
+	key := podKey(pod.Pod)
+	ok := map[*nodeState]bool{}
+	for _, n := range nodes {
+		ok[n] = true
+	}
+	// Profiles that satisfy the claim, per model.
+	profiles := map[string][]string{}
+	anyProfile := false
+	for _, n := range nodes {
+		for _, g := range n.gpus {
+			if _, done := profiles[g.model.Name]; done {
+				continue
+			}
+			ps, err := p.match.singleProfiles(ctx, pod.Claims[0], g.model)
+			if err != nil {
+				return fmt.Errorf("planning pod %s: %w", key, err)
+			}
+			profiles[g.model.Name] = ps
+			anyProfile = anyProfile || len(ps) > 0
+		}
+	}
+	if !anyProfile {
+		models := slices.Sorted(maps.Keys(profiles))
+		p.result.Unservable[key] = fmt.Sprintf("no profile of the Auto nodes' GPU models (%s) satisfies claim %s", strings.Join(models, ", "), pod.Claims[0].Name)
+		return nil
+	}
+
+	// 1. A free device that exists (or is coming in a change in flight).
+	for _, g := range p.gpus {
+		if !ok[g.node] {
+			continue
+		}
+		for _, prof := range profiles[g.model.Name] {
+			if d, found := g.hasFree(prof); found {
+				p.reserve(g, d, key, false)
+				return nil
+			}
+		}
+	}
+
+	// 2. The cheapest change over classes of interchangeable GPUs.
+	type choice struct {
+		g   *gpuState
+		add *addition
+		idx int // preference index of the profile
+	}
+	var best *choice
+	better := func(c choice) bool {
+		if best == nil {
+			return true
+		}
+		if c.add.destroyed != best.add.destroyed {
+			return c.add.destroyed < best.add.destroyed
+		}
+		if c.g.touched != best.g.touched {
+			return c.g.touched
+		}
+		if cmp := slices.Compare(c.add.headroom, best.add.headroom); cmp != 0 {
+			return cmp > 0
+		}
+		if c.idx != best.idx {
+			return c.idx < best.idx
+		}
+		return c.g.order < best.g.order
+	}
+	for _, ck := range p.order {
+		c := p.classes[ck]
+		// The first GPU of the class this pod may use.
+		var first *gpuState
+		c.members(func(g *gpuState) bool {
+			if ok[g.node] && p.mayChange(g) {
+				first = g
+				return false
+			}
+			return true
+		})
+		if first == nil {
+			continue
+		}
+		for i, prof := range profiles[first.model.Name] {
+			if !first.node.allows(prof) {
+				continue
+			}
+			a := p.addition(first, prof)
+			if a == nil {
+				continue
+			}
+			if cand := (choice{first, a, i}); better(cand) {
+				best = &cand
+			}
+		}
+	}
+	if best == nil {
+		p.result.Unservable[key] = "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
+		return nil
+	}
+	g := best.g
+	if !g.touched {
+		g.touched = true
+		g.node.touched++
+		p.touched++
+	}
+	g.layout = best.add.layout
+	p.reserve(g, best.add.device, key, true)
+	return nil
+}
+
+// mayChange reports whether the plan may change g (again).
+func (p *planner) mayChange(g *gpuState) bool {
+	if g.g.Changing {
+		return false
+	}
+	if g.touched {
+		return true
+	}
+	if g.node.touched >= g.node.maxGPUs {
+		return false
+	}
+	return p.maxGPUs == 0 || p.touched < p.maxGPUs
+}
+
+func (p *planner) addition(g *gpuState, prof string) *addition {
+	k := additionKey{g.model.Name, g.layout.String(), g.fixed.String(), prof}
+	if a, ok := p.adds[k]; ok {
+		return a
+	}
+	if p.noAdd[k] {
+		return nil
+	}
+	a, ok := add(g.model, g.layout, g.fixed, prof)
+	if !ok {
+		p.noAdd[k] = true
+		return nil
+	}
+	p.adds[k] = &a
+	return &a
+}
+
+// reserve records that pod will use device d of g.
+func (p *planner) reserve(g *gpuState, d mig.Device, pod string, change bool) {
+	g.fixed = append(g.fixed, d).Canonical()
+	if change || g.touched {
+		g.serves = append(g.serves, pod)
+	}
+	p.result.Served = append(p.result.Served, Placement{Pod: pod, Node: g.node.n.Node.Name,
+		Devices: []string{deviceName(g.g.Info, d)}, NeedsChange: change || g.touched && !g.g.Layout.Contains(d)})
+	if !g.g.Changing {
+		p.reclass(g)
+	}
+}
+
+// serveMulti serves a pod with several devices, claims or constraints: node
+// by node, it adds devices for each request (smallest satisfying profile of
+// a single-device copy of it) and checks the whole pod with the allocator on
+// the node's hypothetical pool.
+func (p *planner) serveMulti(ctx context.Context, pod Pod, nodes []*nodeState) error {
+	key := podKey(pod.Pod)
+	for _, n := range nodes {
+		placed, err := p.tryNode(ctx, pod, n)
+		if err != nil {
+			return fmt.Errorf("planning pod %s: %w", key, err)
+		}
+		if placed {
+			return nil
+		}
+	}
+	p.result.Unservable[key] = "no Auto-mode node can hold all of the pod's claims at once"
+	return nil
+}
+
+func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, error) {
+	// First with the node as planned so far.
+	if devs, ok, err := p.allocateOn(ctx, pod, n); err != nil || ok {
+		if ok {
+			p.commitMulti(pod, n, devs)
+		}
+		return ok, err
+	}
+	// Then adding, per request, one device of its best profile per count.
+	saved := make([]gpuState, len(n.gpus))
+	for i, g := range n.gpus {
+		saved[i] = *g
+	}
+	restore := func() {
+		for i, g := range n.gpus {
+			*g = saved[i]
+		}
+	}
+	for _, c := range pod.Claims {
+		for _, r := range c.Spec.Devices.Requests {
+			one := c.DeepCopy()
+			one.Spec.Devices.Constraints = nil
+			one.Spec.Devices.Requests = []resourceapi.DeviceRequest{r}
+			if one.Spec.Devices.Requests[0].Exactly != nil {
+				ex := one.Spec.Devices.Requests[0].Exactly.DeepCopy()
+				ex.AllocationMode, ex.Count = resourceapi.DeviceAllocationModeExactCount, 1
+				one.Spec.Devices.Requests[0].Exactly = ex
+			}
+			count := 1
+			if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeExactCount && r.Exactly.Count > 1 {
+				count = int(r.Exactly.Count)
+			}
+			for range count {
+				if !p.addOnNode(ctx, one, n) {
+					break
+				}
+			}
+		}
+	}
+	devs, ok, err := p.allocateOn(ctx, pod, n)
+	if err != nil || !ok {
+		restore()
+		return false, err
+	}
+	p.commitMulti(pod, n, devs)
+	return true, nil
+}
+
+// addOnNode adds one device satisfying the single-request claim c to the
+// node's best GPU; it reports whether it could.
+func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState) bool {
+	var bestG *gpuState
+	var bestA *addition
+	for _, g := range n.gpus {
+		if !p.mayChange(g) {
+			continue
+		}
+		ps, err := p.match.singleProfiles(ctx, c, g.model)
+		if err != nil {
+			return false
+		}
+		for _, prof := range ps {
+			if !n.allows(prof) {
+				continue
+			}
+			if a := p.addition(g, prof); a != nil && (bestA == nil || a.destroyed < bestA.destroyed) {
+				bestG, bestA = g, a
+			}
+		}
+	}
+	if bestG == nil {
+		return false
+	}
+	if !bestG.touched {
+		bestG.touched = true
+		n.touched++
+		p.touched++
+	}
+	bestG.layout = bestA.layout
+	return true
+}
+
+// allocateOn runs the allocator for the pod on the node's planned devices;
+// it returns the devices the allocation uses.
+func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState) (map[*gpuState][]mig.Device, bool, error) {
+	var devices []resourceapi.Device
+	taken := sets.New[string]()
+	owner := map[string]*gpuState{}
+	byName := map[string]mig.Device{}
+	for _, g := range n.gpus {
+		for _, d := range g.layout {
+			dev, err := migslices.PlannedMIGDevice(g.g.Info, d)
+			if err != nil {
+				return nil, false, err
+			}
+			devices = append(devices, dev)
+			owner[dev.Name], byName[dev.Name] = g, d
+			if g.fixed.Contains(d) {
+				taken.Insert(dev.Name)
+			}
+		}
+	}
+	res, err := p.match.allocate(ctx, n.n.Node.Name, devices, taken, pod.Claims)
+	if err != nil || res == nil {
+		return nil, false, err
+	}
+	out := map[*gpuState][]mig.Device{}
+	for _, name := range res {
+		out[owner[name]] = append(out[owner[name]], byName[name])
+	}
+	return out, true, nil
+}
+
+func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.Device) {
+	key := podKey(pod.Pod)
+	pl := Placement{Pod: key, Node: n.n.Node.Name}
+	for _, g := range n.gpus {
+		for _, d := range devs[g] {
+			g.fixed = append(g.fixed, d).Canonical()
+			pl.Devices = append(pl.Devices, deviceName(g.g.Info, d))
+			if !g.g.Layout.Contains(d) {
+				pl.NeedsChange = true
+			}
+		}
+		if len(devs[g]) > 0 && g.touched {
+			g.serves = append(g.serves, key)
+		}
+		if !g.g.Changing {
+			p.reclass(g)
+		}
+	}
+	p.result.Served = append(p.result.Served, pl)
+}
+
+// finish turns touched GPUs into Changes.
+func (p *planner) finish() {
+	for _, g := range p.gpus {
+		if !g.touched || g.g.Changing {
+			continue
+		}
+		plan := g.model.Diff(g.g.Layout, g.layout)
+		if plan.Empty() {
+			continue
+		}
+		p.result.Changes = append(p.result.Changes, Change{
+			Node: g.node.n.Node.Name, GPU: g.g.Info.Index,
+			From: g.g.Layout.Canonical(), To: g.layout, Destroyed: plan.Destroy, Created: plan.Create,
+			Serves: g.serves,
+			Reason: fmt.Sprintf("serves %d pending pod(s): %s", len(g.serves), strings.Join(firstN(g.serves, 5), ", ")),
+		})
+	}
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) <= n {
+		return s
+	}
+	return append(slices.Clone(s[:n]), fmt.Sprintf("and %d more", len(s)-n))
+}

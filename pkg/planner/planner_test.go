@@ -1,0 +1,179 @@
+package planner
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// trace is the readable form of a Result that the tests compare.
+type trace struct {
+	Changes    []string          // "node/gpu: from -> to (serves ...)"
+	Served     []string          // "pod -> node devices [change]"
+	Unservable map[string]string // pod -> reason
+}
+
+func toTrace(r Result) trace {
+	t := trace{Unservable: r.Unservable}
+	for _, c := range r.Changes {
+		t.Changes = append(t.Changes, c.Node+"/"+itoa(c.GPU)+": "+show(c.From)+" -> "+show(c.To)+" serves "+join(c.Serves))
+	}
+	for _, s := range r.Served {
+		line := s.Pod + " -> " + s.Node + " " + join(s.Devices)
+		if s.NeedsChange {
+			line += " after change"
+		}
+		t.Served = append(t.Served, line)
+	}
+	return t
+}
+
+func show(l mig.Layout) string {
+	if len(l) == 0 {
+		return "(empty)"
+	}
+	return l.String()
+}
+
+func TestPlan(t *testing.T) {
+	tests := map[string]struct {
+		nodes   []Node
+		pods    []Pod
+		maxGPUs int
+		want    trace
+	}{
+		"whole 7g is cut for a 16 GiB claim; the device goes where 4g and 3g still fit": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
+			pods:  []Pod{pod("p1", 1).claim("device.attributes['mig.miglayout.io'].memory >= 16000 && device.attributes['mig.miglayout.io'].memory <= 25000", 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: 7g.80gb@0 -> 1g.20gb@6 serves default/p1"},
+				Served:  []string{"default/p1 -> n1 gpu-0-mig-1g20gb-15-6 after change"},
+			},
+		},
+		"a free device that exists is used, nothing changes": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "3g.40gb@0,3g.40gb@4", "3g.40gb@0").build()},
+			pods:  []Pod{pod("p1", 1).claim(profileIs("3g.40gb"), 1).build()},
+			want:  trace{Served: []string{"default/p1 -> n1 gpu-0-mig-3g40gb-9-4"}},
+		},
+		"an allocated device is never destroyed: the other GPU is cut": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "3g.40gb@0", "3g.40gb@0").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
+			pods:  []Pod{pod("p1", 1).claim(profileIs("4g.40gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/1: 7g.80gb@0 -> 4g.40gb@0 serves default/p1"},
+				Served:  []string{"default/p1 -> n1 gpu-1-mig-4g40gb-5-0 after change"},
+			},
+		},
+		"no room without destroying a pinned device": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "3g.40gb@0", "3g.40gb@0").build()},
+			pods:  []Pod{pod("p1", 1).claim(profileIs("4g.40gb"), 1).build()},
+			want:  trace{Unservable: map[string]string{"default/p1": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"}},
+		},
+		"higher priority first, then older; the GPU already changed is reused": {
+			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 2}).gpu("H100-SXM5-80GB", "7g.80gb@0", "").gpu("H100-SXM5-80GB", "7g.80gb@0", "").build()},
+			pods: []Pod{
+				pod("young", 1).claim(profileIs("3g.40gb"), 1).build(),
+				pod("old", 9).claim(profileIs("3g.40gb"), 1).build(),
+				pod("vip", 0).priority(100).claim(profileIs("4g.40gb"), 1).build(),
+			},
+			want: trace{
+				Changes: []string{
+					"n1/0: 7g.80gb@0 -> 4g.40gb@0,3g.40gb@4 serves default/vip, default/old",
+					"n1/1: 7g.80gb@0 -> 3g.40gb@4 serves default/young",
+				},
+				Served: []string{
+					"default/vip -> n1 gpu-0-mig-4g40gb-5-0 after change",
+					"default/old -> n1 gpu-0-mig-3g40gb-9-4 after change",
+					"default/young -> n1 gpu-1-mig-3g40gb-9-4 after change",
+				},
+			},
+			maxGPUs: 0,
+		},
+		"one GPU per node at once by default": {
+			nodes: []Node{node("n1").gpu("H100-SXM5-80GB", "7g.80gb@0", "").gpu("H100-SXM5-80GB", "7g.80gb@0", "").build()},
+			pods:  []Pod{pod("a", 2).claim(profileIs("4g.40gb"), 1).build(), pod("b", 1).claim(profileIs("4g.40gb"), 1).build()},
+			want: trace{
+				Changes:    []string{"n1/0: 7g.80gb@0 -> 4g.40gb@0 serves default/a"},
+				Served:     []string{"default/a -> n1 gpu-0-mig-4g40gb-5-0 after change"},
+				Unservable: map[string]string{"default/b": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"},
+			},
+		},
+		"node selector and taints decide the node": {
+			nodes: []Node{
+				node("tainted").taint("dedicated").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
+				node("other").label("pool", "b").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
+				node("right").label("pool", "a").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
+			},
+			pods: []Pod{pod("p1", 1).nodeSelector("pool", "a").claim(profileIs("7g.80gb"), 1).build()},
+			want: trace{Served: []string{"default/p1 -> right gpu-0-mig-7g80gb-0-0"}},
+		},
+		"no profile satisfies the selector": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build()},
+			pods:  []Pod{pod("p1", 1).claim("device.attributes['mig.miglayout.io'].memory >= 100000", 1).build()},
+			want:  trace{Unservable: map[string]string{"default/p1": "no profile of the Auto nodes' GPU models (A100-SXM4-80GB) satisfies claim p1-gpu"}},
+		},
+		"two devices in one claim are planned together": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
+			pods:  []Pod{pod("p1", 1).claim(profileIs("2g.20gb"), 2).build()},
+			want: trace{
+				Changes: []string{"n1/0: 7g.80gb@0 -> 2g.20gb@0,2g.20gb@4 serves default/p1"},
+				Served:  []string{"default/p1 -> n1 gpu-0-mig-2g20gb-14-0, gpu-0-mig-2g20gb-14-4 after change"},
+			},
+		},
+		"a GPU changing already is left alone but its coming devices serve": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "3g.40gb@0,3g.40gb@4", "").changing().build()},
+			pods:  []Pod{pod("p1", 1).claim(profileIs("3g.40gb"), 1).build(), pod("p2", 1).claim(profileIs("1g.10gb"), 1).build()},
+			want: trace{
+				Served:     []string{"default/p1 -> n1 gpu-0-mig-3g40gb-9-0"},
+				Unservable: map[string]string{"default/p2": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"},
+			},
+		},
+		"cluster-wide limit on GPUs changed at once": {
+			nodes:   []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build(), node("n2").gpu("A100-SXM4-80GB", "", "").build()},
+			pods:    []Pod{pod("p1", 2).claim(profileIs("7g.80gb"), 1).build(), pod("p2", 1).claim(profileIs("7g.80gb"), 1).build()},
+			maxGPUs: 1,
+			want: trace{
+				Changes:    []string{"n1/0: (empty) -> 7g.80gb@0 serves default/p1"},
+				Served:     []string{"default/p1 -> n1 gpu-0-mig-7g80gb-0-0 after change"},
+				Unservable: map[string]string{"default/p2": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			snap := Snapshot{Driver: driver, Nodes: tc.nodes, Pending: tc.pods, Classes: []*resourceapi.DeviceClass{migClass()}, MaxGPUs: tc.maxGPUs}
+			got, err := Plan(context.Background(), snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, toTrace(got), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+			for _, c := range got.Changes {
+				for _, n := range tc.nodes {
+					for _, g := range n.GPUs {
+						if n.Node.Name != c.Node || g.Info.Index != c.GPU {
+							continue
+						}
+						for _, d := range g.Pinned {
+							if !c.To.Contains(d) {
+								t.Errorf("change on %s/%d destroys pinned %s", c.Node, c.GPU, d)
+							}
+						}
+						if err := g.Info.Model.Validate(c.To); err != nil {
+							t.Errorf("planned layout invalid: %v", err)
+						}
+					}
+				}
+			}
+			again, _ := Plan(context.Background(), snap)
+			if diff := cmp.Diff(got, again); diff != "" {
+				t.Errorf("plan is not deterministic:\n%s", diff)
+			}
+		})
+	}
+}

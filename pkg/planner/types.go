@@ -1,0 +1,98 @@
+package planner
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+)
+
+// Policy bounds the planner on the nodes of one MigLayout.
+type Policy struct {
+	// AllowedProfiles limits the profiles the planner may create; empty
+	// means every profile of the GPU's model.
+	AllowedProfiles []string
+	// Spares are free devices per profile the planner keeps on each node
+	// when nothing pending needs the room.
+	Spares map[string]int
+	// MaxGPUsPerNode is the most GPUs of one node changed by one plan
+	// (including GPUs already changing); 0 means 1.
+	MaxGPUsPerNode int
+}
+
+// GPU is one GPU of an Auto node.
+type GPU struct {
+	// Info is the GPU as the agent reports it; Info.Model must be set.
+	Info gpu.GPU
+	// Layout is the layout NVML reports now.
+	Layout mig.Layout
+	// Pinned are the devices of Layout that must not be destroyed:
+	// allocated to a claim, prepared, or running a process.
+	Pinned mig.Layout
+	// Changing is true while an earlier plan's change is in flight (desired
+	// differs from actual): the planner leaves the GPU alone.
+	Changing bool
+}
+
+// Node is one Auto-mode node.
+type Node struct {
+	Node   *corev1.Node
+	GPUs   []GPU
+	Policy Policy
+}
+
+// Pod is a pending pod with the ResourceClaims it waits for.
+type Pod struct {
+	Pod *corev1.Pod
+	// Claims are the pod's claims that are not allocated yet (from
+	// resourceClaimName or the generated names in the pod's status).
+	Claims []*resourceapi.ResourceClaim
+}
+
+// Snapshot is everything the planner reads.
+type Snapshot struct {
+	// Driver is the DRA driver name the agents publish under.
+	Driver string
+	Nodes  []Node
+	// Pending pods, in any order (the planner orders them).
+	Pending []Pod
+	// Classes are the DeviceClasses claims may name.
+	Classes []*resourceapi.DeviceClass
+	// MaxGPUs is the most GPUs changed at once across the snapshot,
+	// including GPUs already changing; 0 means no limit.
+	MaxGPUs int
+}
+
+// Change is a new layout for one GPU.
+type Change struct {
+	Node string
+	GPU  int
+	// From is the current layout, To the planned one; Destroyed and Created
+	// are the difference (Destroyed never holds a pinned device).
+	From, To           mig.Layout
+	Destroyed, Created mig.Layout
+	// Serves names the pods (namespace/name) this change is for.
+	Serves []string
+	// Reason is a sentence for status and events.
+	Reason string
+}
+
+// Placement says where a served pod will find its devices.
+type Placement struct {
+	Pod  string
+	Node string
+	// Devices are the published device names the pod's claims can be
+	// allocated to once the changes land (reserved in the plan).
+	Devices []string
+	// NeedsChange is false when the devices exist and are free already.
+	NeedsChange bool
+}
+
+// Result is a plan.
+type Result struct {
+	Changes []Change
+	Served  []Placement
+	// Unservable maps pod (namespace/name) to why no Auto node can serve it.
+	Unservable map[string]string
+}
