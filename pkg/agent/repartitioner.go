@@ -304,6 +304,14 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		return fail(fmt.Errorf("locking GPU %d: %w", p.index, err))
 	}
 	defer end()
+	// Prepare takes the same lock: with it held, a device prepared since
+	// the drain's re-check would show here. Never destroy one.
+	if r.Prepared != nil {
+		if busy := r.Prepared.PreparedDevices().Intersection(sets.New(p.drain...)); busy.Len() > 0 {
+			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
+				Message: fmt.Sprintf("in use, not destroyed: %s (prepared while draining)", strings.Join(sets.List(busy), ", "))}
+		}
+	}
 	entry := p.entry(StepSettingMIGMode)
 	if p.enableMIG {
 		if err := r.Journal.Record(entry); err != nil {
