@@ -81,10 +81,17 @@ type fakePrepared struct{ names sets.Set[string] }
 
 func (f fakePrepared) PreparedDevices() sets.Set[string] { return f.names }
 
-type noLocks struct{ begun []int }
+type noLocks struct {
+	begun []int
+	// onBegin runs when a reconfiguration takes the lock.
+	onBegin func()
+}
 
 func (n *noLocks) BeginReconfigure(_ context.Context, i int) (func(), error) {
 	n.begun = append(n.begun, i)
+	if n.onBegin != nil {
+		n.onBegin()
+	}
 	return func() {}, nil
 }
 

@@ -89,6 +89,12 @@ func TestSyncBlocksWithoutTouchingHardware(t *testing.T) {
 			prepare:   func(_ *testing.T, g *rig) { g.prep.names.Insert("gpu-0-mig-3g40gb-9-4") },
 			wantPhase: v1alpha1.PhaseBlocked, wantReason: v1alpha1.ReasonDeviceInUse, wantMsg: "gpu-0-mig-3g40gb-9-4",
 		},
+		"prepared between the re-check and the lock": {
+			prepare: func(_ *testing.T, g *rig) {
+				g.locks.onBegin = func() { g.prep.names.Insert("gpu-0-mig-3g40gb-9-4") }
+			},
+			wantPhase: v1alpha1.PhaseBlocked, wantReason: v1alpha1.ReasonDeviceInUse, wantMsg: "prepared while draining",
+		},
 		"process running": {
 			prepare: func(t *testing.T, g *rig) {
 				if _, err := g.sim.StartProcess(g.migUUID(t, 0, "3g.40gb@4"), 1000); err != nil {
