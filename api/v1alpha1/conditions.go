@@ -54,4 +54,11 @@ const (
 	ReasonLayoutApplied = "LayoutApplied"
 	// ReasonPlanned (Auto mode): the planner chose the layout for pending demand.
 	ReasonPlanned = "Planned"
+	// ReasonInvalidSelector (Degraded=True, Ready=False): the MigLayout's
+	// nodeSelector does not parse (e.g. an unknown operator); no node is
+	// selected and none is touched.
+	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonPlannerNotActive (Ready=False, Auto mode): this controller does
+	// not plan Auto layouts yet; the selected nodes are left as they are.
+	ReasonPlannerNotActive = "PlannerNotActive"
 )

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"flag"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestManagerOptions(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want []any
+	}{
+		"defaults": {
+			want: []any{":8080", ":8081", true, "miglayout-controller.miglayout.io", "", 15 * time.Second},
+		},
+		"flags": {
+			args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=:9440", "--leader-elect=false",
+				"--leader-election-id=x", "--leader-election-namespace=kube-system", "--leader-elect-lease-duration=30s"},
+			want: []any{"0", ":9440", false, "x", "kube-system", 30 * time.Second},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			o := bindFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			s, err := newScheme()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := o.managerOptions(s)
+			got := []any{m.Metrics.BindAddress, m.HealthProbeBindAddress, m.LeaderElection, m.LeaderElectionID, m.LeaderElectionNamespace, *m.LeaseDuration}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("manager options (-want +got):\n%s", diff)
+			}
+			if !m.LeaderElectionReleaseOnCancel {
+				t.Error("LeaderElectionReleaseOnCancel is off")
+			}
+		})
+	}
+}

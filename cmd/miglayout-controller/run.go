@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+
+	"github.com/miglayout/miglayout/pkg/controller"
+)
+
+// Leader election uses coordination.k8s.io Leases.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// run starts the manager with the MigLayout reconciler and blocks until ctx
+// ends.
+func run(ctx context.Context, o *options) error {
+	scheme, err := newScheme()
+	if err != nil {
+		return fmt.Errorf("building the scheme: %w", err)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, o.managerOptions(scheme))
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := (&controller.Reconciler{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the MigLayout reconciler: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the readiness check: %w", err)
+	}
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running the manager: %w", err)
+	}
+	return nil
+}

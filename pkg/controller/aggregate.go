@@ -1,0 +1,231 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// NodeState is where one selected node stands, as a MigLayout's status shows it.
+type NodeState struct {
+	// Row is the node's row in the MigLayout's status.
+	Row v1alpha1.NodeRow
+	// Ready: the agent has reported, every GPU of the node's spec holds its
+	// desired state with phase Ready, and no rule failed on the node.
+	Ready bool
+	// Progressing: not Ready, nothing failed, and the agent is on its way.
+	Progressing bool
+	// Failed: some GPU is Blocked or Failed, or a rule failed on it.
+	Failed bool
+	// Reporting: the agent has reported the node's GPUs.
+	Reporting bool
+	// Unmanaged: this MigLayout leaves the node as it is (Conflict, Auto).
+	Unmanaged bool
+	// Conflict: another MigLayout selects the node too.
+	Conflict bool
+	// Problems are the GPUs whose desired state could not be computed.
+	Problems []Problem
+	// Stuck are the GPUs that the agent reports Blocked or Failed.
+	Stuck []StuckGPU
+}
+
+// StuckGPU is a GPU the agent reports Blocked or Failed.
+type StuckGPU struct {
+	GPU     int32
+	Phase   v1alpha1.GPUPhase
+	Reason  string
+	Message string
+}
+
+const (
+	maxRowMessage = 1024
+	maxNodeRows   = 64
+	layoutMIGOff  = "-"
+	msgNoReport   = "the miglayout agent has not reported the node's GPUs yet"
+)
+
+// EvaluateNode compares what the node's spec asks with what its agent
+// reports. nml may be nil (not created yet); problems come from DesiredGPUs.
+func EvaluateNode(node string, nml *v1alpha1.NodeMigLayout, problems []Problem) NodeState {
+	st := NodeState{Row: v1alpha1.NodeRow{Node: node}, Problems: problems}
+	if nml == nil || len(nml.Status.GPUs) == 0 {
+		st.Row.Phase = v1alpha1.PhasePending
+		st.Row.Message = msgNoReport
+		return st
+	}
+	st.Reporting = true
+	reported := make(map[int32]v1alpha1.GPUStatus, len(nml.Status.GPUs))
+	for _, g := range nml.Status.GPUs {
+		reported[g.Index] = g
+	}
+	var issues []string
+	for _, spec := range nml.Spec.GPUs {
+		g, ok := reported[spec.Index]
+		row := v1alpha1.GPURow{Index: spec.Index, Desired: layoutText(spec.MIGEnabled, spec.Layout)}
+		switch {
+		case !ok:
+			row.Phase = v1alpha1.PhasePending
+			issues = append(issues, fmt.Sprintf("gpu %d: not reported by the agent", spec.Index))
+		case g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed:
+			row.Phase = g.Phase
+			st.Stuck = append(st.Stuck, StuckGPU{GPU: g.Index, Phase: g.Phase, Reason: g.Reason, Message: g.Message})
+			issues = append(issues, gpuIssue(g))
+		case holds(spec, g) && g.Phase == v1alpha1.PhaseReady:
+			row.Phase = v1alpha1.PhaseReady
+		case g.Phase == v1alpha1.PhaseDraining || g.Phase == v1alpha1.PhaseRepartitioning:
+			row.Phase = g.Phase
+			issues = append(issues, fmt.Sprintf("gpu %d: %s to %s", g.Index, g.Phase, row.Desired))
+		default:
+			row.Phase = v1alpha1.PhasePending
+			issues = append(issues, fmt.Sprintf("gpu %d: Pending: actual %q, desired %q", g.Index, layoutText(g.MIGEnabled, g.Layout), row.Desired))
+		}
+		if ok {
+			row.Product = g.Product
+			row.Actual = layoutText(g.MIGEnabled, g.Layout)
+		}
+		st.Row.GPUs = append(st.Row.GPUs, row)
+	}
+	for _, p := range problems {
+		row := v1alpha1.GPURow{Index: p.GPU, Product: p.Product, Phase: v1alpha1.PhaseFailed}
+		if g, ok := reported[p.GPU]; ok {
+			row.Actual = layoutText(g.MIGEnabled, g.Layout)
+		}
+		st.Row.GPUs = append(st.Row.GPUs, row)
+		issues = append(issues, fmt.Sprintf("%s: %s", p.Reason, p.Message))
+	}
+	slices.SortStableFunc(st.Row.GPUs, func(a, b v1alpha1.GPURow) int { return int(a.Index - b.Index) })
+	st.Row.Phase = v1alpha1.PhaseReady
+	for _, r := range st.Row.GPUs {
+		if phaseRank(r.Phase) < phaseRank(st.Row.Phase) {
+			st.Row.Phase = r.Phase
+		}
+	}
+	st.Ready = len(issues) == 0
+	st.Failed = len(st.Stuck) > 0 || len(problems) > 0
+	st.Progressing = !st.Ready && !st.Failed
+	st.Row.Message = truncate(strings.Join(issues, "; "), maxRowMessage)
+	return st
+}
+
+// UnmanagedNode is the state of a node this MigLayout selects but leaves as
+// it is: message says why.
+func UnmanagedNode(node, message string, conflict bool) NodeState {
+	return NodeState{
+		Row:       v1alpha1.NodeRow{Node: node, Message: truncate(message, maxRowMessage)},
+		Unmanaged: true,
+		Conflict:  conflict,
+	}
+}
+
+// holds reports whether the GPU is in the state its spec asks for.
+func holds(spec v1alpha1.GPUSpec, g v1alpha1.GPUStatus) bool {
+	if spec.MIGEnabled != g.MIGEnabled {
+		return false
+	}
+	if !spec.MIGEnabled {
+		return true
+	}
+	want, err1 := mig.ParseLayout(spec.Layout)
+	got, err2 := mig.ParseLayout(g.Layout)
+	if err1 != nil || err2 != nil {
+		return spec.Layout == g.Layout
+	}
+	return want.Equal(got)
+}
+
+func gpuIssue(g v1alpha1.GPUStatus) string {
+	s := fmt.Sprintf("gpu %d: %s", g.Index, g.Phase)
+	if g.Reason != "" {
+		s += " (" + g.Reason + ")"
+	}
+	if g.Message != "" {
+		s += ": " + g.Message
+	}
+	return s
+}
+
+// layoutText is a layout as status rows show it: "-" for MIG off.
+func layoutText(migOn bool, layout string) string {
+	if !migOn {
+		return layoutMIGOff
+	}
+	return layout
+}
+
+// phaseRank orders phases from the least advanced (most in need of
+// attention) to Ready.
+func phaseRank(p v1alpha1.GPUPhase) int {
+	switch p {
+	case v1alpha1.PhaseFailed:
+		return 0
+	case v1alpha1.PhaseBlocked:
+		return 1
+	case v1alpha1.PhasePending:
+		return 2
+	case v1alpha1.PhaseDraining:
+		return 3
+	case v1alpha1.PhaseRepartitioning:
+		return 4
+	case v1alpha1.PhaseReady:
+		return 5
+	}
+	return 2
+}
+
+// summary is the node part of a MigLayout's status.
+type summary struct {
+	selected, ready, progressing, failed, conflict, silent int32
+	rows                                                   []v1alpha1.NodeRow
+}
+
+// summarize counts the nodes and keeps at most maxNodeRows rows, nodes not
+// Ready first, then by name.
+func summarize(states []NodeState) summary {
+	var s summary
+	ordered := slices.Clone(states)
+	slices.SortFunc(ordered, func(a, b NodeState) int {
+		if a.Ready != b.Ready {
+			if a.Ready {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.Row.Node, b.Row.Node)
+	})
+	for _, st := range ordered {
+		s.selected++
+		switch {
+		case st.Conflict:
+			s.conflict++
+		case st.Ready:
+			s.ready++
+		case st.Failed:
+			s.failed++
+		case st.Progressing:
+			s.progressing++
+		case !st.Unmanaged && !st.Reporting:
+			s.silent++
+		}
+		if len(s.rows) < maxNodeRows {
+			s.rows = append(s.rows, st.Row)
+		}
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "..."
+	cut := n - len(ellipsis)
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+func TestEvaluateNode(t *testing.T) {
+	halves := specGPU(0, "3g.40gb@0,3g.40gb@4", "")
+	tests := map[string]struct {
+		nml      *v1alpha1.NodeMigLayout
+		problems []Problem
+		want     NodeState
+	}{
+		"not created yet": {
+			want: NodeState{Row: v1alpha1.NodeRow{Node: "n", Phase: v1alpha1.PhasePending, Message: msgNoReport}},
+		},
+		"agent has not reported": {
+			nml:  nodeMigLayout("n").build(),
+			want: NodeState{Row: v1alpha1.NodeRow{Node: "n", Phase: v1alpha1.PhasePending, Message: msgNoReport}},
+		},
+		"no GPU in the spec: nothing to wait for": {
+			nml: nodeMigLayout("n").status(a100(0)).build(),
+			want: NodeState{Reporting: true, Ready: true,
+				Row: v1alpha1.NodeRow{Node: "n", Phase: v1alpha1.PhaseReady}},
+		},
+		"ready": {
+			nml: nodeMigLayout("n").spec(halves, specMIGOff(1, "")).
+				status(a100(0).layout("3g.40gb@4,3g.40gb@0"), a100(1).migOff()).build(),
+			want: NodeState{Reporting: true, Ready: true, Row: v1alpha1.NodeRow{Node: "n", Phase: v1alpha1.PhaseReady, GPUs: []v1alpha1.GPURow{
+				{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Desired: "3g.40gb@0,3g.40gb@4", Actual: "3g.40gb@4,3g.40gb@0", Phase: v1alpha1.PhaseReady},
+				{Index: 1, Product: "NVIDIA A100-SXM4-80GB", Desired: "-", Actual: "-", Phase: v1alpha1.PhaseReady},
+			}}},
+		},
+		"the agent has not caught up with a new spec": {
+			nml: nodeMigLayout("n").spec(halves).status(a100(0).layout("7g.80gb@0")).build(),
+			want: NodeState{Reporting: true, Progressing: true, Row: v1alpha1.NodeRow{
+				Node: "n", Phase: v1alpha1.PhasePending,
+				Message: `gpu 0: Pending: actual "7g.80gb@0", desired "3g.40gb@0,3g.40gb@4"`,
+				GPUs:    []v1alpha1.GPURow{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Desired: "3g.40gb@0,3g.40gb@4", Actual: "7g.80gb@0", Phase: v1alpha1.PhasePending}},
+			}},
+		},
+		"MIG mode still differs": {
+			nml: nodeMigLayout("n").spec(specMIGOff(0, "")).status(a100(0)).build(),
+			want: NodeState{Reporting: true, Progressing: true, Row: v1alpha1.NodeRow{
+				Node: "n", Phase: v1alpha1.PhasePending, Message: `gpu 0: Pending: actual "", desired "-"`,
+				GPUs: []v1alpha1.GPURow{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Desired: "-", Actual: "", Phase: v1alpha1.PhasePending}},
+			}},
+		},
+		"draining": {
+			nml: nodeMigLayout("n").spec(halves).status(a100(0).layout("7g.80gb@0").phase(v1alpha1.PhaseDraining, "", "")).build(),
+			want: NodeState{Reporting: true, Progressing: true, Row: v1alpha1.NodeRow{
+				Node: "n", Phase: v1alpha1.PhaseDraining, Message: "gpu 0: Draining to 3g.40gb@0,3g.40gb@4",
+				GPUs: []v1alpha1.GPURow{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Desired: "3g.40gb@0,3g.40gb@4", Actual: "7g.80gb@0", Phase: v1alpha1.PhaseDraining}},
+			}},
+		},
+		"blocked": {
+			nml: nodeMigLayout("n").spec(halves).
+				status(a100(0).layout("7g.80gb@0").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "7g.80gb@0 is allocated to claim ns/c")).build(),
+			want: NodeState{Reporting: true, Failed: true,
+				Stuck: []StuckGPU{{GPU: 0, Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: "7g.80gb@0 is allocated to claim ns/c"}},
+				Row: v1alpha1.NodeRow{
+					Node: "n", Phase: v1alpha1.PhaseBlocked, Message: "gpu 0: Blocked (DeviceInUse): 7g.80gb@0 is allocated to claim ns/c",
+					GPUs: []v1alpha1.GPURow{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Desired: "3g.40gb@0,3g.40gb@4", Actual: "7g.80gb@0", Phase: v1alpha1.PhaseBlocked}},
+				}},
+		},
+		"a GPU of the spec is not reported": {
+			nml: nodeMigLayout("n").spec(specGPU(3, "7g.80gb@0", "")).status(a100(0)).build(),
+			want: NodeState{Reporting: true, Progressing: true, Row: v1alpha1.NodeRow{
+				Node: "n", Phase: v1alpha1.PhasePending, Message: "gpu 3: not reported by the agent",
+				GPUs: []v1alpha1.GPURow{{Index: 3, Desired: "7g.80gb@0", Phase: v1alpha1.PhasePending}},
+			}},
+		},
+		"a rule that failed makes the node failed, the GPU is listed": {
+			nml:      nodeMigLayout("n").spec(specGPU(1, "7g.80gb@0", "")).status(a100(0).layout("1g.10gb@0"), a100(1).layout("7g.80gb@0")).build(),
+			problems: []Problem{{GPU: 0, Product: "NVIDIA A100-SXM4-80GB", Reason: v1alpha1.ReasonInvalidLayout, Message: "gpu 0: no"}},
+			want: NodeState{Reporting: true, Failed: true,
+				Problems: []Problem{{GPU: 0, Product: "NVIDIA A100-SXM4-80GB", Reason: v1alpha1.ReasonInvalidLayout, Message: "gpu 0: no"}},
+				Row: v1alpha1.NodeRow{
+					Node: "n", Phase: v1alpha1.PhaseFailed, Message: "InvalidLayout: gpu 0: no",
+					GPUs: []v1alpha1.GPURow{
+						{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Actual: "1g.10gb@0", Phase: v1alpha1.PhaseFailed},
+						{Index: 1, Product: "NVIDIA A100-SXM4-80GB", Desired: "7g.80gb@0", Actual: "7g.80gb@0", Phase: v1alpha1.PhaseReady},
+					},
+				}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := EvaluateNode("n", tc.nml, tc.problems)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("node state (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSummarizeOrdersAndBoundsRows(t *testing.T) {
+	var states []NodeState
+	for i := range 70 {
+		name := string(rune('a'+i/26)) + string(rune('a'+i%26))
+		st := NodeState{Row: v1alpha1.NodeRow{Node: name}, Ready: i%2 == 0, Reporting: true}
+		st.Failed = !st.Ready
+		states = append(states, st)
+	}
+	s := summarize(states)
+	if s.selected != 70 || s.ready != 35 || s.failed != 35 {
+		t.Errorf("counts: selected %d ready %d failed %d, want 70 35 35", s.selected, s.ready, s.failed)
+	}
+	if len(s.rows) != maxNodeRows {
+		t.Fatalf("%d rows, want %d", len(s.rows), maxNodeRows)
+	}
+	if s.rows[0].Node != "ab" || s.rows[34].Node != "cr" || s.rows[35].Node != "aa" {
+		t.Errorf("rows not ordered not-ready first, then by name: %s %s %s", s.rows[0].Node, s.rows[34].Node, s.rows[35].Node)
+	}
+}

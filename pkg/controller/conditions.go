@@ -1,0 +1,191 @@
+package controller
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// Observation is everything one reconcile learned about a MigLayout.
+type Observation struct {
+	// Generation is the MigLayout's metadata.generation.
+	Generation int64
+	// Mode is the MigLayout's mode.
+	Mode v1alpha1.LayoutMode
+	// Selection is what the node selector picks; SelectorErr is set instead
+	// when the selector does not parse.
+	Selection   Selection
+	SelectorErr error
+	// Nodes has one state per selected node.
+	Nodes []NodeState
+}
+
+const maxConditionMessage = 2048
+
+// ApplyStatus writes the observation into status: counts, rows,
+// observedGeneration and the four conditions (transition times kept when a
+// condition's status does not change).
+func ApplyStatus(status *v1alpha1.MigLayoutStatus, obs Observation) {
+	s := summarize(obs.Nodes)
+	status.ObservedGeneration = obs.Generation
+	status.SelectedNodes = s.selected
+	status.ReadyNodes = s.ready
+	status.ProgressingNodes = s.progressing
+	status.FailedNodes = s.failed
+	status.Nodes = s.rows
+	for _, c := range Conditions(obs) {
+		meta.SetStatusCondition(&status.Conditions, c)
+	}
+}
+
+// Conditions computes Ready, Progressing, Degraded and Conflict, in that
+// order, without transition times.
+func Conditions(obs Observation) []metav1.Condition {
+	s := summarize(obs.Nodes)
+	cond := func(t string, ok bool, reason, format string, args ...any) metav1.Condition {
+		status := metav1.ConditionFalse
+		if ok {
+			status = metav1.ConditionTrue
+		}
+		return metav1.Condition{
+			Type: t, Status: status, Reason: reason, ObservedGeneration: obs.Generation,
+			Message: truncate(fmt.Sprintf(format, args...), maxConditionMessage),
+		}
+	}
+	var ready, progressing metav1.Condition
+	switch {
+	case obs.SelectorErr != nil:
+		ready = cond(v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSelector, "%v", obs.SelectorErr)
+		progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonStable, "no node is selected")
+	case s.selected == 0:
+		ready = cond(v1alpha1.ConditionReady, true, v1alpha1.ReasonNoNodes, "the node selector selects no node")
+		progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonNoNodes, "the node selector selects no node")
+	case obs.Mode == v1alpha1.ModeAuto:
+		ready = cond(v1alpha1.ConditionReady, false, v1alpha1.ReasonPlannerNotActive,
+			"Auto mode is not planned by this controller yet; the %d selected %s left as %s", s.selected, plural(s.selected, "node is", "nodes are"), plural(s.selected, "it is", "they are"))
+		progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonStable, "no node is changing")
+	default:
+		ready = readyCondition(s, cond)
+		if s.progressing > 0 {
+			progressing = cond(v1alpha1.ConditionProgressing, true, v1alpha1.ReasonRepartitioning,
+				"%d %s on the way to the desired layout: %s", s.progressing, plural(s.progressing, "node is", "nodes are"), progressingNodes(obs.Nodes))
+		} else {
+			progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonStable, "no node is changing")
+		}
+	}
+	degraded := degradedCondition(obs, cond)
+	conflict := cond(v1alpha1.ConditionConflict, false, v1alpha1.ReasonNoConflict, "no other MigLayout selects these nodes")
+	if msg := obs.Selection.ConflictMessage(); msg != "" {
+		conflict = cond(v1alpha1.ConditionConflict, true, v1alpha1.ReasonOverlappingSelectors, "%s", msg)
+	}
+	return []metav1.Condition{ready, progressing, degraded, conflict}
+}
+
+type condFunc func(t string, ok bool, reason, format string, args ...any) metav1.Condition
+
+func readyCondition(s summary, cond condFunc) metav1.Condition {
+	if s.ready == s.selected {
+		return cond(v1alpha1.ConditionReady, true, v1alpha1.ReasonAllNodesReady,
+			"all %d %s the desired layout", s.selected, plural(s.selected, "node holds", "nodes hold"))
+	}
+	notReady := s.selected - s.ready
+	reason := v1alpha1.ReasonNodesNotReady
+	if s.silent == notReady {
+		reason = v1alpha1.ReasonAgentNotReporting
+	}
+	var parts []string
+	for _, p := range []struct {
+		n    int32
+		what string
+	}{{s.progressing, "progressing"}, {s.failed, "failed"}, {s.conflict, "in conflict"}, {s.silent, "waiting for the agent's report"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	return cond(v1alpha1.ConditionReady, false, reason, "%d of %d %s %s not ready: %s",
+		notReady, s.selected, plural(s.selected, "node", "nodes"), plural(notReady, "is", "are"), strings.Join(parts, ", "))
+}
+
+// degradedReasons orders the reasons of Degraded: the first one present wins.
+var degradedReasons = []string{
+	v1alpha1.ReasonInvalidSelector, v1alpha1.ReasonInvalidLayout, v1alpha1.ReasonUnknownGPU,
+	v1alpha1.ReasonDeviceInUse, v1alpha1.ReasonResetRequired, v1alpha1.ReasonNVMLError,
+}
+
+func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
+	if obs.SelectorErr != nil {
+		return cond(v1alpha1.ConditionDegraded, true, v1alpha1.ReasonInvalidSelector, "%v", obs.SelectorErr)
+	}
+	seen := map[string]bool{}
+	var msgs []string
+	for _, n := range obs.Nodes {
+		for _, p := range n.Problems {
+			seen[p.Reason] = true
+			msgs = append(msgs, fmt.Sprintf("node %s %s", n.Row.Node, p.Message))
+		}
+		for _, g := range n.Stuck {
+			r := stuckReason(g)
+			seen[r] = true
+			msg := fmt.Sprintf("node %s gpu %d: %s (%s)", n.Row.Node, g.GPU, g.Phase, r)
+			if g.Message != "" {
+				msg += ": " + g.Message
+			}
+			msgs = append(msgs, msg)
+		}
+	}
+	if len(msgs) == 0 {
+		return cond(v1alpha1.ConditionDegraded, false, v1alpha1.ReasonNoProblems, "no GPU is blocked or failed")
+	}
+	reason := ""
+	for _, r := range degradedReasons {
+		if seen[r] {
+			reason = r
+			break
+		}
+	}
+	if reason == "" {
+		for r := range seen {
+			if reason == "" || r < reason {
+				reason = r
+			}
+		}
+	}
+	return cond(v1alpha1.ConditionDegraded, true, reason, "%d %s: %s",
+		len(msgs), plural(int32(len(msgs)), "GPU problem", "GPU problems"), joinBounded(msgs, 8))
+}
+
+var conditionReason = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
+
+// stuckReason is the condition reason for a GPU the agent reports Blocked
+// or Failed: the agent's own reason when it is a valid one.
+func stuckReason(g StuckGPU) string {
+	if g.Reason != "" && len(g.Reason) <= 1024 && conditionReason.MatchString(g.Reason) {
+		return g.Reason
+	}
+	if g.Phase == v1alpha1.PhaseBlocked {
+		return v1alpha1.ReasonDeviceInUse
+	}
+	return v1alpha1.ReasonNVMLError
+}
+
+func progressingNodes(states []NodeState) string {
+	var names []string
+	for _, n := range states {
+		if n.Progressing {
+			names = append(names, n.Row.Node)
+		}
+	}
+	return joinBounded(names, 10)
+}
+
+func plural(n int32, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,164 @@
+package controller
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+func readyNode(name string) NodeState {
+	return NodeState{Row: v1alpha1.NodeRow{Node: name, Phase: v1alpha1.PhaseReady}, Ready: true, Reporting: true}
+}
+
+func silentNode(name string) NodeState {
+	return EvaluateNode(name, nil, nil)
+}
+
+func progressingNode(name string) NodeState {
+	return NodeState{Row: v1alpha1.NodeRow{Node: name, Phase: v1alpha1.PhaseDraining}, Progressing: true, Reporting: true}
+}
+
+func blockedNode(name string) NodeState {
+	return NodeState{Row: v1alpha1.NodeRow{Node: name, Phase: v1alpha1.PhaseBlocked}, Failed: true, Reporting: true,
+		Stuck: []StuckGPU{{GPU: 0, Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: "claim ns/c"}}}
+}
+
+func invalidNode(name string) NodeState {
+	return NodeState{Row: v1alpha1.NodeRow{Node: name, Phase: v1alpha1.PhaseFailed}, Failed: true, Reporting: true,
+		Problems: []Problem{{GPU: 1, Reason: v1alpha1.ReasonInvalidLayout, Message: "gpu 1 (A100), rule \"x\": does not fit"}}}
+}
+
+// condition is the part of a metav1.Condition these tests compare.
+type condition struct{ Type, Status, Reason, Message string }
+
+func conditionsOf(cs []metav1.Condition) []condition {
+	out := make([]condition, len(cs))
+	for i, c := range cs {
+		out[i] = condition{c.Type, string(c.Status), c.Reason, c.Message}
+	}
+	return out
+}
+
+func TestConditions(t *testing.T) {
+	noConflict := condition{"Conflict", "False", "NoConflict", "no other MigLayout selects these nodes"}
+	noProblems := condition{"Degraded", "False", "NoProblems", "no GPU is blocked or failed"}
+	stable := condition{"Progressing", "False", "Stable", "no node is changing"}
+	tests := map[string]struct {
+		obs  Observation
+		want []condition
+	}{
+		"no node selected": {
+			obs: Observation{},
+			want: []condition{
+				{"Ready", "True", "NoNodes", "the node selector selects no node"},
+				{"Progressing", "False", "NoNodes", "the node selector selects no node"},
+				noProblems, noConflict,
+			},
+		},
+		"all ready": {
+			obs: Observation{Nodes: []NodeState{readyNode("a"), readyNode("b")}},
+			want: []condition{
+				{"Ready", "True", "AllNodesReady", "all 2 nodes hold the desired layout"},
+				stable, noProblems, noConflict,
+			},
+		},
+		"waiting for the agents": {
+			obs: Observation{Nodes: []NodeState{silentNode("a"), readyNode("b")}},
+			want: []condition{
+				{"Ready", "False", "AgentNotReporting", "1 of 2 nodes is not ready: 1 waiting for the agent's report"},
+				stable, noProblems, noConflict,
+			},
+		},
+		"progressing": {
+			obs: Observation{Nodes: []NodeState{progressingNode("a"), silentNode("b"), readyNode("c")}},
+			want: []condition{
+				{"Ready", "False", "NodesNotReady", "2 of 3 nodes are not ready: 1 progressing, 1 waiting for the agent's report"},
+				{"Progressing", "True", "Repartitioning", "1 node is on the way to the desired layout: a"},
+				noProblems, noConflict,
+			},
+		},
+		"invalid layout wins over a blocked GPU as the reason": {
+			obs: Observation{Nodes: []NodeState{blockedNode("a"), invalidNode("b")}},
+			want: []condition{
+				{"Ready", "False", "NodesNotReady", "2 of 2 nodes are not ready: 2 failed"},
+				stable,
+				{"Degraded", "True", "InvalidLayout", `2 GPU problems: node a gpu 0: Blocked (DeviceInUse): claim ns/c, node b gpu 1 (A100), rule "x": does not fit`},
+				noConflict,
+			},
+		},
+		"blocked": {
+			obs: Observation{Nodes: []NodeState{blockedNode("a")}},
+			want: []condition{
+				{"Ready", "False", "NodesNotReady", "1 of 1 node is not ready: 1 failed"},
+				stable,
+				{"Degraded", "True", "DeviceInUse", "1 GPU problem: node a gpu 0: Blocked (DeviceInUse): claim ns/c"},
+				noConflict,
+			},
+		},
+		"conflict": {
+			obs: Observation{
+				Selection: Selection{Nodes: []string{"a", "b"}, Conflicts: map[string][]string{"other": {"b"}}},
+				Nodes:     []NodeState{readyNode("a"), UnmanagedNode("b", "also selected", true)},
+			},
+			want: []condition{
+				{"Ready", "False", "NodesNotReady", "1 of 2 nodes is not ready: 1 in conflict"},
+				stable, noProblems,
+				{"Conflict", "True", "OverlappingSelectors", `MigLayout "other" also selects node b; these nodes are left as they are`},
+			},
+		},
+		"bad selector": {
+			obs: Observation{SelectorErr: errors.New("bad operator")},
+			want: []condition{
+				{"Ready", "False", "InvalidSelector", "bad operator"},
+				{"Progressing", "False", "Stable", "no node is selected"},
+				{"Degraded", "True", "InvalidSelector", "bad operator"},
+				noConflict,
+			},
+		},
+		"auto mode": {
+			obs: Observation{Mode: v1alpha1.ModeAuto, Nodes: []NodeState{UnmanagedNode("a", msgAutoNotPlanned, false)}},
+			want: []condition{
+				{"Ready", "False", "PlannerNotActive", "Auto mode is not planned by this controller yet; the 1 selected node is left as it is"},
+				stable, noProblems, noConflict,
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tc.obs.Generation = 7
+			got := Conditions(tc.obs)
+			if diff := cmp.Diff(tc.want, conditionsOf(got)); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
+			for _, c := range got {
+				if c.ObservedGeneration != 7 {
+					t.Errorf("%s: observedGeneration %d, want 7", c.Type, c.ObservedGeneration)
+				}
+			}
+		})
+	}
+}
+
+func TestApplyStatusKeepsTransitionTimes(t *testing.T) {
+	var status v1alpha1.MigLayoutStatus
+	ApplyStatus(&status, Observation{Generation: 1, Nodes: []NodeState{progressingNode("a")}})
+	old := metav1.NewTime(status.Conditions[0].LastTransitionTime.Add(-3600e9))
+	for i := range status.Conditions {
+		status.Conditions[i].LastTransitionTime = old
+	}
+	ApplyStatus(&status, Observation{Generation: 2, Nodes: []NodeState{readyNode("a")}})
+	want := map[string]bool{"Ready": true, "Progressing": true, "Degraded": false, "Conflict": false}
+	for _, c := range status.Conditions {
+		if changed := !c.LastTransitionTime.Equal(&old); changed != want[c.Type] {
+			t.Errorf("%s: transition time changed = %v, want %v", c.Type, changed, want[c.Type])
+		}
+	}
+	got := []int64{status.ObservedGeneration, int64(status.SelectedNodes), int64(status.ReadyNodes), int64(status.ProgressingNodes), int64(status.FailedNodes)}
+	if diff := cmp.Diff([]int64{2, 1, 1, 0, 0}, got); diff != "" {
+		t.Errorf("observedGeneration and counts (-want +got):\n%s", diff)
+	}
+}

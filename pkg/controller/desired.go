@@ -1,0 +1,234 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// Problem is a GPU that a rule addresses but whose desired state cannot be
+// computed. The GPU is left out of the NodeMigLayout spec, so its hardware is
+// not touched.
+type Problem struct {
+	// GPU is the NVML index of the GPU.
+	GPU int32
+	// Product is the product name the agent reported.
+	Product string
+	// Reason is v1alpha1.ReasonInvalidLayout or v1alpha1.ReasonUnknownGPU.
+	Reason string
+	// Message names the GPU, the rule and the error.
+	Message string
+}
+
+// DesiredGPUs computes the desired state of a node's GPUs under Static rules.
+//
+// inventory is what the node agent reported (NodeMigLayout.status.gpus);
+// current is the spec written before (NodeMigLayout.spec.gpus), used to keep
+// a desired layout stable while the hardware moves towards it. For each GPU,
+// the first matching rule decides: MIG off; an explicit layout, which must
+// validate on the GPU's model; or profile counts, fitted with the fewest moves
+// around the devices in use. GPUs that no rule matches are left out (left as
+// they are); GPUs that a rule matches but cannot be configured are left out
+// and reported as problems. Both results are ordered by GPU index.
+func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1alpha1.GPUStatus, current []v1alpha1.GPUSpec) ([]v1alpha1.GPUSpec, []Problem) {
+	prev := make(map[int32]v1alpha1.GPUSpec, len(current))
+	for _, g := range current {
+		prev[g.Index] = g
+	}
+	gpus := slices.Clone(inventory)
+	slices.SortFunc(gpus, func(a, b v1alpha1.GPUStatus) int { return int(a.Index - b.Index) })
+	var out []v1alpha1.GPUSpec
+	var problems []Problem
+	for _, g := range gpus {
+		i, rule, ok := matchRule(rules, g)
+		if !ok {
+			continue
+		}
+		var before *v1alpha1.GPUSpec
+		if p, ok := prev[g.Index]; ok {
+			before = &p
+		}
+		spec, reason, err := desiredGPU(cat, rule, g, before)
+		if err != nil {
+			problems = append(problems, Problem{
+				GPU: g.Index, Product: g.Product, Reason: reason,
+				Message: fmt.Sprintf("gpu %d (%s), %s: %v", g.Index, productOf(g), ruleName(i, rule), err),
+			})
+			continue
+		}
+		spec.Reason = ruleName(i, rule) + ": " + spec.Reason
+		out = append(out, spec)
+	}
+	return out, problems
+}
+
+// desiredGPU applies one rule to one GPU. On error it also returns the
+// condition reason.
+func desiredGPU(cat *mig.Catalog, rule *v1alpha1.LayoutRule, g v1alpha1.GPUStatus, prev *v1alpha1.GPUSpec) (v1alpha1.GPUSpec, string, error) {
+	model, err := lookupModel(cat, g)
+	if err != nil {
+		return v1alpha1.GPUSpec{}, v1alpha1.ReasonUnknownGPU, err
+	}
+	if !migEnabled(rule) {
+		return v1alpha1.GPUSpec{Index: g.Index, MIGEnabled: false, Reason: "MIG off"}, "", nil
+	}
+	current, pinned := actualLayout(model, g)
+	var layout mig.Layout
+	var why string
+	if rule.Layout != nil {
+		layout, err = explicitLayout(model, *rule.Layout)
+		why = "layout " + layout.String()
+	} else {
+		layout, err = fitProfiles(model, rule.Profiles, current, pinned, prev)
+		why = "profiles " + formatProfiles(rule.Profiles)
+	}
+	if err != nil {
+		return v1alpha1.GPUSpec{}, v1alpha1.ReasonInvalidLayout, err
+	}
+	if lost := destroyedInUse(pinned, layout); len(lost) > 0 {
+		// Written all the same: the agent keeps these devices and reports
+		// the GPU Blocked (DeviceInUse) until they are free.
+		why += fmt.Sprintf("; destroys %s, in use now", lost.String())
+	}
+	return v1alpha1.GPUSpec{Index: g.Index, MIGEnabled: true, Layout: layout.String(), Reason: why}, "", nil
+}
+
+// lookupModel finds the GPU's model in the catalog, by the model name the
+// agent reported, else by its product name.
+func lookupModel(cat *mig.Catalog, g v1alpha1.GPUStatus) (*mig.Model, error) {
+	name := g.Model
+	if name == "" {
+		name = g.Product
+	}
+	if name == "" {
+		return nil, fmt.Errorf("%w: the agent reported neither a model nor a product name", mig.ErrUnknownModel)
+	}
+	m, err := cat.Model(name)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the GPU model: %w", err)
+	}
+	return m, nil
+}
+
+// actualLayout is the GPU's current layout and the devices in it that must
+// stay. A layout the agent reports that does not parse or validate counts as
+// empty: the agent, which guards devices in use itself, will tell.
+func actualLayout(m *mig.Model, g v1alpha1.GPUStatus) (current, pinned mig.Layout) {
+	if !g.MIGEnabled {
+		return nil, nil
+	}
+	current, err := mig.ParseLayout(g.Layout)
+	if err != nil || m.Validate(current) != nil {
+		return nil, nil
+	}
+	inUse, err := mig.ParseLayout(g.InUse)
+	if err != nil {
+		return current, nil
+	}
+	for _, d := range inUse {
+		if current.Contains(d) {
+			pinned = append(pinned, d)
+		}
+	}
+	return current, pinned
+}
+
+func explicitLayout(m *mig.Model, text string) (mig.Layout, error) {
+	l, err := mig.ParseLayout(text)
+	if err != nil {
+		return nil, fmt.Errorf("parsing layout: %w", err)
+	}
+	if err := m.Validate(l); err != nil {
+		return nil, fmt.Errorf("validating layout: %w", err)
+	}
+	return l, nil
+}
+
+// fitProfiles places the wanted counts on the GPU. The layout written before
+// is kept when it still holds the wanted multiset, is valid and keeps every
+// device in use, so that the target does not move while the hardware does.
+// When the counts fit the GPU but not around the devices in use, the layout
+// is fitted without them: the agent will block on those devices, which is
+// reported rather than hidden.
+func fitProfiles(m *mig.Model, profiles map[string]int32, current, pinned mig.Layout, prev *v1alpha1.GPUSpec) (mig.Layout, error) {
+	want := make(map[string]int, len(profiles))
+	for p, n := range profiles {
+		want[p] = int(n)
+	}
+	if prev != nil && prev.MIGEnabled {
+		if l, ok := stableLayout(m, prev.Layout, want, pinned); ok {
+			return l, nil
+		}
+	}
+	res, err := m.Fit(mig.FitRequest{Want: want, Current: current, Pinned: pinned, AllowMoves: true})
+	if err != nil && len(pinned) > 0 && errors.Is(err, mig.ErrDoesNotFit) {
+		if res2, err2 := m.Fit(mig.FitRequest{Want: want, Current: current, AllowMoves: true}); err2 == nil {
+			return res2.Layout, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fitting profiles: %w", err)
+	}
+	return res.Layout, nil
+}
+
+func stableLayout(m *mig.Model, text string, want map[string]int, pinned mig.Layout) (mig.Layout, bool) {
+	l, err := mig.ParseLayout(text)
+	if err != nil || m.Validate(l) != nil {
+		return nil, false
+	}
+	if !maps.Equal(l.Counts(), nonZero(want)) {
+		return nil, false
+	}
+	for _, d := range pinned {
+		if !l.Contains(d) {
+			return nil, false
+		}
+	}
+	return l, true
+}
+
+func nonZero(w map[string]int) map[string]int {
+	out := make(map[string]int, len(w))
+	for p, n := range w {
+		if n != 0 {
+			out[p] = n
+		}
+	}
+	return out
+}
+
+func destroyedInUse(pinned, desired mig.Layout) mig.Layout {
+	var lost mig.Layout
+	for _, d := range pinned {
+		if !desired.Contains(d) {
+			lost = append(lost, d)
+		}
+	}
+	return lost
+}
+
+// formatProfiles prints counts as "1g.10gb:4,3g.40gb:1", sorted by profile
+// name.
+func formatProfiles(p map[string]int32) string {
+	parts := make([]string, 0, len(p))
+	for _, name := range slices.Sorted(maps.Keys(p)) {
+		parts = append(parts, fmt.Sprintf("%s:%d", name, p[name]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func productOf(g v1alpha1.GPUStatus) string {
+	switch {
+	case g.Product != "":
+		return g.Product
+	case g.Model != "":
+		return g.Model
+	}
+	return "unknown product"
+}

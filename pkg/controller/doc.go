@@ -1,0 +1,15 @@
+// Package controller is the miglayout controller: it turns each MigLayout into
+// one NodeMigLayout per selected node and aggregates the node agents' reports
+// back into the MigLayout's status.
+//
+// The pure part, which has no client and no clock, is in desired.go (Static
+// rules × a node's GPU inventory → desired GPU specs and problems),
+// selection.go (which nodes a MigLayout selects, and which of them another
+// MigLayout selects too) and aggregate.go / conditions.go (node reports →
+// MigLayout status). The Reconciler wires them to the API server.
+//
+// Division of labour with the node agent: the controller writes only
+// NodeMigLayout.spec; the agent writes only NodeMigLayout.status, which is
+// where the controller reads the node's GPU inventory (models, actual layouts,
+// devices in use) from.
+package controller

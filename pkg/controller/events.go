@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// Event reasons the controller records on MigLayouts.
+const (
+	// EventRepartitioned (Normal): a node turned Ready after not being Ready.
+	EventRepartitioned = "Repartitioned"
+	// EventBlocked (Warning): a GPU went Blocked.
+	EventBlocked = "Blocked"
+	// EventInvalidLayout (Warning): a rule cannot be applied to a GPU.
+	EventInvalidLayout = v1alpha1.ReasonInvalidLayout
+	// EventUnknownGPU (Warning): a rule matches a GPU the catalog lacks.
+	EventUnknownGPU = v1alpha1.ReasonUnknownGPU
+	// EventConflict (Warning): another MigLayout selects some of the same nodes.
+	EventConflict = "Conflict"
+)
+
+// Event is one event to record on the MigLayout.
+type Event struct {
+	Type, Reason, Action, Note string
+}
+
+// maxEventNote is the events.k8s.io/v1 limit on an event's note.
+const maxEventNote = 1024
+
+// Transitions compares the status a MigLayout had with the observation just
+// made and returns the events that the change deserves: each fires once, on
+// the transition, not on every reconcile. prev's rows are bounded, so a node
+// beyond them is seen as new (no Repartitioned for it).
+func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation) []Event {
+	rows := make(map[string]v1alpha1.NodeRow, len(prev.Nodes))
+	for _, r := range prev.Nodes {
+		rows[r.Node] = r
+	}
+	var out []Event
+	add := func(typ, reason, action, format string, args ...any) {
+		out = append(out, Event{Type: typ, Reason: reason, Action: action, Note: truncate(fmt.Sprintf(format, args...), maxEventNote)})
+	}
+	for _, n := range obs.Nodes {
+		if n.Unmanaged {
+			continue
+		}
+		before, seen := rows[n.Row.Node]
+		if n.Ready && seen && before.Phase != v1alpha1.PhaseReady {
+			add(corev1.EventTypeNormal, EventRepartitioned, "Repartition", "node %s holds the desired layout%s", n.Row.Node, describeGPUs(n.Row.GPUs))
+		}
+		for _, g := range n.Stuck {
+			if g.Phase == v1alpha1.PhaseBlocked && gpuPhase(before, g.GPU) != v1alpha1.PhaseBlocked {
+				add(corev1.EventTypeWarning, EventBlocked, "Repartition", "node %s gpu %d is blocked (%s): %s", n.Row.Node, g.GPU, stuckReason(g), g.Message)
+			}
+		}
+		for _, p := range n.Problems {
+			if gpuPhase(before, p.GPU) != v1alpha1.PhaseFailed {
+				add(corev1.EventTypeWarning, p.Reason, "ComputeLayout", "node %s %s; the GPU is left as it is", n.Row.Node, p.Message)
+			}
+		}
+	}
+	if msg := obs.Selection.ConflictMessage(); msg != "" {
+		c := meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionConflict)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Message != truncate(msg, maxConditionMessage) {
+			add(corev1.EventTypeWarning, EventConflict, "SelectNodes", "%s", msg)
+		}
+	}
+	return out
+}
+
+func gpuPhase(row v1alpha1.NodeRow, gpu int32) v1alpha1.GPUPhase {
+	for _, g := range row.GPUs {
+		if g.Index == gpu {
+			return g.Phase
+		}
+	}
+	return ""
+}
+
+func describeGPUs(gpus []v1alpha1.GPURow) string {
+	if len(gpus) == 0 {
+		return ""
+	}
+	parts := make([]string, len(gpus))
+	for i, g := range gpus {
+		parts[i] = fmt.Sprintf("gpu %d %q", g.Index, g.Desired)
+	}
+	return ": " + strings.Join(parts, ", ")
+}

@@ -1,0 +1,76 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+func TestTransitions(t *testing.T) {
+	pendingRow := v1alpha1.NodeRow{Node: "a", Phase: v1alpha1.PhasePending}
+	blockedRow := v1alpha1.NodeRow{Node: "a", Phase: v1alpha1.PhaseBlocked,
+		GPUs: []v1alpha1.GPURow{{Index: 0, Phase: v1alpha1.PhaseBlocked}}}
+	failedRow := v1alpha1.NodeRow{Node: "b", Phase: v1alpha1.PhaseFailed,
+		GPUs: []v1alpha1.GPURow{{Index: 1, Phase: v1alpha1.PhaseFailed}}}
+	ready := readyNode("a")
+	ready.Row.GPUs = []v1alpha1.GPURow{{Index: 0, Desired: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}
+	conflict := Selection{Nodes: []string{"a"}, Conflicts: map[string][]string{"other": {"a"}}}
+	conflictMsg := `MigLayout "other" also selects node a; these nodes are left as they are`
+	tests := map[string]struct {
+		prev v1alpha1.MigLayoutStatus
+		obs  Observation
+		want []Event
+	}{
+		"node turns ready": {
+			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{pendingRow}},
+			obs:  Observation{Nodes: []NodeState{ready}},
+			want: []Event{{"Normal", "Repartitioned", "Repartition", `node a holds the desired layout: gpu 0 "7g.80gb@0"`}},
+		},
+		"node seen for the first time ready: nothing was repartitioned": {
+			obs: Observation{Nodes: []NodeState{ready}},
+		},
+		"node stays ready": {
+			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{ready.Row}},
+			obs:  Observation{Nodes: []NodeState{ready}},
+		},
+		"GPU goes blocked": {
+			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{pendingRow}},
+			obs:  Observation{Nodes: []NodeState{blockedNode("a")}},
+			want: []Event{{"Warning", "Blocked", "Repartition", "node a gpu 0 is blocked (DeviceInUse): claim ns/c"}},
+		},
+		"GPU stays blocked": {
+			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{blockedRow}},
+			obs:  Observation{Nodes: []NodeState{blockedNode("a")}},
+		},
+		"rule fails on a GPU": {
+			obs: Observation{Nodes: []NodeState{invalidNode("b")}},
+			want: []Event{{"Warning", "InvalidLayout", "ComputeLayout",
+				`node b gpu 1 (A100), rule "x": does not fit; the GPU is left as it is`}},
+		},
+		"rule still fails": {
+			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{failedRow}},
+			obs:  Observation{Nodes: []NodeState{invalidNode("b")}},
+		},
+		"conflict appears": {
+			obs:  Observation{Selection: conflict, Nodes: []NodeState{UnmanagedNode("a", "x", true)}},
+			want: []Event{{"Warning", "Conflict", "SelectNodes", conflictMsg}},
+		},
+		"conflict goes on": {
+			prev: v1alpha1.MigLayoutStatus{Conditions: []metav1.Condition{{
+				Type: v1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Message: conflictMsg,
+			}}},
+			obs: Observation{Selection: conflict, Nodes: []NodeState{UnmanagedNode("a", "x", true)}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := Transitions(&tc.prev, tc.obs)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,52 @@
+package controller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics, served by the manager's metrics endpoint.
+var (
+	nodesMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "miglayout", Subsystem: "controller", Name: "nodes",
+		Help: "Nodes a MigLayout selects, by state (selected, ready, progressing, failed, conflict).",
+	}, []string{"miglayout", "state"})
+	gpuProblemsMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "miglayout", Subsystem: "controller", Name: "gpu_problems",
+		Help: "GPUs whose desired layout cannot be computed (InvalidLayout, UnknownGPU) or that the agent reports Blocked or Failed, by reason.",
+	}, []string{"miglayout", "reason"})
+	writesMetric = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "miglayout", Subsystem: "controller", Name: "nodemiglayout_writes_total",
+		Help: "Writes of NodeMigLayout objects, by operation (create, update, adopt, delete).",
+	}, []string{"operation"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric)
+}
+
+// recordMetrics sets the gauges of one MigLayout from its observation.
+func recordMetrics(name string, obs Observation) {
+	s := summarize(obs.Nodes)
+	for state, n := range map[string]int32{
+		"selected": s.selected, "ready": s.ready, "progressing": s.progressing,
+		"failed": s.failed, "conflict": s.conflict,
+	} {
+		nodesMetric.WithLabelValues(name, state).Set(float64(n))
+	}
+	gpuProblemsMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name})
+	for _, n := range obs.Nodes {
+		for _, p := range n.Problems {
+			gpuProblemsMetric.WithLabelValues(name, p.Reason).Inc()
+		}
+		for _, g := range n.Stuck {
+			gpuProblemsMetric.WithLabelValues(name, stuckReason(g)).Inc()
+		}
+	}
+}
+
+// forgetMetrics drops the series of a deleted MigLayout.
+func forgetMetrics(name string) {
+	nodesMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name})
+	gpuProblemsMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name})
+}

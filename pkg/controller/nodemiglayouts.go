@@ -1,0 +1,139 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+const msgAutoNotPlanned = "Auto mode is not planned by this controller yet; the node is left as it is"
+
+// syncNodes writes the NodeMigLayout of every node the MigLayout manages
+// (selected, not in conflict, Static mode), deletes those of nodes it no
+// longer selects, and evaluates every selected node.
+func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel Selection, in inputs) ([]NodeState, ctrl.Result, []error) {
+	var states []NodeState
+	var result ctrl.Result
+	var errs []error
+	for _, node := range sel.Nodes {
+		switch {
+		case sel.Conflicted(node):
+			states = append(states, UnmanagedNode(node, conflictNote(sel, node), true))
+			continue
+		case ml.Spec.Mode == v1alpha1.ModeAuto:
+			states = append(states, UnmanagedNode(node, msgAutoNotPlanned, false))
+			continue
+		}
+		nml, problems, wait, err := r.syncNode(ctx, ml, node, in.nodeMigLayouts[node])
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if wait {
+			result.RequeueAfter = waitForDeletion
+		}
+		states = append(states, EvaluateNode(node, nml, problems))
+	}
+	errs = append(errs, r.release(ctx, ml, sel, in)...)
+	return states, result, errs
+}
+
+// syncNode creates or updates the NodeMigLayout of one node. It returns the
+// object as written, the problems of its GPUs, and whether the object is
+// being deleted (wait and look again).
+func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node string, existing *v1alpha1.NodeMigLayout) (*v1alpha1.NodeMigLayout, []Problem, bool, error) {
+	logger := klog.FromContext(ctx)
+	if existing == nil {
+		// The inventory is unknown until the agent reports: no GPU yet.
+		nml := &v1alpha1.NodeMigLayout{
+			ObjectMeta: metav1.ObjectMeta{Name: node},
+			Spec:       v1alpha1.NodeMigLayoutSpec{MigLayout: ml.Name},
+		}
+		if err := controllerutil.SetControllerReference(ml, nml, r.Scheme); err != nil {
+			return nil, nil, false, fmt.Errorf("setting the owner of NodeMigLayout %s: %w", node, err)
+		}
+		if err := r.Client.Create(ctx, nml); apierrors.IsAlreadyExists(err) {
+			// The cache lags behind; its create event brings us back.
+			logger.V(2).Info("NodeMigLayout exists but is not in the cache yet", "node", node)
+			return nil, nil, false, nil
+		} else if err != nil {
+			return nil, nil, false, fmt.Errorf("creating NodeMigLayout %s: %w", node, err)
+		}
+		writesMetric.WithLabelValues("create").Inc()
+		logger.V(2).Info("Created NodeMigLayout", "node", node)
+		return nml, nil, false, nil
+	}
+	if existing.DeletionTimestamp != nil {
+		return existing, nil, true, nil
+	}
+	desired, problems := DesiredGPUs(r.catalog(), ml.Spec.Rules, existing.Status.GPUs, existing.Spec.GPUs)
+	next := existing.DeepCopy()
+	next.Spec = v1alpha1.NodeMigLayoutSpec{MigLayout: ml.Name, GPUs: desired}
+	// A plain merge patch replaces spec.gpus as a whole and does not conflict
+	// with the agent's status writes; adoption rewrites owner references,
+	// so it is guarded by the resourceVersion.
+	op, patch := "update", client.MergeFrom(existing)
+	if !metav1.IsControlledBy(existing, ml) {
+		op, patch = "adopt", client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{})
+		next.OwnerReferences = slices.DeleteFunc(next.OwnerReferences, func(o metav1.OwnerReference) bool {
+			return o.Controller != nil && *o.Controller
+		})
+		if err := controllerutil.SetControllerReference(ml, next, r.Scheme); err != nil {
+			return existing, problems, false, fmt.Errorf("setting the owner of NodeMigLayout %s: %w", node, err)
+		}
+	} else if equality.Semantic.DeepEqual(existing.Spec, next.Spec) {
+		return existing, problems, false, nil
+	}
+	if err := r.Client.Patch(ctx, next, patch); err != nil {
+		return existing, problems, false, fmt.Errorf("patching the spec of NodeMigLayout %s: %w", node, err)
+	}
+	writesMetric.WithLabelValues(op).Inc()
+	logger.V(2).Info("Wrote NodeMigLayout spec", "node", node, "operation", op, "gpus", len(desired), "problems", len(problems))
+	return next, problems, false, nil
+}
+
+// release deletes the NodeMigLayouts this MigLayout controls on nodes it no
+// longer selects (label changed, node deleted).
+func (r *Reconciler) release(ctx context.Context, ml *v1alpha1.MigLayout, sel Selection, in inputs) []error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(in.nodeMigLayouts)) {
+		nml := in.nodeMigLayouts[name]
+		if !metav1.IsControlledBy(nml, ml) || nml.DeletionTimestamp != nil {
+			continue
+		}
+		if _, selected := slices.BinarySearch(sel.Nodes, name); selected {
+			continue
+		}
+		// The preconditions make sure that what goes is what the cache
+		// showed: not an object another MigLayout adopted meanwhile.
+		uid, rv := nml.UID, nml.ResourceVersion
+		err := r.Client.Delete(ctx, nml, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting NodeMigLayout %s of a node no longer selected: %w", name, err))
+			continue
+		}
+		writesMetric.WithLabelValues("delete").Inc()
+		klog.FromContext(ctx).V(2).Info("Deleted NodeMigLayout of a node no longer selected", "node", name)
+	}
+	return errs
+}
+
+func conflictNote(sel Selection, node string) string {
+	var others []string
+	for _, other := range slices.Sorted(maps.Keys(sel.Conflicts)) {
+		if _, found := slices.BinarySearch(sel.Conflicts[other], node); found {
+			others = append(others, fmt.Sprintf("%q", other))
+		}
+	}
+	return fmt.Sprintf("also selected by MigLayout %s; the node is left as it is", joinBounded(others, 5))
+}

@@ -1,0 +1,142 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// RBAC of the Reconciler (miglayouts/finalizers: owner references with
+// blockOwnerDeletion on NodeMigLayouts).
+// +kubebuilder:rbac:groups=miglayout.io,resources=miglayouts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=miglayout.io,resources=miglayouts/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=miglayout.io,resources=miglayouts/finalizers,verbs=update
+// +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler reconciles one MigLayout: it resolves the nodes it selects,
+// writes the spec of their NodeMigLayouts (Static mode) and aggregates the
+// agents' reports into the MigLayout's status.
+type Reconciler struct {
+	// Client reads through the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader, when set, reads around the cache after a write conflict.
+	APIReader client.Reader
+	// Scheme knows the API types (for owner references).
+	Scheme *runtime.Scheme
+	// Recorder records events on MigLayouts.
+	Recorder events.EventRecorder
+	// Catalog holds the GPU models; nil means mig.DefaultCatalog().
+	Catalog *mig.Catalog
+}
+
+// waitForDeletion is how soon a reconcile that waits for a NodeMigLayout to
+// go away looks again (its deletion also triggers a reconcile).
+const waitForDeletion = 5 * time.Second
+
+// Reconcile brings one MigLayout's nodes and status up to date. Errors are
+// returned so that controller-runtime requeues with its backoff.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := klog.FromContext(ctx)
+	var ml v1alpha1.MigLayout
+	if err := r.Client.Get(ctx, req.NamespacedName, &ml); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Its NodeMigLayouts go with it: they carry its owner reference.
+			forgetMetrics(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("getting MigLayout %s: %w", req.Name, err)
+	}
+	if ml.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	in, err := r.observe(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs := Observation{Generation: ml.Generation, Mode: ml.Spec.Mode}
+	obs.Selection, obs.SelectorErr = SelectNodes(&ml, in.migLayouts, in.nodes)
+	var result ctrl.Result
+	var errs []error
+	if obs.SelectorErr == nil {
+		obs.Nodes, result, errs = r.syncNodes(ctx, &ml, obs.Selection, in)
+	}
+	logger.V(4).Info("Observed MigLayout", "selected", len(obs.Selection.Nodes), "conflicts", len(obs.Selection.Conflicts))
+
+	replaced, err := r.writeStatus(ctx, &ml, obs)
+	if err != nil {
+		return ctrl.Result{}, errors.Join(append(errs, err)...)
+	}
+	if replaced != nil {
+		r.record(&ml, Transitions(replaced, obs))
+	}
+	recordMetrics(ml.Name, obs)
+	return result, errors.Join(errs...)
+}
+
+// inputs are the cluster objects one reconcile looks at.
+type inputs struct {
+	migLayouts     []v1alpha1.MigLayout
+	nodes          map[string]map[string]string
+	nodeMigLayouts map[string]*v1alpha1.NodeMigLayout
+}
+
+func (r *Reconciler) observe(ctx context.Context) (inputs, error) {
+	var mls v1alpha1.MigLayoutList
+	if err := r.Client.List(ctx, &mls); err != nil {
+		return inputs{}, fmt.Errorf("listing MigLayouts: %w", err)
+	}
+	nodes := &metav1.PartialObjectMetadataList{}
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err := r.Client.List(ctx, nodes); err != nil {
+		return inputs{}, fmt.Errorf("listing Nodes: %w", err)
+	}
+	var nmls v1alpha1.NodeMigLayoutList
+	if err := r.Client.List(ctx, &nmls); err != nil {
+		return inputs{}, fmt.Errorf("listing NodeMigLayouts: %w", err)
+	}
+	in := inputs{
+		migLayouts:     mls.Items,
+		nodes:          make(map[string]map[string]string, len(nodes.Items)),
+		nodeMigLayouts: make(map[string]*v1alpha1.NodeMigLayout, len(nmls.Items)),
+	}
+	for _, n := range nodes.Items {
+		if n.DeletionTimestamp == nil {
+			in.nodes[n.Name] = n.Labels
+		}
+	}
+	for i := range nmls.Items {
+		in.nodeMigLayouts[nmls.Items[i].Name] = &nmls.Items[i]
+	}
+	return in, nil
+}
+
+func (r *Reconciler) catalog() *mig.Catalog {
+	if r.Catalog != nil {
+		return r.Catalog
+	}
+	return mig.DefaultCatalog()
+}
+
+func (r *Reconciler) record(ml *v1alpha1.MigLayout, evts []Event) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, e := range evts {
+		r.Recorder.Eventf(ml, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
+	}
+}

@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// Name is the controller's name: in logs, metrics and as the events'
+// reporting controller.
+const Name = "miglayout-controller"
+
+// SetupWithManager fills the Reconciler's unset fields from mgr and registers
+// it with these watches:
+//   - MigLayouts (spec changes, creation, deletion): that MigLayout, and every
+//     other one, since selector overlaps are between MigLayouts;
+//   - Nodes (metadata only; creation, deletion, label changes): every MigLayout;
+//   - NodeMigLayouts (any change, the agent's status above all): the
+//     MigLayout that controls it.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Scheme == nil {
+		r.Scheme = mgr.GetScheme()
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder(Name)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("miglayout").
+		For(&v1alpha1.MigLayout{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&v1alpha1.NodeMigLayout{}).
+		Watches(&v1alpha1.MigLayout{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
+			builder.OnlyMetadata, builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Complete(r)
+}
+
+// allMigLayouts maps any event to every MigLayout. There are few MigLayouts,
+// and which of them a node or another MigLayout concerns depends on all
+// their selectors.
+func (r *Reconciler) allMigLayouts(ctx context.Context, _ client.Object) []reconcile.Request {
+	var mls v1alpha1.MigLayoutList
+	if err := r.Client.List(ctx, &mls); err != nil {
+		klog.FromContext(ctx).Error(err, "Listing MigLayouts to map an event")
+		return nil
+	}
+	reqs := make([]reconcile.Request, len(mls.Items))
+	for i, ml := range mls.Items {
+		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: ml.Name}}
+	}
+	return reqs
+}
