@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,6 +33,13 @@ type planner struct {
 	touched int
 	maxGPUs int
 	result  Result
+	// free indexes GPUs by the profiles of their free devices.
+	free map[string]*freeList
+	// models are the GPU models of the snapshot.
+	models []*mig.Model
+	// feasibleBy caches node feasibility by the pod's scheduling
+	// constraints (node selector, affinity, tolerations).
+	feasibleBy map[string][]*nodeState
 }
 
 // Plan computes the changes that serve snap.Pending. It returns an error only
@@ -39,19 +47,45 @@ type planner struct {
 // without a catalog model); pods no node can serve are listed in
 // Result.Unservable with the reason.
 func Plan(ctx context.Context, snap Snapshot) (Result, error) {
+	pl, err := NewPlanner(ctx, snap)
+	if err != nil {
+		return Result{}, err
+	}
+	return pl.Result(), nil
+}
+
+// Planner is a plan that grows: NewPlanner plans a snapshot's pending pods,
+// Add plans one more pod on top without revisiting earlier decisions (what
+// the controller does when demand arrives while GPUs are still changing).
+type Planner struct{ p *planner }
+
+// NewPlanner plans snap.Pending.
+func NewPlanner(ctx context.Context, snap Snapshot) (*Planner, error) {
 	p := &planner{snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
-		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{}, maxGPUs: snap.MaxGPUs}
+		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{}, maxGPUs: snap.MaxGPUs,
+		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}}
 	p.result.Unservable = map[string]string{}
 	if err := p.load(); err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	for _, pod := range orderPods(snap.Pending) {
 		if err := p.serve(ctx, pod); err != nil {
-			return Result{}, err
+			return nil, err
 		}
 	}
-	p.finish()
-	return p.result, nil
+	return &Planner{p: p}, nil
+}
+
+// Add plans one more pending pod.
+func (pl *Planner) Add(ctx context.Context, pod Pod) error { return pl.p.serve(ctx, pod) }
+
+// Result returns the plan so far.
+func (pl *Planner) Result() Result {
+	r := pl.p.result
+	r.Served = slices.Clone(r.Served)
+	r.Unservable = maps.Clone(r.Unservable)
+	r.Changes = pl.p.changes()
+	return r
 }
 
 func (p *planner) load() error {
@@ -80,10 +114,83 @@ func (p *planner) load() error {
 			if !g.Changing {
 				p.reclass(gs)
 			}
+			p.indexFree(gs)
+			if !slices.Contains(p.models, gs.model) {
+				p.models = append(p.models, gs.model)
+			}
 		}
 		p.nodes = append(p.nodes, ns)
 	}
 	return nil
+}
+
+// indexFree adds g to the free lists of the profiles of its free devices.
+func (p *planner) indexFree(g *gpuState) {
+	for _, d := range g.free() {
+		if g.inFree[d.Profile] {
+			continue
+		}
+		if g.inFree == nil {
+			g.inFree = map[string]bool{}
+		}
+		g.inFree[d.Profile] = true
+		l, ok := p.free[d.Profile]
+		if !ok {
+			l = &freeList{}
+			p.free[d.Profile] = l
+		}
+		l.gpus = append(l.gpus, g)
+	}
+}
+
+// firstFree returns the first GPU in the free list of profile that still
+// has a free device of it and passes use.
+func (p *planner) firstFree(profile string, use func(*gpuState) bool) (*gpuState, mig.Device) {
+	l := p.free[profile]
+	if l == nil {
+		return nil, mig.Device{}
+	}
+	for i := l.head; i < len(l.gpus); i++ {
+		g := l.gpus[i]
+		d, ok := g.hasFree(profile)
+		if !ok {
+			g.inFree[profile] = false
+			if i == l.head {
+				l.head++
+			}
+			continue
+		}
+		if use(g) {
+			return g, d
+		}
+	}
+	return nil, mig.Device{}
+}
+
+// feasibleNodes returns the nodes the pod may run on, cached by the pod's
+// scheduling constraints.
+func (p *planner) feasibleNodes(pod *corev1.Pod) []*nodeState {
+	key := schedulingKey(pod)
+	if ns, ok := p.feasibleBy[key]; ok {
+		return ns
+	}
+	var out []*nodeState
+	for _, n := range p.nodes {
+		if feasible(pod, n.n.Node) {
+			out = append(out, n)
+		}
+	}
+	p.feasibleBy[key] = out
+	return out
+}
+
+func schedulingKey(pod *corev1.Pod) string {
+	b, _ := json.Marshal(struct {
+		S map[string]string
+		A *corev1.Affinity
+		T []corev1.Toleration
+	}{pod.Spec.NodeSelector, pod.Spec.Affinity, pod.Spec.Tolerations})
+	return string(b)
 }
 
 // reclass moves g to the class of its current state.
@@ -134,12 +241,7 @@ func feasible(pod *corev1.Pod, node *corev1.Node) bool {
 // serve plans for one pod.
 func (p *planner) serve(ctx context.Context, pod Pod) error {
 	key := podKey(pod.Pod)
-	var feasibleNodes []*nodeState
-	for _, n := range p.nodes {
-		if feasible(pod.Pod, n.n.Node) {
-			feasibleNodes = append(feasibleNodes, n)
-		}
-	}
+	feasibleNodes := p.feasibleNodes(pod.Pod)
 	if len(feasibleNodes) == 0 {
 		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations"
 		return nil
@@ -153,43 +255,63 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 // serveSingle serves a pod that needs exactly one device.
 func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) error {
 	key := podKey(pod.Pod)
-	ok := map[*nodeState]bool{}
+	ok := make(map[*nodeState]bool, len(nodes))
 	for _, n := range nodes {
 		ok[n] = true
 	}
-	// Profiles that satisfy the claim, per model.
+	// Profiles that satisfy the claim, per model, best first.
 	profiles := map[string][]string{}
+	rank := map[string]map[string]int{}
 	anyProfile := false
-	for _, n := range nodes {
-		for _, g := range n.gpus {
-			if _, done := profiles[g.model.Name]; done {
-				continue
-			}
-			ps, err := p.match.singleProfiles(ctx, pod.Claims[0], g.model)
-			if err != nil {
-				return fmt.Errorf("planning pod %s: %w", key, err)
-			}
-			profiles[g.model.Name] = ps
-			anyProfile = anyProfile || len(ps) > 0
+	for _, m := range p.models {
+		ps, err := p.match.singleProfiles(ctx, pod.Claims[0], m)
+		if err != nil {
+			return fmt.Errorf("planning pod %s: %w", key, err)
 		}
+		profiles[m.Name] = ps
+		rank[m.Name] = map[string]int{}
+		for i, prof := range ps {
+			rank[m.Name][prof] = i
+		}
+		anyProfile = anyProfile || len(ps) > 0
 	}
 	if !anyProfile {
-		models := slices.Sorted(maps.Keys(profiles))
-		p.result.Unservable[key] = fmt.Sprintf("no profile of the Auto nodes' GPU models (%s) satisfies claim %s", strings.Join(models, ", "), pod.Claims[0].Name)
+		names := make([]string, len(p.models))
+		for i, m := range p.models {
+			names[i] = m.Name
+		}
+		slices.Sort(names)
+		p.result.Unservable[key] = fmt.Sprintf("no profile of the Auto nodes' GPU models (%s) satisfies claim %s", strings.Join(names, ", "), pod.Claims[0].Name)
 		return nil
 	}
 
-	// 1. A free device that exists (or is coming in a change in flight).
-	for _, g := range p.gpus {
-		if !ok[g.node] {
+	// 1. A free device that exists (or is coming in a change in flight):
+	// the best-ranked profile, then the first GPU.
+	var (
+		freeG    *gpuState
+		freeD    mig.Device
+		freeRank int
+	)
+	names := sets.New[string]()
+	for _, ps := range profiles {
+		names.Insert(ps...)
+	}
+	for _, prof := range sets.List(names) {
+		g, d := p.firstFree(prof, func(g *gpuState) bool {
+			_, fits := rank[g.model.Name][prof]
+			return fits && ok[g.node]
+		})
+		if g == nil {
 			continue
 		}
-		for _, prof := range profiles[g.model.Name] {
-			if d, found := g.hasFree(prof); found {
-				p.reserve(g, d, key, false)
-				return nil
-			}
+		r := rank[g.model.Name][prof]
+		if freeG == nil || r < freeRank || r == freeRank && g.order < freeG.order {
+			freeG, freeD, freeRank = g, d, r
 		}
+	}
+	if freeG != nil {
+		p.reserve(freeG, freeD, key, false)
+		return nil
 	}
 
 	// 2. The cheapest change over classes of interchangeable GPUs.
@@ -217,6 +339,16 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		}
 		return c.g.order < best.g.order
 	}
+	live := p.order[:0]
+	for _, ck := range p.order {
+		c := p.classes[ck]
+		if c.empty() {
+			delete(p.classes, ck)
+			continue
+		}
+		live = append(live, ck)
+	}
+	p.order = live
 	for _, ck := range p.order {
 		c := p.classes[ck]
 		// The first GPU of the class this pod may use.
@@ -235,7 +367,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 			if !first.node.allows(prof) {
 				continue
 			}
-			a := p.addition(first, prof)
+			a := p.classAddition(c, first, prof)
 			if a == nil {
 				continue
 			}
@@ -273,6 +405,20 @@ func (p *planner) mayChange(g *gpuState) bool {
 	return p.maxGPUs == 0 || p.touched < p.maxGPUs
 }
 
+// classAddition is addition memoised on the class (whose members share
+// what decides it).
+func (p *planner) classAddition(c *class, g *gpuState, prof string) *addition {
+	if a, ok := c.adds[prof]; ok {
+		return a
+	}
+	a := p.addition(g, prof)
+	if c.adds == nil {
+		c.adds = map[string]*addition{}
+	}
+	c.adds[prof] = a
+	return a
+}
+
 func (p *planner) addition(g *gpuState, prof string) *addition {
 	k := additionKey{g.model.Name, g.layout.String(), g.fixed.String(), prof}
 	if a, ok := p.adds[k]; ok {
@@ -301,6 +447,7 @@ func (p *planner) reserve(g *gpuState, d mig.Device, pod string, change bool) {
 	if !g.g.Changing {
 		p.reclass(g)
 	}
+	p.indexFree(g)
 }
 
 // serveMulti serves a pod with several devices, claims or constraints: node
@@ -452,12 +599,14 @@ func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.De
 		if !g.g.Changing {
 			p.reclass(g)
 		}
+		p.indexFree(g)
 	}
 	p.result.Served = append(p.result.Served, pl)
 }
 
-// finish turns touched GPUs into Changes.
-func (p *planner) finish() {
+// changes turns touched GPUs into Changes.
+func (p *planner) changes() []Change {
+	var out []Change
 	for _, g := range p.gpus {
 		if !g.touched || g.g.Changing {
 			continue
@@ -466,13 +615,14 @@ func (p *planner) finish() {
 		if plan.Empty() {
 			continue
 		}
-		p.result.Changes = append(p.result.Changes, Change{
+		out = append(out, Change{
 			Node: g.node.n.Node.Name, GPU: g.g.Info.Index,
 			From: g.g.Layout.Canonical(), To: g.layout, Destroyed: plan.Destroy, Created: plan.Create,
-			Serves: g.serves,
+			Serves: slices.Clone(g.serves),
 			Reason: fmt.Sprintf("serves %d pending pod(s): %s", len(g.serves), strings.Join(firstN(g.serves, 5), ", ")),
 		})
 	}
+	return out
 }
 
 func firstN(s []string, n int) []string {

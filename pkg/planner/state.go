@@ -21,6 +21,8 @@ type gpuState struct {
 	touched       bool
 	serves        []string
 	class         string
+	// inFree marks the free-device lists this GPU is in.
+	inFree map[string]bool
 }
 
 // free returns the devices of the planned layout that are neither pinned
@@ -75,6 +77,22 @@ func (n *nodeState) allows(profile string) bool { return n.allowed == nil || n.a
 // class is a set of interchangeable GPUs, in snapshot order.
 type class struct {
 	key  string
+	gpus []*gpuState
+	head int
+	// adds memoises the addition of one device per profile; nil entries
+	// mean that no addition exists.
+	adds map[string]*addition
+}
+
+// empty reports whether no GPU is left in the class.
+func (c *class) empty() bool {
+	c.members(func(*gpuState) bool { return false })
+	return c.head >= len(c.gpus)
+}
+
+// freeList holds the GPUs that have (or had) a free device of one profile,
+// in the order they got it; entries are checked when read.
+type freeList struct {
 	gpus []*gpuState
 	head int
 }

@@ -1,0 +1,77 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+// scaleSnapshot is the planning benchmark's input: nodes × 8 GPUs, mixed
+// A100-SXM4-80GB and H100-SXM5-80GB, a third of them partitioned and partly
+// allocated, and claims of mixed profiles and selectors (by profile name, by
+// memory, by product name prefix).
+func scaleSnapshot(nodes, claims int, seed uint64) Snapshot {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}}
+	layouts := []struct{ layout, pinned string }{
+		{"7g.80gb@0", ""}, {"", ""}, {"3g.40gb@0,3g.40gb@4", "3g.40gb@0"},
+		{"4g.40gb@0,2g.20gb@4,1g.10gb@6", "2g.20gb@4"}, {"1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6", "1g.10gb@0,1g.10gb@3"},
+	}
+	for i := range nodes {
+		model := "A100-SXM4-80GB"
+		if i%2 == 1 {
+			model = "H100-SXM5-80GB"
+		}
+		b := node(fmt.Sprintf("node-%04d", i)).policy(Policy{MaxGPUsPerNode: 8})
+		for range 8 {
+			l := layouts[rng.IntN(len(layouts))]
+			b.gpu(model, l.layout, l.pinned)
+		}
+		snap.Nodes = append(snap.Nodes, b.build())
+	}
+	selectors := []string{
+		profileIs("1g.10gb"), profileIs("2g.20gb"), profileIs("3g.40gb"), profileIs("4g.40gb"), profileIs("7g.80gb"), profileIs("1g.20gb"),
+		"device.attributes['mig.miglayout.io'].memory >= 16000",
+		"device.attributes['mig.miglayout.io'].memory >= 30000 && device.attributes['mig.miglayout.io'].memory <= 50000",
+		"device.attributes['mig.miglayout.io'].productName.startsWith('NVIDIA H100') && device.attributes['mig.miglayout.io'].memory >= 9000",
+	}
+	for i := range claims {
+		snap.Pending = append(snap.Pending, pod(fmt.Sprintf("pod-%05d", i), rng.IntN(600)).claim(selectors[rng.IntN(len(selectors))], 1).build())
+	}
+	return snap
+}
+
+// BenchmarkPlanFull is a full plan of 5000 pending claims on 1000 nodes × 8
+// GPUs (goal: ≤ 1 s per op on one core).
+func BenchmarkPlanFull(b *testing.B) {
+	snap := scaleSnapshot(1000, 5000, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Plan(context.Background(), snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPlanAddOne is the cost of planning one more claim on top of a
+// plan of 5000 (goal: ≤ 10 ms per op).
+func BenchmarkPlanAddOne(b *testing.B) {
+	snap := scaleSnapshot(1000, 5000+100000, 1)
+	extra := snap.Pending[5000:]
+	snap.Pending = snap.Pending[:5000]
+	pl, err := NewPlanner(context.Background(), snap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := pl.Add(context.Background(), extra[i%len(extra)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
