@@ -58,7 +58,4 @@ const (
 	// nodeSelector does not parse (e.g. an unknown operator); no node is
 	// selected and none is touched.
 	ReasonInvalidSelector = "InvalidSelector"
-	// ReasonPlannerNotActive (Ready=False, Auto mode): this controller does
-	// not plan Auto layouts yet; the selected nodes are left as they are.
-	ReasonPlannerNotActive = "PlannerNotActive"
 )

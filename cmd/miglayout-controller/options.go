@@ -22,6 +22,9 @@ type options struct {
 	leaseDuration           time.Duration
 	renewDeadline           time.Duration
 	retryPeriod             time.Duration
+	driverName              string
+	batchIdle               time.Duration
+	batchMax                time.Duration
 }
 
 func bindFlags(fs *flag.FlagSet) *options {
@@ -34,6 +37,9 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a non-leader waits before taking over an unrenewed Lease")
 	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader tries to renew the Lease before giving up leadership")
 	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often leader-election clients retry")
+	fs.StringVar(&o.driverName, "driver-name", "mig.miglayout.io", "DRA driver name the agents publish devices under")
+	fs.DurationVar(&o.batchIdle, "auto-batch-idle", 2*time.Second, "Auto mode: plan once pending demand and node reports have been quiet this long")
+	fs.DurationVar(&o.batchMax, "auto-batch-max", 10*time.Second, "Auto mode: plan at the latest this long after the first change of a batch")
 	return o
 }
 

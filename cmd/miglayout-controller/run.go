@@ -13,8 +13,8 @@ import (
 // Leader election uses coordination.k8s.io Leases.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
-// run starts the manager with the MigLayout reconciler and blocks until ctx
-// ends.
+// run starts the manager with the MigLayout reconciler and the Auto planner
+// and blocks until ctx ends.
 func run(ctx context.Context, o *options) error {
 	scheme, err := newScheme()
 	if err != nil {
@@ -30,6 +30,10 @@ func run(ctx context.Context, o *options) error {
 	}
 	if err := (&controller.Reconciler{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MigLayout reconciler: %w", err)
+	}
+	auto := &controller.AutoPlanner{Driver: o.driverName, Idle: o.batchIdle, Max: o.batchMax}
+	if err := auto.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the Auto planner: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)

@@ -65,10 +65,6 @@ func Conditions(obs Observation) []metav1.Condition {
 	case s.selected == 0:
 		ready = cond(v1alpha1.ConditionReady, true, v1alpha1.ReasonNoNodes, "the node selector selects no node")
 		progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonNoNodes, "the node selector selects no node")
-	case obs.Mode == v1alpha1.ModeAuto:
-		ready = cond(v1alpha1.ConditionReady, false, v1alpha1.ReasonPlannerNotActive,
-			"Auto mode is not planned by this controller yet; the %d selected %s left as %s", s.selected, plural(s.selected, "node is", "nodes are"), plural(s.selected, "it is", "they are"))
-		progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonStable, "no node is changing")
 	default:
 		ready = readyCondition(s, cond)
 		if s.progressing > 0 {

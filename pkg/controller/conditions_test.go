@@ -119,13 +119,6 @@ func TestConditions(t *testing.T) {
 				noConflict,
 			},
 		},
-		"auto mode": {
-			obs: Observation{Mode: v1alpha1.ModeAuto, Nodes: []NodeState{UnmanagedNode("a", msgAutoNotPlanned, false)}},
-			want: []condition{
-				{"Ready", "False", "PlannerNotActive", "Auto mode is not planned by this controller yet; the 1 selected node is left as it is"},
-				stable, noProblems, noConflict,
-			},
-		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -7,6 +7,15 @@ import (
 
 // Metrics, served by the manager's metrics endpoint.
 var (
+	pendingDemand = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "miglayout_pending_pods",
+		Help: "Pods the scheduler found unschedulable that wait for ResourceClaims, as the Auto planner last saw them.",
+	})
+	plannerLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "miglayout_planner_duration_seconds",
+		Help:    "Time to compute one Auto-mode plan.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	})
 	nodesMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "nodes",
 		Help: "Nodes a MigLayout selects, by state (selected, ready, progressing, failed, conflict).",
@@ -22,7 +31,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric)
+	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, pendingDemand, plannerLatency)
 }
 
 // recordMetrics sets the gauges of one MigLayout from its observation.

@@ -17,8 +17,6 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
-const msgAutoNotPlanned = "Auto mode is not planned by this controller yet; the node is left as it is"
-
 // syncNodes writes the NodeMigLayout of every node the MigLayout manages
 // (selected, not in conflict, Static mode), deletes those of nodes it no
 // longer selects, and evaluates every selected node.
@@ -30,9 +28,6 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		switch {
 		case sel.Conflicted(node):
 			states = append(states, UnmanagedNode(node, conflictNote(sel, node), true))
-			continue
-		case ml.Spec.Mode == v1alpha1.ModeAuto:
-			states = append(states, UnmanagedNode(node, msgAutoNotPlanned, false))
 			continue
 		}
 		nml, problems, wait, err := r.syncNode(ctx, ml, node, in.nodeMigLayouts[node])
@@ -76,7 +71,12 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 	if existing.DeletionTimestamp != nil {
 		return existing, nil, true, nil
 	}
-	desired, problems := DesiredGPUs(r.catalog(), ml.Spec.Rules, existing.Status.GPUs, existing.Spec.GPUs)
+	// In Auto mode the planner (AutoPlanner) writes spec.gpus; this
+	// reconciler only owns the object.
+	desired, problems := existing.Spec.GPUs, []Problem(nil)
+	if ml.Spec.Mode != v1alpha1.ModeAuto {
+		desired, problems = DesiredGPUs(r.catalog(), ml.Spec.Rules, existing.Status.GPUs, existing.Spec.GPUs)
+	}
 	next := existing.DeepCopy()
 	next.Spec = v1alpha1.NodeMigLayoutSpec{MigLayout: ml.Name, GPUs: desired}
 	// A plain merge patch replaces spec.gpus as a whole and does not conflict

@@ -120,7 +120,7 @@ func TestReconcile(t *testing.T) {
 			want:  map[string]nmlSummary{"n1": {"a", v1alpha1.NodeMigLayoutSpec{MigLayout: "a"}}},
 			ready: metav1.ConditionFalse, reason: v1alpha1.ReasonNodesNotReady,
 		},
-		"auto mode: no NodeMigLayout": {
+		"auto mode: the NodeMigLayout is owned, its GPUs are the planner's": {
 			objects: []client.Object{
 				func() *v1alpha1.MigLayout {
 					ml := migLayout("a").selects("pool", "a").build()
@@ -129,8 +129,8 @@ func TestReconcile(t *testing.T) {
 				}(),
 				node("n1", map[string]string{"pool": "a"}),
 			},
-			want:  map[string]nmlSummary{},
-			ready: metav1.ConditionFalse, reason: v1alpha1.ReasonPlannerNotActive,
+			want:  map[string]nmlSummary{"n1": {"a", v1alpha1.NodeMigLayoutSpec{MigLayout: "a"}}},
+			ready: metav1.ConditionFalse, reason: v1alpha1.ReasonAgentNotReporting,
 		},
 	}
 	for name, tc := range tests {

@@ -38,7 +38,7 @@ func TestController(t *testing.T) {
 	t.Run("static layout on two nodes", func(t *testing.T) { testStaticTwoNodes(t, c, sfx) })
 	t.Run("overlapping MigLayouts conflict and leave the node alone", func(t *testing.T) { testConflict(t, c, sfx) })
 	t.Run("impossible rule is reported and not applied", func(t *testing.T) { testImpossibleRule(t, c, sfx) })
-	t.Run("auto mode leaves nodes alone", func(t *testing.T) { testAutoMode(t, c, sfx) })
+	t.Run("auto mode owns the NodeMigLayout and leaves its GPUs to the planner", func(t *testing.T) { testAutoMode(t, c, sfx) })
 }
 
 func startController(t *testing.T) {
@@ -238,12 +238,15 @@ func testAutoMode(t *testing.T, c crclient.Client, sfx string) {
 	pool := "auto-" + sfx
 	node := createNodes(t, ctx, map[string]string{"miglayout.test/pool": pool}, "au-"+sfx)[0]
 	ml := newMigLayout("auto-"+sfx, "miglayout.test/pool", pool).auto().create(t, ctx, c)
-	waitMigLayout(t, ctx, c, ml.Name, "PlannerNotActive", func(s *v1alpha1.MigLayoutStatus) bool {
-		return s.SelectedNodes == 1 && hasCondition(s, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonPlannerNotActive)
+	waitMigLayout(t, ctx, c, ml.Name, "AgentNotReporting", func(s *v1alpha1.MigLayoutStatus) bool {
+		return s.SelectedNodes == 1 && hasCondition(s, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAgentNotReporting)
 	})
-	err := c.Get(ctx, crclient.ObjectKey{Name: node}, &v1alpha1.NodeMigLayout{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("NodeMigLayout %s in Auto mode: got %v, want NotFound", node, err)
+	var nml v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, crclient.ObjectKey{Name: node}, &nml); err != nil {
+		t.Fatalf("NodeMigLayout %s in Auto mode: %v", node, err)
+	}
+	if !metav1.IsControlledBy(&nml, ml) || len(nml.Spec.GPUs) != 0 {
+		t.Errorf("NodeMigLayout %s: owner %v, %d GPUs in spec; want owned by %s with no GPU until the planner writes one", node, nml.OwnerReferences, len(nml.Spec.GPUs), ml.Name)
 	}
 }
 

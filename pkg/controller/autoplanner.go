@@ -1,0 +1,339 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims;deviceclasses,verbs=get;list;watch
+
+// Pod event reasons of the Auto planner.
+const (
+	// EventWaitingForRepartition (Normal, on a pod): a GPU is being
+	// repartitioned for it; the note names the node, GPU and layout.
+	EventWaitingForRepartition = "WaitingForRepartition"
+	// EventNotServable (Warning, on a pod): no Auto node can serve its claims;
+	// the note says why.
+	EventNotServable = "NotServableByAutoMode"
+)
+
+// autoKey is the single work item of the Auto planner: it plans all Auto
+// nodes and all pending pods together.
+var autoKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "auto-planner"}}
+
+// AutoPlanner runs pkg/planner over the nodes of Auto MigLayouts and the
+// pending pods, and writes the GPU layouts it chooses into the nodes'
+// NodeMigLayout specs. Demand is batched: a plan is made once the inputs
+// have been quiet for Idle, or Max after the first change, whichever comes
+// first.
+type AutoPlanner struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Catalog  *mig.Catalog
+	// Driver is the DRA driver name the agents publish under.
+	Driver string
+	// Idle and Max bound the batching window; defaults 2 s and 10 s.
+	Idle, Max time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu     sync.Mutex
+	batch  batcher
+	events map[string]string // pod -> last note, so each pod hears once per change
+}
+
+// SetupWithManager registers the planner: any change to pods waiting for
+// claims, ResourceClaims, NodeMigLayouts or MigLayouts enqueues the one key.
+func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
+	if a.Client == nil {
+		a.Client = mgr.GetClient()
+	}
+	if a.Recorder == nil {
+		a.Recorder = mgr.GetEventRecorder(Name)
+	}
+	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{autoKey}
+	})
+	waiting := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		p, ok := o.(*corev1.Pod)
+		return ok && p.Spec.NodeName == "" && len(p.Spec.ResourceClaims) > 0
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("autoplanner").
+		Watches(&corev1.Pod{}, one, builder.WithPredicates(waiting)).
+		Watches(&resourceapi.ResourceClaim{}, one).
+		Watches(&v1alpha1.NodeMigLayout{}, one).
+		Watches(&v1alpha1.MigLayout{}, one, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(a)
+}
+
+// Reconcile plans once the batching window has passed.
+func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	logger := klog.FromContext(ctx).WithName("autoplanner")
+	ctx = klog.NewContext(ctx, logger)
+	in, err := a.read(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	snap := BuildSnapshot(in, a.catalog())
+	pendingDemand.Set(float64(len(snap.Pending)))
+	if len(snap.Nodes) == 0 {
+		return ctrl.Result{}, nil
+	}
+	a.mu.Lock()
+	wait := a.batch.observe(inputKey(in, snap), a.now(), a.idle(), a.max())
+	a.mu.Unlock()
+	if wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if len(snap.Pending) == 0 {
+		return ctrl.Result{}, nil
+	}
+	start := time.Now()
+	res, err := planner.Plan(ctx, snap)
+	plannerLatency.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("planning Auto layouts: %w", err)
+	}
+	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "served", len(res.Served), "unservable", len(res.Unservable))
+	if err := a.apply(ctx, res); err != nil {
+		return ctrl.Result{}, err
+	}
+	a.notify(snap, res)
+	return ctrl.Result{}, nil
+}
+
+func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
+	in := AutoInputs{Driver: a.driver(), NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{}, Claims: map[types.NamespacedName]*resourceapi.ResourceClaim{}}
+	var mls v1alpha1.MigLayoutList
+	if err := a.Client.List(ctx, &mls); err != nil {
+		return in, fmt.Errorf("listing MigLayouts: %w", err)
+	}
+	in.MigLayouts = mls.Items
+	if !slices.ContainsFunc(mls.Items, func(ml v1alpha1.MigLayout) bool { return ml.Spec.Mode == v1alpha1.ModeAuto }) {
+		return in, nil
+	}
+	var nodes corev1.NodeList
+	if err := a.Client.List(ctx, &nodes); err != nil {
+		return in, fmt.Errorf("listing Nodes: %w", err)
+	}
+	in.Nodes = nodes.Items
+	var nmls v1alpha1.NodeMigLayoutList
+	if err := a.Client.List(ctx, &nmls); err != nil {
+		return in, fmt.Errorf("listing NodeMigLayouts: %w", err)
+	}
+	for i := range nmls.Items {
+		in.NodeMigLayouts[nmls.Items[i].Name] = &nmls.Items[i]
+	}
+	var pods corev1.PodList
+	if err := a.Client.List(ctx, &pods); err != nil {
+		return in, fmt.Errorf("listing Pods: %w", err)
+	}
+	in.Pods = pods.Items
+	var claims resourceapi.ResourceClaimList
+	if err := a.Client.List(ctx, &claims); err != nil {
+		return in, fmt.Errorf("listing ResourceClaims: %w", err)
+	}
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		in.Claims[types.NamespacedName{Namespace: c.Namespace, Name: c.Name}] = c
+	}
+	var classes resourceapi.DeviceClassList
+	if err := a.Client.List(ctx, &classes); err != nil {
+		return in, fmt.Errorf("listing DeviceClasses: %w", err)
+	}
+	for i := range classes.Items {
+		in.Classes = append(in.Classes, &classes.Items[i])
+	}
+	return in, nil
+}
+
+// apply writes each change into its node's NodeMigLayout spec.
+func (a *AutoPlanner) apply(ctx context.Context, res planner.Result) error {
+	logger := klog.FromContext(ctx)
+	byNode := map[string][]planner.Change{}
+	for _, c := range res.Changes {
+		byNode[c.Node] = append(byNode[c.Node], c)
+	}
+	for _, node := range sortedKeys(byNode) {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var nml v1alpha1.NodeMigLayout
+			if err := a.Client.Get(ctx, types.NamespacedName{Name: node}, &nml); err != nil {
+				return err
+			}
+			next := nml.DeepCopy()
+			for _, c := range byNode[node] {
+				spec := v1alpha1.GPUSpec{Index: int32(c.GPU), MIGEnabled: true, Layout: c.To.String(), Reason: truncate(c.Reason, 1024)}
+				i := slices.IndexFunc(next.Spec.GPUs, func(g v1alpha1.GPUSpec) bool { return g.Index == spec.Index })
+				if i < 0 {
+					next.Spec.GPUs = append(next.Spec.GPUs, spec)
+				} else {
+					next.Spec.GPUs[i] = spec
+				}
+			}
+			sort.Slice(next.Spec.GPUs, func(i, j int) bool { return next.Spec.GPUs[i].Index < next.Spec.GPUs[j].Index })
+			return a.Client.Patch(ctx, next, client.MergeFromWithOptions(&nml, client.MergeFromWithOptimisticLock{}))
+		})
+		if err != nil {
+			return fmt.Errorf("writing planned layouts of node %s: %w", node, err)
+		}
+		writesMetric.WithLabelValues("plan").Inc()
+		for _, c := range byNode[node] {
+			logger.Info("Planned GPU layout", "node", node, "gpu", c.GPU, "from", c.From.String(), "to", c.To.String(), "destroyed", c.Destroyed.String(), "reason", c.Reason)
+		}
+	}
+	return nil
+}
+
+// notify records, once per pod and plan outcome, why it waits.
+func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
+	if a.Recorder == nil {
+		return
+	}
+	pods := map[string]*corev1.Pod{}
+	for _, p := range snap.Pending {
+		pods[p.Pod.Namespace+"/"+p.Pod.Name] = p.Pod
+	}
+	to := map[string]string{}
+	for _, c := range res.Changes {
+		for _, pod := range c.Serves {
+			to[pod] = fmt.Sprintf("%s/gpu-%d: %s", c.Node, c.GPU, c.To.String())
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.events == nil {
+		a.events = map[string]string{}
+	}
+	emit := func(key, eventType, reason, note string) {
+		pod := pods[key]
+		if pod == nil || a.events[key] == reason+note {
+			return
+		}
+		a.events[key] = reason + note
+		a.Recorder.Eventf(pod, nil, eventType, reason, "Plan", "%s", note)
+	}
+	for _, s := range res.Served {
+		if s.NeedsChange && to[s.Pod] != "" {
+			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, "waiting for the repartition of "+to[s.Pod]+" ("+strings.Join(s.Devices, ", ")+")")
+		}
+	}
+	for pod, why := range res.Unservable {
+		emit(pod, corev1.EventTypeWarning, EventNotServable, why)
+	}
+	for key := range a.events {
+		if pods[key] == nil {
+			delete(a.events, key)
+		}
+	}
+}
+
+func (a *AutoPlanner) catalog() *mig.Catalog {
+	if a.Catalog != nil {
+		return a.Catalog
+	}
+	return mig.DefaultCatalog()
+}
+
+func (a *AutoPlanner) driver() string {
+	if a.Driver != "" {
+		return a.Driver
+	}
+	return migslices.DefaultDriverName
+}
+
+func (a *AutoPlanner) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+func (a *AutoPlanner) idle() time.Duration {
+	if a.Idle > 0 {
+		return a.Idle
+	}
+	return 2 * time.Second
+}
+
+func (a *AutoPlanner) max() time.Duration {
+	if a.Max > 0 {
+		return a.Max
+	}
+	return 10 * time.Second
+}
+
+// inputKey fingerprints what a plan depends on: the pending pods and the
+// nodes' reported and desired state.
+func inputKey(in AutoInputs, snap planner.Snapshot) string {
+	h := sha256.New()
+	for _, p := range snap.Pending {
+		fmt.Fprintf(h, "pod %s/%s %s\n", p.Pod.Namespace, p.Pod.Name, p.Pod.ResourceVersion)
+	}
+	for _, n := range sortedKeys(in.NodeMigLayouts) {
+		fmt.Fprintf(h, "nml %s %s\n", n, in.NodeMigLayouts[n].ResourceVersion)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// batcher decides when a batch of input changes is ready to plan.
+type batcher struct {
+	key         string
+	first, last time.Time
+	planned     string
+}
+
+// observe records the inputs' fingerprint at now and returns how long to
+// wait before planning (≤ 0: plan now). The same inputs are planned once.
+func (b *batcher) observe(key string, now time.Time, idle, max time.Duration) time.Duration {
+	if key == b.planned {
+		return time.Hour // nothing new; any change enqueues again
+	}
+	if key != b.key {
+		if b.first.IsZero() {
+			b.first = now
+		}
+		b.key, b.last = key, now
+	}
+	wait := min(b.last.Add(idle).Sub(now), b.first.Add(max).Sub(now))
+	if wait <= 0 {
+		b.planned, b.first = key, time.Time{}
+	}
+	return wait
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

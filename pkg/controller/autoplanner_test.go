@@ -1,0 +1,133 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+func TestBatcher(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	idle, max := 2*time.Second, 10*time.Second
+	type step struct {
+		at   time.Duration
+		key  string
+		want time.Duration // ≤ 0: plan now
+	}
+	tests := map[string][]step{
+		"quiet inputs are planned after the idle period": {
+			{0, "a", 2 * time.Second}, {time.Second, "a", time.Second}, {2 * time.Second, "a", 0},
+			{3 * time.Second, "a", time.Hour}, // planned already
+		},
+		"changing inputs are planned at the latest after max": {
+			{0, "a", 2 * time.Second}, {time.Second, "b", 2 * time.Second}, {2 * time.Second, "c", 2 * time.Second},
+			{9 * time.Second, "d", time.Second}, {10 * time.Second, "e", 0},
+		},
+		"a new change after a plan starts a new batch": {
+			{0, "a", 2 * time.Second}, {2 * time.Second, "a", 0}, {5 * time.Second, "b", 2 * time.Second}, {7 * time.Second, "b", 0},
+		},
+	}
+	for name, steps := range tests {
+		t.Run(name, func(t *testing.T) {
+			var b batcher
+			for i, s := range steps {
+				got := b.observe(s.key, t0.Add(s.at), idle, max)
+				if (s.want <= 0) != (got <= 0) || s.want > 0 && got != s.want {
+					t.Errorf("step %d (%v, %q): wait %v, want %v", i, s.at, s.key, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestBuildSnapshot(t *testing.T) {
+	auto := migLayout("auto").selects("pool", "a").build()
+	auto.Spec.Mode = v1alpha1.ModeAuto
+	auto.Spec.Rules = nil
+	auto.Spec.Policy = &v1alpha1.AutoPolicy{AllowedProfiles: []v1alpha1.ProfileName{"3g.40gb", "1g.10gb"}, MaxGPUsPerNode: 2, MaxGPUs: 3}
+	auto.UID = "uid-auto"
+	static := migLayout("static").selects("pool", "b").build()
+	ctrlRef := func(ml *v1alpha1.MigLayout) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "miglayout.io/v1alpha1", Kind: "MigLayout", Name: ml.Name, UID: ml.UID, Controller: ptr.To(true)}}
+	}
+	nml := func(name string, owner *v1alpha1.MigLayout, spec []v1alpha1.GPUSpec, st ...v1alpha1.GPUStatus) *v1alpha1.NodeMigLayout {
+		return &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: ctrlRef(owner)},
+			Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: owner.Name, GPUs: spec}, Status: v1alpha1.NodeMigLayoutStatus{GPUs: st}}
+	}
+	gst := func(idx int32, layout, inUse string, phase v1alpha1.GPUPhase) v1alpha1.GPUStatus {
+		return v1alpha1.GPUStatus{Index: idx, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Layout: layout, InUse: inUse, Phase: phase}
+	}
+	unsched := []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+	in := AutoInputs{
+		Driver:     "mig.miglayout.io",
+		MigLayouts: []v1alpha1.MigLayout{auto, static},
+		Nodes: []corev1.Node{
+			{ObjectMeta: metav1.ObjectMeta{Name: "a1", Labels: map[string]string{"pool": "a"}}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "b1", Labels: map[string]string{"pool": "b"}}},
+		},
+		NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{
+			"a1": nml("a1", &auto, []v1alpha1.GPUSpec{{Index: 1, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4"}},
+				gst(0, "7g.80gb@0", "", v1alpha1.PhaseReady), gst(1, "7g.80gb@0", "", v1alpha1.PhaseDraining), gst(2, "3g.40gb@0", "3g.40gb@0", v1alpha1.PhaseReady)),
+			"b1": nml("b1", &static, nil, gst(0, "7g.80gb@0", "", v1alpha1.PhaseReady)),
+		},
+		Pods: []corev1.Pod{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "waits"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c1")}}},
+				Status: corev1.PodStatus{Conditions: unsched}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("t")}}},
+				Status: corev1.PodStatus{Conditions: unsched, ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("templated-gpu-x")}}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "not-yet-tried"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c1")}}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "allocated"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c2")}}},
+				Status: corev1.PodStatus{Conditions: unsched}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claim-missing"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("nope")}}},
+				Status: corev1.PodStatus{Conditions: unsched}},
+		},
+		Claims: map[types.NamespacedName]*resourceapi.ResourceClaim{
+			{Namespace: "ns", Name: "c1"}:              {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}},
+			{Namespace: "ns", Name: "templated-gpu-x"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated-gpu-x"}},
+			{Namespace: "ns", Name: "c2"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c2"},
+				Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}}},
+		},
+	}
+	snap := BuildSnapshot(in, mig.DefaultCatalog())
+	type gpuRow struct {
+		Node, Layout, Pinned string
+		Index                int
+		Changing             bool
+	}
+	var gotGPUs []gpuRow
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			gotGPUs = append(gotGPUs, gpuRow{n.Node.Name, g.Layout.String(), g.Pinned.String(), g.Info.Index, g.Changing})
+		}
+		if diff := cmp.Diff([]string{"3g.40gb", "1g.10gb"}, n.Policy.AllowedProfiles); diff != "" || n.Policy.MaxGPUsPerNode != 2 {
+			t.Errorf("policy %+v", n.Policy)
+		}
+	}
+	wantGPUs := []gpuRow{
+		{"a1", "7g.80gb@0", "", 0, false},
+		{"a1", "3g.40gb@0,3g.40gb@4", "", 1, true}, // desired while it changes
+		{"a1", "3g.40gb@0", "3g.40gb@0", 2, false},
+	}
+	if diff := cmp.Diff(wantGPUs, gotGPUs); diff != "" {
+		t.Errorf("GPUs (-want +got):\n%s", diff)
+	}
+	var pods []string
+	for _, p := range snap.Pending {
+		pods = append(pods, p.Pod.Name)
+	}
+	if diff := cmp.Diff([]string{"waits", "templated"}, pods); diff != "" {
+		t.Errorf("pending pods (-want +got):\n%s", diff)
+	}
+	if snap.MaxGPUs != 3 {
+		t.Errorf("MaxGPUs = %d, want 3", snap.MaxGPUs)
+	}
+}

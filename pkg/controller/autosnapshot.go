@@ -1,0 +1,193 @@
+package controller
+
+import (
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// AutoInputs are the cluster objects the Auto planner reads.
+type AutoInputs struct {
+	MigLayouts     []v1alpha1.MigLayout
+	Nodes          []corev1.Node
+	NodeMigLayouts map[string]*v1alpha1.NodeMigLayout
+	Pods           []corev1.Pod
+	Claims         map[types.NamespacedName]*resourceapi.ResourceClaim
+	Classes        []*resourceapi.DeviceClass
+	Driver         string
+}
+
+// defaultMaxGPUs is the cluster-wide limit on GPUs changing at once when no
+// Auto MigLayout sets policy.maxGPUs.
+const defaultMaxGPUs = 8
+
+// BuildSnapshot turns cluster objects into the planner's input: the nodes of
+// Auto MigLayouts (not in conflict) with the GPUs their agents report, and
+// the pods the scheduler found unschedulable with their unallocated claims.
+//
+// A GPU whose desired layout differs from its actual one, or that is not
+// Ready, is Changing: its Layout is the desired one (its free devices are
+// coming and can serve pods) and the planner does not change it again.
+func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
+	snap := planner.Snapshot{Driver: in.Driver, Classes: in.Classes}
+	labels := make(map[string]map[string]string, len(in.Nodes))
+	byName := make(map[string]*corev1.Node, len(in.Nodes))
+	for i := range in.Nodes {
+		n := &in.Nodes[i]
+		if n.DeletionTimestamp == nil {
+			labels[n.Name] = n.Labels
+			byName[n.Name] = n
+		}
+	}
+	for i := range in.MigLayouts {
+		ml := &in.MigLayouts[i]
+		if ml.Spec.Mode != v1alpha1.ModeAuto || ml.DeletionTimestamp != nil {
+			continue
+		}
+		sel, err := SelectNodes(ml, in.MigLayouts, labels)
+		if err != nil {
+			continue
+		}
+		policy := planner.Policy{MaxGPUsPerNode: 1}
+		maxGPUs := defaultMaxGPUs
+		if p := ml.Spec.Policy; p != nil {
+			for _, a := range p.AllowedProfiles {
+				policy.AllowedProfiles = append(policy.AllowedProfiles, string(a))
+			}
+			if len(p.Spares) > 0 {
+				policy.Spares = map[string]int{}
+				for k, v := range p.Spares {
+					policy.Spares[k] = int(v)
+				}
+			}
+			if p.MaxGPUsPerNode > 0 {
+				policy.MaxGPUsPerNode = int(p.MaxGPUsPerNode)
+			}
+			if p.MaxGPUs > 0 {
+				maxGPUs = int(p.MaxGPUs)
+			}
+		}
+		// The strictest cluster-wide limit of the Auto MigLayouts applies.
+		if snap.MaxGPUs == 0 || maxGPUs < snap.MaxGPUs {
+			snap.MaxGPUs = maxGPUs
+		}
+		for _, name := range sel.Nodes {
+			nml, node := in.NodeMigLayouts[name], byName[name]
+			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
+				continue
+			}
+			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog)}
+			if len(n.GPUs) > 0 {
+				snap.Nodes = append(snap.Nodes, n)
+			}
+		}
+	}
+	slices.SortFunc(snap.Nodes, func(a, b planner.Node) int { return strings.Compare(a.Node.Name, b.Node.Name) })
+	snap.Pending = pendingPods(in.Pods, in.Claims)
+	return snap
+}
+
+// autoGPUs are the GPUs of a node the planner may use: MIG on, known model.
+func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog) []planner.GPU {
+	specs := map[int32]v1alpha1.GPUSpec{}
+	for _, s := range nml.Spec.GPUs {
+		specs[s.Index] = s
+	}
+	var out []planner.GPU
+	for _, st := range nml.Status.GPUs {
+		if !st.MIGEnabled || st.MIGPending != st.MIGEnabled {
+			continue
+		}
+		name := st.Model
+		if name == "" {
+			name = st.Product
+		}
+		model, err := catalog.Model(name)
+		if err != nil {
+			continue
+		}
+		actual, err1 := mig.ParseLayout(st.Layout)
+		inUse, err2 := mig.ParseLayout(st.InUse)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		info := migslices.PlannedGPU(model, int(st.Index))
+		info.UUID, info.ProductName = st.UUID, st.Product
+		g := planner.GPU{Info: info, Layout: actual, Pinned: inUse}
+		if spec, ok := specs[st.Index]; ok {
+			desired, err := mig.ParseLayout(spec.Layout)
+			if err == nil && spec.MIGEnabled && (!desired.Equal(actual) || st.Phase != v1alpha1.PhaseReady) {
+				g.Layout, g.Changing = desired, true
+			}
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// pendingPods returns the pods the scheduler could not place that wait for
+// ResourceClaims, each with its claims not allocated yet. A pod whose
+// generated claims do not exist yet is left for a later pass.
+func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim) []planner.Pod {
+	var out []planner.Pod
+	for i := range pods {
+		pod := &pods[i]
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || len(pod.Spec.ResourceClaims) == 0 || !unschedulable(pod) {
+			continue
+		}
+		p := planner.Pod{Pod: pod}
+		complete := true
+		for _, rc := range pod.Spec.ResourceClaims {
+			name := claimName(pod, rc)
+			if name == "" {
+				complete = false
+				break
+			}
+			c, ok := claims[types.NamespacedName{Namespace: pod.Namespace, Name: name}]
+			if !ok {
+				complete = false
+				break
+			}
+			if c.Status.Allocation == nil {
+				p.Claims = append(p.Claims, c)
+			}
+		}
+		if complete && len(p.Claims) > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// claimName is the name of the ResourceClaim a pod's entry refers to: given
+// directly, or generated from a template and recorded in the pod's status.
+func claimName(pod *corev1.Pod, rc corev1.PodResourceClaim) string {
+	if rc.ResourceClaimName != nil {
+		return *rc.ResourceClaimName
+	}
+	for _, s := range pod.Status.ResourceClaimStatuses {
+		if s.Name == rc.Name && s.ResourceClaimName != nil {
+			return *s.ResourceClaimName
+		}
+	}
+	return ""
+}
+
+// unschedulable reports whether the scheduler tried the pod and failed.
+func unschedulable(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
