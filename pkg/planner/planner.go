@@ -73,7 +73,61 @@ func NewPlanner(ctx context.Context, snap Snapshot) (*Planner, error) {
 			return nil, err
 		}
 	}
+	p.keepSpares()
 	return &Planner{p: p}, nil
+}
+
+// keepSpares adds, on each node whose policy asks for spares, free devices
+// of each such profile up to the count, but only where that destroys no
+// device (spares never cost a running or free device) and within the
+// limits on GPUs changed at once.
+func (p *planner) keepSpares() {
+	for _, n := range p.nodes {
+		for _, prof := range slices.Sorted(maps.Keys(n.n.Policy.Spares)) {
+			want := n.n.Policy.Spares[prof]
+			have := 0
+			for _, g := range n.gpus {
+				for _, d := range g.free() {
+					if d.Profile == prof {
+						have++
+					}
+				}
+			}
+			for ; have < want; have++ {
+				var bestG *gpuState
+				var bestA *addition
+				for _, g := range n.gpus {
+					if !p.mayChange(g) || !n.allows(prof) {
+						continue
+					}
+					if _, err := g.model.Profile(prof); err != nil {
+						continue
+					}
+					a := p.addition(g, prof)
+					if a == nil || a.destroyed > 0 {
+						continue
+					}
+					if bestA == nil || g.touched && !bestG.touched || slices.Compare(a.headroom, bestA.headroom) > 0 && g.touched == bestG.touched {
+						bestG, bestA = g, a
+					}
+				}
+				if bestG == nil {
+					break
+				}
+				if !bestG.touched {
+					bestG.touched = true
+					n.touched++
+					p.touched++
+				}
+				bestG.layout = bestA.layout
+				bestG.serves = append(bestG.serves, "spare "+prof)
+				if !bestG.g.Changing {
+					p.reclass(bestG)
+				}
+				p.indexFree(bestG)
+			}
+		}
+	}
 }
 
 // Add plans one more pending pod.

@@ -132,6 +132,11 @@ func TestPlan(t *testing.T) {
 				Unservable: map[string]string{"default/p2": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"},
 			},
 		},
+		"spares are added where nothing is destroyed": {
+			nodes: []Node{node("n1").policy(Policy{Spares: map[string]int{"1g.10gb": 2}, MaxGPUsPerNode: 2}).
+				gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").gpu("A100-SXM4-80GB", "3g.40gb@4", "3g.40gb@4").build()},
+			want: trace{Changes: []string{"n1/1: 3g.40gb@4 -> 1g.10gb@0,1g.10gb@1,3g.40gb@4 serves spare 1g.10gb, spare 1g.10gb"}},
+		},
 		"cluster-wide limit on GPUs changed at once": {
 			nodes:   []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build(), node("n2").gpu("A100-SXM4-80GB", "", "").build()},
 			pods:    []Pod{pod("p1", 2).claim(profileIs("7g.80gb"), 1).build(), pod("p2", 1).claim(profileIs("7g.80gb"), 1).build()},
