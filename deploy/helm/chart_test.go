@@ -1,0 +1,521 @@
+package helm
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite the chart's copies of generated files (crds/, files/rbac/)")
+
+const repoRoot = "../.."
+
+// TestCRDsInSync: the chart's crds/ are the CRDs that `make generate` writes
+// to deploy/crds, byte for byte.
+func TestCRDsInSync(t *testing.T) {
+	src, err := filepath.Glob(filepath.Join(repoRoot, "deploy/crds/*.yaml"))
+	if err != nil || len(src) == 0 {
+		t.Fatalf("no CRDs in deploy/crds: %v", err)
+	}
+	dst := filepath.Join(ChartDir(), "crds")
+	want := map[string][]byte{}
+	for _, f := range src {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[filepath.Base(f)] = b
+	}
+	if *update {
+		old, _ := filepath.Glob(filepath.Join(dst, "*.yaml"))
+		for _, f := range old {
+			if _, ok := want[filepath.Base(f)]; !ok {
+				if err := os.Remove(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for name, b := range want {
+			if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, _ := filepath.Glob(filepath.Join(dst, "*.yaml"))
+	gotNames := make([]string, len(got))
+	for i, f := range got {
+		gotNames[i] = filepath.Base(f)
+	}
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(want)), gotNames); diff != "" {
+		t.Errorf("deploy/helm/miglayout/crds differs from deploy/crds (-deploy/crds +chart); run go test ./deploy/helm -update:\n%s", diff)
+	}
+	for name, b := range want {
+		g, err := os.ReadFile(filepath.Join(dst, name))
+		if err == nil && !bytes.Equal(g, b) {
+			t.Errorf("chart crds/%s differs from deploy/crds/%s; run go test ./deploy/helm -update", name, name)
+		}
+	}
+}
+
+// rbacSources are the packages whose +kubebuilder:rbac markers make each
+// component's ClusterRole.
+var rbacSources = map[string][]string{
+	"controller": {"./pkg/controller/...", "./cmd/miglayout-controller/..."},
+	"agent":      {"./pkg/agent/...", "./pkg/plugin/...", "./cmd/miglayout-agent/..."},
+}
+
+// TestRBACInSync: files/rbac/<component>.yaml is what controller-gen makes of
+// the markers now.
+func TestRBACInSync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs controller-gen (~20 s)")
+	}
+	for _, component := range slices.Sorted(maps.Keys(rbacSources)) {
+		args := []string{"tool", "controller-gen", "rbac:roleName=miglayout-" + component}
+		for _, p := range rbacSources[component] {
+			args = append(args, "paths="+p)
+		}
+		args = append(args, "output:rbac:stdout")
+		cmd := exec.Command("go", args...)
+		cmd.Dir = repoRoot
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		path := filepath.Join(ChartDir(), "files/rbac", component+".yaml")
+		if *update {
+			if err := os.WriteFile(path, out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		have, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(out), string(have)); diff != "" {
+			t.Errorf("%s is stale (-controller-gen +file); run go test ./deploy/helm -update:\n%s", path, diff)
+		}
+	}
+}
+
+func render(t *testing.T, values map[string]any) *Rendered {
+	t.Helper()
+	r, err := Render(Options{Values: values})
+	if err != nil {
+		t.Fatalf("rendering: %v", err)
+	}
+	return r
+}
+
+func find(t *testing.T, r *Rendered, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range r.Objects {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+	return nil
+}
+
+func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
+	t.Helper()
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, out, true); err != nil {
+		t.Fatalf("%s %s does not decode strictly: %v", u.GetKind(), u.GetName(), err)
+	}
+	return out
+}
+
+func TestRenderDefaults(t *testing.T) {
+	r := render(t, nil)
+	var got []string
+	for _, o := range r.Objects {
+		got = append(got, o.GetKind()+"/"+o.GetName())
+	}
+	want := []string{
+		"ServiceAccount/miglayout-controller",
+		"ServiceAccount/miglayout-agent",
+		"ClusterRole/miglayout-agent",
+		"ClusterRole/miglayout-controller",
+		"ClusterRoleBinding/miglayout-agent",
+		"ClusterRoleBinding/miglayout-controller",
+		"Role/miglayout-controller",
+		"RoleBinding/miglayout-controller",
+		"Service/miglayout-agent-metrics",
+		"Service/miglayout-controller-metrics",
+		"DaemonSet/miglayout-agent",
+		"Deployment/miglayout-controller",
+		"DeviceClass/gpu.miglayout.io",
+		"DeviceClass/mig.miglayout.io",
+		"ValidatingAdmissionPolicy/miglayout-agent-node-scope",
+		"ValidatingAdmissionPolicyBinding/miglayout-agent-node-scope",
+	}
+	if diff := cmp.Diff(slices.Sorted(slices.Values(want)), slices.Sorted(slices.Values(got))); diff != "" {
+		t.Errorf("rendered objects (-want +got):\n%s", diff)
+	}
+	var crds []string
+	for _, c := range r.CRDs {
+		crds = append(crds, c.GetName())
+	}
+	if diff := cmp.Diff([]string{"miglayouts.miglayout.io", "nodemiglayouts.miglayout.io"}, crds); diff != "" {
+		t.Errorf("CRDs (-want +got):\n%s", diff)
+	}
+	for _, o := range r.Objects {
+		if ns := o.GetNamespace(); ns != "" && ns != "miglayout-system" {
+			t.Errorf("%s %s in namespace %q", o.GetKind(), o.GetName(), ns)
+		}
+	}
+	if !strings.Contains(r.Notes, "mig.miglayout.io") {
+		t.Errorf("NOTES do not name the driver:\n%s", r.Notes)
+	}
+}
+
+func TestControllerDeployment(t *testing.T) {
+	d := convert[appsv1.Deployment](t, find(t, render(t, nil), "Deployment", "miglayout-controller"))
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("replicas %v, want 2", d.Spec.Replicas)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	for _, a := range []string{"--leader-elect=true", "--leader-election-namespace=miglayout-system",
+		"--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"} {
+		if !slices.Contains(c.Args, a) {
+			t.Errorf("controller args %q lack %s", c.Args, a)
+		}
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("probes: liveness %+v readiness %+v", c.LivenessProbe, c.ReadinessProbe)
+	}
+	if sc := c.SecurityContext; sc == nil || (sc.Privileged != nil && *sc.Privileged) || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("controller security context %+v: want unprivileged, read-only root", sc)
+	}
+	if d.Spec.Template.Spec.ServiceAccountName != "miglayout-controller" {
+		t.Errorf("service account %q", d.Spec.Template.Spec.ServiceAccountName)
+	}
+	if a := d.Spec.Template.Annotations; a["prometheus.io/port"] != "8080" {
+		t.Errorf("scrape annotations %v", a)
+	}
+}
+
+func TestAgentDaemonSet(t *testing.T) {
+	ds := convert[appsv1.DaemonSet](t, find(t, render(t, nil), "DaemonSet", "miglayout-agent"))
+	spec := ds.Spec.Template.Spec
+	if diff := cmp.Diff(map[string]string{"nvidia.com/mig.capable": "true"}, spec.NodeSelector); diff != "" {
+		t.Errorf("nodeSelector (-want +got):\n%s", diff)
+	}
+	c := spec.Containers[0]
+	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+		t.Errorf("agent must be privileged for NVML MIG management: %+v", c.SecurityContext)
+	}
+	var nodeName bool
+	for _, e := range c.Env {
+		if e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName" {
+			nodeName = true
+		}
+	}
+	if !nodeName {
+		t.Errorf("no NODE_NAME from spec.nodeName in %+v", c.Env)
+	}
+	hostPaths := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	for _, p := range []string{"/dev", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/run/cdi", "/var/lib/miglayout"} {
+		var found bool
+		for name, hp := range hostPaths {
+			if hp == p && mounts[name] == p {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("host path %s is not mounted at the same path (volumes %v, mounts %v)", p, hostPaths, mounts)
+		}
+	}
+	for _, a := range []string{"--driver-name=mig.miglayout.io", "--kubelet-plugins-dir=/var/lib/kubelet/plugins",
+		"--kubelet-registrar-dir=/var/lib/kubelet/plugins_registry", "--cdi-dir=/var/run/cdi", "--state-dir=/var/lib/miglayout"} {
+		if !slices.Contains(c.Args, a) {
+			t.Errorf("agent args %q lack %s", c.Args, a)
+		}
+	}
+	if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+		t.Error("agent without probes")
+	}
+}
+
+func TestAgentSimulatedIsUnprivileged(t *testing.T) {
+	ds := convert[appsv1.DaemonSet](t, find(t, render(t, map[string]any{"agent": map[string]any{
+		"privileged": false, "simulate": "2xA100-SXM4-80GB"}}), "DaemonSet", "miglayout-agent"))
+	c := ds.Spec.Template.Spec.Containers[0]
+	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || *c.SecurityContext.Privileged {
+		t.Errorf("simulated agent: security context %+v", c.SecurityContext)
+	}
+	if !slices.Contains(c.Args, "--simulate=2xA100-SXM4-80GB") {
+		t.Errorf("args %q", c.Args)
+	}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil && v.HostPath.Path == "/dev" {
+			t.Error("simulated agent mounts /dev")
+		}
+	}
+}
+
+// TestOnlyTheAgentIsPrivileged: no other container of the chart asks for
+// privileges.
+func TestOnlyTheAgentIsPrivileged(t *testing.T) {
+	for _, o := range render(t, nil).Objects {
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			priv, _, _ := unstructured.NestedBool(c.(map[string]any), "securityContext", "privileged")
+			if priv && o.GetKind()+"/"+o.GetName() != "DaemonSet/miglayout-agent" {
+				t.Errorf("%s %s runs privileged", o.GetKind(), o.GetName())
+			}
+		}
+	}
+}
+
+// flagsOf reads the flag names a command defines from its source.
+func flagsOf(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(repoRoot, dir, "*.go"))
+	re := regexp.MustCompile(`\.(?:String|Bool|Duration|Int|Int32|Float64)Var\(&[^,]+,\s*"([a-z0-9-]+)"`)
+	flags := map[string]bool{"v": true} // klog
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllSubmatch(b, -1) {
+			flags[string(m[1])] = true
+		}
+	}
+	if len(flags) < 3 {
+		t.Fatalf("found no flags in %s", dir)
+	}
+	return flags
+}
+
+// TestArgsAreFlagsOfTheCommands: every flag the chart passes exists in the
+// command it runs, in every mode the values allow.
+func TestArgsAreFlagsOfTheCommands(t *testing.T) {
+	want := map[string]map[string]bool{
+		"miglayout-controller": flagsOf(t, "cmd/miglayout-controller"),
+		"miglayout-agent":      flagsOf(t, "cmd/miglayout-agent"),
+	}
+	for _, values := range []map[string]any{nil, {"agent": map[string]any{"privileged": false, "simulate": "1xA30"}}} {
+		for _, o := range render(t, values).Objects {
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			for _, c := range containers {
+				args, _, _ := unstructured.NestedStringSlice(c.(map[string]any), "args")
+				flags := want[o.GetName()]
+				if flags == nil {
+					t.Fatalf("unexpected workload %s", o.GetName())
+				}
+				for _, a := range args {
+					name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+					if !flags[name] {
+						t.Errorf("%s: %s is not a flag of the command (flags: %v)", o.GetName(), a, slices.Sorted(maps.Keys(flags)))
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDeviceClassesMatchDeploy: with the default values the chart installs
+// the DeviceClasses of deploy/deviceclasses.
+func TestDeviceClassesMatchDeploy(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy/deviceclasses/deviceclasses.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := decode(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]resourceapi.DeviceClassSpec{}
+	for _, o := range objs {
+		want[o.GetName()] = convert[resourceapi.DeviceClass](t, o).Spec
+	}
+	got := map[string]resourceapi.DeviceClassSpec{}
+	for _, o := range render(t, nil).Objects {
+		if o.GetKind() == "DeviceClass" {
+			got[o.GetName()] = convert[resourceapi.DeviceClass](t, o).Spec
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("DeviceClasses (-deploy/deviceclasses +chart):\n%s", diff)
+	}
+	// Another driver name reaches the selectors.
+	for _, o := range render(t, map[string]any{"driverName": "gpu.nvidia.com",
+		"deviceClasses": map[string]any{"migName": "mig.nvidia.com", "gpuName": "gpu.nvidia.com"}}).Objects {
+		if o.GetKind() == "DeviceClass" {
+			dc := convert[resourceapi.DeviceClass](t, o)
+			if e := dc.Spec.Selectors[0].CEL.Expression; !strings.Contains(e, "device.driver == 'gpu.nvidia.com'") || strings.Contains(e, "miglayout") {
+				t.Errorf("DeviceClass %s: %s", dc.Name, e)
+			}
+		}
+	}
+}
+
+// TestRBACFromMarkers: each component's roles hold exactly the generated
+// rules (Leases moved to the namespaced Role), plus, for the agent, the
+// ResourceSlice and Node rules of the DRA kubelet-plugin helper.
+func TestRBACFromMarkers(t *testing.T) {
+	r := render(t, nil)
+	for _, component := range []string{"controller", "agent"} {
+		b, err := os.ReadFile(filepath.Join(ChartDir(), "files/rbac", component+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var generated rbacv1.ClusterRole
+		if err := yaml.Unmarshal(b, &generated); err != nil {
+			t.Fatal(err)
+		}
+		var wantCluster, wantNS []rbacv1.PolicyRule
+		for _, rule := range generated.Rules {
+			if slices.Contains(rule.APIGroups, "coordination.k8s.io") {
+				wantNS = append(wantNS, rule)
+			} else {
+				wantCluster = append(wantCluster, rule)
+			}
+		}
+		if component == "agent" {
+			wantCluster = append(wantCluster,
+				rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"create", "delete", "get", "list", "update", "watch"}},
+				rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}})
+		}
+		cr := convert[rbacv1.ClusterRole](t, find(t, r, "ClusterRole", "miglayout-"+component))
+		if diff := cmp.Diff(wantCluster, cr.Rules); diff != "" {
+			t.Errorf("ClusterRole %s (-want +got):\n%s", cr.Name, diff)
+		}
+		crb := convert[rbacv1.ClusterRoleBinding](t, find(t, r, "ClusterRoleBinding", "miglayout-"+component))
+		if len(crb.Subjects) != 1 || crb.Subjects[0].Name != "miglayout-"+component || crb.Subjects[0].Namespace != "miglayout-system" {
+			t.Errorf("ClusterRoleBinding %s subjects %+v", crb.Name, crb.Subjects)
+		}
+		if len(wantNS) > 0 {
+			role := convert[rbacv1.Role](t, find(t, r, "Role", "miglayout-"+component))
+			if diff := cmp.Diff(wantNS, role.Rules); diff != "" {
+				t.Errorf("Role %s (-want +got):\n%s", role.Name, diff)
+			}
+		}
+	}
+}
+
+func TestLint(t *testing.T) {
+	for name, values := range map[string]map[string]any{
+		"defaults":  nil,
+		"simulated": {"agent": map[string]any{"privileged": false, "simulate": "4xA100-SXM4-80GB"}},
+		"nvidia driver name": {"driverName": "gpu.nvidia.com", "deviceClasses": map[string]any{"create": false},
+			"agent": map[string]any{"runtimeClassName": "nvidia", "nvidiaDriverRoot": "/run/nvidia/driver"}},
+		"one replica, no policy": {"controller": map[string]any{"replicas": 1, "leaderElection": map[string]any{"enabled": false}},
+			"agentNodePolicy": map[string]any{"enabled": false}, "metrics": map[string]any{"service": false, "podAnnotations": false}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			msgs, err := Lint("", values, "miglayout-system", "v1.37.2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) > 0 {
+				t.Errorf("helm lint:\n%s", strings.Join(msgs, "\n"))
+			}
+			if _, err := Render(Options{Values: values}); err != nil {
+				t.Errorf("render: %v", err)
+			}
+		})
+	}
+}
+
+// badValues are values the chart must refuse, with (part of) the message.
+var badValues = []struct {
+	name   string
+	values map[string]any
+	want   string
+}{
+	{"driver name", map[string]any{"driverName": "MIG_Driver"}, `driverName "MIG_Driver" is not a DRA driver name`},
+	{"same class names", map[string]any{"deviceClasses": map[string]any{"gpuName": "mig.miglayout.io"}}, "MIG devices and whole GPUs need two DeviceClasses"},
+	{"replicas without leader election", map[string]any{"controller": map[string]any{"leaderElection": map[string]any{"enabled": false}}},
+		"controller.replicas is 2 but controller.leaderElection.enabled is false"},
+	{"port clash", map[string]any{"agent": map[string]any{"healthPort": 8081}}, "agent.metricsPort and agent.healthPort are both 8081"},
+	{"empty agent selector", map[string]any{"agent": map[string]any{"nodeSelector": map[string]any{"nvidia.com/mig.capable": nil}}}, "agent.nodeSelector is empty"},
+	{"unprivileged real agent", map[string]any{"agent": map[string]any{"privileged": false}}, "agent.privileged=false needs agent.simulate"},
+	{"bad simulate spec", map[string]any{"agent": map[string]any{"privileged": false, "simulate": "A100"}}, `agent.simulate "A100" is not a hardware spec`},
+	{"policy on the default ServiceAccount", map[string]any{"agent": map[string]any{"serviceAccount": map[string]any{"create": false}}},
+		"agentNodePolicy.enabled needs the agent's own ServiceAccount"},
+	{"Deny and Warn", map[string]any{"agentNodePolicy": map[string]any{"validationActions": []any{"Deny", "Warn"}}}, "may not hold both Deny and Warn"},
+	// values.schema.json
+	{"typo in a key", map[string]any{"agent": map[string]any{"nodeselector": map[string]any{"a": "b"}}}, "additional properties 'nodeselector' not allowed"},
+	{"relative host path", map[string]any{"agent": map[string]any{"hostPaths": map[string]any{"cdi": "var/run/cdi"}}}, "/agent/hostPaths/cdi"},
+	{"replicas zero", map[string]any{"controller": map[string]any{"replicas": 0}}, "/controller/replicas"},
+	{"bad duration", map[string]any{"agent": map[string]any{"settlePeriod": "5 seconds"}}, "/agent/settlePeriod"},
+	{"bad validation action", map[string]any{"agentNodePolicy": map[string]any{"validationActions": []any{"Reject"}}}, "/agentNodePolicy/validationActions/0"},
+}
+
+func TestBadValuesFail(t *testing.T) {
+	for _, tc := range badValues {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Render(Options{Values: tc.values})
+			if err == nil {
+				t.Fatalf("rendered; want an error with %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q\nwant it to contain %q", err, tc.want)
+			}
+			if !strings.HasPrefix(tc.want, "/") && !strings.HasPrefix(tc.want, "additional properties") {
+				return // helm lint only logs a template's fail (lint mode); schema errors it reports
+			}
+			msgs, lerr := Lint("", tc.values, "miglayout-system", "v1.37.2")
+			if lerr != nil {
+				t.Fatal(lerr)
+			}
+			if !strings.Contains(strings.Join(msgs, "\n"), tc.want) {
+				t.Errorf("helm lint does not report %q:\n%s", tc.want, strings.Join(msgs, "\n"))
+			}
+		})
+	}
+}
+
+func TestOldClusterRefused(t *testing.T) {
+	_, err := Render(Options{KubeVersion: "v1.31.4"})
+	if err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion >=1.34.0-0") {
+		t.Errorf("rendering for 1.31: %v", err)
+	}
+}
+
+func TestVersionPinnedImages(t *testing.T) {
+	r := render(t, map[string]any{"controller": map[string]any{"image": map[string]any{"digest": "sha256:" + strings.Repeat("ab", 32)}}})
+	d := convert[appsv1.Deployment](t, find(t, r, "Deployment", "miglayout-controller"))
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != "ghcr.io/miglayout/miglayout-controller@sha256:"+strings.Repeat("ab", 32) {
+		t.Errorf("image %s", img)
+	}
+	ds := convert[appsv1.DaemonSet](t, find(t, r, "DaemonSet", "miglayout-agent"))
+	if img := ds.Spec.Template.Spec.Containers[0].Image; img != fmt.Sprintf("ghcr.io/miglayout/miglayout-agent:%s", "0.1.0") {
+		t.Errorf("image %s", img)
+	}
+}

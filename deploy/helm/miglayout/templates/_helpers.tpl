@@ -1,0 +1,93 @@
+{{/* Names, labels and images shared by the templates. */}}
+
+{{- define "miglayout.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* fullname: the release name, prefixed with the chart name unless it holds it already. */}}
+{{- define "miglayout.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "miglayout.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "miglayout.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: miglayout
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* selectorLabels: call with (dict "root" $ "component" "controller"). */}}
+{{- define "miglayout.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "miglayout.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "miglayout.controller.serviceAccountName" -}}
+{{- if .Values.controller.serviceAccount.create -}}
+{{- default (printf "%s-controller" (include "miglayout.fullname" .)) .Values.controller.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.controller.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "miglayout.agent.serviceAccountName" -}}
+{{- if .Values.agent.serviceAccount.create -}}
+{{- default (printf "%s-agent" (include "miglayout.fullname" .)) .Values.agent.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.agent.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* image: call with (dict "root" $ "image" .Values.controller.image). */}}
+{{- define "miglayout.image" -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" .image.repository .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .image.repository (default .root.Chart.AppVersion .image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+rbacRules reads a ClusterRole that controller-gen generated from the code's
++kubebuilder:rbac markers (files/rbac/<component>.yaml, kept current by the
+chart test) and returns its rules as {"cluster": [...], "namespaced": [...]}
+in JSON: leader-election Leases go to a Role in the release namespace instead
+of a ClusterRole (a cluster-wide Lease grant would reach kube-node-lease).
+Call with (dict "root" $ "component" "controller").
+*/}}
+{{- define "miglayout.rbacRules" -}}
+{{- $file := printf "files/rbac/%s.yaml" .component -}}
+{{- $role := .root.Files.Get $file | fromYaml -}}
+{{- if or (not $role) (not $role.rules) -}}
+{{- fail (printf "the chart is incomplete: %s is missing or has no rules (regenerate it: go test ./deploy/helm -update)" $file) -}}
+{{- end -}}
+{{- $cluster := list -}}
+{{- $namespaced := list -}}
+{{- range $role.rules -}}
+{{- if has "coordination.k8s.io" .apiGroups -}}
+{{- $namespaced = append $namespaced . -}}
+{{- else -}}
+{{- $cluster = append $cluster . -}}
+{{- end -}}
+{{- end -}}
+{{- dict "cluster" $cluster "namespaced" $namespaced | toJson -}}
+{{- end -}}
+
+{{/* metricsAnnotations: call with (dict "root" $ "port" 8080). */}}
+{{- define "miglayout.metricsAnnotations" -}}
+{{- if .root.Values.metrics.podAnnotations -}}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .port | quote }}
+prometheus.io/path: /metrics
+{{- end -}}
+{{- end -}}

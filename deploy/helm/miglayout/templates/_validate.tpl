@@ -1,0 +1,62 @@
+{{/*
+miglayout.validate refuses values that would install something broken, with
+a message that names the value and the fix. values.schema.json has already
+checked the types; these are the rules between values.
+*/}}
+{{- define "miglayout.validate" -}}
+{{- $v := .Values -}}
+{{- $dns := "^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" -}}
+
+{{- if or (gt (len $v.driverName) 63) (not (regexMatch $dns $v.driverName)) -}}
+{{- fail (printf "driverName %q is not a DRA driver name: it must be a lower-case DNS subdomain of at most 63 characters, e.g. mig.miglayout.io or gpu.nvidia.com" $v.driverName) -}}
+{{- end -}}
+
+{{- if $v.deviceClasses.create -}}
+{{- range $key := list "migName" "gpuName" -}}
+{{- $name := index $v.deviceClasses $key -}}
+{{- if or (gt (len $name) 253) (not (regexMatch $dns $name)) -}}
+{{- fail (printf "deviceClasses.%s %q is not a valid DeviceClass name (a lower-case DNS subdomain)" $key $name) -}}
+{{- end -}}
+{{- end -}}
+{{- if eq $v.deviceClasses.migName $v.deviceClasses.gpuName -}}
+{{- fail (printf "deviceClasses.migName and deviceClasses.gpuName are both %q: MIG devices and whole GPUs need two DeviceClasses" $v.deviceClasses.migName) -}}
+{{- end -}}
+{{- end -}}
+
+{{- if and (gt (int $v.controller.replicas) 1) (not $v.controller.leaderElection.enabled) -}}
+{{- fail (printf "controller.replicas is %d but controller.leaderElection.enabled is false: the replicas would all write NodeMigLayouts; enable leader election or run one replica" (int $v.controller.replicas)) -}}
+{{- end -}}
+{{- if eq (int $v.controller.metricsPort) (int $v.controller.healthPort) -}}
+{{- fail (printf "controller.metricsPort and controller.healthPort are both %d: they must differ" (int $v.controller.metricsPort)) -}}
+{{- end -}}
+{{- if eq (int $v.agent.metricsPort) (int $v.agent.healthPort) -}}
+{{- fail (printf "agent.metricsPort and agent.healthPort are both %d: they must differ" (int $v.agent.metricsPort)) -}}
+{{- end -}}
+
+{{- if not $v.agent.nodeSelector -}}
+{{- fail "agent.nodeSelector is empty: the agent would run on every node and fail where there is no NVIDIA driver; select the MIG-capable nodes, e.g. nvidia.com/mig.capable: \"true\"" -}}
+{{- end -}}
+{{- if and (not $v.agent.privileged) (not $v.agent.simulate) -}}
+{{- fail "agent.privileged=false needs agent.simulate: managing MIG through NVML (creating and destroying GPU instances, switching MIG mode) needs a privileged container; only the NVML simulator runs without" -}}
+{{- end -}}
+{{- if and $v.agent.simulate (not (regexMatch "^[1-9][0-9]*x[A-Za-z0-9-]+(,[1-9][0-9]*x[A-Za-z0-9-]+)*$" $v.agent.simulate)) -}}
+{{- fail (printf "agent.simulate %q is not a hardware spec: write COUNTxMODEL[,COUNTxMODEL...], e.g. 4xA100-SXM4-80GB or 2xH100-SXM5-80GB,1xA30 (kubectl miglayout profiles lists the models)" $v.agent.simulate) -}}
+{{- end -}}
+{{- range $key, $path := $v.agent.hostPaths -}}
+{{- if not (isAbs $path) -}}
+{{- fail (printf "agent.hostPaths.%s %q must be an absolute path on the node" $key $path) -}}
+{{- end -}}
+{{- end -}}
+
+{{- if $v.agentNodePolicy.enabled -}}
+{{- if and (not $v.agent.serviceAccount.create) (or (not $v.agent.serviceAccount.name) (eq $v.agent.serviceAccount.name "default")) -}}
+{{- fail "agentNodePolicy.enabled needs the agent's own ServiceAccount: the policy singles the agent out by its ServiceAccount, and would restrict the namespace's default one; set agent.serviceAccount.create=true or agent.serviceAccount.name" -}}
+{{- end -}}
+{{- if and (has "Deny" $v.agentNodePolicy.validationActions) (has "Warn" $v.agentNodePolicy.validationActions) -}}
+{{- fail "agentNodePolicy.validationActions may not hold both Deny and Warn (the API server refuses that binding); use [Deny] or [Warn, Audit]" -}}
+{{- end -}}
+{{- if not (semverCompare ">=1.32.0-0" .Capabilities.KubeVersion.Version) -}}
+{{- fail (printf "agentNodePolicy.enabled needs Kubernetes 1.32 or newer (service-account tokens carry their node from 1.32); this cluster is %s: upgrade, or set agentNodePolicy.enabled=false and accept that any agent can write any node's ResourceSlices" .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,284 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/deploy/helm"
+	"github.com/miglayout/miglayout/test/harness"
+)
+
+// The chart's RBAC and ValidatingAdmissionPolicy keep a node agent to its own
+// node. The agent's identity is real: a token of the chart's agent
+// ServiceAccount bound (TokenRequest boundObjectRef) to a Pod bound to node A,
+// for which the API server itself records the
+// authentication.kubernetes.io/node-name extra (no impersonation).
+
+// securityFixture is the chart's RBAC and policy, installed for real, and
+// two nodes.
+type securityFixture struct {
+	ns, sa       string
+	nodeA, nodeB string
+	agentPodCfg  *rest.Config // token bound to a pod on node A
+	agentBareCfg *rest.Config // token bound to nothing
+}
+
+func newSecurityFixture(t *testing.T, ctx context.Context) *securityFixture {
+	t.Helper()
+	installChartCRDs(t, ctx)
+	sfx := rand.String(5)
+	f := &securityFixture{ns: "sec-" + sfx, nodeA: "sec-a-" + sfx, nodeB: "sec-b-" + sfx}
+	r, err := helm.Render(helm.Options{ReleaseName: "sec-" + sfx, Namespace: f.ns, KubeVersion: serverVersion(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := harness.CreateNamespace(ctx, client, f.ns); err != nil {
+		t.Fatal(err)
+	}
+	a := newApplier(t, cp.Config())
+	var installed []*unstructured.Unstructured
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, o := range slices.Backward(installed) {
+			if err := a.delete(ctx, o); err != nil {
+				t.Logf("cleanup: %v", err)
+			}
+		}
+		_ = client.CoreV1().Namespaces().Delete(ctx, f.ns, metav1.DeleteOptions{})
+		for _, n := range []string{f.nodeA, f.nodeB} {
+			_ = client.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{})
+		}
+	})
+	for _, o := range r.Objects {
+		switch o.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			if err := a.apply(ctx, o, false); err != nil {
+				t.Fatal(err)
+			}
+			installed = append(installed, o)
+			if o.GetKind() == "ServiceAccount" && strings.HasSuffix(o.GetName(), "-agent") {
+				f.sa = o.GetName()
+			}
+		}
+	}
+	if f.sa == "" {
+		t.Fatal("the chart rendered no agent ServiceAccount")
+	}
+	for _, n := range []string{f.nodeA, f.nodeB} {
+		if _, err := harness.CreateNode(ctx, client, n, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The agent pod of node A (bound, never run: there is no kubelet).
+	pod, err := client.CoreV1().Pods(f.ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent-" + f.nodeA},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: f.sa,
+			NodeName:           f.nodeA,
+			Containers:         []corev1.Container{{Name: "agent", Image: "registry.invalid/miglayout-agent:test"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = harness.ForceDeletePod(context.Background(), client, f.ns, pod.Name) })
+	exp := int64(3600)
+	tr, err := client.CoreV1().ServiceAccounts(f.ns).CreateToken(ctx, f.sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: &exp,
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.agentPodCfg = tokenConfig(tr.Status.Token)
+	if f.agentBareCfg, err = cp.ConfigForServiceAccount(ctx, f.ns, f.sa); err != nil {
+		t.Fatal(err)
+	}
+
+	// The API server authenticates the pod-bound token with node A in extra.
+	cs := kubernetes.NewForConfigOrDie(f.agentPodCfg)
+	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ui := review.Status.UserInfo
+	if want := "system:serviceaccount:" + f.ns + ":" + f.sa; ui.Username != want {
+		t.Fatalf("agent token authenticates as %q, want %q", ui.Username, want)
+	}
+	if got := ui.Extra["authentication.kubernetes.io/node-name"]; len(got) != 1 || got[0] != f.nodeA {
+		t.Fatalf("agent token's node-name extra is %v, want [%s] (extra: %v)", got, f.nodeA, ui.Extra)
+	}
+
+	// Policies take effect asynchronously: wait until a dry-run write for
+	// node B is refused by ours.
+	agent := kubernetes.NewForConfigOrDie(f.agentPodCfg)
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := agent.ResourceV1().ResourceSlices().Create(ctx, f.slice(f.nodeB, "probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "may only write ResourceSlices"), nil
+	})
+	if err != nil {
+		t.Fatalf("the agent node policy never took effect: %v", err)
+	}
+	return f
+}
+
+func tokenConfig(token string) *rest.Config {
+	cfg := rest.AnonymousClientConfig(cp.Config())
+	cfg.BearerToken = token
+	return cfg
+}
+
+// slice is a one-device ResourceSlice of node's pool under the test driver.
+func (f *securityFixture) slice(node, name string) *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + name},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   "sec.miglayout.io",
+			NodeName: ptr.To(node),
+			Pool:     resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices:  []resourceapi.Device{{Name: "gpu-0"}},
+		},
+	}
+}
+
+// refused fails unless err is the API server refusing the request with a
+// message containing want.
+func refused(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	switch {
+	case err == nil:
+		t.Errorf("%s: allowed, want refused (%q)", what, want)
+	case !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err):
+		t.Errorf("%s: %v, want Forbidden", what, err)
+	case !strings.Contains(err.Error(), want):
+		t.Errorf("%s: refused with %q, want a message containing %q", what, err, want)
+	default:
+		t.Logf("%s: refused: %v", what, err)
+	}
+}
+
+func allowed(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Errorf("%s: %v, want allowed", what, err)
+	}
+}
+
+func TestAgentConfinedToItsNode(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	f := newSecurityFixture(t, ctx)
+	agent := kubernetes.NewForConfigOrDie(f.agentPodCfg)
+	rs := agent.ResourceV1().ResourceSlices()
+	admin := client.ResourceV1().ResourceSlices()
+	wantNodeB := "may only write ResourceSlices with spec.nodeName " + f.nodeA + ", not " + f.nodeB
+	t.Cleanup(func() {
+		for _, n := range []string{f.nodeA + "-own", f.nodeB + "-other"} {
+			_ = admin.Delete(context.Background(), n, metav1.DeleteOptions{})
+		}
+	})
+
+	t.Run("ResourceSlices", func(t *testing.T) {
+		own, err := rs.Create(ctx, f.slice(f.nodeA, "own"), metav1.CreateOptions{})
+		allowed(t, "create a slice of node A", err)
+		if err == nil {
+			own.Spec.Devices = append(own.Spec.Devices, resourceapi.Device{Name: "gpu-1"})
+			own.Spec.Pool.Generation++
+			_, err = rs.Update(ctx, own, metav1.UpdateOptions{})
+			allowed(t, "update the slice of node A", err)
+		}
+
+		_, err = rs.Create(ctx, f.slice(f.nodeB, "mine"), metav1.CreateOptions{})
+		refused(t, "create a slice of node B", err, wantNodeB)
+
+		noNode := f.slice(f.nodeA, "all")
+		noNode.Spec.NodeName, noNode.Spec.AllNodes = nil, ptr.To(true)
+		_, err = rs.Create(ctx, noNode, metav1.CreateOptions{})
+		refused(t, "create a slice for all nodes", err, "not a slice without nodeName")
+
+		other, err := admin.Create(ctx, f.slice(f.nodeB, "other"), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err) // the policy does not apply to the admin
+		}
+		other.Spec.Devices = nil
+		_, err = rs.Update(ctx, other, metav1.UpdateOptions{})
+		refused(t, "update the slice of node B", err, wantNodeB)
+		err = rs.Delete(ctx, other.Name, metav1.DeleteOptions{})
+		refused(t, "delete the slice of node B", err, wantNodeB)
+		err = rs.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "spec.nodeName=" + f.nodeB})
+		refused(t, "delete the slices of node B as a collection (RBAC)", err, `cannot deletecollection resource "resourceslices"`)
+		if _, err := admin.Get(ctx, other.Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("the slice of node B is gone: %v", err)
+		}
+
+		err = rs.Delete(ctx, f.nodeA+"-own", metav1.DeleteOptions{})
+		allowed(t, "delete the slice of node A", err)
+
+		// The agent's read access is cluster-wide (the kubelet-plugin helper lists with a field selector).
+		_, err = rs.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + f.nodeA})
+		allowed(t, "list slices", err)
+	})
+
+	t.Run("NodeMigLayout status", func(t *testing.T) {
+		adminC := miglayoutClient(t)
+		agentC, err := crclient.New(f.agentPodCfg, crclient.Options{Scheme: miglayoutScheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{f.nodeA, f.nodeB} {
+			nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: n},
+				Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4"}}}}
+			if err := adminC.Create(ctx, nml); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = adminC.Delete(context.Background(), nml) })
+		}
+		report := func(name string) error {
+			nml := &v1alpha1.NodeMigLayout{}
+			if err := agentC.Get(ctx, crclient.ObjectKey{Name: name}, nml); err != nil {
+				return err
+			}
+			nml.Status.GPUs = []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", MIGEnabled: true, MIGPending: true,
+				Layout: "7g.80gb@0", Phase: v1alpha1.PhasePending}}
+			return agentC.Status().Update(ctx, nml)
+		}
+		allowed(t, "write the status of NodeMigLayout A", report(f.nodeA))
+		refused(t, "write the status of NodeMigLayout B", report(f.nodeB),
+			"may only write the status of NodeMigLayout "+f.nodeA+", not "+f.nodeB)
+
+		// The spec is the controller's: RBAC refuses it to the agent, even on its own node.
+		nml := &v1alpha1.NodeMigLayout{}
+		if err := agentC.Get(ctx, crclient.ObjectKey{Name: f.nodeA}, nml); err != nil {
+			t.Fatal(err)
+		}
+		nml.Spec.GPUs = nil
+		refused(t, "update the spec of NodeMigLayout A", agentC.Update(ctx, nml), "cannot update resource \"nodemiglayouts\"")
+	})
+
+	t.Run("token without a node", func(t *testing.T) {
+		bare := kubernetes.NewForConfigOrDie(f.agentBareCfg)
+		_, err := bare.ResourceV1().ResourceSlices().Create(ctx, f.slice(f.nodeA, "bare"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		refused(t, "create a slice with a token bound to no pod", err, "credentials name no node")
+	})
+}
