@@ -1,0 +1,87 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// FuzzPlan builds small snapshots from fuzz bytes (layouts taken from the
+// model's maximal layouts and their subsets, pins, pods asking for profiles
+// or memory) and checks that Plan never panics, never destroys a pinned
+// device, and only plans valid layouts.
+func FuzzPlan(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add([]byte{255, 0, 255, 0, 17, 33, 65, 129})
+	models := []string{"A100-SXM4-80GB", "H100-SXM5-80GB", "A30"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		next := func() int {
+			if len(data) == 0 {
+				return 0
+			}
+			b := int(data[0])
+			data = data[1:]
+			return b
+		}
+		snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, MaxGPUs: next() % 4}
+		for n := range 1 + next()%3 {
+			b := node(fmt.Sprintf("n%d", n)).policy(Policy{MaxGPUsPerNode: next() % 3})
+			for range 1 + next()%3 {
+				m, _ := mig.DefaultCatalog().Model(models[next()%len(models)])
+				all := m.MaximalLayouts()
+				full := all[next()%len(all)]
+				var layout, pinned mig.Layout
+				mask := next()
+				for i, d := range full {
+					if mask&(1<<i) != 0 {
+						layout = append(layout, d)
+						if next()%3 == 0 {
+							pinned = append(pinned, d)
+						}
+					}
+				}
+				b.gpu(m.Name, layout.String(), pinned.String())
+				if next()%5 == 0 {
+					b.changing()
+				}
+			}
+			snap.Nodes = append(snap.Nodes, b.build())
+		}
+		profiles := []string{"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.6gb", "2g.12gb"}
+		for i := range next() % 6 {
+			expr := profileIs(profiles[next()%len(profiles)])
+			if next()%4 == 0 {
+				expr = fmt.Sprintf("device.attributes['mig.miglayout.io'].memory >= %d", next()*300)
+			}
+			snap.Pending = append(snap.Pending, pod(fmt.Sprintf("p%d", i), next()).claim(expr, int64(1+next()%2)).build())
+		}
+		res, err := Plan(context.Background(), snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range res.Changes {
+			for _, n := range snap.Nodes {
+				for _, g := range n.GPUs {
+					if n.Node.Name != c.Node || g.Info.Index != c.GPU {
+						continue
+					}
+					if g.Changing {
+						t.Errorf("%s/%d changes while a change is in flight", c.Node, c.GPU)
+					}
+					for _, d := range g.Pinned {
+						if !c.To.Contains(d) {
+							t.Errorf("%s/%d: pinned %s destroyed (%s -> %s)", c.Node, c.GPU, d, c.From, c.To)
+						}
+					}
+					if err := g.Info.Model.Validate(c.To); err != nil {
+						t.Errorf("%s/%d: %v", c.Node, c.GPU, err)
+					}
+				}
+			}
+		}
+	})
+}
