@@ -1,0 +1,45 @@
+// Package quality measures the plans of pkg/planner on seeded synthetic
+// traces (benchmark #2 of the Auto-mode issue): a discrete-event simulator of a
+// small cluster of MIG GPUs in which claims for one MIG device of a profile
+// arrive, hold their device for a while and leave (the device stays, free), and
+// in which each strategy decides, at every event, which pending claim gets
+// which device and how GPUs are repartitioned.
+//
+// Strategies, side by side on the same traces:
+//
+//   - miglayout: pkg/planner.Plan on a Snapshot of the simulated cluster;
+//   - firstfit (a): the first (GPU, placement start) in device-name order where
+//     the profile can be created without touching an allocated device,
+//     destroying the free devices in the way (DynamicMIG in kube-scheduler);
+//   - nos (b): cluster-wide profile counts, a geometry per GPU chosen by counts
+//     alone, every free device of a touched GPU recreated, devices placed at
+//     their first free placement;
+//   - static (c): the best fixed layout chosen in hindsight, never changed;
+//   - migrate (d): free migration of running instances, an upper bound no
+//     real system may use;
+//   - exact (e): a clairvoyant search over placement choices on instances
+//     small enough to solve (loss model only);
+//   - bestfit and largestrange: the greedy "keep the largest free range" rule
+//     in two forms (least room for large profiles lost cluster-wide; most room
+//     left on the GPU used, the planner's tie-break), to test the issue's
+//     known fact.
+//
+// Two models: loss (a claim not given a device within Config.Deadline is
+// dropped) and queue (claims wait; wait times are reported).
+//
+// Simulation rules shared by every strategy but migrate and exact: a change
+// takes Config.Repartition seconds, during which the GPU's destroyed and
+// created devices are unavailable (kept devices stay usable); a claim given a
+// device being created starts when it is ready; an allocated (or reserved)
+// device is never destroyed — the simulator refuses such a change and audits
+// every claim's device at departure. Strategies with a per-GPU lock
+// (miglayout, nos: a controller plus a node agent) do not change a GPU whose
+// previous change is in flight; firstfit, bestfit and largestrange, which
+// model per-device creation by the scheduler's driver, have no such lock.
+// migrate and exact serve at once (no repartition delay): they are bounds.
+//
+// Every strategy decides at every event (arrival, departure, end of a
+// change) over the whole pending queue; there is no batching window. Run
+// returns a Report whose String is the table, the issue's ratios and the
+// known-fact checks; cmd/miglayout-bench prints it.
+package quality

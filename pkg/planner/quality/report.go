@@ -1,0 +1,444 @@
+package quality
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// Report is the outcome of Run: one row per scenario × mix × model ×
+// strategy (traces pooled), the ratios, and the known-fact checks.
+type Report struct {
+	Config   Config
+	Profiles []string
+	Traces   []TraceResult
+	Rows     []Row
+	Ratios   []Ratio
+	Facts    []Fact
+	Elapsed  time.Duration
+}
+
+// Row is a strategy's pooled outcome on a scenario, mix and model.
+type Row struct {
+	Scenario, Mix, Model, Strategy string
+	// Traces pooled; Solved of them (exact only; the others are n/a).
+	Traces, Solved                 int
+	NA                             bool
+	Reason                         string
+	N, Served, NLarge, ServedLarge int
+	// P50 and P95 wait per profile, and over large profiles, in seconds
+	// (+Inf where the percentile falls on a claim never served); queue
+	// model only.
+	P50, P95           map[string]float64
+	P50Large, P95Large float64
+	Destroyed, Moved   int
+	Decisions          int
+	Drops, DropsGlobal int
+	DropsLocal         int
+	LargeDrops         int
+	LargeDropsLocal    int
+	LargeDropsGlobal   int
+}
+
+// ServedShare is the share of claims served.
+func (r Row) ServedShare() float64 { return ratio(r.Served, r.N) }
+
+// LargeShare is the share of large (3g and up) claims served.
+func (r Row) LargeShare() float64 { return ratio(r.ServedLarge, r.NLarge) }
+
+// DestroyedPerServed is devices destroyed per served claim.
+func (r Row) DestroyedPerServed() float64 { return ratio(r.Destroyed, r.Served) }
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return float64(a) / float64(b)
+}
+
+// Ratio holds the goals for one scenario and mix.
+type Ratio struct {
+	Scenario, Mix string
+	// Bound is the strategy used as the best no-migration reference:
+	// exact where solved on every trace pooled, else migrate.
+	Bound string
+	// Traces pooled (where exact is the bound: the traces it solved).
+	Traces int
+	// Large served share, loss model: firstfit, miglayout, bound.
+	FirstFitLarge, MiglayoutLarge, BoundLarge float64
+	// GapClosed = (miglayout - firstfit) / (bound - firstfit); NaN when
+	// the bound is not above firstfit.
+	GapClosed float64
+	// Served overall, miglayout over firstfit, per model.
+	ServedRatioLoss, ServedRatioQueue float64
+	// P95 wait of large claims in the queue model, miglayout over firstfit,
+	// and both values (seconds).
+	P95LargeRatio                 float64
+	P95LargeMiglayout, P95LargeFF float64
+	HasLoss, HasQueue             bool
+}
+
+// Goals reports which of the three goals the ratio meets.
+func (r Ratio) Goals() (gap, served, wait bool) {
+	gap = !math.IsNaN(r.GapClosed) && r.GapClosed >= 0.5 || math.IsNaN(r.GapClosed) && r.MiglayoutLarge >= r.FirstFitLarge
+	served = (!r.HasLoss || r.ServedRatioLoss >= 1) && (!r.HasQueue || r.ServedRatioQueue >= 1)
+	wait = !r.HasQueue || r.P95LargeRatio <= 0.5
+	return
+}
+
+// Fact is the check of the known fact on one scenario and mix (loss
+// model): the local best-fit rule against first-fit on large claims, and
+// how many of first-fit's losses moving running instances would have
+// avoided at the moment of loss.
+type Fact struct {
+	Scenario, Mix                  string
+	FirstFitLarge, BestFitLarge    float64
+	LargestRangeLarge              float64
+	MiglayoutLarge                 float64
+	FirstFitDrops                  int
+	DropsLocal, DropsGlobal        int
+	LargeDrops                     int
+	LargeDropsLocal, LargeDropsGlb int
+}
+
+type rowKey struct{ scen, mix, model, strat string }
+
+func (rep *Report) build() {
+	groups := map[rowKey][]TraceResult{}
+	var keys []rowKey
+	for _, t := range rep.Traces {
+		k := rowKey{t.Scenario, t.Mix, t.Model, t.Strategy}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], t)
+	}
+	for _, k := range keys {
+		rep.Rows = append(rep.Rows, pool(k, groups[k], nil))
+	}
+	rep.ratios(groups)
+}
+
+// pool sums traces; only the seeds in keep when keep is not nil.
+func pool(k rowKey, ts []TraceResult, keep map[uint64]bool) Row {
+	r := Row{Scenario: k.scen, Mix: k.mix, Model: k.model, Strategy: k.strat, P50: map[string]float64{}, P95: map[string]float64{}}
+	waits := map[string][]float64{}
+	var large []float64
+	for _, t := range ts {
+		if keep != nil && !keep[t.Seed] {
+			continue
+		}
+		r.Traces++
+		if t.NA {
+			r.Reason = t.Reason
+			continue
+		}
+		r.Solved++
+		r.N += t.N
+		r.Served += t.Served
+		r.NLarge += t.NLarge
+		r.ServedLarge += t.ServedLarge
+		r.Destroyed += t.Destroyed
+		r.Moved += t.Moved
+		r.Decisions += t.Decisions
+		r.Drops += t.Drops
+		r.DropsLocal += t.DropsLocal
+		r.DropsGlobal += t.DropsGlobal
+		r.LargeDrops += t.LargeDrops
+		r.LargeDropsLocal += t.LargeDropsLocal
+		r.LargeDropsGlobal += t.LargeDropsGlobal
+		for p, ws := range t.Waits {
+			waits[p] = append(waits[p], ws...)
+		}
+	}
+	r.NA = r.Solved == 0
+	for p, ws := range waits {
+		r.P50[p], r.P95[p] = percentile(ws, 0.5), percentile(ws, 0.95)
+		if pp, err := mig.ParseProfileName(p); err == nil && pp.ComputeSlices >= 3 {
+			large = append(large, ws...)
+		}
+	}
+	r.P50Large, r.P95Large = percentile(large, 0.5), percentile(large, 0.95)
+	return r
+}
+
+// percentile is the nearest-rank percentile; NaN for no data.
+func percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func (rep *Report) ratios(groups map[rowKey][]TraceResult) {
+	for _, sc := range rep.Config.Scenarios {
+		for _, mix := range rep.Config.Mixes {
+			ra := Ratio{Scenario: sc.Name, Mix: mix.Name, GapClosed: math.NaN(), ServedRatioLoss: math.NaN(), ServedRatioQueue: math.NaN(), P95LargeRatio: math.NaN()}
+			get := func(model, strat string, keep map[uint64]bool) (Row, bool) {
+				ts, ok := groups[rowKey{sc.Name, mix.Name, model, strat}]
+				if !ok {
+					return Row{}, false
+				}
+				return pool(rowKey{sc.Name, mix.Name, model, strat}, ts, keep), true
+			}
+			if ex, ok := groups[rowKey{sc.Name, mix.Name, "loss", Exact}]; ok && sc.Exact {
+				keep := map[uint64]bool{}
+				for _, t := range ex {
+					if !t.NA {
+						keep[t.Seed] = true
+					}
+				}
+				if len(keep) > 0 {
+					ra.Bound = Exact
+					b, _ := get("loss", Exact, keep)
+					ff, ok1 := get("loss", FirstFit, keep)
+					ml, ok2 := get("loss", Miglayout, keep)
+					if ok1 && ok2 {
+						ra.Traces, ra.HasLoss = b.Traces, true
+						ra.FirstFitLarge, ra.MiglayoutLarge, ra.BoundLarge = ff.LargeShare(), ml.LargeShare(), b.LargeShare()
+						ra.ServedRatioLoss = ratio(ml.Served, ff.Served)
+					}
+				}
+			}
+			if ra.Bound == "" {
+				b, ok0 := get("loss", Migrate, nil)
+				ff, ok1 := get("loss", FirstFit, nil)
+				ml, ok2 := get("loss", Miglayout, nil)
+				if ok0 && ok1 && ok2 {
+					ra.Bound, ra.Traces, ra.HasLoss = Migrate, b.Traces, true
+					ra.FirstFitLarge, ra.MiglayoutLarge, ra.BoundLarge = ff.LargeShare(), ml.LargeShare(), b.LargeShare()
+					ra.ServedRatioLoss = ratio(ml.Served, ff.Served)
+				}
+			}
+			if ra.HasLoss && ra.BoundLarge > ra.FirstFitLarge {
+				ra.GapClosed = (ra.MiglayoutLarge - ra.FirstFitLarge) / (ra.BoundLarge - ra.FirstFitLarge)
+			}
+			ffq, ok1 := get("queue", FirstFit, nil)
+			mlq, ok2 := get("queue", Miglayout, nil)
+			if ok1 && ok2 {
+				ra.HasQueue = true
+				ra.ServedRatioQueue = ratio(mlq.Served, ffq.Served)
+				ra.P95LargeMiglayout, ra.P95LargeFF = mlq.P95Large, ffq.P95Large
+				switch {
+				case mlq.P95Large == ffq.P95Large:
+					ra.P95LargeRatio = 1
+				case ffq.P95Large == 0:
+					ra.P95LargeRatio = math.Inf(1)
+				default:
+					ra.P95LargeRatio = mlq.P95Large / ffq.P95Large
+				}
+			}
+			if ra.HasLoss || ra.HasQueue {
+				rep.Ratios = append(rep.Ratios, ra)
+			}
+			ff, ok1 := get("loss", FirstFit, nil)
+			if ok1 {
+				f := Fact{Scenario: sc.Name, Mix: mix.Name, FirstFitLarge: ff.LargeShare(), BestFitLarge: math.NaN(), LargestRangeLarge: math.NaN(), MiglayoutLarge: math.NaN()}
+				if r, ok := get("loss", BestFit, nil); ok {
+					f.BestFitLarge = r.LargeShare()
+				}
+				if r, ok := get("loss", Largest, nil); ok {
+					f.LargestRangeLarge = r.LargeShare()
+				}
+				if r, ok := get("loss", Miglayout, nil); ok {
+					f.MiglayoutLarge = r.LargeShare()
+				}
+				f.FirstFitDrops, f.DropsLocal, f.DropsGlobal = ff.Drops, ff.DropsLocal, ff.DropsGlobal
+				f.LargeDrops, f.LargeDropsLocal, f.LargeDropsGlb = ff.LargeDrops, ff.LargeDropsLocal, ff.LargeDropsGlobal
+				rep.Facts = append(rep.Facts, f)
+			}
+		}
+	}
+}
+
+// Row returns the pooled row, if any.
+func (rep *Report) Row(scen, mix, model, strat string) (Row, bool) {
+	for _, r := range rep.Rows {
+		if r.Scenario == scen && r.Mix == mix && r.Model == model && r.Strategy == strat {
+			return r, true
+		}
+	}
+	return Row{}, false
+}
+
+func pct(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*x)
+}
+
+func dur(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "-"
+	case math.IsInf(x, 1):
+		return "∞"
+	case x < 100:
+		return fmt.Sprintf("%.0fs", x)
+	case x < 6000:
+		return fmt.Sprintf("%.0fm", x/60)
+	default:
+		return fmt.Sprintf("%.1fh", x/3600)
+	}
+}
+
+func num(x float64, f string) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	if math.IsInf(x, 1) {
+		return "∞"
+	}
+	return fmt.Sprintf(f, x)
+}
+
+// String renders the table, the ratios and the fact checks.
+func (rep Report) String() string {
+	var b strings.Builder
+	c := rep.Config
+	start := "with no device"
+	if c.Initial != "" {
+		start = "as " + c.Initial
+	}
+	fmt.Fprintf(&b, "Plan quality on seeded synthetic traces: %s, MIG on, GPUs start %s; Poisson arrivals, exponential holds of mean %s; repartition %s; loss deadline %s; load %.2f (loss) / %.2f (queue) of capacity; seed %d.\n",
+		c.Model, start, dur(c.MeanHold), dur(c.Repartition), dur(c.Deadline), c.LossLoad, c.QueueLoad, c.Seed)
+	for _, sc := range c.Scenarios {
+		fmt.Fprintf(&b, "  scenario %s: %d GPUs (%d per node), %d claims per trace, %d trace(s) per mix and model, models %s\n",
+			sc.Name, sc.GPUs, sc.GPUsPerNode, sc.Claims, sc.Seeds, strings.Join(sc.Models, ", "))
+	}
+	for _, mx := range c.Mixes {
+		var parts []string
+		for _, p := range rep.Profiles {
+			parts = append(parts, fmt.Sprintf("%s %.0f%%", p, 100*mx.Weights[p]))
+		}
+		fmt.Fprintf(&b, "  mix %s: %s\n", mx.Name, strings.Join(parts, ", "))
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"scenario", "mix", "model", "strategy", "served", "large"}
+	for _, p := range rep.Profiles {
+		head = append(head, "wait "+strings.SplitN(p, ".", 2)[0]+" p50/p95")
+	}
+	head = append(head, "large p95", "destroyed/served", "moved", "")
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	prev := ""
+	for _, r := range rep.Rows {
+		group := r.Scenario + r.Mix + r.Model
+		if prev != "" && group != prev {
+			fmt.Fprintln(tw, strings.Repeat("\t", len(head)))
+		}
+		prev = group
+		cells := []string{r.Scenario, r.Mix, r.Model, Labels[r.Strategy]}
+		if r.NA {
+			cells = append(cells, "n/a", "n/a")
+			for range rep.Profiles {
+				cells = append(cells, "")
+			}
+			cells = append(cells, "", "", "", r.Reason)
+			fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+			continue
+		}
+		cells = append(cells, pct(r.ServedShare()), pct(r.LargeShare()))
+		for _, p := range rep.Profiles {
+			if r.Model != "queue" {
+				cells = append(cells, "-")
+				continue
+			}
+			cells = append(cells, dur(r.P50[p])+"/"+dur(r.P95[p]))
+		}
+		large := "-"
+		if r.Model == "queue" {
+			large = dur(r.P95Large)
+		}
+		note := ""
+		if r.Solved < r.Traces {
+			note = fmt.Sprintf("solved %d/%d", r.Solved, r.Traces)
+		}
+		destr, moved := num(r.DestroyedPerServed(), "%.2f"), fmt.Sprint(r.Moved)
+		if r.Strategy == Exact {
+			destr, moved = "-", "-"
+		}
+		cells = append(cells, large, destr, moved, note)
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	tw.Flush()
+	b.WriteString("\n*  (c) best fixed layouts chosen in hindsight per trace (best uniform maximal layout, then GPU-by-GPU improvement).\n")
+	b.WriteString("†  (d) moves running instances (instant, no repartition delay): a bound no real system may use; 'moved' counts migrated instances.\n")
+	b.WriteString("‡  (e) clairvoyant search over placement choices, serving whenever a placement exists, instant service: loss model, small instances only.\n")
+	b.WriteString("   served/large: share of claims (of 3g/4g/7g claims) given a device (loss: within the deadline; queue: before the run ends, else wait ∞).\n")
+
+	b.WriteString("\nGoals (miglayout vs (a) firstfit):\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tmix\tbound\tlarge (a)\tlarge miglayout\tlarge bound\tgap closed (≥50%)\tserved ratio loss (≥1)\tserved ratio queue (≥1)\tlarge p95 (a)\tlarge p95 miglayout\tp95 ratio (≤0.5)\tmet\t")
+	for _, r := range rep.Ratios {
+		gap, served, wait := r.Goals()
+		met := []string{}
+		for _, g := range []struct {
+			ok, applies bool
+			name        string
+		}{{gap, r.HasLoss, "gap"}, {served, true, "served"}, {wait, r.HasQueue, "wait"}} {
+			if !g.applies {
+				continue
+			}
+			if g.ok {
+				met = append(met, g.name)
+			} else {
+				met = append(met, "NOT "+g.name)
+			}
+		}
+		bound := Labels[r.Bound]
+		if r.Bound == Exact {
+			bound += fmt.Sprintf(" (%d traces)", r.Traces)
+		}
+		p95ff, p95ml := "-", "-"
+		if r.HasQueue {
+			p95ff, p95ml = dur(r.P95LargeFF), dur(r.P95LargeMiglayout)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Mix, bound,
+			pct(r.FirstFitLarge), pct(r.MiglayoutLarge), pct(r.BoundLarge), gapText(r), num(r.ServedRatioLoss, "%.3f"), num(r.ServedRatioQueue, "%.3f"),
+			p95ff, p95ml, num(r.P95LargeRatio, "%.2f"), strings.Join(met, ", "))
+	}
+	tw.Flush()
+
+	if len(rep.Facts) > 0 {
+		b.WriteString("\nKnown fact (loss model): greedy \"keep the largest free range\" rules vs first-fit on large claims (bestfit: least headroom lost cluster-wide; largestrange: most headroom left on the GPU used, the planner's tie-break); first-fit losses that moving running instances would have avoided at the moment of loss:\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "scenario\tmix\tlarge (a) firstfit\tlarge bestfit\tlarge largestrange\tlarge miglayout\t(a) losses\tavoidable by moving within one GPU\tby moving across GPUs\t(a) large losses\twithin one GPU\tacross GPUs\t")
+		for _, f := range rep.Facts {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t\n", f.Scenario, f.Mix, pct(f.FirstFitLarge), pct(f.BestFitLarge), pct(f.LargestRangeLarge), pct(f.MiglayoutLarge),
+				f.FirstFitDrops, pct(ratio(f.DropsLocal, f.FirstFitDrops)), pct(ratio(f.DropsGlobal, f.FirstFitDrops)),
+				f.LargeDrops, pct(ratio(f.LargeDropsLocal, f.LargeDrops)), pct(ratio(f.LargeDropsGlb, f.LargeDrops)))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(&b, "\n(%d traces in %s)\n", countTraces(rep), rep.Elapsed.Round(time.Millisecond))
+	return b.String()
+}
+
+func gapText(r Ratio) string {
+	if !r.HasLoss {
+		return "-"
+	}
+	if math.IsNaN(r.GapClosed) {
+		return "no gap"
+	}
+	return pct(r.GapClosed)
+}
+
+func countTraces(rep Report) int {
+	seen := map[string]bool{}
+	for _, t := range rep.Traces {
+		seen[fmt.Sprint(t.Scenario, t.Mix, t.Model, t.Seed)] = true
+	}
+	return len(seen)
+}
