@@ -1,6 +1,7 @@
 // Command kubectl-miglayout is the kubectl plugin of miglayout
-// (`kubectl miglayout ...`): it prints the MIG profile catalog and inspects
-// layouts.
+// (`kubectl miglayout ...`): it prints the MIG profile catalog, shows and
+// plans layouts, imports mig-parted configurations, converts workloads from
+// device-plugin resources to DRA claims, and checks DRA manifests.
 package main
 
 import (
@@ -17,13 +18,19 @@ func main() {
 	}
 }
 
-func newRootCommand() *cobra.Command {
+func newRootCommand() *cobra.Command { return newRootCommandEnv(&env{}) }
+
+// newRootCommandEnv builds the command tree; e carries the kubeconfig flags
+// (or a client, in tests).
+func newRootCommandEnv(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "kubectl-miglayout",
 		Short:         "Inspect and plan MIG layouts managed by miglayout",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newProfilesCommand())
+	e.bindFlags(root)
+	root.AddCommand(newProfilesCommand(), newStatusCommand(e), newPlanCommand(e), newImportCommand(e),
+		newConvertCommand(e), newCheckCommand(e))
 	return root
 }

@@ -1,0 +1,376 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// runWith runs the plugin with a client of objs (nil: no cluster) and
+// returns standard output, standard error and the error.
+func runWith(t *testing.T, objs []client.Object, args ...string) (string, string, error) {
+	t.Helper()
+	e := &env{}
+	if objs != nil {
+		c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).Build()
+		e.newClient = func() (client.Client, error) { return c, nil }
+	}
+	cmd := newRootCommandEnv(e)
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+// The seed article's claim, pod and template carry exactly its three
+// mistakes; check names each with its fix, and --fix corrects them.
+func TestCheckSeedArticle(t *testing.T) {
+	out, _, err := runWith(t, nil, "check", "--offline", "-f", "testdata/seed-article.yaml")
+	if err == nil || err.Error() != "4 problems found" {
+		t.Errorf("error %v, want 4 problems found", err)
+	}
+	golden(t, "check-seed-article.txt", out)
+	for _, want := range []string{
+		"spec.devices.requests[0].exactly.allocationMode",
+		"spec.resourceClaims[0].source",
+		"spec.resources.claims",
+		"spec.spec.devices.requests[0].exactly.allocationMode",
+	} {
+		if !strings.Contains(out, "  "+want+"\n") {
+			t.Errorf("no finding at %s", want)
+		}
+	}
+	if strings.Contains(out, "DeviceClass") || strings.Contains(out, "no device has") {
+		t.Errorf("the article's class and selector are valid for miglayout under gpu.nvidia.com, yet reported:\n%s", out)
+	}
+
+	fixed, report, err := runWith(t, nil, "check", "--offline", "--fix", "-f", "testdata/seed-article.yaml")
+	if err == nil {
+		t.Error("--fix still fails when it found problems")
+	}
+	if report != out {
+		t.Errorf("--fix report on stderr differs from the report:\n%s", report)
+	}
+	golden(t, "check-seed-article-fixed.yaml", fixed)
+	// The fixed manifests are clean.
+	recheck, _, err := runWith(t, nil, "check", "--offline", "-f", "testdata/check-seed-article-fixed.yaml")
+	if err != nil {
+		t.Errorf("the fixed manifests still have problems: %v\n%s", err, recheck)
+	}
+}
+
+func TestCheckOtherMistakes(t *testing.T) {
+	out, _, err := runWith(t, nil, "check", "--offline", "-f", "testdata/check-other-mistakes.yaml")
+	if err == nil {
+		t.Error("no error")
+	}
+	golden(t, "check-other-mistakes.txt", out)
+	fixed, _, _ := runWith(t, nil, "check", "--offline", "--fix", "-f", "testdata/check-other-mistakes.yaml")
+	golden(t, "check-other-mistakes-fixed.yaml", fixed)
+}
+
+func TestCheckClean(t *testing.T) {
+	out, _, err := runWith(t, nil, "check", "--offline", "-f", "testdata/check-clean.yaml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out != "No problems found in 2 objects.\n" {
+		t.Errorf("output %q", out)
+	}
+}
+
+// With a cluster, check reads its DeviceClasses and published attributes: the
+// article's gpu.nvidia.com class does not exist in a miglayout cluster.
+func TestCheckAgainstCluster(t *testing.T) {
+	objs := []client.Object{
+		class("mig.miglayout.io", "mig"),
+		class("gpu.miglayout.io", "gpu"),
+		slice("node-1", migslices.DefaultDriverName, migDevices()...),
+	}
+	out, _, err := runWith(t, objs, "check", "-f", "testdata/seed-article.yaml")
+	if err == nil {
+		t.Error("no error")
+	}
+	golden(t, "check-seed-article-cluster.txt", out)
+}
+
+// class is the chart's DeviceClass for devices of type typ.
+func class(name, typ string) *resourceapi.DeviceClass {
+	return &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == '" + typ + "'"}}}}}
+}
+
+func TestConvertDeployment(t *testing.T) {
+	out, notes, err := runWith(t, nil, "convert", "-f", "testdata/convert-deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "convert-deployment.out.yaml", out)
+	if !strings.Contains(notes, "nvidia.com/mig-3g.40gb: 1 -> ResourceClaimTemplate llm-inference-mig-3g-40gb") {
+		t.Errorf("notes:\n%s", notes)
+	}
+	// The result passes check.
+	recheck, _, err := runWith(t, nil, "check", "--offline", "-f", "testdata/convert-deployment.out.yaml")
+	if err != nil {
+		t.Errorf("converted manifests have problems: %v\n%s", err, recheck)
+	}
+}
+
+func TestConvertMixed(t *testing.T) {
+	out, _, err := runWith(t, nil, "convert", "-f", "testdata/convert-mixed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "convert-mixed.out.yaml", out)
+	recheck, _, err := runWith(t, nil, "check", "--offline", "-f", "testdata/convert-mixed.out.yaml")
+	if err != nil {
+		t.Errorf("converted manifests have problems: %v\n%s", err, recheck)
+	}
+}
+
+func TestConvertRefusesBadProfile(t *testing.T) {
+	_, _, err := runWith(t, nil, "convert", "-f", "-")
+	if err == nil {
+		t.Error("no error without input")
+	}
+	e := &env{stdin: strings.NewReader(`
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - name: c
+    image: x
+    resources: {limits: {nvidia.com/mig-3x.40gb: 1}}
+`)}
+	cmd := newRootCommandEnv(e)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"convert", "-f", "-"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "nvidia.com/mig-3x.40gb") {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestImportMigParted(t *testing.T) {
+	for _, config := range []string{"all-disabled", "all-3g.40gb", "all-balanced", "custom-config"} {
+		t.Run(config, func(t *testing.T) {
+			out, notes, err := runWith(t, nil, "import", "mig-parted", "-f", "testdata/mig-parted-config.yaml", "--config", config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "import-"+config+".yaml", out+notesComment(notes))
+			var ml v1alpha1.MigLayout
+			if err := yaml.UnmarshalStrict([]byte(out), &ml); err != nil {
+				t.Errorf("output is not a MigLayout: %v", err)
+			}
+		})
+	}
+	for config, want := range map[string]string{
+		"too-many":    "3 instances of 3g.40gb, at most 2 fit",
+		"all-enabled": "enables MIG without devices",
+		"nope":        `has no mig-config "nope"`,
+	} {
+		_, _, err := runWith(t, nil, "import", "mig-parted", "-f", "testdata/mig-parted-config.yaml", "--config", config)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", config, err, want)
+		}
+	}
+	out, _, err := runWith(t, nil, "import", "mig-parted", "-f", "testdata/mig-parted-config.yaml", "--config", "all-3g.40gb",
+		"--name", "halves", "--selector", "miglayout.io/pool=a100")
+	if err != nil || !strings.Contains(out, "name: halves") || !strings.Contains(out, "miglayout.io/pool: a100") {
+		t.Errorf("--name/--selector: %v\n%s", err, out)
+	}
+}
+
+func notesComment(notes string) string {
+	if notes == "" {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("# standard error:\n")
+	for _, l := range strings.Split(strings.TrimSpace(notes), "\n") {
+		b.WriteString("#   " + l + "\n")
+	}
+	return b.String()
+}
+
+// Cluster fixtures for status and plan.
+
+func deviceName(t *testing.T, model string, gpuIndex int, d string) string {
+	t.Helper()
+	m, err := mig.DefaultCatalog().Model(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := mig.MustParseLayout(d)[0]
+	p, err := m.Profile(dev.Profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return migslices.MIGDeviceName(gpuIndex, dev.Profile, p.ID, dev.Start)
+}
+
+func slice(node, driver string, devices ...resourceapi.Device) *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + driver},
+		Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
+			Pool: resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}, Devices: devices},
+	}
+}
+
+func named(names ...string) []resourceapi.Device {
+	var out []resourceapi.Device
+	for _, n := range names {
+		d := resourceapi.Device{Name: n}
+		if strings.HasSuffix(n, "~") {
+			d.Name = strings.TrimSuffix(n, "~")
+			d.Taints = []resourceapi.DeviceTaint{migslices.DrainTaint()}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func allocated(ns, name, node string, devices ...string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu",
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io"}}}}}}
+	c.Status.Allocation = &resourceapi.AllocationResult{}
+	for _, d := range devices {
+		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results,
+			resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: migslices.DefaultDriverName, Pool: node, Device: d})
+	}
+	return c
+}
+
+func node(name string, labels map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+// cluster is two A100 and H100 nodes in the middle of things:
+//   - gpu-node-1 (MigLayout halves): gpu-0 at 3g.40gb×2, one allocated;
+//     gpu-1 draining three small devices (one still allocated) towards 3g.40gb×2.
+//   - gpu-node-2 (no MigLayout yet): gpu-0 with MIG off, allocated whole;
+//     gpu-1 one free 7g.80gb.
+func cluster(t *testing.T) []client.Object {
+	a100, h100 := "A100-SXM4-80GB", "H100-SXM5-80GB"
+	ready := []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Progressing", Message: "gpu 1 draining"}}
+	nml1 := &v1alpha1.NodeMigLayout{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1"},
+		Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: "halves", GPUs: []v1alpha1.GPUSpec{
+			{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: `rule "halves": profiles 3g.40gb×2`},
+			{Index: 1, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: `rule "halves": profiles 3g.40gb×2`},
+		}},
+		Status: v1alpha1.NodeMigLayoutStatus{Conditions: ready, GPUs: []v1alpha1.GPUStatus{
+			{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: a100, MIGEnabled: true, MIGPending: true,
+				Layout: "3g.40gb@0,3g.40gb@4", InUse: "3g.40gb@0", Phase: v1alpha1.PhaseReady},
+			{Index: 1, Product: "NVIDIA A100-SXM4-80GB", Model: a100, MIGEnabled: true, MIGPending: true,
+				Layout: "1g.10gb@0,1g.10gb@1,2g.20gb@2,3g.40gb@4", InUse: "1g.10gb@1", Phase: v1alpha1.PhaseBlocked,
+				Reason: "DeviceInUse", Message: "1g.10gb@1 is allocated to team-a/notebook-0; waiting"},
+		}},
+	}
+	nml2 := &v1alpha1.NodeMigLayout{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-2"},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+			{Index: 0, Product: "NVIDIA H100 80GB HBM3", Model: h100, MIGEnabled: false, MIGPending: false},
+			{Index: 1, Product: "NVIDIA H100 80GB HBM3", Model: h100, MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady},
+		}},
+	}
+	n1 := []string{
+		deviceName(t, a100, 0, "3g.40gb@0"), deviceName(t, a100, 0, "3g.40gb@4"),
+		deviceName(t, a100, 1, "1g.10gb@0") + "~", deviceName(t, a100, 1, "1g.10gb@1") + "~", deviceName(t, a100, 1, "2g.20gb@2") + "~",
+		deviceName(t, a100, 1, "3g.40gb@4"),
+	}
+	return []client.Object{
+		node("gpu-node-1", map[string]string{"pool": "gpu"}),
+		node("gpu-node-2", map[string]string{"pool": "gpu"}),
+		node("cpu-node", nil),
+		nml1, nml2,
+		slice("gpu-node-1", migslices.DefaultDriverName, named(n1...)...),
+		slice("gpu-node-2", migslices.DefaultDriverName, named("gpu-0", deviceName(t, h100, 1, "7g.80gb@0"))...),
+		slice("gpu-node-2", "other.example.com", named("nic-0")...),
+		allocated("team-a", "train-0", "gpu-node-1", deviceName(t, a100, 0, "3g.40gb@0")),
+		allocated("team-a", "notebook-0", "gpu-node-1", deviceName(t, a100, 1, "1g.10gb@1")),
+		allocated("team-b", "sim-0", "gpu-node-2", "gpu-0"),
+	}
+}
+
+func TestStatus(t *testing.T) {
+	objs := cluster(t)
+	out, _, err := runWith(t, objs, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status.txt", out)
+	one, _, err := runWith(t, objs, "status", "gpu-node-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status-gpu-node-2.txt", one)
+	_, _, err = runWith(t, objs, "status", "cpu-node")
+	if err == nil || !strings.Contains(err.Error(), `no NodeMigLayout "cpu-node"`) {
+		t.Errorf("status of a node without agent: %v", err)
+	}
+}
+
+func TestPlanStatic(t *testing.T) {
+	objs := cluster(t)
+	out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-static.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "plan-static.txt", out)
+}
+
+func TestPlanAuto(t *testing.T) {
+	h100 := "H100-SXM5-80GB"
+	nml := &v1alpha1.NodeMigLayout{
+		ObjectMeta: metav1.ObjectMeta{Name: "auto-node"},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+			{Index: 0, Product: "NVIDIA H100 80GB HBM3", Model: h100, MIGEnabled: true, MIGPending: true, Layout: "", Phase: v1alpha1.PhaseReady},
+		}},
+	}
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "half-gpu"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "mig",
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1, Selectors: []resourceapi.DeviceSelector{{
+				CEL: &resourceapi.CELDeviceSelector{Expression: "device.attributes['mig.miglayout.io'].profile == '3g.40gb'"}}}}}}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "trainer", CreationTimestamp: metav1.Unix(1000, 0)},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "mig", ResourceClaimName: ptr.To("half-gpu")}}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, claim, pod, class}
+	out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-auto.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "plan-auto.txt", out)
+	if !strings.Contains(out, "ml/trainer") {
+		t.Errorf("the plan does not serve the pending pod:\n%s", out)
+	}
+}
+
+func TestPlanRefusesOtherKinds(t *testing.T) {
+	_, _, err := runWith(t, []client.Object{}, "plan", "-f", "testdata/seed-article.yaml")
+	if err == nil || !strings.Contains(err.Error(), "plan reads MigLayouts only") {
+		t.Errorf("error %v", err)
+	}
+}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// Device-plugin resource names that convert rewrites.
+const gpuResource = "nvidia.com/gpu"
+
+var migResourceRE = regexp.MustCompile(`^nvidia\.com/mig-(.+)$`)
+
+type convertOptions struct {
+	driver, migClass, gpuClass string
+}
+
+func newConvertCommand(e *env) *cobra.Command {
+	var files []string
+	o := convertOptions{}
+	cmd := &cobra.Command{
+		Use:   "convert -f WORKLOADS",
+		Short: "Rewrite workloads that ask for nvidia.com/gpu or nvidia.com/mig-<profile> into DRA claims",
+		Long: `Rewrite Pods, Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs and
+CronJobs whose containers ask for the device plugin's extended resources
+(nvidia.com/gpu, or nvidia.com/mig-<profile> as the device plugin's "mixed" MIG
+strategy names them) in their limits: each such container resource becomes a
+ResourceClaimTemplate for that many devices of the matching DeviceClass (a whole
+GPU, or a MIG device of that profile), referenced from the pod's
+resourceClaims and from the container's resources.claims. The extended
+resource is removed from limits and requests. Every pod of the workload gets
+its own claim.
+
+The ResourceClaimTemplates come first in the output, in the workload's
+namespace, then every input object (unchanged where there was nothing to
+rewrite). Nothing is sent to the cluster.
+
+Note that under the device plugin's "single" MIG strategy nvidia.com/gpu meant
+a MIG device; the result asks for a whole GPU (--gpu-class): edit the template
+to ask for a MIG device of the profile instead.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			docs, err := e.readManifests(files)
+			if err != nil {
+				return err
+			}
+			if err := migslices.ValidateDriverName(o.driver); err != nil {
+				return err
+			}
+			objs, notes, err := convertDocuments(docs, o)
+			if err != nil {
+				return err
+			}
+			for _, n := range notes {
+				fmt.Fprintln(cmd.ErrOrStderr(), "note:", n)
+			}
+			return writeYAML(cmd.OutOrStdout(), objs)
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "workload manifests (YAML or JSON; - for standard input); repeatable")
+	cmd.Flags().StringVar(&o.driver, "driver", migslices.DefaultDriverName, "DRA driver name whose attributes the MIG profile selector reads")
+	cmd.Flags().StringVar(&o.migClass, "mig-class", "mig.miglayout.io", "DeviceClass of MIG devices")
+	cmd.Flags().StringVar(&o.gpuClass, "gpu-class", "gpu.miglayout.io", "DeviceClass of whole GPUs")
+	return cmd
+}
+
+// gpuAsk is one container's ask for one device-plugin resource.
+type gpuAsk struct {
+	container string
+	resource  string
+	profile   string // "" for a whole GPU
+	count     int64
+}
+
+func (a gpuAsk) token() string {
+	if a.profile == "" {
+		return "gpu"
+	}
+	return "mig-" + dnsToken(a.profile)
+}
+
+// dnsToken lower-cases s and turns every run of characters other than
+// letters and digits into one "-".
+func dnsToken(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimSuffix(b.String(), "-")
+}
+
+// limitName cuts name to n characters, keeping it unique with a hash suffix.
+func limitName(name string, n int) string {
+	if len(name) <= n {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	h := hex.EncodeToString(sum[:])[:6]
+	return strings.TrimSuffix(name[:n-7], "-") + "-" + h
+}
+
+func quantity(v any) (int64, error) {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case int64:
+		return x, nil
+	case float64:
+		s = strconv.FormatFloat(x, 'f', -1, 64)
+	default:
+		s = fmt.Sprint(x)
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := q.AsInt64()
+	if !ok {
+		return 0, fmt.Errorf("%q is not a whole number of devices", s)
+	}
+	return n, nil
+}
+
+// convertDocuments returns the ResourceClaimTemplates, then every document
+// (rewritten where it asked for device-plugin GPUs).
+func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []string, error) {
+	var templates, objects []map[string]any
+	var notes []string
+	for _, d := range docs {
+		obj := deepCopy(d.Object)
+		keys := podSpecPath(d.kind())
+		spec := mapAt(obj, keys...)
+		if keys == nil || spec == nil {
+			objects = append(objects, obj)
+			continue
+		}
+		asks, err := collectAsks(spec, d)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(asks) == 0 {
+			objects = append(objects, obj)
+			continue
+		}
+		// Name each pod claim after its resource, prefixed with the
+		// container where several containers ask for the same resource.
+		perResource := map[string]int{}
+		for _, a := range asks {
+			perResource[a.resource]++
+		}
+		existing := map[string]bool{}
+		for _, rc := range listAt(spec, "resourceClaims") {
+			if m, ok := rc.(map[string]any); ok {
+				existing[fmt.Sprint(m["name"])] = true
+			}
+		}
+		claims := listAt(spec, "resourceClaims")
+		for _, a := range asks {
+			entry := a.token()
+			if perResource[a.resource] > 1 {
+				entry = dnsToken(a.container) + "-" + entry
+			}
+			entry = limitName(entry, 63)
+			for existing[entry] {
+				entry = limitName(entry+"-x", 63)
+			}
+			existing[entry] = true
+			tmplName := limitName(dnsToken(d.name())+"-"+entry, 253)
+			templates = append(templates, claimTemplate(tmplName, d.namespace(), entry, a, o))
+			claims = append(claims, map[string]any{"name": entry, "resourceClaimTemplateName": tmplName})
+			addContainerClaim(spec, a.container, entry)
+			notes = append(notes, fmt.Sprintf("%s: container %s: %s: %d -> ResourceClaimTemplate %s", d.describe(), a.container, a.resource, a.count, tmplName))
+		}
+		spec["resourceClaims"] = claims
+		objects = append(objects, obj)
+	}
+	return append(templates, objects...), notes, nil
+}
+
+// collectAsks removes the device-plugin GPU resources from the containers of
+// spec and returns them.
+func collectAsks(spec map[string]any, d *document) ([]gpuAsk, error) {
+	var asks []gpuAsk
+	for _, group := range []string{"initContainers", "containers"} {
+		for _, ct := range listAt(spec, group) {
+			c, ok := ct.(map[string]any)
+			if !ok {
+				continue
+			}
+			name, _ := c["name"].(string)
+			res := mapAt(c, "resources")
+			if res == nil {
+				continue
+			}
+			counts := map[string]int64{}
+			for _, section := range []string{"limits", "requests"} {
+				m := mapAt(res, section)
+				for k, v := range m {
+					if k != gpuResource && !migResourceRE.MatchString(k) {
+						continue
+					}
+					n, err := quantity(v)
+					if err != nil {
+						return nil, fmt.Errorf("%s: container %s: %s: %w", d.describe(), name, k, err)
+					}
+					if section == "limits" || counts[k] == 0 {
+						counts[k] = n // limits win; extended resources need limits = requests
+					}
+					delete(m, k)
+				}
+				if m != nil && len(m) == 0 {
+					delete(res, section)
+				}
+			}
+			for _, k := range slices.Sorted(maps.Keys(counts)) {
+				if counts[k] <= 0 {
+					continue
+				}
+				a := gpuAsk{container: name, resource: k, count: counts[k]}
+				if m := migResourceRE.FindStringSubmatch(k); m != nil {
+					if _, err := mig.ParseProfileName(m[1]); err != nil {
+						return nil, fmt.Errorf("%s: container %s: %s: %w", d.describe(), name, k, err)
+					}
+					a.profile = m[1]
+				}
+				asks = append(asks, a)
+			}
+		}
+	}
+	return asks, nil
+}
+
+func addContainerClaim(spec map[string]any, container, entry string) {
+	for _, group := range []string{"initContainers", "containers"} {
+		for _, ct := range listAt(spec, group) {
+			c, ok := ct.(map[string]any)
+			if !ok || c["name"] != container {
+				continue
+			}
+			res, _ := c["resources"].(map[string]any)
+			if res == nil {
+				res = map[string]any{}
+				c["resources"] = res
+			}
+			claims, _ := res["claims"].([]any)
+			res["claims"] = append(claims, map[string]any{"name": entry})
+			return
+		}
+	}
+}
+
+// claimTemplate asks for count devices of the ask's class (and profile).
+func claimTemplate(name, namespace, request string, a gpuAsk, o convertOptions) map[string]any {
+	exactly := map[string]any{"deviceClassName": o.gpuClass}
+	if a.profile != "" {
+		exactly["deviceClassName"] = o.migClass
+		exactly["selectors"] = []any{map[string]any{"cel": map[string]any{
+			"expression": fmt.Sprintf("device.attributes['%s'].profile == '%s'", o.driver, a.profile),
+		}}}
+	}
+	if a.count != 1 {
+		exactly["allocationMode"] = "ExactCount"
+		exactly["count"] = a.count
+	}
+	meta := map[string]any{"name": name}
+	if namespace != "" {
+		meta["namespace"] = namespace
+	}
+	return map[string]any{
+		"apiVersion": "resource.k8s.io/v1",
+		"kind":       "ResourceClaimTemplate",
+		"metadata":   meta,
+		"spec": map[string]any{"spec": map[string]any{"devices": map[string]any{"requests": []any{
+			map[string]any{"name": request, "exactly": exactly},
+		}}}},
+	}
+}

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+func newImportCommand(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "import",
+		Short: "Turn other tools' MIG configurations into MigLayouts",
+	}
+	cmd.AddCommand(newImportMigPartedCommand(e))
+	return cmd
+}
+
+// migPartedFile is nvidia-mig-parted's configuration file (version v1).
+type migPartedFile struct {
+	Version    string                      `json:"version"`
+	MigConfigs map[string][]migPartedEntry `json:"mig-configs"`
+}
+
+// migPartedEntry is one entry of a mig-config: which GPUs (device-filter by
+// PCI device ID, devices "all" or a list of indices), MIG mode and devices.
+type migPartedEntry struct {
+	DeviceFilter any            `json:"device-filter,omitempty"`
+	Devices      any            `json:"devices"`
+	MigEnabled   bool           `json:"mig-enabled"`
+	MigDevices   map[string]int `json:"mig-devices,omitempty"`
+}
+
+// pciModels maps the PCI device IDs that mig-parted's device-filter uses
+// ("0x20B210DE": device 0x20B2 of vendor 0x10DE) to the catalog's models.
+// IDs of GPUs the catalog does not have are left out.
+var pciModels = map[string]string{
+	"20B0": "A100-SXM4-40GB",
+	"20B1": "A100-PCIE-40GB",
+	"20F1": "A100-PCIE-40GB",
+	"20B2": "A100-SXM4-80GB",
+	"20B5": "A100-PCIE-80GB",
+	"20B7": "A30-24GB",
+	"2330": "H100-SXM5-80GB",
+	"2331": "H100-PCIE-80GB",
+	"2321": "H100-NVL-94GB",
+	"2335": "H200-SXM5-141GB",
+	"2901": "B200-180GB",
+}
+
+var pciIDRE = regexp.MustCompile(`^(?i:0x)?([0-9A-Fa-f]{4})(10DE|10de)?$`)
+
+func newImportMigPartedCommand(e *env) *cobra.Command {
+	var file, config, name, selector string
+	cmd := &cobra.Command{
+		Use:   "mig-parted -f CONFIG.yaml --config NAME [--name NAME] [--selector KEY=VALUE,...]",
+		Short: "Turn an entry of nvidia-mig-parted's mig-configs into a Static MigLayout",
+		Long: `Turn one named entry of an nvidia-mig-parted configuration file (the
+mig-configs that NVIDIA's mig-manager applies to nodes labelled
+nvidia.com/mig.config=NAME) into a Static MigLayout, printed as YAML.
+
+Each entry becomes a rule: devices: all or a list of GPU indices becomes
+gpuIndices; device-filter (PCI device IDs) becomes productName, one rule per
+GPU model the miglayout catalog knows (IDs of other GPUs are left out, with a
+note); mig-enabled and mig-devices become migEnabled and profiles. The counts
+are checked against each model. By default the MigLayout selects the nodes
+that mig-manager would configure with this entry (nvidia.com/mig.config=NAME).
+
+mig-parted applies entries in order, later ones overriding earlier ones for the
+GPUs they share; a MigLayout applies the first rule that matches a GPU. The
+rules are therefore written in reverse entry order.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" || config == "" {
+				return errors.New("give the mig-parted file with -f and the entry with --config")
+			}
+			data, err := os.ReadFile(file)
+			if file == "-" {
+				docs, rerr := e.readManifests([]string{"-"})
+				if rerr != nil {
+					return rerr
+				}
+				if len(docs) != 1 {
+					return errors.New("standard input holds no mig-parted configuration")
+				}
+				data, err = yaml.Marshal(docs[0].Object)
+			}
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", file, err)
+			}
+			var f migPartedFile
+			if err := yaml.UnmarshalStrict(data, &f); err != nil {
+				return fmt.Errorf("%s is not a mig-parted configuration: %w", file, err)
+			}
+			if f.Version != "v1" {
+				return fmt.Errorf("%s: mig-parted configuration version %q; this importer reads v1", file, f.Version)
+			}
+			entries, ok := f.MigConfigs[config]
+			if !ok {
+				return fmt.Errorf("%s has no mig-config %q (it has: %s)", file, config, strings.Join(slices.Sorted(maps.Keys(f.MigConfigs)), ", "))
+			}
+			if name == "" {
+				name = config
+			}
+			ml, notes, err := importMigParted(config, entries, name, selector)
+			if err != nil {
+				return fmt.Errorf("%s, mig-config %q: %w", file, config, err)
+			}
+			for _, n := range notes {
+				fmt.Fprintln(cmd.ErrOrStderr(), "note:", n)
+			}
+			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ml)
+			if err != nil {
+				return err
+			}
+			delete(obj, "status")
+			unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
+			out, err := yaml.Marshal(obj)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "# mig-config %q of %s, imported by kubectl miglayout import mig-parted.\n", config, file)
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "nvidia-mig-parted configuration file (- for standard input)")
+	cmd.Flags().StringVar(&config, "config", "", "name of the mig-configs entry to import")
+	cmd.Flags().StringVar(&name, "name", "", "name of the MigLayout (default: the entry's name)")
+	cmd.Flags().StringVar(&selector, "selector", "", "node label selector of the MigLayout, KEY=VALUE[,KEY=VALUE] (default nvidia.com/mig.config=<entry>)")
+	return cmd
+}
+
+// importMigParted builds the MigLayout of one mig-config's entries.
+func importMigParted(config string, entries []migPartedEntry, name, selector string) (*v1alpha1.MigLayout, []string, error) {
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, nil, fmt.Errorf("%q cannot name a MigLayout (%s): give --name", name, strings.Join(errs, "; "))
+	}
+	sel := metav1.LabelSelector{MatchLabels: map[string]string{"nvidia.com/mig.config": config}}
+	if selector != "" {
+		set, err := labels.ConvertSelectorToLabelsMap(selector)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--selector: %w", err)
+		}
+		sel = metav1.LabelSelector{MatchLabels: set}
+	} else if errs := validation.IsValidLabelValue(config); len(errs) > 0 {
+		return nil, nil, fmt.Errorf("%q cannot be a label value (%s): give --selector", config, strings.Join(errs, "; "))
+	}
+	var notes []string
+	var rules []v1alpha1.LayoutRule
+	cat := mig.DefaultCatalog()
+	for i, en := range entries {
+		where := fmt.Sprintf("entry %d", i)
+		indices, err := entryDevices(en.Devices)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", where, err)
+		}
+		models, unknown, err := entryModels(en.DeviceFilter)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", where, err)
+		}
+		if len(unknown) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: device-filter IDs of GPUs the miglayout catalog does not know are left out: %s", where, strings.Join(unknown, ", ")))
+		}
+		if en.DeviceFilter != nil && len(models) == 0 {
+			notes = append(notes, fmt.Sprintf("%s: no GPU of its device-filter is in the miglayout catalog; the entry is left out", where))
+			continue
+		}
+		var profiles map[string]int32
+		if en.MigEnabled {
+			if len(en.MigDevices) == 0 {
+				return nil, nil, fmt.Errorf("%s enables MIG without devices; a MigLayout rule with MIG on names the devices (profiles or layout): add mig-devices, or leave the GPU out", where)
+			}
+			profiles = map[string]int32{}
+			for p, n := range en.MigDevices {
+				if strings.Count(p, ".") > 1 && strings.Contains(strings.SplitN(p, ".", 2)[0], "c") {
+					return nil, nil, fmt.Errorf("%s: %q is a compute-instance profile; miglayout creates one compute instance spanning each GPU instance, so name the GPU instance profile (e.g. %s)", where, p, p[strings.Index(p, ".")+1:])
+				}
+				if _, err := mig.ParseProfileName(p); err != nil {
+					return nil, nil, fmt.Errorf("%s: %w", where, err)
+				}
+				if n < 0 || n > 7 {
+					return nil, nil, fmt.Errorf("%s: %d × %s: a GPU holds 0 to 7 devices of a profile", where, n, p)
+				}
+				if n > 0 {
+					profiles[p] = int32(n)
+				}
+			}
+		}
+		targets := models
+		if len(targets) == 0 {
+			targets = []string{""}
+		}
+		for _, model := range targets {
+			r := v1alpha1.LayoutRule{Name: limitName(fmt.Sprintf("%s-%d", dnsToken(config), i), 63), GPUIndices: indices, ProductName: model}
+			if model != "" {
+				r.Name = limitName(fmt.Sprintf("%s-%d-%s", dnsToken(config), i, strings.ToLower(model)), 63)
+			}
+			if !en.MigEnabled {
+				r.MIGEnabled = new(bool)
+			} else {
+				r.Profiles = profiles
+				if model != "" {
+					if err := fits(cat, model, profiles); err != nil {
+						return nil, nil, fmt.Errorf("%s on %s: %w", where, model, err)
+					}
+				}
+			}
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) == 0 {
+		return nil, notes, errors.New("no entry could be imported")
+	}
+	if len(rules) > 16 {
+		return nil, notes, fmt.Errorf("%d rules; a MigLayout holds at most 16: split the entry", len(rules))
+	}
+	// mig-parted: later entries win; MigLayout: the first matching rule wins.
+	slices.Reverse(rules)
+	ml := &v1alpha1.MigLayout{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MigLayout"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.MigLayoutSpec{NodeSelector: sel, Mode: v1alpha1.ModeStatic, Rules: rules},
+	}
+	return ml, notes, nil
+}
+
+func fits(cat *mig.Catalog, model string, profiles map[string]int32) error {
+	m, err := cat.Model(model)
+	if err != nil {
+		return err
+	}
+	want := map[string]int{}
+	for p, n := range profiles {
+		want[p] = int(n)
+	}
+	_, err = m.Fit(mig.FitRequest{Want: want})
+	return err
+}
+
+// entryDevices reads devices: "all" (nil) or a list of GPU indices.
+func entryDevices(v any) ([]int32, error) {
+	switch d := v.(type) {
+	case nil:
+		return nil, errors.New("devices is missing (write all, or a list of GPU indices)")
+	case string:
+		if d == "all" {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("devices %q: write all, or a list of GPU indices", d)
+	case []any:
+		var out []int32
+		for _, x := range d {
+			n, err := strconv.Atoi(fmt.Sprint(x))
+			if err != nil || n < 0 || n > 63 {
+				return nil, fmt.Errorf("devices: %v is not a GPU index", x)
+			}
+			if !slices.Contains(out, int32(n)) {
+				out = append(out, int32(n))
+			}
+		}
+		slices.Sort(out)
+		return out, nil
+	}
+	return nil, fmt.Errorf("devices: %v is neither all nor a list of GPU indices", v)
+}
+
+// entryModels reads device-filter (one PCI device ID or a list) into catalog
+// model names, and the IDs it does not know.
+func entryModels(v any) (models, unknown []string, err error) {
+	var ids []string
+	switch f := v.(type) {
+	case nil:
+		return nil, nil, nil
+	case string:
+		ids = []string{f}
+	case []any:
+		for _, x := range f {
+			ids = append(ids, fmt.Sprint(x))
+		}
+	default:
+		return nil, nil, fmt.Errorf("device-filter: %v is neither a PCI device ID nor a list of them", v)
+	}
+	for _, id := range ids {
+		m := pciIDRE.FindStringSubmatch(strings.TrimSpace(id))
+		if m == nil {
+			return nil, nil, fmt.Errorf("device-filter: %q is not a PCI device ID such as 0x20B210DE", id)
+		}
+		if model, ok := pciModels[strings.ToUpper(m[1])]; ok {
+			if !slices.Contains(models, model) {
+				models = append(models, model)
+			}
+		} else {
+			unknown = append(unknown, id)
+		}
+	}
+	return models, unknown, nil
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// env is what the commands need from outside: a client of the cluster (made
+// on first use from the kubeconfig flags, or given by tests) and stdin.
+type env struct {
+	kubeconfig, context string
+	timeout             time.Duration
+	// newClient, when set, replaces the kubeconfig (tests).
+	newClient func() (client.Client, error)
+	stdin     io.Reader
+}
+
+func (e *env) bindFlags(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&e.kubeconfig, "kubeconfig", "", "path of the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
+	cmd.PersistentFlags().StringVar(&e.context, "context", "", "kubeconfig context to use")
+	cmd.PersistentFlags().DurationVar(&e.timeout, "request-timeout", 30*time.Second, "timeout of each request to the API server")
+}
+
+// scheme knows the built-in types and the miglayout API.
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// client returns a client of the cluster of the kubeconfig.
+func (e *env) client() (client.Client, error) {
+	if e.newClient != nil {
+		return e.newClient()
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = e.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: e.context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	cfg.Timeout = e.timeout
+	c, err := client.New(cfg, client.Options{Scheme: scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("creating a client for %s: %w", cfg.Host, err)
+	}
+	return c, nil
+}
+
+// document is one YAML document of a manifest file.
+type document struct {
+	// Source is the file name ("-" for stdin), Index the 1-based position of
+	// the document in it.
+	Source string
+	Index  int
+	Object map[string]any
+}
+
+func (d *document) kind() string { s, _ := d.Object["kind"].(string); return s }
+func (d *document) apiVersion() string {
+	s, _ := d.Object["apiVersion"].(string)
+	return s
+}
+func (d *document) name() string {
+	if m, ok := d.Object["metadata"].(map[string]any); ok {
+		if s, ok := m["name"].(string); ok {
+			return s
+		}
+	}
+	return ""
+}
+func (d *document) namespace() string {
+	if m, ok := d.Object["metadata"].(map[string]any); ok {
+		if s, ok := m["namespace"].(string); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// describe names the document for people: "gpu-pod.yaml: Pod vectoradd".
+func (d *document) describe() string {
+	name := d.name()
+	if name == "" {
+		name = fmt.Sprintf("(document %d)", d.Index)
+	}
+	return fmt.Sprintf("%s: %s %s", d.Source, d.kind(), name)
+}
+
+// readManifests reads the YAML (or JSON) documents of each file, "-" being
+// stdin. A List's items are documents of their own. Empty documents are
+// skipped.
+func (e *env) readManifests(files []string) ([]*document, error) {
+	if len(files) == 0 {
+		return nil, errors.New("no manifests: give them with -f FILE (- for standard input)")
+	}
+	var out []*document
+	for _, f := range files {
+		var data []byte
+		var err error
+		if f == "-" {
+			in := e.stdin
+			if in == nil {
+				in = os.Stdin
+			}
+			data, err = io.ReadAll(in)
+		} else {
+			data, err = os.ReadFile(f)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", f, err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for i := 1; ; i++ {
+			var obj map[string]any
+			if err := dec.Decode(&obj); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return nil, fmt.Errorf("%s: document %d: %w", f, i, err)
+			}
+			if len(obj) == 0 {
+				i--
+				continue
+			}
+			if kind, _ := obj["kind"].(string); strings.HasSuffix(kind, "List") {
+				items, _ := obj["items"].([]any)
+				for _, it := range items {
+					if m, ok := it.(map[string]any); ok {
+						out = append(out, &document{Source: f, Index: i, Object: m})
+					}
+				}
+				continue
+			}
+			out = append(out, &document{Source: f, Index: i, Object: obj})
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no objects in %s", strings.Join(files, ", "))
+	}
+	return out, nil
+}
+
+// Helpers over unstructured maps.
+
+func mapAt(m map[string]any, keys ...string) map[string]any {
+	for _, k := range keys {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			return nil
+		}
+		m = next
+	}
+	return m
+}
+
+func listAt(m map[string]any, keys ...string) []any {
+	if len(keys) == 0 {
+		return nil
+	}
+	parent := mapAt(m, keys[:len(keys)-1]...)
+	if parent == nil {
+		return nil
+	}
+	l, _ := parent[keys[len(keys)-1]].([]any)
+	return l
+}
+
+func stringAt(m map[string]any, keys ...string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	parent := mapAt(m, keys[:len(keys)-1]...)
+	if parent == nil {
+		return ""
+	}
+	s, _ := parent[keys[len(keys)-1]].(string)
+	return s
+}
+
+// podSpecPath is where a workload kind keeps its pod spec, or nil for a kind
+// without one.
+func podSpecPath(kind string) []string {
+	switch kind {
+	case "Pod":
+		return []string{"spec"}
+	case "PodTemplate":
+		return []string{"template", "spec"}
+	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "ReplicationController":
+		return []string{"spec", "template", "spec"}
+	case "CronJob":
+		return []string{"spec", "jobTemplate", "spec", "template", "spec"}
+	}
+	return nil
+}

@@ -1,0 +1,417 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/controller"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+func newPlanCommand(e *env) *cobra.Command {
+	var files []string
+	var driver string
+	cmd := &cobra.Command{
+		Use:   "plan -f MIGLAYOUT.yaml",
+		Short: "Dry run: what applying MigLayouts would do to each selected GPU",
+		Long: `Show what the miglayout controller and agents would do if the MigLayouts of the
+file were applied now, without writing anything: the nodes each selects (and
+those another MigLayout selects too, which are left alone), and for each GPU
+its current and new layout, the devices that would be destroyed and created,
+and the destroyed devices that block the change because a ResourceClaim is
+allocated to them or they are in use on the node.
+
+Static MigLayouts are planned with the controller's own rules (the same fit of
+profile counts, keeping devices in use and moving as few as possible); Auto
+MigLayouts with the planner, over the pods now pending for devices. It reads
+Nodes, NodeMigLayouts, MigLayouts, ResourceClaims and, for Auto, Pods and
+DeviceClasses.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			docs, err := e.readManifests(files)
+			if err != nil {
+				return err
+			}
+			var mls []v1alpha1.MigLayout
+			for _, d := range docs {
+				if d.kind() != "MigLayout" {
+					return fmt.Errorf("%s: plan reads MigLayouts only", d.describe())
+				}
+				var ml v1alpha1.MigLayout
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(d.Object, &ml, true); err != nil {
+					return fmt.Errorf("%s: %w", d.describe(), err)
+				}
+				if ml.Spec.Mode == "" {
+					ml.Spec.Mode = v1alpha1.ModeStatic
+				}
+				mls = append(mls, ml)
+			}
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			st, err := loadPlanState(cmd.Context(), c, driver)
+			if err != nil {
+				return err
+			}
+			for i := range mls {
+				if i > 0 {
+					fmt.Fprintln(cmd.OutOrStdout())
+				}
+				if err := st.plan(cmd.Context(), cmd.OutOrStdout(), &mls[i]); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "\nNothing was written.")
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file of MigLayouts (YAML or JSON; - for standard input); repeatable")
+	cmd.Flags().StringVar(&driver, "driver", migslices.DefaultDriverName, "DRA driver name the agents publish under")
+	return cmd
+}
+
+// planState is the cluster as the plan reads it.
+type planState struct {
+	driver     string
+	nodes      []corev1.Node
+	labels     map[string]map[string]string
+	nmls       map[string]*v1alpha1.NodeMigLayout
+	migLayouts []v1alpha1.MigLayout
+	devices    *clusterDevices
+	// Auto mode only, read on first use.
+	c       client.Client
+	pods    []corev1.Pod
+	claims  map[types.NamespacedName]*resourceapi.ResourceClaim
+	classes []*resourceapi.DeviceClass
+	loaded  bool
+}
+
+func loadPlanState(ctx context.Context, c client.Client, driver string) (*planState, error) {
+	st := &planState{driver: driver, c: c, labels: map[string]map[string]string{}, nmls: map[string]*v1alpha1.NodeMigLayout{}}
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("listing Nodes: %w", err)
+	}
+	st.nodes = nodes.Items
+	for _, n := range nodes.Items {
+		st.labels[n.Name] = n.Labels
+	}
+	var nmls v1alpha1.NodeMigLayoutList
+	if err := c.List(ctx, &nmls); err != nil {
+		return nil, fmt.Errorf("listing NodeMigLayouts: %w", err)
+	}
+	for i := range nmls.Items {
+		st.nmls[nmls.Items[i].Name] = &nmls.Items[i]
+	}
+	var mls v1alpha1.MigLayoutList
+	if err := c.List(ctx, &mls); err != nil {
+		return nil, fmt.Errorf("listing MigLayouts: %w", err)
+	}
+	st.migLayouts = mls.Items
+	var err error
+	if st.devices, err = loadDevices(ctx, c, driver); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// withApplied returns the cluster's MigLayouts with ml applied (replacing
+// the one of the same name, whose UID it takes).
+func (st *planState) withApplied(ml *v1alpha1.MigLayout) []v1alpha1.MigLayout {
+	var all []v1alpha1.MigLayout
+	for _, o := range st.migLayouts {
+		if o.Name == ml.Name {
+			ml.UID = o.UID
+			continue
+		}
+		all = append(all, o)
+	}
+	if ml.UID == "" {
+		ml.UID = types.UID("planned-" + ml.Name)
+	}
+	return append(all, *ml)
+}
+
+func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayout) error {
+	all := st.withApplied(ml)
+	sel, err := controller.SelectNodes(ml, all, st.labels)
+	if err != nil {
+		return fmt.Errorf("MigLayout %s: %w", ml.Name, err)
+	}
+	fmt.Fprintf(w, "MigLayout %s (%s) selects %s", ml.Name, ml.Spec.Mode, plural(len(sel.Nodes), "node"))
+	if len(sel.Nodes) > 0 {
+		fmt.Fprintf(w, ": %s", strings.Join(sel.Nodes, ", "))
+	}
+	fmt.Fprintln(w)
+	if msg := sel.ConflictMessage(); msg != "" {
+		fmt.Fprintf(w, "  conflict: %s\n", msg)
+	}
+	if ml.Spec.Mode == v1alpha1.ModeAuto {
+		return st.planAuto(ctx, w, ml, all, sel)
+	}
+	st.planStatic(w, ml, sel)
+	return nil
+}
+
+// gpuChange is one GPU's planned change.
+type gpuChange struct {
+	from, to           string
+	destroyed, created []string
+	blocked            []string
+}
+
+func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel controller.Selection) {
+	cat := mig.DefaultCatalog()
+	changing, blockedGPUs, nodesChanging := 0, 0, 0
+	for _, node := range sel.Nodes {
+		fmt.Fprintln(w)
+		if sel.Conflicted(node) {
+			fmt.Fprintf(w, "%s: another MigLayout selects it too: left as it is\n", node)
+			continue
+		}
+		nml := st.nmls[node]
+		if nml == nil {
+			fmt.Fprintf(w, "%s: no NodeMigLayout (no miglayout agent has reported its GPUs): nothing to plan\n", node)
+			continue
+		}
+		var prev []v1alpha1.GPUSpec
+		if nml.Spec.MigLayout == ml.Name {
+			prev = nml.Spec.GPUs
+		}
+		head := node
+		if nml.Spec.MigLayout != "" && nml.Spec.MigLayout != ml.Name {
+			head += fmt.Sprintf("  (now follows MigLayout %s)", nml.Spec.MigLayout)
+		}
+		fmt.Fprintln(w, head)
+		desired, problems := controller.DesiredGPUs(cat, ml.Spec.Rules, nml.Status.GPUs, prev)
+		want := map[int32]v1alpha1.GPUSpec{}
+		for _, d := range desired {
+			want[d.Index] = d
+		}
+		problem := map[int32]string{}
+		for _, p := range problems {
+			problem[p.GPU] = p.Message
+		}
+		gpus := slices.Clone(nml.Status.GPUs)
+		slices.SortFunc(gpus, func(a, b v1alpha1.GPUStatus) int { return int(a.Index - b.Index) })
+		nodeChanges := 0
+		for _, g := range gpus {
+			label := fmt.Sprintf("  %-6s %s", migslices.GPUDeviceName(int(g.Index)), modelName(cat, g))
+			if msg, ok := problem[g.Index]; ok {
+				fmt.Fprintf(w, "%s: cannot be configured, left as it is: %s\n", label, msg)
+				continue
+			}
+			d, ok := want[g.Index]
+			if !ok {
+				fmt.Fprintf(w, "%s: no rule matches: left as it is (%s)\n", label, layoutText(g.MIGEnabled, g.Layout))
+				continue
+			}
+			ch := st.change(cat, node, g, d)
+			if ch.from == ch.to && len(ch.destroyed) == 0 && len(ch.created) == 0 {
+				fmt.Fprintf(w, "%s: no change (%s)\n", label, ch.to)
+				continue
+			}
+			changing++
+			nodeChanges++
+			fmt.Fprintf(w, "%s: %s -> %s\n", label, ch.from, ch.to)
+			if d.Reason != "" {
+				fmt.Fprintf(w, "           why:      %s\n", d.Reason)
+			}
+			for _, x := range ch.destroyed {
+				fmt.Fprintf(w, "           destroy:  %s\n", x)
+			}
+			if len(ch.created) > 0 {
+				fmt.Fprintf(w, "           create:   %s\n", strings.Join(ch.created, ", "))
+			}
+			if len(ch.blocked) > 0 {
+				blockedGPUs++
+				fmt.Fprintf(w, "           blocked until released: %s\n", strings.Join(ch.blocked, "; "))
+			}
+		}
+		if nodeChanges > 0 {
+			nodesChanging++
+		}
+	}
+	fmt.Fprintf(w, "\nSummary: %s would change on %s", plural(changing, "GPU"), plural(nodesChanging, "node"))
+	if blockedGPUs > 0 {
+		fmt.Fprintf(w, "; %d blocked by devices in use (the agent waits, nothing is destroyed under a workload)", blockedGPUs)
+	}
+	fmt.Fprintln(w, ".")
+}
+
+func layoutText(migOn bool, layout string) string {
+	switch {
+	case !migOn:
+		return "MIG off"
+	case layout == "":
+		return "MIG on, no device"
+	}
+	return layout
+}
+
+// change compares GPU g with its desired state d.
+func (st *planState) change(cat *mig.Catalog, node string, g v1alpha1.GPUStatus, d v1alpha1.GPUSpec) gpuChange {
+	ch := gpuChange{from: layoutText(g.MIGEnabled, g.Layout), to: layoutText(d.MIGEnabled, d.Layout)}
+	model := gpuModel(cat, g)
+	current, _ := mig.ParseLayout(g.Layout)
+	inUse, _ := mig.ParseLayout(g.InUse)
+	var desired mig.Layout
+	if d.MIGEnabled {
+		desired, _ = mig.ParseLayout(d.Layout)
+	}
+	if !g.MIGEnabled {
+		current = nil
+	}
+	if g.MIGEnabled != d.MIGEnabled && !g.MIGEnabled {
+		// MIG off -> on: the whole GPU goes.
+		name := migslices.GPUDeviceName(int(g.Index))
+		ch.destroyed = append(ch.destroyed, "whole GPU ("+name+"), MIG mode on")
+		if why := st.blocker(node, name, false); why != "" {
+			ch.blocked = append(ch.blocked, "whole GPU: "+why)
+		}
+	}
+	var plan mig.Plan
+	if model != nil {
+		plan = model.Diff(current, desired)
+	}
+	for _, x := range plan.Destroy {
+		name := x.String()
+		if model != nil {
+			if p, err := model.Profile(x.Profile); err == nil {
+				name = migslices.MIGDeviceName(int(g.Index), x.Profile, p.ID, x.Start)
+			}
+		}
+		ch.destroyed = append(ch.destroyed, fmt.Sprintf("%s (%s)", x, name))
+		if why := st.blocker(node, name, inUse.Contains(x)); why != "" {
+			ch.blocked = append(ch.blocked, x.String()+": "+why)
+		}
+	}
+	if g.MIGEnabled != d.MIGEnabled && !d.MIGEnabled {
+		ch.created = append(ch.created, "whole GPU, MIG mode off")
+	}
+	for _, x := range plan.Create {
+		ch.created = append(ch.created, x.String())
+	}
+	return ch
+}
+
+// blocker says why a device must not be destroyed now, or "".
+func (st *planState) blocker(node, name string, inUse bool) string {
+	if claim, ok := st.devices.allocated[node][name]; ok {
+		return "allocated to ResourceClaim " + claim
+	}
+	if inUse {
+		return "in use on the node (prepared for a container or running a process)"
+	}
+	return ""
+}
+
+func (st *planState) loadAuto(ctx context.Context) error {
+	if st.loaded {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := st.c.List(ctx, &pods); err != nil {
+		return fmt.Errorf("listing Pods: %w", err)
+	}
+	st.pods = pods.Items
+	var claims resourceapi.ResourceClaimList
+	if err := st.c.List(ctx, &claims); err != nil {
+		return fmt.Errorf("listing ResourceClaims: %w", err)
+	}
+	st.claims = map[types.NamespacedName]*resourceapi.ResourceClaim{}
+	for i := range claims.Items {
+		cl := &claims.Items[i]
+		st.claims[types.NamespacedName{Namespace: cl.Namespace, Name: cl.Name}] = cl
+	}
+	var classes resourceapi.DeviceClassList
+	if err := st.c.List(ctx, &classes); err != nil {
+		return fmt.Errorf("listing DeviceClasses: %w", err)
+	}
+	for i := range classes.Items {
+		st.classes = append(st.classes, &classes.Items[i])
+	}
+	st.loaded = true
+	return nil
+}
+
+func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout, sel controller.Selection) error {
+	if err := st.loadAuto(ctx); err != nil {
+		return err
+	}
+	// As if applied: the controller adopts the NodeMigLayouts of the nodes
+	// it selects alone.
+	nmls := map[string]*v1alpha1.NodeMigLayout{}
+	for name, nml := range st.nmls {
+		nmls[name] = nml
+	}
+	for _, node := range sel.Nodes {
+		if nml := st.nmls[node]; nml != nil && !sel.Conflicted(node) {
+			cp := nml.DeepCopy()
+			cp.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MigLayout",
+				Name: ml.Name, UID: ml.UID, Controller: ptr.To(true)}}
+			nmls[node] = cp
+		}
+	}
+	snap := controller.BuildSnapshot(controller.AutoInputs{MigLayouts: all, Nodes: st.nodes, NodeMigLayouts: nmls,
+		Pods: st.pods, Claims: st.claims, Classes: st.classes, Driver: st.driver}, mig.DefaultCatalog())
+	res, err := planner.Plan(ctx, snap)
+	if err != nil {
+		return fmt.Errorf("planning: %w", err)
+	}
+	mine := map[string]bool{}
+	for _, n := range sel.Nodes {
+		mine[n] = true
+	}
+	fmt.Fprintf(w, "  %s pending for devices\n", plural(len(snap.Pending), "pod"))
+	changes := 0
+	for _, c := range res.Changes {
+		if !mine[c.Node] {
+			continue
+		}
+		changes++
+		fmt.Fprintf(w, "\n%s\n  %-6s %s -> %s\n", c.Node, migslices.GPUDeviceName(c.GPU), layoutText(true, c.From.String()), layoutText(true, c.To.String()))
+		if c.Reason != "" {
+			fmt.Fprintf(w, "           why:      %s\n", c.Reason)
+		}
+		for _, x := range c.Destroyed {
+			fmt.Fprintf(w, "           destroy:  %s (free)\n", x)
+		}
+		if len(c.Created) > 0 {
+			fmt.Fprintf(w, "           create:   %s\n", c.Created)
+		}
+		if len(c.Serves) > 0 {
+			fmt.Fprintf(w, "           serves:   %s\n", strings.Join(c.Serves, ", "))
+		}
+	}
+	for _, p := range res.Served {
+		if mine[p.Node] && !p.NeedsChange {
+			fmt.Fprintf(w, "  %s fits existing free devices on %s: %s\n", p.Pod, p.Node, strings.Join(p.Devices, ", "))
+		}
+	}
+	if len(res.Unservable) > 0 {
+		fmt.Fprintln(w, "\nPods no Auto node can serve:")
+		for _, pod := range slices.Sorted(maps.Keys(res.Unservable)) {
+			fmt.Fprintf(w, "  %s: %s\n", pod, res.Unservable[pod])
+		}
+	}
+	fmt.Fprintf(w, "\nSummary: %s would change (devices in use are never destroyed in Auto mode).\n", plural(changes, "GPU"))
+	return nil
+}

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+func newStatusCommand(e *env) *cobra.Command {
+	var driver string
+	cmd := &cobra.Command{
+		Use:   "status [NODE]",
+		Short: "Show each GPU's MIG devices as a map of its memory slices",
+		Long: `Show, for every node with a miglayout agent (or the given one), each GPU's
+devices laid over its memory slices, one box per device:
+
+  gpu-0  A100-SXM4-80GB  Ready   [3g.40gb*                      ][2g.20gb       ][1g.10gb~][ ------ ]
+
+A device marked * is allocated to a ResourceClaim or in use on the node, ~ is
+draining (published with the drain taint: it is about to be destroyed), ? is
+not published in the node's ResourceSlices; an unmarked device is free.
+" ------ " is a memory slice no device holds. A GPU whose desired layout
+differs from its actual one shows the desired layout and why below it.
+
+It reads NodeMigLayouts, the driver's ResourceSlices and ResourceClaims.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			node := ""
+			if len(args) == 1 {
+				node = args[0]
+			}
+			st, err := loadStatus(cmd.Context(), c, driver, node)
+			if err != nil {
+				return err
+			}
+			writeStatus(cmd.OutOrStdout(), st)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&driver, "driver", migslices.DefaultDriverName, "DRA driver name the agents publish under")
+	return cmd
+}
+
+// clusterDevices are the published devices and their allocations.
+type clusterDevices struct {
+	driver string
+	// published maps pool (node) → device name → whether it carries the
+	// drain taint.
+	published map[string]map[string]bool
+	// allocated maps pool → device → the claim (namespace/name) it is
+	// allocated to.
+	allocated map[string]map[string]string
+}
+
+func loadDevices(ctx context.Context, c client.Client, driver string) (*clusterDevices, error) {
+	d := &clusterDevices{driver: driver, published: map[string]map[string]bool{}, allocated: map[string]map[string]string{}}
+	var rs resourceapi.ResourceSliceList
+	if err := c.List(ctx, &rs); err != nil {
+		return nil, fmt.Errorf("listing ResourceSlices: %w", err)
+	}
+	for _, s := range rs.Items {
+		if s.Spec.Driver != driver {
+			continue
+		}
+		pool := s.Spec.Pool.Name
+		if d.published[pool] == nil {
+			d.published[pool] = map[string]bool{}
+		}
+		for _, dev := range s.Spec.Devices {
+			draining := false
+			for _, t := range dev.Taints {
+				if t.Key == migslices.DrainTaintKey {
+					draining = true
+				}
+			}
+			d.published[pool][dev.Name] = d.published[pool][dev.Name] || draining
+		}
+	}
+	var claims resourceapi.ResourceClaimList
+	if err := c.List(ctx, &claims); err != nil {
+		return nil, fmt.Errorf("listing ResourceClaims: %w", err)
+	}
+	slices.SortFunc(claims.Items, func(a, b resourceapi.ResourceClaim) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	for _, cl := range claims.Items {
+		if cl.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range cl.Status.Allocation.Devices.Results {
+			if r.Driver != driver {
+				continue
+			}
+			if d.allocated[r.Pool] == nil {
+				d.allocated[r.Pool] = map[string]string{}
+			}
+			if _, ok := d.allocated[r.Pool][r.Device]; !ok {
+				d.allocated[r.Pool][r.Device] = cl.Namespace + "/" + cl.Name
+			}
+		}
+	}
+	return d, nil
+}
+
+type nodeStatus struct {
+	nml     *v1alpha1.NodeMigLayout
+	devices *clusterDevices
+}
+
+type statusView struct {
+	nodes []nodeStatus
+}
+
+func loadStatus(ctx context.Context, c client.Client, driver, node string) (*statusView, error) {
+	var nmls []v1alpha1.NodeMigLayout
+	if node != "" {
+		var nml v1alpha1.NodeMigLayout
+		if err := c.Get(ctx, client.ObjectKey{Name: node}, &nml); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("no NodeMigLayout %q: no miglayout agent has reported that node (is it selected by the agent DaemonSet's nodeSelector?)", node)
+			}
+			return nil, fmt.Errorf("reading NodeMigLayout %s: %w", node, err)
+		}
+		nmls = []v1alpha1.NodeMigLayout{nml}
+	} else {
+		var list v1alpha1.NodeMigLayoutList
+		if err := c.List(ctx, &list); err != nil {
+			return nil, fmt.Errorf("listing NodeMigLayouts: %w", err)
+		}
+		nmls = list.Items
+	}
+	slices.SortFunc(nmls, func(a, b v1alpha1.NodeMigLayout) int { return strings.Compare(a.Name, b.Name) })
+	devs, err := loadDevices(ctx, c, driver)
+	if err != nil {
+		return nil, err
+	}
+	v := &statusView{}
+	for i := range nmls {
+		v.nodes = append(v.nodes, nodeStatus{nml: &nmls[i], devices: devs})
+	}
+	return v, nil
+}
+
+// sliceWidth is the width of one memory slice in the placement map.
+const sliceWidth = 10
+
+// Marks of the placement map.
+const (
+	markUsed     = "*"
+	markDraining = "~"
+	markMissing  = "?"
+)
+
+func writeStatus(w io.Writer, v *statusView) {
+	if len(v.nodes) == 0 {
+		fmt.Fprintln(w, "No NodeMigLayouts: no miglayout agent has reported a node yet.")
+		return
+	}
+	cat := mig.DefaultCatalog()
+	for i, n := range v.nodes {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		nml := n.nml
+		head := nml.Name
+		if nml.Spec.MigLayout != "" {
+			head += "  MigLayout " + nml.Spec.MigLayout
+		} else {
+			head += "  (no MigLayout)"
+		}
+		if c := findCondition(nml.Status.Conditions, "Ready"); c != nil {
+			head += fmt.Sprintf("  Ready=%s (%s)", c.Status, c.Reason)
+		}
+		fmt.Fprintln(w, head)
+		if len(nml.Status.GPUs) == 0 {
+			fmt.Fprintln(w, "  no GPU reported yet")
+			continue
+		}
+		gpus := slices.Clone(nml.Status.GPUs)
+		slices.SortFunc(gpus, func(a, b v1alpha1.GPUStatus) int { return int(a.Index - b.Index) })
+		desired := map[int32]v1alpha1.GPUSpec{}
+		for _, g := range nml.Spec.GPUs {
+			desired[g.Index] = g
+		}
+		modelW := 0
+		for _, g := range gpus {
+			modelW = max(modelW, len(modelName(cat, g)))
+		}
+		for _, g := range gpus {
+			phase := string(g.Phase)
+			if phase == "" {
+				phase = "-"
+			}
+			fmt.Fprintf(w, "  %-6s %-*s  %-14s  %s\n", migslices.GPUDeviceName(int(g.Index)), modelW, modelName(cat, g), phase,
+				placementMap(cat, nml.Name, g, n.devices))
+			indent := strings.Repeat(" ", 2+7+modelW+2+14+2)
+			if d, ok := desired[g.Index]; ok && !sameLayout(d, g) {
+				want := d.Layout
+				if !d.MIGEnabled {
+					want = "MIG off"
+				} else if want == "" {
+					want = "MIG on, no device"
+				}
+				fmt.Fprintf(w, "%s-> %s", indent, want)
+				if d.Reason != "" {
+					fmt.Fprintf(w, "  (%s)", d.Reason)
+				}
+				fmt.Fprintln(w)
+			}
+			if g.Message != "" && g.Phase != v1alpha1.PhaseReady {
+				fmt.Fprintf(w, "%s%s: %s\n", indent, g.Reason, g.Message)
+			}
+			if g.MIGEnabled != g.MIGPending {
+				fmt.Fprintf(w, "%sMIG mode change pending (takes effect after a GPU reset)\n", indent)
+			}
+		}
+	}
+	fmt.Fprintf(w, "\n%s allocated or in use   %s draining   %s not published   ------ no device\n", markUsed, markDraining, markMissing)
+}
+
+func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func modelName(cat *mig.Catalog, g v1alpha1.GPUStatus) string {
+	if g.Model != "" {
+		return g.Model
+	}
+	if m, err := cat.Model(g.Product); err == nil {
+		return m.Name
+	}
+	if g.Product != "" {
+		return g.Product
+	}
+	return "unknown GPU"
+}
+
+func gpuModel(cat *mig.Catalog, g v1alpha1.GPUStatus) *mig.Model {
+	for _, n := range []string{g.Model, g.Product} {
+		if n == "" {
+			continue
+		}
+		if m, err := cat.Model(n); err == nil {
+			return m
+		}
+	}
+	return nil
+}
+
+func sameLayout(d v1alpha1.GPUSpec, g v1alpha1.GPUStatus) bool {
+	if d.MIGEnabled != g.MIGEnabled || d.MIGEnabled != g.MIGPending {
+		return false
+	}
+	if !d.MIGEnabled {
+		return true
+	}
+	a, err1 := mig.ParseLayout(d.Layout)
+	b, err2 := mig.ParseLayout(g.Layout)
+	return err1 == nil && err2 == nil && a.Equal(b)
+}
+
+// deviceMark is the mark of a published device name on node.
+func (d *clusterDevices) mark(node, name string, inUse bool) string {
+	draining, published := d.published[node][name]
+	_, allocated := d.allocated[node][name]
+	switch {
+	case allocated || inUse:
+		return markUsed
+	case !published:
+		return markMissing
+	case draining:
+		return markDraining
+	}
+	return ""
+}
+
+// placementMap draws the GPU's devices over its memory slices.
+func placementMap(cat *mig.Catalog, node string, g v1alpha1.GPUStatus, devs *clusterDevices) string {
+	m := gpuModel(cat, g)
+	slicesN := 8
+	if m != nil {
+		slicesN = m.MemorySlices
+	}
+	if !g.MIGEnabled {
+		mark := devs.mark(node, migslices.GPUDeviceName(int(g.Index)), false)
+		return box("whole GPU, MIG off"+mark, slicesN)
+	}
+	layout, err := mig.ParseLayout(g.Layout)
+	if err != nil || m == nil || m.Validate(layout) != nil {
+		return "layout " + g.Layout // not drawable: an unknown GPU or a layout the catalog rejects
+	}
+	inUse, _ := mig.ParseLayout(g.InUse)
+	var b strings.Builder
+	next := 0
+	for _, d := range layout.Canonical() {
+		p, _ := m.Profile(d.Profile)
+		for ; next < d.Start; next++ {
+			b.WriteString(" -------- ")
+		}
+		name := migslices.MIGDeviceName(int(g.Index), d.Profile, p.ID, d.Start)
+		b.WriteString(box(d.Profile+devs.mark(node, name, inUse.Contains(d)), p.MemorySlices))
+		next = d.Start + p.MemorySlices
+	}
+	for ; next < slicesN; next++ {
+		b.WriteString(" -------- ")
+	}
+	return b.String()
+}
+
+// box is [label] spanning n memory slices.
+func box(label string, n int) string {
+	inner := n*sliceWidth - 2
+	if len(label) > inner {
+		label = label[:inner-1] + label[len(label)-1:] // keep the mark
+	}
+	return "[" + label + strings.Repeat(" ", inner-len(label)) + "]"
+}
