@@ -375,9 +375,16 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		idx int // preference index of the profile
 	}
 	var best *choice
+	// Least room lost for large profiles first (best fit across GPUs: a
+	// small device goes where it spoils the least), then the fewest free
+	// devices destroyed, then a GPU the plan changes anyway, then the most
+	// room left, the preferred profile, snapshot order.
 	better := func(c choice) bool {
 		if best == nil {
 			return true
+		}
+		if cmp := slices.Compare(c.add.loss, best.add.loss); cmp != 0 {
+			return cmp < 0
 		}
 		if c.add.destroyed != best.add.destroyed {
 			return c.add.destroyed < best.add.destroyed
@@ -588,7 +595,8 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 			if !n.allows(prof) {
 				continue
 			}
-			if a := p.addition(g, prof); a != nil && (bestA == nil || a.destroyed < bestA.destroyed) {
+			if a := p.addition(g, prof); a != nil && (bestA == nil || slices.Compare(a.loss, bestA.loss) < 0 ||
+				slices.Equal(a.loss, bestA.loss) && a.destroyed < bestA.destroyed) {
 				bestG, bestA = g, a
 			}
 		}

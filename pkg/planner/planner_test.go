@@ -137,6 +137,22 @@ func TestPlan(t *testing.T) {
 				gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").gpu("A100-SXM4-80GB", "3g.40gb@4", "3g.40gb@4").build()},
 			want: trace{Changes: []string{"n1/1: 3g.40gb@4 -> 1g.10gb@0,1g.10gb@1,3g.40gb@4 serves spare 1g.10gb, spare 1g.10gb"}},
 		},
+		"a small device goes where it spoils the least, keeping the empty GPU whole": {
+			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 8}).gpu("A100-SXM4-80GB", "1g.10gb@6", "1g.10gb@6").gpu("A100-SXM4-80GB", "", "").build()},
+			pods:  []Pod{pod("p1", 1).claim(profileIs("1g.10gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: 1g.10gb@6 -> 1g.10gb@4,1g.10gb@6 serves default/p1"},
+				Served:  []string{"default/p1 -> n1 gpu-0-mig-1g10gb-19-4 after change"},
+			},
+		},
+		"destroying an idle device beats spoiling a whole GPU": {
+			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 8}).gpu("A100-SXM4-80GB", "4g.40gb@0,1g.10gb@4", "4g.40gb@0").gpu("A100-SXM4-80GB", "", "").build()},
+			pods:  []Pod{pod("p1", 1).claim(profileIs("3g.40gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: 4g.40gb@0,1g.10gb@4 -> 4g.40gb@0,3g.40gb@4 serves default/p1"},
+				Served:  []string{"default/p1 -> n1 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
 		"cluster-wide limit on GPUs changed at once": {
 			nodes:   []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build(), node("n2").gpu("A100-SXM4-80GB", "", "").build()},
 			pods:    []Pod{pod("p1", 2).claim(profileIs("7g.80gb"), 1).build(), pod("p2", 1).claim(profileIs("7g.80gb"), 1).build()},

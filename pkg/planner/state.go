@@ -120,6 +120,11 @@ type addition struct {
 	device    mig.Device
 	destroyed int
 	headroom  []int
+	// loss is what the new device takes from the room for large profiles,
+	// counted on the devices that stay (fixed) only: Headroom(fixed) minus
+	// Headroom(fixed + the new device), largest profile first. Free devices
+	// do not count: they can be destroyed for a later claim.
+	loss []int
 }
 
 // additionKey memoises additions by what decides them.
@@ -166,14 +171,32 @@ func add(model *mig.Model, layout, fixed mig.Layout, p string) (addition, bool) 
 					dev = d
 				}
 			}
-			cand := addition{layout: res.Layout, device: dev, destroyed: destroyed, headroom: model.Headroom(res.Layout)}
-			if !found || cand.destroyed < best.destroyed ||
-				cand.destroyed == best.destroyed && slices.Compare(cand.headroom, best.headroom) > 0 {
+			cand := addition{layout: res.Layout, device: dev, destroyed: destroyed, headroom: model.Headroom(res.Layout),
+				loss: headroomLoss(model, fixed, dev)}
+			if !found || cand.destroyed < best.destroyed || cand.destroyed == best.destroyed && cand.betterPlaced(&best) {
 				best, found = cand, true
 			}
 		})
 	}
 	return best, found
+}
+
+// betterPlaced: less loss of room for large profiles, then more room left.
+func (a *addition) betterPlaced(b *addition) bool {
+	if c := slices.Compare(a.loss, b.loss); c != 0 {
+		return c < 0
+	}
+	return slices.Compare(a.headroom, b.headroom) > 0
+}
+
+// headroomLoss is Headroom(fixed) - Headroom(fixed + d), per profile.
+func headroomLoss(m *mig.Model, fixed mig.Layout, d mig.Device) []int {
+	before := m.Headroom(fixed)
+	after := m.Headroom(append(slices.Clone(fixed), d))
+	for i := range before {
+		before[i] -= after[i]
+	}
+	return before
 }
 
 // forEachSubset calls fn with every k-subset of {0..n-1}, lexicographically.
