@@ -92,9 +92,10 @@ func (m *Model) Fit(req FitRequest) (FitResult, error) {
 
 	s := &fitSearch{m: m, want: want}
 	var best Layout
+	found := false
 	keptCount := -1
 	// Try keep sets from the largest down: fewest destroyed devices first.
-	for keep := maxKeep; keep >= 0 && best == nil; keep-- {
+	for keep := maxKeep; keep >= 0 && !found; keep-- {
 		if !req.AllowMoves && keep < maxKeep {
 			break
 		}
@@ -108,13 +109,13 @@ func (m *Model) Fit(req FitRequest) (FitResult, error) {
 				}
 				kept = append(kept, d)
 			}
-			if l, ok := s.complete(kept); ok && (best == nil || s.better(l, best)) {
-				best = l
+			if l, ok := s.complete(kept); ok && (!found || s.better(l, best)) {
+				best, found = l, true
 			}
 		})
 		keptCount = keep
 	}
-	if best == nil {
+	if !found {
 		why := "no arrangement of placements holds it"
 		if !req.AllowMoves && len(free) > 0 {
 			why = fmt.Sprintf("no arrangement holds it around %q without moving a device", req.Current.String())
@@ -241,12 +242,13 @@ func (s *fitSearch) complete(kept Layout) (Layout, bool) {
 		occ |= placementMask(pl)
 	}
 	var best Layout
+	found := false
 	cur := slices.Clone(kept)
 	var rec func(i, minStart int)
 	rec = func(i, minStart int) {
 		if i == len(todo) {
-			if best == nil || s.better(cur, best) {
-				best = cur.Canonical()
+			if !found || s.better(cur, best) {
+				best, found = append(Layout{}, cur.Canonical()...), true
 			}
 			return
 		}
@@ -269,7 +271,7 @@ func (s *fitSearch) complete(kept Layout) (Layout, bool) {
 		}
 	}
 	rec(0, -1)
-	return best, best != nil
+	return best, found
 }
 
 // better reports whether layout a is preferred over b among layouts that

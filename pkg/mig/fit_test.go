@@ -73,6 +73,10 @@ func TestFit(t *testing.T) {
 			model: "A100-SXM4-80GB", want: map[string]int{"3g.20gb": 1},
 			wantErr: `unknown profile "3g.20gb"`, wantIs: ErrUnknownProfile,
 		},
+		"nothing wanted: every free device goes": {
+			model: "A100-SXM4-80GB", want: map[string]int{}, current: "3g.40gb@0,3g.40gb@4",
+			wantLayout: "", wantDestroy: "3g.40gb@0,3g.40gb@4",
+		},
 		"A30 two 2g": {
 			model: "A30", want: map[string]int{"2g.12gb": 2},
 			wantLayout: "2g.12gb@0,2g.12gb@2",
