@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -21,6 +23,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
+
+// TestMain silences Helm's log: in lint mode a template's fail is logged
+// (INFO funcMap fail ...), which the tests expect and check otherwise.
+func TestMain(m *testing.M) {
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	os.Exit(m.Run())
+}
 
 var update = flag.Bool("update", false, "rewrite the chart's copies of generated files (crds/, files/rbac/)")
 
