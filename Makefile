@@ -8,11 +8,18 @@ GO ?= go
 help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
+# The README's first command: builds what it needs (the first run compiles Kubernetes from
+# the Go module proxy, ~10 min), runs miglayout on a real control plane with simulated
+# GPUs, exits 0 when every step passed. KEEP=1 leaves the cluster up until Ctrl-C.
+.PHONY: demo
+demo: ## one-command demo on simulated GPUs (KEEP=1 leaves the cluster up)
+	$(GO) run ./cmd/miglayout-demo $(if $(filter-out 0,$(KEEP)),--keep)
+
 build: ## build every command into bin/
 	$(GO) build -o bin/ ./cmd/...
 
 unit: ## unit tests only (no control plane)
-	$(GO) test ./pkg/... ./api/... ./cmd/...
+	$(GO) test ./pkg/... ./api/... ./cmd/... ./deploy/...
 
 vet: ## go vet
 	$(GO) vet ./...
@@ -34,10 +41,11 @@ testcluster: testbin ## run the test control plane in the foreground (KUBECONFIG
 	$(GO) run ./test/harness/cmd/testcluster up --state test/.state/testcluster
 
 .PHONY: generate verify
-generate: ## regenerate deepcopy code and CRD manifests from api/ markers
+generate: ## regenerate deepcopy code, CRD manifests and the Helm chart's copies (CRDs, RBAC) from the markers
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:dir=deploy/crds
+	$(GO) test ./deploy/helm -run 'InSync' -count=1 -update >/dev/null
 
 verify: generate ## fail when generated files are out of date
-	@git diff --exit-code -- api deploy/crds || { echo "generated files are stale: run make generate and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api deploy/crds)" || { git status --porcelain -- api deploy/crds; echo "generated files are untracked or stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- api deploy/crds deploy/helm || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api deploy/crds deploy/helm)" || { git status --porcelain -- api deploy/crds deploy/helm; echo "generated files are untracked or stale: run make generate and commit"; exit 1; }

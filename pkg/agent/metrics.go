@@ -16,6 +16,7 @@ type Metrics struct {
 	repartitions *prometheus.CounterVec
 	phase        *prometheus.HistogramVec
 	nvmlErrors   *prometheus.CounterVec
+	devices      *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (for example
@@ -35,8 +36,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "miglayout_agent_nvml_errors_total",
 			Help: "NVML errors met while repartitioning, by NVML return code.",
 		}, []string{"code"}),
+		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "miglayout_agent_mig_devices",
+			Help: "MIG devices on the node after the last pass, by profile and state (free, in_use: allocated, prepared or running a process).",
+		}, []string{"profile", "state"}),
 	}
-	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors)
+	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices)
 	return m
 }
 
@@ -63,4 +68,25 @@ func (m *Metrics) countNVMLError(err error) {
 		code = "refused"
 	}
 	m.nvmlErrors.WithLabelValues(code).Inc()
+}
+
+// recordDevices sets the per-profile device gauges from a pass's result.
+func (m *Metrics) recordDevices(res *SyncResult) {
+	if m == nil {
+		return
+	}
+	m.devices.Reset()
+	for _, g := range res.GPUs {
+		inUse := res.InUse[g.GPU.Index]
+		for _, d := range g.Devices {
+			if d.CIID < 0 {
+				continue
+			}
+			state := "free"
+			if inUse.Contains(d.Device()) {
+				state = "in_use"
+			}
+			m.devices.WithLabelValues(d.Profile, state).Inc()
+		}
+	}
 }

@@ -189,6 +189,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	if res.InUse, err = r.inUseLayouts(ctx, obs); err != nil {
 		return nil, err
 	}
+	r.Metrics.recordDevices(res)
 	for _, spec := range desired {
 		idx := int(spec.Index)
 		if _, done := res.Results[idx]; done {
