@@ -353,7 +353,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	for _, prof := range sets.List(names) {
 		g, d := p.firstFree(prof, func(g *gpuState) bool {
 			_, fits := rank[g.model.Name][prof]
-			return fits && ok[g.node]
+			return fits && ok[g.node] && g.heldBy == ""
 		})
 		if g == nil {
 			continue
@@ -415,7 +415,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		// The first GPU of the class this pod may use.
 		var first *gpuState
 		c.members(func(g *gpuState) bool {
-			if ok[g.node] && p.mayChange(g) {
+			if ok[g.node] && p.mayChange(g) && g.heldBy == "" {
 				first = g
 				return false
 			}
@@ -438,7 +438,11 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		}
 	}
 	if best == nil {
-		p.result.Unservable[key] = "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
+		why := "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
+		if held := p.hold(key, profiles, ok); held != nil {
+			why += fmt.Sprintf("; %s/gpu-%d is kept for it: no other pending pod gets a device there", held.node.n.Node.Name, held.g.Info.Index)
+		}
+		p.result.Unservable[key] = why
 		return nil
 	}
 	g := best.g
@@ -450,6 +454,52 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	g.layout = best.add.layout
 	p.reserve(g, best.add.device, key, true)
 	return nil
+}
+
+// largeComputeSlices is where a profile counts as large (3g, 4g, 7g): a
+// pending pod of such a profile that nothing can serve holds a GPU.
+const largeComputeSlices = 3
+
+// hold keeps one GPU for a pod of a large profile that no GPU can take now:
+// the GPU on a feasible node whose devices that must stay block the pod's
+// profile the least (fewest in the way of its best placement, then fewest
+// overall). Pods planned after it (younger or of lower priority) get no
+// device there, so the GPU drains as its claims end instead of filling with
+// small devices: a large claim then waits for one GPU's work to end, not
+// for an unlikely moment when some GPU happens to be free. It returns the
+// held GPU, or nil when the pod's profiles are small or no GPU can be held.
+func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeState]bool) *gpuState {
+	var best *gpuState
+	bestIn, bestAll := 0, 0
+	for _, g := range p.gpus {
+		ps := profiles[g.model.Name]
+		if !ok[g.node] || g.g.Changing || g.heldBy != "" || len(ps) == 0 {
+			continue
+		}
+		prof, err := g.model.Profile(ps[0])
+		if err != nil || prof.ComputeSlices < largeComputeSlices || !g.node.allows(prof.Name) {
+			continue
+		}
+		in := -1
+		for _, pl := range prof.Placements {
+			n := 0
+			for _, d := range g.fixed {
+				if dp, err := g.model.Placement(d); err == nil && dp.Overlaps(pl) {
+					n++
+				}
+			}
+			if in < 0 || n < in {
+				in = n
+			}
+		}
+		if best == nil || in < bestIn || in == bestIn && len(g.fixed) < bestAll {
+			best, bestIn, bestAll = g, in, len(g.fixed)
+		}
+	}
+	if best != nil {
+		best.heldBy = pod
+	}
+	return best
 }
 
 // mayChange reports whether the plan may change g (again).

@@ -71,7 +71,7 @@ func TestPlan(t *testing.T) {
 		"no room without destroying a pinned device": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "3g.40gb@0", "3g.40gb@0").build()},
 			pods:  []Pod{pod("p1", 1).claim(profileIs("4g.40gb"), 1).build()},
-			want:  trace{Unservable: map[string]string{"default/p1": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"}},
+			want:  trace{Unservable: map[string]string{"default/p1": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached); n1/gpu-0 is kept for it: no other pending pod gets a device there"}},
 		},
 		"higher priority first, then older; the GPU already changed is reused": {
 			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 2}).gpu("H100-SXM5-80GB", "7g.80gb@0", "").gpu("H100-SXM5-80GB", "7g.80gb@0", "").build()},
@@ -99,7 +99,7 @@ func TestPlan(t *testing.T) {
 			want: trace{
 				Changes:    []string{"n1/0: 7g.80gb@0 -> 4g.40gb@0 serves default/a"},
 				Served:     []string{"default/a -> n1 gpu-0-mig-4g40gb-5-0 after change"},
-				Unservable: map[string]string{"default/b": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"},
+				Unservable: map[string]string{"default/b": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached); n1/gpu-1 is kept for it: no other pending pod gets a device there"},
 			},
 		},
 		"node selector and taints decide the node": {
@@ -137,6 +137,17 @@ func TestPlan(t *testing.T) {
 				gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").gpu("A100-SXM4-80GB", "3g.40gb@4", "3g.40gb@4").build()},
 			want: trace{Changes: []string{"n1/1: 3g.40gb@4 -> 1g.10gb@0,1g.10gb@1,3g.40gb@4 serves spare 1g.10gb, spare 1g.10gb"}},
 		},
+		"a large claim nothing can serve holds the GPU closest to freeing up; younger small claims go elsewhere": {
+			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 8}).
+				gpu("A100-SXM4-80GB", "3g.40gb@0,1g.10gb@4,1g.10gb@5", "3g.40gb@0,1g.10gb@4,1g.10gb@5").
+				gpu("A100-SXM4-80GB", "1g.10gb@0", "1g.10gb@0").build()},
+			pods: []Pod{pod("big", 9).claim(profileIs("7g.80gb"), 1).build(), pod("small", 1).claim(profileIs("1g.10gb"), 1).build()},
+			want: trace{
+				Changes:    []string{"n1/0: 3g.40gb@0,1g.10gb@4,1g.10gb@5 -> 3g.40gb@0,1g.10gb@4,1g.10gb@5,1g.10gb@6 serves default/small"},
+				Served:     []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6 after change"},
+				Unservable: map[string]string{"default/big": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached); n1/gpu-1 is kept for it: no other pending pod gets a device there"},
+			},
+		},
 		"a small device goes where it spoils the least, keeping the empty GPU whole": {
 			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 8}).gpu("A100-SXM4-80GB", "1g.10gb@6", "1g.10gb@6").gpu("A100-SXM4-80GB", "", "").build()},
 			pods:  []Pod{pod("p1", 1).claim(profileIs("1g.10gb"), 1).build()},
@@ -160,7 +171,7 @@ func TestPlan(t *testing.T) {
 			want: trace{
 				Changes:    []string{"n1/0: (empty) -> 7g.80gb@0 serves default/p1"},
 				Served:     []string{"default/p1 -> n1 gpu-0-mig-7g80gb-0-0 after change"},
-				Unservable: map[string]string{"default/p2": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"},
+				Unservable: map[string]string{"default/p2": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached); n2/gpu-0 is kept for it: no other pending pod gets a device there"},
 			},
 		},
 	}

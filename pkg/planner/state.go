@@ -23,6 +23,10 @@ type gpuState struct {
 	class         string
 	// inFree marks the free-device lists this GPU is in.
 	inFree map[string]bool
+	// heldBy is the pending pod (of a large profile, that nothing can serve
+	// now) this GPU is kept for: no other pod of the plan gets a device on
+	// it, so that it drains as its devices in use end.
+	heldBy string
 }
 
 // free returns the devices of the planned layout that are neither pinned
