@@ -75,6 +75,8 @@ func main() {
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
+	// --kubeconfig, registered by controller-runtime for ctrl.GetConfig.
+	fs.AddGoFlag(flag.CommandLine.Lookup("kubeconfig"))
 	_ = fs.Parse(os.Args[1:])
 
 	logger := klog.Background().WithValues("node", o.nodeName)
@@ -95,7 +97,11 @@ func openGPUs(o options) (gpu.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting NVML simulator: %w", err)
 	}
-	return gpu.NewNVML(sim, mig.DefaultCatalog())
+	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
+	if err != nil {
+		return nil, err
+	}
+	return &simulatedCapabilities{Manager: m, hostRoot: o.hostRoot}, nil
 }
 
 func run(ctx context.Context, o options) error {

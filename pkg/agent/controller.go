@@ -17,9 +17,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -34,7 +37,8 @@ type NodeReconciler struct {
 	Repartitioner *Repartitioner
 	Recorder      events.EventRecorder
 	// Resync is the period of reconciles without a trigger (NVML truth can
-	// change behind the agent's back, e.g. a GPU reset). Default 1 minute.
+	// change behind the agent's back, e.g. a GPU reset); the first comes at
+	// start. Default 1 minute.
 	Resync time.Duration
 
 	mu      sync.Mutex
@@ -47,8 +51,31 @@ type NodeReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler. Only the NodeMigLayout named
-// after the node is watched; every ResourceClaim change maps to it.
+// after the node is watched; every ResourceClaim change of the node's pool
+// maps to it; and a ticker reconciles at start and every Resync, so that a
+// node no MigLayout selects still publishes its pool and NVML changes made
+// behind the agent's back are seen.
 func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	ticks := make(chan event.GenericEvent)
+	node := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: r.NodeName}}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		t := time.NewTicker(r.resync())
+		defer t.Stop()
+		for {
+			select {
+			case ticks <- event.GenericEvent{Object: node}:
+			case <-ctx.Done():
+				return nil
+			}
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	})); err != nil {
+		return fmt.Errorf("adding the resync ticker: %w", err)
+	}
 	mine := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.NodeName })
 	// A claim matters when its allocation references this node's pool:
 	// its release may unblock a GPU.
@@ -63,6 +90,7 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("nodemiglayout-agent").
 		For(&v1alpha1.NodeMigLayout{}, builder.WithPredicates(mine, predicate.GenerationChangedPredicate{})).
 		Watches(&resourceapi.ResourceClaim{}, toNode).
+		WatchesRawSource(source.Channel(ticks, &handler.EnqueueRequestForObject{})).
 		WithOptions(ctrlOptions()).
 		Complete(r)
 }
@@ -78,7 +106,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		if _, err := r.Repartitioner.Sync(ctx, nil, nil); err != nil {
 			return ctrl.Result{}, fmt.Errorf("publishing the node's inventory: %w", err)
 		}
-		return ctrl.Result{RequeueAfter: r.resync()}, nil
+		return ctrl.Result{}, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading NodeMigLayout %s: %w", r.NodeName, err)
@@ -128,7 +156,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{RequeueAfter: d}, nil
 	}
 	r.resetBackoff()
-	return ctrl.Result{RequeueAfter: r.resync()}, nil
+	return ctrl.Result{}, nil
 }
 
 func (r *NodeReconciler) writeStatus(ctx context.Context, res *SyncResult) error {
