@@ -40,6 +40,8 @@ type planner struct {
 	// feasibleBy caches node feasibility by the pod's scheduling
 	// constraints (node selector, affinity, tolerations).
 	feasibleBy map[string][]*nodeState
+	// servedAt indexes result.Served by pod.
+	servedAt map[string]int
 }
 
 // Plan computes the changes that serve snap.Pending. It returns an error only
@@ -63,7 +65,7 @@ type Planner struct{ p *planner }
 func NewPlanner(ctx context.Context, snap Snapshot) (*Planner, error) {
 	p := &planner{snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{}, maxGPUs: snap.MaxGPUs,
-		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}}
+		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{}}
 	p.result.Unservable = map[string]string{}
 	if err := p.load(); err != nil {
 		return nil, err
@@ -114,12 +116,7 @@ func (p *planner) keepSpares() {
 				if bestG == nil {
 					break
 				}
-				if !bestG.touched {
-					bestG.touched = true
-					n.touched++
-					p.touched++
-				}
-				bestG.layout = bestA.layout
+				p.applyAddition(bestG, bestA)
 				bestG.serves = append(bestG.serves, "spare "+prof)
 				if !bestG.g.Changing {
 					p.reclass(bestG)
@@ -446,12 +443,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		return nil
 	}
 	g := best.g
-	if !g.touched {
-		g.touched = true
-		g.node.touched++
-		p.touched++
-	}
-	g.layout = best.add.layout
+	p.applyAddition(g, best.add)
 	p.reserve(g, best.add.device, key, true)
 	return nil
 }
@@ -502,6 +494,37 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeSta
 	return best
 }
 
+// applyAddition makes a the planned layout of g and moves the soft
+// reservations (devices of this plan's pods that do not exist yet) where a
+// put them, updating those pods' placements.
+func (p *planner) applyAddition(g *gpuState, a *addition) {
+	if !g.touched {
+		g.touched = true
+		g.node.touched++
+		p.touched++
+	}
+	g.layout = a.layout
+	if len(g.soft) == 0 {
+		return
+	}
+	soft := map[mig.Device]string{}
+	fixed := g.hard()
+	for d, pod := range g.soft {
+		nd, ok := a.moved[d]
+		if !ok {
+			nd = d // placeReserved keeps every reservation; defensive
+		}
+		soft[nd] = pod
+		fixed = append(fixed, nd)
+		if nd != d {
+			if i, ok := p.servedAt[pod]; ok {
+				p.result.Served[i].Devices = []string{deviceName(g.g.Info, nd)}
+			}
+		}
+	}
+	g.soft, g.fixed = soft, fixed.Canonical()
+}
+
 // mayChange reports whether the plan may change g (again).
 func (p *planner) mayChange(g *gpuState) bool {
 	if g.g.Changing {
@@ -531,14 +554,15 @@ func (p *planner) classAddition(c *class, g *gpuState, prof string) *addition {
 }
 
 func (p *planner) addition(g *gpuState, prof string) *addition {
-	k := additionKey{g.model.Name, g.layout.String(), g.fixed.String(), prof}
+	soft := g.softLayout()
+	k := additionKey{g.model.Name, g.g.Layout.String(), g.layout.String(), g.fixed.String(), soft.String(), prof}
 	if a, ok := p.adds[k]; ok {
 		return a
 	}
 	if p.noAdd[k] {
 		return nil
 	}
-	a, ok := add(g.model, g.layout, g.fixed, prof)
+	a, ok := add(g.model, g.g.Layout, g.layout, g.hard(), soft, prof)
 	if !ok {
 		p.noAdd[k] = true
 		return nil
@@ -550,6 +574,13 @@ func (p *planner) addition(g *gpuState, prof string) *addition {
 // reserve records that pod will use device d of g.
 func (p *planner) reserve(g *gpuState, d mig.Device, pod string, change bool) {
 	g.fixed = append(g.fixed, d).Canonical()
+	if !g.g.Layout.Contains(d) && !g.g.Changing {
+		if g.soft == nil {
+			g.soft = map[mig.Device]string{}
+		}
+		g.soft[d] = pod
+	}
+	p.servedAt[pod] = len(p.result.Served)
 	if change || g.touched {
 		g.serves = append(g.serves, pod)
 	}
@@ -593,9 +624,21 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	for i, g := range n.gpus {
 		saved[i] = *g
 	}
+	savedTouched, savedNodeTouched := p.touched, n.touched
+	savedServed := make([][]string, len(p.result.Served))
+	for i, s := range p.result.Served {
+		savedServed[i] = s.Devices
+	}
 	restore := func() {
 		for i, g := range n.gpus {
 			*g = saved[i]
+			if !g.g.Changing {
+				p.reclass(g)
+			}
+		}
+		p.touched, n.touched = savedTouched, savedNodeTouched
+		for i := range savedServed {
+			p.result.Served[i].Devices = savedServed[i]
 		}
 	}
 	for _, c := range pod.Claims {
@@ -654,12 +697,10 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 	if bestG == nil {
 		return false
 	}
-	if !bestG.touched {
-		bestG.touched = true
-		n.touched++
-		p.touched++
+	p.applyAddition(bestG, bestA)
+	if !bestG.g.Changing {
+		p.reclass(bestG)
 	}
-	bestG.layout = bestA.layout
 	return true
 }
 
@@ -713,6 +754,7 @@ func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.De
 		}
 		p.indexFree(g)
 	}
+	p.servedAt[key] = len(p.result.Served)
 	p.result.Served = append(p.result.Served, pl)
 }
 

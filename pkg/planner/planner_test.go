@@ -164,6 +164,20 @@ func TestPlan(t *testing.T) {
 				Served:  []string{"default/p1 -> n1 gpu-0-mig-3g40gb-9-4 after change"},
 			},
 		},
+		"devices planned earlier in the same plan move to make room": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
+			pods: []Pod{
+				pod("a", 4).claim(profileIs("1g.10gb"), 1).build(), pod("b", 3).claim(profileIs("1g.10gb"), 1).build(),
+				pod("c", 2).claim(profileIs("1g.10gb"), 1).build(), pod("d", 1).claim(profileIs("1g.10gb"), 1).build(),
+			},
+			want: trace{
+				Changes: []string{"n1/0: 7g.80gb@0 -> 1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3 serves default/a, default/b, default/c, default/d"},
+				Served: []string{
+					"default/a -> n1 gpu-0-mig-1g10gb-19-0 after change", "default/b -> n1 gpu-0-mig-1g10gb-19-1 after change",
+					"default/c -> n1 gpu-0-mig-1g10gb-19-2 after change", "default/d -> n1 gpu-0-mig-1g10gb-19-3 after change",
+				},
+			},
+		},
 		"cluster-wide limit on GPUs changed at once": {
 			nodes:   []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build(), node("n2").gpu("A100-SXM4-80GB", "", "").build()},
 			pods:    []Pod{pod("p1", 2).claim(profileIs("7g.80gb"), 1).build(), pod("p2", 1).claim(profileIs("7g.80gb"), 1).build()},

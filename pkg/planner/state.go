@@ -16,8 +16,11 @@ type gpuState struct {
 	model *mig.Model
 	// layout is the planned layout (the current one until changed); fixed
 	// are its devices that may not be destroyed: pinned, or reserved for a
-	// pod served earlier in this plan.
+	// pod served earlier in this plan. Of those, soft maps the reserved
+	// devices that do not exist yet (created by this plan) to their pods:
+	// a later addition may still move them, since nothing is there yet.
 	layout, fixed mig.Layout
+	soft          map[mig.Device]string
 	touched       bool
 	serves        []string
 	class         string
@@ -35,6 +38,26 @@ func (s *gpuState) free() mig.Layout {
 	var out mig.Layout
 	for _, d := range s.layout {
 		if !s.fixed.Contains(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// softLayout returns the reserved devices that do not exist yet.
+func (s *gpuState) softLayout() mig.Layout {
+	out := make(mig.Layout, 0, len(s.soft))
+	for d := range s.soft {
+		out = append(out, d)
+	}
+	return out.Canonical()
+}
+
+// hard returns the fixed devices that exist or are pinned: never moved.
+func (s *gpuState) hard() mig.Layout {
+	var out mig.Layout
+	for _, d := range s.fixed {
+		if _, ok := s.soft[d]; !ok {
 			out = append(out, d)
 		}
 	}
@@ -59,6 +82,10 @@ func (s *gpuState) classKey() string {
 	b.WriteString(s.layout.String())
 	b.WriteByte('|')
 	b.WriteString(s.fixed.String())
+	b.WriteByte('|')
+	b.WriteString(s.softLayout().String())
+	b.WriteByte('|')
+	b.WriteString(s.g.Layout.String())
 	b.WriteByte('|')
 	b.WriteString(strconv.FormatBool(s.touched))
 	b.WriteByte('|')
@@ -120,32 +147,39 @@ func (c *class) members(yield func(*gpuState) bool) {
 // addition is the cheapest way found to add one device of a profile to a
 // class of GPUs.
 type addition struct {
-	layout    mig.Layout
-	device    mig.Device
+	layout mig.Layout
+	device mig.Device
+	// moved maps each reserved device that does not exist yet (soft) to
+	// where it goes in layout (itself when it stays).
+	moved     map[mig.Device]mig.Device
 	destroyed int
 	headroom  []int
 	// loss is what the new device takes from the room for large profiles,
-	// counted on the devices that stay (fixed) only: Headroom(fixed) minus
-	// Headroom(fixed + the new device), largest profile first. Free devices
-	// do not count: they can be destroyed for a later claim.
+	// counted on the devices that stay (fixed) only: Headroom(fixed before)
+	// minus Headroom(fixed after, the new device included), largest profile
+	// first. Free devices do not count: they can be destroyed for a later
+	// claim.
 	loss []int
 }
 
 // additionKey memoises additions by what decides them.
 type additionKey struct {
-	model, layout, fixed, profile string
+	model, orig, layout, fixed, soft, profile string
 }
 
 // add finds the layout that adds one device of profile p to layout while
-// keeping every fixed device, destroying the fewest free devices, then
-// leaving the most headroom. ok is false when no such layout exists.
-func add(model *mig.Model, layout, fixed mig.Layout, p string) (addition, bool) {
+// keeping every hard device (pinned, or reserved and existing) where it is
+// and every soft one (reserved, created by this plan) somewhere, destroying
+// the fewest devices of orig (the GPU's real layout), then losing the least
+// room for large profiles. ok is false when no such layout exists.
+func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string) (addition, bool) {
 	var free mig.Layout
 	for _, d := range layout.Canonical() {
-		if !fixed.Contains(d) {
+		if !hard.Contains(d) && !soft.Contains(d) {
 			free = append(free, d)
 		}
 	}
+	fixedBefore := append(slices.Clone(hard), soft...)
 	var best addition
 	found := false
 	// Drop free devices only when nothing fits otherwise, fewest first.
@@ -155,34 +189,85 @@ func add(model *mig.Model, layout, fixed mig.Layout, p string) (addition, bool) 
 			for _, i := range idx {
 				dropped = append(dropped, free[i])
 			}
+			// Soft devices count in the wanted multiset but not as current
+			// devices: Fit places them afresh with the new one.
 			want := map[string]int{p: 1}
 			var current mig.Layout
 			for _, d := range layout {
 				if !dropped.Contains(d) {
 					want[d.Profile]++
-					current = append(current, d)
+					if !soft.Contains(d) {
+						current = append(current, d)
+					}
 				}
 			}
-			res, err := model.Fit(mig.FitRequest{Want: want, Current: current, Pinned: fixed, AllowMoves: true})
+			res, err := model.Fit(mig.FitRequest{Want: want, Current: current, Pinned: hard, AllowMoves: true})
 			if err != nil {
 				return
 			}
-			destroyed := len(layout) - len(res.Kept)
-			// A device of the wanted profile that is created anew.
-			var dev mig.Device
-			for _, d := range res.Created {
-				if d.Profile == p {
-					dev = d
+			destroyed := 0
+			for _, d := range orig {
+				if !res.Layout.Contains(d) {
+					destroyed++
 				}
 			}
-			cand := addition{layout: res.Layout, device: dev, destroyed: destroyed, headroom: model.Headroom(res.Layout),
-				loss: headroomLoss(model, fixed, dev)}
+			moved, dev := placeReserved(res.Layout, hard, soft, orig, p)
+			fixedAfter := append(slices.Clone(hard), dev)
+			for _, nd := range moved {
+				fixedAfter = append(fixedAfter, nd)
+			}
+			cand := addition{layout: res.Layout, device: dev, moved: moved, destroyed: destroyed,
+				headroom: model.Headroom(res.Layout), loss: headroomLoss(model, fixedBefore, fixedAfter)}
 			if !found || cand.destroyed < best.destroyed || cand.destroyed == best.destroyed && cand.betterPlaced(&best) {
 				best, found = cand, true
 			}
 		})
 	}
 	return best, found
+}
+
+// placeReserved decides, in a new layout, which devices hold the soft
+// reservations and which is the new device of profile p: per profile, soft
+// devices that kept their place stay, then the devices the plan creates
+// (not in orig) are taken, in placement order.
+func placeReserved(layout, hard, soft, orig mig.Layout, p string) (map[mig.Device]mig.Device, mig.Device) {
+	moved := map[mig.Device]mig.Device{}
+	taken := map[mig.Device]bool{}
+	var waiting mig.Layout
+	for _, d := range soft.Canonical() {
+		if layout.Contains(d) {
+			moved[d], taken[d] = d, true
+		} else {
+			waiting = append(waiting, d)
+		}
+	}
+	pick := func(profile string) (mig.Device, bool) {
+		var fallback *mig.Device
+		for _, d := range layout.Canonical() {
+			if d.Profile != profile || taken[d] || hard.Contains(d) {
+				continue
+			}
+			if !orig.Contains(d) {
+				taken[d] = true
+				return d, true
+			}
+			if fallback == nil {
+				fallback = &d
+			}
+		}
+		if fallback != nil {
+			taken[*fallback] = true
+			return *fallback, true
+		}
+		return mig.Device{}, false
+	}
+	for _, d := range waiting {
+		if nd, ok := pick(d.Profile); ok {
+			moved[d] = nd
+		}
+	}
+	dev, _ := pick(p)
+	return moved, dev
 }
 
 // betterPlaced: less loss of room for large profiles, then more room left.
@@ -193,14 +278,13 @@ func (a *addition) betterPlaced(b *addition) bool {
 	return slices.Compare(a.headroom, b.headroom) > 0
 }
 
-// headroomLoss is Headroom(fixed) - Headroom(fixed + d), per profile.
-func headroomLoss(m *mig.Model, fixed mig.Layout, d mig.Device) []int {
-	before := m.Headroom(fixed)
-	after := m.Headroom(append(slices.Clone(fixed), d))
-	for i := range before {
-		before[i] -= after[i]
+// headroomLoss is Headroom(before) - Headroom(after), per profile.
+func headroomLoss(m *mig.Model, before, after mig.Layout) []int {
+	b, a := m.Headroom(before), m.Headroom(after)
+	for i := range b {
+		b[i] -= a[i]
 	}
-	return before
+	return b
 }
 
 // forEachSubset calls fn with every k-subset of {0..n-1}, lexicographically.
