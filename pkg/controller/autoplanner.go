@@ -240,9 +240,27 @@ func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
 		a.events[key] = reason + note
 		a.Recorder.Eventf(pod, nil, eventType, reason, "Plan", "%s", note)
 	}
+	// GPUs whose change is in flight: a pod served by one of their coming
+	// devices waits for that change too.
+	inFlight := map[string]string{}
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			if g.Changing {
+				inFlight[fmt.Sprintf("%s/%d", n.Node.Name, g.Info.Index)] = fmt.Sprintf("%s/gpu-%d: %s", n.Node.Name, g.Info.Index, g.Layout.String())
+			}
+		}
+	}
 	for _, s := range res.Served {
-		if s.NeedsChange && to[s.Pod] != "" {
-			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, "waiting for the repartition of "+to[s.Pod]+" ("+strings.Join(s.Devices, ", ")+")")
+		target := to[s.Pod]
+		if target == "" {
+			for _, d := range s.Devices {
+				if idx, _, ok := migslices.DeviceGPUIndex(d); ok && inFlight[fmt.Sprintf("%s/%d", s.Node, idx)] != "" {
+					target = inFlight[fmt.Sprintf("%s/%d", s.Node, idx)]
+				}
+			}
+		}
+		if target != "" {
+			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, "waiting for the repartition of "+target+" (a device such as "+strings.Join(s.Devices, ", ")+")")
 		}
 	}
 	for pod, why := range res.Unservable {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"sort"
 	"testing"
 	"time"
 
@@ -9,10 +10,13 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 func TestBatcher(t *testing.T) {
@@ -129,5 +133,44 @@ func TestBuildSnapshot(t *testing.T) {
 	}
 	if snap.MaxGPUs != 3 {
 		t.Errorf("MaxGPUs = %d, want 3", snap.MaxGPUs)
+	}
+}
+
+func TestNotify(t *testing.T) {
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	}
+	model, _ := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	changing := planner.GPU{Info: migslices.PlannedGPU(model, 1), Layout: mig.MustParseLayout("3g.40gb@0,3g.40gb@4"), Changing: true}
+	snap := planner.Snapshot{
+		Nodes:   []planner.Node{{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, GPUs: []planner.GPU{changing}}},
+		Pending: []planner.Pod{{Pod: pod("new")}, {Pod: pod("coming")}, {Pod: pod("ready")}, {Pod: pod("never")}},
+	}
+	res := planner.Result{
+		Changes: []planner.Change{{Node: "n1", GPU: 0, To: mig.MustParseLayout("7g.80gb@0"), Serves: []string{"ns/new"}}},
+		Served: []planner.Placement{
+			{Pod: "ns/new", Node: "n1", Devices: []string{"gpu-0-mig-7g80gb-0-0"}, NeedsChange: true},
+			{Pod: "ns/coming", Node: "n1", Devices: []string{"gpu-1-mig-3g40gb-9-4"}},
+			{Pod: "ns/ready", Node: "n1", Devices: []string{"gpu-2-mig-1g10gb-19-0"}},
+		},
+		Unservable: map[string]string{"ns/never": "no profile satisfies claim c"},
+	}
+	rec := events.NewFakeRecorder(10)
+	a := &AutoPlanner{Recorder: rec}
+	a.notify(snap, res)
+	a.notify(snap, res) // the same outcome is not recorded twice
+	close(rec.Events)
+	var got []string
+	for e := range rec.Events {
+		got = append(got, e)
+	}
+	sort.Strings(got)
+	want := []string{
+		"Normal WaitingForRepartition waiting for the repartition of n1/gpu-0: 7g.80gb@0 (a device such as gpu-0-mig-7g80gb-0-0)",
+		"Normal WaitingForRepartition waiting for the repartition of n1/gpu-1: 3g.40gb@0,3g.40gb@4 (a device such as gpu-1-mig-3g40gb-9-4)",
+		"Warning NotServableByAutoMode no profile satisfies claim c",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
