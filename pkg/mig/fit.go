@@ -99,7 +99,7 @@ func (m *Model) Fit(req FitRequest) (FitResult, error) {
 		if !req.AllowMoves && keep < maxKeep {
 			break
 		}
-		forEachSubset(len(cands), keep, func(idx []int) {
+		ForEachSubset(len(cands), keep, func(idx []int) {
 			kept := slices.Clone(pinned)
 			n := map[string]int{}
 			for _, i := range idx {
@@ -191,8 +191,10 @@ func profileLess(a, b string) bool {
 	return a < b
 }
 
-// forEachSubset calls fn with every k-subset of {0..n-1} in lexicographic order.
-func forEachSubset(n, k int, fn func([]int)) {
+// ForEachSubset calls fn with every k-subset of {0..n-1}, in lexicographic
+// order, as ascending indexes; fn must not keep the slice. It does nothing
+// when k is outside 0..n.
+func ForEachSubset(n, k int, fn func([]int)) {
 	if k < 0 || k > n {
 		return
 	}

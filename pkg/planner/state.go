@@ -184,7 +184,7 @@ func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string) (addit
 	found := false
 	// Drop free devices only when nothing fits otherwise, fewest first.
 	for drop := 0; drop <= len(free) && !found; drop++ {
-		forEachSubset(len(free), drop, func(idx []int) {
+		mig.ForEachSubset(len(free), drop, func(idx []int) {
 			dropped := mig.Layout{}
 			for _, i := range idx {
 				dropped = append(dropped, free[i])
@@ -285,21 +285,4 @@ func headroomLoss(m *mig.Model, before, after mig.Layout) []int {
 		b[i] -= a[i]
 	}
 	return b
-}
-
-// forEachSubset calls fn with every k-subset of {0..n-1}, lexicographically.
-func forEachSubset(n, k int, fn func([]int)) {
-	idx := make([]int, k)
-	var rec func(pos, from int)
-	rec = func(pos, from int) {
-		if pos == k {
-			fn(idx)
-			return
-		}
-		for i := from; i <= n-(k-pos); i++ {
-			idx[pos] = i
-			rec(pos+1, i+1)
-		}
-	}
-	rec(0, 0)
 }
