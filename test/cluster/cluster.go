@@ -117,12 +117,12 @@ type Cluster struct {
 	cfg     *rest.Config
 	client  kubernetes.Interface
 	applier *applier
-	spawner *spawner
+	spawner *harness.Spawner
 
 	mu         sync.Mutex
 	nodes      map[string]*node
 	order      []string
-	controller *process
+	controller *harness.Process
 
 	stopOnce sync.Once
 	stopErr  error
@@ -137,7 +137,7 @@ type node struct {
 	hostRoot     string
 	registrarDir string
 	pluginsDir   string
-	agent        *process
+	agent        *harness.Process
 	kubelet      *kubelet.Kubelet
 }
 
@@ -256,7 +256,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c.progress("applied deploy/crds and deploy/deviceclasses (%d objects)", len(objs))
 
-	c.spawner = newSpawner()
+	c.spawner = harness.NewSpawner()
 	for _, spec := range opts.Nodes {
 		n, err := c.newNode(spec)
 		if err != nil {
@@ -380,8 +380,8 @@ func (c *Cluster) agentArgs(n *node) []string {
 // startAgent starts n's agent process; the kubeconfig comes through $KUBECONFIG
 // (controller-runtime's GetConfig), as the agent's flag set has no --kubeconfig.
 func (c *Cluster) startAgent(n *node) error {
-	p, err := c.spawner.run("agent-"+n.spec.Name, c.agentBin, filepath.Join(c.logDir, "agent-"+n.spec.Name+".log"),
-		c.agentArgs(n), childEnv("KUBECONFIG="+c.Kubeconfig()))
+	p, err := c.spawner.Run("agent-"+n.spec.Name, c.agentBin, filepath.Join(c.logDir, "agent-"+n.spec.Name+".log"),
+		c.agentArgs(n), harness.RunOptions{Env: childEnv("KUBECONFIG=" + c.Kubeconfig()), Append: true})
 	if err != nil {
 		return err
 	}
@@ -401,8 +401,8 @@ func (c *Cluster) startController() error {
 		"--health-probe-bind-address=0",
 		fmt.Sprintf("-v=%d", c.opts.Verbosity),
 	}
-	p, err := c.spawner.run("controller", c.ctrlBin, filepath.Join(c.logDir, "controller.log"),
-		append(args, c.opts.ControllerArgs...), childEnv())
+	p, err := c.spawner.Run("controller", c.ctrlBin, filepath.Join(c.logDir, "controller.log"),
+		append(args, c.opts.ControllerArgs...), harness.RunOptions{Env: childEnv(), Append: true})
 	if err != nil {
 		return err
 	}
@@ -422,17 +422,17 @@ func (c *Cluster) waitAgent(ctx context.Context, n *node, since time.Time) error
 	c.mu.Unlock()
 	go func() {
 		select {
-		case <-p.done:
+		case <-p.Done():
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	err := n.kubelet.WaitForPlugin(ctx, Driver, since)
-	if p.exited() {
-		return p.exitError()
+	if p.Exited() {
+		return p.ExitError()
 	}
 	if err != nil {
-		return fmt.Errorf("node %s: %w; last lines of %s:\n%s", n.spec.Name, err, p.logPath, tailFile(p.logPath, 30))
+		return fmt.Errorf("node %s: %w; last lines of %s:\n%s", n.spec.Name, err, p.LogPath(), harness.TailFile(p.LogPath(), 30))
 	}
 	return nil
 }
@@ -441,8 +441,8 @@ func (c *Cluster) waitAgent(ctx context.Context, n *node, since time.Time) error
 func (c *Cluster) WaitForPool(ctx context.Context, nodeName string) error {
 	n := c.node(nodeName)
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		if n.agent.exited() {
-			return false, n.agent.exitError()
+		if n.agent.Exited() {
+			return false, n.agent.ExitError()
 		}
 		list, err := c.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
 			FieldSelector: "spec.nodeName=" + nodeName + ",spec.driver=" + Driver})
@@ -459,8 +459,8 @@ func (c *Cluster) WaitForPool(ctx context.Context, nodeName string) error {
 
 func (c *Cluster) waitLeader(ctx context.Context) error {
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		if c.controller.exited() {
-			return false, c.controller.exitError()
+		if c.controller.Exited() {
+			return false, c.controller.ExitError()
 		}
 		l, err := c.client.CoordinationV1().Leases(LeaderElectionNamespace).Get(ctx, LeaderElectionID, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || err != nil {
@@ -470,7 +470,7 @@ func (c *Cluster) waitLeader(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for miglayout-controller to hold Lease %s/%s: %w; last lines of %s:\n%s",
-			LeaderElectionNamespace, LeaderElectionID, err, c.controller.logPath, tailFile(c.controller.logPath, 30))
+			LeaderElectionNamespace, LeaderElectionID, err, c.controller.LogPath(), harness.TailFile(c.controller.LogPath(), 30))
 	}
 	return nil
 }
@@ -531,10 +531,10 @@ func (c *Cluster) AgentPid(nodeName string) int {
 	n := c.node(nodeName)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n.agent == nil || n.agent.exited() {
+	if n.agent == nil || n.agent.Exited() {
 		return 0
 	}
-	return n.agent.pid()
+	return n.agent.Pid()
 }
 
 // KillAgent kills a node's agent with SIGKILL (a crash: no cleanup, the registration and
@@ -545,7 +545,7 @@ func (c *Cluster) KillAgent(nodeName string) {
 	p := n.agent
 	c.mu.Unlock()
 	if p != nil {
-		p.stop(0)
+		p.Stop(0)
 	}
 }
 
@@ -556,7 +556,7 @@ func (c *Cluster) StopAgent(nodeName string) {
 	p := n.agent
 	c.mu.Unlock()
 	if p != nil {
-		p.stop(10 * time.Second)
+		p.Stop(10 * time.Second)
 	}
 }
 
@@ -566,7 +566,7 @@ func (c *Cluster) StopAgent(nodeName string) {
 func (c *Cluster) StartAgent(ctx context.Context, nodeName string) error {
 	n := c.node(nodeName)
 	c.mu.Lock()
-	running := n.agent != nil && !n.agent.exited()
+	running := n.agent != nil && !n.agent.Exited()
 	c.mu.Unlock()
 	if running {
 		return fmt.Errorf("the agent of node %s is running", nodeName)
@@ -626,13 +626,13 @@ func (c *Cluster) Exited() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	procs := []*process{c.controller}
+	procs := []*harness.Process{c.controller}
 	for _, name := range c.order {
 		procs = append(procs, c.nodes[name].agent)
 	}
 	for _, p := range procs {
-		if p != nil && p.exited() && !p.killed {
-			return p.exitError()
+		if p != nil && p.Exited() && !p.Stopped() {
+			return p.ExitError()
 		}
 	}
 	return nil
@@ -644,7 +644,7 @@ func (c *Cluster) DumpLogs(w io.Writer, lines int) {
 	files, _ := filepath.Glob(filepath.Join(c.logDir, "*.log"))
 	sort.Strings(files)
 	for _, f := range files {
-		fmt.Fprintf(w, "==== last %d lines of %s\n%s\n", lines, f, tailFile(f, lines))
+		fmt.Fprintf(w, "==== last %d lines of %s\n%s\n", lines, f, harness.TailFile(f, lines))
 	}
 }
 
@@ -668,16 +668,16 @@ func (c *Cluster) Stop() error {
 		for _, n := range nodes {
 			if n.agent != nil {
 				wg.Add(1)
-				go func() { defer wg.Done(); n.agent.stop(5 * time.Second) }()
+				go func() { defer wg.Done(); n.agent.Stop(5 * time.Second) }()
 			}
 		}
 		if ctrl != nil {
 			wg.Add(1)
-			go func() { defer wg.Done(); ctrl.stop(5 * time.Second) }()
+			go func() { defer wg.Done(); ctrl.Stop(5 * time.Second) }()
 		}
 		wg.Wait()
 		if c.spawner != nil {
-			c.spawner.close()
+			c.spawner.Close()
 		}
 		if c.cp != nil {
 			c.stopErr = c.cp.Stop()
@@ -690,4 +690,10 @@ func (c *Cluster) Stop() error {
 		}
 	})
 	return c.stopErr
+}
+
+// childEnv is the environment of the agents, the controller and kubectl: harness.ChildEnv
+// without NODE_NAME (each agent gets its node by flag), plus extra.
+func childEnv(extra ...string) []string {
+	return append(harness.ChildEnv("NODE_NAME"), extra...)
 }

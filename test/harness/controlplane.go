@@ -75,8 +75,8 @@ type ControlPlane struct {
 	apiURL    string
 	ports     map[string]int
 	token     string // admin bearer token
-	spawner   *spawner
-	procs     []*process
+	spawner   *Spawner
+	procs     []*Process
 	started   time.Duration
 
 	stopOnce sync.Once
@@ -153,7 +153,7 @@ func start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			cp.Stop()
 		}
 	}()
-	cp.spawner = newSpawner()
+	cp.spawner = NewSpawner()
 
 	if cp.pki, err = newPKI(filepath.Join(cp.stateDir, "pki")); err != nil {
 		return nil, fmt.Errorf("generating keys: %w", err)
@@ -329,8 +329,9 @@ func start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	return cp, nil
 }
 
-func (cp *ControlPlane) run(name string, args []string) (*process, error) {
-	p, err := cp.spawner.run(name, filepath.Join(cp.opts.BinDir, name), filepath.Join(cp.logDir, name+".log"), args)
+func (cp *ControlPlane) run(name string, args []string) (*Process, error) {
+	p, err := cp.spawner.Run(name, filepath.Join(cp.opts.BinDir, name), filepath.Join(cp.logDir, name+".log"), args,
+		RunOptions{Env: componentEnv()})
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +343,7 @@ func (cp *ControlPlane) run(name string, args []string) (*process, error) {
 }
 
 // waitFor polls check until it succeeds, p exits, or ctx ends.
-func (cp *ControlPlane) waitFor(ctx context.Context, p *process, check func(context.Context) error) error {
+func (cp *ControlPlane) waitFor(ctx context.Context, p *Process, check func(context.Context) error) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -353,11 +354,11 @@ func (cp *ControlPlane) waitFor(ctx context.Context, p *process, check func(cont
 			return nil
 		}
 		select {
-		case <-p.done:
-			return p.exitError()
+		case <-p.Done():
+			return exitError(p)
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready: %w (last check: %v); last lines of %s:\n%s",
-				p.name, ctx.Err(), err, p.logPath, tailFile(p.logPath, 30))
+				p.Name(), ctx.Err(), err, p.LogPath(), TailFile(p.LogPath(), 30))
 		case <-tick.C:
 		}
 	}
@@ -372,7 +373,7 @@ func (cp *ControlPlane) progress(format string, args ...any) {
 func (cp *ControlPlane) writePids() error {
 	var b strings.Builder
 	for _, p := range cp.procs {
-		fmt.Fprintf(&b, "%s %d\n", p.name, p.pid())
+		fmt.Fprintf(&b, "%s %d\n", p.Name(), p.Pid())
 	}
 	return os.WriteFile(filepath.Join(cp.stateDir, PidsFile), []byte(b.String()), 0o644)
 }
@@ -457,7 +458,7 @@ func (cp *ControlPlane) StartupTime() time.Duration { return cp.started }
 func (cp *ControlPlane) Pids() map[string]int {
 	m := map[string]int{}
 	for _, p := range cp.procs {
-		m[p.name] = p.pid()
+		m[p.Name()] = p.Pid()
 	}
 	return m
 }
@@ -465,8 +466,8 @@ func (cp *ControlPlane) Pids() map[string]int {
 // Exited reports the first component that has died since Start, with its log tail, or nil.
 func (cp *ControlPlane) Exited() error {
 	for _, p := range cp.procs {
-		if p.exited() {
-			return p.exitError()
+		if p.Exited() {
+			return exitError(p)
 		}
 	}
 	return nil
@@ -475,7 +476,7 @@ func (cp *ControlPlane) Exited() error {
 // DumpLogs writes the last lines of every component's log to w (for a failing test).
 func (cp *ControlPlane) DumpLogs(w io.Writer, lines int) {
 	for _, p := range cp.procs {
-		fmt.Fprintf(w, "==== last %d lines of %s\n%s\n", lines, p.logPath, tailFile(p.logPath, lines))
+		fmt.Fprintf(w, "==== last %d lines of %s\n%s\n", lines, p.LogPath(), TailFile(p.LogPath(), lines))
 	}
 }
 
@@ -487,24 +488,24 @@ func (cp *ControlPlane) Stop() error {
 		var wg sync.WaitGroup
 		for i := len(cp.procs) - 1; i >= 0; i-- {
 			p := cp.procs[i]
-			if p.name == Scheduler || p.name == ControllerManager {
+			if p.Name() == Scheduler || p.Name() == ControllerManager {
 				wg.Add(1)
-				go func() { defer wg.Done(); p.stop(5 * time.Second) }()
+				go func() { defer wg.Done(); p.Stop(5 * time.Second) }()
 			}
 		}
 		wg.Wait()
 		for i := len(cp.procs) - 1; i >= 0; i-- {
-			if p := cp.procs[i]; p.name != Scheduler && p.name != ControllerManager {
-				p.stop(5 * time.Second)
+			if p := cp.procs[i]; p.Name() != Scheduler && p.Name() != ControllerManager {
+				p.Stop(5 * time.Second)
 			}
 		}
 		for _, p := range cp.procs {
-			if !p.exited() {
-				cp.stopErr = errors.Join(cp.stopErr, fmt.Errorf("%s (pid %d) did not exit", p.name, p.pid()))
+			if !p.Exited() {
+				cp.stopErr = errors.Join(cp.stopErr, fmt.Errorf("%s (pid %d) did not exit", p.Name(), p.Pid()))
 			}
 		}
 		if cp.spawner != nil {
-			cp.spawner.close()
+			cp.spawner.Close()
 		}
 		if cp.stopErr == nil {
 			_ = os.Remove(filepath.Join(cp.stateDir, PidsFile))

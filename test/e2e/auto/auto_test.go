@@ -24,9 +24,13 @@ import (
 	"github.com/miglayout/miglayout/pkg/controller"
 	"github.com/miglayout/miglayout/pkg/mig"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
+	"github.com/miglayout/miglayout/test/cluster/clustertest"
 )
 
-const layoutName = "e2e-auto"
+const (
+	layoutName = "e2e-auto"
+	a100       = "A100-SXM4-80GB"
+)
 
 var autoNodes = map[string]string{groupLabel: "auto"}
 
@@ -46,55 +50,55 @@ const (
 // runs them; the held 7g.80gb is never planned for nor touched; the impossible pod hears
 // why and stays pending. It logs claim-to-bound latency (p50/p99) and devices destroyed.
 func TestAutoRepartitionsWholeGPUs(t *testing.T) {
-	ctx := ctxFor(t, 3*time.Minute)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	t0 := time.Now()
 
 	// 1. Whole GPUs: a Static MigLayout makes every A100 one 7g.80gb@0.
-	ml := setMigLayout(t, ctx, layoutName, v1alpha1.MigLayoutSpec{
+	ml := env.SetMigLayout(t, ctx, layoutName, v1alpha1.MigLayoutSpec{
 		NodeSelector: metav1.LabelSelector{MatchLabels: autoNodes},
 		Mode:         v1alpha1.ModeStatic,
 		Rules:        []v1alpha1.LayoutRule{{Name: "whole", ProductName: a100, Profiles: map[string]int32{"7g.80gb": 1}}},
 	})
-	waitReady(t, ctx, ml, 2)
+	env.WaitReady(t, ctx, ml, 2)
 	for _, n := range []string{nodeA, nodeB} {
-		if got, want := layouts(snapshot(t, n)), []string{"7g.80gb@0", "7g.80gb@0"}; !slices.Equal(got, want) {
+		if got, want := clustertest.Layouts(env.Snapshot(t, n)), []string{"7g.80gb@0", "7g.80gb@0"}; !slices.Equal(got, want) {
 			t.Fatalf("%s layouts = %v, want %v", n, got, want)
 		}
-		waitPoolMatchesNVML(t, ctx, n)
+		env.WaitPoolMatchesNVML(t, ctx, n)
 	}
 	t.Logf("every GPU is one 7g.80gb after %.1fs", time.Since(t0).Seconds())
 
 	// 2. One pod holds a whole GPU's 7g.80gb.
-	ns := newNamespace(t, ctx, "auto")
-	if _, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "whole"}, Spec: claimSpec(sel7g)}, metav1.CreateOptions{}); err != nil {
+	ns := env.NewNamespace(t, ctx, "auto")
+	if _, err := env.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "whole"}, Spec: clustertest.ClaimSpec(sel7g)}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod(ns, "whole", autoNodes, "whole", ""), metav1.CreateOptions{}); err != nil {
+	if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, clustertest.Pod(ns, "whole", autoNodes, "whole", ""), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitPodRunning(t, ctx, ns, "whole", 60*time.Second)
-	pinNode, pinDev, ok := allocated(getClaim(t, ctx, ns, "whole"))
+	env.WaitPodRunning(t, ctx, ns, "whole", 60*time.Second)
+	pinNode, pinDev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, "whole"))
 	if !ok {
 		t.Fatal("claim whole is not allocated")
 	}
 	pinGPU, _, _ := migslices.DeviceGPUIndex(pinDev)
-	pinUUID := nvmlDevices(snapshot(t, pinNode))[pinDev]
-	if pinUUID == "" || processesOn(snapshot(t, pinNode), pinUUID) == 0 {
+	pinUUID := clustertest.NVMLDevices(env.Snapshot(t, pinNode))[pinDev]
+	if pinUUID == "" || len(clustertest.ProcessesOn(env.Snapshot(t, pinNode), pinUUID)) == 0 {
 		t.Fatalf("held device %s/%s (uuid %q) has no process of its pod", pinNode, pinDev, pinUUID)
 	}
 	t.Logf("pod whole holds %s/%s (GPU %d, %s)", pinNode, pinDev, pinGPU, pinUUID)
 
 	// 3. Auto mode, two GPUs of a node at once. The NodeMigLayouts keep their layouts; the
 	// agent reports the held device in use, which is what keeps the planner off it.
-	ml = setMigLayout(t, ctx, layoutName, v1alpha1.MigLayoutSpec{
+	ml = env.SetMigLayout(t, ctx, layoutName, v1alpha1.MigLayoutSpec{
 		NodeSelector: metav1.LabelSelector{MatchLabels: autoNodes},
 		Mode:         v1alpha1.ModeAuto,
 		Policy:       &v1alpha1.AutoPolicy{MaxGPUsPerNode: 2},
 	})
-	waitReady(t, ctx, ml, 2)
-	poll(t, ctx, 30*time.Second, fmt.Sprintf("NodeMigLayout %s to report GPU %d's 7g.80gb@0 in use", pinNode, pinGPU), func(ctx context.Context) (bool, string) {
-		nml := getNodeMigLayout(t, ctx, pinNode)
+	env.WaitReady(t, ctx, ml, 2)
+	clustertest.Poll(t, ctx, 30*time.Second, fmt.Sprintf("NodeMigLayout %s to report GPU %d's 7g.80gb@0 in use", pinNode, pinGPU), func(ctx context.Context) (bool, string) {
+		nml := env.GetNodeMigLayout(t, ctx, pinNode)
 		for _, g := range nml.Status.GPUs {
 			if int(g.Index) == pinGPU {
 				return g.InUse == "7g.80gb@0", fmt.Sprintf("inUse %q", g.InUse)
@@ -109,8 +113,8 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 	// 5. The demand: 4x 3g.40gb and 4x 1g.10gb-sized, half by name, half from templates
 	// (interleaved), and one device no A100 has.
 	for name, cel := range map[string]string{"big": sel3g, "small": sel1g} {
-		if _, err := client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceClaimTemplateSpec{Spec: claimSpec(cel)},
+		if _, err := env.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceClaimTemplateSpec{Spec: clustertest.ClaimSpec(cel)},
 		}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -131,12 +135,12 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 	for _, d := range all {
 		if d.claim != "" {
 			obs.claimCreated(d.claim, time.Now())
-			if _, err := client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
-				ObjectMeta: metav1.ObjectMeta{Name: d.claim}, Spec: claimSpec(d.cel)}, metav1.CreateOptions{}); err != nil {
+			if _, err := env.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: d.claim}, Spec: clustertest.ClaimSpec(d.cel)}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := client.CoreV1().Pods(ns).Create(ctx, pod(ns, d.pod, autoNodes, d.claim, d.template), metav1.CreateOptions{}); err != nil {
+		if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, clustertest.Pod(ns, d.pod, autoNodes, d.claim, d.template), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,7 +149,7 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 	// 6. Every served pod is bound and Running.
 	pods := map[string]*corev1.Pod{}
 	for _, d := range served {
-		pods[d.pod] = waitPodRunning(t, ctx, ns, d.pod, 90*time.Second)
+		pods[d.pod] = env.WaitPodRunning(t, ctx, ns, d.pod, 90*time.Second)
 	}
 	t.Logf("all %d pods Running %.1fs after the demand was created", len(served), time.Since(tDemand).Seconds())
 	obs.stop()
@@ -155,15 +159,15 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 	states := map[string]map[string]string{}
 	procs := map[string]func(string) int{}
 	for _, n := range []string{nodeA, nodeB} {
-		st := snapshot(t, n)
-		states[n] = nvmlDevices(st)
-		procs[n] = func(uuid string) int { return processesOn(st, uuid) }
+		st := env.Snapshot(t, n)
+		states[n] = clustertest.NVMLDevices(st)
+		procs[n] = func(uuid string) int { return len(clustertest.ProcessesOn(st, uuid)) }
 	}
 	taken := map[string]string{}
 	for _, d := range served {
 		p := pods[d.pod]
-		c := getClaim(t, ctx, ns, podClaim(p))
-		pool, dev, ok := allocated(c)
+		c := env.GetClaim(t, ctx, ns, clustertest.PodClaim(p))
+		pool, dev, ok := clustertest.Allocated(c)
 		want := "-mig-3g40gb-"
 		if strings.HasPrefix(d.pod, "small") {
 			want = "-mig-1g10gb" // 1g.10gb or 1g.10gb+me: both 9728 MiB
@@ -218,13 +222,13 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 	for _, d := range served {
 		waitPodEvent(t, ctx, ns, d.pod, controller.EventWaitingForRepartition)
 	}
-	if p, err := client.CoreV1().Pods(ns).Get(ctx, "huge", metav1.GetOptions{}); err != nil {
+	if p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "huge", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	} else if p.Spec.NodeName != "" {
 		t.Errorf("pod huge was bound to %s", p.Spec.NodeName)
 	}
 	for _, n := range []string{nodeA, nodeB} {
-		waitPoolMatchesNVML(t, ctx, n)
+		env.WaitPoolMatchesNVML(t, ctx, n)
 	}
 
 	// 9. The numbers.
@@ -232,7 +236,7 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 	for _, d := range served {
 		claim := d.claim
 		if claim == "" {
-			claim = podClaim(pods[d.pod])
+			claim = clustertest.PodClaim(pods[d.pod])
 		}
 		created, bound := obs.latency(claim, d.pod)
 		if created.IsZero() || bound.IsZero() {
@@ -260,8 +264,8 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 // waitPodEvent waits for an event with the given reason about the pod.
 func waitPodEvent(t *testing.T, ctx context.Context, ns, pod, reason string) {
 	t.Helper()
-	poll(t, ctx, 20*time.Second, "event "+reason+" on pod "+ns+"/"+pod, func(ctx context.Context) (bool, string) {
-		list, err := client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
+	clustertest.Poll(t, ctx, 20*time.Second, "event "+reason+" on pod "+ns+"/"+pod, func(ctx context.Context) (bool, string) {
+		list, err := env.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -301,7 +305,7 @@ var plannedRE = regexp.MustCompile(`"Planned GPU layout" .*\bnode="([^"]*)" gpu=
 // plannedChanges reads the "Planned GPU layout" lines of the controller's log.
 func plannedChanges(t *testing.T) []plannedChange {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(cl.LogDir(), "controller.log"))
+	data, err := os.ReadFile(filepath.Join(env.Cluster.LogDir(), "controller.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +352,7 @@ func observe(t *testing.T, ctx context.Context, ns string) *observer {
 		claims: map[string]time.Time{}, bound: map[string]time.Time{}, devices: map[string]string{},
 		specs: map[string][]string{}}
 	t.Cleanup(o.stop)
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
+	f := informers.NewSharedInformerFactoryWithOptions(env.Client, 0, informers.WithNamespace(ns))
 	_, _ = f.Resource().V1().ResourceClaims().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if c, ok := obj.(*resourceapi.ResourceClaim); ok {
@@ -412,7 +416,7 @@ func (o *observer) sample(ctx context.Context) {
 	now := map[string]bool{}
 	devs := map[string]string{}
 	for _, n := range []string{nodeA, nodeB} {
-		sim, err := cl.Sim(n)
+		sim, err := env.Cluster.Sim(n)
 		if err != nil {
 			o.t.Errorf("opening the simulator of %s: %v", n, err)
 			return
@@ -427,7 +431,7 @@ func (o *observer) sample(ctx context.Context) {
 		}
 	}
 	var nmls v1alpha1.NodeMigLayoutList
-	err := crc.List(ctx, &nmls)
+	err := env.CRC.List(ctx, &nmls)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.last = now

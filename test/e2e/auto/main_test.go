@@ -9,21 +9,12 @@
 package auto
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	crclient "sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/test/cluster"
-	"github.com/miglayout/miglayout/test/harness"
+	"github.com/miglayout/miglayout/test/cluster/clustertest"
 )
 
 // The nodes: two with two A100-SXM4-80GB each, selected by MigLayout e2e-auto.
@@ -41,30 +32,11 @@ const (
 	settlePeriod = 500 * time.Millisecond
 )
 
-var (
-	cl     *cluster.Cluster
-	client kubernetes.Interface
-	crc    crclient.Client
-)
+// env is the cluster that serves the package, set up by TestMain.
+var env *clustertest.Env
 
-func TestMain(m *testing.M) { os.Exit(runMain(m)) }
-
-func runMain(m *testing.M) int {
-	if _, err := harness.BinDir(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e/auto: %v\n", err)
-		return 1
-	}
-	state := os.Getenv("MIGLAYOUT_E2E_STATE")
-	if state != "" {
-		state = filepath.Join(state, "auto")
-	}
-	// Generous: a cold Go build cache compiles the agent and the controller first.
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	var err error
-	cl, err = cluster.Start(ctx, cluster.Options{
-		StateDir:     state,
-		Progress:     os.Stderr,
+func TestMain(m *testing.M) {
+	os.Exit(clustertest.Main(m, "e2e/auto", cluster.Options{
 		SettlePeriod: settlePeriod,
 		ControllerArgs: []string{
 			"--auto-batch-idle=" + batchIdle.String(),
@@ -74,31 +46,5 @@ func runMain(m *testing.M) int {
 			{Name: nodeA, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "auto"}},
 			{Name: nodeB, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "auto"}},
 		},
-	})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e/auto: starting the cluster: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := cl.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e/auto: stopping the cluster: %v\n", err)
-		}
-	}()
-	client = cl.Client()
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	if crc, err = crclient.New(cl.Config(), crclient.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e/auto: %v\n", err)
-		return 1
-	}
-	code := m.Run()
-	if err := cl.Exited(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e/auto: a process died during the tests: %v\n", err)
-		code = 1
-	}
-	if code != 0 {
-		cl.DumpLogs(os.Stderr, 80)
-	}
-	return code
+	}, 80, func(e *clustertest.Env) { env = e }))
 }

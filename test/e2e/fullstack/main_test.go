@@ -9,21 +9,11 @@
 package fullstack
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	crclient "sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/test/cluster"
-	"github.com/miglayout/miglayout/test/harness"
+	"github.com/miglayout/miglayout/test/cluster/clustertest"
 )
 
 // The nodes, by the tests that use them. Pods are pinned to their test's nodes.
@@ -41,30 +31,11 @@ const (
 	seedH = "seed-h100" // 1x H100-SXM5-80GB
 )
 
-var (
-	cl     *cluster.Cluster
-	client kubernetes.Interface
-	crc    crclient.Client
-)
+// env is the cluster that serves the package, set up by TestMain.
+var env *clustertest.Env
 
-func TestMain(m *testing.M) { os.Exit(runMain(m)) }
-
-func runMain(m *testing.M) int {
-	if _, err := harness.BinDir(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e/fullstack: %v\n", err)
-		return 1
-	}
-	state := os.Getenv("MIGLAYOUT_E2E_STATE")
-	if state != "" {
-		state = filepath.Join(state, "fullstack")
-	}
-	// Generous: a cold Go build cache compiles the agent and the controller first.
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	var err error
-	cl, err = cluster.Start(ctx, cluster.Options{
-		StateDir: state,
-		Progress: os.Stderr,
+func TestMain(m *testing.M) {
+	os.Exit(clustertest.Main(m, "e2e/fullstack", cluster.Options{
 		Nodes: []cluster.NodeSpec{
 			{Name: nodeA, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "static"}},
 			{Name: nodeH, GPUs: "1xH100-SXM5-80GB", Labels: map[string]string{groupLabel: "static"}},
@@ -73,31 +44,5 @@ func runMain(m *testing.M) int {
 			{Name: seedA, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "seed"}},
 			{Name: seedH, GPUs: "1xH100-SXM5-80GB", Labels: map[string]string{groupLabel: "seed"}},
 		},
-	})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e/fullstack: starting the cluster: %v\n", err)
-		return 1
-	}
-	defer func() {
-		if err := cl.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e/fullstack: stopping the cluster: %v\n", err)
-		}
-	}()
-	client = cl.Client()
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	if crc, err = crclient.New(cl.Config(), crclient.Options{Scheme: scheme}); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e/fullstack: %v\n", err)
-		return 1
-	}
-	code := m.Run()
-	if err := cl.Exited(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e/fullstack: a process died during the tests: %v\n", err)
-		code = 1
-	}
-	if code != 0 {
-		cl.DumpLogs(os.Stderr, 60)
-	}
-	return code
+	}, 60, func(e *clustertest.Env) { env = e }))
 }

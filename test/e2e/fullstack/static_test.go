@@ -15,6 +15,7 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
+	"github.com/miglayout/miglayout/test/cluster/clustertest"
 )
 
 // Issue 4's scenarios on two nodes (static-a100: 2x A100, static-h100: 1x H100) selected
@@ -27,31 +28,31 @@ var staticNodes = map[string]string{groupLabel: "static"}
 
 // The base layout: A100s in halves, the H100 mixed.
 var (
-	a100Halves = rule("a100", a100, map[string]int32{"3g.40gb": 2})
-	h100Mixed  = rule("h100", h100, map[string]int32{"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2})
+	a100Halves = clustertest.Rule("a100", a100, map[string]int32{"3g.40gb": 2})
+	h100Mixed  = clustertest.Rule("h100", h100, map[string]int32{"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2})
 )
 
 // setStatic applies the base layout and waits until both nodes hold it.
 func setStatic(t *testing.T, ctx context.Context) *v1alpha1.MigLayout {
 	t.Helper()
-	ml := setMigLayout(t, ctx, staticLayout, staticNodes, a100Halves, h100Mixed)
-	ml = waitReady(t, ctx, ml, 2)
+	ml := env.SetStaticMigLayout(t, ctx, staticLayout, staticNodes, a100Halves, h100Mixed)
+	ml = env.WaitReady(t, ctx, ml, 2)
 	for _, n := range []string{nodeA, nodeH} {
-		waitPoolMatchesNVML(t, ctx, n)
+		env.WaitPoolMatchesNVML(t, ctx, n)
 	}
 	return ml
 }
 
 func TestStaticLayoutOnTwoNodes(t *testing.T) {
-	ctx := ctxFor(t, 3*time.Minute)
-	ml := setMigLayout(t, ctx, staticLayout, staticNodes, a100Halves, h100Mixed)
+	ctx := clustertest.Context(t, 3*time.Minute)
+	ml := env.SetStaticMigLayout(t, ctx, staticLayout, staticNodes, a100Halves, h100Mixed)
 
 	// The controller creates one NodeMigLayout per selected node, owned by the MigLayout,
 	// with a desired layout per GPU from the rules and the agent-reported inventory.
 	for node, gpus := range map[string]int{nodeA: 2, nodeH: 1} {
-		poll(t, ctx, 60*time.Second, "NodeMigLayout "+node+" with a desired layout per GPU", func(ctx context.Context) (bool, string) {
+		clustertest.Poll(t, ctx, 60*time.Second, "NodeMigLayout "+node+" with a desired layout per GPU", func(ctx context.Context) (bool, string) {
 			var nml v1alpha1.NodeMigLayout
-			if err := crc.Get(ctx, crclient.ObjectKey{Name: node}, &nml); err != nil {
+			if err := env.CRC.Get(ctx, crclient.ObjectKey{Name: node}, &nml); err != nil {
 				return false, err.Error()
 			}
 			owner := metav1.GetControllerOf(&nml)
@@ -59,11 +60,11 @@ func TestStaticLayoutOnTwoNodes(t *testing.T) {
 				fmt.Sprintf("spec %+v, owner %+v", nml.Spec, owner)
 		})
 	}
-	ml = waitReady(t, ctx, ml, 2)
+	ml = env.WaitReady(t, ctx, ml, 2)
 
 	// NVML (the simulator) holds the layouts.
-	stA, stH := snapshot(t, nodeA), snapshot(t, nodeH)
-	if got, want := layouts(stA), []string{"3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4"}; !reflect.DeepEqual(got, want) {
+	stA, stH := env.Snapshot(t, nodeA), env.Snapshot(t, nodeH)
+	if got, want := clustertest.Layouts(stA), []string{"3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("%s layouts = %v, want %v", nodeA, got, want)
 	}
 	if got, want := profileCounts(stH.GPUs[0]), "1g.10gb:2,2g.20gb:1,3g.40gb:1"; got != want {
@@ -71,7 +72,7 @@ func TestStaticLayoutOnTwoNodes(t *testing.T) {
 	}
 	// Each NodeMigLayout reports the actual layout, equal to the desired one, Ready.
 	for node, st := range map[string]nvmlsim.State{nodeA: stA, nodeH: stH} {
-		nml := getNodeMigLayout(t, ctx, node)
+		nml := env.GetNodeMigLayout(t, ctx, node)
 		for _, spec := range nml.Spec.GPUs {
 			var status *v1alpha1.GPUStatus
 			for i := range nml.Status.GPUs {
@@ -87,11 +88,11 @@ func TestStaticLayoutOnTwoNodes(t *testing.T) {
 				t.Errorf("%s GPU %d: desired %q, reported %q (%s), NVML %q", node, spec.Index, spec.Layout, status.Layout, status.Phase, actual)
 			}
 		}
-		if !hasCondition(nml.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, "") {
-			t.Errorf("NodeMigLayout %s not Ready: %s", node, conditionsString(nml.Status.Conditions))
+		if !clustertest.HasCondition(nml.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, "") {
+			t.Errorf("NodeMigLayout %s not Ready: %s", node, clustertest.ConditionsString(nml.Status.Conditions))
 		}
 		// The pool was republished from NVML truth (invariant 2).
-		waitPoolMatchesNVML(t, ctx, node)
+		env.WaitPoolMatchesNVML(t, ctx, node)
 	}
 	// The MigLayout has a row per node, with per-GPU desired and actual layouts.
 	if len(ml.Status.Nodes) != 2 {
@@ -113,41 +114,41 @@ func TestStaticLayoutOnTwoNodes(t *testing.T) {
 }
 
 func TestLayoutChangeKeepsAllocatedDevice(t *testing.T) {
-	ctx := ctxFor(t, 4*time.Minute)
+	ctx := clustertest.Context(t, 4*time.Minute)
 	setStatic(t, ctx)
-	ns := newNamespace(t, ctx, "keep")
+	ns := env.NewNamespace(t, ctx, "keep")
 
 	// A pod on static-a100 holds one 3g.40gb device.
-	claim := createClaim(t, ctx, ns, "keep", `device.attributes['mig.miglayout.io'].profile == '3g.40gb'`)
-	createPod(t, ctx, podFor(ns, "keep", onNode(nodeA), *claim))
-	waitPodRunning(t, ctx, ns, "keep")
-	pool, dev, ok := allocated(getClaim(t, ctx, ns, "keep"))
+	claim := env.CreateClaim(t, ctx, ns, "keep", `device.attributes['mig.miglayout.io'].profile == '3g.40gb'`)
+	env.CreatePod(t, ctx, clustertest.Pod(ns, "keep", clustertest.OnNode(nodeA), claim.Name, ""))
+	env.WaitPodRunning(t, ctx, ns, "keep", 60*time.Second)
+	pool, dev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, "keep"))
 	if !ok || pool != nodeA {
 		t.Fatalf("claim allocated from pool %q device %q, want a device of %s", pool, dev, nodeA)
 	}
-	before := snapshot(t, nodeA)
-	uuid := nvmlDevices(before)[dev]
-	if uuid == "" || len(processesOn(before, uuid)) == 0 {
+	before := env.Snapshot(t, nodeA)
+	uuid := clustertest.NVMLDevices(before)[dev]
+	if uuid == "" || len(clustertest.ProcessesOn(before, uuid)) == 0 {
 		t.Fatalf("device %s (uuid %q) has no process of the pod: %+v", dev, uuid, before.Processes)
 	}
 	gpuIdx, _, _ := migslices.DeviceGPUIndex(dev)
-	t.Logf("claim holds %s (%s) on GPU %d; layouts before: %v", dev, uuid, gpuIdx, layouts(before))
+	t.Logf("claim holds %s (%s) on GPU %d; layouts before: %v", dev, uuid, gpuIdx, clustertest.Layouts(before))
 
 	// Every A100 gets 3g.40gb + 2g.20gb + 1g.10gb (which fits around a 3g.40gb at either
 	// placement), the H100 7x 1g.10gb.
-	ml := setMigLayout(t, ctx, staticLayout, staticNodes,
-		rule("a100", a100, map[string]int32{"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 1}),
-		rule("h100", h100, map[string]int32{"1g.10gb": 7}))
-	waitReady(t, ctx, ml, 2)
+	ml := env.SetStaticMigLayout(t, ctx, staticLayout, staticNodes,
+		clustertest.Rule("a100", a100, map[string]int32{"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 1}),
+		clustertest.Rule("h100", h100, map[string]int32{"1g.10gb": 7}))
+	env.WaitReady(t, ctx, ml, 2)
 
-	after := snapshot(t, nodeA)
-	t.Logf("layouts after: %v", layouts(after))
+	after := env.Snapshot(t, nodeA)
+	t.Logf("layouts after: %v", clustertest.Layouts(after))
 	// The allocated device survived: same name (profile and placement), same UUID, its
 	// process still running.
-	if got := nvmlDevices(after)[dev]; got != uuid {
+	if got := clustertest.NVMLDevices(after)[dev]; got != uuid {
 		t.Errorf("device %s has uuid %q after the change, want %q (kept in place)", dev, got, uuid)
 	}
-	if len(processesOn(after, uuid)) == 0 {
+	if len(clustertest.ProcessesOn(after, uuid)) == 0 {
 		t.Errorf("the pod's process on %s is gone", uuid)
 	}
 	// The rest changed.
@@ -156,29 +157,29 @@ func TestLayoutChangeKeepsAllocatedDevice(t *testing.T) {
 			t.Errorf("%s GPU %d holds %s (%s), want %s", nodeA, g.Index, got, g.Layout(), want)
 		}
 	}
-	if got, want := profileCounts(snapshot(t, nodeH).GPUs[0]), "1g.10gb:7"; got != want {
+	if got, want := profileCounts(env.Snapshot(t, nodeH).GPUs[0]), "1g.10gb:7"; got != want {
 		t.Errorf("%s GPU 0 holds %s, want %s", nodeH, got, want)
 	}
-	waitPoolMatchesNVML(t, ctx, nodeA)
-	waitPoolMatchesNVML(t, ctx, nodeH)
-	if _, d, _ := allocated(getClaim(t, ctx, ns, "keep")); d != dev {
+	env.WaitPoolMatchesNVML(t, ctx, nodeA)
+	env.WaitPoolMatchesNVML(t, ctx, nodeH)
+	if _, d, _ := clustertest.Allocated(env.GetClaim(t, ctx, ns, "keep")); d != dev {
 		t.Errorf("claim now allocated %q, want %q", d, dev)
 	}
-	waitPodRunning(t, ctx, ns, "keep")
+	env.WaitPodRunning(t, ctx, ns, "keep", 60*time.Second)
 }
 
 func TestImpossibleLayoutLeavesHardwareAlone(t *testing.T) {
-	ctx := ctxFor(t, 3*time.Minute)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	setStatic(t, ctx)
-	beforeA, beforeH := snapshot(t, nodeA), snapshot(t, nodeH)
+	beforeA, beforeH := env.Snapshot(t, nodeA), env.Snapshot(t, nodeH)
 
 	// Three 3g.40gb do not fit on an A100 (two at most).
-	ml := setMigLayout(t, ctx, staticLayout, staticNodes,
-		rule("a100", a100, map[string]int32{"3g.40gb": 3}), h100Mixed)
-	got := waitMigLayout(t, ctx, staticLayout, ml.Generation, 60*time.Second, "Degraded with reason InvalidLayout", func(ml *v1alpha1.MigLayout) bool {
-		return hasCondition(ml.Status.Conditions, v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonInvalidLayout)
+	ml := env.SetStaticMigLayout(t, ctx, staticLayout, staticNodes,
+		clustertest.Rule("a100", a100, map[string]int32{"3g.40gb": 3}), h100Mixed)
+	got := env.WaitMigLayout(t, ctx, staticLayout, ml.Generation, 60*time.Second, "Degraded with reason InvalidLayout", func(ml *v1alpha1.MigLayout) bool {
+		return clustertest.HasCondition(ml.Status.Conditions, v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonInvalidLayout)
 	})
-	deg := condition(got.Status.Conditions, v1alpha1.ConditionDegraded)
+	deg := clustertest.Condition(got.Status.Conditions, v1alpha1.ConditionDegraded)
 	t.Logf("Degraded: %s: %s", deg.Reason, deg.Message)
 	if !strings.Contains(deg.Message, "3g.40gb") {
 		t.Errorf("Degraded message does not name the profile: %q", deg.Message)
@@ -188,40 +189,40 @@ func TestImpossibleLayoutLeavesHardwareAlone(t *testing.T) {
 	// The hardware is not touched, for several settle periods.
 	deadline := time.Now().Add(4 * time.Second)
 	for time.Now().Before(deadline) {
-		if a := snapshot(t, nodeA); !reflect.DeepEqual(a.GPUs, beforeA.GPUs) {
-			t.Fatalf("%s changed: %v → %v", nodeA, layouts(beforeA), layouts(a))
+		if a := env.Snapshot(t, nodeA); !reflect.DeepEqual(a.GPUs, beforeA.GPUs) {
+			t.Fatalf("%s changed: %v → %v", nodeA, clustertest.Layouts(beforeA), clustertest.Layouts(a))
 		}
-		if h := snapshot(t, nodeH); !reflect.DeepEqual(h.GPUs, beforeH.GPUs) {
-			t.Fatalf("%s changed: %v → %v", nodeH, layouts(beforeH), layouts(h))
+		if h := env.Snapshot(t, nodeH); !reflect.DeepEqual(h.GPUs, beforeH.GPUs) {
+			t.Fatalf("%s changed: %v → %v", nodeH, clustertest.Layouts(beforeH), clustertest.Layouts(h))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	waitPoolMatchesNVML(t, ctx, nodeA)
+	env.WaitPoolMatchesNVML(t, ctx, nodeA)
 }
 
 func TestOverlappingMigLayoutsConflict(t *testing.T) {
-	ctx := ctxFor(t, 3*time.Minute)
+	ctx := clustertest.Context(t, 3*time.Minute)
 	setStatic(t, ctx)
-	before := snapshot(t, nodeH)
+	before := env.Snapshot(t, nodeH)
 	const other = "e2e-overlap"
-	t.Cleanup(func() { deleteMigLayout(t, other) })
-	ml2 := setMigLayout(t, ctx, other, onNode(nodeH), rule("whole", h100, map[string]int32{"7g.80gb": 1}))
+	t.Cleanup(func() { env.DeleteMigLayout(t, other) })
+	ml2 := env.SetStaticMigLayout(t, ctx, other, clustertest.OnNode(nodeH), clustertest.Rule("whole", h100, map[string]int32{"7g.80gb": 1}))
 	isConflict := func(ml *v1alpha1.MigLayout) bool {
-		return hasCondition(ml.Status.Conditions, v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonOverlappingSelectors)
+		return clustertest.HasCondition(ml.Status.Conditions, v1alpha1.ConditionConflict, metav1.ConditionTrue, v1alpha1.ReasonOverlappingSelectors)
 	}
-	waitMigLayout(t, ctx, other, ml2.Generation, 60*time.Second, "Conflict", isConflict)
-	waitMigLayout(t, ctx, staticLayout, 0, 60*time.Second, "Conflict", isConflict)
+	env.WaitMigLayout(t, ctx, other, ml2.Generation, 60*time.Second, "Conflict", isConflict)
+	env.WaitMigLayout(t, ctx, staticLayout, 0, 60*time.Second, "Conflict", isConflict)
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		if h := snapshot(t, nodeH); !reflect.DeepEqual(h.GPUs, before.GPUs) {
-			t.Fatalf("%s changed under conflicting MigLayouts: %v → %v", nodeH, layouts(before), layouts(h))
+		if h := env.Snapshot(t, nodeH); !reflect.DeepEqual(h.GPUs, before.GPUs) {
+			t.Fatalf("%s changed under conflicting MigLayouts: %v → %v", nodeH, clustertest.Layouts(before), clustertest.Layouts(h))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	deleteMigLayout(t, other)
-	waitMigLayout(t, ctx, staticLayout, 0, 60*time.Second, "no Conflict, Ready", func(ml *v1alpha1.MigLayout) bool {
-		return hasCondition(ml.Status.Conditions, v1alpha1.ConditionConflict, metav1.ConditionFalse, "") &&
-			hasCondition(ml.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, "")
+	env.DeleteMigLayout(t, other)
+	env.WaitMigLayout(t, ctx, staticLayout, 0, 60*time.Second, "no Conflict, Ready", func(ml *v1alpha1.MigLayout) bool {
+		return clustertest.HasCondition(ml.Status.Conditions, v1alpha1.ConditionConflict, metav1.ConditionFalse, "") &&
+			clustertest.HasCondition(ml.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionTrue, "")
 	})
 }
 
@@ -246,7 +247,7 @@ func TestAgentKilledMidRepartition(t *testing.T) {
 // (KillAgentWhen holds the simulator's lock between the agent's NVML calls; a rare miss
 // is retried with the other layout), then restarts the agent.
 func testAgentKilled(t *testing.T, isWanted func(before, now nvmlsim.GPU, gi nvmlsim.GPUInstance) bool) {
-	ctx := ctxFor(t, 5*time.Minute)
+	ctx := clustertest.Context(t, 5*time.Minute)
 	setStatic(t, ctx)
 	targets := []map[string]int32{{"1g.10gb": 7}, {"3g.40gb": 2}}
 	var (
@@ -257,17 +258,17 @@ func testAgentKilled(t *testing.T, isWanted func(before, now nvmlsim.GPU, gi nvm
 	)
 	for attempt := 0; attempt < 6 && !found; attempt++ {
 		target = targets[attempt%2]
-		before := snapshot(t, nodeA)
-		ml = setMigLayout(t, ctx, staticLayout, staticNodes, rule("a100", a100, target), h100Mixed)
+		before := env.Snapshot(t, nodeA)
+		ml = env.SetStaticMigLayout(t, ctx, staticLayout, staticNodes, clustertest.Rule("a100", a100, target), h100Mixed)
 		kctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		want := fmt.Sprint(target)
-		_, err := cl.KillAgentWhen(kctx, nodeA, func(st nvmlsim.State) bool {
+		_, err := env.Cluster.KillAgentWhen(kctx, nodeA, func(st nvmlsim.State) bool {
 			done := true
 			for _, g := range st.GPUs {
 				for _, gi := range g.GPUInstances {
 					if len(gi.ComputeInstances) == 0 && isWanted(gpuOf(before, g.Index), g, gi) {
 						caught = fmt.Sprintf("GPU %d: GI %d %s@%d without a compute instance, layouts %v",
-							g.Index, gi.ID, gi.Profile, gi.Placement.Start, layouts(st))
+							g.Index, gi.ID, gi.Profile, gi.Placement.Start, clustertest.Layouts(st))
 						return true
 					}
 				}
@@ -284,25 +285,25 @@ func testAgentKilled(t *testing.T, isWanted func(before, now nvmlsim.GPU, gi nvm
 			break
 		}
 		t.Logf("attempt %d: not caught (%v); trying the other layout", attempt, err)
-		waitReady(t, ctx, ml, 2)
+		env.WaitReady(t, ctx, ml, 2)
 	}
 	if !found {
 		t.Fatal("never caught the agent at that moment")
 	}
 	t.Logf("agent killed with %s", caught)
-	if pid := cl.AgentPid(nodeA); pid != 0 {
+	if pid := env.Cluster.AgentPid(nodeA); pid != 0 {
 		t.Fatalf("agent still running (pid %d)", pid)
 	}
 	// Nothing else touches the hardware meanwhile: the orphan is still there.
-	if _, ok := orphanGI(snapshot(t, nodeA)); !ok {
+	if _, ok := orphanGI(env.Snapshot(t, nodeA)); !ok {
 		t.Fatalf("the orphan GI vanished before the restart")
 	}
 
-	if err := cl.StartAgent(ctx, nodeA); err != nil {
+	if err := env.Cluster.StartAgent(ctx, nodeA); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, ctx, ml, 2)
-	after := snapshot(t, nodeA)
+	env.WaitReady(t, ctx, ml, 2)
+	after := env.Snapshot(t, nodeA)
 	if what, ok := orphanGI(after); ok {
 		t.Errorf("leaked after restart: %s", what)
 	}
@@ -311,29 +312,29 @@ func testAgentKilled(t *testing.T, isWanted func(before, now nvmlsim.GPU, gi nvm
 			t.Errorf("GPU %d holds %s after the restart, want %s", g.Index, got, want)
 		}
 	}
-	waitPoolMatchesNVML(t, ctx, nodeA)
+	env.WaitPoolMatchesNVML(t, ctx, nodeA)
 }
 
 func TestDrainTaintStopsAllocation(t *testing.T) {
-	ctx := ctxFor(t, 4*time.Minute)
+	ctx := clustertest.Context(t, 4*time.Minute)
 	const name = "e2e-race"
 	selector := map[string]string{groupLabel: "race"}
-	t.Cleanup(func() { deleteMigLayout(t, name) })
-	ml := setMigLayout(t, ctx, name, selector, rule("halves", a100, map[string]int32{"3g.40gb": 2}))
-	waitReady(t, ctx, ml, 1)
-	waitPoolMatchesNVML(t, ctx, nodeRace)
-	ns := newNamespace(t, ctx, "race")
+	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
+	ml := env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("halves", a100, map[string]int32{"3g.40gb": 2}))
+	env.WaitReady(t, ctx, ml, 1)
+	env.WaitPoolMatchesNVML(t, ctx, nodeRace)
+	ns := env.NewNamespace(t, ctx, "race")
 
 	// Repartition to 7x 1g.10gb: both 3g.40gb devices are drained (tainted for the
 	// agent's 3 s settle period on this node), then destroyed.
-	ml = setMigLayout(t, ctx, name, selector, rule("sevenths", a100, map[string]int32{"1g.10gb": 7}))
-	poll(t, ctx, 30*time.Second, "the drain taint on "+nodeRace, func(ctx context.Context) (bool, string) {
-		devs, err := poolDevices(ctx, nodeRace)
+	ml = env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("sevenths", a100, map[string]int32{"1g.10gb": 7}))
+	clustertest.Poll(t, ctx, 30*time.Second, "the drain taint on "+nodeRace, func(ctx context.Context) (bool, string) {
+		devs, err := env.PoolDevices(ctx, nodeRace)
 		if err != nil {
 			return false, err.Error()
 		}
 		for _, d := range devs {
-			if d.tainted {
+			if d.Tainted {
 				return true, ""
 			}
 		}
@@ -344,19 +345,19 @@ func TestDrainTaintStopsAllocation(t *testing.T) {
 	const claims = 7
 	duringDrain := 0
 	for i := range claims {
-		devs, err := poolDevices(ctx, nodeRace)
+		devs, err := env.PoolDevices(ctx, nodeRace)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, d := range devs {
-			if d.tainted {
+			if d.Tainted {
 				duringDrain++
 				break
 			}
 		}
 		name := fmt.Sprintf("race-%d", i)
-		c := createClaim(t, ctx, ns, name, "")
-		createPod(t, ctx, podFor(ns, name, onNode(nodeRace), *c))
+		c := env.CreateClaim(t, ctx, ns, name, "")
+		env.CreatePod(t, ctx, clustertest.Pod(ns, name, clustertest.OnNode(nodeRace), c.Name, ""))
 		time.Sleep(300 * time.Millisecond)
 	}
 	t.Logf("%d of %d claims created while the pool showed the drain taint", duringDrain, claims)
@@ -366,39 +367,39 @@ func TestDrainTaintStopsAllocation(t *testing.T) {
 
 	// The drain was not disturbed (no claim got a draining device, which would have
 	// blocked the GPU), and every claim got one of the new devices.
-	waitReady(t, ctx, ml, 1)
+	env.WaitReady(t, ctx, ml, 1)
 	for i := range claims {
-		waitPodRunning(t, ctx, ns, fmt.Sprintf("race-%d", i))
+		env.WaitPodRunning(t, ctx, ns, fmt.Sprintf("race-%d", i), 60*time.Second)
 	}
-	st := snapshot(t, nodeRace)
-	devices := nvmlDevices(st)
+	st := env.Snapshot(t, nodeRace)
+	devices := clustertest.NVMLDevices(st)
 	seen := map[string]bool{}
 	for i := range claims {
-		c := getClaim(t, ctx, ns, fmt.Sprintf("race-%d", i))
-		_, dev, ok := allocated(c)
+		c := env.GetClaim(t, ctx, ns, fmt.Sprintf("race-%d", i))
+		_, dev, ok := clustertest.Allocated(c)
 		uuid, exists := devices[dev]
 		switch {
 		case !ok:
 			t.Errorf("claim %s not allocated", c.Name)
 		case !exists:
-			t.Errorf("claim %s is allocated %s, which no longer exists (NVML has %v)", c.Name, dev, layouts(st))
+			t.Errorf("claim %s is allocated %s, which no longer exists (NVML has %v)", c.Name, dev, clustertest.Layouts(st))
 		case !strings.Contains(dev, "-mig-1g10gb-"):
 			t.Errorf("claim %s got %s, not one of the new 1g.10gb devices", c.Name, dev)
 		case seen[dev]:
 			t.Errorf("device %s allocated twice", dev)
-		case len(processesOn(st, uuid)) == 0:
+		case len(clustertest.ProcessesOn(st, uuid)) == 0:
 			t.Errorf("claim %s: no process on %s (%s)", c.Name, dev, uuid)
 		}
 		seen[dev] = true
 	}
-	waitPoolMatchesNVML(t, ctx, nodeRace)
+	env.WaitPoolMatchesNVML(t, ctx, nodeRace)
 }
 
 // waitEvent waits for an event with the given reason about the MigLayout.
 func waitEvent(t *testing.T, ctx context.Context, mlName, reason string) {
 	t.Helper()
-	poll(t, ctx, 30*time.Second, "event "+reason+" on MigLayout "+mlName, func(ctx context.Context) (bool, string) {
-		list, err := client.EventsV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	clustertest.Poll(t, ctx, 30*time.Second, "event "+reason+" on MigLayout "+mlName, func(ctx context.Context) (bool, string) {
+		list, err := env.Client.EventsV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 			FieldSelector: "regarding.name=" + mlName})
 		if err != nil {
 			return false, err.Error()
