@@ -9,6 +9,8 @@
 package auto
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -35,16 +37,40 @@ const (
 // env is the cluster that serves the package, set up by TestMain.
 var env *clustertest.Env
 
+// metricsAddr holds the Prometheus endpoints of the controller and of node A's
+// agent, on free loopback ports chosen by TestMain.
+var metricsAddr = map[string]string{}
+
 func TestMain(m *testing.M) {
+	for _, who := range []string{"controller", nodeA} {
+		addr, err := freeAddr()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "choosing a metrics port:", err)
+			os.Exit(1)
+		}
+		metricsAddr[who] = addr
+	}
 	os.Exit(clustertest.Main(m, "e2e/auto", cluster.Options{
 		SettlePeriod: settlePeriod,
 		ControllerArgs: []string{
 			"--auto-batch-idle=" + batchIdle.String(),
 			"--auto-batch-max=" + batchMax.String(),
+			"--metrics-bind-address=" + metricsAddr["controller"],
 		},
 		Nodes: []cluster.NodeSpec{
-			{Name: nodeA, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "auto"}},
+			{Name: nodeA, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "auto"},
+				AgentArgs: []string{"--metrics-bind-address=" + metricsAddr[nodeA]}},
 			{Name: nodeB, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "auto"}},
 		},
 	}, 80, func(e *clustertest.Env) { env = e }))
+}
+
+// freeAddr returns a loopback address with a port nothing listens on now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
