@@ -507,10 +507,18 @@ func layoutOf(g *GPUState) mig.Layout {
 	return l.Canonical()
 }
 
-// matches reports whether the GPU holds what spec asks for.
+// matches reports whether the GPU holds what spec asks for, every GPU
+// instance with its compute instance (a GI without one, e.g. after a CI
+// create that NVML reported but did not do, is rolled back and made again on
+// the retry).
 func matches(g *GPUState, spec v1alpha1.GPUSpec) bool {
 	if g.GPU.MIGMode.Current != spec.MIGEnabled || g.GPU.MIGMode.Pending != spec.MIGEnabled {
 		return false
+	}
+	for _, d := range g.Devices {
+		if d.CIID < 0 {
+			return false
+		}
 	}
 	if !spec.MIGEnabled {
 		return true

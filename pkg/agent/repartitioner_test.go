@@ -247,3 +247,30 @@ func TestSyncDisablesMIG(t *testing.T) {
 		t.Errorf("published (-want +got):\n%s", diff)
 	}
 }
+
+// TestSyncRetriesAfterLyingCICreate: NVML reports a compute instance created
+// but there is none; the pass must not report Ready, and the next pass rolls
+// the GI back and converges.
+func TestSyncRetriesAfterLyingCICreate(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "")
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "CreateComputeInstance", Nth: 1, Lie: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}
+	res, err := g.r.Sync(context.Background(), want, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Results[0].Phase == v1alpha1.PhaseReady || !res.Retry {
+		t.Fatalf("first pass = %+v retry=%v, want not Ready and a retry", res.Results[0], res.Retry)
+	}
+	if res, err = g.r.Sync(context.Background(), want, nil); err != nil || res.Results[0].Phase != v1alpha1.PhaseReady {
+		t.Fatalf("second pass = %+v, %v", res.Results[0], err)
+	}
+	for _, gi := range g.sim.Snapshot().GPUs[0].GPUInstances {
+		if len(gi.ComputeInstances) != 1 {
+			t.Errorf("GI %d has %d compute instances, want 1", gi.ID, len(gi.ComputeInstances))
+		}
+	}
+}
