@@ -49,3 +49,19 @@ generate: ## regenerate deepcopy code, CRD manifests and the Helm chart's copies
 verify: generate ## fail when generated files are out of date
 	@git diff --exit-code -- api deploy/crds deploy/helm || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- api deploy/crds deploy/helm)" || { git status --porcelain -- api deploy/crds deploy/helm; echo "generated files are untracked or stale: run make generate and commit"; exit 1; }
+
+# Reliability (issue 7): the chaos suite, the drain race and the bad-input corpus run in
+# `make test` (quick mode); `make chaos` is the long mode, `make fuzz` the fuzz targets.
+.PHONY: chaos chaos-quick badinput fuzz
+chaos-quick: testbin ## quick chaos suite + drain race on the test cluster (CI mode, ~4 min)
+	$(GO) test -count=1 -v ./test/chaos
+
+chaos: testbin ## long chaos mode: SCENARIOS (default 500) seeded scenarios + drain race (~1 h); SEED=n to replay a run
+	$(GO) run ./cmd/miglayout-chaos -scenarios $(or $(SCENARIOS),500) $(if $(SEED),-seed $(SEED))
+
+badinput: testbin ## bad-input corpus against the real API server with agents running (~1.5 min)
+	$(GO) test -count=1 -v ./test/e2e/badinput
+
+fuzz: ## the fuzz targets of the layout parser and the planner, FUZZTIME each (default 30s)
+	$(GO) test ./pkg/mig -run '^$$' -fuzz '^FuzzParseLayout$$' -fuzztime $(or $(FUZZTIME),30s)
+	$(GO) test ./pkg/planner -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime $(or $(FUZZTIME),30s)

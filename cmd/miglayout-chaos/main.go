@@ -1,0 +1,148 @@
+// Command miglayout-chaos runs the long mode of miglayout's chaos suite (test/chaos) on a
+// test cluster with simulated GPUs: many seeded scenarios of layout changes and claim
+// churn under injected faults, then (unless -race-rounds=0) the drain race, and prints
+// the tables the README's Reliability section shows.
+//
+//	go run ./cmd/miglayout-chaos -scenarios 500
+//
+// It needs the control-plane binaries of `make testbin`. Every scenario derives from its
+// seed; a failing seed is printed (add it to the regressions table of
+// test/chaos/chaos_test.go, or replay it with -seeds). Ctrl-C stops after the running
+// scenario and prints the tables so far. The exit status is 1 when an invariant was
+// violated.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/miglayout/miglayout/test/chaos"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	n := flag.Int("scenarios", 500, "number of chaos scenarios")
+	seed := flag.Int64("seed", 0, "master seed the scenario seeds derive from (0: from the clock)")
+	seeds := flag.String("seeds", "", "comma-separated scenario seeds to run instead (replays)")
+	raceRounds := flag.Int("race-rounds", 10, "drain-race rounds per scheduler mode (0: no drain race)")
+	state := flag.String("state", "", "keep the cluster's state and logs in this directory")
+	every := flag.Int("table-every", 50, "print the table every this many scenarios")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *seed == 0 {
+		*seed = time.Now().UnixNano() % 1_000_000
+	}
+	list := chaos.Seeds(*seed, *n)
+	if *seeds != "" {
+		list = nil
+		for _, s := range strings.Split(*seeds, ",") {
+			v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "miglayout-chaos: -seeds: %v\n", err)
+				return 2
+			}
+			list = append(list, v)
+		}
+	}
+
+	start := time.Now()
+	env, err := chaos.StartEnv(context.WithoutCancel(ctx), chaos.EnvOptions{StateDir: *state, Progress: os.Stderr})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "miglayout-chaos: starting the cluster: %v\n", err)
+		return 1
+	}
+	defer env.Stop()
+	nodes := append([]string(nil), env.ChaosNodes...)
+	for _, s := range env.RaceSettles {
+		nodes = append(nodes, env.RaceNodes[s])
+	}
+	mon, err := chaos.NewMonitor(context.Background(), env, nodes, 100*time.Millisecond)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "miglayout-chaos: %v\n", err)
+		return 1
+	}
+	defer mon.Stop()
+	runner, err := chaos.NewRunner(ctx, env, mon, "chaos-"+rand.String(5))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "miglayout-chaos: %v\n", err)
+		return 1
+	}
+	fmt.Printf("miglayout-chaos: %d scenarios, master seed %d; cluster up in %s\n", len(list), *seed, time.Since(start).Round(time.Second))
+
+	code := 0
+	var sum *chaos.Summary
+	var sofar []*chaos.Result
+	sum, err = runner.RunAll(ctx, list, func(i int, res *chaos.Result) {
+		sofar = append(sofar, res)
+		status := "ok"
+		switch {
+		case res.KnownBug() != "":
+			status = "KNOWN BUG"
+		case res.Failed():
+			status, code = "FAILED", 1
+		}
+		fmt.Printf("[%d/%d] %s %s (%s)\n", i+1, len(list), status, res.Scenario.Describe(), res.Took.Round(100*time.Millisecond))
+		if res.Failed() {
+			fmt.Print(res.Describe())
+		}
+		if *every > 0 && (i+1)%*every == 0 && i+1 < len(list) {
+			fmt.Printf("\n-- after %d scenarios (%s):\n", i+1, time.Since(start).Round(time.Second))
+			(&chaos.Summary{Results: sofar, Took: time.Since(start)}).WriteTable(os.Stdout)
+			fmt.Println()
+		}
+	})
+	if err != nil && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "miglayout-chaos: %v\n", err)
+		code = 1
+	}
+	fmt.Printf("\n## Chaos: %d scenarios (master seed %d)\n\n", len(sum.Results), *seed)
+	sum.WriteTable(os.Stdout)
+	var failing, known []string
+	for _, f := range sum.Failed() {
+		if f.KnownBug() != "" {
+			known = append(known, fmt.Sprint(f.Scenario.Seed))
+		} else {
+			failing = append(failing, fmt.Sprint(f.Scenario.Seed))
+		}
+	}
+	if len(failing) > 0 {
+		fmt.Printf("failing seeds: %s\n", strings.Join(failing, ","))
+	}
+	if len(known) > 0 {
+		fmt.Printf("seeds that hit a known product bug (chaos.KnownBugs): %s\n", strings.Join(known, ","))
+	}
+	polls, errs, ooo := mon.Stats()
+	fmt.Printf("monitor: %d simulator polls, %d watch events out of revision order, %d errors %v\n", polls, ooo, len(errs), errs)
+
+	if *raceRounds > 0 && ctx.Err() == nil {
+		cells, err := chaos.RunDrainRace(ctx, env, mon, "race-"+rand.String(5), chaos.RaceOptions{Rounds: *raceRounds, Seed: *seed,
+			Logf: func(f string, a ...any) { fmt.Printf(f+"\n", a...) }})
+		fmt.Printf("\n## Drain race: %d rounds per scheduler mode\n\n", *raceRounds)
+		chaos.WriteRaceTable(os.Stdout, cells)
+		for _, c := range cells {
+			for _, d := range c.Details {
+				fmt.Printf("  %s, settle %s: %s\n", c.Mode, c.Settle, d)
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "miglayout-chaos: drain race: %v\n", err)
+			code = 1
+		}
+	}
+	fmt.Printf("\ntook %s\n", time.Since(start).Round(time.Second))
+	return code
+}

@@ -1,0 +1,32 @@
+// Package chaos measures miglayout's reliability promises on the real test cluster
+// (test/cluster: control plane, CRDs, the controller and one agent per node on simulated
+// GPUs, stand-in kubelets), over many seeded scenarios:
+//
+//   - Chaos scenarios (Scenario, Runner): on two nodes (2x A100, 1x H100) one MigLayout's
+//     rules change at random (counts or explicit placements, MIG off, per-GPU rules, a
+//     second change mid-flight) while claims with pods come and go, and a fault strikes:
+//     the agent killed at a journal step (Draining, Destroying, Creating, SettingMIGMode,
+//     with a GPU instance lacking its compute instance, inside an NVML call), an NVML
+//     call failing (IN_USE, INSUFFICIENT_RESOURCES, a CI create failing after its GI, with
+//     or without a failing rollback, SetMigMode, reads), an NVML call lying (success
+//     reported, nothing done), NVML stalling for seconds, concurrent writers causing
+//     update conflicts, kube-scheduler stopped. Everything a scenario does derives from
+//     its seed (NewScenario); it starts from its base layout (explicit placements) and
+//     the previous scenario ends on it.
+//   - The Monitor counts invariant violations while everything runs: allocations of
+//     devices NVML then lacks (the simulators are read under their lock together with a
+//     live list of the claims), and — replaying the ResourceSlice and ResourceClaim
+//     watch events in etcd revision order — allocations that landed on a tainted or an
+//     unpublished device, and devices withdrawn while allocated.
+//   - After each scenario, once the product reports convergence (twice: with the claims,
+//     where Blocked is accepted only when a device that must go is really in use; and
+//     after releasing them, on the next scenario's base layout), Env.Check compares the
+//     published pool with NVML and NVML with the desired layouts, and looks for GPU
+//     instances without compute instance.
+//   - The drain race (RunDrainRace) flips race nodes (one per settle period) between two
+//     layouts while claims arrive, with the scheduler running normally or stopped across
+//     the flip, and counts what happened to each drain.
+//
+// The tests (go test ./test/chaos) run the quick mode in CI; -chaos.long runs 500
+// scenarios, as does `go run ./cmd/miglayout-chaos -scenarios 500`.
+package chaos
