@@ -705,6 +705,13 @@ func (m *NVMLManager) create(logger klog.Logger, idx int, d mig.Device) (MIGDevi
 	if err != nil {
 		return MIGDevice{}, fmt.Errorf("created GI %d with its CI, but reading it back failed: %w", giInfo.Id, err)
 	}
+	if out.CIID < 0 {
+		// NVML reported the CI created, but the GI has none (destroyed
+		// behind our back, or a driver fault): never hand out a GI that no
+		// container can use.
+		return MIGDevice{}, m.rollback(logger, gi, fmt.Errorf("creating compute instance in GI %d: NVML reported success but the GPU instance has no compute instance: %w",
+			giInfo.Id, ErrNVML))
+	}
 	return out, nil
 }
 
