@@ -28,14 +28,15 @@ func TestScenarioIsDeterministic(t *testing.T) {
 	}
 }
 
-// TestKnownBugOrphanGIReportedReady reproduces KnownBugs[0] without a cluster: when
+// TestOrphanGIIsRolledBack is the regression test of the first bug the chaos suite
+// found, without a cluster: when
 // nvmlGpuInstanceCreateComputeInstance reports SUCCESS but no compute instance exists
 // (nvmlsim Lie; on real hardware, a CI destroyed behind the agent's back between create
 // and read-back), NVMLManager.CreateMIGDevice returns no error and a device with CIID -1.
 // The agent's apply() then counts it as created and matches() (GIs without CI included)
-// reports the GPU Ready. The test skips while the bug reproduces and passes once
-// CreateMIGDevice refuses (and rolls back) a GI without its compute instance.
-func TestKnownBugOrphanGIReportedReady(t *testing.T) {
+// reported the GPU Ready. CreateMIGDevice must refuse (and roll back) a GI without
+// its compute instance.
+func TestOrphanGIIsRolledBack(t *testing.T) {
 	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1x" + a100})
 	if err != nil {
 		t.Fatal(err)
@@ -55,9 +56,6 @@ func TestKnownBugOrphanGIReportedReady(t *testing.T) {
 	orphan := false
 	for _, gi := range sim.Snapshot().GPUs[0].GPUInstances {
 		orphan = orphan || len(gi.ComputeInstances) == 0
-	}
-	if err == nil && d.CIID < 0 {
-		t.Skipf("known product bug still reproduces: CreateMIGDevice returned success for %s with CIID %d (GI without compute instance left: %v)", d.Device(), d.CIID, orphan)
 	}
 	if err == nil {
 		t.Fatalf("CreateMIGDevice returned %+v and no error, yet NVML created no compute instance", d)

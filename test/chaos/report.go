@@ -154,26 +154,11 @@ type KnownBug struct {
 
 // KnownBugs are matched against failing scenarios: a failure one of them explains is
 // reported as that bug (the tests log it instead of failing; the counts keep it).
-var KnownBugs = []KnownBug{{
-	Name: "orphan-GI-reported-Ready: NVMLManager.CreateMIGDevice returns success when the compute instance it " +
-		"just created is not there (CIID -1); the agent counts the GI as the desired device, reports the GPU Ready " +
-		"while the pool lacks it, and rolls the GI back only at its next pass",
-	Explains: func(r *Result) bool {
-		struck := false
-		for _, f := range r.Faults {
-			struck = struck || (f.Fault.Kind == NVMLLieCreateCI && f.Fired)
-		}
-		if !struck || r.AllocatedDestroyed+r.PoolAllocAnomalies+r.PoolMismatch+r.NotConverged > 0 || r.Leaked == 0 {
-			return false
-		}
-		for _, p := range r.Problems {
-			if !strings.Contains(p, "has no compute instance") && !strings.Contains(p, "allocated tainted device") {
-				return false
-			}
-		}
-		return true
-	},
-}}
+// The first one found (orphan-GI-reported-Ready: a compute-instance create that
+// NVML reports but does not do left a GI without CI counted as the desired device)
+// is fixed in NVMLManager.CreateMIGDevice and the agent; TestOrphanGIIsRolledBack
+// and the chaos scenarios keep it fixed.
+var KnownBugs = []KnownBug{}
 
 // KnownBug names the known bug that explains a failed result ("" if none does).
 func (r *Result) KnownBug() string {
