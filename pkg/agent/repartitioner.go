@@ -197,12 +197,21 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		}
 		if g := findGPU(obs, idx); g != nil && matches(g, spec) {
 			res.Results[idx] = GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
-			if err := r.Journal.Clear(idx); err != nil {
-				return nil, err
-			}
 		} else {
 			res.Results[idx] = GPUResult{Phase: v1alpha1.PhasePending, Reason: "Pending", Message: "differs from the desired layout after the pass; retrying"}
 			res.Retry = true
+		}
+	}
+	// Work on a GPU ends when it is Ready, Failed on input, or no longer
+	// asked for (the spec changed while it was in flight): its journal
+	// entry goes. Blocked and retried GPUs keep theirs.
+	for _, e := range r.Journal.Entries() {
+		got, asked := res.Results[e.GPU]
+		if asked && got.Phase != v1alpha1.PhaseReady && got.Reason != v1alpha1.ReasonInvalidLayout && got.Reason != v1alpha1.ReasonUnknownGPU {
+			continue
+		}
+		if err := r.Journal.Clear(e.GPU); err != nil {
+			return nil, err
 		}
 	}
 	return res, nil

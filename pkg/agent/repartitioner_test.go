@@ -274,3 +274,18 @@ func TestSyncRetriesAfterLyingCICreate(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncClearsJournalOfGPUsNoLongerAsked: a GPU whose work was interrupted
+// and that the spec no longer lists leaves no journal entry behind.
+func TestSyncClearsJournalOfGPUsNoLongerAsked(t *testing.T) {
+	g := newRig(t, "2xA100-SXM4-80GB")
+	if err := g.r.Journal.Record(JournalEntry{GPU: 1, Step: StepDestroying, Desired: "7g.80gb@0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if e := g.r.Journal.Entries(); len(e) != 0 {
+		t.Errorf("journal entries left: %+v", e)
+	}
+}
