@@ -157,6 +157,17 @@ func TestSeedWalkthrough(t *testing.T) {
 		for i := range 4 {
 			env.CreateClaim(t, ctx, ns, fmt.Sprintf("c%d", i), "")
 		}
+		// The quota controller recomputes usage from its informers and may, while
+		// they lag, write back a lower count than admission had reached; wait until
+		// it has counted all four, as a user reading `kubectl describe quota` would.
+		clustertest.Poll(t, ctx, 60*time.Second, "the quota to count 4 claims", func(ctx context.Context) (bool, string) {
+			q, err := env.Client.CoreV1().ResourceQuotas(ns).Get(ctx, "claims", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			used := q.Status.Used["count/resourceclaims.resource.k8s.io"]
+			return used.Value() == 4, fmt.Sprintf("used %s", used.String())
+		})
 		_, err = env.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: "c4"}, Spec: clustertest.ClaimSpec("")}, metav1.CreateOptions{})
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota") {
