@@ -4,7 +4,7 @@
 // free migration and an exact search, and prints one table with the issue's
 // ratios.
 //
-//	go run ./cmd/miglayout-bench [-seeds N] [-quick]
+//	go run ./cmd/miglayout-bench [-seeds N] [-quick] [-scenario 16gpu|2gpu] [-strategies a,b]
 //
 // The planning-time benchmark (#1) is not run here: its inputs are test
 // helpers of package planner; run it with
@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/miglayout/miglayout/pkg/planner/quality"
@@ -27,6 +28,7 @@ func main() {
 	seed := flag.Uint64("seed", 1, "base seed")
 	strategies := flag.String("strategies", "", "comma-separated strategies (default all: "+strings.Join(quality.AllStrategies, ",")+")")
 	parallel := flag.Int("parallel", 0, "traces simulated at once (0: GOMAXPROCS)")
+	scenario := flag.String("scenario", "", "run only this scenario (e.g. 16gpu, 2gpu; default all)")
 	initial := flag.String("initial", "", "layout every GPU starts with, e.g. 7g.80gb@0 (default: MIG on, no device)")
 	flag.Parse()
 
@@ -37,6 +39,13 @@ func main() {
 	if *seeds > 0 {
 		for i := range cfg.Scenarios {
 			cfg.Scenarios[i].Seeds = *seeds
+		}
+	}
+	if *scenario != "" {
+		cfg.Scenarios = slices.DeleteFunc(cfg.Scenarios, func(s quality.Scenario) bool { return s.Name != *scenario })
+		if len(cfg.Scenarios) == 0 {
+			fmt.Fprintf(os.Stderr, "miglayout-bench: no scenario %q\n", *scenario)
+			os.Exit(2)
 		}
 	}
 	cfg.Seed = *seed

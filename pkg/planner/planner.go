@@ -175,8 +175,13 @@ func (p *planner) load() error {
 	return nil
 }
 
-// indexFree adds g to the free lists of the profiles of its free devices.
+// indexFree adds g, while a change is in flight on it, to the free lists of
+// the profiles of its free devices (other GPUs are found through their
+// classes).
 func (p *planner) indexFree(g *gpuState) {
+	if !g.g.Changing {
+		return
+	}
 	for _, d := range g.free() {
 		if g.inFree[d.Profile] {
 			continue
@@ -336,13 +341,51 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		return nil
 	}
 
-	// 1. A free device that exists (or is coming in a change in flight):
-	// the best-ranked profile, then the first GPU.
-	var (
-		freeG    *gpuState
-		freeD    mig.Device
-		freeRank int
-	)
+	// Every way to serve the pod is compared by one rule: least room for
+	// large profiles taken from the devices that stay (best fit across
+	// GPUs: a small device goes where it spoils the least, whether it
+	// exists already or is created), then the fewest free devices
+	// destroyed, then no change over a change, then a GPU the plan changes
+	// anyway, then the most room left, the preferred profile, snapshot
+	// order. So a free device on an otherwise empty GPU is not taken when
+	// one can be created beside devices in use elsewhere: the empty GPU
+	// stays whole for a large claim.
+	type choice struct {
+		g         *gpuState
+		add       *addition // nil: a free device that exists or is coming
+		dev       mig.Device
+		loss      []int
+		destroyed int
+		headroom  []int
+		idx       int // preference index of the profile
+	}
+	var best *choice
+	better := func(c choice) bool {
+		if best == nil {
+			return true
+		}
+		if cmp := slices.Compare(c.loss, best.loss); cmp != 0 {
+			return cmp < 0
+		}
+		if c.destroyed != best.destroyed {
+			return c.destroyed < best.destroyed
+		}
+		if (c.add == nil) != (best.add == nil) {
+			return c.add == nil
+		}
+		if c.g.touched != best.g.touched {
+			return c.g.touched
+		}
+		if cmp := slices.Compare(c.headroom, best.headroom); cmp != 0 {
+			return cmp > 0
+		}
+		if c.idx != best.idx {
+			return c.idx < best.idx
+		}
+		return c.g.order < best.g.order
+	}
+	// Free devices coming with a change in flight (such GPUs are in no
+	// class): the first GPU per profile.
 	names := sets.New[string]()
 	for _, ps := range profiles {
 		names.Insert(ps...)
@@ -355,47 +398,9 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		if g == nil {
 			continue
 		}
-		r := rank[g.model.Name][prof]
-		if freeG == nil || r < freeRank || r == freeRank && g.order < freeG.order {
-			freeG, freeD, freeRank = g, d, r
+		if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout), idx: rank[g.model.Name][prof]}); better(cand) {
+			best = &cand
 		}
-	}
-	if freeG != nil {
-		p.reserve(freeG, freeD, key, false)
-		return nil
-	}
-
-	// 2. The cheapest change over classes of interchangeable GPUs.
-	type choice struct {
-		g   *gpuState
-		add *addition
-		idx int // preference index of the profile
-	}
-	var best *choice
-	// Least room lost for large profiles first (best fit across GPUs: a
-	// small device goes where it spoils the least), then the fewest free
-	// devices destroyed, then a GPU the plan changes anyway, then the most
-	// room left, the preferred profile, snapshot order.
-	better := func(c choice) bool {
-		if best == nil {
-			return true
-		}
-		if cmp := slices.Compare(c.add.loss, best.add.loss); cmp != 0 {
-			return cmp < 0
-		}
-		if c.add.destroyed != best.add.destroyed {
-			return c.add.destroyed < best.add.destroyed
-		}
-		if c.g.touched != best.g.touched {
-			return c.g.touched
-		}
-		if cmp := slices.Compare(c.add.headroom, best.add.headroom); cmp != 0 {
-			return cmp > 0
-		}
-		if c.idx != best.idx {
-			return c.idx < best.idx
-		}
-		return c.g.order < best.g.order
 	}
 	live := p.order[:0]
 	for _, ck := range p.order {
@@ -409,11 +414,18 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	p.order = live
 	for _, ck := range p.order {
 		c := p.classes[ck]
-		// The first GPU of the class this pod may use.
-		var first *gpuState
+		// The first GPU of the class this pod may use, and the first it
+		// may change.
+		var first, firstChange *gpuState
 		c.members(func(g *gpuState) bool {
-			if ok[g.node] && p.mayChange(g) && g.heldBy == "" {
+			if !ok[g.node] || g.heldBy != "" {
+				return true
+			}
+			if first == nil {
 				first = g
+			}
+			if p.mayChange(g) {
+				firstChange = g
 				return false
 			}
 			return true
@@ -421,15 +433,27 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		if first == nil {
 			continue
 		}
-		for i, prof := range profiles[first.model.Name] {
-			if !first.node.allows(prof) {
+		for _, d := range first.free() {
+			i, fits := rank[first.model.Name][d.Profile]
+			if !fits {
 				continue
 			}
-			a := p.classAddition(c, first, prof)
+			if cand := (choice{g: first, dev: d, loss: p.classFreeLoss(c, first, d), headroom: first.model.Headroom(first.layout), idx: i}); better(cand) {
+				best = &cand
+			}
+		}
+		if firstChange == nil {
+			continue
+		}
+		for i, prof := range profiles[firstChange.model.Name] {
+			if !firstChange.node.allows(prof) {
+				continue
+			}
+			a := p.classAddition(c, firstChange, prof)
 			if a == nil {
 				continue
 			}
-			if cand := (choice{first, a, i}); better(cand) {
+			if cand := (choice{g: firstChange, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom, idx: i}); better(cand) {
 				best = &cand
 			}
 		}
@@ -443,6 +467,10 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		return nil
 	}
 	g := best.g
+	if best.add == nil {
+		p.reserve(g, best.dev, key, false)
+		return nil
+	}
 	p.applyAddition(g, best.add)
 	p.reserve(g, best.add.device, key, true)
 	return nil
@@ -463,9 +491,23 @@ const largeComputeSlices = 3
 func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeState]bool) *gpuState {
 	var best *gpuState
 	bestIn, bestAll := 0, 0
-	for _, g := range p.gpus {
+	// GPUs of a class block the pod's profile equally: the first one the
+	// pod may hold stands for the class (GPUs in flight are in no class).
+	for _, ck := range p.order {
+		c := p.classes[ck]
+		var g *gpuState
+		c.members(func(m *gpuState) bool {
+			if ok[m.node] && m.heldBy == "" {
+				g = m
+				return false
+			}
+			return true
+		})
+		if g == nil {
+			continue
+		}
 		ps := profiles[g.model.Name]
-		if !ok[g.node] || g.g.Changing || g.heldBy != "" || len(ps) == 0 {
+		if len(ps) == 0 {
 			continue
 		}
 		prof, err := g.model.Profile(ps[0])
@@ -484,7 +526,7 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeSta
 				in = n
 			}
 		}
-		if best == nil || in < bestIn || in == bestIn && len(g.fixed) < bestAll {
+		if best == nil || in < bestIn || in == bestIn && (len(g.fixed) < bestAll || len(g.fixed) == bestAll && g.order < best.order) {
 			best, bestIn, bestAll = g, in, len(g.fixed)
 		}
 	}
@@ -537,6 +579,26 @@ func (p *planner) mayChange(g *gpuState) bool {
 		return false
 	}
 	return p.maxGPUs == 0 || p.touched < p.maxGPUs
+}
+
+// freeLoss is the room for large profiles (mig.Model.Headroom, largest
+// profile first) that reserving the free device d of g takes from the
+// devices that stay; see addition.loss.
+func (p *planner) freeLoss(g *gpuState, d mig.Device) []int {
+	return headroomLoss(g.model, g.fixed, append(slices.Clone(g.fixed), d))
+}
+
+// classFreeLoss is freeLoss memoised on the class.
+func (p *planner) classFreeLoss(c *class, g *gpuState, d mig.Device) []int {
+	if l, ok := c.freeLoss[d]; ok {
+		return l
+	}
+	if c.freeLoss == nil {
+		c.freeLoss = map[mig.Device][]int{}
+	}
+	l := p.freeLoss(g, d)
+	c.freeLoss[d] = l
+	return l
 }
 
 // classAddition is addition memoised on the class (whose members share

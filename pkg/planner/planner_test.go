@@ -60,6 +60,23 @@ func TestPlan(t *testing.T) {
 			pods:  []Pod{pod("p1", 1).claim(profileIs("3g.40gb"), 1).build()},
 			want:  trace{Served: []string{"default/p1 -> n1 gpu-0-mig-3g40gb-9-4"}},
 		},
+		"a free 1g on an otherwise empty GPU is left; a 1g is created beside devices in use": {
+			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 2}).
+				gpu("A100-SXM4-80GB", "1g.10gb@0", "").
+				gpu("A100-SXM4-80GB", "2g.20gb@0,3g.40gb@4", "2g.20gb@0,3g.40gb@4").build()},
+			pods: []Pod{pod("p1", 1).claim(profileIs("1g.10gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/1: 2g.20gb@0,3g.40gb@4 -> 2g.20gb@0,1g.10gb@2,3g.40gb@4 serves default/p1"},
+				Served:  []string{"default/p1 -> n1 gpu-1-mig-1g10gb-19-2 after change"},
+			},
+		},
+		"a free device beside devices in use is used before one on an empty GPU": {
+			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 2}).
+				gpu("A100-SXM4-80GB", "1g.10gb@0", "").
+				gpu("A100-SXM4-80GB", "2g.20gb@0,1g.10gb@2,3g.40gb@4", "2g.20gb@0,3g.40gb@4").build()},
+			pods: []Pod{pod("p1", 1).claim(profileIs("1g.10gb"), 1).build()},
+			want: trace{Served: []string{"default/p1 -> n1 gpu-1-mig-1g10gb-19-2"}},
+		},
 		"an allocated device is never destroyed: the other GPU is cut": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "3g.40gb@0", "3g.40gb@0").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
 			pods:  []Pod{pod("p1", 1).claim(profileIs("4g.40gb"), 1).build()},

@@ -113,6 +113,8 @@ type class struct {
 	// adds memoises the addition of one device per profile; nil entries
 	// mean that no addition exists.
 	adds map[string]*addition
+	// freeLoss memoises planner.freeLoss per free device of the class.
+	freeLoss map[mig.Device][]int
 }
 
 // empty reports whether no GPU is left in the class.
