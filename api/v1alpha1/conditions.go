@@ -7,8 +7,9 @@ const (
 	ConditionReady = "Ready"
 	// ConditionProgressing is True while some node is draining or repartitioning.
 	ConditionProgressing = "Progressing"
-	// ConditionDegraded is True when some GPU is Blocked or Failed, or the
-	// layout cannot be computed for some node.
+	// ConditionDegraded is True when some GPU is Blocked or Failed, the
+	// layout cannot be computed for some node, or part of the spec applies
+	// to no GPU of the selected nodes (a dead rule, a profile no GPU offers).
 	ConditionDegraded = "Degraded"
 	// ConditionConflict is True when another MigLayout selects one of this
 	// MigLayout's nodes; such nodes are left as they are.
@@ -54,6 +55,18 @@ const (
 	ReasonLayoutApplied = "LayoutApplied"
 	// ReasonPlanned (Auto mode): the planner chose the layout for pending demand.
 	ReasonPlanned = "Planned"
+	// ReasonRuleMatchesNoGPU (Degraded=True): a Static rule is the first
+	// match of no GPU of the selected nodes (its productName or gpuIndices
+	// match nothing, or earlier rules take every GPU it matches); the
+	// message lists the GPUs the agents reported. Checked once every
+	// selected node has reported.
+	ReasonRuleMatchesNoGPU = "RuleMatchesNoGPU"
+	// ReasonProfileNotOffered (Degraded=True): an Auto policy's allowed
+	// profile or spare is a profile no GPU model of the selected nodes has.
+	ReasonProfileNotOffered = "ProfileNotOffered"
+	// ReasonSparesNotHoldable (Degraded=True): an Auto policy asks for more
+	// spares of a profile per node than some node's GPUs can hold at all.
+	ReasonSparesNotHoldable = "SparesNotHoldable"
 	// ReasonInvalidSelector (Degraded=True, Ready=False): the MigLayout's
 	// nodeSelector does not parse (e.g. an unknown operator); no node is
 	// selected and none is touched.

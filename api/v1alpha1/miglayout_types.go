@@ -124,6 +124,7 @@ type LayoutRule struct {
 }
 
 // AutoPolicy bounds what the planner may do in Auto mode.
+// +kubebuilder:validation:XValidation:rule="!has(self.allowedProfiles) || !has(self.spares) || self.spares.all(k, self.spares[k] == 0 || k in self.allowedProfiles)",message="spares must name profiles in allowedProfiles"
 type AutoPolicy struct {
 	// AllowedProfiles limits the profiles the planner may create. Empty means
 	// every profile of each GPU model.

@@ -23,6 +23,9 @@ type Observation struct {
 	SelectorErr error
 	// Nodes has one state per selected node.
 	Nodes []NodeState
+	// SpecProblems are the parts of the spec that apply to no GPU of the
+	// selected nodes (CheckSpec).
+	SpecProblems []SpecProblem
 }
 
 const maxConditionMessage = 2048
@@ -111,6 +114,7 @@ func readyCondition(s summary, cond condFunc) metav1.Condition {
 var degradedReasons = []string{
 	v1alpha1.ReasonInvalidSelector, v1alpha1.ReasonInvalidLayout, v1alpha1.ReasonUnknownGPU,
 	v1alpha1.ReasonDeviceInUse, v1alpha1.ReasonResetRequired, v1alpha1.ReasonNVMLError,
+	v1alpha1.ReasonRuleMatchesNoGPU, v1alpha1.ReasonProfileNotOffered, v1alpha1.ReasonSparesNotHoldable,
 }
 
 func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
@@ -119,6 +123,7 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 	}
 	seen := map[string]bool{}
 	var msgs []string
+	gpuProblems := 0
 	for _, n := range obs.Nodes {
 		for _, p := range n.Problems {
 			seen[p.Reason] = true
@@ -133,6 +138,11 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 			}
 			msgs = append(msgs, msg)
 		}
+	}
+	gpuProblems = len(msgs)
+	for _, p := range obs.SpecProblems {
+		seen[p.Reason] = true
+		msgs = append(msgs, p.Message)
 	}
 	if len(msgs) == 0 {
 		return cond(v1alpha1.ConditionDegraded, false, v1alpha1.ReasonNoProblems, "no GPU is blocked or failed")
@@ -151,8 +161,14 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 			}
 		}
 	}
-	return cond(v1alpha1.ConditionDegraded, true, reason, "%d %s: %s",
-		len(msgs), plural(int32(len(msgs)), "GPU problem", "GPU problems"), joinBounded(msgs, 8))
+	var counts []string
+	if gpuProblems > 0 {
+		counts = append(counts, fmt.Sprintf("%d %s", gpuProblems, plural(int32(gpuProblems), "GPU problem", "GPU problems")))
+	}
+	if n := len(obs.SpecProblems); n > 0 {
+		counts = append(counts, fmt.Sprintf("%d %s", n, plural(int32(n), "spec problem", "spec problems")))
+	}
+	return cond(v1alpha1.ConditionDegraded, true, reason, "%s: %s", strings.Join(counts, ", "), joinBounded(msgs, 8))
 }
 
 var conditionReason = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)

@@ -232,6 +232,10 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 			spec: "mode: Manual\nrules: [{profiles: {3g.40gb: 2}}]",
 			want: `spec.mode: Unsupported value: "Manual"`,
 		},
+		"spares of a profile not allowed": {
+			spec: "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 2}}",
+			want: "spares must name profiles in allowedProfiles",
+		},
 		"GPU index out of range": {
 			spec: "rules: [{gpuIndices: [64], profiles: {3g.40gb: 2}}]",
 			want: "spec.rules[0].gpuIndices[0]",
@@ -261,6 +265,7 @@ func TestCELAcceptsValid(t *testing.T) {
 		"MIG on with explicit flag": "rules: [{migEnabled: true, profiles: {7g.80gb: 1}}]",
 		"Auto with a policy":        "mode: Auto\npolicy: {allowedProfiles: [1g.10gb], spares: {1g.10gb: 0}}",
 		"Auto without a policy":     "mode: Auto",
+		"Auto: zero spares of a profile not allowed": "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 0, 3g.40gb: 1}}",
 	}
 	for name, spec := range tests {
 		t.Run(name, func(t *testing.T) {

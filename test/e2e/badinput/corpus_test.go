@@ -173,7 +173,7 @@ var corpus = []struct {
 	{"upper-case object name", create, "", "metadata: {name: ML-Upper}\nspec: {" + strings.TrimSuffix(selector, "\n") + ", rules: [{profiles: {3g.40gb: 2}}]}", rejected("a lowercase RFC 1123 subdomain")},
 	{"object name of 254 characters", create, "", "metadata: {name: " + strings.Repeat("m", 254) + "}\nspec: {" + strings.TrimSuffix(selector, "\n") + ", rules: [{profiles: {3g.40gb: 2}}]}", rejected("must be no more than 253")},
 	{"unicode product name (U+2010 hyphens)", update, selector + "rules: [{productName: 'A100‐SXM4‐80GB', profiles: {7g.80gb: 1}}]", "",
-		expect{gap: "the rule matches no GPU of any selected node; the MigLayout is Ready and nothing says the rule is dead"}},
+		degraded(v1alpha1.ReasonRuleMatchesNoGPU, "rules[0] matches no GPU (2 selected nodes; GPUs: ")},
 
 	// ---- modes and Auto policy errors ----
 	{"unknown mode", both, selector + "mode: Manual\nrules: [{profiles: {3g.40gb: 2}}]", "", rejected(`spec.mode: Unsupported value: "Manual"`)},
@@ -192,11 +192,11 @@ var corpus = []struct {
 	{"Auto: maxGPUsPerNode 17", both, selector + "mode: Auto\npolicy: {maxGPUsPerNode: 17}", "", rejected("spec.policy.maxGPUsPerNode")},
 	{"Auto: maxGPUs 10001", both, selector + "mode: Auto\npolicy: {maxGPUs: 10001}", "", rejected("spec.policy.maxGPUs")},
 	{"Auto: allowed profile of no model", update, selector + "mode: Auto\npolicy: {allowedProfiles: [8g.80gb]}", "",
-		expect{gap: "no GPU of any selected node offers the only allowed profile; accepted without a condition"}},
+		degraded(v1alpha1.ReasonProfileNotOffered, "allowed profile 8g.80gb is offered by no GPU model of the 2 selected nodes")},
 	{"Auto: 7 spares of 7g.80gb per node", update, selector + "mode: Auto\npolicy: {spares: {7g.80gb: 7}}", "",
-		expect{gap: "spares no node can hold; accepted without a condition"}},
-	{"Auto: spares of a profile not allowed", update, selector + "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 2}}", "",
-		expect{gap: "spares contradict allowedProfiles; accepted without a condition"}},
+		degraded(v1alpha1.ReasonSparesNotHoldable, "spares of 7 7g.80gb per node: bad-a100 holds at most 2, bad-h100 holds at most 1")},
+	{"Auto: spares of a profile not allowed", both, selector + "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 2}}", "",
+		rejected("spares must name profiles in allowedProfiles")},
 	{"unknown field (strict)", both, selector + "rulez: [{profiles: {3g.40gb: 2}}]\nrules: [{profiles: {3g.40gb: 2}}]", "", rejected(`unknown field "spec.rulez"`)},
 	{"unknown field in a rule (strict)", both, selector + "rules: [{profile: {3g.40gb: 2}, profiles: {3g.40gb: 2}}]", "", rejected(`unknown field "spec.rules[0].profile"`)},
 
@@ -216,9 +216,9 @@ var corpus = []struct {
 	{"overlapping MigLayout by expression", create, "nodeSelector: {matchExpressions: [{key: miglayout.test/group, operator: In, values: [bad, other]}]}\nrules: [{profiles: {1g.10gb: 7}}]", "",
 		expect{cond: v1alpha1.ConditionConflict, reason: v1alpha1.ReasonOverlappingSelectors, msg: "bad-a100, bad-h100"}},
 	{"GPU index no node has", update, selector + "rules: [{gpuIndices: [5], profiles: {7g.80gb: 1}}]", "",
-		expect{gap: "the rule matches no GPU (the nodes have GPUs 0-1 and 0); Ready, nothing says so"}},
+		degraded(v1alpha1.ReasonRuleMatchesNoGPU, "rules[0] matches no GPU (2 selected nodes; GPUs: ")},
 	{"product no node has", update, selector + "rules: [{productName: Tesla-T4, profiles: {7g.80gb: 1}}]", "",
-		expect{gap: "the rule matches no GPU of any selected node; Ready, nothing says so"}},
+		degraded(v1alpha1.ReasonRuleMatchesNoGPU, "rules[0] matches no GPU (2 selected nodes; GPUs: ")},
 }
 
 // TestBadInputCorpus applies each case to the real API server with the agents running.

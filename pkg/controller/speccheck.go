@@ -1,0 +1,183 @@
+package controller
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// SpecProblem is a part of a MigLayout's spec that has no effect on the GPUs
+// of its selected nodes as they are: a Static rule that decides no GPU, an
+// Auto-mode profile that no GPU model of the nodes offers, or spares that no
+// node can hold. It is reported in the Degraded condition; nothing is
+// touched because of it.
+type SpecProblem struct {
+	// Reason is v1alpha1.ReasonRuleMatchesNoGPU, ReasonProfileNotOffered or
+	// ReasonSparesNotHoldable.
+	Reason string
+	// Message names the rule or profile and what the nodes have.
+	Message string
+}
+
+// CheckSpec looks for the parts of spec that apply to none of the GPUs the
+// agents reported (node name to NodeMigLayout.status.gpus). The caller
+// passes every node the MigLayout manages, and only once all of them have
+// reported: a node not heard from yet could hold the GPU a rule is for.
+// GPUs whose model is not in cat count for rule matching (by product name)
+// but offer no profile.
+func CheckSpec(cat *mig.Catalog, spec *v1alpha1.MigLayoutSpec, inventory map[string][]v1alpha1.GPUStatus) []SpecProblem {
+	if len(inventory) == 0 {
+		return nil
+	}
+	nodes := slices.Sorted(maps.Keys(inventory))
+	if spec.Mode == v1alpha1.ModeAuto {
+		if spec.Policy == nil {
+			return nil
+		}
+		return checkPolicy(cat, spec.Policy, nodes, inventory)
+	}
+	return checkRules(spec.Rules, nodes, inventory)
+}
+
+// checkRules reports each rule that is the first match of no GPU.
+func checkRules(rules []v1alpha1.LayoutRule, nodes []string, inventory map[string][]v1alpha1.GPUStatus) []SpecProblem {
+	decides := make([]bool, len(rules))
+	matches := make([]bool, len(rules))
+	for _, n := range nodes {
+		for _, g := range inventory[n] {
+			if i, _, ok := matchRule(rules, g); ok {
+				decides[i] = true
+			}
+			for i := range rules {
+				if ruleMatches(&rules[i], g) {
+					matches[i] = true
+				}
+			}
+		}
+	}
+	var out []SpecProblem
+	for i := range rules {
+		if decides[i] {
+			continue
+		}
+		why := "matches no GPU"
+		if matches[i] {
+			why = "matches only GPUs an earlier rule decides"
+		}
+		out = append(out, SpecProblem{
+			Reason: v1alpha1.ReasonRuleMatchesNoGPU,
+			Message: fmt.Sprintf("%s %s (%d selected %s; %s)", ruleName(i, &rules[i]), why,
+				len(nodes), plural(int32(len(nodes)), "node", "nodes"), gpuSummary(nodes, inventory)),
+		})
+	}
+	return out
+}
+
+// checkPolicy reports allowed profiles and spares that no GPU model of the
+// nodes offers, and spares of a profile a node cannot hold that many of
+// even with nothing else on its GPUs.
+func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inventory map[string][]v1alpha1.GPUStatus) []SpecProblem {
+	models := map[string]*mig.Model{}
+	for _, n := range nodes {
+		for _, g := range inventory[n] {
+			if m, err := lookupModel(cat, g); err == nil {
+				models[m.Name] = m
+			}
+		}
+	}
+	modelNames := slices.Sorted(maps.Keys(models))
+	offered := func(profile string) bool {
+		for _, m := range models {
+			if _, err := m.Profile(profile); err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	notOffered := func(what string) SpecProblem {
+		return SpecProblem{Reason: v1alpha1.ReasonProfileNotOffered,
+			Message: fmt.Sprintf("%s is offered by no GPU model of the %d selected %s (%s)", what,
+				len(nodes), plural(int32(len(nodes)), "node", "nodes"), orNone(modelNames))}
+	}
+	var out []SpecProblem
+	for _, a := range p.AllowedProfiles {
+		if !offered(string(a)) {
+			out = append(out, notOffered("allowed profile "+string(a)))
+		}
+	}
+	for _, prof := range slices.Sorted(maps.Keys(p.Spares)) {
+		want := int(p.Spares[prof])
+		if want == 0 {
+			continue
+		}
+		if !offered(prof) {
+			out = append(out, notOffered("spare profile "+prof))
+			continue
+		}
+		var short []string
+		for _, n := range nodes {
+			most := 0
+			for _, g := range inventory[n] {
+				m, err := lookupModel(cat, g)
+				if err != nil {
+					continue
+				}
+				if pr, err := m.Profile(prof); err == nil {
+					most += pr.MaxCount
+				}
+			}
+			if most < want {
+				short = append(short, fmt.Sprintf("%s holds at most %d", n, most))
+			}
+		}
+		if len(short) > 0 {
+			out = append(out, SpecProblem{Reason: v1alpha1.ReasonSparesNotHoldable,
+				Message: fmt.Sprintf("spares of %d %s per node: %s", want, prof, joinBounded(short, 5))})
+		}
+	}
+	return out
+}
+
+// gpuSummary lists the product names reported and on how many GPUs.
+func gpuSummary(nodes []string, inventory map[string][]v1alpha1.GPUStatus) string {
+	count := map[string]int{}
+	for _, n := range nodes {
+		for _, g := range inventory[n] {
+			count[productOf(g)]++
+		}
+	}
+	var parts []string
+	for _, p := range slices.Sorted(maps.Keys(count)) {
+		parts = append(parts, fmt.Sprintf("%d× %s", count[p], p))
+	}
+	return "GPUs: " + orNone(parts)
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// managedInventory returns the reported GPUs of every node the MigLayout
+// manages (selected, not in conflict), or nil while one of them has not
+// reported.
+func managedInventory(sel Selection, nmls map[string]*v1alpha1.NodeMigLayout) map[string][]v1alpha1.GPUStatus {
+	out := map[string][]v1alpha1.GPUStatus{}
+	for _, node := range sel.Nodes {
+		if sel.Conflicted(node) {
+			continue
+		}
+		nml := nmls[node]
+		if nml == nil || len(nml.Status.GPUs) == 0 {
+			return nil
+		}
+		out[node] = nml.Status.GPUs
+	}
+	return out
+}

@@ -1,0 +1,114 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+func TestCheckSpec(t *testing.T) {
+	twoNodes := map[string][]v1alpha1.GPUStatus{
+		"a": inventory(a100(0), a100(1)),
+		"h": inventory(h100(0)),
+	}
+	static := func(rs ...*ruleBuilder) v1alpha1.MigLayoutSpec {
+		return v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeStatic, Rules: rules(rs...)}
+	}
+	auto := func(p v1alpha1.AutoPolicy) v1alpha1.MigLayoutSpec {
+		return v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeAuto, Policy: &p}
+	}
+	tests := map[string]struct {
+		spec      v1alpha1.MigLayoutSpec
+		inventory map[string][]v1alpha1.GPUStatus
+		want      []SpecProblem
+	}{
+		"every rule decides a GPU": {
+			spec:      static(rule("a").product("A100-SXM4-80GB").counts("3g.40gb", 2), rule("h").product("NVIDIA H100 80GB HBM3").counts("7g.80gb", 1)),
+			inventory: twoNodes,
+		},
+		"a product no node has": {
+			spec:      static(rule("t4").product("Tesla-T4").counts("7g.80gb", 1)),
+			inventory: twoNodes,
+			want: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU,
+				Message: `rule "t4" matches no GPU (2 selected nodes; GPUs: 2× NVIDIA A100-SXM4-80GB, 1× NVIDIA H100 80GB HBM3)`}},
+		},
+		"a GPU index no node has": {
+			spec:      static(rule("").indices(5).counts("7g.80gb", 1)),
+			inventory: twoNodes,
+			want: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU,
+				Message: `rules[0] matches no GPU (2 selected nodes; GPUs: 2× NVIDIA A100-SXM4-80GB, 1× NVIDIA H100 80GB HBM3)`}},
+		},
+		"a rule shadowed by an earlier one": {
+			spec:      static(rule("all").counts("7g.80gb", 1), rule("a100").product("A100-SXM4-80GB").counts("3g.40gb", 2)),
+			inventory: twoNodes,
+			want: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU,
+				Message: `rule "a100" matches only GPUs an earlier rule decides (2 selected nodes; GPUs: 2× NVIDIA A100-SXM4-80GB, 1× NVIDIA H100 80GB HBM3)`}},
+		},
+		"nothing is checked before the agents report": {
+			spec: static(rule("t4").product("Tesla-T4").counts("7g.80gb", 1)),
+		},
+		"Auto without a policy": {
+			spec:      v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeAuto},
+			inventory: twoNodes,
+		},
+		"Auto: allowed profiles some model offers": {
+			spec:      auto(v1alpha1.AutoPolicy{AllowedProfiles: []v1alpha1.ProfileName{"3g.40gb", "1g.10gb"}, Spares: map[string]int32{"1g.10gb": 2}}),
+			inventory: twoNodes,
+		},
+		"Auto: an allowed profile of no model": {
+			spec:      auto(v1alpha1.AutoPolicy{AllowedProfiles: []v1alpha1.ProfileName{"3g.40gb", "8g.80gb"}}),
+			inventory: twoNodes,
+			want: []SpecProblem{{Reason: v1alpha1.ReasonProfileNotOffered,
+				Message: "allowed profile 8g.80gb is offered by no GPU model of the 2 selected nodes (A100-SXM4-80GB, H100-SXM5-80GB)"}},
+		},
+		"Auto: a spare profile of no model": {
+			spec:      auto(v1alpha1.AutoPolicy{Spares: map[string]int32{"1g.5gb": 1}}),
+			inventory: twoNodes,
+			want: []SpecProblem{{Reason: v1alpha1.ReasonProfileNotOffered,
+				Message: "spare profile 1g.5gb is offered by no GPU model of the 2 selected nodes (A100-SXM4-80GB, H100-SXM5-80GB)"}},
+		},
+		"Auto: more spares than a node's GPUs hold": {
+			spec:      auto(v1alpha1.AutoPolicy{Spares: map[string]int32{"7g.80gb": 2, "3g.40gb": 0}}),
+			inventory: twoNodes,
+			want: []SpecProblem{{Reason: v1alpha1.ReasonSparesNotHoldable,
+				Message: "spares of 2 7g.80gb per node: h holds at most 1"}},
+		},
+		"Auto: only GPUs the catalog does not know": {
+			spec:      auto(v1alpha1.AutoPolicy{AllowedProfiles: []v1alpha1.ProfileName{"1g.10gb"}}),
+			inventory: map[string][]v1alpha1.GPUStatus{"t": inventory(unknownGPU(0))},
+			want: []SpecProblem{{Reason: v1alpha1.ReasonProfileNotOffered,
+				Message: "allowed profile 1g.10gb is offered by no GPU model of the 1 selected node (none)"}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := CheckSpec(mig.DefaultCatalog(), &tc.spec, tc.inventory)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("CheckSpec (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDegradedNamesSpecProblems(t *testing.T) {
+	obs := Observation{Generation: 3, Mode: v1alpha1.ModeStatic,
+		Nodes: []NodeState{{Row: v1alpha1.NodeRow{Node: "a"}, Ready: true, Reporting: true}},
+		SpecProblems: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU, Message: `rule "t4" matches no GPU`}},
+	}
+	var got []string
+	for _, c := range Conditions(obs) {
+		got = append(got, c.Type+" "+string(c.Status)+" "+c.Reason+" "+c.Message)
+	}
+	want := []string{
+		"Ready True AllNodesReady all 1 node holds the desired layout",
+		"Progressing False Stable no node is changing",
+		`Degraded True RuleMatchesNoGPU 1 spec problem: rule "t4" matches no GPU`,
+		"Conflict False NoConflict no other MigLayout selects these nodes",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+}
