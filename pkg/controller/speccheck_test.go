@@ -95,7 +95,7 @@ func TestCheckSpec(t *testing.T) {
 
 func TestDegradedNamesSpecProblems(t *testing.T) {
 	obs := Observation{Generation: 3, Mode: v1alpha1.ModeStatic,
-		Nodes: []NodeState{{Row: v1alpha1.NodeRow{Node: "a"}, Ready: true, Reporting: true}},
+		Nodes:        []NodeState{{Row: v1alpha1.NodeRow{Node: "a"}, Ready: true, Reporting: true}},
 		SpecProblems: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU, Message: `rule "t4" matches no GPU`}},
 	}
 	var got []string
