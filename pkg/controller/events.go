@@ -23,6 +23,12 @@ const (
 	EventUnknownGPU = v1alpha1.ReasonUnknownGPU
 	// EventConflict (Warning): another MigLayout selects some of the same nodes.
 	EventConflict = "Conflict"
+	// EventRuleMatchesNoGPU, EventProfileNotOffered and
+	// EventSparesNotHoldable (Warning): a part of the spec applies to no GPU
+	// of the selected nodes (see SpecProblem); recorded when it appears.
+	EventRuleMatchesNoGPU  = v1alpha1.ReasonRuleMatchesNoGPU
+	EventProfileNotOffered = v1alpha1.ReasonProfileNotOffered
+	EventSparesNotHoldable = v1alpha1.ReasonSparesNotHoldable
 )
 
 // Event is one event to record on the MigLayout.
@@ -63,6 +69,13 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation) []Event {
 			if gpuPhase(before, p.GPU) != v1alpha1.PhaseFailed {
 				add(corev1.EventTypeWarning, p.Reason, "ComputeLayout", "node %s %s; the GPU is left as it is", n.Row.Node, p.Message)
 			}
+		}
+	}
+	// A spec problem is new unless the Degraded condition already names it.
+	degraded := meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionDegraded)
+	for _, p := range obs.SpecProblems {
+		if degraded == nil || degraded.Status != metav1.ConditionTrue || !strings.Contains(degraded.Message, p.Message) {
+			add(corev1.EventTypeWarning, p.Reason, "CheckSpec", "%s", p.Message)
 		}
 	}
 	if msg := obs.Selection.ConflictMessage(); msg != "" {

@@ -36,6 +36,15 @@ func TestTransitions(t *testing.T) {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{ready.Row}},
 			obs:  Observation{Nodes: []NodeState{ready}},
 		},
+		"a spec problem appears": {
+			obs:  Observation{Nodes: []NodeState{ready}, SpecProblems: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU, Message: `rule "t4" matches no GPU`}}},
+			want: []Event{{"Warning", "RuleMatchesNoGPU", "CheckSpec", `rule "t4" matches no GPU`}},
+		},
+		"a spec problem Degraded already names": {
+			prev: v1alpha1.MigLayoutStatus{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue,
+				Reason: v1alpha1.ReasonRuleMatchesNoGPU, Message: `1 spec problem: rule "t4" matches no GPU`}}},
+			obs: Observation{Nodes: []NodeState{ready}, SpecProblems: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU, Message: `rule "t4" matches no GPU`}}},
+		},
 		"GPU goes blocked": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{pendingRow}},
 			obs:  Observation{Nodes: []NodeState{blockedNode("a")}},
