@@ -151,17 +151,11 @@ func (m *NVMLManager) gpu(idx int, dev nvml.Device) (GPU, error) {
 	if g.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
 		return g, nvmlErr("nvmlDeviceGetUUID", ret)
 	}
-	if g.ProductName, ret = dev.GetName(); ret != nvml.SUCCESS {
-		return g, nvmlErr("nvmlDeviceGetName", ret)
+	product, model, memBytes, err := m.identity(dev)
+	if err != nil {
+		return g, err
 	}
-	if model, err := m.catalog.Model(g.ProductName); err == nil {
-		g.Model = model
-	}
-	mem, ret := dev.GetMemoryInfo()
-	if ret != nvml.SUCCESS {
-		return g, nvmlErr("nvmlDeviceGetMemoryInfo", ret)
-	}
-	g.MemoryMiB = int64(mem.Total >> 20)
+	g.ProductName, g.Model, g.MemoryMiB = product, model, int64(memBytes>>20)
 	mode, err := migMode(dev)
 	switch {
 	case errors.Is(err, ErrNotSupported):
@@ -195,6 +189,24 @@ func (m *NVMLManager) gpu(idx int, dev nvml.Device) (GPU, error) {
 		return g, nvmlErr("nvmlDeviceGetMinorNumber", ret)
 	}
 	return g, nil
+}
+
+// identity reads a GPU's product name (nvmlDeviceGetName), its catalog
+// model (nil when the catalog lacks the product) and its total memory in
+// bytes (nvmlDeviceGetMemoryInfo). NVML errors come back typed (nvmlErr).
+func (m *NVMLManager) identity(dev nvml.Device) (product string, model *mig.Model, memBytes uint64, err error) {
+	product, ret := dev.GetName()
+	if ret != nvml.SUCCESS {
+		return "", nil, 0, nvmlErr("nvmlDeviceGetName", ret)
+	}
+	if found, err := m.catalog.Model(product); err == nil {
+		model = found
+	}
+	mem, ret := dev.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return "", nil, 0, nvmlErr("nvmlDeviceGetMemoryInfo", ret)
+	}
+	return product, model, mem.Total, nil
 }
 
 // migMode reads the MIG mode; a GPU without MIG gives an error wrapping
@@ -330,18 +342,9 @@ func (m *NVMLManager) walk(ctx context.Context, idx int) (*gpuState, error) {
 		return nil, err
 	}
 	s := &gpuState{dev: dev}
-	var ret nvml.Return
-	if s.product, ret = dev.GetName(); ret != nvml.SUCCESS {
-		return nil, nvmlErr("nvmlDeviceGetName", ret)
+	if s.product, s.model, s.memBytes, err = m.identity(dev); err != nil {
+		return nil, err
 	}
-	if model, err := m.catalog.Model(s.product); err == nil {
-		s.model = model
-	}
-	mem, ret := dev.GetMemoryInfo()
-	if ret != nvml.SUCCESS {
-		return nil, nvmlErr("nvmlDeviceGetMemoryInfo", ret)
-	}
-	s.memBytes = mem.Total
 	mode, err := migMode(dev)
 	if errors.Is(err, ErrNotSupported) {
 		return s, nil
