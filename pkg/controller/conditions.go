@@ -123,7 +123,6 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 	}
 	seen := map[string]bool{}
 	var msgs []string
-	gpuProblems := 0
 	for _, n := range obs.Nodes {
 		for _, p := range n.Problems {
 			seen[p.Reason] = true
@@ -139,7 +138,7 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 			msgs = append(msgs, msg)
 		}
 	}
-	gpuProblems = len(msgs)
+	gpuProblems := len(msgs)
 	for _, p := range obs.SpecProblems {
 		seen[p.Reason] = true
 		msgs = append(msgs, p.Message)

@@ -36,6 +36,10 @@ type Event struct {
 	Type, Reason, Action, Note string
 }
 
+// maxSpecProblemEvents is how many spec problems get an event: the first
+// ones, which the Degraded message names in full.
+const maxSpecProblemEvents = 4
+
 // maxEventNote is the events.k8s.io/v1 limit on an event's note.
 const maxEventNote = 1024
 
@@ -71,9 +75,14 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation) []Event {
 			}
 		}
 	}
-	// A spec problem is new unless the Degraded condition already names it.
+	// A spec problem is new unless the Degraded condition already names it
+	// (it names the first few problems: the rest get no event, rather than
+	// one on every reconcile).
 	degraded := meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionDegraded)
-	for _, p := range obs.SpecProblems {
+	for i, p := range obs.SpecProblems {
+		if i >= maxSpecProblemEvents {
+			break
+		}
 		if degraded == nil || degraded.Status != metav1.ConditionTrue || !strings.Contains(degraded.Message, p.Message) {
 			add(corev1.EventTypeWarning, p.Reason, "CheckSpec", "%s", p.Message)
 		}
