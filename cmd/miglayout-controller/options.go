@@ -10,6 +10,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/planner"
 )
 
 // options are the command-line settings.
@@ -25,6 +26,7 @@ type options struct {
 	driverName              string
 	batchIdle               time.Duration
 	batchMax                time.Duration
+	agingAfter              time.Duration
 }
 
 func bindFlags(fs *flag.FlagSet) *options {
@@ -40,6 +42,7 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.driverName, "driver-name", "mig.miglayout.io", "DRA driver name the agents publish devices under")
 	fs.DurationVar(&o.batchIdle, "auto-batch-idle", 2*time.Second, "Auto mode: plan once pending demand and node reports have been quiet this long")
 	fs.DurationVar(&o.batchMax, "auto-batch-max", 10*time.Second, "Auto mode: plan at the latest this long after the first change of a batch")
+	fs.DurationVar(&o.agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: pods of one priority are planned largest first; a pod pending this long is planned by age instead (0: never)")
 	return o
 }
 

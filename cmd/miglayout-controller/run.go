@@ -31,7 +31,11 @@ func run(ctx context.Context, o *options) error {
 	if err := (&controller.Reconciler{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MigLayout reconciler: %w", err)
 	}
-	auto := &controller.AutoPlanner{Driver: o.driverName, Idle: o.batchIdle, Max: o.batchMax}
+	aging := o.agingAfter
+	if aging == 0 {
+		aging = -1 // never
+	}
+	auto := &controller.AutoPlanner{Driver: o.driverName, Idle: o.batchIdle, Max: o.batchMax, AgingAfter: aging}
 	if err := auto.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Auto planner: %w", err)
 	}

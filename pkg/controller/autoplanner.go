@@ -61,6 +61,11 @@ type AutoPlanner struct {
 	Driver string
 	// Idle and Max bound the batching window; defaults 2 s and 10 s.
 	Idle, Max time.Duration
+	// AgingAfter is how long a pending pod may be passed over by larger
+	// pods of its priority before it is planned by age (see
+	// planner.Snapshot.AgingAfter); 0 means planner.DefaultAgingAfter, a
+	// negative value never.
+	AgingAfter time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -103,6 +108,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, err
 	}
 	snap := BuildSnapshot(in, a.catalog())
+	snap.Now, snap.AgingAfter = a.now(), a.agingAfter()
 	pendingDemand.Set(float64(len(snap.Pending)))
 	if len(snap.Nodes) == 0 {
 		return ctrl.Result{}, nil
@@ -127,7 +133,9 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, err
 	}
 	a.notify(snap, res)
-	return ctrl.Result{}, nil
+	// Nothing else may happen when a pod starts to be planned by age:
+	// look again then.
+	return ctrl.Result{RequeueAfter: nextAging(snap)}, nil
 }
 
 func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
@@ -354,4 +362,29 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+func (a *AutoPlanner) agingAfter() time.Duration {
+	switch {
+	case a.AgingAfter < 0:
+		return 0
+	case a.AgingAfter == 0:
+		return planner.DefaultAgingAfter
+	}
+	return a.AgingAfter
+}
+
+// nextAging is how long until the next pending pod of snap has waited
+// snap.AgingAfter (0: none will).
+func nextAging(snap planner.Snapshot) time.Duration {
+	if snap.AgingAfter <= 0 || snap.Now.IsZero() {
+		return 0
+	}
+	var next time.Duration
+	for _, p := range snap.Pending {
+		if d := p.Pod.CreationTimestamp.Add(snap.AgingAfter).Sub(snap.Now); d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	return next
 }

@@ -174,3 +174,39 @@ func TestNotify(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
+
+func TestNextAging(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	pending := func(ages ...time.Duration) []planner.Pod {
+		var out []planner.Pod
+		for _, a := range ages {
+			out = append(out, planner.Pod{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(-a))}}})
+		}
+		return out
+	}
+	tests := map[string]struct {
+		snap planner.Snapshot
+		want time.Duration
+	}{
+		"the pod closest to its aging time": {
+			snap: planner.Snapshot{Now: now, AgingAfter: time.Hour, Pending: pending(10*time.Minute, 50*time.Minute, 2*time.Hour)},
+			want: 10 * time.Minute,
+		},
+		"every pod has aged already": {snap: planner.Snapshot{Now: now, AgingAfter: time.Hour, Pending: pending(2 * time.Hour)}},
+		"aging off":                  {snap: planner.Snapshot{Now: now, Pending: pending(time.Minute)}},
+		"no clock":                   {snap: planner.Snapshot{AgingAfter: time.Hour, Pending: pending(time.Minute)}},
+		"no pending pod":             {snap: planner.Snapshot{Now: now, AgingAfter: time.Hour}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := nextAging(tc.snap); got != tc.want {
+				t.Errorf("nextAging = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	for in, want := range map[time.Duration]time.Duration{0: planner.DefaultAgingAfter, -1: 0, 5 * time.Minute: 5 * time.Minute} {
+		if got := (&AutoPlanner{AgingAfter: in}).agingAfter(); got != want {
+			t.Errorf("AgingAfter %v: agingAfter() = %v, want %v", in, got, want)
+		}
+	}
+}

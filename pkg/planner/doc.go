@@ -1,7 +1,7 @@
 // Package planner decides, in Auto mode, how to repartition GPUs so that
 // pending pods' ResourceClaims can be allocated. It is pure: a Snapshot in,
-// a Result out; no client, no clock, no randomness, and the same Snapshot
-// always gives the same Result.
+// a Result out; no client, no clock (the caller passes Snapshot.Now), no
+// randomness, and the same Snapshot always gives the same Result.
 //
 // Claim semantics are the scheduler's own: whether a set of devices satisfies
 // a pod's claims is decided by k8s.io/dynamic-resource-allocation/structured
@@ -10,21 +10,28 @@
 // ones. Node feasibility (nodeSelector, required node affinity, taints and
 // tolerations) comes from k8s.io/component-helpers.
 //
-// The objective, in order: serve the most pending pods, taking them by
-// priority then age (older first); never destroy a device that is allocated,
-// prepared or running a process (GPU.Pinned), nor one reserved for a pod
-// served earlier in the same plan; among ways to serve a pod, prefer a free
-// device that exists already, then the new device that takes the least room
-// from large profiles (mig.Model.Headroom of the devices that stay, before
-// minus after: best fit across GPUs, so a small device goes where it spoils
-// the least and whole GPUs stay whole for 7g claims), then the change that
-// destroys the fewest free devices, then a GPU the plan already changes
+// The objective, in order: serve the most pending demand, taking pods by
+// priority, then largest first (compute slices of the smallest profile that
+// satisfies each requested device: first-fit decreasing over the whole
+// queue, so large claims get whole placement ranges and small ones fill the
+// holes), then older first; a pod passed over for Snapshot.AgingAfter is
+// taken by age ahead of larger ones (nothing waits forever); never destroy a
+// device that is allocated, prepared or running a process (GPU.Pinned), nor
+// one reserved for a pod served earlier in the same plan. Among ways to
+// serve a pod, existing free devices and new ones alike, prefer the one that
+// takes the least room from large profiles (mig.Model.Headroom of the
+// devices that stay, before minus after: best fit across GPUs, so a small
+// device goes where it spoils the least and whole GPUs stay whole for 7g
+// claims), then the one that destroys the fewest free devices, then an
+// existing device over a new one, then a GPU the plan already changes
 // (fewest GPUs touched), then the most room left, then the smallest device
 // that satisfies the claim. Each Change says which pods it serves.
 //
-// Ranking room lost ahead of free devices destroyed is measured, not
-// assumed: pkg/planner/quality replays seeded arrival traces against
-// first-fit, count-greedy and hindsight strategies, and "destroy fewest"
-// first (or "keep the most room on the chosen GPU") served fewer large
-// claims than first-fit there.
+// These rules are measured, not assumed: pkg/planner/quality replays seeded
+// arrival traces against first-fit, count-greedy and hindsight strategies.
+// There "destroy fewest" first (or "keep the most room on the chosen GPU")
+// served fewer large claims than first-fit; taking an existing free device
+// before any new one served fewer large claims than one best-fit rule for
+// both; and oldest-first planning made large claims wait longer than
+// largest-first (queue model p95).
 package planner

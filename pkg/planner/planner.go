@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,7 +69,11 @@ func NewPlanner(ctx context.Context, snap Snapshot) (*Planner, error) {
 	if err := p.load(); err != nil {
 		return nil, err
 	}
-	for _, pod := range orderPods(snap.Pending) {
+	pods, err := p.orderPods(ctx, snap.Pending)
+	if err != nil {
+		return nil, err
+	}
+	for _, pod := range pods {
 		if err := p.serve(ctx, pod); err != nil {
 			return nil, err
 		}
@@ -260,23 +263,6 @@ func (p *planner) reclass(g *gpuState) {
 		p.order = append(p.order, key)
 	}
 	c.gpus = append(c.gpus, g)
-}
-
-// orderPods sorts by priority (highest first), then creation time (oldest
-// first), then namespace/name.
-func orderPods(pods []Pod) []Pod {
-	out := slices.Clone(pods)
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i].Pod, out[j].Pod
-		if pa, pb := corev1helpers.PodPriority(a), corev1helpers.PodPriority(b); pa != pb {
-			return pa > pb
-		}
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		return podKey(a) < podKey(b)
-	})
-	return out
 }
 
 func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
@@ -718,12 +704,13 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 				count = int(r.Exactly.Count)
 			}
 			for range count {
-				if !p.addOnNode(ctx, one, n) {
+				if !p.addOnNode(ctx, one, n, podKey(pod.Pod)) {
 					break
 				}
 			}
 		}
 	}
+	p.releaseTentative(n, podKey(pod.Pod))
 	devs, ok, err := p.allocateOn(ctx, pod, n)
 	if err != nil || !ok {
 		restore()
@@ -735,7 +722,7 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 
 // addOnNode adds one device satisfying the single-request claim c to the
 // node's best GPU; it reports whether it could.
-func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState) bool {
+func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, pod string) bool {
 	var bestG *gpuState
 	var bestA *addition
 	for _, g := range n.gpus {
@@ -760,10 +747,39 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 		return false
 	}
 	p.applyAddition(bestG, bestA)
+	// Held for the pod while its other devices are added (a later addition
+	// may move it but not drop it); released by releaseTentative.
+	if bestG.soft == nil {
+		bestG.soft = map[mig.Device]string{}
+	}
+	bestG.soft[bestA.device] = pod
+	bestG.fixed = append(bestG.fixed, bestA.device).Canonical()
 	if !bestG.g.Changing {
 		p.reclass(bestG)
 	}
 	return true
+}
+
+// releaseTentative drops the reservations addOnNode made for pod on the
+// node's GPUs: the devices stay in the planned layouts, free for the
+// allocator to pick.
+func (p *planner) releaseTentative(n *nodeState, pod string) {
+	for _, g := range n.gpus {
+		changed := false
+		for d, owner := range g.soft {
+			if owner != pod {
+				continue
+			}
+			delete(g.soft, d)
+			if i := slices.Index(g.fixed, d); i >= 0 {
+				g.fixed = slices.Delete(g.fixed, i, i+1)
+			}
+			changed = true
+		}
+		if changed && !g.g.Changing {
+			p.reclass(g)
+		}
+	}
 }
 
 // allocateOn runs the allocator for the pod on the node's planned devices;

@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -45,8 +46,45 @@ func TestPlan(t *testing.T) {
 		nodes   []Node
 		pods    []Pod
 		maxGPUs int
-		want    trace
+		// aging is Snapshot.AgingAfter, with Snapshot.Now = t0.
+		aging time.Duration
+		want  trace
 	}{
+		"of one priority the larger pod is planned first, though younger": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
+			pods:  []Pod{pod("small", 9).claim(profileIs("1g.10gb"), 1).build(), pod("big", 1).claim(profileIs("7g.80gb"), 1).build()},
+			want: trace{
+				Served:     []string{"default/big -> n1 gpu-0-mig-7g80gb-0-0"},
+				Unservable: map[string]string{"default/small": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"},
+			},
+		},
+		"a pod passed over for AgingAfter is planned by age": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
+			pods:  []Pod{pod("small", 61).claim(profileIs("1g.10gb"), 1).build(), pod("big", 1).claim(profileIs("7g.80gb"), 1).build()},
+			aging: time.Hour,
+			want: trace{
+				Changes:    []string{"n1/0: 7g.80gb@0 -> 1g.10gb@6 serves default/small"},
+				Served:     []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6 after change"},
+				Unservable: map[string]string{"default/big": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached); n1/gpu-0 is kept for it: no other pending pod gets a device there"},
+			},
+		},
+		"devices added for one pod keep each other: two 3g replace a free 4g": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0", "").build()},
+			pods:  []Pod{pod("two3g", 1).claim(profileIs("3g.40gb"), 2).build()},
+			want: trace{
+				Changes: []string{"n1/0: 4g.40gb@0 -> 3g.40gb@0,3g.40gb@4 serves default/two3g"},
+				Served:  []string{"default/two3g -> n1 gpu-0-mig-3g40gb-9-0, gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
+		"size counts every device a pod asks for": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,3g.40gb@4", "").build()},
+			pods:  []Pod{pod("one3g", 9).claim(profileIs("3g.40gb"), 1).build(), pod("two3g", 1).claim(profileIs("3g.40gb"), 2).build()},
+			want: trace{
+				Changes:    []string{"n1/0: 4g.40gb@0,3g.40gb@4 -> 3g.40gb@0,3g.40gb@4 serves default/two3g"},
+				Served:     []string{"default/two3g -> n1 gpu-0-mig-3g40gb-9-0, gpu-0-mig-3g40gb-9-4 after change"},
+				Unservable: map[string]string{"default/one3g": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached); n1/gpu-0 is kept for it: no other pending pod gets a device there"},
+			},
+		},
 		"whole 7g is cut for a 16 GiB claim; the device goes where 4g and 3g still fit": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
 			pods:  []Pod{pod("p1", 1).claim("device.attributes['mig.miglayout.io'].memory >= 16000 && device.attributes['mig.miglayout.io'].memory <= 25000", 1).build()},
@@ -137,8 +175,8 @@ func TestPlan(t *testing.T) {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
 			pods:  []Pod{pod("p1", 1).claim(profileIs("2g.20gb"), 2).build()},
 			want: trace{
-				Changes: []string{"n1/0: 7g.80gb@0 -> 2g.20gb@0,2g.20gb@4 serves default/p1"},
-				Served:  []string{"default/p1 -> n1 gpu-0-mig-2g20gb-14-0, gpu-0-mig-2g20gb-14-4 after change"},
+				Changes: []string{"n1/0: 7g.80gb@0 -> 2g.20gb@0,2g.20gb@2 serves default/p1"},
+				Served:  []string{"default/p1 -> n1 gpu-0-mig-2g20gb-14-0, gpu-0-mig-2g20gb-14-2 after change"},
 			},
 		},
 		"a GPU changing already is left alone but its coming devices serve": {
@@ -208,7 +246,8 @@ func TestPlan(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			snap := Snapshot{Driver: driver, Nodes: tc.nodes, Pending: tc.pods, Classes: []*resourceapi.DeviceClass{migClass()}, MaxGPUs: tc.maxGPUs}
+			snap := Snapshot{Driver: driver, Nodes: tc.nodes, Pending: tc.pods, Classes: []*resourceapi.DeviceClass{migClass()}, MaxGPUs: tc.maxGPUs,
+				Now: t0, AgingAfter: tc.aging}
 			got, err := Plan(context.Background(), snap)
 			if err != nil {
 				t.Fatal(err)

@@ -1,12 +1,19 @@
 package planner
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
+
+// DefaultAgingAfter is the Snapshot.AgingAfter the controller uses unless
+// told otherwise: a pod passed over by larger pods for an hour is planned by
+// age from then on.
+const DefaultAgingAfter = time.Hour
 
 // Policy bounds the planner on the nodes of one MigLayout.
 type Policy struct {
@@ -62,6 +69,14 @@ type Snapshot struct {
 	// MaxGPUs is the most GPUs changed at once across the snapshot,
 	// including GPUs already changing; 0 means no limit.
 	MaxGPUs int
+	// Now is when the snapshot was taken. With AgingAfter it tells which
+	// pods have waited long enough to be planned by age alone.
+	Now time.Time
+	// AgingAfter is how long a pending pod (by creation time) may be passed
+	// over by larger pods of its priority; after that it is planned by age,
+	// ahead of them. 0 (or a zero Now) means never: pods of one priority
+	// are planned largest first.
+	AgingAfter time.Duration
 }
 
 // Change is a new layout for one GPU.

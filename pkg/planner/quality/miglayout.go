@@ -77,7 +77,8 @@ func (*miglayoutStrategy) delay() bool    { return true }
 
 // snapshot builds the planner's input from s.
 func (st *miglayoutStrategy) snapshot(s *sim) planner.Snapshot {
-	snap := planner.Snapshot{Driver: migslices.DefaultDriverName, Classes: st.class}
+	snap := planner.Snapshot{Driver: migslices.DefaultDriverName, Classes: st.class,
+		Now: epoch.Add(time.Duration(s.now * float64(time.Second))), AgingAfter: planner.DefaultAgingAfter}
 	for ni, n := range st.nodes {
 		node := planner.Node{Node: n, Policy: planner.Policy{MaxGPUsPerNode: s.perNode}}
 		for _, g := range s.gpus {

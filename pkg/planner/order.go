@@ -1,0 +1,98 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+)
+
+// orderPods decides in which order pending pods are planned (each takes the
+// best place left by those before it):
+//
+//  1. higher priority first;
+//  2. among equal priorities, pods that have waited AgingAfter or longer,
+//     oldest first (nothing waits forever behind larger pods);
+//  3. then the larger pods first: more compute slices (the smallest
+//     satisfying profile of each requested device, summed), since a large
+//     device needs a whole free placement range while small ones fit the
+//     holes large ones leave (first-fit decreasing over the whole queue);
+//  4. then the older first, then namespace/name.
+//
+// It returns an error only for a claim whose CEL does not compile.
+func (p *planner) orderPods(ctx context.Context, pods []Pod) ([]Pod, error) {
+	size := make(map[*corev1.Pod]int, len(pods))
+	for _, pod := range pods {
+		n, err := p.podSize(ctx, pod)
+		if err != nil {
+			return nil, fmt.Errorf("planning pod %s: %w", podKey(pod.Pod), err)
+		}
+		size[pod.Pod] = n
+	}
+	aging := !p.snap.Now.IsZero() && p.snap.AgingAfter > 0
+	waited := func(pod *corev1.Pod) bool {
+		return aging && p.snap.Now.Sub(pod.CreationTimestamp.Time) >= p.snap.AgingAfter
+	}
+	out := slices.Clone(pods)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].Pod, out[j].Pod
+		if pa, pb := corev1helpers.PodPriority(a), corev1helpers.PodPriority(b); pa != pb {
+			return pa > pb
+		}
+		wa, wb := waited(a), waited(b)
+		if wa != wb {
+			return wa
+		}
+		if !wa && size[a] != size[b] {
+			return size[a] > size[b]
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return podKey(a) < podKey(b)
+	})
+	return out, nil
+}
+
+// podSize is the pod's demand in compute slices: for each device it
+// requests, the compute slices of the smallest profile (of any model of the
+// snapshot) that satisfies the request alone; a request no profile
+// satisfies counts 0. AllocationMode All counts one device.
+func (p *planner) podSize(ctx context.Context, pod Pod) (int, error) {
+	total := 0
+	for _, c := range pod.Claims {
+		for _, r := range c.Spec.Devices.Requests {
+			one := c
+			if len(c.Spec.Devices.Requests) > 1 || len(c.Spec.Devices.Constraints) > 0 || r.Exactly == nil || r.Exactly.Count > 1 {
+				one = c.DeepCopy()
+				one.Spec.Devices.Constraints = nil
+				one.Spec.Devices.Requests = []resourceapi.DeviceRequest{*r.DeepCopy()}
+				if ex := one.Spec.Devices.Requests[0].Exactly; ex != nil {
+					ex.AllocationMode, ex.Count = resourceapi.DeviceAllocationModeExactCount, 1
+				}
+			}
+			count := 1
+			if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeExactCount && r.Exactly.Count > 1 {
+				count = int(r.Exactly.Count)
+			}
+			smallest := 0
+			for _, m := range p.models {
+				ps, err := p.match.singleProfiles(ctx, one, m)
+				if err != nil {
+					return 0, err
+				}
+				for _, name := range ps {
+					if prof, err := m.Profile(name); err == nil && (smallest == 0 || prof.ComputeSlices < smallest) {
+						smallest = prof.ComputeSlices
+					}
+				}
+			}
+			total += count * smallest
+		}
+	}
+	return total, nil
+}
