@@ -32,7 +32,7 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims;deviceclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims;deviceclasses;resourceslices,verbs=get;list;watch
 
 // Pod event reasons of the Auto planner.
 const (
@@ -180,6 +180,11 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 	for i := range classes.Items {
 		in.Classes = append(in.Classes, &classes.Items[i])
 	}
+	var rs resourceapi.ResourceSliceList
+	if err := a.Client.List(ctx, &rs); err != nil {
+		return in, fmt.Errorf("listing ResourceSlices: %w", err)
+	}
+	in.Slices = rs.Items
 	return in, nil
 }
 

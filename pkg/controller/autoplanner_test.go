@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -98,10 +99,36 @@ func TestBuildSnapshot(t *testing.T) {
 			{Namespace: "ns", Name: "c1"}:              {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}},
 			{Namespace: "ns", Name: "templated-gpu-x"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated-gpu-x"}},
 			{Namespace: "ns", Name: "c2"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c2"},
-				Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}}},
+				Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+					Results: []resourceapi.DeviceRequestAllocationResult{
+						{Request: "gpu", Driver: "mig.miglayout.io", Pool: "a1", Device: "gpu-2-mig-3g40gb-9-0"},
+						{Request: "nic", Driver: "nic.example.com", Pool: "a1", Device: "nic-1"},
+					}}}}},
+		},
+		Slices: []resourceapi.ResourceSlice{
+			{ObjectMeta: metav1.ObjectMeta{Name: "a1-mig"}, Spec: resourceapi.ResourceSliceSpec{Driver: "mig.miglayout.io", NodeName: ptr.To("a1")}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "a1-nic"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: ptr.To("a1")}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "b1-nic"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: ptr.To("b1")}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "fabric"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", AllNodes: ptr.To(true)}},
 		},
 	}
 	snap := BuildSnapshot(in, mig.DefaultCatalog())
+	for _, n := range snap.Nodes {
+		var names []string
+		for _, s := range n.OtherSlices {
+			names = append(names, s.Name)
+		}
+		if diff := cmp.Diff([]string{"a1-nic"}, names); diff != "" {
+			t.Errorf("node %s: other drivers' slices (-want +got):\n%s", n.Node.Name, diff)
+		}
+	}
+	var allocated []string
+	for _, id := range snap.OtherAllocated {
+		allocated = append(allocated, id.String())
+	}
+	if diff := cmp.Diff([]string{structured.MakeDeviceID("nic.example.com", "a1", "nic-1").String()}, allocated); diff != "" {
+		t.Errorf("other drivers' allocated devices (-want +got):\n%s", diff)
+	}
 	type gpuRow struct {
 		Node, Layout, Pinned string
 		Index                int

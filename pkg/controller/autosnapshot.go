@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -8,6 +9,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -23,7 +25,11 @@ type AutoInputs struct {
 	Pods           []corev1.Pod
 	Claims         map[types.NamespacedName]*resourceapi.ResourceClaim
 	Classes        []*resourceapi.DeviceClass
-	Driver         string
+	// Slices are the cluster's ResourceSlices; those of other drivers on
+	// Auto nodes are passed to the planner (pods that also ask for, say, a
+	// NIC are planned with the node's NICs).
+	Slices []resourceapi.ResourceSlice
+	Driver string
 }
 
 // defaultMaxGPUs is the cluster-wide limit on GPUs changing at once when no
@@ -48,6 +54,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			byName[n.Name] = n
 		}
 	}
+	others := otherSlices(in.Slices, in.Driver)
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
 		if ml.Spec.Mode != v1alpha1.ModeAuto || ml.DeletionTimestamp != nil {
@@ -85,7 +92,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
 				continue
 			}
-			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog)}
+			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog), OtherSlices: others[name]}
 			if len(n.GPUs) > 0 {
 				snap.Nodes = append(snap.Nodes, n)
 			}
@@ -93,7 +100,43 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	}
 	slices.SortFunc(snap.Nodes, func(a, b planner.Node) int { return strings.Compare(a.Node.Name, b.Node.Name) })
 	snap.Pending = pendingPods(in.Pods, in.Claims)
+	snap.OtherAllocated = otherAllocated(in.Claims, in.Driver)
 	return snap
+}
+
+// otherSlices groups by node the ResourceSlices of drivers other than
+// driver that belong to one node (not those shared by several nodes).
+func otherSlices(all []resourceapi.ResourceSlice, driver string) map[string][]*resourceapi.ResourceSlice {
+	out := map[string][]*resourceapi.ResourceSlice{}
+	for i := range all {
+		s := &all[i]
+		if s.Spec.Driver == driver || s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
+			continue
+		}
+		out[*s.Spec.NodeName] = append(out[*s.Spec.NodeName], s)
+	}
+	return out
+}
+
+// otherAllocated are the devices of drivers other than driver that claims
+// hold, in claim order.
+func otherAllocated(claims map[types.NamespacedName]*resourceapi.ResourceClaim, driver string) []structured.DeviceID {
+	var out []structured.DeviceID
+	keys := slices.SortedFunc(maps.Keys(claims), func(a, b types.NamespacedName) int {
+		return strings.Compare(a.String(), b.String())
+	})
+	for _, k := range keys {
+		a := claims[k].Status.Allocation
+		if a == nil {
+			continue
+		}
+		for _, r := range a.Devices.Results {
+			if r.Driver != driver {
+				out = append(out, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+			}
+		}
+	}
+	return out
 }
 
 // autoGPUs are the GPUs of a node the planner may use: MIG on, known model.

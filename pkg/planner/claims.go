@@ -119,8 +119,14 @@ func (m *matcher) singleProfiles(ctx context.Context, c *resourceapi.ResourceCla
 // fits reports whether the allocator can allocate claims on a node whose
 // pool holds devices, of which the names in taken are already allocated.
 func (m *matcher) fits(ctx context.Context, node string, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim) (bool, error) {
-	res, err := m.allocate(ctx, node, devices, taken, claims)
+	res, err := m.allocate(ctx, node, devices, taken, claims, nil)
 	return res != nil, err
+}
+
+// others are other drivers' devices a node offers beside miglayout's.
+type others struct {
+	slices    []*resourceapi.ResourceSlice
+	allocated []structured.DeviceID
 }
 
 // byMemory returns the model's profiles by memory, then compute slices.
@@ -147,9 +153,10 @@ func deviceName(g gpu.GPU, d mig.Device) string {
 	return slices.MIGDeviceName(g.Index, d.Profile, p.ID, d.Start)
 }
 
-// allocate is fits returning the names of the devices allocated to claims,
-// or nil when they cannot all be allocated.
-func (m *matcher) allocate(ctx context.Context, node string, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim) ([]string, error) {
+// allocate is fits returning the names of miglayout's devices allocated to
+// claims, or nil when they cannot all be allocated. other, when set, adds a
+// node's devices of other drivers (and those of them already allocated).
+func (m *matcher) allocate(ctx context.Context, node string, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim, other *others) ([]string, error) {
 	slice := &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: node + "-planned"},
 		Spec: resourceapi.ResourceSliceSpec{
@@ -163,7 +170,20 @@ func (m *matcher) allocate(ctx context.Context, node string, devices []resourcea
 	for name := range taken {
 		state.AllocatedDevices.Insert(structured.MakeDeviceID(m.driver, node, name))
 	}
-	alloc, err := structured.NewAllocator(ctx, features, state, m.classes, []*resourceapi.ResourceSlice{slice}, m.cel)
+	pools := []*resourceapi.ResourceSlice{slice}
+	if other != nil {
+		for _, s := range other.slices {
+			if s.Spec.Driver != m.driver {
+				pools = append(pools, s)
+			}
+		}
+		for _, id := range other.allocated {
+			if id.Driver.String() != m.driver {
+				state.AllocatedDevices.Insert(id)
+			}
+		}
+	}
+	alloc, err := structured.NewAllocator(ctx, features, state, m.classes, pools, m.cel)
 	if err != nil {
 		return nil, fmt.Errorf("creating allocator: %w", err)
 	}
@@ -183,7 +203,9 @@ func (m *matcher) allocate(ctx context.Context, node string, devices []resourcea
 	out := []string{}
 	for _, r := range res {
 		for _, d := range r.Devices.Results {
-			out = append(out, d.Device)
+			if d.Driver == m.driver {
+				out = append(out, d.Device)
+			}
 		}
 	}
 	return out, nil

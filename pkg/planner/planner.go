@@ -802,7 +802,7 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState) (map[*g
 			}
 		}
 	}
-	res, err := p.match.allocate(ctx, n.n.Node.Name, devices, taken, pod.Claims)
+	res, err := p.match.allocate(ctx, n.n.Node.Name, devices, taken, pod.Claims, &others{slices: n.n.OtherSlices, allocated: p.snap.OtherAllocated})
 	if err != nil || res == nil {
 		return nil, false, err
 	}

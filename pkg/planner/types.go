@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -47,6 +48,11 @@ type Node struct {
 	Node   *corev1.Node
 	GPUs   []GPU
 	Policy Policy
+	// OtherSlices are the node's ResourceSlices of other DRA drivers (a
+	// NIC, an accelerator of another vendor), whole pools only. The
+	// allocator may take their devices for the requests of a pod that
+	// miglayout's devices do not serve; the planner never changes them.
+	OtherSlices []*resourceapi.ResourceSlice
 }
 
 // Pod is a pending pod with the ResourceClaims it waits for.
@@ -69,6 +75,9 @@ type Snapshot struct {
 	// MaxGPUs is the most GPUs changed at once across the snapshot,
 	// including GPUs already changing; 0 means no limit.
 	MaxGPUs int
+	// OtherAllocated are the devices of other drivers (OtherSlices) that
+	// claims hold already.
+	OtherAllocated []structured.DeviceID
 	// Now is when the snapshot was taken. With AgingAfter it tells which
 	// pods have waited long enough to be planned by age alone.
 	Now time.Time
