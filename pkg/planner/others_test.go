@@ -44,7 +44,10 @@ func (b *podB) withNIC() *podB {
 }
 
 func TestPlanWithOtherDrivers(t *testing.T) {
-	withNICs := func(n Node, s *resourceapi.ResourceSlice) Node { n.OtherSlices = []*resourceapi.ResourceSlice{s}; return n }
+	withNICs := func(n Node, s *resourceapi.ResourceSlice) Node {
+		n.OtherSlices = []*resourceapi.ResourceSlice{s}
+		return n
+	}
 	gpuNode := func() Node { return node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build() }
 	pods := []Pod{pod("train", 1).claim(profileIs("3g.40gb"), 1).withNIC().build()}
 	tests := map[string]struct {

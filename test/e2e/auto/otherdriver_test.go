@@ -52,8 +52,14 @@ func TestAutoPlansPodsThatAlsoAskForAnotherDriver(t *testing.T) {
 			Pool:    resourceapi.ResourcePool{Name: nodeA, Generation: 1, ResourceSliceCount: 1},
 			Devices: []resourceapi.Device{{Name: "nic-0"}}}}
 	for _, obj := range []func() error{
-		func() error { _, err := env.Client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); return err },
-		func() error { _, err := env.Client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); return err },
+		func() error {
+			_, err := env.Client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := env.Client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{})
+			return err
+		},
 	} {
 		if err := obj(); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
