@@ -1,0 +1,209 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// serveMulti serves a pod with several devices, claims or constraints: node
+// by node, it adds devices for each request (smallest satisfying profile of
+// a single-device copy of it) and checks the whole pod with the allocator on
+// the node's hypothetical pool.
+func (p *planner) serveMulti(ctx context.Context, pod Pod, nodes []*nodeState) error {
+	key := podKey(pod.Pod)
+	for _, n := range nodes {
+		placed, err := p.tryNode(ctx, pod, n)
+		if err != nil {
+			return fmt.Errorf("planning pod %s: %w", key, err)
+		}
+		if placed {
+			return nil
+		}
+	}
+	p.result.Unservable[key] = "no Auto-mode node can hold all of the pod's claims at once"
+	return nil
+}
+
+func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, error) {
+	// First with the node as planned so far.
+	if devs, ok, err := p.allocateOn(ctx, pod, n); err != nil || ok {
+		if ok {
+			p.commitMulti(pod, n, devs)
+		}
+		return ok, err
+	}
+	// Then adding, per request, one device of its best profile per count.
+	saved := make([]gpuState, len(n.gpus))
+	for i, g := range n.gpus {
+		saved[i] = *g
+	}
+	savedTouched, savedNodeTouched := p.touched, n.touched
+	savedServed := make([][]string, len(p.result.Served))
+	for i, s := range p.result.Served {
+		savedServed[i] = s.Devices
+	}
+	restore := func() {
+		for i, g := range n.gpus {
+			*g = saved[i]
+			if !g.g.Changing {
+				p.reclass(g)
+			}
+		}
+		p.touched, n.touched = savedTouched, savedNodeTouched
+		for i := range savedServed {
+			p.result.Served[i].Devices = savedServed[i]
+		}
+	}
+	for _, c := range pod.Claims {
+		for _, r := range c.Spec.Devices.Requests {
+			one := c.DeepCopy()
+			one.Spec.Devices.Constraints = nil
+			one.Spec.Devices.Requests = []resourceapi.DeviceRequest{r}
+			if one.Spec.Devices.Requests[0].Exactly != nil {
+				ex := one.Spec.Devices.Requests[0].Exactly.DeepCopy()
+				ex.AllocationMode, ex.Count = resourceapi.DeviceAllocationModeExactCount, 1
+				one.Spec.Devices.Requests[0].Exactly = ex
+			}
+			count := 1
+			if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeExactCount && r.Exactly.Count > 1 {
+				count = int(r.Exactly.Count)
+			}
+			for range count {
+				if !p.addOnNode(ctx, one, n, podKey(pod.Pod)) {
+					break
+				}
+			}
+		}
+	}
+	p.releaseTentative(n, podKey(pod.Pod))
+	devs, ok, err := p.allocateOn(ctx, pod, n)
+	if err != nil || !ok {
+		restore()
+		return false, err
+	}
+	p.commitMulti(pod, n, devs)
+	return true, nil
+}
+
+// addOnNode adds one device satisfying the single-request claim c to the
+// node's best GPU; it reports whether it could.
+func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, pod string) bool {
+	var bestG *gpuState
+	var bestA *addition
+	for _, g := range n.gpus {
+		if !p.mayChange(g) {
+			continue
+		}
+		ps, err := p.match.singleProfiles(ctx, c, g.model)
+		if err != nil {
+			return false
+		}
+		for _, prof := range ps {
+			if !n.allows(prof) {
+				continue
+			}
+			if a := p.addition(g, prof); a != nil && (bestA == nil || slices.Compare(a.loss, bestA.loss) < 0 ||
+				slices.Equal(a.loss, bestA.loss) && a.destroyed < bestA.destroyed) {
+				bestG, bestA = g, a
+			}
+		}
+	}
+	if bestG == nil {
+		return false
+	}
+	p.applyAddition(bestG, bestA)
+	// Held for the pod while its other devices are added (a later addition
+	// may move it but not drop it); released by releaseTentative.
+	if bestG.soft == nil {
+		bestG.soft = map[mig.Device]string{}
+	}
+	bestG.soft[bestA.device] = pod
+	bestG.fixed = append(bestG.fixed, bestA.device).Canonical()
+	if !bestG.g.Changing {
+		p.reclass(bestG)
+	}
+	return true
+}
+
+// releaseTentative drops the reservations addOnNode made for pod on the
+// node's GPUs: the devices stay in the planned layouts, free for the
+// allocator to pick.
+func (p *planner) releaseTentative(n *nodeState, pod string) {
+	for _, g := range n.gpus {
+		changed := false
+		for d, owner := range g.soft {
+			if owner != pod {
+				continue
+			}
+			delete(g.soft, d)
+			if i := slices.Index(g.fixed, d); i >= 0 {
+				g.fixed = slices.Delete(g.fixed, i, i+1)
+			}
+			changed = true
+		}
+		if changed && !g.g.Changing {
+			p.reclass(g)
+		}
+	}
+}
+
+// allocateOn runs the allocator for the pod on the node's planned devices;
+// it returns the devices the allocation uses.
+func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState) (map[*gpuState][]mig.Device, bool, error) {
+	var devices []resourceapi.Device
+	taken := sets.New[string]()
+	owner := map[string]*gpuState{}
+	byName := map[string]mig.Device{}
+	for _, g := range n.gpus {
+		for _, d := range g.layout {
+			dev, err := migslices.PlannedMIGDevice(g.g.Info, d)
+			if err != nil {
+				return nil, false, err
+			}
+			devices = append(devices, dev)
+			owner[dev.Name], byName[dev.Name] = g, d
+			if g.fixed.Contains(d) {
+				taken.Insert(dev.Name)
+			}
+		}
+	}
+	res, err := p.match.allocate(ctx, n.n.Node.Name, devices, taken, pod.Claims, &others{slices: n.n.OtherSlices, allocated: p.snap.OtherAllocated})
+	if err != nil || res == nil {
+		return nil, false, err
+	}
+	out := map[*gpuState][]mig.Device{}
+	for _, name := range res {
+		out[owner[name]] = append(out[owner[name]], byName[name])
+	}
+	return out, true, nil
+}
+
+func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.Device) {
+	key := podKey(pod.Pod)
+	pl := Placement{Pod: key, Node: n.n.Node.Name}
+	for _, g := range n.gpus {
+		for _, d := range devs[g] {
+			g.fixed = append(g.fixed, d).Canonical()
+			pl.Devices = append(pl.Devices, deviceName(g.g.Info, d))
+			if !g.g.Layout.Contains(d) {
+				pl.NeedsChange = true
+			}
+		}
+		if len(devs[g]) > 0 && g.touched {
+			g.serves = append(g.serves, key)
+		}
+		if !g.g.Changing {
+			p.reclass(g)
+		}
+		p.indexFree(g)
+	}
+	p.servedAt[key] = len(p.result.Served)
+	p.result.Served = append(p.result.Served, pl)
+}

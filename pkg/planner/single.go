@@ -1,0 +1,260 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// serveSingle serves a pod that needs exactly one device.
+func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) error {
+	key := podKey(pod.Pod)
+	ok := make(map[*nodeState]bool, len(nodes))
+	for _, n := range nodes {
+		ok[n] = true
+	}
+	// Profiles that satisfy the claim, per model, best first.
+	profiles := map[string][]string{}
+	rank := map[string]map[string]int{}
+	anyProfile := false
+	for _, m := range p.models {
+		ps, err := p.match.singleProfiles(ctx, pod.Claims[0], m)
+		if err != nil {
+			return fmt.Errorf("planning pod %s: %w", key, err)
+		}
+		profiles[m.Name] = ps
+		rank[m.Name] = map[string]int{}
+		for i, prof := range ps {
+			rank[m.Name][prof] = i
+		}
+		anyProfile = anyProfile || len(ps) > 0
+	}
+	if !anyProfile {
+		names := make([]string, len(p.models))
+		for i, m := range p.models {
+			names[i] = m.Name
+		}
+		slices.Sort(names)
+		p.result.Unservable[key] = fmt.Sprintf("no profile of the Auto nodes' GPU models (%s) satisfies claim %s", strings.Join(names, ", "), pod.Claims[0].Name)
+		return nil
+	}
+
+	// Every way to serve the pod is compared by one rule: least room for
+	// large profiles taken from the devices that stay (best fit across
+	// GPUs: a small device goes where it spoils the least, whether it
+	// exists already or is created), then the fewest free devices
+	// destroyed, then no change over a change, then a GPU the plan changes
+	// anyway, then the most room left, the preferred profile, snapshot
+	// order. So a free device on an otherwise empty GPU is not taken when
+	// one can be created beside devices in use elsewhere: the empty GPU
+	// stays whole for a large claim.
+	type choice struct {
+		g         *gpuState
+		add       *addition // nil: a free device that exists or is coming
+		dev       mig.Device
+		loss      []int
+		destroyed int
+		headroom  []int
+		idx       int // preference index of the profile
+	}
+	var best *choice
+	better := func(c choice) bool {
+		if best == nil {
+			return true
+		}
+		if cmp := slices.Compare(c.loss, best.loss); cmp != 0 {
+			return cmp < 0
+		}
+		if c.destroyed != best.destroyed {
+			return c.destroyed < best.destroyed
+		}
+		if (c.add == nil) != (best.add == nil) {
+			return c.add == nil
+		}
+		if c.g.touched != best.g.touched {
+			return c.g.touched
+		}
+		if cmp := slices.Compare(c.headroom, best.headroom); cmp != 0 {
+			return cmp > 0
+		}
+		if c.idx != best.idx {
+			return c.idx < best.idx
+		}
+		return c.g.order < best.g.order
+	}
+	// Free devices coming with a change in flight (such GPUs are in no
+	// class): the first GPU per profile.
+	names := sets.New[string]()
+	for _, ps := range profiles {
+		names.Insert(ps...)
+	}
+	for _, prof := range sets.List(names) {
+		g, d := p.firstFree(prof, func(g *gpuState) bool {
+			_, fits := rank[g.model.Name][prof]
+			return fits && ok[g.node] && g.heldBy == ""
+		})
+		if g == nil {
+			continue
+		}
+		if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout), idx: rank[g.model.Name][prof]}); better(cand) {
+			best = &cand
+		}
+	}
+	live := p.order[:0]
+	for _, ck := range p.order {
+		c := p.classes[ck]
+		if c.empty() {
+			delete(p.classes, ck)
+			continue
+		}
+		live = append(live, ck)
+	}
+	p.order = live
+	for _, ck := range p.order {
+		c := p.classes[ck]
+		// The first GPU of the class this pod may use, and the first it
+		// may change.
+		var first, firstChange *gpuState
+		c.members(func(g *gpuState) bool {
+			if !ok[g.node] || g.heldBy != "" {
+				return true
+			}
+			if first == nil {
+				first = g
+			}
+			if p.mayChange(g) {
+				firstChange = g
+				return false
+			}
+			return true
+		})
+		if first == nil {
+			continue
+		}
+		for _, d := range first.free() {
+			i, fits := rank[first.model.Name][d.Profile]
+			if !fits {
+				continue
+			}
+			if cand := (choice{g: first, dev: d, loss: p.classFreeLoss(c, first, d), headroom: first.model.Headroom(first.layout), idx: i}); better(cand) {
+				best = &cand
+			}
+		}
+		if firstChange == nil {
+			continue
+		}
+		for i, prof := range profiles[firstChange.model.Name] {
+			if !firstChange.node.allows(prof) {
+				continue
+			}
+			a := p.classAddition(c, firstChange, prof)
+			if a == nil {
+				continue
+			}
+			if cand := (choice{g: firstChange, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom, idx: i}); better(cand) {
+				best = &cand
+			}
+		}
+	}
+	if best == nil {
+		why := "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
+		if held := p.hold(key, profiles, ok); held != nil {
+			why += fmt.Sprintf("; %s/gpu-%d is kept for it: no other pending pod gets a device there", held.node.n.Node.Name, held.g.Info.Index)
+		}
+		p.result.Unservable[key] = why
+		return nil
+	}
+	g := best.g
+	if best.add == nil {
+		p.reserve(g, best.dev, key, false)
+		return nil
+	}
+	p.applyAddition(g, best.add)
+	p.reserve(g, best.add.device, key, true)
+	return nil
+}
+
+// largeComputeSlices is where a profile counts as large (3g, 4g, 7g): a
+// pending pod of such a profile that nothing can serve holds a GPU.
+const largeComputeSlices = 3
+
+// hold keeps one GPU for a pod of a large profile that no GPU can take now:
+// the GPU on a feasible node whose devices that must stay block the pod's
+// profile the least (fewest in the way of its best placement, then fewest
+// overall). Pods planned after it (younger or of lower priority) get no
+// device there, so the GPU drains as its claims end instead of filling with
+// small devices: a large claim then waits for one GPU's work to end, not
+// for an unlikely moment when some GPU happens to be free. It returns the
+// held GPU, or nil when the pod's profiles are small or no GPU can be held.
+func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeState]bool) *gpuState {
+	var best *gpuState
+	bestIn, bestAll := 0, 0
+	// GPUs of a class block the pod's profile equally: the first one the
+	// pod may hold stands for the class (GPUs in flight are in no class).
+	for _, ck := range p.order {
+		c := p.classes[ck]
+		var g *gpuState
+		c.members(func(m *gpuState) bool {
+			if ok[m.node] && m.heldBy == "" {
+				g = m
+				return false
+			}
+			return true
+		})
+		if g == nil {
+			continue
+		}
+		ps := profiles[g.model.Name]
+		if len(ps) == 0 {
+			continue
+		}
+		prof, err := g.model.Profile(ps[0])
+		if err != nil || prof.ComputeSlices < largeComputeSlices || !g.node.allows(prof.Name) {
+			continue
+		}
+		in := -1
+		for _, pl := range prof.Placements {
+			n := 0
+			for _, d := range g.fixed {
+				if dp, err := g.model.Placement(d); err == nil && dp.Overlaps(pl) {
+					n++
+				}
+			}
+			if in < 0 || n < in {
+				in = n
+			}
+		}
+		if best == nil || in < bestIn || in == bestIn && (len(g.fixed) < bestAll || len(g.fixed) == bestAll && g.order < best.order) {
+			best, bestIn, bestAll = g, in, len(g.fixed)
+		}
+	}
+	if best != nil {
+		best.heldBy = pod
+	}
+	return best
+}
+
+// freeLoss is the room for large profiles (mig.Model.Headroom, largest
+// profile first) that reserving the free device d of g takes from the
+// devices that stay; see addition.loss.
+func (p *planner) freeLoss(g *gpuState, d mig.Device) []int {
+	return headroomLoss(g.model, g.fixed, append(slices.Clone(g.fixed), d))
+}
+
+// classFreeLoss is freeLoss memoised on the class.
+func (p *planner) classFreeLoss(c *class, g *gpuState, d mig.Device) []int {
+	if l, ok := c.freeLoss[d]; ok {
+		return l
+	}
+	if c.freeLoss == nil {
+		c.freeLoss = map[mig.Device][]int{}
+	}
+	l := p.freeLoss(g, d)
+	c.freeLoss[d] = l
+	return l
+}
