@@ -7,7 +7,8 @@
 //
 // Strategies, side by side on the same traces:
 //
-//   - miglayout: pkg/planner.Plan on a Snapshot of the simulated cluster;
+//   - miglayout: pkg/planner.Plan on a Snapshot of the simulated cluster
+//     (Now the event time, AgingAfter planner.DefaultAgingAfter);
 //   - firstfit (a): the first (GPU, placement start) in device-name order where
 //     the profile can be created without touching an allocated device,
 //     destroying the free devices in the way (DynamicMIG in kube-scheduler);
