@@ -42,6 +42,11 @@ const (
 	ReasonResetRequired = "ResetRequired"
 	// ReasonNVMLError (Degraded=True, GPU Failed or retrying): NVML refused an operation.
 	ReasonNVMLError = "NVMLError"
+	// ReasonDeviceTaintsUnsupported (Degraded=True, GPU Failed): the API
+	// server drops the drain taints of ResourceSlice devices (DRA device
+	// taints are off), so the agent cannot keep the scheduler off devices it
+	// would destroy and leaves the GPU as it is; it retries with backoff.
+	ReasonDeviceTaintsUnsupported = "DeviceTaintsUnsupported"
 	// ReasonAgentNotReporting (Ready=False): no agent has reported the node's GPUs yet.
 	ReasonAgentNotReporting = "AgentNotReporting"
 	// ReasonNoProblems (Degraded=False).

@@ -24,6 +24,9 @@ type publication struct {
 type fakeInventory struct {
 	mu   sync.Mutex
 	pubs []publication
+	// dropTaints makes a publication with drained devices fail as on an API
+	// server without DRA device taints.
+	dropTaints bool
 }
 
 func (f *fakeInventory) DeviceName(g gpu.GPU, d *gpu.MIGDevice) string {
@@ -52,6 +55,9 @@ func (f *fakeInventory) Publish(_ context.Context, gpus []GPUState, draining set
 	f.mu.Lock()
 	f.pubs = append(f.pubs, p)
 	f.mu.Unlock()
+	if f.dropTaints && draining.Len() > 0 {
+		return fmt.Errorf("waiting for the API server to serve pool n1: %w", ErrDrainTaintsDropped)
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -112,9 +113,33 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 		return got.Equal(want), nil
 	})
 	if err != nil {
+		if taintsDropped(want, got) {
+			return fmt.Errorf("waiting for the API server to serve pool %s: %w", p.NodeName, ErrDrainTaintsDropped)
+		}
 		return fmt.Errorf("waiting for the API server to serve pool %s (%d devices wanted, %d served): %w", p.NodeName, want.Len(), got.Len(), err)
 	}
 	return nil
+}
+
+// ErrDrainTaintsDropped: the API server serves every device published but
+// none of the drain taints. It drops device taints when the DRADeviceTaints
+// feature is off (Kubernetes 1.34 and 1.35 by default), so no drain can
+// keep the scheduler off a device: the agent refuses to repartition.
+var ErrDrainTaintsDropped = errors.New("the API server drops the devices' drain taints: DRA device taints (feature gate DRADeviceTaints, on by default from Kubernetes 1.36) are off on this cluster, so devices cannot be drained before they are destroyed")
+
+// taintsDropped reports whether got has every device of want, with no
+// taint, while want taints some.
+func taintsDropped(want, got sets.Set[deviceKey]) bool {
+	tainted := 0
+	for k := range want {
+		if !got.Has(deviceKey{k.name, false}) {
+			return false
+		}
+		if k.drained {
+			tainted++
+		}
+	}
+	return tainted > 0 && got.Len() == want.Len()
 }
 
 // DeviceName implements Inventory with the names of package slices.

@@ -135,11 +135,32 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			report(p.index, GPUResult{Phase: v1alpha1.PhaseDraining, Reason: "Draining", Message: "draining " + strings.Join(p.drain, ", ")})
 		}
 		logger.Info("Draining devices", "devices", sets.List(draining), "settle", r.SettlePeriod)
-		if err := r.Inventory.Publish(ctx, obs, draining); err != nil {
+		err := r.Inventory.Publish(ctx, obs, draining)
+		switch {
+		case errors.Is(err, ErrDrainTaintsDropped):
+			// Without taints nothing keeps the scheduler off the devices:
+			// no GPU is touched; step 4 republishes the pool untainted.
+			// GPUs that only gain devices go on.
+			logger.Error(err, "Not repartitioning GPUs that must destroy devices: drain taints are not served")
+			kept := work[:0]
+			for _, p := range work {
+				if len(p.drain) == 0 {
+					kept = append(kept, p)
+					continue
+				}
+				res.Results[p.index] = GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonDeviceTaintsUnsupported, Message: err.Error()}
+				if err := r.Journal.Clear(p.index); err != nil {
+					return nil, err
+				}
+			}
+			res.Retry = true
+			work = kept
+		case err != nil:
 			return nil, fmt.Errorf("publishing drain taints: %w", err)
-		}
-		if err := r.sleep(ctx, r.SettlePeriod); err != nil {
-			return nil, err
+		default:
+			if err := r.sleep(ctx, r.SettlePeriod); err != nil {
+				return nil, err
+			}
 		}
 		live, err := r.inUse(ctx, obs, true)
 		if err != nil {

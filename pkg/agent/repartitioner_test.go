@@ -70,6 +70,36 @@ func TestSyncKeepsAllocatedDevice(t *testing.T) {
 	}
 }
 
+func TestSyncRefusesToDestroyWhenDrainTaintsAreDropped(t *testing.T) {
+	g := newRig(t, "2xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.setup(t, 1, "")
+	g.inv.dropTaints = true
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// GPU 0 would destroy devices: untouched and Failed; GPU 1 only gains devices.
+	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
+	}
+	if r := res.Results[0]; r.Phase != v1alpha1.PhaseFailed || r.Reason != v1alpha1.ReasonDeviceTaintsUnsupported || !strings.Contains(r.Message, "DRADeviceTaints") {
+		t.Errorf("GPU 0 result = %+v, want Failed/DeviceTaintsUnsupported naming the feature gate", r)
+	}
+	if r := res.Results[1]; r.Phase != v1alpha1.PhaseReady {
+		t.Errorf("GPU 1 result = %+v, want Ready", r)
+	}
+	if !res.Retry {
+		t.Error("Retry = false; the agent should try again later")
+	}
+	if last := g.inv.last(); len(last.draining) != 0 {
+		t.Errorf("last publication still drains %v", last.draining)
+	}
+	if entries := g.r.Journal.Entries(); len(entries) != 0 {
+		t.Errorf("journal left %+v", entries)
+	}
+}
+
 func TestSyncBlocksWithoutTouchingHardware(t *testing.T) {
 	tests := map[string]struct {
 		prepare    func(t *testing.T, g *rig)
@@ -287,5 +317,26 @@ func TestSyncClearsJournalOfGPUsNoLongerAsked(t *testing.T) {
 	}
 	if e := g.r.Journal.Entries(); len(e) != 0 {
 		t.Errorf("journal entries left: %+v", e)
+	}
+}
+
+func TestTaintsDropped(t *testing.T) {
+	keys := func(ks ...deviceKey) sets.Set[deviceKey] { return sets.New(ks...) }
+	tests := map[string]struct {
+		want, got sets.Set[deviceKey]
+		dropped   bool
+	}{
+		"every device served, the taint dropped": {keys(deviceKey{"a", true}, deviceKey{"b", false}), keys(deviceKey{"a", false}, deviceKey{"b", false}), true},
+		"served as published":                    {keys(deviceKey{"a", true}), keys(deviceKey{"a", true}), false},
+		"not served yet":                         {keys(deviceKey{"a", true}, deviceKey{"b", false}), keys(deviceKey{"b", false}), false},
+		"nothing tainted":                        {keys(deviceKey{"a", false}), keys(deviceKey{"a", false}), false},
+		"an extra device served":                 {keys(deviceKey{"a", true}), keys(deviceKey{"a", false}, deviceKey{"c", false}), false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := taintsDropped(tc.want, tc.got); got != tc.dropped {
+				t.Errorf("taintsDropped = %v, want %v", got, tc.dropped)
+			}
+		})
 	}
 }
