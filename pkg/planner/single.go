@@ -198,6 +198,9 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeSta
 	// pod may hold stands for the class (GPUs in flight are in no class).
 	for _, ck := range p.order {
 		c := p.classes[ck]
+		if c == nil {
+			continue
+		}
 		var g *gpuState
 		c.members(func(m *gpuState) bool {
 			if ok[m.node] && m.heldBy == "" {
