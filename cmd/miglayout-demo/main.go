@@ -262,11 +262,7 @@ func (d *demo) applyLayout(ctx context.Context) error {
 	if err := d.c.Apply(ctx, data); err != nil {
 		return err
 	}
-	var ml v1alpha1.MigLayout
-	if err := d.crc.Get(ctx, crclient.ObjectKey{Name: layoutName}, &ml); err != nil {
-		return err
-	}
-	if err := d.waitReady(ctx, ml.Generation); err != nil {
+	if err := d.waitLayoutReady(ctx); err != nil {
 		return err
 	}
 	if err := d.kubectl(ctx, "get", "miglayouts"); err != nil {
@@ -277,6 +273,15 @@ func (d *demo) applyLayout(ctx context.Context) error {
 
 // waitReady waits until the MigLayout is Ready at the generation, printing each change of
 // the nodes' phases on the way.
+// waitLayoutReady waits until the MigLayout's current generation is Ready.
+func (d *demo) waitLayoutReady(ctx context.Context) error {
+	var ml v1alpha1.MigLayout
+	if err := d.crc.Get(ctx, crclient.ObjectKey{Name: layoutName}, &ml); err != nil {
+		return err
+	}
+	return d.waitReady(ctx, ml.Generation)
+}
+
 func (d *demo) waitReady(ctx context.Context, generation int64) error {
 	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
 	defer cancel()
@@ -512,11 +517,7 @@ func (d *demo) changeLayout(ctx context.Context) error {
 	if err := d.kubectl(ctx, "patch", "miglayout", layoutName, "--type=json", "-p", patch); err != nil {
 		return err
 	}
-	var ml v1alpha1.MigLayout
-	if err := d.crc.Get(ctx, crclient.ObjectKey{Name: layoutName}, &ml); err != nil {
-		return err
-	}
-	if err := d.waitReady(ctx, ml.Generation); err != nil {
+	if err := d.waitLayoutReady(ctx); err != nil {
 		return err
 	}
 	after, err := d.snapshots()

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"maps"
 	"slices"
 	"strings"
 
@@ -119,14 +118,11 @@ func otherSlices(all []resourceapi.ResourceSlice, driver string) map[string][]*r
 }
 
 // otherAllocated are the devices of drivers other than driver that claims
-// hold, in claim order.
+// hold (a set for the allocator: the order does not matter).
 func otherAllocated(claims map[types.NamespacedName]*resourceapi.ResourceClaim, driver string) []structured.DeviceID {
 	var out []structured.DeviceID
-	keys := slices.SortedFunc(maps.Keys(claims), func(a, b types.NamespacedName) int {
-		return strings.Compare(a.String(), b.String())
-	})
-	for _, k := range keys {
-		a := claims[k].Status.Allocation
+	for _, c := range claims {
+		a := c.Status.Allocation
 		if a == nil {
 			continue
 		}

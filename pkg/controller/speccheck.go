@@ -82,10 +82,12 @@ func checkRules(rules []v1alpha1.LayoutRule, nodes []string, inventory map[strin
 // even with nothing else on its GPUs.
 func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inventory map[string][]v1alpha1.GPUStatus) []SpecProblem {
 	models := map[string]*mig.Model{}
+	nodeModels := map[string][]*mig.Model{} // one entry per GPU the catalog knows
 	for _, n := range nodes {
 		for _, g := range inventory[n] {
 			if m, err := lookupModel(cat, g); err == nil {
 				models[m.Name] = m
+				nodeModels[n] = append(nodeModels[n], m)
 			}
 		}
 	}
@@ -121,11 +123,7 @@ func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inven
 		var short []string
 		for _, n := range nodes {
 			most := 0
-			for _, g := range inventory[n] {
-				m, err := lookupModel(cat, g)
-				if err != nil {
-					continue
-				}
+			for _, m := range nodeModels[n] {
 				if pr, err := m.Profile(prof); err == nil {
 					most += pr.MaxCount
 				}

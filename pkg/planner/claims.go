@@ -78,6 +78,27 @@ func singleDevice(p Pod) bool {
 	return ex.AllocationMode == "" || ex.AllocationMode == resourceapi.DeviceAllocationModeExactCount && ex.Count <= 1
 }
 
+// perDevice returns a claim for one device of request r of claim c (no
+// constraints, exact count 1; c itself when it is that already) and how many
+// devices r asks for (AllocationMode All counts one).
+func perDevice(c *resourceapi.ResourceClaim, r resourceapi.DeviceRequest) (*resourceapi.ResourceClaim, int) {
+	count := 1
+	if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeExactCount && r.Exactly.Count > 1 {
+		count = int(r.Exactly.Count)
+	}
+	if len(c.Spec.Devices.Requests) == 1 && len(c.Spec.Devices.Constraints) == 0 && r.Exactly != nil && count == 1 &&
+		(r.Exactly.AllocationMode == "" || r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeExactCount) {
+		return c, 1
+	}
+	one := c.DeepCopy()
+	one.Spec.Devices.Constraints = nil
+	one.Spec.Devices.Requests = []resourceapi.DeviceRequest{*r.DeepCopy()}
+	if ex := one.Spec.Devices.Requests[0].Exactly; ex != nil {
+		ex.AllocationMode, ex.Count = resourceapi.DeviceAllocationModeExactCount, 1
+	}
+	return one, count
+}
+
 // shapeKey identifies what a claim asks for, independent of its name.
 func shapeKey(c *resourceapi.ResourceClaim) string {
 	b, _ := json.Marshal(c.Spec.Devices)

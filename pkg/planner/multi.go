@@ -63,18 +63,7 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	}
 	for _, c := range pod.Claims {
 		for _, r := range c.Spec.Devices.Requests {
-			one := c.DeepCopy()
-			one.Spec.Devices.Constraints = nil
-			one.Spec.Devices.Requests = []resourceapi.DeviceRequest{r}
-			if one.Spec.Devices.Requests[0].Exactly != nil {
-				ex := one.Spec.Devices.Requests[0].Exactly.DeepCopy()
-				ex.AllocationMode, ex.Count = resourceapi.DeviceAllocationModeExactCount, 1
-				one.Spec.Devices.Requests[0].Exactly = ex
-			}
-			count := 1
-			if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeExactCount && r.Exactly.Count > 1 {
-				count = int(r.Exactly.Count)
-			}
+			one, count := perDevice(c, r)
 			for range count {
 				if !p.addOnNode(ctx, one, n, podKey(pod.Pod)) {
 					break

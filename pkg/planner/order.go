@@ -7,7 +7,6 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 )
 
@@ -66,19 +65,7 @@ func (p *planner) podSize(ctx context.Context, pod Pod) (int, error) {
 	total := 0
 	for _, c := range pod.Claims {
 		for _, r := range c.Spec.Devices.Requests {
-			one := c
-			if len(c.Spec.Devices.Requests) > 1 || len(c.Spec.Devices.Constraints) > 0 || r.Exactly == nil || r.Exactly.Count > 1 {
-				one = c.DeepCopy()
-				one.Spec.Devices.Constraints = nil
-				one.Spec.Devices.Requests = []resourceapi.DeviceRequest{*r.DeepCopy()}
-				if ex := one.Spec.Devices.Requests[0].Exactly; ex != nil {
-					ex.AllocationMode, ex.Count = resourceapi.DeviceAllocationModeExactCount, 1
-				}
-			}
-			count := 1
-			if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeExactCount && r.Exactly.Count > 1 {
-				count = int(r.Exactly.Count)
-			}
+			one, count := perDevice(c, r)
 			smallest := 0
 			for _, m := range p.models {
 				ps, err := p.match.singleProfiles(ctx, one, m)
