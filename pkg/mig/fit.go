@@ -22,6 +22,11 @@ type FitRequest struct {
 	// wanted and create it again elsewhere (a "move"). Without it, every such
 	// device stays where it is, and Fit fails when that leaves no room.
 	AllowMoves bool
+	// Avoid are placements (memory slices) that no device Fit places may
+	// overlap; current devices kept where they are may lie there. The
+	// planner uses it for the placement a GPU is kept in for a waiting
+	// large claim. Nil avoids nothing.
+	Avoid []Placement
 }
 
 // FitResult is the layout Fit chose and how it differs from Current.
@@ -91,6 +96,9 @@ func (m *Model) Fit(req FitRequest) (FitResult, error) {
 	forced := len(free) - maxKeep // destroys that Want forces
 
 	s := &fitSearch{m: m, want: want}
+	for _, pl := range req.Avoid {
+		s.avoid |= placementMask(pl)
+	}
 	var best Layout
 	found := false
 	keptCount := -1
@@ -216,6 +224,8 @@ func ForEachSubset(n, k int, fn func([]int)) {
 type fitSearch struct {
 	m    *Model
 	want map[string]int
+	// avoid masks the memory slices no placed device may overlap.
+	avoid uint64
 }
 
 // complete places what kept lacks of the wanted multiset, and returns the best
@@ -238,7 +248,7 @@ func (s *fitSearch) complete(kept Layout) (Layout, bool) {
 		}
 		return todo[i].ComputeSlices > todo[j].ComputeSlices
 	})
-	var occ uint64
+	occ := s.avoid
 	for _, d := range kept {
 		pl, _ := s.m.Placement(d)
 		occ |= placementMask(pl)

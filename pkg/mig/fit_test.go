@@ -16,6 +16,7 @@ func TestFit(t *testing.T) {
 		current    string
 		pinned     string
 		allowMoves bool
+		avoid      []Placement
 
 		wantLayout  string
 		wantMoves   int
@@ -77,6 +78,21 @@ func TestFit(t *testing.T) {
 			model: "A100-SXM4-80GB", want: map[string]int{}, current: "3g.40gb@0,3g.40gb@4",
 			wantLayout: "", wantDestroy: "3g.40gb@0,3g.40gb@4",
 		},
+		"avoid: a 1g stays out of the left half kept for a 4g": {
+			model: "A100-SXM4-80GB", want: map[string]int{"2g.20gb": 1, "1g.10gb": 1},
+			current: "2g.20gb@0", pinned: "2g.20gb@0", avoid: []Placement{{Start: 0, Size: 4}},
+			wantLayout: "2g.20gb@0,1g.10gb@6",
+		},
+		"avoid: a free device kept in place may lie there, new ones may not": {
+			model: "A100-SXM4-80GB", want: map[string]int{"1g.10gb": 2},
+			current: "1g.10gb@1", avoid: []Placement{{Start: 0, Size: 4}, {Start: 6, Size: 1}},
+			wantLayout: "1g.10gb@1,1g.10gb@4",
+		},
+		"avoid: nothing fits outside the kept placement": {
+			model: "A100-SXM4-80GB", want: map[string]int{"4g.40gb": 1},
+			avoid:   []Placement{{Start: 0, Size: 4}},
+			wantErr: "no arrangement of placements holds it",
+		},
 		"A30 two 2g": {
 			model: "A30", want: map[string]int{"2g.12gb": 2},
 			wantLayout: "2g.12gb@0,2g.12gb@2",
@@ -85,7 +101,7 @@ func TestFit(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			m := mustModel(t, tc.model)
-			got, err := m.Fit(FitRequest{Want: tc.want, Current: MustParseLayout(tc.current), Pinned: MustParseLayout(tc.pinned), AllowMoves: tc.allowMoves})
+			got, err := m.Fit(FitRequest{Want: tc.want, Current: MustParseLayout(tc.current), Pinned: MustParseLayout(tc.pinned), AllowMoves: tc.allowMoves, Avoid: tc.avoid})
 			if tc.wantErr != "" {
 				is := tc.wantIs
 				if is == nil {

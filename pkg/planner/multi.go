@@ -158,7 +158,8 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState) (map[*g
 			}
 			devices = append(devices, dev)
 			owner[dev.Name], byName[dev.Name] = g, d
-			if g.fixed.Contains(d) {
+			// Reserved, or in a placement kept for a pod planned earlier.
+			if g.fixed.Contains(d) || g.blocks(d) {
 				taken.Insert(dev.Name)
 			}
 		}

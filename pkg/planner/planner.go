@@ -38,6 +38,9 @@ type planner struct {
 	feasibleBy map[string][]*nodeState
 	// servedAt indexes result.Served by pod.
 	servedAt map[string]int
+	// held are the GPUs kept for pending pods (gpuState.heldBy), in the
+	// order they were held.
+	held []*gpuState
 }
 
 // Plan computes the changes that serve snap.Pending. It returns an error only
@@ -352,14 +355,18 @@ func (p *planner) classAddition(c *class, g *gpuState, prof string) *addition {
 
 func (p *planner) addition(g *gpuState, prof string) *addition {
 	soft := g.softLayout()
-	k := additionKey{g.model.Name, g.g.Layout.String(), g.layout.String(), g.fixed.String(), soft.String(), prof}
+	avoid := g.avoid()
+	k := additionKey{model: g.model.Name, orig: g.g.Layout.String(), layout: g.layout.String(), fixed: g.fixed.String(), soft: soft.String(), profile: prof}
+	if avoid != nil {
+		k.avoid = avoid[0]
+	}
 	if a, ok := p.adds[k]; ok {
 		return a
 	}
 	if p.noAdd[k] {
 		return nil
 	}
-	a, ok := add(g.model, g.g.Layout, g.layout, g.hard(), soft, prof)
+	a, ok := add(g.model, g.g.Layout, g.layout, g.hard(), soft, prof, avoid)
 	if !ok {
 		p.noAdd[k] = true
 		return nil

@@ -161,10 +161,43 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 			}
 		}
 	}
+	// GPUs kept for pods planned earlier (in no class while kept): the
+	// devices outside the kept placement, so a GPU kept for a 4g.40gb still
+	// takes small devices in its other half.
+	for _, g := range p.held {
+		if !ok[g.node] {
+			continue
+		}
+		for _, d := range g.free() {
+			i, fits := rank[g.model.Name][d.Profile]
+			if !fits || g.blocks(d) {
+				continue
+			}
+			if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout), idx: i}); better(cand) {
+				best = &cand
+			}
+		}
+		if !p.mayChange(g) {
+			continue
+		}
+		for i, prof := range profiles[g.model.Name] {
+			if !g.node.allows(prof) {
+				continue
+			}
+			a := p.addition(g, prof)
+			if a == nil {
+				continue
+			}
+			if cand := (choice{g: g, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom, idx: i}); better(cand) {
+				best = &cand
+			}
+		}
+	}
 	if best == nil {
 		why := "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
 		if held := p.hold(key, profiles, ok); held != nil {
-			why += fmt.Sprintf("; %s/gpu-%d is kept for it: no other pending pod gets a device there", held.node.n.Node.Name, held.g.Info.Index)
+			why += fmt.Sprintf("; memory slices %d-%d of %s/gpu-%d are kept for it: no other pending pod gets a device there",
+				held.held.Start, held.held.End()-1, held.node.n.Node.Name, held.g.Info.Index)
 		}
 		p.result.Unservable[key] = why
 		return nil
@@ -183,16 +216,23 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 // pending pod of such a profile that nothing can serve holds a GPU.
 const largeComputeSlices = 3
 
-// hold keeps one GPU for a pod of a large profile that no GPU can take now:
-// the GPU on a feasible node whose devices that must stay block the pod's
-// profile the least (fewest in the way of its best placement, then fewest
-// overall). Pods planned after it (younger or of lower priority) get no
-// device there, so the GPU drains as its claims end instead of filling with
-// small devices: a large claim then waits for one GPU's work to end, not
-// for an unlikely moment when some GPU happens to be free. It returns the
-// held GPU, or nil when the pod's profiles are small or no GPU can be held.
+// hold keeps a placement of one GPU for a pod of a large profile that no
+// GPU can take now: on a feasible node, the placement of the pod's preferred
+// profile in which the fewest devices that must stay are in the way, on the
+// GPU where that number is lowest, then whose devices that stay leave the
+// least room for large profiles (mig.Model.Headroom: what the hold takes
+// from other pods is worth the least there), then with the fewest such
+// devices overall. Pods planned after it (younger or of lower priority) get
+// no device overlapping the placement, so it drains as its claims end
+// instead of filling with small devices: a large claim then waits for the
+// work in one placement to end, not for an unlikely moment when one happens
+// to be free. Devices outside the placement stay usable (a GPU kept for a
+// 4g.40gb still takes a 3g.40gb in its other half). It returns the held GPU,
+// or nil when the pod's profiles are small or no GPU can be held.
 func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeState]bool) *gpuState {
 	var best *gpuState
+	var bestPl mig.Placement
+	var bestRoom []int
 	bestIn, bestAll := 0, 0
 	// GPUs of a class block the pod's profile equally: the first one the
 	// pod may hold stands for the class (GPUs in flight are in no class).
@@ -221,6 +261,7 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeSta
 			continue
 		}
 		in := -1
+		var inPl mig.Placement
 		for _, pl := range prof.Placements {
 			n := 0
 			for _, d := range g.fixed {
@@ -229,17 +270,31 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeSta
 				}
 			}
 			if in < 0 || n < in {
-				in = n
+				in, inPl = n, pl
 			}
 		}
-		if best == nil || in < bestIn || in == bestIn && (len(g.fixed) < bestAll || len(g.fixed) == bestAll && g.order < best.order) {
-			best, bestIn, bestAll = g, in, len(g.fixed)
+		room := g.model.Headroom(g.fixed)
+		if best == nil || in < bestIn || in == bestIn && holdTie(room, bestRoom, len(g.fixed), bestAll, g.order, best.order) {
+			best, bestPl, bestRoom, bestIn, bestAll = g, inPl, room, in, len(g.fixed)
 		}
 	}
 	if best != nil {
-		best.heldBy = pod
+		best.heldBy, best.held = pod, bestPl
+		p.held = append(p.held, best)
 	}
 	return best
+}
+
+// holdTie breaks a tie between two GPUs a pod could hold: less room left by
+// the devices that stay, then fewer such devices, then snapshot order.
+func holdTie(room, bestRoom []int, n, bestN, order, bestOrder int) bool {
+	if c := slices.Compare(room, bestRoom); c != 0 {
+		return c < 0
+	}
+	if n != bestN {
+		return n < bestN
+	}
+	return order < bestOrder
 }
 
 // freeLoss is the room for large profiles (mig.Model.Headroom, largest

@@ -27,9 +27,29 @@ type gpuState struct {
 	// inFree marks the free-device lists this GPU is in.
 	inFree map[string]bool
 	// heldBy is the pending pod (of a large profile, that nothing can serve
-	// now) this GPU is kept for: no other pod of the plan gets a device on
-	// it, so that it drains as its devices in use end.
+	// now) this GPU is kept for, and held the placement (memory slices) it
+	// waits for: no pod planned after it gets a device overlapping held, so
+	// that the placement drains as the devices in use there end. Devices
+	// outside held stay usable.
 	heldBy string
+	held   mig.Placement
+}
+
+// blocks reports whether d overlaps the placement this GPU is kept for.
+func (s *gpuState) blocks(d mig.Device) bool {
+	if s.heldBy == "" {
+		return false
+	}
+	pl, err := s.model.Placement(d)
+	return err != nil || pl.Overlaps(s.held)
+}
+
+// avoid returns the placements an addition on this GPU must leave alone.
+func (s *gpuState) avoid() []mig.Placement {
+	if s.heldBy == "" {
+		return nil
+	}
+	return []mig.Placement{s.held}
 }
 
 // free returns the devices of the planned layout that are neither pinned
@@ -167,14 +187,17 @@ type addition struct {
 // additionKey memoises additions by what decides them.
 type additionKey struct {
 	model, orig, layout, fixed, soft, profile string
+	// avoid is the placement kept for a waiting pod (zero: none).
+	avoid mig.Placement
 }
 
 // add finds the layout that adds one device of profile p to layout while
 // keeping every hard device (pinned, or reserved and existing) where it is
 // and every soft one (reserved, created by this plan) somewhere, destroying
 // the fewest devices of orig (the GPU's real layout), then losing the least
-// room for large profiles. ok is false when no such layout exists.
-func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string) (addition, bool) {
+// room for large profiles. Neither the new device nor a soft one lands in
+// an avoid placement. ok is false when no such layout exists.
+func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string, avoid []mig.Placement) (addition, bool) {
 	var free mig.Layout
 	for _, d := range layout.Canonical() {
 		if !hard.Contains(d) && !soft.Contains(d) {
@@ -203,7 +226,7 @@ func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string) (addit
 					}
 				}
 			}
-			res, err := model.Fit(mig.FitRequest{Want: want, Current: current, Pinned: hard, AllowMoves: true})
+			res, err := model.Fit(mig.FitRequest{Want: want, Current: current, Pinned: hard, AllowMoves: true, Avoid: avoid})
 			if err != nil {
 				return
 			}
