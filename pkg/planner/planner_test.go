@@ -230,8 +230,8 @@ func TestPlan(t *testing.T) {
 				gpu("A100-SXM4-80GB", "4g.40gb@0", "4g.40gb@0").build()},
 			pods: []Pod{pod("big", 9).claim(profileIs("7g.80gb"), 1).build(), pod("mid", 5).claim(profileIs("4g.40gb"), 1).build()},
 			want: trace{
-				Changes: []string{"n1/0: 3g.40gb@4 -> 4g.40gb@0,3g.40gb@4 serves default/mid"},
-				Served:  []string{"default/mid -> n1 gpu-0-mig-4g40gb-5-0 after change"},
+				Changes:    []string{"n1/0: 3g.40gb@4 -> 4g.40gb@0,3g.40gb@4 serves default/mid"},
+				Served:     []string{"default/mid -> n1 gpu-0-mig-4g40gb-5-0 after change"},
 				Unservable: map[string]string{"default/big": noRoom + "; memory slices 0-7 of n1/gpu-1 are kept for it: no other pending pod gets a device there"},
 			},
 		},
