@@ -14,12 +14,29 @@ import (
 // allocated, and claims of mixed profiles and selectors (by profile name, by
 // memory, by product name prefix).
 func scaleSnapshot(nodes, claims int, seed uint64) Snapshot {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}}
-	layouts := []struct{ layout, pinned string }{
+	return scaleSnapshotOf(nodes, claims, seed, []gpuLayout{
 		{"7g.80gb@0", ""}, {"", ""}, {"3g.40gb@0,3g.40gb@4", "3g.40gb@0"},
 		{"4g.40gb@0,2g.20gb@4,1g.10gb@6", "2g.20gb@4"}, {"1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6", "1g.10gb@0,1g.10gb@3"},
-	}
+	})
+}
+
+// busySnapshot is scaleSnapshot on a nearly full cluster: every GPU has
+// devices in use, so most large claims find no room and each keeps a
+// placement (the planner's worst case for holds).
+func busySnapshot(nodes, claims int, seed uint64) Snapshot {
+	return scaleSnapshotOf(nodes, claims, seed, []gpuLayout{
+		{"7g.80gb@0", "7g.80gb@0"}, {"4g.40gb@0,3g.40gb@4", "4g.40gb@0"}, {"3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4"},
+		{"2g.20gb@0,2g.20gb@2,3g.40gb@4", "2g.20gb@0,3g.40gb@4"},
+		{"1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6", "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@4,1g.10gb@5"},
+	})
+}
+
+// gpuLayout is a GPU's layout and its pinned devices (layout strings).
+type gpuLayout struct{ layout, pinned string }
+
+func scaleSnapshotOf(nodes, claims int, seed uint64, layouts []gpuLayout) Snapshot {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}}
 	for i := range nodes {
 		model := "A100-SXM4-80GB"
 		if i%2 == 1 {
@@ -48,6 +65,18 @@ func scaleSnapshot(nodes, claims int, seed uint64) Snapshot {
 // GPUs (goal: ≤ 1 s per op on one core).
 func BenchmarkPlanFull(b *testing.B) {
 	snap := scaleSnapshot(1000, 5000, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Plan(context.Background(), snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPlanBusy is a full plan of 5000 pending claims on 1000 nodes × 8
+// GPUs that are nearly full: most large claims keep a placement each.
+func BenchmarkPlanBusy(b *testing.B) {
+	snap := busySnapshot(1000, 5000, 1)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Plan(context.Background(), snap); err != nil {

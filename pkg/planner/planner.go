@@ -38,9 +38,6 @@ type planner struct {
 	feasibleBy map[string][]*nodeState
 	// servedAt indexes result.Served by pod.
 	servedAt map[string]int
-	// held are the GPUs kept for pending pods (gpuState.heldBy), in the
-	// order they were held.
-	held []*gpuState
 }
 
 // Plan computes the changes that serve snap.Pending. It returns an error only

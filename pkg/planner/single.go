@@ -121,7 +121,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		// may change.
 		var first, firstChange *gpuState
 		c.members(func(g *gpuState) bool {
-			if !ok[g.node] || g.heldBy != "" {
+			if !ok[g.node] {
 				return true
 			}
 			if first == nil {
@@ -138,7 +138,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		}
 		for _, d := range first.free() {
 			i, fits := rank[first.model.Name][d.Profile]
-			if !fits {
+			if !fits || first.blocks(d) {
 				continue
 			}
 			if cand := (choice{g: first, dev: d, loss: p.classFreeLoss(c, first, d), headroom: first.model.Headroom(first.layout), idx: i}); better(cand) {
@@ -157,38 +157,6 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 				continue
 			}
 			if cand := (choice{g: firstChange, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom, idx: i}); better(cand) {
-				best = &cand
-			}
-		}
-	}
-	// GPUs kept for pods planned earlier (in no class while kept): the
-	// devices outside the kept placement, so a GPU kept for a 4g.40gb still
-	// takes small devices in its other half.
-	for _, g := range p.held {
-		if !ok[g.node] {
-			continue
-		}
-		for _, d := range g.free() {
-			i, fits := rank[g.model.Name][d.Profile]
-			if !fits || g.blocks(d) {
-				continue
-			}
-			if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout), idx: i}); better(cand) {
-				best = &cand
-			}
-		}
-		if !p.mayChange(g) {
-			continue
-		}
-		for i, prof := range profiles[g.model.Name] {
-			if !g.node.allows(prof) {
-				continue
-			}
-			a := p.addition(g, prof)
-			if a == nil {
-				continue
-			}
-			if cand := (choice{g: g, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom, idx: i}); better(cand) {
 				best = &cand
 			}
 		}
@@ -280,7 +248,7 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeSta
 	}
 	if best != nil {
 		best.heldBy, best.held = pod, bestPl
-		p.held = append(p.held, best)
+		p.reclass(best)
 	}
 	return best
 }

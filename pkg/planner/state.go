@@ -94,7 +94,8 @@ func (s *gpuState) hasFree(profile string) (mig.Device, bool) {
 }
 
 // classKey groups GPUs that are interchangeable for planning: same model,
-// planned layout, fixed devices, touched flag and node policy.
+// planned layout, fixed devices, touched flag, node policy and kept
+// placement.
 func (s *gpuState) classKey() string {
 	var b strings.Builder
 	b.WriteString(s.model.Name)
@@ -110,6 +111,13 @@ func (s *gpuState) classKey() string {
 	b.WriteString(strconv.FormatBool(s.touched))
 	b.WriteByte('|')
 	b.WriteString(s.node.policyKey)
+	if s.heldBy != "" {
+		// Kept GPUs offer only what lies outside the kept placement.
+		b.WriteString("|held:")
+		b.WriteString(strconv.Itoa(s.held.Start))
+		b.WriteByte('+')
+		b.WriteString(strconv.Itoa(s.held.Size))
+	}
 	return b.String()
 }
 
