@@ -63,6 +63,7 @@ func NewPlanner(ctx context.Context, snap Snapshot) (*Planner, error) {
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{}, maxGPUs: snap.MaxGPUs,
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{}}
 	p.result.Unservable = map[string]string{}
+	p.result.Kept = map[string]Kept{}
 	if err := p.load(); err != nil {
 		return nil, err
 	}
@@ -135,6 +136,7 @@ func (pl *Planner) Result() Result {
 	r := pl.p.result
 	r.Served = slices.Clone(r.Served)
 	r.Unservable = maps.Clone(r.Unservable)
+	r.Kept = maps.Clone(r.Kept)
 	r.Changes = pl.p.changes()
 	return r
 }

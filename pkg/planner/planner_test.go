@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,10 +18,17 @@ type trace struct {
 	Changes    []string          // "node/gpu: from -> to (serves ...)"
 	Served     []string          // "pod -> node devices [change]"
 	Unservable map[string]string // pod -> reason
+	Kept       map[string]string // pod -> "node/gpu-N profile@start"
 }
 
 func toTrace(r Result) trace {
 	t := trace{Unservable: r.Unservable}
+	for pod, k := range r.Kept {
+		if t.Kept == nil {
+			t.Kept = map[string]string{}
+		}
+		t.Kept[pod] = fmt.Sprintf("%s/gpu-%d %s@%d", k.Node, k.GPU, k.Profile, k.Placement.Start)
+	}
 	for _, c := range r.Changes {
 		t.Changes = append(t.Changes, c.Node+"/"+itoa(c.GPU)+": "+show(c.From)+" -> "+show(c.To)+" serves "+join(c.Serves))
 	}
@@ -68,7 +76,8 @@ func TestPlan(t *testing.T) {
 			want: trace{
 				Changes:    []string{"n1/0: 7g.80gb@0 -> 1g.10gb@6 serves default/small"},
 				Served:     []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6 after change"},
-				Unservable: map[string]string{"default/big": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached); memory slices 0-7 of n1/gpu-0 are kept for it: no other pending pod gets a device there"},
+				Unservable: map[string]string{"default/big": noRoom},
+				Kept:       map[string]string{"default/big": "n1/gpu-0 7g.80gb@0"},
 			},
 		},
 		"devices added for one pod keep each other: two 3g replace a free 4g": {
@@ -85,7 +94,8 @@ func TestPlan(t *testing.T) {
 			want: trace{
 				Changes:    []string{"n1/0: 4g.40gb@0,3g.40gb@4 -> 3g.40gb@0,3g.40gb@4 serves default/two3g"},
 				Served:     []string{"default/two3g -> n1 gpu-0-mig-3g40gb-9-0, gpu-0-mig-3g40gb-9-4 after change"},
-				Unservable: map[string]string{"default/one3g": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached); memory slices 0-3 of n1/gpu-0 are kept for it: no other pending pod gets a device there"},
+				Unservable: map[string]string{"default/one3g": noRoom},
+				Kept:       map[string]string{"default/one3g": "n1/gpu-0 3g.40gb@0"},
 			},
 		},
 		"whole 7g is cut for a 16 GiB claim; the device goes where 4g and 3g still fit": {
@@ -129,7 +139,8 @@ func TestPlan(t *testing.T) {
 		"no room without destroying a pinned device": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "3g.40gb@0", "3g.40gb@0").build()},
 			pods:  []Pod{pod("p1", 1).claim(profileIs("4g.40gb"), 1).build()},
-			want:  trace{Unservable: map[string]string{"default/p1": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached); memory slices 0-3 of n1/gpu-0 are kept for it: no other pending pod gets a device there"}},
+			want: trace{Unservable: map[string]string{"default/p1": noRoom},
+				Kept: map[string]string{"default/p1": "n1/gpu-0 4g.40gb@0"}},
 		},
 		"higher priority first, then older; the GPU already changed is reused": {
 			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 2}).gpu("H100-SXM5-80GB", "7g.80gb@0", "").gpu("H100-SXM5-80GB", "7g.80gb@0", "").build()},
@@ -157,7 +168,8 @@ func TestPlan(t *testing.T) {
 			want: trace{
 				Changes:    []string{"n1/0: 7g.80gb@0 -> 4g.40gb@0 serves default/a"},
 				Served:     []string{"default/a -> n1 gpu-0-mig-4g40gb-5-0 after change"},
-				Unservable: map[string]string{"default/b": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached); memory slices 0-3 of n1/gpu-1 are kept for it: no other pending pod gets a device there"},
+				Unservable: map[string]string{"default/b": noRoom},
+				Kept:       map[string]string{"default/b": "n1/gpu-1 4g.40gb@0"},
 			},
 		},
 		"node selector and taints decide the node": {
@@ -203,7 +215,8 @@ func TestPlan(t *testing.T) {
 			want: trace{
 				Changes:    []string{"n1/0: 3g.40gb@0,1g.10gb@4,1g.10gb@5 -> 3g.40gb@0,1g.10gb@4,1g.10gb@5,1g.10gb@6 serves default/small"},
 				Served:     []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6 after change"},
-				Unservable: map[string]string{"default/big": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached); memory slices 0-7 of n1/gpu-1 are kept for it: no other pending pod gets a device there"},
+				Unservable: map[string]string{"default/big": noRoom},
+				Kept:       map[string]string{"default/big": "n1/gpu-1 7g.80gb@0"},
 			},
 		},
 		"a GPU kept for a 4g.40gb still takes a small device outside the kept placement": {
@@ -212,7 +225,8 @@ func TestPlan(t *testing.T) {
 			want: trace{
 				Changes:    []string{"n1/0: 2g.20gb@0 -> 2g.20gb@0,1g.10gb@6 serves default/small"},
 				Served:     []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6 after change"},
-				Unservable: map[string]string{"default/big": noRoom + "; memory slices 0-3 of n1/gpu-0 are kept for it: no other pending pod gets a device there"},
+				Unservable: map[string]string{"default/big": noRoom},
+				Kept:       map[string]string{"default/big": "n1/gpu-0 4g.40gb@0"},
 			},
 		},
 		"a pod with several devices gets none in a kept placement": {
@@ -221,7 +235,8 @@ func TestPlan(t *testing.T) {
 			want: trace{
 				Changes:    []string{"n1/0: 2g.20gb@0 -> 2g.20gb@0,1g.10gb@4,1g.10gb@5 serves default/pair"},
 				Served:     []string{"default/pair -> n1 gpu-0-mig-1g10gb-19-4, gpu-0-mig-1g10gb-19-5 after change"},
-				Unservable: map[string]string{"default/big": noRoom + "; memory slices 0-3 of n1/gpu-0 are kept for it: no other pending pod gets a device there"},
+				Unservable: map[string]string{"default/big": noRoom},
+				Kept:       map[string]string{"default/big": "n1/gpu-0 4g.40gb@0"},
 			},
 		},
 		"a 7g.80gb holds, of GPUs equally close to freeing up, the one whose free room is worth least to others": {
@@ -232,7 +247,8 @@ func TestPlan(t *testing.T) {
 			want: trace{
 				Changes:    []string{"n1/0: 3g.40gb@4 -> 4g.40gb@0,3g.40gb@4 serves default/mid"},
 				Served:     []string{"default/mid -> n1 gpu-0-mig-4g40gb-5-0 after change"},
-				Unservable: map[string]string{"default/big": noRoom + "; memory slices 0-7 of n1/gpu-1 are kept for it: no other pending pod gets a device there"},
+				Unservable: map[string]string{"default/big": noRoom},
+				Kept:       map[string]string{"default/big": "n1/gpu-1 7g.80gb@0"},
 			},
 		},
 		"a small device goes where it spoils the least, keeping the empty GPU whole": {
@@ -272,7 +288,8 @@ func TestPlan(t *testing.T) {
 			want: trace{
 				Changes:    []string{"n1/0: (empty) -> 7g.80gb@0 serves default/p1"},
 				Served:     []string{"default/p1 -> n1 gpu-0-mig-7g80gb-0-0 after change"},
-				Unservable: map[string]string{"default/p2": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached); memory slices 0-7 of n2/gpu-0 are kept for it: no other pending pod gets a device there"},
+				Unservable: map[string]string{"default/p2": noRoom},
+				Kept:       map[string]string{"default/p2": "n2/gpu-0 7g.80gb@0"},
 			},
 		},
 	}

@@ -162,12 +162,10 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		}
 	}
 	if best == nil {
-		why := "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
+		p.result.Unservable[key] = "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
 		if held := p.hold(key, profiles, ok); held != nil {
-			why += fmt.Sprintf("; memory slices %d-%d of %s/gpu-%d are kept for it: no other pending pod gets a device there",
-				held.held.Start, held.held.End()-1, held.node.n.Node.Name, held.g.Info.Index)
+			p.result.Kept[key] = Kept{Node: held.node.n.Node.Name, GPU: held.g.Info.Index, Profile: profiles[held.model.Name][0], Placement: held.held}
 		}
-		p.result.Unservable[key] = why
 		return nil
 	}
 	g := best.g

@@ -113,10 +113,27 @@ type Placement struct {
 	NeedsChange bool
 }
 
+// Kept is where a pod of a large profile that no GPU can take now waits:
+// pods planned after it get no device overlapping Placement on that GPU, so
+// the placement frees up as the claims on it end.
+type Kept struct {
+	Node string
+	// GPU is the GPU's index on the node.
+	GPU int
+	// Profile is the profile the pod waits for; Placement its memory
+	// slices on the GPU.
+	Profile   string
+	Placement mig.Placement
+}
+
 // Result is a plan.
 type Result struct {
 	Changes []Change
 	Served  []Placement
-	// Unservable maps pod (namespace/name) to why no Auto node can serve it.
+	// Unservable maps pod (namespace/name) to why no Auto node can serve it
+	// now. A pod that waits for devices in use to end has its entry in Kept
+	// too.
 	Unservable map[string]string
+	// Kept maps pod (namespace/name) to the placement kept for it.
+	Kept map[string]Kept
 }

@@ -49,6 +49,7 @@ const (
 // repartitions the free GPUs, the scheduler binds the eight pods and the stand-in kubelet
 // runs them; the held 7g.80gb is never planned for nor touched; the impossible pod hears
 // why and stays pending. It logs claim-to-bound latency (p50/p99) and devices destroyed.
+// Then a 7g.80gb pod finds every GPU in use and hears that a placement is kept for it.
 func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
 	t0 := time.Now()
@@ -258,6 +259,32 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 		len(destroyed), strings.Join(destroyed, ", "), len(created), plannedDestroyed, len(planned))
 	if len(destroyed) != plannedDestroyed {
 		t.Errorf("NVML lost %d devices, the plans destroyed %d", len(destroyed), plannedDestroyed)
+	}
+
+	// 10. Every GPU now has a device in use, so a 7g.80gb pod arriving now finds no
+	// room: a placement is kept for it, it hears that it waits for capacity (not that
+	// it cannot be served), and no device is destroyed for it.
+	before := map[string][]string{}
+	for _, n := range []string{nodeA, nodeB} {
+		before[n] = clustertest.Layouts(env.Snapshot(t, n))
+	}
+	if _, err := env.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "later"}, Spec: clustertest.ClaimSpec(sel7g)}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, clustertest.Pod(ns, "later", autoNodes, "later", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPodEvent(t, ctx, ns, "later", controller.EventWaitingForCapacity)
+	for _, n := range []string{nodeA, nodeB} {
+		if got := clustertest.Layouts(env.Snapshot(t, n)); !slices.Equal(got, before[n]) {
+			t.Errorf("%s layouts went from %v to %v for a pod no GPU has room for", n, before[n], got)
+		}
+	}
+	if p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "later", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if p.Spec.NodeName != "" {
+		t.Errorf("pod later was bound to %s", p.Spec.NodeName)
 	}
 }
 
