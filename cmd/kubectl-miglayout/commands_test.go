@@ -344,20 +344,40 @@ func TestPlanAuto(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "auto-node"},
 		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
 			{Index: 0, Product: "NVIDIA H100 80GB HBM3", Model: h100, MIGEnabled: true, MIGPending: true, Layout: "", Phase: v1alpha1.PhaseReady},
+			{Index: 1, Product: "NVIDIA H100 80GB HBM3", Model: h100, MIGEnabled: true, MIGPending: true, Layout: "1g.10gb@6", InUse: "1g.10gb@6", Phase: v1alpha1.PhaseReady},
 		}},
 	}
-	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "half-gpu"},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "mig",
-			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1, Selectors: []resourceapi.DeviceSelector{{
-				CEL: &resourceapi.CELDeviceSelector{Expression: "device.attributes['mig.miglayout.io'].profile == '3g.40gb'"}}}}}}}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "trainer", CreationTimestamp: metav1.Unix(1000, 0)},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}},
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "mig", ResourceClaimName: ptr.To("half-gpu")}}},
-		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
+	// pending is an unschedulable pod with one claim of one device matching cel.
+	pending := func(name, claimName, cel string, created int64) (*resourceapi.ResourceClaim, *corev1.Pod) {
+		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: claimName},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "mig",
+				Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1, Selectors: []resourceapi.DeviceSelector{{
+					CEL: &resourceapi.CELDeviceSelector{Expression: cel}}}}}}}}}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, CreationTimestamp: metav1.Unix(created, 0)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}},
+				ResourceClaims: []corev1.PodResourceClaim{{Name: "mig", ResourceClaimName: ptr.To(claimName)}}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
+		return claim, pod
+	}
 	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
 		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
 			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}
-	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, claim, pod, class}
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, class}
+	// whole, the larger, is planned first and takes the empty GPU 0;
+	// trainer's 3g.40gb would fit GPU 1 beside its 1g.10gb in use, but one
+	// GPU per node changes at a time, so trainer waits with GPU 1's left
+	// half kept for it; no H100 has 200 GB.
+	for _, p := range []struct {
+		name, claim, cel string
+		created          int64
+	}{
+		{"trainer", "half-gpu", "device.attributes['mig.miglayout.io'].profile == '3g.40gb'", 1000},
+		{"whole", "whole-gpu", "device.attributes['mig.miglayout.io'].profile == '7g.80gb'", 1001},
+		{"huge", "huge-gpu", "device.attributes['mig.miglayout.io'].memory >= 200000", 1002},
+	} {
+		c, pod := pending(p.name, p.claim, p.cel, p.created)
+		objs = append(objs, c, pod)
+	}
 	out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-auto.yaml")
 	if err != nil {
 		t.Fatal(err)

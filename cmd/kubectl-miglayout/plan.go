@@ -406,9 +406,22 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 			fmt.Fprintf(w, "  %s fits existing free devices on %s: %s\n", p.Pod, p.Node, strings.Join(p.Devices, ", "))
 		}
 	}
-	if len(res.Unservable) > 0 {
+	if len(res.Kept) > 0 {
+		fmt.Fprintln(w, "\nPods no GPU can take now (devices in use, or the limits on GPUs changed at once), each with a placement kept for it:")
+		for _, pod := range slices.Sorted(maps.Keys(res.Kept)) {
+			fmt.Fprintf(w, "  %s: %s\n", pod, res.Kept[pod])
+		}
+	}
+	var unservable []string
+	for pod := range res.Unservable {
+		if _, kept := res.Kept[pod]; !kept {
+			unservable = append(unservable, pod)
+		}
+	}
+	slices.Sort(unservable)
+	if len(unservable) > 0 {
 		fmt.Fprintln(w, "\nPods no Auto node can serve:")
-		for _, pod := range slices.Sorted(maps.Keys(res.Unservable)) {
+		for _, pod := range unservable {
 			fmt.Fprintf(w, "  %s: %s\n", pod, res.Unservable[pod])
 		}
 	}

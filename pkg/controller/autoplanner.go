@@ -42,9 +42,9 @@ const (
 	// EventNotServable (Warning, on a pod): no Auto node can serve its claims;
 	// the note says why.
 	EventNotServable = "NotServableByAutoMode"
-	// EventWaitingForCapacity (Normal, on a pod): no GPU has room for it
-	// now without destroying a device in use; the note names the placement
-	// kept for it, which frees up as the claims there end.
+	// EventWaitingForCapacity (Normal, on a pod): no GPU can take it now
+	// (devices in use are in the way, or the limits on GPUs changed at once
+	// are reached); the note names the placement kept for it.
 	EventWaitingForCapacity = "WaitingForCapacity"
 )
 
@@ -282,9 +282,8 @@ func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
 	}
 	for pod, why := range res.Unservable {
 		if k, ok := res.Kept[pod]; ok {
-			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, fmt.Sprintf(
-				"no GPU has room for it without destroying a device in use; memory slices %d-%d of %s/gpu-%d (where a %s goes) are kept for it: no other pending pod gets a device there, so they free up as the claims there end",
-				k.Placement.Start, k.Placement.End()-1, k.Node, k.GPU, k.Profile))
+			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity,
+				"no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows; "+k.String()+" are kept for it: no other pending pod gets a device there")
 			continue
 		}
 		emit(pod, corev1.EventTypeWarning, EventNotServable, why)

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -113,9 +114,11 @@ type Placement struct {
 	NeedsChange bool
 }
 
-// Kept is where a pod of a large profile that no GPU can take now waits:
-// pods planned after it get no device overlapping Placement on that GPU, so
-// the placement frees up as the claims on it end.
+// Kept is where a pod of a large profile that no GPU can take now waits
+// (devices in use are in the way, or the limits on GPUs changed at once are
+// reached): pods planned after it get no device overlapping Placement on
+// that GPU, so the placement stays free, or frees up as the claims on it
+// end.
 type Kept struct {
 	Node string
 	// GPU is the GPU's index on the node.
@@ -126,13 +129,18 @@ type Kept struct {
 	Placement mig.Placement
 }
 
+// String names the kept placement: "memory slices 0-3 of n1/gpu-0 (where a
+// 4g.40gb goes)".
+func (k Kept) String() string {
+	return fmt.Sprintf("memory slices %d-%d of %s/gpu-%d (where a %s goes)", k.Placement.Start, k.Placement.End()-1, k.Node, k.GPU, k.Profile)
+}
+
 // Result is a plan.
 type Result struct {
 	Changes []Change
 	Served  []Placement
 	// Unservable maps pod (namespace/name) to why no Auto node can serve it
-	// now. A pod that waits for devices in use to end has its entry in Kept
-	// too.
+	// now. A pod with a placement kept for it has its entry in Kept too.
 	Unservable map[string]string
 	// Kept maps pod (namespace/name) to the placement kept for it.
 	Kept map[string]Kept
