@@ -63,20 +63,14 @@ func scaleSnapshotOf(nodes, claims int, seed uint64, layouts []gpuLayout) Snapsh
 
 // BenchmarkPlanFull is a full plan of 5000 pending claims on 1000 nodes × 8
 // GPUs (goal: ≤ 1 s per op on one core).
-func BenchmarkPlanFull(b *testing.B) {
-	snap := scaleSnapshot(1000, 5000, 1)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Plan(context.Background(), snap); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkPlanFull(b *testing.B) { benchPlan(b, scaleSnapshot(1000, 5000, 1)) }
 
 // BenchmarkPlanBusy is a full plan of 5000 pending claims on 1000 nodes × 8
 // GPUs that are nearly full: most large claims keep a placement each.
-func BenchmarkPlanBusy(b *testing.B) {
-	snap := busySnapshot(1000, 5000, 1)
+func BenchmarkPlanBusy(b *testing.B) { benchPlan(b, busySnapshot(1000, 5000, 1)) }
+
+// benchPlan measures full plans of snap.
+func benchPlan(b *testing.B, snap Snapshot) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Plan(context.Background(), snap); err != nil {
