@@ -412,16 +412,9 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 			fmt.Fprintf(w, "  %s: %s\n", pod, res.Kept[pod])
 		}
 	}
-	var unservable []string
-	for pod := range res.Unservable {
-		if _, kept := res.Kept[pod]; !kept {
-			unservable = append(unservable, pod)
-		}
-	}
-	slices.Sort(unservable)
-	if len(unservable) > 0 {
+	if len(res.Unservable) > 0 {
 		fmt.Fprintln(w, "\nPods no Auto node can serve:")
-		for _, pod := range unservable {
+		for _, pod := range slices.Sorted(maps.Keys(res.Unservable)) {
 			fmt.Fprintf(w, "  %s: %s\n", pod, res.Unservable[pod])
 		}
 	}

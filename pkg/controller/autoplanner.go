@@ -132,7 +132,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("planning Auto layouts: %w", err)
 	}
-	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "served", len(res.Served), "unservable", len(res.Unservable))
+	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "served", len(res.Served), "kept", len(res.Kept), "unservable", len(res.Unservable))
 	if err := a.apply(ctx, res); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -280,12 +280,11 @@ func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
 			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, "waiting for the repartition of "+target+" (a device such as "+strings.Join(s.Devices, ", ")+")")
 		}
 	}
+	for pod, k := range res.Kept {
+		emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity,
+			"no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows; "+k.String()+" are kept for it: no other pending pod gets a device there")
+	}
 	for pod, why := range res.Unservable {
-		if k, ok := res.Kept[pod]; ok {
-			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity,
-				"no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows; "+k.String()+" are kept for it: no other pending pod gets a device there")
-			continue
-		}
 		emit(pod, corev1.EventTypeWarning, EventNotServable, why)
 	}
 	for key := range a.events {

@@ -180,7 +180,7 @@ func TestNotify(t *testing.T) {
 			{Pod: "ns/coming", Node: "n1", Devices: []string{"gpu-1-mig-3g40gb-9-4"}},
 			{Pod: "ns/ready", Node: "n1", Devices: []string{"gpu-2-mig-1g10gb-19-0"}},
 		},
-		Unservable: map[string]string{"ns/never": "no profile satisfies claim c", "ns/later": "no room"},
+		Unservable: map[string]string{"ns/never": "no profile satisfies claim c"},
 		Kept:       map[string]planner.Kept{"ns/later": {Node: "n1", GPU: 3, Profile: "4g.40gb", Placement: mig.Placement{Start: 0, Size: 4}}},
 	}
 	rec := events.NewFakeRecorder(20)

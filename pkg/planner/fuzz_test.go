@@ -13,7 +13,7 @@ import (
 // FuzzPlan builds small snapshots from fuzz bytes (layouts taken from the
 // model's maximal layouts and their subsets, pins, pods asking for profiles
 // or memory) and checks that Plan never panics, never destroys a pinned
-// device, and only plans valid layouts.
+// device, only plans valid layouts, and accounts for every pending pod once.
 func FuzzPlan(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add([]byte{255, 0, 255, 0, 17, 33, 65, 129})
@@ -62,6 +62,22 @@ func FuzzPlan(f *testing.F) {
 		res, err := Plan(context.Background(), snap)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Every pending pod ends in exactly one of Served, Kept, Unservable.
+		ends := map[string]int{}
+		for _, s := range res.Served {
+			ends[s.Pod]++
+		}
+		for pod := range res.Kept {
+			ends[pod]++
+		}
+		for pod := range res.Unservable {
+			ends[pod]++
+		}
+		for _, p := range snap.Pending {
+			if n := ends[podKey(p.Pod)]; n != 1 {
+				t.Errorf("pod %s is in %d of Served, Kept and Unservable, want 1", podKey(p.Pod), n)
+			}
 		}
 		for _, c := range res.Changes {
 			for _, n := range snap.Nodes {

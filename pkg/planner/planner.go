@@ -42,8 +42,9 @@ type planner struct {
 
 // Plan computes the changes that serve snap.Pending. It returns an error only
 // for input it cannot read (a CEL expression that does not compile, a GPU
-// without a catalog model); pods no node can serve are listed in
-// Result.Unservable with the reason.
+// without a catalog model). Every pending pod ends in Result.Served,
+// Result.Kept (no GPU can take it now; a placement is kept for it) or
+// Result.Unservable (with the reason).
 func Plan(ctx context.Context, snap Snapshot) (Result, error) {
 	pl, err := NewPlanner(ctx, snap)
 	if err != nil {

@@ -66,7 +66,7 @@ func TestPlan(t *testing.T) {
 			pods:  []Pod{pod("small", 9).claim(profileIs("1g.10gb"), 1).build(), pod("big", 1).claim(profileIs("7g.80gb"), 1).build()},
 			want: trace{
 				Served:     []string{"default/big -> n1 gpu-0-mig-7g80gb-0-0"},
-				Unservable: map[string]string{"default/small": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"},
+				Unservable: map[string]string{"default/small": noRoom},
 			},
 		},
 		"a pod passed over for AgingAfter is planned by age": {
@@ -74,10 +74,9 @@ func TestPlan(t *testing.T) {
 			pods:  []Pod{pod("small", 61).claim(profileIs("1g.10gb"), 1).build(), pod("big", 1).claim(profileIs("7g.80gb"), 1).build()},
 			aging: time.Hour,
 			want: trace{
-				Changes:    []string{"n1/0: 7g.80gb@0 -> 1g.10gb@6 serves default/small"},
-				Served:     []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6 after change"},
-				Unservable: map[string]string{"default/big": noRoom},
-				Kept:       map[string]string{"default/big": "n1/gpu-0 7g.80gb@0"},
+				Changes: []string{"n1/0: 7g.80gb@0 -> 1g.10gb@6 serves default/small"},
+				Served:  []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6 after change"},
+				Kept:    map[string]string{"default/big": "n1/gpu-0 7g.80gb@0"},
 			},
 		},
 		"devices added for one pod keep each other: two 3g replace a free 4g": {
@@ -92,10 +91,9 @@ func TestPlan(t *testing.T) {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,3g.40gb@4", "").build()},
 			pods:  []Pod{pod("one3g", 9).claim(profileIs("3g.40gb"), 1).build(), pod("two3g", 1).claim(profileIs("3g.40gb"), 2).build()},
 			want: trace{
-				Changes:    []string{"n1/0: 4g.40gb@0,3g.40gb@4 -> 3g.40gb@0,3g.40gb@4 serves default/two3g"},
-				Served:     []string{"default/two3g -> n1 gpu-0-mig-3g40gb-9-0, gpu-0-mig-3g40gb-9-4 after change"},
-				Unservable: map[string]string{"default/one3g": noRoom},
-				Kept:       map[string]string{"default/one3g": "n1/gpu-0 3g.40gb@0"},
+				Changes: []string{"n1/0: 4g.40gb@0,3g.40gb@4 -> 3g.40gb@0,3g.40gb@4 serves default/two3g"},
+				Served:  []string{"default/two3g -> n1 gpu-0-mig-3g40gb-9-0, gpu-0-mig-3g40gb-9-4 after change"},
+				Kept:    map[string]string{"default/one3g": "n1/gpu-0 3g.40gb@0"},
 			},
 		},
 		"whole 7g is cut for a 16 GiB claim; the device goes where 4g and 3g still fit": {
@@ -139,8 +137,7 @@ func TestPlan(t *testing.T) {
 		"no room without destroying a pinned device": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "3g.40gb@0", "3g.40gb@0").build()},
 			pods:  []Pod{pod("p1", 1).claim(profileIs("4g.40gb"), 1).build()},
-			want: trace{Unservable: map[string]string{"default/p1": noRoom},
-				Kept: map[string]string{"default/p1": "n1/gpu-0 4g.40gb@0"}},
+			want:  trace{Kept: map[string]string{"default/p1": "n1/gpu-0 4g.40gb@0"}},
 		},
 		"higher priority first, then older; the GPU already changed is reused": {
 			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 2}).gpu("H100-SXM5-80GB", "7g.80gb@0", "").gpu("H100-SXM5-80GB", "7g.80gb@0", "").build()},
@@ -166,10 +163,9 @@ func TestPlan(t *testing.T) {
 			nodes: []Node{node("n1").gpu("H100-SXM5-80GB", "7g.80gb@0", "").gpu("H100-SXM5-80GB", "7g.80gb@0", "").build()},
 			pods:  []Pod{pod("a", 2).claim(profileIs("4g.40gb"), 1).build(), pod("b", 1).claim(profileIs("4g.40gb"), 1).build()},
 			want: trace{
-				Changes:    []string{"n1/0: 7g.80gb@0 -> 4g.40gb@0 serves default/a"},
-				Served:     []string{"default/a -> n1 gpu-0-mig-4g40gb-5-0 after change"},
-				Unservable: map[string]string{"default/b": noRoom},
-				Kept:       map[string]string{"default/b": "n1/gpu-1 4g.40gb@0"},
+				Changes: []string{"n1/0: 7g.80gb@0 -> 4g.40gb@0 serves default/a"},
+				Served:  []string{"default/a -> n1 gpu-0-mig-4g40gb-5-0 after change"},
+				Kept:    map[string]string{"default/b": "n1/gpu-1 4g.40gb@0"},
 			},
 		},
 		"node selector and taints decide the node": {
@@ -199,7 +195,7 @@ func TestPlan(t *testing.T) {
 			pods:  []Pod{pod("p1", 1).claim(profileIs("3g.40gb"), 1).build(), pod("p2", 1).claim(profileIs("1g.10gb"), 1).build()},
 			want: trace{
 				Served:     []string{"default/p1 -> n1 gpu-0-mig-3g40gb-9-0"},
-				Unservable: map[string]string{"default/p2": "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"},
+				Unservable: map[string]string{"default/p2": noRoom},
 			},
 		},
 		"spares are added where nothing is destroyed": {
@@ -213,30 +209,27 @@ func TestPlan(t *testing.T) {
 				gpu("A100-SXM4-80GB", "1g.10gb@0", "1g.10gb@0").build()},
 			pods: []Pod{pod("big", 9).claim(profileIs("7g.80gb"), 1).build(), pod("small", 1).claim(profileIs("1g.10gb"), 1).build()},
 			want: trace{
-				Changes:    []string{"n1/0: 3g.40gb@0,1g.10gb@4,1g.10gb@5 -> 3g.40gb@0,1g.10gb@4,1g.10gb@5,1g.10gb@6 serves default/small"},
-				Served:     []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6 after change"},
-				Unservable: map[string]string{"default/big": noRoom},
-				Kept:       map[string]string{"default/big": "n1/gpu-1 7g.80gb@0"},
+				Changes: []string{"n1/0: 3g.40gb@0,1g.10gb@4,1g.10gb@5 -> 3g.40gb@0,1g.10gb@4,1g.10gb@5,1g.10gb@6 serves default/small"},
+				Served:  []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6 after change"},
+				Kept:    map[string]string{"default/big": "n1/gpu-1 7g.80gb@0"},
 			},
 		},
 		"a GPU kept for a 4g.40gb still takes a small device outside the kept placement": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "2g.20gb@0", "2g.20gb@0").build()},
 			pods:  []Pod{pod("big", 9).claim(profileIs("4g.40gb"), 1).build(), pod("small", 1).claim(profileIs("1g.10gb"), 1).build()},
 			want: trace{
-				Changes:    []string{"n1/0: 2g.20gb@0 -> 2g.20gb@0,1g.10gb@6 serves default/small"},
-				Served:     []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6 after change"},
-				Unservable: map[string]string{"default/big": noRoom},
-				Kept:       map[string]string{"default/big": "n1/gpu-0 4g.40gb@0"},
+				Changes: []string{"n1/0: 2g.20gb@0 -> 2g.20gb@0,1g.10gb@6 serves default/small"},
+				Served:  []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6 after change"},
+				Kept:    map[string]string{"default/big": "n1/gpu-0 4g.40gb@0"},
 			},
 		},
 		"a pod with several devices gets none in a kept placement": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "2g.20gb@0", "2g.20gb@0").build()},
 			pods:  []Pod{pod("big", 9).claim(profileIs("4g.40gb"), 1).build(), pod("pair", 1).claim(profileIs("1g.10gb"), 2).build()},
 			want: trace{
-				Changes:    []string{"n1/0: 2g.20gb@0 -> 2g.20gb@0,1g.10gb@4,1g.10gb@5 serves default/pair"},
-				Served:     []string{"default/pair -> n1 gpu-0-mig-1g10gb-19-4, gpu-0-mig-1g10gb-19-5 after change"},
-				Unservable: map[string]string{"default/big": noRoom},
-				Kept:       map[string]string{"default/big": "n1/gpu-0 4g.40gb@0"},
+				Changes: []string{"n1/0: 2g.20gb@0 -> 2g.20gb@0,1g.10gb@4,1g.10gb@5 serves default/pair"},
+				Served:  []string{"default/pair -> n1 gpu-0-mig-1g10gb-19-4, gpu-0-mig-1g10gb-19-5 after change"},
+				Kept:    map[string]string{"default/big": "n1/gpu-0 4g.40gb@0"},
 			},
 		},
 		"a 7g.80gb holds, of GPUs equally close to freeing up, the one whose free room is worth least to others": {
@@ -245,10 +238,9 @@ func TestPlan(t *testing.T) {
 				gpu("A100-SXM4-80GB", "4g.40gb@0", "4g.40gb@0").build()},
 			pods: []Pod{pod("big", 9).claim(profileIs("7g.80gb"), 1).build(), pod("mid", 5).claim(profileIs("4g.40gb"), 1).build()},
 			want: trace{
-				Changes:    []string{"n1/0: 3g.40gb@4 -> 4g.40gb@0,3g.40gb@4 serves default/mid"},
-				Served:     []string{"default/mid -> n1 gpu-0-mig-4g40gb-5-0 after change"},
-				Unservable: map[string]string{"default/big": noRoom},
-				Kept:       map[string]string{"default/big": "n1/gpu-1 7g.80gb@0"},
+				Changes: []string{"n1/0: 3g.40gb@4 -> 4g.40gb@0,3g.40gb@4 serves default/mid"},
+				Served:  []string{"default/mid -> n1 gpu-0-mig-4g40gb-5-0 after change"},
+				Kept:    map[string]string{"default/big": "n1/gpu-1 7g.80gb@0"},
 			},
 		},
 		"a small device goes where it spoils the least, keeping the empty GPU whole": {
@@ -286,10 +278,9 @@ func TestPlan(t *testing.T) {
 			pods:    []Pod{pod("p1", 2).claim(profileIs("7g.80gb"), 1).build(), pod("p2", 1).claim(profileIs("7g.80gb"), 1).build()},
 			maxGPUs: 1,
 			want: trace{
-				Changes:    []string{"n1/0: (empty) -> 7g.80gb@0 serves default/p1"},
-				Served:     []string{"default/p1 -> n1 gpu-0-mig-7g80gb-0-0 after change"},
-				Unservable: map[string]string{"default/p2": noRoom},
-				Kept:       map[string]string{"default/p2": "n2/gpu-0 7g.80gb@0"},
+				Changes: []string{"n1/0: (empty) -> 7g.80gb@0 serves default/p1"},
+				Served:  []string{"default/p1 -> n1 gpu-0-mig-7g80gb-0-0 after change"},
+				Kept:    map[string]string{"default/p2": "n2/gpu-0 7g.80gb@0"},
 			},
 		},
 	}

@@ -162,10 +162,11 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		}
 	}
 	if best == nil {
-		p.result.Unservable[key] = "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
 		if held := p.hold(key, profiles, ok); held != nil {
 			p.result.Kept[key] = Kept{Node: held.node.n.Node.Name, GPU: held.g.Info.Index, Profile: profiles[held.model.Name][0], Placement: held.held}
+			return nil
 		}
+		p.result.Unservable[key] = "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
 		return nil
 	}
 	g := best.g
@@ -188,7 +189,7 @@ const largeComputeSlices = 3
 // GPU where that number is lowest, then whose devices that stay leave the
 // least room for large profiles (mig.Model.Headroom: what the hold takes
 // from other pods is worth the least there), then with the fewest such
-// devices overall. Pods planned after it (younger or of lower priority) get
+// devices overall. Pods planned after it (younger, smaller or of lower priority) get
 // no device overlapping the placement, so it drains as its claims end
 // instead of filling with small devices: a large claim then waits for the
 // work in one placement to end, not for an unlikely moment when one happens

@@ -140,8 +140,8 @@ type Result struct {
 	Changes []Change
 	Served  []Placement
 	// Unservable maps pod (namespace/name) to why no Auto node can serve it
-	// now. A pod with a placement kept for it has its entry in Kept too.
+	// now, for pods without a placement kept for them.
 	Unservable map[string]string
-	// Kept maps pod (namespace/name) to the placement kept for it.
+	// Kept maps the other pods not served to the placement kept for them.
 	Kept map[string]Kept
 }
