@@ -189,13 +189,14 @@ const largeComputeSlices = 3
 // GPU where that number is lowest, then whose devices that stay leave the
 // least room for large profiles (mig.Model.Headroom: what the hold takes
 // from other pods is worth the least there), then with the fewest such
-// devices overall. Pods planned after it (younger, smaller or of lower priority) get
-// no device overlapping the placement, so it drains as its claims end
-// instead of filling with small devices: a large claim then waits for the
-// work in one placement to end, not for an unlikely moment when one happens
-// to be free. Devices outside the placement stay usable (a GPU kept for a
-// 4g.40gb still takes a 3g.40gb in its other half). It returns the held GPU,
-// or nil when the pod's profiles are small or no GPU can be held.
+// devices overall. Pods planned after it (younger, smaller or of lower
+// priority) get no device overlapping the placement, so it drains as its
+// claims end instead of filling with small devices: a large claim then
+// waits for the work in one placement to end, not for an unlikely moment
+// when one happens to be free. Devices outside the placement stay usable (a
+// GPU kept for a 4g.40gb still takes a 3g.40gb in its other half). It
+// returns the held GPU, or nil when the pod's profiles are small or no GPU
+// can be held.
 func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeState]bool) *gpuState {
 	var best *gpuState
 	var bestPl mig.Placement
