@@ -110,6 +110,10 @@ func TestBuildSnapshot(t *testing.T) {
 			{ObjectMeta: metav1.ObjectMeta{Name: "a1-nic"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: ptr.To("a1")}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "b1-nic"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: ptr.To("b1")}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "fabric"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", AllNodes: ptr.To(true)}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "rack-a"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeSelector: poolSelector("a")}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "rack-b"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeSelector: poolSelector("b")}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "per-device"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", PerDeviceNodeSelection: ptr.To(true)}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "shared-mig"}, Spec: resourceapi.ResourceSliceSpec{Driver: "mig.miglayout.io", AllNodes: ptr.To(true)}},
 		},
 	}
 	snap := BuildSnapshot(in, mig.DefaultCatalog())
@@ -118,7 +122,10 @@ func TestBuildSnapshot(t *testing.T) {
 		for _, s := range n.OtherSlices {
 			names = append(names, s.Name)
 		}
-		if diff := cmp.Diff([]string{"a1-nic"}, names); diff != "" {
+		// Its own, all nodes', its rack's, and per-device selection (the
+		// allocator checks those): not another node's, another rack's, or
+		// miglayout's own.
+		if diff := cmp.Diff([]string{"a1-nic", "fabric", "rack-a", "per-device"}, names); diff != "" {
 			t.Errorf("node %s: other drivers' slices (-want +got):\n%s", n.Node.Name, diff)
 		}
 	}
@@ -238,4 +245,10 @@ func TestNextAging(t *testing.T) {
 			t.Errorf("AgingAfter %v: agingAfter() = %v, want %v", in, got, want)
 		}
 	}
+}
+
+// poolSelector selects the nodes labelled pool=value.
+func poolSelector(value string) *corev1.NodeSelector {
+	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{value}}}}}}
 }

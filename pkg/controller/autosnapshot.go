@@ -8,6 +8,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -91,7 +92,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
 				continue
 			}
-			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog), OtherSlices: others[name]}
+			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog), OtherSlices: others.forNode(node)}
 			if len(n.GPUs) > 0 {
 				snap.Nodes = append(snap.Nodes, n)
 			}
@@ -103,16 +104,42 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	return snap
 }
 
-// otherSlices groups by node the ResourceSlices of drivers other than
-// driver that belong to one node (not those shared by several nodes).
-func otherSlices(all []resourceapi.ResourceSlice, driver string) map[string][]*resourceapi.ResourceSlice {
-	out := map[string][]*resourceapi.ResourceSlice{}
+// otherDriverSlices are the ResourceSlices of drivers other than
+// miglayout's: those of one node, by node name, and those shared by several
+// nodes (allNodes, a nodeSelector, or per-device node selection).
+type otherDriverSlices struct {
+	local  map[string][]*resourceapi.ResourceSlice
+	shared []*resourceapi.ResourceSlice
+}
+
+// otherSlices sorts the ResourceSlices of drivers other than driver.
+func otherSlices(all []resourceapi.ResourceSlice, driver string) otherDriverSlices {
+	out := otherDriverSlices{local: map[string][]*resourceapi.ResourceSlice{}}
 	for i := range all {
 		s := &all[i]
-		if s.Spec.Driver == driver || s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
-			continue
+		switch {
+		case s.Spec.Driver == driver:
+		case s.Spec.NodeName != nil && *s.Spec.NodeName != "":
+			out.local[*s.Spec.NodeName] = append(out.local[*s.Spec.NodeName], s)
+		default:
+			out.shared = append(out.shared, s)
 		}
-		out[*s.Spec.NodeName] = append(out[*s.Spec.NodeName], s)
+	}
+	return out
+}
+
+// forNode returns the slices the node can use: its own, those for all
+// nodes, those whose node selector matches it, and those that select nodes
+// per device (the allocator checks each device).
+func (o otherDriverSlices) forNode(node *corev1.Node) []*resourceapi.ResourceSlice {
+	out := slices.Clone(o.local[node.Name])
+	for _, s := range o.shared {
+		if sel := s.Spec.NodeSelector; sel != nil {
+			if ok, err := nodeaffinity.NewLazyErrorNodeSelector(sel).Match(node); err != nil || !ok {
+				continue
+			}
+		}
+		out = append(out, s)
 	}
 	return out
 }

@@ -140,14 +140,17 @@ func (m *matcher) singleProfiles(ctx context.Context, c *resourceapi.ResourceCla
 // fits reports whether the allocator can allocate claims on a node whose
 // pool holds devices, of which the names in taken are already allocated.
 func (m *matcher) fits(ctx context.Context, node string, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim) (bool, error) {
-	res, err := m.allocate(ctx, node, devices, taken, claims, nil)
+	res, _, err := m.allocate(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, devices, taken, claims, nil)
 	return res != nil, err
 }
 
-// others are other drivers' devices a node offers beside miglayout's.
+// others are other drivers' devices a node can use beside miglayout's:
+// their slices, the devices claims hold already, and those this plan
+// counts on for pods it serves already.
 type others struct {
 	slices    []*resourceapi.ResourceSlice
 	allocated []structured.DeviceID
+	planned   sets.Set[structured.DeviceID]
 }
 
 // byMemory returns the model's profiles by memory, then compute slices.
@@ -175,21 +178,25 @@ func deviceName(g gpu.GPU, d mig.Device) string {
 }
 
 // allocate is fits returning the names of miglayout's devices allocated to
-// claims, or nil when they cannot all be allocated. other, when set, adds a
-// node's devices of other drivers (and those of them already allocated).
-func (m *matcher) allocate(ctx context.Context, node string, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim, other *others) ([]string, error) {
+// claims, or nil when they cannot all be allocated. other, when set, adds
+// devices of other drivers the node can use (and those of them already
+// allocated or planned); the allocator decides from the node's name and
+// labels which of them it reaches (node-local, all nodes, or a node
+// selector). rest are the other drivers' devices of the allocation.
+func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim, other *others) (mine []string, rest []structured.DeviceID, err error) {
+	name := node.Name
 	slice := &resourceapi.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: node + "-planned"},
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-planned"},
 		Spec: resourceapi.ResourceSliceSpec{
 			Driver:   m.driver,
-			NodeName: &node,
-			Pool:     resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			NodeName: &name,
+			Pool:     resourceapi.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1},
 			Devices:  devices,
 		},
 	}
 	state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}
-	for name := range taken {
-		state.AllocatedDevices.Insert(structured.MakeDeviceID(m.driver, node, name))
+	for d := range taken {
+		state.AllocatedDevices.Insert(structured.MakeDeviceID(m.driver, name, d))
 	}
 	pools := []*resourceapi.ResourceSlice{slice}
 	if other != nil {
@@ -203,10 +210,11 @@ func (m *matcher) allocate(ctx context.Context, node string, devices []resourcea
 				state.AllocatedDevices.Insert(id)
 			}
 		}
+		state.AllocatedDevices = state.AllocatedDevices.Union(other.planned)
 	}
 	alloc, err := structured.NewAllocator(ctx, features, state, m.classes, pools, m.cel)
 	if err != nil {
-		return nil, fmt.Errorf("creating allocator: %w", err)
+		return nil, nil, fmt.Errorf("creating allocator: %w", err)
 	}
 	fresh := make([]*resourceapi.ResourceClaim, len(claims))
 	for i, c := range claims {
@@ -214,20 +222,22 @@ func (m *matcher) allocate(ctx context.Context, node string, devices []resourcea
 		c.Status = resourceapi.ResourceClaimStatus{}
 		fresh[i] = c
 	}
-	res, err := alloc.Allocate(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, fresh)
+	res, err := alloc.Allocate(ctx, node, fresh)
 	if err != nil {
-		return nil, fmt.Errorf("allocating claims: %w", err)
+		return nil, nil, fmt.Errorf("allocating claims: %w", err)
 	}
 	if res == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	out := []string{}
 	for _, r := range res {
 		for _, d := range r.Devices.Results {
 			if d.Driver == m.driver {
 				out = append(out, d.Device)
+			} else {
+				rest = append(rest, structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
 			}
 		}
 	}
-	return out, nil
+	return out, rest, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
@@ -33,9 +34,9 @@ func (p *planner) serveMulti(ctx context.Context, pod Pod, nodes []*nodeState) e
 
 func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, error) {
 	// First with the node as planned so far.
-	if devs, ok, err := p.allocateOn(ctx, pod, n); err != nil || ok {
+	if devs, rest, ok, err := p.allocateOn(ctx, pod, n); err != nil || ok {
 		if ok {
-			p.commitMulti(pod, n, devs)
+			p.commitMulti(pod, n, devs, rest)
 		}
 		return ok, err
 	}
@@ -72,12 +73,12 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		}
 	}
 	p.releaseTentative(n, podKey(pod.Pod))
-	devs, ok, err := p.allocateOn(ctx, pod, n)
+	devs, rest, ok, err := p.allocateOn(ctx, pod, n)
 	if err != nil || !ok {
 		restore()
 		return false, err
 	}
-	p.commitMulti(pod, n, devs)
+	p.commitMulti(pod, n, devs, rest)
 	return true, nil
 }
 
@@ -144,8 +145,9 @@ func (p *planner) releaseTentative(n *nodeState, pod string) {
 }
 
 // allocateOn runs the allocator for the pod on the node's planned devices;
-// it returns the devices the allocation uses.
-func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState) (map[*gpuState][]mig.Device, bool, error) {
+// it returns the MIG devices the allocation uses, by GPU, and the other
+// drivers' devices it uses.
+func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState) (map[*gpuState][]mig.Device, []structured.DeviceID, bool, error) {
 	var devices []resourceapi.Device
 	taken := sets.New[string]()
 	owner := map[string]*gpuState{}
@@ -154,7 +156,7 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState) (map[*g
 		for _, d := range g.layout {
 			dev, err := migslices.PlannedMIGDevice(g.g.Info, d)
 			if err != nil {
-				return nil, false, err
+				return nil, nil, false, err
 			}
 			devices = append(devices, dev)
 			owner[dev.Name], byName[dev.Name] = g, d
@@ -164,19 +166,22 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState) (map[*g
 			}
 		}
 	}
-	res, err := p.match.allocate(ctx, n.n.Node.Name, devices, taken, pod.Claims, &others{slices: n.n.OtherSlices, allocated: p.snap.OtherAllocated})
+	res, rest, err := p.match.allocate(ctx, n.n.Node, devices, taken, pod.Claims, &others{slices: n.n.OtherSlices, allocated: p.snap.OtherAllocated, planned: p.otherPlanned})
 	if err != nil || res == nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	out := map[*gpuState][]mig.Device{}
 	for _, name := range res {
 		out[owner[name]] = append(out[owner[name]], byName[name])
 	}
-	return out, true, nil
+	return out, rest, true, nil
 }
 
-func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.Device) {
+// commitMulti records the pod as served by devs, and the other drivers'
+// devices rest as taken for the rest of the plan.
+func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.Device, rest []structured.DeviceID) {
 	key := podKey(pod.Pod)
+	p.otherPlanned.Insert(rest...)
 	pl := Placement{Pod: key, Node: n.n.Node.Name}
 	for _, g := range n.gpus {
 		for _, d := range devs[g] {

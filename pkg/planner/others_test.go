@@ -6,9 +6,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
 )
 
 const nicDriver = "nic.example.com"
@@ -34,6 +36,26 @@ func nicSlice(node string, devices ...string) *resourceapi.ResourceSlice {
 	return s
 }
 
+// sharedNICSlice is a pool of the other driver shared by the nodes labelled
+// rack=rack ("" = all nodes).
+func sharedNICSlice(rack string, devices ...string) *resourceapi.ResourceSlice {
+	s := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "fabric-" + rack},
+		Spec: resourceapi.ResourceSliceSpec{Driver: nicDriver,
+			Pool: resourceapi.ResourcePool{Name: "fabric-" + rack, Generation: 1, ResourceSliceCount: 1}},
+	}
+	if rack == "" {
+		s.Spec.AllNodes = ptr.To(true)
+	} else {
+		s.Spec.NodeSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: "rack", Operator: corev1.NodeSelectorOpIn, Values: []string{rack}}}}}}
+	}
+	for _, d := range devices {
+		s.Spec.Devices = append(s.Spec.Devices, resourceapi.Device{Name: d})
+	}
+	return s
+}
+
 // withNIC adds to the pod a claim for one device of the other driver.
 func (b *podB) withNIC() *podB {
 	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: b.p.Pod.Name + "-nic"}}
@@ -44,17 +66,31 @@ func (b *podB) withNIC() *podB {
 }
 
 func TestPlanWithOtherDrivers(t *testing.T) {
-	withNICs := func(n Node, s *resourceapi.ResourceSlice) Node {
-		n.OtherSlices = []*resourceapi.ResourceSlice{s}
+	withNICs := func(n Node, s ...*resourceapi.ResourceSlice) Node {
+		n.OtherSlices = s
 		return n
 	}
 	gpuNode := func() Node { return node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build() }
+	rackNode := func(name, rack string) Node {
+		return node(name).label("rack", rack).gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()
+	}
 	pods := []Pod{pod("train", 1).claim(profileIs("3g.40gb"), 1).withNIC().build()}
 	tests := map[string]struct {
 		nodes     []Node
+		pods      []Pod
 		allocated []structured.DeviceID
 		want      trace
 	}{
+		"two pods, one NIC: the second is not planned on the NIC the first counts on": {
+			nodes: []Node{withNICs(gpuNode(), nicSlice("n1", "nic-0"))},
+			pods: []Pod{pod("train", 2).claim(profileIs("3g.40gb"), 1).withNIC().build(),
+				pod("tune", 1).claim(profileIs("3g.40gb"), 1).withNIC().build()},
+			want: trace{
+				Changes:    []string{"n1/0: 7g.80gb@0 -> 3g.40gb@4 serves default/train"},
+				Served:     []string{"default/train -> n1 gpu-0-mig-3g40gb-9-4 after change"},
+				Unservable: map[string]string{"default/tune": "no Auto-mode node can hold all of the pod's claims at once"},
+			},
+		},
 		"a MIG device and a NIC of another driver are planned together": {
 			nodes: []Node{withNICs(gpuNode(), nicSlice("n1", "nic-0"))},
 			want: trace{
@@ -67,6 +103,21 @@ func TestPlanWithOtherDrivers(t *testing.T) {
 			allocated: []structured.DeviceID{structured.MakeDeviceID(nicDriver, "n1", "nic-0")},
 			want:      trace{Unservable: map[string]string{"default/train": "no Auto-mode node can hold all of the pod's claims at once"}},
 		},
+		"a NIC pool shared by the nodes of one rack: planned on a node of that rack": {
+			nodes: []Node{
+				withNICs(rackNode("n1", "x"), sharedNICSlice("y", "nic-0")),
+				withNICs(rackNode("n2", "y"), sharedNICSlice("y", "nic-0")),
+			},
+			want: trace{
+				Changes: []string{"n2/0: 7g.80gb@0 -> 3g.40gb@4 serves default/train"},
+				Served:  []string{"default/train -> n2 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
+		"a NIC pool for all nodes, its only NIC taken: nothing is changed for the pod": {
+			nodes:     []Node{withNICs(gpuNode(), sharedNICSlice("", "nic-0"))},
+			allocated: []structured.DeviceID{structured.MakeDeviceID(nicDriver, "fabric-", "nic-0")},
+			want:      trace{Unservable: map[string]string{"default/train": "no Auto-mode node can hold all of the pod's claims at once"}},
+		},
 		"a node without the other driver's devices cannot serve it": {
 			nodes: []Node{gpuNode()},
 			want:  trace{Unservable: map[string]string{"default/train": "no Auto-mode node can hold all of the pod's claims at once"}},
@@ -74,7 +125,11 @@ func TestPlanWithOtherDrivers(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			snap := Snapshot{Driver: driver, Nodes: tc.nodes, Pending: pods, OtherAllocated: tc.allocated,
+			pending := pods
+			if tc.pods != nil {
+				pending = tc.pods
+			}
+			snap := Snapshot{Driver: driver, Nodes: tc.nodes, Pending: pending, OtherAllocated: tc.allocated,
 				Classes: []*resourceapi.DeviceClass{migClass(), nicClass()}}
 			got, err := Plan(context.Background(), snap)
 			if err != nil {

@@ -9,8 +9,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -38,6 +40,9 @@ type planner struct {
 	feasibleBy map[string][]*nodeState
 	// servedAt indexes result.Served by pod.
 	servedAt map[string]int
+	// otherPlanned are other drivers' devices that pods served by this
+	// plan count on (no later pod of the plan gets them).
+	otherPlanned sets.Set[structured.DeviceID]
 }
 
 // Plan computes the changes that serve snap.Pending. It returns an error only
@@ -62,7 +67,8 @@ type Planner struct{ p *planner }
 func NewPlanner(ctx context.Context, snap Snapshot) (*Planner, error) {
 	p := &planner{snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{}, maxGPUs: snap.MaxGPUs,
-		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{}}
+		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
+		otherPlanned: sets.New[structured.DeviceID]()}
 	p.result.Unservable = map[string]string{}
 	p.result.Kept = map[string]Kept{}
 	if err := p.load(); err != nil {

@@ -49,10 +49,13 @@ type Node struct {
 	Node   *corev1.Node
 	GPUs   []GPU
 	Policy Policy
-	// OtherSlices are the node's ResourceSlices of other DRA drivers (a
-	// NIC, an accelerator of another vendor), whole pools only. The
-	// allocator may take their devices for the requests of a pod that
-	// miglayout's devices do not serve; the planner never changes them.
+	// OtherSlices are the ResourceSlices of other DRA drivers (a NIC, an
+	// accelerator of another vendor) the node can use: its own, and those
+	// shared by several nodes (allNodes, a nodeSelector or per-device node
+	// selection; the allocator checks each against the node's name and
+	// labels), whole pools only. The allocator may take their devices for
+	// the requests of a pod that miglayout's devices do not serve; the
+	// planner never changes them.
 	OtherSlices []*resourceapi.ResourceSlice
 }
 
