@@ -4,9 +4,13 @@ import (
 	"flag"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -71,5 +75,11 @@ func (o *options) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 		LeaseDuration:                 &o.leaseDuration,
 		RenewDeadline:                 &o.renewDeadline,
 		RetryPeriod:                   &o.retryPeriod,
+		// The Auto planner reads other drivers' ResourceSlices only (a NIC
+		// beside a MIG device); miglayout's own, one or more per GPU node,
+		// stay out of the cache.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&resourceapi.ResourceSlice{}: {Field: fields.OneTermNotEqualSelector("spec.driver", o.driverName)},
+		}},
 	}
 }

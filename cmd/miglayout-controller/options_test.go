@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
 )
 
 func TestManagerOptions(t *testing.T) {
@@ -14,12 +15,12 @@ func TestManagerOptions(t *testing.T) {
 		want []any
 	}{
 		"defaults": {
-			want: []any{":8080", ":8081", true, "miglayout-controller.miglayout.io", "", 15 * time.Second},
+			want: []any{":8080", ":8081", true, "miglayout-controller.miglayout.io", "", 15 * time.Second, "spec.driver!=mig.miglayout.io"},
 		},
 		"flags": {
 			args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=:9440", "--leader-elect=false",
-				"--leader-election-id=x", "--leader-election-namespace=kube-system", "--leader-elect-lease-duration=30s"},
-			want: []any{"0", ":9440", false, "x", "kube-system", 30 * time.Second},
+				"--leader-election-id=x", "--leader-election-namespace=kube-system", "--leader-elect-lease-duration=30s", "--driver-name=gpu.example.com"},
+			want: []any{"0", ":9440", false, "x", "kube-system", 30 * time.Second, "spec.driver!=gpu.example.com"},
 		},
 	}
 	for name, tc := range tests {
@@ -34,7 +35,14 @@ func TestManagerOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := o.managerOptions(s)
-			got := []any{m.Metrics.BindAddress, m.HealthProbeBindAddress, m.LeaderElection, m.LeaderElectionID, m.LeaderElectionNamespace, *m.LeaseDuration}
+			// The cache selects ResourceSlices by driver.
+			slices := ""
+			for obj, by := range m.Cache.ByObject {
+				if _, ok := obj.(*resourceapi.ResourceSlice); ok && by.Field != nil {
+					slices = by.Field.String()
+				}
+			}
+			got := []any{m.Metrics.BindAddress, m.HealthProbeBindAddress, m.LeaderElection, m.LeaderElectionID, m.LeaderElectionNamespace, *m.LeaseDuration, slices}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("manager options (-want +got):\n%s", diff)
 			}
