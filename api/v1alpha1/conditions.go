@@ -70,7 +70,8 @@ const (
 	// profile or spare is a profile no GPU model of the selected nodes has.
 	ReasonProfileNotOffered = "ProfileNotOffered"
 	// ReasonSparesNotHoldable (Degraded=True): an Auto policy asks for more
-	// spares of a profile per node than some node's GPUs can hold at all.
+	// spares of a profile per node than some node's GPUs can hold at all, or
+	// for spares that some node's GPUs cannot hold all at once.
 	ReasonSparesNotHoldable = "SparesNotHoldable"
 	// ReasonInvalidSelector (Degraded=True, Ready=False): the MigLayout's
 	// nodeSelector does not parse (e.g. an unknown operator); no node is

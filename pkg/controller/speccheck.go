@@ -111,6 +111,7 @@ func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inven
 			out = append(out, notOffered("allowed profile "+string(a)))
 		}
 	}
+	spareProblems := len(out)
 	for _, prof := range slices.Sorted(maps.Keys(p.Spares)) {
 		want := int(p.Spares[prof])
 		if want == 0 {
@@ -137,7 +138,41 @@ func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inven
 				Message: fmt.Sprintf("spares of %d %s per node: %s", want, prof, joinBounded(short, 5))})
 		}
 	}
+	if len(out) > spareProblems || len(p.Spares) == 0 {
+		return out
+	}
+	// Each profile's spares fit a node; all of them at once may not.
+	var short []string
+	for _, n := range nodes {
+		if !mig.HoldTogether(nodeModels[n], sparesWanted(p.Spares)) {
+			short = append(short, n)
+		}
+	}
+	if len(short) > 0 {
+		out = append(out, SpecProblem{Reason: v1alpha1.ReasonSparesNotHoldable,
+			Message: fmt.Sprintf("spares %s per node do not fit on the GPUs of %s all at once", formatSpares(p.Spares), joinBounded(short, 5))})
+	}
 	return out
+}
+
+func sparesWanted(spares map[string]int32) map[string]int {
+	out := make(map[string]int, len(spares))
+	for k, v := range spares {
+		out[k] = int(v)
+	}
+	return out
+}
+
+// formatSpares renders spares as "1× 3g.40gb + 2× 4g.40gb" (zero counts
+// left out).
+func formatSpares(spares map[string]int32) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(spares)) {
+		if spares[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d× %s", spares[k], k))
+		}
+	}
+	return strings.Join(parts, " + ")
 }
 
 // gpuSummary lists the product names reported and on how many GPUs.

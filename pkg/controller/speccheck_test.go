@@ -76,6 +76,16 @@ func TestCheckSpec(t *testing.T) {
 			want: []SpecProblem{{Reason: v1alpha1.ReasonSparesNotHoldable,
 				Message: "spares of 2 7g.80gb per node: h holds at most 1"}},
 		},
+		"Auto: spares that each fit a node but not all at once": {
+			spec:      auto(v1alpha1.AutoPolicy{Spares: map[string]int32{"7g.80gb": 1, "4g.40gb": 1}}),
+			inventory: twoNodes,
+			want: []SpecProblem{{Reason: v1alpha1.ReasonSparesNotHoldable,
+				Message: "spares 1× 4g.40gb + 1× 7g.80gb per node do not fit on the GPUs of h all at once"}},
+		},
+		"Auto: spares that fit all at once": {
+			spec:      auto(v1alpha1.AutoPolicy{Spares: map[string]int32{"4g.40gb": 1, "3g.40gb": 1}}),
+			inventory: twoNodes,
+		},
 		"Auto: only GPUs the catalog does not know": {
 			spec:      auto(v1alpha1.AutoPolicy{AllowedProfiles: []v1alpha1.ProfileName{"1g.10gb"}}),
 			inventory: map[string][]v1alpha1.GPUStatus{"t": inventory(unknownGPU(0))},

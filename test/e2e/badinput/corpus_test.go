@@ -195,6 +195,8 @@ var corpus = []struct {
 		degraded(v1alpha1.ReasonProfileNotOffered, "allowed profile 8g.80gb is offered by no GPU model of the 2 selected nodes")},
 	{"Auto: 7 spares of 7g.80gb per node", update, selector + "mode: Auto\npolicy: {spares: {7g.80gb: 7}}", "",
 		degraded(v1alpha1.ReasonSparesNotHoldable, "spares of 7 7g.80gb per node: bad-a100 holds at most 2, bad-h100 holds at most 1")},
+	{"Auto: spares that fit one by one but not together", update, selector + "mode: Auto\npolicy: {spares: {7g.80gb: 1, 4g.40gb: 1}}", "",
+		degraded(v1alpha1.ReasonSparesNotHoldable, "spares 1× 4g.40gb + 1× 7g.80gb per node do not fit on the GPUs of bad-h100 all at once")},
 	{"Auto: spares of a profile not allowed", both, selector + "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 2}}", "",
 		rejected("spares must name profiles in allowedProfiles")},
 	{"unknown field (strict)", both, selector + "rulez: [{profiles: {3g.40gb: 2}}]\nrules: [{profiles: {3g.40gb: 2}}]", "", rejected(`unknown field "spec.rulez"`)},

@@ -1,0 +1,104 @@
+package mig
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// HoldTogether reports whether free GPUs of the given models (one entry per
+// GPU) can hold every device of want at once, each GPU a valid layout: want
+// maps profile name to a count; a profile a model lacks fits none of its
+// GPUs. It is exact: a multiset fits a GPU exactly when some maximal layout
+// of its model holds at least as many of each profile, and a GPU that takes
+// as much as one maximal layout allows never leaves the others a harder
+// remainder, so the search tries, per GPU, each maximal layout's counts and
+// memoises the remainder.
+func HoldTogether(models []*Model, want map[string]int) bool {
+	names := slices.Sorted(maps.Keys(want))
+	rem := make([]int, len(names))
+	for i, n := range names {
+		rem[i] = max(0, want[n])
+	}
+	// The undominated count vectors of each model's maximal layouts, over
+	// the wanted profiles.
+	caps := map[*Model][][]int{}
+	for _, m := range models {
+		if _, ok := caps[m]; !ok {
+			caps[m] = maximalCounts(m, names)
+		}
+	}
+	failed := map[string]bool{}
+	var rec func(gpu int, rem []int) bool
+	rec = func(gpu int, rem []int) bool {
+		if !slices.ContainsFunc(rem, func(n int) bool { return n > 0 }) {
+			return true
+		}
+		if gpu == len(models) {
+			return false
+		}
+		key := strconv.Itoa(gpu) + ":" + joinInts(rem)
+		if failed[key] {
+			return false
+		}
+		for _, c := range caps[models[gpu]] {
+			next := make([]int, len(rem))
+			for i := range rem {
+				next[i] = max(0, rem[i]-c[i])
+			}
+			if rec(gpu+1, next) {
+				return true
+			}
+		}
+		failed[key] = true
+		return false
+	}
+	return rec(0, rem)
+}
+
+// maximalCounts returns, for the profiles names, the count vectors of m's
+// maximal layouts that no other one dominates.
+func maximalCounts(m *Model, names []string) [][]int {
+	var all [][]int
+	for _, l := range m.MaximalLayouts() {
+		counts := l.Counts()
+		v := make([]int, len(names))
+		for i, n := range names {
+			v[i] = counts[n]
+		}
+		all = append(all, v)
+	}
+	var out [][]int
+	for i, v := range all {
+		dominated := false
+		for j, w := range all {
+			if i != j && dominates(w, v) && (!slices.Equal(w, v) || j < i) {
+				dominated = true
+				break
+			}
+		}
+		if !dominated {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// dominates reports whether w holds at least as many of each as v.
+func dominates(w, v []int) bool {
+	for i := range v {
+		if w[i] < v[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func joinInts(v []int) string {
+	parts := make([]string, len(v))
+	for i, n := range v {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
