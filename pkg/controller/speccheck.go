@@ -141,10 +141,23 @@ func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inven
 	if len(out) > spareProblems || len(p.Spares) == 0 {
 		return out
 	}
-	// Each profile's spares fit a node; all of them at once may not.
+	// Each profile's spares fit a node; all of them at once may not. Nodes
+	// with the same GPUs get the same answer.
 	var short []string
+	want := sparesWanted(p.Spares)
+	holds := map[string]bool{}
 	for _, n := range nodes {
-		if !mig.HoldTogether(nodeModels[n], sparesWanted(p.Spares)) {
+		var key strings.Builder
+		for _, m := range nodeModels[n] {
+			key.WriteString(m.Name)
+			key.WriteByte(',')
+		}
+		ok, seen := holds[key.String()]
+		if !seen {
+			ok = mig.HoldTogether(nodeModels[n], want)
+			holds[key.String()] = ok
+		}
+		if !ok {
 			short = append(short, n)
 		}
 	}

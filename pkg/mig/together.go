@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // HoldTogether reports whether free GPUs of the given models (one entry per
@@ -29,13 +30,33 @@ func HoldTogether(models []*Model, want map[string]int) bool {
 			caps[m] = maximalCounts(m, names)
 		}
 	}
+	// Compute slices wanted per profile (0 where no model knows it), and
+	// the slices of the GPUs from each index on: a remainder needing more
+	// than those is a dead end.
+	slicesOf := make([]int, len(names))
+	for i, n := range names {
+		for _, m := range models {
+			if p, err := m.Profile(n); err == nil {
+				slicesOf[i] = p.ComputeSlices
+				break
+			}
+		}
+	}
+	after := make([]int, len(models)+1)
+	for i := len(models) - 1; i >= 0; i-- {
+		after[i] = after[i+1] + models[i].ComputeSlices
+	}
 	failed := map[string]bool{}
 	var rec func(gpu int, rem []int) bool
 	rec = func(gpu int, rem []int) bool {
-		if !slices.ContainsFunc(rem, func(n int) bool { return n > 0 }) {
+		need := 0
+		for i, n := range rem {
+			need += n * slicesOf[i]
+		}
+		if need == 0 && !slices.ContainsFunc(rem, func(n int) bool { return n > 0 }) {
 			return true
 		}
-		if gpu == len(models) {
+		if gpu == len(models) || need > after[gpu] {
 			return false
 		}
 		key := strconv.Itoa(gpu) + ":" + joinInts(rem)
@@ -57,11 +78,19 @@ func HoldTogether(models []*Model, want map[string]int) bool {
 	return rec(0, rem)
 }
 
+// maximalByModel caches Model.MaximalLayouts (milliseconds per model) by
+// model; catalogs are loaded once, so it holds a handful of entries.
+var maximalByModel sync.Map
+
 // maximalCounts returns, for the profiles names, the count vectors of m's
 // maximal layouts that no other one dominates.
 func maximalCounts(m *Model, names []string) [][]int {
+	v, ok := maximalByModel.Load(m)
+	if !ok {
+		v, _ = maximalByModel.LoadOrStore(m, m.MaximalLayouts())
+	}
 	var all [][]int
-	for _, l := range m.MaximalLayouts() {
+	for _, l := range v.([]Layout) {
 		counts := l.Counts()
 		v := make([]int, len(names))
 		for i, n := range names {
