@@ -210,7 +210,7 @@ func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []res
 				state.AllocatedDevices.Insert(id)
 			}
 		}
-		state.AllocatedDevices = state.AllocatedDevices.Union(other.planned)
+		state.AllocatedDevices.Insert(other.planned.UnsortedList()...)
 	}
 	alloc, err := structured.NewAllocator(ctx, features, state, m.classes, pools, m.cel)
 	if err != nil {
@@ -229,15 +229,15 @@ func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []res
 	if res == nil {
 		return nil, nil, nil
 	}
-	out := []string{}
+	mine = []string{}
 	for _, r := range res {
 		for _, d := range r.Devices.Results {
 			if d.Driver == m.driver {
-				out = append(out, d.Device)
+				mine = append(mine, d.Device)
 			} else {
 				rest = append(rest, structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
 			}
 		}
 	}
-	return out, rest, nil
+	return mine, rest, nil
 }
