@@ -366,7 +366,8 @@ func TestPlanAuto(t *testing.T) {
 	// whole, the larger, is planned first and takes the empty GPU 0;
 	// trainer's 3g.40gb would fit GPU 1 beside its 1g.10gb in use, but one
 	// GPU per node changes at a time, so trainer waits with GPU 1's left
-	// half kept for it; no H100 has 200 GB.
+	// half kept for it; notebook's 1g.10gb waits too (no placement is kept
+	// for a small profile); no H100 has 200 GB.
 	for _, p := range []struct {
 		name, claim, cel string
 		created          int64
@@ -374,6 +375,7 @@ func TestPlanAuto(t *testing.T) {
 		{"trainer", "half-gpu", "device.attributes['mig.miglayout.io'].profile == '3g.40gb'", 1000},
 		{"whole", "whole-gpu", "device.attributes['mig.miglayout.io'].profile == '7g.80gb'", 1001},
 		{"huge", "huge-gpu", "device.attributes['mig.miglayout.io'].memory >= 200000", 1002},
+		{"notebook", "small-gpu", "device.attributes['mig.miglayout.io'].profile == '1g.10gb'", 1003},
 	} {
 		c, pod := pending(p.name, p.claim, p.cel, p.created)
 		objs = append(objs, c, pod)

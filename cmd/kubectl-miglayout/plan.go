@@ -406,16 +406,31 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 			fmt.Fprintf(w, "  %s fits existing free devices on %s: %s\n", p.Pod, p.Node, strings.Join(p.Devices, ", "))
 		}
 	}
-	if len(res.Kept) > 0 {
-		fmt.Fprintln(w, "\nPods no GPU can take now (devices in use, or the limits on GPUs changed at once), each with a placement kept for it:")
-		for _, pod := range slices.Sorted(maps.Keys(res.Kept)) {
-			fmt.Fprintf(w, "  %s: %s\n", pod, res.Kept[pod])
+	waiting := map[string]string{}
+	for pod, k := range res.Kept {
+		waiting[pod] = k.String() + " kept for it"
+	}
+	cannot := map[string]string{}
+	for pod, why := range res.Unservable {
+		if why == planner.NoRoom {
+			waiting[pod] = "it takes the first room that frees up"
+		} else {
+			cannot[pod] = why
 		}
 	}
-	if len(res.Unservable) > 0 {
-		fmt.Fprintln(w, "\nPods no Auto node can serve:")
-		for _, pod := range slices.Sorted(maps.Keys(res.Unservable)) {
-			fmt.Fprintf(w, "  %s: %s\n", pod, res.Unservable[pod])
+	for _, list := range []struct {
+		head string
+		pods map[string]string
+	}{
+		{"Pods no GPU can take now (devices in use, or the limits on GPUs changed at once):", waiting},
+		{"Pods no Auto node can serve:", cannot},
+	} {
+		if len(list.pods) == 0 {
+			continue
+		}
+		fmt.Fprintln(w, "\n"+list.head)
+		for _, pod := range slices.Sorted(maps.Keys(list.pods)) {
+			fmt.Fprintf(w, "  %s: %s\n", pod, list.pods[pod])
 		}
 	}
 	fmt.Fprintf(w, "\nSummary: %s would change (devices in use are never destroyed in Auto mode).\n", plural(changes, "GPU"))

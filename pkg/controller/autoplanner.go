@@ -44,7 +44,8 @@ const (
 	EventNotServable = "NotServableByAutoMode"
 	// EventWaitingForCapacity (Normal, on a pod): no GPU can take it now
 	// (devices in use are in the way, or the limits on GPUs changed at once
-	// are reached); the note names the placement kept for it.
+	// are reached); for a large profile the note names the placement kept
+	// for it.
 	EventWaitingForCapacity = "WaitingForCapacity"
 )
 
@@ -280,11 +281,15 @@ func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
 			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, "waiting for the repartition of "+target+" (a device such as "+strings.Join(s.Devices, ", ")+")")
 		}
 	}
+	const waiting = "no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows"
 	for pod, k := range res.Kept {
-		emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity,
-			"no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows; "+k.String()+" are kept for it: no other pending pod gets a device there")
+		emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, waiting+"; "+k.String()+" are kept for it: no other pending pod gets a device there")
 	}
 	for pod, why := range res.Unservable {
+		if why == planner.NoRoom {
+			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, waiting+"; it takes the first room that frees up")
+			continue
+		}
 		emit(pod, corev1.EventTypeWarning, EventNotServable, why)
 	}
 	for key := range a.events {

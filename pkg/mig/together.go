@@ -85,12 +85,12 @@ var maximalByModel sync.Map
 // maximalCounts returns, for the profiles names, the count vectors of m's
 // maximal layouts that no other one dominates.
 func maximalCounts(m *Model, names []string) [][]int {
-	v, ok := maximalByModel.Load(m)
+	cached, ok := maximalByModel.Load(m)
 	if !ok {
-		v, _ = maximalByModel.LoadOrStore(m, m.MaximalLayouts())
+		cached, _ = maximalByModel.LoadOrStore(m, m.MaximalLayouts())
 	}
 	var all [][]int
-	for _, l := range v.([]Layout) {
+	for _, l := range cached.([]Layout) {
 		counts := l.Counts()
 		v := make([]int, len(names))
 		for i, n := range names {

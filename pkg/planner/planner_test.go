@@ -42,9 +42,6 @@ func toTrace(r Result) trace {
 	return t
 }
 
-// noRoom is the reason given for a pod no GPU can take now.
-const noRoom = "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
-
 func show(l mig.Layout) string {
 	if len(l) == 0 {
 		return "(empty)"
@@ -66,7 +63,7 @@ func TestPlan(t *testing.T) {
 			pods:  []Pod{pod("small", 9).claim(profileIs("1g.10gb"), 1).build(), pod("big", 1).claim(profileIs("7g.80gb"), 1).build()},
 			want: trace{
 				Served:     []string{"default/big -> n1 gpu-0-mig-7g80gb-0-0"},
-				Unservable: map[string]string{"default/small": noRoom},
+				Unservable: map[string]string{"default/small": NoRoom},
 			},
 		},
 		"a pod passed over for AgingAfter is planned by age": {
@@ -195,7 +192,7 @@ func TestPlan(t *testing.T) {
 			pods:  []Pod{pod("p1", 1).claim(profileIs("3g.40gb"), 1).build(), pod("p2", 1).claim(profileIs("1g.10gb"), 1).build()},
 			want: trace{
 				Served:     []string{"default/p1 -> n1 gpu-0-mig-3g40gb-9-0"},
-				Unservable: map[string]string{"default/p2": noRoom},
+				Unservable: map[string]string{"default/p2": NoRoom},
 			},
 		},
 		"spares are added where nothing is destroyed": {

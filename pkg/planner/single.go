@@ -96,7 +96,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	for _, prof := range sets.List(names) {
 		g, d := p.firstFree(prof, func(g *gpuState) bool {
 			_, fits := rank[g.model.Name][prof]
-			return fits && ok[g.node] && g.heldBy == ""
+			return fits && ok[g.node] // GPUs in flight are never kept (hold picks from classes)
 		})
 		if g == nil {
 			continue
@@ -166,7 +166,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 			p.result.Kept[key] = Kept{Node: held.node.n.Node.Name, GPU: held.g.Info.Index, Profile: profiles[held.model.Name][0], Placement: held.held}
 			return nil
 		}
-		p.result.Unservable[key] = "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
+		p.result.Unservable[key] = NoRoom
 		return nil
 	}
 	g := best.g
