@@ -1,7 +1,8 @@
 // Command miglayout-bench runs the Auto-mode planner's benchmarks side by
 // side: plan quality on seeded synthetic traces (pkg/planner/quality) against
 // first-fit, nos's count-greedy method, the best static layout in hindsight,
-// free migration and an exact search, and prints one table with the issue's
+// free migration, the optimal online policy solved exactly and a clairvoyant
+// search on small clusters, and prints one table with the issue's
 // ratios.
 //
 //	go run ./cmd/miglayout-bench [-seeds N] [-quick] [-scenario 16gpu|2gpu] [-strategies a,b]

@@ -18,8 +18,16 @@
 //   - static (c): the best fixed layout chosen in hindsight, never changed;
 //   - migrate (d): free migration of running instances, an upper bound no
 //     real system may use;
-//   - exact (e): a clairvoyant search over placement choices on instances
-//     small enough to solve (loss model only);
+//   - exact (e): the optimal online placement policy, solved exactly by
+//     dynamic programming over the allocated devices of each GPU, on
+//     clusters small enough to enumerate (loss model only). It knows the
+//     arrival rate, the mix and the mean hold, not the trace, serves a claim
+//     whenever a placement exists and never moves an allocated device: the
+//     best any no-migration policy can do in expectation, and the reference
+//     of the gap goal where it is solved;
+//   - clairvoyant: an exact search over placement choices that knows every
+//     arrival and hold of the trace (loss model, small instances only), a
+//     relaxation of (e) no policy can reach, reported beside it;
 //   - bestfit and largestrange: the greedy "keep the largest free range" rule
 //     in two forms (least room for large profiles lost cluster-wide; most room
 //     left on the GPU used, the planner's tie-break), to test the issue's
@@ -28,16 +36,17 @@
 // Two models: loss (a claim not given a device within Config.Deadline is
 // dropped) and queue (claims wait; wait times are reported).
 //
-// Simulation rules shared by every strategy but migrate and exact: a change
-// takes Config.Repartition seconds, during which the GPU's destroyed and
-// created devices are unavailable (kept devices stay usable); a claim given a
-// device being created starts when it is ready; an allocated (or reserved)
-// device is never destroyed — the simulator refuses such a change and audits
+// Simulation rules shared by every strategy but migrate, exact and
+// clairvoyant: a change takes Config.Repartition seconds, during which the
+// GPU's destroyed and created devices are unavailable (kept devices stay
+// usable); a claim given a device being created starts when it is ready; an
+// allocated (or reserved) device is never destroyed — the simulator refuses such a change and audits
 // every claim's device at departure. Strategies with a per-GPU lock
 // (miglayout, nos: a controller plus a node agent) do not change a GPU whose
 // previous change is in flight; firstfit, bestfit and largestrange, which
 // model per-device creation by the scheduler's driver, have no such lock.
-// migrate and exact serve at once (no repartition delay): they are bounds.
+// migrate, exact and clairvoyant serve at once (no repartition delay): they
+// are references.
 //
 // Every strategy decides at every event (arrival, departure, end of a
 // change) over the whole pending queue; there is no batching window. Run

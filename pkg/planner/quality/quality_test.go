@@ -164,10 +164,11 @@ func TestRunIsDeterministic(t *testing.T) {
 }
 
 // TestBounds: free migration (d) serves at least as many large claims as
-// every no-migration strategy, and the exact search (e) at least as many as
-// every no-migration strategy on the instances it solves, within a
-// tolerance (both are greedy or relaxed in ways that make them bounds only
-// approximately: (d) is online, (e) serves instantly).
+// every no-migration strategy, and the clairvoyant search at least as many
+// as every no-migration strategy, (e) included, on the instances it solves,
+// within a tolerance (both are greedy or relaxed in ways that make them
+// bounds only approximately: (d) is online, the clairvoyant search serves
+// instantly).
 func TestBounds(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Scenarios = []Scenario{
@@ -189,7 +190,7 @@ func TestBounds(t *testing.T) {
 			}
 		}
 	}
-	// Exact against the others, trace by trace.
+	// The clairvoyant search against the others, (e) included, trace by trace.
 	byTrace := map[[3]string]map[string]TraceResult{}
 	for _, tr := range rep.Traces {
 		if tr.Scenario != "2gpu" {
@@ -202,36 +203,36 @@ func TestBounds(t *testing.T) {
 		byTrace[k][tr.Strategy] = tr
 	}
 	for k, m := range byTrace {
-		ex := m[Exact]
+		ex := m[Clairvoyant]
 		if ex.NA {
 			continue
 		}
 		for name, tr := range m {
-			if name == Exact || name == Migrate {
+			if name == Clairvoyant || name == Migrate {
 				continue
 			}
 			if ex.ServedLarge < tr.ServedLarge-1 {
-				t.Errorf("%v: exact serves %d large claims, %s %d", k, ex.ServedLarge, name, tr.ServedLarge)
+				t.Errorf("%v: the clairvoyant search serves %d large claims, %s %d", k, ex.ServedLarge, name, tr.ServedLarge)
 			}
 		}
 	}
 }
 
-// TestExactSearch: on one GPU, a 3g.40gb then a 4g.40gb claim: first-fit
-// puts the 3g at slice 0, where the 4g must go; the exact search places the
+// TestClairvoyantSearch: on one GPU, a 3g.40gb then a 4g.40gb claim: first-fit
+// puts the 3g at slice 0, where the 4g must go; the clairvoyant search places the
 // 3g at 4 and serves both.
-func TestExactSearch(t *testing.T) {
+func TestClairvoyantSearch(t *testing.T) {
 	m := a100(t)
 	tr := trace{claims: []claim{
 		{id: 0, profile: "3g.40gb", large: true, arrive: 0, hold: 100},
 		{id: 1, profile: "4g.40gb", large: true, arrive: 1, hold: 100},
 	}}
-	res, err := solveExact(m, tr, 1, 5, 1000)
+	res, err := solveClairvoyant(m, tr, 1, 5, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.large != 2 || res.total != 2 {
-		t.Errorf("exact serves %d large of %d, want 2 of 2", res.large, res.total)
+		t.Errorf("the clairvoyant search serves %d large of %d, want 2 of 2", res.large, res.total)
 	}
 	cfg := DefaultConfig()
 	fs, _ := newFeasibleSet(m, mixProfiles(cfg.Mixes))
@@ -244,8 +245,8 @@ func TestExactSearch(t *testing.T) {
 	}
 }
 
-// TestExactSymmetry: the symmetry reduction does not change the optimum.
-func TestExactSymmetry(t *testing.T) {
+// TestClairvoyantSymmetry: the symmetry reduction does not change the optimum.
+func TestClairvoyantSymmetry(t *testing.T) {
 	m := a100(t)
 	if n := len(slicePerms(m)); n < 2 {
 		t.Fatalf("A100 has %d slice symmetries, want more than the identity", n)
@@ -253,11 +254,11 @@ func TestExactSymmetry(t *testing.T) {
 	for seed := range uint64(4) {
 		for _, mix := range DefaultMixes() {
 			tr, _ := genTrace(m, mix, 2, 12, 0.9, 3600, seed)
-			a, err := solveExact(m, tr, 2, 60, 1_000_000)
+			a, err := solveClairvoyant(m, tr, 2, 60, 1_000_000)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := solveExactWith(m, tr, 2, 60, 1_000_000, false)
+			b, err := solveClairvoyantWith(m, tr, 2, 60, 1_000_000, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,7 +27,8 @@ type Report struct {
 // Row is a strategy's pooled outcome on a scenario, mix and model.
 type Row struct {
 	Scenario, Mix, Model, Strategy string
-	// Traces pooled; Solved of them (exact only; the others are n/a).
+	// Traces pooled; Solved of them ((e) and the clairvoyant search only;
+	// the others are n/a).
 	Traces, Solved                 int
 	NA                             bool
 	Reason                         string
@@ -65,16 +66,27 @@ func ratio(a, b int) float64 {
 // Ratio holds the goals for one scenario and mix.
 type Ratio struct {
 	Scenario, Mix string
-	// Bound is the strategy used as the best no-migration reference:
-	// exact where solved on every trace pooled, else migrate.
+	// Bound is the strategy used as the best no-migration reference: (e),
+	// the optimal online policy, where it is solved for the scenario, else
+	// (d) migrate.
 	Bound string
-	// Traces pooled (where exact is the bound: the traces it solved).
+	// Traces pooled.
 	Traces int
 	// Large served share, loss model: firstfit, miglayout, bound.
 	FirstFitLarge, MiglayoutLarge, BoundLarge float64
 	// GapClosed = (miglayout - firstfit) / (bound - firstfit); NaN when
 	// the bound is not above firstfit.
 	GapClosed float64
+	// MigrateLarge is (d)'s large served share, and ExactOfMigrateGap the
+	// share of the gap between firstfit and (d) that (e) closes: how far
+	// (d) is above what any no-migration policy reaches (NaN where (e) is
+	// not solved).
+	MigrateLarge, ExactOfMigrateGap float64
+	// ClairvoyantLarge is the clairvoyant search's large served share on
+	// the ClairvoyantTraces it solved, and GapClosedClairvoyant the gap
+	// miglayout closes against it on those traces (NaN where not run).
+	ClairvoyantLarge, GapClosedClairvoyant float64
+	ClairvoyantTraces                      int
 	// Served overall, miglayout over firstfit, per model.
 	ServedRatioLoss, ServedRatioQueue float64
 	// P95 wait of large claims in the queue model, miglayout over firstfit,
@@ -182,7 +194,8 @@ func percentile(xs []float64, q float64) float64 {
 func (rep *Report) ratios(groups map[rowKey][]TraceResult) {
 	for _, sc := range rep.Config.Scenarios {
 		for _, mix := range rep.Config.Mixes {
-			ra := Ratio{Scenario: sc.Name, Mix: mix.Name, GapClosed: math.NaN(), ServedRatioLoss: math.NaN(), ServedRatioQueue: math.NaN(), P95LargeRatio: math.NaN()}
+			ra := Ratio{Scenario: sc.Name, Mix: mix.Name, GapClosed: math.NaN(), ServedRatioLoss: math.NaN(), ServedRatioQueue: math.NaN(), P95LargeRatio: math.NaN(),
+				MigrateLarge: math.NaN(), ExactOfMigrateGap: math.NaN(), ClairvoyantLarge: math.NaN(), GapClosedClairvoyant: math.NaN()}
 			get := func(model, strat string, keep map[uint64]bool) (Row, bool) {
 				ts, ok := groups[rowKey{sc.Name, mix.Name, model, strat}]
 				if !ok {
@@ -190,33 +203,37 @@ func (rep *Report) ratios(groups map[rowKey][]TraceResult) {
 				}
 				return pool(rowKey{sc.Name, mix.Name, model, strat}, ts, keep), true
 			}
-			if ex, ok := groups[rowKey{sc.Name, mix.Name, "loss", Exact}]; ok && sc.Exact {
+			ff, ok1 := get("loss", FirstFit, nil)
+			ml, ok2 := get("loss", Miglayout, nil)
+			if ok1 && ok2 {
+				ra.HasLoss, ra.Traces = true, ff.Traces
+				ra.FirstFitLarge, ra.MiglayoutLarge = ff.LargeShare(), ml.LargeShare()
+				ra.ServedRatioLoss = ratio(ml.Served, ff.Served)
+				if b, ok := get("loss", Migrate, nil); ok {
+					ra.Bound, ra.BoundLarge, ra.MigrateLarge = Migrate, b.LargeShare(), b.LargeShare()
+				}
+				if b, ok := get("loss", Exact, nil); ok && sc.Exact && !b.NA && b.Solved == b.Traces {
+					ra.Bound, ra.BoundLarge = Exact, b.LargeShare()
+					if ra.MigrateLarge > ra.FirstFitLarge {
+						ra.ExactOfMigrateGap = (b.LargeShare() - ra.FirstFitLarge) / (ra.MigrateLarge - ra.FirstFitLarge)
+					}
+				}
+			}
+			if cv, ok := groups[rowKey{sc.Name, mix.Name, "loss", Clairvoyant}]; ok && ra.HasLoss {
 				keep := map[uint64]bool{}
-				for _, t := range ex {
+				for _, t := range cv {
 					if !t.NA {
 						keep[t.Seed] = true
 					}
 				}
+				b, _ := get("loss", Clairvoyant, keep)
+				ff, _ := get("loss", FirstFit, keep)
+				ml, _ := get("loss", Miglayout, keep)
 				if len(keep) > 0 {
-					ra.Bound = Exact
-					b, _ := get("loss", Exact, keep)
-					ff, ok1 := get("loss", FirstFit, keep)
-					ml, ok2 := get("loss", Miglayout, keep)
-					if ok1 && ok2 {
-						ra.Traces, ra.HasLoss = b.Traces, true
-						ra.FirstFitLarge, ra.MiglayoutLarge, ra.BoundLarge = ff.LargeShare(), ml.LargeShare(), b.LargeShare()
-						ra.ServedRatioLoss = ratio(ml.Served, ff.Served)
+					ra.ClairvoyantTraces, ra.ClairvoyantLarge = len(keep), b.LargeShare()
+					if b.LargeShare() > ff.LargeShare() {
+						ra.GapClosedClairvoyant = (ml.LargeShare() - ff.LargeShare()) / (b.LargeShare() - ff.LargeShare())
 					}
-				}
-			}
-			if ra.Bound == "" {
-				b, ok0 := get("loss", Migrate, nil)
-				ff, ok1 := get("loss", FirstFit, nil)
-				ml, ok2 := get("loss", Miglayout, nil)
-				if ok0 && ok1 && ok2 {
-					ra.Bound, ra.Traces, ra.HasLoss = Migrate, b.Traces, true
-					ra.FirstFitLarge, ra.MiglayoutLarge, ra.BoundLarge = ff.LargeShare(), ml.LargeShare(), b.LargeShare()
-					ra.ServedRatioLoss = ratio(ml.Served, ff.Served)
 				}
 			}
 			if ra.HasLoss && ra.BoundLarge > ra.FirstFitLarge {
@@ -240,8 +257,7 @@ func (rep *Report) ratios(groups map[rowKey][]TraceResult) {
 			if ra.HasLoss || ra.HasQueue {
 				rep.Ratios = append(rep.Ratios, ra)
 			}
-			ff, ok1 := get("loss", FirstFit, nil)
-			if ok1 {
+			if ff, ok := get("loss", FirstFit, nil); ok {
 				f := Fact{Scenario: sc.Name, Mix: mix.Name, FirstFitLarge: ff.LargeShare(), BestFitLarge: math.NaN(), LargestRangeLarge: math.NaN(), MiglayoutLarge: math.NaN()}
 				if r, ok := get("loss", BestFit, nil); ok {
 					f.BestFitLarge = r.LargeShare()
@@ -365,7 +381,7 @@ func (rep Report) String() string {
 			note = fmt.Sprintf("solved %d/%d", r.Solved, r.Traces)
 		}
 		destr, moved := num(r.DestroyedPerServed(), "%.2f"), fmt.Sprint(r.Moved)
-		if r.Strategy == Exact {
+		if r.Strategy == Clairvoyant {
 			destr, moved = "-", "-"
 		}
 		cells = append(cells, large, destr, moved, note)
@@ -374,7 +390,8 @@ func (rep Report) String() string {
 	tw.Flush()
 	b.WriteString("\n*  (c) best fixed layouts chosen in hindsight per trace (best uniform maximal layout, then GPU-by-GPU improvement).\n")
 	b.WriteString("†  (d) moves running instances (instant, no repartition delay): a bound no real system may use; 'moved' counts migrated instances.\n")
-	b.WriteString("‡  (e) clairvoyant search over placement choices, serving whenever a placement exists, instant service: loss model, small instances only.\n")
+	b.WriteString("§  (e) the optimal online policy, solved exactly by dynamic programming over the GPUs' allocated devices: knows the arrival rate, the mix and the mean hold, not the trace; serves whenever a placement exists, never moves an allocated device, instant service: the best any no-migration policy can do in expectation (loss model, small clusters only).\n")
+	b.WriteString("‡  clairvoyant search over placement choices, knowing every arrival and hold of the trace, serving whenever a placement exists, instant service: a relaxation of (e) no policy can reach (loss model, small instances only).\n")
 	b.WriteString("   served/large: share of claims (of 3g/4g/7g claims) given a device (loss: within the deadline; queue: before the run ends, else wait ∞).\n")
 
 	b.WriteString("\nGoals (miglayout vs (a) firstfit):\n")
@@ -397,9 +414,6 @@ func (rep Report) String() string {
 			}
 		}
 		bound := Labels[r.Bound]
-		if r.Bound == Exact {
-			bound += fmt.Sprintf(" (%d traces)", r.Traces)
-		}
 		p95ff, p95ml := "-", "-"
 		if r.HasQueue {
 			p95ff, p95ml = dur(r.P95LargeFF), dur(r.P95LargeMiglayout)
@@ -409,6 +423,31 @@ func (rep Report) String() string {
 			p95ff, p95ml, num(r.P95LargeRatio, "%.2f"), strings.Join(met, ", "))
 	}
 	tw.Flush()
+
+	var bounds []Ratio
+	for _, r := range rep.Ratios {
+		if r.Bound == Exact || !math.IsNaN(r.ClairvoyantLarge) {
+			bounds = append(bounds, r)
+		}
+	}
+	if len(bounds) > 0 {
+		b.WriteString("\nBounds (loss model, large claims served): where (e) is solved, the share of the gap between (a) and (d) migrate that the best no-migration policy itself closes, and the gap miglayout closes against the clairvoyant search:\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "scenario\tmix\tlarge (a)\tlarge miglayout\tlarge (e) exact\tlarge (d) migrate\t(e) closes of (a)→(d)\tlarge clairvoyant\tgap closed vs clairvoyant\t")
+		for _, r := range bounds {
+			ex := math.NaN()
+			if r.Bound == Exact {
+				ex = r.BoundLarge
+			}
+			cv := pct(r.ClairvoyantLarge)
+			if r.ClairvoyantTraces > 0 && r.ClairvoyantTraces < r.Traces {
+				cv += fmt.Sprintf(" (%d traces)", r.ClairvoyantTraces)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Mix, pct(r.FirstFitLarge), pct(r.MiglayoutLarge), pct(ex), pct(r.MigrateLarge),
+				pct(r.ExactOfMigrateGap), cv, pct(r.GapClosedClairvoyant))
+		}
+		tw.Flush()
+	}
 
 	if len(rep.Facts) > 0 {
 		b.WriteString("\nKnown fact (loss model): greedy \"keep the largest free range\" rules vs first-fit on large claims (bestfit: least headroom lost cluster-wide; largestrange: most headroom left on the GPU used, the planner's tie-break); first-fit losses that moving running instances would have avoided at the moment of loss:\n")

@@ -16,8 +16,8 @@ import (
 type TraceResult struct {
 	Scenario, Mix, Model, Strategy string
 	Seed                           uint64
-	// NA is set when the strategy does not apply (exact in the queue model,
-	// exact search too large); Reason says why.
+	// NA is set when the strategy does not apply ((e) and the clairvoyant
+	// search in the queue model or on too large a cluster); Reason says why.
 	NA                             bool
 	Reason                         string
 	N, Served, NLarge, ServedLarge int
@@ -33,7 +33,7 @@ type TraceResult struct {
 	LargeDropsGlobal   int
 	// Static is the layout per GPU chosen by (c).
 	Static []mig.Layout
-	// ExactStates is the exact search's memo size.
+	// ExactStates is the clairvoyant search's memo size.
 	ExactStates int
 }
 
@@ -62,6 +62,9 @@ func Run(cfg Config) (Report, error) {
 	}
 	if cfg.ExactStates == 0 {
 		cfg.ExactStates = 500_000
+	}
+	if cfg.ExactValues == 0 {
+		cfg.ExactValues = 5_000_000
 	}
 	profiles := mixProfiles(cfg.Mixes)
 	fs, err := newFeasibleSet(m, profiles)
@@ -163,7 +166,7 @@ func runJob(cfg *Config, m *mig.Model, fs *feasibleSet, layouts []mig.Layout, ge
 	for _, name := range cfg.Strategies {
 		tr0 := TraceResult{Scenario: j.scen.Name, Mix: j.mix.Name, Model: j.model, Strategy: name, Seed: j.seed}
 		switch name {
-		case Exact:
+		case Clairvoyant:
 			if queue || !j.scen.Exact {
 				tr0.NA, tr0.Reason = true, "not solved for this scenario"
 				if queue {
@@ -171,7 +174,7 @@ func runJob(cfg *Config, m *mig.Model, fs *feasibleSet, layouts []mig.Layout, ge
 				}
 				break
 			}
-			res, err := solveExact(m, tr, j.scen.GPUs, cfg.Deadline, cfg.ExactStates)
+			res, err := solveClairvoyant(m, tr, j.scen.GPUs, cfg.Deadline, cfg.ExactStates)
 			tr0.ExactStates = res.states
 			if err != nil {
 				tr0.NA, tr0.Reason = true, err.Error()
@@ -183,6 +186,28 @@ func runJob(cfg *Config, m *mig.Model, fs *feasibleSet, layouts []mig.Layout, ge
 					tr0.NLarge++
 				}
 			}
+		case Exact:
+			if queue || !j.scen.Exact {
+				tr0.NA, tr0.Reason = true, "not solved for this scenario"
+				if queue {
+					tr0.Reason = "loss model only"
+				}
+				break
+			}
+			dp, err := solveOnline(m, j.mix, j.scen.GPUs, len(tr.claims), load, cfg.ExactValues)
+			if err != nil {
+				tr0.NA, tr0.Reason = true, err.Error()
+				break
+			}
+			var arrive []float64
+			for _, c := range tr.claims {
+				arrive = append(arrive, c.arrive)
+			}
+			s := newSim(m, tr, j.scen.GPUs, j.scen.GPUsPerNode, init, cfg, queue, onlineStrategy{dp: dp, arrive: arrive}, fs)
+			if err := s.run(); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			fill(&tr0, s.result())
 		case Static:
 			r, best, err := bestStatic(cfg, m, fs, tr, j.scen, queue, layouts)
 			if err != nil {

@@ -11,25 +11,26 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig"
 )
 
-// errTooLarge: the exact search gave up.
-var errTooLarge = errors.New("exact search exceeds its state budget")
+// errClairvoyantTooLarge: the clairvoyant search gave up.
+var errClairvoyantTooLarge = errors.New("clairvoyant search exceeds its state budget")
 
-// exactResult is the best outcome of the exact search.
-type exactResult struct {
+// clairvoyantResult is the best outcome of the clairvoyant search.
+type clairvoyantResult struct {
 	large, total int
 	states       int
 }
 
-// exactSearch is strategy (e) in the loss model: a clairvoyant search over
-// placement choices, maximising served large claims, then served claims. It
-// is a bound for no-migration policies that serve a claim whenever some
-// placement can: at every arrival and departure, each waiting claim (arrival
+// clairvoyantSearch is the clairvoyant search of the loss model: an exact
+// search over placement choices that knows the whole trace, maximising
+// served large claims, then served claims. It bounds (e) and every other
+// no-migration policy that serves a claim whenever some placement can,
+// trace by trace, but no policy reaches it: at every arrival and departure, each waiting claim (arrival
 // order) that fits somewhere without moving an allocated device is placed,
 // and the search branches over every such (GPU, placement), up to the
 // symmetries of the placement geometry. Service is instant (no repartition
 // delay, no per-GPU lock) and free devices cost nothing, so it is
 // optimistic against the simulated strategies.
-type exactSearch struct {
+type clairvoyantSearch struct {
 	m        *mig.Model
 	claims   []claim
 	prof     []int // profile index per claim
@@ -44,34 +45,34 @@ type exactSearch struct {
 	buf    []byte
 }
 
-type exactDev struct {
+type cvDev struct {
 	id     int
 	start  int
 	depart float64
 }
 
-type exactGPU struct {
+type cvGPU struct {
 	mask    uint64
 	compute int
 	cnt     [16]int8
-	devs    []exactDev // by claim id
+	devs    []cvDev // by claim id
 }
 
-type exactState struct {
+type cvState struct {
 	next    int // next arrival
 	pending []int
-	gpus    []exactGPU
+	gpus    []cvGPU
 }
 
-func solveExact(m *mig.Model, tr trace, gpus int, deadline float64, limit int) (exactResult, error) {
-	return solveExactWith(m, tr, gpus, deadline, limit, true)
+func solveClairvoyant(m *mig.Model, tr trace, gpus int, deadline float64, limit int) (clairvoyantResult, error) {
+	return solveClairvoyantWith(m, tr, gpus, deadline, limit, true)
 }
 
-// solveExactWith is solveExact with the symmetry reduction on or off.
-func solveExactWith(m *mig.Model, tr trace, gpus int, deadline float64, limit int, symmetry bool) (exactResult, error) {
-	e := &exactSearch{m: m, claims: tr.claims, deadline: deadline, memo: map[string][2]int{}, limit: limit}
+// solveClairvoyantWith is solveClairvoyant with the symmetry reduction on or off.
+func solveClairvoyantWith(m *mig.Model, tr trace, gpus int, deadline float64, limit int, symmetry bool) (clairvoyantResult, error) {
+	e := &clairvoyantSearch{m: m, claims: tr.claims, deadline: deadline, memo: map[string][2]int{}, limit: limit}
 	if len(m.Profiles) > 16 {
-		return exactResult{}, errors.New("exact search supports at most 16 profiles")
+		return clairvoyantResult{}, errors.New("clairvoyant search supports at most 16 profiles")
 	}
 	idx := map[string]int{}
 	for i := range m.Profiles {
@@ -82,7 +83,7 @@ func solveExactWith(m *mig.Model, tr trace, gpus int, deadline float64, limit in
 		i, ok := idx[c.profile]
 		if !ok {
 			_, err := m.Profile(c.profile)
-			return exactResult{}, err
+			return clairvoyantResult{}, err
 		}
 		e.prof = append(e.prof, i)
 	}
@@ -109,18 +110,18 @@ func solveExactWith(m *mig.Model, tr trace, gpus int, deadline float64, limit in
 		}
 		e.mapped = append(e.mapped, byProf)
 	}
-	st := exactState{gpus: make([]exactGPU, gpus)}
+	st := cvState{gpus: make([]cvGPU, gpus)}
 	v, err := e.advance(st)
 	if err != nil {
-		return exactResult{states: len(e.memo)}, err
+		return clairvoyantResult{states: len(e.memo)}, err
 	}
-	return exactResult{large: v[0], total: v[1], states: len(e.memo)}, nil
+	return clairvoyantResult{large: v[0], total: v[1], states: len(e.memo)}, nil
 }
 
 func better(a, b [2]int) bool { return a[0] > b[0] || a[0] == b[0] && a[1] > b[1] }
 
 // advance moves to the next event instant after st's decisions.
-func (e *exactSearch) advance(st exactState) ([2]int, error) {
+func (e *clairvoyantSearch) advance(st cvState) ([2]int, error) {
 	if st.next >= len(e.claims) && len(st.pending) == 0 {
 		return [2]int{}, nil
 	}
@@ -136,14 +137,14 @@ func (e *exactSearch) advance(st exactState) ([2]int, error) {
 	if math.IsInf(t, 1) {
 		return [2]int{}, nil
 	}
-	ns := exactState{next: st.next, gpus: make([]exactGPU, len(st.gpus))}
+	ns := cvState{next: st.next, gpus: make([]cvGPU, len(st.gpus))}
 	for _, id := range st.pending {
 		if e.claims[id].arrive+e.deadline >= t {
 			ns.pending = append(ns.pending, id)
 		}
 	}
 	for i, g := range st.gpus {
-		var ng exactGPU
+		var ng cvGPU
 		for _, d := range g.devs {
 			if d.depart <= t {
 				continue
@@ -161,7 +162,7 @@ func (e *exactSearch) advance(st exactState) ([2]int, error) {
 		return v, nil
 	}
 	if len(e.memo) >= e.limit {
-		return [2]int{}, errTooLarge
+		return [2]int{}, errClairvoyantTooLarge
 	}
 	v, err := e.place(ns, 0, t)
 	if err != nil {
@@ -171,7 +172,7 @@ func (e *exactSearch) advance(st exactState) ([2]int, error) {
 	return v, nil
 }
 
-func (g *exactGPU) add(e *exactSearch, d exactDev) {
+func (g *cvGPU) add(e *clairvoyantSearch, d cvDev) {
 	p := e.profs[e.prof[d.id]]
 	g.mask |= mask(d.start, p.MemorySlices)
 	g.compute += p.ComputeSlices
@@ -182,7 +183,7 @@ func (g *exactGPU) add(e *exactSearch, d exactDev) {
 func mask(start, size int) uint64 { return ((uint64(1) << size) - 1) << start }
 
 // place decides pending claim k onwards at time t.
-func (e *exactSearch) place(st exactState, k int, t float64) ([2]int, error) {
+func (e *clairvoyantSearch) place(st cvState, k int, t float64) ([2]int, error) {
 	if k == len(st.pending) {
 		return e.advance(st)
 	}
@@ -202,8 +203,8 @@ func (e *exactSearch) place(st exactState, k int, t float64) ([2]int, error) {
 			if g.mask&mask(pl.Start, pl.Size) != 0 {
 				continue
 			}
-			ng := exactGPU{mask: g.mask, compute: g.compute, cnt: g.cnt, devs: slices.Clone(g.devs)}
-			ng.add(e, exactDev{id: id, start: pl.Start, depart: t + c.hold})
+			ng := cvGPU{mask: g.mask, compute: g.compute, cnt: g.cnt, devs: slices.Clone(g.devs)}
+			ng.add(e, cvDev{id: id, start: pl.Start, depart: t + c.hold})
 			// Skip a choice equivalent to one tried: the same GPU state up
 			// to symmetry, from a GPU in the same state.
 			if k := from + ">" + e.gpuKey(ng); seen[k] {
@@ -211,7 +212,7 @@ func (e *exactSearch) place(st exactState, k int, t float64) ([2]int, error) {
 			} else {
 				seen[k] = true
 			}
-			ns := exactState{next: st.next, pending: slices.Delete(slices.Clone(st.pending), k, k+1), gpus: slices.Clone(st.gpus)}
+			ns := cvState{next: st.next, pending: slices.Delete(slices.Clone(st.pending), k, k+1), gpus: slices.Clone(st.gpus)}
 			ns.gpus[gi] = ng
 			v, err := e.place(ns, k, t)
 			if err != nil {
@@ -232,7 +233,7 @@ func (e *exactSearch) place(st exactState, k int, t float64) ([2]int, error) {
 	return e.place(st, k+1, t)
 }
 
-func (e *exactSearch) key(st exactState) string {
+func (e *clairvoyantSearch) key(st cvState) string {
 	var b bytes.Buffer
 	b.Write(binary.AppendUvarint(nil, uint64(st.next)))
 	for _, id := range st.pending {
@@ -253,14 +254,14 @@ func (e *exactSearch) key(st exactState) string {
 // gpuKey is the canonical form of a GPU's state: its devices (claim,
 // placement start, departure) under the slice permutation giving the least
 // bytes.
-func (e *exactSearch) gpuKey(g exactGPU) string {
+func (e *clairvoyantSearch) gpuKey(g cvGPU) string {
 	if len(g.devs) == 0 {
 		return ""
 	}
 	devs := g.devs
-	if !slices.IsSortedFunc(devs, func(a, b exactDev) int { return a.id - b.id }) {
+	if !slices.IsSortedFunc(devs, func(a, b cvDev) int { return a.id - b.id }) {
 		devs = slices.Clone(devs)
-		slices.SortFunc(devs, func(a, b exactDev) int { return a.id - b.id })
+		slices.SortFunc(devs, func(a, b cvDev) int { return a.id - b.id })
 	}
 	const per = 11
 	n := len(devs) * per
