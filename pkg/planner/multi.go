@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -28,8 +29,68 @@ func (p *planner) serveMulti(ctx context.Context, pod Pod, nodes []*nodeState) e
 			return nil
 		}
 	}
-	p.result.Unservable[key] = "no Auto-mode node can hold all of the pod's claims at once"
+	if p.nested {
+		p.result.Unservable[key] = "no room"
+		return nil
+	}
+	fits, err := p.fitsWhenFree(ctx, pod, nodes)
+	if err != nil {
+		return fmt.Errorf("planning pod %s: %w", key, err)
+	}
+	if fits {
+		p.result.Unservable[key] = NoRoom
+		return nil
+	}
+	p.result.Unservable[key] = "no Auto-mode node can hold all of the pod's claims at once, even with every GPU free"
 	return nil
+}
+
+// fitsWhenFree reports whether some node of nodes could serve the pod if
+// none of its GPUs held a device and none of the other drivers' devices it
+// can use were allocated: whether the pod only waits for room (NoRoom) or
+// asks for what no node can hold. It plans the pod alone on such a node,
+// once per kind of node (GPU models, allowed profiles; the node itself
+// where other drivers' slices are involved) and kind of pod (claim specs).
+func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState) (bool, error) {
+	specs := make([]resourceapi.ResourceClaimSpec, len(pod.Claims))
+	for i, c := range pod.Claims {
+		specs[i] = c.Spec
+	}
+	podKind, err := json.Marshal(specs)
+	if err != nil {
+		return false, fmt.Errorf("encoding the pod's claims: %w", err)
+	}
+	for _, n := range nodes {
+		kind := n.policyKey
+		for _, g := range n.gpus {
+			kind += "|" + g.model.Name
+		}
+		if len(n.n.OtherSlices) > 0 {
+			kind += "|node " + n.n.Node.Name
+		}
+		key := kind + "\x00" + string(podKind)
+		fits, ok := p.fitsFree[key]
+		if !ok {
+			free := Node{Node: n.n.Node, Policy: n.n.Policy, OtherSlices: n.n.OtherSlices}
+			free.Policy.MaxGPUsPerNode = len(n.gpus)
+			for _, g := range n.gpus {
+				free.GPUs = append(free.GPUs, GPU{Info: g.g.Info})
+			}
+			pl, err := newPlanner(ctx, Snapshot{Driver: p.snap.Driver, Nodes: []Node{free}, Pending: []Pod{pod}, Classes: p.snap.Classes}, true)
+			if err != nil {
+				return false, err
+			}
+			fits = len(pl.p.result.Served) > 0
+			if p.fitsFree == nil {
+				p.fitsFree = map[string]bool{}
+			}
+			p.fitsFree[key] = fits
+		}
+		if fits {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, error) {

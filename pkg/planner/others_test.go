@@ -88,7 +88,7 @@ func TestPlanWithOtherDrivers(t *testing.T) {
 			want: trace{
 				Changes:    []string{"n1/0: 7g.80gb@0 -> 3g.40gb@4 serves default/train"},
 				Served:     []string{"default/train -> n1 gpu-0-mig-3g40gb-9-4 after change"},
-				Unservable: map[string]string{"default/tune": "no Auto-mode node can hold all of the pod's claims at once"},
+				Unservable: map[string]string{"default/tune": NoRoom},
 			},
 		},
 		"a MIG device and a NIC of another driver are planned together": {
@@ -101,7 +101,7 @@ func TestPlanWithOtherDrivers(t *testing.T) {
 		"the node's NIC is taken: nothing is changed for the pod": {
 			nodes:     []Node{withNICs(gpuNode(), nicSlice("n1", "nic-0"))},
 			allocated: []structured.DeviceID{structured.MakeDeviceID(nicDriver, "n1", "nic-0")},
-			want:      trace{Unservable: map[string]string{"default/train": "no Auto-mode node can hold all of the pod's claims at once"}},
+			want:      trace{Unservable: map[string]string{"default/train": NoRoom}},
 		},
 		"a NIC pool shared by the nodes of one rack: planned on a node of that rack": {
 			nodes: []Node{
@@ -116,11 +116,11 @@ func TestPlanWithOtherDrivers(t *testing.T) {
 		"a NIC pool for all nodes, its only NIC taken: nothing is changed for the pod": {
 			nodes:     []Node{withNICs(gpuNode(), sharedNICSlice("", "nic-0"))},
 			allocated: []structured.DeviceID{structured.MakeDeviceID(nicDriver, "fabric-", "nic-0")},
-			want:      trace{Unservable: map[string]string{"default/train": "no Auto-mode node can hold all of the pod's claims at once"}},
+			want:      trace{Unservable: map[string]string{"default/train": NoRoom}},
 		},
 		"a node without the other driver's devices cannot serve it": {
 			nodes: []Node{gpuNode()},
-			want:  trace{Unservable: map[string]string{"default/train": "no Auto-mode node can hold all of the pod's claims at once"}},
+			want:  trace{Unservable: map[string]string{"default/train": "no Auto-mode node can hold all of the pod's claims at once, even with every GPU free"}},
 		},
 	}
 	for name, tc := range tests {

@@ -43,6 +43,10 @@ type planner struct {
 	// otherPlanned are other drivers' devices that pods served by this
 	// plan count on (no later pod of the plan gets them).
 	otherPlanned sets.Set[structured.DeviceID]
+	// fitsFree caches fitsWhenFree by kind of node and pod.
+	fitsFree map[string]bool
+	// nested: this plan is fitsWhenFree's (no fitsWhenFree inside).
+	nested bool
 }
 
 // Plan computes the changes that serve snap.Pending. It returns an error only
@@ -65,7 +69,13 @@ type Planner struct{ p *planner }
 
 // NewPlanner plans snap.Pending.
 func NewPlanner(ctx context.Context, snap Snapshot) (*Planner, error) {
-	p := &planner{snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
+	return newPlanner(ctx, snap, false)
+}
+
+// newPlanner plans snap.Pending; nested is set for the plans fitsWhenFree
+// makes, which report a pod nothing serves without asking again.
+func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, error) {
+	p := &planner{nested: nested, snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{}, maxGPUs: snap.MaxGPUs,
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
 		otherPlanned: sets.New[structured.DeviceID]()}

@@ -66,6 +66,16 @@ func TestPlan(t *testing.T) {
 				Unservable: map[string]string{"default/small": NoRoom},
 			},
 		},
+		"a pod of two devices that fit the node once a device in use ends waits for room": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "1g.10gb@0", "1g.10gb@0").build()},
+			pods:  []Pod{pod("pair", 1).claim(profileIs("3g.40gb"), 2).build()},
+			want:  trace{Unservable: map[string]string{"default/pair": NoRoom}},
+		},
+		"a pod of two devices that no node of its kind can hold is not servable": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build()},
+			pods:  []Pod{pod("pair", 1).claim(profileIs("4g.40gb"), 2).build()},
+			want:  trace{Unservable: map[string]string{"default/pair": "no Auto-mode node can hold all of the pod's claims at once, even with every GPU free"}},
+		},
 		"a pod passed over for AgingAfter is planned by age": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
 			pods:  []Pod{pod("small", 61).claim(profileIs("1g.10gb"), 1).build(), pod("big", 1).claim(profileIs("7g.80gb"), 1).build()},

@@ -138,11 +138,12 @@ func (k Kept) String() string {
 	return fmt.Sprintf("memory slices %d-%d of %s/gpu-%d (where a %s goes)", k.Placement.Start, k.Placement.End()-1, k.Node, k.GPU, k.Profile)
 }
 
-// NoRoom is the Result.Unservable reason of a pod that some GPU could
-// serve, but none can now: devices in use are in the way, or the limits on
-// GPUs changed at once are reached. Such a pod of a large profile is in
-// Result.Kept instead.
-const NoRoom = "no Auto-mode GPU has room for a device that satisfies the claim without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
+// NoRoom is the Result.Unservable reason of a pod that some node could
+// serve with its GPUs free, but none can now: devices in use (or other
+// drivers' devices it needs, allocated to other claims) are in the way, or
+// the limits on GPUs changed at once are reached. Such a pod of one device
+// of a large profile is in Result.Kept instead.
+const NoRoom = "no Auto-mode node has room for the pod's devices now without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
 
 // Result is a plan.
 type Result struct {
