@@ -123,7 +123,7 @@ func (p *planner) keepSpares() {
 					if _, err := g.model.Profile(prof); err != nil {
 						continue
 					}
-					a := p.addition(g, prof)
+					a := p.additionWith(g, prof, true)
 					if a == nil || a.destroyed > 0 {
 						continue
 					}
@@ -369,10 +369,17 @@ func (p *planner) classAddition(c *class, g *gpuState, prof string) *addition {
 	return a
 }
 
+// addition is the best way to add a device of prof to g (see add), nil
+// where there is none.
 func (p *planner) addition(g *gpuState, prof string) *addition {
+	return p.additionWith(g, prof, false)
+}
+
+// additionWith is addition, keeping every free device when keepFree.
+func (p *planner) additionWith(g *gpuState, prof string, keepFree bool) *addition {
 	soft := g.softLayout()
 	avoid := g.avoid()
-	k := additionKey{model: g.model.Name, orig: g.g.Layout.String(), layout: g.layout.String(), fixed: g.fixed.String(), soft: soft.String(), profile: prof}
+	k := additionKey{model: g.model.Name, orig: g.g.Layout.String(), layout: g.layout.String(), fixed: g.fixed.String(), soft: soft.String(), profile: prof, keepFree: keepFree}
 	if avoid != nil {
 		k.avoid = avoid[0]
 	}
@@ -382,7 +389,7 @@ func (p *planner) addition(g *gpuState, prof string) *addition {
 	if p.noAdd[k] {
 		return nil
 	}
-	a, ok := add(g.model, g.g.Layout, g.layout, g.hard(), soft, prof, avoid)
+	a, ok := add(g.model, g.g.Layout, g.layout, g.hard(), soft, prof, avoid, keepFree)
 	if !ok {
 		p.noAdd[k] = true
 		return nil

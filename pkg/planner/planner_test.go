@@ -66,6 +66,22 @@ func TestPlan(t *testing.T) {
 				Unservable: map[string]string{"default/small": NoRoom},
 			},
 		},
+		"room for large profiles comes before keeping free devices: a 1g goes where the 2g is, not into the 4g's half": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "2g.20gb@4,1g.10gb@6", "1g.10gb@6").build()},
+			pods:  []Pod{pod("small", 1).claim(profileIs("1g.10gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: 2g.20gb@4,1g.10gb@6 -> 1g.10gb@4,1g.10gb@6 serves default/small"},
+				Served:  []string{"default/small -> n1 gpu-0-mig-1g10gb-19-4 after change"},
+			},
+		},
+		"a 3g goes to the right half, destroying two free devices, and the free 4g stays": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,2g.20gb@4,1g.10gb@6", "").build()},
+			pods:  []Pod{pod("mid", 1).claim(profileIs("3g.40gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: 4g.40gb@0,2g.20gb@4,1g.10gb@6 -> 4g.40gb@0,3g.40gb@4 serves default/mid"},
+				Served:  []string{"default/mid -> n1 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
 		"a pod of two devices that fit the node once a device in use ends waits for room": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "1g.10gb@0", "1g.10gb@0").build()},
 			pods:  []Pod{pod("pair", 1).claim(profileIs("3g.40gb"), 2).build()},

@@ -197,15 +197,19 @@ type additionKey struct {
 	model, orig, layout, fixed, soft, profile string
 	// avoid is the placement kept for a waiting pod (zero: none).
 	avoid mig.Placement
+	// keepFree: no free device may be destroyed.
+	keepFree bool
 }
 
 // add finds the layout that adds one device of profile p to layout while
 // keeping every hard device (pinned, or reserved and existing) where it is
-// and every soft one (reserved, created by this plan) somewhere, destroying
-// the fewest devices of orig (the GPU's real layout), then losing the least
-// room for large profiles. Neither the new device nor a soft one lands in
-// an avoid placement. ok is false when no such layout exists.
-func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string, avoid []mig.Placement) (addition, bool) {
+// and every soft one (reserved, created by this plan) somewhere, losing the
+// least room for large profiles (addition.loss), then destroying the fewest
+// devices of orig (the GPU's real layout), then leaving the most room.
+// With keepFree no free device of layout is dropped. Neither the new device
+// nor a soft one lands in an avoid placement. ok is false when no such
+// layout exists.
+func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string, avoid []mig.Placement, keepFree bool) (addition, bool) {
 	var free mig.Layout
 	for _, d := range layout.Canonical() {
 		if !hard.Contains(d) && !soft.Contains(d) {
@@ -215,8 +219,11 @@ func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string, avoid 
 	fixedBefore := append(slices.Clone(hard), soft...)
 	var best addition
 	found := false
-	// Drop free devices only when nothing fits otherwise, fewest first.
-	for drop := 0; drop <= len(free) && !found; drop++ {
+	maxDrop := len(free)
+	if keepFree {
+		maxDrop = 0
+	}
+	for drop := 0; drop <= maxDrop; drop++ {
 		mig.ForEachSubset(len(free), drop, func(idx []int) {
 			dropped := mig.Layout{}
 			for _, i := range idx {
@@ -251,7 +258,7 @@ func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string, avoid 
 			}
 			cand := addition{layout: res.Layout, device: dev, moved: moved, destroyed: destroyed,
 				headroom: model.Headroom(res.Layout), loss: headroomLoss(model, fixedBefore, fixedAfter)}
-			if !found || cand.destroyed < best.destroyed || cand.destroyed == best.destroyed && cand.betterPlaced(&best) {
+			if !found || cand.betterThan(&best) {
 				best, found = cand, true
 			}
 		})
@@ -301,6 +308,18 @@ func placeReserved(layout, hard, soft, orig mig.Layout, p string) (map[mig.Devic
 	}
 	dev, _ := pick(p)
 	return moved, dev
+}
+
+// betterThan: less loss of room for large profiles, then fewer devices
+// destroyed, then more room left.
+func (a *addition) betterThan(b *addition) bool {
+	if c := slices.Compare(a.loss, b.loss); c != 0 {
+		return c < 0
+	}
+	if a.destroyed != b.destroyed {
+		return a.destroyed < b.destroyed
+	}
+	return slices.Compare(a.headroom, b.headroom) > 0
 }
 
 // betterPlaced: less loss of room for large profiles, then more room left.

@@ -27,7 +27,7 @@ const nicDriver = "nic.e2e.example.com"
 // device and, in a second claim, a NIC of another driver that node A publishes. The
 // planner puts the node's NIC beside the hypothetical MIG devices when it runs the
 // allocator, so it plans the 4g.40gb on node A and the scheduler then allocates both
-// claims there. A second pod whose NIC is taken is not planned for.
+// claims there. A second pod whose NIC is taken is not planned for: it waits for capacity.
 func TestAutoPlansPodsThatAlsoAskForAnotherDriver(t *testing.T) {
 	ctx := clustertest.Context(t, 2*time.Minute)
 	// Whole GPUs first (MIG on: the planner only uses GPUs in MIG mode), then Auto.
@@ -118,10 +118,10 @@ func TestAutoPlansPodsThatAlsoAskForAnotherDriver(t *testing.T) {
 			fmt.Sprintf("bound to %s, gpu %s, nic %s/%s", p.Spec.NodeName, gpuDev, nicPool, nicDev)
 	})
 
-	// The only NIC is taken now: a second such pod cannot run anywhere, and the planner
-	// says so instead of cutting a GPU for it.
+	// The only NIC is taken now: a second such pod cannot run until it is released; the
+	// planner says it waits for capacity instead of cutting a GPU for it.
 	env.CreatePod(t, ctx, pod("second"))
-	waitPodEvent(t, ctx, ns, "second", "NotServableByAutoMode")
+	waitPodEvent(t, ctx, ns, "second", "WaitingForCapacity")
 	data, err := os.ReadFile(filepath.Join(env.Cluster.LogDir(), "controller.log"))
 	if err != nil {
 		t.Fatal(err)
