@@ -51,6 +51,9 @@ func (b *nodeB) gpu(model, layout, pinned string) *nodeB {
 	return b
 }
 
+// brand sets the brand the last GPU reports.
+func (b *nodeB) brand(v string) *nodeB { b.n.GPUs[len(b.n.GPUs)-1].Info.Brand = v; return b }
+
 func (b *nodeB) changing() *nodeB { b.n.GPUs[len(b.n.GPUs)-1].Changing = true; return b }
 
 func (b *nodeB) build() Node { return b.n }

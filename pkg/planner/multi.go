@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -49,8 +50,11 @@ func (p *planner) serveMulti(ctx context.Context, pod Pod, nodes []*nodeState) e
 // none of its GPUs held a device and none of the other drivers' devices it
 // can use were allocated: whether the pod only waits for room (NoRoom) or
 // asks for what no node can hold. It plans the pod alone on such a node,
-// once per kind of node (GPU models, allowed profiles; the node itself
-// where other drivers' slices are involved) and kind of pod (claim specs).
+// once per kind of node and kind of pod (claim specs). Nodes are of a kind
+// when their policies and GPUs (model and every attribute the devices
+// publish but the GPU's own identity) are the same; the node itself is the
+// kind where other drivers' slices are involved or where a selector may
+// name one GPU (its uuid or PCI bus ID).
 func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState) (bool, error) {
 	specs := make([]resourceapi.ResourceClaimSpec, len(pod.Claims))
 	for i, c := range pod.Claims {
@@ -60,19 +64,31 @@ func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState)
 	if err != nil {
 		return false, fmt.Errorf("encoding the pod's claims: %w", err)
 	}
+	perGPU := namesOneGPU(string(podKind))
+	for _, c := range p.snap.Classes {
+		if classJSON, err := json.Marshal(c.Spec); err == nil && namesOneGPU(string(classJSON)) {
+			perGPU = true
+		}
+	}
 	for _, n := range nodes {
 		kind := n.policyKey
 		for _, g := range n.gpus {
-			kind += "|" + g.model.Name
+			info := g.g.Info
+			info.UUID, info.PCIBusID = "", ""
+			attrs, err := json.Marshal(info)
+			if err != nil {
+				return false, fmt.Errorf("encoding GPU %d of node %s: %w", info.Index, n.n.Node.Name, err)
+			}
+			kind += "|" + g.model.Name + string(attrs)
 		}
-		if len(n.n.OtherSlices) > 0 {
+		if len(n.n.OtherSlices) > 0 || perGPU {
 			kind += "|node " + n.n.Node.Name
 		}
 		key := kind + "\x00" + string(podKind)
 		fits, ok := p.fitsFree[key]
 		if !ok {
 			free := Node{Node: n.n.Node, Policy: n.n.Policy, OtherSlices: n.n.OtherSlices}
-			free.Policy.MaxGPUsPerNode = len(n.gpus)
+			free.Policy.MaxGPUsPerNode, free.Policy.Spares = len(n.gpus), nil
 			for _, g := range n.gpus {
 				free.GPUs = append(free.GPUs, GPU{Info: g.g.Info})
 			}
@@ -262,4 +278,11 @@ func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.De
 	}
 	p.servedAt[key] = len(p.result.Served)
 	p.result.Served = append(p.result.Served, pl)
+}
+
+// namesOneGPU reports whether a claim or class spec (JSON) may select a
+// device by its GPU's identity, which differs between GPUs of one kind.
+func namesOneGPU(spec string) bool {
+	spec = strings.ToLower(spec)
+	return strings.Contains(spec, "uuid") || strings.Contains(spec, "pcibusid")
 }

@@ -87,6 +87,14 @@ func TestPlan(t *testing.T) {
 			pods:  []Pod{pod("pair", 1).claim(profileIs("3g.40gb"), 2).build()},
 			want:  trace{Unservable: map[string]string{"default/pair": NoRoom}},
 		},
+		"a pod of two devices waits for room on the node whose GPU it selects, not on one of the same model it does not": {
+			nodes: []Node{
+				node("n1").gpu("A100-SXM4-80GB", "", "").brand("Other").build(),
+				node("n2").gpu("A100-SXM4-80GB", "1g.10gb@0", "1g.10gb@0").build(),
+			},
+			pods: []Pod{pod("pair", 1).claim(profileIs("3g.40gb")+" && device.attributes['mig.miglayout.io'].brand == 'Nvidia'", 2).build()},
+			want: trace{Unservable: map[string]string{"default/pair": NoRoom}},
+		},
 		"a pod of two devices that no node of its kind can hold is not servable": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build()},
 			pods:  []Pod{pod("pair", 1).claim(profileIs("4g.40gb"), 2).build()},

@@ -23,8 +23,9 @@
 //     clusters small enough to enumerate (loss model only). It knows the
 //     arrival rate, the mix and the mean hold, not the trace, serves a claim
 //     whenever a placement exists and never moves an allocated device: the
-//     best any no-migration policy can do in expectation, and the reference
-//     of the gap goal where it is solved;
+//     best such policy can do in expectation (solved for claims lost at once
+//     when they do not fit; played with the deadline like the others), and
+//     the reference of the gap goal where it is solved;
 //   - clairvoyant: an exact search over placement choices that knows every
 //     arrival and hold of the trace (loss model, small instances only), a
 //     relaxation of (e) no policy can reach, reported beside it;

@@ -19,10 +19,15 @@ const onlineEpsilon = 1e-6
 // cluster small enough to enumerate: the policy that, knowing the arrival
 // rate, the demand mix and the mean hold (but not the trace), places each
 // claim where the expected number of large claims served over the rest of
-// the trace (then of claims served) is highest. Like (e)'s clairvoyant
-// search it serves a claim whenever some placement can and never moves an
-// allocated device, so it is the best any such no-migration policy can do
-// in expectation; unlike it, it does not know when claims arrive or leave.
+// the trace (then of claims served) is highest. Like the clairvoyant search
+// it serves a claim whenever some placement can and never moves an
+// allocated device; unlike it, it does not know when claims arrive or
+// leave. It is the best such policy in expectation in a model where a claim
+// that does not fit when it arrives is lost at once; played in the
+// simulator, where a claim waits Config.Deadline, it serves a little more
+// than its value function says (a departure within the deadline is a
+// second chance), as do the other strategies. A policy that turns claims
+// away while a placement exists (admission control) is outside its scope.
 //
 // Arrivals are Poisson and holds exponential, so the state that matters is
 // the allocated devices of each GPU (which claim holds them and since when
@@ -192,7 +197,11 @@ func (dp *onlineDP) tuple(t []int, i, s int) int {
 	u := slices.Clone(t)
 	u[i] = s
 	sort.Ints(u)
-	return dp.tupleID[tupleKey(u)]
+	id, ok := dp.tupleID[tupleKey(u)]
+	if !ok {
+		panic(fmt.Sprintf("cluster state %v not enumerated", u))
+	}
+	return id
 }
 
 // transitions lists, per cluster state, the states an arrival of each

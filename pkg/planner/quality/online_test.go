@@ -156,3 +156,36 @@ func TestGoalReference(t *testing.T) {
 		t.Error("report lacks the bounds table")
 	}
 }
+
+// TestExactLooksAhead: the policy values a placement by the arrivals still
+// to come. On one GPU with 1g.10gb and 4g.40gb demand, the first of two 1g
+// claims goes to the right half (a 4g may arrive next and needs the left
+// half); the last one, with nothing left to arrive, has every placement
+// worth the same and takes the first.
+func TestExactLooksAhead(t *testing.T) {
+	m := a100(t)
+	cfg := DefaultConfig()
+	mix := Mix{Name: "1g+4g", Weights: map[string]float64{"1g.10gb": 1, "4g.40gb": 1}}
+	dp, err := newOnlineDP(m, mix, 1, 2, cfg.LossLoad, cfg.ExactValues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := newFeasibleSet(m, mixProfiles(cfg.Mixes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := trace{claims: []claim{
+		{id: 0, profile: "1g.10gb", arrive: 0, hold: 1000},
+		{id: 1, profile: "1g.10gb", arrive: 1, hold: 1000},
+	}}
+	s := newSim(m, tr, 1, 1, nil, &cfg, false, onlineStrategy{dp: dp, arrive: []float64{0, 1}}, fs)
+	if err := s.run(); err != nil {
+		t.Fatal(err)
+	}
+	if c := s.claims[0]; c.gpu != 0 || c.dev.Start < 4 {
+		t.Errorf("first 1g.10gb got %s on GPU %d, want the right half (start 4-6)", c.dev, c.gpu)
+	}
+	if c := s.claims[1]; c.gpu != 0 || c.dev.Start != 0 {
+		t.Errorf("last 1g.10gb got %s on GPU %d, want start 0 (nothing left to arrive)", c.dev, c.gpu)
+	}
+}

@@ -98,7 +98,7 @@ type Ratio struct {
 
 // Goals reports which of the three goals the ratio meets.
 func (r Ratio) Goals() (gap, served, wait bool) {
-	gap = !math.IsNaN(r.GapClosed) && r.GapClosed >= 0.5 || math.IsNaN(r.GapClosed) && r.MiglayoutLarge >= r.FirstFitLarge
+	gap = r.Bound != "" && (!math.IsNaN(r.GapClosed) && r.GapClosed >= 0.5 || math.IsNaN(r.GapClosed) && r.MiglayoutLarge >= r.FirstFitLarge)
 	served = (!r.HasLoss || r.ServedRatioLoss >= 1) && (!r.HasQueue || r.ServedRatioQueue >= 1)
 	wait = !r.HasQueue || r.P95LargeRatio <= 0.5
 	return
@@ -390,7 +390,7 @@ func (rep Report) String() string {
 	tw.Flush()
 	b.WriteString("\n*  (c) best fixed layouts chosen in hindsight per trace (best uniform maximal layout, then GPU-by-GPU improvement).\n")
 	b.WriteString("†  (d) moves running instances (instant, no repartition delay): a bound no real system may use; 'moved' counts migrated instances.\n")
-	b.WriteString("§  (e) the optimal online policy, solved exactly by dynamic programming over the GPUs' allocated devices: knows the arrival rate, the mix and the mean hold, not the trace; serves whenever a placement exists, never moves an allocated device, instant service: the best any no-migration policy can do in expectation (loss model, small clusters only).\n")
+	b.WriteString("§  (e) the optimal online policy, solved exactly by dynamic programming over the GPUs' allocated devices: knows the arrival rate, the mix and the mean hold, not the trace; serves whenever a placement exists, never moves an allocated device, instant service: the best such policy can do in expectation (solved for claims lost when they do not fit at once, played with the deadline; loss model, small clusters only).\n")
 	b.WriteString("‡  clairvoyant search over placement choices, knowing every arrival and hold of the trace, serving whenever a placement exists, instant service: a relaxation of (e) no policy can reach (loss model, small instances only).\n")
 	b.WriteString("   served/large: share of claims (of 3g/4g/7g claims) given a device (loss: within the deadline; queue: before the run ends, else wait ∞).\n")
 
@@ -467,6 +467,9 @@ func (rep Report) String() string {
 func gapText(r Ratio) string {
 	if !r.HasLoss {
 		return "-"
+	}
+	if r.Bound == "" {
+		return "no reference"
 	}
 	if math.IsNaN(r.GapClosed) {
 		return "no gap"
