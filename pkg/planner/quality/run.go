@@ -167,11 +167,8 @@ func runJob(cfg *Config, m *mig.Model, fs *feasibleSet, layouts []mig.Layout, ge
 		tr0 := TraceResult{Scenario: j.scen.Name, Mix: j.mix.Name, Model: j.model, Strategy: name, Seed: j.seed}
 		switch name {
 		case Clairvoyant:
-			if queue || !j.scen.Exact {
-				tr0.NA, tr0.Reason = true, "not solved for this scenario"
-				if queue {
-					tr0.Reason = "loss model only"
-				}
+			if why, skip := smallLossOnly(queue, j.scen); skip {
+				tr0.NA, tr0.Reason = true, why
 				break
 			}
 			res, err := solveClairvoyant(m, tr, j.scen.GPUs, cfg.Deadline, cfg.ExactStates)
@@ -187,11 +184,8 @@ func runJob(cfg *Config, m *mig.Model, fs *feasibleSet, layouts []mig.Layout, ge
 				}
 			}
 		case Exact:
-			if queue || !j.scen.Exact {
-				tr0.NA, tr0.Reason = true, "not solved for this scenario"
-				if queue {
-					tr0.Reason = "loss model only"
-				}
+			if why, skip := smallLossOnly(queue, j.scen); skip {
+				tr0.NA, tr0.Reason = true, why
 				break
 			}
 			dp, err := solveOnline(m, j.mix, j.scen.GPUs, len(tr.claims), load, cfg.ExactValues)
@@ -229,6 +223,19 @@ func runJob(cfg *Config, m *mig.Model, fs *feasibleSet, layouts []mig.Layout, ge
 		out = append(out, tr0)
 	}
 	return out, nil
+}
+
+// smallLossOnly says why (e) and the clairvoyant search do not run on a
+// job of sc in the given model, if they do not: both are loss-model
+// strategies for scenarios small enough to solve (Scenario.Exact).
+func smallLossOnly(queue bool, sc Scenario) (string, bool) {
+	switch {
+	case queue:
+		return "loss model only", true
+	case !sc.Exact:
+		return "not solved for this scenario", true
+	}
+	return "", false
 }
 
 func newStrategy(name string, sc Scenario, geoms []map[string]int) (strategy, error) {
