@@ -64,12 +64,16 @@ func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState)
 	if err != nil {
 		return false, fmt.Errorf("encoding the pod's claims: %w", err)
 	}
-	perGPU := namesOneGPU(string(podKind))
-	for _, c := range p.snap.Classes {
-		if classJSON, err := json.Marshal(c.Spec); err == nil && namesOneGPU(string(classJSON)) {
-			perGPU = true
+	if p.classesNameGPU == nil {
+		names := false
+		for _, c := range p.snap.Classes {
+			if spec, err := json.Marshal(c.Spec); err == nil && namesOneGPU(string(spec)) {
+				names = true
+			}
 		}
+		p.classesNameGPU = &names
 	}
+	perGPU := *p.classesNameGPU || namesOneGPU(string(podKind))
 	for _, n := range nodes {
 		kind := n.policyKey
 		for _, g := range n.gpus {

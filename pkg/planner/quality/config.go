@@ -2,6 +2,7 @@ package quality
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -163,13 +164,7 @@ func isLarge(p *mig.Profile) bool { return p.ComputeSlices >= 3 }
 // genTrace draws n arrivals (Poisson, rate set for load on gpus GPUs) of
 // profiles drawn from mix, holding for exponential times of mean hold.
 func genTrace(m *mig.Model, mix Mix, gpus, n int, load, hold float64, seed uint64) (trace, error) {
-	names := slices.Sorted(func(yield func(string) bool) {
-		for k := range mix.Weights {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(mix.Weights))
 	var cum []float64
 	var profs []*mig.Profile
 	total, meanW := 0.0, 0.0

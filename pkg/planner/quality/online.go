@@ -3,6 +3,7 @@ package quality
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -90,7 +91,7 @@ func solveOnline(m *mig.Model, mix Mix, gpus, n int, load float64, limit int) (*
 func newOnlineDP(m *mig.Model, mix Mix, gpus, n int, load float64, limit int) (*onlineDP, error) {
 	dp := &onlineDP{m: m, gpus: gpus, stateID: map[string]int{}, tupleID: map[string]int{}}
 	total, meanW := 0.0, 0.0
-	for _, name := range slices.Sorted(mapKeys(mix.Weights)) {
+	for _, name := range slices.Sorted(maps.Keys(mix.Weights)) {
 		p, err := m.Profile(name)
 		if err != nil {
 			return nil, fmt.Errorf("mix %s: %w", mix.Name, err)
@@ -114,16 +115,6 @@ func newOnlineDP(m *mig.Model, mix Mix, gpus, n int, load float64, limit int) (*
 	}
 	dp.solve(n)
 	return dp, nil
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // enumerate lists every set of allocated devices one GPU can hold, from
