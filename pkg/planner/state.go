@@ -322,14 +322,6 @@ func (a *addition) betterThan(b *addition) bool {
 	return slices.Compare(a.headroom, b.headroom) > 0
 }
 
-// betterPlaced: less loss of room for large profiles, then more room left.
-func (a *addition) betterPlaced(b *addition) bool {
-	if c := slices.Compare(a.loss, b.loss); c != 0 {
-		return c < 0
-	}
-	return slices.Compare(a.headroom, b.headroom) > 0
-}
-
 // headroomLoss is Headroom(before) - Headroom(after), per profile.
 func headroomLoss(m *mig.Model, before, after mig.Layout) []int {
 	b, a := m.Headroom(before), m.Headroom(after)
