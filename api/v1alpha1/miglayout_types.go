@@ -189,6 +189,57 @@ type MigLayoutStatus struct {
 	// +listType=atomic
 	// +optional
 	Nodes []NodeRow `json:"nodes,omitempty"`
+
+	// Auto counts what the Auto-mode planner last decided (Auto mode
+	// only; written by the planner, not the status aggregation above).
+	// +optional
+	Auto *AutoStatus `json:"auto,omitempty"`
+}
+
+// AutoStatus counts the pending pods of the Auto-mode planner's last plan.
+// Pods are counted, not listed: each pod's events say where it stands
+// (WaitingForRepartition, WaitingForCapacity, NotServableByAutoMode), and
+// `kubectl miglayout plan` lists them. Counts marked cluster-wide cover
+// every Auto-mode MigLayout, since a pod nothing can place now belongs to
+// no node yet.
+type AutoStatus struct {
+	// LastPlanTime is when the planner computed these counts; it is
+	// written when a count changes.
+	// +optional
+	LastPlanTime *metav1.Time `json:"lastPlanTime,omitempty"`
+	// PendingPods counts the pods, cluster-wide, that wait for
+	// ResourceClaims to be allocated.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PendingPods int32 `json:"pendingPods"`
+	// WaitingForRepartition counts pods the plan serves on this
+	// MigLayout's nodes, with devices being created for them or free
+	// already.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	WaitingForRepartition int32 `json:"waitingForRepartition"`
+	// ChangedGPUs counts the GPUs of this MigLayout's nodes the plan
+	// repartitions.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ChangedGPUs int32 `json:"changedGPUs"`
+	// WaitingForCapacity counts pods for which the plan keeps a placement
+	// on this MigLayout's nodes until devices in use end.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	WaitingForCapacity int32 `json:"waitingForCapacity"`
+	// WaitingForRoom counts pods, cluster-wide, that an Auto-mode node
+	// could serve but none can now (devices in use, another driver's
+	// device taken, or the limits on GPUs changed at once), with no
+	// placement kept for them.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	WaitingForRoom int32 `json:"waitingForRoom"`
+	// NotServable counts pods, cluster-wide, that no Auto-mode node can
+	// serve even with its GPUs free.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	NotServable int32 `json:"notServable"`
 }
 
 // NodeRow is the state of one node in a MigLayout's status.

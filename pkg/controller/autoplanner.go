@@ -116,7 +116,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	snap.Now, snap.AgingAfter = a.now(), a.agingAfter()
 	pendingDemand.Set(float64(len(snap.Pending)))
 	if len(snap.Nodes) == 0 {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil))
 	}
 	a.mu.Lock()
 	wait := a.batch.observe(inputKey(in, snap), a.now(), a.idle(), a.max())
@@ -125,7 +125,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if len(snap.Pending) == 0 {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil))
 	}
 	start := time.Now()
 	res, err := planner.Plan(ctx, snap)
@@ -138,6 +138,9 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, err
 	}
 	a.notify(snap, res)
+	if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, &res)); err != nil {
+		return ctrl.Result{}, err
+	}
 	// Nothing else may happen when a pod starts to be planned by age:
 	// look again then.
 	return ctrl.Result{RequeueAfter: nextAging(snap)}, nil

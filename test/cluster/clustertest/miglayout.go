@@ -114,6 +114,9 @@ func (e *Env) WaitMigLayout(t testing.TB, ctx context.Context, name string, gene
 			return false, err.Error()
 		}
 		detail := fmt.Sprintf("observedGeneration %d, %s, nodes %+v", ml.Status.ObservedGeneration, ConditionsString(ml.Status.Conditions), ml.Status.Nodes)
+		if a := ml.Status.Auto; a != nil {
+			detail += fmt.Sprintf(", auto %+v", *a)
+		}
 		return ml.Status.ObservedGeneration >= generation && ok(&ml), detail
 	})
 	return &ml

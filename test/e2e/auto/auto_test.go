@@ -276,6 +276,14 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPodEvent(t, ctx, ns, "later", controller.EventWaitingForCapacity)
+	// The MigLayout's status counts the plan (what `kubectl describe miglayout` shows):
+	// the 7g.80gb pod waits on its nodes with a placement kept, the impossible pod counts
+	// cluster-wide, and nothing is being repartitioned.
+	env.WaitMigLayout(t, ctx, layoutName, ml.Generation, 30*time.Second, "status.auto counting the waiting pods", func(ml *v1alpha1.MigLayout) bool {
+		a := ml.Status.Auto
+		return a != nil && a.LastPlanTime != nil && a.PendingPods == 2 && a.WaitingForCapacity == 1 && a.NotServable == 1 &&
+			a.WaitingForRepartition == 0 && a.ChangedGPUs == 0 && a.WaitingForRoom == 0
+	})
 	for _, n := range []string{nodeA, nodeB} {
 		if got := clustertest.Layouts(env.Snapshot(t, n)); !slices.Equal(got, before[n]) {
 			t.Errorf("%s layouts went from %v to %v for a pod no GPU has room for", n, before[n], got)

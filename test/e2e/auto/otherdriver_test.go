@@ -37,6 +37,11 @@ func TestAutoPlansPodsThatAlsoAskForAnotherDriver(t *testing.T) {
 		Rules:        []v1alpha1.LayoutRule{{Name: "whole", ProductName: a100, Profiles: map[string]int32{"7g.80gb": 1}}},
 	})
 	env.WaitReady(t, ctx, ml, 2)
+	// Out of Auto mode, the planner's counts leave the status (after an Auto test, the
+	// MigLayout had them).
+	env.WaitMigLayout(t, ctx, layoutName, ml.Generation, 30*time.Second, "no Auto status in Static mode", func(ml *v1alpha1.MigLayout) bool {
+		return ml.Status.Auto == nil
+	})
 	ml = env.SetMigLayout(t, ctx, layoutName, v1alpha1.MigLayoutSpec{
 		NodeSelector: metav1.LabelSelector{MatchLabels: autoNodes},
 		Mode:         v1alpha1.ModeAuto,
@@ -122,6 +127,10 @@ func TestAutoPlansPodsThatAlsoAskForAnotherDriver(t *testing.T) {
 	// planner says it waits for capacity instead of cutting a GPU for it.
 	env.CreatePod(t, ctx, pod("second"))
 	waitPodEvent(t, ctx, ns, "second", "WaitingForCapacity")
+	env.WaitMigLayout(t, ctx, layoutName, ml.Generation, 30*time.Second, "status.auto counting the pod that waits for room", func(ml *v1alpha1.MigLayout) bool {
+		a := ml.Status.Auto
+		return a != nil && a.PendingPods == 1 && a.WaitingForRoom == 1 && a.WaitingForCapacity == 0 && a.NotServable == 0
+	})
 	data, err := os.ReadFile(filepath.Join(env.Cluster.LogDir(), "controller.log"))
 	if err != nil {
 		t.Fatal(err)

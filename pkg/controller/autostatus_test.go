@@ -1,0 +1,72 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
+)
+
+func TestAutoStatuses(t *testing.T) {
+	autoML := func(name string) *v1alpha1.MigLayout {
+		ml := migLayout(name).build()
+		ml.UID = k8stypes.UID("uid-" + name)
+		ml.Spec.Mode = v1alpha1.ModeAuto
+		return &ml
+	}
+	a, b := autoML("a"), autoML("b")
+	static := migLayout("s").build()
+	static.Spec.Mode = v1alpha1.ModeStatic
+	gone := autoML("gone")
+	gone.DeletionTimestamp = &metav1.Time{}
+	in := AutoInputs{
+		MigLayouts: []v1alpha1.MigLayout{*a, *b, static, *gone},
+		NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{
+			"a1": ownedBy(nodeMigLayout("a1").build(), a),
+			"a2": ownedBy(nodeMigLayout("a2").build(), a),
+			"b1": ownedBy(nodeMigLayout("b1").build(), b),
+			"s1": ownedBy(nodeMigLayout("s1").build(), &static),
+		},
+	}
+	pending := make([]planner.Pod, 5)
+	for i := range pending {
+		pending[i] = planner.Pod{Pod: &corev1.Pod{}}
+	}
+	snap := planner.Snapshot{Pending: pending}
+	res := &planner.Result{
+		Changes: []planner.Change{{Node: "a1", GPU: 0}, {Node: "a1", GPU: 1}, {Node: "b1", GPU: 0}},
+		Served:  []planner.Placement{{Pod: "ns/p1", Node: "a1"}, {Pod: "ns/p2", Node: "a2"}, {Pod: "ns/p3", Node: "b1"}},
+		Kept:    map[string]planner.Kept{"ns/p4": {Node: "b1", GPU: 0, Profile: "7g.80gb", Placement: mig.Placement{Size: 8}}},
+		Unservable: map[string]string{
+			"ns/p5": planner.NoRoom, "ns/p6": planner.NoRoom, "ns/p7": "no profile satisfies the claim",
+		},
+	}
+	tests := map[string]struct {
+		res  *planner.Result
+		want map[string]v1alpha1.AutoStatus
+	}{
+		"a plan: counts on each MigLayout's nodes, cluster-wide counts on every Auto MigLayout": {
+			res: res,
+			want: map[string]v1alpha1.AutoStatus{
+				"a": {PendingPods: 5, WaitingForRepartition: 2, ChangedGPUs: 2, WaitingForRoom: 2, NotServable: 1},
+				"b": {PendingPods: 5, WaitingForRepartition: 1, ChangedGPUs: 1, WaitingForCapacity: 1, WaitingForRoom: 2, NotServable: 1},
+			},
+		},
+		"no plan: only the pending pods": {
+			want: map[string]v1alpha1.AutoStatus{"a": {PendingPods: 5}, "b": {PendingPods: 5}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, AutoStatuses(in, snap, tc.res)); diff != "" {
+				t.Errorf("Auto statuses (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
