@@ -77,7 +77,8 @@ func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map
 // writeAutoStatus records the counts in each Auto-mode MigLayout's
 // status.auto where a count changed, and clears status.auto of MigLayouts
 // that left Auto mode. It patches status.auto alone (a JSON merge patch),
-// so it never overwrites what the status aggregation writes.
+// so it never overwrites what the status aggregation writes. A MigLayout
+// deleted meanwhile is skipped.
 func (a *AutoPlanner) writeAutoStatus(ctx context.Context, mls []v1alpha1.MigLayout, counts map[string]v1alpha1.AutoStatus) error {
 	logger := klog.FromContext(ctx)
 	for i := range mls {
@@ -101,7 +102,7 @@ func (a *AutoPlanner) writeAutoStatus(ctx context.Context, mls []v1alpha1.MigLay
 			want.LastPlanTime = &now
 			next.Status.Auto = &want
 		}
-		if err := a.Client.Status().Patch(ctx, next, client.MergeFrom(cur)); err != nil {
+		if err := a.Client.Status().Patch(ctx, next, client.MergeFrom(cur)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("writing the Auto status of MigLayout %s: %w", cur.Name, err)
 		}
 		logger.V(1).Info("Wrote Auto status", "migLayout", cur.Name, "auto", next.Status.Auto)
