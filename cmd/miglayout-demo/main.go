@@ -4,7 +4,9 @@
 // and one miglayout-agent per node as processes, and a stand-in kubelet per node (see
 // test/cluster). It applies deploy/examples/demo-static.yaml, waits until the GPUs hold
 // it, runs two pods with MIG devices allocated by the real kube-scheduler, then changes the
-// layout while one pod holds its device and shows that device surviving in place.
+// layout while one pod holds its device and shows that device surviving in place, and last
+// switches to Auto mode: a pending pod's claim for a profile no GPU holds makes the planner
+// repartition a free GPU, and a claim no GPU model can satisfy is reported.
 //
 //	go run ./cmd/miglayout-demo            # run the steps, stop the cluster, exit 0 on success
 //	go run ./cmd/miglayout-demo --keep     # leave the cluster up afterwards (KEEP=1 too)
@@ -41,6 +43,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -115,6 +118,7 @@ func (d *demo) main(ctx context.Context) int {
 		{"A pod from a ResourceClaimTemplate gets a claim of its own", d.templatePod},
 		{"kubectl describe miglayout " + layoutName, d.describe},
 		{"Change the layout while trainer holds its device", d.changeLayout},
+		{"Auto mode: a pending pod's claim repartitions a free GPU; an impossible one hears why", d.autoMode},
 	}
 	d.printf("miglayout demo: declarative MIG layouts on a real Kubernetes %s control plane, GPUs simulated\n", harness.KubernetesVersion)
 	for i, s := range steps {
@@ -576,6 +580,135 @@ func (d *demo) changeLayout(ctx context.Context) error {
 		return err
 	}
 	return d.kubectl(ctx, "get", "miglayout", layoutName, "-o", "wide")
+}
+
+// ---- step 9 ----
+
+func (d *demo) autoMode(ctx context.Context) error {
+	d.printf("  Switch the MigLayout to Auto mode: pending claims decide the layouts from now on\n")
+	d.printf("  (the devices in use stay; every GPU keeps its layout until demand needs a change).\n")
+	if err := d.kubectl(ctx, "patch", "miglayout", layoutName, "--type=merge", "-p", `{"spec":{"mode":"Auto","rules":null}}`); err != nil {
+		return err
+	}
+	if err := d.waitLayoutReady(ctx); err != nil {
+		return err
+	}
+	before, err := d.snapshots()
+	if err != nil {
+		return err
+	}
+	docs := workloadDocs("four-g", "finetune", "too-big", "oversized")
+	d.printf("\n  No GPU holds a 4g.40gb device now. Pod finetune asks for one, pod oversized for\n")
+	d.printf("  more memory than any GPU has:\n")
+	d.printf("  $ kubectl apply -f - <<EOF\n")
+	d.printYAML(docs)
+	d.printf("  EOF\n")
+	if err := d.c.Apply(ctx, []byte(docs)); err != nil {
+		return err
+	}
+	if err := d.waitRunning(ctx, "finetune"); err != nil {
+		return err
+	}
+	pod, err := d.c.Client().CoreV1().Pods(namespace).Get(ctx, "finetune", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if len(pod.Status.ResourceClaimStatuses) == 0 || pod.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+		return fmt.Errorf("pod finetune has no generated claim: %+v", pod.Status.ResourceClaimStatuses)
+	}
+	claim, err := d.c.Client().ResourceV1().ResourceClaims(namespace).Get(ctx, *pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if _, _, err := d.printAllocation(ctx, claim); err != nil {
+		return err
+	}
+	after, err := d.snapshots()
+	if err != nil {
+		return err
+	}
+	d.printf("\n  GPUs the planner repartitioned (NVML, via the simulator):\n")
+	tw := tabwriter.NewWriter(indent(d.out, "    "), 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tGPU\tBEFORE\tAFTER\t")
+	changed := 0
+	for _, node := range []string{nodeA100, nodeH100} {
+		for i, g := range after[node].GPUs {
+			if b, a := before[node].GPUs[i].Layout().String(), g.Layout().String(); a != b {
+				changed++
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t\n", node, g.Index, b, a)
+			}
+		}
+	}
+	_ = tw.Flush()
+	if changed == 0 {
+		return fmt.Errorf("finetune runs but no GPU was repartitioned")
+	}
+	if was, ok := findDevice(before[nodeA100], d.claimUUID); !ok {
+		return fmt.Errorf("trainer's device %s (%s) is not in NVML", d.claimDevice, d.claimUUID)
+	} else if now, ok := findDevice(after[nodeA100], d.claimUUID); !ok || now != was {
+		return fmt.Errorf("trainer's device %s (%s) moved or went away: now %v", d.claimDevice, d.claimUUID, layoutsOf(after[nodeA100]))
+	}
+	d.printf("\n  What the planner told the pods (events):\n")
+	for _, e := range []struct{ pod, reason string }{{"finetune", "WaitingForRepartition"}, {"oversized", "NotServableByAutoMode"}} {
+		note, err := d.waitEvent(ctx, e.pod, e.reason)
+		if err != nil {
+			return err
+		}
+		d.printf("    pod %s: %s: %s\n", e.pod, e.reason, note)
+	}
+	ml, err := d.waitAutoStatus(ctx, func(a *v1alpha1.AutoStatus) bool { return a.PendingPods == 1 && a.NotServable == 1 })
+	if err != nil {
+		return err
+	}
+	out, err := yaml.Marshal(ml.Status.Auto)
+	if err != nil {
+		return err
+	}
+	d.printf("\n  What kubectl describe miglayout %s shows under Auto (status.auto):\n", layoutName)
+	d.printYAML(string(out))
+	return nil
+}
+
+// waitEvent waits for an event with the reason about a pod of the demo's namespace and
+// returns its note.
+func (d *demo) waitEvent(ctx context.Context, pod, reason string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	note := ""
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		list, err := d.c.Client().EventsV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
+		if err != nil {
+			return false, nil
+		}
+		for _, e := range list.Items {
+			if e.Reason == reason {
+				note = e.Note
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("no %s event on pod %s: %w", reason, pod, err)
+	}
+	return note, nil
+}
+
+// waitAutoStatus waits until the MigLayout's status.auto satisfies ok.
+func (d *demo) waitAutoStatus(ctx context.Context, ok func(*v1alpha1.AutoStatus) bool) (*v1alpha1.MigLayout, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var ml v1alpha1.MigLayout
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if err := d.crc.Get(ctx, crclient.ObjectKey{Name: layoutName}, &ml); err != nil {
+			return false, nil
+		}
+		return ml.Status.Auto != nil && ok(ml.Status.Auto), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("MigLayout %s: status.auto %+v: %w", layoutName, ml.Status.Auto, err)
+	}
+	return &ml, nil
 }
 
 func (d *demo) waitInUse(ctx context.Context, gpuIdx int, dev mig.Device) error {

@@ -20,6 +20,7 @@ func TestWorkloadDocs(t *testing.T) {
 	}{
 		{[]string{"Namespace", "gpu-16g", "trainer"}, []string{"Namespace", "ResourceClaim", "Pod"}},
 		{[]string{"one-1g", "notebook"}, []string{"ResourceClaimTemplate", "Pod"}},
+		{[]string{"four-g", "finetune", "too-big", "oversized"}, []string{"ResourceClaimTemplate", "Pod", "ResourceClaimTemplate", "Pod"}},
 	} {
 		docs := strings.Split(workloadDocs(tc.keys...), "\n---\n")
 		if len(docs) != len(tc.kinds) {
