@@ -191,7 +191,8 @@ type MigLayoutStatus struct {
 	Nodes []NodeRow `json:"nodes,omitempty"`
 
 	// Auto counts what the Auto-mode planner last decided (Auto mode
-	// only; written by the planner, not the status aggregation above).
+	// only). The planner writes it; the other status fields come from the
+	// NodeMigLayouts.
 	// +optional
 	Auto *AutoStatus `json:"auto,omitempty"`
 }
@@ -199,47 +200,48 @@ type MigLayoutStatus struct {
 // AutoStatus counts the pending pods of the Auto-mode planner's last plan.
 // Pods are counted, not listed: each pod's events say where it stands
 // (WaitingForRepartition, WaitingForCapacity, NotServableByAutoMode), and
-// `kubectl miglayout plan` lists them. Counts marked cluster-wide cover
-// every Auto-mode MigLayout, since a pod nothing can place now belongs to
-// no node yet.
+// `kubectl miglayout plan` lists them. Counts said to be cluster-wide are
+// the same on every Auto-mode MigLayout (a pod no GPU can take now belongs
+// to no node yet), so they do not add up across MigLayouts.
 type AutoStatus struct {
-	// LastPlanTime is when the planner computed these counts; it is
-	// written when a count changes.
+	// LastChangeTime is when the planner last wrote different counts.
 	// +optional
-	LastPlanTime *metav1.Time `json:"lastPlanTime,omitempty"`
-	// PendingPods counts the pods, cluster-wide, that wait for
+	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+	// PendingPods counts the pods, cluster-wide, that wait for their
 	// ResourceClaims to be allocated.
 	// +kubebuilder:validation:Minimum=0
-	// +optional
+	// +required
 	PendingPods int32 `json:"pendingPods"`
-	// WaitingForRepartition counts pods the plan serves on this
-	// MigLayout's nodes, with devices being created for them or free
-	// already.
+	// WaitingForRepartitionPods counts the pods that wait for a GPU of
+	// this MigLayout's nodes to be repartitioned for them (event
+	// WaitingForRepartition); pods the plan gives a device that is free
+	// already are not counted.
 	// +kubebuilder:validation:Minimum=0
-	// +optional
-	WaitingForRepartition int32 `json:"waitingForRepartition"`
+	// +required
+	WaitingForRepartitionPods int32 `json:"waitingForRepartitionPods"`
 	// ChangedGPUs counts the GPUs of this MigLayout's nodes the plan
 	// repartitions.
 	// +kubebuilder:validation:Minimum=0
-	// +optional
+	// +required
 	ChangedGPUs int32 `json:"changedGPUs"`
-	// WaitingForCapacity counts pods for which the plan keeps a placement
-	// on this MigLayout's nodes until devices in use end.
+	// WaitingForCapacityPods counts the pods that wait for devices in use
+	// to end with a placement kept for them on this MigLayout's nodes
+	// (event WaitingForCapacity).
 	// +kubebuilder:validation:Minimum=0
-	// +optional
-	WaitingForCapacity int32 `json:"waitingForCapacity"`
-	// WaitingForRoom counts pods, cluster-wide, that an Auto-mode node
-	// could serve but none can now (devices in use, another driver's
+	// +required
+	WaitingForCapacityPods int32 `json:"waitingForCapacityPods"`
+	// WaitingForRoomPods counts the pods, cluster-wide, that an Auto-mode
+	// node could serve but none can now (devices in use, another driver's
 	// device taken, or the limits on GPUs changed at once), with no
-	// placement kept for them.
+	// placement kept for them; their event is WaitingForCapacity too.
 	// +kubebuilder:validation:Minimum=0
-	// +optional
-	WaitingForRoom int32 `json:"waitingForRoom"`
-	// NotServable counts pods, cluster-wide, that no Auto-mode node can
-	// serve even with its GPUs free.
+	// +required
+	WaitingForRoomPods int32 `json:"waitingForRoomPods"`
+	// NotServablePods counts the pods, cluster-wide, that no Auto-mode
+	// node can serve even with its GPUs free (event NotServableByAutoMode).
 	// +kubebuilder:validation:Minimum=0
-	// +optional
-	NotServable int32 `json:"notServable"`
+	// +required
+	NotServablePods int32 `json:"notServablePods"`
 }
 
 // NodeRow is the state of one node in a MigLayout's status.

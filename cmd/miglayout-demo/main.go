@@ -656,7 +656,7 @@ func (d *demo) autoMode(ctx context.Context) error {
 		}
 		d.printf("    pod %s: %s: %s\n", e.pod, e.reason, note)
 	}
-	ml, err := d.waitAutoStatus(ctx, func(a *v1alpha1.AutoStatus) bool { return a.PendingPods == 1 && a.NotServable == 1 })
+	ml, err := d.waitAutoStatus(ctx, func(a *v1alpha1.AutoStatus) bool { return a.PendingPods == 1 && a.NotServablePods == 1 })
 	if err != nil {
 		return err
 	}
@@ -664,7 +664,8 @@ func (d *demo) autoMode(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.printf("\n  What kubectl describe miglayout %s shows under Auto (status.auto):\n", layoutName)
+	d.printf("\n  The MigLayout's status.auto once finetune runs (kubectl describe miglayout %s shows it\n", layoutName)
+	d.printf("  under Auto): only oversized is still pending.\n")
 	d.printYAML(string(out))
 	return nil
 }
@@ -674,22 +675,26 @@ func (d *demo) autoMode(ctx context.Context) error {
 func (d *demo) waitEvent(ctx context.Context, pod, reason string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	note := ""
+	note, seen := "", ""
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		list, err := d.c.Client().EventsV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
 		if err != nil {
+			seen = err.Error()
 			return false, nil
 		}
+		var reasons []string
 		for _, e := range list.Items {
-			if e.Reason == reason {
+			if e.Regarding.Kind == "Pod" && e.Reason == reason {
 				note = e.Note
 				return true, nil
 			}
+			reasons = append(reasons, e.Reason+": "+e.Note)
 		}
+		seen = strings.Join(reasons, " | ")
 		return false, nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("no %s event on pod %s: %w", reason, pod, err)
+		return "", fmt.Errorf("no %s event on pod %s: %w (seen: %s)", reason, pod, err, seen)
 	}
 	return note, nil
 }

@@ -77,6 +77,10 @@ type AutoPlanner struct {
 	mu     sync.Mutex
 	batch  batcher
 	events map[string]string // pod -> last note, so each pod hears once per change
+	// autoWritten is the status.auto last written per MigLayout (without
+	// its time), so an unchanged one is not written again though the cache
+	// may lag behind the write.
+	autoWritten map[string]v1alpha1.AutoStatus
 }
 
 // SetupWithManager registers the planner: any change to pods waiting for
@@ -125,20 +129,27 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if len(snap.Pending) == 0 {
-		return ctrl.Result{}, a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil))
+		if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil)); err != nil {
+			a.forget()
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, nil
 	}
 	start := time.Now()
 	res, err := planner.Plan(ctx, snap)
 	plannerLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
+		a.forget()
 		return ctrl.Result{}, fmt.Errorf("planning Auto layouts: %w", err)
 	}
 	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "served", len(res.Served), "kept", len(res.Kept), "unservable", len(res.Unservable))
 	if err := a.apply(ctx, res); err != nil {
+		a.forget()
 		return ctrl.Result{}, err
 	}
 	a.notify(snap, res)
 	if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, &res)); err != nil {
+		a.forget()
 		return ctrl.Result{}, err
 	}
 	// Nothing else may happen when a pod starts to be planned by age:
@@ -242,12 +253,7 @@ func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
 	for _, p := range snap.Pending {
 		pods[p.Pod.Namespace+"/"+p.Pod.Name] = p.Pod
 	}
-	to := map[string]string{}
-	for _, c := range res.Changes {
-		for _, pod := range c.Serves {
-			to[pod] = fmt.Sprintf("%s/gpu-%d: %s", c.Node, c.GPU, c.To.String())
-		}
-	}
+	targets := repartitionTargets(snap, res)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.events == nil {
@@ -261,26 +267,8 @@ func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
 		a.events[key] = reason + note
 		a.Recorder.Eventf(pod, nil, eventType, reason, "Plan", "%s", note)
 	}
-	// GPUs whose change is in flight: a pod served by one of their coming
-	// devices waits for that change too.
-	inFlight := map[string]string{}
-	for _, n := range snap.Nodes {
-		for _, g := range n.GPUs {
-			if g.Changing {
-				inFlight[fmt.Sprintf("%s/%d", n.Node.Name, g.Info.Index)] = fmt.Sprintf("%s/gpu-%d: %s", n.Node.Name, g.Info.Index, g.Layout.String())
-			}
-		}
-	}
 	for _, s := range res.Served {
-		target := to[s.Pod]
-		if target == "" {
-			for _, d := range s.Devices {
-				if idx, _, ok := migslices.DeviceGPUIndex(d); ok && inFlight[fmt.Sprintf("%s/%d", s.Node, idx)] != "" {
-					target = inFlight[fmt.Sprintf("%s/%d", s.Node, idx)]
-				}
-			}
-		}
-		if target != "" {
+		if target := targets[s.Pod]; target != "" {
 			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, "waiting for the repartition of "+target+" (a device such as "+strings.Join(s.Devices, ", ")+")")
 		}
 	}
@@ -337,10 +325,46 @@ func (a *AutoPlanner) max() time.Duration {
 	return 10 * time.Second
 }
 
-// inputKey fingerprints what a plan depends on: the pending pods and the
-// nodes' reported and desired state.
+// repartitionTargets names, for each served pod that waits for a GPU to be
+// repartitioned, that GPU and its coming layout ("node/gpu-N: layout"): a
+// change of the plan serves it, or one of its devices is coming with a
+// change in flight. Pods given devices that are free already are absent.
+func repartitionTargets(snap planner.Snapshot, res planner.Result) map[string]string {
+	out := map[string]string{}
+	for _, c := range res.Changes {
+		for _, pod := range c.Serves {
+			out[pod] = fmt.Sprintf("%s/gpu-%d: %s", c.Node, c.GPU, c.To.String())
+		}
+	}
+	inFlight := map[string]string{}
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			if g.Changing {
+				inFlight[fmt.Sprintf("%s/%d", n.Node.Name, g.Info.Index)] = fmt.Sprintf("%s/gpu-%d: %s", n.Node.Name, g.Info.Index, g.Layout.String())
+			}
+		}
+	}
+	for _, s := range res.Served {
+		if out[s.Pod] != "" {
+			continue
+		}
+		for _, d := range s.Devices {
+			if idx, _, ok := migslices.DeviceGPUIndex(d); ok && inFlight[fmt.Sprintf("%s/%d", s.Node, idx)] != "" {
+				out[s.Pod] = inFlight[fmt.Sprintf("%s/%d", s.Node, idx)]
+			}
+		}
+	}
+	return out
+}
+
+// inputKey fingerprints what a plan depends on: the pending pods, the
+// nodes' reported and desired state, and the MigLayouts' specs and modes
+// (which decide the Auto nodes and whose status.auto the plan fills).
 func inputKey(in AutoInputs, snap planner.Snapshot) string {
 	h := sha256.New()
+	for _, ml := range in.MigLayouts {
+		fmt.Fprintf(h, "ml %s %s %d %s\n", ml.Name, ml.UID, ml.Generation, ml.Spec.Mode)
+	}
 	for _, p := range snap.Pending {
 		fmt.Fprintf(h, "pod %s/%s %s\n", p.Pod.Namespace, p.Pod.Name, p.Pod.ResourceVersion)
 	}
@@ -348,6 +372,14 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 		fmt.Fprintf(h, "nml %s %s\n", n, in.NodeMigLayouts[n].ResourceVersion)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// forget makes the batcher plan the current inputs again: what was done
+// with them failed and the retry must not be taken for "nothing new".
+func (a *AutoPlanner) forget() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.batch.planned = ""
 }
 
 // batcher decides when a batch of input changes is ready to plan.

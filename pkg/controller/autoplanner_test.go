@@ -52,6 +52,15 @@ func TestBatcher(t *testing.T) {
 			}
 		})
 	}
+	// A plan that failed is forgotten: the same inputs are planned again on the retry.
+	var a AutoPlanner
+	if got := a.batch.observe("a", t0, 0, max); got > 0 {
+		t.Fatalf("first observation waits %v, want a plan now", got)
+	}
+	a.forget()
+	if got := a.batch.observe("a", t0.Add(time.Second), 0, max); got > 0 {
+		t.Errorf("after forget the same inputs wait %v, want a plan now", got)
+	}
 }
 
 func TestBuildSnapshot(t *testing.T) {

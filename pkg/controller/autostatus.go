@@ -16,11 +16,12 @@ import (
 // +kubebuilder:rbac:groups=miglayout.io,resources=miglayouts/status,verbs=get;patch
 
 // AutoStatuses counts a plan's outcome per Auto-mode MigLayout (by name):
-// pods served and GPUs changed on its nodes, pods kept on them, and the
-// cluster-wide counts of pending pods, pods waiting for room with no
-// placement kept, and pods nothing can serve. A node belongs to the
-// MigLayout that controls its NodeMigLayout. res may be nil (no plan: no
-// pending pods). LastPlanTime is left unset.
+// on its nodes, the pods waiting for a repartition (repartitionTargets),
+// the GPUs changed and the pods a placement is kept for; cluster-wide, the
+// pending pods, the pods waiting for room with no placement kept and the
+// pods nothing can serve. A node belongs to the MigLayout that controls its
+// NodeMigLayout. res may be nil (no plan: no pending pods).
+// LastChangeTime is left unset.
 func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map[string]v1alpha1.AutoStatus {
 	out := map[string]v1alpha1.AutoStatus{}
 	for _, ml := range in.MigLayouts {
@@ -50,14 +51,17 @@ func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map
 	if res == nil {
 		return out
 	}
+	targets := repartitionTargets(snap, *res)
 	for _, p := range res.Served {
-		count(p.Node, func(s *v1alpha1.AutoStatus) { s.WaitingForRepartition++ })
+		if targets[p.Pod] != "" {
+			count(p.Node, func(s *v1alpha1.AutoStatus) { s.WaitingForRepartitionPods++ })
+		}
 	}
 	for _, c := range res.Changes {
 		count(c.Node, func(s *v1alpha1.AutoStatus) { s.ChangedGPUs++ })
 	}
 	for _, k := range res.Kept {
-		count(k.Node, func(s *v1alpha1.AutoStatus) { s.WaitingForCapacity++ })
+		count(k.Node, func(s *v1alpha1.AutoStatus) { s.WaitingForCapacityPods++ })
 	}
 	var room, never int32
 	for _, why := range res.Unservable {
@@ -68,42 +72,59 @@ func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map
 		}
 	}
 	for name, s := range out {
-		s.WaitingForRoom, s.NotServable = room, never
+		s.WaitingForRoomPods, s.NotServablePods = room, never
 		out[name] = s
 	}
 	return out
 }
 
 // writeAutoStatus records the counts in each Auto-mode MigLayout's
-// status.auto where a count changed, and clears status.auto of MigLayouts
-// that left Auto mode. It patches status.auto alone (a JSON merge patch),
-// so it never overwrites what the status aggregation writes. A MigLayout
-// deleted meanwhile is skipped.
+// status.auto where they differ from what it last wrote (or, after a
+// restart, from what the cache holds), and clears status.auto of
+// MigLayouts that left Auto mode. It patches status.auto alone (a JSON
+// merge patch holding the whole of it, so a cache that lags behind an
+// earlier write cannot leave a field stale), so it never overwrites the
+// status aggregation. A MigLayout deleted meanwhile is skipped.
 func (a *AutoPlanner) writeAutoStatus(ctx context.Context, mls []v1alpha1.MigLayout, counts map[string]v1alpha1.AutoStatus) error {
 	logger := klog.FromContext(ctx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.autoWritten == nil {
+		a.autoWritten = map[string]v1alpha1.AutoStatus{}
+	}
 	for i := range mls {
 		cur := &mls[i]
 		want, auto := counts[cur.Name]
+		last, written := a.autoWritten[cur.Name]
+		known := written
+		if !known && cur.Status.Auto != nil {
+			last, known = *cur.Status.Auto, true
+			last.LastChangeTime = nil
+		}
+		base := cur.DeepCopy()
 		next := cur.DeepCopy()
 		switch {
-		case !auto && cur.Status.Auto == nil:
+		case !auto && cur.Status.Auto == nil && !written:
 			continue
 		case !auto:
-			next.Status.Auto = nil
+			// Sent as "auto": null whatever the cache holds.
+			base.Status.Auto, next.Status.Auto = &v1alpha1.AutoStatus{}, nil
+		case known && equality.Semantic.DeepEqual(last, want):
+			continue
 		default:
-			if have := cur.Status.Auto; have != nil {
-				was := *have
-				was.LastPlanTime = nil
-				if equality.Semantic.DeepEqual(was, want) {
-					continue
-				}
-			}
+			base.Status.Auto = nil
 			now := metav1.NewTime(a.now())
-			want.LastPlanTime = &now
-			next.Status.Auto = &want
+			w := want
+			w.LastChangeTime = &now
+			next.Status.Auto = &w
 		}
-		if err := a.Client.Status().Patch(ctx, next, client.MergeFrom(cur)); client.IgnoreNotFound(err) != nil {
+		if err := a.Client.Status().Patch(ctx, next, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("writing the Auto status of MigLayout %s: %w", cur.Name, err)
+		}
+		if auto {
+			a.autoWritten[cur.Name] = want
+		} else {
+			delete(a.autoWritten, cur.Name)
 		}
 		logger.V(1).Info("Wrote Auto status", "migLayout", cur.Name, "auto", next.Status.Auto)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/planner"
 )
 
@@ -38,10 +39,19 @@ func TestAutoStatuses(t *testing.T) {
 	for i := range pending {
 		pending[i] = planner.Pod{Pod: &corev1.Pod{}}
 	}
-	snap := planner.Snapshot{Pending: pending}
+	// a2's GPU 1 is changing (a change of an earlier plan in flight).
+	snap := planner.Snapshot{Pending: pending, Nodes: []planner.Node{{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a2"}},
+		GPUs: []planner.GPU{{Info: gpu.GPU{Index: 0}}, {Info: gpu.GPU{Index: 1}, Changing: true}}}}}
 	res := &planner.Result{
-		Changes: []planner.Change{{Node: "a1", GPU: 0}, {Node: "a1", GPU: 1}, {Node: "b1", GPU: 0}},
-		Served:  []planner.Placement{{Pod: "ns/p1", Node: "a1"}, {Pod: "ns/p2", Node: "a2"}, {Pod: "ns/p3", Node: "b1"}},
+		Changes: []planner.Change{{Node: "a1", GPU: 0, Serves: []string{"ns/p1"}}, {Node: "a1", GPU: 1}, {Node: "b1", GPU: 0, Serves: []string{"ns/p3"}}},
+		Served: []planner.Placement{
+			{Pod: "ns/p1", Node: "a1", Devices: []string{"gpu-0-mig-3g40gb-9-4"}, NeedsChange: true},
+			// A free device that exists: nothing to wait for.
+			{Pod: "ns/p2", Node: "a2", Devices: []string{"gpu-0-mig-1g10gb-19-0"}},
+			// A device coming with the change in flight.
+			{Pod: "ns/p8", Node: "a2", Devices: []string{"gpu-1-mig-1g10gb-19-6"}},
+			{Pod: "ns/p3", Node: "b1", Devices: []string{"gpu-0-mig-3g40gb-9-0"}, NeedsChange: true},
+		},
 		Kept:    map[string]planner.Kept{"ns/p4": {Node: "b1", GPU: 0, Profile: "7g.80gb", Placement: mig.Placement{Size: 8}}},
 		Unservable: map[string]string{
 			"ns/p5": planner.NoRoom, "ns/p6": planner.NoRoom, "ns/p7": "no profile satisfies the claim",
@@ -51,11 +61,11 @@ func TestAutoStatuses(t *testing.T) {
 		res  *planner.Result
 		want map[string]v1alpha1.AutoStatus
 	}{
-		"a plan: counts on each MigLayout's nodes, cluster-wide counts on every Auto MigLayout": {
+		"a plan: counts on each MigLayout's nodes (pods given a free device do not wait), cluster-wide counts on every Auto MigLayout": {
 			res: res,
 			want: map[string]v1alpha1.AutoStatus{
-				"a": {PendingPods: 5, WaitingForRepartition: 2, ChangedGPUs: 2, WaitingForRoom: 2, NotServable: 1},
-				"b": {PendingPods: 5, WaitingForRepartition: 1, ChangedGPUs: 1, WaitingForCapacity: 1, WaitingForRoom: 2, NotServable: 1},
+				"a": {PendingPods: 5, WaitingForRepartitionPods: 2, ChangedGPUs: 2, WaitingForRoomPods: 2, NotServablePods: 1},
+				"b": {PendingPods: 5, WaitingForRepartitionPods: 1, ChangedGPUs: 1, WaitingForCapacityPods: 1, WaitingForRoomPods: 2, NotServablePods: 1},
 			},
 		},
 		"no plan: only the pending pods": {

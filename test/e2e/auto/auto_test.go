@@ -281,8 +281,8 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 	// cluster-wide, and nothing is being repartitioned.
 	env.WaitMigLayout(t, ctx, layoutName, ml.Generation, 30*time.Second, "status.auto counting the waiting pods", func(ml *v1alpha1.MigLayout) bool {
 		a := ml.Status.Auto
-		return a != nil && a.LastPlanTime != nil && a.PendingPods == 2 && a.WaitingForCapacity == 1 && a.NotServable == 1 &&
-			a.WaitingForRepartition == 0 && a.ChangedGPUs == 0 && a.WaitingForRoom == 0
+		return a != nil && a.LastChangeTime != nil && a.PendingPods == 2 && a.WaitingForCapacityPods == 1 && a.NotServablePods == 1 &&
+			a.WaitingForRepartitionPods == 0 && a.ChangedGPUs == 0 && a.WaitingForRoomPods == 0
 	})
 	for _, n := range []string{nodeA, nodeB} {
 		if got := clustertest.Layouts(env.Snapshot(t, n)); !slices.Equal(got, before[n]) {

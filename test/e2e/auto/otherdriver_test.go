@@ -129,7 +129,7 @@ func TestAutoPlansPodsThatAlsoAskForAnotherDriver(t *testing.T) {
 	waitPodEvent(t, ctx, ns, "second", "WaitingForCapacity")
 	env.WaitMigLayout(t, ctx, layoutName, ml.Generation, 30*time.Second, "status.auto counting the pod that waits for room", func(ml *v1alpha1.MigLayout) bool {
 		a := ml.Status.Auto
-		return a != nil && a.PendingPods == 1 && a.WaitingForRoom == 1 && a.WaitingForCapacity == 0 && a.NotServable == 0
+		return a != nil && a.PendingPods == 1 && a.WaitingForRoomPods == 1 && a.WaitingForCapacityPods == 0 && a.NotServablePods == 0
 	})
 	data, err := os.ReadFile(filepath.Join(env.Cluster.LogDir(), "controller.log"))
 	if err != nil {
