@@ -52,7 +52,7 @@ func TestAutoStatuses(t *testing.T) {
 			{Pod: "ns/p8", Node: "a2", Devices: []string{"gpu-1-mig-1g10gb-19-6"}},
 			{Pod: "ns/p3", Node: "b1", Devices: []string{"gpu-0-mig-3g40gb-9-0"}, NeedsChange: true},
 		},
-		Kept:    map[string]planner.Kept{"ns/p4": {Node: "b1", GPU: 0, Profile: "7g.80gb", Placement: mig.Placement{Size: 8}}},
+		Kept: map[string]planner.Kept{"ns/p4": {Node: "b1", GPU: 0, Profile: "7g.80gb", Placement: mig.Placement{Size: 8}}},
 		Unservable: map[string]string{
 			"ns/p5": planner.NoRoom, "ns/p6": planner.NoRoom, "ns/p7": "no profile satisfies the claim",
 		},
