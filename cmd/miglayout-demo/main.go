@@ -463,33 +463,37 @@ func (d *demo) waitRunning(ctx context.Context, name string) error {
 // ---- step 6 ----
 
 func (d *demo) templatePod(ctx context.Context) error {
-	docs := workloadDocs("one-1g", "notebook")
-	d.printf("  $ kubectl apply -f - <<EOF\n")
-	d.printYAML(docs)
-	d.printf("  EOF\n")
-	if err := d.c.Apply(ctx, []byte(docs)); err != nil {
-		return err
-	}
-	if err := d.waitRunning(ctx, "notebook"); err != nil {
-		return err
-	}
-	pod, err := d.c.Client().CoreV1().Pods(namespace).Get(ctx, "notebook", metav1.GetOptions{})
+	claim, err := d.runFromTemplate(ctx, workloadDocs("one-1g", "notebook"), "notebook")
 	if err != nil {
 		return err
 	}
-	if len(pod.Status.ResourceClaimStatuses) == 0 || pod.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
-		return fmt.Errorf("pod notebook has no generated claim: %+v", pod.Status.ResourceClaimStatuses)
-	}
-	name := *pod.Status.ResourceClaimStatuses[0].ResourceClaimName
-	d.printf("  The claim controller created claim %s for the pod (owned by it, deleted with it).\n", name)
-	claim, err := d.c.Client().ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
+	d.printf("  The claim controller created claim %s for the pod (owned by it, deleted with it).\n", claim.Name)
 	if _, _, err := d.printAllocation(ctx, claim); err != nil {
 		return err
 	}
 	return d.kubectl(ctx, "get", "resourceclaims", "-n", namespace)
+}
+
+// runFromTemplate applies docs (printing them), waits until pod runs and returns the
+// claim the claim controller generated for it from its ResourceClaimTemplate.
+func (d *demo) runFromTemplate(ctx context.Context, docs, pod string) (*resourceapi.ResourceClaim, error) {
+	d.printf("  $ kubectl apply -f - <<EOF\n")
+	d.printYAML(docs)
+	d.printf("  EOF\n")
+	if err := d.c.Apply(ctx, []byte(docs)); err != nil {
+		return nil, err
+	}
+	if err := d.waitRunning(ctx, pod); err != nil {
+		return nil, err
+	}
+	p, err := d.c.Client().CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Status.ResourceClaimStatuses) == 0 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+		return nil, fmt.Errorf("pod %s has no generated claim: %+v", pod, p.Status.ResourceClaimStatuses)
+	}
+	return d.c.Client().ResourceV1().ResourceClaims(namespace).Get(ctx, *p.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
 }
 
 // ---- step 7 ----
@@ -597,26 +601,9 @@ func (d *demo) autoMode(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	docs := workloadDocs("four-g", "finetune", "too-big", "oversized")
 	d.printf("\n  No GPU holds a 4g.40gb device now. Pod finetune asks for one, pod oversized for\n")
 	d.printf("  more memory than any GPU has:\n")
-	d.printf("  $ kubectl apply -f - <<EOF\n")
-	d.printYAML(docs)
-	d.printf("  EOF\n")
-	if err := d.c.Apply(ctx, []byte(docs)); err != nil {
-		return err
-	}
-	if err := d.waitRunning(ctx, "finetune"); err != nil {
-		return err
-	}
-	pod, err := d.c.Client().CoreV1().Pods(namespace).Get(ctx, "finetune", metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	if len(pod.Status.ResourceClaimStatuses) == 0 || pod.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
-		return fmt.Errorf("pod finetune has no generated claim: %+v", pod.Status.ResourceClaimStatuses)
-	}
-	claim, err := d.c.Client().ResourceV1().ResourceClaims(namespace).Get(ctx, *pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	claim, err := d.runFromTemplate(ctx, workloadDocs("four-g", "finetune", "too-big", "oversized"), "finetune")
 	if err != nil {
 		return err
 	}
