@@ -362,11 +362,17 @@ func repartitionTargets(snap planner.Snapshot, res planner.Result) map[string]st
 // (which decide the Auto nodes and whose status.auto the plan fills).
 func inputKey(in AutoInputs, snap planner.Snapshot) string {
 	h := sha256.New()
+	// The cache lists in no fixed order: lines are sorted.
+	var lines []string
 	for _, ml := range in.MigLayouts {
-		fmt.Fprintf(h, "ml %s %s %d %s\n", ml.Name, ml.UID, ml.Generation, ml.Spec.Mode)
+		lines = append(lines, fmt.Sprintf("ml %s %s %d %s\n", ml.Name, ml.UID, ml.Generation, ml.Spec.Mode))
 	}
 	for _, p := range snap.Pending {
-		fmt.Fprintf(h, "pod %s/%s %s\n", p.Pod.Namespace, p.Pod.Name, p.Pod.ResourceVersion)
+		lines = append(lines, fmt.Sprintf("pod %s/%s %s\n", p.Pod.Namespace, p.Pod.Name, p.Pod.ResourceVersion))
+	}
+	slices.Sort(lines)
+	for _, l := range lines {
+		h.Write([]byte(l))
 	}
 	for _, n := range sortedKeys(in.NodeMigLayouts) {
 		fmt.Fprintf(h, "nml %s %s\n", n, in.NodeMigLayouts[n].ResourceVersion)

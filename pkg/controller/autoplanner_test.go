@@ -262,3 +262,23 @@ func poolSelector(value string) *corev1.NodeSelector {
 	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 		{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{value}}}}}}
 }
+
+// TestInputKey: the fingerprint does not depend on the order the cache lists objects in,
+// and changes with a MigLayout's mode (which decides whose status.auto a plan fills).
+func TestInputKey(t *testing.T) {
+	a, b := migLayout("a").build(), migLayout("b").build()
+	a.Spec.Mode, b.Spec.Mode = v1alpha1.ModeAuto, v1alpha1.ModeStatic
+	p1 := planner.Pod{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p1", ResourceVersion: "1"}}}
+	p2 := planner.Pod{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p2", ResourceVersion: "2"}}}
+	key := func(mls []v1alpha1.MigLayout, pods ...planner.Pod) string {
+		return inputKey(AutoInputs{MigLayouts: mls}, planner.Snapshot{Pending: pods})
+	}
+	base := key([]v1alpha1.MigLayout{a, b}, p1, p2)
+	if got := key([]v1alpha1.MigLayout{b, a}, p2, p1); got != base {
+		t.Error("the same inputs listed in another order give another key")
+	}
+	b.Spec.Mode = v1alpha1.ModeAuto
+	if got := key([]v1alpha1.MigLayout{a, b}, p1, p2); got == base {
+		t.Error("a MigLayout switched to Auto mode gives the same key")
+	}
+}
