@@ -474,6 +474,32 @@ func (d *demo) templatePod(ctx context.Context) error {
 	return d.kubectl(ctx, "get", "resourceclaims", "-n", namespace)
 }
 
+// printLayouts prints each GPU's layout before and after (only the GPUs that changed
+// when changedOnly), with note's text, if any, in a last column; it returns how many GPUs
+// changed.
+func (d *demo) printLayouts(before, after map[string]nvmlsim.State, changedOnly bool, note func(node string, gpu int, before, after string) string) int {
+	tw := tabwriter.NewWriter(indent(d.out, "    "), 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tGPU\tBEFORE\tAFTER\t")
+	changed := 0
+	for _, node := range []string{nodeA100, nodeH100} {
+		for i, g := range after[node].GPUs {
+			b, a := before[node].GPUs[i].Layout().String(), g.Layout().String()
+			if a != b {
+				changed++
+			} else if changedOnly {
+				continue
+			}
+			text := ""
+			if note != nil {
+				text = note(node, g.Index, b, a)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", node, g.Index, b, a, text)
+		}
+	}
+	_ = tw.Flush()
+	return changed
+}
+
 // runFromTemplate applies docs (printing them), waits until pod runs and returns the
 // claim the claim controller generated for it from its ResourceClaimTemplate.
 func (d *demo) runFromTemplate(ctx context.Context, docs, pod string) (*resourceapi.ResourceClaim, error) {
@@ -533,26 +559,15 @@ func (d *demo) changeLayout(ctx context.Context) error {
 		return err
 	}
 	d.printf("\n  GPU layouts (NVML, via the simulator):\n")
-	tw := tabwriter.NewWriter(indent(d.out, "    "), 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tGPU\tBEFORE\tAFTER\t")
-	changed := 0
-	for _, node := range []string{nodeA100, nodeH100} {
-		for i, g := range after[node].GPUs {
-			b, a := before[node].GPUs[i].Layout().String(), g.Layout().String()
-			note := ""
-			switch {
-			case node == nodeA100 && g.Index == gpuIdx:
-				note = "<- trainer's " + kept.String() + " stays"
-			case a == b:
-				note = "(unchanged)"
-			}
-			if a != b {
-				changed++
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", node, g.Index, b, a, note)
+	changed := d.printLayouts(before, after, false, func(node string, gpu int, b, a string) string {
+		switch {
+		case node == nodeA100 && gpu == gpuIdx:
+			return "<- trainer's " + kept.String() + " stays"
+		case a == b:
+			return "(unchanged)"
 		}
-	}
-	_ = tw.Flush()
+		return ""
+	})
 	// The claim's device: same placement, same UUID, process still running.
 	now, ok := findDevice(after[nodeA100], d.claimUUID)
 	if !ok || now != kept {
@@ -615,18 +630,7 @@ func (d *demo) autoMode(ctx context.Context) error {
 		return err
 	}
 	d.printf("\n  GPUs the planner repartitioned (NVML, via the simulator):\n")
-	tw := tabwriter.NewWriter(indent(d.out, "    "), 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tGPU\tBEFORE\tAFTER\t")
-	changed := 0
-	for _, node := range []string{nodeA100, nodeH100} {
-		for i, g := range after[node].GPUs {
-			if b, a := before[node].GPUs[i].Layout().String(), g.Layout().String(); a != b {
-				changed++
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t\n", node, g.Index, b, a)
-			}
-		}
-	}
-	_ = tw.Flush()
+	changed := d.printLayouts(before, after, true, nil)
 	if changed == 0 {
 		return fmt.Errorf("finetune runs but no GPU was repartitioned")
 	}
