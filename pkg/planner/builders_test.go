@@ -86,6 +86,13 @@ func (b *podB) claim(expression string, count int64) *podB {
 	return b
 }
 
+// allocatedOn adds an allocated claim of the pod whose allocation is on node.
+func (b *podB) allocatedOn(node string) *podB {
+	b.p.AllocatedOn = append(b.p.AllocatedOn, &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}})
+	return b
+}
+
 func (b *podB) build() Pod { return b.p }
 
 func profileIs(p string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -125,6 +126,10 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	saved := make([]gpuState, len(n.gpus))
 	for i, g := range n.gpus {
 		saved[i] = *g
+		// The additions write into these: restore must not get them back
+		// with the failed attempt's reservations in them.
+		saved[i].soft = maps.Clone(g.soft)
+		saved[i].serves = slices.Clone(g.serves)
 	}
 	savedTouched, savedNodeTouched := p.touched, n.touched
 	savedServed := make([][]string, len(p.result.Served))

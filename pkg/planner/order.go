@@ -22,16 +22,23 @@ import (
 //     holes large ones leave (first-fit decreasing over the whole queue);
 //  4. then the older first, then namespace/name.
 //
-// It returns an error only for a claim whose CEL does not compile.
+// A pod whose claims the allocator cannot evaluate is left out and recorded
+// as unservable (podFailed); it returns an error only when ctx is done.
 func (p *planner) orderPods(ctx context.Context, pods []Pod) ([]Pod, error) {
 	size := make(map[*corev1.Pod]int, len(pods))
+	var ok []Pod
 	for _, pod := range pods {
 		n, err := p.podSize(ctx, pod)
 		if err != nil {
-			return nil, fmt.Errorf("planning pod %s: %w", podKey(pod.Pod), err)
+			if err := p.podFailed(ctx, pod, fmt.Errorf("planning pod %s: %w", podKey(pod.Pod), err)); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		size[pod.Pod] = n
+		ok = append(ok, pod)
 	}
+	pods = ok
 	aging := !p.snap.Now.IsZero() && p.snap.AgingAfter > 0
 	waited := func(pod *corev1.Pod) bool {
 		return aging && p.snap.Now.Sub(pod.CreationTimestamp.Time) >= p.snap.AgingAfter

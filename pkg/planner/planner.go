@@ -93,7 +93,9 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	}
 	for _, pod := range pods {
 		if err := p.serve(ctx, pod); err != nil {
-			return nil, err
+			if err := p.podFailed(ctx, pod, err); err != nil {
+				return nil, err
+			}
 		}
 	}
 	p.keepSpares()
@@ -247,14 +249,14 @@ func (p *planner) firstFree(profile string, use func(*gpuState) bool) (*gpuState
 
 // feasibleNodes returns the nodes the pod may run on, cached by the pod's
 // scheduling constraints.
-func (p *planner) feasibleNodes(pod *corev1.Pod) []*nodeState {
+func (p *planner) feasibleNodes(pod Pod) []*nodeState {
 	key := schedulingKey(pod)
 	if ns, ok := p.feasibleBy[key]; ok {
 		return ns
 	}
 	var out []*nodeState
 	for _, n := range p.nodes {
-		if feasible(pod, n.n.Node) {
+		if feasible(pod.Pod, n.n.Node) && allocatedOn(pod, n.n.Node) {
 			out = append(out, n)
 		}
 	}
@@ -262,12 +264,24 @@ func (p *planner) feasibleNodes(pod *corev1.Pod) []*nodeState {
 	return out
 }
 
-func schedulingKey(pod *corev1.Pod) string {
+// allocatedOn reports whether the node is one the pod's claims allocated
+// already allow (each allocation's node selector matches it).
+func allocatedOn(pod Pod, node *corev1.Node) bool {
+	for _, sel := range pod.AllocatedOn {
+		if ok, err := nodeaffinity.NewLazyErrorNodeSelector(sel).Match(node); err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func schedulingKey(pod Pod) string {
 	b, _ := json.Marshal(struct {
 		S map[string]string
 		A *corev1.Affinity
 		T []corev1.Toleration
-	}{pod.Spec.NodeSelector, pod.Spec.Affinity, pod.Spec.Tolerations})
+		N []*corev1.NodeSelector
+	}{pod.Pod.Spec.NodeSelector, pod.Pod.Spec.Affinity, pod.Pod.Spec.Tolerations, pod.AllocatedOn})
 	return string(b)
 }
 
@@ -300,11 +314,24 @@ func feasible(pod *corev1.Pod, node *corev1.Node) bool {
 }
 
 // serve plans for one pod.
+// podFailed records a pod whose claims the allocator could not evaluate (a
+// selector's CEL fails at run time on miglayout's devices, a DeviceClass is
+// missing) as unservable, with the allocator's error: one pod's bad claim
+// does not stop the plan of the others, and the pod's event says what is
+// wrong. It returns the error itself when ctx is done.
+func (p *planner) podFailed(ctx context.Context, pod Pod, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	p.result.Unservable[podKey(pod.Pod)] = "evaluating the pod's claims: " + err.Error()
+	return nil
+}
+
 func (p *planner) serve(ctx context.Context, pod Pod) error {
 	key := podKey(pod.Pod)
-	feasibleNodes := p.feasibleNodes(pod.Pod)
+	feasibleNodes := p.feasibleNodes(pod)
 	if len(feasibleNodes) == 0 {
-		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations"
+		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations (and the node selectors of its claims allocated already)"
 		return nil
 	}
 	if singleDevice(pod) {

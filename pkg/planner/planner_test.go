@@ -118,6 +118,32 @@ func TestPlan(t *testing.T) {
 				Served:  []string{"default/two3g -> n1 gpu-0-mig-3g40gb-9-0, gpu-0-mig-3g40gb-9-4 after change"},
 			},
 		},
+		"a multi-device pod that cannot be placed leaves no reservation behind": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build()},
+			pods: []Pod{
+				pod("a", 1).priority(4).claim(profileIs("1g.10gb"), 2).build(),
+				pod("b", 1).priority(3).claim(profileIs("2g.20gb"), 3).build(),
+				pod("c", 1).priority(2).claim(profileIs("2g.20gb"), 1).build(),
+				pod("d", 1).priority(1).claim(profileIs("2g.20gb"), 1).build(),
+			},
+			want: trace{
+				Changes: []string{"n1/0: (empty) -> 2g.20gb@0,2g.20gb@2,1g.10gb@4,1g.10gb@5 serves default/a, default/c, default/d"},
+				Served: []string{
+					"default/a -> n1 gpu-0-mig-1g10gb-19-4, gpu-0-mig-1g10gb-19-5 after change",
+					"default/c -> n1 gpu-0-mig-2g20gb-14-0 after change",
+					"default/d -> n1 gpu-0-mig-2g20gb-14-2 after change",
+				},
+				Unservable: map[string]string{"default/b": NoRoom},
+			},
+		},
+		"a pod with a claim allocated on one node already is planned on that node": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build(), node("n2").gpu("A100-SXM4-80GB", "", "").build()},
+			pods:  []Pod{pod("nic", 1).claim(profileIs("7g.80gb"), 1).allocatedOn("n2").build()},
+			want: trace{
+				Changes: []string{"n2/0: (empty) -> 7g.80gb@0 serves default/nic"},
+				Served:  []string{"default/nic -> n2 gpu-0-mig-7g80gb-0-0 after change"},
+			},
+		},
 		"size counts every device a pod asks for": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,3g.40gb@4", "").build()},
 			pods:  []Pod{pod("one3g", 9).claim(profileIs("3g.40gb"), 1).build(), pod("two3g", 1).claim(profileIs("3g.40gb"), 2).build()},

@@ -65,6 +65,10 @@ type Pod struct {
 	// Claims are the pod's claims that are not allocated yet (from
 	// resourceClaimName or the generated names in the pod's status).
 	Claims []*resourceapi.ResourceClaim
+	// AllocatedOn are the node selectors of the pod's claims that are
+	// allocated already (a NIC taken on one node, a claim shared with a
+	// running pod): the pod can only go where all of them match.
+	AllocatedOn []*corev1.NodeSelector
 }
 
 // Snapshot is everything the planner reads.

@@ -1,0 +1,94 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// Demand returns the pods of pods that ask for a MIG device of driver: at
+// least one request of one of their unallocated claims (or one of its
+// firstAvailable subrequests) names a DeviceClass that admits a device
+// driver publishes for some profile of models. The others (pods waiting
+// for a NIC or another vendor's GPU only, or naming a DeviceClass that does
+// not exist) are not Auto mode's demand: the planner leaves them alone, so
+// they get no event and no count. Only the DeviceClass decides, not the
+// request's own selectors: a pod whose class admits MIG devices but whose
+// selectors no profile satisfies is demand, and the planner says why it
+// cannot serve it. models should be every model the catalog knows, so that
+// a class for GPUs no Auto node has is still recognised.
+//
+// The classes are evaluated with the scheduler's allocator on one probe
+// device per profile; an error comes only from the allocator (a class
+// selector that does not compile makes the class admit nothing).
+func Demand(ctx context.Context, driver string, classes []*resourceapi.DeviceClass, models []*mig.Model, pods []Pod) ([]Pod, error) {
+	m := newMatcher(driver, classes)
+	admits := map[string]bool{}
+	classAdmits := func(name string) (bool, error) {
+		if ok, seen := admits[name]; seen {
+			return ok, nil
+		}
+		ok := false
+		if _, err := m.classes.Get(name); err == nil {
+			for _, model := range models {
+				ps, err := m.singleProfiles(ctx, classProbe(name), model)
+				if err != nil {
+					if ctx.Err() != nil {
+						return false, ctx.Err()
+					}
+					break // the class's CEL fails: the scheduler reports it
+				}
+				if len(ps) > 0 {
+					ok = true
+					break
+				}
+			}
+		}
+		admits[name] = ok
+		return ok, nil
+	}
+	var out []Pod
+	for _, pod := range pods {
+		mine := false
+		for _, c := range pod.Claims {
+			for _, r := range c.Spec.Devices.Requests {
+				var names []string
+				if r.Exactly != nil {
+					names = append(names, r.Exactly.DeviceClassName)
+				}
+				for _, s := range r.FirstAvailable {
+					names = append(names, s.DeviceClassName)
+				}
+				for _, name := range names {
+					ok, err := classAdmits(name)
+					if err != nil {
+						return nil, fmt.Errorf("checking DeviceClass %s: %w", name, err)
+					}
+					mine = mine || ok
+				}
+			}
+		}
+		if mine {
+			out = append(out, pod)
+		}
+	}
+	return out, nil
+}
+
+// classProbe is a claim for one device of class, with no selector of its
+// own.
+func classProbe(class string) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "class-probe", Namespace: "probe"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "probe",
+			Exactly: &resourceapi.ExactDeviceRequest{
+				DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+			},
+		}}}},
+	}
+}
