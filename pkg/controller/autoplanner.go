@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
@@ -20,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -84,7 +87,9 @@ type AutoPlanner struct {
 }
 
 // SetupWithManager registers the planner: any change to pods waiting for
-// claims, ResourceClaims, NodeMigLayouts or MigLayouts enqueues the one key.
+// claims, ResourceClaims, NodeMigLayouts, MigLayouts, nodes' labels and
+// taints, DeviceClasses or other drivers' ResourceSlices enqueues the one
+// key.
 func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 	if a.Client == nil {
 		a.Client = mgr.GetClient()
@@ -99,12 +104,28 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 		p, ok := o.(*corev1.Pod)
 		return ok && p.Spec.NodeName == "" && len(p.Spec.ResourceClaims) > 0
 	})
+	// Node feasibility reads labels, taints and unschedulable, not status.
+	nodeSpec := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Node)
+		n, ok2 := e.ObjectNew.(*corev1.Node)
+		return !ok1 || !ok2 || !maps.Equal(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
+			o.Spec.Unschedulable != n.Spec.Unschedulable
+	}}
+	// miglayout's own slices follow the NodeMigLayouts' status; other
+	// drivers' decide pods that also ask for their devices.
+	otherDriver := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		s, ok := o.(*resourceapi.ResourceSlice)
+		return ok && s.Spec.Driver != a.driver()
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("autoplanner").
 		Watches(&corev1.Pod{}, one, builder.WithPredicates(waiting)).
 		Watches(&resourceapi.ResourceClaim{}, one).
 		Watches(&v1alpha1.NodeMigLayout{}, one).
 		Watches(&v1alpha1.MigLayout{}, one, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, one, builder.WithPredicates(nodeSpec)).
+		Watches(&resourceapi.DeviceClass{}, one, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&resourceapi.ResourceSlice{}, one, builder.WithPredicates(otherDriver, predicate.GenerationChangedPredicate{})).
 		Complete(a)
 }
 
@@ -118,6 +139,9 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	}
 	snap := BuildSnapshot(in, a.catalog())
 	snap.Now, snap.AgingAfter = a.now(), a.agingAfter()
+	if snap.Pending, err = planner.Demand(ctx, snap.Driver, snap.Classes, a.catalog().Models(), snap.Pending); err != nil {
+		return ctrl.Result{}, fmt.Errorf("selecting the pods that ask for MIG devices: %w", err)
+	}
 	pendingDemand.Set(float64(len(snap.Pending)))
 	if len(snap.Nodes) == 0 {
 		return ctrl.Result{}, a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil))
@@ -128,7 +152,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	if wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	if len(snap.Pending) == 0 {
+	if len(snap.Pending) == 0 && !wantsSpares(snap) && !hasBlocked(in, snap) {
 		if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil)); err != nil {
 			a.forget()
 			return ctrl.Result{}, err
@@ -142,8 +166,9 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		a.forget()
 		return ctrl.Result{}, fmt.Errorf("planning Auto layouts: %w", err)
 	}
-	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "served", len(res.Served), "kept", len(res.Kept), "unservable", len(res.Unservable))
-	if err := a.apply(ctx, res); err != nil {
+	cancels := BlockedChanges(in, snap, res)
+	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "cancelled", len(cancels), "served", len(res.Served), "kept", len(res.Kept), "unservable", len(res.Unservable))
+	if err := a.apply(ctx, append(slices.Clone(res.Changes), cancels...)); err != nil {
 		a.forget()
 		return ctrl.Result{}, err
 	}
@@ -208,10 +233,10 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 }
 
 // apply writes each change into its node's NodeMigLayout spec.
-func (a *AutoPlanner) apply(ctx context.Context, res planner.Result) error {
+func (a *AutoPlanner) apply(ctx context.Context, changes []planner.Change) error {
 	logger := klog.FromContext(ctx)
 	byNode := map[string][]planner.Change{}
-	for _, c := range res.Changes {
+	for _, c := range changes {
 		byNode[c.Node] = append(byNode[c.Node], c)
 	}
 	for _, node := range sortedKeys(byNode) {
@@ -367,8 +392,23 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 	for _, ml := range in.MigLayouts {
 		lines = append(lines, fmt.Sprintf("ml %s %s %d %s\n", ml.Name, ml.UID, ml.Generation, ml.Spec.Mode))
 	}
+	aged := func(p *corev1.Pod) bool {
+		return snap.AgingAfter > 0 && !snap.Now.IsZero() && snap.Now.Sub(p.CreationTimestamp.Time) >= snap.AgingAfter
+	}
 	for _, p := range snap.Pending {
-		lines = append(lines, fmt.Sprintf("pod %s/%s %s\n", p.Pod.Namespace, p.Pod.Name, p.Pod.ResourceVersion))
+		// A pod that starts to be planned by age changes the plan though
+		// the pod itself does not change.
+		lines = append(lines, fmt.Sprintf("pod %s/%s %s %t\n", p.Pod.Namespace, p.Pod.Name, p.Pod.ResourceVersion, aged(p.Pod)))
+	}
+	// What decides whether a node is feasible for a pod.
+	for _, n := range snap.Nodes {
+		lines = append(lines, fmt.Sprintf("node %s %v %v %t\n", n.Node.Name, n.Node.Labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable))
+		for _, s := range n.OtherSlices {
+			lines = append(lines, fmt.Sprintf("slice %s %s %d\n", n.Node.Name, s.Name, s.Generation))
+		}
+	}
+	for _, c := range in.Classes {
+		lines = append(lines, fmt.Sprintf("class %s %s %d\n", c.Name, c.UID, c.Generation))
 	}
 	slices.Sort(lines)
 	for _, l := range lines {
@@ -399,7 +439,10 @@ type batcher struct {
 // wait before planning (≤ 0: plan now). The same inputs are planned once.
 func (b *batcher) observe(key string, now time.Time, idle, max time.Duration) time.Duration {
 	if key == b.planned {
-		return time.Hour // nothing new; any change enqueues again
+		// Nothing new (or back to what was planned): any change enqueues
+		// again and opens a new window.
+		b.key, b.first = key, time.Time{}
+		return time.Hour
 	}
 	if key != b.key {
 		if b.first.IsZero() {
@@ -431,6 +474,24 @@ func (a *AutoPlanner) agingAfter() time.Duration {
 		return planner.DefaultAgingAfter
 	}
 	return a.AgingAfter
+}
+
+// wantsSpares reports whether an Auto node's policy keeps spare devices:
+// the planner then runs even with no pod pending, to create them and to
+// replace those taken.
+func wantsSpares(snap planner.Snapshot) bool {
+	return slices.ContainsFunc(snap.Nodes, func(n planner.Node) bool { return len(n.Policy.Spares) > 0 })
+}
+
+// hasBlocked reports whether an Auto node has a GPU whose change a device
+// in use blocks (see BlockedChanges): the planner then runs to cancel it.
+func hasBlocked(in AutoInputs, snap planner.Snapshot) bool {
+	for _, n := range snap.Nodes {
+		if nml := in.NodeMigLayouts[n.Node.Name]; nml != nil && slices.ContainsFunc(nml.Status.GPUs, blockedByUse) {
+			return true
+		}
+	}
+	return false
 }
 
 // nextAging is how long until the next pending pod of snap has waited

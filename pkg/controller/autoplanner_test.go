@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -36,6 +37,10 @@ func TestBatcher(t *testing.T) {
 		"changing inputs are planned at the latest after max": {
 			{0, "a", 2 * time.Second}, {time.Second, "b", 2 * time.Second}, {2 * time.Second, "c", 2 * time.Second},
 			{9 * time.Second, "d", time.Second}, {10 * time.Second, "e", 0},
+		},
+		"inputs back to what was planned close the batch: the next change waits again": {
+			{0, "a", 2 * time.Second}, {2 * time.Second, "a", 0}, {3 * time.Second, "b", 2 * time.Second},
+			{4 * time.Second, "a", time.Hour}, {20 * time.Second, "c", 2 * time.Second},
 		},
 		"a new change after a plan starts a new batch": {
 			{0, "a", 2 * time.Second}, {2 * time.Second, "a", 0}, {5 * time.Second, "b", 2 * time.Second}, {7 * time.Second, "b", 0},
@@ -80,6 +85,10 @@ func TestBuildSnapshot(t *testing.T) {
 	gst := func(idx int32, layout, inUse string, phase v1alpha1.GPUPhase) v1alpha1.GPUStatus {
 		return v1alpha1.GPUStatus{Index: idx, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Layout: layout, InUse: inUse, Phase: phase}
 	}
+	// GPU 3's change was blocked: a device it destroys was allocated after the plan, and
+	// the agent has not reported it in use yet; the claim's allocation pins it.
+	blocked := gst(3, "2g.20gb@0,2g.20gb@2,3g.40gb@4", "", v1alpha1.PhaseBlocked)
+	blocked.Reason, blocked.Message = v1alpha1.ReasonDeviceInUse, "2g.20gb@0 is allocated"
 	unsched := []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
 	in := AutoInputs{
 		Driver:     "mig.miglayout.io",
@@ -89,8 +98,8 @@ func TestBuildSnapshot(t *testing.T) {
 			{ObjectMeta: metav1.ObjectMeta{Name: "b1", Labels: map[string]string{"pool": "b"}}},
 		},
 		NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{
-			"a1": nml("a1", &auto, []v1alpha1.GPUSpec{{Index: 1, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4"}},
-				gst(0, "7g.80gb@0", "", v1alpha1.PhaseReady), gst(1, "7g.80gb@0", "", v1alpha1.PhaseDraining), gst(2, "3g.40gb@0", "3g.40gb@0", v1alpha1.PhaseReady)),
+			"a1": nml("a1", &auto, []v1alpha1.GPUSpec{{Index: 1, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4"}, {Index: 3, MIGEnabled: true, Layout: "7g.80gb@0"}},
+				gst(0, "7g.80gb@0", "", v1alpha1.PhaseReady), gst(1, "7g.80gb@0", "", v1alpha1.PhaseDraining), gst(2, "3g.40gb@0", "3g.40gb@0", v1alpha1.PhaseReady), blocked),
 			"b1": nml("b1", &static, nil, gst(0, "7g.80gb@0", "", v1alpha1.PhaseReady)),
 		},
 		Pods: []corev1.Pod{
@@ -103,6 +112,10 @@ func TestBuildSnapshot(t *testing.T) {
 				Status: corev1.PodStatus{Conditions: unsched}},
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claim-missing"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("nope")}}},
 				Status: corev1.PodStatus{Conditions: unsched}},
+			// Its status says the template entry needed no claim: the entry is ignored.
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "one-not-needed"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{
+				{Name: "gpu", ResourceClaimName: ptr.To("c1")}, {Name: "extra", ResourceClaimTemplateName: ptr.To("t")}}},
+				Status: corev1.PodStatus{Conditions: unsched, ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "extra"}}}},
 		},
 		Claims: map[types.NamespacedName]*resourceapi.ResourceClaim{
 			{Namespace: "ns", Name: "c1"}:              {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}},
@@ -113,6 +126,9 @@ func TestBuildSnapshot(t *testing.T) {
 						{Request: "gpu", Driver: "mig.miglayout.io", Pool: "a1", Device: "gpu-2-mig-3g40gb-9-0"},
 						{Request: "nic", Driver: "nic.example.com", Pool: "a1", Device: "nic-1"},
 					}}}}},
+			{Namespace: "ns", Name: "c3"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c3"},
+				Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+					Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: "mig.miglayout.io", Pool: "a1", Device: "gpu-3-mig-2g20gb-14-0"}}}}}},
 		},
 		Slices: []resourceapi.ResourceSlice{
 			{ObjectMeta: metav1.ObjectMeta{Name: "a1-mig"}, Spec: resourceapi.ResourceSliceSpec{Driver: "mig.miglayout.io", NodeName: ptr.To("a1")}},
@@ -163,6 +179,7 @@ func TestBuildSnapshot(t *testing.T) {
 		{"a1", "7g.80gb@0", "", 0, false},
 		{"a1", "3g.40gb@0,3g.40gb@4", "", 1, true}, // desired while it changes
 		{"a1", "3g.40gb@0", "3g.40gb@0", 2, false},
+		{"a1", "2g.20gb@0,2g.20gb@2,3g.40gb@4", "2g.20gb@0", 3, false}, // blocked: planned again, around the allocated device
 	}
 	if diff := cmp.Diff(wantGPUs, gotGPUs); diff != "" {
 		t.Errorf("GPUs (-want +got):\n%s", diff)
@@ -171,8 +188,19 @@ func TestBuildSnapshot(t *testing.T) {
 	for _, p := range snap.Pending {
 		pods = append(pods, p.Pod.Name)
 	}
-	if diff := cmp.Diff([]string{"waits", "templated"}, pods); diff != "" {
+	if diff := cmp.Diff([]string{"waits", "templated", "one-not-needed"}, pods); diff != "" {
 		t.Errorf("pending pods (-want +got):\n%s", diff)
+	}
+	// The blocked change is cancelled, unless the plan changes the GPU again.
+	var cancels []string
+	for _, c := range BlockedChanges(in, snap, planner.Result{}) {
+		cancels = append(cancels, fmt.Sprintf("%s/%d: %s -> %s", c.Node, c.GPU, c.From, c.To))
+	}
+	if diff := cmp.Diff([]string{"a1/3: 7g.80gb@0 -> 2g.20gb@0,2g.20gb@2,3g.40gb@4"}, cancels); diff != "" {
+		t.Errorf("cancelled changes (-want +got):\n%s", diff)
+	}
+	if got := BlockedChanges(in, snap, planner.Result{Changes: []planner.Change{{Node: "a1", GPU: 3}}}); len(got) != 0 {
+		t.Errorf("a GPU the plan changes again is also cancelled: %+v", got)
 	}
 	if snap.MaxGPUs != 3 {
 		t.Errorf("MaxGPUs = %d, want 3", snap.MaxGPUs)
@@ -280,5 +308,29 @@ func TestInputKey(t *testing.T) {
 	b.Spec.Mode = v1alpha1.ModeAuto
 	if got := key([]v1alpha1.MigLayout{a, b}, p1, p2); got == base {
 		t.Error("a MigLayout switched to Auto mode gives the same key")
+	}
+	// A pod that starts to be planned by age changes the plan: the key changes then, and only then.
+	p1.Pod.CreationTimestamp = metav1.NewTime(time.Unix(0, 0))
+	at := func(d time.Duration) string {
+		return inputKey(AutoInputs{}, planner.Snapshot{Pending: []planner.Pod{p1}, Now: time.Unix(0, 0).Add(d), AgingAfter: time.Hour})
+	}
+	if at(59*time.Minute) != at(30*time.Minute) || at(61*time.Minute) == at(59*time.Minute) || at(2*time.Hour) != at(61*time.Minute) {
+		t.Error("the key does not change exactly when a pending pod ages")
+	}
+	// So do node labels and taints (feasibility) and DeviceClasses.
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"pool": "a"}}}
+	withNode := func() string {
+		return inputKey(AutoInputs{}, planner.Snapshot{Pending: []planner.Pod{p2}, Nodes: []planner.Node{{Node: n}}})
+	}
+	k0 := withNode()
+	n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
+	if withNode() == k0 {
+		t.Error("a taint on an Auto node gives the same key")
+	}
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1}}
+	k1 := inputKey(AutoInputs{Classes: []*resourceapi.DeviceClass{class}}, planner.Snapshot{})
+	class.Generation = 2
+	if inputKey(AutoInputs{Classes: []*resourceapi.DeviceClass{class}}, planner.Snapshot{}) == k1 {
+		t.Error("a changed DeviceClass gives the same key")
 	}
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -8,6 +9,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/structured"
 
@@ -42,7 +44,12 @@ const defaultMaxGPUs = 8
 //
 // A GPU whose desired layout differs from its actual one, or that is not
 // Ready, is Changing: its Layout is the desired one (its free devices are
-// coming and can serve pods) and the planner does not change it again.
+// coming and can serve pods) and the planner does not change it again;
+// except a GPU Blocked because a device the change destroys is in use
+// (allocated after the plan was made): it is planned again from its actual
+// layout (see BlockedChanges). A device is pinned when the agent reports
+// it in use or a ResourceClaim's allocation names it, whichever is seen
+// first.
 func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	snap := planner.Snapshot{Driver: in.Driver, Classes: in.Classes}
 	labels := make(map[string]map[string]string, len(in.Nodes))
@@ -55,6 +62,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 		}
 	}
 	others := otherSlices(in.Slices, in.Driver)
+	allocated := allocatedDevices(in.Claims, in.Driver)
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
 		if ml.Spec.Mode != v1alpha1.ModeAuto || ml.DeletionTimestamp != nil {
@@ -92,7 +100,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
 				continue
 			}
-			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog), OtherSlices: others.forNode(node)}
+			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, allocated[name]), OtherSlices: others.forNode(node)}
 			if len(n.GPUs) > 0 {
 				snap.Nodes = append(snap.Nodes, n)
 			}
@@ -162,8 +170,37 @@ func otherAllocated(claims map[types.NamespacedName]*resourceapi.ResourceClaim, 
 	return out
 }
 
+// allocatedDevices are the devices of driver that claims hold, by pool
+// (node name) and device name.
+func allocatedDevices(claims map[types.NamespacedName]*resourceapi.ResourceClaim, driver string) map[string]sets.Set[string] {
+	out := map[string]sets.Set[string]{}
+	for _, c := range claims {
+		a := c.Status.Allocation
+		if a == nil {
+			continue
+		}
+		for _, r := range a.Devices.Results {
+			if r.Driver != driver {
+				continue
+			}
+			if out[r.Pool] == nil {
+				out[r.Pool] = sets.New[string]()
+			}
+			out[r.Pool].Insert(r.Device)
+		}
+	}
+	return out
+}
+
+// blockedByUse reports whether the agent cannot apply the GPU's desired
+// layout because a device it destroys is in use.
+func blockedByUse(st v1alpha1.GPUStatus) bool {
+	return st.Phase == v1alpha1.PhaseBlocked && st.Reason == v1alpha1.ReasonDeviceInUse
+}
+
 // autoGPUs are the GPUs of a node the planner may use: MIG on, known model.
-func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog) []planner.GPU {
+// allocated are the names of the node's devices that claims hold.
+func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.Set[string]) []planner.GPU {
 	specs := map[int32]v1alpha1.GPUSpec{}
 	for _, s := range nml.Spec.GPUs {
 		specs[s.Index] = s
@@ -188,8 +225,14 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog) []planner.GPU {
 		}
 		info := migslices.PlannedGPU(model, int(st.Index))
 		info.UUID, info.ProductName = st.UUID, st.Product
-		g := planner.GPU{Info: info, Layout: actual, Pinned: inUse}
-		if spec, ok := specs[st.Index]; ok {
+		for _, d := range actual {
+			p, err := model.Profile(d.Profile)
+			if err == nil && allocated.Has(migslices.MIGDeviceName(int(st.Index), d.Profile, p.ID, d.Start)) && !inUse.Contains(d) {
+				inUse = append(inUse, d)
+			}
+		}
+		g := planner.GPU{Info: info, Layout: actual, Pinned: inUse.Canonical()}
+		if spec, ok := specs[st.Index]; ok && !blockedByUse(st) {
 			desired, err := mig.ParseLayout(spec.Layout)
 			if err == nil && spec.MIGEnabled && (!desired.Equal(actual) || st.Phase != v1alpha1.PhaseReady) {
 				g.Layout, g.Changing = desired, true
@@ -213,7 +256,10 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 		p := planner.Pod{Pod: pod}
 		complete := true
 		for _, rc := range pod.Spec.ResourceClaims {
-			name := claimName(pod, rc)
+			name, needed := claimName(pod, rc)
+			if !needed {
+				continue
+			}
 			if name == "" {
 				complete = false
 				break
@@ -223,8 +269,11 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 				complete = false
 				break
 			}
-			if c.Status.Allocation == nil {
+			switch a := c.Status.Allocation; {
+			case a == nil:
 				p.Claims = append(p.Claims, c)
+			case a.NodeSelector != nil:
+				p.AllocatedOn = append(p.AllocatedOn, a.NodeSelector)
 			}
 		}
 		if complete && len(p.Claims) > 0 {
@@ -235,17 +284,63 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 }
 
 // claimName is the name of the ResourceClaim a pod's entry refers to: given
-// directly, or generated from a template and recorded in the pod's status.
-func claimName(pod *corev1.Pod, rc corev1.PodResourceClaim) string {
+// directly, or generated from a template and recorded in the pod's status
+// ("" while it is not generated yet). needed is false when the pod's status
+// says no claim was needed for the entry (its resourceClaimName is unset):
+// the entry is then ignored, as the scheduler and kubelet do.
+func claimName(pod *corev1.Pod, rc corev1.PodResourceClaim) (name string, needed bool) {
 	if rc.ResourceClaimName != nil {
-		return *rc.ResourceClaimName
+		return *rc.ResourceClaimName, true
 	}
 	for _, s := range pod.Status.ResourceClaimStatuses {
-		if s.Name == rc.Name && s.ResourceClaimName != nil {
-			return *s.ResourceClaimName
+		if s.Name == rc.Name {
+			if s.ResourceClaimName == nil {
+				return "", false
+			}
+			return *s.ResourceClaimName, true
 		}
 	}
-	return ""
+	return "", true
+}
+
+// BlockedChanges cancels the changes an earlier plan made that the agent
+// cannot apply because a device they destroy was allocated since (the
+// scheduler took it before the drain's taint was seen): for each GPU of
+// the snapshot's Auto nodes that is Blocked with DeviceInUse and that res
+// does not change again, a change back to its actual layout. The GPU is
+// then no longer held up, nor counted against the limits on GPUs changing
+// at once, until the claim ends (which may take days); the pods the
+// cancelled change was for are still pending and are planned again around
+// the device in use.
+func BlockedChanges(in AutoInputs, snap planner.Snapshot, res planner.Result) []planner.Change {
+	changed := map[string]bool{}
+	for _, c := range res.Changes {
+		changed[fmt.Sprintf("%s/%d", c.Node, c.GPU)] = true
+	}
+	var out []planner.Change
+	for _, n := range snap.Nodes {
+		nml := in.NodeMigLayouts[n.Node.Name]
+		if nml == nil {
+			continue
+		}
+		for _, st := range nml.Status.GPUs {
+			if !blockedByUse(st) || changed[fmt.Sprintf("%s/%d", n.Node.Name, st.Index)] {
+				continue
+			}
+			actual, err1 := mig.ParseLayout(st.Layout)
+			i := slices.IndexFunc(nml.Spec.GPUs, func(g v1alpha1.GPUSpec) bool { return g.Index == st.Index })
+			if err1 != nil || i < 0 {
+				continue
+			}
+			desired, err2 := mig.ParseLayout(nml.Spec.GPUs[i].Layout)
+			if err2 != nil || desired.Equal(actual) {
+				continue
+			}
+			out = append(out, planner.Change{Node: n.Node.Name, GPU: int(st.Index), From: desired, To: actual,
+				Reason: truncate(fmt.Sprintf("cancels the change to %s, blocked by a device in use (%s); its pods are planned again", desired.String(), st.Message), 1024)})
+		}
+	}
+	return out
 }
 
 // unschedulable reports whether the scheduler tried the pod and failed.

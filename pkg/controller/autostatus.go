@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,10 +93,22 @@ func (a *AutoPlanner) writeAutoStatus(ctx context.Context, mls []v1alpha1.MigLay
 	if a.autoWritten == nil {
 		a.autoWritten = map[string]v1alpha1.AutoStatus{}
 	}
+	// Keyed by UID too: a MigLayout deleted and made again under the same
+	// name starts with nothing written.
+	key := func(ml *v1alpha1.MigLayout) string { return ml.Name + "/" + string(ml.UID) }
+	present := make(map[string]bool, len(mls))
+	for i := range mls {
+		present[key(&mls[i])] = true
+	}
+	for k := range a.autoWritten {
+		if !present[k] {
+			delete(a.autoWritten, k)
+		}
+	}
 	for i := range mls {
 		cur := &mls[i]
 		want, auto := counts[cur.Name]
-		last, written := a.autoWritten[cur.Name]
+		last, written := a.autoWritten[key(cur)]
 		known := written
 		if !known && cur.Status.Auto != nil {
 			last, known = *cur.Status.Auto, true
@@ -118,13 +131,16 @@ func (a *AutoPlanner) writeAutoStatus(ctx context.Context, mls []v1alpha1.MigLay
 			w.LastChangeTime = &now
 			next.Status.Auto = &w
 		}
-		if err := a.Client.Status().Patch(ctx, next, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		if err := a.Client.Status().Patch(ctx, next, client.MergeFrom(base)); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
 			return fmt.Errorf("writing the Auto status of MigLayout %s: %w", cur.Name, err)
 		}
 		if auto {
-			a.autoWritten[cur.Name] = want
+			a.autoWritten[key(cur)] = want
 		} else {
-			delete(a.autoWritten, cur.Name)
+			delete(a.autoWritten, key(cur))
 		}
 		logger.V(1).Info("Wrote Auto status", "migLayout", cur.Name, "auto", next.Status.Auto)
 	}
