@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/controller"
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
 )
 
@@ -84,7 +85,7 @@ func TestAutoPlansPodsThatAlsoAskForAnotherDriver(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		for _, name := range []string{"train", "second"} {
+		for _, name := range []string{"train", "second", "nic-only"} {
 			_ = env.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
 		}
 	})
@@ -123,14 +124,43 @@ func TestAutoPlansPodsThatAlsoAskForAnotherDriver(t *testing.T) {
 			fmt.Sprintf("bound to %s, gpu %s, nic %s/%s", p.Spec.NodeName, gpuDev, nicPool, nicDev)
 	})
 
-	// The only NIC is taken now: a second such pod cannot run until it is released; the
+	// The only NIC is taken now. A pod asking for a NIC alone waits for it too; it is
+	// none of Auto mode's business: no event, no count.
+	if _, err := env.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "nic-only-nic"}, Spec: nicClaim}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.CreatePod(t, ctx, clustertest.Pod(ns, "nic-only", autoNodes, "nic-only-nic", ""))
+	clustertest.Poll(t, ctx, 30*time.Second, "pod nic-only to be found unschedulable", func(ctx context.Context) (bool, string) {
+		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "nic-only", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("conditions %v", p.Status.Conditions)
+	})
+	// A second pod of a 4g.40gb and the NIC cannot run until the NIC is released; the
 	// planner says it waits for capacity instead of cutting a GPU for it.
 	env.CreatePod(t, ctx, pod("second"))
 	waitPodEvent(t, ctx, ns, "second", "WaitingForCapacity")
-	env.WaitMigLayout(t, ctx, layoutName, ml.Generation, 30*time.Second, "status.auto counting the pod that waits for room", func(ml *v1alpha1.MigLayout) bool {
+	env.WaitMigLayout(t, ctx, layoutName, ml.Generation, 30*time.Second, "status.auto counting the pod that waits for room, not the NIC-only pod", func(ml *v1alpha1.MigLayout) bool {
 		a := ml.Status.Auto
 		return a != nil && a.PendingPods == 1 && a.WaitingForRoomPods == 1 && a.WaitingForCapacityPods == 0 && a.NotServablePods == 0
 	})
+	events, err := env.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=nic-only"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		switch e.Reason {
+		case controller.EventNotServable, controller.EventWaitingForCapacity, controller.EventWaitingForRepartition:
+			t.Errorf("pod nic-only, which asks for no MIG device, got an event from miglayout: %s: %s", e.Reason, e.Note)
+		}
+	}
 	data, err := os.ReadFile(filepath.Join(env.Cluster.LogDir(), "controller.log"))
 	if err != nil {
 		t.Fatal(err)
