@@ -86,6 +86,21 @@ func (b *podB) claim(expression string, count int64) *podB {
 	return b
 }
 
+// firstAvailable adds a claim with one request whose subrequests ask for
+// count devices matching each expression, in order of preference.
+func (b *podB) firstAvailable(count int64, expressions ...string) *podB {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: b.p.Pod.Name + "-list"}}
+	req := resourceapi.DeviceRequest{Name: "gpu"}
+	for i, e := range expressions {
+		req.FirstAvailable = append(req.FirstAvailable, resourceapi.DeviceSubRequest{Name: "s" + itoa(i), DeviceClassName: "mig.miglayout.io",
+			AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count,
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: e}}}})
+	}
+	c.Spec.Devices.Requests = append(c.Spec.Devices.Requests, req)
+	b.p.Claims = append(b.p.Claims, c)
+	return b
+}
+
 // allocatedOn adds an allocated claim of the pod whose allocation is on node.
 func (b *podB) allocatedOn(node string) *podB {
 	b.p.AllocatedOn = append(b.p.AllocatedOn, &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{

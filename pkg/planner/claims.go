@@ -79,8 +79,10 @@ func singleDevice(p Pod) bool {
 }
 
 // perDevice returns a claim for one device of request r of claim c (no
-// constraints, exact count 1; c itself when it is that already) and how many
-// devices r asks for (AllocationMode All counts one).
+// constraints, exact count 1, for every subrequest of a prioritized list
+// too; c itself when it is that already) and how many devices r asks for
+// (AllocationMode All counts one; a prioritized list counts its first
+// subrequest's).
 func perDevice(c *resourceapi.ResourceClaim, r resourceapi.DeviceRequest) (*resourceapi.ResourceClaim, int) {
 	count := 1
 	if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeExactCount && r.Exactly.Count > 1 {
@@ -95,6 +97,15 @@ func perDevice(c *resourceapi.ResourceClaim, r resourceapi.DeviceRequest) (*reso
 	one.Spec.Devices.Requests = []resourceapi.DeviceRequest{*r.DeepCopy()}
 	if ex := one.Spec.Devices.Requests[0].Exactly; ex != nil {
 		ex.AllocationMode, ex.Count = resourceapi.DeviceAllocationModeExactCount, 1
+	}
+	// A prioritized list: one device of any subrequest; as many as the
+	// first (preferred) subrequest asks for.
+	for i := range one.Spec.Devices.Requests[0].FirstAvailable {
+		s := &one.Spec.Devices.Requests[0].FirstAvailable[i]
+		if i == 0 && s.AllocationMode == resourceapi.DeviceAllocationModeExactCount && s.Count > 1 {
+			count = int(s.Count)
+		}
+		s.AllocationMode, s.Count = resourceapi.DeviceAllocationModeExactCount, 1
 	}
 	return one, count
 }

@@ -144,6 +144,14 @@ func TestPlan(t *testing.T) {
 				Served:  []string{"default/nic -> n2 gpu-0-mig-7g80gb-0-0 after change"},
 			},
 		},
+		"a prioritized list of two devices each is planned": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build()},
+			pods:  []Pod{pod("list", 1).firstAvailable(2, profileIs("1g.10gb"), profileIs("2g.20gb")).build()},
+			want: trace{
+				Changes: []string{"n1/0: (empty) -> 1g.10gb@4,1g.10gb@5 serves default/list"},
+				Served:  []string{"default/list -> n1 gpu-0-mig-1g10gb-19-4, gpu-0-mig-1g10gb-19-5 after change"},
+			},
+		},
 		"size counts every device a pod asks for": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,3g.40gb@4", "").build()},
 			pods:  []Pod{pod("one3g", 9).claim(profileIs("3g.40gb"), 1).build(), pod("two3g", 1).claim(profileIs("3g.40gb"), 2).build()},
