@@ -334,3 +334,39 @@ func TestInputKey(t *testing.T) {
 		t.Error("a changed DeviceClass gives the same key")
 	}
 }
+
+// TestPublishedGPUs: the planner's GPUs carry what the node's slices publish (driver
+// versions, PCI bus ID, minor), not the catalog's stand-in values, so that selectors
+// reading them evaluate as on the real devices.
+func TestPublishedGPUs(t *testing.T) {
+	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		migslices.AttrDriverVersion:     {VersionValue: ptr.To("580.95.5")},
+		migslices.AttrCUDADriverVersion: {VersionValue: ptr.To("13.0.0")},
+		migslices.AttrPCIBusID:          {StringValue: ptr.To("0000:07:00.0")},
+		migslices.AttrParentMinor:       {IntValue: ptr.To(int64(5))},
+	}
+	slices := []resourceapi.ResourceSlice{
+		{ObjectMeta: metav1.ObjectMeta{Name: "n1-mig"}, Spec: resourceapi.ResourceSliceSpec{Driver: "mig.miglayout.io", NodeName: ptr.To("n1"),
+			Devices: []resourceapi.Device{{Name: "gpu-1-mig-7g80gb-0-0", Attributes: attrs}}}},
+		// Another driver's device of the same name says nothing about miglayout's GPUs.
+		{ObjectMeta: metav1.ObjectMeta{Name: "n1-other"}, Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.example.com", NodeName: ptr.To("n1"),
+			Devices: []resourceapi.Device{{Name: "gpu-0-mig-x", Attributes: attrs}}}},
+	}
+	nml := &v1alpha1.NodeMigLayout{Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+		{Index: 0, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Phase: v1alpha1.PhaseReady},
+		{Index: 1, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady},
+	}}}
+	gpus := autoGPUs(nml, mig.DefaultCatalog(), nil, publishedGPUs(slices, "mig.miglayout.io")["n1"])
+	type info struct {
+		Driver, CUDA, PCI string
+		Minor             int
+	}
+	var got []info
+	for _, g := range gpus {
+		got = append(got, info{g.Info.DriverVersion, g.Info.CUDADriverVersion, g.Info.PCIBusID, g.Info.Minor})
+	}
+	want := []info{{"", "", "", 0}, {"580.95.5", "13.0.0", "0000:07:00.0", 5}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("GPU infos (-want +got):\n%s", diff)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/planner"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
@@ -63,6 +64,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	}
 	others := otherSlices(in.Slices, in.Driver)
 	allocated := allocatedDevices(in.Claims, in.Driver)
+	published := publishedGPUs(in.Slices, in.Driver)
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
 		if ml.Spec.Mode != v1alpha1.ModeAuto || ml.DeletionTimestamp != nil {
@@ -100,7 +102,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
 				continue
 			}
-			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, allocated[name]), OtherSlices: others.forNode(node)}
+			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, allocated[name], published[name]), OtherSlices: others.forNode(node)}
 			if len(n.GPUs) > 0 {
 				snap.Nodes = append(snap.Nodes, n)
 			}
@@ -192,6 +194,80 @@ func allocatedDevices(claims map[types.NamespacedName]*resourceapi.ResourceClaim
 	return out
 }
 
+// publishedGPU is what a node's ResourceSlices say of one GPU: the
+// attributes its devices carry that the catalog cannot know.
+type publishedGPU struct {
+	brand, architecture, computeCapability, driverVersion, cudaDriverVersion, pciBusID string
+	minor                                                                              *int64
+}
+
+// publishedGPUs reads, from driver's ResourceSlices, by node and GPU index,
+// the attributes the agents published for each GPU (on the whole-GPU
+// device or any of its MIG devices), so that hypothetical devices carry
+// the real driver version, PCI bus ID and minor number, and selectors
+// reading them evaluate as on the real ones.
+func publishedGPUs(all []resourceapi.ResourceSlice, driver string) map[string]map[int]publishedGPU {
+	out := map[string]map[int]publishedGPU{}
+	for i := range all {
+		s := &all[i]
+		if s.Spec.Driver != driver || s.Spec.NodeName == nil {
+			continue
+		}
+		node := *s.Spec.NodeName
+		for _, d := range s.Spec.Devices {
+			idx, isMIG, ok := migslices.DeviceGPUIndex(d.Name)
+			if !ok {
+				continue
+			}
+			if out[node] == nil {
+				out[node] = map[int]publishedGPU{}
+			}
+			g := out[node][idx]
+			a := d.Attributes
+			text := func(name resourceapi.QualifiedName, into *string) {
+				if v, ok := a[name]; ok && v.StringValue != nil {
+					*into = *v.StringValue
+				} else if ok && v.VersionValue != nil {
+					*into = *v.VersionValue
+				}
+			}
+			text(migslices.AttrBrand, &g.brand)
+			text(migslices.AttrArchitecture, &g.architecture)
+			text(migslices.AttrCUDAComputeCapability, &g.computeCapability)
+			text(migslices.AttrDriverVersion, &g.driverVersion)
+			text(migslices.AttrCUDADriverVersion, &g.cudaDriverVersion)
+			text(migslices.AttrPCIBusID, &g.pciBusID)
+			minor := migslices.AttrMinor
+			if isMIG {
+				minor = migslices.AttrParentMinor
+			}
+			if v, ok := a[minor]; ok && v.IntValue != nil {
+				g.minor = v.IntValue
+			}
+			out[node][idx] = g
+		}
+	}
+	return out
+}
+
+// apply sets on info what the GPU's devices were published with.
+func (p publishedGPU) apply(info *gpu.GPU) {
+	set := func(into *string, v string) {
+		if v != "" {
+			*into = v
+		}
+	}
+	set(&info.Brand, p.brand)
+	set(&info.Architecture, p.architecture)
+	set(&info.CUDAComputeCapability, p.computeCapability)
+	set(&info.DriverVersion, p.driverVersion)
+	set(&info.CUDADriverVersion, p.cudaDriverVersion)
+	set(&info.PCIBusID, p.pciBusID)
+	if p.minor != nil {
+		info.Minor = int(*p.minor)
+	}
+}
+
 // blockedByUse reports whether the agent cannot apply the GPU's desired
 // layout because a device it destroys is in use.
 func blockedByUse(st v1alpha1.GPUStatus) bool {
@@ -199,8 +275,9 @@ func blockedByUse(st v1alpha1.GPUStatus) bool {
 }
 
 // autoGPUs are the GPUs of a node the planner may use: MIG on, known model.
-// allocated are the names of the node's devices that claims hold.
-func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.Set[string]) []planner.GPU {
+// allocated are the names of the node's devices that claims hold;
+// published are the attributes the node's slices carry, by GPU index.
+func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.Set[string], published map[int]publishedGPU) []planner.GPU {
 	specs := map[int32]v1alpha1.GPUSpec{}
 	for _, s := range nml.Spec.GPUs {
 		specs[s.Index] = s
@@ -225,6 +302,7 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.
 		}
 		info := migslices.PlannedGPU(model, int(st.Index))
 		info.UUID, info.ProductName = st.UUID, st.Product
+		published[int(st.Index)].apply(&info)
 		for _, d := range actual {
 			p, err := model.Profile(d.Profile)
 			if err == nil && allocated.Has(migslices.MIGDeviceName(int(st.Index), d.Profile, p.ID, d.Start)) && !inUse.Contains(d) {

@@ -51,6 +51,9 @@ func (b *nodeB) gpu(model, layout, pinned string) *nodeB {
 	return b
 }
 
+// driver sets the driver version the last GPU's devices are published with.
+func (b *nodeB) driver(v string) *nodeB { b.n.GPUs[len(b.n.GPUs)-1].Info.DriverVersion = v; return b }
+
 // brand sets the brand the last GPU reports.
 func (b *nodeB) brand(v string) *nodeB { b.n.GPUs[len(b.n.GPUs)-1].Info.Brand = v; return b }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -50,6 +51,10 @@ type matcher struct {
 	// profiles caches, per claim shape and model, the profiles one device of
 	// which satisfies a single-device claim, best first.
 	profiles map[string]map[string][]string
+	// perGPUShape caches perGPU by claim shape; gpuProfs gpuProfiles by
+	// claim shape and GPU.
+	perGPUShape map[string]bool
+	gpuProfs    map[string][]string
 }
 
 func newMatcher(driver string, classes []*resourceapi.DeviceClass) *matcher {
@@ -57,7 +62,8 @@ func newMatcher(driver string, classes []*resourceapi.DeviceClass) *matcher {
 	for _, c := range classes {
 		l[c.Name] = c
 	}
-	return &matcher{driver: driver, classes: l, cel: cel.NewCache(1000, cel.Features{}), profiles: map[string]map[string][]string{}}
+	return &matcher{driver: driver, classes: l, cel: cel.NewCache(1000, cel.Features{}), profiles: map[string]map[string][]string{},
+		perGPUShape: map[string]bool{}, gpuProfs: map[string][]string{}}
 }
 
 // singleDevice reports whether the pod asks for exactly one device through
@@ -146,6 +152,90 @@ func (m *matcher) singleProfiles(ctx context.Context, c *resourceapi.ResourceCla
 	}
 	byModel[model.Name] = out
 	return out, nil
+}
+
+// perGPUAttributes are the attributes (lower case) of miglayout's devices
+// whose values differ between GPUs of one model or between placements: the
+// identity of the device and its GPU, the GPU's index, minor number and
+// PCI bus ID, the node's driver versions (which the catalog does not
+// know), the placement. A claim or class whose spec mentions one of them
+// is judged on each GPU's own devices (gpuProfiles, deviceFits) rather than
+// on a stand-in GPU of the model.
+var perGPUAttributes = []string{"uuid", "pcibusid", "index", "minor", "driverversion", "placementstart"}
+
+// mentionsPerGPU reports whether a claim or class spec (JSON) mentions a
+// per-GPU attribute.
+func mentionsPerGPU(spec string) bool {
+	spec = strings.ToLower(spec)
+	for _, a := range perGPUAttributes {
+		if strings.Contains(spec, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// perGPU reports whether claim c (or a DeviceClass it names) reads a
+// per-GPU attribute.
+func (m *matcher) perGPU(c *resourceapi.ResourceClaim) bool {
+	key := shapeKey(c)
+	if v, ok := m.perGPUShape[key]; ok {
+		return v
+	}
+	v := mentionsPerGPU(key)
+	for _, r := range c.Spec.Devices.Requests {
+		var names []string
+		if r.Exactly != nil {
+			names = append(names, r.Exactly.DeviceClassName)
+		}
+		for _, sub := range r.FirstAvailable {
+			names = append(names, sub.DeviceClassName)
+		}
+		for _, n := range names {
+			if class, ok := m.classes[n]; ok && !v {
+				spec, _ := json.Marshal(class.Spec)
+				v = mentionsPerGPU(string(spec))
+			}
+		}
+	}
+	m.perGPUShape[key] = v
+	return v
+}
+
+// gpuProfiles returns the profiles of GPU g's model, best first, one device
+// of which, at some placement on g itself, satisfies the single-device
+// claim c.
+func (m *matcher) gpuProfiles(ctx context.Context, c *resourceapi.ResourceClaim, g gpu.GPU) ([]string, error) {
+	info, _ := json.Marshal(g)
+	key := shapeKey(c) + "\x00" + g.Model.Name + string(info)
+	if out, ok := m.gpuProfs[key]; ok {
+		return out, nil
+	}
+	var out []string
+	for _, p := range byMemory(g.Model) {
+		for _, pl := range p.Placements {
+			ok, err := m.deviceFits(ctx, c, g, mig.Device{Profile: p.Name, Start: pl.Start})
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, p.Name)
+				break
+			}
+		}
+	}
+	m.gpuProfs[key] = out
+	return out, nil
+}
+
+// deviceFits reports whether MIG device d of GPU g satisfies the
+// single-device claim c.
+func (m *matcher) deviceFits(ctx context.Context, c *resourceapi.ResourceClaim, g gpu.GPU, d mig.Device) (bool, error) {
+	dev, err := slices.PlannedMIGDevice(g, d)
+	if err != nil {
+		return false, err
+	}
+	return m.fits(ctx, "probe", []resourceapi.Device{dev}, nil, []*resourceapi.ResourceClaim{c})
 }
 
 // fits reports whether the allocator can allocate claims on a node whose

@@ -173,11 +173,18 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, pod string) bool {
 	var bestG *gpuState
 	var bestA *addition
+	perGPU := p.match.perGPU(c)
 	for _, g := range n.gpus {
 		if !p.mayChange(g) {
 			continue
 		}
-		ps, err := p.match.singleProfiles(ctx, c, g.model)
+		var ps []string
+		var err error
+		if perGPU {
+			ps, err = p.match.gpuProfiles(ctx, c, g.g.Info)
+		} else {
+			ps, err = p.match.singleProfiles(ctx, c, g.model)
+		}
 		if err != nil {
 			return false
 		}
@@ -185,10 +192,14 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 			if !n.allows(prof) {
 				continue
 			}
-			if a := p.addition(g, prof); a != nil && (bestA == nil || slices.Compare(a.loss, bestA.loss) < 0 ||
-				slices.Equal(a.loss, bestA.loss) && a.destroyed < bestA.destroyed) {
-				bestG, bestA = g, a
+			a := p.addition(g, prof)
+			if perGPU {
+				a = p.acceptedAddition(ctx, c, g, prof)
 			}
+			if a == nil || bestA != nil && (slices.Compare(a.loss, bestA.loss) > 0 || slices.Equal(a.loss, bestA.loss) && a.destroyed >= bestA.destroyed) {
+				continue
+			}
+			bestG, bestA = g, a
 		}
 	}
 	if bestG == nil {
@@ -206,6 +217,33 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 		p.reclass(bestG)
 	}
 	return true
+}
+
+// acceptedAddition is addition for a claim that reads a per-GPU attribute:
+// the best addition of a device of prof to g at a placement the claim
+// accepts (a placement it refuses is avoided and the next best tried), or
+// nil.
+func (p *planner) acceptedAddition(ctx context.Context, c *resourceapi.ResourceClaim, g *gpuState, prof string) *addition {
+	pr, err := g.model.Profile(prof)
+	if err != nil {
+		return nil
+	}
+	avoid := g.avoid()
+	for range pr.Placements {
+		a, ok := add(g.model, g.g.Layout, g.layout, g.hard(), g.softLayout(), prof, avoid, false)
+		if !ok {
+			return nil
+		}
+		if fits, err := p.match.deviceFits(ctx, c, g.g.Info, a.device); err == nil && fits {
+			return &a
+		}
+		pl, err := g.model.Placement(a.device)
+		if err != nil {
+			return nil
+		}
+		avoid = append(slices.Clone(avoid), pl)
+	}
+	return nil
 }
 
 // releaseTentative drops the reservations addOnNode made for pod on the

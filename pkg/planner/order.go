@@ -7,7 +7,10 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+
+	"github.com/miglayout/miglayout/pkg/mig"
 )
 
 // orderPods decides in which order pending pods are planned (each takes the
@@ -75,7 +78,7 @@ func (p *planner) podSize(ctx context.Context, pod Pod) (int, error) {
 			one, count := perDevice(c, r)
 			smallest := 0
 			for _, m := range p.models {
-				ps, err := p.match.singleProfiles(ctx, one, m)
+				ps, err := p.profilesOf(ctx, one, m)
 				if err != nil {
 					return 0, err
 				}
@@ -89,4 +92,19 @@ func (p *planner) podSize(ctx context.Context, pod Pod) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// profilesOf is matcher.singleProfiles, except for a claim that reads a
+// per-GPU attribute: then the profiles on the first GPU of model in the
+// snapshot (an estimate of its size, for the order only).
+func (p *planner) profilesOf(ctx context.Context, c *resourceapi.ResourceClaim, model *mig.Model) ([]string, error) {
+	if !p.match.perGPU(c) {
+		return p.match.singleProfiles(ctx, c, model)
+	}
+	for _, g := range p.gpus {
+		if g.model == model {
+			return p.match.gpuProfiles(ctx, c, g.g.Info)
+		}
+	}
+	return nil, nil
 }

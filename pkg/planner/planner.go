@@ -334,7 +334,9 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations (and the node selectors of its claims allocated already)"
 		return nil
 	}
-	if singleDevice(pod) {
+	// A claim that reads a per-GPU attribute is judged on each GPU's own
+	// devices, which only the per-node path does.
+	if singleDevice(pod) && !p.match.perGPU(pod.Claims[0]) {
 		return p.serveSingle(ctx, pod, feasibleNodes)
 	}
 	return p.serveMulti(ctx, pod, feasibleNodes)

@@ -152,6 +152,38 @@ func TestPlan(t *testing.T) {
 				Served:  []string{"default/list -> n1 gpu-0-mig-1g10gb-19-4, gpu-0-mig-1g10gb-19-5 after change"},
 			},
 		},
+		"a claim for a GPU by index is planned on that GPU": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").gpu("A100-SXM4-80GB", "", "").build()},
+			pods:  []Pod{pod("gpu1", 1).claim(profileIs("3g.40gb")+" && device.attributes['mig.miglayout.io'].parentIndex == 1", 1).build()},
+			want: trace{
+				Changes: []string{"n1/1: (empty) -> 3g.40gb@4 serves default/gpu1"},
+				Served:  []string{"default/gpu1 -> n1 gpu-1-mig-3g40gb-9-4 after change"},
+			},
+		},
+		"a claim for a GPU by index whose GPU is full waits; the other GPU is not changed for it": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").gpu("A100-SXM4-80GB", "", "").build()},
+			pods:  []Pod{pod("gpu0", 1).claim(profileIs("1g.10gb")+" && device.attributes['mig.miglayout.io'].parentIndex == 0", 1).build()},
+			want:  trace{Unservable: map[string]string{"default/gpu0": NoRoom}},
+		},
+		"a claim for a placement gets that placement, though best fit prefers another": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build()},
+			pods:  []Pod{pod("left", 1).claim(profileIs("3g.40gb")+" && device.attributes['mig.miglayout.io'].placementStart == 0", 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: (empty) -> 3g.40gb@0 serves default/left"},
+				Served:  []string{"default/left -> n1 gpu-0-mig-3g40gb-9-0 after change"},
+			},
+		},
+		"a claim on the driver version is judged on the version the GPU's node publishes": {
+			nodes: []Node{
+				node("old").gpu("A100-SXM4-80GB", "", "").driver("535.104.5").build(),
+				node("new").gpu("A100-SXM4-80GB", "", "").driver("580.95.5").build(),
+			},
+			pods: []Pod{pod("recent", 1).claim(profileIs("1g.10gb")+" && device.attributes['mig.miglayout.io'].driverVersion.compareTo(semver('550.0.0')) >= 0", 1).build()},
+			want: trace{
+				Changes: []string{"new/0: (empty) -> 1g.10gb@6 serves default/recent"},
+				Served:  []string{"default/recent -> new gpu-0-mig-1g10gb-19-6 after change"},
+			},
+		},
 		"size counts every device a pod asks for": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,3g.40gb@4", "").build()},
 			pods:  []Pod{pod("one3g", 9).claim(profileIs("3g.40gb"), 1).build(), pod("two3g", 1).claim(profileIs("3g.40gb"), 2).build()},
