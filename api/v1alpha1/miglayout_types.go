@@ -219,8 +219,9 @@ type AutoStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +required
 	WaitingForRepartitionPods int32 `json:"waitingForRepartitionPods"`
-	// ChangedGPUs counts the GPUs of this MigLayout's nodes the plan
-	// repartitions.
+	// ChangedGPUs counts the GPUs of this MigLayout's nodes being
+	// repartitioned for Auto mode: those the plan changes and those an
+	// earlier plan changed that are not ready yet.
 	// +kubebuilder:validation:Minimum=0
 	// +required
 	ChangedGPUs int32 `json:"changedGPUs"`

@@ -18,7 +18,8 @@ import (
 
 // AutoStatuses counts a plan's outcome per Auto-mode MigLayout (by name):
 // on its nodes, the pods waiting for a repartition (repartitionTargets),
-// the GPUs changed and the pods a placement is kept for; cluster-wide, the
+// the GPUs the plan changes or that still change for an earlier one, and
+// the pods a placement is kept for; cluster-wide, the
 // pending pods, the pods waiting for room with no placement kept and the
 // pods nothing can serve. A node belongs to the MigLayout that controls its
 // NodeMigLayout. res may be nil (no plan: no pending pods).
@@ -47,6 +48,15 @@ func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map
 			s := out[name]
 			f(&s)
 			out[name] = s
+		}
+	}
+	// GPUs an earlier plan changes are counted until they are ready: a plan
+	// made while they change does not change them again.
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			if g.Changing {
+				count(n.Node.Name, func(s *v1alpha1.AutoStatus) { s.ChangedGPUs++ })
+			}
 		}
 	}
 	if res == nil {

@@ -61,15 +61,15 @@ func TestAutoStatuses(t *testing.T) {
 		res  *planner.Result
 		want map[string]v1alpha1.AutoStatus
 	}{
-		"a plan: counts on each MigLayout's nodes (pods given a free device do not wait), cluster-wide counts on every Auto MigLayout": {
+		"a plan: counts on each MigLayout's nodes (pods given a free device do not wait; GPUs changing since an earlier plan count), cluster-wide counts on every Auto MigLayout": {
 			res: res,
 			want: map[string]v1alpha1.AutoStatus{
-				"a": {PendingPods: 5, WaitingForRepartitionPods: 2, ChangedGPUs: 2, WaitingForRoomPods: 2, NotServablePods: 1},
+				"a": {PendingPods: 5, WaitingForRepartitionPods: 2, ChangedGPUs: 3, WaitingForRoomPods: 2, NotServablePods: 1},
 				"b": {PendingPods: 5, WaitingForRepartitionPods: 1, ChangedGPUs: 1, WaitingForCapacityPods: 1, WaitingForRoomPods: 2, NotServablePods: 1},
 			},
 		},
-		"no plan: only the pending pods": {
-			want: map[string]v1alpha1.AutoStatus{"a": {PendingPods: 5}, "b": {PendingPods: 5}},
+		"no plan: the pending pods and the GPUs still changing": {
+			want: map[string]v1alpha1.AutoStatus{"a": {PendingPods: 5, ChangedGPUs: 1}, "b": {PendingPods: 5}},
 		},
 	}
 	for name, tc := range tests {
