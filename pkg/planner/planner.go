@@ -140,7 +140,7 @@ func (p *planner) keepSpares() {
 					break
 				}
 				p.applyAddition(bestG, bestA)
-				bestG.serves = append(bestG.serves, "spare "+prof)
+				bestG.spares = append(bestG.spares, prof)
 				if !bestG.g.Changing {
 					p.reclass(bestG)
 				}
@@ -462,11 +462,18 @@ func (p *planner) changes() []Change {
 		if plan.Empty() {
 			continue
 		}
+		var why []string
+		if len(g.serves) > 0 {
+			why = append(why, fmt.Sprintf("serves %d pending pod(s): %s", len(g.serves), strings.Join(firstN(g.serves, 5), ", ")))
+		}
+		if len(g.spares) > 0 {
+			why = append(why, "keeps spare "+strings.Join(g.spares, ", "))
+		}
 		out = append(out, Change{
 			Node: g.node.n.Node.Name, GPU: g.g.Info.Index,
 			From: g.g.Layout.Canonical(), To: g.layout, Destroyed: plan.Destroy, Created: plan.Create,
-			Serves: slices.Clone(g.serves),
-			Reason: fmt.Sprintf("serves %d pending pod(s): %s", len(g.serves), strings.Join(firstN(g.serves, 5), ", ")),
+			Serves: slices.Clone(g.serves), Spares: slices.Clone(g.spares),
+			Reason: strings.Join(why, "; "),
 		})
 	}
 	return out

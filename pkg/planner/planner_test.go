@@ -30,7 +30,14 @@ func toTrace(r Result) trace {
 		t.Kept[pod] = fmt.Sprintf("%s/gpu-%d %s@%d", k.Node, k.GPU, k.Profile, k.Placement.Start)
 	}
 	for _, c := range r.Changes {
-		t.Changes = append(t.Changes, c.Node+"/"+itoa(c.GPU)+": "+show(c.From)+" -> "+show(c.To)+" serves "+join(c.Serves))
+		line := c.Node + "/" + itoa(c.GPU) + ": " + show(c.From) + " -> " + show(c.To)
+		if len(c.Serves) > 0 {
+			line += " serves " + join(c.Serves)
+		}
+		if len(c.Spares) > 0 {
+			line += " keeps spare " + join(c.Spares)
+		}
+		t.Changes = append(t.Changes, line)
 	}
 	for _, s := range r.Served {
 		line := s.Pod + " -> " + s.Node + " " + join(s.Devices)
@@ -298,7 +305,7 @@ func TestPlan(t *testing.T) {
 		"spares are added where nothing is destroyed": {
 			nodes: []Node{node("n1").policy(Policy{Spares: map[string]int{"1g.10gb": 2}, MaxGPUsPerNode: 2}).
 				gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").gpu("A100-SXM4-80GB", "3g.40gb@4", "3g.40gb@4").build()},
-			want: trace{Changes: []string{"n1/1: 3g.40gb@4 -> 1g.10gb@0,1g.10gb@1,3g.40gb@4 serves spare 1g.10gb, spare 1g.10gb"}},
+			want: trace{Changes: []string{"n1/1: 3g.40gb@4 -> 1g.10gb@0,1g.10gb@1,3g.40gb@4 keeps spare 1g.10gb, 1g.10gb"}},
 		},
 		"a large claim nothing can serve holds the GPU closest to freeing up; younger small claims go elsewhere": {
 			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 8}).

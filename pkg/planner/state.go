@@ -22,7 +22,8 @@ type gpuState struct {
 	layout, fixed mig.Layout
 	soft          map[mig.Device]string
 	touched       bool
-	serves        []string
+	serves        []string // pods this plan's change of the GPU serves
+	spares        []string // profiles of the spare devices it creates
 	class         string
 	// inFree marks the free-device lists this GPU is in.
 	inFree map[string]bool

@@ -104,8 +104,9 @@ type Change struct {
 	// are the difference (Destroyed never holds a pinned device).
 	From, To           mig.Layout
 	Destroyed, Created mig.Layout
-	// Serves names the pods (namespace/name) this change is for.
-	Serves []string
+	// Serves names the pods (namespace/name) this change is for, Spares
+	// the profiles of the spare devices it creates (Policy.Spares).
+	Serves, Spares []string
 	// Reason is a sentence for status and events.
 	Reason string
 }
