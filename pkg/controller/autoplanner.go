@@ -79,7 +79,7 @@ type AutoPlanner struct {
 
 	mu     sync.Mutex
 	batch  batcher
-	events map[string]string // pod -> last note, so each pod hears once per change
+	events map[string]string // pod UID -> last note, so each pod hears once per change
 	// autoWritten is the status.auto last written per MigLayout (without
 	// its time), so an unchanged one is not written again though the cache
 	// may lag behind the write.
@@ -284,12 +284,13 @@ func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
 	if a.events == nil {
 		a.events = map[string]string{}
 	}
+	// Keyed by UID: a pod made again under the same name hears again.
 	emit := func(key, eventType, reason, note string) {
 		pod := pods[key]
-		if pod == nil || a.events[key] == reason+note {
+		if pod == nil || a.events[string(pod.UID)] == reason+note {
 			return
 		}
-		a.events[key] = reason + note
+		a.events[string(pod.UID)] = reason + note
 		a.Recorder.Eventf(pod, nil, eventType, reason, "Plan", "%s", note)
 	}
 	for _, s := range res.Served {
@@ -308,9 +309,13 @@ func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
 		}
 		emit(pod, corev1.EventTypeWarning, EventNotServable, why)
 	}
-	for key := range a.events {
-		if pods[key] == nil {
-			delete(a.events, key)
+	pending := make(map[string]bool, len(pods))
+	for _, pod := range pods {
+		pending[string(pod.UID)] = true
+	}
+	for uid := range a.events {
+		if !pending[uid] {
+			delete(a.events, uid)
 		}
 	}
 }

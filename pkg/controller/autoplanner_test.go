@@ -209,7 +209,7 @@ func TestBuildSnapshot(t *testing.T) {
 
 func TestNotify(t *testing.T) {
 	pod := func(name string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)}}
 	}
 	model, _ := mig.DefaultCatalog().Model("A100-SXM4-80GB")
 	changing := planner.GPU{Info: migslices.PlannedGPU(model, 1), Layout: mig.MustParseLayout("3g.40gb@0,3g.40gb@4"), Changing: true}
@@ -231,6 +231,10 @@ func TestNotify(t *testing.T) {
 	a := &AutoPlanner{Recorder: rec}
 	a.notify(snap, res)
 	a.notify(snap, res) // the same outcome is not recorded twice
+	// A pod deleted and made again under the same name hears again.
+	snap.Pending[3].Pod = pod("never")
+	snap.Pending[3].Pod.UID = "uid-never-again"
+	a.notify(snap, res)
 	close(rec.Events)
 	var got []string
 	for e := range rec.Events {
@@ -242,6 +246,7 @@ func TestNotify(t *testing.T) {
 		"Normal WaitingForCapacity no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows; memory slices 0-3 of n1/gpu-3 (where a 4g.40gb goes) are kept for it: no other pending pod gets a device there",
 		"Normal WaitingForRepartition waiting for the repartition of n1/gpu-0: 7g.80gb@0 (a device such as gpu-0-mig-7g80gb-0-0)",
 		"Normal WaitingForRepartition waiting for the repartition of n1/gpu-1: 3g.40gb@0,3g.40gb@4 (a device such as gpu-1-mig-3g40gb-9-4)",
+		"Warning NotServableByAutoMode no profile satisfies claim c",
 		"Warning NotServableByAutoMode no profile satisfies claim c",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
