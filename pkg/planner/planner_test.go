@@ -307,6 +307,14 @@ func TestPlan(t *testing.T) {
 				gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").gpu("A100-SXM4-80GB", "3g.40gb@4", "3g.40gb@4").build()},
 			want: trace{Changes: []string{"n1/1: 3g.40gb@4 -> 1g.10gb@0,1g.10gb@1,3g.40gb@4 keeps spare 1g.10gb, 1g.10gb"}},
 		},
+		"a spare goes on a GPU the plan changes anyway, whatever the change destroyed for a pod": {
+			nodes: []Node{node("n1").policy(Policy{Spares: map[string]int{"1g.10gb": 1}}).gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
+			pods:  []Pod{pod("mid", 1).claim(profileIs("3g.40gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: 7g.80gb@0 -> 1g.10gb@0,3g.40gb@4 serves default/mid keeps spare 1g.10gb"},
+				Served:  []string{"default/mid -> n1 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
 		"a large claim nothing can serve holds the GPU closest to freeing up; younger small claims go elsewhere": {
 			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 8}).
 				gpu("A100-SXM4-80GB", "3g.40gb@0,1g.10gb@4,1g.10gb@5", "3g.40gb@0,1g.10gb@4,1g.10gb@5").

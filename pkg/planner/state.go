@@ -206,7 +206,8 @@ type additionKey struct {
 // keeping every hard device (pinned, or reserved and existing) where it is
 // and every soft one (reserved, created by this plan) somewhere, losing the
 // least room for large profiles (addition.loss), then destroying the fewest
-// devices of orig (the GPU's real layout), then leaving the most room.
+// devices of orig (the GPU's real layout) that layout still has, then
+// leaving the most room.
 // With keepFree no free device of layout is dropped. Neither the new device
 // nor a soft one lands in an avoid placement. ok is false when no such
 // layout exists.
@@ -246,9 +247,12 @@ func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string, avoid 
 			if err != nil {
 				return
 			}
+			// Devices of orig this addition destroys: those an earlier
+			// addition of the plan destroyed already are not counted
+			// again, so a GPU the plan changes anyway is not penalised.
 			destroyed := 0
 			for _, d := range orig {
-				if !res.Layout.Contains(d) {
+				if layout.Contains(d) && !res.Layout.Contains(d) {
 					destroyed++
 				}
 			}
