@@ -69,6 +69,23 @@ func BenchmarkPlanFull(b *testing.B) { benchPlan(b, scaleSnapshot(1000, 5000, 1)
 // GPUs that are nearly full: most large claims keep a placement each.
 func BenchmarkPlanBusy(b *testing.B) { benchPlan(b, busySnapshot(1000, 5000, 1)) }
 
+// BenchmarkPlanPerGPU is BenchmarkPlanBusy with every GPU of its own UUID
+// and 50 more claims that each name a GPU by index, which are judged on
+// each GPU's own devices (the per-node path): their extra cost.
+func BenchmarkPlanPerGPU(b *testing.B) {
+	snap := busySnapshot(1000, 5000, 1)
+	for i := range snap.Nodes {
+		for j := range snap.Nodes[i].GPUs {
+			snap.Nodes[i].GPUs[j].Info.UUID = fmt.Sprintf("GPU-%04d-%d", i, j)
+		}
+	}
+	for i := range 50 {
+		snap.Pending = append(snap.Pending, pod(fmt.Sprintf("pinned-%02d", i), 1).
+			claim(profileIs("3g.40gb")+" && device.attributes['mig.miglayout.io'].parentIndex == "+itoa(i%8), 1).build())
+	}
+	benchPlan(b, snap)
+}
+
 // benchPlan measures full plans of snap.
 func benchPlan(b *testing.B, snap Snapshot) {
 	b.ReportAllocs()

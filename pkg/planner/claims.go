@@ -51,10 +51,13 @@ type matcher struct {
 	// profiles caches, per claim shape and model, the profiles one device of
 	// which satisfies a single-device claim, best first.
 	profiles map[string]map[string][]string
-	// perGPUShape caches perGPU by claim shape; gpuProfs gpuProfiles by
-	// claim shape and GPU.
-	perGPUShape map[string]bool
-	gpuProfs    map[string][]string
+	// specs caches claimSpec by claim shape; gpuProfs and devFits
+	// gpuProfiles and deviceFits by claim shape and relevantInfo.
+	specs    map[string]string
+	gpuProfs map[string][]string
+	devFits  map[string]bool
+	shapes   map[*resourceapi.ResourceClaim]string
+	flagsBy  map[string]infoFlags
 }
 
 func newMatcher(driver string, classes []*resourceapi.DeviceClass) *matcher {
@@ -63,7 +66,8 @@ func newMatcher(driver string, classes []*resourceapi.DeviceClass) *matcher {
 		l[c.Name] = c
 	}
 	return &matcher{driver: driver, classes: l, cel: cel.NewCache(1000, cel.Features{}), profiles: map[string]map[string][]string{},
-		perGPUShape: map[string]bool{}, gpuProfs: map[string][]string{}}
+		specs: map[string]string{}, gpuProfs: map[string][]string{}, devFits: map[string]bool{},
+		shapes: map[*resourceapi.ResourceClaim]string{}, flagsBy: map[string]infoFlags{}}
 }
 
 // singleDevice reports whether the pod asks for exactly one device through
@@ -116,6 +120,17 @@ func perDevice(c *resourceapi.ResourceClaim, r resourceapi.DeviceRequest) (*reso
 	return one, count
 }
 
+// shape is shapeKey, cached by claim (the snapshot's claims do not change
+// during a plan).
+func (m *matcher) shape(c *resourceapi.ResourceClaim) string {
+	if k, ok := m.shapes[c]; ok {
+		return k
+	}
+	k := shapeKey(c)
+	m.shapes[c] = k
+	return k
+}
+
 // shapeKey identifies what a claim asks for, independent of its name.
 func shapeKey(c *resourceapi.ResourceClaim) string {
 	b, _ := json.Marshal(c.Spec.Devices)
@@ -126,7 +141,7 @@ func shapeKey(c *resourceapi.ResourceClaim) string {
 // then fewest compute slices), one device of which satisfies the
 // single-device claim c.
 func (m *matcher) singleProfiles(ctx context.Context, c *resourceapi.ResourceClaim, model *mig.Model) ([]string, error) {
-	key := shapeKey(c)
+	key := m.shape(c)
 	byModel, ok := m.profiles[key]
 	if !ok {
 		byModel = map[string][]string{}
@@ -178,36 +193,39 @@ func mentionsPerGPU(spec string) bool {
 // perGPU reports whether claim c (or a DeviceClass it names) reads a
 // per-GPU attribute.
 func (m *matcher) perGPU(c *resourceapi.ResourceClaim) bool {
-	key := shapeKey(c)
-	if v, ok := m.perGPUShape[key]; ok {
-		return v
-	}
-	v := mentionsPerGPU(key)
+	return mentionsPerGPU(m.claimSpec(c))
+}
+
+// readsPlacement reports whether claim c (or a DeviceClass it names) reads
+// a device's placement: which of a GPU's placements it accepts matters.
+func (m *matcher) readsPlacement(c *resourceapi.ResourceClaim) bool {
+	return strings.Contains(m.claimSpec(c), "placementstart")
+}
+
+// classNames are the DeviceClasses claim c names, subrequests included.
+func classNames(c *resourceapi.ResourceClaim) []string {
+	var out []string
 	for _, r := range c.Spec.Devices.Requests {
-		var names []string
 		if r.Exactly != nil {
-			names = append(names, r.Exactly.DeviceClassName)
+			out = append(out, r.Exactly.DeviceClassName)
 		}
 		for _, sub := range r.FirstAvailable {
-			names = append(names, sub.DeviceClassName)
-		}
-		for _, n := range names {
-			if class, ok := m.classes[n]; ok && !v {
-				spec, _ := json.Marshal(class.Spec)
-				v = mentionsPerGPU(string(spec))
-			}
+			out = append(out, sub.DeviceClassName)
 		}
 	}
-	m.perGPUShape[key] = v
-	return v
+	return out
+}
+
+func classSpecJSON(c *resourceapi.DeviceClass) string {
+	b, _ := json.Marshal(c.Spec)
+	return string(b)
 }
 
 // gpuProfiles returns the profiles of GPU g's model, best first, one device
 // of which, at some placement on g itself, satisfies the single-device
-// claim c.
+// claim c. Cached by what of g the claim can tell apart (relevantInfo).
 func (m *matcher) gpuProfiles(ctx context.Context, c *resourceapi.ResourceClaim, g gpu.GPU) ([]string, error) {
-	info, _ := json.Marshal(g)
-	key := shapeKey(c) + "\x00" + g.Model.Name + string(info)
+	key := m.shape(c) + "\x00" + relevantInfo(g, m.flags(c))
 	if out, ok := m.gpuProfs[key]; ok {
 		return out, nil
 	}
@@ -229,13 +247,23 @@ func (m *matcher) gpuProfiles(ctx context.Context, c *resourceapi.ResourceClaim,
 }
 
 // deviceFits reports whether MIG device d of GPU g satisfies the
-// single-device claim c.
+// single-device claim c. Cached by what of g the claim can tell apart
+// (relevantInfo).
 func (m *matcher) deviceFits(ctx context.Context, c *resourceapi.ResourceClaim, g gpu.GPU, d mig.Device) (bool, error) {
+	key := m.shape(c) + "\x00" + relevantInfo(g, m.flags(c)) + "\x00" + d.String()
+	if v, ok := m.devFits[key]; ok {
+		return v, nil
+	}
 	dev, err := slices.PlannedMIGDevice(g, d)
 	if err != nil {
 		return false, err
 	}
-	return m.fits(ctx, "probe", []resourceapi.Device{dev}, nil, []*resourceapi.ResourceClaim{c})
+	ok, err := m.fits(ctx, "probe", []resourceapi.Device{dev}, nil, []*resourceapi.ResourceClaim{c})
+	if err != nil {
+		return false, err
+	}
+	m.devFits[key] = ok
+	return ok, nil
 }
 
 // fits reports whether the allocator can allocate claims on a node whose

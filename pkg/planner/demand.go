@@ -2,7 +2,9 @@ package planner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,8 +14,9 @@ import (
 
 // Demand returns the pods of pods that ask for a MIG device of driver: at
 // least one request of one of their unallocated claims (or one of its
-// firstAvailable subrequests) names a DeviceClass that admits a device
-// driver publishes for some profile of models. The others (pods waiting
+// firstAvailable subrequests) names a DeviceClass that names driver in its
+// selectors or admits a device driver publishes for some profile of
+// models. The others (pods waiting
 // for a NIC or another vendor's GPU only, or naming a DeviceClass that does
 // not exist) are not Auto mode's demand: the planner leaves them alone, so
 // they get no event and no count. Only the DeviceClass decides, not the
@@ -33,7 +36,16 @@ func Demand(ctx context.Context, driver string, classes []*resourceapi.DeviceCla
 			return ok, nil
 		}
 		ok := false
-		if _, err := m.classes.Get(name); err == nil {
+		if class, err := m.classes.Get(name); err == nil {
+			// A class that names the driver (device.driver, or its
+			// attribute domain) is for its devices, whether or not its
+			// selectors evaluate on a stand-in device (one reading the
+			// driver version, which the catalog does not know, fails
+			// there and is judged on the real GPUs by the planner).
+			spec, _ := json.Marshal(class.Spec)
+			ok = strings.Contains(string(spec), driver)
+		}
+		if _, err := m.classes.Get(name); err == nil && !ok {
 			for _, model := range models {
 				ps, err := m.singleProfiles(ctx, classProbe(name), model)
 				if err != nil {

@@ -41,8 +41,15 @@ func TestDemand(t *testing.T) {
 		requests("missing-class", "no-such-class"),
 		requests("nic-and-mig", "nic.example.com", "mig.miglayout.io"),
 		requests("nic-or-mig", "nic.example.com|mig.miglayout.io"),
+		requests("recent-driver", "mig-recent-driver"),
 	}
-	got, err := Demand(context.Background(), driver, []*resourceapi.DeviceClass{migClass(), nicClass()}, mig.DefaultCatalog().Models(), pods)
+	// A class reading the driver version fails to evaluate on a stand-in device (the
+	// catalog does not know versions): it names the driver, so its pods are demand.
+	recent := migClass()
+	recent.Name = "mig-recent-driver"
+	recent.Spec.Selectors = append(recent.Spec.Selectors, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{
+		Expression: "device.attributes['mig.miglayout.io'].driverVersion.isGreaterThan(semver('500.0.0'))"}})
+	got, err := Demand(context.Background(), driver, []*resourceapi.DeviceClass{migClass(), nicClass(), recent}, mig.DefaultCatalog().Models(), pods)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +61,7 @@ func TestDemand(t *testing.T) {
 	// selector asks for what no profile has (the planner says why); one
 	// that asks only for another driver's devices, or names no existing
 	// class, is not.
-	if diff := cmp.Diff([]string{"mig", "too-big", "nic-and-mig", "nic-or-mig"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"mig", "too-big", "nic-and-mig", "nic-or-mig", "recent-driver"}, names); diff != "" {
 		t.Errorf("demand (-want +got):\n%s", diff)
 	}
 }

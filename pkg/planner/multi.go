@@ -179,22 +179,25 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 			continue
 		}
 		var ps []string
-		var err error
 		if perGPU {
-			ps, err = p.match.gpuProfiles(ctx, c, g.g.Info)
+			// Judged per GPU below, and only where there is room: a
+			// full GPU costs no allocator run.
+			for _, pr := range byMemory(g.model) {
+				ps = append(ps, pr.Name)
+			}
 		} else {
-			ps, err = p.match.singleProfiles(ctx, c, g.model)
-		}
-		if err != nil {
-			return false
+			var err error
+			if ps, err = p.match.singleProfiles(ctx, c, g.model); err != nil {
+				return false
+			}
 		}
 		for _, prof := range ps {
 			if !n.allows(prof) {
 				continue
 			}
 			a := p.addition(g, prof)
-			if perGPU {
-				a = p.acceptedAddition(ctx, c, g, prof)
+			if a != nil && perGPU {
+				a = p.acceptedAddition(ctx, c, g, prof, a)
 			}
 			if a == nil || bestA != nil && (slices.Compare(a.loss, bestA.loss) > 0 || slices.Equal(a.loss, bestA.loss) && a.destroyed >= bestA.destroyed) {
 				continue
@@ -219,29 +222,34 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 	return true
 }
 
-// acceptedAddition is addition for a claim that reads a per-GPU attribute:
-// the best addition of a device of prof to g at a placement the claim
-// accepts (a placement it refuses is avoided and the next best tried), or
-// nil.
-func (p *planner) acceptedAddition(ctx context.Context, c *resourceapi.ResourceClaim, g *gpuState, prof string) *addition {
+// acceptedAddition is best, the best addition of a device of prof to g,
+// checked for a claim that reads a per-GPU attribute: best itself where
+// the claim accepts its device; else, for a claim that reads the
+// placement, the best addition at a placement it accepts (one it refuses
+// is avoided and the next best tried); else nil.
+func (p *planner) acceptedAddition(ctx context.Context, c *resourceapi.ResourceClaim, g *gpuState, prof string, best *addition) *addition {
+	if fits, err := p.match.deviceFits(ctx, c, g.g.Info, best.device); err == nil && fits {
+		return best
+	}
 	pr, err := g.model.Profile(prof)
-	if err != nil {
+	if err != nil || !p.match.readsPlacement(c) {
 		return nil
 	}
 	avoid := g.avoid()
-	for range pr.Placements {
-		a, ok := add(g.model, g.g.Layout, g.layout, g.hard(), g.softLayout(), prof, avoid, false)
-		if !ok {
-			return nil
-		}
-		if fits, err := p.match.deviceFits(ctx, c, g.g.Info, a.device); err == nil && fits {
-			return &a
-		}
+	for a := *best; len(avoid) < len(pr.Placements)+1; {
 		pl, err := g.model.Placement(a.device)
 		if err != nil {
 			return nil
 		}
 		avoid = append(slices.Clone(avoid), pl)
+		next, ok := add(g.model, g.g.Layout, g.layout, g.hard(), g.softLayout(), prof, avoid, false)
+		if !ok {
+			return nil
+		}
+		if fits, err := p.match.deviceFits(ctx, c, g.g.Info, next.device); err == nil && fits {
+			return &next
+		}
+		a = next
 	}
 	return nil
 }

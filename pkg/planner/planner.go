@@ -334,9 +334,12 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations (and the node selectors of its claims allocated already)"
 		return nil
 	}
-	// A claim that reads a per-GPU attribute is judged on each GPU's own
-	// devices, which only the per-node path does.
-	if singleDevice(pod) && !p.match.perGPU(pod.Claims[0]) {
+	if singleDevice(pod) {
+		// A claim that reads a per-GPU attribute is judged on each
+		// GPU's own devices.
+		if p.match.perGPU(pod.Claims[0]) {
+			return p.servePinned(ctx, pod, feasibleNodes)
+		}
 		return p.serveSingle(ctx, pod, feasibleNodes)
 	}
 	return p.serveMulti(ctx, pod, feasibleNodes)

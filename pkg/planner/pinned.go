@@ -1,0 +1,196 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+)
+
+// servePinned serves a pod that needs exactly one device through a claim
+// that reads a per-GPU attribute (perGPUAttributes: a GPU's index, UUID,
+// PCI bus ID, the node's driver version, a placement): every GPU of the
+// feasible nodes is judged on its own devices, free ones and the best
+// addition at a placement the claim accepts, and the best of them is
+// taken by serveSingle's rule (least room for large profiles lost, fewest
+// free devices destroyed, an existing device before a new one, a GPU the
+// plan changes anyway, most room left, snapshot order). Such a pod keeps
+// no placement while it waits.
+func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) error {
+	key := podKey(pod.Pod)
+	c := pod.Claims[0]
+	type choice struct {
+		g         *gpuState
+		add       *addition
+		dev       mig.Device
+		loss      []int
+		destroyed int
+		headroom  []int
+	}
+	var best *choice
+	better := func(x choice) bool {
+		switch {
+		case best == nil:
+			return true
+		case slices.Compare(x.loss, best.loss) != 0:
+			return slices.Compare(x.loss, best.loss) < 0
+		case x.destroyed != best.destroyed:
+			return x.destroyed < best.destroyed
+		case (x.add == nil) != (best.add == nil):
+			return x.add == nil
+		case x.g.touched != best.g.touched:
+			return x.g.touched
+		case slices.Compare(x.headroom, best.headroom) != 0:
+			return slices.Compare(x.headroom, best.headroom) > 0
+		}
+		return x.g.order < best.g.order
+	}
+	// GPUs of one class that the claim cannot tell apart (relevantInfo)
+	// and that may change alike are judged once, by the first of them.
+	ok := make(map[*nodeState]bool, len(nodes))
+	for _, n := range nodes {
+		ok[n] = true
+	}
+	flags := p.match.flags(c)
+	type group struct {
+		class, info string
+		mayChange   bool
+	}
+	seen := map[group]bool{}
+	for _, g := range p.gpus {
+		if !ok[g.node] {
+			continue
+		}
+		if !g.g.Changing {
+			k := group{g.class, relevantInfo(g.g.Info, flags), p.mayChange(g)}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+		}
+		n := g.node
+		{
+			for _, d := range g.free() {
+				if g.blocks(d) || !n.allows(d.Profile) {
+					continue
+				}
+				ok, err := p.match.deviceFits(ctx, c, g.g.Info, d)
+				if err != nil {
+					return fmt.Errorf("planning pod %s: %w", key, err)
+				}
+				if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout)}); ok && better(cand) {
+					best = &cand
+				}
+			}
+			if !p.mayChange(g) {
+				continue
+			}
+			for _, pr := range byMemory(g.model) {
+				if !n.allows(pr.Name) {
+					continue
+				}
+				a := p.addition(g, pr.Name)
+				if a == nil {
+					continue
+				}
+				if a = p.acceptedAddition(ctx, c, g, pr.Name, a); a == nil {
+					continue
+				}
+				if cand := (choice{g: g, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom}); better(cand) {
+					best = &cand
+				}
+			}
+		}
+	}
+	if best == nil {
+		// Room, or a GPU whose devices the claim never accepts?
+		for _, n := range nodes {
+			for _, g := range n.gpus {
+				ps, err := p.match.gpuProfiles(ctx, c, g.g.Info)
+				if err != nil {
+					return fmt.Errorf("planning pod %s: %w", key, err)
+				}
+				if slices.ContainsFunc(ps, n.allows) {
+					p.result.Unservable[key] = NoRoom
+					return nil
+				}
+			}
+		}
+		p.result.Unservable[key] = fmt.Sprintf("no GPU of the Auto nodes the pod may use has a device claim %s accepts", c.Name)
+		return nil
+	}
+	if best.add == nil {
+		p.reserve(best.g, best.dev, key, false)
+		return nil
+	}
+	p.applyAddition(best.g, best.add)
+	p.reserve(best.g, best.add.device, key, true)
+	return nil
+}
+
+// infoFlags are the per-GPU attributes a claim's spec names.
+type infoFlags struct{ index, minor, uuid, pciBusID, driver bool }
+
+func flagsOf(spec string) infoFlags {
+	return infoFlags{strings.Contains(spec, "index"), strings.Contains(spec, "minor"), strings.Contains(spec, "uuid"),
+		strings.Contains(spec, "pcibusid"), strings.Contains(spec, "driverversion")}
+}
+
+// relevantInfo is what of GPU g a claim that reads the per-GPU attributes
+// f can tell apart: the attributes every GPU of a model shares, and those
+// per-GPU attributes it names. Two GPUs with the same relevantInfo accept
+// the same devices.
+func relevantInfo(g gpu.GPU, f infoFlags) string {
+	parts := []string{g.Model.Name, g.ProductName, g.Brand, g.Architecture, g.CUDAComputeCapability}
+	if f.index {
+		parts = append(parts, "i"+strconv.Itoa(g.Index))
+	}
+	if f.minor {
+		parts = append(parts, "m"+strconv.Itoa(g.Minor))
+	}
+	if f.uuid {
+		parts = append(parts, "u"+g.UUID)
+	}
+	if f.pciBusID {
+		parts = append(parts, "p"+g.PCIBusID)
+	}
+	if f.driver {
+		parts = append(parts, "d"+g.DriverVersion+"/"+g.CUDADriverVersion)
+	}
+	return strings.Join(parts, "|")
+}
+
+// flags are the infoFlags of claim c, cached by shape.
+func (m *matcher) flags(c *resourceapi.ResourceClaim) infoFlags {
+	key := m.shape(c)
+	if f, ok := m.flagsBy[key]; ok {
+		return f
+	}
+	f := flagsOf(m.claimSpec(c))
+	m.flagsBy[key] = f
+	return f
+}
+
+// claimSpec is the lower-case JSON of claim c and the DeviceClasses it
+// names, cached by shape.
+func (m *matcher) claimSpec(c *resourceapi.ResourceClaim) string {
+	key := m.shape(c)
+	if s, ok := m.specs[key]; ok {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(strings.ToLower(key))
+	for _, name := range classNames(c) {
+		if class, ok := m.classes[name]; ok {
+			b.WriteString(strings.ToLower(classSpecJSON(class)))
+		}
+	}
+	m.specs[key] = b.String()
+	return m.specs[key]
+}
