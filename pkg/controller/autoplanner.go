@@ -166,9 +166,9 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		a.forget()
 		return ctrl.Result{}, fmt.Errorf("planning Auto layouts: %w", err)
 	}
-	cancels := BlockedChanges(in, snap, res)
+	cancels := BlockedChanges(in, snap)
 	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "cancelled", len(cancels), "served", len(res.Served), "kept", len(res.Kept), "unservable", len(res.Unservable))
-	if err := a.apply(ctx, append(slices.Clone(res.Changes), cancels...)); err != nil {
+	if err := a.apply(ctx, res.Changes, cancels); err != nil {
 		a.forget()
 		return ctrl.Result{}, err
 	}
@@ -232,21 +232,40 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 	return in, nil
 }
 
-// apply writes each change into its node's NodeMigLayout spec.
-func (a *AutoPlanner) apply(ctx context.Context, changes []planner.Change) error {
+// apply writes each change, and each cancel (BlockedChanges) that still
+// holds on the NodeMigLayout as read for the write, into its node's
+// NodeMigLayout spec.
+func (a *AutoPlanner) apply(ctx context.Context, changes, cancels []planner.Change) error {
 	logger := klog.FromContext(ctx)
 	byNode := map[string][]planner.Change{}
-	for _, c := range changes {
+	for _, c := range append(slices.Clone(changes), cancels...) {
 		byNode[c.Node] = append(byNode[c.Node], c)
 	}
+	// holds reports whether c is to be written on nml: a change always; a
+	// cancel while nml still shows the blocked change it cancels.
+	holds := func(nml *v1alpha1.NodeMigLayout, c planner.Change) bool {
+		for _, x := range cancels {
+			if x.Node == c.Node && x.GPU == c.GPU {
+				now, ok := cancelOf(nml, c.GPU)
+				return ok && now.From.Equal(x.From) && now.To.Equal(x.To)
+			}
+		}
+		return true
+	}
 	for _, node := range sortedKeys(byNode) {
+		var written []planner.Change
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			written = nil
 			var nml v1alpha1.NodeMigLayout
 			if err := a.Client.Get(ctx, types.NamespacedName{Name: node}, &nml); err != nil {
 				return err
 			}
 			next := nml.DeepCopy()
 			for _, c := range byNode[node] {
+				if !holds(&nml, c) {
+					continue
+				}
+				written = append(written, c)
 				spec := v1alpha1.GPUSpec{Index: int32(c.GPU), MIGEnabled: true, Layout: c.To.String(), Reason: truncate(c.Reason, 1024)}
 				i := slices.IndexFunc(next.Spec.GPUs, func(g v1alpha1.GPUSpec) bool { return g.Index == spec.Index })
 				if i < 0 {
@@ -255,14 +274,19 @@ func (a *AutoPlanner) apply(ctx context.Context, changes []planner.Change) error
 					next.Spec.GPUs[i] = spec
 				}
 			}
+			if len(written) == 0 {
+				return nil
+			}
 			sort.Slice(next.Spec.GPUs, func(i, j int) bool { return next.Spec.GPUs[i].Index < next.Spec.GPUs[j].Index })
 			return a.Client.Patch(ctx, next, client.MergeFromWithOptions(&nml, client.MergeFromWithOptimisticLock{}))
 		})
 		if err != nil {
 			return fmt.Errorf("writing planned layouts of node %s: %w", node, err)
 		}
-		writesMetric.WithLabelValues("plan").Inc()
-		for _, c := range byNode[node] {
+		if len(written) > 0 {
+			writesMetric.WithLabelValues("plan").Inc()
+		}
+		for _, c := range written {
 			logger.Info("Planned GPU layout", "node", node, "gpu", c.GPU, "from", c.From.String(), "to", c.To.String(), "destroyed", c.Destroyed.String(), "reason", c.Reason)
 		}
 	}

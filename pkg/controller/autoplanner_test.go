@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -179,7 +181,7 @@ func TestBuildSnapshot(t *testing.T) {
 		{"a1", "7g.80gb@0", "", 0, false},
 		{"a1", "3g.40gb@0,3g.40gb@4", "", 1, true}, // desired while it changes
 		{"a1", "3g.40gb@0", "3g.40gb@0", 2, false},
-		{"a1", "2g.20gb@0,2g.20gb@2,3g.40gb@4", "2g.20gb@0", 3, false}, // blocked: planned again, around the allocated device
+		{"a1", "2g.20gb@0,2g.20gb@2,3g.40gb@4", "2g.20gb@0", 3, true}, // blocked: its change is cancelled, not counted on
 	}
 	if diff := cmp.Diff(wantGPUs, gotGPUs); diff != "" {
 		t.Errorf("GPUs (-want +got):\n%s", diff)
@@ -191,16 +193,13 @@ func TestBuildSnapshot(t *testing.T) {
 	if diff := cmp.Diff([]string{"waits", "templated", "one-not-needed"}, pods); diff != "" {
 		t.Errorf("pending pods (-want +got):\n%s", diff)
 	}
-	// The blocked change is cancelled, unless the plan changes the GPU again.
+	// The blocked change is cancelled.
 	var cancels []string
-	for _, c := range BlockedChanges(in, snap, planner.Result{}) {
+	for _, c := range BlockedChanges(in, snap) {
 		cancels = append(cancels, fmt.Sprintf("%s/%d: %s -> %s", c.Node, c.GPU, c.From, c.To))
 	}
 	if diff := cmp.Diff([]string{"a1/3: 7g.80gb@0 -> 2g.20gb@0,2g.20gb@2,3g.40gb@4"}, cancels); diff != "" {
 		t.Errorf("cancelled changes (-want +got):\n%s", diff)
-	}
-	if got := BlockedChanges(in, snap, planner.Result{Changes: []planner.Change{{Node: "a1", GPU: 3}}}); len(got) != 0 {
-		t.Errorf("a GPU the plan changes again is also cancelled: %+v", got)
 	}
 	if snap.MaxGPUs != 3 {
 		t.Errorf("MaxGPUs = %d, want 3", snap.MaxGPUs)
@@ -352,7 +351,13 @@ func TestPublishedGPUs(t *testing.T) {
 	}
 	slices := []resourceapi.ResourceSlice{
 		{ObjectMeta: metav1.ObjectMeta{Name: "n1-mig"}, Spec: resourceapi.ResourceSliceSpec{Driver: "mig.miglayout.io", NodeName: ptr.To("n1"),
+			Pool:    resourceapi.ResourcePool{Name: "n1", Generation: 2},
 			Devices: []resourceapi.Device{{Name: "gpu-1-mig-7g80gb-0-0", Attributes: attrs}}}},
+		// An older generation of the pool, still listed while it is republished.
+		{ObjectMeta: metav1.ObjectMeta{Name: "n1-mig-old"}, Spec: resourceapi.ResourceSliceSpec{Driver: "mig.miglayout.io", NodeName: ptr.To("n1"),
+			Pool: resourceapi.ResourcePool{Name: "n1", Generation: 1},
+			Devices: []resourceapi.Device{{Name: "gpu-1-mig-7g80gb-0-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				migslices.AttrDriverVersion: {VersionValue: ptr.To("535.0.0")}}}}}},
 		// Another driver's device of the same name says nothing about miglayout's GPUs.
 		{ObjectMeta: metav1.ObjectMeta{Name: "n1-other"}, Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.example.com", NodeName: ptr.To("n1"),
 			Devices: []resourceapi.Device{{Name: "gpu-0-mig-x", Attributes: attrs}}}},
@@ -373,5 +378,54 @@ func TestPublishedGPUs(t *testing.T) {
 	want := []info{{"", "", "", 0}, {"580.95.5", "13.0.0", "0000:07:00.0", 5}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("GPU infos (-want +got):\n%s", diff)
+	}
+}
+
+// TestApplyCancel: a cancel is written only while the NodeMigLayout still shows the
+// blocked change it cancels (the agent may have applied the change, or reported it
+// otherwise, since the snapshot was read); a planned change is always written.
+func TestApplyCancel(t *testing.T) {
+	blocked := func(desired string, phase v1alpha1.GPUPhase) *v1alpha1.NodeMigLayout {
+		return &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+			Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{
+				{Index: 0, MIGEnabled: true, Layout: desired}, {Index: 1, MIGEnabled: true, Layout: "7g.80gb@0"}}},
+			Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+				{Index: 0, MIGEnabled: true, MIGPending: true, Layout: "1g.10gb@0", Phase: phase, Reason: v1alpha1.ReasonDeviceInUse},
+				{Index: 1, MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}
+	}
+	snapNML := blocked("7g.80gb@0", v1alpha1.PhaseBlocked)
+	cancel, ok := cancelOf(snapNML, 0)
+	if !ok {
+		t.Fatal("no cancel for a GPU blocked by a device in use")
+	}
+	change := planner.Change{Node: "n1", GPU: 1, From: mig.MustParseLayout("7g.80gb@0"), To: mig.MustParseLayout("3g.40gb@4")}
+	tests := map[string]struct {
+		live *v1alpha1.NodeMigLayout
+		want []string // spec layouts of GPUs 0 and 1 after apply
+	}{
+		"still blocked: cancelled":                    {blocked("7g.80gb@0", v1alpha1.PhaseBlocked), []string{"1g.10gb@0", "3g.40gb@4"}},
+		"the agent is no longer blocked: left alone":  {blocked("7g.80gb@0", v1alpha1.PhaseDraining), []string{"7g.80gb@0", "3g.40gb@4"}},
+		"another layout is asked for now: left alone": {blocked("4g.40gb@0", v1alpha1.PhaseBlocked), []string{"4g.40gb@0", "3g.40gb@4"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(tc.live).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
+			a := &AutoPlanner{Client: c}
+			if err := a.apply(ctx, []planner.Change{change}, []planner.Change{cancel}); err != nil {
+				t.Fatal(err)
+			}
+			var got v1alpha1.NodeMigLayout
+			if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			var layouts []string
+			for _, g := range got.Spec.GPUs {
+				layouts = append(layouts, g.Layout)
+			}
+			if diff := cmp.Diff(tc.want, layouts); diff != "" {
+				t.Errorf("spec layouts (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

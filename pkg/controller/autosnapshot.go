@@ -46,9 +46,9 @@ const defaultMaxGPUs = 8
 // A GPU whose desired layout differs from its actual one, or that is not
 // Ready, is Changing: its Layout is the desired one (its free devices are
 // coming and can serve pods) and the planner does not change it again;
-// except a GPU Blocked because a device the change destroys is in use
-// (allocated after the plan was made): it is planned again from its actual
-// layout (see BlockedChanges). A device is pinned when the agent reports
+// except that a GPU Blocked because a device the change destroys is in use
+// (allocated after the plan was made) has its actual Layout: that change
+// is cancelled (BlockedChanges). A device is pinned when the agent reports
 // it in use or a ResourceClaim's allocation names it, whichever is seen
 // first.
 func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
@@ -207,10 +207,19 @@ type publishedGPU struct {
 // the real driver version, PCI bus ID and minor number, and selectors
 // reading them evaluate as on the real ones.
 func publishedGPUs(all []resourceapi.ResourceSlice, driver string) map[string]map[int]publishedGPU {
+	// Only a pool's newest generation counts (while a pool is being
+	// republished its older slices may still be listed).
+	newest := map[string]int64{}
+	for i := range all {
+		s := &all[i]
+		if s.Spec.Driver == driver && s.Spec.NodeName != nil && s.Spec.Pool.Generation > newest[s.Spec.Pool.Name] {
+			newest[s.Spec.Pool.Name] = s.Spec.Pool.Generation
+		}
+	}
 	out := map[string]map[int]publishedGPU{}
 	for i := range all {
 		s := &all[i]
-		if s.Spec.Driver != driver || s.Spec.NodeName == nil {
+		if s.Spec.Driver != driver || s.Spec.NodeName == nil || s.Spec.Pool.Generation < newest[s.Spec.Pool.Name] {
 			continue
 		}
 		node := *s.Spec.NodeName
@@ -310,10 +319,15 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.
 			}
 		}
 		g := planner.GPU{Info: info, Layout: actual, Pinned: inUse.Canonical()}
-		if spec, ok := specs[st.Index]; ok && !blockedByUse(st) {
+		if spec, ok := specs[st.Index]; ok {
 			desired, err := mig.ParseLayout(spec.Layout)
 			if err == nil && spec.MIGEnabled && (!desired.Equal(actual) || st.Phase != v1alpha1.PhaseReady) {
 				g.Layout, g.Changing = desired, true
+				if blockedByUse(st) {
+					// Its devices are not coming: the change is
+					// cancelled (BlockedChanges).
+					g.Layout = actual
+				}
 			}
 		}
 		out = append(out, g)
@@ -384,41 +398,47 @@ func claimName(pod *corev1.Pod, rc corev1.PodResourceClaim) (name string, needed
 // BlockedChanges cancels the changes an earlier plan made that the agent
 // cannot apply because a device they destroy was allocated since (the
 // scheduler took it before the drain's taint was seen): for each GPU of
-// the snapshot's Auto nodes that is Blocked with DeviceInUse and that res
-// does not change again, a change back to its actual layout. The GPU is
-// then no longer held up, nor counted against the limits on GPUs changing
-// at once, until the claim ends (which may take days); the pods the
-// cancelled change was for are still pending and are planned again around
-// the device in use.
-func BlockedChanges(in AutoInputs, snap planner.Snapshot, res planner.Result) []planner.Change {
-	changed := map[string]bool{}
-	for _, c := range res.Changes {
-		changed[fmt.Sprintf("%s/%d", c.Node, c.GPU)] = true
-	}
+// the snapshot's Auto nodes (MIG on, a known model) that is Blocked with
+// DeviceInUse while its desired layout, MIG on, differs from its actual
+// one, a change back to the actual layout. The GPU is then no longer held
+// up until the claim ends (which may take days), nor are the node's other
+// GPUs under the per-node limit; the pods the cancelled change was for are
+// still pending and are planned again, around the device in use, once the
+// agent reports the GPU Ready. apply writes a cancel only while the
+// NodeMigLayout still asks for the cancelled layout and still reports the
+// GPU blocked on the layout the cancel keeps.
+func BlockedChanges(in AutoInputs, snap planner.Snapshot) []planner.Change {
 	var out []planner.Change
 	for _, n := range snap.Nodes {
 		nml := in.NodeMigLayouts[n.Node.Name]
 		if nml == nil {
 			continue
 		}
-		for _, st := range nml.Status.GPUs {
-			if !blockedByUse(st) || changed[fmt.Sprintf("%s/%d", n.Node.Name, st.Index)] {
-				continue
+		for _, g := range n.GPUs {
+			if c, ok := cancelOf(nml, g.Info.Index); ok {
+				out = append(out, c)
 			}
-			actual, err1 := mig.ParseLayout(st.Layout)
-			i := slices.IndexFunc(nml.Spec.GPUs, func(g v1alpha1.GPUSpec) bool { return g.Index == st.Index })
-			if err1 != nil || i < 0 {
-				continue
-			}
-			desired, err2 := mig.ParseLayout(nml.Spec.GPUs[i].Layout)
-			if err2 != nil || desired.Equal(actual) {
-				continue
-			}
-			out = append(out, planner.Change{Node: n.Node.Name, GPU: int(st.Index), From: desired, To: actual,
-				Reason: truncate(fmt.Sprintf("cancels the change to %s, blocked by a device in use (%s); its pods are planned again", desired.String(), st.Message), 1024)})
 		}
 	}
 	return out
+}
+
+// cancelOf is the change that cancels GPU idx's blocked change on nml, if
+// it has one (see BlockedChanges).
+func cancelOf(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
+	i := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return int(st.Index) == idx })
+	j := slices.IndexFunc(nml.Spec.GPUs, func(sp v1alpha1.GPUSpec) bool { return int(sp.Index) == idx })
+	if i < 0 || j < 0 || !blockedByUse(nml.Status.GPUs[i]) || !nml.Spec.GPUs[j].MIGEnabled {
+		return planner.Change{}, false
+	}
+	st := nml.Status.GPUs[i]
+	actual, err1 := mig.ParseLayout(st.Layout)
+	desired, err2 := mig.ParseLayout(nml.Spec.GPUs[j].Layout)
+	if err1 != nil || err2 != nil || desired.Equal(actual) {
+		return planner.Change{}, false
+	}
+	return planner.Change{Node: nml.Name, GPU: idx, From: desired, To: actual,
+		Reason: truncate(fmt.Sprintf("cancels the change to %s, blocked by a device in use (%s); its pods are planned again", desired.String(), st.Message), 1024)}, true
 }
 
 // unschedulable reports whether the scheduler tried the pod and failed.
