@@ -91,9 +91,11 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	if err != nil {
 		return nil, err
 	}
-	if rolled, err := r.rollbackOrphans(ctx, obs); err != nil {
-		logger.Error(err, "Rolling back GPU instances without compute instance")
-	} else if rolled {
+	rolled, orphans, err := r.rollbackOrphans(ctx, obs)
+	if err != nil {
+		return nil, err
+	}
+	if rolled {
 		if obs, err = r.observe(ctx); err != nil {
 			return nil, err
 		}
@@ -108,6 +110,15 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	var work []*gpuPlan
 	for _, spec := range desired {
 		idx := int(spec.Index)
+		if err := orphans[idx]; err != nil {
+			// A GI without a CI is still there: the GPU does not hold
+			// its layout (the GI is never published) and no change is
+			// planned on it until it is gone.
+			logger.Error(err, "Rolling back GPU instances without compute instance", "gpu", idx)
+			res.Results[idx] = GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonNVMLError, Message: err.Error()}
+			res.Retry = true
+			continue
+		}
 		p, result := r.planGPU(obs, spec, inUse)
 		if result != nil {
 			res.Results[idx] = *result
@@ -399,11 +410,12 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 
 // rollbackOrphans destroys GPU instances that have no compute instance: the
 // trace of an agent killed between creating a GI and its CI (or of a failed
-// rollback). Such a GI is never published, so nothing can use it.
-func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState) (bool, error) {
+// rollback). Such a GI is never published, so nothing can use it. It
+// reports whether it destroyed any, and, by GPU index, the GIs it could not
+// destroy; err only when the GPU lock could not be taken (ctx done).
+func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState) (rolled bool, failed map[int]error, err error) {
 	logger := klog.FromContext(ctx)
-	rolled := false
-	var errs []error
+	failed = map[int]error{}
 	for i := range obs {
 		g := &obs[i]
 		for _, d := range g.Devices {
@@ -413,18 +425,18 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState) (bo
 			logger.Info("Rolling back GPU instance without compute instance", "gpu", g.GPU.Index, "device", d.Device().String(), "giID", d.GIID)
 			end, err := r.Locks.BeginReconfigure(ctx, g.GPU.Index)
 			if err != nil {
-				return rolled, err
+				return rolled, failed, err
 			}
 			err = r.GPUs.DestroyMIGDevice(ctx, g.GPU.Index, d.Device())
 			end()
 			if err != nil {
-				errs = append(errs, fmt.Errorf("destroying orphan GPU instance %s on GPU %d: %w", d.Device(), g.GPU.Index, err))
+				failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("destroying GPU instance %s, which has no compute instance: %w", d.Device(), err))
 				continue
 			}
 			rolled = true
 		}
 	}
-	return rolled, errors.Join(errs...)
+	return rolled, failed, nil
 }
 
 // observe reads every GPU and its MIG devices from NVML.

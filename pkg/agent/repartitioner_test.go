@@ -340,3 +340,43 @@ func TestTaintsDropped(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncOrphanRollbackFails: a GPU instance without compute instance that cannot
+// be destroyed keeps the GPU from being reported Ready (its layout is not what is
+// published) and the pass is retried; the next pass rolls it back and converges.
+func TestSyncOrphanRollbackFails(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0")
+	dev, ret := g.sim.DeviceGetHandleByIndex(0)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	if _, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4}); ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	want := []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}
+	res, err := g.r.Sync(context.Background(), want, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseFailed || got.Reason != v1alpha1.ReasonNVMLError || !res.Retry {
+		t.Errorf("first pass: %+v, retry %t; want Failed/NVMLError and a retry", got, res.Retry)
+	}
+	res, err = g.r.Sync(context.Background(), want, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
+		t.Errorf("second pass: %+v, want Ready", got)
+	}
+	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
+	}
+}
