@@ -73,8 +73,10 @@ type gpuPlan struct {
 	spec    v1alpha1.GPUSpec
 	desired mig.Layout
 	plan    mig.Plan
-	// enableMIG / disableMIG: a MIG mode change is part of the work.
-	enableMIG, disableMIG bool
+	// enableMIG / disableMIG: a MIG mode change is part of the work;
+	// cancelPending: a pending mode change the spec no longer asks for is
+	// cancelled (the mode set to the current one).
+	enableMIG, disableMIG, cancelPending bool
 	// drain are the published names of the devices that go away.
 	drain []string
 }
@@ -268,6 +270,9 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
 			Message: fmt.Sprintf("MIG mode change to %v is pending until GPU %d is reset (stop its processes and run nvidia-smi -r -i %d)", spec.MIGEnabled, idx, idx)}
 	}
+	// A mode change is pending that the spec no longer asks for (it was
+	// reverted before a reset): cancel it, or the next reset applies it.
+	p.cancelPending = g.GPU.MIGMode.Current != g.GPU.MIGMode.Pending
 	actual := layoutOf(g)
 	if spec.MIGEnabled {
 		desired, err := mig.ParseLayout(spec.Layout)
@@ -292,7 +297,7 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 			p.drain = append(p.drain, r.Inventory.DeviceName(g.GPU, md))
 		}
 	}
-	if p.plan.Empty() && !p.enableMIG && !p.disableMIG {
+	if p.plan.Empty() && !p.enableMIG && !p.disableMIG && !p.cancelPending {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
 	}
 	if busy := inUse.Intersection(sets.New(p.drain...)); busy.Len() > 0 {
@@ -304,6 +309,9 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 
 func (p *gpuPlan) describe() string {
 	var parts []string
+	if p.cancelPending {
+		parts = append(parts, "cancel the pending MIG mode change")
+	}
 	if p.enableMIG {
 		parts = append(parts, "enable MIG")
 	}
@@ -355,6 +363,15 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		}
 	}
 	entry := p.entry(StepSettingMIGMode)
+	if p.cancelPending {
+		mode, err := r.GPUs.SetMIGMode(ctx, p.index, p.spec.MIGEnabled)
+		if err != nil {
+			return fail(fmt.Errorf("cancelling the pending MIG mode change: %w", err))
+		}
+		if mode.Pending != p.spec.MIGEnabled {
+			return fail(fmt.Errorf("cancelling the pending MIG mode change: the mode is still pending %v", mode.Pending))
+		}
+	}
 	if p.enableMIG {
 		if err := r.Journal.Record(entry); err != nil {
 			return fail(err)

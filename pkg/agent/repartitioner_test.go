@@ -380,3 +380,34 @@ func TestSyncOrphanRollbackFails(t *testing.T) {
 		t.Errorf("layouts (-want +got):\n%s", diff)
 	}
 }
+
+// TestSyncCancelsRevertedMIGMode: on an Ampere GPU a process keeps a MIG enable
+// pending until a reset; when the spec goes back to MIG off before that, the pending
+// change is cancelled, so a later reset does not turn MIG on behind the spec's back.
+func TestSyncCancelsRevertedMIGMode(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	ctx := context.Background()
+	if _, err := g.sim.StartProcess(g.sim.Snapshot().GPUs[0].UUID, 1000); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonResetRequired {
+		t.Fatalf("enable with a process on the GPU: %+v, want Blocked/ResetRequired", got)
+	}
+	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent || !st.MIGPending {
+		t.Fatalf("MIG mode current %t pending %t, want an enable pending", st.MIGCurrent, st.MIGPending)
+	}
+	res, err = g.r.Sync(ctx, []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: false}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
+		t.Errorf("after the revert: %+v, want Ready", got)
+	}
+	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent || st.MIGPending {
+		t.Errorf("MIG mode current %t pending %t, want both off", st.MIGCurrent, st.MIGPending)
+	}
+}
