@@ -7,6 +7,13 @@
 //
 //	go run ./cmd/miglayout-bench [-seeds N] [-quick] [-scenario 16gpu|2gpu] [-strategies a,b]
 //
+// With -sizes it instead solves the optimal online policy on clusters of
+// 1 to 3 GPUs and prints how much of the gap between first-fit and free
+// migration it closes at each size (quality.BoundsBySize; 3 GPUs take
+// about three minutes per mix):
+//
+//	go run ./cmd/miglayout-bench -sizes 1,2,3
+//
 // The planning-time benchmark (#1) is not run here: its inputs are test
 // helpers of package planner; run it with
 //
@@ -18,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/miglayout/miglayout/pkg/planner/quality"
@@ -31,7 +39,27 @@ func main() {
 	parallel := flag.Int("parallel", 0, "traces simulated at once (0: GOMAXPROCS)")
 	scenario := flag.String("scenario", "", "run only this scenario (e.g. 16gpu, 2gpu; default all)")
 	initial := flag.String("initial", "", "layout every GPU starts with, e.g. 7g.80gb@0 (default: MIG on, no device)")
+	sizes := flag.String("sizes", "", "instead, the optimum's share of the first-fit-to-migration gap on clusters of these sizes, e.g. 1,2,3")
 	flag.Parse()
+
+	if *sizes != "" {
+		var gpus []int
+		for _, f := range strings.Split(*sizes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "miglayout-bench: -sizes: %v\n", err)
+				os.Exit(2)
+			}
+			gpus = append(gpus, n)
+		}
+		rows, err := quality.BoundsBySize(quality.DefaultConfig(), gpus, 200_000)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "miglayout-bench:", err)
+			os.Exit(1)
+		}
+		fmt.Print(quality.FormatBoundsBySize(rows))
+		return
+	}
 
 	cfg := quality.DefaultConfig()
 	if *quick {
