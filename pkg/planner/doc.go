@@ -8,7 +8,16 @@
 // (the allocator kube-scheduler runs) over hypothetical ResourceSlices whose
 // devices are built by package slices, the same code that publishes the real
 // ones. Node feasibility (nodeSelector, required node affinity, taints and
-// tolerations) comes from k8s.io/component-helpers.
+// tolerations) comes from k8s.io/component-helpers. Most claims are judged
+// once per GPU model on a stand-in GPU; one that reads an attribute that
+// differs between GPUs of a model (index, minor, UUID, PCI bus ID, driver
+// version, placement) is judged on each GPU's own devices (servePinned),
+// and a pod with claims allocated already only on the nodes their
+// allocations allow. Demand tells the pods that ask for a MIG device from
+// those that wait for other drivers' devices only, which the planner
+// leaves alone; a pod whose claims the allocator cannot evaluate is
+// reported unservable with the allocator's error and does not stop the
+// plan.
 //
 // The objective, in order: serve the most pending demand, taking pods by
 // priority, then largest first (compute slices of the smallest profile that
