@@ -108,6 +108,12 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		return nil, err
 	}
 
+	for idx, err := range orphans {
+		if !slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == idx }) {
+			logger.Error(err, "Rolling back GPU instances without compute instance", "gpu", idx)
+		}
+	}
+
 	// 1. Plan, refusing bad input and in-use devices before any change.
 	var work []*gpuPlan
 	for _, spec := range desired {

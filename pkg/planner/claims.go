@@ -120,6 +120,9 @@ func perDevice(c *resourceapi.ResourceClaim, r resourceapi.DeviceRequest) (*reso
 	return one, count
 }
 
+// maxCachedShapes bounds the shape cache.
+const maxCachedShapes = 10000
+
 // shape is shapeKey, cached by claim (the snapshot's claims do not change
 // during a plan).
 func (m *matcher) shape(c *resourceapi.ResourceClaim) string {
@@ -127,6 +130,10 @@ func (m *matcher) shape(c *resourceapi.ResourceClaim) string {
 		return k
 	}
 	k := shapeKey(c)
+	if len(m.shapes) >= maxCachedShapes {
+		// Per-request copies made while trying nodes would pile up.
+		clear(m.shapes)
+	}
 	m.shapes[c] = k
 	return k
 }

@@ -2,7 +2,6 @@ package planner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -42,8 +41,7 @@ func Demand(ctx context.Context, driver string, classes []*resourceapi.DeviceCla
 			// selectors evaluate on a stand-in device (one reading the
 			// driver version, which the catalog does not know, fails
 			// there and is judged on the real GPUs by the planner).
-			spec, _ := json.Marshal(class.Spec)
-			ok = strings.Contains(string(spec), driver)
+			ok = namesDriver(class, driver)
 		}
 		if _, err := m.classes.Get(name); err == nil && !ok {
 			for _, model := range models {
@@ -103,4 +101,22 @@ func classProbe(class string) *resourceapi.ResourceClaim {
 			},
 		}}}},
 	}
+}
+
+// namesDriver reports whether one of class's CEL selectors asks for the
+// driver's devices by name (device.driver == "driver") or reads its
+// attributes (device.attributes["driver"]).
+func namesDriver(class *resourceapi.DeviceClass, driver string) bool {
+	for _, sel := range class.Spec.Selectors {
+		if sel.CEL == nil {
+			continue
+		}
+		e := strings.Join(strings.Fields(sel.CEL.Expression), "")
+		for _, q := range []string{"'", `"`} {
+			if strings.Contains(e, "=="+q+driver+q) || strings.Contains(e, "["+q+driver+q+"]") {
+				return true
+			}
+		}
+	}
+	return false
 }

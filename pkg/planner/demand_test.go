@@ -42,14 +42,19 @@ func TestDemand(t *testing.T) {
 		requests("nic-and-mig", "nic.example.com", "mig.miglayout.io"),
 		requests("nic-or-mig", "nic.example.com|mig.miglayout.io"),
 		requests("recent-driver", "mig-recent-driver"),
+		requests("other-vendor", "not-mig"),
 	}
+	// A class that names the driver only to exclude it is not for its devices.
+	notMig := nicClass()
+	notMig.Name = "not-mig"
+	notMig.Spec.Selectors[0].CEL.Expression = "device.driver != 'mig.miglayout.io' && device.driver == 'gpu.example.com'"
 	// A class reading the driver version fails to evaluate on a stand-in device (the
 	// catalog does not know versions): it names the driver, so its pods are demand.
 	recent := migClass()
 	recent.Name = "mig-recent-driver"
 	recent.Spec.Selectors = append(recent.Spec.Selectors, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{
 		Expression: "device.attributes['mig.miglayout.io'].driverVersion.isGreaterThan(semver('500.0.0'))"}})
-	got, err := Demand(context.Background(), driver, []*resourceapi.DeviceClass{migClass(), nicClass(), recent}, mig.DefaultCatalog().Models(), pods)
+	got, err := Demand(context.Background(), driver, []*resourceapi.DeviceClass{migClass(), nicClass(), recent, notMig}, mig.DefaultCatalog().Models(), pods)
 	if err != nil {
 		t.Fatal(err)
 	}

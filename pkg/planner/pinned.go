@@ -131,6 +131,11 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 	}
 	p.applyAddition(best.g, best.add)
 	p.reserve(best.g, best.add.device, key, true)
+	if p.match.readsPlacement(c) {
+		// Created for a claim that asks for this placement: later
+		// additions must not move it as they may move other new devices.
+		delete(best.g.soft, best.add.device)
+	}
 	return nil
 }
 

@@ -180,6 +180,18 @@ func TestPlan(t *testing.T) {
 				Served:  []string{"default/left -> n1 gpu-0-mig-3g40gb-9-0 after change"},
 			},
 		},
+		"a device created for a claim that asks for its placement stays there when a later pod needs the GPU": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build()},
+			pods: []Pod{
+				pod("pin", 1).priority(10).claim(profileIs("1g.10gb")+" && device.attributes['mig.miglayout.io'].placementStart == 0", 1).build(),
+				pod("big", 1).claim(profileIs("4g.40gb"), 1).build(),
+			},
+			want: trace{
+				Changes: []string{"n1/0: (empty) -> 1g.10gb@0 serves default/pin"},
+				Served:  []string{"default/pin -> n1 gpu-0-mig-1g10gb-19-0 after change"},
+				Kept:    map[string]string{"default/big": "n1/gpu-0 4g.40gb@0"},
+			},
+		},
 		"a claim on the driver version is judged on the version the GPU's node publishes": {
 			nodes: []Node{
 				node("old").gpu("A100-SXM4-80GB", "", "").driver("535.104.5").build(),
