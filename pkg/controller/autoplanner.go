@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -84,6 +83,9 @@ type AutoPlanner struct {
 	// its time), so an unchanged one is not written again though the cache
 	// may lag behind the write.
 	autoWritten map[string]v1alpha1.AutoStatus
+	// labelKeys are the node labels the last snapshot's pods select on: a
+	// change of another label does not wake the planner.
+	labelKeys map[string]bool
 }
 
 // SetupWithManager registers the planner: any change to pods waiting for
@@ -104,12 +106,13 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 		p, ok := o.(*corev1.Pod)
 		return ok && p.Spec.NodeName == "" && len(p.Spec.ResourceClaims) > 0
 	})
-	// Node feasibility reads labels, taints and unschedulable, not status.
+	// Node feasibility reads taints, unschedulable and the labels pods
+	// select on (feasibilityLabelKeys of the last plan), not status nor
+	// labels nothing selects on.
 	nodeSpec := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*corev1.Node)
 		n, ok2 := e.ObjectNew.(*corev1.Node)
-		return !ok1 || !ok2 || !maps.Equal(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
-			o.Spec.Unschedulable != n.Spec.Unschedulable
+		return !ok1 || !ok2 || a.nodeChangeMatters(o, n)
 	}}
 	// miglayout's own slices follow the NodeMigLayouts' status; other
 	// drivers' decide pods that also ask for their devices.
@@ -143,6 +146,9 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, fmt.Errorf("selecting the pods that ask for MIG devices: %w", err)
 	}
 	pendingDemand.Set(float64(len(snap.Pending)))
+	a.mu.Lock()
+	a.labelKeys = feasibilityLabelKeys(snap)
+	a.mu.Unlock()
 	if len(snap.Nodes) == 0 {
 		return ctrl.Result{}, a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil))
 	}
@@ -429,9 +435,18 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 		// the pod itself does not change.
 		lines = append(lines, fmt.Sprintf("pod %s/%s %s %t\n", p.Pod.Namespace, p.Pod.Name, p.Pod.ResourceVersion, aged(p.Pod)))
 	}
-	// What decides whether a node is feasible for a pod.
+	// What decides whether a node is feasible for a pod: its taints and
+	// the labels pods or other drivers' slices select on (not the others,
+	// which agents such as GPU feature discovery may rewrite every minute).
+	keys := feasibilityLabelKeys(snap)
 	for _, n := range snap.Nodes {
-		lines = append(lines, fmt.Sprintf("node %s %v %v %t\n", n.Node.Name, n.Node.Labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable))
+		labels := map[string]string{}
+		for k := range keys {
+			if v, ok := n.Node.Labels[k]; ok {
+				labels[k] = v
+			}
+		}
+		lines = append(lines, fmt.Sprintf("node %s %v %v %t\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable))
 		for _, s := range n.OtherSlices {
 			lines = append(lines, fmt.Sprintf("slice %s %s %d\n", n.Node.Name, s.Name, s.Generation))
 		}
@@ -447,6 +462,60 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 		fmt.Fprintf(h, "nml %s %s\n", n, in.NodeMigLayouts[n].ResourceVersion)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// nodeChangeMatters reports whether a node's update may change a plan: its
+// taints or unschedulable changed, or a label the last snapshot's pods
+// select on.
+func (a *AutoPlanner) nodeChangeMatters(o, n *corev1.Node) bool {
+	if !equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) || o.Spec.Unschedulable != n.Spec.Unschedulable {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range a.labelKeys {
+		if o.Labels[k] != n.Labels[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// feasibilityLabelKeys are the node label keys the pending pods' node
+// selectors and required node affinity, and other drivers' slices' node
+// selectors, read.
+func feasibilityLabelKeys(snap planner.Snapshot) map[string]bool {
+	keys := map[string]bool{}
+	selector := func(sel *corev1.NodeSelector) {
+		if sel == nil {
+			return
+		}
+		for _, t := range sel.NodeSelectorTerms {
+			for _, r := range t.MatchExpressions {
+				keys[r.Key] = true
+			}
+		}
+	}
+	for _, p := range snap.Pending {
+		for k := range p.Pod.Spec.NodeSelector {
+			keys[k] = true
+		}
+		if a := p.Pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+			selector(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+		}
+		for _, sel := range p.AllocatedOn {
+			selector(sel)
+		}
+	}
+	for _, n := range snap.Nodes {
+		for _, s := range n.OtherSlices {
+			selector(s.Spec.NodeSelector)
+			for _, d := range s.Spec.Devices {
+				selector(d.NodeSelector)
+			}
+		}
+	}
+	return keys
 }
 
 // forget makes the batcher plan the current inputs again: what was done

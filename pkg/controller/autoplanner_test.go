@@ -331,10 +331,23 @@ func TestInputKey(t *testing.T) {
 	if withNode() == k0 {
 		t.Error("a taint on an Auto node gives the same key")
 	}
+	// A label no pending pod selects on (one rewritten every minute by an agent) does
+	// not; one it selects on does.
+	k1 := withNode()
+	n.Labels["nvidia.com/gfd.timestamp"] = "1764480000"
+	if withNode() != k1 {
+		t.Error("a label no pod selects on changes the key")
+	}
+	p2.Pod.Spec.NodeSelector = map[string]string{"pool": "a"}
+	k2 := withNode()
+	n.Labels["pool"] = "b"
+	if withNode() == k2 {
+		t.Error("a label a pending pod selects on gives the same key")
+	}
 	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 1}}
-	k1 := inputKey(AutoInputs{Classes: []*resourceapi.DeviceClass{class}}, planner.Snapshot{})
+	kc := inputKey(AutoInputs{Classes: []*resourceapi.DeviceClass{class}}, planner.Snapshot{})
 	class.Generation = 2
-	if inputKey(AutoInputs{Classes: []*resourceapi.DeviceClass{class}}, planner.Snapshot{}) == k1 {
+	if inputKey(AutoInputs{Classes: []*resourceapi.DeviceClass{class}}, planner.Snapshot{}) == kc {
 		t.Error("a changed DeviceClass gives the same key")
 	}
 }
@@ -425,6 +438,31 @@ func TestApplyCancel(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, layouts); diff != "" {
 				t.Errorf("spec layouts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestNodeChangeMatters: a node update wakes the planner when its taints or a label
+// the pending pods select on change, not for other labels.
+func TestNodeChangeMatters(t *testing.T) {
+	a := &AutoPlanner{labelKeys: map[string]bool{"pool": true}}
+	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "a", "nvidia.com/gfd.timestamp": "1"}}}
+	tests := map[string]struct {
+		change func(*corev1.Node)
+		want   bool
+	}{
+		"a label nothing selects on": {func(n *corev1.Node) { n.Labels["nvidia.com/gfd.timestamp"] = "2" }, false},
+		"a label a pod selects on":   {func(n *corev1.Node) { n.Labels["pool"] = "b" }, true},
+		"a taint":                    {func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} }, true},
+		"cordoned":                   {func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := base.DeepCopy()
+			tc.change(n)
+			if got := a.nodeChangeMatters(base, n); got != tc.want {
+				t.Errorf("matters = %t, want %t", got, tc.want)
 			}
 		})
 	}
