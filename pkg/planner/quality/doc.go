@@ -53,4 +53,10 @@
 // change) over the whole pending queue; there is no batching window. Run
 // returns a Report whose String is the table, the ratios and the
 // known-fact checks; cmd/miglayout-bench prints it.
+//
+// BoundsBySize answers how far the best no-migration policy is from
+// migration as clusters grow, where strategy (e) cannot be played: it
+// solves the optimum on 1 to 3 GPUs (exactly, in (e)'s model) and
+// simulates first-fit, best fit and migration there (cmd/miglayout-bench
+// -sizes).
 package quality
