@@ -352,6 +352,9 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		if errors.Is(err, gpu.ErrInUse) {
 			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: err.Error()}
 		}
+		if errors.Is(err, gpu.ErrResetRequired) {
+			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired, Message: err.Error()}
+		}
 		r.Metrics.countNVMLError(err)
 		return GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonNVMLError, Message: err.Error()}
 	}

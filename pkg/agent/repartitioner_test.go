@@ -411,3 +411,19 @@ func TestSyncCancelsRevertedMIGMode(t *testing.T) {
 		t.Errorf("MIG mode current %t pending %t, want both off", st.MIGCurrent, st.MIGPending)
 	}
 }
+
+// TestSyncResetRequiredIsBlocked: NVML answering a MIG mode change with
+// RESET_REQUIRED leaves the GPU Blocked with ResetRequired (retried), not Failed.
+func TestSyncResetRequiredIsBlocked(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "SetMigMode", Nth: 1, Return: nvml.ERROR_RESET_REQUIRED}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonResetRequired || !res.Retry {
+		t.Errorf("result %+v, retry %t; want Blocked/ResetRequired and a retry", got, res.Retry)
+	}
+}
