@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -180,4 +181,22 @@ func (g *rig) migUUID(t *testing.T, idx int, d string) string {
 	}
 	t.Fatalf("no device %s on GPU %d", d, idx)
 	return ""
+}
+
+// orphan3g creates, straight through NVML, a 3g GPU instance at start on GPU
+// idx with no compute instance: what an agent killed between the two
+// leaves behind.
+func (g *rig) orphan3g(t *testing.T, idx, start int) {
+	t.Helper()
+	dev, ret := g.sim.DeviceGetHandleByIndex(idx)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	if _, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: uint32(start), Size: 4}); ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
 }

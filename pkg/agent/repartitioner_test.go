@@ -198,17 +198,7 @@ func TestSyncRefusesInvalidInput(t *testing.T) {
 func TestSyncRollsBackOrphanGI(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "")
-	dev, ret := g.sim.DeviceGetHandleByIndex(0)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	if _, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4}); ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
+	g.orphan3g(t, 0, 4)
 	if err := g.r.Journal.Record(JournalEntry{GPU: 0, Step: StepCreating, Desired: "3g.40gb@0,3g.40gb@4", Create: []string{"3g.40gb@0", "3g.40gb@4"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -347,17 +337,7 @@ func TestTaintsDropped(t *testing.T) {
 func TestSyncOrphanRollbackFails(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0")
-	dev, ret := g.sim.DeviceGetHandleByIndex(0)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	if _, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 4, Size: 4}); ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
+	g.orphan3g(t, 0, 4)
 	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
 		t.Fatal(err)
 	}

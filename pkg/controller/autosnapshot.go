@@ -63,7 +63,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 		}
 	}
 	others := otherSlices(in.Slices, in.Driver)
-	allocated := allocatedDevices(in.Claims, in.Driver)
+	allocated, otherAllocated := allocations(in.Claims, in.Driver)
 	published := publishedGPUs(in.Slices, in.Driver)
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
@@ -110,7 +110,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	}
 	slices.SortFunc(snap.Nodes, func(a, b planner.Node) int { return strings.Compare(a.Node.Name, b.Node.Name) })
 	snap.Pending = pendingPods(in.Pods, in.Claims)
-	snap.OtherAllocated = otherAllocated(in.Claims, in.Driver)
+	snap.OtherAllocated = otherAllocated
 	return snap
 }
 
@@ -154,10 +154,11 @@ func (o otherDriverSlices) forNode(node *corev1.Node) []*resourceapi.ResourceSli
 	return out
 }
 
-// otherAllocated are the devices of drivers other than driver that claims
-// hold (a set for the allocator: the order does not matter).
-func otherAllocated(claims map[types.NamespacedName]*resourceapi.ResourceClaim, driver string) []structured.DeviceID {
-	var out []structured.DeviceID
+// allocations are the devices claims hold: driver's by pool (node name)
+// and device name, and the other drivers' (a set for the allocator: the
+// order does not matter).
+func allocations(claims map[types.NamespacedName]*resourceapi.ResourceClaim, driver string) (mine map[string]sets.Set[string], others []structured.DeviceID) {
+	mine = map[string]sets.Set[string]{}
 	for _, c := range claims {
 		a := c.Status.Allocation
 		if a == nil {
@@ -165,33 +166,16 @@ func otherAllocated(claims map[types.NamespacedName]*resourceapi.ResourceClaim, 
 		}
 		for _, r := range a.Devices.Results {
 			if r.Driver != driver {
-				out = append(out, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
-			}
-		}
-	}
-	return out
-}
-
-// allocatedDevices are the devices of driver that claims hold, by pool
-// (node name) and device name.
-func allocatedDevices(claims map[types.NamespacedName]*resourceapi.ResourceClaim, driver string) map[string]sets.Set[string] {
-	out := map[string]sets.Set[string]{}
-	for _, c := range claims {
-		a := c.Status.Allocation
-		if a == nil {
-			continue
-		}
-		for _, r := range a.Devices.Results {
-			if r.Driver != driver {
+				others = append(others, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
 				continue
 			}
-			if out[r.Pool] == nil {
-				out[r.Pool] = sets.New[string]()
+			if mine[r.Pool] == nil {
+				mine[r.Pool] = sets.New[string]()
 			}
-			out[r.Pool].Insert(r.Device)
+			mine[r.Pool].Insert(r.Device)
 		}
 	}
-	return out
+	return mine, others
 }
 
 // publishedGPU is what a node's ResourceSlices say of one GPU: the
