@@ -53,9 +53,9 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 	}
 	// GPUs of one class that the claim cannot tell apart (relevantInfo)
 	// and that may change alike are judged once, by the first of them.
-	ok := make(map[*nodeState]bool, len(nodes))
+	feasible := make(map[*nodeState]bool, len(nodes))
 	for _, n := range nodes {
-		ok[n] = true
+		feasible[n] = true
 	}
 	flags := p.match.flags(c)
 	type group struct {
@@ -64,7 +64,7 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 	}
 	seen := map[group]bool{}
 	for _, g := range p.gpus {
-		if !ok[g.node] {
+		if !feasible[g.node] {
 			continue
 		}
 		if !g.g.Changing {
@@ -74,37 +74,34 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 			}
 			seen[k] = true
 		}
-		n := g.node
-		{
-			for _, d := range g.free() {
-				if g.blocks(d) || !n.allows(d.Profile) {
-					continue
-				}
-				ok, err := p.match.deviceFits(ctx, c, g.g.Info, d)
-				if err != nil {
-					return fmt.Errorf("planning pod %s: %w", key, err)
-				}
-				if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout)}); ok && better(cand) {
-					best = &cand
-				}
-			}
-			if !p.mayChange(g) {
+		for _, d := range g.free() {
+			if g.blocks(d) || !g.node.allows(d.Profile) {
 				continue
 			}
-			for _, pr := range byMemory(g.model) {
-				if !n.allows(pr.Name) {
-					continue
-				}
-				a := p.addition(g, pr.Name)
-				if a == nil {
-					continue
-				}
-				if a = p.acceptedAddition(ctx, c, g, pr.Name, a); a == nil {
-					continue
-				}
-				if cand := (choice{g: g, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom}); better(cand) {
-					best = &cand
-				}
+			fits, err := p.match.deviceFits(ctx, c, g.g.Info, d)
+			if err != nil {
+				return fmt.Errorf("planning pod %s: %w", key, err)
+			}
+			if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout)}); fits && better(cand) {
+				best = &cand
+			}
+		}
+		if !p.mayChange(g) {
+			continue
+		}
+		for _, pr := range byMemory(g.model) {
+			if !g.node.allows(pr.Name) {
+				continue
+			}
+			a := p.addition(g, pr.Name)
+			if a == nil {
+				continue
+			}
+			if a = p.acceptedAddition(ctx, c, g, pr.Name, a); a == nil {
+				continue
+			}
+			if cand := (choice{g: g, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom}); better(cand) {
+				best = &cand
 			}
 		}
 	}
