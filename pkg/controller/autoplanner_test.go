@@ -114,6 +114,10 @@ func TestBuildSnapshot(t *testing.T) {
 				Status: corev1.PodStatus{Conditions: unsched}},
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claim-missing"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("nope")}}},
 				Status: corev1.PodStatus{Conditions: unsched}},
+			// Its NIC claim is allocated on a1: it may only go there.
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "half-allocated"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{
+				{Name: "gpu", ResourceClaimName: ptr.To("c1")}, {Name: "nic", ResourceClaimName: ptr.To("nic-on-a1")}}},
+				Status: corev1.PodStatus{Conditions: unsched}},
 			// Its status says the template entry needed no claim: the entry is ignored.
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "one-not-needed"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{
 				{Name: "gpu", ResourceClaimName: ptr.To("c1")}, {Name: "extra", ResourceClaimTemplateName: ptr.To("t")}}},
@@ -128,6 +132,10 @@ func TestBuildSnapshot(t *testing.T) {
 						{Request: "gpu", Driver: "mig.miglayout.io", Pool: "a1", Device: "gpu-2-mig-3g40gb-9-0"},
 						{Request: "nic", Driver: "nic.example.com", Pool: "a1", Device: "nic-1"},
 					}}}}},
+			{Namespace: "ns", Name: "nic-on-a1"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nic-on-a1"},
+				Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{NodeSelector: poolSelector("a"),
+					Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+						{Request: "nic", Driver: "nic.example.com", Pool: "a1", Device: "nic-0"}}}}}},
 			{Namespace: "ns", Name: "c3"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c3"},
 				Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
 					Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: "mig.miglayout.io", Pool: "a1", Device: "gpu-3-mig-2g20gb-14-0"}}}}}},
@@ -160,7 +168,9 @@ func TestBuildSnapshot(t *testing.T) {
 	for _, id := range snap.OtherAllocated {
 		allocated = append(allocated, id.String())
 	}
-	if diff := cmp.Diff([]string{structured.MakeDeviceID("nic.example.com", "a1", "nic-1").String()}, allocated); diff != "" {
+	sort.Strings(allocated) // a set
+	if diff := cmp.Diff([]string{structured.MakeDeviceID("nic.example.com", "a1", "nic-0").String(),
+		structured.MakeDeviceID("nic.example.com", "a1", "nic-1").String()}, allocated); diff != "" {
 		t.Errorf("other drivers' allocated devices (-want +got):\n%s", diff)
 	}
 	type gpuRow struct {
@@ -188,9 +198,10 @@ func TestBuildSnapshot(t *testing.T) {
 	}
 	var pods []string
 	for _, p := range snap.Pending {
-		pods = append(pods, p.Pod.Name)
+		pods = append(pods, fmt.Sprintf("%s claims=%d allocatedOn=%d", p.Pod.Name, len(p.Claims), len(p.AllocatedOn)))
 	}
-	if diff := cmp.Diff([]string{"waits", "templated", "one-not-needed"}, pods); diff != "" {
+	if diff := cmp.Diff([]string{"waits claims=1 allocatedOn=0", "templated claims=1 allocatedOn=0",
+		"half-allocated claims=1 allocatedOn=1", "one-not-needed claims=1 allocatedOn=0"}, pods); diff != "" {
 		t.Errorf("pending pods (-want +got):\n%s", diff)
 	}
 	// The blocked change is cancelled.

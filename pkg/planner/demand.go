@@ -34,16 +34,18 @@ func Demand(ctx context.Context, driver string, classes []*resourceapi.DeviceCla
 		if ok, seen := admits[name]; seen {
 			return ok, nil
 		}
-		ok := false
-		if class, err := m.classes.Get(name); err == nil {
-			// A class that names the driver (device.driver, or its
-			// attribute domain) is for its devices, whether or not its
-			// selectors evaluate on a stand-in device (one reading the
-			// driver version, which the catalog does not know, fails
-			// there and is judged on the real GPUs by the planner).
-			ok = namesDriver(class, driver)
+		class, err := m.classes.Get(name)
+		if err != nil {
+			admits[name] = false
+			return false, nil
 		}
-		if _, err := m.classes.Get(name); err == nil && !ok {
+		// A class that names the driver (device.driver, or its attribute
+		// domain) is for its devices, whether or not its selectors
+		// evaluate on a stand-in device (one reading the driver version,
+		// which the catalog does not know, fails there and is judged on
+		// the real GPUs by the planner).
+		ok := namesDriver(class, driver)
+		if !ok {
 			for _, model := range models {
 				ps, err := m.singleProfiles(ctx, classProbe(name), model)
 				if err != nil {
@@ -65,21 +67,12 @@ func Demand(ctx context.Context, driver string, classes []*resourceapi.DeviceCla
 	for _, pod := range pods {
 		mine := false
 		for _, c := range pod.Claims {
-			for _, r := range c.Spec.Devices.Requests {
-				var names []string
-				if r.Exactly != nil {
-					names = append(names, r.Exactly.DeviceClassName)
+			for _, name := range classNames(c) {
+				ok, err := classAdmits(name)
+				if err != nil {
+					return nil, fmt.Errorf("checking DeviceClass %s: %w", name, err)
 				}
-				for _, s := range r.FirstAvailable {
-					names = append(names, s.DeviceClassName)
-				}
-				for _, name := range names {
-					ok, err := classAdmits(name)
-					if err != nil {
-						return nil, fmt.Errorf("checking DeviceClass %s: %w", name, err)
-					}
-					mine = mine || ok
-				}
+				mine = mine || ok
 			}
 		}
 		if mine {

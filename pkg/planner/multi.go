@@ -336,8 +336,9 @@ func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.De
 }
 
 // namesOneGPU reports whether a claim or class spec (JSON) may select a
-// device by its GPU's identity, which differs between GPUs of one kind.
+// device by its GPU's identity, which differs between GPUs of one kind
+// (the other per-GPU attributes, infoFlags, are in the GPU's info).
 func namesOneGPU(spec string) bool {
-	spec = strings.ToLower(spec)
-	return strings.Contains(spec, "uuid") || strings.Contains(spec, "pcibusid")
+	f := flagsOf(strings.ToLower(spec))
+	return f.uuid || f.pciBusID
 }
