@@ -41,19 +41,20 @@ import (
 )
 
 type options struct {
-	nodeName       string
-	driverName     string
-	simulate       string
-	simulatorState string
-	stateDir       string
-	cdiDir         string
-	hostRoot       string
-	registrarDir   string
-	pluginDir      string
-	settle         time.Duration
-	resync         time.Duration
-	metricsAddr    string
-	healthAddr     string
+	nodeName          string
+	driverName        string
+	simulate          string
+	simulatorState    string
+	stateDir          string
+	cdiDir            string
+	hostRoot          string
+	registrarDir      string
+	pluginDir         string
+	settle            time.Duration
+	bindingConditions bool
+	resync            time.Duration
+	metricsAddr       string
+	healthAddr        string
 }
 
 func main() {
@@ -69,6 +70,7 @@ func main() {
 	fs.StringVar(&o.registrarDir, "kubelet-registrar-dir", "/var/lib/kubelet/plugins_registry", "kubelet plugin registration directory")
 	fs.StringVar(&o.pluginDir, "kubelet-plugins-dir", plugin.DefaultPluginDir, "kubelet plugins directory; the driver's socket and checkpoint go to <dir>/<driver name>")
 	fs.DurationVar(&o.settle, "settle-period", 5*time.Second, "how long a drain waits after tainting devices before re-checking allocations (covers scheduling decisions in flight)")
+	fs.BoolVar(&o.bindingConditions, "device-binding-conditions", false, "publish devices with binding conditions (DRA device binding conditions, on by default from Kubernetes 1.36): a pod is bound only after the agent confirms its device, and never to a device being drained, even where the scheduler decided before it saw the drain taint; each pod then waits up to 5 s longer to be bound (the scheduler polls the conditions every 5 s)")
 	fs.DurationVar(&o.resync, "resync-period", time.Minute, "period of reconciles without a trigger")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8081", "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8082", "address of the /healthz and /readyz endpoints (0 disables)")
@@ -168,15 +170,27 @@ func run(ctx context.Context, o options) error {
 	for _, e := range journal.Entries() {
 		logger.Info("Resuming work interrupted by a restart", "gpu", e.GPU, "step", e.Step, "desired", e.Desired, "done", e.Done)
 	}
+	var gate *agent.BindingGate
+	metricsSet := agent.NewMetrics(metrics.Registry)
+	if o.bindingConditions {
+		gate = &agent.BindingGate{}
+		binder := &agent.Binder{Client: mgr.GetClient(), Gate: gate, Driver: o.driverName, NodeName: o.nodeName,
+			Recorder: mgr.GetEventRecorder("miglayout-agent"), Metrics: metricsSet}
+		if err := binder.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the binding-condition controller: %w", err)
+		}
+	}
 	rep := &agent.Repartitioner{
-		GPUs:         gpus,
-		Inventory:    &agent.PoolInventory{NodeName: o.nodeName, Driver: o.driverName, Publisher: helper, Live: mgr.GetAPIReader()},
-		Allocations:  &agent.ClaimAllocations{Cached: mgr.GetClient(), Live: mgr.GetAPIReader(), Driver: o.driverName, Pool: o.nodeName},
+		GPUs: gpus,
+		Inventory: &agent.PoolInventory{NodeName: o.nodeName, Driver: o.driverName, Publisher: helper,
+			Live: mgr.GetAPIReader(), Binding: gate},
+		Allocations: &agent.ClaimAllocations{Cached: mgr.GetClient(), Live: mgr.GetAPIReader(),
+			Driver: o.driverName, Pool: o.nodeName, Binding: gate},
 		Prepared:     preparedSet{drv},
 		Locks:        locks,
 		Journal:      journal,
 		SettlePeriod: o.settle,
-		Metrics:      agent.NewMetrics(metrics.Registry),
+		Metrics:      metricsSet,
 		Driver:       o.driverName,
 	}
 	rec := &agent.NodeReconciler{Client: mgr.GetClient(), NodeName: o.nodeName, Repartitioner: rep,

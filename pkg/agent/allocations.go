@@ -7,6 +7,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/miglayout/miglayout/pkg/slices"
 )
 
 // ClaimAllocations reads ResourceClaim allocations of one driver and pool
@@ -17,6 +19,12 @@ type ClaimAllocations struct {
 	Live   client.Reader
 	Driver string
 	Pool   string
+	// Binding, when set, is the gate of devices published with binding
+	// conditions: the live re-check leaves out a device whose every
+	// allocation waits for a confirmation the gate will refuse (the device
+	// is draining and no confirmation of it is being written), since the
+	// scheduler never binds a pod to it.
+	Binding *BindingGate
 }
 
 // AllocatedDevices implements Allocations.
@@ -29,7 +37,39 @@ func (c *ClaimAllocations) AllocatedDevices(ctx context.Context, live bool) (set
 	if err := r.List(ctx, &claims); err != nil {
 		return nil, fmt.Errorf("listing ResourceClaims: %w", err)
 	}
-	return AllocatedIn(claims.Items, c.Driver, c.Pool), nil
+	out := AllocatedIn(claims.Items, c.Driver, c.Pool)
+	if live && c.Binding != nil {
+		for dev := range awaitingBinding(claims.Items, c.Driver, c.Pool) {
+			if c.Binding.Refusable(dev) {
+				out.Delete(dev)
+			}
+		}
+	}
+	return out, nil
+}
+
+// awaitingBinding returns the devices of driver and pool whose every
+// allocation carries slices.BindingConditionReady and is not confirmed in
+// its claim's status: no pod is bound to them (yet).
+func awaitingBinding(claims []resourceapi.ResourceClaim, driver, pool string) sets.Set[string] {
+	waiting, bound := sets.New[string](), sets.New[string]()
+	for i := range claims {
+		a := claims[i].Status.Allocation
+		if a == nil {
+			continue
+		}
+		for _, r := range a.Devices.Results {
+			if r.Driver != driver || r.Pool != pool {
+				continue
+			}
+			if slices.RequiresBinding(r) && !confirmed(&claims[i], driver, pool, r.Device) {
+				waiting.Insert(r.Device)
+			} else {
+				bound.Insert(r.Device)
+			}
+		}
+	}
+	return waiting.Difference(bound)
 }
 
 // AllocatedIn returns the names of the devices of driver and pool that the

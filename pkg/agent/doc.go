@@ -17,6 +17,17 @@
 //     (largest first, GI then CI);
 //  5. republishes the whole pool from NVML truth in one update.
 //
+// With binding conditions on (PoolInventory.Binding, agent flag
+// --device-binding-conditions), every device is published with
+// slices.BindingConditionReady and slices.BindingConditionRemoved, and the
+// Binder answers them in the status of each claim allocated one of the
+// node's devices: ready while the device is published and not draining,
+// removed otherwise. BindingGate serialises those answers with drains, so
+// the live re-check of step 3 can leave out an allocation that waits for an
+// answer on a draining device: its pod is never bound (the scheduler gets
+// DeviceRemoved, deallocates and tries again), however late the scheduler's
+// decision landed. Without them, the settle period is the only margin.
+//
 // Every step is written to an on-disk journal before it starts, so an agent
 // killed at any point finds on restart what it was doing; a GPU instance left
 // without its compute instance is destroyed (rolled back) and the pass

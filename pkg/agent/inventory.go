@@ -32,6 +32,10 @@ type PoolInventory struct {
 	// Timeout bounds the wait for the API server to serve a publication;
 	// default 30 s.
 	Timeout time.Duration
+	// Binding, when set, publishes every device with binding conditions
+	// (slices.RequireBinding) and is told each publication before it is
+	// handed to the publisher.
+	Binding *BindingGate
 }
 
 // Publish implements Inventory. GPU instances without a compute instance
@@ -50,6 +54,14 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 	res, err := slices.BuildPool(p.NodeName, all, migs, draining)
 	if err != nil {
 		return fmt.Errorf("building pool: %w", err)
+	}
+	if p.Binding != nil {
+		slices.RequireBinding(&res)
+		names := sets.New[string]()
+		for k := range wantedKeys(res) {
+			names.Insert(k.name)
+		}
+		p.Binding.Publishing(names, draining)
 	}
 	if err := p.Publisher.PublishResources(ctx, res); err != nil {
 		return fmt.Errorf("publishing pool %s: %w", p.NodeName, err)

@@ -17,6 +17,7 @@ type Metrics struct {
 	phase        *prometheus.HistogramVec
 	nvmlErrors   *prometheus.CounterVec
 	devices      *prometheus.GaugeVec
+	bindings     *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (for example
@@ -40,14 +41,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "miglayout_agent_mig_devices",
 			Help: "MIG devices on the node after the last pass, by profile and state (free, in_use: allocated, prepared or running a process).",
 		}, []string{"profile", "state"}),
+		bindings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "miglayout_agent_binding_decisions_total",
+			Help: "Allocations of devices published with binding conditions that the agent answered, by result (ready: confirmed; refused: the device was being drained or was gone).",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices)
+	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings)
 	return m
 }
 
 func (m *Metrics) observePhase(phase string, d time.Duration) {
 	if m != nil {
 		m.phase.WithLabelValues(phase).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) countBinding(result string) {
+	if m != nil {
+		m.bindings.WithLabelValues(result).Inc()
 	}
 }
 

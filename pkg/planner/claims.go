@@ -20,9 +20,11 @@ import (
 )
 
 // features are the allocator features the planner supports: those of the
-// claims miglayout's devices can serve (prioritized lists, admin access and
-// device taints on published devices).
-var features = structured.Features{PrioritizedList: true, AdminAccess: true, DeviceTaints: true}
+// claims miglayout's devices can serve (prioritized lists, admin access,
+// device taints and binding conditions on published devices: without the
+// last, the allocator skips every device that carries binding conditions,
+// as kube-scheduler does only where the feature is off).
+var features = structured.Features{PrioritizedList: true, AdminAccess: true, DeviceTaints: true, DeviceBindingAndStatus: true}
 
 // classLister serves the snapshot's DeviceClasses to the allocator.
 type classLister map[string]*resourceapi.DeviceClass

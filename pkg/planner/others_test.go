@@ -36,6 +36,15 @@ func nicSlice(node string, devices ...string) *resourceapi.ResourceSlice {
 	return s
 }
 
+// withBinding makes every device of s wait for binding conditions.
+func withBinding(s *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
+	for i := range s.Spec.Devices {
+		s.Spec.Devices[i].BindingConditions = []string{"nic.example.com/Attached"}
+		s.Spec.Devices[i].BindingFailureConditions = []string{"nic.example.com/Failed"}
+	}
+	return s
+}
+
 // sharedNICSlice is a pool of the other driver shared by the nodes labelled
 // rack=rack ("" = all nodes).
 func sharedNICSlice(rack string, devices ...string) *resourceapi.ResourceSlice {
@@ -93,6 +102,13 @@ func TestPlanWithOtherDrivers(t *testing.T) {
 		},
 		"a MIG device and a NIC of another driver are planned together": {
 			nodes: []Node{withNICs(gpuNode(), nicSlice("n1", "nic-0"))},
+			want: trace{
+				Changes: []string{"n1/0: 7g.80gb@0 -> 3g.40gb@4 serves default/train"},
+				Served:  []string{"default/train -> n1 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
+		"a NIC that waits for binding conditions is usable, as in kube-scheduler": {
+			nodes: []Node{withNICs(gpuNode(), withBinding(nicSlice("n1", "nic-0")))},
 			want: trace{
 				Changes: []string{"n1/0: 7g.80gb@0 -> 3g.40gb@4 serves default/train"},
 				Served:  []string{"default/train -> n1 gpu-0-mig-3g40gb-9-4 after change"},

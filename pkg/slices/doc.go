@@ -89,6 +89,9 @@
 // resourceslice controller reports a DroppedFieldsError to the plugin's
 // HandleError.
 //
+// A drain taint keeps off only decisions taken on an inventory that shows
+// it; RequireBinding (see its constants) also refuses those taken before.
+//
 // # Driver name
 //
 // The driver name (DefaultDriverName, or any valid name such as

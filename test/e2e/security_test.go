@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/deploy/helm"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 	"github.com/miglayout/miglayout/test/harness"
 )
 
@@ -274,6 +277,52 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		}
 		nml.Spec.GPUs = nil
 		refused(t, "update the spec of NodeMigLayout A", agentC.Update(ctx, nml), "cannot update resource \"nodemiglayouts\"")
+	})
+
+	// Binding conditions (agent --device-binding-conditions): the agent answers them in
+	// status.devices of claims allocated on its own node only (API server's granular
+	// status authorization: resourceclaims/driver, verb associated-node:patch).
+	t.Run("ResourceClaim binding conditions", func(t *testing.T) {
+		claims := client.ResourceV1().ResourceClaims(f.ns)
+		allocate := func(node string) *resourceapi.ResourceClaim {
+			c, err := claims.Create(ctx, &resourceapi.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: "on-" + node},
+				Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+					Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "sec.miglayout.io"}}}}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := metav1.Now()
+			c.Status.Allocation = &resourceapi.AllocationResult{
+				AllocationTimestamp: &now,
+				NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+					{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}},
+				Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+					Request: "gpu", Driver: "sec.miglayout.io", Pool: node, Device: "gpu-0",
+					BindingConditions: []string{migslices.BindingConditionReady}, BindingFailureConditions: []string{migslices.BindingConditionRemoved},
+				}}},
+			}
+			if c, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		agentC, err := crclient.New(f.agentPodCfg, crclient.Options{Scheme: miglayoutScheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer := func(c *resourceapi.ResourceClaim) error {
+			cond := metav1ac.Condition().WithType(migslices.BindingConditionReady).WithStatus(metav1.ConditionTrue).
+				WithReason("DeviceReady").WithMessage("test").WithLastTransitionTime(metav1.Now())
+			apply := resourceac.ResourceClaim(c.Name, c.Namespace).WithStatus(resourceac.ResourceClaimStatus().WithDevices(
+				resourceac.AllocatedDeviceStatus().WithDriver("sec.miglayout.io").WithPool(c.Status.Allocation.Devices.Results[0].Pool).
+					WithDevice("gpu-0").WithConditions(cond)))
+			return agentC.Status().Apply(ctx, apply, crclient.FieldOwner("miglayout-agent"), crclient.ForceOwnership)
+		}
+		allowed(t, "answer the binding conditions of a claim allocated on node A", answer(allocate(f.nodeA)))
+		refused(t, "answer the binding conditions of a claim allocated on node B", answer(allocate(f.nodeB)),
+			`changing status.devices requires resource="resourceclaims/driver"`)
 	})
 
 	t.Run("token without a node", func(t *testing.T) {

@@ -26,6 +26,9 @@ const (
 	// The drain race (static_test.go): its own node, with a longer settle period so
 	// that claims are created while its devices are tainted.
 	nodeRace = "race-a100" // 1x A100-SXM4-80GB, settle 3s
+	// Binding conditions (binding_test.go): devices published with binding conditions,
+	// a settle period long enough to write an allocation during the drain.
+	nodeBind = "bind-a100" // 1x A100-SXM4-80GB, --device-binding-conditions, settle 3s
 	// The seed walkthrough (seed_test.go): MigLayout e2e-seed selects group=seed.
 	seedA = "seed-a100" // 2x A100-SXM4-80GB
 	seedH = "seed-h100" // 1x H100-SXM5-80GB
@@ -41,6 +44,8 @@ func TestMain(m *testing.M) {
 			{Name: nodeH, GPUs: "1xH100-SXM5-80GB", Labels: map[string]string{groupLabel: "static"}},
 			{Name: nodeRace, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "race"},
 				AgentArgs: []string{"--settle-period=3s"}},
+			{Name: nodeBind, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "bind"},
+				AgentArgs: []string{"--device-binding-conditions", "--settle-period=3s"}},
 			{Name: seedA, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "seed"}},
 			{Name: seedH, GPUs: "1xH100-SXM5-80GB", Labels: map[string]string{groupLabel: "seed"}},
 		},

@@ -1,0 +1,90 @@
+package agent
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// BindingGate decides, for devices published with binding conditions
+// (slices.RequireBinding), whether the agent confirms an allocation
+// (BindingConditionReady) or refuses it (BindingConditionRemoved), and
+// serialises those decisions with drains: once a device is draining, no
+// allocation of it is confirmed, and an allocation confirmed before (or whose
+// confirmation is still being written) keeps the device in use.
+//
+// PoolInventory updates it before each publication; the Binder asks it; the
+// live re-check of a drain (ClaimAllocations) ignores allocations it refused.
+// The zero value knows nothing and confirms nothing until the first
+// publication. Safe for concurrent use.
+type BindingGate struct {
+	mu        sync.Mutex
+	known     bool
+	published sets.Set[string]
+	draining  sets.Set[string]
+	// writing counts confirmations decided but not yet written.
+	writing map[string]int
+}
+
+// Decision is the gate's answer for one allocated device.
+type Decision int
+
+const (
+	// Unknown: the agent has not published its pool yet; ask again later.
+	Unknown Decision = iota
+	// Confirm: the device is published and not draining; the caller writes
+	// BindingConditionReady and then calls Written.
+	Confirm
+	// Refuse: the device is draining or no longer published.
+	Refuse
+)
+
+// Publishing records the devices about to be published and which of them
+// are draining. Call it before the publication: from then on allocations of
+// draining devices are refused.
+func (g *BindingGate) Publishing(devices, draining sets.Set[string]) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.known = true
+	g.published = devices.Clone()
+	g.draining = draining.Clone()
+}
+
+// Decide answers for an allocation of device. A Confirm must be followed by
+// Written once the condition is written (or failed to be).
+func (g *BindingGate) Decide(device string) Decision {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case !g.known:
+		return Unknown
+	case !g.published.Has(device) || g.draining.Has(device):
+		return Refuse
+	}
+	if g.writing == nil {
+		g.writing = map[string]int{}
+	}
+	g.writing[device]++
+	return Confirm
+}
+
+// Written ends a confirmation Decide returned for device.
+func (g *BindingGate) Written(device string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.writing[device] <= 1 {
+		delete(g.writing, device)
+		return
+	}
+	g.writing[device]--
+}
+
+// Refusable reports whether an allocation of device that the claim's status
+// does not show confirmed can be ignored by a drain: the device is draining
+// (so it is refused whenever the Binder gets to it) and no confirmation of
+// it is being written.
+func (g *BindingGate) Refusable(device string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.known && g.draining.Has(device) && g.writing[device] == 0
+}
