@@ -66,10 +66,7 @@ func run() int {
 		return 1
 	}
 	defer env.Stop()
-	nodes := append([]string(nil), env.ChaosNodes...)
-	for _, s := range env.RaceSettles {
-		nodes = append(nodes, env.RaceNodes[s])
-	}
+	nodes := append(append([]string(nil), env.ChaosNodes...), env.AllRaceNodes()...)
 	mon, err := chaos.NewMonitor(context.Background(), env, nodes, 100*time.Millisecond)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "miglayout-chaos: %v\n", err)

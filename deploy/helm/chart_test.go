@@ -528,3 +528,34 @@ func TestVersionPinnedImages(t *testing.T) {
 		t.Errorf("image %s", img)
 	}
 }
+
+// TestAgentBindingConditions: agent.deviceBindingConditions turns on the
+// agent's flag and grants what its Binder needs, only then; it is refused on
+// clusters older than 1.36.
+func TestAgentBindingConditions(t *testing.T) {
+	statusRule := rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/status"}, Verbs: []string{"patch"}}
+	driverRule := rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/driver"}, Verbs: []string{"associated-node:patch"}}
+	for _, on := range []bool{false, true} {
+		t.Run(fmt.Sprint(on), func(t *testing.T) {
+			objs, err := Render(Options{KubeVersion: "v1.37.2", Values: map[string]any{"agent": map[string]any{"deviceBindingConditions": on}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds := convert[appsv1.DaemonSet](t, find(t, objs, "DaemonSet", "miglayout-agent"))
+			if got := slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--device-binding-conditions"); got != on {
+				t.Errorf("--device-binding-conditions in the agent's args: %v, want %v", got, on)
+			}
+			role := convert[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "miglayout-agent"))
+			for _, want := range []rbacv1.PolicyRule{statusRule, driverRule} {
+				got := slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return cmp.Equal(r, want) })
+				if got != on {
+					t.Errorf("agent ClusterRole has %v: %v, want %v", want, got, on)
+				}
+			}
+		})
+	}
+	_, err := Render(Options{KubeVersion: "v1.35.3", Values: map[string]any{"agent": map[string]any{"deviceBindingConditions": true}}})
+	if err == nil || !strings.Contains(err.Error(), "agent.deviceBindingConditions needs Kubernetes 1.36 or newer") {
+		t.Errorf("rendering for 1.35 with binding conditions: %v", err)
+	}
+}

@@ -33,16 +33,18 @@ func (c *ClaimAllocations) AllocatedDevices(ctx context.Context, live bool) (set
 	if live {
 		r = c.Live
 	}
+	var refusable sets.Set[string]
+	if live && c.Binding != nil {
+		refusable = c.Binding.Refusable() // before the read: see Refusable
+	}
 	var claims resourceapi.ResourceClaimList
 	if err := r.List(ctx, &claims); err != nil {
 		return nil, fmt.Errorf("listing ResourceClaims: %w", err)
 	}
 	out := AllocatedIn(claims.Items, c.Driver, c.Pool)
-	if live && c.Binding != nil {
-		for dev := range awaitingBinding(claims.Items, c.Driver, c.Pool) {
-			if c.Binding.Refusable(dev) {
-				out.Delete(dev)
-			}
+	for dev := range awaitingBinding(claims.Items, c.Driver, c.Pool) {
+		if refusable.Has(dev) {
+			out.Delete(dev)
 		}
 	}
 	return out, nil

@@ -3,12 +3,15 @@ package agent
 import (
 	"context"
 	"fmt"
+	stdslices "slices"
+	"sync"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/tools/events"
@@ -53,10 +56,26 @@ type Binder struct {
 	// Retry is how soon a claim is looked at again while the agent has not
 	// published its pool; default 500 ms.
 	Retry time.Duration
+
+	mu sync.Mutex
+	// promised: confirmations decided (the gate holds their devices in
+	// use) whose write has not succeeded yet, by claim and device. A failed
+	// write may still have been applied, so the promise stands and the same
+	// answer is written again, until the claim shows it or no longer waits
+	// for it.
+	promised map[promise]bool
 }
 
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/status,verbs=patch
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims/driver,verbs="associated-node:patch"
+type promise struct {
+	claim  types.NamespacedName
+	device string
+}
+
+// The Binder's permissions (patch on resourceclaims/status, and
+// associated-node:patch on resourceclaims/driver, which the API server's
+// granular status authorization limits to claims allocated on the agent's
+// own node) are granted by the chart only where it is enabled
+// (agent.deviceBindingConditions), so they carry no +kubebuilder:rbac marker.
 
 // SetupWithManager registers the Binder for the claims with an unanswered
 // binding condition on this node's pool.
@@ -118,31 +137,44 @@ func deviceStatus(claim *resourceapi.ResourceClaim, driver, pool, device string)
 
 // Reconcile answers one claim's unanswered devices in one server-side apply
 // of the claim's status (the agent's entries of status.devices, those it
-// answered before included).
+// answered before included), made on the claim as read (resourceVersion
+// precondition: an apply based on a stale read fails with a conflict and is
+// retried, so it never drops an answer it has not seen).
 func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := klog.FromContext(ctx).WithValues("claim", req.NamespacedName)
 	var claim resourceapi.ResourceClaim
 	if err := b.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
+		if apierrors.IsNotFound(err) {
+			b.releaseExcept(req.NamespacedName, nil)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	todo := b.unanswered(&claim)
+	b.releaseExcept(req.NamespacedName, todo) // answered, or no longer allocated
 	if len(todo) == 0 {
 		return ctrl.Result{}, nil
 	}
 	decided := map[string]Decision{}
-	defer func() {
-		for dev, d := range decided {
-			if d == Confirm {
-				b.Gate.Written(dev)
-			}
-		}
-	}()
 	for _, dev := range todo {
+		if b.promisedTo(req.NamespacedName, dev) {
+			decided[dev] = Confirm
+			continue
+		}
 		d := b.Gate.Decide(dev)
 		if d == Unknown {
+			for dev, d := range decided {
+				if d == Confirm && !b.promisedTo(req.NamespacedName, dev) {
+					b.Gate.Written(dev)
+				}
+			}
 			return ctrl.Result{RequeueAfter: b.retry()}, nil
 		}
 		decided[dev] = d
+	}
+	for dev, d := range decided {
+		if d == Confirm {
+			b.promise(req.NamespacedName, dev)
+		}
 	}
 
 	now := metav1.Now()
@@ -170,15 +202,17 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		status.WithDevices(resourceac.AllocatedDeviceStatus().
 			WithDriver(r.Driver).WithPool(r.Pool).WithDevice(r.Device).WithConditions(cond))
 	}
-	apply := resourceac.ResourceClaim(claim.Name, claim.Namespace).WithStatus(status)
+	apply := resourceac.ResourceClaim(claim.Name, claim.Namespace).WithResourceVersion(claim.ResourceVersion).WithStatus(status)
 	if err := b.Client.Status().Apply(ctx, apply, client.FieldOwner(binderFieldManager), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
+			b.releaseExcept(req.NamespacedName, nil)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("writing binding conditions of claim %s: %w", req.NamespacedName, err)
 	}
 	for dev, d := range decided {
 		if d == Confirm {
+			b.releaseWritten(req.NamespacedName, dev)
 			logger.V(2).Info("Confirmed device for binding", "device", dev)
 			b.Metrics.countBinding("ready")
 			continue
@@ -191,6 +225,44 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+func (b *Binder) promise(claim types.NamespacedName, dev string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.promised == nil {
+		b.promised = map[promise]bool{}
+	}
+	b.promised[promise{claim, dev}] = true
+}
+
+func (b *Binder) promisedTo(claim types.NamespacedName, dev string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.promised[promise{claim, dev}]
+}
+
+// releaseExcept ends the claim's promises of every device not in keep (nil:
+// all of them), telling the gate they are written.
+func (b *Binder) releaseExcept(claim types.NamespacedName, keep []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for p := range b.promised {
+		if p.claim == claim && !stdslices.Contains(keep, p.device) {
+			delete(b.promised, p)
+			b.Gate.Written(p.device)
+		}
+	}
+}
+
+// releaseWritten ends the promise of one device whose answer is written.
+func (b *Binder) releaseWritten(claim types.NamespacedName, dev string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.promised[promise{claim, dev}] {
+		delete(b.promised, promise{claim, dev})
+		b.Gate.Written(dev)
+	}
 }
 
 func condition(typ, reason, msg string, gen int64, at metav1.Time) *metav1ac.ConditionApplyConfiguration {

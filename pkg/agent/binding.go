@@ -50,8 +50,9 @@ func (g *BindingGate) Publishing(devices, draining sets.Set[string]) {
 	g.draining = draining.Clone()
 }
 
-// Decide answers for an allocation of device. A Confirm must be followed by
-// Written once the condition is written (or failed to be).
+// Decide answers for an allocation of device. A Confirm holds the device in
+// use until Written: call it once the condition is written, never after a
+// failed write (the server may have applied it); retry the write instead.
 func (g *BindingGate) Decide(device string) Decision {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -79,12 +80,23 @@ func (g *BindingGate) Written(device string) {
 	g.writing[device]--
 }
 
-// Refusable reports whether an allocation of device that the claim's status
-// does not show confirmed can be ignored by a drain: the device is draining
-// (so it is refused whenever the Binder gets to it) and no confirmation of
-// it is being written.
-func (g *BindingGate) Refusable(device string) bool {
+// Refusable returns the devices an allocation of which, not shown
+// confirmed in its claim's status, a drain can ignore: draining (so refused
+// whenever the Binder gets to it) with no confirmation decided and not yet
+// written. Take it before reading the claims: a confirmation written after
+// this call was decided before the drain and is still counted here, one
+// written before is in the claims read after.
+func (g *BindingGate) Refusable() sets.Set[string] {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.known && g.draining.Has(device) && g.writing[device] == 0
+	out := sets.New[string]()
+	if !g.known {
+		return out
+	}
+	for dev := range g.draining {
+		if g.writing[dev] == 0 {
+			out.Insert(dev)
+		}
+	}
+	return out
 }

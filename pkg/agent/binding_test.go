@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/pkg/slices"
 )
@@ -78,7 +80,7 @@ func TestBindingGate(t *testing.T) {
 				case "written":
 					g.Written(s.device)
 				case "refusable":
-					got = g.Refusable(s.device)
+					got = g.Refusable().Has(s.device)
 				}
 				if s.want != nil && got != s.want {
 					t.Errorf("step %d (%s %s) = %v, want %v", i, s.op, s.device, got, s.want)
@@ -282,7 +284,7 @@ func TestBinderAnswers(t *testing.T) {
 				t.Errorf("%d events, want %d", len(rec.Events), tc.events)
 			}
 			for _, dev := range tc.published {
-				if !gate.Refusable(dev) && sets.New(tc.draining...).Has(dev) {
+				if !gate.Refusable().Has(dev) && sets.New(tc.draining...).Has(dev) {
 					t.Errorf("%s: a confirmation is still counted as being written after Reconcile", dev)
 				}
 			}
@@ -325,5 +327,114 @@ func TestBinderKeepsItsEarlierAnswers(t *testing.T) {
 	}
 	if !answered(&got, testDriver, "n1", devB) || confirmed(&got, testDriver, "n1", devB) {
 		t.Errorf("%s is not refused: %+v", devB, got.Status.Devices)
+	}
+}
+
+// TestBinderKeepsAFailedConfirmation: a confirmation whose write failed may
+// still have been applied by the server, so its device stays in use for
+// drains, and the retry writes the same answer even though the device has
+// started draining meanwhile.
+func TestBinderKeepsAFailedConfirmation(t *testing.T) {
+	claim := allocatedClaim("c").device(devA, true).obj()
+	fail := true
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(claim).
+		WithStatusSubresource(&resourceapi.ResourceClaim{}).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			if fail {
+				fail = false
+				return errors.New("connection reset")
+			}
+			return c.SubResource(sub).Apply(ctx, obj, opts...)
+		}}).Build()
+	gate := &BindingGate{}
+	gate.Publishing(sets.New(devA, devB), nil)
+	b := &Binder{Client: c, Gate: gate, Driver: testDriver, NodeName: "n1", Recorder: events.NewFakeRecorder(10)}
+	ctx, key := context.Background(), client.ObjectKeyFromObject(claim)
+	if _, err := b.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err == nil {
+		t.Fatal("Reconcile succeeded through a failing write")
+	}
+	gate.Publishing(sets.New(devA, devB), sets.New(devA))
+	if gate.Refusable().Has(devA) {
+		t.Fatalf("%s is refusable while its confirmation may have been applied", devA)
+	}
+	if _, err := b.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	var got resourceapi.ResourceClaim
+	if err := c.Get(ctx, key, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !confirmed(&got, testDriver, "n1", devA) {
+		t.Errorf("the retry did not write the confirmation: %+v", got.Status.Devices)
+	}
+	if !gate.Refusable().Has(devA) {
+		// Written: the re-check now sees the confirmation in the claim.
+		t.Errorf("%s still held after its confirmation was written", devA)
+	}
+}
+
+// TestBinderAppliesOnWhatItRead: an apply made on a stale read of the claim
+// fails (resourceVersion precondition) instead of dropping an answer the read
+// did not show.
+func TestBinderAppliesOnWhatItRead(t *testing.T) {
+	claim := allocatedClaim("c").device(devA, true).device(devB, true).obj()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(claim).
+		WithStatusSubresource(&resourceapi.ResourceClaim{}).Build()
+	ctx, key := context.Background(), client.ObjectKeyFromObject(claim)
+	var stale resourceapi.ResourceClaim
+	if err := c.Get(ctx, key, &stale); err != nil {
+		t.Fatal(err)
+	}
+	gate := &BindingGate{}
+	gate.Publishing(sets.New(devA, devB), nil)
+	b := &Binder{Client: c, Gate: gate, Driver: testDriver, NodeName: "n1", Recorder: events.NewFakeRecorder(10)}
+	if _, err := b.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	// A second Binder pass reads the claim from a cache that has not seen the first answer.
+	staleClient := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		stale.DeepCopyInto(obj.(*resourceapi.ResourceClaim))
+		return nil
+	}})
+	gate.Publishing(sets.New(devA, devB), sets.New(devA, devB))
+	b2 := &Binder{Client: staleClient, Gate: gate, Driver: testDriver, NodeName: "n1", Recorder: events.NewFakeRecorder(10)}
+	if _, err := b2.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err == nil {
+		t.Error("an apply based on a stale read succeeded")
+	}
+	var got resourceapi.ResourceClaim
+	if err := c.Get(ctx, key, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range []string{devA, devB} {
+		if !confirmed(&got, testDriver, "n1", dev) {
+			t.Errorf("the confirmation of %s was replaced: %+v", dev, got.Status.Devices)
+		}
+	}
+}
+
+// TestClaimAllocationsReadAfterTheGate: a confirmation whose write lands just
+// after the re-check read the claims (so the read shows it unconfirmed) keeps
+// its device in use: the gate is asked before the read.
+func TestClaimAllocationsReadAfterTheGate(t *testing.T) {
+	claim := allocatedClaim("c").device(devA, true).obj()
+	gate := &BindingGate{}
+	gate.Publishing(sets.New(devA, devB), nil)
+	if d := gate.Decide(devA); d != Confirm {
+		t.Fatalf("Decide = %v", d)
+	}
+	gate.Publishing(sets.New(devA, devB), sets.New(devA))
+	base := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(claim).Build()
+	live := interceptor.NewClient(base, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		err := c.List(ctx, list, opts...)
+		gate.Written(devA) // the Binder's write returns right after this read
+		return err
+	}})
+	a := &ClaimAllocations{Cached: base, Live: live, Driver: testDriver, Pool: "n1", Binding: gate}
+	got, err := a.AllocatedDevices(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Has(devA) {
+		t.Errorf("%s left out of the live re-check though its confirmation was being written", devA)
 	}
 }

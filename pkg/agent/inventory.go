@@ -69,10 +69,12 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 	return p.waitServed(ctx, res)
 }
 
-// deviceKey is a device name with whether it carries the drain taint.
+// deviceKey is a device name with whether it carries the drain taint and
+// binding conditions.
 type deviceKey struct {
 	name    string
 	drained bool
+	binding bool
 }
 
 func wantedKeys(res resourceslice.DriverResources) sets.Set[deviceKey] {
@@ -80,7 +82,7 @@ func wantedKeys(res resourceslice.DriverResources) sets.Set[deviceKey] {
 	for _, pool := range res.Pools {
 		for _, sl := range pool.Slices {
 			for _, d := range sl.Devices {
-				out.Insert(deviceKey{d.Name, hasDrainTaint(d)})
+				out.Insert(deviceKey{d.Name, hasDrainTaint(d), len(d.BindingConditions) > 0})
 			}
 		}
 	}
@@ -119,12 +121,15 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 				continue
 			}
 			for _, d := range sl.Spec.Devices {
-				got.Insert(deviceKey{d.Name, hasDrainTaint(d)})
+				got.Insert(deviceKey{d.Name, hasDrainTaint(d), len(d.BindingConditions) > 0})
 			}
 		}
 		return got.Equal(want), nil
 	})
 	if err != nil {
+		if bindingDropped(want, got) {
+			return fmt.Errorf("waiting for the API server to serve pool %s: %w", p.NodeName, ErrBindingConditionsDropped)
+		}
 		if taintsDropped(want, got) {
 			return fmt.Errorf("waiting for the API server to serve pool %s: %w", p.NodeName, ErrDrainTaintsDropped)
 		}
@@ -139,12 +144,42 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 // keep the scheduler off a device: the agent refuses to repartition.
 var ErrDrainTaintsDropped = errors.New("the API server drops the devices' drain taints: DRA device taints (feature gate DRADeviceTaints, on by default from Kubernetes 1.36) are off on this cluster, so devices cannot be drained before they are destroyed")
 
+// ErrBindingConditionsDropped: the API server serves every device published
+// but without binding conditions. It drops them where DRA device binding
+// conditions are off (feature gates DRADeviceBindingConditions and
+// DRAResourceClaimDeviceStatus, on by default from Kubernetes 1.36): the
+// agent was started with --device-binding-conditions on a cluster that
+// cannot honour them, and refuses to go on as if it could.
+var ErrBindingConditionsDropped = errors.New("the API server drops the devices' binding conditions: DRA device binding conditions (feature gates DRADeviceBindingConditions and DRAResourceClaimDeviceStatus, on by default from Kubernetes 1.36) are off on this cluster; turn them on in kube-apiserver and kube-scheduler, or run the agent without --device-binding-conditions")
+
+// bindingDropped reports whether got has every device of want (with or
+// without its taint), none with binding conditions, while want has them.
+func bindingDropped(want, got sets.Set[deviceKey]) bool {
+	served := sets.New[string]()
+	for k := range got {
+		if k.binding {
+			return false
+		}
+		served.Insert(k.name)
+	}
+	binding := 0
+	for k := range want {
+		if !served.Has(k.name) {
+			return false
+		}
+		if k.binding {
+			binding++
+		}
+	}
+	return binding > 0 && got.Len() == want.Len()
+}
+
 // taintsDropped reports whether got has every device of want, with no
 // taint, while want taints some.
 func taintsDropped(want, got sets.Set[deviceKey]) bool {
 	tainted := 0
 	for k := range want {
-		if !got.Has(deviceKey{k.name, false}) {
+		if !got.Has(deviceKey{k.name, false, k.binding}) {
 			return false
 		}
 		if k.drained {

@@ -310,22 +310,31 @@ func TestSyncClearsJournalOfGPUsNoLongerAsked(t *testing.T) {
 	}
 }
 
-func TestTaintsDropped(t *testing.T) {
+func TestFieldsDropped(t *testing.T) {
 	keys := func(ks ...deviceKey) sets.Set[deviceKey] { return sets.New(ks...) }
+	// k: name, drained, binding.
+	k := func(name string, drained, binding bool) deviceKey { return deviceKey{name, drained, binding} }
 	tests := map[string]struct {
-		want, got sets.Set[deviceKey]
-		dropped   bool
+		want, got        sets.Set[deviceKey]
+		taints, bindings bool
 	}{
-		"every device served, the taint dropped": {keys(deviceKey{"a", true}, deviceKey{"b", false}), keys(deviceKey{"a", false}, deviceKey{"b", false}), true},
-		"served as published":                    {keys(deviceKey{"a", true}), keys(deviceKey{"a", true}), false},
-		"not served yet":                         {keys(deviceKey{"a", true}, deviceKey{"b", false}), keys(deviceKey{"b", false}), false},
-		"nothing tainted":                        {keys(deviceKey{"a", false}), keys(deviceKey{"a", false}), false},
-		"an extra device served":                 {keys(deviceKey{"a", true}), keys(deviceKey{"a", false}, deviceKey{"c", false}), false},
+		"every device served, the taint dropped":  {want: keys(k("a", true, false), k("b", false, false)), got: keys(k("a", false, false), k("b", false, false)), taints: true},
+		"served as published":                     {want: keys(k("a", true, false)), got: keys(k("a", true, false))},
+		"not served yet":                          {want: keys(k("a", true, false), k("b", false, false)), got: keys(k("b", false, false))},
+		"nothing tainted":                         {want: keys(k("a", false, false)), got: keys(k("a", false, false))},
+		"an extra device served":                  {want: keys(k("a", true, false)), got: keys(k("a", false, false), k("c", false, false))},
+		"binding conditions dropped":              {want: keys(k("a", true, true), k("b", false, true)), got: keys(k("a", true, false), k("b", false, false)), bindings: true},
+		"binding conditions served":               {want: keys(k("a", false, true)), got: keys(k("a", false, true))},
+		"taints dropped, binding conditions kept": {want: keys(k("a", true, true)), got: keys(k("a", false, true)), taints: true},
+		"both dropped: binding conditions named":  {want: keys(k("a", true, true)), got: keys(k("a", false, false)), bindings: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := taintsDropped(tc.want, tc.got); got != tc.dropped {
-				t.Errorf("taintsDropped = %v, want %v", got, tc.dropped)
+			if got := taintsDropped(tc.want, tc.got); got != tc.taints {
+				t.Errorf("taintsDropped = %v, want %v", got, tc.taints)
+			}
+			if got := bindingDropped(tc.want, tc.got); got != tc.bindings {
+				t.Errorf("bindingDropped = %v, want %v", got, tc.bindings)
 			}
 		})
 	}

@@ -23,9 +23,12 @@
 //     after releasing them, on the next scenario's base layout), Env.Check compares the
 //     published pool with NVML and NVML with the desired layouts, and looks for GPU
 //     instances without compute instance.
-//   - The drain race (RunDrainRace) flips race nodes (one per settle period) between two
-//     layouts while claims arrive, with the scheduler running normally or stopped across
-//     the flip, and counts what happened to each drain.
+//   - The drain race (RunDrainRace) flips race nodes (one per settle period, and
+//     RaceBindNode, whose devices carry binding conditions) between two layouts while
+//     claims arrive, with the scheduler running normally or stopped across the flip, and
+//     counts what happened to each drain. An allocation that waits for a binding
+//     confirmation the agent refuses is no violation (RefusedAllocation): no pod is bound
+//     to it.
 //
 // The tests (go test ./test/chaos) run the quick mode in CI; -chaos.long runs 500
 // scenarios, as does `go run ./cmd/miglayout-chaos -scenarios 500`.

@@ -47,8 +47,10 @@ type RaceOptions struct {
 // RaceCell is the outcome of the rounds of one settle period in one scheduler mode.
 type RaceCell struct {
 	Settle time.Duration
-	Mode   string
-	Rounds int
+	// Binding: the node's devices are published with binding conditions.
+	Binding bool
+	Mode    string
+	Rounds  int
 	// BlockedBefore: the claim's allocation was visible before the drain: the GPU was
 	// Blocked at once, nothing tainted.
 	BlockedBefore int
@@ -64,7 +66,10 @@ type RaceCell struct {
 	// Destroyed: allocations to a device that was then destroyed (NVML-based), and
 	// allocations that landed on a device already withdrawn from the pool. Must be 0.
 	Destroyed, Unpublished int
-	Details                []string
+	// Refused: allocations that would count above but awaited the agent's binding
+	// confirmation, which it refused (Binding nodes): no pod was bound to them.
+	Refused int
+	Details []string
 }
 
 // MaxLag is the longest delay of an in-flight allocation after the taint.
@@ -76,7 +81,9 @@ func (c *RaceCell) MaxLag() time.Duration {
 	return m
 }
 
-func raceLayoutName(node string) string { return "race-" + strings.TrimPrefix(node, "race-settle-") }
+func raceLayoutName(node string) string {
+	return "race-" + strings.TrimPrefix(strings.TrimPrefix(node, "race-settle-"), "race-")
+}
 
 func raceSpec(node, layout string) v1alpha1.MigLayoutSpec {
 	return v1alpha1.MigLayoutSpec{
@@ -123,6 +130,11 @@ func RunDrainRace(ctx context.Context, env *Env, mon *Monitor, ns string, opts R
 			c := &RaceCell{Settle: s, Mode: mode}
 			cells = append(cells, c)
 			byNode[env.RaceNodes[s]] = c
+		}
+		if env.RaceBind != "" {
+			c := &RaceCell{Mode: mode, Binding: true}
+			cells = append(cells, c)
+			byNode[env.RaceBind] = c
 		}
 		for round := range opts.Rounds {
 			if err := setRace(ctx, env, raceFrom); err != nil {
@@ -215,6 +227,8 @@ func RunDrainRace(ctx context.Context, env *Env, mon *Monitor, ns string, opts R
 						c.Lags = append(c.Lags, f.Lag)
 					case AllocatedDestroyed:
 						c.Destroyed++
+					case RefusedAllocation:
+						c.Refused++
 					default:
 						c.Unpublished++
 					}
@@ -232,7 +246,7 @@ func RunDrainRace(ctx context.Context, env *Env, mon *Monitor, ns string, opts R
 
 func setRaceNoWait(ctx context.Context, env *Env, layout string) (map[string]int64, error) {
 	gens := map[string]int64{}
-	for _, node := range env.RaceNodes {
+	for _, node := range env.AllRaceNodes() {
 		gen, err := env.SetMigLayout(ctx, raceLayoutName(node), raceSpec(node, layout))
 		if err != nil {
 			return nil, err
@@ -259,14 +273,18 @@ func setRace(ctx context.Context, env *Env, layout string) error {
 func WriteRaceTable(w io.Writer, cells []*RaceCell) {
 	sort.SliceStable(cells, func(i, j int) bool { return cells[i].Mode < cells[j].Mode })
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "scheduler\tsettle\trounds\tblocked before drain\tdrains\tkept by live re-check\tkept by prepared re-check\tflip completed\tin-flight allocations\tmax lag after taint\tallocated then destroyed\tallocated after withdrawal\t")
+	fmt.Fprintln(tw, "scheduler\tsettle\trounds\tblocked before drain\tdrains\tkept by live re-check\tkept by prepared re-check\tflip completed\tin-flight allocations\tmax lag after taint\tallocated then destroyed\tallocated after withdrawal\trefused by binding conditions\t")
 	for _, c := range cells {
 		lag := "-"
 		if len(c.Lags) > 0 {
 			lag = fmt.Sprintf("%dms", c.MaxLag().Milliseconds())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t\n", c.Mode, c.Settle, c.Rounds, c.BlockedBefore,
-			c.Drains, c.Aborted, c.PreparedKept, c.Completed, c.InFlight, lag, c.Destroyed, c.Unpublished)
+		settle := c.Settle.String()
+		if c.Binding {
+			settle += " + binding conditions"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t\n", c.Mode, settle, c.Rounds, c.BlockedBefore,
+			c.Drains, c.Aborted, c.PreparedKept, c.Completed, c.InFlight, lag, c.Destroyed, c.Unpublished, c.Refused)
 	}
 	tw.Flush()
 }

@@ -41,6 +41,11 @@ const (
 	h100 = "H100-SXM5-80GB"
 )
 
+// RaceBindNode is the drain-race node whose agent publishes devices with binding
+// conditions (--device-binding-conditions), with a settle period of 0: what binding
+// conditions protect without any settle period.
+const RaceBindNode = "race-bind-0ms"
+
 // DefaultRaceSettles are the settle periods the drain race compares, one node each.
 var DefaultRaceSettles = []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, time.Second}
 
@@ -57,6 +62,8 @@ type EnvOptions struct {
 	// RaceSettles are the settle periods of the drain-race nodes (one 1x A100 node
 	// each); nil means DefaultRaceSettles, an empty non-nil slice no race nodes.
 	RaceSettles []time.Duration
+	// NoRaceBinding leaves out RaceBindNode.
+	NoRaceBinding bool
 	// Verbosity of the miglayout processes; default 2.
 	Verbosity int
 }
@@ -71,6 +78,8 @@ type Env struct {
 	RaceNodes map[time.Duration]string
 	// RaceSettles are the settle periods of RaceNodes, ascending.
 	RaceSettles []time.Duration
+	// RaceBind is RaceBindNode, or "" when left out.
+	RaceBind    string
 	ChaosSettle time.Duration
 	progress    io.Writer
 
@@ -110,6 +119,13 @@ func StartEnv(ctx context.Context, opts EnvOptions) (*Env, error) {
 		})
 	}
 	sort.Slice(e.RaceSettles, func(i, j int) bool { return e.RaceSettles[i] < e.RaceSettles[j] })
+	if !opts.NoRaceBinding && len(opts.RaceSettles) > 0 {
+		e.RaceBind = RaceBindNode
+		nodes = append(nodes, cluster.NodeSpec{
+			Name: RaceBindNode, GPUs: "1x" + a100, Labels: map[string]string{roleLabel: "race"},
+			AgentArgs: []string{"--settle-period=0s", "--device-binding-conditions"},
+		})
+	}
 	cl, err := cluster.Start(ctx, cluster.Options{
 		StateDir: opts.StateDir, Progress: opts.Progress, Nodes: nodes,
 		SettlePeriod: opts.ChaosSettle, Verbosity: opts.Verbosity,
@@ -122,6 +138,18 @@ func StartEnv(ctx context.Context, opts EnvOptions) (*Env, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// AllRaceNodes returns the drain-race nodes: by settle period, then RaceBind.
+func (e *Env) AllRaceNodes() []string {
+	var out []string
+	for _, s := range e.RaceSettles {
+		out = append(out, e.RaceNodes[s])
+	}
+	if e.RaceBind != "" {
+		out = append(out, e.RaceBind)
+	}
+	return out
 }
 
 // Stop resumes the scheduler if a fault stopped it and stops the cluster.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -46,7 +47,36 @@ const (
 	// referenced it (the agent republishes from NVML truth, so this follows a destroy, or
 	// a pool publication that lost a device).
 	WithdrawnAllocated FindingKind = "allocated device withdrawn"
+	// RefusedAllocation: what would be one of the above, on a device published with
+	// binding conditions whose allocation the agent has not confirmed (DeviceReady):
+	// the scheduler binds no pod to it, so it is no violation; the agent answers it
+	// DeviceRemoved and the scheduler allocates again.
+	RefusedAllocation FindingKind = "allocation awaiting binding refused"
 )
+
+// awaitingBinding reports whether the claim's allocation result r waits for the agent's
+// confirmation (binding conditions published, DeviceReady not True): no pod is bound to it.
+func awaitingBinding(c *resourceapi.ResourceClaim, r resourceapi.DeviceRequestAllocationResult) bool {
+	if !migslices.RequiresBinding(r) {
+		return false
+	}
+	for _, d := range c.Status.Devices {
+		if d.Driver == r.Driver && d.Pool == r.Pool && d.Device == r.Device {
+			return !apimeta.IsStatusConditionTrue(d.Conditions, migslices.BindingConditionReady)
+		}
+	}
+	return true
+}
+
+// refusedIfWaiting turns a finding on an allocation that waits for binding into a
+// RefusedAllocation, keeping what it would have been in its detail.
+func refusedIfWaiting(f Finding, waiting bool) Finding {
+	if waiting {
+		f.Detail = strings.TrimSuffix(string(f.Kind)+"; "+f.Detail, "; ")
+		f.Kind = RefusedAllocation
+	}
+	return f
+}
 
 // Finding is one violation seen by the monitor.
 type Finding struct {
@@ -129,6 +159,8 @@ type published struct {
 type claimAlloc struct {
 	key     string // namespace/name
 	devices map[string]bool
+	// waiting: the devices whose allocation awaits the agent's binding confirmation.
+	waiting map[string]bool
 }
 
 // NewMonitor starts a monitor of the given nodes' pools. Stop it with Stop.
@@ -349,7 +381,8 @@ func (m *Monitor) replaySlice(e event) {
 		}
 		for uid, a := range m.allocs {
 			if a.devices[pool+"/"+name] {
-				m.add(Finding{Kind: WithdrawnAllocated, Pool: pool, Device: name, Claim: a.key, At: e.at}, string(uid))
+				m.add(refusedIfWaiting(Finding{Kind: WithdrawnAllocated, Pool: pool, Device: name, Claim: a.key, At: e.at},
+					a.waiting[pool+"/"+name]), string(uid))
 			}
 		}
 	}
@@ -431,11 +464,12 @@ func (m *Monitor) replayClaim(e event) {
 		delete(m.allocs, c.UID)
 		return
 	}
-	now := map[string]bool{}
+	now, waiting := map[string]bool{}, map[string]bool{}
 	if c.Status.Allocation != nil {
 		for _, r := range c.Status.Allocation.Devices.Results {
 			if r.Driver == cluster.Driver && m.pools[r.Pool] {
 				now[r.Pool+"/"+r.Device] = true
+				waiting[r.Pool+"/"+r.Device] = awaitingBinding(c, r)
 			}
 		}
 	}
@@ -448,7 +482,7 @@ func (m *Monitor) replayClaim(e event) {
 		d, ok := m.views[pool][name]
 		switch {
 		case !ok:
-			m.add(Finding{Kind: UnpublishedAllocation, Pool: pool, Device: name, Claim: key, At: e.at}, string(c.UID))
+			m.add(refusedIfWaiting(Finding{Kind: UnpublishedAllocation, Pool: pool, Device: name, Claim: key, At: e.at}, waiting[dev]), string(c.UID))
 		case d.tainted:
 			m.add(Finding{Kind: TaintedAllocation, Pool: pool, Device: name, Claim: key, At: e.at,
 				Lag: e.at.Sub(m.taintedAt[dev])}, string(c.UID))
@@ -458,7 +492,7 @@ func (m *Monitor) replayClaim(e event) {
 		delete(m.allocs, c.UID)
 		return
 	}
-	m.allocs[c.UID] = claimAlloc{key: key, devices: now}
+	m.allocs[c.UID] = claimAlloc{key: key, devices: now, waiting: waiting}
 }
 
 // add records a finding once per kind, claim and device. Called with mu held.
@@ -510,14 +544,15 @@ func (m *Monitor) poll(ctx context.Context) {
 				k := string(c.UID) + "|" + r.Pool + "/" + r.Device
 				keep[k] = true
 				uuid := devices[r.Pool][r.Device]
+				waiting := awaitingBinding(&c, r)
 				switch {
 				case uuid == "":
-					found = append(found, Finding{Kind: AllocatedDestroyed, Pool: r.Pool, Device: r.Device, At: now,
-						Claim: c.Namespace + "/" + c.Name, Detail: "NVML lacks the allocated device"})
+					found = append(found, refusedIfWaiting(Finding{Kind: AllocatedDestroyed, Pool: r.Pool, Device: r.Device, At: now,
+						Claim: c.Namespace + "/" + c.Name, Detail: "NVML lacks the allocated device"}, waiting))
 					uids = append(uids, string(c.UID))
 				case m.tracked[k] != "" && m.tracked[k] != uuid:
-					found = append(found, Finding{Kind: AllocatedDestroyed, Pool: r.Pool, Device: r.Device, At: now,
-						Claim: c.Namespace + "/" + c.Name, Detail: fmt.Sprintf("destroyed and created again: uuid %s, now %s", m.tracked[k], uuid)})
+					found = append(found, refusedIfWaiting(Finding{Kind: AllocatedDestroyed, Pool: r.Pool, Device: r.Device, At: now,
+						Claim: c.Namespace + "/" + c.Name, Detail: fmt.Sprintf("destroyed and created again: uuid %s, now %s", m.tracked[k], uuid)}, waiting))
 					uids = append(uids, string(c.UID))
 				default:
 					m.tracked[k] = uuid

@@ -48,7 +48,8 @@ func newSecurityFixture(t *testing.T, ctx context.Context) *securityFixture {
 	installChartCRDs(t, ctx)
 	sfx := rand.String(5)
 	f := &securityFixture{ns: "sec-" + sfx, nodeA: "sec-a-" + sfx, nodeB: "sec-b-" + sfx}
-	r, err := helm.Render(helm.Options{ReleaseName: "sec-" + sfx, Namespace: f.ns, KubeVersion: serverVersion(t)})
+	r, err := helm.Render(helm.Options{ReleaseName: "sec-" + sfx, Namespace: f.ns, KubeVersion: serverVersion(t),
+		Values: map[string]any{"agent": map[string]any{"deviceBindingConditions": true}}})
 	if err != nil {
 		t.Fatal(err)
 	}

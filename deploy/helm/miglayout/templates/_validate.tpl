@@ -33,6 +33,10 @@ checked the types; these are the rules between values.
 {{- fail (printf "agent.metricsPort and agent.healthPort are both %d: they must differ" (int $v.agent.metricsPort)) -}}
 {{- end -}}
 
+{{- if and $v.agent.deviceBindingConditions (not (semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version)) -}}
+{{- fail (printf "agent.deviceBindingConditions needs Kubernetes 1.36 or newer (DRA device binding conditions, and the granular status authorization that keeps each agent to the claims of its own node, are on by default from 1.36); this cluster is %s" .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+
 {{- if not $v.agent.nodeSelector -}}
 {{- fail "agent.nodeSelector is empty: the agent would run on every node and fail where there is no NVIDIA driver; select the MIG-capable nodes, e.g. nvidia.com/mig.capable: \"true\"" -}}
 {{- end -}}
