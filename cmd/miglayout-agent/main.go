@@ -70,7 +70,7 @@ func main() {
 	fs.StringVar(&o.registrarDir, "kubelet-registrar-dir", "/var/lib/kubelet/plugins_registry", "kubelet plugin registration directory")
 	fs.StringVar(&o.pluginDir, "kubelet-plugins-dir", plugin.DefaultPluginDir, "kubelet plugins directory; the driver's socket and checkpoint go to <dir>/<driver name>")
 	fs.DurationVar(&o.settle, "settle-period", 5*time.Second, "how long a drain waits after tainting devices before re-checking allocations (covers scheduling decisions in flight)")
-	fs.BoolVar(&o.bindingConditions, "device-binding-conditions", false, "publish devices with binding conditions (DRA device binding conditions, on by default from Kubernetes 1.36): a pod is bound only after the agent confirms its device, and never to a device being drained, even where the scheduler decided before it saw the drain taint; each pod then waits up to 5 s longer to be bound (the scheduler polls the conditions every 5 s)")
+	fs.BoolVar(&o.bindingConditions, "device-binding-conditions", false, "publish devices with binding conditions (DRA device binding conditions, on by default from Kubernetes 1.36): a pod is bound only after the agent confirms its device, and never to a device being drained, even where the scheduler decided before it saw the drain taint; each pod then waits about 5 s longer to be bound (the scheduler polls the conditions every 5 s)")
 	fs.DurationVar(&o.resync, "resync-period", time.Minute, "period of reconciles without a trigger")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8081", "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8082", "address of the /healthz and /readyz endpoints (0 disables)")

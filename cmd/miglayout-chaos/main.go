@@ -132,7 +132,7 @@ func run() int {
 		chaos.WriteRaceTable(os.Stdout, cells)
 		for _, c := range cells {
 			for _, d := range c.Details {
-				fmt.Printf("  %s, settle %s: %s\n", c.Mode, c.Settle, d)
+				fmt.Printf("  %s, %s: %s\n", c.Mode, c.Label(), d)
 			}
 		}
 		if err != nil {

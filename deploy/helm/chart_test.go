@@ -534,7 +534,8 @@ func TestVersionPinnedImages(t *testing.T) {
 // clusters older than 1.36.
 func TestAgentBindingConditions(t *testing.T) {
 	statusRule := rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/status"}, Verbs: []string{"patch"}}
-	driverRule := rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/driver"}, Verbs: []string{"associated-node:patch"}}
+	driverRule := rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/driver"},
+		ResourceNames: []string{"mig.miglayout.io"}, Verbs: []string{"associated-node:patch"}}
 	for _, on := range []bool{false, true} {
 		t.Run(fmt.Sprint(on), func(t *testing.T) {
 			objs, err := Render(Options{KubeVersion: "v1.37.2", Values: map[string]any{"agent": map[string]any{"deviceBindingConditions": on}}})

@@ -59,30 +59,41 @@ type Binder struct {
 
 	mu sync.Mutex
 	// promised: confirmations decided (the gate holds their devices in
-	// use) whose write has not succeeded yet, by claim and device. A failed
-	// write may still have been applied, so the promise stands and the same
-	// answer is written again, until the claim shows it or no longer waits
-	// for it.
+	// use) whose write has not succeeded yet, by allocation and device. A
+	// failed write may still have been applied, so the promise stands and
+	// the same answer is written again, until the claim shows it or that
+	// allocation is gone (the claim deleted, deallocated, or allocated
+	// anew: a promise never answers another allocation).
 	promised map[promise]bool
 }
 
+// allocation identifies one allocation of a claim: the scheduler stamps each
+// with its time (the binding timeout runs from it).
+type allocation struct {
+	claim     types.NamespacedName
+	uid       types.UID
+	allocated string
+}
+
 type promise struct {
-	claim  types.NamespacedName
+	alloc  allocation
 	device string
 }
 
-// The Binder's permissions (patch on resourceclaims/status, and
-// associated-node:patch on resourceclaims/driver, which the API server's
-// granular status authorization limits to claims allocated on the agent's
-// own node) are granted by the chart only where it is enabled
-// (agent.deviceBindingConditions), so they carry no +kubebuilder:rbac marker.
+func allocationOf(claim *resourceapi.ResourceClaim) allocation {
+	a := allocation{claim: client.ObjectKeyFromObject(claim), uid: claim.UID}
+	if claim.Status.Allocation != nil && claim.Status.Allocation.AllocationTimestamp != nil {
+		a.allocated = claim.Status.Allocation.AllocationTimestamp.UTC().Format(time.RFC3339Nano)
+	}
+	return a
+}
 
 // SetupWithManager registers the Binder for the claims with an unanswered
 // binding condition on this node's pool.
 func (b *Binder) SetupWithManager(mgr ctrl.Manager) error {
 	pending := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		claim, ok := o.(*resourceapi.ResourceClaim)
-		return ok && len(b.unanswered(claim)) > 0
+		return ok && (len(b.unanswered(claim)) > 0 || b.hasPromise(client.ObjectKeyFromObject(claim)))
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("binding-conditions").
@@ -145,25 +156,27 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	var claim resourceapi.ResourceClaim
 	if err := b.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
 		if apierrors.IsNotFound(err) {
-			b.releaseExcept(req.NamespacedName, nil)
+			b.release(req.NamespacedName, nil, nil)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	alloc := allocationOf(&claim)
 	todo := b.unanswered(&claim)
-	b.releaseExcept(req.NamespacedName, todo) // answered, or no longer allocated
+	// Promises of other allocations, or of devices answered since.
+	b.release(req.NamespacedName, &alloc, todo)
 	if len(todo) == 0 {
 		return ctrl.Result{}, nil
 	}
 	decided := map[string]Decision{}
 	for _, dev := range todo {
-		if b.promisedTo(req.NamespacedName, dev) {
+		if b.promisedTo(alloc, dev) {
 			decided[dev] = Confirm
 			continue
 		}
 		d := b.Gate.Decide(dev)
 		if d == Unknown {
 			for dev, d := range decided {
-				if d == Confirm && !b.promisedTo(req.NamespacedName, dev) {
+				if d == Confirm && !b.promisedTo(alloc, dev) {
 					b.Gate.Written(dev)
 				}
 			}
@@ -173,7 +186,7 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	}
 	for dev, d := range decided {
 		if d == Confirm {
-			b.promise(req.NamespacedName, dev)
+			b.promise(alloc, dev)
 		}
 	}
 
@@ -205,14 +218,14 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	apply := resourceac.ResourceClaim(claim.Name, claim.Namespace).WithResourceVersion(claim.ResourceVersion).WithStatus(status)
 	if err := b.Client.Status().Apply(ctx, apply, client.FieldOwner(binderFieldManager), client.ForceOwnership); err != nil {
 		if apierrors.IsNotFound(err) {
-			b.releaseExcept(req.NamespacedName, nil)
+			b.release(req.NamespacedName, nil, nil)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("writing binding conditions of claim %s: %w", req.NamespacedName, err)
 	}
 	for dev, d := range decided {
 		if d == Confirm {
-			b.releaseWritten(req.NamespacedName, dev)
+			b.releaseWritten(alloc, dev)
 			logger.V(2).Info("Confirmed device for binding", "device", dev)
 			b.Metrics.countBinding("ready")
 			continue
@@ -227,40 +240,56 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	return ctrl.Result{}, nil
 }
 
-func (b *Binder) promise(claim types.NamespacedName, dev string) {
+func (b *Binder) promise(a allocation, dev string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.promised == nil {
 		b.promised = map[promise]bool{}
 	}
-	b.promised[promise{claim, dev}] = true
+	b.promised[promise{a, dev}] = true
 }
 
-func (b *Binder) promisedTo(claim types.NamespacedName, dev string) bool {
+func (b *Binder) promisedTo(a allocation, dev string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.promised[promise{claim, dev}]
+	return b.promised[promise{a, dev}]
 }
 
-// releaseExcept ends the claim's promises of every device not in keep (nil:
-// all of them), telling the gate they are written.
-func (b *Binder) releaseExcept(claim types.NamespacedName, keep []string) {
+func (b *Binder) hasPromise(claim types.NamespacedName) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for p := range b.promised {
-		if p.claim == claim && !stdslices.Contains(keep, p.device) {
-			delete(b.promised, p)
-			b.Gate.Written(p.device)
+		if p.alloc.claim == claim {
+			return true
 		}
+	}
+	return false
+}
+
+// release ends, telling the gate they are written, the promises of the
+// claim that belong to another allocation than current (all of them when
+// current is nil) or to a device not in keep.
+func (b *Binder) release(claim types.NamespacedName, current *allocation, keep []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for p := range b.promised {
+		if p.alloc.claim != claim {
+			continue
+		}
+		if current != nil && p.alloc == *current && stdslices.Contains(keep, p.device) {
+			continue
+		}
+		delete(b.promised, p)
+		b.Gate.Written(p.device)
 	}
 }
 
 // releaseWritten ends the promise of one device whose answer is written.
-func (b *Binder) releaseWritten(claim types.NamespacedName, dev string) {
+func (b *Binder) releaseWritten(a allocation, dev string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.promised[promise{claim, dev}] {
-		delete(b.promised, promise{claim, dev})
+	if b.promised[promise{a, dev}] {
+		delete(b.promised, promise{a, dev})
 		b.Gate.Written(dev)
 	}
 }

@@ -9,9 +9,10 @@ import (
 // BindingGate decides, for devices published with binding conditions
 // (slices.RequireBinding), whether the agent confirms an allocation
 // (BindingConditionReady) or refuses it (BindingConditionRemoved), and
-// serialises those decisions with drains: once a device is draining, no
-// allocation of it is confirmed, and an allocation confirmed before (or whose
-// confirmation is still being written) keeps the device in use.
+// serialises those decisions with drains: once a device is draining, no new
+// confirmation of it is decided, and an allocation confirmed before (or whose
+// confirmation, decided before the drain, is still being written or
+// retried) keeps the device in use.
 //
 // PoolInventory updates it before each publication; the Binder asks it; the
 // live re-check of a drain (ClaimAllocations) ignores allocations it refused.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
@@ -283,10 +284,12 @@ func TestBinderAnswers(t *testing.T) {
 			if len(rec.Events) != tc.events {
 				t.Errorf("%d events, want %d", len(rec.Events), tc.events)
 			}
-			for _, dev := range tc.published {
-				if !gate.Refusable().Has(dev) && sets.New(tc.draining...).Has(dev) {
-					t.Errorf("%s: a confirmation is still counted as being written after Reconcile", dev)
-				}
+			// Every confirmation written is released: with everything draining,
+			// every device is refusable.
+			all := sets.New(devA, devB)
+			gate.Publishing(all, all)
+			if got := gate.Refusable(); tc.published != nil && !got.Equal(all) {
+				t.Errorf("refusable after Reconcile: %v, want %v (a confirmation still counted as being written)", sets.List(got), sets.List(all))
 			}
 		})
 	}
@@ -436,5 +439,58 @@ func TestClaimAllocationsReadAfterTheGate(t *testing.T) {
 	}
 	if !got.Has(devA) {
 		t.Errorf("%s left out of the live re-check though its confirmation was being written", devA)
+	}
+}
+
+// TestBinderPromiseAnswersOnlyItsAllocation: a confirmation promised for one
+// allocation (its write failed) does not answer another: after the claim is
+// made again under the same name and allocated a device the agent has
+// destroyed meanwhile, the device is refused.
+func TestBinderPromiseAnswersOnlyItsAllocation(t *testing.T) {
+	claim := allocatedClaim("c").device(devA, true).obj()
+	first := metav1.Now()
+	claim.Status.Allocation.AllocationTimestamp = &first
+	fail := true
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(claim).
+		WithStatusSubresource(&resourceapi.ResourceClaim{}).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			if fail {
+				fail = false
+				return errors.New("connection reset")
+			}
+			return c.SubResource(sub).Apply(ctx, obj, opts...)
+		}}).Build()
+	gate := &BindingGate{}
+	gate.Publishing(sets.New(devA, devB), nil)
+	b := &Binder{Client: c, Gate: gate, Driver: testDriver, NodeName: "n1", Recorder: events.NewFakeRecorder(10)}
+	ctx, key := context.Background(), client.ObjectKeyFromObject(claim)
+	if _, err := b.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err == nil {
+		t.Fatal("Reconcile succeeded through a failing write")
+	}
+	// The claim is made again and allocated devA, which a drain has destroyed since.
+	if err := c.Delete(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	again := allocatedClaim("c").device(devA, true).obj()
+	again.UID = "c-uid-2"
+	later := metav1.NewTime(first.Add(time.Minute))
+	again.Status.Allocation.AllocationTimestamp = &later
+	if err := c.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	gate.Publishing(sets.New(devB), nil)
+	if _, err := b.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	var got resourceapi.ResourceClaim
+	if err := c.Get(ctx, key, &got); err != nil {
+		t.Fatal(err)
+	}
+	if confirmed(&got, testDriver, "n1", devA) || !answered(&got, testDriver, "n1", devA) {
+		t.Errorf("the new allocation of destroyed %s is not refused: %+v", devA, got.Status.Devices)
+	}
+	gate.Publishing(sets.New(devA, devB), sets.New(devA))
+	if !gate.Refusable().Has(devA) {
+		t.Errorf("the promise of the old allocation still holds %s", devA)
 	}
 }

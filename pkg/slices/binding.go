@@ -17,9 +17,9 @@ import (
 // confirms a device only while it is published and not being drained, so an
 // allocation the scheduler made from an inventory older than the drain taint
 // can never reach a container: the window the settle period only narrows is
-// closed. The scheduler polls the conditions every 5 seconds (kube-scheduler
-// 1.37), so every pod using such a device waits up to 5 seconds longer to be
-// bound.
+// closed. kube-scheduler (1.37) looks at the conditions right after the
+// allocation, before the agent can have answered, then every 5 seconds, so
+// every pod using such a device waits about 5 seconds longer to be bound.
 const (
 	// BindingConditionReady is set True by the agent on a device it keeps.
 	BindingConditionReady = "miglayout.io/DeviceReady"

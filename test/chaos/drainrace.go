@@ -72,6 +72,14 @@ type RaceCell struct {
 	Details []string
 }
 
+// Label names the cell's node setting: "settle 500ms", "settle 0s + binding conditions".
+func (c *RaceCell) Label() string {
+	if c.Binding {
+		return "settle " + c.Settle.String() + " + binding conditions"
+	}
+	return "settle " + c.Settle.String()
+}
+
 // MaxLag is the longest delay of an in-flight allocation after the taint.
 func (c *RaceCell) MaxLag() time.Duration {
 	var m time.Duration
@@ -279,11 +287,7 @@ func WriteRaceTable(w io.Writer, cells []*RaceCell) {
 		if len(c.Lags) > 0 {
 			lag = fmt.Sprintf("%dms", c.MaxLag().Milliseconds())
 		}
-		settle := c.Settle.String()
-		if c.Binding {
-			settle += " + binding conditions"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t\n", c.Mode, settle, c.Rounds, c.BlockedBefore,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t\n", c.Mode, strings.TrimPrefix(c.Label(), "settle "), c.Rounds, c.BlockedBefore,
 			c.Drains, c.Aborted, c.PreparedKept, c.Completed, c.InFlight, lag, c.Destroyed, c.Unpublished, c.Refused)
 	}
 	tw.Flush()

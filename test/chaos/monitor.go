@@ -136,7 +136,10 @@ type Monitor struct {
 	// Findings, deduplicated by kind, claim and device.
 	findings []Finding
 	seen     map[string]bool
-	errs     []string
+	// refused: claimUID|pool/device → the finding an allocation waiting for a binding
+	// confirmation would have been, recorded if the agent confirms it after all.
+	refused map[string]Finding
+	errs    []string
 }
 
 type event struct {
@@ -169,7 +172,7 @@ func NewMonitor(ctx context.Context, env *Env, nodes []string, pollEvery time.Du
 		env: env, pools: map[string]bool{},
 		slices: map[string]*resourceapi.ResourceSlice{}, views: map[string]map[string]published{},
 		allocs: map[types.UID]claimAlloc{}, taintedAt: map[string]time.Time{}, open: map[string]int{},
-		tracked: map[string]string{}, seen: map[string]bool{},
+		tracked: map[string]string{}, seen: map[string]bool{}, refused: map[string]Finding{},
 	}
 	for _, n := range nodes {
 		m.pools[n] = true
@@ -381,8 +384,8 @@ func (m *Monitor) replaySlice(e event) {
 		}
 		for uid, a := range m.allocs {
 			if a.devices[pool+"/"+name] {
-				m.add(refusedIfWaiting(Finding{Kind: WithdrawnAllocated, Pool: pool, Device: name, Claim: a.key, At: e.at},
-					a.waiting[pool+"/"+name]), string(uid))
+				m.addUnlessWaiting(Finding{Kind: WithdrawnAllocated, Pool: pool, Device: name, Claim: a.key, At: e.at},
+					a.waiting[pool+"/"+name], string(uid))
 			}
 		}
 	}
@@ -462,6 +465,7 @@ func (m *Monitor) replayClaim(e event) {
 	key := c.Namespace + "/" + c.Name
 	if e.typ == watch.Deleted {
 		delete(m.allocs, c.UID)
+		m.forgetRefused(string(c.UID), nil)
 		return
 	}
 	now, waiting := map[string]bool{}, map[string]bool{}
@@ -482,17 +486,48 @@ func (m *Monitor) replayClaim(e event) {
 		d, ok := m.views[pool][name]
 		switch {
 		case !ok:
-			m.add(refusedIfWaiting(Finding{Kind: UnpublishedAllocation, Pool: pool, Device: name, Claim: key, At: e.at}, waiting[dev]), string(c.UID))
+			m.addUnlessWaiting(Finding{Kind: UnpublishedAllocation, Pool: pool, Device: name, Claim: key, At: e.at}, waiting[dev], string(c.UID))
 		case d.tainted:
 			m.add(Finding{Kind: TaintedAllocation, Pool: pool, Device: name, Claim: key, At: e.at,
 				Lag: e.at.Sub(m.taintedAt[dev])}, string(c.UID))
 		}
 	}
+	// An allocation counted as refused that the agent confirms after all is the
+	// violation it would have been.
+	for dev := range now {
+		if f, ok := m.refused[string(c.UID)+"|"+dev]; ok && !waiting[dev] {
+			f.Detail = strings.TrimSuffix("confirmed after it was counted as refused; "+f.Detail, "; ")
+			f.At = e.at
+			m.add(f, string(c.UID))
+		}
+	}
+	m.forgetRefused(string(c.UID), now)
 	if len(now) == 0 {
 		delete(m.allocs, c.UID)
 		return
 	}
 	m.allocs[c.UID] = claimAlloc{key: key, devices: now, waiting: waiting}
+}
+
+// addUnlessWaiting records f, or, where the allocation waits for the agent's binding
+// confirmation, a RefusedAllocation, keeping f in case the agent confirms it later.
+// Called with mu held.
+func (m *Monitor) addUnlessWaiting(f Finding, waiting bool, claimUID string) {
+	if waiting {
+		m.refused[claimUID+"|"+f.Pool+"/"+f.Device] = f
+	}
+	m.add(refusedIfWaiting(f, waiting), claimUID)
+}
+
+// forgetRefused drops the refused allocations of a claim whose devices are not in
+// keep (nil: all). Called with mu held.
+func (m *Monitor) forgetRefused(claimUID string, keep map[string]bool) {
+	for k := range m.refused {
+		uid, dev, _ := strings.Cut(k, "|")
+		if uid == claimUID && !keep[dev] {
+			delete(m.refused, k)
+		}
+	}
 }
 
 // add records a finding once per kind, claim and device. Called with mu held.
@@ -550,6 +585,9 @@ func (m *Monitor) poll(ctx context.Context) {
 					found = append(found, refusedIfWaiting(Finding{Kind: AllocatedDestroyed, Pool: r.Pool, Device: r.Device, At: now,
 						Claim: c.Namespace + "/" + c.Name, Detail: "NVML lacks the allocated device"}, waiting))
 					uids = append(uids, string(c.UID))
+					if m.tracked[k] == "" {
+						m.tracked[k] = "(missing)" // a device of that name created later is another one
+					}
 				case m.tracked[k] != "" && m.tracked[k] != uuid:
 					found = append(found, refusedIfWaiting(Finding{Kind: AllocatedDestroyed, Pool: r.Pool, Device: r.Device, At: now,
 						Claim: c.Namespace + "/" + c.Name, Detail: fmt.Sprintf("destroyed and created again: uuid %s, now %s", m.tracked[k], uuid)}, waiting))

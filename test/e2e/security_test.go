@@ -49,7 +49,7 @@ func newSecurityFixture(t *testing.T, ctx context.Context) *securityFixture {
 	sfx := rand.String(5)
 	f := &securityFixture{ns: "sec-" + sfx, nodeA: "sec-a-" + sfx, nodeB: "sec-b-" + sfx}
 	r, err := helm.Render(helm.Options{ReleaseName: "sec-" + sfx, Namespace: f.ns, KubeVersion: serverVersion(t),
-		Values: map[string]any{"agent": map[string]any{"deviceBindingConditions": true}}})
+		Values: map[string]any{"driverName": "sec.miglayout.io", "agent": map[string]any{"deviceBindingConditions": true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,16 +313,19 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		answer := func(c *resourceapi.ResourceClaim) error {
+		answer := func(c *resourceapi.ResourceClaim, driver string) error {
 			cond := metav1ac.Condition().WithType(migslices.BindingConditionReady).WithStatus(metav1.ConditionTrue).
 				WithReason("DeviceReady").WithMessage("test").WithLastTransitionTime(metav1.Now())
 			apply := resourceac.ResourceClaim(c.Name, c.Namespace).WithStatus(resourceac.ResourceClaimStatus().WithDevices(
-				resourceac.AllocatedDeviceStatus().WithDriver("sec.miglayout.io").WithPool(c.Status.Allocation.Devices.Results[0].Pool).
+				resourceac.AllocatedDeviceStatus().WithDriver(driver).WithPool(c.Status.Allocation.Devices.Results[0].Pool).
 					WithDevice("gpu-0").WithConditions(cond)))
 			return agentC.Status().Apply(ctx, apply, crclient.FieldOwner("miglayout-agent"), crclient.ForceOwnership)
 		}
-		allowed(t, "answer the binding conditions of a claim allocated on node A", answer(allocate(f.nodeA)))
-		refused(t, "answer the binding conditions of a claim allocated on node B", answer(allocate(f.nodeB)),
+		onA := allocate(f.nodeA)
+		allowed(t, "answer the binding conditions of a claim allocated on node A", answer(onA, "sec.miglayout.io"))
+		refused(t, "answer the binding conditions of a claim allocated on node B", answer(allocate(f.nodeB), "sec.miglayout.io"),
+			`changing status.devices requires resource="resourceclaims/driver"`)
+		refused(t, "write another driver's entry of a claim allocated on node A", answer(onA, "nic.example.com"),
 			`changing status.devices requires resource="resourceclaims/driver"`)
 	})
 
