@@ -339,23 +339,8 @@ func TestBinderKeepsItsEarlierAnswers(t *testing.T) {
 // started draining meanwhile.
 func TestBinderKeepsAFailedConfirmation(t *testing.T) {
 	claim := allocatedClaim("c").device(devA, true).obj()
-	fail := true
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(claim).
-		WithStatusSubresource(&resourceapi.ResourceClaim{}).
-		WithInterceptorFuncs(interceptor.Funcs{SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-			if fail {
-				fail = false
-				return errors.New("connection reset")
-			}
-			return c.SubResource(sub).Apply(ctx, obj, opts...)
-		}}).Build()
-	gate := &BindingGate{}
-	gate.Publishing(sets.New(devA, devB), nil)
-	b := &Binder{Client: c, Gate: gate, Driver: testDriver, NodeName: "n1", Recorder: events.NewFakeRecorder(10)}
+	c, gate, b := failFirstWrite(t, claim)
 	ctx, key := context.Background(), client.ObjectKeyFromObject(claim)
-	if _, err := b.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err == nil {
-		t.Fatal("Reconcile succeeded through a failing write")
-	}
 	gate.Publishing(sets.New(devA, devB), sets.New(devA))
 	if gate.Refusable().Has(devA) {
 		t.Fatalf("%s is refusable while its confirmation may have been applied", devA)
@@ -450,23 +435,8 @@ func TestBinderPromiseAnswersOnlyItsAllocation(t *testing.T) {
 	claim := allocatedClaim("c").device(devA, true).obj()
 	first := metav1.Now()
 	claim.Status.Allocation.AllocationTimestamp = &first
-	fail := true
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(claim).
-		WithStatusSubresource(&resourceapi.ResourceClaim{}).
-		WithInterceptorFuncs(interceptor.Funcs{SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-			if fail {
-				fail = false
-				return errors.New("connection reset")
-			}
-			return c.SubResource(sub).Apply(ctx, obj, opts...)
-		}}).Build()
-	gate := &BindingGate{}
-	gate.Publishing(sets.New(devA, devB), nil)
-	b := &Binder{Client: c, Gate: gate, Driver: testDriver, NodeName: "n1", Recorder: events.NewFakeRecorder(10)}
+	c, gate, b := failFirstWrite(t, claim)
 	ctx, key := context.Background(), client.ObjectKeyFromObject(claim)
-	if _, err := b.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err == nil {
-		t.Fatal("Reconcile succeeded through a failing write")
-	}
 	// The claim is made again and allocated devA, which a drain has destroyed since.
 	if err := c.Delete(ctx, claim); err != nil {
 		t.Fatal(err)
@@ -493,4 +463,29 @@ func TestBinderPromiseAnswersOnlyItsAllocation(t *testing.T) {
 	if !gate.Refusable().Has(devA) {
 		t.Errorf("the promise of the old allocation still holds %s", devA)
 	}
+}
+
+// failFirstWrite returns a Binder, its gate (devA and devB published) and its
+// client holding claim, and runs one Reconcile of the claim whose status
+// write fails (a connection reset: the server may or may not have applied
+// it); later writes go through.
+func failFirstWrite(t *testing.T, claim *resourceapi.ResourceClaim) (client.Client, *BindingGate, *Binder) {
+	t.Helper()
+	fail := true
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(claim).
+		WithStatusSubresource(&resourceapi.ResourceClaim{}).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourceApply: func(ctx context.Context, c client.Client, sub string, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+			if fail {
+				fail = false
+				return errors.New("connection reset")
+			}
+			return c.SubResource(sub).Apply(ctx, obj, opts...)
+		}}).Build()
+	gate := &BindingGate{}
+	gate.Publishing(sets.New(devA, devB), nil)
+	b := &Binder{Client: c, Gate: gate, Driver: testDriver, NodeName: "n1", Recorder: events.NewFakeRecorder(10)}
+	if _, err := b.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(claim)}); err == nil {
+		t.Fatal("Reconcile succeeded through a failing write")
+	}
+	return c, gate, b
 }
