@@ -167,16 +167,16 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	if len(todo) == 0 {
 		return ctrl.Result{}, nil
 	}
-	decided := map[string]Decision{}
+	decided := map[string]BindingDecision{}
 	for _, dev := range todo {
 		if b.promisedTo(alloc, dev) {
-			decided[dev] = Confirm
+			decided[dev] = BindingConfirm
 			continue
 		}
 		d := b.Gate.Decide(dev)
-		if d == Unknown {
+		if d == BindingUnknown {
 			for dev, d := range decided {
-				if d == Confirm && !b.promisedTo(alloc, dev) {
+				if d == BindingConfirm && !b.promisedTo(alloc, dev) {
 					b.Gate.Written(dev)
 				}
 			}
@@ -185,7 +185,7 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		decided[dev] = d
 	}
 	for dev, d := range decided {
-		if d == Confirm {
+		if d == BindingConfirm {
 			b.promise(alloc, dev)
 		}
 	}
@@ -198,7 +198,7 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		}
 		var cond *metav1ac.ConditionApplyConfiguration
 		switch d, ok := decided[r.Device]; {
-		case ok && d == Confirm:
+		case ok && d == BindingConfirm:
 			cond = condition(slices.BindingConditionReady, ReasonDeviceReady, "the device is published and not being repartitioned", claim.Generation, now)
 		case ok:
 			cond = condition(slices.BindingConditionRemoved, ReasonDeviceRemoved,
@@ -224,7 +224,7 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		return ctrl.Result{}, fmt.Errorf("writing binding conditions of claim %s: %w", req.NamespacedName, err)
 	}
 	for dev, d := range decided {
-		if d == Confirm {
+		if d == BindingConfirm {
 			b.releaseWritten(alloc, dev)
 			logger.V(2).Info("Confirmed device for binding", "device", dev)
 			b.Metrics.countBinding("ready")

@@ -27,17 +27,18 @@ type BindingGate struct {
 	writing map[string]int
 }
 
-// Decision is the gate's answer for one allocated device.
-type Decision int
+// BindingDecision is the gate's answer for one allocated device.
+type BindingDecision int
 
 const (
-	// Unknown: the agent has not published its pool yet; ask again later.
-	Unknown Decision = iota
-	// Confirm: the device is published and not draining; the caller writes
-	// BindingConditionReady and then calls Written.
-	Confirm
-	// Refuse: the device is draining or no longer published.
-	Refuse
+	// BindingUnknown: the agent has not published its pool yet; ask again
+	// later.
+	BindingUnknown BindingDecision = iota
+	// BindingConfirm: the device is published and not draining; the caller
+	// writes BindingConditionReady and then calls Written.
+	BindingConfirm
+	// BindingRefuse: the device is draining or no longer published.
+	BindingRefuse
 )
 
 // Publishing records the devices about to be published and which of them
@@ -51,23 +52,24 @@ func (g *BindingGate) Publishing(devices, draining sets.Set[string]) {
 	g.draining = draining.Clone()
 }
 
-// Decide answers for an allocation of device. A Confirm holds the device in
-// use until Written: call it once the condition is written, never after a
-// failed write (the server may have applied it); retry the write instead.
-func (g *BindingGate) Decide(device string) Decision {
+// Decide answers for an allocation of device. A BindingConfirm holds the
+// device in use until Written: call it once the condition is written, never
+// after a failed write (the server may have applied it); retry the write
+// instead.
+func (g *BindingGate) Decide(device string) BindingDecision {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
 	case !g.known:
-		return Unknown
+		return BindingUnknown
 	case !g.published.Has(device) || g.draining.Has(device):
-		return Refuse
+		return BindingRefuse
 	}
 	if g.writing == nil {
 		g.writing = map[string]int{}
 	}
 	g.writing[device]++
-	return Confirm
+	return BindingConfirm
 }
 
 // Written ends a confirmation Decide returned for device.

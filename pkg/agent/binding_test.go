@@ -37,30 +37,30 @@ func TestBindingGate(t *testing.T) {
 	}
 	tests := map[string][]step{
 		"nothing published yet: no answer": {
-			{op: "decide", device: devA, want: Unknown},
+			{op: "decide", device: devA, want: BindingUnknown},
 			{op: "refusable", device: devA, want: false},
 		},
 		"published and kept: confirmed": {
 			{op: "publish"},
-			{op: "decide", device: devA, want: Confirm},
+			{op: "decide", device: devA, want: BindingConfirm},
 		},
 		"draining: refused and refusable": {
 			{op: "drain", device: devA},
-			{op: "decide", device: devA, want: Refuse},
+			{op: "decide", device: devA, want: BindingRefuse},
 			{op: "refusable", device: devA, want: true},
-			{op: "decide", device: devB, want: Confirm},
+			{op: "decide", device: devB, want: BindingConfirm},
 			{op: "refusable", device: devB, want: false},
 		},
 		"gone from the pool: refused": {
 			{op: "publish"},
-			{op: "decide", device: "gpu-0-mig-1g10gb-19-6", want: Refuse},
+			{op: "decide", device: "gpu-0-mig-1g10gb-19-6", want: BindingRefuse},
 		},
 		"a confirmation being written keeps a device that starts draining": {
 			{op: "publish"},
-			{op: "decide", device: devA, want: Confirm},
+			{op: "decide", device: devA, want: BindingConfirm},
 			{op: "drain", device: devA},
 			{op: "refusable", device: devA, want: false},
-			{op: "decide", device: devA, want: Refuse},
+			{op: "decide", device: devA, want: BindingRefuse},
 			{op: "written", device: devA},
 			{op: "refusable", device: devA, want: true},
 		},
@@ -181,7 +181,7 @@ func TestClaimAllocationsLeaveOutRefusableDevices(t *testing.T) {
 			gate := &BindingGate{}
 			gate.Publishing(sets.New(devA, devB), nil)
 			if tc.writing {
-				if d := gate.Decide(devA); d != Confirm {
+				if d := gate.Decide(devA); d != BindingConfirm {
 					t.Fatalf("Decide = %v before the drain", d)
 				}
 			}
@@ -407,7 +407,7 @@ func TestClaimAllocationsReadAfterTheGate(t *testing.T) {
 	claim := allocatedClaim("c").device(devA, true).obj()
 	gate := &BindingGate{}
 	gate.Publishing(sets.New(devA, devB), nil)
-	if d := gate.Decide(devA); d != Confirm {
+	if d := gate.Decide(devA); d != BindingConfirm {
 		t.Fatalf("Decide = %v", d)
 	}
 	gate.Publishing(sets.New(devA, devB), sets.New(devA))
