@@ -1,0 +1,312 @@
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/hashicorp/go-multierror"
+	"k8s.io/klog/v2"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// CreateMIGDevice creates a GI of profile d.Profile at placement
+// {d.Start, MemorySlices} (CreateGpuInstanceWithPlacement) and its full-size
+// CI. The GPU must be in the catalog and the placement one the profile
+// allows; otherwise NVML is not called (the error wraps mig.ErrUnknownModel,
+// mig.ErrUnknownProfile, or mig.ErrInvalidLayout together with
+// ErrInsufficientResources). If the CI cannot be created the GI is destroyed
+// again; the error then names both failures when the rollback fails too.
+func (m *NVMLManager) CreateMIGDevice(ctx context.Context, gpuIndex int, d mig.Device) (MIGDevice, error) {
+	leave, err := m.enter()
+	if err != nil {
+		return MIGDevice{}, err
+	}
+	defer leave()
+	if err := ctx.Err(); err != nil {
+		return MIGDevice{}, err
+	}
+	logger := klog.FromContext(ctx).WithValues("gpu", gpuIndex, "device", d.String())
+	out, err := m.create(logger, gpuIndex, d)
+	if err != nil {
+		return MIGDevice{}, fmt.Errorf("creating MIG device %s on GPU %d: %w", d, gpuIndex, err)
+	}
+	logger.V(2).Info("Created MIG device", "giID", out.GIID, "ciID", out.CIID, "uuid", out.UUID)
+	return out, nil
+}
+
+func (m *NVMLManager) create(logger klog.Logger, idx int, d mig.Device) (MIGDevice, error) {
+	dev, err := m.device(idx)
+	if err != nil {
+		return MIGDevice{}, err
+	}
+	product, ret := dev.GetName()
+	if err := nvmlErr("nvmlDeviceGetName", ret); err != nil {
+		return MIGDevice{}, err
+	}
+	model, err := m.catalog.Model(product)
+	if err != nil {
+		return MIGDevice{}, fmt.Errorf("GPU is not in the MIG catalog, so it is never repartitioned: %w", err)
+	}
+	p, err := model.Profile(d.Profile)
+	if err != nil {
+		return MIGDevice{}, err
+	}
+	pl := mig.Placement{Start: d.Start, Size: p.MemorySlices}
+	if !p.HasPlacement(pl) {
+		starts := make([]string, len(p.Placements))
+		for i, q := range p.Placements {
+			starts[i] = fmt.Sprint(q.Start)
+		}
+		return MIGDevice{}, fmt.Errorf("placement start %d is not valid for %s on %s (valid starts: %s): %w (%w)",
+			d.Start, p.Name, model.Name, strings.Join(starts, ","), mig.ErrInvalidLayout, ErrInsufficientResources)
+	}
+	info, ret := dev.GetGpuInstanceProfileInfo(p.NVMLProfile)
+	if err := nvmlErr("nvmlDeviceGetGpuInstanceProfileInfo", ret); err != nil {
+		return MIGDevice{}, fmt.Errorf("getting GI profile info of %s (NVML profile %d): %w", p.Name, p.NVMLProfile, err)
+	}
+	if int(info.Id) != p.ID {
+		return MIGDevice{}, fmt.Errorf("%w: the catalog gives %s on %s GI profile ID %d, NVML reports %d for NVML profile %d",
+			ErrNotSupported, p.Name, model.Name, p.ID, info.Id, p.NVMLProfile)
+	}
+	uuid, ret := dev.GetUUID()
+	if err := nvmlErr("nvmlDeviceGetUUID", ret); err != nil {
+		return MIGDevice{}, err
+	}
+
+	logger.V(2).Info("Creating GPU instance", "profileID", info.Id, "placement", fmt.Sprintf("%d:%d", pl.Start, pl.Size))
+	gi, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: uint32(pl.Start), Size: uint32(pl.Size)})
+	if err := nvmlErr("nvmlDeviceCreateGpuInstanceWithPlacement", ret); err != nil {
+		return MIGDevice{}, fmt.Errorf("creating GPU instance: %w", err)
+	}
+	giInfo, ret := gi.GetInfo()
+	if err := staleErr("nvmlGpuInstanceGetInfo", ret); err != nil {
+		return MIGDevice{}, m.rollback(logger, gi, fmt.Errorf("reading the new GPU instance: %w", err))
+	}
+	logger.V(2).Info("Creating compute instance", "giID", giInfo.Id, "ciSlices", info.SliceCount)
+	ciProf, err := fullCIProfile(gi, info.SliceCount)
+	if err != nil {
+		return MIGDevice{}, m.rollback(logger, gi, fmt.Errorf("getting full-size CI profile of GI %d: %w", giInfo.Id, err))
+	}
+	if _, ret := gi.CreateComputeInstance(&ciProf); ret != nvml.SUCCESS {
+		return MIGDevice{}, m.rollback(logger, gi, fmt.Errorf("creating compute instance in GI %d: %w", giInfo.Id,
+			staleErr("nvmlGpuInstanceCreateComputeInstance", ret)))
+	}
+	handles, err := migHandles(dev)
+	if err != nil {
+		return MIGDevice{}, fmt.Errorf("created GI %d with its CI, but listing MIG devices failed: %w", giInfo.Id, err)
+	}
+	out, err := describe(idx, uuid, gpuInstance{handle: gi, info: giInfo, profile: info, name: p.Name}, handles)
+	if err != nil {
+		return MIGDevice{}, fmt.Errorf("created GI %d with its CI, but reading it back failed: %w", giInfo.Id, err)
+	}
+	if out.CIID < 0 {
+		// NVML reported the CI created, but the GI has none (destroyed
+		// behind our back, or a driver fault): never hand out a GI that no
+		// container can use.
+		return MIGDevice{}, m.rollback(logger, gi, fmt.Errorf("creating compute instance in GI %d: NVML reported success but the GPU instance has no compute instance: %w",
+			giInfo.Id, ErrNVML))
+	}
+	return out, nil
+}
+
+// rollback destroys a GI whose CI could not be created and returns cause,
+// joined with the rollback's own failure if any.
+func (m *NVMLManager) rollback(logger klog.Logger, gi nvml.GpuInstance, cause error) error {
+	logger.V(2).Info("Rolling back GPU instance after failure", "err", cause.Error())
+	if err := staleErr("nvmlGpuInstanceDestroy", gi.Destroy()); err != nil {
+		return &multierror.Error{
+			Errors:      []error{cause, fmt.Errorf("rolling back the GPU instance failed, it is left without a compute instance: %w", err)},
+			ErrorFormat: joinErrors,
+		}
+	}
+	return fmt.Errorf("%w (the GPU instance was destroyed again)", cause)
+}
+
+// joinErrors formats a multierror on one line: "a; and then b".
+func joinErrors(errs []error) string {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "; and then ")
+}
+
+// DestroyMIGDevice destroys the CIs and then the GI that is device d. No such
+// GI wraps ErrNotFound; processes on it wrap ErrInUse (and nothing is
+// destroyed).
+func (m *NVMLManager) DestroyMIGDevice(ctx context.Context, gpuIndex int, d mig.Device) error {
+	leave, err := m.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx).WithValues("gpu", gpuIndex, "device", d.String())
+	if err := m.destroy(ctx, logger, gpuIndex, d); err != nil {
+		return fmt.Errorf("destroying MIG device %s on GPU %d: %w", d, gpuIndex, err)
+	}
+	logger.V(2).Info("Destroyed MIG device")
+	return nil
+}
+
+func (m *NVMLManager) destroy(ctx context.Context, logger klog.Logger, idx int, d mig.Device) error {
+	s, err := m.walk(ctx, idx)
+	if err != nil {
+		return err
+	}
+	g, err := s.find(d)
+	if err != nil {
+		return err
+	}
+	procs, err := giProcesses(s.dev, g)
+	if err != nil {
+		return err
+	}
+	if len(procs) > 0 {
+		pids := make([]string, len(procs))
+		for i, p := range procs {
+			pids[i] = fmt.Sprint(p.PID)
+		}
+		return fmt.Errorf("%w: %d process(es) running on GI %d (PIDs %s)", ErrInUse, len(procs), g.info.Id, strings.Join(pids, ", "))
+	}
+	// The full-size CI first, then any other CI someone else created: a GI
+	// with a CI left cannot be destroyed.
+	first, err := ciProfileIndex(g.profile.SliceCount)
+	if err != nil {
+		return err
+	}
+	order := []int{first}
+	for i := 0; i < nvml.COMPUTE_INSTANCE_PROFILE_COUNT; i++ {
+		if i != first {
+			order = append(order, i)
+		}
+	}
+	for _, ci := range order {
+		prof, ret := g.handle.GetComputeInstanceProfileInfo(ci, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret != nvml.SUCCESS {
+			if ci == first {
+				return fmt.Errorf("getting full-size CI profile of GI %d: %w", g.info.Id, staleErr("nvmlGpuInstanceGetComputeInstanceProfileInfo", ret))
+			}
+			continue // a CI profile this GI does not offer
+		}
+		if prof.InstanceCount == 0 {
+			continue
+		}
+		cis, ret := g.handle.GetComputeInstances(&prof)
+		if err := staleErr("nvmlGpuInstanceGetComputeInstances", ret); err != nil {
+			return fmt.Errorf("listing compute instances of GI %d: %w", g.info.Id, err)
+		}
+		for _, c := range cis {
+			info, ret := c.GetInfo()
+			if err := staleErr("nvmlComputeInstanceGetInfo", ret); err != nil {
+				return fmt.Errorf("reading a compute instance of GI %d: %w", g.info.Id, err)
+			}
+			logger.V(2).Info("Destroying compute instance", "giID", g.info.Id, "ciID", info.Id)
+			if err := staleErr("nvmlComputeInstanceDestroy", c.Destroy()); err != nil {
+				return fmt.Errorf("destroying compute instance %d of GI %d: %w", info.Id, g.info.Id, err)
+			}
+		}
+	}
+	logger.V(2).Info("Destroying GPU instance", "giID", g.info.Id)
+	if err := staleErr("nvmlGpuInstanceDestroy", g.handle.Destroy()); err != nil {
+		return fmt.Errorf("destroying GPU instance %d: %w", g.info.Id, err)
+	}
+	return nil
+}
+
+// giProcesses lists the compute processes on every MIG device (CI) of a GI.
+func giProcesses(dev nvml.Device, g gpuInstance) ([]Process, error) {
+	handles, err := migHandles(dev)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([][2]int, 0, len(handles))
+	for k := range handles {
+		if k[0] == int(g.info.Id) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b [2]int) int { return a[1] - b[1] })
+	var out []Process
+	for _, k := range keys {
+		procs, ret := handles[k].GetComputeRunningProcesses()
+		if err := staleErr("nvmlDeviceGetComputeRunningProcesses", ret); err != nil {
+			return nil, fmt.Errorf("listing processes on GI %d CI %d: %w", k[0], k[1], err)
+		}
+		for _, p := range procs {
+			out = append(out, Process{PID: p.Pid, UsedMemoryMiB: int64(p.UsedGpuMemory >> 20)})
+		}
+	}
+	return out, nil
+}
+
+// Processes lists the compute processes on MIG device d of GPU gpuIndex
+// (GetComputeRunningProcesses on its MIG device handle). A GI without a CI
+// has none; no such GI wraps ErrNotFound.
+func (m *NVMLManager) Processes(ctx context.Context, gpuIndex int, d mig.Device) ([]Process, error) {
+	leave, err := m.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s, err := m.walk(ctx, gpuIndex)
+	if err == nil {
+		var g gpuInstance
+		if g, err = s.find(d); err == nil {
+			var procs []Process
+			if procs, err = giProcesses(s.dev, g); err == nil {
+				return procs, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("listing processes on MIG device %s of GPU %d: %w", d, gpuIndex, err)
+}
+
+// SetMIGMode enables or disables MIG mode and returns the mode NVML reports
+// afterwards; Pending differs from Current while a GPU reset is needed.
+func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool) (MIGMode, error) {
+	leave, err := m.enter()
+	if err != nil {
+		return MIGMode{}, err
+	}
+	defer leave()
+	if err := ctx.Err(); err != nil {
+		return MIGMode{}, err
+	}
+	word, mode := "disabled", nvml.DEVICE_MIG_DISABLE
+	if enabled {
+		word, mode = "enabled", nvml.DEVICE_MIG_ENABLE
+	}
+	logger := klog.FromContext(ctx).WithValues("gpu", gpuIndex, "migMode", word)
+	fail := func(err error) (MIGMode, error) {
+		return MIGMode{}, fmt.Errorf("setting MIG mode %s on GPU %d: %w", word, gpuIndex, err)
+	}
+	dev, err := m.device(gpuIndex)
+	if err != nil {
+		return fail(err)
+	}
+	logger.V(2).Info("Setting MIG mode")
+	activation, ret := dev.SetMigMode(mode)
+	if err := nvmlErr("nvmlDeviceSetMigMode", ret); err != nil {
+		return fail(err)
+	}
+	got, err := migMode(dev)
+	if err != nil {
+		return fail(err)
+	}
+	if activation != nvml.SUCCESS {
+		logger.V(2).Info("MIG mode change is pending", "activationStatus", activation.Error(), "current", got.Current, "pending", got.Pending)
+	} else {
+		logger.V(2).Info("Set MIG mode", "current", got.Current, "pending", got.Pending)
+	}
+	return got, nil
+}

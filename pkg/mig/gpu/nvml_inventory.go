@@ -1,0 +1,219 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// GPUs lists every GPU, ordered by index.
+func (m *NVMLManager) GPUs(ctx context.Context) ([]GPU, error) {
+	leave, err := m.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n, ret := m.lib.DeviceGetCount()
+	if err := nvmlErr("nvmlDeviceGetCount", ret); err != nil {
+		return nil, fmt.Errorf("counting GPUs: %w", err)
+	}
+	driver, ret := m.lib.SystemGetDriverVersion()
+	if err := nvmlErr("nvmlSystemGetDriverVersion", ret); err != nil {
+		return nil, fmt.Errorf("getting driver version: %w", err)
+	}
+	cuda, ret := m.lib.SystemGetCudaDriverVersion()
+	if err := nvmlErr("nvmlSystemGetCudaDriverVersion", ret); err != nil {
+		return nil, fmt.Errorf("getting CUDA driver version: %w", err)
+	}
+	out := make([]GPU, 0, n)
+	for i := 0; i < n; i++ {
+		dev, err := m.device(i)
+		if err != nil {
+			return nil, err
+		}
+		g, err := m.gpu(i, dev)
+		if err != nil {
+			return nil, fmt.Errorf("reading GPU %d: %w", i, err)
+		}
+		g.DriverVersion = driver
+		g.CUDADriverVersion = cudaVersion(cuda)
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// cudaVersion turns NVML's 1000*major + 10*minor (13000) into "13.0".
+func cudaVersion(v int) string { return fmt.Sprintf("%d.%d", v/1000, (v%1000)/10) }
+
+func (m *NVMLManager) gpu(idx int, dev nvml.Device) (GPU, error) {
+	g := GPU{Index: idx}
+	var ret nvml.Return
+	if g.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
+		return g, nvmlErr("nvmlDeviceGetUUID", ret)
+	}
+	product, model, memBytes, err := m.identity(dev)
+	if err != nil {
+		return g, err
+	}
+	g.ProductName, g.Model, g.MemoryMiB = product, model, int64(memBytes>>20)
+	mode, err := migMode(dev)
+	switch {
+	case errors.Is(err, ErrNotSupported):
+		g.MIGCapable = false
+	case err != nil:
+		return g, err
+	default:
+		g.MIGCapable, g.MIGMode = true, mode
+	}
+	pci, ret := dev.GetPciInfo()
+	if ret != nvml.SUCCESS {
+		return g, nvmlErr("nvmlDeviceGetPciInfo", ret)
+	}
+	g.PCIBusID = pciBusID(pci)
+	brand, ret := dev.GetBrand()
+	if ret != nvml.SUCCESS {
+		return g, nvmlErr("nvmlDeviceGetBrand", ret)
+	}
+	g.Brand = brandName(brand)
+	arch, ret := dev.GetArchitecture()
+	if ret != nvml.SUCCESS {
+		return g, nvmlErr("nvmlDeviceGetArchitecture", ret)
+	}
+	g.Architecture = architectureName(arch)
+	major, minor, ret := dev.GetCudaComputeCapability()
+	if ret != nvml.SUCCESS {
+		return g, nvmlErr("nvmlDeviceGetCudaComputeCapability", ret)
+	}
+	g.CUDAComputeCapability = fmt.Sprintf("%d.%d", major, minor)
+	if g.Minor, ret = dev.GetMinorNumber(); ret != nvml.SUCCESS {
+		return g, nvmlErr("nvmlDeviceGetMinorNumber", ret)
+	}
+	return g, nil
+}
+
+// identity reads a GPU's product name (nvmlDeviceGetName), its catalog
+// model (nil when the catalog lacks the product) and its total memory in
+// bytes (nvmlDeviceGetMemoryInfo). NVML errors come back typed (nvmlErr).
+func (m *NVMLManager) identity(dev nvml.Device) (product string, model *mig.Model, memBytes uint64, err error) {
+	product, ret := dev.GetName()
+	if ret != nvml.SUCCESS {
+		return "", nil, 0, nvmlErr("nvmlDeviceGetName", ret)
+	}
+	if found, err := m.catalog.Model(product); err == nil {
+		model = found
+	}
+	mem, ret := dev.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return "", nil, 0, nvmlErr("nvmlDeviceGetMemoryInfo", ret)
+	}
+	return product, model, mem.Total, nil
+}
+
+// migMode reads the MIG mode; a GPU without MIG gives an error wrapping
+// ErrNotSupported.
+func migMode(dev nvml.Device) (MIGMode, error) {
+	cur, pend, ret := dev.GetMigMode()
+	if err := nvmlErr("nvmlDeviceGetMigMode", ret); err != nil {
+		return MIGMode{}, err
+	}
+	return MIGMode{Current: cur == nvml.DEVICE_MIG_ENABLE, Pending: pend == nvml.DEVICE_MIG_ENABLE}, nil
+}
+
+// pciBusID returns the domain:bus:device.function form that NVIDIA's DRA
+// driver publishes (go-nvlib's GetPCIBusID): NVML's busId lower-cased with
+// the 8-digit domain cut to 4 ("00000000:07:00.0" -> "0000:07:00.0").
+func pciBusID(info nvml.PciInfo) string {
+	var b strings.Builder
+	for _, c := range info.BusId {
+		if c == 0 {
+			break
+		}
+		b.WriteByte(byte(c))
+	}
+	id := strings.ToLower(b.String())
+	if id == "" {
+		return fmt.Sprintf("%04x:%02x:%02x.0", info.Domain, info.Bus, info.Device)
+	}
+	if dom, rest, ok := strings.Cut(id, ":"); ok && len(dom) == 8 && strings.HasPrefix(dom, "0000") {
+		id = dom[4:] + ":" + rest
+	}
+	return id
+}
+
+// brandName spells NVML brand types as go-nvlib's GetBrandAsString does
+// (the strings NVIDIA's DRA driver publishes).
+func brandName(b nvml.BrandType) string {
+	switch b {
+	case nvml.BRAND_QUADRO:
+		return "Quadro"
+	case nvml.BRAND_TESLA:
+		return "Tesla"
+	case nvml.BRAND_NVS:
+		return "NVS"
+	case nvml.BRAND_GRID:
+		return "Grid"
+	case nvml.BRAND_GEFORCE:
+		return "GeForce"
+	case nvml.BRAND_TITAN:
+		return "Titan"
+	case nvml.BRAND_NVIDIA_VAPPS:
+		return "NvidiaVApps"
+	case nvml.BRAND_NVIDIA_VPC:
+		return "NvidiaVPC"
+	case nvml.BRAND_NVIDIA_VCS:
+		return "NvidiaVCS"
+	case nvml.BRAND_NVIDIA_VWS:
+		return "NvidiaVWS"
+	case nvml.BRAND_NVIDIA_CLOUD_GAMING:
+		return "NvidiaCloudGaming"
+	case nvml.BRAND_QUADRO_RTX:
+		return "QuadroRTX"
+	case nvml.BRAND_NVIDIA_RTX:
+		return "NvidiaRTX"
+	case nvml.BRAND_NVIDIA:
+		return "Nvidia"
+	case nvml.BRAND_GEFORCE_RTX:
+		return "GeForceRTX"
+	case nvml.BRAND_TITAN_RTX:
+		return "TitanRTX"
+	default:
+		return "Unknown"
+	}
+}
+
+// architectureName spells NVML architectures as go-nvlib's
+// GetArchitectureAsString does.
+func architectureName(a nvml.DeviceArchitecture) string {
+	switch a {
+	case nvml.DEVICE_ARCH_KEPLER:
+		return "Kepler"
+	case nvml.DEVICE_ARCH_MAXWELL:
+		return "Maxwell"
+	case nvml.DEVICE_ARCH_PASCAL:
+		return "Pascal"
+	case nvml.DEVICE_ARCH_VOLTA:
+		return "Volta"
+	case nvml.DEVICE_ARCH_TURING:
+		return "Turing"
+	case nvml.DEVICE_ARCH_AMPERE:
+		return "Ampere"
+	case nvml.DEVICE_ARCH_ADA:
+		return "Ada Lovelace"
+	case nvml.DEVICE_ARCH_HOPPER:
+		return "Hopper"
+	case nvml.DEVICE_ARCH_BLACKWELL:
+		return "Blackwell"
+	case nvml.DEVICE_ARCH_RUBIN:
+		return "Rubin"
+	default:
+		return "Unknown"
+	}
+}

@@ -1,0 +1,323 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/klog/v2"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// gpuInstance is one GI found on a GPU with what describing it needs.
+type gpuInstance struct {
+	handle  nvml.GpuInstance
+	info    nvml.GpuInstanceInfo
+	profile nvml.GpuInstanceProfileInfo
+	name    string // catalog profile name (or derived, on an uncatalogued GPU)
+}
+
+func (g gpuInstance) device() mig.Device {
+	return mig.Device{Profile: g.name, Start: int(g.info.Placement.Start)}
+}
+
+// gpuState is what one walk of a GPU reads: its model, memory and GIs.
+type gpuState struct {
+	dev      nvml.Device
+	model    *mig.Model // nil when the catalog lacks the GPU
+	product  string
+	memBytes uint64
+	migOn    bool
+	gis      []gpuInstance // sorted by placement start
+}
+
+// walk reads the GPU's GIs: for each GI profile of the catalog model (or each
+// NVML_GPU_INSTANCE_PROFILE_* index NVML accepts, on a GPU the catalog
+// lacks) GetGpuInstanceProfileInfo, then GetGpuInstances and each GI's info.
+// A GPU with MIG mode off (or without MIG) has none.
+func (m *NVMLManager) walk(ctx context.Context, idx int) (*gpuState, error) {
+	dev, err := m.device(idx)
+	if err != nil {
+		return nil, err
+	}
+	s := &gpuState{dev: dev}
+	if s.product, s.model, s.memBytes, err = m.identity(dev); err != nil {
+		return nil, err
+	}
+	mode, err := migMode(dev)
+	if errors.Is(err, ErrNotSupported) {
+		return s, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !mode.Current {
+		return s, nil
+	}
+	s.migOn = true
+
+	var indices []int
+	if s.model != nil {
+		for _, p := range s.model.Profiles {
+			indices = append(indices, p.NVMLProfile)
+		}
+	} else {
+		for i := 0; i < nvml.GPU_INSTANCE_PROFILE_COUNT; i++ {
+			indices = append(indices, i)
+		}
+	}
+	seen := map[uint32]bool{}
+	logger := klog.FromContext(ctx)
+	for _, pi := range indices {
+		info, ret := dev.GetGpuInstanceProfileInfo(pi)
+		if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
+			// The GPU (or this driver) does not offer the profile, so it
+			// has no GI of it.
+			if s.model != nil {
+				logger.V(4).Info("GPU does not offer catalog profile", "gpu", idx, "nvmlProfile", pi, "return", ret.Error())
+			}
+			continue
+		}
+		if err := nvmlErr("nvmlDeviceGetGpuInstanceProfileInfo", ret); err != nil {
+			return nil, fmt.Errorf("getting GI profile info %d: %w", pi, err)
+		}
+		if seen[info.Id] || info.InstanceCount == 0 {
+			continue
+		}
+		seen[info.Id] = true
+		handles, ret := dev.GetGpuInstances(&info)
+		if err := nvmlErr("nvmlDeviceGetGpuInstances", ret); err != nil {
+			return nil, fmt.Errorf("listing GPU instances of GI profile %d: %w", info.Id, err)
+		}
+		for _, h := range handles {
+			gi, ret := h.GetInfo()
+			if err := staleErr("nvmlGpuInstanceGetInfo", ret); err != nil {
+				return nil, fmt.Errorf("reading a GPU instance of GI profile %d: %w", info.Id, err)
+			}
+			name := ""
+			if s.model != nil {
+				if p := s.model.ProfileByID(int(gi.ProfileId)); p != nil {
+					name = p.Name
+				}
+			}
+			if name == "" {
+				name = derivedProfileName(pi, info, s.memBytes)
+			}
+			s.gis = append(s.gis, gpuInstance{handle: h, info: gi, profile: info, name: name})
+		}
+	}
+	slices.SortFunc(s.gis, func(a, b gpuInstance) int {
+		if a.info.Placement.Start != b.info.Placement.Start {
+			return int(a.info.Placement.Start) - int(b.info.Placement.Start)
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return s, nil
+}
+
+// find returns the GI that is device d, or an error wrapping ErrNotFound.
+func (s *gpuState) find(d mig.Device) (gpuInstance, error) {
+	for _, g := range s.gis {
+		if g.device() == d {
+			return g, nil
+		}
+	}
+	if !s.migOn {
+		return gpuInstance{}, fmt.Errorf("%w: MIG mode is off, so there is no GPU instance %s", ErrNotFound, d)
+	}
+	have := make([]string, len(s.gis))
+	for i, g := range s.gis {
+		have[i] = g.device().String()
+	}
+	return gpuInstance{}, fmt.Errorf("%w: no GPU instance %s (have: %q)", ErrNotFound, d, strings.Join(have, ","))
+}
+
+// derivedProfileName names a GI profile that the catalog lacks the way
+// nvidia-smi and go-nvlib do: "<slices>g.<GB>gb", GB being the profile's
+// share of the GPU's memory rounded up to eighths times the GPU's GB, with
+// "+me", "-me", "+me.all" or "+gfx" from the NVML profile index.
+func derivedProfileName(nvmlProfile int, info nvml.GpuInstanceProfileInfo, totalBytes uint64) string {
+	gb := uint64(math.Round(float64(info.MemorySizeMB) / 1024))
+	if totalBytes > 0 {
+		const gib = 1 << 30
+		frac := float64(info.MemorySizeMB<<20) / float64(totalBytes)
+		frac = math.Ceil(frac*8) / 8
+		gb = uint64(math.Round(frac * float64((totalBytes+gib-1)/gib)))
+	}
+	suffix := ""
+	switch nvmlProfile {
+	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1:
+		suffix = "+me"
+	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, nvml.GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:
+		suffix = "-me"
+	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME, nvml.GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME:
+		suffix = "+me.all"
+	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_GFX, nvml.GPU_INSTANCE_PROFILE_2_SLICE_GFX,
+		nvml.GPU_INSTANCE_PROFILE_3_SLICE_GFX, nvml.GPU_INSTANCE_PROFILE_4_SLICE_GFX:
+		suffix = "+gfx"
+	}
+	return fmt.Sprintf("%dg.%dgb%s", info.SliceCount, gb, suffix)
+}
+
+// ciProfileIndex is the NVML_COMPUTE_INSTANCE_PROFILE_<N>_SLICE index of the
+// CI that spans all n compute slices of a GI.
+func ciProfileIndex(n uint32) (int, error) {
+	switch n {
+	case 1:
+		return nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nil
+	case 2:
+		return nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE, nil
+	case 3:
+		return nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE, nil
+	case 4:
+		return nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE, nil
+	case 6:
+		return nvml.COMPUTE_INSTANCE_PROFILE_6_SLICE, nil
+	case 7:
+		return nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE, nil
+	case 8:
+		return nvml.COMPUTE_INSTANCE_PROFILE_8_SLICE, nil
+	}
+	return 0, fmt.Errorf("%w: no compute-instance profile spans %d compute slices", ErrNotSupported, n)
+}
+
+// fullCIProfile returns the profile info of the full-size CI of a GI whose
+// profile has the given compute slice count (engine profile SHARED).
+func fullCIProfile(gi nvml.GpuInstance, slices uint32) (nvml.ComputeInstanceProfileInfo, error) {
+	idx, err := ciProfileIndex(slices)
+	if err != nil {
+		return nvml.ComputeInstanceProfileInfo{}, err
+	}
+	info, ret := gi.GetComputeInstanceProfileInfo(idx, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	if err := staleErr("nvmlGpuInstanceGetComputeInstanceProfileInfo", ret); err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+// migHandles maps (GI ID, CI ID) to the MIG device handles of a GPU
+// (GetMigDeviceHandleByIndex over GetMaxMigDeviceCount).
+func migHandles(dev nvml.Device) (map[[2]int]nvml.Device, error) {
+	n, ret := dev.GetMaxMigDeviceCount()
+	if err := nvmlErr("nvmlDeviceGetMaxMigDeviceCount", ret); err != nil {
+		return nil, err
+	}
+	out := map[[2]int]nvml.Device{}
+	for j := 0; j < n; j++ {
+		h, ret := dev.GetMigDeviceHandleByIndex(j)
+		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+			continue // no MIG device at this index
+		}
+		if err := nvmlErr("nvmlDeviceGetMigDeviceHandleByIndex", ret); err != nil {
+			return nil, err
+		}
+		gi, ret := h.GetGpuInstanceId()
+		if err := staleErr("nvmlDeviceGetGpuInstanceId", ret); err != nil {
+			return nil, err
+		}
+		ci, ret := h.GetComputeInstanceId()
+		if err := staleErr("nvmlDeviceGetComputeInstanceId", ret); err != nil {
+			return nil, err
+		}
+		out[[2]int{gi, ci}] = h
+	}
+	return out, nil
+}
+
+// describe turns a GI into a MIGDevice: its full-size CI (CIID -1 without
+// one) and the MIG device UUID from the handles map.
+func describe(idx int, parentUUID string, g gpuInstance, handles map[[2]int]nvml.Device) (MIGDevice, error) {
+	d := MIGDevice{
+		GPUIndex:        idx,
+		ParentUUID:      parentUUID,
+		Profile:         g.name,
+		ProfileID:       int(g.info.ProfileId),
+		Placement:       mig.Placement{Start: int(g.info.Placement.Start), Size: int(g.info.Placement.Size)},
+		GIID:            int(g.info.Id),
+		CIID:            -1,
+		MemoryMiB:       int64(g.profile.MemorySizeMB),
+		Multiprocessors: int(g.profile.MultiprocessorCount),
+		CopyEngines:     int(g.profile.CopyEngineCount),
+		Decoders:        int(g.profile.DecoderCount),
+		Encoders:        int(g.profile.EncoderCount),
+		JPEGEngines:     int(g.profile.JpegCount),
+		OFAEngines:      int(g.profile.OfaCount),
+	}
+	ciProf, err := fullCIProfile(g.handle, g.profile.SliceCount)
+	if err != nil {
+		return d, fmt.Errorf("getting full-size CI profile: %w", err)
+	}
+	if ciProf.InstanceCount == 0 {
+		return d, nil
+	}
+	cis, ret := g.handle.GetComputeInstances(&ciProf)
+	if err := staleErr("nvmlGpuInstanceGetComputeInstances", ret); err != nil {
+		return d, fmt.Errorf("listing compute instances: %w", err)
+	}
+	if len(cis) == 0 {
+		return d, nil
+	}
+	ci, ret := cis[0].GetInfo()
+	if err := staleErr("nvmlComputeInstanceGetInfo", ret); err != nil {
+		return d, fmt.Errorf("reading compute instance: %w", err)
+	}
+	d.CIID = int(ci.Id)
+	if h, ok := handles[[2]int{d.GIID, d.CIID}]; ok {
+		uuid, ret := h.GetUUID()
+		if err := staleErr("nvmlDeviceGetUUID", ret); err != nil {
+			return d, fmt.Errorf("getting MIG device UUID: %w", err)
+		}
+		d.UUID = uuid
+	}
+	return d, nil
+}
+
+// MIGDevices lists the GIs of GPU gpuIndex with their full-size CIs, ordered
+// by placement start. A GI without a full-size CI has CIID -1 and no UUID.
+func (m *NVMLManager) MIGDevices(ctx context.Context, gpuIndex int) ([]MIGDevice, error) {
+	leave, err := m.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out, err := m.migDevices(ctx, gpuIndex)
+	if err != nil {
+		return nil, fmt.Errorf("listing MIG devices of GPU %d: %w", gpuIndex, err)
+	}
+	return out, nil
+}
+
+func (m *NVMLManager) migDevices(ctx context.Context, idx int) ([]MIGDevice, error) {
+	s, err := m.walk(ctx, idx)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.gis) == 0 {
+		return nil, nil
+	}
+	uuid, ret := s.dev.GetUUID()
+	if err := nvmlErr("nvmlDeviceGetUUID", ret); err != nil {
+		return nil, err
+	}
+	handles, err := migHandles(s.dev)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MIGDevice, 0, len(s.gis))
+	for _, g := range s.gis {
+		d, err := describe(idx, uuid, g, handles)
+		if err != nil {
+			return nil, fmt.Errorf("GPU instance %s (GI %d): %w", g.device(), g.info.Id, err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
