@@ -122,6 +122,12 @@ type GPUStatus struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Model string `json:"model,omitempty"`
+	// Attributes are the GPU's properties the agent publishes on its devices
+	// that the MIG catalog cannot know (driver version, PCI bus ID, minor
+	// number...). The Auto planner gives its hypothetical devices these
+	// values, so that selectors reading them judge as on the real devices.
+	// +optional
+	Attributes *GPUAttributes `json:"attributes,omitempty"`
 	// MIGEnabled and MIGPending are the current and pending MIG mode; they
 	// differ while a change waits for a GPU reset.
 	// +optional
@@ -151,6 +157,40 @@ type GPUStatus struct {
 	// LastTransitionTime is when Phase last changed.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// GPUAttributes are what NVML reports of a GPU beyond its model, as the
+// agent publishes them on the GPU's ResourceSlice devices (attributes of the
+// same names, those of NVIDIA's DRA driver).
+type GPUAttributes struct {
+	// PCIBusID is the domain:bus:device.function form, e.g. "0000:07:00.0".
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	PCIBusID string `json:"pciBusID,omitempty"`
+	// Minor is the device minor number (/dev/nvidia<minor>).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Minor *int32 `json:"minor,omitempty"`
+	// Brand is NVML's brand name, e.g. "Nvidia".
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Brand string `json:"brand,omitempty"`
+	// Architecture is e.g. "Ampere", "Hopper" or "Blackwell".
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Architecture string `json:"architecture,omitempty"`
+	// CUDAComputeCapability is e.g. "8.0".
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	CUDAComputeCapability string `json:"cudaComputeCapability,omitempty"`
+	// DriverVersion is the NVIDIA driver version, e.g. "580.95.05".
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	DriverVersion string `json:"driverVersion,omitempty"`
+	// CUDADriverVersion is the CUDA version the driver supports, e.g. "13.0".
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	CUDADriverVersion string `json:"cudaDriverVersion,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -6,8 +6,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
 // BuildStatus returns the NodeMigLayout status for the result of a pass:
@@ -36,6 +38,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 		if g.GPU.Model != nil {
 			gs.Model = g.GPU.Model.Name
 		}
+		gs.Attributes = gpuAttributes(g.GPU)
 		if g.GPU.MIGMode.Current {
 			gs.Layout = layoutOf(&g).String()
 		}
@@ -89,4 +92,18 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
+}
+
+// gpuAttributes are the GPU's NVML properties the Auto planner needs to judge
+// selectors on hypothetical devices as on the published ones.
+func gpuAttributes(g gpu.GPU) *v1alpha1.GPUAttributes {
+	return &v1alpha1.GPUAttributes{
+		PCIBusID:              g.PCIBusID,
+		Minor:                 ptr.To(int32(g.Minor)),
+		Brand:                 g.Brand,
+		Architecture:          g.Architecture,
+		CUDAComputeCapability: g.CUDAComputeCapability,
+		DriverVersion:         g.DriverVersion,
+		CUDADriverVersion:     g.CUDADriverVersion,
+	}
 }

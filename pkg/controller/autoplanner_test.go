@@ -363,34 +363,17 @@ func TestInputKey(t *testing.T) {
 	}
 }
 
-// TestPublishedGPUs: the planner's GPUs carry what the node's slices publish (driver
-// versions, PCI bus ID, minor), not the catalog's stand-in values, so that selectors
-// reading them evaluate as on the real devices.
-func TestPublishedGPUs(t *testing.T) {
-	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		migslices.AttrDriverVersion:     {VersionValue: ptr.To("580.95.5")},
-		migslices.AttrCUDADriverVersion: {VersionValue: ptr.To("13.0.0")},
-		migslices.AttrPCIBusID:          {StringValue: ptr.To("0000:07:00.0")},
-		migslices.AttrParentMinor:       {IntValue: ptr.To(int64(5))},
-	}
-	slices := []resourceapi.ResourceSlice{
-		{ObjectMeta: metav1.ObjectMeta{Name: "n1-mig"}, Spec: resourceapi.ResourceSliceSpec{Driver: "mig.miglayout.io", NodeName: ptr.To("n1"),
-			Pool:    resourceapi.ResourcePool{Name: "n1", Generation: 2},
-			Devices: []resourceapi.Device{{Name: "gpu-1-mig-7g80gb-0-0", Attributes: attrs}}}},
-		// An older generation of the pool, still listed while it is republished.
-		{ObjectMeta: metav1.ObjectMeta{Name: "n1-mig-old"}, Spec: resourceapi.ResourceSliceSpec{Driver: "mig.miglayout.io", NodeName: ptr.To("n1"),
-			Pool: resourceapi.ResourcePool{Name: "n1", Generation: 1},
-			Devices: []resourceapi.Device{{Name: "gpu-1-mig-7g80gb-0-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-				migslices.AttrDriverVersion: {VersionValue: ptr.To("535.0.0")}}}}}},
-		// Another driver's device of the same name says nothing about miglayout's GPUs.
-		{ObjectMeta: metav1.ObjectMeta{Name: "n1-other"}, Spec: resourceapi.ResourceSliceSpec{Driver: "gpu.example.com", NodeName: ptr.To("n1"),
-			Devices: []resourceapi.Device{{Name: "gpu-0-mig-x", Attributes: attrs}}}},
-	}
+// TestGPUAttributes: the planner's hypothetical devices carry the driver
+// version, PCI bus ID and minor number the agent reported in the
+// NodeMigLayout status (the controller does not cache miglayout's own
+// ResourceSlices), so selectors reading them judge as on the real devices.
+func TestGPUAttributes(t *testing.T) {
 	nml := &v1alpha1.NodeMigLayout{Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
 		{Index: 0, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Phase: v1alpha1.PhaseReady},
-		{Index: 1, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady},
+		{Index: 1, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady,
+			Attributes: &v1alpha1.GPUAttributes{DriverVersion: "580.95.05", CUDADriverVersion: "13.0", PCIBusID: "0000:07:00.0", Minor: ptr.To(int32(5))}},
 	}}}
-	gpus := autoGPUs(nml, mig.DefaultCatalog(), nil, publishedGPUs(slices, "mig.miglayout.io")["n1"])
+	gpus := autoGPUs(nml, mig.DefaultCatalog(), nil)
 	type info struct {
 		Driver, CUDA, PCI string
 		Minor             int
@@ -399,7 +382,7 @@ func TestPublishedGPUs(t *testing.T) {
 	for _, g := range gpus {
 		got = append(got, info{g.Info.DriverVersion, g.Info.CUDADriverVersion, g.Info.PCIBusID, g.Info.Minor})
 	}
-	want := []info{{"", "", "", 0}, {"580.95.5", "13.0.0", "0000:07:00.0", 5}}
+	want := []info{{"", "", "", 0}, {"580.95.05", "13.0", "0000:07:00.0", 5}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("GPU infos (-want +got):\n%s", diff)
 	}

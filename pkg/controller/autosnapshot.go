@@ -64,7 +64,6 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	}
 	others := otherSlices(in.Slices, in.Driver)
 	allocated, otherAllocated := allocations(in.Claims, in.Driver)
-	published := publishedGPUs(in.Slices, in.Driver)
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
 		if ml.Spec.Mode != v1alpha1.ModeAuto || ml.DeletionTimestamp != nil {
@@ -102,7 +101,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
 				continue
 			}
-			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, allocated[name], published[name]), OtherSlices: others.forNode(node)}
+			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, allocated[name]), OtherSlices: others.forNode(node)}
 			if len(n.GPUs) > 0 {
 				snap.Nodes = append(snap.Nodes, n)
 			}
@@ -178,86 +177,26 @@ func allocations(claims map[types.NamespacedName]*resourceapi.ResourceClaim, dri
 	return mine, others
 }
 
-// publishedGPU is what a node's ResourceSlices say of one GPU: the
-// attributes its devices carry that the catalog cannot know.
-type publishedGPU struct {
-	brand, architecture, computeCapability, driverVersion, cudaDriverVersion, pciBusID string
-	minor                                                                              *int64
-}
-
-// publishedGPUs reads, from driver's ResourceSlices, by node and GPU index,
-// the attributes the agents published for each GPU (on the whole-GPU
-// device or any of its MIG devices), so that hypothetical devices carry
-// the real driver version, PCI bus ID and minor number, and selectors
-// reading them evaluate as on the real ones.
-func publishedGPUs(all []resourceapi.ResourceSlice, driver string) map[string]map[int]publishedGPU {
-	// Only a pool's newest generation counts (while a pool is being
-	// republished its older slices may still be listed).
-	newest := map[string]int64{}
-	for i := range all {
-		s := &all[i]
-		if s.Spec.Driver == driver && s.Spec.NodeName != nil && s.Spec.Pool.Generation > newest[s.Spec.Pool.Name] {
-			newest[s.Spec.Pool.Name] = s.Spec.Pool.Generation
-		}
+// applyAttributes sets on info what the agent reported of the GPU beyond
+// its model (NodeMigLayout status), the values its devices are published
+// with; a value not reported keeps PlannedGPU's stand-in.
+func applyAttributes(info *gpu.GPU, a *v1alpha1.GPUAttributes) {
+	if a == nil {
+		return
 	}
-	out := map[string]map[int]publishedGPU{}
-	for i := range all {
-		s := &all[i]
-		if s.Spec.Driver != driver || s.Spec.NodeName == nil || s.Spec.Pool.Generation < newest[s.Spec.Pool.Name] {
-			continue
-		}
-		node := *s.Spec.NodeName
-		for _, d := range s.Spec.Devices {
-			idx, isMIG, ok := migslices.DeviceGPUIndex(d.Name)
-			if !ok {
-				continue
-			}
-			if out[node] == nil {
-				out[node] = map[int]publishedGPU{}
-			}
-			g := out[node][idx]
-			a := d.Attributes
-			text := func(name resourceapi.QualifiedName, into *string) {
-				if v, ok := a[name]; ok && v.StringValue != nil {
-					*into = *v.StringValue
-				} else if ok && v.VersionValue != nil {
-					*into = *v.VersionValue
-				}
-			}
-			text(migslices.AttrBrand, &g.brand)
-			text(migslices.AttrArchitecture, &g.architecture)
-			text(migslices.AttrCUDAComputeCapability, &g.computeCapability)
-			text(migslices.AttrDriverVersion, &g.driverVersion)
-			text(migslices.AttrCUDADriverVersion, &g.cudaDriverVersion)
-			text(migslices.AttrPCIBusID, &g.pciBusID)
-			minor := migslices.AttrMinor
-			if isMIG {
-				minor = migslices.AttrParentMinor
-			}
-			if v, ok := a[minor]; ok && v.IntValue != nil {
-				g.minor = v.IntValue
-			}
-			out[node][idx] = g
-		}
-	}
-	return out
-}
-
-// apply sets on info what the GPU's devices were published with.
-func (p publishedGPU) apply(info *gpu.GPU) {
 	set := func(into *string, v string) {
 		if v != "" {
 			*into = v
 		}
 	}
-	set(&info.Brand, p.brand)
-	set(&info.Architecture, p.architecture)
-	set(&info.CUDAComputeCapability, p.computeCapability)
-	set(&info.DriverVersion, p.driverVersion)
-	set(&info.CUDADriverVersion, p.cudaDriverVersion)
-	set(&info.PCIBusID, p.pciBusID)
-	if p.minor != nil {
-		info.Minor = int(*p.minor)
+	set(&info.Brand, a.Brand)
+	set(&info.Architecture, a.Architecture)
+	set(&info.CUDAComputeCapability, a.CUDAComputeCapability)
+	set(&info.DriverVersion, a.DriverVersion)
+	set(&info.CUDADriverVersion, a.CUDADriverVersion)
+	set(&info.PCIBusID, a.PCIBusID)
+	if a.Minor != nil {
+		info.Minor = int(*a.Minor)
 	}
 }
 
@@ -268,9 +207,9 @@ func blockedByUse(st v1alpha1.GPUStatus) bool {
 }
 
 // autoGPUs are the GPUs of a node the planner may use: MIG on, known model.
-// allocated are the names of the node's devices that claims hold;
-// published are the attributes the node's slices carry, by GPU index.
-func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.Set[string], published map[int]publishedGPU) []planner.GPU {
+// allocated are the names of the node's devices that claims hold. Each
+// GPU's hypothetical devices carry the attributes its agent reported.
+func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.Set[string]) []planner.GPU {
 	specs := map[int32]v1alpha1.GPUSpec{}
 	for _, s := range nml.Spec.GPUs {
 		specs[s.Index] = s
@@ -295,7 +234,7 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.
 		}
 		info := migslices.PlannedGPU(model, int(st.Index))
 		info.UUID, info.ProductName = st.UUID, st.Product
-		published[int(st.Index)].apply(&info)
+		applyAttributes(&info, st.Attributes)
 		for _, d := range actual {
 			p, err := model.Profile(d.Profile)
 			if err == nil && allocated.Has(migslices.MIGDeviceName(int(st.Index), d.Profile, p.ID, d.Start)) && !inUse.Contains(d) {

@@ -36,16 +36,19 @@ var autoNodes = map[string]string{groupLabel: "auto"}
 
 // CEL selectors of the demand.
 const (
-	sel7g   = `device.attributes['mig.miglayout.io'].profile == '7g.80gb'`
-	sel3g   = `device.attributes['mig.miglayout.io'].profile == '3g.40gb'`
-	sel1g   = `device.attributes['mig.miglayout.io'].memory >= 9000 && device.attributes['mig.miglayout.io'].memory <= 10240`
-	selHuge = `device.attributes['mig.miglayout.io'].memory >= 200000`
+	sel7g = `device.attributes['mig.miglayout.io'].profile == '7g.80gb'`
+	sel3g = `device.attributes['mig.miglayout.io'].profile == '3g.40gb'`
+	// The driver version is not in the MIG catalog: the planner judges it on
+	// the value the node's agent reports (NodeMigLayout status).
+	sel3gDriver = sel3g + ` && device.attributes['mig.miglayout.io'].driverVersion.isGreaterThan(semver('550.0.0'))`
+	sel1g       = `device.attributes['mig.miglayout.io'].memory >= 9000 && device.attributes['mig.miglayout.io'].memory <= 10240`
+	selHuge     = `device.attributes['mig.miglayout.io'].memory >= 200000`
 )
 
 // TestAutoRepartitionsWholeGPUs: every GPU starts as one whole 7g.80gb device (a Static
 // MigLayout, then switched to Auto); one pod holds a 7g.80gb; eight pending pods ask for
-// 3g.40gb (by profile) and 1g.10gb (by a memory range) devices, half by resourceClaimName,
-// half from ResourceClaimTemplates, and one pod for a device no GPU has. The planner
+// 3g.40gb (by profile, and from templates by driver version too) and 1g.10gb (by a memory
+// range) devices, half by resourceClaimName, half from ResourceClaimTemplates, and one pod for a device no GPU has. The planner
 // repartitions the free GPUs, the scheduler binds the eight pods and the stand-in kubelet
 // runs them; the held 7g.80gb is never planned for nor touched; the impossible pod hears
 // why and stays pending. It logs claim-to-bound latency (p50/p99) and devices destroyed.
@@ -113,7 +116,7 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 
 	// 5. The demand: 4x 3g.40gb and 4x 1g.10gb-sized, half by name, half from templates
 	// (interleaved), and one device no A100 has.
-	for name, cel := range map[string]string{"big": sel3g, "small": sel1g} {
+	for name, cel := range map[string]string{"big": sel3gDriver, "small": sel1g} {
 		if _, err := env.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourceapi.ResourceClaimTemplate{
 			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceClaimTemplateSpec{Spec: clustertest.ClaimSpec(cel)},
 		}, metav1.CreateOptions{}); err != nil {

@@ -1,0 +1,56 @@
+package agent
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+)
+
+// TestBuildStatus: each GPU's status carries its NVML attributes (the Auto
+// planner's only source for them), its layout and devices in use, and the
+// phase of the pass; a Blocked GPU makes the node not Ready and Degraded.
+func TestBuildStatus(t *testing.T) {
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := func(idx int) gpu.GPU {
+		return gpu.GPU{Index: idx, UUID: "GPU-" + string(rune('a'+idx)), ProductName: "NVIDIA A100-SXM4-80GB", Model: a100,
+			MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true}, PCIBusID: "0000:07:00.0", Brand: "Nvidia",
+			Architecture: "Ampere", CUDAComputeCapability: "8.0", DriverVersion: "580.95.05", CUDADriverVersion: "13.0", Minor: idx + 3}
+	}
+	res := &SyncResult{
+		GPUs: []GPUState{
+			{GPU: g(0), Devices: []gpu.MIGDevice{{Profile: "3g.40gb", Placement: mig.Placement{Start: 4, Size: 4}, GIID: 2, CIID: 0}}},
+			{GPU: g(1)},
+		},
+		InUse:   map[int]mig.Layout{0: mig.MustParseLayout("3g.40gb@4")},
+		Results: map[int]GPUResult{1: {Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: "in use"}},
+	}
+	now := metav1.Now()
+	st := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 3, res, now)
+	attrs := func(minor int32) *v1alpha1.GPUAttributes {
+		return &v1alpha1.GPUAttributes{PCIBusID: "0000:07:00.0", Minor: ptr.To(minor), Brand: "Nvidia", Architecture: "Ampere",
+			CUDAComputeCapability: "8.0", DriverVersion: "580.95.05", CUDADriverVersion: "13.0"}
+	}
+	want := []v1alpha1.GPUStatus{
+		{Index: 0, UUID: "GPU-a", Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", Attributes: attrs(3), MIGEnabled: true, MIGPending: true,
+			Layout: "3g.40gb@4", InUse: "3g.40gb@4", Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied,
+			Message: "not managed by the NodeMigLayout spec", LastTransitionTime: &now},
+		{Index: 1, UUID: "GPU-b", Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", Attributes: attrs(4), MIGEnabled: true, MIGPending: true,
+			Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: "in use", LastTransitionTime: &now},
+	}
+	if diff := cmp.Diff(want, st.GPUs); diff != "" {
+		t.Errorf("GPU statuses (-want +got):\n%s", diff)
+	}
+	if !meta.IsStatusConditionFalse(st.Conditions, v1alpha1.ConditionReady) || !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDegraded) {
+		t.Errorf("conditions = %+v, want Ready false and Degraded true", st.Conditions)
+	}
+}
