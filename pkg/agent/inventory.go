@@ -40,7 +40,12 @@ type PoolInventory struct {
 
 // Publish implements Inventory. GPU instances without a compute instance
 // (a create interrupted by a crash) are not published: nothing can use them.
+// The devices a pending MIG mode change removes at the GPU's next reset (the
+// whole GPU while MIG waits to be enabled, its MIG devices while it waits to
+// be disabled) are published tainted like draining ones, whoever asked for
+// the change: no new claim is allocated a device about to disappear.
 func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining sets.Set[string]) error {
+	draining = draining.Union(p.pendingRemoval(gpus))
 	all := make([]gpu.GPU, 0, len(gpus))
 	migs := map[int][]gpu.MIGDevice{}
 	for _, g := range gpus {
@@ -67,6 +72,26 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 		return fmt.Errorf("publishing pool %s: %w", p.NodeName, err)
 	}
 	return p.waitServed(ctx, res)
+}
+
+// pendingRemoval returns the published names of the devices that a pending
+// MIG mode change removes.
+func (p *PoolInventory) pendingRemoval(gpus []GPUState) sets.Set[string] {
+	out := sets.New[string]()
+	for _, g := range gpus {
+		switch m := g.GPU.MIGMode; {
+		case m.Current == m.Pending:
+		case !m.Current:
+			out.Insert(p.DeviceName(g.GPU, nil))
+		default:
+			for i := range g.Devices {
+				if g.Devices[i].CIID >= 0 {
+					out.Insert(p.DeviceName(g.GPU, &g.Devices[i]))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // deviceKey is a device name with whether it carries the drain taint and

@@ -216,12 +216,18 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		}
 	}
 
-	// 4. Republish the whole pool from NVML truth, no device tainted.
+	// 4. Republish the whole pool from NVML truth, no device tainted but
+	// those a pending MIG mode change removes.
 	start := time.Now()
 	if obs, err = r.observe(ctx); err != nil {
 		return nil, err
 	}
-	if err := r.Inventory.Publish(ctx, obs, nil); err != nil {
+	switch err := r.Inventory.Publish(ctx, obs, nil); {
+	case errors.Is(err, ErrDrainTaintsDropped):
+		// Only devices a pending MIG mode change removes carry a taint
+		// here (PoolInventory.Publish); their GPUs report ResetRequired.
+		logger.Error(err, "Devices a pending MIG mode change removes are published without their taint")
+	case err != nil:
 		return nil, fmt.Errorf("republishing pool: %w", err)
 	}
 	r.Metrics.observePhase("republish", time.Since(start))
@@ -500,6 +506,17 @@ func (r *Repartitioner) inUse(ctx context.Context, obs []GPUState, live bool) (s
 	}
 	for i := range obs {
 		g := &obs[i]
+		if g.GPU.MIGCapable && !g.GPU.MIGMode.Current {
+			// The whole GPU is the device: a process on it (started outside
+			// any claim) keeps MIG mode from being enabled.
+			procs, err := r.GPUs.GPUProcesses(ctx, g.GPU.Index)
+			if err != nil {
+				return nil, fmt.Errorf("listing processes on GPU %d: %w", g.GPU.Index, err)
+			}
+			if len(procs) > 0 {
+				out.Insert(r.Inventory.DeviceName(g.GPU, nil))
+			}
+		}
 		for j := range g.Devices {
 			d := &g.Devices[j]
 			if d.CIID < 0 {

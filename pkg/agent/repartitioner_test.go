@@ -370,13 +370,47 @@ func TestSyncOrphanRollbackFails(t *testing.T) {
 	}
 }
 
-// TestSyncCancelsRevertedMIGMode: on an Ampere GPU a process keeps a MIG enable
-// pending until a reset; when the spec goes back to MIG off before that, the pending
-// change is cancelled, so a later reset does not turn MIG on behind the spec's back.
+// TestSyncBlocksMIGEnableUnderProcess: a process on the whole GPU (started
+// outside any claim) keeps the agent from enabling MIG: the GPU is Blocked
+// with DeviceInUse and its MIG mode is left alone (on an Ampere GPU the
+// enable would otherwise wait, pending, for a reset that removes the device
+// under the process).
+func TestSyncBlocksMIGEnableUnderProcess(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	if _, err := g.sim.StartProcess(g.sim.Snapshot().GPUs[0].UUID, 1000); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonDeviceInUse || !res.Retry {
+		t.Errorf("enable with a process on the GPU: %+v, retry %t; want Blocked/DeviceInUse and a retry", got, res.Retry)
+	}
+	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent || st.MIGPending {
+		t.Errorf("MIG mode current %t pending %t, want both off (not touched)", st.MIGCurrent, st.MIGPending)
+	}
+	if len(g.inv.pubs) != 1 || len(g.inv.pubs[0].draining) != 0 {
+		t.Errorf("publications %+v, want one, nothing drained", g.inv.pubs)
+	}
+}
+
+// TestSyncCancelsRevertedMIGMode: on an Ampere GPU a MIG enable set while a
+// process runs stays pending until a reset; while the spec asks for it the GPU
+// is Blocked with ResetRequired, and when the spec goes back to MIG off before
+// the reset, the pending change is cancelled, so a later reset does not turn
+// MIG on behind the spec's back.
 func TestSyncCancelsRevertedMIGMode(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	ctx := context.Background()
-	if _, err := g.sim.StartProcess(g.sim.Snapshot().GPUs[0].UUID, 1000); err != nil {
+	pid, err := g.sim.StartProcess(g.sim.Snapshot().GPUs[0].UUID, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode, err := g.mgr.SetMIGMode(ctx, 0, true); err != nil || mode.Current || !mode.Pending {
+		t.Fatalf("enabling MIG under a process: mode %+v, err %v; want an enable pending", mode, err)
+	}
+	if err := g.sim.StopProcess(pid); err != nil {
 		t.Fatal(err)
 	}
 	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
@@ -384,10 +418,7 @@ func TestSyncCancelsRevertedMIGMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := res.Results[0]; got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonResetRequired {
-		t.Fatalf("enable with a process on the GPU: %+v, want Blocked/ResetRequired", got)
-	}
-	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent || !st.MIGPending {
-		t.Fatalf("MIG mode current %t pending %t, want an enable pending", st.MIGCurrent, st.MIGPending)
+		t.Fatalf("enable pending: %+v, want Blocked/ResetRequired", got)
 	}
 	res, err = g.r.Sync(ctx, []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: false}}, nil)
 	if err != nil {

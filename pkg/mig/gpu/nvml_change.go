@@ -271,6 +271,33 @@ func (m *NVMLManager) Processes(ctx context.Context, gpuIndex int, d mig.Device)
 	return nil, fmt.Errorf("listing processes on MIG device %s of GPU %d: %w", d, gpuIndex, err)
 }
 
+// GPUProcesses lists the compute processes on GPU gpuIndex
+// (GetComputeRunningProcesses on the GPU's handle). NVML errors wrap
+// *NVMLError; an index NVML does not know wraps ErrNotFound.
+func (m *NVMLManager) GPUProcesses(ctx context.Context, gpuIndex int) ([]Process, error) {
+	leave, err := m.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dev, err := m.device(gpuIndex)
+	if err != nil {
+		return nil, fmt.Errorf("listing processes on GPU %d: %w", gpuIndex, err)
+	}
+	procs, ret := dev.GetComputeRunningProcesses()
+	if err := nvmlErr("nvmlDeviceGetComputeRunningProcesses", ret); err != nil {
+		return nil, fmt.Errorf("listing processes on GPU %d: %w", gpuIndex, err)
+	}
+	out := make([]Process, 0, len(procs))
+	for _, p := range procs {
+		out = append(out, Process{PID: p.Pid, UsedMemoryMiB: int64(p.UsedGpuMemory >> 20)})
+	}
+	return out, nil
+}
+
 // SetMIGMode enables or disables MIG mode and returns the mode NVML reports
 // afterwards; Pending differs from Current while a GPU reset is needed.
 func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool) (MIGMode, error) {

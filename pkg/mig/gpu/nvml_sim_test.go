@@ -348,6 +348,30 @@ func TestCreateListDestroy(t *testing.T) {
 	}
 }
 
+// TestGPUProcesses: the processes on a whole GPU (MIG off) are listed with
+// their memory in MiB; a GPU NVML does not know is ErrNotFound.
+func TestGPUProcesses(t *testing.T) {
+	ctx := t.Context()
+	sim, m := newSim(t)
+	pid, err := sim.StartProcess(sim.Snapshot().GPUs[1].UUID, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, err := m.GPUProcesses(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]gpu.Process{{PID: pid, UsedMemoryMiB: 2048}}, procs); diff != "" {
+		t.Errorf("GPUProcesses(1) (-want +got):\n%s", diff)
+	}
+	if procs, err := m.GPUProcesses(ctx, 0); err != nil || len(procs) != 0 {
+		t.Errorf("GPUProcesses(0) = %v, %v; want none", procs, err)
+	}
+	if _, err := m.GPUProcesses(ctx, 7); !errors.Is(err, gpu.ErrNotFound) {
+		t.Errorf("GPUProcesses(7) = %v, want ErrNotFound", err)
+	}
+}
+
 func TestDestroyInUse(t *testing.T) {
 	ctx := t.Context()
 	sim, m := newSim(t)

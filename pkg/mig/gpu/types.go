@@ -116,6 +116,9 @@ type Manager interface {
 	// Processes lists the compute processes on the MIG device with the given
 	// placement.
 	Processes(ctx context.Context, gpuIndex int, d mig.Device) ([]Process, error)
+	// GPUProcesses lists the compute processes on the whole GPU (with MIG
+	// mode on: on all its MIG devices).
+	GPUProcesses(ctx context.Context, gpuIndex int) ([]Process, error)
 	// Shutdown releases NVML (nvmlShutdown).
 	Shutdown() error
 }

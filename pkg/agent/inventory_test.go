@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+)
+
+// capturePublisher keeps the last pool handed to it.
+type capturePublisher struct{ last resourceslice.DriverResources }
+
+func (c *capturePublisher) PublishResources(_ context.Context, res resourceslice.DriverResources) error {
+	c.last = res
+	return nil
+}
+
+// TestPublishTaintsPendingModeChange: the devices a pending MIG mode change
+// removes at the GPU's next reset are published with the drain taint, like
+// draining ones (nothing new is allocated a device about to disappear);
+// devices of GPUs without a pending change are tainted only when draining.
+func TestPublishTaintsPendingModeChange(t *testing.T) {
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := func(idx int, current, pending bool) gpu.GPU {
+		return gpu.GPU{Index: idx, UUID: "GPU-" + string(rune('a'+idx)), ProductName: "NVIDIA A100-SXM4-80GB", Model: a100,
+			MemoryMiB: 81920, MIGCapable: true, MIGMode: gpu.MIGMode{Current: current, Pending: pending}}
+	}
+	mdev := func(gi int, prof string, start int) gpu.MIGDevice {
+		p, err := a100.Profile(prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gpu.MIGDevice{GPUIndex: gi, Profile: prof, ProfileID: p.ID, Placement: mig.Placement{Start: start, Size: p.Placements[0].Size},
+			GIID: start + 1, CIID: 0, UUID: "MIG-" + prof, MemoryMiB: p.MemoryMiB}
+	}
+	tests := map[string]struct {
+		gpus     []GPUState
+		draining sets.Set[string]
+		want     []string // tainted devices
+	}{
+		"enable pending: the whole GPU goes at the reset": {
+			gpus: []GPUState{{GPU: g(0, false, true)}, {GPU: g(1, false, false)}},
+			want: []string{"gpu-0"},
+		},
+		"disable pending: the MIG devices go": {
+			gpus: []GPUState{{GPU: g(0, true, false), Devices: []gpu.MIGDevice{mdev(0, "3g.40gb", 0), mdev(0, "3g.40gb", 4)}}},
+			want: []string{"gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4"},
+		},
+		"no change pending: only what drains": {
+			gpus:     []GPUState{{GPU: g(0, true, true), Devices: []gpu.MIGDevice{mdev(0, "3g.40gb", 0), mdev(0, "3g.40gb", 4)}}, {GPU: g(1, false, false)}},
+			draining: sets.New("gpu-0-mig-3g40gb-9-4"),
+			want:     []string{"gpu-0-mig-3g40gb-9-4"},
+		},
+		"pending and draining together": {
+			gpus:     []GPUState{{GPU: g(0, false, true)}, {GPU: g(1, true, true), Devices: []gpu.MIGDevice{mdev(1, "7g.80gb", 0)}}},
+			draining: sets.New("gpu-1-mig-7g80gb-0-0"),
+			want:     []string{"gpu-0", "gpu-1-mig-7g80gb-0-0"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pub := &capturePublisher{}
+			inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub}
+			if err := inv.Publish(context.Background(), tc.gpus, tc.draining); err != nil {
+				t.Fatal(err)
+			}
+			var tainted []string
+			for k := range wantedKeys(pub.last) {
+				if k.drained {
+					tainted = append(tainted, k.name)
+				}
+			}
+			if diff := cmp.Diff(tc.want, sets.List(sets.New(tainted...))); diff != "" {
+				t.Errorf("tainted devices (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
