@@ -461,3 +461,43 @@ func TestNodeChangeMatters(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedChanges: a GPU whose change the agent could not apply is shown to the
+// planner with its actual layout (the desired devices are not coming; pods are not
+// promised them), still in flight; a change the agent refused as invalid for the GPU
+// is cancelled like one blocked by a device in use, while one that failed on NVML or
+// on drain taints is left to the agent's retries.
+func TestFailedChanges(t *testing.T) {
+	tests := map[string]struct {
+		phase        v1alpha1.GPUPhase
+		reason       string
+		wantLayout   string
+		wantChanging bool
+		wantCancel   bool
+	}{
+		"ready":                     {phase: v1alpha1.PhaseReady, reason: v1alpha1.ReasonLayoutApplied, wantLayout: "7g.80gb@0", wantChanging: true},
+		"draining":                  {phase: v1alpha1.PhaseDraining, reason: "Draining", wantLayout: "7g.80gb@0", wantChanging: true},
+		"blocked by a device":       {phase: v1alpha1.PhaseBlocked, reason: v1alpha1.ReasonDeviceInUse, wantLayout: "1g.10gb@0", wantChanging: true, wantCancel: true},
+		"failed on NVML":            {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonNVMLError, wantLayout: "1g.10gb@0", wantChanging: true},
+		"failed on taints":          {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonDeviceTaintsUnsupported, wantLayout: "1g.10gb@0", wantChanging: true},
+		"refused as invalid layout": {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonInvalidLayout, wantLayout: "1g.10gb@0", wantChanging: true, wantCancel: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+				Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0"}}},
+				Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true,
+					Layout: "1g.10gb@0", Phase: tc.phase, Reason: tc.reason, Message: "m"}}}}
+			gpus := autoGPUs(nml, mig.DefaultCatalog(), nil)
+			if len(gpus) != 1 {
+				t.Fatalf("%d GPUs, want 1", len(gpus))
+			}
+			if got := gpus[0].Layout.String(); got != tc.wantLayout || gpus[0].Changing != tc.wantChanging {
+				t.Errorf("planner sees layout %q changing %t, want %q changing %t", got, gpus[0].Changing, tc.wantLayout, tc.wantChanging)
+			}
+			if _, ok := cancelOf(nml, 0); ok != tc.wantCancel {
+				t.Errorf("cancelled %t, want %t", ok, tc.wantCancel)
+			}
+		})
+	}
+}

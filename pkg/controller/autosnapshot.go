@@ -201,9 +201,26 @@ func applyAttributes(info *gpu.GPU, a *v1alpha1.GPUAttributes) {
 }
 
 // blockedByUse reports whether the agent cannot apply the GPU's desired
-// layout because a device it destroys is in use.
+// layout because a device it destroys is in use, or ever (the layout is
+// invalid for the GPU, or the GPU unknown): the change is cancelled
+// (BlockedChanges).
 func blockedByUse(st v1alpha1.GPUStatus) bool {
-	return st.Phase == v1alpha1.PhaseBlocked && st.Reason == v1alpha1.ReasonDeviceInUse
+	switch {
+	case st.Phase == v1alpha1.PhaseBlocked && st.Reason == v1alpha1.ReasonDeviceInUse:
+		return true
+	case st.Phase == v1alpha1.PhaseFailed:
+		return st.Reason == v1alpha1.ReasonInvalidLayout || st.Reason == v1alpha1.ReasonUnknownGPU
+	}
+	return false
+}
+
+// notComing reports whether the GPU's desired devices cannot be counted on:
+// its change is cancelled (blockedByUse) or failed (an NVML error, drain
+// taints the API server drops), which the agent retries with backoff. The
+// planner sees the GPU's actual layout, still in flight: its free devices
+// serve pods, and no other change is planned on it while the agent retries.
+func notComing(st v1alpha1.GPUStatus) bool {
+	return blockedByUse(st) || st.Phase == v1alpha1.PhaseFailed
 }
 
 // autoGPUs are the GPUs of a node the planner may use: MIG on, known model.
@@ -246,9 +263,7 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.
 			desired, err := mig.ParseLayout(spec.Layout)
 			if err == nil && spec.MIGEnabled && (!desired.Equal(actual) || st.Phase != v1alpha1.PhaseReady) {
 				g.Layout, g.Changing = desired, true
-				if blockedByUse(st) {
-					// Its devices are not coming: the change is
-					// cancelled (BlockedChanges).
+				if notComing(st) {
 					g.Layout = actual
 				}
 			}
@@ -320,9 +335,10 @@ func claimName(pod *corev1.Pod, rc corev1.PodResourceClaim) (name string, needed
 
 // BlockedChanges cancels the changes an earlier plan made that the agent
 // cannot apply because a device they destroy was allocated since (the
-// scheduler took it before the drain's taint was seen): for each GPU of
-// the snapshot's Auto nodes (MIG on, a known model) that is Blocked with
-// DeviceInUse while its desired layout, MIG on, differs from its actual
+// scheduler took it before the drain's taint was seen), or that the agent
+// refused as invalid for the GPU (blockedByUse): for each GPU of
+// the snapshot's Auto nodes (MIG on, a known model) that is so blocked
+// while its desired layout, MIG on, differs from its actual
 // one, a change back to the actual layout. The GPU is then no longer held
 // up until the claim ends (which may take days), nor are the node's other
 // GPUs under the per-node limit; the pods the cancelled change was for are
@@ -360,8 +376,12 @@ func cancelOf(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
 	if err1 != nil || err2 != nil || desired.Equal(actual) {
 		return planner.Change{}, false
 	}
+	why := "blocked by a device in use"
+	if st.Phase == v1alpha1.PhaseFailed {
+		why = "refused by the agent, " + st.Reason
+	}
 	return planner.Change{Node: nml.Name, GPU: idx, From: desired, To: actual,
-		Reason: truncate(fmt.Sprintf("cancels the change to %s, blocked by a device in use (%s); its pods are planned again", desired.String(), st.Message), 1024)}, true
+		Reason: truncate(fmt.Sprintf("cancels the change to %s, %s (%s); its pods are planned again", desired.String(), why, st.Message), 1024)}, true
 }
 
 // unschedulable reports whether the scheduler tried the pod and failed.
