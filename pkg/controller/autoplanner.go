@@ -417,8 +417,9 @@ func repartitionTargets(snap planner.Snapshot, res planner.Result) map[string]st
 	return out
 }
 
-// inputKey fingerprints what a plan depends on: the pending pods, the
-// nodes' reported and desired state, and the MigLayouts' specs and modes
+// inputKey fingerprints what a plan depends on: the pending pods and their
+// claims, the devices claims hold, the nodes' reported and desired state
+// and the MigLayouts' specs and modes
 // (which decide the Auto nodes and whose status.auto the plan fills).
 func inputKey(in AutoInputs, snap planner.Snapshot) string {
 	h := sha256.New()
@@ -434,6 +435,17 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 		// A pod that starts to be planned by age changes the plan though
 		// the pod itself does not change.
 		lines = append(lines, fmt.Sprintf("pod %s/%s %s %t\n", p.Pod.Namespace, p.Pod.Name, p.Pod.ResourceVersion, aged(p.Pod)))
+		// A claim deleted and created again under the same name changes
+		// the demand though the pod does not change.
+		for _, c := range p.Claims {
+			lines = append(lines, fmt.Sprintf("claim %s/%s %s %s\n", c.Namespace, c.Name, c.UID, c.ResourceVersion))
+		}
+	}
+	// Devices claims hold: other drivers' (a NIC released makes a pod that
+	// needs one servable) and miglayout's (pinned before the agent reports
+	// them in use).
+	for _, id := range snap.OtherAllocated {
+		lines = append(lines, fmt.Sprintf("allocated %s\n", id.String()))
 	}
 	// What decides whether a node is feasible for a pod: its taints and
 	// the labels pods or other drivers' slices select on (not the others,
@@ -447,6 +459,9 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 			}
 		}
 		lines = append(lines, fmt.Sprintf("node %s %v %v %t\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable))
+		for _, g := range n.GPUs {
+			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned))
+		}
 		for _, s := range n.OtherSlices {
 			lines = append(lines, fmt.Sprintf("slice %s %s %d\n", n.Node.Name, s.Name, s.Generation))
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/planner"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
@@ -367,6 +368,26 @@ func TestInputKey(t *testing.T) {
 	class.Generation = 2
 	if inputKey(AutoInputs{Classes: []*resourceapi.DeviceClass{class}}, planner.Snapshot{}) == kc {
 		t.Error("a changed DeviceClass gives the same key")
+	}
+	// A pending pod's claim created again under the same name, another driver's device
+	// released, and a device of miglayout's pinned by an allocation change it too.
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "u1"}}
+	withClaim := planner.Pod{Pod: p1.Pod, Claims: []*resourceapi.ResourceClaim{claim}}
+	kClaim := inputKey(AutoInputs{}, planner.Snapshot{Pending: []planner.Pod{withClaim}})
+	claim.UID = "u2"
+	if inputKey(AutoInputs{}, planner.Snapshot{Pending: []planner.Pod{withClaim}}) == kClaim {
+		t.Error("a claim created again gives the same key")
+	}
+	nic := structured.MakeDeviceID("nic.example.com", "n1", "nic-0")
+	if inputKey(AutoInputs{}, planner.Snapshot{OtherAllocated: []structured.DeviceID{nic}}) == inputKey(AutoInputs{}, planner.Snapshot{}) {
+		t.Error("another driver's device released gives the same key")
+	}
+	pinned := func(l string) string {
+		return inputKey(AutoInputs{}, planner.Snapshot{Nodes: []planner.Node{{Node: n, GPUs: []planner.GPU{
+			{Info: gpu.GPU{Index: 0}, Layout: mig.MustParseLayout("3g.40gb@0,3g.40gb@4"), Pinned: mig.MustParseLayout(l)}}}}})
+	}
+	if pinned("3g.40gb@0") == pinned("") {
+		t.Error("a device pinned by an allocation gives the same key")
 	}
 }
 
