@@ -93,7 +93,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	if err != nil {
 		return nil, err
 	}
-	rolled, orphans, err := r.rollbackOrphans(ctx, obs)
+	rolled, orphans, err := r.rollbackOrphans(ctx, obs, desired)
 	if err != nil {
 		return nil, err
 	}
@@ -440,18 +440,36 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	return GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
 }
 
-// rollbackOrphans destroys GPU instances that have no compute instance: the
-// trace of an agent killed between creating a GI and its CI (or of a failed
-// rollback). Such a GI is never published, so nothing can use it. It
-// reports whether it destroyed any, and, by GPU index, the GIs it could not
-// destroy; err only when the GPU lock could not be taken (ctx done).
-func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState) (rolled bool, failed map[int]error, err error) {
+// rollbackOrphans destroys GPU instances that have no full-size compute
+// instance: the trace of an agent killed between creating a GI and its CI
+// (or of a failed rollback). Such a GI is never published, so nothing can
+// use it. Only GIs the agent answers for are touched: on a GPU of the spec
+// with a catalogued model (the spec owns its layout), or one the journal
+// records the agent creating; GIs on GPUs nobody asked miglayout to manage
+// (split by an administrator, perhaps with smaller compute instances) stay.
+// It reports whether it destroyed any, and, by GPU index, the GIs it could
+// not destroy; err only when the GPU lock could not be taken (ctx done).
+func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec) (rolled bool, failed map[int]error, err error) {
 	logger := klog.FromContext(ctx)
 	failed = map[int]error{}
+	owned := sets.New[int]()
+	for _, s := range desired {
+		owned.Insert(int(s.Index))
+	}
+	creating := sets.New[string]()
+	for _, e := range r.Journal.Entries() {
+		for _, d := range e.Create {
+			creating.Insert(fmt.Sprintf("%d/%s/%s", e.GPU, e.UUID, d))
+		}
+	}
 	for i := range obs {
 		g := &obs[i]
 		for _, d := range g.Devices {
 			if d.CIID >= 0 {
+				continue
+			}
+			managed := owned.Has(g.GPU.Index) && g.GPU.Model != nil
+			if !managed && !creating.Has(fmt.Sprintf("%d/%s/%s", g.GPU.Index, g.GPU.UUID, d.Device())) {
 				continue
 			}
 			logger.Info("Rolling back GPU instance without compute instance", "gpu", g.GPU.Index, "device", d.Device().String(), "giID", d.GIID)

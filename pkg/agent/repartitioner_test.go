@@ -223,6 +223,33 @@ func TestSyncRollsBackOrphanGI(t *testing.T) {
 	}
 }
 
+// TestSyncLeavesUnmanagedGIs: a GPU instance without a full-size compute
+// instance on a GPU the spec does not list (an administrator's, perhaps with
+// smaller compute instances) is not rolled back, unless the journal records
+// the agent creating it there (a crash between the GI and its CI, after
+// which the spec changed).
+func TestSyncLeavesUnmanagedGIs(t *testing.T) {
+	g := newRig(t, "2xA100-SXM4-80GB")
+	g.setup(t, 0, "")
+	g.setup(t, 1, "")
+	g.orphan3g(t, 0, 4)
+	g.orphan3g(t, 1, 4)
+	uuid1 := g.sim.Snapshot().GPUs[1].UUID
+	if err := g.r.Journal.Record(JournalEntry{GPU: 1, UUID: uuid1, Step: StepCreating, Desired: "3g.40gb@4", Create: []string{"3g.40gb@4"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.r.Sync(context.Background(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	snap := g.sim.Snapshot()
+	if n := len(snap.GPUs[0].GPUInstances); n != 1 {
+		t.Errorf("GPU 0 (not managed, not in the journal) has %d GPU instances, want its 1 kept", n)
+	}
+	if n := len(snap.GPUs[1].GPUInstances); n != 0 {
+		t.Errorf("GPU 1 (the journal records creating it) has %d GPU instances, want the orphan rolled back", n)
+	}
+}
+
 // TestSyncNVMLFailureIsReported: a CI creation refused by NVML fails the GPU
 // with NVMLError, the GI is rolled back, and the next pass converges.
 func TestSyncNVMLFailureIsReported(t *testing.T) {
