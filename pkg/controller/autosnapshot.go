@@ -320,7 +320,9 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 				p.AllocatedOn = append(p.AllocatedOn, a.NodeSelector)
 			}
 		}
-		if !complete || len(p.Claims) == 0 || slices.ContainsFunc(p.Claims, func(c *resourceapi.ResourceClaim) bool { return planned.Has(types.NamespacedName{Namespace: c.Namespace, Name: c.Name}) }) {
+		if !complete || len(p.Claims) == 0 || slices.ContainsFunc(p.Claims, func(c *resourceapi.ResourceClaim) bool {
+			return planned.Has(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
+		}) {
 			continue
 		}
 		for _, c := range p.Claims {
