@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -209,6 +210,13 @@ func (m *NVMLManager) destroy(ctx context.Context, logger klog.Logger, idx int, 
 			}
 			logger.V(2).Info("Destroying compute instance", "giID", g.info.Id, "ciID", info.Id)
 			if err := staleErr("nvmlComputeInstanceDestroy", c.Destroy()); err != nil {
+				if errors.Is(err, ErrNotFound) {
+					// The CI went since it was listed (or its handle is
+					// stale): the GI's destroy below tells whether the
+					// device is gone, not this.
+					logger.V(2).Info("Compute instance already gone", "giID", g.info.Id, "ciID", info.Id, "err", err)
+					continue
+				}
 				return fmt.Errorf("destroying compute instance %d of GI %d: %w", info.Id, g.info.Id, err)
 			}
 		}

@@ -372,6 +372,36 @@ func TestGPUProcesses(t *testing.T) {
 	}
 }
 
+// TestDestroyStaleCIHandle: a compute-instance destroy answered with
+// INVALID_ARGUMENT (a stale handle) while the CI is still there does not
+// pass for the device being gone: the GI's destroy, refused while the CI
+// stays, decides, and the device is still listed; the next destroy works.
+func TestDestroyStaleCIHandle(t *testing.T) {
+	ctx := t.Context()
+	sim, m := newSim(t)
+	enableMIG(t, ctx, sim, m, 0)
+	d := mig.Device{Profile: "3g.40gb", Start: 0}
+	if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.InjectFault(nvmlsim.Fault{Op: "ComputeInstance.Destroy", Nth: 1, Return: nvml.ERROR_INVALID_ARGUMENT}); err != nil {
+		t.Fatal(err)
+	}
+	err := m.DestroyMIGDevice(ctx, 0, d)
+	if err == nil || errors.Is(err, gpu.ErrNotFound) {
+		t.Fatalf("DestroyMIGDevice with the CI left = %v, want an error other than ErrNotFound", err)
+	}
+	if l := simLayout(sim, 0); len(l) != 1 {
+		t.Errorf("simulator has %s, want the device kept", l)
+	}
+	if err := m.DestroyMIGDevice(ctx, 0, d); err != nil {
+		t.Fatalf("second DestroyMIGDevice: %v", err)
+	}
+	if l := simLayout(sim, 0); len(l) != 0 {
+		t.Errorf("simulator still has %s", l)
+	}
+}
+
 func TestDestroyInUse(t *testing.T) {
 	ctx := t.Context()
 	sim, m := newSim(t)
