@@ -220,8 +220,14 @@ func TestBuildSnapshot(t *testing.T) {
 	if diff := cmp.Diff([]string{"a1/3: 7g.80gb@0 -> 2g.20gb@0,2g.20gb@2,3g.40gb@4"}, cancels); diff != "" {
 		t.Errorf("cancelled changes (-want +got):\n%s", diff)
 	}
-	if snap.MaxGPUs != 3 {
-		t.Errorf("MaxGPUs = %d, want 3", snap.MaxGPUs)
+	// policy.maxGPUs limits the MigLayout's own nodes, not the cluster.
+	if diff := cmp.Diff(map[string]int{"auto": 3}, snap.GroupMaxGPUs); snap.MaxGPUs != 0 || diff != "" {
+		t.Errorf("MaxGPUs = %d, want 0; group limits (-want +got):\n%s", snap.MaxGPUs, diff)
+	}
+	for _, n := range snap.Nodes {
+		if n.Policy.Group != "auto" {
+			t.Errorf("node %s in group %q, want auto", n.Node.Name, n.Policy.Group)
+		}
 	}
 }
 

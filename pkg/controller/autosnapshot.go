@@ -35,8 +35,8 @@ type AutoInputs struct {
 	Driver string
 }
 
-// defaultMaxGPUs is the cluster-wide limit on GPUs changing at once when no
-// Auto MigLayout sets policy.maxGPUs.
+// defaultMaxGPUs is the limit on GPUs changing at once across an Auto
+// MigLayout's nodes when it sets no policy.maxGPUs (the CRD's default).
 const defaultMaxGPUs = 8
 
 // BuildSnapshot turns cluster objects into the planner's input: the nodes of
@@ -92,10 +92,13 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 				maxGPUs = int(p.MaxGPUs)
 			}
 		}
-		// The strictest cluster-wide limit of the Auto MigLayouts applies.
-		if snap.MaxGPUs == 0 || maxGPUs < snap.MaxGPUs {
-			snap.MaxGPUs = maxGPUs
+		// maxGPUs limits the GPUs changing at once across this
+		// MigLayout's nodes (node selection keeps each node in one).
+		policy.Group = ml.Name
+		if snap.GroupMaxGPUs == nil {
+			snap.GroupMaxGPUs = map[string]int{}
 		}
+		snap.GroupMaxGPUs[ml.Name] = maxGPUs
 		for _, name := range sel.Nodes {
 			nml, node := in.NodeMigLayouts[name], byName[name]
 			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {

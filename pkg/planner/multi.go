@@ -132,6 +132,10 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		saved[i].serves = slices.Clone(g.serves)
 	}
 	savedTouched, savedNodeTouched := p.touched, n.touched
+	savedGroupTouched := 0
+	if n.group != nil {
+		savedGroupTouched = n.group.touched
+	}
 	savedServed := make([][]string, len(p.result.Served))
 	for i, s := range p.result.Served {
 		savedServed[i] = s.Devices
@@ -144,6 +148,9 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 			}
 		}
 		p.touched, n.touched = savedTouched, savedNodeTouched
+		if n.group != nil {
+			n.group.touched = savedGroupTouched
+		}
 		for i := range savedServed {
 			p.result.Served[i].Devices = savedServed[i]
 		}

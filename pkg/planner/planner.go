@@ -30,7 +30,9 @@ type planner struct {
 	noAdd   map[additionKey]bool
 	touched int
 	maxGPUs int
-	result  Result
+	// groups are the limits of Snapshot.GroupMaxGPUs, by group.
+	groups map[string]*groupCount
+	result Result
 	// free indexes GPUs by the profiles of their free devices.
 	free map[string]*freeList
 	// models are the GPU models of the snapshot.
@@ -81,7 +83,7 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	p := &planner{nested: nested, snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{}, maxGPUs: snap.MaxGPUs,
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
-		otherPlanned: sets.New[structured.DeviceID]()}
+		otherPlanned: sets.New[structured.DeviceID](), groups: map[string]*groupCount{}}
 	p.result.Unservable = map[string]string{}
 	p.result.Kept = map[string]Kept{}
 	if err := p.load(); err != nil {
@@ -167,6 +169,12 @@ func (p *planner) load() error {
 	for i := range p.snap.Nodes {
 		n := &p.snap.Nodes[i]
 		ns := &nodeState{n: n, order: i, maxGPUs: max(1, n.Policy.MaxGPUsPerNode)}
+		if limit := p.snap.GroupMaxGPUs[n.Policy.Group]; n.Policy.Group != "" && limit > 0 {
+			if p.groups[n.Policy.Group] == nil {
+				p.groups[n.Policy.Group] = &groupCount{max: limit}
+			}
+			ns.group = p.groups[n.Policy.Group]
+		}
 		if len(n.Policy.AllowedProfiles) > 0 {
 			ns.allowed = map[string]bool{}
 			for _, a := range n.Policy.AllowedProfiles {
@@ -181,7 +189,7 @@ func (p *planner) load() error {
 			}
 			gs := &gpuState{node: ns, order: len(p.gpus), g: g, model: g.Info.Model, layout: g.Layout.Canonical(), fixed: g.Pinned.Canonical()}
 			if g.Changing {
-				ns.touched++
+				ns.touch()
 				p.touched++
 			}
 			ns.gpus = append(ns.gpus, gs)
@@ -351,7 +359,7 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 func (p *planner) applyAddition(g *gpuState, a *addition) {
 	if !g.touched {
 		g.touched = true
-		g.node.touched++
+		g.node.touch()
 		p.touched++
 	}
 	g.layout = a.layout
@@ -385,6 +393,9 @@ func (p *planner) mayChange(g *gpuState) bool {
 		return true
 	}
 	if g.node.touched >= g.node.maxGPUs {
+		return false
+	}
+	if gr := g.node.group; gr != nil && gr.touched >= gr.max {
 		return false
 	}
 	return p.maxGPUs == 0 || p.touched < p.maxGPUs

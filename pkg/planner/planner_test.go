@@ -61,6 +61,8 @@ func TestPlan(t *testing.T) {
 		nodes   []Node
 		pods    []Pod
 		maxGPUs int
+		// groupMax is Snapshot.GroupMaxGPUs.
+		groupMax map[string]int
 		// aging is Snapshot.AgingAfter, with Snapshot.Now = t0.
 		aging time.Duration
 		want  trace
@@ -407,11 +409,32 @@ func TestPlan(t *testing.T) {
 				Kept:    map[string]string{"default/p2": "n2/gpu-0 7g.80gb@0"},
 			},
 		},
+		"a group's limit holds across its nodes only, counting GPUs already changing": {
+			nodes: []Node{
+				node("a1").policy(Policy{Group: "a"}).gpu("A100-SXM4-80GB", "", "").build(),
+				node("a2").policy(Policy{Group: "a"}).gpu("A100-SXM4-80GB", "", "").build(),
+				node("b1").policy(Policy{Group: "b"}).gpu("A100-SXM4-80GB", "", "").build(),
+				node("b2").policy(Policy{Group: "b"}).gpu("A100-SXM4-80GB", "", "").build(),
+				node("b3").policy(Policy{Group: "b"}).gpu("A100-SXM4-80GB", "3g.40gb@4", "").changing().build(),
+			},
+			pods: []Pod{
+				pod("p1", 4).claim(profileIs("7g.80gb"), 1).build(), pod("p2", 3).claim(profileIs("7g.80gb"), 1).build(),
+				pod("p3", 2).claim(profileIs("7g.80gb"), 1).build(), pod("p4", 1).claim(profileIs("7g.80gb"), 1).build(),
+			},
+			groupMax: map[string]int{"a": 2, "b": 2},
+			want: trace{
+				Changes: []string{"a1/0: (empty) -> 7g.80gb@0 serves default/p1", "a2/0: (empty) -> 7g.80gb@0 serves default/p2",
+					"b1/0: (empty) -> 7g.80gb@0 serves default/p3"},
+				Served: []string{"default/p1 -> a1 gpu-0-mig-7g80gb-0-0 after change", "default/p2 -> a2 gpu-0-mig-7g80gb-0-0 after change",
+					"default/p3 -> b1 gpu-0-mig-7g80gb-0-0 after change"},
+				Kept: map[string]string{"default/p4": "b2/gpu-0 7g.80gb@0"},
+			},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			snap := Snapshot{Driver: driver, Nodes: tc.nodes, Pending: tc.pods, Classes: []*resourceapi.DeviceClass{migClass()}, MaxGPUs: tc.maxGPUs,
-				Now: t0, AgingAfter: tc.aging}
+				GroupMaxGPUs: tc.groupMax, Now: t0, AgingAfter: tc.aging}
 			got, err := Plan(context.Background(), snap)
 			if err != nil {
 				t.Fatal(err)

@@ -130,6 +130,21 @@ type nodeState struct {
 	policyKey string
 	allowed   map[string]bool // nil: every profile
 	maxGPUs   int
+	// group counts the GPUs changed across the node's Policy.Group; nil
+	// when the group has no limit.
+	group *groupCount
+}
+
+// groupCount is the GPUs changed (touched) across a Policy.Group, and its
+// limit (Snapshot.GroupMaxGPUs).
+type groupCount struct{ touched, max int }
+
+// touch counts one more GPU changed on n.
+func (n *nodeState) touch() {
+	n.touched++
+	if n.group != nil {
+		n.group.touched++
+	}
 }
 
 func (n *nodeState) allows(profile string) bool { return n.allowed == nil || n.allowed[profile] }

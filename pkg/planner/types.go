@@ -28,6 +28,9 @@ type Policy struct {
 	// MaxGPUsPerNode is the most GPUs of one node changed by one plan
 	// (including GPUs already changing); 0 means 1.
 	MaxGPUsPerNode int
+	// Group names the nodes that share a limit of Snapshot.GroupMaxGPUs
+	// (the controller: the nodes of one MigLayout); "" means none.
+	Group string
 }
 
 // GPU is one GPU of an Auto node.
@@ -83,6 +86,10 @@ type Snapshot struct {
 	// MaxGPUs is the most GPUs changed at once across the snapshot,
 	// including GPUs already changing; 0 means no limit.
 	MaxGPUs int
+	// GroupMaxGPUs is, by Policy.Group, the most GPUs changed at once
+	// across the nodes of the group, including GPUs already changing; a
+	// group not listed (or 0) has no limit of its own.
+	GroupMaxGPUs map[string]int
 	// OtherAllocated are the devices of other drivers (OtherSlices) that
 	// claims hold already.
 	OtherAllocated []structured.DeviceID
