@@ -29,6 +29,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
@@ -186,6 +187,17 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	ref := claim.Namespace + "/" + claim.Name
 	p.mu.Lock()
 	prepared, ok := p.claims[claim.UID]
+	if ok && !p.sameAllocation(prepared, claim) {
+		// The claim was deallocated and allocated again (other devices)
+		// while its unprepare never reached this plugin: the entry is
+		// stale, the allocation decides.
+		klog.FromContext(ctx).Info("Claim allocated other devices than prepared; preparing it afresh", "claim", klog.KObj(claim))
+		if err := p.unprepareClaim(kubeletplugin.NamespacedObject{UID: claim.UID, NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}}); err != nil {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("preparing claim %s: dropping its stale preparation: %w", ref, err)
+		}
+		ok = false
+	}
 	p.mu.Unlock()
 	if ok {
 		if err := p.reprepare(ctx, prepared); err != nil {
@@ -285,6 +297,26 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 // kubelet asking again after a restart): its devices must still exist with
 // the UUIDs recorded, and the CDI spec is written again if it went missing.
 // The GPU lock is not needed: prepared devices are never destroyed.
+// sameAllocation reports whether pc holds exactly the devices of this
+// driver the claim's allocation names (a claim not allocated any more
+// counts as the same: kubelet asks again only for a claim it prepared).
+func (p *Plugin) sameAllocation(pc PreparedClaim, claim *resourceapi.ResourceClaim) bool {
+	if claim.Status.Allocation == nil {
+		return true
+	}
+	want := sets.New[string]()
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver == p.cfg.DriverName {
+			want.Insert(r.Pool + "/" + r.Device)
+		}
+	}
+	got := sets.New[string]()
+	for _, d := range pc.Devices {
+		got.Insert(d.Pool + "/" + d.Device)
+	}
+	return want.Equal(got)
+}
+
 func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 	var idxs []int
 	for _, d := range pc.Devices {

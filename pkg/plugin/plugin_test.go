@@ -256,6 +256,30 @@ func TestPrepareUnprepare(t *testing.T) {
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
+// TestPrepareReallocated: a claim prepared, then deallocated and allocated
+// another device under the same UID while its unprepare never arrived, is
+// prepared afresh for the device it holds now, not handed the old one.
+func TestPrepareReallocated(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	driver := slices.DefaultDriverName
+	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", driver, node, "gpu-0-mig-3g40gb-9-4"})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	r := e.prepare(p, claim(uid1, "train", alloc{"whole", driver, node, "gpu-1"}))
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	want := []kubeletplugin.Device{{Requests: []string{"whole"}, PoolName: node, DeviceName: "gpu-1",
+		CDIDeviceIDs: []string{"k8s.mig.miglayout.io/claim=" + uid1 + "-gpu-1"}}}
+	if diff := cmp.Diff(want, r.Devices); diff != "" {
+		t.Errorf("prepared devices (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string][]types.NamespacedName{"gpu-1": {{Namespace: "team-a", Name: "train"}}}, p.PreparedDevices()); diff != "" {
+		t.Errorf("PreparedDevices (-want +got):\n%s", diff)
+	}
+}
+
 func TestPrepareSurvivesRestart(t *testing.T) {
 	e := newEnv(t)
 	c := mixedClaim(slices.DefaultDriverName)
