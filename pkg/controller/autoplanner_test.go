@@ -123,7 +123,7 @@ func TestBuildSnapshot(t *testing.T) {
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "one-not-needed"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{
 				{Name: "gpu", ResourceClaimName: ptr.To("c5")}, {Name: "extra", ResourceClaimTemplateName: ptr.To("t")}}},
 				Status: corev1.PodStatus{Conditions: unsched, ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "extra"}}}},
-			// It shares c1 with the older pod waits: the claim is planned once, for waits.
+			// It shares c1 with waits: both are pending (the planner serves c1 once).
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a-shares-c1", CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))},
 				Spec:   corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c1")}}},
 				Status: corev1.PodStatus{Conditions: unsched}},
@@ -207,9 +207,8 @@ func TestBuildSnapshot(t *testing.T) {
 	for _, p := range snap.Pending {
 		pods = append(pods, fmt.Sprintf("%s claims=%d allocatedOn=%d", p.Pod.Name, len(p.Claims), len(p.AllocatedOn)))
 	}
-	// Oldest first, then by name; a-shares-c1 is left out (c1 is planned for waits).
-	if diff := cmp.Diff([]string{"half-allocated claims=1 allocatedOn=1", "one-not-needed claims=1 allocatedOn=0",
-		"templated claims=1 allocatedOn=0", "waits claims=1 allocatedOn=0"}, pods); diff != "" {
+	if diff := cmp.Diff([]string{"waits claims=1 allocatedOn=0", "templated claims=1 allocatedOn=0",
+		"half-allocated claims=1 allocatedOn=1", "one-not-needed claims=1 allocatedOn=0", "a-shares-c1 claims=1 allocatedOn=0"}, pods); diff != "" {
 		t.Errorf("pending pods (-want +got):\n%s", diff)
 	}
 	// The blocked change is cancelled.

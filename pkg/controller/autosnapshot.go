@@ -279,24 +279,12 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.
 // pendingPods returns the pods the scheduler could not place that wait for
 // ResourceClaims, each with its claims not allocated yet. A pod whose
 // generated claims do not exist yet is left for a later pass. A claim
-// shared by several pending pods is planned once, for the oldest of them
-// (creation time, then namespace/name): the others, which need the same
-// allocation, are planned once it exists (with it as AllocatedOn), so no
-// device is made twice for one claim.
+// shared by several pending pods is in each (the planner makes its devices
+// once).
 func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim) []planner.Pod {
 	var out []planner.Pod
-	order := make([]*corev1.Pod, 0, len(pods))
 	for i := range pods {
-		order = append(order, &pods[i])
-	}
-	slices.SortStableFunc(order, func(a, b *corev1.Pod) int {
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
-	planned := sets.New[types.NamespacedName]()
-	for _, pod := range order {
+		pod := &pods[i]
 		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || len(pod.Spec.ResourceClaims) == 0 || !unschedulable(pod) {
 			continue
 		}
@@ -323,15 +311,9 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 				p.AllocatedOn = append(p.AllocatedOn, a.NodeSelector)
 			}
 		}
-		if !complete || len(p.Claims) == 0 || slices.ContainsFunc(p.Claims, func(c *resourceapi.ResourceClaim) bool {
-			return planned.Has(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
-		}) {
-			continue
+		if complete && len(p.Claims) > 0 {
+			out = append(out, p)
 		}
-		for _, c := range p.Claims {
-			planned.Insert(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
-		}
-		out = append(out, p)
 	}
 	return out
 }

@@ -89,6 +89,14 @@ func (b *podB) claim(expression string, count int64) *podB {
 	return b
 }
 
+// sharedClaim adds the claim named name (in default) with one request of one
+// device matching expression; pods given the same name share one claim.
+func (b *podB) sharedClaim(name, expression string) *podB {
+	b.claim(expression, 1)
+	b.p.Claims[len(b.p.Claims)-1].Name = name
+	return b
+}
+
 // firstAvailable adds a claim with one request whose subrequests ask for
 // count devices matching each expression, in order of preference.
 func (b *podB) firstAvailable(count int64, expressions ...string) *podB {

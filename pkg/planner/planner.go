@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -32,7 +33,10 @@ type planner struct {
 	maxGPUs int
 	// groups are the limits of Snapshot.GroupMaxGPUs, by group.
 	groups map[string]*groupCount
-	result Result
+	// claimsServed are the claims (namespace/name) of the pods served so
+	// far in this plan.
+	claimsServed sets.Set[string]
+	result       Result
 	// free indexes GPUs by the profiles of their free devices.
 	free map[string]*freeList
 	// models are the GPU models of the snapshot.
@@ -83,7 +87,7 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	p := &planner{nested: nested, snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{}, maxGPUs: snap.MaxGPUs,
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
-		otherPlanned: sets.New[structured.DeviceID](), groups: map[string]*groupCount{}}
+		otherPlanned: sets.New[structured.DeviceID](), groups: map[string]*groupCount{}, claimsServed: sets.New[string]()}
 	p.result.Unservable = map[string]string{}
 	p.result.Kept = map[string]Kept{}
 	if err := p.load(); err != nil {
@@ -337,6 +341,22 @@ func (p *planner) podFailed(ctx context.Context, pod Pod, err error) error {
 
 func (p *planner) serve(ctx context.Context, pod Pod) error {
 	key := podKey(pod.Pod)
+	// A claim shared with a pod served earlier in this plan gets its
+	// devices with that pod's allocation: this pod waits for it (and is
+	// planned, with the claim as AllocatedOn, once it exists), rather
+	// than have devices made a second time for one claim.
+	for _, c := range pod.Claims {
+		if p.claimsServed.Has(claimKey(c)) {
+			return nil
+		}
+	}
+	defer func() {
+		if _, ok := p.servedAt[key]; ok {
+			for _, c := range pod.Claims {
+				p.claimsServed.Insert(claimKey(c))
+			}
+		}
+	}()
 	feasibleNodes := p.feasibleNodes(pod)
 	if len(feasibleNodes) == 0 {
 		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations (and the node selectors of its claims allocated already)"
@@ -352,6 +372,8 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 	}
 	return p.serveMulti(ctx, pod, feasibleNodes)
 }
+
+func claimKey(c *resourceapi.ResourceClaim) string { return c.Namespace + "/" + c.Name }
 
 // applyAddition makes a the planned layout of g and moves the soft
 // reservations (devices of this plan's pods that do not exist yet) where a

@@ -409,6 +409,24 @@ func TestPlan(t *testing.T) {
 				Kept:    map[string]string{"default/p2": "n2/gpu-0 7g.80gb@0"},
 			},
 		},
+		"a claim two pods share gets its device once": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build(), node("n2").gpu("A100-SXM4-80GB", "", "").build()},
+			pods:  []Pod{pod("a", 2).sharedClaim("shared", profileIs("7g.80gb")).build(), pod("b", 1).sharedClaim("shared", profileIs("7g.80gb")).build()},
+			want: trace{
+				Changes: []string{"n1/0: (empty) -> 7g.80gb@0 serves default/a"},
+				Served:  []string{"default/a -> n1 gpu-0-mig-7g80gb-0-0 after change"},
+			},
+		},
+		"a pod nothing serves does not keep the claim it shares from another pod": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build()},
+			pods: []Pod{pod("a", 2).nodeSelector("pool", "none").sharedClaim("shared", profileIs("7g.80gb")).build(),
+				pod("b", 1).sharedClaim("shared", profileIs("7g.80gb")).build()},
+			want: trace{
+				Changes:    []string{"n1/0: (empty) -> 7g.80gb@0 serves default/b"},
+				Served:     []string{"default/b -> n1 gpu-0-mig-7g80gb-0-0 after change"},
+				Unservable: map[string]string{"default/a": "no Auto-mode node matches the pod's node selector, affinity and tolerations (and the node selectors of its claims allocated already)"},
+			},
+		},
 		"a group's limit holds across its nodes only, counting GPUs already changing": {
 			nodes: []Node{
 				node("a1").policy(Policy{Group: "a"}).gpu("A100-SXM4-80GB", "", "").build(),
