@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -36,6 +37,12 @@ type PoolInventory struct {
 	// (slices.RequireBinding) and is told each publication before it is
 	// handed to the publisher.
 	Binding *BindingGate
+
+	// taintsDropped remembers that the API server served a publication
+	// without its taints (ErrDrainTaintsDropped): later publications that
+	// drain nothing leave out the taints of pending MIG mode changes
+	// instead of waiting Timeout for them every pass.
+	taintsDropped atomic.Bool
 }
 
 // Publish implements Inventory. GPU instances without a compute instance
@@ -45,7 +52,9 @@ type PoolInventory struct {
 // be disabled) are published tainted like draining ones, whoever asked for
 // the change: no new claim is allocated a device about to disappear.
 func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining sets.Set[string]) error {
-	draining = draining.Union(p.pendingRemoval(gpus))
+	if draining.Len() > 0 || !p.taintsDropped.Load() {
+		draining = draining.Union(p.pendingRemoval(gpus))
+	}
 	all := make([]gpu.GPU, 0, len(gpus))
 	migs := map[int][]gpu.MIGDevice{}
 	for _, g := range gpus {
@@ -71,7 +80,14 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 	if err := p.Publisher.PublishResources(ctx, res); err != nil {
 		return fmt.Errorf("publishing pool %s: %w", p.NodeName, err)
 	}
-	return p.waitServed(ctx, res)
+	err = p.waitServed(ctx, res)
+	switch {
+	case errors.Is(err, ErrDrainTaintsDropped):
+		p.taintsDropped.Store(true)
+	case err == nil && draining.Len() > 0:
+		p.taintsDropped.Store(false)
+	}
+	return err
 }
 
 // pendingRemoval returns the published names of the devices that a pending

@@ -2,11 +2,16 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -82,5 +87,62 @@ func TestPublishTaintsPendingModeChange(t *testing.T) {
 				t.Errorf("tainted devices (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// strippingReader serves what capturePublisher was last handed, as the
+// API server does where DRA device taints are off: without taints.
+type strippingReader struct {
+	client.Reader
+	pub *capturePublisher
+}
+
+func (r strippingReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	out := list.(*resourceapi.ResourceSliceList)
+	out.Items = nil
+	for name, pool := range r.pub.last.Pools {
+		for _, sl := range pool.Slices {
+			devs := make([]resourceapi.Device, len(sl.Devices))
+			for i, d := range sl.Devices {
+				d.Taints = nil
+				devs[i] = d
+			}
+			out.Items = append(out.Items, resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{
+				Driver: "mig.miglayout.io", NodeName: ptr.To("n1"), Pool: resourceapi.ResourcePool{Name: name}, Devices: devs}})
+		}
+	}
+	return nil
+}
+
+// TestPublishPendingTaintsDropped: where the API server drops device taints,
+// the first publication with a pending MIG mode change's taint reports
+// ErrDrainTaintsDropped; later ones that drain nothing publish without that
+// taint and do not wait for it again; a drain still tries its taints.
+func TestPublishPendingTaintsDropped(t *testing.T) {
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
+		MIGCapable: true, MIGMode: gpu.MIGMode{Current: false, Pending: true}}},
+		{GPU: gpu.GPU{Index: 1, UUID: "GPU-b", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920, MIGCapable: true}}}
+	pub := &capturePublisher{}
+	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub, Live: strippingReader{pub: pub}, Timeout: 200 * time.Millisecond}
+	ctx := context.Background()
+	if err := inv.Publish(ctx, gpus, nil); !errors.Is(err, ErrDrainTaintsDropped) {
+		t.Fatalf("first publication: %v, want ErrDrainTaintsDropped", err)
+	}
+	for range 3 {
+		if err := inv.Publish(ctx, gpus, nil); err != nil {
+			t.Fatalf("publication after taints were found dropped: %v, want nil", err)
+		}
+		for k := range wantedKeys(pub.last) {
+			if k.drained {
+				t.Errorf("device %s published tainted after taints were found dropped", k.name)
+			}
+		}
+	}
+	if err := inv.Publish(ctx, gpus, sets.New("gpu-1")); !errors.Is(err, ErrDrainTaintsDropped) {
+		t.Errorf("drain: %v, want ErrDrainTaintsDropped (taints tried again)", err)
 	}
 }

@@ -225,7 +225,8 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	switch err := r.Inventory.Publish(ctx, obs, nil); {
 	case errors.Is(err, ErrDrainTaintsDropped):
 		// Only devices a pending MIG mode change removes carry a taint
-		// here (PoolInventory.Publish); their GPUs report ResetRequired.
+		// here (PoolInventory.Publish): they stay published, untainted,
+		// until the GPU's reset; later passes do not wait for the taint.
 		logger.Error(err, "Devices a pending MIG mode change removes are published without their taint")
 	case err != nil:
 		return nil, fmt.Errorf("republishing pool: %w", err)
@@ -254,6 +255,11 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	for _, e := range r.Journal.Entries() {
 		got, asked := res.Results[e.GPU]
 		if asked && got.Phase != v1alpha1.PhaseReady && got.Reason != v1alpha1.ReasonInvalidLayout && got.Reason != v1alpha1.ReasonUnknownGPU {
+			continue
+		}
+		if !asked && orphans[e.GPU] != nil {
+			// Its GI without a CI could not be rolled back: the entry
+			// keeps it the agent's to roll back on the next pass.
 			continue
 		}
 		if err := r.Journal.Clear(e.GPU); err != nil {

@@ -250,6 +250,37 @@ func TestSyncLeavesUnmanagedGIs(t *testing.T) {
 	}
 }
 
+// TestSyncKeepsJournalOfFailedRollback: a journal-recorded orphan on a GPU the
+// spec no longer lists whose rollback fails keeps its journal entry, so the
+// next pass still rolls it back.
+func TestSyncKeepsJournalOfFailedRollback(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "")
+	g.orphan3g(t, 0, 4)
+	uuid := g.sim.Snapshot().GPUs[0].UUID
+	if err := g.r.Journal.Record(JournalEntry{GPU: 0, UUID: uuid, Step: StepCreating, Desired: "3g.40gb@4", Create: []string{"3g.40gb@4"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.r.Sync(context.Background(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(g.r.Journal.Entries()); n != 1 {
+		t.Fatalf("journal has %d entries after the failed rollback, want 1", n)
+	}
+	if _, err := g.r.Sync(context.Background(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(g.sim.Snapshot().GPUs[0].GPUInstances); n != 0 {
+		t.Errorf("%d GPU instances left, want the orphan rolled back on the second pass", n)
+	}
+	if n := len(g.r.Journal.Entries()); n != 0 {
+		t.Errorf("journal has %d entries, want none", n)
+	}
+}
+
 // TestSyncNVMLFailureIsReported: a CI creation refused by NVML fails the GPU
 // with NVMLError, the GI is rolled back, and the next pass converges.
 func TestSyncNVMLFailureIsReported(t *testing.T) {

@@ -596,15 +596,10 @@ func wantsSpares(snap planner.Snapshot) bool {
 	return slices.ContainsFunc(snap.Nodes, func(n planner.Node) bool { return len(n.Policy.Spares) > 0 })
 }
 
-// hasBlocked reports whether an Auto node has a GPU whose change a device
-// in use blocks (see BlockedChanges): the planner then runs to cancel it.
+// hasBlocked reports whether an Auto GPU has a change to cancel (see
+// BlockedChanges): the planner then runs to cancel it.
 func hasBlocked(in AutoInputs, snap planner.Snapshot) bool {
-	for _, n := range snap.Nodes {
-		if nml := in.NodeMigLayouts[n.Node.Name]; nml != nil && slices.ContainsFunc(nml.Status.GPUs, blockedByUse) {
-			return true
-		}
-	}
-	return false
+	return len(BlockedChanges(in, snap)) > 0
 }
 
 // nextAging is how long until the next pending pod of snap has waited

@@ -293,10 +293,6 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	return resultDevices(pc), nil
 }
 
-// reprepare handles a claim already in the checkpoint (a retry, or the
-// kubelet asking again after a restart): its devices must still exist with
-// the UUIDs recorded, and the CDI spec is written again if it went missing.
-// The GPU lock is not needed: prepared devices are never destroyed.
 // sameAllocation reports whether pc holds exactly the devices of this
 // driver the claim's allocation names (a claim not allocated any more
 // counts as the same: kubelet asks again only for a claim it prepared).
@@ -317,6 +313,10 @@ func (p *Plugin) sameAllocation(pc PreparedClaim, claim *resourceapi.ResourceCla
 	return want.Equal(got)
 }
 
+// reprepare handles a claim already in the checkpoint (a retry, or the
+// kubelet asking again after a restart): its devices must still exist with
+// the UUIDs recorded, and the CDI spec is written again if it went missing.
+// The GPU lock is not needed: prepared devices are never destroyed.
 func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 	var idxs []int
 	for _, d := range pc.Devices {
