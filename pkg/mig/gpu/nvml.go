@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -61,8 +62,12 @@ func initError(ret nvml.Return) error {
 	}
 }
 
-// enter takes the read lock and fails after Shutdown.
-func (m *NVMLManager) enter() (func(), error) {
+// enter takes the read lock; it fails after Shutdown (ErrShutdown) and when
+// ctx is done (ctx.Err()), holding nothing.
+func (m *NVMLManager) enter(ctx context.Context) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	m.mu.RLock()
 	if m.closed {
 		m.mu.RUnlock()

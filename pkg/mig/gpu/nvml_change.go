@@ -22,14 +22,11 @@ import (
 // ErrInsufficientResources). If the CI cannot be created the GI is destroyed
 // again; the error then names both failures when the rollback fails too.
 func (m *NVMLManager) CreateMIGDevice(ctx context.Context, gpuIndex int, d mig.Device) (MIGDevice, error) {
-	leave, err := m.enter()
+	leave, err := m.enter(ctx)
 	if err != nil {
 		return MIGDevice{}, err
 	}
 	defer leave()
-	if err := ctx.Err(); err != nil {
-		return MIGDevice{}, err
-	}
 	logger := klog.FromContext(ctx).WithValues("gpu", gpuIndex, "device", d.String())
 	out, err := m.create(logger, gpuIndex, d)
 	if err != nil {
@@ -140,14 +137,11 @@ func joinErrors(errs []error) string {
 // GI wraps ErrNotFound; processes on it wrap ErrInUse (and nothing is
 // destroyed).
 func (m *NVMLManager) DestroyMIGDevice(ctx context.Context, gpuIndex int, d mig.Device) error {
-	leave, err := m.enter()
+	leave, err := m.enter(ctx)
 	if err != nil {
 		return err
 	}
 	defer leave()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	logger := klog.FromContext(ctx).WithValues("gpu", gpuIndex, "device", d.String())
 	if err := m.destroy(ctx, logger, gpuIndex, d); err != nil {
 		return fmt.Errorf("destroying MIG device %s on GPU %d: %w", d, gpuIndex, err)
@@ -258,14 +252,11 @@ func giProcesses(dev nvml.Device, g gpuInstance) ([]Process, error) {
 // (GetComputeRunningProcesses on its MIG device handle). A GI without a CI
 // has none; no such GI wraps ErrNotFound.
 func (m *NVMLManager) Processes(ctx context.Context, gpuIndex int, d mig.Device) ([]Process, error) {
-	leave, err := m.enter()
+	leave, err := m.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer leave()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	s, err := m.walk(ctx, gpuIndex)
 	if err == nil {
 		var g gpuInstance
@@ -283,14 +274,11 @@ func (m *NVMLManager) Processes(ctx context.Context, gpuIndex int, d mig.Device)
 // (GetComputeRunningProcesses on the GPU's handle). NVML errors wrap
 // *NVMLError; an index NVML does not know wraps ErrNotFound.
 func (m *NVMLManager) GPUProcesses(ctx context.Context, gpuIndex int) ([]Process, error) {
-	leave, err := m.enter()
+	leave, err := m.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer leave()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	dev, err := m.device(gpuIndex)
 	if err != nil {
 		return nil, fmt.Errorf("listing processes on GPU %d: %w", gpuIndex, err)
@@ -309,14 +297,11 @@ func (m *NVMLManager) GPUProcesses(ctx context.Context, gpuIndex int) ([]Process
 // SetMIGMode enables or disables MIG mode and returns the mode NVML reports
 // afterwards; Pending differs from Current while a GPU reset is needed.
 func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool) (MIGMode, error) {
-	leave, err := m.enter()
+	leave, err := m.enter(ctx)
 	if err != nil {
 		return MIGMode{}, err
 	}
 	defer leave()
-	if err := ctx.Err(); err != nil {
-		return MIGMode{}, err
-	}
 	word, mode := "disabled", nvml.DEVICE_MIG_DISABLE
 	if enabled {
 		word, mode = "enabled", nvml.DEVICE_MIG_ENABLE

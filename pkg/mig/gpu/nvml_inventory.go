@@ -13,14 +13,11 @@ import (
 
 // GPUs lists every GPU, ordered by index.
 func (m *NVMLManager) GPUs(ctx context.Context) ([]GPU, error) {
-	leave, err := m.enter()
+	leave, err := m.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer leave()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	n, ret := m.lib.DeviceGetCount()
 	if err := nvmlErr("nvmlDeviceGetCount", ret); err != nil {
 		return nil, fmt.Errorf("counting GPUs: %w", err)

@@ -280,14 +280,11 @@ func describe(idx int, parentUUID string, g gpuInstance, handles map[[2]int]nvml
 // MIGDevices lists the GIs of GPU gpuIndex with their full-size CIs, ordered
 // by placement start. A GI without a full-size CI has CIID -1 and no UUID.
 func (m *NVMLManager) MIGDevices(ctx context.Context, gpuIndex int) ([]MIGDevice, error) {
-	leave, err := m.enter()
+	leave, err := m.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer leave()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	out, err := m.migDevices(ctx, gpuIndex)
 	if err != nil {
 		return nil, fmt.Errorf("listing MIG devices of GPU %d: %w", gpuIndex, err)
