@@ -158,7 +158,9 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	if wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	if len(snap.Pending) == 0 && !wantsSpares(snap) && !hasBlocked(in, snap) {
+	// Changes to cancel (BlockedChanges) run the planner too.
+	cancels := BlockedChanges(in, snap)
+	if len(snap.Pending) == 0 && !wantsSpares(snap) && len(cancels) == 0 {
 		if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil)); err != nil {
 			a.forget()
 			return ctrl.Result{}, err
@@ -172,7 +174,6 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		a.forget()
 		return ctrl.Result{}, fmt.Errorf("planning Auto layouts: %w", err)
 	}
-	cancels := BlockedChanges(in, snap)
 	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "cancelled", len(cancels), "served", len(res.Served), "kept", len(res.Kept), "unservable", len(res.Unservable))
 	if err := a.apply(ctx, res.Changes, cancels); err != nil {
 		a.forget()
@@ -594,12 +595,6 @@ func (a *AutoPlanner) agingAfter() time.Duration {
 // replace those taken.
 func wantsSpares(snap planner.Snapshot) bool {
 	return slices.ContainsFunc(snap.Nodes, func(n planner.Node) bool { return len(n.Policy.Spares) > 0 })
-}
-
-// hasBlocked reports whether an Auto GPU has a change to cancel (see
-// BlockedChanges): the planner then runs to cancel it.
-func hasBlocked(in AutoInputs, snap planner.Snapshot) bool {
-	return len(BlockedChanges(in, snap)) > 0
 }
 
 // nextAging is how long until the next pending pod of snap has waited
