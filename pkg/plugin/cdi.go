@@ -48,13 +48,18 @@ func cdiDeviceID(driverName string, claimUID types.UID, device string) string {
 }
 
 // buildSpec is the CDI spec of a prepared claim, from its checkpoint record
-// alone: the device nodes all GPU containers need, and per device its
-// NVIDIA_VISIBLE_DEVICES and its own device nodes.
+// alone: the device nodes all GPU containers need, and per device its own
+// device nodes and NVIDIA_VISIBLE_DEVICES.
 //
-// NVIDIA_VISIBLE_DEVICES holds one UUID: a container given several devices
-// of this driver gets all their device nodes but the variable of the last one
-// applied (CDI applies device edits in order and a later value replaces an
-// earlier one).
+// NVIDIA_VISIBLE_DEVICES of a device lists the UUIDs of every device of the
+// claim allocated for the same request (in allocation order), so a container
+// given a request of count > 1 names all of its devices: CDI applies device
+// edits in order and a later value of a variable replaces an earlier one,
+// and every device of a request carries the same value. A container given
+// several requests (a whole claim of several requests, or several claims)
+// still gets all their device nodes but the variable of the last request
+// applied; making that exact needs the NVIDIA container toolkit's full CDI
+// specs, which do not use the variable.
 func buildSpec(driverName string, c PreparedClaim) (*cdispec.Spec, error) {
 	spec := &cdispec.Spec{
 		Kind: cdiVendor(driverName) + "/" + CDIClass,
@@ -62,11 +67,12 @@ func buildSpec(driverName string, c PreparedClaim) (*cdispec.Spec, error) {
 			DeviceNodes: deviceNodes(commonDeviceNodes),
 		},
 	}
+	visible := visibleByRequest(c.Devices)
 	for _, d := range c.Devices {
 		spec.Devices = append(spec.Devices, cdispec.Device{
 			Name: cdiDeviceName(c.UID, d.Device),
 			ContainerEdits: cdispec.ContainerEdits{
-				Env:         []string{VisibleDevicesEnv + "=" + d.UUID},
+				Env:         []string{VisibleDevicesEnv + "=" + visible[requestKey(d)]},
 				DeviceNodes: deviceNodes(d.DeviceNodes),
 			},
 		})
@@ -77,6 +83,31 @@ func buildSpec(driverName string, c PreparedClaim) (*cdispec.Spec, error) {
 	}
 	spec.Version = v
 	return spec, nil
+}
+
+// requestKey is the request a container names to get d: the parent request
+// of a subrequest ("gpu/large" is request "gpu"), since pod containers
+// reference requests, never subrequests.
+func requestKey(d PreparedDevice) string {
+	parents := make([]string, len(d.Requests))
+	for i, r := range d.Requests {
+		parents[i], _, _ = strings.Cut(r, "/")
+	}
+	return strings.Join(parents, ",")
+}
+
+// visibleByRequest maps each request key to the comma-separated UUIDs of its
+// devices, in allocation order.
+func visibleByRequest(devices []PreparedDevice) map[string]string {
+	out := make(map[string]string)
+	for _, d := range devices {
+		k := requestKey(d)
+		if out[k] != "" {
+			out[k] += ","
+		}
+		out[k] += d.UUID
+	}
+	return out
 }
 
 func deviceNodes(paths []string) []*cdispec.DeviceNode {

@@ -1,0 +1,86 @@
+package plugin
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	oci "github.com/opencontainers/runtime-spec/specs-go"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/miglayout/miglayout/pkg/slices"
+)
+
+// TestCDIVisibleDevices injects the CDI devices a container gets into an OCI
+// spec, as a container runtime does, and reads NVIDIA_VISIBLE_DEVICES.
+func TestCDIVisibleDevices(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	c := claim(uid1, "pair",
+		alloc{"pair", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"},
+		alloc{"pair", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-3"},
+		alloc{"big/large", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"},
+	)
+	r := e.prepare(p, c)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	uuids := map[string]string{}
+	migs, err := e.gpus.MIGDevices(e.ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range migs {
+		uuids[m.Profile+"@"+itoa(m.Placement.Start)] = m.UUID
+	}
+	ids := map[string][]string{}
+	for _, d := range r.Devices {
+		ids[d.Requests[0]] = append(ids[d.Requests[0]], d.CDIDeviceIDs...)
+	}
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(e.cdiDir), cdiapi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The runtime applies each device's edits in turn (cache.InjectDevices
+	// would also stat the device nodes, which this machine lacks).
+	visible := func(devices ...string) string {
+		t.Helper()
+		spec := &oci.Spec{Process: &oci.Process{}}
+		for _, id := range devices {
+			d := cache.GetDevice(id)
+			if d == nil {
+				t.Fatalf("CDI cache does not resolve %s", id)
+			}
+			env := cdispec.ContainerEdits{Env: d.ContainerEdits.Env}
+			if err := (&cdiapi.ContainerEdits{ContainerEdits: &env}).Apply(spec); err != nil {
+				t.Fatalf("applying %s: %v", id, err)
+			}
+		}
+		var got []string
+		for _, kv := range spec.Process.Env {
+			if v, ok := strings.CutPrefix(kv, VisibleDevicesEnv+"="); ok {
+				got = append(got, v)
+			}
+		}
+		return strings.Join(got, ";")
+	}
+	tests := map[string]struct {
+		devices []string
+		want    string
+	}{
+		"request of count 2": {ids["pair"], uuids["1g.10gb@2"] + "," + uuids["1g.10gb@3"]},
+		"request of count 2, devices in the other order": {
+			[]string{ids["pair"][1], ids["pair"][0]}, uuids["1g.10gb@2"] + "," + uuids["1g.10gb@3"]},
+		"subrequest":  {ids["big/large"], uuids["3g.40gb@4"]},
+		"one device":  {ids["pair"][:1], uuids["1g.10gb@2"] + "," + uuids["1g.10gb@3"]},
+		"whole claim": {append(append([]string{}, ids["pair"]...), ids["big/large"]...), uuids["3g.40gb@4"]},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, visible(tc.devices...)); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", VisibleDevicesEnv, diff)
+			}
+		})
+	}
+}
