@@ -49,6 +49,10 @@ const (
 	// are reached); for a large profile the note names the placement kept
 	// for it.
 	EventWaitingForCapacity = "WaitingForCapacity"
+	// EventWaitingForSharedClaim (Normal, on a pod): the pod shares claims
+	// with a pod the plan serves, and has other claims too; it is planned
+	// once the shared claims are allocated.
+	EventWaitingForSharedClaim = "WaitingForSharedClaim"
 )
 
 // autoKey is the single work item of the Auto planner: it plans all Auto
@@ -149,7 +153,8 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	a.mu.Lock()
 	a.labelKeys = feasibilityLabelKeys(snap)
 	a.mu.Unlock()
-	if len(snap.Nodes) == 0 {
+	// With no Auto node, a plan only tells the pending pods so.
+	if len(snap.Nodes) == 0 && len(snap.Pending) == 0 {
 		return ctrl.Result{}, a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil))
 	}
 	a.mu.Lock()
@@ -334,8 +339,12 @@ func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
 		emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, waiting+"; "+k.String()+" are kept for it: no other pending pod gets a device there")
 	}
 	for pod, why := range res.Unservable {
-		if why == planner.NoRoom {
+		switch why {
+		case planner.NoRoom:
 			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, waiting+"; it takes the first room that frees up")
+			continue
+		case planner.WaitsForSharedClaim:
+			emit(pod, corev1.EventTypeNormal, EventWaitingForSharedClaim, why)
 			continue
 		}
 		emit(pod, corev1.EventTypeWarning, EventNotServable, why)

@@ -238,7 +238,7 @@ func TestNotify(t *testing.T) {
 	changing := planner.GPU{Info: migslices.PlannedGPU(model, 1), Layout: mig.MustParseLayout("3g.40gb@0,3g.40gb@4"), Changing: true}
 	snap := planner.Snapshot{
 		Nodes:   []planner.Node{{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, GPUs: []planner.GPU{changing}}},
-		Pending: []planner.Pod{{Pod: pod("new")}, {Pod: pod("coming")}, {Pod: pod("ready")}, {Pod: pod("never")}, {Pod: pod("later")}, {Pod: pod("small")}},
+		Pending: []planner.Pod{{Pod: pod("new")}, {Pod: pod("coming")}, {Pod: pod("ready")}, {Pod: pod("never")}, {Pod: pod("later")}, {Pod: pod("small")}, {Pod: pod("sharing")}},
 	}
 	res := planner.Result{
 		Changes: []planner.Change{{Node: "n1", GPU: 0, To: mig.MustParseLayout("7g.80gb@0"), Serves: []string{"ns/new"}}},
@@ -247,7 +247,7 @@ func TestNotify(t *testing.T) {
 			{Pod: "ns/coming", Node: "n1", Devices: []string{"gpu-1-mig-3g40gb-9-4"}},
 			{Pod: "ns/ready", Node: "n1", Devices: []string{"gpu-2-mig-1g10gb-19-0"}},
 		},
-		Unservable: map[string]string{"ns/never": "no profile satisfies claim c", "ns/small": planner.NoRoom},
+		Unservable: map[string]string{"ns/never": "no profile satisfies claim c", "ns/small": planner.NoRoom, "ns/sharing": planner.WaitsForSharedClaim},
 		Kept:       map[string]planner.Kept{"ns/later": {Node: "n1", GPU: 3, Profile: "4g.40gb", Placement: mig.Placement{Start: 0, Size: 4}}},
 	}
 	rec := events.NewFakeRecorder(20)
@@ -269,6 +269,7 @@ func TestNotify(t *testing.T) {
 		"Normal WaitingForCapacity no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows; memory slices 0-3 of n1/gpu-3 (where a 4g.40gb goes) are kept for it: no other pending pod gets a device there",
 		"Normal WaitingForRepartition waiting for the repartition of n1/gpu-0: 7g.80gb@0 (a device such as gpu-0-mig-7g80gb-0-0)",
 		"Normal WaitingForRepartition waiting for the repartition of n1/gpu-1: 3g.40gb@0,3g.40gb@4 (a device such as gpu-1-mig-3g40gb-9-4)",
+		"Normal WaitingForSharedClaim " + planner.WaitsForSharedClaim,
 		"Warning NotServableByAutoMode no profile satisfies claim c",
 		"Warning NotServableByAutoMode no profile satisfies claim c",
 	}
@@ -533,5 +534,53 @@ func TestFailedChanges(t *testing.T) {
 				t.Errorf("cancelled %t, want %t", ok, tc.wantCancel)
 			}
 		})
+	}
+}
+
+// TestReconcileWithoutAutoNode: with an Auto MigLayout that selects no node,
+// a pod waiting for a MIG device hears why, and status.auto counts it.
+func TestReconcileWithoutAutoNode(t *testing.T) {
+	ctx := context.Background()
+	ml := migLayout("auto").selects("pool", "gpu").build()
+	ml.Spec.Mode = v1alpha1.ModeAuto
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "small"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "mig", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class.Name, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+				Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+					Expression: "device.attributes['mig.miglayout.io'].profile == '1g.10gb'"}}}}}}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-p"},
+		Spec:   corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "mig", ResourceClaimName: ptr.To("small")}}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithObjects(&ml, class, claim, pod, node("cpu-1", map[string]string{"pool": "cpu"})).
+		WithStatusSubresource(&v1alpha1.MigLayout{}).Build()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := events.NewFakeRecorder(10)
+	a := &AutoPlanner{Client: c, Recorder: rec, Idle: time.Second, Max: 5 * time.Second, Now: func() time.Time { return now }}
+	// The batching window opens, then passes.
+	if res, err := a.Reconcile(ctx, autoKey); err != nil || res.RequeueAfter == 0 {
+		t.Fatalf("first pass = %+v, %v; want a wait for the batching window", res, err)
+	}
+	now = now.Add(2 * time.Second)
+	if _, err := a.Reconcile(ctx, autoKey); err != nil {
+		t.Fatal(err)
+	}
+	close(rec.Events)
+	var got []string
+	for e := range rec.Events {
+		got = append(got, e)
+	}
+	if diff := cmp.Diff([]string{"Warning " + EventNotServable + " " + planner.NoAutoNode}, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	var live v1alpha1.MigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "auto"}, &live); err != nil {
+		t.Fatal(err)
+	}
+	if a := live.Status.Auto; a == nil || a.PendingPods != 1 || a.NotServablePods != 1 {
+		t.Errorf("status.auto = %+v, want 1 pending pod, not servable", a)
 	}
 }

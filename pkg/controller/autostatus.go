@@ -76,9 +76,12 @@ func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map
 	}
 	var room, never int32
 	for _, why := range res.Unservable {
-		if why == planner.NoRoom {
+		switch why {
+		case planner.NoRoom:
 			room++
-		} else {
+		case planner.WaitsForSharedClaim:
+			// Neither: planned once the shared claims are allocated.
+		default:
 			never++
 		}
 	}

@@ -55,6 +55,8 @@ func TestAutoStatuses(t *testing.T) {
 		Kept: map[string]planner.Kept{"ns/p4": {Node: "b1", GPU: 0, Profile: "7g.80gb", Placement: mig.Placement{Size: 8}}},
 		Unservable: map[string]string{
 			"ns/p5": planner.NoRoom, "ns/p6": planner.NoRoom, "ns/p7": "no profile satisfies the claim",
+			// Planned once the claim it shares with p1 is allocated.
+			"ns/p9": planner.WaitsForSharedClaim,
 		},
 	}
 	tests := map[string]struct {

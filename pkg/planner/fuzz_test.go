@@ -57,7 +57,17 @@ func FuzzPlan(f *testing.F) {
 			if next()%4 == 0 {
 				expr = fmt.Sprintf("device.attributes['mig.miglayout.io'].memory >= %d", next()*300)
 			}
-			snap.Pending = append(snap.Pending, pod(fmt.Sprintf("p%d", i), next()).claim(expr, int64(1+next()%2)).build())
+			b := pod(fmt.Sprintf("p%d", i), next())
+			// Some pods share a claim, alone or beside their own.
+			switch next() % 4 {
+			case 0:
+				b.sharedClaim("shared", profileIs("2g.20gb"))
+			case 1:
+				b.sharedClaim("shared", profileIs("2g.20gb")).claim(expr, int64(1+next()%2))
+			default:
+				b.claim(expr, int64(1+next()%2))
+			}
+			snap.Pending = append(snap.Pending, b.build())
 		}
 		res, err := Plan(context.Background(), snap)
 		if err != nil {

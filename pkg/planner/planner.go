@@ -33,10 +33,16 @@ type planner struct {
 	maxGPUs int
 	// groups are the limits of Snapshot.GroupMaxGPUs, by group.
 	groups map[string]*groupCount
-	// claimsServed are the claims (namespace/name) of the pods served so
-	// far in this plan.
-	claimsServed sets.Set[string]
-	result       Result
+	// claimsServed maps the claims (namespace/name) of the pods served so
+	// far in this plan to the pod (namespace/name) served.
+	claimsServed map[string]string
+	// claimCount is the number of claims of each pod served so far.
+	claimCount map[string]int
+	// sharers are the pods whose claims are exactly those of one pod
+	// served earlier in the plan (they get that pod's devices), in
+	// planning order.
+	sharers []sharer
+	result  Result
 	// free indexes GPUs by the profiles of their free devices.
 	free map[string]*freeList
 	// models are the GPU models of the snapshot.
@@ -87,7 +93,7 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	p := &planner{nested: nested, snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{}, maxGPUs: snap.MaxGPUs,
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
-		otherPlanned: sets.New[structured.DeviceID](), groups: map[string]*groupCount{}, claimsServed: sets.New[string]()}
+		otherPlanned: sets.New[structured.DeviceID](), groups: map[string]*groupCount{}, claimsServed: map[string]string{}, claimCount: map[string]int{}}
 	p.result.Unservable = map[string]string{}
 	p.result.Kept = map[string]Kept{}
 	if err := p.load(); err != nil {
@@ -166,8 +172,19 @@ func (pl *Planner) Result() Result {
 	r.Unservable = maps.Clone(r.Unservable)
 	r.Kept = maps.Clone(r.Kept)
 	r.Changes = pl.p.changes()
+	// A pod whose claims another served pod holds is served by the same
+	// devices (and changes, see changes).
+	for _, s := range pl.p.sharers {
+		host := r.Served[pl.p.servedAt[s.host]]
+		host.Pod, host.Devices = s.pod, slices.Clone(host.Devices)
+		r.Served = append(r.Served, host)
+	}
 	return r
 }
+
+// sharer is a pod served with the devices of the pod (host) that holds all
+// of its claims.
+type sharer struct{ pod, host string }
 
 func (p *planner) load() error {
 	for i := range p.snap.Nodes {
@@ -342,21 +359,40 @@ func (p *planner) podFailed(ctx context.Context, pod Pod, err error) error {
 func (p *planner) serve(ctx context.Context, pod Pod) error {
 	key := podKey(pod.Pod)
 	// A claim shared with a pod served earlier in this plan gets its
-	// devices with that pod's allocation: this pod waits for it (and is
-	// planned, with the claim as AllocatedOn, once it exists), rather
-	// than have devices made a second time for one claim.
+	// devices with that pod's allocation, rather than devices made a
+	// second time for one claim. A pod with exactly that pod's claims is
+	// served with it; any other waits for the shared claims' allocation
+	// (and is planned, with them as AllocatedOn, once it exists).
+	hosts := sets.New[string]()
+	own := false
 	for _, c := range pod.Claims {
-		if p.claimsServed.Has(claimKey(c)) {
-			return nil
+		if h, ok := p.claimsServed[claimKey(c)]; ok {
+			hosts.Insert(h)
+		} else {
+			own = true
 		}
+	}
+	if hosts.Len() > 0 {
+		host := sets.List(hosts)[0]
+		if !own && hosts.Len() == 1 && p.claimCount[host] == len(pod.Claims) {
+			p.sharers = append(p.sharers, sharer{pod: key, host: host})
+		} else {
+			p.result.Unservable[key] = WaitsForSharedClaim
+		}
+		return nil
 	}
 	defer func() {
 		if _, ok := p.servedAt[key]; ok {
 			for _, c := range pod.Claims {
-				p.claimsServed.Insert(claimKey(c))
+				p.claimsServed[claimKey(c)] = key
 			}
+			p.claimCount[key] = len(pod.Claims)
 		}
 	}()
+	if len(p.nodes) == 0 {
+		p.result.Unservable[key] = NoAutoNode
+		return nil
+	}
 	feasibleNodes := p.feasibleNodes(pod)
 	if len(feasibleNodes) == 0 {
 		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations (and the node selectors of its claims allocated already)"
@@ -487,8 +523,14 @@ func (p *planner) reserve(g *gpuState, d mig.Device, pod string, change bool) {
 	p.indexFree(g)
 }
 
-// changes turns touched GPUs into Changes.
+// changes turns touched GPUs into Changes. A change serves, besides the
+// pods it was planned for, the pods that share all their claims with one
+// of them.
 func (p *planner) changes() []Change {
+	shared := map[string][]string{}
+	for _, s := range p.sharers {
+		shared[s.host] = append(shared[s.host], s.pod)
+	}
 	var out []Change
 	for _, g := range p.gpus {
 		if !g.touched || g.g.Changing {
@@ -498,9 +540,13 @@ func (p *planner) changes() []Change {
 		if plan.Empty() {
 			continue
 		}
+		serves := slices.Clone(g.serves)
+		for _, pod := range g.serves {
+			serves = append(serves, shared[pod]...)
+		}
 		var why []string
-		if len(g.serves) > 0 {
-			why = append(why, fmt.Sprintf("serves %d pending pod(s): %s", len(g.serves), strings.Join(firstN(g.serves, 5), ", ")))
+		if len(serves) > 0 {
+			why = append(why, fmt.Sprintf("serves %d pending pod(s): %s", len(serves), strings.Join(firstN(serves, 5), ", ")))
 		}
 		if len(g.spares) > 0 {
 			why = append(why, "keeps spare "+strings.Join(g.spares, ", "))
@@ -508,7 +554,7 @@ func (p *planner) changes() []Change {
 		out = append(out, Change{
 			Node: g.node.n.Node.Name, GPU: g.g.Info.Index,
 			From: g.g.Layout.Canonical(), To: g.layout, Destroyed: plan.Destroy, Created: plan.Create,
-			Serves: slices.Clone(g.serves), Spares: slices.Clone(g.spares),
+			Serves: serves, Spares: slices.Clone(g.spares),
 			Reason: strings.Join(why, "; "),
 		})
 	}

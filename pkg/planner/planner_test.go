@@ -413,9 +413,26 @@ func TestPlan(t *testing.T) {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build(), node("n2").gpu("A100-SXM4-80GB", "", "").build()},
 			pods:  []Pod{pod("a", 2).sharedClaim("shared", profileIs("7g.80gb")).build(), pod("b", 1).sharedClaim("shared", profileIs("7g.80gb")).build()},
 			want: trace{
-				Changes: []string{"n1/0: (empty) -> 7g.80gb@0 serves default/a"},
-				Served:  []string{"default/a -> n1 gpu-0-mig-7g80gb-0-0 after change"},
+				Changes: []string{"n1/0: (empty) -> 7g.80gb@0 serves default/a, default/b"},
+				Served:  []string{"default/a -> n1 gpu-0-mig-7g80gb-0-0 after change", "default/b -> n1 gpu-0-mig-7g80gb-0-0 after change"},
 			},
+		},
+		"pods sharing some of their claims wait for the shared claim's allocation": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build(), node("n2").gpu("A100-SXM4-80GB", "", "").build()},
+			pods: []Pod{
+				pod("a", 2).sharedClaim("shared", profileIs("3g.40gb")).build(),
+				pod("b", 1).sharedClaim("shared", profileIs("3g.40gb")).claim(profileIs("1g.10gb"), 1).build(),
+				pod("c", 1).sharedClaim("shared", profileIs("3g.40gb")).claim(profileIs("1g.10gb"), 1).build(),
+			},
+			want: trace{
+				Changes:    []string{"n1/0: (empty) -> 1g.10gb@0,3g.40gb@4 serves default/b"},
+				Served:     []string{"default/b -> n1 gpu-0-mig-3g40gb-9-4, gpu-0-mig-1g10gb-19-0 after change"},
+				Unservable: map[string]string{"default/a": WaitsForSharedClaim, "default/c": WaitsForSharedClaim},
+			},
+		},
+		"no Auto node": {
+			pods: []Pod{pod("a", 1).claim(profileIs("1g.10gb"), 1).build()},
+			want: trace{Unservable: map[string]string{"default/a": NoAutoNode}},
 		},
 		"a pod nothing serves does not keep the claim it shares from another pod": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build()},

@@ -157,6 +157,19 @@ func (k Kept) String() string {
 // of a large profile is in Result.Kept instead.
 const NoRoom = "no Auto-mode node has room for the pod's devices now without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
 
+// NoAutoNode is the Result.Unservable reason of every pod of a snapshot
+// without nodes: no node an Auto-mode MigLayout selects has reported a GPU
+// of a catalogued model with MIG mode on.
+const NoAutoNode = "no Auto-mode node: no node an Auto-mode MigLayout selects has reported a GPU of a known model with MIG mode on"
+
+// WaitsForSharedClaim is the Result.Unservable reason of a pod that shares
+// claims with a pod the plan serves but does not have exactly that pod's
+// claims: the shared claims get their devices with the other pod's
+// allocation, and this pod is planned once they are allocated. A pod with
+// exactly a served pod's claims is in Result.Served with that pod's devices
+// instead.
+const WaitsForSharedClaim = "the pod shares claims with another pod this plan serves: it is planned once they are allocated"
+
 // Result is a plan.
 type Result struct {
 	Changes []Change
