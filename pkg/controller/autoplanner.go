@@ -150,14 +150,9 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, fmt.Errorf("selecting the pods that ask for MIG devices: %w", err)
 	}
 	pendingDemand.Set(float64(len(snap.Pending)))
+	// Batched with no Auto node too: a plan then tells the pending pods so.
 	a.mu.Lock()
 	a.labelKeys = feasibilityLabelKeys(snap)
-	a.mu.Unlock()
-	// With no Auto node, a plan only tells the pending pods so.
-	if len(snap.Nodes) == 0 && len(snap.Pending) == 0 {
-		return ctrl.Result{}, a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil))
-	}
-	a.mu.Lock()
 	wait := a.batch.observe(inputKey(in, snap), a.now(), a.idle(), a.max())
 	a.mu.Unlock()
 	if wait > 0 {

@@ -568,10 +568,9 @@ func TestReconcileWithoutAutoNode(t *testing.T) {
 	if _, err := a.Reconcile(ctx, autoKey); err != nil {
 		t.Fatal(err)
 	}
-	close(rec.Events)
 	var got []string
-	for e := range rec.Events {
-		got = append(got, e)
+	for len(rec.Events) > 0 {
+		got = append(got, <-rec.Events)
 	}
 	if diff := cmp.Diff([]string{"Warning " + EventNotServable + " " + planner.NoAutoNode}, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -582,5 +581,45 @@ func TestReconcileWithoutAutoNode(t *testing.T) {
 	}
 	if a := live.Status.Auto; a == nil || a.PendingPods != 1 || a.NotServablePods != 1 {
 		t.Errorf("status.auto = %+v, want 1 pending pod, not servable", a)
+	}
+
+	// A pod comes and goes within a batching window; one that comes much
+	// later is batched again.
+	if err := c.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	arrive := func(name string) *corev1.Pod {
+		t.Helper()
+		p := pod.DeepCopy()
+		p.Name, p.UID, p.ResourceVersion = name, types.UID("uid-"+name), ""
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	now = now.Add(time.Minute)
+	brief := arrive("brief")
+	if res, err := a.Reconcile(ctx, autoKey); err != nil || res.RequeueAfter == 0 {
+		t.Fatalf("a new pod: pass = %+v, %v; want a wait for the batching window", res, err)
+	}
+	if err := c.Delete(ctx, brief); err != nil {
+		t.Fatal(err)
+	}
+	// The passes the controller makes: each requeued one when asked.
+	now = now.Add(500 * time.Millisecond)
+	for range 5 {
+		res, err := a.Reconcile(ctx, autoKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.RequeueAfter == 0 || res.RequeueAfter >= time.Hour {
+			break
+		}
+		now = now.Add(res.RequeueAfter)
+	}
+	now = now.Add(100 * time.Second)
+	arrive("later")
+	if res, err := a.Reconcile(ctx, autoKey); err != nil || res.RequeueAfter == 0 {
+		t.Errorf("a pod arriving later: pass = %+v, %v; want a wait for the batching window", res, err)
 	}
 }

@@ -374,9 +374,14 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 	}
 	if hosts.Len() > 0 {
 		host := sets.List(hosts)[0]
-		if !own && hosts.Len() == 1 && p.claimCount[host] == len(pod.Claims) {
+		node := p.result.Served[p.servedAt[host]].Node
+		switch {
+		case !slices.ContainsFunc(p.feasibleNodes(pod), func(n *nodeState) bool { return n.n.Node.Name == node }):
+			// The shared claims will be allocated on that node.
+			p.result.Unservable[key] = fmt.Sprintf("the pod shares claims with pod %s, which this plan serves on node %s, where this pod may not run (node selector, affinity, tolerations or claims allocated already)", host, node)
+		case !own && hosts.Len() == 1 && p.claimCount[host] == len(pod.Claims):
 			p.sharers = append(p.sharers, sharer{pod: key, host: host})
-		} else {
+		default:
 			p.result.Unservable[key] = WaitsForSharedClaim
 		}
 		return nil

@@ -430,6 +430,17 @@ func TestPlan(t *testing.T) {
 				Unservable: map[string]string{"default/a": WaitsForSharedClaim, "default/c": WaitsForSharedClaim},
 			},
 		},
+		"a pod sharing a claim with a pod served on a node it may not use hears why": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build(), node("n2").label("pool", "b").gpu("A100-SXM4-80GB", "", "").build()},
+			pods: []Pod{pod("a", 2).sharedClaim("shared", profileIs("7g.80gb")).build(),
+				pod("b", 1).nodeSelector("pool", "b").sharedClaim("shared", profileIs("7g.80gb")).build()},
+			want: trace{
+				Changes: []string{"n1/0: (empty) -> 7g.80gb@0 serves default/a"},
+				Served:  []string{"default/a -> n1 gpu-0-mig-7g80gb-0-0 after change"},
+				Unservable: map[string]string{"default/b": "the pod shares claims with pod default/a, which this plan serves on node n1, " +
+					"where this pod may not run (node selector, affinity, tolerations or claims allocated already)"},
+			},
+		},
 		"no Auto node": {
 			pods: []Pod{pod("a", 1).claim(profileIs("1g.10gb"), 1).build()},
 			want: trace{Unservable: map[string]string{"default/a": NoAutoNode}},

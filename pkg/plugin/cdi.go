@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goslices "slices"
 	"strconv"
 	"strings"
 
@@ -55,7 +56,8 @@ func cdiDeviceID(driverName string, claimUID types.UID, device string) string {
 // claim allocated for the same request (in allocation order), so a container
 // given a request of count > 1 names all of its devices: CDI applies device
 // edits in order and a later value of a variable replaces an earlier one,
-// and every device of a request carries the same value. A container given
+// and every device of a request carries the same value (a device two
+// requests share lists the devices of both). A container given
 // several requests (a whole claim of several requests, or several claims)
 // still gets all their device nodes but the variable of the last request
 // applied; making that exact needs the NVIDIA container toolkit's full CDI
@@ -67,12 +69,12 @@ func buildSpec(driverName string, c PreparedClaim) (*cdispec.Spec, error) {
 			DeviceNodes: deviceNodes(commonDeviceNodes),
 		},
 	}
-	visible := visibleByRequest(c.Devices)
-	for _, d := range c.Devices {
+	visible := visibleDevices(c.Devices)
+	for i, d := range c.Devices {
 		spec.Devices = append(spec.Devices, cdispec.Device{
 			Name: cdiDeviceName(c.UID, d.Device),
 			ContainerEdits: cdispec.ContainerEdits{
-				Env:         []string{VisibleDevicesEnv + "=" + visible[requestKey(d)]},
+				Env:         []string{VisibleDevicesEnv + "=" + visible[i]},
 				DeviceNodes: deviceNodes(d.DeviceNodes),
 			},
 		})
@@ -85,27 +87,31 @@ func buildSpec(driverName string, c PreparedClaim) (*cdispec.Spec, error) {
 	return spec, nil
 }
 
-// requestKey is the request a container names to get d: the parent request
-// of a subrequest ("gpu/large" is request "gpu"), since pod containers
-// reference requests, never subrequests.
-func requestKey(d PreparedDevice) string {
-	parents := make([]string, len(d.Requests))
-	for i, r := range d.Requests {
-		parents[i], _, _ = strings.Cut(r, "/")
-	}
-	return strings.Join(parents, ",")
+// parentRequest is the request a container names to get a device allocated
+// for request r: the parent of a subrequest ("gpu/large" is request "gpu"),
+// since pod containers reference requests, never subrequests.
+func parentRequest(r string) string {
+	parent, _, _ := strings.Cut(r, "/")
+	return parent
 }
 
-// visibleByRequest maps each request key to the comma-separated UUIDs of its
-// devices, in allocation order.
-func visibleByRequest(devices []PreparedDevice) map[string]string {
-	out := make(map[string]string)
-	for _, d := range devices {
-		k := requestKey(d)
-		if out[k] != "" {
-			out[k] += ","
+// visibleDevices is NVIDIA_VISIBLE_DEVICES of each device (by index): the
+// comma-separated UUIDs, in allocation order, of the devices that share a
+// request with it.
+func visibleDevices(devices []PreparedDevice) []string {
+	out := make([]string, len(devices))
+	for i, d := range devices {
+		mine := map[string]bool{}
+		for _, r := range d.Requests {
+			mine[parentRequest(r)] = true
 		}
-		out[k] += d.UUID
+		var uuids []string
+		for _, e := range devices {
+			if goslices.ContainsFunc(e.Requests, func(r string) bool { return mine[parentRequest(r)] }) {
+				uuids = append(uuids, e.UUID)
+			}
+		}
+		out[i] = strings.Join(uuids, ",")
 	}
 	return out
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	oci "github.com/opencontainers/runtime-spec/specs-go"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/utils/ptr"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
@@ -82,5 +84,59 @@ func TestCDIVisibleDevices(t *testing.T) {
 				t.Errorf("%s (-want +got):\n%s", VisibleDevicesEnv, diff)
 			}
 		})
+	}
+}
+
+// TestPrepareDeviceOfTwoRequests: a device two requests of one claim share
+// (admin access) is one CDI device serving both requests.
+func TestPrepareDeviceOfTwoRequests(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	const dev = "gpu-0-mig-3g40gb-9-4"
+	c := claim(uid1, "monitor",
+		alloc{"watch", slices.DefaultDriverName, node, dev},
+		alloc{"probe", slices.DefaultDriverName, node, dev},
+		alloc{"probe", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"},
+	)
+	for i := range c.Status.Allocation.Devices.Results {
+		c.Status.Allocation.Devices.Results[i].AdminAccess = ptr.To(true)
+	}
+	r := e.prepare(p, c)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	id := func(d string) []string { return []string{"k8s.mig.miglayout.io/claim=" + uid1 + "-" + d} }
+	want := []kubeletplugin.Device{
+		{Requests: []string{"watch", "probe"}, PoolName: node, DeviceName: dev, CDIDeviceIDs: id(dev)},
+		{Requests: []string{"probe"}, PoolName: node, DeviceName: "gpu-0-mig-1g10gb-19-2", CDIDeviceIDs: id("gpu-0-mig-1g10gb-19-2")},
+	}
+	if diff := cmp.Diff(want, r.Devices); diff != "" {
+		t.Errorf("prepared devices (-want +got):\n%s", diff)
+	}
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(e.cdiDir), cdiapi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := cache.GetErrors(); len(errs) != 0 {
+		t.Fatalf("CDI cache errors: %v", errs)
+	}
+	migs, err := e.gpus.MIGDevices(e.ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := map[string]string{}
+	for _, m := range migs {
+		uuid[m.Profile+"@"+itoa(m.Placement.Start)] = m.UUID
+	}
+	// The shared device names both requests' devices; the other, its own request's.
+	both := uuid["3g.40gb@4"] + "," + uuid["1g.10gb@2"]
+	for d, wantEnv := range map[string]string{dev: both, "gpu-0-mig-1g10gb-19-2": both} {
+		got := cache.GetDevice(id(d)[0])
+		if got == nil {
+			t.Fatalf("CDI cache does not resolve %s", id(d)[0])
+		}
+		if diff := cmp.Diff([]string{VisibleDevicesEnv + "=" + wantEnv}, got.ContainerEdits.Env); diff != "" {
+			t.Errorf("%s env (-want +got):\n%s", d, diff)
+		}
 	}
 }

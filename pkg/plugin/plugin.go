@@ -250,6 +250,14 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	}
 	pc := PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
 	for _, r := range results {
+		// A device two requests share (admin access) is one device of
+		// the claim, for both requests: a CDI spec names a device once.
+		if i := slices.IndexFunc(pc.Devices, func(d PreparedDevice) bool { return d.Pool == r.Pool && d.Device == r.Device }); i >= 0 {
+			d := &pc.Devices[i]
+			d.Requests = append(d.Requests, r.Request)
+			d.AdminAccess = d.AdminAccess && ptr.Deref(r.AdminAccess, false)
+			continue
+		}
 		src, ok := inv.Lookup(r.Device)
 		if !ok {
 			return nil, fmt.Errorf("preparing claim %s: device %s (request %s): %w on node %s now (present: %s)",
