@@ -274,8 +274,8 @@ type GPURow struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Product string `json:"product,omitempty"`
-	// Desired and Actual are layouts in canonical text form ("" = MIG on,
-	// no device; "-" = MIG off).
+	// Desired and Actual are layouts in canonical text form (empty, and so
+	// left out = MIG on, no device; "-" = MIG off).
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	Desired string `json:"desired,omitempty"`
