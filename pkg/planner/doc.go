@@ -76,5 +76,11 @@
 // best fit); ordering 4g claims ahead of 7g (their p95 wait fell from
 // 19 to 11 minutes, the 7g's rose from 22 to 48); aging after 5, 10, 20 or
 // 30 minutes; changing a GPU again while its change is in flight (no
-// repartition delay).
+// repartition delay). Nor does knowing how long claims run, which no
+// scheduler knows: told each claim's exact holding time, keeping the
+// placement whose claims end first (instead of the one with the fewest
+// claims) left large claims' p95 wait at 0.56 / 0.63 / 0.62 of
+// first-fit's (small-heavy / uniform / large-heavy, against 0.51 / 0.65 /
+// 0.63), and preferring, among equally good GPUs (or before room), the one
+// whose claims outlast the new one at 0.46-0.64 (0.51-0.58).
 package planner
