@@ -507,12 +507,13 @@ func TestFailedChanges(t *testing.T) {
 		reason       string
 		wantLayout   string
 		wantChanging bool
+		wantRetrying bool
 		wantCancel   bool
 	}{
 		"ready":                           {phase: v1alpha1.PhaseReady, reason: v1alpha1.ReasonLayoutApplied, wantLayout: "7g.80gb@0", wantChanging: true},
 		"draining":                        {phase: v1alpha1.PhaseDraining, reason: "Draining", wantLayout: "7g.80gb@0", wantChanging: true},
 		"blocked by a device":             {phase: v1alpha1.PhaseBlocked, reason: v1alpha1.ReasonDeviceInUse, wantLayout: "1g.10gb@0", wantChanging: true, wantCancel: true},
-		"failed on NVML":                  {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonNVMLError, wantLayout: "1g.10gb@0", wantChanging: true},
+		"failed on NVML":                  {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonNVMLError, wantLayout: "1g.10gb@0", wantChanging: true, wantRetrying: true},
 		"failed on taints":                {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonDeviceTaintsUnsupported, wantLayout: "1g.10gb@0", wantChanging: true},
 		"refused as invalid layout":       {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonInvalidLayout, wantLayout: "1g.10gb@0", wantChanging: true, wantCancel: true},
 		"unknown GPU (never an Auto GPU)": {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonUnknownGPU, wantLayout: "1g.10gb@0", wantChanging: true},
@@ -527,8 +528,9 @@ func TestFailedChanges(t *testing.T) {
 			if len(gpus) != 1 {
 				t.Fatalf("%d GPUs, want 1", len(gpus))
 			}
-			if got := gpus[0].Layout.String(); got != tc.wantLayout || gpus[0].Changing != tc.wantChanging {
-				t.Errorf("planner sees layout %q changing %t, want %q changing %t", got, gpus[0].Changing, tc.wantLayout, tc.wantChanging)
+			if got := gpus[0].Layout.String(); got != tc.wantLayout || gpus[0].Changing != tc.wantChanging || gpus[0].Retrying != tc.wantRetrying {
+				t.Errorf("planner sees layout %q changing %t retrying %t, want %q changing %t retrying %t",
+					got, gpus[0].Changing, gpus[0].Retrying, tc.wantLayout, tc.wantChanging, tc.wantRetrying)
 			}
 			if _, ok := cancelOf(nml, 0); ok != tc.wantCancel {
 				t.Errorf("cancelled %t, want %t", ok, tc.wantCancel)

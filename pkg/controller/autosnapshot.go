@@ -268,6 +268,13 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.
 				g.Layout, g.Changing = desired, true
 				if notComing(st) {
 					g.Layout = actual
+					// A change NVML failed, which the agent
+					// retries, holds no slot of the limits on GPUs
+					// changing at once (a GPU failing for good would
+					// hold it for ever). Dropped drain taints would
+					// fail every other GPU's change alike: that one
+					// keeps its slot.
+					g.Retrying = st.Phase == v1alpha1.PhaseFailed && st.Reason == v1alpha1.ReasonNVMLError
 				}
 			}
 		}

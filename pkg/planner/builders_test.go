@@ -59,6 +59,13 @@ func (b *nodeB) brand(v string) *nodeB { b.n.GPUs[len(b.n.GPUs)-1].Info.Brand = 
 
 func (b *nodeB) changing() *nodeB { b.n.GPUs[len(b.n.GPUs)-1].Changing = true; return b }
 
+// retrying marks the last GPU's change failed and retried by the agent.
+func (b *nodeB) retrying() *nodeB {
+	g := &b.n.GPUs[len(b.n.GPUs)-1]
+	g.Changing, g.Retrying = true, true
+	return b
+}
+
 func (b *nodeB) build() Node { return b.n }
 
 // podB builds a pending pod with one claim.

@@ -209,7 +209,7 @@ func (p *planner) load() error {
 				return fmt.Errorf("planning node %s: GPU %d (%s) has no catalog model", n.Node.Name, g.Info.Index, g.Info.ProductName)
 			}
 			gs := &gpuState{node: ns, order: len(p.gpus), g: g, model: g.Info.Model, layout: g.Layout.Canonical(), fixed: g.Pinned.Canonical()}
-			if g.Changing {
+			if g.Changing && !g.Retrying {
 				ns.touch()
 				p.touched++
 			}

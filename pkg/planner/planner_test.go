@@ -441,6 +441,18 @@ func TestPlan(t *testing.T) {
 					"where this pod may not run (node selector, affinity, tolerations or claims allocated already)"},
 			},
 		},
+		"a GPU whose change failed holds no slot of its node's limit; one in flight does": {
+			nodes: []Node{
+				node("n1").gpu("A100-SXM4-80GB", "1g.10gb@0", "").retrying().gpu("A100-SXM4-80GB", "", "").build(),
+				node("n2").gpu("A100-SXM4-80GB", "1g.10gb@0", "").changing().gpu("A100-SXM4-80GB", "", "").build(),
+			},
+			pods: []Pod{pod("a", 2).claim(profileIs("7g.80gb"), 1).build(), pod("b", 1).claim(profileIs("7g.80gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/1: (empty) -> 7g.80gb@0 serves default/a"},
+				Served:  []string{"default/a -> n1 gpu-1-mig-7g80gb-0-0 after change"},
+				Kept:    map[string]string{"default/b": "n2/gpu-1 7g.80gb@0"},
+			},
+		},
 		"no Auto node": {
 			pods: []Pod{pod("a", 1).claim(profileIs("1g.10gb"), 1).build()},
 			want: trace{Unservable: map[string]string{"default/a": NoAutoNode}},

@@ -45,6 +45,13 @@ type GPU struct {
 	// Changing is true while an earlier plan's change is in flight (desired
 	// differs from actual): the planner leaves the GPU alone.
 	Changing bool
+	// Retrying, with Changing, is true while that change has failed and
+	// the agent retries it (an NVML error): the planner still leaves the
+	// GPU alone, but it does not count toward the limits on GPUs changing
+	// at once (Policy.MaxGPUsPerNode, Snapshot.GroupMaxGPUs,
+	// Snapshot.MaxGPUs), so a GPU that fails for good does not stop its
+	// node's other GPUs from changing.
+	Retrying bool
 }
 
 // Node is one Auto-mode node.
