@@ -106,6 +106,9 @@ type Model struct {
 	Profiles   []Profile `json:"profiles"`
 
 	byName map[string]*Profile
+	// engines are the GPU's NVJPG and OFA engines (its full-size
+	// profile's; see MediaEnginesFit).
+	engines mediaEngines
 }
 
 // Profile returns the profile with the given name, or an error wrapping
@@ -219,6 +222,8 @@ func (m *Model) init() error {
 		}
 		ids[p.ID] = p.Name
 		m.byName[p.Name] = p
+		m.engines.jpeg = max(m.engines.jpeg, p.JPEGEngines)
+		m.engines.ofa = max(m.engines.ofa, p.OFAEngines)
 		if err := m.checkProfile(p); err != nil {
 			return fmt.Errorf("profile %s: %w", p.Name, err)
 		}

@@ -27,9 +27,10 @@ func (m *Model) MaximalLayouts() []Layout {
 	var cur Layout
 	var occ uint64
 	compute := 0
+	var engines mediaEngines
 	fits := func(c cand) bool {
 		return occ&c.mask == 0 && counts[c.p] < c.p.MaxCount &&
-			compute+c.p.ComputeSlices <= m.ComputeSlices && len(cur) < m.MaxInstances
+			compute+c.p.ComputeSlices <= m.ComputeSlices && len(cur) < m.MaxInstances && m.enginesFit(engines.plus(c.p))
 	}
 	var rec func(from int)
 	rec = func(from int) {
@@ -54,11 +55,13 @@ func (m *Model) MaximalLayouts() []Layout {
 			}
 			occ |= c.mask
 			compute += c.p.ComputeSlices
+			engines = engines.plus(c.p)
 			counts[c.p]++
 			cur = append(cur, Device{Profile: c.p.Name, Start: c.pl.Start})
 			rec(i + 1)
 			cur = cur[:len(cur)-1]
 			counts[c.p]--
+			engines = engines.minus(c.p)
 			compute -= c.p.ComputeSlices
 			occ &^= c.mask
 		}

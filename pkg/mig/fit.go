@@ -141,6 +141,7 @@ func (m *Model) Fit(req FitRequest) (FitResult, error) {
 func (m *Model) checkWant(w map[string]int) (map[string]int, error) {
 	out := map[string]int{}
 	compute, instances := 0, 0
+	var engines mediaEngines
 	for _, name := range slices.Sorted(maps.Keys(w)) {
 		n := w[name]
 		if n < 0 {
@@ -159,12 +160,19 @@ func (m *Model) checkWant(w map[string]int) (map[string]int, error) {
 		out[name] = n
 		compute += n * p.ComputeSlices
 		instances += n
+		for range n {
+			engines = engines.plus(p)
+		}
 	}
 	if compute > m.ComputeSlices {
 		return nil, fmt.Errorf("%w on %s: %s needs %d compute slices, the GPU has %d", ErrDoesNotFit, m.Name, formatWant(w), compute, m.ComputeSlices)
 	}
 	if instances > m.MaxInstances {
 		return nil, fmt.Errorf("%w on %s: %s is %d GPU instances, at most %d fit", ErrDoesNotFit, m.Name, formatWant(w), instances, m.MaxInstances)
+	}
+	if !m.enginesFit(engines) {
+		return nil, fmt.Errorf("%w on %s: %s needs %d optical flow accelerators and %d JPEG decoders, the GPU has %d and %d (media-extension profiles share them)",
+			ErrDoesNotFit, m.Name, formatWant(w), engines.ofa, engines.jpeg, m.engineTotals().ofa, m.engineTotals().jpeg)
 	}
 	return out, nil
 }
@@ -316,6 +324,7 @@ func (s *fitSearch) better(a, b Layout) bool {
 func (m *Model) Headroom(l Layout) []int {
 	var occ uint64
 	compute := 0
+	var engines mediaEngines
 	counts := map[string]int{}
 	for _, d := range l {
 		p, err := m.Profile(d.Profile)
@@ -324,6 +333,7 @@ func (m *Model) Headroom(l Layout) []int {
 		}
 		occ |= placementMask(Placement{Start: d.Start, Size: p.MemorySlices})
 		compute += p.ComputeSlices
+		engines = engines.plus(p)
 		counts[p.Name]++
 	}
 	order := m.profilesLargestFirst()
@@ -332,7 +342,7 @@ func (m *Model) Headroom(l Layout) []int {
 		return out
 	}
 	for i, p := range order {
-		if counts[p.Name] >= p.MaxCount || compute+p.ComputeSlices > m.ComputeSlices {
+		if counts[p.Name] >= p.MaxCount || compute+p.ComputeSlices > m.ComputeSlices || !m.enginesFit(engines.plus(p)) {
 			continue
 		}
 		for _, pl := range p.Placements {

@@ -130,6 +130,7 @@ func (m *Model) Validate(l Layout) error {
 	}
 	counts := map[string]int{}
 	compute := 0
+	var engines mediaEngines
 	places := make([]Placement, len(c))
 	for i, d := range c {
 		p, err := m.Profile(d.Profile)
@@ -152,12 +153,17 @@ func (m *Model) Validate(l Layout) error {
 			return fail(ErrInvalidLayout, "%d instances of %s, at most %d allowed", counts[p.Name], p.Name, p.MaxCount)
 		}
 		compute += p.ComputeSlices
+		engines = engines.plus(p)
 	}
 	if len(c) > m.MaxInstances {
 		return fail(ErrInvalidLayout, "%d GPU instances, at most %d allowed", len(c), m.MaxInstances)
 	}
 	if compute > m.ComputeSlices {
 		return fail(ErrInvalidLayout, "needs %d compute slices, the GPU has %d", compute, m.ComputeSlices)
+	}
+	if !m.enginesFit(engines) {
+		return fail(ErrInvalidLayout, "needs %d optical flow accelerators and %d JPEG decoders, the GPU has %d and %d (media-extension profiles share them)",
+			engines.ofa, engines.jpeg, m.engineTotals().ofa, m.engineTotals().jpeg)
 	}
 	return nil
 }

@@ -359,12 +359,14 @@ func (d device) GetGpuInstancePossiblePlacements(info *nvml.GpuInstanceProfileIn
 
 // canPlace reports whether a GI of profile p fits at placement pl on g next to
 // the GIs in place: pl is one of p's placements, overlaps no GI, and the
-// profile's MaxCount, the model's compute slices and MaxInstances hold.
+// profile's MaxCount, the model's compute slices, media engines and
+// MaxInstances hold.
 func canPlace(g *GPU, m *mig.Model, p *mig.Profile, pl mig.Placement) bool {
 	if !p.HasPlacement(pl) || len(g.GPUInstances) >= m.MaxInstances {
 		return false
 	}
 	count, compute := 0, p.ComputeSlices
+	profiles := []*mig.Profile{p}
 	for _, gi := range g.GPUInstances {
 		if gi.Placement.Overlaps(pl) {
 			return false
@@ -374,9 +376,10 @@ func canPlace(g *GPU, m *mig.Model, p *mig.Profile, pl mig.Placement) bool {
 		}
 		if q := profileByID(m, gi.ProfileID); q != nil {
 			compute += q.ComputeSlices
+			profiles = append(profiles, q)
 		}
 	}
-	return count < p.MaxCount && compute <= m.ComputeSlices
+	return count < p.MaxCount && compute <= m.ComputeSlices && m.MediaEnginesFit(profiles...)
 }
 
 // GetGpuInstanceRemainingCapacity returns how many more GIs of the profile
@@ -407,12 +410,14 @@ func (d device) GetGpuInstanceRemainingCapacity(info *nvml.GpuInstanceProfileInf
 	return n, ret
 }
 
-// createGI creates a GI of profile p at pl on c.g (canPlace must hold): ID the
-// smallest free ID >= 1.
+// createGI creates a GI of profile p at pl on c.g (canPlace must hold), with
+// the ID giID gives (on a geometry where placements do not nest, as in
+// synthetic test catalogs, the smallest free ID above those).
 func (d device) createGI(c devCtx, p *mig.Profile, pl mig.Placement) (nvml.GpuInstance, bool, nvml.Return) {
-	id := 1
-	for c.g.gi(id) != nil {
-		id++
+	id, ok := giID(c.m, pl)
+	if !ok || c.g.gi(id) != nil {
+		for id = 2*c.m.MemorySlices - 1; c.g.gi(id) != nil; id++ {
+		}
 	}
 	if c.lie {
 		return d.s.giHandle(d.index, id, 0), false, nvml.SUCCESS
@@ -423,14 +428,29 @@ func (d device) createGI(c devCtx, p *mig.Profile, pl mig.Placement) (nvml.GpuIn
 	return d.s.giHandle(d.index, id, gi.UID), true, nvml.SUCCESS
 }
 
+// giID is the GPU instance ID NVML gives a GI at placement pl: placements
+// form a binary tree over the memory slices (the whole GPU, its halves,
+// quarters, eighths) numbered breadth first, so on an 8-slice GPU 7g is GI
+// 0, a half at slice 4 GI 2, a quarter at slice 4 GI 5 and single slices
+// 0 and 6 GIs 7 and 13, as the MIG User Guide's listings show ("Getting
+// Started": 1g.5gb at 0:1 is GI 7, at 6:1 GI 13, 2g.10gb at 4:2 GI 5).
+func giID(m *mig.Model, pl mig.Placement) (int, bool) {
+	if pl.Size <= 0 || m.MemorySlices%pl.Size != 0 || pl.Start%pl.Size != 0 || m.MemorySlices/pl.Size&(m.MemorySlices/pl.Size-1) != 0 {
+		return 0, false
+	}
+	return m.MemorySlices/pl.Size - 1 + pl.Start/pl.Size, true
+}
+
 // CreateGpuInstanceWithPlacement creates a GI of the profile with GI profile
-// ID info.Id at placement pl (start and size in memory slices). The new GI ID
-// is the smallest free ID >= 1 on the GPU. ERROR_INVALID_ARGUMENT for nil
-// arguments or an unknown profile ID; ERROR_NOT_SUPPORTED with MIG mode off or
-// on a MIG device; ERROR_INSUFFICIENT_RESOURCES when pl is not one of the
-// profile's placements, overlaps a GI, or the profile's MaxCount, the GPU's
-// compute slices or the model's MaxInstances would be exceeded. Op
-// "CreateGpuInstanceWithPlacement" (mutating).
+// ID info.Id at placement pl (start and size in memory slices); its GI ID
+// follows from the placement (giID). ERROR_INVALID_ARGUMENT for nil
+// arguments, an unknown profile ID or a placement the profile does not list
+// (nvml.h: "If device, profile, profileId, placement or gpuInstance are
+// invalid"); ERROR_NOT_SUPPORTED with MIG mode off or on a MIG device;
+// ERROR_INSUFFICIENT_RESOURCES when pl overlaps a GI, or the profile's
+// MaxCount, the GPU's compute slices, its media engines
+// (mig.Model.MediaEnginesFit) or the model's MaxInstances would be
+// exceeded. Op "CreateGpuInstanceWithPlacement" (mutating).
 func (d device) CreateGpuInstanceWithPlacement(info *nvml.GpuInstanceProfileInfo, pl *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
 	var out nvml.GpuInstance
 	ret := d.migOn("CreateGpuInstanceWithPlacement", true, func(c devCtx) (bool, nvml.Return) {
@@ -442,6 +462,9 @@ func (d device) CreateGpuInstanceWithPlacement(info *nvml.GpuInstanceProfileInfo
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
 		at := mig.Placement{Start: int(pl.Start), Size: int(pl.Size)}
+		if !p.HasPlacement(at) {
+			return false, nvml.ERROR_INVALID_ARGUMENT
+		}
 		if !canPlace(c.g, c.m, p, at) {
 			return false, nvml.ERROR_INSUFFICIENT_RESOURCES
 		}
@@ -458,7 +481,10 @@ func (d device) CreateGpuInstanceWithPlacement(info *nvml.GpuInstanceProfileInfo
 // CreateGpuInstance creates a GI of the profile with GI profile ID info.Id at
 // the first of its placements (ascending start) where it fits; codes as
 // CreateGpuInstanceWithPlacement, ERROR_INSUFFICIENT_RESOURCES when it fits
-// nowhere. Op "CreateGpuInstance" (mutating).
+// nowhere. Real NVML chooses otherwise (the MIG User Guide's examples fill
+// single slices from the highest free one), and may refuse a sequence this
+// accepts; miglayout always names the placement. Op "CreateGpuInstance"
+// (mutating).
 func (d device) CreateGpuInstance(info *nvml.GpuInstanceProfileInfo) (nvml.GpuInstance, nvml.Return) {
 	var out nvml.GpuInstance
 	ret := d.migOn("CreateGpuInstance", true, func(c devCtx) (bool, nvml.Return) {

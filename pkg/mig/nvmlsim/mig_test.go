@@ -114,15 +114,22 @@ func TestCreateGpuInstanceRefusals(t *testing.T) {
 		attempt gi
 		size    int  // placement size to ask for; 0 = the profile's
 		okAlone bool // the attempt succeeds on an empty GPU
+		// invalid: the placement is not one the profile lists
+		// (ERROR_INVALID_ARGUMENT, else ERROR_INSUFFICIENT_RESOURCES).
+		invalid bool
 	}{
 		{name: "overlap", spec: a100, setup: []gi{{nvml.GPU_INSTANCE_PROFILE_3_SLICE, 0}}, attempt: gi{nvml.GPU_INSTANCE_PROFILE_2_SLICE, 2}, okAlone: true},
 		{name: "overlap by the whole GPU", spec: a100, setup: []gi{{nvml.GPU_INSTANCE_PROFILE_1_SLICE, 3}}, attempt: gi{nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0}, okAlone: true},
 		{name: "same placement twice", spec: a100, setup: []gi{{nvml.GPU_INSTANCE_PROFILE_1_SLICE, 5}}, attempt: gi{nvml.GPU_INSTANCE_PROFILE_1_SLICE, 5}, okAlone: true},
-		{name: "start not in placement list", spec: a100, attempt: gi{nvml.GPU_INSTANCE_PROFILE_3_SLICE, 2}},
-		{name: "4g only at 0", spec: a100, attempt: gi{nvml.GPU_INSTANCE_PROFILE_4_SLICE, 4}},
-		{name: "1g not on slice 7", spec: a100, attempt: gi{nvml.GPU_INSTANCE_PROFILE_1_SLICE, 7}},
-		{name: "size not the profile's", spec: a100, attempt: gi{nvml.GPU_INSTANCE_PROFILE_3_SLICE, 0}, size: 2},
+		{name: "start not in placement list", spec: a100, attempt: gi{nvml.GPU_INSTANCE_PROFILE_3_SLICE, 2}, invalid: true},
+		{name: "4g only at 0", spec: a100, attempt: gi{nvml.GPU_INSTANCE_PROFILE_4_SLICE, 4}, invalid: true},
+		{name: "1g not on slice 7", spec: a100, attempt: gi{nvml.GPU_INSTANCE_PROFILE_1_SLICE, 7}, invalid: true},
+		{name: "size not the profile's", spec: a100, attempt: gi{nvml.GPU_INSTANCE_PROFILE_3_SLICE, 0}, size: 2, invalid: true},
 		{name: "max count of +me", spec: a100, setup: []gi{{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, 0}}, attempt: gi{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, 1}, okAlone: true},
+		// The A30 has one OFA and one NVJPG: two media-extension GIs
+		// cannot coexist.
+		{name: "media engines", spec: "A30-24GB", setup: []gi{{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, 0}},
+			attempt: gi{nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1, 2}, okAlone: true},
 		{name: "max count", spec: "SIM-TIGHT", tight: true, setup: []gi{{1, 0}, {1, 1}}, attempt: gi{1, 2}, okAlone: true},
 		{name: "compute slices", spec: "SIM-TIGHT", tight: true, setup: []gi{{3, 0}, {1, 1}}, attempt: gi{1, 2}, okAlone: true},
 		{name: "max instances", spec: "SIM-TIGHT", tight: true, setup: []gi{{0, 0}, {0, 1}, {0, 2}, {1, 3}}, attempt: gi{0, 4}, okAlone: true},
@@ -148,8 +155,12 @@ func TestCreateGpuInstanceRefusals(t *testing.T) {
 				size = int(pls[0].Size)
 			}
 			pl := nvml.GpuInstancePlacement{Start: uint32(tt.attempt.start), Size: uint32(size)}
+			code := nvml.ERROR_INSUFFICIENT_RESOURCES
+			if tt.invalid {
+				code = nvml.ERROR_INVALID_ARGUMENT
+			}
 			_, ret = d.CreateGpuInstanceWithPlacement(&info, &pl)
-			wantRet(t, "CreateGpuInstanceWithPlacement", ret, nvml.ERROR_INSUFFICIENT_RESOURCES)
+			wantRet(t, "CreateGpuInstanceWithPlacement", ret, code)
 			if diff := cmp.Diff(before, s.Snapshot()); diff != "" {
 				t.Errorf("a refused create changed the state (-before +after):\n%s", diff)
 			}
@@ -157,7 +168,7 @@ func TestCreateGpuInstanceRefusals(t *testing.T) {
 			// the same create succeeds.
 			d1 := migOn(t, s, 1)
 			_, ret = d1.CreateGpuInstanceWithPlacement(&info, &pl)
-			want := nvml.ERROR_INSUFFICIENT_RESOURCES
+			want := code
 			if tt.okAlone {
 				want = nvml.SUCCESS
 			}
@@ -415,14 +426,19 @@ func TestAmperePendingModeUntilReset(t *testing.T) {
 	must(t, "GetGpuInstanceProfileInfo after reset", ret)
 
 	// A pending change can be cancelled by asking for the current mode.
+	// (With MIG on no process runs on the whole GPU: CUDA runs only in
+	// MIG devices; MIG goes off first.)
+	if diff := cmp.Diff(modeStep{nvml.SUCCESS, nvml.SUCCESS, 0, 0}, setMode(t, d, nvml.DEVICE_MIG_DISABLE)); diff != "" {
+		t.Errorf("SetMigMode(DISABLE) without a process (-want +got):\n%s", diff)
+	}
 	if _, err := s.StartProcess(uuid, 1); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(modeStep{nvml.ERROR_IN_USE, nvml.SUCCESS, 1, 0}, setMode(t, d, nvml.DEVICE_MIG_DISABLE)); diff != "" {
-		t.Errorf("SetMigMode(DISABLE) with a process (-want +got):\n%s", diff)
+	if diff := cmp.Diff(modeStep{nvml.ERROR_IN_USE, nvml.SUCCESS, 0, 1}, setMode(t, d, nvml.DEVICE_MIG_ENABLE)); diff != "" {
+		t.Errorf("SetMigMode(ENABLE) with a process (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(modeStep{nvml.SUCCESS, nvml.SUCCESS, 1, 1}, setMode(t, d, nvml.DEVICE_MIG_ENABLE)); diff != "" {
-		t.Errorf("SetMigMode(ENABLE) cancelling the pending disable (-want +got):\n%s", diff)
+	if diff := cmp.Diff(modeStep{nvml.SUCCESS, nvml.SUCCESS, 0, 0}, setMode(t, d, nvml.DEVICE_MIG_DISABLE)); diff != "" {
+		t.Errorf("SetMigMode(DISABLE) cancelling the pending enable (-want +got):\n%s", diff)
 	}
 }
 
@@ -505,24 +521,29 @@ func TestInstanceIDs(t *testing.T) {
 	g1 := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 0)
 	g2 := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 1)
 	g3 := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 2)
-	if diff := cmp.Diff([]uint32{1, 2, 3}, ids(g1, g2, g3)); diff != "" {
+	// GI IDs follow the placement: single slices are GIs 7 to 14.
+	if diff := cmp.Diff([]uint32{7, 8, 9}, ids(g1, g2, g3)); diff != "" {
 		t.Errorf("GI IDs (-want +got):\n%s", diff)
 	}
-	must(t, "Destroy GI 2", g2.Destroy())
-	g4 := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 5)
-	if diff := cmp.Diff([]uint32{2}, ids(g4)); diff != "" {
-		t.Errorf("reused GI ID (-want +got):\n%s", diff)
+	half := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_3_SLICE, 4)
+	if diff := cmp.Diff([]uint32{2}, ids(half)); diff != "" {
+		t.Errorf("GI ID of the right half (-want +got):\n%s", diff)
 	}
-	// The old handle to GI 2 is stale although the ID lives again.
+	must(t, "Destroy GI 8", g2.Destroy())
+	g4 := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 1)
+	if diff := cmp.Diff([]uint32{8}, ids(g4)); diff != "" {
+		t.Errorf("GI ID at the same placement again (-want +got):\n%s", diff)
+	}
+	// The old handle to GI 8 is stale although the ID lives again.
 	_, ret := g2.GetInfo()
 	wantRet(t, "stale handle to reused GI ID", ret, nvml.ERROR_INVALID_ARGUMENT)
-	byID, ret := d.GetGpuInstanceById(2)
-	must(t, "GetGpuInstanceById(2)", ret)
+	byID, ret := d.GetGpuInstanceById(8)
+	must(t, "GetGpuInstanceById(8)", ret)
 	if byID != g4 {
-		t.Errorf("GetGpuInstanceById(2) is not the new GI's handle")
+		t.Errorf("GetGpuInstanceById(8) is not the new GI's handle")
 	}
-	_, ret = d.GetGpuInstanceById(9)
-	wantRet(t, "GetGpuInstanceById(9)", ret, nvml.ERROR_NOT_FOUND)
+	_, ret = d.GetGpuInstanceById(10)
+	wantRet(t, "GetGpuInstanceById(10)", ret, nvml.ERROR_NOT_FOUND)
 
 	// CI IDs restart at 0 in each GI; a recreated CI gets a new MIG UUID.
 	info := fullCI(t, g1)
@@ -605,9 +626,9 @@ func TestMIGDevices(t *testing.T) {
 	mib := func(idx int) uint64 { return uint64(nvmlProfile(t, m, idx).MemoryMiB) << 20 }
 	name := func(idx int) string { return m.ProductName + " MIG " + nvmlProfile(t, m, idx).Name }
 	want := []migFacts{
-		{Name: name(nvml.GPU_INSTANCE_PROFILE_2_SLICE), GIID: 2, Start: 0, TotalBytes: mib(nvml.GPU_INSTANCE_PROFILE_2_SLICE), IsMIG: true, Parent: true},
-		{Name: name(nvml.GPU_INSTANCE_PROFILE_1_SLICE), GIID: 4, Start: 2, TotalBytes: mib(nvml.GPU_INSTANCE_PROFILE_1_SLICE), IsMIG: true, Parent: true},
-		{Name: name(nvml.GPU_INSTANCE_PROFILE_3_SLICE), GIID: 1, Start: 4, TotalBytes: mib(nvml.GPU_INSTANCE_PROFILE_3_SLICE), IsMIG: true, Parent: true},
+		{Name: name(nvml.GPU_INSTANCE_PROFILE_2_SLICE), GIID: 3, Start: 0, TotalBytes: mib(nvml.GPU_INSTANCE_PROFILE_2_SLICE), IsMIG: true, Parent: true},
+		{Name: name(nvml.GPU_INSTANCE_PROFILE_1_SLICE), GIID: 9, Start: 2, TotalBytes: mib(nvml.GPU_INSTANCE_PROFILE_1_SLICE), IsMIG: true, Parent: true},
+		{Name: name(nvml.GPU_INSTANCE_PROFILE_3_SLICE), GIID: 2, Start: 4, TotalBytes: mib(nvml.GPU_INSTANCE_PROFILE_3_SLICE), IsMIG: true, Parent: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("MIG devices (-want +got):\n%s", diff)
@@ -620,7 +641,8 @@ func TestMIGDevices(t *testing.T) {
 		t.Errorf("the GPU handle says it is a MIG device")
 	}
 
-	// Processes: on MIG devices 0 and 2 and on the whole GPU.
+	// Processes: on MIG devices 0 and 2; none on the whole GPU, where
+	// CUDA does not run with MIG mode on.
 	uuid := func(md nvml.Device) string { u, _ := md.GetUUID(); return u }
 	p1, err := s.StartProcess(uuid(devs[0]), 500)
 	if err != nil {
@@ -630,21 +652,19 @@ func TestMIGDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p3, err := s.StartProcess(snap.GPUs[0].UUID, 10)
-	if err != nil {
-		t.Fatal(err)
+	if _, err := s.StartProcess(snap.GPUs[0].UUID, 10); !errors.Is(err, nvml.ERROR_NOT_FOUND) {
+		t.Errorf("StartProcess on the whole GPU with MIG on: %v, want ERROR_NOT_FOUND", err)
 	}
 	procs, ret := devs[0].GetComputeRunningProcesses()
 	must(t, "GetComputeRunningProcesses on MIG device 0", ret)
-	if diff := cmp.Diff([]nvml.ProcessInfo{{Pid: p1, UsedGpuMemory: 500 << 20, GpuInstanceId: 2, ComputeInstanceId: 0}}, procs); diff != "" {
+	if diff := cmp.Diff([]nvml.ProcessInfo{{Pid: p1, UsedGpuMemory: 500 << 20, GpuInstanceId: 3, ComputeInstanceId: 0}}, procs); diff != "" {
 		t.Errorf("processes on MIG device 0 (-want +got):\n%s", diff)
 	}
 	procs, ret = s.DeviceGetComputeRunningProcesses(d)
 	must(t, "GetComputeRunningProcesses on the GPU", ret)
 	wantAll := []nvml.ProcessInfo{
-		{Pid: p1, UsedGpuMemory: 500 << 20, GpuInstanceId: 2, ComputeInstanceId: 0},
-		{Pid: p2, UsedGpuMemory: 100 << 20, GpuInstanceId: 1, ComputeInstanceId: 0},
-		{Pid: p3, UsedGpuMemory: 10 << 20, GpuInstanceId: 0xFFFFFFFF, ComputeInstanceId: 0xFFFFFFFF},
+		{Pid: p1, UsedGpuMemory: 500 << 20, GpuInstanceId: 3, ComputeInstanceId: 0},
+		{Pid: p2, UsedGpuMemory: 100 << 20, GpuInstanceId: 2, ComputeInstanceId: 0},
 	}
 	if diff := cmp.Diff(wantAll, procs); diff != "" {
 		t.Errorf("processes on the GPU (-want +got):\n%s", diff)
@@ -654,8 +674,8 @@ func TestMIGDevices(t *testing.T) {
 		t.Errorf("MIG device 0 memory %+v, want 500 MiB used", mem)
 	}
 	mem, _ = d.GetMemoryInfo()
-	if mem.Used != 610<<20 {
-		t.Errorf("GPU memory used %d, want 610 MiB", mem.Used)
+	if mem.Used != 600<<20 {
+		t.Errorf("GPU memory used %d, want 600 MiB", mem.Used)
 	}
 
 	// StartProcess and StopProcess refusals.

@@ -12,7 +12,8 @@ import (
 // the GPU ("GPU-...") or MIG device ("MIG-...") with the given UUID and
 // returns its PID (1000, 1001, ... per state). A process on a GPU holds it:
 // MIG mode changes and ResetGPU see it. It needs no Init. Errors wrap
-// nvml.ERROR_NOT_FOUND for an unknown UUID, nvml.ERROR_INVALID_ARGUMENT for a
+// nvml.ERROR_NOT_FOUND for an unknown UUID or a GPU whose current MIG mode
+// is on (CUDA then runs only in MIG devices), nvml.ERROR_INVALID_ARGUMENT for a
 // negative memory size and nvml.ERROR_MEMORY when the device's free memory
 // is short.
 func (s *Sim) StartProcess(uuid string, usedMemoryMiB int64) (uint32, error) {
@@ -47,6 +48,11 @@ func (s *Sim) StartProcess(uuid string, usedMemoryMiB int64) (uint32, error) {
 func (st *fileState) findDevice(uuid string) (Process, int64, bool) {
 	for _, g := range st.GPUs {
 		if g.UUID == uuid {
+			if g.MIGCurrent {
+				// With MIG mode on, CUDA runs only in compute
+				// instances (MIG User Guide, "Getting Started").
+				return Process{}, 0, false
+			}
 			return Process{GPUIndex: g.Index, GIID: -1, CIID: -1, DeviceUUID: uuid},
 				g.MemoryMiB - usedMiB(st.processesOn(g.Index, -1, -1)), true
 		}

@@ -6,9 +6,11 @@
 //
 //   - every MIG operation on a GPU whose current MIG mode is off:
 //     ERROR_NOT_SUPPORTED;
-//   - a GPU instance at a placement the profile does not list, overlapping
-//     another GI, beyond the profile's MaxCount, the GPU's compute slices or
-//     the model's MaxInstances: ERROR_INSUFFICIENT_RESOURCES;
+//   - a GPU instance at a placement the profile does not list:
+//     ERROR_INVALID_ARGUMENT; overlapping another GI, beyond the profile's
+//     MaxCount, the GPU's compute slices, its media engines (two
+//     media-extension GIs on an A30) or the model's MaxInstances:
+//     ERROR_INSUFFICIENT_RESOURCES;
 //   - a second compute instance in a GI: ERROR_INSUFFICIENT_RESOURCES;
 //   - destroying a GI that has a CI or a process, a CI that has a process, or
 //     disabling MIG mode while GIs exist: ERROR_IN_USE;
@@ -29,8 +31,8 @@
 // versioned getters (GetGpuInstanceProfileInfoV and the like) return go-nvml
 // handler structs bound to the real library and are left to the mocks.
 //
-// IDs: a new GI gets the smallest free GI ID >= 1 on its GPU (real NVML
-// derives GI IDs from the placement; code must not rely on either), a new CI
+// IDs: a new GI gets the GI ID real NVML derives from its placement (0 for
+// the whole GPU, then its halves, quarters and eighths, see giID), a new CI
 // the smallest free CI ID >= 0 in its GI, a new CI a new MIG UUID. MIG devices
 // (GIs with a CI) are indexed in order of placement start.
 //

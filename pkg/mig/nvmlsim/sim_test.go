@@ -390,12 +390,12 @@ func TestStateSurvivesReopen(t *testing.T) {
 	// The reopened simulator works on the same hardware with the same IDs.
 	initSim(t, again)
 	d2 := handle(t, again, 0)
-	gi, ret := d2.GetGpuInstanceById(2)
-	must(t, "GetGpuInstanceById(2) after reopen", ret)
+	gi, ret := d2.GetGpuInstanceById(13)
+	must(t, "GetGpuInstanceById(13) after reopen", ret)
 	gInfo, ret := gi.GetInfo()
 	must(t, "GpuInstance.GetInfo after reopen", ret)
 	if gInfo.Placement.Start != 6 {
-		t.Errorf("GI 2 at %d after reopen, want 6", gInfo.Placement.Start)
+		t.Errorf("GI 13 at %d after reopen, want 6", gInfo.Placement.Start)
 	}
 	// A snapshot is JSON-serialisable and round-trips.
 	data, err := json.Marshal(want)

@@ -62,7 +62,7 @@ func (g GPU) Layout() mig.Layout {
 
 // GPUInstance is one GPU instance (GI).
 type GPUInstance struct {
-	// ID is the GI ID NVML reports (smallest free ID >= 1 on the GPU).
+	// ID is the GI ID NVML reports (from the placement, see giID).
 	ID int `json:"id"`
 	// ProfileID is the GI profile ID (nvmlGpuInstanceProfileInfo_t.id),
 	// Profile its catalog name.
