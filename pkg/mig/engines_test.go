@@ -17,9 +17,9 @@ func TestMediaEngines(t *testing.T) {
 		want   error
 	}{
 		"A30: two media-extension GIs share one OFA": {a30, "1g.6gb+me@0,2g.12gb+me@2", ErrInvalidLayout},
-		"A30: one media-extension GI":               {a30, "1g.6gb+me@0,2g.12gb@2", nil},
-		"A30: the other one":                        {a30, "1g.6gb@0,1g.6gb@1,2g.12gb+me@2", nil},
-		"A100: a media-extension GI beside others":  {a100, "1g.10gb+me@0,2g.20gb@2,3g.40gb@4", nil},
+		"A30: one media-extension GI":                {a30, "1g.6gb+me@0,2g.12gb@2", nil},
+		"A30: the other one":                         {a30, "1g.6gb@0,1g.6gb@1,2g.12gb+me@2", nil},
+		"A100: a media-extension GI beside others":   {a100, "1g.10gb+me@0,2g.20gb@2,3g.40gb@4", nil},
 	}
 	for name, tc := range validate {
 		t.Run(name, func(t *testing.T) {
