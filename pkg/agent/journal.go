@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -107,8 +108,9 @@ func (j *Journal) Record(e JournalEntry) error {
 		e.Started = now
 	}
 	e.Updated = now
-	j.entries[e.GPU] = e
-	return j.flush()
+	next := maps.Clone(j.entries)
+	next[e.GPU] = e
+	return j.flush(next)
 }
 
 // Clear removes the GPU's entry: its work is finished.
@@ -118,13 +120,17 @@ func (j *Journal) Clear(gpuIndex int) error {
 	if _, ok := j.entries[gpuIndex]; !ok {
 		return nil
 	}
-	delete(j.entries, gpuIndex)
-	return j.flush()
+	next := maps.Clone(j.entries)
+	delete(next, gpuIndex)
+	return j.flush(next)
 }
 
-func (j *Journal) flush() error {
+// flush writes entries to the file (temporary file, fsync, rename, fsync of
+// the directory) and, once they are there, makes them the journal's: a write
+// that fails leaves memory as the file is.
+func (j *Journal) flush(entries map[int]JournalEntry) error {
 	f := journalFile{Version: JournalVersion}
-	for _, e := range j.entries {
+	for _, e := range entries {
 		f.Entries = append(f.Entries, e)
 	}
 	sort.Slice(f.Entries, func(a, b int) bool { return f.Entries[a].GPU < f.Entries[b].GPU })
@@ -153,6 +159,12 @@ func (j *Journal) flush() error {
 	}
 	if err := os.Rename(tmp.Name(), j.path); err != nil {
 		return fmt.Errorf("replacing journal: %w", err)
+	}
+	j.entries = entries
+	// The rename lasts once the directory is synced.
+	if d, err := os.Open(filepath.Dir(j.path)); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
 	}
 	return nil
 }

@@ -447,11 +447,12 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 }
 
 // rollbackOrphans destroys GPU instances that have no full-size compute
-// instance: the trace of an agent killed between creating a GI and its CI
-// (or of a failed rollback). Such a GI is never published, so nothing can
-// use it. Only GIs the agent answers for are touched: on a GPU of the spec
-// with a catalogued model (the spec owns its layout), or one the journal
-// records the agent creating; GIs on GPUs nobody asked miglayout to manage
+// instance: the trace of an agent killed between creating a GI and its CI,
+// or between destroying a CI and its GI (or of a failed rollback). Such a
+// GI is never published, so nothing can use it. Only GIs the agent answers
+// for are touched: on a GPU of the spec with a catalogued model (the spec
+// owns its layout), or one the journal records the agent creating or
+// destroying; GIs on GPUs nobody asked miglayout to manage
 // (split by an administrator, perhaps with smaller compute instances) stay.
 // It reports whether it destroyed any, and, by GPU index, the GIs it could
 // not destroy; err only when the GPU lock could not be taken (ctx done).
@@ -462,10 +463,13 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 	for _, s := range desired {
 		owned.Insert(int(s.Index))
 	}
-	creating := sets.New[string]()
+	// Devices the journal records the agent creating or destroying: a GI
+	// without CI among them is the agent's half-done step (a create that
+	// stopped before the CI, a destroy that stopped after it).
+	journaled := sets.New[string]()
 	for _, e := range r.Journal.Entries() {
-		for _, d := range e.Create {
-			creating.Insert(fmt.Sprintf("%d/%s/%s", e.GPU, e.UUID, d))
+		for _, d := range slices.Concat(e.Create, e.Destroy) {
+			journaled.Insert(fmt.Sprintf("%d/%s/%s", e.GPU, e.UUID, d))
 		}
 	}
 	for i := range obs {
@@ -475,7 +479,7 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 				continue
 			}
 			managed := owned.Has(g.GPU.Index) && g.GPU.Model != nil
-			if !managed && !creating.Has(fmt.Sprintf("%d/%s/%s", g.GPU.Index, g.GPU.UUID, d.Device())) {
+			if !managed && !journaled.Has(fmt.Sprintf("%d/%s/%s", g.GPU.Index, g.GPU.UUID, d.Device())) {
 				continue
 			}
 			logger.Info("Rolling back GPU instance without compute instance", "gpu", g.GPU.Index, "device", d.Device().String(), "giID", d.GIID)

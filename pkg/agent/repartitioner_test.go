@@ -281,6 +281,38 @@ func TestSyncKeepsJournalOfFailedRollback(t *testing.T) {
 	}
 }
 
+// TestSyncFinishesHalfDoneDestroyOffSpec: a destroy that removed a compute
+// instance but not its GPU instance leaves a GI without CI; when the GPU then
+// leaves the spec (its NodeMigLayout deleted), the journal still says the
+// agent was destroying it, so it is rolled back rather than left for ever.
+func TestSyncFinishesHalfDoneDestroyOffSpec(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Results[0].Phase != v1alpha1.PhaseFailed {
+		t.Fatalf("first pass: %+v, want the GPU failed by the refused destroy", res.Results[0])
+	}
+	for range 2 {
+		if _, err := g.r.Sync(context.Background(), nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, gi := range g.sim.Snapshot().GPUs[0].GPUInstances {
+		if len(gi.ComputeInstances) == 0 {
+			t.Errorf("GI %d at memory slice %d is left without a compute instance", gi.ID, gi.Placement.Start)
+		}
+	}
+	if n := len(g.r.Journal.Entries()); n != 0 {
+		t.Errorf("journal has %d entries, want none", n)
+	}
+}
+
 // TestSyncNVMLFailureIsReported: a CI creation refused by NVML fails the GPU
 // with NVMLError, the GI is rolled back, and the next pass converges.
 func TestSyncNVMLFailureIsReported(t *testing.T) {
