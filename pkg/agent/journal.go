@@ -64,6 +64,12 @@ type Journal struct {
 // OpenJournal reads the journal at path, or starts an empty one.
 func OpenJournal(path string) (*Journal, error) {
 	j := &Journal{path: path, entries: map[int]JournalEntry{}, now: time.Now}
+	// Temporary files of writes a kill interrupted before the rename.
+	if tmps, err := filepath.Glob(filepath.Join(filepath.Dir(path), ".journal-*")); err == nil {
+		for _, t := range tmps {
+			_ = os.Remove(t)
+		}
+	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return j, nil

@@ -41,3 +41,19 @@ func TestJournalWriteFailureKeepsMemory(t *testing.T) {
 		t.Errorf("entries after failed writes (-want +got):\n%s", diff)
 	}
 }
+
+// TestOpenJournalRemovesInterruptedWrites: temporary files a killed agent
+// left before renaming are removed when the journal is opened.
+func TestOpenJournalRemovesInterruptedWrites(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, ".journal-123")
+	if err := os.WriteFile(stale, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenJournal(filepath.Join(dir, "journal.json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("%s is still there (%v)", stale, err)
+	}
+}
