@@ -46,6 +46,24 @@ type JournalEntry struct {
 	Updated time.Time `json:"updated"`
 }
 
+// inFlight is the device the entry's step was working on: Destroy[len(Done)]
+// while destroying, the first Create not done while creating (Done lists the
+// destroys, then the creates, finished). Devices before it are finished,
+// devices after it untouched.
+func (e JournalEntry) inFlight() (string, bool) {
+	switch e.Step {
+	case StepDestroying:
+		if len(e.Done) < len(e.Destroy) {
+			return e.Destroy[len(e.Done)], true
+		}
+	case StepCreating:
+		if i := len(e.Done) - len(e.Destroy); i >= 0 && i < len(e.Create) {
+			return e.Create[i], true
+		}
+	}
+	return "", false
+}
+
 type journalFile struct {
 	Version int            `json:"version"`
 	Entries []JournalEntry `json:"entries"`

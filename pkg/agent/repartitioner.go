@@ -451,8 +451,9 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 // or between destroying a CI and its GI (or of a failed rollback). Such a
 // GI is never published, so nothing can use it. Only GIs the agent answers
 // for are touched: on a GPU of the spec with a catalogued model (the spec
-// owns its layout), or one the journal records the agent creating or
-// destroying; GIs on GPUs nobody asked miglayout to manage
+// owns its layout), or the device the journal records the agent creating or
+// destroying when it stopped (JournalEntry.inFlight); GIs on GPUs nobody
+// asked miglayout to manage
 // (split by an administrator, perhaps with smaller compute instances) stay.
 // It reports whether it destroyed any, and, by GPU index, the GIs it could
 // not destroy; err only when the GPU lock could not be taken (ctx done).
@@ -463,12 +464,12 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 	for _, s := range desired {
 		owned.Insert(int(s.Index))
 	}
-	// Devices the journal records the agent creating or destroying: a GI
-	// without CI among them is the agent's half-done step (a create that
-	// stopped before the CI, a destroy that stopped after it).
+	// The device the journal records the agent creating or destroying when
+	// it stopped: a GI without CI there is the agent's half-done step (a
+	// create that stopped before the CI, a destroy that stopped after it).
 	journaled := sets.New[string]()
 	for _, e := range r.Journal.Entries() {
-		for _, d := range slices.Concat(e.Create, e.Destroy) {
+		if d, ok := e.inFlight(); ok {
 			journaled.Insert(fmt.Sprintf("%d/%s/%s", e.GPU, e.UUID, d))
 		}
 	}

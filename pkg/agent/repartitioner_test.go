@@ -313,6 +313,40 @@ func TestSyncFinishesHalfDoneDestroyOffSpec(t *testing.T) {
 	}
 }
 
+// TestSyncLeavesGIsTheJournalNeverTouched: on a GPU off the spec, only the
+// device a journal entry was working on when it stopped counts as the
+// agent's; a bare GI elsewhere in the entry's lists (an administrator's) stays.
+func TestSyncLeavesGIsTheJournalNeverTouched(t *testing.T) {
+	tests := map[string]struct {
+		e    JournalEntry
+		want int // GPU instances left
+	}{
+		"draining: nothing touched yet":         {JournalEntry{Step: StepDraining, Destroy: []string{"3g.40gb@0", "3g.40gb@4"}}, 1},
+		"destroying another device":             {JournalEntry{Step: StepDestroying, Destroy: []string{"3g.40gb@0", "3g.40gb@4"}}, 1},
+		"creating, after the destroys":          {JournalEntry{Step: StepCreating, Destroy: []string{"3g.40gb@4"}, Create: []string{"1g.10gb@0"}, Done: []string{"3g.40gb@4"}}, 1},
+		"creating it, the first create done":    {JournalEntry{Step: StepCreating, Create: []string{"1g.10gb@0", "3g.40gb@4"}, Done: []string{"1g.10gb@0"}}, 0},
+		"destroying it, the first destroy done": {JournalEntry{Step: StepDestroying, Destroy: []string{"3g.40gb@0", "3g.40gb@4"}, Done: []string{"3g.40gb@0"}}, 0},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "1xA100-SXM4-80GB")
+			g.setup(t, 0, "")
+			g.orphan3g(t, 0, 4)
+			e := tc.e
+			e.GPU, e.UUID, e.Desired = 0, g.sim.Snapshot().GPUs[0].UUID, "7g.80gb@0"
+			if err := g.r.Journal.Record(e); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := g.r.Sync(context.Background(), nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if left := len(g.sim.Snapshot().GPUs[0].GPUInstances); left != tc.want {
+				t.Errorf("%d GPU instances left, want %d", left, tc.want)
+			}
+		})
+	}
+}
+
 // TestSyncNVMLFailureIsReported: a CI creation refused by NVML fails the GPU
 // with NVMLError, the GI is rolled back, and the next pass converges.
 func TestSyncNVMLFailureIsReported(t *testing.T) {

@@ -56,8 +56,8 @@ func cdiDeviceID(driverName string, claimUID types.UID, device string) string {
 // claim allocated for the same request (in allocation order), so a container
 // given a request of count > 1 names all of its devices: CDI applies device
 // edits in order and a later value of a variable replaces an earlier one,
-// and every device of a request carries the same value (a device two
-// requests share lists the devices of both). A container given
+// and every device of a request carries the same value (for a device two
+// requests share, see visibleDevices). A container given
 // several requests (a whole claim of several requests, or several claims)
 // still gets all their device nodes but the variable of the last request
 // applied; making that exact needs the NVIDIA container toolkit's full CDI
@@ -96,24 +96,51 @@ func parentRequest(r string) string {
 }
 
 // visibleDevices is NVIDIA_VISIBLE_DEVICES of each device (by index): the
-// comma-separated UUIDs, in allocation order, of the devices that share a
-// request with it.
+// comma-separated UUIDs, in allocation order, of the devices that belong to
+// every request it belongs to. A container gets devices of the requests it
+// names only, so the variable never names a device of a request the
+// container does not name; a device shared by two requests (admin access)
+// lists only the devices both share, and comes first in the claim (see
+// sortShared), so that a device of one request alone, listing all of it, is
+// applied last.
 func visibleDevices(devices []PreparedDevice) []string {
 	out := make([]string, len(devices))
 	for i, d := range devices {
-		mine := map[string]bool{}
-		for _, r := range d.Requests {
-			mine[parentRequest(r)] = true
-		}
 		var uuids []string
 		for _, e := range devices {
-			if goslices.ContainsFunc(e.Requests, func(r string) bool { return mine[parentRequest(r)] }) {
-				uuids = append(uuids, e.UUID)
+			if goslices.ContainsFunc(d.Requests, func(r string) bool { return !hasRequest(e, parentRequest(r)) }) {
+				continue
 			}
+			uuids = append(uuids, e.UUID)
 		}
 		out[i] = strings.Join(uuids, ",")
 	}
 	return out
+}
+
+// hasRequest reports whether d was allocated for request (a parent request).
+func hasRequest(d PreparedDevice, request string) bool {
+	return goslices.ContainsFunc(d.Requests, func(r string) bool { return parentRequest(r) == request })
+}
+
+// sortShared puts devices of several requests first, keeping the order
+// otherwise (the kubelet applies a container's CDI devices in the order the
+// plugin returns them).
+func sortShared(devices []PreparedDevice) {
+	goslices.SortStableFunc(devices, func(a, b PreparedDevice) int {
+		return cmpBool(len(b.Requests) > 1, len(a.Requests) > 1)
+	})
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	default:
+		return -1
+	}
 }
 
 func deviceNodes(paths []string) []*cdispec.DeviceNode {

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	goslices "slices"
 	"strings"
 	"testing"
 
@@ -88,17 +89,19 @@ func TestCDIVisibleDevices(t *testing.T) {
 }
 
 // TestPrepareDeviceOfTwoRequests: a device two requests of one claim share
-// (admin access) is one CDI device serving both requests.
+// (admin access) is one CDI device serving both requests, and a container
+// naming either request is told exactly that request's devices.
 func TestPrepareDeviceOfTwoRequests(t *testing.T) {
 	e := newEnv(t)
 	p := e.plugin("")
-	const dev = "gpu-0-mig-3g40gb-9-4"
+	const shared = "gpu-0-mig-1g10gb-19-3"
 	c := claim(uid1, "monitor",
-		alloc{"watch", slices.DefaultDriverName, node, dev},
-		alloc{"probe", slices.DefaultDriverName, node, dev},
-		alloc{"probe", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"},
+		alloc{"work", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"},
+		alloc{"work", slices.DefaultDriverName, node, shared},
+		alloc{"watch", slices.DefaultDriverName, node, shared},
+		alloc{"watch", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"},
 	)
-	for i := range c.Status.Allocation.Devices.Results {
+	for _, i := range []int{2, 3} {
 		c.Status.Allocation.Devices.Results[i].AdminAccess = ptr.To(true)
 	}
 	r := e.prepare(p, c)
@@ -107,8 +110,9 @@ func TestPrepareDeviceOfTwoRequests(t *testing.T) {
 	}
 	id := func(d string) []string { return []string{"k8s.mig.miglayout.io/claim=" + uid1 + "-" + d} }
 	want := []kubeletplugin.Device{
-		{Requests: []string{"watch", "probe"}, PoolName: node, DeviceName: dev, CDIDeviceIDs: id(dev)},
-		{Requests: []string{"probe"}, PoolName: node, DeviceName: "gpu-0-mig-1g10gb-19-2", CDIDeviceIDs: id("gpu-0-mig-1g10gb-19-2")},
+		{Requests: []string{"work", "watch"}, PoolName: node, DeviceName: shared, CDIDeviceIDs: id(shared)},
+		{Requests: []string{"work"}, PoolName: node, DeviceName: "gpu-0-mig-1g10gb-19-2", CDIDeviceIDs: id("gpu-0-mig-1g10gb-19-2")},
+		{Requests: []string{"watch"}, PoolName: node, DeviceName: "gpu-0-mig-3g40gb-9-4", CDIDeviceIDs: id("gpu-0-mig-3g40gb-9-4")},
 	}
 	if diff := cmp.Diff(want, r.Devices); diff != "" {
 		t.Errorf("prepared devices (-want +got):\n%s", diff)
@@ -128,15 +132,43 @@ func TestPrepareDeviceOfTwoRequests(t *testing.T) {
 	for _, m := range migs {
 		uuid[m.Profile+"@"+itoa(m.Placement.Start)] = m.UUID
 	}
-	// The shared device names both requests' devices; the other, its own request's.
-	both := uuid["3g.40gb@4"] + "," + uuid["1g.10gb@2"]
-	for d, wantEnv := range map[string]string{dev: both, "gpu-0-mig-1g10gb-19-2": both} {
-		got := cache.GetDevice(id(d)[0])
-		if got == nil {
-			t.Fatalf("CDI cache does not resolve %s", id(d)[0])
+	// The kubelet hands a container the CDI devices of the requests it
+	// names, in the order the plugin returned them; the runtime applies
+	// their edits in turn.
+	visible := func(request string) []string {
+		env := ""
+		for _, d := range r.Devices {
+			if request != "" && !goslices.Contains(d.Requests, request) {
+				continue
+			}
+			cd := cache.GetDevice(d.CDIDeviceIDs[0])
+			if cd == nil {
+				t.Fatalf("CDI cache does not resolve %s", d.CDIDeviceIDs[0])
+			}
+			for _, kv := range cd.ContainerEdits.Env {
+				if v, ok := strings.CutPrefix(kv, VisibleDevicesEnv+"="); ok {
+					env = v
+				}
+			}
 		}
-		if diff := cmp.Diff([]string{VisibleDevicesEnv + "=" + wantEnv}, got.ContainerEdits.Env); diff != "" {
-			t.Errorf("%s env (-want +got):\n%s", d, diff)
+		got := strings.Split(env, ",")
+		goslices.Sort(got)
+		return got
+	}
+	sorted := func(s ...string) []string { goslices.Sort(s); return s }
+	for request, wantUUIDs := range map[string][]string{
+		"work":  sorted(uuid["1g.10gb@2"], uuid["1g.10gb@3"]),
+		"watch": sorted(uuid["1g.10gb@3"], uuid["3g.40gb@4"]),
+	} {
+		if diff := cmp.Diff(wantUUIDs, visible(request)); diff != "" {
+			t.Errorf("container naming request %s: %s (-want +got):\n%s", request, VisibleDevicesEnv, diff)
+		}
+	}
+	// A container naming the whole claim is told the devices of one of its
+	// requests (the last applied), never a device outside the claim.
+	for _, u := range visible("") {
+		if !goslices.Contains([]string{uuid["1g.10gb@2"], uuid["1g.10gb@3"], uuid["3g.40gb@4"]}, u) {
+			t.Errorf("container naming the claim is told %s, not a device of the claim", u)
 		}
 	}
 }

@@ -283,6 +283,8 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		})
 	}
 
+	sortShared(pc.Devices)
+
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.checkExclusive(pc); err != nil {
