@@ -27,9 +27,10 @@ func FuzzPlan(f *testing.F) {
 			data = data[1:]
 			return b
 		}
-		snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, MaxGPUs: next() % 4}
+		// One group of every node: a limit across the snapshot.
+		snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, GroupMaxGPUs: map[string]int{"all": next() % 4}}
 		for n := range 1 + next()%3 {
-			b := node(fmt.Sprintf("n%d", n)).policy(Policy{MaxGPUsPerNode: next() % 3})
+			b := node(fmt.Sprintf("n%d", n)).policy(Policy{MaxGPUsPerNode: next() % 3, Group: "all"})
 			for range 1 + next()%3 {
 				m, _ := mig.DefaultCatalog().Model(models[next()%len(models)])
 				all := m.MaximalLayouts()

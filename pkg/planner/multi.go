@@ -131,7 +131,7 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		saved[i].soft = maps.Clone(g.soft)
 		saved[i].serves = slices.Clone(g.serves)
 	}
-	savedTouched, savedNodeTouched := p.touched, n.touched
+	savedNodeTouched := n.touched
 	savedGroupTouched := 0
 	if n.group != nil {
 		savedGroupTouched = n.group.touched
@@ -147,7 +147,7 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 				p.reclass(g)
 			}
 		}
-		p.touched, n.touched = savedTouched, savedNodeTouched
+		n.touched = savedNodeTouched
 		if n.group != nil {
 			n.group.touched = savedGroupTouched
 		}

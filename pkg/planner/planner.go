@@ -29,8 +29,6 @@ type planner struct {
 	order   []string // class keys in creation order, for determinism
 	adds    map[additionKey]*addition
 	noAdd   map[additionKey]bool
-	touched int
-	maxGPUs int
 	// groups are the limits of Snapshot.GroupMaxGPUs, by group.
 	groups map[string]*groupCount
 	// claimsServed maps the claims (namespace/name) of the pods served so
@@ -91,7 +89,7 @@ func NewPlanner(ctx context.Context, snap Snapshot) (*Planner, error) {
 // makes, which report a pod nothing serves without asking again.
 func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, error) {
 	p := &planner{nested: nested, snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
-		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{}, maxGPUs: snap.MaxGPUs,
+		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{},
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
 		otherPlanned: sets.New[structured.DeviceID](), groups: map[string]*groupCount{}, claimsServed: map[string]string{}, claimCount: map[string]int{}}
 	p.result.Unservable = map[string]string{}
@@ -211,7 +209,6 @@ func (p *planner) load() error {
 			gs := &gpuState{node: ns, order: len(p.gpus), g: g, model: g.Info.Model, layout: g.Layout.Canonical(), fixed: g.Pinned.Canonical()}
 			if g.Changing && !g.Retrying {
 				ns.touch()
-				p.touched++
 			}
 			ns.gpus = append(ns.gpus, gs)
 			p.gpus = append(p.gpus, gs)
@@ -423,7 +420,6 @@ func (p *planner) applyAddition(g *gpuState, a *addition) {
 	if !g.touched {
 		g.touched = true
 		g.node.touch()
-		p.touched++
 	}
 	g.layout = a.layout
 	if len(g.soft) == 0 {
@@ -458,10 +454,8 @@ func (p *planner) mayChange(g *gpuState) bool {
 	if g.node.touched >= g.node.maxGPUs {
 		return false
 	}
-	if gr := g.node.group; gr != nil && gr.touched >= gr.max {
-		return false
-	}
-	return p.maxGPUs == 0 || p.touched < p.maxGPUs
+	gr := g.node.group
+	return gr == nil || gr.touched < gr.max
 }
 
 // classAddition is addition memoised on the class (whose members share

@@ -58,9 +58,8 @@ func show(l mig.Layout) string {
 
 func TestPlan(t *testing.T) {
 	tests := map[string]struct {
-		nodes   []Node
-		pods    []Pod
-		maxGPUs int
+		nodes []Node
+		pods  []Pod
 		// groupMax is Snapshot.GroupMaxGPUs.
 		groupMax map[string]int
 		// aging is Snapshot.AgingAfter, with Snapshot.Now = t0.
@@ -275,7 +274,6 @@ func TestPlan(t *testing.T) {
 					"default/young -> n1 gpu-1-mig-3g40gb-9-4 after change",
 				},
 			},
-			maxGPUs: 0,
 		},
 		"one GPU per node at once by default": {
 			nodes: []Node{node("n1").gpu("H100-SXM5-80GB", "7g.80gb@0", "").gpu("H100-SXM5-80GB", "7g.80gb@0", "").build()},
@@ -399,10 +397,11 @@ func TestPlan(t *testing.T) {
 				},
 			},
 		},
-		"cluster-wide limit on GPUs changed at once": {
-			nodes:   []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build(), node("n2").gpu("A100-SXM4-80GB", "", "").build()},
-			pods:    []Pod{pod("p1", 2).claim(profileIs("7g.80gb"), 1).build(), pod("p2", 1).claim(profileIs("7g.80gb"), 1).build()},
-			maxGPUs: 1,
+		"limit on GPUs changed at once across nodes": {
+			nodes: []Node{node("n1").policy(Policy{Group: "all"}).gpu("A100-SXM4-80GB", "", "").build(),
+				node("n2").policy(Policy{Group: "all"}).gpu("A100-SXM4-80GB", "", "").build()},
+			pods:     []Pod{pod("p1", 2).claim(profileIs("7g.80gb"), 1).build(), pod("p2", 1).claim(profileIs("7g.80gb"), 1).build()},
+			groupMax: map[string]int{"all": 1},
 			want: trace{
 				Changes: []string{"n1/0: (empty) -> 7g.80gb@0 serves default/p1"},
 				Served:  []string{"default/p1 -> n1 gpu-0-mig-7g80gb-0-0 after change"},
@@ -491,7 +490,7 @@ func TestPlan(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			snap := Snapshot{Driver: driver, Nodes: tc.nodes, Pending: tc.pods, Classes: []*resourceapi.DeviceClass{migClass()}, MaxGPUs: tc.maxGPUs,
+			snap := Snapshot{Driver: driver, Nodes: tc.nodes, Pending: tc.pods, Classes: []*resourceapi.DeviceClass{migClass()},
 				GroupMaxGPUs: tc.groupMax, Now: t0, AgingAfter: tc.aging}
 			got, err := Plan(context.Background(), snap)
 			if err != nil {

@@ -48,9 +48,9 @@ type GPU struct {
 	// Retrying, with Changing, is true while that change has failed and
 	// the agent retries it (an NVML error): the planner still leaves the
 	// GPU alone, but it does not count toward the limits on GPUs changing
-	// at once (Policy.MaxGPUsPerNode, Snapshot.GroupMaxGPUs,
-	// Snapshot.MaxGPUs), so a GPU that fails for good does not stop its
-	// node's other GPUs from changing.
+	// at once (Policy.MaxGPUsPerNode, Snapshot.GroupMaxGPUs), so a GPU
+	// that fails for good does not stop its node's other GPUs from
+	// changing.
 	Retrying bool
 }
 
@@ -90,12 +90,10 @@ type Snapshot struct {
 	Pending []Pod
 	// Classes are the DeviceClasses claims may name.
 	Classes []*resourceapi.DeviceClass
-	// MaxGPUs is the most GPUs changed at once across the snapshot,
-	// including GPUs already changing; 0 means no limit.
-	MaxGPUs int
 	// GroupMaxGPUs is, by Policy.Group, the most GPUs changed at once
 	// across the nodes of the group, including GPUs already changing; a
-	// group not listed (or 0) has no limit of its own.
+	// group not listed (or 0) has no limit of its own. (A limit across the
+	// whole snapshot is one group holding every node.)
 	GroupMaxGPUs map[string]int
 	// OtherAllocated are the devices of other drivers (OtherSlices) that
 	// claims hold already.
