@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -47,7 +48,14 @@ const maxEventNote = 1024
 // made and returns the events that the change deserves: each fires once, on
 // the transition, not on every reconcile. prev's rows are bounded, so a node
 // beyond them is seen as new (no Repartitioned for it).
-func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation) []Event {
+//
+// Problems (a GPU Blocked, a rule that fails on a GPU, a spec problem) are
+// also told by seen, the keys of the problems present at the previous
+// transition, which Transitions returns updated: a problem fires when its
+// key is not in seen, whether or not its node has a row in prev (rows are
+// capped) or the Degraded message still names it (it names a few). seen nil
+// (the controller restarted) falls back to prev alone.
+func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[string]) ([]Event, sets.Set[string]) {
 	rows := make(map[string]v1alpha1.NodeRow, len(prev.Nodes))
 	for _, r := range prev.Nodes {
 		rows[r.Node] = r
@@ -55,6 +63,15 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation) []Event {
 	var out []Event
 	add := func(typ, reason, action, format string, args ...any) {
 		out = append(out, Event{Type: typ, Reason: reason, Action: action, Note: truncate(fmt.Sprintf(format, args...), maxEventNote)})
+	}
+	now := sets.New[string]()
+	// isNew records a present problem and reports whether it is new.
+	isNew := func(key string, newInPrev bool) bool {
+		now.Insert(key)
+		if seen == nil {
+			return newInPrev
+		}
+		return !seen.Has(key)
 	}
 	for _, n := range obs.Nodes {
 		if n.Unmanaged {
@@ -65,25 +82,28 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation) []Event {
 			add(corev1.EventTypeNormal, EventRepartitioned, "Repartition", "node %s holds the desired layout%s", n.Row.Node, describeGPUs(n.Row.GPUs))
 		}
 		for _, g := range n.Stuck {
-			if g.Phase == v1alpha1.PhaseBlocked && gpuPhase(before, g.GPU) != v1alpha1.PhaseBlocked {
+			if g.Phase != v1alpha1.PhaseBlocked {
+				continue
+			}
+			key := fmt.Sprintf("%s\x00%s\x00%d", EventBlocked, n.Row.Node, g.GPU)
+			if isNew(key, gpuPhase(before, g.GPU) != v1alpha1.PhaseBlocked) {
 				add(corev1.EventTypeWarning, EventBlocked, "Repartition", "node %s gpu %d is blocked (%s): %s", n.Row.Node, g.GPU, stuckReason(g), g.Message)
 			}
 		}
 		for _, p := range n.Problems {
-			if gpuPhase(before, p.GPU) != v1alpha1.PhaseFailed {
+			key := fmt.Sprintf("%s\x00%s\x00%d\x00%s", p.Reason, n.Row.Node, p.GPU, p.Message)
+			if isNew(key, gpuPhase(before, p.GPU) != v1alpha1.PhaseFailed) {
 				add(corev1.EventTypeWarning, p.Reason, "ComputeLayout", "node %s %s; the GPU is left as it is", n.Row.Node, p.Message)
 			}
 		}
 	}
-	// A spec problem is new unless the Degraded condition already names it
-	// (it names the first few problems: the rest get no event, rather than
-	// one on every reconcile).
+	// Without seen, a spec problem is new unless the Degraded condition
+	// already names it. Only the first few get an event, rather than one
+	// for each of many.
 	degraded := meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionDegraded)
 	for i, p := range obs.SpecProblems {
-		if i >= maxSpecProblemEvents {
-			break
-		}
-		if degraded == nil || degraded.Status != metav1.ConditionTrue || !strings.Contains(degraded.Message, p.Message) {
+		named := degraded != nil && degraded.Status == metav1.ConditionTrue && strings.Contains(degraded.Message, p.Message)
+		if isNew(p.Reason+"\x00"+p.Message, !named) && i < maxSpecProblemEvents {
 			add(corev1.EventTypeWarning, p.Reason, "CheckSpec", "%s", p.Message)
 		}
 	}
@@ -93,7 +113,7 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation) []Event {
 			add(corev1.EventTypeWarning, EventConflict, "SelectNodes", "%s", msg)
 		}
 	}
-	return out
+	return out, now
 }
 
 func gpuPhase(row v1alpha1.NodeRow, gpu int32) v1alpha1.GPUPhase {

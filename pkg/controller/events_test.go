@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -76,10 +77,50 @@ func TestTransitions(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := Transitions(&tc.prev, tc.obs)
+			got, _ := Transitions(&tc.prev, tc.obs, nil)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestTransitionsRemembered: with the problems seen at the previous write,
+// a problem fires once when it appears, and again only after it went away,
+// whatever the previous status shows of it (rows are capped at 64 nodes,
+// the Degraded message names a few problems).
+func TestTransitionsRemembered(t *testing.T) {
+	spec := SpecProblem{Reason: v1alpha1.ReasonRuleMatchesNoGPU, Message: `rule "t4" matches no GPU`}
+	problems := Observation{Nodes: []NodeState{blockedNode("a"), invalidNode("b")}, SpecProblems: []SpecProblem{spec}}
+	none := Observation{Nodes: []NodeState{readyNode("a"), readyNode("b")}}
+	// The previous status shows none of them (beyond the rows, not named).
+	var prev v1alpha1.MigLayoutStatus
+	reasons := func(evts []Event) []string {
+		var out []string
+		for _, e := range evts {
+			out = append(out, e.Reason)
+		}
+		return out
+	}
+	var seen sets.Set[string]
+	steps := []struct {
+		obs  Observation
+		want []string
+	}{
+		{problems, []string{"Blocked", "InvalidLayout", "RuleMatchesNoGPU"}},
+		{problems, nil},
+		{problems, nil},
+		{none, nil},
+		{problems, []string{"Blocked", "InvalidLayout", "RuleMatchesNoGPU"}},
+	}
+	for i, st := range steps {
+		var got []Event
+		if seen == nil {
+			seen = sets.New[string]() // remembered from the start
+		}
+		got, seen = Transitions(&prev, st.obs, seen)
+		if diff := cmp.Diff(st.want, reasons(got)); diff != "" {
+			t.Errorf("write %d: events (-want +got):\n%s", i, diff)
+		}
 	}
 }

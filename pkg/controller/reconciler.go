@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -42,6 +45,17 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Catalog holds the GPU models; nil means mig.DefaultCatalog().
 	Catalog *mig.Catalog
+
+	mu sync.Mutex
+	// problems are, per MigLayout name, the problems present at its last
+	// status write (see Transitions), with the UID of the MigLayout they
+	// were seen on.
+	problems map[string]seenProblems
+}
+
+type seenProblems struct {
+	uid  types.UID
+	keys sets.Set[string]
 }
 
 // waitForDeletion is how soon a reconcile that waits for a NodeMigLayout to
@@ -57,6 +71,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			// Its NodeMigLayouts go with it: they carry its owner reference.
 			forgetMetrics(req.Name)
+			r.forgetProblems(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting MigLayout %s: %w", req.Name, err)
@@ -83,10 +98,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, errors.Join(append(errs, err)...)
 	}
 	if replaced != nil {
-		r.record(&ml, Transitions(replaced, obs))
+		r.mu.Lock()
+		if r.problems == nil {
+			r.problems = map[string]seenProblems{}
+		}
+		var seen sets.Set[string]
+		if p, ok := r.problems[ml.Name]; ok && p.uid == ml.UID {
+			seen = p.keys
+		}
+		evts, now := Transitions(replaced, obs, seen)
+		r.problems[ml.Name] = seenProblems{uid: ml.UID, keys: now}
+		r.mu.Unlock()
+		r.record(&ml, evts)
 	}
 	recordMetrics(ml.Name, obs)
 	return result, errors.Join(errs...)
+}
+
+// forgetProblems drops what was remembered of a deleted MigLayout.
+func (r *Reconciler) forgetProblems(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.problems, name)
 }
 
 // inputs are the cluster objects one reconcile looks at.
