@@ -45,7 +45,9 @@ type MigLayout struct {
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Auto' || !has(self.rules)",message="rules are only allowed in Static mode; Auto mode takes a policy"
 type MigLayoutSpec struct {
 	// NodeSelector selects the nodes this MigLayout manages. An empty
-	// selector selects every node that runs a miglayout agent.
+	// selector selects every node, including nodes without a miglayout
+	// agent (which then hold the MigLayout from Ready, reason
+	// AgentNotReporting): select GPU nodes by label.
 	// +required
 	NodeSelector metav1.LabelSelector `json:"nodeSelector"`
 
@@ -118,13 +120,13 @@ type LayoutRule struct {
 	// Layout asks for devices at explicit placements in the canonical text
 	// form "<profile>@<placement start>,...", e.g. "3g.40gb@0,2g.20gb@4,1g.10gb@6".
 	// +kubebuilder:validation:MaxLength=256
-	// +kubebuilder:validation:Pattern=`^[1-8]g\.[1-9][0-9]{0,3}gb(\+me|-me|\+me\.all|\+gfx)?@[0-9]{1,2}(,[1-8]g\.[1-9][0-9]{0,3}gb(\+me|-me|\+me\.all|\+gfx)?@[0-9]{1,2})*$`
+	// +kubebuilder:validation:Pattern=`^[1-8]g\.[1-9][0-9]{0,3}gb(\+me|-me|\+me\.all|\+gfx)?@([0-9]|[1-5][0-9]|6[0-3])(,[1-8]g\.[1-9][0-9]{0,3}gb(\+me|-me|\+me\.all|\+gfx)?@([0-9]|[1-5][0-9]|6[0-3]))*$`
 	// +optional
 	Layout *string `json:"layout,omitempty"`
 }
 
 // AutoPolicy bounds what the planner may do in Auto mode.
-// +kubebuilder:validation:XValidation:rule="!has(self.allowedProfiles) || !has(self.spares) || self.spares.all(k, self.spares[k] == 0 || k in self.allowedProfiles)",message="spares must name profiles in allowedProfiles"
+// +kubebuilder:validation:XValidation:rule="!has(self.allowedProfiles) || size(self.allowedProfiles) == 0 || !has(self.spares) || self.spares.all(k, self.spares[k] == 0 || k in self.allowedProfiles)",message="spares must name profiles in allowedProfiles"
 type AutoPolicy struct {
 	// AllowedProfiles limits the profiles the planner may create. Empty means
 	// every profile of each GPU model.

@@ -225,7 +225,15 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 			want: "spec.rules[0].layout: Invalid value",
 		},
 		"layout with a malformed profile": {
-			spec: "rules: [{layout: '3g.40@0'}]",
+			spec: "rules: [{layout: '3g.40gb@0,3g.40@4'}]",
+			want: "spec.rules[0].layout: Invalid value",
+		},
+		"layout with a leading zero": {
+			spec: "rules: [{layout: '3g.40gb@04'}]",
+			want: "spec.rules[0].layout: Invalid value",
+		},
+		"layout with a start beyond any GPU": {
+			spec: "rules: [{layout: '1g.10gb@0,7g.80gb@99'}]",
 			want: "spec.rules[0].layout: Invalid value",
 		},
 		"unknown mode": {
@@ -265,7 +273,9 @@ func TestCELAcceptsValid(t *testing.T) {
 		"MIG on with explicit flag": "rules: [{migEnabled: true, profiles: {7g.80gb: 1}}]",
 		"Auto with a policy":        "mode: Auto\npolicy: {allowedProfiles: [1g.10gb], spares: {1g.10gb: 0}}",
 		"Auto without a policy":     "mode: Auto",
-		"Auto: zero spares of a profile not allowed": "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 0, 3g.40gb: 1}}",
+		"Auto: spares with every profile allowed (empty list)": "mode: Auto\npolicy: {allowedProfiles: [], spares: {1g.10gb: 1}}",
+		"explicit layout, starts of two digits":                "rules: [{layout: '1g.10gb@0,1g.10gb@63'}]",
+		"Auto: zero spares of a profile not allowed":           "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 0, 3g.40gb: 1}}",
 	}
 	for name, spec := range tests {
 		t.Run(name, func(t *testing.T) {
