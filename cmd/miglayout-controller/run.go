@@ -10,8 +10,11 @@ import (
 	"github.com/miglayout/miglayout/pkg/controller"
 )
 
-// Leader election uses coordination.k8s.io Leases.
+// Leader election uses coordination.k8s.io Leases, and records its
+// leadership changes as core/v1 Events beside the Lease (controller-runtime's
+// leader election still uses the core events API).
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // run starts the manager with the MigLayout reconciler and the Auto planner
 // and blocks until ctx ends.

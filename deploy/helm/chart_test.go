@@ -21,6 +21,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -285,6 +286,17 @@ func TestAgentSimulatedIsUnprivileged(t *testing.T) {
 	if !slices.Contains(c.Args, "--simulate=2xA100-SXM4-80GB") {
 		t.Errorf("args %q", c.Args)
 	}
+	// The simulated GPUs' capability files go under the state directory,
+	// which is writable; the default host root's /proc is not.
+	state := ""
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--state-dir="); ok {
+			state = v
+		}
+	}
+	if state == "" || !slices.Contains(c.Args, "--host-root="+state+"/host") {
+		t.Errorf("simulated agent: no --host-root under the state directory %q in %q", state, c.Args)
+	}
 	for _, v := range ds.Spec.Template.Spec.Volumes {
 		if v.HostPath != nil && v.HostPath.Path == "/dev" {
 			t.Error("simulated agent mounts /dev")
@@ -394,7 +406,7 @@ func TestDeviceClassesMatchDeploy(t *testing.T) {
 }
 
 // TestRBACFromMarkers: each component's roles hold exactly the generated
-// rules (Leases moved to the namespaced Role), plus, for the agent, the
+// rules (Leases and core events moved to the namespaced Role), plus, for the agent, the
 // ResourceSlice and Node rules of the DRA kubelet-plugin helper.
 func TestRBACFromMarkers(t *testing.T) {
 	r := render(t, nil)
@@ -409,9 +421,17 @@ func TestRBACFromMarkers(t *testing.T) {
 		}
 		var wantCluster, wantNS []rbacv1.PolicyRule
 		for _, rule := range generated.Rules {
-			if slices.Contains(rule.APIGroups, "coordination.k8s.io") {
+			switch {
+			case slices.Contains(rule.APIGroups, "coordination.k8s.io"):
 				wantNS = append(wantNS, rule)
-			} else {
+			case slices.Contains(rule.APIGroups, "") && slices.Contains(rule.Resources, "events"):
+				// Core events (leader election's, beside its Lease) are
+				// namespaced; events.k8s.io events stay cluster-wide.
+				wantNS = append(wantNS, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: rule.Verbs})
+				if rest := slices.DeleteFunc(slices.Clone(rule.APIGroups), func(g string) bool { return g == "" }); len(rest) > 0 {
+					wantCluster = append(wantCluster, rbacv1.PolicyRule{APIGroups: rest, Resources: rule.Resources, Verbs: rule.Verbs})
+				}
+			default:
 				wantCluster = append(wantCluster, rule)
 			}
 		}
@@ -558,5 +578,22 @@ func TestAgentBindingConditions(t *testing.T) {
 	_, err := Render(Options{KubeVersion: "v1.35.3", Values: map[string]any{"agent": map[string]any{"deviceBindingConditions": true}}})
 	if err == nil || !strings.Contains(err.Error(), "agent.deviceBindingConditions needs Kubernetes 1.36 or newer") {
 		t.Errorf("rendering for 1.35 with binding conditions: %v", err)
+	}
+}
+
+// TestLongReleaseName: with the longest release name Helm allows (53), every
+// object whose name must be a DNS label (Services) has one.
+func TestLongReleaseName(t *testing.T) {
+	r, err := Render(Options{ReleaseName: strings.Repeat("m", 53)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range r.Objects {
+		if o.GetKind() != "Service" {
+			continue
+		}
+		if errs := validation.IsDNS1035Label(o.GetName()); len(errs) > 0 {
+			t.Errorf("Service %s: %v", o.GetName(), errs)
+		}
 	}
 }

@@ -4,12 +4,14 @@
 {{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* fullname: the release name, prefixed with the chart name unless it holds it already. */}}
+{{/* fullname: the release name, prefixed with the chart name unless it holds it already; at
+most 44 characters, so that the longest name made from it, the Service
+"<fullname>-controller-metrics", is a DNS label (63). */}}
 {{- define "miglayout.fullname" -}}
 {{- if contains .Chart.Name .Release.Name -}}
-{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- .Release.Name | trunc 44 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 44 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 
@@ -61,8 +63,9 @@ app.kubernetes.io/component: {{ .component }}
 rbacRules reads a ClusterRole that controller-gen generated from the code's
 +kubebuilder:rbac markers (files/rbac/<component>.yaml, kept current by the
 chart test) and returns its rules as {"cluster": [...], "namespaced": [...]}
-in JSON: leader-election Leases go to a Role in the release namespace instead
-of a ClusterRole (a cluster-wide Lease grant would reach kube-node-lease).
+in JSON: leader-election Leases, and the core/v1 Events leader election records
+beside them, go to a Role in the release namespace instead of a ClusterRole (a
+cluster-wide Lease grant would reach kube-node-lease).
 Call with (dict "root" $ "component" "controller").
 */}}
 {{- define "miglayout.rbacRules" -}}
@@ -76,6 +79,13 @@ Call with (dict "root" $ "component" "controller").
 {{- range $role.rules -}}
 {{- if has "coordination.k8s.io" .apiGroups -}}
 {{- $namespaced = append $namespaced . -}}
+{{- else if and (has "" .apiGroups) (has "events" .resources) -}}
+{{- /* controller-gen merges core and events.k8s.io events into one rule: split it. */ -}}
+{{- $namespaced = append $namespaced (dict "apiGroups" (list "") "resources" (list "events") "verbs" .verbs) -}}
+{{- $rest := without .apiGroups "" -}}
+{{- if $rest -}}
+{{- $cluster = append $cluster (dict "apiGroups" $rest "resources" .resources "verbs" .verbs) -}}
+{{- end -}}
 {{- else -}}
 {{- $cluster = append $cluster . -}}
 {{- end -}}
