@@ -2,18 +2,22 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/yaml"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/controller"
 	"github.com/miglayout/miglayout/pkg/mig"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
@@ -143,6 +147,75 @@ func TestConvertMixed(t *testing.T) {
 	}
 }
 
+// TestConvertTemplateNames: a workload named by the API server (generateName)
+// and two workloads of one name get valid, distinct template names.
+func TestConvertTemplateNames(t *testing.T) {
+	e := &env{stdin: strings.NewReader(`
+apiVersion: batch/v1
+kind: Job
+metadata: {generateName: train-, namespace: ml}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: c, image: x, resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: app, namespace: ml}
+spec:
+  containers:
+  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 2}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, namespace: ml}
+spec:
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec:
+      containers:
+      - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+`)}
+	cmd := newRootCommandEnv(e)
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"convert", "-f", "-"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]int{}
+	for _, doc := range strings.Split(out.String(), "\n---\n") {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind != "ResourceClaimTemplate" {
+			continue
+		}
+		if errs := validation.IsDNS1123Subdomain(obj.Metadata.Name); len(errs) > 0 {
+			t.Errorf("template name %q: %v", obj.Metadata.Name, errs)
+		}
+		names[obj.Metadata.Name]++
+	}
+	if len(names) != 3 {
+		t.Errorf("templates %v, want 3 distinct", names)
+	}
+	for n, c := range names {
+		if c > 1 {
+			t.Errorf("template %s made %d times", n, c)
+		}
+	}
+}
+
 func TestConvertRefusesBadProfile(t *testing.T) {
 	_, _, err := runWith(t, nil, "convert", "-f", "-")
 	if err == nil {
@@ -184,6 +257,7 @@ func TestImportMigParted(t *testing.T) {
 	for config, want := range map[string]string{
 		"too-many":    "3 instances of 3g.40gb, at most 2 fit",
 		"all-enabled": "enables MIG without devices",
+		"all-zero":    "enables MIG with zero devices of every profile",
 		"nope":        `has no mig-config "nope"`,
 	} {
 		_, _, err := runWith(t, nil, "import", "mig-parted", "-f", "testdata/mig-parted-config.yaml", "--config", config)
@@ -394,5 +468,40 @@ func TestPlanRefusesOtherKinds(t *testing.T) {
 	_, _, err := runWith(t, []client.Object{}, "plan", "-f", "testdata/seed-article.yaml")
 	if err == nil || !strings.Contains(err.Error(), "plan reads MigLayouts only") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// TestPlanTakeOver: a MigLayout taking over a node another one wrote is
+// planned from the spec the node holds, as the controller computes it.
+func TestPlanTakeOver(t *testing.T) {
+	a100 := "A100-SXM4-80GB"
+	nml := &v1alpha1.NodeMigLayout{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-a"},
+		Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: "old", GPUs: []v1alpha1.GPUSpec{
+			{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,1g.10gb@6"}}},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+			{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: a100, MIGEnabled: true, MIGPending: true, Layout: "", Phase: v1alpha1.PhasePending}}},
+	}
+	rules := []v1alpha1.LayoutRule{{Name: "same", Profiles: map[string]int32{"3g.40gb": 1, "1g.10gb": 1}}}
+	want, _ := controller.DesiredGPUs(mig.DefaultCatalog(), rules, nml.Status.GPUs, nml.Spec.GPUs)
+	if len(want) != 1 {
+		t.Fatalf("controller wants %+v", want)
+	}
+	f := filepath.Join(t.TempDir(), "new.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: miglayout.io/v1alpha1
+kind: MigLayout
+metadata: {name: new}
+spec:
+  nodeSelector: {matchLabels: {pool: a}}
+  rules: [{name: same, profiles: {3g.40gb: 1, 1g.10gb: 1}}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, []client.Object{node("gpu-a", map[string]string{"pool": "a"}), nml}, "plan", "-f", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, want[0].Layout) {
+		t.Errorf("plan does not show the controller's layout %s:\n%s", want[0].Layout, out)
 	}
 }

@@ -145,6 +145,9 @@ func quantity(v any) (int64, error) {
 func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []string, error) {
 	var templates, objects []map[string]any
 	var notes []string
+	// Template names given so far, by namespace: two workloads of one name
+	// (a Pod and a Deployment "app") get distinct templates.
+	taken := map[string]bool{}
 	for _, d := range docs {
 		obj := deepCopy(d.Object)
 		keys := podSpecPath(d.kind())
@@ -184,7 +187,11 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 				entry = limitName(entry+"-x", 63)
 			}
 			existing[entry] = true
-			tmplName := limitName(dnsToken(d.name())+"-"+entry, 253)
+			tmplName := limitName(dnsToken(templateBase(d))+"-"+entry, 253)
+			for n := 2; taken[d.namespace()+"/"+tmplName]; n++ {
+				tmplName = limitName(fmt.Sprintf("%s-%s-%d", dnsToken(templateBase(d)), entry, n), 253)
+			}
+			taken[d.namespace()+"/"+tmplName] = true
 			templates = append(templates, claimTemplate(tmplName, d.namespace(), entry, a, o))
 			claims = append(claims, map[string]any{"name": entry, "resourceClaimTemplateName": tmplName})
 			addContainerClaim(spec, a.container, entry)
@@ -194,6 +201,21 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 		objects = append(objects, obj)
 	}
 	return append(templates, objects...), notes, nil
+}
+
+// templateBase is what a workload's ResourceClaimTemplates are named after:
+// its name, or for one named by the API server its generateName prefix, or
+// its kind.
+func templateBase(d *document) string {
+	if n := d.name(); n != "" {
+		return n
+	}
+	if m, ok := d.Object["metadata"].(map[string]any); ok {
+		if g, ok := m["generateName"].(string); ok && strings.Trim(g, "-.") != "" {
+			return strings.Trim(g, "-.")
+		}
+	}
+	return strings.ToLower(d.kind())
 }
 
 // collectAsks removes the device-plugin GPU resources from the containers of

@@ -201,6 +201,9 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 					profiles[p] = int32(n)
 				}
 			}
+			if len(profiles) == 0 {
+				return nil, nil, fmt.Errorf("%s enables MIG with zero devices of every profile; a MigLayout rule with MIG on names the devices (profiles or layout): add a device, or leave the GPU out", where)
+			}
 		}
 		targets := models
 		if len(targets) == 0 {

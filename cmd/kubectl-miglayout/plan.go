@@ -191,10 +191,9 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 			fmt.Fprintf(w, "%s: no NodeMigLayout (no miglayout agent has reported its GPUs): nothing to plan\n", node)
 			continue
 		}
-		var prev []v1alpha1.GPUSpec
-		if nml.Spec.MigLayout == ml.Name {
-			prev = nml.Spec.GPUs
-		}
+		// As the controller does: the spec the node holds now, whichever
+		// MigLayout wrote it, keeps devices where they are.
+		prev := nml.Spec.GPUs
 		head := node
 		if nml.Spec.MigLayout != "" && nml.Spec.MigLayout != ml.Name {
 			head += fmt.Sprintf("  (now follows MigLayout %s)", nml.Spec.MigLayout)
