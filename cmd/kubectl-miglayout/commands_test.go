@@ -505,3 +505,46 @@ spec:
 		t.Errorf("plan does not show the controller's layout %s:\n%s", want[0].Layout, out)
 	}
 }
+
+// TestPlanFirstMigLayout: before any MigLayout selects a node it has no
+// NodeMigLayout; plan reads its GPUs from the ResourceSlices its agent
+// publishes and shows the change.
+func TestPlanFirstMigLayout(t *testing.T) {
+	model, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g0, g1 := migslices.PlannedGPU(model, 0), migslices.PlannedGPU(model, 1)
+	mig0, err := migslices.PlannedMIGDevice(g0, mig.Device{Profile: "7g.80gb", Start: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slice := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "gpu-a-mig"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: migslices.DefaultDriverName, NodeName: ptr.To("gpu-a"),
+			Pool:    resourceapi.ResourcePool{Name: "gpu-a", ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{mig0, migslices.GPUDevice(g1)}}}
+	f := filepath.Join(t.TempDir(), "first.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: miglayout.io/v1alpha1
+kind: MigLayout
+metadata: {name: first}
+spec:
+  nodeSelector: {matchLabels: {pool: a}}
+  rules: [{name: halves, profiles: {3g.40gb: 2}}]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, []client.Object{node("gpu-a", map[string]string{"pool": "a"}), slice}, "plan", "-f", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"GPUs as its ResourceSlices publish them",
+		"7g.80gb@0 -> 3g.40gb@0,3g.40gb@4",
+		"MIG off -> 3g.40gb@0,3g.40gb@4",
+		"Summary: 2 GPUs would change on 1 node.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}

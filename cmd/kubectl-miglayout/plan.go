@@ -186,20 +186,29 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 			fmt.Fprintf(w, "%s: another MigLayout selects it too: left as it is\n", node)
 			continue
 		}
-		nml := st.nmls[node]
-		if nml == nil {
-			fmt.Fprintf(w, "%s: no NodeMigLayout (no miglayout agent has reported its GPUs): nothing to plan\n", node)
-			continue
-		}
-		// As the controller does: the spec the node holds now, whichever
-		// MigLayout wrote it, keeps devices where they are.
-		prev := nml.Spec.GPUs
+		var inventory []v1alpha1.GPUStatus
+		var prev []v1alpha1.GPUSpec
 		head := node
-		if nml.Spec.MigLayout != "" && nml.Spec.MigLayout != ml.Name {
-			head += fmt.Sprintf("  (now follows MigLayout %s)", nml.Spec.MigLayout)
+		if nml := st.nmls[node]; nml != nil {
+			inventory = nml.Status.GPUs
+			// As the controller does: the spec the node holds now,
+			// whichever MigLayout wrote it, keeps devices where they are.
+			prev = nml.Spec.GPUs
+			if nml.Spec.MigLayout != "" && nml.Spec.MigLayout != ml.Name {
+				head += fmt.Sprintf("  (now follows MigLayout %s)", nml.Spec.MigLayout)
+			}
+		} else {
+			// No MigLayout selected the node yet: its agent publishes
+			// its GPUs in ResourceSlices but reports nowhere else.
+			inventory = publishedInventory(cat, st.devices.devices[node])
+			if len(inventory) == 0 {
+				fmt.Fprintf(w, "%s: no GPU published under %s (no miglayout agent runs there, or its GPUs have MIG on and no device): nothing to plan\n", node, st.driver)
+				continue
+			}
+			head += "  (GPUs as its ResourceSlices publish them: a GPU with MIG on and no device is not published)"
 		}
 		fmt.Fprintln(w, head)
-		desired, problems := controller.DesiredGPUs(cat, ml.Spec.Rules, nml.Status.GPUs, prev)
+		desired, problems := controller.DesiredGPUs(cat, ml.Spec.Rules, inventory, prev)
 		want := map[int32]v1alpha1.GPUSpec{}
 		for _, d := range desired {
 			want[d.Index] = d
@@ -208,7 +217,7 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 		for _, p := range problems {
 			problem[p.GPU] = p.Message
 		}
-		gpus := slices.Clone(nml.Status.GPUs)
+		gpus := slices.Clone(inventory)
 		slices.SortFunc(gpus, func(a, b v1alpha1.GPUStatus) int { return int(a.Index - b.Index) })
 		nodeChanges := 0
 		for _, g := range gpus {

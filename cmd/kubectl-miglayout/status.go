@@ -66,10 +66,13 @@ type clusterDevices struct {
 	// allocated maps pool → device → the claim (namespace/name) it is
 	// allocated to.
 	allocated map[string]map[string]string
+	// devices are the published devices by pool.
+	devices map[string][]resourceapi.Device
 }
 
 func loadDevices(ctx context.Context, c client.Client, driver string) (*clusterDevices, error) {
-	d := &clusterDevices{driver: driver, published: map[string]map[string]bool{}, allocated: map[string]map[string]string{}}
+	d := &clusterDevices{driver: driver, published: map[string]map[string]bool{}, allocated: map[string]map[string]string{},
+		devices: map[string][]resourceapi.Device{}}
 	var rs resourceapi.ResourceSliceList
 	if err := c.List(ctx, &rs); err != nil {
 		return nil, fmt.Errorf("listing ResourceSlices: %w", err)
@@ -82,6 +85,7 @@ func loadDevices(ctx context.Context, c client.Client, driver string) (*clusterD
 		if d.published[pool] == nil {
 			d.published[pool] = map[string]bool{}
 		}
+		d.devices[pool] = append(d.devices[pool], s.Spec.Devices...)
 		for _, dev := range s.Spec.Devices {
 			draining := false
 			for _, t := range dev.Taints {
@@ -133,7 +137,7 @@ func loadStatus(ctx context.Context, c client.Client, driver, node string) (*sta
 		var nml v1alpha1.NodeMigLayout
 		if err := c.Get(ctx, client.ObjectKey{Name: node}, &nml); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("no NodeMigLayout %q: no miglayout agent has reported that node (is it selected by the agent DaemonSet's nodeSelector?)", node)
+				return nil, fmt.Errorf("no NodeMigLayout %q: no MigLayout selects that node (the controller makes a NodeMigLayout for each node a MigLayout selects)", node)
 			}
 			return nil, fmt.Errorf("reading NodeMigLayout %s: %w", node, err)
 		}
@@ -169,7 +173,7 @@ const (
 
 func writeStatus(w io.Writer, v *statusView) {
 	if len(v.nodes) == 0 {
-		fmt.Fprintln(w, "No NodeMigLayouts: no miglayout agent has reported a node yet.")
+		fmt.Fprintln(w, "No NodeMigLayouts: no MigLayout selects a node yet (the controller makes one for each node a MigLayout selects).")
 		return
 	}
 	cat := mig.DefaultCatalog()
