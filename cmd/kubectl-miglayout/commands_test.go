@@ -487,16 +487,7 @@ func TestPlanTakeOver(t *testing.T) {
 	if len(want) != 1 {
 		t.Fatalf("controller wants %+v", want)
 	}
-	f := filepath.Join(t.TempDir(), "new.yaml")
-	if err := os.WriteFile(f, []byte(`apiVersion: miglayout.io/v1alpha1
-kind: MigLayout
-metadata: {name: new}
-spec:
-  nodeSelector: {matchLabels: {pool: a}}
-  rules: [{name: same, profiles: {3g.40gb: 1, 1g.10gb: 1}}]
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f := staticMigLayoutFile(t, "new", "[{name: same, profiles: {3g.40gb: 1, 1g.10gb: 1}}]")
 	out, _, err := runWith(t, []client.Object{node("gpu-a", map[string]string{"pool": "a"}), nml}, "plan", "-f", f)
 	if err != nil {
 		t.Fatal(err)
@@ -523,16 +514,7 @@ func TestPlanFirstMigLayout(t *testing.T) {
 		Spec: resourceapi.ResourceSliceSpec{Driver: migslices.DefaultDriverName, NodeName: ptr.To("gpu-a"),
 			Pool:    resourceapi.ResourcePool{Name: "gpu-a", ResourceSliceCount: 1},
 			Devices: []resourceapi.Device{mig0, migslices.GPUDevice(g1)}}}
-	f := filepath.Join(t.TempDir(), "first.yaml")
-	if err := os.WriteFile(f, []byte(`apiVersion: miglayout.io/v1alpha1
-kind: MigLayout
-metadata: {name: first}
-spec:
-  nodeSelector: {matchLabels: {pool: a}}
-  rules: [{name: halves, profiles: {3g.40gb: 2}}]
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f := staticMigLayoutFile(t, "first", "[{name: halves, profiles: {3g.40gb: 2}}]")
 	out, _, err := runWith(t, []client.Object{node("gpu-a", map[string]string{"pool": "a"}), slice}, "plan", "-f", f)
 	if err != nil {
 		t.Fatal(err)
@@ -547,4 +529,17 @@ spec:
 			t.Errorf("plan lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// staticMigLayoutFile writes a Static MigLayout selecting pool=a with the
+// given rules (YAML flow form) and returns its path.
+func staticMigLayoutFile(t *testing.T, name, rules string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), name+".yaml")
+	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: " + name + "}\n" +
+		"spec:\n  nodeSelector: {matchLabels: {pool: a}}\n  rules: " + rules + "\n"
+	if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
