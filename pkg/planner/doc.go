@@ -43,6 +43,12 @@
 // profile they block least; pods planned after it get no device overlapping
 // that placement (mig.FitRequest.Avoid), so it drains as claims end, while
 // the rest of the GPU stays usable. Each Change says which pods it serves.
+// A claim several pending pods share gets devices once, with the first of
+// its pods served: a pod with exactly that pod's claims is served by the
+// same devices where it may run on that node (else it is told why), one
+// with other claims too waits for the shared claim's allocation
+// (WaitsForSharedClaim). With no Auto node every pod is unservable
+// (NoAutoNode).
 //
 // These rules are measured, not assumed: pkg/planner/quality replays seeded
 // arrival traces against first-fit, count-greedy and hindsight strategies,
