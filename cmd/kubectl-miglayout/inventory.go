@@ -18,9 +18,9 @@ import (
 // selects the node, and only then does the agent report into it). A GPU
 // with MIG off is its whole-GPU device; a GPU with MIG on is its MIG devices
 // (profile@placementStart), so one with MIG on and no device is not
-// published and not returned. Devices with a drain taint count as in use
-// (the agent may be destroying them); a device that is not miglayout's
-// shape is skipped.
+// published and not returned. Slices say nothing of devices prepared or
+// running a process (InUse stays empty; allocations are read from claims);
+// a device that is not miglayout's shape is skipped.
 func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device) []v1alpha1.GPUStatus {
 	str := func(d resourceapi.Device, a resourceapi.QualifiedName) string {
 		if v, ok := d.Attributes[a]; ok && v.StringValue != nil {
@@ -65,9 +65,6 @@ func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device) []v1alph
 			g.MIGEnabled, g.MIGPending = true, true
 			dev := mig.Device{Profile: profile, Start: int(start)}.String()
 			g.Layout = joinLayout(g.Layout, dev)
-			if len(d.Taints) > 0 {
-				g.InUse = joinLayout(g.InUse, dev)
-			}
 		}
 	}
 	out := make([]v1alpha1.GPUStatus, 0, len(byIndex))
@@ -75,9 +72,6 @@ func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device) []v1alph
 		g := *byIndex[i]
 		if l, err := mig.ParseLayout(g.Layout); err == nil {
 			g.Layout = l.Canonical().String()
-		}
-		if l, err := mig.ParseLayout(g.InUse); err == nil {
-			g.InUse = l.Canonical().String()
 		}
 		g.Phase = v1alpha1.PhaseReady
 		out = append(out, g)
