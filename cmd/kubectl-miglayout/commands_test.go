@@ -543,3 +543,82 @@ func staticMigLayoutFile(t *testing.T, name, rules string) string {
 	}
 	return f
 }
+
+// TestPlanFromSlicesKeepsAllocated: read from ResourceSlices, a device a
+// claim holds stays where it is, as the controller keeps it, and the pool's
+// newest generation alone counts.
+func TestPlanFromSlicesKeepsAllocated(t *testing.T) {
+	model, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g0 := migslices.PlannedGPU(model, 0)
+	var devs []resourceapi.Device
+	for i := range 7 {
+		d, err := migslices.PlannedMIGDevice(g0, mig.Device{Profile: "1g.10gb", Start: i})
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs = append(devs, d)
+	}
+	slice := func(name string, gen int64, devices []resourceapi.Device) *resourceapi.ResourceSlice {
+		return &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourceapi.ResourceSliceSpec{Driver: migslices.DefaultDriverName, NodeName: ptr.To("gpu-a"),
+				Pool: resourceapi.ResourcePool{Name: "gpu-a", Generation: gen, ResourceSliceCount: 1}, Devices: devices}}
+	}
+	held := devs[1].Name
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "job"}}
+	claim.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+		{Request: "gpu", Driver: migslices.DefaultDriverName, Pool: "gpu-a", Device: held}}}}
+	rules := []v1alpha1.LayoutRule{{Name: "mixed", Profiles: map[string]int32{"3g.40gb": 1, "1g.10gb": 1}}}
+	inventory := []v1alpha1.GPUStatus{{Index: 0, Product: g0.ProductName, Model: model.Name, MIGEnabled: true, MIGPending: true,
+		Layout: "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6", InUse: "1g.10gb@1"}}
+	want, _ := controller.DesiredGPUs(mig.DefaultCatalog(), rules, inventory, nil)
+	if len(want) != 1 {
+		t.Fatalf("controller wants %+v", want)
+	}
+	f := staticMigLayoutFile(t, "mixed", "[{name: mixed, profiles: {3g.40gb: 1, 1g.10gb: 1}}]")
+	// A slice of the pool's previous generation lingers beside the current one.
+	out, _, err := runWith(t, []client.Object{node("gpu-a", map[string]string{"pool": "a"}), claim,
+		slice("old", 1, devs[:3]), slice("new", 2, devs)}, "plan", "-f", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "-> "+want[0].Layout) || strings.Contains(out, "blocked") {
+		t.Errorf("plan does not show the controller's layout %s, unblocked:\n%s", want[0].Layout, out)
+	}
+}
+
+// TestConvertKeepsInputTemplates: a generated template never takes the name
+// of a ResourceClaimTemplate of the input.
+func TestConvertKeepsInputTemplates(t *testing.T) {
+	e := &env{stdin: strings.NewReader(`
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: app-gpu, namespace: ml}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.miglayout.io}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: app, namespace: ml}
+spec:
+  containers:
+  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+`)}
+	cmd := newRootCommandEnv(e)
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"convert", "-f", "-"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "name: app-gpu\n"); n != 1 {
+		t.Errorf("ResourceClaimTemplate app-gpu named %d times:\n%s", n, out.String())
+	}
+}

@@ -145,9 +145,15 @@ func quantity(v any) (int64, error) {
 func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []string, error) {
 	var templates, objects []map[string]any
 	var notes []string
-	// Template names given so far, by namespace: two workloads of one name
-	// (a Pod and a Deployment "app") get distinct templates.
+	// Template names given so far, or in the input, by namespace: two
+	// workloads of one name (a Pod and a Deployment "app") get distinct
+	// templates, and none replaces a template of the input.
 	taken := map[string]bool{}
+	for _, d := range docs {
+		if d.kind() == "ResourceClaimTemplate" {
+			taken[d.namespace()+"/"+d.name()] = true
+		}
+	}
 	for _, d := range docs {
 		obj := deepCopy(d.Object)
 		keys := podSpecPath(d.kind())

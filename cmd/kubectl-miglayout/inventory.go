@@ -18,10 +18,11 @@ import (
 // selects the node, and only then does the agent report into it). A GPU
 // with MIG off is its whole-GPU device; a GPU with MIG on is its MIG devices
 // (profile@placementStart), so one with MIG on and no device is not
-// published and not returned. Slices say nothing of devices prepared or
-// running a process (InUse stays empty; allocations are read from claims);
-// a device that is not miglayout's shape is skipped.
-func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device) []v1alpha1.GPUStatus {
+// published and not returned. InUse holds the devices claims are allocated
+// (allocated: device name → claim), as the agent would report them; slices
+// say nothing of devices prepared or running a process outside a claim. A
+// device that is not miglayout's shape is skipped.
+func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device, allocated map[string]string) []v1alpha1.GPUStatus {
 	str := func(d resourceapi.Device, a resourceapi.QualifiedName) string {
 		if v, ok := d.Attributes[a]; ok && v.StringValue != nil {
 			return *v.StringValue
@@ -65,13 +66,18 @@ func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device) []v1alph
 			g.MIGEnabled, g.MIGPending = true, true
 			dev := mig.Device{Profile: profile, Start: int(start)}.String()
 			g.Layout = joinLayout(g.Layout, dev)
+			if _, ok := allocated[d.Name]; ok {
+				g.InUse = joinLayout(g.InUse, dev)
+			}
 		}
 	}
 	out := make([]v1alpha1.GPUStatus, 0, len(byIndex))
 	for _, i := range slices.Sorted(maps.Keys(byIndex)) {
 		g := *byIndex[i]
-		if l, err := mig.ParseLayout(g.Layout); err == nil {
-			g.Layout = l.Canonical().String()
+		for _, l := range []*string{&g.Layout, &g.InUse} {
+			if parsed, err := mig.ParseLayout(*l); err == nil {
+				*l = parsed.Canonical().String()
+			}
 		}
 		g.Phase = v1alpha1.PhaseReady
 		out = append(out, g)

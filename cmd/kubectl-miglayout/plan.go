@@ -200,7 +200,7 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 		} else {
 			// No MigLayout selected the node yet: its agent publishes
 			// its GPUs in ResourceSlices but reports nowhere else.
-			inventory = publishedInventory(cat, st.devices.devices[node])
+			inventory = publishedInventory(cat, st.devices.devices[node], st.devices.allocated[node])
 			if len(inventory) == 0 {
 				fmt.Fprintf(w, "%s: no GPU published under %s (no miglayout agent runs there, or its GPUs have MIG on and no device): nothing to plan\n", node, st.driver)
 				continue

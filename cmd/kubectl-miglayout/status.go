@@ -66,7 +66,9 @@ type clusterDevices struct {
 	// allocated maps pool → device → the claim (namespace/name) it is
 	// allocated to.
 	allocated map[string]map[string]string
-	// devices are the published devices by pool.
+	// devices are the published devices by pool, of the pool's newest
+	// generation (while a pool is republished, slices of the old one may
+	// linger).
 	devices map[string][]resourceapi.Device
 }
 
@@ -77,11 +79,20 @@ func loadDevices(ctx context.Context, c client.Client, driver string) (*clusterD
 	if err := c.List(ctx, &rs); err != nil {
 		return nil, fmt.Errorf("listing ResourceSlices: %w", err)
 	}
+	newest := map[string]int64{}
+	for _, s := range rs.Items {
+		if s.Spec.Driver == driver {
+			newest[s.Spec.Pool.Name] = max(newest[s.Spec.Pool.Name], s.Spec.Pool.Generation)
+		}
+	}
 	for _, s := range rs.Items {
 		if s.Spec.Driver != driver {
 			continue
 		}
 		pool := s.Spec.Pool.Name
+		if s.Spec.Pool.Generation < newest[pool] {
+			continue
+		}
 		if d.published[pool] == nil {
 			d.published[pool] = map[string]bool{}
 		}

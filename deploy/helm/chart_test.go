@@ -431,6 +431,9 @@ func TestRBACFromMarkers(t *testing.T) {
 				if rest := slices.DeleteFunc(slices.Clone(rule.APIGroups), func(g string) bool { return g == "" }); len(rest) > 0 {
 					wantCluster = append(wantCluster, rbacv1.PolicyRule{APIGroups: rest, Resources: rule.Resources, Verbs: rule.Verbs})
 				}
+				if rest := slices.DeleteFunc(slices.Clone(rule.Resources), func(r string) bool { return r == "events" }); len(rest) > 0 {
+					wantCluster = append(wantCluster, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: rest, Verbs: rule.Verbs})
+				}
 			default:
 				wantCluster = append(wantCluster, rule)
 			}
@@ -595,5 +598,71 @@ func TestLongReleaseName(t *testing.T) {
 		if errs := validation.IsDNS1035Label(o.GetName()); len(errs) > 0 {
 			t.Errorf("Service %s: %v", o.GetName(), errs)
 		}
+	}
+}
+
+// TestRBACCoversGenerated: every grant the code's markers generate (group,
+// resource, verb) is in the rendered ClusterRole or Role of its component,
+// however controller-gen merges the rules.
+func TestRBACCoversGenerated(t *testing.T) {
+	for name, extra := range map[string]*rbacv1.PolicyRule{
+		"as generated": nil,
+		// controller-gen merges core resources of equal verbs into the
+		// events rule.
+		"another core resource beside events": {APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"configmaps", "events"}, Verbs: []string{"create", "patch"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.CopyFS(dir, os.DirFS(ChartDir())); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "files/rbac/controller.yaml")
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var generated rbacv1.ClusterRole
+			if err := yaml.Unmarshal(b, &generated); err != nil {
+				t.Fatal(err)
+			}
+			if extra != nil {
+				generated.Rules = append(generated.Rules, *extra)
+				out, err := yaml.Marshal(&generated)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, out, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := Render(Options{ChartDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var granted []rbacv1.PolicyRule
+			for _, kind := range []string{"ClusterRole", "Role"} {
+				for _, o := range r.Objects {
+					if o.GetKind() == kind && o.GetName() == "miglayout-controller" {
+						granted = append(granted, convert[rbacv1.ClusterRole](t, o).Rules...)
+					}
+				}
+			}
+			covers := func(group, resource, verb string) bool {
+				return slices.ContainsFunc(granted, func(g rbacv1.PolicyRule) bool {
+					return slices.Contains(g.APIGroups, group) && slices.Contains(g.Resources, resource) && slices.Contains(g.Verbs, verb)
+				})
+			}
+			for _, rule := range generated.Rules {
+				for _, g := range rule.APIGroups {
+					for _, res := range rule.Resources {
+						for _, v := range rule.Verbs {
+							if !covers(g, res, v) {
+								t.Errorf("generated grant %q/%s/%s is in neither the ClusterRole nor the Role", g, res, v)
+							}
+						}
+					}
+				}
+			}
+		})
 	}
 }

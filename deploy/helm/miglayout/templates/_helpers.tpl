@@ -80,11 +80,16 @@ Call with (dict "root" $ "component" "controller").
 {{- if has "coordination.k8s.io" .apiGroups -}}
 {{- $namespaced = append $namespaced . -}}
 {{- else if and (has "" .apiGroups) (has "events" .resources) -}}
-{{- /* controller-gen merges core and events.k8s.io events into one rule: split it. */ -}}
+{{- /* controller-gen merges rules of equal verbs (core and events.k8s.io events,
+other core resources): core events go to the Role, the rest stays cluster-wide. */ -}}
 {{- $namespaced = append $namespaced (dict "apiGroups" (list "") "resources" (list "events") "verbs" .verbs) -}}
-{{- $rest := without .apiGroups "" -}}
-{{- if $rest -}}
-{{- $cluster = append $cluster (dict "apiGroups" $rest "resources" .resources "verbs" .verbs) -}}
+{{- $otherGroups := without .apiGroups "" -}}
+{{- if $otherGroups -}}
+{{- $cluster = append $cluster (dict "apiGroups" $otherGroups "resources" .resources "verbs" .verbs) -}}
+{{- end -}}
+{{- $otherResources := without .resources "events" -}}
+{{- if $otherResources -}}
+{{- $cluster = append $cluster (dict "apiGroups" (list "") "resources" $otherResources "verbs" .verbs) -}}
 {{- end -}}
 {{- else -}}
 {{- $cluster = append $cluster . -}}
