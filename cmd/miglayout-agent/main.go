@@ -147,10 +147,14 @@ func run(ctx context.Context, o options) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	pluginDataDir := filepath.Join(o.pluginDir, o.driverName)
+	// The pool's publisher is the plugin helper started below; its
+	// ResourceSlice controller's reports of dropped fields go to it.
+	inventory := &agent.PoolInventory{NodeName: o.nodeName, Driver: o.driverName, Live: mgr.GetAPIReader()}
 	drv, err := plugin.New(plugin.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, GPUs: gpus, Locks: locks,
 		CDIDir: o.cdiDir, CheckpointDir: pluginDataDir, HostRoot: o.hostRoot,
-		OnFatalError: func(err error) { cancel(err) },
+		OnFatalError:    func(err error) { cancel(err) },
+		OnDroppedFields: inventory.DroppedFields,
 	})
 	if err != nil {
 		return err
@@ -180,10 +184,10 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("setting up the binding-condition controller: %w", err)
 		}
 	}
+	inventory.Publisher, inventory.Binding = helper, gate
 	rep := &agent.Repartitioner{
-		GPUs: gpus,
-		Inventory: &agent.PoolInventory{NodeName: o.nodeName, Driver: o.driverName, Publisher: helper,
-			Live: mgr.GetAPIReader(), Binding: gate},
+		GPUs:      gpus,
+		Inventory: inventory,
 		Allocations: &agent.ClaimAllocations{Cached: mgr.GetClient(), Live: mgr.GetAPIReader(),
 			Driver: o.driverName, Pool: o.nodeName, Binding: gate},
 		Prepared:     preparedSet{drv},

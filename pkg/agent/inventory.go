@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,12 +39,48 @@ type PoolInventory struct {
 	// handed to the publisher.
 	Binding *BindingGate
 
-	// taintsDropped remembers that the API server served a publication
+	// taintsDropped remembers that the API server stored a publication
 	// without its taints (ErrDrainTaintsDropped): later publications that
 	// drain nothing leave out the taints of pending MIG mode changes
 	// instead of waiting Timeout for them every pass.
 	taintsDropped atomic.Bool
+
+	droppedMu sync.Mutex
+	// dropped counts, by DRA feature, the reports that the API server
+	// dropped fields needing it (DroppedFields).
+	dropped map[string]int
 }
+
+// DroppedFields records a report of the ResourceSlice controller that the
+// API server stored a slice of this agent's without some fields (through
+// the kubelet plugin's error handler, plugin.Config.OnDroppedFields): the
+// certain sign that a DRA feature the slice uses is off. A publication
+// waiting to be served fails at once with ErrDrainTaintsDropped or
+// ErrBindingConditionsDropped when such a report names DRADeviceTaints or
+// DRADeviceBindingConditions.
+func (p *PoolInventory) DroppedFields(err *resourceslice.DroppedFieldsError) {
+	p.droppedMu.Lock()
+	defer p.droppedMu.Unlock()
+	if p.dropped == nil {
+		p.dropped = map[string]int{}
+	}
+	for _, f := range err.DisabledFeatures() {
+		p.dropped[f]++
+	}
+}
+
+// droppedReports returns how many reports named feature so far.
+func (p *PoolInventory) droppedReports(feature string) int {
+	p.droppedMu.Lock()
+	defer p.droppedMu.Unlock()
+	return p.dropped[feature]
+}
+
+// DRA features whose fields a publication may carry.
+const (
+	featureDeviceTaints      = "DRADeviceTaints"
+	featureBindingConditions = "DRADeviceBindingConditions"
+)
 
 // Publish implements Inventory. GPU instances without a compute instance
 // (a create interrupted by a crash) are not published: nothing can use them.
@@ -77,10 +114,11 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 		}
 		p.Binding.Publishing(names, draining)
 	}
+	before := map[string]int{featureDeviceTaints: p.droppedReports(featureDeviceTaints), featureBindingConditions: p.droppedReports(featureBindingConditions)}
 	if err := p.Publisher.PublishResources(ctx, res); err != nil {
 		return fmt.Errorf("publishing pool %s: %w", p.NodeName, err)
 	}
-	err = p.waitServed(ctx, res)
+	err = p.waitServed(ctx, res, before)
 	switch {
 	case errors.Is(err, ErrDrainTaintsDropped):
 		p.taintsDropped.Store(true)
@@ -140,8 +178,12 @@ func hasDrainTaint(d resourceapi.Device) bool {
 }
 
 // waitServed polls the API server until the node's slices of this driver
-// hold exactly the published devices and taints.
-func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.DriverResources) error {
+// hold exactly the published devices and taints. It fails at once when the
+// API server is reported dropping taints or binding conditions the
+// publication has (DroppedFields, counted from before); a publication that
+// is not served in time (an update refused, a slow API server) is only
+// that, not a sign that a feature is off.
+func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.DriverResources, before map[string]int) error {
 	if p.Live == nil {
 		return nil
 	}
@@ -150,8 +192,18 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 		timeout = 30 * time.Second
 	}
 	want := wantedKeys(res)
+	drains, binds := false, false
+	for k := range want {
+		drains, binds = drains || k.drained, binds || k.binding
+	}
 	var got sets.Set[deviceKey]
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if binds && p.droppedReports(featureBindingConditions) > before[featureBindingConditions] {
+			return false, ErrBindingConditionsDropped
+		}
+		if drains && p.droppedReports(featureDeviceTaints) > before[featureDeviceTaints] {
+			return false, ErrDrainTaintsDropped
+		}
 		var list resourceapi.ResourceSliceList
 		if err := p.Live.List(ctx, &list, client.MatchingFields{"spec.nodeName": p.NodeName, "spec.driver": p.Driver}); err != nil {
 			return false, nil // transient; keep polling until the timeout
@@ -167,68 +219,31 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 		}
 		return got.Equal(want), nil
 	})
-	if err != nil {
-		if bindingDropped(want, got) {
-			return fmt.Errorf("waiting for the API server to serve pool %s: %w", p.NodeName, ErrBindingConditionsDropped)
-		}
-		if taintsDropped(want, got) {
-			return fmt.Errorf("waiting for the API server to serve pool %s: %w", p.NodeName, ErrDrainTaintsDropped)
-		}
-		return fmt.Errorf("waiting for the API server to serve pool %s (%d devices wanted, %d served): %w", p.NodeName, want.Len(), got.Len(), err)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrDrainTaintsDropped), errors.Is(err, ErrBindingConditionsDropped):
+		return fmt.Errorf("waiting for the API server to serve pool %s: %w", p.NodeName, err)
+	default:
+		return fmt.Errorf("waiting for the API server to serve pool %s (%d devices wanted, %d served as published): %w",
+			p.NodeName, want.Len(), want.Intersection(got).Len(), err)
 	}
-	return nil
 }
 
-// ErrDrainTaintsDropped: the API server serves every device published but
-// none of the drain taints. It drops device taints when the DRADeviceTaints
-// feature is off (Kubernetes 1.34 and 1.35 by default), so no drain can
-// keep the scheduler off a device: the agent refuses to repartition.
+// ErrDrainTaintsDropped: the API server stored the pool without its drain
+// taints (the ResourceSlice controller reports it, see DroppedFields). It
+// drops device taints when the DRADeviceTaints feature is off (Kubernetes
+// 1.34 and 1.35 by default), so no drain can keep the scheduler off a
+// device: the agent refuses to repartition.
 var ErrDrainTaintsDropped = errors.New("the API server drops the devices' drain taints: DRA device taints (feature gate DRADeviceTaints, on by default from Kubernetes 1.36) are off on this cluster, so devices cannot be drained before they are destroyed")
 
-// ErrBindingConditionsDropped: the API server serves every device published
-// but without binding conditions. It drops them where DRA device binding
-// conditions are off (feature gate DRADeviceBindingConditions, and on 1.36
+// ErrBindingConditionsDropped: the API server stored the pool without its
+// binding conditions (reported as for ErrDrainTaintsDropped). It drops them
+// where DRA device binding conditions are off (feature gate DRADeviceBindingConditions, and on 1.36
 // DRAResourceClaimDeviceStatus; on by default from Kubernetes 1.36): the
 // agent was started with --device-binding-conditions on a cluster that
 // cannot honour them, and refuses to go on as if it could.
 var ErrBindingConditionsDropped = errors.New("the API server drops the devices' binding conditions: DRA device binding conditions (feature gate DRADeviceBindingConditions, and on Kubernetes 1.36 DRAResourceClaimDeviceStatus; on by default from 1.36) are off on this cluster; turn them on in kube-apiserver and kube-scheduler, or run the agent without --device-binding-conditions")
-
-// bindingDropped reports whether got has every device of want (with or
-// without its taint), none with binding conditions, while want has them.
-func bindingDropped(want, got sets.Set[deviceKey]) bool {
-	served := sets.New[string]()
-	for k := range got {
-		if k.binding {
-			return false
-		}
-		served.Insert(k.name)
-	}
-	binding := 0
-	for k := range want {
-		if !served.Has(k.name) {
-			return false
-		}
-		if k.binding {
-			binding++
-		}
-	}
-	return binding > 0 && got.Len() == want.Len()
-}
-
-// taintsDropped reports whether got has every device of want, with no
-// taint, while want taints some.
-func taintsDropped(want, got sets.Set[deviceKey]) bool {
-	tainted := 0
-	for k := range want {
-		if !got.Has(deviceKey{k.name, false, k.binding}) {
-			return false
-		}
-		if k.drained {
-			tainted++
-		}
-	}
-	return tainted > 0 && got.Len() == want.Len()
-}
 
 // DeviceName implements Inventory with the names of package slices.
 func (p *PoolInventory) DeviceName(g gpu.GPU, d *gpu.MIGDevice) string {

@@ -114,6 +114,33 @@ func (r strippingReader) List(_ context.Context, list client.ObjectList, _ ...cl
 	return nil
 }
 
+// droppingPublisher captures a publication and, where it has taints,
+// reports them dropped as the ResourceSlice controller does when the API
+// server stores slices without them (strippingReader serves them so).
+type droppingPublisher struct {
+	capturePublisher
+	inv *PoolInventory
+}
+
+func (d *droppingPublisher) PublishResources(ctx context.Context, res resourceslice.DriverResources) error {
+	_ = d.capturePublisher.PublishResources(ctx, res)
+	for name, pool := range res.Pools {
+		for i, sl := range pool.Slices {
+			desired := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Devices: sl.Devices}}
+			actual := desired.DeepCopy()
+			dropped := false
+			for j := range actual.Spec.Devices {
+				dropped = dropped || len(actual.Spec.Devices[j].Taints) > 0
+				actual.Spec.Devices[j].Taints = nil
+			}
+			if dropped {
+				go d.inv.DroppedFields(&resourceslice.DroppedFieldsError{PoolName: name, SliceIndex: i, DesiredSlice: desired, ActualSlice: actual})
+			}
+		}
+	}
+	return nil
+}
+
 // TestPublishPendingTaintsDropped: where the API server drops device taints,
 // the first publication with a pending MIG mode change's taint reports
 // ErrDrainTaintsDropped; later ones that drain nothing publish without that
@@ -126,8 +153,9 @@ func TestPublishPendingTaintsDropped(t *testing.T) {
 	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
 		MIGCapable: true, MIGMode: gpu.MIGMode{Current: false, Pending: true}}},
 		{GPU: gpu.GPU{Index: 1, UUID: "GPU-b", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920, MIGCapable: true}}}
-	pub := &capturePublisher{}
-	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub, Live: strippingReader{pub: pub}, Timeout: 200 * time.Millisecond}
+	pub := &droppingPublisher{}
+	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub, Live: strippingReader{pub: &pub.capturePublisher}, Timeout: 10 * time.Second}
+	pub.inv = inv
 	ctx := context.Background()
 	if err := inv.Publish(ctx, gpus, nil); !errors.Is(err, ErrDrainTaintsDropped) {
 		t.Fatalf("first publication: %v, want ErrDrainTaintsDropped", err)
@@ -144,5 +172,45 @@ func TestPublishPendingTaintsDropped(t *testing.T) {
 	}
 	if err := inv.Publish(ctx, gpus, sets.New("gpu-1")); !errors.Is(err, ErrDrainTaintsDropped) {
 		t.Errorf("drain: %v, want ErrDrainTaintsDropped (taints tried again)", err)
+	}
+}
+
+// staleReader serves the pool as it was before any publication: the API
+// server never got the updates (refused, or the controller backs off).
+type staleReader struct{ client.Reader }
+
+func (staleReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	list.(*resourceapi.ResourceSliceList).Items = []resourceapi.ResourceSlice{{Spec: resourceapi.ResourceSliceSpec{
+		Driver: "mig.miglayout.io", NodeName: ptr.To("n1"), Pool: resourceapi.ResourcePool{Name: "n1"},
+		Devices: []resourceapi.Device{{Name: "gpu-0"}, {Name: "gpu-1"}}}}}
+	return nil
+}
+
+// TestPublishNotServedIsNotTaintsDropped: a publication the API server does
+// not serve in time, with no report of dropped fields, is a plain timeout:
+// not taken for DRA device taints being off, so later publications still
+// taint the devices a pending MIG mode change removes.
+func TestPublishNotServedIsNotTaintsDropped(t *testing.T) {
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920, MIGCapable: true}},
+		{GPU: gpu.GPU{Index: 1, UUID: "GPU-b", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
+			MIGCapable: true, MIGMode: gpu.MIGMode{Current: false, Pending: true}}}}
+	pub := &capturePublisher{}
+	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub, Live: staleReader{}, Timeout: 200 * time.Millisecond}
+	ctx := context.Background()
+	err = inv.Publish(ctx, gpus, sets.New("gpu-0"))
+	if err == nil || errors.Is(err, ErrDrainTaintsDropped) {
+		t.Fatalf("drain never served: %v, want a timeout, not ErrDrainTaintsDropped", err)
+	}
+	_ = inv.Publish(ctx, gpus, nil)
+	tainted := false
+	for k := range wantedKeys(pub.last) {
+		tainted = tainted || k.name == "gpu-1" && k.drained
+	}
+	if !tainted {
+		t.Errorf("gpu-1 (MIG enable pending) published without the drain taint after a timeout")
 	}
 }

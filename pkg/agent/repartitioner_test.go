@@ -434,36 +434,6 @@ func TestSyncClearsJournalOfGPUsNoLongerAsked(t *testing.T) {
 	}
 }
 
-func TestFieldsDropped(t *testing.T) {
-	keys := func(ks ...deviceKey) sets.Set[deviceKey] { return sets.New(ks...) }
-	// k: name, drained, binding.
-	k := func(name string, drained, binding bool) deviceKey { return deviceKey{name, drained, binding} }
-	tests := map[string]struct {
-		want, got        sets.Set[deviceKey]
-		taints, bindings bool
-	}{
-		"every device served, the taint dropped":  {want: keys(k("a", true, false), k("b", false, false)), got: keys(k("a", false, false), k("b", false, false)), taints: true},
-		"served as published":                     {want: keys(k("a", true, false)), got: keys(k("a", true, false))},
-		"not served yet":                          {want: keys(k("a", true, false), k("b", false, false)), got: keys(k("b", false, false))},
-		"nothing tainted":                         {want: keys(k("a", false, false)), got: keys(k("a", false, false))},
-		"an extra device served":                  {want: keys(k("a", true, false)), got: keys(k("a", false, false), k("c", false, false))},
-		"binding conditions dropped":              {want: keys(k("a", true, true), k("b", false, true)), got: keys(k("a", true, false), k("b", false, false)), bindings: true},
-		"binding conditions served":               {want: keys(k("a", false, true)), got: keys(k("a", false, true))},
-		"taints dropped, binding conditions kept": {want: keys(k("a", true, true)), got: keys(k("a", false, true)), taints: true},
-		"both dropped: binding conditions named":  {want: keys(k("a", true, true)), got: keys(k("a", false, false)), bindings: true},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			if got := taintsDropped(tc.want, tc.got); got != tc.taints {
-				t.Errorf("taintsDropped = %v, want %v", got, tc.taints)
-			}
-			if got := bindingDropped(tc.want, tc.got); got != tc.bindings {
-				t.Errorf("bindingDropped = %v, want %v", got, tc.bindings)
-			}
-		})
-	}
-}
-
 // TestSyncOrphanRollbackFails: a GPU instance without compute instance that cannot
 // be destroyed keeps the GPU from being reported Ready (its layout is not what is
 // published) and the pass is retried; the next pass rolls it back and converges.

@@ -1,13 +1,18 @@
 package plugin
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	goslices "slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	oci "github.com/opencontainers/runtime-spec/specs-go"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
@@ -170,5 +175,21 @@ func TestPrepareDeviceOfTwoRequests(t *testing.T) {
 		if !goslices.Contains([]string{uuid["1g.10gb@2"], uuid["1g.10gb@3"], uuid["3g.40gb@4"]}, u) {
 			t.Errorf("container naming the claim is told %s, not a device of the claim", u)
 		}
+	}
+}
+
+// TestHandleErrorPassesDroppedFields: the helper's report that the API
+// server dropped fields of a slice reaches Config.OnDroppedFields, wrapped
+// or not; other errors do not.
+func TestHandleErrorPassesDroppedFields(t *testing.T) {
+	var got []*resourceslice.DroppedFieldsError
+	p := &Plugin{cfg: Config{OnDroppedFields: func(e *resourceslice.DroppedFieldsError) { got = append(got, e) }}}
+	report := &resourceslice.DroppedFieldsError{PoolName: "n1",
+		DesiredSlice: &resourceapi.ResourceSlice{}, ActualSlice: &resourceapi.ResourceSlice{}}
+	ctx := context.Background()
+	p.HandleError(ctx, fmt.Errorf("publishing: %w", report), "publishing ResourceSlices")
+	p.HandleError(ctx, errors.New("some other trouble"), "publishing ResourceSlices")
+	if len(got) != 1 || got[0] != report {
+		t.Errorf("OnDroppedFields got %v, want the one report", got)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
@@ -81,6 +82,11 @@ type Config struct {
 	// helper reports as not recoverable (HandleError); the agent cancels its
 	// context there. Recoverable errors are only logged.
 	OnFatalError func(error)
+	// OnDroppedFields, when set, is called when the helper's ResourceSlice
+	// controller reports that the API server stored a slice without some
+	// fields it was given (a DRA feature the cluster has off), with the
+	// controller's report.
+	OnDroppedFields func(*resourceslice.DroppedFieldsError)
 }
 
 // Plugin implements kubeletplugin.DRAPlugin.
@@ -495,10 +501,15 @@ func (p *Plugin) unprepareClaim(c kubeletplugin.NamespacedObject) error {
 }
 
 // HandleError implements kubeletplugin.DRAPlugin: background errors (e.g.
-// publishing ResourceSlices) are logged; those the helper marks as not
-// recoverable are also passed to Config.OnFatalError.
+// publishing ResourceSlices) are logged; fields the API server dropped are
+// passed to Config.OnDroppedFields, errors the helper marks as not
+// recoverable to Config.OnFatalError.
 func (p *Plugin) HandleError(ctx context.Context, err error, msg string) {
 	utilruntime.HandleErrorWithContext(ctx, err, msg)
+	var dropped *resourceslice.DroppedFieldsError
+	if errors.As(err, &dropped) && p.cfg.OnDroppedFields != nil {
+		p.cfg.OnDroppedFields(dropped)
+	}
 	if !errors.Is(err, kubeletplugin.ErrRecoverable) && p.cfg.OnFatalError != nil {
 		p.cfg.OnFatalError(fmt.Errorf("%s: %w", msg, err))
 	}
