@@ -177,7 +177,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	t0 := time.Now()
 
 	if c.stateDir == "" {
-		d, err := os.MkdirTemp("", "miglayout-cluster-")
+		sweepStaleStateDirs()
+		d, err := os.MkdirTemp("", tempPrefix)
 		if err != nil {
 			return nil, err
 		}
@@ -696,4 +697,24 @@ func (c *Cluster) Stop() error {
 // without NODE_NAME (each agent gets its node by flag), plus extra.
 func childEnv(extra ...string) []string {
 	return append(harness.ChildEnv("NODE_NAME"), extra...)
+}
+
+// tempPrefix names the temporary state directories of clusters started
+// without Options.StateDir.
+const tempPrefix = "miglayout-cluster-"
+
+// sweepStaleStateDirs removes the temporary state directories of clusters
+// whose test binary was killed before Stop (their processes died with it):
+// those whose control plane's pids file is over a minute old and names no
+// live process.
+func sweepStaleStateDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
+	for _, d := range dirs {
+		cp := filepath.Join(d, "controlplane")
+		st, err := os.Stat(filepath.Join(cp, harness.PidsFile))
+		if err != nil || time.Since(st.ModTime()) < time.Minute || len(harness.LivePids(cp)) > 0 {
+			continue
+		}
+		_ = os.RemoveAll(d)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -52,6 +53,9 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	if pluginBin != "" {
+		_ = os.RemoveAll(filepath.Dir(pluginBin)) // the kubectl plugin runPlugin built
+	}
 	if err := cp.Exited(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: a control-plane component died during the tests: %v\n", err)
 		code = 1
