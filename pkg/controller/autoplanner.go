@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
@@ -152,7 +153,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	pendingDemand.Set(float64(len(snap.Pending)))
 	// Batched with no Auto node too: a plan then tells the pending pods so.
 	a.mu.Lock()
-	a.labelKeys = feasibilityLabelKeys(snap)
+	a.labelKeys = feasibilityLabelKeys(in, snap)
 	wait := a.batch.observe(inputKey(in, snap), a.now(), a.idle(), a.max())
 	a.mu.Unlock()
 	if wait > 0 {
@@ -175,7 +176,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, fmt.Errorf("planning Auto layouts: %w", err)
 	}
 	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "cancelled", len(cancels), "served", len(res.Served), "kept", len(res.Kept), "unservable", len(res.Unservable))
-	if err := a.apply(ctx, res.Changes, cancels); err != nil {
+	if err := a.apply(ctx, in.NodeMigLayouts, res.Changes, cancels); err != nil {
 		a.forget()
 		return ctrl.Result{}, err
 	}
@@ -242,15 +243,24 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 // apply writes each change, and each cancel (BlockedChanges) that still
 // holds on the NodeMigLayout as read for the write, into its node's
 // NodeMigLayout spec.
-func (a *AutoPlanner) apply(ctx context.Context, changes, cancels []planner.Change) error {
+func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change) error {
 	logger := klog.FromContext(ctx)
 	byNode := map[string][]planner.Change{}
 	for _, c := range append(slices.Clone(changes), cancels...) {
 		byNode[c.Node] = append(byNode[c.Node], c)
 	}
-	// holds reports whether c is to be written on nml: a change always; a
-	// cancel while nml still shows the blocked change it cancels.
+	// holds reports whether c is to be written on nml: only while nml is
+	// still as the plan read it (the same Auto MigLayout controls it, and
+	// the GPU's spec is the one read: another plan's change or a Static
+	// MigLayout that took the node over since is not overwritten); a change
+	// then always, a cancel while nml still shows the blocked change it
+	// cancels.
 	holds := func(nml *v1alpha1.NodeMigLayout, c planner.Change) bool {
+		before := read[c.Node]
+		if before == nil || !sameController(before, nml) || !a.stillAuto(ctx, nml) ||
+			!equality.Semantic.DeepEqual(gpuSpec(before, c.GPU), gpuSpec(nml, c.GPU)) {
+			return false
+		}
 		for _, x := range cancels {
 			if x.Node == c.Node && x.GPU == c.GPU {
 				now, ok := cancelOf(nml, c.GPU)
@@ -295,6 +305,35 @@ func (a *AutoPlanner) apply(ctx context.Context, changes, cancels []planner.Chan
 		}
 		for _, c := range written {
 			logger.Info("Planned GPU layout", "node", node, "gpu", c.GPU, "from", c.From.String(), "to", c.To.String(), "destroyed", c.Destroyed.String(), "reason", c.Reason)
+		}
+	}
+	return nil
+}
+
+// sameController reports whether a and b have the same controller (by UID).
+func sameController(a, b *v1alpha1.NodeMigLayout) bool {
+	ra, rb := metav1.GetControllerOf(a), metav1.GetControllerOf(b)
+	return ra != nil && rb != nil && ra.UID == rb.UID
+}
+
+// stillAuto reports whether nml's controller is an Auto-mode MigLayout now.
+func (a *AutoPlanner) stillAuto(ctx context.Context, nml *v1alpha1.NodeMigLayout) bool {
+	ref := metav1.GetControllerOf(nml)
+	if ref == nil || ref.Kind != "MigLayout" {
+		return false
+	}
+	var ml v1alpha1.MigLayout
+	if err := a.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, &ml); err != nil {
+		return false
+	}
+	return ml.UID == ref.UID && ml.Spec.Mode == v1alpha1.ModeAuto && ml.DeletionTimestamp == nil
+}
+
+// gpuSpec is the spec of GPU index in nml, nil where it has none.
+func gpuSpec(nml *v1alpha1.NodeMigLayout, index int) *v1alpha1.GPUSpec {
+	for i := range nml.Spec.GPUs {
+		if nml.Spec.GPUs[i].Index == int32(index) {
+			return &nml.Spec.GPUs[i]
 		}
 	}
 	return nil
@@ -455,7 +494,7 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 	// What decides whether a node is feasible for a pod: its taints and
 	// the labels pods or other drivers' slices select on (not the others,
 	// which agents such as GPU feature discovery may rewrite every minute).
-	keys := feasibilityLabelKeys(snap)
+	keys := feasibilityLabelKeys(in, snap)
 	for _, n := range snap.Nodes {
 		labels := map[string]string{}
 		for k := range keys {
@@ -504,7 +543,7 @@ func (a *AutoPlanner) nodeChangeMatters(o, n *corev1.Node) bool {
 // feasibilityLabelKeys are the node label keys the pending pods' node
 // selectors and required node affinity, and other drivers' slices' node
 // selectors, read.
-func feasibilityLabelKeys(snap planner.Snapshot) map[string]bool {
+func feasibilityLabelKeys(in AutoInputs, snap planner.Snapshot) map[string]bool {
 	keys := map[string]bool{}
 	selector := func(sel *corev1.NodeSelector) {
 		if sel == nil {
@@ -527,12 +566,15 @@ func feasibilityLabelKeys(snap planner.Snapshot) map[string]bool {
 			selector(sel)
 		}
 	}
-	for _, n := range snap.Nodes {
-		for _, s := range n.OtherSlices {
-			selector(s.Spec.NodeSelector)
-			for _, d := range s.Spec.Devices {
-				selector(d.NodeSelector)
-			}
+	// Every other driver's slice, not only those an Auto node can use now:
+	// a relabelled node may come to match one.
+	for _, s := range in.Slices {
+		if s.Spec.Driver == in.Driver {
+			continue
+		}
+		selector(s.Spec.NodeSelector)
+		for _, d := range s.Spec.Devices {
+			selector(d.NodeSelector)
 		}
 	}
 	return keys

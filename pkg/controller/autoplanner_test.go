@@ -424,36 +424,49 @@ func TestGPUAttributes(t *testing.T) {
 
 // TestApplyCancel: a cancel is written only while the NodeMigLayout still shows the
 // blocked change it cancels (the agent may have applied the change, or reported it
-// otherwise, since the snapshot was read); a planned change is always written.
+// otherwise, since the snapshot was read); a planned change is written while the
+// node is as the plan read it: the same Auto MigLayout controls it and the GPU's
+// spec is unchanged (a Static MigLayout that took the node over, or switched from
+// Auto, is not overwritten).
 func TestApplyCancel(t *testing.T) {
-	blocked := func(desired string, phase v1alpha1.GPUPhase) *v1alpha1.NodeMigLayout {
-		return &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+	auto := migLayout("auto").selects("pool", "a").build()
+	auto.UID, auto.Spec.Mode = "uid-auto", v1alpha1.ModeAuto
+	static := staticMigLayout("static", "uid-static", "a")
+	blocked := func(owner *v1alpha1.MigLayout, desired, gpu1 string, phase v1alpha1.GPUPhase) *v1alpha1.NodeMigLayout {
+		return ownedBy(&v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
 			Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{
-				{Index: 0, MIGEnabled: true, Layout: desired}, {Index: 1, MIGEnabled: true, Layout: "7g.80gb@0"}}},
+				{Index: 0, MIGEnabled: true, Layout: desired}, {Index: 1, MIGEnabled: true, Layout: gpu1}}},
 			Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
 				{Index: 0, MIGEnabled: true, MIGPending: true, Layout: "1g.10gb@0", Phase: phase, Reason: v1alpha1.ReasonDeviceInUse},
-				{Index: 1, MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}
+				{Index: 1, MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}, owner)
 	}
-	snapNML := blocked("7g.80gb@0", v1alpha1.PhaseBlocked)
+	snapNML := blocked(&auto, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked)
 	cancel, ok := cancelOf(snapNML, 0)
 	if !ok {
 		t.Fatal("no cancel for a GPU blocked by a device in use")
 	}
 	change := planner.Change{Node: "n1", GPU: 1, From: mig.MustParseLayout("7g.80gb@0"), To: mig.MustParseLayout("3g.40gb@4")}
+	switched := auto.DeepCopy()
+	switched.Spec.Mode = v1alpha1.ModeStatic
 	tests := map[string]struct {
 		live *v1alpha1.NodeMigLayout
-		want []string // spec layouts of GPUs 0 and 1 after apply
+		ml   *v1alpha1.MigLayout // the Auto MigLayout as it is now
+		want []string            // spec layouts of GPUs 0 and 1 after apply
 	}{
-		"still blocked: cancelled":                    {blocked("7g.80gb@0", v1alpha1.PhaseBlocked), []string{"1g.10gb@0", "3g.40gb@4"}},
-		"the agent is no longer blocked: left alone":  {blocked("7g.80gb@0", v1alpha1.PhaseDraining), []string{"7g.80gb@0", "3g.40gb@4"}},
-		"another layout is asked for now: left alone": {blocked("4g.40gb@0", v1alpha1.PhaseBlocked), []string{"4g.40gb@0", "3g.40gb@4"}},
+		"still blocked: cancelled":                    {blocked(&auto, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), &auto, []string{"1g.10gb@0", "3g.40gb@4"}},
+		"the agent is no longer blocked: left alone":  {blocked(&auto, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseDraining), &auto, []string{"7g.80gb@0", "3g.40gb@4"}},
+		"another layout is asked for now: left alone": {blocked(&auto, "4g.40gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), &auto, []string{"4g.40gb@0", "3g.40gb@4"}},
+		"GPU 1's spec changed since the plan read it": {blocked(&auto, "7g.80gb@0", "2g.20gb@0", v1alpha1.PhaseBlocked), &auto, []string{"1g.10gb@0", "2g.20gb@0"}},
+		"a Static MigLayout took the node over":       {blocked(static, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), &auto, []string{"7g.80gb@0", "7g.80gb@0"}},
+		"the MigLayout switched to Static":            {blocked(&auto, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), switched, []string{"7g.80gb@0", "7g.80gb@0"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(tc.live).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(tc.live, tc.ml, static).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
 			a := &AutoPlanner{Client: c}
-			if err := a.apply(ctx, []planner.Change{change}, []planner.Change{cancel}); err != nil {
+			read := map[string]*v1alpha1.NodeMigLayout{"n1": snapNML}
+			if err := a.apply(ctx, read, []planner.Change{change}, []planner.Change{cancel}); err != nil {
 				t.Fatal(err)
 			}
 			var got v1alpha1.NodeMigLayout
@@ -623,5 +636,24 @@ func TestReconcileWithoutAutoNode(t *testing.T) {
 	arrive("later")
 	if res, err := a.Reconcile(ctx, autoKey); err != nil || res.RequeueAfter == 0 {
 		t.Errorf("a pod arriving later: pass = %+v, %v; want a wait for the batching window", res, err)
+	}
+}
+
+// TestLabelKeysOfUnmatchedSlices: the label keys another driver's slices
+// select on are watched even when the slice matches no Auto node yet, so a
+// node relabelled into its selector wakes the planner.
+func TestLabelKeysOfUnmatchedSlices(t *testing.T) {
+	nics := resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "rack-b-nics"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: "net.example.com", Pool: resourceapi.ResourcePool{Name: "rack-b"},
+			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: "rack", Operator: corev1.NodeSelectorOpIn, Values: []string{"b"}}}}}},
+			Devices: []resourceapi.Device{{Name: "nic-0"}}}}
+	in := AutoInputs{Driver: migslices.DefaultDriverName, Slices: []resourceapi.ResourceSlice{nics}}
+	a := &AutoPlanner{labelKeys: feasibilityLabelKeys(in, planner.Snapshot{})}
+	before := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"rack": "a"}}}
+	after := before.DeepCopy()
+	after.Labels["rack"] = "b"
+	if !a.nodeChangeMatters(before, after) {
+		t.Errorf("relabelling n1 into the selector of %s does not wake the planner (label keys %v)", nics.Name, a.labelKeys)
 	}
 }
