@@ -35,8 +35,10 @@ type FitResult struct {
 	Layout Layout
 	// Kept, Destroyed and Created are the Diff from Current to Layout.
 	Kept, Destroyed, Created Layout
-	// Moves counts destroyed devices whose profile the GPU holds again
-	// afterwards: destroyed minus the destroys that Want forces.
+	// Moves counts the destroys Want does not force: of the destroyed
+	// devices, those beyond the ones Want leaves no room for by count
+	// (Want holds fewer of their profile than Current's unpinned devices),
+	// i.e. devices moved to another placement.
 	Moves int
 }
 
@@ -125,7 +127,12 @@ func (m *Model) Fit(req FitRequest) (FitResult, error) {
 	}
 	if !found {
 		why := "no arrangement of placements holds it"
-		if !req.AllowMoves && len(free) > 0 {
+		if len(req.Avoid) > 0 {
+			why = fmt.Sprintf("no arrangement holds it outside the placements kept free (%s)", placementList(req.Avoid))
+			if len(pinned) > 0 {
+				why += fmt.Sprintf(" around the devices in use %q", pinned.String())
+			}
+		} else if !req.AllowMoves && len(free) > 0 {
 			why = fmt.Sprintf("no arrangement holds it around %q without moving a device", req.Current.String())
 		} else if len(pinned) > 0 {
 			why = fmt.Sprintf("no arrangement holds it around the devices in use %q", pinned.String())
@@ -175,6 +182,15 @@ func (m *Model) checkWant(w map[string]int) (map[string]int, error) {
 			ErrDoesNotFit, m.Name, formatWant(w), engines.ofa, engines.jpeg, m.engineTotals().ofa, m.engineTotals().jpeg)
 	}
 	return out, nil
+}
+
+// placementList renders placements as "slices 0-3, 4-7".
+func placementList(pls []Placement) string {
+	parts := make([]string, len(pls))
+	for i, pl := range pls {
+		parts[i] = "slices " + sliceRange(pl.Start, pl.End()-1)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // formatWant renders a profile multiset as "{3g.40gb:1, 1g.10gb:2}" with

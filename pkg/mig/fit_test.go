@@ -91,7 +91,7 @@ func TestFit(t *testing.T) {
 		"avoid: nothing fits outside the kept placement": {
 			model: "A100-SXM4-80GB", want: map[string]int{"4g.40gb": 1},
 			avoid:   []Placement{{Start: 0, Size: 4}},
-			wantErr: "no arrangement of placements holds it",
+			wantErr: "no arrangement holds it outside the placements kept free (slices 0-3)",
 		},
 		"A30 two 2g": {
 			model: "A30", want: map[string]int{"2g.12gb": 2},
@@ -273,3 +273,14 @@ func TestMaximalLayouts(t *testing.T) {
 }
 
 func sortStrings(s []string) { slices.Sort(s) }
+
+// TestFitAvoidNamedInError: a fit that fails because of the placements kept
+// free says so, rather than blaming moves.
+func TestFitAvoidNamedInError(t *testing.T) {
+	m := mustModel(t, "A100-SXM4-80GB")
+	_, err := m.Fit(FitRequest{Want: map[string]int{"1g.10gb": 2}, Current: MustParseLayout("1g.10gb@0"),
+		Avoid: []Placement{{Start: 0, Size: 8}}})
+	if !errors.Is(err, ErrDoesNotFit) || !strings.Contains(err.Error(), "outside the placements kept free (slices 0-7)") {
+		t.Errorf("Fit = %v, want ErrDoesNotFit naming the placements kept free", err)
+	}
+}

@@ -67,7 +67,7 @@ func (l Layout) Counts() map[string]int {
 // separated by commas, in any order, spaces around elements ignored. The empty
 // string is the empty layout. Errors wrap ErrSyntax and name the element and
 // its 1-based position, e.g.
-// `layout "3g.40gb@x": element 1 "3g.40gb@x": placement start "x" is not a number`.
+// `layout "3g.40gb@x": element 1 "3g.40gb@x": placement start "x" is not a number in 0..63`.
 // ParseLayout checks syntax only; Validate checks the layout against a model.
 func ParseLayout(s string) (Layout, error) {
 	if strings.TrimSpace(s) == "" {
