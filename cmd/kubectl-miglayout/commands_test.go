@@ -150,7 +150,7 @@ func TestConvertMixed(t *testing.T) {
 // TestConvertTemplateNames: a workload named by the API server (generateName)
 // and two workloads of one name get valid, distinct template names.
 func TestConvertTemplateNames(t *testing.T) {
-	e := &env{stdin: strings.NewReader(`
+	out := convertStdin(t, `
 apiVersion: batch/v1
 kind: Job
 metadata: {generateName: train-, namespace: ml}
@@ -178,17 +178,9 @@ spec:
     spec:
       containers:
       - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
-`)}
-	cmd := newRootCommandEnv(e)
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&bytes.Buffer{})
-	cmd.SetArgs([]string{"convert", "-f", "-"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
+`)
 	names := map[string]int{}
-	for _, doc := range strings.Split(out.String(), "\n---\n") {
+	for _, doc := range strings.Split(out, "\n---\n") {
 		var obj struct {
 			Kind     string `json:"kind"`
 			Metadata struct {
@@ -592,7 +584,7 @@ func TestPlanFromSlicesKeepsAllocated(t *testing.T) {
 // TestConvertKeepsInputTemplates: a generated template never takes the name
 // of a ResourceClaimTemplate of the input.
 func TestConvertKeepsInputTemplates(t *testing.T) {
-	e := &env{stdin: strings.NewReader(`
+	out := convertStdin(t, `
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: app-gpu, namespace: ml}
@@ -609,8 +601,17 @@ metadata: {name: app, namespace: ml}
 spec:
   containers:
   - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
-`)}
-	cmd := newRootCommandEnv(e)
+`)
+	if n := strings.Count(out, "name: app-gpu\n"); n != 1 {
+		t.Errorf("ResourceClaimTemplate app-gpu named %d times:\n%s", n, out)
+	}
+}
+
+// convertStdin runs convert on input given on standard input and returns
+// its output.
+func convertStdin(t *testing.T, input string) string {
+	t.Helper()
+	cmd := newRootCommandEnv(&env{stdin: strings.NewReader(input)})
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&bytes.Buffer{})
@@ -618,7 +619,5 @@ spec:
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(out.String(), "name: app-gpu\n"); n != 1 {
-		t.Errorf("ResourceClaimTemplate app-gpu named %d times:\n%s", n, out.String())
-	}
+	return out.String()
 }
