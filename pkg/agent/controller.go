@@ -127,7 +127,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	for _, g := range nml.Status.GPUs {
 		before[g.Index] = g.Phase
 	}
-	if err := r.writeStatus(ctx, res); err != nil {
+	if err := r.writeStatus(ctx, nml.Generation, res); err != nil {
 		return ctrl.Result{}, err
 	}
 	for _, spec := range nml.Spec.GPUs {
@@ -159,13 +159,16 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	return ctrl.Result{}, nil
 }
 
-func (r *NodeReconciler) writeStatus(ctx context.Context, res *SyncResult) error {
+// writeStatus records res, the outcome of the spec of generation acted on
+// (not the object's generation now: a spec changed during the pass is not
+// done yet).
+func (r *NodeReconciler) writeStatus(ctx context.Context, generation int64, res *SyncResult) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var nml v1alpha1.NodeMigLayout
 		if err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &nml); err != nil {
 			return err
 		}
-		nml.Status = BuildStatus(nml.Status, nml.Generation, res, metav1.Now())
+		nml.Status = BuildStatus(nml.Status, generation, res, metav1.Now())
 		return r.Client.Status().Update(ctx, &nml)
 	})
 }

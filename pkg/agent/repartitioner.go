@@ -277,6 +277,11 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 	if g == nil {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout, Message: fmt.Sprintf("the node has no GPU with index %d", idx)}
 	}
+	if !spec.MIGEnabled && !g.GPU.MIGMode.Current && !g.GPU.MIGMode.Pending && (!g.GPU.MIGCapable || g.GPU.Model == nil) {
+		// MIG off, as asked, on a GPU without MIG or of no catalogued
+		// model: nothing to do.
+		return nil, &GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied}
+	}
 	if !g.GPU.MIGCapable {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonUnknownGPU, Message: fmt.Sprintf("GPU %d (%s) does not support MIG", idx, g.GPU.ProductName)}
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -539,5 +540,26 @@ func TestSyncResetRequiredIsBlocked(t *testing.T) {
 	}
 	if got := res.Results[0]; got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonResetRequired || !res.Retry {
 		t.Errorf("result %+v, retry %t; want Blocked/ResetRequired and a retry", got, res.Retry)
+	}
+}
+
+// TestPlanGPUMIGOffWithoutMIG: a spec asking for MIG off on a GPU without
+// MIG, or of no catalogued model, is met already (Ready), not a failure.
+func TestPlanGPUMIGOffWithoutMIG(t *testing.T) {
+	r := &Repartitioner{}
+	for name, g := range map[string]gpu.GPU{
+		"no MIG":       {Index: 0, ProductName: "Tesla T4"},
+		"uncatalogued": {Index: 0, ProductName: "NVIDIA Future GPU", MIGCapable: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, res := r.planGPU([]GPUState{{GPU: g}}, v1alpha1.GPUSpec{Index: 0, MIGEnabled: false}, sets.New[string]())
+			if res == nil || res.Phase != v1alpha1.PhaseReady {
+				t.Errorf("MIG off on %s: %+v, want Ready", g.ProductName, res)
+			}
+			_, res = r.planGPU([]GPUState{{GPU: g}}, v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0"}, sets.New[string]())
+			if res == nil || res.Phase != v1alpha1.PhaseFailed || res.Reason != v1alpha1.ReasonUnknownGPU {
+				t.Errorf("MIG on on %s: %+v, want Failed/UnknownGPU", g.ProductName, res)
+			}
+		})
 	}
 }

@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -52,5 +56,47 @@ func TestBuildStatus(t *testing.T) {
 	}
 	if !meta.IsStatusConditionFalse(st.Conditions, v1alpha1.ConditionReady) || !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDegraded) {
 		t.Errorf("conditions = %+v, want Ready false and Degraded true", st.Conditions)
+	}
+}
+
+// TestBuildStatusGPUMissing: the result of a GPU the spec asks for that NVML
+// does not show (fallen off the bus) is in the status, which is then not
+// Ready and Degraded, rather than dropped.
+func TestBuildStatusGPUMissing(t *testing.T) {
+	res := &SyncResult{Results: map[int]GPUResult{1: {Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout,
+		Message: "the node has no GPU with index 1"}}}
+	now := metav1.Now()
+	st := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 2, res, now)
+	want := []v1alpha1.GPUStatus{{Index: 1, Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout,
+		Message: "the node has no GPU with index 1", LastTransitionTime: &now}}
+	if diff := cmp.Diff(want, st.GPUs); diff != "" {
+		t.Errorf("GPU statuses (-want +got):\n%s", diff)
+	}
+	if !meta.IsStatusConditionFalse(st.Conditions, v1alpha1.ConditionReady) || !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDegraded) {
+		t.Errorf("conditions = %+v, want Ready false and Degraded true", st.Conditions)
+	}
+}
+
+// TestWriteStatusGeneration: the status names the generation of the spec the
+// pass acted on, not the object's generation at write time (a spec changed
+// during the pass is not done yet).
+func TestWriteStatusGeneration(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 5}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	r := &NodeReconciler{Client: c, NodeName: "n1"}
+	ctx := context.Background()
+	if err := r.writeStatus(ctx, 4, &SyncResult{}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ObservedGeneration != 4 {
+		t.Errorf("observedGeneration %d, want 4 (the spec acted on)", got.Status.ObservedGeneration)
 	}
 }

@@ -45,6 +45,11 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 	var out []v1alpha1.GPUSpec
 	var problems []Problem
 	for _, g := range gpus {
+		if g.Product == "" && g.Model == "" {
+			// Not seen by NVML (the agent reports a failure for a GPU
+			// the spec names that the node lacks): not inventory.
+			continue
+		}
 		i, rule, ok := matchRule(rules, g)
 		if !ok {
 			continue
@@ -70,12 +75,14 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 // desiredGPU applies one rule to one GPU. On error it also returns the
 // condition reason.
 func desiredGPU(cat *mig.Catalog, rule *v1alpha1.LayoutRule, g v1alpha1.GPUStatus, prev *v1alpha1.GPUSpec) (v1alpha1.GPUSpec, string, error) {
+	// MIG off needs no model: a GPU without MIG, or of a model the catalog
+	// lacks, holds it already.
+	if !migEnabled(rule) {
+		return v1alpha1.GPUSpec{Index: g.Index, MIGEnabled: false, Reason: "MIG off"}, "", nil
+	}
 	model, err := lookupModel(cat, g)
 	if err != nil {
 		return v1alpha1.GPUSpec{}, v1alpha1.ReasonUnknownGPU, err
-	}
-	if !migEnabled(rule) {
-		return v1alpha1.GPUSpec{Index: g.Index, MIGEnabled: false, Reason: "MIG off"}, "", nil
 	}
 	current, pinned := actualLayout(model, g)
 	var layout mig.Layout

@@ -94,6 +94,15 @@ func TestDesiredGPUs(t *testing.T) {
 			want:      []v1alpha1.GPUSpec{specGPU(1, "1g.10gb@4,1g.10gb@5", `rule "all": profiles 1g.10gb:2`)},
 			problems:  []problemWant{{0, v1alpha1.ReasonUnknownGPU, []string{"gpu 0 (Tesla T4)", `rule "all"`, "unknown GPU model"}}},
 		},
+		"MIG off on a GPU of no catalogued model: no model needed": {
+			rules:     rules(rule("off").migOff()),
+			inventory: inventory(unknownGPU(0)),
+			want:      []v1alpha1.GPUSpec{specMIGOff(0, `rule "off": MIG off`)},
+		},
+		"a GPU the agent reports but NVML does not show is not inventory": {
+			rules:     rules(rule("all").counts("7g.80gb", 1)),
+			inventory: []v1alpha1.GPUStatus{{Index: 3, Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout}},
+		},
 		"three 3g.40gb do not fit on an A100": {
 			rules:     rules(rule("three-halves").counts("3g.40gb", 3)),
 			inventory: inventory(a100(0).layout("7g.80gb@0")),

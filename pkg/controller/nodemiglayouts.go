@@ -44,8 +44,9 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 }
 
 // syncNode creates or updates the NodeMigLayout of one node. It returns the
-// object as written, the problems of its GPUs, and whether the object is
-// being deleted (wait and look again).
+// object as written (where the write fails, as it should be, with the
+// status read), the problems of its GPUs, and whether the object is being
+// deleted (wait and look again).
 func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node string, existing *v1alpha1.NodeMigLayout) (*v1alpha1.NodeMigLayout, []Problem, bool, error) {
 	logger := klog.FromContext(ctx)
 	if existing == nil {
@@ -89,13 +90,15 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 			return o.Controller != nil && *o.Controller
 		})
 		if err := controllerutil.SetControllerReference(ml, next, r.Scheme); err != nil {
-			return existing, problems, false, fmt.Errorf("setting the owner of NodeMigLayout %s: %w", node, err)
+			return next, problems, false, fmt.Errorf("setting the owner of NodeMigLayout %s: %w", node, err)
 		}
 	} else if equality.Semantic.DeepEqual(existing.Spec, next.Spec) {
 		return existing, problems, false, nil
 	}
 	if err := r.Client.Patch(ctx, next, patch); err != nil {
-		return existing, problems, false, fmt.Errorf("patching the spec of NodeMigLayout %s: %w", node, err)
+		// The node is judged against the spec it should hold: not Ready
+		// for this generation on the strength of the old one.
+		return next, problems, false, fmt.Errorf("patching the spec of NodeMigLayout %s: %w", node, err)
 	}
 	writesMetric.WithLabelValues(op).Inc()
 	logger.V(2).Info("Wrote NodeMigLayout spec", "node", node, "operation", op, "gpus", len(desired), "problems", len(problems))

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -189,4 +191,26 @@ func listNodeMigLayouts(t *testing.T, ctx context.Context, c client.Client) map[
 		out[n.Name] = s
 	}
 	return out
+}
+
+// TestSyncNodeWriteFails: a node whose new spec could not be written is judged
+// against the spec it should hold, so it is not Ready on the strength of the
+// old one.
+func TestSyncNodeWriteFails(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.Rules = rules(rule("whole").counts("7g.80gb", 1))
+	existing := ownedBy(nodeMigLayout("n1").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).
+		status(a100(0).layout("3g.40gb@0,3g.40gb@4")).build(), ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml, existing).
+		WithInterceptorFuncs(interceptor.Funcs{Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			return errors.New("the API server is unavailable")
+		}}).Build()
+	r := &Reconciler{Client: c, Scheme: testScheme(t)}
+	nml, problems, _, err := r.syncNode(context.Background(), ml, "n1", existing)
+	if err == nil {
+		t.Fatal("syncNode succeeded with every patch refused")
+	}
+	if st := EvaluateNode("n1", nml, problems); st.Ready {
+		t.Errorf("node evaluated Ready against the old spec: %+v", st.Row)
+	}
 }
