@@ -239,8 +239,9 @@ var ErrDrainTaintsDropped = errors.New("the API server drops the devices' drain 
 
 // ErrBindingConditionsDropped: the API server stored the pool without its
 // binding conditions (reported as for ErrDrainTaintsDropped). It drops them
-// where DRA device binding conditions are off (feature gate DRADeviceBindingConditions, and on 1.36
-// DRAResourceClaimDeviceStatus; on by default from Kubernetes 1.36): the
+// where DRA device binding conditions are off (feature gate
+// DRADeviceBindingConditions, and on 1.36 DRAResourceClaimDeviceStatus; on
+// by default from Kubernetes 1.36): the
 // agent was started with --device-binding-conditions on a cluster that
 // cannot honour them, and refuses to go on as if it could.
 var ErrBindingConditionsDropped = errors.New("the API server drops the devices' binding conditions: DRA device binding conditions (feature gate DRADeviceBindingConditions, and on Kubernetes 1.36 DRAResourceClaimDeviceStatus; on by default from 1.36) are off on this cluster; turn them on in kube-apiserver and kube-scheduler, or run the agent without --device-binding-conditions")

@@ -49,6 +49,21 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 		} else {
 			gs.Message = "not managed by the NodeMigLayout spec"
 		}
+		st.GPUs = append(st.GPUs, gs)
+	}
+	// A GPU the spec asks for that NVML does not show (fallen off the
+	// bus, or a wrong index) keeps its result, not only its event.
+	seen := make(map[int]bool, len(res.GPUs))
+	for _, g := range res.GPUs {
+		seen[g.GPU.Index] = true
+	}
+	for _, idx := range slices.Sorted(maps.Keys(res.Results)) {
+		if r := res.Results[idx]; !seen[idx] && r.Phase != v1alpha1.PhaseReady {
+			st.GPUs = append(st.GPUs, v1alpha1.GPUStatus{Index: int32(idx), Phase: r.Phase, Reason: r.Reason, Message: truncate(r.Message, 1024)})
+		}
+	}
+	for i := range st.GPUs {
+		gs := &st.GPUs[i]
 		gs.LastTransitionTime = &now
 		if p, ok := prev[gs.Index]; ok && p.Phase == gs.Phase && p.LastTransitionTime != nil {
 			gs.LastTransitionTime = p.LastTransitionTime
@@ -61,28 +76,6 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 		default:
 			notReady = append(notReady, fmt.Sprintf("gpu %d", gs.Index))
 		}
-		st.GPUs = append(st.GPUs, gs)
-	}
-	// A GPU the spec asks for that NVML does not show (fallen off the
-	// bus, or a wrong index) keeps its result, not only its event.
-	seen := make(map[int]bool, len(res.GPUs))
-	for _, g := range res.GPUs {
-		seen[g.GPU.Index] = true
-	}
-	for _, idx := range slices.Sorted(maps.Keys(res.Results)) {
-		r := res.Results[idx]
-		if seen[idx] || r.Phase == v1alpha1.PhaseReady {
-			continue
-		}
-		gs := v1alpha1.GPUStatus{Index: int32(idx), Phase: r.Phase, Reason: r.Reason, Message: truncate(r.Message, 1024), LastTransitionTime: &now}
-		if p, ok := prev[gs.Index]; ok && p.Phase == gs.Phase && p.LastTransitionTime != nil {
-			gs.LastTransitionTime = p.LastTransitionTime
-		}
-		notReady = append(notReady, fmt.Sprintf("gpu %d", gs.Index))
-		if gs.Phase == v1alpha1.PhaseBlocked || gs.Phase == v1alpha1.PhaseFailed {
-			degraded = append(degraded, fmt.Sprintf("gpu %d %s: %s", gs.Index, gs.Reason, gs.Message))
-		}
-		st.GPUs = append(st.GPUs, gs)
 	}
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonLayoutApplied,
 		Message: "every GPU holds its desired layout and the pool is published", ObservedGeneration: generation}

@@ -127,20 +127,8 @@ func hasRequest(d PreparedDevice, request string) bool {
 // otherwise (the kubelet applies a container's CDI devices in the order the
 // plugin returns them).
 func sortShared(devices []PreparedDevice) {
-	goslices.SortStableFunc(devices, func(a, b PreparedDevice) int {
-		return cmpBool(len(b.Requests) > 1, len(a.Requests) > 1)
-	})
-}
-
-func cmpBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
-	default:
-		return -1
-	}
+	shared := func(d PreparedDevice) int { return min(len(d.Requests), 2) } // 2: several requests
+	goslices.SortStableFunc(devices, func(a, b PreparedDevice) int { return shared(b) - shared(a) })
 }
 
 func deviceNodes(paths []string) []*cdispec.DeviceNode {
