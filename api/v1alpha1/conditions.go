@@ -8,8 +8,9 @@ const (
 	// ConditionProgressing is True while some node is draining or repartitioning.
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True when some GPU is Blocked or Failed, the
-	// layout cannot be computed for some node, or part of the spec applies
-	// to no GPU of the selected nodes (a dead rule, a profile no GPU offers).
+	// layout cannot be computed for some node, some node's agent is lost
+	// (its heartbeat Lease is not renewed), or part of the spec applies to
+	// no GPU of the selected nodes (a dead rule, a profile no GPU offers).
 	ConditionDegraded = "Degraded"
 	// ConditionConflict is True when another MigLayout selects one of this
 	// MigLayout's nodes; such nodes are left as they are.
@@ -49,6 +50,14 @@ const (
 	ReasonDeviceTaintsUnsupported = "DeviceTaintsUnsupported"
 	// ReasonAgentNotReporting (Ready=False): no agent has reported the node's GPUs yet.
 	ReasonAgentNotReporting = "AgentNotReporting"
+	// ReasonAgentLost (Degraded=True; Ready=False where every node not
+	// Ready is lost or silent; node row phase Unknown): the node's agent
+	// reported its GPUs once but has stopped renewing its heartbeat Lease
+	// (AgentLeaseName), or holds none: it crashed, hangs, lost its API
+	// server connection, or was removed. The node's GPUs are shown as last
+	// reported; in Auto mode the planner leaves the node alone until the
+	// agent is back.
+	ReasonAgentLost = "AgentLost"
 	// ReasonNoProblems (Degraded=False).
 	ReasonNoProblems = "NoProblems"
 	// ReasonOverlappingSelectors (Conflict=True): another MigLayout selects

@@ -5,7 +5,7 @@ import (
 )
 
 // GPUPhase is where one GPU stands on its way to the desired layout.
-// +kubebuilder:validation:Enum=Pending;Draining;Repartitioning;Ready;Blocked;Failed
+// +kubebuilder:validation:Enum=Pending;Draining;Repartitioning;Ready;Blocked;Failed;Unknown
 type GPUPhase string
 
 const (
@@ -25,6 +25,10 @@ const (
 	// PhaseFailed: the desired layout is invalid for this GPU or NVML refused
 	// it; the hardware is left as it is.
 	PhaseFailed GPUPhase = "Failed"
+	// PhaseUnknown (MigLayout node rows only; agents never report it): the
+	// node's agent stopped renewing its heartbeat Lease, so what its last
+	// report says may no longer hold (reason AgentLost).
+	PhaseUnknown GPUPhase = "Unknown"
 )
 
 // NodeMigLayout is the desired MIG layout of one node's GPUs, written by the

@@ -55,6 +55,8 @@ type options struct {
 	resync            time.Duration
 	metricsAddr       string
 	healthAddr        string
+	leaseNamespace    string
+	leaseDuration     time.Duration
 }
 
 func main() {
@@ -74,6 +76,8 @@ func main() {
 	fs.DurationVar(&o.resync, "resync-period", time.Minute, "period of reconciles without a trigger")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8081", "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8082", "address of the /healthz and /readyz endpoints (0 disables)")
+	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the agent's heartbeat Lease miglayout-agent-<node> (the controller's --agent-lease-namespace; empty: no heartbeat, and a controller that checks reports the node AgentLost)")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease holds unrenewed; the agent renews it every quarter of this (whole seconds, at least 4s)")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
@@ -113,6 +117,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := slices.ValidateDriverName(o.driverName); err != nil {
 		return err
+	}
+	if o.leaseDuration < 4*time.Second || o.leaseDuration%time.Second != 0 {
+		return fmt.Errorf("--lease-duration=%s: want whole seconds, at least 4s", o.leaseDuration)
 	}
 	gpus, err := openGPUs(o)
 	if err != nil {
@@ -201,6 +208,11 @@ func run(ctx context.Context, o options) error {
 		Recorder: mgr.GetEventRecorder("miglayout-agent"), Resync: o.resync}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up reconciler: %w", err)
+	}
+	if o.leaseNamespace != "" {
+		if err := mgr.Add(heartbeat(kube, o.nodeName, o.leaseNamespace, o.leaseDuration)); err != nil {
+			return fmt.Errorf("adding the heartbeat: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

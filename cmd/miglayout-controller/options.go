@@ -4,6 +4,7 @@ import (
 	"flag"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,6 +32,7 @@ type options struct {
 	batchIdle               time.Duration
 	batchMax                time.Duration
 	agingAfter              time.Duration
+	agentLeaseNamespace     string
 }
 
 func bindFlags(fs *flag.FlagSet) *options {
@@ -47,6 +49,7 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.batchIdle, "auto-batch-idle", 2*time.Second, "Auto mode: plan once pending demand and node reports have been quiet this long")
 	fs.DurationVar(&o.batchMax, "auto-batch-max", 10*time.Second, "Auto mode: plan at the latest this long after the first change of a batch")
 	fs.DurationVar(&o.agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: pods of one priority are planned largest first; a pod pending this long is planned by age instead (0: never)")
+	fs.StringVar(&o.agentLeaseNamespace, "agent-lease-namespace", "", "namespace of the agents' heartbeat Leases (the agents' --lease-namespace): a node whose agent stops renewing its Lease is reported AgentLost and left out of Auto plans (empty: agents' liveness is not checked)")
 	return o
 }
 
@@ -75,11 +78,20 @@ func (o *options) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 		LeaseDuration:                 &o.leaseDuration,
 		RenewDeadline:                 &o.renewDeadline,
 		RetryPeriod:                   &o.retryPeriod,
-		// The Auto planner reads other drivers' ResourceSlices only (a NIC
-		// beside a MIG device); miglayout's own, one or more per GPU node,
-		// stay out of the cache.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&resourceapi.ResourceSlice{}: {Field: fields.OneTermNotEqualSelector("spec.driver", o.driverName)},
-		}},
+		Cache:                         cache.Options{ByObject: o.cacheByObject()},
 	}
+}
+
+// cacheByObject limits what the cache holds: other drivers' ResourceSlices
+// only (the Auto planner reads them, a NIC beside a MIG device; miglayout's
+// own, one or more per GPU node, stay out), and Leases of the agents'
+// namespace only (not every kubelet's node Lease).
+func (o *options) cacheByObject() map[client.Object]cache.ByObject {
+	by := map[client.Object]cache.ByObject{
+		&resourceapi.ResourceSlice{}: {Field: fields.OneTermNotEqualSelector("spec.driver", o.driverName)},
+	}
+	if o.agentLeaseNamespace != "" {
+		by[&coordinationv1.Lease{}] = cache.ByObject{Namespaces: map[string]cache.Config{o.agentLeaseNamespace: {}}}
+	}
+	return by
 }

@@ -31,14 +31,21 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := (&controller.Reconciler{}).SetupWithManager(mgr); err != nil {
+	var leases *controller.AgentLeases
+	if o.agentLeaseNamespace != "" {
+		leases = &controller.AgentLeases{Namespace: o.agentLeaseNamespace}
+		if err := leases.Start(ctx, mgr.GetCache()); err != nil {
+			return err
+		}
+	}
+	if err := (&controller.Reconciler{AgentLeases: leases}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MigLayout reconciler: %w", err)
 	}
 	aging := o.agingAfter
 	if aging == 0 {
 		aging = -1 // never
 	}
-	auto := &controller.AutoPlanner{Driver: o.driverName, Idle: o.batchIdle, Max: o.batchMax, AgingAfter: aging}
+	auto := &controller.AutoPlanner{Driver: o.driverName, Idle: o.batchIdle, Max: o.batchMax, AgingAfter: aging, AgentLeases: leases}
 	if err := auto.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Auto planner: %w", err)
 	}

@@ -22,6 +22,12 @@ type NodeState struct {
 	Failed bool
 	// Reporting: the agent has reported the node's GPUs.
 	Reporting bool
+	// Lost: the agent reported once but has stopped renewing its heartbeat
+	// Lease (AgentHealth); the node is neither Ready nor Progressing, its
+	// row's phase is Unknown and its GPU rows are as last reported.
+	Lost bool
+	// LostMessage says why the agent counts as lost.
+	LostMessage string
 	// Unmanaged: this MigLayout leaves the node as it is (Conflict, Auto).
 	Unmanaged bool
 	// Conflict: another MigLayout selects the node too.
@@ -48,8 +54,24 @@ const (
 )
 
 // EvaluateNode compares what the node's spec asks with what its agent
-// reports. nml may be nil (not created yet); problems come from DesiredGPUs.
-func EvaluateNode(node string, nml *v1alpha1.NodeMigLayout, problems []Problem) NodeState {
+// reports. nml may be nil (not created yet); problems come from DesiredGPUs;
+// agent is what the agent's heartbeat Lease says (AgentLeases.Health).
+func EvaluateNode(node string, nml *v1alpha1.NodeMigLayout, problems []Problem, agent AgentHealth) NodeState {
+	st := evaluateReport(node, nml, problems)
+	if st.Reporting && agent.Lost {
+		st.Lost, st.LostMessage = true, agent.Message
+		st.Ready, st.Progressing = false, false
+		st.Row.Phase = v1alpha1.PhaseUnknown
+		msg := agent.Message
+		if st.Row.Message != "" {
+			msg += "; last reported: " + st.Row.Message
+		}
+		st.Row.Message = truncate(msg, maxRowMessage)
+	}
+	return st
+}
+
+func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem) NodeState {
 	st := NodeState{Row: v1alpha1.NodeRow{Node: node}, Problems: problems}
 	if nml == nil || len(nml.Status.GPUs) == 0 {
 		st.Row.Phase = v1alpha1.PhasePending
@@ -177,8 +199,8 @@ func phaseRank(p v1alpha1.GPUPhase) int {
 
 // summary is the node part of a MigLayout's status.
 type summary struct {
-	selected, ready, progressing, failed, conflict, silent int32
-	rows                                                   []v1alpha1.NodeRow
+	selected, ready, progressing, failed, conflict, silent, lost int32
+	rows                                                         []v1alpha1.NodeRow
 }
 
 // summarize counts the nodes and keeps at most maxNodeRows rows, nodes not
@@ -202,6 +224,8 @@ func summarize(states []NodeState) summary {
 			s.conflict++
 		case st.Ready:
 			s.ready++
+		case st.Lost:
+			s.lost++
 		case st.Failed:
 			s.failed++
 		case st.Progressing:

@@ -14,6 +14,7 @@ func TestEvaluateNode(t *testing.T) {
 	tests := map[string]struct {
 		nml      *v1alpha1.NodeMigLayout
 		problems []Problem
+		agent    AgentHealth
 		want     NodeState
 	}{
 		"not created yet": {
@@ -88,10 +89,31 @@ func TestEvaluateNode(t *testing.T) {
 					},
 				}},
 		},
+		"a lost agent: Unknown, neither Ready nor Progressing, GPUs as last reported": {
+			nml:   nodeMigLayout("n").spec(halves).status(a100(0).layout("3g.40gb@0,3g.40gb@4")).build(),
+			agent: AgentHealth{Lost: true, Message: "no heartbeat"},
+			want: NodeState{Reporting: true, Lost: true, LostMessage: "no heartbeat", Row: v1alpha1.NodeRow{
+				Node: "n", Phase: v1alpha1.PhaseUnknown, Message: "no heartbeat",
+				GPUs: []v1alpha1.GPURow{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Desired: "3g.40gb@0,3g.40gb@4", Actual: "3g.40gb@0,3g.40gb@4", Phase: v1alpha1.PhaseReady}},
+			}},
+		},
+		"a lost agent in the middle of a change: its last report follows": {
+			nml:   nodeMigLayout("n").spec(halves).status(a100(0).layout("7g.80gb@0").phase(v1alpha1.PhaseDraining, "", "")).build(),
+			agent: AgentHealth{Lost: true, Message: "no heartbeat"},
+			want: NodeState{Reporting: true, Lost: true, LostMessage: "no heartbeat", Row: v1alpha1.NodeRow{
+				Node: "n", Phase: v1alpha1.PhaseUnknown, Message: "no heartbeat; last reported: gpu 0: Draining to 3g.40gb@0,3g.40gb@4",
+				GPUs: []v1alpha1.GPURow{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Desired: "3g.40gb@0,3g.40gb@4", Actual: "7g.80gb@0", Phase: v1alpha1.PhaseDraining}},
+			}},
+		},
+		"an agent that never reported is not lost but not started": {
+			nml:   nodeMigLayout("n").build(),
+			agent: AgentHealth{Lost: true, Message: "no heartbeat"},
+			want:  NodeState{Row: v1alpha1.NodeRow{Node: "n", Phase: v1alpha1.PhasePending, Message: msgNoReport}},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := EvaluateNode("n", tc.nml, tc.problems)
+			got := EvaluateNode("n", tc.nml, tc.problems, tc.agent)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("node state (-want +got):\n%s", diff)
 			}

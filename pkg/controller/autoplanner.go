@@ -11,11 +11,13 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -80,6 +82,9 @@ type AutoPlanner struct {
 	AgingAfter time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// AgentLeases judges the agents' heartbeats (nodes of lost agents are
+	// not planned); nil checks none.
+	AgentLeases *AgentLeases
 
 	mu     sync.Mutex
 	batch  batcher
@@ -125,7 +130,7 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 		s, ok := o.(*resourceapi.ResourceSlice)
 		return ok && s.Spec.Driver != a.driver()
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("autoplanner").
 		Watches(&corev1.Pod{}, one, builder.WithPredicates(waiting)).
 		Watches(&resourceapi.ResourceClaim{}, one).
@@ -133,8 +138,12 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.MigLayout{}, one, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, one, builder.WithPredicates(nodeSpec)).
 		Watches(&resourceapi.DeviceClass{}, one, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&resourceapi.ResourceSlice{}, one, builder.WithPredicates(otherDriver, predicate.GenerationChangedPredicate{})).
-		Complete(a)
+		Watches(&resourceapi.ResourceSlice{}, one, builder.WithPredicates(otherDriver, predicate.GenerationChangedPredicate{}))
+	if a.AgentLeases != nil {
+		// A Lease's expiry has no event: Reconcile looks again when due.
+		b = b.Watches(&coordinationv1.Lease{}, one, builder.WithPredicates(agentLeaseChange(a.AgentLeases.Namespace)))
+	}
+	return b.Complete(a)
 }
 
 // Reconcile plans once the batching window has passed.
@@ -145,6 +154,21 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	leases, err := a.AgentLeases.List(ctx, a.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	health, expires := a.AgentLeases.NodeHealth(in.NodeMigLayouts, leases)
+	for node, h := range health {
+		if h.Lost {
+			if in.LostAgents == nil {
+				in.LostAgents = sets.New[string]()
+			}
+			in.LostAgents.Insert(node)
+		}
+	}
+	// A Lease's expiry has no event: look again when one is due.
+	recheck := a.AgentLeases.requeueAt(expires)
 	snap := BuildSnapshot(in, a.catalog())
 	snap.Now, snap.AgingAfter = a.now(), a.agingAfter()
 	if snap.Pending, err = planner.Demand(ctx, snap.Driver, snap.Classes, a.catalog().Models(), snap.Pending); err != nil {
@@ -157,7 +181,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	wait := a.batch.observe(inputKey(in, snap), a.now(), a.idle(), a.max())
 	a.mu.Unlock()
 	if wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
+		return ctrl.Result{RequeueAfter: sooner(wait, recheck)}, nil
 	}
 	// Changes to cancel (BlockedChanges) run the planner too.
 	cancels := BlockedChanges(in, snap)
@@ -166,7 +190,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 			a.forget()
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: recheck}, nil
 	}
 	start := time.Now()
 	res, err := planner.Plan(ctx, snap)
@@ -187,7 +211,15 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	}
 	// Nothing else may happen when a pod starts to be planned by age:
 	// look again then.
-	return ctrl.Result{RequeueAfter: nextAging(snap)}, nil
+	return ctrl.Result{RequeueAfter: sooner(nextAging(snap), recheck)}, nil
+}
+
+// sooner is the shorter of two requeue delays, 0 meaning none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {

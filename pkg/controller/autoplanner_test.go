@@ -12,6 +12,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
@@ -227,6 +228,12 @@ func TestBuildSnapshot(t *testing.T) {
 		if n.Policy.Group != "auto" {
 			t.Errorf("node %s in group %q, want auto", n.Node.Name, n.Policy.Group)
 		}
+	}
+	// A node whose agent is lost is left out, its pods kept.
+	in.LostAgents = sets.New("a1")
+	lost := BuildSnapshot(in, mig.DefaultCatalog())
+	if len(lost.Nodes) != 0 || len(lost.Pending) != len(snap.Pending) {
+		t.Errorf("a1's agent lost: %d nodes, %d pending pods; want 0 and %d", len(lost.Nodes), len(lost.Pending), len(snap.Pending))
 	}
 }
 

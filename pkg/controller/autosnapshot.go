@@ -33,6 +33,11 @@ type AutoInputs struct {
 	// NIC are planned with the node's NICs).
 	Slices []resourceapi.ResourceSlice
 	Driver string
+	// LostAgents are the nodes whose agent stopped renewing its heartbeat
+	// Lease (AgentHealth.Lost): the planner leaves them out, since no
+	// change written for them would be carried out, and a change in flight
+	// there no longer serves its pods, which are planned elsewhere.
+	LostAgents sets.Set[string]
 }
 
 // defaultMaxGPUs is the limit on GPUs changing at once across an Auto
@@ -40,7 +45,8 @@ type AutoInputs struct {
 const defaultMaxGPUs = 8
 
 // BuildSnapshot turns cluster objects into the planner's input: the nodes of
-// Auto MigLayouts (not in conflict) with the GPUs their agents report, and
+// Auto MigLayouts (not in conflict, agent not lost) with the GPUs their
+// agents report, and
 // the pods the scheduler found unschedulable with their unallocated claims.
 //
 // A GPU whose desired layout differs from its actual one, or that is not
@@ -101,7 +107,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 		snap.GroupMaxGPUs[ml.Name] = maxGPUs
 		for _, name := range sel.Nodes {
 			nml, node := in.NodeMigLayouts[name], byName[name]
-			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
+			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) || in.LostAgents.Has(name) {
 				continue
 			}
 			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, allocated[name]), OtherSlices: others.forNode(node)}

@@ -94,14 +94,17 @@ func readyCondition(s summary, cond condFunc) metav1.Condition {
 	}
 	notReady := s.selected - s.ready
 	reason := v1alpha1.ReasonNodesNotReady
-	if s.silent == notReady {
+	switch {
+	case s.silent == notReady:
 		reason = v1alpha1.ReasonAgentNotReporting
+	case s.lost > 0 && s.lost+s.silent == notReady:
+		reason = v1alpha1.ReasonAgentLost
 	}
 	var parts []string
 	for _, p := range []struct {
 		n    int32
 		what string
-	}{{s.progressing, "progressing"}, {s.failed, "failed"}, {s.conflict, "in conflict"}, {s.silent, "waiting for the agent's report"}} {
+	}{{s.progressing, "progressing"}, {s.failed, "failed"}, {s.conflict, "in conflict"}, {s.silent, "waiting for the agent's report"}, {s.lost, "with a lost agent"}} {
 		if p.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 		}
@@ -112,7 +115,7 @@ func readyCondition(s summary, cond condFunc) metav1.Condition {
 
 // degradedReasons orders the reasons of Degraded: the first one present wins.
 var degradedReasons = []string{
-	v1alpha1.ReasonInvalidSelector, v1alpha1.ReasonInvalidLayout, v1alpha1.ReasonUnknownGPU,
+	v1alpha1.ReasonInvalidSelector, v1alpha1.ReasonAgentLost, v1alpha1.ReasonInvalidLayout, v1alpha1.ReasonUnknownGPU,
 	v1alpha1.ReasonDeviceInUse, v1alpha1.ReasonResetRequired, v1alpha1.ReasonNVMLError, v1alpha1.ReasonDeviceTaintsUnsupported,
 	v1alpha1.ReasonRuleMatchesNoGPU, v1alpha1.ReasonProfileNotOffered, v1alpha1.ReasonSparesNotHoldable,
 }
@@ -123,6 +126,14 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 	}
 	seen := map[string]bool{}
 	var msgs []string
+	var lost int32
+	for _, n := range obs.Nodes {
+		if n.Lost {
+			lost++
+			seen[v1alpha1.ReasonAgentLost] = true
+			msgs = append(msgs, fmt.Sprintf("node %s: %s", n.Row.Node, n.LostMessage))
+		}
+	}
 	for _, n := range obs.Nodes {
 		for _, p := range n.Problems {
 			seen[p.Reason] = true
@@ -138,7 +149,7 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 			msgs = append(msgs, msg)
 		}
 	}
-	gpuProblems := len(msgs)
+	gpuProblems := len(msgs) - int(lost)
 	for _, p := range obs.SpecProblems {
 		seen[p.Reason] = true
 		msgs = append(msgs, p.Message)
@@ -161,6 +172,9 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 		}
 	}
 	var counts []string
+	if lost > 0 {
+		counts = append(counts, fmt.Sprintf("%d %s", lost, plural(lost, "node with a lost agent", "nodes with a lost agent")))
+	}
 	if gpuProblems > 0 {
 		counts = append(counts, fmt.Sprintf("%d %s", gpuProblems, plural(int32(gpuProblems), "GPU problem", "GPU problems")))
 	}

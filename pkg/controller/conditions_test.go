@@ -15,7 +15,7 @@ func readyNode(name string) NodeState {
 }
 
 func silentNode(name string) NodeState {
-	return EvaluateNode(name, nil, nil)
+	return EvaluateNode(name, nil, nil, AgentHealth{})
 }
 
 func progressingNode(name string) NodeState {
@@ -30,6 +30,11 @@ func blockedNode(name string) NodeState {
 func invalidNode(name string) NodeState {
 	return NodeState{Row: v1alpha1.NodeRow{Node: name, Phase: v1alpha1.PhaseFailed}, Failed: true, Reporting: true,
 		Problems: []Problem{{GPU: 1, Reason: v1alpha1.ReasonInvalidLayout, Message: "gpu 1 (A100), rule \"x\": does not fit"}}}
+}
+
+func lostNode(name string) NodeState {
+	return NodeState{Row: v1alpha1.NodeRow{Node: name, Phase: v1alpha1.PhaseUnknown, Message: "no heartbeat"},
+		Reporting: true, Lost: true, LostMessage: "no heartbeat"}
 }
 
 // condition is the part of a metav1.Condition these tests compare.
@@ -96,6 +101,24 @@ func TestConditions(t *testing.T) {
 				{"Ready", "False", "NodesNotReady", "1 of 1 node is not ready: 1 failed"},
 				stable,
 				{"Degraded", "True", "DeviceInUse", "1 GPU problem: node a gpu 0: Blocked (DeviceInUse): claim ns/c"},
+				noConflict,
+			},
+		},
+		"a lost agent": {
+			obs: Observation{Nodes: []NodeState{lostNode("a"), silentNode("b"), readyNode("c")}},
+			want: []condition{
+				{"Ready", "False", "AgentLost", "2 of 3 nodes are not ready: 1 waiting for the agent's report, 1 with a lost agent"},
+				stable,
+				{"Degraded", "True", "AgentLost", "1 node with a lost agent: node a: no heartbeat"},
+				noConflict,
+			},
+		},
+		"a lost agent is named first among problems": {
+			obs: Observation{Nodes: []NodeState{blockedNode("a"), lostNode("b"), progressingNode("c")}},
+			want: []condition{
+				{"Ready", "False", "NodesNotReady", "3 of 3 nodes are not ready: 1 progressing, 1 failed, 1 with a lost agent"},
+				{"Progressing", "True", "Repartitioning", "1 node is on the way to the desired layout: c"},
+				{"Degraded", "True", "AgentLost", "1 node with a lost agent, 1 GPU problem: node b: no heartbeat, node a gpu 0: Blocked (DeviceInUse): claim ns/c"},
 				noConflict,
 			},
 		},

@@ -11,5 +11,8 @@
 // Division of labour with the node agent: the controller writes only
 // NodeMigLayout.spec; the agent writes only NodeMigLayout.status, which is
 // where the controller reads the node's GPU inventory (models, actual layouts,
-// devices in use) from.
+// devices in use) from. Each agent also renews a heartbeat Lease
+// (v1alpha1.AgentLeaseName); AgentLeases times its renewals by the
+// controller's own clock, and a node whose agent has reported but stopped
+// renewing is AgentLost: not Ready, Degraded, and left out of Auto plans.
 package controller

@@ -30,6 +30,11 @@ const (
 	EventRuleMatchesNoGPU  = v1alpha1.ReasonRuleMatchesNoGPU
 	EventProfileNotOffered = v1alpha1.ReasonProfileNotOffered
 	EventSparesNotHoldable = v1alpha1.ReasonSparesNotHoldable
+	// EventAgentLost (Warning): a node's agent stopped renewing its
+	// heartbeat Lease (see v1alpha1.ReasonAgentLost).
+	EventAgentLost = v1alpha1.ReasonAgentLost
+	// EventAgentReturned (Normal): a lost agent renews its Lease again.
+	EventAgentReturned = "AgentReturned"
 )
 
 // Event is one event to record on the MigLayout.
@@ -77,8 +82,17 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 		if n.Unmanaged {
 			continue
 		}
-		before, seen := rows[n.Row.Node]
-		if n.Ready && seen && before.Phase != v1alpha1.PhaseReady {
+		lostKey := EventAgentLost + "\x00" + n.Row.Node
+		before, hasRow := rows[n.Row.Node]
+		wasLost := (hasRow && before.Phase == v1alpha1.PhaseUnknown) || seen.Has(lostKey)
+		switch {
+		case n.Lost:
+			if isNew(lostKey, !wasLost) {
+				add(corev1.EventTypeWarning, EventAgentLost, "Heartbeat", "node %s: %s", n.Row.Node, n.LostMessage)
+			}
+		case wasLost:
+			add(corev1.EventTypeNormal, EventAgentReturned, "Heartbeat", "node %s: the agent renews its heartbeat Lease again", n.Row.Node)
+		case n.Ready && hasRow && before.Phase != v1alpha1.PhaseReady:
 			add(corev1.EventTypeNormal, EventRepartitioned, "Repartition", "node %s holds the desired layout%s", n.Row.Node, describeGPUs(n.Row.GPUs))
 		}
 		for _, g := range n.Stuck {

@@ -64,6 +64,20 @@ func TestTransitions(t *testing.T) {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{failedRow}},
 			obs:  Observation{Nodes: []NodeState{invalidNode("b")}},
 		},
+		"an agent is lost": {
+			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{readyNode("a").Row}},
+			obs:  Observation{Nodes: []NodeState{lostNode("a")}},
+			want: []Event{{"Warning", "AgentLost", "Heartbeat", "node a: no heartbeat"}},
+		},
+		"an agent stays lost": {
+			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{lostNode("a").Row}},
+			obs:  Observation{Nodes: []NodeState{lostNode("a")}},
+		},
+		"a lost agent is back: it is told instead of Repartitioned": {
+			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{lostNode("a").Row}},
+			obs:  Observation{Nodes: []NodeState{ready}},
+			want: []Event{{"Normal", "AgentReturned", "Heartbeat", "node a: the agent renews its heartbeat Lease again"}},
+		},
 		"conflict appears": {
 			obs:  Observation{Selection: conflict, Nodes: []NodeState{UnmanagedNode("a", "x", true)}},
 			want: []Event{{"Warning", "Conflict", "SelectNodes", conflictMsg}},
@@ -91,8 +105,8 @@ func TestTransitions(t *testing.T) {
 // the Degraded message names a few problems).
 func TestTransitionsRemembered(t *testing.T) {
 	spec := SpecProblem{Reason: v1alpha1.ReasonRuleMatchesNoGPU, Message: `rule "t4" matches no GPU`}
-	problems := Observation{Nodes: []NodeState{blockedNode("a"), invalidNode("b")}, SpecProblems: []SpecProblem{spec}}
-	none := Observation{Nodes: []NodeState{readyNode("a"), readyNode("b")}}
+	problems := Observation{Nodes: []NodeState{blockedNode("a"), invalidNode("b"), lostNode("c")}, SpecProblems: []SpecProblem{spec}}
+	none := Observation{Nodes: []NodeState{readyNode("a"), readyNode("b"), readyNode("c")}}
 	// The previous status shows none of them (beyond the rows, not named).
 	var prev v1alpha1.MigLayoutStatus
 	reasons := func(evts []Event) []string {
@@ -107,11 +121,12 @@ func TestTransitionsRemembered(t *testing.T) {
 		obs  Observation
 		want []string
 	}{
-		{problems, []string{"Blocked", "InvalidLayout", "RuleMatchesNoGPU"}},
+		{problems, []string{"Blocked", "InvalidLayout", "AgentLost", "RuleMatchesNoGPU"}},
 		{problems, nil},
 		{problems, nil},
+		{none, []string{"AgentReturned"}},
 		{none, nil},
-		{problems, []string{"Blocked", "InvalidLayout", "RuleMatchesNoGPU"}},
+		{problems, []string{"Blocked", "InvalidLayout", "AgentLost", "RuleMatchesNoGPU"}},
 	}
 	for i, st := range steps {
 		var got []Event

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,11 +20,13 @@ import (
 
 // syncNodes writes the NodeMigLayout of every node the MigLayout manages
 // (selected, not in conflict, Static mode), deletes those of nodes it no
-// longer selects, and evaluates every selected node.
+// longer selects, and evaluates every selected node, its agent's heartbeat
+// included.
 func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel Selection, in inputs) ([]NodeState, ctrl.Result, []error) {
 	var states []NodeState
 	var result ctrl.Result
 	var errs []error
+	var expires time.Time
 	for _, node := range sel.Nodes {
 		switch {
 		case sel.Conflicted(node):
@@ -37,7 +40,19 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		if wait {
 			result.RequeueAfter = waitForDeletion
 		}
-		states = append(states, EvaluateNode(node, nml, problems))
+		var agent AgentHealth
+		if nml != nil {
+			agent = r.AgentLeases.Health(node, in.leases[v1alpha1.AgentLeaseName(node)], len(nml.Status.GPUs) > 0)
+		}
+		if !agent.Expires.IsZero() && (expires.IsZero() || agent.Expires.Before(expires)) {
+			expires = agent.Expires
+		}
+		states = append(states, EvaluateNode(node, nml, problems, agent))
+	}
+	// A Lease's expiry comes with no event: look again when the first of
+	// this MigLayout's live agents would be lost.
+	if d := r.AgentLeases.requeueAt(expires); d > 0 && (result.RequeueAfter == 0 || d < result.RequeueAfter) {
+		result.RequeueAfter = d
 	}
 	errs = append(errs, r.release(ctx, ml, sel, in)...)
 	return states, result, errs

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,8 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Catalog holds the GPU models; nil means mig.DefaultCatalog().
 	Catalog *mig.Catalog
+	// AgentLeases judges the agents' heartbeats; nil checks none.
+	AgentLeases *AgentLeases
 
 	mu sync.Mutex
 	// problems are, per MigLayout name, the problems present at its last
@@ -127,6 +130,9 @@ type inputs struct {
 	migLayouts     []v1alpha1.MigLayout
 	nodes          map[string]map[string]string
 	nodeMigLayouts map[string]*v1alpha1.NodeMigLayout
+	// leases are the agents' heartbeat Leases by name (nil when
+	// AgentLeases is nil).
+	leases map[string]*coordinationv1.Lease
 }
 
 func (r *Reconciler) observe(ctx context.Context) (inputs, error) {
@@ -143,7 +149,12 @@ func (r *Reconciler) observe(ctx context.Context) (inputs, error) {
 	if err := r.Client.List(ctx, &nmls); err != nil {
 		return inputs{}, fmt.Errorf("listing NodeMigLayouts: %w", err)
 	}
+	leases, err := r.AgentLeases.List(ctx, r.Client)
+	if err != nil {
+		return inputs{}, err
+	}
 	in := inputs{
+		leases:         leases,
 		migLayouts:     mls.Items,
 		nodes:          make(map[string]map[string]string, len(nodes.Items)),
 		nodeMigLayouts: make(map[string]*v1alpha1.NodeMigLayout, len(nmls.Items)),

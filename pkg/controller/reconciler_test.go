@@ -210,7 +210,7 @@ func TestSyncNodeWriteFails(t *testing.T) {
 	if err == nil {
 		t.Fatal("syncNode succeeded with every patch refused")
 	}
-	if st := EvaluateNode("n1", nml, problems); st.Ready {
+	if st := EvaluateNode("n1", nml, problems, AgentHealth{}); st.Ready {
 		t.Errorf("node evaluated Ready against the old spec: %+v", st.Row)
 	}
 }

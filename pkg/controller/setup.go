@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -26,7 +27,11 @@ const Name = "miglayout-controller"
 //     other one, since selector overlaps are between MigLayouts;
 //   - Nodes (metadata only; creation, deletion, label changes): every MigLayout;
 //   - NodeMigLayouts (any change, the agent's status above all): the
-//     MigLayout that controls it.
+//     MigLayout that controls it;
+//   - with AgentLeases, the agents' heartbeat Leases (created, deleted,
+//     renewed after a gap: agentLeaseChange): every MigLayout. A Lease's
+//     expiry has no event: each reconcile asks to look again when the
+//     first of its nodes' live agents would be lost.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
@@ -40,15 +45,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder(Name)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("miglayout").
 		For(&v1alpha1.MigLayout{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&v1alpha1.NodeMigLayout{}).
 		Watches(&v1alpha1.MigLayout{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
-			builder.OnlyMetadata, builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		Complete(r)
+			builder.OnlyMetadata, builder.WithPredicates(predicate.LabelChangedPredicate{}))
+	if r.AgentLeases != nil {
+		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
+			builder.WithPredicates(agentLeaseChange(r.AgentLeases.Namespace)))
+	}
+	return b.Complete(r)
 }
 
 // allMigLayouts maps any event to every MigLayout. There are few MigLayouts,

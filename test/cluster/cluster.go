@@ -50,10 +50,12 @@ import (
 // Driver is the DRA driver name the agents publish under.
 const Driver = slices.DefaultDriverName
 
-// LeaderElectionNamespace and LeaderElectionID locate the controller's Lease.
+// LeaderElectionNamespace and LeaderElectionID locate the controller's Lease;
+// AgentLeaseNamespace holds the agents' heartbeat Leases.
 const (
 	LeaderElectionNamespace = "kube-system"
 	LeaderElectionID        = "miglayout-controller.miglayout.io"
+	AgentLeaseNamespace     = "kube-system"
 )
 
 // NodeSpec is one fake node with simulated GPUs.
@@ -370,6 +372,7 @@ func (c *Cluster) agentArgs(n *node) []string {
 		"--kubelet-plugins-dir=" + n.pluginsDir,
 		"--settle-period=" + c.opts.SettlePeriod.String(),
 		"--resync-period=" + c.opts.ResyncPeriod.String(),
+		"--lease-namespace=" + AgentLeaseNamespace,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 		fmt.Sprintf("-v=%d", c.opts.Verbosity),
@@ -398,6 +401,7 @@ func (c *Cluster) startController() error {
 		"--leader-elect=true",
 		"--leader-election-namespace=" + LeaderElectionNamespace,
 		"--leader-election-id=" + LeaderElectionID,
+		"--agent-lease-namespace=" + AgentLeaseNamespace,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 		fmt.Sprintf("-v=%d", c.opts.Verbosity),

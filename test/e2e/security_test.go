@@ -8,6 +8,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -278,6 +279,36 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		}
 		nml.Spec.GPUs = nil
 		refused(t, "update the spec of NodeMigLayout A", agentC.Update(ctx, nml), "cannot update resource \"nodemiglayouts\"")
+	})
+
+	// The heartbeat Lease: in the release namespace only (Role), its own
+	// (name and holder: the policy).
+	t.Run("heartbeat Lease", func(t *testing.T) {
+		leases := agent.CoordinationV1().Leases(f.ns)
+		lease := func(name, holder string) *coordinationv1.Lease {
+			return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](40),
+					RenewTime: &metav1.MicroTime{Time: time.Now()}}}
+		}
+		own, err := leases.Create(ctx, lease(v1alpha1.AgentLeaseName(f.nodeA), f.nodeA), metav1.CreateOptions{})
+		allowed(t, "create the Lease of node A", err)
+		if err == nil {
+			own.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			renewed, err := leases.Update(ctx, own, metav1.UpdateOptions{})
+			allowed(t, "renew the Lease of node A", err)
+			if err == nil {
+				own = renewed
+			}
+			own.Spec.HolderIdentity = ptr.To(f.nodeB)
+			_, err = leases.Update(ctx, own, metav1.UpdateOptions{})
+			refused(t, "hand the Lease of node A to node B", err, "may only write its own heartbeat Lease")
+		}
+		_, err = leases.Create(ctx, lease(v1alpha1.AgentLeaseName(f.nodeB), f.nodeB), metav1.CreateOptions{})
+		refused(t, "create the Lease of node B", err, "may only write its own heartbeat Lease")
+		_, err = leases.Create(ctx, lease(v1alpha1.AgentLeaseName(f.nodeB), f.nodeA), metav1.CreateOptions{})
+		refused(t, "create node B's Lease name held by node A", err, "may only write its own heartbeat Lease")
+		_, err = agent.CoordinationV1().Leases("kube-node-lease").Create(ctx, lease(f.nodeA, f.nodeA), metav1.CreateOptions{})
+		refused(t, "create a Lease outside the release namespace (RBAC)", err, `cannot create resource "leases"`)
 	})
 
 	// Binding conditions (agent --device-binding-conditions): the agent answers them in

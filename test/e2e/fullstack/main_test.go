@@ -42,8 +42,9 @@ func TestMain(m *testing.M) {
 		Nodes: []cluster.NodeSpec{
 			{Name: nodeA, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "static"}},
 			{Name: nodeH, GPUs: "1xH100-SXM5-80GB", Labels: map[string]string{groupLabel: "static"}},
+			// A short heartbeat, so that TestAgentLost sees its agent lost soon.
 			{Name: nodeRace, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "race"},
-				AgentArgs: []string{"--settle-period=3s"}},
+				AgentArgs: []string{"--settle-period=3s", "--lease-duration=" + raceLeaseDuration.String()}},
 			{Name: nodeBind, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "bind"},
 				AgentArgs: []string{"--device-binding-conditions", "--settle-period=3s"}},
 			{Name: seedA, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "seed"}},

@@ -63,7 +63,7 @@ app.kubernetes.io/component: {{ .component }}
 rbacRules reads a ClusterRole that controller-gen generated from the code's
 +kubebuilder:rbac markers (files/rbac/<component>.yaml, kept current by the
 chart test) and returns its rules as {"cluster": [...], "namespaced": [...]}
-in JSON: leader-election Leases, and the core/v1 Events leader election records
+in JSON: Leases (leader election, the agents' heartbeats), and the core/v1 Events leader election records
 beside them, go to a Role in the release namespace instead of a ClusterRole (a
 cluster-wide Lease grant would reach kube-node-lease).
 Call with (dict "root" $ "component" "controller").

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-helpers/apimachinery/lease"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// The heartbeat: a coordination.k8s.io Lease per agent, in the namespace
+// --lease-namespace names, renewed by component-helpers' lease controller
+// (the one kubelets renew their node Leases with). The miglayout
+// controller reports a node whose agent stops renewing it AgentLost.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+
+// heartbeat returns the runnable that renews the agent's Lease every
+// quarter of duration (as kubelets renew theirs) while the manager runs.
+// The Lease is owned by the Node, so it goes with a deleted Node; it is
+// not deleted when the agent stops: a restart within duration is no loss
+// of the agent.
+func heartbeat(kube kubernetes.Interface, node, namespace string, duration time.Duration) manager.Runnable {
+	seconds := int32(duration / time.Second)
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("lease", klog.KRef(namespace, v1alpha1.AgentLeaseName(node))))
+		c := lease.NewController(clock.RealClock{}, kube, node, seconds, nil, duration/4,
+			v1alpha1.AgentLeaseName(node), namespace, nodeOwner(ctx, kube, node))
+		klog.FromContext(ctx).Info("Renewing the heartbeat Lease", "duration", duration)
+		c.Run(ctx)
+		return nil
+	})
+}
+
+// nodeOwner makes the Node the Lease's owner. A Lease being created waits
+// until the Node can be read (the controller retries); a renewal of a
+// Lease without owner never waits for it.
+func nodeOwner(ctx context.Context, kube kubernetes.Interface, name string) lease.ProcessLeaseFunc {
+	return func(l *coordinationv1.Lease) error {
+		if len(l.OwnerReferences) > 0 {
+			return nil
+		}
+		n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			if l.ResourceVersion == "" {
+				return fmt.Errorf("reading Node %s to own the heartbeat Lease: %w", name, err)
+			}
+			klog.FromContext(ctx).V(2).Info("Renewing the heartbeat Lease without owner", "err", err)
+			return nil
+		}
+		l.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: corev1.SchemeGroupVersion.String(), Kind: "Node", Name: n.Name, UID: n.UID,
+		}}
+		return nil
+	}
+}

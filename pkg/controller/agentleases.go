@@ -1,0 +1,254 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// AgentLeases judges whether each node's agent is alive from the heartbeat
+// Lease it renews (v1alpha1.AgentLeaseName, in Namespace). As
+// kube-controller-manager judges kubelets by their node Leases, a Lease is
+// timed by this process's clock, from when it was seen renewed, not by the
+// renewTime the agent writes: nodes' clocks may be skewed. An agent is lost
+// once its Lease has not been seen renewed for its leaseDurationSeconds.
+// After this process starts, every Lease counts as renewed when first seen
+// (a grace period of one lease duration).
+//
+// The zero value is not usable; a nil *AgentLeases checks nothing (every
+// agent counts as alive).
+type AgentLeases struct {
+	// Namespace holds the agents' Leases.
+	Namespace string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	mu   sync.Mutex
+	seen map[string]leaseSeen // by Lease name
+}
+
+// leaseSeen is the last renewal seen of one Lease and when it was seen.
+type leaseSeen struct {
+	renew    time.Time
+	holder   string
+	at       time.Time
+	duration time.Duration
+}
+
+// defaultAgentLeaseDuration is assumed for a Lease without
+// leaseDurationSeconds (the agent always sets it).
+const defaultAgentLeaseDuration = 40 * time.Second
+
+// leaseExpirySlack is added to a lease expiry before looking again, so the
+// look falls after it.
+const leaseExpirySlack = time.Second
+
+// AgentHealth is what a node's heartbeat Lease says of its agent.
+type AgentHealth struct {
+	// Lost: the agent has not been seen renewing its Lease for the Lease's
+	// duration, or holds none.
+	Lost bool
+	// Message says why, for people (empty when not Lost).
+	Message string
+	// Expires is when a live agent's Lease runs out unless renewed (zero
+	// when Lost or not checked): look again then.
+	Expires time.Time
+}
+
+// Start registers the event handler that times Lease renewals on the
+// manager's Lease informer (its cache is limited to Namespace by the
+// caller).
+func (l *AgentLeases) Start(ctx context.Context, c cache.Cache) error {
+	inf, err := c.GetInformer(ctx, &coordinationv1.Lease{})
+	if err != nil {
+		return fmt.Errorf("getting the Lease informer: %w", err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { l.observe(obj) },
+		UpdateFunc: func(_, obj any) { l.observe(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if lease, ok := obj.(*coordinationv1.Lease); ok {
+				l.mu.Lock()
+				delete(l.seen, lease.Name)
+				l.mu.Unlock()
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching agent Leases: %w", err)
+	}
+	return nil
+}
+
+func (l *AgentLeases) observe(obj any) {
+	if lease, ok := obj.(*coordinationv1.Lease); ok {
+		l.Observe(lease)
+	}
+}
+
+// Observe records lease as seen now when it is an agent's Lease whose
+// renewTime or holder changed since last seen.
+func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
+	if l == nil || lease.Namespace != l.Namespace || !strings.HasPrefix(lease.Name, v1alpha1.AgentLeasePrefix) {
+		return
+	}
+	s := leaseSeen{holder: ptrString(lease.Spec.HolderIdentity), duration: leaseDuration(lease)}
+	if lease.Spec.RenewTime != nil {
+		s.renew = lease.Spec.RenewTime.Time
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[string]leaseSeen{}
+	}
+	prev, ok := l.seen[lease.Name]
+	if ok && prev.renew.Equal(s.renew) && prev.holder == s.holder {
+		if prev.duration != s.duration {
+			prev.duration = s.duration
+			l.seen[lease.Name] = prev
+		}
+		return
+	}
+	s.at = l.now()
+	l.seen[lease.Name] = s
+}
+
+// Health judges the agent of node. reported says whether the agent has
+// ever reported the node's GPUs (NodeMigLayout status): an agent that
+// never did is not lost but not started yet, which the node's row says
+// already. lease is the node's Lease as the cache holds it, nil when it
+// has none.
+func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported bool) AgentHealth {
+	if l == nil || !reported {
+		return AgentHealth{}
+	}
+	name := v1alpha1.AgentLeaseName(node)
+	if lease == nil {
+		return AgentHealth{Lost: true, Message: fmt.Sprintf(
+			"the node's agent holds no heartbeat Lease %s/%s (is it running, with --lease-namespace=%s?); its GPUs are as last reported",
+			l.Namespace, name, l.Namespace)}
+	}
+	l.Observe(lease) // the informer's handler may not have run yet
+	l.mu.Lock()
+	s := l.seen[lease.Name]
+	l.mu.Unlock()
+	expires := s.at.Add(s.duration)
+	now := l.now()
+	if now.Before(expires) {
+		return AgentHealth{Expires: expires}
+	}
+	return AgentHealth{Lost: true, Message: fmt.Sprintf(
+		"the node's agent has not renewed its heartbeat Lease %s/%s since %s (lease duration %s); its GPUs are as last reported",
+		l.Namespace, name, s.at.UTC().Format(time.RFC3339), s.duration)}
+}
+
+// List reads the agents' Leases from c (the cache), by name.
+func (l *AgentLeases) List(ctx context.Context, c client.Reader) (map[string]*coordinationv1.Lease, error) {
+	if l == nil {
+		return nil, nil
+	}
+	var leases coordinationv1.LeaseList
+	if err := c.List(ctx, &leases, client.InNamespace(l.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing agent Leases in namespace %s: %w", l.Namespace, err)
+	}
+	out := make(map[string]*coordinationv1.Lease, len(leases.Items))
+	for i := range leases.Items {
+		if strings.HasPrefix(leases.Items[i].Name, v1alpha1.AgentLeasePrefix) {
+			out[leases.Items[i].Name] = &leases.Items[i]
+		}
+	}
+	return out, nil
+}
+
+// NodeHealth judges every node with a NodeMigLayout against leases (from
+// List): by node name, and the soonest expiry of a live agent's Lease
+// (zero when none).
+func (l *AgentLeases) NodeHealth(nmls map[string]*v1alpha1.NodeMigLayout, leases map[string]*coordinationv1.Lease) (map[string]AgentHealth, time.Time) {
+	if l == nil {
+		return nil, time.Time{}
+	}
+	out := make(map[string]AgentHealth, len(nmls))
+	var soonest time.Time
+	for node, nml := range nmls {
+		h := l.Health(node, leases[v1alpha1.AgentLeaseName(node)], len(nml.Status.GPUs) > 0)
+		out[node] = h
+		if !h.Expires.IsZero() && (soonest.IsZero() || h.Expires.Before(soonest)) {
+			soonest = h.Expires
+		}
+	}
+	return out, soonest
+}
+
+// requeueAt is how long to wait for expires (plus slack), or 0 for none.
+func (l *AgentLeases) requeueAt(expires time.Time) time.Duration {
+	if l == nil || expires.IsZero() {
+		return 0
+	}
+	return max(expires.Sub(l.now()), 0) + leaseExpirySlack
+}
+
+func (l *AgentLeases) now() time.Time {
+	if l.Now != nil {
+		return l.Now()
+	}
+	return time.Now()
+}
+
+func leaseDuration(lease *coordinationv1.Lease) time.Duration {
+	if d := lease.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
+		return time.Duration(*d) * time.Second
+	}
+	return defaultAgentLeaseDuration
+}
+
+func ptrString(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// agentLeaseChange passes the Lease events that can change an agent's
+// health before its Lease would expire: a Lease created or deleted, a new
+// holder, or a renewal after a gap longer than the Lease's duration (an
+// agent back from being lost), judged on the agent's own renewTimes. Plain
+// renewals pass no event; a Lease's expiry has none, so readers look again
+// when it is due (AgentHealth.Expires).
+func agentLeaseChange(namespace string) predicate.Funcs {
+	ours := func(o client.Object) bool {
+		return o.GetNamespace() == namespace && strings.HasPrefix(o.GetName(), v1alpha1.AgentLeasePrefix)
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return ours(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return ours(e.Object) },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*coordinationv1.Lease)
+			n, ok2 := e.ObjectNew.(*coordinationv1.Lease)
+			if !ok1 || !ok2 || !ours(n) {
+				return false
+			}
+			if ptrString(o.Spec.HolderIdentity) != ptrString(n.Spec.HolderIdentity) {
+				return true
+			}
+			if o.Spec.RenewTime == nil || n.Spec.RenewTime == nil {
+				return o.Spec.RenewTime != n.Spec.RenewTime
+			}
+			return n.Spec.RenewTime.Sub(o.Spec.RenewTime.Time) > leaseDuration(o)
+		},
+	}
+}
