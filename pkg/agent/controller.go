@@ -112,6 +112,10 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, fmt.Errorf("reading NodeMigLayout %s: %w", r.NodeName, err)
 	}
 	report := func(idx int, res GPUResult) {
+		if !showProgress(nml.Status.GPUs, idx, res) {
+			logger.V(2).Info("Trying again quietly", "gpu", idx, "phase", res.Phase)
+			return
+		}
 		if res.Phase == v1alpha1.PhaseDraining {
 			r.Recorder.Eventf(&nml, nil, "Normal", EventDraining, "Drain", "GPU %d: %s", idx, res.Message)
 		}
@@ -157,6 +161,25 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	r.resetBackoff()
 	return ctrl.Result{}, nil
+}
+
+// showProgress reports whether an in-flight phase is worth showing in status
+// and an event. A retry of a GPU that failed because the API server drops
+// drain taints (DeviceTaintsUnsupported) is not: the drain publication
+// fails at once again until DRA device taints are turned on, and showing
+// Draining each time would move the GPU's lastTransitionTime and record a
+// Draining event on every retry of a GPU that never changes. Once taints
+// are served the GPU shows Repartitioning, then Ready.
+func showProgress(status []v1alpha1.GPUStatus, idx int, res GPUResult) bool {
+	if res.Phase != v1alpha1.PhaseDraining {
+		return true
+	}
+	for _, g := range status {
+		if int(g.Index) == idx {
+			return g.Phase != v1alpha1.PhaseFailed || g.Reason != v1alpha1.ReasonDeviceTaintsUnsupported
+		}
+	}
+	return true
 }
 
 // writeStatus records res, the outcome of the spec of generation acted on

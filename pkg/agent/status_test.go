@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,8 +10,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -98,5 +103,66 @@ func TestWriteStatusGeneration(t *testing.T) {
 	}
 	if got.Status.ObservedGeneration != 4 {
 		t.Errorf("observedGeneration %d, want 4 (the spec acted on)", got.Status.ObservedGeneration)
+	}
+}
+
+// TestRetryWithoutDrainTaintsIsQuiet: while the API server drops drain
+// taints, each retry of a GPU that must destroy devices fails at once; it
+// neither shows Draining (which moved lastTransitionTime every retry) nor
+// records a Draining event again.
+func TestRetryWithoutDrainTaintsIsQuiet(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.inv.dropTaints = true
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
+	var phases []v1alpha1.GPUPhase
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
+				phases = append(phases, st.Phase)
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		}}).Build()
+	rec := events.NewFakeRecorder(20)
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	reasons := func() []string {
+		var out []string
+		for len(rec.Events) > 0 {
+			out = append(out, strings.Fields(<-rec.Events)[1])
+		}
+		return out
+	}
+	ctx := context.Background()
+	for pass, want := range []struct {
+		phases []v1alpha1.GPUPhase
+		events []string
+	}{
+		{[]v1alpha1.GPUPhase{v1alpha1.PhaseDraining, v1alpha1.PhaseFailed}, []string{EventDraining, EventNVMLError}},
+		{[]v1alpha1.GPUPhase{v1alpha1.PhaseFailed}, nil},
+		{[]v1alpha1.GPUPhase{v1alpha1.PhaseFailed}, nil},
+	} {
+		phases = nil
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want.phases, phases); diff != "" {
+			t.Errorf("pass %d: phases written (-want +got):\n%s", pass, diff)
+		}
+		if diff := cmp.Diff(want.events, reasons()); diff != "" {
+			t.Errorf("pass %d: events (-want +got):\n%s", pass, diff)
+		}
+	}
+	// Taints served again: the change goes through.
+	g.inv.dropTaints = false
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"7g.80gb@0"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts after taints came back (-want +got):\n%s", diff)
 	}
 }
