@@ -8,6 +8,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,9 +23,14 @@ import (
 // kube-controller-manager judges kubelets by their node Leases, a Lease is
 // timed by this process's clock, from when it was seen renewed, not by the
 // renewTime the agent writes: nodes' clocks may be skewed. An agent is lost
-// once its Lease has not been seen renewed for its leaseDurationSeconds.
-// After this process starts, every Lease counts as renewed when first seen
-// (a grace period of one lease duration).
+// once its Lease has not been seen renewed for its leaseDurationSeconds, or
+// has been missing for defaultAgentLeaseDuration.
+//
+// After this process starts it knows no renewal yet: a Lease first seen
+// counts as renewed then (one lease duration of grace), except for an agent
+// already reported lost (the caller's wasLost, from the status this or an
+// earlier process wrote), which stays lost until a renewal is seen, so a
+// restart of the controller never brings a dead agent back for a while.
 //
 // The zero value is not usable; a nil *AgentLeases checks nothing (every
 // agent counts as alive).
@@ -34,8 +40,9 @@ type AgentLeases struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
-	mu   sync.Mutex
-	seen map[string]leaseSeen // by Lease name
+	mu      sync.Mutex
+	seen    map[string]leaseSeen // by Lease name
+	missing map[string]time.Time // Lease name -> when first found missing
 }
 
 // leaseSeen is the last renewal seen of one Lease and when it was seen.
@@ -44,6 +51,8 @@ type leaseSeen struct {
 	holder   string
 	at       time.Time
 	duration time.Duration
+	// renewed: a renewal has been seen since the Lease was first seen.
+	renewed bool
 }
 
 // defaultAgentLeaseDuration is assumed for a Lease without
@@ -57,13 +66,16 @@ const leaseExpirySlack = time.Second
 // AgentHealth is what a node's heartbeat Lease says of its agent.
 type AgentHealth struct {
 	// Lost: the agent has not been seen renewing its Lease for the Lease's
-	// duration, or holds none.
+	// duration, or has held none for defaultAgentLeaseDuration.
 	Lost bool
 	// Message says why, for people (empty when not Lost).
 	Message string
-	// Expires is when a live agent's Lease runs out unless renewed (zero
-	// when Lost or not checked): look again then.
-	Expires time.Time
+	// Recheck is when to look again though no Lease event comes (zero when
+	// not checked): a live agent's Lease runs out then unless renewed; a
+	// lost agent's return is looked for every quarter of its Lease's
+	// duration (its first renewals may carry no event, see
+	// agentLeaseChange).
+	Recheck time.Time
 }
 
 // Start registers the event handler that times Lease renewals on the
@@ -86,6 +98,7 @@ func (l *AgentLeases) Start(ctx context.Context, c cache.Cache) error {
 				delete(l.seen, lease.Name)
 				l.mu.Unlock()
 			}
+			// Health starts the missing Lease's grace when it looks.
 		},
 	})
 	if err != nil {
@@ -115,6 +128,7 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 	if l.seen == nil {
 		l.seen = map[string]leaseSeen{}
 	}
+	delete(l.missing, lease.Name)
 	prev, ok := l.seen[lease.Name]
 	if ok && prev.renew.Equal(s.renew) && prev.holder == s.holder {
 		if prev.duration != s.duration {
@@ -123,7 +137,7 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 		}
 		return
 	}
-	s.at = l.now()
+	s.at, s.renewed = l.now(), ok
 	l.seen[lease.Name] = s
 }
 
@@ -131,14 +145,29 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 // ever reported the node's GPUs (NodeMigLayout status): an agent that
 // never did is not lost but not started yet, which the node's row says
 // already. lease is the node's Lease as the cache holds it, nil when it
-// has none.
-func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported bool) AgentHealth {
+// has none. wasLost says whether the node was reported lost before (its
+// row in a MigLayout's status is Unknown).
+func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported, wasLost bool) AgentHealth {
 	if l == nil || !reported {
 		return AgentHealth{}
 	}
 	name := v1alpha1.AgentLeaseName(node)
+	now := l.now()
 	if lease == nil {
-		return AgentHealth{Lost: true, Message: fmt.Sprintf(
+		l.mu.Lock()
+		if l.missing == nil {
+			l.missing = map[string]time.Time{}
+		}
+		since, ok := l.missing[name]
+		if !ok {
+			since = now
+			l.missing[name] = since
+		}
+		l.mu.Unlock()
+		if until := since.Add(defaultAgentLeaseDuration); !wasLost && now.Before(until) {
+			return AgentHealth{Recheck: until}
+		}
+		return AgentHealth{Lost: true, Recheck: now.Add(defaultAgentLeaseDuration / 4), Message: fmt.Sprintf(
 			"the node's agent holds no heartbeat Lease %s/%s (is it running, with --lease-namespace=%s?); its GPUs are as last reported",
 			l.Namespace, name, l.Namespace)}
 	}
@@ -147,13 +176,20 @@ func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported 
 	s := l.seen[lease.Name]
 	l.mu.Unlock()
 	expires := s.at.Add(s.duration)
-	now := l.now()
-	if now.Before(expires) {
-		return AgentHealth{Expires: expires}
+	if now.Before(expires) && (s.renewed || !wasLost) {
+		return AgentHealth{Recheck: expires}
 	}
-	return AgentHealth{Lost: true, Message: fmt.Sprintf(
-		"the node's agent has not renewed its heartbeat Lease %s/%s since %s (lease duration %s); its GPUs are as last reported",
-		l.Namespace, name, s.at.UTC().Format(time.RFC3339), s.duration)}
+	h := AgentHealth{Lost: true, Recheck: now.Add(s.duration / 4)}
+	if s.renewed || !wasLost {
+		h.Message = fmt.Sprintf("the node's agent has not renewed its heartbeat Lease %s/%s since %s (lease duration %s); its GPUs are as last reported",
+			l.Namespace, name, s.at.UTC().Format(time.RFC3339), s.duration)
+	} else {
+		// Reported lost before this process saw the Lease: the time of its
+		// last renewal is not known by this clock.
+		h.Message = fmt.Sprintf("the node's agent was reported lost and has not renewed its heartbeat Lease %s/%s since (lease duration %s); its GPUs are as last reported",
+			l.Namespace, name, s.duration)
+	}
+	return h
 }
 
 // List reads the agents' Leases from c (the cache), by name.
@@ -175,30 +211,50 @@ func (l *AgentLeases) List(ctx context.Context, c client.Reader) (map[string]*co
 }
 
 // NodeHealth judges every node with a NodeMigLayout against leases (from
-// List): by node name, and the soonest expiry of a live agent's Lease
-// (zero when none).
-func (l *AgentLeases) NodeHealth(nmls map[string]*v1alpha1.NodeMigLayout, leases map[string]*coordinationv1.Lease) (map[string]AgentHealth, time.Time) {
+// List); wasLost are the nodes reported lost before (LostInStatus). It
+// returns the health by node name and the soonest Recheck (zero when none).
+func (l *AgentLeases) NodeHealth(nmls map[string]*v1alpha1.NodeMigLayout, leases map[string]*coordinationv1.Lease, wasLost sets.Set[string]) (map[string]AgentHealth, time.Time) {
 	if l == nil {
 		return nil, time.Time{}
 	}
 	out := make(map[string]AgentHealth, len(nmls))
 	var soonest time.Time
 	for node, nml := range nmls {
-		h := l.Health(node, leases[v1alpha1.AgentLeaseName(node)], len(nml.Status.GPUs) > 0)
+		h := l.Health(node, leases[v1alpha1.AgentLeaseName(node)], len(nml.Status.GPUs) > 0, wasLost.Has(node))
 		out[node] = h
-		if !h.Expires.IsZero() && (soonest.IsZero() || h.Expires.Before(soonest)) {
-			soonest = h.Expires
-		}
+		soonest = earliest(soonest, h.Recheck)
 	}
 	return out, soonest
 }
 
-// requeueAt is how long to wait for expires (plus slack), or 0 for none.
-func (l *AgentLeases) requeueAt(expires time.Time) time.Duration {
-	if l == nil || expires.IsZero() {
+// LostInStatus returns the nodes whose rows in the MigLayouts' status say
+// their agent is lost (phase Unknown).
+func LostInStatus(mls ...*v1alpha1.MigLayout) sets.Set[string] {
+	out := sets.New[string]()
+	for _, ml := range mls {
+		for _, r := range ml.Status.Nodes {
+			if r.Phase == v1alpha1.PhaseUnknown {
+				out.Insert(r.Node)
+			}
+		}
+	}
+	return out
+}
+
+// earliest is the earlier of two times, the zero time meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// requeueAt is how long to wait for at (plus slack), or 0 for none.
+func (l *AgentLeases) requeueAt(at time.Time) time.Duration {
+	if l == nil || at.IsZero() {
 		return 0
 	}
-	return max(expires.Sub(l.now()), 0) + leaseExpirySlack
+	return max(at.Sub(l.now()), 0) + leaseExpirySlack
 }
 
 func (l *AgentLeases) now() time.Time {
@@ -226,8 +282,9 @@ func ptrString(p *string) string {
 // health before its Lease would expire: a Lease created or deleted, a new
 // holder, or a renewal after a gap longer than the Lease's duration (an
 // agent back from being lost), judged on the agent's own renewTimes. Plain
-// renewals pass no event; a Lease's expiry has none, so readers look again
-// when it is due (AgentHealth.Expires).
+// renewals pass no event, nor does a renewal of an agent judged lost whose
+// gap was shorter (a renewal seen late); a Lease's expiry has no event at
+// all: readers look again when due (AgentHealth.Recheck).
 func agentLeaseChange(namespace string) predicate.Funcs {
 	ours := func(o client.Object) bool {
 		return o.GetNamespace() == namespace && strings.HasPrefix(o.GetName(), v1alpha1.AgentLeasePrefix)

@@ -7,7 +7,13 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -50,12 +56,15 @@ func TestAgentLeasesHealth(t *testing.T) {
 			lease = agentLease("n1", lease.Spec.RenewTime.Add(50*time.Second), 40)
 			l.Observe(lease)
 		}
-		h := l.Health("n1", lease, true)
+		h := l.Health("n1", lease, true, false)
 		if h.Lost != st.lost {
 			t.Fatalf("step %d (%s): lost = %v, want %v (%+v)", i, st.after, h.Lost, st.lost, h)
 		}
-		if !st.lost && !h.Expires.Equal(start.Add(st.expires)) {
-			t.Errorf("step %d: expires %s, want %s", i, h.Expires, start.Add(st.expires))
+		if !st.lost && !h.Recheck.Equal(start.Add(st.expires)) {
+			t.Errorf("step %d: recheck at %s, want the expiry %s", i, h.Recheck, start.Add(st.expires))
+		}
+		if st.lost && !h.Recheck.Equal(now.Add(10*time.Second)) {
+			t.Errorf("step %d: recheck at %s, want a quarter lease duration on", i, h.Recheck)
 		}
 		if st.lost && !strings.Contains(h.Message, "has not renewed its heartbeat Lease miglayout-system/miglayout-agent-n1 since") {
 			t.Errorf("step %d: message %q", i, h.Message)
@@ -64,21 +73,38 @@ func TestAgentLeasesHealth(t *testing.T) {
 	// A holder change counts as a renewal.
 	moved := agentLease("n1", lease.Spec.RenewTime.Time, 40)
 	moved.Spec.HolderIdentity = ptr.To("n1-replaced")
-	if h := l.Health("n1", moved, true); h.Lost {
+	if h := l.Health("n1", moved, true, false); h.Lost {
 		t.Errorf("a new holder: %+v", h)
 	}
 }
 
+// TestAgentLeasesNoLease: a missing Lease gets one default lease duration
+// of grace from when it is first found missing (a controller rolled out
+// before the agents, a Lease recreated with its Node), unless the node was
+// reported lost already.
 func TestAgentLeasesNoLease(t *testing.T) {
-	l := &AgentLeases{Namespace: leaseNS}
-	if h := l.Health("n1", nil, true); !h.Lost || !strings.Contains(h.Message, "--lease-namespace=miglayout-system") {
-		t.Errorf("reported, no Lease: %+v, want lost, naming the flag", h)
+	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	now := start
+	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	if h := l.Health("n1", nil, true, false); h.Lost || !h.Recheck.Equal(start.Add(40*time.Second)) {
+		t.Errorf("reported, no Lease yet: %+v, want not lost until %s", h, start.Add(40*time.Second))
 	}
-	if h := l.Health("n1", nil, false); h.Lost {
+	if h := l.Health("n2", nil, true, true); !h.Lost {
+		t.Errorf("reported lost before, no Lease: %+v, want lost", h)
+	}
+	now = start.Add(40 * time.Second)
+	if h := l.Health("n1", nil, true, false); !h.Lost || !strings.Contains(h.Message, "--lease-namespace=miglayout-system") {
+		t.Errorf("no Lease for 40s: %+v, want lost, naming the flag", h)
+	}
+	l.Observe(agentLease("n1", start, 40))
+	if h := l.Health("n1", agentLease("n1", start, 40), true, false); h.Lost {
+		t.Errorf("the Lease appeared: %+v", h)
+	}
+	if h := l.Health("n3", nil, false, false); h.Lost || !h.Recheck.IsZero() {
 		t.Errorf("never reported, no Lease: %+v, want not lost (not started)", h)
 	}
 	var off *AgentLeases
-	if h := off.Health("n1", nil, true); h.Lost {
+	if h := off.Health("n1", nil, true, true); h.Lost {
 		t.Errorf("checks off: %+v", h)
 	}
 	if d := off.requeueAt(time.Now()); d != 0 {
@@ -102,23 +128,71 @@ func TestAgentLeasesNodeHealth(t *testing.T) {
 		v1alpha1.AgentLeaseName("early"): agentLease("early", renewed, 40),
 		v1alpha1.AgentLeaseName("late"):  agentLease("late", now, 60),
 	}
-	health, soonest := l.NodeHealth(nmls, leases)
+	health, soonest := l.NodeHealth(nmls, leases, nil)
 	got := map[string]bool{}
 	for n, h := range health {
 		got[n] = h.Lost
 	}
-	want := map[string]bool{"early": false, "late": false, "absent": true, "new": false}
+	want := map[string]bool{"early": false, "late": false, "absent": false, "new": false} // absent: in its grace
 	for n, w := range want {
 		if got[n] != w {
 			t.Errorf("%s: lost = %v, want %v", n, got[n], w)
 		}
 	}
-	// early was seen 20 s ago with 40 s to live.
+	// early was seen 20 s ago with 40 s to live (absent's grace ends 40 s on).
 	if wantAt := now.Add(20 * time.Second); !soonest.Equal(wantAt) {
 		t.Errorf("soonest expiry %s, want %s", soonest, wantAt)
 	}
 	if d := l.requeueAt(soonest); d != 20*time.Second+leaseExpirySlack {
 		t.Errorf("requeue after %s", d)
+	}
+}
+
+// TestAgentLeasesAfterRestart: a controller that starts knows no renewal;
+// an agent its predecessor reported lost stays lost until this one sees a
+// renewal (it came back as Ready, with an AgentReturned event, for a lease
+// duration), while the others get one lease duration of grace.
+func TestAgentLeasesAfterRestart(t *testing.T) {
+	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	now := start
+	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	dead := agentLease("dead", start.Add(-time.Hour), 40)
+	h := l.Health("dead", dead, true, true)
+	if !h.Lost || !strings.Contains(h.Message, "was reported lost") {
+		t.Errorf("reported lost before the restart: %+v, want still lost", h)
+	}
+	if h := l.Health("alive", agentLease("alive", start.Add(-time.Hour), 40), true, false); h.Lost {
+		t.Errorf("not reported lost: %+v, want a grace period", h)
+	}
+	now = start.Add(5 * time.Second)
+	back := agentLease("dead", start, 40)
+	l.Observe(back)
+	if h := l.Health("dead", back, true, true); h.Lost {
+		t.Errorf("renewed after the restart: %+v, want alive", h)
+	}
+}
+
+// TestLostNodeLookedAtAgain: a lost agent whose renewal arrives late (its
+// gap by the agent's clock under the lease duration, so no event passes) is
+// found back by the reconcile its Recheck asks for.
+func TestLostNodeLookedAtAgain(t *testing.T) {
+	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	now := start
+	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	old := agentLease("n1", start, 40)
+	l.Observe(old)
+	now = start.Add(41 * time.Second)
+	h := l.Health("n1", old, true, false)
+	if !h.Lost || h.Recheck.IsZero() {
+		t.Fatalf("expired: %+v, want lost with a recheck", h)
+	}
+	late := agentLease("n1", start.Add(38*time.Second), 40)
+	if agentLeaseChange(leaseNS).Update(event.UpdateEvent{ObjectOld: old, ObjectNew: late}) {
+		t.Log("the late renewal passes the predicate")
+	}
+	now = h.Recheck
+	if h := l.Health("n1", late, true, true); h.Lost {
+		t.Errorf("at the recheck, with the late renewal in the cache: %+v, want alive", h)
 	}
 }
 
@@ -158,5 +232,79 @@ func TestAgentLeaseChange(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("%s: passes = %v, want %v", name, tc.got, tc.want)
 		}
+	}
+}
+
+// TestReconcileKeepsLostAgentAfterRestart: the Reconciler of a controller
+// that just started reads which nodes its MigLayout reported lost from its
+// status; a node lost there stays Unknown, with no AgentReturned event,
+// until its Lease is seen renewed.
+func TestReconcileKeepsLostAgentAfterRestart(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Status.Nodes = []v1alpha1.NodeRow{{Node: "n1", Phase: v1alpha1.PhaseUnknown, Message: "lost"}}
+	halves := specGPU(0, "3g.40gb@0,3g.40gb@4", `rule "halves": profiles 3g.40gb:2`)
+	nml := ownedBy(nodeMigLayout("n1").spec(halves).status(a100(0).layout("3g.40gb@0,3g.40gb@4")).build(), ml)
+	lease := agentLease("n1", now.Add(-time.Hour), 40)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithObjects(ml, node("n1", map[string]string{"pool": "a"}), nml, lease).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: rec,
+		AgentLeases: &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}
+	// phase reconciles and returns n1's phase; the reconcile must ask to
+	// look again within requeue (lost: a quarter lease duration; alive:
+	// at the Lease's expiry).
+	phase := func(requeue time.Duration) v1alpha1.GPUPhase {
+		t.Helper()
+		res, err := r.Reconcile(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.RequeueAfter <= 0 || res.RequeueAfter > requeue {
+			t.Errorf("requeue after %s, want at most %s", res.RequeueAfter, requeue)
+		}
+		var got v1alpha1.MigLayout
+		if err := c.Get(ctx, req.NamespacedName, &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Status.Nodes[0].Phase
+	}
+	if got := phase(11 * time.Second); got != v1alpha1.PhaseUnknown {
+		t.Errorf("after a restart: n1 is %s, want still Unknown", got)
+	}
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.Contains(e, EventAgentReturned) {
+			t.Errorf("event %q with no renewal seen", e)
+		}
+	}
+	// The agent renews: n1 is back.
+	now = now.Add(5 * time.Second)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
+		t.Fatal(err)
+	}
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: now}
+	if err := c.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if got := phase(41 * time.Second); got != v1alpha1.PhaseReady {
+		t.Errorf("after a renewal: n1 is %s, want Ready", got)
+	}
+}
+
+// TestFailureBackoffCapped: a MigLayout whose reconcile keeps failing is
+// still looked at every 30 s (its RequeueAfter, the heartbeat's recheck,
+// is dropped on failure).
+func TestFailureBackoffCapped(t *testing.T) {
+	rl := failureRateLimiter()
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}
+	var last time.Duration
+	for range 30 {
+		last = rl.When(req)
+	}
+	if last != maxFailureBackoff {
+		t.Errorf("backoff after 30 failures: %s, want %s", last, maxFailureBackoff)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -132,6 +133,7 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("autoplanner").
+		WithOptions(controller.Options{RateLimiter: failureRateLimiter()}).
 		Watches(&corev1.Pod{}, one, builder.WithPredicates(waiting)).
 		Watches(&resourceapi.ResourceClaim{}, one).
 		Watches(&v1alpha1.NodeMigLayout{}, one).
@@ -158,7 +160,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	health, expires := a.AgentLeases.NodeHealth(in.NodeMigLayouts, leases)
+	health, recheck := a.AgentLeases.NodeHealth(in.NodeMigLayouts, leases, LostInStatus(autoMigLayouts(in.MigLayouts)...))
 	for node, h := range health {
 		if h.Lost {
 			if in.LostAgents == nil {
@@ -168,7 +170,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		}
 	}
 	// A Lease's expiry has no event: look again when one is due.
-	recheck := a.AgentLeases.requeueAt(expires)
+	again := a.AgentLeases.requeueAt(recheck)
 	snap := BuildSnapshot(in, a.catalog())
 	snap.Now, snap.AgingAfter = a.now(), a.agingAfter()
 	if snap.Pending, err = planner.Demand(ctx, snap.Driver, snap.Classes, a.catalog().Models(), snap.Pending); err != nil {
@@ -181,7 +183,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	wait := a.batch.observe(inputKey(in, snap), a.now(), a.idle(), a.max())
 	a.mu.Unlock()
 	if wait > 0 {
-		return ctrl.Result{RequeueAfter: sooner(wait, recheck)}, nil
+		return ctrl.Result{RequeueAfter: sooner(wait, again)}, nil
 	}
 	// Changes to cancel (BlockedChanges) run the planner too.
 	cancels := BlockedChanges(in, snap)
@@ -190,7 +192,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 			a.forget()
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{RequeueAfter: recheck}, nil
+		return ctrl.Result{RequeueAfter: again}, nil
 	}
 	start := time.Now()
 	res, err := planner.Plan(ctx, snap)
@@ -211,7 +213,18 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	}
 	// Nothing else may happen when a pod starts to be planned by age:
 	// look again then.
-	return ctrl.Result{RequeueAfter: sooner(nextAging(snap), recheck)}, nil
+	return ctrl.Result{RequeueAfter: sooner(nextAging(snap), again)}, nil
+}
+
+// autoMigLayouts are the Auto-mode MigLayouts among mls.
+func autoMigLayouts(mls []v1alpha1.MigLayout) []*v1alpha1.MigLayout {
+	var out []*v1alpha1.MigLayout
+	for i := range mls {
+		if mls[i].Spec.Mode == v1alpha1.ModeAuto {
+			out = append(out, &mls[i])
+		}
+	}
+	return out
 }
 
 // sooner is the shorter of two requeue delays, 0 meaning none.
@@ -534,7 +547,7 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 				labels[k] = v
 			}
 		}
-		lines = append(lines, fmt.Sprintf("node %s %v %v %t\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable))
+		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen))
 		for _, g := range n.GPUs {
 			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned))
 		}

@@ -229,11 +229,13 @@ func TestBuildSnapshot(t *testing.T) {
 			t.Errorf("node %s in group %q, want auto", n.Node.Name, n.Policy.Group)
 		}
 	}
-	// A node whose agent is lost is left out, its pods kept.
+	// A node whose agent is lost is frozen (its GPUs changing still count
+	// toward maxGPUs) and keeps no spares; its pods stay pending.
 	in.LostAgents = sets.New("a1")
+	in.MigLayouts[0].Spec.Policy.Spares = map[string]int32{"1g.10gb": 1}
 	lost := BuildSnapshot(in, mig.DefaultCatalog())
-	if len(lost.Nodes) != 0 || len(lost.Pending) != len(snap.Pending) {
-		t.Errorf("a1's agent lost: %d nodes, %d pending pods; want 0 and %d", len(lost.Nodes), len(lost.Pending), len(snap.Pending))
+	if len(lost.Nodes) != 1 || !lost.Nodes[0].Frozen || lost.Nodes[0].Policy.Spares != nil || len(lost.Nodes[0].GPUs) != 4 || len(lost.Pending) != len(snap.Pending) {
+		t.Errorf("a1's agent lost: nodes %+v, %d pending pods; want a1 frozen with its 4 GPUs, no spares, and %d pods", lost.Nodes, len(lost.Pending), len(snap.Pending))
 	}
 }
 

@@ -34,9 +34,10 @@ type AutoInputs struct {
 	Slices []resourceapi.ResourceSlice
 	Driver string
 	// LostAgents are the nodes whose agent stopped renewing its heartbeat
-	// Lease (AgentHealth.Lost): the planner leaves them out, since no
-	// change written for them would be carried out, and a change in flight
-	// there no longer serves its pods, which are planned elsewhere.
+	// Lease (AgentHealth.Lost): they are planner.Node.Frozen, since no
+	// change written for them would be carried out; a change in flight
+	// there no longer serves its pods, which are planned elsewhere, but
+	// still counts toward the MigLayout's maxGPUs.
 	LostAgents sets.Set[string]
 }
 
@@ -45,8 +46,8 @@ type AutoInputs struct {
 const defaultMaxGPUs = 8
 
 // BuildSnapshot turns cluster objects into the planner's input: the nodes of
-// Auto MigLayouts (not in conflict, agent not lost) with the GPUs their
-// agents report, and
+// Auto MigLayouts (not in conflict; Frozen where the agent is lost) with the
+// GPUs their agents report, and
 // the pods the scheduler found unschedulable with their unallocated claims.
 //
 // A GPU whose desired layout differs from its actual one, or that is not
@@ -107,10 +108,13 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 		snap.GroupMaxGPUs[ml.Name] = maxGPUs
 		for _, name := range sel.Nodes {
 			nml, node := in.NodeMigLayouts[name], byName[name]
-			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) || in.LostAgents.Has(name) {
+			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
 				continue
 			}
 			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, allocated[name]), OtherSlices: others.forNode(node)}
+			if in.LostAgents.Has(name) {
+				n.Frozen, n.Policy.Spares = true, nil
+			}
 			if len(n.GPUs) > 0 {
 				snap.Nodes = append(snap.Nodes, n)
 			}

@@ -26,7 +26,8 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	var states []NodeState
 	var result ctrl.Result
 	var errs []error
-	var expires time.Time
+	var recheck time.Time
+	wasLost := LostInStatus(ml)
 	for _, node := range sel.Nodes {
 		switch {
 		case sel.Conflicted(node):
@@ -42,16 +43,14 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		}
 		var agent AgentHealth
 		if nml != nil {
-			agent = r.AgentLeases.Health(node, in.leases[v1alpha1.AgentLeaseName(node)], len(nml.Status.GPUs) > 0)
+			agent = r.AgentLeases.Health(node, in.leases[v1alpha1.AgentLeaseName(node)], len(nml.Status.GPUs) > 0, wasLost.Has(node))
 		}
-		if !agent.Expires.IsZero() && (expires.IsZero() || agent.Expires.Before(expires)) {
-			expires = agent.Expires
-		}
+		recheck = earliest(recheck, agent.Recheck)
 		states = append(states, EvaluateNode(node, nml, problems, agent))
 	}
 	// A Lease's expiry comes with no event: look again when the first of
-	// this MigLayout's live agents would be lost.
-	if d := r.AgentLeases.requeueAt(expires); d > 0 && (result.RequeueAfter == 0 || d < result.RequeueAfter) {
+	// this MigLayout's live agents would be lost, or a lost one be back.
+	if d := r.AgentLeases.requeueAt(recheck); d > 0 && (result.RequeueAfter == 0 || d < result.RequeueAfter) {
 		result.RequeueAfter = d
 	}
 	errs = append(errs, r.release(ctx, ml, sel, in)...)

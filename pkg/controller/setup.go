@@ -2,14 +2,18 @@ package controller
 
 import (
 	"context"
+	"time"
 
+	"golang.org/x/time/rate"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -47,6 +51,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("miglayout").
+		WithOptions(controller.Options{RateLimiter: failureRateLimiter()}).
 		For(&v1alpha1.MigLayout{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&v1alpha1.NodeMigLayout{}).
 		Watches(&v1alpha1.MigLayout{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
@@ -74,4 +79,20 @@ func (r *Reconciler) allMigLayouts(ctx context.Context, _ client.Object) []recon
 		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: ml.Name}}
 	}
 	return reqs
+}
+
+// maxFailureBackoff caps the delay before retrying a reconcile that failed.
+// controller-runtime ignores a failed reconcile's RequeueAfter, and its
+// default backoff grows to 1000 s, while a reconcile is also what notices
+// an agent's heartbeat Lease running out: a MigLayout whose status or one
+// node's spec cannot be written keeps being looked at every 30 s at most.
+const maxFailureBackoff = 30 * time.Second
+
+// failureRateLimiter is controller-runtime's default rate limiter with the
+// per-item backoff capped at maxFailureBackoff.
+func failureRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxFailureBackoff),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 }

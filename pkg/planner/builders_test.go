@@ -66,6 +66,9 @@ func (b *nodeB) retrying() *nodeB {
 	return b
 }
 
+// frozen marks the node's agent lost (Node.Frozen).
+func (b *nodeB) frozen() *nodeB { b.n.Frozen = true; return b }
+
 func (b *nodeB) build() Node { return b.n }
 
 // podB builds a pending pod with one claim.

@@ -118,6 +118,9 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 // limits on GPUs changed at once.
 func (p *planner) keepSpares() {
 	for _, n := range p.nodes {
+		if n.n.Frozen {
+			continue
+		}
 		for _, prof := range slices.Sorted(maps.Keys(n.n.Policy.Spares)) {
 			want := n.n.Policy.Spares[prof]
 			have := 0
@@ -212,6 +215,9 @@ func (p *planner) load() error {
 			}
 			ns.gpus = append(ns.gpus, gs)
 			p.gpus = append(p.gpus, gs)
+			if n.Frozen {
+				continue // counted, never used
+			}
 			if !g.Changing {
 				p.reclass(gs)
 			}
@@ -282,7 +288,7 @@ func (p *planner) feasibleNodes(pod Pod) []*nodeState {
 	}
 	var out []*nodeState
 	for _, n := range p.nodes {
-		if feasible(pod.Pod, n.n.Node) && allocatedOn(pod, n.n.Node) {
+		if !n.n.Frozen && feasible(pod.Pod, n.n.Node) && allocatedOn(pod, n.n.Node) {
 			out = append(out, n)
 		}
 	}
@@ -393,6 +399,10 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 	}()
 	if len(p.nodes) == 0 {
 		p.result.Unservable[key] = NoAutoNode
+		return nil
+	}
+	if !slices.ContainsFunc(p.nodes, func(n *nodeState) bool { return !n.n.Frozen }) {
+		p.result.Unservable[key] = NoLiveAutoNode
 		return nil
 	}
 	feasibleNodes := p.feasibleNodes(pod)

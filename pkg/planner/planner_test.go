@@ -452,6 +452,24 @@ func TestPlan(t *testing.T) {
 				Kept:    map[string]string{"default/b": "n2/gpu-1 7g.80gb@0"},
 			},
 		},
+		"a frozen node (agent lost) serves nothing, from free devices or its change in flight, and keeps no spares; its change holds its group's slot": {
+			nodes: []Node{
+				node("lost").policy(Policy{Group: "g", Spares: map[string]int{"1g.10gb": 1}}).frozen().
+					gpu("A100-SXM4-80GB", "1g.10gb@0", "").changing().gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
+				node("live").policy(Policy{Group: "g"}).gpu("A100-SXM4-80GB", "", "").build(),
+			},
+			groupMax: map[string]int{"g": 1},
+			pods:     []Pod{pod("big", 2).claim(profileIs("7g.80gb"), 1).build(), pod("small", 1).claim(profileIs("1g.10gb"), 1).build()},
+			want: trace{
+				Kept:       map[string]string{"default/big": "live/gpu-0 7g.80gb@0"},
+				Unservable: map[string]string{"default/small": NoRoom},
+			},
+		},
+		"every Auto node frozen": {
+			nodes: []Node{node("lost").frozen().gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
+			pods:  []Pod{pod("a", 1).claim(profileIs("7g.80gb"), 1).build()},
+			want:  trace{Unservable: map[string]string{"default/a": NoLiveAutoNode}},
+		},
 		"no Auto node": {
 			pods: []Pod{pod("a", 1).claim(profileIs("1g.10gb"), 1).build()},
 			want: trace{Unservable: map[string]string{"default/a": NoAutoNode}},

@@ -67,6 +67,13 @@ type Node struct {
 	// the requests of a pod that miglayout's devices do not serve; the
 	// planner never changes them.
 	OtherSlices []*resourceapi.ResourceSlice
+	// Frozen: the node's agent is lost (it stopped renewing its heartbeat
+	// Lease), so nothing planned for the node would be carried out. The
+	// planner serves no pod there (not even from free devices or a change
+	// in flight), changes none of its GPUs and keeps no spares on it; its
+	// GPUs changing still count toward Snapshot.GroupMaxGPUs, since an
+	// agent cut off from the API server may still be carrying them out.
+	Frozen bool
 }
 
 // Pod is a pending pod with the ResourceClaims it waits for.
@@ -166,6 +173,10 @@ const NoRoom = "no Auto-mode node has room for the pod's devices now without des
 // without nodes: no node an Auto-mode MigLayout selects has reported a GPU
 // of a catalogued model with MIG mode on.
 const NoAutoNode = "no Auto-mode node: no node an Auto-mode MigLayout selects has reported a GPU of a known model with MIG mode on"
+
+// NoLiveAutoNode is the Result.Unservable reason of every pod of a snapshot
+// whose Auto nodes are all Frozen.
+const NoLiveAutoNode = "no Auto-mode node with a running agent: the agents of all Auto-mode nodes have stopped renewing their heartbeat Leases"
 
 // WaitsForSharedClaim is the Result.Unservable reason of a pod that shares
 // claims with a pod the plan serves but does not have exactly that pod's
