@@ -60,7 +60,9 @@ func TestMain(m *testing.M) {
 		Nodes: []cluster.NodeSpec{
 			{Name: nodeA, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "auto"},
 				AgentArgs: []string{"--metrics-bind-address=" + metricsAddr[nodeA]}},
-			{Name: nodeB, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "auto"}},
+			// A short heartbeat, so that TestAutoFreezesLostNode sees its agent lost soon.
+			{Name: nodeB, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "auto"},
+				AgentArgs: []string{"--lease-duration=" + nodeBLeaseDuration.String()}},
 		},
 	}, 80, func(e *clustertest.Env) { env = e }))
 }
