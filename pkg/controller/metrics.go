@@ -18,7 +18,7 @@ var (
 	})
 	nodesMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "nodes",
-		Help: "Nodes a MigLayout selects, by state (selected, ready, progressing, failed, conflict).",
+		Help: "Nodes a MigLayout selects, by state (selected, ready, progressing, failed, conflict, lost: the agent stopped renewing its heartbeat Lease).",
 	}, []string{"miglayout", "state"})
 	gpuProblemsMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "gpu_problems",
@@ -39,7 +39,7 @@ func recordMetrics(name string, obs Observation) {
 	s := summarize(obs.Nodes)
 	for state, n := range map[string]int32{
 		"selected": s.selected, "ready": s.ready, "progressing": s.progressing,
-		"failed": s.failed, "conflict": s.conflict,
+		"failed": s.failed, "conflict": s.conflict, "lost": s.lost,
 	} {
 		nodesMetric.WithLabelValues(name, state).Set(float64(n))
 	}
