@@ -395,6 +395,34 @@ func TestStatus(t *testing.T) {
 	}
 }
 
+// TestStatusAgentLost: a node its MigLayout reports lost (row phase
+// Unknown) is marked, with the controller's message; the others are not.
+func TestStatusAgentLost(t *testing.T) {
+	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "halves"},
+		Status: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{{Node: "gpu-node-1", Phase: v1alpha1.PhaseUnknown,
+			Message: "the node's agent has not renewed its heartbeat Lease miglayout/miglayout-agent-gpu-node-1 since 2026-11-30T10:00:00Z"}}}}
+	out, _, err := runWith(t, append(cluster(t), ml), "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	var head1, head2 int
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "gpu-node-1 "):
+			head1 = i
+		case strings.HasPrefix(l, "gpu-node-2 "):
+			head2 = i
+		}
+	}
+	if !strings.HasSuffix(lines[head1], "AGENT LOST") || !strings.Contains(lines[head1+1], "has not renewed its heartbeat Lease") {
+		t.Errorf("gpu-node-1 not marked lost:\n%s", out)
+	}
+	if strings.Contains(lines[head2], "AGENT LOST") {
+		t.Errorf("gpu-node-2 marked lost:\n%s", out)
+	}
+}
+
 func TestPlanStatic(t *testing.T) {
 	objs := cluster(t)
 	out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-static.yaml")

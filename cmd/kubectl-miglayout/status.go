@@ -32,9 +32,12 @@ A device marked * is allocated to a ResourceClaim or in use on the node, ~ is
 draining (published with the drain taint: it is about to be destroyed), ? is
 not published in the node's ResourceSlices; an unmarked device is free.
 " ------ " is a memory slice no device holds. A GPU whose desired layout
-differs from its actual one shows the desired layout and why below it.
+differs from its actual one shows the desired layout and why below it. A
+node whose agent stopped renewing its heartbeat Lease is marked AGENT LOST:
+what it shows is the agent's last report.
 
-It reads NodeMigLayouts, the driver's ResourceSlices and ResourceClaims.`,
+It reads NodeMigLayouts, MigLayouts, the driver's ResourceSlices and
+ResourceClaims.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := e.client()
@@ -136,6 +139,9 @@ func loadDevices(ctx context.Context, c client.Client, driver string) (*clusterD
 type nodeStatus struct {
 	nml     *v1alpha1.NodeMigLayout
 	devices *clusterDevices
+	// lost is the message of the node's row in its MigLayout's status when
+	// that row says the agent is lost (phase Unknown), else empty.
+	lost string
 }
 
 type statusView struct {
@@ -165,9 +171,23 @@ func loadStatus(ctx context.Context, c client.Client, driver, node string) (*sta
 	if err != nil {
 		return nil, err
 	}
+	// The controller, not the agent, tells a lost agent: in its
+	// MigLayout's node rows.
+	var mls v1alpha1.MigLayoutList
+	if err := c.List(ctx, &mls); err != nil {
+		return nil, fmt.Errorf("listing MigLayouts: %w", err)
+	}
+	lost := map[string]string{}
+	for _, ml := range mls.Items {
+		for _, r := range ml.Status.Nodes {
+			if r.Phase == v1alpha1.PhaseUnknown {
+				lost[r.Node] = r.Message
+			}
+		}
+	}
 	v := &statusView{}
 	for i := range nmls {
-		v.nodes = append(v.nodes, nodeStatus{nml: &nmls[i], devices: devs})
+		v.nodes = append(v.nodes, nodeStatus{nml: &nmls[i], devices: devs, lost: lost[nmls[i].Name]})
 	}
 	return v, nil
 }
@@ -202,7 +222,13 @@ func writeStatus(w io.Writer, v *statusView) {
 		if c := findCondition(nml.Status.Conditions, "Ready"); c != nil {
 			head += fmt.Sprintf("  Ready=%s (%s)", c.Status, c.Reason)
 		}
+		if n.lost != "" {
+			head += "  AGENT LOST"
+		}
 		fmt.Fprintln(w, head)
+		if n.lost != "" {
+			fmt.Fprintf(w, "  %s\n", n.lost)
+		}
 		if len(nml.Status.GPUs) == 0 {
 			fmt.Fprintln(w, "  no GPU reported yet")
 			continue
