@@ -53,10 +53,12 @@ const (
 	// ReasonAgentLost (Degraded=True; Ready=False where every node not
 	// Ready is lost or silent; node row phase Unknown): the node's agent
 	// reported its GPUs once but has stopped renewing its heartbeat Lease
-	// (AgentLeaseName) for the Lease's duration, or has held none for 40 s:
-	// it crashed or stopped, lost its API server connection, or was
-	// removed. (The Lease is renewed beside the agent's work: an agent
-	// whose work hangs while the process runs is not detected.) The node's
+	// (AgentLeaseName) for the Lease's duration, or its Lease has been
+	// deleted for 40 s: it crashed or stopped, lost its API server
+	// connection, or was removed. (The Lease is renewed beside the agent's
+	// work: an agent whose work hangs while the process runs is not
+	// detected; nor is one that never held a Lease the controller saw, such
+	// as an agent of an older version during an upgrade.) The node's
 	// GPUs are shown as last reported; in Auto mode the planner changes
 	// nothing on the node and serves no pod there until the agent is back.
 	ReasonAgentLost = "AgentLost"

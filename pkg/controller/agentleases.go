@@ -24,7 +24,11 @@ import (
 // timed by this process's clock, from when it was seen renewed, not by the
 // renewTime the agent writes: nodes' clocks may be skewed. An agent is lost
 // once its Lease has not been seen renewed for its leaseDurationSeconds, or
-// has been missing for defaultAgentLeaseDuration.
+// has been gone for defaultAgentLeaseDuration since this process saw it
+// deleted. A node whose agent has never held a Lease this process saw (an
+// agent of a version without heartbeat, during an upgrade; one run without
+// --lease-namespace) is not judged: its liveness is unknown, as before
+// heartbeats.
 //
 // After this process starts it knows no renewal yet: a Lease first seen
 // counts as renewed then (one lease duration of grace), except for an agent
@@ -40,9 +44,9 @@ type AgentLeases struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
-	mu      sync.Mutex
-	seen    map[string]leaseSeen // by Lease name
-	missing map[string]time.Time // Lease name -> when first found missing
+	mu   sync.Mutex
+	seen map[string]leaseSeen // by Lease name
+	gone map[string]time.Time // Lease name -> when it was seen deleted
 }
 
 // leaseSeen is the last renewal seen of one Lease and when it was seen.
@@ -66,7 +70,7 @@ const leaseExpirySlack = time.Second
 // AgentHealth is what a node's heartbeat Lease says of its agent.
 type AgentHealth struct {
 	// Lost: the agent has not been seen renewing its Lease for the Lease's
-	// duration, or has held none for defaultAgentLeaseDuration.
+	// duration, or its Lease has been gone for defaultAgentLeaseDuration.
 	Lost bool
 	// Message says why, for people (empty when not Lost).
 	Message string
@@ -94,17 +98,41 @@ func (l *AgentLeases) Start(ctx context.Context, c cache.Cache) error {
 				obj = d.Obj
 			}
 			if lease, ok := obj.(*coordinationv1.Lease); ok {
-				l.mu.Lock()
-				delete(l.seen, lease.Name)
-				l.mu.Unlock()
+				l.deleted(lease.Name)
 			}
-			// Health starts the missing Lease's grace when it looks.
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("watching agent Leases: %w", err)
 	}
 	return nil
+}
+
+// deleted records that the Lease name is gone (unless known so already).
+func (l *AgentLeases) deleted(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.seen, name)
+	if l.gone == nil {
+		l.gone = map[string]time.Time{}
+	}
+	if _, ok := l.gone[name]; !ok {
+		l.gone[name] = l.now()
+	}
+}
+
+// Forget drops what is known of node's Lease: the node no longer has a
+// NodeMigLayout (it left its MigLayout's selection, or was deleted), and a
+// node made again under its name starts afresh.
+func (l *AgentLeases) Forget(node string) {
+	if l == nil {
+		return
+	}
+	name := v1alpha1.AgentLeaseName(node)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.seen, name)
+	delete(l.gone, name)
 }
 
 func (l *AgentLeases) observe(obj any) {
@@ -128,7 +156,7 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 	if l.seen == nil {
 		l.seen = map[string]leaseSeen{}
 	}
-	delete(l.missing, lease.Name)
+	delete(l.gone, lease.Name)
 	prev, ok := l.seen[lease.Name]
 	if ok && prev.renew.Equal(s.renew) && prev.holder == s.holder {
 		if prev.duration != s.duration {
@@ -155,21 +183,26 @@ func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported,
 	now := l.now()
 	if lease == nil {
 		l.mu.Lock()
-		if l.missing == nil {
-			l.missing = map[string]time.Time{}
-		}
-		since, ok := l.missing[name]
-		if !ok {
-			since = now
-			l.missing[name] = since
-		}
+		_, known := l.seen[name]
 		l.mu.Unlock()
-		if until := since.Add(defaultAgentLeaseDuration); !wasLost && now.Before(until) {
-			return AgentHealth{Recheck: until}
+		if known { // the cache has it gone before the handler ran
+			l.deleted(name)
 		}
-		return AgentHealth{Lost: true, Recheck: now.Add(defaultAgentLeaseDuration / 4), Message: fmt.Sprintf(
+		l.mu.Lock()
+		since, gone := l.gone[name]
+		l.mu.Unlock()
+		lost := AgentHealth{Lost: true, Recheck: now.Add(defaultAgentLeaseDuration / 4), Message: fmt.Sprintf(
 			"the node's agent holds no heartbeat Lease %s/%s (is it running, with --lease-namespace=%s?); its GPUs are as last reported",
 			l.Namespace, name, l.Namespace)}
+		switch {
+		case wasLost:
+			return lost
+		case !gone:
+			return AgentHealth{} // never seen: not judged
+		case now.Before(since.Add(defaultAgentLeaseDuration)):
+			return AgentHealth{Recheck: since.Add(defaultAgentLeaseDuration)}
+		}
+		return lost
 	}
 	l.Observe(lease) // the informer's handler may not have run yet
 	l.mu.Lock()

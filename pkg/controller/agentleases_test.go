@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -78,27 +79,43 @@ func TestAgentLeasesHealth(t *testing.T) {
 	}
 }
 
-// TestAgentLeasesNoLease: a missing Lease gets one default lease duration
-// of grace from when it is first found missing (a controller rolled out
-// before the agents, a Lease recreated with its Node), unless the node was
-// reported lost already.
+// TestAgentLeasesNoLease: a node whose agent never held a Lease this
+// process saw is not judged (an agent without heartbeat during an upgrade:
+// not lost); a Lease seen deleted gets one default lease duration of grace
+// (a Node recreated, its Lease with it); a node reported lost before stays
+// lost; Forget starts a node afresh.
 func TestAgentLeasesNoLease(t *testing.T) {
 	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	now := start
 	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
-	if h := l.Health("n1", nil, true, false); h.Lost || !h.Recheck.Equal(start.Add(40*time.Second)) {
-		t.Errorf("reported, no Lease yet: %+v, want not lost until %s", h, start.Add(40*time.Second))
+	if h := l.Health("old-agent", nil, true, false); h.Lost || !h.Recheck.IsZero() {
+		t.Errorf("never held a Lease: %+v, want not judged", h)
 	}
-	if h := l.Health("n2", nil, true, true); !h.Lost {
-		t.Errorf("reported lost before, no Lease: %+v, want lost", h)
+	if h := l.Health("was-lost", nil, true, true); !h.Lost || !strings.Contains(h.Message, "--lease-namespace=miglayout-system") {
+		t.Errorf("reported lost before, no Lease: %+v, want lost, naming the flag", h)
+	}
+	lease := agentLease("n1", start, 40)
+	l.Observe(lease)
+	l.deleted(lease.Name) // the informer's delete
+	if h := l.Health("n1", nil, true, false); h.Lost || !h.Recheck.Equal(start.Add(40*time.Second)) {
+		t.Errorf("Lease just deleted: %+v, want not lost until %s", h, start.Add(40*time.Second))
 	}
 	now = start.Add(40 * time.Second)
-	if h := l.Health("n1", nil, true, false); !h.Lost || !strings.Contains(h.Message, "--lease-namespace=miglayout-system") {
-		t.Errorf("no Lease for 40s: %+v, want lost, naming the flag", h)
+	if h := l.Health("n1", nil, true, false); !h.Lost {
+		t.Errorf("Lease gone for 40s: %+v, want lost", h)
 	}
-	l.Observe(agentLease("n1", start, 40))
-	if h := l.Health("n1", agentLease("n1", start, 40), true, false); h.Lost {
-		t.Errorf("the Lease appeared: %+v", h)
+	l.Observe(agentLease("n1", now, 40))
+	if h := l.Health("n1", agentLease("n1", now, 40), true, false); h.Lost {
+		t.Errorf("the Lease is back: %+v", h)
+	}
+	// A Lease the cache no longer has, before the informer's handler ran.
+	l.Observe(agentLease("n2", start, 40))
+	if h := l.Health("n2", nil, true, false); h.Lost || h.Recheck.IsZero() {
+		t.Errorf("Lease gone from the cache: %+v, want its grace", h)
+	}
+	l.Forget("n2")
+	if h := l.Health("n2", nil, true, false); h.Lost || !h.Recheck.IsZero() {
+		t.Errorf("after Forget: %+v, want not judged", h)
 	}
 	if h := l.Health("n3", nil, false, false); h.Lost || !h.Recheck.IsZero() {
 		t.Errorf("never reported, no Lease: %+v, want not lost (not started)", h)
@@ -107,6 +124,7 @@ func TestAgentLeasesNoLease(t *testing.T) {
 	if h := off.Health("n1", nil, true, true); h.Lost {
 		t.Errorf("checks off: %+v", h)
 	}
+	off.Forget("n1")
 	if d := off.requeueAt(time.Now()); d != 0 {
 		t.Errorf("checks off: requeue after %s", d)
 	}
@@ -133,13 +151,13 @@ func TestAgentLeasesNodeHealth(t *testing.T) {
 	for n, h := range health {
 		got[n] = h.Lost
 	}
-	want := map[string]bool{"early": false, "late": false, "absent": false, "new": false} // absent: in its grace
+	want := map[string]bool{"early": false, "late": false, "absent": false, "new": false} // absent: never held one
 	for n, w := range want {
 		if got[n] != w {
 			t.Errorf("%s: lost = %v, want %v", n, got[n], w)
 		}
 	}
-	// early was seen 20 s ago with 40 s to live (absent's grace ends 40 s on).
+	// early was seen 20 s ago with 40 s to live.
 	if wantAt := now.Add(20 * time.Second); !soonest.Equal(wantAt) {
 		t.Errorf("soonest expiry %s, want %s", soonest, wantAt)
 	}
@@ -306,5 +324,24 @@ func TestFailureBackoffCapped(t *testing.T) {
 	}
 	if last != maxFailureBackoff {
 		t.Errorf("backoff after 30 failures: %s, want %s", last, maxFailureBackoff)
+	}
+}
+
+// TestLostRowsKeptFirst: status keeps 64 node rows; a lost node's row comes
+// before the other nodes not Ready, so a restarted controller still knows it
+// was lost (LostInStatus) when many nodes are not Ready.
+func TestLostRowsKeptFirst(t *testing.T) {
+	halves := specGPU(0, "3g.40gb@0,3g.40gb@4", "")
+	var states []NodeState
+	for i := range maxNodeRows {
+		nml := nodeMigLayout(fmt.Sprintf("busy-%02d", i)).spec(halves).status(a100(0).layout("7g.80gb@0")).build()
+		states = append(states, EvaluateNode(nml.Name, nml, nil, AgentHealth{}))
+	}
+	dead := nodeMigLayout("zz-dead").spec(halves).status(a100(0).layout("3g.40gb@0,3g.40gb@4")).build()
+	states = append(states, EvaluateNode("zz-dead", dead, nil, AgentHealth{Lost: true, Message: "lost"}))
+	ml := &v1alpha1.MigLayout{}
+	ApplyStatus(&ml.Status, Observation{Nodes: states})
+	if !LostInStatus(ml).Has("zz-dead") {
+		t.Errorf("the lost node has no row among the %d kept", len(ml.Status.Nodes))
 	}
 }

@@ -203,17 +203,24 @@ type summary struct {
 	rows                                                         []v1alpha1.NodeRow
 }
 
-// summarize counts the nodes and keeps at most maxNodeRows rows, nodes not
-// Ready first, then by name.
+// summarize counts the nodes and keeps at most maxNodeRows rows: nodes with
+// a lost agent first (their rows are what a restarted controller knows of
+// them, see LostInStatus), then the others not Ready, then by name.
 func summarize(states []NodeState) summary {
 	var s summary
 	ordered := slices.Clone(states)
+	rank := func(st NodeState) int {
+		switch {
+		case st.Lost:
+			return 0
+		case !st.Ready:
+			return 1
+		}
+		return 2
+	}
 	slices.SortFunc(ordered, func(a, b NodeState) int {
-		if a.Ready != b.Ready {
-			if a.Ready {
-				return 1
-			}
-			return -1
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
 		}
 		return strings.Compare(a.Row.Node, b.Row.Node)
 	})

@@ -49,9 +49,9 @@ const (
 	// the note says why.
 	EventNotServable = "NotServableByAutoMode"
 	// EventWaitingForCapacity (Normal, on a pod): no GPU can take it now
-	// (devices in use are in the way, or the limits on GPUs changed at once
-	// are reached); for a large profile the note names the placement kept
-	// for it.
+	// (devices in use are in the way, the limits on GPUs changed at once
+	// are reached, or only nodes whose agent is lost could); for a large
+	// profile the note names the placement kept for it.
 	EventWaitingForCapacity = "WaitingForCapacity"
 	// EventWaitingForSharedClaim (Normal, on a pod): the pod shares claims
 	// with a pod the plan serves, and has other claims too; it is planned
@@ -424,6 +424,9 @@ func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
 			continue
 		case planner.WaitsForSharedClaim:
 			emit(pod, corev1.EventTypeNormal, EventWaitingForSharedClaim, why)
+			continue
+		case planner.WaitsForLostNode:
+			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, why)
 			continue
 		}
 		emit(pod, corev1.EventTypeWarning, EventNotServable, why)

@@ -237,6 +237,10 @@ func TestBuildSnapshot(t *testing.T) {
 	if len(lost.Nodes) != 1 || !lost.Nodes[0].Frozen || lost.Nodes[0].Policy.Spares != nil || len(lost.Nodes[0].GPUs) != 4 || len(lost.Pending) != len(snap.Pending) {
 		t.Errorf("a1's agent lost: nodes %+v, %d pending pods; want a1 frozen with its 4 GPUs, no spares, and %d pods", lost.Nodes, len(lost.Pending), len(snap.Pending))
 	}
+	// Nor is its blocked change cancelled: nothing is written for it.
+	if c := BlockedChanges(in, lost); len(c) != 0 {
+		t.Errorf("cancels written for a1 while its agent is lost: %+v", c)
+	}
 }
 
 func TestNotify(t *testing.T) {
@@ -247,7 +251,7 @@ func TestNotify(t *testing.T) {
 	changing := planner.GPU{Info: migslices.PlannedGPU(model, 1), Layout: mig.MustParseLayout("3g.40gb@0,3g.40gb@4"), Changing: true}
 	snap := planner.Snapshot{
 		Nodes:   []planner.Node{{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, GPUs: []planner.GPU{changing}}},
-		Pending: []planner.Pod{{Pod: pod("new")}, {Pod: pod("coming")}, {Pod: pod("ready")}, {Pod: pod("never")}, {Pod: pod("later")}, {Pod: pod("small")}, {Pod: pod("sharing")}},
+		Pending: []planner.Pod{{Pod: pod("new")}, {Pod: pod("coming")}, {Pod: pod("ready")}, {Pod: pod("never")}, {Pod: pod("later")}, {Pod: pod("small")}, {Pod: pod("sharing")}, {Pod: pod("on-lost")}},
 	}
 	res := planner.Result{
 		Changes: []planner.Change{{Node: "n1", GPU: 0, To: mig.MustParseLayout("7g.80gb@0"), Serves: []string{"ns/new"}}},
@@ -256,8 +260,9 @@ func TestNotify(t *testing.T) {
 			{Pod: "ns/coming", Node: "n1", Devices: []string{"gpu-1-mig-3g40gb-9-4"}},
 			{Pod: "ns/ready", Node: "n1", Devices: []string{"gpu-2-mig-1g10gb-19-0"}},
 		},
-		Unservable: map[string]string{"ns/never": "no profile satisfies claim c", "ns/small": planner.NoRoom, "ns/sharing": planner.WaitsForSharedClaim},
-		Kept:       map[string]planner.Kept{"ns/later": {Node: "n1", GPU: 3, Profile: "4g.40gb", Placement: mig.Placement{Start: 0, Size: 4}}},
+		Unservable: map[string]string{"ns/never": "no profile satisfies claim c", "ns/small": planner.NoRoom, "ns/sharing": planner.WaitsForSharedClaim,
+			"ns/on-lost": planner.WaitsForLostNode},
+		Kept: map[string]planner.Kept{"ns/later": {Node: "n1", GPU: 3, Profile: "4g.40gb", Placement: mig.Placement{Start: 0, Size: 4}}},
 	}
 	rec := events.NewFakeRecorder(20)
 	a := &AutoPlanner{Recorder: rec}
@@ -276,6 +281,7 @@ func TestNotify(t *testing.T) {
 	want := []string{
 		"Normal WaitingForCapacity no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows; it takes the first room that frees up",
 		"Normal WaitingForCapacity no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows; memory slices 0-3 of n1/gpu-3 (where a 4g.40gb goes) are kept for it: no other pending pod gets a device there",
+		"Normal WaitingForCapacity " + planner.WaitsForLostNode,
 		"Normal WaitingForRepartition waiting for the repartition of n1/gpu-0: 7g.80gb@0 (a device such as gpu-0-mig-7g80gb-0-0)",
 		"Normal WaitingForRepartition waiting for the repartition of n1/gpu-1: 3g.40gb@0,3g.40gb@4 (a device such as gpu-1-mig-3g40gb-9-4)",
 		"Normal WaitingForSharedClaim " + planner.WaitsForSharedClaim,

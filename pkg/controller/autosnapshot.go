@@ -372,7 +372,9 @@ func BlockedChanges(in AutoInputs, snap planner.Snapshot) []planner.Change {
 	var out []planner.Change
 	for _, n := range snap.Nodes {
 		nml := in.NodeMigLayouts[n.Node.Name]
-		if nml == nil {
+		if nml == nil || n.Frozen {
+			// Nothing is written for a node whose agent is lost: one cut
+			// off from the API server may have carried the change out.
 			continue
 		}
 		for _, g := range n.GPUs {

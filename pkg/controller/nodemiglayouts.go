@@ -140,6 +140,7 @@ func (r *Reconciler) release(ctx context.Context, ml *v1alpha1.MigLayout, sel Se
 			continue
 		}
 		writesMetric.WithLabelValues("delete").Inc()
+		r.AgentLeases.Forget(name)
 		klog.FromContext(ctx).V(2).Info("Deleted NodeMigLayout of a node no longer selected", "node", name)
 	}
 	return errs

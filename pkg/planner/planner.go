@@ -401,13 +401,37 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 		p.result.Unservable[key] = NoAutoNode
 		return nil
 	}
-	if !slices.ContainsFunc(p.nodes, func(n *nodeState) bool { return !n.n.Frozen }) {
-		p.result.Unservable[key] = NoLiveAutoNode
-		return nil
+	if err := p.serveOnLive(ctx, pod); err != nil {
+		return err
 	}
+	// A pod that no live node can serve but a frozen one could, were its
+	// GPUs free, waits for that node's agent rather than being told it
+	// cannot be served.
+	if why, ok := p.result.Unservable[key]; ok && why != NoRoom {
+		frozen := p.frozenNodes(pod)
+		if len(frozen) == 0 {
+			return nil
+		}
+		fits, err := p.fitsWhenFree(ctx, pod, frozen)
+		if err != nil {
+			return fmt.Errorf("planning pod %s: %w", key, err)
+		}
+		if fits {
+			p.result.Unservable[key] = WaitsForLostNode
+		}
+	}
+	return nil
+}
+
+// serveOnLive serves the pod on the nodes that are not Frozen.
+func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
+	key := podKey(pod.Pod)
 	feasibleNodes := p.feasibleNodes(pod)
 	if len(feasibleNodes) == 0 {
 		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations (and the node selectors of its claims allocated already)"
+		if !slices.ContainsFunc(p.nodes, func(n *nodeState) bool { return !n.n.Frozen }) {
+			p.result.Unservable[key] = "no Auto-mode node with a running agent: the agents of all Auto-mode nodes have stopped renewing their heartbeat Leases"
+		}
 		return nil
 	}
 	if singleDevice(pod) {
@@ -419,6 +443,17 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 		return p.serveSingle(ctx, pod, feasibleNodes)
 	}
 	return p.serveMulti(ctx, pod, feasibleNodes)
+}
+
+// frozenNodes are the Frozen nodes the pod may run on.
+func (p *planner) frozenNodes(pod Pod) []*nodeState {
+	var out []*nodeState
+	for _, n := range p.nodes {
+		if n.n.Frozen && feasible(pod.Pod, n.n.Node) && allocatedOn(pod, n.n.Node) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func claimKey(c *resourceapi.ResourceClaim) string { return c.Namespace + "/" + c.Name }

@@ -465,10 +465,24 @@ func TestPlan(t *testing.T) {
 				Unservable: map[string]string{"default/small": NoRoom},
 			},
 		},
-		"every Auto node frozen": {
+		"every Auto node frozen: a pod they could serve waits for them, one they never could is told": {
 			nodes: []Node{node("lost").frozen().gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
-			pods:  []Pod{pod("a", 1).claim(profileIs("7g.80gb"), 1).build()},
-			want:  trace{Unservable: map[string]string{"default/a": NoLiveAutoNode}},
+			pods: []Pod{pod("a", 1).claim(profileIs("7g.80gb"), 1).build(),
+				pod("huge", 1).claim("device.attributes['mig.miglayout.io'].memory >= 200000", 1).build()},
+			want: trace{Unservable: map[string]string{"default/a": WaitsForLostNode,
+				"default/huge": "no Auto-mode node with a running agent: the agents of all Auto-mode nodes have stopped renewing their heartbeat Leases"}},
+		},
+		"a pod only a frozen node could serve waits for it, whatever keeps the live ones from serving it": {
+			nodes: []Node{
+				node("lost").label("gpu", "a100").frozen().gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").build(),
+				node("live").label("gpu", "h100").gpu("H100-SXM5-80GB", "", "").build(),
+			},
+			pods: []Pod{
+				pod("by-selector", 1).nodeSelector("gpu", "a100").claim(profileIs("3g.40gb"), 1).build(),
+				pod("by-model", 1).claim("device.attributes['mig.miglayout.io'].productName == 'NVIDIA A100-SXM4-80GB'", 1).build(),
+				pod("multi", 1).claim("device.attributes['mig.miglayout.io'].productName == 'NVIDIA A100-SXM4-80GB'", 2).build(),
+			},
+			want: trace{Unservable: map[string]string{"default/by-selector": WaitsForLostNode, "default/by-model": WaitsForLostNode, "default/multi": WaitsForLostNode}},
 		},
 		"no Auto node": {
 			pods: []Pod{pod("a", 1).claim(profileIs("1g.10gb"), 1).build()},

@@ -174,9 +174,10 @@ const NoRoom = "no Auto-mode node has room for the pod's devices now without des
 // of a catalogued model with MIG mode on.
 const NoAutoNode = "no Auto-mode node: no node an Auto-mode MigLayout selects has reported a GPU of a known model with MIG mode on"
 
-// NoLiveAutoNode is the Result.Unservable reason of every pod of a snapshot
-// whose Auto nodes are all Frozen.
-const NoLiveAutoNode = "no Auto-mode node with a running agent: the agents of all Auto-mode nodes have stopped renewing their heartbeat Leases"
+// WaitsForLostNode is the Result.Unservable reason of a pod that no Auto
+// node can serve now, but a Frozen one could (were its GPUs free): it is
+// planned once that node's agent is back.
+const WaitsForLostNode = "only Auto-mode nodes whose agent is lost (it stopped renewing its heartbeat Lease) could serve the pod; it is planned once an agent is back"
 
 // WaitsForSharedClaim is the Result.Unservable reason of a pod that shares
 // claims with a pod the plan serves but does not have exactly that pod's
