@@ -50,6 +50,9 @@ func FuzzPlan(f *testing.F) {
 					b.changing()
 				}
 			}
+			if next()%6 == 0 {
+				b.frozen()
+			}
 			snap.Nodes = append(snap.Nodes, b.build())
 		}
 		profiles := []string{"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "1g.6gb", "2g.12gb"}
@@ -90,7 +93,25 @@ func FuzzPlan(f *testing.F) {
 				t.Errorf("pod %s is in %d of Served, Kept and Unservable, want 1", podKey(p.Pod), n)
 			}
 		}
+		// Nothing is planned on a frozen node (agent lost).
+		frozen := map[string]bool{}
+		for _, n := range snap.Nodes {
+			frozen[n.Node.Name] = n.Frozen
+		}
+		for _, s := range res.Served {
+			if frozen[s.Node] {
+				t.Errorf("pod %s served on frozen node %s", s.Pod, s.Node)
+			}
+		}
+		for pod, k := range res.Kept {
+			if frozen[k.Node] {
+				t.Errorf("pod %s keeps a placement on frozen node %s", pod, k.Node)
+			}
+		}
 		for _, c := range res.Changes {
+			if frozen[c.Node] {
+				t.Errorf("%s/%d changes on a frozen node", c.Node, c.GPU)
+			}
 			for _, n := range snap.Nodes {
 				for _, g := range n.GPUs {
 					if n.Node.Name != c.Node || g.Info.Index != c.GPU {
