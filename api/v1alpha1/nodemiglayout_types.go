@@ -132,6 +132,16 @@ type GPUStatus struct {
 	// values, so that selectors reading them judge as on the real devices.
 	// +optional
 	Attributes *GPUAttributes `json:"attributes,omitempty"`
+	// NVMLProfiles are the GPU instance profiles that NVML describes on this
+	// GPU otherwise than miglayout's catalog (a driver's values, or catalog
+	// values no source confirmed), as NVML does; empty when all agree or
+	// MIG mode is off. Devices are published with NVML's values; the Auto
+	// planner gives its hypothetical devices of these profiles the same.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=profile
+	// +optional
+	NVMLProfiles []NVMLProfile `json:"nvmlProfiles,omitempty"`
 	// MIGEnabled and MIGPending are the current and pending MIG mode; they
 	// differ while a change waits for a GPU reset.
 	// +optional
@@ -161,6 +171,39 @@ type GPUStatus struct {
 	// LastTransitionTime is when Phase last changed.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// NVMLProfile is one GPU instance profile as NVML describes it
+// (nvmlDeviceGetGpuInstanceProfileInfo).
+type NVMLProfile struct {
+	// Profile is the profile name, e.g. "3g.40gb".
+	// +kubebuilder:validation:MaxLength=32
+	// +required
+	Profile string `json:"profile"`
+	// MemoryMiB is the memory of one instance in MiB (NVML memorySizeMB).
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	MemoryMiB int64 `json:"memoryMiB"`
+	// Multiprocessors, CopyEngines, Decoders, Encoders, JPEGEngines and
+	// OFAEngines are the counts of one instance.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Multiprocessors int32 `json:"multiprocessors,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CopyEngines int32 `json:"copyEngines,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Decoders int32 `json:"decoders,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Encoders int32 `json:"encoders,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	JPEGEngines int32 `json:"jpegEngines,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	OFAEngines int32 `json:"ofaEngines,omitempty"`
 }
 
 // GPUAttributes are what NVML reports of a GPU beyond its model, as the

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
@@ -41,6 +42,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 			gs.Model = g.GPU.Model.Name
 		}
 		gs.Attributes = gpuAttributes(g.GPU)
+		gs.NVMLProfiles = nvmlProfiles(g.GPU.ProfileValues)
 		if g.GPU.MIGMode.Current {
 			gs.Layout = layoutOf(&g).String()
 		}
@@ -108,6 +110,18 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
+}
+
+// nvmlProfiles are the profiles NVML describes otherwise than the catalog,
+// at most the 32 the API holds (no model has as many).
+func nvmlProfiles(vs []mig.NVMLProfileValues) []v1alpha1.NVMLProfile {
+	var out []v1alpha1.NVMLProfile
+	for _, v := range vs[:min(len(vs), 32)] {
+		out = append(out, v1alpha1.NVMLProfile{Profile: v.Profile, MemoryMiB: v.MemoryMiB,
+			Multiprocessors: int32(v.Multiprocessors), CopyEngines: int32(v.CopyEngines), Decoders: int32(v.Decoders),
+			Encoders: int32(v.Encoders), JPEGEngines: int32(v.JPEG), OFAEngines: int32(v.OFA)})
+	}
+	return out
 }
 
 // gpuAttributes are the GPU's NVML properties the Auto planner needs to judge

@@ -35,10 +35,13 @@ func TestBuildStatus(t *testing.T) {
 			MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true}, PCIBusID: "0000:07:00.0", Brand: "Nvidia",
 			Architecture: "Ampere", CUDAComputeCapability: "8.0", DriverVersion: "580.95.05", CUDADriverVersion: "13.0", Minor: idx + 3}
 	}
+	// GPU 1's driver describes 1g.10gb otherwise than the catalog.
+	g1 := g(1)
+	g1.ProfileValues = []mig.NVMLProfileValues{{Profile: "1g.10gb", MemoryMiB: 9856, Multiprocessors: 14, CopyEngines: 1}}
 	res := &SyncResult{
 		GPUs: []GPUState{
 			{GPU: g(0), Devices: []gpu.MIGDevice{{Profile: "3g.40gb", Placement: mig.Placement{Start: 4, Size: 4}, GIID: 2, CIID: 0}}},
-			{GPU: g(1)},
+			{GPU: g1},
 		},
 		InUse:   map[int]mig.Layout{0: mig.MustParseLayout("3g.40gb@4")},
 		Results: map[int]GPUResult{1: {Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: "in use"}},
@@ -54,7 +57,8 @@ func TestBuildStatus(t *testing.T) {
 			Layout: "3g.40gb@4", InUse: "3g.40gb@4", Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied,
 			Message: "not managed by the NodeMigLayout spec", LastTransitionTime: &now},
 		{Index: 1, UUID: "GPU-b", Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", Attributes: attrs(4), MIGEnabled: true, MIGPending: true,
-			Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: "in use", LastTransitionTime: &now},
+			NVMLProfiles: []v1alpha1.NVMLProfile{{Profile: "1g.10gb", MemoryMiB: 9856, Multiprocessors: 14, CopyEngines: 1}},
+			Phase:        v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: "in use", LastTransitionTime: &now},
 	}
 	if diff := cmp.Diff(want, st.GPUs); diff != "" {
 		t.Errorf("GPU statuses (-want +got):\n%s", diff)

@@ -422,7 +422,7 @@ func TestGPUAttributes(t *testing.T) {
 		{Index: 1, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady,
 			Attributes: &v1alpha1.GPUAttributes{DriverVersion: "580.95.05", CUDADriverVersion: "13.0", PCIBusID: "0000:07:00.0", Minor: ptr.To(int32(5))}},
 	}}}
-	gpus := autoGPUs(nml, mig.DefaultCatalog(), nil)
+	gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil)
 	type info struct {
 		Driver, CUDA, PCI string
 		Minor             int
@@ -552,7 +552,7 @@ func TestFailedChanges(t *testing.T) {
 				Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0"}}},
 				Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true,
 					Layout: "1g.10gb@0", Phase: tc.phase, Reason: tc.reason, Message: "m"}}}}
-			gpus := autoGPUs(nml, mig.DefaultCatalog(), nil)
+			gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil)
 			if len(gpus) != 1 {
 				t.Fatalf("%d GPUs, want 1", len(gpus))
 			}
@@ -670,5 +670,58 @@ func TestLabelKeysOfUnmatchedSlices(t *testing.T) {
 	after.Labels["rack"] = "b"
 	if !a.nodeChangeMatters(before, after) {
 		t.Errorf("relabelling n1 into the selector of %s does not wake the planner (label keys %v)", nics.Name, a.labelKeys)
+	}
+}
+
+// TestSnapshotPlansWithNVMLProfiles: a GPU whose agent reports that NVML
+// describes a profile otherwise than the catalog is planned with NVML's
+// values, so a selector on the memory judges planned devices as the
+// devices NVML will make: a claim for at least 40400 MiB is served on an
+// H100 whose driver gives 3g.40gb 40448 MiB, and not on one whose driver
+// gives the catalog's 40320 (the pod would wait for ever beside a device
+// made for it).
+func TestSnapshotPlansWithNVMLProfiles(t *testing.T) {
+	auto := migLayout("auto").selects("pool", "a").build()
+	auto.Spec.Mode, auto.UID = v1alpha1.ModeAuto, "uid-auto"
+	ref := []metav1.OwnerReference{{APIVersion: "miglayout.io/v1alpha1", Kind: "MigLayout", Name: "auto", UID: "uid-auto", Controller: ptr.To(true)}}
+	nml := func(name string, g *gpuBuilder) *v1alpha1.NodeMigLayout {
+		n := nodeMigLayout(name).status(g).build()
+		n.OwnerReferences, n.Spec.MigLayout = ref, "auto"
+		return n
+	}
+	driver3g := v1alpha1.NVMLProfile{Profile: "3g.40gb", MemoryMiB: 40448, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEGEngines: 3}
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "big"}, Spec: resourceapi.ResourceClaimSpec{
+		Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
+			DeviceClassName: "mig.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.attributes['mig.miglayout.io'].memory >= 40400 && device.attributes['mig.miglayout.io'].memory < 50000"}}},
+		}}}}}}
+	in := AutoInputs{Driver: "mig.miglayout.io", MigLayouts: []v1alpha1.MigLayout{auto},
+		Nodes: []corev1.Node{
+			{ObjectMeta: metav1.ObjectMeta{Name: "catalog", Labels: map[string]string{"pool": "a"}}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "driver", Labels: map[string]string{"pool": "a"}}},
+		},
+		NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{
+			"catalog": nml("catalog", h100(0)),
+			"driver":  nml("driver", h100(0).nvml(driver3g)),
+		},
+		Pods: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "big"},
+			Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("big")}}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}},
+		Claims:  map[types.NamespacedName]*resourceapi.ResourceClaim{{Namespace: "ns", Name: "big"}: claim},
+		Classes: []*resourceapi.DeviceClass{{ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
+			Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+				Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}},
+	}
+	snap := BuildSnapshot(in, mig.DefaultCatalog())
+	res, err := planner.Plan(t.Context(), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range res.Changes {
+		got = append(got, fmt.Sprintf("%s/%d -> %s", c.Node, c.GPU, c.To))
+	}
+	if diff := cmp.Diff([]string{"driver/0 -> 3g.40gb@4"}, got); diff != "" {
+		t.Errorf("changes (-want +got):\n%s\nunservable: %v", diff, res.Unservable)
 	}
 }

@@ -70,6 +70,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 		}
 	}
 	others := otherSlices(in.Slices, in.Driver)
+	variants := modelVariants{}
 	allocated, otherAllocated := allocations(in.Claims, in.Driver)
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
@@ -111,7 +112,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
 				continue
 			}
-			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, allocated[name]), OtherSlices: others.forNode(node)}
+			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, variants, allocated[name]), OtherSlices: others.forNode(node)}
 			if in.LostAgents.Has(name) {
 				n.Frozen, n.Policy.Spares = true, nil
 			}
@@ -190,6 +191,34 @@ func allocations(claims map[types.NamespacedName]*resourceapi.ResourceClaim, dri
 	return mine, others
 }
 
+// modelVariants are the catalog models with the profile values agents
+// report from NVML (GPUStatus.NVMLProfiles), one per model and values.
+type modelVariants map[string]*mig.Model
+
+// of returns model as NVML describes it on a GPU that reports ps. A report
+// the model cannot take (a profile it lacks, memory beyond the GPU's) is an
+// error: that GPU is not planned on.
+func (v modelVariants) of(model *mig.Model, ps []v1alpha1.NVMLProfile) (*mig.Model, error) {
+	if len(ps) == 0 {
+		return model, nil
+	}
+	values := make([]mig.NVMLProfileValues, len(ps))
+	for i, p := range ps {
+		values[i] = mig.NVMLProfileValues{Profile: p.Profile, MemoryMiB: p.MemoryMiB, Multiprocessors: int(p.Multiprocessors),
+			CopyEngines: int(p.CopyEngines), Decoders: int(p.Decoders), Encoders: int(p.Encoders), JPEG: int(p.JPEGEngines), OFA: int(p.OFAEngines)}
+	}
+	key := fmt.Sprintf("%s %+v", model.Name, values)
+	if m, ok := v[key]; ok {
+		return m, nil
+	}
+	m, err := model.WithNVMLValues(values)
+	if err != nil {
+		return nil, err
+	}
+	v[key] = m
+	return m, nil
+}
+
 // applyAttributes sets on info what the agent reported of the GPU beyond
 // its model (NodeMigLayout status), the values its devices are published
 // with; a value not reported keeps PlannedGPU's stand-in.
@@ -239,7 +268,7 @@ func notComing(st v1alpha1.GPUStatus) bool {
 // autoGPUs are the GPUs of a node the planner may use: MIG on, known model.
 // allocated are the names of the node's devices that claims hold. Each
 // GPU's hypothetical devices carry the attributes its agent reported.
-func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.Set[string]) []planner.GPU {
+func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelVariants, allocated sets.Set[string]) []planner.GPU {
 	specs := map[int32]v1alpha1.GPUSpec{}
 	for _, s := range nml.Spec.GPUs {
 		specs[s.Index] = s
@@ -260,6 +289,10 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, allocated sets.
 		actual, err1 := mig.ParseLayout(st.Layout)
 		inUse, err2 := mig.ParseLayout(st.InUse)
 		if err1 != nil || err2 != nil {
+			continue
+		}
+		// Planned devices look as NVML will make them.
+		if model, err = variants.of(model, st.NVMLProfiles); err != nil {
 			continue
 		}
 		info := migslices.PlannedGPU(model, int(st.Index))

@@ -28,6 +28,9 @@ func unknownGPU(index int32) *gpuBuilder {
 	return &gpuBuilder{v1alpha1.GPUStatus{Index: index, Product: "Tesla T4", Phase: v1alpha1.PhaseReady}}
 }
 
+// nvml reports profile values that NVML gives otherwise than the catalog.
+func (b *gpuBuilder) nvml(ps ...v1alpha1.NVMLProfile) *gpuBuilder { b.g.NVMLProfiles = ps; return b }
+
 func (b *gpuBuilder) layout(l string) *gpuBuilder { b.g.Layout = l; return b }
 func (b *gpuBuilder) inUse(l string) *gpuBuilder  { b.g.InUse = l; return b }
 func (b *gpuBuilder) migOff() *gpuBuilder {

@@ -104,6 +104,9 @@ type Model struct {
 	// Unverified lists model-level fields whose values no cited source gives.
 	Unverified []string  `json:"unverified,omitempty"`
 	Profiles   []Profile `json:"profiles"`
+	// Variant is empty for a catalog model; a copy made by WithNVMLValues
+	// names its values (see Key).
+	Variant string `json:"-"`
 
 	byName map[string]*Profile
 	// engines are the GPU's NVJPG and OFA engines (its full-size

@@ -156,7 +156,7 @@ func (m *matcher) singleProfiles(ctx context.Context, c *resourceapi.ResourceCla
 		byModel = map[string][]string{}
 		m.profiles[key] = byModel
 	}
-	if out, ok := byModel[model.Name]; ok {
+	if out, ok := byModel[model.Key()]; ok {
 		return out, nil
 	}
 	var out []string
@@ -174,7 +174,7 @@ func (m *matcher) singleProfiles(ctx context.Context, c *resourceapi.ResourceCla
 			out = append(out, p.Name)
 		}
 	}
-	byModel[model.Name] = out
+	byModel[model.Key()] = out
 	return out, nil
 }
 

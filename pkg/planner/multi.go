@@ -84,7 +84,7 @@ func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState)
 			if err != nil {
 				return false, fmt.Errorf("encoding GPU %d of node %s: %w", info.Index, n.n.Node.Name, err)
 			}
-			kind += "|" + g.model.Name + string(attrs)
+			kind += "|" + g.model.Key() + string(attrs)
 		}
 		if len(n.n.OtherSlices) > 0 || perGPU {
 			kind += "|node " + n.n.Node.Name

@@ -149,7 +149,7 @@ func flagsOf(spec string) infoFlags {
 // per-GPU attributes it names. Two GPUs with the same relevantInfo accept
 // the same devices.
 func relevantInfo(g gpu.GPU, f infoFlags) string {
-	parts := []string{g.Model.Name, g.ProductName, g.Brand, g.Architecture, g.CUDAComputeCapability}
+	parts := []string{g.Model.Key(), g.ProductName, g.Brand, g.Architecture, g.CUDAComputeCapability}
 	if f.index {
 		parts = append(parts, "i"+strconv.Itoa(g.Index))
 	}

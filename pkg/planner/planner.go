@@ -527,7 +527,7 @@ func (p *planner) addition(g *gpuState, prof string) *addition {
 func (p *planner) additionWith(g *gpuState, prof string, keepFree bool) *addition {
 	soft := g.softLayout()
 	avoid := g.avoid()
-	k := additionKey{model: g.model.Name, orig: g.g.Layout.String(), layout: g.layout.String(), fixed: g.fixed.String(), soft: soft.String(), profile: prof, keepFree: keepFree}
+	k := additionKey{model: g.model.Key(), orig: g.g.Layout.String(), layout: g.layout.String(), fixed: g.fixed.String(), soft: soft.String(), profile: prof, keepFree: keepFree}
 	if avoid != nil {
 		k.avoid = avoid[0]
 	}

@@ -27,10 +27,10 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		if err != nil {
 			return fmt.Errorf("planning pod %s: %w", key, err)
 		}
-		profiles[m.Name] = ps
-		rank[m.Name] = map[string]int{}
+		profiles[m.Key()] = ps
+		rank[m.Key()] = map[string]int{}
 		for i, prof := range ps {
-			rank[m.Name][prof] = i
+			rank[m.Key()][prof] = i
 		}
 		anyProfile = anyProfile || len(ps) > 0
 	}
@@ -40,6 +40,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 			names[i] = m.Name
 		}
 		slices.Sort(names)
+		names = slices.Compact(names) // variants of one model (Model.Key)
 		p.result.Unservable[key] = fmt.Sprintf("no profile of the Auto nodes' GPU models (%s) satisfies claim %s", strings.Join(names, ", "), pod.Claims[0].Name)
 		return nil
 	}
@@ -95,13 +96,13 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	}
 	for _, prof := range sets.List(names) {
 		g, d := p.firstFree(prof, func(g *gpuState) bool {
-			_, fits := rank[g.model.Name][prof]
+			_, fits := rank[g.model.Key()][prof]
 			return fits && ok[g.node] // GPUs in flight are never kept (hold picks from classes)
 		})
 		if g == nil {
 			continue
 		}
-		if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout), idx: rank[g.model.Name][prof]}); better(cand) {
+		if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout), idx: rank[g.model.Key()][prof]}); better(cand) {
 			best = &cand
 		}
 	}
@@ -137,7 +138,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 			continue
 		}
 		for _, d := range first.free() {
-			i, fits := rank[first.model.Name][d.Profile]
+			i, fits := rank[first.model.Key()][d.Profile]
 			if !fits || first.blocks(d) {
 				continue
 			}
@@ -148,7 +149,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		if firstChange == nil {
 			continue
 		}
-		for i, prof := range profiles[firstChange.model.Name] {
+		for i, prof := range profiles[firstChange.model.Key()] {
 			if !firstChange.node.allows(prof) {
 				continue
 			}
@@ -163,7 +164,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	}
 	if best == nil {
 		if held := p.hold(key, profiles, ok); held != nil {
-			p.result.Kept[key] = Kept{Node: held.node.n.Node.Name, GPU: held.g.Info.Index, Profile: profiles[held.model.Name][0], Placement: held.held}
+			p.result.Kept[key] = Kept{Node: held.node.n.Node.Name, GPU: held.g.Info.Index, Profile: profiles[held.model.Key()][0], Placement: held.held}
 			return nil
 		}
 		p.result.Unservable[key] = NoRoom
@@ -220,7 +221,7 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeSta
 		if g == nil {
 			continue
 		}
-		ps := profiles[g.model.Name]
+		ps := profiles[g.model.Key()]
 		if len(ps) == 0 {
 			continue
 		}

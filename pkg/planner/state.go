@@ -99,7 +99,7 @@ func (s *gpuState) hasFree(profile string) (mig.Device, bool) {
 // placement.
 func (s *gpuState) classKey() string {
 	var b strings.Builder
-	b.WriteString(s.model.Name)
+	b.WriteString(s.model.Key())
 	b.WriteByte('|')
 	b.WriteString(s.layout.String())
 	b.WriteByte('|')

@@ -93,7 +93,42 @@ func (m *NVMLManager) gpu(idx int, dev nvml.Device) (GPU, error) {
 	if g.Minor, ret = dev.GetMinorNumber(); ret != nvml.SUCCESS {
 		return g, nvmlErr("nvmlDeviceGetMinorNumber", ret)
 	}
+	if g.MIGMode.Current && g.Model != nil {
+		if g.ProfileValues, err = profileValues(dev, g.Model); err != nil {
+			return g, err
+		}
+	}
 	return g, nil
+}
+
+// profileValues reads each profile of model from NVML
+// (nvmlDeviceGetGpuInstanceProfileInfo; a profile the GPU or driver does not
+// offer, NOT_SUPPORTED or INVALID_ARGUMENT, is skipped) and returns those
+// whose memory, multiprocessor or engine counts differ from the catalog's.
+// A profile NVML reports under another GI profile ID is skipped too: it is
+// not the catalog's profile at all.
+func profileValues(dev nvml.Device, model *mig.Model) ([]mig.NVMLProfileValues, error) {
+	var out []mig.NVMLProfileValues
+	for _, p := range model.Profiles {
+		info, ret := dev.GetGpuInstanceProfileInfo(p.NVMLProfile)
+		if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
+			continue
+		}
+		if err := nvmlErr("nvmlDeviceGetGpuInstanceProfileInfo", ret); err != nil {
+			return nil, fmt.Errorf("reading GI profile %s: %w", p.Name, err)
+		}
+		if int(info.Id) != p.ID {
+			continue
+		}
+		v := mig.NVMLProfileValues{Profile: p.Name, MemoryMiB: int64(info.MemorySizeMB),
+			Multiprocessors: int(info.MultiprocessorCount), CopyEngines: int(info.CopyEngineCount),
+			Decoders: int(info.DecoderCount), Encoders: int(info.EncoderCount), JPEG: int(info.JpegCount), OFA: int(info.OfaCount)}
+		if v != (mig.NVMLProfileValues{Profile: p.Name, MemoryMiB: p.MemoryMiB, Multiprocessors: p.Multiprocessors, CopyEngines: p.CopyEngines,
+			Decoders: p.Decoders, Encoders: p.Encoders, JPEG: p.JPEGEngines, OFA: p.OFAEngines}) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }
 
 // identity reads a GPU's product name (nvmlDeviceGetName), its catalog

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -702,5 +703,67 @@ func TestUnknownModel(t *testing.T) {
 	}
 	if got := simLayout(sim, 0).String(); got != "3g.40gb@0,1g.10gb+me@6" {
 		t.Errorf("layout after destroy = %s", got)
+	}
+}
+
+// TestGPUsProfileValues: where NVML describes a profile otherwise than the
+// catalog (a driver's values, or an unverified catalog entry), GPUs reports
+// NVML's values for it, once MIG mode is on; where they agree, nothing.
+func TestGPUsProfileValues(t *testing.T) {
+	hopper, err := os.ReadFile("../models/hopper.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const catalog3g = "{name: 3g.40gb,   id: 9,  nvmlProfile: 2, computeSlices: 3, memorySlices: 4, memoryMiB: 40320, maxCount: 2, multiprocessors: 60,"
+	if !strings.Contains(string(hopper), catalog3g) {
+		t.Fatalf("hopper.yaml has no H100 SXM5 3g.40gb row %q", catalog3g)
+	}
+	files := fstest.MapFS{}
+	for _, name := range []string{"ampere.yaml", "blackwell.yaml"} {
+		b, err := os.ReadFile("../models/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files["models/"+name] = &fstest.MapFile{Data: b}
+	}
+	driver3g := strings.Replace(catalog3g, "memoryMiB: 40320", "memoryMiB: 40448", 1)
+	files["models/hopper.yaml"] = &fstest.MapFile{Data: []byte(strings.Replace(string(hopper), catalog3g, driver3g, 1))}
+	hardware, err := mig.LoadCatalog(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xH100-SXM5-80GB,1xA100-SXM4-80GB", Catalog: hardware})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	ctx := t.Context()
+	values := func() [][]mig.NVMLProfileValues {
+		t.Helper()
+		gpus, err := m.GPUs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([][]mig.NVMLProfileValues, len(gpus))
+		for i, g := range gpus {
+			out[i] = g.ProfileValues
+		}
+		return out
+	}
+	if diff := cmp.Diff([][]mig.NVMLProfileValues{nil, nil}, values()); diff != "" {
+		t.Errorf("MIG off (-want +got):\n%s", diff)
+	}
+	for i := range 2 {
+		if _, err := m.SetMIGMode(ctx, i, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := [][]mig.NVMLProfileValues{{{Profile: "3g.40gb", MemoryMiB: 40448, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEG: 3}}, nil}
+	if diff := cmp.Diff(want, values()); diff != "" {
+		t.Errorf("MIG on (-want +got):\n%s", diff)
 	}
 }

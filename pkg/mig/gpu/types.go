@@ -52,6 +52,14 @@ type GPU struct {
 	CUDADriverVersion     string `json:"cudaDriverVersion"`
 	// Minor is the device minor number (/dev/nvidia<Minor>).
 	Minor int `json:"minor"`
+	// ProfileValues are the profiles of Model that NVML describes otherwise
+	// than the catalog (nvmlDeviceGetGpuInstanceProfileInfo: memory in
+	// MiB, multiprocessors, engines), read while MIG mode is on; nil when
+	// they all agree, MIG mode is off or Model is nil. Devices NVML makes
+	// are published with NVML's values anyway; these let devices planned
+	// before they exist (the Auto planner's, mig.Model.WithNVMLValues) look
+	// the same.
+	ProfileValues []mig.NVMLProfileValues `json:"profileValues,omitempty"`
 }
 
 // MIGDevice is one GPU instance with its compute instance as the agent

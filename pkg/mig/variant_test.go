@@ -1,0 +1,45 @@
+package mig
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestWithNVMLValues(t *testing.T) {
+	h100, err := DefaultCatalog().Model("H100-SXM5-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same, err := h100.WithNVMLValues(nil); err != nil || same != h100 {
+		t.Fatalf("no values: %v, %v; want the model itself", same, err)
+	}
+	orig, _ := h100.Profile("3g.40gb")
+	v := NVMLProfileValues{Profile: "3g.40gb", MemoryMiB: 40320, Multiprocessors: orig.Multiprocessors, CopyEngines: orig.CopyEngines,
+		Decoders: orig.Decoders, Encoders: orig.Encoders, JPEG: orig.JPEGEngines, OFA: orig.OFAEngines}
+	c, err := h100.WithNVMLValues([]NVMLProfileValues{v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := c.Profile("3g.40gb")
+	if got.MemoryMiB != 40320 || c.Name != h100.Name || c.Key() == h100.Key() {
+		t.Errorf("copy: 3g.40gb memory %d, name %q, key %q (catalog key %q)", got.MemoryMiB, c.Name, c.Key(), h100.Key())
+	}
+	if p, _ := h100.Profile("3g.40gb"); p.MemoryMiB != orig.MemoryMiB {
+		t.Errorf("the catalog model changed: %d", p.MemoryMiB)
+	}
+	again, _ := h100.WithNVMLValues([]NVMLProfileValues{v})
+	if again.Key() != c.Key() {
+		t.Errorf("equal values, keys %q and %q", again.Key(), c.Key())
+	}
+	v.MemoryMiB = 40448 - 1
+	other, _ := h100.WithNVMLValues([]NVMLProfileValues{v})
+	if other.Key() == c.Key() {
+		t.Errorf("other values, same key %q", c.Key())
+	}
+	if _, err := h100.WithNVMLValues([]NVMLProfileValues{{Profile: "9g.90gb", MemoryMiB: 1}}); !errors.Is(err, ErrUnknownProfile) {
+		t.Errorf("unknown profile: %v", err)
+	}
+	if _, err := h100.WithNVMLValues([]NVMLProfileValues{{Profile: "3g.40gb", MemoryMiB: 1 << 40}}); err == nil {
+		t.Error("memory beyond the GPU's: accepted")
+	}
+}
