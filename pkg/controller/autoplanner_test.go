@@ -705,9 +705,9 @@ func TestSnapshotPlansWithNVMLProfiles(t *testing.T) {
 			"driver":  nml("driver", h100(0).nvml(driver3g)),
 		},
 		Pods: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "big"},
-			Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("big")}}},
+			Spec:   corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("big")}}},
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}},
-		Claims:  map[types.NamespacedName]*resourceapi.ResourceClaim{{Namespace: "ns", Name: "big"}: claim},
+		Claims: map[types.NamespacedName]*resourceapi.ResourceClaim{{Namespace: "ns", Name: "big"}: claim},
 		Classes: []*resourceapi.DeviceClass{{ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
 			Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
 				Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}},
