@@ -19,6 +19,7 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/controller"
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -481,6 +482,40 @@ func TestPlanAuto(t *testing.T) {
 	golden(t, "plan-auto.txt", out)
 	if !strings.Contains(out, "ml/trainer") {
 		t.Errorf("the plan does not serve the pending pod:\n%s", out)
+	}
+}
+
+// TestPlanAutoLostAgent: a node the controller reports with a lost agent
+// (its row in a stored MigLayout's status) is planned as the controller
+// plans it: nothing changes there, and a pod only it could serve waits.
+func TestPlanAutoLostAgent(t *testing.T) {
+	h100 := "H100-SXM5-80GB"
+	nml := &v1alpha1.NodeMigLayout{
+		ObjectMeta: metav1.ObjectMeta{Name: "auto-node"},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+			{Index: 0, Product: "NVIDIA H100 80GB HBM3", Model: h100, MIGEnabled: true, MIGPending: true, Phase: v1alpha1.PhaseReady},
+		}},
+	}
+	stored := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "on-demand"},
+		Status: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{{Node: "auto-node", Phase: v1alpha1.PhaseUnknown, Message: "lost"}}}}
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "whole-gpu"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "mig",
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+				Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.attributes['mig.miglayout.io'].profile == '7g.80gb'"}}}}}}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "whole"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "mig", ResourceClaimName: ptr.To("whole-gpu")}}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, class, claim, pod, stored}
+	out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-auto.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "ml/whole: "+planner.WaitsForLostNode) || !strings.Contains(out, "Summary: 0 GPUs would change") {
+		t.Errorf("plan with the node's agent lost:\n%s", out)
 	}
 }
 

@@ -378,8 +378,14 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 			nmls[node] = cp
 		}
 	}
+	// Nodes the controller reports with a lost agent are planned as it
+	// plans them: frozen.
+	var stored []*v1alpha1.MigLayout
+	for i := range st.migLayouts {
+		stored = append(stored, &st.migLayouts[i])
+	}
 	snap := controller.BuildSnapshot(controller.AutoInputs{MigLayouts: all, Nodes: st.nodes, NodeMigLayouts: nmls,
-		Pods: st.pods, Claims: st.claims, Classes: st.classes, Driver: st.driver}, mig.DefaultCatalog())
+		Pods: st.pods, Claims: st.claims, Classes: st.classes, Driver: st.driver, LostAgents: controller.LostInStatus(stored...)}, mig.DefaultCatalog())
 	res, err := planner.Plan(ctx, snap)
 	if err != nil {
 		return fmt.Errorf("planning: %w", err)
@@ -420,9 +426,12 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 	}
 	cannot := map[string]string{}
 	for pod, why := range res.Unservable {
-		if why == planner.NoRoom {
+		switch why {
+		case planner.NoRoom:
 			waiting[pod] = "it takes the first room that frees up"
-		} else {
+		case planner.WaitsForLostNode:
+			waiting[pod] = why
+		default:
 			cannot[pod] = why
 		}
 	}
@@ -430,7 +439,7 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 		head string
 		pods map[string]string
 	}{
-		{"Pods no GPU can take now (devices in use, or the limits on GPUs changed at once):", waiting},
+		{"Pods no GPU can take now (devices in use, the limits on GPUs changed at once, or a node's agent lost):", waiting},
 		{"Pods no Auto node can serve:", cannot},
 	} {
 		if len(list.pods) == 0 {
