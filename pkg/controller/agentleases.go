@@ -135,6 +135,26 @@ func (l *AgentLeases) Forget(node string) {
 	delete(l.gone, name)
 }
 
+// Retain drops what is known of deleted Leases of nodes other than nodes
+// (those with a NodeMigLayout): a NodeMigLayout garbage-collected with its
+// MigLayout, or a Node deleted, leaves nothing behind.
+func (l *AgentLeases) Retain(nodes []string) {
+	if l == nil {
+		return
+	}
+	keep := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		keep[v1alpha1.AgentLeaseName(n)] = true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name := range l.gone {
+		if !keep[name] {
+			delete(l.gone, name)
+		}
+	}
+}
+
 func (l *AgentLeases) observe(obj any) {
 	if lease, ok := obj.(*coordinationv1.Lease); ok {
 		l.Observe(lease)

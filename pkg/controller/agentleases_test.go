@@ -117,6 +117,12 @@ func TestAgentLeasesNoLease(t *testing.T) {
 	if h := l.Health("n2", nil, true, false); h.Lost || !h.Recheck.IsZero() {
 		t.Errorf("after Forget: %+v, want not judged", h)
 	}
+	// n1's NodeMigLayout is gone (its MigLayout deleted): nothing is kept.
+	l.deleted(v1alpha1.AgentLeaseName("n1"))
+	l.Retain([]string{"n3"})
+	if h := l.Health("n1", nil, true, false); h.Lost || !h.Recheck.IsZero() {
+		t.Errorf("after Retain without n1: %+v, want not judged", h)
+	}
 	if h := l.Health("n3", nil, false, false); h.Lost || !h.Recheck.IsZero() {
 		t.Errorf("never reported, no Lease: %+v, want not lost (not started)", h)
 	}

@@ -725,3 +725,24 @@ func TestSnapshotPlansWithNVMLProfiles(t *testing.T) {
 		t.Errorf("changes (-want +got):\n%s\nunservable: %v", diff, res.Unservable)
 	}
 }
+
+// TestAutoGPUsKeepsGPUWithOddNVMLProfiles: values the controller's catalog
+// cannot take (a profile it lacks, from an agent with a newer catalog) do
+// not drop the GPU from the plan; the values it can take apply.
+func TestAutoGPUsKeepsGPUWithOddNVMLProfiles(t *testing.T) {
+	g := h100(0).layout("3g.40gb@0").nvml(
+		v1alpha1.NVMLProfile{Profile: "3g.40gb", MemoryMiB: 40448, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEGEngines: 3},
+		v1alpha1.NVMLProfile{Profile: "9g.99gb", MemoryMiB: 1})
+	nml := nodeMigLayout("n1").spec(v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4"}).status(g).build()
+	gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil)
+	if len(gpus) != 1 {
+		t.Fatalf("%d GPUs planned, want 1", len(gpus))
+	}
+	if p, _ := gpus[0].Info.Model.Profile("3g.40gb"); p.MemoryMiB != 40448 {
+		t.Errorf("3g.40gb planned with %d MiB, want 40448", p.MemoryMiB)
+	}
+	tooBig := nodeMigLayout("n2").status(h100(0).nvml(v1alpha1.NVMLProfile{Profile: "3g.40gb", MemoryMiB: 1 << 30})).build()
+	if gpus := autoGPUs(tooBig, mig.DefaultCatalog(), modelVariants{}, nil); len(gpus) != 1 || gpus[0].Info.Model.Variant != "" {
+		t.Errorf("values the model cannot hold: %d GPUs, want 1 with the catalog's values", len(gpus))
+	}
+}

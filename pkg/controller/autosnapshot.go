@@ -195,12 +195,13 @@ func allocations(claims map[types.NamespacedName]*resourceapi.ResourceClaim, dri
 // report from NVML (GPUStatus.NVMLProfiles), one per model and values.
 type modelVariants map[string]*mig.Model
 
-// of returns model as NVML describes it on a GPU that reports ps. A report
-// the model cannot take (a profile it lacks, memory beyond the GPU's) is an
-// error: that GPU is not planned on.
-func (v modelVariants) of(model *mig.Model, ps []v1alpha1.NVMLProfile) (*mig.Model, error) {
+// of returns model as NVML describes it on a GPU that reports ps. Values of
+// a profile the model lacks are skipped; a report the model cannot take at
+// all (memory beyond the GPU's) leaves the catalog's values: the GPU is
+// planned on either way.
+func (v modelVariants) of(model *mig.Model, ps []v1alpha1.NVMLProfile) *mig.Model {
 	if len(ps) == 0 {
-		return model, nil
+		return model
 	}
 	values := make([]mig.NVMLProfileValues, len(ps))
 	for i, p := range ps {
@@ -209,14 +210,14 @@ func (v modelVariants) of(model *mig.Model, ps []v1alpha1.NVMLProfile) (*mig.Mod
 	}
 	key := fmt.Sprintf("%s %+v", model.Name, values)
 	if m, ok := v[key]; ok {
-		return m, nil
+		return m
 	}
 	m, err := model.WithNVMLValues(values)
 	if err != nil {
-		return nil, err
+		m = model
 	}
 	v[key] = m
-	return m, nil
+	return m
 }
 
 // applyAttributes sets on info what the agent reported of the GPU beyond
@@ -292,9 +293,7 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 			continue
 		}
 		// Planned devices look as NVML will make them.
-		if model, err = variants.of(model, st.NVMLProfiles); err != nil {
-			continue
-		}
+		model = variants.of(model, st.NVMLProfiles)
 		info := migslices.PlannedGPU(model, int(st.Index))
 		info.UUID, info.ProductName = st.UUID, st.Product
 		applyAttributes(&info, st.Attributes)

@@ -164,9 +164,12 @@ func (r *Reconciler) observe(ctx context.Context) (inputs, error) {
 			in.nodes[n.Name] = n.Labels
 		}
 	}
+	names := make([]string, len(nmls.Items))
 	for i := range nmls.Items {
 		in.nodeMigLayouts[nmls.Items[i].Name] = &nmls.Items[i]
+		names[i] = nmls.Items[i].Name
 	}
+	r.AgentLeases.Retain(names)
 	return in, nil
 }
 

@@ -29,17 +29,18 @@ func (m *Model) Key() string {
 }
 
 // WithNVMLValues returns a copy of m whose profiles take the values NVML
-// reports where they differ from the catalog's (values names profiles of
-// m; others are an error), so that devices planned on a GPU look as the
-// devices NVML will make: the catalog's Hopper and Blackwell values are
-// partly unverified (Profile.Unverified), and a driver may describe a
-// profile otherwise. The copy's Variant is a digest of the values; with no
-// values m itself is returned.
+// reports where they differ from the catalog's, so that devices planned on
+// a GPU look as the devices NVML will make: the catalog's Hopper and
+// Blackwell values are partly unverified (Profile.Unverified), and a
+// driver may describe a profile otherwise. Values of a profile m lacks (an
+// agent's newer catalog may know more) are skipped; values m cannot hold
+// (memory beyond the GPU's) are an error. The copy's Variant is a digest of
+// the values applied; with none, m itself is returned.
 func (m *Model) WithNVMLValues(values []NVMLProfileValues) (*Model, error) {
-	if len(values) == 0 {
+	vs := slices.DeleteFunc(slices.Clone(values), func(v NVMLProfileValues) bool { return m.byName[v.Profile] == nil })
+	if len(vs) == 0 {
 		return m, nil
 	}
-	vs := slices.Clone(values)
 	slices.SortFunc(vs, func(a, b NVMLProfileValues) int { return strings.Compare(a.Profile, b.Profile) })
 	c := *m
 	c.Profiles = slices.Clone(m.Profiles)
@@ -48,11 +49,7 @@ func (m *Model) WithNVMLValues(values []NVMLProfileValues) (*Model, error) {
 	}
 	h := sha256.New()
 	for _, v := range vs {
-		i := slices.IndexFunc(c.Profiles, func(p Profile) bool { return p.Name == v.Profile })
-		if i < 0 {
-			return nil, fmt.Errorf("applying NVML's values to %s: %w %q", m.Name, ErrUnknownProfile, v.Profile)
-		}
-		p := &c.Profiles[i]
+		p := &c.Profiles[slices.IndexFunc(c.Profiles, func(p Profile) bool { return p.Name == v.Profile })]
 		p.MemoryMiB, p.Multiprocessors, p.CopyEngines = v.MemoryMiB, v.Multiprocessors, v.CopyEngines
 		p.Decoders, p.Encoders, p.JPEGEngines, p.OFAEngines = v.Decoders, v.Encoders, v.JPEG, v.OFA
 		p.Unverified = nil

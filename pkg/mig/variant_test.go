@@ -1,7 +1,6 @@
 package mig
 
 import (
-	"errors"
 	"testing"
 )
 
@@ -36,8 +35,12 @@ func TestWithNVMLValues(t *testing.T) {
 	if other.Key() == c.Key() {
 		t.Errorf("other values, same key %q", c.Key())
 	}
-	if _, err := h100.WithNVMLValues([]NVMLProfileValues{{Profile: "9g.90gb", MemoryMiB: 1}}); !errors.Is(err, ErrUnknownProfile) {
-		t.Errorf("unknown profile: %v", err)
+	// A profile the model lacks (an agent's newer catalog) is skipped.
+	if same, err := h100.WithNVMLValues([]NVMLProfileValues{{Profile: "9g.90gb", MemoryMiB: 1}}); err != nil || same != h100 {
+		t.Errorf("unknown profile only: %v, %v; want the model itself", same, err)
+	}
+	if c2, err := h100.WithNVMLValues([]NVMLProfileValues{{Profile: "9g.90gb", MemoryMiB: 1}, v}); err != nil || c2.Key() != other.Key() {
+		t.Errorf("unknown profile beside a known one: %v, %v; want the known one applied", c2, err)
 	}
 	if _, err := h100.WithNVMLValues([]NVMLProfileValues{{Profile: "3g.40gb", MemoryMiB: 1 << 40}}); err == nil {
 		t.Error("memory beyond the GPU's: accepted")

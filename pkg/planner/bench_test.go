@@ -86,6 +86,22 @@ func BenchmarkPlanPerGPU(b *testing.B) {
 	benchPlan(b, snap)
 }
 
+// BenchmarkPlanLostZone is BenchmarkPlanBusy with half the nodes Frozen
+// (their agents lost: a zone cut off) and 500 more claims no node can
+// serve, each of which is judged against the frozen nodes
+// (WaitsForLostNode): compare with BenchmarkPlanBusy.
+func BenchmarkPlanLostZone(b *testing.B) {
+	snap := busySnapshot(1000, 5000, 1)
+	for i := range snap.Nodes {
+		snap.Nodes[i].Frozen = i%2 == 0
+	}
+	for i := range 500 {
+		snap.Pending = append(snap.Pending, pod(fmt.Sprintf("huge-%03d", i), 1).
+			claim("device.attributes['mig.miglayout.io'].memory >= 200000", 1).build())
+	}
+	benchPlan(b, snap)
+}
+
 // benchPlan measures full plans of snap.
 func benchPlan(b *testing.B, snap Snapshot) {
 	b.ReportAllocs()

@@ -76,20 +76,29 @@ func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState)
 	}
 	perGPU := *p.classesNameGPU || namesOneGPU(string(podKind))
 	for _, n := range nodes {
-		kind := n.policyKey
-		for _, g := range n.gpus {
-			info := g.g.Info
-			info.UUID, info.PCIBusID = "", ""
-			attrs, err := json.Marshal(info)
-			if err != nil {
-				return false, fmt.Errorf("encoding GPU %d of node %s: %w", info.Index, n.n.Node.Name, err)
+		if n.kind == 0 {
+			kind := "policy " + n.policyKey
+			for _, g := range n.gpus {
+				info := g.g.Info
+				info.UUID, info.PCIBusID = "", ""
+				attrs, err := json.Marshal(info)
+				if err != nil {
+					return false, fmt.Errorf("encoding GPU %d of node %s: %w", info.Index, n.n.Node.Name, err)
+				}
+				kind += "|" + g.model.Key() + string(attrs)
 			}
-			kind += "|" + g.model.Key() + string(attrs)
+			if p.nodeKinds == nil {
+				p.nodeKinds = map[string]int{}
+			}
+			if p.nodeKinds[kind] == 0 {
+				p.nodeKinds[kind] = len(p.nodeKinds) + 1
+			}
+			n.kind = p.nodeKinds[kind]
 		}
+		key := fitsKey{kind: n.kind, pod: string(podKind)}
 		if len(n.n.OtherSlices) > 0 || perGPU {
-			kind += "|node " + n.n.Node.Name
+			key.node = n.n.Node.Name
 		}
-		key := kind + "\x00" + string(podKind)
 		fits, ok := p.fitsFree[key]
 		if !ok {
 			free := Node{Node: n.n.Node, Policy: n.n.Policy, OtherSlices: n.n.OtherSlices}
@@ -103,7 +112,7 @@ func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState)
 			}
 			fits = len(pl.p.result.Served) > 0
 			if p.fitsFree == nil {
-				p.fitsFree = map[string]bool{}
+				p.fitsFree = map[fitsKey]bool{}
 			}
 			p.fitsFree[key] = fits
 		}
@@ -112,6 +121,14 @@ func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState)
 		}
 	}
 	return false, nil
+}
+
+// fitsKey is what fitsWhenFree's verdict depends on: the kind of node
+// (nodeState.kind), the node itself where other drivers' slices or a
+// selector naming one GPU make it its own kind, and the pod's claim specs.
+type fitsKey struct {
+	kind      int
+	node, pod string
 }
 
 func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, error) {

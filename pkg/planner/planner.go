@@ -53,10 +53,11 @@ type planner struct {
 	// otherPlanned are other drivers' devices that pods served by this
 	// plan count on (no later pod of the plan gets them).
 	otherPlanned sets.Set[structured.DeviceID]
-	// fitsFree caches fitsWhenFree by kind of node and pod;
-	// classesNameGPU whether a DeviceClass may select one GPU (nil: not
-	// looked at yet).
-	fitsFree       map[string]bool
+	// fitsFree caches fitsWhenFree by kind of node and pod; nodeKinds
+	// numbers the kinds of node (nodeState.kind); classesNameGPU whether a
+	// DeviceClass may select one GPU (nil: not looked at yet).
+	fitsFree       map[fitsKey]bool
+	nodeKinds      map[string]int
 	classesNameGPU *bool
 	// nested: this plan is fitsWhenFree's (no fitsWhenFree inside).
 	nested bool

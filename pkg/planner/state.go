@@ -133,6 +133,9 @@ type nodeState struct {
 	// group counts the GPUs changed across the node's Policy.Group; nil
 	// when the group has no limit.
 	group *groupCount
+	// kind numbers fitsWhenFree's kind of the node (policy and GPUs),
+	// made once: 0 until then.
+	kind int
 }
 
 // groupCount is the GPUs changed (touched) across a Policy.Group, and its
