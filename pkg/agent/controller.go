@@ -8,6 +8,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -128,8 +129,15 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, err
 	}
 	before := map[int32]v1alpha1.GPUPhase{}
+	reported := map[int32][]v1alpha1.NVMLProfile{}
 	for _, g := range nml.Status.GPUs {
 		before[g.Index] = g.Phase
+		reported[g.Index] = g.NVMLProfiles
+	}
+	for _, g := range res.GPUs {
+		if now := nvmlProfiles(g.GPU.ProfileValues); len(now) > 0 && !equality.Semantic.DeepEqual(now, reported[int32(g.GPU.Index)]) {
+			r.Recorder.Eventf(&nml, nil, "Normal", EventCatalogDiffers, "Inventory", "GPU %d: %s", g.GPU.Index, describeNVMLProfiles(g.GPU))
+		}
 	}
 	if err := r.writeStatus(ctx, nml.Generation, res); err != nil {
 		return ctrl.Result{}, err

@@ -13,4 +13,8 @@ const (
 	EventNVMLError = "NVMLError"
 	// EventDraining (Normal): devices are published with the drain taint.
 	EventDraining = "Draining"
+	// EventCatalogDiffers (Normal): NVML describes a GPU instance profile
+	// of a GPU otherwise than miglayout's catalog (status.gpus[].nvmlProfiles);
+	// recorded when what differs changes.
+	EventCatalogDiffers = "CatalogDiffers"
 )

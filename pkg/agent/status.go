@@ -124,6 +124,34 @@ func nvmlProfiles(vs []mig.NVMLProfileValues) []v1alpha1.NVMLProfile {
 	return out
 }
 
+// describeNVMLProfiles says, for people, how NVML's description of g's
+// profiles differs from the catalog's.
+func describeNVMLProfiles(g gpu.GPU) string {
+	var parts []string
+	for _, v := range g.ProfileValues {
+		p, err := g.Model.Profile(v.Profile)
+		if err != nil {
+			continue
+		}
+		var diffs []string
+		for _, d := range []struct {
+			what        string
+			nvml, table int64
+		}{
+			{"MiB", v.MemoryMiB, p.MemoryMiB}, {"multiprocessors", int64(v.Multiprocessors), int64(p.Multiprocessors)},
+			{"copy engines", int64(v.CopyEngines), int64(p.CopyEngines)}, {"decoders", int64(v.Decoders), int64(p.Decoders)},
+			{"encoders", int64(v.Encoders), int64(p.Encoders)}, {"JPEG engines", int64(v.JPEG), int64(p.JPEGEngines)},
+			{"OFA engines", int64(v.OFA), int64(p.OFAEngines)},
+		} {
+			if d.nvml != d.table {
+				diffs = append(diffs, fmt.Sprintf("%d %s (catalog %d)", d.nvml, d.what, d.table))
+			}
+		}
+		parts = append(parts, v.Profile+": "+strings.Join(diffs, ", "))
+	}
+	return "NVML describes " + strings.Join(parts, "; ") + "; devices are published, and planned, with NVML's values"
+}
+
 // gpuAttributes are the GPU's NVML properties the Auto planner needs to judge
 // selectors on hypothetical devices as on the published ones.
 func gpuAttributes(g gpu.GPU) *v1alpha1.GPUAttributes {

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +22,7 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
 // TestBuildStatus: each GPU's status carries its NVML attributes (the Auto
@@ -168,5 +171,67 @@ func TestRetryWithoutDrainTaintsIsQuiet(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"7g.80gb@0"}, g.layouts(t)); diff != "" {
 		t.Errorf("layouts after taints came back (-want +got):\n%s", diff)
+	}
+}
+
+// TestCatalogDiffersEvent: an agent whose GPU's NVML describes a profile
+// otherwise than the catalog reports it in status and records one
+// CatalogDiffers event saying what differs; the next pass records none.
+func TestCatalogDiffersEvent(t *testing.T) {
+	hopper, err := os.ReadFile("../mig/models/hopper.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const row = "{name: 3g.40gb,   id: 9,  nvmlProfile: 2, computeSlices: 3, memorySlices: 4, memoryMiB: 40320,"
+	if !strings.Contains(string(hopper), row) {
+		t.Fatalf("no H100 3g.40gb row %q", row)
+	}
+	files := fstest.MapFS{"models/hopper.yaml": &fstest.MapFile{Data: []byte(strings.Replace(string(hopper), row, strings.Replace(row, "40320", "40448", 1), 1))}}
+	hardware, err := mig.LoadCatalog(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newRig(t, "1xA100-SXM4-80GB") // for its fakes and journal
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Catalog: hardware, Seed: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := gpu.NewNVML(sim, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mgr.Shutdown() })
+	if _, err := mgr.SetMIGMode(t.Context(), 0, true); err != nil {
+		t.Fatal(err)
+	}
+	g.r.GPUs = mgr
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	rec := events.NewFakeRecorder(10)
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	var got []string
+	for range 2 {
+		if _, err := r.Reconcile(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+		for len(rec.Events) > 0 {
+			got = append(got, <-rec.Events)
+		}
+	}
+	want := []string{"Normal CatalogDiffers GPU 0: NVML describes 3g.40gb: 40448 MiB (catalog 40320); devices are published, and planned, with NVML's values"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events over two passes (-want +got):\n%s", diff)
+	}
+	var st v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), req.NamespacedName, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Status.GPUs) != 1 || len(st.Status.GPUs[0].NVMLProfiles) != 1 || st.Status.GPUs[0].NVMLProfiles[0].MemoryMiB != 40448 {
+		t.Errorf("status %+v, want GPU 0 with nvmlProfiles 3g.40gb 40448 MiB", st.Status.GPUs)
 	}
 }
