@@ -503,6 +503,9 @@ var badValues = []struct {
 	{"policy on the default ServiceAccount", map[string]any{"agent": map[string]any{"serviceAccount": map[string]any{"create": false}}},
 		"agentNodePolicy.enabled needs the agent's own ServiceAccount"},
 	{"Deny and Warn", map[string]any{"agentNodePolicy": map[string]any{"validationActions": []any{"Deny", "Warn"}}}, "may not hold both Deny and Warn"},
+	{"short heartbeat", map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "3s"}}, `agent.heartbeatLeaseDuration "3s" is under 4s`},
+	{"zero heartbeat", map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "0m0s"}}, `agent.heartbeatLeaseDuration "0m0s" is under 4s`},
+	{"fractional heartbeat", map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "4.5s"}}, "/agent/heartbeatLeaseDuration"},
 	// values.schema.json
 	{"typo in a key", map[string]any{"agent": map[string]any{"nodeselector": map[string]any{"a": "b"}}}, "additional properties 'nodeselector' not allowed"},
 	{"relative host path", map[string]any{"agent": map[string]any{"hostPaths": map[string]any{"cdi": "var/run/cdi"}}}, "/agent/hostPaths/cdi"},
@@ -666,5 +669,20 @@ func TestRBACCoversGenerated(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHeartbeatDurationForms: the lease durations the agent takes render,
+// in any of their forms, as the agent's --lease-duration.
+func TestHeartbeatDurationForms(t *testing.T) {
+	for _, d := range []string{"4s", "40s", "1m", "1m30s", "1h"} {
+		r, err := Render(Options{Values: map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": d}}})
+		if err != nil {
+			t.Errorf("%s: %v", d, err)
+			continue
+		}
+		if !strings.Contains(r.Manifest, "--lease-duration="+d) {
+			t.Errorf("%s: no --lease-duration=%s in the manifest", d, d)
+		}
 	}
 }

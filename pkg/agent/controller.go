@@ -8,7 +8,6 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,6 +43,8 @@ type NodeReconciler struct {
 
 	mu      sync.Mutex
 	backoff *backoff.ExponentialBackOff
+	// catalogTold is the CatalogDiffers message last recorded per GPU UUID.
+	catalogTold map[string]string
 }
 
 // +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts,verbs=get;list;watch
@@ -129,16 +130,10 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, err
 	}
 	before := map[int32]v1alpha1.GPUPhase{}
-	reported := map[int32][]v1alpha1.NVMLProfile{}
 	for _, g := range nml.Status.GPUs {
 		before[g.Index] = g.Phase
-		reported[g.Index] = g.NVMLProfiles
 	}
-	for _, g := range res.GPUs {
-		if now := nvmlProfiles(g.GPU.ProfileValues); len(now) > 0 && !equality.Semantic.DeepEqual(now, reported[int32(g.GPU.Index)]) {
-			r.Recorder.Eventf(&nml, nil, "Normal", EventCatalogDiffers, "Inventory", "GPU %d: %s", g.GPU.Index, describeNVMLProfiles(g.GPU))
-		}
-	}
+	r.tellCatalogDiffers(&nml, res.GPUs)
 	if err := r.writeStatus(ctx, nml.Generation, res); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -169,6 +164,29 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	r.resetBackoff()
 	return ctrl.Result{}, nil
+}
+
+// tellCatalogDiffers records a CatalogDiffers event for each GPU whose NVML
+// profile values differ from the catalog, once per GPU and values in this
+// process (not judged on the status read back: an API server whose CRD
+// predates status.gpus[].nvmlProfiles drops them).
+func (r *NodeReconciler) tellCatalogDiffers(nml *v1alpha1.NodeMigLayout, gpus []GPUState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, g := range gpus {
+		if len(g.GPU.ProfileValues) == 0 {
+			continue
+		}
+		msg := describeNVMLProfiles(g.GPU)
+		if r.catalogTold[g.GPU.UUID] == msg {
+			continue
+		}
+		if r.catalogTold == nil {
+			r.catalogTold = map[string]string{}
+		}
+		r.catalogTold[g.GPU.UUID] = msg
+		r.Recorder.Eventf(nml, nil, "Normal", EventCatalogDiffers, "Inventory", "GPU %d: %s", g.GPU.Index, msg)
+	}
 }
 
 // showProgress reports whether an in-flight phase is worth showing in status

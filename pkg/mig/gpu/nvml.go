@@ -11,15 +11,21 @@ import (
 )
 
 // NVMLManager is the Manager over go-nvml. Create it with NewNVML (or Open on
-// a node); it holds no cache: every call reads NVML afresh, so it always
-// reports NVML truth. It is safe for concurrent use; Shutdown waits for calls
-// in flight and makes later calls fail with ErrShutdown.
+// a node); it caches no state: every call reads NVML afresh, so it always
+// reports NVML truth. Only each GPU's profile table (GPU.ProfileValues,
+// fixed while the driver is loaded) is read once, the first time MIG mode is
+// on. It is safe for concurrent use; Shutdown waits for calls in flight and
+// makes later calls fail with ErrShutdown.
 type NVMLManager struct {
 	lib     nvml.Interface
 	catalog *mig.Catalog
 
 	mu     sync.RWMutex
 	closed bool
+
+	profilesMu sync.Mutex
+	// profiles are GPU.ProfileValues by GPU UUID, once read.
+	profiles map[string][]mig.NVMLProfileValues
 }
 
 var _ Manager = (*NVMLManager)(nil)

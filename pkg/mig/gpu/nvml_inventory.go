@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/klog/v2"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 )
@@ -36,7 +37,7 @@ func (m *NVMLManager) GPUs(ctx context.Context) ([]GPU, error) {
 		if err != nil {
 			return nil, err
 		}
-		g, err := m.gpu(i, dev)
+		g, err := m.gpu(ctx, i, dev)
 		if err != nil {
 			return nil, fmt.Errorf("reading GPU %d: %w", i, err)
 		}
@@ -50,7 +51,7 @@ func (m *NVMLManager) GPUs(ctx context.Context) ([]GPU, error) {
 // cudaVersion turns NVML's 1000*major + 10*minor (13000) into "13.0".
 func cudaVersion(v int) string { return fmt.Sprintf("%d.%d", v/1000, (v%1000)/10) }
 
-func (m *NVMLManager) gpu(idx int, dev nvml.Device) (GPU, error) {
+func (m *NVMLManager) gpu(ctx context.Context, idx int, dev nvml.Device) (GPU, error) {
 	g := GPU{Index: idx}
 	var ret nvml.Return
 	if g.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
@@ -94,20 +95,41 @@ func (m *NVMLManager) gpu(idx int, dev nvml.Device) (GPU, error) {
 		return g, nvmlErr("nvmlDeviceGetMinorNumber", ret)
 	}
 	if g.MIGMode.Current && g.Model != nil {
-		if g.ProfileValues, err = profileValues(dev, g.Model); err != nil {
-			return g, err
-		}
+		g.ProfileValues = m.profileValues(ctx, dev, g)
 	}
 	return g, nil
 }
 
-// profileValues reads each profile of model from NVML
+// profileValues returns g's profile values (see readProfileValues), read
+// once per GPU. They are best effort: a read that fails is logged and
+// tried again on the next call, and the GPU is reported without them (its
+// devices are still published with NVML's values; only planned devices
+// take the catalog's).
+func (m *NVMLManager) profileValues(ctx context.Context, dev nvml.Device, g GPU) []mig.NVMLProfileValues {
+	m.profilesMu.Lock()
+	defer m.profilesMu.Unlock()
+	if vs, ok := m.profiles[g.UUID]; ok {
+		return vs
+	}
+	vs, err := readProfileValues(dev, g.Model)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Reading the GPU's profile table from NVML; planned devices take the catalog's values", "gpu", g.Index)
+		return nil
+	}
+	if m.profiles == nil {
+		m.profiles = map[string][]mig.NVMLProfileValues{}
+	}
+	m.profiles[g.UUID] = vs
+	return vs
+}
+
+// readProfileValues reads each profile of model from NVML
 // (nvmlDeviceGetGpuInstanceProfileInfo; a profile the GPU or driver does not
 // offer, NOT_SUPPORTED or INVALID_ARGUMENT, is skipped) and returns those
 // whose memory, multiprocessor or engine counts differ from the catalog's.
 // A profile NVML reports under another GI profile ID is skipped too: it is
 // not the catalog's profile at all.
-func profileValues(dev nvml.Device, model *mig.Model) ([]mig.NVMLProfileValues, error) {
+func readProfileValues(dev nvml.Device, model *mig.Model) ([]mig.NVMLProfileValues, error) {
 	var out []mig.NVMLProfileValues
 	for _, p := range model.Profiles {
 		info, ret := dev.GetGpuInstanceProfileInfo(p.NVMLProfile)

@@ -767,3 +767,42 @@ func TestGPUsProfileValues(t *testing.T) {
 		t.Errorf("MIG on (-want +got):\n%s", diff)
 	}
 }
+
+// TestGPUsProfileValuesBestEffort: a profile table NVML fails to give does
+// not fail the inventory (the kubelet plugin reads it to prepare claims); it
+// is read again on the next call, and once read it is not read again.
+func TestGPUsProfileValuesBestEffort(t *testing.T) {
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xH100-SXM5-80GB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	ctx := t.Context()
+	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	// The first profile info the next GPUs call reads fails.
+	if err := sim.InjectFault(nvmlsim.Fault{Op: "GetGpuInstanceProfileInfo", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	if gpus, err := m.GPUs(ctx); err != nil || len(gpus) != 1 {
+		t.Fatalf("GPUs with the profile table failing: %v, %v; want the GPU", gpus, err)
+	}
+	// Read and cached now: a fault on the table is not reached again.
+	if _, err := m.GPUs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.InjectFault(nvmlsim.Fault{Op: "GetGpuInstanceProfileInfo", Nth: 1, Return: nvml.ERROR_GPU_IS_LOST}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.GPUs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := sim.Snapshot(); len(st.Faults) != 1 {
+		t.Errorf("faults left %+v: the cached table was read again", st.Faults)
+	}
+}

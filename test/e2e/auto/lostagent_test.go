@@ -15,8 +15,11 @@ import (
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
 )
 
-// nodeBLeaseDuration is the heartbeat Lease duration of node B's agent.
-const nodeBLeaseDuration = 8 * time.Second
+// nodeBLeaseDuration is the heartbeat Lease duration of node B's agent:
+// short, so that TestAutoFreezesLostNode sees it lost soon, but long enough
+// that renewals delayed on a loaded machine do not freeze node B in the
+// package's other tests.
+const nodeBLeaseDuration = 15 * time.Second
 
 // TestAutoFreezesLostNode: node B's agent stops; once the MigLayout reports it
 // AgentLost, six pending 3g.40gb pods get node A's four halves, and the two

@@ -14,7 +14,7 @@ import (
 )
 
 // raceLeaseDuration is the heartbeat Lease duration of nodeRace's agent.
-const raceLeaseDuration = 8 * time.Second
+const raceLeaseDuration = 10 * time.Second
 
 // TestAgentLost stops a node's agent (gracefully: its Lease stays, as after
 // a crash) and checks that its MigLayout reports the node AgentLost within

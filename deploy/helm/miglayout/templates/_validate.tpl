@@ -46,6 +46,16 @@ checked the types; these are the rules between values.
 {{- if and $v.agent.simulate (not (regexMatch "^[1-9][0-9]*x[A-Za-z0-9-]+(,[1-9][0-9]*x[A-Za-z0-9-]+)*$" $v.agent.simulate)) -}}
 {{- fail (printf "agent.simulate %q is not a hardware spec: write COUNTxMODEL[,COUNTxMODEL...], e.g. 4xA100-SXM4-80GB or 2xH100-SXM5-80GB,1xA30 (kubectl miglayout profiles lists the models)" $v.agent.simulate) -}}
 {{- end -}}
+{{- /* The schema admits whole h, m and s parts only; the agent needs 4 s at least. */ -}}
+{{- $lease := toString $v.agent.heartbeatLeaseDuration -}}
+{{- $seconds := 0 -}}
+{{- range $unit, $mult := dict "h" 3600 "m" 60 "s" 1 -}}
+{{- $part := regexFind (printf "[0-9]+%s" $unit) $lease | trimSuffix $unit -}}
+{{- if $part -}}{{- $seconds = add $seconds (mul (atoi $part) $mult) -}}{{- end -}}
+{{- end -}}
+{{- if lt (int $seconds) 4 -}}
+{{- fail (printf "agent.heartbeatLeaseDuration %q is under 4s: the agent renews its Lease every quarter of it and refuses a shorter one" $lease) -}}
+{{- end -}}
 {{- range $key, $path := $v.agent.hostPaths -}}
 {{- if not (isAbs $path) -}}
 {{- fail (printf "agent.hostPaths.%s %q must be an absolute path on the node" $key $path) -}}
