@@ -116,7 +116,14 @@ type rig struct {
 
 func newRig(t *testing.T, spec string) *rig {
 	t.Helper()
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: spec, Seed: t.Name()})
+	return newRigWith(t, nvmlsim.Config{Spec: spec})
+}
+
+// newRigWith is newRig over a simulator of cfg (its Seed is the test's name).
+func newRigWith(t *testing.T, cfg nvmlsim.Config) *rig {
+	t.Helper()
+	cfg.Seed = t.Name()
+	sim, err := nvmlsim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

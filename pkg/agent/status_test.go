@@ -2,10 +2,8 @@ package agent
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -178,33 +176,24 @@ func TestRetryWithoutDrainTaintsIsQuiet(t *testing.T) {
 // otherwise than the catalog reports it in status and records one
 // CatalogDiffers event saying what differs; the next pass records none.
 func TestCatalogDiffersEvent(t *testing.T) {
-	hopper, err := os.ReadFile("../mig/models/hopper.yaml")
+	h100, err := mig.DefaultCatalog().Model("H100-SXM5-80GB")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const row = "{name: 3g.40gb,   id: 9,  nvmlProfile: 2, computeSlices: 3, memorySlices: 4, memoryMiB: 40320,"
-	if !strings.Contains(string(hopper), row) {
-		t.Fatalf("no H100 3g.40gb row %q", row)
-	}
-	files := fstest.MapFS{"models/hopper.yaml": &fstest.MapFile{Data: []byte(strings.Replace(string(hopper), row, strings.Replace(row, "40320", "40448", 1), 1))}}
-	hardware, err := mig.LoadCatalog(files)
+	p, _ := h100.Profile("3g.40gb")
+	driver, err := h100.WithNVMLValues([]mig.NVMLProfileValues{{Profile: p.Name, MemoryMiB: 40448, Multiprocessors: p.Multiprocessors,
+		CopyEngines: p.CopyEngines, Decoders: p.Decoders, Encoders: p.Encoders, JPEG: p.JPEGEngines, OFA: p.OFAEngines}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newRig(t, "1xA100-SXM4-80GB") // for its fakes and journal
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Catalog: hardware, Seed: t.Name()})
+	hardware, err := mig.DefaultCatalog().With(driver)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := gpu.NewNVML(sim, mig.DefaultCatalog())
-	if err != nil {
+	g := newRigWith(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Catalog: hardware})
+	if _, err := g.mgr.SetMIGMode(t.Context(), 0, true); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = mgr.Shutdown() })
-	if _, err := mgr.SetMIGMode(t.Context(), 0, true); err != nil {
-		t.Fatal(err)
-	}
-	g.r.GPUs = mgr
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

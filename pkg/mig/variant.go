@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -61,4 +62,26 @@ func (m *Model) WithNVMLValues(values []NVMLProfileValues) (*Model, error) {
 		return nil, fmt.Errorf("applying NVML's values to %s: %w", m.Name, err)
 	}
 	return &c, nil
+}
+
+// With returns a copy of c in which each of models replaces the model of
+// the same Name (under its names and aliases): the catalog of hardware
+// whose NVML describes profiles as WithNVMLValues copies say, for the NVML
+// simulator. A model c does not have is an error.
+func (c *Catalog) With(models ...*Model) (*Catalog, error) {
+	out := &Catalog{models: slices.Clone(c.models), byName: maps.Clone(c.byName)}
+	for _, m := range models {
+		i := slices.IndexFunc(out.models, func(o *Model) bool { return o.Name == m.Name })
+		if i < 0 {
+			return nil, fmt.Errorf("replacing model %s: %w %q", m.Name, ErrUnknownModel, m.Name)
+		}
+		old := out.models[i]
+		out.models[i] = m
+		for k, v := range out.byName {
+			if v == old {
+				out.byName[k] = m
+			}
+		}
+	}
+	return out, nil
 }

@@ -46,3 +46,32 @@ func TestWithNVMLValues(t *testing.T) {
 		t.Error("memory beyond the GPU's: accepted")
 	}
 }
+
+func TestCatalogWith(t *testing.T) {
+	h100, err := DefaultCatalog().Model("H100-SXM5-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := h100.WithNVMLValues([]NVMLProfileValues{{Profile: "7g.80gb", MemoryMiB: 80000, Multiprocessors: 132, CopyEngines: 8, Decoders: 7, JPEG: 7, OFA: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := DefaultCatalog().With(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"H100-SXM5-80GB", "NVIDIA H100 80GB HBM3", "h100-sxm5"} {
+		if got, err := c.Model(name); err != nil || got != v {
+			t.Errorf("Model(%q) = %v, %v; want the replacement", name, got, err)
+		}
+	}
+	if got, _ := DefaultCatalog().Model("H100-SXM5-80GB"); got != h100 {
+		t.Error("the default catalog changed")
+	}
+	if a100, _ := c.Model("A100-SXM4-80GB"); a100 == nil || a100.Variant != "" {
+		t.Errorf("other models: %v", a100)
+	}
+	if _, err := DefaultCatalog().With(&Model{Name: "X1"}); err == nil {
+		t.Error("replacing a model the catalog lacks: no error")
+	}
+}

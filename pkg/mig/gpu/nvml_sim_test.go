@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -23,7 +22,14 @@ const spec = "2xA100-SXM4-80GB,1xH100-SXM5-80GB"
 
 func newSim(t *testing.T) (*nvmlsim.Sim, *gpu.NVMLManager) {
 	t.Helper()
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: spec})
+	return newSimWith(t, nvmlsim.Config{Spec: spec})
+}
+
+// newSimWith is a simulator of cfg and a manager over it with the default
+// catalog.
+func newSimWith(t *testing.T, cfg nvmlsim.Config) (*nvmlsim.Sim, *gpu.NVMLManager) {
+	t.Helper()
+	sim, err := nvmlsim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -706,41 +712,33 @@ func TestUnknownModel(t *testing.T) {
 	}
 }
 
+// driverCatalog is the default catalog but for H100-SXM5-80GB's 3g.40gb,
+// whose memory NVML gives as 40448 MiB: hardware whose driver describes a
+// profile otherwise than miglayout's catalog.
+func driverCatalog(t *testing.T) *mig.Catalog {
+	t.Helper()
+	h100 := model(t, "H100-SXM5-80GB")
+	p, err := h100.Profile("3g.40gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := h100.WithNVMLValues([]mig.NVMLProfileValues{{Profile: p.Name, MemoryMiB: 40448, Multiprocessors: p.Multiprocessors,
+		CopyEngines: p.CopyEngines, Decoders: p.Decoders, Encoders: p.Encoders, JPEG: p.JPEGEngines, OFA: p.OFAEngines}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := mig.DefaultCatalog().With(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestGPUsProfileValues: where NVML describes a profile otherwise than the
 // catalog (a driver's values, or an unverified catalog entry), GPUs reports
 // NVML's values for it, once MIG mode is on; where they agree, nothing.
 func TestGPUsProfileValues(t *testing.T) {
-	hopper, err := os.ReadFile("../models/hopper.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const catalog3g = "{name: 3g.40gb,   id: 9,  nvmlProfile: 2, computeSlices: 3, memorySlices: 4, memoryMiB: 40320, maxCount: 2, multiprocessors: 60,"
-	if !strings.Contains(string(hopper), catalog3g) {
-		t.Fatalf("hopper.yaml has no H100 SXM5 3g.40gb row %q", catalog3g)
-	}
-	files := fstest.MapFS{}
-	for _, name := range []string{"ampere.yaml", "blackwell.yaml"} {
-		b, err := os.ReadFile("../models/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files["models/"+name] = &fstest.MapFile{Data: b}
-	}
-	driver3g := strings.Replace(catalog3g, "memoryMiB: 40320", "memoryMiB: 40448", 1)
-	files["models/hopper.yaml"] = &fstest.MapFile{Data: []byte(strings.Replace(string(hopper), catalog3g, driver3g, 1))}
-	hardware, err := mig.LoadCatalog(files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xH100-SXM5-80GB,1xA100-SXM4-80GB", Catalog: hardware})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	_, m := newSimWith(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB,1xA100-SXM4-80GB", Catalog: driverCatalog(t)})
 	ctx := t.Context()
 	values := func() [][]mig.NVMLProfileValues {
 		t.Helper()
@@ -772,15 +770,7 @@ func TestGPUsProfileValues(t *testing.T) {
 // not fail the inventory (the kubelet plugin reads it to prepare claims); it
 // is read again on the next call, and once read it is not read again.
 func TestGPUsProfileValuesBestEffort(t *testing.T) {
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xH100-SXM5-80GB"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	sim, m := newSimWith(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB"})
 	ctx := t.Context()
 	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
 		t.Fatal(err)

@@ -27,18 +27,7 @@ const nodeBLeaseDuration = 15 * time.Second
 // it out. When the agent is back, node B is repartitioned for them.
 func TestAutoFreezesLostNode(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
-	ml := env.SetMigLayout(t, ctx, layoutName, v1alpha1.MigLayoutSpec{
-		NodeSelector: metav1.LabelSelector{MatchLabels: autoNodes},
-		Mode:         v1alpha1.ModeStatic,
-		Rules:        []v1alpha1.LayoutRule{{Name: "whole", ProductName: a100, Profiles: map[string]int32{"7g.80gb": 1}}},
-	})
-	env.WaitReady(t, ctx, ml, 2)
-	ml = env.SetMigLayout(t, ctx, layoutName, v1alpha1.MigLayoutSpec{
-		NodeSelector: metav1.LabelSelector{MatchLabels: autoNodes},
-		Mode:         v1alpha1.ModeAuto,
-		Policy:       &v1alpha1.AutoPolicy{MaxGPUsPerNode: 2},
-	})
-	env.WaitReady(t, ctx, ml, 2)
+	ml := wholeThenAuto(t, ctx)
 
 	env.Cluster.StopAgent(nodeB)
 	restarted := false

@@ -20,18 +20,11 @@ import (
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
 )
 
-// nicDriver is a second DRA driver whose ResourceSlice the test publishes itself (no
-// plugin runs for it): a NIC per node, as an RDMA driver would publish.
-const nicDriver = "nic.e2e.example.com"
-
-// TestAutoPlansPodsThatAlsoAskForAnotherDriver: a pending pod asks for a 4g.40gb MIG
-// device and, in a second claim, a NIC of another driver that node A publishes. The
-// planner puts the node's NIC beside the hypothetical MIG devices when it runs the
-// allocator, so it plans the 4g.40gb on node A and the scheduler then allocates both
-// claims there. A second pod whose NIC is taken is not planned for: it waits for capacity.
-func TestAutoPlansPodsThatAlsoAskForAnotherDriver(t *testing.T) {
-	ctx := clustertest.Context(t, 2*time.Minute)
-	// Whole GPUs first (MIG on: the planner only uses GPUs in MIG mode), then Auto.
+// wholeThenAuto makes every GPU of the Auto nodes one whole 7g.80gb (a
+// Static MigLayout; MIG on, since the planner only uses GPUs in MIG mode),
+// then switches the MigLayout to Auto mode, two GPUs of a node at once.
+func wholeThenAuto(t *testing.T, ctx context.Context) *v1alpha1.MigLayout {
+	t.Helper()
 	ml := env.SetMigLayout(t, ctx, layoutName, v1alpha1.MigLayoutSpec{
 		NodeSelector: metav1.LabelSelector{MatchLabels: autoNodes},
 		Mode:         v1alpha1.ModeStatic,
@@ -48,7 +41,21 @@ func TestAutoPlansPodsThatAlsoAskForAnotherDriver(t *testing.T) {
 		Mode:         v1alpha1.ModeAuto,
 		Policy:       &v1alpha1.AutoPolicy{MaxGPUsPerNode: 2},
 	})
-	env.WaitReady(t, ctx, ml, 2)
+	return env.WaitReady(t, ctx, ml, 2)
+}
+
+// nicDriver is a second DRA driver whose ResourceSlice the test publishes itself (no
+// plugin runs for it): a NIC per node, as an RDMA driver would publish.
+const nicDriver = "nic.e2e.example.com"
+
+// TestAutoPlansPodsThatAlsoAskForAnotherDriver: a pending pod asks for a 4g.40gb MIG
+// device and, in a second claim, a NIC of another driver that node A publishes. The
+// planner puts the node's NIC beside the hypothetical MIG devices when it runs the
+// allocator, so it plans the 4g.40gb on node A and the scheduler then allocates both
+// claims there. A second pod whose NIC is taken is not planned for: it waits for capacity.
+func TestAutoPlansPodsThatAlsoAskForAnotherDriver(t *testing.T) {
+	ctx := clustertest.Context(t, 2*time.Minute)
+	ml := wholeThenAuto(t, ctx)
 
 	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: nicDriver},
 		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
