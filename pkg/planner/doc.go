@@ -48,7 +48,12 @@
 // same devices where it may run on that node (else it is told why), one
 // with other claims too waits for the shared claim's allocation
 // (WaitsForSharedClaim). With no Auto node every pod is unservable
-// (NoAutoNode).
+// (NoAutoNode). A Frozen node (its agent lost) serves nothing and changes
+// nothing, but its GPUs changing still count toward the limits; a pod only
+// a Frozen node could serve waits for it (WaitsForLostNode). Models are
+// told apart by Model.Key: GPUs of one product whose NVML describes a
+// profile otherwise (mig.Model.WithNVMLValues) are planned with their own
+// values.
 //
 // These rules are measured, not assumed: pkg/planner/quality replays seeded
 // arrival traces against first-fit, count-greedy and hindsight strategies,
