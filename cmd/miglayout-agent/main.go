@@ -76,7 +76,7 @@ func main() {
 	fs.DurationVar(&o.resync, "resync-period", time.Minute, "period of reconciles without a trigger")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8081", "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8082", "address of the /healthz and /readyz endpoints (0 disables)")
-	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the agent's heartbeat Lease miglayout-agent-<node> (the controller's --agent-lease-namespace; empty: no heartbeat, and a controller that checks reports the node AgentLost)")
+	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the agent's heartbeat Lease miglayout-agent-<node> (the controller's --agent-lease-namespace; empty: no heartbeat, and the controller does not judge an agent whose Lease it never saw)")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease holds unrenewed; the agent renews it every quarter of this (whole seconds, at least 4s)")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
