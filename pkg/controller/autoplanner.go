@@ -84,7 +84,7 @@ type AutoPlanner struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// AgentLeases judges the agents' heartbeats (nodes of lost agents are
-	// not planned); nil checks none.
+	// planner.Node.Frozen); nil checks none.
 	AgentLeases *AgentLeases
 
 	mu     sync.Mutex
