@@ -21,7 +21,10 @@ import (
 // published and not returned. InUse holds the devices claims are allocated
 // (allocated: device name → claim), as the agent would report them; slices
 // say nothing of devices prepared or running a process outside a claim. A
-// device that is not miglayout's shape is skipped.
+// device that is not miglayout's shape is skipped. A published MIG device
+// carries NVML's values of its profile (memory, multiprocessors, engines):
+// where they differ from the catalog's they become the GPU's NVMLProfiles,
+// as its agent would report them.
 func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device, allocated map[string]string) []v1alpha1.GPUStatus {
 	str := func(d resourceapi.Device, a resourceapi.QualifiedName) string {
 		if v, ok := d.Attributes[a]; ok && v.StringValue != nil {
@@ -64,6 +67,9 @@ func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device, allocate
 			}
 			g := gpu(idx, str(d, migslices.AttrProductName))
 			g.MIGEnabled, g.MIGPending = true, true
+			if v, ok := publishedValues(cat, g.Model, profile, d); ok && !slices.ContainsFunc(g.NVMLProfiles, func(p v1alpha1.NVMLProfile) bool { return p.Profile == profile }) {
+				g.NVMLProfiles = append(g.NVMLProfiles, v)
+			}
 			dev := mig.Device{Profile: profile, Start: int(start)}.String()
 			g.Layout = joinLayout(g.Layout, dev)
 			if _, ok := allocated[d.Name]; ok {
@@ -83,6 +89,38 @@ func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device, allocate
 		out = append(out, g)
 	}
 	return out
+}
+
+// publishedValues are the values of profile that device d is published
+// with, and whether they differ from model's catalog entry (ok false also
+// where model or the profile is unknown, or d lacks its memory).
+func publishedValues(cat *mig.Catalog, model, profile string, d resourceapi.Device) (v1alpha1.NVMLProfile, bool) {
+	m, err := cat.Model(model)
+	if err != nil {
+		return v1alpha1.NVMLProfile{}, false
+	}
+	p, err := m.Profile(profile)
+	if err != nil {
+		return v1alpha1.NVMLProfile{}, false
+	}
+	mem, ok := d.Attributes[migslices.AttrMemory]
+	if !ok || mem.IntValue == nil {
+		return v1alpha1.NVMLProfile{}, false
+	}
+	capacity := func(c resourceapi.QualifiedName, catalog int) int32 {
+		if q, ok := d.Capacity[c]; ok {
+			return int32(q.Value.Value())
+		}
+		return int32(catalog)
+	}
+	v := v1alpha1.NVMLProfile{Profile: profile, MemoryMiB: *mem.IntValue,
+		Multiprocessors: capacity(migslices.CapMultiprocessors, p.Multiprocessors), CopyEngines: capacity(migslices.CapCopyEngines, p.CopyEngines),
+		Decoders: capacity(migslices.CapDecoders, p.Decoders), Encoders: capacity(migslices.CapEncoders, p.Encoders),
+		JPEGEngines: capacity(migslices.CapJPEGEngines, p.JPEGEngines), OFAEngines: capacity(migslices.CapOFAEngines, p.OFAEngines)}
+	same := v == v1alpha1.NVMLProfile{Profile: profile, MemoryMiB: p.MemoryMiB, Multiprocessors: int32(p.Multiprocessors),
+		CopyEngines: int32(p.CopyEngines), Decoders: int32(p.Decoders), Encoders: int32(p.Encoders),
+		JPEGEngines: int32(p.JPEGEngines), OFAEngines: int32(p.OFAEngines)}
+	return v, !same
 }
 
 func joinLayout(layout, device string) string {
