@@ -519,6 +519,46 @@ func TestPlanAutoLostAgent(t *testing.T) {
 	}
 }
 
+// TestPlanAutoFromSlices: an Auto MigLayout's first plan, on a node no
+// MigLayout selected yet (no NodeMigLayout), reads the node's GPUs from its
+// ResourceSlices, as the Static plan does: the free 7g.80gb is planned for
+// the pending 3g.40gb pod.
+func TestPlanAutoFromSlices(t *testing.T) {
+	h100 := "H100-SXM5-80GB"
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "half-gpu"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "mig",
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+				Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.attributes['mig.miglayout.io'].profile == '3g.40gb'"}}}}}}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "trainer"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "mig", ResourceClaimName: ptr.To("half-gpu")}}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}
+	model, err := mig.DefaultCatalog().Model(h100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := migslices.PlannedGPU(model, 0)
+	whole, err := migslices.PlannedMIG(g, mig.Device{Profile: "7g.80gb", Start: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole.UUID = "MIG-whole"
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), class, claim, pod,
+		slice("auto-node", migslices.DefaultDriverName, migslices.MIGDevice(g, whole))}
+	out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-auto.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"GPUs of auto-node as ResourceSlices publish them", "gpu-0  7g.80gb@0 -> 3g.40gb@", "serves:   ml/trainer", "Summary: 1 GPU would change"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestPlanRefusesOtherKinds(t *testing.T) {
 	_, _, err := runWith(t, []client.Object{}, "plan", "-f", "testdata/seed-article.yaml")
 	if err == nil || !strings.Contains(err.Error(), "plan reads MigLayouts only") {

@@ -39,9 +39,10 @@ allocated to them or they are in use on the node.
 
 Static MigLayouts are planned with the controller's own rules (the same fit of
 profile counts, keeping devices in use and moving as few as possible); Auto
-MigLayouts with the planner, over the pods now pending for devices. It reads
-Nodes, NodeMigLayouts, MigLayouts, ResourceClaims and, for Auto, Pods and
-DeviceClasses.`,
+MigLayouts with the planner, over the pods now pending for devices. A node
+no MigLayout selected yet (no NodeMigLayout) is read from the ResourceSlices
+its agent publishes. It reads Nodes, NodeMigLayouts, MigLayouts,
+ResourceSlices, ResourceClaims and, for Auto, Pods and DeviceClasses.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			docs, err := e.readManifests(files)
@@ -370,13 +371,30 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 	for name, nml := range st.nmls {
 		nmls[name] = nml
 	}
+	owner := []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MigLayout",
+		Name: ml.Name, UID: ml.UID, Controller: ptr.To(true)}}
+	var fromSlices []string
 	for _, node := range sel.Nodes {
-		if nml := st.nmls[node]; nml != nil && !sel.Conflicted(node) {
-			cp := nml.DeepCopy()
-			cp.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MigLayout",
-				Name: ml.Name, UID: ml.UID, Controller: ptr.To(true)}}
-			nmls[node] = cp
+		if sel.Conflicted(node) {
+			continue
 		}
+		if nml := st.nmls[node]; nml != nil {
+			cp := nml.DeepCopy()
+			cp.OwnerReferences = owner
+			nmls[node] = cp
+			continue
+		}
+		// No MigLayout selected the node yet: its agent publishes its
+		// GPUs in ResourceSlices but reports nowhere else.
+		if inv := publishedInventory(mig.DefaultCatalog(), st.devices.devices[node], st.devices.allocated[node]); len(inv) > 0 {
+			nmls[node] = &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: node, OwnerReferences: owner},
+				Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: ml.Name}, Status: v1alpha1.NodeMigLayoutStatus{GPUs: inv}}
+			fromSlices = append(fromSlices, node)
+		}
+	}
+	if len(fromSlices) > 0 {
+		fmt.Fprintf(w, "  GPUs of %s as ResourceSlices publish them (no MigLayout selected them yet; a GPU with MIG on and no device is not published)\n",
+			strings.Join(fromSlices, ", "))
 	}
 	// Nodes the controller reports with a lost agent are planned as it
 	// plans them: frozen.
