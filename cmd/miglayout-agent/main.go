@@ -57,6 +57,7 @@ type options struct {
 	healthAddr        string
 	leaseNamespace    string
 	leaseDuration     time.Duration
+	maxPass           time.Duration
 }
 
 func main() {
@@ -78,6 +79,7 @@ func main() {
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8082", "address of the /healthz and /readyz endpoints (0 disables)")
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the agent's heartbeat Lease miglayout-agent-<node> (the controller's --agent-lease-namespace; empty: no heartbeat, and the controller does not judge an agent whose Lease it never saw)")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease holds unrenewed; the agent renews it every quarter of this (whole seconds, at least 4s)")
+	fs.DurationVar(&o.maxPass, "max-pass-duration", 10*time.Minute, "how long one repartitioning pass may run before /healthz fails (an NVML call or API request that hangs): the liveness probe then restarts the agent, which resumes from its journal")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
@@ -205,7 +207,7 @@ func run(ctx context.Context, o options) error {
 		Driver:       o.driverName,
 	}
 	rec := &agent.NodeReconciler{Client: mgr.GetClient(), NodeName: o.nodeName, Repartitioner: rep,
-		Recorder: mgr.GetEventRecorder("miglayout-agent"), Resync: o.resync}
+		Recorder: mgr.GetEventRecorder("miglayout-agent"), Resync: o.resync, MaxPass: o.maxPass}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up reconciler: %w", err)
 	}
@@ -215,6 +217,9 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("repartitioner", rec.Healthz); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -40,11 +41,21 @@ type NodeReconciler struct {
 	// change behind the agent's back, e.g. a GPU reset); the first comes at
 	// start. Default 1 minute.
 	Resync time.Duration
+	// MaxPass is how long one pass may run before Healthz fails: a pass
+	// stuck in an NVML call or an API request that never returns. The
+	// kubelet's liveness probe then restarts the agent, which resumes from
+	// its journal (the heartbeat Lease alone would go on being renewed).
+	// Default 10 minutes.
+	MaxPass time.Duration
+	// Now is the clock of Healthz; nil means time.Now.
+	Now func() time.Time
 
 	mu      sync.Mutex
 	backoff *backoff.ExponentialBackOff
 	// catalogTold is the CatalogDiffers message last recorded per GPU UUID.
 	catalogTold map[string]string
+	// passStart is when the pass in progress started; zero between passes.
+	passStart time.Time
 }
 
 // +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts,verbs=get;list;watch
@@ -99,6 +110,14 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile runs one Sync pass for the node and records its outcome.
 func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.mu.Lock()
+	r.passStart = r.now()
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.passStart = time.Time{}
+		r.mu.Unlock()
+	}()
 	logger := klog.FromContext(ctx).WithValues("node", r.NodeName)
 	ctx = klog.NewContext(ctx, logger)
 	var nml v1alpha1.NodeMigLayout
@@ -247,6 +266,33 @@ func (r *NodeReconciler) patchGPUPhase(ctx context.Context, idx int, res GPUResu
 		}
 		return r.Client.Status().Update(ctx, &nml)
 	})
+}
+
+// Healthz is a healthz.Checker (the agent's /healthz): it fails while a
+// pass has been running longer than MaxPass.
+func (r *NodeReconciler) Healthz(*http.Request) error {
+	r.mu.Lock()
+	start := r.passStart
+	r.mu.Unlock()
+	if start.IsZero() {
+		return nil
+	}
+	limit := r.MaxPass
+	if limit <= 0 {
+		limit = 10 * time.Minute
+	}
+	if d := r.now().Sub(start); d > limit {
+		return fmt.Errorf("a repartitioning pass has been running for %s (since %s), longer than %s: an NVML call or an API request may hang",
+			d.Round(time.Second), start.UTC().Format(time.RFC3339), limit)
+	}
+	return nil
+}
+
+func (r *NodeReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 func (r *NodeReconciler) resync() time.Duration {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -222,5 +223,56 @@ func TestCatalogDiffersEvent(t *testing.T) {
 	}
 	if len(st.Status.GPUs) != 1 || len(st.Status.GPUs[0].NVMLProfiles) != 1 || st.Status.GPUs[0].NVMLProfiles[0].MemoryMiB != 40448 {
 		t.Errorf("status %+v, want GPU 0 with nvmlProfiles 3g.40gb 40448 MiB", st.Status.GPUs)
+	}
+}
+
+// TestHealthzFailsOnAStuckPass: /healthz fails while a pass has run longer
+// than MaxPass (an NVML call or API request that hangs), so the liveness
+// probe restarts the agent; between passes and in a pass within the limit
+// it passes.
+func TestHealthzFailsOnAStuckPass(t *testing.T) {
+	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	now := start
+	r := &NodeReconciler{MaxPass: time.Minute, Now: func() time.Time { return now }}
+	if err := r.Healthz(nil); err != nil {
+		t.Errorf("between passes: %v", err)
+	}
+	r.passStart = start
+	now = start.Add(time.Minute)
+	if err := r.Healthz(nil); err != nil {
+		t.Errorf("a pass of a minute: %v", err)
+	}
+	now = start.Add(time.Minute + time.Second)
+	if err := r.Healthz(nil); err == nil || !strings.Contains(err.Error(), "running for 1m1s") {
+		t.Errorf("a pass past MaxPass: %v, want an error saying how long", err)
+	}
+}
+
+// TestReconcileMarksThePass: Reconcile records its start for Healthz and
+// clears it when done.
+func TestReconcileMarksThePass(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1}}
+	var during time.Time
+	r := &NodeReconciler{NodeName: "n1", Repartitioner: g.r, Recorder: events.NewFakeRecorder(10)}
+	r.Client = fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			r.mu.Lock()
+			during = r.passStart
+			r.mu.Unlock()
+			return c.Get(ctx, key, obj, opts...)
+		}}).Build()
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if during.IsZero() {
+		t.Error("no pass start recorded during the pass")
+	}
+	if !r.passStart.IsZero() {
+		t.Errorf("pass start %s left after the pass", r.passStart)
 	}
 }
