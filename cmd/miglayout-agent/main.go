@@ -120,6 +120,9 @@ func run(ctx context.Context, o options) error {
 	if err := slices.ValidateDriverName(o.driverName); err != nil {
 		return err
 	}
+	if o.maxPass <= o.settle {
+		return fmt.Errorf("--max-pass-duration=%s must exceed --settle-period=%s: every pass that drains waits the settle period", o.maxPass, o.settle)
+	}
 	if o.leaseDuration < 4*time.Second || o.leaseDuration%time.Second != 0 {
 		return fmt.Errorf("--lease-duration=%s: want whole seconds, at least 4s", o.leaseDuration)
 	}
