@@ -433,6 +433,27 @@ func TestPlanStatic(t *testing.T) {
 	golden(t, "plan-static.txt", out)
 }
 
+// pending is an unschedulable pod in namespace ml with one claim of one
+// device matching cel, created at the Unix time created.
+func pending(name, claimName, cel string, created int64) (*resourceapi.ResourceClaim, *corev1.Pod) {
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: claimName},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "mig",
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1, Selectors: []resourceapi.DeviceSelector{{
+				CEL: &resourceapi.CELDeviceSelector{Expression: cel}}}}}}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, CreationTimestamp: metav1.Unix(created, 0)},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "mig", ResourceClaimName: ptr.To(claimName)}}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
+	return claim, pod
+}
+
+// migClass is the chart's DeviceClass of MIG devices.
+func migClass() *resourceapi.DeviceClass {
+	return &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}
+}
+
 func TestPlanAuto(t *testing.T) {
 	h100 := "H100-SXM5-80GB"
 	nml := &v1alpha1.NodeMigLayout{
@@ -442,22 +463,7 @@ func TestPlanAuto(t *testing.T) {
 			{Index: 1, Product: "NVIDIA H100 80GB HBM3", Model: h100, MIGEnabled: true, MIGPending: true, Layout: "1g.10gb@6", InUse: "1g.10gb@6", Phase: v1alpha1.PhaseReady},
 		}},
 	}
-	// pending is an unschedulable pod with one claim of one device matching cel.
-	pending := func(name, claimName, cel string, created int64) (*resourceapi.ResourceClaim, *corev1.Pod) {
-		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: claimName},
-			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "mig",
-				Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1, Selectors: []resourceapi.DeviceSelector{{
-					CEL: &resourceapi.CELDeviceSelector{Expression: cel}}}}}}}}}
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, CreationTimestamp: metav1.Unix(created, 0)},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}},
-				ResourceClaims: []corev1.PodResourceClaim{{Name: "mig", ResourceClaimName: ptr.To(claimName)}}},
-			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
-		return claim, pod
-	}
-	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
-		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}
-	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, class}
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, migClass()}
 	// whole, the larger, is planned first and takes the empty GPU 0;
 	// trainer's 3g.40gb would fit GPU 1 beside its 1g.10gb in use, but one
 	// GPU per node changes at a time, so trainer waits with GPU 1's left
@@ -498,18 +504,8 @@ func TestPlanAutoLostAgent(t *testing.T) {
 	}
 	stored := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "on-demand"},
 		Status: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{{Node: "auto-node", Phase: v1alpha1.PhaseUnknown, Message: "lost"}}}}
-	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "whole-gpu"},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "mig",
-			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
-				Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.attributes['mig.miglayout.io'].profile == '7g.80gb'"}}}}}}}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "whole"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}},
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "mig", ResourceClaimName: ptr.To("whole-gpu")}}},
-		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
-	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
-		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}
-	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, class, claim, pod, stored}
+	claim, pod := pending("whole", "whole-gpu", "device.attributes['mig.miglayout.io'].profile == '7g.80gb'", 1000)
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, migClass(), claim, pod, stored}
 	out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-auto.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -525,17 +521,7 @@ func TestPlanAutoLostAgent(t *testing.T) {
 // the pending 3g.40gb pod.
 func TestPlanAutoFromSlices(t *testing.T) {
 	h100 := "H100-SXM5-80GB"
-	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "half-gpu"},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "mig",
-			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
-				Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.attributes['mig.miglayout.io'].profile == '3g.40gb'"}}}}}}}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "trainer"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}},
-			ResourceClaims: []corev1.PodResourceClaim{{Name: "mig", ResourceClaimName: ptr.To("half-gpu")}}},
-		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
-	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
-		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}
+	claim, pod := pending("trainer", "half-gpu", "device.attributes['mig.miglayout.io'].profile == '3g.40gb'", 1000)
 	model, err := mig.DefaultCatalog().Model(h100)
 	if err != nil {
 		t.Fatal(err)
@@ -546,7 +532,7 @@ func TestPlanAutoFromSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	whole.UUID = "MIG-whole"
-	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), class, claim, pod,
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), migClass(), claim, pod,
 		slice("auto-node", migslices.DefaultDriverName, migslices.MIGDevice(g, whole))}
 	out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-auto.yaml")
 	if err != nil {

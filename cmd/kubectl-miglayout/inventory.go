@@ -107,20 +107,19 @@ func publishedValues(cat *mig.Catalog, model, profile string, d resourceapi.Devi
 	if !ok || mem.IntValue == nil {
 		return v1alpha1.NVMLProfile{}, false
 	}
-	capacity := func(c resourceapi.QualifiedName, catalog int) int32 {
+	capacity := func(c resourceapi.QualifiedName, catalog int) int {
 		if q, ok := d.Capacity[c]; ok {
-			return int32(q.Value.Value())
+			return int(q.Value.Value())
 		}
-		return int32(catalog)
+		return catalog
 	}
-	v := v1alpha1.NVMLProfile{Profile: profile, MemoryMiB: *mem.IntValue,
+	v := mig.NVMLProfileValues{Profile: profile, MemoryMiB: *mem.IntValue,
 		Multiprocessors: capacity(migslices.CapMultiprocessors, p.Multiprocessors), CopyEngines: capacity(migslices.CapCopyEngines, p.CopyEngines),
 		Decoders: capacity(migslices.CapDecoders, p.Decoders), Encoders: capacity(migslices.CapEncoders, p.Encoders),
-		JPEGEngines: capacity(migslices.CapJPEGEngines, p.JPEGEngines), OFAEngines: capacity(migslices.CapOFAEngines, p.OFAEngines)}
-	same := v == v1alpha1.NVMLProfile{Profile: profile, MemoryMiB: p.MemoryMiB, Multiprocessors: int32(p.Multiprocessors),
-		CopyEngines: int32(p.CopyEngines), Decoders: int32(p.Decoders), Encoders: int32(p.Encoders),
-		JPEGEngines: int32(p.JPEGEngines), OFAEngines: int32(p.OFAEngines)}
-	return v, !same
+		JPEG: capacity(migslices.CapJPEGEngines, p.JPEGEngines), OFA: capacity(migslices.CapOFAEngines, p.OFAEngines)}
+	return v1alpha1.NVMLProfile{Profile: profile, MemoryMiB: v.MemoryMiB, Multiprocessors: int32(v.Multiprocessors),
+		CopyEngines: int32(v.CopyEngines), Decoders: int32(v.Decoders), Encoders: int32(v.Encoders),
+		JPEGEngines: int32(v.JPEG), OFAEngines: int32(v.OFA)}, v != p.NVMLValues()
 }
 
 func joinLayout(layout, device string) string {

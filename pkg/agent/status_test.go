@@ -182,8 +182,9 @@ func TestCatalogDiffersEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := h100.Profile("3g.40gb")
-	driver, err := h100.WithNVMLValues([]mig.NVMLProfileValues{{Profile: p.Name, MemoryMiB: 40448, Multiprocessors: p.Multiprocessors,
-		CopyEngines: p.CopyEngines, Decoders: p.Decoders, Encoders: p.Encoders, JPEG: p.JPEGEngines, OFA: p.OFAEngines}})
+	v := p.NVMLValues()
+	v.MemoryMiB = 40448
+	driver, err := h100.WithNVMLValues([]mig.NVMLProfileValues{v})
 	if err != nil {
 		t.Fatal(err)
 	}

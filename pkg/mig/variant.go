@@ -18,6 +18,13 @@ type NVMLProfileValues struct {
 	Multiprocessors, CopyEngines, Decoders, Encoders, JPEG, OFA int
 }
 
+// NVMLValues are the catalog's values of p in the form NVML reports them,
+// to compare with or to start a WithNVMLValues entry from.
+func (p *Profile) NVMLValues() NVMLProfileValues {
+	return NVMLProfileValues{Profile: p.Name, MemoryMiB: p.MemoryMiB, Multiprocessors: p.Multiprocessors, CopyEngines: p.CopyEngines,
+		Decoders: p.Decoders, Encoders: p.Encoders, JPEG: p.JPEGEngines, OFA: p.OFAEngines}
+}
+
 // Key identifies the model's values: its Name, with its Variant for a copy
 // made by WithNVMLValues. Code that caches what a model's devices look like
 // keys by it, so GPUs of one product whose drivers describe a profile
@@ -34,11 +41,15 @@ func (m *Model) Key() string {
 // a GPU look as the devices NVML will make: the catalog's Hopper and
 // Blackwell values are partly unverified (Profile.Unverified), and a
 // driver may describe a profile otherwise. Values of a profile m lacks (an
-// agent's newer catalog may know more) are skipped; values m cannot hold
+// agent's newer catalog may know more), and values equal to the catalog's,
+// are skipped; values m cannot hold
 // (memory beyond the GPU's) are an error. The copy's Variant is a digest of
 // the values applied; with none, m itself is returned.
 func (m *Model) WithNVMLValues(values []NVMLProfileValues) (*Model, error) {
-	vs := slices.DeleteFunc(slices.Clone(values), func(v NVMLProfileValues) bool { return m.byName[v.Profile] == nil })
+	vs := slices.DeleteFunc(slices.Clone(values), func(v NVMLProfileValues) bool {
+		p := m.byName[v.Profile]
+		return p == nil || v == p.NVMLValues()
+	})
 	if len(vs) == 0 {
 		return m, nil
 	}

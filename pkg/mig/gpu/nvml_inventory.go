@@ -145,8 +145,7 @@ func readProfileValues(dev nvml.Device, model *mig.Model) ([]mig.NVMLProfileValu
 		v := mig.NVMLProfileValues{Profile: p.Name, MemoryMiB: int64(info.MemorySizeMB),
 			Multiprocessors: int(info.MultiprocessorCount), CopyEngines: int(info.CopyEngineCount),
 			Decoders: int(info.DecoderCount), Encoders: int(info.EncoderCount), JPEG: int(info.JpegCount), OFA: int(info.OfaCount)}
-		if v != (mig.NVMLProfileValues{Profile: p.Name, MemoryMiB: p.MemoryMiB, Multiprocessors: p.Multiprocessors, CopyEngines: p.CopyEngines,
-			Decoders: p.Decoders, Encoders: p.Encoders, JPEG: p.JPEGEngines, OFA: p.OFAEngines}) {
+		if v != p.NVMLValues() {
 			out = append(out, v)
 		}
 	}

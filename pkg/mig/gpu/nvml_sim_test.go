@@ -722,8 +722,9 @@ func driverCatalog(t *testing.T) *mig.Catalog {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := h100.WithNVMLValues([]mig.NVMLProfileValues{{Profile: p.Name, MemoryMiB: 40448, Multiprocessors: p.Multiprocessors,
-		CopyEngines: p.CopyEngines, Decoders: p.Decoders, Encoders: p.Encoders, JPEG: p.JPEGEngines, OFA: p.OFAEngines}})
+	values := p.NVMLValues()
+	values.MemoryMiB = 40448
+	v, err := h100.WithNVMLValues([]mig.NVMLProfileValues{values})
 	if err != nil {
 		t.Fatal(err)
 	}
