@@ -40,6 +40,15 @@ test: testbin ## every test, e2e against a real control plane included
 testcluster: testbin ## run the test control plane in the foreground (KUBECONFIG=test/.state/testcluster/kubeconfig)
 	$(GO) run ./test/harness/cmd/testcluster up --state test/.state/testcluster
 
+# Container images of the controller and the agent (deploy/images/Dockerfile; needs a Docker
+# engine with BuildKit). REGISTRY and TAG name them: $(REGISTRY)/miglayout-controller:$(TAG).
+REGISTRY ?= localhost:5000
+TAG ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}/\1/p' deploy/helm/miglayout/Chart.yaml)
+.PHONY: images
+images: ## build the controller and agent images (REGISTRY=..., TAG=... default the chart's appVersion)
+	docker build -f deploy/images/Dockerfile --target controller -t $(REGISTRY)/miglayout-controller:$(TAG) .
+	docker build -f deploy/images/Dockerfile --target agent -t $(REGISTRY)/miglayout-agent:$(TAG) .
+
 .PHONY: generate verify
 generate: ## regenerate deepcopy code, CRD manifests and the Helm chart's copies (CRDs, RBAC) from the markers
 	$(GO) tool controller-gen object paths=./api/...
