@@ -53,6 +53,10 @@ const (
 // exist (any more) on the node.
 var ErrDeviceGone = errors.New("device does not exist")
 
+// errRecreated: a prepared device exists under its name with another UUID
+// (created again since it was prepared).
+var errRecreated = errors.New("device created again since it was prepared")
+
 // ErrAlreadyPrepared is wrapped by the error for a device already prepared
 // for another claim (neither with admin access).
 var ErrAlreadyPrepared = errors.New("device already prepared for another claim")
@@ -206,10 +210,24 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	}
 	p.mu.Unlock()
 	if ok {
-		if err := p.reprepare(ctx, prepared); err != nil {
+		err := p.reprepare(ctx, prepared)
+		if err == nil {
+			return resultDevices(prepared), nil
+		}
+		if !errors.Is(err, errRecreated) {
 			return nil, fmt.Errorf("preparing claim %s again: %w", ref, err)
 		}
-		return resultDevices(prepared), nil
+		// The allocated devices exist under their names with other UUIDs:
+		// MIG devices do not survive a reboot or a GPU reset, and the
+		// agent created them again, while the checkpoint (on disk) did.
+		// The allocation still names them: prepare it afresh.
+		klog.FromContext(ctx).Info("Claim's devices were created again since it was prepared (a reboot or GPU reset); preparing it afresh", "claim", klog.KObj(claim), "detail", err)
+		p.mu.Lock()
+		err = p.unprepareClaim(kubeletplugin.NamespacedObject{UID: claim.UID, NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}})
+		p.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("preparing claim %s: dropping its stale preparation: %w", ref, err)
+		}
 	}
 	if claim.Status.Allocation == nil {
 		return nil, fmt.Errorf("preparing claim %s: the claim is not allocated", ref)
@@ -332,6 +350,8 @@ func (p *Plugin) sameAllocation(pc PreparedClaim, claim *resourceapi.ResourceCla
 // reprepare handles a claim already in the checkpoint (a retry, or the
 // kubelet asking again after a restart): its devices must still exist with
 // the UUIDs recorded, and the CDI spec is written again if it went missing.
+// A device that exists with another UUID gives errRecreated (the caller
+// prepares the claim afresh), one that does not exist ErrDeviceGone.
 // The GPU lock is not needed: prepared devices are never destroyed.
 func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 	var idxs []int
@@ -353,9 +373,12 @@ func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 				uuid = src.MIG.UUID
 			}
 		}
-		if !ok || uuid != d.UUID {
+		if !ok {
 			return fmt.Errorf("device %s (prepared as %s): %w on node %s now (present: %s)",
 				d.Device, d.UUID, ErrDeviceGone, p.cfg.NodeName, presentDevices(inv, d.Device))
+		}
+		if uuid != d.UUID {
+			return fmt.Errorf("device %s (prepared as %s) is %s now: %w", d.Device, d.UUID, uuid, errRecreated)
 		}
 	}
 	p.mu.Lock()

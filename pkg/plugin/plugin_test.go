@@ -319,6 +319,69 @@ func TestPrepareSurvivesRestart(t *testing.T) {
 	}
 }
 
+// TestPrepareAfterReboot: MIG devices do not survive a reboot (nor a GPU
+// reset) and /var/run/cdi is a tmpfs, while the checkpoint under
+// /var/lib/kubelet does. Until the agent creates the layout again the
+// kubelet's prepare fails (the device does not exist); once it has, the
+// allocated device exists under its name with a new UUID, and the claim is
+// prepared afresh with that UUID.
+func TestPrepareAfterReboot(t *testing.T) {
+	e := newEnv(t)
+	const dev = "gpu-0-mig-1g10gb-19-3"
+	d := mig.Device{Profile: "1g.10gb", Start: 3}
+	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, dev})
+	if r := e.prepare(e.plugin(""), c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	oldUUID := e.plugin("").claims[uid1].Devices[0].UUID
+
+	// The reboot.
+	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(e.cdiDir); err != nil {
+		t.Fatal(err)
+	}
+	p := e.plugin("")
+	if r := e.prepare(p, c); !errors.Is(r.Err, ErrDeviceGone) {
+		t.Fatalf("prepare before the device is created again = %v, want ErrDeviceGone", r.Err)
+	}
+	if _, ok := p.PreparedDevices()[dev]; !ok {
+		t.Errorf("the failed prepare dropped the claim's preparation: %v", p.PreparedDevices())
+	}
+
+	// The agent creates the layout again.
+	md, err := e.gpus.CreateMIGDevice(e.ctx, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.UUID == oldUUID {
+		t.Fatalf("the simulator gave the new device its old UUID %s", md.UUID)
+	}
+	gpus, err := e.gpus.GPUs(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFakeCapabilities(e.hostRoot, gpus[0].Minor, md); err != nil {
+		t.Fatal(err)
+	}
+	r := e.prepare(p, c)
+	if r.Err != nil {
+		t.Fatalf("prepare once the device exists again: %v", r.Err)
+	}
+	if got := p.claims[uid1].Devices; len(got) != 1 || got[0].UUID != md.UUID {
+		t.Errorf("prepared devices %+v, want %s with UUID %s", got, dev, md.UUID)
+	}
+	spec := string(mustRead(t, filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))))
+	if !strings.Contains(spec, VisibleDevicesEnv+"="+md.UUID) || strings.Contains(spec, oldUUID) {
+		t.Errorf("CDI spec does not name the new UUID %s alone:\n%s", md.UUID, spec)
+	}
+	// What a restarted agent reads back is the new preparation.
+	if got := e.plugin("").claims[uid1].Devices; len(got) != 1 || got[0].UUID != md.UUID {
+		t.Errorf("checkpoint holds %+v, want UUID %s", got, md.UUID)
+	}
+}
+
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
