@@ -43,6 +43,12 @@ const (
 	ReasonResetRequired = "ResetRequired"
 	// ReasonNVMLError (Degraded=True, GPU Failed or retrying): NVML refused an operation.
 	ReasonNVMLError = "NVMLError"
+	// ReasonGPUUnreadable (Degraded=True, GPU Failed): NVML counts the GPU
+	// but cannot read it (fallen off the bus, an Xid 79: every call gives
+	// ERROR_GPU_IS_LOST until the node reboots). Its devices are not
+	// published, nothing is changed on it, the node's other GPUs go on, and
+	// the agent reads it again with backoff.
+	ReasonGPUUnreadable = "GPUUnreadable"
 	// ReasonDeviceTaintsUnsupported (Degraded=True, GPU Failed): the API
 	// server drops the drain taints of ResourceSlice devices (DRA device
 	// taints are off), so the agent cannot keep the scheduler off devices it

@@ -50,9 +50,10 @@ func (s *simulatedCapabilities) minor(ctx context.Context, gpuIndex int) (int, e
 		return m, nil
 	}
 	gpus, err := s.Manager.GPUs(ctx)
-	if err != nil {
+	if _, err := gpu.SplitUnreadable(err); err != nil {
 		return 0, err
 	}
+	// GPUs that cannot be read (lost) are left out, read again next time.
 	s.minors = map[int]int{}
 	for _, g := range gpus {
 		s.minors[g.Index] = g.Minor

@@ -170,8 +170,11 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			r.Recorder.Eventf(&nml, nil, "Warning", EventBlocked, "Repartition", "GPU %d: %s", spec.Index, got.Message)
 		case v1alpha1.PhaseFailed:
 			reason := EventNVMLError
-			if got.Reason == v1alpha1.ReasonInvalidLayout || got.Reason == v1alpha1.ReasonUnknownGPU {
+			switch got.Reason {
+			case v1alpha1.ReasonInvalidLayout, v1alpha1.ReasonUnknownGPU:
 				reason = EventInvalidLayout
+			case v1alpha1.ReasonGPUUnreadable:
+				reason = EventGPUUnreadable
 			}
 			r.Recorder.Eventf(&nml, nil, "Warning", reason, "Repartition", "GPU %d: %s", spec.Index, got.Message)
 		}

@@ -11,6 +11,9 @@ const (
 	EventInvalidLayout = "InvalidLayout"
 	// EventNVMLError (Warning): NVML refused a change.
 	EventNVMLError = "NVMLError"
+	// EventGPUUnreadable (Warning): NVML cannot read a GPU (fallen off the
+	// bus); its devices are no longer published.
+	EventGPUUnreadable = "GPUUnreadable"
 	// EventDraining (Normal): devices are published with the drain taint.
 	EventDraining = "Draining"
 	// EventCatalogDiffers (Normal): NVML describes a GPU instance profile

@@ -146,9 +146,9 @@ func newRigWith(t *testing.T, cfg nvmlsim.Config) *rig {
 // layouts returns each GPU's layout text from NVML ("-" for MIG off).
 func (g *rig) layouts(t *testing.T) []string {
 	t.Helper()
-	obs, err := g.r.observe(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	obs, unreadable, err := g.r.observe(context.Background())
+	if err != nil || len(unreadable) > 0 {
+		t.Fatal(err, unreadable)
 	}
 	out := make([]string, len(obs))
 	for i := range obs {

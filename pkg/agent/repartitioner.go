@@ -89,7 +89,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	if report == nil {
 		report = func(int, GPUResult) {}
 	}
-	obs, err := r.observe(ctx)
+	obs, unreadable, err := r.observe(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		return nil, err
 	}
 	if rolled {
-		if obs, err = r.observe(ctx); err != nil {
+		if obs, unreadable, err = r.observe(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -118,6 +118,9 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	var work []*gpuPlan
 	for _, spec := range desired {
 		idx := int(spec.Index)
+		if _, lost := unreadable[idx]; lost {
+			continue // reported with the final observation
+		}
 		if err := orphans[idx]; err != nil {
 			// A GI without a CI is still there: the GPU does not hold
 			// its layout (the GI is never published) and no change is
@@ -219,8 +222,16 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	// 4. Republish the whole pool from NVML truth, no device tainted but
 	// those a pending MIG mode change removes.
 	start := time.Now()
-	if obs, err = r.observe(ctx); err != nil {
+	if obs, unreadable, err = r.observe(ctx); err != nil {
 		return nil, err
+	}
+	// A GPU NVML cannot read is failed, managed or not (so that status
+	// shows it), and its devices are left out of the pool.
+	for idx, err := range unreadable {
+		logger.Error(err, "GPU unreadable; its devices are not published", "gpu", idx)
+		res.Results[idx] = GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUUnreadable,
+			Message: fmt.Sprintf("NVML cannot read the GPU, so its devices are not published: %v", err)}
+		res.Retry = true
 	}
 	switch err := r.Inventory.Publish(ctx, obs, nil); {
 	case errors.Is(err, ErrDrainTaintsDropped):
@@ -505,25 +516,33 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 	return rolled, failed, nil
 }
 
-// observe reads every GPU and its MIG devices from NVML.
-func (r *Repartitioner) observe(ctx context.Context) ([]GPUState, error) {
+// observe reads every GPU and its MIG devices from NVML. A GPU NVML counts
+// but cannot read, or whose MIG devices it cannot list, is left out and
+// returned in unreadable (by index) with its error: one GPU fallen off the
+// bus does not stop the node's others. err fails the whole observation.
+func (r *Repartitioner) observe(ctx context.Context) (obs []GPUState, unreadable map[int]error, err error) {
 	gpus, err := r.GPUs.GPUs(ctx)
+	unreadable, err = gpu.SplitUnreadable(err)
 	if err != nil {
-		return nil, fmt.Errorf("listing GPUs: %w", err)
+		return nil, nil, fmt.Errorf("listing GPUs: %w", err)
 	}
-	out := make([]GPUState, len(gpus))
-	for i, g := range gpus {
-		out[i].GPU = g
-		if !g.MIGCapable || !g.MIGMode.Current {
-			continue
-		}
-		devs, err := r.GPUs.MIGDevices(ctx, g.Index)
-		if err != nil {
-			return nil, fmt.Errorf("listing MIG devices of GPU %d: %w", g.Index, err)
-		}
-		out[i].Devices = devs
+	if unreadable == nil {
+		unreadable = map[int]error{}
 	}
-	return out, nil
+	obs = make([]GPUState, 0, len(gpus))
+	for _, g := range gpus {
+		st := GPUState{GPU: g}
+		if g.MIGCapable && g.MIGMode.Current {
+			devs, err := r.GPUs.MIGDevices(ctx, g.Index)
+			if err != nil {
+				unreadable[g.Index] = fmt.Errorf("listing MIG devices: %w", err)
+				continue
+			}
+			st.Devices = devs
+		}
+		obs = append(obs, st)
+	}
+	return obs, unreadable, nil
 }
 
 // inUse returns the published names of devices that must not be destroyed:

@@ -7,6 +7,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -561,5 +563,69 @@ func TestPlanGPUMIGOffWithoutMIG(t *testing.T) {
 				t.Errorf("MIG on on %s: %+v, want Failed/UnknownGPU", g.ProductName, res)
 			}
 		})
+	}
+}
+
+// TestSyncWithALostGPU: GPU 1 of three falls off the bus (every NVML call on
+// it gives ERROR_GPU_IS_LOST). The pass goes on for the others: GPU 0 is
+// repartitioned, the pool is published without GPU 1's devices, and GPU 1
+// (asked for a layout) and GPU 2 (not managed) are reported: GPU 1 failed
+// as GPUUnreadable, with what identified it before, and retried; once it is
+// back, its layout is applied.
+func TestSyncWithALostGPU(t *testing.T) {
+	g := newRig(t, "3xA100-SXM4-80GB")
+	ctx := context.Background()
+	first, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 1, first, metav1.Now())
+	if err := g.sim.LoseGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	desired := []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4"), spec(1, "3g.40gb@0,3g.40gb@4")}
+	res, err := g.r.Sync(ctx, desired, nil)
+	if err != nil {
+		t.Fatalf("Sync with GPU 1 lost failed as a whole: %v", err)
+	}
+	if r := res.Results[0]; r.Phase != v1alpha1.PhaseReady {
+		t.Errorf("GPU 0: %+v, want Ready", r)
+	}
+	r1 := res.Results[1]
+	if r1.Phase != v1alpha1.PhaseFailed || r1.Reason != v1alpha1.ReasonGPUUnreadable || !strings.Contains(r1.Message, "ERROR_GPU_IS_LOST") || !res.Retry {
+		t.Errorf("GPU 1: %+v (retry %v), want Failed GPUUnreadable naming NVML's code, retried", r1, res.Retry)
+	}
+	want := []string{"gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4", "gpu-2"}
+	if diff := cmp.Diff(want, g.inv.last().devices); diff != "" {
+		t.Errorf("published devices (-want +got):\n%s", diff)
+	}
+	st := BuildStatus(before, 2, res, metav1.Now())
+	var row *v1alpha1.GPUStatus
+	for i := range st.GPUs {
+		if st.GPUs[i].Index == 1 {
+			row = &st.GPUs[i]
+		}
+	}
+	if row == nil || row.Reason != v1alpha1.ReasonGPUUnreadable || row.UUID == "" || row.UUID != before.GPUs[1].UUID || row.Layout != "" {
+		t.Errorf("status row of GPU 1: %+v, want GPUUnreadable with its UUID %s and no layout", row, before.GPUs[1].UUID)
+	}
+	if !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDegraded) {
+		t.Errorf("conditions %+v, want Degraded", st.Conditions)
+	}
+	// A lost GPU not in the spec is reported too.
+	res, err = g.r.Sync(ctx, desired[:1], nil)
+	if err != nil || res.Results[1].Reason != v1alpha1.ReasonGPUUnreadable {
+		t.Errorf("unmanaged lost GPU: %v, %+v", err, res.Results[1])
+	}
+
+	if err := g.sim.RecoverGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	res, err = g.r.Sync(ctx, desired, nil)
+	if err != nil || res.Results[1].Phase != v1alpha1.PhaseReady {
+		t.Fatalf("after recovery: %v, %+v", err, res.Results[1])
+	}
+	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4", "-"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
 	}
 }

@@ -53,15 +53,20 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 		}
 		st.GPUs = append(st.GPUs, gs)
 	}
-	// A GPU the spec asks for that NVML does not show (fallen off the
-	// bus, or a wrong index) keeps its result, not only its event.
+	// A GPU NVML cannot read (fallen off the bus), or one the spec asks for
+	// that NVML does not show (a wrong index), keeps its result, not only
+	// its event, with what identified it when it was last read.
 	seen := make(map[int]bool, len(res.GPUs))
 	for _, g := range res.GPUs {
 		seen[g.GPU.Index] = true
 	}
 	for _, idx := range slices.Sorted(maps.Keys(res.Results)) {
 		if r := res.Results[idx]; !seen[idx] && r.Phase != v1alpha1.PhaseReady {
-			st.GPUs = append(st.GPUs, v1alpha1.GPUStatus{Index: int32(idx), Phase: r.Phase, Reason: r.Reason, Message: truncate(r.Message, 1024)})
+			gs := v1alpha1.GPUStatus{Index: int32(idx), Phase: r.Phase, Reason: r.Reason, Message: truncate(r.Message, 1024)}
+			if p, ok := prev[gs.Index]; ok {
+				gs.UUID, gs.Product, gs.Model, gs.Attributes = p.UUID, p.Product, p.Model, p.Attributes
+			}
+			st.GPUs = append(st.GPUs, gs)
 		}
 	}
 	for i := range st.GPUs {

@@ -390,11 +390,19 @@ func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 }
 
 // readInventory reads the given GPUs, and the MIG devices of those with MIG
-// mode on, from NVML.
+// mode on, from NVML; it fails if one of them cannot be read, not for
+// another GPU of the node that cannot.
 func (p *Plugin) readInventory(ctx context.Context, gpuIndexes []int) (migslices.Inventory, error) {
 	all, err := p.cfg.GPUs.GPUs(ctx)
+	unreadable, err := gpu.SplitUnreadable(err)
 	if err != nil {
 		return migslices.Inventory{}, fmt.Errorf("listing GPUs: %w", err)
+	}
+	// A GPU fallen off the bus fails only the claims with devices on it.
+	for _, idx := range gpuIndexes {
+		if err := unreadable[idx]; err != nil {
+			return migslices.Inventory{}, fmt.Errorf("reading GPU %d: %w", idx, err)
+		}
 	}
 	inv := migslices.Inventory{MIGs: map[int][]gpu.MIGDevice{}}
 	for _, g := range all {

@@ -37,6 +37,7 @@ const node = "node-a"
 type env struct {
 	t        *testing.T
 	ctx      context.Context
+	sim      *nvmlsim.Sim
 	gpus     *gpu.NVMLManager
 	locks    *gpulock.Locks
 	hostRoot string
@@ -59,7 +60,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	e := &env{t: t, ctx: ctx, gpus: m, locks: gpulock.New(),
+	e := &env{t: t, ctx: ctx, sim: sim, gpus: m, locks: gpulock.New(),
 		hostRoot: filepath.Join(dir, "host"), cdiDir: filepath.Join(dir, "cdi"), cpDir: filepath.Join(dir, "plugin")}
 	gpus, err := m.GPUs(ctx)
 	if err != nil {
@@ -379,6 +380,26 @@ func TestPrepareAfterReboot(t *testing.T) {
 	// What a restarted agent reads back is the new preparation.
 	if got := e.plugin("").claims[uid1].Devices; len(got) != 1 || got[0].UUID != md.UUID {
 		t.Errorf("checkpoint holds %+v, want UUID %s", got, md.UUID)
+	}
+}
+
+// TestPrepareWithALostGPU: a GPU fallen off the bus fails the claims with
+// devices on it, naming NVML's code, and not those on the node's other GPUs.
+func TestPrepareWithALostGPU(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	if err := e.sim.LoseGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.prepare(p, claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})); r.Err != nil {
+		t.Errorf("prepare on GPU 0 with GPU 1 lost: %v", r.Err)
+	}
+	r := e.prepare(p, claim(uid2, "whole", alloc{"g", slices.DefaultDriverName, node, "gpu-1"}))
+	if !errors.Is(r.Err, gpu.ErrGPULost) || !strings.Contains(r.Err.Error(), "reading GPU 1") {
+		t.Errorf("prepare on the lost GPU 1: %v, want ErrGPULost naming GPU 1", r.Err)
+	}
+	if _, ok := p.PreparedDevices()["gpu-1"]; ok {
+		t.Error("the lost GPU was prepared")
 	}
 }
 

@@ -53,6 +53,8 @@ type Inventory struct {
 func ReadInventory(ctx context.Context, m gpu.Manager) (Inventory, error) {
 	gpus, err := m.GPUs(ctx)
 	if err != nil {
+		// GPUs NVML cannot read fail the inventory too (the agent's
+		// repartitioner leaves them out instead; see gpu.SplitUnreadable).
 		return Inventory{}, fmt.Errorf("listing GPUs: %w", err)
 	}
 	inv := Inventory{GPUs: gpus, MIGs: map[int][]gpu.MIGDevice{}}

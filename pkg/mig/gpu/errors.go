@@ -3,6 +3,9 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -23,9 +26,10 @@ import (
 //	  nvmlDeviceGetHandleByIndex
 //	  (NVMLError.Stale)                      ErrNotFound (vanished / no such GPU)
 //	ERROR_NO_PERMISSION                      ErrNoPermission
+//	ERROR_GPU_IS_LOST                        ErrGPULost
 //	anything else (ERROR_INVALID_ARGUMENT on
-//	  a GPU handle, ERROR_GPU_IS_LOST,
-//	  ERROR_UNINITIALIZED, ERROR_UNKNOWN ...) ErrNVML
+//	  a GPU handle, ERROR_UNINITIALIZED,
+//	  ERROR_UNKNOWN ...)                     ErrNVML
 //
 // The manager also returns some of these without an NVML call behind them:
 // ErrNotFound when no GPU instance matches the requested device, ErrInUse
@@ -48,6 +52,9 @@ var (
 	// ErrNoPermission: the caller lacks the privilege (MIG changes need root
 	// or CAP_SYS_ADMIN).
 	ErrNoPermission = errors.New("no permission")
+	// ErrGPULost: the GPU has fallen off the bus (an Xid 79): every call on
+	// it fails until the node reboots or the GPU is recovered.
+	ErrGPULost = errors.New("GPU is lost")
 	// ErrNVML: any other NVML failure.
 	ErrNVML = errors.New("NVML error")
 	// ErrShutdown: the manager was used after Shutdown.
@@ -94,6 +101,8 @@ func (e *NVMLError) Unwrap() error {
 		return ErrNVML
 	case nvml.ERROR_NO_PERMISSION:
 		return ErrNoPermission
+	case nvml.ERROR_GPU_IS_LOST:
+		return ErrGPULost
 	default:
 		return ErrNVML
 	}
@@ -124,4 +133,43 @@ func staleErr(op string, ret nvml.Return) error {
 		return nil
 	}
 	return &NVMLError{Op: op, Return: ret, Stale: true}
+}
+
+// UnreadableGPUsError is the error of Manager.GPUs when NVML counts GPUs it
+// cannot read (one fallen off the bus answers ERROR_GPU_IS_LOST, ErrGPULost,
+// to every call; one the process may not open ERROR_NO_PERMISSION): GPUs
+// then returns the GPUs it could read with this error, so that one broken
+// GPU does not hide a node's others. Errors holds, per GPU index, why it
+// could not be read.
+type UnreadableGPUsError struct {
+	Errors map[int]error
+}
+
+func (e *UnreadableGPUsError) Error() string {
+	msgs := make([]string, 0, len(e.Errors))
+	for _, idx := range slices.Sorted(maps.Keys(e.Errors)) {
+		msgs = append(msgs, fmt.Sprintf("reading GPU %d: %v", idx, e.Errors[idx]))
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Unwrap returns the errors of the GPUs, in index order.
+func (e *UnreadableGPUsError) Unwrap() []error {
+	out := make([]error, 0, len(e.Errors))
+	for _, idx := range slices.Sorted(maps.Keys(e.Errors)) {
+		out = append(out, e.Errors[idx])
+	}
+	return out
+}
+
+// SplitUnreadable splits the error of Manager.GPUs into the GPUs it could
+// not read (by index; nil if none) and an error that failed the listing as
+// a whole (nil when the GPUs returned beside err are every GPU NVML could
+// read).
+func SplitUnreadable(err error) (map[int]error, error) {
+	var u *UnreadableGPUsError
+	if errors.As(err, &u) {
+		return u.Errors, nil
+	}
+	return nil, err
 }

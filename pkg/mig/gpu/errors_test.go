@@ -14,7 +14,7 @@ import (
 )
 
 func TestNVMLErrorMapping(t *testing.T) {
-	all := []error{ErrInUse, ErrInsufficientResources, ErrNotSupported, ErrResetRequired, ErrNotFound, ErrNoPermission, ErrNVML}
+	all := []error{ErrInUse, ErrInsufficientResources, ErrNotSupported, ErrResetRequired, ErrNotFound, ErrNoPermission, ErrGPULost, ErrNVML}
 	tests := []struct {
 		ret   nvml.Return
 		stale bool
@@ -29,7 +29,7 @@ func TestNVMLErrorMapping(t *testing.T) {
 		{nvml.ERROR_INVALID_ARGUMENT, true, ErrNotFound},
 		{nvml.ERROR_INVALID_ARGUMENT, false, ErrNVML},
 		{nvml.ERROR_NO_PERMISSION, false, ErrNoPermission},
-		{nvml.ERROR_GPU_IS_LOST, false, ErrNVML},
+		{nvml.ERROR_GPU_IS_LOST, false, ErrGPULost},
 		{nvml.ERROR_UNKNOWN, true, ErrNVML},
 		{nvml.ERROR_UNINITIALIZED, false, ErrNVML},
 	}

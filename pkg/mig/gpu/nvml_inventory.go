@@ -12,7 +12,8 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig"
 )
 
-// GPUs lists every GPU, ordered by index.
+// GPUs lists every GPU, ordered by index. GPUs NVML counts but cannot read
+// are left out and named in an *UnreadableGPUsError returned with the others.
 func (m *NVMLManager) GPUs(ctx context.Context) ([]GPU, error) {
 	leave, err := m.enter(ctx)
 	if err != nil {
@@ -32,18 +33,24 @@ func (m *NVMLManager) GPUs(ctx context.Context) ([]GPU, error) {
 		return nil, fmt.Errorf("getting CUDA driver version: %w", err)
 	}
 	out := make([]GPU, 0, n)
+	unreadable := map[int]error{}
 	for i := 0; i < n; i++ {
 		dev, err := m.device(i)
 		if err != nil {
-			return nil, err
+			unreadable[i] = err
+			continue
 		}
 		g, err := m.gpu(ctx, i, dev)
 		if err != nil {
-			return nil, fmt.Errorf("reading GPU %d: %w", i, err)
+			unreadable[i] = err
+			continue
 		}
 		g.DriverVersion = driver
 		g.CUDADriverVersion = cudaVersion(cuda)
 		out = append(out, g)
+	}
+	if len(unreadable) > 0 {
+		return out, &UnreadableGPUsError{Errors: unreadable}
 	}
 	return out, nil
 }

@@ -614,7 +614,7 @@ func TestErrorsFromNVML(t *testing.T) {
 				_, err := m.MIGDevices(ctx, 2)
 				return err
 			},
-			want: gpu.ErrNVML, code: nvml.ERROR_GPU_IS_LOST,
+			want: gpu.ErrGPULost, code: nvml.ERROR_GPU_IS_LOST,
 		},
 		{
 			name:  "in use on CI destroy",
@@ -795,5 +795,54 @@ func TestGPUsProfileValuesBestEffort(t *testing.T) {
 	}
 	if st := sim.Snapshot(); len(st.Faults) != 1 {
 		t.Errorf("faults left %+v: the cached table was read again", st.Faults)
+	}
+}
+
+// TestGPUsWithALostGPU: a GPU fallen off the bus is left out of GPUs, named
+// with its error, while the node's other GPUs are listed; calls on it fail
+// with ErrGPULost; once recovered it is listed again.
+func TestGPUsWithALostGPU(t *testing.T) {
+	ctx := t.Context()
+	sim, m := newSim(t)
+	if err := sim.LoseGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := m.GPUs(ctx)
+	unreadable, fatal := gpu.SplitUnreadable(err)
+	if fatal != nil {
+		t.Fatalf("GPUs with GPU 1 lost failed as a whole: %v", fatal)
+	}
+	var got []int
+	for _, g := range gpus {
+		got = append(got, g.Index)
+	}
+	if diff := cmp.Diff([]int{0, 2}, got); diff != "" {
+		t.Errorf("GPUs listed (-want +got):\n%s", diff)
+	}
+	if len(unreadable) != 1 || !errors.Is(unreadable[1], gpu.ErrGPULost) {
+		t.Errorf("unreadable GPUs %v, want GPU 1 lost", unreadable)
+	}
+	if err == nil || !strings.Contains(err.Error(), "reading GPU 1: ") || !strings.Contains(err.Error(), "ERROR_GPU_IS_LOST") {
+		t.Errorf("error %v does not name GPU 1 and NVML's code", err)
+	}
+	if _, err := m.MIGDevices(ctx, 1); !errors.Is(err, gpu.ErrGPULost) {
+		t.Errorf("MIGDevices of the lost GPU: %v, want ErrGPULost", err)
+	}
+	if _, err := m.CreateMIGDevice(ctx, 1, mig.Device{Profile: "7g.80gb", Start: 0}); !errors.Is(err, gpu.ErrGPULost) {
+		t.Errorf("CreateMIGDevice on the lost GPU: %v, want ErrGPULost", err)
+	}
+	if err := sim.RecoverGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	if gpus, err := m.GPUs(ctx); err != nil || len(gpus) != 3 {
+		t.Errorf("GPUs after recovery: %d, %v; want 3", len(gpus), err)
+	}
+	// An error that is not about single GPUs fails the listing.
+	if err := sim.InjectFault(nvmlsim.Fault{Op: "DeviceGetCount", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.GPUs(ctx)
+	if u, fatal := gpu.SplitUnreadable(err); fatal == nil || u != nil {
+		t.Errorf("GPUs with the count failing: unreadable %v, error %v; want the error", u, fatal)
 	}
 }

@@ -106,7 +106,10 @@ type Process struct {
 // Manager is what the agent needs from NVML. Implementations must be safe for
 // concurrent use; operations on one GPU are serialised by the caller.
 type Manager interface {
-	// GPUs lists every GPU, ordered by index.
+	// GPUs lists every GPU, ordered by index. Where NVML counts GPUs it
+	// cannot read (fallen off the bus), it returns the others with an
+	// *UnreadableGPUsError naming them (see SplitUnreadable); any other
+	// error fails the listing.
 	GPUs(ctx context.Context) ([]GPU, error)
 	// MIGDevices lists the GPU instances of one GPU (with their CIs), ordered
 	// by placement start. A GPU with MIG mode off has none.

@@ -697,3 +697,46 @@ func TestMIGDevices(t *testing.T) {
 		t.Errorf("layout %s", got)
 	}
 }
+
+// TestLostGPU: a GPU fallen off the bus is still counted, but its handle,
+// calls on handles taken before, its MIG devices by UUID and a reset all
+// give ERROR_GPU_IS_LOST, and no process starts on it, until RecoverGPU.
+func TestLostGPU(t *testing.T) {
+	s := newTestSim(t, Config{Spec: "2x" + a100})
+	d := migOn(t, s, 0)
+	g, ci := mustMIG(t, d, nvml.GPU_INSTANCE_PROFILE_3_SLICE, 4)
+	uuid := migUUIDOf(t, s, 0, ci)
+	if err := s.LoseGPU(0); err != nil {
+		t.Fatal(err)
+	}
+	n, ret := s.DeviceGetCount()
+	must(t, "DeviceGetCount", ret)
+	if n != 2 {
+		t.Errorf("DeviceGetCount = %d, want 2 (a lost GPU is still counted)", n)
+	}
+	_, ret = s.DeviceGetHandleByIndex(0)
+	wantRet(t, "DeviceGetHandleByIndex of the lost GPU", ret, nvml.ERROR_GPU_IS_LOST)
+	_, ret = d.GetUUID()
+	wantRet(t, "GetUUID on a handle taken before", ret, nvml.ERROR_GPU_IS_LOST)
+	_, ret = g.GetInfo()
+	wantRet(t, "GI GetInfo", ret, nvml.ERROR_GPU_IS_LOST)
+	_, ret = s.DeviceGetHandleByUUID(uuid)
+	wantRet(t, "DeviceGetHandleByUUID of its MIG device", ret, nvml.ERROR_GPU_IS_LOST)
+	if err := s.ResetGPU(0); !errors.Is(err, nvml.ERROR_GPU_IS_LOST) {
+		t.Errorf("ResetGPU of the lost GPU: %v, want ERROR_GPU_IS_LOST", err)
+	}
+	if _, err := s.StartProcess(uuid, 10); err == nil {
+		t.Error("a process started on the lost GPU")
+	}
+	_, ret = s.DeviceGetHandleByIndex(1)
+	must(t, "DeviceGetHandleByIndex of the other GPU", ret)
+
+	if err := s.RecoverGPU(0); err != nil {
+		t.Fatal(err)
+	}
+	_, ret = g.GetInfo()
+	must(t, "GI GetInfo after recovery", ret)
+	if err := s.LoseGPU(2); !errors.Is(err, nvml.ERROR_INVALID_ARGUMENT) {
+		t.Errorf("LoseGPU(2) of 2 GPUs: %v, want ERROR_INVALID_ARGUMENT", err)
+	}
+}

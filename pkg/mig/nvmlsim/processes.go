@@ -47,6 +47,9 @@ func (s *Sim) StartProcess(uuid string, usedMemoryMiB int64) (uint32, error) {
 // the device's free memory in MiB.
 func (st *fileState) findDevice(uuid string) (Process, int64, bool) {
 	for _, g := range st.GPUs {
+		if g.Lost {
+			continue // no CUDA process starts on a lost GPU
+		}
 		if g.UUID == uuid {
 			if g.MIGCurrent {
 				// With MIG mode on, CUDA runs only in compute
@@ -86,6 +89,37 @@ func (s *Sim) StopProcess(pid uint32) error {
 	})
 	if err != nil {
 		return fmt.Errorf("stopping process %d: %w", pid, err)
+	}
+	return nil
+}
+
+// LoseGPU makes GPU index fall off the bus, as an Xid 79 does: NVML still
+// counts it, but its handle and every call on it or its instances give
+// ERROR_GPU_IS_LOST, until RecoverGPU. Its instances and processes are
+// kept, as a reboot would find them gone; ResetGPU fails. It needs no Init.
+// The error wraps nvml.ERROR_INVALID_ARGUMENT for an index out of range.
+func (s *Sim) LoseGPU(index int) error {
+	return s.setLost(index, true)
+}
+
+// RecoverGPU brings a lost GPU back (a reboot or a PCI rescan; on real
+// hardware the reboot also destroys its instances and ends its processes,
+// which tests do with ResetGPU and StopProcess). It needs no Init.
+func (s *Sim) RecoverGPU(index int) error {
+	return s.setLost(index, false)
+}
+
+func (s *Sim) setLost(index int, lost bool) error {
+	err := s.update(func(st *fileState) (bool, error) {
+		if index < 0 || index >= len(st.GPUs) {
+			return false, nvml.ERROR_INVALID_ARGUMENT
+		}
+		changed := st.GPUs[index].Lost != lost
+		st.GPUs[index].Lost = lost
+		return changed, nil
+	})
+	if err != nil {
+		return fmt.Errorf("marking GPU %d lost=%t: %w", index, lost, err)
 	}
 	return nil
 }

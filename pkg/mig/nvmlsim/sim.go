@@ -312,8 +312,8 @@ func (s *Sim) DeviceGetCount() (int, nvml.Return) {
 }
 
 // DeviceGetHandleByIndex returns the handle of GPU index;
-// ERROR_INVALID_ARGUMENT when index is out of range. Op
-// "DeviceGetHandleByIndex".
+// ERROR_INVALID_ARGUMENT when index is out of range, ERROR_GPU_IS_LOST for a
+// lost GPU (LoseGPU). Op "DeviceGetHandleByIndex".
 func (s *Sim) DeviceGetHandleByIndex(index int) (nvml.Device, nvml.Return) {
 	ret := s.do("DeviceGetHandleByIndex", false, func(st *fileState, _ bool) (bool, nvml.Return) {
 		_, _, r := st.gpu(index)
@@ -335,6 +335,9 @@ func (s *Sim) DeviceGetHandleByUUID(uuid string) (nvml.Device, nvml.Return) {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
 		for _, g := range st.GPUs {
+			if g.Lost && (g.UUID == uuid || g.hasCI(uuid)) {
+				return false, nvml.ERROR_GPU_IS_LOST
+			}
 			if g.UUID == uuid {
 				dev = s.gpuHandle(g.Index)
 				return false, nvml.SUCCESS

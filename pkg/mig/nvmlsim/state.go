@@ -49,6 +49,11 @@ type GPU struct {
 	MIGPending bool `json:"migPending"`
 	// GPUInstances are ordered by placement start.
 	GPUInstances []GPUInstance `json:"gpuInstances,omitempty"`
+	// Lost marks a GPU fallen off the bus (LoseGPU; an Xid 79 on real
+	// hardware): nvmlDeviceGetCount still counts it, but getting its
+	// handle and every call on it or its instances return
+	// ERROR_GPU_IS_LOST until RecoverGPU (a reboot or PCI rescan).
+	Lost bool `json:"lost,omitempty"`
 }
 
 // Layout returns the GPU instances of g as a mig.Layout (profile@start).
@@ -183,13 +188,29 @@ func (st *fileState) nextSerial() uint64 {
 	return n
 }
 
-// gpu returns GPU index and its model, or ERROR_INVALID_ARGUMENT.
+// gpu returns GPU index and its model, or ERROR_INVALID_ARGUMENT (no such
+// GPU), or ERROR_GPU_IS_LOST (GPU.Lost).
 func (st *fileState) gpu(index int) (*GPU, *mig.Model, nvml.Return) {
 	if index < 0 || index >= len(st.GPUs) {
 		return nil, nil, nvml.ERROR_INVALID_ARGUMENT
 	}
 	g := &st.GPUs[index]
+	if g.Lost {
+		return nil, nil, nvml.ERROR_GPU_IS_LOST
+	}
 	return g, st.Models[g.Model], nvml.SUCCESS
+}
+
+// hasCI reports whether a compute instance of g has the MIG device UUID.
+func (g GPU) hasCI(uuid string) bool {
+	for _, gi := range g.GPUInstances {
+		for _, ci := range gi.ComputeInstances {
+			if ci.UUID == uuid {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // gi returns the GI of g with the given ID, or nil.

@@ -39,10 +39,14 @@ func Layouts(st nvmlsim.State) []string {
 	return out
 }
 
-// NVMLDevices is what the node's pool must publish according to NVML: device name → UUID.
+// NVMLDevices is what the node's pool must publish according to NVML: device name → UUID
+// (none of a lost GPU, which NVML cannot read).
 func NVMLDevices(st nvmlsim.State) map[string]string {
 	out := map[string]string{}
 	for _, g := range st.GPUs {
+		if g.Lost {
+			continue
+		}
 		if !g.MIGCurrent {
 			out[migslices.GPUDeviceName(g.Index)] = g.UUID
 			continue

@@ -32,6 +32,9 @@ const (
 	// The seed walkthrough (seed_test.go): MigLayout e2e-seed selects group=seed.
 	seedA = "seed-a100" // 2x A100-SXM4-80GB
 	seedH = "seed-h100" // 1x H100-SXM5-80GB
+	// A GPU falling off the bus (lostgpu_test.go): MigLayout e2e-lostgpu selects
+	// group=lostgpu; a short resync, so that the agent reads NVML again soon.
+	nodeLost = "lost-a100" // 2x A100-SXM4-80GB, resync 3s
 )
 
 // env is the cluster that serves the package, set up by TestMain.
@@ -49,6 +52,8 @@ func TestMain(m *testing.M) {
 				AgentArgs: []string{"--device-binding-conditions", "--settle-period=3s"}},
 			{Name: seedA, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "seed"}},
 			{Name: seedH, GPUs: "1xH100-SXM5-80GB", Labels: map[string]string{groupLabel: "seed"}},
+			{Name: nodeLost, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "lostgpu"},
+				AgentArgs: []string{"--resync-period=3s"}},
 		},
 	}, 60, func(e *clustertest.Env) { env = e }))
 }
