@@ -126,7 +126,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			// its layout (the GI is never published) and no change is
 			// planned on it until it is gone.
 			logger.Error(err, "Rolling back GPU instances without compute instance", "gpu", idx)
-			res.Results[idx] = GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonNVMLError, Message: err.Error()}
+			res.Results[idx] = r.failure(err) // Blocked while in use
 			res.Retry = true
 			continue
 		}
@@ -376,16 +376,7 @@ func (p *gpuPlan) entry(step Step) JournalEntry {
 // GI (by the manager), then created GI then CI, largest first (Diff's order).
 func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	logger := klog.FromContext(ctx).WithValues("gpu", p.index)
-	fail := func(err error) GPUResult {
-		if errors.Is(err, gpu.ErrInUse) {
-			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: err.Error()}
-		}
-		if errors.Is(err, gpu.ErrResetRequired) {
-			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired, Message: err.Error()}
-		}
-		r.Metrics.countNVMLError(err)
-		return GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonNVMLError, Message: err.Error()}
-	}
+	fail := r.failure
 	end, err := r.Locks.BeginReconfigure(ctx, p.index)
 	if err != nil {
 		return fail(fmt.Errorf("locking GPU %d: %w", p.index, err))
@@ -506,6 +497,12 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 			}
 			err = r.GPUs.DestroyMIGDevice(ctx, g.GPU.Index, d.Device())
 			end()
+			if errors.Is(err, gpu.ErrNotFound) {
+				// Gone since it was observed (destroyed by someone
+				// else): what the rollback wanted.
+				rolled = true
+				continue
+			}
 			if err != nil {
 				failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("destroying GPU instance %s, which has no compute instance: %w", d.Device(), err))
 				continue
@@ -514,6 +511,20 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 		}
 	}
 	return rolled, failed, nil
+}
+
+// failure is the result of a GPU whose change failed with err: Blocked
+// while a device is in use (ErrInUse) or a reset is needed
+// (ErrResetRequired), Failed as an NVML error otherwise (counted).
+func (r *Repartitioner) failure(err error) GPUResult {
+	if errors.Is(err, gpu.ErrInUse) {
+		return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: err.Error()}
+	}
+	if errors.Is(err, gpu.ErrResetRequired) {
+		return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired, Message: err.Error()}
+	}
+	r.Metrics.countNVMLError(err)
+	return GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonNVMLError, Message: err.Error()}
 }
 
 // observe reads every GPU and its MIG devices from NVML. A GPU NVML counts

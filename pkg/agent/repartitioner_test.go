@@ -226,6 +226,69 @@ func TestSyncRollsBackOrphanGI(t *testing.T) {
 	}
 }
 
+// TestSyncOrphanRollbackOutcomes: the rollback of a GPU instance without
+// compute instance on a GPU of the spec reports its outcome as a change
+// would: NVML's IN_USE is Blocked/DeviceInUse (retried), any other error an
+// NVML error, and a GI destroyed by someone else once observed (NOT_FOUND)
+// is rolled back, not a failure.
+func TestSyncOrphanRollbackOutcomes(t *testing.T) {
+	for name, tc := range map[string]struct {
+		fault      nvml.Return // SUCCESS: the GI vanishes as the agent takes the lock
+		wantPhase  v1alpha1.GPUPhase
+		wantReason string
+	}{
+		"in use":       {nvml.ERROR_IN_USE, v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse},
+		"nvml error":   {nvml.ERROR_UNKNOWN, v1alpha1.PhaseFailed, v1alpha1.ReasonNVMLError},
+		"already gone": {nvml.SUCCESS, v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "1xA100-SXM4-80GB")
+			g.setup(t, 0, "3g.40gb@0")
+			g.orphan3g(t, 0, 4)
+			if tc.fault != nvml.SUCCESS {
+				if err := g.sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.Destroy", Nth: 1, Return: tc.fault}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				g.locks.onBegin = func() {
+					g.locks.onBegin = nil
+					dev, ret := g.sim.DeviceGetHandleByIndex(0)
+					if ret != nvml.SUCCESS {
+						t.Fatal(ret)
+					}
+					info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+					if ret != nvml.SUCCESS {
+						t.Fatal(ret)
+					}
+					gis, ret := dev.GetGpuInstances(&info)
+					destroyed := 0
+					for _, gi := range gis {
+						if len(mustCIs(t, gi)) == 0 {
+							if ret := gi.Destroy(); ret != nvml.SUCCESS {
+								t.Fatal(ret)
+							}
+							destroyed++
+						}
+					}
+					if ret != nvml.SUCCESS || destroyed != 1 {
+						t.Fatalf("destroying the orphan behind the agent's back: %v, %d destroyed", ret, destroyed)
+					}
+				}
+			}
+			res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0")}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := res.Results[0]; r.Phase != tc.wantPhase || r.Reason != tc.wantReason {
+				t.Errorf("result %s/%s (%s), want %s/%s", r.Phase, r.Reason, r.Message, tc.wantPhase, tc.wantReason)
+			}
+			if want := tc.wantPhase != v1alpha1.PhaseReady; res.Retry != want {
+				t.Errorf("retry %v, want %v", res.Retry, want)
+			}
+		})
+	}
+}
+
 // TestSyncLeavesUnmanagedGIs: a GPU instance without a full-size compute
 // instance on a GPU the spec does not list (an administrator's, perhaps with
 // smaller compute instances) is not rolled back, unless the journal records
@@ -628,4 +691,18 @@ func TestSyncWithALostGPU(t *testing.T) {
 	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4", "-"}, g.layouts(t)); diff != "" {
 		t.Errorf("layouts (-want +got):\n%s", diff)
 	}
+}
+
+// mustCIs lists the full-size compute instances of a GPU instance.
+func mustCIs(t *testing.T, gi nvml.GpuInstance) []nvml.ComputeInstance {
+	t.Helper()
+	info, ret := gi.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	cis, ret := gi.GetComputeInstances(&info)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	return cis
 }
