@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -94,8 +95,11 @@ type AutoPlanner struct {
 	// its time), so an unchanged one is not written again though the cache
 	// may lag behind the write.
 	autoWritten map[string]v1alpha1.AutoStatus
-	// labelKeys are the node labels the last snapshot's pods select on: a
-	// change of another label does not wake the planner.
+	// labelKeys are the node labels the last snapshot's pods and other
+	// drivers' slices select on, and those MigLayouts select nodes by
+	// (a node that leaves a conflict or an Auto MigLayout by a label
+	// changes no object the planner watches but itself): a change of
+	// another label does not wake the planner.
 	labelKeys map[string]bool
 }
 
@@ -180,6 +184,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	// Batched with no Auto node too: a plan then tells the pending pods so.
 	a.mu.Lock()
 	a.labelKeys = feasibilityLabelKeys(in, snap)
+	maps.Copy(a.labelKeys, selectorLabelKeys(in.MigLayouts))
 	wait := a.batch.observe(inputKey(in, snap), a.now(), a.idle(), a.max())
 	a.mu.Unlock()
 	if wait > 0 {
@@ -586,6 +591,21 @@ func (a *AutoPlanner) nodeChangeMatters(o, n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// selectorLabelKeys are the node label keys the MigLayouts' node selectors
+// read.
+func selectorLabelKeys(mls []v1alpha1.MigLayout) map[string]bool {
+	keys := map[string]bool{}
+	for _, ml := range mls {
+		for k := range ml.Spec.NodeSelector.MatchLabels {
+			keys[k] = true
+		}
+		for _, e := range ml.Spec.NodeSelector.MatchExpressions {
+			keys[e.Key] = true
+		}
+	}
+	return keys
 }
 
 // feasibilityLabelKeys are the node label keys the pending pods' node

@@ -654,6 +654,42 @@ func TestReconcileWithoutAutoNode(t *testing.T) {
 	}
 }
 
+// TestSelectorLabelsWakeThePlanner: a node relabelled out of a conflict (a
+// Static MigLayout no longer selects it) or into an Auto MigLayout changes
+// no MigLayout nor NodeMigLayout, only the node: a change of a label any
+// MigLayout selects by (matchLabels or matchExpressions) wakes the planner.
+func TestSelectorLabelsWakeThePlanner(t *testing.T) {
+	auto := migLayout("auto").selects("pool", "a").build()
+	auto.UID, auto.Spec.Mode = "uid-auto", v1alpha1.ModeAuto
+	static := staticMigLayout("static", "uid-static", "x")
+	static.Spec.NodeSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"x"}}}}
+	n1 := node("n1", map[string]string{"pool": "a", "team": "x", "nvidia.com/gfd.timestamp": "1"})
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(&auto, static, n1).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := &AutoPlanner{Client: c, Recorder: events.NewFakeRecorder(100), Now: func() time.Time { return now }}
+	if _, err := a.Reconcile(context.Background(), autoKey); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		change func(*corev1.Node)
+		want   bool
+	}{
+		"out of the Static MigLayout (matchExpressions)": {func(n *corev1.Node) { delete(n.Labels, "team") }, true},
+		"out of the Auto MigLayout (matchLabels)":        {func(n *corev1.Node) { n.Labels["pool"] = "b" }, true},
+		"a label nothing selects on":                     {func(n *corev1.Node) { n.Labels["nvidia.com/gfd.timestamp"] = "2" }, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			after := n1.DeepCopy()
+			tc.change(after)
+			if got := a.nodeChangeMatters(n1, after); got != tc.want {
+				t.Errorf("wakes the planner = %t, want %t (label keys %v)", got, tc.want, a.labelKeys)
+			}
+		})
+	}
+}
+
 // TestLabelKeysOfUnmatchedSlices: the label keys another driver's slices
 // select on are watched even when the slice matches no Auto node yet, so a
 // node relabelled into its selector wakes the planner.
