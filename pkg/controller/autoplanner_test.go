@@ -412,6 +412,42 @@ func TestInputKey(t *testing.T) {
 	}
 }
 
+// TestAllocatedDevicesPinned: devices that claims hold are pinned, those
+// of the layout a GPU has and, while it changes, those of the layout it is
+// getting (the agent published them and the scheduler allocated one before
+// the agent's status says the change is done); a change NVML failed is
+// planned with its actual layout, so only its devices count.
+func TestAllocatedDevicesPinned(t *testing.T) {
+	const half = "gpu-0-mig-3g40gb-9-4"
+	for name, tc := range map[string]struct {
+		phase      v1alpha1.GPUPhase
+		reason     string
+		allocated  []string
+		wantLayout string
+		wantPinned string
+	}{
+		"coming device allocated":          {v1alpha1.PhaseRepartitioning, "Repartitioning", []string{half}, "3g.40gb@0,3g.40gb@4", "3g.40gb@4"},
+		"nothing allocated":                {v1alpha1.PhaseRepartitioning, "Repartitioning", nil, "3g.40gb@0,3g.40gb@4", ""},
+		"the device it has allocated":      {v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, []string{"gpu-0-mig-7g80gb-0-0"}, "7g.80gb@0", "7g.80gb@0"},
+		"failed change: not coming at all": {v1alpha1.PhaseFailed, v1alpha1.ReasonNVMLError, []string{half}, "7g.80gb@0", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			nml := nodeMigLayout("n1").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).
+				status(a100(0).layout("7g.80gb@0").phase(tc.phase, tc.reason, "")).build()
+			gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, sets.New(tc.allocated...))
+			if len(gpus) != 1 {
+				t.Fatalf("%d GPUs", len(gpus))
+			}
+			if got := gpus[0].Layout.String(); got != tc.wantLayout {
+				t.Errorf("layout %s, want %s", got, tc.wantLayout)
+			}
+			if got := gpus[0].Pinned.String(); got != tc.wantPinned {
+				t.Errorf("pinned %q, want %q", got, tc.wantPinned)
+			}
+		})
+	}
+}
+
 // TestGPUAttributes: the planner's hypothetical devices carry the driver
 // version, PCI bus ID and minor number the agent reported in the
 // NodeMigLayout status (the controller does not cache miglayout's own

@@ -317,6 +317,18 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 					// fail every other GPU's change alike: that one
 					// keeps its slot.
 					g.Retrying = st.Phase == v1alpha1.PhaseFailed && st.Reason == v1alpha1.ReasonNVMLError
+				} else {
+					// A device of the new layout a claim holds
+					// already (allocated once the agent published
+					// it, before its status says so) is no free
+					// device to promise.
+					for _, d := range desired {
+						p, err := model.Profile(d.Profile)
+						if err == nil && allocated.Has(migslices.MIGDeviceName(int(st.Index), d.Profile, p.ID, d.Start)) && !inUse.Contains(d) {
+							inUse = append(inUse, d)
+						}
+					}
+					g.Pinned = inUse.Canonical()
 				}
 			}
 		}
