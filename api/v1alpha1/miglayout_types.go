@@ -110,7 +110,9 @@ type LayoutRule struct {
 
 	// Profiles asks for devices by count, e.g. {"3g.40gb": 1, "1g.10gb": 4};
 	// the controller chooses placements, keeping devices that are in use and
-	// moving as few as possible.
+	// moving as few as possible. An empty map ({}) asks for MIG mode on with
+	// no device: every free device of the GPU is destroyed (devices in use
+	// are kept until released).
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",message="profile names look like 3g.40gb or 1g.10gb+me"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] > 0 && self[k] <= 7)",message="profile counts must be between 1 and 7"

@@ -138,7 +138,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			return
 		}
 		if res.Phase == v1alpha1.PhaseDraining {
-			r.Recorder.Eventf(&nml, nil, "Normal", EventDraining, "Drain", "GPU %d: %s", idx, res.Message)
+			r.Recorder.Eventf(&nml, nil, "Normal", EventDraining, "Drain", "%s", truncate(fmt.Sprintf("GPU %d: %s", idx, res.Message), maxEventNote))
 		}
 		if err := r.patchGPUPhase(ctx, idx, res); err != nil {
 			logger.V(2).Info("Could not report progress", "gpu", idx, "err", err)
@@ -167,7 +167,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, "Repartition", "GPU %d holds %q", spec.Index, spec.Layout)
 			}
 		case v1alpha1.PhaseBlocked:
-			r.Recorder.Eventf(&nml, nil, "Warning", EventBlocked, "Repartition", "GPU %d: %s", spec.Index, got.Message)
+			r.Recorder.Eventf(&nml, nil, "Warning", EventBlocked, "Repartition", "%s", truncate(fmt.Sprintf("GPU %d: %s", spec.Index, got.Message), maxEventNote))
 		case v1alpha1.PhaseFailed:
 			reason := EventNVMLError
 			switch got.Reason {
@@ -176,7 +176,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			case v1alpha1.ReasonGPUUnreadable:
 				reason = EventGPUUnreadable
 			}
-			r.Recorder.Eventf(&nml, nil, "Warning", reason, "Repartition", "GPU %d: %s", spec.Index, got.Message)
+			r.Recorder.Eventf(&nml, nil, "Warning", reason, "Repartition", "%s", truncate(fmt.Sprintf("GPU %d: %s", spec.Index, got.Message), maxEventNote))
 		}
 	}
 	if res.Retry {
@@ -207,7 +207,7 @@ func (r *NodeReconciler) tellCatalogDiffers(nml *v1alpha1.NodeMigLayout, gpus []
 			r.catalogTold = map[string]string{}
 		}
 		r.catalogTold[g.GPU.UUID] = msg
-		r.Recorder.Eventf(nml, nil, "Normal", EventCatalogDiffers, "Inventory", "GPU %d: %s", g.GPU.Index, msg)
+		r.Recorder.Eventf(nml, nil, "Normal", EventCatalogDiffers, "Inventory", "%s", truncate(fmt.Sprintf("GPU %d: %s", g.GPU.Index, msg), maxEventNote))
 	}
 }
 

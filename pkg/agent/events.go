@@ -1,5 +1,9 @@
 package agent
 
+// maxEventNote is the longest note an events.k8s.io Event may carry (1 kB,
+// the API server's validation); longer notes are cut.
+const maxEventNote = 1024
+
 // Event reasons the agent records on its NodeMigLayout.
 const (
 	// EventRepartitioned (Normal): a GPU now holds its desired layout.

@@ -411,7 +411,7 @@ func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
 			return
 		}
 		a.events[string(pod.UID)] = reason + note
-		a.Recorder.Eventf(pod, nil, eventType, reason, "Plan", "%s", note)
+		a.Recorder.Eventf(pod, nil, eventType, reason, "Plan", "%s", truncate(note, maxEventNote))
 	}
 	for _, s := range res.Served {
 		if target := targets[s.Pod]; target != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -445,6 +446,25 @@ func TestAllocatedDevicesPinned(t *testing.T) {
 				t.Errorf("pinned %q, want %q", got, tc.wantPinned)
 			}
 		})
+	}
+}
+
+// TestNotifyCutsLongNotes: a pod's event note longer than an Event may
+// carry (an allocator error quoting a long CEL selector) is cut to 1 kB, so
+// the API server does not refuse the event.
+func TestNotifyCutsLongNotes(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	a := &AutoPlanner{Recorder: rec}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-p"}}
+	why := "evaluating the selector: " + strings.Repeat("device.attributes['mig.miglayout.io'].memory >= 1 && ", 60)
+	a.notify(planner.Snapshot{Pending: []planner.Pod{{Pod: pod}}}, planner.Result{Unservable: map[string]string{"ns/p": why}})
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, EventNotServable) || len(e) > len("Warning "+EventNotServable+" ")+maxEventNote || !strings.HasSuffix(e, "...") {
+			t.Errorf("event of %d bytes: %.80s...; want the note cut to %d bytes", len(e), e, maxEventNote)
+		}
+	default:
+		t.Fatal("no event")
 	}
 }
 

@@ -271,6 +271,7 @@ func TestCELAcceptsValid(t *testing.T) {
 		"explicit layout":           "mode: Static\nrules: [{gpuIndices: [0, 1], layout: '3g.40gb@0,2g.20gb@4,1g.10gb@6'}]",
 		"MIG off":                   "rules: [{migEnabled: false}]",
 		"MIG on with explicit flag": "rules: [{migEnabled: true, profiles: {7g.80gb: 1}}]",
+		"MIG on, no device":         "rules: [{profiles: {}}]",
 		"Auto with a policy":        "mode: Auto\npolicy: {allowedProfiles: [1g.10gb], spares: {1g.10gb: 0}}",
 		"Auto without a policy":     "mode: Auto",
 		"Auto: spares with every profile allowed (empty list)": "mode: Auto\npolicy: {allowedProfiles: [], spares: {1g.10gb: 1}}",
