@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -132,6 +133,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading NodeMigLayout %s: %w", r.NodeName, err)
 	}
+	var shown []int // GPUs whose status this pass showed in flight
 	report := func(idx int, res GPUResult) {
 		if !showProgress(nml.Status.GPUs, idx, res) {
 			logger.V(2).Info("Trying again quietly", "gpu", idx, "phase", res.Phase)
@@ -142,10 +144,23 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		if err := r.patchGPUPhase(ctx, idx, res); err != nil {
 			logger.V(2).Info("Could not report progress", "gpu", idx, "err", err)
+			return
 		}
+		shown = append(shown, idx)
 	}
 	res, err := r.Repartitioner.Sync(ctx, nml.Spec.GPUs, report)
 	if err != nil {
+		// The GPUs the pass showed Draining or Repartitioning would stay
+		// so while the pass fails again and again (an API server that
+		// refuses the drain publication): they say why instead.
+		for _, idx := range slices.Compact(slices.Sorted(slices.Values(shown))) {
+			stopped := GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed,
+				Message: fmt.Sprintf("the pass stopped before this GPU's change was done; retrying: %v", err)}
+			if perr := r.patchGPUPhase(ctx, idx, stopped); perr != nil {
+				logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
+			}
+			r.Recorder.Eventf(&nml, nil, "Warning", EventPassFailed, "Repartition", "%s", truncate(fmt.Sprintf("GPU %d: %s", idx, stopped.Message), maxEventNote))
+		}
 		return ctrl.Result{}, err
 	}
 	before := map[int32]v1alpha1.GPUPhase{}
@@ -217,14 +232,16 @@ func (r *NodeReconciler) tellCatalogDiffers(nml *v1alpha1.NodeMigLayout, gpus []
 // fails at once again until DRA device taints are turned on, and showing
 // Draining each time would move the GPU's lastTransitionTime and record a
 // Draining event on every retry of a GPU that never changes. Once taints
-// are served the GPU shows Repartitioning, then Ready.
+// are served the GPU shows Repartitioning, then Ready. Nor is a retry of a
+// pass that failed as a whole (PassFailed), for the same reason.
 func showProgress(status []v1alpha1.GPUStatus, idx int, res GPUResult) bool {
 	if res.Phase != v1alpha1.PhaseDraining {
 		return true
 	}
 	for _, g := range status {
 		if int(g.Index) == idx {
-			return g.Phase != v1alpha1.PhaseFailed || g.Reason != v1alpha1.ReasonDeviceTaintsUnsupported
+			return (g.Phase != v1alpha1.PhaseFailed || g.Reason != v1alpha1.ReasonDeviceTaintsUnsupported) &&
+				(g.Phase != v1alpha1.PhasePending || g.Reason != ReasonPassFailed)
 		}
 	}
 	return true

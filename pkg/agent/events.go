@@ -18,6 +18,11 @@ const (
 	// EventGPUUnreadable (Warning): NVML cannot read a GPU (fallen off the
 	// bus); its devices are no longer published.
 	EventGPUUnreadable = "GPUUnreadable"
+	// EventPassFailed (Warning): a pass that had shown a GPU Draining or
+	// Repartitioning failed as a whole (e.g. the API server refused the
+	// drain publication); the GPU is shown Pending, reason PassFailed, and
+	// the pass is retried with backoff.
+	EventPassFailed = "PassFailed"
 	// EventDraining (Normal): devices are published with the drain taint.
 	EventDraining = "Draining"
 	// EventCatalogDiffers (Normal): NVML describes a GPU instance profile
@@ -25,3 +30,7 @@ const (
 	// recorded when what differs changes.
 	EventCatalogDiffers = "CatalogDiffers"
 )
+
+// ReasonPassFailed is the reason of a GPU status row (phase Pending) whose
+// change a failed pass left undone (EventPassFailed).
+const ReasonPassFailed = "PassFailed"

@@ -28,6 +28,9 @@ type fakeInventory struct {
 	// dropTaints makes a publication with drained devices fail as on an API
 	// server without DRA device taints.
 	dropTaints bool
+	// failDrain, when set, is the error of a publication with drained
+	// devices (an API server refusing it).
+	failDrain error
 }
 
 func (f *fakeInventory) DeviceName(g gpu.GPU, d *gpu.MIGDevice) string {
@@ -56,6 +59,9 @@ func (f *fakeInventory) Publish(_ context.Context, gpus []GPUState, draining set
 	f.mu.Lock()
 	f.pubs = append(f.pubs, p)
 	f.mu.Unlock()
+	if f.failDrain != nil && draining.Len() > 0 {
+		return f.failDrain
+	}
 	if f.dropTaints && draining.Len() > 0 {
 		return fmt.Errorf("waiting for the API server to serve pool n1: %w", ErrDrainTaintsDropped)
 	}

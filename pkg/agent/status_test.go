@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,60 @@ func TestRetryWithoutDrainTaintsIsQuiet(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"7g.80gb@0"}, g.layouts(t)); diff != "" {
 		t.Errorf("layouts after taints came back (-want +got):\n%s", diff)
+	}
+}
+
+// TestFailedPassSaysWhy: a pass that fails as a whole after showing a GPU
+// Draining (the API server refuses the drain publication) leaves it Pending,
+// reason PassFailed, with the error and one warning event, instead of
+// Draining for as long as the failure lasts; its retries stay quiet; once the
+// publication is served the change goes through.
+func TestFailedPassSaysWhy(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.inv.failDrain = errors.New("updating ResourceSlice n1-gpu: the server is currently unable to handle the request")
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	rec := events.NewFakeRecorder(20)
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	row := func() v1alpha1.GPUStatus {
+		t.Helper()
+		var got v1alpha1.NodeMigLayout
+		if err := c.Get(t.Context(), req.NamespacedName, &got); err != nil || len(got.Status.GPUs) != 1 {
+			t.Fatalf("status: %v, %+v", err, got.Status.GPUs)
+		}
+		return got.Status.GPUs[0]
+	}
+	reasons := func() []string {
+		var out []string
+		for len(rec.Events) > 0 {
+			out = append(out, strings.Fields(<-rec.Events)[1])
+		}
+		return out
+	}
+	for pass, wantEvents := range [][]string{{EventDraining, EventPassFailed}, nil} {
+		if _, err := r.Reconcile(t.Context(), req); err == nil {
+			t.Fatalf("pass %d succeeded with the drain publication refused", pass)
+		}
+		if got := row(); got.Phase != v1alpha1.PhasePending || got.Reason != ReasonPassFailed || !strings.Contains(got.Message, "unable to handle the request") {
+			t.Errorf("pass %d: row %s/%s %q, want Pending/PassFailed with the error", pass, got.Phase, got.Reason, got.Message)
+		}
+		if diff := cmp.Diff(wantEvents, reasons()); diff != "" {
+			t.Errorf("pass %d: events (-want +got):\n%s", pass, diff)
+		}
+	}
+	g.inv.failDrain = nil
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := row(); got.Phase != v1alpha1.PhaseReady || got.Layout != "7g.80gb@0" {
+		t.Errorf("row after the publication is served: %+v", got)
 	}
 }
 
