@@ -5,7 +5,8 @@
 // (BeginReconfigure ... end), during which Reconfiguring reports true. The
 // kubelet plugin prepares a claim's devices under the lock of each GPU
 // involved (LockUnlessReconfiguring): it fails at once, with an error
-// wrapping ErrReconfiguring, while the GPU is being reconfigured, and
+// wrapping ErrReconfiguring, while the GPU is being reconfigured or a
+// reconfiguration waits for the lock, and
 // otherwise checks that the device exists and records it as prepared before
 // it lets go. The repartitioner, holding the lock, therefore sees every
 // prepared device and never destroys one (design invariant 1), and a claim is
@@ -35,6 +36,11 @@ type Locks struct {
 type state struct {
 	held          bool
 	reconfiguring bool
+	// waiting counts BeginReconfigure calls waiting for the lock: while
+	// one waits, LockUnlessReconfiguring fails as during the
+	// reconfiguration, so that prepares taking the lock one after another
+	// cannot hold a repartition off.
+	waiting int
 	// changed is closed, and replaced, on every state change.
 	changed chan struct{}
 }
@@ -68,7 +74,7 @@ func (l *Locks) lock(ctx context.Context, i int, failIfReconfiguring bool) (func
 	for {
 		l.mu.Lock()
 		s := l.state(i)
-		if failIfReconfiguring && s.reconfiguring {
+		if failIfReconfiguring && (s.reconfiguring || s.waiting > 0) {
 			l.mu.Unlock()
 			return nil, fmt.Errorf("locking GPU %d: %w", i, ErrReconfiguring)
 		}
@@ -127,17 +133,25 @@ func (l *Locks) LockUnlessReconfiguring(ctx context.Context, gpuIndex int) (unlo
 
 // BeginReconfigure takes GPU i's lock (waiting as Lock does) and marks the
 // GPU as being reconfigured until end is called, which also releases the
-// lock.
+// lock. While it waits, LockUnlessReconfiguring fails already.
 func (l *Locks) BeginReconfigure(ctx context.Context, gpuIndex int) (end func(), err error) {
+	l.mu.Lock()
+	s := l.state(gpuIndex)
+	s.waiting++
+	s.notify()
+	l.mu.Unlock()
 	unlock, err := l.lock(ctx, gpuIndex, false)
+	l.mu.Lock()
+	s = l.state(gpuIndex)
+	s.waiting--
+	if err == nil {
+		s.reconfiguring = true
+	}
+	s.notify()
+	l.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	s := l.state(gpuIndex)
-	s.reconfiguring = true
-	s.notify()
-	l.mu.Unlock()
 	return unlock, nil
 }
 

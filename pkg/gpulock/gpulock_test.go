@@ -153,3 +153,62 @@ func TestMutualExclusion(t *testing.T) {
 		t.Fatalf("%d holders at once", max.Load())
 	}
 }
+
+// TestReconfigurationNotHeldOff: while a reconfiguration waits for a GPU's
+// lock (a prepare holds it), further prepares fail at once instead of taking
+// the lock before it; a reconfiguration that gives up waiting (its context
+// ends) lets prepares in again.
+func TestReconfigurationNotHeldOff(t *testing.T) {
+	l := New()
+	prepare, err := l.LockUnlessReconfiguring(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begun := make(chan func())
+	go func() {
+		end, err := l.BeginReconfigure(context.Background(), 0)
+		if err != nil {
+			panic(err)
+		}
+		begun <- end
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l.mu.Lock()
+		waiting := l.state(0).waiting
+		l.mu.Unlock()
+		if waiting == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reconfiguration never waited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := l.LockUnlessReconfiguring(t.Context(), 0); !errors.Is(err, ErrReconfiguring) {
+		t.Fatalf("a prepare while a reconfiguration waits: %v, want ErrReconfiguring", err)
+	}
+	prepare()
+	end := <-begun
+	if !l.Reconfiguring(0) {
+		t.Error("not reconfiguring after BeginReconfigure returned")
+	}
+	end()
+
+	// A reconfiguration that gives up waiting.
+	hold, err := l.Lock(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := l.BeginReconfigure(ctx, 0); err == nil {
+		t.Fatal("BeginReconfigure on a held lock returned before its context ended")
+	}
+	hold()
+	u, err := l.LockUnlessReconfiguring(t.Context(), 0)
+	if err != nil {
+		t.Fatalf("a prepare after the reconfiguration gave up: %v", err)
+	}
+	u()
+}
