@@ -45,9 +45,11 @@ const (
 	ReasonNVMLError = "NVMLError"
 	// ReasonGPUUnreadable (Degraded=True, GPU Failed): NVML counts the GPU
 	// but cannot read it (fallen off the bus, an Xid 79: every call gives
-	// ERROR_GPU_IS_LOST until the node reboots). Its devices are not
-	// published, nothing is changed on it, the node's other GPUs go on, and
-	// the agent reads it again with backoff.
+	// ERROR_GPU_IS_LOST until the node reboots; or ERROR_NO_PERMISSION, its
+	// device node not given to the agent). Its devices are not published,
+	// nothing is changed on it, the node's other GPUs go on, and the agent
+	// reads it again with backoff. (An error that may pass fails the pass
+	// instead.)
 	ReasonGPUUnreadable = "GPUUnreadable"
 	// ReasonDeviceTaintsUnsupported (Degraded=True, GPU Failed): the API
 	// server drops the drain taints of ResourceSlice devices (DRA device

@@ -528,9 +528,11 @@ func (r *Repartitioner) failure(err error) GPUResult {
 }
 
 // observe reads every GPU and its MIG devices from NVML. A GPU NVML counts
-// but cannot read, or whose MIG devices it cannot list, is left out and
+// but cannot read (gpu.Unreadable: lost, not accessible) is left out and
 // returned in unreadable (by index) with its error: one GPU fallen off the
-// bus does not stop the node's others. err fails the whole observation.
+// bus does not stop the node's others. Any other error (one that may pass,
+// such as ERROR_UNKNOWN) fails the whole observation, so that a sound GPU's
+// devices, allocated ones among them, are never withdrawn for it.
 func (r *Repartitioner) observe(ctx context.Context) (obs []GPUState, unreadable map[int]error, err error) {
 	gpus, err := r.GPUs.GPUs(ctx)
 	unreadable, err = gpu.SplitUnreadable(err)
@@ -545,9 +547,14 @@ func (r *Repartitioner) observe(ctx context.Context) (obs []GPUState, unreadable
 		st := GPUState{GPU: g}
 		if g.MIGCapable && g.MIGMode.Current {
 			devs, err := r.GPUs.MIGDevices(ctx, g.Index)
-			if err != nil {
+			if gpu.Unreadable(err) {
 				unreadable[g.Index] = fmt.Errorf("listing MIG devices: %w", err)
 				continue
+			}
+			if err != nil {
+				// Maybe passing: the pass fails and the pool stays
+				// as published.
+				return nil, nil, fmt.Errorf("listing MIG devices of GPU %d: %w", g.Index, err)
 			}
 			st.Devices = devs
 		}

@@ -706,3 +706,33 @@ func mustCIs(t *testing.T, gi nvml.GpuInstance) []nvml.ComputeInstance {
 	}
 	return cis
 }
+
+// TestSyncTransientNVMLErrorWithdrawsNothing: an error that may pass
+// (ERROR_UNKNOWN) while listing a sound GPU's instances fails the pass as a
+// whole: the GPU is not reported unreadable and no publication leaves its
+// devices out (one of them allocated); the next pass goes through.
+func TestSyncTransientNVMLErrorWithdrawsNothing(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.alloc.cached = sets.New("gpu-0-mig-3g40gb-9-0")
+	g.alloc.live = g.alloc.cached
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.GetComputeInstances", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	desired := []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}
+	if _, err := g.r.Sync(context.Background(), desired, nil); err == nil || !strings.Contains(err.Error(), "ERROR_UNKNOWN") {
+		t.Fatalf("Sync with a passing NVML error = %v, want the pass failed with it", err)
+	}
+	for i, p := range g.inv.pubs {
+		if len(p.devices) != 2 {
+			t.Errorf("publication %d has devices %v: a device was withdrawn", i, p.devices)
+		}
+	}
+	res, err := g.r.Sync(context.Background(), desired, nil)
+	if err != nil || res.Results[0].Phase != v1alpha1.PhaseReady {
+		t.Fatalf("the next pass: %v, %+v", err, res.Results[0])
+	}
+	if got := g.inv.last().devices; len(got) != 2 {
+		t.Errorf("published %v, want both halves", got)
+	}
+}

@@ -135,12 +135,20 @@ func staleErr(op string, ret nvml.Return) error {
 	return &NVMLError{Op: op, Return: ret, Stale: true}
 }
 
+// Unreadable reports whether err, from a call on one GPU, says the GPU
+// cannot be read at all, for as long as the node runs as it is: fallen off
+// the bus (ERROR_GPU_IS_LOST, ErrGPULost) or not accessible to this process
+// (ERROR_NO_PERMISSION, ErrNoPermission: NVML counts GPUs whose device node
+// the container lacks). Other errors (a timeout, ERROR_UNKNOWN) may pass and
+// do not make a GPU unreadable.
+func Unreadable(err error) bool {
+	return errors.Is(err, ErrGPULost) || errors.Is(err, ErrNoPermission)
+}
+
 // UnreadableGPUsError is the error of Manager.GPUs when NVML counts GPUs it
-// cannot read (one fallen off the bus answers ERROR_GPU_IS_LOST, ErrGPULost,
-// to every call; one the process may not open ERROR_NO_PERMISSION): GPUs
-// then returns the GPUs it could read with this error, so that one broken
-// GPU does not hide a node's others. Errors holds, per GPU index, why it
-// could not be read.
+// cannot read (Unreadable): GPUs then returns the GPUs it could read with
+// this error, so that one broken GPU does not hide a node's others. Errors
+// holds, per GPU index, why it could not be read.
 type UnreadableGPUsError struct {
 	Errors map[int]error
 }

@@ -13,7 +13,9 @@ import (
 )
 
 // GPUs lists every GPU, ordered by index. GPUs NVML counts but cannot read
-// are left out and named in an *UnreadableGPUsError returned with the others.
+// (Unreadable: lost, or not accessible) are left out and named in an
+// *UnreadableGPUsError returned with the others; any other error fails the
+// listing.
 func (m *NVMLManager) GPUs(ctx context.Context) ([]GPU, error) {
 	leave, err := m.enter(ctx)
 	if err != nil {
@@ -36,18 +38,21 @@ func (m *NVMLManager) GPUs(ctx context.Context) ([]GPU, error) {
 	unreadable := map[int]error{}
 	for i := 0; i < n; i++ {
 		dev, err := m.device(i)
-		if err != nil {
-			unreadable[i] = err
-			continue
+		if err == nil {
+			var g GPU
+			if g, err = m.gpu(ctx, i, dev); err == nil {
+				g.DriverVersion = driver
+				g.CUDADriverVersion = cudaVersion(cuda)
+				out = append(out, g)
+				continue
+			}
 		}
-		g, err := m.gpu(ctx, i, dev)
-		if err != nil {
-			unreadable[i] = err
-			continue
+		if !Unreadable(err) {
+			// Anything else (a timeout, ERROR_UNKNOWN) may pass: the
+			// listing fails rather than report a sound GPU gone.
+			return nil, fmt.Errorf("reading GPU %d: %w", i, err)
 		}
-		g.DriverVersion = driver
-		g.CUDADriverVersion = cudaVersion(cuda)
-		out = append(out, g)
+		unreadable[i] = err
 	}
 	if len(unreadable) > 0 {
 		return out, &UnreadableGPUsError{Errors: unreadable}

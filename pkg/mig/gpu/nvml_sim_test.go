@@ -837,6 +837,15 @@ func TestGPUsWithALostGPU(t *testing.T) {
 	if gpus, err := m.GPUs(ctx); err != nil || len(gpus) != 3 {
 		t.Errorf("GPUs after recovery: %d, %v; want 3", len(gpus), err)
 	}
+	// An error on one GPU that may pass (not a lost GPU) fails the
+	// listing: a sound GPU is never reported gone for it.
+	if err := sim.InjectFault(nvmlsim.Fault{Op: "GetUUID", Nth: 2, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.GPUs(ctx)
+	if u, fatal := gpu.SplitUnreadable(err); fatal == nil || u != nil || !strings.Contains(fatal.Error(), "reading GPU 1") {
+		t.Errorf("GPUs with ERROR_UNKNOWN on GPU 1: unreadable %v, error %v; want the listing failed naming GPU 1", u, fatal)
+	}
 	// An error that is not about single GPUs fails the listing.
 	if err := sim.InjectFault(nvmlsim.Fault{Op: "DeviceGetCount", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
 		t.Fatal(err)
