@@ -48,6 +48,7 @@ type options struct {
 	stateDir          string
 	cdiDir            string
 	hostRoot          string
+	driverRoot        string
 	registrarDir      string
 	pluginDir         string
 	settle            time.Duration
@@ -75,6 +76,7 @@ func main() {
 	fs.DurationVar(&o.settle, "settle-period", 5*time.Second, "how long a drain waits after tainting devices before re-checking allocations (covers scheduling decisions in flight)")
 	fs.BoolVar(&o.bindingConditions, "device-binding-conditions", false, "publish devices with binding conditions (DRA device binding conditions, on by default from Kubernetes 1.36): a pod is bound only after the agent confirms its device, and never to a device being drained, even where the scheduler decided before it saw the drain taint; each pod then waits about 5 s longer to be bound (the scheduler polls the conditions every 5 s)")
 	fs.DurationVar(&o.resync, "resync-period", time.Minute, "period of reconciles without a trigger")
+	fs.StringVar(&o.driverRoot, "nvidia-driver-root", "", "where the host's NVIDIA driver installation is mounted (e.g. /driver-root): libnvidia-ml.so.1 is loaded by path from its library directories, falling back to the library search path when none holds it; empty: the library search path only")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8081", "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8082", "address of the /healthz and /readyz endpoints (0 disables)")
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the agent's heartbeat Lease miglayout-agent-<node> (the controller's --agent-lease-namespace; empty: no heartbeat, and the controller does not judge an agent whose Lease it never saw)")
@@ -97,7 +99,10 @@ func main() {
 	}
 }
 
-func openGPUs(o options) (gpu.Manager, error) {
+func openGPUs(ctx context.Context, o options) (gpu.Manager, error) {
+	if o.simulate == "" && o.driverRoot != "" {
+		return gpu.OpenAt(ctx, o.driverRoot)
+	}
 	if o.simulate == "" {
 		return gpu.Open()
 	}
@@ -126,7 +131,7 @@ func run(ctx context.Context, o options) error {
 	if o.leaseDuration < 4*time.Second || o.leaseDuration%time.Second != 0 {
 		return fmt.Errorf("--lease-duration=%s: want whole seconds, at least 4s", o.leaseDuration)
 	}
-	gpus, err := openGPUs(o)
+	gpus, err := openGPUs(ctx, o)
 	if err != nil {
 		return err
 	}

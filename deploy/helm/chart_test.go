@@ -276,6 +276,19 @@ func TestAgentDaemonSet(t *testing.T) {
 	if c.LivenessProbe == nil || c.ReadinessProbe == nil {
 		t.Error("agent without probes")
 	}
+	// NVML is loaded by path from the host's driver root, mounted read-only
+	// at /driver-root. The driver's library directories on LD_LIBRARY_PATH
+	// would make the dynamic loader take the host's C library for the
+	// image's binary, which fails where the two glibc versions differ.
+	if hostPaths["driver-root"] != "/" || mounts["driver-root"] != "/driver-root" || !slices.Contains(c.Args, "--nvidia-driver-root=/driver-root") {
+		t.Errorf("driver root: volume %q, mount %q, args %q; want / at /driver-root and --nvidia-driver-root=/driver-root",
+			hostPaths["driver-root"], mounts["driver-root"], c.Args)
+	}
+	for _, e := range c.Env {
+		if e.Name == "LD_LIBRARY_PATH" {
+			t.Errorf("LD_LIBRARY_PATH=%s: the agent would load the host's C library", e.Value)
+		}
+	}
 }
 
 func TestAgentSimulatedIsUnprivileged(t *testing.T) {
@@ -285,8 +298,8 @@ func TestAgentSimulatedIsUnprivileged(t *testing.T) {
 	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || *c.SecurityContext.Privileged {
 		t.Errorf("simulated agent: security context %+v", c.SecurityContext)
 	}
-	if !slices.Contains(c.Args, "--simulate=2xA100-SXM4-80GB") {
-		t.Errorf("args %q", c.Args)
+	if !slices.Contains(c.Args, "--simulate=2xA100-SXM4-80GB") || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--nvidia-driver-root") }) {
+		t.Errorf("args %q: want --simulate and no driver root", c.Args)
 	}
 	// The simulated GPUs' capability files go under the state directory,
 	// which is writable; the default host root's /proc is not.

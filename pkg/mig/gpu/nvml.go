@@ -2,10 +2,16 @@ package gpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/klog/v2"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 )
@@ -30,10 +36,86 @@ type NVMLManager struct {
 
 var _ Manager = (*NVMLManager)(nil)
 
-// Open initialises the system's NVML (libnvidia-ml.so.1) with the embedded
-// catalog.
+// Open initialises the system's NVML (libnvidia-ml.so.1, found by the
+// dynamic loader) with the embedded catalog.
 func Open() (*NVMLManager, error) {
 	return NewNVML(nvml.New(), mig.DefaultCatalog())
+}
+
+// nvmlLibrary is the NVML library's file name (its soname).
+const nvmlLibrary = "libnvidia-ml.so.1"
+
+// nvmlLibraryDirs are where driver installations put libnvidia-ml.so.1,
+// relative to the driver root: RPM- and Debian-style multiarch directories,
+// then the plain ones.
+var nvmlLibraryDirs = []string{
+	"usr/lib64", "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu",
+	"lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "usr/lib", "lib",
+}
+
+// FindNVMLLibrary returns the path of libnvidia-ml.so.1 under driverRoot (a
+// host's driver root mounted in the container, e.g. /driver-root), with
+// symbolic links resolved inside driverRoot (an absolute target is taken
+// relative to it, as the host would read it). The error wraps ErrNotFound
+// when no library directory holds it.
+func FindNVMLLibrary(driverRoot string) (string, error) {
+	for _, dir := range nvmlLibraryDirs {
+		p, err := resolveIn(driverRoot, filepath.Join(driverRoot, dir, nvmlLibrary))
+		if err == nil {
+			return p, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("finding %s under %s: %w", nvmlLibrary, driverRoot, err)
+		}
+	}
+	return "", fmt.Errorf("finding %s under %s (in %s): %w", nvmlLibrary, driverRoot, strings.Join(nvmlLibraryDirs, ", "), ErrNotFound)
+}
+
+// resolveIn follows the symbolic links of path, a file under root, taking
+// absolute targets relative to root; it fails with fs.ErrNotExist when the
+// file (or a link's target) does not exist.
+func resolveIn(root, path string) (string, error) {
+	for range 16 {
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if !fi.Mode().IsRegular() {
+				return "", fmt.Errorf("%s is not a regular file: %w", path, fs.ErrNotExist)
+			}
+			return path, nil
+		}
+		target, err := os.Readlink(path)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			path = filepath.Join(root, target)
+		} else {
+			path = filepath.Join(filepath.Dir(path), target)
+		}
+	}
+	return "", fmt.Errorf("%s: too many levels of symbolic links", path)
+}
+
+// OpenAt is Open with libnvidia-ml.so.1 loaded by path from the driver
+// installed under driverRoot (FindNVMLLibrary), falling back to the dynamic
+// loader's search where driverRoot holds none (the NVIDIA container runtime
+// put it on the image's own path). The driver's library directories are
+// never put on LD_LIBRARY_PATH: the process would then load the host's C
+// library too, which the binary's dynamic loader may not match.
+func OpenAt(ctx context.Context, driverRoot string) (*NVMLManager, error) {
+	path, err := FindNVMLLibrary(driverRoot)
+	if errors.Is(err, ErrNotFound) {
+		klog.FromContext(ctx).Info("NVML not found under the driver root; loading it from the library search path", "driverRoot", driverRoot, "err", err)
+		return Open()
+	}
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(1).Info("Loading NVML", "path", path)
+	return NewNVML(nvml.New(nvml.WithLibraryPath(path)), mig.DefaultCatalog())
 }
 
 // NewNVML initialises lib (nvmlInit) and returns a manager over it; catalog
