@@ -34,6 +34,9 @@ var regressions = []struct {
 	{746260363, "long run, master seed 2024, scenario 30: CreateComputeInstance lied (SUCCESS, no CI) on chaos-a100 " +
 		"GPU 0 creating 1g.20gb@4; the agent reported the GPU Ready with GI 2 1g.20gb@4 lacking its compute instance " +
 		"(and the pool lacking the device) until its next pass rolled the GI back"},
+	{56311429, "master seed 7, scenario 7: one ERROR_UNKNOWN from GpuInstance.GetComputeInstances on chaos-a100 made " +
+		"the agent take GPU 1 for unreadable and withdraw its allocated 4g.40gb@0 from the pool (only a lost or " +
+		"inaccessible GPU may be left out)"},
 }
 
 var (
