@@ -710,3 +710,41 @@ func convertStdin(t *testing.T, input string) string {
 	}
 	return out.String()
 }
+
+// TestPlanSaysWhenAResetIsNeeded: turning MIG mode off on an A100 (Ampere:
+// the change waits for a GPU reset) says so; on an H100 it does not.
+func TestPlanSaysWhenAResetIsNeeded(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "mig-off.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: miglayout.io/v1alpha1
+kind: MigLayout
+metadata:
+  name: mig-off
+spec:
+  nodeSelector:
+    matchLabels:
+      pool: gpu
+  rules:
+  - name: mig-off
+    migEnabled: false
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, cluster(t), "plan", "-f", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resets := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "reset:") {
+			resets++
+			if !strings.Contains(l, "A100-SXM4-80GB needs a GPU reset") || !strings.Contains(l, "ResetRequired") {
+				t.Errorf("reset line %q", l)
+			}
+		}
+	}
+	// gpu-node-1's two A100s change MIG mode; gpu-node-2's H100 (one with
+	// MIG on) does not need a reset.
+	if resets != 2 {
+		t.Errorf("%d reset lines, want 2 (the A100s):\n%s", resets, out)
+	}
+}

@@ -176,6 +176,8 @@ type gpuChange struct {
 	from, to           string
 	destroyed, created []string
 	blocked            []string
+	// reset says the MIG mode change waits for a GPU reset (Ampere).
+	reset string
 }
 
 func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel controller.Selection) {
@@ -253,6 +255,9 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 				blockedGPUs++
 				fmt.Fprintf(w, "           blocked until released: %s\n", strings.Join(ch.blocked, "; "))
 			}
+			if ch.reset != "" {
+				fmt.Fprintf(w, "           reset:    %s\n", ch.reset)
+			}
 		}
 		if nodeChanges > 0 {
 			nodesChanging++
@@ -314,6 +319,9 @@ func (st *planState) change(cat *mig.Catalog, node string, g v1alpha1.GPUStatus,
 	}
 	if g.MIGEnabled != d.MIGEnabled && !d.MIGEnabled {
 		ch.created = append(ch.created, "whole GPU, MIG mode off")
+	}
+	if g.MIGEnabled != d.MIGEnabled && model != nil && model.MIGModeNeedsReset {
+		ch.reset = fmt.Sprintf("%s needs a GPU reset to change MIG mode; the GPU stays ResetRequired until an administrator resets it (nvidia-smi -r -i %d, no process on it) or the node reboots", model.Name, g.Index)
 	}
 	for _, x := range plan.Create {
 		ch.created = append(ch.created, x.String())
