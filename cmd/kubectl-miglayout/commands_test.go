@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -27,7 +28,9 @@ import (
 // returns standard output, standard error and the error.
 func runWith(t *testing.T, objs []client.Object, args ...string) (string, string, error) {
 	t.Helper()
-	e := &env{}
+	// A minute after the pending pods the tests make were created: none
+	// has waited long enough to be planned by age.
+	e := &env{now: func() time.Time { return time.Unix(1060, 0) }}
 	if objs != nil {
 		c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).Build()
 		e.newClient = func() (client.Client, error) { return c, nil }
@@ -488,6 +491,52 @@ func TestPlanAuto(t *testing.T) {
 	golden(t, "plan-auto.txt", out)
 	if !strings.Contains(out, "ml/trainer") {
 		t.Errorf("the plan does not serve the pending pod:\n%s", out)
+	}
+}
+
+// TestPlanAutoAsTheController: plan decides on what the controller decides
+// on: a pod pending longer than --auto-aging-after is planned by age (the
+// old 1g.10gb goes before the new 7g.80gb); a pod that waits only for
+// another driver's device is not counted; a pod that asks for a MIG device
+// and a NIC is planned with the node's NICs from their ResourceSlice.
+func TestPlanAutoAsTheController(t *testing.T) {
+	h100 := "H100-SXM5-80GB"
+	nml := &v1alpha1.NodeMigLayout{
+		ObjectMeta: metav1.ObjectMeta{Name: "auto-node"},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+			{Index: 0, Product: "NVIDIA H100 80GB HBM3", Model: h100, MIGEnabled: true, MIGPending: true, Layout: "", Phase: v1alpha1.PhaseReady},
+		}},
+	}
+	netClass := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "nic.example.com"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == 'net.example.com'"}}}}}
+	nics := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "auto-node-nics"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: "net.example.com", NodeName: ptr.To("auto-node"),
+			Pool: resourceapi.ResourcePool{Name: "auto-node", ResourceSliceCount: 1}, Devices: []resourceapi.Device{{Name: "nic-0"}}}}
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, migClass(), netClass, nics}
+	small, smallPod := pending("notebook", "small-gpu", "device.attributes['mig.miglayout.io'].profile == '1g.10gb'", 0)
+	whole, wholePod := pending("whole", "whole-gpu", "device.attributes['mig.miglayout.io'].profile == '7g.80gb'", 7000)
+	nicOnly, nicPod := pending("net-only", "nic", "true", 7000)
+	nicOnly.Spec.Devices.Requests[0].Exactly.DeviceClassName = netClass.Name
+	objs = append(objs, small, smallPod, whole, wholePod, nicOnly, nicPod)
+
+	e := &env{now: func() time.Time { return time.Unix(7060, 0) }}
+	c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).Build()
+	e.newClient = func() (client.Client, error) { return c, nil }
+	cmd := newRootCommandEnv(e)
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"plan", "-f", "testdata/plan-auto.yaml"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"2 pods pending for MIG devices", "serves:   ml/notebook"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "net-only") || strings.Contains(out.String(), "serves:   ml/whole") {
+		t.Errorf("plan counts the NIC-only pod or serves the newer 7g.80gb first:\n%s", out.String())
 	}
 }
 

@@ -27,6 +27,16 @@ type env struct {
 	// newClient, when set, replaces the kubeconfig (tests).
 	newClient func() (client.Client, error)
 	stdin     io.Reader
+	// now, when set, replaces the wall clock (tests).
+	now func() time.Time
+}
+
+// clock is the time now.
+func (e *env) clock() time.Time {
+	if e.now != nil {
+		return e.now()
+	}
+	return time.Now()
 }
 
 func (e *env) bindFlags(cmd *cobra.Command) {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,7 @@ import (
 func newPlanCommand(e *env) *cobra.Command {
 	var files []string
 	var driver string
+	var agingAfter time.Duration
 	cmd := &cobra.Command{
 		Use:   "plan -f MIGLAYOUT.yaml",
 		Short: "Dry run: what applying MigLayouts would do to each selected GPU",
@@ -71,6 +73,7 @@ ResourceSlices, ResourceClaims and, for Auto, Pods and DeviceClasses.`,
 			if err != nil {
 				return err
 			}
+			st.now, st.agingAfter = e.clock(), agingAfter
 			for i := range mls {
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())
@@ -85,6 +88,7 @@ ResourceSlices, ResourceClaims and, for Auto, Pods and DeviceClasses.`,
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file of MigLayouts (YAML or JSON; - for standard input); repeatable")
 	cmd.Flags().StringVar(&driver, "driver", migslices.DefaultDriverName, "DRA driver name the agents publish under")
+	cmd.Flags().DurationVar(&agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: as the controller's flag of that name, a pod pending this long is planned by age (0: never)")
 	return cmd
 }
 
@@ -101,7 +105,14 @@ type planState struct {
 	pods    []corev1.Pod
 	claims  map[types.NamespacedName]*resourceapi.ResourceClaim
 	classes []*resourceapi.DeviceClass
-	loaded  bool
+	// slices are the cluster's ResourceSlices (pods that also ask for
+	// other drivers' devices are planned with them, as the controller does).
+	slices []resourceapi.ResourceSlice
+	loaded bool
+	// now and agingAfter: pods pending longer than agingAfter at now are
+	// planned by age (the controller's --auto-aging-after).
+	now        time.Time
+	agingAfter time.Duration
 }
 
 func loadPlanState(ctx context.Context, c client.Client, driver string) (*planState, error) {
@@ -365,6 +376,11 @@ func (st *planState) loadAuto(ctx context.Context) error {
 	for i := range classes.Items {
 		st.classes = append(st.classes, &classes.Items[i])
 	}
+	var rs resourceapi.ResourceSliceList
+	if err := st.c.List(ctx, &rs); err != nil {
+		return fmt.Errorf("listing ResourceSlices: %w", err)
+	}
+	st.slices = rs.Items
 	st.loaded = true
 	return nil
 }
@@ -410,18 +426,31 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 	for i := range st.migLayouts {
 		stored = append(stored, &st.migLayouts[i])
 	}
-	snap := controller.BuildSnapshot(controller.AutoInputs{MigLayouts: all, Nodes: st.nodes, NodeMigLayouts: nmls,
-		Pods: st.pods, Claims: st.claims, Classes: st.classes, Driver: st.driver, LostAgents: controller.LostInStatus(stored...)}, mig.DefaultCatalog())
+	in := controller.AutoInputs{MigLayouts: all, Nodes: st.nodes, NodeMigLayouts: nmls, Pods: st.pods, Claims: st.claims,
+		Classes: st.classes, Slices: st.slices, Driver: st.driver, LostAgents: controller.LostInStatus(stored...)}
+	snap, err := controller.AutoSnapshot(ctx, in, mig.DefaultCatalog(), st.now, st.agingAfter)
+	if err != nil {
+		return err
+	}
 	res, err := planner.Plan(ctx, snap)
 	if err != nil {
 		return fmt.Errorf("planning: %w", err)
 	}
+	cancels := controller.BlockedChanges(in, snap)
 	mine := map[string]bool{}
 	for _, n := range sel.Nodes {
 		mine[n] = true
 	}
-	fmt.Fprintf(w, "  %s pending for devices\n", plural(len(snap.Pending), "pod"))
+	fmt.Fprintf(w, "  %s pending for MIG devices\n", plural(len(snap.Pending), "pod"))
 	changes := 0
+	for _, c := range cancels {
+		if !mine[c.Node] {
+			continue
+		}
+		changes++
+		fmt.Fprintf(w, "\n%s\n  %-6s %s -> %s\n", c.Node, migslices.GPUDeviceName(c.GPU), layoutText(true, c.From.String()), layoutText(true, c.To.String()))
+		fmt.Fprintf(w, "           why:      %s\n", c.Reason)
+	}
 	for _, c := range res.Changes {
 		if !mine[c.Node] {
 			continue

@@ -175,10 +175,9 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	}
 	// A Lease's expiry has no event: look again when one is due.
 	again := a.AgentLeases.requeueAt(recheck)
-	snap := BuildSnapshot(in, a.catalog())
-	snap.Now, snap.AgingAfter = a.now(), a.agingAfter()
-	if snap.Pending, err = planner.Demand(ctx, snap.Driver, snap.Classes, a.catalog().Models(), snap.Pending); err != nil {
-		return ctrl.Result{}, fmt.Errorf("selecting the pods that ask for MIG devices: %w", err)
+	snap, err := AutoSnapshot(ctx, in, a.catalog(), a.now(), a.agingAfter())
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	pendingDemand.Set(float64(len(snap.Pending)))
 	// Batched with no Auto node too: a plan then tells the pending pods so.

@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -44,6 +46,23 @@ type AutoInputs struct {
 // defaultMaxGPUs is the limit on GPUs changing at once across an Auto
 // MigLayout's nodes when it sets no policy.maxGPUs (the CRD's default).
 const defaultMaxGPUs = 8
+
+// AutoSnapshot is the snapshot the Auto planner plans: BuildSnapshot of in,
+// at now, with pods passed over for agingAfter taken by age (0: never), and
+// only the pending pods that ask for a MIG device (planner.Demand; those
+// waiting for other drivers' devices alone are left to them). The
+// controller and kubectl miglayout plan both plan it, so that a dry run
+// decides as the controller does. Errors come from planner.Demand (a
+// DeviceClass it cannot read).
+func AutoSnapshot(ctx context.Context, in AutoInputs, catalog *mig.Catalog, now time.Time, agingAfter time.Duration) (planner.Snapshot, error) {
+	snap := BuildSnapshot(in, catalog)
+	snap.Now, snap.AgingAfter = now, agingAfter
+	var err error
+	if snap.Pending, err = planner.Demand(ctx, snap.Driver, snap.Classes, catalog.Models(), snap.Pending); err != nil {
+		return snap, fmt.Errorf("selecting the pods that ask for MIG devices: %w", err)
+	}
+	return snap, nil
+}
 
 // BuildSnapshot turns cluster objects into the planner's input: the nodes of
 // Auto MigLayouts (not in conflict; Frozen where the agent is lost) with the
