@@ -797,3 +797,78 @@ spec:
 		t.Errorf("%d reset lines, want 2 (the A100s):\n%s", resets, out)
 	}
 }
+
+// TestPlanAndStatusOfOddGPUs: a GPU its agent reports unreadable is left as
+// it is (its MIG mode is unknown) and drawn so; a GPU whose change to the
+// MIG mode asked for is pending waits for a reset; one whose pending change
+// the layout no longer asks for is cancelled, as the agent does.
+func TestPlanAndStatusOfOddGPUs(t *testing.T) {
+	a100, product := "A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB"
+	nml := &v1alpha1.NodeMigLayout{
+		ObjectMeta: metav1.ObjectMeta{Name: "odd-node"},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+			{Index: 0, Product: product, Model: a100, Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUUnreadable,
+				Message: "NVML cannot read the GPU: ERROR_GPU_IS_LOST"},
+			{Index: 1, Product: product, Model: a100, MIGEnabled: false, MIGPending: true, Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired},
+			{Index: 2, Product: product, Model: a100, MIGEnabled: false, MIGPending: true, Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired},
+		}},
+	}
+	f := filepath.Join(t.TempDir(), "odd.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: miglayout.io/v1alpha1
+kind: MigLayout
+metadata:
+  name: odd
+spec:
+  nodeSelector:
+    matchLabels:
+      pool: odd
+  rules:
+  - name: halves
+    gpuIndices: [0, 1]
+    profiles: {3g.40gb: 2}
+  - name: whole
+    gpuIndices: [2]
+    migEnabled: false
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs := []client.Object{node("odd-node", map[string]string{"pool": "odd"}), nml}
+	out, _, err := runWith(t, objs, "plan", "-f", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]string{}
+	gpu := ""
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "gpu-") {
+			gpu = f[0]
+		}
+		if gpu != "" {
+			lines[gpu] += l + "\n"
+		}
+	}
+	for gpu, want := range map[string]string{
+		"gpu-0": "unreadable, left as it is",
+		"gpu-1": "the MIG mode change to on is pending: the GPU stays ResetRequired",
+		"gpu-2": "cancels the pending MIG mode change to on",
+	} {
+		if !strings.Contains(lines[gpu], want) {
+			t.Errorf("%s: want %q in\n%s", gpu, want, lines[gpu])
+		}
+	}
+	if strings.Contains(lines["gpu-0"], "destroy") || strings.Contains(lines["gpu-2"], "no change") {
+		t.Errorf("plan:\n%s", out)
+	}
+	if !strings.Contains(out, "Summary: 2 GPUs would change") {
+		t.Errorf("summary: want 2 GPUs (the unreadable one left out):\n%s", out)
+	}
+
+	status, _, err := runWith(t, objs, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu0, _, _ := strings.Cut(status, "gpu-1")
+	if !strings.Contains(gpu0, "[GPU unreadable") || strings.Contains(gpu0, "MIG off") {
+		t.Errorf("status does not draw GPU 0 as unreadable (or draws it MIG off):\n%s", status)
+	}
+}

@@ -236,6 +236,12 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 		nodeChanges := 0
 		for _, g := range gpus {
 			label := fmt.Sprintf("  %-6s %s", migslices.GPUDeviceName(int(g.Index)), modelName(cat, g))
+			if g.Reason == v1alpha1.ReasonGPUUnreadable {
+				// Its MIG mode and layout are unknown; the agent
+				// changes nothing on it.
+				fmt.Fprintf(w, "%s: unreadable, left as it is until its agent can read it again (%s)\n", label, g.Message)
+				continue
+			}
 			if msg, ok := problem[g.Index]; ok {
 				fmt.Fprintf(w, "%s: cannot be configured, left as it is: %s\n", label, msg)
 				continue
@@ -246,7 +252,7 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 				continue
 			}
 			ch := st.change(cat, node, g, d)
-			if ch.from == ch.to && len(ch.destroyed) == 0 && len(ch.created) == 0 {
+			if ch.from == ch.to && len(ch.destroyed) == 0 && len(ch.created) == 0 && ch.reset == "" {
 				fmt.Fprintf(w, "%s: no change (%s)\n", label, ch.to)
 				continue
 			}
@@ -331,8 +337,15 @@ func (st *planState) change(cat *mig.Catalog, node string, g v1alpha1.GPUStatus,
 	if g.MIGEnabled != d.MIGEnabled && !d.MIGEnabled {
 		ch.created = append(ch.created, "whole GPU, MIG mode off")
 	}
-	if g.MIGEnabled != d.MIGEnabled && model != nil && model.MIGModeNeedsReset {
-		ch.reset = fmt.Sprintf("%s needs a GPU reset to change MIG mode; the GPU stays ResetRequired until an administrator resets it (nvidia-smi -r -i %d, no process on it) or the node reboots", model.Name, g.Index)
+	resetHow := fmt.Sprintf("an administrator resets it (nvidia-smi -r -i %d, no process on it) or the node reboots", g.Index)
+	switch {
+	case g.MIGEnabled != g.MIGPending && g.MIGPending == d.MIGEnabled:
+		// As the agent: the change asked for is pending already.
+		ch.reset = fmt.Sprintf("the MIG mode change to %s is pending: the GPU stays ResetRequired until %s", onOff(d.MIGEnabled), resetHow)
+	case g.MIGEnabled != g.MIGPending:
+		ch.reset = fmt.Sprintf("cancels the pending MIG mode change to %s (the next reset would apply it)", onOff(g.MIGPending))
+	case g.MIGEnabled != d.MIGEnabled && model != nil && model.MIGModeNeedsReset:
+		ch.reset = fmt.Sprintf("%s needs a GPU reset to change MIG mode; the GPU stays ResetRequired until %s", model.Name, resetHow)
 	}
 	for _, x := range plan.Create {
 		ch.created = append(ch.created, x.String())
@@ -507,4 +520,11 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 	}
 	fmt.Fprintf(w, "\nSummary: %s would change (devices in use are never destroyed in Auto mode).\n", plural(changes, "GPU"))
 	return nil
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
