@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -870,5 +871,47 @@ spec:
 	gpu0, _, _ := strings.Cut(status, "gpu-1")
 	if !strings.Contains(gpu0, "[GPU unreadable") || strings.Contains(gpu0, "MIG off") {
 		t.Errorf("status does not draw GPU 0 as unreadable (or draws it MIG off):\n%s", status)
+	}
+}
+
+// TestPlanMigLayoutsOfOneFileTogether: two MigLayouts of one file that
+// select the same node conflict, as they would once applied: the node is
+// left as it is under both; a name given twice is refused.
+func TestPlanMigLayoutsOfOneFileTogether(t *testing.T) {
+	doc := func(name, profile string) string {
+		return fmt.Sprintf(`apiVersion: miglayout.io/v1alpha1
+kind: MigLayout
+metadata:
+  name: %s
+spec:
+  nodeSelector:
+    matchLabels:
+      pool: gpu
+  rules:
+  - name: r
+    profiles: {%s}
+`, name, profile)
+	}
+	dir := t.TempDir()
+	both := filepath.Join(dir, "both.yaml")
+	if err := os.WriteFile(both, []byte(doc("halves", "3g.40gb: 2")+"---\n"+doc("sevenths", "1g.10gb: 7")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, cluster(t), "plan", "-f", both)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out, "conflict: "); n != 2 {
+		t.Errorf("%d conflict lines, want one per MigLayout:\n%s", n, out)
+	}
+	if strings.Contains(out, "destroy:") || !strings.Contains(out, "another MigLayout selects it too") {
+		t.Errorf("a node both select is planned:\n%s", out)
+	}
+	twice := filepath.Join(dir, "twice.yaml")
+	if err := os.WriteFile(twice, []byte(doc("halves", "3g.40gb: 2")+"---\n"+doc("halves", "1g.10gb: 7")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runWith(t, cluster(t), "plan", "-f", twice); err == nil || !strings.Contains(err.Error(), `MigLayout "halves" is given twice`) {
+		t.Errorf("a name given twice: %v", err)
 	}
 }

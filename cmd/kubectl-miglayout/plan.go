@@ -63,6 +63,9 @@ ResourceSlices, ResourceClaims and, for Auto, Pods and DeviceClasses.`,
 				if ml.Spec.Mode == "" {
 					ml.Spec.Mode = v1alpha1.ModeStatic
 				}
+				if slices.ContainsFunc(mls, func(o v1alpha1.MigLayout) bool { return o.Name == ml.Name }) {
+					return fmt.Errorf("%s: MigLayout %q is given twice", d.describe(), ml.Name)
+				}
 				mls = append(mls, ml)
 			}
 			c, err := e.client()
@@ -74,11 +77,12 @@ ResourceSlices, ResourceClaims and, for Auto, Pods and DeviceClasses.`,
 				return err
 			}
 			st.now, st.agingAfter = e.clock(), agingAfter
+			all := st.withApplied(mls)
 			for i := range mls {
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())
 				}
-				if err := st.plan(cmd.Context(), cmd.OutOrStdout(), &mls[i]); err != nil {
+				if err := st.plan(cmd.Context(), cmd.OutOrStdout(), &mls[i], all); err != nil {
 					return err
 				}
 			}
@@ -144,25 +148,35 @@ func loadPlanState(ctx context.Context, c client.Client, driver string) (*planSt
 	return st, nil
 }
 
-// withApplied returns the cluster's MigLayouts with ml applied (replacing
-// the one of the same name, whose UID it takes).
-func (st *planState) withApplied(ml *v1alpha1.MigLayout) []v1alpha1.MigLayout {
+// withApplied returns the cluster's MigLayouts with mls applied together
+// (each replacing the one of its name, whose UID it takes), so that
+// MigLayouts of one file that select the same nodes conflict as they would
+// once applied.
+func (st *planState) withApplied(mls []v1alpha1.MigLayout) []v1alpha1.MigLayout {
+	applied := map[string]bool{}
+	for i := range mls {
+		applied[mls[i].Name] = true
+		for _, o := range st.migLayouts {
+			if o.Name == mls[i].Name {
+				mls[i].UID = o.UID
+			}
+		}
+		if mls[i].UID == "" {
+			mls[i].UID = types.UID("planned-" + mls[i].Name)
+		}
+	}
 	var all []v1alpha1.MigLayout
 	for _, o := range st.migLayouts {
-		if o.Name == ml.Name {
-			ml.UID = o.UID
-			continue
+		if !applied[o.Name] {
+			all = append(all, o)
 		}
-		all = append(all, o)
 	}
-	if ml.UID == "" {
-		ml.UID = types.UID("planned-" + ml.Name)
-	}
-	return append(all, *ml)
+	return append(all, mls...)
 }
 
-func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayout) error {
-	all := st.withApplied(ml)
+// plan prints what applying ml, with all the MigLayouts there would then
+// be (withApplied), would change.
+func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout) error {
 	sel, err := controller.SelectNodes(ml, all, st.labels)
 	if err != nil {
 		return fmt.Errorf("MigLayout %s: %w", ml.Name, err)
