@@ -117,6 +117,28 @@ func TestCheckAgainstCluster(t *testing.T) {
 	golden(t, "check-seed-article-cluster.txt", out)
 }
 
+// TestCheckAgainstClusterOfWholeGPUs: before any layout is applied (GPUs
+// published whole) or in Auto mode before a pod asks, no MIG device is
+// published; a claim for a MIG profile is then judged on the devices a
+// layout can create, not reported as never allocated.
+func TestCheckAgainstClusterOfWholeGPUs(t *testing.T) {
+	var whole []resourceapi.Device
+	for _, d := range migDevices() {
+		if _, isMIG, ok := migslices.DeviceGPUIndex(d.Name); ok && !isMIG {
+			whole = append(whole, d)
+		}
+	}
+	if len(whole) == 0 {
+		t.Fatal("the device model has no whole GPU")
+	}
+	objs := []client.Object{class("mig.miglayout.io", "mig"), class("gpu.miglayout.io", "gpu"),
+		slice("node-1", migslices.DefaultDriverName, whole...)}
+	out, _, err := runWith(t, objs, "check", "-f", "testdata/check-clean.yaml")
+	if err != nil || !strings.Contains(out, "No problems found") {
+		t.Errorf("check of a 3g.40gb claim on a cluster of whole GPUs: %v\n%s", err, out)
+	}
+}
+
 // class is the chart's DeviceClass for devices of type typ.
 func class(name, typ string) *resourceapi.DeviceClass {
 	return &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name},

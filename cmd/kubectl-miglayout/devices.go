@@ -92,8 +92,8 @@ func offlineWorld(drivers, classes []string) *deviceWorld {
 }
 
 // clusterWorld reads the DeviceClasses and published ResourceSlices of the
-// cluster. A miglayout driver name (drivers) that publishes nothing yet but
-// that a DeviceClass selects gets miglayout's own device model.
+// cluster. A miglayout driver name (drivers) that publishes no MIG device
+// yet but that a DeviceClass selects gets miglayout's own device model.
 func clusterWorld(ctx context.Context, c client.Client, drivers []string) (*deviceWorld, error) {
 	var classes resourceapi.DeviceClassList
 	if err := c.List(ctx, &classes); err != nil {
@@ -113,22 +113,26 @@ func clusterWorld(ctx context.Context, c client.Client, drivers []string) (*devi
 			}
 		}
 	}
-	published := map[string]bool{}
+	publishedMIG := map[string]bool{}
 	for _, s := range rs.Items {
 		for _, d := range s.Spec.Devices {
 			w.add(s.Spec.Driver, d)
-			published[s.Spec.Driver] = true
+			if _, isMIG, ok := migslices.DeviceGPUIndex(d.Name); ok && isMIG {
+				publishedMIG[s.Spec.Driver] = true
+			}
 		}
 	}
 	w.source = "the devices published in the cluster"
-	// A miglayout driver that a DeviceClass selects but that publishes
-	// nothing yet (agents starting, no GPU node up) gets miglayout's model.
+	// A miglayout driver that a DeviceClass selects but that publishes no
+	// MIG device yet (agents starting, GPUs whole before a layout is
+	// applied, Auto mode before a pod asks) gets miglayout's model too:
+	// the devices a layout can create.
 	for _, drv := range drivers {
-		if !published[drv] && strings.Contains(classCEL.String(), "'"+drv+"'") {
+		if !publishedMIG[drv] && strings.Contains(classCEL.String(), "'"+drv+"'") {
 			for _, d := range migDevices() {
 				w.add(drv, d)
 			}
-			w.notes = append(w.notes, fmt.Sprintf("no device of driver %s is published yet: its attributes are taken from miglayout's device model", drv))
+			w.notes = append(w.notes, fmt.Sprintf("no MIG device of driver %s is published yet: the attributes of the devices a layout can create are taken from miglayout's device model", drv))
 		}
 	}
 	return w, nil
