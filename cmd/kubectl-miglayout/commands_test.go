@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,13 +11,18 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/yaml"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -935,5 +942,63 @@ spec:
 	}
 	if _, _, err := runWith(t, cluster(t), "plan", "-f", twice); err == nil || !strings.Contains(err.Error(), `MigLayout "halves" is given twice`) {
 		t.Errorf("a name given twice: %v", err)
+	}
+}
+
+// TestPlanAsksTheAPIServer: plan has the API server admit each MigLayout in
+// a dry run (its CEL rules are the API server's) and stores nothing; one it
+// refuses is not planned; one it cannot ask about is planned with a warning.
+func TestPlanAsksTheAPIServer(t *testing.T) {
+	objs := cluster(t)
+	var dryRuns int
+	refuse := fmt.Errorf("refusing: %w", apierrors.NewInvalid(schema.GroupKind{Group: "miglayout.io", Kind: "MigLayout"}, "halves",
+		field.ErrorList{field.Invalid(field.NewPath("spec", "rules").Index(0), "", "give either profiles (counts) or layout (explicit placements), not both")}))
+	for name, tc := range map[string]struct {
+		answer   error
+		wantErr  string
+		wantWarn string
+	}{
+		"admitted":  {nil, "", ""},
+		"refused":   {refuse, "would be refused by the API server", ""},
+		"forbidden": {apierrors.NewForbidden(schema.GroupResource{Group: "miglayout.io", Resource: "miglayouts"}, "halves", errors.New("no create")), "", "was not checked by the API server"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dryRuns = 0
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					o := &client.CreateOptions{}
+					o.ApplyOptions(opts)
+					if len(o.DryRun) == 0 {
+						t.Errorf("plan created %s for real", obj.GetName())
+					}
+					dryRuns++
+					if tc.answer != nil {
+						return tc.answer
+					}
+					return c.Create(ctx, obj, opts...)
+				}}).Build()
+			e := &env{now: func() time.Time { return time.Unix(1060, 0) }, newClient: func() (client.Client, error) { return c, nil }}
+			cmd := newRootCommandEnv(e)
+			var out, errOut bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&errOut)
+			cmd.SetArgs([]string{"plan", "-f", "testdata/plan-static.yaml"})
+			err := cmd.Execute()
+			switch {
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "not both")):
+				t.Errorf("error %v, want %q with the API server's reason", err, tc.wantErr)
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("error %v", err)
+			}
+			if tc.wantWarn != "" && !strings.Contains(errOut.String(), tc.wantWarn) {
+				t.Errorf("stderr %q, want %q", errOut.String(), tc.wantWarn)
+			}
+			if dryRuns != 1 {
+				t.Errorf("%d dry runs, want 1", dryRuns)
+			}
+			if err := c.Get(context.Background(), client.ObjectKey{Name: "halves"}, &v1alpha1.MigLayout{}); !apierrors.IsNotFound(err) {
+				t.Errorf("the MigLayout was stored: %v", err)
+			}
+		})
 	}
 }

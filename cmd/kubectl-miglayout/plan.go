@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -44,7 +46,10 @@ profile counts, keeping devices in use and moving as few as possible); Auto
 MigLayouts with the planner, over the pods now pending for devices. A node
 no MigLayout selected yet (no NodeMigLayout) is read from the ResourceSlices
 its agent publishes. It reads Nodes, NodeMigLayouts, MigLayouts,
-ResourceSlices, ResourceClaims and, for Auto, Pods and DeviceClasses.`,
+ResourceSlices, ResourceClaims and, for Auto, Pods and DeviceClasses. Each
+MigLayout is first admitted by the API server in a dry run (nothing is
+stored), so one kubectl apply would refuse is refused here with the same
+reason; several MigLayouts in the files are planned as applied together.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			docs, err := e.readManifests(files)
@@ -71,6 +76,11 @@ ResourceSlices, ResourceClaims and, for Auto, Pods and DeviceClasses.`,
 			c, err := e.client()
 			if err != nil {
 				return err
+			}
+			for i := range mls {
+				if err := validateOnServer(cmd.Context(), c, &mls[i], cmd.ErrOrStderr()); err != nil {
+					return err
+				}
 			}
 			st, err := loadPlanState(cmd.Context(), c, driver)
 			if err != nil {
@@ -541,4 +551,31 @@ func onOff(on bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// validateOnServer asks the API server to admit ml without storing it (a
+// dry-run create, or update where it exists), so that plan refuses what
+// kubectl apply would refuse: the CRD's schema and CEL rules. An API server
+// that cannot be asked (no permission to write MigLayouts) is reported on
+// warn and ml is planned as given.
+func validateOnServer(ctx context.Context, c client.Client, ml *v1alpha1.MigLayout, warn io.Writer) error {
+	obj := ml.DeepCopy()
+	obj.UID, obj.ResourceVersion = "", ""
+	err := c.Create(ctx, obj, client.DryRunAll)
+	if apierrors.IsAlreadyExists(err) {
+		var cur v1alpha1.MigLayout
+		if err = c.Get(ctx, client.ObjectKeyFromObject(ml), &cur); err == nil {
+			obj.ResourceVersion = cur.ResourceVersion
+			err = c.Update(ctx, obj, client.DryRunAll)
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		return fmt.Errorf("MigLayout %q would be refused by the API server: %w", ml.Name, err)
+	default:
+		fmt.Fprintf(warn, "warning: MigLayout %q was not checked by the API server (%v); planned as given\n", ml.Name, err)
+		return nil
+	}
 }

@@ -416,4 +416,30 @@ spec:
 	if err := c.Get(ctx, crclient.ObjectKey{Name: "plugin-halves-" + sfx}, &v1alpha1.MigLayout{}); !apierrors.IsNotFound(err) {
 		t.Errorf("plan created the MigLayout: %v", err)
 	}
+
+	// A MigLayout the API server refuses (its CEL rules) is not planned:
+	// plan says what kubectl apply would say.
+	badFile := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(badFile, []byte(`apiVersion: miglayout.io/v1alpha1
+kind: MigLayout
+metadata:
+  name: plugin-bad-`+sfx+`
+spec:
+  nodeSelector:
+    matchLabels:
+      miglayout.test/pool: `+pool+`
+  rules:
+  - profiles:
+      3g.40gb: 2
+    layout: 3g.40gb@0
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := runPlugin(t, "plan", "-f", badFile)
+	if err == nil || !strings.Contains(errOut, "would be refused by the API server") || !strings.Contains(errOut, "give either profiles (counts) or layout") {
+		t.Errorf("plan of a MigLayout the API server refuses: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	if err := c.Get(ctx, crclient.ObjectKey{Name: "plugin-bad-" + sfx}, &v1alpha1.MigLayout{}); !apierrors.IsNotFound(err) {
+		t.Errorf("plan created the refused MigLayout: %v", err)
+	}
 }
