@@ -1002,3 +1002,22 @@ func TestPlanAsksTheAPIServer(t *testing.T) {
 		})
 	}
 }
+
+// TestBox: a label too long for its box is cut and its mark kept; an
+// unmarked one is not given its last letter as if it were a mark.
+func TestBox(t *testing.T) {
+	for _, tc := range []struct {
+		label, mark string
+		n           int
+		want        string
+	}{
+		{"1g.10gb", "*", 1, "[1g.10gb*]"},
+		{"1g.10gb+me", "", 1, "[1g.10gb+]"},
+		{"1g.10gb+me", "~", 1, "[1g.10gb~]"},
+		{"3g.40gb", "", 4, "[3g.40gb" + strings.Repeat(" ", 31) + "]"},
+	} {
+		if got := box(tc.label, tc.mark, tc.n); got != tc.want {
+			t.Errorf("box(%q, %q, %d) = %q, want %q", tc.label, tc.mark, tc.n, got, tc.want)
+		}
+	}
+}

@@ -23,8 +23,8 @@ func newStatusCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [NODE]",
 		Short: "Show each GPU's MIG devices as a map of its memory slices",
-		Long: `Show, for every node with a miglayout agent (or the given one), each GPU's
-devices laid over its memory slices, one box per device:
+		Long: `Show, for every node a MigLayout selects (one with a NodeMigLayout; or the
+given one), each GPU's devices laid over its memory slices, one box per device:
 
   gpu-0  A100-SXM4-80GB  Ready   [3g.40gb*                      ][2g.20gb       ][1g.10gb~][ ------ ]
 
@@ -344,11 +344,11 @@ func placementMap(cat *mig.Catalog, node string, g v1alpha1.GPUStatus, devs *clu
 		slicesN = m.MemorySlices
 	}
 	if g.Reason == v1alpha1.ReasonGPUUnreadable {
-		return box("GPU unreadable", slicesN) // MIG mode and devices unknown
+		return box("GPU unreadable", "", slicesN) // MIG mode and devices unknown
 	}
 	if !g.MIGEnabled {
 		mark := devs.mark(node, migslices.GPUDeviceName(int(g.Index)), false)
-		return box("whole GPU, MIG off"+mark, slicesN)
+		return box("whole GPU, MIG off", mark, slicesN)
 	}
 	layout, err := mig.ParseLayout(g.Layout)
 	if err != nil || m == nil || m.Validate(layout) != nil {
@@ -363,7 +363,7 @@ func placementMap(cat *mig.Catalog, node string, g v1alpha1.GPUStatus, devs *clu
 			b.WriteString(" -------- ")
 		}
 		name := migslices.MIGDeviceName(int(g.Index), d.Profile, p.ID, d.Start)
-		b.WriteString(box(d.Profile+devs.mark(node, name, inUse.Contains(d)), p.MemorySlices))
+		b.WriteString(box(d.Profile, devs.mark(node, name, inUse.Contains(d)), p.MemorySlices))
 		next = d.Start + p.MemorySlices
 	}
 	for ; next < slicesN; next++ {
@@ -372,11 +372,13 @@ func placementMap(cat *mig.Catalog, node string, g v1alpha1.GPUStatus, devs *clu
 	return b.String()
 }
 
-// box is [label] spanning n memory slices.
-func box(label string, n int) string {
+// box is [label mark] spanning n memory slices; a label too long for it is
+// cut, the mark kept.
+func box(label, mark string, n int) string {
 	inner := n*sliceWidth - 2
-	if len(label) > inner {
-		label = label[:inner-1] + label[len(label)-1:] // keep the mark
+	if len(label)+len(mark) > inner {
+		label = label[:max(inner-len(mark), 0)]
 	}
-	return "[" + label + strings.Repeat(" ", inner-len(label)) + "]"
+	label += mark
+	return "[" + label + strings.Repeat(" ", max(inner-len(label), 0)) + "]"
 }
