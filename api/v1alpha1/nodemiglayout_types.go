@@ -142,6 +142,18 @@ type GPUStatus struct {
 	// +listMapKey=profile
 	// +optional
 	NVMLProfiles []NVMLProfile `json:"nvmlProfiles,omitempty"`
+	// CatalogMismatches say, one line each, where NVML's profile table on
+	// this GPU differs from miglayout's catalog in what names and validates
+	// devices: a profile NVML offers under another GI profile ID, or at
+	// other placements (nvmlDeviceGetGpuInstancePossiblePlacements). A layout
+	// the catalog allows may then be refused by NVML (NVMLError); the
+	// catalog entry needs correcting (a CatalogDiffers event, Warning, says
+	// so too). Empty when all agree or MIG mode is off.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	// +optional
+	CatalogMismatches []string `json:"catalogMismatches,omitempty"`
 	// MIGEnabled and MIGPending are the current and pending MIG mode; they
 	// differ while a change waits for a GPU reset.
 	// +optional

@@ -118,6 +118,11 @@ func (in *GPUStatus) DeepCopyInto(out *GPUStatus) {
 		*out = make([]NVMLProfile, len(*in))
 		copy(*out, *in)
 	}
+	if in.CatalogMismatches != nil {
+		in, out := &in.CatalogMismatches, &out.CatalogMismatches
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.LastTransitionTime != nil {
 		in, out := &in.LastTransitionTime, &out.LastTransitionTime
 		*out = (*in).DeepCopy()

@@ -204,17 +204,18 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 }
 
 // tellCatalogDiffers records a CatalogDiffers event for each GPU whose NVML
-// profile values differ from the catalog, once per GPU and values in this
+// profile table differs from the catalog (values: Normal; IDs or
+// placements: Warning), once per GPU and difference in this
 // process (not judged on the status read back: an API server whose CRD
 // predates status.gpus[].nvmlProfiles drops them).
 func (r *NodeReconciler) tellCatalogDiffers(nml *v1alpha1.NodeMigLayout, gpus []GPUState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, g := range gpus {
-		if len(g.GPU.ProfileValues) == 0 {
+		if len(g.GPU.ProfileValues) == 0 && len(g.GPU.CatalogMismatches) == 0 {
 			continue
 		}
-		msg := describeNVMLProfiles(g.GPU)
+		msg := describeCatalogDiffers(g.GPU)
 		if r.catalogTold[g.GPU.UUID] == msg {
 			continue
 		}
@@ -222,7 +223,11 @@ func (r *NodeReconciler) tellCatalogDiffers(nml *v1alpha1.NodeMigLayout, gpus []
 			r.catalogTold = map[string]string{}
 		}
 		r.catalogTold[g.GPU.UUID] = msg
-		r.Recorder.Eventf(nml, nil, "Normal", EventCatalogDiffers, "Inventory", "%s", truncate(fmt.Sprintf("GPU %d: %s", g.GPU.Index, msg), maxEventNote))
+		eventType := "Normal"
+		if len(g.GPU.CatalogMismatches) > 0 {
+			eventType = "Warning" // layouts may fail, not only look otherwise
+		}
+		r.Recorder.Eventf(nml, nil, eventType, EventCatalogDiffers, "Inventory", "%s", truncate(fmt.Sprintf("GPU %d: %s", g.GPU.Index, msg), maxEventNote))
 	}
 }
 

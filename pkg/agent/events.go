@@ -25,9 +25,12 @@ const (
 	EventPassFailed = "PassFailed"
 	// EventDraining (Normal): devices are published with the drain taint.
 	EventDraining = "Draining"
-	// EventCatalogDiffers (Normal): NVML describes a GPU instance profile
-	// of a GPU otherwise than miglayout's catalog (status.gpus[].nvmlProfiles);
-	// recorded when what differs changes.
+	// EventCatalogDiffers: NVML describes a GPU instance profile of a GPU
+	// otherwise than miglayout's catalog: Normal for its values
+	// (status.gpus[].nvmlProfiles, used in planning), Warning for its GI
+	// profile ID or placements (status.gpus[].catalogMismatches: a layout
+	// the catalog allows may be refused); recorded when what differs
+	// changes.
 	EventCatalogDiffers = "CatalogDiffers"
 )
 

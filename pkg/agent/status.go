@@ -43,6 +43,9 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 		}
 		gs.Attributes = gpuAttributes(g.GPU)
 		gs.NVMLProfiles = nvmlProfiles(g.GPU.ProfileValues)
+		for _, m := range g.GPU.CatalogMismatches[:min(len(g.GPU.CatalogMismatches), 16)] {
+			gs.CatalogMismatches = append(gs.CatalogMismatches, truncate(m, 256))
+		}
 		if g.GPU.MIGMode.Current {
 			gs.Layout = layoutOf(&g).String()
 		}
@@ -127,6 +130,21 @@ func nvmlProfiles(vs []mig.NVMLProfileValues) []v1alpha1.NVMLProfile {
 			Encoders: int32(v.Encoders), JPEGEngines: int32(v.JPEG), OFAEngines: int32(v.OFA)})
 	}
 	return out
+}
+
+// describeCatalogDiffers says, for people, how NVML's profile table of g
+// differs from the catalog's: values (describeNVMLProfiles) and mismatches
+// of IDs or placements.
+func describeCatalogDiffers(g gpu.GPU) string {
+	var parts []string
+	if len(g.ProfileValues) > 0 {
+		parts = append(parts, describeNVMLProfiles(g))
+	}
+	if len(g.CatalogMismatches) > 0 {
+		parts = append(parts, "NVML's profile table differs from the catalog's in what names and validates devices: "+
+			strings.Join(g.CatalogMismatches, "; ")+"; NVML may refuse a layout the catalog allows (the catalog entry needs correcting)")
+	}
+	return strings.Join(parts, ". ")
 }
 
 // describeNVMLProfiles says, for people, how NVML's description of g's

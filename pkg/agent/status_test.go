@@ -3,8 +3,12 @@ package agent
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -279,6 +283,60 @@ func TestCatalogDiffersEvent(t *testing.T) {
 	}
 	if len(st.Status.GPUs) != 1 || len(st.Status.GPUs[0].NVMLProfiles) != 1 || st.Status.GPUs[0].NVMLProfiles[0].MemoryMiB != 40448 {
 		t.Errorf("status %+v, want GPU 0 with nvmlProfiles 3g.40gb 40448 MiB", st.Status.GPUs)
+	}
+}
+
+// TestCatalogMismatchesReported: an A100 whose driver offers 2g.20gb at a
+// fourth placement, which the catalog lacks, is reported in status
+// (catalogMismatches) and by one Warning CatalogDiffers event.
+func TestCatalogMismatchesReported(t *testing.T) {
+	files := fstest.MapFS{}
+	for _, name := range []string{"ampere.yaml", "hopper.yaml", "blackwell.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "mig", "models", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "ampere.yaml" {
+			data = []byte(strings.ReplaceAll(string(data), "placements: *p2g,", "placements: *p2,"))
+		}
+		files["models/"+name] = &fstest.MapFile{Data: data}
+	}
+	hardware, err := mig.LoadCatalog(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
+	if _, err := g.mgr.SetMIGMode(t.Context(), 0, true); err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	rec := events.NewFakeRecorder(10)
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	var got []string
+	for range 2 {
+		if _, err := r.Reconcile(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+		for len(rec.Events) > 0 {
+			got = append(got, <-rec.Events)
+		}
+	}
+	const mismatch = "2g.20gb placements: NVML offers 0+2,2+2,4+2,6+2, the catalog 0+2,2+2,4+2"
+	if len(got) != 1 || !strings.HasPrefix(got[0], "Warning CatalogDiffers GPU 0: ") || !strings.Contains(got[0], mismatch) {
+		t.Errorf("events over two passes %q, want one Warning CatalogDiffers naming %q", got, mismatch)
+	}
+	var st v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), req.NamespacedName, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Status.GPUs) != 1 || !slices.Equal(st.Status.GPUs[0].CatalogMismatches, []string{mismatch}) {
+		t.Errorf("status %+v, want catalogMismatches [%s]", st.Status.GPUs, mismatch)
 	}
 }
 

@@ -31,7 +31,7 @@ type NVMLManager struct {
 
 	profilesMu sync.Mutex
 	// profiles are GPU.ProfileValues by GPU UUID, once read.
-	profiles map[string][]mig.NVMLProfileValues
+	profiles map[string]profileTable
 }
 
 var _ Manager = (*NVMLManager)(nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -107,61 +108,98 @@ func (m *NVMLManager) gpu(ctx context.Context, idx int, dev nvml.Device) (GPU, e
 		return g, nvmlErr("nvmlDeviceGetMinorNumber", ret)
 	}
 	if g.MIGMode.Current && g.Model != nil {
-		g.ProfileValues = m.profileValues(ctx, dev, g)
+		t := m.profileTable(ctx, dev, g)
+		g.ProfileValues, g.CatalogMismatches = t.values, t.mismatches
 	}
 	return g, nil
 }
 
-// profileValues returns g's profile values (see readProfileValues), read
-// once per GPU. They are best effort: a read that fails is logged and
-// tried again on the next call, and the GPU is reported without them (its
-// devices are still published with NVML's values; only planned devices
-// take the catalog's).
-func (m *NVMLManager) profileValues(ctx context.Context, dev nvml.Device, g GPU) []mig.NVMLProfileValues {
-	m.profilesMu.Lock()
-	defer m.profilesMu.Unlock()
-	if vs, ok := m.profiles[g.UUID]; ok {
-		return vs
-	}
-	vs, err := readProfileValues(dev, g.Model)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Reading the GPU's profile table from NVML; planned devices take the catalog's values", "gpu", g.Index)
-		return nil
-	}
-	if m.profiles == nil {
-		m.profiles = map[string][]mig.NVMLProfileValues{}
-	}
-	m.profiles[g.UUID] = vs
-	return vs
+// profileTable is what a GPU's NVML says of its profiles otherwise than the
+// catalog (GPU.ProfileValues, GPU.CatalogMismatches).
+type profileTable struct {
+	values     []mig.NVMLProfileValues
+	mismatches []string
 }
 
-// readProfileValues reads each profile of model from NVML
+// profileTable returns g's profile table (see readProfileTable), read once
+// per GPU. It is best effort: a read that fails is logged and tried again on
+// the next call, and the GPU is reported without it (its devices are still
+// published with NVML's values; only planned devices take the catalog's).
+func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU) profileTable {
+	m.profilesMu.Lock()
+	defer m.profilesMu.Unlock()
+	if t, ok := m.profiles[g.UUID]; ok {
+		return t
+	}
+	t, err := readProfileTable(dev, g.Model)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Reading the GPU's profile table from NVML; planned devices take the catalog's values", "gpu", g.Index)
+		return profileTable{}
+	}
+	if len(t.mismatches) > 0 {
+		klog.FromContext(ctx).Info("NVML's profile table differs from the catalog's", "gpu", g.Index, "model", g.Model.Name, "mismatches", t.mismatches)
+	}
+	if m.profiles == nil {
+		m.profiles = map[string]profileTable{}
+	}
+	m.profiles[g.UUID] = t
+	return t
+}
+
+// readProfileTable reads each profile of model from NVML
 // (nvmlDeviceGetGpuInstanceProfileInfo; a profile the GPU or driver does not
-// offer, NOT_SUPPORTED or INVALID_ARGUMENT, is skipped) and returns those
-// whose memory, multiprocessor or engine counts differ from the catalog's.
-// A profile NVML reports under another GI profile ID is skipped too: it is
-// not the catalog's profile at all.
-func readProfileValues(dev nvml.Device, model *mig.Model) ([]mig.NVMLProfileValues, error) {
-	var out []mig.NVMLProfileValues
+// offer, NOT_SUPPORTED or INVALID_ARGUMENT, is skipped): the values of
+// those whose memory, multiprocessor or engine counts differ from the
+// catalog's, and a mismatch for one NVML reports under another GI profile ID
+// (its values are not the catalog profile's, so they are skipped) or whose
+// placements (nvmlDeviceGetGpuInstancePossiblePlacements, all of them,
+// whatever the GPU holds) differ from the catalog's.
+func readProfileTable(dev nvml.Device, model *mig.Model) (profileTable, error) {
+	var t profileTable
 	for _, p := range model.Profiles {
 		info, ret := dev.GetGpuInstanceProfileInfo(p.NVMLProfile)
 		if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
 			continue
 		}
 		if err := nvmlErr("nvmlDeviceGetGpuInstanceProfileInfo", ret); err != nil {
-			return nil, fmt.Errorf("reading GI profile %s: %w", p.Name, err)
+			return profileTable{}, fmt.Errorf("reading GI profile %s: %w", p.Name, err)
 		}
 		if int(info.Id) != p.ID {
+			t.mismatches = append(t.mismatches, fmt.Sprintf("%s (NVML profile index %d): NVML's GI profile ID is %d, the catalog's %d", p.Name, p.NVMLProfile, info.Id, p.ID))
 			continue
 		}
 		v := mig.NVMLProfileValues{Profile: p.Name, MemoryMiB: int64(info.MemorySizeMB),
 			Multiprocessors: int(info.MultiprocessorCount), CopyEngines: int(info.CopyEngineCount),
 			Decoders: int(info.DecoderCount), Encoders: int(info.EncoderCount), JPEG: int(info.JpegCount), OFA: int(info.OfaCount)}
 		if v != p.NVMLValues() {
-			out = append(out, v)
+			t.values = append(t.values, v)
+		}
+		pls, ret := dev.GetGpuInstancePossiblePlacements(&info)
+		if ret == nvml.ERROR_NOT_SUPPORTED {
+			continue
+		}
+		if err := nvmlErr("nvmlDeviceGetGpuInstancePossiblePlacements", ret); err != nil {
+			return profileTable{}, fmt.Errorf("reading the placements of GI profile %s: %w", p.Name, err)
+		}
+		nv := make([]mig.Placement, len(pls))
+		for i, pl := range pls {
+			nv[i] = mig.Placement{Start: int(pl.Start), Size: int(pl.Size)}
+		}
+		slices.SortFunc(nv, func(a, b mig.Placement) int { return a.Start - b.Start })
+		if !slices.Equal(nv, p.Placements) {
+			t.mismatches = append(t.mismatches, fmt.Sprintf("%s placements: NVML offers %s, the catalog %s", p.Name, placementsText(nv), placementsText(p.Placements)))
 		}
 	}
-	return out, nil
+	return t, nil
+}
+
+// placementsText is "start+size" of each placement, e.g. "0+2,2+2,4+2".
+func placementsText(pls []mig.Placement) string {
+	parts := make([]string, len(pls))
+	for i, pl := range pls {
+		parts[i] = fmt.Sprintf("%d+%d", pl.Start, pl.Size)
+	}
+	return strings.Join(parts, ",")
 }
 
 // identity reads a GPU's product name (nvmlDeviceGetName), its catalog

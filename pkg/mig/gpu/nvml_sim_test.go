@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -853,5 +855,69 @@ func TestGPUsWithALostGPU(t *testing.T) {
 	_, err = m.GPUs(ctx)
 	if u, fatal := gpu.SplitUnreadable(err); fatal == nil || u != nil {
 		t.Errorf("GPUs with the count failing: unreadable %v, error %v; want the error", u, fatal)
+	}
+}
+
+// TestCatalogMismatches: a GPU whose NVML offers a profile under another GI
+// profile ID, or at other placements, than the catalog says is reported
+// with one line per difference; the default simulator (built from the
+// catalog) shows none.
+func TestCatalogMismatches(t *testing.T) {
+	ctx := t.Context()
+	_, m := newSim(t)
+	gpus, err := m.GPUs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gpus {
+		if len(g.CatalogMismatches) > 0 {
+			t.Errorf("GPU %d (%s) of the catalog's own simulator: mismatches %q", g.Index, g.ProductName, g.CatalogMismatches)
+		}
+	}
+
+	// Hardware whose driver gives the A100's 1g.20gb another ID and its
+	// 2g.20gb a fourth placement.
+	files := fstest.MapFS{}
+	for _, name := range []string{"ampere.yaml", "hopper.yaml", "blackwell.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "models", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "ampere.yaml" {
+			text := strings.ReplaceAll(string(data), "{name: 1g.20gb,    id: 15,", "{name: 1g.20gb,    id: 16,")
+			text = strings.ReplaceAll(text, "placements: *p2g,", "placements: *p2,")
+			if text == string(data) {
+				t.Fatal("the test's edit of ampere.yaml changed nothing")
+			}
+			data = []byte(text)
+		}
+		files["models/"+name] = &fstest.MapFile{Data: data}
+	}
+	hardware, err := mig.LoadCatalog(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hm, err := gpu.NewNVML(sim, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hm.Shutdown() })
+	if _, err := hm.SetMIGMode(ctx, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	gpus, err = hm.GPUs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"1g.20gb (NVML profile index 9): NVML's GI profile ID is 16, the catalog's 15",
+		"2g.20gb placements: NVML offers 0+2,2+2,4+2,6+2, the catalog 0+2,2+2,4+2",
+	}
+	if diff := cmp.Diff(want, gpus[0].CatalogMismatches); diff != "" {
+		t.Errorf("mismatches (-want +got):\n%s", diff)
 	}
 }

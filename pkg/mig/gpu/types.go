@@ -60,6 +60,14 @@ type GPU struct {
 	// before they exist (the Auto planner's, mig.Model.WithNVMLValues) look
 	// the same.
 	ProfileValues []mig.NVMLProfileValues `json:"profileValues,omitempty"`
+	// CatalogMismatches say, one line each, where NVML's profile table
+	// differs from the catalog's beyond those values: a profile NVML offers
+	// under another GI profile ID (nvmlDeviceGetGpuInstanceProfileInfo), or
+	// at other placements (nvmlDeviceGetGpuInstancePossiblePlacements). The
+	// catalog's IDs and placements name and validate devices, so a GPU with
+	// mismatches may refuse a layout miglayout judged valid (or hold GPU
+	// instances it names otherwise); read with ProfileValues.
+	CatalogMismatches []string `json:"catalogMismatches,omitempty"`
 }
 
 // MIGDevice is one GPU instance with its compute instance as the agent
