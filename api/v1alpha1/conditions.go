@@ -45,8 +45,9 @@ const (
 	ReasonNVMLError = "NVMLError"
 	// ReasonGPUUnreadable (Degraded=True, GPU Failed): NVML counts the GPU
 	// but cannot read it (fallen off the bus, an Xid 79: every call gives
-	// ERROR_GPU_IS_LOST until the node reboots; or ERROR_NO_PERMISSION, its
-	// device node not given to the agent). Its devices are not published,
+	// ERROR_GPU_IS_LOST until the node reboots; or another code that lasts,
+	// such as ERROR_NO_PERMISSION, its device node not given to the agent,
+	// or ERROR_INSUFFICIENT_POWER: see gpu.Unreadable). Its devices are not published,
 	// nothing is changed on it, the node's other GPUs go on, and the agent
 	// reads it again with backoff. (An error that may pass fails the pass
 	// instead.)

@@ -136,13 +136,26 @@ func staleErr(op string, ret nvml.Return) error {
 }
 
 // Unreadable reports whether err, from a call on one GPU, says the GPU
-// cannot be read at all, for as long as the node runs as it is: fallen off
-// the bus (ERROR_GPU_IS_LOST, ErrGPULost) or not accessible to this process
-// (ERROR_NO_PERMISSION, ErrNoPermission: NVML counts GPUs whose device node
-// the container lacks). Other errors (a timeout, ERROR_UNKNOWN) may pass and
-// do not make a GPU unreadable.
+// cannot be read at all for as long as the node runs as it is, by NVML's
+// return code: fallen off the bus (ERROR_GPU_IS_LOST, ErrGPULost), not
+// accessible to this process (ERROR_NO_PERMISSION: NVML counts GPUs whose
+// device node the container lacks; ERROR_OPERATING_SYSTEM: blocked by the
+// operating system, e.g. a cgroup), or unusable until someone acts
+// (ERROR_INSUFFICIENT_POWER: a power cable not attached;
+// ERROR_IRQ_ISSUE: the kernel found an interrupt problem;
+// ERROR_RESET_REQUIRED: the GPU needs a reset). Other errors (a timeout,
+// ERROR_UNKNOWN) may pass and do not make a GPU unreadable.
 func Unreadable(err error) bool {
-	return errors.Is(err, ErrGPULost) || errors.Is(err, ErrNoPermission)
+	code, ok := ReturnCode(err)
+	if !ok {
+		return false
+	}
+	switch code {
+	case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_NO_PERMISSION, nvml.ERROR_OPERATING_SYSTEM,
+		nvml.ERROR_INSUFFICIENT_POWER, nvml.ERROR_IRQ_ISSUE, nvml.ERROR_RESET_REQUIRED:
+		return true
+	}
+	return false
 }
 
 // UnreadableGPUsError is the error of Manager.GPUs when NVML counts GPUs it

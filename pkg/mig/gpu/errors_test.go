@@ -212,3 +212,22 @@ func TestHelpers(t *testing.T) {
 		t.Errorf("ciProfileIndex(5) = %v, want ErrNotSupported", err)
 	}
 }
+
+// TestUnreadable: the NVML codes that last while the node runs as it is make
+// a GPU unreadable (left out of the inventory); those that may pass, and
+// errors without an NVML code, do not.
+func TestUnreadable(t *testing.T) {
+	for ret, want := range map[nvml.Return]bool{
+		nvml.ERROR_GPU_IS_LOST: true, nvml.ERROR_NO_PERMISSION: true, nvml.ERROR_OPERATING_SYSTEM: true,
+		nvml.ERROR_INSUFFICIENT_POWER: true, nvml.ERROR_IRQ_ISSUE: true, nvml.ERROR_RESET_REQUIRED: true,
+		nvml.ERROR_UNKNOWN: false, nvml.ERROR_TIMEOUT: false, nvml.ERROR_INVALID_ARGUMENT: false, nvml.ERROR_NOT_FOUND: false,
+	} {
+		err := fmt.Errorf("reading GPU 1: %w", &NVMLError{Op: "nvmlDeviceGetHandleByIndex", Return: ret})
+		if got := Unreadable(err); got != want {
+			t.Errorf("Unreadable(%v) = %v, want %v", ret, got, want)
+		}
+	}
+	if Unreadable(errors.New("context canceled")) {
+		t.Error("an error without an NVML code is unreadable")
+	}
+}

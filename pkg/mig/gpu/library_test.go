@@ -48,6 +48,18 @@ func TestFindNVMLLibrary(t *testing.T) {
 			link(t, root, "usr/lib64/libnvidia-ml.so.1", "libnvidia-ml.so.gone")
 			write(t, root, "lib/aarch64-linux-gnu/libnvidia-ml.so.1")
 		}, "lib/aarch64-linux-gnu/libnvidia-ml.so.1"},
+		"relative link climbing past the top": {func(t *testing.T, root string) {
+			write(t, root, "usr/lib64/libnvidia-ml.so.580.95.05")
+			link(t, root, "usr/lib64/libnvidia-ml.so.1", "../../../../usr/lib64/libnvidia-ml.so.580.95.05")
+		}, "usr/lib64/libnvidia-ml.so.580.95.05"},
+		"library directory linked absolutely": {func(t *testing.T, root string) {
+			write(t, root, "opt/nvidia/lib/libnvidia-ml.so.1")
+			link(t, root, "usr/lib64", "/opt/nvidia/lib")
+		}, "opt/nvidia/lib/libnvidia-ml.so.1"},
+		"link loop, then a library further on": {func(t *testing.T, root string) {
+			link(t, root, "usr/lib64/libnvidia-ml.so.1", "libnvidia-ml.so.1")
+			write(t, root, "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1")
+		}, "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"},
 		"no driver": {func(t *testing.T, root string) {
 			write(t, root, "usr/lib/x86_64-linux-gnu/libc.so.6")
 		}, ""},

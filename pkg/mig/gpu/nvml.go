@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	securejoin "github.com/cyphar/filepath-securejoin"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/klog/v2"
 
@@ -54,49 +56,34 @@ var nvmlLibraryDirs = []string{
 }
 
 // FindNVMLLibrary returns the path of libnvidia-ml.so.1 under driverRoot (a
-// host's driver root mounted in the container, e.g. /driver-root), with
-// symbolic links resolved inside driverRoot (an absolute target is taken
-// relative to it, as the host would read it). The error wraps ErrNotFound
-// when no library directory holds it.
+// host's driver root mounted in the container, e.g. /driver-root), its
+// symbolic links resolved as the host resolves them, inside driverRoot (an
+// absolute target, or ".." past the top, stays in it: securejoin). A library
+// directory whose path cannot be resolved (a link loop) is skipped. The
+// error wraps ErrNotFound when no library directory holds the library.
 func FindNVMLLibrary(driverRoot string) (string, error) {
+	root := filepath.Clean(driverRoot)
+	var skipped []string
 	for _, dir := range nvmlLibraryDirs {
-		p, err := resolveIn(driverRoot, filepath.Join(driverRoot, dir, nvmlLibrary))
+		p, err := securejoin.SecureJoin(root, filepath.Join(dir, nvmlLibrary))
 		if err == nil {
-			return p, nil
+			var fi fs.FileInfo
+			if fi, err = os.Lstat(p); err == nil {
+				if fi.Mode().IsRegular() {
+					return p, nil
+				}
+				err = fmt.Errorf("%s is not a regular file", p)
+			}
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("finding %s under %s: %w", nvmlLibrary, driverRoot, err)
+			skipped = append(skipped, fmt.Sprintf("%s: %v", dir, err))
 		}
 	}
-	return "", fmt.Errorf("finding %s under %s (in %s): %w", nvmlLibrary, driverRoot, strings.Join(nvmlLibraryDirs, ", "), ErrNotFound)
-}
-
-// resolveIn follows the symbolic links of path, a file under root, taking
-// absolute targets relative to root; it fails with fs.ErrNotExist when the
-// file (or a link's target) does not exist.
-func resolveIn(root, path string) (string, error) {
-	for range 16 {
-		fi, err := os.Lstat(path)
-		if err != nil {
-			return "", err
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			if !fi.Mode().IsRegular() {
-				return "", fmt.Errorf("%s is not a regular file: %w", path, fs.ErrNotExist)
-			}
-			return path, nil
-		}
-		target, err := os.Readlink(path)
-		if err != nil {
-			return "", err
-		}
-		if filepath.IsAbs(target) {
-			path = filepath.Join(root, target)
-		} else {
-			path = filepath.Join(filepath.Dir(path), target)
-		}
+	why := ""
+	if len(skipped) > 0 {
+		why = "; skipped " + strings.Join(skipped, "; ")
 	}
-	return "", fmt.Errorf("%s: too many levels of symbolic links", path)
+	return "", fmt.Errorf("finding %s under %s (in %s%s): %w", nvmlLibrary, driverRoot, strings.Join(nvmlLibraryDirs, ", "), why, ErrNotFound)
 }
 
 // OpenAt is Open with libnvidia-ml.so.1 loaded by path from the driver

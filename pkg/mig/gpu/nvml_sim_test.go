@@ -839,6 +839,15 @@ func TestGPUsWithALostGPU(t *testing.T) {
 	if gpus, err := m.GPUs(ctx); err != nil || len(gpus) != 3 {
 		t.Errorf("GPUs after recovery: %d, %v; want 3", len(gpus), err)
 	}
+	// A GPU without power (its handle: ERROR_INSUFFICIENT_POWER) is left
+	// out as a lost one is.
+	if err := sim.InjectFault(nvmlsim.Fault{Op: "DeviceGetHandleByIndex", Nth: 2, Return: nvml.ERROR_INSUFFICIENT_POWER}); err != nil {
+		t.Fatal(err)
+	}
+	gpus, err = m.GPUs(ctx)
+	if u, fatal := gpu.SplitUnreadable(err); fatal != nil || len(gpus) != 2 || u[1] == nil {
+		t.Errorf("GPUs with GPU 1 unpowered: %d GPUs, unreadable %v, error %v; want the other two", len(gpus), u, fatal)
+	}
 	// An error on one GPU that may pass (not a lost GPU) fails the
 	// listing: a sound GPU is never reported gone for it.
 	if err := sim.InjectFault(nvmlsim.Fault{Op: "GetUUID", Nth: 2, Return: nvml.ERROR_UNKNOWN}); err != nil {
