@@ -232,6 +232,35 @@ func TestFailedPassSaysWhy(t *testing.T) {
 	}
 }
 
+// twoPasses reconciles an unmanaged node over g twice and returns the
+// events recorded and the NodeMigLayout's status after them.
+func twoPasses(t *testing.T, g *rig) ([]string, v1alpha1.NodeMigLayout) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	rec := events.NewFakeRecorder(10)
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	var got []string
+	for range 2 {
+		if _, err := r.Reconcile(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+		for len(rec.Events) > 0 {
+			got = append(got, <-rec.Events)
+		}
+	}
+	var st v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), req.NamespacedName, &st); err != nil {
+		t.Fatal(err)
+	}
+	return got, st
+}
+
 // TestCatalogDiffersEvent: an agent whose GPU's NVML describes a profile
 // otherwise than the catalog reports it in status and records one
 // CatalogDiffers event saying what differs; the next pass records none.
@@ -255,31 +284,10 @@ func TestCatalogDiffersEvent(t *testing.T) {
 	if _, err := g.mgr.SetMIGMode(t.Context(), 0, true); err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
-	rec := events.NewFakeRecorder(10)
-	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
-	var got []string
-	for range 2 {
-		if _, err := r.Reconcile(t.Context(), req); err != nil {
-			t.Fatal(err)
-		}
-		for len(rec.Events) > 0 {
-			got = append(got, <-rec.Events)
-		}
-	}
+	got, st := twoPasses(t, g)
 	want := []string{"Normal CatalogDiffers GPU 0: NVML describes 3g.40gb: 40448 MiB (catalog 40320); devices are published, and planned, with NVML's values"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events over two passes (-want +got):\n%s", diff)
-	}
-	var st v1alpha1.NodeMigLayout
-	if err := c.Get(t.Context(), req.NamespacedName, &st); err != nil {
-		t.Fatal(err)
 	}
 	if len(st.Status.GPUs) != 1 || len(st.Status.GPUs[0].NVMLProfiles) != 1 || st.Status.GPUs[0].NVMLProfiles[0].MemoryMiB != 40448 {
 		t.Errorf("status %+v, want GPU 0 with nvmlProfiles 3g.40gb 40448 MiB", st.Status.GPUs)
@@ -309,31 +317,10 @@ func TestCatalogMismatchesReported(t *testing.T) {
 	if _, err := g.mgr.SetMIGMode(t.Context(), 0, true); err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
-	rec := events.NewFakeRecorder(10)
-	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
-	var got []string
-	for range 2 {
-		if _, err := r.Reconcile(t.Context(), req); err != nil {
-			t.Fatal(err)
-		}
-		for len(rec.Events) > 0 {
-			got = append(got, <-rec.Events)
-		}
-	}
+	got, st := twoPasses(t, g)
 	const mismatch = "2g.20gb placements: NVML offers 0+2,2+2,4+2,6+2, the catalog 0+2,2+2,4+2"
 	if len(got) != 1 || !strings.HasPrefix(got[0], "Warning CatalogDiffers GPU 0: ") || !strings.Contains(got[0], mismatch) {
 		t.Errorf("events over two passes %q, want one Warning CatalogDiffers naming %q", got, mismatch)
-	}
-	var st v1alpha1.NodeMigLayout
-	if err := c.Get(t.Context(), req.NamespacedName, &st); err != nil {
-		t.Fatal(err)
 	}
 	if len(st.Status.GPUs) != 1 || !slices.Equal(st.Status.GPUs[0].CatalogMismatches, []string{mismatch}) {
 		t.Errorf("status %+v, want catalogMismatches [%s]", st.Status.GPUs, mismatch)

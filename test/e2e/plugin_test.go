@@ -371,21 +371,7 @@ func TestPluginStatusAndPlan(t *testing.T) {
 		t.Errorf("status does not show the allocated 7g.80gb:\n%s", out)
 	}
 
-	planFile := filepath.Join(t.TempDir(), "halves.yaml")
-	if err := os.WriteFile(planFile, []byte(`apiVersion: miglayout.io/v1alpha1
-kind: MigLayout
-metadata:
-  name: plugin-halves-`+sfx+`
-spec:
-  nodeSelector:
-    matchLabels:
-      miglayout.test/pool: `+pool+`
-  rules:
-  - profiles:
-      3g.40gb: 2
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	planFile := migLayoutFile(t, "plugin-halves-"+sfx, pool, "  - profiles:\n      3g.40gb: 2\n")
 	before := nml.DeepCopy()
 	if err := c.Get(ctx, crclient.ObjectKey{Name: nodeName}, before); err != nil {
 		t.Fatal(err)
@@ -419,22 +405,7 @@ spec:
 
 	// A MigLayout the API server refuses (its CEL rules) is not planned:
 	// plan says what kubectl apply would say.
-	badFile := filepath.Join(t.TempDir(), "bad.yaml")
-	if err := os.WriteFile(badFile, []byte(`apiVersion: miglayout.io/v1alpha1
-kind: MigLayout
-metadata:
-  name: plugin-bad-`+sfx+`
-spec:
-  nodeSelector:
-    matchLabels:
-      miglayout.test/pool: `+pool+`
-  rules:
-  - profiles:
-      3g.40gb: 2
-    layout: 3g.40gb@0
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	badFile := migLayoutFile(t, "plugin-bad-"+sfx, pool, "  - profiles:\n      3g.40gb: 2\n    layout: 3g.40gb@0\n")
 	out, errOut, err := runPlugin(t, "plan", "-f", badFile)
 	if err == nil || !strings.Contains(errOut, "would be refused by the API server") || !strings.Contains(errOut, "give either profiles (counts) or layout") {
 		t.Errorf("plan of a MigLayout the API server refuses: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
@@ -442,4 +413,18 @@ spec:
 	if err := c.Get(ctx, crclient.ObjectKey{Name: "plugin-bad-" + sfx}, &v1alpha1.MigLayout{}); !apierrors.IsNotFound(err) {
 		t.Errorf("plan created the refused MigLayout: %v", err)
 	}
+}
+
+// migLayoutFile writes a Static MigLayout of the given name, selecting the
+// nodes of pool, with rules (YAML list items, indented under spec.rules),
+// and returns its path.
+func migLayoutFile(t *testing.T, name, pool, rules string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".yaml")
+	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata:\n  name: " + name +
+		"\nspec:\n  nodeSelector:\n    matchLabels:\n      miglayout.test/pool: " + pool + "\n  rules:\n" + rules
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
