@@ -18,6 +18,7 @@ type Metrics struct {
 	nvmlErrors   *prometheus.CounterVec
 	devices      *prometheus.GaugeVec
 	bindings     *prometheus.CounterVec
+	unreadable   prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them with reg (for example
@@ -45,9 +46,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "miglayout_agent_binding_decisions_total",
 			Help: "Allocations of devices published with binding conditions that the agent answered, by result (ready: confirmed; refused: the device was being drained or was gone).",
 		}, []string{"result"}),
+		unreadable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "miglayout_agent_unreadable_gpus",
+			Help: "GPUs NVML counts but cannot read after the last pass (fallen off the bus, no permission...: status reason GPUUnreadable); their devices are not published.",
+		}),
 	}
-	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings)
+	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings, m.unreadable)
 	return m
+}
+
+func (m *Metrics) setUnreadable(n int) {
+	if m != nil {
+		m.unreadable.Set(float64(n))
+	}
 }
 
 func (m *Metrics) observePhase(phase string, d time.Duration) {

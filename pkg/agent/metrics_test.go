@@ -38,3 +38,36 @@ miglayout_agent_repartitions_total{result="Ready"} 1
 		t.Errorf("%d phase histograms, want drain, repartition, republish", n)
 	}
 }
+
+// TestUnreadableGPUsMetric: a GPU that falls off the bus is counted after
+// the pass that finds it, and no longer once it is back.
+func TestUnreadableGPUsMetric(t *testing.T) {
+	g := newRig(t, "2xA100-SXM4-80GB")
+	reg := prometheus.NewRegistry()
+	g.r.Metrics = NewMetrics(reg)
+	ctx := context.Background()
+	count := func(want string) {
+		t.Helper()
+		exp := `
+# HELP miglayout_agent_unreadable_gpus GPUs NVML counts but cannot read after the last pass (fallen off the bus, no permission...: status reason GPUUnreadable); their devices are not published.
+# TYPE miglayout_agent_unreadable_gpus gauge
+miglayout_agent_unreadable_gpus ` + want + "\n"
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "miglayout_agent_unreadable_gpus"); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := g.sim.LoseGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.r.Sync(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	count("1")
+	if err := g.sim.RecoverGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.r.Sync(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	count("0")
+}

@@ -227,6 +227,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	}
 	// A GPU NVML cannot read is failed, managed or not (so that status
 	// shows it), and its devices are left out of the pool.
+	r.Metrics.setUnreadable(len(unreadable))
 	for idx, err := range unreadable {
 		logger.Error(err, "GPU unreadable; its devices are not published", "gpu", idx)
 		res.Results[idx] = GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUUnreadable,
