@@ -1021,3 +1021,54 @@ func TestBox(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanExitCode: with --exit-code, plan exits 0 when nothing would
+// change, 2 when GPUs would, 3 when something needs a look first (here a
+// change blocked by a device in use); without it, 0.
+func TestPlanExitCode(t *testing.T) {
+	free := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "free-node"},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
+			MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}
+	layout := func(t *testing.T, profiles string) string {
+		f := filepath.Join(t.TempDir(), "ml.yaml")
+		doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata:\n  name: exit\nspec:\n  nodeSelector:\n    matchLabels:\n      pool: free\n  rules:\n  - profiles: {" + profiles + "}\n"
+		if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	code := func(err error) int {
+		var c exitCode
+		switch {
+		case errors.As(err, &c):
+			return int(c)
+		case err != nil:
+			return 1
+		}
+		return 0
+	}
+	objs := []client.Object{node("free-node", map[string]string{"pool": "free"}), free}
+	for name, tc := range map[string]struct {
+		objs []client.Object
+		args []string
+		want int
+	}{
+		"no change":          {objs, []string{"-f", layout(t, "7g.80gb: 1")}, 0},
+		"a change":           {objs, []string{"-f", layout(t, "3g.40gb: 2")}, 2},
+		"a blocked change":   {cluster(t), []string{"-f", "testdata/plan-static.yaml"}, 3},
+		"without the option": {cluster(t), []string{"-f", "testdata/plan-static.yaml"}, -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := append([]string{"plan"}, tc.args...)
+			want := tc.want
+			if want >= 0 {
+				args = append(args, "--exit-code")
+			} else {
+				want = 0
+			}
+			if _, _, err := runWith(t, tc.objs, args...); code(err) != want {
+				t.Errorf("exit status %d (%v), want %d", code(err), err, want)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -12,11 +13,21 @@ import (
 )
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
+	err := newRootCommand().Execute()
+	var code exitCode
+	switch {
+	case errors.As(err, &code):
+		os.Exit(int(code)) // plan --exit-code: not an error, its output says why
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
+
+// exitCode is an error that only sets the process's exit status.
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) }
 
 func newRootCommand() *cobra.Command { return newRootCommandEnv(&env{}) }
 

@@ -31,6 +31,7 @@ func newPlanCommand(e *env) *cobra.Command {
 	var files []string
 	var driver string
 	var agingAfter time.Duration
+	var withExitCode bool
 	cmd := &cobra.Command{
 		Use:   "plan -f MIGLAYOUT.yaml",
 		Short: "Dry run: what applying MigLayouts would do to each selected GPU",
@@ -97,11 +98,19 @@ reason; several MigLayouts in the files are planned as applied together.`,
 				}
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "\nNothing was written.")
+			switch {
+			case !withExitCode:
+			case st.attention > 0:
+				return exitCode(3)
+			case st.changes > 0:
+				return exitCode(2)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file of MigLayouts (YAML or JSON; - for standard input); repeatable")
 	cmd.Flags().StringVar(&driver, "driver", migslices.DefaultDriverName, "DRA driver name the agents publish under")
+	cmd.Flags().BoolVar(&withExitCode, "exit-code", false, "exit 0 when no GPU would change, 2 when some would, 3 when something needs a look first (a node in conflict, a GPU that cannot be configured, a change blocked by a device in use), 1 on error")
 	cmd.Flags().DurationVar(&agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: as the controller's flag of that name, a pod pending this long is planned by age (0: never)")
 	return cmd
 }
@@ -127,6 +136,10 @@ type planState struct {
 	// planned by age (the controller's --auto-aging-after).
 	now        time.Time
 	agingAfter time.Duration
+	// changes counts the GPUs the plans change; attention the things to
+	// look at before applying (a node in conflict, a GPU that cannot be
+	// configured, a change blocked by a device in use): --exit-code.
+	changes, attention int
 }
 
 func loadPlanState(ctx context.Context, c client.Client, driver string) (*planState, error) {
@@ -222,6 +235,7 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 		fmt.Fprintln(w)
 		if sel.Conflicted(node) {
 			fmt.Fprintf(w, "%s: another MigLayout selects it too: left as it is\n", node)
+			st.attention++
 			continue
 		}
 		var inventory []v1alpha1.GPUStatus
@@ -268,6 +282,7 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 			}
 			if msg, ok := problem[g.Index]; ok {
 				fmt.Fprintf(w, "%s: cannot be configured, left as it is: %s\n", label, msg)
+				st.attention++
 				continue
 			}
 			d, ok := want[g.Index]
@@ -304,6 +319,8 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 			nodesChanging++
 		}
 	}
+	st.changes += changing
+	st.attention += blockedGPUs
 	fmt.Fprintf(w, "\nSummary: %s would change on %s", plural(changing, "GPU"), plural(nodesChanging, "node"))
 	if blockedGPUs > 0 {
 		fmt.Fprintf(w, "; %d blocked by devices in use (the agent waits, nothing is destroyed under a workload)", blockedGPUs)
@@ -540,6 +557,12 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 		fmt.Fprintln(w, "\n"+list.head)
 		for _, pod := range slices.Sorted(maps.Keys(list.pods)) {
 			fmt.Fprintf(w, "  %s: %s\n", pod, list.pods[pod])
+		}
+	}
+	st.changes += changes
+	for _, n := range sel.Nodes {
+		if sel.Conflicted(n) {
+			st.attention++
 		}
 	}
 	fmt.Fprintf(w, "\nSummary: %s would change (devices in use are never destroyed in Auto mode).\n", plural(changes, "GPU"))

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -392,6 +393,13 @@ func TestPluginStatusAndPlan(t *testing.T) {
 			t.Errorf("plan does not say %q", w)
 		}
 	}
+	// With --exit-code the blocked change is exit status 3, with nothing on
+	// standard error (not an error).
+	_, errOut, err := runPlugin(t, "plan", "--exit-code", "-f", planFile)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 || errOut != "" {
+		t.Errorf("plan --exit-code of a blocked change: %v, stderr %q; want exit status 3", err, errOut)
+	}
 	after := &v1alpha1.NodeMigLayout{}
 	if err := c.Get(ctx, crclient.ObjectKey{Name: nodeName}, after); err != nil {
 		t.Fatal(err)
@@ -406,7 +414,7 @@ func TestPluginStatusAndPlan(t *testing.T) {
 	// A MigLayout the API server refuses (its CEL rules) is not planned:
 	// plan says what kubectl apply would say.
 	badFile := migLayoutFile(t, "plugin-bad-"+sfx, pool, "  - profiles:\n      3g.40gb: 2\n    layout: 3g.40gb@0\n")
-	out, errOut, err := runPlugin(t, "plan", "-f", badFile)
+	out, errOut, err = runPlugin(t, "plan", "-f", badFile)
 	if err == nil || !strings.Contains(errOut, "would be refused by the API server") || !strings.Contains(errOut, "give either profiles (counts) or layout") {
 		t.Errorf("plan of a MigLayout the API server refuses: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
