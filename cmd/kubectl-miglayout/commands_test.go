@@ -1072,3 +1072,24 @@ func TestPlanExitCode(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanListsReleasedNodes: a MigLayout whose selector no longer matches
+// a node it manages says the node is released (its NodeMigLayout goes, its
+// GPUs keep their layout).
+func TestPlanListsReleasedNodes(t *testing.T) {
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "old-node"},
+		Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: "exit"}}
+	objs := []client.Object{node("old-node", map[string]string{"pool": "old"}), nml}
+	f := filepath.Join(t.TempDir(), "ml.yaml")
+	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata:\n  name: exit\nspec:\n  nodeSelector:\n    matchLabels:\n      pool: new\n  rules:\n  - profiles: {7g.80gb: 1}\n"
+	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, objs, "plan", "-f", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "no longer selects old-node: released, their GPUs keep the layouts they have") {
+		t.Errorf("plan does not list the released node:\n%s", out)
+	}
+}

@@ -212,6 +212,17 @@ func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayo
 	if msg := sel.ConflictMessage(); msg != "" {
 		fmt.Fprintf(w, "  conflict: %s\n", msg)
 	}
+	// Nodes it manages now that it would no longer select: the controller
+	// releases their NodeMigLayouts; their agents change nothing.
+	var released []string
+	for _, name := range slices.Sorted(maps.Keys(st.nmls)) {
+		if st.nmls[name].Spec.MigLayout == ml.Name && !slices.Contains(sel.Nodes, name) {
+			released = append(released, name)
+		}
+	}
+	if len(released) > 0 {
+		fmt.Fprintf(w, "  no longer selects %s: released, their GPUs keep the layouts they have\n", strings.Join(released, ", "))
+	}
 	if ml.Spec.Mode == v1alpha1.ModeAuto {
 		return st.planAuto(ctx, w, ml, all, sel)
 	}
