@@ -237,6 +237,25 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 			t.Errorf("the slice of node B is gone: %v", err)
 		}
 
+		// On its own node, only its driver's slices in its own pool:
+		// allocations name devices by driver, pool and name, so a slice in
+		// node B's pool would make node B's devices seem taken.
+		wantOwned := "may only write ResourceSlices of driver sec.miglayout.io in pool " + f.nodeA
+		spoof := f.slice(f.nodeA, "spoof")
+		spoof.Spec.Pool.Name = f.nodeB
+		_, err = rs.Create(ctx, spoof, metav1.CreateOptions{})
+		refused(t, "create a slice on node A in node B's pool", err, wantOwned)
+		nic := f.slice(f.nodeA, "nic")
+		nic.Spec.Driver = "nic.example.com"
+		_, err = rs.Create(ctx, nic, metav1.CreateOptions{})
+		refused(t, "create another driver's slice on node A", err, wantOwned)
+		if _, err := admin.Create(ctx, nic, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), nic.Name, metav1.DeleteOptions{}) })
+		err = rs.Delete(ctx, nic.Name, metav1.DeleteOptions{})
+		refused(t, "delete another driver's slice on node A", err, wantOwned)
+
 		err = rs.Delete(ctx, f.nodeA+"-own", metav1.DeleteOptions{})
 		allowed(t, "delete the slice of node A", err)
 
