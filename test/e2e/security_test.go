@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +22,7 @@ import (
 	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -377,6 +380,37 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 			`changing status.devices requires resource="resourceclaims/driver"`)
 		refused(t, "write another driver's entry of a claim allocated on node A", answer(onA, "nic.example.com"),
 			`changing status.devices requires resource="resourceclaims/driver"`)
+	})
+
+	// Events: as the agent's recorder reports them (miglayout-agent), about
+	// its own NodeMigLayout or a ResourceClaim; not about another node, nor
+	// in another component's name.
+	t.Run("Events", func(t *testing.T) {
+		b := events.NewBroadcaster(&events.EventSinkImpl{Interface: agent.EventsV1()})
+		stop := make(chan struct{})
+		b.StartRecordingToSink(stop)
+		t.Cleanup(func() { close(stop); b.Shutdown() })
+		own := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: f.nodeA, UID: "uid-a"}}
+		b.NewRecorder(miglayoutScheme(), "miglayout-agent").Eventf(own, nil, corev1.EventTypeNormal, "Draining", "Drain", "GPU 0: draining (security test)")
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			list, err := client.EventsV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + f.nodeA})
+			return err == nil && len(list.Items) > 0, nil
+		})
+		allowed(t, "record an Event about NodeMigLayout A with the agent's recorder", err)
+
+		event := func(name, controller, kind, regarding string) *eventsv1.Event {
+			// Events about cluster-scoped objects live in default.
+			return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: name + "-" + f.ns, Namespace: metav1.NamespaceDefault}, EventTime: metav1.NowMicro(),
+				ReportingController: controller, ReportingInstance: controller + "-" + f.nodeA, Action: "Drain", Reason: "Draining", Type: corev1.EventTypeNormal,
+				Regarding: corev1.ObjectReference{Kind: kind, APIVersion: "miglayout.io/v1alpha1", Name: regarding}}
+		}
+		want := "may only record Events as miglayout-agent about NodeMigLayout " + f.nodeA
+		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, event("about-b", "miglayout-agent", "NodeMigLayout", f.nodeB), metav1.CreateOptions{})
+		refused(t, "record an Event about NodeMigLayout B", err, want)
+		spoof := event("as-kubelet", "kubelet", "Node", f.nodeB)
+		spoof.Regarding.APIVersion = "v1"
+		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, spoof, metav1.CreateOptions{})
+		refused(t, "record an Event about node B as the kubelet", err, want)
 	})
 
 	t.Run("token without a node", func(t *testing.T) {
