@@ -140,7 +140,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			return
 		}
 		if res.Phase == v1alpha1.PhaseDraining {
-			r.Recorder.Eventf(&nml, nil, "Normal", EventDraining, "Drain", "%s", truncate(fmt.Sprintf("GPU %d: %s", idx, res.Message), maxEventNote))
+			r.gpuEvent(&nml, "Normal", EventDraining, "Drain", idx, res.Message)
 		}
 		if err := r.patchGPUPhase(ctx, idx, res); err != nil {
 			logger.V(2).Info("Could not report progress", "gpu", idx, "err", err)
@@ -159,7 +159,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			if perr := r.patchGPUPhase(ctx, idx, stopped); perr != nil {
 				logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
 			}
-			r.Recorder.Eventf(&nml, nil, "Warning", EventPassFailed, "Repartition", "%s", truncate(fmt.Sprintf("GPU %d: %s", idx, stopped.Message), maxEventNote))
+			r.gpuEvent(&nml, "Warning", EventPassFailed, "Repartition", idx, stopped.Message)
 		}
 		return ctrl.Result{}, err
 	}
@@ -182,7 +182,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, "Repartition", "GPU %d holds %q", spec.Index, spec.Layout)
 			}
 		case v1alpha1.PhaseBlocked:
-			r.Recorder.Eventf(&nml, nil, "Warning", EventBlocked, "Repartition", "%s", truncate(fmt.Sprintf("GPU %d: %s", spec.Index, got.Message), maxEventNote))
+			r.gpuEvent(&nml, "Warning", EventBlocked, "Repartition", int(spec.Index), got.Message)
 		case v1alpha1.PhaseFailed:
 			reason := EventNVMLError
 			switch got.Reason {
@@ -191,7 +191,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			case v1alpha1.ReasonGPUUnreadable:
 				reason = EventGPUUnreadable
 			}
-			r.Recorder.Eventf(&nml, nil, "Warning", reason, "Repartition", "%s", truncate(fmt.Sprintf("GPU %d: %s", spec.Index, got.Message), maxEventNote))
+			r.gpuEvent(&nml, "Warning", reason, "Repartition", int(spec.Index), got.Message)
 		}
 	}
 	if res.Retry {
@@ -227,8 +227,14 @@ func (r *NodeReconciler) tellCatalogDiffers(nml *v1alpha1.NodeMigLayout, gpus []
 		if len(g.GPU.CatalogMismatches) > 0 {
 			eventType = "Warning" // layouts may fail, not only look otherwise
 		}
-		r.Recorder.Eventf(nml, nil, eventType, EventCatalogDiffers, "Inventory", "%s", truncate(fmt.Sprintf("GPU %d: %s", g.GPU.Index, msg), maxEventNote))
+		r.gpuEvent(nml, eventType, EventCatalogDiffers, "Inventory", g.GPU.Index, msg)
 	}
+}
+
+// gpuEvent records an event about GPU idx on nml, "GPU <idx>: <msg>", cut to
+// the 1 kB an Event's note may hold.
+func (r *NodeReconciler) gpuEvent(nml *v1alpha1.NodeMigLayout, eventType, reason, action string, idx int, msg string) {
+	r.Recorder.Eventf(nml, nil, eventType, reason, action, "%s", truncate(fmt.Sprintf("GPU %d: %s", idx, msg), maxEventNote))
 }
 
 // showProgress reports whether an in-flight phase is worth showing in status

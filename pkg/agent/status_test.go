@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -375,5 +376,24 @@ func TestReconcileMarksThePass(t *testing.T) {
 	}
 	if !r.passStart.IsZero() {
 		t.Errorf("pass start %s left after the pass", r.passStart)
+	}
+}
+
+// TestTruncateKeepsCharacters: a cut string ends in "..." within n bytes and
+// never inside a multi-byte character.
+func TestTruncateKeepsCharacters(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdefghij", 8, "abcde..."},
+		{"abcd→fgh", 8, "abcd..."}, // "→" is bytes 4-6: not split at 5
+	} {
+		got := truncate(tc.s, tc.n)
+		if got != tc.want || len(got) > tc.n || !utf8.ValidString(got) {
+			t.Errorf("truncate(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
 	}
 }

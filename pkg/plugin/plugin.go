@@ -193,6 +193,17 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	return out, nil
 }
 
+// dropStale removes the preparation of claim from the checkpoint and its
+// CDI spec (it no longer matches the claim's devices), so the claim is
+// prepared afresh; p.mu is held.
+func (p *Plugin) dropStale(claim *resourceapi.ResourceClaim) error {
+	err := p.unprepareClaim(kubeletplugin.NamespacedObject{UID: claim.UID, NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}})
+	if err != nil {
+		return fmt.Errorf("preparing claim %s/%s: dropping its stale preparation: %w", claim.Namespace, claim.Name, err)
+	}
+	return nil
+}
+
 func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
 	ref := claim.Namespace + "/" + claim.Name
 	p.mu.Lock()
@@ -202,9 +213,9 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		// while its unprepare never reached this plugin: the entry is
 		// stale, the allocation decides.
 		klog.FromContext(ctx).Info("Claim allocated other devices than prepared; preparing it afresh", "claim", klog.KObj(claim))
-		if err := p.unprepareClaim(kubeletplugin.NamespacedObject{UID: claim.UID, NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}}); err != nil {
+		if err := p.dropStale(claim); err != nil {
 			p.mu.Unlock()
-			return nil, fmt.Errorf("preparing claim %s: dropping its stale preparation: %w", ref, err)
+			return nil, err
 		}
 		ok = false
 	}
@@ -223,10 +234,10 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		// The allocation still names them: prepare it afresh.
 		klog.FromContext(ctx).Info("Claim's devices were created again since it was prepared (a reboot or GPU reset); preparing it afresh", "claim", klog.KObj(claim), "detail", err)
 		p.mu.Lock()
-		err = p.unprepareClaim(kubeletplugin.NamespacedObject{UID: claim.UID, NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}})
+		err = p.dropStale(claim)
 		p.mu.Unlock()
 		if err != nil {
-			return nil, fmt.Errorf("preparing claim %s: dropping its stale preparation: %w", ref, err)
+			return nil, err
 		}
 	}
 	if claim.Status.Allocation == nil {
