@@ -128,10 +128,7 @@ type planState struct {
 	pods    []corev1.Pod
 	claims  map[types.NamespacedName]*resourceapi.ResourceClaim
 	classes []*resourceapi.DeviceClass
-	// slices are the cluster's ResourceSlices (pods that also ask for
-	// other drivers' devices are planned with them, as the controller does).
-	slices []resourceapi.ResourceSlice
-	loaded bool
+	loaded  bool
 	// now and agingAfter: pods pending longer than agingAfter at now are
 	// planned by age (the controller's --auto-aging-after).
 	now        time.Time
@@ -441,11 +438,6 @@ func (st *planState) loadAuto(ctx context.Context) error {
 	for i := range classes.Items {
 		st.classes = append(st.classes, &classes.Items[i])
 	}
-	var rs resourceapi.ResourceSliceList
-	if err := st.c.List(ctx, &rs); err != nil {
-		return fmt.Errorf("listing ResourceSlices: %w", err)
-	}
-	st.slices = rs.Items
 	st.loaded = true
 	return nil
 }
@@ -492,7 +484,7 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 		stored = append(stored, &st.migLayouts[i])
 	}
 	in := controller.AutoInputs{MigLayouts: all, Nodes: st.nodes, NodeMigLayouts: nmls, Pods: st.pods, Claims: st.claims,
-		Classes: st.classes, Slices: st.slices, Driver: st.driver, LostAgents: controller.LostInStatus(stored...)}
+		Classes: st.classes, Slices: st.devices.slices, Driver: st.driver, LostAgents: controller.LostInStatus(stored...)}
 	snap, err := controller.AutoSnapshot(ctx, in, mig.DefaultCatalog(), st.now, st.agingAfter)
 	if err != nil {
 		return err

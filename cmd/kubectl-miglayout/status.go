@@ -73,6 +73,8 @@ type clusterDevices struct {
 	// generation (while a pool is republished, slices of the old one may
 	// linger).
 	devices map[string][]resourceapi.Device
+	// slices are all of the cluster's ResourceSlices, every driver's.
+	slices []resourceapi.ResourceSlice
 }
 
 func loadDevices(ctx context.Context, c client.Client, driver string) (*clusterDevices, error) {
@@ -82,6 +84,7 @@ func loadDevices(ctx context.Context, c client.Client, driver string) (*clusterD
 	if err := c.List(ctx, &rs); err != nil {
 		return nil, fmt.Errorf("listing ResourceSlices: %w", err)
 	}
+	d.slices = rs.Items
 	newest := map[string]int64{}
 	for _, s := range rs.Items {
 		if s.Spec.Driver == driver {
