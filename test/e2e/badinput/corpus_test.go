@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -460,14 +461,18 @@ func updateBaseline(ctx context.Context, spec string) error {
 	if err != nil {
 		return err
 	}
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(v1alpha1.GroupVersion.String())
-	u.SetKind("MigLayout")
-	if err := env.CRC.Get(ctx, crclient.ObjectKey{Name: baseName}, u); err != nil {
-		return err
-	}
-	u.Object["spec"] = s
-	return env.CRC.Update(ctx, u, crclient.FieldValidation("Strict"))
+	// The controller writes the baseline's status meanwhile: a conflict
+	// is read again and retried, as kubectl edit would.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(v1alpha1.GroupVersion.String())
+		u.SetKind("MigLayout")
+		if err := env.CRC.Get(ctx, crclient.ObjectKey{Name: baseName}, u); err != nil {
+			return err
+		}
+		u.Object["spec"] = s
+		return env.CRC.Update(ctx, u, crclient.FieldValidation("Strict"))
+	})
 }
 
 // ---- simulated hardware ----
