@@ -145,10 +145,13 @@ type GPUStatus struct {
 	// CatalogMismatches say, one line each, where NVML's profile table on
 	// this GPU differs from miglayout's catalog in what names and validates
 	// devices: a profile NVML offers under another GI profile ID, or at
-	// other placements (nvmlDeviceGetGpuInstancePossiblePlacements). A layout
-	// the catalog allows may then be refused by NVML (NVMLError); the
-	// catalog entry needs correcting (a CatalogDiffers event, Warning, says
-	// so too). Empty when all agree or MIG mode is off.
+	// other placements (nvmlDeviceGetGpuInstancePossiblePlacements), or one
+	// the catalog lacks (a newer driver's; its GPU instances, named as
+	// nvidia-smi names them, are shown in Layout and destroyed where the
+	// desired layout lacks them, never created). A layout the catalog
+	// allows may then be refused by NVML (NVMLError); the catalog entry
+	// needs correcting (a CatalogDiffers event, Warning, says so too).
+	// Empty when all agree or MIG mode is off.
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=256
 	// +listType=atomic

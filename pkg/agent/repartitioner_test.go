@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
@@ -734,5 +735,63 @@ func TestSyncTransientNVMLErrorWithdrawsNothing(t *testing.T) {
 	}
 	if got := g.inv.last().devices; len(got) != 2 {
 		t.Errorf("published %v, want both halves", got)
+	}
+}
+
+// TestSyncUncataloguedProfileGI: a GPU instance of a profile the agent's
+// catalog lacks (made with nvidia-smi from a newer driver's profile table)
+// on a GPU the spec manages is seen: it is in the status layout, drained
+// and destroyed like any device the layout lacks, and left (Blocked) while
+// a process runs on it.
+func TestSyncUncataloguedProfileGI(t *testing.T) {
+	noME := mig.Profile{Name: "1g.10gb-me", ID: 21, NVMLProfile: nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, ComputeSlices: 1, MemorySlices: 1,
+		MemoryMiB: 9856, MaxCount: 7, Multiprocessors: 14, CopyEngines: 1, Placements: []mig.Placement{{Start: 5, Size: 1}, {Start: 6, Size: 1}}}
+	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", noME)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newRigWith(t, nvmlsim.Config{Spec: "2xA100-SXM4-80GB", Catalog: hardware})
+	hm, err := gpu.NewNVML(g.sim, hardware)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hm.Shutdown() })
+	ctx := t.Context()
+	for idx := range 2 {
+		g.setup(t, idx, "4g.40gb@0")
+		if _, err := hm.CreateMIGDevice(ctx, idx, mig.Device{Profile: "1g.10gb-me", Start: 6}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]string{"4g.40gb@0,1g.10gb-me@6", "4g.40gb@0,1g.10gb-me@6"}, g.layouts(t)); diff != "" {
+		t.Fatalf("layouts seen (-want +got):\n%s", diff)
+	}
+	busy := g.migUUID(t, 1, "1g.10gb-me@6")
+	if _, err := g.sim.StartProcess(busy, 100); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "4g.40gb@0,3g.40gb@4"), spec(1, "4g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"4g.40gb@0,3g.40gb@4", "4g.40gb@0,1g.10gb-me@6"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
+	}
+	if r := res.Results[0]; r.Phase != v1alpha1.PhaseReady {
+		t.Errorf("GPU 0: %+v, want Ready", r)
+	}
+	if r := res.Results[1]; r.Phase != v1alpha1.PhaseBlocked || r.Reason != v1alpha1.ReasonDeviceInUse || !strings.Contains(r.Message, "gpu-1-mig-1g10gb-me-21-6") {
+		t.Errorf("GPU 1: %+v, want Blocked by its busy 1g.10gb-me", r)
+	}
+	if diff := cmp.Diff([]string{"gpu-0-mig-1g10gb-me-21-6"}, g.inv.pubs[0].draining); diff != "" {
+		t.Errorf("drained (-want +got):\n%s", diff)
+	}
+	st := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 1, res, metav1.Now())
+	if got := st.GPUs[1].Layout; got != "4g.40gb@0,1g.10gb-me@6" {
+		t.Errorf("GPU 1 status layout = %q", got)
+	}
+	if got := st.GPUs[1].CatalogMismatches; len(got) != 1 || !strings.Contains(got[0], "1g.10gb-me") {
+		t.Errorf("GPU 1 catalog mismatches = %q", got)
 	}
 }

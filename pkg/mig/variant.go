@@ -75,6 +75,29 @@ func (m *Model) WithNVMLValues(values []NVMLProfileValues) (*Model, error) {
 	return &c, nil
 }
 
+// WithProfiles returns a copy of m that also offers the given profiles,
+// checked as the catalog checks its own (name, slices, placements, memory
+// in MiB; a name or GI profile ID m has already is an error): the model as
+// a driver describes it that offers profiles miglayout's catalog lacks (a
+// newer driver's "-me" or "+me.all" profiles), for the NVML simulator's
+// hardware catalog. The copy keeps m's Name and Variant.
+func (m *Model) WithProfiles(extra ...Profile) (*Model, error) {
+	c := *m
+	c.Profiles = slices.Clone(m.Profiles)
+	for i := range c.Profiles {
+		c.Profiles[i].Placements = slices.Clone(m.Profiles[i].Placements)
+	}
+	for _, p := range extra {
+		p.Placements = slices.Clone(p.Placements)
+		c.Profiles = append(c.Profiles, p)
+	}
+	c.engines = mediaEngines{}
+	if err := c.init(); err != nil {
+		return nil, fmt.Errorf("adding profiles to %s: %w", m.Name, err)
+	}
+	return &c, nil
+}
+
 // With returns a copy of c in which each of models replaces the model of
 // the same Name (under its names and aliases): the catalog of hardware
 // whose NVML describes profiles as WithNVMLValues copies say, for the NVML

@@ -78,3 +78,35 @@ func TestCatalogWith(t *testing.T) {
 		t.Error("replacing a model the catalog lacks: no error")
 	}
 }
+
+func TestWithProfiles(t *testing.T) {
+	a100, err := DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noME := Profile{Name: "1g.10gb-me", ID: 21, NVMLProfile: 13, ComputeSlices: 1, MemorySlices: 1, MemoryMiB: 9856, MaxCount: 7,
+		Multiprocessors: 14, CopyEngines: 1, Placements: []Placement{{Start: 0, Size: 1}, {Start: 1, Size: 1}}}
+	c, err := a100.WithProfiles(noME)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.Profile("1g.10gb-me"); err != nil || p.ID != 21 || c.ProfileByID(21) != p {
+		t.Errorf("the copy's 1g.10gb-me: %v, %v", p, err)
+	}
+	if _, err := c.Profile("3g.40gb"); err != nil {
+		t.Errorf("the copy lost a catalog profile: %v", err)
+	}
+	if _, err := a100.Profile("1g.10gb-me"); err == nil {
+		t.Error("the catalog model changed")
+	}
+	for name, bad := range map[string]Profile{
+		"name taken":    func() Profile { p := noME; p.Name = "1g.10gb"; return p }(),
+		"ID taken":      func() Profile { p := noME; p.ID = 19; return p }(),
+		"no placements": func() Profile { p := noME; p.Placements = nil; return p }(),
+		"slices":        func() Profile { p := noME; p.ComputeSlices = 2; return p }(),
+	} {
+		if _, err := a100.WithProfiles(bad); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

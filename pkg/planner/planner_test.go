@@ -118,6 +118,19 @@ func TestPlan(t *testing.T) {
 				Kept:    map[string]string{"default/big": "n1/gpu-0 7g.80gb@0"},
 			},
 		},
+		"a free GPU instance of a profile the catalog lacks is destroyed like any free device": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,1g.10gb-me@6", "4g.40gb@0").build()},
+			pods:  []Pod{pod("mid", 1).claim(profileIs("3g.40gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: 4g.40gb@0,1g.10gb-me@6 -> 4g.40gb@0,3g.40gb@4 serves default/mid"},
+				Served:  []string{"default/mid -> n1 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
+		"a GPU instance in use of a profile the catalog lacks (its size unknown) leaves its GPU as it is": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,1g.10gb-me@6", "4g.40gb@0,1g.10gb-me@6").build()},
+			pods:  []Pod{pod("small", 1).claim(profileIs("2g.20gb"), 1).build()},
+			want:  trace{Unservable: map[string]string{"default/small": NoRoom}},
+		},
 		"devices added for one pod keep each other: two 3g replace a free 4g": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0", "").build()},
 			pods:  []Pod{pod("two3g", 1).claim(profileIs("3g.40gb"), 2).build()},

@@ -108,7 +108,7 @@ func (m *NVMLManager) gpu(ctx context.Context, idx int, dev nvml.Device) (GPU, e
 		return g, nvmlErr("nvmlDeviceGetMinorNumber", ret)
 	}
 	if g.MIGMode.Current && g.Model != nil {
-		t := m.profileTable(ctx, dev, g)
+		t := m.profileTable(ctx, dev, g, memBytes)
 		g.ProfileValues, g.CatalogMismatches = t.values, t.mismatches
 	}
 	return g, nil
@@ -125,13 +125,13 @@ type profileTable struct {
 // per GPU. It is best effort: a read that fails is logged and tried again on
 // the next call, and the GPU is reported without it (its devices are still
 // published with NVML's values; only planned devices take the catalog's).
-func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU) profileTable {
+func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU, memBytes uint64) profileTable {
 	m.profilesMu.Lock()
 	defer m.profilesMu.Unlock()
 	if t, ok := m.profiles[g.UUID]; ok {
 		return t
 	}
-	t, err := readProfileTable(dev, g.Model)
+	t, err := readProfileTable(dev, g.Model, memBytes)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Reading the GPU's profile table from NVML; planned devices take the catalog's values", "gpu", g.Index)
 		return profileTable{}
@@ -153,8 +153,11 @@ func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU) 
 // catalog's, and a mismatch for one NVML reports under another GI profile ID
 // (its values are not the catalog profile's, so they are skipped) or whose
 // placements (nvmlDeviceGetGpuInstancePossiblePlacements, all of them,
-// whatever the GPU holds) differ from the catalog's.
-func readProfileTable(dev nvml.Device, model *mig.Model) (profileTable, error) {
+// whatever the GPU holds) differ from the catalog's; and a mismatch for each
+// profile NVML offers at an index the catalog does not use (named as
+// nvidia-smi names it, from the GPU's memory in bytes): its GIs are listed,
+// never created.
+func readProfileTable(dev nvml.Device, model *mig.Model, memBytes uint64) (profileTable, error) {
 	var t profileTable
 	for _, p := range model.Profiles {
 		info, ret := dev.GetGpuInstanceProfileInfo(p.NVMLProfile)
@@ -189,6 +192,17 @@ func readProfileTable(dev nvml.Device, model *mig.Model) (profileTable, error) {
 		if !slices.Equal(nv, p.Placements) {
 			t.mismatches = append(t.mismatches, fmt.Sprintf("%s placements: NVML offers %s, the catalog %s", p.Name, placementsText(nv), placementsText(p.Placements)))
 		}
+	}
+	for _, pi := range profileIndices(model)[len(model.Profiles):] {
+		info, err := profileInfo(dev, pi, true)
+		if err != nil {
+			return profileTable{}, fmt.Errorf("reading GI profile index %d: %w", pi, err)
+		}
+		if info == nil || model.ProfileByID(int(info.Id)) != nil {
+			continue // a catalog profile NVML also offers at this index
+		}
+		t.mismatches = append(t.mismatches, fmt.Sprintf("%s (NVML profile index %d, GI profile ID %d): NVML offers a profile the catalog lacks; its GPU instances are listed and destroyed where a layout lacks them, never created",
+			derivedProfileName(pi, *info, memBytes), pi, info.Id))
 	}
 	return t, nil
 }

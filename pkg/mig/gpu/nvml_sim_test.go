@@ -930,3 +930,101 @@ func TestCatalogMismatches(t *testing.T) {
 		t.Errorf("mismatches (-want +got):\n%s", diff)
 	}
 }
+
+// noMEProfile is a 1g.10gb-me profile on A100-SXM4-80GB: a profile a
+// driver may offer (NVML index 1_SLICE_NO_ME) that the catalog lacks.
+var noMEProfile = mig.Profile{Name: "1g.10gb-me", ID: 21, NVMLProfile: nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, ComputeSlices: 1, MemorySlices: 1,
+	MemoryMiB: 9856, MaxCount: 7, Multiprocessors: 14, CopyEngines: 1,
+	Placements: []mig.Placement{{Start: 0, Size: 1}, {Start: 1, Size: 1}, {Start: 2, Size: 1}, {Start: 3, Size: 1}, {Start: 4, Size: 1}, {Start: 5, Size: 1}, {Start: 6, Size: 1}}}
+
+// TestUncataloguedProfileGI: a GPU instance of a profile the catalog lacks
+// on a catalogued GPU (made with nvidia-smi, or a newer driver's profile)
+// is listed, named as nvidia-smi names it, so that it is never overlapped
+// blindly and can be destroyed; the profile is reported as a catalog
+// mismatch.
+func TestUncataloguedProfileGI(t *testing.T) {
+	ctx := t.Context()
+	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", noMEProfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	enableMIG(t, ctx, sim, m, 0)
+	// The device someone made with the driver's own profile table.
+	hm, err := gpu.NewNVML(sim, hardware)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hm.Shutdown() })
+	if _, err := hm.CreateMIGDevice(ctx, 0, mig.Device{Profile: "1g.10gb-me", Start: 6}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 0}); err != nil {
+		t.Fatal(err)
+	}
+
+	devs, err := m.MIGDevices(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range devs {
+		got = append(got, fmt.Sprintf("%s id %d %d+%d %d MiB ci %d", d.Profile, d.ProfileID, d.Placement.Start, d.Placement.Size, d.MemoryMiB, d.CIID))
+	}
+	want := []string{"3g.40gb id 9 0+4 40192 MiB ci 0", "1g.10gb-me id 21 6+1 9856 MiB ci 0"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("MIG devices (-want +got):\n%s", diff)
+	}
+	gpus, err := m.GPUs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMismatch := []string{"1g.10gb-me (NVML profile index 13, GI profile ID 21): NVML offers a profile the catalog lacks; its GPU instances are listed and destroyed where a layout lacks them, never created"}
+	if diff := cmp.Diff(wantMismatch, gpus[0].CatalogMismatches); diff != "" {
+		t.Errorf("mismatches (-want +got):\n%s", diff)
+	}
+	// A device the layout asks for where it stands is refused by NVML
+	// (the slice is taken), not by a blind overlap.
+	if _, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 4}); !errors.Is(err, gpu.ErrInsufficientResources) {
+		t.Errorf("creating 3g.40gb@4 over it: %v, want ErrInsufficientResources", err)
+	}
+	if err := m.DestroyMIGDevice(ctx, 0, mig.Device{Profile: "1g.10gb-me", Start: 6}); err != nil {
+		t.Fatalf("destroying it: %v", err)
+	}
+	if _, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 4}); err != nil {
+		t.Errorf("creating 3g.40gb@4 once it is gone: %v", err)
+	}
+	if got := simLayout(sim, 0).String(); got != "3g.40gb@0,3g.40gb@4" {
+		t.Errorf("layout = %s", got)
+	}
+	// The indices the catalog does not use are read best effort (an older
+	// driver may not know them): an error there other than one that makes
+	// the GPU unreadable does not stop the walk.
+	firstExtra := len(model(t, "A100-SXM4-80GB").Profiles) + 1
+	for _, tc := range []struct {
+		ret        nvml.Return
+		unreadable bool
+	}{{nvml.ERROR_UNKNOWN, false}, {nvml.ERROR_GPU_IS_LOST, true}} {
+		if err := sim.InjectFault(nvmlsim.Fault{Op: "GetGpuInstanceProfileInfo", Nth: firstExtra, Return: tc.ret}); err != nil {
+			t.Fatal(err)
+		}
+		devs, err := m.MIGDevices(ctx, 0)
+		if tc.unreadable {
+			if !gpu.Unreadable(err) {
+				t.Errorf("%v on an extra profile index: %v, want an unreadable GPU", tc.ret, err)
+			}
+			continue
+		}
+		if err != nil || len(devs) != 2 {
+			t.Errorf("%v on an extra profile index: %d devices, %v; want both listed", tc.ret, len(devs), err)
+		}
+	}
+}

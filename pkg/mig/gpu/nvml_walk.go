@@ -19,7 +19,7 @@ type gpuInstance struct {
 	handle  nvml.GpuInstance
 	info    nvml.GpuInstanceInfo
 	profile nvml.GpuInstanceProfileInfo
-	name    string // catalog profile name (or derived, on an uncatalogued GPU)
+	name    string // catalog profile name, or derived where the catalog lacks the GPU or the profile
 }
 
 func (g gpuInstance) device() mig.Device {
@@ -36,10 +36,14 @@ type gpuState struct {
 	gis      []gpuInstance // sorted by placement start
 }
 
-// walk reads the GPU's GIs: for each GI profile of the catalog model (or each
-// NVML_GPU_INSTANCE_PROFILE_* index NVML accepts, on a GPU the catalog
-// lacks) GetGpuInstanceProfileInfo, then GetGpuInstances and each GI's info.
-// A GPU with MIG mode off (or without MIG) has none.
+// walk reads the GPU's GIs: for each NVML_GPU_INSTANCE_PROFILE_* index NVML
+// accepts (profileIndices) GetGpuInstanceProfileInfo, then GetGpuInstances
+// and each GI's info. A GI is named after the catalog profile of its GI
+// profile ID, or as nvidia-smi names it (derivedProfileName) where the
+// catalog lacks the GPU or the profile: a GI of a profile the catalog lacks
+// (made with nvidia-smi, or a newer driver's) still holds its memory
+// slices, so it is listed, to be destroyed where a layout lacks it rather
+// than overlapped blindly. A GPU with MIG mode off (or without MIG) has none.
 func (m *NVMLManager) walk(ctx context.Context, idx int) (*gpuState, error) {
 	dev, err := m.device(idx)
 	if err != nil {
@@ -61,36 +65,25 @@ func (m *NVMLManager) walk(ctx context.Context, idx int) (*gpuState, error) {
 	}
 	s.migOn = true
 
-	var indices []int
-	if s.model != nil {
-		for _, p := range s.model.Profiles {
-			indices = append(indices, p.NVMLProfile)
-		}
-	} else {
-		for i := 0; i < nvml.GPU_INSTANCE_PROFILE_COUNT; i++ {
-			indices = append(indices, i)
-		}
-	}
 	seen := map[uint32]bool{}
 	logger := klog.FromContext(ctx)
-	for _, pi := range indices {
-		info, ret := dev.GetGpuInstanceProfileInfo(pi)
-		if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
+	indices := profileIndices(s.model)
+	for i, pi := range indices {
+		info, err := profileInfo(dev, pi, s.model != nil && i >= len(s.model.Profiles))
+		if err != nil {
+			return nil, err
+		}
+		if info == nil {
 			// The GPU (or this driver) does not offer the profile, so it
 			// has no GI of it.
-			if s.model != nil {
-				logger.V(4).Info("GPU does not offer catalog profile", "gpu", idx, "nvmlProfile", pi, "return", ret.Error())
-			}
+			logger.V(5).Info("GPU does not offer GI profile", "gpu", idx, "nvmlProfile", pi)
 			continue
-		}
-		if err := nvmlErr("nvmlDeviceGetGpuInstanceProfileInfo", ret); err != nil {
-			return nil, fmt.Errorf("getting GI profile info %d: %w", pi, err)
 		}
 		if seen[info.Id] || info.InstanceCount == 0 {
 			continue
 		}
 		seen[info.Id] = true
-		handles, ret := dev.GetGpuInstances(&info)
+		handles, ret := dev.GetGpuInstances(info)
 		if err := nvmlErr("nvmlDeviceGetGpuInstances", ret); err != nil {
 			return nil, fmt.Errorf("listing GPU instances of GI profile %d: %w", info.Id, err)
 		}
@@ -106,9 +99,9 @@ func (m *NVMLManager) walk(ctx context.Context, idx int) (*gpuState, error) {
 				}
 			}
 			if name == "" {
-				name = derivedProfileName(pi, info, s.memBytes)
+				name = derivedProfileName(pi, *info, s.memBytes)
 			}
-			s.gis = append(s.gis, gpuInstance{handle: h, info: gi, profile: info, name: name})
+			s.gis = append(s.gis, gpuInstance{handle: h, info: gi, profile: *info, name: name})
 		}
 	}
 	slices.SortFunc(s.gis, func(a, b gpuInstance) int {
@@ -118,6 +111,45 @@ func (m *NVMLManager) walk(ctx context.Context, idx int) (*gpuState, error) {
 		return strings.Compare(a.name, b.name)
 	})
 	return s, nil
+}
+
+// profileIndices are the NVML_GPU_INSTANCE_PROFILE_* indices to read GIs
+// of: the catalog model's profiles first (nil model: none), then every
+// other index NVML defines.
+func profileIndices(model *mig.Model) []int {
+	var out []int
+	if model != nil {
+		for _, p := range model.Profiles {
+			out = append(out, p.NVMLProfile)
+		}
+	}
+	for i := 0; i < nvml.GPU_INSTANCE_PROFILE_COUNT; i++ {
+		if !slices.Contains(out, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// profileInfo reads GI profile index pi
+// (nvmlDeviceGetGpuInstanceProfileInfo); nil where the GPU or driver does
+// not offer it (NOT_SUPPORTED, INVALID_ARGUMENT). An index the catalog
+// does not use on a catalogued GPU (extra) is read best effort: an older
+// driver may answer an index it does not know otherwise, and that must not
+// stop the GPU's walk, so only codes that make the GPU unreadable
+// (Unreadable) fail it.
+func profileInfo(dev nvml.Device, pi int, extra bool) (*nvml.GpuInstanceProfileInfo, error) {
+	info, ret := dev.GetGpuInstanceProfileInfo(pi)
+	if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
+		return nil, nil
+	}
+	if err := nvmlErr("nvmlDeviceGetGpuInstanceProfileInfo", ret); err != nil {
+		if extra && !Unreadable(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting GI profile info %d: %w", pi, err)
+	}
+	return &info, nil
 }
 
 // find returns the GI that is device d, or an error wrapping ErrNotFound.

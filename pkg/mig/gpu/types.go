@@ -63,7 +63,9 @@ type GPU struct {
 	// CatalogMismatches say, one line each, where NVML's profile table
 	// differs from the catalog's beyond those values: a profile NVML offers
 	// under another GI profile ID (nvmlDeviceGetGpuInstanceProfileInfo), or
-	// at other placements (nvmlDeviceGetGpuInstancePossiblePlacements). The
+	// at other placements (nvmlDeviceGetGpuInstancePossiblePlacements), or
+	// at an NVML profile index the catalog does not use (a profile it lacks:
+	// MIGDevices lists its GIs under nvidia-smi's name). The
 	// catalog's IDs and placements name and validate devices, so a GPU with
 	// mismatches may refuse a layout miglayout judged valid (or hold GPU
 	// instances it names otherwise); read with ProfileValues.
@@ -77,7 +79,9 @@ type MIGDevice struct {
 	// GPUIndex is the parent GPU's NVML index; ParentUUID its UUID.
 	GPUIndex   int    `json:"gpuIndex"`
 	ParentUUID string `json:"parentUUID"`
-	// Profile is the catalog profile of the GI (looked up by GI profile ID).
+	// Profile is the catalog profile of the GI (looked up by GI profile ID),
+	// or the name nvidia-smi gives it ("1g.10gb-me") where the catalog
+	// lacks the GPU or the profile.
 	Profile string `json:"profile"`
 	// ProfileID is the GI profile ID as NVML reports it (19, 9, 0, ...).
 	ProfileID int `json:"profileID"`

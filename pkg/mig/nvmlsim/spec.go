@@ -133,3 +133,24 @@ func pciBus(index int) uint32 {
 // pciBusID returns the bus ID of GPU index in the legacy
 // domain:bus:device.function form, e.g. "0000:07:00.0".
 func pciBusID(index int) string { return fmt.Sprintf("0000:%02X:00.0", pciBus(index)) }
+
+// CatalogWithProfiles returns a copy of c (nil: mig.DefaultCatalog()) in
+// which the model named model also offers extra (mig.Model.WithProfiles):
+// the hardware catalog of a driver that offers profiles miglayout's catalog
+// lacks, to give Config.Catalog.
+func CatalogWithProfiles(c *mig.Catalog, model string, extra ...mig.Profile) (*mig.Catalog, error) {
+	if c == nil {
+		var err error
+		if c, err = defaultCatalog(); err != nil {
+			return nil, err
+		}
+	}
+	m, err := c.Model(model)
+	if err != nil {
+		return nil, err
+	}
+	if m, err = m.WithProfiles(extra...); err != nil {
+		return nil, err
+	}
+	return c.With(m)
+}
