@@ -3,6 +3,7 @@ module github.com/miglayout/miglayout
 go 1.26.8
 
 require (
+	github.com/NVIDIA/go-nvlib v0.13.0
 	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/cyphar/filepath-securejoin v0.7.0

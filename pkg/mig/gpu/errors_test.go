@@ -197,6 +197,11 @@ func TestHelpers(t *testing.T) {
 		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, nvml.GpuInstanceProfileInfo{SliceCount: 1, MemorySizeMB: 19968}, "1g.20gb"},
 		{nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.GpuInstanceProfileInfo{SliceCount: 3, MemorySizeMB: 40192}, "3g.40gb"},
 		{nvml.GPU_INSTANCE_PROFILE_7_SLICE, nvml.GpuInstanceProfileInfo{SliceCount: 7, MemorySizeMB: 80896}, "7g.80gb"},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, nvml.GpuInstanceProfileInfo{SliceCount: 1, MemorySizeMB: 9728}, "1g.10gb-me"},
+		{nvml.GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME, nvml.GpuInstanceProfileInfo{SliceCount: 2, MemorySizeMB: 19968}, "2g.20gb+me.all"},
+		{nvml.GPU_INSTANCE_PROFILE_4_SLICE_GFX, nvml.GpuInstanceProfileInfo{SliceCount: 4, MemorySizeMB: 40192}, "4g.40gb+gfx"},
+		// An index newer than go-nvlib knows: named by its own memory.
+		{nvml.GPU_INSTANCE_PROFILE_COUNT, nvml.GpuInstanceProfileInfo{SliceCount: 1, MemorySizeMB: 9728}, "1g.10gb"},
 	}
 	for _, tc := range names {
 		if got := derivedProfileName(tc.idx, tc.info, total); got != tc.want {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	nvlibdevice "github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/klog/v2"
 
@@ -169,31 +170,22 @@ func (s *gpuState) find(d mig.Device) (gpuInstance, error) {
 	return gpuInstance{}, fmt.Errorf("%w: no GPU instance %s (have: %q)", ErrNotFound, d, strings.Join(have, ","))
 }
 
-// derivedProfileName names a GI profile that the catalog lacks the way
-// nvidia-smi and go-nvlib do: "<slices>g.<GB>gb", GB being the profile's
-// share of the GPU's memory rounded up to eighths times the GPU's GB, with
-// "+me", "-me", "+me.all" or "+gfx" from the NVML profile index.
+// derivedProfileName names a GI profile that the catalog lacks as
+// nvidia-smi does, with go-nvlib's MIG profile naming
+// (nvlib/device.NewMigProfile for the GI's full-size compute instance):
+// "<slices>g.<GB>gb", GB being the profile's share of the GPU's memory
+// (totalBytes, in bytes) rounded up to eighths times the GPU's GB, with
+// "+me", "-me", "+me.all" or "+gfx" from the NVML profile index. An index
+// go-nvlib does not know (a driver newer than it) falls back to
+// "<slices>g.<GB>gb" with GB the profile's own memory rounded.
 func derivedProfileName(nvmlProfile int, info nvml.GpuInstanceProfileInfo, totalBytes uint64) string {
-	gb := uint64(math.Round(float64(info.MemorySizeMB) / 1024))
-	if totalBytes > 0 {
-		const gib = 1 << 30
-		frac := float64(info.MemorySizeMB<<20) / float64(totalBytes)
-		frac = math.Ceil(frac*8) / 8
-		gb = uint64(math.Round(frac * float64((totalBytes+gib-1)/gib)))
+	if ci, err := ciProfileIndex(info.SliceCount); err == nil && totalBytes > 0 {
+		p, err := nvlibdevice.New(nil).NewMigProfile(nvmlProfile, ci, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, info.MemorySizeMB, totalBytes)
+		if err == nil {
+			return p.String()
+		}
 	}
-	suffix := ""
-	switch nvmlProfile {
-	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1:
-		suffix = "+me"
-	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, nvml.GPU_INSTANCE_PROFILE_2_SLICE_NO_ME:
-		suffix = "-me"
-	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME, nvml.GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME:
-		suffix = "+me.all"
-	case nvml.GPU_INSTANCE_PROFILE_1_SLICE_GFX, nvml.GPU_INSTANCE_PROFILE_2_SLICE_GFX,
-		nvml.GPU_INSTANCE_PROFILE_3_SLICE_GFX, nvml.GPU_INSTANCE_PROFILE_4_SLICE_GFX:
-		suffix = "+gfx"
-	}
-	return fmt.Sprintf("%dg.%dgb%s", info.SliceCount, gb, suffix)
+	return fmt.Sprintf("%dg.%dgb", info.SliceCount, uint64(math.Round(float64(info.MemorySizeMB)/1024)))
 }
 
 // ciProfileIndex is the NVML_COMPUTE_INSTANCE_PROFILE_<N>_SLICE index of the
