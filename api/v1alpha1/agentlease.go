@@ -1,8 +1,10 @@
 package v1alpha1
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // AgentLeasePrefix starts the name of every agent's heartbeat Lease.
@@ -11,16 +13,38 @@ const AgentLeasePrefix = "miglayout-agent-"
 // maxLeaseName is the limit on a Lease's name (a DNS subdomain).
 const maxLeaseName = 253
 
+// AgentLeaseNameNeedsUID reports whether node's name is too long to follow
+// AgentLeasePrefix in a Lease name (over 237 characters), so that its
+// agent's Lease is named after the Node's UID.
+func AgentLeaseNameNeedsUID(node string) bool { return len(AgentLeasePrefix)+len(node) > maxLeaseName }
+
 // AgentLeaseName is the name of the coordination.k8s.io/v1 Lease that the
 // agent of node renews as its heartbeat (holderIdentity: the node name), in
 // the namespace both the agent (--lease-namespace) and the controller
-// (--agent-lease-namespace) are given: "miglayout-agent-<node>", or, for
-// node names longer than 237 characters, "miglayout-agent-" followed by the
-// first 16 hexadecimal digits of the name's SHA-256.
-func AgentLeaseName(node string) string {
-	if len(AgentLeasePrefix)+len(node) <= maxLeaseName {
-		return AgentLeasePrefix + node
+// (--agent-lease-namespace) are given: "miglayout-agent-<node>", or, for a
+// node name over 237 characters (AgentLeaseNameNeedsUID),
+// "miglayout-agent-<node UID>": both forms can be checked at admission
+// from the node name and UID that pod-bound service-account tokens carry
+// (authentication.kubernetes.io/node-name and node-uid), so that no agent
+// can take another node's name. nodeUID is read only for such names.
+func AgentLeaseName(node string, nodeUID types.UID) string {
+	if AgentLeaseNameNeedsUID(node) {
+		return AgentLeasePrefix + string(nodeUID)
 	}
-	sum := sha256.Sum256([]byte(node))
-	return AgentLeasePrefix + hex.EncodeToString(sum[:8])
+	return AgentLeasePrefix + node
+}
+
+// AgentLeaseNode is the node whose agent's heartbeat lease is (the inverse
+// of AgentLeaseName): the name after AgentLeasePrefix, or, for a Lease held
+// by a node whose name needs its UID, the holder. Empty for a Lease not
+// named with AgentLeasePrefix.
+func AgentLeaseNode(lease *coordinationv1.Lease) string {
+	rest, ok := strings.CutPrefix(lease.Name, AgentLeasePrefix)
+	if !ok {
+		return ""
+	}
+	if holder := lease.Spec.HolderIdentity; holder != nil && AgentLeaseNameNeedsUID(*holder) {
+		return *holder
+	}
+	return rest
 }

@@ -8,6 +8,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/klog/v2"
@@ -27,17 +29,47 @@ import (
 // quarter of duration (as kubelets renew theirs) while the manager runs.
 // The Lease is owned by the Node, so it goes with a deleted Node; it is
 // not deleted when the agent stops: a restart within duration is no loss
-// of the agent.
+// of the agent. A node whose name needs its UID in the Lease name
+// (v1alpha1.AgentLeaseNameNeedsUID) is read first, every few seconds until
+// it can be.
 func heartbeat(kube kubernetes.Interface, node, namespace string, duration time.Duration) manager.Runnable {
 	seconds := int32(duration / time.Second)
 	return manager.RunnableFunc(func(ctx context.Context) error {
-		ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("lease", klog.KRef(namespace, v1alpha1.AgentLeaseName(node))))
+		uid, err := leaseNodeUID(ctx, kube, node)
+		if err != nil {
+			return err
+		}
+		name := v1alpha1.AgentLeaseName(node, uid)
+		ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("lease", klog.KRef(namespace, name)))
 		c := lease.NewController(clock.RealClock{}, kube, node, seconds, nil, duration/4,
-			v1alpha1.AgentLeaseName(node), namespace, nodeOwner(ctx, kube, node))
+			name, namespace, nodeOwner(ctx, kube, node))
 		klog.FromContext(ctx).Info("Renewing the heartbeat Lease", "duration", duration)
 		c.Run(ctx)
 		return nil
 	})
+}
+
+// leaseNodeUID is the UID of the Node when its name needs it in the Lease
+// name, else empty. It polls until the Node can be read; it fails only
+// when ctx ends.
+func leaseNodeUID(ctx context.Context, kube kubernetes.Interface, node string) (types.UID, error) {
+	if !v1alpha1.AgentLeaseNameNeedsUID(node) {
+		return "", nil
+	}
+	var uid types.UID
+	err := wait.PollUntilContextCancel(ctx, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Reading the Node, whose UID names the heartbeat Lease of a node name over 237 characters; retrying")
+			return false, nil
+		}
+		uid = n.UID
+		return true, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading Node %s for its UID: %w", node, err)
+	}
+	return uid, nil
 }
 
 // nodeOwner makes the Node the Lease's owner. A Lease being created waits

@@ -19,7 +19,8 @@ import (
 )
 
 // AgentLeases judges whether each node's agent is alive from the heartbeat
-// Lease it renews (v1alpha1.AgentLeaseName, in Namespace). As
+// Lease it renews (v1alpha1.AgentLeaseName, in Namespace; a Lease is
+// known by its node, v1alpha1.AgentLeaseNode). As
 // kube-controller-manager judges kubelets by their node Leases, a Lease is
 // timed by this process's clock, from when it was seen renewed, not by the
 // renewTime the agent writes: nodes' clocks may be skewed. An agent is lost
@@ -45,8 +46,8 @@ type AgentLeases struct {
 	Now func() time.Time
 
 	mu   sync.Mutex
-	seen map[string]leaseSeen // by Lease name
-	gone map[string]time.Time // Lease name -> when it was seen deleted
+	seen map[string]leaseSeen // by node
+	gone map[string]time.Time // node -> when its Lease was seen deleted
 }
 
 // leaseSeen is the last renewal seen of one Lease and when it was seen.
@@ -97,8 +98,10 @@ func (l *AgentLeases) Start(ctx context.Context, c cache.Cache) error {
 			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if lease, ok := obj.(*coordinationv1.Lease); ok {
-				l.deleted(lease.Name)
+			if lease, ok := obj.(*coordinationv1.Lease); ok && lease.Namespace == l.Namespace {
+				if node := v1alpha1.AgentLeaseNode(lease); node != "" {
+					l.deleted(node)
+				}
 			}
 		},
 	})
@@ -108,16 +111,16 @@ func (l *AgentLeases) Start(ctx context.Context, c cache.Cache) error {
 	return nil
 }
 
-// deleted records that the Lease name is gone (unless known so already).
-func (l *AgentLeases) deleted(name string) {
+// deleted records that node's Lease is gone (unless known so already).
+func (l *AgentLeases) deleted(node string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.seen, name)
+	delete(l.seen, node)
 	if l.gone == nil {
 		l.gone = map[string]time.Time{}
 	}
-	if _, ok := l.gone[name]; !ok {
-		l.gone[name] = l.now()
+	if _, ok := l.gone[node]; !ok {
+		l.gone[node] = l.now()
 	}
 }
 
@@ -128,11 +131,10 @@ func (l *AgentLeases) Forget(node string) {
 	if l == nil {
 		return
 	}
-	name := v1alpha1.AgentLeaseName(node)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.seen, name)
-	delete(l.gone, name)
+	delete(l.seen, node)
+	delete(l.gone, node)
 }
 
 // Retain drops what is known of deleted Leases of nodes other than nodes
@@ -142,15 +144,12 @@ func (l *AgentLeases) Retain(nodes []string) {
 	if l == nil {
 		return
 	}
-	keep := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		keep[v1alpha1.AgentLeaseName(n)] = true
-	}
+	keep := sets.New(nodes...)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for name := range l.gone {
-		if !keep[name] {
-			delete(l.gone, name)
+	for node := range l.gone {
+		if !keep.Has(node) {
+			delete(l.gone, node)
 		}
 	}
 }
@@ -164,7 +163,11 @@ func (l *AgentLeases) observe(obj any) {
 // Observe records lease as seen now when it is an agent's Lease whose
 // renewTime or holder changed since last seen.
 func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
-	if l == nil || lease.Namespace != l.Namespace || !strings.HasPrefix(lease.Name, v1alpha1.AgentLeasePrefix) {
+	if l == nil || lease.Namespace != l.Namespace {
+		return
+	}
+	node := v1alpha1.AgentLeaseNode(lease)
+	if node == "" {
 		return
 	}
 	s := leaseSeen{holder: ptrString(lease.Spec.HolderIdentity), duration: leaseDuration(lease)}
@@ -176,17 +179,17 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 	if l.seen == nil {
 		l.seen = map[string]leaseSeen{}
 	}
-	delete(l.gone, lease.Name)
-	prev, ok := l.seen[lease.Name]
+	delete(l.gone, node)
+	prev, ok := l.seen[node]
 	if ok && prev.renew.Equal(s.renew) && prev.holder == s.holder {
 		if prev.duration != s.duration {
 			prev.duration = s.duration
-			l.seen[lease.Name] = prev
+			l.seen[node] = prev
 		}
 		return
 	}
 	s.at, s.renewed = l.now(), ok
-	l.seen[lease.Name] = s
+	l.seen[node] = s
 }
 
 // Health judges the agent of node. reported says whether the agent has
@@ -199,17 +202,17 @@ func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported,
 	if l == nil || !reported {
 		return AgentHealth{}
 	}
-	name := v1alpha1.AgentLeaseName(node)
+	name := agentLeaseNameText(node, lease)
 	now := l.now()
 	if lease == nil {
 		l.mu.Lock()
-		_, known := l.seen[name]
+		_, known := l.seen[node]
 		l.mu.Unlock()
 		if known { // the cache has it gone before the handler ran
-			l.deleted(name)
+			l.deleted(node)
 		}
 		l.mu.Lock()
-		since, gone := l.gone[name]
+		since, gone := l.gone[node]
 		l.mu.Unlock()
 		lost := AgentHealth{Lost: true, Recheck: now.Add(defaultAgentLeaseDuration / 4), Message: fmt.Sprintf(
 			"the node's agent holds no heartbeat Lease %s/%s (is it running, with --lease-namespace=%s?); its GPUs are as last reported",
@@ -226,7 +229,7 @@ func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported,
 	}
 	l.Observe(lease) // the informer's handler may not have run yet
 	l.mu.Lock()
-	s := l.seen[lease.Name]
+	s := l.seen[node]
 	l.mu.Unlock()
 	expires := s.at.Add(s.duration)
 	if now.Before(expires) && (s.renewed || !wasLost) {
@@ -245,7 +248,10 @@ func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported,
 	return h
 }
 
-// List reads the agents' Leases from c (the cache), by name.
+// List reads the agents' Leases from c (the cache), by node
+// (v1alpha1.AgentLeaseNode). Of two Leases of one node (a long-named node
+// made again under a new UID, before its old Lease is collected with the
+// old Node) the one renewed last is kept.
 func (l *AgentLeases) List(ctx context.Context, c client.Reader) (map[string]*coordinationv1.Lease, error) {
 	if l == nil {
 		return nil, nil
@@ -256,11 +262,37 @@ func (l *AgentLeases) List(ctx context.Context, c client.Reader) (map[string]*co
 	}
 	out := make(map[string]*coordinationv1.Lease, len(leases.Items))
 	for i := range leases.Items {
-		if strings.HasPrefix(leases.Items[i].Name, v1alpha1.AgentLeasePrefix) {
-			out[leases.Items[i].Name] = &leases.Items[i]
+		lease := &leases.Items[i]
+		node := v1alpha1.AgentLeaseNode(lease)
+		if node == "" {
+			continue
 		}
+		if other, ok := out[node]; ok && renewTime(other).After(renewTime(lease)) {
+			continue
+		}
+		out[node] = lease
 	}
 	return out, nil
+}
+
+func renewTime(l *coordinationv1.Lease) time.Time {
+	if l.Spec.RenewTime == nil {
+		return time.Time{}
+	}
+	return l.Spec.RenewTime.Time
+}
+
+// agentLeaseNameText names node's Lease in messages: lease's name, or the
+// name the node's agent should hold ("miglayout-agent-<node UID>" for a
+// name that needs the Node's UID).
+func agentLeaseNameText(node string, lease *coordinationv1.Lease) string {
+	switch {
+	case lease != nil:
+		return lease.Name
+	case v1alpha1.AgentLeaseNameNeedsUID(node):
+		return v1alpha1.AgentLeasePrefix + "<node UID>"
+	}
+	return v1alpha1.AgentLeaseName(node, "")
 }
 
 // NodeHealth judges every node with a NodeMigLayout against leases (from
@@ -273,7 +305,7 @@ func (l *AgentLeases) NodeHealth(nmls map[string]*v1alpha1.NodeMigLayout, leases
 	out := make(map[string]AgentHealth, len(nmls))
 	var soonest time.Time
 	for node, nml := range nmls {
-		h := l.Health(node, leases[v1alpha1.AgentLeaseName(node)], len(nml.Status.GPUs) > 0, wasLost.Has(node))
+		h := l.Health(node, leases[node], len(nml.Status.GPUs) > 0, wasLost.Has(node))
 		out[node] = h
 		soonest = earliest(soonest, h.Recheck)
 	}

@@ -17,15 +17,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
 const leaseNS = "miglayout-system"
 
+// nodeUID is every test node's UID (a long-named node's Lease is named
+// after it).
+const nodeUID = "0b7d3c1e-5a7f-4c1b-9a55-1d0e2f3a4b5c"
+
 // agentLease is node's heartbeat Lease as its agent last wrote it.
 func agentLease(node string, renew time.Time, seconds int32) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: leaseNS, Name: v1alpha1.AgentLeaseName(node)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: leaseNS, Name: v1alpha1.AgentLeaseName(node, nodeUID)},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node), LeaseDurationSeconds: ptr.To(seconds),
 			RenewTime: &metav1.MicroTime{Time: renew}},
 	}
@@ -118,7 +123,7 @@ func TestAgentLeasesNoLease(t *testing.T) {
 		t.Errorf("after Forget: %+v, want not judged", h)
 	}
 	// n1's NodeMigLayout is gone (its MigLayout deleted): nothing is kept.
-	l.deleted(v1alpha1.AgentLeaseName("n1"))
+	l.deleted("n1")
 	l.Retain([]string{"n3"})
 	if h := l.Health("n1", nil, true, false); h.Lost || !h.Recheck.IsZero() {
 		t.Errorf("after Retain without n1: %+v, want not judged", h)
@@ -149,8 +154,8 @@ func TestAgentLeasesNodeHealth(t *testing.T) {
 		"new":    nodeMigLayout("new").build(),
 	}
 	leases := map[string]*coordinationv1.Lease{
-		v1alpha1.AgentLeaseName("early"): agentLease("early", renewed, 40),
-		v1alpha1.AgentLeaseName("late"):  agentLease("late", now, 60),
+		"early": agentLease("early", renewed, 40),
+		"late":  agentLease("late", now, 60),
 	}
 	health, soonest := l.NodeHealth(nmls, leases, nil)
 	got := map[string]bool{}
@@ -220,14 +225,68 @@ func TestLostNodeLookedAtAgain(t *testing.T) {
 	}
 }
 
+// TestAgentLeaseName: a node's Lease is named after the node, or after its
+// UID where the name is too long, and is known by its node either way.
 func TestAgentLeaseName(t *testing.T) {
-	if got := v1alpha1.AgentLeaseName("gpu-node-1"); got != "miglayout-agent-gpu-node-1" {
-		t.Errorf("short name: %q", got)
+	long := strings.Repeat("a", 238)
+	for node, want := range map[string]string{
+		"gpu-node-1":             "miglayout-agent-gpu-node-1",
+		strings.Repeat("a", 237): "miglayout-agent-" + strings.Repeat("a", 237),
+		long:                     "miglayout-agent-" + nodeUID,
+		strings.Repeat("b", 253): "miglayout-agent-" + nodeUID,
+	} {
+		got := v1alpha1.AgentLeaseName(node, nodeUID)
+		if got != want {
+			t.Errorf("AgentLeaseName(%d characters) = %q, want %q", len(node), got, want)
+		}
+		if back := v1alpha1.AgentLeaseNode(agentLease(node, time.Now(), 40)); back != node {
+			t.Errorf("AgentLeaseNode of %q = %q, want the node back", got, back)
+		}
 	}
-	long := strings.Repeat("a", 240)
-	got := v1alpha1.AgentLeaseName(long)
-	if len(got) > 253 || !strings.HasPrefix(got, v1alpha1.AgentLeasePrefix) || got == v1alpha1.AgentLeaseName(long+"b") {
-		t.Errorf("long name: %q (%d characters)", got, len(got))
+	for name, lease := range map[string]*coordinationv1.Lease{
+		"not an agent's":                  {ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler"}},
+		"an agent's without holder":       {ObjectMeta: metav1.ObjectMeta{Name: "miglayout-agent-n1"}},
+		"a UID-named one held by a short": {ObjectMeta: metav1.ObjectMeta{Name: "miglayout-agent-" + nodeUID}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("n1")}},
+	} {
+		want := map[string]string{"not an agent's": "", "an agent's without holder": "n1", "a UID-named one held by a short": nodeUID}[name]
+		if got := v1alpha1.AgentLeaseNode(lease); got != want {
+			t.Errorf("%s: AgentLeaseNode = %q, want %q", name, got, want)
+		}
+	}
+	// A long-named node's agent is judged by its UID-named Lease.
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	lease := agentLease(long, now, 40)
+	l.Observe(lease)
+	if h := l.Health(long, lease, true, false); h.Lost || h.Recheck.IsZero() {
+		t.Errorf("long-named node with its Lease: %+v, want alive", h)
+	}
+	now = now.Add(time.Minute)
+	if h := l.Health(long, lease, true, false); !h.Lost || !strings.Contains(h.Message, lease.Name) {
+		t.Errorf("long-named node whose Lease ran out: %+v, want lost naming %s", h, lease.Name)
+	}
+	l.Forget(long)
+	if h := l.Health(long, nil, true, true); !h.Lost || !strings.Contains(h.Message, "miglayout-agent-<node UID>") {
+		t.Errorf("long-named node without Lease: %+v", h)
+	}
+
+	// Listed by node; a node made again under a new UID has two Leases
+	// until the old Node's is collected: the one renewed last counts.
+	stale := agentLease(long, now.Add(-time.Hour), 40)
+	stale.Name = v1alpha1.AgentLeasePrefix + "11111111-2222-4333-8444-555555555555"
+	other := agentLease("n1", now, 40)
+	foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: leaseNS, Name: "kube-scheduler"}}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(stale, lease, other, foreign).Build()
+	got, err := l.List(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for node, ls := range got {
+		names[node] = ls.Name
+	}
+	if diff := cmp.Diff(map[string]string{long: lease.Name, "n1": other.Name}, names); diff != "" {
+		t.Errorf("List (-want +got):\n%s", diff)
 	}
 }
 

@@ -43,7 +43,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		}
 		var agent AgentHealth
 		if nml != nil {
-			agent = r.AgentLeases.Health(node, in.leases[v1alpha1.AgentLeaseName(node)], len(nml.Status.GPUs) > 0, wasLost.Has(node))
+			agent = r.AgentLeases.Health(node, in.leases[node], len(nml.Status.GPUs) > 0, wasLost.Has(node))
 		}
 		recheck = earliest(recheck, agent.Recheck)
 		states = append(states, EvaluateNode(node, nml, problems, agent))

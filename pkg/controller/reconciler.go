@@ -130,7 +130,7 @@ type inputs struct {
 	migLayouts     []v1alpha1.MigLayout
 	nodes          map[string]map[string]string
 	nodeMigLayouts map[string]*v1alpha1.NodeMigLayout
-	// leases are the agents' heartbeat Leases by name (nil when
+	// leases are the agents' heartbeat Leases by node (nil when
 	// AgentLeases is nil).
 	leases map[string]*coordinationv1.Lease
 }

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -97,30 +98,7 @@ func newSecurityFixture(t *testing.T, ctx context.Context) *securityFixture {
 		}
 	}
 
-	// The agent pod of node A (bound, never run: there is no kubelet).
-	pod, err := client.CoreV1().Pods(f.ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "agent-" + f.nodeA},
-		Spec: corev1.PodSpec{
-			ServiceAccountName: f.sa,
-			NodeName:           f.nodeA,
-			Containers:         []corev1.Container{{Name: "agent", Image: "registry.invalid/miglayout-agent:test"}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = harness.ForceDeletePod(context.Background(), client, f.ns, pod.Name) })
-	exp := int64(3600)
-	tr, err := client.CoreV1().ServiceAccounts(f.ns).CreateToken(ctx, f.sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{
-			ExpirationSeconds: &exp,
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.agentPodCfg = tokenConfig(tr.Status.Token)
+	f.agentPodCfg = f.agentToken(t, ctx, f.nodeA)
 	if f.agentBareCfg, err = cp.ConfigForServiceAccount(ctx, f.ns, f.sa); err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +128,35 @@ func newSecurityFixture(t *testing.T, ctx context.Context) *securityFixture {
 		t.Fatalf("the agent node policy never took effect: %v", err)
 	}
 	return f
+}
+
+// agentToken is a client config with a token of the agent ServiceAccount
+// bound to an agent pod on node (bound, never run: there is no kubelet).
+func (f *securityFixture) agentToken(t *testing.T, ctx context.Context, node string) *rest.Config {
+	t.Helper()
+	pod, err := client.CoreV1().Pods(f.ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "agent-"},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: f.sa,
+			NodeName:           node,
+			Containers:         []corev1.Container{{Name: "agent", Image: "registry.invalid/miglayout-agent:test"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = harness.ForceDeletePod(context.Background(), client, f.ns, pod.Name) })
+	exp := int64(3600)
+	tr, err := client.CoreV1().ServiceAccounts(f.ns).CreateToken(ctx, f.sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: &exp,
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tokenConfig(tr.Status.Token)
 }
 
 func tokenConfig(token string) *rest.Config {
@@ -312,7 +319,7 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](40),
 					RenewTime: &metav1.MicroTime{Time: time.Now()}}}
 		}
-		own, err := leases.Create(ctx, lease(v1alpha1.AgentLeaseName(f.nodeA), f.nodeA), metav1.CreateOptions{})
+		own, err := leases.Create(ctx, lease(v1alpha1.AgentLeaseName(f.nodeA, ""), f.nodeA), metav1.CreateOptions{})
 		allowed(t, "create the Lease of node A", err)
 		if err == nil {
 			own.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
@@ -325,12 +332,40 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 			_, err = leases.Update(ctx, own, metav1.UpdateOptions{})
 			refused(t, "hand the Lease of node A to node B", err, "may only write its own heartbeat Lease")
 		}
-		_, err = leases.Create(ctx, lease(v1alpha1.AgentLeaseName(f.nodeB), f.nodeB), metav1.CreateOptions{})
+		_, err = leases.Create(ctx, lease(v1alpha1.AgentLeaseName(f.nodeB, ""), f.nodeB), metav1.CreateOptions{})
 		refused(t, "create the Lease of node B", err, "may only write its own heartbeat Lease")
-		_, err = leases.Create(ctx, lease(v1alpha1.AgentLeaseName(f.nodeB), f.nodeA), metav1.CreateOptions{})
+		_, err = leases.Create(ctx, lease(v1alpha1.AgentLeaseName(f.nodeB, ""), f.nodeA), metav1.CreateOptions{})
 		refused(t, "create node B's Lease name held by node A", err, "may only write its own heartbeat Lease")
 		_, err = agent.CoordinationV1().Leases("kube-node-lease").Create(ctx, lease(f.nodeA, f.nodeA), metav1.CreateOptions{})
 		refused(t, "create a Lease outside the release namespace (RBAC)", err, `cannot create resource "leases"`)
+
+		// Node names over 237 characters: the Lease is named after the
+		// node's UID, which the token carries, so one such node's agent
+		// cannot take another's Lease name.
+		long := func(first string) string {
+			label := strings.Repeat("x", 63)
+			return first + "." + label + "." + label + "." + label + "." + label[:240-len(first)-4-3*63]
+		}
+		nodeC, nodeD := long("sec-c-"+f.nodeA[len("sec-a-"):]), long("sec-d-"+f.nodeA[len("sec-a-"):])
+		uids := map[string]types.UID{}
+		for _, n := range []string{nodeC, nodeD} {
+			created, err := harness.CreateNode(ctx, client, n, map[string]string{corev1.LabelHostname: n[:63]}) // a label value is 63 characters at most
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = client.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{}) })
+			uids[n] = created.UID
+		}
+		if !v1alpha1.AgentLeaseNameNeedsUID(nodeC) {
+			t.Fatalf("node name of %d characters does not need its UID", len(nodeC))
+		}
+		agentC := kubernetes.NewForConfigOrDie(f.agentToken(t, ctx, nodeC)).CoordinationV1().Leases(f.ns)
+		_, err = agentC.Create(ctx, lease(v1alpha1.AgentLeaseName(nodeD, uids[nodeD]), nodeC), metav1.CreateOptions{})
+		refused(t, "create the long-named node D's Lease name, held by long-named node C", err, "may only write its own heartbeat Lease")
+		_, err = agentC.Create(ctx, lease(v1alpha1.AgentLeasePrefix+"0123456789abcdef", nodeC), metav1.CreateOptions{})
+		refused(t, "create a hashed-form Lease name held by long-named node C", err, "may only write its own heartbeat Lease")
+		_, err = agentC.Create(ctx, lease(v1alpha1.AgentLeaseName(nodeC, uids[nodeC]), nodeC), metav1.CreateOptions{})
+		allowed(t, "create the Lease named after long-named node C's UID", err)
 	})
 
 	// Binding conditions (agent --device-binding-conditions): the agent answers them in

@@ -27,7 +27,7 @@ func TestAgentLost(t *testing.T) {
 		clustertest.Rule("halves", a100, map[string]int32{"3g.40gb": 2}))
 	env.WaitReady(t, ctx, ml, 1)
 
-	lease, err := env.Client.CoordinationV1().Leases(cluster.AgentLeaseNamespace).Get(ctx, v1alpha1.AgentLeaseName(nodeRace), metav1.GetOptions{})
+	lease, err := env.Client.CoordinationV1().Leases(cluster.AgentLeaseNamespace).Get(ctx, v1alpha1.AgentLeaseName(nodeRace, ""), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the agent's heartbeat Lease: %v", err)
 	}
