@@ -153,13 +153,24 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		// The GPUs the pass showed Draining or Repartitioning would stay
 		// so while the pass fails again and again (an API server that
 		// refuses the drain publication): they say why instead.
+		// A GPU shown so by an earlier pass that failed too shows this
+		// pass's error, quietly (no event).
+		stopped := GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed,
+			Message: fmt.Sprintf("the pass stopped before this GPU's change was done; retrying: %v", err)}
 		for _, idx := range slices.Compact(slices.Sorted(slices.Values(shown))) {
-			stopped := GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed,
-				Message: fmt.Sprintf("the pass stopped before this GPU's change was done; retrying: %v", err)}
 			if perr := r.patchGPUPhase(ctx, idx, stopped); perr != nil {
 				logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
 			}
 			r.gpuEvent(&nml, "Warning", EventPassFailed, "Repartition", idx, stopped.Message)
+		}
+		for _, g := range nml.Status.GPUs {
+			idx := int(g.Index)
+			if g.Phase != v1alpha1.PhasePending || g.Reason != ReasonPassFailed || slices.Contains(shown, idx) || g.Message == truncate(stopped.Message, 1024) {
+				continue
+			}
+			if perr := r.patchGPUPhase(ctx, idx, stopped); perr != nil {
+				logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
+			}
 		}
 		return ctrl.Result{}, err
 	}

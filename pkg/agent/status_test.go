@@ -182,8 +182,9 @@ func TestRetryWithoutDrainTaintsIsQuiet(t *testing.T) {
 // TestFailedPassSaysWhy: a pass that fails as a whole after showing a GPU
 // Draining (the API server refuses the drain publication) leaves it Pending,
 // reason PassFailed, with the error and one warning event, instead of
-// Draining for as long as the failure lasts; its retries stay quiet; once the
-// publication is served the change goes through.
+// Draining for as long as the failure lasts; its retries stay quiet (no
+// event) but show their own error; once the publication is served the
+// change goes through.
 func TestFailedPassSaysWhy(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
@@ -223,6 +224,17 @@ func TestFailedPassSaysWhy(t *testing.T) {
 		if diff := cmp.Diff(wantEvents, reasons()); diff != "" {
 			t.Errorf("pass %d: events (-want +got):\n%s", pass, diff)
 		}
+	}
+	// A retry failing otherwise shows its own error, still quietly.
+	g.inv.failDrain = errors.New("updating ResourceSlice n1-gpu: Unauthorized")
+	if _, err := r.Reconcile(t.Context(), req); err == nil {
+		t.Fatal("pass succeeded with the drain publication refused")
+	}
+	if got := row(); got.Reason != ReasonPassFailed || !strings.Contains(got.Message, "Unauthorized") {
+		t.Errorf("row after another error: %s/%s %q, want PassFailed with the latest error", got.Phase, got.Reason, got.Message)
+	}
+	if got := reasons(); len(got) != 0 {
+		t.Errorf("events after another error: %q, want none", got)
 	}
 	g.inv.failDrain = nil
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
