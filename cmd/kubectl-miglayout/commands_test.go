@@ -13,6 +13,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -947,25 +948,38 @@ spec:
 
 // TestPlanAsksTheAPIServer: plan has the API server admit each MigLayout in
 // a dry run (its CEL rules are the API server's) and stores nothing; one it
-// refuses is not planned; one it cannot ask about is planned with a warning.
+// refuses is not planned (schema, CEL, or admission: a 403 RBAC would have
+// allowed); one it cannot ask about is planned with a warning.
 func TestPlanAsksTheAPIServer(t *testing.T) {
 	objs := cluster(t)
 	var dryRuns int
 	refuse := fmt.Errorf("refusing: %w", apierrors.NewInvalid(schema.GroupKind{Group: "miglayout.io", Kind: "MigLayout"}, "halves",
 		field.ErrorList{field.Invalid(field.NewPath("spec", "rules").Index(0), "", "give either profiles (counts) or layout (explicit placements), not both")}))
+	denied := fmt.Errorf("refusing: %w", apierrors.NewForbidden(schema.GroupResource{Group: "miglayout.io", Resource: "miglayouts"}, "halves",
+		errors.New("ValidatingAdmissionPolicy 'site-rules' denied request: give either profiles (counts) or layout, not both")))
 	for name, tc := range map[string]struct {
 		answer   error
+		rbac     bool // what the SelfSubjectAccessReview says
 		wantErr  string
 		wantWarn string
 	}{
-		"admitted":  {nil, "", ""},
-		"refused":   {refuse, "would be refused by the API server", ""},
-		"forbidden": {apierrors.NewForbidden(schema.GroupResource{Group: "miglayout.io", Resource: "miglayouts"}, "halves", errors.New("no create")), "", "was not checked by the API server"},
+		"admitted":                 {nil, true, "", ""},
+		"refused":                  {refuse, true, "would be refused by the API server", ""},
+		"forbidden by RBAC":        {apierrors.NewForbidden(schema.GroupResource{Group: "miglayout.io", Resource: "miglayouts"}, "halves", errors.New("no create")), false, "", "was not checked by the API server"},
+		"forbidden with RBAC's OK": {denied, true, "would be refused by the API server", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dryRuns = 0
 			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
 				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					if review, ok := obj.(*authorizationv1.SelfSubjectAccessReview); ok {
+						a := review.Spec.ResourceAttributes
+						if a == nil || a.Resource != "miglayouts" || a.Group != "miglayout.io" || a.Verb != "create" || a.Name != "halves" {
+							t.Errorf("access review of %+v", a)
+						}
+						review.Status.Allowed = tc.rbac
+						return nil
+					}
 					o := &client.CreateOptions{}
 					o.ApplyOptions(opts)
 					if len(o.DryRun) == 0 {

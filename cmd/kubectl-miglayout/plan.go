@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/spf13/cobra"
@@ -581,27 +582,44 @@ func onOff(on bool) string {
 
 // validateOnServer asks the API server to admit ml without storing it (a
 // dry-run create, or update where it exists), so that plan refuses what
-// kubectl apply would refuse: the CRD's schema and CEL rules. An API server
-// that cannot be asked (no permission to write MigLayouts) is reported on
-// warn and ml is planned as given.
+// kubectl apply would refuse: the CRD's schema and CEL rules, and admission
+// (a ValidatingAdmissionPolicy or webhook that forbids it: a 403 although
+// RBAC allows the write, asked with a SelfSubjectAccessReview). An API
+// server that cannot be asked (no permission to write MigLayouts) is
+// reported on warn and ml is planned as given.
 func validateOnServer(ctx context.Context, c client.Client, ml *v1alpha1.MigLayout, warn io.Writer) error {
 	obj := ml.DeepCopy()
 	obj.UID, obj.ResourceVersion = "", ""
+	verb := "create"
 	err := c.Create(ctx, obj, client.DryRunAll)
 	if apierrors.IsAlreadyExists(err) {
 		var cur v1alpha1.MigLayout
 		if err = c.Get(ctx, client.ObjectKeyFromObject(ml), &cur); err == nil {
 			obj.ResourceVersion = cur.ResourceVersion
+			verb = "update"
 			err = c.Update(ctx, obj, client.DryRunAll)
 		}
 	}
 	switch {
 	case err == nil:
 		return nil
-	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) && rbacAllows(ctx, c, verb, ml.Name):
 		return fmt.Errorf("MigLayout %q would be refused by the API server: %w", ml.Name, err)
 	default:
 		fmt.Fprintf(warn, "warning: MigLayout %q was not checked by the API server (%v); planned as given\n", ml.Name, err)
 		return nil
 	}
+}
+
+// rbacAllows reports whether the user may verb the MigLayout name
+// (SelfSubjectAccessReview): a 403 then comes from admission, not RBAC.
+// A review that cannot be made counts as not allowed.
+func rbacAllows(ctx context.Context, c client.Client, verb, name string) bool {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: v1alpha1.GroupVersion.Group, Resource: "miglayouts", Verb: verb, Name: name},
+	}}
+	if err := c.Create(ctx, review); err != nil {
+		return false
+	}
+	return review.Status.Allowed
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	nodev1 "k8s.io/api/node/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -420,6 +422,66 @@ func TestPluginStatusAndPlan(t *testing.T) {
 	}
 	if err := c.Get(ctx, crclient.ObjectKey{Name: "plugin-bad-" + sfx}, &v1alpha1.MigLayout{}); !apierrors.IsNotFound(err) {
 		t.Errorf("plan created the refused MigLayout: %v", err)
+	}
+
+	// One a ValidatingAdmissionPolicy of the site forbids (a 403 that RBAC
+	// would have allowed) is refused too, not planned with a warning.
+	deniedName := "plugin-denied-" + sfx
+	denyMigLayout(t, ctx, deniedName)
+	deniedFile := migLayoutFile(t, deniedName, pool, "  - profiles:\n      3g.40gb: 2\n")
+	out, errOut, err = runPlugin(t, "plan", "-f", deniedFile)
+	if err == nil || !strings.Contains(errOut, "would be refused by the API server") || !strings.Contains(errOut, "site forbids "+deniedName) {
+		t.Errorf("plan of a MigLayout an admission policy forbids: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+}
+
+// denyMigLayout installs a ValidatingAdmissionPolicy that forbids writing
+// the MigLayout name (403, "site forbids <name>"), and waits until it does.
+func denyMigLayout(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"miglayout.io"}, APIVersions: []string{"*"}, Resources: []string{"miglayouts"}},
+				},
+			}}},
+			// Reason Forbidden: a 403 (the default, Invalid, is a 422).
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.metadata.name != '" + name + "'", Message: "site forbids " + name,
+				Reason: ptr.To(metav1.StatusReasonForbidden)}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+	}
+	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	c := miglayoutClient(t)
+	probe := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.MigLayoutSpec{
+		NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"probe": name}},
+		Rules:        []v1alpha1.LayoutRule{{Profiles: map[string]int32{"3g.40gb": 2}}}}}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		last = c.Create(ctx, probe.DeepCopy(), crclient.DryRunAll)
+		return apierrors.IsForbidden(last) && strings.Contains(last.Error(), "site forbids"), nil
+	})
+	if err != nil {
+		t.Fatalf("the policy never took effect: %v (a dry-run create: %v)", err, last)
 	}
 }
 
