@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -176,6 +177,7 @@ func TestRenderDefaults(t *testing.T) {
 		"Service/miglayout-controller-metrics",
 		"DaemonSet/miglayout-agent",
 		"Deployment/miglayout-controller",
+		"PodDisruptionBudget/miglayout-controller",
 		"DeviceClass/gpu.miglayout.io",
 		"DeviceClass/mig.miglayout.io",
 		"ValidatingAdmissionPolicy/miglayout-agent-node-scope",
@@ -224,6 +226,31 @@ func TestControllerDeployment(t *testing.T) {
 	}
 	if a := d.Spec.Template.Annotations; a["prometheus.io/port"] != "8080" {
 		t.Errorf("scrape annotations %v", a)
+	}
+}
+
+// TestControllerDisruptionBudget: with several replicas a budget keeps
+// one running through drains, selecting exactly the controller's pods;
+// with one replica there is none (it would block every drain).
+func TestControllerDisruptionBudget(t *testing.T) {
+	r := render(t, nil)
+	pdb := convert[policyv1.PodDisruptionBudget](t, find(t, r, "PodDisruptionBudget", "miglayout-controller"))
+	d := convert[appsv1.Deployment](t, find(t, r, "Deployment", "miglayout-controller"))
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil {
+		t.Errorf("budget %+v, want maxUnavailable 1", pdb.Spec)
+	}
+	if diff := cmp.Diff(d.Spec.Selector, pdb.Spec.Selector); diff != "" {
+		t.Errorf("budget selector differs from the Deployment's (-deployment +budget):\n%s", diff)
+	}
+	for name, values := range map[string]map[string]any{
+		"one replica": {"controller": map[string]any{"replicas": 1, "leaderElection": map[string]any{"enabled": false}}},
+		"disabled":    {"controller": map[string]any{"podDisruptionBudget": map[string]any{"enabled": false}}},
+	} {
+		for _, o := range render(t, values).Objects {
+			if o.GetKind() == "PodDisruptionBudget" {
+				t.Errorf("%s: rendered %s", name, o.GetName())
+			}
+		}
 	}
 }
 
