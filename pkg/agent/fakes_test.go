@@ -120,13 +120,13 @@ type rig struct {
 	dir   string
 }
 
-func newRig(t *testing.T, spec string) *rig {
+func newRig(t testing.TB, spec string) *rig {
 	t.Helper()
 	return newRigWith(t, nvmlsim.Config{Spec: spec})
 }
 
 // newRigWith is newRig over a simulator of cfg (its Seed is the test's name).
-func newRigWith(t *testing.T, cfg nvmlsim.Config) *rig {
+func newRigWith(t testing.TB, cfg nvmlsim.Config) *rig {
 	t.Helper()
 	cfg.Seed = t.Name()
 	sim, err := nvmlsim.New(cfg)
@@ -168,7 +168,7 @@ func (g *rig) layouts(t *testing.T) []string {
 }
 
 // apply brings GPU 0 to the layout through the manager directly (setup).
-func (g *rig) setup(t *testing.T, idx int, layout string) {
+func (g *rig) setup(t testing.TB, idx int, layout string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := g.mgr.SetMIGMode(ctx, idx, true); err != nil {

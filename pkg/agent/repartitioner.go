@@ -589,16 +589,16 @@ func (r *Repartitioner) inUse(ctx context.Context, obs []GPUState, live bool) (s
 				out.Insert(r.Inventory.DeviceName(g.GPU, nil))
 			}
 		}
+		if len(g.Devices) == 0 {
+			continue
+		}
+		procs, err := r.GPUs.MIGProcesses(ctx, g.GPU.Index)
+		if err != nil {
+			return nil, err
+		}
 		for j := range g.Devices {
 			d := &g.Devices[j]
-			if d.CIID < 0 {
-				continue
-			}
-			procs, err := r.GPUs.Processes(ctx, g.GPU.Index, d.Device())
-			if err != nil {
-				return nil, fmt.Errorf("listing processes on %s of GPU %d: %w", d.Device(), g.GPU.Index, err)
-			}
-			if len(procs) > 0 {
+			if d.CIID >= 0 && len(procs[d.Device()]) > 0 {
 				out.Insert(r.Inventory.DeviceName(g.GPU, d))
 			}
 		}

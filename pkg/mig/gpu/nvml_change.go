@@ -228,6 +228,12 @@ func giProcesses(dev nvml.Device, g gpuInstance) ([]Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	return giProcessesOf(handles, g)
+}
+
+// giProcessesOf is giProcesses with the GPU's MIG device handles read
+// already (migHandles).
+func giProcessesOf(handles map[[2]int]nvml.Device, g gpuInstance) ([]Process, error) {
 	keys := make([][2]int, 0, len(handles))
 	for k := range handles {
 		if k[0] == int(g.info.Id) {
@@ -268,6 +274,46 @@ func (m *NVMLManager) Processes(ctx context.Context, gpuIndex int, d mig.Device)
 		}
 	}
 	return nil, fmt.Errorf("listing processes on MIG device %s of GPU %d: %w", d, gpuIndex, err)
+}
+
+// MIGProcesses lists the compute processes on every MIG device of GPU
+// gpuIndex that has any, by device (profile@start), with one walk of the
+// GPU's GPU instances and one read of its MIG device handles: what
+// Processes gives device by device, for a whole GPU at the cost of one
+// device. A GPU with MIG mode off has none. NVML errors wrap *NVMLError.
+func (m *NVMLManager) MIGProcesses(ctx context.Context, gpuIndex int) (map[mig.Device][]Process, error) {
+	leave, err := m.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	out, err := m.migProcesses(ctx, gpuIndex)
+	if err != nil {
+		return nil, fmt.Errorf("listing processes on the MIG devices of GPU %d: %w", gpuIndex, err)
+	}
+	return out, nil
+}
+
+func (m *NVMLManager) migProcesses(ctx context.Context, idx int) (map[mig.Device][]Process, error) {
+	s, err := m.walk(ctx, idx)
+	if err != nil || len(s.gis) == 0 {
+		return nil, err
+	}
+	handles, err := migHandles(s.dev)
+	if err != nil {
+		return nil, err
+	}
+	out := map[mig.Device][]Process{}
+	for _, g := range s.gis {
+		procs, err := giProcessesOf(handles, g)
+		if err != nil {
+			return nil, fmt.Errorf("GPU instance %s (GI %d): %w", g.device(), g.info.Id, err)
+		}
+		if len(procs) > 0 {
+			out[g.device()] = procs
+		}
+	}
+	return out, nil
 }
 
 // GPUProcesses lists the compute processes on GPU gpuIndex

@@ -381,6 +381,54 @@ func TestGPUProcesses(t *testing.T) {
 	}
 }
 
+// TestMIGProcesses: the processes of every MIG device of a GPU at once
+// are those Processes lists device by device; devices without any are
+// left out, and a GPU with MIG mode off has none.
+func TestMIGProcesses(t *testing.T) {
+	ctx := t.Context()
+	sim, m := newSim(t)
+	if got, err := m.MIGProcesses(ctx, 0); err != nil || len(got) != 0 {
+		t.Errorf("MIG mode off: %v, %v; want none", got, err)
+	}
+	enableMIG(t, ctx, sim, m, 0)
+	layout := mig.MustParseLayout("3g.40gb@0,2g.20gb@4,1g.10gb@6")
+	uuids := map[mig.Device]string{}
+	for _, d := range layout {
+		md, err := m.CreateMIGDevice(ctx, 0, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uuids[d] = md.UUID
+	}
+	want := map[mig.Device][]gpu.Process{}
+	for _, d := range []mig.Device{layout[0], layout[2]} {
+		pid, err := sim.StartProcess(uuids[d], 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[d] = []gpu.Process{{PID: pid, UsedMemoryMiB: 100}}
+	}
+	got, err := m.MIGProcesses(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("MIGProcesses (-want +got):\n%s", diff)
+	}
+	for _, d := range layout {
+		one, err := m.Processes(ctx, 0, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want[d], one, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("Processes(%s) differs from MIGProcesses (-MIGProcesses +Processes):\n%s", d, diff)
+		}
+	}
+	if _, err := m.MIGProcesses(ctx, 7); !errors.Is(err, gpu.ErrNotFound) {
+		t.Errorf("MIGProcesses(7) = %v, want ErrNotFound", err)
+	}
+}
+
 // TestDestroyStaleCIHandle: a compute-instance destroy answered with
 // INVALID_ARGUMENT (a stale handle) while the CI is still there does not
 // pass for the device being gone: the GI's destroy, refused while the CI

@@ -139,6 +139,10 @@ type Manager interface {
 	// Processes lists the compute processes on the MIG device with the given
 	// placement.
 	Processes(ctx context.Context, gpuIndex int, d mig.Device) ([]Process, error)
+	// MIGProcesses lists the compute processes of each MIG device of the
+	// GPU that runs any, by device, in one read of the GPU (Processes for
+	// every device at once).
+	MIGProcesses(ctx context.Context, gpuIndex int) (map[mig.Device][]Process, error)
 	// GPUProcesses lists the compute processes on the whole GPU (with MIG
 	// mode on: on all its MIG devices).
 	GPUProcesses(ctx context.Context, gpuIndex int) ([]Process, error)
