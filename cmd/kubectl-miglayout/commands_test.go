@@ -1107,3 +1107,43 @@ func TestPlanListsReleasedNodes(t *testing.T) {
 		t.Errorf("plan does not list the released node:\n%s", out)
 	}
 }
+
+// TestPlanForbiddenGetIsNotAdmission: the MigLayout exists and the user
+// may create MigLayouts but not read this one, so plan cannot ask about
+// the update. That 403 is RBAC's, not admission's: plan warns and plans
+// as given.
+func TestPlanForbiddenGetIsNotAdmission(t *testing.T) {
+	objs := cluster(t)
+	gr := schema.GroupResource{Group: "miglayout.io", Resource: "miglayouts"}
+	c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if review, ok := obj.(*authorizationv1.SelfSubjectAccessReview); ok {
+				// RBAC: create allowed, get and update not.
+				review.Status.Allowed = review.Spec.ResourceAttributes.Verb == "create"
+				return nil
+			}
+			if _, ok := obj.(*v1alpha1.MigLayout); ok {
+				return apierrors.NewAlreadyExists(gr, obj.GetName())
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*v1alpha1.MigLayout); ok && key.Name == "halves" {
+				return apierrors.NewForbidden(gr, key.Name, errors.New(`User "u" cannot get resource "miglayouts"`))
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}).Build()
+	e := &env{now: func() time.Time { return time.Unix(1060, 0) }, newClient: func() (client.Client, error) { return c, nil }}
+	cmd := newRootCommandEnv(e)
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"plan", "-f", "testdata/plan-static.yaml"})
+	if err := cmd.Execute(); err != nil {
+		t.Errorf("plan refused: %v\nstderr: %s", err, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "was not checked by the API server") {
+		t.Errorf("stderr %q, want the not-checked warning", errOut.String())
+	}
+}

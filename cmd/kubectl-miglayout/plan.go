@@ -590,7 +590,8 @@ func onOff(on bool) string {
 func validateOnServer(ctx context.Context, c client.Client, ml *v1alpha1.MigLayout, warn io.Writer) error {
 	obj := ml.DeepCopy()
 	obj.UID, obj.ResourceVersion = "", ""
-	verb := "create"
+	// written: err is the dry-run write's answer (not the Get's), as verb.
+	verb, written := "create", true
 	err := c.Create(ctx, obj, client.DryRunAll)
 	if apierrors.IsAlreadyExists(err) {
 		var cur v1alpha1.MigLayout
@@ -598,12 +599,14 @@ func validateOnServer(ctx context.Context, c client.Client, ml *v1alpha1.MigLayo
 			obj.ResourceVersion = cur.ResourceVersion
 			verb = "update"
 			err = c.Update(ctx, obj, client.DryRunAll)
+		} else {
+			written = false
 		}
 	}
 	switch {
 	case err == nil:
 		return nil
-	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err) && rbacAllows(ctx, c, verb, ml.Name):
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || written && apierrors.IsForbidden(err) && rbacAllows(ctx, c, verb, ml.Name):
 		return fmt.Errorf("MigLayout %q would be refused by the API server: %w", ml.Name, err)
 	default:
 		fmt.Fprintf(warn, "warning: MigLayout %q was not checked by the API server (%v); planned as given\n", ml.Name, err)

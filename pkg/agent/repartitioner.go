@@ -312,7 +312,10 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 	if spec.MIGEnabled {
 		desired, err := mig.ParseLayout(spec.Layout)
 		if err == nil {
-			err = p.model.Validate(desired)
+			// A GPU instance of a profile the catalog lacks may be kept
+			// where it stands (an Auto change cancelled while a claim
+			// holds it), never created.
+			err = p.model.ValidateKeeping(desired, actual)
 		}
 		if err != nil {
 			return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout, Message: err.Error()}

@@ -794,4 +794,20 @@ func TestSyncUncataloguedProfileGI(t *testing.T) {
 	if got := st.GPUs[1].CatalogMismatches; len(got) != 1 || !strings.Contains(got[0], "1g.10gb-me") {
 		t.Errorf("GPU 1 catalog mismatches = %q", got)
 	}
+
+	// A spec may keep it where it stands (an Auto change cancelled while it
+	// is in use), never create one.
+	res, err = g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "4g.40gb@0,1g.10gb-me@6"), spec(1, "4g.40gb@0,1g.10gb-me@6")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[1]; r.Phase != v1alpha1.PhaseReady {
+		t.Errorf("GPU 1 asked to keep its 1g.10gb-me: %+v, want Ready", r)
+	}
+	if r := res.Results[0]; r.Phase != v1alpha1.PhaseFailed || r.Reason != v1alpha1.ReasonInvalidLayout || !strings.Contains(r.Message, "never creates") {
+		t.Errorf("GPU 0 asked to create a 1g.10gb-me: %+v, want Failed/InvalidLayout", r)
+	}
+	if diff := cmp.Diff([]string{"4g.40gb@0,3g.40gb@4", "4g.40gb@0,1g.10gb-me@6"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts after (-want +got):\n%s", diff)
+	}
 }

@@ -52,6 +52,7 @@ type AgentLeases struct {
 
 // leaseSeen is the last renewal seen of one Lease and when it was seen.
 type leaseSeen struct {
+	name     string // the Lease's
 	renew    time.Time
 	holder   string
 	at       time.Time
@@ -100,7 +101,7 @@ func (l *AgentLeases) Start(ctx context.Context, c cache.Cache) error {
 			}
 			if lease, ok := obj.(*coordinationv1.Lease); ok && lease.Namespace == l.Namespace {
 				if node := v1alpha1.AgentLeaseNode(lease); node != "" {
-					l.deleted(node)
+					l.deleted(node, lease.Name)
 				}
 			}
 		},
@@ -111,10 +112,15 @@ func (l *AgentLeases) Start(ctx context.Context, c cache.Cache) error {
 	return nil
 }
 
-// deleted records that node's Lease is gone (unless known so already).
-func (l *AgentLeases) deleted(node string) {
+// deleted records that node's Lease name is gone (unless known so
+// already): the one known for the node, or any ("") when the cache has
+// none. Another Lease of the node going (a stale one) changes nothing.
+func (l *AgentLeases) deleted(node, name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if s, ok := l.seen[node]; ok && name != "" && s.name != name {
+		return
+	}
 	delete(l.seen, node)
 	if l.gone == nil {
 		l.gone = map[string]time.Time{}
@@ -170,7 +176,7 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 	if node == "" {
 		return
 	}
-	s := leaseSeen{holder: ptrString(lease.Spec.HolderIdentity), duration: leaseDuration(lease)}
+	s := leaseSeen{name: lease.Name, holder: ptrString(lease.Spec.HolderIdentity), duration: leaseDuration(lease)}
 	if lease.Spec.RenewTime != nil {
 		s.renew = lease.Spec.RenewTime.Time
 	}
@@ -179,16 +185,24 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 	if l.seen == nil {
 		l.seen = map[string]leaseSeen{}
 	}
-	delete(l.gone, node)
 	prev, ok := l.seen[node]
-	if ok && prev.renew.Equal(s.renew) && prev.holder == s.holder {
+	if ok && prev.name != s.name && !s.renew.After(prev.renew) {
+		// Another Lease of the node, renewed no later than the one known
+		// (a stale one beside it, left by an agent that named its Lease
+		// otherwise): no renewal.
+		return
+	}
+	delete(l.gone, node)
+	if ok && prev.name == s.name && prev.renew.Equal(s.renew) && prev.holder == s.holder {
 		if prev.duration != s.duration {
 			prev.duration = s.duration
 			l.seen[node] = prev
 		}
 		return
 	}
-	s.at, s.renewed = l.now(), ok
+	// A Lease first seen (or one taking over from another Lease of the
+	// node) is no renewal yet.
+	s.at, s.renewed = l.now(), ok && prev.name == s.name
 	l.seen[node] = s
 }
 
@@ -209,7 +223,7 @@ func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported,
 		_, known := l.seen[node]
 		l.mu.Unlock()
 		if known { // the cache has it gone before the handler ran
-			l.deleted(node)
+			l.deleted(node, "")
 		}
 		l.mu.Lock()
 		since, gone := l.gone[node]

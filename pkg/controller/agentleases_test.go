@@ -101,7 +101,7 @@ func TestAgentLeasesNoLease(t *testing.T) {
 	}
 	lease := agentLease("n1", start, 40)
 	l.Observe(lease)
-	l.deleted(lease.Name) // the informer's delete
+	l.deleted("n1", lease.Name) // the informer's delete
 	if h := l.Health("n1", nil, true, false); h.Lost || !h.Recheck.Equal(start.Add(40*time.Second)) {
 		t.Errorf("Lease just deleted: %+v, want not lost until %s", h, start.Add(40*time.Second))
 	}
@@ -123,7 +123,7 @@ func TestAgentLeasesNoLease(t *testing.T) {
 		t.Errorf("after Forget: %+v, want not judged", h)
 	}
 	// n1's NodeMigLayout is gone (its MigLayout deleted): nothing is kept.
-	l.deleted("n1")
+	l.deleted("n1", "")
 	l.Retain([]string{"n3"})
 	if h := l.Health("n1", nil, true, false); h.Lost || !h.Recheck.IsZero() {
 		t.Errorf("after Retain without n1: %+v, want not judged", h)
@@ -408,5 +408,58 @@ func TestLostRowsKeptFirst(t *testing.T) {
 	ApplyStatus(&ml.Status, Observation{Nodes: states})
 	if !LostInStatus(ml).Has("zz-dead") {
 		t.Errorf("the lost node has no row among the %d kept", len(ml.Status.Nodes))
+	}
+}
+
+// TestAgentLeasesTwoOfOneNode: a long-named node upgraded from an agent
+// that named its Lease with a hash keeps that old Lease (owned by the Node,
+// never deleted) beside the new UID-named one; both are held by the node,
+// so both are known by the node. The controller restarts (its informer
+// adds both Leases) while the node's agent is lost: it stays lost, since
+// neither is renewed; the stale one's resync or deletion changes nothing.
+func TestAgentLeasesTwoOfOneNode(t *testing.T) {
+	long := strings.Repeat("a", 240)
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	current := agentLease(long, now.Add(-time.Hour), 40) // miglayout-agent-<UID>, renewed an hour ago
+	old := agentLease(long, now.Add(-48*time.Hour), 40)  // the pre-upgrade agent's Lease
+	old.Name = v1alpha1.AgentLeasePrefix + "0123456789abcdef"
+	if v1alpha1.AgentLeaseNode(old) != long || v1alpha1.AgentLeaseNode(current) != long {
+		t.Fatal("both Leases are the node's")
+	}
+	// The informer's initial list, in either order.
+	for _, order := range [][2]int{{0, 1}, {1, 0}} {
+		l.Forget(long)
+		for _, i := range order {
+			l.Observe([]*coordinationv1.Lease{current, old}[i])
+		}
+		// List keeps the one renewed last: current.
+		if h := l.Health(long, current, true, true); !h.Lost {
+			t.Errorf("informer order %v: agent lost for an hour judged back: %+v", order, h)
+		}
+	}
+	// And while running: a resync (update event) of the old Lease.
+	l.Forget(long)
+	l.Observe(current)
+	if h := l.Health(long, current, true, true); !h.Lost {
+		t.Fatalf("baseline: %+v", h)
+	}
+	l.Observe(old) // resync of the stale Lease
+	if h := l.Health(long, current, true, true); !h.Lost {
+		t.Errorf("after a resync of the old Lease, the lost agent is judged back: %+v", h)
+	}
+	// A live agent: the stale Lease going is not its Lease going.
+	l.Forget(long)
+	fresh := agentLease(long, now, 40)
+	l.Observe(fresh)
+	l.deleted(long, old.Name)
+	if h := l.Health(long, fresh, true, false); h.Lost || !h.Recheck.Equal(now.Add(40*time.Second)) {
+		t.Errorf("after the stale Lease was deleted: %+v, want alive until %s", h, now.Add(40*time.Second))
+	}
+	// Its renewal is one.
+	now = now.Add(30 * time.Second)
+	fresh = agentLease(long, now, 40)
+	if h := l.Health(long, fresh, true, false); h.Lost || !h.Recheck.Equal(now.Add(40*time.Second)) {
+		t.Errorf("after a renewal: %+v, want alive until %s", h, now.Add(40*time.Second))
 	}
 }

@@ -130,7 +130,13 @@ func actualLayout(m *mig.Model, g v1alpha1.GPUStatus) (current, pinned mig.Layou
 		return nil, nil
 	}
 	current, err := mig.ParseLayout(g.Layout)
-	if err != nil || m.Validate(current) != nil {
+	if err != nil {
+		return nil, nil
+	}
+	// GPU instances of profiles the catalog lacks (made out of band) are
+	// no part of any rule's layout: the agent destroys them once free.
+	current, _ = m.SplitCatalogued(current)
+	if m.Validate(current) != nil {
 		return nil, nil
 	}
 	inUse, err := mig.ParseLayout(g.InUse)

@@ -198,3 +198,26 @@ func TestDesiredGPUs(t *testing.T) {
 		})
 	}
 }
+
+// TestStaticFitKeepsInUseNextToUncataloguedGI: a profile rule on a GPU
+// that holds a GPU instance of a profile the catalog lacks still fits
+// around the devices in use, as it does when the extra device is a
+// catalogued one: only free devices are to go.
+func TestStaticFitKeepsInUseNextToUncataloguedGI(t *testing.T) {
+	rules := []v1alpha1.LayoutRule{{Profiles: map[string]int32{"1g.10gb": 1}}}
+	inUse := mig.Device{Profile: "1g.10gb", Start: 5}
+	for name, layout := range map[string]string{
+		"free catalogued 1g.10gb@6":    "3g.40gb@0,1g.10gb@5,1g.10gb@6",
+		"free uncatalogued 1g.10gb-me": "3g.40gb@0,1g.10gb@5,1g.10gb-me@6",
+	} {
+		inv := []v1alpha1.GPUStatus{{Index: 0, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true,
+			Layout: layout, InUse: inUse.String()}}
+		specs, problems := DesiredGPUs(mig.DefaultCatalog(), rules, inv, nil)
+		if len(problems) != 0 || len(specs) != 1 {
+			t.Fatalf("%s: specs %+v problems %+v", name, specs, problems)
+		}
+		if got := mig.MustParseLayout(specs[0].Layout); !got.Contains(inUse) {
+			t.Errorf("%s: desired %q (reason %q) destroys %s, which is in use", name, specs[0].Layout, specs[0].Reason, inUse)
+		}
+	}
+}

@@ -117,6 +117,36 @@ func (m *Model) Placement(d Device) (Placement, error) {
 	return Placement{Start: d.Start, Size: p.MemorySlices}, nil
 }
 
+// SplitCatalogued splits l into the devices of profiles m offers and those
+// of profiles it lacks (GPU instances made out of band, which the agent
+// lists under nvidia-smi's name).
+func (m *Model) SplitCatalogued(l Layout) (catalogued, other Layout) {
+	for _, d := range l {
+		if _, err := m.Profile(d.Profile); err == nil {
+			catalogued = append(catalogued, d)
+		} else {
+			other = append(other, d)
+		}
+	}
+	return catalogued, other
+}
+
+// ValidateKeeping is Validate for a layout to apply to a GPU that holds
+// current: a device of a profile m lacks is allowed where current holds it
+// (kept as it stands, never created; its memory slices are NVML's to know),
+// and Validate judges the rest. The error wraps ErrUnknownProfile for such
+// a device current does not hold.
+func (m *Model) ValidateKeeping(l, current Layout) error {
+	known, other := m.SplitCatalogued(l)
+	for _, d := range other {
+		if !current.Contains(d) {
+			_, err := m.Profile(d.Profile)
+			return fmt.Errorf("layout %q: %s is not there to keep, and miglayout never creates a profile its catalog lacks: %w", l.Canonical().String(), d, err)
+		}
+	}
+	return m.Validate(known)
+}
+
 // Validate checks that the GPU model can hold layout l: every profile exists
 // on the model, every placement is one the profile allows, no two devices
 // share a memory slice, no profile exceeds its instance count, the instance

@@ -310,6 +310,9 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState) (map[*g
 	byName := map[string]mig.Device{}
 	for _, g := range n.gpus {
 		for _, d := range g.layout {
+			if !g.catalogued(d) {
+				continue
+			}
 			dev, err := migslices.PlannedMIGDevice(g.g.Info, d)
 			if err != nil {
 				return nil, nil, false, err

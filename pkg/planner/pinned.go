@@ -75,7 +75,7 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 			seen[k] = true
 		}
 		for _, d := range g.free() {
-			if g.blocks(d) || !g.node.allows(d.Profile) {
+			if g.blocks(d) || !g.node.allows(d.Profile) || !g.catalogued(d) {
 				continue
 			}
 			fits, err := p.match.deviceFits(ctx, c, g.g.Info, d)

@@ -126,6 +126,25 @@ func TestPlan(t *testing.T) {
 				Served:  []string{"default/mid -> n1 gpu-0-mig-3g40gb-9-4 after change"},
 			},
 		},
+		"a free GPU instance of a profile the catalog lacks is never offered to a pod of two devices": {
+			nodes: []Node{
+				node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,1g.10gb-me@6", "4g.40gb@0").build(),
+				node("n2").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
+			},
+			pods: []Pod{pod("two", 1).claim(profileIs("1g.10gb"), 2).build()},
+			want: trace{
+				Changes: []string{"n1/0: 4g.40gb@0,1g.10gb-me@6 -> 4g.40gb@0,1g.10gb@4,1g.10gb@5 serves default/two"},
+				Served:  []string{"default/two -> n1 gpu-0-mig-1g10gb-19-4, gpu-0-mig-1g10gb-19-5 after change"},
+			},
+		},
+		"a free GPU instance of a profile the catalog lacks is never offered to a pod that names its GPU": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,1g.10gb-me@6", "4g.40gb@0").build()},
+			pods:  []Pod{pod("gpu0", 1).claim(profileIs("1g.10gb")+" && device.attributes['mig.miglayout.io'].parentIndex == 0", 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: 4g.40gb@0,1g.10gb-me@6 -> 4g.40gb@0,1g.10gb@6 serves default/gpu0"},
+				Served:  []string{"default/gpu0 -> n1 gpu-0-mig-1g10gb-19-6 after change"},
+			},
+		},
 		"a GPU instance in use of a profile the catalog lacks (its size unknown) leaves its GPU as it is": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,1g.10gb-me@6", "4g.40gb@0,1g.10gb-me@6").build()},
 			pods:  []Pod{pod("small", 1).claim(profileIs("2g.20gb"), 1).build()},

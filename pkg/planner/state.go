@@ -65,6 +65,15 @@ func (s *gpuState) free() mig.Layout {
 	return out
 }
 
+// catalogued reports whether d is of a profile of the GPU's model: a GPU
+// instance of a profile the catalog lacks (made out of band, listed by the
+// agent) is never planned for a pod, only destroyed where a change needs
+// its memory slices.
+func (s *gpuState) catalogued(d mig.Device) bool {
+	_, err := s.model.Profile(d.Profile)
+	return err == nil
+}
+
 // softLayout returns the reserved devices that do not exist yet.
 func (s *gpuState) softLayout() mig.Layout {
 	out := make(mig.Layout, 0, len(s.soft))

@@ -200,7 +200,10 @@ func TestHelpers(t *testing.T) {
 		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, nvml.GpuInstanceProfileInfo{SliceCount: 1, MemorySizeMB: 9728}, "1g.10gb-me"},
 		{nvml.GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME, nvml.GpuInstanceProfileInfo{SliceCount: 2, MemorySizeMB: 19968}, "2g.20gb+me.all"},
 		{nvml.GPU_INSTANCE_PROFILE_4_SLICE_GFX, nvml.GpuInstanceProfileInfo{SliceCount: 4, MemorySizeMB: 40192}, "4g.40gb+gfx"},
-		// An index newer than go-nvlib knows: named by its own memory.
+		// An index go-nvlib does not name: nvidia-smi's suffix on the plain
+		// profile's name (never the catalog's 3g.40gb).
+		{nvml.GPU_INSTANCE_PROFILE_3_SLICE_GFX, nvml.GpuInstanceProfileInfo{SliceCount: 3, MemorySizeMB: 40192}, "3g.40gb+gfx"},
+		// An index newer than both: the plain profile's name.
 		{nvml.GPU_INSTANCE_PROFILE_COUNT, nvml.GpuInstanceProfileInfo{SliceCount: 1, MemorySizeMB: 9728}, "1g.10gb"},
 	}
 	for _, tc := range names {

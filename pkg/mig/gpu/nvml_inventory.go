@@ -194,7 +194,7 @@ func readProfileTable(dev nvml.Device, model *mig.Model, memBytes uint64) (profi
 		}
 	}
 	for _, pi := range profileIndices(model)[len(model.Profiles):] {
-		info, err := profileInfo(dev, pi, true)
+		info, err := profileInfo(dev, pi)
 		if err != nil {
 			return profileTable{}, fmt.Errorf("reading GI profile index %d: %w", pi, err)
 		}

@@ -1053,9 +1053,9 @@ func TestUncataloguedProfileGI(t *testing.T) {
 	if got := simLayout(sim, 0).String(); got != "3g.40gb@0,3g.40gb@4" {
 		t.Errorf("layout = %s", got)
 	}
-	// The indices the catalog does not use are read best effort (an older
-	// driver may not know them): an error there other than one that makes
-	// the GPU unreadable does not stop the walk.
+	// An error reading an index the catalog does not use fails the walk as
+	// for any other (a GI of that profile may exist; the next walk reads
+	// it), unreadable or not as its code says.
 	firstExtra := len(model(t, "A100-SXM4-80GB").Profiles) + 1
 	for _, tc := range []struct {
 		ret        nvml.Return
@@ -1064,15 +1064,12 @@ func TestUncataloguedProfileGI(t *testing.T) {
 		if err := sim.InjectFault(nvmlsim.Fault{Op: "GetGpuInstanceProfileInfo", Nth: firstExtra, Return: tc.ret}); err != nil {
 			t.Fatal(err)
 		}
-		devs, err := m.MIGDevices(ctx, 0)
-		if tc.unreadable {
-			if !gpu.Unreadable(err) {
-				t.Errorf("%v on an extra profile index: %v, want an unreadable GPU", tc.ret, err)
-			}
-			continue
+		_, err := m.MIGDevices(ctx, 0)
+		if err == nil || gpu.Unreadable(err) != tc.unreadable {
+			t.Errorf("%v on an extra profile index: %v, want an error (unreadable: %v)", tc.ret, err, tc.unreadable)
 		}
-		if err != nil || len(devs) != 2 {
-			t.Errorf("%v on an extra profile index: %d devices, %v; want both listed", tc.ret, len(devs), err)
+		if devs, err := m.MIGDevices(ctx, 0); err != nil || len(devs) != 2 {
+			t.Errorf("the walk after: %d devices, %v", len(devs), err)
 		}
 	}
 }

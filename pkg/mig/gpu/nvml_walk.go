@@ -68,9 +68,8 @@ func (m *NVMLManager) walk(ctx context.Context, idx int) (*gpuState, error) {
 
 	seen := map[uint32]bool{}
 	logger := klog.FromContext(ctx)
-	indices := profileIndices(s.model)
-	for i, pi := range indices {
-		info, err := profileInfo(dev, pi, s.model != nil && i >= len(s.model.Profiles))
+	for _, pi := range profileIndices(s.model) {
+		info, err := profileInfo(dev, pi)
 		if err != nil {
 			return nil, err
 		}
@@ -134,20 +133,16 @@ func profileIndices(model *mig.Model) []int {
 
 // profileInfo reads GI profile index pi
 // (nvmlDeviceGetGpuInstanceProfileInfo); nil where the GPU or driver does
-// not offer it (NOT_SUPPORTED, INVALID_ARGUMENT). An index the catalog
-// does not use on a catalogued GPU (extra) is read best effort: an older
-// driver may answer an index it does not know otherwise, and that must not
-// stop the GPU's walk, so only codes that make the GPU unreadable
-// (Unreadable) fail it.
-func profileInfo(dev nvml.Device, pi int, extra bool) (*nvml.GpuInstanceProfileInfo, error) {
+// not offer it (NOT_SUPPORTED; INVALID_ARGUMENT, which a driver older than
+// the index answers). Any other error fails: a GI of the profile may exist,
+// and a walk that left it out would let its devices be withdrawn and its
+// memory slices be taken for free.
+func profileInfo(dev nvml.Device, pi int) (*nvml.GpuInstanceProfileInfo, error) {
 	info, ret := dev.GetGpuInstanceProfileInfo(pi)
 	if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
 		return nil, nil
 	}
 	if err := nvmlErr("nvmlDeviceGetGpuInstanceProfileInfo", ret); err != nil {
-		if extra && !Unreadable(err) {
-			return nil, nil
-		}
 		return nil, fmt.Errorf("getting GI profile info %d: %w", pi, err)
 	}
 	return &info, nil
@@ -176,16 +171,44 @@ func (s *gpuState) find(d mig.Device) (gpuInstance, error) {
 // "<slices>g.<GB>gb", GB being the profile's share of the GPU's memory
 // (totalBytes, in bytes) rounded up to eighths times the GPU's GB, with
 // "+me", "-me", "+me.all" or "+gfx" from the NVML profile index. An index
-// go-nvlib does not know (a driver newer than it) falls back to
-// "<slices>g.<GB>gb" with GB the profile's own memory rounded.
+// go-nvlib does not name is named as the plain profile of its slice count
+// with the suffix nvidia-smi gives it (nvlibLacks: 3_SLICE_GFX is
+// "+gfx"), or none for an index newer than both.
 func derivedProfileName(nvmlProfile int, info nvml.GpuInstanceProfileInfo, totalBytes uint64) string {
-	if ci, err := ciProfileIndex(info.SliceCount); err == nil && totalBytes > 0 {
-		p, err := nvlibdevice.New(nil).NewMigProfile(nvmlProfile, ci, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, info.MemorySizeMB, totalBytes)
-		if err == nil {
-			return p.String()
+	lib := nvlibdevice.New(nil)
+	name := func(idx int) (string, bool) {
+		ci, err := ciProfileIndex(info.SliceCount)
+		if err != nil || totalBytes == 0 {
+			return "", false
+		}
+		p, err := lib.NewMigProfile(idx, ci, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, info.MemorySizeMB, totalBytes)
+		if err != nil {
+			return "", false
+		}
+		return p.String(), true
+	}
+	if n, ok := name(nvmlProfile); ok {
+		return n
+	}
+	suffix := nvlibLacks[nvmlProfile]
+	if base, ok := giSliceIndex[info.SliceCount]; ok {
+		if n, ok := name(base); ok {
+			return n + suffix
 		}
 	}
-	return fmt.Sprintf("%dg.%dgb", info.SliceCount, uint64(math.Round(float64(info.MemorySizeMB)/1024)))
+	return fmt.Sprintf("%dg.%dgb%s", info.SliceCount, uint64(math.Round(float64(info.MemorySizeMB)/1024)), suffix)
+}
+
+// nvlibLacks are the suffixes nvidia-smi gives the NVML profile indices
+// go-nvlib's MIG profile naming does not know.
+var nvlibLacks = map[int]string{nvml.GPU_INSTANCE_PROFILE_3_SLICE_GFX: "+gfx"}
+
+// giSliceIndex is the NVML_GPU_INSTANCE_PROFILE_<N>_SLICE index of the plain
+// profile of N compute slices.
+var giSliceIndex = map[uint32]int{
+	1: nvml.GPU_INSTANCE_PROFILE_1_SLICE, 2: nvml.GPU_INSTANCE_PROFILE_2_SLICE, 3: nvml.GPU_INSTANCE_PROFILE_3_SLICE,
+	4: nvml.GPU_INSTANCE_PROFILE_4_SLICE, 6: nvml.GPU_INSTANCE_PROFILE_6_SLICE, 7: nvml.GPU_INSTANCE_PROFILE_7_SLICE,
+	8: nvml.GPU_INSTANCE_PROFILE_8_SLICE,
 }
 
 // ciProfileIndex is the NVML_COMPUTE_INSTANCE_PROFILE_<N>_SLICE index of the
