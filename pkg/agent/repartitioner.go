@@ -315,7 +315,7 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 			// A GPU instance of a profile the catalog lacks may be kept
 			// where it stands (an Auto change cancelled while a claim
 			// holds it), never created.
-			err = p.model.ValidateKeeping(desired, actual)
+			err = p.model.ValidateKeeping(desired, heldOther(g, p.model))
 		}
 		if err != nil {
 			return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout, Message: err.Error()}
@@ -656,6 +656,18 @@ func findDevice(g *GPUState, d mig.Device) *gpu.MIGDevice {
 		}
 	}
 	return nil
+}
+
+// heldOther is where the GPU's GPU instances of profiles model lacks stand
+// (NVML's placements), for mig.Model.ValidateKeeping.
+func heldOther(g *GPUState, model *mig.Model) map[mig.Device]mig.Placement {
+	out := map[mig.Device]mig.Placement{}
+	for _, d := range g.Devices {
+		if _, err := model.Profile(d.Profile); err != nil {
+			out[d.Device()] = d.Placement
+		}
+	}
+	return out
 }
 
 // layoutOf is the GPU's current layout, GIs without CI included.

@@ -811,3 +811,37 @@ func TestSyncUncataloguedProfileGI(t *testing.T) {
 		t.Errorf("layouts after (-want +got):\n%s", diff)
 	}
 }
+
+// TestSyncRefusesLayoutOverKeptUncataloguedGI: a spec that keeps a GPU
+// instance of a profile the catalog lacks and creates a device over its
+// memory slices (NVML's placement of it) is an impossible layout: refused
+// as InvalidLayout, the hardware untouched.
+func TestSyncRefusesLayoutOverKeptUncataloguedGI(t *testing.T) {
+	noME := mig.Profile{Name: "1g.10gb-me", ID: 21, NVMLProfile: nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, ComputeSlices: 1, MemorySlices: 1,
+		MemoryMiB: 9856, MaxCount: 7, Multiprocessors: 14, CopyEngines: 1, Placements: []mig.Placement{{Start: 5, Size: 1}, {Start: 6, Size: 1}}}
+	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", noME)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
+	hm, err := gpu.NewNVML(g.sim, hardware)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hm.Shutdown() })
+	ctx := t.Context()
+	g.setup(t, 0, "4g.40gb@0,1g.10gb@4")
+	if _, err := hm.CreateMIGDevice(ctx, 0, mig.Device{Profile: "1g.10gb-me", Start: 6}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "4g.40gb@0,3g.40gb@4,1g.10gb-me@6")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[0]; r.Phase != v1alpha1.PhaseFailed || r.Reason != v1alpha1.ReasonInvalidLayout {
+		t.Errorf("3g.40gb@4 over the kept 1g.10gb-me@6: %+v, want Failed/InvalidLayout", r)
+	}
+	if diff := cmp.Diff([]string{"4g.40gb@0,1g.10gb@4,1g.10gb-me@6"}, g.layouts(t)); diff != "" {
+		t.Errorf("hardware touched for an impossible layout (-want +got):\n%s", diff)
+	}
+}

@@ -317,8 +317,7 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 		info.UUID, info.ProductName = st.UUID, st.Product
 		applyAttributes(&info, st.Attributes)
 		for _, d := range actual {
-			p, err := model.Profile(d.Profile)
-			if err == nil && allocated.Has(migslices.MIGDeviceName(int(st.Index), d.Profile, p.ID, d.Start)) && !inUse.Contains(d) {
+			if isAllocated(allocated, model, int(st.Index), d) && !inUse.Contains(d) {
 				inUse = append(inUse, d)
 			}
 		}
@@ -354,6 +353,21 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 		out = append(out, g)
 	}
 	return out
+}
+
+// isAllocated reports whether a claim holds device d of GPU index: its
+// published name is in allocated (for a GPU instance of a profile the
+// catalog lacks, whose GI profile ID only NVML knows, any ID).
+func isAllocated(allocated sets.Set[string], model *mig.Model, index int, d mig.Device) bool {
+	if p, err := model.Profile(d.Profile); err == nil {
+		return allocated.Has(migslices.MIGDeviceName(index, d.Profile, p.ID, d.Start))
+	}
+	for name := range allocated {
+		if migslices.IsMIGDeviceName(name, index, d.Profile, d.Start) {
+			return true
+		}
+	}
+	return false
 }
 
 // pendingPods returns the pods the scheduler could not place that wait for

@@ -4,9 +4,11 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // TestCancelKeepsUncataloguedGI: an Auto change that plans away a free GPU
@@ -23,12 +25,12 @@ func TestCancelKeepsUncataloguedGI(t *testing.T) {
 	if !ok {
 		t.Fatal("no cancel")
 	}
-	actual := mig.MustParseLayout(nml.Status.GPUs[0].Layout)
 	model, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := model.ValidateKeeping(c.To, actual); err != nil {
+	held := map[mig.Device]mig.Placement{{Profile: "1g.10gb-me", Start: 6}: {Start: 6, Size: 1}} // what NVML says of it
+	if err := model.ValidateKeeping(c.To, held); err != nil {
 		t.Errorf("cancel writes %q, which the agent refuses: %v", c.To, err)
 	}
 	// Applied: the GPU holds its spec and is Ready, not changing.
@@ -37,5 +39,23 @@ func TestCancelKeepsUncataloguedGI(t *testing.T) {
 	st.Phase, st.Reason, st.Message = v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied, "layout applied"
 	if g := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil)[0]; g.Changing {
 		t.Errorf("after the cancel is applied the GPU is still changing: %+v", g)
+	}
+}
+
+// TestAllocatedUncataloguedGIPinned: a GPU instance of a profile the
+// catalog lacks that a claim holds (allocated before the agent's status
+// says so; published under NVML's GI profile ID) is pinned like a
+// catalogued one, so no plan destroys it.
+func TestAllocatedUncataloguedGIPinned(t *testing.T) {
+	for name, tc := range map[string]struct{ layout, device, allocated string }{
+		"catalogued":   {"4g.40gb@0,1g.10gb@6", "1g.10gb@6", migslices.MIGDeviceName(0, "1g.10gb", 19, 6)},
+		"uncatalogued": {"4g.40gb@0,1g.10gb-me@6", "1g.10gb-me@6", migslices.MIGDeviceName(0, "1g.10gb-me", 21, 6)}, // as the agent publishes it
+	} {
+		nml := nodeMigLayout("n1").spec(specGPU(0, tc.layout, "")).
+			status(a100(0).layout(tc.layout).phase(v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied, "")).build()
+		gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, sets.New(tc.allocated))
+		if len(gpus) != 1 || !gpus[0].Pinned.Contains(mig.MustParseLayout(tc.device)[0]) {
+			t.Errorf("%s: %s allocated (%s) but pinned %q", name, tc.device, tc.allocated, gpus[0].Pinned)
+		}
 	}
 }

@@ -131,20 +131,58 @@ func (m *Model) SplitCatalogued(l Layout) (catalogued, other Layout) {
 	return catalogued, other
 }
 
-// ValidateKeeping is Validate for a layout to apply to a GPU that holds
-// current: a device of a profile m lacks is allowed where current holds it
-// (kept as it stands, never created; its memory slices are NVML's to know),
-// and Validate judges the rest. The error wraps ErrUnknownProfile for such
-// a device current does not hold.
-func (m *Model) ValidateKeeping(l, current Layout) error {
-	known, other := m.SplitCatalogued(l)
-	for _, d := range other {
-		if !current.Contains(d) {
+// ValidateKeeping is Validate for a layout to apply to a GPU whose GPU
+// instances of profiles m lacks stand at the placements held gives (NVML's:
+// the catalog cannot size them): such a device is allowed in l where held
+// has it (kept as it stands, never created), and counts against the rest
+// with its memory slices, its compute slices (from its name) and one
+// instance; Validate judges the rest. The error wraps ErrUnknownProfile for
+// such a device held lacks, and ErrInvalidLayout for one the rest does not
+// fit beside.
+func (m *Model) ValidateKeeping(l Layout, held map[Device]Placement) error {
+	known, kept := m.SplitCatalogued(l)
+	for _, d := range kept {
+		if _, ok := held[d]; !ok {
 			_, err := m.Profile(d.Profile)
 			return fmt.Errorf("layout %q: %s is not there to keep, and miglayout never creates a profile its catalog lacks: %w", l.Canonical().String(), d, err)
 		}
 	}
-	return m.Validate(known)
+	if err := m.Validate(known); err != nil {
+		return err
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: layout %q on %s: %s", ErrInvalidLayout, l.Canonical().String(), m.Name, fmt.Sprintf(format, args...))
+	}
+	compute := 0
+	for _, d := range known {
+		p, _ := m.Profile(d.Profile)
+		compute += p.ComputeSlices
+	}
+	for i, d := range kept {
+		pl := held[d]
+		for _, e := range known {
+			q, _ := m.Placement(e)
+			if pl.Overlaps(q) {
+				lo, hi := max(pl.Start, q.Start), min(pl.End(), q.End())-1
+				return fail("%s overlaps the kept %s on memory slices %s", e, d, sliceRange(lo, hi))
+			}
+		}
+		for _, e := range kept[:i] {
+			if pl.Overlaps(held[e]) {
+				return fail("the kept %s and %s overlap", e, d)
+			}
+		}
+		if n, err := ParseProfileName(d.Profile); err == nil {
+			compute += n.ComputeSlices
+		}
+	}
+	if len(l) > m.MaxInstances {
+		return fail("%d GPU instances, at most %d allowed", len(l), m.MaxInstances)
+	}
+	if compute > m.ComputeSlices {
+		return fail("needs %d compute slices, the GPU has %d", compute, m.ComputeSlices)
+	}
+	return nil
 }
 
 // Validate checks that the GPU model can hold layout l: every profile exists

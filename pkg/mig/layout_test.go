@@ -129,3 +129,31 @@ func FuzzParseLayout(f *testing.F) {
 		_ = a100.Validate(l) // must not panic
 	})
 }
+
+// TestValidateKeeping: a GPU instance of a profile the catalog lacks may
+// stay where NVML holds it, counted with its memory slices, compute slices
+// and instance against the rest; never created.
+func TestValidateKeeping(t *testing.T) {
+	a100, err := DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[Device]Placement{{Profile: "1g.10gb-me", Start: 6}: {Start: 6, Size: 1}, {Profile: "2g.20gb-me", Start: 4}: {Start: 4, Size: 2},
+		{Profile: "4g.40gb-me", Start: 4}: {Start: 4, Size: 4}}
+	for layout, want := range map[string]error{
+		"4g.40gb@0,1g.10gb-me@6":              nil,
+		"4g.40gb@0,1g.10gb@5,1g.10gb-me@6":    nil,
+		"4g.40gb@0,2g.20gb-me@4,1g.10gb-me@6": nil,
+		"1g.10gb-me@5":                        ErrUnknownProfile, // not held there: never created
+		"4g.40gb@0,3g.40gb@4,1g.10gb-me@6":    ErrInvalidLayout,  // over it
+		"4g.40gb@4,1g.10gb-me@6":              ErrInvalidLayout,  // catalogued part invalid on its own
+		"3g.40gb@0,2g.20gb-me@4,1g.10gb-me@6": nil,
+		"4g.40gb@0,1g.10gb@4,2g.20gb-me@4":    ErrInvalidLayout, // the kept 2g holds slices 4-5
+		"4g.40gb@0,4g.40gb-me@4":              ErrInvalidLayout, // 8 compute slices
+	} {
+		err := a100.ValidateKeeping(MustParseLayout(layout), held)
+		if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+			t.Errorf("ValidateKeeping(%s) = %v, want %v", layout, err, want)
+		}
+	}
+}

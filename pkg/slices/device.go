@@ -77,6 +77,20 @@ func MIGDeviceName(gpuIndex int, profile string, profileID, start int) string {
 	return fmt.Sprintf("gpu-%d-mig-%s-%d-%d", gpuIndex, nameToken(profile), profileID, start)
 }
 
+// IsMIGDeviceName reports whether name is the MIGDeviceName of a device of
+// the given profile at the given start on GPU gpuIndex, whatever its GI
+// profile ID: how a device of a profile the catalog lacks (whose ID only
+// NVML knows) is told by name.
+func IsMIGDeviceName(name string, gpuIndex int, profile string, start int) bool {
+	rest, ok := strings.CutPrefix(name, fmt.Sprintf("gpu-%d-mig-%s-", gpuIndex, nameToken(profile)))
+	if !ok {
+		return false
+	}
+	id, ok := strings.CutSuffix(rest, "-"+strconv.Itoa(start))
+	n, err := strconv.Atoi(id)
+	return ok && err == nil && n >= 0 && strconv.Itoa(n) == id
+}
+
 // nameToken keeps the lower-case letters and digits of s.
 func nameToken(s string) string {
 	return strings.Map(func(r rune) rune {

@@ -265,3 +265,20 @@ func TestUnknownValuesOmitted(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestIsMIGDeviceName(t *testing.T) {
+	for name, want := range map[string]bool{
+		MIGDeviceName(0, "1g.10gb-me", 21, 6): true,
+		MIGDeviceName(0, "1g.10gb-me", 7, 6):  true,
+		MIGDeviceName(1, "1g.10gb-me", 21, 6): false, // another GPU
+		MIGDeviceName(0, "1g.10gb-me", 21, 5): false, // another start
+		MIGDeviceName(0, "1g.10gb", 19, 6):    false, // another profile
+		"gpu-0-mig-1g10gbme-x-6":              false,
+		"gpu-0-mig-1g10gbme--6":               false,
+		"gpu-0-mig-1g10gbme-016-6":            false,
+	} {
+		if got := IsMIGDeviceName(name, 0, "1g.10gb-me", 6); got != want {
+			t.Errorf("IsMIGDeviceName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
