@@ -991,13 +991,7 @@ func TestPlanAsksTheAPIServer(t *testing.T) {
 					}
 					return c.Create(ctx, obj, opts...)
 				}}).Build()
-			e := &env{now: func() time.Time { return time.Unix(1060, 0) }, newClient: func() (client.Client, error) { return c, nil }}
-			cmd := newRootCommandEnv(e)
-			var out, errOut bytes.Buffer
-			cmd.SetOut(&out)
-			cmd.SetErr(&errOut)
-			cmd.SetArgs([]string{"plan", "-f", "testdata/plan-static.yaml"})
-			err := cmd.Execute()
+			_, errOut, err := planWith(c)
 			switch {
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "not both")):
 				t.Errorf("error %v, want %q with the API server's reason", err, tc.wantErr)
@@ -1134,16 +1128,22 @@ func TestPlanForbiddenGetIsNotAdmission(t *testing.T) {
 			return c.Get(ctx, key, obj, opts...)
 		},
 	}).Build()
-	e := &env{now: func() time.Time { return time.Unix(1060, 0) }, newClient: func() (client.Client, error) { return c, nil }}
-	cmd := newRootCommandEnv(e)
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs([]string{"plan", "-f", "testdata/plan-static.yaml"})
-	if err := cmd.Execute(); err != nil {
+	_, errOut, err := planWith(c)
+	if err != nil {
 		t.Errorf("plan refused: %v\nstderr: %s", err, errOut.String())
 	}
 	if !strings.Contains(errOut.String(), "was not checked by the API server") {
 		t.Errorf("stderr %q, want the not-checked warning", errOut.String())
 	}
+}
+
+// planWith runs plan of testdata/plan-static.yaml against c.
+func planWith(c client.Client) (stdout, stderr *bytes.Buffer, err error) {
+	e := &env{now: func() time.Time { return time.Unix(1060, 0) }, newClient: func() (client.Client, error) { return c, nil }}
+	cmd := newRootCommandEnv(e)
+	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetArgs([]string{"plan", "-f", "testdata/plan-static.yaml"})
+	return stdout, stderr, cmd.Execute()
 }

@@ -738,24 +738,34 @@ func TestSyncTransientNVMLErrorWithdrawsNothing(t *testing.T) {
 	}
 }
 
-// TestSyncUncataloguedProfileGI: a GPU instance of a profile the agent's
-// catalog lacks (made with nvidia-smi from a newer driver's profile table)
-// on a GPU the spec manages is seen: it is in the status layout, drained
-// and destroyed like any device the layout lacks, and left (Blocked) while
-// a process runs on it.
-func TestSyncUncataloguedProfileGI(t *testing.T) {
+// newUncataloguedRig is a rig over A100s whose driver also offers a
+// 1g.10gb-me profile (GI profile ID 21, at starts 5 and 6) that the
+// agent's catalog lacks, and hm a manager with the driver's profile table
+// (to make such devices as nvidia-smi would).
+func newUncataloguedRig(t *testing.T, spec string) (*rig, *gpu.NVMLManager) {
+	t.Helper()
 	noME := mig.Profile{Name: "1g.10gb-me", ID: 21, NVMLProfile: nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, ComputeSlices: 1, MemorySlices: 1,
 		MemoryMiB: 9856, MaxCount: 7, Multiprocessors: 14, CopyEngines: 1, Placements: []mig.Placement{{Start: 5, Size: 1}, {Start: 6, Size: 1}}}
 	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", noME)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newRigWith(t, nvmlsim.Config{Spec: "2xA100-SXM4-80GB", Catalog: hardware})
+	g := newRigWith(t, nvmlsim.Config{Spec: spec, Catalog: hardware})
 	hm, err := gpu.NewNVML(g.sim, hardware)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = hm.Shutdown() })
+	return g, hm
+}
+
+// TestSyncUncataloguedProfileGI: a GPU instance of a profile the agent's
+// catalog lacks (made with nvidia-smi from a newer driver's profile table)
+// on a GPU the spec manages is seen: it is in the status layout, drained
+// and destroyed like any device the layout lacks, and left (Blocked) while
+// a process runs on it.
+func TestSyncUncataloguedProfileGI(t *testing.T) {
+	g, hm := newUncataloguedRig(t, "2xA100-SXM4-80GB")
 	ctx := t.Context()
 	for idx := range 2 {
 		g.setup(t, idx, "4g.40gb@0")
@@ -817,18 +827,7 @@ func TestSyncUncataloguedProfileGI(t *testing.T) {
 // memory slices (NVML's placement of it) is an impossible layout: refused
 // as InvalidLayout, the hardware untouched.
 func TestSyncRefusesLayoutOverKeptUncataloguedGI(t *testing.T) {
-	noME := mig.Profile{Name: "1g.10gb-me", ID: 21, NVMLProfile: nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, ComputeSlices: 1, MemorySlices: 1,
-		MemoryMiB: 9856, MaxCount: 7, Multiprocessors: 14, CopyEngines: 1, Placements: []mig.Placement{{Start: 5, Size: 1}, {Start: 6, Size: 1}}}
-	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", noME)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
-	hm, err := gpu.NewNVML(g.sim, hardware)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = hm.Shutdown() })
+	g, hm := newUncataloguedRig(t, "1xA100-SXM4-80GB")
 	ctx := t.Context()
 	g.setup(t, 0, "4g.40gb@0,1g.10gb@4")
 	if _, err := hm.CreateMIGDevice(ctx, 0, mig.Device{Profile: "1g.10gb-me", Start: 6}); err != nil {

@@ -985,28 +985,18 @@ var noMEProfile = mig.Profile{Name: "1g.10gb-me", ID: 21, NVMLProfile: nvml.GPU_
 	MemoryMiB: 9856, MaxCount: 7, Multiprocessors: 14, CopyEngines: 1,
 	Placements: []mig.Placement{{Start: 0, Size: 1}, {Start: 1, Size: 1}, {Start: 2, Size: 1}, {Start: 3, Size: 1}, {Start: 4, Size: 1}, {Start: 5, Size: 1}, {Start: 6, Size: 1}}}
 
-// TestUncataloguedProfileGI: a GPU instance of a profile the catalog lacks
-// on a catalogued GPU (made with nvidia-smi, or a newer driver's profile)
-// is listed, named as nvidia-smi names it, so that it is never overlapped
-// blindly and can be destroyed; the profile is reported as a catalog
-// mismatch.
-func TestUncataloguedProfileGI(t *testing.T) {
+// newUncataloguedSim is one A100 whose driver also offers noMEProfile, MIG
+// on, holding 3g.40gb@0 and a 1g.10gb-me@6 someone made with the driver's
+// own profile table; m is a manager with miglayout's catalog.
+func newUncataloguedSim(t *testing.T) (*nvmlsim.Sim, *gpu.NVMLManager) {
+	t.Helper()
 	ctx := t.Context()
 	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", noMEProfile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	sim, m := newSimWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
 	enableMIG(t, ctx, sim, m, 0)
-	// The device someone made with the driver's own profile table.
 	hm, err := gpu.NewNVML(sim, hardware)
 	if err != nil {
 		t.Fatal(err)
@@ -1018,6 +1008,17 @@ func TestUncataloguedProfileGI(t *testing.T) {
 	if _, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 0}); err != nil {
 		t.Fatal(err)
 	}
+	return sim, m
+}
+
+// TestUncataloguedProfileGI: a GPU instance of a profile the catalog lacks
+// on a catalogued GPU (made with nvidia-smi, or a newer driver's profile)
+// is listed, named as nvidia-smi names it, so that it is never overlapped
+// blindly and can be destroyed; the profile is reported as a catalog
+// mismatch.
+func TestUncataloguedProfileGI(t *testing.T) {
+	ctx := t.Context()
+	sim, m := newUncataloguedSim(t)
 
 	devs, err := m.MIGDevices(ctx, 0)
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/miglayout/miglayout/pkg/mig"
-	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -19,31 +17,7 @@ import (
 // free.
 func TestWalkFailsOnTransientErrorOfAnExtraIndex(t *testing.T) {
 	ctx := t.Context()
-	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", noMEProfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
-	enableMIG(t, ctx, sim, m, 0)
-	hm, err := gpu.NewNVML(sim, hardware)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = hm.Shutdown() })
-	if _, err := hm.CreateMIGDevice(ctx, 0, mig.Device{Profile: "1g.10gb-me", Start: 6}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 0}); err != nil {
-		t.Fatal(err)
-	}
+	sim, m := newUncataloguedSim(t)
 	// The walk's call order (profileIndices): the catalog's indices, then
 	// every other index; fail the call for 1_SLICE_NO_ME once.
 	var order []int
