@@ -2,6 +2,7 @@ package helm
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -252,6 +253,131 @@ func TestControllerDisruptionBudget(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPrometheusRule: off by default (its CRD may not exist); on, every
+// alert is named, has a severity and summary, and reads only metrics the
+// components register, with the labels they carry.
+func TestPrometheusRule(t *testing.T) {
+	for _, o := range render(t, nil).Objects {
+		if o.GetKind() == "PrometheusRule" {
+			t.Fatalf("rendered by default: %s", o.GetName())
+		}
+	}
+	r := render(t, map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}, "for": "5m"}}})
+	rule := find(t, r, "PrometheusRule", "miglayout")
+	if rule.GetLabels()["release"] != "kube-prometheus" || rule.GetNamespace() != "miglayout-system" {
+		t.Errorf("labels %v, namespace %q", rule.GetLabels(), rule.GetNamespace())
+	}
+	var spec struct {
+		Groups []struct {
+			Name  string
+			Rules []struct {
+				Alert, Expr, For string
+				Labels           map[string]string
+				Annotations      map[string]string
+			}
+		}
+	}
+	raw, err := json.Marshal(rule.Object["spec"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		t.Fatal(err)
+	}
+	labels := registeredMetrics(t)
+	used := regexp.MustCompile(`(miglayout_[a-z_]+)(\{[^}]*\})?`)
+	var alerts []string
+	for _, g := range spec.Groups {
+		for _, a := range g.Rules {
+			alerts = append(alerts, a.Alert)
+			if a.Labels["severity"] == "" || a.Annotations["summary"] == "" || a.For == "" {
+				t.Errorf("%s: severity %q, summary %q, for %q", a.Alert, a.Labels["severity"], a.Annotations["summary"], a.For)
+			}
+			ms := used.FindAllStringSubmatch(a.Expr, -1)
+			if len(ms) == 0 {
+				t.Errorf("%s reads no miglayout metric: %s", a.Alert, a.Expr)
+			}
+			// Labels grouped by: the metrics' own, or the scrape target's.
+			known := []string{"namespace", "pod", "instance", "job"}
+			for _, m := range ms {
+				known = append(known, labels[m[1]]...)
+			}
+			for _, by := range regexp.MustCompile(`by \(([^)]*)\)`).FindAllStringSubmatch(a.Expr, -1) {
+				for _, l := range strings.Split(by[1], ",") {
+					if l = strings.TrimSpace(l); !slices.Contains(known, l) {
+						t.Errorf("%s groups by %s, a label its metrics do not have", a.Alert, l)
+					}
+				}
+			}
+			for _, m := range ms {
+				have, ok := labels[m[1]]
+				if !ok {
+					t.Errorf("%s reads %s, which no component registers", a.Alert, m[1])
+					continue
+				}
+				for _, sel := range regexp.MustCompile(`([a-z_]+)=~?"`).FindAllStringSubmatch(m[2], -1) {
+					if !slices.Contains(have, sel[1]) {
+						t.Errorf("%s selects %s{%s}, a label it does not have (%q)", a.Alert, m[1], sel[1], have)
+					}
+				}
+			}
+		}
+	}
+	if len(alerts) < 5 {
+		t.Errorf("alerts %q", alerts)
+	}
+	var fives int
+	for _, a := range spec.Groups[0].Rules {
+		if a.For == "5m" {
+			fives++
+		}
+	}
+	if fives == 0 {
+		t.Errorf("metrics.prometheusRule.for is not used")
+	}
+}
+
+// registeredMetrics reads the metric names and label names the components
+// define from their metrics.go files: each prometheus.New... call's Name
+// (or Namespace_Subsystem_Name) and []string labels.
+func registeredMetrics(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	field := func(chunk, key string) string {
+		m := regexp.MustCompile(key + `: +"([a-z_]+)"`).FindStringSubmatch(chunk)
+		if m == nil {
+			return ""
+		}
+		return m[1]
+	}
+	for _, f := range []string{"../../pkg/agent/metrics.go", "../../pkg/controller/metrics.go"} {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, chunk := range strings.Split(string(src), "prometheus.New")[1:] {
+			name := field(chunk, "Name")
+			if name == "" {
+				continue
+			}
+			if ns := field(chunk, "Namespace"); ns != "" {
+				name = ns + "_" + field(chunk, "Subsystem") + "_" + name
+			}
+			var labels []string
+			if m := regexp.MustCompile(`\}, \[\]string\{([^}]*)\}`).FindStringSubmatch(chunk); m != nil {
+				for _, l := range strings.Split(m[1], ",") {
+					labels = append(labels, strings.Trim(strings.TrimSpace(l), `"`))
+				}
+			}
+			out[name] = labels
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("read %d metrics from the sources: %v", len(out), out)
+	}
+	return out
 }
 
 func TestAgentDaemonSet(t *testing.T) {
