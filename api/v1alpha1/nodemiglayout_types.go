@@ -133,10 +133,13 @@ type GPUStatus struct {
 	// +optional
 	Attributes *GPUAttributes `json:"attributes,omitempty"`
 	// NVMLProfiles are the GPU instance profiles that NVML describes on this
-	// GPU otherwise than miglayout's catalog (a driver's values, or catalog
-	// values no source confirmed), as NVML does; empty when all agree or
-	// MIG mode is off. Devices are published with NVML's values; the Auto
-	// planner gives its hypothetical devices of these profiles the same.
+	// GPU otherwise than miglayout's catalog (a driver's values, placements
+	// or GI profile ID, or catalog values no source confirmed), as NVML
+	// does; empty when all agree or MIG mode is off. Devices are published
+	// with NVML's values; the Auto planner gives its hypothetical devices of
+	// these profiles the same, plans them only at NVML's placements, and
+	// plans none of a profile NVML gives another GI profile ID (the agent
+	// refuses to create one, InvalidLayout).
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=profile
@@ -219,6 +222,21 @@ type NVMLProfile struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	OFAEngines int32 `json:"ofaEngines,omitempty"`
+	// PlacementStarts are the memory slices NVML's placements of the
+	// profile start at (nvmlDeviceGetGpuInstancePossiblePlacements), where
+	// they differ from the catalog's.
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:Minimum=0
+	// +kubebuilder:validation:items:Maximum=7
+	// +listType=atomic
+	// +optional
+	PlacementStarts []int32 `json:"placementStarts,omitempty"`
+	// GIProfileID is the GI profile ID NVML gives the profile where it
+	// differs from the catalog's: miglayout creates no device of it on this
+	// GPU until its catalog agrees.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	GIProfileID *int32 `json:"giProfileID,omitempty"`
 }
 
 // GPUAttributes are what NVML reports of a GPU beyond its model, as the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -330,6 +331,9 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 		p.disableMIG = g.GPU.MIGMode.Current
 		p.plan = p.model.Diff(actual, nil)
 	}
+	if err := nvmlRefuses(g.GPU, p.plan.Create); err != nil {
+		return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout, Message: err.Error()}
+	}
 	for _, d := range p.plan.Destroy {
 		if md := findDevice(g, d); md != nil {
 			p.drain = append(p.drain, r.Inventory.DeviceName(g.GPU, md))
@@ -654,6 +658,31 @@ func findDevice(g *GPUState, d mig.Device) *gpu.MIGDevice {
 		if g.Devices[i].Device() == d {
 			return &g.Devices[i]
 		}
+	}
+	return nil
+}
+
+// nvmlRefuses returns why NVML would refuse to create one of devices on g,
+// where g's NVML differs from the catalog (gpu.GPU.NVMLPlacements,
+// NVMLProfileIDs), so that the GPU is not touched for a layout that cannot
+// be made; nil otherwise.
+func nvmlRefuses(g gpu.GPU, devices mig.Layout) error {
+	for _, d := range devices {
+		if id, ok := g.NVMLProfileIDs[d.Profile]; ok {
+			p, _ := g.Model.Profile(d.Profile)
+			return fmt.Errorf("cannot create %s on GPU %d: NVML gives %s GI profile ID %d, the catalog %d (see catalogMismatches); miglayout creates no %s there until its catalog agrees",
+				d, g.Index, d.Profile, id, p.ID, d.Profile)
+		}
+		pls, ok := g.NVMLPlacements[d.Profile]
+		if !ok || slices.ContainsFunc(pls, func(pl mig.Placement) bool { return pl.Start == d.Start }) {
+			continue
+		}
+		starts := make([]string, len(pls))
+		for i, pl := range pls {
+			starts[i] = strconv.Itoa(pl.Start)
+		}
+		return fmt.Errorf("cannot create %s on GPU %d: NVML offers %s at starts %s only (the catalog differs, see catalogMismatches)",
+			d, g.Index, d.Profile, strings.Join(starts, ","))
 	}
 	return nil
 }

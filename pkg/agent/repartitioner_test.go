@@ -844,3 +844,52 @@ func TestSyncRefusesLayoutOverKeptUncataloguedGI(t *testing.T) {
 		t.Errorf("hardware touched for an impossible layout (-want +got):\n%s", diff)
 	}
 }
+
+// TestSyncRefusesWhatNVMLDoesNotOffer: where the GPU's NVML offers a
+// profile at other placements than the catalog, or under another GI
+// profile ID, a layout that creates it where NVML would refuse is
+// InvalidLayout before any device is destroyed (the catalog's placements
+// and IDs are partly unverified; NVML decides).
+func TestSyncRefusesWhatNVMLDoesNotOffer(t *testing.T) {
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, _ := a100.Profile("3g.40gb")
+	rightOnly := *three
+	rightOnly.Placements = []mig.Placement{{Start: 4, Size: 4}}
+	two, _ := a100.Profile("2g.20gb")
+	otherID := *two
+	otherID.ID = 30
+	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", rightOnly, otherID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct{ layout, want string }{
+		"a placement NVML does not offer":      {"3g.40gb@0,3g.40gb@4", "NVML offers 3g.40gb at starts 4"},
+		"a GI profile ID NVML gives otherwise": {"2g.20gb@0,1g.10gb@2,1g.10gb@3,3g.40gb@4", "NVML gives 2g.20gb GI profile ID 30"},
+		"the placement NVML offers":            {"4g.40gb@0,3g.40gb@4", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
+			g.setup(t, 0, "1g.10gb@0,1g.10gb@1")
+			res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, tc.layout)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := res.Results[0]
+			if tc.want == "" {
+				if r.Phase != v1alpha1.PhaseReady {
+					t.Errorf("result %+v, want Ready", r)
+				}
+				return
+			}
+			if r.Phase != v1alpha1.PhaseFailed || r.Reason != v1alpha1.ReasonInvalidLayout || !strings.Contains(r.Message, tc.want) {
+				t.Errorf("result %+v, want Failed/InvalidLayout saying %q", r, tc.want)
+			}
+			if diff := cmp.Diff([]string{"1g.10gb@0,1g.10gb@1"}, g.layouts(t)); diff != "" {
+				t.Errorf("hardware touched (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -43,7 +43,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 			gs.Model = g.GPU.Model.Name
 		}
 		gs.Attributes = gpuAttributes(g.GPU)
-		gs.NVMLProfiles = nvmlProfiles(g.GPU.ProfileValues)
+		gs.NVMLProfiles = nvmlProfiles(g.GPU)
 		for _, m := range g.GPU.CatalogMismatches[:min(len(g.GPU.CatalogMismatches), 16)] {
 			gs.CatalogMismatches = append(gs.CatalogMismatches, truncate(m, 256))
 		}
@@ -125,16 +125,47 @@ func truncate(s string, n int) string {
 	return s[:cut] + "..."
 }
 
-// nvmlProfiles are the profiles NVML describes otherwise than the catalog,
-// at most the 32 the API holds (no model has as many).
-func nvmlProfiles(vs []mig.NVMLProfileValues) []v1alpha1.NVMLProfile {
-	var out []v1alpha1.NVMLProfile
-	for _, v := range vs[:min(len(vs), 32)] {
-		out = append(out, v1alpha1.NVMLProfile{Profile: v.Profile, MemoryMiB: v.MemoryMiB,
+// nvmlProfiles are the profiles NVML describes otherwise than the catalog
+// (values, placements, GI profile ID), sorted by name, at most the 32 the
+// API holds (no model has as many). A profile whose values agree carries
+// the catalog's.
+func nvmlProfiles(g gpu.GPU) []v1alpha1.NVMLProfile {
+	byName := map[string]*v1alpha1.NVMLProfile{}
+	entry := func(name string) *v1alpha1.NVMLProfile {
+		if e, ok := byName[name]; ok {
+			return e
+		}
+		v := mig.NVMLProfileValues{Profile: name}
+		if g.Model != nil {
+			if p, err := g.Model.Profile(name); err == nil {
+				v = p.NVMLValues()
+			}
+		}
+		e := &v1alpha1.NVMLProfile{Profile: v.Profile, MemoryMiB: v.MemoryMiB,
 			Multiprocessors: int32(v.Multiprocessors), CopyEngines: int32(v.CopyEngines), Decoders: int32(v.Decoders),
-			Encoders: int32(v.Encoders), JPEGEngines: int32(v.JPEG), OFAEngines: int32(v.OFA)})
+			Encoders: int32(v.Encoders), JPEGEngines: int32(v.JPEG), OFAEngines: int32(v.OFA)}
+		byName[name] = e
+		return e
 	}
-	return out
+	for _, v := range g.ProfileValues {
+		e := entry(v.Profile)
+		e.MemoryMiB, e.Multiprocessors, e.CopyEngines = v.MemoryMiB, int32(v.Multiprocessors), int32(v.CopyEngines)
+		e.Decoders, e.Encoders, e.JPEGEngines, e.OFAEngines = int32(v.Decoders), int32(v.Encoders), int32(v.JPEG), int32(v.OFA)
+	}
+	for name, pls := range g.NVMLPlacements {
+		e := entry(name)
+		for _, pl := range pls[:min(len(pls), 8)] {
+			e.PlacementStarts = append(e.PlacementStarts, int32(pl.Start))
+		}
+	}
+	for name, id := range g.NVMLProfileIDs {
+		entry(name).GIProfileID = ptr.To(int32(id))
+	}
+	var out []v1alpha1.NVMLProfile
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		out = append(out, *byName[name])
+	}
+	return out[:min(len(out), 32)]
 }
 
 // describeCatalogDiffers says, for people, how NVML's profile table of g

@@ -223,17 +223,32 @@ func (v modelVariants) of(model *mig.Model, ps []v1alpha1.NVMLProfile) *mig.Mode
 		return model
 	}
 	values := make([]mig.NVMLProfileValues, len(ps))
+	placements := map[string][]mig.Placement{}
+	var refused []string
 	for i, p := range ps {
 		values[i] = mig.NVMLProfileValues{Profile: p.Profile, MemoryMiB: p.MemoryMiB, Multiprocessors: int(p.Multiprocessors),
 			CopyEngines: int(p.CopyEngines), Decoders: int(p.Decoders), Encoders: int(p.Encoders), JPEG: int(p.JPEGEngines), OFA: int(p.OFAEngines)}
+		if prof, err := model.Profile(p.Profile); err == nil && len(p.PlacementStarts) > 0 {
+			for _, start := range p.PlacementStarts {
+				placements[p.Profile] = append(placements[p.Profile], mig.Placement{Start: int(start), Size: prof.MemorySlices})
+			}
+		}
+		if p.GIProfileID != nil {
+			refused = append(refused, p.Profile)
+		}
 	}
-	key := fmt.Sprintf("%s %+v", model.Name, values)
+	key := fmt.Sprintf("%s %+v %v %v", model.Name, values, placements, refused)
 	if m, ok := v[key]; ok {
 		return m
 	}
 	m, err := model.WithNVMLValues(values)
 	if err != nil {
 		m = model
+	}
+	// Only NVML's placements are planned, and no profile NVML gives
+	// another GI profile ID (the agent would refuse it).
+	if withPlacements, err := m.WithNVMLPlacements(placements, refused); err == nil {
+		m = withPlacements
 	}
 	v[key] = m
 	return m

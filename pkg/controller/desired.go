@@ -84,6 +84,9 @@ func desiredGPU(cat *mig.Catalog, rule *v1alpha1.LayoutRule, g v1alpha1.GPUStatu
 	if err != nil {
 		return v1alpha1.GPUSpec{}, v1alpha1.ReasonUnknownGPU, err
 	}
+	// Where the GPU's NVML offers other placements, or gives a profile
+	// another GI profile ID, the layout keeps to what NVML offers.
+	model = modelVariants{}.of(model, g.NVMLProfiles)
 	current, pinned := actualLayout(model, g)
 	var layout mig.Layout
 	var why string

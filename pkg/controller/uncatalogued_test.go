@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -57,5 +59,46 @@ func TestAllocatedUncataloguedGIPinned(t *testing.T) {
 		if len(gpus) != 1 || !gpus[0].Pinned.Contains(mig.MustParseLayout(tc.device)[0]) {
 			t.Errorf("%s: %s allocated (%s) but pinned %q", name, tc.device, tc.allocated, gpus[0].Pinned)
 		}
+	}
+}
+
+// TestLayoutsKeepToNVMLPlacements: where a GPU's agent reports that NVML
+// offers a profile at other placements than the catalog, or gives one
+// another GI profile ID, Static rules and the Auto planner keep to what
+// NVML offers (the agent refuses the rest).
+func TestLayoutsKeepToNVMLPlacements(t *testing.T) {
+	st := v1alpha1.GPUStatus{Index: 0, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true,
+		NVMLProfiles: []v1alpha1.NVMLProfile{
+			{Profile: "3g.40gb", MemoryMiB: 40192, Multiprocessors: 42, CopyEngines: 3, Decoders: 2, JPEGEngines: 0, PlacementStarts: []int32{4}},
+			{Profile: "2g.20gb", MemoryMiB: 19968, Multiprocessors: 28, CopyEngines: 2, Decoders: 1, GIProfileID: ptr.To[int32](30)},
+		}}
+	for name, tc := range map[string]struct {
+		rule       v1alpha1.LayoutRule
+		want, fail string
+	}{
+		"one 3g goes where NVML offers it": {rule: v1alpha1.LayoutRule{Profiles: map[string]int32{"3g.40gb": 1}}, want: "3g.40gb@4"},
+		"two 3g do not fit":                {rule: v1alpha1.LayoutRule{Profiles: map[string]int32{"3g.40gb": 2}}, fail: "3g.40gb"},
+		"an explicit 3g at 0":              {rule: v1alpha1.LayoutRule{Layout: ptr.To("3g.40gb@0")}, fail: "valid starts: 4"},
+		"a 2g NVML gives another ID":       {rule: v1alpha1.LayoutRule{Profiles: map[string]int32{"2g.20gb": 1}}, fail: "2g.20gb"},
+	} {
+		specs, problems := DesiredGPUs(mig.DefaultCatalog(), []v1alpha1.LayoutRule{tc.rule}, []v1alpha1.GPUStatus{st}, nil)
+		switch {
+		case tc.fail != "":
+			if len(problems) != 1 || problems[0].Reason != v1alpha1.ReasonInvalidLayout || !strings.Contains(problems[0].Message, tc.fail) {
+				t.Errorf("%s: specs %+v problems %+v, want InvalidLayout naming %q", name, specs, problems, tc.fail)
+			}
+		case len(specs) != 1 || specs[0].Layout != tc.want:
+			t.Errorf("%s: specs %+v problems %+v, want %s", name, specs, problems, tc.want)
+		}
+	}
+
+	// Auto: the planner's model of the GPU is NVML's.
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{st}}}
+	g := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil)[0]
+	if err := g.Info.Model.Validate(mig.MustParseLayout("3g.40gb@0")); err == nil {
+		t.Error("the Auto planner may plan 3g.40gb@0")
+	}
+	if _, err := g.Info.Model.Profile("2g.20gb"); err == nil {
+		t.Error("the Auto planner may plan a 2g.20gb")
 	}
 }

@@ -75,12 +75,62 @@ func (m *Model) WithNVMLValues(values []NVMLProfileValues) (*Model, error) {
 	return &c, nil
 }
 
-// WithProfiles returns a copy of m that also offers the given profiles,
-// checked as the catalog checks its own (name, slices, placements, memory
-// in MiB; a name or GI profile ID m has already is an error): the model as
-// a driver describes it that offers profiles miglayout's catalog lacks (a
-// newer driver's "-me" or "+me.all" profiles), for the NVML simulator's
-// hardware catalog. The copy keeps m's Name and Variant.
+// WithNVMLPlacements returns a copy of m whose profiles take the
+// placements NVML offers where they differ from the catalog's (by profile
+// name; nvmlDeviceGetGpuInstancePossiblePlacements), and that lacks the
+// refused profiles (those NVML gives another GI profile ID, which the
+// agent does not create): what the Auto planner may plan on such a GPU.
+// Profiles m lacks are skipped; placements m cannot hold (outside the GPU,
+// of another size) are an error. The copy's Variant extends m's with a
+// digest of what was applied; with nothing to apply, m itself is returned.
+func (m *Model) WithNVMLPlacements(placements map[string][]Placement, refused []string) (*Model, error) {
+	var names []string
+	for name, pls := range placements {
+		if p := m.byName[name]; p != nil && !slices.Equal(pls, p.Placements) {
+			names = append(names, name)
+		}
+	}
+	refused = slices.DeleteFunc(slices.Clone(refused), func(name string) bool { return m.byName[name] == nil })
+	if len(names) == 0 && len(refused) == 0 {
+		return m, nil
+	}
+	slices.Sort(names)
+	slices.Sort(refused)
+	c := *m
+	c.Profiles = nil
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n", m.Variant)
+	for _, p := range m.Profiles {
+		if slices.Contains(refused, p.Name) {
+			continue
+		}
+		p.Placements = slices.Clone(p.Placements)
+		if slices.Contains(names, p.Name) {
+			p.Placements = slices.Clone(placements[p.Name])
+			p.Unverified = slices.DeleteFunc(slices.Clone(p.Unverified), func(f string) bool { return f == "placements" })
+		}
+		c.Profiles = append(c.Profiles, p)
+	}
+	for _, name := range names {
+		fmt.Fprintf(h, "%s %v\n", name, placements[name])
+	}
+	fmt.Fprintf(h, "refused %v\n", refused)
+	c.Variant = "nvml-" + hex.EncodeToString(h.Sum(nil))[:12]
+	c.engines = mediaEngines{}
+	if err := c.init(); err != nil {
+		return nil, fmt.Errorf("applying NVML's placements to %s: %w", m.Name, err)
+	}
+	return &c, nil
+}
+
+// WithProfiles returns a copy of m that also offers the given profiles, a
+// profile named as one of m's replacing it, checked as the catalog checks
+// its own (name, slices, placements, memory in MiB; a GI profile ID another
+// profile has already is an error): the model as a driver describes it
+// that offers profiles miglayout's catalog lacks (a newer driver's "-me"
+// or "+me.all" profiles), or describes one otherwise (other placements),
+// for the NVML simulator's hardware catalog. The copy keeps m's Name and
+// Variant.
 func (m *Model) WithProfiles(extra ...Profile) (*Model, error) {
 	c := *m
 	c.Profiles = slices.Clone(m.Profiles)
@@ -89,6 +139,10 @@ func (m *Model) WithProfiles(extra ...Profile) (*Model, error) {
 	}
 	for _, p := range extra {
 		p.Placements = slices.Clone(p.Placements)
+		if i := slices.IndexFunc(c.Profiles, func(q Profile) bool { return q.Name == p.Name }); i >= 0 {
+			c.Profiles[i] = p
+			continue
+		}
 		c.Profiles = append(c.Profiles, p)
 	}
 	c.engines = mediaEngines{}

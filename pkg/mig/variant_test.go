@@ -1,6 +1,7 @@
 package mig
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -99,8 +100,21 @@ func TestWithProfiles(t *testing.T) {
 	if _, err := a100.Profile("1g.10gb-me"); err == nil {
 		t.Error("the catalog model changed")
 	}
+	// A profile of the model's name replaces it.
+	three, _ := a100.Profile("3g.40gb")
+	right := *three
+	right.Placements = []Placement{{Start: 4, Size: 4}}
+	r, err := a100.WithProfiles(right)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := r.Profile("3g.40gb"); len(r.Profiles) != len(a100.Profiles) || !slices.Equal(p.Placements, right.Placements) {
+		t.Errorf("replacing 3g.40gb: %d profiles, placements %v", len(r.Profiles), p.Placements)
+	}
+	if p, _ := a100.Profile("3g.40gb"); len(p.Placements) != 2 {
+		t.Errorf("the catalog model changed: %v", p.Placements)
+	}
 	for name, bad := range map[string]Profile{
-		"name taken":    func() Profile { p := noME; p.Name = "1g.10gb"; return p }(),
 		"ID taken":      func() Profile { p := noME; p.ID = 19; return p }(),
 		"no placements": func() Profile { p := noME; p.Placements = nil; return p }(),
 		"slices":        func() Profile { p := noME; p.ComputeSlices = 2; return p }(),
@@ -108,5 +122,41 @@ func TestWithProfiles(t *testing.T) {
 		if _, err := a100.WithProfiles(bad); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+func TestWithNVMLPlacements(t *testing.T) {
+	a100, err := DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same, err := a100.WithNVMLPlacements(nil, nil); err != nil || same != a100 {
+		t.Fatalf("nothing to apply: %v, %v; want the model itself", same, err)
+	}
+	three, _ := a100.Profile("3g.40gb")
+	if same, err := a100.WithNVMLPlacements(map[string][]Placement{"3g.40gb": three.Placements, "9g.90gb": {{Start: 0, Size: 8}}}, []string{"9g.90gb"}); err != nil || same != a100 {
+		t.Errorf("the catalog's own placements and unknown profiles: %v, %v; want the model itself", same, err)
+	}
+	c, err := a100.WithNVMLPlacements(map[string][]Placement{"3g.40gb": {{Start: 4, Size: 4}}}, []string{"2g.20gb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := c.Profile("3g.40gb"); !slices.Equal(p.Placements, []Placement{{Start: 4, Size: 4}}) {
+		t.Errorf("3g.40gb placements %v", p.Placements)
+	}
+	if _, err := c.Profile("2g.20gb"); err == nil {
+		t.Error("the refused 2g.20gb is still offered")
+	}
+	if c.Key() == a100.Key() || c.Name != a100.Name {
+		t.Errorf("key %q (catalog %q), name %q", c.Key(), a100.Key(), c.Name)
+	}
+	if err := c.Validate(MustParseLayout("3g.40gb@0")); err == nil {
+		t.Error("3g.40gb@0 valid on the copy")
+	}
+	if p, _ := a100.Profile("3g.40gb"); len(p.Placements) != 2 {
+		t.Errorf("the catalog model changed: %v", p.Placements)
+	}
+	if _, err := a100.WithNVMLPlacements(map[string][]Placement{"3g.40gb": {{Start: 4, Size: 2}}}, nil); err == nil {
+		t.Error("placements of another size: accepted")
 	}
 }

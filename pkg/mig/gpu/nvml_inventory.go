@@ -110,6 +110,7 @@ func (m *NVMLManager) gpu(ctx context.Context, idx int, dev nvml.Device) (GPU, e
 	if g.MIGMode.Current && g.Model != nil {
 		t := m.profileTable(ctx, dev, g, memBytes)
 		g.ProfileValues, g.CatalogMismatches = t.values, t.mismatches
+		g.NVMLPlacements, g.NVMLProfileIDs = t.placements, t.ids
 	}
 	return g, nil
 }
@@ -119,6 +120,8 @@ func (m *NVMLManager) gpu(ctx context.Context, idx int, dev nvml.Device) (GPU, e
 type profileTable struct {
 	values     []mig.NVMLProfileValues
 	mismatches []string
+	placements map[string][]mig.Placement // by profile, where NVML's differ
+	ids        map[string]int             // by profile, where NVML's differs
 }
 
 // profileTable returns g's profile table (see readProfileTable), read once
@@ -169,6 +172,10 @@ func readProfileTable(dev nvml.Device, model *mig.Model, memBytes uint64) (profi
 		}
 		if int(info.Id) != p.ID {
 			t.mismatches = append(t.mismatches, fmt.Sprintf("%s (NVML profile index %d): NVML's GI profile ID is %d, the catalog's %d", p.Name, p.NVMLProfile, info.Id, p.ID))
+			if t.ids == nil {
+				t.ids = map[string]int{}
+			}
+			t.ids[p.Name] = int(info.Id)
 			continue
 		}
 		v := mig.NVMLProfileValues{Profile: p.Name, MemoryMiB: int64(info.MemorySizeMB),
@@ -191,6 +198,10 @@ func readProfileTable(dev nvml.Device, model *mig.Model, memBytes uint64) (profi
 		slices.SortFunc(nv, func(a, b mig.Placement) int { return a.Start - b.Start })
 		if !slices.Equal(nv, p.Placements) {
 			t.mismatches = append(t.mismatches, fmt.Sprintf("%s placements: NVML offers %s, the catalog %s", p.Name, placementsText(nv), placementsText(p.Placements)))
+			if t.placements == nil {
+				t.placements = map[string][]mig.Placement{}
+			}
+			t.placements[p.Name] = nv
 		}
 	}
 	for _, pi := range profileIndices(model)[len(model.Profiles):] {

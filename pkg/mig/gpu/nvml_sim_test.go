@@ -977,6 +977,14 @@ func TestCatalogMismatches(t *testing.T) {
 	if diff := cmp.Diff(want, gpus[0].CatalogMismatches); diff != "" {
 		t.Errorf("mismatches (-want +got):\n%s", diff)
 	}
+	// The same, for the agent to refuse what NVML would.
+	if diff := cmp.Diff(map[string]int{"1g.20gb": 16}, gpus[0].NVMLProfileIDs); diff != "" {
+		t.Errorf("NVML profile IDs (-want +got):\n%s", diff)
+	}
+	wantPl := map[string][]mig.Placement{"2g.20gb": {{Start: 0, Size: 2}, {Start: 2, Size: 2}, {Start: 4, Size: 2}, {Start: 6, Size: 2}}}
+	if diff := cmp.Diff(wantPl, gpus[0].NVMLPlacements); diff != "" {
+		t.Errorf("NVML placements (-want +got):\n%s", diff)
+	}
 }
 
 // noMEProfile is a 1g.10gb-me profile on A100-SXM4-80GB: a profile a

@@ -70,6 +70,15 @@ type GPU struct {
 	// mismatches may refuse a layout miglayout judged valid (or hold GPU
 	// instances it names otherwise); read with ProfileValues.
 	CatalogMismatches []string `json:"catalogMismatches,omitempty"`
+	// NVMLPlacements are the placements NVML offers
+	// (nvmlDeviceGetGpuInstancePossiblePlacements) for the profiles of
+	// Model where they differ from the catalog's, and NVMLProfileIDs the GI
+	// profile IDs NVML gives profiles of Model otherwise than the catalog
+	// (nvmlDeviceGetGpuInstanceProfileInfo); read with ProfileValues, nil
+	// where all agree. The agent creates no device NVML would refuse
+	// (CreateMIGDevice refuses a profile whose ID differs).
+	NVMLPlacements map[string][]mig.Placement `json:"nvmlPlacements,omitempty"`
+	NVMLProfileIDs map[string]int             `json:"nvmlProfileIDs,omitempty"`
 }
 
 // MIGDevice is one GPU instance with its compute instance as the agent

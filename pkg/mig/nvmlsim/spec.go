@@ -135,9 +135,10 @@ func pciBus(index int) uint32 {
 func pciBusID(index int) string { return fmt.Sprintf("0000:%02X:00.0", pciBus(index)) }
 
 // CatalogWithProfiles returns a copy of c (nil: mig.DefaultCatalog()) in
-// which the model named model also offers extra (mig.Model.WithProfiles):
-// the hardware catalog of a driver that offers profiles miglayout's catalog
-// lacks, to give Config.Catalog.
+// which the model named model also offers extra, or offers them otherwise
+// where named as its own (mig.Model.WithProfiles): the hardware catalog of
+// a driver that offers profiles miglayout's catalog lacks, or describes
+// one otherwise, to give Config.Catalog.
 func CatalogWithProfiles(c *mig.Catalog, model string, extra ...mig.Profile) (*mig.Catalog, error) {
 	if c == nil {
 		var err error
