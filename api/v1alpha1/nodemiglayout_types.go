@@ -137,9 +137,9 @@ type GPUStatus struct {
 	// or GI profile ID, or catalog values no source confirmed), as NVML
 	// does; empty when all agree or MIG mode is off. Devices are published
 	// with NVML's values; the Auto planner gives its hypothetical devices of
-	// these profiles the same, plans them only at NVML's placements, and
-	// plans none of a profile NVML gives another GI profile ID (the agent
-	// refuses to create one, InvalidLayout).
+	// these profiles the same, plans them only at placements both NVML and
+	// the catalog offer, and plans none of a profile NVML gives another GI
+	// profile ID (the agent refuses to create one, InvalidLayout).
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=profile

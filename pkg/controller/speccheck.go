@@ -8,6 +8,7 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // SpecProblem is a part of a MigLayout's spec that has no effect on the GPUs
@@ -81,17 +82,23 @@ func checkRules(rules []v1alpha1.LayoutRule, nodes []string, inventory map[strin
 // nodes offers, and spares of a profile a node cannot hold that many of
 // even with nothing else on its GPUs.
 func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inventory map[string][]v1alpha1.GPUStatus) []SpecProblem {
-	models := map[string]*mig.Model{}
+	// Each GPU's model as the planner plans on it: NVML's placements, no
+	// profile NVML gives another GI profile ID.
+	variants := modelVariants{}
+	models := map[string]*mig.Model{}       // by Key
 	nodeModels := map[string][]*mig.Model{} // one entry per GPU the catalog knows
+	names := sets.New[string]()
 	for _, n := range nodes {
 		for _, g := range inventory[n] {
 			if m, err := lookupModel(cat, g); err == nil {
-				models[m.Name] = m
+				m = variants.of(m, g.NVMLProfiles)
+				models[m.Key()] = m
 				nodeModels[n] = append(nodeModels[n], m)
+				names.Insert(m.Name)
 			}
 		}
 	}
-	modelNames := slices.Sorted(maps.Keys(models))
+	modelNames := sets.List(names)
 	offered := func(profile string) bool {
 		for _, m := range models {
 			if _, err := m.Profile(profile); err == nil {
@@ -149,7 +156,7 @@ func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inven
 	for _, n := range nodes {
 		var key strings.Builder
 		for _, m := range nodeModels[n] {
-			key.WriteString(m.Name)
+			key.WriteString(m.Key())
 			key.WriteByte(',')
 		}
 		ok, seen := holds[key.String()]

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -120,5 +121,30 @@ func TestDegradedNamesSpecProblems(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+}
+
+// TestCheckSpecOnNVMLPlacements: the spec check judges spares on the model
+// the Auto planner plans with (NVML's placements, no profile NVML gives
+// another GI profile ID), so spares it can never keep are reported.
+func TestCheckSpecOnNVMLPlacements(t *testing.T) {
+	st := v1alpha1.GPUStatus{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true,
+		NVMLProfiles: []v1alpha1.NVMLProfile{
+			{Profile: "3g.40gb", MemoryMiB: 40192, Multiprocessors: 42, CopyEngines: 3, Decoders: 2, PlacementStarts: []int32{4}},
+			{Profile: "2g.20gb", MemoryMiB: 19968, Multiprocessors: 28, CopyEngines: 2, Decoders: 1, GIProfileID: ptr.To[int32](30)},
+		}}
+	// What the planner plans with on this GPU.
+	planned := autoGPUs(&v1alpha1.NodeMigLayout{Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{st}}}, mig.DefaultCatalog(), modelVariants{}, nil)[0].Info.Model
+	for name, spares := range map[string]map[string]int32{
+		"two 3g.40gb spares, NVML offers one placement": {"3g.40gb": 2},
+		"a 2g.20gb spare, a profile the agent refuses":  {"2g.20gb": 1},
+	} {
+		if mig.HoldTogether([]*mig.Model{planned}, sparesWanted(spares)) {
+			t.Fatalf("%s: the planner's model holds %v", name, spares)
+		}
+		spec := v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeAuto, Policy: &v1alpha1.AutoPolicy{Spares: spares}}
+		if got := CheckSpec(mig.DefaultCatalog(), &spec, map[string][]v1alpha1.GPUStatus{"n1": {st}}); len(got) == 0 {
+			t.Errorf("%s: no spec problem, though the planner can never keep spares %v on n1", name, spares)
+		}
 	}
 }

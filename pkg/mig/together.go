@@ -79,15 +79,21 @@ func HoldTogether(models []*Model, want map[string]int) bool {
 }
 
 // maximalByModel caches Model.MaximalLayouts (milliseconds per model) by
-// model; catalogs are loaded once, so it holds a handful of entries.
+// model: a catalog model by pointer (catalogs are loaded once), a variant
+// by its Key (variants are made again on every plan, from what agents
+// report), so it holds a handful of entries.
 var maximalByModel sync.Map
 
 // maximalCounts returns, for the profiles names, the count vectors of m's
 // maximal layouts that no other one dominates.
 func maximalCounts(m *Model, names []string) [][]int {
-	cached, ok := maximalByModel.Load(m)
+	var key any = m
+	if m.Variant != "" {
+		key = m.Key()
+	}
+	cached, ok := maximalByModel.Load(key)
 	if !ok {
-		cached, _ = maximalByModel.LoadOrStore(m, m.MaximalLayouts())
+		cached, _ = maximalByModel.LoadOrStore(key, m.MaximalLayouts())
 	}
 	var all [][]int
 	for _, l := range cached.([]Layout) {

@@ -75,44 +75,56 @@ func (m *Model) WithNVMLValues(values []NVMLProfileValues) (*Model, error) {
 	return &c, nil
 }
 
-// WithNVMLPlacements returns a copy of m whose profiles take the
-// placements NVML offers where they differ from the catalog's (by profile
-// name; nvmlDeviceGetGpuInstancePossiblePlacements), and that lacks the
-// refused profiles (those NVML gives another GI profile ID, which the
-// agent does not create): what the Auto planner may plan on such a GPU.
-// Profiles m lacks are skipped; placements m cannot hold (outside the GPU,
-// of another size) are an error. The copy's Variant extends m's with a
-// digest of what was applied; with nothing to apply, m itself is returned.
+// WithNVMLPlacements returns a copy of m that keeps to what NVML offers on
+// a GPU where it differs from the catalog: each profile of placements (by
+// name; nvmlDeviceGetGpuInstancePossiblePlacements) keeps only the
+// placements NVML offers too, and a profile left with none, or one of
+// refused (NVML gives it another GI profile ID), is dropped. A placement
+// only NVML offers is not added: the agent validates and creates with the
+// catalog's, so planning it would plan what the agent refuses. This is
+// what the Auto planner and Static rules may plan on such a GPU. Profiles
+// m lacks are skipped; placements m cannot hold (outside the GPU, of
+// another size) are an error. The copy's Variant extends m's with a digest
+// of what was applied; with nothing to apply, m itself is returned.
 func (m *Model) WithNVMLPlacements(placements map[string][]Placement, refused []string) (*Model, error) {
-	var names []string
-	for name, pls := range placements {
-		if p := m.byName[name]; p != nil && !slices.Equal(pls, p.Placements) {
-			names = append(names, name)
+	keep := map[string][]Placement{}
+	for _, name := range slices.Sorted(maps.Keys(placements)) {
+		p := m.byName[name]
+		if p == nil {
+			continue
+		}
+		for _, pl := range placements[name] {
+			if pl.Size != p.MemorySlices || pl.Start < 0 || pl.End() > m.MemorySlices {
+				return nil, fmt.Errorf("applying NVML's placements to %s: %s at %d+%d: not a placement of its size on this GPU", m.Name, name, pl.Start, pl.Size)
+			}
+		}
+		both := slices.DeleteFunc(slices.Clone(p.Placements), func(pl Placement) bool { return !slices.Contains(placements[name], pl) })
+		if !slices.Equal(both, p.Placements) {
+			keep[name] = both
 		}
 	}
 	refused = slices.DeleteFunc(slices.Clone(refused), func(name string) bool { return m.byName[name] == nil })
-	if len(names) == 0 && len(refused) == 0 {
+	if len(keep) == 0 && len(refused) == 0 {
 		return m, nil
 	}
-	slices.Sort(names)
 	slices.Sort(refused)
 	c := *m
 	c.Profiles = nil
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n", m.Variant)
 	for _, p := range m.Profiles {
-		if slices.Contains(refused, p.Name) {
+		pls, narrowed := keep[p.Name]
+		if slices.Contains(refused, p.Name) || narrowed && len(pls) == 0 {
 			continue
 		}
 		p.Placements = slices.Clone(p.Placements)
-		if slices.Contains(names, p.Name) {
-			p.Placements = slices.Clone(placements[p.Name])
-			p.Unverified = slices.DeleteFunc(slices.Clone(p.Unverified), func(f string) bool { return f == "placements" })
+		if narrowed {
+			p.Placements = pls
 		}
 		c.Profiles = append(c.Profiles, p)
 	}
-	for _, name := range names {
-		fmt.Fprintf(h, "%s %v\n", name, placements[name])
+	for _, name := range slices.Sorted(maps.Keys(keep)) {
+		fmt.Fprintf(h, "%s %v\n", name, keep[name])
 	}
 	fmt.Fprintf(h, "refused %v\n", refused)
 	c.Variant = "nvml-" + hex.EncodeToString(h.Sum(nil))[:12]

@@ -159,4 +159,18 @@ func TestWithNVMLPlacements(t *testing.T) {
 	if _, err := a100.WithNVMLPlacements(map[string][]Placement{"3g.40gb": {{Start: 4, Size: 2}}}, nil); err == nil {
 		t.Error("placements of another size: accepted")
 	}
+	// A placement only NVML offers is not planned (the agent creates at
+	// the catalog's only); a profile left with none is dropped.
+	two, _ := a100.Profile("2g.20gb")
+	more := append(slices.Clone(two.Placements), Placement{Start: 6, Size: 2})
+	if same, err := a100.WithNVMLPlacements(map[string][]Placement{"2g.20gb": more}, nil); err != nil || same != a100 {
+		t.Errorf("NVML offers more than the catalog: %v, %v; want the model itself", same, err)
+	}
+	none, err := a100.WithNVMLPlacements(map[string][]Placement{"4g.40gb": {}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := none.Profile("4g.40gb"); err == nil {
+		t.Error("a profile NVML offers nowhere is still offered")
+	}
 }
