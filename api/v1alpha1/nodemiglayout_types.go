@@ -147,14 +147,16 @@ type GPUStatus struct {
 	NVMLProfiles []NVMLProfile `json:"nvmlProfiles,omitempty"`
 	// CatalogMismatches say, one line each, where NVML's profile table on
 	// this GPU differs from miglayout's catalog in what names and validates
-	// devices: a profile NVML offers under another GI profile ID, or at
-	// other placements (nvmlDeviceGetGpuInstancePossiblePlacements), or one
-	// the catalog lacks (a newer driver's; its GPU instances, named as
-	// nvidia-smi names them, are shown in Layout and destroyed where the
-	// desired layout lacks them, never created). A layout the catalog
-	// allows may then be refused by NVML (NVMLError); the catalog entry
+	// devices: a profile NVML offers under another GI profile ID, at other
+	// placements (nvmlDeviceGetGpuInstancePossiblePlacements) or not at
+	// all, or one the catalog lacks (a newer driver's; its GPU instances,
+	// named as nvidia-smi names them, are shown in Layout and destroyed
+	// where the desired layout lacks them, never created). Layouts are then
+	// planned within what both offer, and the agent refuses to create what
+	// NVML would refuse (InvalidLayout, nothing touched); the catalog entry
 	// needs correcting (a CatalogDiffers event, Warning, says so too).
-	// Empty when all agree or MIG mode is off.
+	// Empty when all agree, MIG mode is off, or the profile table could not
+	// be read.
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=256
 	// +listType=atomic
@@ -237,6 +239,11 @@ type NVMLProfile struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	GIProfileID *int32 `json:"giProfileID,omitempty"`
+	// NotOffered: NVML does not offer the profile on this GPU at all
+	// (nvmlDeviceGetGpuInstanceProfileInfo answers NOT_SUPPORTED): no
+	// device of it is planned or created there.
+	// +optional
+	NotOffered bool `json:"notOffered,omitempty"`
 }
 
 // GPUAttributes are what NVML reports of a GPU beyond its model, as the

@@ -287,6 +287,19 @@ func TestPrometheusRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	labels := registeredMetrics(t)
+	// The states miglayout_controller_nodes takes (recordMetrics).
+	src, err := os.ReadFile("../../pkg/controller/metrics.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile(`(?s)for state, n := range map\[string\]int32\{(.*?)\}`).FindStringSubmatch(string(src))
+	if block == nil {
+		t.Fatal("no node states in pkg/controller/metrics.go")
+	}
+	var nodeStates []string
+	for _, m := range regexp.MustCompile(`"([a-z]+)":`).FindAllStringSubmatch(block[1], -1) {
+		nodeStates = append(nodeStates, m[1])
+	}
 	used := regexp.MustCompile(`(miglayout_[a-z_]+)(\{[^}]*\})?`)
 	var alerts []string
 	for _, g := range spec.Groups {
@@ -317,9 +330,16 @@ func TestPrometheusRule(t *testing.T) {
 					t.Errorf("%s reads %s, which no component registers", a.Alert, m[1])
 					continue
 				}
-				for _, sel := range regexp.MustCompile(`([a-z_]+)=~?"`).FindAllStringSubmatch(m[2], -1) {
+				for _, sel := range regexp.MustCompile(`([a-z_]+)=~?"([^"]*)"`).FindAllStringSubmatch(m[2], -1) {
 					if !slices.Contains(have, sel[1]) {
 						t.Errorf("%s selects %s{%s}, a label it does not have (%q)", a.Alert, m[1], sel[1], have)
+					}
+					if m[1] == "miglayout_controller_nodes" && sel[1] == "state" {
+						for _, v := range strings.Split(sel[2], "|") {
+							if !slices.Contains(nodeStates, v) {
+								t.Errorf("%s selects state %q, which the controller never sets (%q)", a.Alert, v, nodeStates)
+							}
+						}
 					}
 				}
 			}

@@ -677,6 +677,9 @@ func nvmlRefuses(g gpu.GPU, devices mig.Layout) error {
 		if !ok || slices.ContainsFunc(pls, func(pl mig.Placement) bool { return pl.Start == d.Start }) {
 			continue
 		}
+		if len(pls) == 0 {
+			return fmt.Errorf("cannot create %s on GPU %d: NVML does not offer %s on this GPU (see catalogMismatches)", d, g.Index, d.Profile)
+		}
 		starts := make([]string, len(pls))
 		for i, pl := range pls {
 			starts[i] = strconv.Itoa(pl.Start)

@@ -846,8 +846,8 @@ func TestSyncRefusesLayoutOverKeptUncataloguedGI(t *testing.T) {
 }
 
 // TestSyncRefusesWhatNVMLDoesNotOffer: where the GPU's NVML offers a
-// profile at other placements than the catalog, or under another GI
-// profile ID, a layout that creates it where NVML would refuse is
+// profile at other placements than the catalog, under another GI profile
+// ID, or not at all, a layout that creates it where NVML would refuse is
 // InvalidLayout before any device is destroyed (the catalog's placements
 // and IDs are partly unverified; NVML decides).
 func TestSyncRefusesWhatNVMLDoesNotOffer(t *testing.T) {
@@ -865,7 +865,19 @@ func TestSyncRefusesWhatNVMLDoesNotOffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// ... nor 1g.20gb at all.
+	hw, err := hardware.Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hw, err = hw.WithNVMLPlacements(map[string][]mig.Placement{"1g.20gb": {}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if hardware, err = hardware.With(hw); err != nil {
+		t.Fatal(err)
+	}
 	for name, tc := range map[string]struct{ layout, want string }{
+		"a profile NVML does not offer":        {"1g.20gb@0,1g.10gb@2", "NVML does not offer 1g.20gb"},
 		"a placement NVML does not offer":      {"3g.40gb@0,3g.40gb@4", "NVML offers 3g.40gb at starts 4"},
 		"a GI profile ID NVML gives otherwise": {"2g.20gb@0,1g.10gb@2,1g.10gb@3,3g.40gb@4", "NVML gives 2g.20gb GI profile ID 30"},
 		"the placement NVML offers":            {"4g.40gb@0,3g.40gb@4", ""},

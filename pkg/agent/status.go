@@ -154,6 +154,7 @@ func nvmlProfiles(g gpu.GPU) []v1alpha1.NVMLProfile {
 	}
 	for name, pls := range g.NVMLPlacements {
 		e := entry(name)
+		e.NotOffered = len(pls) == 0
 		for _, pl := range pls[:min(len(pls), 8)] {
 			e.PlacementStarts = append(e.PlacementStarts, int32(pl.Start))
 		}

@@ -47,11 +47,12 @@ func TestBuildStatus(t *testing.T) {
 	g1 := g(1)
 	g1.ProfileValues = []mig.NVMLProfileValues{{Profile: "1g.10gb", MemoryMiB: 9856, Multiprocessors: 14, CopyEngines: 1}}
 	// ... and offers 3g.40gb at the right half only, 2g.20gb under another
-	// GI profile ID.
-	g1.NVMLPlacements = map[string][]mig.Placement{"3g.40gb": {{Start: 4, Size: 4}}}
+	// GI profile ID, 1g.20gb not at all.
+	g1.NVMLPlacements = map[string][]mig.Placement{"3g.40gb": {{Start: 4, Size: 4}}, "1g.20gb": {}}
 	g1.NVMLProfileIDs = map[string]int{"2g.20gb": 30}
 	three, _ := a100.Profile("3g.40gb")
 	two, _ := a100.Profile("2g.20gb")
+	oneTwenty, _ := a100.Profile("1g.20gb")
 	res := &SyncResult{
 		GPUs: []GPUState{
 			{GPU: g(0), Devices: []gpu.MIGDevice{{Profile: "3g.40gb", Placement: mig.Placement{Start: 4, Size: 4}, GIID: 2, CIID: 0}}},
@@ -73,6 +74,8 @@ func TestBuildStatus(t *testing.T) {
 		{Index: 1, UUID: "GPU-b", Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", Attributes: attrs(4), MIGEnabled: true, MIGPending: true,
 			NVMLProfiles: []v1alpha1.NVMLProfile{
 				{Profile: "1g.10gb", MemoryMiB: 9856, Multiprocessors: 14, CopyEngines: 1},
+				{Profile: "1g.20gb", MemoryMiB: oneTwenty.MemoryMiB, Multiprocessors: int32(oneTwenty.Multiprocessors), CopyEngines: int32(oneTwenty.CopyEngines),
+					Decoders: int32(oneTwenty.Decoders), JPEGEngines: int32(oneTwenty.JPEGEngines), OFAEngines: int32(oneTwenty.OFAEngines), NotOffered: true},
 				{Profile: "2g.20gb", MemoryMiB: two.MemoryMiB, Multiprocessors: int32(two.Multiprocessors), CopyEngines: int32(two.CopyEngines),
 					Decoders: int32(two.Decoders), JPEGEngines: int32(two.JPEGEngines), OFAEngines: int32(two.OFAEngines), GIProfileID: ptr.To[int32](30)},
 				{Profile: "3g.40gb", MemoryMiB: three.MemoryMiB, Multiprocessors: int32(three.Multiprocessors), CopyEngines: int32(three.CopyEngines),

@@ -462,4 +462,21 @@ func TestAgentLeasesTwoOfOneNode(t *testing.T) {
 	if h := l.Health(long, fresh, true, false); h.Lost || !h.Recheck.Equal(now.Add(40*time.Second)) {
 		t.Errorf("after a renewal: %+v, want alive until %s", h, now.Add(40*time.Second))
 	}
+	// The agent then dies: the stale Lease's resync, or its deletion, 30 s
+	// later gives it no more time.
+	expires := now.Add(40 * time.Second)
+	for name, stale := range map[string]func(){
+		"resync":   func() { l.Observe(old) },
+		"deletion": func() { l.deleted(long, old.Name) },
+	} {
+		l.Forget(long)
+		at := now
+		l.Now = func() time.Time { return at }
+		l.Observe(fresh)
+		at = at.Add(30 * time.Second)
+		stale()
+		if h := l.Health(long, fresh, true, false); h.Lost || !h.Recheck.Equal(expires) {
+			t.Errorf("after the stale Lease's %s: %+v, want alive until %s only", name, h, expires)
+		}
+	}
 }

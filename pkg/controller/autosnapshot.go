@@ -228,6 +228,9 @@ func (v modelVariants) of(model *mig.Model, ps []v1alpha1.NVMLProfile) *mig.Mode
 	for i, p := range ps {
 		values[i] = mig.NVMLProfileValues{Profile: p.Profile, MemoryMiB: p.MemoryMiB, Multiprocessors: int(p.Multiprocessors),
 			CopyEngines: int(p.CopyEngines), Decoders: int(p.Decoders), Encoders: int(p.Encoders), JPEG: int(p.JPEGEngines), OFA: int(p.OFAEngines)}
+		if p.NotOffered {
+			placements[p.Profile] = []mig.Placement{}
+		}
 		if prof, err := model.Profile(p.Profile); err == nil && len(p.PlacementStarts) > 0 {
 			for _, start := range p.PlacementStarts {
 				placements[p.Profile] = append(placements[p.Profile], mig.Placement{Start: int(start), Size: prof.MemorySlices})

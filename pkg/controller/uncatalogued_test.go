@@ -69,17 +69,20 @@ func TestAllocatedUncataloguedGIPinned(t *testing.T) {
 func TestLayoutsKeepToNVMLPlacements(t *testing.T) {
 	st := v1alpha1.GPUStatus{Index: 0, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true,
 		NVMLProfiles: []v1alpha1.NVMLProfile{
-			{Profile: "3g.40gb", MemoryMiB: 40192, Multiprocessors: 42, CopyEngines: 3, Decoders: 2, JPEGEngines: 0, PlacementStarts: []int32{4}},
+			{Profile: "3g.40gb", MemoryMiB: 40192, Multiprocessors: 42, CopyEngines: 3, Decoders: 2, JPEGEngines: 0, PlacementStarts: []int32{0}},
 			{Profile: "2g.20gb", MemoryMiB: 19968, Multiprocessors: 28, CopyEngines: 2, Decoders: 1, GIProfileID: ptr.To[int32](30)},
+			{Profile: "1g.20gb", MemoryMiB: 19968, Multiprocessors: 14, CopyEngines: 1, Decoders: 1, NotOffered: true},
 		}}
 	for name, tc := range map[string]struct {
 		rule       v1alpha1.LayoutRule
 		want, fail string
 	}{
-		"one 3g goes where NVML offers it": {rule: v1alpha1.LayoutRule{Profiles: map[string]int32{"3g.40gb": 1}}, want: "3g.40gb@4"},
+		// The catalog's fit puts one 3g at the right half (room for a 4g).
+		"one 3g goes where NVML offers it": {rule: v1alpha1.LayoutRule{Profiles: map[string]int32{"3g.40gb": 1}}, want: "3g.40gb@0"},
 		"two 3g do not fit":                {rule: v1alpha1.LayoutRule{Profiles: map[string]int32{"3g.40gb": 2}}, fail: "3g.40gb"},
-		"an explicit 3g at 0":              {rule: v1alpha1.LayoutRule{Layout: ptr.To("3g.40gb@0")}, fail: "valid starts: 4"},
+		"an explicit 3g at 4":              {rule: v1alpha1.LayoutRule{Layout: ptr.To("3g.40gb@4")}, fail: "valid starts: 0"},
 		"a 2g NVML gives another ID":       {rule: v1alpha1.LayoutRule{Profiles: map[string]int32{"2g.20gb": 1}}, fail: "2g.20gb"},
+		"a 1g.20gb NVML does not offer":    {rule: v1alpha1.LayoutRule{Profiles: map[string]int32{"1g.20gb": 1}}, fail: "1g.20gb"},
 	} {
 		specs, problems := DesiredGPUs(mig.DefaultCatalog(), []v1alpha1.LayoutRule{tc.rule}, []v1alpha1.GPUStatus{st}, nil)
 		switch {
@@ -95,10 +98,12 @@ func TestLayoutsKeepToNVMLPlacements(t *testing.T) {
 	// Auto: the planner's model of the GPU is NVML's.
 	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{st}}}
 	g := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil)[0]
-	if err := g.Info.Model.Validate(mig.MustParseLayout("3g.40gb@0")); err == nil {
-		t.Error("the Auto planner may plan 3g.40gb@0")
+	if err := g.Info.Model.Validate(mig.MustParseLayout("3g.40gb@4")); err == nil {
+		t.Error("the Auto planner may plan 3g.40gb@4")
 	}
-	if _, err := g.Info.Model.Profile("2g.20gb"); err == nil {
-		t.Error("the Auto planner may plan a 2g.20gb")
+	for _, prof := range []string{"2g.20gb", "1g.20gb"} {
+		if _, err := g.Info.Model.Profile(prof); err == nil {
+			t.Errorf("the Auto planner may plan a %s", prof)
+		}
 	}
 }

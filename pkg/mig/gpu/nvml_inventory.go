@@ -151,7 +151,8 @@ func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU, 
 
 // readProfileTable reads each profile of model from NVML
 // (nvmlDeviceGetGpuInstanceProfileInfo; a profile the GPU or driver does not
-// offer, NOT_SUPPORTED or INVALID_ARGUMENT, is skipped): the values of
+// offer, NOT_SUPPORTED or INVALID_ARGUMENT, is a mismatch with no
+// placements): the values of
 // those whose memory, multiprocessor or engine counts differ from the
 // catalog's, and a mismatch for one NVML reports under another GI profile ID
 // (its values are not the catalog profile's, so they are skipped) or whose
@@ -165,6 +166,13 @@ func readProfileTable(dev nvml.Device, model *mig.Model, memBytes uint64) (profi
 	for _, p := range model.Profiles {
 		info, ret := dev.GetGpuInstanceProfileInfo(p.NVMLProfile)
 		if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
+			// Not offered at all: no placement of it (NVML would refuse
+			// every create).
+			t.mismatches = append(t.mismatches, fmt.Sprintf("%s (NVML profile index %d): NVML does not offer it on this GPU (%s)", p.Name, p.NVMLProfile, ret.Error()))
+			if t.placements == nil {
+				t.placements = map[string][]mig.Placement{}
+			}
+			t.placements[p.Name] = []mig.Placement{}
 			continue
 		}
 		if err := nvmlErr("nvmlDeviceGetGpuInstanceProfileInfo", ret); err != nil {

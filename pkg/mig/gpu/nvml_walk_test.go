@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/google/go-cmp/cmp"
 
+	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -45,5 +47,34 @@ func TestWalkFailsOnTransientErrorOfAnExtraIndex(t *testing.T) {
 	devs, err = m.MIGDevices(ctx, 0)
 	if err != nil || len(devs) != 2 {
 		t.Fatalf("after the fault: %v %v", devs, err)
+	}
+}
+
+// TestProfileNVMLDoesNotOffer: a catalog profile the GPU's NVML does not
+// offer at all (GetGpuInstanceProfileInfo answers NOT_SUPPORTED) is a
+// mismatch with no placements, so that nothing of it is planned or created.
+func TestProfileNVMLDoesNotOffer(t *testing.T) {
+	ctx := t.Context()
+	a100 := model(t, "A100-SXM4-80GB")
+	without, err := a100.WithNVMLPlacements(map[string][]mig.Placement{"1g.20gb": {}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hardware, err := mig.DefaultCatalog().With(without)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, m := newSimWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
+	enableMIG(t, ctx, sim, m, 0)
+	gpus, err := m.GPUs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"1g.20gb (NVML profile index 9): NVML does not offer it on this GPU (ERROR_NOT_SUPPORTED)"}
+	if diff := cmp.Diff(want, gpus[0].CatalogMismatches); diff != "" {
+		t.Errorf("mismatches (-want +got):\n%s", diff)
+	}
+	if pls, ok := gpus[0].NVMLPlacements["1g.20gb"]; !ok || len(pls) != 0 {
+		t.Errorf("NVML placements of 1g.20gb: %v (listed %v), want none listed", pls, ok)
 	}
 }

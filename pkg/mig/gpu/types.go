@@ -65,14 +65,15 @@ type GPU struct {
 	// under another GI profile ID (nvmlDeviceGetGpuInstanceProfileInfo), or
 	// at other placements (nvmlDeviceGetGpuInstancePossiblePlacements), or
 	// at an NVML profile index the catalog does not use (a profile it lacks:
-	// MIGDevices lists its GIs under nvidia-smi's name). The
-	// catalog's IDs and placements name and validate devices, so a GPU with
-	// mismatches may refuse a layout miglayout judged valid (or hold GPU
-	// instances it names otherwise); read with ProfileValues.
+	// MIGDevices lists its GIs under nvidia-smi's name), or not at all. The
+	// catalog's IDs and placements name and validate devices; the agent
+	// refuses to create what NVML would refuse (NVMLPlacements,
+	// NVMLProfileIDs); read with ProfileValues.
 	CatalogMismatches []string `json:"catalogMismatches,omitempty"`
 	// NVMLPlacements are the placements NVML offers
 	// (nvmlDeviceGetGpuInstancePossiblePlacements) for the profiles of
-	// Model where they differ from the catalog's, and NVMLProfileIDs the GI
+	// Model where they differ from the catalog's (none, an empty list, for
+	// a profile NVML does not offer at all), and NVMLProfileIDs the GI
 	// profile IDs NVML gives profiles of Model otherwise than the catalog
 	// (nvmlDeviceGetGpuInstanceProfileInfo); read with ProfileValues, nil
 	// where all agree. The agent creates no device NVML would refuse
