@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -427,6 +428,34 @@ func TestStatus(t *testing.T) {
 	_, _, err = runWith(t, objs, "status", "cpu-node")
 	if err == nil || !strings.Contains(err.Error(), `no NodeMigLayout "cpu-node"`) {
 		t.Errorf("status of a node without agent: %v", err)
+	}
+}
+
+// TestStatusCatalogDiffers: a GPU whose NVML differs from the catalog
+// (the agent's catalogMismatches) says so under its row, with where to
+// read the rest.
+func TestStatusCatalogDiffers(t *testing.T) {
+	objs := cluster(t)
+	for _, o := range objs {
+		if nml, ok := o.(*v1alpha1.NodeMigLayout); ok && nml.Name == "gpu-node-2" {
+			nml.Status.GPUs[1].CatalogMismatches = []string{"3g.40gb placements: NVML offers 4+4, the catalog 0+4,4+4", "1g.20gb (NVML profile index 9): NVML does not offer it on this GPU (ERROR_NOT_SUPPORTED)"}
+		}
+	}
+	out, _, err := runWith(t, objs, "status", "gpu-node-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), "gpu-1 ") })
+	if i < 0 || i+1 >= len(lines) {
+		t.Fatalf("no gpu-1 row:\n%s", out)
+	}
+	want := "NVML differs from the catalog: 3g.40gb placements: NVML offers 4+4, the catalog 0+4,4+4 (+1 more); kubectl get nodemiglayout gpu-node-2 -o yaml"
+	if got := strings.TrimSpace(lines[i+1]); got != want {
+		t.Errorf("line under gpu-1:\n%q\nwant\n%q\nin:\n%s", got, want, out)
+	}
+	if strings.Count(out, "NVML differs") != 1 {
+		t.Errorf("the other GPU is marked too:\n%s", out)
 	}
 }
 

@@ -273,6 +273,13 @@ func writeStatus(w io.Writer, v *statusView) {
 			if g.MIGEnabled != g.MIGPending {
 				fmt.Fprintf(w, "%sMIG mode change pending (takes effect after a GPU reset)\n", indent)
 			}
+			if n := len(g.CatalogMismatches); n > 0 {
+				fmt.Fprintf(w, "%sNVML differs from the catalog: %s", indent, g.CatalogMismatches[0])
+				if n > 1 {
+					fmt.Fprintf(w, " (+%d more)", n-1)
+				}
+				fmt.Fprintf(w, "; kubectl get nodemiglayout %s -o yaml\n", nml.Name)
+			}
 		}
 	}
 	fmt.Fprintf(w, "\n%s allocated or in use   %s draining   %s not published   ------ no device\n", markUsed, markDraining, markMissing)
