@@ -146,9 +146,6 @@ type Manager interface {
 	// SetMIGMode enables or disables MIG mode and returns the mode after the
 	// call; Pending differs from Current while a reset is needed.
 	SetMIGMode(ctx context.Context, gpuIndex int, enabled bool) (MIGMode, error)
-	// Processes lists the compute processes on the MIG device with the given
-	// placement.
-	Processes(ctx context.Context, gpuIndex int, d mig.Device) ([]Process, error)
 	// MIGProcesses lists the compute processes of each MIG device of the
 	// GPU that runs any, by device, in one read of the GPU (Processes for
 	// every device at once).
