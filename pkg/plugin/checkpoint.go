@@ -98,7 +98,8 @@ func readCheckpoint(path string) (map[types.UID]PreparedClaim, error) {
 }
 
 // writeCheckpoint replaces path atomically (temporary file, fsync, rename,
-// fsync of the directory).
+// fsync of the directory). An error wrapping errNotDurable means the file
+// holds the new claims all the same.
 func writeCheckpoint(path string, claims map[types.UID]PreparedClaim) error {
 	sum, err := checksum(claims)
 	if err != nil {
@@ -139,6 +140,22 @@ func writeFileAtomically(path string, data []byte) (err error) {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("%w: syncing directory %s: %w", errNotDurable, dir, err)
+	}
+	return nil
+}
+
+// errNotDurable is a write whose rename succeeded (the file holds the new
+// contents, and every reader sees them) but whose directory could not be
+// synced, so a power loss may bring the old file back. Callers go on with
+// the new contents, which is what the file holds: failing the operation
+// would leave memory and the file disagreeing.
+var errNotDurable = errors.New("written but not known to be durable")
+
+// syncDir fsyncs a directory, so that a rename in it survives a power loss.
+// A variable so that tests can make it fail.
+var syncDir = func(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -196,8 +196,8 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 // dropStale removes the preparation of claim from the checkpoint and its
 // CDI spec (it no longer matches the claim's devices), so the claim is
 // prepared afresh; p.mu is held.
-func (p *Plugin) dropStale(claim *resourceapi.ResourceClaim) error {
-	err := p.unprepareClaim(kubeletplugin.NamespacedObject{UID: claim.UID, NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}})
+func (p *Plugin) dropStale(ctx context.Context, claim *resourceapi.ResourceClaim) error {
+	err := p.unprepareClaim(ctx, kubeletplugin.NamespacedObject{UID: claim.UID, NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}})
 	if err != nil {
 		return fmt.Errorf("preparing claim %s/%s: dropping its stale preparation: %w", claim.Namespace, claim.Name, err)
 	}
@@ -213,7 +213,7 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		// while its unprepare never reached this plugin: the entry is
 		// stale, the allocation decides.
 		klog.FromContext(ctx).Info("Claim allocated other devices than prepared; preparing it afresh", "claim", klog.KObj(claim))
-		if err := p.dropStale(claim); err != nil {
+		if err := p.dropStale(ctx, claim); err != nil {
 			p.mu.Unlock()
 			return nil, err
 		}
@@ -234,7 +234,7 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		// The allocation still names them: prepare it afresh.
 		klog.FromContext(ctx).Info("Claim's devices were created again since it was prepared (a reboot or GPU reset); preparing it afresh", "claim", klog.KObj(claim), "detail", err)
 		p.mu.Lock()
-		err = p.dropStale(claim)
+		err = p.dropStale(ctx, claim)
 		p.mu.Unlock()
 		if err != nil {
 			return nil, err
@@ -331,8 +331,11 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	next := maps(p.claims)
 	next[pc.UID] = pc
 	if err := writeCheckpoint(p.checkpointPath, next); err != nil {
-		_ = p.cdi.RemoveSpec(specName(p.cfg.DriverName, pc.UID))
-		return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
+		if !errors.Is(err, errNotDurable) {
+			_ = p.cdi.RemoveSpec(specName(p.cfg.DriverName, pc.UID))
+			return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
+		}
+		klog.FromContext(ctx).Error(err, "Checkpoint written, but a power loss may undo it", "claim", klog.KObj(claim))
 	}
 	p.claims = next
 	return resultDevices(pc), nil
@@ -361,8 +364,9 @@ func (p *Plugin) sameAllocation(pc PreparedClaim, claim *resourceapi.ResourceCla
 // reprepare handles a claim already in the checkpoint (a retry, or the
 // kubelet asking again after a restart): its devices must still exist with
 // the UUIDs recorded, and the CDI spec is written again if it went missing.
-// A device that exists with another UUID gives errRecreated (the caller
-// prepares the claim afresh), one that does not exist ErrDeviceGone.
+// A device that does not exist gives ErrDeviceGone (whatever the others);
+// else one that exists with another UUID gives errRecreated (the caller
+// prepares the claim afresh).
 // The GPU lock is not needed: prepared devices are never destroyed.
 func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 	var idxs []int
@@ -375,22 +379,27 @@ func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 	if err != nil {
 		return err
 	}
+	// Every device is looked at before deciding: one gone is ErrDeviceGone
+	// (the preparation stays, its devices protected) even where another
+	// was created again already, so the outcome does not depend on the
+	// allocation's order.
+	var recreated error
 	for _, d := range pc.Devices {
 		src, ok := inv.Lookup(d.Device)
-		uuid := ""
-		if ok {
-			uuid = src.GPU.UUID
-			if src.MIG != nil {
-				uuid = src.MIG.UUID
-			}
-		}
 		if !ok {
 			return fmt.Errorf("device %s (prepared as %s): %w on node %s now (present: %s)",
 				d.Device, d.UUID, ErrDeviceGone, p.cfg.NodeName, presentDevices(inv, d.Device))
 		}
-		if uuid != d.UUID {
-			return fmt.Errorf("device %s (prepared as %s) is %s now: %w", d.Device, d.UUID, uuid, errRecreated)
+		uuid := src.GPU.UUID
+		if src.MIG != nil {
+			uuid = src.MIG.UUID
 		}
+		if uuid != d.UUID && recreated == nil {
+			recreated = fmt.Errorf("device %s (prepared as %s) is %s now: %w", d.Device, d.UUID, uuid, errRecreated)
+		}
+	}
+	if recreated != nil {
+		return recreated
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -514,7 +523,7 @@ func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range claims {
-		err := p.unprepareClaim(c)
+		err := p.unprepareClaim(ctx, c)
 		if err != nil {
 			logger.Error(err, "Unpreparing claim failed", "claim", c)
 		} else {
@@ -526,7 +535,7 @@ func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 }
 
 // unprepareClaim; p.mu is held.
-func (p *Plugin) unprepareClaim(c kubeletplugin.NamespacedObject) error {
+func (p *Plugin) unprepareClaim(ctx context.Context, c kubeletplugin.NamespacedObject) error {
 	if err := p.cdi.RemoveSpec(specName(p.cfg.DriverName, c.UID)); err != nil {
 		return fmt.Errorf("unpreparing claim %s: removing CDI spec: %w", c, err)
 	}
@@ -536,7 +545,13 @@ func (p *Plugin) unprepareClaim(c kubeletplugin.NamespacedObject) error {
 	next := maps(p.claims)
 	delete(next, c.UID)
 	if err := writeCheckpoint(p.checkpointPath, next); err != nil {
-		return fmt.Errorf("unpreparing claim %s: %w", c, err)
+		if !errors.Is(err, errNotDurable) {
+			return fmt.Errorf("unpreparing claim %s: %w", c, err)
+		}
+		// The file no longer holds the claim: memory follows it. After a
+		// power loss the claim may come back from the file, its devices
+		// counted as prepared until it is unprepared again.
+		klog.FromContext(ctx).Error(err, "Checkpoint written, but a power loss may undo it", "claim", c)
 	}
 	p.claims = next
 	return nil
