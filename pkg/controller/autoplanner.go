@@ -90,7 +90,7 @@ type AutoPlanner struct {
 
 	mu     sync.Mutex
 	batch  batcher
-	events map[string]string // pod UID -> last note, so each pod hears once per change
+	events map[string]podEvent // by pod UID: the last event, so each pod hears once per change (and again when it may have expired)
 	// autoWritten is the status.auto last written per MigLayout (without
 	// its time), so an unchanged one is not written again though the cache
 	// may lag behind the write.
@@ -186,8 +186,12 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	maps.Copy(a.labelKeys, selectorLabelKeys(in.MigLayouts))
 	wait := a.batch.observe(inputKey(in, snap), a.now(), a.idle(), a.max())
 	a.mu.Unlock()
+	// Every return asks to be looked at again when the next thing that has
+	// no event of its own is due (the queue keeps one request per key: a
+	// later, longer one would replace it).
+	due := sooner(sooner(again, nextAging(snap)), nextRefresh(snap))
 	if wait > 0 {
-		return ctrl.Result{RequeueAfter: sooner(wait, again)}, nil
+		return ctrl.Result{RequeueAfter: sooner(wait, due)}, nil
 	}
 	// Changes to cancel (BlockedChanges) run the planner too.
 	cancels := BlockedChanges(in, snap)
@@ -196,7 +200,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 			a.forget()
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{RequeueAfter: again}, nil
+		return ctrl.Result{RequeueAfter: due}, nil
 	}
 	start := time.Now()
 	res, err := planner.Plan(ctx, snap)
@@ -210,14 +214,12 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		a.forget()
 		return ctrl.Result{}, err
 	}
-	a.notify(snap, res)
+	a.notify(in, snap, res)
 	if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, &res)); err != nil {
 		a.forget()
 		return ctrl.Result{}, err
 	}
-	// Nothing else may happen when a pod starts to be planned by age:
-	// look again then.
-	return ctrl.Result{RequeueAfter: sooner(nextAging(snap), again)}, nil
+	return ctrl.Result{RequeueAfter: due}, nil
 }
 
 // autoMigLayouts are the Auto-mode MigLayouts among mls.
@@ -388,8 +390,31 @@ func gpuSpec(nml *v1alpha1.NodeMigLayout, index int) *v1alpha1.GPUSpec {
 	return nil
 }
 
-// notify records, once per pod and plan outcome, why it waits.
-func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
+// podEvent is the last event a pending pod heard from the planner.
+type podEvent struct {
+	what string // reason and note
+	at   time.Time
+}
+
+// eventRepeat is how long a pending pod's event stands before a plan with
+// the same outcome records it again, and how often pods that wait are
+// planned again though nothing changed: at most two of it pass between a
+// pod's events, less than the API server's default --event-ttl (one hour),
+// so that one is always there.
+const eventRepeat = 20 * time.Minute
+
+// nextRefresh is how long until pending pods are planned again though
+// nothing changed (inputKey), 0 with none pending.
+func nextRefresh(snap planner.Snapshot) time.Duration {
+	if len(snap.Pending) == 0 || snap.Now.IsZero() {
+		return 0
+	}
+	return snap.Now.Truncate(eventRepeat).Add(eventRepeat).Sub(snap.Now)
+}
+
+// notify records, once per pod and plan outcome, why it waits (again after
+// eventRepeat).
+func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.Result) {
 	if a.Recorder == nil {
 		return
 	}
@@ -397,19 +422,27 @@ func (a *AutoPlanner) notify(snap planner.Snapshot, res planner.Result) {
 	for _, p := range snap.Pending {
 		pods[p.Pod.Namespace+"/"+p.Pod.Name] = p.Pod
 	}
-	targets := repartitionTargets(snap, res)
+	targets := repartitionTargets(in, snap, res)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.events == nil {
-		a.events = map[string]string{}
+		a.events = map[string]podEvent{}
 	}
-	// Keyed by UID: a pod made again under the same name hears again.
+	now := a.now()
+	// Keyed by UID: a pod made again under the same name hears again. A
+	// pod still waiting as before hears it again once the API server may
+	// have dropped the event (--event-ttl, one hour by default), so that
+	// kubectl describe pod keeps saying why it waits.
 	emit := func(key, eventType, reason, note string) {
 		pod := pods[key]
-		if pod == nil || a.events[string(pod.UID)] == reason+note {
+		if pod == nil {
 			return
 		}
-		a.events[string(pod.UID)] = reason + note
+		last, ok := a.events[string(pod.UID)]
+		if ok && last.what == reason+note && now.Sub(last.at) < eventRepeat {
+			return
+		}
+		a.events[string(pod.UID)] = podEvent{what: reason + note, at: now}
 		a.Recorder.Eventf(pod, nil, eventType, reason, "Plan", "%s", truncate(note, maxEventNote))
 	}
 	for _, s := range res.Served {
@@ -484,8 +517,10 @@ func (a *AutoPlanner) max() time.Duration {
 // repartitionTargets names, for each served pod that waits for a GPU to be
 // repartitioned, that GPU and its coming layout ("node/gpu-N: layout"): a
 // change of the plan serves it, or one of its devices is coming with a
-// change in flight. Pods given devices that are free already are absent.
-func repartitionTargets(snap planner.Snapshot, res planner.Result) map[string]string {
+// change in flight (it is not in the layout the node's agent reports now).
+// Pods given devices that exist already are absent, on a GPU changing
+// elsewhere, or one whose change failed and is retried, too.
+func repartitionTargets(in AutoInputs, snap planner.Snapshot, res planner.Result) map[string]string {
 	out := map[string]string{}
 	for _, c := range res.Changes {
 		for _, pod := range c.Serves {
@@ -505,12 +540,37 @@ func repartitionTargets(snap planner.Snapshot, res planner.Result) map[string]st
 			continue
 		}
 		for _, d := range s.Devices {
-			if idx, _, ok := migslices.DeviceGPUIndex(d); ok && inFlight[fmt.Sprintf("%s/%d", s.Node, idx)] != "" {
-				out[s.Pod] = inFlight[fmt.Sprintf("%s/%d", s.Node, idx)]
+			idx, _, ok := migslices.DeviceGPUIndex(d)
+			if !ok || inFlight[fmt.Sprintf("%s/%d", s.Node, idx)] == "" || exists(in, s.Node, idx, d) {
+				continue
 			}
+			out[s.Pod] = inFlight[fmt.Sprintf("%s/%d", s.Node, idx)]
 		}
 	}
 	return out
+}
+
+// exists reports whether MIG device name of GPU index is in the layout the
+// node's agent reports now (by profile and placement, whatever GI profile
+// ID the name carries).
+func exists(in AutoInputs, node string, index int, name string) bool {
+	nml := in.NodeMigLayouts[node]
+	if nml == nil {
+		return false
+	}
+	for _, st := range nml.Status.GPUs {
+		if int(st.Index) != index {
+			continue
+		}
+		actual, err := mig.ParseLayout(st.Layout)
+		if err != nil {
+			return false
+		}
+		return slices.ContainsFunc(actual, func(d mig.Device) bool {
+			return migslices.IsMIGDeviceName(name, index, d.Profile, d.Start)
+		})
+	}
+	return false
 }
 
 // inputKey fingerprints what a plan depends on: the pending pods and their
@@ -526,6 +586,11 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 	}
 	aged := func(p *corev1.Pod) bool {
 		return snap.AgingAfter > 0 && !snap.Now.IsZero() && snap.Now.Sub(p.CreationTimestamp.Time) >= snap.AgingAfter
+	}
+	if len(snap.Pending) > 0 && !snap.Now.IsZero() {
+		// While pods wait, they are planned again every eventRepeat
+		// though nothing changed, so that their events stand.
+		lines = append(lines, fmt.Sprintf("refresh %d\n", snap.Now.Truncate(eventRepeat).Unix()))
 	}
 	for _, p := range snap.Pending {
 		// A pod that starts to be planned by age changes the plan though

@@ -267,12 +267,12 @@ func TestNotify(t *testing.T) {
 	}
 	rec := events.NewFakeRecorder(20)
 	a := &AutoPlanner{Recorder: rec}
-	a.notify(snap, res)
-	a.notify(snap, res) // the same outcome is not recorded twice
+	a.notify(AutoInputs{}, snap, res)
+	a.notify(AutoInputs{}, snap, res) // the same outcome is not recorded twice
 	// A pod deleted and made again under the same name hears again.
 	snap.Pending[3].Pod = pod("never")
 	snap.Pending[3].Pod.UID = "uid-never-again"
-	a.notify(snap, res)
+	a.notify(AutoInputs{}, snap, res)
 	close(rec.Events)
 	var got []string
 	for e := range rec.Events {
@@ -354,13 +354,24 @@ func TestInputKey(t *testing.T) {
 	if got := key([]v1alpha1.MigLayout{a, b}, p1, p2); got == base {
 		t.Error("a MigLayout switched to Auto mode gives the same key")
 	}
-	// A pod that starts to be planned by age changes the plan: the key changes then, and only then.
+	// A pod that starts to be planned by age changes the plan: the key
+	// changes then; and every eventRepeat while pods wait (their events are
+	// recorded again), not otherwise.
 	p1.Pod.CreationTimestamp = metav1.NewTime(time.Unix(0, 0))
 	at := func(d time.Duration) string {
-		return inputKey(AutoInputs{}, planner.Snapshot{Pending: []planner.Pod{p1}, Now: time.Unix(0, 0).Add(d), AgingAfter: time.Hour})
+		return inputKey(AutoInputs{}, planner.Snapshot{Pending: []planner.Pod{p1}, Now: time.Unix(0, 0).Add(d), AgingAfter: 50 * time.Minute})
 	}
-	if at(59*time.Minute) != at(30*time.Minute) || at(61*time.Minute) == at(59*time.Minute) || at(2*time.Hour) != at(61*time.Minute) {
+	if at(49*time.Minute) != at(41*time.Minute) || at(51*time.Minute) == at(49*time.Minute) {
 		t.Error("the key does not change exactly when a pending pod ages")
+	}
+	if at(59*time.Minute) != at(51*time.Minute) || at(61*time.Minute) == at(59*time.Minute) || at(79*time.Minute) != at(61*time.Minute) {
+		t.Errorf("the key does not change exactly every %s while pods wait", eventRepeat)
+	}
+	if got := nextRefresh(planner.Snapshot{Pending: []planner.Pod{p1}, Now: time.Unix(0, 0).Add(61 * time.Minute)}); got != 19*time.Minute {
+		t.Errorf("nextRefresh at 61m = %s, want 19m", got)
+	}
+	if got := nextRefresh(planner.Snapshot{Now: time.Unix(0, 0)}); got != 0 {
+		t.Errorf("nextRefresh with no pod pending = %s, want 0", got)
 	}
 	// So do node labels and taints (feasibility) and DeviceClasses.
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"pool": "a"}}}
@@ -417,7 +428,9 @@ func TestInputKey(t *testing.T) {
 // of the layout a GPU has and, while it changes, those of the layout it is
 // getting (the agent published them and the scheduler allocated one before
 // the agent's status says the change is done); a change NVML failed is
-// planned with its actual layout, so only its devices count.
+// planned with its actual layout, so only its devices count. A device is
+// known by GPU, profile and placement, whatever GI profile ID its name
+// carries.
 func TestAllocatedDevicesPinned(t *testing.T) {
 	const half = "gpu-0-mig-3g40gb-9-4"
 	for name, tc := range map[string]struct {
@@ -431,6 +444,12 @@ func TestAllocatedDevicesPinned(t *testing.T) {
 		"nothing allocated":                {v1alpha1.PhaseRepartitioning, "Repartitioning", nil, "3g.40gb@0,3g.40gb@4", ""},
 		"the device it has allocated":      {v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, []string{"gpu-0-mig-7g80gb-0-0"}, "7g.80gb@0", "7g.80gb@0"},
 		"failed change: not coming at all": {v1alpha1.PhaseFailed, v1alpha1.ReasonNVMLError, []string{half}, "7g.80gb@0", ""},
+		// Published names carry NVML's GI profile ID, which may differ
+		// from the catalog's (here 9 for 3g.40gb, 0 for 7g.80gb) where
+		// the agent could not read NVML's profile table.
+		"coming device allocated under NVML's GI profile ID": {v1alpha1.PhaseRepartitioning, "Repartitioning", []string{"gpu-0-mig-3g40gb-21-4"}, "3g.40gb@0,3g.40gb@4", "3g.40gb@4"},
+		"the device it has, under NVML's GI profile ID":      {v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, []string{"gpu-0-mig-7g80gb-30-0"}, "7g.80gb@0", "7g.80gb@0"},
+		"another placement's device allocated":               {v1alpha1.PhaseRepartitioning, "Repartitioning", []string{"gpu-0-mig-3g40gb-9-0", "gpu-1-mig-3g40gb-9-4"}, "3g.40gb@0,3g.40gb@4", "3g.40gb@0"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			nml := nodeMigLayout("n1").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).
@@ -457,7 +476,7 @@ func TestNotifyCutsLongNotes(t *testing.T) {
 	a := &AutoPlanner{Recorder: rec}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-p"}}
 	why := "evaluating the selector: " + strings.Repeat("device.attributes['mig.miglayout.io'].memory >= 1 && ", 60)
-	a.notify(planner.Snapshot{Pending: []planner.Pod{{Pod: pod}}}, planner.Result{Unservable: map[string]string{"ns/p": why}})
+	a.notify(AutoInputs{}, planner.Snapshot{Pending: []planner.Pod{{Pod: pod}}}, planner.Result{Unservable: map[string]string{"ns/p": why}})
 	select {
 	case e := <-rec.Events:
 		if !strings.Contains(e, EventNotServable) || len(e) > len("Warning "+EventNotServable+" ")+maxEventNote || !strings.HasSuffix(e, "...") {

@@ -303,6 +303,12 @@ func notComing(st v1alpha1.GPUStatus) bool {
 	return blockedByUse(st) || st.Phase == v1alpha1.PhaseFailed
 }
 
+// autoPlannable reports whether Auto mode may plan on a GPU: MIG mode on
+// and no MIG mode change pending (Auto mode never changes MIG mode).
+func autoPlannable(st v1alpha1.GPUStatus) bool {
+	return st.MIGEnabled && st.MIGPending == st.MIGEnabled
+}
+
 // autoGPUs are the GPUs of a node the planner may use: MIG on, known model.
 // allocated are the names of the node's devices that claims hold. Each
 // GPU's hypothetical devices carry the attributes its agent reported.
@@ -313,7 +319,7 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 	}
 	var out []planner.GPU
 	for _, st := range nml.Status.GPUs {
-		if !st.MIGEnabled || st.MIGPending != st.MIGEnabled {
+		if !autoPlannable(st) {
 			continue
 		}
 		name := st.Model
@@ -335,7 +341,7 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 		info.UUID, info.ProductName = st.UUID, st.Product
 		applyAttributes(&info, st.Attributes)
 		for _, d := range actual {
-			if isAllocated(allocated, model, int(st.Index), d) && !inUse.Contains(d) {
+			if isAllocated(allocated, int(st.Index), d) && !inUse.Contains(d) {
 				inUse = append(inUse, d)
 			}
 		}
@@ -359,8 +365,7 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 					// it, before its status says so) is no free
 					// device to promise.
 					for _, d := range desired {
-						p, err := model.Profile(d.Profile)
-						if err == nil && allocated.Has(migslices.MIGDeviceName(int(st.Index), d.Profile, p.ID, d.Start)) && !inUse.Contains(d) {
+						if isAllocated(allocated, int(st.Index), d) && !inUse.Contains(d) {
 							inUse = append(inUse, d)
 						}
 					}
@@ -373,13 +378,11 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 	return out
 }
 
-// isAllocated reports whether a claim holds device d of GPU index: its
-// published name is in allocated (for a GPU instance of a profile the
-// catalog lacks, whose GI profile ID only NVML knows, any ID).
-func isAllocated(allocated sets.Set[string], model *mig.Model, index int, d mig.Device) bool {
-	if p, err := model.Profile(d.Profile); err == nil {
-		return allocated.Has(migslices.MIGDeviceName(index, d.Profile, p.ID, d.Start))
-	}
+// isAllocated reports whether a claim holds device d of GPU index: a name in
+// allocated is d's published name, whatever GI profile ID it carries (NVML's,
+// which may differ from the catalog's, or be one only NVML knows for a
+// profile the catalog lacks).
+func isAllocated(allocated sets.Set[string], index int, d mig.Device) bool {
 	for name := range allocated {
 		if migslices.IsMIGDeviceName(name, index, d.Profile, d.Start) {
 			return true

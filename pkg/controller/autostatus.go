@@ -62,7 +62,7 @@ func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map
 	if res == nil {
 		return out
 	}
-	targets := repartitionTargets(snap, *res)
+	targets := repartitionTargets(in, snap, *res)
 	for _, p := range res.Served {
 		if targets[p.Pod] != "" {
 			count(p.Node, func(s *v1alpha1.AutoStatus) { s.WaitingForRepartitionPods++ })

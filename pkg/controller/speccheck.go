@@ -86,15 +86,19 @@ func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inven
 	// profile NVML gives another GI profile ID.
 	variants := modelVariants{}
 	models := map[string]*mig.Model{}       // by Key
-	nodeModels := map[string][]*mig.Model{} // one entry per GPU the catalog knows
+	nodeModels := map[string][]*mig.Model{} // one entry per GPU the planner may use
 	names := sets.New[string]()
 	for _, n := range nodes {
 		for _, g := range inventory[n] {
 			if m, err := lookupModel(cat, g); err == nil {
 				m = variants.of(m, g.NVMLProfiles)
 				models[m.Key()] = m
-				nodeModels[n] = append(nodeModels[n], m)
 				names.Insert(m.Name)
+				// Auto mode never turns MIG on: a GPU without it
+				// holds no spare.
+				if autoPlannable(g) {
+					nodeModels[n] = append(nodeModels[n], m)
+				}
 			}
 		}
 	}
@@ -137,7 +141,7 @@ func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inven
 				}
 			}
 			if most < want {
-				short = append(short, fmt.Sprintf("%s holds at most %d", n, most))
+				short = append(short, fmt.Sprintf("%s holds at most %d on its GPUs in MIG mode", n, most))
 			}
 		}
 		if len(short) > 0 {
