@@ -48,6 +48,7 @@ type options struct {
 	stateDir          string
 	cdiDir            string
 	hostRoot          string
+	devRoot           string
 	driverRoot        string
 	registrarDir      string
 	pluginDir         string
@@ -71,6 +72,7 @@ func main() {
 	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/miglayout", "directory for the repartitioning journal")
 	fs.StringVar(&o.cdiDir, "cdi-dir", plugin.DefaultCDIDir, "directory the CDI specs of prepared claims are written to")
 	fs.StringVar(&o.hostRoot, "host-root", plugin.DefaultHostRoot, "where the host's / is mounted (for /proc/driver/nvidia/capabilities)")
+	fs.StringVar(&o.devRoot, "dev-root", "/dev", "where the host's /dev is mounted: device nodes a prepared claim's CDI spec names must exist there, and missing /dev/nvidia-caps nodes of its MIG devices are created there (empty: none checked or created; the default with --simulate)")
 	fs.StringVar(&o.registrarDir, "kubelet-registrar-dir", "/var/lib/kubelet/plugins_registry", "kubelet plugin registration directory")
 	fs.StringVar(&o.pluginDir, "kubelet-plugins-dir", plugin.DefaultPluginDir, "kubelet plugins directory; the driver's socket and checkpoint go to <dir>/<driver name>")
 	fs.DurationVar(&o.settle, "settle-period", 5*time.Second, "how long a drain waits after tainting devices before re-checking allocations (covers scheduling decisions in flight)")
@@ -88,6 +90,9 @@ func main() {
 	// --kubeconfig, registered by controller-runtime for ctrl.GetConfig.
 	fs.AddGoFlag(flag.CommandLine.Lookup("kubeconfig"))
 	_ = fs.Parse(os.Args[1:])
+	if o.simulate != "" && !fs.Changed("dev-root") {
+		o.devRoot = "" // simulated GPUs have no device nodes
+	}
 
 	logger := klog.Background().WithValues("node", o.nodeName)
 	ctrl.SetLogger(logger)
@@ -169,7 +174,7 @@ func run(ctx context.Context, o options) error {
 	inventory := &agent.PoolInventory{NodeName: o.nodeName, Driver: o.driverName, Live: mgr.GetAPIReader()}
 	drv, err := plugin.New(plugin.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, GPUs: gpus, Locks: locks,
-		CDIDir: o.cdiDir, CheckpointDir: pluginDataDir, HostRoot: o.hostRoot,
+		CDIDir: o.cdiDir, CheckpointDir: pluginDataDir, HostRoot: o.hostRoot, DevRoot: o.devRoot,
 		OnFatalError:    func(err error) { cancel(err) },
 		OnDroppedFields: inventory.DroppedFields,
 	})

@@ -175,23 +175,53 @@ func capabilityPath(hostRoot string, gpuMinor, giID, ciID int) string {
 // readCapabilityMinor reads the "DeviceFileMinor: N" line of a capability
 // file.
 func readCapabilityMinor(path string) (int, error) {
+	c, err := readCapability(path)
+	return c.minor, err
+}
+
+// capability is what a capability access file of the NVIDIA driver says of
+// the /dev/nvidia-caps node that grants it.
+type capability struct {
+	minor int
+	// mode is DeviceFileMode (given in decimal: 292 is 0444); 0444 when the
+	// file has none.
+	mode os.FileMode
+}
+
+// readCapability reads a capability access file: "DeviceFileMinor: N"
+// (required), "DeviceFileMode: M" (optional) lines.
+func readCapability(path string) (capability, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return 0, err
+		return capability{}, err
 	}
+	c := capability{minor: -1, mode: 0o444}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		key, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok || strings.TrimSpace(key) != "DeviceFileMinor" {
+		if !ok {
 			continue
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(val))
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("parsing %s: DeviceFileMinor %q is not a number", path, strings.TrimSpace(val))
+		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		switch key {
+		case "DeviceFileMinor":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				return capability{}, fmt.Errorf("parsing %s: DeviceFileMinor %q is not a number", path, val)
+			}
+			c.minor = n
+		case "DeviceFileMode":
+			n, err := strconv.ParseUint(val, 10, 32)
+			if err != nil || n > 0o777 {
+				return capability{}, fmt.Errorf("parsing %s: DeviceFileMode %q is not a permission mode", path, val)
+			}
+			c.mode = os.FileMode(n)
 		}
-		return n, nil
 	}
-	return 0, fmt.Errorf("parsing %s: no DeviceFileMinor line", path)
+	if c.minor < 0 {
+		return capability{}, fmt.Errorf("parsing %s: no DeviceFileMinor line", path)
+	}
+	return c, nil
 }
 
 // MIGCapabilityMinors returns the /dev/nvidia-caps minors the NVIDIA driver

@@ -82,6 +82,12 @@ type Config struct {
 	// /proc/driver/nvidia/capabilities; default DefaultHostRoot. Device node
 	// paths in the CDI specs are host paths and do not carry it.
 	HostRoot string
+	// DevRoot is where the host's /dev is seen by the plugin (the agent
+	// mounts it at /dev): before a claim's CDI spec is handed out, the device
+	// nodes it names must exist there, and the /dev/nvidia-caps nodes of its
+	// MIG devices are created where missing (ensureDeviceNodes). Empty: no
+	// device node is checked or created (simulated GPUs).
+	DevRoot string
 	// OnFatalError, when set, is called for background errors that the
 	// helper reports as not recoverable (HandleError); the agent cancels its
 	// context there. Recoverable errors are only logged.
@@ -302,6 +308,9 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		if err != nil {
 			return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
 		}
+		if err := p.ensureDeviceNodes(src, nodes); err != nil {
+			return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
+		}
 		uuid := src.GPU.UUID
 		if src.MIG != nil {
 			uuid = src.MIG.UUID
@@ -401,12 +410,29 @@ func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 	if recreated != nil {
 		return recreated
 	}
+	// /dev is a tmpfs: after a reboot the nodes a container restarting
+	// now needs may be missing.
+	for _, d := range pc.Devices {
+		src, _ := inv.Lookup(d.Device)
+		if err := p.ensureDeviceNodes(src, d.DeviceNodes); err != nil {
+			return err
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, err := os.Stat(filepath.Join(p.cfg.CDIDir, specName(p.cfg.DriverName, pc.UID))); err == nil || len(pc.Devices) == 0 {
 		return nil
 	}
 	return p.writeSpec(pc)
+}
+
+// ensureDeviceNodes is the package's ensureDeviceNodes under Config.DevRoot,
+// nothing without one.
+func (p *Plugin) ensureDeviceNodes(src migslices.Source, nodes []string) error {
+	if p.cfg.DevRoot == "" {
+		return nil
+	}
+	return ensureDeviceNodes(p.cfg.DevRoot, p.cfg.HostRoot, src, nodes)
 }
 
 // readInventory reads the given GPUs, and the MIG devices of those with MIG

@@ -1,0 +1,138 @@
+package plugin
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/miglayout/miglayout/pkg/slices"
+)
+
+// capsDriver is the name of the NVIDIA capability devices' character major
+// in /proc/devices (dynamic: the kernel gives it when the driver loads).
+const capsDriver = "nvidia-caps"
+
+// ensureDeviceNodes makes sure the host has the device nodes a CDI spec of
+// device src names, before the spec is handed to the kubelet: the container
+// runtime refuses to start a container whose CDI device node is missing, with
+// an error far from its cause.
+//
+// The /dev/nvidia-caps nodes of a MIG device (its GPU instance's and compute
+// instance's access capabilities) are created where missing, as
+// nvidia-modprobe -f does: a character device of the nvidia-caps major
+// (<HostRoot>/proc/devices), with the minor and the mode the driver gives in
+// the capability's access file (NVIDIA's MIG User Guide, "Device Nodes and
+// Capabilities"); nothing else creates them on a node whose container
+// runtime injects devices from CDI specs only. The other nodes (the GPU's
+// /dev/nvidia<minor>, /dev/nvidiactl, /dev/nvidia-uvm and
+// /dev/nvidia-uvm-tools) are the driver installation's to create, with the
+// permissions the host configures: one missing is an error saying so.
+//
+// devRoot is where the host's /dev is seen by the plugin; the paths in the
+// specs are host paths under /dev.
+func ensureDeviceNodes(devRoot, hostRoot string, src slices.Source, nodes []string) error {
+	var missing []string
+	for _, n := range append(append([]string{}, commonDeviceNodes...), nodes...) {
+		if strings.HasPrefix(n, "/dev/nvidia-caps/") {
+			continue
+		}
+		if _, err := os.Stat(hostDevPath(devRoot, n)); errors.Is(err, fs.ErrNotExist) {
+			missing = append(missing, n)
+		} else if err != nil {
+			return fmt.Errorf("checking device node %s: %w", n, err)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("device nodes %s of %s do not exist on the host: the NVIDIA driver installation creates them (nvidia-modprobe, or nvidia-ctk system create-device-nodes --control-devices; nvidia-uvm needs its kernel module loaded)",
+			strings.Join(missing, ", "), src.Name)
+	}
+	if src.MIG == nil {
+		return nil
+	}
+	for _, ci := range []int{-1, src.MIG.CIID} {
+		path := capabilityPath(hostRoot, src.GPU.Minor, src.MIG.GIID, ci)
+		c, err := readCapability(path)
+		if err != nil {
+			return fmt.Errorf("reading MIG capability of %s (GI %d, CI %d): %w", src.Name, src.MIG.GIID, ci, err)
+		}
+		if err := ensureCapabilityNode(devRoot, hostRoot, c); err != nil {
+			return fmt.Errorf("creating the device node of MIG capability %s of %s: %w", path, src.Name, err)
+		}
+	}
+	return nil
+}
+
+// hostDevPath is where host path /dev/... is seen under devRoot.
+func hostDevPath(devRoot, path string) string {
+	return filepath.Join(devRoot, strings.TrimPrefix(path, "/dev/"))
+}
+
+// ensureCapabilityNode creates /dev/nvidia-caps/nvidia-cap<minor> under
+// devRoot unless it exists; a file there that is not a character device is
+// an error.
+func ensureCapabilityNode(devRoot, hostRoot string, c capability) error {
+	path := hostDevPath(devRoot, fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", c.minor))
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&fs.ModeCharDevice == 0 {
+			return fmt.Errorf("%s exists and is not a character device (%s)", path, fi.Mode().Type())
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	major, err := charMajor(filepath.Join(hostRoot, "proc/devices"), capsDriver)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	err = unix.Mknod(path, unix.S_IFCHR|uint32(c.mode.Perm()), int(unix.Mkdev(major, uint32(c.minor))))
+	if errors.Is(err, unix.EEXIST) {
+		return nil // made meanwhile (by the driver's tools)
+	}
+	if err != nil {
+		return fmt.Errorf("mknod %s (%d:%d): %w", path, major, c.minor, err)
+	}
+	// The umask narrowed mknod's mode.
+	return os.Chmod(path, c.mode.Perm())
+}
+
+// charMajor reads the major number of a character device driver from
+// /proc/devices ("Character devices:" section, lines "<major> <name>").
+func charMajor(procDevices, driver string) (uint32, error) {
+	data, err := os.ReadFile(procDevices)
+	if err != nil {
+		return 0, fmt.Errorf("reading the major of %s: %w", driver, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	inChar := false
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasSuffix(line, "devices:"):
+			inChar = line == "Character devices:"
+			continue
+		case !inChar:
+			continue
+		}
+		num, name, ok := strings.Cut(line, " ")
+		if !ok || strings.TrimSpace(name) != driver {
+			continue
+		}
+		n, err := strconv.ParseUint(num, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("parsing %s: major %q of %s is not a number", procDevices, num, driver)
+		}
+		return uint32(n), nil
+	}
+	return 0, fmt.Errorf("%s lists no character device %s: is the NVIDIA driver loaded?", procDevices, driver)
+}

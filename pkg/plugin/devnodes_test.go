@@ -1,0 +1,236 @@
+package plugin
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/miglayout/miglayout/pkg/slices"
+)
+
+const procDevices = `Character devices:
+  1 mem
+  4 /dev/vc/0
+195 nvidia
+236 nvidia-caps
+237 nvidia-uvm
+
+Block devices:
+  8 sd
+240 nvidia-caps-block
+`
+
+// devEnv is env with a host /dev (devRoot) holding the driver's nodes and a
+// /proc/devices; it skips where this process may not make device nodes.
+func devEnv(t *testing.T) (*env, string) {
+	e := newEnv(t)
+	devRoot := filepath.Join(t.TempDir(), "dev")
+	if err := os.MkdirAll(devRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	probe := filepath.Join(devRoot, "probe")
+	if err := unix.Mknod(probe, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {
+		t.Skipf("cannot make device nodes here: %v", err)
+	}
+	_ = os.Remove(probe)
+	// The driver's own nodes: only their existence is checked.
+	for _, n := range []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0", "nvidia1"} {
+		if err := os.WriteFile(filepath.Join(devRoot, n), nil, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(e.hostRoot, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.hostRoot, "proc/devices"), []byte(procDevices), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	return e, devRoot
+}
+
+func (e *env) pluginWithDev(devRoot string) *Plugin {
+	e.t.Helper()
+	p, err := New(Config{NodeName: node, GPUs: e.gpus, Locks: e.locks,
+		CDIDir: e.cdiDir, CheckpointDir: e.cpDir, HostRoot: e.hostRoot, DevRoot: devRoot})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+// capsNodes are the /dev/nvidia-caps nodes the prepared claims' specs name.
+func capsNodes(t *testing.T, p *Plugin) []string {
+	t.Helper()
+	var out []string
+	for _, c := range p.claims {
+		for _, d := range c.Devices {
+			for _, n := range d.DeviceNodes {
+				if strings.HasPrefix(n, "/dev/nvidia-caps/") {
+					out = append(out, n)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checkCapsNode: the node is a character device of the nvidia-caps major
+// (236 in procDevices) with the minor its name carries and the mode the
+// capability file gives (292: 0444).
+func checkCapsNode(t *testing.T, devRoot, n string) {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(hostDevPath(devRoot, n), &st); err != nil {
+		t.Errorf("%s: %v", n, err)
+		return
+	}
+	minor, _ := strconv.Atoi(strings.TrimPrefix(n, "/dev/nvidia-caps/nvidia-cap"))
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(uint64(st.Rdev)) != 236 || unix.Minor(uint64(st.Rdev)) != uint32(minor) || st.Mode&0o777 != 0o444 {
+		t.Errorf("%s: mode %o, device %d:%d; want a character device 236:%d, mode 0444",
+			n, st.Mode, unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), minor)
+	}
+}
+
+// TestPrepareCreatesCapabilityNodes: preparing a MIG device creates its
+// missing /dev/nvidia-caps nodes as nvidia-modprobe would, leaves an
+// existing one alone, and creates them again when they went (a reboot: /dev
+// is a tmpfs) and the kubelet asks again.
+func TestPrepareCreatesCapabilityNodes(t *testing.T) {
+	e, devRoot := devEnv(t)
+	p := e.pluginWithDev(devRoot)
+	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})
+	if r := e.prepare(p, c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	nodes := capsNodes(t, p)
+	if len(nodes) != 2 {
+		t.Fatalf("the spec names caps nodes %v, want the GI's and the CI's", nodes)
+	}
+	for _, n := range nodes {
+		checkCapsNode(t, devRoot, n)
+	}
+	for _, n := range nodes {
+		if err := os.Remove(hostDevPath(devRoot, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := e.prepare(e.pluginWithDev(devRoot), c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for _, n := range nodes {
+		checkCapsNode(t, devRoot, n)
+	}
+}
+
+// TestPrepareWithoutDeviceNodes: a node the driver installation must make
+// that is missing, a file in the way of a caps node, or a driver without
+// the nvidia-caps major fail the prepare with an error naming it, and the
+// claim is not prepared (the kubelet retries).
+func TestPrepareWithoutDeviceNodes(t *testing.T) {
+	for name, tc := range map[string]struct {
+		// setup breaks the host; caps are the caps nodes the claim's
+		// spec names.
+		setup func(t *testing.T, devRoot, hostRoot string, caps []string)
+		want  string
+	}{
+		"nvidia-uvm not loaded": {func(t *testing.T, devRoot, _ string, _ []string) {
+			for _, n := range []string{"nvidia-uvm", "nvidia-uvm-tools"} {
+				if err := os.Remove(filepath.Join(devRoot, n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, "device nodes /dev/nvidia-uvm, /dev/nvidia-uvm-tools of gpu-0-mig-1g10gb-19-2 do not exist on the host"},
+		"a file where a caps node goes": {func(t *testing.T, devRoot, _ string, caps []string) {
+			if err := os.MkdirAll(filepath.Join(devRoot, "nvidia-caps"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(hostDevPath(devRoot, caps[0]), nil, 0o444); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not a character device"},
+		"no nvidia-caps major": {func(t *testing.T, _, hostRoot string, _ []string) {
+			if err := os.WriteFile(filepath.Join(hostRoot, "proc/devices"), []byte("Character devices:\n195 nvidia\n\nBlock devices:\n236 nvidia-caps\n"), 0o444); err != nil {
+				t.Fatal(err)
+			}
+		}, "lists no character device nvidia-caps"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, devRoot := devEnv(t)
+			c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})
+			// The caps nodes the spec names, from a prepare that
+			// looks at no device node.
+			plain := e.pluginWithDev("")
+			if r := e.prepare(plain, c); r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			caps := capsNodes(t, plain)
+			if err := e.unprepare(plain, c); err != nil {
+				t.Fatal(err)
+			}
+			tc.setup(t, devRoot, e.hostRoot, caps)
+			p := e.pluginWithDev(devRoot)
+			r := e.prepare(p, c)
+			if r.Err == nil || !strings.Contains(r.Err.Error(), tc.want) {
+				t.Fatalf("prepare = %v, want an error saying %q", r.Err, tc.want)
+			}
+			if got := p.PreparedDevices(); len(got) != 0 {
+				t.Errorf("a failed prepare left %v prepared", got)
+			}
+		})
+	}
+}
+
+// TestPrepareWithoutDevRoot: with no DevRoot (simulated GPUs) no device
+// node is looked at.
+func TestPrepareWithoutDevRoot(t *testing.T) {
+	e := newEnv(t)
+	if r := e.prepare(e.pluginWithDev(""), claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+}
+
+func TestCharMajor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "devices")
+	if err := os.WriteFile(path, []byte(procDevices), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	for driver, want := range map[string]uint32{"nvidia-caps": 236, "nvidia-uvm": 237, "nvidia": 195} {
+		if got, err := charMajor(path, driver); err != nil || got != want {
+			t.Errorf("charMajor(%s) = %d, %v; want %d", driver, got, err, want)
+		}
+	}
+	// Block devices do not count.
+	if _, err := charMajor(path, "nvidia-caps-block"); err == nil {
+		t.Error("charMajor found a block device")
+	}
+	if _, err := charMajor(filepath.Join(t.TempDir(), "none"), "nvidia-caps"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("charMajor of a missing file = %v, want ErrNotExist", err)
+	}
+}
+
+func TestReadCapabilityMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access")
+	for content, want := range map[string]capability{
+		"DeviceFileMinor: 12\nDeviceFileMode: 292\nDeviceFileModify: 1\n": {minor: 12, mode: 0o444},
+		"DeviceFileMinor: 13\nDeviceFileMode: 438\n":                      {minor: 13, mode: 0o666},
+		"DeviceFileMinor: 14\n":                                           {minor: 14, mode: 0o444},
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := readCapability(path); err != nil || got != want {
+			t.Errorf("readCapability(%q) = %+v, %v; want %+v", content, got, err, want)
+		}
+	}
+	if err := os.WriteFile(path, []byte("DeviceFileMinor: 12\nDeviceFileMode: 4095\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readCapability(path); err == nil {
+		t.Error("readCapability accepted mode 4095 (07777)")
+	}
+}
