@@ -457,6 +457,14 @@ func TestAgentDaemonSet(t *testing.T) {
 		t.Errorf("driver root: volume %q, mount %q, args %q; want / at /driver-root and --nvidia-driver-root=/driver-root",
 			hostPaths["driver-root"], mounts["driver-root"], c.Args)
 	}
+	// The MIG capability files and /proc/devices are read from the host's
+	// /proc, not the container's: the NVIDIA container runtime replaces
+	// the container's /proc/driver/nvidia with a copy made at start.
+	if hostPaths["proc-driver-nvidia"] != "/proc/driver/nvidia" || mounts["proc-driver-nvidia"] != "/host/proc/driver/nvidia" ||
+		hostPaths["proc-devices"] != "/proc/devices" || mounts["proc-devices"] != "/host/proc/devices" || !slices.Contains(c.Args, "--host-root=/host") {
+		t.Errorf("host /proc: volumes %v, mounts %v, args %q; want /proc/driver/nvidia and /proc/devices under /host and --host-root=/host",
+			hostPaths, mounts, c.Args)
+	}
 	for _, e := range c.Env {
 		if e.Name == "LD_LIBRARY_PATH" {
 			t.Errorf("LD_LIBRARY_PATH=%s: the agent would load the host's C library", e.Value)
