@@ -226,7 +226,9 @@ type NVMLProfile struct {
 	OFAEngines int32 `json:"ofaEngines,omitempty"`
 	// PlacementStarts are the memory slices NVML's placements of the
 	// profile start at (nvmlDeviceGetGpuInstancePossiblePlacements), where
-	// they differ from the catalog's.
+	// they differ from the catalog's: those as wide as the catalog's
+	// placements only, since devices are created that wide (NVML's others
+	// are in catalogMismatches).
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:items:Minimum=0
 	// +kubebuilder:validation:items:Maximum=7
@@ -240,8 +242,9 @@ type NVMLProfile struct {
 	// +optional
 	GIProfileID *int32 `json:"giProfileID,omitempty"`
 	// NotOffered: NVML does not offer the profile on this GPU at all
-	// (nvmlDeviceGetGpuInstanceProfileInfo answers NOT_SUPPORTED): no
-	// device of it is planned or created there.
+	// (nvmlDeviceGetGpuInstanceProfileInfo answers NOT_SUPPORTED), or only
+	// at placements of another width than the catalog's: no device of it
+	// is planned or created there.
 	// +optional
 	NotOffered bool `json:"notOffered,omitempty"`
 }

@@ -674,18 +674,27 @@ func nvmlRefuses(g gpu.GPU, devices mig.Layout) error {
 				d, g.Index, d.Profile, id, p.ID, d.Profile)
 		}
 		pls, ok := g.NVMLPlacements[d.Profile]
-		if !ok || slices.ContainsFunc(pls, func(pl mig.Placement) bool { return pl.Start == d.Start }) {
+		if !ok {
+			continue
+		}
+		// A device is created at the catalog's placement, start and
+		// width: NVML must offer exactly that one.
+		want := mig.Placement{Start: d.Start}
+		if p, err := g.Model.Profile(d.Profile); err == nil {
+			want.Size = p.MemorySlices
+		}
+		if slices.Contains(pls, want) {
 			continue
 		}
 		if len(pls) == 0 {
 			return fmt.Errorf("cannot create %s on GPU %d: NVML does not offer %s on this GPU (see catalogMismatches)", d, g.Index, d.Profile)
 		}
-		starts := make([]string, len(pls))
+		offered := make([]string, len(pls))
 		for i, pl := range pls {
-			starts[i] = strconv.Itoa(pl.Start)
+			offered[i] = strconv.Itoa(pl.Start) + "+" + strconv.Itoa(pl.Size)
 		}
-		return fmt.Errorf("cannot create %s on GPU %d: NVML offers %s at starts %s only (the catalog differs, see catalogMismatches)",
-			d, g.Index, d.Profile, strings.Join(starts, ","))
+		return fmt.Errorf("cannot create %s on GPU %d (memory slices %d+%d): NVML offers %s at %s only (start+memory slices; the catalog differs, see catalogMismatches)",
+			d, g.Index, want.Start, want.Size, d.Profile, strings.Join(offered, ","))
 	}
 	return nil
 }

@@ -878,7 +878,7 @@ func TestSyncRefusesWhatNVMLDoesNotOffer(t *testing.T) {
 	}
 	for name, tc := range map[string]struct{ layout, want string }{
 		"a profile NVML does not offer":        {"1g.20gb@0,1g.10gb@2", "NVML does not offer 1g.20gb"},
-		"a placement NVML does not offer":      {"3g.40gb@0,3g.40gb@4", "NVML offers 3g.40gb at starts 4"},
+		"a placement NVML does not offer":      {"3g.40gb@0,3g.40gb@4", "NVML offers 3g.40gb at 4+4 only"},
 		"a GI profile ID NVML gives otherwise": {"2g.20gb@0,1g.10gb@2,1g.10gb@3,3g.40gb@4", "NVML gives 2g.20gb GI profile ID 30"},
 		"the placement NVML offers":            {"4g.40gb@0,3g.40gb@4", ""},
 	} {

@@ -154,6 +154,14 @@ func nvmlProfiles(g gpu.GPU) []v1alpha1.NVMLProfile {
 	}
 	for name, pls := range g.NVMLPlacements {
 		e := entry(name)
+		// Devices are created as wide as the catalog says: NVML's
+		// placements of another width are of no use (catalogMismatches
+		// tells them).
+		if g.Model != nil {
+			if p, err := g.Model.Profile(name); err == nil {
+				pls = slices.DeleteFunc(slices.Clone(pls), func(pl mig.Placement) bool { return pl.Size != p.MemorySlices })
+			}
+		}
 		e.NotOffered = len(pls) == 0
 		for _, pl := range pls[:min(len(pls), 8)] {
 			e.PlacementStarts = append(e.PlacementStarts, int32(pl.Start))

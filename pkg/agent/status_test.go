@@ -47,12 +47,16 @@ func TestBuildStatus(t *testing.T) {
 	g1 := g(1)
 	g1.ProfileValues = []mig.NVMLProfileValues{{Profile: "1g.10gb", MemoryMiB: 9856, Multiprocessors: 14, CopyEngines: 1}}
 	// ... and offers 3g.40gb at the right half only, 2g.20gb under another
-	// GI profile ID, 1g.20gb not at all.
-	g1.NVMLPlacements = map[string][]mig.Placement{"3g.40gb": {{Start: 4, Size: 4}}, "1g.20gb": {}}
+	// GI profile ID, 1g.20gb not at all, 4g.40gb only narrower than the
+	// catalog's (of no use: devices are created as wide as the catalog
+	// says), 2g.20gb at the catalog's 0+2 and a narrower 2+1.
+	g1.NVMLPlacements = map[string][]mig.Placement{"3g.40gb": {{Start: 4, Size: 4}}, "1g.20gb": {},
+		"4g.40gb": {{Start: 0, Size: 3}}, "2g.20gb": {{Start: 0, Size: 2}, {Start: 2, Size: 1}}}
 	g1.NVMLProfileIDs = map[string]int{"2g.20gb": 30}
 	three, _ := a100.Profile("3g.40gb")
 	two, _ := a100.Profile("2g.20gb")
 	oneTwenty, _ := a100.Profile("1g.20gb")
+	four, _ := a100.Profile("4g.40gb")
 	res := &SyncResult{
 		GPUs: []GPUState{
 			{GPU: g(0), Devices: []gpu.MIGDevice{{Profile: "3g.40gb", Placement: mig.Placement{Start: 4, Size: 4}, GIID: 2, CIID: 0}}},
@@ -77,9 +81,12 @@ func TestBuildStatus(t *testing.T) {
 				{Profile: "1g.20gb", MemoryMiB: oneTwenty.MemoryMiB, Multiprocessors: int32(oneTwenty.Multiprocessors), CopyEngines: int32(oneTwenty.CopyEngines),
 					Decoders: int32(oneTwenty.Decoders), JPEGEngines: int32(oneTwenty.JPEGEngines), OFAEngines: int32(oneTwenty.OFAEngines), NotOffered: true},
 				{Profile: "2g.20gb", MemoryMiB: two.MemoryMiB, Multiprocessors: int32(two.Multiprocessors), CopyEngines: int32(two.CopyEngines),
-					Decoders: int32(two.Decoders), JPEGEngines: int32(two.JPEGEngines), OFAEngines: int32(two.OFAEngines), GIProfileID: ptr.To[int32](30)},
+					Decoders: int32(two.Decoders), JPEGEngines: int32(two.JPEGEngines), OFAEngines: int32(two.OFAEngines), GIProfileID: ptr.To[int32](30),
+					PlacementStarts: []int32{0}},
 				{Profile: "3g.40gb", MemoryMiB: three.MemoryMiB, Multiprocessors: int32(three.Multiprocessors), CopyEngines: int32(three.CopyEngines),
 					Decoders: int32(three.Decoders), JPEGEngines: int32(three.JPEGEngines), OFAEngines: int32(three.OFAEngines), PlacementStarts: []int32{4}},
+				{Profile: "4g.40gb", MemoryMiB: four.MemoryMiB, Multiprocessors: int32(four.Multiprocessors), CopyEngines: int32(four.CopyEngines),
+					Decoders: int32(four.Decoders), JPEGEngines: int32(four.JPEGEngines), OFAEngines: int32(four.OFAEngines), NotOffered: true},
 			},
 			Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: "in use", LastTransitionTime: &now},
 	}
