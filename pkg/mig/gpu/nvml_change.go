@@ -341,7 +341,9 @@ func (m *NVMLManager) GPUProcesses(ctx context.Context, gpuIndex int) ([]Process
 }
 
 // SetMIGMode enables or disables MIG mode and returns the mode NVML reports
-// afterwards; Pending differs from Current while a GPU reset is needed.
+// afterwards; Pending differs from Current while a GPU reset is needed. A
+// change NVML did not make, not even pending, is an error of its activation
+// status (ERROR_IN_USE: ErrInUse), whichever code the call returned.
 func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool) (MIGMode, error) {
 	leave, err := m.enter(ctx)
 	if err != nil {
@@ -368,6 +370,13 @@ func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool
 	got, err := migMode(dev)
 	if err != nil {
 		return fail(err)
+	}
+	// The call succeeds while the activation fails (nvml.h: "if device
+	// unbind fails because the device isn't idle, NVML_ERROR_IN_USE"):
+	// where the mode asked for is then not even pending, nothing changed
+	// and the activation status is the error.
+	if activation != nvml.SUCCESS && got.Pending != enabled {
+		return fail(nvmlErr("nvmlDeviceSetMigMode (activation status)", activation))
 	}
 	if activation != nvml.SUCCESS {
 		logger.V(2).Info("MIG mode change is pending", "activationStatus", activation.Error(), "current", got.Current, "pending", got.Pending)

@@ -250,7 +250,8 @@ func (d device) GetMigMode() (int, int, nvml.Return) {
 //   - a process holds the GPU (on it or on one of its MIG devices): with
 //     MIGModeNeedsReset (Ampere) the mode becomes pending, current stays,
 //     (IN_USE, SUCCESS) — ResetGPU applies it; otherwise (Hopper, Blackwell)
-//     (IN_USE, IN_USE), nothing changes;
+//     (IN_USE, SUCCESS), nothing changes (nvml.h lists IN_USE as an
+//     activation status, not among the call's return codes);
 //   - else the mode applies at once: (SUCCESS, SUCCESS).
 //
 // Op "SetMigMode" (mutating); an injected fault returns its code twice.
@@ -282,7 +283,7 @@ func (d device) SetMigMode(mode int) (nvml.Return, nvml.Return) {
 				g.MIGPending = want
 				return changed, nvml.SUCCESS
 			}
-			return false, nvml.ERROR_IN_USE
+			return false, nvml.SUCCESS
 		}
 		g.MIGCurrent, g.MIGPending = want, want
 		activation = nvml.SUCCESS

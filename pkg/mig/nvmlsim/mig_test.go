@@ -457,7 +457,7 @@ func TestHopperModeImmediateOrRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(modeStep{nvml.ERROR_IN_USE, nvml.ERROR_IN_USE, 0, 0}, setMode(t, d, nvml.DEVICE_MIG_ENABLE)); diff != "" {
+	if diff := cmp.Diff(modeStep{nvml.ERROR_IN_USE, nvml.SUCCESS, 0, 0}, setMode(t, d, nvml.DEVICE_MIG_ENABLE)); diff != "" {
 		t.Errorf("SetMigMode(ENABLE) with a process (-want +got):\n%s", diff)
 	}
 	if err := s.StopProcess(pid); err != nil {
