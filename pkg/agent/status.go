@@ -66,10 +66,18 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 	}
 	for _, idx := range slices.Sorted(maps.Keys(res.Results)) {
 		if r := res.Results[idx]; !seen[idx] && r.Phase != v1alpha1.PhaseReady {
-			gs := v1alpha1.GPUStatus{Index: int32(idx), Phase: r.Phase, Reason: r.Reason, Message: truncate(r.Message, 1024)}
-			if p, ok := prev[gs.Index]; ok {
+			gs := v1alpha1.GPUStatus{Index: int32(idx), Phase: r.Phase, Reason: r.Reason, Message: r.Message}
+			if p, ok := prev[gs.Index]; ok && p.UUID != "" {
 				gs.UUID, gs.Product, gs.Model, gs.Attributes = p.UUID, p.Product, p.Model, p.Attributes
+				if r.Reason != v1alpha1.ReasonGPUUnreadable {
+					// NVML does not count it any more (taken out, or
+					// not enumerated since a reboot): it stays in the
+					// spec and here, Degraded, so that its loss is
+					// seen, until it is back or someone forgets it.
+					gs.Message += fmt.Sprintf(" (it was %s; to forget it, delete this NodeMigLayout: it is made again with the GPUs NVML shows)", p.UUID)
+				}
 			}
+			gs.Message = truncate(gs.Message, 1024)
 			st.GPUs = append(st.GPUs, gs)
 		}
 	}

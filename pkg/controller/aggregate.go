@@ -102,13 +102,32 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 			issues = append(issues, fmt.Sprintf("gpu %d: %s to %s", g.Index, g.Phase, row.Desired))
 		default:
 			row.Phase = v1alpha1.PhasePending
-			issues = append(issues, fmt.Sprintf("gpu %d: Pending: actual %q, desired %q", g.Index, layoutText(g.MIGEnabled, g.Layout), row.Desired))
+			issue := fmt.Sprintf("gpu %d: Pending: actual %q, desired %q", g.Index, layoutText(g.MIGEnabled, g.Layout), row.Desired)
+			if g.Reason != "" && g.Message != "" {
+				// Why the agent has not got there (a pass that keeps failing).
+				issue += fmt.Sprintf(" (%s: %s)", g.Reason, g.Message)
+			}
+			issues = append(issues, issue)
 		}
 		if ok {
 			row.Product = g.Product
 			row.Actual = layoutText(g.MIGEnabled, g.Layout)
 		}
 		st.Row.GPUs = append(st.Row.GPUs, row)
+	}
+	// A GPU NVML counts but cannot read is in no spec where the agent never
+	// read it (no product to match a rule on): it is stuck all the same.
+	inSpec := func(idx int32) bool {
+		return slices.ContainsFunc(nml.Spec.GPUs, func(s v1alpha1.GPUSpec) bool { return s.Index == idx }) ||
+			slices.ContainsFunc(problems, func(p Problem) bool { return p.GPU == idx })
+	}
+	for _, g := range nml.Status.GPUs {
+		if g.Reason != v1alpha1.ReasonGPUUnreadable || inSpec(g.Index) {
+			continue
+		}
+		st.Stuck = append(st.Stuck, StuckGPU{GPU: g.Index, Phase: g.Phase, Reason: g.Reason, Message: g.Message})
+		st.Row.GPUs = append(st.Row.GPUs, v1alpha1.GPURow{Index: g.Index, Product: g.Product, Phase: g.Phase})
+		issues = append(issues, gpuIssue(g))
 	}
 	for _, p := range problems {
 		row := v1alpha1.GPURow{Index: p.GPU, Product: p.Product, Phase: v1alpha1.PhaseFailed}

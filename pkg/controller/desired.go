@@ -46,8 +46,11 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 	var problems []Problem
 	for _, g := range gpus {
 		if g.Product == "" && g.Model == "" {
-			// Not seen by NVML (the agent reports a failure for a GPU
-			// the spec names that the node lacks): not inventory.
+			// Never read by NVML (a GPU the spec names that the node
+			// lacks, or one NVML counts but could never read): not
+			// inventory. One read before keeps what it was in its
+			// row, and its spec, while NVML does not show it (its
+			// loss shows, Degraded).
 			continue
 		}
 		i, rule, ok := matchRule(rules, g)
