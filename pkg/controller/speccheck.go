@@ -141,12 +141,12 @@ func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inven
 				}
 			}
 			if most < want {
-				short = append(short, fmt.Sprintf("%s holds at most %d on its GPUs in MIG mode", n, most))
+				short = append(short, fmt.Sprintf("%s holds at most %d", n, most))
 			}
 		}
 		if len(short) > 0 {
 			out = append(out, SpecProblem{Reason: v1alpha1.ReasonSparesNotHoldable,
-				Message: fmt.Sprintf("spares of %d %s per node: %s", want, prof, joinBounded(short, 5))})
+				Message: fmt.Sprintf("spares of %d %s per node: %s (on its GPUs in MIG mode)", want, prof, joinBounded(short, 5))})
 		}
 	}
 	if len(out) > spareProblems || len(p.Spares) == 0 {

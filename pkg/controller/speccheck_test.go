@@ -75,7 +75,7 @@ func TestCheckSpec(t *testing.T) {
 			spec:      auto(v1alpha1.AutoPolicy{Spares: map[string]int32{"7g.80gb": 2, "3g.40gb": 0}}),
 			inventory: twoNodes,
 			want: []SpecProblem{{Reason: v1alpha1.ReasonSparesNotHoldable,
-				Message: "spares of 2 7g.80gb per node: h holds at most 1 on its GPUs in MIG mode"}},
+				Message: "spares of 2 7g.80gb per node: h holds at most 1 (on its GPUs in MIG mode)"}},
 		},
 		"Auto: spares that each fit a node but not all at once": {
 			spec:      auto(v1alpha1.AutoPolicy{Spares: map[string]int32{"7g.80gb": 1, "4g.40gb": 1}}),
