@@ -50,8 +50,9 @@ type matcher struct {
 	driver  string
 	classes classLister
 	cel     *cel.Cache
-	// profiles caches, per claim shape and model, the profiles one device of
-	// which satisfies a single-device claim, best first.
+	// profiles caches, per claim shape and kind of GPU (gpuKind), the
+	// profiles one device of which satisfies a single-device claim, best
+	// first.
 	profiles map[string]map[string][]string
 	// specs caches claimSpec by claim shape; gpuProfs and devFits
 	// gpuProfiles and deviceFits by claim shape and relevantInfo.
@@ -122,6 +123,29 @@ func perDevice(c *resourceapi.ResourceClaim, r resourceapi.DeviceRequest) (*reso
 	return one, count
 }
 
+// perDeviceChoice is perDevice for the v-th choice of a prioritized list:
+// a claim for one device of r's subrequest v (the last one where r has
+// fewer), and as many as that subrequest asks for. A request without a
+// list is perDevice's.
+func perDeviceChoice(c *resourceapi.ResourceClaim, r resourceapi.DeviceRequest, v int) (*resourceapi.ResourceClaim, int) {
+	if len(r.FirstAvailable) == 0 {
+		return perDevice(c, r)
+	}
+	sub := r.FirstAvailable[min(v, len(r.FirstAvailable)-1)]
+	count := 1
+	if sub.AllocationMode == resourceapi.DeviceAllocationModeExactCount && sub.Count > 1 {
+		count = int(sub.Count)
+	}
+	one := c.DeepCopy()
+	one.Spec.Devices.Constraints = nil
+	req := r.DeepCopy()
+	sub = *sub.DeepCopy()
+	sub.AllocationMode, sub.Count = resourceapi.DeviceAllocationModeExactCount, 1
+	req.FirstAvailable = []resourceapi.DeviceSubRequest{sub}
+	one.Spec.Devices.Requests = []resourceapi.DeviceRequest{*req}
+	return one, count
+}
+
 // maxCachedShapes bounds the shape cache.
 const maxCachedShapes = 10000
 
@@ -146,21 +170,22 @@ func shapeKey(c *resourceapi.ResourceClaim) string {
 	return string(b)
 }
 
-// singleProfiles returns the profiles of model, best first (least memory,
-// then fewest compute slices), one device of which satisfies the
-// single-device claim c.
-func (m *matcher) singleProfiles(ctx context.Context, c *resourceapi.ResourceClaim, model *mig.Model) ([]string, error) {
+// singleProfiles returns the profiles of kind k's model, best first (least
+// memory, then fewest compute slices), one device of which on k's stand-in
+// GPU satisfies the single-device claim c: the claim is judged on what
+// every GPU of the kind (gpuKind) publishes alike.
+func (m *matcher) singleProfiles(ctx context.Context, c *resourceapi.ResourceClaim, k gpuKindInfo) ([]string, error) {
 	key := m.shape(c)
-	byModel, ok := m.profiles[key]
+	byKind, ok := m.profiles[key]
 	if !ok {
-		byModel = map[string][]string{}
-		m.profiles[key] = byModel
+		byKind = map[string][]string{}
+		m.profiles[key] = byKind
 	}
-	if out, ok := byModel[model.Key()]; ok {
+	if out, ok := byKind[k.key]; ok {
 		return out, nil
 	}
 	var out []string
-	probe := slices.PlannedGPU(model, 0)
+	probe, model := k.standIn, k.standIn.Model
 	for _, p := range byMemory(model) {
 		dev, err := slices.PlannedMIGDevice(probe, mig.Device{Profile: p.Name, Start: p.Placements[0].Start})
 		if err != nil {
@@ -174,7 +199,7 @@ func (m *matcher) singleProfiles(ctx context.Context, c *resourceapi.ResourceCla
 			out = append(out, p.Name)
 		}
 	}
-	byModel[model.Key()] = out
+	byKind[k.key] = out
 	return out, nil
 }
 

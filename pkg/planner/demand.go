@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/slices"
 )
 
 // Demand returns the pods of pods that ask for a MIG device of driver: at
@@ -47,7 +48,7 @@ func Demand(ctx context.Context, driver string, classes []*resourceapi.DeviceCla
 		ok := namesDriver(class, driver)
 		if !ok {
 			for _, model := range models {
-				ps, err := m.singleProfiles(ctx, classProbe(name), model)
+				ps, err := m.singleProfiles(ctx, classProbe(name), kindOf(slices.PlannedGPU(model, 0)))
 				if err != nil {
 					if ctx.Err() != nil {
 						return false, ctx.Err()

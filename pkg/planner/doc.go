@@ -8,16 +8,24 @@
 // (the allocator kube-scheduler runs) over hypothetical ResourceSlices whose
 // devices are built by package slices, the same code that publishes the real
 // ones. Node feasibility (nodeSelector, required node affinity, taints and
-// tolerations) comes from k8s.io/component-helpers. Most claims are judged
-// once per GPU model on a stand-in GPU; one that reads an attribute that
+// tolerations, numeric toleration operators included) comes from
+// k8s.io/component-helpers. Most claims are judged once per kind of GPU (its
+// model and the attributes its GPUs publish alike but that may differ
+// between nodes: product name, brand, architecture, compute capability) on
+// a stand-in GPU; one that reads an attribute that
 // differs between GPUs of a model (index, minor, UUID, PCI bus ID, driver
 // version, placement) is judged on each GPU's own devices (servePinned),
 // and a pod with claims allocated already only on the nodes their
-// allocations allow. Demand tells the pods that ask for a MIG device from
-// those that wait for other drivers' devices only, which the planner
-// leaves alone; a pod whose claims the allocator cannot evaluate is
-// reported unservable with the allocator's error and does not stop the
-// plan.
+// allocations allow. A pod of several devices (claims, counts, constraints)
+// gets each where it takes the least room for large profiles and is then
+// checked whole by the allocator; where that fails (a matchAttribute
+// constraint, a limit on GPUs changed at once), all of them on one GPU
+// that may change; a prioritized list (firstAvailable) is tried subrequest
+// by subrequest, each with its own count and selectors. Demand tells the
+// pods that ask for a MIG device from those that wait for other drivers'
+// devices only, which the planner leaves alone; a pod whose claims the
+// allocator cannot evaluate is reported unservable with the allocator's
+// error and does not stop the plan.
 //
 // The objective, in order: serve the most pending demand, taking pods by
 // priority, then largest first (compute slices of the smallest profile that
@@ -47,7 +55,9 @@
 // its pods served: a pod with exactly that pod's claims is served by the
 // same devices where it may run on that node (else it is told why), one
 // with other claims too waits for the shared claim's allocation
-// (WaitsForSharedClaim). With no Auto node every pod is unservable
+// (WaitsForSharedClaim); a shared claim that waits with a placement kept
+// for it keeps one, on which the pods with exactly its pod's claims wait
+// too. With no Auto node every pod is unservable
 // (NoAutoNode). A Frozen node (its agent lost) serves nothing and changes
 // nothing, but its GPUs changing still count toward the limits; a pod only
 // a Frozen node could serve waits for it (WaitsForLostNode). Models are

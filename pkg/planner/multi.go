@@ -140,13 +140,18 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		return ok, err
 	}
 	// Then adding, per request, one device of its best profile per count.
+	// The additions write into the maps and slices of a GPU's state (in
+	// place, too: releaseTentative deletes from fixed): every restore
+	// gets copies, so that no attempt leaves its reservations behind.
+	copyOf := func(g gpuState) gpuState {
+		g.layout, g.fixed = slices.Clone(g.layout), slices.Clone(g.fixed)
+		g.soft, g.inFree = maps.Clone(g.soft), maps.Clone(g.inFree)
+		g.serves, g.spares = slices.Clone(g.serves), slices.Clone(g.spares)
+		return g
+	}
 	saved := make([]gpuState, len(n.gpus))
 	for i, g := range n.gpus {
-		saved[i] = *g
-		// The additions write into these: restore must not get them back
-		// with the failed attempt's reservations in them.
-		saved[i].soft = maps.Clone(g.soft)
-		saved[i].serves = slices.Clone(g.serves)
+		saved[i] = copyOf(*g)
 	}
 	savedNodeTouched := n.touched
 	savedGroupTouched := 0
@@ -159,7 +164,7 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	}
 	restore := func() {
 		for i, g := range n.gpus {
-			*g = saved[i]
+			*g = copyOf(saved[i])
 			if !g.g.Changing {
 				p.reclass(g)
 			}
@@ -172,34 +177,87 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 			p.result.Served[i].Devices = savedServed[i]
 		}
 	}
-	for _, c := range pod.Claims {
-		for _, r := range c.Spec.Devices.Requests {
-			one, count := perDevice(c, r)
-			for range count {
-				if !p.addOnNode(ctx, one, n, podKey(pod.Pod)) {
-					break
+	// attempt adds the devices of the pod's requests (the v-th choice of
+	// each prioritized list), each on the GPU where it takes the least
+	// room, or all on GPU only where set, and checks the pod with the
+	// allocator; a failed attempt leaves the node as it was.
+	attempt := func(v int, only *gpuState) (added, ok bool, err error) {
+		for _, c := range pod.Claims {
+			for _, r := range c.Spec.Devices.Requests {
+				one, count := perDeviceChoice(c, r, v)
+				for range count {
+					if !p.addOnNode(ctx, one, n, podKey(pod.Pod), only) {
+						break
+					}
+					added = true
 				}
 			}
 		}
+		p.releaseTentative(n, podKey(pod.Pod))
+		devs, rest, ok, err := p.allocateOn(ctx, pod, n)
+		if err != nil || !ok {
+			restore()
+			return added, false, err
+		}
+		p.commitMulti(pod, n, devs, rest)
+		return added, true, nil
 	}
-	p.releaseTentative(n, podKey(pod.Pod))
-	devs, rest, ok, err := p.allocateOn(ctx, pod, n)
-	if err != nil || !ok {
-		restore()
-		return false, err
+	for v := range choices(pod) {
+		added, ok, err := attempt(v, nil)
+		if err != nil || ok {
+			return ok, err
+		}
+		if !added {
+			continue // no GPU takes any of these devices
+		}
+		// Devices spread over GPUs by least room lost may not serve the
+		// pod where all on one would (a matchAttribute constraint, or a
+		// limit on GPUs changed that the spread hits): each GPU that may
+		// change alone, one per class (GPUs of a class fare alike).
+		tried := map[string]bool{}
+		for _, g := range n.gpus {
+			if !p.mayChange(g) {
+				continue
+			}
+			if !g.g.Changing {
+				if k := g.classKey(); tried[k] {
+					continue
+				} else {
+					tried[k] = true
+				}
+			}
+			if _, ok, err := attempt(v, g); err != nil || ok {
+				return ok, err
+			}
+		}
 	}
-	p.commitMulti(pod, n, devs, rest)
-	return true, nil
+	return false, nil
 }
 
+// choices is how many ways tryNode tries to add a pod's devices: one per
+// subrequest of its longest prioritized list (firstAvailable), at most
+// maxChoices; 1 without one.
+func choices(pod Pod) int {
+	n := 1
+	for _, c := range pod.Claims {
+		for _, r := range c.Spec.Devices.Requests {
+			n = max(n, len(r.FirstAvailable))
+		}
+	}
+	return min(n, maxChoices)
+}
+
+// maxChoices bounds the prioritized-list choices tried per pod and node.
+const maxChoices = 8
+
 // addOnNode adds one device satisfying the single-request claim c to the
-// node's best GPU; it reports whether it could.
-func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, pod string) bool {
+// node's best GPU (only, where set); it reports whether it could.
+func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, pod string, only *gpuState) bool {
 	var bestG *gpuState
 	var bestA *addition
 	perGPU := p.match.perGPU(c)
 	for _, g := range n.gpus {
-		if !p.mayChange(g) {
+		if only != nil && g != only || !p.mayChange(g) {
 			continue
 		}
 		var ps []string
@@ -211,7 +269,7 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 			}
 		} else {
 			var err error
-			if ps, err = p.match.singleProfiles(ctx, c, g.model); err != nil {
+			if ps, err = p.match.singleProfiles(ctx, c, g.kindInfo); err != nil {
 				return false
 			}
 		}

@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
-
-	"github.com/miglayout/miglayout/pkg/mig"
 )
 
 // orderPods decides in which order pending pods are planned (each takes the
@@ -68,8 +66,8 @@ func (p *planner) orderPods(ctx context.Context, pods []Pod) ([]Pod, error) {
 }
 
 // podSize is the pod's demand in compute slices: for each device it
-// requests, the compute slices of the smallest profile (of any model of the
-// snapshot) that satisfies the request alone; a request no profile
+// requests, the compute slices of the smallest profile (of any kind of GPU
+// of the snapshot) that satisfies the request alone; a request no profile
 // satisfies counts 0. AllocationMode All counts one device.
 func (p *planner) podSize(ctx context.Context, pod Pod) (int, error) {
 	total := 0
@@ -77,13 +75,13 @@ func (p *planner) podSize(ctx context.Context, pod Pod) (int, error) {
 		for _, r := range c.Spec.Devices.Requests {
 			one, count := perDevice(c, r)
 			smallest := 0
-			for _, m := range p.models {
-				ps, err := p.profilesOf(ctx, one, m)
+			for _, k := range p.kinds {
+				ps, err := p.profilesOf(ctx, one, k)
 				if err != nil {
 					return 0, err
 				}
 				for _, name := range ps {
-					if prof, err := m.Profile(name); err == nil && (smallest == 0 || prof.ComputeSlices < smallest) {
+					if prof, err := k.standIn.Model.Profile(name); err == nil && (smallest == 0 || prof.ComputeSlices < smallest) {
 						smallest = prof.ComputeSlices
 					}
 				}
@@ -94,15 +92,16 @@ func (p *planner) podSize(ctx context.Context, pod Pod) (int, error) {
 	return total, nil
 }
 
-// profilesOf is matcher.singleProfiles, except for a claim that reads a
-// per-GPU attribute: then the profiles on the first GPU of model in the
-// snapshot (an estimate of its size, for the order only).
-func (p *planner) profilesOf(ctx context.Context, c *resourceapi.ResourceClaim, model *mig.Model) ([]string, error) {
+// profilesOf is matcher.singleProfiles on GPUs of kind k, except for a
+// claim that reads a per-GPU attribute: then the profiles on the first GPU
+// of that kind in the snapshot (an estimate of its size, for the order
+// only).
+func (p *planner) profilesOf(ctx context.Context, c *resourceapi.ResourceClaim, k gpuKindInfo) ([]string, error) {
 	if !p.match.perGPU(c) {
-		return p.match.singleProfiles(ctx, c, model)
+		return p.match.singleProfiles(ctx, c, k)
 	}
 	for _, g := range p.gpus {
-		if g.model == model {
+		if g.kind == k.key {
 			return p.match.gpuProfiles(ctx, c, g.g.Info)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // servePinned serves a pod that needs exactly one device through a claim
@@ -195,4 +196,44 @@ func (m *matcher) claimSpec(c *resourceapi.ResourceClaim) string {
 	}
 	m.specs[key] = b.String()
 	return m.specs[key]
+}
+
+// gpuKind is what a claim judged on a stand-in GPU (singleProfiles) can
+// tell of GPU g: its model and the attributes every GPU of the model
+// publishes alike on a node, but which may differ between nodes (the
+// product name and brand NVML reports, the architecture and compute
+// capability), not the GPU's identity.
+func gpuKind(g gpu.GPU) string {
+	return relevantInfo(g, infoFlags{})
+}
+
+// gpuKindInfo is a kind of GPU of the snapshot (gpuKind) with its stand-in.
+type gpuKindInfo struct {
+	key     string
+	standIn gpu.GPU
+}
+
+// kindOf is the kind of GPU g, with its stand-in.
+func kindOf(g gpu.GPU) gpuKindInfo {
+	return gpuKindInfo{key: gpuKind(g), standIn: standIn(g)}
+}
+
+// standIn is the stand-in GPU claims are judged on for GPUs of g's kind:
+// the model's planned GPU (slices.PlannedGPU) with g's model-wide
+// attributes.
+func standIn(g gpu.GPU) gpu.GPU {
+	s := migslices.PlannedGPU(g.Model, 0)
+	if g.ProductName != "" {
+		s.ProductName = g.ProductName
+	}
+	if g.Brand != "" {
+		s.Brand = g.Brand
+	}
+	if g.Architecture != "" {
+		s.Architecture = g.Architecture
+	}
+	if g.CUDAComputeCapability != "" {
+		s.CUDAComputeCapability = g.CUDAComputeCapability
+	}
+	return s
 }

@@ -34,7 +34,11 @@ type planner struct {
 	// claimsServed maps the claims (namespace/name) of the pods served so
 	// far in this plan to the pod (namespace/name) served.
 	claimsServed map[string]string
-	// claimCount is the number of claims of each pod served so far.
+	// claimsKept maps the claims of the pods a placement is kept for
+	// (Result.Kept) to those pods.
+	claimsKept map[string]string
+	// claimCount is the number of claims of each pod served or kept for
+	// so far.
 	claimCount map[string]int
 	// sharers are the pods whose claims are exactly those of one pod
 	// served earlier in the plan (they get that pod's devices), in
@@ -43,8 +47,10 @@ type planner struct {
 	result  Result
 	// free indexes GPUs by the profiles of their free devices.
 	free map[string]*freeList
-	// models are the GPU models of the snapshot.
+	// models are the GPU models of the snapshot; kinds its kinds of GPU
+	// (gpuKind), each with a stand-in GPU.
 	models []*mig.Model
+	kinds  []gpuKindInfo
 	// feasibleBy caches node feasibility by the pod's scheduling
 	// constraints (node selector, affinity, tolerations).
 	feasibleBy map[string][]*nodeState
@@ -92,7 +98,7 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	p := &planner{nested: nested, snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{},
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
-		otherPlanned: sets.New[structured.DeviceID](), groups: map[string]*groupCount{}, claimsServed: map[string]string{}, claimCount: map[string]int{}}
+		otherPlanned: sets.New[structured.DeviceID](), groups: map[string]*groupCount{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{}}
 	p.result.Unservable = map[string]string{}
 	p.result.Kept = map[string]Kept{}
 	if err := p.load(); err != nil {
@@ -210,7 +216,8 @@ func (p *planner) load() error {
 			if g.Info.Model == nil {
 				return fmt.Errorf("planning node %s: GPU %d (%s) has no catalog model", n.Node.Name, g.Info.Index, g.Info.ProductName)
 			}
-			gs := &gpuState{node: ns, order: len(p.gpus), g: g, model: g.Info.Model, layout: g.Layout.Canonical(), fixed: g.Pinned.Canonical()}
+			k := kindOf(g.Info)
+			gs := &gpuState{node: ns, order: len(p.gpus), g: g, model: g.Info.Model, kind: k.key, kindInfo: k, layout: g.Layout.Canonical(), fixed: g.Pinned.Canonical()}
 			if g.Changing && !g.Retrying {
 				ns.touch()
 			}
@@ -225,6 +232,9 @@ func (p *planner) load() error {
 			p.indexFree(gs)
 			if !slices.Contains(p.models, gs.model) {
 				p.models = append(p.models, gs.model)
+			}
+			if !slices.ContainsFunc(p.kinds, func(k gpuKindInfo) bool { return k.key == gs.kind }) {
+				p.kinds = append(p.kinds, k)
 			}
 		}
 		p.nodes = append(p.nodes, ns)
@@ -335,14 +345,16 @@ func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 
 // feasible reports whether the pod may run on the node: required node
 // affinity and nodeSelector, and NoSchedule/NoExecute taints it does not
-// tolerate.
+// tolerate. Numeric toleration operators (Gt, Lt) are evaluated: the API
+// server admits a pod carrying one only where the scheduler's
+// TaintTolerationComparisonOperators feature is on.
 func feasible(pod *corev1.Pod, node *corev1.Node) bool {
 	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {
 		return false
 	}
 	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-	}, false)
+	}, true)
 	return !untolerated
 }
 
@@ -390,13 +402,43 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 		}
 		return nil
 	}
-	defer func() {
-		if _, ok := p.servedAt[key]; ok {
-			for _, c := range pod.Claims {
-				p.claimsServed[claimKey(c)] = key
-			}
-			p.claimCount[key] = len(pod.Claims)
+	// A claim shared with a pod planned earlier that waits with a
+	// placement kept for it: one placement for the claim, which is
+	// allocated once. A pod with exactly that pod's claims waits on the
+	// same placement; any other waits for the shared claims.
+	keepers := sets.New[string]()
+	for _, c := range pod.Claims {
+		if k, ok := p.claimsKept[claimKey(c)]; ok {
+			keepers.Insert(k)
 		}
+	}
+	if keepers.Len() > 0 {
+		keeper := sets.List(keepers)[0]
+		kept := p.result.Kept[keeper]
+		switch {
+		case !slices.ContainsFunc(p.feasibleNodes(pod), func(n *nodeState) bool { return n.n.Node.Name == kept.Node }):
+			p.result.Unservable[key] = fmt.Sprintf("the pod shares claims with pod %s, which waits for a placement kept on node %s, where this pod may not run (node selector, affinity, tolerations or claims allocated already)", keeper, kept.Node)
+		case keepers.Len() == 1 && p.claimCount[keeper] == len(pod.Claims) && !slices.ContainsFunc(pod.Claims, func(c *resourceapi.ResourceClaim) bool {
+			return p.claimsKept[claimKey(c)] != keeper
+		}):
+			p.result.Kept[key] = kept
+		default:
+			p.result.Unservable[key] = WaitsForSharedClaim
+		}
+		return nil
+	}
+	defer func() {
+		record := p.claimsServed
+		if _, ok := p.servedAt[key]; !ok {
+			if _, ok := p.result.Kept[key]; !ok {
+				return
+			}
+			record = p.claimsKept
+		}
+		for _, c := range pod.Claims {
+			record[claimKey(c)] = key
+		}
+		p.claimCount[key] = len(pod.Claims)
 	}()
 	if len(p.nodes) == 0 {
 		p.result.Unservable[key] = NoAutoNode

@@ -18,19 +18,20 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	for _, n := range nodes {
 		ok[n] = true
 	}
-	// Profiles that satisfy the claim, per model, best first.
+	// Profiles that satisfy the claim, per kind of GPU (gpuKind), best
+	// first.
 	profiles := map[string][]string{}
 	rank := map[string]map[string]int{}
 	anyProfile := false
-	for _, m := range p.models {
-		ps, err := p.match.singleProfiles(ctx, pod.Claims[0], m)
+	for _, k := range p.kinds {
+		ps, err := p.match.singleProfiles(ctx, pod.Claims[0], k)
 		if err != nil {
 			return fmt.Errorf("planning pod %s: %w", key, err)
 		}
-		profiles[m.Key()] = ps
-		rank[m.Key()] = map[string]int{}
+		profiles[k.key] = ps
+		rank[k.key] = map[string]int{}
 		for i, prof := range ps {
-			rank[m.Key()][prof] = i
+			rank[k.key][prof] = i
 		}
 		anyProfile = anyProfile || len(ps) > 0
 	}
@@ -96,13 +97,13 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	}
 	for _, prof := range sets.List(names) {
 		g, d := p.firstFree(prof, func(g *gpuState) bool {
-			_, fits := rank[g.model.Key()][prof]
+			_, fits := rank[g.kind][prof]
 			return fits && ok[g.node] // GPUs in flight are never kept (hold picks from classes)
 		})
 		if g == nil {
 			continue
 		}
-		if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout), idx: rank[g.model.Key()][prof]}); better(cand) {
+		if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout), idx: rank[g.kind][prof]}); better(cand) {
 			best = &cand
 		}
 	}
@@ -138,7 +139,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 			continue
 		}
 		for _, d := range first.free() {
-			i, fits := rank[first.model.Key()][d.Profile]
+			i, fits := rank[first.kind][d.Profile]
 			if !fits || first.blocks(d) {
 				continue
 			}
@@ -149,7 +150,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		if firstChange == nil {
 			continue
 		}
-		for i, prof := range profiles[firstChange.model.Key()] {
+		for i, prof := range profiles[firstChange.kind] {
 			if !firstChange.node.allows(prof) {
 				continue
 			}
@@ -164,7 +165,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	}
 	if best == nil {
 		if held := p.hold(key, profiles, ok); held != nil {
-			p.result.Kept[key] = Kept{Node: held.node.n.Node.Name, GPU: held.g.Info.Index, Profile: profiles[held.model.Key()][0], Placement: held.held}
+			p.result.Kept[key] = Kept{Node: held.node.n.Node.Name, GPU: held.g.Info.Index, Profile: profiles[held.kind][0], Placement: held.held}
 			return nil
 		}
 		p.result.Unservable[key] = NoRoom
@@ -221,7 +222,7 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeSta
 		if g == nil {
 			continue
 		}
-		ps := profiles[g.model.Key()]
+		ps := profiles[g.kind]
 		if len(ps) == 0 {
 			continue
 		}

@@ -14,6 +14,10 @@ type gpuState struct {
 	order int // position in the snapshot, for determinism
 	g     GPU
 	model *mig.Model
+	// kind is gpuKind of the GPU: what claims judged on a stand-in see;
+	// kindInfo has it with the stand-in.
+	kind     string
+	kindInfo gpuKindInfo
 	// layout is the planned layout (the current one until changed); fixed
 	// are its devices that may not be destroyed: pinned, or reserved for a
 	// pod served earlier in this plan. Of those, soft maps the reserved
@@ -103,12 +107,12 @@ func (s *gpuState) hasFree(profile string) (mig.Device, bool) {
 	return mig.Device{}, false
 }
 
-// classKey groups GPUs that are interchangeable for planning: same model,
-// planned layout, fixed devices, touched flag, node policy and kept
-// placement.
+// classKey groups GPUs that are interchangeable for planning: same kind
+// (model and the attributes its GPUs publish alike), planned layout, fixed
+// devices, touched flag, node policy and kept placement.
 func (s *gpuState) classKey() string {
 	var b strings.Builder
-	b.WriteString(s.model.Key())
+	b.WriteString(s.kind)
 	b.WriteByte('|')
 	b.WriteString(s.layout.String())
 	b.WriteByte('|')
