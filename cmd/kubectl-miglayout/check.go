@@ -144,6 +144,10 @@ func checkDocuments(docs []*document, world *deviceWorld) []finding {
 
 func pathOf(keys []string) string { return strings.Join(keys, ".") }
 
+// resourceV1beta1 is the DRA API version whose requests carry
+// deviceClassName, allocationMode and count directly.
+const resourceV1beta1 = "resource.k8s.io/v1beta1"
+
 // claimSpec checks a ResourceClaimSpec at keys.
 func (c *checker) claimSpec(obj map[string]any, keys []string) {
 	spec := mapAt(obj, keys...)
@@ -173,12 +177,21 @@ func (c *checker) claimSpec(obj map[string]any, keys []string) {
 			}
 		}
 		if len(flat) > 0 {
-			c.add(rp, fmt.Sprintf("%s sit directly on the request, as in resource.k8s.io/v1beta1; in resource.k8s.io/v1 they belong under exactly: (the API server refuses them as unknown fields)", strings.Join(flat, ", ")),
-				"move them under exactly:\n- name: "+name+"\n  exactly:\n    deviceClassName: ...",
+			what := fmt.Sprintf("%s sit directly on the request, as in resource.k8s.io/v1beta1; in resource.k8s.io/v1 they belong under exactly: (the API server refuses them as unknown fields)", strings.Join(flat, ", "))
+			hint := "move them under exactly:\n- name: " + name + "\n  exactly:\n    deviceClassName: ..."
+			if v, _ := obj["apiVersion"].(string); v == resourceV1beta1 {
+				what = fmt.Sprintf("%s sit directly on the request of a resource.k8s.io/v1beta1 object, which is right there; resource.k8s.io/v1, the version Kubernetes serves from 1.34 on and the only one this driver is tested with, has them under exactly:", strings.Join(flat, ", "))
+				hint = "make it apiVersion: resource.k8s.io/v1 and move them under exactly:\n- name: " + name + "\n  exactly:\n    deviceClassName: ..."
+			}
+			c.add(rp, what, hint,
 				func(o map[string]any) {
 					req := requestAt(o, keys, i)
 					if req == nil {
 						return
+					}
+					// exactly: exists from resource.k8s.io/v1beta2 on.
+					if v, _ := o["apiVersion"].(string); v == resourceV1beta1 {
+						o["apiVersion"] = "resource.k8s.io/v1"
 					}
 					ex, _ := req["exactly"].(map[string]any)
 					if ex == nil {

@@ -81,6 +81,9 @@ type gpuAsk struct {
 	resource  string
 	profile   string // "" for a whole GPU
 	count     int64
+	// init: a container of initContainers that is not a sidecar
+	// (restartPolicy Always): it ends before the app containers start.
+	init bool
 }
 
 func (a gpuAsk) token() string {
@@ -183,7 +186,30 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 			}
 		}
 		claims := listAt(spec, "resourceClaims")
+		// The device plugin hands an init container's devices on to the
+		// app containers (it needs the most of them, not the sum): an init
+		// container whose resource an app container asks for as many of
+		// or more uses that container's claim, made first.
+		slices.SortStableFunc(asks, func(x, y gpuAsk) int {
+			if x.init == y.init {
+				return 0
+			}
+			if y.init {
+				return -1
+			}
+			return 1
+		})
+		type made struct {
+			entry, container string
+			count            int64
+		}
+		byResource := map[string]made{}
 		for _, a := range asks {
+			if m, ok := byResource[a.resource]; a.init && ok && m.count >= a.count {
+				addContainerClaim(spec, a.container, m.entry)
+				notes = append(notes, fmt.Sprintf("%s: init container %s: %s: %d -> the claim %s of container %s (the device plugin gave it the same devices)", d.describe(), a.container, a.resource, a.count, m.entry, m.container))
+				continue
+			}
 			entry := a.token()
 			if perResource[a.resource] > 1 {
 				entry = dnsToken(a.container) + "-" + entry
@@ -202,6 +228,9 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 			claims = append(claims, map[string]any{"name": entry, "resourceClaimTemplateName": tmplName})
 			addContainerClaim(spec, a.container, entry)
 			notes = append(notes, fmt.Sprintf("%s: container %s: %s: %d -> ResourceClaimTemplate %s", d.describe(), a.container, a.resource, a.count, tmplName))
+			if m, ok := byResource[a.resource]; !a.init && (!ok || a.count > m.count) {
+				byResource[a.resource] = made{entry: entry, container: a.container, count: a.count}
+			}
 		}
 		spec["resourceClaims"] = claims
 		objects = append(objects, obj)
@@ -235,6 +264,8 @@ func collectAsks(spec map[string]any, d *document) ([]gpuAsk, error) {
 				continue
 			}
 			name, _ := c["name"].(string)
+			sidecar, _ := c["restartPolicy"].(string)
+			init := group == "initContainers" && sidecar != "Always"
 			res := mapAt(c, "resources")
 			if res == nil {
 				continue
@@ -263,7 +294,7 @@ func collectAsks(spec map[string]any, d *document) ([]gpuAsk, error) {
 				if counts[k] <= 0 {
 					continue
 				}
-				a := gpuAsk{container: name, resource: k, count: counts[k]}
+				a := gpuAsk{container: name, resource: k, count: counts[k], init: init}
 				if m := migResourceRE.FindStringSubmatch(k); m != nil {
 					if _, err := mig.ParseProfileName(m[1]); err != nil {
 						return nil, fmt.Errorf("%s: container %s: %s: %w", d.describe(), name, k, err)

@@ -130,6 +130,18 @@ rules are therefore written in reverse entry order.`,
 			}
 			delete(obj, "status")
 			unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
+			// An empty profiles map (MIG on, no device) is dropped by
+			// omitempty: it is what the rule says, so it is written.
+			if rules, ok, _ := unstructured.NestedSlice(obj, "spec", "rules"); ok {
+				for i, r := range ml.Spec.Rules {
+					if r.Profiles != nil && len(r.Profiles) == 0 {
+						rules[i].(map[string]any)["profiles"] = map[string]any{}
+					}
+				}
+				if err := unstructured.SetNestedSlice(obj, rules, "spec", "rules"); err != nil {
+					return err
+				}
+			}
 			out, err := yaml.Marshal(obj)
 			if err != nil {
 				return err
@@ -183,9 +195,8 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 		}
 		var profiles map[string]int32
 		if en.MigEnabled {
-			if len(en.MigDevices) == 0 {
-				return nil, nil, fmt.Errorf("%s enables MIG without devices; a MigLayout rule with MIG on names the devices (profiles or layout): add mig-devices, or leave the GPU out", where)
-			}
+			// No device (mig-devices: {}, or zero of each): MIG on with
+			// every device destroyed, profiles: {} in a MigLayout rule.
 			profiles = map[string]int32{}
 			for p, n := range en.MigDevices {
 				if strings.Count(p, ".") > 1 && strings.Contains(strings.SplitN(p, ".", 2)[0], "c") {
@@ -200,9 +211,6 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 				if n > 0 {
 					profiles[p] = int32(n)
 				}
-			}
-			if len(profiles) == 0 {
-				return nil, nil, fmt.Errorf("%s enables MIG with zero devices of every profile; a MigLayout rule with MIG on names the devices (profiles or layout): add a device, or leave the GPU out", where)
 			}
 		}
 		targets := models

@@ -94,7 +94,7 @@ reason; several MigLayouts in the files are planned as applied together.`,
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())
 				}
-				if err := st.plan(cmd.Context(), cmd.OutOrStdout(), &mls[i], all); err != nil {
+				if err := st.plan(cmd.Context(), cmd.OutOrStdout(), &mls[i], all, mls); err != nil {
 					return err
 				}
 			}
@@ -138,6 +138,19 @@ type planState struct {
 	// look at before applying (a node in conflict, a GPU that cannot be
 	// configured, a change blocked by a device in use): --exit-code.
 	changes, attention int
+	// auto is the one Auto plan of every Auto MigLayout there would be
+	// (autoPlan), made on first use: the controller plans them together.
+	auto *autoPlan
+}
+
+// autoPlan is the controller's plan of all Auto MigLayouts at once, as
+// applied: the snapshot, the planner's result, the blocked changes it
+// cancels, and per applied MigLayout the nodes read from ResourceSlices.
+type autoPlan struct {
+	snap       planner.Snapshot
+	res        planner.Result
+	cancels    []planner.Change
+	fromSlices map[string][]string
 }
 
 func loadPlanState(ctx context.Context, c client.Client, driver string) (*planState, error) {
@@ -196,8 +209,9 @@ func (st *planState) withApplied(mls []v1alpha1.MigLayout) []v1alpha1.MigLayout 
 }
 
 // plan prints what applying ml, with all the MigLayouts there would then
-// be (withApplied), would change.
-func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout) error {
+// be (withApplied) and the others of the files (applied, ml among them),
+// would change.
+func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayout, all, applied []v1alpha1.MigLayout) error {
 	sel, err := controller.SelectNodes(ml, all, st.labels)
 	if err != nil {
 		return fmt.Errorf("MigLayout %s: %w", ml.Name, err)
@@ -222,7 +236,7 @@ func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayo
 		fmt.Fprintf(w, "  no longer selects %s: released, their GPUs keep the layouts they have\n", strings.Join(released, ", "))
 	}
 	if ml.Spec.Mode == v1alpha1.ModeAuto {
-		return st.planAuto(ctx, w, ml, all, sel)
+		return st.planAuto(ctx, w, ml, all, applied, sel)
 	}
 	st.planStatic(w, ml, sel)
 	return nil
@@ -443,40 +457,51 @@ func (st *planState) loadAuto(ctx context.Context) error {
 	return nil
 }
 
-func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout, sel controller.Selection) error {
-	if err := st.loadAuto(ctx); err != nil {
-		return err
+// planAll makes the Auto plan of all (the MigLayouts there would be, with
+// applied among them), once: as if applied, each applied Auto MigLayout
+// adopts the NodeMigLayouts of the nodes it selects alone, and one
+// snapshot holds every Auto MigLayout's nodes, as the controller's does.
+func (st *planState) planAll(ctx context.Context, all []v1alpha1.MigLayout, applied []v1alpha1.MigLayout) (*autoPlan, error) {
+	if st.auto != nil {
+		return st.auto, nil
 	}
-	// As if applied: the controller adopts the NodeMigLayouts of the nodes
-	// it selects alone.
+	if err := st.loadAuto(ctx); err != nil {
+		return nil, err
+	}
+	ap := &autoPlan{fromSlices: map[string][]string{}}
 	nmls := map[string]*v1alpha1.NodeMigLayout{}
 	for name, nml := range st.nmls {
 		nmls[name] = nml
 	}
-	owner := []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MigLayout",
-		Name: ml.Name, UID: ml.UID, Controller: ptr.To(true)}}
-	var fromSlices []string
-	for _, node := range sel.Nodes {
-		if sel.Conflicted(node) {
+	for i := range applied {
+		ml := &applied[i]
+		if ml.Spec.Mode != v1alpha1.ModeAuto {
 			continue
 		}
-		if nml := st.nmls[node]; nml != nil {
-			cp := nml.DeepCopy()
-			cp.OwnerReferences = owner
-			nmls[node] = cp
-			continue
+		sel, err := controller.SelectNodes(ml, all, st.labels)
+		if err != nil {
+			return nil, fmt.Errorf("MigLayout %s: %w", ml.Name, err)
 		}
-		// No MigLayout selected the node yet: its agent publishes its
-		// GPUs in ResourceSlices but reports nowhere else.
-		if inv := publishedInventory(mig.DefaultCatalog(), st.devices.devices[node], st.devices.allocated[node]); len(inv) > 0 {
-			nmls[node] = &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: node, OwnerReferences: owner},
-				Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: ml.Name}, Status: v1alpha1.NodeMigLayoutStatus{GPUs: inv}}
-			fromSlices = append(fromSlices, node)
+		owner := []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MigLayout",
+			Name: ml.Name, UID: ml.UID, Controller: ptr.To(true)}}
+		for _, node := range sel.Nodes {
+			if sel.Conflicted(node) {
+				continue
+			}
+			if nml := st.nmls[node]; nml != nil {
+				cp := nml.DeepCopy()
+				cp.OwnerReferences = owner
+				nmls[node] = cp
+				continue
+			}
+			// No MigLayout selected the node yet: its agent publishes
+			// its GPUs in ResourceSlices but reports nowhere else.
+			if inv := publishedInventory(mig.DefaultCatalog(), st.devices.devices[node], st.devices.allocated[node]); len(inv) > 0 {
+				nmls[node] = &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: node, OwnerReferences: owner},
+					Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: ml.Name}, Status: v1alpha1.NodeMigLayoutStatus{GPUs: inv}}
+				ap.fromSlices[ml.Name] = append(ap.fromSlices[ml.Name], node)
+			}
 		}
-	}
-	if len(fromSlices) > 0 {
-		fmt.Fprintf(w, "  GPUs of %s as ResourceSlices publish them (no MigLayout selected them yet; a GPU with MIG on and no device is not published)\n",
-			strings.Join(fromSlices, ", "))
 	}
 	// Nodes the controller reports with a lost agent are planned as it
 	// plans them: frozen.
@@ -488,13 +513,29 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 		Classes: st.classes, Slices: st.devices.slices, Driver: st.driver, LostAgents: controller.LostInStatus(stored...)}
 	snap, err := controller.AutoSnapshot(ctx, in, mig.DefaultCatalog(), st.now, st.agingAfter)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	res, err := planner.Plan(ctx, snap)
 	if err != nil {
-		return fmt.Errorf("planning: %w", err)
+		return nil, fmt.Errorf("planning: %w", err)
 	}
-	cancels := controller.BlockedChanges(in, snap)
+	ap.snap, ap.res, ap.cancels = snap, res, controller.BlockedChanges(in, snap)
+	st.auto = ap
+	return ap, nil
+}
+
+// planAuto prints the part of the Auto plan (planAll) on ml's nodes; the
+// pods nothing serves now are the whole plan's.
+func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout, applied []v1alpha1.MigLayout, sel controller.Selection) error {
+	ap, err := st.planAll(ctx, all, applied)
+	if err != nil {
+		return err
+	}
+	if fromSlices := ap.fromSlices[ml.Name]; len(fromSlices) > 0 {
+		fmt.Fprintf(w, "  GPUs of %s as ResourceSlices publish them (no MigLayout selected them yet; a GPU with MIG on and no device is not published)\n",
+			strings.Join(fromSlices, ", "))
+	}
+	snap, res, cancels := ap.snap, ap.res, ap.cancels
 	mine := map[string]bool{}
 	for _, n := range sel.Nodes {
 		mine[n] = true
@@ -535,7 +576,9 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 	}
 	waiting := map[string]string{}
 	for pod, k := range res.Kept {
-		waiting[pod] = k.String() + " kept for it"
+		if mine[k.Node] {
+			waiting[pod] = k.String() + " kept for it"
+		}
 	}
 	cannot := map[string]string{}
 	for pod, why := range res.Unservable {
