@@ -275,6 +275,9 @@ func entryDevices(v any) ([]int32, error) {
 		}
 		return nil, fmt.Errorf("devices %q: write all, or a list of GPU indices", d)
 	case []any:
+		if len(d) == 0 {
+			return nil, errors.New("devices: an empty list names no GPU (write all, or the GPU indices)")
+		}
 		var out []int32
 		for _, x := range d {
 			n, err := strconv.Atoi(fmt.Sprint(x))
@@ -286,6 +289,9 @@ func entryDevices(v any) ([]int32, error) {
 			}
 		}
 		slices.Sort(out)
+		if len(out) > 16 {
+			return nil, fmt.Errorf("devices: %d GPU indices; a MigLayout rule names at most 16 (write all where the entry means every GPU)", len(out))
+		}
 		return out, nil
 	}
 	return nil, fmt.Errorf("devices: %v is neither all nor a list of GPU indices", v)

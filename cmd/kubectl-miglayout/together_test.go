@@ -177,3 +177,20 @@ spec:
 		})
 	}
 }
+
+// TestImportMigPartedDevices: an empty devices list names no GPU (not
+// every GPU), and more indices than a rule holds are refused with the limit.
+func TestImportMigPartedDevices(t *testing.T) {
+	for devices, want := range map[string]string{
+		"[]": "an empty list names no GPU",
+		"[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]": "at most 16",
+	} {
+		f := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(f, []byte("version: v1\nmig-configs:\n  c:\n  - devices: "+devices+"\n    mig-enabled: false\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := runWith(t, nil, "import", "mig-parted", "-f", f, "--config", "c"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("devices %s: error %v, want %q", devices, err, want)
+		}
+	}
+}
