@@ -91,12 +91,8 @@ func IsMIGDeviceName(name string, gpuIndex int, profile string, start int) bool 
 	return ok && err == nil && n >= 0 && strconv.Itoa(n) == id
 }
 
-// nameToken keeps the lower-case letters and digits of s, with a '-' read
-// as "no": nvidia-smi's "1g.10gb-me" (no media engine) is "1g10gbnome", not
-// the "1g10gbme" of "1g.10gb+me" (with one), so that the two variants stay
-// apart by name whatever their GI profile IDs (IsMIGDeviceName).
+// nameToken keeps the lower-case letters and digits of s.
 func nameToken(s string) string {
-	s = strings.ReplaceAll(s, "-", "no")
 	return strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':

@@ -15,9 +15,8 @@
 //
 // A whole GPU is "gpu-<index>"; a MIG device is
 // "gpu-<index>-mig-<profile>-<GI profile ID>-<placement start>" with the
-// profile name reduced to lower-case letters and digits, a '-' read as "no"
-// ("3g.40gb" -> "3g40gb", "1g.10gb+me" -> "1g10gbme", nvidia-smi's
-// "1g.10gb-me" -> "1g10gbnome"), e.g. "gpu-0-mig-3g40gb-9-4". Names
+// profile name reduced to lower-case letters and digits ("3g.40gb" ->
+// "3g40gb", "1g.10gb+me" -> "1g10gbme"), e.g. "gpu-0-mig-3g40gb-9-4". Names
 // are DNS labels, deterministic, and the same for a device destroyed and
 // created again at the same placement.
 //
