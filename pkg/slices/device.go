@@ -80,7 +80,12 @@ func MIGDeviceName(gpuIndex int, profile string, profileID, start int) string {
 // IsMIGDeviceName reports whether name is the MIGDeviceName of a device of
 // the given profile at the given start on GPU gpuIndex, whatever its GI
 // profile ID: how a device of a profile the catalog lacks (whose ID only
-// NVML knows) is told by name.
+// NVML knows) is told by name. Profiles whose names differ only in
+// punctuation ("1g.10gb+me" and nvidia-smi's "1g.10gb-me") are not told
+// apart at the same start: callers use it to keep devices (a claim's
+// allocation pins one), where taking one for the other errs on the safe
+// side, and names stay as published before (a claim allocated under a name
+// keeps matching its device across agent upgrades).
 func IsMIGDeviceName(name string, gpuIndex int, profile string, start int) bool {
 	rest, ok := strings.CutPrefix(name, fmt.Sprintf("gpu-%d-mig-%s-", gpuIndex, nameToken(profile)))
 	if !ok {
