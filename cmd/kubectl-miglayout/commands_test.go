@@ -283,8 +283,8 @@ func TestImportMigParted(t *testing.T) {
 		})
 	}
 	for config, want := range map[string]string{
-		"too-many":    "3 instances of 3g.40gb, at most 2 fit",
-		"nope":        `has no mig-config "nope"`,
+		"too-many": "3 instances of 3g.40gb, at most 2 fit",
+		"nope":     `has no mig-config "nope"`,
 	} {
 		_, _, err := runWith(t, nil, "import", "mig-parted", "-f", "testdata/mig-parted-config.yaml", "--config", config)
 		if err == nil || !strings.Contains(err.Error(), want) {

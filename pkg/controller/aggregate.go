@@ -103,8 +103,9 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 		default:
 			row.Phase = v1alpha1.PhasePending
 			issue := fmt.Sprintf("gpu %d: Pending: actual %q, desired %q", g.Index, layoutText(g.MIGEnabled, g.Layout), row.Desired)
-			if g.Reason != "" && g.Message != "" {
-				// Why the agent has not got there (a pass that keeps failing).
+			if g.Phase == v1alpha1.PhasePending && g.Reason != "" && g.Message != "" {
+				// Why the agent has not got there (a pass that keeps
+				// failing); a GPU still Ready has not been looked at.
 				issue += fmt.Sprintf(" (%s: %s)", g.Reason, g.Message)
 			}
 			issues = append(issues, issue)

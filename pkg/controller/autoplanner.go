@@ -522,8 +522,17 @@ func (a *AutoPlanner) max() time.Duration {
 // elsewhere, or one whose change failed and is retried, too.
 func repartitionTargets(in AutoInputs, snap planner.Snapshot, res planner.Result) map[string]string {
 	out := map[string]string{}
+	// A pod given free devices that exist on a GPU this plan changes
+	// anyway is among the change's pods but waits for nothing.
+	waits := map[string]bool{}
+	for _, s := range res.Served {
+		waits[s.Pod] = s.NeedsChange
+	}
 	for _, c := range res.Changes {
 		for _, pod := range c.Serves {
+			if w, ok := waits[pod]; ok && !w {
+				continue
+			}
 			out[pod] = fmt.Sprintf("%s/gpu-%d: %s", c.Node, c.GPU, c.To.String())
 		}
 	}

@@ -21,7 +21,11 @@
 // checked whole by the allocator; where that fails (a matchAttribute
 // constraint, a limit on GPUs changed at once), all of them on one GPU
 // that may change; a prioritized list (firstAvailable) is tried subrequest
-// by subrequest, each with its own count and selectors. Demand tells the
+// by subrequest, each with its own count and selectors. A pod no node of
+// its kind could hold even with every GPU free is not tried node by node,
+// nor on a node in the state of one it failed on. A matchAttribute
+// constraint compares a pod's devices with each other and tells no GPU
+// from another: only selectors and classes make a claim per-GPU. Demand tells the
 // pods that ask for a MIG device from those that wait for other drivers'
 // devices only, which the planner leaves alone; a pod whose claims the
 // allocator cannot evaluate is reported unservable with the allocator's

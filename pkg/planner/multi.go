@@ -22,13 +22,40 @@ import (
 // the node's hypothetical pool.
 func (p *planner) serveMulti(ctx context.Context, pod Pod, nodes []*nodeState) error {
 	key := podKey(pod.Pod)
+	// A node in the same state as one the pod failed on fails too, unless
+	// a claim tells GPUs apart or other drivers' devices count.
+	memo := !slices.ContainsFunc(pod.Claims, p.match.perGPU)
+	failed := map[string]bool{}
 	for _, n := range nodes {
+		state := ""
+		if memo && len(n.n.OtherSlices) == 0 {
+			state = n.stateKey()
+			if failed[state] {
+				continue
+			}
+			// Nor can a node serve it that could not with every GPU
+			// free (fitsWhenFree, memoised by kind of node): a pod no
+			// node can hold is not tried node by node.
+			if !p.nested {
+				fits, err := p.fitsWhenFree(ctx, pod, []*nodeState{n})
+				if err != nil {
+					return fmt.Errorf("planning pod %s: %w", key, err)
+				}
+				if !fits {
+					failed[state] = true
+					continue
+				}
+			}
+		}
 		placed, err := p.tryNode(ctx, pod, n)
 		if err != nil {
 			return fmt.Errorf("planning pod %s: %w", key, err)
 		}
 		if placed {
 			return nil
+		}
+		if state != "" {
+			failed[state] = true
 		}
 	}
 	if p.nested {
@@ -74,7 +101,7 @@ func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState)
 		}
 		p.classesNameGPU = &names
 	}
-	perGPU := *p.classesNameGPU || namesOneGPU(string(podKind))
+	perGPU := *p.classesNameGPU || slices.ContainsFunc(pod.Claims, func(c *resourceapi.ResourceClaim) bool { return namesOneGPU(p.match.claimSpec(c)) })
 	for _, n := range nodes {
 		if n.kind == 0 {
 			kind := "policy " + n.policyKey
@@ -181,19 +208,31 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	// each prioritized list), each on the GPU where it takes the least
 	// room, or all on GPU only where set, and checks the pod with the
 	// allocator; a failed attempt leaves the node as it was.
-	attempt := func(v int, only *gpuState) (added, ok bool, err error) {
+	// attempt returns the GPUs it added devices to; with none added the
+	// node is as the first allocator run saw it, and with only set and a
+	// device that GPU could not take the attempt is not all on one GPU: the
+	// allocator is not run for either.
+	attempt := func(v int, only *gpuState) (added map[*gpuState]bool, ok bool, err error) {
+		added = map[*gpuState]bool{}
+		complete := true
 		for _, c := range pod.Claims {
 			for _, r := range c.Spec.Devices.Requests {
 				one, count := perDeviceChoice(c, r, v)
 				for range count {
-					if !p.addOnNode(ctx, one, n, podKey(pod.Pod), only) {
+					g := p.addOnNode(ctx, one, n, podKey(pod.Pod), only)
+					if g == nil {
+						complete = false
 						break
 					}
-					added = true
+					added[g] = true
 				}
 			}
 		}
 		p.releaseTentative(n, podKey(pod.Pod))
+		if len(added) == 0 || only != nil && !complete {
+			restore()
+			return added, false, nil
+		}
 		devs, rest, ok, err := p.allocateOn(ctx, pod, n)
 		if err != nil || !ok {
 			restore()
@@ -202,24 +241,27 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		p.commitMulti(pod, n, devs, rest)
 		return added, true, nil
 	}
+	// GPUs of a class fare alike, unless a claim tells GPUs apart.
+	perGPU := slices.ContainsFunc(pod.Claims, p.match.perGPU)
 	for v := range choices(pod) {
-		added, ok, err := attempt(v, nil)
+		spread, ok, err := attempt(v, nil)
 		if err != nil || ok {
 			return ok, err
 		}
-		if !added {
+		if len(spread) == 0 {
 			continue // no GPU takes any of these devices
 		}
 		// Devices spread over GPUs by least room lost may not serve the
 		// pod where all on one would (a matchAttribute constraint, or a
 		// limit on GPUs changed that the spread hits): each GPU that may
-		// change alone, one per class (GPUs of a class fare alike).
+		// change alone, one per class, but the one the spread used alone
+		// (that attempt was this one).
 		tried := map[string]bool{}
 		for _, g := range n.gpus {
-			if !p.mayChange(g) {
+			if !p.mayChange(g) || len(spread) == 1 && spread[g] {
 				continue
 			}
-			if !g.g.Changing {
+			if !g.g.Changing && !perGPU {
 				if k := g.classKey(); tried[k] {
 					continue
 				} else {
@@ -251,8 +293,9 @@ func choices(pod Pod) int {
 const maxChoices = 8
 
 // addOnNode adds one device satisfying the single-request claim c to the
-// node's best GPU (only, where set); it reports whether it could.
-func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, pod string, only *gpuState) bool {
+// node's best GPU (only, where set); it returns that GPU, nil where none
+// could take one.
+func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, pod string, only *gpuState) *gpuState {
 	var bestG *gpuState
 	var bestA *addition
 	perGPU := p.match.perGPU(c)
@@ -270,7 +313,7 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 		} else {
 			var err error
 			if ps, err = p.match.singleProfiles(ctx, c, g.kindInfo); err != nil {
-				return false
+				return nil
 			}
 		}
 		for _, prof := range ps {
@@ -288,7 +331,7 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 		}
 	}
 	if bestG == nil {
-		return false
+		return nil
 	}
 	p.applyAddition(bestG, bestA)
 	// Held for the pod while its other devices are added (a later addition
@@ -301,7 +344,7 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 	if !bestG.g.Changing {
 		p.reclass(bestG)
 	}
-	return true
+	return bestG
 }
 
 // acceptedAddition is best, the best addition of a device of prof to g,

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -180,15 +181,21 @@ func (m *matcher) flags(c *resourceapi.ResourceClaim) infoFlags {
 	return f
 }
 
-// claimSpec is the lower-case JSON of claim c and the DeviceClasses it
-// names, cached by shape.
+// claimSpec is the lower-case JSON of claim c's requests and the
+// DeviceClasses it names, cached by shape: what selects devices. Its
+// constraints are left out: a matchAttribute compares the devices of one
+// allocation with each other (parentUUID: all on one GPU), which tells no
+// GPU from another.
 func (m *matcher) claimSpec(c *resourceapi.ResourceClaim) string {
 	key := m.shape(c)
 	if s, ok := m.specs[key]; ok {
 		return s
 	}
 	var b strings.Builder
-	b.WriteString(strings.ToLower(key))
+	devices := c.Spec.Devices
+	devices.Constraints = nil
+	spec, _ := json.Marshal(devices)
+	b.WriteString(strings.ToLower(string(spec)))
 	for _, name := range classNames(c) {
 		if class, ok := m.classes[name]; ok {
 			b.WriteString(strings.ToLower(classSpecJSON(class)))

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,6 +150,29 @@ type nodeState struct {
 	// kind numbers fitsWhenFree's kind of the node (policy and GPUs),
 	// made once: 0 until then.
 	kind int
+}
+
+// stateKey is what planning a pod on the node depends on, other drivers'
+// devices and per-GPU attributes aside: its policy, how many more GPUs it
+// (and its group) may change, and each GPU's class (or, while a change is
+// in flight, its planned and fixed devices), in order. Two nodes with one
+// stateKey serve the same pods, with devices of the same names.
+func (n *nodeState) stateKey() string {
+	var b strings.Builder
+	b.WriteString(n.policyKey)
+	fmt.Fprintf(&b, "|%d/%d", n.touched, n.maxGPUs)
+	if n.group != nil {
+		fmt.Fprintf(&b, "|g%d/%d", n.group.touched, n.group.max)
+	}
+	for _, g := range n.gpus {
+		b.WriteString("\x00")
+		if g.g.Changing {
+			fmt.Fprintf(&b, "changing %s|%s|%s|%s|%t", g.kind, g.layout, g.fixed, g.softLayout(), g.g.Retrying)
+			continue
+		}
+		b.WriteString(g.classKey())
+	}
+	return b.String()
 }
 
 // groupCount is the GPUs changed (touched) across a Policy.Group, and its
