@@ -34,12 +34,12 @@ func TestPublishedInventoryNVMLValues(t *testing.T) {
 		d.UUID = "MIG-" + profile
 		return migslices.MIGDevice(g, d)
 	}
-	gpus := publishedInventory(cat, []resourceapi.Device{device("3g.40gb", 0, 40448), device("3g.40gb", 4, 40448), device("1g.10gb", 6, 0)}, nil)
+	gpus := publishedInventory(cat, []resourceapi.Device{device("3g.40gb", 0, 40600), device("3g.40gb", 4, 40600), device("1g.10gb", 6, 0)}, nil)
 	if len(gpus) != 1 {
 		t.Fatalf("%d GPUs, want 1", len(gpus))
 	}
 	p, _ := h100.Profile("3g.40gb")
-	want := []v1alpha1.NVMLProfile{{Profile: "3g.40gb", MemoryMiB: 40448, Multiprocessors: int32(p.Multiprocessors), CopyEngines: int32(p.CopyEngines),
+	want := []v1alpha1.NVMLProfile{{Profile: "3g.40gb", MemoryMiB: 40600, Multiprocessors: int32(p.Multiprocessors), CopyEngines: int32(p.CopyEngines),
 		Decoders: int32(p.Decoders), Encoders: int32(p.Encoders), JPEGEngines: int32(p.JPEGEngines), OFAEngines: int32(p.OFAEngines)}}
 	if diff := cmp.Diff(want, gpus[0].NVMLProfiles); diff != "" {
 		t.Errorf("NVMLProfiles (-want +got):\n%s", diff)

@@ -306,7 +306,7 @@ func TestCatalogDiffersEvent(t *testing.T) {
 	}
 	p, _ := h100.Profile("3g.40gb")
 	v := p.NVMLValues()
-	v.MemoryMiB = 40448
+	v.MemoryMiB = 40600
 	driver, err := h100.WithNVMLValues([]mig.NVMLProfileValues{v})
 	if err != nil {
 		t.Fatal(err)
@@ -320,12 +320,12 @@ func TestCatalogDiffersEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, st := twoPasses(t, g)
-	want := []string{"Normal CatalogDiffers GPU 0: NVML describes 3g.40gb: 40448 MiB (catalog 40320); devices are published, and planned, with NVML's values"}
+	want := []string{"Normal CatalogDiffers GPU 0: NVML describes 3g.40gb: 40600 MiB (catalog 40448); devices are published, and planned, with NVML's values"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events over two passes (-want +got):\n%s", diff)
 	}
-	if len(st.Status.GPUs) != 1 || len(st.Status.GPUs[0].NVMLProfiles) != 1 || st.Status.GPUs[0].NVMLProfiles[0].MemoryMiB != 40448 {
-		t.Errorf("status %+v, want GPU 0 with nvmlProfiles 3g.40gb 40448 MiB", st.Status.GPUs)
+	if len(st.Status.GPUs) != 1 || len(st.Status.GPUs[0].NVMLProfiles) != 1 || st.Status.GPUs[0].NVMLProfiles[0].MemoryMiB != 40600 {
+		t.Errorf("status %+v, want GPU 0 with nvmlProfiles 3g.40gb 40600 MiB", st.Status.GPUs)
 	}
 }
 

@@ -787,9 +787,9 @@ func TestLabelKeysOfUnmatchedSlices(t *testing.T) {
 // TestSnapshotPlansWithNVMLProfiles: a GPU whose agent reports that NVML
 // describes a profile otherwise than the catalog is planned with NVML's
 // values, so a selector on the memory judges planned devices as the
-// devices NVML will make: a claim for at least 40400 MiB is served on an
-// H100 whose driver gives 3g.40gb 40448 MiB, and not on one whose driver
-// gives the catalog's 40320 (the pod would wait for ever beside a device
+// devices NVML will make: a claim for at least 40500 MiB is served on an
+// H100 whose driver gives 3g.40gb 40600 MiB, and not on one whose driver
+// gives the catalog's 40448 (the pod would wait for ever beside a device
 // made for it).
 func TestSnapshotPlansWithNVMLProfiles(t *testing.T) {
 	auto := migLayout("auto").selects("pool", "a").build()
@@ -800,11 +800,11 @@ func TestSnapshotPlansWithNVMLProfiles(t *testing.T) {
 		n.OwnerReferences, n.Spec.MigLayout = ref, "auto"
 		return n
 	}
-	driver3g := v1alpha1.NVMLProfile{Profile: "3g.40gb", MemoryMiB: 40448, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEGEngines: 3}
+	driver3g := v1alpha1.NVMLProfile{Profile: "3g.40gb", MemoryMiB: 40600, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEGEngines: 3}
 	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "big"}, Spec: resourceapi.ResourceClaimSpec{
 		Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
 			DeviceClassName: "mig.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
-			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.attributes['mig.miglayout.io'].memory >= 40400 && device.attributes['mig.miglayout.io'].memory < 50000"}}},
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.attributes['mig.miglayout.io'].memory >= 40500 && device.attributes['mig.miglayout.io'].memory < 50000"}}},
 		}}}}}}
 	in := AutoInputs{Driver: "mig.miglayout.io", MigLayouts: []v1alpha1.MigLayout{auto},
 		Nodes: []corev1.Node{
@@ -842,15 +842,15 @@ func TestSnapshotPlansWithNVMLProfiles(t *testing.T) {
 // not drop the GPU from the plan; the values it can take apply.
 func TestAutoGPUsKeepsGPUWithOddNVMLProfiles(t *testing.T) {
 	g := h100(0).layout("3g.40gb@0").nvml(
-		v1alpha1.NVMLProfile{Profile: "3g.40gb", MemoryMiB: 40448, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEGEngines: 3},
+		v1alpha1.NVMLProfile{Profile: "3g.40gb", MemoryMiB: 40600, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEGEngines: 3},
 		v1alpha1.NVMLProfile{Profile: "9g.99gb", MemoryMiB: 1})
 	nml := nodeMigLayout("n1").spec(v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4"}).status(g).build()
 	gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil)
 	if len(gpus) != 1 {
 		t.Fatalf("%d GPUs planned, want 1", len(gpus))
 	}
-	if p, _ := gpus[0].Info.Model.Profile("3g.40gb"); p.MemoryMiB != 40448 {
-		t.Errorf("3g.40gb planned with %d MiB, want 40448", p.MemoryMiB)
+	if p, _ := gpus[0].Info.Model.Profile("3g.40gb"); p.MemoryMiB != 40600 {
+		t.Errorf("3g.40gb planned with %d MiB, want 40600", p.MemoryMiB)
 	}
 	tooBig := nodeMigLayout("n2").status(h100(0).nvml(v1alpha1.NVMLProfile{Profile: "3g.40gb", MemoryMiB: 1 << 30})).build()
 	if gpus := autoGPUs(tooBig, mig.DefaultCatalog(), modelVariants{}, nil); len(gpus) != 1 || gpus[0].Info.Model.Variant != "" {

@@ -132,6 +132,9 @@ func (m *Model) WithNVMLPlacements(placements map[string][]Placement, refused []
 	if err := c.init(); err != nil {
 		return nil, fmt.Errorf("applying NVML's placements to %s: %w", m.Name, err)
 	}
+	// The GPU has the engines it has whatever profiles NVML offers: not
+	// those of the largest profile left.
+	c.engines = m.engineTotals()
 	return &c, nil
 }
 
@@ -161,6 +164,9 @@ func (m *Model) WithProfiles(extra ...Profile) (*Model, error) {
 	if err := c.init(); err != nil {
 		return nil, fmt.Errorf("adding profiles to %s: %w", m.Name, err)
 	}
+	// A replaced profile does not take engines from the GPU.
+	t := m.engineTotals()
+	c.engines = mediaEngines{jpeg: max(c.engines.jpeg, t.jpeg), ofa: max(c.engines.ofa, t.ofa)}
 	return &c, nil
 }
 

@@ -18,13 +18,13 @@ func TestWithNVMLValues(t *testing.T) {
 	if same, err := h100.WithNVMLValues([]NVMLProfileValues{v}); err != nil || same != h100 {
 		t.Errorf("the catalog's own values: %v, %v; want the model itself", same, err)
 	}
-	v.MemoryMiB = 40448
+	v.MemoryMiB = 40200
 	c, err := h100.WithNVMLValues([]NVMLProfileValues{v})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := c.Profile("3g.40gb")
-	if got.MemoryMiB != 40448 || c.Name != h100.Name || c.Key() == h100.Key() {
+	if got.MemoryMiB != 40200 || c.Name != h100.Name || c.Key() == h100.Key() {
 		t.Errorf("copy: 3g.40gb memory %d, name %q, key %q (catalog key %q)", got.MemoryMiB, c.Name, c.Key(), h100.Key())
 	}
 	if p, _ := h100.Profile("3g.40gb"); p.MemoryMiB != orig.MemoryMiB {
@@ -34,7 +34,7 @@ func TestWithNVMLValues(t *testing.T) {
 	if again.Key() != c.Key() {
 		t.Errorf("equal values, keys %q and %q", again.Key(), c.Key())
 	}
-	v.MemoryMiB = 40448 + 1
+	v.MemoryMiB = 40200 + 1
 	other, _ := h100.WithNVMLValues([]NVMLProfileValues{v})
 	if other.Key() == c.Key() {
 		t.Errorf("other values, same key %q", c.Key())

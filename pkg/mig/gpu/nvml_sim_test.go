@@ -763,7 +763,7 @@ func TestUnknownModel(t *testing.T) {
 }
 
 // driverCatalog is the default catalog but for H100-SXM5-80GB's 3g.40gb,
-// whose memory NVML gives as 40448 MiB: hardware whose driver describes a
+// whose memory NVML gives as 40600 MiB: hardware whose driver describes a
 // profile otherwise than miglayout's catalog.
 func driverCatalog(t *testing.T) *mig.Catalog {
 	t.Helper()
@@ -773,7 +773,7 @@ func driverCatalog(t *testing.T) *mig.Catalog {
 		t.Fatal(err)
 	}
 	values := p.NVMLValues()
-	values.MemoryMiB = 40448
+	values.MemoryMiB = 40600
 	v, err := h100.WithNVMLValues([]mig.NVMLProfileValues{values})
 	if err != nil {
 		t.Fatal(err)
@@ -811,7 +811,7 @@ func TestGPUsProfileValues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := [][]mig.NVMLProfileValues{{{Profile: "3g.40gb", MemoryMiB: 40448, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEG: 3}}, nil}
+	want := [][]mig.NVMLProfileValues{{{Profile: "3g.40gb", MemoryMiB: 40600, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEG: 3}}, nil}
 	if diff := cmp.Diff(want, values()); diff != "" {
 		t.Errorf("MIG on (-want +got):\n%s", diff)
 	}
