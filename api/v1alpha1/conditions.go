@@ -82,8 +82,6 @@ const (
 	ReasonNoConflict = "NoConflict"
 	// ReasonLayoutApplied (NodeMigLayout Ready=True).
 	ReasonLayoutApplied = "LayoutApplied"
-	// ReasonPlanned (Auto mode): the planner chose the layout for pending demand.
-	ReasonPlanned = "Planned"
 	// ReasonRuleMatchesNoGPU (Degraded=True): a Static rule is the first
 	// match of no GPU of the selected nodes (its productName or gpuIndices
 	// match nothing, or earlier rules take every GPU it matches); the

@@ -228,6 +228,15 @@ func TestControllerDeployment(t *testing.T) {
 	if a := d.Spec.Template.Annotations; a["prometheus.io/port"] != "8080" {
 		t.Errorf("scrape annotations %v", a)
 	}
+	// The controller knows the agents' driver name: Auto mode tells MIG
+	// demand and miglayout's devices by it.
+	if !slices.Contains(c.Args, "--driver-name=mig.miglayout.io") {
+		t.Errorf("controller args %q lack --driver-name=mig.miglayout.io", c.Args)
+	}
+	nv := convert[appsv1.Deployment](t, find(t, render(t, map[string]any{"driverName": "gpu.nvidia.com"}), "Deployment", "miglayout-controller"))
+	if args := nv.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--driver-name=gpu.nvidia.com") {
+		t.Errorf("with driverName gpu.nvidia.com the controller args %q lack --driver-name=gpu.nvidia.com", args)
+	}
 }
 
 // TestControllerDisruptionBudget: with several replicas a budget keeps

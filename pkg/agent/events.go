@@ -13,7 +13,9 @@ const (
 	EventBlocked = "Blocked"
 	// EventInvalidLayout (Warning): the desired layout is invalid for the GPU.
 	EventInvalidLayout = "InvalidLayout"
-	// EventNVMLError (Warning): NVML refused a change.
+	// EventNVMLError (Warning): a GPU's change failed: NVML refused it, or
+	// (reason DeviceTaintsUnsupported in the GPU's status) the API server
+	// drops the drain taints, so devices cannot be drained first.
 	EventNVMLError = "NVMLError"
 	// EventGPUUnreadable (Warning): NVML cannot read a GPU (fallen off the
 	// bus); its devices are no longer published.
