@@ -64,6 +64,16 @@ func TestBindingGate(t *testing.T) {
 			{op: "written", device: devA},
 			{op: "refusable", device: devA, want: true},
 		},
+		"two confirmations of one device: kept until both are written": {
+			{op: "publish"},
+			{op: "decide", device: devA, want: BindingConfirm},
+			{op: "decide", device: devA, want: BindingConfirm},
+			{op: "drain", device: devA},
+			{op: "written", device: devA},
+			{op: "refusable", device: devA, want: false},
+			{op: "written", device: devA},
+			{op: "refusable", device: devA, want: true},
+		},
 	}
 	for name, steps := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -140,3 +140,26 @@ func TestSummarizeOrdersAndBoundsRows(t *testing.T) {
 		t.Errorf("rows not ordered not-ready first, then by name: %s %s %s", s.rows[0].Node, s.rows[34].Node, s.rows[35].Node)
 	}
 }
+
+// TestEvaluateNodeRowPhaseIsLeastAdvanced: of a node's GPUs in different
+// phases, the row shows the least advanced (Failed, Blocked, Pending,
+// Draining, Repartitioning, Ready), whatever the GPUs' order.
+func TestEvaluateNodeRowPhaseIsLeastAdvanced(t *testing.T) {
+	order := []v1alpha1.GPUPhase{v1alpha1.PhaseFailed, v1alpha1.PhaseBlocked, v1alpha1.PhasePending,
+		v1alpha1.PhaseDraining, v1alpha1.PhaseRepartitioning}
+	for i, worse := range order {
+		for _, better := range order[i+1:] {
+			for _, swap := range []bool{false, true} {
+				p0, p1 := worse, better
+				if swap {
+					p0, p1 = better, worse
+				}
+				nml := nodeMigLayout("n").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", ""), specGPU(1, "3g.40gb@0,3g.40gb@4", "")).
+					status(a100(0).layout("7g.80gb@0").phase(p0, "", ""), a100(1).layout("7g.80gb@0").phase(p1, "", "")).build()
+				if got := EvaluateNode("n", nml, nil, AgentHealth{}).Row.Phase; got != worse {
+					t.Errorf("GPU 0 %s, GPU 1 %s: row phase %s, want %s", p0, p1, got, worse)
+				}
+			}
+		}
+	}
+}

@@ -147,11 +147,19 @@ func TestDesiredGPUs(t *testing.T) {
 			want: []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0,3g.40gb@4",
 				`rule "explicit": layout 3g.40gb@0,3g.40gb@4; destroys 1g.10gb@6, in use now`)},
 		},
+		// A fresh fit puts a lone 3g.40gb at 4 (see "not stable when the
+		// counts changed"); the layout written before has it at 0.
 		"stable: the layout written before is kept while it holds the counts": {
 			rules:     rules(rule("one-half").counts("3g.40gb", 1)),
 			inventory: inventory(a100(0).layout("").phase(v1alpha1.PhaseRepartitioning, "", "")),
-			current:   []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@4", "old reason")},
-			want:      []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@4", `rule "one-half": profiles 3g.40gb:1`)},
+			current:   []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0", "old reason")},
+			want:      []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0", `rule "one-half": profiles 3g.40gb:1`)},
+		},
+		"stable: a profile counted zero does not unsettle the layout written before": {
+			rules:     rules(rule("one-half").counts("3g.40gb", 1).counts("1g.10gb", 0)),
+			inventory: inventory(a100(0).layout("").phase(v1alpha1.PhaseRepartitioning, "", "")),
+			current:   []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0", "old reason")},
+			want:      []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0", `rule "one-half": profiles 1g.10gb:0,3g.40gb:1`)},
 		},
 		"not stable when the counts changed": {
 			rules:     rules(rule("halves").counts("3g.40gb", 2)),

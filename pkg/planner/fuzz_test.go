@@ -17,6 +17,14 @@ import (
 func FuzzPlan(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add([]byte{255, 0, 255, 0, 17, 33, 65, 129})
+	// Seeds that plan something, so that the checks below run under plain
+	// go test too (the two above give no pending pod): two nodes, one GPU
+	// in use, five pods of one and two devices, a claim shared and one by
+	// memory; the second is the same on a frozen node with a change in flight.
+	f.Add([]byte{0, 1, 2, 1, 0, 0, 0, 1, 0, 0, 1, 0, 1, 1, 1, 0, 1, 0, 0, 1, 1,
+		5, 1, 1, 10, 2, 0, 0, 1, 9, 3, 1, 4, 1, 8, 2, 0, 0, 0, 40, 7, 0, 2, 1, 6, 1, 0})
+	f.Add([]byte{1, 1, 2, 1, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 1, 1,
+		5, 1, 1, 10, 2, 0, 0, 1, 9, 3, 1, 4, 1, 8, 2, 0, 0, 0, 40, 7, 0, 2, 1, 6, 1, 0})
 	models := []string{"A100-SXM4-80GB", "H100-SXM5-80GB", "A30"}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		next := func() int {

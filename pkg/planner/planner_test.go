@@ -318,7 +318,8 @@ func TestPlan(t *testing.T) {
 		},
 		"node selector and taints decide the node": {
 			nodes: []Node{
-				node("tainted").taint("dedicated").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
+				// Labelled as the pod selects: only its taint keeps the pod off.
+				node("tainted").label("pool", "a").taint("dedicated").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
 				node("other").label("pool", "b").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
 				node("right").label("pool", "a").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
 			},

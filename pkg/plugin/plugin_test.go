@@ -508,6 +508,15 @@ func TestPrepareRejects(t *testing.T) {
 	if r := e.prepare(p, admin); r.Err != nil {
 		t.Errorf("admin-access claim on gpu-1: %v", r.Err)
 	}
+	// The other way round: the claim prepared first has admin access.
+	firstAdmin := claim("uid-5", "monitor-first", alloc{"r", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-3"})
+	firstAdmin.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	if r := e.prepare(p, firstAdmin); r.Err != nil {
+		t.Fatalf("admin-access claim on gpu-0-mig-1g10gb-19-3: %v", r.Err)
+	}
+	if r := e.prepare(p, claim("uid-6", "after-admin", alloc{"r", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-3"})); r.Err != nil {
+		t.Errorf("claim on gpu-0-mig-1g10gb-19-3, prepared already for an admin-access claim only: %v", r.Err)
+	}
 	// Missing MIG capability files (driver without MIG support in /proc, or a wrong host root).
 	if err := os.RemoveAll(filepath.Join(e.hostRoot, "proc")); err != nil {
 		t.Fatal(err)
