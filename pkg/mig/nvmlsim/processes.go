@@ -3,7 +3,6 @@ package nvmlsim
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -132,7 +131,7 @@ func (s *Sim) setLost(index int, lost bool) error {
 // injected fault's code.
 func (s *Sim) ResetGPU(index int) error {
 	if s.latency > 0 {
-		time.Sleep(s.latency)
+		s.sleep(s.latency)
 	}
 	var opErr error
 	err := s.update(func(st *fileState) (bool, error) {

@@ -98,6 +98,8 @@ type Sim struct {
 
 	path    string
 	latency time.Duration
+	// sleep waits latency (time.Sleep; tests record the waits instead).
+	sleep func(time.Duration)
 
 	initMu   sync.Mutex
 	refcount int
@@ -117,6 +119,7 @@ func newSim(path string, latency time.Duration) *Sim {
 		Interface: &mock.Interface{},
 		path:      path,
 		latency:   latency,
+		sleep:     time.Sleep,
 		devMock:   &mock.Device{},
 		giMock:    &mock.GpuInstance{},
 		ciMock:    &mock.ComputeInstance{},
@@ -214,7 +217,7 @@ func (s *Sim) do(op string, mutating bool, fn func(st *fileState, lie bool) (cha
 		return nvml.ERROR_UNINITIALIZED
 	}
 	if mutating && s.latency > 0 {
-		time.Sleep(s.latency)
+		s.sleep(s.latency)
 	}
 	ret := nvml.SUCCESS
 	err := s.update(func(st *fileState) (bool, error) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -473,20 +474,26 @@ func TestConcurrentCreates(t *testing.T) {
 	}
 }
 
+// TestLatency: the configured latency is waited for on every mutating
+// operation (and a GPU reset), never on a read. The waits are recorded, not
+// timed.
 func TestLatency(t *testing.T) {
 	s := newTestSim(t, Config{Spec: "1xH100-SXM5-80GB", Latency: 40 * time.Millisecond})
+	var waits []time.Duration
+	s.sleep = func(d time.Duration) { waits = append(waits, d) }
 	d := handle(t, s, 0)
-	start := time.Now()
+	if _, _, ret := d.GetMigMode(); ret != nvml.SUCCESS {
+		t.Fatalf("GetMigMode: %v", ret)
+	}
+	if len(waits) != 0 {
+		t.Errorf("a read waited %v", waits)
+	}
 	_, ret := d.SetMigMode(nvml.DEVICE_MIG_ENABLE)
 	must(t, "SetMigMode", ret)
-	if el := time.Since(start); el < 40*time.Millisecond {
-		t.Errorf("SetMigMode took %v, want >= 40ms latency", el)
-	}
-	start = time.Now()
 	if err := s.ResetGPU(0); err != nil {
 		t.Fatal(err)
 	}
-	if el := time.Since(start); el < 40*time.Millisecond {
-		t.Errorf("ResetGPU took %v, want >= 40ms latency", el)
+	if want := []time.Duration{40 * time.Millisecond, 40 * time.Millisecond}; !slices.Equal(waits, want) {
+		t.Errorf("waits %v, want %v (SetMigMode, ResetGPU)", waits, want)
 	}
 }
