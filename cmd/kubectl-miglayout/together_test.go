@@ -132,33 +132,20 @@ func TestImportMigPartedAllEnabled(t *testing.T) {
 	}
 }
 
-// TestConvertInitContainerReusesTheGPU: under the device plugin the kubelet
-// hands an init container's devices on to the app containers (a pod whose
-// init and app containers each ask nvidia.com/gpu: 1 needs one GPU): the
-// converted init container uses the app container's claim.
-func TestConvertInitContainerReusesTheGPU(t *testing.T) {
-	out := convertStdin(t, `
-apiVersion: v1
-kind: Pod
-metadata: {name: app, namespace: ml}
-spec:
-  initContainers:
-  - {name: warmup, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
-  containers:
-  - {name: main, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
-`)
-	if n := strings.Count(out, "kind: ResourceClaimTemplate"); n != 1 {
-		t.Errorf("%d ResourceClaimTemplates (devices) for a pod the device plugin serves with one GPU:\n%s", n, out)
-	}
-}
-
-// TestConvertInitContainerOwnClaim: an init container that asks for more
-// than any app container, or a sidecar (restartPolicy Always, running beside
-// them), keeps a claim of its own.
-func TestConvertInitContainerOwnClaim(t *testing.T) {
-	for name, init := range map[string]string{
-		"asks for more": "{name: warmup, image: x, resources: {limits: {nvidia.com/gpu: 2}}}",
-		"sidecar":       "{name: warmup, image: x, restartPolicy: Always, resources: {limits: {nvidia.com/gpu: 1}}}",
+// TestConvertInitContainers: under the device plugin the kubelet hands an
+// init container's devices on to the app containers (a pod whose init and
+// app containers each ask nvidia.com/gpu: 1 needs one GPU): the converted
+// init container uses the app container's claim. One that asks for more
+// than any app container, or a sidecar (restartPolicy Always, running
+// beside them), keeps a claim of its own.
+func TestConvertInitContainers(t *testing.T) {
+	for name, tc := range map[string]struct {
+		init      string
+		templates int
+	}{
+		"reuses the app container's GPU": {"{name: warmup, image: x, resources: {limits: {nvidia.com/gpu: 1}}}", 1},
+		"asks for more":                  {"{name: warmup, image: x, resources: {limits: {nvidia.com/gpu: 2}}}", 2},
+		"sidecar":                        {"{name: warmup, image: x, restartPolicy: Always, resources: {limits: {nvidia.com/gpu: 1}}}", 2},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out := convertStdin(t, `
@@ -167,12 +154,12 @@ kind: Pod
 metadata: {name: app, namespace: ml}
 spec:
   initContainers:
-  - `+init+`
+  - `+tc.init+`
   containers:
   - {name: main, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
 `)
-			if n := strings.Count(out, "kind: ResourceClaimTemplate"); n != 2 {
-				t.Errorf("%d ResourceClaimTemplates, want one per container:\n%s", n, out)
+			if n := strings.Count(out, "kind: ResourceClaimTemplate"); n != tc.templates {
+				t.Errorf("%d ResourceClaimTemplates, want %d:\n%s", n, tc.templates, out)
 			}
 		})
 	}
