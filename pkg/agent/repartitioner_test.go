@@ -905,3 +905,29 @@ func TestSyncRefusesWhatNVMLDoesNotOffer(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncRetriesAfterLyingDestroy: NVML reports a GPU instance destroyed
+// but it is still there; the pass finds the GPU differing from its desired
+// layout, says so (Pending, not Ready) and asks for a retry, which
+// converges.
+func TestSyncRetriesAfterLyingDestroy(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.Destroy", Nth: 1, Lie: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := []v1alpha1.GPUSpec{spec(0, "3g.40gb@0")}
+	res, err := g.r.Sync(context.Background(), want, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[0]; r.Phase != v1alpha1.PhasePending || !res.Retry || !strings.Contains(r.Message, "differs from the desired layout") {
+		t.Fatalf("first pass = %+v retry=%v, want Pending (differs from the desired layout) and a retry", r, res.Retry)
+	}
+	if res, err = g.r.Sync(context.Background(), want, nil); err != nil || res.Results[0].Phase != v1alpha1.PhaseReady {
+		t.Fatalf("second pass = %+v, %v", res.Results[0], err)
+	}
+	if got := g.layouts(t)[0]; got != "3g.40gb@0" {
+		t.Errorf("layout %q, want 3g.40gb@0", got)
+	}
+}
