@@ -235,7 +235,7 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddHealthzCheck("repartitioner", rec.Healthz); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("readyz", rec.Readyz); err != nil {
 		return err
 	}
 	logger.Info("Starting agent", "driver", o.driverName, "simulated", o.simulate != "", "bindingConditions", o.bindingConditions, "settle", o.settle)

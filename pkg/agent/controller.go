@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -57,6 +59,8 @@ type NodeReconciler struct {
 	catalogTold map[string]string
 	// passStart is when the pass in progress started; zero between passes.
 	passStart time.Time
+	// published is set once a pass has published the node's pool (Readyz).
+	published atomic.Bool
 }
 
 // +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts,verbs=get;list;watch
@@ -109,6 +113,16 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
+// Readyz is the agent's readiness check: ready once a pass has published
+// the node's pool (and so its devices and drain taints), not before, so a
+// DaemonSet rollout waits for an agent that can publish.
+func (r *NodeReconciler) Readyz(*http.Request) error {
+	if !r.published.Load() {
+		return errors.New("the node's pool has not been published yet")
+	}
+	return nil
+}
+
 // Reconcile runs one Sync pass for the node and records its outcome.
 func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.mu.Lock()
@@ -128,6 +142,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		if _, err := r.Repartitioner.Sync(ctx, nil, nil); err != nil {
 			return ctrl.Result{}, fmt.Errorf("publishing the node's inventory: %w", err)
 		}
+		r.published.Store(true)
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
@@ -149,6 +164,9 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		shown = append(shown, idx)
 	}
 	res, err := r.Repartitioner.Sync(ctx, nml.Spec.GPUs, report)
+	if err == nil {
+		r.published.Store(true)
+	}
 	if err != nil {
 		// The GPUs the pass showed Draining or Repartitioning would stay
 		// so while the pass fails again and again (an API server that
