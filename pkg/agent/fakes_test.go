@@ -149,6 +149,18 @@ func newRigWith(t testing.TB, cfg nvmlsim.Config) *rig {
 	return g
 }
 
+// newA100RigWith is newRig over one A100-SXM4-80GB whose driver describes
+// profiles as given (nvmlsim.CatalogWithProfiles: added, or replacing the
+// catalog's of the same name).
+func newA100RigWith(t testing.TB, profiles ...mig.Profile) *rig {
+	t.Helper()
+	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", profiles...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
+}
+
 // layouts returns each GPU's layout text from NVML ("-" for MIG off).
 func (g *rig) layouts(t *testing.T) []string {
 	t.Helper()

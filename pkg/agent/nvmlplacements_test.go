@@ -9,7 +9,6 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/controller"
 	"github.com/miglayout/miglayout/pkg/mig"
-	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
 // TestControllerAndAgentAgreeOnNVMLPlacements: the A100's driver offers
@@ -26,11 +25,7 @@ func TestControllerAndAgentAgreeOnNVMLPlacements(t *testing.T) {
 	two, _ := a100.Profile("2g.20gb")
 	four := *two
 	four.Placements = []mig.Placement{{Start: 0, Size: 2}, {Start: 2, Size: 2}, {Start: 4, Size: 2}, {Start: 6, Size: 2}}
-	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", four)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
+	g := newA100RigWith(t, four)
 	g.setup(t, 0, "1g.10gb@0")
 	res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "1g.10gb@0")}, nil)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
-	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
 // TestRefusesNVMLPlacementOfOtherSizeBeforeDestroying: the driver offers
@@ -24,11 +23,7 @@ func TestRefusesNVMLPlacementOfOtherSizeBeforeDestroying(t *testing.T) {
 	narrow := *p
 	narrow.MemorySlices = 1
 	narrow.Placements = []mig.Placement{{Start: 0, Size: 1}, {Start: 2, Size: 1}, {Start: 4, Size: 1}, {Start: 6, Size: 1}}
-	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", narrow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
+	g := newA100RigWith(t, narrow)
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
 	res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "1g.20gb@0,3g.40gb@4")}, nil)
 	if err != nil {

@@ -62,20 +62,28 @@ func newEnv(t *testing.T) *env {
 	dir := t.TempDir()
 	e := &env{t: t, ctx: ctx, sim: sim, gpus: m, locks: gpulock.New(),
 		hostRoot: filepath.Join(dir, "host"), cdiDir: filepath.Join(dir, "cdi"), cpDir: filepath.Join(dir, "plugin")}
-	gpus, err := m.GPUs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, d := range mig.MustParseLayout("2g.20gb@0,1g.10gb@2,1g.10gb@3,3g.40gb@4") {
-		md, err := m.CreateMIGDevice(ctx, 0, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := WriteFakeCapabilities(e.hostRoot, gpus[0].Minor, md); err != nil {
-			t.Fatal(err)
-		}
+		e.createMIG(d)
 	}
 	return e
+}
+
+// createMIG creates MIG device d on GPU 0, as the agent does, with the
+// capability files the driver would have for it.
+func (e *env) createMIG(d mig.Device) gpu.MIGDevice {
+	e.t.Helper()
+	md, err := e.gpus.CreateMIGDevice(e.ctx, 0, d)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	gpus, err := e.gpus.GPUs(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := WriteFakeCapabilities(e.hostRoot, gpus[0].Minor, md); err != nil {
+		e.t.Fatal(err)
+	}
+	return md
 }
 
 func (e *env) plugin(driver string) *Plugin {
@@ -352,19 +360,9 @@ func TestPrepareAfterReboot(t *testing.T) {
 	}
 
 	// The agent creates the layout again.
-	md, err := e.gpus.CreateMIGDevice(e.ctx, 0, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := e.createMIG(d)
 	if md.UUID == oldUUID {
 		t.Fatalf("the simulator gave the new device its old UUID %s", md.UUID)
-	}
-	gpus, err := e.gpus.GPUs(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFakeCapabilities(e.hostRoot, gpus[0].Minor, md); err != nil {
-		t.Fatal(err)
 	}
 	r := e.prepare(p, c)
 	if r.Err != nil {

@@ -31,17 +31,7 @@ func TestReprepareGoneDeviceKeepsPreparation(t *testing.T) {
 	}
 	p := e.plugin("")
 	// The agent has created the first one again (new UUID), not yet the second.
-	md, err := e.gpus.CreateMIGDevice(e.ctx, 0, mig.Device{Profile: "1g.10gb", Start: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpus, err := e.gpus.GPUs(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFakeCapabilities(e.hostRoot, gpus[0].Minor, md); err != nil {
-		t.Fatal(err)
-	}
+	e.createMIG(mig.Device{Profile: "1g.10gb", Start: 2})
 	r := e.prepare(p, c)
 	if !errors.Is(r.Err, ErrDeviceGone) {
 		t.Fatalf("prepare with %s not created again = %v, want ErrDeviceGone", second, r.Err)
