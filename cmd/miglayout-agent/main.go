@@ -172,11 +172,14 @@ func run(ctx context.Context, o options) error {
 	// The pool's publisher is the plugin helper started below; its
 	// ResourceSlice controller's reports of dropped fields go to it.
 	inventory := &agent.PoolInventory{NodeName: o.nodeName, Driver: o.driverName, Live: mgr.GetAPIReader()}
+	rec := &agent.NodeReconciler{Client: mgr.GetClient(), NodeName: o.nodeName,
+		Recorder: mgr.GetEventRecorder("miglayout-agent"), Resync: o.resync, MaxPass: o.maxPass}
 	drv, err := plugin.New(plugin.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, GPUs: gpus, Locks: locks,
 		CDIDir: o.cdiDir, CheckpointDir: pluginDataDir, HostRoot: o.hostRoot, DevRoot: o.devRoot,
 		OnFatalError:    func(err error) { cancel(err) },
 		OnDroppedFields: inventory.DroppedFields,
+		OnUnprepared:    rec.Wake,
 	})
 	if err != nil {
 		return err
@@ -219,8 +222,7 @@ func run(ctx context.Context, o options) error {
 		Metrics:      metricsSet,
 		Driver:       o.driverName,
 	}
-	rec := &agent.NodeReconciler{Client: mgr.GetClient(), NodeName: o.nodeName, Repartitioner: rep,
-		Recorder: mgr.GetEventRecorder("miglayout-agent"), Resync: o.resync, MaxPass: o.maxPass}
+	rec.Repartitioner = rep
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up reconciler: %w", err)
 	}

@@ -61,6 +61,9 @@ type NodeReconciler struct {
 	passStart time.Time
 	// published is set once a pass has published the node's pool (Readyz).
 	published atomic.Bool
+	// wake holds one pending Wake (buffered, capacity 1); see wakeChan.
+	wake     chan struct{}
+	wakeOnce sync.Once
 }
 
 // +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts,verbs=get;list;watch
@@ -70,28 +73,13 @@ type NodeReconciler struct {
 
 // SetupWithManager registers the reconciler. Only the NodeMigLayout named
 // after the node is watched; every ResourceClaim change of the node's pool
-// maps to it; and a ticker reconciles at start and every Resync, so that a
-// node no MigLayout selects still publishes its pool and NVML changes made
-// behind the agent's back are seen.
+// maps to it; and a ticker reconciles at start, every Resync and on Wake,
+// so that a node no MigLayout selects still publishes its pool, NVML
+// changes made behind the agent's back are seen, and a device the kubelet
+// plugin releases is taken into account at once.
 func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ticks := make(chan event.GenericEvent)
-	node := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: r.NodeName}}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		t := time.NewTicker(r.resync())
-		defer t.Stop()
-		for {
-			select {
-			case ticks <- event.GenericEvent{Object: node}:
-			case <-ctx.Done():
-				return nil
-			}
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-	})); err != nil {
+	if err := mgr.Add(manager.RunnableFunc(r.tick(ticks))); err != nil {
 		return fmt.Errorf("adding the resync ticker: %w", err)
 	}
 	mine := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.NodeName })
@@ -111,6 +99,47 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(ticks, &handler.EnqueueRequestForObject{})).
 		WithOptions(ctrlOptions()).
 		Complete(r)
+}
+
+// tick returns the runnable that sends the node's NodeMigLayout to ticks at
+// start, then after every Resync or Wake, until its context ends.
+func (r *NodeReconciler) tick(ticks chan<- event.GenericEvent) func(context.Context) error {
+	node := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: r.NodeName}}
+	wake := r.wakeChan()
+	return func(ctx context.Context) error {
+		t := time.NewTicker(r.resync())
+		defer t.Stop()
+		for {
+			select {
+			case ticks <- event.GenericEvent{Object: node}:
+			case <-ctx.Done():
+				return nil
+			}
+			select {
+			case <-t.C:
+			case <-wake:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// Wake asks for a pass soon, without waiting for a watch event or the next
+// Resync: the kubelet plugin calls it once it has unprepared a claim, since
+// a GPU Blocked only by that claim's prepared devices may change now (the
+// claim's deallocation may have been seen before the kubelet unprepared it).
+// It never blocks; wakes while one is pending make one pass.
+func (r *NodeReconciler) Wake() {
+	select {
+	case r.wakeChan() <- struct{}{}:
+	default:
+	}
+}
+
+func (r *NodeReconciler) wakeChan() chan struct{} {
+	r.wakeOnce.Do(func() { r.wake = make(chan struct{}, 1) })
+	return r.wake
 }
 
 // Readyz is the agent's readiness check: ready once a pass has published

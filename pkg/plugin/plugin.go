@@ -97,6 +97,12 @@ type Config struct {
 	// fields it was given (a DRA feature the cluster has off), with the
 	// controller's report.
 	OnDroppedFields func(*resourceslice.DroppedFieldsError)
+	// OnUnprepared, when set, is called after an UnprepareResourceClaims
+	// call that released the devices of at least one prepared claim, once
+	// the checkpoint no longer holds them (PreparedDevices lacks them), with
+	// no lock held: the agent wakes its repartitioner, since a GPU may have
+	// waited for those devices alone. It must not block.
+	OnUnprepared func()
 }
 
 // Plugin implements kubeletplugin.DRAPlugin.
@@ -546,16 +552,22 @@ func maps(in map[types.UID]PreparedClaim) map[types.UID]PreparedClaim {
 func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	logger := klog.FromContext(ctx)
 	out := make(map[types.UID]error, len(claims))
+	released := false
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	for _, c := range claims {
+		was := p.claims[c.UID]
 		err := p.unprepareClaim(ctx, c)
 		if err != nil {
 			logger.Error(err, "Unpreparing claim failed", "claim", c)
 		} else {
 			logger.V(2).Info("Unprepared claim", "claim", c)
+			released = released || len(was.Devices) > 0
 		}
 		out[c.UID] = err
+	}
+	p.mu.Unlock()
+	if released && p.cfg.OnUnprepared != nil {
+		p.cfg.OnUnprepared()
 	}
 	return out, nil
 }
