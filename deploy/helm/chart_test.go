@@ -700,7 +700,6 @@ var badValues = []struct {
 	{"replicas without leader election", map[string]any{"controller": map[string]any{"leaderElection": map[string]any{"enabled": false}}},
 		"controller.replicas is 2 but controller.leaderElection.enabled is false"},
 	{"port clash", map[string]any{"agent": map[string]any{"healthPort": 8081}}, "agent.metricsPort and agent.healthPort are both 8081"},
-	{"empty agent selector", map[string]any{"agent": map[string]any{"nodeSelector": map[string]any{"nvidia.com/mig.capable": nil}}}, "agent.nodeSelector is empty"},
 	{"unprivileged real agent", map[string]any{"agent": map[string]any{"privileged": false}}, "agent.privileged=false needs agent.simulate"},
 	{"bad simulate spec", map[string]any{"agent": map[string]any{"privileged": false, "simulate": "A100"}}, `agent.simulate "A100" is not a hardware spec`},
 	{"policy on the default ServiceAccount", map[string]any{"agent": map[string]any{"serviceAccount": map[string]any{"create": false}}},

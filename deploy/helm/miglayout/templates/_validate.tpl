@@ -37,9 +37,6 @@ checked the types; these are the rules between values.
 {{- fail (printf "agent.deviceBindingConditions needs Kubernetes 1.36 or newer (DRA device binding conditions, and the granular status authorization that keeps each agent to the claims of its own node, are on by default from 1.36); this cluster is %s" .Capabilities.KubeVersion.Version) -}}
 {{- end -}}
 
-{{- if not $v.agent.nodeSelector -}}
-{{- fail "agent.nodeSelector is empty: the agent would run on every node and fail where there is no NVIDIA driver; select the MIG-capable nodes, e.g. nvidia.com/mig.capable: \"true\"" -}}
-{{- end -}}
 {{- if and (not $v.agent.privileged) (not $v.agent.simulate) -}}
 {{- fail "agent.privileged=false needs agent.simulate: managing MIG through NVML (creating and destroying GPU instances, switching MIG mode) needs a privileged container; only the NVML simulator runs without" -}}
 {{- end -}}
