@@ -357,30 +357,50 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 }
 
 // sameAllocation reports whether pc holds exactly the devices of this
-// driver the claim's allocation names (a claim not allocated any more
-// counts as the same: kubelet asks again only for a claim it prepared).
+// driver the claim's allocation names, each for the same requests and with
+// the same admin access (a claim not allocated any more counts as the same:
+// kubelet asks again only for a claim it prepared). Devices of the same
+// names given to other requests are another allocation: the kubelet hands a
+// container the devices of the requests it names, as prepare reports them.
 func (p *Plugin) sameAllocation(pc PreparedClaim, claim *resourceapi.ResourceClaim) bool {
 	if claim.Status.Allocation == nil {
 		return true
 	}
-	want := sets.New[string]()
+	type use struct {
+		requests sets.Set[string]
+		admin    bool
+	}
+	want := map[string]*use{}
 	for _, r := range claim.Status.Allocation.Devices.Results {
-		if r.Driver == p.cfg.DriverName {
-			want.Insert(r.Pool + "/" + r.Device)
+		if r.Driver != p.cfg.DriverName {
+			continue
+		}
+		key, admin := r.Pool+"/"+r.Device, ptr.Deref(r.AdminAccess, false)
+		if u, ok := want[key]; ok {
+			u.requests.Insert(r.Request)
+			u.admin = u.admin && admin
+			continue
+		}
+		want[key] = &use{requests: sets.New(r.Request), admin: admin}
+	}
+	if len(want) != len(pc.Devices) {
+		return false
+	}
+	for _, d := range pc.Devices {
+		u, ok := want[d.Pool+"/"+d.Device]
+		if !ok || u.admin != d.AdminAccess || !u.requests.Equal(sets.New(d.Requests...)) {
+			return false
 		}
 	}
-	got := sets.New[string]()
-	for _, d := range pc.Devices {
-		got.Insert(d.Pool + "/" + d.Device)
-	}
-	return want.Equal(got)
+	return true
 }
 
 // reprepare handles a claim already in the checkpoint (a retry, or the
 // kubelet asking again after a restart): its devices must still exist with
 // the UUIDs recorded, and the CDI spec is written again if it went missing.
-// A device that does not exist gives ErrDeviceGone (whatever the others);
-// else one that exists with another UUID gives errRecreated (the caller
+// A device that does not exist, or a whole GPU that exists with another
+// UUID (another board), gives ErrDeviceGone (whatever the others); else a
+// MIG device that exists with another UUID gives errRecreated (the caller
 // prepares the claim afresh).
 // The GPU lock is not needed: prepared devices are never destroyed.
 func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
@@ -408,6 +428,13 @@ func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 		uuid := src.GPU.UUID
 		if src.MIG != nil {
 			uuid = src.MIG.UUID
+		}
+		if src.MIG == nil && uuid != d.UUID {
+			// A whole GPU's UUID is the board's: another board answers to
+			// the name (NVML numbered the GPUs anew, one being gone), not
+			// the one the claim was allocated.
+			return fmt.Errorf("device %s (prepared as %s) is GPU %s now, another board: %w on node %s",
+				d.Device, d.UUID, uuid, ErrDeviceGone, p.cfg.NodeName)
 		}
 		if uuid != d.UUID && recreated == nil {
 			recreated = fmt.Errorf("device %s (prepared as %s) is %s now: %w", d.Device, d.UUID, uuid, errRecreated)
