@@ -144,9 +144,10 @@ func checkDocuments(docs []*document, world *deviceWorld) []finding {
 
 func pathOf(keys []string) string { return strings.Join(keys, ".") }
 
-// resourceV1beta1 is the DRA API version whose requests carry
-// deviceClassName, allocationMode and count directly.
-const resourceV1beta1 = "resource.k8s.io/v1beta1"
+// flatRequestVersions are the DRA API versions whose requests carry
+// deviceClassName, allocationMode and count directly: v1alpha3
+// (Kubernetes 1.31 and 1.32; no longer served for claims) and v1beta1.
+var flatRequestVersions = map[string]bool{"resource.k8s.io/v1alpha3": true, "resource.k8s.io/v1beta1": true}
 
 // claimSpec checks a ResourceClaimSpec at keys.
 func (c *checker) claimSpec(obj map[string]any, keys []string) {
@@ -179,8 +180,8 @@ func (c *checker) claimSpec(obj map[string]any, keys []string) {
 		if len(flat) > 0 {
 			what := fmt.Sprintf("%s sit directly on the request, as in resource.k8s.io/v1beta1; in resource.k8s.io/v1 they belong under exactly: (the API server refuses them as unknown fields)", strings.Join(flat, ", "))
 			hint := "move them under exactly:\n- name: " + name + "\n  exactly:\n    deviceClassName: ..."
-			if v, _ := obj["apiVersion"].(string); v == resourceV1beta1 {
-				what = fmt.Sprintf("%s sit directly on the request of a resource.k8s.io/v1beta1 object, which is right there; resource.k8s.io/v1, the version Kubernetes serves from 1.34 on and the only one this driver is tested with, has them under exactly:", strings.Join(flat, ", "))
+			if v, _ := obj["apiVersion"].(string); flatRequestVersions[v] {
+				what = fmt.Sprintf("%s sit directly on the request of a %s object, which is right there; resource.k8s.io/v1, the version Kubernetes serves from 1.34 on and the only one this driver is tested with, has them under exactly:", strings.Join(flat, ", "), v)
 				hint = "make it apiVersion: resource.k8s.io/v1 and move them under exactly:\n- name: " + name + "\n  exactly:\n    deviceClassName: ..."
 			}
 			c.add(rp, what, hint,
@@ -190,7 +191,7 @@ func (c *checker) claimSpec(obj map[string]any, keys []string) {
 						return
 					}
 					// exactly: exists from resource.k8s.io/v1beta2 on.
-					if v, _ := o["apiVersion"].(string); v == resourceV1beta1 {
+					if v, _ := o["apiVersion"].(string); flatRequestVersions[v] {
 						o["apiVersion"] = "resource.k8s.io/v1"
 					}
 					ex, _ := req["exactly"].(map[string]any)

@@ -47,8 +47,11 @@ type migPartedEntry struct {
 }
 
 // pciModels maps the PCI device IDs that mig-parted's device-filter uses
-// ("0x20B210DE": device 0x20B2 of vendor 0x10DE) to the catalog's models.
-// IDs of GPUs the catalog does not have are left out.
+// ("0x20B210DE": device 0x20B2 of vendor 0x10DE) to the catalog's models,
+// as the device filters of mig-parted's own config-default.yaml name them
+// (its all-balanced entry: 0x233B H200 NVL; 0x2342 GH200 and 0x233D
+// H100 96GB, one MIG geometry). IDs of GPUs the catalog does not have
+// (H800, H20, PG506, GH200 144GB, GB200) are left out.
 var pciModels = map[string]string{
 	"20B0": "A100-SXM4-40GB",
 	"20B1": "A100-PCIE-40GB",
@@ -60,6 +63,9 @@ var pciModels = map[string]string{
 	"2331": "H100-PCIE-80GB",
 	"2321": "H100-NVL-94GB",
 	"2335": "H200-SXM5-141GB",
+	"233B": "H200-NVL-141GB",
+	"2342": "GH200-96GB",
+	"233D": "GH200-96GB",
 	"2901": "B200-180GB",
 }
 
