@@ -18,6 +18,10 @@ type NodeState struct {
 	Ready bool
 	// Progressing: not Ready, nothing failed, and the agent is on its way.
 	Progressing bool
+	// Changing: some GPU of the node is Draining or Repartitioning now,
+	// whether or not another GPU of it failed (a Blocked GPU beside it
+	// makes the node Failed, not Progressing).
+	Changing bool
 	// Failed: some GPU is Blocked or Failed, or a rule failed on it.
 	Failed bool
 	// Reporting: the agent has reported the node's GPUs.
@@ -60,7 +64,7 @@ func EvaluateNode(node string, nml *v1alpha1.NodeMigLayout, problems []Problem, 
 	st := evaluateReport(node, nml, problems)
 	if st.Reporting && agent.Lost {
 		st.Lost, st.LostMessage = true, agent.Message
-		st.Ready, st.Progressing = false, false
+		st.Ready, st.Progressing, st.Changing = false, false, false
 		st.Row.Phase = v1alpha1.PhaseUnknown
 		msg := agent.Message
 		if st.Row.Message != "" {
@@ -148,6 +152,9 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 	st.Ready = len(issues) == 0
 	st.Failed = len(st.Stuck) > 0 || len(problems) > 0
 	st.Progressing = !st.Ready && !st.Failed
+	st.Changing = slices.ContainsFunc(st.Row.GPUs, func(r v1alpha1.GPURow) bool {
+		return r.Phase == v1alpha1.PhaseDraining || r.Phase == v1alpha1.PhaseRepartitioning
+	})
 	st.Row.Message = truncate(strings.Join(issues, "; "), maxRowMessage)
 	return st
 }
@@ -220,7 +227,10 @@ func phaseRank(p v1alpha1.GPUPhase) int {
 // summary is the node part of a MigLayout's status.
 type summary struct {
 	selected, ready, progressing, failed, conflict, silent, lost int32
-	rows                                                         []v1alpha1.NodeRow
+	// changing counts the nodes Progressing or with a GPU changing now
+	// (NodeState.Changing), Failed ones too: the Progressing condition.
+	changing int32
+	rows     []v1alpha1.NodeRow
 }
 
 // summarize counts the nodes and keeps at most maxNodeRows rows: nodes with
@@ -260,11 +270,20 @@ func summarize(states []NodeState) summary {
 		case !st.Unmanaged && !st.Reporting:
 			s.silent++
 		}
+		if onTheWay(st) {
+			s.changing++
+		}
 		if len(s.rows) < maxNodeRows {
 			s.rows = append(s.rows, st.Row)
 		}
 	}
 	return s
+}
+
+// onTheWay: the node is Progressing, or a GPU of it is changing beside one
+// that failed; not when its agent is lost or another MigLayout has it.
+func onTheWay(st NodeState) bool {
+	return !st.Lost && !st.Conflict && !st.Unmanaged && (st.Progressing || st.Changing)
 }
 
 func truncate(s string, n int) string {

@@ -54,7 +54,7 @@ func TestEvaluateNode(t *testing.T) {
 		},
 		"draining": {
 			nml: nodeMigLayout("n").spec(halves).status(a100(0).layout("7g.80gb@0").phase(v1alpha1.PhaseDraining, "", "")).build(),
-			want: NodeState{Reporting: true, Progressing: true, Row: v1alpha1.NodeRow{
+			want: NodeState{Reporting: true, Progressing: true, Changing: true, Row: v1alpha1.NodeRow{
 				Node: "n", Phase: v1alpha1.PhaseDraining, Message: "gpu 0: Draining to 3g.40gb@0,3g.40gb@4",
 				GPUs: []v1alpha1.GPURow{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Desired: "3g.40gb@0,3g.40gb@4", Actual: "7g.80gb@0", Phase: v1alpha1.PhaseDraining}},
 			}},

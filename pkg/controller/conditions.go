@@ -70,9 +70,9 @@ func Conditions(obs Observation) []metav1.Condition {
 		progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonNoNodes, "the node selector selects no node")
 	default:
 		ready = readyCondition(s, cond)
-		if s.progressing > 0 {
+		if s.changing > 0 {
 			progressing = cond(v1alpha1.ConditionProgressing, true, v1alpha1.ReasonRepartitioning,
-				"%d %s on the way to the desired layout: %s", s.progressing, plural(s.progressing, "node is", "nodes are"), progressingNodes(obs.Nodes))
+				"%d %s on the way to the desired layout: %s", s.changing, plural(s.changing, "node is", "nodes are"), progressingNodes(obs.Nodes))
 		} else {
 			progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonStable, "no node is changing")
 		}
@@ -201,7 +201,7 @@ func stuckReason(g StuckGPU) string {
 func progressingNodes(states []NodeState) string {
 	var names []string
 	for _, n := range states {
-		if n.Progressing {
+		if onTheWay(n) {
 			names = append(names, n.Row.Node)
 		}
 	}
