@@ -65,8 +65,8 @@ func AutoSnapshot(ctx context.Context, in AutoInputs, catalog *mig.Catalog, now 
 }
 
 // BuildSnapshot turns cluster objects into the planner's input: the nodes of
-// Auto MigLayouts (not in conflict; Frozen where the agent is lost) with the
-// GPUs their agents report, and
+// Auto MigLayouts (Frozen where the agent is lost or another MigLayout
+// selects the node too) with the GPUs their agents report, and
 // the pods the scheduler found unschedulable with their unallocated claims.
 //
 // A GPU whose desired layout differs from its actual one, or that is not
@@ -128,11 +128,14 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 		snap.GroupMaxGPUs[ml.Name] = maxGPUs
 		for _, name := range sel.Nodes {
 			nml, node := in.NodeMigLayouts[name], byName[name]
-			if sel.Conflicted(name) || nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
+			if nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
 				continue
 			}
 			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, variants, allocated[name]), OtherSlices: others.forNode(node)}
-			if in.LostAgents.Has(name) {
+			// A node in conflict is left as it is: its change in flight
+			// goes on and counts toward the limits, nothing else is
+			// planned there.
+			if in.LostAgents.Has(name) || sel.Conflicted(name) {
 				n.Frozen, n.Policy.Spares = true, nil
 			}
 			if len(n.GPUs) > 0 {

@@ -68,7 +68,8 @@ type Node struct {
 	// planner never changes them.
 	OtherSlices []*resourceapi.ResourceSlice
 	// Frozen: the node's agent is lost (it stopped renewing its heartbeat
-	// Lease), so nothing planned for the node would be carried out. The
+	// Lease), so nothing planned for the node would be carried out, or
+	// another MigLayout selects the node too, so it is left as it is. The
 	// planner serves no pod there (not even from free devices or a change
 	// in flight), changes none of its GPUs and keeps no spares on it; its
 	// GPUs changing still count toward Snapshot.GroupMaxGPUs, since an
@@ -176,8 +177,8 @@ const NoAutoNode = "no Auto-mode node: no node an Auto-mode MigLayout selects ha
 
 // WaitsForLostNode is the Result.Unservable reason of a pod that no Auto
 // node can serve now, but a Frozen one could (were its GPUs free): it is
-// planned once that node's agent is back.
-const WaitsForLostNode = "only Auto-mode nodes whose agent is lost (it stopped renewing its heartbeat Lease) could serve the pod; it is planned once an agent is back"
+// planned once that node's agent is back or its conflict is resolved.
+const WaitsForLostNode = "only Auto-mode nodes that cannot be changed now (their agent is lost: it stopped renewing its heartbeat Lease; or another MigLayout selects them too) could serve the pod; it is planned once one of them can be again"
 
 // WaitsForSharedClaim is the Result.Unservable reason of a pod that shares
 // claims with a pod the plan serves but does not have exactly that pod's
