@@ -209,11 +209,13 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 // Health judges the agent of node. reported says whether the agent has
 // ever reported the node's GPUs (NodeMigLayout status): an agent that
 // never did is not lost but not started yet, which the node's row says
-// already. lease is the node's Lease as the cache holds it, nil when it
-// has none. wasLost says whether the node was reported lost before (its
-// row in a MigLayout's status is Unknown).
+// already, unless it was lost before (its NodeMigLayout deleted and made
+// again meanwhile: only a renewed Lease brings it back). lease is the
+// node's Lease as the cache holds it, nil when it has none. wasLost says
+// whether the node was reported lost before (its row in a MigLayout's
+// status is Unknown).
 func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported, wasLost bool) AgentHealth {
-	if l == nil || !reported {
+	if l == nil || (!reported && !wasLost) {
 		return AgentHealth{}
 	}
 	name := agentLeaseNameText(node, lease)

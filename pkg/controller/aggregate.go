@@ -26,9 +26,10 @@ type NodeState struct {
 	Failed bool
 	// Reporting: the agent has reported the node's GPUs.
 	Reporting bool
-	// Lost: the agent reported once but has stopped renewing its heartbeat
-	// Lease (AgentHealth); the node is neither Ready nor Progressing, its
-	// row's phase is Unknown and its GPU rows are as last reported.
+	// Lost: the agent reported once (or was lost before its NodeMigLayout
+	// was made again) but has stopped renewing its heartbeat Lease
+	// (AgentHealth); the node is neither Ready nor Progressing, its row's
+	// phase is Unknown and its GPU rows are as last reported.
 	Lost bool
 	// LostMessage says why the agent counts as lost.
 	LostMessage string
@@ -62,12 +63,14 @@ const (
 // agent is what the agent's heartbeat Lease says (AgentLeases.Health).
 func EvaluateNode(node string, nml *v1alpha1.NodeMigLayout, problems []Problem, agent AgentHealth) NodeState {
 	st := evaluateReport(node, nml, problems)
-	if st.Reporting && agent.Lost {
+	// A node not reporting is judged lost only where it was before
+	// (AgentLeases.Health): its NodeMigLayout was made again meanwhile.
+	if agent.Lost {
 		st.Lost, st.LostMessage = true, agent.Message
 		st.Ready, st.Progressing, st.Changing = false, false, false
 		st.Row.Phase = v1alpha1.PhaseUnknown
 		msg := agent.Message
-		if st.Row.Message != "" {
+		if st.Reporting && st.Row.Message != "" {
 			msg += "; last reported: " + st.Row.Message
 		}
 		st.Row.Message = truncate(msg, maxRowMessage)

@@ -105,10 +105,11 @@ func TestEvaluateNode(t *testing.T) {
 				GPUs: []v1alpha1.GPURow{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Desired: "3g.40gb@0,3g.40gb@4", Actual: "7g.80gb@0", Phase: v1alpha1.PhaseDraining}},
 			}},
 		},
-		"an agent that never reported is not lost but not started": {
+		"a lost agent whose NodeMigLayout was made again stays lost": {
 			nml:   nodeMigLayout("n").build(),
 			agent: AgentHealth{Lost: true, Message: "no heartbeat"},
-			want:  NodeState{Row: v1alpha1.NodeRow{Node: "n", Phase: v1alpha1.PhasePending, Message: msgNoReport}},
+			want: NodeState{Lost: true, LostMessage: "no heartbeat",
+				Row: v1alpha1.NodeRow{Node: "n", Phase: v1alpha1.PhaseUnknown, Message: "no heartbeat"}},
 		},
 	}
 	for name, tc := range tests {
