@@ -150,7 +150,37 @@ func (m *NVMLManager) DestroyMIGDevice(ctx context.Context, gpuIndex int, d mig.
 	return nil
 }
 
+// changedMeanwhile is a stale handle met on the way to a GI's destroy (a
+// compute instance or MIG device listed, then gone: someone ran
+// nvidia-smi, or a handle went stale): the GPU instance may well be there
+// still, so it is no ErrNotFound (it does not unwrap); destroy reads the
+// GPU again.
+type changedMeanwhile struct{ err error }
+
+func (e changedMeanwhile) Error() string { return e.err.Error() }
+
+// maxDestroyReads bounds how often destroy reads the GPU again when it
+// keeps changing under it.
+const maxDestroyReads = 3
+
+// destroy destroys the CIs, then the GI, of device d. Only the GI's absence
+// (find) or a stale GI answers ErrNotFound; a compute instance or MIG
+// device gone between its listing and its read makes it read the GPU again,
+// up to maxDestroyReads times.
 func (m *NVMLManager) destroy(ctx context.Context, logger klog.Logger, idx int, d mig.Device) error {
+	var err error
+	for range maxDestroyReads {
+		err = m.destroyOnce(ctx, logger, idx, d)
+		var meanwhile changedMeanwhile
+		if !errors.As(err, &meanwhile) {
+			return err
+		}
+		logger.V(2).Info("The GPU instance's compute instances changed while it was being destroyed; reading the GPU again", "err", err)
+	}
+	return fmt.Errorf("the GPU instance's compute instances kept changing while it was destroyed: %w", err)
+}
+
+func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx int, d mig.Device) error {
 	s, err := m.walk(ctx, idx)
 	if err != nil {
 		return err
@@ -160,6 +190,9 @@ func (m *NVMLManager) destroy(ctx context.Context, logger klog.Logger, idx int, 
 		return err
 	}
 	procs, err := giProcesses(s.dev, g)
+	if errors.Is(err, ErrNotFound) {
+		return changedMeanwhile{fmt.Errorf("listing the processes of GI %d: %w", g.info.Id, err)}
+	}
 	if err != nil {
 		return err
 	}
@@ -195,12 +228,20 @@ func (m *NVMLManager) destroy(ctx context.Context, logger klog.Logger, idx int, 
 		}
 		cis, ret := g.handle.GetComputeInstances(&prof)
 		if err := staleErr("nvmlGpuInstanceGetComputeInstances", ret); err != nil {
-			return fmt.Errorf("listing compute instances of GI %d: %w", g.info.Id, err)
+			err = fmt.Errorf("listing compute instances of GI %d: %w", g.info.Id, err)
+			if errors.Is(err, ErrNotFound) {
+				return changedMeanwhile{err}
+			}
+			return err
 		}
 		for _, c := range cis {
 			info, ret := c.GetInfo()
 			if err := staleErr("nvmlComputeInstanceGetInfo", ret); err != nil {
-				return fmt.Errorf("reading a compute instance of GI %d: %w", g.info.Id, err)
+				err = fmt.Errorf("reading a compute instance of GI %d: %w", g.info.Id, err)
+				if errors.Is(err, ErrNotFound) {
+					return changedMeanwhile{err}
+				}
+				return err
 			}
 			logger.V(2).Info("Destroying compute instance", "giID", g.info.Id, "ciID", info.Id)
 			if err := staleErr("nvmlComputeInstanceDestroy", c.Destroy()); err != nil {

@@ -1,0 +1,118 @@
+package gpu_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+)
+
+// ciVanishes is the simulated NVML with one twist: once armed, the first
+// compute instance read (nvmlComputeInstanceGetInfo) finds its compute
+// instance destroyed by someone else just after it was listed (an
+// administrator's `nvidia-smi mig -dci`), so NVML answers
+// INVALID_ARGUMENT for the handle, as for any stale handle.
+type ciVanishes struct {
+	nvml.Interface
+	armed *bool
+}
+
+func (l ciVanishes) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	d, ret := l.Interface.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		return d, ret
+	}
+	return vanishDevice{Device: d, armed: l.armed}, ret
+}
+
+type vanishDevice struct {
+	nvml.Device
+	armed *bool
+}
+
+func (d vanishDevice) GetGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
+	gis, ret := d.Device.GetGpuInstances(info)
+	for i := range gis {
+		gis[i] = vanishGI{GpuInstance: gis[i], armed: d.armed}
+	}
+	return gis, ret
+}
+
+type vanishGI struct {
+	nvml.GpuInstance
+	armed *bool
+}
+
+func (g vanishGI) GetComputeInstances(info *nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, nvml.Return) {
+	cis, ret := g.GpuInstance.GetComputeInstances(info)
+	for i := range cis {
+		cis[i] = vanishCI{ComputeInstance: cis[i], armed: g.armed}
+	}
+	return cis, ret
+}
+
+type vanishCI struct {
+	nvml.ComputeInstance
+	armed *bool
+}
+
+func (c vanishCI) GetInfo() (nvml.ComputeInstanceInfo, nvml.Return) {
+	if *c.armed {
+		*c.armed = false
+		if ret := c.ComputeInstance.Destroy(); ret != nvml.SUCCESS {
+			panic(ret)
+		}
+	}
+	return c.ComputeInstance.GetInfo()
+}
+
+// TestDestroyWhenTheCIVanishesMidway: the compute instance of the device
+// being destroyed goes (destroyed by someone else) between the listing of
+// the GPU instance's compute instances and the read of it. The GPU
+// instance is still there, without a compute instance: the GPU
+// instance's destroy decides, as where the CI's own destroy answers
+// INVALID_ARGUMENT (TestDestroyStaleCIHandle). DestroyMIGDevice must not
+// report the device gone (ErrNotFound) and leave its GPU instance behind:
+// the agent takes ErrNotFound for "already destroyed" and goes on to
+// create over the GPU instance's memory slices.
+func TestDestroyWhenTheCIVanishesMidway(t *testing.T) {
+	ctx := t.Context()
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed := false
+	m, err := gpu.NewNVML(ciVanishes{Interface: sim, armed: &armed}, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	enableMIG(t, ctx, sim, m, 0)
+	d := mig.Device{Profile: "3g.40gb", Start: 0}
+	if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
+		t.Fatal(err)
+	}
+
+	armed = true
+	err = m.DestroyMIGDevice(ctx, 0, d)
+	if armed {
+		t.Fatal("the compute instance was never read: the test did not bite")
+	}
+	left := simLayout(sim, 0)
+	if errors.Is(err, gpu.ErrNotFound) && left.Contains(d) {
+		t.Errorf("DestroyMIGDevice = %v (ErrNotFound: gone), but GPU instance %s is still there (layout %q)", err, d, left)
+	}
+	if err == nil && left.Contains(d) {
+		t.Errorf("DestroyMIGDevice succeeded, but GPU instance %s is still there", d)
+	}
+	if err != nil && !errors.Is(err, gpu.ErrNotFound) {
+		t.Logf("DestroyMIGDevice = %v", err)
+	}
+	if len(left) != 0 {
+		t.Errorf("simulator still has %s after the destroy; want the GPU instance destroyed (its CI is gone)", left)
+	}
+}
