@@ -420,6 +420,9 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
 				Message: fmt.Sprintf("MIG mode enabled but pending until GPU %d is reset (a process holds it)", p.index)}
 		}
+		if res, refused := r.refusedOnceEnabled(ctx, p); refused {
+			return res
+		}
 	}
 	entry.Step = StepDestroying
 	for _, d := range p.plan.Destroy {
@@ -459,6 +462,34 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	}
 	logger.Info("Repartitioned GPU", "layout", p.desired.String(), "destroyed", p.plan.Destroy.String(), "created", joinDevices(p.plan.Create))
 	return GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
+}
+
+// refusedOnceEnabled checks the devices to create against the GPU's NVML
+// profile table once MIG mode is on, where it could not be read before (MIG
+// mode never on since the agent started): a device NVML would refuse turns
+// MIG mode off again, as the GPU was, and the GPU is InvalidLayout, instead
+// of failing a create on a GPU left in MIG mode without devices.
+func (r *Repartitioner) refusedOnceEnabled(ctx context.Context, p *gpuPlan) (GPUResult, bool) {
+	gpus, err := r.GPUs.GPUs(ctx)
+	if err != nil {
+		return GPUResult{}, false // the creates tell
+	}
+	i := slices.IndexFunc(gpus, func(g gpu.GPU) bool { return g.Index == p.index })
+	if i < 0 {
+		return GPUResult{}, false
+	}
+	refusal := nvmlRefuses(gpus[i], p.plan.Create)
+	if refusal == nil {
+		return GPUResult{}, false
+	}
+	msg := refusal.Error() + "; MIG mode is turned off again"
+	if mode, err := r.GPUs.SetMIGMode(ctx, p.index, false); err != nil {
+		msg = fmt.Sprintf("%s; turning MIG mode off again failed, the GPU is left in MIG mode without devices: %v", refusal, err)
+	} else if mode.Current {
+		msg = refusal.Error() + fmt.Sprintf("; MIG mode off is pending until GPU %d is reset", p.index)
+	}
+	klog.FromContext(ctx).Info("NVML refuses the layout; MIG mode was turned on for it", "gpu", p.index, "err", refusal)
+	return GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout, Message: msg}, true
 }
 
 // rollbackOrphans destroys GPU instances that have no full-size compute

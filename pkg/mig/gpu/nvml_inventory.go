@@ -107,12 +107,28 @@ func (m *NVMLManager) gpu(ctx context.Context, idx int, dev nvml.Device) (GPU, e
 	if g.Minor, ret = dev.GetMinorNumber(); ret != nvml.SUCCESS {
 		return g, nvmlErr("nvmlDeviceGetMinorNumber", ret)
 	}
-	if g.MIGMode.Current && g.Model != nil {
-		t := m.profileTable(ctx, dev, g, memBytes)
-		g.ProfileValues, g.CatalogMismatches = t.values, t.mismatches
-		g.NVMLPlacements, g.NVMLProfileIDs = t.placements, t.ids
+	if g.Model != nil {
+		// Read with MIG mode on; with it off, the table read before (it
+		// is the driver's, fixed while it is loaded), so that a layout
+		// NVML refuses is refused before MIG mode is turned on for it.
+		t, ok := m.cachedProfileTable(g.UUID)
+		if g.MIGMode.Current {
+			t, ok = m.profileTable(ctx, dev, g, memBytes), true
+		}
+		if ok {
+			g.ProfileValues, g.CatalogMismatches = t.values, t.mismatches
+			g.NVMLPlacements, g.NVMLProfileIDs = t.placements, t.ids
+		}
 	}
 	return g, nil
+}
+
+// cachedProfileTable is the GPU's profile table if it was read before.
+func (m *NVMLManager) cachedProfileTable(uuid string) (profileTable, bool) {
+	m.profilesMu.Lock()
+	defer m.profilesMu.Unlock()
+	t, ok := m.profiles[uuid]
+	return t, ok
 }
 
 // profileTable is what a GPU's NVML says of its profiles otherwise than the

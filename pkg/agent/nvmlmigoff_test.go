@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// TestRefusesWhatNVMLDoesNotOfferOnAGPUWithMIGOff: the driver offers 3g.40gb
+// only at 4+4. The agent has read that table already (the GPU was in MIG
+// mode earlier in this process: the table is fixed while the driver is
+// loaded), then the spec took the GPU back to a whole GPU. A spec asking
+// again for MIG with 3g.40gb@0 is refused as InvalidLayout before anything
+// is touched: the whole-GPU device is not drained, MIG mode is not turned
+// on, and the GPU stays a whole GPU, as on a GPU whose MIG mode is on.
+func TestRefusesWhatNVMLDoesNotOfferOnAGPUWithMIGOff(t *testing.T) {
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, _ := a100.Profile("3g.40gb")
+	rightOnly := *three
+	rightOnly.Placements = []mig.Placement{{Start: 4, Size: 4}}
+	g := newA100RigWith(t, rightOnly)
+	ctx := t.Context()
+
+	// MIG on: the agent reads NVML's profile table and reports it.
+	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "4g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil || res.Results[0].Phase != v1alpha1.PhaseReady {
+		t.Fatalf("first pass: %+v, %v", res.Results[0], err)
+	}
+	if _, ok := res.GPUs[0].GPU.NVMLPlacements["3g.40gb"]; !ok {
+		t.Fatalf("NVML's 3g.40gb placements not read with MIG on: %+v", res.GPUs[0].GPU.NVMLPlacements)
+	}
+	// Back to a whole GPU.
+	res, err = g.r.Sync(ctx, []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: false}}, nil)
+	if err != nil || res.Results[0].Phase != v1alpha1.PhaseReady {
+		t.Fatalf("MIG off pass: %+v, %v", res.Results[0], err)
+	}
+	pubs := len(g.inv.pubs)
+
+	res, err = g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[0]; r.Phase != v1alpha1.PhaseFailed || r.Reason != v1alpha1.ReasonInvalidLayout || !strings.Contains(r.Message, "NVML offers 3g.40gb at 4+4 only") {
+		t.Errorf("result %+v, want Failed/InvalidLayout saying NVML offers 3g.40gb at 4+4 only", r)
+	}
+	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent || st.MIGPending {
+		t.Errorf("MIG mode current %t pending %t: the GPU was switched to MIG mode for a layout NVML refuses", st.MIGCurrent, st.MIGPending)
+	}
+	for _, pub := range g.inv.pubs[pubs:] {
+		if len(pub.draining) > 0 {
+			t.Errorf("drained %v for a layout NVML refuses", pub.draining)
+		}
+	}
+	if last := g.inv.last(); len(last.devices) != 1 || last.devices[0] != "gpu-0" {
+		t.Errorf("published %v, want the whole GPU still published", last.devices)
+	}
+}
+
+// TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain: the agent has never
+// seen the GPU in MIG mode, so NVML's profile table (3g.40gb at 4+4 only)
+// is read only once MIG mode is on for a layout with 3g.40gb@0. Nothing is
+// created: MIG mode goes off again, the whole GPU is published again, and
+// the GPU is InvalidLayout saying what NVML offers; the next pass refuses
+// the layout without touching the GPU.
+func TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain(t *testing.T) {
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, _ := a100.Profile("3g.40gb")
+	rightOnly := *three
+	rightOnly.Placements = []mig.Placement{{Start: 4, Size: 4}}
+	g := newA100RigWith(t, rightOnly)
+	ctx := t.Context()
+	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent {
+		t.Fatal("the rig's GPU starts in MIG mode: the test does not bite")
+	}
+
+	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[0]; r.Phase != v1alpha1.PhaseFailed || r.Reason != v1alpha1.ReasonInvalidLayout ||
+		!strings.Contains(r.Message, "NVML offers 3g.40gb at 4+4 only") || !strings.Contains(r.Message, "MIG mode is turned off again") {
+		t.Errorf("result %+v, want Failed/InvalidLayout saying NVML offers 3g.40gb at 4+4 only and MIG mode is off again", r)
+	}
+	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent || st.MIGPending || len(st.GPUInstances) != 0 {
+		t.Errorf("GPU left with MIG current %t pending %t, GPU instances %v; want MIG off as before", st.MIGCurrent, st.MIGPending, st.GPUInstances)
+	}
+	if last := g.inv.last(); len(last.devices) != 1 || last.devices[0] != "gpu-0" {
+		t.Errorf("published %v, want the whole GPU again", last.devices)
+	}
+
+	pubs := len(g.inv.pubs)
+	res, err = g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[0]; r.Reason != v1alpha1.ReasonInvalidLayout {
+		t.Errorf("second pass: %+v, want InvalidLayout at once", r)
+	}
+	for _, pub := range g.inv.pubs[pubs:] {
+		if len(pub.draining) > 0 {
+			t.Errorf("second pass drained %v for a layout NVML refuses", pub.draining)
+		}
+	}
+}
