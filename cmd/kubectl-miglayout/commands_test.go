@@ -844,7 +844,7 @@ spec:
 	for _, l := range strings.Split(out, "\n") {
 		if strings.Contains(l, "reset:") {
 			resets++
-			if !strings.Contains(l, "A100-SXM4-80GB needs a GPU reset") || !strings.Contains(l, "ResetRequired") {
+			if !strings.Contains(l, "A100-SXM4-80GB changes MIG mode through a GPU reset") || !strings.Contains(l, "ResetRequired") {
 				t.Errorf("reset line %q", l)
 			}
 		}

@@ -405,11 +405,11 @@ func (st *planState) change(cat *mig.Catalog, node string, g v1alpha1.GPUStatus,
 	switch {
 	case g.MIGEnabled != g.MIGPending && g.MIGPending == d.MIGEnabled:
 		// As the agent: the change asked for is pending already.
-		ch.reset = fmt.Sprintf("the MIG mode change to %s is pending: the GPU stays ResetRequired until %s", onOff(d.MIGEnabled), resetHow)
+		ch.reset = fmt.Sprintf("the MIG mode change to %s is pending: the GPU stays ResetRequired until nothing uses it (the agent then sets the mode again) or %s", onOff(d.MIGEnabled), resetHow)
 	case g.MIGEnabled != g.MIGPending:
 		ch.reset = fmt.Sprintf("cancels the pending MIG mode change to %s (the next reset would apply it)", onOff(g.MIGPending))
 	case g.MIGEnabled != d.MIGEnabled && model != nil && model.MIGModeNeedsReset:
-		ch.reset = fmt.Sprintf("%s needs a GPU reset to change MIG mode; the GPU stays ResetRequired until %s", model.Name, resetHow)
+		ch.reset = fmt.Sprintf("%s changes MIG mode through a GPU reset, which a process on the GPU prevents; the GPU then stays ResetRequired until nothing uses it (the agent then sets the mode again) or %s", model.Name, resetHow)
 	}
 	for _, x := range plan.Create {
 		ch.created = append(ch.created, x.String())

@@ -302,13 +302,14 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 		return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonUnknownGPU, Message: fmt.Sprintf("GPU %d: product %q is not in the MIG catalog; layouts cannot be validated", idx, g.GPU.ProductName)}
 	}
 	p := &gpuPlan{index: idx, state: g, model: g.GPU.Model, spec: spec}
-	if g.GPU.MIGMode.Current != g.GPU.MIGMode.Pending && g.GPU.MIGMode.Pending == spec.MIGEnabled {
-		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
-			Message: fmt.Sprintf("MIG mode change to %v is pending until GPU %d is reset (stop its processes and run nvidia-smi -r -i %d)", spec.MIGEnabled, idx, idx)}
-	}
+	// A mode change the spec asks for is pending (an Ampere GPU was in use
+	// when it was set): it is set again once nothing uses the devices it
+	// removes, as nvml.h asks ("idle the device and retry setting the
+	// mode"); until then the GPU waits for that or a reset.
+	pendingAsked := g.GPU.MIGMode.Current != g.GPU.MIGMode.Pending && g.GPU.MIGMode.Pending == spec.MIGEnabled
 	// A mode change is pending that the spec no longer asks for (it was
 	// reverted before a reset): cancel it, or the next reset applies it.
-	p.cancelPending = g.GPU.MIGMode.Current != g.GPU.MIGMode.Pending
+	p.cancelPending = g.GPU.MIGMode.Current != g.GPU.MIGMode.Pending && !pendingAsked
 	actual := layoutOf(g)
 	if spec.MIGEnabled {
 		desired, err := mig.ParseLayout(spec.Layout)
@@ -341,6 +342,11 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 	}
 	if p.plan.Empty() && !p.enableMIG && !p.disableMIG && !p.cancelPending {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
+	}
+	if busy := inUse.Intersection(sets.New(p.drain...)); busy.Len() > 0 && pendingAsked {
+		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
+			Message: fmt.Sprintf("MIG mode change to %v is pending until GPU %d is reset or idle: in use %s; it is set again once nothing uses them (or stop its processes and run nvidia-smi -r -i %d)",
+				spec.MIGEnabled, idx, strings.Join(sets.List(busy), ", "), idx)}
 	}
 	if busy := inUse.Intersection(sets.New(p.drain...)); busy.Len() > 0 {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,

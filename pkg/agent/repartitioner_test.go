@@ -557,10 +557,10 @@ func TestSyncBlocksMIGEnableUnderProcess(t *testing.T) {
 }
 
 // TestSyncCancelsRevertedMIGMode: on an Ampere GPU a MIG enable set while a
-// process runs stays pending until a reset; while the spec asks for it the GPU
-// is Blocked with ResetRequired, and when the spec goes back to MIG off before
-// the reset, the pending change is cancelled, so a later reset does not turn
-// MIG on behind the spec's back.
+// process runs stays pending until a reset; while the spec asks for it and
+// the process runs the GPU is Blocked with ResetRequired, and when the spec
+// goes back to MIG off before the reset, the pending change is cancelled, so
+// a later reset does not turn MIG on behind the spec's back.
 func TestSyncCancelsRevertedMIGMode(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	ctx := context.Background()
@@ -570,9 +570,6 @@ func TestSyncCancelsRevertedMIGMode(t *testing.T) {
 	}
 	if mode, err := g.mgr.SetMIGMode(ctx, 0, true); err != nil || mode.Current || !mode.Pending {
 		t.Fatalf("enabling MIG under a process: mode %+v, err %v; want an enable pending", mode, err)
-	}
-	if err := g.sim.StopProcess(pid); err != nil {
-		t.Fatal(err)
 	}
 	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
 	if err != nil {
@@ -590,6 +587,46 @@ func TestSyncCancelsRevertedMIGMode(t *testing.T) {
 	}
 	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent || st.MIGPending {
 		t.Errorf("MIG mode current %t pending %t, want both off", st.MIGCurrent, st.MIGPending)
+	}
+	if err := g.sim.StopProcess(pid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSyncSetsPendingMIGModeAgainOnceIdle: an Ampere GPU's MIG enable set
+// while a process ran is pending; once the process is gone the agent sets
+// the mode again (nvml.h: "idle the device and retry setting the mode"),
+// which activates it without a reset, and goes on to the layout.
+func TestSyncSetsPendingMIGModeAgainOnceIdle(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	ctx := context.Background()
+	pid, err := g.sim.StartProcess(g.sim.Snapshot().GPUs[0].UUID, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode, err := g.mgr.SetMIGMode(ctx, 0, true); err != nil || mode.Current || !mode.Pending {
+		t.Fatalf("enabling MIG under a process: mode %+v, err %v; want an enable pending", mode, err)
+	}
+	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonResetRequired || !strings.Contains(got.Message, "set again once nothing uses") {
+		t.Fatalf("enable pending under a process: %+v, want Blocked/ResetRequired saying it is set again once idle", got)
+	}
+	if err := g.sim.StopProcess(pid); err != nil {
+		t.Fatal(err)
+	}
+	res, err = g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
+		t.Errorf("once idle: %+v, want Ready", got)
+	}
+	st := g.sim.Snapshot().GPUs[0]
+	if !st.MIGCurrent || st.MIGPending != st.MIGCurrent || len(st.GPUInstances) != 1 {
+		t.Errorf("MIG current %t pending %t, GPU instances %v; want MIG on with 7g.80gb@0", st.MIGCurrent, st.MIGPending, st.GPUInstances)
 	}
 }
 

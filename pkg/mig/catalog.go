@@ -95,9 +95,11 @@ type Model struct {
 	MemorySlices  int `json:"memorySlices"`
 	ComputeSlices int `json:"computeSlices"`
 	MaxInstances  int `json:"maxInstances"`
-	// MIGModeNeedsReset is true where enabling or disabling MIG mode stays
-	// pending until a GPU reset (Ampere); Hopper and newer apply it at once
-	// when no process holds the GPU.
+	// MIGModeNeedsReset is true where enabling or disabling MIG mode resets
+	// the GPU (Ampere): set while a process holds the GPU, the change stays
+	// pending until a reset or until it is set again with the GPU idle
+	// (nvml.h, nvmlDeviceSetMigMode); Hopper and newer refuse the change
+	// while a process holds the GPU and apply it at once otherwise.
 	MIGModeNeedsReset bool `json:"migModeNeedsReset"`
 	// Source names the document section the numbers come from.
 	Source string `json:"source"`
