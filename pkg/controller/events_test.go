@@ -33,6 +33,10 @@ func TestTransitions(t *testing.T) {
 		"node seen for the first time ready: nothing was repartitioned": {
 			obs: Observation{Nodes: []NodeState{ready}},
 		},
+		"node ready once its conflict ends: nothing was repartitioned": {
+			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{UnmanagedNode("a", conflictMsg, true).Row}},
+			obs:  Observation{Nodes: []NodeState{ready}},
+		},
 		"node stays ready": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{ready.Row}},
 			obs:  Observation{Nodes: []NodeState{ready}},
