@@ -280,7 +280,8 @@ type GPURow struct {
 	// +optional
 	Product string `json:"product,omitempty"`
 	// Desired and Actual are layouts in canonical text form (empty, and so
-	// left out = MIG on, no device; "-" = MIG off).
+	// left out = MIG on, no device; "-" = MIG off; Actual "?" = not known:
+	// NVML cannot read the GPU).
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	Desired string `json:"desired,omitempty"`

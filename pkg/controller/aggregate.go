@@ -119,7 +119,7 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 		}
 		if ok {
 			row.Product = g.Product
-			row.Actual = layoutText(g.MIGEnabled, g.Layout)
+			row.Actual = actualText(g)
 		}
 		st.Row.GPUs = append(st.Row.GPUs, row)
 	}
@@ -134,13 +134,13 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 			continue
 		}
 		st.Stuck = append(st.Stuck, StuckGPU{GPU: g.Index, Phase: g.Phase, Reason: g.Reason, Message: g.Message})
-		st.Row.GPUs = append(st.Row.GPUs, v1alpha1.GPURow{Index: g.Index, Product: g.Product, Phase: g.Phase})
+		st.Row.GPUs = append(st.Row.GPUs, v1alpha1.GPURow{Index: g.Index, Product: g.Product, Actual: actualText(g), Phase: g.Phase})
 		issues = append(issues, gpuIssue(g))
 	}
 	for _, p := range problems {
 		row := v1alpha1.GPURow{Index: p.GPU, Product: p.Product, Phase: v1alpha1.PhaseFailed}
 		if g, ok := reported[p.GPU]; ok {
-			row.Actual = layoutText(g.MIGEnabled, g.Layout)
+			row.Actual = actualText(g)
 		}
 		st.Row.GPUs = append(st.Row.GPUs, row)
 		issues = append(issues, fmt.Sprintf("%s: %s", p.Reason, p.Message))
@@ -197,6 +197,19 @@ func gpuIssue(g v1alpha1.GPUStatus) string {
 		s += ": " + g.Message
 	}
 	return s
+}
+
+// layoutUnknown is a GPU row's Actual where NVML cannot read the GPU.
+const layoutUnknown = "?"
+
+// actualText is a GPU's reported layout as status rows show it: "?" where
+// NVML cannot read the GPU (the agent reports MIG off there, which it may
+// not be).
+func actualText(g v1alpha1.GPUStatus) string {
+	if g.Reason == v1alpha1.ReasonGPUUnreadable {
+		return layoutUnknown
+	}
+	return layoutText(g.MIGEnabled, g.Layout)
 }
 
 // layoutText is a layout as status rows show it: "-" for MIG off.
