@@ -302,14 +302,15 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 	}
 	// holds reports whether c is to be written on nml: only while nml is
 	// still as the plan read it (the same Auto MigLayout controls it, and
-	// the GPU's spec is the one read: another plan's change or a Static
-	// MigLayout that took the node over since is not overwritten); a change
-	// then always, a cancel while nml still shows the blocked change it
-	// cancels.
+	// its spec is the one read: another plan's change, on this GPU or
+	// another one the plan counted as not changing, or a Static MigLayout
+	// that took the node over since is not overwritten, and the limits on
+	// GPUs changing at once hold); a change then always, a cancel while nml
+	// still shows the blocked change it cancels.
 	holds := func(nml *v1alpha1.NodeMigLayout, c planner.Change) bool {
 		before := read[c.Node]
 		if before == nil || !sameController(before, nml) || !a.stillAuto(ctx, nml) ||
-			!equality.Semantic.DeepEqual(gpuSpec(before, c.GPU), gpuSpec(nml, c.GPU)) {
+			!equality.Semantic.DeepEqual(before.Spec, nml.Spec) {
 			return false
 		}
 		for _, x := range cancels {
@@ -378,16 +379,6 @@ func (a *AutoPlanner) stillAuto(ctx context.Context, nml *v1alpha1.NodeMigLayout
 		return false
 	}
 	return ml.UID == ref.UID && ml.Spec.Mode == v1alpha1.ModeAuto && ml.DeletionTimestamp == nil
-}
-
-// gpuSpec is the spec of GPU index in nml, nil where it has none.
-func gpuSpec(nml *v1alpha1.NodeMigLayout, index int) *v1alpha1.GPUSpec {
-	for i := range nml.Spec.GPUs {
-		if nml.Spec.GPUs[i].Index == int32(index) {
-			return &nml.Spec.GPUs[i]
-		}
-	}
-	return nil
 }
 
 // podEvent is the last event a pending pod heard from the planner.

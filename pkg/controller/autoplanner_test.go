@@ -515,9 +515,11 @@ func TestGPUAttributes(t *testing.T) {
 // TestApplyCancel: a cancel is written only while the NodeMigLayout still shows the
 // blocked change it cancels (the agent may have applied the change, or reported it
 // otherwise, since the snapshot was read); a planned change is written while the
-// node is as the plan read it: the same Auto MigLayout controls it and the GPU's
-// spec is unchanged (a Static MigLayout that took the node over, or switched from
-// Auto, is not overwritten).
+// node is as the plan read it: the same Auto MigLayout controls it and its spec
+// is unchanged (a Static MigLayout that took the node over, or switched from
+// Auto, is not overwritten; a GPU another plan changed since counts toward the
+// node's limit on GPUs changing at once, which this plan did not see, so
+// nothing of it is written there: the next pass plans again).
 func TestApplyCancel(t *testing.T) {
 	auto := migLayout("auto").selects("pool", "a").build()
 	auto.UID, auto.Spec.Mode = "uid-auto", v1alpha1.ModeAuto
@@ -545,8 +547,8 @@ func TestApplyCancel(t *testing.T) {
 	}{
 		"still blocked: cancelled":                    {blocked(&auto, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), &auto, []string{"1g.10gb@0", "3g.40gb@4"}},
 		"the agent is no longer blocked: left alone":  {blocked(&auto, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseDraining), &auto, []string{"7g.80gb@0", "3g.40gb@4"}},
-		"another layout is asked for now: left alone": {blocked(&auto, "4g.40gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), &auto, []string{"4g.40gb@0", "3g.40gb@4"}},
-		"GPU 1's spec changed since the plan read it": {blocked(&auto, "7g.80gb@0", "2g.20gb@0", v1alpha1.PhaseBlocked), &auto, []string{"1g.10gb@0", "2g.20gb@0"}},
+		"another layout is asked for now: left alone": {blocked(&auto, "4g.40gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), &auto, []string{"4g.40gb@0", "7g.80gb@0"}},
+		"GPU 1's spec changed since the plan read it": {blocked(&auto, "7g.80gb@0", "2g.20gb@0", v1alpha1.PhaseBlocked), &auto, []string{"7g.80gb@0", "2g.20gb@0"}},
 		"a Static MigLayout took the node over":       {blocked(static, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), &auto, []string{"7g.80gb@0", "7g.80gb@0"}},
 		"the MigLayout switched to Static":            {blocked(&auto, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), switched, []string{"7g.80gb@0", "7g.80gb@0"}},
 	}
