@@ -16,14 +16,7 @@ import (
 // is touched: the whole-GPU device is not drained, MIG mode is not turned
 // on, and the GPU stays a whole GPU, as on a GPU whose MIG mode is on.
 func TestRefusesWhatNVMLDoesNotOfferOnAGPUWithMIGOff(t *testing.T) {
-	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	three, _ := a100.Profile("3g.40gb")
-	rightOnly := *three
-	rightOnly.Placements = []mig.Placement{{Start: 4, Size: 4}}
-	g := newA100RigWith(t, rightOnly)
+	g := rightHalfOnlyRig(t)
 	ctx := t.Context()
 
 	// MIG on: the agent reads NVML's profile table and reports it.
@@ -68,14 +61,7 @@ func TestRefusesWhatNVMLDoesNotOfferOnAGPUWithMIGOff(t *testing.T) {
 // the GPU is InvalidLayout saying what NVML offers; the next pass refuses
 // the layout without touching the GPU.
 func TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain(t *testing.T) {
-	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	three, _ := a100.Profile("3g.40gb")
-	rightOnly := *three
-	rightOnly.Placements = []mig.Placement{{Start: 4, Size: 4}}
-	g := newA100RigWith(t, rightOnly)
+	g := rightHalfOnlyRig(t)
 	ctx := t.Context()
 	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent {
 		t.Fatal("the rig's GPU starts in MIG mode: the test does not bite")
@@ -109,4 +95,21 @@ func TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain(t *testing.T) {
 			t.Errorf("second pass drained %v for a layout NVML refuses", pub.draining)
 		}
 	}
+}
+
+// rightHalfOnlyRig is a rig over an A100 whose driver offers 3g.40gb at
+// memory slices 4+4 only (the catalog also has 0+4).
+func rightHalfOnlyRig(t *testing.T) *rig {
+	t.Helper()
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, err := a100.Profile("3g.40gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rightOnly := *three
+	rightOnly.Placements = []mig.Placement{{Start: 4, Size: 4}}
+	return newA100RigWith(t, rightOnly)
 }

@@ -343,12 +343,13 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 	if p.plan.Empty() && !p.enableMIG && !p.disableMIG && !p.cancelPending {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
 	}
-	if busy := inUse.Intersection(sets.New(p.drain...)); busy.Len() > 0 && pendingAsked {
+	busy := inUse.Intersection(sets.New(p.drain...))
+	if busy.Len() > 0 && pendingAsked {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
 			Message: fmt.Sprintf("MIG mode change to %v is pending until GPU %d is reset or idle: in use %s; it is set again once nothing uses them (or stop its processes and run nvidia-smi -r -i %d)",
 				spec.MIGEnabled, idx, strings.Join(sets.List(busy), ", "), idx)}
 	}
-	if busy := inUse.Intersection(sets.New(p.drain...)); busy.Len() > 0 {
+	if busy.Len() > 0 {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
 			Message: fmt.Sprintf("in use, not destroyed: %s (allocated, prepared or running a process); waiting for it to be released", strings.Join(sets.List(busy), ", "))}
 	}
