@@ -87,6 +87,19 @@ type GPUSpec struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Reason string `json:"reason,omitempty"`
+	// ServedPods names the pending pods (namespace/name) an Auto plan made
+	// this layout for; empty for Static layouts and for spare devices.
+	// While the change is in flight the planner gives each of them, still
+	// pending, the devices it brings before planning any other pod, so
+	// that no second GPU is changed for one pod; and once none of them
+	// waits for the new devices (deleted, or scheduled elsewhere) before
+	// anything is destroyed, the change is cancelled. A plan serving more
+	// pods than MaxItems lists the first ones.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=317
+	// +listType=atomic
+	// +optional
+	ServedPods []string `json:"servedPods,omitempty"`
 }
 
 // NodeMigLayoutStatus is what the node agent observed and did.

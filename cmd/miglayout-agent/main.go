@@ -221,6 +221,7 @@ func run(ctx context.Context, o options) error {
 		SettlePeriod: o.settle,
 		Metrics:      metricsSet,
 		Driver:       o.driverName,
+		Reread:       agent.LiveSpecs(mgr.GetAPIReader(), o.nodeName),
 	}
 	rec.Repartitioner = rep
 	if err := rec.SetupWithManager(mgr); err != nil {

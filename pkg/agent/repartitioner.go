@@ -37,6 +37,15 @@ type Repartitioner struct {
 	Metrics *Metrics
 	// Driver is the DRA driver name the node's devices are published under.
 	Driver string
+	// Reread, when set, reads the node's desired GPU specs again once a
+	// drain's settle period is over (the agent: live from the API
+	// server). A GPU whose spec changed meanwhile (an Auto plan cancelled
+	// its change before anything was destroyed: the pods it was for are
+	// gone) is not repartitioned in this pass, and its drained devices are
+	// published untainted again; the pass the spec change starts works
+	// from the new spec. An error is logged and the pass goes on with the
+	// specs it was given.
+	Reread func(ctx context.Context) ([]v1alpha1.GPUSpec, error)
 }
 
 func (r *Repartitioner) driver() string { return r.Driver }
@@ -189,8 +198,19 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		if err != nil {
 			return nil, err
 		}
+		changed := r.specsChanged(ctx, work)
 		kept := work[:0]
 		for _, p := range work {
+			if changed.Has(p.index) {
+				logger.Info("Desired layout changed while draining; not repartitioning", "gpu", p.index, "layout", p.desired.String())
+				res.Results[p.index] = GPUResult{Phase: v1alpha1.PhasePending, Reason: "Pending",
+					Message: fmt.Sprintf("the desired layout changed while draining; %s not applied", p.desired.String())}
+				res.Retry = true
+				if err := r.Journal.Clear(p.index); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			if busy := live.Intersection(sets.New(p.drain...)); busy.Len() > 0 {
 				logger.Info("Device got allocated while draining; keeping it", "gpu", p.index, "devices", sets.List(busy))
 				res.Results[p.index] = GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
@@ -784,4 +804,26 @@ func joinDevices(l mig.Layout) string {
 		s[i] = d.String()
 	}
 	return strings.Join(slices.Clip(s), ",")
+}
+
+// specsChanged reads the desired specs again (Reread) and returns the
+// indexes of the GPUs of work whose spec is no longer the one the pass
+// works from (changed or gone).
+func (r *Repartitioner) specsChanged(ctx context.Context, work []*gpuPlan) sets.Set[int] {
+	out := sets.New[int]()
+	if r.Reread == nil {
+		return out
+	}
+	now, err := r.Reread(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Reading the desired layouts again after the settle period; going on with those read before")
+		return out
+	}
+	for _, p := range work {
+		i := slices.IndexFunc(now, func(s v1alpha1.GPUSpec) bool { return s.Index == p.spec.Index })
+		if i < 0 || now[i].MIGEnabled != p.spec.MIGEnabled || now[i].Layout != p.spec.Layout {
+			out.Insert(p.index)
+		}
+	}
+	return out
 }

@@ -193,9 +193,11 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	if wait > 0 {
 		return ctrl.Result{RequeueAfter: sooner(wait, due)}, nil
 	}
-	// Changes to cancel (BlockedChanges) run the planner too.
+	// Changes to cancel (BlockedChanges) run the planner too, and so do
+	// changes in flight that may no longer be needed (UnneededChanges).
 	cancels := BlockedChanges(in, snap)
-	if len(snap.Pending) == 0 && !wantsSpares(snap) && len(cancels) == 0 {
+	unneeded := unneededCandidates(in, snap)
+	if len(snap.Pending) == 0 && !wantsSpares(snap) && len(cancels) == 0 && len(unneeded) == 0 {
 		if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil)); err != nil {
 			a.forget()
 			return ctrl.Result{}, err
@@ -209,6 +211,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		a.forget()
 		return ctrl.Result{}, fmt.Errorf("planning Auto layouts: %w", err)
 	}
+	cancels = append(cancels, UnneededChanges(in, unneeded, res)...)
 	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "cancelled", len(cancels), "served", len(res.Served), "kept", len(res.Kept), "unservable", len(res.Unservable))
 	if err := a.apply(ctx, in.NodeMigLayouts, res.Changes, cancels); err != nil {
 		a.forget()
@@ -291,9 +294,9 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 	return in, nil
 }
 
-// apply writes each change, and each cancel (BlockedChanges) that still
-// holds on the NodeMigLayout as read for the write, into its node's
-// NodeMigLayout spec.
+// apply writes each change, and each cancel (BlockedChanges,
+// UnneededChanges) that still holds on the NodeMigLayout as read for the
+// write, into its node's NodeMigLayout spec.
 func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change) error {
 	logger := klog.FromContext(ctx)
 	byNode := map[string][]planner.Change{}
@@ -306,7 +309,8 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 	// another one the plan counted as not changing, or a Static MigLayout
 	// that took the node over since is not overwritten, and the limits on
 	// GPUs changing at once hold); a change then always, a cancel while nml
-	// still shows the blocked change it cancels.
+	// still shows the change it cancels blocked or undestroyed
+	// (stillCancels).
 	holds := func(nml *v1alpha1.NodeMigLayout, c planner.Change) bool {
 		before := read[c.Node]
 		if before == nil || !sameController(before, nml) || !a.stillAuto(ctx, nml) ||
@@ -315,8 +319,7 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 		}
 		for _, x := range cancels {
 			if x.Node == c.Node && x.GPU == c.GPU {
-				now, ok := cancelOf(nml, c.GPU)
-				return ok && now.From.Equal(x.From) && now.To.Equal(x.To)
+				return stillCancels(nml, x)
 			}
 		}
 		return true
@@ -335,7 +338,8 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 					continue
 				}
 				written = append(written, c)
-				spec := v1alpha1.GPUSpec{Index: int32(c.GPU), MIGEnabled: true, Layout: c.To.String(), Reason: truncate(c.Reason, 1024)}
+				spec := v1alpha1.GPUSpec{Index: int32(c.GPU), MIGEnabled: true, Layout: c.To.String(), Reason: truncate(c.Reason, 1024),
+					ServedPods: slices.Clone(c.Serves[:min(len(c.Serves), maxServedPods)])}
 				i := slices.IndexFunc(next.Spec.GPUs, func(g v1alpha1.GPUSpec) bool { return g.Index == spec.Index })
 				if i < 0 {
 					next.Spec.GPUs = append(next.Spec.GPUs, spec)
@@ -361,6 +365,9 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 	}
 	return nil
 }
+
+// maxServedPods is the MaxItems of GPUSpec.ServedPods.
+const maxServedPods = 32
 
 // sameController reports whether a and b have the same controller (by UID).
 func sameController(a, b *v1alpha1.NodeMigLayout) bool {

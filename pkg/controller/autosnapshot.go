@@ -373,6 +373,8 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 						}
 					}
 					g.Pinned = inUse.Canonical()
+					// The pods the change is for keep its devices.
+					g.Serves = spec.ServedPods
 				}
 			}
 		}

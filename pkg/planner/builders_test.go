@@ -59,6 +59,14 @@ func (b *nodeB) brand(v string) *nodeB { b.n.GPUs[len(b.n.GPUs)-1].Info.Brand = 
 
 func (b *nodeB) changing() *nodeB { b.n.GPUs[len(b.n.GPUs)-1].Changing = true; return b }
 
+// changingFor marks the last GPU's change in flight as made for pods
+// (namespace/name, GPU.Serves).
+func (b *nodeB) changingFor(pods ...string) *nodeB {
+	g := &b.n.GPUs[len(b.n.GPUs)-1]
+	g.Changing, g.Serves = true, pods
+	return b
+}
+
 // retrying marks the last GPU's change failed and retried by the agent.
 func (b *nodeB) retrying() *nodeB {
 	g := &b.n.GPUs[len(b.n.GPUs)-1]

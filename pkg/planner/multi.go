@@ -160,7 +160,7 @@ type fitsKey struct {
 
 func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, error) {
 	// First with the node as planned so far.
-	if devs, rest, ok, err := p.allocateOn(ctx, pod, n); err != nil || ok {
+	if devs, rest, ok, err := p.allocateOn(ctx, pod, n, nil); err != nil || ok {
 		if ok {
 			p.commitMulti(pod, n, devs, rest)
 		}
@@ -233,7 +233,7 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 			restore()
 			return added, false, nil
 		}
-		devs, rest, ok, err := p.allocateOn(ctx, pod, n)
+		devs, rest, ok, err := p.allocateOn(ctx, pod, n, nil)
 		if err != nil || !ok {
 			restore()
 			return added, false, err
@@ -401,15 +401,18 @@ func (p *planner) releaseTentative(n *nodeState, pod string) {
 	}
 }
 
-// allocateOn runs the allocator for the pod on the node's planned devices;
-// it returns the MIG devices the allocation uses, by GPU, and the other
-// drivers' devices it uses.
-func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState) (map[*gpuState][]mig.Device, []structured.DeviceID, bool, error) {
+// allocateOn runs the allocator for the pod on the node's planned devices
+// (only those of the GPUs in only, where set); it returns the MIG devices
+// the allocation uses, by GPU, and the other drivers' devices it uses.
+func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only map[*gpuState]bool) (map[*gpuState][]mig.Device, []structured.DeviceID, bool, error) {
 	var devices []resourceapi.Device
 	taken := sets.New[string]()
 	owner := map[string]*gpuState{}
 	byName := map[string]mig.Device{}
 	for _, g := range n.gpus {
+		if only != nil && !only[g] {
+			continue
+		}
 		for _, d := range g.layout {
 			if !g.catalogued(d) {
 				continue

@@ -67,6 +67,9 @@ type planner struct {
 	classesNameGPU *bool
 	// nested: this plan is fitsWhenFree's (no fitsWhenFree inside).
 	nested bool
+	// coming maps a pod to the GPUs whose change in flight names it
+	// (GPU.Serves), on nodes that are not Frozen.
+	coming map[string][]*gpuState
 }
 
 // Plan computes the changes that serve snap.Pending. It returns an error only
@@ -108,7 +111,22 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	if err != nil {
 		return nil, err
 	}
+	// The pods changes in flight are for keep the devices they bring
+	// (GPU.Serves), before the queue's order gives them to others.
+	rest := make([]Pod, 0, len(pods))
 	for _, pod := range pods {
+		served, err := p.serveComing(ctx, pod)
+		if err != nil {
+			if err := p.podFailed(ctx, pod, err); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !served {
+			rest = append(rest, pod)
+		}
+	}
+	for _, pod := range rest {
 		if err := p.serve(ctx, pod); err != nil {
 			if err := p.podFailed(ctx, pod, err); err != nil {
 				return nil, err
@@ -170,8 +188,14 @@ func (p *planner) keepSpares() {
 	}
 }
 
-// Add plans one more pending pod.
-func (pl *Planner) Add(ctx context.Context, pod Pod) error { return pl.p.serve(ctx, pod) }
+// Add plans one more pending pod (first on the devices of the changes in
+// flight that name it, see GPU.Serves).
+func (pl *Planner) Add(ctx context.Context, pod Pod) error {
+	if served, err := pl.p.serveComing(ctx, pod); err != nil || served {
+		return err
+	}
+	return pl.p.serve(ctx, pod)
+}
 
 // Result returns the plan so far.
 func (pl *Planner) Result() Result {
@@ -230,6 +254,14 @@ func (p *planner) load() error {
 				p.reclass(gs)
 			}
 			p.indexFree(gs)
+			if g.Changing {
+				for _, pod := range g.Serves {
+					if p.coming == nil {
+						p.coming = map[string][]*gpuState{}
+					}
+					p.coming[pod] = append(p.coming[pod], gs)
+				}
+			}
 			if !slices.Contains(p.models, gs.model) {
 				p.models = append(p.models, gs.model)
 			}
@@ -435,10 +467,7 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 			}
 			record = p.claimsKept
 		}
-		for _, c := range pod.Claims {
-			record[claimKey(c)] = key
-		}
-		p.claimCount[key] = len(pod.Claims)
+		p.recordClaims(pod, record)
 	}()
 	if len(p.nodes) == 0 {
 		p.result.Unservable[key] = NoAutoNode
@@ -500,6 +529,16 @@ func (p *planner) frozenNodes(pod Pod) []*nodeState {
 }
 
 func claimKey(c *resourceapi.ResourceClaim) string { return c.Namespace + "/" + c.Name }
+
+// recordClaims records the pod's claims in record (claimsServed or
+// claimsKept), for the pods that share them.
+func (p *planner) recordClaims(pod Pod, record map[string]string) {
+	key := podKey(pod.Pod)
+	for _, c := range pod.Claims {
+		record[claimKey(c)] = key
+	}
+	p.claimCount[key] = len(pod.Claims)
+}
 
 // applyAddition makes a the planned layout of g and moves the soft
 // reservations (devices of this plan's pods that do not exist yet) where a

@@ -52,6 +52,16 @@ type GPU struct {
 	// that fails for good does not stop its node's other GPUs from
 	// changing.
 	Retrying bool
+	// Serves, on a GPU Changing whose devices are coming (Layout is the
+	// desired one), names the pods (namespace/name) an earlier plan made
+	// the change for (Change.Serves). Each of them still pending is
+	// planned first, before the queue's order applies, on the free
+	// devices of the GPUs whose changes name it (and only there): the
+	// devices it waits for are its own, so no pod planned after it takes
+	// them and no second GPU is changed for it. One they no longer fit
+	// (its claims changed, a device was taken meanwhile) is planned like
+	// any other pod.
+	Serves []string
 }
 
 // Node is one Auto-mode node.

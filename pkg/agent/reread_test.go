@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+func TestLiveSpecs(t *testing.T) {
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
+	scheme := testScheme(t)
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).Build()
+	got, err := LiveSpecs(c, "n1")(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(nml.Spec.GPUs, got); diff != "" {
+		t.Errorf("specs of n1 (-want +got):\n%s", diff)
+	}
+	got, err = LiveSpecs(c, "n2")(context.Background())
+	if err != nil || got != nil {
+		t.Errorf("specs of n2 (no NodeMigLayout) = %v, %v; want none, no error", got, err)
+	}
+}
+
+// TestSyncSkipsGPUWhoseSpecChangedWhileDraining: an Auto plan cancels a
+// change while the agent waits out the settle period (the pods it was for
+// are gone). The drained devices must not be destroyed for a layout nobody
+// asks for any more: the GPU is left as it is, untainted, and reported
+// Pending for the next pass; a GPU whose spec did not change goes on.
+func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
+	tests := map[string]struct {
+		now  []v1alpha1.GPUSpec
+		err  error
+		want []string
+	}{
+		"cancelled back to the actual layout": {
+			now:  []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0,3g.40gb@4")},
+			want: []string{"7g.80gb@0", "3g.40gb@0,3g.40gb@4"},
+		},
+		"spec gone": {
+			now:  []v1alpha1.GPUSpec{spec(1, "3g.40gb@0,3g.40gb@4")},
+			want: []string{"7g.80gb@0", "3g.40gb@0,3g.40gb@4"},
+		},
+		"unchanged": {
+			now:  []v1alpha1.GPUSpec{spec(0, "3g.40gb@4"), spec(1, "3g.40gb@0,3g.40gb@4")},
+			want: []string{"3g.40gb@4", "3g.40gb@0,3g.40gb@4"},
+		},
+		"reread fails: goes on with the specs read before": {
+			err:  errors.New("apiserver down"),
+			want: []string{"3g.40gb@4", "3g.40gb@0,3g.40gb@4"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "2xA100-SXM4-80GB")
+			g.setup(t, 0, "7g.80gb@0")
+			g.setup(t, 1, "7g.80gb@0")
+			reread := 0
+			g.r.Reread = func(context.Context) ([]v1alpha1.GPUSpec, error) {
+				reread++
+				return tc.now, tc.err
+			}
+			res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@4"), spec(1, "3g.40gb@0,3g.40gb@4")}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if reread != 1 {
+				t.Errorf("specs read again %d times after the settle period, want 1", reread)
+			}
+			if diff := cmp.Diff(tc.want, g.layouts(t)); diff != "" {
+				t.Errorf("layouts (-want +got):\n%s", diff)
+			}
+			if tc.want[0] == "7g.80gb@0" {
+				got := res.Results[0]
+				if got.Phase != v1alpha1.PhasePending || !strings.Contains(got.Message, "changed while draining") || !res.Retry {
+					t.Errorf("GPU 0 result %+v (retry %v), want Pending: the desired layout changed while draining", got, res.Retry)
+				}
+			}
+			if got := res.Results[1]; got.Phase != v1alpha1.PhaseReady {
+				t.Errorf("GPU 1 result %+v, want Ready: its spec did not change", got)
+			}
+			if last := g.inv.last(); len(last.draining) != 0 {
+				t.Errorf("taints left published: %v", last.draining)
+			}
+			if entries := g.r.Journal.Entries(); len(entries) != 0 {
+				t.Errorf("journal left %+v", entries)
+			}
+		})
+	}
+}

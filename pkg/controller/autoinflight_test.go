@@ -1,0 +1,188 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// uuid sets the GPU UUID the agent reports (its devices' parentUUID).
+func (b *gpuBuilder) uuid(u string) *gpuBuilder { b.g.UUID = u; return b }
+
+// TestPodServedByChangeInFlightIsNotPlannedAgain: p1 (one 1g.10gb) arrives
+// while n1's only per-node slot is held by GPU 0's change for an earlier
+// plan, so the plan repartitions n2's GPU 0 for it. While that change is in
+// flight, n1's GPU 0 finishes: n1 may change a GPU again, and its GPU 1
+// (3g.40gb@4 in use) is where a 1g.10gb takes less room than on n2's empty
+// GPU. p1 is still pending (its device does not exist yet), but its demand
+// is covered by n2's change in flight: no second GPU may be repartitioned
+// for it. A plan that repartitions n1's GPU 1 too drains and changes two
+// GPUs for one pod, leaves one of the two devices unused, and tells p1 it
+// now waits for another GPU.
+func TestPodServedByChangeInFlightIsNotPlannedAgain(t *testing.T) {
+	ml := autoMigLayout("auto", nil) // maxGPUsPerNode 1
+	n1 := autoNML("n1", ml,
+		a100(0).layout("7g.80gb@0").phase(v1alpha1.PhaseDraining, "Draining", "draining gpu-0-mig-7g80gb-0-0"),
+		a100(1).layout("3g.40gb@4").inUse("3g.40gb@4"))
+	n1.Spec.GPUs = []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0,3g.40gb@4", "planned earlier")}
+	h := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto"}), n1,
+		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0)),
+		autoClaim("c1", profileSelector("1g.10gb")), autoPod("p1", h0(), "c1"))
+	h.settle()
+	first := h.specOf("n2")[0]
+	if first == "" {
+		t.Fatalf("first plan: n2 not repartitioned for p1 (n1 %v, events %q)", h.specOf("n1"), h.events())
+	}
+	h.events()
+
+	// n1's GPU 0 is done; n2's change for p1 is still in flight.
+	h.agentDone("n1")
+	h.now = h.now.Add(h.a.max())
+	h.settle()
+
+	if got, ok := h.specOf("n1")[1]; ok {
+		t.Errorf("n1/gpu-1 repartitioned to %q for p1, whose device is coming with n2/gpu-0's change in flight (%s): two GPUs changed for one pod", got, first)
+	}
+	if got := h.specOf("n2")[0]; got != first {
+		t.Errorf("n2/gpu-0's change in flight rewritten to %q, want %q", got, first)
+	}
+	for _, e := range h.events() {
+		if strings.Contains(e, EventWaitingForRepartition) && strings.Contains(e, "n1/gpu-1") {
+			t.Errorf("p1 told it waits for another GPU: %q", e)
+		}
+	}
+}
+
+// TestMultiDevicePodServedByChangeInFlightIsNotPlannedAgain: p1 asks for two
+// 1g.10gb on one GPU (matchAttribute parentUUID). n1 cannot change a GPU
+// (its GPU 0 is changing), so the plan repartitions n2's GPU 0 for it. Once
+// n1's GPU 0 is done, p1, still pending, must be counted on n2's change in
+// flight: a plan that tries nodes in name order and takes the first that
+// can be changed repartitions n1's GPU 1 as well, for the same pod.
+func TestMultiDevicePodServedByChangeInFlightIsNotPlannedAgain(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	n1 := autoNML("n1", ml,
+		a100(0).uuid("GPU-n1-0").layout("7g.80gb@0").phase(v1alpha1.PhaseDraining, "Draining", "draining gpu-0-mig-7g80gb-0-0"),
+		a100(1).uuid("GPU-n1-1"))
+	n1.Spec.GPUs = []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0,3g.40gb@4", "planned earlier")}
+	claim := autoClaim("c1", profileSelector("1g.10gb"))
+	claim.Spec.Devices.Requests[0].Exactly.Count = 2
+	sameGPU := resourceapi.FullyQualifiedName("mig.miglayout.io/parentUUID")
+	claim.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{Requests: []string{"mig"}, MatchAttribute: &sameGPU}}
+	h := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto"}), n1,
+		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).uuid("GPU-n2-0")),
+		claim, autoPod("p1", h0(), "c1"))
+	h.settle()
+	first := h.specOf("n2")[0]
+	if first == "" {
+		t.Fatalf("first plan: n2 not repartitioned for p1 (n1 %v, events %q)", h.specOf("n1"), h.events())
+	}
+	h.events()
+
+	h.agentDone("n1")
+	h.now = h.now.Add(h.a.max())
+	h.settle()
+
+	if got, ok := h.specOf("n1")[1]; ok {
+		t.Errorf("n1/gpu-1 repartitioned to %q for p1, whose two devices are coming with n2/gpu-0's change in flight (%s): two GPUs changed for one pod (events %q)",
+			got, first, h.events())
+	}
+}
+
+// TestChangeOfDeletedPodIsNotCarriedOut: the plan repartitions n1's GPU 0
+// (7g.80gb@0, free) to 3g.40gb@4 for p1. p1 is deleted while the agent is
+// still draining (nothing destroyed yet), and q, which asks for a
+// 7g.80gb, arrives. No pod needs the change any more, and it destroys the
+// very device q can use: the plan must not keep it (its desired layout goes
+// back to 7g.80gb@0, as for a change the agent cannot apply), rather than
+// carry it out for nobody, tell q that devices in use are in its way, and
+// repartition the GPU back to 7g.80gb@0 for q afterwards.
+func TestChangeOfDeletedPodIsNotCarriedOut(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	p1 := autoPod("p1", h0(), "c1")
+	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}),
+		autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
+		autoClaim("c1", profileSelector("3g.40gb")), p1)
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "3g.40gb@4" {
+		t.Fatalf("first plan: n1/gpu-0 -> %q, want 3g.40gb@4 for p1", got)
+	}
+	h.events()
+	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+		st[0].Phase, st[0].Reason, st[0].Message = v1alpha1.PhaseDraining, "Draining", "draining gpu-0-mig-7g80gb-0-0"
+		return st
+	})
+	if err := h.c.Delete(context.Background(), p1); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(h.a.max())
+	h.create(autoClaim("c2", profileSelector("7g.80gb")), autoPod("q", h.now, "c2"))
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
+		t.Errorf("p1 is gone and nothing is destroyed yet, but n1/gpu-0 is still to become %q, destroying the free 7g.80gb@0 that q waits for (events %q, status.auto %+v)",
+			got, h.events(), h.autoStatus())
+	}
+}
+
+// TestChangeOfDeletedPodsIsCancelledOnlyBeforeDestroying: the plan records
+// the pods a change is for (GPUSpec.ServedPods). Once none of them is
+// pending any more, with no other pod pending at all, the change is
+// cancelled while the agent has destroyed nothing (Pending, Draining, or
+// not started: still Ready on the layout before), and carried on once it
+// reports Repartitioning (NVML calls under way: a cancel would only make
+// it destroy and create twice).
+func TestChangeOfDeletedPodsIsCancelledOnlyBeforeDestroying(t *testing.T) {
+	tests := map[string]struct {
+		phase      v1alpha1.GPUPhase
+		wantCancel bool
+	}{
+		"not started":    {phase: v1alpha1.PhaseReady, wantCancel: true},
+		"pending":        {phase: v1alpha1.PhasePending, wantCancel: true},
+		"draining":       {phase: v1alpha1.PhaseDraining, wantCancel: true},
+		"repartitioning": {phase: v1alpha1.PhaseRepartitioning},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ml := autoMigLayout("auto", nil)
+			p1 := autoPod("p1", h0(), "c1")
+			h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}),
+				autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
+				autoClaim("c1", profileSelector("3g.40gb")), p1)
+			h.settle()
+			if got := h.specOf("n1")[0]; got != "3g.40gb@4" {
+				t.Fatalf("first plan: n1/gpu-0 -> %q, want 3g.40gb@4 for p1", got)
+			}
+			if got := h.nml("n1").Spec.GPUs[0].ServedPods; !slices.Equal(got, []string{"ns/p1"}) {
+				t.Errorf("spec servedPods = %q, want [ns/p1]", got)
+			}
+			h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+				st[0].Phase, st[0].Reason = tc.phase, string(tc.phase)
+				return st
+			})
+			if err := h.c.Delete(context.Background(), p1); err != nil {
+				t.Fatal(err)
+			}
+			h.now = h.now.Add(h.a.max())
+			h.settle()
+			want := "3g.40gb@4"
+			if tc.wantCancel {
+				want = "7g.80gb@0"
+			}
+			if got := h.specOf("n1")[0]; got != want {
+				t.Errorf("after p1 is deleted (GPU %s): n1/gpu-0 -> %q, want %q", tc.phase, got, want)
+			}
+			if tc.wantCancel {
+				if got := h.nml("n1").Spec.GPUs[0]; len(got.ServedPods) != 0 || !strings.Contains(got.Reason, "none of the pods it was for (ns/p1)") {
+					t.Errorf("cancel wrote %+v; want no servedPods and a reason naming ns/p1", got)
+				}
+			}
+		})
+	}
+}
