@@ -157,3 +157,54 @@ func TestPlanWithOtherDrivers(t *testing.T) {
 		})
 	}
 }
+
+// TestProfileOutsideAllowedProfilesIsNotServable: a pod whose claim only
+// profiles the nodes' policies forbid is satisfied by can never be served
+// there: it is told so (not that it waits for room), and a pod a node may
+// serve with an allowed profile is served there.
+func TestProfileOutsideAllowedProfilesIsNotServable(t *testing.T) {
+	only1g := Policy{AllowedProfiles: []string{"1g.10gb"}}
+	tests := map[string]struct {
+		nodes      []Node
+		pod        Pod
+		wantServed string
+		wantWhy    string
+	}{
+		"forbidden everywhere": {
+			nodes:   []Node{node("n1").policy(only1g).gpu("A100-SXM4-80GB", "", "").build()},
+			pod:     pod("p", 1).claim(profileIs("3g.40gb"), 1).build(),
+			wantWhy: "claim p-gpu is satisfied by 3g.40gb, which the Auto policy (allowedProfiles) of no node the pod may run on allows",
+		},
+		"allowed on another node": {
+			nodes: []Node{
+				node("n1").policy(only1g).gpu("A100-SXM4-80GB", "", "").build(),
+				node("n2").gpu("A100-SXM4-80GB", "", "").build(),
+			},
+			pod:        pod("p", 1).claim(profileIs("3g.40gb"), 1).build(),
+			wantServed: "n2",
+		},
+		"one of the claim's profiles is allowed": {
+			nodes:      []Node{node("n1").policy(only1g).gpu("A100-SXM4-80GB", "", "").build()},
+			pod:        pod("p", 1).claim("device.attributes['mig.miglayout.io'].profile in ['3g.40gb', '1g.10gb']", 1).build(),
+			wantServed: "n1",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			res, err := Plan(context.Background(), Snapshot{Driver: driver, Nodes: tc.nodes, Pending: []Pod{tc.pod}, Classes: []*resourceapi.DeviceClass{migClass()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotServed := ""
+			for _, s := range res.Served {
+				gotServed = s.Node
+			}
+			if gotServed != tc.wantServed || res.Unservable["default/p"] != tc.wantWhy {
+				t.Errorf("served on %q, unservable %q; want served on %q, unservable %q", gotServed, res.Unservable["default/p"], tc.wantServed, tc.wantWhy)
+			}
+			if _, kept := res.Kept["default/p"]; kept {
+				t.Errorf("a placement is kept for the pod: %v", res.Kept)
+			}
+		})
+	}
+}

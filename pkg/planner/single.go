@@ -45,6 +45,14 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		p.result.Unservable[key] = fmt.Sprintf("no profile of the Auto nodes' GPU models (%s) satisfies claim %s", strings.Join(names, ", "), pod.Claims[0].Name)
 		return nil
 	}
+	if !p.anyAllowed(nodes, profiles) {
+		names := sets.New[string]()
+		for _, ps := range profiles {
+			names.Insert(ps...)
+		}
+		p.result.Unservable[key] = fmt.Sprintf("claim %s is satisfied by %s, which the Auto policy (allowedProfiles) of no node the pod may run on allows", pod.Claims[0].Name, strings.Join(sets.List(names), ", "))
+		return nil
+	}
 
 	// Every way to serve the pod is compared by one rule: least room for
 	// large profiles taken from the devices that stay (best fit across
@@ -285,4 +293,26 @@ func (p *planner) classFreeLoss(c *class, g *gpuState, d mig.Device) []int {
 	l := p.freeLoss(g, d)
 	c.freeLoss[d] = l
 	return l
+}
+
+// anyAllowed reports whether some node of nodes has a GPU one of whose
+// satisfying profiles (by kind of GPU) its policy allows.
+func (p *planner) anyAllowed(nodes []*nodeState, profiles map[string][]string) bool {
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if n.allowed == nil {
+			return true
+		}
+		for _, g := range n.gpus {
+			k := n.policyKey + "|" + g.kind
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if slices.ContainsFunc(profiles[g.kind], n.allows) {
+				return true
+			}
+		}
+	}
+	return false
 }
