@@ -33,7 +33,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/test/cluster"
@@ -81,6 +83,9 @@ func main() {
 	keep := flag.Bool("keep", keepDefault, "leave the cluster up after the demo (until Ctrl-C); also KEEP=1")
 	state := flag.String("state", "test/.state/demo", "state directory: kubeconfig, logs, simulator state, built binaries")
 	flag.Parse()
+	// The demo's controller-runtime client logs (rarely: a retried
+	// request) through klog, to stderr.
+	crlog.SetLogger(klog.Background())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	d := &demo{out: os.Stdout, keep: *keep, stateDir: *state, t0: time.Now()}

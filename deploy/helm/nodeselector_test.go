@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -36,6 +37,25 @@ func TestAgentNodeSelectorDefault(t *testing.T) {
 		ds := convert[appsv1.DaemonSet](t, find(t, render(t, values), "DaemonSet", "miglayout-agent"))
 		if diff := cmp.Diff(want, ds.Spec.Template.Spec.NodeSelector); diff != "" {
 			t.Errorf("%s: agent nodeSelector (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+// TestNotesNameTheAgentSelector: the install notes tell the operator which
+// nodes the agent runs on: the selector the DaemonSet gets, the default
+// label included (not "{}").
+func TestNotesNameTheAgentSelector(t *testing.T) {
+	tests := map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"default": {want: `{"nvidia.com/mig.capable":"true"}`},
+		"given": {values: map[string]any{"agent": map[string]any{"nodeSelector": map[string]any{"example.com/gpu-pool": "mig"}}},
+			want: `{"example.com/gpu-pool":"mig"}`},
+	}
+	for name, tc := range tests {
+		if r := render(t, tc.values); !strings.Contains(r.Notes, "nodes matching "+tc.want) {
+			t.Errorf("%s: NOTES do not name selector %s:\n%s", name, tc.want, r.Notes)
 		}
 	}
 }
