@@ -237,7 +237,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		switch got.Phase {
 		case v1alpha1.PhaseReady:
 			if before[spec.Index] != v1alpha1.PhaseReady {
-				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, "Repartition", "GPU %d holds %q", spec.Index, spec.Layout)
+				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, gpuAction("Repartition", int(spec.Index)), "GPU %d holds %q", spec.Index, spec.Layout)
 			}
 		case v1alpha1.PhaseBlocked:
 			r.gpuEvent(&nml, "Warning", EventBlocked, "Repartition", int(spec.Index), got.Message)
@@ -290,10 +290,18 @@ func (r *NodeReconciler) tellCatalogDiffers(nml *v1alpha1.NodeMigLayout, gpus []
 }
 
 // gpuEvent records an event about GPU idx on nml, "GPU <idx>: <msg>", cut to
-// the 1 kB an Event's note may hold.
+// the 1 kB an Event's note may hold, with the GPU's own action (gpuAction).
 func (r *NodeReconciler) gpuEvent(nml *v1alpha1.NodeMigLayout, eventType, reason, action string, idx int, msg string) {
-	r.Recorder.Eventf(nml, nil, eventType, reason, action, "%s", truncate(fmt.Sprintf("GPU %d: %s", idx, msg), maxEventNote))
+	r.Recorder.Eventf(nml, nil, eventType, reason, gpuAction(action, idx), "%s", truncate(fmt.Sprintf("GPU %d: %s", idx, msg), maxEventNote))
 }
+
+// gpuAction is the events.k8s.io action of an event about GPU idx
+// ("RepartitionGPU1"). The event recorder counts an event whose type,
+// reason, action, regarding and related objects match one recorded in the
+// last minutes as a repeat of it (Event.series) and drops its note: with
+// one action for every GPU, GPU 1's event in the pass that also told of
+// GPU 0 would be lost.
+func gpuAction(action string, idx int) string { return fmt.Sprintf("%sGPU%d", action, idx) }
 
 // showProgress reports whether an in-flight phase is worth showing in status
 // and an event. A retry of a GPU that failed because the API server drops

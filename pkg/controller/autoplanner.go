@@ -17,6 +17,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
@@ -431,7 +432,12 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 	// pod still waiting as before hears it again once the API server may
 	// have dropped the event (--event-ttl, one hour by default), so that
 	// kubectl describe pod keeps saying why it waits.
-	emit := func(key, eventType, reason, note string) {
+	// An event about a GPU names its node's NodeMigLayout as related
+	// object and the GPU in its action: the recorder counts an event of the
+	// same pod, reason, action and related object as a repeat and drops
+	// its note, so a pod planned again onto another GPU would still read
+	// the first one.
+	emit := func(key, eventType, reason string, on *gpuRef, note string) {
 		pod := pods[key]
 		if pod == nil {
 			return
@@ -441,30 +447,42 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 			return
 		}
 		a.events[string(pod.UID)] = podEvent{what: reason + note, at: now}
-		a.Recorder.Eventf(pod, nil, eventType, reason, "Plan", "%s", truncate(note, maxEventNote))
+		action := "Plan"
+		var related runtime.Object
+		if on != nil {
+			action = gpuAction(action, int32(on.gpu))
+			related = nodeMigLayoutRef(on.node)
+		}
+		a.Recorder.Eventf(pod, related, eventType, reason, action, "%s", truncate(note, maxEventNote))
 	}
 	for _, s := range res.Served {
 		if target := targets[s.Pod]; target != "" {
-			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, "waiting for the repartition of "+target+" (a device such as "+strings.Join(s.Devices, ", ")+")")
+			var on *gpuRef
+			if len(s.Devices) > 0 {
+				if idx, _, ok := migslices.DeviceGPUIndex(s.Devices[0]); ok {
+					on = &gpuRef{node: s.Node, gpu: idx}
+				}
+			}
+			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, on, "waiting for the repartition of "+target+" (a device such as "+strings.Join(s.Devices, ", ")+")")
 		}
 	}
 	const waiting = "no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows"
 	for pod, k := range res.Kept {
-		emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, waiting+"; "+k.String()+" are kept for it: no other pending pod gets a device there")
+		emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, &gpuRef{node: k.Node, gpu: k.GPU}, waiting+"; "+k.String()+" are kept for it: no other pending pod gets a device there")
 	}
 	for pod, why := range res.Unservable {
 		switch why {
 		case planner.NoRoom:
-			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, waiting+"; it takes the first room that frees up")
+			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, waiting+"; it takes the first room that frees up")
 			continue
 		case planner.WaitsForSharedClaim:
-			emit(pod, corev1.EventTypeNormal, EventWaitingForSharedClaim, why)
+			emit(pod, corev1.EventTypeNormal, EventWaitingForSharedClaim, nil, why)
 			continue
 		case planner.WaitsForLostNode:
-			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, why)
+			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, why)
 			continue
 		}
-		emit(pod, corev1.EventTypeWarning, EventNotServable, why)
+		emit(pod, corev1.EventTypeWarning, EventNotServable, nil, why)
 	}
 	pending := make(map[string]bool, len(pods))
 	for _, pod := range pods {

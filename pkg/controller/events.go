@@ -40,6 +40,30 @@ const (
 // Event is one event to record on the MigLayout.
 type Event struct {
 	Type, Reason, Action, Note string
+	// Node, for an event about one node, names it: the node's
+	// NodeMigLayout is the event's related object. The events.k8s.io
+	// recorder counts an event whose type, reason, action, regarding and
+	// related objects match one recorded in the last minutes as a repeat
+	// of it and drops its note: the second node's Repartitioned would be
+	// lost. (Events about one GPU of a node carry the GPU in their action
+	// as well, gpuAction.)
+	Node string
+}
+
+// gpuAction is the action of an event about one GPU ("RepartitionGPU1"):
+// see Event.Node.
+func gpuAction(action string, gpu int32) string { return fmt.Sprintf("%sGPU%d", action, gpu) }
+
+// gpuRef is a GPU of a node an event is about.
+type gpuRef struct {
+	node string
+	gpu  int
+}
+
+// nodeMigLayoutRef is node's NodeMigLayout as an event's related object.
+func nodeMigLayoutRef(node string) *v1alpha1.NodeMigLayout {
+	return &v1alpha1.NodeMigLayout{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "NodeMigLayout"},
+		ObjectMeta: metav1.ObjectMeta{Name: node}}
 }
 
 // maxSpecProblemEvents is how many spec problems get an event: the first
@@ -66,8 +90,8 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 		rows[r.Node] = r
 	}
 	var out []Event
-	add := func(typ, reason, action, format string, args ...any) {
-		out = append(out, Event{Type: typ, Reason: reason, Action: action, Note: truncate(fmt.Sprintf(format, args...), maxEventNote)})
+	add := func(node, typ, reason, action, format string, args ...any) {
+		out = append(out, Event{Type: typ, Reason: reason, Action: action, Note: truncate(fmt.Sprintf(format, args...), maxEventNote), Node: node})
 	}
 	now := sets.New[string]()
 	// isNew records a present problem and reports whether it is new.
@@ -88,14 +112,14 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 		switch {
 		case n.Lost:
 			if isNew(lostKey, !wasLost) {
-				add(corev1.EventTypeWarning, EventAgentLost, "Heartbeat", "node %s: %s", n.Row.Node, n.LostMessage)
+				add(n.Row.Node, corev1.EventTypeWarning, EventAgentLost, "Heartbeat", "node %s: %s", n.Row.Node, n.LostMessage)
 			}
 		case wasLost:
-			add(corev1.EventTypeNormal, EventAgentReturned, "Heartbeat", "node %s: the agent renews its heartbeat Lease again", n.Row.Node)
+			add(n.Row.Node, corev1.EventTypeNormal, EventAgentReturned, "Heartbeat", "node %s: the agent renews its heartbeat Lease again", n.Row.Node)
 		case n.Ready && hasRow && before.Phase != v1alpha1.PhaseReady && before.Phase != "":
 			// A row without a phase was a node left as it was (a
 			// conflict): ready now is no repartitioning.
-			add(corev1.EventTypeNormal, EventRepartitioned, "Repartition", "node %s holds the desired layout%s", n.Row.Node, describeGPUs(n.Row.GPUs))
+			add(n.Row.Node, corev1.EventTypeNormal, EventRepartitioned, "Repartition", "node %s holds the desired layout%s", n.Row.Node, describeGPUs(n.Row.GPUs))
 		}
 		for _, g := range n.Stuck {
 			if g.Phase != v1alpha1.PhaseBlocked {
@@ -103,13 +127,13 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 			}
 			key := fmt.Sprintf("%s\x00%s\x00%d", EventBlocked, n.Row.Node, g.GPU)
 			if isNew(key, gpuPhase(before, g.GPU) != v1alpha1.PhaseBlocked) {
-				add(corev1.EventTypeWarning, EventBlocked, "Repartition", "node %s gpu %d is blocked (%s): %s", n.Row.Node, g.GPU, stuckReason(g), g.Message)
+				add(n.Row.Node, corev1.EventTypeWarning, EventBlocked, gpuAction("Repartition", g.GPU), "node %s gpu %d is blocked (%s): %s", n.Row.Node, g.GPU, stuckReason(g), g.Message)
 			}
 		}
 		for _, p := range n.Problems {
 			key := fmt.Sprintf("%s\x00%s\x00%d\x00%s", p.Reason, n.Row.Node, p.GPU, p.Message)
 			if isNew(key, gpuPhase(before, p.GPU) != v1alpha1.PhaseFailed) {
-				add(corev1.EventTypeWarning, p.Reason, "ComputeLayout", "node %s %s; the GPU is left as it is", n.Row.Node, p.Message)
+				add(n.Row.Node, corev1.EventTypeWarning, p.Reason, gpuAction("ComputeLayout", p.GPU), "node %s %s; the GPU is left as it is", n.Row.Node, p.Message)
 			}
 		}
 	}
@@ -120,13 +144,13 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 	for i, p := range obs.SpecProblems {
 		named := degraded != nil && degraded.Status == metav1.ConditionTrue && strings.Contains(degraded.Message, p.Message)
 		if isNew(p.Reason+"\x00"+p.Message, !named) && i < maxSpecProblemEvents {
-			add(corev1.EventTypeWarning, p.Reason, "CheckSpec", "%s", p.Message)
+			add("", corev1.EventTypeWarning, p.Reason, "CheckSpec", "%s", p.Message)
 		}
 	}
 	if msg := obs.Selection.ConflictMessage(); msg != "" {
 		c := meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionConflict)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Message != truncate(msg, maxConditionMessage) {
-			add(corev1.EventTypeWarning, EventConflict, "SelectNodes", "%s", msg)
+			add("", corev1.EventTypeWarning, EventConflict, "SelectNodes", "%s", msg)
 		}
 	}
 	return out, now

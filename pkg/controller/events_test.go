@@ -28,7 +28,7 @@ func TestTransitions(t *testing.T) {
 		"node turns ready": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{pendingRow}},
 			obs:  Observation{Nodes: []NodeState{ready}},
-			want: []Event{{"Normal", "Repartitioned", "Repartition", `node a holds the desired layout: gpu 0 "7g.80gb@0"`}},
+			want: []Event{{"Normal", "Repartitioned", "Repartition", `node a holds the desired layout: gpu 0 "7g.80gb@0"`, "a"}},
 		},
 		"node seen for the first time ready: nothing was repartitioned": {
 			obs: Observation{Nodes: []NodeState{ready}},
@@ -43,7 +43,7 @@ func TestTransitions(t *testing.T) {
 		},
 		"a spec problem appears": {
 			obs:  Observation{Nodes: []NodeState{ready}, SpecProblems: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU, Message: `rule "t4" matches no GPU`}}},
-			want: []Event{{"Warning", "RuleMatchesNoGPU", "CheckSpec", `rule "t4" matches no GPU`}},
+			want: []Event{{"Warning", "RuleMatchesNoGPU", "CheckSpec", `rule "t4" matches no GPU`, ""}},
 		},
 		"a spec problem Degraded already names": {
 			prev: v1alpha1.MigLayoutStatus{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue,
@@ -53,7 +53,7 @@ func TestTransitions(t *testing.T) {
 		"GPU goes blocked": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{pendingRow}},
 			obs:  Observation{Nodes: []NodeState{blockedNode("a")}},
-			want: []Event{{"Warning", "Blocked", "Repartition", "node a gpu 0 is blocked (DeviceInUse): claim ns/c"}},
+			want: []Event{{"Warning", "Blocked", "RepartitionGPU0", "node a gpu 0 is blocked (DeviceInUse): claim ns/c", "a"}},
 		},
 		"GPU stays blocked": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{blockedRow}},
@@ -61,8 +61,8 @@ func TestTransitions(t *testing.T) {
 		},
 		"rule fails on a GPU": {
 			obs: Observation{Nodes: []NodeState{invalidNode("b")}},
-			want: []Event{{"Warning", "InvalidLayout", "ComputeLayout",
-				`node b gpu 1 (A100), rule "x": does not fit; the GPU is left as it is`}},
+			want: []Event{{"Warning", "InvalidLayout", "ComputeLayoutGPU1",
+				`node b gpu 1 (A100), rule "x": does not fit; the GPU is left as it is`, "b"}},
 		},
 		"rule still fails": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{failedRow}},
@@ -71,7 +71,7 @@ func TestTransitions(t *testing.T) {
 		"an agent is lost": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{readyNode("a").Row}},
 			obs:  Observation{Nodes: []NodeState{lostNode("a")}},
-			want: []Event{{"Warning", "AgentLost", "Heartbeat", "node a: no heartbeat"}},
+			want: []Event{{"Warning", "AgentLost", "Heartbeat", "node a: no heartbeat", "a"}},
 		},
 		"an agent stays lost": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{lostNode("a").Row}},
@@ -80,11 +80,11 @@ func TestTransitions(t *testing.T) {
 		"a lost agent is back: it is told instead of Repartitioned": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{lostNode("a").Row}},
 			obs:  Observation{Nodes: []NodeState{ready}},
-			want: []Event{{"Normal", "AgentReturned", "Heartbeat", "node a: the agent renews its heartbeat Lease again"}},
+			want: []Event{{"Normal", "AgentReturned", "Heartbeat", "node a: the agent renews its heartbeat Lease again", "a"}},
 		},
 		"conflict appears": {
 			obs:  Observation{Selection: conflict, Nodes: []NodeState{UnmanagedNode("a", "x", true)}},
-			want: []Event{{"Warning", "Conflict", "SelectNodes", conflictMsg}},
+			want: []Event{{"Warning", "Conflict", "SelectNodes", conflictMsg, ""}},
 		},
 		"conflict goes on": {
 			prev: v1alpha1.MigLayoutStatus{Conditions: []metav1.Condition{{

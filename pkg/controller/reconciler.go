@@ -185,6 +185,10 @@ func (r *Reconciler) record(ml *v1alpha1.MigLayout, evts []Event) {
 		return
 	}
 	for _, e := range evts {
-		r.Recorder.Eventf(ml, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
+		var related runtime.Object
+		if e.Node != "" {
+			related = nodeMigLayoutRef(e.Node)
+		}
+		r.Recorder.Eventf(ml, related, e.Type, e.Reason, e.Action, "%s", e.Note)
 	}
 }

@@ -1,0 +1,106 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
+)
+
+// liveRecorder is client-go's events.k8s.io recorder (the one the manager
+// hands out, with its folding of repeats into Event.series) writing to a
+// fake clientset, and a function that waits for n events and returns their
+// notes, sorted.
+func liveRecorder(t *testing.T) (events.EventRecorder, func(n int) []string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cs := fake.NewClientset()
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	b.StartRecordingToSink(ctx.Done())
+	t.Cleanup(func() { b.Shutdown(); cancel() })
+	notes := func(n int) []string {
+		var got []string
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			list, err := cs.EventsV1().Events("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			got = nil
+			for _, e := range list.Items {
+				got = append(got, e.Note)
+			}
+			return len(got) >= n, nil
+		})
+		if err != nil {
+			t.Errorf("waiting for %d events: %v (have %q)", n, err, got)
+		}
+		slices.Sort(got)
+		return got
+	}
+	return b.NewRecorder(testScheme(t), Name), notes
+}
+
+// TestEventsOfSeveralNodesAreAllRecorded: a MigLayout's events of one
+// reason about two nodes, or two GPUs of a node, all reach the API server
+// with their notes.
+func TestEventsOfSeveralNodesAreAllRecorded(t *testing.T) {
+	rec, notes := liveRecorder(t)
+	r := &Reconciler{Recorder: rec}
+	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "ml", UID: "u"}}
+	prev := v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{
+		{Node: "a", Phase: v1alpha1.PhasePending}, {Node: "b", Phase: v1alpha1.PhasePending},
+		{Node: "c", GPUs: []v1alpha1.GPURow{{Index: 0}, {Index: 1}}, Phase: v1alpha1.PhasePending}}}
+	stuck := func(gpu int32) StuckGPU {
+		return StuckGPU{GPU: gpu, Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: "in use"}
+	}
+	obs := Observation{Nodes: []NodeState{
+		{Row: v1alpha1.NodeRow{Node: "a"}, Ready: true},
+		{Row: v1alpha1.NodeRow{Node: "b"}, Ready: true},
+		{Row: v1alpha1.NodeRow{Node: "c"}, Stuck: []StuckGPU{stuck(0), stuck(1)}},
+	}}
+	evts, _ := Transitions(&prev, obs, nil)
+	r.record(ml, evts)
+	want := []string{"node a holds the desired layout", "node b holds the desired layout",
+		"node c gpu 0 is blocked (DeviceInUse): in use", "node c gpu 1 is blocked (DeviceInUse): in use"}
+	if diff := cmp.Diff(want, notes(len(want))); diff != "" {
+		t.Errorf("events recorded (-want +got):\n%s", diff)
+	}
+}
+
+// TestPodPlannedOntoAnotherGPUHearsIt: a pod whose plan changes from one
+// GPU to another (its first change was cancelled) reads the new target in
+// its events, not only a repeat count on the first.
+func TestPodPlannedOntoAnotherGPUHearsIt(t *testing.T) {
+	rec, notes := liveRecorder(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := &AutoPlanner{Recorder: rec, Now: func() time.Time { return now }}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "pu"}}
+	snap := planner.Snapshot{Pending: []planner.Pod{{Pod: pod}}}
+	plan := func(gpu int, dev string) planner.Result {
+		return planner.Result{
+			Changes: []planner.Change{{Node: "n1", GPU: gpu, To: mig.MustParseLayout("1g.10gb@0"), Serves: []string{"ns/p"}}},
+			Served:  []planner.Placement{{Pod: "ns/p", Node: "n1", Devices: []string{dev}, NeedsChange: true}},
+		}
+	}
+	a.notify(AutoInputs{}, snap, plan(0, "gpu-0-mig-1g10gb-19-0"))
+	now = now.Add(time.Minute)
+	a.notify(AutoInputs{}, snap, plan(1, "gpu-1-mig-1g10gb-19-0"))
+	want := []string{
+		"waiting for the repartition of n1/gpu-0: 1g.10gb@0 (a device such as gpu-0-mig-1g10gb-19-0)",
+		"waiting for the repartition of n1/gpu-1: 1g.10gb@0 (a device such as gpu-1-mig-1g10gb-19-0)",
+	}
+	if diff := cmp.Diff(want, notes(len(want))); diff != "" {
+		t.Errorf("events recorded (-want +got):\n%s", diff)
+	}
+}
