@@ -221,9 +221,17 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		return ctrl.Result{}, err
 	}
+	// What status said before this pass: a GPU that was Ready on another
+	// layout (the pass drained and repartitioned it without status
+	// showing it in between) is repartitioned all the same.
 	before := map[int32]v1alpha1.GPUPhase{}
+	held := map[int32]string{}
 	for _, g := range nml.Status.GPUs {
 		before[g.Index] = g.Phase
+		held[g.Index] = g.Layout
+		if !g.MIGEnabled {
+			held[g.Index] = "-"
+		}
 	}
 	r.tellCatalogDiffers(&nml, res.GPUs)
 	if err := r.writeStatus(ctx, nml.Generation, res); err != nil {
@@ -236,7 +244,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		switch got.Phase {
 		case v1alpha1.PhaseReady:
-			if before[spec.Index] != v1alpha1.PhaseReady {
+			if before[spec.Index] != v1alpha1.PhaseReady || held[spec.Index] != heldNow(res, int(spec.Index)) {
 				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, gpuAction("Repartition", int(spec.Index)), "GPU %d holds %q", spec.Index, spec.Layout)
 			}
 		case v1alpha1.PhaseBlocked:
@@ -421,4 +429,20 @@ func (r *NodeReconciler) resetBackoff() {
 	if r.backoff != nil {
 		r.backoff.Reset()
 	}
+}
+
+// heldNow is what GPU idx holds after the pass res, as status shows it: its
+// layout text, "-" with MIG mode off, "" where the pass did not see it.
+func heldNow(res *SyncResult, idx int) string {
+	for i := range res.GPUs {
+		g := &res.GPUs[i]
+		if g.GPU.Index != idx {
+			continue
+		}
+		if !g.GPU.MIGMode.Current {
+			return "-"
+		}
+		return layoutOf(g).String()
+	}
+	return ""
 }

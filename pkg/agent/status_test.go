@@ -431,3 +431,35 @@ func TestTruncateKeepsCharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestRepartitionedFromReadyIsTold: a GPU whose status says Ready on its
+// old layout, changed to a new one in one pass (status read before the
+// pass still says Ready), gets its Repartitioned event; a pass that changes
+// nothing records none.
+func TestRepartitionedFromReadyIsTold(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "7g.80gb@0")
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 2},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0",
+			Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied}}}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	rec := events.NewFakeRecorder(20)
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	for pass, want := range [][]string{{EventDraining, EventRepartitioned}, nil} {
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for len(rec.Events) > 0 {
+			got = append(got, strings.Fields(<-rec.Events)[1])
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("pass %d: events (-want +got):\n%s", pass, diff)
+		}
+	}
+}
