@@ -162,6 +162,25 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 	return st
 }
 
+// withUntouchedGPUs adds to the row of a node of an Auto-mode MigLayout the
+// GPUs its agent reports that no plan has changed yet (no spec lists them):
+// Auto mode keeps them as they are, so each shows its actual layout as the
+// desired one, in the phase the agent reports (Ready). Without them the row
+// of a node Auto mode has not changed yet lists no GPU at all.
+func withUntouchedGPUs(st NodeState, nml *v1alpha1.NodeMigLayout) NodeState {
+	if nml == nil || st.Lost {
+		return st
+	}
+	for _, g := range nml.Status.GPUs {
+		if slices.ContainsFunc(st.Row.GPUs, func(r v1alpha1.GPURow) bool { return r.Index == g.Index }) {
+			continue
+		}
+		st.Row.GPUs = append(st.Row.GPUs, v1alpha1.GPURow{Index: g.Index, Product: g.Product, Desired: actualText(g), Actual: actualText(g), Phase: g.Phase})
+	}
+	slices.SortStableFunc(st.Row.GPUs, func(a, b v1alpha1.GPURow) int { return int(a.Index - b.Index) })
+	return st
+}
+
 // UnmanagedNode is the state of a node this MigLayout selects but leaves as
 // it is: message says why.
 func UnmanagedNode(node, message string, conflict bool) NodeState {

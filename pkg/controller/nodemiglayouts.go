@@ -46,7 +46,11 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			agent = r.AgentLeases.Health(node, in.leases[node], len(nml.Status.GPUs) > 0, wasLost.Has(node))
 		}
 		recheck = earliest(recheck, agent.Recheck)
-		states = append(states, EvaluateNode(node, nml, problems, agent))
+		st := EvaluateNode(node, nml, problems, agent)
+		if ml.Spec.Mode == v1alpha1.ModeAuto {
+			st = withUntouchedGPUs(st, nml)
+		}
+		states = append(states, st)
 	}
 	// A Lease's expiry comes with no event: look again when the first of
 	// this MigLayout's live agents would be lost, or a lost one be back.

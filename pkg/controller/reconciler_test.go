@@ -214,3 +214,34 @@ func TestSyncNodeWriteFails(t *testing.T) {
 		t.Errorf("node evaluated Ready against the old spec: %+v", st.Row)
 	}
 }
+
+// TestAutoModeRowsListEveryGPU: an Auto-mode MigLayout's node rows list the
+// GPUs the agent reports, those no plan has changed yet (kept as they are:
+// desired = actual) beside the one a plan changes.
+func TestAutoModeRowsListEveryGPU(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ml := migLayout("a").selects("pool", "a").build()
+	ml.UID, ml.Spec.Mode = "uid-a", v1alpha1.ModeAuto
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(1, "3g.40gb@4", "serves ns/p")).
+		status(a100(0).layout("7g.80gb@0"), a100(1).layout("7g.80gb@0")).build(), &ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(&ml, node("n1", map[string]string{"pool": "a"}), nml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	var got v1alpha1.MigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Nodes) != 1 {
+		t.Fatalf("node rows %+v, want one", got.Status.Nodes)
+	}
+	want := []v1alpha1.GPURow{
+		{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Desired: "7g.80gb@0", Actual: "7g.80gb@0", Phase: v1alpha1.PhaseReady},
+		{Index: 1, Product: "NVIDIA A100-SXM4-80GB", Desired: "3g.40gb@4", Actual: "7g.80gb@0", Phase: v1alpha1.PhasePending},
+	}
+	if diff := cmp.Diff(want, got.Status.Nodes[0].GPUs); diff != "" {
+		t.Errorf("GPU rows of n1 (-want +got):\n%s", diff)
+	}
+}
