@@ -148,3 +148,22 @@ func TestCheckSpecOnNVMLPlacements(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecCheckCountsNodesInConflict: a rule for the GPUs of a node another
+// MigLayout selects too is written for that node: while the conflict
+// lasts (Conflict says so) the rule is not reported as matching no GPU.
+func TestSpecCheckCountsNodesInConflict(t *testing.T) {
+	h100 := v1alpha1.GPUStatus{Index: 0, Product: "NVIDIA H100 80GB HBM3", Model: "H100-SXM5-80GB", MIGEnabled: true}
+	a100 := v1alpha1.GPUStatus{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", MIGEnabled: true}
+	nmls := map[string]*v1alpha1.NodeMigLayout{
+		"n1": {Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{a100}}},
+		"n2": {Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{h100}}},
+	}
+	sel := Selection{Nodes: []string{"n1", "n2"}, Conflicts: map[string][]string{"other": {"n2"}}}
+	spec := v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeStatic, Rules: rules(
+		rule("a100").product("A100-SXM4-80GB").counts("7g.80gb", 1),
+		rule("h100").product("H100-SXM5-80GB").counts("7g.80gb", 1))}
+	if got := CheckSpec(mig.DefaultCatalog(), &spec, selectedInventory(sel, nmls)); len(got) != 0 {
+		t.Errorf("spec problems %+v; want none (rule h100 is for n2, in conflict)", got)
+	}
+}
