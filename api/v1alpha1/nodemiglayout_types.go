@@ -93,8 +93,9 @@ type GPUSpec struct {
 	// pending, the devices it brings before planning any other pod, so
 	// that no second GPU is changed for one pod; and once none of them
 	// waits for the new devices (deleted, or scheduled elsewhere) before
-	// anything is destroyed, the change is cancelled. A plan serving more
-	// pods than MaxItems lists the first ones.
+	// the agent starts the GPU's NVML work, the change is cancelled. A
+	// plan serving more pods than MaxItems lists the first ones (and such
+	// a change is never cancelled).
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=317
 	// +listType=atomic

@@ -519,7 +519,7 @@ func (st *planState) planAll(ctx context.Context, all []v1alpha1.MigLayout, appl
 	if err != nil {
 		return nil, fmt.Errorf("planning: %w", err)
 	}
-	ap.snap, ap.res, ap.cancels = snap, res, controller.BlockedChanges(in, snap)
+	ap.snap, ap.res, ap.cancels = snap, res, controller.AutoCancels(in, snap, res)
 	st.auto = ap
 	return ap, nil
 }

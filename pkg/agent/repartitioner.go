@@ -37,14 +37,14 @@ type Repartitioner struct {
 	Metrics *Metrics
 	// Driver is the DRA driver name the node's devices are published under.
 	Driver string
-	// Reread, when set, reads the node's desired GPU specs again once a
-	// drain's settle period is over (the agent: live from the API
-	// server). A GPU whose spec changed meanwhile (an Auto plan cancelled
-	// its change before anything was destroyed: the pods it was for are
-	// gone) is not repartitioned in this pass, and its drained devices are
-	// published untainted again; the pass the spec change starts works
-	// from the new spec. An error is logged and the pass goes on with the
-	// specs it was given.
+	// Reread, when set, reads the node's desired GPU specs again right
+	// before each GPU's NVML work, once the GPU is shown Repartitioning
+	// (the agent: live from the API server). A GPU whose spec changed
+	// meanwhile (an Auto plan cancelled its change before anything was
+	// destroyed: the pods it was for are gone) is not repartitioned in
+	// this pass, and its drained devices are published untainted again;
+	// the pass the spec change starts works from the new spec. An error is
+	// logged and the pass goes on with the specs it was given.
 	Reread func(ctx context.Context) ([]v1alpha1.GPUSpec, error)
 }
 
@@ -198,19 +198,8 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		if err != nil {
 			return nil, err
 		}
-		changed := r.specsChanged(ctx, work)
 		kept := work[:0]
 		for _, p := range work {
-			if changed.Has(p.index) {
-				logger.Info("Desired layout changed while draining; not repartitioning", "gpu", p.index, "layout", p.desired.String())
-				res.Results[p.index] = GPUResult{Phase: v1alpha1.PhasePending, Reason: "Pending",
-					Message: fmt.Sprintf("the desired layout changed while draining; %s not applied", p.desired.String())}
-				res.Retry = true
-				if err := r.Journal.Clear(p.index); err != nil {
-					return nil, err
-				}
-				continue
-			}
 			if busy := live.Intersection(sets.New(p.drain...)); busy.Len() > 0 {
 				logger.Info("Device got allocated while draining; keeping it", "gpu", p.index, "devices", sets.List(busy))
 				res.Results[p.index] = GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
@@ -227,10 +216,24 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		r.Metrics.observePhase("drain", time.Since(start))
 	}
 
-	// 3. Repartition, GPU by GPU, under the lock that prepare takes.
+	// 3. Repartition, GPU by GPU, under the lock that prepare takes. Each
+	// GPU is shown Repartitioning before the spec is read a last time:
+	// a controller that cancels a change while the GPU shows Draining
+	// (UnneededChanges) either has its cancel seen here or, its write
+	// conditional on the NodeMigLayout it read, not written at all.
 	for _, p := range work {
 		start := time.Now()
 		report(p.index, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: "Repartitioning", Message: p.describe()})
+		if r.specChanged(ctx, p) {
+			logger.Info("Desired layout changed before repartitioning; leaving the GPU as it is", "gpu", p.index, "layout", p.desired.String())
+			res.Results[p.index] = GPUResult{Phase: v1alpha1.PhasePending, Reason: "Pending",
+				Message: fmt.Sprintf("the desired layout changed before the GPU was repartitioned; %s not applied", p.desired.String())}
+			res.Retry = true
+			if err := r.Journal.Clear(p.index); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		result := r.apply(ctx, p)
 		r.Metrics.observePhase("repartition", time.Since(start))
 		r.Metrics.countRepartition(result.Phase)
@@ -806,24 +809,18 @@ func joinDevices(l mig.Layout) string {
 	return strings.Join(slices.Clip(s), ",")
 }
 
-// specsChanged reads the desired specs again (Reread) and returns the
-// indexes of the GPUs of work whose spec is no longer the one the pass
-// works from (changed or gone).
-func (r *Repartitioner) specsChanged(ctx context.Context, work []*gpuPlan) sets.Set[int] {
-	out := sets.New[int]()
+// specChanged reads the desired specs again (Reread) and reports whether
+// the spec of p's GPU is no longer the one the pass works from (changed or
+// gone). Without Reread, or when it fails (logged), it reports false.
+func (r *Repartitioner) specChanged(ctx context.Context, p *gpuPlan) bool {
 	if r.Reread == nil {
-		return out
+		return false
 	}
 	now, err := r.Reread(ctx)
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Reading the desired layouts again after the settle period; going on with those read before")
-		return out
+		klog.FromContext(ctx).Error(err, "Reading the desired layouts again before repartitioning; going on with those read before", "gpu", p.index)
+		return false
 	}
-	for _, p := range work {
-		i := slices.IndexFunc(now, func(s v1alpha1.GPUSpec) bool { return s.Index == p.spec.Index })
-		if i < 0 || now[i].MIGEnabled != p.spec.MIGEnabled || now[i].Layout != p.spec.Layout {
-			out.Insert(p.index)
-		}
-	}
-	return out
+	i := slices.IndexFunc(now, func(s v1alpha1.GPUSpec) bool { return s.Index == p.spec.Index })
+	return i < 0 || now[i].MIGEnabled != p.spec.MIGEnabled || now[i].Layout != p.spec.Layout
 }

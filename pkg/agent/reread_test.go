@@ -36,7 +36,8 @@ func TestLiveSpecs(t *testing.T) {
 
 // TestSyncSkipsGPUWhoseSpecChangedWhileDraining: an Auto plan cancels a
 // change while the agent waits out the settle period (the pods it was for
-// are gone). The drained devices must not be destroyed for a layout nobody
+// are gone), seen when the agent reads the spec again before the GPU's
+// NVML work. The drained devices must not be destroyed for a layout nobody
 // asks for any more: the GPU is left as it is, untainted, and reported
 // Pending for the next pass; a GPU whose spec did not change goes on.
 func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
@@ -76,16 +77,16 @@ func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if reread != 1 {
-				t.Errorf("specs read again %d times after the settle period, want 1", reread)
+			if reread != 2 {
+				t.Errorf("specs read again %d times, want 2 (before each GPU's NVML work)", reread)
 			}
 			if diff := cmp.Diff(tc.want, g.layouts(t)); diff != "" {
 				t.Errorf("layouts (-want +got):\n%s", diff)
 			}
 			if tc.want[0] == "7g.80gb@0" {
 				got := res.Results[0]
-				if got.Phase != v1alpha1.PhasePending || !strings.Contains(got.Message, "changed while draining") || !res.Retry {
-					t.Errorf("GPU 0 result %+v (retry %v), want Pending: the desired layout changed while draining", got, res.Retry)
+				if got.Phase != v1alpha1.PhasePending || !strings.Contains(got.Message, "changed before the GPU was repartitioned") || !res.Retry {
+					t.Errorf("GPU 0 result %+v (retry %v), want Pending: the desired layout changed before the GPU was repartitioned", got, res.Retry)
 				}
 			}
 			if got := res.Results[1]; got.Phase != v1alpha1.PhaseReady {

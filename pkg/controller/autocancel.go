@@ -34,11 +34,15 @@ func unneededCandidates(in AutoInputs, snap planner.Snapshot) []planner.Change {
 }
 
 // undestroyed is the change that cancels GPU idx's change in flight on nml
-// while that change was planned for pods and nothing of it is destroyed
-// yet: the agent reports the GPU Pending, Draining (waiting out the settle
-// period with the devices to destroy tainted) or still Ready on the layout
-// before the change. Once it reports Repartitioning, Blocked or Failed the
-// change is carried out, cancelled as blocked (BlockedChanges) or retried.
+// while that change was planned for pods and the agent has not started its
+// NVML work: it reports the GPU Draining (waiting out the settle period
+// with the devices to destroy tainted) or still Ready on the layout before
+// the change. Once it reports Repartitioning, Blocked, Failed or Pending (a
+// pass that failed, perhaps after some NVML work) the change is carried
+// out, cancelled as blocked (BlockedChanges) or retried. The agent reports
+// Repartitioning before it reads the spec a last time (live) and calls
+// NVML, and apply writes a cancel only on the NodeMigLayout as read, so
+// either the agent sees the cancel or the cancel is not written.
 func undestroyed(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
 	i := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return int(st.Index) == idx })
 	j := slices.IndexFunc(nml.Spec.GPUs, func(sp v1alpha1.GPUSpec) bool { return int(sp.Index) == idx })
@@ -47,11 +51,14 @@ func undestroyed(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
 	}
 	st, spec := nml.Status.GPUs[i], nml.Spec.GPUs[j]
 	switch st.Phase {
-	case v1alpha1.PhasePending, v1alpha1.PhaseDraining, v1alpha1.PhaseReady:
+	case v1alpha1.PhaseDraining, v1alpha1.PhaseReady:
 	default:
+		// Pending may follow NVML work a failed pass left half done.
 		return planner.Change{}, false
 	}
-	if !spec.MIGEnabled || !st.MIGEnabled || len(spec.ServedPods) == 0 {
+	// A list at MaxItems may leave pods out: such a change is never
+	// judged unneeded.
+	if !spec.MIGEnabled || !st.MIGEnabled || len(spec.ServedPods) == 0 || len(spec.ServedPods) >= maxServedPods {
 		return planner.Change{}, false
 	}
 	actual, err1 := mig.ParseLayout(st.Layout)
@@ -71,7 +78,16 @@ func undestroyed(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
 // devices the next pod needs); cancelling it sets the GPU's desired layout
 // back to the actual one.
 func UnneededChanges(in AutoInputs, candidates []planner.Change, res planner.Result) []planner.Change {
+	// A new device a claim holds already was made: the status lags.
+	allocated, _ := allocations(in.Claims, in.Driver)
 	waited := map[string]bool{}
+	for _, c := range candidates {
+		for _, d := range c.From {
+			if !c.To.Contains(d) && isAllocated(allocated[c.Node], c.GPU, d) {
+				waited[fmt.Sprintf("%s/%d", c.Node, c.GPU)] = true
+			}
+		}
+	}
 	for _, s := range res.Served {
 		for _, d := range s.Devices {
 			idx, isMIG, ok := migslices.DeviceGPUIndex(d)
@@ -87,6 +103,13 @@ func UnneededChanges(in AutoInputs, candidates []planner.Change, res planner.Res
 		}
 	}
 	return out
+}
+
+// AutoCancels are the changes in flight the plan res of snap cancels, as
+// the AutoPlanner writes them: those the agent cannot apply
+// (BlockedChanges) and those no pod waits for any more (UnneededChanges).
+func AutoCancels(in AutoInputs, snap planner.Snapshot, res planner.Result) []planner.Change {
+	return append(BlockedChanges(in, snap), UnneededChanges(in, unneededCandidates(in, snap), res)...)
 }
 
 // firstPods is the first n of pods, with how many more there are.
@@ -108,4 +131,46 @@ func stillCancels(nml *v1alpha1.NodeMigLayout, x planner.Change) bool {
 		}
 	}
 	return false
+}
+
+// oneChangePerPod keeps each pod named by the changes in flight of one GPU
+// only (planner.GPU.Serves): should two changes name it (one planned while
+// the other's node was Frozen), the one the agent carries out already (not
+// undestroyed) keeps it, else the first; the other's devices are then no
+// longer waited for, and it is cancelled while it can be (UnneededChanges).
+func oneChangePerPod(in AutoInputs, snap *planner.Snapshot) {
+	type at struct{ node, gpu int }
+	var named map[string][]at
+	for ni, n := range snap.Nodes {
+		for gi, g := range n.GPUs {
+			for _, pod := range g.Serves {
+				if named == nil {
+					named = map[string][]at{}
+				}
+				named[pod] = append(named[pod], at{ni, gi})
+			}
+		}
+	}
+	for pod, ats := range named {
+		if len(ats) < 2 {
+			continue
+		}
+		keep := 0
+		for i, a := range ats {
+			n := snap.Nodes[a.node]
+			if nml := in.NodeMigLayouts[n.Node.Name]; nml != nil {
+				if _, cancellable := undestroyed(nml, n.GPUs[a.gpu].Info.Index); !cancellable {
+					keep = i
+					break
+				}
+			}
+		}
+		for i, a := range ats {
+			if i == keep {
+				continue
+			}
+			g := &snap.Nodes[a.node].GPUs[a.gpu]
+			g.Serves = slices.DeleteFunc(slices.Clone(g.Serves), func(p string) bool { return p == pod })
+		}
+	}
 }

@@ -134,17 +134,18 @@ func TestChangeOfDeletedPodIsNotCarriedOut(t *testing.T) {
 // TestChangeOfDeletedPodsIsCancelledOnlyBeforeDestroying: the plan records
 // the pods a change is for (GPUSpec.ServedPods). Once none of them is
 // pending any more, with no other pod pending at all, the change is
-// cancelled while the agent has destroyed nothing (Pending, Draining, or
-// not started: still Ready on the layout before), and carried on once it
+// cancelled while the agent has not started its NVML work (Draining, or not
+// started: still Ready on the layout before), and carried on once it
 // reports Repartitioning (NVML calls under way: a cancel would only make
-// it destroy and create twice).
+// it destroy and create twice) or Pending (a failed pass, perhaps after
+// NVML work).
 func TestChangeOfDeletedPodsIsCancelledOnlyBeforeDestroying(t *testing.T) {
 	tests := map[string]struct {
 		phase      v1alpha1.GPUPhase
 		wantCancel bool
 	}{
-		"not started":    {phase: v1alpha1.PhaseReady, wantCancel: true},
-		"pending":        {phase: v1alpha1.PhasePending, wantCancel: true},
+		"not started": {phase: v1alpha1.PhaseReady, wantCancel: true},
+		"pending (a failed pass may have done NVML work)": {phase: v1alpha1.PhasePending},
 		"draining":       {phase: v1alpha1.PhaseDraining, wantCancel: true},
 		"repartitioning": {phase: v1alpha1.PhaseRepartitioning},
 	}

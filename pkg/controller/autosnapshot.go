@@ -144,6 +144,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 		}
 	}
 	slices.SortFunc(snap.Nodes, func(a, b planner.Node) int { return strings.Compare(a.Node.Name, b.Node.Name) })
+	oneChangePerPod(in, &snap)
 	snap.Pending = pendingPods(in.Pods, in.Claims)
 	snap.OtherAllocated = otherAllocated
 	return snap

@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// TestUnneededCancelKeepsAChangeAlreadyCarriedOut: the plan repartitions
+// n1's GPU 0 (7g.80gb@0, free) to 3g.40gb@4 for p1. The agent destroys the
+// 7g.80gb and creates the 3g.40gb, publishes it, and its pass then fails
+// (the API server drops a request): it marks the GPU Pending (PassFailed,
+// "the pass stopped before this GPU's change was done"), and the status
+// still shows the layout before the change. Meanwhile the scheduler gives
+// p1 the new 3g.40gb@4 (its claim is allocated on it) and binds it. Nothing
+// about this change is "undestroyed": the 7g.80gb is gone and the new
+// device is held by a claim the controller reads. Cancelling it (desired
+// back to 7g.80gb@0) asks the agent to destroy p1's device.
+//
+// The same holds while the status still shows the GPU Ready on the layout
+// before the change (the agent's report of the pass is not written yet):
+// the claim on the new device tells the change was made.
+func TestUnneededCancelKeepsAChangeAlreadyCarriedOut(t *testing.T) {
+	for _, phase := range []v1alpha1.GPUPhase{v1alpha1.PhasePending, v1alpha1.PhaseReady} {
+		t.Run(string(phase), func(t *testing.T) { testUnneededCancelKeepsAChangeAlreadyCarriedOut(t, phase) })
+	}
+}
+
+func testUnneededCancelKeepsAChangeAlreadyCarriedOut(t *testing.T, phase v1alpha1.GPUPhase) {
+	ml := autoMigLayout("auto", nil)
+	p1 := autoPod("p1", h0(), "c1")
+	c1 := autoClaim("c1", profileSelector("3g.40gb"))
+	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}),
+		autoNML("n1", ml, a100(0).layout("7g.80gb@0")), c1, p1)
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "3g.40gb@4" {
+		t.Fatalf("first plan: n1/gpu-0 -> %q, want 3g.40gb@4 for p1", got)
+	}
+	h.events()
+	// The agent's pass failed after repartitioning: Pending (PassFailed),
+	// the status layout is the one before the change.
+	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+		st[0].Phase, st[0].Reason = v1alpha1.PhasePending, "PassFailed"
+		st[0].Message = "the pass stopped before this GPU's change was done; retrying: republishing pool: the server was unable to return a response"
+		if phase == v1alpha1.PhaseReady {
+			st[0].Reason, st[0].Message = v1alpha1.ReasonLayoutApplied, "layout applied"
+		}
+		st[0].Phase = phase
+		return st
+	})
+	// p1 got the new device and is bound.
+	ctx := context.Background()
+	if err := h.c.Get(ctx, client.ObjectKeyFromObject(c1), c1); err != nil {
+		t.Fatal(err)
+	}
+	c1.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+		Request: "mig", Driver: "mig.miglayout.io", Pool: "n1", Device: migslices.MIGDeviceName(0, "3g.40gb", 9, 4)}}}}
+	if err := h.c.Status().Update(ctx, c1); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Get(ctx, client.ObjectKeyFromObject(p1), p1); err != nil {
+		t.Fatal(err)
+	}
+	p1.Spec.NodeName = "n1"
+	if err := h.c.Update(ctx, p1); err != nil {
+		t.Fatal(err)
+	}
+	p1.Status = corev1.PodStatus{Phase: corev1.PodRunning}
+	if err := h.c.Status().Update(ctx, p1); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(h.a.max())
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "3g.40gb@4" {
+		t.Errorf("n1/gpu-0's change cancelled to %q although its new 3g.40gb@4 is allocated to p1's claim (the change was carried out; the status lags): the agent is asked to destroy p1's device (reason %q)",
+			got, h.nml("n1").Spec.GPUs[0].Reason)
+	}
+}
+
+// TestPodNamedByTwoChangesKeepsTheOneCarriedOut: n1's GPU 0 has a change
+// in flight for p1 that its agent has not started (n1 is also selected by
+// MigLayout other: in conflict, left as it is). p1 is planned on n2, whose
+// agent is repartitioning for it. Once the conflict ends, p1 is named by
+// both changes; n2's can no longer be cancelled (NVML calls under way),
+// n1's still can (nothing destroyed). serveComing takes the first node by
+// name, n1, so n1's change is kept as waited for and both GPUs are
+// repartitioned for one pod, one device serving nobody.
+func TestPodNamedByTwoChangesKeepsTheOneCarriedOut(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	other := migLayout("other").selects("zone", "a").build()
+	other.UID, other.Spec.Mode = "uid-other", v1alpha1.ModeAuto
+	n1 := autoNML("n1", ml, a100(0).layout("7g.80gb@0"))
+	n1.Spec.GPUs = []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@4", Reason: "serves 1 pending pod(s): ns/p1", ServedPods: []string{"ns/p1"}}}
+	h := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto", "zone": "a"}), n1, &other,
+		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")),
+		autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"))
+	h.settle()
+	if got := h.specOf("n2")[0]; got != "3g.40gb@4" {
+		t.Fatalf("while n1 is in conflict: n2/gpu-0 -> %q, want 3g.40gb@4 for p1 (n1 %v)", got, h.specOf("n1"))
+	}
+	h.agent("n2", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+		st[0].Phase, st[0].Reason, st[0].Message = v1alpha1.PhaseRepartitioning, "Repartitioning", "destroy 7g.80gb@0; create 3g.40gb@4"
+		return st
+	})
+	if err := h.c.Delete(context.Background(), &other); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(h.a.max())
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
+		t.Errorf("n1/gpu-0 still to become %q for p1, whose device n2/gpu-0 is already being made (Repartitioning): two GPUs repartitioned for one pod, though n1's change has destroyed nothing and could be cancelled", got)
+	}
+}
