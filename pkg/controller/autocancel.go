@@ -18,19 +18,7 @@ import (
 // yet (undestroyed). The planner runs while there is one, pending pods or
 // not.
 func unneededCandidates(in AutoInputs, snap planner.Snapshot) []planner.Change {
-	var out []planner.Change
-	for _, n := range snap.Nodes {
-		nml := in.NodeMigLayouts[n.Node.Name]
-		if nml == nil || n.Frozen {
-			continue
-		}
-		for _, g := range n.GPUs {
-			if c, ok := undestroyed(nml, g.Info.Index); ok {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
+	return cancelsBy(in, snap, undestroyed)
 }
 
 // undestroyed is the change that cancels GPU idx's change in flight on nml
@@ -44,12 +32,10 @@ func unneededCandidates(in AutoInputs, snap planner.Snapshot) []planner.Change {
 // NVML, and apply writes a cancel only on the NodeMigLayout as read, so
 // either the agent sees the cancel or the cancel is not written.
 func undestroyed(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
-	i := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return int(st.Index) == idx })
-	j := slices.IndexFunc(nml.Spec.GPUs, func(sp v1alpha1.GPUSpec) bool { return int(sp.Index) == idx })
-	if i < 0 || j < 0 {
+	spec, st, ok := specAndStatus(nml, idx)
+	if !ok {
 		return planner.Change{}, false
 	}
-	st, spec := nml.Status.GPUs[i], nml.Spec.GPUs[j]
 	switch st.Phase {
 	case v1alpha1.PhaseDraining, v1alpha1.PhaseReady:
 	default:

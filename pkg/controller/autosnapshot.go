@@ -473,16 +473,21 @@ func claimName(pod *corev1.Pod, rc corev1.PodResourceClaim) (name string, needed
 // NodeMigLayout still asks for the cancelled layout and still reports the
 // GPU blocked on the layout the cancel keeps.
 func BlockedChanges(in AutoInputs, snap planner.Snapshot) []planner.Change {
+	return cancelsBy(in, snap, cancelOf)
+}
+
+// cancelsBy returns the cancel find finds for each GPU of the snapshot's
+// nodes on their NodeMigLayouts. Nothing is written for a Frozen node: an
+// agent cut off from the API server may have carried the change out.
+func cancelsBy(in AutoInputs, snap planner.Snapshot, find func(*v1alpha1.NodeMigLayout, int) (planner.Change, bool)) []planner.Change {
 	var out []planner.Change
 	for _, n := range snap.Nodes {
 		nml := in.NodeMigLayouts[n.Node.Name]
 		if nml == nil || n.Frozen {
-			// Nothing is written for a node whose agent is lost: one cut
-			// off from the API server may have carried the change out.
 			continue
 		}
 		for _, g := range n.GPUs {
-			if c, ok := cancelOf(nml, g.Info.Index); ok {
+			if c, ok := find(nml, g.Info.Index); ok {
 				out = append(out, c)
 			}
 		}
@@ -490,17 +495,26 @@ func BlockedChanges(in AutoInputs, snap planner.Snapshot) []planner.Change {
 	return out
 }
 
+// specAndStatus are GPU idx's spec and status on nml; ok is false unless
+// both are there.
+func specAndStatus(nml *v1alpha1.NodeMigLayout, idx int) (spec v1alpha1.GPUSpec, st v1alpha1.GPUStatus, ok bool) {
+	i := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return int(st.Index) == idx })
+	j := slices.IndexFunc(nml.Spec.GPUs, func(sp v1alpha1.GPUSpec) bool { return int(sp.Index) == idx })
+	if i < 0 || j < 0 {
+		return spec, st, false
+	}
+	return nml.Spec.GPUs[j], nml.Status.GPUs[i], true
+}
+
 // cancelOf is the change that cancels GPU idx's blocked change on nml, if
 // it has one (see BlockedChanges).
 func cancelOf(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
-	i := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return int(st.Index) == idx })
-	j := slices.IndexFunc(nml.Spec.GPUs, func(sp v1alpha1.GPUSpec) bool { return int(sp.Index) == idx })
-	if i < 0 || j < 0 || !blockedByUse(nml.Status.GPUs[i]) || !nml.Spec.GPUs[j].MIGEnabled {
+	spec, st, ok := specAndStatus(nml, idx)
+	if !ok || !blockedByUse(st) || !spec.MIGEnabled {
 		return planner.Change{}, false
 	}
-	st := nml.Status.GPUs[i]
 	actual, err1 := mig.ParseLayout(st.Layout)
-	desired, err2 := mig.ParseLayout(nml.Spec.GPUs[j].Layout)
+	desired, err2 := mig.ParseLayout(spec.Layout)
 	if err1 != nil || err2 != nil || desired.Equal(actual) {
 		return planner.Change{}, false
 	}

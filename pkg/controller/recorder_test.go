@@ -1,61 +1,24 @@
 package controller
 
 import (
-	"context"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/planner"
+	"github.com/miglayout/miglayout/test/eventstest"
 )
-
-// liveRecorder is client-go's events.k8s.io recorder (the one the manager
-// hands out, with its folding of repeats into Event.series) writing to a
-// fake clientset, and a function that waits for n events and returns their
-// notes, sorted.
-func liveRecorder(t *testing.T) (events.EventRecorder, func(n int) []string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cs := fake.NewClientset()
-	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
-	b.StartRecordingToSink(ctx.Done())
-	t.Cleanup(func() { b.Shutdown(); cancel() })
-	notes := func(n int) []string {
-		var got []string
-		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-			list, err := cs.EventsV1().Events("").List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err
-			}
-			got = nil
-			for _, e := range list.Items {
-				got = append(got, e.Note)
-			}
-			return len(got) >= n, nil
-		})
-		if err != nil {
-			t.Errorf("waiting for %d events: %v (have %q)", n, err, got)
-		}
-		slices.Sort(got)
-		return got
-	}
-	return b.NewRecorder(testScheme(t), Name), notes
-}
 
 // TestEventsOfSeveralNodesAreAllRecorded: a MigLayout's events of one
 // reason about two nodes, or two GPUs of a node, all reach the API server
 // with their notes.
 func TestEventsOfSeveralNodesAreAllRecorded(t *testing.T) {
-	rec, notes := liveRecorder(t)
+	rec, notes := eventstest.Recorder(t, testScheme(t), Name)
 	r := &Reconciler{Recorder: rec}
 	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "ml", UID: "u"}}
 	prev := v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{
@@ -82,7 +45,7 @@ func TestEventsOfSeveralNodesAreAllRecorded(t *testing.T) {
 // GPU to another (its first change was cancelled) reads the new target in
 // its events, not only a repeat count on the first.
 func TestPodPlannedOntoAnotherGPUHearsIt(t *testing.T) {
-	rec, notes := liveRecorder(t)
+	rec, notes := eventstest.Recorder(t, testScheme(t), Name)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a := &AutoPlanner{Recorder: rec, Now: func() time.Time { return now }}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "pu"}}
