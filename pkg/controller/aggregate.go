@@ -165,10 +165,11 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 // withUntouchedGPUs adds to the row of a node of an Auto-mode MigLayout the
 // GPUs its agent reports that no plan has changed yet (no spec lists them):
 // Auto mode keeps them as they are, so each shows its actual layout as the
-// desired one, in the phase the agent reports (Ready). Without them the row
+// desired one, in the phase the agent reports (Ready; as last reported
+// where the agent is lost). Without them the row
 // of a node Auto mode has not changed yet lists no GPU at all.
 func withUntouchedGPUs(st NodeState, nml *v1alpha1.NodeMigLayout) NodeState {
-	if nml == nil || st.Lost {
+	if nml == nil {
 		return st
 	}
 	for _, g := range nml.Status.GPUs {

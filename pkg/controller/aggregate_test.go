@@ -182,3 +182,22 @@ func TestUnreadableGPUActualIsUnknown(t *testing.T) {
 		t.Errorf("Actual of unreadable GPUs (-want +got):\n%s", diff)
 	}
 }
+
+// TestAutoRowsOfLostNodeKeepUntouchedGPUs: an Auto-mode node's rows list
+// every GPU its agent reports (withUntouchedGPUs); once its agent is lost
+// the rows are as last reported (NodeState.Lost), so the GPUs no plan
+// changed stay listed instead of vanishing from kubectl describe.
+func TestAutoRowsOfLostNodeKeepUntouchedGPUs(t *testing.T) {
+	nml := nodeMigLayout("n").spec(specGPU(1, "3g.40gb@4", "serves ns/p")).
+		status(a100(0).layout("7g.80gb@0"), a100(1).layout("3g.40gb@4")).build()
+	for _, lost := range []bool{false, true} {
+		st := withUntouchedGPUs(EvaluateNode("n", nml, nil, AgentHealth{Lost: lost, Message: "no heartbeat"}), nml)
+		var idx []int32
+		for _, r := range st.Row.GPUs {
+			idx = append(idx, r.Index)
+		}
+		if diff := cmp.Diff([]int32{0, 1}, idx); diff != "" {
+			t.Errorf("agent lost %t: GPU rows (-want +got):\n%s", lost, diff)
+		}
+	}
+}

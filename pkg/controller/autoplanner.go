@@ -457,10 +457,12 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 	}
 	for _, s := range res.Served {
 		if target := targets[s.Pod]; target != "" {
+			// The GPU of its first device still to be made.
 			var on *gpuRef
-			if len(s.Devices) > 0 {
-				if idx, _, ok := migslices.DeviceGPUIndex(s.Devices[0]); ok {
+			for _, d := range s.Devices {
+				if idx, _, ok := migslices.DeviceGPUIndex(d); ok && !exists(in, s.Node, idx, d) {
 					on = &gpuRef{node: s.Node, gpu: idx}
+					break
 				}
 			}
 			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, on, "waiting for the repartition of "+target+" (a device such as "+strings.Join(s.Devices, ", ")+")")

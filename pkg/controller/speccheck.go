@@ -222,7 +222,7 @@ func orNone(s []string) string {
 }
 
 // selectedInventory returns the reported GPUs of every node the MigLayout
-// selects, or nil while one of them has not reported. Nodes in conflict
+// selects, or nil while one it manages has not reported. Nodes in conflict
 // (another MigLayout selects them too) count: the spec is judged on the
 // nodes it is written for, so a rule for GPUs only such a node has is not
 // reported as matching no GPU (the Conflict condition says what is wrong).
@@ -231,6 +231,9 @@ func selectedInventory(sel Selection, nmls map[string]*v1alpha1.NodeMigLayout) m
 	for _, node := range sel.Nodes {
 		nml := nmls[node]
 		if nml == nil || len(nml.Status.GPUs) == 0 {
+			if sel.Conflicted(node) {
+				continue // no report to count: it does not hold the check back
+			}
 			return nil
 		}
 		out[node] = nml.Status.GPUs

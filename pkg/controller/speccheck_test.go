@@ -167,3 +167,24 @@ func TestSpecCheckCountsNodesInConflict(t *testing.T) {
 		t.Errorf("spec problems %+v; want none (rule h100 is for n2, in conflict)", got)
 	}
 }
+
+// TestSpecCheckNodeInConflictWithoutReport: a node in conflict gets no
+// NodeMigLayout from this MigLayout (it is left as it is), so where no
+// other MigLayout made one its agent never reports while the conflict
+// lasts. The spec check still judges the spec on the nodes that report: a
+// rule every GPU of which an earlier rule decides is reported, whatever
+// GPUs the node in conflict has.
+func TestSpecCheckNodeInConflictWithoutReport(t *testing.T) {
+	a100 := v1alpha1.GPUStatus{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", MIGEnabled: true}
+	nmls := map[string]*v1alpha1.NodeMigLayout{
+		"n1": {Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{a100}}},
+	}
+	sel := Selection{Nodes: []string{"n1", "n2"}, Conflicts: map[string][]string{"other": {"n2"}}}
+	spec := v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeStatic, Rules: rules(
+		rule("all").counts("7g.80gb", 1),
+		rule("a100").product("A100-SXM4-80GB").counts("3g.40gb", 2))}
+	got := CheckSpec(mig.DefaultCatalog(), &spec, selectedInventory(sel, nmls))
+	if len(got) != 1 || got[0].Reason != v1alpha1.ReasonRuleMatchesNoGPU {
+		t.Errorf("spec problems %+v; want rule \"a100\" reported as matching only GPUs an earlier rule decides", got)
+	}
+}

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -206,5 +207,57 @@ func TestProfileOutsideAllowedProfilesIsNotServable(t *testing.T) {
 				t.Errorf("a placement is kept for the pod: %v", res.Kept)
 			}
 		})
+	}
+}
+
+// TestExistingDeviceOutsideAllowedProfilesServes: allowedProfiles limits the
+// profiles the planner may create (AutoPolicy, Policy.AllowedProfiles); a
+// free device of another profile that exists already on the node (left
+// from before the policy) serves a pod that claims it, as it did before
+// the NotServable check: the pod is not told it can never be served.
+func TestExistingDeviceOutsideAllowedProfilesServes(t *testing.T) {
+	only1g := Policy{AllowedProfiles: []string{"1g.10gb"}}
+	n := node("n1").policy(only1g).gpu("A100-SXM4-80GB", "3g.40gb@4", "").build()
+	res, err := Plan(context.Background(), Snapshot{Driver: driver, Nodes: []Node{n},
+		Pending: []Pod{pod("p", 1).claim(profileIs("3g.40gb"), 1).build()}, Classes: []*resourceapi.DeviceClass{migClass()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Served) != 1 || res.Served[0].Node != "n1" {
+		t.Errorf("served %v, unservable %q; want served on n1 by its free 3g.40gb", res.Served, res.Unservable["default/p"])
+	}
+}
+
+// TestForbiddenClaimCostDoesNotGrowWithGPUs: telling a pod that no node's
+// allowedProfiles allows its claim costs about the same whatever the number
+// of GPUs of the nodes (all of one policy and kind): the planner serves
+// 5000 pods on 1000 nodes × 8 GPUs within its budget (BenchmarkPlanFull),
+// so a per-pod check must not walk (and allocate for) every GPU.
+func TestForbiddenClaimCostDoesNotGrowWithGPUs(t *testing.T) {
+	only1g := Policy{AllowedProfiles: []string{"1g.10gb"}, MaxGPUsPerNode: 8}
+	allocs := func(nodes int) float64 {
+		snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}}
+		for i := range nodes {
+			b := node(fmt.Sprintf("n%04d", i)).policy(only1g)
+			for range 8 {
+				b.gpu("A100-SXM4-80GB", "", "")
+			}
+			snap.Nodes = append(snap.Nodes, b.build())
+		}
+		pl, err := NewPlanner(context.Background(), snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := 0
+		return testing.AllocsPerRun(50, func() {
+			i++
+			if err := pl.Add(context.Background(), pod(fmt.Sprintf("p%03d", i), 1).claim(profileIs("3g.40gb"), 1).build()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	small, large := allocs(10), allocs(500)
+	if large > 2*small+100 {
+		t.Errorf("allocations per pod no node's policy allows: %.0f with 10 nodes, %.0f with 500 nodes × 8 GPUs; want about the same", small, large)
 	}
 }

@@ -247,6 +247,9 @@ func (p *planner) load() error {
 			}
 			ns.gpus = append(ns.gpus, gs)
 			p.gpus = append(p.gpus, gs)
+			if !slices.Contains(ns.gpuKinds, gs.kind) {
+				ns.gpuKinds = append(ns.gpuKinds, gs.kind)
+			}
 			if n.Frozen {
 				continue // counted, never used
 			}

@@ -45,14 +45,6 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		p.result.Unservable[key] = fmt.Sprintf("no profile of the Auto nodes' GPU models (%s) satisfies claim %s", strings.Join(names, ", "), pod.Claims[0].Name)
 		return nil
 	}
-	if !p.anyAllowed(nodes, profiles) {
-		names := sets.New[string]()
-		for _, ps := range profiles {
-			names.Insert(ps...)
-		}
-		p.result.Unservable[key] = fmt.Sprintf("claim %s is satisfied by %s, which the Auto policy (allowedProfiles) of no node the pod may run on allows", pod.Claims[0].Name, strings.Join(sets.List(names), ", "))
-		return nil
-	}
 
 	// Every way to serve the pod is compared by one rule: least room for
 	// large profiles taken from the devices that stay (best fit across
@@ -172,6 +164,17 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		}
 	}
 	if best == nil {
+		// No free device fits, and none may be created: never, where
+		// every profile that satisfies the claim is one the policies
+		// forbid creating.
+		if !p.anyAllowed(nodes, profiles) {
+			names := sets.New[string]()
+			for _, ps := range profiles {
+				names.Insert(ps...)
+			}
+			p.result.Unservable[key] = fmt.Sprintf("claim %s is satisfied by %s, which the Auto policy (allowedProfiles) of no node the pod may run on allows", pod.Claims[0].Name, strings.Join(sets.List(names), ", "))
+			return nil
+		}
 		if held := p.hold(key, profiles, ok); held != nil {
 			p.result.Kept[key] = Kept{Node: held.node.n.Node.Name, GPU: held.g.Info.Index, Profile: profiles[held.kind][0], Placement: held.held}
 			return nil
@@ -296,20 +299,22 @@ func (p *planner) classFreeLoss(c *class, g *gpuState, d mig.Device) []int {
 }
 
 // anyAllowed reports whether some node of nodes has a GPU one of whose
-// satisfying profiles (by kind of GPU) its policy allows.
+// satisfying profiles (by kind of GPU) its policy allows creating. It walks
+// each node's kinds of GPU once (GPUs of a kind share their profiles).
 func (p *planner) anyAllowed(nodes []*nodeState, profiles map[string][]string) bool {
-	seen := map[string]bool{}
+	type policyKind struct{ policy, kind string }
+	seen := map[policyKind]bool{}
 	for _, n := range nodes {
 		if n.allowed == nil {
 			return true
 		}
-		for _, g := range n.gpus {
-			k := n.policyKey + "|" + g.kind
-			if seen[k] {
+		for _, k := range n.gpuKinds {
+			pk := policyKind{n.policyKey, k}
+			if seen[pk] {
 				continue
 			}
-			seen[k] = true
-			if slices.ContainsFunc(profiles[g.kind], n.allows) {
+			seen[pk] = true
+			if slices.ContainsFunc(profiles[k], n.allows) {
 				return true
 			}
 		}

@@ -150,6 +150,8 @@ type nodeState struct {
 	// kind numbers fitsWhenFree's kind of the node (policy and GPUs),
 	// made once: 0 until then.
 	kind int
+	// gpuKinds are the distinct kinds of its GPUs (gpuState.kind).
+	gpuKinds []string
 }
 
 // stateKey is what planning a pod on the node depends on, other drivers'
