@@ -34,17 +34,7 @@ func TestPodServedByChangeInFlightIsNotPlannedAgain(t *testing.T) {
 		node("n1", map[string]string{"pool": "auto"}), n1,
 		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0)),
 		autoClaim("c1", profileSelector("1g.10gb")), autoPod("p1", h0(), "c1"))
-	h.settle()
-	first := h.specOf("n2")[0]
-	if first == "" {
-		t.Fatalf("first plan: n2 not repartitioned for p1 (n1 %v, events %q)", h.specOf("n1"), h.events())
-	}
-	h.events()
-
-	// n1's GPU 0 is done; n2's change for p1 is still in flight.
-	h.agentDone("n1")
-	h.now = h.now.Add(h.a.max())
-	h.settle()
+	first := planOnN2ThenFinishN1(t, h)
 
 	if got, ok := h.specOf("n1")[1]; ok {
 		t.Errorf("n1/gpu-1 repartitioned to %q for p1, whose device is coming with n2/gpu-0's change in flight (%s): two GPUs changed for one pod", got, first)
@@ -79,16 +69,7 @@ func TestMultiDevicePodServedByChangeInFlightIsNotPlannedAgain(t *testing.T) {
 		node("n1", map[string]string{"pool": "auto"}), n1,
 		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).uuid("GPU-n2-0")),
 		claim, autoPod("p1", h0(), "c1"))
-	h.settle()
-	first := h.specOf("n2")[0]
-	if first == "" {
-		t.Fatalf("first plan: n2 not repartitioned for p1 (n1 %v, events %q)", h.specOf("n1"), h.events())
-	}
-	h.events()
-
-	h.agentDone("n1")
-	h.now = h.now.Add(h.a.max())
-	h.settle()
+	first := planOnN2ThenFinishN1(t, h)
 
 	if got, ok := h.specOf("n1")[1]; ok {
 		t.Errorf("n1/gpu-1 repartitioned to %q for p1, whose two devices are coming with n2/gpu-0's change in flight (%s): two GPUs changed for one pod (events %q)",
@@ -186,4 +167,22 @@ func TestChangeOfDeletedPodsIsCancelledOnlyBeforeDestroying(t *testing.T) {
 			}
 		})
 	}
+}
+
+// planOnN2ThenFinishN1 runs the plan that repartitions n2's GPU 0 for p1
+// (n1 may change no other GPU while its GPU 0 changes), then finishes n1's
+// change and plans again while n2's is still in flight. It returns n2's
+// first planned layout.
+func planOnN2ThenFinishN1(t *testing.T, h *autoCluster) string {
+	t.Helper()
+	h.settle()
+	first := h.specOf("n2")[0]
+	if first == "" {
+		t.Fatalf("first plan: n2 not repartitioned for p1 (n1 %v, events %q)", h.specOf("n1"), h.events())
+	}
+	h.events()
+	h.agentDone("n1")
+	h.now = h.now.Add(h.a.max())
+	h.settle()
+	return first
 }
