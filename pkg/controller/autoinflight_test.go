@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -86,15 +87,7 @@ func TestMultiDevicePodServedByChangeInFlightIsNotPlannedAgain(t *testing.T) {
 // carry it out for nobody, tell q that devices in use are in its way, and
 // repartition the GPU back to 7g.80gb@0 for q afterwards.
 func TestChangeOfDeletedPodIsNotCarriedOut(t *testing.T) {
-	ml := autoMigLayout("auto", nil)
-	p1 := autoPod("p1", h0(), "c1")
-	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}),
-		autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
-		autoClaim("c1", profileSelector("3g.40gb")), p1)
-	h.settle()
-	if got := h.specOf("n1")[0]; got != "3g.40gb@4" {
-		t.Fatalf("first plan: n1/gpu-0 -> %q, want 3g.40gb@4 for p1", got)
-	}
+	h, p1 := planThreeGForP1(t)
 	h.events()
 	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
 		st[0].Phase, st[0].Reason, st[0].Message = v1alpha1.PhaseDraining, "Draining", "draining gpu-0-mig-7g80gb-0-0"
@@ -132,15 +125,7 @@ func TestChangeOfDeletedPodsIsCancelledOnlyBeforeDestroying(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			ml := autoMigLayout("auto", nil)
-			p1 := autoPod("p1", h0(), "c1")
-			h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}),
-				autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
-				autoClaim("c1", profileSelector("3g.40gb")), p1)
-			h.settle()
-			if got := h.specOf("n1")[0]; got != "3g.40gb@4" {
-				t.Fatalf("first plan: n1/gpu-0 -> %q, want 3g.40gb@4 for p1", got)
-			}
+			h, p1 := planThreeGForP1(t)
 			if got := h.nml("n1").Spec.GPUs[0].ServedPods; !slices.Equal(got, []string{"ns/p1"}) {
 				t.Errorf("spec servedPods = %q, want [ns/p1]", got)
 			}
@@ -185,4 +170,20 @@ func planOnN2ThenFinishN1(t *testing.T, h *autoCluster) string {
 	h.now = h.now.Add(h.a.max())
 	h.settle()
 	return first
+}
+
+// planThreeGForP1 plans n1's free 7g.80gb@0 into 3g.40gb@4 for pod p1 (a
+// 3g.40gb claim) and returns the cluster and p1.
+func planThreeGForP1(t *testing.T) (*autoCluster, *corev1.Pod) {
+	t.Helper()
+	ml := autoMigLayout("auto", nil)
+	p1 := autoPod("p1", h0(), "c1")
+	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}),
+		autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
+		autoClaim("c1", profileSelector("3g.40gb")), p1)
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "3g.40gb@4" {
+		t.Fatalf("first plan: n1/gpu-0 -> %q, want 3g.40gb@4 for p1", got)
+	}
+	return h, p1
 }

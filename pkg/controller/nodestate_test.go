@@ -6,11 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/agent"
@@ -35,17 +31,7 @@ func TestUnreadableGPUNeverRead(t *testing.T) {
 	gpus := append(inventory(a100(0).layout("3g.40gb@0,3g.40gb@4")), st.GPUs...)
 	nml := ownedBy(nodeMigLayout("n1").spec(halves).build(), ml)
 	nml.Status.GPUs = gpus
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
-		WithObjects(ml, node("n1", map[string]string{"pool": "a"}), nml).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
-	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
-		t.Fatalf("Reconcile: %v", err)
-	}
-	var got v1alpha1.MigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &got); err != nil {
-		t.Fatal(err)
-	}
+	got := reconcileOnce(t, ctx, ml, node("n1", map[string]string{"pool": "a"}), nml)
 	ready := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
 	degraded := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded)
 	if ready == nil || ready.Status == metav1.ConditionTrue {

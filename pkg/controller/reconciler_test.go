@@ -224,16 +224,7 @@ func TestAutoModeRowsListEveryGPU(t *testing.T) {
 	ml.UID, ml.Spec.Mode = "uid-a", v1alpha1.ModeAuto
 	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(1, "3g.40gb@4", "serves ns/p")).
 		status(a100(0).layout("7g.80gb@0"), a100(1).layout("7g.80gb@0")).build(), &ml)
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(&ml, node("n1", map[string]string{"pool": "a"}), nml).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
-	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
-		t.Fatalf("Reconcile: %v", err)
-	}
-	var got v1alpha1.MigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &got); err != nil {
-		t.Fatal(err)
-	}
+	got := reconcileOnce(t, ctx, &ml, node("n1", map[string]string{"pool": "a"}), nml)
 	if len(got.Status.Nodes) != 1 {
 		t.Fatalf("node rows %+v, want one", got.Status.Nodes)
 	}
@@ -244,4 +235,21 @@ func TestAutoModeRowsListEveryGPU(t *testing.T) {
 	if diff := cmp.Diff(want, got.Status.Nodes[0].GPUs); diff != "" {
 		t.Errorf("GPU rows of n1 (-want +got):\n%s", diff)
 	}
+}
+
+// reconcileOnce runs one Reconcile of MigLayout "a" over objs and returns
+// the MigLayout as it then is.
+func reconcileOnce(t *testing.T, ctx context.Context, objs ...client.Object) v1alpha1.MigLayout {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	var got v1alpha1.MigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
