@@ -178,19 +178,19 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, fmt.Errorf("reading NodeMigLayout %s: %w", r.NodeName, err)
 	}
 	var shown []int // GPUs whose status this pass showed in flight
-	report := func(idx int, res GPUResult) {
+	report := func(idx int, res GPUResult) error {
 		if !showProgress(nml.Status.GPUs, idx, res) {
 			logger.V(2).Info("Trying again quietly", "gpu", idx, "phase", res.Phase)
-			return
+			return nil
 		}
 		if res.Phase == v1alpha1.PhaseDraining {
 			r.gpuEvent(&nml, "Normal", EventDraining, "Drain", idx, res.Message)
 		}
 		if err := r.patchGPUPhase(ctx, idx, res); err != nil {
-			logger.V(2).Info("Could not report progress", "gpu", idx, "err", err)
-			return
+			return fmt.Errorf("reporting GPU %d %s: %w", idx, res.Phase, err)
 		}
 		shown = append(shown, idx)
+		return nil
 	}
 	res, err := r.Repartitioner.Sync(ctx, nml.Spec.GPUs, report)
 	if err == nil {

@@ -72,8 +72,12 @@ type SyncResult struct {
 }
 
 // Reporter receives phase changes during a pass (Draining, Repartitioning)
-// so that status can show progress before the pass ends. It may be nil.
-type Reporter func(gpuIndex int, r GPUResult)
+// so that status can show progress before the pass ends. It may be nil. Its
+// error for a Draining report is only logged; for a Repartitioning report it
+// keeps the GPU as it is this pass (Pending, retried): the Auto planner may
+// cancel a change while the GPU does not show Repartitioning, so no NVML
+// work starts before it does.
+type Reporter func(gpuIndex int, r GPUResult) error
 
 // gpuPlan is the work one pass does on one GPU.
 type gpuPlan struct {
@@ -97,7 +101,7 @@ type gpuPlan struct {
 func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, report Reporter) (*SyncResult, error) {
 	logger := klog.FromContext(ctx)
 	if report == nil {
-		report = func(int, GPUResult) {}
+		report = func(int, GPUResult) error { return nil }
 	}
 	obs, unreadable, err := r.observe(ctx)
 	if err != nil {
@@ -164,7 +168,9 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			if err := r.Journal.Record(p.entry(StepDraining)); err != nil {
 				return nil, err
 			}
-			report(p.index, GPUResult{Phase: v1alpha1.PhaseDraining, Reason: "Draining", Message: "draining " + strings.Join(p.drain, ", ")})
+			if err := report(p.index, GPUResult{Phase: v1alpha1.PhaseDraining, Reason: "Draining", Message: "draining " + strings.Join(p.drain, ", ")}); err != nil {
+				logger.Error(err, "Showing the GPU Draining; going on (it is shown Repartitioning before its NVML work)", "gpu", p.index)
+			}
 		}
 		logger.Info("Draining devices", "devices", sets.List(draining), "settle", r.SettlePeriod)
 		err := r.Inventory.Publish(ctx, obs, draining)
@@ -220,14 +226,23 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	// GPU is shown Repartitioning before the spec is read a last time:
 	// a controller that cancels a change while the GPU shows Draining
 	// (UnneededChanges) either has its cancel seen here or, its write
-	// conditional on the NodeMigLayout it read, not written at all.
+	// conditional on the NodeMigLayout it read, not written at all. Where
+	// either step fails, or the spec changed, the GPU is left as it is
+	// (Pending) and retried.
 	for _, p := range work {
 		start := time.Now()
-		report(p.index, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: "Repartitioning", Message: p.describe()})
-		if r.specChanged(ctx, p) {
-			logger.Info("Desired layout changed before repartitioning; leaving the GPU as it is", "gpu", p.index, "layout", p.desired.String())
+		why := ""
+		if err := report(p.index, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: "Repartitioning", Message: p.describe()}); err != nil {
+			why = fmt.Sprintf("the GPU could not be shown Repartitioning (%v)", err)
+		} else if changed, err := r.specChanged(ctx, p); err != nil {
+			why = fmt.Sprintf("the desired layout could not be read again before repartitioning (%v)", err)
+		} else if changed {
+			why = "the desired layout changed before the GPU was repartitioned"
+		}
+		if why != "" {
+			logger.Info("Leaving the GPU as it is this pass", "gpu", p.index, "layout", p.desired.String(), "why", why)
 			res.Results[p.index] = GPUResult{Phase: v1alpha1.PhasePending, Reason: "Pending",
-				Message: fmt.Sprintf("the desired layout changed before the GPU was repartitioned; %s not applied", p.desired.String())}
+				Message: fmt.Sprintf("%s; %s not applied", why, p.desired.String())}
 			res.Retry = true
 			if err := r.Journal.Clear(p.index); err != nil {
 				return nil, err
@@ -811,16 +826,16 @@ func joinDevices(l mig.Layout) string {
 
 // specChanged reads the desired specs again (Reread) and reports whether
 // the spec of p's GPU is no longer the one the pass works from (changed or
-// gone). Without Reread, or when it fails (logged), it reports false.
-func (r *Repartitioner) specChanged(ctx context.Context, p *gpuPlan) bool {
+// gone). Without Reread it reports false; when Reread fails, its error
+// (the GPU is then left as it is: a cancel may have been written).
+func (r *Repartitioner) specChanged(ctx context.Context, p *gpuPlan) (bool, error) {
 	if r.Reread == nil {
-		return false
+		return false, nil
 	}
 	now, err := r.Reread(ctx)
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Reading the desired layouts again before repartitioning; going on with those read before", "gpu", p.index)
-		return false
+		return false, err
 	}
 	i := slices.IndexFunc(now, func(s v1alpha1.GPUSpec) bool { return s.Index == p.spec.Index })
-	return i < 0 || now[i].MIGEnabled != p.spec.MIGEnabled || now[i].Layout != p.spec.Layout
+	return i < 0 || now[i].MIGEnabled != p.spec.MIGEnabled || now[i].Layout != p.spec.Layout, nil
 }

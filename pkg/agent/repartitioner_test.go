@@ -25,7 +25,7 @@ func TestSyncEnablesMIGAndCreatesLayout(t *testing.T) {
 	g := newRig(t, "2xA100-SXM4-80GB")
 	var phases []v1alpha1.GPUPhase
 	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@4,2g.20gb@0,1g.10gb@2,1g.10gb@3")},
-		func(_ int, r GPUResult) { phases = append(phases, r.Phase) })
+		func(_ int, r GPUResult) error { phases = append(phases, r.Phase); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,10 +44,11 @@ func TestSyncSkipsGPUCancelledWhileAnotherIsRepartitioned(t *testing.T) {
 			live = []v1alpha1.GPUSpec{spec(0, "3g.40gb@4"), spec(1, "7g.80gb@0")}
 		}
 	}
-	report := func(idx int, r GPUResult) {
+	report := func(idx int, r GPUResult) error {
 		mu.Lock()
 		defer mu.Unlock()
 		shown[idx] = r.Phase
+		return nil
 	}
 	if _, err := g.r.Sync(context.Background(), asked, report); err != nil {
 		t.Fatal(err)
