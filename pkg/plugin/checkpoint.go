@@ -42,6 +42,11 @@ type PreparedDevice struct {
 	GPUIndex int `json:"gpuIndex"`
 	// UUID is the GPU or MIG device UUID (NVIDIA_VISIBLE_DEVICES).
 	UUID string `json:"uuid"`
+	// GPUUUID is the UUID of the GPU a MIG device lies on (empty for a
+	// whole GPU, whose UUID is UUID, and in records written before the
+	// field): a MIG device's own UUID is new whenever it is created
+	// again, the board's never changes.
+	GPUUUID string `json:"gpuUUID,omitempty"`
 	// DeviceNodes are the device's own device nodes (/dev/nvidia<minor>
 	// and, for a MIG device, its /dev/nvidia-caps nodes).
 	DeviceNodes []string `json:"deviceNodes"`

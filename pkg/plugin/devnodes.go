@@ -75,27 +75,41 @@ func hostDevPath(devRoot, path string) string {
 	return filepath.Join(devRoot, strings.TrimPrefix(path, "/dev/"))
 }
 
-// ensureCapabilityNode creates /dev/nvidia-caps/nvidia-cap<minor> under
-// devRoot unless it exists; a file there that is not a character device is
-// an error.
+// ensureCapabilityNode makes /dev/nvidia-caps/nvidia-cap<minor> under devRoot
+// the character device <major of nvidia-caps in /proc/devices>:<minor> with
+// the capability's mode, as nvidia-modprobe -f does: a missing node is
+// created, one of another device number (left from before a driver reload,
+// which may change the major) is made again, one of another mode is
+// chmodded. A file there that is not a character device is an error.
 func ensureCapabilityNode(devRoot, hostRoot string, c capability) error {
 	path := hostDevPath(devRoot, fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", c.minor))
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode()&fs.ModeCharDevice == 0 {
-			return fmt.Errorf("%s exists and is not a character device (%s)", path, fi.Mode().Type())
-		}
-		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
 	major, err := charMajor(filepath.Join(hostRoot, "proc/devices"), capsDriver)
 	if err != nil {
+		return err
+	}
+	want := unix.Mkdev(major, uint32(c.minor))
+	var st unix.Stat_t
+	switch err := unix.Lstat(path, &st); {
+	case err == nil && st.Mode&unix.S_IFMT != unix.S_IFCHR:
+		fi, _ := os.Lstat(path)
+		return fmt.Errorf("%s exists and is not a character device (%v)", path, fi.Mode().Type())
+	case err == nil && st.Rdev == want:
+		if os.FileMode(st.Mode).Perm() == c.mode.Perm() {
+			return nil
+		}
+		return os.Chmod(path, c.mode.Perm())
+	case err == nil:
+		// Another device number: from before a driver reload.
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing %s (%d:%d, want %d:%d): %w", path, unix.Major(st.Rdev), unix.Minor(st.Rdev), major, c.minor, err)
+		}
+	case !errors.Is(err, unix.ENOENT):
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	err = unix.Mknod(path, unix.S_IFCHR|uint32(c.mode.Perm()), int(unix.Mkdev(major, uint32(c.minor))))
+	err = unix.Mknod(path, unix.S_IFCHR|uint32(c.mode.Perm()), int(want))
 	if errors.Is(err, unix.EEXIST) {
 		return nil // made meanwhile (by the driver's tools)
 	}

@@ -317,9 +317,9 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		if err := p.ensureDeviceNodes(src, nodes); err != nil {
 			return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
 		}
-		uuid := src.GPU.UUID
+		uuid, board := src.GPU.UUID, ""
 		if src.MIG != nil {
-			uuid = src.MIG.UUID
+			uuid, board = src.MIG.UUID, src.GPU.UUID
 		}
 		pc.Devices = append(pc.Devices, PreparedDevice{
 			Requests:    []string{r.Request},
@@ -328,6 +328,7 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			AdminAccess: ptr.Deref(r.AdminAccess, false),
 			GPUIndex:    src.GPU.Index,
 			UUID:        uuid,
+			GPUUUID:     board,
 			DeviceNodes: nodes,
 			CDIDeviceID: cdiDeviceID(p.cfg.DriverName, claim.UID, r.Device),
 		})
@@ -398,10 +399,11 @@ func (p *Plugin) sameAllocation(pc PreparedClaim, claim *resourceapi.ResourceCla
 // reprepare handles a claim already in the checkpoint (a retry, or the
 // kubelet asking again after a restart): its devices must still exist with
 // the UUIDs recorded, and the CDI spec is written again if it went missing.
-// A device that does not exist, or a whole GPU that exists with another
-// UUID (another board), gives ErrDeviceGone (whatever the others); else a
-// MIG device that exists with another UUID gives errRecreated (the caller
-// prepares the claim afresh).
+// A device that does not exist, a whole GPU that exists with another UUID
+// or a MIG device on a GPU of another UUID (another board: PreparedDevice.
+// GPUUUID) gives ErrDeviceGone (whatever the others); else a MIG device that
+// exists with another UUID gives errRecreated (the caller prepares the
+// claim afresh).
 // The GPU lock is not needed: prepared devices are never destroyed.
 func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 	var idxs []int
@@ -435,6 +437,13 @@ func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 			// the one the claim was allocated.
 			return fmt.Errorf("device %s (prepared as %s) is GPU %s now, another board: %w on node %s",
 				d.Device, d.UUID, uuid, ErrDeviceGone, p.cfg.NodeName)
+		}
+		if src.MIG != nil && d.GPUUUID != "" && src.GPU.UUID != d.GPUUUID {
+			// The same, for a MIG device made again on the GPU now at
+			// the index: its parentUUID, PCI bus ID and PCIe root are not
+			// those the allocation matched.
+			return fmt.Errorf("device %s (prepared on GPU %s) lies on GPU %s now, another board: %w on node %s",
+				d.Device, d.GPUUUID, src.GPU.UUID, ErrDeviceGone, p.cfg.NodeName)
 		}
 		if uuid != d.UUID && recreated == nil {
 			recreated = fmt.Errorf("device %s (prepared as %s) is %s now: %w", d.Device, d.UUID, uuid, errRecreated)
