@@ -1,6 +1,7 @@
 package nvmlsim
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -336,12 +337,14 @@ func (d device) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstanceProfileI
 
 // GetGpuInstancePossiblePlacements returns the placements (start, size in
 // memory slices) of the profile with GI profile ID info.Id, ascending.
-// ERROR_INVALID_ARGUMENT for a nil info; ERROR_NOT_SUPPORTED with MIG mode
-// off (real NVML answers regardless of the mode; the simulator keeps every
-// MIG query behind the mode) or for an unknown profile ID.
+// With MIG mode off too: nvml.h (nvmlDeviceGetGpuInstancePossiblePlacements_v2)
+// returns "all the possible placements for the given profile regardless of
+// whether MIG is enabled or not". ERROR_INVALID_ARGUMENT for a nil info;
+// ERROR_NOT_SUPPORTED for a MIG device handle or a profile ID the model
+// lacks.
 func (d device) GetGpuInstancePossiblePlacements(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstancePlacement, nvml.Return) {
 	var out []nvml.GpuInstancePlacement
-	ret := d.migOn("GetGpuInstancePossiblePlacements", false, func(c devCtx) (bool, nvml.Return) {
+	ret := d.with("GetGpuInstancePossiblePlacements", false, false, func(c devCtx) (bool, nvml.Return) {
 		if info == nil {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
@@ -561,7 +564,9 @@ func (d device) GetMaxMigDeviceCount() (int, nvml.Return) {
 }
 
 // GetMigDeviceHandleByIndex returns the index-th MIG device (a GI with its
-// CI), MIG devices ordered by GI placement start. ERROR_INVALID_ARGUMENT for
+// CI), MIG devices ordered by GI ID, then CI ID, as real NVML numbers them
+// (nvidia-smi's MIG device table after creating GIs out of ID order), not by
+// placement or creation order. ERROR_INVALID_ARGUMENT for
 // an index outside 0..GetMaxMigDeviceCount-1; ERROR_NOT_FOUND when fewer MIG
 // devices exist; ERROR_NOT_SUPPORTED with MIG mode off or on a MIG device.
 func (d device) GetMigDeviceHandleByIndex(index int) (nvml.Device, nvml.Return) {
@@ -570,17 +575,25 @@ func (d device) GetMigDeviceHandleByIndex(index int) (nvml.Device, nvml.Return) 
 		if index < 0 || index >= c.m.MaxInstances {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
-		i := 0
-		for _, gi := range c.g.GPUInstances {
-			for _, ci := range gi.ComputeInstances {
-				if i == index {
-					out = d.s.migHandle(d.index, &gi, &ci)
-					return false, nvml.SUCCESS
-				}
-				i++
+		type migDev struct {
+			gi *GPUInstance
+			ci *ComputeInstance
+		}
+		var all []migDev
+		for i := range c.g.GPUInstances {
+			gi := &c.g.GPUInstances[i]
+			for j := range gi.ComputeInstances {
+				all = append(all, migDev{gi, &gi.ComputeInstances[j]})
 			}
 		}
-		return false, nvml.ERROR_NOT_FOUND
+		if index >= len(all) {
+			return false, nvml.ERROR_NOT_FOUND
+		}
+		slices.SortFunc(all, func(a, b migDev) int {
+			return cmp.Or(cmp.Compare(a.gi.ID, b.gi.ID), cmp.Compare(a.ci.ID, b.ci.ID))
+		})
+		out = d.s.migHandle(d.index, all[index].gi, all[index].ci)
+		return false, nvml.SUCCESS
 	})
 	return out, ret
 }

@@ -24,13 +24,12 @@ func TestMIGOperationsNeedMIGMode(t *testing.T) {
 			_, r := d.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_1_SLICE)
 			return r
 		},
-		"GetGpuInstancePossiblePlacements": func() nvml.Return { _, r := d.GetGpuInstancePossiblePlacements(&info); return r },
-		"GetGpuInstanceRemainingCapacity":  func() nvml.Return { _, r := d.GetGpuInstanceRemainingCapacity(&info); return r },
-		"CreateGpuInstanceWithPlacement":   func() nvml.Return { _, r := d.CreateGpuInstanceWithPlacement(&info, &pl); return r },
-		"CreateGpuInstance":                func() nvml.Return { _, r := d.CreateGpuInstance(&info); return r },
-		"GetGpuInstances":                  func() nvml.Return { _, r := d.GetGpuInstances(&info); return r },
-		"GetGpuInstanceById":               func() nvml.Return { _, r := d.GetGpuInstanceById(1); return r },
-		"GetMigDeviceHandleByIndex":        func() nvml.Return { _, r := d.GetMigDeviceHandleByIndex(0); return r },
+		"GetGpuInstanceRemainingCapacity": func() nvml.Return { _, r := d.GetGpuInstanceRemainingCapacity(&info); return r },
+		"CreateGpuInstanceWithPlacement":  func() nvml.Return { _, r := d.CreateGpuInstanceWithPlacement(&info, &pl); return r },
+		"CreateGpuInstance":               func() nvml.Return { _, r := d.CreateGpuInstance(&info); return r },
+		"GetGpuInstances":                 func() nvml.Return { _, r := d.GetGpuInstances(&info); return r },
+		"GetGpuInstanceById":              func() nvml.Return { _, r := d.GetGpuInstanceById(1); return r },
+		"GetMigDeviceHandleByIndex":       func() nvml.Return { _, r := d.GetMigDeviceHandleByIndex(0); return r },
 	}
 	// With MIG off each is refused; with MIG on each works (or, for the
 	// lookups of instances that do not exist, answers NOT_FOUND).
@@ -45,7 +44,7 @@ func TestMIGOperationsNeedMIGMode(t *testing.T) {
 		t.Fatalf("layout %q after refused creates", l)
 	}
 	migOn(t, s, 0)
-	for _, name := range []string{"GetGpuInstanceProfileInfo", "GetGpuInstancePossiblePlacements", "GetGpuInstanceRemainingCapacity", "GetGpuInstances", "GetGpuInstanceById", "GetMigDeviceHandleByIndex", "CreateGpuInstanceWithPlacement"} {
+	for _, name := range []string{"GetGpuInstanceProfileInfo", "GetGpuInstanceRemainingCapacity", "GetGpuInstances", "GetGpuInstanceById", "GetMigDeviceHandleByIndex", "CreateGpuInstanceWithPlacement"} {
 		want := nvml.SUCCESS
 		if w, ok := wantOn[name]; ok {
 			want = w
@@ -625,10 +624,11 @@ func TestMIGDevices(t *testing.T) {
 	}
 	mib := func(idx int) uint64 { return uint64(nvmlProfile(t, m, idx).MemoryMiB) << 20 }
 	name := func(idx int) string { return m.ProductName + " MIG " + nvmlProfile(t, m, idx).Name }
+	// Numbered by GI ID, as real NVML numbers them.
 	want := []migFacts{
+		{Name: name(nvml.GPU_INSTANCE_PROFILE_3_SLICE), GIID: 2, Start: 4, TotalBytes: mib(nvml.GPU_INSTANCE_PROFILE_3_SLICE), IsMIG: true, Parent: true},
 		{Name: name(nvml.GPU_INSTANCE_PROFILE_2_SLICE), GIID: 3, Start: 0, TotalBytes: mib(nvml.GPU_INSTANCE_PROFILE_2_SLICE), IsMIG: true, Parent: true},
 		{Name: name(nvml.GPU_INSTANCE_PROFILE_1_SLICE), GIID: 9, Start: 2, TotalBytes: mib(nvml.GPU_INSTANCE_PROFILE_1_SLICE), IsMIG: true, Parent: true},
-		{Name: name(nvml.GPU_INSTANCE_PROFILE_3_SLICE), GIID: 2, Start: 4, TotalBytes: mib(nvml.GPU_INSTANCE_PROFILE_3_SLICE), IsMIG: true, Parent: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("MIG devices (-want +got):\n%s", diff)
@@ -657,14 +657,14 @@ func TestMIGDevices(t *testing.T) {
 	}
 	procs, ret := devs[0].GetComputeRunningProcesses()
 	must(t, "GetComputeRunningProcesses on MIG device 0", ret)
-	if diff := cmp.Diff([]nvml.ProcessInfo{{Pid: p1, UsedGpuMemory: 500 << 20, GpuInstanceId: 3, ComputeInstanceId: 0}}, procs); diff != "" {
+	if diff := cmp.Diff([]nvml.ProcessInfo{{Pid: p1, UsedGpuMemory: 500 << 20, GpuInstanceId: 2, ComputeInstanceId: 0}}, procs); diff != "" {
 		t.Errorf("processes on MIG device 0 (-want +got):\n%s", diff)
 	}
 	procs, ret = s.DeviceGetComputeRunningProcesses(d)
 	must(t, "GetComputeRunningProcesses on the GPU", ret)
 	wantAll := []nvml.ProcessInfo{
-		{Pid: p1, UsedGpuMemory: 500 << 20, GpuInstanceId: 3, ComputeInstanceId: 0},
-		{Pid: p2, UsedGpuMemory: 100 << 20, GpuInstanceId: 2, ComputeInstanceId: 0},
+		{Pid: p1, UsedGpuMemory: 500 << 20, GpuInstanceId: 2, ComputeInstanceId: 0},
+		{Pid: p2, UsedGpuMemory: 100 << 20, GpuInstanceId: 9, ComputeInstanceId: 0},
 	}
 	if diff := cmp.Diff(wantAll, procs); diff != "" {
 		t.Errorf("processes on the GPU (-want +got):\n%s", diff)

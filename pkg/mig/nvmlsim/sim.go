@@ -34,7 +34,7 @@
 // IDs: a new GI gets the GI ID real NVML derives from its placement (0 for
 // the whole GPU, then its halves, quarters and eighths, see giID), a new CI
 // the smallest free CI ID >= 0 in its GI, a new CI a new MIG UUID. MIG devices
-// (GIs with a CI) are indexed in order of placement start.
+// (GIs with a CI) are indexed in order of GI ID, as real NVML numbers them.
 //
 // State lives in memory or, with Config.StatePath, in a JSON file that several
 // processes share (each call takes an flock on StatePath+".lock", reloads,
