@@ -124,7 +124,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 
 	for idx, err := range orphans {
 		if !slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == idx }) {
-			logger.Error(err, "Rolling back GPU instances without compute instance", "gpu", idx)
+			logger.Error(err, "Rolling back GPU instances without a full-size compute instance", "gpu", idx)
 		}
 	}
 
@@ -139,7 +139,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			// A GI without a CI is still there: the GPU does not hold
 			// its layout (the GI is never published) and no change is
 			// planned on it until it is gone.
-			logger.Error(err, "Rolling back GPU instances without compute instance", "gpu", idx)
+			logger.Error(err, "Rolling back GPU instances without a full-size compute instance", "gpu", idx)
 			res.Results[idx] = r.failure(err) // Blocked while in use
 			res.Retry = true
 			continue
@@ -574,7 +574,7 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 			if !managed && !journaled.Has(fmt.Sprintf("%d/%s/%s", g.GPU.Index, g.GPU.UUID, d.Device())) {
 				continue
 			}
-			logger.Info("Rolling back GPU instance without compute instance", "gpu", g.GPU.Index, "device", d.Device().String(), "giID", d.GIID)
+			logger.Info("Rolling back GPU instance without a full-size compute instance", "gpu", g.GPU.Index, "device", d.Device().String(), "giID", d.GIID)
 			end, err := r.Locks.BeginReconfigure(ctx, g.GPU.Index)
 			if err != nil {
 				return rolled, failed, err
@@ -588,7 +588,7 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 				continue
 			}
 			if err != nil {
-				failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("destroying GPU instance %s, which has no compute instance: %w", d.Device(), err))
+				failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("destroying GPU instance %s, which has no full-size compute instance: %w", d.Device(), err))
 				continue
 			}
 			rolled = true

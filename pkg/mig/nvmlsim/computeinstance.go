@@ -37,21 +37,18 @@ func (h computeInstance) with(op string, mutating bool, fn func(c giCtx, ci *Com
 }
 
 // GetInfo returns the CI's parent GPU and GI handles, CI ID, CI profile ID
-// and placement (compute slices within the GI: start 0, size all of them).
+// and placement (compute slices within the GI).
 // ERROR_INVALID_ARGUMENT for a stale handle.
 func (h computeInstance) GetInfo() (nvml.ComputeInstanceInfo, nvml.Return) {
 	var info nvml.ComputeInstanceInfo
 	ret := h.with("ComputeInstance.GetInfo", false, func(c giCtx, ci *ComputeInstance) (bool, nvml.Return) {
-		size := 0
-		if c.profile != nil {
-			size = c.profile.ComputeSlices
-		}
+		start, size := ciSpan(c.profile, ci)
 		info = nvml.ComputeInstanceInfo{
 			Device:      h.s.gpuHandle(h.gi.index),
 			GpuInstance: h.gi,
 			Id:          uint32(ci.ID),
 			ProfileId:   uint32(ci.ProfileID),
-			Placement:   nvml.ComputeInstancePlacement{Start: 0, Size: uint32(size)},
+			Placement:   nvml.ComputeInstancePlacement{Start: uint32(start), Size: uint32(size)},
 		}
 		return false, nvml.SUCCESS
 	})

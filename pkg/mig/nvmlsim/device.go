@@ -93,13 +93,18 @@ func (d device) migOn(op string, mutating bool, fn func(c devCtx) (bool, nvml.Re
 
 // GetName returns the product name, e.g. "NVIDIA A100-SXM4-80GB", and for a
 // MIG device "<product name> MIG <profile>", e.g.
-// "NVIDIA A100-SXM4-80GB MIG 3g.40gb".
+// "NVIDIA A100-SXM4-80GB MIG 3g.40gb", or "... MIG 1c.3g.40gb" for a compute
+// instance smaller than its GPU instance.
 func (d device) GetName() (string, nvml.Return) {
 	var name string
 	ret := d.read("GetName", true, func(c devCtx) nvml.Return {
 		name = c.m.ProductName
 		if c.gi != nil {
-			name += " MIG " + c.gi.Profile
+			profile := c.gi.Profile
+			if shape, r := ciShapeOf(c.profile, c.ci.ProfileID); r == nvml.SUCCESS {
+				profile = shape.name(profile)
+			}
+			name += " MIG " + profile
 		}
 		return nvml.SUCCESS
 	})

@@ -68,83 +68,34 @@ func (h gpuInstance) GetInfo() (nvml.GpuInstanceInfo, nvml.Return) {
 	return info, ret
 }
 
-// fullCIProfile maps a GI's compute slices to the NVML_COMPUTE_INSTANCE_PROFILE_*
-// index of the CI that uses all of them.
-var fullCIProfile = map[int]int{
-	1: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE,
-	2: nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE,
-	3: nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE,
-	4: nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE,
-	6: nvml.COMPUTE_INSTANCE_PROFILE_6_SLICE,
-	7: nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE,
-	8: nvml.COMPUTE_INSTANCE_PROFILE_8_SLICE,
-}
-
-// ciProfile returns the full-size CI profile index of GI profile p, -1 if none.
-func ciProfile(p *mig.Profile) int {
-	if idx, ok := fullCIProfile[p.ComputeSlices]; ok {
-		return idx
-	}
-	return -1
-}
-
-// ciProfileInfo is the nvmlComputeInstanceProfileInfo_t of the full-size CI
-// of GI profile p: Id is the CI profile index, SliceCount the compute slices,
-// InstanceCount 1, the shared engine counts those of the GI.
-func ciProfileInfo(p *mig.Profile) nvml.ComputeInstanceProfileInfo {
-	return nvml.ComputeInstanceProfileInfo{
-		Id:                    uint32(ciProfile(p)),
-		SliceCount:            uint32(p.ComputeSlices),
-		InstanceCount:         1,
-		MultiprocessorCount:   uint32(p.Multiprocessors),
-		SharedCopyEngineCount: uint32(p.CopyEngines),
-		SharedDecoderCount:    uint32(p.Decoders),
-		SharedEncoderCount:    uint32(p.Encoders),
-		SharedJpegCount:       uint32(p.JPEGEngines),
-		SharedOfaCount:        uint32(p.OFAEngines),
-	}
-}
-
-// checkCIProfile checks a CI profile ID against GI profile p:
-// ERROR_INVALID_ARGUMENT outside 0..COMPUTE_INSTANCE_PROFILE_COUNT-1,
-// ERROR_NOT_SUPPORTED for anything but the full-size CI profile.
-func checkCIProfile(p *mig.Profile, profile int) nvml.Return {
-	if profile < 0 || profile >= nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
-		return nvml.ERROR_INVALID_ARGUMENT
-	}
-	if p == nil || profile != ciProfile(p) {
-		return nvml.ERROR_NOT_SUPPORTED
-	}
-	return nvml.SUCCESS
-}
-
-// GetComputeInstanceProfileInfo returns the CI profile (see ciProfileInfo)
-// for an NVML_COMPUTE_INSTANCE_PROFILE_* index and engine profile. Only the
-// full-size CI exists: COMPUTE_INSTANCE_PROFILE_<N>_SLICE for an Ng GI (7g:
-// _7_SLICE, 4g: _4_SLICE, ...); smaller profiles give ERROR_NOT_SUPPORTED
-// (real NVML offers them; miglayout never uses them). ERROR_INVALID_ARGUMENT
-// for an index out of range, an engine profile other than
-// COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, or a stale handle.
+// GetComputeInstanceProfileInfo returns the CI profile (see ciShape.info) for
+// an NVML_COMPUTE_INSTANCE_PROFILE_* index and engine profile: the full-size
+// CI (COMPUTE_INSTANCE_PROFILE_<N>_SLICE for an Ng GI) and the smaller ones
+// the GI offers (ciShapeOf). ERROR_NOT_SUPPORTED for a profile it does not
+// offer; ERROR_INVALID_ARGUMENT for an index out of range, an engine profile
+// other than COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, or a stale handle.
 func (h gpuInstance) GetComputeInstanceProfileInfo(profile, engProfile int) (nvml.ComputeInstanceProfileInfo, nvml.Return) {
 	var info nvml.ComputeInstanceProfileInfo
 	ret := h.with("GpuInstance.GetComputeInstanceProfileInfo", false, func(c giCtx) (bool, nvml.Return) {
 		if engProfile != nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
-		if r := checkCIProfile(c.profile, profile); r != nvml.SUCCESS {
+		shape, r := ciShapeOf(c.profile, profile)
+		if r != nvml.SUCCESS {
 			return false, r
 		}
-		info = ciProfileInfo(c.profile)
+		info = shape.info(c.profile)
 		return false, nvml.SUCCESS
 	})
 	return info, ret
 }
 
-// CreateComputeInstance creates the GI's full-size CI (info.Id the full-size
-// CI profile index) with CI ID the smallest free ID >= 0 and a new MIG device
-// UUID. ERROR_INVALID_ARGUMENT for a nil info, an Id out of range or a stale
-// handle; ERROR_NOT_SUPPORTED for a smaller CI profile;
-// ERROR_INSUFFICIENT_RESOURCES when the GI already has its CI. Op
+// CreateComputeInstance creates a CI of profile info.Id at the first free
+// placement start of its profile (ciShape.starts), with CI ID the smallest
+// free ID >= 0 and a new MIG device UUID. ERROR_INVALID_ARGUMENT for a nil
+// info, an Id out of range or a stale handle; ERROR_NOT_SUPPORTED for a
+// profile the GI does not offer; ERROR_INSUFFICIENT_RESOURCES when no
+// placement of the profile is free or its InstanceCount is reached. Op
 // "CreateComputeInstance" (mutating).
 func (h gpuInstance) CreateComputeInstance(info *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
 	var out nvml.ComputeInstance
@@ -152,10 +103,12 @@ func (h gpuInstance) CreateComputeInstance(info *nvml.ComputeInstanceProfileInfo
 		if info == nil {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
-		if r := checkCIProfile(c.profile, int(info.Id)); r != nvml.SUCCESS {
+		shape, r := ciShapeOf(c.profile, int(info.Id))
+		if r != nvml.SUCCESS {
 			return false, r
 		}
-		if len(c.gi.ComputeInstances) > 0 {
+		starts := freeStarts(c.profile, c.gi, shape)
+		if len(starts) == 0 {
 			return false, nvml.ERROR_INSUFFICIENT_RESOURCES
 		}
 		id := 0
@@ -170,6 +123,8 @@ func (h gpuInstance) CreateComputeInstance(info *nvml.ComputeInstanceProfileInfo
 		c.gi.ComputeInstances = append(c.gi.ComputeInstances, ComputeInstance{
 			ID:        id,
 			ProfileID: int(info.Id),
+			Start:     starts[0],
+			Size:      shape.slices,
 			UUID:      migUUID(c.st.Seed, c.st.Spec, h.index, serial),
 			UID:       serial,
 		})
@@ -184,14 +139,14 @@ func (h gpuInstance) CreateComputeInstance(info *nvml.ComputeInstanceProfileInfo
 
 // GetComputeInstances returns the GI's CIs of the CI profile info.Id, ordered
 // by CI ID. ERROR_INVALID_ARGUMENT for a nil info, an Id out of range or a
-// stale handle; ERROR_NOT_SUPPORTED for a smaller CI profile.
+// stale handle; ERROR_NOT_SUPPORTED for a profile the GI does not offer.
 func (h gpuInstance) GetComputeInstances(info *nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, nvml.Return) {
 	var out []nvml.ComputeInstance
 	ret := h.with("GpuInstance.GetComputeInstances", false, func(c giCtx) (bool, nvml.Return) {
 		if info == nil {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
-		if r := checkCIProfile(c.profile, int(info.Id)); r != nvml.SUCCESS {
+		if _, r := ciShapeOf(c.profile, int(info.Id)); r != nvml.SUCCESS {
 			return false, r
 		}
 		out = []nvml.ComputeInstance{}
@@ -222,20 +177,19 @@ func (h gpuInstance) GetComputeInstanceById(id int) (nvml.ComputeInstance, nvml.
 }
 
 // GetComputeInstanceRemainingCapacity returns how many more CIs of profile
-// info.Id fit: 1 for the full-size profile on a GI without CI, else 0. Codes
-// as GetComputeInstances.
+// info.Id fit next to the GI's CIs (remaining). Codes as
+// GetComputeInstances.
 func (h gpuInstance) GetComputeInstanceRemainingCapacity(info *nvml.ComputeInstanceProfileInfo) (int, nvml.Return) {
 	n := 0
 	ret := h.with("GpuInstance.GetComputeInstanceRemainingCapacity", false, func(c giCtx) (bool, nvml.Return) {
 		if info == nil {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
-		if r := checkCIProfile(c.profile, int(info.Id)); r != nvml.SUCCESS {
+		shape, r := ciShapeOf(c.profile, int(info.Id))
+		if r != nvml.SUCCESS {
 			return false, r
 		}
-		if len(c.gi.ComputeInstances) == 0 {
-			n = 1
-		}
+		n = remaining(c.profile, c.gi, shape)
 		return false, nvml.SUCCESS
 	})
 	return n, ret

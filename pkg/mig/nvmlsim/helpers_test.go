@@ -154,14 +154,17 @@ func fullCI(t *testing.T, gi nvml.GpuInstance) nvml.ComputeInstanceProfileInfo {
 	t.Helper()
 	gInfo, ret := gi.GetInfo()
 	must(t, "GpuInstance.GetInfo", ret)
+	var full nvml.ComputeInstanceProfileInfo
 	for p := 0; p < nvml.COMPUTE_INSTANCE_PROFILE_COUNT; p++ {
 		info, ret := gi.GetComputeInstanceProfileInfo(p, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-		if ret == nvml.SUCCESS {
-			return info
+		if ret == nvml.SUCCESS && info.SliceCount > full.SliceCount {
+			full = info
 		}
 	}
-	t.Fatalf("GI %d has no CI profile", gInfo.Id)
-	return nvml.ComputeInstanceProfileInfo{}
+	if full.SliceCount == 0 {
+		t.Fatalf("GI %d has no CI profile", gInfo.Id)
+	}
+	return full
 }
 
 // mustMIG creates a GI and its full-size CI and returns both.

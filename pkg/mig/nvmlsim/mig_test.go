@@ -230,16 +230,27 @@ func TestCreateGpuInstanceFirstFreeAndCapacity(t *testing.T) {
 func TestComputeInstances(t *testing.T) {
 	c := testCatalog(t)
 	m := model(t, c, a100)
+	const (
+		c1 = nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE
+		c2 = nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE
+		c3 = nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE
+		c4 = nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE
+		c7 = nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE
+	)
+	// offered: the CI profiles of each GI with their InstanceCount, as
+	// nvidia-smi mig -lcip lists them (1c.7g 7, 2c.7g 3, 3c.7g 2, 4c.7g 1,
+	// 7g 1 on a 7g GI).
 	tests := []struct {
 		idx, start int
 		ciProfile  int
+		offered    map[int]int
 	}{
-		{nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0, nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE},
-		{nvml.GPU_INSTANCE_PROFILE_4_SLICE, 0, nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE},
-		{nvml.GPU_INSTANCE_PROFILE_3_SLICE, 4, nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE},
-		{nvml.GPU_INSTANCE_PROFILE_2_SLICE, 2, nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE},
-		{nvml.GPU_INSTANCE_PROFILE_1_SLICE, 6, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
-		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, 6, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+		{nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0, c7, map[int]int{c1: 7, c2: 3, c3: 2, c4: 1, c7: 1}},
+		{nvml.GPU_INSTANCE_PROFILE_4_SLICE, 0, c4, map[int]int{c1: 4, c2: 2, c3: 1, c4: 1}},
+		{nvml.GPU_INSTANCE_PROFILE_3_SLICE, 4, c3, map[int]int{c1: 3, c2: 1, c3: 1}},
+		{nvml.GPU_INSTANCE_PROFILE_2_SLICE, 2, c2, map[int]int{c1: 2, c2: 1}},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE, 6, c1, map[int]int{c1: 1}},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, 6, c1, map[int]int{c1: 1}},
 	}
 	for _, tt := range tests {
 		p := nvmlProfile(t, m, tt.idx)
@@ -249,14 +260,16 @@ func TestComputeInstances(t *testing.T) {
 			g := mustGI(t, d, tt.idx, tt.start)
 			for ci := range nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
 				info, ret := g.GetComputeInstanceProfileInfo(ci, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-				if ci != tt.ciProfile {
+				count, ok := tt.offered[ci]
+				if !ok {
 					wantRet(t, fmt.Sprintf("CI profile %d", ci), ret, nvml.ERROR_NOT_SUPPORTED)
 					continue
 				}
-				must(t, "full-size CI profile", ret)
+				must(t, fmt.Sprintf("CI profile %d", ci), ret)
+				slices := map[int]int{c1: 1, c2: 2, c3: 3, c4: 4, c7: 7}[ci]
 				want := nvml.ComputeInstanceProfileInfo{
-					Id: uint32(tt.ciProfile), SliceCount: uint32(p.ComputeSlices), InstanceCount: 1,
-					MultiprocessorCount: uint32(p.Multiprocessors), SharedCopyEngineCount: uint32(p.CopyEngines),
+					Id: uint32(ci), SliceCount: uint32(slices), InstanceCount: uint32(count),
+					MultiprocessorCount: uint32(p.Multiprocessors * slices / p.ComputeSlices), SharedCopyEngineCount: uint32(p.CopyEngines),
 					SharedDecoderCount: uint32(p.Decoders), SharedEncoderCount: uint32(p.Encoders),
 					SharedJpegCount: uint32(p.JPEGEngines), SharedOfaCount: uint32(p.OFAEngines),
 				}
@@ -278,10 +291,14 @@ func TestComputeInstances(t *testing.T) {
 				ciInfo.Device != handle(t, s, 0) || ciInfo.GpuInstance != g {
 				t.Errorf("CI info %+v: want ID 0, profile %d, size %d, the GPU and GI handles", ciInfo, tt.ciProfile, p.ComputeSlices)
 			}
-			_, ret = g.CreateComputeInstance(&info)
-			wantRet(t, "second CreateComputeInstance", ret, nvml.ERROR_INSUFFICIENT_RESOURCES)
-			if n, ret := g.GetComputeInstanceRemainingCapacity(&info); ret != nvml.SUCCESS || n != 0 {
-				t.Errorf("GetComputeInstanceRemainingCapacity = %d, %v; want 0", n, ret)
+			// The full-size CI holds every compute slice: no other fits.
+			for other := range tt.offered {
+				oInfo, _ := g.GetComputeInstanceProfileInfo(other, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+				_, ret = g.CreateComputeInstance(&oInfo)
+				wantRet(t, fmt.Sprintf("CreateComputeInstance(CI profile %d) beside the full-size CI", other), ret, nvml.ERROR_INSUFFICIENT_RESOURCES)
+				if n, ret := g.GetComputeInstanceRemainingCapacity(&oInfo); ret != nvml.SUCCESS || n != 0 {
+					t.Errorf("GetComputeInstanceRemainingCapacity(CI profile %d) = %d, %v; want 0", other, n, ret)
+				}
 			}
 			cis, ret := g.GetComputeInstances(&info)
 			must(t, "GetComputeInstances", ret)
@@ -293,10 +310,6 @@ func TestComputeInstances(t *testing.T) {
 			}
 			_, ret = g.GetComputeInstanceById(1)
 			wantRet(t, "GetComputeInstanceById(1)", ret, nvml.ERROR_NOT_FOUND)
-			_, ret = g.CreateComputeInstance(&nvml.ComputeInstanceProfileInfo{Id: uint32((tt.ciProfile + 1) % nvml.COMPUTE_INSTANCE_PROFILE_COUNT)})
-			if ret != nvml.ERROR_NOT_SUPPORTED && ret != nvml.ERROR_INSUFFICIENT_RESOURCES {
-				t.Errorf("CreateComputeInstance of another CI profile = %v, want NOT_SUPPORTED", ret)
-			}
 		})
 	}
 }

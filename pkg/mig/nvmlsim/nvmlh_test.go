@@ -1,6 +1,7 @@
 package nvmlsim
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -35,6 +36,30 @@ func TestMIGDeviceIndexFollowsGIID(t *testing.T) {
 	}
 }
 
+// TestSmallerCIProfilesOffered: real NVML offers compute instance profiles
+// smaller than the GI. The same A30 transcript's `nvidia-smi mig -lcip -gi 2`
+// on a 2g.12gb GI lists "MIG 1c.2g.12gb, Profile ID 0, 0/2" next to
+// "MIG 2g.12gb, Profile ID 1*"; the MIG User Guide creates several CIs in
+// one GI (`nvidia-smi mig -cci 0,0,0 -gi 1`). nvmlGpuInstance-
+// GetComputeInstanceProfileInfo answers NOT_SUPPORTED only "If profile isn't
+// supported".
+func TestSmallerCIProfilesOffered(t *testing.T) {
+	s := newTestSim(t, Config{Spec: "1xA30-24GB"})
+	d := migOn(t, s, 0)
+	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_2_SLICE, 2)
+	info, ret := g.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	if ret != nvml.SUCCESS {
+		t.Fatalf("1-slice CI profile of a 2g.12gb GI = %v, want SUCCESS (nvidia-smi lists 1c.2g.12gb, 2 instances)", ret)
+	}
+	if info.SliceCount != 1 || info.InstanceCount != 2 {
+		t.Errorf("1c.2g.12gb = %+v, want SliceCount 1, InstanceCount 2", info)
+	}
+	for i := range 2 {
+		_, ret := g.CreateComputeInstance(&info)
+		wantRet(t, fmt.Sprintf("CreateComputeInstance(1c.2g.12gb) #%d", i+1), ret, nvml.SUCCESS)
+	}
+}
+
 // TestPossiblePlacementsWithMIGOff: nvml.h, nvmlDeviceGetGpuInstance-
 // PossiblePlacements_v2: "This API only returns all the possible placements
 // for the given profile regardless of whether MIG is enabled or not."
@@ -45,4 +70,59 @@ func TestPossiblePlacementsWithMIGOff(t *testing.T) {
 	if ret != nvml.SUCCESS || len(pls) != 2 {
 		t.Errorf("GetGpuInstancePossiblePlacements(3g) with MIG off = %v, %v; want [0:4 4:4], SUCCESS", pls, ret)
 	}
+}
+
+// TestSmallerCIsShareTheGI: CIs of a 7g GI take compute slices at their
+// profile's placements (3c.7g at 0 and 4, so a 1c.7g still fits at 3), up to
+// each profile's InstanceCount, and each is a MIG device of its own name;
+// the GI cannot be destroyed while one is left.
+func TestSmallerCIsShareTheGI(t *testing.T) {
+	s := newTestSim(t, Config{Spec: "1x" + a100})
+	d := migOn(t, s, 0)
+	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0)
+	ci := func(profile int) nvml.ComputeInstanceProfileInfo {
+		info, ret := g.GetComputeInstanceProfileInfo(profile, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		must(t, fmt.Sprintf("CI profile %d", profile), ret)
+		return info
+	}
+	c1, c3, c4 := ci(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE), ci(nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE), ci(nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE)
+	var placed []string
+	create := func(info nvml.ComputeInstanceProfileInfo, want nvml.Return) {
+		t.Helper()
+		h, ret := g.CreateComputeInstance(&info)
+		wantRet(t, fmt.Sprintf("CreateComputeInstance(%d slices)", info.SliceCount), ret, want)
+		if ret == nvml.SUCCESS {
+			in, ret := h.GetInfo()
+			must(t, "ComputeInstance.GetInfo", ret)
+			placed = append(placed, fmt.Sprintf("%d:%d", in.Placement.Start, in.Placement.Size))
+		}
+	}
+	create(c3, nvml.SUCCESS)
+	create(c3, nvml.SUCCESS)
+	create(c3, nvml.ERROR_INSUFFICIENT_RESOURCES) // InstanceCount 2
+	create(c4, nvml.ERROR_INSUFFICIENT_RESOURCES) // 4c.7g only at 0
+	if n, ret := g.GetComputeInstanceRemainingCapacity(&c1); ret != nvml.SUCCESS || n != 1 {
+		t.Errorf("remaining 1c.7g beside two 3c.7g = %d, %v; want 1 (at 3)", n, ret)
+	}
+	create(c1, nvml.SUCCESS)
+	create(c1, nvml.ERROR_INSUFFICIENT_RESOURCES)
+	if got, want := fmt.Sprint(placed), "[0:3 4:3 3:1]"; got != want {
+		t.Errorf("CI placements %s, want %s", got, want)
+	}
+	var names []string
+	for i := 0; ; i++ {
+		md, ret := d.GetMigDeviceHandleByIndex(i)
+		if ret == nvml.ERROR_NOT_FOUND {
+			break
+		}
+		must(t, "GetMigDeviceHandleByIndex", ret)
+		name, ret := md.GetName()
+		must(t, "GetName", ret)
+		names = append(names, name)
+	}
+	want := "[NVIDIA A100 80GB PCIe MIG 3c.7g.80gb NVIDIA A100 80GB PCIe MIG 3c.7g.80gb NVIDIA A100 80GB PCIe MIG 1c.7g.80gb]"
+	if got := fmt.Sprint(names); got != want {
+		t.Errorf("MIG devices %s, want %s", got, want)
+	}
+	wantRet(t, "GpuInstance.Destroy with CIs", g.Destroy(), nvml.ERROR_IN_USE)
 }

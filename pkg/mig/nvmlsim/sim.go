@@ -11,13 +11,15 @@
 //     MaxCount, the GPU's compute slices, its media engines (two
 //     media-extension GIs on an A30) or the model's MaxInstances:
 //     ERROR_INSUFFICIENT_RESOURCES;
-//   - a second compute instance in a GI: ERROR_INSUFFICIENT_RESOURCES;
+//   - a compute instance where no placement of its profile is free, or
+//     beyond its InstanceCount: ERROR_INSUFFICIENT_RESOURCES;
 //   - destroying a GI that has a CI or a process, a CI that has a process, or
 //     disabling MIG mode while GIs exist: ERROR_IN_USE;
 //   - changing MIG mode while a process holds the GPU: on models with
 //     MIGModeNeedsReset (Ampere) the change stays pending until ResetGPU and
 //     the activation status is ERROR_IN_USE; on Hopper and newer nothing
-//     changes and both codes are ERROR_IN_USE;
+//     changes and the activation status is ERROR_IN_USE (the call itself
+//     returns SUCCESS, see SetMigMode);
 //   - a handle to a destroyed GI, CI or MIG device: ERROR_INVALID_ARGUMENT;
 //   - any call before Init or after the last Shutdown: ERROR_UNINITIALIZED.
 //
@@ -25,11 +27,13 @@
 // mocks (mock.Interface, mock.Device, mock.GpuInstance, mock.ComputeInstance)
 // with no function set: calling one panics, naming the method.
 //
-// Only full-size compute instances exist (one CI using all compute slices of
-// its GI, NVML_COMPUTE_INSTANCE_PROFILE_<N>_SLICE for an Ng GI): smaller CI
-// profiles answer ERROR_NOT_SUPPORTED, as miglayout never creates them. The
-// versioned getters (GetGpuInstanceProfileInfoV and the like) return go-nvml
-// handler structs bound to the real library and are left to the mocks.
+// Compute instances: the full-size one miglayout creates
+// (NVML_COMPUTE_INSTANCE_PROFILE_<N>_SLICE for an Ng GI) and the smaller ones
+// an administrator may make with nvidia-smi (1c.3g.40gb and the like, see
+// ciShapeOf), several per GI where their placements and InstanceCount allow.
+// The versioned getters (GetGpuInstanceProfileInfoV and the like) return
+// go-nvml handler structs bound to the real library and are left to the
+// mocks, as are the CI placement calls miglayout does not make.
 //
 // IDs: a new GI gets the GI ID real NVML derives from its placement (0 for
 // the whole GPU, then its halves, quarters and eighths, see giID), a new CI

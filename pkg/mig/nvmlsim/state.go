@@ -87,9 +87,13 @@ type GPUInstance struct {
 type ComputeInstance struct {
 	// ID is the CI ID NVML reports (smallest free ID >= 0 in the GI).
 	ID int `json:"id"`
-	// ProfileID is the CI profile ID (NVML_COMPUTE_INSTANCE_PROFILE_*), the
-	// full-size profile of its GI.
+	// ProfileID is the CI profile index (NVML_COMPUTE_INSTANCE_PROFILE_*):
+	// the full-size profile of its GI for the CIs miglayout creates.
 	ProfileID int `json:"profileID"`
+	// Start and Size are the compute slices of the GI the CI holds; 0, 0
+	// (state written before they were recorded) is all of them.
+	Start int `json:"start,omitempty"`
+	Size  int `json:"size,omitempty"`
 	// UUID is the MIG device UUID "MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
 	UUID string `json:"uuid"`
 	UID  uint64 `json:"uid"`

@@ -1,0 +1,150 @@
+package nvmlsim
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// ciProfileSlices maps the NVML_COMPUTE_INSTANCE_PROFILE_* indexes the
+// simulator models to their compute slices. The _REV1/_REV2 variants are
+// not modelled (ERROR_NOT_SUPPORTED).
+var ciProfileSlices = map[int]int{
+	nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE: 1,
+	nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE: 2,
+	nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE: 3,
+	nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE: 4,
+	nvml.COMPUTE_INSTANCE_PROFILE_6_SLICE: 6,
+	nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE: 7,
+	nvml.COMPUTE_INSTANCE_PROFILE_8_SLICE: 8,
+}
+
+// ciShape is one CI profile of a GI: its index, compute slices and the
+// compute slices of the GI.
+type ciShape struct {
+	profile, slices, giSlices int
+}
+
+// ciShapeOf checks CI profile index profile against GI profile p:
+// ERROR_INVALID_ARGUMENT outside 0..COMPUTE_INSTANCE_PROFILE_COUNT-1;
+// ERROR_NOT_SUPPORTED for a profile the GI does not offer. A GI of N compute
+// slices offers the full-size CI and the 1-, 2-, 3- and 4-slice ones smaller
+// than it (nvidia-smi mig -lcip: 1c.7g, 2c.7g, 3c.7g, 4c.7g and 7g on a 7g
+// GI; 1c.2g and 2g on a 2g one).
+func ciShapeOf(p *mig.Profile, profile int) (ciShape, nvml.Return) {
+	if profile < 0 || profile >= nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
+		return ciShape{}, nvml.ERROR_INVALID_ARGUMENT
+	}
+	s, ok := ciProfileSlices[profile]
+	if p == nil || !ok || s > p.ComputeSlices || (s != p.ComputeSlices && s > 4) {
+		return ciShape{}, nvml.ERROR_NOT_SUPPORTED
+	}
+	return ciShape{profile: profile, slices: s, giSlices: p.ComputeSlices}, nvml.SUCCESS
+}
+
+// full reports whether the CI uses every compute slice of its GI (the MIG
+// device miglayout makes).
+func (c ciShape) full() bool { return c.slices == c.giSlices }
+
+// instanceCount is how many CIs of the shape fit in an empty GI.
+func (c ciShape) instanceCount() int { return c.giSlices / c.slices }
+
+// starts are the CI's possible placement starts (compute slices within the
+// GI): the full-size CI at 0, a smaller one at multiples of its slice count
+// rounded up to a power of two — the pattern of nvidia-smi mig -lcipp on an
+// A100 7g GI (1c.7g at 0-6, 2c.7g at 0, 2, 4, 3c.7g at 0 and 4, 4c.7g at 0).
+func (c ciShape) starts() []int {
+	if c.full() {
+		return []int{0}
+	}
+	align := 1 << bits.Len(uint(c.slices-1))
+	var out []int
+	for s := 0; s+c.slices <= c.giSlices; s += align {
+		out = append(out, s)
+	}
+	return out
+}
+
+// name is the CI's name as nvidia-smi gives it: the GI's profile for the
+// full-size CI, "<slices>c.<GI profile>" (e.g. 1c.3g.40gb) otherwise.
+func (c ciShape) name(giProfile string) string {
+	if c.full() {
+		return giProfile
+	}
+	return fmt.Sprintf("%dc.%s", c.slices, giProfile)
+}
+
+// info is the nvmlComputeInstanceProfileInfo_t of the shape on GI profile p:
+// multiprocessors in proportion to the compute slices, the GI's engines
+// shared.
+func (c ciShape) info(p *mig.Profile) nvml.ComputeInstanceProfileInfo {
+	return nvml.ComputeInstanceProfileInfo{
+		Id:                    uint32(c.profile),
+		SliceCount:            uint32(c.slices),
+		InstanceCount:         uint32(c.instanceCount()),
+		MultiprocessorCount:   uint32(p.Multiprocessors * c.slices / c.giSlices),
+		SharedCopyEngineCount: uint32(p.CopyEngines),
+		SharedDecoderCount:    uint32(p.Decoders),
+		SharedEncoderCount:    uint32(p.Encoders),
+		SharedJpegCount:       uint32(p.JPEGEngines),
+		SharedOfaCount:        uint32(p.OFAEngines),
+	}
+}
+
+// ciSpan is the compute slices (start, size) CI ci holds in GI gi of profile
+// p; a CI recorded without them (state written before they were) is
+// full-size.
+func ciSpan(p *mig.Profile, ci *ComputeInstance) (start, size int) {
+	if ci.Size == 0 && p != nil {
+		return 0, p.ComputeSlices
+	}
+	return ci.Start, ci.Size
+}
+
+// freeStarts are the placement starts of shape c in GI gi (of profile p)
+// that overlap none of its CIs and keep the shape's InstanceCount.
+func freeStarts(p *mig.Profile, gi *GPUInstance, c ciShape) []int {
+	same := 0
+	for i := range gi.ComputeInstances {
+		if gi.ComputeInstances[i].ProfileID == c.profile {
+			same++
+		}
+	}
+	if same >= c.instanceCount() {
+		return nil
+	}
+	var out []int
+	for _, s := range c.starts() {
+		free := true
+		for i := range gi.ComputeInstances {
+			start, size := ciSpan(p, &gi.ComputeInstances[i])
+			if s < start+size && start < s+c.slices {
+				free = false
+				break
+			}
+		}
+		if free {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// remaining is how many more CIs of shape c fit in gi, placed one after the
+// other at their first free start.
+func remaining(p *mig.Profile, gi *GPUInstance, c ciShape) int {
+	probe := *gi
+	probe.ComputeInstances = append([]ComputeInstance(nil), gi.ComputeInstances...)
+	n := 0
+	for {
+		starts := freeStarts(p, &probe, c)
+		if len(starts) == 0 {
+			return n
+		}
+		probe.ComputeInstances = append(probe.ComputeInstances, ComputeInstance{ID: -1, ProfileID: c.profile, Start: starts[0], Size: c.slices})
+		n++
+	}
+}
