@@ -134,13 +134,17 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 			continue
 		}
 		st.Stuck = append(st.Stuck, StuckGPU{GPU: g.Index, Phase: g.Phase, Reason: g.Reason, Message: g.Message})
-		st.Row.GPUs = append(st.Row.GPUs, v1alpha1.GPURow{Index: g.Index, Product: g.Product, Actual: actualText(g), Phase: g.Phase})
+		// Left as it is: desired is what it holds (GPURow.Desired).
+		st.Row.GPUs = append(st.Row.GPUs, v1alpha1.GPURow{Index: g.Index, Product: g.Product, Desired: actualText(g), Actual: actualText(g), Phase: g.Phase})
 		issues = append(issues, gpuIssue(g))
 	}
 	for _, p := range problems {
 		row := v1alpha1.GPURow{Index: p.GPU, Product: p.Product, Phase: v1alpha1.PhaseFailed}
 		if g, ok := reported[p.GPU]; ok {
+			// Refused and left as it is: desired is what it holds
+			// (GPURow.Desired), not "MIG on, no device".
 			row.Actual = actualText(g)
+			row.Desired = row.Actual
 		}
 		st.Row.GPUs = append(st.Row.GPUs, row)
 		issues = append(issues, fmt.Sprintf("%s: %s", p.Reason, p.Message))

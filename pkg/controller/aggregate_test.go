@@ -84,7 +84,7 @@ func TestEvaluateNode(t *testing.T) {
 				Row: v1alpha1.NodeRow{
 					Node: "n", Phase: v1alpha1.PhaseFailed, Message: "InvalidLayout: gpu 0: no",
 					GPUs: []v1alpha1.GPURow{
-						{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Actual: "1g.10gb@0", Phase: v1alpha1.PhaseFailed},
+						{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Desired: "1g.10gb@0", Actual: "1g.10gb@0", Phase: v1alpha1.PhaseFailed}, // left as it is
 						{Index: 1, Product: "NVIDIA A100-SXM4-80GB", Desired: "7g.80gb@0", Actual: "7g.80gb@0", Phase: v1alpha1.PhaseReady},
 					},
 				}},

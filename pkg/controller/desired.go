@@ -173,7 +173,8 @@ func explicitLayout(m *mig.Model, text string) (mig.Layout, error) {
 // device in use, so that the target does not move while the hardware does.
 // When the counts fit the GPU but not around the devices in use, the layout
 // is fitted without them: the agent will block on those devices, which is
-// reported rather than hidden.
+// reported rather than hidden. Counts that fit on no GPU of the model give
+// the error of the fit without devices in use.
 func fitProfiles(m *mig.Model, profiles map[string]int32, current, pinned mig.Layout, prev *v1alpha1.GPUSpec) (mig.Layout, error) {
 	want := make(map[string]int, len(profiles))
 	for p, n := range profiles {
@@ -186,9 +187,14 @@ func fitProfiles(m *mig.Model, profiles map[string]int32, current, pinned mig.La
 	}
 	res, err := m.Fit(mig.FitRequest{Want: want, Current: current, Pinned: pinned, AllowMoves: true})
 	if err != nil && len(pinned) > 0 && errors.Is(err, mig.ErrDoesNotFit) {
-		if res2, err2 := m.Fit(mig.FitRequest{Want: want, Current: current, AllowMoves: true}); err2 == nil {
+		// Counts that fit on no GPU of the model are reported as such,
+		// not blamed on the devices in use (whose changes would change
+		// the message).
+		res2, err2 := m.Fit(mig.FitRequest{Want: want, Current: current, AllowMoves: true})
+		if err2 == nil {
 			return res2.Layout, nil
 		}
+		res, err = res2, err2
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fitting profiles: %w", err)

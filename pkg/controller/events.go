@@ -116,9 +116,11 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 			}
 		case wasLost:
 			add(n.Row.Node, corev1.EventTypeNormal, EventAgentReturned, "Heartbeat", "node %s: the agent renews its heartbeat Lease again", n.Row.Node)
-		case n.Ready && hasRow && before.Phase != v1alpha1.PhaseReady && before.Phase != "":
+		case n.Ready && hasRow && before.Phase != v1alpha1.PhaseReady && before.Phase != "" && len(before.GPUs) > 0:
 			// A row without a phase was a node left as it was (a
-			// conflict): ready now is no repartitioning.
+			// conflict), one without GPU rows a node whose agent had not
+			// reported yet (perhaps already at the desired layout):
+			// ready now is no repartitioning.
 			add(n.Row.Node, corev1.EventTypeNormal, EventRepartitioned, "Repartition", "node %s holds the desired layout%s", n.Row.Node, describeGPUs(n.Row.GPUs))
 		}
 		for _, g := range n.Stuck {

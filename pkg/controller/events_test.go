@@ -11,7 +11,9 @@ import (
 )
 
 func TestTransitions(t *testing.T) {
-	pendingRow := v1alpha1.NodeRow{Node: "a", Phase: v1alpha1.PhasePending}
+	pendingRow := v1alpha1.NodeRow{Node: "a", Phase: v1alpha1.PhasePending,
+		GPUs: []v1alpha1.GPURow{{Index: 0, Desired: "7g.80gb@0", Phase: v1alpha1.PhasePending}}}
+	notReportedRow := v1alpha1.NodeRow{Node: "a", Phase: v1alpha1.PhasePending, Message: msgNoReport}
 	blockedRow := v1alpha1.NodeRow{Node: "a", Phase: v1alpha1.PhaseBlocked,
 		GPUs: []v1alpha1.GPURow{{Index: 0, Phase: v1alpha1.PhaseBlocked}}}
 	failedRow := v1alpha1.NodeRow{Node: "b", Phase: v1alpha1.PhaseFailed,
@@ -32,6 +34,10 @@ func TestTransitions(t *testing.T) {
 		},
 		"node seen for the first time ready: nothing was repartitioned": {
 			obs: Observation{Nodes: []NodeState{ready}},
+		},
+		"node ready at its agent's first report: nothing was repartitioned": {
+			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{notReportedRow}},
+			obs:  Observation{Nodes: []NodeState{ready}},
 		},
 		"node ready once its conflict ends: nothing was repartitioned": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{UnmanagedNode("a", conflictMsg, true).Row}},

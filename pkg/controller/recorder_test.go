@@ -22,7 +22,8 @@ func TestEventsOfSeveralNodesAreAllRecorded(t *testing.T) {
 	r := &Reconciler{Recorder: rec}
 	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "ml", UID: "u"}}
 	prev := v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{
-		{Node: "a", Phase: v1alpha1.PhasePending}, {Node: "b", Phase: v1alpha1.PhasePending},
+		{Node: "a", GPUs: []v1alpha1.GPURow{{Index: 0}}, Phase: v1alpha1.PhasePending},
+		{Node: "b", GPUs: []v1alpha1.GPURow{{Index: 0}}, Phase: v1alpha1.PhasePending},
 		{Node: "c", GPUs: []v1alpha1.GPURow{{Index: 0}, {Index: 1}}, Phase: v1alpha1.PhasePending}}}
 	stuck := func(gpu int32) StuckGPU {
 		return StuckGPU{GPU: gpu, Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: "in use"}
