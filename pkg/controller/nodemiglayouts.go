@@ -63,8 +63,8 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 
 // syncNode creates or updates the NodeMigLayout of one node. It returns the
 // object as written (where the write fails, as it should be, with the
-// status read), the problems of its GPUs, and whether the object is being
-// deleted (wait and look again).
+// status read), the problems of its GPUs, and whether to wait and look
+// again (the object is being deleted, or exists but is not in the cache).
 func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node string, existing *v1alpha1.NodeMigLayout) (*v1alpha1.NodeMigLayout, []Problem, bool, error) {
 	logger := klog.FromContext(ctx)
 	if existing == nil {
@@ -77,9 +77,11 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 			return nil, nil, false, fmt.Errorf("setting the owner of NodeMigLayout %s: %w", node, err)
 		}
 		if err := r.Client.Create(ctx, nml); apierrors.IsAlreadyExists(err) {
-			// The cache lags behind; its create event brings us back.
+			// The cache lags behind. Its events come back here only if this
+			// MigLayout owns the object (another one may, releasing it):
+			// look again soon.
 			logger.V(2).Info("NodeMigLayout exists but is not in the cache yet", "node", node)
-			return nil, nil, false, nil
+			return nil, nil, true, nil
 		} else if err != nil {
 			return nil, nil, false, fmt.Errorf("creating NodeMigLayout %s: %w", node, err)
 		}

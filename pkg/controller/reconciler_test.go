@@ -215,6 +215,22 @@ func TestSyncNodeWriteFails(t *testing.T) {
 	}
 }
 
+// TestSyncNodeNotInCacheYet: a NodeMigLayout that exists but is not in the
+// cache (another MigLayout's, being released, whose events do not come
+// back to this one) is looked at again soon, not left until some unrelated
+// event.
+func TestSyncNodeNotInCacheYet(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	other := staticMigLayout("b", "uid-b", "b")
+	existing := ownedBy(nodeMigLayout("n1").build(), other)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml, other, existing).Build()
+	r := &Reconciler{Client: c, Scheme: testScheme(t)}
+	nml, _, wait, err := r.syncNode(context.Background(), ml, "n1", nil)
+	if err != nil || nml != nil || !wait {
+		t.Errorf("syncNode of a node whose NodeMigLayout is not in the cache = %v, wait %v, %v; want nil, wait true, no error", nml, wait, err)
+	}
+}
+
 // TestAutoModeRowsListEveryGPU: an Auto-mode MigLayout's node rows list the
 // GPUs the agent reports, those no plan has changed yet (kept as they are:
 // desired = actual) beside the one a plan changes.
