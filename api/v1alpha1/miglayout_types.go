@@ -43,6 +43,7 @@ type MigLayout struct {
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Static' || !has(self.policy)",message="policy is only allowed in Auto mode"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Static' || (has(self.rules) && size(self.rules) > 0)",message="Static mode needs at least one rule"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Auto' || !has(self.rules)",message="rules are only allowed in Static mode; Auto mode takes a policy"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'Auto' || !has(self.maxNodesChanging)",message="maxNodesChanging is only allowed in Static mode; Auto mode bounds changes with policy.maxGPUs"
 type MigLayoutSpec struct {
 	// NodeSelector selects the nodes this MigLayout manages. An empty
 	// selector selects every node, including nodes without a miglayout
@@ -63,6 +64,17 @@ type MigLayoutSpec struct {
 	// +listType=atomic
 	// +optional
 	Rules []LayoutRule `json:"rules,omitempty"`
+
+	// MaxNodesChanging is the most selected nodes whose GPUs change at
+	// once in Static mode: a node gets a new layout only while fewer nodes
+	// than this have not reached theirs (one Blocked or whose agent is lost
+	// counts until it gets there), in node name order; the others keep
+	// their layout and wait (row Pending, "waits its turn"). Unset: every
+	// node at once. Static mode only.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	MaxNodesChanging *int32 `json:"maxNodesChanging,omitempty"`
 
 	// Policy bounds the planner in Auto mode.
 	// +optional

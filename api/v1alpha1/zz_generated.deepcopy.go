@@ -253,6 +253,11 @@ func (in *MigLayoutSpec) DeepCopyInto(out *MigLayoutSpec) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.MaxNodesChanging != nil {
+		in, out := &in.MaxNodesChanging, &out.MaxNodesChanging
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Policy != nil {
 		in, out := &in.Policy, &out.Policy
 		*out = new(AutoPolicy)

@@ -28,13 +28,20 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	var errs []error
 	var recheck time.Time
 	wasLost := LostInStatus(ml)
+	var managed []*v1alpha1.NodeMigLayout
+	for _, node := range sel.Nodes {
+		if nml := in.nodeMigLayouts[node]; nml != nil && !sel.Conflicted(node) && metav1.IsControlledBy(nml, ml) {
+			managed = append(managed, nml)
+		}
+	}
+	gate := newRolloutGate(ml, managed)
 	for _, node := range sel.Nodes {
 		switch {
 		case sel.Conflicted(node):
 			states = append(states, UnmanagedNode(node, conflictNote(sel, node), true))
 			continue
 		}
-		nml, problems, wait, err := r.syncNode(ctx, ml, node, in.nodeMigLayouts[node])
+		nml, problems, wait, err := r.syncNode(ctx, ml, node, in.nodeMigLayouts[node], gate)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -49,6 +56,9 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		st := EvaluateNode(node, nml, problems, agent)
 		if ml.Spec.Mode == v1alpha1.ModeAuto {
 			st = withUntouchedGPUs(st, nml)
+		}
+		if gate != nil && gate.held[node] {
+			st = gate.hold(st)
 		}
 		states = append(states, st)
 	}
@@ -65,7 +75,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 // object as written (where the write fails, as it should be, with the
 // status read), the problems of its GPUs, and whether to wait and look
 // again (the object is being deleted, or exists but is not in the cache).
-func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node string, existing *v1alpha1.NodeMigLayout) (*v1alpha1.NodeMigLayout, []Problem, bool, error) {
+func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node string, existing *v1alpha1.NodeMigLayout, gate *rolloutGate) (*v1alpha1.NodeMigLayout, []Problem, bool, error) {
 	logger := klog.FromContext(ctx)
 	if existing == nil {
 		// The inventory is unknown until the agent reports: no GPU yet.
@@ -100,6 +110,13 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 	}
 	next := existing.DeepCopy()
 	next.Spec = v1alpha1.NodeMigLayoutSpec{MigLayout: ml.Name, GPUs: desired}
+	// A node held back by maxNodesChanging keeps the spec it has (its
+	// owner may change) and is judged against the one it waits for.
+	var waitsFor *v1alpha1.NodeMigLayout
+	if !gate.admit(existing, desired) {
+		waitsFor = next.DeepCopy()
+		next.Spec.GPUs = existing.Spec.GPUs
+	}
 	// A plain merge patch replaces spec.gpus as a whole and does not conflict
 	// with the agent's status writes; adoption rewrites owner references,
 	// so it is guarded by the resourceVersion.
@@ -113,16 +130,16 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 			return next, problems, false, fmt.Errorf("setting the owner of NodeMigLayout %s: %w", node, err)
 		}
 	} else if equality.Semantic.DeepEqual(existing.Spec, next.Spec) {
-		return existing, problems, false, nil
+		return cmpOr(waitsFor, existing), problems, false, nil
 	}
 	if err := r.Client.Patch(ctx, next, patch); err != nil {
 		// The node is judged against the spec it should hold: not Ready
 		// for this generation on the strength of the old one.
-		return next, problems, false, fmt.Errorf("patching the spec of NodeMigLayout %s: %w", node, err)
+		return cmpOr(waitsFor, next), problems, false, fmt.Errorf("patching the spec of NodeMigLayout %s: %w", node, err)
 	}
 	writesMetric.WithLabelValues(op).Inc()
-	logger.V(2).Info("Wrote NodeMigLayout spec", "node", node, "operation", op, "gpus", len(desired), "problems", len(problems))
-	return next, problems, false, nil
+	logger.V(2).Info("Wrote NodeMigLayout spec", "node", node, "operation", op, "gpus", len(next.Spec.GPUs), "problems", len(problems))
+	return cmpOr(waitsFor, next), problems, false, nil
 }
 
 // release deletes the NodeMigLayouts this MigLayout controls on nodes it no
@@ -160,4 +177,12 @@ func conflictNote(sel Selection, node string) string {
 		}
 	}
 	return fmt.Sprintf("also selected by MigLayout %s; the node is left as it is", joinBounded(others, 5))
+}
+
+// cmpOr is a where it is not nil, else b.
+func cmpOr(a, b *v1alpha1.NodeMigLayout) *v1alpha1.NodeMigLayout {
+	if a != nil {
+		return a
+	}
+	return b
 }

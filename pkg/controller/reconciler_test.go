@@ -206,7 +206,7 @@ func TestSyncNodeWriteFails(t *testing.T) {
 			return errors.New("the API server is unavailable")
 		}}).Build()
 	r := &Reconciler{Client: c, Scheme: testScheme(t)}
-	nml, problems, _, err := r.syncNode(context.Background(), ml, "n1", existing)
+	nml, problems, _, err := r.syncNode(context.Background(), ml, "n1", existing, nil)
 	if err == nil {
 		t.Fatal("syncNode succeeded with every patch refused")
 	}
@@ -225,7 +225,7 @@ func TestSyncNodeNotInCacheYet(t *testing.T) {
 	existing := ownedBy(nodeMigLayout("n1").build(), other)
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml, other, existing).Build()
 	r := &Reconciler{Client: c, Scheme: testScheme(t)}
-	nml, _, wait, err := r.syncNode(context.Background(), ml, "n1", nil)
+	nml, _, wait, err := r.syncNode(context.Background(), ml, "n1", nil, nil)
 	if err != nil || nml != nil || !wait {
 		t.Errorf("syncNode of a node whose NodeMigLayout is not in the cache = %v, wait %v, %v; want nil, wait true, no error", nml, wait, err)
 	}

@@ -188,6 +188,14 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 			spec: "mode: Static\nrules: [{profiles: {3g.40gb: 2}}]\npolicy: {maxGPUs: 2}",
 			want: "policy is only allowed in Auto mode",
 		},
+		"maxNodesChanging in Auto mode": {
+			spec: "mode: Auto\nmaxNodesChanging: 2",
+			want: "maxNodesChanging is only allowed in Static mode; Auto mode bounds changes with policy.maxGPUs",
+		},
+		"maxNodesChanging zero": {
+			spec: "rules: [{profiles: {3g.40gb: 2}}]\nmaxNodesChanging: 0",
+			want: "spec.maxNodesChanging: Invalid value",
+		},
 		"rules in Auto mode": {
 			spec: "mode: Auto\nrules: [{profiles: {3g.40gb: 2}}]",
 			want: "rules are only allowed in Static mode; Auto mode takes a policy",
@@ -266,14 +274,15 @@ func TestCELAcceptsValid(t *testing.T) {
 	c := miglayoutClient(t)
 	ctx := testContext(t, time.Minute)
 	tests := map[string]string{
-		"counts":                    "rules: [{name: halves, productName: A100-SXM4-80GB, profiles: {3g.40gb: 2}}]",
-		"media-extension profile":   "rules: [{profiles: {1g.10gb+me: 1, 1g.10gb: 6}}]",
-		"explicit layout":           "mode: Static\nrules: [{gpuIndices: [0, 1], layout: '3g.40gb@0,2g.20gb@4,1g.10gb@6'}]",
-		"MIG off":                   "rules: [{migEnabled: false}]",
-		"MIG on with explicit flag": "rules: [{migEnabled: true, profiles: {7g.80gb: 1}}]",
-		"MIG on, no device":         "rules: [{profiles: {}}]",
-		"Auto with a policy":        "mode: Auto\npolicy: {allowedProfiles: [1g.10gb], spares: {1g.10gb: 0}}",
-		"Auto without a policy":     "mode: Auto",
+		"counts":                     "rules: [{name: halves, productName: A100-SXM4-80GB, profiles: {3g.40gb: 2}}]",
+		"media-extension profile":    "rules: [{profiles: {1g.10gb+me: 1, 1g.10gb: 6}}]",
+		"explicit layout":            "mode: Static\nrules: [{gpuIndices: [0, 1], layout: '3g.40gb@0,2g.20gb@4,1g.10gb@6'}]",
+		"MIG off":                    "rules: [{migEnabled: false}]",
+		"MIG on with explicit flag":  "rules: [{migEnabled: true, profiles: {7g.80gb: 1}}]",
+		"MIG on, no device":          "rules: [{profiles: {}}]",
+		"Auto with a policy":         "mode: Auto\npolicy: {allowedProfiles: [1g.10gb], spares: {1g.10gb: 0}}",
+		"Auto without a policy":      "mode: Auto",
+		"Static, one node at a time": "rules: [{profiles: {3g.40gb: 2}}]\nmaxNodesChanging: 1",
 		"Auto: spares with every profile allowed (empty list)": "mode: Auto\npolicy: {allowedProfiles: [], spares: {1g.10gb: 1}}",
 		"explicit layout, starts of two digits":                "rules: [{layout: '1g.10gb@0,1g.10gb@63'}]",
 		"Auto: zero spares of a profile not allowed":           "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 0, 3g.40gb: 1}}",

@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"fmt"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// rolloutGate bounds how many nodes of a Static MigLayout change at once
+// (spec.maxNodesChanging): a node that holds its layout gets a new one only
+// while fewer than max nodes have not reached theirs. Nodes are taken in
+// the order syncNodes visits them (node name order).
+type rolloutGate struct {
+	max int
+	// changing counts the nodes that have not reached their layout, and
+	// those given a new one in this pass.
+	changing int
+	held     map[string]bool
+}
+
+// newRolloutGate is the gate of ml, nil where nothing bounds the rollout
+// (Auto mode, or maxNodesChanging unset). nodes are the NodeMigLayouts of
+// the nodes the MigLayout manages now.
+func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout) *rolloutGate {
+	if ml.Spec.Mode == v1alpha1.ModeAuto || ml.Spec.MaxNodesChanging == nil {
+		return nil
+	}
+	g := &rolloutGate{max: int(*ml.Spec.MaxNodesChanging), held: map[string]bool{}}
+	for _, nml := range nodes {
+		if changing(nml) {
+			g.changing++
+		}
+	}
+	return g
+}
+
+// changing reports whether the node has not reached the layout its spec
+// asks for (Pending, Draining, Repartitioning, Blocked, Failed, or not
+// reported since): it counts against maxNodesChanging.
+func changing(nml *v1alpha1.NodeMigLayout) bool {
+	if nml == nil || len(nml.Spec.GPUs) == 0 {
+		return false
+	}
+	return !evaluateReport(nml.Name, nml, nil).Ready
+}
+
+// admit reports whether the node may be given spec gpus: yes where they ask
+// for the layouts it has already (a new reason is no change), or it is
+// changing anyway (its target moves), or while
+// the bound is not reached (it then counts); else the node is held.
+func (g *rolloutGate) admit(existing *v1alpha1.NodeMigLayout, gpus []v1alpha1.GPUSpec) bool {
+	if g == nil || sameLayouts(existing.Spec.GPUs, gpus) || changing(existing) {
+		return true
+	}
+	if g.changing < g.max {
+		g.changing++
+		return true
+	}
+	g.held[existing.Name] = true
+	return false
+}
+
+// heldNote is the row message of a held node.
+func (g *rolloutGate) heldNote() string {
+	return fmt.Sprintf("waits its turn: at most %d node(s) change at once (spec.maxNodesChanging), %d changing now", g.max, g.changing)
+}
+
+// hold marks st, the state of a node held back, as waiting: Pending, not
+// Ready, with the note first in its message.
+func (g *rolloutGate) hold(st NodeState) NodeState {
+	st.Ready, st.Progressing = false, !st.Failed
+	if st.Row.Phase == v1alpha1.PhaseReady || st.Row.Phase == "" {
+		st.Row.Phase = v1alpha1.PhasePending
+	}
+	msg := g.heldNote()
+	if st.Row.Message != "" {
+		msg += "; " + st.Row.Message
+	}
+	st.Row.Message = truncate(msg, maxRowMessage)
+	return st
+}
+
+// sameLayouts reports whether a and b ask for the same MIG mode and layout
+// of the same GPUs (reasons aside).
+func sameLayouts(a, b []v1alpha1.GPUSpec) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Index != b[i].Index || a[i].MIGEnabled != b[i].MIGEnabled || a[i].Layout != b[i].Layout {
+			return false
+		}
+	}
+	return true
+}
