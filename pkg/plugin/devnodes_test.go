@@ -99,7 +99,10 @@ func checkCapsNode(t *testing.T, devRoot, n string) {
 // TestPrepareCreatesCapabilityNodes: preparing a MIG device creates its
 // missing /dev/nvidia-caps nodes as nvidia-modprobe would, leaves an
 // existing one alone, and creates them again when they went (a reboot: /dev
-// is a tmpfs) and the kubelet asks again.
+// is a tmpfs) and the kubelet asks again. A node of another device number
+// (left from before a driver reload, which may change the nvidia-caps
+// major) is made again and one of another mode chmodded, as nvidia-modprobe
+// does: a stale node would not grant the MIG device's capability.
 func TestPrepareCreatesCapabilityNodes(t *testing.T) {
 	e, devRoot := devEnv(t)
 	p := e.pluginWithDev(devRoot)
@@ -116,6 +119,32 @@ func TestPrepareCreatesCapabilityNodes(t *testing.T) {
 	}
 	for _, n := range nodes {
 		if err := os.Remove(hostDevPath(devRoot, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := e.prepare(e.pluginWithDev(devRoot), c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for _, n := range nodes {
+		checkCapsNode(t, devRoot, n)
+	}
+
+	// The driver reloaded with major 236 where it had 235: the GI's node
+	// is of the old major, the CI's of the right one but mode 0600.
+	for i, n := range nodes {
+		path := hostDevPath(devRoot, n)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		minor, _ := strconv.Atoi(strings.TrimPrefix(n, "/dev/nvidia-caps/nvidia-cap"))
+		major, mode := uint32(235), uint32(0o444)
+		if i == 1 {
+			major, mode = 236, 0o600
+		}
+		if err := unix.Mknod(path, unix.S_IFCHR|mode, int(unix.Mkdev(major, uint32(minor)))); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, os.FileMode(mode)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,21 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
+// migDeviceHandles are d's MIG devices by index, up to the first
+// ERROR_NOT_FOUND.
+func migDeviceHandles(t *testing.T, d nvml.Device) []nvml.Device {
+	t.Helper()
+	var out []nvml.Device
+	for i := 0; ; i++ {
+		md, ret := d.GetMigDeviceHandleByIndex(i)
+		if ret == nvml.ERROR_NOT_FOUND {
+			return out
+		}
+		must(t, "GetMigDeviceHandleByIndex", ret)
+		out = append(out, md)
+	}
+}
+
 // TestMIGDeviceIndexFollowsGIID: real NVML numbers MIG devices by GPU
 // instance ID, not by placement start. A published A30 transcript (driver
 // 535.183.01) creates 1g.6gb at 0:1 (GI 3), 1g.6gb at 1:1 (GI 4), then
@@ -20,12 +35,7 @@ func TestMIGDeviceIndexFollowsGIID(t *testing.T) {
 	mustMIG(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 1)
 	mustMIG(t, d, nvml.GPU_INSTANCE_PROFILE_2_SLICE, 2)
 	var got []int
-	for i := 0; ; i++ {
-		md, ret := d.GetMigDeviceHandleByIndex(i)
-		if ret == nvml.ERROR_NOT_FOUND {
-			break
-		}
-		must(t, "GetMigDeviceHandleByIndex", ret)
+	for _, md := range migDeviceHandles(t, d) {
 		id, ret := md.GetGpuInstanceId()
 		must(t, "GetGpuInstanceId", ret)
 		got = append(got, id)
@@ -110,12 +120,7 @@ func TestSmallerCIsShareTheGI(t *testing.T) {
 		t.Errorf("CI placements %s, want %s", got, want)
 	}
 	var names []string
-	for i := 0; ; i++ {
-		md, ret := d.GetMigDeviceHandleByIndex(i)
-		if ret == nvml.ERROR_NOT_FOUND {
-			break
-		}
-		must(t, "GetMigDeviceHandleByIndex", ret)
+	for _, md := range migDeviceHandles(t, d) {
 		name, ret := md.GetName()
 		must(t, "GetName", ret)
 		names = append(names, name)
