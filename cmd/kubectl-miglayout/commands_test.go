@@ -1174,3 +1174,28 @@ func planWith(c client.Client) (stdout, stderr *bytes.Buffer, err error) {
 	cmd.SetArgs([]string{"plan", "-f", "testdata/plan-static.yaml"})
 	return stdout, stderr, cmd.Execute()
 }
+
+// TestPlanMaxNodesChanging: plan tells that a Static change bounded by
+// spec.maxNodesChanging reaches the nodes a few at a time, and says nothing
+// of it where the bound is not reached.
+func TestPlanMaxNodesChanging(t *testing.T) {
+	var objs []client.Object
+	for _, n := range []string{"gpu-a", "gpu-b", "gpu-c"} {
+		objs = append(objs, node(n, map[string]string{"pool": "a"}), &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: n},
+			Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
+				MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}})
+	}
+	const note = "at most 2 node(s) change at once (spec.maxNodesChanging)"
+	for rules, want := range map[string]bool{
+		"[{profiles: {3g.40gb: 2}}]\n  maxNodesChanging: 2": true,
+		"[{profiles: {3g.40gb: 2}}]\n  maxNodesChanging: 3": false,
+	} {
+		out, _, err := runWith(t, objs, "plan", "-f", staticMigLayoutFile(t, "rollout", rules))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "Summary: 3 GPUs would change on 3 nodes") || strings.Contains(out, note) != want {
+			t.Errorf("rules %s: plan says %q: %v, want %v:\n%s", rules, note, strings.Contains(out, note), want, out)
+		}
+	}
+}

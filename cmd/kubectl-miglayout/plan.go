@@ -348,6 +348,9 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 	if blockedGPUs > 0 {
 		fmt.Fprintf(w, "; %d blocked by devices in use (the agent waits, nothing is destroyed under a workload)", blockedGPUs)
 	}
+	if ml.Spec.MaxNodesChanging != nil && int(*ml.Spec.MaxNodesChanging) < nodesChanging {
+		fmt.Fprintf(w, "; at most %d node(s) change at once (spec.maxNodesChanging), in node name order, the others wait their turn", *ml.Spec.MaxNodesChanging)
+	}
 	fmt.Fprintln(w, ".")
 }
 
