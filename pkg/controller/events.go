@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,11 +117,11 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 			}
 		case wasLost:
 			add(n.Row.Node, corev1.EventTypeNormal, EventAgentReturned, "Heartbeat", "node %s: the agent renews its heartbeat Lease again", n.Row.Node)
-		case n.Ready && hasRow && before.Phase != v1alpha1.PhaseReady && before.Phase != "" && len(before.GPUs) > 0:
-			// A row without a phase was a node left as it was (a
-			// conflict), one without GPU rows a node whose agent had not
-			// reported yet (perhaps already at the desired layout):
-			// ready now is no repartitioning.
+		case n.Ready && hasRow && before.Phase != v1alpha1.PhaseReady && actualChanged(before, n.Row):
+			// Ready now after a row whose GPUs held other layouts: not a
+			// node left as it was (a conflict: no phase), one whose agent
+			// had not reported (no GPU rows), nor one held back by
+			// maxNodesChanging whose rule was reverted meanwhile.
 			add(n.Row.Node, corev1.EventTypeNormal, EventRepartitioned, "Repartition", "node %s holds the desired layout%s", n.Row.Node, describeGPUs(n.Row.GPUs))
 		}
 		for _, g := range n.Stuck {
@@ -176,4 +177,16 @@ func describeGPUs(gpus []v1alpha1.GPURow) string {
 		parts[i] = fmt.Sprintf("gpu %d %q", g.Index, g.Desired)
 	}
 	return ": " + strings.Join(parts, ", ")
+}
+
+// actualChanged reports whether a GPU of row now holds another layout than
+// in row before (both listing it).
+func actualChanged(before, now v1alpha1.NodeRow) bool {
+	for _, g := range now.GPUs {
+		i := slices.IndexFunc(before.GPUs, func(b v1alpha1.GPURow) bool { return b.Index == g.Index })
+		if i >= 0 && before.GPUs[i].Actual != g.Actual {
+			return true
+		}
+	}
+	return false
 }

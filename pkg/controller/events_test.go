@@ -12,14 +12,14 @@ import (
 
 func TestTransitions(t *testing.T) {
 	pendingRow := v1alpha1.NodeRow{Node: "a", Phase: v1alpha1.PhasePending,
-		GPUs: []v1alpha1.GPURow{{Index: 0, Desired: "7g.80gb@0", Phase: v1alpha1.PhasePending}}}
+		GPUs: []v1alpha1.GPURow{{Index: 0, Desired: "7g.80gb@0", Actual: "3g.40gb@0,3g.40gb@4", Phase: v1alpha1.PhasePending}}}
 	notReportedRow := v1alpha1.NodeRow{Node: "a", Phase: v1alpha1.PhasePending, Message: msgNoReport}
 	blockedRow := v1alpha1.NodeRow{Node: "a", Phase: v1alpha1.PhaseBlocked,
 		GPUs: []v1alpha1.GPURow{{Index: 0, Phase: v1alpha1.PhaseBlocked}}}
 	failedRow := v1alpha1.NodeRow{Node: "b", Phase: v1alpha1.PhaseFailed,
 		GPUs: []v1alpha1.GPURow{{Index: 1, Phase: v1alpha1.PhaseFailed}}}
 	ready := readyNode("a")
-	ready.Row.GPUs = []v1alpha1.GPURow{{Index: 0, Desired: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}
+	ready.Row.GPUs = []v1alpha1.GPURow{{Index: 0, Desired: "7g.80gb@0", Actual: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}
 	conflict := Selection{Nodes: []string{"a"}, Conflicts: map[string][]string{"other": {"a"}}}
 	conflictMsg := `MigLayout "other" also selects node a; these nodes are left as they are`
 	tests := map[string]struct {

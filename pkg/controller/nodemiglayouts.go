@@ -28,13 +28,16 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	var errs []error
 	var recheck time.Time
 	wasLost := LostInStatus(ml)
-	var managed []*v1alpha1.NodeMigLayout
+	// Every selected node counts toward maxNodesChanging while it changes,
+	// whoever wrote its spec: one in conflict carries on, one adopted may
+	// be mid-change.
+	var selected []*v1alpha1.NodeMigLayout
 	for _, node := range sel.Nodes {
-		if nml := in.nodeMigLayouts[node]; nml != nil && !sel.Conflicted(node) && metav1.IsControlledBy(nml, ml) {
-			managed = append(managed, nml)
+		if nml := in.nodeMigLayouts[node]; nml != nil {
+			selected = append(selected, nml)
 		}
 	}
-	gate := newRolloutGate(ml, managed)
+	gate := newRolloutGate(ml, selected)
 	for _, node := range sel.Nodes {
 		switch {
 		case sel.Conflicted(node):

@@ -22,20 +22,20 @@ func TestEventsOfSeveralNodesAreAllRecorded(t *testing.T) {
 	r := &Reconciler{Recorder: rec}
 	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "ml", UID: "u"}}
 	prev := v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{
-		{Node: "a", GPUs: []v1alpha1.GPURow{{Index: 0}}, Phase: v1alpha1.PhasePending},
-		{Node: "b", GPUs: []v1alpha1.GPURow{{Index: 0}}, Phase: v1alpha1.PhasePending},
+		{Node: "a", GPUs: []v1alpha1.GPURow{{Index: 0, Actual: "7g.80gb@0"}}, Phase: v1alpha1.PhasePending},
+		{Node: "b", GPUs: []v1alpha1.GPURow{{Index: 0, Actual: "7g.80gb@0"}}, Phase: v1alpha1.PhasePending},
 		{Node: "c", GPUs: []v1alpha1.GPURow{{Index: 0}, {Index: 1}}, Phase: v1alpha1.PhasePending}}}
 	stuck := func(gpu int32) StuckGPU {
 		return StuckGPU{GPU: gpu, Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: "in use"}
 	}
 	obs := Observation{Nodes: []NodeState{
-		{Row: v1alpha1.NodeRow{Node: "a"}, Ready: true},
-		{Row: v1alpha1.NodeRow{Node: "b"}, Ready: true},
+		{Row: v1alpha1.NodeRow{Node: "a", GPUs: []v1alpha1.GPURow{{Index: 0, Desired: "3g.40gb@0", Actual: "3g.40gb@0"}}}, Ready: true},
+		{Row: v1alpha1.NodeRow{Node: "b", GPUs: []v1alpha1.GPURow{{Index: 0, Desired: "3g.40gb@0", Actual: "3g.40gb@0"}}}, Ready: true},
 		{Row: v1alpha1.NodeRow{Node: "c"}, Stuck: []StuckGPU{stuck(0), stuck(1)}},
 	}}
 	evts, _ := Transitions(&prev, obs, nil)
 	r.record(ml, evts)
-	want := []string{"node a holds the desired layout", "node b holds the desired layout",
+	want := []string{`node a holds the desired layout: gpu 0 "3g.40gb@0"`, `node b holds the desired layout: gpu 0 "3g.40gb@0"`,
 		"node c gpu 0 is blocked (DeviceInUse): in use", "node c gpu 1 is blocked (DeviceInUse): in use"}
 	if diff := cmp.Diff(want, notes(len(want))); diff != "" {
 		t.Errorf("events recorded (-want +got):\n%s", diff)

@@ -20,7 +20,8 @@ type rolloutGate struct {
 
 // newRolloutGate is the gate of ml, nil where nothing bounds the rollout
 // (Auto mode, or maxNodesChanging unset). nodes are the NodeMigLayouts of
-// the nodes the MigLayout manages now.
+// the nodes the MigLayout selects, those in conflict or not yet adopted
+// included: each that changes counts.
 func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout) *rolloutGate {
 	if ml.Spec.Mode == v1alpha1.ModeAuto || ml.Spec.MaxNodesChanging == nil {
 		return nil
@@ -45,11 +46,18 @@ func changing(nml *v1alpha1.NodeMigLayout) bool {
 }
 
 // admit reports whether the node may be given spec gpus: yes where they ask
-// for the layouts it has already (a new reason is no change), or it is
-// changing anyway (its target moves), or while
+// for the layouts its spec or its GPUs have already (a new reason is no
+// change), or it is changing anyway (its target moves), or while
 // the bound is not reached (it then counts); else the node is held.
 func (g *rolloutGate) admit(existing *v1alpha1.NodeMigLayout, gpus []v1alpha1.GPUSpec) bool {
 	if g == nil || sameLayouts(existing.Spec.GPUs, gpus) || changing(existing) {
+		return true
+	}
+	// A node whose GPUs hold gpus already (a node partitioned before the
+	// MigLayout, a rule reverted) takes them without changing.
+	target := existing.DeepCopy()
+	target.Spec.GPUs = gpus
+	if !changing(target) {
 		return true
 	}
 	if g.changing < g.max {

@@ -65,7 +65,7 @@ func TestMaxNodesChanging(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const halves, whole = "3g.40gb@0,3g.40gb@4", "7g.80gb@0"
+	const halves, whole = halvesLayout, wholeLayout
 
 	specs, got := reconcile()
 	if diff := cmp.Diff(map[string]string{"n1": halves, "n2": whole, "n3": whole}, specs); diff != "" {
@@ -107,5 +107,160 @@ func TestMaxNodesChanging(t *testing.T) {
 	report("n3", a100(0).layout(halves))
 	if _, got = reconcile(); got.Status.ReadyNodes != 3 {
 		t.Errorf("ready nodes %d, want 3 at the end of the rollout (rows %+v)", got.Status.ReadyNodes, got.Status.Nodes)
+	}
+}
+
+const halvesLayout, wholeLayout = "3g.40gb@0,3g.40gb@4", "7g.80gb@0"
+
+// specsAfterReconcile reconciles MigLayout a once and returns the layout of GPU 0 in
+// each node's NodeMigLayout spec.
+func specsAfterReconcile(t *testing.T, c client.Client, r *Reconciler, nodes ...string) map[string]string {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	specs := map[string]string{}
+	for _, n := range nodes {
+		var nml v1alpha1.NodeMigLayout
+		if err := c.Get(ctx, types.NamespacedName{Name: n}, &nml); err != nil {
+			t.Fatal(err)
+		}
+		specs[n] = nml.Spec.GPUs[0].Layout
+	}
+	return specs
+}
+
+// TestMaxNodesChangingCountsAdoptedChangingNode: the MigLayout was deleted
+// with --cascade=orphan in the middle of a rollout and made again (bound 1).
+// n1's NodeMigLayout, orphaned, is being repartitioned to halves; n2 holds
+// its old layout. n1 is adopted and keeps changing, so it counts, and n2
+// waits.
+func TestMaxNodesChangingCountsAdoptedChangingNode(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+	orphan := nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "")).
+		status(a100(0).layout(wholeLayout).phase(v1alpha1.PhaseRepartitioning, "", "")).build()
+	orphan.Spec.MigLayout = "a"
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
+		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), orphan,
+		ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n2"] != wholeLayout {
+		t.Errorf("specs %v: n2 given a new layout while adopted n1 is still repartitioning (maxNodesChanging 1)", specs)
+	}
+}
+
+// TestMaxNodesChangingCountsConflictedChangingNode: n1, being repartitioned
+// to a's layout, becomes selected by MigLayout b as well (a label added).
+// a leaves it as it is (its spec stays and its agent carries on): it still
+// counts, and n2 waits.
+func TestMaxNodesChangingCountsConflictedChangingNode(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+	b := staticMigLayout("b", "uid-b", "b")
+	b.Spec.NodeSelector.MatchLabels = map[string]string{"extra": "b"}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml, b,
+		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}),
+		ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "")).
+			status(a100(0).layout(wholeLayout).phase(v1alpha1.PhaseRepartitioning, "", "")).build(), ml),
+		ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n2"] != wholeLayout {
+		t.Fatalf("setup: %v", specs)
+	}
+	// n1 gets b's label: a and b both select it.
+	n1 := node("n1", nil)
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, n1); err != nil {
+		t.Fatal(err)
+	}
+	n1.Labels["extra"] = "b"
+	if err := c.Update(context.Background(), n1); err != nil {
+		t.Fatal(err)
+	}
+	var nml v1alpha1.NodeMigLayout
+	_ = c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &nml)
+	if nml.Spec.GPUs[0].Layout != halvesLayout || !strings.Contains(string(nml.Status.GPUs[0].Phase), "Repartitioning") {
+		t.Fatalf("setup: n1 %+v", nml)
+	}
+	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n2"] != wholeLayout {
+		t.Errorf("specs %v: n2 given a new layout while n1 (in conflict, its agent still repartitioning) changes (maxNodesChanging 1)", specs)
+	}
+}
+
+// TestHeldNodeNotRepartitionedWhenRuleReverts: with maxNodesChanging 1 a
+// change to halves reaches n1; n2 is held (row Pending, "waits its turn"),
+// its spec and GPU untouched. The rule is put back to 7g.80gb before n2's
+// turn: n2 is Ready again, never having been given another layout, and no
+// Repartitioned event names it.
+func TestHeldNodeNotRepartitionedWhenRuleReverts(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+	objs := []client.Object{ml}
+	for _, n := range []string{"n1", "n2"} {
+		objs = append(objs, node(n, map[string]string{"pool": "a"}),
+			ownedBy(nodeMigLayout(n).spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml))
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	rec := events.NewFakeRecorder(100)
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: rec}
+	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n1"] != halvesLayout || specs["n2"] != wholeLayout {
+		t.Fatalf("setup: specs %v, want n1 halves, n2 held", specs)
+	}
+	var got v1alpha1.MigLayout
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.Rules = rules(rule("whole").counts("7g.80gb", 1))
+	if err := c.Update(context.Background(), &got); err != nil {
+		t.Fatal(err)
+	}
+	for len(rec.Events) > 0 {
+		<-rec.Events
+	}
+	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n2"] != wholeLayout {
+		t.Fatalf("specs after the revert %v", specs)
+	}
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.Contains(e, EventRepartitioned) && strings.Contains(e, "node n2") {
+			t.Errorf("event %q, yet n2 was only held back and never given another layout", e)
+		}
+	}
+}
+
+// TestMaxNodesChangingNewNodeAlreadyAtLayout: n0 is Blocked on a device in
+// use (maxNodesChanging 1: it holds the one slot). n1 joins the pool: its
+// NodeMigLayout was made with an empty spec and its agent reports GPU 0
+// already holding the rule's layout, so writing its spec changes nothing on
+// the node: n1 is not held (not Pending, "waits its turn", for as long as
+// n0 is Blocked) but Ready.
+func TestMaxNodesChangingNewNodeAlreadyAtLayout(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
+		node("n0", map[string]string{"pool": "a"}), node("n1", map[string]string{"pool": "a"}),
+		ownedBy(nodeMigLayout("n0").spec(specGPU(0, halvesLayout, `rule "halves": profiles 3g.40gb:2`)).
+			status(a100(0).layout(wholeLayout).inUse(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed: 7g.80gb@0")).build(), ml),
+		ownedBy(nodeMigLayout("n1").status(a100(0).layout(halvesLayout)).build(), ml)).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	_, ctx := ktesting.NewTestContext(t)
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.MigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range got.Status.Nodes {
+		if row.Node == "n1" && (row.Phase != v1alpha1.PhaseReady || strings.Contains(row.Message, "waits its turn")) {
+			t.Errorf("row of n1, whose GPU already holds %s: %s %q; want Ready, not held", halvesLayout, row.Phase, row.Message)
+		}
+	}
+	if got.Status.ReadyNodes != 1 {
+		t.Errorf("ready nodes %d, want 1 (n1 holds the desired layout)", got.Status.ReadyNodes)
 	}
 }

@@ -135,13 +135,14 @@ func (d device) GetIndex() (int, nvml.Return) {
 
 // GetMemoryInfo returns memory in bytes: Total is the GPU's (or the MIG
 // device's GI profile's) memory, Used the sum of its processes' memory (on a
-// GPU, every process on it, MIG devices included), Free the rest.
+// GPU, every process on it, MIG devices included; on a MIG device, every
+// process of its GI, whose memory its CIs share), Free the rest.
 func (d device) GetMemoryInfo() (nvml.Memory, nvml.Return) {
 	var mem nvml.Memory
 	ret := d.read("GetMemoryInfo", true, func(c devCtx) nvml.Return {
 		total, used := c.m.MemoryMiB, usedMiB(c.st.processesOn(d.index, -1, -1))
 		if c.gi != nil {
-			total, used = c.profile.MemoryMiB, usedMiB(c.st.processesOn(d.index, c.gi.ID, c.ci.ID))
+			total, used = c.profile.MemoryMiB, usedMiB(c.st.processesOn(d.index, c.gi.ID, -1))
 		}
 		mem = nvml.Memory{Total: uint64(total) << 20, Used: uint64(used) << 20, Free: uint64(total-used) << 20}
 		return nvml.SUCCESS

@@ -131,3 +131,27 @@ func TestSmallerCIsShareTheGI(t *testing.T) {
 	}
 	wantRet(t, "GpuInstance.Destroy with CIs", g.Destroy(), nvml.ERROR_IN_USE)
 }
+
+// TestSmallerCIsShareGIMemory: the compute instances of one GI share its
+// memory (MIG User Guide: memory slices belong to the GPU instance, compute
+// instances split only its SMs): two 1c.3g.40gb CIs of one 3g.40gb GI
+// cannot each hold a 30000 MiB process.
+func TestSmallerCIsShareGIMemory(t *testing.T) {
+	s := newTestSim(t, Config{Spec: "1x" + a100})
+	d := migOn(t, s, 0)
+	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_3_SLICE, 0)
+	info, ret := g.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	must(t, "CI profile 1c.3g", ret)
+	var uuids []string
+	for range 2 {
+		ci, ret := g.CreateComputeInstance(&info)
+		must(t, "CreateComputeInstance(1c.3g)", ret)
+		uuids = append(uuids, migUUIDOf(t, s, 0, ci))
+	}
+	if _, err := s.StartProcess(uuids[0], 30000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartProcess(uuids[1], 30000); err == nil {
+		t.Errorf("two 30000 MiB processes started in one 3g.40gb GI (40 GB): its CIs share its memory")
+	}
+}

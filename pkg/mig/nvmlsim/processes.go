@@ -67,8 +67,9 @@ func (st *fileState) findDevice(uuid string) (Process, int64, bool) {
 				if p := profileByID(st.Models[g.Model], gi.ProfileID); p != nil {
 					total = p.MemoryMiB
 				}
+				// The CIs of a GI share its memory (they split its SMs).
 				return Process{GPUIndex: g.Index, GIID: gi.ID, CIID: ci.ID, DeviceUUID: uuid},
-					total - usedMiB(st.processesOn(g.Index, gi.ID, ci.ID)), true
+					total - usedMiB(st.processesOn(g.Index, gi.ID, -1)), true
 			}
 		}
 	}
