@@ -122,6 +122,10 @@ func checkDocuments(docs []*document, world *deviceWorld) []finding {
 	c := &checker{world: world}
 	for _, d := range docs {
 		c.doc = d
+		if v, _ := d.Object["apiVersion"].(string); v == "resource.k8s.io/v1alpha2" {
+			c.add("apiVersion", "resource.k8s.io/v1alpha2 is classic DRA (Kubernetes 1.26 to 1.30): no API server serves it since 1.31",
+				"write it for resource.k8s.io/v1: a claim asks for devices by DeviceClass and CEL selectors (spec.devices.requests), not for a ResourceClass", nil)
+		}
 		switch d.kind() {
 		case "ResourceClaim":
 			c.claimSpec(d.Object, []string{"spec"})
@@ -154,6 +158,10 @@ func (c *checker) claimSpec(obj map[string]any, keys []string) {
 	spec := mapAt(obj, keys...)
 	if spec == nil {
 		return
+	}
+	if _, ok := spec["resourceClassName"]; ok {
+		c.add(pathOf(keys)+".resourceClassName", "resourceClassName is classic DRA's (resource.k8s.io/v1alpha2); resource.k8s.io/v1 has no such field",
+			"ask for devices: devices.requests[].exactly.deviceClassName", nil)
 	}
 	base := pathOf(keys) + ".devices"
 	for i, r := range listAt(spec, "devices", "requests") {

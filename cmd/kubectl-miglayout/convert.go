@@ -22,6 +22,19 @@ const gpuResource = "nvidia.com/gpu"
 
 var migResourceRE = regexp.MustCompile(`^nvidia\.com/mig-(.+)$`)
 
+// devicePluginProfile is the MIG profile of the NVIDIA device plugin's
+// resource nvidia.com/mig-<name>: the plugin writes a profile's "+" as "."
+// (1g.10gb+me is nvidia.com/mig-1g.10gb.me, 1g.24gb+gfx
+// nvidia.com/mig-1g.24gb.gfx).
+func devicePluginProfile(name string) string {
+	if m := devicePluginProfileRE.FindStringSubmatch(name); m != nil && m[2] != "" {
+		return m[1] + "+" + m[2]
+	}
+	return name
+}
+
+var devicePluginProfileRE = regexp.MustCompile(`^([0-9]+g\.[0-9]+gb)(?:\.(.+))?$`)
+
 type convertOptions struct {
 	driver, migClass, gpuClass string
 }
@@ -189,15 +202,19 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 		// The device plugin hands an init container's devices on to the
 		// app containers (it needs the most of them, not the sum): an init
 		// container whose resource an app container asks for as many of
-		// or more uses that container's claim, made first.
+		// or more uses that container's claim, made first. Init containers
+		// run one after the other, so the largest one's claim serves the
+		// others of its resource too.
 		slices.SortStableFunc(asks, func(x, y gpuAsk) int {
-			if x.init == y.init {
-				return 0
-			}
-			if y.init {
+			switch {
+			case x.init != y.init && y.init:
 				return -1
+			case x.init != y.init:
+				return 1
+			case x.init && x.resource == y.resource:
+				return int(y.count - x.count)
 			}
-			return 1
+			return 0
 		})
 		type made struct {
 			entry, container string
@@ -228,7 +245,7 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 			claims = append(claims, map[string]any{"name": entry, "resourceClaimTemplateName": tmplName})
 			addContainerClaim(spec, a.container, entry)
 			notes = append(notes, fmt.Sprintf("%s: container %s: %s: %d -> ResourceClaimTemplate %s", d.describe(), a.container, a.resource, a.count, tmplName))
-			if m, ok := byResource[a.resource]; !a.init && (!ok || a.count > m.count) {
+			if m, ok := byResource[a.resource]; !ok || a.count > m.count {
 				byResource[a.resource] = made{entry: entry, container: a.container, count: a.count}
 			}
 		}
@@ -296,10 +313,11 @@ func collectAsks(spec map[string]any, d *document) ([]gpuAsk, error) {
 				}
 				a := gpuAsk{container: name, resource: k, count: counts[k], init: init}
 				if m := migResourceRE.FindStringSubmatch(k); m != nil {
-					if _, err := mig.ParseProfileName(m[1]); err != nil {
+					profile := devicePluginProfile(m[1])
+					if _, err := mig.ParseProfileName(profile); err != nil {
 						return nil, fmt.Errorf("%s: container %s: %s: %w", d.describe(), name, k, err)
 					}
-					a.profile = m[1]
+					a.profile = profile
 				}
 				asks = append(asks, a)
 			}

@@ -195,7 +195,7 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 		if len(unknown) > 0 {
 			notes = append(notes, fmt.Sprintf("%s: device-filter IDs of GPUs the miglayout catalog does not know are left out: %s", where, strings.Join(unknown, ", ")))
 		}
-		if en.DeviceFilter != nil && len(models) == 0 {
+		if filtered(en.DeviceFilter) && len(models) == 0 {
 			notes = append(notes, fmt.Sprintf("%s: no GPU of its device-filter is in the miglayout catalog; the entry is left out", where))
 			continue
 		}
@@ -222,6 +222,9 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 		targets := models
 		if len(targets) == 0 {
 			targets = []string{""}
+			if en.MigEnabled && len(profiles) > 0 && !fitsAnyModel(cat, profiles) {
+				notes = append(notes, fmt.Sprintf("%s: no GPU model of the miglayout catalog holds %s: every GPU of the selected nodes will report InvalidLayout (a mistyped profile, or too many devices?)", where, profileList(profiles)))
+			}
 		}
 		for _, model := range targets {
 			r := v1alpha1.LayoutRule{Name: limitName(fmt.Sprintf("%s-%d", dnsToken(config), i), 63), GPUIndices: indices, ProductName: model}
@@ -255,6 +258,29 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 		Spec:       v1alpha1.MigLayoutSpec{NodeSelector: sel, Mode: v1alpha1.ModeStatic, Rules: rules},
 	}
 	return ml, notes, nil
+}
+
+// filtered reports whether a device-filter names GPUs: mig-parted matches
+// every GPU where it is missing or an empty list.
+func filtered(v any) bool {
+	if l, ok := v.([]any); ok {
+		return len(l) > 0
+	}
+	return v != nil
+}
+
+// fitsAnyModel reports whether some model of the catalog holds profiles.
+func fitsAnyModel(cat *mig.Catalog, profiles map[string]int32) bool {
+	return slices.ContainsFunc(cat.Models(), func(m *mig.Model) bool { return fits(cat, m.Name, profiles) == nil })
+}
+
+// profileList is profiles as "2 × 3g.40gb, 1 × 1g.10gb", by name.
+func profileList(profiles map[string]int32) string {
+	var out []string
+	for _, p := range slices.Sorted(maps.Keys(profiles)) {
+		out = append(out, fmt.Sprintf("%d × %s", profiles[p], p))
+	}
+	return strings.Join(out, ", ")
 }
 
 func fits(cat *mig.Catalog, model string, profiles map[string]int32) error {

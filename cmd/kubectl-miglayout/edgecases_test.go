@@ -1,0 +1,132 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// TestConvertMediaExtensionResource: under the "mixed" strategy NVIDIA's
+// device plugin advertises a media-extension profile with its "+" turned
+// into "." (resource names cannot hold "+"): 1g.10gb+me is
+// nvidia.com/mig-1g.10gb.me. convert must take it and ask for 1g.10gb+me.
+func TestConvertMediaExtensionResource(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "video.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: video, namespace: ml}
+spec:
+  containers:
+  - {name: c, image: x, resources: {limits: {nvidia.com/mig-1g.10gb.me: 1}}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, nil, "convert", "-f", f)
+	if err != nil {
+		t.Fatalf("convert refuses the device plugin's resource for 1g.10gb+me: %v", err)
+	}
+	if !strings.Contains(out, "profile == '1g.10gb+me'") {
+		t.Errorf("the claim does not ask for a 1g.10gb+me device:\n%s", out)
+	}
+}
+
+// TestConvertInitContainersNeedTheMost: init containers run one after the
+// other, and under the device plugin a pod whose two init containers each
+// ask nvidia.com/gpu: 1 needs one GPU (the most any of them asks, not the
+// sum). The converted pod must not need two.
+func TestConvertInitContainersNeedTheMost(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: batch/v1
+kind: Job
+metadata: {name: prep, namespace: ml}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      initContainers:
+      - {name: compile, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+      - {name: warmup, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+      containers:
+      - {name: main, image: x}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, nil, "convert", "-f", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out, "kind: ResourceClaimTemplate"); n != 1 {
+		t.Errorf("%d ResourceClaimTemplates (the pod needs %d GPUs), want 1:\n%s", n, n, out)
+	}
+}
+
+func writeMigParted(t *testing.T, entries string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(f, []byte("version: v1\nmig-configs:\n  c:\n"+entries), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestImportMigPartedEmptyDeviceFilter: mig-parted matches every GPU when
+// device-filter is empty (MatchesDeviceFilter: no filter, all devices); the
+// entry must be imported as a rule for every GPU, not left out.
+func TestImportMigPartedEmptyDeviceFilter(t *testing.T) {
+	f := writeMigParted(t, "  - device-filter: []\n    devices: all\n    mig-enabled: true\n    mig-devices:\n      \"3g.40gb\": 2\n")
+	out, notes, err := runWith(t, nil, "import", "mig-parted", "-f", f, "--config", "c")
+	if err != nil {
+		t.Fatalf("%v (notes: %s)", err, notes)
+	}
+	var ml v1alpha1.MigLayout
+	if err := yaml.UnmarshalStrict([]byte(out), &ml); err != nil {
+		t.Fatal(err)
+	}
+	if len(ml.Spec.Rules) != 1 || ml.Spec.Rules[0].ProductName != "" || ml.Spec.Rules[0].Profiles["3g.40gb"] != 2 {
+		t.Errorf("want one rule for every GPU with 3g.40gb×2:\n%s\nnotes: %s", out, notes)
+	}
+}
+
+// TestImportMigPartedUnfilteredUnknownProfile: an entry without
+// device-filter whose mig-devices no GPU of the catalog can hold (a profile
+// no model offers, or more devices than any model holds) is refused or at
+// least named, not imported silently into a MigLayout every GPU of the
+// nodes then reports InvalidLayout for.
+func TestImportMigPartedUnfilteredUnknownProfile(t *testing.T) {
+	for _, devices := range []string{`"3g.4gb": 2`, `"3g.40gb": 3`} {
+		f := writeMigParted(t, "  - devices: all\n    mig-enabled: true\n    mig-devices:\n      "+devices+"\n")
+		out, notes, err := runWith(t, nil, "import", "mig-parted", "-f", f, "--config", "c")
+		profile := strings.Trim(strings.SplitN(devices, ":", 2)[0], `"`)
+		if err == nil && !strings.Contains(notes, profile) {
+			t.Errorf("mig-devices {%s}: imported without a word:\n%s", devices, out)
+		}
+	}
+}
+
+// TestCheckClassicDRATemplate: snippets written for classic DRA
+// (resource.k8s.io/v1alpha2, Kubernetes 1.26 to 1.30) ask for a class with
+// spec.resourceClassName. No API server since 1.31 serves that version, and
+// resource.k8s.io/v1 has no such field: check must name the template, not
+// pass it.
+func TestCheckClassicDRATemplate(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "classic.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: resource.k8s.io/v1alpha2
+kind: ResourceClaimTemplate
+metadata:
+  name: gpu-template
+spec:
+  spec:
+    resourceClassName: gpu.nvidia.com
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, nil, "check", "--offline", "-f", f)
+	if err == nil || !strings.Contains(out, "ResourceClaimTemplate gpu-template") {
+		t.Errorf("check passes a resource.k8s.io/v1alpha2 template (err %v):\n%s", err, out)
+	}
+}
