@@ -225,9 +225,10 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	// layout (the pass drained and repartitioned it without status
 	// showing it in between) is repartitioned all the same.
 	before := map[int32]v1alpha1.GPUPhase{}
+	beforeReason := map[int32]string{}
 	held := map[int32]string{}
 	for _, g := range nml.Status.GPUs {
-		before[g.Index] = g.Phase
+		before[g.Index], beforeReason[g.Index] = g.Phase, g.Reason
 		held[g.Index] = g.Layout
 		if !g.MIGEnabled {
 			held[g.Index] = "-"
@@ -237,10 +238,21 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err := r.writeStatus(ctx, nml.Generation, res); err != nil {
 		return ctrl.Result{}, err
 	}
+	told := func(idx int32, got GPUResult) bool {
+		return got.Phase == before[idx] && got.Reason == beforeReason[idx] && got.Phase != v1alpha1.PhaseReady
+	}
+	// A GPU no spec lists (Auto mode lists only those a plan changed) is
+	// told of only when NVML cannot read it: its devices leave the pool.
+	for idx, got := range res.Results {
+		listed := slices.ContainsFunc(nml.Spec.GPUs, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == idx })
+		if !listed && got.Reason == v1alpha1.ReasonGPUUnreadable && !told(int32(idx), got) {
+			r.gpuEvent(&nml, "Warning", EventGPUUnreadable, "Repartition", idx, got.Message)
+		}
+	}
 	for _, spec := range nml.Spec.GPUs {
 		got := res.Results[int(spec.Index)]
-		if got.Phase == before[spec.Index] && got.Phase != v1alpha1.PhaseReady {
-			continue // already reported
+		if told(spec.Index, got) {
+			continue // already reported, phase and reason
 		}
 		switch got.Phase {
 		case v1alpha1.PhaseReady:
@@ -256,6 +268,8 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 				reason = EventInvalidLayout
 			case v1alpha1.ReasonGPUUnreadable:
 				reason = EventGPUUnreadable
+			case ReasonJournalUnwritable:
+				reason = EventJournalUnwritable
 			}
 			r.gpuEvent(&nml, "Warning", reason, "Repartition", int(spec.Index), got.Message)
 		}

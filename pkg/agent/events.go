@@ -34,7 +34,15 @@ const (
 	// the catalog allows may be refused); recorded when what differs
 	// changes.
 	EventCatalogDiffers = "CatalogDiffers"
+	// EventJournalUnwritable (Warning): the agent could not write its
+	// journal (state directory full or read-only), so it took no NVML step
+	// on the GPU.
+	EventJournalUnwritable = ReasonJournalUnwritable
 )
+
+// ReasonJournalUnwritable is the reason of a GPU status row (phase Failed)
+// whose change stopped because the journal could not be written.
+const ReasonJournalUnwritable = "JournalUnwritable"
 
 // ReasonPassFailed is the reason of a GPU status row (phase Pending) whose
 // change a failed pass left undone (EventPassFailed).

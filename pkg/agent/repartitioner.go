@@ -111,6 +111,11 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	if err != nil {
 		return nil, err
 	}
+	if cancelled, err := r.cancelOrphanModes(ctx, obs, desired, orphans); err != nil {
+		return nil, err
+	} else if cancelled {
+		rolled = true
+	}
 	if rolled {
 		if obs, unreadable, err = r.observe(ctx); err != nil {
 			return nil, err
@@ -455,7 +460,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	}
 	if p.enableMIG {
 		if err := r.Journal.Record(entry); err != nil {
-			return fail(err)
+			return journalFailure(err)
 		}
 		mode, err := r.GPUs.SetMIGMode(ctx, p.index, true)
 		if err != nil {
@@ -472,7 +477,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	entry.Step = StepDestroying
 	for _, d := range p.plan.Destroy {
 		if err := r.Journal.Record(entry); err != nil {
-			return fail(err)
+			return journalFailure(err)
 		}
 		logger.V(1).Info("Destroying MIG device", "device", d.String())
 		if err := r.GPUs.DestroyMIGDevice(ctx, p.index, d); err != nil && !errors.Is(err, gpu.ErrNotFound) {
@@ -483,7 +488,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	entry.Step = StepCreating
 	for _, d := range p.plan.Create {
 		if err := r.Journal.Record(entry); err != nil {
-			return fail(err)
+			return journalFailure(err)
 		}
 		logger.V(1).Info("Creating MIG device", "device", d.String())
 		if _, err := r.GPUs.CreateMIGDevice(ctx, p.index, d); err != nil {
@@ -494,7 +499,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	if p.disableMIG {
 		entry.Step = StepSettingMIGMode
 		if err := r.Journal.Record(entry); err != nil {
-			return fail(err)
+			return journalFailure(err)
 		}
 		mode, err := r.GPUs.SetMIGMode(ctx, p.index, false)
 		if err != nil {
@@ -597,9 +602,52 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 	return rolled, failed, nil
 }
 
+// cancelOrphanModes cancels a MIG mode change the agent left pending (the
+// journal records it setting the mode; Ampere applies it at the next reset)
+// on a GPU no spec asks anything of any more: the change would otherwise
+// apply at a reset nobody asked for, and its devices stay published with the
+// drain taint meanwhile. The mode is set back to the current one. A GPU whose
+// cancel fails is added to failed (its journal entry stays, tried again next
+// pass). It reports whether it cancelled any; err only when the GPU lock
+// could not be taken (ctx done).
+func (r *Repartitioner) cancelOrphanModes(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec, failed map[int]error) (bool, error) {
+	cancelled := false
+	for _, e := range r.Journal.Entries() {
+		if e.Step != StepSettingMIGMode || slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == e.GPU }) {
+			continue
+		}
+		g := findGPU(obs, e.GPU)
+		if g == nil || g.GPU.UUID != e.UUID || g.GPU.MIGMode.Current == g.GPU.MIGMode.Pending {
+			continue
+		}
+		klog.FromContext(ctx).Info("Cancelling the MIG mode change left pending for a spec that is gone", "gpu", e.GPU, "current", g.GPU.MIGMode.Current)
+		end, err := r.Locks.BeginReconfigure(ctx, e.GPU)
+		if err != nil {
+			return cancelled, err
+		}
+		_, err = r.GPUs.SetMIGMode(ctx, e.GPU, g.GPU.MIGMode.Current)
+		end()
+		if err != nil {
+			failed[e.GPU] = errors.Join(failed[e.GPU], fmt.Errorf("cancelling the pending MIG mode change: %w", err))
+			continue
+		}
+		cancelled = true
+	}
+	return cancelled, nil
+}
+
 // failure is the result of a GPU whose change failed with err: Blocked
 // while a device is in use (ErrInUse) or a reset is needed
 // (ErrResetRequired), Failed as an NVML error otherwise (counted).
+// journalFailure is the result of a GPU whose journal entry could not be
+// written (the state directory full or read-only): Failed, reason
+// JournalUnwritable, no NVML call made for the step (and none counted as an
+// NVML error).
+func journalFailure(err error) GPUResult {
+	return GPUResult{Phase: v1alpha1.PhaseFailed, Reason: ReasonJournalUnwritable,
+		Message: fmt.Sprintf("not repartitioned: the agent's journal cannot be written, and no NVML step is taken unjournaled: %v", err)}
+}
+
 func (r *Repartitioner) failure(err error) GPUResult {
 	if errors.Is(err, gpu.ErrInUse) {
 		return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: err.Error()}

@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+)
+
+// TestFailedGPUThatFallsOffTheBusIsTold: a GPU whose change failed
+// with an NVML error (Failed/NVMLError, one NVMLError event) and that then
+// falls off the bus is Failed/GPUUnreadable: its devices are withdrawn from
+// the pool, and the GPUUnreadable warning is recorded: an event is skipped
+// as already reported only where both phase and reason are as before.
+func TestFailedGPUThatFallsOffTheBusIsTold(t *testing.T) {
+	g := newRig(t, "1xH100-SXM5-80GB")
+	g.setup(t, 0, "")
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "CreateGpuInstanceWithPlacement", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	rec := events.NewFakeRecorder(20)
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	reasons := func() []string {
+		var out []string
+		for len(rec.Events) > 0 {
+			out = append(out, strings.Fields(<-rec.Events)[1])
+		}
+		return out
+	}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := reasons(); len(got) == 0 || got[len(got)-1] != EventNVMLError {
+		t.Fatalf("first pass events %q, want an NVMLError last", got)
+	}
+	if err := g.sim.LoseGPU(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	var st v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), req.NamespacedName, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Status.GPUs) != 1 || st.Status.GPUs[0].Reason != v1alpha1.ReasonGPUUnreadable {
+		t.Fatalf("status %+v, want GPU 0 GPUUnreadable", st.Status.GPUs)
+	}
+	if got := reasons(); len(got) != 1 || got[0] != EventGPUUnreadable {
+		t.Errorf("events once GPU 0 fell off the bus: %q, want [%s]", got, EventGPUUnreadable)
+	}
+}
+
+// TestUnmanagedGPUThatFallsOffTheBusIsTold: a GPU the spec does not
+// list (Auto mode lists only the GPUs a plan changed) that falls off the
+// bus is Failed/GPUUnreadable in status ("managed or not, so that status
+// shows it") and its devices are withdrawn: the GPUUnreadable warning is
+// recorded for it too.
+func TestUnmanagedGPUThatFallsOffTheBusIsTold(t *testing.T) {
+	g := newRig(t, "2xA100-SXM4-80GB")
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	rec := events.NewFakeRecorder(20)
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	for len(rec.Events) > 0 {
+		<-rec.Events
+	}
+	if err := g.sim.LoseGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	var st v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), req.NamespacedName, &st); err != nil {
+		t.Fatal(err)
+	}
+	lost := false
+	for _, row := range st.Status.GPUs {
+		lost = lost || row.Index == 1 && row.Reason == v1alpha1.ReasonGPUUnreadable
+	}
+	if !lost {
+		t.Fatalf("status %+v, want GPU 1 GPUUnreadable", st.Status.GPUs)
+	}
+	var got []string
+	for len(rec.Events) > 0 {
+		got = append(got, <-rec.Events)
+	}
+	if len(got) != 1 || !strings.Contains(got[0], EventGPUUnreadable) || !strings.Contains(got[0], "GPU 1:") {
+		t.Errorf("events once GPU 1 fell off the bus: %q, want one GPUUnreadable about GPU 1", got)
+	}
+}
