@@ -9,8 +9,14 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
@@ -226,4 +232,20 @@ func (g *rig) orphan3g(t *testing.T, idx, start int) nvml.GpuInstance {
 		t.Fatal(ret)
 	}
 	return gi
+}
+
+// nodeReconcilerOn is a NodeReconciler over g for node n1, whose
+// NodeMigLayout (generation 1) asks for specs, with its client and event
+// recorder.
+func nodeReconcilerOn(t *testing.T, g *rig, specs ...v1alpha1.GPUSpec) (*NodeReconciler, client.WithWatch, *events.FakeRecorder) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: specs}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	rec := events.NewFakeRecorder(20)
+	return &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}, c, rec
 }

@@ -211,15 +211,7 @@ func TestFailedPassSaysWhy(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
 	g.inv.failDrain = errors.New("updating ResourceSlice n1-gpu: the server is currently unable to handle the request")
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
-		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
-	rec := events.NewFakeRecorder(20)
-	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	r, c, rec := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
 	row := func() v1alpha1.GPUStatus {
 		t.Helper()

@@ -5,12 +5,8 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
@@ -27,15 +23,7 @@ func TestFailedGPUThatFallsOffTheBusIsTold(t *testing.T) {
 	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "CreateGpuInstanceWithPlacement", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
-		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
-	rec := events.NewFakeRecorder(20)
-	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	r, c, rec := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
 	reasons := func() []string {
 		var out []string
@@ -75,15 +63,7 @@ func TestFailedGPUThatFallsOffTheBusIsTold(t *testing.T) {
 // recorded for it too.
 func TestUnmanagedGPUThatFallsOffTheBusIsTold(t *testing.T) {
 	g := newRig(t, "2xA100-SXM4-80GB")
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
-		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
-	rec := events.NewFakeRecorder(20)
-	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	r, c, rec := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
 		t.Fatal(err)
