@@ -179,6 +179,7 @@ func TestRenderDefaults(t *testing.T) {
 		"DaemonSet/miglayout-agent",
 		"Deployment/miglayout-controller",
 		"PodDisruptionBudget/miglayout-controller",
+		"ResourceQuota/miglayout-agent-priority",
 		"DeviceClass/gpu.miglayout.io",
 		"DeviceClass/mig.miglayout.io",
 		"ValidatingAdmissionPolicy/miglayout-agent-node-scope",
