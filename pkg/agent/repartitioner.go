@@ -636,9 +636,6 @@ func (r *Repartitioner) cancelOrphanModes(ctx context.Context, obs []GPUState, d
 	return cancelled, nil
 }
 
-// failure is the result of a GPU whose change failed with err: Blocked
-// while a device is in use (ErrInUse) or a reset is needed
-// (ErrResetRequired), Failed as an NVML error otherwise (counted).
 // journalFailure is the result of a GPU whose journal entry could not be
 // written (the state directory full or read-only): Failed, reason
 // JournalUnwritable, no NVML call made for the step (and none counted as an
@@ -648,6 +645,9 @@ func journalFailure(err error) GPUResult {
 		Message: fmt.Sprintf("not repartitioned: the agent's journal cannot be written, and no NVML step is taken unjournaled: %v", err)}
 }
 
+// failure is the result of a GPU whose change failed with err: Blocked
+// while a device is in use (ErrInUse) or a reset is needed
+// (ErrResetRequired), Failed as an NVML error otherwise (counted).
 func (r *Repartitioner) failure(err error) GPUResult {
 	if errors.Is(err, gpu.ErrInUse) {
 		return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: err.Error()}
