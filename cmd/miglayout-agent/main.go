@@ -17,15 +17,12 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -153,9 +150,7 @@ func run(ctx context.Context, o options) error {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.healthAddr,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.NodeMigLayout{}: {Field: fields.OneTermEqualSelector("metadata.name", o.nodeName)},
-		}},
+		Cache:                  agent.CacheOptions(o.nodeName, o.driverName),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

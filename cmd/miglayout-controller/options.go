@@ -5,6 +5,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -78,17 +79,26 @@ func (o *options) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 		LeaseDuration:                 &o.leaseDuration,
 		RenewDeadline:                 &o.renewDeadline,
 		RetryPeriod:                   &o.retryPeriod,
-		Cache:                         cache.Options{ByObject: o.cacheByObject()},
+		Cache: cache.Options{
+			ByObject: o.cacheByObject(),
+			// Nothing reads managed fields; they are often the larger
+			// part of a pod or claim.
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
 	}
 }
 
 // cacheByObject limits what the cache holds: other drivers' ResourceSlices
 // only (the Auto planner reads them, a NIC beside a MIG device; miglayout's
-// own, one or more per GPU node, stay out), and Leases of the agents'
-// namespace only (not every kubelet's node Lease).
+// own, one or more per GPU node, stay out), pods not bound to a node only
+// (the planner serves pods the scheduler could not place; a cluster's
+// running pods, most of its pods, stay out, and a pod leaves the cache as
+// it is bound), and Leases of the agents' namespace only (not every
+// kubelet's node Lease).
 func (o *options) cacheByObject() map[client.Object]cache.ByObject {
 	by := map[client.Object]cache.ByObject{
 		&resourceapi.ResourceSlice{}: {Field: fields.OneTermNotEqualSelector("spec.driver", o.driverName)},
+		&corev1.Pod{}:                {Field: fields.OneTermEqualSelector("spec.nodeName", "")},
 	}
 	if o.agentLeaseNamespace != "" {
 		by[&coordinationv1.Lease{}] = cache.ByObject{Namespaces: map[string]cache.Config{o.agentLeaseNamespace: {}}}

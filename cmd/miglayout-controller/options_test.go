@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 )
 
@@ -19,13 +20,13 @@ func TestManagerOptions(t *testing.T) {
 		want []any
 	}{
 		"defaults": {
-			want: []any{":8080", ":8081", true, "miglayout-controller.miglayout.io", "", 15 * time.Second, "spec.driver!=mig.miglayout.io", "not cached"},
+			want: []any{":8080", ":8081", true, "miglayout-controller.miglayout.io", "", 15 * time.Second, "spec.driver!=mig.miglayout.io", "spec.nodeName=", "not cached", true},
 		},
 		"flags": {
 			args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=:9440", "--leader-elect=false",
 				"--leader-election-id=x", "--leader-election-namespace=kube-system", "--leader-elect-lease-duration=30s", "--driver-name=gpu.example.com",
 				"--agent-lease-namespace=miglayout-system"},
-			want: []any{"0", ":9440", false, "x", "kube-system", 30 * time.Second, "spec.driver!=gpu.example.com", "[miglayout-system]"},
+			want: []any{"0", ":9440", false, "x", "kube-system", 30 * time.Second, "spec.driver!=gpu.example.com", "spec.nodeName=", "[miglayout-system]", true},
 		},
 	}
 	for name, tc := range tests {
@@ -40,20 +41,24 @@ func TestManagerOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := o.managerOptions(s)
-			// The cache selects ResourceSlices by driver, and Leases of
-			// the agents' namespace only.
-			bySlices, leases := "", "not cached"
+			// The cache selects ResourceSlices by driver, pods not bound
+			// yet, and Leases of the agents' namespace only.
+			bySlices, byPods, leases := "", "", "not cached"
 			for obj, by := range m.Cache.ByObject {
 				switch obj.(type) {
 				case *resourceapi.ResourceSlice:
 					if by.Field != nil {
 						bySlices = by.Field.String()
 					}
+				case *corev1.Pod:
+					if by.Field != nil {
+						byPods = by.Field.String()
+					}
 				case *coordinationv1.Lease:
 					leases = fmt.Sprint(slices.Sorted(maps.Keys(by.Namespaces)))
 				}
 			}
-			got := []any{m.Metrics.BindAddress, m.HealthProbeBindAddress, m.LeaderElection, m.LeaderElectionID, m.LeaderElectionNamespace, *m.LeaseDuration, bySlices, leases}
+			got := []any{m.Metrics.BindAddress, m.HealthProbeBindAddress, m.LeaderElection, m.LeaderElectionID, m.LeaderElectionNamespace, *m.LeaseDuration, bySlices, byPods, leases, m.Cache.DefaultTransform != nil}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("manager options (-want +got):\n%s", diff)
 			}

@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/miglayout/miglayout/pkg/slices"
+)
+
+func TestClaimTransform(t *testing.T) {
+	managed := []metav1.ManagedFieldsEntry{{Manager: "kube-scheduler", Operation: metav1.ManagedFieldsOperationApply}}
+	// full is a claim with what the API server returns: managed fields,
+	// an annotation, a request and an allocation of dev on pool by driver.
+	full := func(driver, pool, dev string) *resourceapi.ResourceClaim {
+		c := allocatedClaim("c").device(dev, true).condition(dev, slices.BindingConditionReady).obj()
+		c.ManagedFields = managed
+		c.Annotations = map[string]string{"note": "x"}
+		c.Labels = map[string]string{"app": "train"}
+		c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io"}}}
+		c.Status.Allocation.Devices.Results[0].Driver, c.Status.Allocation.Devices.Results[0].Pool = driver, pool
+		c.Status.Devices[0].Driver, c.Status.Devices[0].Pool = driver, pool
+		return c
+	}
+	// reduced is what the cache keeps of a claim of no concern to the node.
+	reduced := func(c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+		return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name, UID: c.UID, Labels: c.Labels}}
+	}
+	whole := func(c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+		c = c.DeepCopy()
+		c.ManagedFields = nil
+		return c
+	}
+	here, elsewhere, nic := full(testDriver, "n1", devA), full(testDriver, "n2", devA), full("nic.example.com", "n1", devA)
+	pending := full(testDriver, "n1", devA)
+	pending.Status = resourceapi.ResourceClaimStatus{}
+	tests := map[string]struct {
+		in   any
+		want any
+	}{
+		"allocated on this node's pool: whole, without managed fields": {
+			in: here.DeepCopy(), want: whole(here),
+		},
+		"allocated on another node: metadata only": {
+			in: elsewhere.DeepCopy(), want: reduced(elsewhere),
+		},
+		"another driver's pool of the same name: metadata only": {
+			in: nic.DeepCopy(), want: reduced(nic),
+		},
+		"not allocated: metadata only": {
+			in: pending.DeepCopy(), want: reduced(pending),
+		},
+		"a deletion's tombstone: unchanged": {
+			in:   toolscache.DeletedFinalStateUnknown{Key: "default/c", Obj: elsewhere.DeepCopy()},
+			want: toolscache.DeletedFinalStateUnknown{Key: "default/c", Obj: elsewhere},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ClaimTransform(testDriver, "n1")(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("transformed claim (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
