@@ -457,6 +457,38 @@ func TestStatusCatalogDiffers(t *testing.T) {
 	}
 }
 
+// TestStatusDeviceOfAnotherProfileID: a MIG device whose published name
+// carries another GI profile ID than the catalog's (made outside
+// miglayout) is found by its attributes: shown allocated, not as missing.
+func TestStatusDeviceOfAnotherProfileID(t *testing.T) {
+	const name = "gpu-1-mig-7g80gb-99-0" // the catalog's 7g.80gb ID is 0
+	objs := cluster(t)
+	for i, o := range objs {
+		if s, ok := o.(*resourceapi.ResourceSlice); ok && s.Spec.NodeName != nil && *s.Spec.NodeName == "gpu-node-2" && s.Spec.Driver == migslices.DefaultDriverName {
+			s.Spec.Devices[1] = resourceapi.Device{Name: name, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				migslices.AttrParentIndex:    {IntValue: ptr.To[int64](1)},
+				migslices.AttrProfile:        {StringValue: ptr.To("7g.80gb")},
+				migslices.AttrPlacementStart: {IntValue: ptr.To[int64](0)},
+			}}
+			objs[i] = s
+		}
+	}
+	objs = append(objs, allocated("team-b", "big-0", "gpu-node-2", name))
+	out, _, err := runWith(t, objs, "status", "gpu-node-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := ""
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "gpu-1 ") {
+			row = l
+		}
+	}
+	if !strings.Contains(row, "[7g.80gb*") {
+		t.Errorf("gpu-1 row %q, want its 7g.80gb marked allocated (*):\n%s", row, out)
+	}
+}
+
 // TestStatusAgentLost: a node its MigLayout reports lost (row phase
 // Unknown) is marked, with the controller's message; the others are not.
 func TestStatusAgentLost(t *testing.T) {

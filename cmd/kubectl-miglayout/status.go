@@ -75,11 +75,45 @@ type clusterDevices struct {
 	devices map[string][]resourceapi.Device
 	// slices are all of the cluster's ResourceSlices, every driver's.
 	slices []resourceapi.ResourceSlice
+	// migNames maps pool → MIG device (GPU index, profile, placement
+	// start, from its attributes) → its published name, which carries the
+	// GI profile ID NVML gave the device: one made outside miglayout may
+	// have another than the catalog's.
+	migNames map[string]map[migKey]string
+}
+
+// migKey tells a MIG device of a node by what its attributes say.
+type migKey struct {
+	gpu     int64
+	profile string
+	start   int64
+}
+
+// migKeyOf is the key of a published MIG device, false for a device that
+// lacks the attributes (a whole GPU).
+func migKeyOf(dev resourceapi.Device) (migKey, bool) {
+	gpu, ok1 := dev.Attributes[migslices.AttrParentIndex]
+	prof, ok2 := dev.Attributes[migslices.AttrProfile]
+	start, ok3 := dev.Attributes[migslices.AttrPlacementStart]
+	if !ok1 || !ok2 || !ok3 || gpu.IntValue == nil || prof.StringValue == nil || start.IntValue == nil {
+		return migKey{}, false
+	}
+	return migKey{gpu: *gpu.IntValue, profile: *prof.StringValue, start: *start.IntValue}, true
+}
+
+// migName is the published name of the MIG device d of GPU gpu on node;
+// where no device of the node's slices says it is that one, the name
+// miglayout gives it (the catalog's GI profile ID).
+func (d *clusterDevices) migName(node string, gpu int, dev mig.Device, profileID int) string {
+	if n, ok := d.migNames[node][migKey{gpu: int64(gpu), profile: dev.Profile, start: int64(dev.Start)}]; ok {
+		return n
+	}
+	return migslices.MIGDeviceName(gpu, dev.Profile, profileID, dev.Start)
 }
 
 func loadDevices(ctx context.Context, c client.Client, driver string) (*clusterDevices, error) {
 	d := &clusterDevices{driver: driver, published: map[string]map[string]bool{}, allocated: map[string]map[string]string{},
-		devices: map[string][]resourceapi.Device{}}
+		devices: map[string][]resourceapi.Device{}, migNames: map[string]map[migKey]string{}}
 	var rs resourceapi.ResourceSliceList
 	if err := c.List(ctx, &rs); err != nil {
 		return nil, fmt.Errorf("listing ResourceSlices: %w", err)
@@ -104,6 +138,12 @@ func loadDevices(ctx context.Context, c client.Client, driver string) (*clusterD
 		}
 		d.devices[pool] = append(d.devices[pool], s.Spec.Devices...)
 		for _, dev := range s.Spec.Devices {
+			if k, ok := migKeyOf(dev); ok {
+				if d.migNames[pool] == nil {
+					d.migNames[pool] = map[migKey]string{}
+				}
+				d.migNames[pool][k] = dev.Name
+			}
 			draining := false
 			for _, t := range dev.Taints {
 				if t.Key == migslices.DrainTaintKey {
@@ -372,7 +412,7 @@ func placementMap(cat *mig.Catalog, node string, g v1alpha1.GPUStatus, devs *clu
 		for ; next < d.Start; next++ {
 			b.WriteString(" -------- ")
 		}
-		name := migslices.MIGDeviceName(int(g.Index), d.Profile, p.ID, d.Start)
+		name := devs.migName(node, int(g.Index), d, p.ID)
 		b.WriteString(box(d.Profile, devs.mark(node, name, inUse.Contains(d)), p.MemorySlices))
 		next = d.Start + p.MemorySlices
 	}
