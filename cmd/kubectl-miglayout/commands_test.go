@@ -547,6 +547,36 @@ func migClass() *resourceapi.DeviceClass {
 			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}
 }
 
+// TestPlanStaticCancelsInFlight: a GPU whose change in flight the new
+// layout does not ask for is shown stopped where it is, whether its
+// devices stay (no change) or change otherwise (TestPlanExitCode: a cancel
+// alone is a change for --exit-code).
+func TestPlanStaticCancelsInFlight(t *testing.T) {
+	objs := cluster(t)
+	for _, o := range objs {
+		if nml, ok := o.(*v1alpha1.NodeMigLayout); ok && nml.Name == "gpu-node-1" {
+			nml.Spec.GPUs[0].Layout = "4g.40gb@0"                               // in flight; the rules keep 3g.40gb×2
+			nml.Spec.GPUs[1].Layout = "1g.10gb@0,1g.10gb@1,2g.20gb@2,2g.20gb@4" // in flight; the rules ask 3g.40gb×2
+		}
+	}
+	out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-static.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"gpu-0  A100-SXM4-80GB: no change (3g.40gb@0,3g.40gb@4); cancels the change in flight to 4g.40gb@0\n",
+		"           replaces: the change in flight to 1g.10gb@0,1g.10gb@1,2g.20gb@2,2g.20gb@4\n",
+		"; cancels 2 changes in flight (the agent stops where it is)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "in flight to"); n != 2 {
+		t.Errorf("%d GPUs shown with a change in flight, want 2 (gpu-node-2 has none):\n%s", n, out)
+	}
+}
+
 func TestPlanAuto(t *testing.T) {
 	h100 := "H100-SXM5-80GB"
 	nml := &v1alpha1.NodeMigLayout{
@@ -1115,6 +1145,10 @@ func TestPlanExitCode(t *testing.T) {
 		return 0
 	}
 	objs := []client.Object{node("free-node", map[string]string{"pool": "free"}), free}
+	// The same node with a change to 3g.40gb×2 in flight.
+	flying := free.DeepCopy()
+	flying.Spec.GPUs = []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4"}}
+	cancel := []client.Object{node("free-node", map[string]string{"pool": "free"}), flying}
 	for name, tc := range map[string]struct {
 		objs []client.Object
 		args []string
@@ -1122,6 +1156,7 @@ func TestPlanExitCode(t *testing.T) {
 	}{
 		"no change":          {objs, []string{"-f", layout(t, "7g.80gb: 1")}, 0},
 		"a change":           {objs, []string{"-f", layout(t, "3g.40gb: 2")}, 2},
+		"a cancel only":      {cancel, []string{"-f", layout(t, "7g.80gb: 1")}, 2},
 		"a blocked change":   {cluster(t), []string{"-f", "testdata/plan-static.yaml"}, 3},
 		"without the option": {cluster(t), []string{"-f", "testdata/plan-static.yaml"}, -1},
 	} {

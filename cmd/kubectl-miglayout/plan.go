@@ -253,7 +253,7 @@ type gpuChange struct {
 
 func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel controller.Selection) {
 	cat := mig.DefaultCatalog()
-	changing, blockedGPUs, nodesChanging := 0, 0, 0
+	changing, blockedGPUs, nodesChanging, cancels := 0, 0, 0, 0
 	for _, node := range sel.Nodes {
 		fmt.Fprintln(w)
 		if sel.Conflicted(node) {
@@ -288,6 +288,10 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 		for _, d := range desired {
 			want[d.Index] = d
 		}
+		held := map[int32]v1alpha1.GPUSpec{}
+		for _, p := range prev {
+			held[p.Index] = p
+		}
 		problem := map[int32]string{}
 		for _, p := range problems {
 			problem[p.GPU] = p.Message
@@ -314,8 +318,20 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 				continue
 			}
 			ch := st.change(cat, node, g, d)
+			// A change in flight the new layout does not ask for: the
+			// agent stops it where it is.
+			inFlight := ""
+			if h, ok := held[g.Index]; ok && !sameLayout(h, g) && !sameSpec(h, d) {
+				inFlight = layoutText(h.MIGEnabled, h.Layout)
+				cancels++
+			}
 			if ch.from == ch.to && len(ch.destroyed) == 0 && len(ch.created) == 0 && ch.reset == "" {
-				fmt.Fprintf(w, "%s: no change (%s)\n", label, ch.to)
+				if inFlight != "" {
+					fmt.Fprintf(w, "%s: no change (%s); cancels the change in flight to %s\n", label, ch.to, inFlight)
+					st.changes++ // the node's spec changes: --exit-code tells it
+				} else {
+					fmt.Fprintf(w, "%s: no change (%s)\n", label, ch.to)
+				}
 				continue
 			}
 			changing++
@@ -323,6 +339,9 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 			fmt.Fprintf(w, "%s: %s -> %s\n", label, ch.from, ch.to)
 			if d.Reason != "" {
 				fmt.Fprintf(w, "           why:      %s\n", d.Reason)
+			}
+			if inFlight != "" {
+				fmt.Fprintf(w, "           replaces: the change in flight to %s\n", inFlight)
 			}
 			for _, x := range ch.destroyed {
 				fmt.Fprintf(w, "           destroy:  %s\n", x)
@@ -348,6 +367,9 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 	if blockedGPUs > 0 {
 		fmt.Fprintf(w, "; %d blocked by devices in use (the agent waits, nothing is destroyed under a workload)", blockedGPUs)
 	}
+	if cancels > 0 {
+		fmt.Fprintf(w, "; cancels %s in flight (the agent stops where it is)", plural(cancels, "change"))
+	}
 	if ml.Spec.MaxNodesChanging != nil && int(*ml.Spec.MaxNodesChanging) < nodesChanging {
 		fmt.Fprintf(w, "; at most %d node(s) change at once (spec.maxNodesChanging), in node name order, the others wait their turn", *ml.Spec.MaxNodesChanging)
 	}
@@ -362,6 +384,20 @@ func layoutText(migOn bool, layout string) string {
 		return "MIG on, no device"
 	}
 	return layout
+}
+
+// sameSpec reports whether two desired states of a GPU ask for the same
+// thing.
+func sameSpec(a, b v1alpha1.GPUSpec) bool {
+	if a.MIGEnabled != b.MIGEnabled {
+		return false
+	}
+	if !a.MIGEnabled {
+		return true
+	}
+	x, err1 := mig.ParseLayout(a.Layout)
+	y, err2 := mig.ParseLayout(b.Layout)
+	return err1 == nil && err2 == nil && x.Equal(y)
 }
 
 // change compares GPU g with its desired state d.
@@ -393,7 +429,7 @@ func (st *planState) change(cat *mig.Catalog, node string, g v1alpha1.GPUStatus,
 		name := x.String()
 		if model != nil {
 			if p, err := model.Profile(x.Profile); err == nil {
-				name = migslices.MIGDeviceName(int(g.Index), x.Profile, p.ID, x.Start)
+				name = st.devices.migName(node, int(g.Index), x, p.ID)
 			}
 		}
 		ch.destroyed = append(ch.destroyed, fmt.Sprintf("%s (%s)", x, name))
