@@ -624,7 +624,7 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 		switch why {
 		case planner.NoRoom:
 			waiting[pod] = "it takes the first room that frees up"
-		case planner.WaitsForLostNode:
+		case planner.WaitsForLostNode, planner.WaitsForAllModeNode:
 			waiting[pod] = why
 		default:
 			cannot[pod] = why

@@ -480,7 +480,7 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 		case planner.WaitsForSharedClaim:
 			emit(pod, corev1.EventTypeNormal, EventWaitingForSharedClaim, nil, why)
 			continue
-		case planner.WaitsForLostNode:
+		case planner.WaitsForLostNode, planner.WaitsForAllModeNode:
 			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, why)
 			continue
 		}

@@ -19,12 +19,18 @@ import (
 	"github.com/miglayout/miglayout/pkg/slices"
 )
 
-// features are the allocator features the planner supports: those of the
-// claims miglayout's devices can serve (prioritized lists, admin access,
-// device taints and binding conditions on published devices: without the
-// last, the allocator skips every device that carries binding conditions,
-// as kube-scheduler does only where the feature is off).
-var features = structured.Features{PrioritizedList: true, AdminAccess: true, DeviceTaints: true, DeviceBindingAndStatus: true}
+// features are the allocator features the planner runs with: those
+// kube-scheduler 1.37 runs with by default (k8s.io/kubernetes
+// pkg/features: DRAPrioritizedList, DRAAdminAccess, DRADeviceTaints,
+// DRADeviceBindingConditions, DRAConsumableCapacity,
+// DRAFractionalCapacityRange and DRAPartitionableDevices are on), so that
+// a claim is judged as the scheduler judges it: without binding conditions
+// the allocator skips every device that carries them, without consumable
+// capacity it refuses a request for capacity ("memory: 30Gi"), and without
+// partitionable devices it leaves out another driver's slices that share
+// counters or select nodes per device.
+var features = structured.Features{PrioritizedList: true, AdminAccess: true, DeviceTaints: true, DeviceBindingAndStatus: true,
+	ConsumableCapacity: true, FractionalCapacityRange: true, PartitionableDevices: true}
 
 // classLister serves the snapshot's DeviceClasses to the allocator.
 type classLister map[string]*resourceapi.DeviceClass
@@ -89,6 +95,24 @@ func singleDevice(p Pod) bool {
 		return false
 	}
 	return ex.AllocationMode == "" || ex.AllocationMode == resourceapi.DeviceAllocationModeExactCount && ex.Count <= 1
+}
+
+// asksAll reports whether a claim of the pod not allocated yet has a
+// request, or a subrequest of a prioritized list, in allocation mode All.
+func asksAll(p Pod) bool {
+	for _, c := range p.Claims {
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeAll {
+				return true
+			}
+			for _, s := range r.FirstAvailable {
+				if s.AllocationMode == resourceapi.DeviceAllocationModeAll {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // perDevice returns a claim for one device of request r of claim c (no
@@ -303,7 +327,7 @@ func (m *matcher) deviceFits(ctx context.Context, c *resourceapi.ResourceClaim, 
 // fits reports whether the allocator can allocate claims on a node whose
 // pool holds devices, of which the names in taken are already allocated.
 func (m *matcher) fits(ctx context.Context, node string, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim) (bool, error) {
-	res, _, err := m.allocate(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, devices, taken, claims, nil)
+	res, _, _, err := m.allocate(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, devices, taken, claims, nil)
 	return res != nil, err
 }
 
@@ -345,8 +369,11 @@ func deviceName(g gpu.GPU, d mig.Device) string {
 // devices of other drivers the node can use (and those of them already
 // allocated or planned); the allocator decides from the node's name and
 // labels which of them it reaches (node-local, all nodes, or a node
-// selector). rest are the other drivers' devices of the allocation.
-func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim, other *others) (mine []string, rest []structured.DeviceID, err error) {
+// selector). rest are the other drivers' devices of the allocation; admin
+// those of mine allocated with admin access only (the scheduler counts
+// them as in use by no one; an other driver's device so allocated is not
+// in rest).
+func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim, other *others) (mine []string, admin sets.Set[string], rest []structured.DeviceID, err error) {
 	name := node.Name
 	slice := &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-planned"},
@@ -377,7 +404,7 @@ func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []res
 	}
 	alloc, err := structured.NewAllocator(ctx, features, state, m.classes, pools, m.cel)
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating allocator: %w", err)
+		return nil, nil, nil, fmt.Errorf("creating allocator: %w", err)
 	}
 	fresh := make([]*resourceapi.ResourceClaim, len(claims))
 	for i, c := range claims {
@@ -387,20 +414,31 @@ func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []res
 	}
 	res, err := alloc.Allocate(ctx, node, fresh)
 	if err != nil {
-		return nil, nil, fmt.Errorf("allocating claims: %w", err)
+		return nil, nil, nil, fmt.Errorf("allocating claims: %w", err)
 	}
 	if res == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
-	mine = []string{}
+	mine, admin = []string{}, sets.New[string]()
+	used := sets.New[string]()
 	for _, r := range res {
 		for _, d := range r.Devices.Results {
-			if d.Driver == m.driver {
-				mine = append(mine, d.Device)
-			} else {
-				rest = append(rest, structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
+			byAdmin := d.AdminAccess != nil && *d.AdminAccess
+			switch {
+			case d.Driver != m.driver:
+				if !byAdmin {
+					rest = append(rest, structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
+				}
+				continue
+			case byAdmin:
+				admin.Insert(d.Device)
+			default:
+				used.Insert(d.Device)
 			}
+			mine = append(mine, d.Device)
 		}
 	}
-	return mine, rest, nil
+	// A device allocated both ways (two claims of the pod) is in use.
+	admin = admin.Difference(used)
+	return mine, admin, rest, nil
 }

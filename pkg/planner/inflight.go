@@ -44,7 +44,7 @@ func (p *planner) serveComing(ctx context.Context, pod Pod) (bool, error) {
 				only[g] = true
 			}
 		}
-		if len(only) == 0 || !slices.Contains(feasible, n) {
+		if len(only) == 0 || !slices.Contains(feasible, n) || !n.opensTo(pod) {
 			continue
 		}
 		if singleDevice(pod) && !p.match.perGPU(pod.Claims[0]) {
@@ -54,12 +54,12 @@ func (p *planner) serveComing(ctx context.Context, pod Pod) (bool, error) {
 			}
 			continue
 		}
-		devs, rest, ok, err := p.allocateOn(ctx, pod, n, only)
+		devs, admin, rest, ok, err := p.allocateOn(ctx, pod, n, only)
 		if err != nil {
 			return false, fmt.Errorf("planning pod %s on the devices its change in flight brings: %w", key, err)
 		}
 		if ok {
-			p.commitMulti(pod, n, devs, rest)
+			p.commitMulti(pod, n, devs, admin, rest)
 			p.recordClaims(pod, p.claimsServed)
 			return true, nil
 		}

@@ -160,9 +160,9 @@ type fitsKey struct {
 
 func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, error) {
 	// First with the node as planned so far.
-	if devs, rest, ok, err := p.allocateOn(ctx, pod, n, nil); err != nil || ok {
+	if devs, admin, rest, ok, err := p.allocateOn(ctx, pod, n, nil); err != nil || ok {
 		if ok {
-			p.commitMulti(pod, n, devs, rest)
+			p.commitMulti(pod, n, devs, admin, rest)
 		}
 		return ok, err
 	}
@@ -171,7 +171,7 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	// place, too: releaseTentative deletes from fixed): every restore
 	// gets copies, so that no attempt leaves its reservations behind.
 	copyOf := func(g gpuState) gpuState {
-		g.layout, g.fixed = slices.Clone(g.layout), slices.Clone(g.fixed)
+		g.layout, g.fixed, g.shared = slices.Clone(g.layout), slices.Clone(g.fixed), slices.Clone(g.shared)
 		g.soft, g.inFree = maps.Clone(g.soft), maps.Clone(g.inFree)
 		g.serves, g.spares = slices.Clone(g.serves), slices.Clone(g.spares)
 		return g
@@ -204,20 +204,22 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 			p.result.Served[i].Devices = savedServed[i]
 		}
 	}
-	// attempt adds the devices of the pod's requests (the v-th choice of
-	// each prioritized list), each on the GPU where it takes the least
+	// attempt adds the devices of the pod's requests (choice[i] of the
+	// i-th request's prioritized list), each on the GPU where it takes the least
 	// room, or all on GPU only where set, and checks the pod with the
 	// allocator; a failed attempt leaves the node as it was.
 	// attempt returns the GPUs it added devices to; with none added the
 	// node is as the first allocator run saw it, and with only set and a
 	// device that GPU could not take the attempt is not all on one GPU: the
 	// allocator is not run for either.
-	attempt := func(v int, only *gpuState) (added map[*gpuState]bool, ok bool, err error) {
+	attempt := func(choice []int, only *gpuState) (added map[*gpuState]bool, ok bool, err error) {
 		added = map[*gpuState]bool{}
 		complete := true
+		i := 0
 		for _, c := range pod.Claims {
 			for _, r := range c.Spec.Devices.Requests {
-				one, count := perDeviceChoice(c, r, v)
+				one, count := perDeviceChoice(c, r, choice[i])
+				i++
 				for range count {
 					g := p.addOnNode(ctx, one, n, podKey(pod.Pod), only)
 					if g == nil {
@@ -233,17 +235,17 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 			restore()
 			return added, false, nil
 		}
-		devs, rest, ok, err := p.allocateOn(ctx, pod, n, nil)
+		devs, admin, rest, ok, err := p.allocateOn(ctx, pod, n, nil)
 		if err != nil || !ok {
 			restore()
 			return added, false, err
 		}
-		p.commitMulti(pod, n, devs, rest)
+		p.commitMulti(pod, n, devs, admin, rest)
 		return added, true, nil
 	}
 	// GPUs of a class fare alike, unless a claim tells GPUs apart.
 	perGPU := slices.ContainsFunc(pod.Claims, p.match.perGPU)
-	for v := range choices(pod) {
+	for _, v := range choices(pod) {
 		spread, ok, err := attempt(v, nil)
 		if err != nil || ok {
 			return ok, err
@@ -276,21 +278,40 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	return false, nil
 }
 
-// choices is how many ways tryNode tries to add a pod's devices: one per
-// subrequest of its longest prioritized list (firstAvailable), at most
-// maxChoices; 1 without one.
-func choices(pod Pod) int {
-	n := 1
+// choices are the ways tryNode tries to add a pod's devices: per request
+// of its claims (in order), the subrequest of its prioritized list
+// (firstAvailable) to add, 0 for a request without one. They come in the
+// order the scheduler's allocator tries them (the first request's first
+// subrequest with each choice of the next requests, then its second...),
+// every combination, at most maxChoices.
+func choices(pod Pod) [][]int {
+	var sizes []int
 	for _, c := range pod.Claims {
 		for _, r := range c.Spec.Devices.Requests {
-			n = max(n, len(r.FirstAvailable))
+			sizes = append(sizes, max(len(r.FirstAvailable), 1))
 		}
 	}
-	return min(n, maxChoices)
+	out := [][]int{make([]int, len(sizes))}
+	for len(out) < maxChoices {
+		next := slices.Clone(out[len(out)-1])
+		i := len(next) - 1
+		for ; i >= 0; i-- {
+			if next[i]++; next[i] < sizes[i] {
+				break
+			}
+			next[i] = 0
+		}
+		if i < 0 {
+			break // every combination
+		}
+		out = append(out, next)
+	}
+	return out
 }
 
-// maxChoices bounds the prioritized-list choices tried per pod and node.
-const maxChoices = 8
+// maxChoices bounds the prioritized-list combinations tried per pod and
+// node.
+const maxChoices = 16
 
 // addOnNode adds one device satisfying the single-request claim c to the
 // node's best GPU (only, where set); it returns that GPU, nil where none
@@ -403,8 +424,9 @@ func (p *planner) releaseTentative(n *nodeState, pod string) {
 
 // allocateOn runs the allocator for the pod on the node's planned devices
 // (only those of the GPUs in only, where set); it returns the MIG devices
-// the allocation uses, by GPU, and the other drivers' devices it uses.
-func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only map[*gpuState]bool) (map[*gpuState][]mig.Device, []structured.DeviceID, bool, error) {
+// the allocation uses, by GPU, the names of those of them it uses with
+// admin access only, and the other drivers' devices it uses.
+func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only map[*gpuState]bool) (map[*gpuState][]mig.Device, sets.Set[string], []structured.DeviceID, bool, error) {
 	var devices []resourceapi.Device
 	taken := sets.New[string]()
 	owner := map[string]*gpuState{}
@@ -419,7 +441,7 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only ma
 			}
 			dev, err := migslices.PlannedMIGDevice(g.g.Info, d)
 			if err != nil {
-				return nil, nil, false, err
+				return nil, nil, nil, false, err
 			}
 			devices = append(devices, dev)
 			owner[dev.Name], byName[dev.Name] = g, d
@@ -429,27 +451,36 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only ma
 			}
 		}
 	}
-	res, rest, err := p.match.allocate(ctx, n.n.Node, devices, taken, pod.Claims, &others{slices: n.n.OtherSlices, allocated: p.snap.OtherAllocated, planned: p.otherPlanned})
+	res, admin, rest, err := p.match.allocate(ctx, n.n.Node, devices, taken, pod.Claims, &others{slices: n.n.OtherSlices, allocated: p.snap.OtherAllocated, planned: p.otherPlanned})
 	if err != nil || res == nil {
-		return nil, nil, false, err
+		return nil, nil, nil, false, err
 	}
 	out := map[*gpuState][]mig.Device{}
 	for _, name := range res {
 		out[owner[name]] = append(out[owner[name]], byName[name])
 	}
-	return out, rest, true, nil
+	return out, admin, rest, true, nil
 }
 
-// commitMulti records the pod as served by devs, and the other drivers'
+// commitMulti records the pod as served by devs (those named in admin
+// with admin access only: kept, not used up), and the other drivers'
 // devices rest as taken for the rest of the plan.
-func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.Device, rest []structured.DeviceID) {
+func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.Device, admin sets.Set[string], rest []structured.DeviceID) {
 	key := podKey(pod.Pod)
 	p.otherPlanned.Insert(rest...)
+	n.served(pod)
 	pl := Placement{Pod: key, Node: n.n.Node.Name}
 	for _, g := range n.gpus {
 		for _, d := range devs[g] {
-			g.fixed = append(g.fixed, d).Canonical()
-			pl.Devices = append(pl.Devices, deviceName(g.g.Info, d))
+			name := deviceName(g.g.Info, d)
+			if admin.Has(name) {
+				if !g.shared.Contains(d) {
+					g.shared = append(g.shared, d).Canonical()
+				}
+			} else {
+				g.fixed = append(g.fixed, d).Canonical()
+			}
+			pl.Devices = append(pl.Devices, name)
 			if !g.g.Layout.Contains(d) {
 				pl.NeedsChange = true
 			}

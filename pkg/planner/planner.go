@@ -509,6 +509,13 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 		}
 		return nil
 	}
+	if open := slices.DeleteFunc(slices.Clone(feasibleNodes), func(n *nodeState) bool { return !n.opensTo(pod) }); len(open) < len(feasibleNodes) {
+		if len(open) == 0 {
+			p.result.Unservable[key] = WaitsForAllModeNode
+			return nil
+		}
+		feasibleNodes = open
+	}
 	if singleDevice(pod) {
 		// A claim that reads a per-GPU attribute is judged on each
 		// GPU's own devices.
@@ -612,7 +619,7 @@ func (p *planner) addition(g *gpuState, prof string) *addition {
 func (p *planner) additionWith(g *gpuState, prof string, keepFree bool) *addition {
 	soft := g.softLayout()
 	avoid := g.avoid()
-	k := additionKey{model: g.model.Key(), orig: g.g.Layout.String(), layout: g.layout.String(), fixed: g.fixed.String(), soft: soft.String(), profile: prof, keepFree: keepFree}
+	k := additionKey{model: g.model.Key(), orig: g.g.Layout.String(), layout: g.layout.String(), fixed: g.fixed.String(), soft: soft.String(), shared: g.shared.String(), profile: prof, keepFree: keepFree}
 	if avoid != nil {
 		k.avoid = avoid[0]
 	}
@@ -633,6 +640,7 @@ func (p *planner) additionWith(g *gpuState, prof string, keepFree bool) *additio
 
 // reserve records that pod will use device d of g.
 func (p *planner) reserve(g *gpuState, d mig.Device, pod string, change bool) {
+	g.node.servedHere++ // a pod of one device: never an All-mode one
 	g.fixed = append(g.fixed, d).Canonical()
 	if !g.g.Layout.Contains(d) && !g.g.Changing {
 		if g.soft == nil {

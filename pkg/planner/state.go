@@ -26,10 +26,15 @@ type gpuState struct {
 	// a later addition may still move them, since nothing is there yet.
 	layout, fixed mig.Layout
 	soft          map[mig.Device]string
-	touched       bool
-	serves        []string // pods this plan's change of the GPU serves
-	spares        []string // profiles of the spare devices it creates
-	class         string
+	// shared are devices of the planned layout given to a pod with admin
+	// access: they must stay (never destroyed nor moved) but are not used
+	// up, since the scheduler counts no admin-access allocation as in use;
+	// another pod may still get them.
+	shared  mig.Layout
+	touched bool
+	serves  []string // pods this plan's change of the GPU serves
+	spares  []string // profiles of the spare devices it creates
+	class   string
 	// inFree marks the free-device lists this GPU is in.
 	inFree map[string]bool
 	// heldBy is the pending pod (of a large profile, that nothing can serve
@@ -88,11 +93,17 @@ func (s *gpuState) softLayout() mig.Layout {
 	return out.Canonical()
 }
 
-// hard returns the fixed devices that exist or are pinned: never moved.
+// hard returns the fixed devices that exist or are pinned, and the shared
+// ones: never moved.
 func (s *gpuState) hard() mig.Layout {
 	var out mig.Layout
 	for _, d := range s.fixed {
 		if _, ok := s.soft[d]; !ok {
+			out = append(out, d)
+		}
+	}
+	for _, d := range s.shared {
+		if !out.Contains(d) {
 			out = append(out, d)
 		}
 	}
@@ -120,6 +131,8 @@ func (s *gpuState) classKey() string {
 	b.WriteString(s.fixed.String())
 	b.WriteByte('|')
 	b.WriteString(s.softLayout().String())
+	b.WriteByte('|')
+	b.WriteString(s.shared.String())
 	b.WriteByte('|')
 	b.WriteString(s.g.Layout.String())
 	b.WriteByte('|')
@@ -152,6 +165,33 @@ type nodeState struct {
 	kind int
 	// gpuKinds are the distinct kinds of its GPUs (gpuState.kind).
 	gpuKinds []string
+	// servedHere counts the pods this plan serves on the node; allOwner
+	// is the one of them with a request for every matching device
+	// (allocation mode All), if any. Such a pod shares the node with no
+	// other pod of the plan: the scheduler gives it every device of the
+	// node its request matches, a device planned for another pod
+	// included, and fails it while one of them is allocated, whichever
+	// of the two pods it takes first.
+	servedHere int
+	allOwner   string
+}
+
+// opensTo reports whether the plan may serve pod on the node: not one that
+// serves an All-mode pod already, and for an All-mode pod not one that
+// serves another pod already.
+func (n *nodeState) opensTo(pod Pod) bool {
+	if n.allOwner != "" {
+		return false
+	}
+	return n.servedHere == 0 || !asksAll(pod)
+}
+
+// served counts pod as served on the node.
+func (n *nodeState) served(pod Pod) {
+	n.servedHere++
+	if asksAll(pod) {
+		n.allOwner = podKey(pod.Pod)
+	}
 }
 
 // stateKey is what planning a pod on the node depends on, other drivers'
@@ -169,7 +209,7 @@ func (n *nodeState) stateKey() string {
 	for _, g := range n.gpus {
 		b.WriteString("\x00")
 		if g.g.Changing {
-			fmt.Fprintf(&b, "changing %s|%s|%s|%s|%t", g.kind, g.layout, g.fixed, g.softLayout(), g.g.Retrying)
+			fmt.Fprintf(&b, "changing %s|%s|%s|%s|%s|%t", g.kind, g.layout, g.fixed, g.softLayout(), g.shared, g.g.Retrying)
 			continue
 		}
 		b.WriteString(g.classKey())
@@ -252,7 +292,7 @@ type addition struct {
 
 // additionKey memoises additions by what decides them.
 type additionKey struct {
-	model, orig, layout, fixed, soft, profile string
+	model, orig, layout, fixed, soft, shared, profile string
 	// avoid is the placement kept for a waiting pod (zero: none).
 	avoid mig.Placement
 	// keepFree: no free device may be destroyed.

@@ -190,6 +190,13 @@ const NoAutoNode = "no Auto-mode node: no node an Auto-mode MigLayout selects ha
 // planned once that node's agent is back or its conflict is resolved.
 const WaitsForLostNode = "only Auto-mode nodes that cannot be changed now (their agent is lost: it stopped renewing its heartbeat Lease; or another MigLayout selects them too) could serve the pod; it is planned once one of them can be again"
 
+// WaitsForAllModeNode is the Result.Unservable reason of a pod that this
+// plan may serve on no node it may run on because of a pod with a request
+// for every matching device (allocation mode All): either it is that pod
+// and every such node serves another pod of the plan, or every such node
+// serves that pod. It is planned again once those pods are allocated.
+const WaitsForAllModeNode = "the nodes the pod may run on each serve, in this plan, another pod where one of the two asks for every matching device of the node (allocation mode All): it is planned once that pod is allocated"
+
 // WaitsForSharedClaim is the Result.Unservable reason of a pod that shares
 // claims with a pod the plan serves but does not have exactly that pod's
 // claims: the shared claims get their devices with the other pod's
