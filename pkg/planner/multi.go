@@ -257,9 +257,14 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		// pod where all on one would (a matchAttribute constraint, or a
 		// limit on GPUs changed that the spread hits): each GPU that may
 		// change alone, one per class, but the one the spread used alone
-		// (that attempt was this one).
+		// (that attempt was this one). Last GPU first, as additions break
+		// ties towards later GPUs: pods of one device go to the first
+		// GPUs among equals, and the scheduler, taking the first device a
+		// request accepts in publication order (GPU index within a size),
+		// gives them those rather than break up a set kept together
+		// further on.
 		tried := map[string]bool{}
-		for _, g := range n.gpus {
+		for _, g := range slices.Backward(n.gpus) {
 			if !p.mayChange(g) || len(spread) == 1 && spread[g] {
 				continue
 			}
@@ -314,8 +319,9 @@ func choices(pod Pod) [][]int {
 const maxChoices = 16
 
 // addOnNode adds one device satisfying the single-request claim c to the
-// node's best GPU (only, where set); it returns that GPU, nil where none
-// could take one.
+// node's best GPU (only, where set): least room lost for large profiles,
+// then fewest free devices destroyed, then the last GPU (see tryNode); it
+// returns that GPU, nil where none could take one.
 func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, pod string, only *gpuState) *gpuState {
 	var bestG *gpuState
 	var bestA *addition
@@ -345,7 +351,7 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 			if a != nil && perGPU {
 				a = p.acceptedAddition(ctx, c, g, prof, a)
 			}
-			if a == nil || bestA != nil && (slices.Compare(a.loss, bestA.loss) > 0 || slices.Equal(a.loss, bestA.loss) && a.destroyed >= bestA.destroyed) {
+			if a == nil || bestA != nil && (slices.Compare(a.loss, bestA.loss) > 0 || slices.Equal(a.loss, bestA.loss) && a.destroyed > bestA.destroyed) {
 				continue
 			}
 			bestG, bestA = g, a
@@ -451,6 +457,9 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only ma
 			}
 		}
 	}
+	// In the order the node publishes them: the allocator takes the first
+	// device a request accepts, as the scheduler's does.
+	migslices.SortDevices(devices)
 	res, admin, rest, err := p.match.allocate(ctx, n.n.Node, devices, taken, pod.Claims, &others{slices: n.n.OtherSlices, allocated: p.snap.OtherAllocated, planned: p.otherPlanned})
 	if err != nil || res == nil {
 		return nil, nil, nil, false, err

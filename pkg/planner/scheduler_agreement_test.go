@@ -30,13 +30,15 @@ var schedulerFeatures = structured.Features{AdminAccess: true, PrioritizedList: 
 	ConsumableCapacity: true, FractionalCapacityRange: true, PartitionableDevices: true}
 
 // schedulerReplay plays kube-scheduler once the plan's changes have landed:
-// each node publishes the devices of its planned layouts, the pinned ones
-// allocated; the served pods are taken in the scheduler's queue order
-// (priority, then age) and each pod's claims are allocated on the node the
-// plan serves it on by the scheduler's allocator, which knows nothing of the
+// each node publishes the devices of its planned layouts (in publication
+// order), the pinned ones allocated; the served pods are taken in the
+// scheduler's queue order (priority, then age: oldest first, or newest
+// first, since pods that wait re-enter the queue in an order no one
+// controls) and each pod's claims are allocated on the node the plan
+// serves it on by the scheduler's allocator, which knows nothing of the
 // plan's reservations. It returns the served pods the scheduler cannot
 // allocate there.
-func schedulerReplay(t *testing.T, snap Snapshot, res Result) []string {
+func schedulerReplay(t *testing.T, snap Snapshot, res Result, newestFirst bool) []string {
 	t.Helper()
 	ctx := context.Background()
 	classes := classLister{}
@@ -70,6 +72,7 @@ func schedulerReplay(t *testing.T, snap Snapshot, res Result) []string {
 				}
 			}
 		}
+		migslices.SortDevices(devs) // as the node publishes them
 		pools[name] = append([]*resourceapi.ResourceSlice{{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceSliceSpec{
 			Driver: snap.Driver, NodeName: ptr.To(name), Pool: resourceapi.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1}, Devices: devs}}},
 			n.OtherSlices...)
@@ -85,7 +88,7 @@ func schedulerReplay(t *testing.T, snap Snapshot, res Result) []string {
 			return pa > pb
 		}
 		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+			return a.CreationTimestamp.Before(&b.CreationTimestamp) != newestFirst
 		}
 		return podKey(a) < podKey(b)
 	})
@@ -233,6 +236,29 @@ func TestPlanAgreesWithScheduler(t *testing.T) {
 				pod("b", 1).claim(profileIs("1g.10gb"), 1).build()},
 			served: []string{"default/admin", "default/b"}, count: 2, noChange: true,
 		},
+		// flex (higher priority: the scheduler takes it first) accepts any
+		// device of 9000 MiB and up; the allocator gives it the first free
+		// one in the order the node publishes them, smallest first: the
+		// 1g.10gb planned for it, not the 3g.40gb@0 planned for big
+		// (3g.40gb@4 is blocked by the 1g.10gb in use).
+		"a flexible claim the scheduler takes first gets the smallest device, the one planned for it": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "1g.10gb@6", "1g.10gb@6").build()},
+			pods: []Pod{pod("big", 5).claim(profileIs("3g.40gb"), 1).build(),
+				pod("flex", 1).priority(10).claim("device.attributes['mig.miglayout.io'].memory >= 9000", 1).build()},
+			served: []string{"default/big", "default/flex"}, count: 2,
+		},
+		// Claims of one profile: pair (two 3g.40gb on one GPU, planned
+		// first: larger) and single (older: the scheduler may take it
+		// first, and give it the first free 3g.40gb in publication
+		// order). Pair on GPU 0 would lose its second device to single;
+		// pair on GPU 1 and single on GPU 0 serves both in either order.
+		"a claim the scheduler takes first does not get a device planned for another pod's matchAttribute": {
+			nodes: []Node{withUUIDs(node("n1").policy(Policy{MaxGPUsPerNode: 2}).
+				gpu("A100-SXM4-80GB", "", "").gpu("A100-SXM4-80GB", "", "").build())},
+			pods: []Pod{pod("pair", 1).claim(profileIs("3g.40gb"), 2).sameGPU("parentUUID").build(),
+				pod("single", 5).claim(profileIs("3g.40gb"), 1).build()},
+			served: []string{"default/pair", "default/single"}, count: 2,
+		},
 		// Two devices of one profile (matchAttribute profile): r0 prefers
 		// a 3g.40gb, else a 1g.10gb; r1 a 2g.20gb, else a 3g.40gb. The
 		// scheduler allocates r0's first choice with r1's second on two
@@ -266,8 +292,10 @@ func TestPlanAgreesWithScheduler(t *testing.T) {
 			if tc.noChange && len(res.Changes) > 0 {
 				t.Errorf("changes %v, want none\nplan: %+v", toTrace(res).Changes, toTrace(res))
 			}
-			if failed := schedulerReplay(t, snap, res); len(failed) > 0 {
-				t.Errorf("served by the plan, but the scheduler cannot allocate them: %v\nplan: %+v", failed, toTrace(res))
+			for _, newestFirst := range []bool{false, true} {
+				if failed := schedulerReplay(t, snap, res, newestFirst); len(failed) > 0 {
+					t.Errorf("served by the plan, but the scheduler taking pods newest first=%t cannot allocate them: %v\nplan: %+v", newestFirst, failed, toTrace(res))
+				}
 			}
 		})
 	}

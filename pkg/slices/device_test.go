@@ -95,7 +95,8 @@ func TestGoldenA100MIG(t *testing.T) {
 	for _, d := range devs {
 		names = append(names, d.Name)
 	}
-	wantNames := []string{"gpu-0-mig-2g20gb-14-0", "gpu-0-mig-1g10gb-19-2", "gpu-0-mig-1g10gb-19-3", "gpu-0-mig-3g40gb-9-4"}
+	// Smallest first (SortDevices).
+	wantNames := []string{"gpu-0-mig-1g10gb-19-2", "gpu-0-mig-1g10gb-19-3", "gpu-0-mig-2g20gb-14-0", "gpu-0-mig-3g40gb-9-4"}
 	if diff := cmp.Diff(wantNames, names); diff != "" {
 		t.Errorf("device names (-want +got):\n%s", diff)
 	}

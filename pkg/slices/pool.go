@@ -71,8 +71,8 @@ func ReadInventory(ctx context.Context, m gpu.Manager) (Inventory, error) {
 	return inv, nil
 }
 
-// Sources returns the devices of the pool the inventory makes, in
-// publication order (GPU index, then placement start): a GPU whose current
+// Sources returns the devices of the pool the inventory makes, by GPU index,
+// then placement start (Devices publishes them in SortDevices order): a GPU whose current
 // MIG mode is off is one device; a GPU with MIG mode on contributes its MIG
 // devices that have a compute instance and a UUID (a GI left without its CI
 // is not usable and not published).
@@ -109,8 +109,9 @@ func (inv Inventory) Lookup(name string) (Source, bool) {
 	return Source{}, false
 }
 
-// Devices returns the devices of the inventory's pool in publication order;
-// devices whose names are in draining carry DrainTaint.
+// Devices returns the devices of the inventory's pool in publication order
+// (SortDevices: smallest first); devices whose names are in draining carry
+// DrainTaint.
 func (inv Inventory) Devices(draining sets.Set[string]) []resourceapi.Device {
 	srcs := inv.Sources()
 	out := make([]resourceapi.Device, 0, len(srcs))
@@ -121,6 +122,7 @@ func (inv Inventory) Devices(draining sets.Set[string]) []resourceapi.Device {
 		}
 		out = append(out, d)
 	}
+	SortDevices(out)
 	return out
 }
 

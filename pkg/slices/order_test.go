@@ -1,0 +1,46 @@
+package slices
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// The pool lists devices smallest first across GPUs, so that the
+// scheduler's allocator, which takes the first device a request accepts,
+// gives a claim open to several sizes the smallest: a 4g.40gb and a
+// 3g.40gb (same memory, fewer multiprocessors first), the 1g.10gb of GPU 1
+// before GPU 0's 7g.80gb, the whole GPU (MIG off) after every MIG device.
+// The planner's hypothetical devices sort the same way.
+func TestSortDevicesSmallestFirst(t *testing.T) {
+	inv, _ := simInventory(t, "3xA100-SXM4-80GB", map[int]string{0: "7g.80gb@0", 1: "4g.40gb@0,2g.20gb@4,1g.10gb@6"})
+	var names []string
+	for _, d := range inv.Devices(nil) {
+		names = append(names, d.Name)
+	}
+	want := []string{"gpu-1-mig-1g10gb-19-6", "gpu-1-mig-2g20gb-14-4", "gpu-1-mig-4g40gb-5-0", "gpu-0-mig-7g80gb-0-0", "gpu-2"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("published order (-want +got):\n%s", diff)
+	}
+
+	var planned []string
+	g := inv.GPUs[1]
+	var devs []resourceapi.Device
+	for _, d := range mig.MustParseLayout("3g.40gb@4,4g.40gb@0") {
+		dev, err := PlannedMIGDevice(g, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs = append(devs, dev)
+	}
+	SortDevices(devs)
+	for _, d := range devs {
+		planned = append(planned, d.Name)
+	}
+	if diff := cmp.Diff([]string{"gpu-1-mig-3g40gb-9-4", "gpu-1-mig-4g40gb-5-0"}, planned); diff != "" {
+		t.Errorf("planned order (-want +got):\n%s", diff)
+	}
+}
