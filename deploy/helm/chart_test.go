@@ -611,6 +611,33 @@ func TestDeviceClassesMatchDeploy(t *testing.T) {
 	}
 }
 
+// TestDeviceClassesForExtendedResources: each deviceClasses.extendedResources
+// entry is a DeviceClass that names the resource and selects MIG devices of
+// the profile only.
+func TestDeviceClassesForExtendedResources(t *testing.T) {
+	values := map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{
+		map[string]any{"profile": "1g.10gb", "resourceName": "nvidia.com/mig-1g.10gb"},
+		map[string]any{"profile": "1g.10gb+me", "resourceName": "nvidia.com/mig-1g.10gb.me"},
+	}}}
+	got := map[string]string{}
+	for _, o := range render(t, values).Objects {
+		if o.GetKind() != "DeviceClass" {
+			continue
+		}
+		dc := convert[resourceapi.DeviceClass](t, o)
+		if dc.Spec.ExtendedResourceName != nil {
+			got[dc.Name] = *dc.Spec.ExtendedResourceName + " " + dc.Spec.Selectors[0].CEL.Expression
+		}
+	}
+	want := map[string]string{
+		"mig.miglayout.io-1g.10gb":    "nvidia.com/mig-1g.10gb device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig' && device.attributes['mig.miglayout.io'].profile == '1g.10gb'",
+		"mig.miglayout.io-1g.10gb-me": "nvidia.com/mig-1g.10gb.me device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig' && device.attributes['mig.miglayout.io'].profile == '1g.10gb+me'",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("DeviceClasses with an extended resource name (-want +got):\n%s", diff)
+	}
+}
+
 // TestRBACFromMarkers: each component's roles hold exactly the generated
 // rules (Leases and core events moved to the namespaced Role), plus, for the agent, the
 // ResourceSlice and Node rules of the DRA kubelet-plugin helper.
@@ -715,6 +742,8 @@ var badValues = []struct {
 	{"replicas zero", map[string]any{"controller": map[string]any{"replicas": 0}}, "/controller/replicas"},
 	{"bad duration", map[string]any{"agent": map[string]any{"settlePeriod": "5 seconds"}}, "/agent/settlePeriod"},
 	{"bad validation action", map[string]any{"agentNodePolicy": map[string]any{"validationActions": []any{"Reject"}}}, "/agentNodePolicy/validationActions/0"},
+	{"extended resource without a name", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{map[string]any{"profile": "1g.10gb"}}}}, "/deviceClasses/extendedResources/0"},
+	{"extended resource of no profile", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{map[string]any{"profile": "small", "resourceName": "nvidia.com/mig-small"}}}}, "/deviceClasses/extendedResources/0/profile"},
 }
 
 func TestBadValuesFail(t *testing.T) {

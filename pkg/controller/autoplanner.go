@@ -105,7 +105,7 @@ type AutoPlanner struct {
 }
 
 // SetupWithManager registers the planner: any change to pods waiting for
-// claims, ResourceClaims, NodeMigLayouts, MigLayouts, nodes' labels and
+// claims or extended resources, ResourceClaims, NodeMigLayouts, MigLayouts, nodes' labels and
 // taints, DeviceClasses or other drivers' ResourceSlices enqueues the one
 // key.
 func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
@@ -120,7 +120,7 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	waiting := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		p, ok := o.(*corev1.Pod)
-		return ok && p.Spec.NodeName == "" && len(p.Spec.ResourceClaims) > 0
+		return ok && p.Spec.NodeName == "" && (len(p.Spec.ResourceClaims) > 0 || asksExtendedResources(p))
 	})
 	// Node feasibility reads taints, unschedulable and the labels pods
 	// select on (feasibilityLabelKeys of the last plan), not status nor

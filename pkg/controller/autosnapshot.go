@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -145,7 +146,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	}
 	slices.SortFunc(snap.Nodes, func(a, b planner.Node) int { return strings.Compare(a.Node.Name, b.Node.Name) })
 	oneChangePerPod(in, &snap)
-	snap.Pending = pendingPods(in.Pods, in.Claims)
+	snap.Pending = pendingPods(in.Pods, in.Claims, extendedResourceClasses(in.Classes))
 	snap.OtherAllocated = otherAllocated
 	return snap
 }
@@ -398,18 +399,26 @@ func isAllocated(allocated sets.Set[string], index int, d mig.Device) bool {
 }
 
 // pendingPods returns the pods the scheduler could not place that wait for
-// ResourceClaims, each with its claims not allocated yet. A pod whose
-// generated claims do not exist yet is left for a later pass. A claim
-// shared by several pending pods is in each (the planner makes its devices
-// once).
-func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim) []planner.Pod {
+// ResourceClaims, each with its claims not allocated yet, or for extended
+// resources that DeviceClasses back (classes; the claim the scheduler
+// would make for them, see extendedResourceClaim). A pod whose generated
+// claims do not exist yet is left for a later pass. A claim shared by
+// several pending pods is in each (the planner makes its devices once).
+func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim, classes *extendedresourcecache.ExtendedResourceCache) []planner.Pod {
 	var out []planner.Pod
 	for i := range pods {
 		pod := &pods[i]
-		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || len(pod.Spec.ResourceClaims) == 0 || !unschedulable(pod) {
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !unschedulable(pod) {
+			continue
+		}
+		extended := extendedResourceClaim(pod, classes)
+		if len(pod.Spec.ResourceClaims) == 0 && extended == nil {
 			continue
 		}
 		p := planner.Pod{Pod: pod}
+		if extended != nil {
+			p.Claims = append(p.Claims, extended)
+		}
 		complete := true
 		for _, rc := range pod.Spec.ResourceClaims {
 			name, needed := claimName(pod, rc)

@@ -125,6 +125,9 @@ func TestHelmChartAcceptedByAPIServer(t *testing.T) {
 			"agent":         map[string]any{"runtimeClassName": "nvidia", "nvidiaDriverRoot": "/run/nvidia/driver"}},
 		"one replica, no policy": {"controller": map[string]any{"replicas": 1, "leaderElection": map[string]any{"enabled": false}},
 			"agentNodePolicy": map[string]any{"enabled": false}, "metrics": map[string]any{"service": false}},
+		"extended resources": {"deviceClasses": map[string]any{"extendedResources": []any{
+			map[string]any{"profile": "1g.10gb", "resourceName": "nvidia.com/mig-1g.10gb"},
+			map[string]any{"profile": "1g.10gb+me", "resourceName": "nvidia.com/mig-1g.10gb.me"}}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			sfx := rand.String(5)

@@ -1,0 +1,101 @@
+package controller
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
+	"k8s.io/klog/v2"
+)
+
+// extendedResourceClaimName is the name of the claim a pending pod's
+// extended resources stand for in the planner's snapshot. kube-scheduler
+// makes the real one when it binds the pod (DRAExtendedResource, GA in
+// 1.37); the angle brackets keep it apart from any real claim's name, as
+// the scheduler's own in-memory name "<extended-resources>" does.
+const extendedResourceClaimName = "<extended-resources>"
+
+// extendedResourceClasses resolves extended resource names to the
+// DeviceClasses that back them, as kube-scheduler does: a class's
+// spec.extendedResourceName (the newest class where several name one), or
+// the implicit deviceclass.resource.kubernetes.io/<class name>.
+func extendedResourceClasses(classes []*resourceapi.DeviceClass) *extendedresourcecache.ExtendedResourceCache {
+	c := extendedresourcecache.NewExtendedResourceCache(klog.Background().WithName("extended-resources"))
+	for _, class := range classes {
+		c.OnAdd(class, true)
+	}
+	return c
+}
+
+// extendedResourceClaim returns the claim kube-scheduler would allocate for
+// the pod's extended resource requests that DeviceClasses back: one request
+// per resource name (in name order), ExactCount devices of its class, the
+// count the pod's effective request (containers, sidecars and the largest
+// init container, as for any resource). It returns nil for a pod without
+// such requests, and for one the scheduler has made its claim for already
+// (status.extendedResourceClaimStatus: it is being bound).
+func extendedResourceClaim(pod *corev1.Pod, classes *extendedresourcecache.ExtendedResourceCache) *resourceapi.ResourceClaim {
+	if pod.Status.ExtendedResourceClaimStatus != nil || !asksExtendedResources(pod) {
+		return nil
+	}
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	names := make([]corev1.ResourceName, 0, len(reqs))
+	for name := range reqs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var requests []resourceapi.DeviceRequest
+	for _, name := range names {
+		q := reqs[name]
+		count, ok := q.AsInt64()
+		class := classes.GetDeviceClass(name)
+		if !ok || count <= 0 || class == nil || !extendedResourceName(name) {
+			continue
+		}
+		requests = append(requests, resourceapi.DeviceRequest{
+			Name: "extended-resource-" + strconv.Itoa(len(requests)),
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class.Name,
+				AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count},
+		})
+	}
+	if len(requests) == 0 {
+		return nil
+	}
+	return &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: extendedResourceClaimName + pod.Name, UID: pod.UID},
+		Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: requests}},
+	}
+}
+
+// asksExtendedResources reports whether a container of the pod requests a
+// resource that DeviceClasses may back (extendedResourceName).
+func asksExtendedResources(pod *corev1.Pod) bool {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			for name := range c.Resources.Requests {
+				if extendedResourceName(name) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// extendedResourceName reports whether name may be backed by a
+// DeviceClass, as the scheduler decides it: an extended resource (a
+// domain-qualified name not in a kubernetes.io domain, nor a quota
+// "requests." name) or an implicit deviceclass.resource.kubernetes.io/<class>
+// one.
+func extendedResourceName(name corev1.ResourceName) bool {
+	n := string(name)
+	if strings.HasPrefix(n, resourceapi.ResourceDeviceClassPrefix) {
+		return true
+	}
+	return strings.Contains(n, "/") && !strings.Contains(n, corev1.ResourceDefaultNamespacePrefix) && !strings.HasPrefix(n, "requests.")
+}
