@@ -60,7 +60,7 @@ func TestPendingPodsExtendedResources(t *testing.T) {
 			want: map[string][]req{"ml/c": {{"mig-1g.10gb", 3}}},
 		},
 		"two resources: one request each, in name order": {
-			pod: extPod("d", nil, map[string]int64{"nvidia.com/mig-1g.10gb": 1, "deviceclass.resource.kubernetes.io/mig.miglayout.io": 1}),
+			pod:  extPod("d", nil, map[string]int64{"nvidia.com/mig-1g.10gb": 1, "deviceclass.resource.kubernetes.io/mig.miglayout.io": 1}),
 			want: map[string][]req{"ml/d": {{"mig.miglayout.io", 1}, {"mig-1g.10gb", 1}}},
 		},
 		"a resource no class backs (a device plugin's): not demand": {
