@@ -39,6 +39,10 @@ func (b *nodeB) taint(k string) *nodeB {
 	return b
 }
 
+// cordoned marks the node unschedulable (kubectl cordon), its taint not
+// added yet.
+func (b *nodeB) cordoned() *nodeB { b.n.Node.Spec.Unschedulable = true; return b }
+
 func (b *nodeB) policy(p Policy) *nodeB { b.n.Policy = p; return b }
 
 // gpu adds a GPU of model with layout and pinned devices (layout strings).
@@ -134,6 +138,12 @@ func (b *podB) firstAvailable(count int64, expressions ...string) *podB {
 func (b *podB) allocatedOn(node string) *podB {
 	b.p.AllocatedOn = append(b.p.AllocatedOn, &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}})
+	return b
+}
+
+// tolerates adds a toleration of key (any value, NoSchedule).
+func (b *podB) tolerates(key string) *podB {
+	b.p.Pod.Spec.Tolerations = append(b.p.Pod.Spec.Tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 	return b
 }
 

@@ -379,21 +379,27 @@ func (p *planner) reclass(g *gpuState) {
 func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 
 // feasible reports whether the pod may run on the node: required node
-// affinity and nodeSelector, and NoSchedule/NoExecute taints it does not
-// tolerate. Numeric toleration operators (Gt, Lt) are evaluated: the API
-// server admits a pod carrying one only where the scheduler's
+// affinity and nodeSelector, NoSchedule/NoExecute taints it does not
+// tolerate, and a cordoned node (spec.unschedulable) unless it tolerates
+// node.kubernetes.io/unschedulable, as kube-scheduler's NodeUnschedulable
+// plugin decides before the node lifecycle controller taints the node.
+// Numeric toleration operators (Gt, Lt) are evaluated: the API server
+// admits a pod carrying one only where the scheduler's
 // TaintTolerationComparisonOperators feature is on.
 func feasible(pod *corev1.Pod, node *corev1.Node) bool {
 	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {
 		return false
 	}
-	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
+	taints := node.Spec.Taints
+	if node.Spec.Unschedulable {
+		taints = append(slices.Clone(taints), corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
+	}
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 	}, true)
 	return !untolerated
 }
 
-// serve plans for one pod.
 // podFailed records a pod whose claims the allocator could not evaluate (a
 // selector's CEL fails at run time on miglayout's devices, a DeviceClass is
 // missing) as unservable, with the allocator's error: one pod's bad claim
@@ -407,6 +413,7 @@ func (p *planner) podFailed(ctx context.Context, pod Pod, err error) error {
 	return nil
 }
 
+// serve plans for one pod.
 func (p *planner) serve(ctx context.Context, pod Pod) error {
 	key := podKey(pod.Pod)
 	// A claim shared with a pod served earlier in this plan gets its

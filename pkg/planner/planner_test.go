@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -325,6 +326,15 @@ func TestPlan(t *testing.T) {
 			},
 			pods: []Pod{pod("p1", 1).nodeSelector("pool", "a").claim(profileIs("7g.80gb"), 1).build()},
 			want: trace{Served: []string{"default/p1 -> right gpu-0-mig-7g80gb-0-0"}},
+		},
+		"a cordoned node serves only pods that tolerate it": {
+			nodes: []Node{
+				node("cordoned").cordoned().gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
+				node("open").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
+			},
+			pods: []Pod{pod("p1", 2).claim(profileIs("7g.80gb"), 1).build(),
+				pod("p2", 1).tolerates(corev1.TaintNodeUnschedulable).claim(profileIs("7g.80gb"), 1).build()},
+			want: trace{Served: []string{"default/p1 -> open gpu-0-mig-7g80gb-0-0", "default/p2 -> cordoned gpu-0-mig-7g80gb-0-0"}},
 		},
 		"no profile satisfies the selector": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build()},
