@@ -20,8 +20,17 @@
 // gets each where it takes the least room for large profiles and is then
 // checked whole by the allocator; where that fails (a matchAttribute
 // constraint, a limit on GPUs changed at once), all of them on one GPU
-// that may change; a prioritized list (firstAvailable) is tried subrequest
-// by subrequest, each with its own count and selectors. A pod no node of
+// that may change, the last such GPU among equals (the scheduler's
+// allocator takes the first device a request accepts in publication
+// order, smallest first then by GPU index, see slices.SortDevices: pods
+// of one device, planned on the first GPUs among equals, then get those
+// rather than break up the set); prioritized lists (firstAvailable) are
+// tried in combination, in the allocator's order, each subrequest with its
+// own count and selectors. The allocator runs with the features
+// kube-scheduler 1.37 runs with. A pod with a request for every matching
+// device (allocation mode All) gets a node no other pod of the plan is
+// served on (WaitsForAllModeNode); a device given with admin access stays
+// but is not used up. A pod no node of
 // its kind could hold even with every GPU free is not tried node by node,
 // nor on a node in the state of one it failed on. A matchAttribute
 // constraint compares a pod's devices with each other and tells no GPU
