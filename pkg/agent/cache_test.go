@@ -20,6 +20,7 @@ func TestClaimTransform(t *testing.T) {
 		c.ManagedFields = managed
 		c.Annotations = map[string]string{"note": "x"}
 		c.Labels = map[string]string{"app": "train"}
+		c.ResourceVersion = "42"
 		c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mig.miglayout.io"}}}
 		c.Status.Allocation.Devices.Results[0].Driver, c.Status.Allocation.Devices.Results[0].Pool = driver, pool
 		c.Status.Devices[0].Driver, c.Status.Devices[0].Pool = driver, pool
@@ -27,7 +28,7 @@ func TestClaimTransform(t *testing.T) {
 	}
 	// reduced is what the cache keeps of a claim of no concern to the node.
 	reduced := func(c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
-		return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name, UID: c.UID, Labels: c.Labels}}
+		return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name, UID: c.UID, ResourceVersion: c.ResourceVersion}}
 	}
 	whole := func(c *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
 		c = c.DeepCopy()
