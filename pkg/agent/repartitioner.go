@@ -93,6 +93,11 @@ type gpuPlan struct {
 	enableMIG, disableMIG, cancelPending bool
 	// drain are the published names of the devices that go away.
 	drain []string
+	// vetted are those of drain that the cache showed allocated when the
+	// live re-check found them free (an allocation the binding gate will
+	// refuse, or a release the cache had not seen yet): apply's cached
+	// re-check does not count them.
+	vetted sets.Set[string]
 }
 
 // Sync runs one pass over the desired GPU specs. It returns an error only when
@@ -209,8 +214,13 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		if err != nil {
 			return nil, err
 		}
+		cached, err := r.Allocations.AllocatedDevices(ctx, false)
+		if err != nil {
+			return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+		}
 		kept := work[:0]
 		for _, p := range work {
+			p.vetted = cached.Intersection(sets.New(p.drain...))
 			if busy := live.Intersection(sets.New(p.drain...)); busy.Len() > 0 {
 				logger.Info("Device got allocated while draining; keeping it", "gpu", p.index, "devices", sets.List(busy))
 				res.Results[p.index] = GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
@@ -446,6 +456,21 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		if busy := r.Prepared.PreparedDevices().Intersection(sets.New(p.drain...)); busy.Len() > 0 {
 			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
 				Message: fmt.Sprintf("in use, not destroyed: %s (prepared while draining)", strings.Join(sets.List(busy), ", "))}
+		}
+	}
+	// A claim that tolerates the drain taint may have been allocated a
+	// draining device since the live re-check, while earlier GPUs were
+	// repartitioned: the cache, which follows allocations within moments,
+	// shows it here (the live re-check's gap narrows to the cache's lag;
+	// binding conditions close it).
+	if len(p.drain) > 0 && r.Allocations != nil {
+		cached, err := r.Allocations.AllocatedDevices(ctx, false)
+		if err != nil {
+			return fail(fmt.Errorf("reading ResourceClaim allocations: %w", err))
+		}
+		if busy := cached.Intersection(sets.New(p.drain...)).Difference(p.vetted); busy.Len() > 0 {
+			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
+				Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)", strings.Join(sets.List(busy), ", "))}
 		}
 	}
 	entry := p.entry(StepSettingMIGMode)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
@@ -129,6 +130,15 @@ func TestSyncBlocksWithoutTouchingHardware(t *testing.T) {
 			},
 			wantPhase: v1alpha1.PhaseBlocked, wantReason: v1alpha1.ReasonDeviceInUse, wantMsg: "prepared while draining",
 		},
+		"allocated between the re-check and the lock": {
+			// A claim that tolerates the drain taint, allocated while
+			// earlier GPUs were repartitioned: the cache shows it.
+			prepare: func(_ *testing.T, g *rig) {
+				g.alloc.live = sets.New[string]()
+				g.locks.onBegin = func() { g.alloc.cached = sets.New("gpu-0-mig-3g40gb-9-4") }
+			},
+			wantPhase: v1alpha1.PhaseBlocked, wantReason: v1alpha1.ReasonDeviceInUse, wantMsg: "allocated while draining",
+		},
 		"process running": {
 			prepare: func(t *testing.T, g *rig) {
 				if _, err := g.sim.StartProcess(g.migUUID(t, 0, "3g.40gb@4"), 1000); err != nil {
@@ -162,6 +172,30 @@ func TestSyncBlocksWithoutTouchingHardware(t *testing.T) {
 				t.Errorf("taints left published: %v", last.draining)
 			}
 		})
+	}
+}
+
+// An allocation the cache shows during the settle period but the live
+// re-check does not (one awaiting a binding confirmation the gate will
+// refuse, or a release the cache has not seen) does not block the GPU
+// when its lock is taken: the live re-check vetted it.
+func TestSyncTrustsTheLiveRecheckOverTheCache(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.alloc.live = sets.New[string]()
+	g.r.Sleep = func(context.Context, time.Duration) error {
+		g.alloc.cached = sets.New("gpu-0-mig-3g40gb-9-4")
+		return nil
+	}
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[0]; r.Phase != v1alpha1.PhaseReady {
+		t.Errorf("result = %+v, want Ready", r)
+	}
+	if diff := cmp.Diff([]string{"3g.40gb@0,2g.20gb@4,1g.10gb@6"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
 	}
 }
 
