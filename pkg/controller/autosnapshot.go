@@ -411,7 +411,7 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !unschedulable(pod) {
 			continue
 		}
-		extended := extendedResourceClaim(pod, classes)
+		extended := extendedResourceClaim(pod, classes, claims)
 		if len(pod.Spec.ResourceClaims) == 0 && extended == nil {
 			continue
 		}

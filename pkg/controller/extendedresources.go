@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	"k8s.io/klog/v2"
@@ -37,11 +38,20 @@ func extendedResourceClasses(classes []*resourceapi.DeviceClass) *extendedresour
 // per resource name (in name order), ExactCount devices of its class, the
 // count the pod's effective request (containers, sidecars and the largest
 // init container, as for any resource). It returns nil for a pod without
-// such requests, and for one the scheduler has made its claim for already
-// (status.extendedResourceClaimStatus: it is being bound).
-func extendedResourceClaim(pod *corev1.Pod, classes *extendedresourcecache.ExtendedResourceCache) *resourceapi.ResourceClaim {
-	if pod.Status.ExtendedResourceClaimStatus != nil || !asksExtendedResources(pod) {
+// such requests, and for one whose claim the scheduler has made (the claim
+// status.extendedResourceClaimStatus names exists in claims: the pod is
+// being bound). The scheduler writes that status before the binding
+// completes and does not clear it when the binding fails (a device
+// refused as draining, a binding timeout) and it deletes its claim: a pod
+// that names a claim that is gone is demand again.
+func extendedResourceClaim(pod *corev1.Pod, classes *extendedresourcecache.ExtendedResourceCache, claims map[types.NamespacedName]*resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+	if !asksExtendedResources(pod) {
 		return nil
+	}
+	if st := pod.Status.ExtendedResourceClaimStatus; st != nil {
+		if _, ok := claims[types.NamespacedName{Namespace: pod.Namespace, Name: st.ResourceClaimName}]; ok {
+			return nil
+		}
 	}
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	names := make([]corev1.ResourceName, 0, len(reqs))

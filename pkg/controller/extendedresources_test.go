@@ -43,9 +43,17 @@ func TestPendingPodsExtendedResources(t *testing.T) {
 		Class string
 		Count int64
 	}
+	binding := func(name string) corev1.Pod {
+		p := extPod(name, nil, map[string]int64{"nvidia.com/mig-1g.10gb": 1})
+		p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: name + "-extended-resources-x",
+			RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "c0", ResourceName: "nvidia.com/mig-1g.10gb", RequestName: "container-1-request-0"}}}
+		return p
+	}
+	made := map[types.NamespacedName]*resourceapi.ResourceClaim{{Namespace: "ml", Name: "f-extended-resources-x"}: {}}
 	tests := map[string]struct {
-		pod  corev1.Pod
-		want map[string][]req
+		pod    corev1.Pod
+		claims map[types.NamespacedName]*resourceapi.ResourceClaim
+		want   map[string][]req
 	}{
 		"a class's extendedResourceName": {
 			pod:  extPod("a", nil, map[string]int64{"nvidia.com/mig-1g.10gb": 1}),
@@ -68,18 +76,21 @@ func TestPendingPodsExtendedResources(t *testing.T) {
 			want: map[string][]req{},
 		},
 		"the scheduler made its claim already (binding)": {
-			pod: func() corev1.Pod {
-				p := extPod("f", nil, map[string]int64{"nvidia.com/mig-1g.10gb": 1})
-				p.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "f-extended-resources-x"}
-				return p
-			}(),
+			pod: binding("f"), claims: made,
 			want: map[string][]req{},
+		},
+		// The scheduler writes the status before the binding completes
+		// and leaves it when the binding fails and it deletes its claim
+		// (a device refused as draining, a binding timeout).
+		"the scheduler's claim deleted after a failed binding: demand again": {
+			pod:  binding("g"),
+			want: map[string][]req{"ml/g": {{"mig-1g.10gb", 1}}},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got := map[string][]req{}
-			for _, p := range pendingPods([]corev1.Pod{tc.pod}, nil, extendedResourceClasses(classes)) {
+			for _, p := range pendingPods([]corev1.Pod{tc.pod}, tc.claims, extendedResourceClasses(classes)) {
 				var rs []req
 				for _, c := range p.Claims {
 					for _, r := range c.Spec.Devices.Requests {

@@ -570,7 +570,14 @@ func (p *planner) applyAddition(g *gpuState, a *addition) {
 		return
 	}
 	soft := map[mig.Device]string{}
-	fixed := g.hard()
+	// The reservations that stay where they are (not g.hard(): shared
+	// devices stay too, but are not used up).
+	var fixed mig.Layout
+	for _, d := range g.fixed {
+		if _, ok := g.soft[d]; !ok {
+			fixed = append(fixed, d)
+		}
+	}
 	for d, pod := range g.soft {
 		nd, ok := a.moved[d]
 		if !ok {

@@ -324,3 +324,40 @@ func TestPlanAllModeNodeServesOnePod(t *testing.T) {
 		t.Errorf("unservable (-want +got):\n%s", diff)
 	}
 }
+
+// A device given to a claim with admin access is shared: it must stay but
+// is not used up, so a later pod may still get it (the scheduler counts no
+// admin-access allocation as in use), also after later additions on its
+// GPU move the plan's soft reservations.
+func TestPlanSharedDeviceSurvivesLaterAdditions(t *testing.T) {
+	snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, Now: t0,
+		Nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "1g.10gb@6", "").build()},
+		// Planned in priority order: admin gets the free 1g.10gb@6 with
+		// admin access; two2g and three3g are created beside it (the
+		// second addition runs while two2g's device is a soft
+		// reservation); one1g then fits the 1g.10gb@6 admin shares.
+		Pending: []Pod{
+			pod("admin", 1).priority(30).claim(profileIs("1g.10gb"), 1).adminAccess().build(),
+			pod("two2g", 1).priority(20).claim(profileIs("2g.20gb"), 1).build(),
+			pod("three3g", 1).priority(10).claim(profileIs("3g.40gb"), 1).build(),
+			pod("one1g", 1).claim(profileIs("1g.10gb"), 1).build(),
+		}}
+	res, err := Plan(context.Background(), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for _, s := range res.Served {
+		served[s.Pod] = true
+	}
+	for _, p := range []string{"default/admin", "default/two2g", "default/three3g", "default/one1g"} {
+		if !served[p] {
+			t.Errorf("pod %s not served (the scheduler allocates it: the admin-access 1g.10gb@6 is not in use)\nplan: %+v", p, toTrace(res))
+		}
+	}
+	for _, newestFirst := range []bool{false, true} {
+		if failed := schedulerReplay(t, snap, res, newestFirst); len(failed) > 0 {
+			t.Errorf("served by the plan, but the scheduler (newest first=%t) cannot allocate: %v", newestFirst, failed)
+		}
+	}
+}
