@@ -359,16 +359,10 @@ func gpuModel(cat *mig.Catalog, g v1alpha1.GPUStatus) *mig.Model {
 	return nil
 }
 
+// sameLayout reports whether GPU g holds what d asks for, no MIG mode
+// change pending.
 func sameLayout(d v1alpha1.GPUSpec, g v1alpha1.GPUStatus) bool {
-	if d.MIGEnabled != g.MIGEnabled || d.MIGEnabled != g.MIGPending {
-		return false
-	}
-	if !d.MIGEnabled {
-		return true
-	}
-	a, err1 := mig.ParseLayout(d.Layout)
-	b, err2 := mig.ParseLayout(g.Layout)
-	return err1 == nil && err2 == nil && a.Equal(b)
+	return d.MIGEnabled == g.MIGPending && sameSpec(d, v1alpha1.GPUSpec{MIGEnabled: g.MIGEnabled, Layout: g.Layout})
 }
 
 // deviceMark is the mark of a published device name on node.

@@ -29,6 +29,16 @@ import (
 var schedulerFeatures = structured.Features{AdminAccess: true, PrioritizedList: true, DeviceTaints: true, DeviceBindingAndStatus: true,
 	ConsumableCapacity: true, FractionalCapacityRange: true, PartitionableDevices: true}
 
+// servedPods are the pods the plan serves, in name order.
+func servedPods(res Result) []string {
+	var out []string
+	for _, s := range res.Served {
+		out = append(out, s.Pod)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // schedulerReplay plays kube-scheduler once the plan's changes have landed:
 // each node publishes the devices of its planned layouts (in publication
 // order), the pinned ones allocated; the served pods are taken in the
@@ -277,11 +287,7 @@ func TestPlanAgreesWithScheduler(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var served []string
-			for _, s := range res.Served {
-				served = append(served, s.Pod)
-			}
-			slices.Sort(served)
+			served := servedPods(res)
 			if tc.served != nil {
 				if diff := cmp.Diff(tc.served, served, cmpopts.EquateEmpty()); diff != "" {
 					t.Errorf("served pods (-want +got):\n%s\nplan: %+v", diff, toTrace(res))
@@ -313,11 +319,7 @@ func TestPlanAllModeNodeServesOnePod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var served []string
-	for _, s := range res.Served {
-		served = append(served, s.Pod)
-	}
-	if diff := cmp.Diff([]string{"default/b"}, served); diff != "" {
+	if diff := cmp.Diff([]string{"default/b"}, servedPods(res)); diff != "" {
 		t.Errorf("served pods (-want +got):\n%s\nplan: %+v", diff, toTrace(res))
 	}
 	if diff := cmp.Diff(map[string]string{"default/all": WaitsForAllModeNode}, res.Unservable); diff != "" {
