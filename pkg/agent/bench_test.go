@@ -47,7 +47,7 @@ func BenchmarkClaimCache(b *testing.B) {
 	for name, transform := range map[string]func(any) (any, error){
 		"unchanged": func(o any) (any, error) { return o, nil },
 		"whole":     cache.TransformStripManagedFields(),
-		"reduced": ClaimTransform(testDriver, "this-node"),
+		"reduced":   ClaimTransform(testDriver, "this-node"),
 	} {
 		b.Run(name, func(b *testing.B) {
 			var retained float64
