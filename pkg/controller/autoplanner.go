@@ -16,8 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
@@ -40,7 +42,7 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims;deviceclasses;resourceslices,verbs=get;list;watch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims;deviceclasses;resourceslices;devicetaintrules,verbs=get;list;watch
 
 // Pod event reasons of the Auto planner.
 const (
@@ -88,6 +90,10 @@ type AutoPlanner struct {
 	// AgentLeases judges the agents' heartbeats (nodes of lost agents are
 	// planner.Node.Frozen); nil checks none.
 	AgentLeases *AgentLeases
+	// taintRules: the API server serves DeviceTaintRules (resource.k8s.io/v1,
+	// Kubernetes 1.37+), which the planner then reads; set by
+	// SetupWithManager.
+	taintRules bool
 
 	mu     sync.Mutex
 	batch  batcher
@@ -146,6 +152,14 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, one, builder.WithPredicates(nodeSpec)).
 		Watches(&resourceapi.DeviceClass{}, one, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&resourceapi.ResourceSlice{}, one, builder.WithPredicates(otherDriver, predicate.GenerationChangedPredicate{}))
+	// DeviceTaintRules taint devices as the agents' own taints do: where
+	// the API server serves them, they are watched and read.
+	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: resourceapi.GroupName, Kind: "DeviceTaintRule"}, resourceapi.SchemeGroupVersion.Version); err == nil {
+		a.taintRules = true
+		b = b.Watches(&resourceapi.DeviceTaintRule{}, one, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	} else if !meta.IsNoMatchError(err) {
+		return fmt.Errorf("looking up DeviceTaintRules: %w", err)
+	}
 	if a.AgentLeases != nil {
 		// A Lease's expiry has no event: Reconcile looks again when due.
 		b = b.Watches(&coordinationv1.Lease{}, one, builder.WithPredicates(agentLeaseChange(a.AgentLeases.Namespace)))
@@ -292,6 +306,13 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 		return in, fmt.Errorf("listing ResourceSlices: %w", err)
 	}
 	in.Slices = rs.Items
+	if a.taintRules {
+		var rules resourceapi.DeviceTaintRuleList
+		if err := a.Client.List(ctx, &rules); err != nil {
+			return in, fmt.Errorf("listing DeviceTaintRules: %w", err)
+		}
+		in.TaintRules = rules.Items
+	}
 	return in, nil
 }
 

@@ -35,7 +35,10 @@ type AutoInputs struct {
 	// Auto nodes are passed to the planner (pods that also ask for, say, a
 	// NIC are planned with the node's NICs).
 	Slices []resourceapi.ResourceSlice
-	Driver string
+	// TaintRules are the cluster's DeviceTaintRules (none where the API
+	// server does not serve them): see taintedByRules.
+	TaintRules []resourceapi.DeviceTaintRule
+	Driver     string
 	// LostAgents are the nodes whose agent stopped renewing its heartbeat
 	// Lease (AgentHealth.Lost): they are planner.Node.Frozen, since no
 	// change written for them would be carried out; a change in flight
@@ -132,11 +135,15 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			if nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
 				continue
 			}
-			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, variants, allocated[name]), OtherSlices: others.forNode(node)}
+			// Devices a DeviceTaintRule takes out of scheduling are
+			// kept as they are, like allocated ones; a node whose every
+			// device is taken out is left as it is.
+			wholePool, taintedDevs := taintedByRules(in.TaintRules, in.Driver, name)
+			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, variants, allocated[name].Union(taintedDevs)), OtherSlices: others.forNode(node)}
 			// A node in conflict is left as it is: its change in flight
 			// goes on and counts toward the limits, nothing else is
 			// planned there.
-			if in.LostAgents.Has(name) || sel.Conflicted(name) {
+			if in.LostAgents.Has(name) || sel.Conflicted(name) || wholePool {
 				n.Frozen, n.Policy.Spares = true, nil
 			}
 			if len(n.GPUs) > 0 {

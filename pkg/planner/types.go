@@ -79,7 +79,8 @@ type Node struct {
 	OtherSlices []*resourceapi.ResourceSlice
 	// Frozen: the node's agent is lost (it stopped renewing its heartbeat
 	// Lease), so nothing planned for the node would be carried out, or
-	// another MigLayout selects the node too, so it is left as it is. The
+	// another MigLayout selects the node too, or a DeviceTaintRule takes
+	// all of its devices out of scheduling, so it is left as it is. The
 	// planner serves no pod there (not even from free devices or a change
 	// in flight), changes none of its GPUs and keeps no spares on it; its
 	// GPUs changing still count toward Snapshot.GroupMaxGPUs, since an
@@ -188,7 +189,7 @@ const NoAutoNode = "no Auto-mode node: no node an Auto-mode MigLayout selects ha
 // WaitsForLostNode is the Result.Unservable reason of a pod that no Auto
 // node can serve now, but a Frozen one could (were its GPUs free): it is
 // planned once that node's agent is back or its conflict is resolved.
-const WaitsForLostNode = "only Auto-mode nodes that cannot be changed now (their agent is lost: it stopped renewing its heartbeat Lease; or another MigLayout selects them too) could serve the pod; it is planned once one of them can be again"
+const WaitsForLostNode = "only Auto-mode nodes that cannot be changed now (their agent is lost: it stopped renewing its heartbeat Lease; another MigLayout selects them too; or a DeviceTaintRule taints all their devices) could serve the pod; it is planned once one of them can be again"
 
 // WaitsForAllModeNode is the Result.Unservable reason of a pod that this
 // plan may serve on no node it may run on because of a pod with a request

@@ -1,0 +1,33 @@
+package controller
+
+import (
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// taintedByRules reads the DeviceTaintRules that take devices of driver's
+// pool pool (a node's) out of scheduling, with effect NoSchedule or
+// NoExecute, as kube-scheduler applies them (DRADeviceTaintRules, GA in
+// 1.37): a rule selects the devices its selector's driver, pool and device
+// name all match (an unset one matches any; no selector, none). all is set
+// when a rule selects every device of the pool, devices has the names of
+// those a rule selects by name. The planner neither promises nor destroys
+// such a device; a claim that tolerates the taint is not told apart.
+func taintedByRules(rules []resourceapi.DeviceTaintRule, driver, pool string) (all bool, devices sets.Set[string]) {
+	devices = sets.New[string]()
+	for i := range rules {
+		sel, taint := rules[i].Spec.DeviceSelector, rules[i].Spec.Taint
+		if sel == nil || taint.Effect != resourceapi.DeviceTaintEffectNoSchedule && taint.Effect != resourceapi.DeviceTaintEffectNoExecute {
+			continue
+		}
+		if sel.Driver != nil && *sel.Driver != driver || sel.Pool != nil && *sel.Pool != pool {
+			continue
+		}
+		if sel.Device == nil {
+			all = true
+			continue
+		}
+		devices.Insert(*sel.Device)
+	}
+	return all, devices
+}

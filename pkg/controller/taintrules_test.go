@@ -1,0 +1,65 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// DeviceTaintRules take devices out of scheduling as the agents' own
+// taints do: a device a NoSchedule or NoExecute rule names is kept as it
+// is (pinned: never promised, never destroyed), a node whose every device
+// a rule selects is Frozen; rules of another driver or pool, of effect
+// None, or without a selector change nothing.
+func TestBuildSnapshotDeviceTaintRules(t *testing.T) {
+	const driver = "mig.miglayout.io"
+	auto := migLayout("auto").selects("pool", "a").build()
+	auto.Spec.Mode, auto.Spec.Rules, auto.UID = v1alpha1.ModeAuto, nil, "uid-auto"
+	owner := []metav1.OwnerReference{{APIVersion: "miglayout.io/v1alpha1", Kind: "MigLayout", Name: auto.Name, UID: auto.UID, Controller: ptr.To(true)}}
+	in := AutoInputs{Driver: driver, MigLayouts: []v1alpha1.MigLayout{auto}, NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{}}
+	for _, n := range []string{"a1", "a2", "a3"} {
+		in.Nodes = append(in.Nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"pool": "a"}}})
+		in.NodeMigLayouts[n] = &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: n, OwnerReferences: owner},
+			Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: auto.Name},
+			Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
+				MIGEnabled: true, MIGPending: true, Layout: "3g.40gb@0,3g.40gb@4", Phase: v1alpha1.PhaseReady}}}}
+	}
+	right := migslices.MIGDeviceName(0, "3g.40gb", 9, 4)
+	rule := func(effect resourceapi.DeviceTaintEffect, sel *resourceapi.DeviceTaintSelector) resourceapi.DeviceTaintRule {
+		return resourceapi.DeviceTaintRule{Spec: resourceapi.DeviceTaintRuleSpec{DeviceSelector: sel,
+			Taint: resourceapi.DeviceTaint{Key: "maintenance", Effect: effect}}}
+	}
+	in.TaintRules = []resourceapi.DeviceTaintRule{
+		rule(resourceapi.DeviceTaintEffectNoSchedule, &resourceapi.DeviceTaintSelector{Driver: ptr.To(driver), Pool: ptr.To("a1"), Device: ptr.To(right)}),
+		rule(resourceapi.DeviceTaintEffectNoExecute, &resourceapi.DeviceTaintSelector{Pool: ptr.To("a2")}),
+		// Change nothing:
+		rule(resourceapi.DeviceTaintEffectNoSchedule, &resourceapi.DeviceTaintSelector{Driver: ptr.To("nic.example.com"), Pool: ptr.To("a3")}),
+		rule(resourceapi.DeviceTaintEffectNone, &resourceapi.DeviceTaintSelector{Pool: ptr.To("a3")}),
+		rule(resourceapi.DeviceTaintEffectNoSchedule, nil),
+	}
+	snap := BuildSnapshot(in, mig.DefaultCatalog())
+	type nodeView struct {
+		Frozen bool
+		Pinned string
+	}
+	got := map[string]nodeView{}
+	for _, n := range snap.Nodes {
+		got[n.Node.Name] = nodeView{Frozen: n.Frozen, Pinned: n.GPUs[0].Pinned.String()}
+	}
+	want := map[string]nodeView{
+		"a1": {Pinned: "3g.40gb@4"},
+		"a2": {Frozen: true},
+		"a3": {},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("nodes (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,58 @@
+package auto
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/miglayout/miglayout/test/cluster/clustertest"
+)
+
+// TestAutoLeavesNodesADeviceTaintRuleTaints: an administrator takes node A's GPUs out
+// of scheduling with a DeviceTaintRule (its whole pool, NoSchedule). A pending pod that
+// either node could serve is planned on node B: a change on node A would make devices
+// the scheduler may not allocate, and the pod would wait on them for ever.
+func TestAutoLeavesNodesADeviceTaintRuleTaints(t *testing.T) {
+	ctx := clustertest.Context(t, 2*time.Minute)
+	wholeThenAuto(t, ctx)
+
+	rule := &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "e2e-maintenance-" + nodeA},
+		Spec: resourceapi.DeviceTaintRuleSpec{
+			DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To("mig.miglayout.io"), Pool: ptr.To(nodeA)},
+			Taint:          resourceapi.DeviceTaint{Key: "example.com/maintenance", Effect: resourceapi.DeviceTaintEffectNoSchedule},
+		}}
+	if _, err := env.Client.ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = env.Client.ResourceV1().DeviceTaintRules().Delete(ctx, rule.Name, metav1.DeleteOptions{})
+	})
+
+	before := len(plannedChanges(t)) // earlier tests' changes
+
+	ns := env.NewNamespace(t, ctx, "taintrule")
+	env.CreateClaim(t, ctx, ns, "small-gpu", `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`)
+	env.CreatePod(t, ctx, clustertest.Pod(ns, "small", autoNodes, "small-gpu", ""))
+	clustertest.Poll(t, ctx, 60*time.Second, "pod small to be bound on node B with a 1g.10gb", func(ctx context.Context) (bool, string) {
+		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "small", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pool, dev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, "small-gpu"))
+		return ok && p.Spec.NodeName == nodeB && pool == nodeB && strings.Contains(dev, "-mig-1g10gb-"),
+			fmt.Sprintf("bound to %q, claim allocated %s/%s", p.Spec.NodeName, pool, dev)
+	})
+	for _, change := range plannedChanges(t)[before:] {
+		if change.node == nodeA {
+			t.Errorf("node A was changed (%+v) though a DeviceTaintRule takes its devices out of scheduling", change)
+		}
+	}
+}
