@@ -684,6 +684,30 @@ func TestPlanAutoLostAgent(t *testing.T) {
 	}
 }
 
+// TestPlanAutoTaintRule: a DeviceTaintRule that takes the node's whole pool
+// out of scheduling leaves it as it is in the dry run too, as in the
+// controller.
+func TestPlanAutoTaintRule(t *testing.T) {
+	nml := &v1alpha1.NodeMigLayout{
+		ObjectMeta: metav1.ObjectMeta{Name: "auto-node"},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+			{Index: 0, Product: "NVIDIA H100 80GB HBM3", Model: "H100-SXM5-80GB", MIGEnabled: true, MIGPending: true, Phase: v1alpha1.PhaseReady},
+		}},
+	}
+	rule := &resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "maintenance"}, Spec: resourceapi.DeviceTaintRuleSpec{
+		DeviceSelector: &resourceapi.DeviceTaintSelector{Pool: ptr.To("auto-node")},
+		Taint:          resourceapi.DeviceTaint{Key: "example.com/maintenance", Effect: resourceapi.DeviceTaintEffectNoSchedule}}}
+	claim, pod := pending("whole", "whole-gpu", "device.attributes['mig.miglayout.io'].profile == '7g.80gb'", 1000)
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, migClass(), claim, pod, rule}
+	out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-auto.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "ml/whole: "+planner.WaitsForLostNode) || !strings.Contains(out, "Summary: 0 GPUs would change") {
+		t.Errorf("plan with the node's pool tainted by a DeviceTaintRule:\n%s", out)
+	}
+}
+
 // TestPlanAutoFromSlices: an Auto MigLayout's first plan, on a node no
 // MigLayout selected yet (no NodeMigLayout), reads the node's GPUs from its
 // ResourceSlices, as the Static plan does: the free 7g.80gb is planned for

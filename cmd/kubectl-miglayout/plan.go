@@ -11,6 +11,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -129,7 +130,9 @@ type planState struct {
 	pods    []corev1.Pod
 	claims  map[types.NamespacedName]*resourceapi.ResourceClaim
 	classes []*resourceapi.DeviceClass
-	loaded  bool
+	// taintRules are the cluster's DeviceTaintRules (none where not served).
+	taintRules []resourceapi.DeviceTaintRule
+	loaded     bool
 	// now and agingAfter: pods pending longer than agingAfter at now are
 	// planned by age (the controller's --auto-aging-after).
 	now        time.Time
@@ -492,6 +495,13 @@ func (st *planState) loadAuto(ctx context.Context) error {
 	for i := range classes.Items {
 		st.classes = append(st.classes, &classes.Items[i])
 	}
+	// DeviceTaintRules, where the API server serves them (1.37+).
+	var rules resourceapi.DeviceTaintRuleList
+	if err := st.c.List(ctx, &rules); err == nil {
+		st.taintRules = rules.Items
+	} else if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("listing DeviceTaintRules: %w", err)
+	}
 	st.loaded = true
 	return nil
 }
@@ -549,7 +559,7 @@ func (st *planState) planAll(ctx context.Context, all []v1alpha1.MigLayout, appl
 		stored = append(stored, &st.migLayouts[i])
 	}
 	in := controller.AutoInputs{MigLayouts: all, Nodes: st.nodes, NodeMigLayouts: nmls, Pods: st.pods, Claims: st.claims,
-		Classes: st.classes, Slices: st.devices.slices, Driver: st.driver, LostAgents: controller.LostInStatus(stored...)}
+		Classes: st.classes, Slices: st.devices.slices, TaintRules: st.taintRules, Driver: st.driver, LostAgents: controller.LostInStatus(stored...)}
 	snap, err := controller.AutoSnapshot(ctx, in, mig.DefaultCatalog(), st.now, st.agingAfter)
 	if err != nil {
 		return nil, err
