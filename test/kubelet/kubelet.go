@@ -8,7 +8,8 @@
 //     kubelet's plugin watcher, calls GetInfo on each "<driver>-reg.sock", connects to the
 //     DRA endpoint the plugin names, and confirms with NotifyRegistrationStatus;
 //   - for a pod bound to the node it resolves the pod's ResourceClaims (spec.resourceClaims
-//     resourceClaimName, or status.resourceClaimStatuses for claims from a template), waits
+//     resourceClaimName, or status.resourceClaimStatuses for claims from a template, and
+//     status.extendedResourceClaimStatus for extended resources backed by DRA), waits
 //     until each is allocated and reserved for the pod, and calls NodePrepareResources
 //     (k8s.io/kubelet/pkg/apis/dra/v1) on the plugin of each driver in the allocation;
 //   - it resolves the returned CDI device IDs in the CDI spec directory (the agent's
@@ -384,13 +385,19 @@ func (k *Kubelet) podState(uid types.UID) *podState {
 }
 
 // resolveClaims returns the pod's claims once each is allocated and reserved for the pod;
-// waiting names what is missing otherwise.
+// waiting names what is missing otherwise. Besides the claims of spec.resourceClaims, the
+// claim kube-scheduler made for the pod's extended resources backed by a DeviceClass
+// (status.extendedResourceClaimStatus) is one, as for the kubelet.
 func (k *Kubelet) resolveClaims(ctx context.Context, pod *corev1.Pod) (claims []claimRef, waiting string, err error) {
+	type entry struct {
+		name  string
+		owned bool // made for the pod: it must be controlled by it
+	}
+	var entries []entry
 	for _, pc := range pod.Spec.ResourceClaims {
-		var name string
 		switch {
 		case pc.ResourceClaimName != nil:
-			name = *pc.ResourceClaimName
+			entries = append(entries, entry{name: *pc.ResourceClaimName})
 		case pc.ResourceClaimTemplateName != nil:
 			i := slices.IndexFunc(pod.Status.ResourceClaimStatuses, func(s corev1.PodResourceClaimStatus) bool { return s.Name == pc.Name })
 			if i < 0 {
@@ -399,10 +406,14 @@ func (k *Kubelet) resolveClaims(ctx context.Context, pod *corev1.Pod) (claims []
 			if pod.Status.ResourceClaimStatuses[i].ResourceClaimName == nil {
 				continue // the claim controller decided the pod needs none
 			}
-			name = *pod.Status.ResourceClaimStatuses[i].ResourceClaimName
-		default:
-			continue
+			entries = append(entries, entry{name: *pod.Status.ResourceClaimStatuses[i].ResourceClaimName, owned: true})
 		}
+	}
+	if st := pod.Status.ExtendedResourceClaimStatus; st != nil {
+		entries = append(entries, entry{name: st.ResourceClaimName, owned: true})
+	}
+	for _, e := range entries {
+		name := e.name
 		claim, err := k.client.ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, "ResourceClaim " + name + " to exist", nil
@@ -410,7 +421,7 @@ func (k *Kubelet) resolveClaims(ctx context.Context, pod *corev1.Pod) (claims []
 		if err != nil {
 			return nil, "", fmt.Errorf("reading ResourceClaim %s: %w", name, err)
 		}
-		if pc.ResourceClaimTemplateName != nil && !metav1.IsControlledBy(claim, pod) {
+		if e.owned && !metav1.IsControlledBy(claim, pod) {
 			return nil, "", fmt.Errorf("ResourceClaim %s was not created for pod %s", name, pod.Name)
 		}
 		if claim.Status.Allocation == nil {

@@ -21,8 +21,8 @@ import (
 // way, `nvidia.com/mig-1g.10gb: 1` in its container's resources, is served through DRA
 // (kube-scheduler's extended resources backed by a DeviceClass, GA in 1.37): a
 // DeviceClass names that resource in spec.extendedResourceName, the planner counts the
-// pod as demand for a 1g.10gb, repartitions a whole GPU, and the scheduler binds the pod
-// with a claim of its own allocated a 1g.10gb.
+// pod as demand for a 1g.10gb, repartitions a whole GPU, the scheduler binds the pod with
+// a claim of its own allocated a 1g.10gb, and the node's kubelet has the agent prepare it.
 func TestAutoServesExtendedResources(t *testing.T) {
 	ctx := clustertest.Context(t, 2*time.Minute)
 	wholeThenAuto(t, ctx)
@@ -64,7 +64,7 @@ func TestAutoServesExtendedResources(t *testing.T) {
 	})
 
 	waitPodEvent(t, ctx, ns, pod.Name, "WaitingForRepartition")
-	clustertest.Poll(t, ctx, 60*time.Second, "pod legacy to be bound with a 1g.10gb of its own claim", func(ctx context.Context) (bool, string) {
+	clustertest.Poll(t, ctx, 60*time.Second, "pod legacy to run with a 1g.10gb of its own claim", func(ctx context.Context) (bool, string) {
 		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -78,6 +78,7 @@ func TestAutoServesExtendedResources(t *testing.T) {
 			return false, err.Error()
 		}
 		_, dev, ok := clustertest.Allocated(c)
-		return ok && strings.Contains(dev, "-mig-1g10gb-"), fmt.Sprintf("bound to %s, claim %s allocated %q", p.Spec.NodeName, c.Name, dev)
+		return ok && strings.Contains(dev, "-mig-1g10gb-") && p.Status.Phase == corev1.PodRunning,
+			fmt.Sprintf("bound to %s, claim %s allocated %q, phase %s", p.Spec.NodeName, c.Name, dev, p.Status.Phase)
 	})
 }
