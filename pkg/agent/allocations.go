@@ -29,12 +29,27 @@ type ClaimAllocations struct {
 
 // AllocatedDevices implements Allocations.
 func (c *ClaimAllocations) AllocatedDevices(ctx context.Context, live bool) (sets.Set[string], error) {
-	r := c.Cached
 	if live {
-		r = c.Live
+		return c.read(ctx, c.Live, true)
 	}
+	return c.read(ctx, c.Cached, false)
+}
+
+// GuardedDevices is AllocatedDevices from the cache, less the devices whose
+// every allocation waits for a confirmation the binding gate will refuse
+// (as the live re-check leaves them out): the allocations that may still
+// get a pod bound to the device. The repartitioner reads it under a GPU's
+// lock, just before destroying devices.
+func (c *ClaimAllocations) GuardedDevices(ctx context.Context) (sets.Set[string], error) {
+	return c.read(ctx, c.Cached, true)
+}
+
+// read lists the claims through r; with gated, it leaves out the devices
+// whose every allocation waits for a confirmation the binding gate will
+// refuse.
+func (c *ClaimAllocations) read(ctx context.Context, r client.Reader, gated bool) (sets.Set[string], error) {
 	var refusable sets.Set[string]
-	if live && c.Binding != nil {
+	if gated && c.Binding != nil {
 		refusable = c.Binding.Refusable() // before the read: see Refusable
 	}
 	var claims resourceapi.ResourceClaimList

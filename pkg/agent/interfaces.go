@@ -34,6 +34,15 @@ type Allocations interface {
 	AllocatedDevices(ctx context.Context, live bool) (sets.Set[string], error)
 }
 
+// GuardedAllocations is an Allocations that can also read, from its cache,
+// the allocations that may still get a pod bound (ClaimAllocations: less
+// those a binding gate will refuse). The repartitioner's check under a
+// GPU's lock uses it where the Allocations has it, AllocatedDevices from
+// the cache otherwise.
+type GuardedAllocations interface {
+	GuardedDevices(ctx context.Context) (sets.Set[string], error)
+}
+
 // Prepared reports devices prepared for containers by the kubelet plugin.
 type Prepared interface {
 	// PreparedDevices returns the names of the prepared devices.

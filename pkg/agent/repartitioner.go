@@ -93,10 +93,9 @@ type gpuPlan struct {
 	enableMIG, disableMIG, cancelPending bool
 	// drain are the published names of the devices that go away.
 	drain []string
-	// vetted are those of drain that the cache showed allocated when the
-	// live re-check found them free (an allocation the binding gate will
-	// refuse, or a release the cache had not seen yet): apply's cached
-	// re-check does not count them.
+	// vetted are those of drain that the cache showed allocated just
+	// before the live re-check found them free (a release the cache had
+	// not seen yet): apply's re-check under the lock does not count them.
 	vetted sets.Set[string]
 }
 
@@ -210,13 +209,16 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 				return nil, err
 			}
 		}
-		live, err := r.inUse(ctx, obs, true)
+		// The cache first: an allocation it shows that the live read
+		// then does not is stale or refused (vetted), not one made after
+		// the live read.
+		cached, err := r.guardedAllocations(ctx)
 		if err != nil {
 			return nil, err
 		}
-		cached, err := r.Allocations.AllocatedDevices(ctx, false)
+		live, err := r.inUse(ctx, obs, true)
 		if err != nil {
-			return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+			return nil, err
 		}
 		kept := work[:0]
 		for _, p := range work {
@@ -463,10 +465,10 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	// repartitioned: the cache, which follows allocations within moments,
 	// shows it here (the live re-check's gap narrows to the cache's lag;
 	// binding conditions close it).
-	if len(p.drain) > 0 && r.Allocations != nil {
-		cached, err := r.Allocations.AllocatedDevices(ctx, false)
+	if len(p.drain) > 0 {
+		cached, err := r.guardedAllocations(ctx)
 		if err != nil {
-			return fail(fmt.Errorf("reading ResourceClaim allocations: %w", err))
+			return fail(err)
 		}
 		if busy := cached.Intersection(sets.New(p.drain...)).Difference(p.vetted); busy.Len() > 0 {
 			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
@@ -718,6 +720,22 @@ func (r *Repartitioner) observe(ctx context.Context) (obs []GPUState, unreadable
 		obs = append(obs, st)
 	}
 	return obs, unreadable, nil
+}
+
+// guardedAllocations reads the allocations of the cache that may still get
+// a pod bound (GuardedAllocations where r.Allocations has it).
+func (r *Repartitioner) guardedAllocations(ctx context.Context) (sets.Set[string], error) {
+	var out sets.Set[string]
+	var err error
+	if g, ok := r.Allocations.(GuardedAllocations); ok {
+		out, err = g.GuardedDevices(ctx)
+	} else {
+		out, err = r.Allocations.AllocatedDevices(ctx, false)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+	}
+	return out, nil
 }
 
 // inUse returns the published names of devices that must not be destroyed:

@@ -678,6 +678,10 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 	for _, c := range in.Classes {
 		lines = append(lines, fmt.Sprintf("class %s %s %d\n", c.Name, c.UID, c.Generation))
 	}
+	// A rule's taints on other drivers' devices change no slice.
+	for _, r := range in.TaintRules {
+		lines = append(lines, fmt.Sprintf("taintrule %s %s %d\n", r.Name, r.UID, r.Generation))
+	}
 	slices.Sort(lines)
 	for _, l := range lines {
 		h.Write([]byte(l))

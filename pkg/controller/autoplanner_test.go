@@ -402,6 +402,11 @@ func TestInputKey(t *testing.T) {
 	if inputKey(AutoInputs{Classes: []*resourceapi.DeviceClass{class}}, planner.Snapshot{}) == kc {
 		t.Error("a changed DeviceClass gives the same key")
 	}
+	// A DeviceTaintRule (its taints on other drivers' devices change no slice).
+	rule := resourceapi.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: "r", UID: "r1", Generation: 1}}
+	if inputKey(AutoInputs{TaintRules: []resourceapi.DeviceTaintRule{rule}}, planner.Snapshot{}) == inputKey(AutoInputs{}, planner.Snapshot{}) {
+		t.Error("a DeviceTaintRule added gives the same key")
+	}
 	// A pending pod's claim created again under the same name, another driver's device
 	// released, and a device of miglayout's pinned by an allocation change it too.
 	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "u1"}}

@@ -92,7 +92,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			byName[n.Name] = n
 		}
 	}
-	others := otherSlices(in.Slices, in.Driver)
+	others := otherSlices(withRuleTaints(in.Slices, in.TaintRules, in.Driver), in.Driver)
 	variants := modelVariants{}
 	allocated, otherAllocated := allocations(in.Claims, in.Driver)
 	for i := range in.MigLayouts {

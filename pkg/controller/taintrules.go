@@ -31,3 +31,40 @@ func taintedByRules(rules []resourceapi.DeviceTaintRule, driver, pool string) (a
 	}
 	return all, devices
 }
+
+// withRuleTaints returns slices with the taints of the DeviceTaintRules
+// added to the devices of other drivers than driver that they select, as
+// kube-scheduler sees those devices: the allocator the planner runs then
+// keeps a NIC a rule taints from a claim that does not tolerate it. Slices
+// a rule touches are copies; driver's own are left as they are (see
+// taintedByRules).
+func withRuleTaints(slices []resourceapi.ResourceSlice, rules []resourceapi.DeviceTaintRule, driver string) []resourceapi.ResourceSlice {
+	if len(rules) == 0 {
+		return slices
+	}
+	out := make([]resourceapi.ResourceSlice, len(slices))
+	for i := range slices {
+		s := &slices[i]
+		out[i] = *s
+		if s.Spec.Driver == driver {
+			continue
+		}
+		copied := false
+		for j := range s.Spec.Devices {
+			for k := range rules {
+				sel := rules[k].Spec.DeviceSelector
+				if sel == nil || sel.Driver != nil && *sel.Driver != s.Spec.Driver || sel.Pool != nil && *sel.Pool != s.Spec.Pool.Name ||
+					sel.Device != nil && *sel.Device != s.Spec.Devices[j].Name {
+					continue
+				}
+				if !copied {
+					out[i] = *s.DeepCopy()
+					copied = true
+				}
+				d := &out[i].Spec.Devices[j]
+				d.Taints = append(d.Taints, rules[k].Spec.Taint)
+			}
+		}
+	}
+	return out
+}
