@@ -830,15 +830,7 @@ func TestSnapshotPlansWithNVMLProfiles(t *testing.T) {
 			Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
 				Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}},
 	}
-	snap := BuildSnapshot(in, mig.DefaultCatalog())
-	res, err := planner.Plan(t.Context(), snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, c := range res.Changes {
-		got = append(got, fmt.Sprintf("%s/%d -> %s", c.Node, c.GPU, c.To))
-	}
+	res, got := planChanges(t, in)
 	if diff := cmp.Diff([]string{"driver/0 -> 3g.40gb@4"}, got); diff != "" {
 		t.Errorf("changes (-want +got):\n%s\nunservable: %v", diff, res.Unservable)
 	}
@@ -863,4 +855,19 @@ func TestAutoGPUsKeepsGPUWithOddNVMLProfiles(t *testing.T) {
 	if gpus := autoGPUs(tooBig, mig.DefaultCatalog(), modelVariants{}, nil); len(gpus) != 1 || gpus[0].Info.Model.Variant != "" {
 		t.Errorf("values the model cannot hold: %d GPUs, want 1 with the catalog's values", len(gpus))
 	}
+}
+
+// planChanges plans the snapshot of in, as the controller does, and returns
+// the result with its changes as "node/gpu -> layout".
+func planChanges(t *testing.T, in AutoInputs) (planner.Result, []string) {
+	t.Helper()
+	res, err := planner.Plan(t.Context(), BuildSnapshot(in, mig.DefaultCatalog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []string
+	for _, c := range res.Changes {
+		changes = append(changes, fmt.Sprintf("%s/%d -> %s", c.Node, c.GPU, c.To))
+	}
+	return res, changes
 }

@@ -12,8 +12,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
-	"github.com/miglayout/miglayout/pkg/mig"
-	"github.com/miglayout/miglayout/pkg/planner"
 )
 
 // kube-scheduler applies a DeviceTaintRule to every device its selector
@@ -65,15 +63,7 @@ func TestSnapshotDeviceTaintRulesOfOtherDrivers(t *testing.T) {
 			DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To(nicDriver), Pool: ptr.To("a1"), Device: ptr.To("nic-0")},
 			Taint:          resourceapi.DeviceTaint{Key: "example.com/maintenance", Effect: resourceapi.DeviceTaintEffectNoSchedule}}}},
 	}
-	snap := BuildSnapshot(in, mig.DefaultCatalog())
-	res, err := planner.Plan(t.Context(), snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, c := range res.Changes {
-		got = append(got, fmt.Sprintf("%s/%d -> %s", c.Node, c.GPU, c.To))
-	}
+	res, got := planChanges(t, in)
 	var served []string
 	for _, s := range res.Served {
 		served = append(served, fmt.Sprintf("%+v", s))
