@@ -20,7 +20,7 @@ func taintedByRules(rules []resourceapi.DeviceTaintRule, driver, pool string) (a
 		if sel == nil || taint.Effect != resourceapi.DeviceTaintEffectNoSchedule && taint.Effect != resourceapi.DeviceTaintEffectNoExecute {
 			continue
 		}
-		if sel.Driver != nil && *sel.Driver != driver || sel.Pool != nil && *sel.Pool != pool {
+		if !selects(sel, driver, pool, nil) {
 			continue
 		}
 		if sel.Device == nil {
@@ -53,8 +53,7 @@ func withRuleTaints(slices []resourceapi.ResourceSlice, rules []resourceapi.Devi
 		for j := range s.Spec.Devices {
 			for k := range rules {
 				sel := rules[k].Spec.DeviceSelector
-				if sel == nil || sel.Driver != nil && *sel.Driver != s.Spec.Driver || sel.Pool != nil && *sel.Pool != s.Spec.Pool.Name ||
-					sel.Device != nil && *sel.Device != s.Spec.Devices[j].Name {
+				if sel == nil || !selects(sel, s.Spec.Driver, s.Spec.Pool.Name, &s.Spec.Devices[j].Name) {
 					continue
 				}
 				if !copied {
@@ -67,4 +66,14 @@ func withRuleTaints(slices []resourceapi.ResourceSlice, rules []resourceapi.Devi
 		}
 	}
 	return out
+}
+
+// selects reports whether a rule's selector matches the devices of driver's
+// pool, and the device of that name where device is set: each of its
+// fields that is set must be equal.
+func selects(sel *resourceapi.DeviceTaintSelector, driver, pool string, device *string) bool {
+	if sel.Driver != nil && *sel.Driver != driver || sel.Pool != nil && *sel.Pool != pool {
+		return false
+	}
+	return device == nil || sel.Device == nil || *sel.Device == *device
 }
