@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
+
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -204,12 +206,15 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("setting up the binding-condition controller: %w", err)
 		}
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &resourceapi.ResourceClaim{}, agent.AllocatedPoolIndex, agent.AllocatedPools); err != nil {
+		return fmt.Errorf("indexing ResourceClaims by allocated pool: %w", err)
+	}
 	inventory.Publisher, inventory.Binding = helper, gate
 	rep := &agent.Repartitioner{
 		GPUs:      gpus,
 		Inventory: inventory,
 		Allocations: &agent.ClaimAllocations{Cached: mgr.GetClient(), Live: mgr.GetAPIReader(),
-			Driver: o.driverName, Pool: o.nodeName, Binding: gate},
+			Driver: o.driverName, Pool: o.nodeName, Binding: gate, Indexed: true},
 		Prepared:     preparedSet{drv},
 		Locks:        locks,
 		Journal:      journal,

@@ -11,6 +11,24 @@ import (
 	"github.com/miglayout/miglayout/pkg/slices"
 )
 
+// AllocatedPoolIndex is the cache's field index of ResourceClaims by the
+// pools their allocations name ("<driver>/<pool>", see AllocatedPools).
+const AllocatedPoolIndex = "miglayout.io/allocated-pool"
+
+// AllocatedPools is the AllocatedPoolIndex function: the "<driver>/<pool>"
+// of each device the claim's allocation names, once each.
+func AllocatedPools(o client.Object) []string {
+	claim, ok := o.(*resourceapi.ResourceClaim)
+	if !ok || claim.Status.Allocation == nil {
+		return nil
+	}
+	keys := sets.New[string]()
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		keys.Insert(r.Driver + "/" + r.Pool)
+	}
+	return sets.List(keys)
+}
+
 // ClaimAllocations reads ResourceClaim allocations of one driver and pool
 // (the node): through the manager's cache for routine checks, and straight
 // from the API server (Live) for the re-check that guards a destroy.
@@ -19,6 +37,9 @@ type ClaimAllocations struct {
 	Live   client.Reader
 	Driver string
 	Pool   string
+	// Indexed: Cached has AllocatedPoolIndex, so a cached read lists the
+	// node's claims only, not every claim of the cluster.
+	Indexed bool
 	// Binding, when set, is the gate of devices published with binding
 	// conditions: the live re-check leaves out a device whose every
 	// allocation waits for a confirmation the gate will refuse (the device
@@ -30,9 +51,18 @@ type ClaimAllocations struct {
 // AllocatedDevices implements Allocations.
 func (c *ClaimAllocations) AllocatedDevices(ctx context.Context, live bool) (sets.Set[string], error) {
 	if live {
-		return c.read(ctx, c.Live, true)
+		return c.read(ctx, c.Live, true, nil)
 	}
-	return c.read(ctx, c.Cached, false)
+	return c.read(ctx, c.Cached, false, c.indexed())
+}
+
+// indexed is the list option of a cached read: the node's claims by
+// AllocatedPoolIndex where Cached has it.
+func (c *ClaimAllocations) indexed() []client.ListOption {
+	if !c.Indexed {
+		return nil
+	}
+	return []client.ListOption{client.MatchingFields{AllocatedPoolIndex: c.Driver + "/" + c.Pool}}
 }
 
 // GuardedDevices is AllocatedDevices from the cache, less the devices whose
@@ -41,19 +71,19 @@ func (c *ClaimAllocations) AllocatedDevices(ctx context.Context, live bool) (set
 // get a pod bound to the device. The repartitioner reads it under a GPU's
 // lock, just before destroying devices.
 func (c *ClaimAllocations) GuardedDevices(ctx context.Context) (sets.Set[string], error) {
-	return c.read(ctx, c.Cached, true)
+	return c.read(ctx, c.Cached, true, c.indexed())
 }
 
 // read lists the claims through r; with gated, it leaves out the devices
 // whose every allocation waits for a confirmation the binding gate will
 // refuse.
-func (c *ClaimAllocations) read(ctx context.Context, r client.Reader, gated bool) (sets.Set[string], error) {
+func (c *ClaimAllocations) read(ctx context.Context, r client.Reader, gated bool, opts []client.ListOption) (sets.Set[string], error) {
 	var refusable sets.Set[string]
 	if gated && c.Binding != nil {
 		refusable = c.Binding.Refusable() // before the read: see Refusable
 	}
 	var claims resourceapi.ResourceClaimList
-	if err := r.List(ctx, &claims); err != nil {
+	if err := r.List(ctx, &claims, opts...); err != nil {
 		return nil, fmt.Errorf("listing ResourceClaims: %w", err)
 	}
 	out := AllocatedIn(claims.Items, c.Driver, c.Pool)

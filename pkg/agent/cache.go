@@ -16,7 +16,8 @@ import (
 // managed fields on any object, and ResourceClaims reduced by
 // ClaimTransform. The agent reads claims cluster-wide (an allocation names
 // its pool, which no field selector can select on); reduced, a claim
-// allocated elsewhere costs its identity only.
+// allocated elsewhere costs its identity only, and a cached read lists the
+// node's claims alone through AllocatedPoolIndex (ClaimAllocations.Indexed).
 func CacheOptions(nodeName, driver string) cache.Options {
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
