@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -239,13 +240,20 @@ func (g *rig) orphan3g(t *testing.T, idx, start int) nvml.GpuInstance {
 // recorder.
 func nodeReconcilerOn(t *testing.T, g *rig, specs ...v1alpha1.GPUSpec) (*NodeReconciler, client.WithWatch, *events.FakeRecorder) {
 	t.Helper()
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: specs}}
+	c := nmlClient(t, nml, interceptor.Funcs{})
+	rec := events.NewFakeRecorder(20)
+	return &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}, c, rec
+}
+
+// nmlClient is a fake client holding nml (status a subresource), its calls
+// passed through funcs.
+func nmlClient(t *testing.T, nml *v1alpha1.NodeMigLayout, funcs interceptor.Funcs) client.WithWatch {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
-		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: specs}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
-	rec := events.NewFakeRecorder(20)
-	return &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}, c, rec
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).WithInterceptorFuncs(funcs).Build()
 }

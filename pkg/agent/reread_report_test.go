@@ -8,12 +8,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -27,15 +25,11 @@ func rigWithAutoChange(t *testing.T, funcs interceptor.Funcs) (*rig, client.With
 	t.Helper()
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "7g.80gb@0")
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 2},
 		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@4", ServedPods: []string{"ns/p1"}}}},
 		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, MIGEnabled: true, MIGPending: true,
 			Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied}}}}
-	return g, fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).WithInterceptorFuncs(funcs).Build()
+	return g, nmlClient(t, nml, funcs)
 }
 
 // TestNoNVMLWorkWhenRepartitioningIsNotShown: the cancel protocol between

@@ -15,13 +15,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -120,12 +118,8 @@ func TestBuildStatusGPUMissing(t *testing.T) {
 // pass acted on, not the object's generation at write time (a spec changed
 // during the pass is not done yet).
 func TestWriteStatusGeneration(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 5}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	c := nmlClient(t, nml, interceptor.Funcs{})
 	r := &NodeReconciler{Client: c, NodeName: "n1"}
 	ctx := context.Background()
 	if err := r.writeStatus(ctx, 4, &SyncResult{}); err != nil {
@@ -148,20 +142,15 @@ func TestRetryWithoutDrainTaintsIsQuiet(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
 	g.inv.dropTaints = true
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
 		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
 	var phases []v1alpha1.GPUPhase
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).
-		WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
-				phases = append(phases, st.Phase)
-			}
-			return c.SubResource(sub).Update(ctx, obj, opts...)
-		}}).Build()
+	c := nmlClient(t, nml, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
+			phases = append(phases, st.Phase)
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}})
 	rec := events.NewFakeRecorder(20)
 	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
 	reasons := func() []string {
@@ -263,12 +252,8 @@ func TestFailedPassSaysWhy(t *testing.T) {
 // events recorded and the NodeMigLayout's status after them.
 func twoPasses(t *testing.T, g *rig) ([]string, v1alpha1.NodeMigLayout) {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	c := nmlClient(t, nml, interceptor.Funcs{})
 	rec := events.NewFakeRecorder(10)
 	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
@@ -380,20 +365,15 @@ func TestHealthzFailsOnAStuckPass(t *testing.T) {
 // clears it when done.
 func TestReconcileMarksThePass(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1}}
 	var during time.Time
 	r := &NodeReconciler{NodeName: "n1", Repartitioner: g.r, Recorder: events.NewFakeRecorder(10)}
-	r.Client = fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).
-		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			r.mu.Lock()
-			during = r.passStart
-			r.mu.Unlock()
-			return c.Get(ctx, key, obj, opts...)
-		}}).Build()
+	r.Client = nmlClient(t, nml, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		r.mu.Lock()
+		during = r.passStart
+		r.mu.Unlock()
+		return c.Get(ctx, key, obj, opts...)
+	}})
 	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -431,15 +411,11 @@ func TestTruncateKeepsCharacters(t *testing.T) {
 func TestRepartitionedFromReadyIsTold(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "7g.80gb@0")
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 2},
 		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}},
 		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0",
 			Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied}}}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).Build()
+	c := nmlClient(t, nml, interceptor.Funcs{})
 	rec := events.NewFakeRecorder(20)
 	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
 	for pass, want := range [][]string{{EventDraining, EventRepartitioned}, nil} {

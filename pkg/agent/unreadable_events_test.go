@@ -7,6 +7,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
@@ -41,13 +42,7 @@ func TestFailedGPUThatFallsOffTheBusIsTold(t *testing.T) {
 	if err := g.sim.LoseGPU(0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reconcile(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
-	var st v1alpha1.NodeMigLayout
-	if err := c.Get(t.Context(), req.NamespacedName, &st); err != nil {
-		t.Fatal(err)
-	}
+	st := reconcileThenRead(t, r, c, req)
 	if len(st.Status.GPUs) != 1 || st.Status.GPUs[0].Reason != v1alpha1.ReasonGPUUnreadable {
 		t.Fatalf("status %+v, want GPU 0 GPUUnreadable", st.Status.GPUs)
 	}
@@ -74,13 +69,7 @@ func TestUnmanagedGPUThatFallsOffTheBusIsTold(t *testing.T) {
 	if err := g.sim.LoseGPU(1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reconcile(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
-	var st v1alpha1.NodeMigLayout
-	if err := c.Get(t.Context(), req.NamespacedName, &st); err != nil {
-		t.Fatal(err)
-	}
+	st := reconcileThenRead(t, r, c, req)
 	lost := false
 	for _, row := range st.Status.GPUs {
 		lost = lost || row.Index == 1 && row.Reason == v1alpha1.ReasonGPUUnreadable
@@ -95,4 +84,18 @@ func TestUnmanagedGPUThatFallsOffTheBusIsTold(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], EventGPUUnreadable) || !strings.Contains(got[0], "GPU 1:") {
 		t.Errorf("events once GPU 1 fell off the bus: %q, want one GPUUnreadable about GPU 1", got)
 	}
+}
+
+// reconcileThenRead runs one pass of r and returns the NodeMigLayout it
+// wrote.
+func reconcileThenRead(t *testing.T, r *NodeReconciler, c client.Reader, req ctrl.Request) v1alpha1.NodeMigLayout {
+	t.Helper()
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	var st v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), req.NamespacedName, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
