@@ -5,13 +5,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
-	"k8s.io/klog/v2"
 )
 
 // extendedResourceClaimName is the name of the claim a pending pod's
@@ -26,7 +26,8 @@ const extendedResourceClaimName = "<extended-resources>"
 // spec.extendedResourceName (the newest class where several name one), or
 // the implicit deviceclass.resource.kubernetes.io/<class name>.
 func extendedResourceClasses(classes []*resourceapi.DeviceClass) *extendedresourcecache.ExtendedResourceCache {
-	c := extendedresourcecache.NewExtendedResourceCache(klog.Background().WithName("extended-resources"))
+	// Filled once per snapshot: its event logs (V(5)) say nothing here.
+	c := extendedresourcecache.NewExtendedResourceCache(logr.Discard())
 	for _, class := range classes {
 		c.OnAdd(class, true)
 	}
