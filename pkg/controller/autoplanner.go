@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -90,6 +91,11 @@ type AutoPlanner struct {
 	// AgentLeases judges the agents' heartbeats (nodes of lost agents are
 	// planner.Node.Frozen); nil checks none.
 	AgentLeases *AgentLeases
+	// TaintRulesPoll is how often a controller started while the API
+	// server did not serve DeviceTaintRules looks again; once it does, the
+	// manager ends with ErrDeviceTaintRulesServed. 0 means
+	// DefaultTaintRulesPoll.
+	TaintRulesPoll time.Duration
 	// taintRules: the API server serves DeviceTaintRules (resource.k8s.io/v1,
 	// Kubernetes 1.37+), which the planner then reads; set by
 	// SetupWithManager.
@@ -159,6 +165,14 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(&resourceapi.DeviceTaintRule{}, one, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	} else if !meta.IsNoMatchError(err) {
 		return fmt.Errorf("looking up DeviceTaintRules: %w", err)
+	} else {
+		d, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+		if err != nil {
+			return fmt.Errorf("creating the discovery client: %w", err)
+		}
+		if err := mgr.Add(a.taintRulesWatcher(d)); err != nil {
+			return fmt.Errorf("adding the DeviceTaintRules watcher: %w", err)
+		}
 	}
 	if a.AgentLeases != nil {
 		// A Lease's expiry has no event: Reconcile looks again when due.
