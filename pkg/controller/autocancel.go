@@ -65,11 +65,12 @@ func undestroyed(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
 // back to the actual one.
 func UnneededChanges(in AutoInputs, candidates []planner.Change, res planner.Result) []planner.Change {
 	// A new device a claim holds already was made: the status lags.
-	allocated, _ := allocations(in.Claims, in.Driver)
+	allocated, admin, _ := allocations(in.Claims, in.Driver)
 	waited := map[string]bool{}
 	for _, c := range candidates {
+		held := allocated[c.Node].Union(admin[c.Node])
 		for _, d := range c.From {
-			if !c.To.Contains(d) && isAllocated(allocated[c.Node], c.GPU, d) {
+			if !c.To.Contains(d) && isAllocated(held, c.GPU, d) {
 				waited[fmt.Sprintf("%s/%d", c.Node, c.GPU)] = true
 			}
 		}

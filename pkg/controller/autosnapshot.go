@@ -15,6 +15,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -94,7 +95,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	}
 	others := otherSlices(withRuleTaints(in.Slices, in.TaintRules, in.Driver), in.Driver)
 	variants := modelVariants{}
-	allocated, otherAllocated := allocations(in.Claims, in.Driver)
+	allocated, adminHeld, otherAllocated := allocations(in.Claims, in.Driver)
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
 		if ml.Spec.Mode != v1alpha1.ModeAuto || ml.DeletionTimestamp != nil {
@@ -139,7 +140,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			// kept as they are, like allocated ones; a node whose every
 			// device is taken out is left as it is.
 			wholePool, taintedDevs := taintedByRules(in.TaintRules, in.Driver, name)
-			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, variants, allocated[name].Union(taintedDevs)), OtherSlices: others.forNode(node)}
+			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, variants, allocated[name].Union(taintedDevs), adminHeld[name]), OtherSlices: others.forNode(node)}
 			// A node in conflict is left as it is: its change in flight
 			// goes on and counts toward the limits, nothing else is
 			// planned there.
@@ -200,15 +201,26 @@ func (o otherDriverSlices) forNode(node *corev1.Node) []*resourceapi.ResourceSli
 
 // allocations are the devices claims hold: driver's by pool (node name)
 // and device name, and the other drivers' (a set for the allocator: the
-// order does not matter).
-func allocations(claims map[types.NamespacedName]*resourceapi.ResourceClaim, driver string) (mine map[string]sets.Set[string], others []structured.DeviceID) {
-	mine = map[string]sets.Set[string]{}
+// order does not matter). A device given with admin access is not in use
+// for kube-scheduler, which may give it to any claim: driver's are in
+// admin instead (by pool and name), other drivers' are left out.
+func allocations(claims map[types.NamespacedName]*resourceapi.ResourceClaim, driver string) (mine, admin map[string]sets.Set[string], others []structured.DeviceID) {
+	mine, admin = map[string]sets.Set[string]{}, map[string]sets.Set[string]{}
 	for _, c := range claims {
 		a := c.Status.Allocation
 		if a == nil {
 			continue
 		}
 		for _, r := range a.Devices.Results {
+			if ptr.Deref(r.AdminAccess, false) {
+				if r.Driver == driver {
+					if admin[r.Pool] == nil {
+						admin[r.Pool] = sets.New[string]()
+					}
+					admin[r.Pool].Insert(r.Device)
+				}
+				continue
+			}
 			if r.Driver != driver {
 				others = append(others, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
 				continue
@@ -219,7 +231,7 @@ func allocations(claims map[types.NamespacedName]*resourceapi.ResourceClaim, dri
 			mine[r.Pool].Insert(r.Device)
 		}
 	}
-	return mine, others
+	return mine, admin, others
 }
 
 // modelVariants are the catalog models with the profile values agents
@@ -322,9 +334,13 @@ func autoPlannable(st v1alpha1.GPUStatus) bool {
 }
 
 // autoGPUs are the GPUs of a node the planner may use: MIG on, known model.
-// allocated are the names of the node's devices that claims hold. Each
-// GPU's hypothetical devices carry the attributes its agent reported.
-func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelVariants, allocated sets.Set[string]) []planner.GPU {
+// allocated are the names of the node's devices that claims hold (or that
+// must stay as they are for another reason), adminHeld those that claims
+// hold with admin access only: they stay, but a pending pod may get them
+// (planner.GPU.Shared), even where the agent reports them in use (prepared
+// for those claims, running their processes). Each GPU's hypothetical
+// devices carry the attributes its agent reported.
+func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelVariants, allocated, adminHeld sets.Set[string]) []planner.GPU {
 	specs := map[int32]v1alpha1.GPUSpec{}
 	for _, s := range nml.Spec.GPUs {
 		specs[s.Index] = s
@@ -357,7 +373,8 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 				inUse = append(inUse, d)
 			}
 		}
-		g := planner.GPU{Info: info, Layout: actual, Pinned: inUse.Canonical()}
+		g := planner.GPU{Info: info, Layout: actual}
+		g.Pinned, g.Shared = splitShared(inUse, actual, int(st.Index), allocated, adminHeld)
 		if spec, ok := specs[st.Index]; ok {
 			desired, err := mig.ParseLayout(spec.Layout)
 			if err == nil && spec.MIGEnabled && (!desired.Equal(actual) || st.Phase != v1alpha1.PhaseReady) {
@@ -381,7 +398,7 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 							inUse = append(inUse, d)
 						}
 					}
-					g.Pinned = inUse.Canonical()
+					g.Pinned, g.Shared = splitShared(inUse, desired, int(st.Index), allocated, adminHeld)
 					// The pods the change is for keep its devices.
 					g.Serves = spec.ServedPods
 				}
@@ -390,6 +407,24 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 		out = append(out, g)
 	}
 	return out
+}
+
+// splitShared divides inUse (devices of GPU index that must stay) into
+// those used up and those of layout that claims hold with admin access
+// only (adminHeld and not allocated), which a pending pod may still get.
+// Both come out canonical.
+func splitShared(inUse, layout mig.Layout, index int, allocated, adminHeld sets.Set[string]) (pinned, shared mig.Layout) {
+	for _, d := range layout {
+		if isAllocated(adminHeld, index, d) && !isAllocated(allocated, index, d) && !shared.Contains(d) {
+			shared = append(shared, d)
+		}
+	}
+	for _, d := range inUse {
+		if !shared.Contains(d) {
+			pinned = append(pinned, d)
+		}
+	}
+	return pinned.Canonical(), shared.Canonical()
 }
 
 // isAllocated reports whether a claim holds device d of GPU index: a name in

@@ -55,6 +55,13 @@ func (b *nodeB) gpu(model, layout, pinned string) *nodeB {
 	return b
 }
 
+// shared marks devices of the last GPU held by claims with admin access
+// only (GPU.Shared).
+func (b *nodeB) shared(layout string) *nodeB {
+	b.n.GPUs[len(b.n.GPUs)-1].Shared = mig.MustParseLayout(layout)
+	return b
+}
+
 // driver sets the driver version the last GPU's devices are published with.
 func (b *nodeB) driver(v string) *nodeB { b.n.GPUs[len(b.n.GPUs)-1].Info.DriverVersion = v; return b }
 

@@ -30,7 +30,7 @@
 // kube-scheduler 1.37 runs with. A pod with a request for every matching
 // device (allocation mode All) gets a node no other pod of the plan is
 // served on (WaitsForAllModeNode); a device given with admin access stays
-// but is not used up. A pod no node of
+// but is not used up, in the plan as in the snapshot (GPU.Shared). A pod no node of
 // its kind could hold even with every GPU free is not tried node by node,
 // nor on a node in the state of one it failed on. A matchAttribute
 // constraint compares a pod's devices with each other and tells no GPU

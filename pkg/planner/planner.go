@@ -242,6 +242,11 @@ func (p *planner) load() error {
 			}
 			k := kindOf(g.Info)
 			gs := &gpuState{node: ns, order: len(p.gpus), g: g, model: g.Info.Model, kind: k.key, kindInfo: k, layout: g.Layout.Canonical(), fixed: g.Pinned.Canonical()}
+			for _, d := range g.Shared.Canonical() {
+				if gs.layout.Contains(d) && !gs.fixed.Contains(d) && !gs.shared.Contains(d) {
+					gs.shared = append(gs.shared, d)
+				}
+			}
 			if g.Changing && !g.Retrying {
 				ns.touch()
 			}

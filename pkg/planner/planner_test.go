@@ -289,6 +289,15 @@ func TestPlan(t *testing.T) {
 			pods:  []Pod{pod("p1", 1).claim(profileIs("4g.40gb"), 1).build()},
 			want:  trace{Kept: map[string]string{"default/p1": "n1/gpu-0 4g.40gb@0"}},
 		},
+		// A device held with admin access only (GPU.Shared) stays: it
+		// is never destroyed for a pod, and it is in the way of a
+		// placement kept for one as much as a device in use (the right
+		// half, where only it sits, drains no sooner than the left).
+		"a device held with admin access is never destroyed and is in the way of a kept placement": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "1g.10gb@0,2g.20gb@4", "1g.10gb@0").shared("2g.20gb@4").build()},
+			pods:  []Pod{pod("p1", 1).claim(profileIs("3g.40gb"), 1).build()},
+			want:  trace{Kept: map[string]string{"default/p1": "n1/gpu-0 3g.40gb@0"}},
+		},
 		"higher priority first, then older; the GPU already changed is reused": {
 			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 2}).gpu("H100-SXM5-80GB", "7g.80gb@0", "").gpu("H100-SXM5-80GB", "7g.80gb@0", "").build()},
 			pods: []Pod{

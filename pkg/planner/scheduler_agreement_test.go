@@ -246,6 +246,13 @@ func TestPlanAgreesWithScheduler(t *testing.T) {
 				pod("b", 1).claim(profileIs("1g.10gb"), 1).build()},
 			served: []string{"default/admin", "default/b"}, count: 2, noChange: true,
 		},
+		// The same holds for a device a running pod holds with admin
+		// access (GPU.Shared): it stays, and serves a pod as it is.
+		"a device a running pod holds with admin access serves a pending pod as it is": {
+			nodes:  []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,3g.40gb@4", "4g.40gb@0").shared("3g.40gb@4").build()},
+			pods:   []Pod{pod("b", 1).claim(profileIs("3g.40gb"), 1).build()},
+			served: []string{"default/b"}, count: 1, noChange: true,
+		},
 		// flex (higher priority: the scheduler takes it first) accepts any
 		// device of 9000 MiB and up; the allocator gives it the first free
 		// one in the order the node publishes them, smallest first: the

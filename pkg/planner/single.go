@@ -245,7 +245,7 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeSta
 		var inPl mig.Placement
 		for _, pl := range prof.Placements {
 			n := 0
-			for _, d := range g.fixed {
+			for _, d := range g.staying() {
 				if dp, err := g.model.Placement(d); err == nil && dp.Overlaps(pl) {
 					n++
 				}
@@ -254,9 +254,10 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeSta
 				in, inPl = n, pl
 			}
 		}
-		room := g.model.Headroom(g.fixed)
-		if best == nil || in < bestIn || in == bestIn && holdTie(room, bestRoom, len(g.fixed), bestAll, g.order, best.order) {
-			best, bestPl, bestRoom, bestIn, bestAll = g, inPl, room, in, len(g.fixed)
+		staying := g.staying()
+		room := g.model.Headroom(staying)
+		if best == nil || in < bestIn || in == bestIn && holdTie(room, bestRoom, len(staying), bestAll, g.order, best.order) {
+			best, bestPl, bestRoom, bestIn, bestAll = g, inPl, room, in, len(staying)
 		}
 	}
 	if best != nil {
@@ -282,7 +283,8 @@ func holdTie(room, bestRoom []int, n, bestN, order, bestOrder int) bool {
 // profile first) that reserving the free device d of g takes from the
 // devices that stay; see addition.loss.
 func (p *planner) freeLoss(g *gpuState, d mig.Device) []int {
-	return headroomLoss(g.model, g.fixed, append(slices.Clone(g.fixed), d))
+	staying := g.staying()
+	return headroomLoss(g.model, staying, append(slices.Clone(staying), d))
 }
 
 // classFreeLoss is freeLoss memoised on the class.

@@ -110,6 +110,18 @@ func (s *gpuState) hard() mig.Layout {
 	return out
 }
 
+// staying returns the devices that stay whatever the plan: the fixed ones
+// and the shared ones.
+func (s *gpuState) staying() mig.Layout {
+	out := slices.Clone(s.fixed)
+	for _, d := range s.shared {
+		if !out.Contains(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 func (s *gpuState) hasFree(profile string) (mig.Device, bool) {
 	for _, d := range s.layout.Canonical() {
 		if d.Profile == profile && !s.fixed.Contains(d) {

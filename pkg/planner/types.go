@@ -42,6 +42,11 @@ type GPU struct {
 	// Pinned are the devices of Layout that must not be destroyed:
 	// allocated to a claim, prepared, or running a process.
 	Pinned mig.Layout
+	// Shared are devices of Layout that must not be destroyed but that a
+	// pending pod may still get: held only by claims with admin access,
+	// which kube-scheduler counts as using nothing up. A device in Pinned
+	// too is pinned.
+	Shared mig.Layout
 	// Changing is true while an earlier plan's change is in flight (desired
 	// differs from actual): the planner leaves the GPU alone.
 	Changing bool
