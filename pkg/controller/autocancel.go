@@ -120,11 +120,14 @@ func stillCancels(nml *v1alpha1.NodeMigLayout, x planner.Change) bool {
 	return false
 }
 
-// oneChangePerPod keeps each pod named by the changes in flight of one GPU
-// only (planner.GPU.Serves): should two changes name it (one planned while
-// the other's node was Frozen), the one the agent carries out already (not
-// undestroyed) keeps it, else the first; the other's devices are then no
-// longer waited for, and it is cancelled while it can be (UnneededChanges).
+// oneChangePerPod keeps each pod named by the changes in flight of one node
+// only (planner.GPU.Serves): should changes on two nodes name it (one
+// planned while the other's node was Frozen), the node of the one the
+// agent carries out already (not undestroyed) keeps it, else the first;
+// the other node's devices are then no longer waited for, and its changes
+// are cancelled while they can be (UnneededChanges). The changes of several
+// GPUs of one node that name a pod are one plan for a pod of several
+// devices: all of them keep it.
 func oneChangePerPod(in AutoInputs, snap *planner.Snapshot) {
 	type at struct{ node, gpu int }
 	var named map[string][]at
@@ -152,8 +155,8 @@ func oneChangePerPod(in AutoInputs, snap *planner.Snapshot) {
 				}
 			}
 		}
-		for i, a := range ats {
-			if i == keep {
+		for _, a := range ats {
+			if a.node == ats[keep].node {
 				continue
 			}
 			g := &snap.Nodes[a.node].GPUs[a.gpu]
