@@ -320,8 +320,9 @@ const maxChoices = 16
 
 // addOnNode adds one device satisfying the single-request claim c to the
 // node's best GPU (only, where set): least room lost for large profiles,
-// then fewest free devices destroyed, then the last GPU (see tryNode); it
-// returns that GPU, nil where none could take one.
+// then fewest free devices destroyed, then the last GPU (see tryNode), and
+// on that GPU the first of the claim's profiles (the smallest); it returns
+// that GPU, nil where none could take one.
 func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, pod string, only *gpuState) *gpuState {
 	var bestG *gpuState
 	var bestA *addition
@@ -351,7 +352,11 @@ func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n
 			if a != nil && perGPU {
 				a = p.acceptedAddition(ctx, c, g, prof, a)
 			}
-			if a == nil || bestA != nil && (slices.Compare(a.loss, bestA.loss) > 0 || slices.Equal(a.loss, bestA.loss) && a.destroyed > bestA.destroyed) {
+			// Among equals the last GPU wins (see tryNode), but on one
+			// GPU the first profile, the smallest: the scheduler gives
+			// a claim open to several sizes the smallest device it
+			// accepts, in publication order.
+			if a == nil || bestA != nil && (slices.Compare(a.loss, bestA.loss) > 0 || slices.Equal(a.loss, bestA.loss) && (a.destroyed > bestA.destroyed || a.destroyed == bestA.destroyed && g == bestG)) {
 				continue
 			}
 			bestG, bestA = g, a
