@@ -31,15 +31,16 @@ type ciShape struct {
 // ciShapeOf checks CI profile index profile against GI profile p:
 // ERROR_INVALID_ARGUMENT outside 0..COMPUTE_INSTANCE_PROFILE_COUNT-1;
 // ERROR_NOT_SUPPORTED for a profile the GI does not offer. A GI of N compute
-// slices offers the full-size CI and the 1-, 2-, 3- and 4-slice ones smaller
-// than it (nvidia-smi mig -lcip: 1c.7g, 2c.7g, 3c.7g, 4c.7g and 7g on a 7g
-// GI; 1c.2g and 2g on a 2g one).
+// slices offers the full-size CI and the smaller ones of at most half of N,
+// rounded up (nvidia-smi mig -lcip: 1c.7g, 2c.7g, 3c.7g, 4c.7g and 7g on a
+// 7g GI; 1c.4g, 2c.4g and 4g on a 4g one, no 3c.4g; 1c.3g, 2c.3g and 3g on
+// a 3g one; 1c.2g and 2g on a 2g one).
 func ciShapeOf(p *mig.Profile, profile int) (ciShape, nvml.Return) {
 	if profile < 0 || profile >= nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
 		return ciShape{}, nvml.ERROR_INVALID_ARGUMENT
 	}
 	s, ok := ciProfileSlices[profile]
-	if p == nil || !ok || s > p.ComputeSlices || (s != p.ComputeSlices && s > 4) {
+	if p == nil || !ok || s > p.ComputeSlices || (s != p.ComputeSlices && s > (p.ComputeSlices+1)/2) {
 		return ciShape{}, nvml.ERROR_NOT_SUPPORTED
 	}
 	return ciShape{profile: profile, slices: s, giSlices: p.ComputeSlices}, nvml.SUCCESS
@@ -134,7 +135,7 @@ func freeStarts(p *mig.Profile, gi *GPUInstance, c ciShape) []int {
 }
 
 // remaining is how many more CIs of shape c fit in gi, placed one after the
-// other at their first free start.
+// other at their last free start (as CreateComputeInstance places them).
 func remaining(p *mig.Profile, gi *GPUInstance, c ciShape) int {
 	probe := *gi
 	probe.ComputeInstances = append([]ComputeInstance(nil), gi.ComputeInstances...)
@@ -144,7 +145,7 @@ func remaining(p *mig.Profile, gi *GPUInstance, c ciShape) int {
 		if len(starts) == 0 {
 			return n
 		}
-		probe.ComputeInstances = append(probe.ComputeInstances, ComputeInstance{ID: -1, ProfileID: c.profile, Start: starts[0], Size: c.slices})
+		probe.ComputeInstances = append(probe.ComputeInstances, ComputeInstance{ID: -1, ProfileID: c.profile, Start: starts[len(starts)-1], Size: c.slices})
 		n++
 	}
 }

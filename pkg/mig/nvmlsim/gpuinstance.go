@@ -90,8 +90,10 @@ func (h gpuInstance) GetComputeInstanceProfileInfo(profile, engProfile int) (nvm
 	return info, ret
 }
 
-// CreateComputeInstance creates a CI of profile info.Id at the first free
-// placement start of its profile (ciShape.starts), with CI ID the smallest
+// CreateComputeInstance creates a CI of profile info.Id at the last free
+// placement start of its profile (ciShape.starts; a 1c.3g goes to compute
+// slice 2 and leaves slice 0 to a 2c.3g, as `nvidia-smi mig -cci 0,1`
+// allows), with CI ID the smallest
 // free ID >= 0 and a new MIG device UUID. ERROR_INVALID_ARGUMENT for a nil
 // info, an Id out of range or a stale handle; ERROR_NOT_SUPPORTED for a
 // profile the GI does not offer; ERROR_INSUFFICIENT_RESOURCES when no
@@ -123,7 +125,7 @@ func (h gpuInstance) CreateComputeInstance(info *nvml.ComputeInstanceProfileInfo
 		c.gi.ComputeInstances = append(c.gi.ComputeInstances, ComputeInstance{
 			ID:        id,
 			ProfileID: int(info.Id),
-			Start:     starts[0],
+			Start:     starts[len(starts)-1],
 			Size:      shape.slices,
 			UUID:      migUUID(c.st.Seed, c.st.Spec, h.index, serial),
 			UID:       serial,

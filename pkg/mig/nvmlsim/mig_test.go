@@ -246,7 +246,7 @@ func TestComputeInstances(t *testing.T) {
 		offered    map[int]int
 	}{
 		{nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0, c7, map[int]int{c1: 7, c2: 3, c3: 2, c4: 1, c7: 1}},
-		{nvml.GPU_INSTANCE_PROFILE_4_SLICE, 0, c4, map[int]int{c1: 4, c2: 2, c3: 1, c4: 1}},
+		{nvml.GPU_INSTANCE_PROFILE_4_SLICE, 0, c4, map[int]int{c1: 4, c2: 2, c4: 1}},
 		{nvml.GPU_INSTANCE_PROFILE_3_SLICE, 4, c3, map[int]int{c1: 3, c2: 1, c3: 1}},
 		{nvml.GPU_INSTANCE_PROFILE_2_SLICE, 2, c2, map[int]int{c1: 2, c2: 1}},
 		{nvml.GPU_INSTANCE_PROFILE_1_SLICE, 6, c1, map[int]int{c1: 1}},

@@ -83,7 +83,7 @@ func TestPossiblePlacementsWithMIGOff(t *testing.T) {
 }
 
 // TestSmallerCIsShareTheGI: CIs of a 7g GI take compute slices at their
-// profile's placements (3c.7g at 0 and 4, so a 1c.7g still fits at 3), up to
+// profile's placements (3c.7g at 4, then 0, so a 1c.7g still fits at 3), up to
 // each profile's InstanceCount, and each is a MIG device of its own name;
 // the GI cannot be destroyed while one is left.
 func TestSmallerCIsShareTheGI(t *testing.T) {
@@ -116,7 +116,7 @@ func TestSmallerCIsShareTheGI(t *testing.T) {
 	}
 	create(c1, nvml.SUCCESS)
 	create(c1, nvml.ERROR_INSUFFICIENT_RESOURCES)
-	if got, want := fmt.Sprint(placed), "[0:3 4:3 3:1]"; got != want {
+	if got, want := fmt.Sprint(placed), "[4:3 0:3 3:1]"; got != want {
 		t.Errorf("CI placements %s, want %s", got, want)
 	}
 	var names []string
