@@ -482,13 +482,14 @@ func (p *Plugin) ensureDeviceNodes(src migslices.Source, nodes []string) error {
 // another GPU of the node that cannot.
 func (p *Plugin) readInventory(ctx context.Context, gpuIndexes []int) (migslices.Inventory, error) {
 	all, err := p.cfg.GPUs.GPUs(ctx)
-	unreadable, err := gpu.SplitUnreadable(err)
-	if err != nil {
+	perGPU, ok := gpu.GPUErrors(err)
+	if !ok {
 		return migslices.Inventory{}, fmt.Errorf("listing GPUs: %w", err)
 	}
-	// A GPU fallen off the bus fails only the claims with devices on it.
+	// A GPU fallen off the bus, or that NVML failed to read, fails only
+	// the claims with devices on it.
 	for _, idx := range gpuIndexes {
-		if err := unreadable[idx]; err != nil {
+		if err := perGPU[idx]; err != nil {
 			return migslices.Inventory{}, fmt.Errorf("reading GPU %d: %w", idx, err)
 		}
 	}

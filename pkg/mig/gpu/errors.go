@@ -183,6 +183,63 @@ func (e *UnreadableGPUsError) Unwrap() []error {
 	return out
 }
 
+// FailedGPUsError is the error of Manager.GPUs when NVML failed to read
+// some GPUs for a reason that may pass (a timeout, ERROR_UNKNOWN: not
+// Unreadable): the listing as a whole fails (SplitUnreadable returns it),
+// since such a GPU may be sound and must not be reported gone, but GPUs
+// still returns the GPUs it read beside it. Failed and Unreadable hold,
+// per GPU index, why each other GPU could not be read (see GPUErrors).
+type FailedGPUsError struct {
+	Failed, Unreadable map[int]error
+}
+
+func (e *FailedGPUsError) Error() string {
+	msgs := make([]string, 0, len(e.Failed)+len(e.Unreadable))
+	for _, idx := range slices.Sorted(maps.Keys(e.perGPU())) {
+		msgs = append(msgs, fmt.Sprintf("reading GPU %d: %v", idx, e.perGPU()[idx]))
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Unwrap returns the errors of the GPUs, in index order.
+func (e *FailedGPUsError) Unwrap() []error {
+	all := e.perGPU()
+	out := make([]error, 0, len(all))
+	for _, idx := range slices.Sorted(maps.Keys(all)) {
+		out = append(out, all[idx])
+	}
+	return out
+}
+
+func (e *FailedGPUsError) perGPU() map[int]error {
+	out := maps.Clone(e.Unreadable)
+	if out == nil {
+		out = map[int]error{}
+	}
+	maps.Copy(out, e.Failed)
+	return out
+}
+
+// GPUErrors reads the error of Manager.GPUs for a caller that needs some
+// GPUs only: ok is true where err is nil or names the GPUs it could not
+// read (UnreadableGPUsError, FailedGPUsError), whose errors perGPU holds by
+// index (every other GPU was returned); false where the listing failed as
+// a whole (counting GPUs, reading the driver version).
+func GPUErrors(err error) (perGPU map[int]error, ok bool) {
+	if err == nil {
+		return nil, true
+	}
+	var f *FailedGPUsError
+	if errors.As(err, &f) {
+		return f.perGPU(), true
+	}
+	var u *UnreadableGPUsError
+	if errors.As(err, &u) {
+		return u.Errors, true
+	}
+	return nil, false
+}
+
 // SplitUnreadable splits the error of Manager.GPUs into the GPUs it could
 // not read (by index; nil if none) and an error that failed the listing as
 // a whole (nil when the GPUs returned beside err are every GPU NVML could

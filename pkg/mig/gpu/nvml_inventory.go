@@ -15,8 +15,10 @@ import (
 
 // GPUs lists every GPU, ordered by index. GPUs NVML counts but cannot read
 // (Unreadable: lost, or not accessible) are left out and named in an
-// *UnreadableGPUsError returned with the others; any other error fails the
-// listing.
+// *UnreadableGPUsError returned with the others; a GPU whose read fails
+// otherwise (a timeout, ERROR_UNKNOWN) fails the listing with a
+// *FailedGPUsError, still returned with the GPUs read; any other error
+// (counting GPUs, reading the driver version) fails the listing.
 func (m *NVMLManager) GPUs(ctx context.Context) ([]GPU, error) {
 	leave, err := m.enter(ctx)
 	if err != nil {
@@ -36,7 +38,7 @@ func (m *NVMLManager) GPUs(ctx context.Context) ([]GPU, error) {
 		return nil, fmt.Errorf("getting CUDA driver version: %w", err)
 	}
 	out := make([]GPU, 0, n)
-	unreadable := map[int]error{}
+	unreadable, failed := map[int]error{}, map[int]error{}
 	for i := 0; i < n; i++ {
 		dev, err := m.device(i)
 		if err == nil {
@@ -50,10 +52,16 @@ func (m *NVMLManager) GPUs(ctx context.Context) ([]GPU, error) {
 		}
 		if !Unreadable(err) {
 			// Anything else (a timeout, ERROR_UNKNOWN) may pass: the
-			// listing fails rather than report a sound GPU gone.
-			return nil, fmt.Errorf("reading GPU %d: %w", i, err)
+			// listing fails rather than report a sound GPU gone, but
+			// the other GPUs are still read for callers that need
+			// only some (GPUErrors).
+			failed[i] = err
+			continue
 		}
 		unreadable[i] = err
+	}
+	if len(failed) > 0 {
+		return out, &FailedGPUsError{Failed: failed, Unreadable: unreadable}
 	}
 	if len(unreadable) > 0 {
 		return out, &UnreadableGPUsError{Errors: unreadable}

@@ -901,9 +901,13 @@ func TestGPUsWithALostGPU(t *testing.T) {
 	if err := sim.InjectFault(nvmlsim.Fault{Op: "GetUUID", Nth: 2, Return: nvml.ERROR_UNKNOWN}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.GPUs(ctx)
+	gpus, err = m.GPUs(ctx)
 	if u, fatal := gpu.SplitUnreadable(err); fatal == nil || u != nil || !strings.Contains(fatal.Error(), "reading GPU 1") {
 		t.Errorf("GPUs with ERROR_UNKNOWN on GPU 1: unreadable %v, error %v; want the listing failed naming GPU 1", u, fatal)
+	}
+	// A caller that needs some GPUs only still gets the others.
+	if perGPU, ok := gpu.GPUErrors(err); !ok || len(perGPU) != 1 || perGPU[1] == nil || len(gpus) != 2 || gpus[0].Index != 0 || gpus[1].Index != 2 {
+		t.Errorf("GPUErrors with ERROR_UNKNOWN on GPU 1: %v, %v with GPUs %v; want GPU 1's error and GPUs 0 and 2", perGPU, ok, gpus)
 	}
 	// An error that is not about single GPUs fails the listing.
 	if err := sim.InjectFault(nvmlsim.Fault{Op: "DeviceGetCount", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
@@ -912,6 +916,9 @@ func TestGPUsWithALostGPU(t *testing.T) {
 	_, err = m.GPUs(ctx)
 	if u, fatal := gpu.SplitUnreadable(err); fatal == nil || u != nil {
 		t.Errorf("GPUs with the count failing: unreadable %v, error %v; want the error", u, fatal)
+	}
+	if _, ok := gpu.GPUErrors(err); ok {
+		t.Errorf("GPUErrors with the count failing: ok, want the listing failed as a whole")
 	}
 }
 

@@ -130,8 +130,11 @@ type Process struct {
 type Manager interface {
 	// GPUs lists every GPU, ordered by index. Where NVML counts GPUs it
 	// cannot read (fallen off the bus), it returns the others with an
-	// *UnreadableGPUsError naming them (see SplitUnreadable); any other
-	// error fails the listing.
+	// *UnreadableGPUsError naming them (see SplitUnreadable); where it
+	// fails to read one for a reason that may pass, the listing fails
+	// (*FailedGPUsError), though the GPUs it read are still returned for
+	// callers that need only some (see GPUErrors); any other error fails
+	// the listing.
 	GPUs(ctx context.Context) ([]GPU, error)
 	// MIGDevices lists the GPU instances of one GPU (with their CIs), ordered
 	// by placement start. A GPU with MIG mode off has none.
