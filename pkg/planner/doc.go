@@ -30,7 +30,15 @@
 // kube-scheduler 1.37 runs with. A pod with a request for every matching
 // device (allocation mode All) gets a node no other pod of the plan is
 // served on (WaitsForAllModeNode); a device given with admin access stays
-// but is not used up, in the plan as in the snapshot (GPU.Shared). A pod no node of
+// but is not used up, in the plan as in the snapshot (GPU.Shared). A way
+// to serve a pod is taken only if kube-scheduler, taking the node's pods
+// of the plan in its order (priority, then age) and knowing nothing of
+// the plan's reservations, gives each of them devices (nodeAgrees): a
+// device made for a later pod that a pod taken earlier also accepts, and
+// meets first in publication order (a smaller one for a claim open to
+// several sizes, a prioritized list's first choice), would be that pod's;
+// the next best way is tried, and a pod no way serves so waits for the
+// next plan. A pod no node of
 // its kind could hold even with every GPU free is not tried node by node,
 // nor on a node in the state of one it failed on. A matchAttribute
 // constraint compares a pod's devices with each other and tells no GPU

@@ -21,6 +21,7 @@ import (
 // (another pod named by the change took them first); serve then plans it.
 func (p *planner) serveComing(ctx context.Context, pod Pod) (bool, error) {
 	key := podKey(pod.Pod)
+	p.podOf[key] = pod
 	gpus := p.coming[key]
 	if len(gpus) == 0 {
 		return false, nil

@@ -159,12 +159,19 @@ type fitsKey struct {
 }
 
 func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, error) {
-	// First with the node as planned so far.
-	if devs, admin, rest, ok, err := p.allocateOn(ctx, pod, n, nil); err != nil || ok {
-		if ok {
-			p.commitMulti(pod, n, devs, admin, rest)
+	// First with the node as planned so far. Either way, the devices are
+	// the pod's only if the scheduler agrees (nodeAgrees).
+	if devs, admin, rest, ok, err := p.allocateOn(ctx, pod, n, nil); err != nil {
+		return false, err
+	} else if ok {
+		agrees, err := p.nodeAgrees(ctx, n, pod, nil)
+		if err != nil {
+			return false, err
 		}
-		return ok, err
+		if agrees {
+			p.commitMulti(pod, n, devs, admin, rest)
+			return true, nil
+		}
 	}
 	// Then adding, per request, one device of its best profile per count.
 	// The additions write into the maps and slices of a GPU's state (in
@@ -236,6 +243,9 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 			return added, false, nil
 		}
 		devs, admin, rest, ok, err := p.allocateOn(ctx, pod, n, nil)
+		if err == nil && ok {
+			ok, err = p.nodeAgrees(ctx, n, pod, nil)
+		}
 		if err != nil || !ok {
 			restore()
 			return added, false, err
@@ -482,6 +492,7 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only ma
 func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.Device, admin sets.Set[string], rest []structured.DeviceID) {
 	key := podKey(pod.Pod)
 	p.otherPlanned.Insert(rest...)
+	p.recordPlanned(n, key, rest)
 	n.served(pod)
 	pl := Placement{Pod: key, Node: n.n.Node.Name}
 	for _, g := range n.gpus {

@@ -70,6 +70,15 @@ type planner struct {
 	// coming maps a pod to the GPUs whose change in flight names it
 	// (GPU.Serves), on nodes that are not Frozen.
 	coming map[string][]*gpuState
+	// podOf are the pods planned, by key; exact those of one device of
+	// one profile only (needsReplay); restOf the other drivers' devices
+	// of the pods served.
+	podOf  map[string]Pod
+	exact  map[string]bool
+	restOf map[string][]structured.DeviceID
+	// accepts are, for pods of one device judged on a stand-in GPU
+	// (serveSingle), the profiles that satisfy it by kind of GPU.
+	accepts map[string]map[string][]string
 }
 
 // Plan computes the changes that serve snap.Pending. It returns an error only
@@ -101,7 +110,8 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	p := &planner{nested: nested, snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{},
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
-		otherPlanned: sets.New[structured.DeviceID](), groups: map[string]*groupCount{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{}}
+		otherPlanned: sets.New[structured.DeviceID](), groups: map[string]*groupCount{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{},
+		podOf: map[string]Pod{}, exact: map[string]bool{}, restOf: map[string][]structured.DeviceID{}, accepts: map[string]map[string][]string{}}
 	p.result.Unservable = map[string]string{}
 	p.result.Kept = map[string]Kept{}
 	if err := p.load(); err != nil {
@@ -421,6 +431,7 @@ func (p *planner) podFailed(ctx context.Context, pod Pod, err error) error {
 // serve plans for one pod.
 func (p *planner) serve(ctx context.Context, pod Pod) error {
 	key := podKey(pod.Pod)
+	p.podOf[key] = pod
 	// A claim shared with a pod served earlier in this plan gets its
 	// devices with that pod's allocation, rather than devices made a
 	// second time for one claim. A pod with exactly that pod's claims is
@@ -517,7 +528,7 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 	if len(feasibleNodes) == 0 {
 		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations (and the node selectors of its claims allocated already)"
 		if !slices.ContainsFunc(p.nodes, func(n *nodeState) bool { return !n.n.Frozen }) {
-			p.result.Unservable[key] = "no Auto-mode node with a running agent: the agents of all Auto-mode nodes have stopped renewing their heartbeat Leases"
+			p.result.Unservable[key] = "no Auto-mode node can be changed now: " + frozenReasons(p.nodes)
 		}
 		return nil
 	}
@@ -537,6 +548,21 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 		return p.serveSingle(ctx, pod, feasibleNodes)
 	}
 	return p.serveMulti(ctx, pod, feasibleNodes)
+}
+
+// frozenReasons says why the nodes are Frozen: "node a: its agent is
+// lost; node b: another MigLayout selects it too", the first three and how
+// many more.
+func frozenReasons(nodes []*nodeState) string {
+	var out []string
+	for _, n := range nodes {
+		why := n.n.FrozenReason
+		if why == "" {
+			why = "its agent is lost, another MigLayout selects it too, or a DeviceTaintRule takes all its devices out of scheduling"
+		}
+		out = append(out, "node "+n.n.Node.Name+": "+why)
+	}
+	return strings.Join(firstN(out, 3), "; ")
 }
 
 // frozenNodes are the Frozen nodes the pod may run on.
@@ -660,6 +686,7 @@ func (p *planner) additionWith(g *gpuState, prof string, keepFree bool) *additio
 // reserve records that pod will use device d of g.
 func (p *planner) reserve(g *gpuState, d mig.Device, pod string, change bool) {
 	g.node.servedHere++ // a pod of one device: never an All-mode one
+	p.recordPlanned(g.node, pod, nil)
 	g.fixed = append(g.fixed, d).Canonical()
 	if !g.g.Layout.Contains(d) && !g.g.Changing {
 		if g.soft == nil {

@@ -64,8 +64,8 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		headroom  []int
 		idx       int // preference index of the profile
 	}
-	var best *choice
-	better := func(c choice) bool {
+	var cands []choice
+	better := func(c choice, best *choice) bool {
 		if best == nil {
 			return true
 		}
@@ -103,9 +103,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		if g == nil {
 			continue
 		}
-		if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout), idx: rank[g.kind][prof]}); better(cand) {
-			best = &cand
-		}
+		cands = append(cands, choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout), idx: rank[g.kind][prof]})
 	}
 	live := p.order[:0]
 	for _, ck := range p.order {
@@ -143,9 +141,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 			if !fits || first.blocks(d) {
 				continue
 			}
-			if cand := (choice{g: first, dev: d, loss: p.classFreeLoss(c, first, d), headroom: first.model.Headroom(first.layout), idx: i}); better(cand) {
-				best = &cand
-			}
+			cands = append(cands, choice{g: first, dev: d, loss: p.classFreeLoss(c, first, d), headroom: first.model.Headroom(first.layout), idx: i})
 		}
 		if firstChange == nil {
 			continue
@@ -158,10 +154,41 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 			if a == nil {
 				continue
 			}
-			if cand := (choice{g: firstChange, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom, idx: i}); better(cand) {
-				best = &cand
+			cands = append(cands, choice{g: firstChange, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom, idx: i})
+		}
+	}
+	// The best way the scheduler agrees with: on a node where some pod
+	// is not exact, the way only if the scheduler, taking the node's
+	// pods in its order, gives each of them devices (nodeAgrees).
+	p.exact[key] = !slices.ContainsFunc(p.kinds, func(k gpuKindInfo) bool { return len(profiles[k.key]) > 1 })
+	p.accepts[key] = profiles
+	var best *choice
+	for len(cands) > 0 {
+		// The best left (the first of equals), taken out.
+		i := 0
+		for j := 1; j < len(cands); j++ {
+			if better(cands[j], &cands[i]) {
+				i = j
 			}
 		}
+		c := &choice{}
+		*c = cands[i]
+		cands = slices.Delete(cands, i, i+1)
+		if p.needsReplay(c.g.node, key) {
+			var alt map[*gpuState]mig.Layout
+			if c.add != nil {
+				alt = map[*gpuState]mig.Layout{c.g: c.add.layout}
+			}
+			agrees, err := p.nodeAgrees(ctx, c.g.node, pod, alt)
+			if err != nil {
+				return fmt.Errorf("planning pod %s: %w", key, err)
+			}
+			if !agrees {
+				continue
+			}
+		}
+		best = c
+		break
 	}
 	if best == nil {
 		// No free device fits, and none may be created: never, where

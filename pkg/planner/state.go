@@ -186,6 +186,9 @@ type nodeState struct {
 	// of the two pods it takes first.
 	servedHere int
 	allOwner   string
+	// planned are the pods (keys) this plan serves on the node, for
+	// nodeAgrees.
+	planned []string
 }
 
 // opensTo reports whether the plan may serve pod on the node: not one that

@@ -1,0 +1,167 @@
+package planner
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// schedulerLess orders pods as kube-scheduler's queue takes them
+// (PrioritySort): higher priority first, then older, then by name.
+func schedulerLess(a, b Pod) int {
+	pa, pb := int32(0), int32(0)
+	if a.Pod.Spec.Priority != nil {
+		pa = *a.Pod.Spec.Priority
+	}
+	if b.Pod.Spec.Priority != nil {
+		pb = *b.Pod.Spec.Priority
+	}
+	if pa != pb {
+		return cmp.Compare(pb, pa)
+	}
+	if c := a.Pod.CreationTimestamp.Compare(b.Pod.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Compare(podKey(a.Pod), podKey(b.Pod))
+}
+
+// needsReplay reports whether serving the pod key on n needs the node's
+// replay (nodeAgrees): some pod of the node, or this one, is not exact. A
+// pod is exact when its one device can be of one profile only, on any GPU
+// (serveSingle records it): pods that are all exact get their devices
+// whichever of a profile's devices the scheduler gives each, as long as
+// the plan made enough of each profile, which it does.
+func (p *planner) needsReplay(n *nodeState, key string) bool {
+	if !p.exact[key] {
+		return true
+	}
+	return slices.ContainsFunc(n.planned, func(k string) bool { return !p.exact[k] })
+}
+
+// nodeAgrees plays kube-scheduler on node n once the plan has landed: the
+// node publishes its planned devices (alt[g] instead of g's planned layout
+// where set; the pinned ones allocated), and the pods the plan serves
+// there, pod among them, are taken in the scheduler's order, each
+// allocated by the scheduler's allocator, which knows nothing of the
+// plan's reservations and gives a request the first devices it accepts in
+// publication order. It reports whether every one of them gets its
+// devices: where not, a device the plan made for one pod goes to another
+// first (a claim open to several sizes takes a smaller one made later for
+// another pod, a prioritized list its first choice made later for
+// another), and the plan would promise what the scheduler does not give.
+func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map[*gpuState]mig.Layout) (bool, error) {
+	pods := []Pod{pod}
+	for _, k := range n.planned {
+		pods = append(pods, p.podOf[k])
+	}
+	slices.SortStableFunc(pods, schedulerLess)
+	if agrees, ok := p.countsAgree(n, pods, alt); ok {
+		return agrees, nil
+	}
+	planned := p.otherPlanned.Clone()
+	for _, k := range n.planned {
+		planned.Delete(p.restOf[k]...)
+	}
+	var devices []resourceapi.Device
+	taken := sets.New[string]()
+	for _, g := range n.gpus {
+		layout, ok := alt[g]
+		if !ok {
+			layout = g.layout
+		}
+		for _, d := range layout {
+			if !g.catalogued(d) {
+				continue
+			}
+			dev, err := migslices.PlannedMIGDevice(g.g.Info, d)
+			if err != nil {
+				return false, err
+			}
+			devices = append(devices, dev)
+			if g.g.Pinned.Contains(d) && !g.shared.Contains(d) {
+				taken.Insert(dev.Name)
+			}
+		}
+	}
+	migslices.SortDevices(devices)
+	for _, q := range pods {
+		res, admin, rest, err := p.match.allocate(ctx, n.n.Node, devices, taken, q.Claims,
+			&others{slices: n.n.OtherSlices, allocated: p.snap.OtherAllocated, planned: planned})
+		if err != nil || res == nil {
+			return false, err
+		}
+		for _, name := range res {
+			if !admin.Has(name) {
+				taken.Insert(name)
+			}
+		}
+		planned.Insert(rest...)
+	}
+	return true, nil
+}
+
+// countsAgree is nodeAgrees without the allocator, where every pod (in
+// the scheduler's order) asks for one device of some profiles on a node of
+// one model of GPU, judged on a stand-in GPU (serveSingle records them in
+// accepts): such a request takes the first free device in publication
+// order (memory, multiprocessors, GPU index, placement start, as
+// slices.SortDevices orders them) whose profile it accepts. ok is false
+// where that does not hold (a pod of several devices or read per GPU, GPUs
+// of several kinds): the allocator must decide.
+func (p *planner) countsAgree(n *nodeState, pods []Pod, alt map[*gpuState]mig.Layout) (agrees, ok bool) {
+	kind, model := n.gpus[0].kind, n.gpus[0].model
+	type freeDevice struct {
+		profile  *mig.Profile
+		gpu, at  int
+		assigned bool
+	}
+	var free []freeDevice
+	for _, g := range n.gpus {
+		if g.kind != kind || g.model.Key() != model.Key() {
+			return false, false
+		}
+		layout, set := alt[g]
+		if !set {
+			layout = g.layout
+		}
+		for _, d := range layout {
+			pr, err := model.Profile(d.Profile)
+			if err != nil || g.g.Pinned.Contains(d) && !g.shared.Contains(d) {
+				continue
+			}
+			free = append(free, freeDevice{profile: pr, gpu: g.g.Info.Index, at: d.Start})
+		}
+	}
+	slices.SortFunc(free, func(a, b freeDevice) int {
+		return cmp.Or(cmp.Compare(a.profile.MemoryMiB, b.profile.MemoryMiB), cmp.Compare(a.profile.Multiprocessors, b.profile.Multiprocessors),
+			cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.at, b.at), cmp.Compare(a.profile.Name, b.profile.Name))
+	})
+	for _, q := range pods {
+		accepted, simple := p.accepts[podKey(q.Pod)]
+		if !simple {
+			return false, false
+		}
+		i := slices.IndexFunc(free, func(d freeDevice) bool { return !d.assigned && slices.Contains(accepted[kind], d.profile.Name) })
+		if i < 0 {
+			return false, true
+		}
+		free[i].assigned = true
+	}
+	return true, true
+}
+
+// recordPlanned records that the plan serves the pod key on n, with the other
+// drivers' devices rest.
+func (p *planner) recordPlanned(n *nodeState, key string, rest []structured.DeviceID) {
+	n.planned = append(n.planned, key)
+	if len(rest) > 0 {
+		p.restOf[key] = rest
+	}
+}
