@@ -144,7 +144,15 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			// A node in conflict is left as it is: its change in flight
 			// goes on and counts toward the limits, nothing else is
 			// planned there.
-			if in.LostAgents.Has(name) || sel.Conflicted(name) || wholePool {
+			switch {
+			case in.LostAgents.Has(name):
+				n.FrozenReason = "its agent is lost (it stopped renewing its heartbeat Lease)"
+			case sel.Conflicted(name):
+				n.FrozenReason = "another MigLayout selects it too"
+			case wholePool:
+				n.FrozenReason = "a DeviceTaintRule takes all its devices out of scheduling"
+			}
+			if n.FrozenReason != "" {
 				n.Frozen, n.Policy.Spares = true, nil
 			}
 			if len(n.GPUs) > 0 {

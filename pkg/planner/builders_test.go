@@ -88,6 +88,12 @@ func (b *nodeB) retrying() *nodeB {
 // frozen marks the node's agent lost (Node.Frozen).
 func (b *nodeB) frozen() *nodeB { b.n.Frozen = true; return b }
 
+// frozenBy marks the node Frozen for reason (Node.FrozenReason).
+func (b *nodeB) frozenBy(reason string) *nodeB {
+	b.n.Frozen, b.n.FrozenReason = true, reason
+	return b
+}
+
 func (b *nodeB) build() Node { return b.n }
 
 // podB builds a pending pod with one claim.

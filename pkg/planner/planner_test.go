@@ -517,12 +517,13 @@ func TestPlan(t *testing.T) {
 				Unservable: map[string]string{"default/small": NoRoom},
 			},
 		},
-		"every Auto node frozen: a pod they could serve waits for them, one they never could is told": {
-			nodes: []Node{node("lost").frozen().gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
+		"every Auto node frozen: a pod they could serve waits for them, one they never could is told why each is": {
+			nodes: []Node{node("lost").frozen().gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
+				node("shared").frozenBy("another MigLayout selects it too").gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").build()},
 			pods: []Pod{pod("a", 1).claim(profileIs("7g.80gb"), 1).build(),
 				pod("huge", 1).claim("device.attributes['mig.miglayout.io'].memory >= 200000", 1).build()},
 			want: trace{Unservable: map[string]string{"default/a": WaitsForLostNode,
-				"default/huge": "no Auto-mode node with a running agent: the agents of all Auto-mode nodes have stopped renewing their heartbeat Leases"}},
+				"default/huge": "no Auto-mode node can be changed now: node lost: its agent is lost, another MigLayout selects it too, or a DeviceTaintRule takes all its devices out of scheduling; node shared: another MigLayout selects it too"}},
 		},
 		"a pod only a frozen node could serve waits for it, whatever keeps the live ones from serving it": {
 			nodes: []Node{

@@ -91,6 +91,9 @@ type Node struct {
 	// GPUs changing still count toward Snapshot.GroupMaxGPUs, since an
 	// agent cut off from the API server may still be carrying them out.
 	Frozen bool
+	// FrozenReason says why a Frozen node is, for the pods' messages
+	// (e.g. "another MigLayout selects it too"); "" where unknown.
+	FrozenReason string
 }
 
 // Pod is a pending pod with the ResourceClaims it waits for.
