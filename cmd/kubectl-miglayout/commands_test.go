@@ -1290,3 +1290,40 @@ func TestPlanMaxNodesChanging(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusShowsGPUsLeftOutForAnInvalidRule: a GPU whose rule is invalid
+// is left out of the NodeMigLayout's spec, and its agent reports it Ready
+// (not managed): status shows the controller's phase for it and its row's
+// message, so the node does not look fine where its MigLayout fails.
+func TestStatusShowsGPUsLeftOutForAnInvalidRule(t *testing.T) {
+	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "halves"},
+		Status: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{{Node: "gpu-node-1", Phase: v1alpha1.PhaseFailed,
+			Message: `gpu-0: rule "halves": 5g.33gb is not a profile of A100-SXM4-80GB`,
+			GPUs:    []v1alpha1.GPURow{{Index: 0, Phase: v1alpha1.PhaseFailed}, {Index: 1, Phase: v1alpha1.PhaseBlocked}}}}}}
+	out, _, err := runWith(t, append(cluster(t), ml), "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	var head, gpu0, head2 string
+	next := ""
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "gpu-node-1 "):
+			head, next = l, lines[i+1]
+		case strings.HasPrefix(l, "gpu-node-2 "):
+			head2 = l
+		case strings.HasPrefix(strings.TrimSpace(l), "gpu-0 ") && gpu0 == "":
+			gpu0 = l
+		}
+	}
+	if !strings.HasSuffix(head, "MigLayout row: Failed") || !strings.Contains(next, "5g.33gb is not a profile") {
+		t.Errorf("gpu-node-1 does not show its MigLayout row failing:\n%s", out)
+	}
+	if !strings.Contains(gpu0, " Failed ") {
+		t.Errorf("gpu-0 of gpu-node-1 shown %q, want the controller's phase Failed:\n%s", gpu0, out)
+	}
+	if strings.Contains(head2, "MigLayout row") {
+		t.Errorf("gpu-node-2 (no failing row) marked:\n%s", out)
+	}
+}

@@ -185,6 +185,11 @@ type nodeStatus struct {
 	// lost is the message of the node's row in its MigLayout's status when
 	// that row says the agent is lost (phase Unknown), else empty.
 	lost string
+	// row is the node's row in the status of the MigLayout its
+	// NodeMigLayout names, nil if none: the controller's view, which also
+	// tells the GPUs it left out of the NodeMigLayout's spec because their
+	// rule is invalid (the agent reports those Ready, as not managed).
+	row *v1alpha1.NodeRow
 }
 
 type statusView struct {
@@ -221,16 +226,19 @@ func loadStatus(ctx context.Context, c client.Client, driver, node string) (*sta
 		return nil, fmt.Errorf("listing MigLayouts: %w", err)
 	}
 	lost := map[string]string{}
+	rows := map[string]*v1alpha1.NodeRow{} // by MigLayout and node
 	for _, ml := range mls.Items {
-		for _, r := range ml.Status.Nodes {
+		for i, r := range ml.Status.Nodes {
 			if r.Phase == v1alpha1.PhaseUnknown {
 				lost[r.Node] = r.Message
 			}
+			rows[ml.Name+"/"+r.Node] = &ml.Status.Nodes[i]
 		}
 	}
 	v := &statusView{}
 	for i := range nmls {
-		v.nodes = append(v.nodes, nodeStatus{nml: &nmls[i], devices: devs, lost: lost[nmls[i].Name]})
+		v.nodes = append(v.nodes, nodeStatus{nml: &nmls[i], devices: devs, lost: lost[nmls[i].Name],
+			row: rows[nmls[i].Spec.MigLayout+"/"+nmls[i].Name]})
 	}
 	return v, nil
 }
@@ -265,12 +273,22 @@ func writeStatus(w io.Writer, v *statusView) {
 		if c := findCondition(nml.Status.Conditions, "Ready"); c != nil {
 			head += fmt.Sprintf("  Ready=%s (%s)", c.Status, c.Reason)
 		}
+		// What the controller says where the agent's report looks fine:
+		// a GPU whose rule is invalid is left out of the spec, and the
+		// agent reports it Ready (not managed).
+		failing := n.lost == "" && n.row != nil && (n.row.Phase == v1alpha1.PhaseFailed || n.row.Phase == v1alpha1.PhaseBlocked)
 		if n.lost != "" {
 			head += "  AGENT LOST"
+		}
+		if failing {
+			head += "  MigLayout row: " + string(n.row.Phase)
 		}
 		fmt.Fprintln(w, head)
 		if n.lost != "" {
 			fmt.Fprintf(w, "  %s\n", n.lost)
+		}
+		if failing && n.row.Message != "" {
+			fmt.Fprintf(w, "  %s\n", n.row.Message)
 		}
 		if len(nml.Status.GPUs) == 0 {
 			fmt.Fprintln(w, "  no GPU reported yet")
@@ -286,8 +304,17 @@ func writeStatus(w io.Writer, v *statusView) {
 		for _, g := range gpus {
 			modelW = max(modelW, len(modelName(cat, g)))
 		}
+		rowPhase := map[int32]v1alpha1.GPUPhase{}
+		if n.row != nil {
+			for _, r := range n.row.GPUs {
+				rowPhase[r.Index] = r.Phase
+			}
+		}
 		for _, g := range gpus {
 			phase := string(g.Phase)
+			if p := rowPhase[g.Index]; (p == v1alpha1.PhaseFailed || p == v1alpha1.PhaseBlocked) && g.Phase == v1alpha1.PhaseReady {
+				phase = string(p) // the controller's: the spec leaves the GPU out
+			}
 			if phase == "" {
 				phase = "-"
 			}
