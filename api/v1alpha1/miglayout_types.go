@@ -84,7 +84,7 @@ type MigLayoutSpec struct {
 // ProfileName is a MIG GPU-instance profile name as nvidia-smi prints it
 // without the "MIG " prefix, e.g. "3g.40gb" or "1g.10gb+me".
 // +kubebuilder:validation:MaxLength=16
-// +kubebuilder:validation:Pattern=`^[1-8]g\.[1-9][0-9]{0,3}gb(\+me|-me|\+me\.all|\+gfx)?$`
+// +kubebuilder:validation:XValidation:rule="self.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$')",message="profile names look like 3g.40gb or 1g.10gb+me"
 type ProfileName string
 
 // LayoutRule is one entry of a Static MigLayout, in the spirit of
@@ -134,7 +134,7 @@ type LayoutRule struct {
 	// Layout asks for devices at explicit placements in the canonical text
 	// form "<profile>@<placement start>,...", e.g. "3g.40gb@0,2g.20gb@4,1g.10gb@6".
 	// +kubebuilder:validation:MaxLength=256
-	// +kubebuilder:validation:Pattern=`^[1-8]g\.[1-9][0-9]{0,3}gb(\+me|-me|\+me\.all|\+gfx)?@([0-9]|[1-5][0-9]|6[0-3])(,[1-8]g\.[1-9][0-9]{0,3}gb(\+me|-me|\+me\.all|\+gfx)?@([0-9]|[1-5][0-9]|6[0-3]))*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?@([0-9]|[1-5][0-9]|6[0-3])(,[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?@([0-9]|[1-5][0-9]|6[0-3]))*$')",message="layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6: each device's profile and placement start (memory slice), comma-separated, no spaces"
 	// +optional
 	Layout *string `json:"layout,omitempty"`
 }

@@ -162,7 +162,7 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 		},
 		"malformed allowed profile": {
 			spec: "mode: Auto\npolicy: {allowedProfiles: [3g40gb]}",
-			want: "spec.policy.allowedProfiles[0]: Invalid value",
+			want: "profile names look like 3g.40gb or 1g.10gb+me",
 		},
 		"count zero": {
 			spec: "rules: [{profiles: {3g.40gb: 0}}]",
@@ -226,23 +226,23 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 		},
 		"layout without placement": {
 			spec: "rules: [{layout: 3g.40gb}]",
-			want: "spec.rules[0].layout: Invalid value",
+			want: "layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6",
 		},
 		"layout with a bad separator": {
 			spec: "rules: [{layout: '3g.40gb@0;3g.40gb@4'}]",
-			want: "spec.rules[0].layout: Invalid value",
+			want: "layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6",
 		},
 		"layout with a malformed profile": {
 			spec: "rules: [{layout: '3g.40gb@0,3g.40@4'}]",
-			want: "spec.rules[0].layout: Invalid value",
+			want: "layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6",
 		},
 		"layout with a leading zero": {
 			spec: "rules: [{layout: '3g.40gb@04'}]",
-			want: "spec.rules[0].layout: Invalid value",
+			want: "layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6",
 		},
 		"layout with a start beyond any GPU": {
 			spec: "rules: [{layout: '1g.10gb@0,7g.80gb@99'}]",
-			want: "spec.rules[0].layout: Invalid value",
+			want: "layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6",
 		},
 		"unknown mode": {
 			spec: "mode: Manual\nrules: [{profiles: {3g.40gb: 2}}]",
