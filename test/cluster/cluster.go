@@ -195,7 +195,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}()
 	if live := harness.LivePids(filepath.Join(c.stateDir, "controlplane")); len(live) > 0 {
-		return nil, fmt.Errorf("a cluster from %s is still running (pids %v); stop it first", c.stateDir, live)
+		return nil, harness.StillRunningError("a cluster", c.stateDir, live)
 	}
 	c.logDir = filepath.Join(c.stateDir, "logs")
 	for _, d := range []string{c.stateDir, c.logDir} {

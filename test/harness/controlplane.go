@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,7 +148,7 @@ func start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	if live := LivePids(cp.stateDir); len(live) > 0 {
-		return nil, fmt.Errorf("a control plane from %s is still running (pids %v); stop it first", cp.stateDir, live)
+		return nil, StillRunningError("a control plane", cp.stateDir, live)
 	}
 	defer func() {
 		if err != nil {
@@ -557,6 +559,21 @@ func LivePids(stateDir string) map[string]int {
 		}
 	}
 	return live
+}
+
+// StillRunningError is the error of starting where processes of an earlier
+// start in the same state directory still run: it names them and how to
+// stop them ("etcd (pid 21564), kube-apiserver (pid 21600) still run; stop
+// them with Ctrl-C where they were started, or: kill 21564 21600").
+func StillRunningError(what, stateDir string, live map[string]int) error {
+	names := slices.Sorted(maps.Keys(live))
+	procs, pids := make([]string, len(names)), make([]string, len(names))
+	for i, n := range names {
+		procs[i] = fmt.Sprintf("%s (pid %d)", n, live[n])
+		pids[i] = strconv.Itoa(live[n])
+	}
+	return fmt.Errorf("%s from %s is still running: %s; stop it with Ctrl-C where it was started, or: kill %s",
+		what, stateDir, strings.Join(procs, ", "), strings.Join(pids, " "))
 }
 
 // procRuns reports whether pid is alive and its argv[0] ends in /name.

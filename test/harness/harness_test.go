@@ -80,3 +80,11 @@ func TestLivePidsIgnoresDeadAndReusedPids(t *testing.T) {
 		t.Errorf("LivePids = %v, want only this test binary", got)
 	}
 }
+
+func TestStillRunningErrorNamesProcessesAndHowToStop(t *testing.T) {
+	err := StillRunningError("a cluster", "/state", map[string]int{"kube-apiserver": 21600, "etcd": 21564})
+	want := "a cluster from /state is still running: etcd (pid 21564), kube-apiserver (pid 21600); stop it with Ctrl-C where it was started, or: kill 21564 21600"
+	if err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+}
