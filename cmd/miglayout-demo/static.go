@@ -70,7 +70,13 @@ func (d *demo) waitReady(ctx context.Context, generation int64) error {
 			for _, g := range r.GPUs {
 				gpus = append(gpus, fmt.Sprintf("gpu %d %s", g.Index, g.Phase))
 			}
-			rows = append(rows, fmt.Sprintf("%s %s (%s)", r.Node, r.Phase, strings.Join(gpus, ", ")))
+			row := fmt.Sprintf("%s %s", r.Node, r.Phase)
+			if len(gpus) > 0 {
+				row += " (" + strings.Join(gpus, ", ") + ")"
+			} else {
+				row += " (no GPU reported yet)"
+			}
+			rows = append(rows, row)
 		}
 		if s := strings.Join(rows, "; "); s != "" && s != last {
 			d.printf("  %s  %s\n", time.Now().Format("15:04:05"), s)
