@@ -1327,3 +1327,21 @@ func TestStatusShowsGPUsLeftOutForAnInvalidRule(t *testing.T) {
 		t.Errorf("gpu-node-2 (no failing row) marked:\n%s", out)
 	}
 }
+
+// TestStatusShowsNodeLeftAsItIs: a node its MigLayout leaves as it is
+// (another MigLayout selects it too: the row has a message, no phase) is
+// marked, with the row's message.
+func TestStatusShowsNodeLeftAsItIs(t *testing.T) {
+	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "halves"},
+		Status: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{{Node: "gpu-node-1",
+			Message: `MigLayout "other" selects this node too; it is left as it is`}}}}
+	out, _, err := runWith(t, append(cluster(t), ml), "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "gpu-node-1 ") })
+	if i < 0 || !strings.HasSuffix(lines[i], "LEFT AS IT IS") || !strings.Contains(lines[i+1], `MigLayout "other" selects this node too`) {
+		t.Errorf("gpu-node-1 not marked as left as it is:\n%s", out)
+	}
+}

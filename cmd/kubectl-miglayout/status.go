@@ -276,12 +276,19 @@ func writeStatus(w io.Writer, v *statusView) {
 		// What the controller says where the agent's report looks fine:
 		// a GPU whose rule is invalid is left out of the spec, and the
 		// agent reports it Ready (not managed).
+		// So is a node the MigLayout leaves as it is (another MigLayout
+		// selects it too): its row has a message and no phase.
 		failing := n.lost == "" && n.row != nil && (n.row.Phase == v1alpha1.PhaseFailed || n.row.Phase == v1alpha1.PhaseBlocked)
+		unmanaged := n.lost == "" && n.row != nil && n.row.Phase == "" && n.row.Message != ""
 		if n.lost != "" {
 			head += "  AGENT LOST"
 		}
 		if failing {
 			head += "  MigLayout row: " + string(n.row.Phase)
+		}
+		if unmanaged {
+			head += "  LEFT AS IT IS"
+			failing = true // its message follows
 		}
 		fmt.Fprintln(w, head)
 		if n.lost != "" {
