@@ -194,9 +194,10 @@ type FailedGPUsError struct {
 }
 
 func (e *FailedGPUsError) Error() string {
-	msgs := make([]string, 0, len(e.Failed)+len(e.Unreadable))
-	for _, idx := range slices.Sorted(maps.Keys(e.perGPU())) {
-		msgs = append(msgs, fmt.Sprintf("reading GPU %d: %v", idx, e.perGPU()[idx]))
+	all := e.perGPU()
+	msgs := make([]string, 0, len(all))
+	for _, idx := range slices.Sorted(maps.Keys(all)) {
+		msgs = append(msgs, fmt.Sprintf("reading GPU %d: %v", idx, all[idx]))
 	}
 	return strings.Join(msgs, "; ")
 }
