@@ -33,16 +33,27 @@ func schedulerLess(a, b Pod) int {
 }
 
 // needsReplay reports whether serving the pod key on n needs the node's
-// replay (nodeAgrees): some pod of the node, or this one, is not exact. A
-// pod is exact when its one device can be of one profile only, on any GPU
-// (serveSingle records it): pods that are all exact get their devices
-// whichever of a profile's devices the scheduler gives each, as long as
-// the plan made enough of each profile, which it does.
+// replay (nodeAgrees): some pod of the node, or this one, is not exact.
+// Pods that are all exact get their devices whichever of a profile's
+// devices the scheduler gives each, as long as the plan made enough of
+// each profile, which it does.
 func (p *planner) needsReplay(n *nodeState, key string) bool {
-	if !p.exact[key] {
-		return true
+	return !p.exact(key) || slices.ContainsFunc(n.planned, func(k string) bool { return !p.exact(k) })
+}
+
+// exact reports whether the pod key's one device can be of one profile
+// only, on any GPU of a kind (serveSingle recorded it in accepts).
+func (p *planner) exact(key string) bool {
+	ps, ok := p.accepts[key]
+	if !ok {
+		return false
 	}
-	return slices.ContainsFunc(n.planned, func(k string) bool { return !p.exact[k] })
+	for _, profiles := range ps {
+		if len(profiles) > 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // nodeAgrees plays kube-scheduler on node n once the plan has landed: the

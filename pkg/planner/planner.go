@@ -70,11 +70,9 @@ type planner struct {
 	// coming maps a pod to the GPUs whose change in flight names it
 	// (GPU.Serves), on nodes that are not Frozen.
 	coming map[string][]*gpuState
-	// podOf are the pods planned, by key; exact those of one device of
-	// one profile only (needsReplay); restOf the other drivers' devices
-	// of the pods served.
+	// podOf are the pods planned, by key; restOf the other drivers'
+	// devices of the pods served.
 	podOf  map[string]Pod
-	exact  map[string]bool
 	restOf map[string][]structured.DeviceID
 	// accepts are, for pods of one device judged on a stand-in GPU
 	// (serveSingle), the profiles that satisfy it by kind of GPU.
@@ -111,7 +109,7 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{},
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
 		otherPlanned: sets.New[structured.DeviceID](), groups: map[string]*groupCount{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{},
-		podOf: map[string]Pod{}, exact: map[string]bool{}, restOf: map[string][]structured.DeviceID{}, accepts: map[string]map[string][]string{}}
+		podOf: map[string]Pod{}, restOf: map[string][]structured.DeviceID{}, accepts: map[string]map[string][]string{}}
 	p.result.Unservable = map[string]string{}
 	p.result.Kept = map[string]Kept{}
 	if err := p.load(); err != nil {

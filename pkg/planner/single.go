@@ -160,7 +160,6 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	// The best way the scheduler agrees with: on a node where some pod
 	// is not exact, the way only if the scheduler, taking the node's
 	// pods in its order, gives each of them devices (nodeAgrees).
-	p.exact[key] = !slices.ContainsFunc(p.kinds, func(k gpuKindInfo) bool { return len(profiles[k.key]) > 1 })
 	p.accepts[key] = profiles
 	var best *choice
 	for len(cands) > 0 {
