@@ -50,10 +50,14 @@ func (s *simulatedCapabilities) minor(ctx context.Context, gpuIndex int) (int, e
 		return m, nil
 	}
 	gpus, err := s.Manager.GPUs(ctx)
-	if _, err := gpu.SplitUnreadable(err); err != nil {
+	perGPU, ok := gpu.GPUErrors(err)
+	if !ok {
 		return 0, err
 	}
-	// GPUs that cannot be read (lost) are left out, read again next time.
+	if err := perGPU[gpuIndex]; err != nil {
+		return 0, fmt.Errorf("reading GPU %d: %w", gpuIndex, err)
+	}
+	// GPUs that cannot be read are left out, read again next time.
 	s.minors = map[int]int{}
 	for _, g := range gpus {
 		s.minors[g.Index] = g.Minor
