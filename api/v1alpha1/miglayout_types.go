@@ -59,8 +59,10 @@ type MigLayoutSpec struct {
 
 	// Rules say, in order, what layout each GPU of a selected node gets; the
 	// first rule that matches a GPU applies to it. GPUs no rule matches are
-	// left as they are. Static mode only.
+	// left as they are. Names, where given, are distinct: status and events
+	// tell rules apart by name. Static mode only.
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(r, !has(r.name) || r.name == '' || self.exists_one(s, has(s.name) && s.name == r.name))",message="rule names must be distinct (an unnamed rule is named by its position)"
 	// +listType=atomic
 	// +optional
 	Rules []LayoutRule `json:"rules,omitempty"`

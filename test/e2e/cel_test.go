@@ -252,6 +252,10 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 			spec: "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 2}}",
 			want: "spares must name profiles in allowedProfiles",
 		},
+		"two rules of one name": {
+			spec: "rules: [{name: halves, gpuIndices: [0], profiles: {3g.40gb: 2}}, {name: halves, profiles: {1g.10gb: 7}}]",
+			want: "rule names must be distinct",
+		},
 		"GPU index out of range": {
 			spec: "rules: [{gpuIndices: [64], profiles: {3g.40gb: 2}}]",
 			want: "spec.rules[0].gpuIndices[0]",
@@ -286,6 +290,7 @@ func TestCELAcceptsValid(t *testing.T) {
 		"Auto: spares with every profile allowed (empty list)": "mode: Auto\npolicy: {allowedProfiles: [], spares: {1g.10gb: 1}}",
 		"explicit layout, starts of two digits":                "rules: [{layout: '1g.10gb@0,1g.10gb@63'}]",
 		"Auto: zero spares of a profile not allowed":           "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 0, 3g.40gb: 1}}",
+		"rules of distinct names and unnamed ones":             "rules: [{name: a, gpuIndices: [0], profiles: {7g.80gb: 1}}, {gpuIndices: [1], profiles: {3g.40gb: 2}}, {name: b, gpuIndices: [2], profiles: {1g.10gb: 7}}, {profiles: {2g.20gb: 3}}]",
 	}
 	for name, spec := range tests {
 		t.Run(name, func(t *testing.T) {
