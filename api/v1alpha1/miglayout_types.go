@@ -262,6 +262,14 @@ type AutoStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +required
 	NotServablePods int32 `json:"notServablePods"`
+	// MissingSpares counts the spare devices policy.spares asks for that
+	// this MigLayout's nodes lack and the plan does not make: making them
+	// would destroy a device (spares never do, free ones included) or pass
+	// the limits on GPUs changed at once. Frozen nodes (agent lost, in
+	// conflict) are not counted.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MissingSpares int32 `json:"missingSpares,omitempty"`
 }
 
 // NodeRow is the state of one node in a MigLayout's status.

@@ -19,7 +19,7 @@ import (
 // AutoStatuses counts a plan's outcome per Auto-mode MigLayout (by name):
 // on its nodes, the pods waiting for a repartition (repartitionTargets),
 // the GPUs the plan changes or that still change for an earlier one, and
-// the pods a placement is kept for; cluster-wide, the
+// the pods a placement is kept for, the spares missing; cluster-wide, the
 // pending pods, the pods waiting for room with no placement kept and the
 // pods nothing can serve. A node belongs to the MigLayout that controls its
 // NodeMigLayout. res may be nil (no plan: no pending pods).
@@ -73,6 +73,11 @@ func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map
 	}
 	for _, k := range res.Kept {
 		count(k.Node, func(s *v1alpha1.AutoStatus) { s.WaitingForCapacityPods++ })
+	}
+	for node, profiles := range res.MissingSpares {
+		for _, n := range profiles {
+			count(node, func(s *v1alpha1.AutoStatus) { s.MissingSpares += int32(n) })
+		}
 	}
 	var room, never int32
 	for _, why := range res.Unservable {

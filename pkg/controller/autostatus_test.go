@@ -58,15 +58,17 @@ func TestAutoStatuses(t *testing.T) {
 			// Planned once the claim it shares with p1 is allocated.
 			"ns/p9": planner.WaitsForSharedClaim,
 		},
+		// s1 is not an Auto node: its spares count nowhere.
+		MissingSpares: map[string]map[string]int{"a1": {"1g.10gb": 2, "2g.20gb": 1}, "a2": {"1g.10gb": 1}, "s1": {"1g.10gb": 4}},
 	}
 	tests := map[string]struct {
 		res  *planner.Result
 		want map[string]v1alpha1.AutoStatus
 	}{
-		"a plan: counts on each MigLayout's nodes (pods given a free device do not wait; GPUs changing since an earlier plan count), cluster-wide counts on every Auto MigLayout": {
+		"a plan: counts on each MigLayout's nodes (pods given a free device do not wait; GPUs changing since an earlier plan count; spares missing), cluster-wide counts on every Auto MigLayout": {
 			res: res,
 			want: map[string]v1alpha1.AutoStatus{
-				"a": {PendingPods: 5, WaitingForRepartitionPods: 2, ChangedGPUs: 3, WaitingForRoomPods: 2, NotServablePods: 1},
+				"a": {PendingPods: 5, WaitingForRepartitionPods: 2, ChangedGPUs: 3, WaitingForRoomPods: 2, NotServablePods: 1, MissingSpares: 4},
 				"b": {PendingPods: 5, WaitingForRepartitionPods: 1, ChangedGPUs: 1, WaitingForCapacityPods: 1, WaitingForRoomPods: 2, NotServablePods: 1},
 			},
 		},

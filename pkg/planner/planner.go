@@ -192,6 +192,15 @@ func (p *planner) keepSpares() {
 				}
 				p.indexFree(bestG)
 			}
+			if have < want {
+				if p.result.MissingSpares == nil {
+					p.result.MissingSpares = map[string]map[string]int{}
+				}
+				if p.result.MissingSpares[n.n.Node.Name] == nil {
+					p.result.MissingSpares[n.n.Node.Name] = map[string]int{}
+				}
+				p.result.MissingSpares[n.n.Node.Name][prof] = want - have
+			}
 		}
 	}
 }
@@ -211,6 +220,12 @@ func (pl *Planner) Result() Result {
 	r.Served = slices.Clone(r.Served)
 	r.Unservable = maps.Clone(r.Unservable)
 	r.Kept = maps.Clone(r.Kept)
+	if r.MissingSpares != nil {
+		r.MissingSpares = make(map[string]map[string]int, len(pl.p.result.MissingSpares))
+		for n, m := range pl.p.result.MissingSpares {
+			r.MissingSpares[n] = maps.Clone(m)
+		}
+	}
 	r.Changes = pl.p.changes()
 	// A pod whose claims another served pod holds is served by the same
 	// devices (and changes, see changes).

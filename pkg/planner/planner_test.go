@@ -20,10 +20,20 @@ type trace struct {
 	Served     []string          // "pod -> node devices [change]"
 	Unservable map[string]string // pod -> reason
 	Kept       map[string]string // pod -> "node/gpu-N profile@start"
+	// MissingSpares: "node profile" -> spare devices lacking.
+	MissingSpares map[string]int
 }
 
 func toTrace(r Result) trace {
 	t := trace{Unservable: r.Unservable}
+	for node, profiles := range r.MissingSpares {
+		for prof, n := range profiles {
+			if t.MissingSpares == nil {
+				t.MissingSpares = map[string]int{}
+			}
+			t.MissingSpares[node+" "+prof] = n
+		}
+	}
 	for pod, k := range r.Kept {
 		if t.Kept == nil {
 			t.Kept = map[string]string{}
@@ -370,6 +380,17 @@ func TestPlan(t *testing.T) {
 			nodes: []Node{node("n1").policy(Policy{Spares: map[string]int{"1g.10gb": 2}, MaxGPUsPerNode: 2}).
 				gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").gpu("A100-SXM4-80GB", "3g.40gb@4", "3g.40gb@4").build()},
 			want: trace{Changes: []string{"n1/1: 3g.40gb@4 -> 1g.10gb@0,1g.10gb@1,3g.40gb@4 keeps spare 1g.10gb, 1g.10gb"}},
+		},
+		"spares that would destroy a free device, or pass the limit on GPUs changed, are reported missing": {
+			nodes: []Node{
+				node("whole").policy(Policy{Spares: map[string]int{"1g.10gb": 1}}).gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
+				node("limited").policy(Policy{Spares: map[string]int{"1g.10gb": 3, "2g.20gb": 1}, MaxGPUsPerNode: 1}).
+					gpu("A100-SXM4-80GB", "3g.40gb@4", "3g.40gb@4").gpu("A100-SXM4-80GB", "3g.40gb@4", "3g.40gb@4").build(),
+			},
+			want: trace{
+				Changes:       []string{"limited/0: 3g.40gb@4 -> 1g.10gb@0,1g.10gb@1,1g.10gb@2,3g.40gb@4 keeps spare 1g.10gb, 1g.10gb, 1g.10gb"},
+				MissingSpares: map[string]int{"whole 1g.10gb": 1, "limited 2g.20gb": 1},
+			},
 		},
 		"a spare goes on a GPU the plan changes anyway, whatever the change destroyed for a pod": {
 			nodes: []Node{node("n1").policy(Policy{Spares: map[string]int{"1g.10gb": 1}}).gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},

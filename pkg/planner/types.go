@@ -223,4 +223,11 @@ type Result struct {
 	Unservable map[string]string
 	// Kept maps the other pods not served to the placement kept for them.
 	Kept map[string]Kept
+	// MissingSpares maps node to profile to how many of the spare devices
+	// its policy asks for (Policy.Spares) it still lacks after the plan:
+	// making them would destroy a device (spares never do) or pass the
+	// limits on GPUs changed at once, or no GPU of the node has the room.
+	// Frozen nodes, which keep no spares, are left out; nil when none lacks
+	// any.
+	MissingSpares map[string]map[string]int
 }
