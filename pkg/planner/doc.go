@@ -37,8 +37,9 @@
 // device made for a later pod that a pod taken earlier also accepts, and
 // meets first in publication order (a smaller one for a claim open to
 // several sizes, a prioritized list's first choice), would be that pod's;
-// the next best way is tried, and a pod no way serves so waits for the
-// next plan. A pod no node of
+// the next best way is tried (among them the same way on a GPU in the
+// same state on another node, up to eight such nodes), and a pod no way
+// serves so waits for the next plan. A pod no node of
 // its kind could hold even with every GPU free is not tried node by node,
 // nor on a node in the state of one it failed on. A matchAttribute
 // constraint compares a pod's devices with each other and tells no GPU

@@ -65,6 +65,17 @@ func TestPlanLaterDeviceNotTakenByEarlierPod(t *testing.T) {
 				pod("big", 5).claim(profileIs("4g.40gb"), 1).build()},
 			served: []string{"default/flex"},
 		},
+		// flex, on n1 only, gets n1's free 1g.10gb as above. A 4g.40gb
+		// for big on n1's empty GPU would go to flex; n2's empty GPU is
+		// in the same state, and there flex is no rival.
+		"a way refused on one node is taken on another node's GPU of the same state": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "1g.10gb@6", "").gpu("A100-SXM4-80GB", "", "").build(),
+				node("n2").gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").gpu("A100-SXM4-80GB", "", "").build()},
+			pods: []Pod{pod("flex", 1).priority(10).nodeSelector("kubernetes.io/hostname", "n1").
+				firstAvailable(1, "device.attributes['mig.miglayout.io'].memory >= 15000", profileIs("1g.10gb")).build(),
+				pod("big", 5).claim(profileIs("4g.40gb"), 1).build()},
+			served: []string{"default/big", "default/flex"},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -62,7 +62,8 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		loss      []int
 		destroyed int
 		headroom  []int
-		idx       int // preference index of the profile
+		idx       int    // preference index of the profile
+		cls       *class // the class g stands for, nil for a GPU in flight
 	}
 	var cands []choice
 	better := func(c choice, best *choice) bool {
@@ -141,7 +142,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 			if !fits || first.blocks(d) {
 				continue
 			}
-			cands = append(cands, choice{g: first, dev: d, loss: p.classFreeLoss(c, first, d), headroom: first.model.Headroom(first.layout), idx: i})
+			cands = append(cands, choice{g: first, dev: d, loss: p.classFreeLoss(c, first, d), headroom: first.model.Headroom(first.layout), idx: i, cls: c})
 		}
 		if firstChange == nil {
 			continue
@@ -154,7 +155,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 			if a == nil {
 				continue
 			}
-			cands = append(cands, choice{g: firstChange, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom, idx: i})
+			cands = append(cands, choice{g: firstChange, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom, idx: i, cls: c})
 		}
 	}
 	// The best way the scheduler agrees with: on a node where some pod
@@ -162,6 +163,11 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	// pods in its order, gives each of them devices (nodeAgrees).
 	p.accepts[key] = profiles
 	var best *choice
+	// Nodes whose scheduler replay refused a way: a way a class stands for
+	// is tried on its next GPU on another node (the same state, so the same
+	// way), up to sameWayNodes of them.
+	refused := sets.New[*nodeState]()
+	tries := map[*class]int{}
 	for len(cands) > 0 {
 		// The best left (the first of equals), taken out.
 		i := 0
@@ -183,6 +189,15 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 				return fmt.Errorf("planning pod %s: %w", key, err)
 			}
 			if !agrees {
+				refused.Insert(c.g.node)
+				if c.cls != nil && tries[c.cls] < sameWayNodes {
+					tries[c.cls]++
+					if g := p.nextInClass(c.cls, c.g, c.add != nil, func(n *nodeState) bool { return ok[n] && !refused.Has(n) }); g != nil {
+						next := *c
+						next.g = g
+						cands = append(cands, next)
+					}
+				}
 				continue
 			}
 		}
@@ -216,6 +231,29 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	p.applyAddition(g, best.add)
 	p.reserve(g, best.add.device, key, true)
 	return nil
+}
+
+// sameWayNodes bounds the other nodes a class's way to serve a pod is
+// tried on once the scheduler replay refuses it (each try replays a node).
+const sameWayNodes = 8
+
+// nextInClass returns the first GPU of class c after g on a node usable
+// accepts (one that may change, for a way that changes it), nil if none.
+func (p *planner) nextInClass(c *class, g *gpuState, change bool, usable func(*nodeState) bool) *gpuState {
+	var next *gpuState
+	after := false
+	c.members(func(m *gpuState) bool {
+		if m == g {
+			after = true
+			return true
+		}
+		if !after || !usable(m.node) || change && !p.mayChange(m) {
+			return true
+		}
+		next = m
+		return false
+	})
+	return next
 }
 
 // largeComputeSlices is where a profile counts as large (3g, 4g, 7g): a
