@@ -38,6 +38,16 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		}
 	}
 	gate := newRolloutGate(ml, selected)
+	if gate != nil {
+		for _, nml := range selected {
+			if r.AgentLeases.Health(nml.Name, in.leases[nml.Name], len(nml.Status.GPUs) > 0, wasLost.Has(nml.Name)).Lost {
+				if gate.lost == nil {
+					gate.lost = map[string]bool{}
+				}
+				gate.lost[nml.Name] = true
+			}
+		}
+	}
 	for _, node := range sel.Nodes {
 		switch {
 		case sel.Conflicted(node):

@@ -16,6 +16,9 @@ type rolloutGate struct {
 	// those given a new one in this pass.
 	changing int
 	held     map[string]bool
+	// lost are the nodes whose agent is lost: they cannot change now, so
+	// they are given no slot (they are held).
+	lost map[string]bool
 }
 
 // newRolloutGate is the gate of ml, nil where nothing bounds the rollout
@@ -42,7 +45,18 @@ func changing(nml *v1alpha1.NodeMigLayout) bool {
 	if nml == nil || len(nml.Spec.GPUs) == 0 {
 		return false
 	}
-	return !evaluateReport(nml.Name, nml, nil).Ready
+	// Only the GPUs the spec lists: a GPU no spec names (one NVML could
+	// never read) has no layout to reach.
+	reported := make(map[int32]v1alpha1.GPUStatus, len(nml.Status.GPUs))
+	for _, g := range nml.Status.GPUs {
+		reported[g.Index] = g
+	}
+	for _, spec := range nml.Spec.GPUs {
+		if g, ok := reported[spec.Index]; !ok || g.Phase != v1alpha1.PhaseReady || !holds(spec, g) {
+			return true
+		}
+	}
+	return false
 }
 
 // admit reports whether the node may be given spec gpus: yes where they ask
@@ -60,7 +74,7 @@ func (g *rolloutGate) admit(existing *v1alpha1.NodeMigLayout, gpus []v1alpha1.GP
 	if !changing(target) {
 		return true
 	}
-	if g.changing < g.max {
+	if !g.lost[existing.Name] && g.changing < g.max {
 		g.changing++
 		return true
 	}
