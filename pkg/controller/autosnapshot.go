@@ -383,7 +383,12 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 		}
 		g := planner.GPU{Info: info, Layout: actual}
 		g.Pinned, g.Shared = splitShared(inUse, actual, int(st.Index), allocated, adminHeld)
-		if spec, ok := specs[st.Index]; ok {
+		if spec, ok := specs[st.Index]; ok && !spec.MIGEnabled {
+			// A change turning MIG off (written in Static mode) is in
+			// flight: Auto mode never changes MIG mode, no device of the
+			// GPU is coming, and the GPU counts toward the limits.
+			g.Layout, g.Pinned, g.Shared, g.Changing = mig.Layout{}, nil, nil, true
+		} else if ok {
 			desired, err := mig.ParseLayout(spec.Layout)
 			if err == nil && spec.MIGEnabled && (!desired.Equal(actual) || st.Phase != v1alpha1.PhaseReady) {
 				g.Layout, g.Changing = desired, true
