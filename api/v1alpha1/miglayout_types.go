@@ -69,8 +69,10 @@ type MigLayoutSpec struct {
 
 	// MaxNodesChanging is the most selected nodes whose GPUs change at
 	// once in Static mode: a node gets a new layout only while fewer nodes
-	// than this have not reached theirs (one Blocked or whose agent is lost
-	// counts until it gets there), in node name order; the others keep
+	// than this have not reached theirs (one Blocked, or whose agent is
+	// lost once it was given its layout, counts until it gets there; one
+	// whose agent is lost before waits and does not count), in node name
+	// order; the others keep
 	// their layout and wait (row Pending, "waits its turn"). Unset: every
 	// node at once. Static mode only.
 	// +kubebuilder:validation:Minimum=1
