@@ -683,7 +683,7 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 		}
 		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen))
 		for _, g := range n.GPUs {
-			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned))
+			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s shared %s\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned, g.Shared))
 		}
 		for _, s := range n.OtherSlices {
 			lines = append(lines, fmt.Sprintf("slice %s %s %d\n", n.Node.Name, s.Name, s.Generation))

@@ -427,6 +427,13 @@ func TestInputKey(t *testing.T) {
 	if pinned("3g.40gb@0") == pinned("") {
 		t.Error("a device pinned by an allocation gives the same key")
 	}
+	shared := func(l string) string {
+		return inputKey(AutoInputs{}, planner.Snapshot{Nodes: []planner.Node{{Node: n, GPUs: []planner.GPU{
+			{Info: gpu.GPU{Index: 0}, Layout: mig.MustParseLayout("3g.40gb@0,3g.40gb@4"), Shared: mig.MustParseLayout(l)}}}}})
+	}
+	if shared("3g.40gb@0") == shared("") {
+		t.Error("a device held with admin access only (allocated or released) gives the same key")
+	}
 }
 
 // TestAllocatedDevicesPinned: devices that claims hold are pinned, those
