@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
@@ -78,5 +79,37 @@ func TestMaxNodesChangingSkipsNodeWithLostAgent(t *testing.T) {
 	}
 	if specs["n2"] != halvesLayout {
 		t.Errorf("specs %v: want the only slot (maxNodesChanging 1) given to n2, not to n1 whose agent is lost (rows %+v)", specs, got.Status.Nodes)
+	}
+}
+
+// TestGatingMigLayouts: a NodeMigLayout's event wakes, besides its owner
+// (Owns), every other MigLayout with maxNodesChanging that selects its node
+// (in conflict with the owner), since that MigLayout counts the node while
+// it changes: once the node is done, a node it held back gets its layout
+// without waiting for an unrelated event.
+func TestGatingMigLayouts(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	owner := staticMigLayout("owner", "uid-owner", "a")
+	owner.Spec.MaxNodesChanging = ptr.To[int32](1)
+	gated := staticMigLayout("gated", "uid-gated", "a")
+	gated.Spec.MaxNodesChanging = ptr.To[int32](1)
+	unbounded := staticMigLayout("unbounded", "uid-unbounded", "a")
+	elsewhere := staticMigLayout("elsewhere", "uid-elsewhere", "b")
+	elsewhere.Spec.MaxNodesChanging = ptr.To[int32](1)
+	n1 := ownedBy(nodeMigLayout("n1").build(), owner)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithObjects(owner, gated, unbounded, elsewhere, node("n1", map[string]string{"pool": "a"}), n1).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme()}
+	var got []string
+	for _, req := range r.gatingMigLayouts(ctx, n1) {
+		got = append(got, req.Name)
+	}
+	if diff := cmp.Diff([]string{"gated"}, got); diff != "" {
+		t.Errorf("MigLayouts woken by n1's NodeMigLayout (-want +got):\n%s", diff)
+	}
+	// A node deleted meanwhile wakes none.
+	orphan := ownedBy(nodeMigLayout("gone").build(), owner)
+	if reqs := r.gatingMigLayouts(ctx, orphan); len(reqs) != 0 {
+		t.Errorf("a NodeMigLayout of a node that is gone woke %v", reqs)
 	}
 }

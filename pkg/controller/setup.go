@@ -7,6 +7,9 @@ import (
 	"golang.org/x/time/rate"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -54,6 +57,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{RateLimiter: failureRateLimiter()}).
 		For(&v1alpha1.MigLayout{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&v1alpha1.NodeMigLayout{}).
+		Watches(&v1alpha1.NodeMigLayout{}, handler.EnqueueRequestsFromMapFunc(r.gatingMigLayouts)).
 		Watches(&v1alpha1.MigLayout{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
@@ -77,6 +81,47 @@ func (r *Reconciler) allMigLayouts(ctx context.Context, _ client.Object) []recon
 	reqs := make([]reconcile.Request, len(mls.Items))
 	for i, ml := range mls.Items {
 		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: ml.Name}}
+	}
+	return reqs
+}
+
+// gatingMigLayouts maps a NodeMigLayout's event to the MigLayouts, other
+// than the one that controls it, whose maxNodesChanging counts its node:
+// those that select the node (in conflict with its owner). Such a node
+// holds a place of theirs while it changes, so a node it held back is
+// given its layout once it is done.
+func (r *Reconciler) gatingMigLayouts(ctx context.Context, obj client.Object) []reconcile.Request {
+	logger := klog.FromContext(ctx)
+	var mls v1alpha1.MigLayoutList
+	if err := r.Client.List(ctx, &mls); err != nil {
+		logger.Error(err, "Listing MigLayouts to map a NodeMigLayout event")
+		return nil
+	}
+	owner := metav1.GetControllerOf(obj)
+	var gated []*v1alpha1.MigLayout
+	for i := range mls.Items {
+		ml := &mls.Items[i]
+		if ml.Spec.MaxNodesChanging != nil && (owner == nil || owner.UID != ml.UID) {
+			gated = append(gated, ml)
+		}
+	}
+	if len(gated) == 0 {
+		return nil
+	}
+	node := &metav1.PartialObjectMetadata{}
+	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: obj.GetName()}, node); err != nil {
+		if !apierrors.IsNotFound(err) {
+			logger.Error(err, "Reading a node to map its NodeMigLayout's event", "node", obj.GetName())
+		}
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, ml := range gated {
+		sel, err := selector(ml)
+		if err == nil && sel.Matches(labels.Set(node.Labels)) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: ml.Name}})
+		}
 	}
 	return reqs
 }
