@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -413,4 +415,84 @@ func waitEvent(t *testing.T, ctx context.Context, mlName, reason string) {
 		}
 		return false, "reasons seen: " + strings.Join(reasons, ",")
 	})
+}
+
+// TestMaxNodesChangingOneNodeAtATime changes both nodes' rules under
+// spec.maxNodesChanging: 1 and watches the rollout: the nodes change one after the other
+// in name order (never both given the new layout while one has not reached it), the
+// node held back says it waits its turn, and both end with the new layout, each step
+// taken on the events the agents' reports make, with no other prompt.
+func TestMaxNodesChangingOneNodeAtATime(t *testing.T) {
+	ctx := clustertest.Context(t, 3*time.Minute)
+	setStatic(t, ctx)
+	const whole = "7g.80gb@0"
+	ml := env.SetMigLayout(t, ctx, staticLayout, v1alpha1.MigLayoutSpec{
+		NodeSelector: metav1.LabelSelector{MatchLabels: staticNodes},
+		Mode:         v1alpha1.ModeStatic,
+		Rules: []v1alpha1.LayoutRule{clustertest.Rule("a100", a100, map[string]int32{"7g.80gb": 1}),
+			clustertest.Rule("h100", h100, map[string]int32{"7g.80gb": 1})},
+		MaxNodesChanging: ptr.To[int32](1),
+	})
+	// changing: given the new layout, not Ready on it yet.
+	changing := func(nml *v1alpha1.NodeMigLayout) (given, done bool) {
+		given, done = len(nml.Spec.GPUs) > 0, true
+		for _, s := range nml.Spec.GPUs {
+			given = given && s.Layout == whole
+		}
+		for _, s := range nml.Spec.GPUs {
+			found := false
+			for _, g := range nml.Status.GPUs {
+				found = found || g.Index == s.Index && g.Phase == v1alpha1.PhaseReady && g.Layout == s.Layout
+			}
+			done = done && found
+		}
+		return given, given && done
+	}
+	var order []string
+	heldSeen := false
+	clustertest.Poll(t, ctx, 90*time.Second, "both nodes on the new layout, one at a time", func(ctx context.Context) (bool, string) {
+		var state []string
+		busy, finished := 0, 0
+		for _, n := range []string{nodeA, nodeH} {
+			var nml v1alpha1.NodeMigLayout
+			if err := env.CRC.Get(ctx, crclient.ObjectKey{Name: n}, &nml); err != nil {
+				return false, err.Error()
+			}
+			given, done := changing(&nml)
+			if given && !slices.Contains(order, n) {
+				order = append(order, n)
+			}
+			switch {
+			case done:
+				finished++
+			case given:
+				busy++
+			}
+			state = append(state, fmt.Sprintf("%s given %t done %t", n, given, done))
+		}
+		if busy > 1 {
+			t.Fatalf("both nodes changing at once under maxNodesChanging 1: %v", state)
+		}
+		var cur v1alpha1.MigLayout
+		if err := env.CRC.Get(ctx, crclient.ObjectKey{Name: staticLayout}, &cur); err == nil {
+			for _, row := range cur.Status.Nodes {
+				heldSeen = heldSeen || row.Node == nodeH && strings.Contains(row.Message, "waits its turn")
+			}
+		}
+		return finished == 2, strings.Join(state, "; ")
+	})
+	if want := []string{nodeA, nodeH}; !reflect.DeepEqual(order, want) {
+		t.Errorf("nodes given the new layout in the order %v, want %v (node name order)", order, want)
+	}
+	if !heldSeen {
+		t.Errorf("%s's row never said it waits its turn while %s changed", nodeH, nodeA)
+	}
+	env.WaitReady(t, ctx, ml, 2)
+	for _, n := range []string{nodeA, nodeH} {
+		for _, g := range env.Snapshot(t, n).GPUs {
+			if got := g.Layout().String(); got != whole {
+				t.Errorf("%s GPU %d holds %s in NVML, want %s", n, g.Index, got, whole)
+			}
+		}
+	}
 }
