@@ -67,6 +67,8 @@ type matcher struct {
 	devFits  map[string]bool
 	shapes   map[*resourceapi.ResourceClaim]string
 	flagsBy  map[string]infoFlags
+	// perGPUs caches perGPU by claim shape.
+	perGPUs map[string]bool
 }
 
 func newMatcher(driver string, classes []*resourceapi.DeviceClass) *matcher {
@@ -76,7 +78,7 @@ func newMatcher(driver string, classes []*resourceapi.DeviceClass) *matcher {
 	}
 	return &matcher{driver: driver, classes: l, cel: cel.NewCache(1000, cel.Features{}), profiles: map[string]map[string][]string{},
 		specs: map[string]string{}, gpuProfs: map[string][]string{}, devFits: map[string]bool{},
-		shapes: map[*resourceapi.ResourceClaim]string{}, flagsBy: map[string]infoFlags{}}
+		shapes: map[*resourceapi.ResourceClaim]string{}, flagsBy: map[string]infoFlags{}, perGPUs: map[string]bool{}}
 }
 
 // singleDevice reports whether the pod asks for exactly one device through
@@ -251,7 +253,13 @@ func mentionsPerGPU(spec string) bool {
 // perGPU reports whether claim c (or a DeviceClass it names) reads a
 // per-GPU attribute.
 func (m *matcher) perGPU(c *resourceapi.ResourceClaim) bool {
-	return mentionsPerGPU(m.claimSpec(c))
+	key := m.shape(c)
+	if v, ok := m.perGPUs[key]; ok {
+		return v
+	}
+	v := mentionsPerGPU(m.claimSpec(c))
+	m.perGPUs[key] = v
+	return v
 }
 
 // readsPlacement reports whether claim c (or a DeviceClass it names) reads

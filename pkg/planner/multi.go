@@ -493,7 +493,9 @@ func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.De
 	key := podKey(pod.Pod)
 	p.otherPlanned.Insert(rest...)
 	p.recordPlanned(n, key, rest)
-	n.served(pod)
+	if n.served(pod) {
+		p.allOwned++
+	}
 	pl := Placement{Pod: key, Node: n.n.Node.Name}
 	for _, g := range n.gpus {
 		for _, d := range devs[g] {

@@ -21,14 +21,19 @@ import (
 
 // planner holds the state of one Plan call.
 type planner struct {
-	snap    Snapshot
-	match   *matcher
-	nodes   []*nodeState
-	gpus    []*gpuState
-	classes map[string]*class
-	order   []string // class keys in creation order, for determinism
-	adds    map[additionKey]*addition
-	noAdd   map[additionKey]bool
+	// podMark numbers the pods serveSingle plans (nodeState.mark).
+	podMark uint64
+	// allOwned counts the nodes an All-mode pod of the plan has
+	// (nodeState.allOwner).
+	allOwned int
+	snap     Snapshot
+	match    *matcher
+	nodes    []*nodeState
+	gpus     []*gpuState
+	classes  map[string]*class
+	order    []string // class keys in creation order, for determinism
+	adds     map[additionKey]*addition
+	noAdd    map[additionKey]bool
 	// groups are the limits of Snapshot.GroupMaxGPUs, by group.
 	groups map[string]*groupCount
 	// claimsServed maps the claims (namespace/name) of the pods served so
@@ -545,12 +550,16 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 		}
 		return nil
 	}
-	if open := slices.DeleteFunc(slices.Clone(feasibleNodes), func(n *nodeState) bool { return !n.opensTo(pod) }); len(open) < len(feasibleNodes) {
-		if len(open) == 0 {
-			p.result.Unservable[key] = WaitsForAllModeNode
-			return nil
+	// Nodes an All-mode pod has, and for such a pod the nodes others
+	// use, are left out (looked for only where there may be some).
+	if all := asksAll(pod); all || p.allOwned > 0 {
+		if open := slices.DeleteFunc(slices.Clone(feasibleNodes), func(n *nodeState) bool { return !n.opensToAll(all) }); len(open) < len(feasibleNodes) {
+			if len(open) == 0 {
+				p.result.Unservable[key] = WaitsForAllModeNode
+				return nil
+			}
+			feasibleNodes = open
 		}
-		feasibleNodes = open
 	}
 	if singleDevice(pod) {
 		// A claim that reads a per-GPU attribute is judged on each

@@ -14,10 +14,12 @@ import (
 // serveSingle serves a pod that needs exactly one device.
 func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) error {
 	key := podKey(pod.Pod)
-	ok := make(map[*nodeState]bool, len(nodes))
+	p.podMark++
+	mark := p.podMark
 	for _, n := range nodes {
-		ok[n] = true
+		n.mark = mark
 	}
+	ok := func(n *nodeState) bool { return n.mark == mark }
 	// Profiles that satisfy the claim, per kind of GPU (gpuKind), best
 	// first.
 	profiles := map[string][]string{}
@@ -65,7 +67,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		idx       int    // preference index of the profile
 		cls       *class // the class g stands for, nil for a GPU in flight
 	}
-	var cands []choice
+	cands := make([]choice, 0, 16)
 	better := func(c choice, best *choice) bool {
 		if best == nil {
 			return true
@@ -99,7 +101,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	for _, prof := range sets.List(names) {
 		g, d := p.firstFree(prof, func(g *gpuState) bool {
 			_, fits := rank[g.kind][prof]
-			return fits && ok[g.node] // GPUs in flight are never kept (hold picks from classes)
+			return fits && ok(g.node) // GPUs in flight are never kept (hold picks from classes)
 		})
 		if g == nil {
 			continue
@@ -122,7 +124,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		// may change.
 		var first, firstChange *gpuState
 		c.members(func(g *gpuState) bool {
-			if !ok[g.node] {
+			if !ok(g.node) {
 				return true
 			}
 			if first == nil {
@@ -137,12 +139,12 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		if first == nil {
 			continue
 		}
-		for _, d := range first.free() {
+		for _, d := range first.layout { // its free devices
 			i, fits := rank[first.kind][d.Profile]
-			if !fits || first.blocks(d) {
+			if !fits || first.fixed.Contains(d) || first.blocks(d) {
 				continue
 			}
-			cands = append(cands, choice{g: first, dev: d, loss: p.classFreeLoss(c, first, d), headroom: first.model.Headroom(first.layout), idx: i, cls: c})
+			cands = append(cands, choice{g: first, dev: d, loss: p.classFreeLoss(c, first, d), headroom: c.headroomOf(first), idx: i, cls: c})
 		}
 		if firstChange == nil {
 			continue
@@ -192,7 +194,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 				refused.Insert(c.g.node)
 				if c.cls != nil && tries[c.cls] < sameWayNodes {
 					tries[c.cls]++
-					if g := p.nextInClass(c.cls, c.g, c.add != nil, func(n *nodeState) bool { return ok[n] && !refused.Has(n) }); g != nil {
+					if g := p.nextInClass(c.cls, c.g, c.add != nil, func(n *nodeState) bool { return ok(n) && !refused.Has(n) }); g != nil {
 						next := *c
 						next.g = g
 						cands = append(cands, next)
@@ -274,7 +276,7 @@ const largeComputeSlices = 3
 // GPU kept for a 4g.40gb still takes a 3g.40gb in its other half). It
 // returns the held GPU, or nil when the pod's profiles are small or no GPU
 // can be held.
-func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeState]bool) *gpuState {
+func (p *planner) hold(pod string, profiles map[string][]string, ok func(*nodeState) bool) *gpuState {
 	var best *gpuState
 	var bestPl mig.Placement
 	var bestRoom []int
@@ -288,7 +290,7 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok map[*nodeSta
 		}
 		var g *gpuState
 		c.members(func(m *gpuState) bool {
-			if ok[m.node] && m.heldBy == "" {
+			if ok(m.node) && m.heldBy == "" {
 				g = m
 				return false
 			}

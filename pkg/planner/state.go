@@ -162,8 +162,11 @@ func (s *gpuState) classKey() string {
 }
 
 type nodeState struct {
-	n         *Node
-	order     int
+	n     *Node
+	order int
+	// mark is the planner's podMark while the node is one the pod being
+	// planned may run on (serveSingle): a set without a map per pod.
+	mark      uint64
 	gpus      []*gpuState
 	touched   int
 	policyKey string
@@ -195,18 +198,27 @@ type nodeState struct {
 // serves an All-mode pod already, and for an All-mode pod not one that
 // serves another pod already.
 func (n *nodeState) opensTo(pod Pod) bool {
+	return n.opensToAll(asksAll(pod))
+}
+
+// opensToAll is opensTo for a pod that asks for every matching device
+// (all) or not.
+func (n *nodeState) opensToAll(all bool) bool {
 	if n.allOwner != "" {
 		return false
 	}
-	return n.servedHere == 0 || !asksAll(pod)
+	return n.servedHere == 0 || !all
 }
 
-// served counts pod as served on the node.
-func (n *nodeState) served(pod Pod) {
+// served counts pod as served on the node; it reports whether the pod
+// asks for every matching device, so that the node is now its alone.
+func (n *nodeState) served(pod Pod) bool {
 	n.servedHere++
 	if asksAll(pod) {
 		n.allOwner = podKey(pod.Pod)
+		return true
 	}
+	return false
 }
 
 // stateKey is what planning a pod on the node depends on, other drivers'
@@ -256,6 +268,16 @@ type class struct {
 	adds map[string]*addition
 	// freeLoss memoises planner.freeLoss per free device of the class.
 	freeLoss map[mig.Device][]int
+	// headroom memoises the Headroom of the class's layout.
+	headroom []int
+}
+
+// headroomOf is the Headroom of the layout of g, a GPU of the class.
+func (c *class) headroomOf(g *gpuState) []int {
+	if c.headroom == nil {
+		c.headroom = g.model.Headroom(g.layout)
+	}
+	return c.headroom
 }
 
 // empty reports whether no GPU is left in the class.
