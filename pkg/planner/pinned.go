@@ -55,9 +55,10 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 	}
 	// GPUs of one class that the claim cannot tell apart (relevantInfo)
 	// and that may change alike are judged once, by the first of them.
-	feasible := make(map[*nodeState]bool, len(nodes))
+	p.podMark++
+	mark := p.podMark
 	for _, n := range nodes {
-		feasible[n] = true
+		n.mark = mark
 	}
 	flags := p.match.flags(c)
 	type group struct {
@@ -66,11 +67,11 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 	}
 	seen := map[group]bool{}
 	for _, g := range p.gpus {
-		if !feasible[g.node] {
+		if g.node.mark != mark {
 			continue
 		}
 		if !g.g.Changing {
-			k := group{g.class, relevantInfo(g.g.Info, flags), p.mayChange(g)}
+			k := group{g.class, g.infoKey(flags), p.mayChange(g)}
 			if seen[k] {
 				continue
 			}
@@ -140,6 +141,29 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 
 // infoFlags are the per-GPU attributes a claim's spec names.
 type infoFlags struct{ index, minor, uuid, pciBusID, driver bool }
+
+// bits numbers the flags 0 to 31.
+func (f infoFlags) bits() int {
+	n := 0
+	for i, b := range []bool{f.index, f.minor, f.uuid, f.pciBusID, f.driver} {
+		if b {
+			n |= 1 << i
+		}
+	}
+	return n
+}
+
+// infoKey is relevantInfo of the GPU, memoised.
+func (s *gpuState) infoKey(f infoFlags) string {
+	if s.infoKeys == nil {
+		s.infoKeys = new([1 << 5]string)
+	}
+	k := &s.infoKeys[f.bits()]
+	if *k == "" {
+		*k = relevantInfo(s.g.Info, f)
+	}
+	return *k
+}
 
 func flagsOf(spec string) infoFlags {
 	return infoFlags{strings.Contains(spec, "index"), strings.Contains(spec, "minor"), strings.Contains(spec, "uuid"),

@@ -13,8 +13,10 @@ import (
 type gpuState struct {
 	node  *nodeState
 	order int // position in the snapshot, for determinism
-	g     GPU
-	model *mig.Model
+	// infoKeys memoises relevantInfo of the GPU by infoFlags.bits.
+	infoKeys *[1 << 5]string
+	g        GPU
+	model    *mig.Model
 	// kind is gpuKind of the GPU: what claims judged on a stand-in see;
 	// kindInfo has it with the stand-in.
 	kind     string
