@@ -13,7 +13,7 @@ import (
 // Leader election uses coordination.k8s.io Leases, and records its
 // leadership changes as core/v1 Events beside the Lease (controller-runtime's
 // leader election still uses the core events API).
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // run starts the manager with the MigLayout reconciler and the Auto planner

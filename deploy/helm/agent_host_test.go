@@ -1,0 +1,55 @@
+package helm
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestAgentSeesTheNodesGPUProcesses: the agent refuses to destroy a MIG
+// device, or to turn MIG mode on for a GPU, while a process runs on it
+// (Repartitioner.inUse: nvmlDeviceGetComputeRunningProcesses on the GPU and
+// on each MIG device). The NVIDIA kernel driver reports a GPU client's PID
+// only to a caller whose PID namespace holds that process
+// (open-gpu-kernel-modules gpuGetProcWithObject -> _gpuConvertPid ->
+// os_find_ns_pid: pid_vnr() == 0 gives NV_ERR_OBJECT_NOT_FOUND and the
+// client is skipped). In its own PID namespace the agent sees no process
+// of any workload pod nor of the host: every GPU looks idle, and the
+// checks never block. NVIDIA's MIG manager runs with hostPID for the same
+// reason. With real NVML the agent pod must share the host's PID namespace;
+// the simulator needs no such thing.
+func TestAgentSeesTheNodesGPUProcesses(t *testing.T) {
+	ds := convert[appsv1.DaemonSet](t, find(t, render(t, nil), "DaemonSet", "miglayout-agent"))
+	if !ds.Spec.Template.Spec.HostPID {
+		t.Error("the agent pod (real NVML) does not set hostPID: NVML lists no process outside the agent's own PID namespace, so the in-use checks on GPUs and MIG devices see none")
+	}
+	sim := convert[appsv1.DaemonSet](t, find(t, render(t, map[string]any{"agent": map[string]any{
+		"privileged": false, "simulate": "2xA100-SXM4-80GB"}}), "DaemonSet", "miglayout-agent"))
+	if sim.Spec.Template.Spec.HostPID {
+		t.Error("the simulated agent shares the host's PID namespace: the NVML simulator needs no host process")
+	}
+}
+
+// TestAgentSeesDriverRootMountedLater: a driver root another pod mounts
+// (the GPU Operator's /run/nvidia/driver) reaches the agent's container
+// even when mounted after the agent started (HostToContainer propagation);
+// the host's own root needs none.
+func TestAgentSeesDriverRootMountedLater(t *testing.T) {
+	propagation := func(values map[string]any) *corev1.MountPropagationMode {
+		ds := convert[appsv1.DaemonSet](t, find(t, render(t, values), "DaemonSet", "miglayout-agent"))
+		for _, m := range ds.Spec.Template.Spec.Containers[0].VolumeMounts {
+			if m.Name == "driver-root" {
+				return m.MountPropagation
+			}
+		}
+		t.Fatal("the agent mounts no driver root")
+		return nil
+	}
+	if p := propagation(map[string]any{"agent": map[string]any{"nvidiaDriverRoot": "/run/nvidia/driver"}}); p == nil || *p != corev1.MountPropagationHostToContainer {
+		t.Errorf("driver root /run/nvidia/driver mounted with propagation %v, want HostToContainer", p)
+	}
+	if p := propagation(nil); p != nil {
+		t.Errorf("the host's root (/) mounted with propagation %v, want none", *p)
+	}
+}
