@@ -140,7 +140,9 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			// kept as they are, like allocated ones; a node whose every
 			// device is taken out is left as it is.
 			wholePool, taintedDevs := taintedByRules(in.TaintRules, in.Driver, name)
-			n := planner.Node{Node: node, Policy: policy, GPUs: autoGPUs(nml, catalog, variants, allocated[name].Union(taintedDevs), adminHeld[name]), OtherSlices: others.forNode(node)}
+			gpus := autoGPUs(nml, catalog, variants, allocated[name].Union(taintedDevs), adminHeld[name])
+			markTainted(gpus, taintedDevs)
+			n := planner.Node{Node: node, Policy: policy, GPUs: gpus, OtherSlices: others.forNode(node)}
 			// A node in conflict is left as it is: its change in flight
 			// goes on and counts toward the limits, nothing else is
 			// planned there.
@@ -444,6 +446,30 @@ func splitShared(inUse, layout mig.Layout, index int, allocated, adminHeld sets.
 // allocated is d's published name, whatever GI profile ID it carries (NVML's,
 // which may differ from the catalog's, or be one only NVML knows for a
 // profile the catalog lacks).
+// markTainted sets, on each GPU, the devices it lacks that
+// DeviceTaintRules name (names, this node's; planner.GPU.Tainted): the
+// planner makes none of them. Those the GPU has are pinned (autoGPUs).
+func markTainted(gpus []planner.GPU, names sets.Set[string]) {
+	if names.Len() == 0 {
+		return
+	}
+	for i := range gpus {
+		g := &gpus[i]
+		if g.Info.Model == nil {
+			continue
+		}
+		for _, prof := range g.Info.Model.Profiles {
+			for _, pl := range prof.Placements {
+				d := mig.Device{Profile: prof.Name, Start: pl.Start}
+				if !g.Layout.Contains(d) && isAllocated(names, g.Info.Index, d) {
+					g.Tainted = append(g.Tainted, d)
+				}
+			}
+		}
+		g.Tainted = g.Tainted.Canonical()
+	}
+}
+
 func isAllocated(allocated sets.Set[string], index int, d mig.Device) bool {
 	for name := range allocated {
 		if migslices.IsMIGDeviceName(name, index, d.Profile, d.Start) {

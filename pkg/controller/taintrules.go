@@ -12,7 +12,8 @@ import (
 // name all match (an unset one matches any; no selector, none). all is set
 // when a rule selects every device of the pool, devices has the names of
 // those a rule selects by name. The planner neither promises nor destroys
-// such a device; a claim that tolerates the taint is not told apart.
+// such a device, nor makes one a rule names before it exists
+// (markTainted); a claim that tolerates the taint is not told apart.
 func taintedByRules(rules []resourceapi.DeviceTaintRule, driver, pool string) (all bool, devices sets.Set[string]) {
 	devices = sets.New[string]()
 	for i := range rules {

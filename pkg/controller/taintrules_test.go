@@ -16,7 +16,8 @@ import (
 
 // DeviceTaintRules take devices out of scheduling as the agents' own
 // taints do: a device a NoSchedule or NoExecute rule names is kept as it
-// is (pinned: never promised, never destroyed), a node whose every device
+// is (pinned: never promised, never destroyed), one the GPU does not have
+// is never made (Tainted), a node whose every device
 // a rule selects is Frozen; rules of another driver or pool, of effect
 // None, or without a selector change nothing.
 func TestBuildSnapshotDeviceTaintRules(t *testing.T) {
@@ -33,12 +34,15 @@ func TestBuildSnapshotDeviceTaintRules(t *testing.T) {
 				MIGEnabled: true, MIGPending: true, Layout: "3g.40gb@0,3g.40gb@4", Phase: v1alpha1.PhaseReady}}}}
 	}
 	right := migslices.MIGDeviceName(0, "3g.40gb", 9, 4)
+	// A device a1's GPU does not have: the planner never makes it.
+	seventh := migslices.MIGDeviceName(0, "1g.10gb", 19, 6)
 	rule := func(effect resourceapi.DeviceTaintEffect, sel *resourceapi.DeviceTaintSelector) resourceapi.DeviceTaintRule {
 		return resourceapi.DeviceTaintRule{Spec: resourceapi.DeviceTaintRuleSpec{DeviceSelector: sel,
 			Taint: resourceapi.DeviceTaint{Key: "maintenance", Effect: effect}}}
 	}
 	in.TaintRules = []resourceapi.DeviceTaintRule{
 		rule(resourceapi.DeviceTaintEffectNoSchedule, &resourceapi.DeviceTaintSelector{Driver: ptr.To(driver), Pool: ptr.To("a1"), Device: ptr.To(right)}),
+		rule(resourceapi.DeviceTaintEffectNoSchedule, &resourceapi.DeviceTaintSelector{Driver: ptr.To(driver), Pool: ptr.To("a1"), Device: ptr.To(seventh)}),
 		rule(resourceapi.DeviceTaintEffectNoExecute, &resourceapi.DeviceTaintSelector{Pool: ptr.To("a2")}),
 		// Change nothing:
 		rule(resourceapi.DeviceTaintEffectNoSchedule, &resourceapi.DeviceTaintSelector{Driver: ptr.To("nic.example.com"), Pool: ptr.To("a3")}),
@@ -47,15 +51,15 @@ func TestBuildSnapshotDeviceTaintRules(t *testing.T) {
 	}
 	snap := BuildSnapshot(in, mig.DefaultCatalog())
 	type nodeView struct {
-		Frozen bool
-		Pinned string
+		Frozen          bool
+		Pinned, Tainted string
 	}
 	got := map[string]nodeView{}
 	for _, n := range snap.Nodes {
-		got[n.Node.Name] = nodeView{Frozen: n.Frozen, Pinned: n.GPUs[0].Pinned.String()}
+		got[n.Node.Name] = nodeView{Frozen: n.Frozen, Pinned: n.GPUs[0].Pinned.String(), Tainted: n.GPUs[0].Tainted.String()}
 	}
 	want := map[string]nodeView{
-		"a1": {Pinned: "3g.40gb@4"},
+		"a1": {Pinned: "3g.40gb@4", Tainted: "1g.10gb@6"},
 		"a2": {Frozen: true},
 		"a3": {},
 	}

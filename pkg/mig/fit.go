@@ -27,6 +27,11 @@ type FitRequest struct {
 	// planner uses it for the placement a GPU is kept in for a waiting
 	// large claim. Nil avoids nothing.
 	Avoid []Placement
+	// Forbid are devices (profile at placement) Fit may not create: a
+	// current one may stay, none is placed afresh. The planner uses it for
+	// devices a DeviceTaintRule names before they exist, which the
+	// scheduler would give no pod. Nil forbids nothing.
+	Forbid Layout
 }
 
 // FitResult is the layout Fit chose and how it differs from Current.
@@ -97,7 +102,7 @@ func (m *Model) Fit(req FitRequest) (FitResult, error) {
 	}
 	forced := len(free) - maxKeep // destroys that Want forces
 
-	s := &fitSearch{m: m, want: want}
+	s := &fitSearch{m: m, want: want, forbid: req.Forbid}
 	for _, pl := range req.Avoid {
 		s.avoid |= placementMask(pl)
 	}
@@ -127,7 +132,9 @@ func (m *Model) Fit(req FitRequest) (FitResult, error) {
 	}
 	if !found {
 		why := "no arrangement of placements holds it"
-		if len(req.Avoid) > 0 {
+		if len(req.Forbid) > 0 {
+			why = fmt.Sprintf("no arrangement holds it without creating a device it may not (%s)", req.Forbid.String())
+		} else if len(req.Avoid) > 0 {
 			why = fmt.Sprintf("no arrangement holds it outside the placements kept free (%s)", placementList(req.Avoid))
 			if len(pinned) > 0 {
 				why += fmt.Sprintf(" around the devices in use %q", pinned.String())
@@ -250,6 +257,8 @@ type fitSearch struct {
 	want map[string]int
 	// avoid masks the memory slices no placed device may overlap.
 	avoid uint64
+	// forbid are devices never placed (FitRequest.Forbid).
+	forbid Layout
 }
 
 // complete places what kept lacks of the wanted multiset, and returns the best
@@ -299,8 +308,12 @@ func (s *fitSearch) complete(kept Layout) (Layout, bool) {
 			if occ&mask != 0 {
 				continue
 			}
+			d := Device{Profile: p.Name, Start: pl.Start}
+			if len(s.forbid) > 0 && s.forbid.Contains(d) {
+				continue
+			}
 			occ |= mask
-			cur = append(cur, Device{Profile: p.Name, Start: pl.Start})
+			cur = append(cur, d)
 			rec(i+1, pl.Start)
 			cur = cur[:len(cur)-1]
 			occ &^= mask

@@ -17,6 +17,7 @@ func TestFit(t *testing.T) {
 		pinned     string
 		allowMoves bool
 		avoid      []Placement
+		forbid     string
 
 		wantLayout  string
 		wantMoves   int
@@ -78,6 +79,18 @@ func TestFit(t *testing.T) {
 			model: "A100-SXM4-80GB", want: map[string]int{}, current: "3g.40gb@0,3g.40gb@4",
 			wantLayout: "", wantDestroy: "3g.40gb@0,3g.40gb@4",
 		},
+		"forbid: a 3g goes to the half where it may be created": {
+			model: "A100-SXM4-80GB", want: map[string]int{"3g.40gb": 1}, forbid: "3g.40gb@4",
+			wantLayout: "3g.40gb@0",
+		},
+		"forbid: a current device may stay": {
+			model: "A100-SXM4-80GB", want: map[string]int{"3g.40gb": 2}, current: "3g.40gb@4", forbid: "3g.40gb@4",
+			wantLayout: "3g.40gb@0,3g.40gb@4",
+		},
+		"forbid: no arrangement without the forbidden device": {
+			model: "A100-SXM4-80GB", want: map[string]int{"7g.80gb": 1}, forbid: "7g.80gb@0",
+			wantErr: "no arrangement holds it without creating a device it may not (7g.80gb@0)",
+		},
 		"avoid: a 1g stays out of the left half kept for a 4g": {
 			model: "A100-SXM4-80GB", want: map[string]int{"2g.20gb": 1, "1g.10gb": 1},
 			current: "2g.20gb@0", pinned: "2g.20gb@0", avoid: []Placement{{Start: 0, Size: 4}},
@@ -101,7 +114,7 @@ func TestFit(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			m := mustModel(t, tc.model)
-			got, err := m.Fit(FitRequest{Want: tc.want, Current: MustParseLayout(tc.current), Pinned: MustParseLayout(tc.pinned), AllowMoves: tc.allowMoves, Avoid: tc.avoid})
+			got, err := m.Fit(FitRequest{Want: tc.want, Current: MustParseLayout(tc.current), Pinned: MustParseLayout(tc.pinned), AllowMoves: tc.allowMoves, Avoid: tc.avoid, Forbid: MustParseLayout(tc.forbid)})
 			if tc.wantErr != "" {
 				is := tc.wantIs
 				if is == nil {

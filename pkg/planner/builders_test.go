@@ -62,6 +62,13 @@ func (b *nodeB) shared(layout string) *nodeB {
 	return b
 }
 
+// tainted marks devices of the last GPU that DeviceTaintRules name before
+// they exist (GPU.Tainted).
+func (b *nodeB) tainted(layout string) *nodeB {
+	b.n.GPUs[len(b.n.GPUs)-1].Tainted = mig.MustParseLayout(layout)
+	return b
+}
+
 // driver sets the driver version the last GPU's devices are published with.
 func (b *nodeB) driver(v string) *nodeB { b.n.GPUs[len(b.n.GPUs)-1].Info.DriverVersion = v; return b }
 

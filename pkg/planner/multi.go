@@ -409,7 +409,7 @@ func (p *planner) acceptedAddition(ctx context.Context, c *resourceapi.ResourceC
 			return nil
 		}
 		avoid = append(slices.Clone(avoid), pl)
-		next, ok := add(g.model, g.g.Layout, g.layout, g.hard(), g.softLayout(), prof, avoid, false)
+		next, ok := add(g.model, g.g.Layout, g.layout, g.hard(), g.softLayout(), prof, avoid, g.g.Tainted, false)
 		if !ok {
 			return nil
 		}

@@ -686,7 +686,7 @@ func (p *planner) addition(g *gpuState, prof string) *addition {
 func (p *planner) additionWith(g *gpuState, prof string, keepFree bool) *addition {
 	soft := g.softLayout()
 	avoid := g.avoid()
-	k := additionKey{model: g.model.Key(), orig: g.g.Layout.String(), layout: g.layout.String(), fixed: g.fixed.String(), soft: soft.String(), shared: g.shared.String(), profile: prof, keepFree: keepFree}
+	k := additionKey{model: g.model.Key(), orig: g.g.Layout.String(), layout: g.layout.String(), fixed: g.fixed.String(), soft: soft.String(), shared: g.shared.String(), tainted: g.g.Tainted.String(), profile: prof, keepFree: keepFree}
 	if avoid != nil {
 		k.avoid = avoid[0]
 	}
@@ -696,7 +696,7 @@ func (p *planner) additionWith(g *gpuState, prof string, keepFree bool) *additio
 	if p.noAdd[k] {
 		return nil
 	}
-	a, ok := add(g.model, g.g.Layout, g.layout, g.hard(), soft, prof, avoid, keepFree)
+	a, ok := add(g.model, g.g.Layout, g.layout, g.hard(), soft, prof, avoid, g.g.Tainted, keepFree)
 	if !ok {
 		p.noAdd[k] = true
 		return nil

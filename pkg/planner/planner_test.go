@@ -381,6 +381,19 @@ func TestPlan(t *testing.T) {
 				gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").gpu("A100-SXM4-80GB", "3g.40gb@4", "3g.40gb@4").build()},
 			want: trace{Changes: []string{"n1/1: 3g.40gb@4 -> 1g.10gb@0,1g.10gb@1,3g.40gb@4 keeps spare 1g.10gb, 1g.10gb"}},
 		},
+		"a device a DeviceTaintRule names before it exists is never created: the 3g.40gb goes to the other half": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").tainted("3g.40gb@4").build()},
+			pods:  []Pod{pod("mid", 1).claim(profileIs("3g.40gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: (empty) -> 3g.40gb@0 serves default/mid"},
+				Served:  []string{"default/mid -> n1 gpu-0-mig-3g40gb-9-0 after change"},
+			},
+		},
+		"a pod only a tainted device could serve is not served by creating it": {
+			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").tainted("7g.80gb@0").build()},
+			pods:  []Pod{pod("big", 1).claim(profileIs("7g.80gb"), 1).build()},
+			want:  trace{Unservable: map[string]string{"default/big": NoRoom}},
+		},
 		"spares that would destroy a free device, or pass the limit on GPUs changed, are reported missing": {
 			nodes: []Node{
 				node("whole").policy(Policy{Spares: map[string]int{"1g.10gb": 1}}).gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),

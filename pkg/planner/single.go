@@ -310,6 +310,9 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok func(*nodeSt
 		in := -1
 		var inPl mig.Placement
 		for _, pl := range prof.Placements {
+			if g.g.Tainted.Contains(mig.Device{Profile: prof.Name, Start: pl.Start}) {
+				continue // a device never made there
+			}
 			n := 0
 			for _, d := range g.staying() {
 				if dp, err := g.model.Placement(d); err == nil && dp.Overlaps(pl) {
@@ -319,6 +322,9 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok func(*nodeSt
 			if in < 0 || n < in {
 				in, inPl = n, pl
 			}
+		}
+		if in < 0 {
+			continue
 		}
 		staying := g.staying()
 		room := g.model.Headroom(staying)

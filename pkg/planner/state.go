@@ -150,6 +150,8 @@ func (s *gpuState) classKey() string {
 	b.WriteByte('|')
 	b.WriteString(s.g.Layout.String())
 	b.WriteByte('|')
+	b.WriteString(s.g.Tainted.String())
+	b.WriteByte('|')
 	b.WriteString(strconv.FormatBool(s.touched))
 	b.WriteByte('|')
 	b.WriteString(s.node.policyKey)
@@ -331,7 +333,7 @@ type addition struct {
 
 // additionKey memoises additions by what decides them.
 type additionKey struct {
-	model, orig, layout, fixed, soft, shared, profile string
+	model, orig, layout, fixed, soft, shared, tainted, profile string
 	// avoid is the placement kept for a waiting pod (zero: none).
 	avoid mig.Placement
 	// keepFree: no free device may be destroyed.
@@ -347,7 +349,7 @@ type additionKey struct {
 // With keepFree no free device of layout is dropped. Neither the new device
 // nor a soft one lands in an avoid placement. ok is false when no such
 // layout exists.
-func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string, avoid []mig.Placement, keepFree bool) (addition, bool) {
+func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string, avoid []mig.Placement, forbid mig.Layout, keepFree bool) (addition, bool) {
 	var free mig.Layout
 	for _, d := range layout.Canonical() {
 		if !hard.Contains(d) && !soft.Contains(d) {
@@ -379,7 +381,7 @@ func add(model *mig.Model, orig, layout, hard, soft mig.Layout, p string, avoid 
 					}
 				}
 			}
-			res, err := model.Fit(mig.FitRequest{Want: want, Current: current, Pinned: hard, AllowMoves: true, Avoid: avoid})
+			res, err := model.Fit(mig.FitRequest{Want: want, Current: current, Pinned: hard, AllowMoves: true, Avoid: avoid, Forbid: forbid})
 			if err != nil {
 				return
 			}

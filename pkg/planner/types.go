@@ -47,6 +47,12 @@ type GPU struct {
 	// which kube-scheduler counts as using nothing up. A device in Pinned
 	// too is pinned.
 	Shared mig.Layout
+	// Tainted are devices the GPU does not have that DeviceTaintRules
+	// (NoSchedule or NoExecute) take out of scheduling by name: the
+	// planner never creates one, since the scheduler would give it to no
+	// pod it is made for. (Devices the GPU has that such a rule names are
+	// Pinned.)
+	Tainted mig.Layout
 	// Changing is true while an earlier plan's change is in flight (desired
 	// differs from actual): the planner leaves the GPU alone.
 	Changing bool
