@@ -30,7 +30,8 @@
 // kube-scheduler 1.37 runs with. A pod with a request for every matching
 // device (allocation mode All) gets a node no other pod of the plan is
 // served on (WaitsForAllModeNode); a device given with admin access stays
-// but is not used up, in the plan as in the snapshot (GPU.Shared). A way
+// but is not used up, in the plan as in the snapshot (GPU.Shared); a
+// device a DeviceTaintRule names is never made (GPU.Tainted). A way
 // to serve a pod is taken only if kube-scheduler, taking the node's pods
 // of the plan in its order (priority, then age) and knowing nothing of
 // the plan's reservations, gives each of them devices (nodeAgrees): a
