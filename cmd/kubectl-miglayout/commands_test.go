@@ -1345,3 +1345,23 @@ func TestStatusShowsNodeLeftAsItIs(t *testing.T) {
 		t.Errorf("gpu-node-1 not marked as left as it is:\n%s", out)
 	}
 }
+
+// TestPlanAutoMissingSpares: spares the policy asks for that the plan does
+// not make (here: a GPU split into free 3g.40gb devices gets no 1g.10gb
+// spare, which would destroy one) are listed per node and profile.
+func TestPlanAutoMissingSpares(t *testing.T) {
+	nml := &v1alpha1.NodeMigLayout{
+		ObjectMeta: metav1.ObjectMeta{Name: "auto-node"},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+			{Index: 0, Product: "NVIDIA H100 80GB HBM3", Model: "H100-SXM5-80GB", MIGEnabled: true, MIGPending: true, Layout: "3g.40gb@0,3g.40gb@4", Phase: v1alpha1.PhaseReady},
+		}},
+	}
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, migClass()}
+	out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-auto-spares.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Spares not made (they would destroy a device, or the limits on GPUs changed at once are reached):\n  auto-node: 2 1g.10gb\n"; !strings.Contains(out, want) {
+		t.Errorf("plan lacks %q:\n%s", want, out)
+	}
+}

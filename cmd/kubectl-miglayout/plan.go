@@ -655,6 +655,20 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 			fmt.Fprintf(w, "  %s: %s\n", pod, list.pods[pod])
 		}
 	}
+	var missing []string
+	for _, node := range slices.Sorted(maps.Keys(res.MissingSpares)) {
+		if !mine[node] {
+			continue
+		}
+		profiles := res.MissingSpares[node]
+		for _, prof := range slices.Sorted(maps.Keys(profiles)) {
+			missing = append(missing, fmt.Sprintf("  %s: %d %s", node, profiles[prof], prof))
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintln(w, "\nSpares not made (they would destroy a device, or the limits on GPUs changed at once are reached):")
+		fmt.Fprintln(w, strings.Join(missing, "\n"))
+	}
 	st.changes += changes
 	for _, n := range sel.Nodes {
 		if sel.Conflicted(n) {
