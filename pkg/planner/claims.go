@@ -253,12 +253,16 @@ func mentionsPerGPU(spec string) bool {
 // perGPU reports whether claim c (or a DeviceClass it names) reads a
 // per-GPU attribute.
 func (m *matcher) perGPU(c *resourceapi.ResourceClaim) bool {
-	key := m.shape(c)
-	if v, ok := m.perGPUs[key]; ok {
+	return memo(m.perGPUs, m.shape(c), func() bool { return mentionsPerGPU(m.claimSpec(c)) })
+}
+
+// memo returns cache[key], computing and storing it first if missing.
+func memo[V any](cache map[string]V, key string, compute func() V) V {
+	if v, ok := cache[key]; ok {
 		return v
 	}
-	v := mentionsPerGPU(m.claimSpec(c))
-	m.perGPUs[key] = v
+	v := compute()
+	cache[key] = v
 	return v
 }
 

@@ -196,13 +196,7 @@ func relevantInfo(g gpu.GPU, f infoFlags) string {
 
 // flags are the infoFlags of claim c, cached by shape.
 func (m *matcher) flags(c *resourceapi.ResourceClaim) infoFlags {
-	key := m.shape(c)
-	if f, ok := m.flagsBy[key]; ok {
-		return f
-	}
-	f := flagsOf(m.claimSpec(c))
-	m.flagsBy[key] = f
-	return f
+	return memo(m.flagsBy, m.shape(c), func() infoFlags { return flagsOf(m.claimSpec(c)) })
 }
 
 // claimSpec is the lower-case JSON of claim c's requests and the

@@ -30,14 +30,7 @@ func TestAutoLeavesNodesADeviceTaintRuleTaints(t *testing.T) {
 			DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To("mig.miglayout.io"), Pool: ptr.To(nodeA)},
 			Taint:          resourceapi.DeviceTaint{Key: "example.com/maintenance", Effect: resourceapi.DeviceTaintEffectNoSchedule},
 		}}
-	if _, err := env.Client.ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = env.Client.ResourceV1().DeviceTaintRules().Delete(ctx, rule.Name, metav1.DeleteOptions{})
-	})
+	createTaintRule(t, ctx, rule)
 
 	before := len(plannedChanges(t)) // earlier tests' changes
 
@@ -78,14 +71,7 @@ func TestAutoMakesNoDeviceADeviceTaintRuleNames(t *testing.T) {
 				DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: ptr.To("mig.miglayout.io"), Device: ptr.To(name)},
 				Taint:          resourceapi.DeviceTaint{Key: "example.com/faulty", Effect: resourceapi.DeviceTaintEffectNoSchedule},
 			}}
-		if _, err := env.Client.ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_ = env.Client.ResourceV1().DeviceTaintRules().Delete(ctx, rule.Name, metav1.DeleteOptions{})
-		})
+		createTaintRule(t, ctx, rule)
 	}
 
 	ns := env.NewNamespace(t, ctx, "taintname")
@@ -109,4 +95,17 @@ func TestAutoMakesNoDeviceADeviceTaintRuleNames(t *testing.T) {
 			}
 		}
 	}
+}
+
+// createTaintRule creates rule and deletes it when the test ends.
+func createTaintRule(t *testing.T, ctx context.Context, rule *resourceapi.DeviceTaintRule) {
+	t.Helper()
+	if _, err := env.Client.ResourceV1().DeviceTaintRules().Create(ctx, rule, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = env.Client.ResourceV1().DeviceTaintRules().Delete(ctx, rule.Name, metav1.DeleteOptions{})
+	})
 }
