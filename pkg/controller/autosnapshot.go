@@ -390,6 +390,9 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 			// flight: Auto mode never changes MIG mode, no device of the
 			// GPU is coming, and the GPU counts toward the limits.
 			g.Layout, g.Pinned, g.Shared, g.Changing = mig.Layout{}, nil, nil, true
+			// One NVML failed, which the agent retries, holds no slot
+			// (as for a change of layout below).
+			g.Retrying = st.Phase == v1alpha1.PhaseFailed && st.Reason == v1alpha1.ReasonNVMLError
 		} else if ok {
 			desired, err := mig.ParseLayout(spec.Layout)
 			if err == nil && spec.MIGEnabled && (!desired.Equal(actual) || st.Phase != v1alpha1.PhaseReady) {

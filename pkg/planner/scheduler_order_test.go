@@ -76,6 +76,25 @@ func TestPlanLaterDeviceNotTakenByEarlierPod(t *testing.T) {
 				pod("big", 5).claim(profileIs("4g.40gb"), 1).build()},
 			served: []string{"default/big", "default/flex"},
 		},
+		// flex1 and flex2 get the 1g.10gb their changes in flight bring
+		// (n1, n2). mid's best way, the free 2g.20gb of n1's GPU 1, goes
+		// to flex1, n1's first 2g.20gb in publication order; so does a
+		// 2g.20gb on n2's empty GPU to flex2. n1's empty GPU, in the same
+		// state as n2's, is another GPU: with a 2g.20gb there, flex1 takes
+		// GPU 1's and mid gets its own. A refusal on n1 of one class's way
+		// does not keep another class's way from n1.
+		"a way refused on a node is still tried there for a GPU of another state": {
+			nodes: []Node{node("n2").policy(Policy{MaxGPUsPerNode: 4}).gpu("A100-SXM4-80GB", "1g.10gb@6", "").changingFor("default/flex2").
+				gpu("A100-SXM4-80GB", "", "").build(),
+				node("n1").policy(Policy{MaxGPUsPerNode: 4}).gpu("A100-SXM4-80GB", "1g.10gb@6", "").changingFor("default/flex1").
+					gpu("A100-SXM4-80GB", "2g.20gb@4", "").gpu("A100-SXM4-80GB", "", "").build()},
+			pods: []Pod{pod("flex1", 1).priority(10).nodeSelector("kubernetes.io/hostname", "n1").
+				firstAvailable(1, "device.attributes['mig.miglayout.io'].memory >= 15000", profileIs("1g.10gb")).build(),
+				pod("flex2", 2).priority(10).nodeSelector("kubernetes.io/hostname", "n2").
+					firstAvailable(1, "device.attributes['mig.miglayout.io'].memory >= 15000", profileIs("1g.10gb")).build(),
+				pod("mid", 5).claim(profileIs("2g.20gb"), 1).build()},
+			served: []string{"default/flex1", "default/flex2", "default/mid"},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

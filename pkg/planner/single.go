@@ -165,10 +165,15 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 	// pods in its order, gives each of them devices (nodeAgrees).
 	p.accepts[key] = profiles
 	var best *choice
-	// Nodes whose scheduler replay refused a way: a way a class stands for
-	// is tried on its next GPU on another node (the same state, so the same
-	// way), up to sameWayNodes of them.
-	refused := sets.New[*nodeState]()
+	// Nodes whose scheduler replay refused a way of a class: that way is
+	// tried on the class's next GPU on another node (the same state, so the
+	// same way), up to sameWayNodes of them. A refusal says nothing of
+	// another class's way on the node (another GPU, other devices).
+	type refusal struct {
+		cls  *class
+		node *nodeState
+	}
+	refused := map[refusal]bool{}
 	tries := map[*class]int{}
 	for len(cands) > 0 {
 		// The best left (the first of equals), taken out.
@@ -191,10 +196,10 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 				return fmt.Errorf("planning pod %s: %w", key, err)
 			}
 			if !agrees {
-				refused.Insert(c.g.node)
+				refused[refusal{c.cls, c.g.node}] = true
 				if c.cls != nil && tries[c.cls] < sameWayNodes {
 					tries[c.cls]++
-					if g := p.nextInClass(c.cls, c.g, c.add != nil, func(n *nodeState) bool { return ok(n) && !refused.Has(n) }); g != nil {
+					if g := p.nextInClass(c.cls, c.g, c.add != nil, func(n *nodeState) bool { return ok(n) && !refused[refusal{c.cls, n}] }); g != nil {
 						next := *c
 						next.g = g
 						cands = append(cands, next)
