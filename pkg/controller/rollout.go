@@ -95,6 +95,9 @@ func (g *rolloutGate) hold(st NodeState) NodeState {
 		st.Row.Phase = v1alpha1.PhasePending
 	}
 	msg := g.heldNote()
+	if g.lost[st.Row.Node] {
+		msg = "gets its new layout once its agent is back (spec.maxNodesChanging gives a node whose agent is lost no turn)"
+	}
 	if st.Row.Message != "" {
 		msg += "; " + st.Row.Message
 	}

@@ -331,6 +331,11 @@ func TestMaxNodesChangingSkipsNodeWithLostAgent(t *testing.T) {
 	if specs["n2"] != halvesLayout {
 		t.Errorf("specs %v: want the only slot (maxNodesChanging 1) given to n2, not to n1 whose agent is lost (rows %+v)", specs, got.Status.Nodes)
 	}
+	for _, row := range got.Status.Nodes {
+		if row.Node == "n1" && !strings.HasPrefix(row.Message, "gets its new layout once its agent is back") {
+			t.Errorf("n1's row says %q; want it to wait for its agent, not its turn", row.Message)
+		}
+	}
 }
 
 // TestGatingMigLayouts: a NodeMigLayout's event wakes, besides its owner
