@@ -27,7 +27,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 	for _, g := range old.GPUs {
 		prev[g.Index] = g
 	}
-	var notReady, degraded []string
+	var notReady, degraded, unmanaged []string
 	for _, g := range res.GPUs {
 		gs := v1alpha1.GPUStatus{
 			Index:      int32(g.GPU.Index),
@@ -54,6 +54,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 			gs.Phase, gs.Reason, gs.Message = r.Phase, r.Reason, truncate(r.Message, 1024)
 		} else {
 			gs.Message = "not managed by the NodeMigLayout spec"
+			unmanaged = append(unmanaged, fmt.Sprintf("gpu %d", g.GPU.Index))
 		}
 		st.GPUs = append(st.GPUs, gs)
 	}
@@ -98,6 +99,12 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 	}
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonLayoutApplied,
 		Message: "every GPU holds its desired layout and the pool is published", ObservedGeneration: generation}
+	if len(unmanaged) > 0 {
+		// A GPU the spec leaves out may be one the MigLayout could not
+		// compute a layout for: told here, not only in its row.
+		ready.Message = fmt.Sprintf("every GPU the spec lists holds its desired layout and the pool is published; %s not in the spec, left as it is (no rule matches it, or the MigLayout could not compute its layout: its row for this node says which)",
+			strings.Join(unmanaged, ", "))
+	}
 	if len(notReady) > 0 {
 		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonNodesNotReady
 		ready.Message = "not ready: " + strings.Join(notReady, ", ")

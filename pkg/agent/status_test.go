@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,6 +94,33 @@ func TestBuildStatus(t *testing.T) {
 	}
 	if !meta.IsStatusConditionFalse(st.Conditions, v1alpha1.ConditionReady) || !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionDegraded) {
 		t.Errorf("conditions = %+v, want Ready false and Degraded true", st.Conditions)
+	}
+}
+
+// TestBuildStatusNamesGPUsLeftOutOfSpec: a node whose spec lists some of
+// its GPUs is Ready once those hold their layouts, and its Ready message
+// names the GPUs left out (a MigLayout leaves out a GPU whose layout it
+// could not compute, and says why only in its own status).
+func TestBuildStatusNamesGPUsLeftOutOfSpec(t *testing.T) {
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := func(idx int) gpu.GPU {
+		return gpu.GPU{Index: idx, UUID: fmt.Sprintf("GPU-%d", idx), ProductName: "NVIDIA A100-SXM4-80GB", Model: a100,
+			MIGCapable: true, MIGMode: gpu.MIGMode{Current: true}}
+	}
+	res := &SyncResult{GPUs: []GPUState{{GPU: g(0)}, {GPU: g(1)}},
+		Results: map[int]GPUResult{0: {Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied}}}
+	st := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 1, res, metav1.Now())
+	ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue || !strings.Contains(ready.Message, "; gpu 1 not in the spec, left as it is") {
+		t.Errorf("Ready = %+v; want True, naming gpu 1 as left out of the spec", ready)
+	}
+	res.Results[1] = GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied}
+	st = BuildStatus(st, 1, res, metav1.Now())
+	if ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady); ready == nil || strings.Contains(ready.Message, "not in the spec") {
+		t.Errorf("Ready = %+v with every GPU in the spec; want no GPU named as left out", ready)
 	}
 }
 
