@@ -37,14 +37,20 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			selected = append(selected, nml)
 		}
 	}
+	// Each agent's health, read once: the gate gives a node whose agent is
+	// lost no slot, and each node's row shows it.
+	health := make(map[string]AgentHealth, len(selected))
+	for _, nml := range selected {
+		health[nml.Name] = r.AgentLeases.Health(nml.Name, in.leases[nml.Name], len(nml.Status.GPUs) > 0, wasLost.Has(nml.Name))
+	}
 	gate := newRolloutGate(ml, selected)
 	if gate != nil {
-		for _, nml := range selected {
-			if r.AgentLeases.Health(nml.Name, in.leases[nml.Name], len(nml.Status.GPUs) > 0, wasLost.Has(nml.Name)).Lost {
+		for node, h := range health {
+			if h.Lost {
 				if gate.lost == nil {
 					gate.lost = map[string]bool{}
 				}
-				gate.lost[nml.Name] = true
+				gate.lost[node] = true
 			}
 		}
 	}
@@ -63,7 +69,11 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		}
 		var agent AgentHealth
 		if nml != nil {
-			agent = r.AgentLeases.Health(node, in.leases[node], len(nml.Status.GPUs) > 0, wasLost.Has(node))
+			h, known := health[node]
+			if !known { // made in this pass: no GPU reported yet
+				h = r.AgentLeases.Health(node, in.leases[node], len(nml.Status.GPUs) > 0, wasLost.Has(node))
+			}
+			agent = h
 		}
 		recheck = earliest(recheck, agent.Recheck)
 		st := EvaluateNode(node, nml, problems, agent)
