@@ -49,19 +49,21 @@ func cdiDeviceID(driverName string, claimUID types.UID, device string) string {
 }
 
 // buildSpec is the CDI spec of a prepared claim, from its checkpoint record
-// alone: the device nodes all GPU containers need, and per device its own
-// device nodes and NVIDIA_VISIBLE_DEVICES.
+// alone: the device nodes all GPU containers need, and per device and
+// request its own device nodes and NVIDIA_VISIBLE_DEVICES.
 //
-// NVIDIA_VISIBLE_DEVICES of a device lists the UUIDs of every device of the
-// claim allocated for the same request (in allocation order), so a container
-// given a request of count > 1 names all of its devices: CDI applies device
-// edits in order and a later value of a variable replaces an earlier one,
-// and every device of a request carries the same value (for a device two
-// requests share, see visibleDevices). A container given
-// several requests (a whole claim of several requests, or several claims)
-// still gets all their device nodes but the variable of the last request
-// applied; making that exact needs the NVIDIA container toolkit's full CDI
-// specs, which do not use the variable.
+// NVIDIA_VISIBLE_DEVICES of a CDI device lists the UUIDs of every device of
+// the claim allocated for the same request (in allocation order), so a
+// container given a request of count > 1 names all of its devices: CDI
+// applies device edits in order and a later value of a variable replaces an
+// earlier one, and every CDI device of a request carries the same value. A
+// device several requests share (admin access) has one CDI device per
+// request (requestCDIName), each with its request's list, so a container
+// naming one request is told exactly that request's devices. A container
+// given several requests (a whole claim of several requests, or several
+// claims) still gets all their device nodes but the variable of the last
+// request applied; making that exact needs the NVIDIA container toolkit's
+// full CDI specs, which do not use the variable.
 func buildSpec(driverName string, c PreparedClaim) (*cdispec.Spec, error) {
 	spec := &cdispec.Spec{
 		Kind: cdiVendor(driverName) + "/" + CDIClass,
@@ -70,14 +72,16 @@ func buildSpec(driverName string, c PreparedClaim) (*cdispec.Spec, error) {
 		},
 	}
 	visible := visibleDevices(c.Devices)
-	for i, d := range c.Devices {
-		spec.Devices = append(spec.Devices, cdispec.Device{
-			Name: cdiDeviceName(c.UID, d.Device),
-			ContainerEdits: cdispec.ContainerEdits{
-				Env:         []string{VisibleDevicesEnv + "=" + visible[i]},
-				DeviceNodes: deviceNodes(d.DeviceNodes),
-			},
-		})
+	for _, d := range c.Devices {
+		for _, r := range parentRequests(d) {
+			spec.Devices = append(spec.Devices, cdispec.Device{
+				Name: requestCDIName(cdiDeviceName(c.UID, d.Device), d, r),
+				ContainerEdits: cdispec.ContainerEdits{
+					Env:         []string{VisibleDevicesEnv + "=" + visible[r]},
+					DeviceNodes: deviceNodes(d.DeviceNodes),
+				},
+			})
+		}
 	}
 	v, err := cdiapi.MinimumRequiredVersion(spec)
 	if err != nil {
@@ -95,40 +99,46 @@ func parentRequest(r string) string {
 	return parent
 }
 
-// visibleDevices is NVIDIA_VISIBLE_DEVICES of each device (by index): the
-// comma-separated UUIDs, in allocation order, of the devices that belong to
-// every request it belongs to. A container gets devices of the requests it
-// names only, so the variable never names a device of a request the
-// container does not name; a device shared by two requests (admin access)
-// lists only the devices both share, and comes first in the claim (see
-// sortShared), so that a device of one request alone, listing all of it, is
-// applied last.
-func visibleDevices(devices []PreparedDevice) []string {
-	out := make([]string, len(devices))
-	for i, d := range devices {
-		var uuids []string
-		for _, e := range devices {
-			if goslices.ContainsFunc(d.Requests, func(r string) bool { return !hasRequest(e, parentRequest(r)) }) {
-				continue
-			}
-			uuids = append(uuids, e.UUID)
+// parentRequests returns the distinct parent requests d was allocated for,
+// in the order of d.Requests.
+func parentRequests(d PreparedDevice) []string {
+	var out []string
+	for _, r := range d.Requests {
+		if p := parentRequest(r); !goslices.Contains(out, p) {
+			out = append(out, p)
 		}
-		out[i] = strings.Join(uuids, ",")
 	}
 	return out
 }
 
-// hasRequest reports whether d was allocated for request (a parent request).
-func hasRequest(d PreparedDevice, request string) bool {
-	return goslices.ContainsFunc(d.Requests, func(r string) bool { return parentRequest(r) == request })
+// requestCDIName is the CDI device name (or fully qualified CDI device ID) of
+// device d for parent request r, given name, d's own: name itself for a
+// device of one request, name + "_" + r for a device several requests share
+// ("_" is in no DNS label, so the name never equals another device's).
+func requestCDIName(name string, d PreparedDevice, r string) string {
+	if len(parentRequests(d)) < 2 {
+		return name
+	}
+	return name + "_" + r
 }
 
-// sortShared puts devices of several requests first, keeping the order
-// otherwise (the kubelet applies a container's CDI devices in the order the
-// plugin returns them).
-func sortShared(devices []PreparedDevice) {
-	shared := func(d PreparedDevice) int { return min(len(d.Requests), 2) } // 2: several requests
-	goslices.SortStableFunc(devices, func(a, b PreparedDevice) int { return shared(b) - shared(a) })
+// visibleDevices is NVIDIA_VISIBLE_DEVICES of each parent request: the
+// comma-separated UUIDs, in allocation order, of the claim's devices
+// allocated for it. A container gets the devices of the requests it names
+// only, so the variable never names a device of a request the container
+// does not name.
+func visibleDevices(devices []PreparedDevice) map[string]string {
+	uuids := map[string][]string{}
+	for _, d := range devices {
+		for _, r := range parentRequests(d) {
+			uuids[r] = append(uuids[r], d.UUID)
+		}
+	}
+	out := make(map[string]string, len(uuids))
+	for r, u := range uuids {
+		out[r] = strings.Join(u, ",")
+	}
+	return out
 }
 
 func deviceNodes(paths []string) []*cdispec.DeviceNode {

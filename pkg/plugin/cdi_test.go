@@ -94,8 +94,9 @@ func TestCDIVisibleDevices(t *testing.T) {
 }
 
 // TestPrepareDeviceOfTwoRequests: a device two requests of one claim share
-// (admin access) is one CDI device serving both requests, and a container
-// naming either request is told exactly that request's devices.
+// (admin access) is reported once per request, each with its own CDI
+// device, and a container naming either request is told exactly that
+// request's devices.
 func TestPrepareDeviceOfTwoRequests(t *testing.T) {
 	e := newEnv(t)
 	p := e.plugin("")
@@ -115,8 +116,9 @@ func TestPrepareDeviceOfTwoRequests(t *testing.T) {
 	}
 	id := func(d string) []string { return []string{"k8s.mig.miglayout.io/claim=" + uid1 + "-" + d} }
 	want := []kubeletplugin.Device{
-		{Requests: []string{"work", "watch"}, PoolName: node, DeviceName: shared, CDIDeviceIDs: id(shared)},
 		{Requests: []string{"work"}, PoolName: node, DeviceName: "gpu-0-mig-1g10gb-19-2", CDIDeviceIDs: id("gpu-0-mig-1g10gb-19-2")},
+		{Requests: []string{"work"}, PoolName: node, DeviceName: shared, CDIDeviceIDs: id(shared + "_work")},
+		{Requests: []string{"watch"}, PoolName: node, DeviceName: shared, CDIDeviceIDs: id(shared + "_watch")},
 		{Requests: []string{"watch"}, PoolName: node, DeviceName: "gpu-0-mig-3g40gb-9-4", CDIDeviceIDs: id("gpu-0-mig-3g40gb-9-4")},
 	}
 	if diff := cmp.Diff(want, r.Devices); diff != "" {

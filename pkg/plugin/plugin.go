@@ -243,14 +243,12 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 		// The allocated devices exist under their names with other UUIDs:
 		// MIG devices do not survive a reboot or a GPU reset, and the
 		// agent created them again, while the checkpoint (on disk) did.
-		// The allocation still names them: prepare it afresh.
+		// The allocation still names them: prepare it afresh. The old
+		// preparation stays until the new one replaces it (same UID: same
+		// CDI spec file, same checkpoint entry), so a fresh prepare that
+		// fails (the GPU still being reconfigured, the new device's
+		// capability file not readable yet) leaves the devices protected.
 		klog.FromContext(ctx).Info("Claim's devices were created again since it was prepared (a reboot or GPU reset); preparing it afresh", "claim", klog.KObj(claim), "detail", err)
-		p.mu.Lock()
-		err = p.dropStale(ctx, claim)
-		p.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
 	}
 	if claim.Status.Allocation == nil {
 		return nil, fmt.Errorf("preparing claim %s: the claim is not allocated", ref)
@@ -298,7 +296,8 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	pc := PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
 	for _, r := range results {
 		// A device two requests share (admin access) is one device of
-		// the claim, for both requests: a CDI spec names a device once.
+		// the claim, recorded once with both requests (it gets a CDI
+		// device per request: requestCDIName).
 		if i := slices.IndexFunc(pc.Devices, func(d PreparedDevice) bool { return d.Pool == r.Pool && d.Device == r.Device }); i >= 0 {
 			d := &pc.Devices[i]
 			d.Requests = append(d.Requests, r.Request)
@@ -333,8 +332,6 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			CDIDeviceID: cdiDeviceID(p.cfg.DriverName, claim.UID, r.Device),
 		})
 	}
-
-	sortShared(pc.Devices)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -562,13 +559,18 @@ func (p *Plugin) writeSpec(pc PreparedClaim) error {
 }
 
 func resultDevices(pc PreparedClaim) []kubeletplugin.Device {
-	out := make([]kubeletplugin.Device, len(pc.Devices))
-	for i, d := range pc.Devices {
-		out[i] = kubeletplugin.Device{
-			Requests:     slices.Clone(d.Requests),
-			PoolName:     d.Pool,
-			DeviceName:   d.Device,
-			CDIDeviceIDs: []string{d.CDIDeviceID},
+	out := make([]kubeletplugin.Device, 0, len(pc.Devices))
+	for _, d := range pc.Devices {
+		// A device several requests share is reported once per request,
+		// each with that request's CDI device (the kubelet hands a
+		// container the CDI devices of the entries naming its request).
+		for _, r := range parentRequests(d) {
+			out = append(out, kubeletplugin.Device{
+				Requests:     slices.DeleteFunc(slices.Clone(d.Requests), func(q string) bool { return parentRequest(q) != r }),
+				PoolName:     d.Pool,
+				DeviceName:   d.Device,
+				CDIDeviceIDs: []string{requestCDIName(d.CDIDeviceID, d, r)},
+			})
 		}
 	}
 	return out

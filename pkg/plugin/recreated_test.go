@@ -1,0 +1,99 @@
+package plugin
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/miglayout/miglayout/pkg/gpulock"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/slices"
+)
+
+// TestPrepareOfRecreatedDeviceThatFailsKeepsPreparation: after a reboot (MIG
+// devices gone, /var/run/cdi gone, checkpoint kept) the agent creates the
+// claim's MIG device again, with a new UUID, and the kubelet asks for the
+// claim again. When preparing it afresh fails (the agent still holds GPU 0
+// to create the rest of the layout, or the driver's capability file of the
+// new device cannot be read yet) the prepare fails, and the claim's
+// preparation stays in memory and in the checkpoint, as it does when the
+// device is not created again yet (TestPrepareAfterReboot): its device stays
+// protected from the repartitioner and from other claims until a prepare
+// succeeds. Once the cause is gone, the prepare succeeds with the new UUID.
+func TestPrepareOfRecreatedDeviceThatFailsKeepsPreparation(t *testing.T) {
+	const dev = "gpu-0-mig-1g10gb-19-3"
+	d := mig.Device{Profile: "1g.10gb", Start: 3}
+	tests := map[string]struct {
+		// block makes the fresh preparation fail; it returns what undoes it.
+		block   func(e *env) (undo func())
+		wantErr error // nil: any error
+	}{
+		"GPU being reconfigured": {
+			block: func(e *env) func() {
+				end, err := e.locks.BeginReconfigure(e.ctx, 0)
+				if err != nil {
+					e.t.Fatal(err)
+				}
+				return end
+			},
+			wantErr: gpulock.ErrReconfiguring,
+		},
+		"capability file of the new device not readable yet": {
+			block: func(e *env) func() {
+				caps := filepath.Join(e.hostRoot, "proc")
+				moved := caps + ".moved"
+				if err := os.Rename(caps, moved); err != nil {
+					e.t.Fatal(err)
+				}
+				return func() {
+					if err := os.Rename(moved, caps); err != nil {
+						e.t.Fatal(err)
+					}
+				}
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, dev})
+			if r := e.prepare(e.plugin(""), c); r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			// The reboot, then the agent creates the device again.
+			if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.RemoveAll(e.cdiDir); err != nil {
+				t.Fatal(err)
+			}
+			p := e.plugin("")
+			md := e.createMIG(d)
+
+			undo := tc.block(e)
+			r := e.prepare(p, c)
+			if r.Err == nil || (tc.wantErr != nil && !errors.Is(r.Err, tc.wantErr)) {
+				t.Fatalf("prepare = %v, want an error (%v)", r.Err, tc.wantErr)
+			}
+			want := map[string][]types.NamespacedName{dev: {{Namespace: "team-a", Name: "infer"}}}
+			if diff := cmp.Diff(want, p.PreparedDevices()); diff != "" {
+				t.Errorf("PreparedDevices after the failed prepare (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(want, e.plugin("").PreparedDevices()); diff != "" {
+				t.Errorf("checkpoint after the failed prepare (-want +got):\n%s", diff)
+			}
+
+			undo()
+			if r := e.prepare(p, c); r.Err != nil {
+				t.Fatalf("prepare once the cause is gone: %v", r.Err)
+			}
+			if got := p.claims[uid1].Devices; len(got) != 1 || got[0].UUID != md.UUID {
+				t.Errorf("prepared devices %+v, want %s with UUID %s", got, dev, md.UUID)
+			}
+		})
+	}
+}
