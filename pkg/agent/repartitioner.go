@@ -95,7 +95,8 @@ type gpuPlan struct {
 	drain []string
 	// vetted are those of drain that the cache showed allocated just
 	// before the live re-check found them free (a release the cache had
-	// not seen yet): apply's re-check under the lock does not count them.
+	// not seen yet): apply's re-check under the lock asks the API server
+	// about those the cache still shows.
 	vetted sets.Set[string]
 }
 
@@ -470,7 +471,19 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		if err != nil {
 			return fail(err)
 		}
-		if busy := cached.Intersection(sets.New(p.drain...)).Difference(p.vetted); busy.Len() > 0 {
+		busy := cached.Intersection(sets.New(p.drain...))
+		if again := busy.Intersection(p.vetted); again.Len() > 0 {
+			// A vetted device the cache still shows: its release not
+			// seen yet, or allocated again (to a claim that tolerates
+			// the drain taint) since the live re-check. The API server
+			// tells which; a name alone does not.
+			live, err := r.Allocations.AllocatedDevices(ctx, true)
+			if err != nil {
+				return fail(fmt.Errorf("reading ResourceClaim allocations: %w", err))
+			}
+			busy = busy.Difference(p.vetted).Union(live.Intersection(again))
+		}
+		if busy.Len() > 0 {
 			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
 				Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)", strings.Join(sets.List(busy), ", "))}
 		}

@@ -1,0 +1,75 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// TestSyncVettedDeviceAllocatedAgainBeforeTheLock: a device the cache showed
+// allocated during the settle period while the live re-check found it free
+// (claim A, released just before the re-check; the cache had not seen the
+// release) is "vetted" for this pass. When, before the GPU's lock is taken,
+// another claim B that tolerates the drain taint is allocated the same
+// device, the cache and the API server both show it allocated: the device is
+// referenced by a ResourceClaim allocation and must not be destroyed
+// (invariant 1). The GPU is Blocked (DeviceInUse) and the hardware is left
+// as it was. A device merely released (nothing allocated again) is still
+// repartitioned.
+func TestSyncVettedDeviceAllocatedAgainBeforeTheLock(t *testing.T) {
+	const drained = "gpu-0-mig-3g40gb-9-4"
+	const before, after = "3g.40gb@0,3g.40gb@4", "3g.40gb@0,2g.20gb@4,1g.10gb@6"
+	type want struct {
+		Phase  v1alpha1.GPUPhase
+		Reason string
+		Layout string
+	}
+	tests := map[string]struct {
+		// atLock is what the cache and the API server show once the
+		// GPU's lock is taken (after the live re-check).
+		atLockCached, atLockLive sets.Set[string]
+		want                     want
+	}{
+		"released, nothing allocated again: repartitioned": {
+			atLockCached: sets.New(drained), // the cache still lags the release
+			atLockLive:   sets.New[string](),
+			want:         want{v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied, after},
+		},
+		"allocated again to another claim: kept": {
+			atLockCached: sets.New(drained),
+			atLockLive:   sets.New(drained),
+			want:         want{v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, before},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "1xA100-SXM4-80GB")
+			g.setup(t, 0, before)
+			g.alloc.live = sets.New[string]()
+			// Claim A: allocated during the settle period, released
+			// before the live re-check; the cache still shows it.
+			g.r.Sleep = func(context.Context, time.Duration) error {
+				g.alloc.cached = sets.New(drained)
+				return nil
+			}
+			// Claim B: allocated after the live re-check, before the lock.
+			g.locks.onBegin = func() {
+				g.alloc.cached, g.alloc.live = tc.atLockCached, tc.atLockLive
+			}
+			res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, after)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := res.Results[0]
+			got := want{r.Phase, r.Reason, g.layouts(t)[0]}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("GPU 0 after the pass (-want +got):\n%s\nresult: %+v", diff, r)
+			}
+		})
+	}
+}
