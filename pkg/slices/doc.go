@@ -84,7 +84,8 @@
 // Devices about to be destroyed are published with the NoSchedule taint
 // DrainTaintKey (DrainTaint), so that no new claim is allocated to them while
 // the agent waits for the settle period. Taints need the DRADeviceTaints
-// feature (KEP-5055: alpha in Kubernetes 1.33, on by default from 1.36);
+// feature (KEP-5055: alpha in Kubernetes 1.33, on by default from 1.36, GA in
+// 1.37, where it can still be turned off);
 // where the apiserver drops them the
 // resourceslice controller reports a DroppedFieldsError to the plugin's
 // HandleError.

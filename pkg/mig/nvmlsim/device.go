@@ -521,10 +521,15 @@ func (d device) CreateGpuInstance(info *nvml.GpuInstanceProfileInfo) (nvml.GpuIn
 }
 
 // GetGpuInstances returns the GIs of the profile with GI profile ID info.Id,
-// ordered by placement start. ERROR_INVALID_ARGUMENT for a nil info or an
-// unknown profile ID; ERROR_NOT_SUPPORTED with MIG mode off or on a MIG
-// device.
+// ordered by placement start. ERROR_INVALID_ARGUMENT for a nil info, an
+// info whose InstanceCount is 0 (go-nvml sizes NVML's buffer from it and
+// refuses 0 before calling NVML: read the info with
+// GetGpuInstanceProfileInfo) or an unknown profile ID; ERROR_NOT_SUPPORTED
+// with MIG mode off or on a MIG device.
 func (d device) GetGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
+	if info == nil || info.InstanceCount == 0 {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
 	var out []nvml.GpuInstance
 	ret := d.migOn("GetGpuInstances", false, func(c devCtx) (bool, nvml.Return) {
 		if info == nil || profileByID(c.m, int(info.Id)) == nil {

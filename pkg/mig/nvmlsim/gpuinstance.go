@@ -140,9 +140,14 @@ func (h gpuInstance) CreateComputeInstance(info *nvml.ComputeInstanceProfileInfo
 }
 
 // GetComputeInstances returns the GI's CIs of the CI profile info.Id, ordered
-// by CI ID. ERROR_INVALID_ARGUMENT for a nil info, an Id out of range or a
-// stale handle; ERROR_NOT_SUPPORTED for a profile the GI does not offer.
+// by CI ID. ERROR_INVALID_ARGUMENT for a nil info, an info whose
+// InstanceCount is 0 (refused by go-nvml before NVML is called, as for
+// Device.GetGpuInstances), an Id out of range or a stale handle;
+// ERROR_NOT_SUPPORTED for a profile the GI does not offer.
 func (h gpuInstance) GetComputeInstances(info *nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, nvml.Return) {
+	if info == nil || info.InstanceCount == 0 {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
 	var out []nvml.ComputeInstance
 	ret := h.with("GpuInstance.GetComputeInstances", false, func(c giCtx) (bool, nvml.Return) {
 		if info == nil {

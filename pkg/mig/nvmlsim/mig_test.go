@@ -17,7 +17,7 @@ const a100 = "A100-PCIE-80GB"
 func TestMIGOperationsNeedMIGMode(t *testing.T) {
 	s := newTestSim(t, Config{Spec: "1x" + a100})
 	d := handle(t, s, 0)
-	info := nvml.GpuInstanceProfileInfo{Id: 19} // 1g on A100
+	info := nvml.GpuInstanceProfileInfo{Id: 19, InstanceCount: 7} // 1g on A100, as GetGpuInstanceProfileInfo gives it
 	pl := nvml.GpuInstancePlacement{Start: 0, Size: 1}
 	ops := map[string]func() nvml.Return{
 		"GetGpuInstanceProfileInfo": func() nvml.Return {
