@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,12 +56,24 @@ type PreparedDevice struct {
 }
 
 // checkpoint is the file's shape. Checksum is the CRC-32 (IEEE) of the
-// compact JSON encoding of Claims; encoding/json sorts map keys, so the
-// encoding is canonical.
+// compact JSON encoding of Claims as written (encoding/json sorts map keys,
+// so the writer's encoding is canonical). The reader checks it against the
+// claims' bytes in the file, compacted, not against its own re-encoding:
+// a checkpoint a later version wrote, with fields this one does not know,
+// still reads (the fields are dropped), so an agent rolled back keeps the
+// node's prepared devices instead of refusing to start.
 type checkpoint struct {
 	Version  string                      `json:"version"`
 	Checksum uint32                      `json:"checksum"`
 	Claims   map[types.UID]PreparedClaim `json:"claims"`
+}
+
+// checkpointFile is checkpoint as read: the claims' bytes kept for the
+// checksum.
+type checkpointFile struct {
+	Version  string          `json:"version"`
+	Checksum uint32          `json:"checksum"`
+	Claims   json.RawMessage `json:"claims"`
 }
 
 func checksum(claims map[types.UID]PreparedClaim) (uint32, error) {
@@ -82,24 +95,32 @@ func readCheckpoint(path string) (map[types.UID]PreparedClaim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading checkpoint: %w", err)
 	}
-	var cp checkpoint
+	var cp checkpointFile
 	if err := json.Unmarshal(data, &cp); err != nil {
 		return nil, fmt.Errorf("parsing checkpoint %s: %w", path, err)
 	}
 	if cp.Version != CheckpointVersion {
 		return nil, fmt.Errorf("reading checkpoint %s: version %q, this plugin reads %q", path, cp.Version, CheckpointVersion)
 	}
-	if cp.Claims == nil {
-		cp.Claims = map[types.UID]PreparedClaim{}
+	raw := cp.Claims
+	if len(raw) == 0 {
+		raw = json.RawMessage("null") // no claims key: as a writer encodes none
 	}
-	sum, err := checksum(cp.Claims)
-	if err != nil {
-		return nil, fmt.Errorf("reading checkpoint %s: %w", path, err)
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return nil, fmt.Errorf("parsing checkpoint %s: %w", path, err)
 	}
-	if sum != cp.Checksum {
+	if sum := crc32.ChecksumIEEE(compact.Bytes()); sum != cp.Checksum {
 		return nil, fmt.Errorf("reading checkpoint %s: checksum %d does not match its contents (%d): the file is corrupt", path, cp.Checksum, sum)
 	}
-	return cp.Claims, nil
+	var claims map[types.UID]PreparedClaim
+	if err := json.Unmarshal(raw, &claims); err != nil {
+		return nil, fmt.Errorf("parsing checkpoint %s: %w", path, err)
+	}
+	if claims == nil {
+		claims = map[types.UID]PreparedClaim{}
+	}
+	return claims, nil
 }
 
 // writeCheckpoint replaces path atomically (temporary file, fsync, rename,

@@ -1,0 +1,107 @@
+package plugin
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// TestReadCheckpoint: a checkpoint is read back as written; one a later
+// version wrote, with fields this version does not know, is read too (its
+// checksum covers what was written, not what this version re-encodes), so
+// rolling the agent back never strands a node's prepared devices; a file
+// whose claims changed after writing, or of another format version, is
+// refused.
+func TestReadCheckpoint(t *testing.T) {
+	claims := map[types.UID]PreparedClaim{
+		"uid-1": {UID: "uid-1", Namespace: "team-a", Name: "infer", Devices: []PreparedDevice{{
+			Requests: []string{"mig"}, Pool: "node-a", Device: "gpu-0-mig-1g10gb-19-3", GPUIndex: 0,
+			UUID: "MIG-1", GPUUUID: "GPU-0", DeviceNodes: []string{"/dev/nvidia0"}, CDIDeviceID: "k8s.mig.miglayout.io/claim=uid-1-gpu-0-mig-1g10gb-19-3",
+		}}},
+	}
+	// file is a checkpoint of the given version whose claims are raw
+	// (indented, as written), with the checksum a writer computes over
+	// their compact encoding; tamper edits the claims after the checksum.
+	file := func(version, raw string, tamper func(string) string) string {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, []byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		if tamper != nil {
+			raw = tamper(raw)
+		}
+		return fmt.Sprintf(`{"version": %q, "checksum": %d, "claims": %s}`, version, crc32.ChecksumIEEE(compact.Bytes()), raw)
+	}
+	current, err := json.MarshalIndent(claims, "  ", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A later version's record: a device field and a claim field unknown here.
+	later := strings.Replace(string(current), `"gpuIndex": 0,`, `"gpuIndex": 0, "migProfileID": 19,`, 1)
+	later = strings.Replace(later, `"name": "infer",`, `"name": "infer", "preparedAt": "2026-12-01T10:00:00Z",`, 1)
+	if later == string(current) {
+		t.Fatal("fixture unchanged")
+	}
+	tests := map[string]struct {
+		contents string
+		want     map[types.UID]PreparedClaim
+		wantErr  string
+	}{
+		"written by this version": {contents: file(CheckpointVersion, string(current), nil), want: claims},
+		"written by a later version with more fields": {
+			contents: file(CheckpointVersion, later, nil), want: claims},
+		"claims changed after writing": {
+			contents: file(CheckpointVersion, string(current), func(s string) string { return strings.Replace(s, "MIG-1", "MIG-2", 1) }),
+			wantErr:  "corrupt"},
+		"another format version": {contents: file("miglayout.io/plugin-checkpoint/v2", string(current), nil), wantErr: "version"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), CheckpointFile)
+			if err := os.WriteFile(path, []byte(tc.contents), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := readCheckpoint(path)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("readCheckpoint = %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("claims (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestWriteCheckpointReadsBack: what writeCheckpoint writes, readCheckpoint
+// reads back unchanged.
+func TestWriteCheckpointReadsBack(t *testing.T) {
+	claims := map[types.UID]PreparedClaim{
+		"uid-1": {UID: "uid-1", Namespace: "team-a", Name: "a<b>&c", Devices: []PreparedDevice{{Requests: []string{"r"}, Pool: "n", Device: "gpu-1", UUID: "GPU-1"}}},
+		"uid-2": {UID: "uid-2", Namespace: "team-b", Name: "other"},
+	}
+	path := filepath.Join(t.TempDir(), CheckpointFile)
+	if err := writeCheckpoint(path, claims); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readCheckpoint(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(claims, got); diff != "" {
+		t.Errorf("claims (-written +read):\n%s", diff)
+	}
+}
