@@ -443,7 +443,7 @@ func (st *planState) change(cat *mig.Catalog, node string, g v1alpha1.GPUStatus,
 	if g.MIGEnabled != d.MIGEnabled && !d.MIGEnabled {
 		ch.created = append(ch.created, "whole GPU, MIG mode off")
 	}
-	resetHow := fmt.Sprintf("an administrator resets it (nvidia-smi -r -i %d, no process on it) or the node reboots", g.Index)
+	resetHow := "the node reboots (an external nvidia-smi -r fails while the agent, an NVML client, runs on the node)"
 	switch {
 	case g.MIGEnabled != g.MIGPending && g.MIGPending == d.MIGEnabled:
 		// As the agent: the change asked for is pending already.

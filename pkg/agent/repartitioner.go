@@ -402,8 +402,8 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 	busy := inUse.Intersection(sets.New(p.drain...))
 	if busy.Len() > 0 && pendingAsked {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
-			Message: fmt.Sprintf("MIG mode change to %v is pending until GPU %d is reset or idle: in use %s; it is set again once nothing uses them (or stop its processes and run nvidia-smi -r -i %d)",
-				spec.MIGEnabled, idx, strings.Join(sets.List(busy), ", "), idx)}
+			Message: fmt.Sprintf("MIG mode change to %v is pending until GPU %d is reset: in use %s; it is set again once nothing uses them, and the driver then resets the GPU (another NVML client on the node, such as a metrics exporter, also keeps it from being reset; an external nvidia-smi -r fails while this agent holds NVML), or reboot the node",
+				spec.MIGEnabled, idx, strings.Join(sets.List(busy), ", "))}
 	}
 	if busy.Len() > 0 {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,

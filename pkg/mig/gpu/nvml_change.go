@@ -151,10 +151,10 @@ func (m *NVMLManager) DestroyMIGDevice(ctx context.Context, gpuIndex int, d mig.
 }
 
 // changedMeanwhile is a stale handle met on the way to a GI's destroy (a
-// compute instance or MIG device listed, then gone: someone ran
-// nvidia-smi, or a handle went stale): the GPU instance may well be there
-// still, so it is no ErrNotFound (it does not unwrap); destroy reads the
-// GPU again.
+// GPU instance, compute instance or MIG device listed, then gone: someone
+// ran nvidia-smi, or a handle went stale): the target GPU instance may well
+// be there still, so it is no ErrNotFound (it does not unwrap); destroy
+// reads the GPU again.
 type changedMeanwhile struct{ err error }
 
 func (e changedMeanwhile) Error() string { return e.err.Error() }
@@ -164,9 +164,9 @@ func (e changedMeanwhile) Error() string { return e.err.Error() }
 const maxDestroyReads = 3
 
 // destroy destroys the CIs, then the GI, of device d. Only the GI's absence
-// (find) or a stale GI answers ErrNotFound; a compute instance or MIG
-// device gone between its listing and its read makes it read the GPU again,
-// up to maxDestroyReads times.
+// (find) or a stale target GI answers ErrNotFound; a GPU instance, compute
+// instance or MIG device gone between its listing and its read makes it
+// read the GPU again, up to maxDestroyReads times.
 func (m *NVMLManager) destroy(ctx context.Context, logger klog.Logger, idx int, d mig.Device) error {
 	var err error
 	for range maxDestroyReads {
@@ -175,9 +175,9 @@ func (m *NVMLManager) destroy(ctx context.Context, logger klog.Logger, idx int, 
 		if !errors.As(err, &meanwhile) {
 			return err
 		}
-		logger.V(2).Info("The GPU instance's compute instances changed while it was being destroyed; reading the GPU again", "err", err)
+		logger.V(2).Info("The GPU's instances changed while the GPU instance was being destroyed; reading the GPU again", "err", err)
 	}
-	return fmt.Errorf("the GPU instance's compute instances kept changing while it was destroyed: %w", err)
+	return fmt.Errorf("the GPU's instances kept changing while the GPU instance was destroyed: %w", err)
 }
 
 func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx int, d mig.Device) error {

@@ -90,7 +90,16 @@ func (m *NVMLManager) walk(ctx context.Context, idx int) (*gpuState, error) {
 		for _, h := range handles {
 			gi, ret := h.GetInfo()
 			if err := staleErr("nvmlGpuInstanceGetInfo", ret); err != nil {
-				return nil, fmt.Errorf("reading a GPU instance of GI profile %d: %w", info.Id, err)
+				err = fmt.Errorf("reading a GPU instance of GI profile %d: %w", info.Id, err)
+				if errors.Is(err, ErrNotFound) {
+					// Listed, then gone (destroyed by someone else):
+					// which GI it was is unknown, so the walk answers
+					// nothing of the GPU's instances (no ErrNotFound: a
+					// destroy reads the GPU again rather than take its
+					// target for gone).
+					return nil, changedMeanwhile{err}
+				}
+				return nil, err
 			}
 			name := ""
 			if s.model != nil {
