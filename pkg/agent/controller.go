@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"slices"
 	"sync"
@@ -257,7 +258,8 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		switch got.Phase {
 		case v1alpha1.PhaseReady:
 			if before[spec.Index] != v1alpha1.PhaseReady || held[spec.Index] != heldNow(res, int(spec.Index)) {
-				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, gpuAction("Repartition", int(spec.Index)), "GPU %d holds %q", spec.Index, spec.Layout)
+				note := fmt.Sprintf("GPU %d holds %q", spec.Index, spec.Layout)
+				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, noteAction(gpuAction("Repartition", int(spec.Index)), note), "%s", note)
 			}
 		case v1alpha1.PhaseBlocked:
 			r.gpuEvent(&nml, "Warning", EventBlocked, "Repartition", int(spec.Index), got.Message)
@@ -312,9 +314,23 @@ func (r *NodeReconciler) tellCatalogDiffers(nml *v1alpha1.NodeMigLayout, gpus []
 }
 
 // gpuEvent records an event about GPU idx on nml, "GPU <idx>: <msg>", cut to
-// the 1 kB an Event's note may hold, with the GPU's own action (gpuAction).
+// the 1 kB an Event's note may hold, with the GPU's own action (gpuAction)
+// ending in a hash of the note (noteAction).
 func (r *NodeReconciler) gpuEvent(nml *v1alpha1.NodeMigLayout, eventType, reason, action string, idx int, msg string) {
-	r.Recorder.Eventf(nml, nil, eventType, reason, gpuAction(action, idx), "%s", truncate(fmt.Sprintf("GPU %d: %s", idx, msg), maxEventNote))
+	note := truncate(fmt.Sprintf("GPU %d: %s", idx, msg), maxEventNote)
+	r.Recorder.Eventf(nml, nil, eventType, reason, noteAction(gpuAction(action, idx), note), "%s", note)
+}
+
+// noteAction is action with a hash of note appended
+// ("RepartitionGPU0-1a2b3c4d": FNV-1a, 32 bits): the events.k8s.io recorder
+// folds an event whose regarding and related objects, reason and action
+// equal an earlier one's into that event's series and keeps the first note,
+// so a GPU repartitioned again within minutes would still read its first
+// layout.
+func noteAction(action, note string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(note))
+	return fmt.Sprintf("%s-%08x", action, h.Sum32())
 }
 
 // gpuAction is the events.k8s.io action of an event about GPU idx

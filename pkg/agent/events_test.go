@@ -29,3 +29,24 @@ func TestEventsOfSeveralGPUsAreAllRecorded(t *testing.T) {
 		t.Errorf("events recorded (-want +got):\n%s", diff)
 	}
 }
+
+// TestEventsOfOneGPUWithNewNotesAreAllRecorded: events of one reason about
+// the same GPU whose notes differ (blocked by one device, then by another;
+// repartitioned to one layout, then, minutes later, to another) all reach
+// the API server with their notes.
+func TestEventsOfOneGPUWithNewNotesAreAllRecorded(t *testing.T) {
+	scheme := testScheme(t)
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	rec, notes := eventstest.Recorder(t, scheme, "miglayout-agent")
+	r := &NodeReconciler{Recorder: rec}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}}
+	r.gpuEvent(nml, "Warning", EventBlocked, "Repartition", 0, "in use: gpu-0-mig-1g10gb-19-0")
+	notes(1) // at the API server before the next
+	r.gpuEvent(nml, "Warning", EventBlocked, "Repartition", 0, "in use: gpu-0-mig-1g10gb-19-1")
+	want := []string{"GPU 0: in use: gpu-0-mig-1g10gb-19-0", "GPU 0: in use: gpu-0-mig-1g10gb-19-1"}
+	if diff := cmp.Diff(want, notes(len(want))); diff != "" {
+		t.Errorf("events recorded (-want +got):\n%s", diff)
+	}
+}

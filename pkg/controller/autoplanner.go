@@ -467,11 +467,13 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 	// pod still waiting as before hears it again once the API server may
 	// have dropped the event (--event-ttl, one hour by default), so that
 	// kubectl describe pod keeps saying why it waits.
-	// An event about a GPU names its node's NodeMigLayout as related
-	// object and the GPU in its action: the recorder counts an event of the
-	// same pod, reason, action and related object as a repeat and drops
-	// its note, so a pod planned again onto another GPU would still read
-	// the first one.
+	// The recorder counts an event of the same pod, type, reason, action
+	// and related object as a repeat and drops its note, so a pod whose
+	// outcome changed (planned onto another GPU; no room now, then only a
+	// lost node could take it) would still read the first note: the action
+	// ends in a hash of the note (noteAction), and an event about a GPU
+	// also names the GPU in its action and its node's NodeMigLayout as
+	// related object.
 	emit := func(key, eventType, reason string, on *gpuRef, note string) {
 		pod := pods[key]
 		if pod == nil {
@@ -488,7 +490,8 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 			action = gpuAction(action, int32(on.gpu))
 			related = nodeMigLayoutRef(on.node)
 		}
-		a.Recorder.Eventf(pod, related, eventType, reason, action, "%s", truncate(note, maxEventNote))
+		note = truncate(note, maxEventNote)
+		a.Recorder.Eventf(pod, related, eventType, reason, noteAction(action, note), "%s", note)
 	}
 	for _, s := range res.Served {
 		if target := targets[s.Pod]; target != "" {

@@ -189,6 +189,6 @@ func (r *Reconciler) record(ml *v1alpha1.MigLayout, evts []Event) {
 		if e.Node != "" {
 			related = nodeMigLayoutRef(e.Node)
 		}
-		r.Recorder.Eventf(ml, related, e.Type, e.Reason, e.Action, "%s", e.Note)
+		r.Recorder.Eventf(ml, related, e.Type, e.Reason, noteAction(e.Action, e.Note), "%s", e.Note)
 	}
 }

@@ -42,6 +42,25 @@ func TestEventsOfSeveralNodesAreAllRecorded(t *testing.T) {
 	}
 }
 
+// TestMigLayoutEventsWithNewNotesAreAllRecorded: a MigLayout's events of one
+// reason about the same node and GPU whose notes differ (blocked by one
+// cause, then another) both reach the API server with their notes.
+func TestMigLayoutEventsWithNewNotesAreAllRecorded(t *testing.T) {
+	rec, notes := eventstest.Recorder(t, testScheme(t), Name)
+	r := &Reconciler{Recorder: rec}
+	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "ml", UID: "u"}}
+	event := func(note string) Event {
+		return Event{Type: corev1.EventTypeWarning, Reason: "GPUBlocked", Action: gpuAction("Repartition", 0), Note: note, Node: "c"}
+	}
+	r.record(ml, []Event{event("node c gpu 0 is blocked (DeviceInUse): in use")})
+	notes(1) // at the API server before the next
+	r.record(ml, []Event{event("node c gpu 0 is blocked (ResetRequired): pending")})
+	want := []string{"node c gpu 0 is blocked (DeviceInUse): in use", "node c gpu 0 is blocked (ResetRequired): pending"}
+	if diff := cmp.Diff(want, notes(len(want))); diff != "" {
+		t.Errorf("events recorded (-want +got):\n%s", diff)
+	}
+}
+
 // TestPodPlannedOntoAnotherGPUHearsIt: a pod whose plan changes from one
 // GPU to another (its first change was cancelled) reads the new target in
 // its events, not only a repeat count on the first.
