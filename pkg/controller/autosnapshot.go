@@ -488,11 +488,16 @@ func isAllocated(allocated sets.Set[string], index int, d mig.Device) bool {
 // would make for them, see extendedResourceClaim). A pod whose generated
 // claims do not exist yet is left for a later pass. A claim shared by
 // several pending pods is in each (the planner makes its devices once).
+// A pod with a nominated node (status.nominatedNodeName: kube-scheduler
+// preempted pods there to make room for it) is not demand: it runs there
+// once its victims are gone, and a change planned elsewhere would destroy
+// free devices for nothing. The scheduler clears the nomination when the
+// room does not come; the pod is planned then.
 func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim, classes *extendedresourcecache.ExtendedResourceCache) []planner.Pod {
 	var out []planner.Pod
 	for i := range pods {
 		pod := &pods[i]
-		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !unschedulable(pod) {
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !unschedulable(pod) || pod.Status.NominatedNodeName != "" {
 			continue
 		}
 		extended := extendedResourceClaim(pod, classes, claims)
