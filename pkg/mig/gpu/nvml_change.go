@@ -289,7 +289,7 @@ func giProcessesOf(handles map[[2]int]nvml.Device, g gpuInstance) ([]Process, er
 			return nil, fmt.Errorf("listing processes on GI %d CI %d: %w", k[0], k[1], err)
 		}
 		for _, p := range procs {
-			out = append(out, Process{PID: p.Pid, UsedMemoryMiB: int64(p.UsedGpuMemory >> 20)})
+			out = append(out, process(p))
 		}
 	}
 	return out, nil
@@ -376,7 +376,7 @@ func (m *NVMLManager) GPUProcesses(ctx context.Context, gpuIndex int) ([]Process
 	}
 	out := make([]Process, 0, len(procs))
 	for _, p := range procs {
-		out = append(out, Process{PID: p.Pid, UsedMemoryMiB: int64(p.UsedGpuMemory >> 20)})
+		out = append(out, process(p))
 	}
 	return out, nil
 }
@@ -425,4 +425,14 @@ func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool
 		logger.V(2).Info("Set MIG mode", "current", got.Current, "pending", got.Pending)
 	}
 	return got, nil
+}
+
+// process is p as a Process: its used memory in MiB, -1 where NVML cannot
+// tell it (usedGpuMemory NVML_VALUE_NOT_AVAILABLE, all bits set).
+func process(p nvml.ProcessInfo) Process {
+	used := int64(-1)
+	if p.UsedGpuMemory != ^uint64(0) {
+		used = int64(p.UsedGpuMemory >> 20)
+	}
+	return Process{PID: p.Pid, UsedMemoryMiB: used}
 }

@@ -121,8 +121,10 @@ func (d MIGDevice) Device() mig.Device {
 
 // Process is a process running on a MIG device or GPU.
 type Process struct {
-	PID           uint32 `json:"pid"`
-	UsedMemoryMiB int64  `json:"usedMemoryMiB"`
+	PID uint32 `json:"pid"`
+	// UsedMemoryMiB is the GPU memory it uses, in MiB; -1 where NVML
+	// cannot tell (NVML_VALUE_NOT_AVAILABLE).
+	UsedMemoryMiB int64 `json:"usedMemoryMiB"`
 }
 
 // Manager is what the agent needs from NVML. Implementations must be safe for
