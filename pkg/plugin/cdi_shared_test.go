@@ -1,6 +1,9 @@
 package plugin
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	goslices "slices"
 	"strings"
 	"testing"
@@ -8,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/ptr"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/miglayout/miglayout/pkg/slices"
 )
@@ -82,5 +86,57 @@ func TestVisibleDevicesOfRequestWhoseDevicesAllShared(t *testing.T) {
 				t.Errorf("container naming request %s: %s (-want +got):\n%s", request, VisibleDevicesEnv, diff)
 			}
 		})
+	}
+}
+
+// TestPrepareAgainRewritesSpecOfOlderNaming: a claim prepared by an older
+// version, whose CDI spec names a device two requests share once (no
+// per-request CDI devices), is answered, when the kubelet asks again after
+// the agent's upgrade, with CDI device IDs its spec on disk resolves.
+func TestPrepareAgainRewritesSpecOfOlderNaming(t *testing.T) {
+	e := newEnv(t)
+	const shared = "gpu-0-mig-1g10gb-19-3"
+	c := claim(uid1, "monitor",
+		alloc{"work", slices.DefaultDriverName, node, shared},
+		alloc{"watch", slices.DefaultDriverName, node, shared},
+	)
+	c.Status.Allocation.Devices.Results[1].AdminAccess = ptr.To(true)
+	if r := e.prepare(e.plugin(""), c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// The spec as the older version wrote it: one CDI device for the
+	// shared device, named after it alone.
+	path := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec cdispec.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	base := cdiDeviceName(uid1, shared)
+	spec.Devices = []cdispec.Device{{Name: base, ContainerEdits: spec.Devices[0].ContainerEdits}}
+	if data, err = json.Marshal(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	r := e.prepare(e.plugin(""), c) // the upgraded agent, asked again
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(e.cdiDir), cdiapi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range r.Devices {
+		for _, id := range d.CDIDeviceIDs {
+			if cache.GetDevice(id) == nil {
+				t.Errorf("CDI device %s (requests %v) is in no spec on disk", id, d.Requests)
+			}
+		}
 	}
 }

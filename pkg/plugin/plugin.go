@@ -395,7 +395,7 @@ func (p *Plugin) sameAllocation(pc PreparedClaim, claim *resourceapi.ResourceCla
 
 // reprepare handles a claim already in the checkpoint (a retry, or the
 // kubelet asking again after a restart): its devices must still exist with
-// the UUIDs recorded, and the CDI spec is written again if it went missing.
+// the UUIDs recorded, and the CDI spec is written again.
 // A device that does not exist, a whole GPU that exists with another UUID
 // or a MIG device on a GPU of another UUID (another board: PreparedDevice.
 // GPUUUID) gives ErrDeviceGone (whatever the others); else a MIG device that
@@ -457,11 +457,12 @@ func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 			return err
 		}
 	}
+	// The spec is written again even where it exists: after a reboot it
+	// is gone (/var/run is a tmpfs), and one an older version wrote may
+	// name its CDI devices otherwise (requestCDIName) than the IDs this
+	// answer gives the kubelet.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, err := os.Stat(filepath.Join(p.cfg.CDIDir, specName(p.cfg.DriverName, pc.UID))); err == nil || len(pc.Devices) == 0 {
-		return nil
-	}
 	return p.writeSpec(pc)
 }
 
