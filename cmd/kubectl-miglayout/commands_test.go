@@ -1144,8 +1144,9 @@ func TestBox(t *testing.T) {
 }
 
 // TestPlanExitCode: with --exit-code, plan exits 0 when nothing would
-// change, 2 when GPUs would, 3 when something needs a look first (here a
-// change blocked by a device in use); without it, 0.
+// change, 2 when GPUs would, 3 when something needs a look first (a change
+// blocked by a device in use; a rule that decides no GPU, e.g. a misspelt
+// productName); without it, 0.
 func TestPlanExitCode(t *testing.T) {
 	free := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "free-node"},
 		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
@@ -1178,11 +1179,12 @@ func TestPlanExitCode(t *testing.T) {
 		args []string
 		want int
 	}{
-		"no change":          {objs, []string{"-f", layout(t, "7g.80gb: 1")}, 0},
-		"a change":           {objs, []string{"-f", layout(t, "3g.40gb: 2")}, 2},
-		"a cancel only":      {cancel, []string{"-f", layout(t, "7g.80gb: 1")}, 2},
-		"a blocked change":   {cluster(t), []string{"-f", "testdata/plan-static.yaml"}, 3},
-		"without the option": {cluster(t), []string{"-f", "testdata/plan-static.yaml"}, -1},
+		"no change":                  {objs, []string{"-f", layout(t, "7g.80gb: 1")}, 0},
+		"a rule that matches no GPU": {objs, []string{"-f", layout(t, "7g.80gb: 1}\n    productName: H100-SXM-80GB\n  - profiles: {7g.80gb: 1")}, 3},
+		"a change":                   {objs, []string{"-f", layout(t, "3g.40gb: 2")}, 2},
+		"a cancel only":              {cancel, []string{"-f", layout(t, "7g.80gb: 1")}, 2},
+		"a blocked change":           {cluster(t), []string{"-f", "testdata/plan-static.yaml"}, 3},
+		"without the option":         {cluster(t), []string{"-f", "testdata/plan-static.yaml"}, -1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := append([]string{"plan"}, tc.args...)

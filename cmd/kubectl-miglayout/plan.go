@@ -112,7 +112,7 @@ reason; several MigLayouts in the files are planned as applied together.`,
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file of MigLayouts (YAML or JSON; - for standard input); repeatable")
 	cmd.Flags().StringVar(&driver, "driver", migslices.DefaultDriverName, "DRA driver name the agents publish under")
-	cmd.Flags().BoolVar(&withExitCode, "exit-code", false, "exit 0 when no GPU would change, 2 when some would, 3 when something needs a look first (a node in conflict, a GPU that cannot be configured, a change blocked by a device in use), 1 on error")
+	cmd.Flags().BoolVar(&withExitCode, "exit-code", false, "exit 0 when no GPU would change, 2 when some would, 3 when something needs a look first (a node in conflict, a GPU that cannot be configured, a change blocked by a device in use, a rule that decides no GPU), 1 on error")
 	cmd.Flags().DurationVar(&agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: as the controller's flag of that name, a pod pending this long is planned by age (0: never)")
 	return cmd
 }
@@ -139,7 +139,8 @@ type planState struct {
 	agingAfter time.Duration
 	// changes counts the GPUs the plans change; attention the things to
 	// look at before applying (a node in conflict, a GPU that cannot be
-	// configured, a change blocked by a device in use): --exit-code.
+	// configured, a change blocked by a device in use, a rule that decides
+	// no GPU): --exit-code.
 	changes, attention int
 	// auto is the one Auto plan of every Auto MigLayout there would be
 	// (autoPlan), made on first use: the controller plans them together.
@@ -257,6 +258,10 @@ type gpuChange struct {
 func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel controller.Selection) {
 	cat := mig.DefaultCatalog()
 	changing, blockedGPUs, nodesChanging, cancels := 0, 0, 0, 0
+	// The GPUs of each node planned, for the rules that decide none
+	// (controller.CheckSpec), judged only where every node's are known.
+	inventories := map[string][]v1alpha1.GPUStatus{}
+	allKnown := true
 	for _, node := range sel.Nodes {
 		fmt.Fprintln(w)
 		if sel.Conflicted(node) {
@@ -281,11 +286,13 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 			inventory = publishedInventory(cat, st.devices.devices[node], st.devices.allocated[node])
 			if len(inventory) == 0 {
 				fmt.Fprintf(w, "%s: no GPU published under %s (no miglayout agent runs there, or its GPUs have MIG on and no device): nothing to plan\n", node, st.driver)
+				allKnown = false
 				continue
 			}
 			head += "  (GPUs as its ResourceSlices publish them: a GPU with MIG on and no device is not published)"
 		}
 		fmt.Fprintln(w, head)
+		inventories[node] = inventory
 		desired, problems := controller.DesiredGPUs(cat, ml.Spec.Rules, inventory, prev)
 		want := map[int32]v1alpha1.GPUSpec{}
 		for _, d := range desired {
@@ -366,6 +373,17 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 	}
 	st.changes += changing
 	st.attention += blockedGPUs
+	var specProblems []controller.SpecProblem
+	if allKnown {
+		specProblems = controller.CheckSpec(cat, &ml.Spec, inventories)
+	}
+	if len(specProblems) > 0 {
+		fmt.Fprintln(w)
+		for _, p := range specProblems {
+			fmt.Fprintf(w, "%s: %s\n", p.Reason, p.Message)
+		}
+		st.attention += len(specProblems)
+	}
 	fmt.Fprintf(w, "\nSummary: %s would change on %s", plural(changing, "GPU"), plural(nodesChanging, "node"))
 	if blockedGPUs > 0 {
 		fmt.Fprintf(w, "; %d blocked by devices in use (the agent waits, nothing is destroyed under a workload)", blockedGPUs)

@@ -267,6 +267,9 @@ func phaseRank(p v1alpha1.GPUPhase) int {
 // summary is the node part of a MigLayout's status.
 type summary struct {
 	selected, ready, progressing, failed, conflict, silent, lost int32
+	// blocked counts the failed nodes whose worst GPU is Blocked (waiting
+	// for a device in use to be released, or for a reset), not Failed.
+	blocked int32
 	// changing counts the nodes Progressing or with a GPU changing now
 	// (NodeState.Changing), Failed ones too: the Progressing condition.
 	changing int32
@@ -305,6 +308,9 @@ func summarize(states []NodeState) summary {
 			s.lost++
 		case st.Failed:
 			s.failed++
+			if st.Row.Phase == v1alpha1.PhaseBlocked {
+				s.blocked++
+			}
 		case st.Progressing:
 			s.progressing++
 		case !st.Unmanaged && !st.Reporting:

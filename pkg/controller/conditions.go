@@ -104,7 +104,7 @@ func readyCondition(s summary, cond condFunc) metav1.Condition {
 	for _, p := range []struct {
 		n    int32
 		what string
-	}{{s.progressing, "progressing"}, {s.failed, "failed"}, {s.conflict, "in conflict"}, {s.silent, "waiting for the agent's report"}, {s.lost, "with a lost agent"}} {
+	}{{s.progressing, "progressing"}, {s.failed - s.blocked, "failed"}, {s.blocked, "blocked"}, {s.conflict, "in conflict"}, {s.silent, "waiting for the agent's report"}, {s.lost, "with a lost agent"}} {
 		if p.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 		}

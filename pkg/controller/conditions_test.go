@@ -89,7 +89,7 @@ func TestConditions(t *testing.T) {
 		"invalid layout wins over a blocked GPU as the reason": {
 			obs: Observation{Nodes: []NodeState{blockedNode("a"), invalidNode("b")}},
 			want: []condition{
-				{"Ready", "False", "NodesNotReady", "2 of 2 nodes are not ready: 2 failed"},
+				{"Ready", "False", "NodesNotReady", "2 of 2 nodes are not ready: 1 failed, 1 blocked"},
 				stable,
 				{"Degraded", "True", "InvalidLayout", `2 GPU problems: node a gpu 0: Blocked (DeviceInUse): claim ns/c, node b gpu 1 (A100), rule "x": does not fit`},
 				noConflict,
@@ -98,7 +98,7 @@ func TestConditions(t *testing.T) {
 		"blocked": {
 			obs: Observation{Nodes: []NodeState{blockedNode("a")}},
 			want: []condition{
-				{"Ready", "False", "NodesNotReady", "1 of 1 node is not ready: 1 failed"},
+				{"Ready", "False", "NodesNotReady", "1 of 1 node is not ready: 1 blocked"},
 				stable,
 				{"Degraded", "True", "DeviceInUse", "1 GPU problem: node a gpu 0: Blocked (DeviceInUse): claim ns/c"},
 				noConflict,
@@ -116,7 +116,7 @@ func TestConditions(t *testing.T) {
 		"a lost agent is named first among problems": {
 			obs: Observation{Nodes: []NodeState{blockedNode("a"), lostNode("b"), progressingNode("c")}},
 			want: []condition{
-				{"Ready", "False", "NodesNotReady", "3 of 3 nodes are not ready: 1 progressing, 1 failed, 1 with a lost agent"},
+				{"Ready", "False", "NodesNotReady", "3 of 3 nodes are not ready: 1 progressing, 1 blocked, 1 with a lost agent"},
 				{"Progressing", "True", "Repartitioning", "1 node is on the way to the desired layout: c"},
 				{"Degraded", "True", "AgentLost", "1 node with a lost agent, 1 GPU problem: node b: no heartbeat, node a gpu 0: Blocked (DeviceInUse): claim ns/c"},
 				noConflict,
