@@ -176,10 +176,14 @@ type GPUStatus struct {
 	// +listType=atomic
 	// +optional
 	CatalogMismatches []string `json:"catalogMismatches,omitempty"`
-	// MIGEnabled and MIGPending are the current and pending MIG mode; they
-	// differ while a change waits for a GPU reset.
+	// MIGEnabled is the MIG mode in effect (nvmlDeviceGetMigMode's current
+	// mode).
 	// +optional
 	MIGEnabled bool `json:"migEnabled"`
+	// MIGPending is the MIG mode the GPU takes at its next reset
+	// (nvmlDeviceGetMigMode's pending mode), not whether a change is
+	// pending: it equals migEnabled except while a MIG mode change waits
+	// for a GPU reset (Ampere GPUs with a process on them).
 	// +optional
 	MIGPending bool `json:"migPending"`
 	// Layout is the layout NVML reports, canonical text form.
