@@ -53,7 +53,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 		if r, ok := res.Results[g.GPU.Index]; ok {
 			gs.Phase, gs.Reason, gs.Message = r.Phase, r.Reason, truncate(r.Message, 1024)
 		} else {
-			gs.Message = "not managed by the NodeMigLayout spec"
+			gs.Message = "not in the NodeMigLayout spec: left as it is"
 			unmanaged = append(unmanaged, fmt.Sprintf("gpu %d", g.GPU.Index))
 		}
 		st.GPUs = append(st.GPUs, gs)
@@ -102,7 +102,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 	if len(unmanaged) > 0 {
 		// A GPU the spec leaves out may be one the MigLayout could not
 		// compute a layout for: told here, not only in its row.
-		ready.Message = fmt.Sprintf("every GPU the spec lists holds its desired layout and the pool is published; %s not in the spec, left as it is (no rule matches it, or the MigLayout could not compute its layout: its row for this node says which)",
+		ready.Message = fmt.Sprintf("every GPU the spec lists holds its desired layout and the pool is published; %s not in the spec, left as it is (Static mode: no rule matches it, or the MigLayout could not compute its layout, as its row for this node says; Auto mode: no plan has changed it yet)",
 			strings.Join(unmanaged, ", "))
 	}
 	if len(notReady) > 0 {

@@ -73,7 +73,7 @@ func TestBuildStatus(t *testing.T) {
 	want := []v1alpha1.GPUStatus{
 		{Index: 0, UUID: "GPU-a", Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", Attributes: attrs(3), MIGEnabled: true, MIGPending: true,
 			Layout: "3g.40gb@4", InUse: "3g.40gb@4", Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied,
-			Message: "not managed by the NodeMigLayout spec", LastTransitionTime: &now},
+			Message: "not in the NodeMigLayout spec: left as it is", LastTransitionTime: &now},
 		{Index: 1, UUID: "GPU-b", Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", Attributes: attrs(4), MIGEnabled: true, MIGPending: true,
 			NVMLProfiles: []v1alpha1.NVMLProfile{
 				{Profile: "1g.10gb", MemoryMiB: 9856, Multiprocessors: 14, CopyEngines: 1},
