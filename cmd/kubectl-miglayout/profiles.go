@@ -87,6 +87,7 @@ func writeProfilesJSON(w io.Writer, models []*mig.Model) error {
 
 func writeProfilesTable(w io.Writer, models []*mig.Model) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	marked := false
 	for i, m := range models {
 		if i > 0 {
 			fmt.Fprintln(tw)
@@ -97,6 +98,7 @@ func writeProfilesTable(w io.Writer, models []*mig.Model) error {
 			mark := func(field, v string) string {
 				for _, u := range p.Unverified {
 					if u == field {
+						marked = true
 						return v + "*"
 					}
 				}
@@ -110,5 +112,12 @@ func writeProfilesTable(w io.Writer, models []*mig.Model) error {
 				mark("memoryMiB", strconv.FormatInt(p.MemoryMiB, 10)), p.MaxCount, mark("placements", strings.Join(pls, " ")))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if marked {
+		_, err := fmt.Fprintln(w, "\n* unverified: no cited source gives this value; on a node, the agent reads it from NVML and reports where NVML differs (NodeMigLayout status.gpus[].nvmlProfiles, catalogMismatches)")
+		return err
+	}
+	return nil
 }
