@@ -130,3 +130,29 @@ spec:
 		t.Errorf("check passes a resource.k8s.io/v1alpha2 template (err %v):\n%s", err, out)
 	}
 }
+
+// TestImportMigPartedConfigChoice: --config may be left out where the file
+// holds a single mig-config, which is then imported; with several, its
+// absence is an error naming them.
+func TestImportMigPartedConfigChoice(t *testing.T) {
+	one := writeMigParted(t, "  - devices: all\n    mig-enabled: true\n    mig-devices:\n      \"3g.40gb\": 2\n")
+	out, notes, err := runWith(t, nil, "import", "mig-parted", "-f", one)
+	if err != nil {
+		t.Fatalf("one mig-config, no --config: %v (notes: %s)", err, notes)
+	}
+	var ml v1alpha1.MigLayout
+	if err := yaml.UnmarshalStrict([]byte(out), &ml); err != nil {
+		t.Fatal(err)
+	}
+	if ml.Name != "c" || len(ml.Spec.Rules) != 1 {
+		t.Errorf("want MigLayout c with one rule:\n%s", out)
+	}
+	two := filepath.Join(t.TempDir(), "two.yaml")
+	doc := "version: v1\nmig-configs:\n  a:\n  - devices: all\n    mig-enabled: false\n  b:\n  - devices: all\n    mig-enabled: false\n"
+	if err := os.WriteFile(two, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runWith(t, nil, "import", "mig-parted", "-f", two); err == nil || !strings.Contains(err.Error(), "a, b") {
+		t.Errorf("two mig-configs, no --config: err = %v, want one naming a, b", err)
+	}
+}

@@ -92,8 +92,8 @@ GPUs they share; a MigLayout applies the first rule that matches a GPU. The
 rules are therefore written in reverse entry order.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" || config == "" {
-				return errors.New("give the mig-parted file with -f and the entry with --config")
+			if file == "" {
+				return errors.New("give the mig-parted file with -f (and the entry with --config where it has several)")
 			}
 			data, err := os.ReadFile(file)
 			if file == "-" {
@@ -115,6 +115,14 @@ rules are therefore written in reverse entry order.`,
 			}
 			if f.Version != "v1" {
 				return fmt.Errorf("%s: mig-parted configuration version %q; this importer reads v1", file, f.Version)
+			}
+			if config == "" {
+				if len(f.MigConfigs) != 1 {
+					return fmt.Errorf("%s has %d mig-configs: name one with --config (%s)", file, len(f.MigConfigs), strings.Join(slices.Sorted(maps.Keys(f.MigConfigs)), ", "))
+				}
+				for k := range f.MigConfigs {
+					config = k
+				}
 			}
 			entries, ok := f.MigConfigs[config]
 			if !ok {
@@ -158,7 +166,7 @@ rules are therefore written in reverse entry order.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "nvidia-mig-parted configuration file (- for standard input)")
-	cmd.Flags().StringVar(&config, "config", "", "name of the mig-configs entry to import")
+	cmd.Flags().StringVar(&config, "config", "", "name of the mig-configs entry to import (may be left out where the file has one)")
 	cmd.Flags().StringVar(&name, "name", "", "name of the MigLayout (default: the entry's name)")
 	cmd.Flags().StringVar(&selector, "selector", "", "node label selector of the MigLayout, KEY=VALUE[,KEY=VALUE] (default nvidia.com/mig.config=<entry>)")
 	return cmd
