@@ -614,6 +614,26 @@ func TestPlanAuto(t *testing.T) {
 	}
 }
 
+// TestPlanAutoSelectingNoNode: an Auto MigLayout whose selector picks no
+// node plans nothing and lists none of the cluster's pending pods (another
+// MigLayout's to serve, or no one's) as its own.
+func TestPlanAutoSelectingNoNode(t *testing.T) {
+	c, pod := pending("huge", "huge-gpu", "device.attributes['mig.miglayout.io'].memory >= 200000", 1000)
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), migClass(), c, pod}
+	f := filepath.Join(t.TempDir(), "none.yaml")
+	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata:\n  name: none\nspec:\n  nodeSelector:\n    matchLabels:\n      pool: nowhere\n  mode: Auto\n"
+	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, objs, "plan", "-f", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "huge") || !strings.Contains(out, "selects no node, so it plans nothing") {
+		t.Errorf("want no pod listed and the plan saying it selects no node:\n%s", out)
+	}
+}
+
 // TestPlanAutoAsTheController: plan decides on what the controller decides
 // on: a pod pending longer than --auto-aging-after is planned by age (the
 // old 1g.10gb goes before the new 7g.80gb); a pod that waits only for

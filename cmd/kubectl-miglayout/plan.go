@@ -602,6 +602,12 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 		fmt.Fprintf(w, "  GPUs of %s as ResourceSlices publish them (no MigLayout selected them yet; a GPU with MIG on and no device is not published)\n",
 			strings.Join(fromSlices, ", "))
 	}
+	if len(sel.Nodes) == 0 {
+		// The pods pending are other Auto MigLayouts' to serve, or no
+		// one's: listing them here would read as this one's doing.
+		fmt.Fprintln(w, "\nSummary: it selects no node, so it plans nothing.")
+		return nil
+	}
 	snap, res, cancels := ap.snap, ap.res, ap.cancels
 	mine := map[string]bool{}
 	for _, n := range sel.Nodes {
