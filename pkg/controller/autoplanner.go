@@ -467,7 +467,7 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 	// pod still waiting as before hears it again once the API server may
 	// have dropped the event (--event-ttl, one hour by default), so that
 	// kubectl describe pod keeps saying why it waits.
-	// The recorder counts an event of the same pod, type, reason, action
+	// The recorder counts an event of the same pod, reason, action
 	// and related object as a repeat and drops its note, so a pod whose
 	// outcome changed (planned onto another GPU; no room now, then only a
 	// lost node could take it) would still read the first note: the action
