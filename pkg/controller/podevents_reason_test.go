@@ -18,7 +18,7 @@ import (
 // now, then only a node whose agent is lost could take it; or
 // NotServableByAutoMode for one cause, then for another) reads the new note
 // in its events at the API server. The events.k8s.io recorder folds an
-// event of the same pod, type, reason, action and related object into the
+// event of the same pod, reason, action and related object into the
 // series of the first one and keeps the first note, so each of these
 // notes must reach the API server as an event of its own, as a pod planned
 // onto another GPU does (TestPodPlannedOntoAnotherGPUHearsIt).
