@@ -185,8 +185,12 @@ func TestReconfigurationNotHeldOff(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := l.LockUnlessReconfiguring(t.Context(), 0); !errors.Is(err, ErrReconfiguring) {
-		t.Fatalf("a prepare while a reconfiguration waits: %v, want ErrReconfiguring", err)
+	// Bounded: a prepare that waited instead of being refused would
+	// otherwise hang the test until go test's own timeout.
+	refuseCtx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := l.LockUnlessReconfiguring(refuseCtx, 0); !errors.Is(err, ErrReconfiguring) {
+		t.Fatalf("a prepare while a reconfiguration waits: %v, want ErrReconfiguring at once", err)
 	}
 	prepare()
 	end := <-begun
