@@ -508,7 +508,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		}
 		if !mode.Current {
 			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
-				Message: fmt.Sprintf("MIG mode enabled but pending until GPU %d is reset (a process holds it)", p.index)}
+				Message: fmt.Sprintf("MIG mode enabled but pending until GPU %d is reset (%s)", p.index, pendingWhy(mode))}
 		}
 		if res, refused := r.refusedOnceEnabled(ctx, p); refused {
 			return res
@@ -547,11 +547,19 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		}
 		if mode.Current {
 			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
-				Message: fmt.Sprintf("MIG mode disabled but pending until GPU %d is reset", p.index)}
+				Message: fmt.Sprintf("MIG mode disabled but pending until GPU %d is reset (%s)", p.index, pendingWhy(mode))}
 		}
 	}
 	logger.Info("Repartitioned GPU", "layout", p.desired.String(), "destroyed", p.plan.Destroy.String(), "created", joinDevices(p.plan.Create))
 	return GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
+}
+
+// pendingWhy says why a MIG mode change SetMIGMode made stays pending.
+func pendingWhy(mode gpu.MIGMode) string {
+	if mode.RebootRequired {
+		return "the driver cannot reset it here, as with a GPU passed through to a virtual machine: reboot the node (the virtual machine)"
+	}
+	return "a process or another NVML client holds it; the agent sets the mode again once nothing does"
 }
 
 // refusedOnceEnabled checks the devices to create against the GPU's NVML

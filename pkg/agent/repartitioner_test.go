@@ -1002,3 +1002,32 @@ func TestSyncRetriesAfterLyingDestroy(t *testing.T) {
 		t.Errorf("layout %q, want 3g.40gb@0", got)
 	}
 }
+
+// TestSyncMIGEnableThatTakesAReboot: where the driver cannot reset the GPU
+// itself (a GPU passed through to a virtual machine: nvmlDeviceSetMigMode's
+// activation status is ERROR_RESET_REQUIRED, nvml.h), an Ampere MIG enable
+// stays pending with nothing on the GPU; the GPU is Blocked/ResetRequired
+// with a message that asks for a reboot (not one blaming a process), and
+// once rebooted the agent goes on to the layout.
+func TestSyncMIGEnableThatTakesAReboot(t *testing.T) {
+	g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", NoGPUReset: true})
+	ctx := context.Background()
+	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.Results[0]
+	if got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonResetRequired || !strings.Contains(got.Message, "reboot") || strings.Contains(got.Message, "process") {
+		t.Fatalf("enable that takes a reboot: %+v, want Blocked/ResetRequired asking for a reboot", got)
+	}
+	if err := g.sim.ResetGPU(0); err != nil { // the reboot
+		t.Fatal(err)
+	}
+	res, err = g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
+		t.Errorf("after the reboot: %+v, want Ready", got)
+	}
+}

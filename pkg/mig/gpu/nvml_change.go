@@ -420,6 +420,7 @@ func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool
 		return fail(nvmlErr("nvmlDeviceSetMigMode (activation status)", activation))
 	}
 	if activation != nvml.SUCCESS {
+		got.RebootRequired = activation == nvml.ERROR_RESET_REQUIRED && got.Pending != got.Current
 		logger.V(2).Info("MIG mode change is pending", "activationStatus", activation.Error(), "current", got.Current, "pending", got.Pending)
 	} else {
 		logger.V(2).Info("Set MIG mode", "current", got.Current, "pending", got.Pending)

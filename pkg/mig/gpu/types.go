@@ -22,6 +22,12 @@ type MIGMode struct {
 	// only while a change waits for a reset.
 	Current bool `json:"current"`
 	Pending bool `json:"pending"`
+	// RebootRequired is set on the mode SetMIGMode returns where the
+	// driver left the change pending because it cannot reset the GPU
+	// itself (activation status ERROR_RESET_REQUIRED: a GPU passed through
+	// to a virtual machine, nvml.h): only a reboot applies it, whatever
+	// runs on the GPU.
+	RebootRequired bool `json:"rebootRequired,omitempty"`
 }
 
 // GPU is one physical GPU.

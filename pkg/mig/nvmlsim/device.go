@@ -259,6 +259,8 @@ func (d device) GetMigMode() (int, int, nvml.Return) {
 //     (IN_USE, SUCCESS) — ResetGPU applies it; otherwise (Hopper, Blackwell)
 //     (IN_USE, SUCCESS), nothing changes (nvml.h lists IN_USE as an
 //     activation status, not among the call's return codes);
+//   - with Config.NoGPUReset and MIGModeNeedsReset: the mode becomes
+//     pending, (RESET_REQUIRED, SUCCESS), until ResetGPU (the reboot);
 //   - else the mode applies at once: (SUCCESS, SUCCESS).
 //
 // Op "SetMigMode" (mutating); an injected fault returns its code twice.
@@ -291,6 +293,12 @@ func (d device) SetMigMode(mode int) (nvml.Return, nvml.Return) {
 				return changed, nvml.SUCCESS
 			}
 			return false, nvml.SUCCESS
+		}
+		if c.m.MIGModeNeedsReset && d.s.noGPUReset {
+			activation = nvml.ERROR_RESET_REQUIRED
+			changed := g.MIGPending != want
+			g.MIGPending = want
+			return changed, nvml.SUCCESS
 		}
 		g.MIGCurrent, g.MIGPending = want, want
 		activation = nvml.SUCCESS

@@ -753,3 +753,29 @@ func TestLostGPU(t *testing.T) {
 		t.Errorf("LoseGPU(2) of 2 GPUs: %v, want ERROR_INVALID_ARGUMENT", err)
 	}
 }
+
+// TestSetMigModeWithoutGPUReset: where the driver cannot reset the GPU
+// (Config.NoGPUReset: a GPU passed through to a virtual machine), an Ampere
+// MIG mode change with nothing on the GPU is accepted, stays pending with
+// activation status ERROR_RESET_REQUIRED (nvml.h: "VM reboot is
+// required"), and applies at ResetGPU; a Hopper GPU, which needs no reset,
+// changes at once.
+func TestSetMigModeWithoutGPUReset(t *testing.T) {
+	s := newTestSim(t, Config{Spec: "1x" + a100 + ",1xH100-SXM5-80GB", NoGPUReset: true})
+	d := handle(t, s, 0)
+	act, ret := d.SetMigMode(nvml.DEVICE_MIG_ENABLE)
+	wantRet(t, "SetMigMode on the A100", ret, nvml.SUCCESS)
+	wantRet(t, "SetMigMode activation on the A100", act, nvml.ERROR_RESET_REQUIRED)
+	if g := s.Snapshot().GPUs[0]; g.MIGCurrent || !g.MIGPending {
+		t.Fatalf("A100 MIG current %t pending %t, want off, pending on", g.MIGCurrent, g.MIGPending)
+	}
+	if err := s.ResetGPU(0); err != nil {
+		t.Fatal(err)
+	}
+	if g := s.Snapshot().GPUs[0]; !g.MIGCurrent {
+		t.Error("A100 MIG mode not on after the reset")
+	}
+	act, ret = handle(t, s, 1).SetMigMode(nvml.DEVICE_MIG_ENABLE)
+	wantRet(t, "SetMigMode on the H100", ret, nvml.SUCCESS)
+	wantRet(t, "SetMigMode activation on the H100", act, nvml.SUCCESS)
+}

@@ -93,6 +93,13 @@ type Config struct {
 	// (one per simulated node, say; use the node name) get distinct UUIDs.
 	// Optional; a state file keeps the seed it was created with.
 	Seed string
+	// NoGPUReset models GPUs the driver cannot reset itself, as with a GPU
+	// passed through to a virtual machine (nvml.h, nvmlDeviceSetMigMode:
+	// "VM reboot is required"): a MIG mode change on a model that needs a
+	// reset (MigModeNeedsReset) stays pending even with nothing on the GPU,
+	// with activation status ERROR_RESET_REQUIRED, until ResetGPU (the
+	// reboot).
+	NoGPUReset bool
 }
 
 // Sim is a simulated NVML. It implements nvml.Interface and is safe for
@@ -100,8 +107,9 @@ type Config struct {
 type Sim struct {
 	*mock.Interface
 
-	path    string
-	latency time.Duration
+	path       string
+	latency    time.Duration
+	noGPUReset bool
 	// sleep waits latency (time.Sleep; tests record the waits instead).
 	sleep func(time.Duration)
 
@@ -141,6 +149,7 @@ func New(cfg Config) (*Sim, error) {
 	}
 	fresh := newFileState(cfg.Seed, models)
 	s := newSim(cfg.StatePath, cfg.Latency)
+	s.noGPUReset = cfg.NoGPUReset
 	if cfg.StatePath == "" {
 		if s.mem, err = encodeState(fresh); err != nil {
 			return nil, fmt.Errorf("creating simulator: %w", err)
