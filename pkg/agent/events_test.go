@@ -15,13 +15,7 @@ import (
 // about two GPUs of the node must both reach the API server with their
 // notes, not the second folded into the first as a repeat.
 func TestEventsOfSeveralGPUsAreAllRecorded(t *testing.T) {
-	scheme := testScheme(t)
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	rec, notes := eventstest.Recorder(t, scheme, "miglayout-agent")
-	r := &NodeReconciler{Recorder: rec}
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}}
+	r, nml, notes := recordingReconciler(t)
 	r.gpuEvent(nml, "Warning", EventBlocked, "Repartition", 0, "in use: gpu-0-mig-1g10gb-19-0")
 	r.gpuEvent(nml, "Warning", EventBlocked, "Repartition", 1, "in use: gpu-1-mig-1g10gb-19-0")
 	want := []string{"GPU 0: in use: gpu-0-mig-1g10gb-19-0", "GPU 1: in use: gpu-1-mig-1g10gb-19-0"}
@@ -35,13 +29,7 @@ func TestEventsOfSeveralGPUsAreAllRecorded(t *testing.T) {
 // repartitioned to one layout, then, minutes later, to another) all reach
 // the API server with their notes.
 func TestEventsOfOneGPUWithNewNotesAreAllRecorded(t *testing.T) {
-	scheme := testScheme(t)
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	rec, notes := eventstest.Recorder(t, scheme, "miglayout-agent")
-	r := &NodeReconciler{Recorder: rec}
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}}
+	r, nml, notes := recordingReconciler(t)
 	r.gpuEvent(nml, "Warning", EventBlocked, "Repartition", 0, "in use: gpu-0-mig-1g10gb-19-0")
 	notes(1) // at the API server before the next
 	r.gpuEvent(nml, "Warning", EventBlocked, "Repartition", 0, "in use: gpu-0-mig-1g10gb-19-1")
@@ -49,4 +37,17 @@ func TestEventsOfOneGPUWithNewNotesAreAllRecorded(t *testing.T) {
 	if diff := cmp.Diff(want, notes(len(want))); diff != "" {
 		t.Errorf("events recorded (-want +got):\n%s", diff)
 	}
+}
+
+// recordingReconciler is a NodeReconciler with client-go's events.k8s.io
+// recorder (the one the agent's manager hands out), a NodeMigLayout to
+// record on, and notes, which waits for n events at the API server.
+func recordingReconciler(t *testing.T) (*NodeReconciler, *v1alpha1.NodeMigLayout, func(n int) []string) {
+	t.Helper()
+	scheme := testScheme(t)
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	rec, notes := eventstest.Recorder(t, scheme, "miglayout-agent")
+	return &NodeReconciler{Recorder: rec}, &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}}, notes
 }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	goslices "slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -51,29 +50,7 @@ func TestVisibleDevicesOfRequestWhoseDevicesAllShared(t *testing.T) {
 	for _, m := range migs {
 		uuid[m.Profile+"@"+itoa(m.Placement.Start)] = m.UUID
 	}
-	// The kubelet hands a container the CDI devices of the requests it
-	// names, in the order the plugin returned them; the runtime applies
-	// their edits in turn, a later value replacing an earlier one.
-	visible := func(request string) []string {
-		env := ""
-		for _, d := range res.Devices {
-			if !goslices.Contains(d.Requests, request) {
-				continue
-			}
-			cd := cache.GetDevice(d.CDIDeviceIDs[0])
-			if cd == nil {
-				t.Fatalf("CDI cache does not resolve %s", d.CDIDeviceIDs[0])
-			}
-			for _, kv := range cd.ContainerEdits.Env {
-				if v, ok := strings.CutPrefix(kv, VisibleDevicesEnv+"="); ok {
-					env = v
-				}
-			}
-		}
-		got := strings.Split(env, ",")
-		goslices.Sort(got)
-		return got
-	}
+	visible := func(request string) []string { return visibleTo(t, cache, res.Devices, request) }
 	sorted := func(s ...string) []string { goslices.Sort(s); return s }
 	tests := map[string][]string{
 		"train":   sorted(uuid["1g.10gb@2"], uuid["1g.10gb@3"]),

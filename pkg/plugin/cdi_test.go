@@ -139,29 +139,7 @@ func TestPrepareDeviceOfTwoRequests(t *testing.T) {
 	for _, m := range migs {
 		uuid[m.Profile+"@"+itoa(m.Placement.Start)] = m.UUID
 	}
-	// The kubelet hands a container the CDI devices of the requests it
-	// names, in the order the plugin returned them; the runtime applies
-	// their edits in turn.
-	visible := func(request string) []string {
-		env := ""
-		for _, d := range r.Devices {
-			if request != "" && !goslices.Contains(d.Requests, request) {
-				continue
-			}
-			cd := cache.GetDevice(d.CDIDeviceIDs[0])
-			if cd == nil {
-				t.Fatalf("CDI cache does not resolve %s", d.CDIDeviceIDs[0])
-			}
-			for _, kv := range cd.ContainerEdits.Env {
-				if v, ok := strings.CutPrefix(kv, VisibleDevicesEnv+"="); ok {
-					env = v
-				}
-			}
-		}
-		got := strings.Split(env, ",")
-		goslices.Sort(got)
-		return got
-	}
+	visible := func(request string) []string { return visibleTo(t, cache, r.Devices, request) }
 	sorted := func(s ...string) []string { goslices.Sort(s); return s }
 	for request, wantUUIDs := range map[string][]string{
 		"work":  sorted(uuid["1g.10gb@2"], uuid["1g.10gb@3"]),
@@ -194,4 +172,31 @@ func TestHandleErrorPassesDroppedFields(t *testing.T) {
 	if len(got) != 1 || got[0] != report {
 		t.Errorf("OnDroppedFields got %v, want the one report", got)
 	}
+}
+
+// visibleTo is NVIDIA_VISIBLE_DEVICES, sorted, in a container naming
+// request ("" for the whole claim) of a claim prepared as devices: the
+// kubelet hands the container the CDI devices of the entries naming the
+// request, in the order the plugin returned them, and the runtime applies
+// their edits in turn, a later value replacing an earlier one.
+func visibleTo(t *testing.T, cache *cdiapi.Cache, devices []kubeletplugin.Device, request string) []string {
+	t.Helper()
+	env := ""
+	for _, d := range devices {
+		if request != "" && !goslices.Contains(d.Requests, request) {
+			continue
+		}
+		cd := cache.GetDevice(d.CDIDeviceIDs[0])
+		if cd == nil {
+			t.Fatalf("CDI cache does not resolve %s", d.CDIDeviceIDs[0])
+		}
+		for _, kv := range cd.ContainerEdits.Env {
+			if v, ok := strings.CutPrefix(kv, VisibleDevicesEnv+"="); ok {
+				env = v
+			}
+		}
+	}
+	got := strings.Split(env, ",")
+	goslices.Sort(got)
+	return got
 }

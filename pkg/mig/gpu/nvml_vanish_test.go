@@ -102,6 +102,20 @@ func TestDestroyWhenTheCIVanishesMidway(t *testing.T) {
 	if armed {
 		t.Fatal("the compute instance was never read: the test did not bite")
 	}
+	left := checkDestroyed(t, sim, err, d)
+	if err != nil && !errors.Is(err, gpu.ErrNotFound) {
+		t.Logf("DestroyMIGDevice = %v", err)
+	}
+	if len(left) != 0 {
+		t.Errorf("simulator still has %s after the destroy; want the GPU instance destroyed (its CI is gone)", left)
+	}
+}
+
+// checkDestroyed fails t where DestroyMIGDevice's err says d is gone (nil,
+// or ErrNotFound) while GPU 0 of sim still holds it; it returns the layout
+// left.
+func checkDestroyed(t *testing.T, sim *nvmlsim.Sim, err error, d mig.Device) mig.Layout {
+	t.Helper()
 	left := simLayout(sim, 0)
 	if errors.Is(err, gpu.ErrNotFound) && left.Contains(d) {
 		t.Errorf("DestroyMIGDevice = %v (ErrNotFound: gone), but GPU instance %s is still there (layout %q)", err, d, left)
@@ -109,10 +123,5 @@ func TestDestroyWhenTheCIVanishesMidway(t *testing.T) {
 	if err == nil && left.Contains(d) {
 		t.Errorf("DestroyMIGDevice succeeded, but GPU instance %s is still there", d)
 	}
-	if err != nil && !errors.Is(err, gpu.ErrNotFound) {
-		t.Logf("DestroyMIGDevice = %v", err)
-	}
-	if len(left) != 0 {
-		t.Errorf("simulator still has %s after the destroy; want the GPU instance destroyed (its CI is gone)", left)
-	}
+	return left
 }
