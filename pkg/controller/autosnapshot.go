@@ -489,15 +489,18 @@ func isAllocated(allocated sets.Set[string], index int, d mig.Device) bool {
 // claims do not exist yet is left for a later pass. A claim shared by
 // several pending pods is in each (the planner makes its devices once).
 // A pod with a nominated node (status.nominatedNodeName: kube-scheduler
-// preempted pods there to make room for it) is not demand: it runs there
-// once its victims are gone, and a change planned elsewhere would destroy
+// preempts pods there to make room for it) is planned on that node only:
+// it runs there once its victims are gone, on devices free there (the
+// scheduler's DRA plugin never frees a victim's device, so it nominates a
+// node only where the pod's devices are free), which the plan keeps for it
+// rather than hand to another pod; a change planned elsewhere would destroy
 // free devices for nothing. The scheduler clears the nomination when the
-// room does not come; the pod is planned then.
+// room does not come; the pod is planned anywhere then.
 func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim, classes *extendedresourcecache.ExtendedResourceCache) []planner.Pod {
 	var out []planner.Pod
 	for i := range pods {
 		pod := &pods[i]
-		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !unschedulable(pod) || pod.Status.NominatedNodeName != "" {
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !unschedulable(pod) {
 			continue
 		}
 		extended := extendedResourceClaim(pod, classes, claims)
@@ -505,6 +508,11 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 			continue
 		}
 		p := planner.Pod{Pod: pod}
+		if n := pod.Status.NominatedNodeName; n != "" {
+			p.AllocatedOn = append(p.AllocatedOn, &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n}}},
+			}}})
+		}
 		if extended != nil {
 			p.Claims = append(p.Claims, extended)
 		}

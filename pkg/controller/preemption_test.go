@@ -8,18 +8,13 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestPodNominatedByPreemptionIsNotRepartitionedForElsewhere: kube-scheduler
-// found room for the high-priority pod h on n1 by preempting a lower
-// priority pod that holds one of n1's 3g.40gb devices: it records h
-// Unschedulable with status.nominatedNodeName n1, evicts the victim, and
-// binds h to the freed device once the victim's claim is released (after
-// its termination grace period, 30 s by default). Meanwhile the device is
-// still allocated, so n1 looks full. h's demand is met by the preemption
-// under way: Auto mode must not repartition n2's free 7g.80gb for it (the
-// agent would destroy that free device a few seconds later, for a pod
-// that is about to run on n1), nor tell h it waits for n2's repartition.
-// (The cluster autoscaler likewise counts a pod with a nominated node as
-// going there.)
+// TestPodNominatedByPreemptionIsNotRepartitionedForElsewhere: the
+// high-priority pod h is nominated to n1 (status.nominatedNodeName: the
+// scheduler preempts pods there and binds h once they are gone). h is
+// planned on n1 only: with n1's 3g.40gb devices in use now, it waits there,
+// and n2's free 7g.80gb is not destroyed for a pod about to run on n1 (the
+// cluster autoscaler likewise counts a pod with a nominated node as going
+// there). Without the nomination, n2 is repartitioned for it.
 func TestPodNominatedByPreemptionIsNotRepartitionedForElsewhere(t *testing.T) {
 	tests := map[string]struct {
 		nominated string
@@ -59,6 +54,42 @@ func TestPodNominatedByPreemptionIsNotRepartitionedForElsewhere(t *testing.T) {
 					}
 				}
 				t.Errorf("h is nominated to n1 (preemption under way), yet n2 is repartitioned for it (-want +got spec):\n%s\nevents told to h: %q", diff, evs)
+			}
+		})
+	}
+}
+
+// TestNominatedPodKeepsTheFreeDeviceItWaitsFor: kube-scheduler nominates a
+// pod to a node only where the pod fits once its victims are gone; with
+// DRA, that is a node where a device for its claim is free already (the
+// dynamicresources plugin has no PreFilterExtensions, so preemption never
+// frees an allocated device). Here the high-priority pod h waits on n1
+// (nominated there: the victims it preempts free CPU, not a device) for
+// n1's free 3g.40gb@4. Another pending pod, p, asks for a 1g.10gb, which
+// n1 can only make by destroying that 3g.40gb@4.
+// The plan keeps the free 3g.40gb@4 for h, nominated or not: destroying it
+// for the lower-priority p would undo the preemption (h fails again, its
+// victims evicted for nothing).
+func TestNominatedPodKeepsTheFreeDeviceItWaitsFor(t *testing.T) {
+	for name, nominated := range map[string]string{
+		"not nominated":   "",
+		"nominated to n1": "n1",
+	} {
+		t.Run(name, func(t *testing.T) {
+			ml := autoMigLayout("auto", nil)
+			h := autoPod("h", h0(), "c1")
+			h.Spec.Priority = ptr.To(int32(1000))
+			h.Status.NominatedNodeName = nominated
+			p := autoPod("p", h0(), "c2")
+			c := newAutoCluster(t, ml,
+				node("n1", map[string]string{"pool": "auto"}),
+				autoNML("n1", ml, a100(0).layout("3g.40gb@0,3g.40gb@4").inUse("3g.40gb@0")),
+				autoClaim("c1", profileSelector("3g.40gb")), h,
+				autoClaim("c2", profileSelector("1g.10gb")), p)
+			c.settle()
+			if diff := cmp.Diff(map[int32]string{}, c.specOf("n1")); diff != "" {
+				t.Errorf("n1 is repartitioned, destroying the free 3g.40gb@4 that h (nominated %q) waits for, for the lower-priority p (-want +got spec):\n%s\nevents: %q",
+					nominated, diff, c.events())
 			}
 		})
 	}

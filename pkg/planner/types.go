@@ -110,7 +110,8 @@ type Pod struct {
 	Claims []*resourceapi.ResourceClaim
 	// AllocatedOn are the node selectors of the pod's claims that are
 	// allocated already (a NIC taken on one node, a claim shared with a
-	// running pod): the pod can only go where all of them match.
+	// running pod), and of the node a preemption nominated it to: the pod
+	// can only go where all of them match.
 	AllocatedOn []*corev1.NodeSelector
 }
 
