@@ -258,10 +258,6 @@ type gpuChange struct {
 func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel controller.Selection) {
 	cat := mig.DefaultCatalog()
 	changing, blockedGPUs, nodesChanging, cancels := 0, 0, 0, 0
-	// The GPUs of each node planned, for the rules that decide none
-	// (controller.CheckSpec), judged only where every node's are known.
-	inventories := map[string][]v1alpha1.GPUStatus{}
-	allKnown := true
 	for _, node := range sel.Nodes {
 		fmt.Fprintln(w)
 		if sel.Conflicted(node) {
@@ -286,13 +282,11 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 			inventory = publishedInventory(cat, st.devices.devices[node], st.devices.allocated[node])
 			if len(inventory) == 0 {
 				fmt.Fprintf(w, "%s: no GPU published under %s (no miglayout agent runs there, or its GPUs have MIG on and no device): nothing to plan\n", node, st.driver)
-				allKnown = false
 				continue
 			}
 			head += "  (GPUs as its ResourceSlices publish them: a GPU with MIG on and no device is not published)"
 		}
 		fmt.Fprintln(w, head)
-		inventories[node] = inventory
 		desired, problems := controller.DesiredGPUs(cat, ml.Spec.Rules, inventory, prev)
 		want := map[int32]v1alpha1.GPUSpec{}
 		for _, d := range desired {
@@ -373,11 +367,9 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 	}
 	st.changes += changing
 	st.attention += blockedGPUs
-	var specProblems []controller.SpecProblem
-	if allKnown {
-		specProblems = controller.CheckSpec(cat, &ml.Spec, inventories)
-	}
-	if len(specProblems) > 0 {
+	// The rules that decide no GPU, judged as the controller judges them:
+	// on the agents' reports, once every node's is in.
+	if specProblems := controller.CheckSpec(cat, &ml.Spec, controller.SelectedInventory(sel, st.nmls)); len(specProblems) > 0 {
 		fmt.Fprintln(w)
 		for _, p := range specProblems {
 			fmt.Fprintf(w, "%s: %s\n", p.Reason, p.Message)

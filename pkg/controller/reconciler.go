@@ -92,7 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var errs []error
 	if obs.SelectorErr == nil {
 		obs.Nodes, result, errs = r.syncNodes(ctx, &ml, obs.Selection, in)
-		obs.SpecProblems = CheckSpec(r.catalog(), &ml.Spec, selectedInventory(obs.Selection, in.nodeMigLayouts))
+		obs.SpecProblems = CheckSpec(r.catalog(), &ml.Spec, SelectedInventory(obs.Selection, in.nodeMigLayouts))
 	}
 	logger.V(4).Info("Observed MigLayout", "selected", len(obs.Selection.Nodes), "conflicts", len(obs.Selection.Conflicts))
 

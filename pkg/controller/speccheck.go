@@ -221,12 +221,12 @@ func orNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// selectedInventory returns the reported GPUs of every node the MigLayout
+// SelectedInventory returns the reported GPUs of every node the MigLayout
 // selects, or nil while one it manages has not reported. Nodes in conflict
 // (another MigLayout selects them too) count: the spec is judged on the
 // nodes it is written for, so a rule for GPUs only such a node has is not
 // reported as matching no GPU (the Conflict condition says what is wrong).
-func selectedInventory(sel Selection, nmls map[string]*v1alpha1.NodeMigLayout) map[string][]v1alpha1.GPUStatus {
+func SelectedInventory(sel Selection, nmls map[string]*v1alpha1.NodeMigLayout) map[string][]v1alpha1.GPUStatus {
 	out := map[string][]v1alpha1.GPUStatus{}
 	for _, node := range sel.Nodes {
 		nml := nmls[node]

@@ -163,7 +163,7 @@ func TestSpecCheckCountsNodesInConflict(t *testing.T) {
 	spec := v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeStatic, Rules: rules(
 		rule("a100").product("A100-SXM4-80GB").counts("7g.80gb", 1),
 		rule("h100").product("H100-SXM5-80GB").counts("7g.80gb", 1))}
-	if got := CheckSpec(mig.DefaultCatalog(), &spec, selectedInventory(sel, nmls)); len(got) != 0 {
+	if got := CheckSpec(mig.DefaultCatalog(), &spec, SelectedInventory(sel, nmls)); len(got) != 0 {
 		t.Errorf("spec problems %+v; want none (rule h100 is for n2, in conflict)", got)
 	}
 }
@@ -183,7 +183,7 @@ func TestSpecCheckNodeInConflictWithoutReport(t *testing.T) {
 	spec := v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeStatic, Rules: rules(
 		rule("all").counts("7g.80gb", 1),
 		rule("a100").product("A100-SXM4-80GB").counts("3g.40gb", 2))}
-	got := CheckSpec(mig.DefaultCatalog(), &spec, selectedInventory(sel, nmls))
+	got := CheckSpec(mig.DefaultCatalog(), &spec, SelectedInventory(sel, nmls))
 	if len(got) != 1 || got[0].Reason != v1alpha1.ReasonRuleMatchesNoGPU {
 		t.Errorf("spec problems %+v; want rule \"a100\" reported as matching only GPUs an earlier rule decides", got)
 	}
