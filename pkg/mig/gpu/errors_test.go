@@ -239,3 +239,23 @@ func TestUnreadable(t *testing.T) {
 		t.Error("an error without an NVML code is unreadable")
 	}
 }
+
+// TestChangedMeanwhileKeepsTheCodeNotTheNotFound: a stale handle met on the
+// way (changedMeanwhile) keeps NVML's return code for ReturnCode and the
+// metrics, but is not ErrNotFound: what was sought may well be there still.
+func TestChangedMeanwhileKeepsTheCodeNotTheNotFound(t *testing.T) {
+	stale := fmt.Errorf("reading a GPU instance: %w", staleErr("nvmlGpuInstanceGetInfo", nvml.ERROR_INVALID_ARGUMENT))
+	if !errors.Is(stale, ErrNotFound) {
+		t.Fatal("a stale handle's error is not ErrNotFound to begin with")
+	}
+	err := fmt.Errorf("listing MIG devices of GPU 0: %w", meanwhile(stale))
+	if errors.Is(err, ErrNotFound) {
+		t.Errorf("%v is ErrNotFound", err)
+	}
+	if code, ok := ReturnCode(err); !ok || code != nvml.ERROR_INVALID_ARGUMENT {
+		t.Errorf("ReturnCode(%v) = %v, %t; want ERROR_INVALID_ARGUMENT, true", err, code, ok)
+	}
+	if err.Error() != "listing MIG devices of GPU 0: "+stale.Error() {
+		t.Errorf("text %q lost the cause's", err)
+	}
+}

@@ -150,14 +150,38 @@ func (m *NVMLManager) DestroyMIGDevice(ctx context.Context, gpuIndex int, d mig.
 	return nil
 }
 
-// changedMeanwhile is a stale handle met on the way to a GI's destroy (a
-// GPU instance, compute instance or MIG device listed, then gone: someone
-// ran nvidia-smi, or a handle went stale): the target GPU instance may well
-// be there still, so it is no ErrNotFound (it does not unwrap); destroy
-// reads the GPU again.
-type changedMeanwhile struct{ err error }
+// changedMeanwhile is a stale handle met on the way (a GPU instance,
+// compute instance or MIG device listed, then gone: someone ran nvidia-smi,
+// or a handle went stale): the GPU instance sought may well be there still,
+// so it is no ErrNotFound; destroy and the readers (walkSettled) read the
+// GPU again. It unwraps to the NVML error with Stale cleared, so that
+// ReturnCode still reads its code while errors.Is(err, ErrNotFound) is
+// false.
+type changedMeanwhile struct {
+	msg  string
+	code *NVMLError
+}
 
-func (e changedMeanwhile) Error() string { return e.err.Error() }
+// meanwhile is err, a stale handle's error, as a changedMeanwhile.
+func meanwhile(err error) changedMeanwhile {
+	e := changedMeanwhile{msg: err.Error()}
+	var n *NVMLError
+	if errors.As(err, &n) {
+		c := *n
+		c.Stale = false
+		e.code = &c
+	}
+	return e
+}
+
+func (e changedMeanwhile) Error() string { return e.msg }
+
+func (e changedMeanwhile) Unwrap() error {
+	if e.code == nil {
+		return nil
+	}
+	return e.code
+}
 
 // maxDestroyReads bounds how often destroy reads the GPU again when it
 // keeps changing under it.
@@ -191,7 +215,7 @@ func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx i
 	}
 	procs, err := giProcesses(s.dev, g)
 	if errors.Is(err, ErrNotFound) {
-		return changedMeanwhile{fmt.Errorf("listing the processes of GI %d: %w", g.info.Id, err)}
+		return meanwhile(fmt.Errorf("listing the processes of GI %d: %w", g.info.Id, err))
 	}
 	if err != nil {
 		return err
@@ -230,7 +254,7 @@ func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx i
 		if err := staleErr("nvmlGpuInstanceGetComputeInstances", ret); err != nil {
 			err = fmt.Errorf("listing compute instances of GI %d: %w", g.info.Id, err)
 			if errors.Is(err, ErrNotFound) {
-				return changedMeanwhile{err}
+				return meanwhile(err)
 			}
 			return err
 		}
@@ -239,7 +263,7 @@ func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx i
 			if err := staleErr("nvmlComputeInstanceGetInfo", ret); err != nil {
 				err = fmt.Errorf("reading a compute instance of GI %d: %w", g.info.Id, err)
 				if errors.Is(err, ErrNotFound) {
-					return changedMeanwhile{err}
+					return meanwhile(err)
 				}
 				return err
 			}
@@ -304,7 +328,7 @@ func (m *NVMLManager) Processes(ctx context.Context, gpuIndex int, d mig.Device)
 		return nil, err
 	}
 	defer leave()
-	s, err := m.walk(ctx, gpuIndex)
+	s, err := m.walkSettled(ctx, gpuIndex)
 	if err == nil {
 		var g gpuInstance
 		if g, err = s.find(d); err == nil {
@@ -336,7 +360,7 @@ func (m *NVMLManager) MIGProcesses(ctx context.Context, gpuIndex int) (map[mig.D
 }
 
 func (m *NVMLManager) migProcesses(ctx context.Context, idx int) (map[mig.Device][]Process, error) {
-	s, err := m.walk(ctx, idx)
+	s, err := m.walkSettled(ctx, idx)
 	if err != nil || len(s.gis) == 0 {
 		return nil, err
 	}

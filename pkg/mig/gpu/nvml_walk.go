@@ -97,7 +97,7 @@ func (m *NVMLManager) walk(ctx context.Context, idx int) (*gpuState, error) {
 					// nothing of the GPU's instances (no ErrNotFound: a
 					// destroy reads the GPU again rather than take its
 					// target for gone).
-					return nil, changedMeanwhile{err}
+					return nil, meanwhile(err)
 				}
 				return nil, err
 			}
@@ -349,7 +349,7 @@ func (m *NVMLManager) MIGDevices(ctx context.Context, gpuIndex int) ([]MIGDevice
 }
 
 func (m *NVMLManager) migDevices(ctx context.Context, idx int) ([]MIGDevice, error) {
-	s, err := m.walk(ctx, idx)
+	s, err := m.walkSettled(ctx, idx)
 	if err != nil {
 		return nil, err
 	}
@@ -373,4 +373,23 @@ func (m *NVMLManager) migDevices(ctx context.Context, idx int) ([]MIGDevice, err
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// walkSettled is walk, read again (up to maxDestroyReads times in all) while
+// a GPU instance vanishes between its listing and its read
+// (changedMeanwhile): readers answer for the GPU as it is once it holds
+// still.
+func (m *NVMLManager) walkSettled(ctx context.Context, idx int) (*gpuState, error) {
+	var err error
+	for range maxDestroyReads {
+		var s *gpuState
+		if s, err = m.walk(ctx, idx); err == nil {
+			return s, nil
+		}
+		var changed changedMeanwhile
+		if !errors.As(err, &changed) {
+			return nil, err
+		}
+	}
+	return nil, err
 }

@@ -1,0 +1,111 @@
+package gpu_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+)
+
+// TestReadsWhenAGIVanishesMidway: a GPU instance (a 1g.10gb at 0 without a
+// compute instance) is destroyed by someone else between its listing and
+// its read, while a read other than a destroy walks the GPU. The reader
+// reads the GPU again and answers for it as it is then: MIGDevices and
+// MIGProcesses succeed without the instance gone, and Processes of that
+// very instance answers ErrNotFound (its GI is gone), as it documents.
+func TestReadsWhenAGIVanishesMidway(t *testing.T) {
+	victimDev := mig.Device{Profile: "1g.10gb", Start: 0}
+	tests := map[string]struct {
+		read func(ctx context.Context, m *gpu.NVMLManager) error
+		// check reports what is wrong with err, "" when nothing.
+		check func(err error) string
+	}{
+		"MIGDevices: the GPU as it is once read again": {
+			read: func(ctx context.Context, m *gpu.NVMLManager) error {
+				devs, err := m.MIGDevices(ctx, 0)
+				if err == nil && (len(devs) != 1 || devs[0].Device() != (mig.Device{Profile: "3g.40gb", Start: 4})) {
+					return fmt.Errorf("devices %v, want only 3g.40gb@4", devs)
+				}
+				return err
+			},
+			check: func(err error) string { return errText(err) },
+		},
+		"MIGProcesses: the GPU as it is once read again": {
+			read:  func(ctx context.Context, m *gpu.NVMLManager) error { _, err := m.MIGProcesses(ctx, 0); return err },
+			check: func(err error) string { return errText(err) },
+		},
+		"Processes of the GPU instance that vanished: ErrNotFound": {
+			read: func(ctx context.Context, m *gpu.NVMLManager) error {
+				_, err := m.Processes(ctx, 0, victimDev)
+				return err
+			},
+			check: func(err error) string {
+				if !errors.Is(err, gpu.ErrNotFound) {
+					return fmt.Sprintf("%v: not ErrNotFound, though its GPU instance is gone", err)
+				}
+				return ""
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			md, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+			if err != nil {
+				t.Fatal(err)
+			}
+			victim, err := md.Profile("1g.10gb")
+			if err != nil {
+				t.Fatal(err)
+			}
+			armed := false
+			m, err := gpu.NewNVML(otherGIVanishes{Interface: sim, victimProfile: uint32(victim.ID), armed: &armed}, mig.DefaultCatalog())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Shutdown() })
+			enableMIG(t, ctx, sim, m, 0)
+			if _, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 4}); err != nil {
+				t.Fatal(err)
+			}
+			dev, ret := sim.DeviceGetHandleByIndex(0)
+			if ret != nvml.SUCCESS {
+				t.Fatal(ret)
+			}
+			info, ret := dev.GetGpuInstanceProfileInfo(victim.NVMLProfile)
+			if ret != nvml.SUCCESS {
+				t.Fatal(ret)
+			}
+			if _, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 0, Size: 1}); ret != nvml.SUCCESS {
+				t.Fatal(ret)
+			}
+
+			armed = true
+			err = tc.read(ctx, m)
+			if armed {
+				t.Fatal("the other GPU instance was never listed: the test did not bite")
+			}
+			if what := tc.check(err); what != "" {
+				t.Error(what)
+			}
+		})
+	}
+}
+
+// errText is err's text, "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
