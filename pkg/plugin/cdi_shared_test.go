@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	goslices "slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/ptr"
@@ -115,5 +116,41 @@ func TestPrepareAgainRewritesSpecOfOlderNaming(t *testing.T) {
 				t.Errorf("CDI device %s (requests %v) is in no spec on disk", id, d.Requests)
 			}
 		}
+	}
+}
+
+// TestPrepareAgainLeavesAnUpToDateSpec: the kubelet asking again for a
+// claim whose CDI spec on disk is what the plugin would write finds the
+// file untouched (a prepare again does not depend on /var/run taking a
+// write), while a spec gone is written again.
+func TestPrepareAgainLeavesAnUpToDateSpec(t *testing.T) {
+	e := newEnv(t)
+	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-3"})
+	if r := e.prepare(e.plugin(""), c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	path := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))
+	past := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := os.Chtimes(path, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.prepare(e.plugin(""), c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fi.ModTime().Equal(past) {
+		t.Errorf("the up-to-date spec was written again (modified %v)", fi.ModTime())
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.prepare(e.plugin(""), c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the spec gone is not written again: %v", err)
 	}
 }

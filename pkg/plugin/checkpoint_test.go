@@ -105,3 +105,32 @@ func TestWriteCheckpointReadsBack(t *testing.T) {
 		t.Errorf("claims (-written +read):\n%s", diff)
 	}
 }
+
+// TestReadCheckpointWithoutClaims: a checkpoint that holds no claims, its
+// claims key left out or null, with the checksum of the claims' canonical
+// empty encoding ("{}", what checksum gives for the empty map every writer
+// of this package holds, and what a writer that leaves an empty claims map
+// out, omitempty, computes), reads as no claims: refusing it would fail
+// New, and the agent would not start.
+func TestReadCheckpointWithoutClaims(t *testing.T) {
+	emptySum := crc32.ChecksumIEEE([]byte("{}"))
+	for name, claims := range map[string]string{
+		"claims key left out": "",
+		"claims null":         `, "claims": null`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), CheckpointFile)
+			data := fmt.Sprintf(`{"version": %q, "checksum": %d%s}`, CheckpointVersion, emptySum, claims)
+			if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := readCheckpoint(path)
+			if err != nil {
+				t.Fatalf("readCheckpoint(%s) = %v, want no claims", data, err)
+			}
+			if len(got) != 0 {
+				t.Errorf("claims %v, want none", got)
+			}
+		})
+	}
+}

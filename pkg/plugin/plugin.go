@@ -17,10 +17,12 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -36,6 +38,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/miglayout/miglayout/pkg/gpulock"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -457,13 +460,34 @@ func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 			return err
 		}
 	}
-	// The spec is written again even where it exists: after a reboot it
-	// is gone (/var/run is a tmpfs), and one an older version wrote may
-	// name its CDI devices otherwise (requestCDIName) than the IDs this
-	// answer gives the kubelet.
+	// The spec is written again unless the one on disk is what it would
+	// be: after a reboot it is gone (/var/run is a tmpfs), and one an older
+	// version wrote may name its CDI devices otherwise (requestCDIName)
+	// than the IDs this answer gives the kubelet.
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.specOnDisk(pc) {
+		return nil
+	}
 	return p.writeSpec(pc)
+}
+
+// specOnDisk reports whether the CDI spec file of pc holds exactly the spec
+// buildSpec makes of it (false where it is missing or unreadable).
+func (p *Plugin) specOnDisk(pc PreparedClaim) bool {
+	want, err := buildSpec(p.cfg.DriverName, pc)
+	if err != nil {
+		return false
+	}
+	data, err := os.ReadFile(filepath.Join(p.cfg.CDIDir, specName(p.cfg.DriverName, pc.UID)))
+	if err != nil {
+		return false
+	}
+	var got cdispec.Spec
+	if err := json.Unmarshal(data, &got); err != nil {
+		return false
+	}
+	return reflect.DeepEqual(*want, got)
 }
 
 // ensureDeviceNodes is the package's ensureDeviceNodes under Config.DevRoot,
