@@ -183,7 +183,8 @@ type GPUStatus struct {
 	// MIGPending is the MIG mode the GPU takes at its next reset
 	// (nvmlDeviceGetMigMode's pending mode), not whether a change is
 	// pending: it equals migEnabled except while a MIG mode change waits
-	// for a GPU reset (Ampere GPUs with a process on them).
+	// for a GPU reset (an Ampere GPU with a process on it, or one the
+	// driver cannot reset, as when passed through to a virtual machine).
 	// +optional
 	MIGPending bool `json:"migPending"`
 	// Layout is the layout NVML reports, canonical text form.
