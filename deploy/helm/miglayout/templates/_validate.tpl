@@ -26,6 +26,26 @@ checked the types; these are the rules between values.
 {{- if and (gt (int $v.controller.replicas) 1) (not $v.controller.leaderElection.enabled) -}}
 {{- fail (printf "controller.replicas is %d but controller.leaderElection.enabled is false: the replicas would all write NodeMigLayouts; enable leader election or run one replica" (int $v.controller.replicas)) -}}
 {{- end -}}
+{{- if $v.controller.leaderElection.enabled -}}
+{{- $le := $v.controller.leaderElection -}}
+{{- $lease := float64 (include "miglayout.milliseconds" $le.leaseDuration) -}}
+{{- $renew := float64 (include "miglayout.milliseconds" $le.renewDeadline) -}}
+{{- $retry := float64 (include "miglayout.milliseconds" $le.retryPeriod) -}}
+{{- if le $lease $renew -}}
+{{- fail (printf "controller.leaderElection.leaseDuration %s must be longer than renewDeadline %s (client-go's leader election refuses it, and every replica would exit at start)" $le.leaseDuration $le.renewDeadline) -}}
+{{- end -}}
+{{- if le $renew (mulf $retry 1.2) -}}
+{{- fail (printf "controller.leaderElection.renewDeadline %s must be longer than 1.2 × retryPeriod %s (client-go's leader election refuses it, and every replica would exit at start)" $le.renewDeadline $le.retryPeriod) -}}
+{{- end -}}
+{{- end -}}
+{{- if ge (float64 (include "miglayout.milliseconds" $v.agent.settlePeriod)) 600000.0 -}}
+{{- fail (printf "agent.settlePeriod %s must be shorter than 10m, the agent's --max-pass-duration: every pass that drains waits the settle period, and the agent refuses to start otherwise" $v.agent.settlePeriod) -}}
+{{- end -}}
+{{- with $v.agent.updateStrategy.rollingUpdate -}}
+{{- if and (hasKey . "maxSurge") (ne (toString .maxSurge) "0") (ne (toString .maxSurge) "0%") -}}
+{{- fail (printf "agent.updateStrategy.rollingUpdate.maxSurge %v must be 0: a surge runs two agents on a node at once, both repartitioning its GPUs and serving one kubelet plugin socket" .maxSurge) -}}
+{{- end -}}
+{{- end -}}
 {{- if eq (int $v.controller.metricsPort) (int $v.controller.healthPort) -}}
 {{- fail (printf "controller.metricsPort and controller.healthPort are both %d: they must differ" (int $v.controller.metricsPort)) -}}
 {{- end -}}
@@ -70,4 +90,18 @@ checked the types; these are the rules between values.
 {{- fail (printf "agentNodePolicy.enabled needs Kubernetes 1.32 or newer (service-account tokens carry their node from 1.32); this cluster is %s: upgrade, or set agentNodePolicy.enabled=false and accept that any agent can write any node's ResourceSlices" .Capabilities.KubeVersion.Version) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+miglayout.milliseconds is a Go duration string (values.schema.json's
+pattern: e.g. 15s, 1m30s, 1.5s, 500ms) in milliseconds, as a number's text.
+*/}}
+{{- define "miglayout.milliseconds" -}}
+{{- $ms := 0.0 -}}
+{{- $units := dict "ns" 0.000001 "us" 0.001 "µs" 0.001 "ms" 1.0 "s" 1000.0 "m" 60000.0 "h" 3600000.0 -}}
+{{- range regexFindAll "[0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
+{{- $num := regexFind "^[0-9]+([.][0-9]+)?" . -}}
+{{- $ms = addf $ms (mulf (float64 $num) (get $units (trimPrefix $num .))) -}}
+{{- end -}}
+{{- $ms -}}
 {{- end -}}

@@ -1,0 +1,93 @@
+package helm
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestLeaderElectionTimingRefused: client-go's leader election refuses a
+// lease duration that is not longer than the renew deadline, and a renew
+// deadline not longer than 1.2 × the retry period
+// (leaderelection.NewLeaderElector): the controller then exits at start and
+// every replica crash-loops, while no MigLayout is reconciled. The chart
+// takes such values today; like the port clash or the short heartbeat, it
+// should refuse them with a message naming the values.
+func TestLeaderElectionTimingRefused(t *testing.T) {
+	for name, le := range map[string]map[string]any{
+		"lease duration equal to the renew deadline":     {"leaseDuration": "10s"},
+		"lease duration shorter than the renew deadline": {"leaseDuration": "5s", "renewDeadline": "10s"},
+		"renew deadline within the retry jitter":         {"renewDeadline": "2s", "retryPeriod": "2s"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Render(Options{Values: map[string]any{"controller": map[string]any{"leaderElection": le}}})
+			if err == nil {
+				t.Errorf("controller.leaderElection %v rendered: the controller's leader election refuses it at start (leaseDuration must be greater than renewDeadline, renewDeadline greater than retryPeriod*1.2), so every replica crash-loops", le)
+			}
+		})
+	}
+}
+
+// TestAgentSettlePeriodWithinAPass: the agent refuses to start when
+// --settle-period is not shorter than --max-pass-duration (10m, which the
+// chart does not set): every pass that drains waits the settle period, and
+// a pass longer than that fails /healthz. The chart takes a settlePeriod of
+// 10m or more, and every agent then exits at start.
+func TestAgentSettlePeriodWithinAPass(t *testing.T) {
+	_, err := Render(Options{Values: map[string]any{"agent": map[string]any{"settlePeriod": "10m"}}})
+	if err == nil {
+		t.Error("agent.settlePeriod=10m rendered: the agent exits at start (--max-pass-duration=10m0s must exceed --settle-period=10m0s)")
+	}
+}
+
+// TestAgentUpdateStrategyNeverRunsTwoAgentsOnANode: a DaemonSet with
+// rollingUpdate.maxSurge starts the new agent pod on a node before the old
+// one stops. The agent does not support that: it starts the kubelet plugin
+// helper without kubeletplugin.RollingUpdate (both pods would serve the
+// same registration and DRA sockets), it takes no lock across processes on
+// the GPUs, the repartitioning journal or the pool's ResourceSlices, so two
+// agents would drain, repartition and publish the same GPUs at once.
+// values.schema.json takes any updateStrategy object.
+func TestAgentUpdateStrategyNeverRunsTwoAgentsOnANode(t *testing.T) {
+	_, err := Render(Options{Values: map[string]any{"agent": map[string]any{"updateStrategy": map[string]any{
+		"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": 1, "maxUnavailable": 0}}}}})
+	if err == nil {
+		t.Error("agent.updateStrategy.rollingUpdate.maxSurge=1 rendered: two agents would run on a node during a rollout, both repartitioning its GPUs and serving one kubelet plugin socket")
+	}
+}
+
+// TestControllerCriticalPriorityHasQuota: where critical PriorityClasses
+// are limited by default (GKE), a pod of system-cluster-critical or
+// system-node-critical outside kube-system is admitted only under a
+// ResourceQuota scoped to its class. The chart renders one for the agent's
+// class only; a controller given a critical class (the natural one for a
+// cluster controller) gets no pod ("insufficient quota to match these
+// scopes").
+func TestControllerCriticalPriorityHasQuota(t *testing.T) {
+	r := render(t, map[string]any{"controller": map[string]any{"priorityClassName": "system-cluster-critical"}})
+	for _, o := range r.Objects {
+		if o.GetKind() != "ResourceQuota" || o.GetNamespace() != "miglayout-system" {
+			continue
+		}
+		q := convert[corev1.ResourceQuota](t, o)
+		if q.Spec.ScopeSelector == nil {
+			continue
+		}
+		for _, e := range q.Spec.ScopeSelector.MatchExpressions {
+			if e.ScopeName == corev1.ResourceQuotaScopePriorityClass && e.Operator == corev1.ScopeSelectorOpIn && slices.Contains(e.Values, "system-cluster-critical") {
+				if _, ok := q.Spec.Hard[corev1.ResourcePods]; ok {
+					return
+				}
+			}
+		}
+	}
+	var quotas []string
+	for _, o := range r.Objects {
+		if o.GetKind() == "ResourceQuota" {
+			quotas = append(quotas, o.GetName())
+		}
+	}
+	t.Errorf("controller.priorityClassName=system-cluster-critical in namespace miglayout-system, but no ResourceQuota scoped to that class is rendered (quotas: %s): on GKE the controller's pods are refused", strings.Join(quotas, ", "))
+}
