@@ -168,17 +168,22 @@ func explicitLayout(m *mig.Model, text string) (mig.Layout, error) {
 	return l, nil
 }
 
-// fitProfiles places the wanted counts on the GPU. The layout written before
-// is kept when it still holds the wanted multiset, is valid and keeps every
-// device in use, so that the target does not move while the hardware does.
-// When the counts fit the GPU but not around the devices in use, the layout
-// is fitted without them: the agent will block on those devices, which is
-// reported rather than hidden. Counts that fit on no GPU of the model give
-// the error of the fit without devices in use.
+// fitProfiles places the wanted counts on the GPU. A GPU that holds them
+// already keeps its layout. Otherwise the layout written before is kept
+// when it still holds the wanted multiset, is valid and keeps every device
+// in use, so that the target does not move while the hardware does. When
+// the counts fit the GPU but not around all the devices in use, the layout
+// is fitted around as many of them as it can keep (the fewest destroyed
+// first): the agent will block on the others, which is reported rather
+// than hidden. Counts that fit on no GPU of the model give the error of the
+// fit without devices in use.
 func fitProfiles(m *mig.Model, profiles map[string]int32, current, pinned mig.Layout, prev *v1alpha1.GPUSpec) (mig.Layout, error) {
 	want := make(map[string]int, len(profiles))
 	for p, n := range profiles {
 		want[p] = int(n)
+	}
+	if maps.Equal(current.Counts(), nonZero(want)) && m.Validate(current) == nil {
+		return current.Canonical(), nil
 	}
 	if prev != nil && prev.MIGEnabled {
 		if l, ok := stableLayout(m, prev.Layout, want, pinned); ok {
@@ -186,6 +191,11 @@ func fitProfiles(m *mig.Model, profiles map[string]int32, current, pinned mig.La
 		}
 	}
 	res, err := m.Fit(mig.FitRequest{Want: want, Current: current, Pinned: pinned, AllowMoves: true})
+	if err != nil && len(pinned) > 1 && errors.Is(err, mig.ErrDoesNotFit) {
+		if l, ok := fitKeepingMostInUse(m, want, current, pinned); ok {
+			return l, nil
+		}
+	}
 	if err != nil && len(pinned) > 0 && errors.Is(err, mig.ErrDoesNotFit) {
 		// Counts that fit on no GPU of the model are reported as such,
 		// not blamed on the devices in use (whose changes would change
@@ -200,6 +210,31 @@ func fitProfiles(m *mig.Model, profiles map[string]int32, current, pinned mig.La
 		return nil, fmt.Errorf("fitting profiles: %w", err)
 	}
 	return res.Layout, nil
+}
+
+// fitKeepingMostInUse fits want around the largest subset of the devices in
+// use that it fits around (all of them did not fit), choosing among subsets
+// of that size the fit that destroys the fewest devices, then the first in
+// subset order; false when it fits around none but the empty subset.
+func fitKeepingMostInUse(m *mig.Model, want map[string]int, current, pinned mig.Layout) (mig.Layout, bool) {
+	pinned = pinned.Canonical()
+	for k := len(pinned) - 1; k > 0; k-- {
+		var best *mig.FitResult
+		mig.ForEachSubset(len(pinned), k, func(idx []int) {
+			keep := make(mig.Layout, len(idx))
+			for i, j := range idx {
+				keep[i] = pinned[j]
+			}
+			res, err := m.Fit(mig.FitRequest{Want: want, Current: current, Pinned: keep, AllowMoves: true})
+			if err == nil && (best == nil || len(res.Destroyed) < len(best.Destroyed)) {
+				best = &res
+			}
+		})
+		if best != nil {
+			return best.Layout, true
+		}
+	}
+	return nil, false
 }
 
 func stableLayout(m *mig.Model, text string, want map[string]int, pinned mig.Layout) (mig.Layout, bool) {
