@@ -725,6 +725,12 @@ var badValues = []struct {
 }{
 	{"driver name", map[string]any{"driverName": "MIG_Driver"}, `driverName "MIG_Driver" is not a DRA driver name`},
 	{"same class names", map[string]any{"deviceClasses": map[string]any{"gpuName": "mig.miglayout.io"}}, "MIG devices and whole GPUs need two DeviceClasses"},
+	{"extended resource profile twice", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{
+		map[string]any{"profile": "1g.10gb", "resourceName": "nvidia.com/mig-1g.10gb"},
+		map[string]any{"profile": "1g.10gb", "resourceName": "example.com/small-gpu"}}}}, `names profile "1g.10gb" twice`},
+	{"extended resource name twice", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{
+		map[string]any{"profile": "1g.10gb", "resourceName": "nvidia.com/mig"},
+		map[string]any{"profile": "2g.20gb", "resourceName": "nvidia.com/mig"}}}}, `names resourceName "nvidia.com/mig" twice`},
 	{"replicas without leader election", map[string]any{"controller": map[string]any{"leaderElection": map[string]any{"enabled": false}}},
 		"controller.replicas is 2 but controller.leaderElection.enabled is false"},
 	{"port clash", map[string]any{"agent": map[string]any{"healthPort": 8081}}, "agent.metricsPort and agent.healthPort are both 8081"},

@@ -21,6 +21,18 @@ checked the types; these are the rules between values.
 {{- if eq $v.deviceClasses.migName $v.deviceClasses.gpuName -}}
 {{- fail (printf "deviceClasses.migName and deviceClasses.gpuName are both %q: MIG devices and whole GPUs need two DeviceClasses" $v.deviceClasses.migName) -}}
 {{- end -}}
+{{- $profiles := dict -}}
+{{- $resources := dict -}}
+{{- range $v.deviceClasses.extendedResources -}}
+{{- if hasKey $profiles .profile -}}
+{{- fail (printf "deviceClasses.extendedResources names profile %q twice: each profile gets one DeviceClass" .profile) -}}
+{{- end -}}
+{{- if hasKey $resources .resourceName -}}
+{{- fail (printf "deviceClasses.extendedResources names resourceName %q twice: a pod's request for it would match two DeviceClasses" .resourceName) -}}
+{{- end -}}
+{{- $_ := set $profiles .profile true -}}
+{{- $_ := set $resources .resourceName true -}}
+{{- end -}}
 {{- end -}}
 
 {{- if and (gt (int $v.controller.replicas) 1) (not $v.controller.leaderElection.enabled) -}}
