@@ -81,7 +81,13 @@ func desiredGPU(cat *mig.Catalog, rule *v1alpha1.LayoutRule, g v1alpha1.GPUStatu
 	// MIG off needs no model: a GPU without MIG, or of a model the catalog
 	// lacks, holds it already.
 	if !migEnabled(rule) {
-		return v1alpha1.GPUSpec{Index: g.Index, MIGEnabled: false, Reason: "MIG off"}, "", nil
+		why := "MIG off"
+		if inUse, err := mig.ParseLayout(g.InUse); g.MIGEnabled && err == nil && len(inUse) > 0 {
+			// As for a layout: the agent keeps them and reports the GPU
+			// Blocked until they are free.
+			why += fmt.Sprintf("; destroys %s, in use now", inUse.Canonical().String())
+		}
+		return v1alpha1.GPUSpec{Index: g.Index, MIGEnabled: false, Reason: why}, "", nil
 	}
 	model, err := lookupModel(cat, g)
 	if err != nil {

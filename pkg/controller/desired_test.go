@@ -56,6 +56,11 @@ func TestDesiredGPUs(t *testing.T) {
 			inventory: inventory(a100(0).layout("7g.80gb@0")),
 			want:      []v1alpha1.GPUSpec{specMIGOff(0, `rule "whole": MIG off`)},
 		},
+		"MIG off under devices in use": {
+			rules:     rules(rule("whole").migOff()),
+			inventory: inventory(a100(0).layout("3g.40gb@0,3g.40gb@4").inUse("3g.40gb@4")),
+			want:      []v1alpha1.GPUSpec{specMIGOff(0, `rule "whole": MIG off; destroys 3g.40gb@4, in use now`)},
+		},
 		"MIG on from off": {
 			rules:     rules(rule("halves").counts("3g.40gb", 2)),
 			inventory: inventory(a100(0).migOff()),
