@@ -164,7 +164,11 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	}
 	slices.SortFunc(snap.Nodes, func(a, b planner.Node) int { return strings.Compare(a.Node.Name, b.Node.Name) })
 	oneChangePerPod(in, &snap)
-	snap.Pending = pendingPods(in.Pods, in.Claims, extendedResourceClasses(in.Classes))
+	autoNodes := sets.New[string]()
+	for _, n := range snap.Nodes {
+		autoNodes.Insert(n.Node.Name)
+	}
+	snap.Pending = pendingPods(in.Pods, in.Claims, extendedResourceClasses(in.Classes), autoNodes)
 	snap.OtherAllocated = otherAllocated
 	return snap
 }
@@ -489,14 +493,16 @@ func isAllocated(allocated sets.Set[string], index int, d mig.Device) bool {
 // claims do not exist yet is left for a later pass. A claim shared by
 // several pending pods is in each (the planner makes its devices once).
 // A pod with a nominated node (status.nominatedNodeName: kube-scheduler
-// preempts pods there to make room for it) is planned on that node only:
-// it runs there once its victims are gone, on devices free there (the
-// scheduler's DRA plugin never frees a victim's device, so it nominates a
-// node only where the pod's devices are free), which the plan keeps for it
-// rather than hand to another pod; a change planned elsewhere would destroy
-// free devices for nothing. The scheduler clears the nomination when the
-// room does not come; the pod is planned anywhere then.
-func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim, classes *extendedresourcecache.ExtendedResourceCache) []planner.Pod {
+// preempts pods there to make room for it) is planned on that node only
+// where it is one of autoNodes (the Auto-mode nodes planned): it runs there
+// once its victims are gone, on devices free there (the scheduler's DRA
+// plugin never frees a victim's device, so it nominates a node only where
+// the pod's devices are free), which the plan keeps for it rather than hand
+// to another pod; a change planned elsewhere would destroy free devices for
+// nothing. Nominated to another node, it is no Auto demand at all. The
+// scheduler clears the nomination when the room does not come; the pod is
+// planned anywhere then.
+func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim, classes *extendedresourcecache.ExtendedResourceCache, autoNodes sets.Set[string]) []planner.Pod {
 	var out []planner.Pod
 	for i := range pods {
 		pod := &pods[i]
@@ -509,6 +515,9 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 		}
 		p := planner.Pod{Pod: pod}
 		if n := pod.Status.NominatedNodeName; n != "" {
+			if !autoNodes.Has(n) {
+				continue // going to a node Auto mode does not plan
+			}
 			p.AllocatedOn = append(p.AllocatedOn, &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n}}},
 			}}})

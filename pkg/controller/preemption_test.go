@@ -94,3 +94,31 @@ func TestNominatedPodKeepsTheFreeDeviceItWaitsFor(t *testing.T) {
 		})
 	}
 }
+
+// TestPodNominatedOutsideAutoIsNotReportedUnservable: kube-scheduler
+// nominated h to n9, a node no Auto MigLayout manages (a Static node, or
+// one without miglayout's GPUs, where its victims free the room). h runs
+// there once its victims are gone. Before the nomination was planned, h was
+// left out of the Auto plan; now it is restricted to n9, which no Auto node
+// matches, and is told it can never be served (Warning NotServable, counted
+// in status.auto.notServablePods) although it is about to run.
+func TestPodNominatedOutsideAutoIsNotReportedUnservable(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	h := autoPod("h", h0(), "c1")
+	h.Spec.Priority = ptr.To(int32(1000))
+	h.Status.NominatedNodeName = "n9"
+	c := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto"}),
+		autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
+		node("n9", map[string]string{"pool": "static"}),
+		autoClaim("c1", profileSelector("3g.40gb")), h)
+	c.settle()
+	for _, e := range c.events() {
+		if strings.Contains(e, EventNotServable) {
+			t.Errorf("h, nominated to n9 (outside Auto, preemption under way), is told it can never be served: %q", e)
+		}
+	}
+	if st := c.autoStatus(); st != nil && st.NotServablePods != 0 {
+		t.Errorf("status.auto.notServablePods = %d, want 0: h is about to run on n9", st.NotServablePods)
+	}
+}
