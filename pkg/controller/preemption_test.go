@@ -98,10 +98,9 @@ func TestNominatedPodKeepsTheFreeDeviceItWaitsFor(t *testing.T) {
 // TestPodNominatedOutsideAutoIsNotReportedUnservable: kube-scheduler
 // nominated h to n9, a node no Auto MigLayout manages (a Static node, or
 // one without miglayout's GPUs, where its victims free the room). h runs
-// there once its victims are gone. Before the nomination was planned, h was
-// left out of the Auto plan; now it is restricted to n9, which no Auto node
-// matches, and is told it can never be served (Warning NotServable, counted
-// in status.auto.notServablePods) although it is about to run.
+// there once its victims are gone: it is no Auto demand, and is not told it
+// can never be served (Warning NotServable, counted in
+// status.auto.notServablePods).
 func TestPodNominatedOutsideAutoIsNotReportedUnservable(t *testing.T) {
 	ml := autoMigLayout("auto", nil)
 	h := autoPod("h", h0(), "c1")
