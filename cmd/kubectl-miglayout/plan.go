@@ -368,8 +368,17 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 	st.changes += changing
 	st.attention += blockedGPUs
 	// The rules that decide no GPU, judged as the controller judges them:
-	// on the agents' reports, once every node's is in.
-	if specProblems := controller.CheckSpec(cat, &ml.Spec, controller.SelectedInventory(sel, st.nmls)); len(specProblems) > 0 {
+	// on the agents' reports, once every node's is in; a node no MigLayout
+	// selected yet counts with its GPUs as its ResourceSlices publish them.
+	nmls := maps.Clone(st.nmls)
+	for _, node := range sel.Nodes {
+		if nmls[node] == nil {
+			if inv := publishedInventory(cat, st.devices.devices[node], st.devices.allocated[node]); len(inv) > 0 {
+				nmls[node] = &v1alpha1.NodeMigLayout{Status: v1alpha1.NodeMigLayoutStatus{GPUs: inv}}
+			}
+		}
+	}
+	if specProblems := controller.CheckSpec(cat, &ml.Spec, controller.SelectedInventory(sel, nmls)); len(specProblems) > 0 {
 		fmt.Fprintln(w)
 		for _, p := range specProblems {
 			fmt.Fprintf(w, "%s: %s\n", p.Reason, p.Message)
