@@ -109,9 +109,13 @@ func (e *NVMLError) Unwrap() error {
 }
 
 // ReturnCode returns the NVML return code carried by err (the first
-// *NVMLError in its chain), for metrics labels; false when err did not come
-// from an NVML call.
+// *NVMLError in its chain, or the one behind a GPU that changed while it was
+// read), for metrics labels; false when err did not come from an NVML call.
 func ReturnCode(err error) (nvml.Return, bool) {
+	var m changedMeanwhile
+	if errors.As(err, &m) && m.code != nil {
+		return m.code.Return, true
+	}
 	var e *NVMLError
 	if errors.As(err, &e) {
 		return e.Return, true

@@ -259,3 +259,21 @@ func TestChangedMeanwhileKeepsTheCodeNotTheNotFound(t *testing.T) {
 		t.Errorf("text %q lost the cause's", err)
 	}
 }
+
+// TestChangedMeanwhileOfNotFoundIsNotErrNotFound: changedMeanwhile is made
+// of any error that is ErrNotFound on the way to a GI (walk, destroyOnce),
+// NVML's ERROR_NOT_FOUND as well as a stale handle's INVALID_ARGUMENT, and
+// is never ErrNotFound itself: destroy's caller would take the GPU instance
+// sought, which may well be there still, for gone.
+func TestChangedMeanwhileOfNotFoundIsNotErrNotFound(t *testing.T) {
+	for _, stale := range []bool{true, false} {
+		cause := fmt.Errorf("listing processes on GI 1 CI 0: %w", &NVMLError{Op: "nvmlDeviceGetComputeRunningProcesses", Return: nvml.ERROR_NOT_FOUND, Stale: stale})
+		if !errors.Is(cause, ErrNotFound) {
+			t.Fatal("ERROR_NOT_FOUND is not ErrNotFound to begin with")
+		}
+		err := fmt.Errorf("the GPU's instances kept changing while the GPU instance was destroyed: %w", meanwhile(cause))
+		if errors.Is(err, ErrNotFound) {
+			t.Errorf("stale=%t: %v is ErrNotFound: the GPU instance would be taken for gone", stale, err)
+		}
+	}
+}

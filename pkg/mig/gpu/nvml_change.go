@@ -153,10 +153,9 @@ func (m *NVMLManager) DestroyMIGDevice(ctx context.Context, gpuIndex int, d mig.
 // changedMeanwhile is a stale handle met on the way (a GPU instance,
 // compute instance or MIG device listed, then gone: someone ran nvidia-smi,
 // or a handle went stale): the GPU instance sought may well be there still,
-// so it is no ErrNotFound; destroy and the readers (walkSettled) read the
-// GPU again. It unwraps to the NVML error with Stale cleared, so that
-// ReturnCode still reads its code while errors.Is(err, ErrNotFound) is
-// false.
+// so it is never ErrNotFound; destroy and the readers (walkSettled) read the
+// GPU again. It unwraps to ErrNVML, and ReturnCode reads the NVML code of
+// its cause.
 type changedMeanwhile struct {
 	msg  string
 	code *NVMLError
@@ -167,21 +166,14 @@ func meanwhile(err error) changedMeanwhile {
 	e := changedMeanwhile{msg: err.Error()}
 	var n *NVMLError
 	if errors.As(err, &n) {
-		c := *n
-		c.Stale = false
-		e.code = &c
+		e.code = n
 	}
 	return e
 }
 
 func (e changedMeanwhile) Error() string { return e.msg }
 
-func (e changedMeanwhile) Unwrap() error {
-	if e.code == nil {
-		return nil
-	}
-	return e.code
-}
+func (e changedMeanwhile) Unwrap() error { return ErrNVML }
 
 // maxDestroyReads bounds how often destroy reads the GPU again when it
 // keeps changing under it.
