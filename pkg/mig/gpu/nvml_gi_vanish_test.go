@@ -69,6 +69,25 @@ func (d giVanishDevice) GetGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nv
 // its memory slices.
 func TestDestroyWhenAnotherGIVanishesMidway(t *testing.T) {
 	ctx := t.Context()
+	sim, m, armed := giVanishRig(t)
+	target := mig.Device{Profile: "3g.40gb", Start: 4}
+
+	*armed = true
+	err := m.DestroyMIGDevice(ctx, 0, target)
+	if *armed {
+		t.Fatal("the other GPU instance was never listed: the test did not bite")
+	}
+	checkDestroyed(t, sim, err, target)
+}
+
+// giVanishRig is a simulated A100-SXM4-80GB with MIG on, a 3g.40gb MIG
+// device at memory slice 4 and another GPU instance, a 1g.10gb at 0 without
+// a compute instance (as `nvidia-smi mig -cgi 19` without -C leaves one),
+// under a manager whose NVML destroys that 1g.10gb right after listing it
+// once *armed is set (otherGIVanishes).
+func giVanishRig(t *testing.T) (*nvmlsim.Sim, *gpu.NVMLManager, *bool) {
+	t.Helper()
+	ctx := t.Context()
 	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
 	if err != nil {
 		t.Fatal(err)
@@ -81,20 +100,16 @@ func TestDestroyWhenAnotherGIVanishesMidway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	armed := false
-	m, err := gpu.NewNVML(otherGIVanishes{Interface: sim, victimProfile: uint32(victim.ID), armed: &armed}, mig.DefaultCatalog())
+	armed := new(bool)
+	m, err := gpu.NewNVML(otherGIVanishes{Interface: sim, victimProfile: uint32(victim.ID), armed: armed}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Shutdown() })
 	enableMIG(t, ctx, sim, m, 0)
-
-	target := mig.Device{Profile: "3g.40gb", Start: 4}
-	if _, err := m.CreateMIGDevice(ctx, 0, target); err != nil {
+	if _, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 4}); err != nil {
 		t.Fatal(err)
 	}
-	// The other GPU instance: a 1g.10gb at memory slice 0 with no compute
-	// instance (as `nvidia-smi mig -cgi 19` without -C leaves one).
 	dev, ret := sim.DeviceGetHandleByIndex(0)
 	if ret != nvml.SUCCESS {
 		t.Fatal(ret)
@@ -106,11 +121,5 @@ func TestDestroyWhenAnotherGIVanishesMidway(t *testing.T) {
 	if _, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 0, Size: 1}); ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
-
-	armed = true
-	err = m.DestroyMIGDevice(ctx, 0, target)
-	if armed {
-		t.Fatal("the other GPU instance was never listed: the test did not bite")
-	}
-	checkDestroyed(t, sim, err, target)
+	return sim, m, armed
 }

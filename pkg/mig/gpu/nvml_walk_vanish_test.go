@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
-	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
 // TestReadsWhenAGIVanishesMidway: a GPU instance (a 1g.10gb at 0 without a
@@ -56,43 +53,11 @@ func TestReadsWhenAGIVanishesMidway(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
-			sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			md, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
-			if err != nil {
-				t.Fatal(err)
-			}
-			victim, err := md.Profile("1g.10gb")
-			if err != nil {
-				t.Fatal(err)
-			}
-			armed := false
-			m, err := gpu.NewNVML(otherGIVanishes{Interface: sim, victimProfile: uint32(victim.ID), armed: &armed}, mig.DefaultCatalog())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = m.Shutdown() })
-			enableMIG(t, ctx, sim, m, 0)
-			if _, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 4}); err != nil {
-				t.Fatal(err)
-			}
-			dev, ret := sim.DeviceGetHandleByIndex(0)
-			if ret != nvml.SUCCESS {
-				t.Fatal(ret)
-			}
-			info, ret := dev.GetGpuInstanceProfileInfo(victim.NVMLProfile)
-			if ret != nvml.SUCCESS {
-				t.Fatal(ret)
-			}
-			if _, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 0, Size: 1}); ret != nvml.SUCCESS {
-				t.Fatal(ret)
-			}
+			_, m, armed := giVanishRig(t)
 
-			armed = true
-			err = tc.read(ctx, m)
-			if armed {
+			*armed = true
+			err := tc.read(ctx, m)
+			if *armed {
 				t.Fatal("the other GPU instance was never listed: the test did not bite")
 			}
 			if what := tc.check(err); what != "" {
