@@ -1,20 +1,17 @@
 package helm
 
 import (
-	"slices"
 	"strings"
 	"testing"
-
-	corev1 "k8s.io/api/core/v1"
 )
 
 // TestLeaderElectionTimingRefused: client-go's leader election refuses a
 // lease duration that is not longer than the renew deadline, and a renew
 // deadline not longer than 1.2 × the retry period
 // (leaderelection.NewLeaderElector): the controller then exits at start and
-// every replica crash-loops, while no MigLayout is reconciled. The chart
-// takes such values today; like the port clash or the short heartbeat, it
-// should refuse them with a message naming the values.
+// every replica crash-loops, while no MigLayout is reconciled. Like the
+// port clash or the short heartbeat, the chart refuses such values with a
+// message naming them.
 func TestLeaderElectionTimingRefused(t *testing.T) {
 	for name, le := range map[string]map[string]any{
 		"lease duration equal to the renew deadline":     {"leaseDuration": "10s"},
@@ -33,8 +30,8 @@ func TestLeaderElectionTimingRefused(t *testing.T) {
 // TestAgentSettlePeriodWithinAPass: the agent refuses to start when
 // --settle-period is not shorter than --max-pass-duration (10m, which the
 // chart does not set): every pass that drains waits the settle period, and
-// a pass longer than that fails /healthz. The chart takes a settlePeriod of
-// 10m or more, and every agent then exits at start.
+// a pass longer than that fails /healthz. The chart refuses a settlePeriod
+// of 10m or more, with which every agent would exit at start.
 func TestAgentSettlePeriodWithinAPass(t *testing.T) {
 	_, err := Render(Options{Values: map[string]any{"agent": map[string]any{"settlePeriod": "10m"}}})
 	if err == nil {
@@ -48,8 +45,8 @@ func TestAgentSettlePeriodWithinAPass(t *testing.T) {
 // helper without kubeletplugin.RollingUpdate (both pods would serve the
 // same registration and DRA sockets), it takes no lock across processes on
 // the GPUs, the repartitioning journal or the pool's ResourceSlices, so two
-// agents would drain, repartition and publish the same GPUs at once.
-// values.schema.json takes any updateStrategy object.
+// agents would drain, repartition and publish the same GPUs at once. The
+// chart refuses a surge.
 func TestAgentUpdateStrategyNeverRunsTwoAgentsOnANode(t *testing.T) {
 	_, err := Render(Options{Values: map[string]any{"agent": map[string]any{"updateStrategy": map[string]any{
 		"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": 1, "maxUnavailable": 0}}}}})
@@ -61,27 +58,14 @@ func TestAgentUpdateStrategyNeverRunsTwoAgentsOnANode(t *testing.T) {
 // TestControllerCriticalPriorityHasQuota: where critical PriorityClasses
 // are limited by default (GKE), a pod of system-cluster-critical or
 // system-node-critical outside kube-system is admitted only under a
-// ResourceQuota scoped to its class. The chart renders one for the agent's
-// class only; a controller given a critical class (the natural one for a
-// cluster controller) gets no pod ("insufficient quota to match these
-// scopes").
+// ResourceQuota scoped to its class: a controller given a critical class
+// (the natural one for a cluster controller) is covered by the chart's
+// quota as the agent is, or it gets no pod ("insufficient quota to match
+// these scopes").
 func TestControllerCriticalPriorityHasQuota(t *testing.T) {
 	r := render(t, map[string]any{"controller": map[string]any{"priorityClassName": "system-cluster-critical"}})
-	for _, o := range r.Objects {
-		if o.GetKind() != "ResourceQuota" || o.GetNamespace() != "miglayout-system" {
-			continue
-		}
-		q := convert[corev1.ResourceQuota](t, o)
-		if q.Spec.ScopeSelector == nil {
-			continue
-		}
-		for _, e := range q.Spec.ScopeSelector.MatchExpressions {
-			if e.ScopeName == corev1.ResourceQuotaScopePriorityClass && e.Operator == corev1.ScopeSelectorOpIn && slices.Contains(e.Values, "system-cluster-critical") {
-				if _, ok := q.Spec.Hard[corev1.ResourcePods]; ok {
-					return
-				}
-			}
-		}
+	if quotaAdmits(t, r, "system-cluster-critical") {
+		return
 	}
 	var quotas []string
 	for _, o := range r.Objects {
