@@ -233,8 +233,8 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		logger.Info("Refused device for binding: it is being repartitioned away", "device", dev)
 		b.Metrics.countBinding("refused")
 		if b.Recorder != nil {
-			b.Recorder.Eventf(&claim, nil, "Warning", EventBindingRefused, "Bind",
-				"device %s of node %s is being removed by a MIG repartition; the scheduler will allocate another", dev, b.NodeName)
+			note := fmt.Sprintf("device %s of node %s is being removed by a MIG repartition; the scheduler will allocate another", dev, b.NodeName)
+			b.Recorder.Eventf(&claim, nil, "Warning", EventBindingRefused, noteAction("Bind", note), "%s", note)
 		}
 	}
 	return ctrl.Result{}, nil
