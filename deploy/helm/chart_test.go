@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -458,6 +459,17 @@ func TestAgentDaemonSet(t *testing.T) {
 	}
 	if c.LivenessProbe == nil || c.ReadinessProbe == nil {
 		t.Error("agent without probes")
+	}
+	// NVML's first load without persistence mode, and a node whose CPUs
+	// a training job saturates, are slow: the agent gets minutes to come up
+	// (a startup probe holds the liveness probe back) and seconds to answer.
+	if sp := c.StartupProbe; sp == nil || sp.HTTPGet == nil || sp.HTTPGet.Path != "/healthz" || sp.PeriodSeconds*sp.FailureThreshold < 300 {
+		t.Errorf("agent startup probe %+v, want /healthz allowing 5 minutes at least", sp)
+	}
+	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe, "startup": c.StartupProbe} {
+		if p != nil && p.TimeoutSeconds < 5 {
+			t.Errorf("agent %s probe times out after %d s, want 5 s at least", name, p.TimeoutSeconds)
+		}
 	}
 	// NVML is loaded by path from the host's driver root, mounted read-only
 	// at /driver-root. The driver's library directories on LD_LIBRARY_PATH
