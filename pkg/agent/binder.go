@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/miglayout/miglayout/pkg/eventnote"
 	"github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -51,6 +52,9 @@ type Binder struct {
 	Gate     *BindingGate
 	Driver   string
 	NodeName string
+	// Recorder records events; SetupWithManager wraps it in
+	// eventnote.Distinct, so that an event with a new note is never folded into
+	// the series of an earlier one.
 	Recorder events.EventRecorder
 	Metrics  *Metrics
 	// Retry is how soon a claim is looked at again while the agent has not
@@ -91,6 +95,7 @@ func allocationOf(claim *resourceapi.ResourceClaim) allocation {
 // SetupWithManager registers the Binder for the claims with an unanswered
 // binding condition on this node's pool.
 func (b *Binder) SetupWithManager(mgr ctrl.Manager) error {
+	b.Recorder = eventnote.Distinct(b.Recorder)
 	pending := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		claim, ok := o.(*resourceapi.ResourceClaim)
 		return ok && (len(b.unanswered(claim)) > 0 || b.hasPromise(client.ObjectKeyFromObject(claim)))
@@ -234,7 +239,7 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		b.Metrics.countBinding("refused")
 		if b.Recorder != nil {
 			note := fmt.Sprintf("device %s of node %s is being removed by a MIG repartition; the scheduler will allocate another", dev, b.NodeName)
-			b.Recorder.Eventf(&claim, nil, "Warning", EventBindingRefused, noteAction("Bind", note), "%s", note)
+			b.Recorder.Eventf(&claim, nil, "Warning", EventBindingRefused, "Bind", "%s", note)
 		}
 	}
 	return ctrl.Result{}, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net/http"
 	"slices"
 	"sync"
@@ -30,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/eventnote"
 )
 
 // NodeReconciler drives the Repartitioner from the node's NodeMigLayout: it
@@ -40,7 +40,10 @@ type NodeReconciler struct {
 	Client        client.Client
 	NodeName      string
 	Repartitioner *Repartitioner
-	Recorder      events.EventRecorder
+	// Recorder records events; SetupWithManager wraps it in
+	// eventnote.Distinct, so that an event with a new note is never folded into
+	// the series of an earlier one.
+	Recorder events.EventRecorder
 	// Resync is the period of reconciles without a trigger (NVML truth can
 	// change behind the agent's back, e.g. a GPU reset); the first comes at
 	// start. Default 1 minute.
@@ -79,6 +82,7 @@ type NodeReconciler struct {
 // changes made behind the agent's back are seen, and a device the kubelet
 // plugin releases is taken into account at once.
 func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.Recorder = eventnote.Distinct(r.Recorder)
 	ticks := make(chan event.GenericEvent)
 	if err := mgr.Add(manager.RunnableFunc(r.tick(ticks))); err != nil {
 		return fmt.Errorf("adding the resync ticker: %w", err)
@@ -259,7 +263,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		case v1alpha1.PhaseReady:
 			if before[spec.Index] != v1alpha1.PhaseReady || held[spec.Index] != heldNow(res, int(spec.Index)) {
 				note := fmt.Sprintf("GPU %d holds %q", spec.Index, spec.Layout)
-				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, noteAction(gpuAction("Repartition", int(spec.Index)), note), "%s", note)
+				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, gpuAction("Repartition", int(spec.Index)), "%s", note)
 			}
 		case v1alpha1.PhaseBlocked:
 			r.gpuEvent(&nml, "Warning", EventBlocked, "Repartition", int(spec.Index), got.Message)
@@ -314,23 +318,11 @@ func (r *NodeReconciler) tellCatalogDiffers(nml *v1alpha1.NodeMigLayout, gpus []
 }
 
 // gpuEvent records an event about GPU idx on nml, "GPU <idx>: <msg>", cut to
-// the 1 kB an Event's note may hold, with the GPU's own action (gpuAction)
-// ending in a hash of the note (noteAction).
+// the 1 kB an Event's note may hold, with the GPU's own action (gpuAction;
+// the recorder, eventnote.Distinct, appends a hash of the note).
 func (r *NodeReconciler) gpuEvent(nml *v1alpha1.NodeMigLayout, eventType, reason, action string, idx int, msg string) {
 	note := truncate(fmt.Sprintf("GPU %d: %s", idx, msg), maxEventNote)
-	r.Recorder.Eventf(nml, nil, eventType, reason, noteAction(gpuAction(action, idx), note), "%s", note)
-}
-
-// noteAction is action with a hash of note appended
-// ("RepartitionGPU0-1a2b3c4d": FNV-1a, 32 bits): the events.k8s.io recorder
-// folds an event whose regarding and related objects, reason and action
-// equal an earlier one's into that event's series and keeps the first note,
-// so a GPU repartitioned again within minutes would still read its first
-// layout.
-func noteAction(action, note string) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(note))
-	return fmt.Sprintf("%s-%08x", action, h.Sum32())
+	r.Recorder.Eventf(nml, nil, eventType, reason, gpuAction(action, idx), "%s", note)
 }
 
 // gpuAction is the events.k8s.io action of an event about GPU idx

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/eventnote"
 	"github.com/miglayout/miglayout/test/eventstest"
 )
 
@@ -49,5 +50,5 @@ func recordingReconciler(t *testing.T) (*NodeReconciler, *v1alpha1.NodeMigLayout
 		t.Fatal(err)
 	}
 	rec, notes := eventstest.Recorder(t, scheme, "miglayout-agent")
-	return &NodeReconciler{Recorder: rec}, &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}}, notes
+	return &NodeReconciler{Recorder: eventnote.Distinct(rec)}, &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}}, notes
 }

@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/eventnote"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/planner"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
@@ -74,7 +75,10 @@ var autoKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "auto
 // have been quiet for Idle, or Max after the first change, whichever comes
 // first.
 type AutoPlanner struct {
-	Client   client.Client
+	Client client.Client
+	// Recorder records events; SetupWithManager wraps it in
+	// eventnote.Distinct, so that an event with a new note is never folded into
+	// the series of an earlier one.
 	Recorder events.EventRecorder
 	Catalog  *mig.Catalog
 	// Driver is the DRA driver name the agents publish under.
@@ -127,6 +131,7 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 	if a.Recorder == nil {
 		a.Recorder = mgr.GetEventRecorder(Name)
 	}
+	a.Recorder = eventnote.Distinct(a.Recorder)
 	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{autoKey}
 	})
@@ -471,7 +476,7 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 	// and related object as a repeat and drops its note, so a pod whose
 	// outcome changed (planned onto another GPU; no room now, then only a
 	// lost node could take it) would still read the first note: the action
-	// ends in a hash of the note (noteAction), and an event about a GPU
+	// ends in a hash of the note (eventnote.Distinct), and an event about a GPU
 	// also names the GPU in its action and its node's NodeMigLayout as
 	// related object.
 	emit := func(key, eventType, reason string, on *gpuRef, note string) {
@@ -491,7 +496,7 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 			related = nodeMigLayoutRef(on.node)
 		}
 		note = truncate(note, maxEventNote)
-		a.Recorder.Eventf(pod, related, eventType, reason, noteAction(action, note), "%s", note)
+		a.Recorder.Eventf(pod, related, eventType, reason, action, "%s", note)
 	}
 	for _, s := range res.Served {
 		if target := targets[s.Pod]; target != "" {

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strings"
 
@@ -55,17 +54,6 @@ type Event struct {
 // gpuAction is the action of an event about one GPU ("RepartitionGPU1"):
 // see Event.Node.
 func gpuAction(action string, gpu int32) string { return fmt.Sprintf("%sGPU%d", action, gpu) }
-
-// noteAction is action with a hash of note appended ("PlanGPU0-1a2b3c4d":
-// FNV-1a, 32 bits): the events.k8s.io recorder folds an event whose
-// regarding and related objects, reason and action equal an earlier one's
-// into that event's series and keeps the first note, so events whose note
-// says something new must differ in one of those.
-func noteAction(action, note string) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(note))
-	return fmt.Sprintf("%s-%08x", action, h.Sum32())
-}
 
 // gpuRef is a GPU of a node an event is about.
 type gpuRef struct {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/miglayout/miglayout/pkg/eventnote"
 	"github.com/miglayout/miglayout/pkg/planner"
 	"github.com/miglayout/miglayout/test/eventstest"
 )
@@ -50,7 +51,7 @@ func TestPodWaitingForAnotherReasonHearsIt(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rec, notes := eventstest.Recorder(t, testScheme(t), Name)
 			now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			a := &AutoPlanner{Recorder: rec, Now: func() time.Time { return now }}
+			a := &AutoPlanner{Recorder: eventnote.Distinct(rec), Now: func() time.Time { return now }}
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "pu"}}
 			snap := planner.Snapshot{Pending: []planner.Pod{{Pod: pod}}}
 			a.notify(AutoInputs{}, snap, planner.Result{Unservable: map[string]string{"ns/p": tc.first}})

@@ -42,7 +42,9 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Scheme knows the API types (for owner references).
 	Scheme *runtime.Scheme
-	// Recorder records events on MigLayouts.
+	// Recorder records events on MigLayouts; SetupWithManager wraps it in
+	// eventnote.Distinct, so that an event with a new note is never folded
+	// into the series of an earlier one.
 	Recorder events.EventRecorder
 	// Catalog holds the GPU models; nil means mig.DefaultCatalog().
 	Catalog *mig.Catalog
@@ -189,6 +191,6 @@ func (r *Reconciler) record(ml *v1alpha1.MigLayout, evts []Event) {
 		if e.Node != "" {
 			related = nodeMigLayoutRef(e.Node)
 		}
-		r.Recorder.Eventf(ml, related, e.Type, e.Reason, noteAction(e.Action, e.Note), "%s", e.Note)
+		r.Recorder.Eventf(ml, related, e.Type, e.Reason, e.Action, "%s", e.Note)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/eventnote"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/planner"
 	"github.com/miglayout/miglayout/test/eventstest"
@@ -19,7 +20,7 @@ import (
 // with their notes.
 func TestEventsOfSeveralNodesAreAllRecorded(t *testing.T) {
 	rec, notes := eventstest.Recorder(t, testScheme(t), Name)
-	r := &Reconciler{Recorder: rec}
+	r := &Reconciler{Recorder: eventnote.Distinct(rec)}
 	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "ml", UID: "u"}}
 	prev := v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{
 		{Node: "a", GPUs: []v1alpha1.GPURow{{Index: 0, Actual: "7g.80gb@0"}}, Phase: v1alpha1.PhasePending},
@@ -47,7 +48,7 @@ func TestEventsOfSeveralNodesAreAllRecorded(t *testing.T) {
 // cause, then another) both reach the API server with their notes.
 func TestMigLayoutEventsWithNewNotesAreAllRecorded(t *testing.T) {
 	rec, notes := eventstest.Recorder(t, testScheme(t), Name)
-	r := &Reconciler{Recorder: rec}
+	r := &Reconciler{Recorder: eventnote.Distinct(rec)}
 	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "ml", UID: "u"}}
 	event := func(note string) Event {
 		return Event{Type: corev1.EventTypeWarning, Reason: "GPUBlocked", Action: gpuAction("Repartition", 0), Note: note, Node: "c"}
@@ -67,7 +68,7 @@ func TestMigLayoutEventsWithNewNotesAreAllRecorded(t *testing.T) {
 func TestPodPlannedOntoAnotherGPUHearsIt(t *testing.T) {
 	rec, notes := eventstest.Recorder(t, testScheme(t), Name)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	a := &AutoPlanner{Recorder: rec, Now: func() time.Time { return now }}
+	a := &AutoPlanner{Recorder: eventnote.Distinct(rec), Now: func() time.Time { return now }}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "pu"}}
 	snap := planner.Snapshot{Pending: []planner.Pod{{Pod: pod}}}
 	plan := func(gpu int, dev string) planner.Result {

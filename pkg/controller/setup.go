@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/eventnote"
 )
 
 // Name is the controller's name: in logs, metrics and as the events'
@@ -52,6 +53,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder(Name)
 	}
+	r.Recorder = eventnote.Distinct(r.Recorder)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("miglayout").
 		WithOptions(controller.Options{RateLimiter: failureRateLimiter()}).
