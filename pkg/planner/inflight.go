@@ -84,9 +84,11 @@ func (p *planner) serveComingSingle(ctx context.Context, pod Pod, n *nodeState, 
 		if err != nil {
 			return false, fmt.Errorf("planning pod %s on the devices its change in flight brings: %w", podKey(pod.Pod), err)
 		}
+		// A device coming serves whatever its profile: the policy
+		// (allowedProfiles) limits what is created only.
 		for _, d := range g.free() {
 			i := slices.Index(profiles, d.Profile)
-			if i < 0 || g.blocks(d) || !g.catalogued(d) || !n.allows(d.Profile) {
+			if i < 0 || g.blocks(d) || !g.catalogued(d) {
 				continue
 			}
 			if bestRank < 0 || i < bestRank {

@@ -77,8 +77,10 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 			}
 			seen[k] = true
 		}
+		// A free device serves whatever its profile: the policy
+		// (allowedProfiles) limits what is created only.
 		for _, d := range g.free() {
-			if g.blocks(d) || !g.node.allows(d.Profile) || !g.catalogued(d) {
+			if g.blocks(d) || !g.catalogued(d) {
 				continue
 			}
 			fits, err := p.match.deviceFits(ctx, c, g.g.Info, d)
