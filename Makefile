@@ -61,12 +61,15 @@ verify: generate ## fail when generated files are out of date
 
 # Reliability (issue 7): the chaos suite, the drain race and the bad-input corpus run in
 # `make test` (quick mode); `make chaos` is the long mode, `make fuzz` the fuzz targets.
-.PHONY: chaos chaos-quick badinput fuzz
-chaos-quick: testbin ## quick chaos suite + drain race on the test cluster (CI mode, ~4 min)
+.PHONY: chaos chaos-quick chaos-auto badinput fuzz
+chaos-quick: testbin ## quick chaos suite, Auto chaos + drain race on the test cluster (CI mode, ~5 min)
 	$(GO) test -count=1 -v ./test/chaos
 
 chaos: testbin ## long chaos mode: SCENARIOS (default 500) seeded scenarios + drain race (~1 h); SEED=n to replay a run
 	$(GO) run ./cmd/miglayout-chaos -scenarios $(or $(SCENARIOS),500) $(if $(SEED),-seed $(SEED))
+
+chaos-auto: testbin ## long Auto-mode chaos: SCENARIOS (default 40) seeded Auto scenarios (~15 min); SEED=n to replay a run
+	$(GO) test -count=1 -v ./test/chaos -run '^TestAutoChaos$$' -timeout 90m -chaos.auto-scenarios $(or $(SCENARIOS),40) $(if $(SEED),-chaos.seed $(SEED))
 
 badinput: testbin ## bad-input corpus against the real API server with agents running (~1.5 min)
 	$(GO) test -count=1 -v ./test/e2e/badinput

@@ -29,7 +29,25 @@
 //     counts what happened to each drain. An allocation that waits for a binding
 //     confirmation the agent refuses is no violation (RefusedAllocation): no pod is bound
 //     to it.
+//   - Auto scenarios (AutoScenario, Runner.RunAuto): from a seeded Static base layout the
+//     chaos MigLayout switches to Auto (seeded limits on GPUs changing at once, a spare
+//     now and then); pods asking for one MIG device of a random profile (from 1g.10gb
+//     up to 7g.80gb, CEL on the profile attribute), some of high priority, arrive on
+//     either node and are deleted a random hold after they are bound (a few abandoned
+//     while pending), while the planner repartitions and a fault of the same kinds
+//     strikes (MIG-mode faults excepted: Auto mode plans on GPUs with MIG on). The
+//     Monitor's counts must be 0. Liveness: once the faults end and nothing arrives or
+//     departs, a pending pod that some GPU could serve beside the devices in use must be
+//     bound within -chaos.auto-liveness, unless a pod the planner takes first (higher
+//     priority, or as large) of 3 compute slices or more fits nowhere and may keep a
+//     placement; the same again after the bound pods are released (pending pods that the
+//     freed GPUs could hold together but are left pending are counted, not failed).
+//     Then, everything released, the nodes must settle and Env.Check find the pools
+//     equal to NVML and no GPU instance without compute instance. The table gives the
+//     devices destroyed per pod served and the planned changes that return a GPU to a
+//     layout it was planned away from, to spot thrash.
 //
-// The tests (go test ./test/chaos) run the quick mode in CI; -chaos.long runs 500
-// scenarios, as does `go run ./cmd/miglayout-chaos -scenarios 500`.
+// The tests (go test ./test/chaos) run the quick mode in CI (4 Auto scenarios among
+// them); -chaos.long runs 500 scenarios, as does `go run ./cmd/miglayout-chaos
+// -scenarios 500`, and 40 Auto scenarios.
 package chaos

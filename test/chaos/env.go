@@ -66,6 +66,10 @@ type EnvOptions struct {
 	NoRaceBinding bool
 	// Verbosity of the miglayout processes; default 2.
 	Verbosity int
+	// AutoBatchIdle and AutoBatchMax are the controller's Auto-mode batching windows
+	// (--auto-batch-idle, --auto-batch-max); default 500ms and 3s, so that an Auto
+	// repartition starts within seconds of the demand.
+	AutoBatchIdle, AutoBatchMax time.Duration
 }
 
 // Env is a running test cluster (test/cluster, with the clients of clustertest.Env) and
@@ -101,6 +105,12 @@ func StartEnv(ctx context.Context, opts EnvOptions) (*Env, error) {
 	if opts.RaceSettles == nil {
 		opts.RaceSettles = DefaultRaceSettles
 	}
+	if opts.AutoBatchIdle == 0 {
+		opts.AutoBatchIdle = 500 * time.Millisecond
+	}
+	if opts.AutoBatchMax == 0 {
+		opts.AutoBatchMax = 3 * time.Second
+	}
 	e := &Env{
 		ChaosNodes: []string{ChaosA100, ChaosH100}, RaceNodes: map[time.Duration]string{},
 		ChaosSettle: opts.ChaosSettle, progress: opts.Progress,
@@ -129,6 +139,10 @@ func StartEnv(ctx context.Context, opts EnvOptions) (*Env, error) {
 	cl, err := cluster.Start(ctx, cluster.Options{
 		StateDir: opts.StateDir, Progress: opts.Progress, Nodes: nodes,
 		SettlePeriod: opts.ChaosSettle, Verbosity: opts.Verbosity,
+		ControllerArgs: []string{
+			"--auto-batch-idle=" + opts.AutoBatchIdle.String(),
+			"--auto-batch-max=" + opts.AutoBatchMax.String(),
+		},
 	})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -76,6 +77,10 @@ type Runner struct {
 	since     time.Time
 	mlGen     int64
 	prevStage string
+	// Of the Auto run in progress: the devices seen allocated, per node, and the
+	// controller log's size when it started.
+	allocSeen   map[string]sets.Set[string]
+	ctrlLogFrom int64
 }
 
 // NewRunner creates the namespace and the monitor of the chaos nodes.
@@ -134,7 +139,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.strike(fctx, f, fr, churnStart)
+			r.strike(fctx, f, fr, churnStart, ChurnWindow)
 			res.Faults[i] = *fr
 		}()
 	}
@@ -212,7 +217,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 		problem("stage 1 (change under chaos, claims kept): %v", err)
 	}
 	check1 := env.Check(ctx, env.ChaosNodes, 3*time.Second)
-	r.settleFaults(ctx, res)
+	r.settleFaults(res.Faults)
 
 	// Stage 2: claims released, the next base layout (or this change) applied without
 	// faults: every GPU Ready.
@@ -314,8 +319,9 @@ func (r *Runner) arm(ctx context.Context, f Fault, fr *FaultResult) error {
 	return nil
 }
 
-// strike runs the faults that act at a moment of the agent's work, or for a while.
-func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStart <-chan time.Time) {
+// strike runs the faults that act at a moment of the agent's work, or for a while,
+// within a churn of length window from the time churnStart delivers.
+func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStart <-chan time.Time, window time.Duration) {
 	env := r.Env
 	var t0 time.Time
 	select {
@@ -334,8 +340,8 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 	// churn window, or once the window is over and the journal has been empty (no work
 	// in flight) for 1.5 s.
 	until := func(steps ...agent.Step) (agent.JournalEntry, bool) {
-		deadline := t0.Add(ChurnWindow + 8*time.Second)
-		quiet := t0.Add(ChurnWindow + time.Second)
+		deadline := t0.Add(window + 8*time.Second)
+		quiet := t0.Add(window + time.Second)
 		emptySince := time.Now()
 		for now := time.Now(); now.Before(deadline) && ctx.Err() == nil; now = time.Now() {
 			js := env.Journal(f.Node)
@@ -358,7 +364,7 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 		if _, ok := until(agent.StepDraining, agent.StepDestroying, agent.StepCreating, agent.StepSettingMIGMode); !ok {
 			return
 		}
-		kctx, cancel := context.WithTimeout(ctx, ChurnWindow+6*time.Second)
+		kctx, cancel := context.WithTimeout(ctx, window+6*time.Second)
 		defer cancel()
 		var what string
 		_, err := env.Cluster.KillAgentWhen(kctx, f.Node, func(st nvmlsim.State) bool {
@@ -437,8 +443,13 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 			}
 		}
 	case APIConflicts:
+		// From Delay into the churn, for Hold (0: to the churn's end and a second more).
 		var writes, conflicts atomic.Int64
-		end := t0.Add(ChurnWindow + time.Second)
+		sleep(ctx, f.Delay)
+		end := t0.Add(window + time.Second)
+		if f.Hold > 0 {
+			end = time.Now().Add(f.Hold)
+		}
 		for time.Now().Before(end) && ctx.Err() == nil {
 			for _, obj := range []crclient.Object{&v1alpha1.NodeMigLayout{}, &v1alpha1.NodeMigLayout{}, &v1alpha1.MigLayout{}} {
 				name := ChaosLayout
@@ -465,6 +476,27 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 		}
 		fr.Fired = writes.Load() > 0
 		fr.Detail = fmt.Sprintf("%d writes, %d of them lost to a conflict themselves", writes.Load(), conflicts.Load())
+	case KillController:
+		sleep(ctx, f.Delay)
+		end := t0.Add(window)
+		for time.Now().Before(end) && ctx.Err() == nil {
+			busy := false
+			for _, n := range env.ChaosNodes {
+				busy = busy || len(env.Journal(n)) > 0
+			}
+			if busy {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		env.Cluster.KillController()
+		fr.Fired, fr.Detail = true, fmt.Sprintf("controller killed at +%s", time.Since(t0).Round(10*time.Millisecond))
+		sleep(context.WithoutCancel(ctx), f.Hold)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+		defer cancel()
+		if err := env.Cluster.StartController(sctx); err != nil {
+			fr.Detail += "; restart failed: " + err.Error()
+		}
 	case SlowScheduler:
 		sleep(ctx, f.Delay)
 		if err := env.StopScheduler(); err != nil {
@@ -479,7 +511,7 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 
 // settleFaults records which NVML faults fired (they leave the simulator's list when
 // they strike) and clears those that did not.
-func (r *Runner) settleFaults(ctx context.Context, res *Result) {
+func (r *Runner) settleFaults(faults []FaultResult) {
 	pending := map[string][]nvmlsim.Fault{}
 	for _, n := range r.Env.ChaosNodes {
 		sim, err := r.Env.Cluster.Sim(n)
@@ -489,8 +521,8 @@ func (r *Runner) settleFaults(ctx context.Context, res *Result) {
 		pending[n] = sim.Snapshot().Faults
 		_ = sim.ClearFaults()
 	}
-	for i := range res.Faults {
-		fr := &res.Faults[i]
+	for i := range faults {
+		fr := &faults[i]
 		if len(fr.ops) == 0 {
 			continue
 		}

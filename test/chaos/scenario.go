@@ -58,6 +58,11 @@ const (
 	// kube-scheduler stopped (SIGSTOP) for 0.2-0.8 s during the churn: decisions it took
 	// before land late, but within the chaos nodes' settle period (1 s).
 	SlowScheduler FaultKind = "scheduler:stalled 0.2-0.8s"
+	// miglayout-controller killed (SIGKILL) at Delay into the churn, or as soon after as
+	// a chaos node's agent has work in flight, and started again after Hold; the new
+	// process takes over once the killed one's Lease expires (15 s). Auto scenarios
+	// only: its plans and the changes in flight must survive the restart.
+	KillController FaultKind = "kill controller"
 )
 
 // PrimaryFaults are the scenarios' main faults: a scenario's seed modulo their number
@@ -92,7 +97,7 @@ type Fault struct {
 func (f Fault) String() string {
 	s := string(f.Kind)
 	switch {
-	case f.Kind == FaultNone || f.Kind == SlowScheduler || f.Kind == APIConflicts:
+	case f.Kind == FaultNone || f.Kind == SlowScheduler || f.Kind == APIConflicts || f.Kind == KillController:
 	default:
 		s += " on " + f.Node
 	}
@@ -110,6 +115,8 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" (%s)", f.Hold)
 	case SlowScheduler:
 		s += fmt.Sprintf(" (%s at +%s)", f.Hold, f.Delay)
+	case KillController:
+		s += fmt.Sprintf(" (at +%s, restart after %s)", f.Delay, f.Hold)
 	}
 	return s
 }

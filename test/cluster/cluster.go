@@ -583,6 +583,43 @@ func (c *Cluster) StartAgent(ctx context.Context, nodeName string) error {
 	return c.waitAgent(ctx, n, since)
 }
 
+// KillController kills miglayout-controller with SIGKILL (a crash: its Lease is left
+// held until it expires) and waits until it has exited.
+func (c *Cluster) KillController() {
+	c.mu.Lock()
+	p := c.controller
+	c.mu.Unlock()
+	if p != nil {
+		p.Stop(0)
+	}
+}
+
+// StartController starts miglayout-controller again (after KillController) with the same
+// flags and waits until it holds its Lease (after a crash, once the old holder's Lease
+// has expired).
+func (c *Cluster) StartController(ctx context.Context) error {
+	c.mu.Lock()
+	running := c.controller != nil && !c.controller.Exited()
+	c.mu.Unlock()
+	if running {
+		return errors.New("miglayout-controller is running")
+	}
+	if err := c.startController(); err != nil {
+		return err
+	}
+	since := time.Now()
+	return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if c.controller.Exited() {
+			return false, c.controller.ExitError()
+		}
+		l, err := c.client.CoordinationV1().Leases(LeaderElectionNamespace).Get(ctx, LeaderElectionID, metav1.GetOptions{})
+		if err != nil || l.Spec.AcquireTime == nil {
+			return false, nil
+		}
+		return l.Spec.AcquireTime.After(since), nil
+	})
+}
+
 // Kubectl runs the kubectl of the control-plane binaries against the cluster and returns
 // its standard output (standard error joins the error).
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
