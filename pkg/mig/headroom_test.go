@@ -1,0 +1,53 @@
+package mig
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestHeadroomOrder: Headroom lists the placements left for each profile
+// from the largest to the smallest: most compute slices first, then most
+// memory (1g.20gb before 1g.10gb), then by name.
+func TestHeadroomOrder(t *testing.T) {
+	tests := map[string]struct {
+		layout string
+		want   []int // 7g.80gb, 4g.40gb, 3g.40gb, 2g.20gb, 1g.20gb, 1g.10gb, 1g.10gb+me
+	}{
+		"empty GPU":              {layout: "", want: []int{1, 1, 2, 3, 4, 7, 7}},
+		"a 3g.40gb on the right": {layout: "3g.40gb@4", want: []int{0, 1, 1, 2, 2, 4, 4}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m := mustModel(t, "A100-SXM4-80GB")
+			if diff := cmp.Diff(tc.want, m.Headroom(MustParseLayout(tc.layout))); diff != "" {
+				t.Errorf("Headroom(%q) (-want +got):\n%s", tc.layout, diff)
+			}
+		})
+	}
+}
+
+// TestParseLayoutBounds: a blank layout is the empty layout, and placement
+// starts run from 0 to 63.
+func TestParseLayoutBounds(t *testing.T) {
+	tests := map[string]struct {
+		in      string
+		want    Layout
+		wantErr bool
+	}{
+		"blank":    {in: "  ", want: Layout{}},
+		"start 63": {in: "1g.10gb@63", want: Layout{{"1g.10gb", 63}}},
+		"start 64": {in: "1g.10gb@64", wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseLayout(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("ParseLayout(%q) error = %v, want error %v", tc.in, err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ParseLayout(%q) (-want +got):\n%s", tc.in, diff)
+			}
+		})
+	}
+}
