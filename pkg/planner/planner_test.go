@@ -253,7 +253,7 @@ func TestPlan(t *testing.T) {
 			want: trace{
 				Changes: []string{"n1/0: 4g.40gb@0,3g.40gb@4 -> 3g.40gb@0,3g.40gb@4 serves default/two3g"},
 				Served:  []string{"default/two3g -> n1 gpu-0-mig-3g40gb-9-0, gpu-0-mig-3g40gb-9-4 after change"},
-				Kept:    map[string]string{"default/one3g": "n1/gpu-0 3g.40gb@0"},
+				Kept:    map[string]string{"default/one3g": "n1/gpu-0 3g.40gb@4"},
 			},
 		},
 		"whole 7g is cut for a 16 GiB claim; the device goes where 4g and 3g still fit": {
@@ -302,11 +302,12 @@ func TestPlan(t *testing.T) {
 		// A device held with admin access only (GPU.Shared) stays: it
 		// is never destroyed for a pod, and it is in the way of a
 		// placement kept for one as much as a device in use (the right
-		// half, where only it sits, drains no sooner than the left).
+		// half, where only it sits, is as blocked as the left, and is
+		// kept as the half that leaves the left to a 4g.40gb).
 		"a device held with admin access is never destroyed and is in the way of a kept placement": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "1g.10gb@0,2g.20gb@4", "1g.10gb@0").shared("2g.20gb@4").build()},
 			pods:  []Pod{pod("p1", 1).claim(profileIs("3g.40gb"), 1).build()},
-			want:  trace{Kept: map[string]string{"default/p1": "n1/gpu-0 3g.40gb@0"}},
+			want:  trace{Kept: map[string]string{"default/p1": "n1/gpu-0 3g.40gb@4"}},
 		},
 		"higher priority first, then older; the GPU already changed is reused": {
 			nodes: []Node{node("n1").policy(Policy{MaxGPUsPerNode: 2}).gpu("H100-SXM5-80GB", "7g.80gb@0", "").gpu("H100-SXM5-80GB", "7g.80gb@0", "").build()},

@@ -269,7 +269,8 @@ const largeComputeSlices = 3
 
 // hold keeps a placement of one GPU for a pod of a large profile that no
 // GPU can take now: on a feasible node, the placement of the pod's preferred
-// profile in which the fewest devices that must stay are in the way, on the
+// profile in which the fewest devices that must stay are in the way (among
+// equals, the one whose device leaves the most room for large profiles), on the
 // GPU where that number is lowest, then whose devices that stay leave the
 // least room for large profiles (mig.Model.Headroom: what the hold takes
 // from other pods is worth the least there), then with the fewest such
@@ -314,8 +315,10 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok func(*nodeSt
 		}
 		in := -1
 		var inPl mig.Placement
+		var inRoom []int
 		for _, pl := range prof.Placements {
-			if g.g.Tainted.Contains(mig.Device{Profile: prof.Name, Start: pl.Start}) {
+			dev := mig.Device{Profile: prof.Name, Start: pl.Start}
+			if g.g.Tainted.Contains(dev) {
 				continue // a device never made there
 			}
 			n := 0
@@ -324,8 +327,21 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok func(*nodeSt
 					n++
 				}
 			}
-			if in < 0 || n < in {
-				in, inPl = n, pl
+			// Among placements equally blocked, the one whose device
+			// leaves the most room for large profiles on its own (a
+			// 3g.40gb keeps the right half of an A100: only the left
+			// takes a 4g.40gb).
+			// (Computed on a tie only.)
+			switch {
+			case in < 0 || n < in:
+				in, inPl, inRoom = n, pl, nil
+			case n == in:
+				if inRoom == nil {
+					inRoom = g.model.Headroom(mig.Layout{{Profile: prof.Name, Start: inPl.Start}})
+				}
+				if room := g.model.Headroom(mig.Layout{dev}); slices.Compare(room, inRoom) > 0 {
+					inPl, inRoom = pl, room
+				}
 			}
 		}
 		if in < 0 {

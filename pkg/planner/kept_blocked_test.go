@@ -1,0 +1,55 @@
+package planner
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+// TestKeptPlacementFewestInTheWay: of the placements of a waiting pod's
+// profile, the one kept is the one the fewest devices in use are in the way
+// of, whichever half of the GPU it is, and a pod planned after it gets no
+// device there, not even a free one that exists already.
+func TestKeptPlacementFewestInTheWay(t *testing.T) {
+	const a100 = "A100-SXM4-80GB"
+	threeG := pod("three", 1).claim(profileIs("3g.40gb"), 1).build()
+	tests := map[string]struct {
+		nodes []Node
+		pods  []Pod
+		want  trace
+	}{
+		"fewer devices in the left half's way: the left half": {
+			nodes: []Node{node("n1").gpu(a100, "1g.10gb@1,1g.10gb@4,1g.10gb@5", "1g.10gb@1,1g.10gb@4,1g.10gb@5").build()},
+			pods:  []Pod{threeG},
+			want:  trace{Kept: map[string]string{"default/three": "n1/gpu-0 3g.40gb@0"}},
+		},
+		"fewer devices in the right half's way: the right half": {
+			nodes: []Node{node("n1").gpu(a100, "1g.10gb@1,1g.10gb@2,1g.10gb@5", "1g.10gb@1,1g.10gb@2,1g.10gb@5").build()},
+			pods:  []Pod{threeG},
+			want:  trace{Kept: map[string]string{"default/three": "n1/gpu-0 3g.40gb@4"}},
+		},
+		"a pod planned after it gets no device in the kept half, not even a free one": {
+			nodes: []Node{node("n1").gpu(a100, "1g.10gb@1,1g.10gb@2,1g.10gb@5,1g.10gb@6", "1g.10gb@1,1g.10gb@2,1g.10gb@5").build()},
+			pods:  []Pod{threeG, pod("small", 1).claim(profileIs("1g.10gb"), 1).build()},
+			want: trace{
+				Kept:    map[string]string{"default/three": "n1/gpu-0 3g.40gb@4"},
+				Changes: []string{"n1/0: 1g.10gb@1,1g.10gb@2,1g.10gb@5,1g.10gb@6 -> 1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@5,1g.10gb@6 serves default/small"},
+				Served:  []string{"default/small -> n1 gpu-0-mig-1g10gb-19-0 after change"},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			res, err := Plan(context.Background(), Snapshot{Driver: driver, Nodes: tc.nodes, Pending: tc.pods, Classes: []*resourceapi.DeviceClass{migClass()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, toTrace(res), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
