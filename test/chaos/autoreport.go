@@ -13,13 +13,7 @@ import (
 func (r *AutoResult) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", r.Scenario.Describe())
-	for _, f := range r.Faults {
-		state := "did not strike"
-		if f.Fired {
-			state = "struck"
-		}
-		fmt.Fprintf(&b, "  fault %s: %s %s\n", f.Fault, state, f.Detail)
-	}
+	describeFaults(&b, r.Faults)
 	fmt.Fprintf(&b, "  %d pods, %d served; %d devices destroyed (%.2f per pod served; %d made in the run and never allocated), %d GPU layouts planned (%d back to an earlier one), %d drains; settled in %s (holds kept) and %s (released); took %s\n",
 		r.Pods, r.Served, r.Destroyed, r.DestroyedPerServed(), r.Unused, r.Plans, r.Reverts, r.Drains,
 		r.Settle1.Round(100*time.Millisecond), r.Settle2.Round(100*time.Millisecond), r.Took.Round(100*time.Millisecond))

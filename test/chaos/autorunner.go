@@ -252,19 +252,7 @@ func (r *Runner) RunAuto(ctx context.Context, sc *AutoScenario, livenessTimeout 
 		problem("%s", s)
 	}
 
-	sleep(ctx, 300*time.Millisecond)
-	r.Mon.Checkpoint()
-	for _, f := range r.Mon.Findings(since, env.ChaosNodes...) {
-		switch f.Kind {
-		case AllocatedDestroyed:
-			res.AllocatedDestroyed++
-		case TaintedAllocation:
-			res.TaintedAllocations++
-		default:
-			res.PoolAllocAnomalies++
-		}
-		problem("%s", f)
-	}
+	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies = r.monitorVerdict(ctx, since, problem)
 	res.Pods = len(pods)
 	res.Took = time.Since(start)
 	return res

@@ -126,17 +126,22 @@ func pct(ds []time.Duration, p float64) string {
 	return fmt.Sprintf("%.1fs", s[i].Seconds())
 }
 
-// Describe is a multi-line account of a result: the scenario, its faults and problems.
-func (r *Result) Describe() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n", r.Scenario.Describe())
-	for _, f := range r.Faults {
+// describeFaults writes a line per fault: what it was and whether it struck.
+func describeFaults(b *strings.Builder, faults []FaultResult) {
+	for _, f := range faults {
 		state := "did not strike"
 		if f.Fired {
 			state = "struck"
 		}
-		fmt.Fprintf(&b, "  fault %s: %s %s\n", f.Fault, state, f.Detail)
+		fmt.Fprintf(b, "  fault %s: %s %s\n", f.Fault, state, f.Detail)
 	}
+}
+
+// Describe is a multi-line account of a result: the scenario, its faults and problems.
+func (r *Result) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n", r.Scenario.Describe())
+	describeFaults(&b, r.Faults)
 	fmt.Fprintf(&b, "  %d claims, %d drains (%d aborted), converged in %s, took %s\n", r.Workloads, r.Drains, r.DrainsAborted,
 		r.Converge.Round(100*time.Millisecond), r.Took.Round(100*time.Millisecond))
 	for _, p := range r.Problems {

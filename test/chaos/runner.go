@@ -253,19 +253,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 	}
 
 	// The monitor's verdict on this scenario.
-	sleep(ctx, 300*time.Millisecond)
-	r.Mon.Checkpoint()
-	for _, f := range r.Mon.Findings(r.since, env.ChaosNodes...) {
-		switch f.Kind {
-		case AllocatedDestroyed:
-			res.AllocatedDestroyed++
-		case TaintedAllocation:
-			res.TaintedAllocations++
-		default:
-			res.PoolAllocAnomalies++
-		}
-		problem("%s", f)
-	}
+	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies = r.monitorVerdict(ctx, r.since, problem)
 	r.since = time.Now()
 	for _, n := range env.ChaosNodes {
 		log := readFrom(agentLog(env, n), offsets[n])
@@ -507,6 +495,26 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 		env.ResumeScheduler()
 		fr.Fired, fr.Detail = true, fmt.Sprintf("kube-scheduler stopped %s", f.Hold)
 	}
+}
+
+// monitorVerdict lets the monitor catch up, reports each of its findings on the chaos
+// nodes since since as a problem, and counts them: allocated devices destroyed,
+// allocations on tainted devices, and other pool/allocation anomalies.
+func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, problem func(format string, args ...any)) (destroyed, tainted, anomalies int) {
+	sleep(ctx, 300*time.Millisecond)
+	r.Mon.Checkpoint()
+	for _, f := range r.Mon.Findings(since, r.Env.ChaosNodes...) {
+		switch f.Kind {
+		case AllocatedDestroyed:
+			destroyed++
+		case TaintedAllocation:
+			tainted++
+		default:
+			anomalies++
+		}
+		problem("%s", f)
+	}
+	return destroyed, tainted, anomalies
 }
 
 // settleFaults records which NVML faults fired (they leave the simulator's list when
