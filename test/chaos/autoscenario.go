@@ -148,25 +148,10 @@ func autoFault(rng *rand.Rand, kind FaultKind, window time.Duration) Fault {
 
 // AutoSeeds derives n Auto scenario seeds from a master seed: the i-th has main fault
 // AutoFaults[(i+master) mod their number].
-func AutoSeeds(master int64, n int) []int64 {
-	rng := rand.New(rand.NewSource(master))
-	k := int64(len(AutoFaults))
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = rng.Int63n(1_000_000_000/k)*k + (int64(i)+master)%k
-	}
-	return out
-}
+func AutoSeeds(master int64, n int) []int64 { return cyclingSeeds(master, n, len(AutoFaults)) }
 
 // Describe is a one-line summary of the scenario.
 func (sc *AutoScenario) Describe() string {
-	var fs []string
-	for _, f := range sc.Faults {
-		fs = append(fs, f.String())
-	}
-	if len(fs) == 0 {
-		fs = []string{"none"}
-	}
 	counts := map[string]int{}
 	high, abandon := 0, 0
 	for _, a := range sc.Arrivals {
@@ -187,5 +172,5 @@ func (sc *AutoScenario) Describe() string {
 		pol += ", spare 1g.10gb"
 	}
 	return fmt.Sprintf("auto seed %d: base {%s}, Auto (%s); %d pods (%s; %d high priority, %d abandoned) over %s; faults: %s",
-		sc.Seed, describeSpec(sc.Base), pol, len(sc.Arrivals), strings.Join(ps, ","), high, abandon, sc.Window, strings.Join(fs, ", "))
+		sc.Seed, describeSpec(sc.Base), pol, len(sc.Arrivals), strings.Join(ps, ","), high, abandon, sc.Window, faultList(sc.Faults))
 }

@@ -602,12 +602,16 @@ func union(lists ...[]string) []string {
 
 // Seeds derives n scenario seeds from a master seed: the i-th has main fault
 // PrimaryFaults[(i+master) mod their number], so that every fault gets its share.
-func Seeds(master int64, n int) []int64 {
+func Seeds(master int64, n int) []int64 { return cyclingSeeds(master, n, len(PrimaryFaults)) }
+
+// cyclingSeeds derives n seeds from a master seed, the i-th congruent to i+master modulo
+// k (a scenario's main fault is the one of that index among k).
+func cyclingSeeds(master int64, n, k int) []int64 {
 	rng := rand.New(rand.NewSource(master))
-	k := int64(len(PrimaryFaults))
+	m := int64(k)
 	out := make([]int64, n)
 	for i := range out {
-		out[i] = rng.Int63n(1_000_000_000/k)*k + (int64(i)+master)%k
+		out[i] = rng.Int63n(1_000_000_000/m)*m + (int64(i)+master)%m
 	}
 	return out
 }

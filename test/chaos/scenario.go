@@ -391,15 +391,20 @@ func migOn(spec v1alpha1.MigLayoutSpec, model string) bool {
 	return false
 }
 
+// faultList names faults, comma-separated ("none" for none).
+func faultList(faults []Fault) string {
+	if len(faults) == 0 {
+		return "none"
+	}
+	fs := make([]string, len(faults))
+	for i, f := range faults {
+		fs[i] = f.String()
+	}
+	return strings.Join(fs, ", ")
+}
+
 // Describe is a one-line summary of the scenario.
 func (sc *Scenario) Describe() string {
-	var fs []string
-	for _, f := range sc.Faults {
-		fs = append(fs, f.String())
-	}
-	if len(fs) == 0 {
-		fs = []string{"none"}
-	}
 	s := fmt.Sprintf("seed %d: base {%s} → {%s}", sc.Seed, describeSpec(sc.Base), describeSpec(sc.Change))
 	if sc.Second != nil {
 		s += fmt.Sprintf(" → at +%s {%s}", sc.SecondAt, describeSpec(*sc.Second))
@@ -412,7 +417,7 @@ func (sc *Scenario) Describe() string {
 			deletes++
 		}
 	}
-	return s + fmt.Sprintf("; claims: %d before, %d created and %d deleted during; faults: %s", len(sc.Pre), creates, deletes, strings.Join(fs, ", "))
+	return s + fmt.Sprintf("; claims: %d before, %d created and %d deleted during; faults: %s", len(sc.Pre), creates, deletes, faultList(sc.Faults))
 }
 
 func describeSpec(spec v1alpha1.MigLayoutSpec) string {
