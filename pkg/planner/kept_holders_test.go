@@ -1,12 +1,7 @@
 package planner
 
 import (
-	"context"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-	resourceapi "k8s.io/api/resource/v1"
 )
 
 // TestWhereAPlacementIsKept: a placement is kept for a pod of a large profile
@@ -52,13 +47,7 @@ func TestWhereAPlacementIsKept(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			res, err := Plan(context.Background(), Snapshot{Driver: driver, Nodes: tc.nodes, Pending: tc.pods, Classes: []*resourceapi.DeviceClass{migClass()}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, toTrace(res), cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("plan (-want +got):\n%s", diff)
-			}
+			checkTrace(t, tc.want, planTrace(t, tc.nodes, tc.pods))
 		})
 	}
 }
