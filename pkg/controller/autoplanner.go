@@ -137,7 +137,7 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	waiting := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		p, ok := o.(*corev1.Pod)
-		return ok && p.Spec.NodeName == "" && (len(p.Spec.ResourceClaims) > 0 || asksExtendedResources(p))
+		return ok && podMatters(p)
 	})
 	// Node feasibility reads taints, unschedulable and the labels pods
 	// select on (feasibilityLabelKeys of the last plan), not status nor
@@ -643,6 +643,17 @@ func exists(in AutoInputs, node string, index int, name string) bool {
 	return false
 }
 
+// podMatters reports whether a pod's event may change the plan: a pod with
+// claims (or extended resources DeviceClasses back) that is pending, the
+// demand, or bound and terminating or done, which lets go of its devices
+// soon and so decides where a large pod waits (planner.GPU.Releasing).
+func podMatters(p *corev1.Pod) bool {
+	if len(p.Spec.ResourceClaims) == 0 && !asksExtendedResources(p) {
+		return false
+	}
+	return p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
 // inputKey fingerprints what a plan depends on: the pending pods and their
 // claims, the devices claims hold, the nodes' reported and desired state
 // and the MigLayouts' specs and modes
@@ -691,7 +702,7 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 		}
 		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen))
 		for _, g := range n.GPUs {
-			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s shared %s\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned, g.Shared))
+			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s releasing %s shared %s\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned, g.Releasing, g.Shared))
 		}
 		for _, s := range n.OtherSlices {
 			lines = append(lines, fmt.Sprintf("slice %s %s %d\n", n.Node.Name, s.Name, s.Generation))

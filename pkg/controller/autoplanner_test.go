@@ -427,6 +427,13 @@ func TestInputKey(t *testing.T) {
 	if pinned("3g.40gb@0") == pinned("") {
 		t.Error("a device pinned by an allocation gives the same key")
 	}
+	releasing := func(l string) string {
+		return inputKey(AutoInputs{}, planner.Snapshot{Nodes: []planner.Node{{Node: n, GPUs: []planner.GPU{
+			{Info: gpu.GPU{Index: 0}, Layout: mig.MustParseLayout("3g.40gb@0,3g.40gb@4"), Pinned: mig.MustParseLayout("3g.40gb@0"), Releasing: mig.MustParseLayout(l)}}}}})
+	}
+	if releasing("3g.40gb@0") == releasing("") {
+		t.Error("a device whose pod starts terminating gives the same key")
+	}
 	shared := func(l string) string {
 		return inputKey(AutoInputs{}, planner.Snapshot{Nodes: []planner.Node{{Node: n, GPUs: []planner.GPU{
 			{Info: gpu.GPU{Index: 0}, Layout: mig.MustParseLayout("3g.40gb@0,3g.40gb@4"), Shared: mig.MustParseLayout(l)}}}}})

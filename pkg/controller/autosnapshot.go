@@ -81,7 +81,8 @@ func AutoSnapshot(ctx context.Context, in AutoInputs, catalog *mig.Catalog, now 
 // (allocated after the plan was made) has its actual Layout: that change
 // is cancelled (BlockedChanges). A device is pinned when the agent reports
 // it in use or a ResourceClaim's allocation names it, whichever is seen
-// first.
+// first; releasing (planner.GPU.Releasing) when the claims that hold it
+// end soon (releasingDevices).
 func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	snap := planner.Snapshot{Driver: in.Driver, Classes: in.Classes}
 	labels := make(map[string]map[string]string, len(in.Nodes))
@@ -96,6 +97,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	others := otherSlices(withRuleTaints(in.Slices, in.TaintRules, in.Driver), in.Driver)
 	variants := modelVariants{}
 	allocated, adminHeld, otherAllocated := allocations(in.Claims, in.Driver)
+	releasing := releasingDevices(in.Claims, in.Pods, in.Driver)
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
 		if ml.Spec.Mode != v1alpha1.ModeAuto || ml.DeletionTimestamp != nil {
@@ -142,6 +144,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			wholePool, taintedDevs := taintedByRules(in.TaintRules, in.Driver, name)
 			gpus := autoGPUs(nml, catalog, variants, allocated[name].Union(taintedDevs), adminHeld[name])
 			markTainted(gpus, taintedDevs)
+			markReleasing(gpus, releasing[name].Difference(taintedDevs))
 			n := planner.Node{Node: node, Policy: policy, GPUs: gpus, OtherSlices: others.forNode(node)}
 			// A node in conflict is left as it is: its change in flight
 			// goes on and counts toward the limits, nothing else is
@@ -246,6 +249,79 @@ func allocations(claims map[types.NamespacedName]*resourceapi.ResourceClaim, dri
 		}
 	}
 	return mine, admin, others
+}
+
+// releasingDevices are, by pool (node name), the names of driver's devices
+// that claims hold (not with admin access only) and that every claim
+// holding them lets go of soon: the claim is being deleted, or each pod it
+// is reserved for is terminating, has ended (Succeeded, Failed) or is gone.
+// A claim reserved for no pod (allocated an instant before the scheduler
+// reserves it) or for a consumer other than a pod is not ending.
+func releasingDevices(claims map[types.NamespacedName]*resourceapi.ResourceClaim, pods []corev1.Pod, driver string) map[string]sets.Set[string] {
+	ending := make(map[types.UID]bool, len(pods))
+	for i := range pods {
+		p := &pods[i]
+		ending[p.UID] = p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	}
+	claimEnds := func(c *resourceapi.ResourceClaim) bool {
+		if c.DeletionTimestamp != nil {
+			return true
+		}
+		if len(c.Status.ReservedFor) == 0 {
+			return false
+		}
+		for _, r := range c.Status.ReservedFor {
+			if r.APIGroup != "" || r.Resource != "pods" {
+				return false
+			}
+			if e, known := ending[r.UID]; known && !e {
+				return false
+			}
+		}
+		return true
+	}
+	out, held := map[string]sets.Set[string]{}, map[string]sets.Set[string]{}
+	for _, c := range claims {
+		a := c.Status.Allocation
+		if a == nil {
+			continue
+		}
+		ends := claimEnds(c)
+		for _, r := range a.Devices.Results {
+			if r.Driver != driver || ptr.Deref(r.AdminAccess, false) {
+				continue
+			}
+			into := out
+			if !ends {
+				into = held
+			}
+			if into[r.Pool] == nil {
+				into[r.Pool] = sets.New[string]()
+			}
+			into[r.Pool].Insert(r.Device)
+		}
+	}
+	for pool, names := range out {
+		out[pool] = names.Difference(held[pool])
+	}
+	return out
+}
+
+// markReleasing sets, on each GPU, the pinned devices whose claims all end
+// soon (names, this node's; planner.GPU.Releasing).
+func markReleasing(gpus []planner.GPU, names sets.Set[string]) {
+	if names.Len() == 0 {
+		return
+	}
+	for i := range gpus {
+		g := &gpus[i]
+		g.Releasing = nil
+		for _, d := range g.Pinned {
+			if isAllocated(names, g.Info.Index, d) {
+				g.Releasing = append(g.Releasing, d)
+			}
+		}
+	}
 }
 
 // modelVariants are the catalog models with the profile values agents

@@ -62,6 +62,13 @@ func (b *nodeB) shared(layout string) *nodeB {
 	return b
 }
 
+// releasing marks pinned devices of the last GPU whose claims end soon
+// (GPU.Releasing).
+func (b *nodeB) releasing(layout string) *nodeB {
+	b.n.GPUs[len(b.n.GPUs)-1].Releasing = mig.MustParseLayout(layout)
+	return b
+}
+
 // tainted marks devices of the last GPU that DeviceTaintRules name before
 // they exist (GPU.Tainted).
 func (b *nodeB) tainted(layout string) *nodeB {

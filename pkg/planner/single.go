@@ -269,9 +269,11 @@ const largeComputeSlices = 3
 
 // hold keeps a placement of one GPU for a pod of a large profile that no
 // GPU can take now: on a feasible node, the placement of the pod's preferred
-// profile in which the fewest devices that must stay are in the way (among
-// equals, the one whose device leaves the most room for large profiles), on the
-// GPU where that number is lowest, then whose devices that stay leave the
+// profile in which the fewest devices that must stay are in the way, those
+// whose claims end soon (GPU.Releasing) counted apart and after the others
+// (among equals, the one whose device leaves the most room for large
+// profiles), on the GPU where those numbers are lowest, then whose devices
+// that stay leave the
 // least room for large profiles (mig.Model.Headroom: what the hold takes
 // from other pods is worth the least there), then with the fewest such
 // devices overall. Pods planned after it (younger, smaller or of lower
@@ -286,7 +288,8 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok func(*nodeSt
 	var best *gpuState
 	var bestPl mig.Placement
 	var bestRoom []int
-	bestIn, bestAll := 0, 0
+	var bestIn blockers
+	bestAll := 0
 	// GPUs of a class block the pod's profile equally: the first one the
 	// pod may hold stands for the class (GPUs in flight are in no class).
 	for _, ck := range p.order {
@@ -313,7 +316,7 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok func(*nodeSt
 		if err != nil || prof.ComputeSlices < largeComputeSlices || !g.node.allows(prof.Name) {
 			continue
 		}
-		in := -1
+		in := blockers{firm: -1}
 		var inPl mig.Placement
 		var inRoom []int
 		for _, pl := range prof.Placements {
@@ -321,19 +324,14 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok func(*nodeSt
 			if g.g.Tainted.Contains(dev) {
 				continue // a device never made there
 			}
-			n := 0
-			for _, d := range g.staying() {
-				if dp, err := g.model.Placement(d); err == nil && dp.Overlaps(pl) {
-					n++
-				}
-			}
+			n := g.blockersOf(pl)
 			// Among placements equally blocked, the one whose device
 			// leaves the most room for large profiles on its own (a
 			// 3g.40gb keeps the right half of an A100: only the left
 			// takes a 4g.40gb).
 			// (Computed on a tie only.)
 			switch {
-			case in < 0 || n < in:
+			case in.firm < 0 || n.less(in):
 				in, inPl, inRoom = n, pl, nil
 			case n == in:
 				if inRoom == nil {
@@ -344,12 +342,12 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok func(*nodeSt
 				}
 			}
 		}
-		if in < 0 {
+		if in.firm < 0 {
 			continue
 		}
 		staying := g.staying()
 		room := g.model.Headroom(staying)
-		if best == nil || in < bestIn || in == bestIn && holdTie(room, bestRoom, len(staying), bestAll, g.order, best.order) {
+		if best == nil || in.less(bestIn) || in == bestIn && holdTie(room, bestRoom, len(staying), bestAll, g.order, best.order) {
 			best, bestPl, bestRoom, bestIn, bestAll = g, inPl, room, in, len(staying)
 		}
 	}
@@ -358,6 +356,35 @@ func (p *planner) hold(pod string, profiles map[string][]string, ok func(*nodeSt
 		p.reclass(best)
 	}
 	return best
+}
+
+// blockers counts the devices that must stay in the way of a placement:
+// firm ones, and those whose claims end soon (GPU.Releasing).
+type blockers struct{ firm, releasing int }
+
+// less orders placements for hold: fewer devices staying in use first,
+// then fewer releasing ones.
+func (b blockers) less(o blockers) bool {
+	if b.firm != o.firm {
+		return b.firm < o.firm
+	}
+	return b.releasing < o.releasing
+}
+
+// blockersOf counts the devices that stay whatever the plan (staying) and
+// overlap pl.
+func (s *gpuState) blockersOf(pl mig.Placement) blockers {
+	var n blockers
+	for _, d := range s.staying() {
+		if dp, err := s.model.Placement(d); err == nil && dp.Overlaps(pl) {
+			if s.g.Releasing.Contains(d) {
+				n.releasing++
+			} else {
+				n.firm++
+			}
+		}
+	}
+	return n
 }
 
 // holdTie breaks a tie between two GPUs a pod could hold: less room left by

@@ -152,6 +152,8 @@ func (s *gpuState) classKey() string {
 	b.WriteByte('|')
 	b.WriteString(s.g.Tainted.String())
 	b.WriteByte('|')
+	b.WriteString(s.g.Releasing.String())
+	b.WriteByte('|')
 	b.WriteString(strconv.FormatBool(s.touched))
 	b.WriteByte('|')
 	b.WriteString(s.node.policyKey)

@@ -42,6 +42,14 @@ type GPU struct {
 	// Pinned are the devices of Layout that must not be destroyed:
 	// allocated to a claim, prepared, or running a process.
 	Pinned mig.Layout
+	// Releasing are the devices of Pinned that every claim holding them
+	// lets go of soon: their pods are terminating or done, or the claims
+	// are being deleted. The planner never destroys them either, but a
+	// pod of a large profile that waits keeps a placement they block
+	// before one that devices staying in use block: after many claims
+	// end at once, the room they leave goes to the large pods waiting
+	// for it, not to the first small pod planned while releases land.
+	Releasing mig.Layout
 	// Shared are devices of Layout that must not be destroyed but that a
 	// pending pod may still get: held only by claims with admin access,
 	// which kube-scheduler counts as using nothing up. A device in Pinned
