@@ -70,7 +70,8 @@
 // (fewest GPUs touched), then the most room left, then the smallest device
 // that satisfies the claim. A pod of a large profile (3g and up) that
 // nothing can serve keeps a placement for itself: on the GPU where the
-// fewest devices that must stay are in its way, the placement of its
+// fewest devices that must stay are in its way (those whose claims end
+// soon, GPU.Releasing, counted after the others), the placement of its
 // profile they block least (among equals, the one whose device leaves the
 // most room: a 3g.40gb keeps the right half, as it is served on an empty
 // GPU); pods planned after it get no device overlapping
