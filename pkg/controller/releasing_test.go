@@ -112,12 +112,36 @@ func TestReleasingDevicesKeptForLargePod(t *testing.T) {
 		Claims:  claims,
 		Classes: []*resourceapi.DeviceClass{migDeviceClass()},
 	}
-	res, changes := planChanges(t, in)
-	if got, want := res.Kept["ns/big"], "memory slices 0-3 of a/gpu-1 (where a 4g.40gb goes)"; got.String() != want {
-		t.Errorf("kept for the 4g.40gb: %s, want %s", got, want)
-	}
-	if diff := cmp.Diff([]string{"a/0 -> 1g.10gb@0,2g.20gb@2,3g.40gb@4"}, changes); diff != "" {
-		t.Errorf("changes (-want +got):\n%s\nunservable: %v", diff, res.Unservable)
+	for name, tc := range map[string]struct {
+		rules       []resourceapi.DeviceTaintRule
+		wantKept    string
+		wantChanges []string
+	}{
+		"the terminating pods' half": {
+			wantKept:    "memory slices 0-3 of a/gpu-1 (where a 4g.40gb goes)",
+			wantChanges: []string{"a/0 -> 1g.10gb@0,2g.20gb@2,3g.40gb@4"},
+		},
+		// A device a DeviceTaintRule names stays out of scheduling after its
+		// claim ends: it is in the way for good.
+		"one of them named by a DeviceTaintRule": {
+			rules: []resourceapi.DeviceTaintRule{{ObjectMeta: metav1.ObjectMeta{Name: "faulty"},
+				Spec: resourceapi.DeviceTaintRuleSpec{
+					DeviceSelector: &resourceapi.DeviceTaintSelector{Driver: new(migClassName), Device: new(dev(1, "2g.20gb", 14, 0)[2])},
+					Taint:          resourceapi.DeviceTaint{Key: "example.com/faulty", Effect: resourceapi.DeviceTaintEffectNoSchedule}}}},
+			wantKept: "memory slices 0-3 of a/gpu-0 (where a 4g.40gb goes)",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := in
+			in.TaintRules = tc.rules
+			res, changes := planChanges(t, in)
+			if got := res.Kept["ns/big"]; got.String() != tc.wantKept {
+				t.Errorf("kept for the 4g.40gb: %s, want %s", got, tc.wantKept)
+			}
+			if diff := cmp.Diff(tc.wantChanges, changes); diff != "" {
+				t.Errorf("changes (-want +got):\n%s\nunservable: %v", diff, res.Unservable)
+			}
+		})
 	}
 }
 

@@ -22,6 +22,7 @@ func TestKeptPlacementPrefersReleasingDevices(t *testing.T) {
 	tests := map[string]struct {
 		releasing string
 		nodes     []Node // nodes(releasing) where nil
+		pods      []Pod  // big and small where nil
 		want      trace
 	}{
 		"no claim ends: the placement with the fewest devices in the way": {
@@ -56,6 +57,20 @@ func TestKeptPlacementPrefersReleasingDevices(t *testing.T) {
 				Unservable: map[string]string{"default/small": NoRoom},
 			},
 		},
+		"the half of a GPU whose claims end, not the one a 3g.40gb is placed in on an empty GPU": {
+			nodes: []Node{node("n1").
+				gpu("A100-SXM4-80GB", "2g.20gb@0,1g.10gb@4", "2g.20gb@0,1g.10gb@4").releasing("2g.20gb@0").
+				build()},
+			pods: []Pod{pod("half", 9).claim(profileIs("3g.40gb"), 1).build()},
+			want: trace{Kept: map[string]string{"default/half": "n1/gpu-0 3g.40gb@0"}},
+		},
+		"the half with the fewest devices whose claims end": {
+			nodes: []Node{node("n1").
+				gpu("A100-SXM4-80GB", "2g.20gb@0,1g.10gb@4,1g.10gb@5", "2g.20gb@0,1g.10gb@4,1g.10gb@5").releasing("2g.20gb@0,1g.10gb@4,1g.10gb@5").
+				build()},
+			pods: []Pod{pod("half", 9).claim(profileIs("3g.40gb"), 1).build()},
+			want: trace{Kept: map[string]string{"default/half": "n1/gpu-0 3g.40gb@0"}},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -63,7 +78,11 @@ func TestKeptPlacementPrefersReleasingDevices(t *testing.T) {
 			if ns == nil {
 				ns = nodes(tc.releasing)
 			}
-			checkTrace(t, tc.want, planTrace(t, ns, []Pod{big, small}))
+			pods := tc.pods
+			if pods == nil {
+				pods = []Pod{big, small}
+			}
+			checkTrace(t, tc.want, planTrace(t, ns, pods))
 		})
 	}
 }
