@@ -513,7 +513,7 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 	}
 	const waiting = "no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows"
 	for pod, k := range res.Kept {
-		emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, &gpuRef{node: k.Node, gpu: k.GPU}, waiting+"; "+k.String()+" are kept for it: no other pending pod gets a device there")
+		emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, &gpuRef{node: k.Node, gpu: k.GPU}, waiting+"; "+k.String()+" are kept for it: miglayout makes no device there for another pod (kube-scheduler may still give one a device free there already)")
 	}
 	for pod, why := range res.Unservable {
 		switch why {

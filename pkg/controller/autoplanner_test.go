@@ -281,7 +281,7 @@ func TestNotify(t *testing.T) {
 	sort.Strings(got)
 	want := []string{
 		"Normal WaitingForCapacity no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows; it takes the first room that frees up",
-		"Normal WaitingForCapacity no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows; memory slices 0-3 of n1/gpu-3 (where a 4g.40gb goes) are kept for it: no other pending pod gets a device there",
+		"Normal WaitingForCapacity no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows; memory slices 0-3 of n1/gpu-3 (where a 4g.40gb goes) are kept for it: miglayout makes no device there for another pod (kube-scheduler may still give one a device free there already)",
 		"Normal WaitingForCapacity " + planner.WaitsForLostNode,
 		"Normal WaitingForRepartition waiting for the repartition of n1/gpu-0: 7g.80gb@0 (a device such as gpu-0-mig-7g80gb-0-0)",
 		"Normal WaitingForRepartition waiting for the repartition of n1/gpu-1: 3g.40gb@0,3g.40gb@4 (a device such as gpu-1-mig-3g40gb-9-4)",

@@ -76,7 +76,9 @@
 // most room: a 3g.40gb keeps the right half, as it is served on an empty
 // GPU); pods planned after it get no device overlapping
 // that placement (mig.FitRequest.Avoid), so it drains as claims end, while
-// the rest of the GPU stays usable. Each Change says which pods it serves.
+// the rest of the GPU stays usable. (The plan binds the planner only:
+// kube-scheduler may still give a device free there already to a pod that
+// asks for its profile.) Each Change says which pods it serves.
 // A claim several pending pods share gets devices once, with the first of
 // its pods served: a pod with exactly that pod's claims is served by the
 // same devices where it may run on that node (else it is told why), one
