@@ -40,6 +40,7 @@ func main() {
 	scenario := flag.String("scenario", "", "run only this scenario (e.g. 16gpu, 2gpu; default all)")
 	initial := flag.String("initial", "", "layout every GPU starts with, e.g. 7g.80gb@0 (default: MIG on, no device)")
 	sizes := flag.String("sizes", "", "instead, the optimum's share of the first-fit-to-migration gap on clusters of these sizes, e.g. 1,2,3")
+	planBinds := flag.Bool("plan-binds-scheduler", false, "miglayout's claims get free devices that exist only where its plan places them, as though kube-scheduler followed the plan (default: kube-scheduler allocates them first, as in a cluster)")
 	flag.Parse()
 
 	if *sizes != "" {
@@ -78,6 +79,7 @@ func main() {
 		}
 	}
 	cfg.Seed = *seed
+	cfg.PlanBindsScheduler = *planBinds
 	cfg.Parallel = *parallel
 	cfg.Initial = *initial
 	if *strategies != "" {

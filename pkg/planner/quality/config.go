@@ -70,6 +70,13 @@ type Config struct {
 	ExactStates int
 	// Parallel is the number of traces simulated at once (0 = GOMAXPROCS).
 	Parallel int
+	// PlanBindsScheduler gives miglayout's pending claims the free devices
+	// that exist only where its plan places them, as though kube-scheduler
+	// followed the plan. Off (the default, as in a cluster), kube-scheduler
+	// comes first at every decision: a pending claim that a free device
+	// satisfies gets one at once, wherever the scheduler finds it (see
+	// miglayoutStrategy.schedule), and the planner plans the rest.
+	PlanBindsScheduler bool
 }
 
 // Strategy names.

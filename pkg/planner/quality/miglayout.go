@@ -3,6 +3,7 @@ package quality
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -107,6 +108,11 @@ func (st *miglayoutStrategy) snapshot(s *sim) planner.Snapshot {
 }
 
 func (st *miglayoutStrategy) decide(s *sim) error {
+	if !s.planBindsScheduler {
+		if err := st.schedule(s); err != nil {
+			return err
+		}
+	}
 	snap := st.snapshot(s)
 	st.plans++
 	res, err := planner.Plan(context.Background(), snap)
@@ -143,6 +149,45 @@ func (st *miglayoutStrategy) decide(s *sim) error {
 		}
 		if err := s.assign(id, gi, d); err != nil {
 			return fmt.Errorf("planner placement %s -> %s %s: %w", pl.Pod, pl.Node, pl.Devices[0], err)
+		}
+	}
+	return nil
+}
+
+// schedule is kube-scheduler's part, which comes before any plan: each
+// pending claim, in arrival order, that a published free device of its
+// profile satisfies (one that exists, is ready and no claim holds or
+// waits for) is allocated one at once, whatever the plan would keep. The
+// scheduler scores nodes alike (DRA devices add nothing to a node's score),
+// so the node is one of those with such a device, picked by a hash of the
+// claim (kube-scheduler picks at random among equal scores); on it the
+// allocator takes the first such device in publication order
+// (slices.SortDevices: GPU index, then placement start).
+func (st *miglayoutStrategy) schedule(s *sim) error {
+	for _, id := range slices.Clone(s.pending) {
+		profile := s.claims[id].profile
+		var nodes []int
+		first := map[int]*simGPU{}
+		firstDev := map[int]mig.Device{}
+		for _, g := range s.gpus {
+			if _, seen := first[g.node]; seen {
+				continue
+			}
+			for _, d := range g.layout {
+				if _, held := g.owner[d]; held || d.Profile != profile || g.ready[d] > s.now {
+					continue
+				}
+				first[g.node], firstDev[g.node] = g, d
+				nodes = append(nodes, g.node)
+				break
+			}
+		}
+		if len(nodes) == 0 {
+			continue
+		}
+		n := nodes[int((uint32(id)*2654435761>>16)%uint32(len(nodes)))]
+		if err := s.assign(id, first[n].idx, firstDev[n]); err != nil {
+			return fmt.Errorf("scheduling claim %d: %w", id, err)
 		}
 	}
 	return nil

@@ -103,6 +103,8 @@ type sim struct {
 	events      eventQueue
 	seq         int
 	feasible    *feasibleSet
+	// planBindsScheduler: Config.PlanBindsScheduler.
+	planBindsScheduler bool
 
 	// counters
 	destroyed, created, moved, changes, decisions int
@@ -114,7 +116,7 @@ type sim struct {
 }
 
 func newSim(m *mig.Model, tr trace, gpus, perNode int, initial []mig.Layout, cfg *Config, queue bool, st strategy, fs *feasibleSet) *sim {
-	s := &sim{model: m, repartition: cfg.Repartition, queue: queue, perNode: perNode, strat: st, feasible: fs}
+	s := &sim{model: m, repartition: cfg.Repartition, queue: queue, perNode: perNode, strat: st, feasible: fs, planBindsScheduler: cfg.PlanBindsScheduler}
 	if !st.delay() {
 		s.repartition = 0
 	}
