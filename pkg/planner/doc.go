@@ -94,8 +94,12 @@
 // values.
 //
 // These rules are measured, not assumed: pkg/planner/quality replays seeded
-// arrival traces against first-fit, count-greedy and hindsight strategies,
-// and on 2 GPUs against the optimal online policy, solved exactly. Its
+// arrival traces (the figures below were measured with the plan placing
+// every claim, free devices that exist included: Config.PlanBindsScheduler;
+// in a cluster kube-scheduler gives a free device that exists to the first
+// pod that fits it, which the bench now models by default) against
+// first-fit, count-greedy and hindsight strategies, and on 2 GPUs against
+// the optimal online policy, solved exactly. Its
 // choices showed where the planner lost most: on one GPU it used to take
 // the layout that destroys the fewest free devices before comparing room
 // (a 1g.10gb went into the half a 4g.40gb needs rather than destroy a free

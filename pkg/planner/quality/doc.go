@@ -7,8 +7,14 @@
 //
 // Strategies, side by side on the same traces:
 //
-//   - miglayout: pkg/planner.Plan on a Snapshot of the simulated cluster
-//     (Now the event time, AgingAfter planner.DefaultAgingAfter);
+//   - miglayout: kube-scheduler first, as in a cluster (a pending claim a
+//     free device of its profile satisfies gets one at once: on a node
+//     picked by a hash of the claim among those with one, the first such
+//     device in publication order there), then pkg/planner.Plan on a
+//     Snapshot of the simulated cluster (Now the event time, AgingAfter
+//     planner.DefaultAgingAfter) for the rest; with
+//     Config.PlanBindsScheduler the plan alone places every claim, free
+//     devices that exist included, as though the scheduler followed it;
 //   - firstfit (a): the first (GPU, placement start) in device-name order where
 //     the profile can be created without touching an allocated device,
 //     destroying the free devices in the way (DynamicMIG in kube-scheduler);
