@@ -383,6 +383,24 @@ func (m *Model) Headroom(l Layout) []int {
 	return out
 }
 
+// RoomLost is the room for large profiles device d takes from an otherwise
+// empty GPU of the model: Headroom without it minus Headroom with it, by
+// profile from the largest down (so a smaller vector, compared
+// lexicographically, spoils less). On an A100-SXM4-80GB a 1g.10gb at
+// memory slice 6 loses less than one at slice 0 (which takes the only
+// 4g.40gb placement), and a 3g.40gb at slice 4 less than one at slice 0.
+// It is nil for a profile the model lacks or a placement it does not offer.
+func (m *Model) RoomLost(d Device) []int {
+	if err := m.Validate(Layout{d}); err != nil {
+		return nil
+	}
+	before, after := m.Headroom(nil), m.Headroom(Layout{d})
+	for i := range before {
+		before[i] -= after[i]
+	}
+	return before
+}
+
 func (m *Model) profilesLargestFirst() []*Profile {
 	out := make([]*Profile, len(m.Profiles))
 	for i := range m.Profiles {

@@ -51,3 +51,29 @@ func TestParseLayoutBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestRoomLost: the room a device takes from an otherwise empty GPU, by
+// profile from the largest down; nil for a device the model cannot make.
+func TestRoomLost(t *testing.T) {
+	tests := map[string]struct {
+		device Device
+		want   []int // 7g.80gb, 4g.40gb, 3g.40gb, 2g.20gb, 1g.20gb, 1g.10gb, 1g.10gb+me
+	}{
+		// 1g.10gb+me and 1g.20gb count their own max (one each) too.
+		"1g.10gb in the 4g.40gb placement": {device: Device{"1g.10gb", 0}, want: []int{1, 1, 1, 1, 1, 1, 1}},
+		"1g.10gb at slice 4":               {device: Device{"1g.10gb", 4}, want: []int{1, 0, 1, 1, 1, 1, 1}},
+		"1g.10gb at slice 6":               {device: Device{"1g.10gb", 6}, want: []int{1, 0, 1, 0, 1, 1, 1}},
+		"3g.40gb on the left":              {device: Device{"3g.40gb", 0}, want: []int{1, 1, 1, 2, 2, 4, 4}},
+		"3g.40gb on the right":             {device: Device{"3g.40gb", 4}, want: []int{1, 0, 1, 1, 2, 3, 3}},
+		"no such placement":                {device: Device{"4g.40gb", 4}, want: nil},
+		"no such profile":                  {device: Device{"5g.50gb", 0}, want: nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m := mustModel(t, "A100-SXM4-80GB")
+			if diff := cmp.Diff(tc.want, m.RoomLost(tc.device)); diff != "" {
+				t.Errorf("RoomLost(%s) (-want +got):\n%s", tc.device, diff)
+			}
+		})
+	}
+}

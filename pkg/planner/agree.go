@@ -82,6 +82,7 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 	}
 	var devices []resourceapi.Device
 	taken := sets.New[string]()
+	roomLost := map[string][]int{}
 	for _, g := range n.gpus {
 		layout, ok := alt[g]
 		if !ok {
@@ -96,12 +97,13 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 				return false, err
 			}
 			devices = append(devices, dev)
+			roomLost[dev.Name] = g.model.RoomLost(d)
 			if g.g.Pinned.Contains(d) && !g.shared.Contains(d) {
 				taken.Insert(dev.Name)
 			}
 		}
 	}
-	migslices.SortDevices(devices)
+	migslices.SortDevices(devices, roomLost)
 	for _, q := range pods {
 		res, admin, rest, err := p.match.allocate(ctx, n.n.Node, devices, taken, q.Claims,
 			&others{slices: n.n.OtherSlices, allocated: p.snap.OtherAllocated, planned: planned})

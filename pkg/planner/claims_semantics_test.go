@@ -88,7 +88,7 @@ func TestMatchAttributeSameGPUAddsBothToOneGPU(t *testing.T) {
 	pods := []Pod{pod("pair", 1).claim(profileIs("3g.40gb"), 2).sameGPU("parentUUID").build()}
 	checkTrace(t, trace{
 		Changes: []string{"n1/1: (empty) -> 3g.40gb@0,3g.40gb@4 serves default/pair"},
-		Served:  []string{"default/pair -> n1 gpu-1-mig-3g40gb-9-0, gpu-1-mig-3g40gb-9-4 after change"},
+		Served:  []string{"default/pair -> n1 gpu-1-mig-3g40gb-9-4, gpu-1-mig-3g40gb-9-0 after change"},
 	}, planTrace(t, nodes, pods))
 }
 
@@ -145,7 +145,7 @@ func TestCountTwoUnderPerNodeLimitUsesOneGPU(t *testing.T) {
 	pods := []Pod{pod("pair", 1).claim(profileIs("3g.40gb"), 2).build()}
 	checkTrace(t, trace{
 		Changes: []string{"n1/1: (empty) -> 3g.40gb@0,3g.40gb@4 serves default/pair"},
-		Served:  []string{"default/pair -> n1 gpu-1-mig-3g40gb-9-0, gpu-1-mig-3g40gb-9-4 after change"},
+		Served:  []string{"default/pair -> n1 gpu-1-mig-3g40gb-9-4, gpu-1-mig-3g40gb-9-0 after change"},
 	}, planTrace(t, nodes, pods))
 }
 

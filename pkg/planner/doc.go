@@ -22,7 +22,8 @@
 // constraint, a limit on GPUs changed at once), all of them on one GPU
 // that may change, the last such GPU among equals (the scheduler's
 // allocator takes the first device a request accepts in publication
-// order, smallest first then by GPU index, see slices.SortDevices: pods
+// order, smallest first, then least room lost, then by GPU index, see
+// slices.SortDevices: pods
 // of one device, planned on the first GPUs among equals, then get those
 // rather than break up the set); prioritized lists (firstAvailable) are
 // tried in combination, in the allocator's order, each subrequest with its

@@ -270,7 +270,8 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		// (that attempt was this one). Last GPU first, as additions break
 		// ties towards later GPUs: pods of one device go to the first
 		// GPUs among equals, and the scheduler, taking the first device a
-		// request accepts in publication order (GPU index within a size),
+		// request accepts in publication order (GPU index within a size
+		// and room lost),
 		// gives them those rather than break up a set kept together
 		// further on.
 		tried := map[string]bool{}
@@ -452,6 +453,7 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only ma
 	taken := sets.New[string]()
 	owner := map[string]*gpuState{}
 	byName := map[string]mig.Device{}
+	roomLost := map[string][]int{}
 	for _, g := range n.gpus {
 		if only != nil && !only[g] {
 			continue
@@ -466,6 +468,7 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only ma
 			}
 			devices = append(devices, dev)
 			owner[dev.Name], byName[dev.Name] = g, d
+			roomLost[dev.Name] = g.model.RoomLost(d)
 			// Reserved, or in a placement kept for a pod planned earlier.
 			if g.fixed.Contains(d) || g.blocks(d) {
 				taken.Insert(dev.Name)
@@ -474,7 +477,7 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only ma
 	}
 	// In the order the node publishes them: the allocator takes the first
 	// device a request accepts, as the scheduler's does.
-	migslices.SortDevices(devices)
+	migslices.SortDevices(devices, roomLost)
 	res, admin, rest, err := p.match.allocate(ctx, n.n.Node, devices, taken, pod.Claims, &others{slices: n.n.OtherSlices, allocated: p.snap.OtherAllocated, planned: p.otherPlanned})
 	if err != nil || res == nil {
 		return nil, nil, nil, false, err

@@ -166,7 +166,7 @@ func TestPlan(t *testing.T) {
 			pods:  []Pod{pod("two3g", 1).claim(profileIs("3g.40gb"), 2).build()},
 			want: trace{
 				Changes: []string{"n1/0: 4g.40gb@0 -> 3g.40gb@0,3g.40gb@4 serves default/two3g"},
-				Served:  []string{"default/two3g -> n1 gpu-0-mig-3g40gb-9-0, gpu-0-mig-3g40gb-9-4 after change"},
+				Served:  []string{"default/two3g -> n1 gpu-0-mig-3g40gb-9-4, gpu-0-mig-3g40gb-9-0 after change"},
 			},
 		},
 		"a multi-device pod that cannot be placed leaves no reservation behind": {
@@ -252,7 +252,7 @@ func TestPlan(t *testing.T) {
 			pods:  []Pod{pod("one3g", 9).claim(profileIs("3g.40gb"), 1).build(), pod("two3g", 1).claim(profileIs("3g.40gb"), 2).build()},
 			want: trace{
 				Changes: []string{"n1/0: 4g.40gb@0,3g.40gb@4 -> 3g.40gb@0,3g.40gb@4 serves default/two3g"},
-				Served:  []string{"default/two3g -> n1 gpu-0-mig-3g40gb-9-0, gpu-0-mig-3g40gb-9-4 after change"},
+				Served:  []string{"default/two3g -> n1 gpu-0-mig-3g40gb-9-4, gpu-0-mig-3g40gb-9-0 after change"},
 				Kept:    map[string]string{"default/one3g": "n1/gpu-0 3g.40gb@4"},
 			},
 		},

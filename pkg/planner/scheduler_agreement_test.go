@@ -66,6 +66,7 @@ func schedulerReplay(t *testing.T, snap Snapshot, res Result, newestFirst bool) 
 		name := n.Node.Name
 		nodes[name] = n
 		var devs []resourceapi.Device
+		roomLost := map[string][]int{}
 		for _, g := range n.GPUs {
 			layout := g.Layout
 			if l, ok := to[name+"/"+itoa(g.Info.Index)]; ok {
@@ -77,12 +78,13 @@ func schedulerReplay(t *testing.T, snap Snapshot, res Result, newestFirst bool) 
 					continue
 				}
 				devs = append(devs, dev)
+				roomLost[dev.Name] = g.Info.Model.RoomLost(d)
 				if g.Pinned.Contains(d) {
 					state.Insert(structured.MakeDeviceID(snap.Driver, name, dev.Name))
 				}
 			}
 		}
-		migslices.SortDevices(devs) // as the node publishes them
+		migslices.SortDevices(devs, roomLost) // as the node publishes them
 		pools[name] = append([]*resourceapi.ResourceSlice{{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceSliceSpec{
 			Driver: snap.Driver, NodeName: ptr.To(name), Pool: resourceapi.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1}, Devices: devs}}},
 			n.OtherSlices...)

@@ -5,11 +5,16 @@ import (
 	goslices "slices"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/miglayout/miglayout/pkg/mig"
 )
 
 // SortDevices puts devices in publication order, smallest first: by memory
-// capacity (bytes), then multiprocessors, then GPU index (a MIG device's
-// parent's), then placement start, then name.
+// capacity (bytes), then multiprocessors, then, among MIG devices of one
+// size, the one that takes the least room for large profiles first
+// (roomLost, by device name: mig.Model.RoomLost, compared
+// lexicographically; a device not in it comes first), then GPU index (a
+// MIG device's parent's), then placement start, then name.
 //
 // kube-scheduler's allocator (k8s.io/dynamic-resource-allocation/structured)
 // takes, for each request, the first device of a slice in order that the
@@ -17,16 +22,41 @@ import (
 // sizes ("memory at least 9000 MiB", or no selector at all) gets the
 // smallest that fits rather than the first GPU's largest, which is what the
 // Auto planner plans for it (the smallest device that satisfies the claim)
-// and leaves large devices to claims only they satisfy.
-func SortDevices(devices []resourceapi.Device) {
-	goslices.SortStableFunc(devices, compareDevices)
+// and leaves large devices to claims only they satisfy. Least room lost
+// next, a claim that several free devices of one profile satisfy gets the
+// one whose placement spoils the least, as the planner places it (a
+// 1g.10gb at memory slice 6 before one at slice 0, which holds the only
+// 4g.40gb placement of an A100; a 3g.40gb in the right half before the
+// left), rather than the first GPU's first.
+func SortDevices(devices []resourceapi.Device, roomLost map[string][]int) {
+	goslices.SortStableFunc(devices, func(a, b resourceapi.Device) int {
+		return compareDevices(a, b, roomLost)
+	})
 }
 
-func compareDevices(a, b resourceapi.Device) int {
+// RoomLost returns mig.Model.RoomLost of each MIG device of sources, by
+// device name, for SortDevices.
+func RoomLost(sources []Source) map[string][]int {
+	out := make(map[string][]int, len(sources))
+	for _, s := range sources {
+		if s.MIG == nil || s.GPU.Model == nil {
+			continue
+		}
+		if r := s.GPU.Model.RoomLost(mig.Device{Profile: s.MIG.Profile, Start: s.MIG.Placement.Start}); r != nil {
+			out[s.Name] = r
+		}
+	}
+	return out
+}
+
+func compareDevices(a, b resourceapi.Device, roomLost map[string][]int) int {
 	if c := cmp.Compare(capacity(a, CapMemory), capacity(b, CapMemory)); c != 0 {
 		return c
 	}
 	if c := cmp.Compare(capacity(a, CapMultiprocessors), capacity(b, CapMultiprocessors)); c != 0 {
+		return c
+	}
+	if c := goslices.Compare(roomLost[a.Name], roomLost[b.Name]); c != 0 {
 		return c
 	}
 	if c := cmp.Compare(gpuIndex(a), gpuIndex(b)); c != 0 {

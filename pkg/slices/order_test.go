@@ -36,11 +36,37 @@ func TestSortDevicesSmallestFirst(t *testing.T) {
 		}
 		devs = append(devs, dev)
 	}
-	SortDevices(devs)
+	SortDevices(devs, nil)
 	for _, d := range devs {
 		planned = append(planned, d.Name)
 	}
 	if diff := cmp.Diff([]string{"gpu-1-mig-3g40gb-9-4", "gpu-1-mig-4g40gb-5-0"}, planned); diff != "" {
 		t.Errorf("planned order (-want +got):\n%s", diff)
+	}
+}
+
+// Among free devices of one size, the pool lists first the one whose
+// placement takes the least room for large profiles from its GPU
+// (mig.Model.RoomLost), then by GPU index: the scheduler's allocator then
+// gives a 1g.10gb claim GPU 1's 1g.10gb at memory slice 6 before GPU 0's
+// at slice 0 (which holds the only 4g.40gb placement; GPU 2's at 4 and 5
+// lose the same room and keep GPU and placement order), and a 3g.40gb
+// claim a right half before a left one, as the planner places them.
+func TestSortDevicesLeastRoomLostFirst(t *testing.T) {
+	inv, _ := simInventory(t, "3xA100-SXM4-80GB", map[int]string{
+		0: "1g.10gb@0,3g.40gb@4",
+		1: "3g.40gb@0,1g.10gb@6",
+		2: "1g.10gb@4,1g.10gb@5",
+	})
+	var names []string
+	for _, d := range inv.Devices(nil) {
+		names = append(names, d.Name)
+	}
+	want := []string{
+		"gpu-1-mig-1g10gb-19-6", "gpu-2-mig-1g10gb-19-4", "gpu-2-mig-1g10gb-19-5", "gpu-0-mig-1g10gb-19-0",
+		"gpu-0-mig-3g40gb-9-4", "gpu-1-mig-3g40gb-9-0",
+	}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("published order (-want +got):\n%s", diff)
 	}
 }

@@ -110,7 +110,7 @@ func (inv Inventory) Lookup(name string) (Source, bool) {
 }
 
 // Devices returns the devices of the inventory's pool in publication order
-// (SortDevices: smallest first); devices whose names are in draining carry
+// (SortDevices: smallest first, then least room lost); devices whose names are in draining carry
 // DrainTaint.
 func (inv Inventory) Devices(draining sets.Set[string]) []resourceapi.Device {
 	srcs := inv.Sources()
@@ -122,7 +122,7 @@ func (inv Inventory) Devices(draining sets.Set[string]) []resourceapi.Device {
 		}
 		out = append(out, d)
 	}
-	SortDevices(out)
+	SortDevices(out, RoomLost(srcs))
 	return out
 }
 

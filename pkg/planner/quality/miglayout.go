@@ -162,24 +162,27 @@ func (st *miglayoutStrategy) decide(s *sim) error {
 // so the node is one of those with such a device, picked by a hash of the
 // claim (kube-scheduler picks at random among equal scores); on it the
 // allocator takes the first such device in publication order
-// (slices.SortDevices: GPU index, then placement start).
+// (slices.SortDevices: least room lost, mig.Model.RoomLost, then GPU
+// index, then placement start).
 func (st *miglayoutStrategy) schedule(s *sim) error {
 	for _, id := range slices.Clone(s.pending) {
 		profile := s.claims[id].profile
 		var nodes []int
 		first := map[int]*simGPU{}
 		firstDev := map[int]mig.Device{}
+		lost := map[int][]int{}
 		for _, g := range s.gpus {
-			if _, seen := first[g.node]; seen {
-				continue
-			}
 			for _, d := range g.layout {
 				if _, held := g.owner[d]; held || d.Profile != profile || g.ready[d] > s.now {
 					continue
 				}
-				first[g.node], firstDev[g.node] = g, d
-				nodes = append(nodes, g.node)
-				break
+				r := s.model.RoomLost(d)
+				if _, seen := first[g.node]; !seen {
+					nodes = append(nodes, g.node)
+				} else if slices.Compare(r, lost[g.node]) >= 0 {
+					continue
+				}
+				first[g.node], firstDev[g.node], lost[g.node] = g, d, r
 			}
 		}
 		if len(nodes) == 0 {

@@ -12,8 +12,8 @@ import (
 
 // TestScheduleTakesFreeDevicesFirst: before miglayout's plan, kube-scheduler
 // gives each pending claim (arrival order) that a ready free device of its
-// profile satisfies the first such device in publication order on a node
-// it picks among those with one; a claim no free device satisfies, or only
+// profile satisfies the first such device in publication order (least
+// room lost first) on a node it picks among those with one; a claim no free device satisfies, or only
 // a device still being created, stays pending for the planner.
 func TestScheduleTakesFreeDevicesFirst(t *testing.T) {
 	m := a100(t)
@@ -41,10 +41,11 @@ func TestScheduleTakesFreeDevicesFirst(t *testing.T) {
 			got[c.id] = c.dev.String() + " on node " + strconv.Itoa(s.gpus[c.gpu].node)
 		}
 	}
-	// Each node's 1g.10gb devices go lowest placement first; both nodes
-	// serve.
+	// Each node's 1g.10gb devices go least room lost first (slice 6 takes
+	// no 2g.20gb placement; those in the 4g.40gb placement last, then by
+	// placement); both nodes serve.
 	want := map[int]string{}
-	next := map[int][]string{0: {"1g.10gb@2", "1g.10gb@4", "1g.10gb@6"}, 1: {"1g.10gb@1", "1g.10gb@3", "1g.10gb@5"}}
+	next := map[int][]string{0: {"1g.10gb@6", "1g.10gb@4", "1g.10gb@2"}, 1: {"1g.10gb@5", "1g.10gb@1", "1g.10gb@3"}}
 	nodes := map[int]bool{}
 	for id := range 4 {
 		if c := s.claims[id]; c.st != cPending {
