@@ -175,6 +175,22 @@ type AutoPolicy struct {
 	// +kubebuilder:default=8
 	// +optional
 	MaxGPUs int32 `json:"maxGPUs,omitempty"`
+
+	// ReclaimIdleGPUsAfterSeconds is how long a GPU stays idle (no device
+	// allocated, prepared or running a process, none kept or planned for a
+	// pending pod) before the planner gives it back as one device of its
+	// model's largest profile (7g.80gb on an A100-SXM4-80GB). The free
+	// devices a finished workload leaves would otherwise draw new small
+	// claims (kube-scheduler gives a free device to the first pod it fits)
+	// onto a GPU a large claim could have whole. 0 keeps idle GPUs as they
+	// are. Not done on nodes that keep spares, nor where allowedProfiles
+	// leaves the largest profile out. The idle time is counted by the
+	// running controller: it starts again when the controller restarts.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +kubebuilder:default=300
+	// +optional
+	ReclaimIdleGPUsAfterSeconds *int32 `json:"reclaimIdleGPUsAfterSeconds,omitempty"`
 }
 
 // MigLayoutStatus is the observed state of a MigLayout, aggregated from the

@@ -118,6 +118,8 @@ type AutoPlanner struct {
 	// changes no object the planner watches but itself): a change of
 	// another label does not wake the planner.
 	labelKeys map[string]bool
+	// idleGPUs: since when each GPU has been seen idle (idleTracker).
+	idleGPUs idleTracker
 }
 
 // SetupWithManager registers the planner: any change to pods waiting for
@@ -216,6 +218,10 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	pendingDemand.Set(float64(len(snap.Pending)))
 	// Batched with no Auto node too: a plan then tells the pending pods so.
 	a.mu.Lock()
+	if a.idleGPUs == nil {
+		a.idleGPUs = idleTracker{}
+	}
+	idleDue := a.idleGPUs.mark(&snap)
 	a.labelKeys = feasibilityLabelKeys(in, snap)
 	maps.Copy(a.labelKeys, selectorLabelKeys(in.MigLayouts))
 	wait := a.batch.observe(inputKey(in, snap), a.now(), a.idle(), a.max())
@@ -223,7 +229,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	// Every return asks to be looked at again when the next thing that has
 	// no event of its own is due (the queue keeps one request per key: a
 	// later, longer one would replace it).
-	due := sooner(sooner(again, nextAging(snap)), nextRefresh(snap))
+	due := sooner(sooner(sooner(again, nextAging(snap)), nextRefresh(snap)), idleDue)
 	if wait > 0 {
 		return ctrl.Result{RequeueAfter: sooner(wait, due)}, nil
 	}
@@ -231,7 +237,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	// changes in flight that may no longer be needed (UnneededChanges).
 	cancels := BlockedChanges(in, snap)
 	unneeded := unneededCandidates(in, snap)
-	if len(snap.Pending) == 0 && !wantsSpares(snap) && len(cancels) == 0 && len(unneeded) == 0 {
+	if len(snap.Pending) == 0 && !wantsSpares(snap) && !anyReclaimDue(snap) && len(cancels) == 0 && len(unneeded) == 0 {
 		if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil)); err != nil {
 			a.forget()
 			return ctrl.Result{}, err
@@ -702,7 +708,7 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 		}
 		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen))
 		for _, g := range n.GPUs {
-			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s releasing %s shared %s\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned, g.Releasing, g.Shared))
+			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s releasing %s shared %s reclaim %t\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned, g.Releasing, g.Shared, reclaimDue(snap, n, g)))
 		}
 		for _, s := range n.OtherSlices {
 			lines = append(lines, fmt.Sprintf("slice %s %s %d\n", n.Node.Name, s.Name, s.Generation))

@@ -107,9 +107,12 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 		if err != nil {
 			continue
 		}
-		policy := planner.Policy{MaxGPUsPerNode: 1}
+		policy := planner.Policy{MaxGPUsPerNode: 1, ReclaimIdleAfter: defaultReclaimIdleAfter}
 		maxGPUs := defaultMaxGPUs
 		if p := ml.Spec.Policy; p != nil {
+			if p.ReclaimIdleGPUsAfterSeconds != nil {
+				policy.ReclaimIdleAfter = time.Duration(*p.ReclaimIdleGPUsAfterSeconds) * time.Second
+			}
 			for _, a := range p.AllowedProfiles {
 				policy.AllowedProfiles = append(policy.AllowedProfiles, string(a))
 			}

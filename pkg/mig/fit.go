@@ -401,6 +401,18 @@ func (m *Model) RoomLost(d Device) []int {
 	return before
 }
 
+// Whole returns the device of the model's largest profile (most compute
+// slices, then most memory) at its first placement: the GPU as one
+// instance (7g.80gb@0 on an A100-SXM4-80GB). ok is false for a model
+// without profiles.
+func (m *Model) Whole() (d Device, ok bool) {
+	ps := m.profilesLargestFirst()
+	if len(ps) == 0 || len(ps[0].Placements) == 0 {
+		return Device{}, false
+	}
+	return Device{Profile: ps[0].Name, Start: ps[0].Placements[0].Start}, true
+}
+
 func (m *Model) profilesLargestFirst() []*Profile {
 	out := make([]*Profile, len(m.Profiles))
 	for i := range m.Profiles {

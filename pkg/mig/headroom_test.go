@@ -77,3 +77,16 @@ func TestRoomLost(t *testing.T) {
 		})
 	}
 }
+
+// TestWhole: the GPU as one device of its largest profile.
+func TestWhole(t *testing.T) {
+	for model, want := range map[string]Device{
+		"A100-SXM4-80GB": {"7g.80gb", 0},
+		"A30-24GB":       {"4g.24gb", 0},
+	} {
+		m := mustModel(t, model)
+		if got, ok := m.Whole(); !ok || got != want {
+			t.Errorf("%s: Whole() = %v, %t; want %v", model, got, ok, want)
+		}
+	}
+}

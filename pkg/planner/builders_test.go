@@ -62,6 +62,12 @@ func (b *nodeB) shared(layout string) *nodeB {
 	return b
 }
 
+// idleFor marks the last GPU idle since d before t0 (GPU.IdleSince).
+func (b *nodeB) idleFor(d time.Duration) *nodeB {
+	b.n.GPUs[len(b.n.GPUs)-1].IdleSince = t0.Add(-d)
+	return b
+}
+
 // releasing marks pinned devices of the last GPU whose claims end soon
 // (GPU.Releasing).
 func (b *nodeB) releasing(layout string) *nodeB {

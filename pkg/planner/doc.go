@@ -80,6 +80,12 @@
 // the rest of the GPU stays usable. (The plan binds the planner only:
 // kube-scheduler may still give a device free there already to a pod that
 // asks for its profile.) Each Change says which pods it serves.
+// Once every pending pod is planned, a GPU idle for its node's
+// Policy.ReclaimIdleAfter (GPU.IdleSince) that nothing holds is given back
+// as one device of its largest profile (reclaimIdle): kube-scheduler gives
+// free devices to the first pods they fit, so the fragments a finished
+// workload leaves would draw small claims onto a GPU a large claim could
+// have whole.
 // A claim several pending pods share gets devices once, with the first of
 // its pods served: a pod with exactly that pod's claims is served by the
 // same devices where it may run on that node (else it is told why), one

@@ -146,6 +146,7 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 			}
 		}
 	}
+	p.reclaimIdle()
 	p.keepSpares()
 	return &Planner{p: p}, nil
 }
@@ -755,6 +756,9 @@ func (p *planner) changes() []Change {
 		}
 		if len(g.spares) > 0 {
 			why = append(why, "keeps spare "+strings.Join(g.spares, ", "))
+		}
+		if g.reclaimed && len(serves) == 0 {
+			why = append(why, fmt.Sprintf("gives the GPU, idle for %s, back whole", g.node.n.Policy.ReclaimIdleAfter))
 		}
 		out = append(out, Change{
 			Node: g.node.n.Node.Name, GPU: g.g.Info.Index,

@@ -46,6 +46,8 @@ type gpuState struct {
 	// outside held stay usable.
 	heldBy string
 	held   mig.Placement
+	// reclaimed: this plan gives the idle GPU back whole (reclaimIdle).
+	reclaimed bool
 }
 
 // blocks reports whether d overlaps the placement this GPU is kept for.

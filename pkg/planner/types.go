@@ -31,6 +31,11 @@ type Policy struct {
 	// Group names the nodes that share a limit of Snapshot.GroupMaxGPUs
 	// (the controller: the nodes of one MigLayout); "" means none.
 	Group string
+	// ReclaimIdleAfter is how long a GPU stays idle (GPU.IdleSince)
+	// before the plan gives it back as one device of its model's largest
+	// profile (mig.Model.Whole); 0 means never. Nodes with Spares are left
+	// alone, as are nodes whose AllowedProfiles lack that profile.
+	ReclaimIdleAfter time.Duration
 }
 
 // GPU is one GPU of an Auto node.
@@ -71,6 +76,12 @@ type GPU struct {
 	// that fails for good does not stop its node's other GPUs from
 	// changing.
 	Retrying bool
+	// IdleSince is when the GPU was first seen, in the run of snapshots
+	// that ends with this one, with no device pinned or shared and no
+	// change in flight; zero where it is not idle or not known to be.
+	// With Policy.ReclaimIdleAfter and Snapshot.Now it tells whether the
+	// GPU has been idle long enough to be reclaimed.
+	IdleSince time.Time
 	// Serves, on a GPU Changing whose devices are coming (Layout is the
 	// desired one), names the pods (namespace/name) an earlier plan made
 	// the change for (Change.Serves). Each of them still pending is

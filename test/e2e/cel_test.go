@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -248,6 +250,14 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 			spec: "mode: Manual\nrules: [{profiles: {3g.40gb: 2}}]",
 			want: `spec.mode: Unsupported value: "Manual"`,
 		},
+		"negative idle time before a GPU is reclaimed": {
+			spec: "mode: Auto\npolicy: {reclaimIdleGPUsAfterSeconds: -1}",
+			want: "spec.policy.reclaimIdleGPUsAfterSeconds: Invalid value",
+		},
+		"idle time before a GPU is reclaimed above a day": {
+			spec: "mode: Auto\npolicy: {reclaimIdleGPUsAfterSeconds: 86401}",
+			want: "spec.policy.reclaimIdleGPUsAfterSeconds: Invalid value",
+		},
 		"spares of a profile not allowed": {
 			spec: "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 2}}",
 			want: "spares must name profiles in allowedProfiles",
@@ -317,5 +327,27 @@ func TestCELAcceptsValid(t *testing.T) {
 				t.Fatalf("admission refused example %s: %v", f, err)
 			}
 		})
+	}
+}
+
+// TestAutoPolicyDefaults: the API server fills in an Auto policy's limits
+// and the idle time before a GPU is given back whole.
+func TestAutoPolicyDefaults(t *testing.T) {
+	c := miglayoutClient(t)
+	ctx := testContext(t, time.Minute)
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte("spec:\n"+indent(selectorYAML+"mode: Auto\npolicy: {allowedProfiles: [3g.40gb]}", "  ")), &obj.Object); err != nil {
+		t.Fatal(err)
+	}
+	obj.SetAPIVersion(v1alpha1.GroupVersion.String())
+	obj.SetKind("MigLayout")
+	obj.SetName("policy-defaults")
+	if err := c.Create(ctx, obj, crclient.DryRunAll); err != nil {
+		t.Fatal(err)
+	}
+	policy, _, _ := unstructured.NestedMap(obj.Object, "spec", "policy")
+	want := map[string]any{"allowedProfiles": []any{"3g.40gb"}, "maxGPUs": int64(8), "maxGPUsPerNode": int64(1), "reclaimIdleGPUsAfterSeconds": int64(300)}
+	if diff := cmp.Diff(want, policy); diff != "" {
+		t.Errorf("defaulted policy (-want +got):\n%s", diff)
 	}
 }

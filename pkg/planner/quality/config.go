@@ -77,6 +77,10 @@ type Config struct {
 	// satisfies gets one at once, wherever the scheduler finds it (see
 	// miglayoutStrategy.schedule), and the planner plans the rest.
 	PlanBindsScheduler bool
+	// ReclaimIdleAfter is miglayout's planner.Policy.ReclaimIdleAfter, in
+	// seconds (0: never): how long a GPU stays idle before it is given
+	// back whole. DefaultConfig takes the controller's default, 300.
+	ReclaimIdleAfter float64
 }
 
 // Strategy names.
@@ -131,7 +135,7 @@ func DefaultConfig() Config {
 			{Name: "16gpu", GPUs: 16, GPUsPerNode: 8, Claims: 600, Seeds: 10, Models: []string{"loss", "queue"}},
 			{Name: "2gpu", GPUs: 2, GPUsPerNode: 2, Claims: 24, Seeds: 200, Models: []string{"loss"}, Exact: true},
 		},
-		Seed: 1, MeanHold: 3600, LossLoad: 0.9, QueueLoad: 0.75, Repartition: 10, Deadline: 60, QueueDrain: 10,
+		Seed: 1, MeanHold: 3600, LossLoad: 0.9, QueueLoad: 0.75, Repartition: 10, Deadline: 60, QueueDrain: 10, ReclaimIdleAfter: 300,
 		Strategies: AllStrategies, ExactValues: 5_000_000, ExactStates: 500_000,
 	}
 }

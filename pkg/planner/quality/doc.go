@@ -12,7 +12,9 @@
 //     picked by a hash of the claim among those with one, the first such
 //     device in publication order there), then pkg/planner.Plan on a
 //     Snapshot of the simulated cluster (Now the event time, AgingAfter
-//     planner.DefaultAgingAfter) for the rest; with
+//     planner.DefaultAgingAfter, idle GPUs given back whole after
+//     Config.ReclaimIdleAfter, counted as the controller counts them) for
+//     the rest; with
 //     Config.PlanBindsScheduler the plan alone places every claim, free
 //     devices that exist included, as though the scheduler followed it;
 //   - firstfit (a): the first (GPU, placement start) in device-name order where

@@ -57,10 +57,14 @@ type miglayoutStrategy struct {
 	class []*resourceapi.DeviceClass
 	// plans counts Plan calls; planErrs holds plans the simulator refused.
 	plans int
+	// idleSince is, by GPU, when the strategy first saw it idle (no device
+	// allocated or reserved, no change in flight), as the controller
+	// counts it (planner.GPU.IdleSince).
+	idleSince map[int]float64
 }
 
 func newMiglayout(nodes int) *miglayoutStrategy {
-	st := &miglayoutStrategy{pods: map[int]planner.Pod{}, class: []*resourceapi.DeviceClass{DeviceClass()}}
+	st := &miglayoutStrategy{pods: map[int]planner.Pod{}, class: []*resourceapi.DeviceClass{DeviceClass()}, idleSince: map[int]float64{}}
 	for i := range nodes {
 		name := nodeName(i)
 		st.nodes = append(st.nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}})
@@ -81,17 +85,29 @@ func (st *miglayoutStrategy) snapshot(s *sim) planner.Snapshot {
 	snap := planner.Snapshot{Driver: migslices.DefaultDriverName, Classes: st.class,
 		Now: epoch.Add(time.Duration(s.now * float64(time.Second))), AgingAfter: planner.DefaultAgingAfter}
 	for ni, n := range st.nodes {
-		node := planner.Node{Node: n, Policy: planner.Policy{MaxGPUsPerNode: s.perNode}}
+		node := planner.Node{Node: n, Policy: planner.Policy{MaxGPUsPerNode: s.perNode,
+			ReclaimIdleAfter: time.Duration(s.reclaimIdleAfter * float64(time.Second))}}
 		for _, g := range s.gpus {
 			if g.node != ni {
 				continue
 			}
-			node.GPUs = append(node.GPUs, planner.GPU{
+			pg := planner.GPU{
 				Info:     migslices.PlannedGPU(s.model, g.local),
 				Layout:   g.layout,
 				Pinned:   s.owned(g),
 				Changing: s.changing(g),
-			})
+			}
+			if len(pg.Pinned) > 0 || pg.Changing {
+				delete(st.idleSince, g.idx)
+			} else {
+				since, ok := st.idleSince[g.idx]
+				if !ok {
+					since = s.now
+					st.idleSince[g.idx] = since
+				}
+				pg.IdleSince = epoch.Add(time.Duration(since * float64(time.Second)))
+			}
+			node.GPUs = append(node.GPUs, pg)
 		}
 		snap.Nodes = append(snap.Nodes, node)
 	}

@@ -105,6 +105,8 @@ type sim struct {
 	feasible    *feasibleSet
 	// planBindsScheduler: Config.PlanBindsScheduler.
 	planBindsScheduler bool
+	// reclaimIdleAfter: Config.ReclaimIdleAfter.
+	reclaimIdleAfter float64
 
 	// counters
 	destroyed, created, moved, changes, decisions int
@@ -116,7 +118,7 @@ type sim struct {
 }
 
 func newSim(m *mig.Model, tr trace, gpus, perNode int, initial []mig.Layout, cfg *Config, queue bool, st strategy, fs *feasibleSet) *sim {
-	s := &sim{model: m, repartition: cfg.Repartition, queue: queue, perNode: perNode, strat: st, feasible: fs, planBindsScheduler: cfg.PlanBindsScheduler}
+	s := &sim{model: m, repartition: cfg.Repartition, queue: queue, perNode: perNode, strat: st, feasible: fs, planBindsScheduler: cfg.PlanBindsScheduler, reclaimIdleAfter: cfg.ReclaimIdleAfter}
 	if !st.delay() {
 		s.repartition = 0
 	}

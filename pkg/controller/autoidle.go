@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/miglayout/miglayout/pkg/planner"
+)
+
+// defaultReclaimIdleAfter is the planner.Policy.ReclaimIdleAfter of an Auto
+// MigLayout that sets no policy.reclaimIdleGPUsAfterSeconds (the CRD's
+// default).
+const defaultReclaimIdleAfter = 300 * time.Second
+
+// idleTracker remembers, per GPU (node, index and UUID), since when the
+// controller has seen it idle (autoIdle): planner.GPU.IdleSince. It lives
+// in memory; a restarted controller counts afresh.
+type idleTracker map[string]time.Time
+
+// autoIdle reports whether the planner may count a GPU as idle: no device
+// pinned or shared and no change in flight.
+func autoIdle(g planner.GPU) bool {
+	return !g.Changing && len(g.Pinned) == 0 && len(g.Shared) == 0
+}
+
+// mark sets planner.GPU.IdleSince on the GPUs of snap, remembering those
+// seen idle first now and forgetting those no longer idle or gone, and
+// returns how long until the next idle GPU is due to be reclaimed (0:
+// none is waiting to be).
+func (t idleTracker) mark(snap *planner.Snapshot) time.Duration {
+	seen := map[string]bool{}
+	var next time.Duration
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		for j := range n.GPUs {
+			g := &n.GPUs[j]
+			if !autoIdle(*g) {
+				continue
+			}
+			key := fmt.Sprintf("%s/%d/%s", n.Node.Name, g.Info.Index, g.Info.UUID)
+			seen[key] = true
+			since, ok := t[key]
+			if !ok {
+				since = snap.Now
+				t[key] = since
+			}
+			g.IdleSince = since
+			if after := n.Policy.ReclaimIdleAfter; after > 0 && !n.Frozen {
+				if d := since.Add(after).Sub(snap.Now); d > 0 && (next == 0 || d < next) {
+					next = d
+				}
+			}
+		}
+	}
+	for key := range t {
+		if !seen[key] {
+			delete(t, key)
+		}
+	}
+	return next
+}
+
+// reclaimDue reports whether GPU g of node n has been idle for the node's
+// ReclaimIdleAfter at snap.Now and is not one whole device yet: the
+// planner then has a change to make though no pod waits.
+func reclaimDue(snap planner.Snapshot, n planner.Node, g planner.GPU) bool {
+	after := n.Policy.ReclaimIdleAfter
+	if after <= 0 || n.Frozen || g.IdleSince.IsZero() || snap.Now.Sub(g.IdleSince) < after || g.Info.Model == nil {
+		return false
+	}
+	whole, ok := g.Info.Model.Whole()
+	return ok && !(len(g.Layout) == 1 && g.Layout[0] == whole)
+}
+
+// anyReclaimDue reports whether some GPU of snap is reclaimDue.
+func anyReclaimDue(snap planner.Snapshot) bool {
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			if reclaimDue(snap, n, g) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,97 @@
+package planner
+
+import (
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+// TestReclaimIdleGPUs: a GPU idle for the policy's ReclaimIdleAfter is
+// given back as one device of its largest profile, once every pending pod
+// is planned and only where nothing holds it; otherwise it is left as it
+// is.
+func TestReclaimIdleGPUs(t *testing.T) {
+	reclaim := Policy{ReclaimIdleAfter: 5 * time.Minute}
+	const fragments = "1g.10gb@0,2g.20gb@2,3g.40gb@4"
+	const whole = "n1/0: " + fragments + " -> 7g.80gb@0"
+	tests := map[string]struct {
+		node *nodeB
+		pods []Pod
+		want trace
+	}{
+		"idle long enough": {
+			node: node("n1").policy(reclaim).gpu("A100-SXM4-80GB", fragments, "").idleFor(6 * time.Minute),
+			want: trace{Changes: []string{whole}},
+		},
+		"an empty GPU in MIG mode": {
+			node: node("n1").policy(reclaim).gpu("A100-SXM4-80GB", "", "").idleFor(6 * time.Minute),
+			want: trace{Changes: []string{"n1/0: (empty) -> 7g.80gb@0"}},
+		},
+		"idle, not long enough": {
+			node: node("n1").policy(reclaim).gpu("A100-SXM4-80GB", fragments, "").idleFor(4 * time.Minute),
+		},
+		"not idle": {
+			node: node("n1").policy(reclaim).gpu("A100-SXM4-80GB", fragments, ""),
+		},
+		"whole already": {
+			node: node("n1").policy(reclaim).gpu("A100-SXM4-80GB", "7g.80gb@0", "").idleFor(time.Hour),
+		},
+		"policy off": {
+			node: node("n1").gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour),
+		},
+		"the node keeps spares": {
+			node: node("n1").policy(Policy{ReclaimIdleAfter: time.Minute, Spares: map[string]int{"1g.10gb": 1}}).
+				gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour),
+		},
+		"the policy does not allow the largest profile": {
+			node: node("n1").policy(Policy{ReclaimIdleAfter: time.Minute, AllowedProfiles: []string{"1g.10gb", "3g.40gb"}}).
+				gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour),
+		},
+		"a DeviceTaintRule names the whole device": {
+			node: node("n1").policy(reclaim).gpu("A100-SXM4-80GB", fragments, "").tainted("7g.80gb@0").idleFor(time.Hour),
+		},
+		"frozen": {
+			node: node("n1").policy(reclaim).gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour).frozen(),
+		},
+		// A pending pod is planned first: the GPU serves it, not a reclaim.
+		"a pending pod is served there": {
+			node: node("n1").policy(reclaim).gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour),
+			pods: []Pod{pod("small", 1).claim(profileIs("1g.10gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: " + fragments + " -> 1g.10gb@6 serves default/small"},
+				Served:  []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6 after change"},
+			},
+		},
+		// The limit of one GPU changed at once per node: the GPU the pod
+		// needs changes, the idle one waits for a later plan.
+		"the node's limit is taken by a pod's change": {
+			node: node("n1").policy(reclaim).
+				gpu("A100-SXM4-80GB", "3g.40gb@4", "3g.40gb@4").
+				gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour),
+			pods: []Pod{pod("half", 1).claim(profileIs("4g.40gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: 3g.40gb@4 -> 4g.40gb@0,3g.40gb@4 serves default/half"},
+				Served:  []string{"default/half -> n1 gpu-0-mig-4g40gb-5-0 after change"},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			checkTrace(t, tc.want, planTrace(t, []Node{tc.node.build()}, tc.pods))
+		})
+	}
+}
+
+// TestReclaimIdleGPUReason: the change that gives an idle GPU back whole
+// says why, for the NodeMigLayout and the events.
+func TestReclaimIdleGPUReason(t *testing.T) {
+	n := node("n1").policy(Policy{ReclaimIdleAfter: 5 * time.Minute}).gpu("A100-SXM4-80GB", "1g.10gb@0", "").idleFor(time.Hour).build()
+	res, err := Plan(t.Context(), Snapshot{Driver: driver, Nodes: []Node{n}, Classes: []*resourceapi.DeviceClass{migClass()}, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changes) != 1 || res.Changes[0].Reason != "gives the GPU, idle for 5m0s, back whole" || len(res.Changes[0].Serves) != 0 {
+		t.Errorf("changes %+v; want one, for no pod, saying the idle GPU is given back whole", res.Changes)
+	}
+}
