@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/miglayout/miglayout/pkg/planner"
@@ -61,15 +62,20 @@ func (t idleTracker) mark(snap *planner.Snapshot) time.Duration {
 }
 
 // reclaimDue reports whether GPU g of node n has been idle for the node's
-// ReclaimIdleAfter at snap.Now and is not one whole device yet: the
-// planner then has a change to make though no pod waits.
+// ReclaimIdleAfter at snap.Now and is not one whole device yet, on a node
+// the planner gives idle GPUs back on (no spares, the largest profile
+// allowed, not named by a DeviceTaintRule): the planner then has a change
+// to make though no pod waits.
 func reclaimDue(snap planner.Snapshot, n planner.Node, g planner.GPU) bool {
 	after := n.Policy.ReclaimIdleAfter
-	if after <= 0 || n.Frozen || g.IdleSince.IsZero() || snap.Now.Sub(g.IdleSince) < after || g.Info.Model == nil {
+	if after <= 0 || n.Frozen || len(n.Policy.Spares) > 0 || g.IdleSince.IsZero() || snap.Now.Sub(g.IdleSince) < after || g.Info.Model == nil {
 		return false
 	}
 	whole, ok := g.Info.Model.Whole()
-	return ok && !(len(g.Layout) == 1 && g.Layout[0] == whole)
+	if !ok || len(n.Policy.AllowedProfiles) > 0 && !slices.Contains(n.Policy.AllowedProfiles, whole.Profile) || g.Tainted.Contains(whole) {
+		return false
+	}
+	return !(len(g.Layout) == 1 && g.Layout[0] == whole)
 }
 
 // anyReclaimDue reports whether some GPU of snap is reclaimDue.

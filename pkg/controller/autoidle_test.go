@@ -5,9 +5,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // TestAutoReclaimsIdleGPU: a GPU left with free fragments and nothing in use
@@ -44,5 +49,95 @@ func TestAutoReclaimsIdleGPU(t *testing.T) {
 				t.Errorf("spec once idle long enough (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestReclaimDue: the planner is run for an idle GPU only where it would
+// give it back whole: idle long enough, not whole already, on a node that
+// keeps no spares, allows the largest profile and has no DeviceTaintRule
+// naming that device.
+func TestReclaimDue(t *testing.T) {
+	now := time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
+	m, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := func(layout string, idle time.Duration) planner.GPU {
+		g := planner.GPU{Info: migslices.PlannedGPU(m, 0), Layout: mig.MustParseLayout(layout)}
+		if idle > 0 {
+			g.IdleSince = now.Add(-idle)
+		}
+		return g
+	}
+	policy := planner.Policy{ReclaimIdleAfter: time.Minute}
+	for name, tc := range map[string]struct {
+		policy planner.Policy
+		frozen bool
+		gpu    planner.GPU
+		want   bool
+	}{
+		"idle long enough":    {policy: policy, gpu: gpu("1g.10gb@0", 2*time.Minute), want: true},
+		"not long enough":     {policy: policy, gpu: gpu("1g.10gb@0", 30*time.Second)},
+		"not idle":            {policy: policy, gpu: gpu("1g.10gb@0", 0)},
+		"whole already":       {policy: policy, gpu: gpu("7g.80gb@0", time.Hour)},
+		"off":                 {gpu: gpu("1g.10gb@0", time.Hour)},
+		"frozen":              {policy: policy, frozen: true, gpu: gpu("1g.10gb@0", time.Hour)},
+		"spares":              {policy: planner.Policy{ReclaimIdleAfter: time.Minute, Spares: map[string]int{"1g.10gb": 1}}, gpu: gpu("1g.10gb@0", time.Hour)},
+		"largest not allowed": {policy: planner.Policy{ReclaimIdleAfter: time.Minute, AllowedProfiles: []string{"1g.10gb"}}, gpu: gpu("1g.10gb@0", time.Hour)},
+		"largest allowed":     {policy: planner.Policy{ReclaimIdleAfter: time.Minute, AllowedProfiles: []string{"1g.10gb", "7g.80gb"}}, gpu: gpu("1g.10gb@0", time.Hour), want: true},
+		"whole device tainted": {policy: policy, gpu: func() planner.GPU {
+			g := gpu("1g.10gb@0", time.Hour)
+			g.Tainted = mig.MustParseLayout("7g.80gb@0")
+			return g
+		}()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := planner.Node{Policy: tc.policy, Frozen: tc.frozen}
+			if got := reclaimDue(planner.Snapshot{Now: now}, n, tc.gpu); got != tc.want {
+				t.Errorf("reclaimDue = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestIdleTrackerCountsAfresh: a GPU's idle time counts from the first
+// snapshot that sees it idle, and starts again once a device of it is in
+// use or a change is in flight in between.
+func TestIdleTrackerCountsAfresh(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	snapAt := func(at time.Time, g planner.GPU) planner.Snapshot {
+		return planner.Snapshot{Now: at, Nodes: []planner.Node{{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
+			Policy: planner.Policy{ReclaimIdleAfter: time.Minute}, GPUs: []planner.GPU{g}}}}
+	}
+	idle := planner.GPU{Layout: mig.MustParseLayout("1g.10gb@0")}
+	inUse := planner.GPU{Layout: mig.MustParseLayout("1g.10gb@0"), Pinned: mig.MustParseLayout("1g.10gb@0")}
+	changing := planner.GPU{Layout: mig.MustParseLayout("7g.80gb@0"), Changing: true}
+	tr := idleTracker{}
+	steps := []struct {
+		at       time.Duration
+		gpu      planner.GPU
+		want     time.Duration // IdleSince - t0; -1: zero
+		wantWake time.Duration
+	}{
+		{at: 0, gpu: idle, want: 0, wantWake: time.Minute},
+		{at: 20 * time.Second, gpu: idle, want: 0, wantWake: 40 * time.Second},
+		{at: 30 * time.Second, gpu: inUse, want: -1},
+		{at: 40 * time.Second, gpu: idle, want: 40 * time.Second, wantWake: time.Minute},
+		{at: 50 * time.Second, gpu: changing, want: -1},
+		{at: 70 * time.Second, gpu: idle, want: 70 * time.Second, wantWake: time.Minute},
+	}
+	for _, s := range steps {
+		snap := snapAt(t0.Add(s.at), s.gpu)
+		wake := tr.mark(&snap)
+		got := snap.Nodes[0].GPUs[0].IdleSince
+		switch {
+		case s.want < 0 && !got.IsZero():
+			t.Errorf("at %s: IdleSince %s, want none", s.at, got)
+		case s.want >= 0 && !got.Equal(t0.Add(s.want)):
+			t.Errorf("at %s: IdleSince %s, want %s", s.at, got, t0.Add(s.want))
+		}
+		if wake != s.wantWake {
+			t.Errorf("at %s: wake in %s, want %s", s.at, wake, s.wantWake)
+		}
 	}
 }
