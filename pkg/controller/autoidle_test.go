@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -36,6 +37,7 @@ func TestAutoReclaimsIdleGPU(t *testing.T) {
 				a100(0).layout("1g.10gb@0,2g.20gb@2,3g.40gb@4"),
 				a100(1).layout("1g.10gb@0,3g.40gb@4").inUse("1g.10gb@0"))
 			h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), n1)
+			reclaimedBefore := testutil.ToFloat64(reclaimedMetric)
 			// The passes before the plan wait out the batching window.
 			if wake := h.settle(); wake > tc.wantWake || wake < tc.wantWake-h.a.Max {
 				t.Errorf("first plan asks to be woken in %s, want %s less the batching window", wake, tc.wantWake)
@@ -47,6 +49,9 @@ func TestAutoReclaimsIdleGPU(t *testing.T) {
 			h.settle()
 			if diff := cmp.Diff(tc.want, h.specOf("n1")); diff != "" {
 				t.Errorf("spec once idle long enough (-want +got):\n%s", diff)
+			}
+			if got, want := testutil.ToFloat64(reclaimedMetric)-reclaimedBefore, float64(len(tc.want)); got != want {
+				t.Errorf("idle_gpus_reclaimed_total rose by %v, want %v", got, want)
 			}
 		})
 	}

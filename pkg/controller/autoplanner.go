@@ -407,6 +407,9 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 			writesMetric.WithLabelValues("plan").Inc()
 		}
 		for _, c := range written {
+			if c.Reclaims {
+				reclaimedMetric.Inc()
+			}
 			logger.Info("Planned GPU layout", "node", node, "gpu", c.GPU, "from", c.From.String(), "to", c.To.String(), "destroyed", c.Destroyed.String(), "reason", c.Reason)
 		}
 	}

@@ -28,10 +28,14 @@ var (
 		Namespace: "miglayout", Subsystem: "controller", Name: "nodemiglayout_writes_total",
 		Help: "Writes of NodeMigLayout objects, by operation (create, update, adopt, delete).",
 	}, []string{"operation"})
+	reclaimedMetric = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "miglayout", Subsystem: "controller", Name: "idle_gpus_reclaimed_total",
+		Help: "Changes written that give an idle GPU back as one whole device (policy.reclaimIdleGPUsAfterSeconds).",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, pendingDemand, plannerLatency)
+	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, pendingDemand, plannerLatency)
 }
 
 // recordMetrics sets the gauges of one MigLayout from its observation.

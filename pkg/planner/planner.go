@@ -763,7 +763,7 @@ func (p *planner) changes() []Change {
 		out = append(out, Change{
 			Node: g.node.n.Node.Name, GPU: g.g.Info.Index,
 			From: g.g.Layout.Canonical(), To: g.layout, Destroyed: plan.Destroy, Created: plan.Create,
-			Serves: serves, Spares: slices.Clone(g.spares),
+			Serves: serves, Spares: slices.Clone(g.spares), Reclaims: g.reclaimed && len(serves) == 0,
 			Reason: strings.Join(why, "; "),
 		})
 	}

@@ -91,7 +91,7 @@ func TestReclaimIdleGPUReason(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Changes) != 1 || res.Changes[0].Reason != "gives the GPU, idle for 5m0s, back whole" || len(res.Changes[0].Serves) != 0 {
+	if len(res.Changes) != 1 || res.Changes[0].Reason != "gives the GPU, idle for 5m0s, back whole" || len(res.Changes[0].Serves) != 0 || !res.Changes[0].Reclaims {
 		t.Errorf("changes %+v; want one, for no pod, saying the idle GPU is given back whole", res.Changes)
 	}
 }

@@ -172,6 +172,9 @@ type Change struct {
 	// Serves names the pods (namespace/name) this change is for, Spares
 	// the profiles of the spare devices it creates (Policy.Spares).
 	Serves, Spares []string
+	// Reclaims: the change gives an idle GPU back whole
+	// (Policy.ReclaimIdleAfter) and serves no pod.
+	Reclaims bool
 	// Reason is a sentence for status and events.
 	Reason string
 }
