@@ -26,8 +26,8 @@ func autoIdle(g planner.GPU) bool {
 
 // mark sets planner.GPU.IdleSince on the GPUs of snap, remembering those
 // seen idle first now and forgetting those no longer idle or gone, and
-// returns how long until the next idle GPU is due to be reclaimed (0:
-// none is waiting to be).
+// returns how long until the next idle GPU falls due to be given back
+// whole (reclaimDue; 0: none will).
 func (t idleTracker) mark(snap *planner.Snapshot) time.Duration {
 	seen := map[string]bool{}
 	var next time.Duration
@@ -46,8 +46,9 @@ func (t idleTracker) mark(snap *planner.Snapshot) time.Duration {
 				t[key] = since
 			}
 			g.IdleSince = since
-			if after := n.Policy.ReclaimIdleAfter; after > 0 && !n.Frozen {
-				if d := since.Add(after).Sub(snap.Now); d > 0 && (next == 0 || d < next) {
+			// Wake when it falls due, if there is anything to do then.
+			if at := since.Add(n.Policy.ReclaimIdleAfter); reclaimDue(planner.Snapshot{Now: at}, *n, *g) {
+				if d := at.Sub(snap.Now); d > 0 && (next == 0 || d < next) {
 					next = d
 				}
 			}

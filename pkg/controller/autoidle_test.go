@@ -117,6 +117,14 @@ func TestIdleTrackerCountsAfresh(t *testing.T) {
 	idle := planner.GPU{Layout: mig.MustParseLayout("1g.10gb@0")}
 	inUse := planner.GPU{Layout: mig.MustParseLayout("1g.10gb@0"), Pinned: mig.MustParseLayout("1g.10gb@0")}
 	changing := planner.GPU{Layout: mig.MustParseLayout("7g.80gb@0"), Changing: true}
+	whole := planner.GPU{Layout: mig.MustParseLayout("7g.80gb@0")}
+	m, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []*planner.GPU{&idle, &inUse, &changing, &whole} {
+		g.Info = migslices.PlannedGPU(m, 0)
+	}
 	tr := idleTracker{}
 	steps := []struct {
 		at       time.Duration
@@ -130,6 +138,8 @@ func TestIdleTrackerCountsAfresh(t *testing.T) {
 		{at: 40 * time.Second, gpu: idle, want: 40 * time.Second, wantWake: time.Minute},
 		{at: 50 * time.Second, gpu: changing, want: -1},
 		{at: 70 * time.Second, gpu: idle, want: 70 * time.Second, wantWake: time.Minute},
+		// Whole already: idle, but nothing to wake for.
+		{at: 80 * time.Second, gpu: whole, want: 70 * time.Second},
 	}
 	for _, s := range steps {
 		snap := snapAt(t0.Add(s.at), s.gpu)
