@@ -119,14 +119,21 @@ func applyCRDs(ctx context.Context, c crclient.Client, dir string) error {
 // dryRunMigLayout submits a MigLayout given as YAML (spec only) with
 // dryRun=All: admission, defaulting and CEL validation run, nothing is stored.
 func dryRunMigLayout(ctx context.Context, c crclient.Client, name, spec string) error {
+	_, err := dryRunMigLayoutObject(ctx, c, name, spec)
+	return err
+}
+
+// dryRunMigLayoutObject is dryRunMigLayout returning the object as the API
+// server would have stored it (defaults filled in).
+func dryRunMigLayoutObject(ctx context.Context, c crclient.Client, name, spec string) (*unstructured.Unstructured, error) {
 	obj := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte("spec:\n"+indent(spec, "  ")), &obj.Object); err != nil {
-		return fmt.Errorf("test bug: spec does not parse: %w", err)
+		return nil, fmt.Errorf("test bug: spec does not parse: %w", err)
 	}
 	obj.SetAPIVersion(v1alpha1.GroupVersion.String())
 	obj.SetKind("MigLayout")
 	obj.SetName(name)
-	return c.Create(ctx, obj, crclient.DryRunAll)
+	return obj, c.Create(ctx, obj, crclient.DryRunAll)
 }
 
 // testContext is t.Context with a deadline.
@@ -335,14 +342,8 @@ func TestCELAcceptsValid(t *testing.T) {
 func TestAutoPolicyDefaults(t *testing.T) {
 	c := miglayoutClient(t)
 	ctx := testContext(t, time.Minute)
-	obj := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal([]byte("spec:\n"+indent(selectorYAML+"mode: Auto\npolicy: {allowedProfiles: [3g.40gb]}", "  ")), &obj.Object); err != nil {
-		t.Fatal(err)
-	}
-	obj.SetAPIVersion(v1alpha1.GroupVersion.String())
-	obj.SetKind("MigLayout")
-	obj.SetName("policy-defaults")
-	if err := c.Create(ctx, obj, crclient.DryRunAll); err != nil {
+	obj, err := dryRunMigLayoutObject(ctx, c, "policy-defaults", selectorYAML+"mode: Auto\npolicy: {allowedProfiles: [3g.40gb]}")
+	if err != nil {
 		t.Fatal(err)
 	}
 	policy, _, _ := unstructured.NestedMap(obj.Object, "spec", "policy")
