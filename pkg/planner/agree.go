@@ -97,7 +97,7 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 				return false, err
 			}
 			devices = append(devices, dev)
-			roomLost[dev.Name] = g.model.RoomLost(d)
+			roomLost[dev.Name] = p.roomLostOf(g.model, d)
 			if g.g.Pinned.Contains(d) && !g.shared.Contains(d) {
 				taken.Insert(dev.Name)
 			}

@@ -468,7 +468,7 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only ma
 			}
 			devices = append(devices, dev)
 			owner[dev.Name], byName[dev.Name] = g, d
-			roomLost[dev.Name] = g.model.RoomLost(d)
+			roomLost[dev.Name] = p.roomLostOf(g.model, d)
 			// Reserved, or in a placement kept for a pod planned earlier.
 			if g.fixed.Contains(d) || g.blocks(d) {
 				taken.Insert(dev.Name)

@@ -42,6 +42,9 @@ type planner struct {
 	// claimsKept maps the claims of the pods a placement is kept for
 	// (Result.Kept) to those pods.
 	claimsKept map[string]string
+	// roomLost memoises mig.Model.RoomLost by model and device, for the
+	// publication order of the scheduler replays.
+	roomLost map[*mig.Model]map[mig.Device][]int
 	// claimCount is the number of claims of each pod served or kept for
 	// so far.
 	claimCount map[string]int
@@ -704,6 +707,24 @@ func (p *planner) additionWith(g *gpuState, prof string, keepFree bool) *additio
 	}
 	p.adds[k] = &a
 	return &a
+}
+
+// roomLostOf is m.RoomLost(d), memoised.
+func (p *planner) roomLostOf(m *mig.Model, d mig.Device) []int {
+	byDev := p.roomLost[m]
+	if byDev == nil {
+		if p.roomLost == nil {
+			p.roomLost = map[*mig.Model]map[mig.Device][]int{}
+		}
+		byDev = map[mig.Device][]int{}
+		p.roomLost[m] = byDev
+	}
+	r, ok := byDev[d]
+	if !ok {
+		r = m.RoomLost(d)
+		byDev[d] = r
+	}
+	return r
 }
 
 // reserve records that pod will use device d of g.
