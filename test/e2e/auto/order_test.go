@@ -30,14 +30,7 @@ func TestSchedulerTakesTheDeviceThatSpoilsLeast(t *testing.T) {
 		env.WaitPoolMatchesNVML(t, ctx, n)
 	}
 
-	ns := env.NewNamespace(t, ctx, "order")
-	env.CreateClaim(t, ctx, ns, "small-gpu", `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`)
-	env.CreatePod(t, ctx, clustertest.Pod(ns, "small", autoNodes, "small-gpu", ""))
-	env.WaitPodRunning(t, ctx, ns, "small", 60*time.Second)
-	node, dev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, "small-gpu"))
-	if !ok {
-		t.Fatal("claim small-gpu is not allocated")
-	}
+	node, dev := runSmallPod(t, ctx, env.NewNamespace(t, ctx, "order"))
 	if want := migslices.MIGDeviceName(0, "1g.10gb", 19, 6); dev != want {
 		t.Errorf("the scheduler gave %s/%s, want %s: the free 1g.10gb outside the 4g.40gb placement, on the node's first GPU", node, dev, want)
 	}

@@ -30,12 +30,9 @@ func TestAutoGivesIdleGPUsBackWhole(t *testing.T) {
 	env.WaitReady(t, ctx, ml, 2)
 
 	ns := env.NewNamespace(t, ctx, "reclaim")
-	env.CreateClaim(t, ctx, ns, "small-gpu", `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`)
-	env.CreatePod(t, ctx, clustertest.Pod(ns, "small", autoNodes, "small-gpu", ""))
-	env.WaitPodRunning(t, ctx, ns, "small", 60*time.Second)
-	node, dev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, "small-gpu"))
-	if !ok || !strings.Contains(dev, "-mig-1g10gb-") {
-		t.Fatalf("claim small-gpu allocated %s/%s (%t), want a 1g.10gb", node, dev, ok)
+	node, dev := runSmallPod(t, ctx, ns)
+	if !strings.Contains(dev, "-mig-1g10gb-") {
+		t.Fatalf("claim small-gpu allocated %s/%s, want a 1g.10gb", node, dev)
 	}
 	gpu, _, _ := migslices.DeviceGPUIndex(dev)
 	t.Logf("pod small runs on %s/%s", node, dev)
@@ -62,4 +59,19 @@ func TestAutoGivesIdleGPUsBackWhole(t *testing.T) {
 	}
 	env.WaitPoolMatchesNVML(t, ctx, node)
 	t.Logf("%s GPU %d is one 7g.80gb again %.1fs after the pod was deleted", node, gpu, time.Since(released).Seconds())
+}
+
+// runSmallPod creates, in ns, claim small-gpu for a 1g.10gb and pod small using it on
+// the Auto nodes, waits for the pod to run and returns the node and device the claim
+// was allocated.
+func runSmallPod(t *testing.T, ctx context.Context, ns string) (node, device string) {
+	t.Helper()
+	env.CreateClaim(t, ctx, ns, "small-gpu", `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`)
+	env.CreatePod(t, ctx, clustertest.Pod(ns, "small", autoNodes, "small-gpu", ""))
+	env.WaitPodRunning(t, ctx, ns, "small", 60*time.Second)
+	node, device, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, "small-gpu"))
+	if !ok {
+		t.Fatal("claim small-gpu is not allocated")
+	}
+	return node, device
 }
