@@ -69,7 +69,7 @@ chaos: testbin ## long chaos mode: SCENARIOS (default 500) seeded scenarios + dr
 	$(GO) run ./cmd/miglayout-chaos -scenarios $(or $(SCENARIOS),500) $(if $(SEED),-seed $(SEED))
 
 chaos-auto: testbin ## long Auto-mode chaos: SCENARIOS (default 40) seeded Auto scenarios (~15 min); SEED=n to replay a run
-	$(GO) test -count=1 -v ./test/chaos -run '^TestAutoChaos$$' -timeout 90m -chaos.auto-scenarios $(or $(SCENARIOS),40) $(if $(SEED),-chaos.seed $(SEED))
+	$(GO) run ./cmd/miglayout-chaos -scenarios 0 -race-rounds 0 -auto-scenarios $(or $(SCENARIOS),40) $(if $(SEED),-seed $(SEED))
 
 badinput: testbin ## bad-input corpus against the real API server with agents running (~1.5 min)
 	$(GO) test -count=1 -v ./test/e2e/badinput

@@ -39,6 +39,15 @@ const (
 	// ReasonDeviceInUse (Degraded=True, GPU Blocked): a device that must be
 	// destroyed is allocated to a claim, prepared, or runs a process.
 	ReasonDeviceInUse = "DeviceInUse"
+	// ReasonUnknownAllocation (Degraded=True, GPU Blocked): a ResourceClaim
+	// allocation of the node's driver and pool names a device that no GPU of
+	// the node has under the agent's device names (another publisher of the
+	// same driver name, names of another version, or a device gone from
+	// NVML). The agent cannot tell which device it holds, so it destroys
+	// nothing on the GPU the name points to (on every GPU of the node where
+	// it names none) and reports all of that GPU's devices in use until the
+	// allocation is gone.
+	ReasonUnknownAllocation = "UnknownAllocation"
 	// ReasonResetRequired (GPU Blocked): a MIG mode change waits for a GPU reset.
 	ReasonResetRequired = "ResetRequired"
 	// ReasonNVMLError (Degraded=True, GPU Failed or retrying): NVML refused an operation.

@@ -1,9 +1,12 @@
 // Command miglayout-chaos runs the long mode of miglayout's chaos suite (test/chaos) on a
-// test cluster with simulated GPUs: many seeded scenarios of layout changes and claim
-// churn under injected faults, then (unless -race-rounds=0) the drain race, and prints
-// the tables the README's Reliability section shows.
+// test cluster with simulated GPUs: (with -auto-scenarios) seeded Auto scenarios of pods
+// arriving and departing while the planner repartitions under a fault, then many seeded
+// Static scenarios of layout changes and claim churn under injected faults, then (unless
+// -race-rounds=0) the drain race, and prints the tables the README's Reliability section
+// shows.
 //
 //	go run ./cmd/miglayout-chaos -scenarios 500
+//	go run ./cmd/miglayout-chaos -scenarios 0 -auto-scenarios 40 -race-rounds 0
 //
 // It needs the control-plane binaries of `make testbin`. Every scenario derives from its
 // seed; a failing seed is printed (add it to the regressions table of
@@ -39,6 +42,10 @@ func run() int {
 	raceRounds := flag.Int("race-rounds", 10, "drain-race rounds per scheduler mode (0: no drain race)")
 	state := flag.String("state", "", "keep the cluster's state and logs in this directory")
 	every := flag.Int("table-every", 50, "print the table every this many scenarios")
+	autoN := flag.Int("auto-scenarios", 0, "number of Auto-mode chaos scenarios, run before the Static ones")
+	autoSeedList := flag.String("auto-seeds", "", "comma-separated Auto scenario seeds to run instead (replays)")
+	autoWindow := flag.Duration("auto-window", 12*time.Second, "how long pods arrive and depart in each Auto scenario")
+	autoLiveness := flag.Duration("auto-liveness", 45*time.Second, "how long a pending pod that fits may stay pending once an Auto scenario's churn is over")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -46,17 +53,15 @@ func run() int {
 	if *seed == 0 {
 		*seed = time.Now().UnixNano() % 1_000_000
 	}
-	list := chaos.Seeds(*seed, *n)
-	if *seeds != "" {
-		list = nil
-		for _, s := range strings.Split(*seeds, ",") {
-			v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "miglayout-chaos: -seeds: %v\n", err)
-				return 2
-			}
-			list = append(list, v)
-		}
+	list, err := seedList(*seeds, chaos.Seeds(*seed, *n))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "miglayout-chaos: -seeds: %v\n", err)
+		return 2
+	}
+	autoList, err := seedList(*autoSeedList, chaos.AutoSeeds(*seed, *autoN))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "miglayout-chaos: -auto-seeds: %v\n", err)
+		return 2
 	}
 
 	start := time.Now()
@@ -78,9 +83,14 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "miglayout-chaos: %v\n", err)
 		return 1
 	}
-	fmt.Printf("miglayout-chaos: %d scenarios, master seed %d; cluster up in %s\n", len(list), *seed, time.Since(start).Round(time.Second))
+	fmt.Printf("miglayout-chaos: %d Static and %d Auto scenarios, master seed %d; cluster up in %s\n", len(list), len(autoList), *seed, time.Since(start).Round(time.Second))
 
 	code := 0
+	// Auto scenarios first, as the test suite runs them: each sets its own base layout,
+	// and the Static runner's setup takes the cluster from wherever they leave it.
+	if len(autoList) > 0 && runAuto(ctx, env, mon, autoList, *autoWindow, *autoLiveness) {
+		code = 1
+	}
 	var sum *chaos.Summary
 	var sofar []*chaos.Result
 	sum, err = runner.RunAll(ctx, list, func(i int, res *chaos.Result) {
@@ -106,21 +116,23 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "miglayout-chaos: %v\n", err)
 		code = 1
 	}
-	fmt.Printf("\n## Chaos: %d scenarios (master seed %d)\n\n", len(sum.Results), *seed)
-	sum.WriteTable(os.Stdout)
-	var failing, known []string
-	for _, f := range sum.Failed() {
-		if f.KnownBug() != "" {
-			known = append(known, fmt.Sprint(f.Scenario.Seed))
-		} else {
-			failing = append(failing, fmt.Sprint(f.Scenario.Seed))
+	if len(list) > 0 {
+		fmt.Printf("\n## Chaos: %d scenarios (master seed %d)\n\n", len(sum.Results), *seed)
+		sum.WriteTable(os.Stdout)
+		var failing, known []string
+		for _, f := range sum.Failed() {
+			if f.KnownBug() != "" {
+				known = append(known, fmt.Sprint(f.Scenario.Seed))
+			} else {
+				failing = append(failing, fmt.Sprint(f.Scenario.Seed))
+			}
 		}
-	}
-	if len(failing) > 0 {
-		fmt.Printf("failing seeds: %s\n", strings.Join(failing, ","))
-	}
-	if len(known) > 0 {
-		fmt.Printf("seeds that hit a known product bug (chaos.KnownBugs): %s\n", strings.Join(known, ","))
+		if len(failing) > 0 {
+			fmt.Printf("failing seeds: %s\n", strings.Join(failing, ","))
+		}
+		if len(known) > 0 {
+			fmt.Printf("seeds that hit a known product bug (chaos.KnownBugs): %s\n", strings.Join(known, ","))
+		}
 	}
 	polls, errs, ooo := mon.Stats()
 	fmt.Printf("monitor: %d simulator polls, %d watch events out of revision order, %d errors %v\n", polls, ooo, len(errs), errs)
@@ -142,4 +154,58 @@ func run() int {
 	}
 	fmt.Printf("\ntook %s\n", time.Since(start).Round(time.Second))
 	return code
+}
+
+// seedList parses a comma-separated list of seeds; "" gives def.
+func seedList(list string, def []int64) ([]int64, error) {
+	if list == "" {
+		return def, nil
+	}
+	var out []int64
+	for _, f := range strings.Split(list, ",") {
+		v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// runAuto runs the Auto scenarios of seeds, printing each result and then the table;
+// it reports whether any failed.
+func runAuto(ctx context.Context, env *chaos.Env, mon *chaos.Monitor, seeds []int64, window, liveness time.Duration) (failed bool) {
+	runner, err := chaos.NewRunner(ctx, env, mon, "auto-"+rand.String(5))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "miglayout-chaos: %v\n", err)
+		return true
+	}
+	start := time.Now()
+	var results []*chaos.AutoResult
+	var failing []string
+	for i, s := range seeds {
+		if ctx.Err() != nil {
+			break
+		}
+		res := runner.RunAuto(ctx, chaos.NewAutoScenario(s, window), liveness)
+		if ctx.Err() != nil {
+			break // interrupted: the result is not one
+		}
+		results = append(results, res)
+		status := "ok"
+		if res.Failed() {
+			status = "FAILED"
+			failing = append(failing, fmt.Sprint(s))
+		}
+		fmt.Printf("[auto %d/%d] %s seed %d (%s)\n", i+1, len(seeds), status, s, res.Took.Round(100*time.Millisecond))
+		if res.Failed() {
+			fmt.Print(res.Describe())
+		}
+	}
+	fmt.Printf("\n## Auto chaos: %d scenarios\n\n", len(results))
+	chaos.WriteAutoTable(os.Stdout, results, time.Since(start))
+	if len(failing) > 0 {
+		fmt.Printf("failing Auto seeds: %s\n", strings.Join(failing, ","))
+	}
+	return len(failing) > 0
 }

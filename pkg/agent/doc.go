@@ -7,7 +7,11 @@
 //
 //  1. plans each GPU (mig.Model.Diff of actual → desired) and refuses
 //     invalid input before touching hardware (phase Failed, InvalidLayout);
-//  2. blocks a GPU whose devices to destroy are in use (phase Blocked);
+//  2. blocks a GPU whose devices to destroy are in use (phase Blocked,
+//     DeviceInUse), or that may hold the device of an allocation of the
+//     node's driver and pool naming no device the agent knows (phase
+//     Blocked, UnknownAllocation: another publisher of the driver name,
+//     another naming, a device gone from NVML; unknownAllocated);
 //  3. drains: republishes the pool with the devices to destroy tainted
 //     NoSchedule, waits the settle period so that scheduling decisions in
 //     flight land, then re-reads ResourceClaim allocations from the API

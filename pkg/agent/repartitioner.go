@@ -131,6 +131,10 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	if err != nil {
 		return nil, err
 	}
+	unknown, err := r.unknownAllocated(ctx, obs)
+	if err != nil {
+		return nil, err
+	}
 
 	for idx, err := range orphans {
 		if !slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == idx }) {
@@ -154,7 +158,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			res.Retry = true
 			continue
 		}
-		p, result := r.planGPU(obs, spec, inUse)
+		p, result := r.planGPU(obs, spec, inUse, unknown)
 		if result != nil {
 			res.Results[idx] = *result
 			res.Retry = res.Retry || result.Phase == v1alpha1.PhaseBlocked
@@ -340,7 +344,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 
 // planGPU computes the work for one GPU, or a final result when there is
 // none (already Ready) or it must not be touched (Failed, Blocked).
-func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse sets.Set[string]) (*gpuPlan, *GPUResult) {
+func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse sets.Set[string], unknown unknownAllocations) (*gpuPlan, *GPUResult) {
 	idx := int(spec.Index)
 	g := findGPU(obs, idx)
 	if g == nil {
@@ -408,6 +412,10 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 	if busy.Len() > 0 {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
 			Message: fmt.Sprintf("in use, not destroyed: %s (allocated, prepared or running a process); waiting for it to be released", strings.Join(sets.List(busy), ", "))}
+	}
+	if names := unknown.on(idx); len(names) > 0 && len(p.drain) > 0 {
+		blocked := r.unknownAllocationResult(idx, names)
+		return nil, &blocked
 	}
 	return p, nil
 }
@@ -801,16 +809,24 @@ func (r *Repartitioner) inUse(ctx context.Context, obs []GPUState, live bool) (s
 	return out, nil
 }
 
+// inUseLayouts returns, per GPU index, the MIG devices that may not be
+// destroyed now: in use (inUse), or every device of a GPU that an
+// allocation the agent cannot resolve may hold (unknownAllocated).
 func (r *Repartitioner) inUseLayouts(ctx context.Context, obs []GPUState) (map[int]mig.Layout, error) {
 	names, err := r.inUse(ctx, obs, false)
+	if err != nil {
+		return nil, err
+	}
+	unknown, err := r.unknownAllocated(ctx, obs)
 	if err != nil {
 		return nil, err
 	}
 	out := map[int]mig.Layout{}
 	for i := range obs {
 		g := &obs[i]
+		all := len(unknown.on(g.GPU.Index)) > 0
 		for j := range g.Devices {
-			if names.Has(r.Inventory.DeviceName(g.GPU, &g.Devices[j])) {
+			if all || names.Has(r.Inventory.DeviceName(g.GPU, &g.Devices[j])) {
 				out[g.GPU.Index] = append(out[g.GPU.Index], g.Devices[j].Device())
 			}
 		}

@@ -634,13 +634,14 @@ func TestFailedChanges(t *testing.T) {
 		wantRetrying bool
 		wantCancel   bool
 	}{
-		"ready":                           {phase: v1alpha1.PhaseReady, reason: v1alpha1.ReasonLayoutApplied, wantLayout: "7g.80gb@0", wantChanging: true},
-		"draining":                        {phase: v1alpha1.PhaseDraining, reason: "Draining", wantLayout: "7g.80gb@0", wantChanging: true},
-		"blocked by a device":             {phase: v1alpha1.PhaseBlocked, reason: v1alpha1.ReasonDeviceInUse, wantLayout: "1g.10gb@0", wantChanging: true, wantCancel: true},
-		"failed on NVML":                  {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonNVMLError, wantLayout: "1g.10gb@0", wantChanging: true, wantRetrying: true},
-		"failed on taints":                {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonDeviceTaintsUnsupported, wantLayout: "1g.10gb@0", wantChanging: true},
-		"refused as invalid layout":       {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonInvalidLayout, wantLayout: "1g.10gb@0", wantChanging: true, wantCancel: true},
-		"unknown GPU (never an Auto GPU)": {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonUnknownGPU, wantLayout: "1g.10gb@0", wantChanging: true},
+		"ready":                            {phase: v1alpha1.PhaseReady, reason: v1alpha1.ReasonLayoutApplied, wantLayout: "7g.80gb@0", wantChanging: true},
+		"draining":                         {phase: v1alpha1.PhaseDraining, reason: "Draining", wantLayout: "7g.80gb@0", wantChanging: true},
+		"blocked by a device":              {phase: v1alpha1.PhaseBlocked, reason: v1alpha1.ReasonDeviceInUse, wantLayout: "1g.10gb@0", wantChanging: true, wantCancel: true},
+		"blocked by an unknown allocation": {phase: v1alpha1.PhaseBlocked, reason: v1alpha1.ReasonUnknownAllocation, wantLayout: "1g.10gb@0", wantChanging: true, wantCancel: true},
+		"failed on NVML":                   {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonNVMLError, wantLayout: "1g.10gb@0", wantChanging: true, wantRetrying: true},
+		"failed on taints":                 {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonDeviceTaintsUnsupported, wantLayout: "1g.10gb@0", wantChanging: true},
+		"refused as invalid layout":        {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonInvalidLayout, wantLayout: "1g.10gb@0", wantChanging: true, wantCancel: true},
+		"unknown GPU (never an Auto GPU)":  {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonUnknownGPU, wantLayout: "1g.10gb@0", wantChanging: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

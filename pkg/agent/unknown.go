@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/slices"
+)
+
+// anyGPU keys the unknown allocated names that name no GPU index
+// (slices.DeviceGPUIndex): they may hold a device of any GPU of the node.
+const anyGPU = -1
+
+// unknownAllocations maps a GPU index (or anyGPU) to the device names that
+// ResourceClaim allocations of this node's driver and pool reference on it
+// but that name no device the node has under the agent's names
+// (Inventory.DeviceName of the GPUs and MIG devices in obs).
+type unknownAllocations map[int][]string
+
+// on returns the unknown names that may hold a device of GPU idx.
+func (u unknownAllocations) on(idx int) []string {
+	if len(u) == 0 {
+		return nil
+	}
+	return append(append([]string(nil), u[idx]...), u[anyGPU]...)
+}
+
+// unknownAllocated returns the allocated names of this node's driver and
+// pool that name no device of obs: claims allocated from another publisher
+// of the same driver name and pool (a DRA driver miglayout took over from),
+// from names of another version, or to a device gone from NVML. The agent
+// cannot tell which device such an allocation holds. A name the cache shows
+// counts only once the API server confirms it (a live read, made only then),
+// so that a release the cache has not seen yet blocks nothing.
+func (r *Repartitioner) unknownAllocated(ctx context.Context, obs []GPUState) (unknownAllocations, error) {
+	cached, err := r.Allocations.AllocatedDevices(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+	}
+	known := sets.New[string]()
+	for i := range obs {
+		g := &obs[i]
+		known.Insert(r.Inventory.DeviceName(g.GPU, nil))
+		for j := range g.Devices {
+			known.Insert(r.Inventory.DeviceName(g.GPU, &g.Devices[j]))
+		}
+	}
+	unknown := cached.Difference(known)
+	if unknown.Len() == 0 {
+		return nil, nil
+	}
+	live, err := r.Allocations.AllocatedDevices(ctx, true)
+	if err != nil {
+		return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+	}
+	out := unknownAllocations{}
+	for _, name := range sets.List(unknown.Intersection(live)) {
+		idx, _, ok := slices.DeviceGPUIndex(name)
+		if !ok {
+			idx = anyGPU
+		}
+		out[idx] = append(out[idx], name)
+	}
+	return out, nil
+}
+
+// unknownAllocationResult is the result of a GPU whose change would destroy
+// devices while allocations name devices the agent cannot find (names).
+func (r *Repartitioner) unknownAllocationResult(idx int, names []string) GPUResult {
+	return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonUnknownAllocation,
+		Message: fmt.Sprintf("not destroyed: ResourceClaim allocations of driver %s name %s, no device of this node under the agent's names "+
+			"(another publisher of the same driver name and pool, names of another version, or a device gone from NVML), "+
+			"so any device of GPU %d may be the one allocated; waiting for the allocation to be released",
+			r.driver(), strings.Join(names, ", "), idx)}
+}

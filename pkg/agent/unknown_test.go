@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// An allocation of the node's driver and pool that names no device of the
+// node under the agent's names (a DRA driver of the same name that published
+// the pool before, say) may hold any device of the GPU it points to: the
+// agent destroys nothing there and reports the GPU's devices in use.
+func TestSyncKeepsGPUsUnknownAllocationsMayHold(t *testing.T) {
+	const before, after = "3g.40gb@0,3g.40gb@4", "7g.80gb@0"
+	type want struct {
+		phases  []v1alpha1.GPUPhase
+		reasons []string
+		layouts []string
+		inUse   []string
+	}
+	tests := map[string]struct {
+		cached, live []string
+		want         want
+	}{
+		"a name of GPU 0 keeps GPU 0 only": {
+			cached: []string{"gpu-0-mig-3g.40gb-0"}, live: []string{"gpu-0-mig-3g.40gb-0"},
+			want: want{phases: []v1alpha1.GPUPhase{v1alpha1.PhaseBlocked, v1alpha1.PhaseReady},
+				reasons: []string{v1alpha1.ReasonUnknownAllocation, v1alpha1.ReasonLayoutApplied},
+				layouts: []string{before, after}, inUse: []string{before, ""}},
+		},
+		"a name of no GPU keeps every GPU": {
+			cached: []string{"mig-3g.40gb-uuid-1234"}, live: []string{"mig-3g.40gb-uuid-1234"},
+			want: want{phases: []v1alpha1.GPUPhase{v1alpha1.PhaseBlocked, v1alpha1.PhaseBlocked},
+				reasons: []string{v1alpha1.ReasonUnknownAllocation, v1alpha1.ReasonUnknownAllocation},
+				layouts: []string{before, before}, inUse: []string{before, before}},
+		},
+		"a release the cache has not seen keeps nothing": {
+			cached: []string{"gpu-0-mig-3g.40gb-0"}, live: []string{},
+			want: want{phases: []v1alpha1.GPUPhase{v1alpha1.PhaseReady, v1alpha1.PhaseReady},
+				reasons: []string{v1alpha1.ReasonLayoutApplied, v1alpha1.ReasonLayoutApplied},
+				layouts: []string{after, after}, inUse: []string{"", ""}},
+		},
+		"the agent's own names are no unknown allocation": {
+			cached: []string{"gpu-0-mig-3g40gb-9-4"}, live: []string{"gpu-0-mig-3g40gb-9-4"},
+			want: want{phases: []v1alpha1.GPUPhase{v1alpha1.PhaseBlocked, v1alpha1.PhaseReady},
+				reasons: []string{v1alpha1.ReasonDeviceInUse, v1alpha1.ReasonLayoutApplied},
+				layouts: []string{before, after}, inUse: []string{"3g.40gb@4", ""}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "2xA100-SXM4-80GB")
+			g.setup(t, 0, before)
+			g.setup(t, 1, before)
+			g.alloc.cached, g.alloc.live = sets.New(tc.cached...), sets.New(tc.live...)
+			res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, after), spec(1, after)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got want
+			for i := range 2 {
+				got.phases = append(got.phases, res.Results[i].Phase)
+				got.reasons = append(got.reasons, res.Results[i].Reason)
+				got.inUse = append(got.inUse, res.InUse[i].String())
+			}
+			got.layouts = g.layouts(t)
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A GPU that only gains devices loses none an unknown allocation could hold:
+// the change goes ahead (after a node's reboot, say, the layout is made
+// again while claims still name the devices it had).
+func TestSyncCreatesBesideUnknownAllocations(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0")
+	names := sets.New("gpu-0-mig-2g20gb-14-4")
+	g.alloc.cached, g.alloc.live = names, names
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0].Phase; got != v1alpha1.PhaseReady {
+		t.Errorf("phase %s (%s), want Ready", got, res.Results[0].Message)
+	}
+	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
+	}
+}
