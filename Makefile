@@ -9,7 +9,7 @@ help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 # The README's first command: builds what it needs (the first run compiles Kubernetes from
-# the Go module proxy, ~15 min on 2 cores), runs miglayout on a real control plane with simulated
+# the Go module proxy, 10-15 min on 2 cores), runs miglayout on a real control plane with simulated
 # GPUs, exits 0 when every step passed. KEEP=1 leaves the cluster up until Ctrl-C.
 .PHONY: demo
 demo: ## one-command demo on simulated GPUs (KEEP=1 leaves the cluster up)
@@ -29,9 +29,9 @@ lint: vet ## gofmt check + go vet
 
 # Control-plane binaries for test/harness (etcd, kube-apiserver, kube-scheduler,
 # kube-controller-manager, kubectl), built from the Go module proxy into
-# $$MIGLAYOUT_TESTBIN or ~/.cache/miglayout/testbin/...; ~15 min the first time on 2 cores, instant after.
+# $$MIGLAYOUT_TESTBIN or ~/.cache/miglayout/testbin/...; 10-15 min the first time on 2 cores, instant after.
 .PHONY: testbin testcluster
-testbin: ## build the control-plane binaries the e2e tests need (~15 min first time on 2 cores, then cached)
+testbin: ## build the control-plane binaries the e2e tests need (10-15 min first time on 2 cores, then cached)
 	test/testbin/build.sh
 
 test: testbin ## every test, e2e against a real control plane included
@@ -62,7 +62,7 @@ verify: generate ## fail when generated files are out of date
 # Reliability (issue 7): the chaos suite, the drain race and the bad-input corpus run in
 # `make test` (quick mode); `make chaos` is the long mode, `make fuzz` the fuzz targets.
 .PHONY: chaos chaos-quick chaos-auto badinput fuzz
-chaos-quick: testbin ## quick chaos suite, Auto chaos + drain race on the test cluster (CI mode, ~5 min)
+chaos-quick: testbin ## quick chaos suite, Auto chaos + drain race on the test cluster (CI mode, ~6 min)
 	$(GO) test -count=1 -v ./test/chaos
 
 chaos: testbin ## long chaos mode: SCENARIOS (default 500) seeded scenarios + drain race (~1 h); SEED=n to replay a run

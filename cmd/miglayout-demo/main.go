@@ -12,7 +12,7 @@
 //	go run ./cmd/miglayout-demo --keep     # leave the cluster up afterwards (KEEP=1 too)
 //
 // The first run builds the control-plane binaries from the Go module proxy
-// (test/testbin/build.sh, about 10 minutes on 2 cores); later runs start in seconds. A
+// (test/testbin/build.sh, 10 to 15 minutes on 2 cores); later runs start in seconds. A
 // failing step is named and the exit code is 1.
 package main
 
@@ -175,7 +175,7 @@ func (d *demo) binaries(ctx context.Context) error {
 		return nil
 	}
 	d.printf("  not built yet: building them from the Go module proxy with test/testbin/build.sh.\n")
-	d.printf("  The first time this takes about 10 minutes on 2 cores (kube-apiserver alone ~7 min,\n")
+	d.printf("  The first time this takes 10 to 15 minutes on 2 cores (kube-apiserver alone ~7 min,\n")
 	d.printf("  Go build cache +4-5 GB); later runs skip it.\n")
 	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()

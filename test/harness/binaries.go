@@ -59,7 +59,7 @@ func checkBinaries(dir string) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("control-plane binaries (Kubernetes %s, etcd %s) missing in %s; run make testbin (takes about 10 min the first time): %w",
+		return fmt.Errorf("control-plane binaries (Kubernetes %s, etcd %s) missing in %s; run make testbin (takes 10-15 min the first time): %w",
 			KubernetesVersion, EtcdVersion, dir, errors.Join(missing...))
 	}
 	return nil

@@ -9,7 +9,7 @@
 # DIR defaults to $MIGLAYOUT_TESTBIN, else ~/.cache/miglayout/testbin/v$K8S_VERSION-etcd$ETCD_VERSION
 # (the place test/harness.BinDir looks). A binary that already reports the pinned version is
 # skipped, so a second run takes well under a second.
-# Cold cache on 2 cores: ~10 min in all (kube-apiserver ~7 min), Go build cache +4-5 GB,
+# Cold cache on 2 cores: 10-15 min in all (kube-apiserver ~7 min), Go build cache +4-5 GB,
 # module cache +1 GB.
 set -euo pipefail
 
