@@ -527,7 +527,11 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 	for pod, why := range res.Unservable {
 		switch why {
 		case planner.NoRoom:
-			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, waiting+"; it takes the first room that frees up")
+			msg := waiting + "; it takes the first room that frees up"
+			if anyTainted(snap) {
+				msg = waiting + ", nor by making a device a DeviceTaintRule taints; it takes the first room that frees up"
+			}
+			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, msg)
 			continue
 		case planner.WaitsForSharedClaim:
 			emit(pod, corev1.EventTypeNormal, EventWaitingForSharedClaim, nil, why)
@@ -882,4 +886,18 @@ func nextAging(snap planner.Snapshot) time.Duration {
 		}
 	}
 	return next
+}
+
+// anyTainted reports whether a DeviceTaintRule keeps the planner from
+// making some device on an Auto GPU of snap (planner.GPU.Tainted): a pod
+// told it waits for room may then wait for that rule instead.
+func anyTainted(snap planner.Snapshot) bool {
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			if len(g.Tainted) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

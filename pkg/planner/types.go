@@ -213,10 +213,11 @@ func (k Kept) String() string {
 
 // NoRoom is the Result.Unservable reason of a pod that some node could
 // serve with its GPUs free, but none can now: devices in use (or other
-// drivers' devices it needs, allocated to other claims) are in the way, or
-// the limits on GPUs changed at once are reached. Such a pod of one device
-// of a large profile is in Result.Kept instead.
-const NoRoom = "no Auto-mode node has room for the pod's devices now without destroying a device in use (or the policy's limits on GPUs changed at once are reached)"
+// drivers' devices it needs, allocated to other claims) are in the way,
+// the limits on GPUs changed at once are reached, or the devices that
+// would serve it are ones DeviceTaintRules taint (GPU.Tainted). Such a pod
+// of one device of a large profile is in Result.Kept instead.
+const NoRoom = "no Auto-mode node has room for the pod's devices now without destroying a device in use (or the policy's limits on GPUs changed at once are reached, or DeviceTaintRules taint the devices that would serve it)"
 
 // NoAutoNode is the Result.Unservable reason of every pod of a snapshot
 // without nodes: no node an Auto-mode MigLayout selects has reported a GPU
