@@ -154,11 +154,15 @@ type AutoPolicy struct {
 	// +optional
 	AllowedProfiles []ProfileName `json:"allowedProfiles,omitempty"`
 
-	// Spares are free devices to keep per profile on each node, so that a
-	// claim of that profile is served without waiting for a repartition.
+	// Spares are free devices to keep per profile on each node (counted over
+	// all of the node's GPUs), so that a claim of that profile is served
+	// without waiting for a repartition. A count of 0 keeps none, as if the
+	// profile were not named. At most 112 per profile (16 GPUs of 7
+	// devices); a node that cannot hold the counts reports
+	// SparesNotHoldable.
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",message="profile names look like 3g.40gb or 1g.10gb+me"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 0 && self[k] <= 7)",message="spare counts must be between 0 and 7"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 0 && self[k] <= 112)",message="spare counts must be between 0 and 112 (per node, over all its GPUs)"
 	// +optional
 	Spares map[string]int32 `json:"spares,omitempty"`
 

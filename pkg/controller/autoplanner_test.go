@@ -230,6 +230,14 @@ func TestBuildSnapshot(t *testing.T) {
 			t.Errorf("node %s in group %q, want auto", n.Node.Name, n.Policy.Group)
 		}
 	}
+	// A spare count of 0 keeps no spare: the nodes' policies name none, so
+	// their idle GPUs are given back whole as on nodes without spares.
+	in.MigLayouts[0].Spec.Policy.Spares = map[string]int32{"1g.10gb": 0}
+	for _, n := range BuildSnapshot(in, mig.DefaultCatalog()).Nodes {
+		if n.Policy.Spares != nil {
+			t.Errorf("node %s keeps spares %v for a count of 0, want none", n.Node.Name, n.Policy.Spares)
+		}
+	}
 	// A node whose agent is lost is frozen (its GPUs changing still count
 	// toward maxGPUs) and keeps no spares; its pods stay pending.
 	in.LostAgents = sets.New("a1")

@@ -116,11 +116,16 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			for _, a := range p.AllowedProfiles {
 				policy.AllowedProfiles = append(policy.AllowedProfiles, string(a))
 			}
-			if len(p.Spares) > 0 {
-				policy.Spares = map[string]int{}
-				for k, v := range p.Spares {
-					policy.Spares[k] = int(v)
+			// A zero count keeps no spare: such a node gives idle GPUs
+			// back as one without spares does.
+			for k, v := range p.Spares {
+				if v <= 0 {
+					continue
 				}
+				if policy.Spares == nil {
+					policy.Spares = map[string]int{}
+				}
+				policy.Spares[k] = int(v)
 			}
 			if p.MaxGPUsPerNode > 0 {
 				policy.MaxGPUsPerNode = int(p.MaxGPUsPerNode)

@@ -187,7 +187,7 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 		},
 		"negative spares": {
 			spec: "mode: Auto\npolicy: {spares: {1g.10gb: -1}}",
-			want: "spare counts must be between 0 and 7",
+			want: "spare counts must be between 0 and 112",
 		},
 		"profiles and layout in one rule": {
 			spec: "rules: [{profiles: {3g.40gb: 1}, layout: 3g.40gb@0}]",
@@ -307,6 +307,7 @@ func TestCELAcceptsValid(t *testing.T) {
 		"Auto: spares with every profile allowed (empty list)": "mode: Auto\npolicy: {allowedProfiles: [], spares: {1g.10gb: 1}}",
 		"explicit layout, starts of two digits":                "rules: [{layout: '1g.10gb@0,1g.10gb@63'}]",
 		"Auto: zero spares of a profile not allowed":           "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 0, 3g.40gb: 1}}",
+		"Auto: spares over several GPUs of a node":             "mode: Auto\npolicy: {spares: {1g.10gb: 14, 7g.80gb: 8}}",
 		"rules of distinct names and unnamed ones":             "rules: [{name: a, gpuIndices: [0], profiles: {7g.80gb: 1}}, {gpuIndices: [1], profiles: {3g.40gb: 2}}, {name: b, gpuIndices: [2], profiles: {1g.10gb: 7}}, {profiles: {2g.20gb: 3}}]",
 	}
 	for name, spec := range tests {
