@@ -67,7 +67,15 @@ func (p *planner) serveMulti(ctx context.Context, pod Pod, nodes []*nodeState) e
 		return fmt.Errorf("planning pod %s: %w", key, err)
 	}
 	if fits {
+		// Within the limits on GPUs changed at once, or only above them?
+		within, err := p.fitsWhenFreeWithin(ctx, pod, nodes)
+		if err != nil {
+			return fmt.Errorf("planning pod %s: %w", key, err)
+		}
 		p.result.Unservable[key] = NoRoom
+		if !within {
+			p.result.Unservable[key] = ExceedsChangeLimits
+		}
 		return nil
 	}
 	p.result.Unservable[key] = "no Auto-mode node can hold all of the pod's claims at once, even with every GPU free"
@@ -84,6 +92,21 @@ func (p *planner) serveMulti(ctx context.Context, pod Pod, nodes []*nodeState) e
 // kind where other drivers' slices are involved or where a selector may
 // name one GPU (its uuid or PCI bus ID).
 func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState) (bool, error) {
+	return p.fitsFreeOn(ctx, pod, nodes, false)
+}
+
+// fitsWhenFreeWithin is fitsWhenFree within the node's limits on GPUs
+// changed at once (Policy.MaxGPUsPerNode, and its group's
+// Snapshot.GroupMaxGPUs) rather than with every GPU of the node changeable:
+// false where the pod needs more GPUs made anew than the policy lets one
+// plan change (ExceedsChangeLimits).
+func (p *planner) fitsWhenFreeWithin(ctx context.Context, pod Pod, nodes []*nodeState) (bool, error) {
+	return p.fitsFreeOn(ctx, pod, nodes, true)
+}
+
+// fitsFreeOn is fitsWhenFree, within the policy's limits on GPUs changed at
+// once where limited is set.
+func (p *planner) fitsFreeOn(ctx context.Context, pod Pod, nodes []*nodeState, limited bool) (bool, error) {
 	specs := make([]resourceapi.ResourceClaimSpec, len(pod.Claims))
 	for i, c := range pod.Claims {
 		specs[i] = c.Spec
@@ -122,7 +145,7 @@ func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState)
 			}
 			n.kind = p.nodeKinds[kind]
 		}
-		key := fitsKey{kind: n.kind, pod: string(podKind)}
+		key := fitsKey{kind: n.kind, pod: string(podKind), limited: limited}
 		if len(n.n.OtherSlices) > 0 || perGPU {
 			key.node = n.n.Node.Name
 		}
@@ -130,10 +153,17 @@ func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState)
 		if !ok {
 			free := Node{Node: n.n.Node, Policy: n.n.Policy, OtherSlices: n.n.OtherSlices}
 			free.Policy.MaxGPUsPerNode, free.Policy.Spares = len(n.gpus), nil
+			var groupMax map[string]int
+			if limited {
+				free.Policy.MaxGPUsPerNode = n.n.Policy.MaxGPUsPerNode
+				if m, ok := p.snap.GroupMaxGPUs[n.n.Policy.Group]; ok && n.n.Policy.Group != "" {
+					groupMax = map[string]int{n.n.Policy.Group: m}
+				}
+			}
 			for _, g := range n.gpus {
 				free.GPUs = append(free.GPUs, GPU{Info: g.g.Info})
 			}
-			pl, err := newPlanner(ctx, Snapshot{Driver: p.snap.Driver, Nodes: []Node{free}, Pending: []Pod{pod}, Classes: p.snap.Classes}, true)
+			pl, err := newPlanner(ctx, Snapshot{Driver: p.snap.Driver, Nodes: []Node{free}, Pending: []Pod{pod}, Classes: p.snap.Classes, GroupMaxGPUs: groupMax}, true)
 			if err != nil {
 				return false, err
 			}
@@ -152,10 +182,12 @@ func (p *planner) fitsWhenFree(ctx context.Context, pod Pod, nodes []*nodeState)
 
 // fitsKey is what fitsWhenFree's verdict depends on: the kind of node
 // (nodeState.kind), the node itself where other drivers' slices or a
-// selector naming one GPU make it its own kind, and the pod's claim specs.
+// selector naming one GPU make it its own kind, the pod's claim specs, and
+// whether the policy's limits on GPUs changed at once apply.
 type fitsKey struct {
 	kind      int
 	node, pod string
+	limited   bool
 }
 
 func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, error) {

@@ -219,6 +219,13 @@ func (k Kept) String() string {
 // of one device of a large profile is in Result.Kept instead.
 const NoRoom = "no Auto-mode node has room for the pod's devices now without destroying a device in use (or the policy's limits on GPUs changed at once are reached, or DeviceTaintRules taint the devices that would serve it)"
 
+// ExceedsChangeLimits is the Result.Unservable reason of a pod that some
+// node could serve with its GPUs free, but only by changing more of its
+// GPUs at once than the policy allows (Policy.MaxGPUsPerNode,
+// Snapshot.GroupMaxGPUs): the planner makes no partial change toward it, so
+// it is served only where devices it can use exist already on enough GPUs.
+const ExceedsChangeLimits = "the pod needs more GPUs of one node changed at once than the Auto policy allows (maxGPUsPerNode, maxGPUs), even with every GPU free; it is served only where devices it can use already exist on enough GPUs: raise the limit to have them made"
+
 // NoAutoNode is the Result.Unservable reason of every pod of a snapshot
 // without nodes: no node an Auto-mode MigLayout selects has reported a GPU
 // of a catalogued model with MIG mode on.
