@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	resourcehelper "k8s.io/component-helpers/resource"
+
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -365,13 +367,14 @@ func (p *planner) firstFree(profile string, use func(*gpuState) bool) (*gpuState
 // feasibleNodes returns the nodes the pod may run on, cached by the pod's
 // scheduling constraints.
 func (p *planner) feasibleNodes(pod Pod) []*nodeState {
-	key := schedulingKey(pod)
+	reqs := podRequests(pod.Pod)
+	key := schedulingKey(pod, reqs)
 	if ns, ok := p.feasibleBy[key]; ok {
 		return ns
 	}
 	var out []*nodeState
 	for _, n := range p.nodes {
-		if !n.n.Frozen && feasible(pod.Pod, n.n.Node) && allocatedOn(pod, n.n.Node) {
+		if !n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(reqs, n.n.Node) && allocatedOn(pod, n.n.Node) {
 			out = append(out, n)
 		}
 	}
@@ -390,14 +393,40 @@ func allocatedOn(pod Pod, node *corev1.Node) bool {
 	return true
 }
 
-func schedulingKey(pod Pod) string {
+func schedulingKey(pod Pod, reqs corev1.ResourceList) string {
 	b, _ := json.Marshal(struct {
 		S map[string]string
 		A *corev1.Affinity
 		T []corev1.Toleration
 		N []*corev1.NodeSelector
-	}{pod.Pod.Spec.NodeSelector, pod.Pod.Spec.Affinity, pod.Pod.Spec.Tolerations, pod.AllocatedOn})
+		R corev1.ResourceList
+	}{pod.Pod.Spec.NodeSelector, pod.Pod.Spec.Affinity, pod.Pod.Spec.Tolerations, pod.AllocatedOn, reqs})
 	return string(b)
+}
+
+// podRequests is what the pod asks of a node's allocatable resources, as
+// kube-scheduler's NodeResourcesFit counts it (containers, init containers
+// and sidecars, pod-level requests, overhead; component-helpers' resource
+// helpers).
+func podRequests(pod *corev1.Pod) corev1.ResourceList {
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+}
+
+// fitsAllocatable reports whether every resource the pod requests (reqs,
+// podRequests) that the node's status lists as allocatable fits in it, so
+// a pod that asks for more CPU or memory than a node has at all is not
+// planned there (where it could never run, while its devices would count
+// as serving it). Resources the node does not list (DRA-backed extended
+// resources, or a node that reports no allocatable) are not judged, nor is
+// what the node's other pods use: kube-scheduler decides that, and a pod
+// it keeps off a full node waits with its devices planned.
+func fitsAllocatable(reqs corev1.ResourceList, node *corev1.Node) bool {
+	for name, q := range reqs {
+		if alloc, ok := node.Status.Allocatable[name]; ok && q.Cmp(alloc) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // reclass moves g to the class of its current state.
@@ -548,7 +577,7 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 	key := podKey(pod.Pod)
 	feasibleNodes := p.feasibleNodes(pod)
 	if len(feasibleNodes) == 0 {
-		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations (and the node selectors of its claims allocated already)"
+		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"
 		if !slices.ContainsFunc(p.nodes, func(n *nodeState) bool { return !n.n.Frozen }) {
 			p.result.Unservable[key] = "no Auto-mode node can be changed now: " + frozenReasons(p.nodes)
 		}
@@ -595,7 +624,7 @@ func frozenReasons(nodes []*nodeState) string {
 func (p *planner) frozenNodes(pod Pod) []*nodeState {
 	var out []*nodeState
 	for _, n := range p.nodes {
-		if n.n.Frozen && feasible(pod.Pod, n.n.Node) && allocatedOn(pod, n.n.Node) {
+		if n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(podRequests(pod.Pod), n.n.Node) && allocatedOn(pod, n.n.Node) {
 			out = append(out, n)
 		}
 	}

@@ -583,7 +583,7 @@ func TestPlan(t *testing.T) {
 			want: trace{
 				Changes:    []string{"n1/0: (empty) -> 7g.80gb@0 serves default/b"},
 				Served:     []string{"default/b -> n1 gpu-0-mig-7g80gb-0-0 after change"},
-				Unservable: map[string]string{"default/a": "no Auto-mode node matches the pod's node selector, affinity and tolerations (and the node selectors of its claims allocated already)"},
+				Unservable: map[string]string{"default/a": "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"},
 			},
 		},
 		"a group's limit holds across its nodes only, counting GPUs already changing": {
