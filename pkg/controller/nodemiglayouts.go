@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -193,13 +194,24 @@ func (r *Reconciler) release(ctx context.Context, ml *v1alpha1.MigLayout, sel Se
 }
 
 func conflictNote(sel Selection, node string) string {
-	var others []string
+	var others, holders []string
 	for _, other := range slices.Sorted(maps.Keys(sel.Conflicts)) {
 		if _, found := slices.BinarySearch(sel.Conflicts[other], node); found {
-			others = append(others, fmt.Sprintf("%q", other))
+			if sel.InvalidHolders[other] {
+				holders = append(holders, fmt.Sprintf("%q", other))
+			} else {
+				others = append(others, fmt.Sprintf("%q", other))
+			}
 		}
 	}
-	return fmt.Sprintf("also selected by MigLayout %s; the node is left as it is", joinBounded(others, 5))
+	var parts []string
+	if len(others) > 0 {
+		parts = append(parts, "also selected by MigLayout "+joinBounded(others, 5))
+	}
+	if len(holders) > 0 {
+		parts = append(parts, "held by MigLayout "+joinBounded(holders, 5)+", whose node selector is invalid")
+	}
+	return strings.Join(parts, "; ") + "; the node is left as it is"
 }
 
 // cmpOr is a where it is not nil, else b.

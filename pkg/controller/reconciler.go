@@ -90,6 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	obs := Observation{Generation: ml.Generation, Mode: ml.Spec.Mode}
 	obs.Selection, obs.SelectorErr = SelectNodes(&ml, in.migLayouts, in.nodes)
+	obs.Selection = HeldByInvalidSelectors(&ml, obs.Selection, in.migLayouts, in.nodeMigLayouts)
 	var result ctrl.Result
 	var errs []error
 	if obs.SelectorErr == nil {

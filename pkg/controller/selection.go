@@ -19,6 +19,10 @@ type Selection struct {
 	// Conflicts maps the name of each other MigLayout that selects some of
 	// the same nodes to those nodes, sorted. Such nodes are left as they are.
 	Conflicts map[string][]string
+	// InvalidHolders are the other MigLayouts of Conflicts whose node
+	// selector does not parse: they are in conflict on the nodes whose
+	// NodeMigLayouts they control (HeldByInvalidSelectors).
+	InvalidHolders map[string]bool
 }
 
 // Conflicted reports whether another MigLayout selects node too.
@@ -43,6 +47,10 @@ func (s Selection) ConflictMessage() string {
 		word := "node"
 		if len(nodes) > 1 {
 			word = "nodes"
+		}
+		if s.InvalidHolders[other] {
+			parts = append(parts, fmt.Sprintf("MigLayout %q, whose node selector is invalid, holds %s %s", other, word, joinBounded(nodes, 10)))
+			continue
 		}
 		parts = append(parts, fmt.Sprintf("MigLayout %q also selects %s %s", other, word, joinBounded(nodes, 10)))
 	}
@@ -83,6 +91,39 @@ func SelectNodes(ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout, nodes map[str
 		}
 	}
 	return sel, nil
+}
+
+// HeldByInvalidSelectors adds to sel, as conflicts, the selected nodes
+// whose NodeMigLayout (nmls, by node) another MigLayout of all controls
+// while its node selector does not parse: that MigLayout cannot say which
+// nodes it selects, so it releases none, and taking them over would apply
+// this MigLayout's layout to nodes the other may well select once fixed.
+// They are left as they are until it is fixed or deleted.
+func HeldByInvalidSelectors(ml *v1alpha1.MigLayout, sel Selection, all []v1alpha1.MigLayout, nmls map[string]*v1alpha1.NodeMigLayout) Selection {
+	for i := range all {
+		other := &all[i]
+		if other.UID == ml.UID || other.DeletionTimestamp != nil {
+			continue
+		}
+		if _, err := selector(other); err == nil {
+			continue
+		}
+		for _, node := range sel.Nodes {
+			nml := nmls[node]
+			if nml == nil || !metav1.IsControlledBy(nml, other) || slices.Contains(sel.Conflicts[other.Name], node) {
+				continue
+			}
+			if sel.Conflicts == nil {
+				sel.Conflicts = map[string][]string{}
+			}
+			if sel.InvalidHolders == nil {
+				sel.InvalidHolders = map[string]bool{}
+			}
+			sel.Conflicts[other.Name] = append(sel.Conflicts[other.Name], node)
+			sel.InvalidHolders[other.Name] = true
+		}
+	}
+	return sel
 }
 
 func selector(ml *v1alpha1.MigLayout) (labels.Selector, error) {

@@ -353,3 +353,41 @@ func TestAutoPolicyDefaults(t *testing.T) {
 		t.Errorf("defaulted policy (-want +got):\n%s", diff)
 	}
 }
+
+// TestCELNodeSelector: a node selector with an operator a label selector
+// does not have, or values where none belong or none where they do, is
+// refused at admission; valid ones pass. (Malformed label keys and values
+// are not: the CEL cost of checking them on metav1.LabelSelector's
+// unbounded lists exceeds the API server's budget. The controller reports
+// such a selector, InvalidSelector, and no other MigLayout takes the nodes
+// it holds: TestInvalidSelectorKeepsItsNodes.)
+func TestCELNodeSelector(t *testing.T) {
+	c := miglayoutClient(t)
+	ctx := testContext(t, time.Minute)
+	const rules = "\nrules: [{profiles: {3g.40gb: 2}}]"
+	tests := map[string]struct {
+		selector string
+		want     string // a substring of the admission error; "" for accepted
+	}{
+		"operator in lower case":        {"nodeSelector: {matchExpressions: [{key: pool, operator: in, values: [a]}]}", "operators are In, NotIn, Exists and DoesNotExist"},
+		"In without values":             {"nodeSelector: {matchExpressions: [{key: pool, operator: In}]}", "with In or NotIn need values"},
+		"NotIn with an empty list":      {"nodeSelector: {matchExpressions: [{key: pool, operator: NotIn, values: []}]}", "with In or NotIn need values"},
+		"Exists with values":            {"nodeSelector: {matchExpressions: [{key: pool, operator: Exists, values: [a]}]}", "with Exists or DoesNotExist they take none"},
+		"In, Exists and a prefixed key": {"nodeSelector: {matchLabels: {'example.com/gpu': 'true'}, matchExpressions: [{key: pool, operator: In, values: [a, b]}, {key: nvidia.com/gpu.present, operator: Exists}]}", ""},
+		"an empty value":                {"nodeSelector: {matchLabels: {pool: ''}}", ""},
+		"no selector terms":             {"nodeSelector: {}", ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := dryRunMigLayout(ctx, c, "cel-selector", tc.selector+rules)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("admission refused a valid selector: %v", err)
+			case tc.want != "" && err == nil:
+				t.Fatalf("admission accepted the selector; want an error with %q", tc.want)
+			case tc.want != "" && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("admission error %q; want an Invalid error with %q", err, tc.want)
+			}
+		})
+	}
+}

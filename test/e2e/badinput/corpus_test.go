@@ -204,10 +204,10 @@ var corpus = []struct {
 	{"unknown field in a rule (strict)", both, selector + "rules: [{profile: {3g.40gb: 2}, profiles: {3g.40gb: 2}}]", "", rejected(`unknown field "spec.rules[0].profile"`)},
 
 	// ---- selectors ----
-	{"selector operator unknown", update, "nodeSelector: {matchExpressions: [{key: miglayout.test/group, operator: Near, values: [bad]}]}\nrules: [{profiles: {7g.80gb: 1}}]", "",
-		expect{cond: v1alpha1.ConditionDegraded, reason: v1alpha1.ReasonInvalidSelector, msg: `"Near" is not a valid label selector operator`}},
-	{"selector In without values", update, "nodeSelector: {matchExpressions: [{key: miglayout.test/group, operator: In, values: []}]}\nrules: [{profiles: {7g.80gb: 1}}]", "",
-		expect{cond: v1alpha1.ConditionDegraded, reason: v1alpha1.ReasonInvalidSelector, msg: "values"}},
+	{"selector operator unknown", both, "nodeSelector: {matchExpressions: [{key: miglayout.test/group, operator: Near, values: [bad]}]}\nrules: [{profiles: {7g.80gb: 1}}]", "",
+		rejected("matchExpressions operators are In, NotIn, Exists and DoesNotExist")},
+	{"selector In without values", both, "nodeSelector: {matchExpressions: [{key: miglayout.test/group, operator: In, values: []}]}\nrules: [{profiles: {7g.80gb: 1}}]", "",
+		rejected("matchExpressions with In or NotIn need values")},
 	{"selector key with a space", update, "nodeSelector: {matchLabels: {'bad key': x}}\nrules: [{profiles: {7g.80gb: 1}}]", "",
 		expect{cond: v1alpha1.ConditionDegraded, reason: v1alpha1.ReasonInvalidSelector, msg: "bad key"}},
 	{"selector value with unicode", update, "nodeSelector: {matchLabels: {miglayout.test/group: 'bäd'}}\nrules: [{profiles: {7g.80gb: 1}}]", "",

@@ -1,0 +1,45 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// TestInvalidSelectorKeepsItsNodes: MigLayouts a and b both select n1, which
+// b's NodeMigLayout holds at 7g.80gb. b's selector then stops parsing (a
+// label key with a space, which admission cannot check). b cannot say which
+// nodes it selects, so it releases none; a must not take n1 over and give it
+// its halves: n1 stays b's, as it is, and a's row says why.
+func TestInvalidSelectorKeepsItsNodes(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	b := staticMigLayout("b", "uid-b", "a")
+	b.Spec.NodeSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gpu pool", Operator: metav1.LabelSelectorOpExists}}}
+	held := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), b)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, b, node("n1", map[string]string{"pool": "a"}), held).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if specs := specsAfterReconcile(t, c, r, "n1"); specs["n1"] != wholeLayout {
+		t.Errorf("n1 given %q, want it left at %q while b, whose selector is invalid, holds it", specs["n1"], wholeLayout)
+	}
+	var nml v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &nml); err != nil {
+		t.Fatal(err)
+	}
+	if owner := metav1.GetControllerOf(&nml); owner == nil || owner.UID != b.UID {
+		t.Errorf("n1's NodeMigLayout controlled by %+v, want b", owner)
+	}
+	var got v1alpha1.MigLayout
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Nodes) != 1 || !strings.Contains(got.Status.Nodes[0].Message, `held by MigLayout "b", whose node selector is invalid`) {
+		t.Errorf("a's node rows %+v, want n1's to say b holds it with an invalid selector", got.Status.Nodes)
+	}
+}
