@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -65,8 +66,19 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 	for _, g := range res.GPUs {
 		seen[g.GPU.Index] = true
 	}
+	// The status lists at most maxStatusGPUs GPUs (the CRD's MaxItems), the
+	// ones NVML shows first: a spec naming more GPUs the node lacks (edited
+	// by hand) has the rest named in Degraded, so the status is still
+	// written.
+	var unlisted []string
+	unlistedReason := ""
 	for _, idx := range slices.Sorted(maps.Keys(res.Results)) {
 		if r := res.Results[idx]; !seen[idx] && r.Phase != v1alpha1.PhaseReady {
+			if len(st.GPUs) >= maxStatusGPUs {
+				unlisted = append(unlisted, fmt.Sprintf("gpu %d %s: %s", idx, r.Reason, truncate(r.Message, 128)))
+				unlistedReason = cmp.Or(unlistedReason, r.Reason)
+				continue
+			}
 			gs := v1alpha1.GPUStatus{Index: int32(idx), Phase: r.Phase, Reason: r.Reason, Message: r.Message}
 			if p, ok := prev[gs.Index]; ok && p.UUID != "" {
 				gs.UUID, gs.Product, gs.Model, gs.Attributes = p.UUID, p.Product, p.Model, p.Attributes
@@ -97,6 +109,10 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 			notReady = append(notReady, fmt.Sprintf("gpu %d", gs.Index))
 		}
 	}
+	if len(unlisted) > 0 {
+		notReady = append(notReady, fmt.Sprintf("%d GPUs the status cannot list", len(unlisted)))
+		degraded = append(degraded, fmt.Sprintf("not listed (the status lists at most %d GPUs): %s", maxStatusGPUs, strings.Join(unlisted, "; ")))
+	}
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonLayoutApplied,
 		Message: "every GPU holds its desired layout and the pool is published", ObservedGeneration: generation}
 	if len(unmanaged) > 0 {
@@ -112,12 +128,19 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 	deg := metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoProblems, ObservedGeneration: generation}
 	if len(degraded) > 0 {
 		deg.Status, deg.Reason = metav1.ConditionTrue, degradedReason(st.GPUs)
+		if deg.Reason == v1alpha1.ReasonNoProblems {
+			deg.Reason = cmp.Or(unlistedReason, v1alpha1.ReasonInvalidLayout)
+		}
 		deg.Message = truncate(strings.Join(degraded, "; "), 32768)
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
 	meta.SetStatusCondition(&st.Conditions, deg)
 	return st
 }
+
+// maxStatusGPUs is the most GPUs NodeMigLayout status lists (its CRD's
+// MaxItems on status.gpus).
+const maxStatusGPUs = 16
 
 // degradedReason is the reason of the first Blocked or Failed GPU.
 func degradedReason(gpus []v1alpha1.GPUStatus) string {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -163,7 +164,39 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 		return r.Phase == v1alpha1.PhaseDraining || r.Phase == v1alpha1.PhaseRepartitioning
 	})
 	st.Row.Message = truncate(strings.Join(issues, "; "), maxRowMessage)
+	return capGPURows(st)
+}
+
+// maxRowGPUs is the most GPU rows a node's row lists (the CRD's MaxItems on
+// NodeRow.GPUs).
+const maxRowGPUs = 16
+
+// capGPURows keeps at most maxRowGPUs rows, those of GPUs the node's agent
+// reported first, so that a spec edited by hand to name more GPUs than the
+// node has does not keep the MigLayout's status from being written; the
+// row's message counts the rows left out (its phase and message already
+// judge every GPU).
+func capGPURows(st NodeState) NodeState {
+	if len(st.Row.GPUs) <= maxRowGPUs {
+		return st
+	}
+	rows := slices.Clone(st.Row.GPUs)
+	slices.SortStableFunc(rows, func(a, b v1alpha1.GPURow) int {
+		return cmp.Compare(boolRank(a.Product == ""), boolRank(b.Product == ""))
+	})
+	left := len(rows) - maxRowGPUs
+	rows = rows[:maxRowGPUs]
+	slices.SortStableFunc(rows, func(a, b v1alpha1.GPURow) int { return int(a.Index - b.Index) })
+	st.Row.GPUs = rows
+	st.Row.Message = truncate(strings.TrimPrefix(st.Row.Message+fmt.Sprintf("; %d more GPU rows not listed (a row lists at most %d)", left, maxRowGPUs), "; "), maxRowMessage)
 	return st
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // withUntouchedGPUs adds to the row of a node of an Auto-mode MigLayout the
@@ -183,7 +216,7 @@ func withUntouchedGPUs(st NodeState, nml *v1alpha1.NodeMigLayout) NodeState {
 		st.Row.GPUs = append(st.Row.GPUs, v1alpha1.GPURow{Index: g.Index, Product: g.Product, Desired: actualText(g), Actual: actualText(g), Phase: g.Phase})
 	}
 	slices.SortStableFunc(st.Row.GPUs, func(a, b v1alpha1.GPURow) int { return int(a.Index - b.Index) })
-	return st
+	return capGPURows(st)
 }
 
 // UnmanagedNode is the state of a node this MigLayout selects but leaves as
