@@ -40,7 +40,7 @@ func TestPodPlannedWhereItsRequestsFit(t *testing.T) {
 		"no node with the CPU": {
 			requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("256")},
 			nodes:    []Node{withCPU(node("small").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8")},
-			want: trace{Unservable: map[string]string{"default/p": "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"}},
+			want:     trace{Unservable: map[string]string{"default/p": "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"}},
 		},
 		"a resource the node does not list": {
 			requests: corev1.ResourceList{"example.com/fpga": resource.MustParse("1")},
