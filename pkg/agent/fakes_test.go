@@ -85,9 +85,14 @@ func (f *fakeInventory) last() publication {
 // test can make a device get allocated "during the settle period".
 type fakeAllocations struct {
 	cached, live sets.Set[string]
+	// liveReads counts the live reads.
+	liveReads int
 }
 
 func (f *fakeAllocations) AllocatedDevices(_ context.Context, live bool) (sets.Set[string], error) {
+	if live {
+		f.liveReads++
+	}
 	if live && f.live != nil {
 		return f.live, nil
 	}

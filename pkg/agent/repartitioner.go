@@ -131,11 +131,13 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	if err != nil {
 		return nil, err
 	}
+	// Allocations under names the agent does not give, as the cache shows
+	// them; confirmed by a live read only where a GPU would lose devices.
 	unknown, err := r.unknownAllocated(ctx, obs)
 	if err != nil {
 		return nil, err
 	}
-
+	var confirmed unknownAllocations
 	for idx, err := range orphans {
 		if !slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == idx }) {
 			logger.Error(err, "Rolling back GPU instances without a full-size compute instance", "gpu", idx)
@@ -158,11 +160,23 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			res.Retry = true
 			continue
 		}
-		p, result := r.planGPU(obs, spec, inUse, unknown)
+		p, result := r.planGPU(obs, spec, inUse)
 		if result != nil {
 			res.Results[idx] = *result
 			res.Retry = res.Retry || result.Phase == v1alpha1.PhaseBlocked
 			continue
+		}
+		if len(p.drain) > 0 && len(unknown.on(idx)) > 0 {
+			if confirmed == nil {
+				if confirmed, err = r.confirmLive(ctx, unknown); err != nil {
+					return nil, err
+				}
+			}
+			if names := confirmed.on(idx); len(names) > 0 {
+				res.Results[idx] = r.unknownAllocationResult(idx, names)
+				res.Retry = true
+				continue
+			}
 		}
 		work = append(work, p)
 	}
@@ -344,7 +358,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 
 // planGPU computes the work for one GPU, or a final result when there is
 // none (already Ready) or it must not be touched (Failed, Blocked).
-func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse sets.Set[string], unknown unknownAllocations) (*gpuPlan, *GPUResult) {
+func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse sets.Set[string]) (*gpuPlan, *GPUResult) {
 	idx := int(spec.Index)
 	g := findGPU(obs, idx)
 	if g == nil {
@@ -412,10 +426,6 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 	if busy.Len() > 0 {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
 			Message: fmt.Sprintf("in use, not destroyed: %s (allocated, prepared or running a process); waiting for it to be released", strings.Join(sets.List(busy), ", "))}
-	}
-	if names := unknown.on(idx); len(names) > 0 && len(p.drain) > 0 {
-		blocked := r.unknownAllocationResult(idx, names)
-		return nil, &blocked
 	}
 	return p, nil
 }

@@ -689,11 +689,11 @@ func TestPlanGPUMIGOffWithoutMIG(t *testing.T) {
 		"uncatalogued": {Index: 0, ProductName: "NVIDIA Future GPU", MIGCapable: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, res := r.planGPU([]GPUState{{GPU: g}}, v1alpha1.GPUSpec{Index: 0, MIGEnabled: false}, sets.New[string](), nil)
+			_, res := r.planGPU([]GPUState{{GPU: g}}, v1alpha1.GPUSpec{Index: 0, MIGEnabled: false}, sets.New[string]())
 			if res == nil || res.Phase != v1alpha1.PhaseReady {
 				t.Errorf("MIG off on %s: %+v, want Ready", g.ProductName, res)
 			}
-			_, res = r.planGPU([]GPUState{{GPU: g}}, v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0"}, sets.New[string](), nil)
+			_, res = r.planGPU([]GPUState{{GPU: g}}, v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0"}, sets.New[string]())
 			if res == nil || res.Phase != v1alpha1.PhaseFailed || res.Reason != v1alpha1.ReasonUnknownGPU {
 				t.Errorf("MIG on on %s: %+v, want Failed/UnknownGPU", g.ProductName, res)
 			}

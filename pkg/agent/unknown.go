@@ -30,12 +30,13 @@ func (u unknownAllocations) on(idx int) []string {
 }
 
 // unknownAllocated returns the allocated names of this node's driver and
-// pool that name no device of obs: claims allocated from another publisher
-// of the same driver name and pool (a DRA driver miglayout took over from),
-// from names of another version, or to a device gone from NVML. The agent
-// cannot tell which device such an allocation holds. A name the cache shows
-// counts only once the API server confirms it (a live read, made only then),
-// so that a release the cache has not seen yet blocks nothing.
+// pool, as the cache shows them, that name no device of obs: claims
+// allocated from another publisher of the same driver name and pool (a DRA
+// driver miglayout took over from), from names of another version, or to a
+// device gone from NVML. The agent cannot tell which device such an
+// allocation holds, so it reports all of the GPU's devices in use
+// (inUseLayouts) and, once confirmLive confirms the name, destroys none
+// there (Sync).
 func (r *Repartitioner) unknownAllocated(ctx context.Context, obs []GPUState) (unknownAllocations, error) {
 	cached, err := r.Allocations.AllocatedDevices(ctx, false)
 	if err != nil {
@@ -53,17 +54,33 @@ func (r *Repartitioner) unknownAllocated(ctx context.Context, obs []GPUState) (u
 	if unknown.Len() == 0 {
 		return nil, nil
 	}
-	live, err := r.Allocations.AllocatedDevices(ctx, true)
-	if err != nil {
-		return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
-	}
 	out := unknownAllocations{}
-	for _, name := range sets.List(unknown.Intersection(live)) {
+	for _, name := range sets.List(unknown) {
 		idx, _, ok := slices.DeviceGPUIndex(name)
 		if !ok {
 			idx = anyGPU
 		}
 		out[idx] = append(out[idx], name)
+	}
+	return out, nil
+}
+
+// confirmLive keeps the names of u that the API server still shows
+// allocated (a live read, made only where a GPU that u may hold would lose
+// devices), so that a release the cache has not seen yet blocks nothing.
+// The result is never nil.
+func (r *Repartitioner) confirmLive(ctx context.Context, u unknownAllocations) (unknownAllocations, error) {
+	live, err := r.Allocations.AllocatedDevices(ctx, true)
+	if err != nil {
+		return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+	}
+	out := unknownAllocations{}
+	for idx, names := range u {
+		for _, name := range names {
+			if live.Has(name) {
+				out[idx] = append(out[idx], name)
+			}
+		}
 	}
 	return out, nil
 }

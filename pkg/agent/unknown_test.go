@@ -38,11 +38,12 @@ func TestSyncKeepsGPUsUnknownAllocationsMayHold(t *testing.T) {
 				reasons: []string{v1alpha1.ReasonUnknownAllocation, v1alpha1.ReasonUnknownAllocation},
 				layouts: []string{before, before}, inUse: []string{before, before}},
 		},
-		"a release the cache has not seen keeps nothing": {
+		// (The status reports GPU 0 in use until the cache sees the release.)
+		"a release the cache has not seen blocks no change": {
 			cached: []string{"gpu-0-mig-3g.40gb-0"}, live: []string{},
 			want: want{phases: []v1alpha1.GPUPhase{v1alpha1.PhaseReady, v1alpha1.PhaseReady},
 				reasons: []string{v1alpha1.ReasonLayoutApplied, v1alpha1.ReasonLayoutApplied},
-				layouts: []string{after, after}, inUse: []string{"", ""}},
+				layouts: []string{after, after}, inUse: []string{after, ""}},
 		},
 		"the agent's own names are no unknown allocation": {
 			cached: []string{"gpu-0-mig-3g40gb-9-4"}, live: []string{"gpu-0-mig-3g40gb-9-4"},
@@ -72,6 +73,23 @@ func TestSyncKeepsGPUsUnknownAllocationsMayHold(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// An allocation under a name the agent does not give costs no read of the
+// API server on a pass that destroys nothing: the cache's view is enough to
+// report the GPU in use.
+func TestUnknownAllocationReadLiveOnlyToDestroy(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	names := sets.New("gpu-0-mig-foreign")
+	g.alloc.cached, g.alloc.live = names, names
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.alloc.liveReads != 0 || res.Results[0].Phase != v1alpha1.PhaseReady || res.InUse[0].String() != "3g.40gb@0,3g.40gb@4" {
+		t.Errorf("%d live reads, GPU %s, in use %q; want none, Ready, every device in use", g.alloc.liveReads, res.Results[0].Phase, res.InUse[0])
 	}
 }
 
