@@ -23,7 +23,12 @@ import (
 // --lease-namespace names, renewed by component-helpers' lease controller
 // (the one kubelets renew their node Leases with). The miglayout
 // controller reports a node whose agent stops renewing it AgentLost.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+// delete is never called: an API server with the
+// OwnerReferencesPermissionEnforcement admission plugin (OpenShift's
+// default) lets only who may delete an object set its ownerReferences, as
+// the agent does to make the Node own its Lease (the chart's admission
+// policy limits the agent to its own Lease, delete included).
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete
 
 // heartbeat returns the runnable that renews the agent's Lease every
 // quarter of duration (as kubelets renew theirs) while the manager runs.

@@ -338,6 +338,14 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		refused(t, "create node B's Lease name held by node A", err, "may only write its own heartbeat Lease")
 		_, err = agent.CoordinationV1().Leases("kube-node-lease").Create(ctx, lease(f.nodeA, f.nodeA), metav1.CreateOptions{})
 		refused(t, "create a Lease outside the release namespace (RBAC)", err, `cannot create resource "leases"`)
+		// delete is granted (an API server enforcing ownerReferences
+		// permissions asks for it to let the Node own the Lease): on its own
+		// Lease only.
+		if _, err := client.CoordinationV1().Leases(f.ns).Create(ctx, lease(v1alpha1.AgentLeaseName(f.nodeB, ""), f.nodeB), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err) // the policy does not apply to the admin
+		}
+		refused(t, "delete the Lease of node B", leases.Delete(ctx, v1alpha1.AgentLeaseName(f.nodeB, ""), metav1.DeleteOptions{}), "may only write its own heartbeat Lease")
+		allowed(t, "delete the Lease of node A", leases.Delete(ctx, v1alpha1.AgentLeaseName(f.nodeA, ""), metav1.DeleteOptions{}))
 
 		// Node names over 237 characters: the Lease is named after the
 		// node's UID, which the token carries, so one such node's agent

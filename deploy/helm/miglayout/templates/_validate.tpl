@@ -35,6 +35,15 @@ checked the types; these are the rules between values.
 {{- end -}}
 {{- end -}}
 
+{{- $own := list "helm.sh/chart" "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "app.kubernetes.io/part-of" "app.kubernetes.io/component" -}}
+{{- range $where, $labels := dict "commonLabels" $v.commonLabels "controller.podLabels" $v.controller.podLabels "agent.podLabels" $v.agent.podLabels -}}
+{{- range $key, $_ := $labels -}}
+{{- if has $key $own -}}
+{{- fail (printf "%s sets %q, a label the chart sets itself (and selects pods by): it would appear twice in the manifests; leave it out" $where $key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- if and (gt (int $v.controller.replicas) 1) (not $v.controller.leaderElection.enabled) -}}
 {{- fail (printf "controller.replicas is %d but controller.leaderElection.enabled is false: the replicas would all write NodeMigLayouts; enable leader election or run one replica" (int $v.controller.replicas)) -}}
 {{- end -}}
