@@ -105,15 +105,18 @@ type Options struct {
 
 // Cluster is a running test cluster. Stop it when done.
 type Cluster struct {
-	opts       Options
-	stateDir   string
-	tempState  bool
-	sockRoot   string // short directory for sockets when StateDir is deep ("" = under StateDir)
-	logDir     string
-	moduleRoot string
-	binDir     string // control plane
-	agentBin   string
-	ctrlBin    string
+	opts     Options
+	stateDir string
+	// controllerKubeconfig carries a token of the chart's controller
+	// ServiceAccount, agentAccount names its agent one (installRBAC).
+	controllerKubeconfig, agentAccount string
+	tempState                          bool
+	sockRoot                           string // short directory for sockets when StateDir is deep ("" = under StateDir)
+	logDir                             string
+	moduleRoot                         string
+	binDir                             string // control plane
+	agentBin                           string
+	ctrlBin                            string
 
 	cp      *harness.ControlPlane
 	cfg     *rest.Config
@@ -141,6 +144,9 @@ type node struct {
 	pluginsDir   string
 	agent        *harness.Process
 	kubelet      *kubelet.Kubelet
+	// kubeconfig carries the agent's token, bound to a pod on the node
+	// (agentCredentials).
+	kubeconfig string
 }
 
 // Start builds what is missing, starts the control plane, applies deploy/crds and
@@ -258,6 +264,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.progress("applied deploy/crds and deploy/deviceclasses (%d objects)", len(objs))
+	if err := c.installRBAC(ctx); err != nil {
+		return nil, err
+	}
 
 	c.spawner = harness.NewSpawner()
 	for _, spec := range opts.Nodes {
@@ -270,6 +279,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		c.order = append(c.order, spec.Name)
 		c.mu.Unlock()
 		if _, err := harness.CreateNode(ctx, c.client, spec.Name, spec.Labels); err != nil {
+			return nil, err
+		}
+		if err := c.agentCredentials(ctx, n); err != nil {
 			return nil, err
 		}
 		if err := c.startKubelet(ctx, n); err != nil {
@@ -385,7 +397,7 @@ func (c *Cluster) agentArgs(n *node) []string {
 // (controller-runtime's GetConfig), as the agent's flag set has no --kubeconfig.
 func (c *Cluster) startAgent(n *node) error {
 	p, err := c.spawner.Run("agent-"+n.spec.Name, c.agentBin, filepath.Join(c.logDir, "agent-"+n.spec.Name+".log"),
-		c.agentArgs(n), harness.RunOptions{Env: childEnv("KUBECONFIG=" + c.Kubeconfig()), Append: true})
+		c.agentArgs(n), harness.RunOptions{Env: childEnv("KUBECONFIG=" + n.kubeconfig), Append: true})
 	if err != nil {
 		return err
 	}
@@ -397,7 +409,7 @@ func (c *Cluster) startAgent(n *node) error {
 
 func (c *Cluster) startController() error {
 	args := []string{
-		"--kubeconfig=" + c.Kubeconfig(),
+		"--kubeconfig=" + c.controllerKubeconfig,
 		"--leader-elect=true",
 		"--leader-election-namespace=" + LeaderElectionNamespace,
 		"--leader-election-id=" + LeaderElectionID,
