@@ -71,7 +71,7 @@ type NodeReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts,verbs=get;list;watch
-// +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts/status,verbs=update
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

@@ -14,7 +14,7 @@ import (
 	"github.com/miglayout/miglayout/pkg/planner"
 )
 
-// +kubebuilder:rbac:groups=miglayout.io,resources=miglayouts/status,verbs=get;patch
+// +kubebuilder:rbac:groups=miglayout.io,resources=miglayouts/status,verbs=patch
 
 // AutoStatuses counts a plan's outcome per Auto-mode MigLayout (by name):
 // on its nodes, the pods waiting for a repartition (repartitionTargets),

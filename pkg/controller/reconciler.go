@@ -26,9 +26,9 @@ import (
 // RBAC of the Reconciler (miglayouts/finalizers: owner references with
 // blockOwnerDeletion on NodeMigLayouts).
 // +kubebuilder:rbac:groups=miglayout.io,resources=miglayouts,verbs=get;list;watch
-// +kubebuilder:rbac:groups=miglayout.io,resources=miglayouts/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=miglayout.io,resources=miglayouts/status,verbs=update;patch
 // +kubebuilder:rbac:groups=miglayout.io,resources=miglayouts/finalizers,verbs=update
-// +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
