@@ -50,3 +50,43 @@ func TestPodAboveChangeLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestChangeLimitsJudgedPerNodePolicy: two nodes alike but for their limit
+// on GPUs changed at once are not judged as one kind: where only the node
+// that allows one GPU at a time could take the pod of two 4g.40gb (the
+// other's GPUs are in use), the pod hears that the limit keeps it waiting;
+// where the node that allows two could, with its GPUs free, it waits for
+// room.
+func TestChangeLimitsJudgedPerNodePolicy(t *testing.T) {
+	busy := func(n *nodeB) *nodeB {
+		return n.gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0")
+	}
+	tests := map[string]struct {
+		nodes []Node
+		want  string
+	}{
+		"a node allowing two after one allowing one": {
+			nodes: []Node{busy(node("one").policy(Policy{MaxGPUsPerNode: 1})).build(),
+				busy(node("two").policy(Policy{MaxGPUsPerNode: 2})).build()},
+			want: NoRoom,
+		},
+		"only nodes allowing one": {
+			nodes: []Node{busy(node("one-a").policy(Policy{MaxGPUsPerNode: 1})).build(),
+				busy(node("one-b").policy(Policy{MaxGPUsPerNode: 1})).build()},
+			want: ExceedsChangeLimits,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, Nodes: tc.nodes,
+				Pending: []Pod{pod("pair", 2).claim(profileIs("4g.40gb"), 2).build()}}
+			res, err := Plan(context.Background(), snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Unservable["default/pair"]; got != tc.want {
+				t.Errorf("pod told %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

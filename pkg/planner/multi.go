@@ -145,7 +145,15 @@ func (p *planner) fitsFreeOn(ctx context.Context, pod Pod, nodes []*nodeState, l
 			}
 			n.kind = p.nodeKinds[kind]
 		}
-		key := fitsKey{kind: n.kind, pod: string(podKind), limited: limited}
+		key := fitsKey{kind: n.kind, pod: string(podKind)}
+		var groupMax map[string]int
+		if limited {
+			// The kind of node leaves the limits out: they are the key's.
+			key.perNode, key.group = max(n.n.Policy.MaxGPUsPerNode, 1), -1
+			if m, ok := p.snap.GroupMaxGPUs[n.n.Policy.Group]; ok && n.n.Policy.Group != "" {
+				groupMax, key.group = map[string]int{n.n.Policy.Group: m}, m
+			}
+		}
 		if len(n.n.OtherSlices) > 0 || perGPU {
 			key.node = n.n.Node.Name
 		}
@@ -153,12 +161,8 @@ func (p *planner) fitsFreeOn(ctx context.Context, pod Pod, nodes []*nodeState, l
 		if !ok {
 			free := Node{Node: n.n.Node, Policy: n.n.Policy, OtherSlices: n.n.OtherSlices}
 			free.Policy.MaxGPUsPerNode, free.Policy.Spares = len(n.gpus), nil
-			var groupMax map[string]int
 			if limited {
-				free.Policy.MaxGPUsPerNode = n.n.Policy.MaxGPUsPerNode
-				if m, ok := p.snap.GroupMaxGPUs[n.n.Policy.Group]; ok && n.n.Policy.Group != "" {
-					groupMax = map[string]int{n.n.Policy.Group: m}
-				}
+				free.Policy.MaxGPUsPerNode = key.perNode
 			}
 			for _, g := range n.gpus {
 				free.GPUs = append(free.GPUs, GPU{Info: g.g.Info})
@@ -183,11 +187,13 @@ func (p *planner) fitsFreeOn(ctx context.Context, pod Pod, nodes []*nodeState, l
 // fitsKey is what fitsWhenFree's verdict depends on: the kind of node
 // (nodeState.kind), the node itself where other drivers' slices or a
 // selector naming one GPU make it its own kind, the pod's claim specs, and
-// whether the policy's limits on GPUs changed at once apply.
+// where the policy's limits on GPUs changed at once apply
+// (fitsWhenFreeWithin) those limits: per node, and the group's (-1 for
+// none); both 0 where they do not apply.
 type fitsKey struct {
-	kind      int
-	node, pod string
-	limited   bool
+	kind           int
+	node, pod      string
+	perNode, group int
 }
 
 func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, error) {
