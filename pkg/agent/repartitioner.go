@@ -127,13 +127,10 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		}
 	}
 	res := &SyncResult{Results: map[int]GPUResult{}}
-	inUse, err := r.inUse(ctx, obs, false)
-	if err != nil {
-		return nil, err
-	}
-	// Allocations under names the agent does not give, as the cache shows
-	// them; confirmed by a live read only where a GPU would lose devices.
-	unknown, err := r.unknownAllocated(ctx, obs)
+	// One cached read of the allocations: what is in use, and the
+	// allocations under names the agent does not give (confirmed by a live
+	// read only where a GPU would lose devices).
+	inUse, unknown, err := r.inUseAndUnknown(ctx, obs)
 	if err != nil {
 		return nil, err
 	}
@@ -781,11 +778,30 @@ func (r *Repartitioner) guardedAllocations(ctx context.Context) (sets.Set[string
 // referenced by a ResourceClaim allocation, prepared by the kubelet plugin,
 // or running a process.
 func (r *Repartitioner) inUse(ctx context.Context, obs []GPUState, live bool) (sets.Set[string], error) {
-	out, err := r.Allocations.AllocatedDevices(ctx, live)
+	allocated, err := r.Allocations.AllocatedDevices(ctx, live)
 	if err != nil {
 		return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
 	}
-	out = out.Clone()
+	return r.inUseWith(ctx, obs, allocated)
+}
+
+// inUseAndUnknown is inUse from the cache, with the allocations it read
+// that name no device of obs (unknownIn).
+func (r *Repartitioner) inUseAndUnknown(ctx context.Context, obs []GPUState) (sets.Set[string], unknownAllocations, error) {
+	allocated, err := r.Allocations.AllocatedDevices(ctx, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+	}
+	inUse, err := r.inUseWith(ctx, obs, allocated)
+	if err != nil {
+		return nil, nil, err
+	}
+	return inUse, r.unknownIn(allocated, obs), nil
+}
+
+// inUseWith is inUse given the allocated device names.
+func (r *Repartitioner) inUseWith(ctx context.Context, obs []GPUState, allocated sets.Set[string]) (sets.Set[string], error) {
+	out := allocated.Clone()
 	if r.Prepared != nil {
 		out = out.Union(r.Prepared.PreparedDevices())
 	}
@@ -823,11 +839,7 @@ func (r *Repartitioner) inUse(ctx context.Context, obs []GPUState, live bool) (s
 // destroyed now: in use (inUse), or every device of a GPU that an
 // allocation the agent cannot resolve may hold (unknownAllocated).
 func (r *Repartitioner) inUseLayouts(ctx context.Context, obs []GPUState) (map[int]mig.Layout, error) {
-	names, err := r.inUse(ctx, obs, false)
-	if err != nil {
-		return nil, err
-	}
-	unknown, err := r.unknownAllocated(ctx, obs)
+	names, unknown, err := r.inUseAndUnknown(ctx, obs)
 	if err != nil {
 		return nil, err
 	}

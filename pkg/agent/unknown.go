@@ -18,7 +18,7 @@ const anyGPU = -1
 // unknownAllocations maps a GPU index (or anyGPU) to the device names that
 // ResourceClaim allocations of this node's driver and pool reference on it
 // but that name no device the node has under the agent's names
-// (Inventory.DeviceName of the GPUs and MIG devices in obs).
+// (Inventory.DeviceName of the GPUs and MIG devices in obs; unknownIn).
 type unknownAllocations map[int][]string
 
 // on returns the unknown names that may hold a device of GPU idx.
@@ -29,19 +29,15 @@ func (u unknownAllocations) on(idx int) []string {
 	return append(append([]string(nil), u[idx]...), u[anyGPU]...)
 }
 
-// unknownAllocated returns the allocated names of this node's driver and
-// pool, as the cache shows them, that name no device of obs: claims
-// allocated from another publisher of the same driver name and pool (a DRA
-// driver miglayout took over from), from names of another version, or to a
-// device gone from NVML. The agent cannot tell which device such an
-// allocation holds, so it reports all of the GPU's devices in use
-// (inUseLayouts) and, once confirmLive confirms the name, destroys none
-// there (Sync).
-func (r *Repartitioner) unknownAllocated(ctx context.Context, obs []GPUState) (unknownAllocations, error) {
-	cached, err := r.Allocations.AllocatedDevices(ctx, false)
-	if err != nil {
-		return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
-	}
+// unknownIn returns the names of allocated (the allocations of this
+// node's driver and pool, as the cache shows them) that name no device of
+// obs: claims allocated from another publisher of the same driver name and
+// pool (a DRA driver miglayout took over from), from names of another
+// version, or to a device gone from NVML. The agent cannot tell which
+// device such an allocation holds, so it reports all of the GPU's devices
+// in use (inUseLayouts) and, once confirmLive confirms the name, destroys
+// none there (Sync).
+func (r *Repartitioner) unknownIn(allocated sets.Set[string], obs []GPUState) unknownAllocations {
 	known := sets.New[string]()
 	for i := range obs {
 		g := &obs[i]
@@ -50,9 +46,9 @@ func (r *Repartitioner) unknownAllocated(ctx context.Context, obs []GPUState) (u
 			known.Insert(r.Inventory.DeviceName(g.GPU, &g.Devices[j]))
 		}
 	}
-	unknown := cached.Difference(known)
+	unknown := allocated.Difference(known)
 	if unknown.Len() == 0 {
-		return nil, nil
+		return nil
 	}
 	out := unknownAllocations{}
 	for _, name := range sets.List(unknown) {
@@ -62,7 +58,7 @@ func (r *Repartitioner) unknownAllocated(ctx context.Context, obs []GPUState) (u
 		}
 		out[idx] = append(out[idx], name)
 	}
-	return out, nil
+	return out
 }
 
 // confirmLive keeps the names of u that the API server still shows
