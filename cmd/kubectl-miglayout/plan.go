@@ -220,6 +220,7 @@ func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayo
 	if err != nil {
 		return fmt.Errorf("MigLayout %s: %w", ml.Name, err)
 	}
+	sel = controller.HeldByInvalidSelectors(ml, sel, all, st.nmls)
 	fmt.Fprintf(w, "MigLayout %s (%s) selects %s", ml.Name, ml.Spec.Mode, plural(len(sel.Nodes), "node"))
 	if len(sel.Nodes) > 0 {
 		fmt.Fprintf(w, ": %s", strings.Join(sel.Nodes, ", "))
@@ -550,6 +551,7 @@ func (st *planState) planAll(ctx context.Context, all []v1alpha1.MigLayout, appl
 		if err != nil {
 			return nil, fmt.Errorf("MigLayout %s: %w", ml.Name, err)
 		}
+		sel = controller.HeldByInvalidSelectors(ml, sel, all, st.nmls)
 		owner := []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "MigLayout",
 			Name: ml.Name, UID: ml.UID, Controller: ptr.To(true)}}
 		for _, node := range sel.Nodes {
