@@ -627,7 +627,7 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 		fmt.Fprintf(w, "           why:      %s\n", c.Reason)
 	}
 	for _, c := range res.Changes {
-		if !mine[c.Node] {
+		if !mine[c.Node] || controller.MakesReclaimAgain(snap, c) {
 			continue
 		}
 		changes++

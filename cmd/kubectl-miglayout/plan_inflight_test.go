@@ -36,3 +36,56 @@ func TestPlanAutoShowsUnneededCancel(t *testing.T) {
 		t.Errorf("plan does not show the cancel the controller writes (auto-node gpu-0 3g.40gb@4 -> 7g.80gb@0, none of its pods waits):\n%s", out)
 	}
 }
+
+// TestPlanAutoReclaimInFlight: auto-node's GPU 0 drains its two free
+// 1g.10gb to be given back whole (7g.80gb@0, for no pod). With nothing
+// pending the dry run shows no change (the reclaim is written already);
+// with a pod pending for a 1g.10gb it shows what the controller writes:
+// the cancel, the pod getting a free 1g.10gb as it is, or where those
+// devices are in the way of larger ones, the pod's own change in the
+// reclaim's place.
+func TestPlanAutoReclaimInFlight(t *testing.T) {
+	h100 := "H100-SXM5-80GB"
+	reclaiming := func(actual string) *v1alpha1.NodeMigLayout {
+		return &v1alpha1.NodeMigLayout{
+			ObjectMeta: metav1.ObjectMeta{Name: "auto-node"},
+			Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: "on-demand", GPUs: []v1alpha1.GPUSpec{
+				{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0", Reason: "gives the GPU, idle for 5m0s, back whole"}}},
+			Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+				{Index: 0, Product: "NVIDIA H100 80GB HBM3", Model: h100, MIGEnabled: true, MIGPending: true, Layout: actual,
+					Phase: v1alpha1.PhaseDraining, Reason: "Draining", Message: "draining " + actual},
+			}},
+		}
+	}
+	claim, pod := pending("small", "small-gpu", "device.attributes['mig.miglayout.io'].profile == '1g.10gb'", 1000)
+	for name, tc := range map[string]struct {
+		actual   string
+		pods     []client.Object
+		want     []string
+		wantNone []string
+	}{
+		"nothing pending": {actual: "1g.10gb@5,1g.10gb@6", want: []string{"Summary: 0 GPUs would change"}, wantNone: []string{"-> 7g.80gb@0", "cancels"}},
+		"a 1g.10gb pod pending": {actual: "1g.10gb@5,1g.10gb@6", pods: []client.Object{claim, pod},
+			want: []string{"cancels giving the GPU back as 7g.80gb@0 before anything is destroyed: pending pods get its free devices as they are: ml/small"}},
+		"a 1g.10gb pod pending, the free devices in the way": {actual: "1g.10gb@0,1g.10gb@1", pods: []client.Object{claim, pod},
+			want: []string{"gpu-0  1g.10gb@0,1g.10gb@1 -> 1g.10gb@6", "serves:   ml/small"}, wantNone: []string{"cancels"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := append([]client.Object{node("auto-node", map[string]string{"pool": "auto"}), reclaiming(tc.actual), migClass()}, tc.pods...)
+			out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-auto.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(out, s) {
+					t.Errorf("plan does not say %q:\n%s", s, out)
+				}
+			}
+			for _, s := range tc.wantNone {
+				if strings.Contains(out, s) {
+					t.Errorf("plan says %q:\n%s", s, out)
+				}
+			}
+		})
+	}
+}

@@ -40,7 +40,7 @@ func TestAutoGPUTurningMIGOffFailedOnNVMLHoldsNoSlot(t *testing.T) {
 		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{specMIGOff(0, `rule "off": MIG off`)}},
 		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true,
 			Layout: "7g.80gb@0", Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonNVMLError, Message: "m"}}}}
-	gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil)
+	gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil, false)
 	if len(gpus) != 1 {
 		t.Fatalf("%d GPUs, want 1", len(gpus))
 	}

@@ -57,6 +57,94 @@ func undestroyed(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
 			desired.String(), strings.Join(firstPods(spec.ServedPods, 5), ", ")), 1024)}, true
 }
 
+// inFlightReclaim is the change that cancels GPU idx's change in flight on
+// nml while that change gives the GPU back as one device for no pod (no
+// GPUSpec.ServedPods: an idle GPU given back whole, planner.Change.Reclaims)
+// and the agent has destroyed nothing of it yet: it reports the GPU
+// Draining or still Ready on the layout before the change (as undestroyed;
+// autoGPUs also checks that the device is the model's whole GPU).
+func inFlightReclaim(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
+	spec, st, ok := specAndStatus(nml, idx)
+	if !ok || (st.Phase != v1alpha1.PhaseDraining && st.Phase != v1alpha1.PhaseReady) {
+		return planner.Change{}, false
+	}
+	if !spec.MIGEnabled || !st.MIGEnabled || len(spec.ServedPods) > 0 {
+		return planner.Change{}, false
+	}
+	actual, err1 := mig.ParseLayout(st.Layout)
+	desired, err2 := mig.ParseLayout(spec.Layout)
+	if err1 != nil || err2 != nil || len(desired) != 1 || desired.Equal(actual) {
+		return planner.Change{}, false
+	}
+	return planner.Change{Node: nml.Name, GPU: idx, From: desired, To: actual}, true
+}
+
+// ReclaimCancels are the cancels of the idle GPUs being given back whole
+// (planner.GPU.Reclaiming) that the plan res of snap neither gives back
+// again nor changes otherwise: pods get their free devices as they are, or
+// pods' changes take the slots of GPUs changing at once. Carrying such a
+// reclaim out would make the whole device only for it to be split again.
+// A GPU the plan changes for pods instead gets that change written in the
+// reclaim's place (apply), while nothing is destroyed yet.
+func ReclaimCancels(in AutoInputs, snap planner.Snapshot, res planner.Result) []planner.Change {
+	changed := map[string]bool{}
+	for _, c := range res.Changes {
+		changed[fmt.Sprintf("%s/%d", c.Node, c.GPU)] = true
+	}
+	usedBy := map[string][]string{}
+	for _, s := range res.Served {
+		for _, d := range s.Devices {
+			if idx, isMIG, ok := migslices.DeviceGPUIndex(d); ok && isMIG {
+				key := fmt.Sprintf("%s/%d", s.Node, idx)
+				if !slices.Contains(usedBy[key], s.Pod) {
+					usedBy[key] = append(usedBy[key], s.Pod)
+				}
+			}
+		}
+	}
+	var out []planner.Change
+	for _, n := range snap.Nodes {
+		nml := in.NodeMigLayouts[n.Node.Name]
+		for _, g := range n.GPUs {
+			key := fmt.Sprintf("%s/%d", n.Node.Name, g.Info.Index)
+			if !g.Reclaiming || changed[key] || nml == nil {
+				continue
+			}
+			c, ok := inFlightReclaim(nml, g.Info.Index)
+			if !ok {
+				continue
+			}
+			why := "pods' changes come first within the limits on GPUs changing at once"
+			if pods := usedBy[key]; len(pods) > 0 {
+				why = "pending pods get its free devices as they are: " + strings.Join(firstPods(pods, 5), ", ")
+			}
+			c.Reason = truncate(fmt.Sprintf("cancels giving the GPU back as %s before anything is destroyed: %s", c.From.String(), why), 1024)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// MakesReclaimAgain reports whether c, a change of the plan of snap, only
+// gives back whole again a GPU already being given back
+// (planner.GPU.Reclaiming): its spec holds c already, so nothing is written.
+func MakesReclaimAgain(snap planner.Snapshot, c planner.Change) bool {
+	if !c.Reclaims {
+		return false
+	}
+	for _, n := range snap.Nodes {
+		if n.Node.Name != c.Node {
+			continue
+		}
+		for _, g := range n.GPUs {
+			if g.Info.Index == c.GPU {
+				return g.Reclaiming
+			}
+		}
+	}
+	return false
+}
+
 // UnneededChanges are the candidates (unneededCandidates) whose new devices
 // no pod of the plan res waits for: the pods they were for were deleted or
 // got devices elsewhere before anything was destroyed. Carrying such a
@@ -94,9 +182,11 @@ func UnneededChanges(in AutoInputs, candidates []planner.Change, res planner.Res
 
 // AutoCancels are the changes in flight the plan res of snap cancels, as
 // the AutoPlanner writes them: those the agent cannot apply
-// (BlockedChanges) and those no pod waits for any more (UnneededChanges).
+// (BlockedChanges), those no pod waits for any more (UnneededChanges) and
+// the reclaims the plan does not make again (ReclaimCancels).
 func AutoCancels(in AutoInputs, snap planner.Snapshot, res planner.Result) []planner.Change {
-	return append(BlockedChanges(in, snap), UnneededChanges(in, unneededCandidates(in, snap), res)...)
+	out := append(BlockedChanges(in, snap), UnneededChanges(in, unneededCandidates(in, snap), res)...)
+	return append(out, ReclaimCancels(in, snap, res)...)
 }
 
 // firstPods is the first n of pods, with how many more there are.
@@ -107,14 +197,19 @@ func firstPods(pods []string, n int) []string {
 	return append(slices.Clone(pods[:n]), fmt.Sprintf("and %d more", len(pods)-n))
 }
 
-// stillCancels reports whether cancel x still holds on nml as read for the
-// write: the GPU is still blocked on the layout x keeps (BlockedChanges), or
+// stillCancels reports whether cancel x, made on before (the NodeMigLayout
+// the plan read), still holds on nml as read for the write, by the same
+// rule: the GPU is still blocked on the layout x keeps (BlockedChanges), or
 // its change, still the one x cancels, has destroyed nothing yet
-// (UnneededChanges).
-func stillCancels(nml *v1alpha1.NodeMigLayout, x planner.Change) bool {
-	for _, now := range []func(*v1alpha1.NodeMigLayout, int) (planner.Change, bool){cancelOf, undestroyed} {
-		if c, ok := now(nml, x.GPU); ok && c.From.Equal(x.From) && c.To.Equal(x.To) {
-			return true
+// (UnneededChanges, ReclaimCancels). A GPU blocked when the plan read it
+// and draining again now is not cancelled as a reclaim: the plan did not
+// weigh giving it back.
+func stillCancels(before, nml *v1alpha1.NodeMigLayout, x planner.Change) bool {
+	same := func(c planner.Change) bool { return c.From.Equal(x.From) && c.To.Equal(x.To) }
+	for _, rule := range []func(*v1alpha1.NodeMigLayout, int) (planner.Change, bool){cancelOf, undestroyed, inFlightReclaim} {
+		if c, ok := rule(before, x.GPU); ok && same(c) {
+			now, ok := rule(nml, x.GPU)
+			return ok && same(now)
 		}
 	}
 	return false

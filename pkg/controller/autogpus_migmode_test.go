@@ -21,7 +21,7 @@ func TestAutoGPUsOnlyWithMIGModeSettled(t *testing.T) {
 	off := a100(3).migOff()
 	nml := nodeMigLayout("n1").status(on, goingOff, comingOn, off).build()
 	var got []int
-	for _, g := range autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil) {
+	for _, g := range autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil, false) {
 		got = append(got, g.Info.Index)
 	}
 	if diff := cmp.Diff([]int{0}, got); diff != "" {

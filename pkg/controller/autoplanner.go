@@ -252,6 +252,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, fmt.Errorf("planning Auto layouts: %w", err)
 	}
 	cancels = append(cancels, UnneededChanges(in, unneeded, res)...)
+	cancels = append(cancels, ReclaimCancels(in, snap, res)...)
 	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "cancelled", len(cancels), "served", len(res.Served), "kept", len(res.Kept), "unservable", len(res.Unservable))
 	if err := a.apply(ctx, in.NodeMigLayouts, res.Changes, cancels); err != nil {
 		a.forget()
@@ -366,8 +367,14 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 		}
 		for _, x := range cancels {
 			if x.Node == c.Node && x.GPU == c.GPU {
-				return stillCancels(nml, x)
+				return stillCancels(before, nml, x)
 			}
+		}
+		// A change in place of a reclaim in flight (planned on the
+		// GPU's actual layout) only while that reclaim has destroyed
+		// nothing, as a cancel.
+		if x, ok := inFlightReclaim(before, c.GPU); ok {
+			return stillCancels(before, nml, x)
 		}
 		return true
 	}
@@ -384,10 +391,15 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 				if !holds(&nml, c) {
 					continue
 				}
-				written = append(written, c)
 				spec := v1alpha1.GPUSpec{Index: int32(c.GPU), MIGEnabled: true, Layout: c.To.String(), Reason: truncate(c.Reason, 1024),
 					ServedPods: slices.Clone(c.Serves[:min(len(c.Serves), maxServedPods)])}
 				i := slices.IndexFunc(next.Spec.GPUs, func(g v1alpha1.GPUSpec) bool { return g.Index == spec.Index })
+				if i >= 0 && equality.Semantic.DeepEqual(next.Spec.GPUs[i], spec) {
+					// Written already: a reclaim in flight the plan
+					// makes again.
+					continue
+				}
+				written = append(written, c)
 				if i < 0 {
 					next.Spec.GPUs = append(next.Spec.GPUs, spec)
 				} else {

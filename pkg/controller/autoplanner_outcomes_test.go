@@ -56,7 +56,7 @@ func TestSpareCheckCountsOnlyAutoGPUs(t *testing.T) {
 	}
 	// What the planner really has to work with on that node.
 	nml := nodeMigLayout("n1").status(a100(0), a100(1).migOff()).build()
-	if gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil); len(gpus) != 1 {
+	if gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil, false); len(gpus) != 1 {
 		t.Fatalf("the planner sees %d GPUs, want 1", len(gpus))
 	}
 }

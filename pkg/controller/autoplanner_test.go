@@ -481,7 +481,7 @@ func TestAllocatedDevicesPinned(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			nml := nodeMigLayout("n1").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).
 				status(a100(0).layout("7g.80gb@0").phase(tc.phase, tc.reason, "")).build()
-			gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, sets.New(tc.allocated...), nil)
+			gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, sets.New(tc.allocated...), nil, false)
 			if len(gpus) != 1 {
 				t.Fatalf("%d GPUs", len(gpus))
 			}
@@ -524,7 +524,7 @@ func TestGPUAttributes(t *testing.T) {
 		{Index: 1, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady,
 			Attributes: &v1alpha1.GPUAttributes{DriverVersion: "580.95.05", CUDADriverVersion: "13.0", PCIBusID: "0000:07:00.0", Minor: ptr.To(int32(5))}},
 	}}}
-	gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil)
+	gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil, false)
 	type info struct {
 		Driver, CUDA, PCI string
 		Minor             int
@@ -657,7 +657,7 @@ func TestFailedChanges(t *testing.T) {
 				Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0"}}},
 				Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true,
 					Layout: "1g.10gb@0", Phase: tc.phase, Reason: tc.reason, Message: "m"}}}}
-			gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil)
+			gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil, false)
 			if len(gpus) != 1 {
 				t.Fatalf("%d GPUs, want 1", len(gpus))
 			}
@@ -867,7 +867,7 @@ func TestAutoGPUsKeepsGPUWithOddNVMLProfiles(t *testing.T) {
 		v1alpha1.NVMLProfile{Profile: "3g.40gb", MemoryMiB: 40600, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEGEngines: 3},
 		v1alpha1.NVMLProfile{Profile: "9g.99gb", MemoryMiB: 1})
 	nml := nodeMigLayout("n1").spec(v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4"}).status(g).build()
-	gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil)
+	gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil, false)
 	if len(gpus) != 1 {
 		t.Fatalf("%d GPUs planned, want 1", len(gpus))
 	}
@@ -875,7 +875,7 @@ func TestAutoGPUsKeepsGPUWithOddNVMLProfiles(t *testing.T) {
 		t.Errorf("3g.40gb planned with %d MiB, want 40600", p.MemoryMiB)
 	}
 	tooBig := nodeMigLayout("n2").status(h100(0).nvml(v1alpha1.NVMLProfile{Profile: "3g.40gb", MemoryMiB: 1 << 30})).build()
-	if gpus := autoGPUs(tooBig, mig.DefaultCatalog(), modelVariants{}, nil, nil); len(gpus) != 1 || gpus[0].Info.Model.Variant != "" {
+	if gpus := autoGPUs(tooBig, mig.DefaultCatalog(), modelVariants{}, nil, nil, false); len(gpus) != 1 || gpus[0].Info.Model.Variant != "" {
 		t.Errorf("values the model cannot hold: %d GPUs, want 1 with the catalog's values", len(gpus))
 	}
 }

@@ -150,10 +150,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			// kept as they are, like allocated ones; a node whose every
 			// device is taken out is left as it is.
 			wholePool, taintedDevs := taintedByRules(in.TaintRules, in.Driver, name)
-			gpus := autoGPUs(nml, catalog, variants, allocated[name].Union(taintedDevs), adminHeld[name])
-			markTainted(gpus, taintedDevs)
-			markReleasing(gpus, releasing[name].Difference(taintedDevs))
-			n := planner.Node{Node: node, Policy: policy, GPUs: gpus, OtherSlices: others.forNode(node)}
+			n := planner.Node{Node: node, Policy: policy, OtherSlices: others.forNode(node)}
 			// A node in conflict is left as it is: its change in flight
 			// goes on and counts toward the limits, nothing else is
 			// planned there.
@@ -168,6 +165,10 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			if n.FrozenReason != "" {
 				n.Frozen, n.Policy.Spares = true, nil
 			}
+			reclaims := !n.Frozen && n.Policy.ReclaimIdleAfter > 0 && len(n.Policy.Spares) == 0
+			n.GPUs = autoGPUs(nml, catalog, variants, allocated[name].Union(taintedDevs), adminHeld[name], reclaims)
+			markTainted(n.GPUs, taintedDevs)
+			markReleasing(n.GPUs, releasing[name].Difference(taintedDevs))
 			if len(n.GPUs) > 0 {
 				snap.Nodes = append(snap.Nodes, n)
 			}
@@ -439,8 +440,11 @@ func autoPlannable(st v1alpha1.GPUStatus) bool {
 // hold with admin access only: they stay, but a pending pod may get them
 // (planner.GPU.Shared), even where the agent reports them in use (prepared
 // for those claims, running their processes). Each GPU's hypothetical
-// devices carry the attributes its agent reported.
-func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelVariants, allocated, adminHeld sets.Set[string]) []planner.GPU {
+// devices carry the attributes its agent reported. Where reclaims is true
+// (the node gives idle GPUs back whole and is not Frozen), a GPU being
+// given back whole that has lost nothing yet is planned on its actual
+// layout (planner.GPU.Reclaiming, inFlightReclaim).
+func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelVariants, allocated, adminHeld sets.Set[string], reclaims bool) []planner.GPU {
 	specs := map[int32]v1alpha1.GPUSpec{}
 	for _, s := range nml.Spec.GPUs {
 		specs[s.Index] = s
@@ -485,9 +489,17 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 			g.Retrying = st.Phase == v1alpha1.PhaseFailed && st.Reason == v1alpha1.ReasonNVMLError
 		} else if ok {
 			desired, err := mig.ParseLayout(spec.Layout)
+			_, reclaim := inFlightReclaim(nml, int(st.Index))
+			whole, ok := model.Whole()
+			reclaim = reclaim && reclaims && ok && desired.Equal(mig.Layout{whole})
 			if err == nil && spec.MIGEnabled && (!desired.Equal(actual) || st.Phase != v1alpha1.PhaseReady) {
 				g.Layout, g.Changing = desired, true
-				if notComing(st) {
+				if reclaim {
+					// Its free devices may still serve a pod: the
+					// plan gives it back whole again, or the
+					// reclaim is cancelled (ReclaimCancels).
+					g.Layout, g.Changing, g.Reclaiming = actual, false, true
+				} else if notComing(st) {
 					g.Layout = actual
 					// A change NVML failed, which the agent
 					// retries, holds no slot of the limits on GPUs

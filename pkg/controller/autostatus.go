@@ -54,7 +54,9 @@ func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map
 	// made while they change does not change them again.
 	for _, n := range snap.Nodes {
 		for _, g := range n.GPUs {
-			if g.Changing {
+			// A reclaim in flight is among res's changes where the
+			// plan makes it again (ReclaimCancels).
+			if g.Changing || (g.Reclaiming && res == nil) {
 				count(n.Node.Name, func(s *v1alpha1.AutoStatus) { s.ChangedGPUs++ })
 			}
 		}

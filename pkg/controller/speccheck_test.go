@@ -134,7 +134,7 @@ func TestCheckSpecOnNVMLPlacements(t *testing.T) {
 			{Profile: "2g.20gb", MemoryMiB: 19968, Multiprocessors: 28, CopyEngines: 2, Decoders: 1, GIProfileID: ptr.To[int32](30)},
 		}}
 	// What the planner plans with on this GPU.
-	planned := autoGPUs(&v1alpha1.NodeMigLayout{Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{st}}}, mig.DefaultCatalog(), modelVariants{}, nil, nil)[0].Info.Model
+	planned := autoGPUs(&v1alpha1.NodeMigLayout{Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{st}}}, mig.DefaultCatalog(), modelVariants{}, nil, nil, false)[0].Info.Model
 	for name, spares := range map[string]map[string]int32{
 		"two 3g.40gb spares, NVML offers one placement": {"3g.40gb": 2},
 		"a 2g.20gb spare, a profile the agent refuses":  {"2g.20gb": 1},

@@ -39,7 +39,7 @@ func TestCancelKeepsUncataloguedGI(t *testing.T) {
 	nml.Spec.GPUs[0].Layout = c.To.String()
 	st := &nml.Status.GPUs[0]
 	st.Phase, st.Reason, st.Message = v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied, "layout applied"
-	if g := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil)[0]; g.Changing {
+	if g := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil, false)[0]; g.Changing {
 		t.Errorf("after the cancel is applied the GPU is still changing: %+v", g)
 	}
 }
@@ -55,7 +55,7 @@ func TestAllocatedUncataloguedGIPinned(t *testing.T) {
 	} {
 		nml := nodeMigLayout("n1").spec(specGPU(0, tc.layout, "")).
 			status(a100(0).layout(tc.layout).phase(v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied, "")).build()
-		gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, sets.New(tc.allocated), nil)
+		gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, sets.New(tc.allocated), nil, false)
 		if len(gpus) != 1 || !gpus[0].Pinned.Contains(mig.MustParseLayout(tc.device)[0]) {
 			t.Errorf("%s: %s allocated (%s) but pinned %q", name, tc.device, tc.allocated, gpus[0].Pinned)
 		}
@@ -97,7 +97,7 @@ func TestLayoutsKeepToNVMLPlacements(t *testing.T) {
 
 	// Auto: the planner's model of the GPU is NVML's.
 	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{st}}}
-	g := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil)[0]
+	g := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil, false)[0]
 	if err := g.Info.Model.Validate(mig.MustParseLayout("3g.40gb@4")); err == nil {
 		t.Error("the Auto planner may plan 3g.40gb@4")
 	}

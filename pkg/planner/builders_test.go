@@ -68,6 +68,10 @@ func (b *nodeB) idleFor(d time.Duration) *nodeB {
 	return b
 }
 
+// reclaiming marks the last GPU as being given back whole by a change in
+// flight that has destroyed nothing yet (GPU.Reclaiming).
+func (b *nodeB) reclaiming() *nodeB { b.n.GPUs[len(b.n.GPUs)-1].Reclaiming = true; return b }
+
 // releasing marks pinned devices of the last GPU whose claims end soon
 // (GPU.Releasing).
 func (b *nodeB) releasing(layout string) *nodeB {

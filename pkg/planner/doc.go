@@ -85,7 +85,11 @@
 // as one device of its largest profile (reclaimIdle): kube-scheduler gives
 // free devices to the first pods they fit, so the fragments a finished
 // workload leaves would draw small claims onto a GPU a large claim could
-// have whole.
+// have whole. A GPU whose reclaim has destroyed nothing yet
+// (GPU.Reclaiming) is planned on its actual layout like any other and
+// given back again only where the plan leaves it alone, so a pod that
+// arrives while it drains does not wait for it to be made whole and split
+// again.
 // A claim several pending pods share gets devices once, with the first of
 // its pods served: a pod with exactly that pod's claims is served by the
 // same devices where it may run on that node (else it is told why), one

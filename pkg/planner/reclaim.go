@@ -6,7 +6,8 @@ import (
 
 // reclaimIdle gives back, as one device of its model's largest profile
 // (mig.Model.Whole), each GPU idle for its node's Policy.ReclaimIdleAfter
-// (GPU.IdleSince) that this plan leaves alone: no device pinned, shared,
+// (GPU.IdleSince), or already being given back (GPU.Reclaiming), that this
+// plan leaves alone: no device pinned, shared,
 // reserved for a pod of this plan or kept for a waiting one, not changing,
 // and within the limits on GPUs changed at once. The free devices a
 // finished workload leaves would otherwise draw new small claims (the
@@ -24,7 +25,7 @@ func (p *planner) reclaimIdle() {
 			continue
 		}
 		for _, g := range n.gpus {
-			if g.g.IdleSince.IsZero() || now.Sub(g.g.IdleSince) < after {
+			if !g.g.Reclaiming && (g.g.IdleSince.IsZero() || now.Sub(g.g.IdleSince) < after) {
 				continue
 			}
 			whole, ok := g.model.Whole()

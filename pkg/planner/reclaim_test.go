@@ -75,6 +75,43 @@ func TestReclaimIdleGPUs(t *testing.T) {
 				Served:  []string{"default/half -> n1 gpu-0-mig-4g40gb-5-0 after change"},
 			},
 		},
+		// A reclaim in flight that has destroyed nothing yet
+		// (Reclaiming) is planned again where the plan leaves the GPU
+		// alone, however recently the GPU was first seen idle (a
+		// restarted controller counts afresh)...
+		"being given back, nothing pending": {
+			node: node("n1").policy(reclaim).gpu("A100-SXM4-80GB", fragments, "").reclaiming(),
+			want: trace{Changes: []string{whole}},
+		},
+		// ... but a pod that arrives meanwhile gets the GPU's free
+		// device as it is: the caller cancels the reclaim (rather than
+		// making a 7g.80gb and splitting it again).
+		"being given back, a pod takes a free device": {
+			node: node("n1").policy(reclaim).gpu("A100-SXM4-80GB", "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6", "").reclaiming(),
+			pods: []Pod{pod("small", 1).claim(profileIs("1g.10gb"), 1).build()},
+			want: trace{Served: []string{"default/small -> n1 gpu-0-mig-1g10gb-19-6"}},
+		},
+		// ... or a change made from the layout it has.
+		"being given back, a pod's change comes instead": {
+			node: node("n1").policy(reclaim).gpu("A100-SXM4-80GB", fragments, "").reclaiming(),
+			pods: []Pod{pod("half", 1).claim(profileIs("4g.40gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: " + fragments + " -> 4g.40gb@0,3g.40gb@4 serves default/half"},
+				Served:  []string{"default/half -> n1 gpu-0-mig-4g40gb-5-0 after change"},
+			},
+		},
+		// A pod's change on another GPU of the node takes the node's
+		// one slot first.
+		"being given back, the node's limit is taken by a pod's change": {
+			node: node("n1").policy(reclaim).
+				gpu("A100-SXM4-80GB", "3g.40gb@4", "3g.40gb@4").
+				gpu("A100-SXM4-80GB", fragments, "").reclaiming(),
+			pods: []Pod{pod("half", 1).claim(profileIs("4g.40gb"), 1).build()},
+			want: trace{
+				Changes: []string{"n1/0: 3g.40gb@4 -> 4g.40gb@0,3g.40gb@4 serves default/half"},
+				Served:  []string{"default/half -> n1 gpu-0-mig-4g40gb-5-0 after change"},
+			},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -76,6 +76,18 @@ type GPU struct {
 	// that fails for good does not stop its node's other GPUs from
 	// changing.
 	Retrying bool
+	// Reclaiming is true while an earlier plan's change that gives the
+	// idle GPU back whole (Change.Reclaims) is in flight and has destroyed
+	// nothing yet (the agent drains its devices or has not started).
+	// Changing is then false and Layout is the actual layout: a pod may
+	// still get its free devices, or a change made from them, rather than
+	// wait for the whole device to be split again. The plan gives the GPU
+	// back whole again where it leaves it alone (as it would once IdleSince
+	// is old enough, within the limits on GPUs changing at once; a pod's
+	// change comes first); where it does not, the caller cancels the
+	// reclaim, or writes the plan's change in its place, while nothing is
+	// destroyed yet.
+	Reclaiming bool
 	// IdleSince is when the GPU was first seen, in the run of snapshots
 	// that ends with this one, with no device pinned or shared and no
 	// change in flight; zero where it is not idle or not known to be.

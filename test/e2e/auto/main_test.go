@@ -19,12 +19,19 @@ import (
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
 )
 
-// The nodes: two with two A100-SXM4-80GB each, selected by MigLayout e2e-auto.
+// The nodes: two with two A100-SXM4-80GB each, selected by MigLayout e2e-auto, and
+// one with one A100-SXM4-80GB whose agent drains for slowSettle, selected only by
+// the MigLayout of TestAutoReclaimGivesWayToPod.
 const (
 	groupLabel = "miglayout.test/group"
 	nodeA      = "auto-a100-a"
 	nodeB      = "auto-a100-b"
+	slowNode   = "auto-a100-slow"
 )
+
+// slowSettle is slowNode's settle period: long enough for a test to act while the
+// agent drains.
+const slowSettle = 20 * time.Second
 
 // Batching windows of the controller's Auto planner and the agents' settle period: short,
 // so that a repartition takes a few seconds.
@@ -63,6 +70,8 @@ func TestMain(m *testing.M) {
 			// A short heartbeat, so that TestAutoFreezesLostNode sees its agent lost soon.
 			{Name: nodeB, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "auto"},
 				AgentArgs: []string{"--lease-duration=" + nodeBLeaseDuration.String()}},
+			{Name: slowNode, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "slow"},
+				AgentArgs: []string{"--settle-period=" + slowSettle.String()}},
 		},
 	}, 80, func(e *clustertest.Env) { env = e }))
 }

@@ -1,0 +1,132 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
+)
+
+// TestReclaimInFlightGivesWayToPods: n1's only GPU, seven free 1g.10gb, has
+// been idle for the policy's minute and is being given back as one
+// 7g.80gb. A pod asking for a 1g.10gb arrives while the agent drains: as
+// long as nothing is destroyed yet, the controller cancels the reclaim (the
+// pod gets a free 1g.10gb as it is) or writes the pod's own change in its
+// place, instead of making the 7g.80gb and splitting it again. With no pod,
+// or once the agent repartitions, the reclaim stays, written once.
+func TestReclaimInFlightGivesWayToPods(t *testing.T) {
+	const sevenSmall = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"
+	for name, tc := range map[string]struct {
+		phase   v1alpha1.GPUPhase // the agent's report once the reclaim is written
+		profile string            // of the pod that arrives then; "" for none
+		want    string            // GPU 0's desired layout after the next plan
+		reason  string            // a part of its reason
+		changed int32             // the MigLayout's count of GPUs changing
+		restart bool              // the controller restarts (it counts idle time afresh)
+	}{
+		"nothing pending, after a restart": {phase: v1alpha1.PhaseDraining, restart: true, want: "7g.80gb@0", reason: "back whole", changed: 1},
+		"nothing pending":                  {phase: v1alpha1.PhaseDraining, want: "7g.80gb@0", reason: "back whole", changed: 1},
+		"a 1g.10gb pod, while draining": {phase: v1alpha1.PhaseDraining, profile: "1g.10gb", want: sevenSmall,
+			reason: "cancels giving the GPU back as 7g.80gb@0 before anything is destroyed: pending pods get its free devices as they are: ns/p1"},
+		"a 1g.10gb pod, before the agent starts": {phase: v1alpha1.PhaseReady, profile: "1g.10gb", want: sevenSmall, reason: "cancels giving the GPU back"},
+		"a 4g.40gb pod, while draining":          {phase: v1alpha1.PhaseDraining, profile: "4g.40gb", want: "4g.40gb@0,1g.10gb@4,1g.10gb@5,1g.10gb@6", reason: "serves 1 pending pod(s): ns/p1", changed: 1},
+		"a 1g.10gb pod, while repartitioning":    {phase: v1alpha1.PhaseRepartitioning, profile: "1g.10gb", want: "7g.80gb@0", reason: "back whole", changed: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](60)})
+			h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(sevenSmall)))
+			reclaimedBefore := testutil.ToFloat64(reclaimedMetric)
+			h.settle()
+			h.now = h.now.Add(2 * time.Minute)
+			h.settle()
+			if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
+				t.Fatalf("GPU 0 idle for two minutes -> %q, want it given back as 7g.80gb@0", got)
+			}
+			h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+				st[0].Phase = tc.phase
+				return st
+			})
+			if tc.restart {
+				h.a.idleGPUs = nil
+			}
+			if tc.profile != "" {
+				h.create(autoClaim("c1", profileSelector(tc.profile)), autoPod("p1", h.now, "c1"))
+			}
+			h.now = h.now.Add(h.a.max())
+			h.settle()
+			spec := h.nml("n1").Spec.GPUs[0]
+			if diff := cmp.Diff(tc.want, spec.Layout); diff != "" {
+				t.Errorf("GPU 0's desired layout (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(spec.Reason, tc.reason) {
+				t.Errorf("reason %q, want it to contain %q", spec.Reason, tc.reason)
+			}
+			if st := h.autoStatus(); st == nil || st.ChangedGPUs != tc.changed {
+				t.Errorf("Auto status %+v, want %d GPU(s) changing", st, tc.changed)
+			}
+			if got := testutil.ToFloat64(reclaimedMetric) - reclaimedBefore; got != 1 {
+				t.Errorf("idle_gpus_reclaimed_total rose by %v, want 1: a reclaim in flight the plan makes again is not written again", got)
+			}
+		})
+	}
+}
+
+// TestApplyReclaimReplacement: the plan read GPU 0 draining for a reclaim to
+// 7g.80gb@0 and decided to cancel it, or to make a 4g.40gb for a pod in its
+// place. Either is written only while the reclaim has destroyed nothing:
+// once the agent reports Repartitioning (it read the spec a last time and
+// calls NVML), neither is, and the next plan sees the 7g.80gb coming.
+func TestApplyReclaimReplacement(t *testing.T) {
+	auto := migLayout("auto").selects("pool", "a").build()
+	auto.UID, auto.Spec.Mode = "uid-auto", v1alpha1.ModeAuto
+	const small = "1g.10gb@0,1g.10gb@1"
+	reclaiming := func(phase v1alpha1.GPUPhase) *v1alpha1.NodeMigLayout {
+		return ownedBy(&v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+			Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0", Reason: "gives the GPU, idle for 5m0s, back whole"}}},
+			Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+				{Index: 0, MIGEnabled: true, MIGPending: true, Layout: small, Phase: phase}}}}, &auto)
+	}
+	read := reclaiming(v1alpha1.PhaseDraining)
+	cancel, ok := inFlightReclaim(read, 0)
+	if !ok {
+		t.Fatal("no reclaim in flight read on a GPU draining for 7g.80gb@0")
+	}
+	replace := planner.Change{Node: "n1", GPU: 0, From: mig.MustParseLayout(small), To: mig.MustParseLayout("4g.40gb@0"), Serves: []string{"ns/p1"}}
+	for name, tc := range map[string]struct {
+		phase            v1alpha1.GPUPhase
+		changes, cancels []planner.Change
+		want             string
+	}{
+		"cancel, still draining":          {phase: v1alpha1.PhaseDraining, cancels: []planner.Change{cancel}, want: small},
+		"cancel, repartitioning now":      {phase: v1alpha1.PhaseRepartitioning, cancels: []planner.Change{cancel}, want: "7g.80gb@0"},
+		"replacement, still draining":     {phase: v1alpha1.PhaseDraining, changes: []planner.Change{replace}, want: "4g.40gb@0"},
+		"replacement, repartitioning now": {phase: v1alpha1.PhaseRepartitioning, changes: []planner.Change{replace}, want: "7g.80gb@0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(reclaiming(tc.phase), &auto).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
+			a := &AutoPlanner{Client: c}
+			if err := a.apply(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, tc.changes, tc.cancels); err != nil {
+				t.Fatal(err)
+			}
+			var got v1alpha1.NodeMigLayout
+			if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got.Spec.GPUs[0].Layout); diff != "" {
+				t.Errorf("GPU 0's desired layout (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
