@@ -280,9 +280,10 @@ type AutoStatus struct {
 	WaitingForCapacityPods int32 `json:"waitingForCapacityPods"`
 	// WaitingForRoomPods counts the pods, cluster-wide, that an Auto-mode
 	// node could serve but none can now (devices in use, another driver's
-	// device taken, the limits on GPUs changed at once, or only nodes whose
-	// agent is lost could), with no placement kept for them; their event is
-	// WaitingForCapacity too.
+	// device taken, the limits on GPUs changed at once, the CPU, memory or
+	// other resources the pods bound to the nodes take, or only nodes
+	// whose agent is lost could), with no placement kept for them; their
+	// event is WaitingForCapacity too.
 	// +kubebuilder:validation:Minimum=0
 	// +required
 	WaitingForRoomPods int32 `json:"waitingForRoomPods"`

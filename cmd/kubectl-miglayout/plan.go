@@ -661,7 +661,7 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 		switch why {
 		case planner.NoRoom:
 			waiting[pod] = "it takes the first room that frees up"
-		case planner.WaitsForLostNode, planner.WaitsForAllModeNode:
+		case planner.WaitsForLostNode, planner.WaitsForAllModeNode, planner.WaitsForNodeResources:
 			waiting[pod] = why
 		default:
 			cannot[pod] = why

@@ -118,6 +118,10 @@ type AutoPlanner struct {
 	// changes no object the planner watches but itself): a change of
 	// another label does not wake the planner.
 	labelKeys map[string]bool
+	// autoNodes are the last snapshot's nodes: a pod bound to one that
+	// ends, claims or not, frees the resources a pending pod may wait
+	// for there (planner.WaitsForNodeResources).
+	autoNodes sets.Set[string]
 	// idleGPUs: since when each GPU has been seen idle (idleTracker).
 	idleGPUs idleTracker
 }
@@ -139,7 +143,7 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	waiting := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		p, ok := o.(*corev1.Pod)
-		return ok && podMatters(p)
+		return ok && (podMatters(p) || a.endsOnAutoNode(p))
 	})
 	// Node feasibility reads taints, unschedulable and the labels pods
 	// select on (feasibilityLabelKeys of the last plan), not status nor
@@ -222,6 +226,10 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		a.idleGPUs = idleTracker{}
 	}
 	idleDue := a.idleGPUs.mark(&snap)
+	a.autoNodes = sets.New[string]()
+	for _, n := range snap.Nodes {
+		a.autoNodes.Insert(n.Node.Name)
+	}
 	a.labelKeys = feasibilityLabelKeys(in, snap)
 	maps.Copy(a.labelKeys, selectorLabelKeys(in.MigLayouts))
 	wait := a.batch.observe(inputKey(in, snap), a.now(), a.idle(), a.max())
@@ -548,7 +556,7 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 		case planner.WaitsForSharedClaim:
 			emit(pod, corev1.EventTypeNormal, EventWaitingForSharedClaim, nil, why)
 			continue
-		case planner.WaitsForLostNode, planner.WaitsForAllModeNode:
+		case planner.WaitsForLostNode, planner.WaitsForAllModeNode, planner.WaitsForNodeResources:
 			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, why)
 			continue
 		}
@@ -679,6 +687,28 @@ func podMatters(p *corev1.Pod) bool {
 	return p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
+// resourcesText is l as "cpu=2,memory=4Gi", by name.
+func resourcesText(l corev1.ResourceList) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(l)) {
+		q := l[name]
+		parts = append(parts, string(name)+"="+q.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+// endsOnAutoNode reports whether p, claims or not, is bound to a node of
+// the last snapshot and terminating or done: the CPU, memory and pod slot
+// it lets go of may be what a pending pod waits for there.
+func (a *AutoPlanner) endsOnAutoNode(p *corev1.Pod) bool {
+	if p.Spec.NodeName == "" || (p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed) {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.autoNodes.Has(p.Spec.NodeName)
+}
+
 // inputKey fingerprints what a plan depends on: the pending pods and their
 // claims, the devices claims hold, the nodes' reported and desired state
 // and the MigLayouts' specs and modes
@@ -725,7 +755,8 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 				labels[k] = v
 			}
 		}
-		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen))
+		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t requested %s allocatable %s\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen,
+			resourcesText(n.Requested), resourcesText(n.Node.Status.Allocatable)))
 		for _, g := range n.GPUs {
 			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s releasing %s shared %s reclaim %t\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned, g.Releasing, g.Shared, reclaimDue(snap, n, g)))
 		}

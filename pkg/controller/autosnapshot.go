@@ -9,9 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -97,6 +99,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	others := otherSlices(withRuleTaints(in.Slices, in.TaintRules, in.Driver), in.Driver)
 	variants := modelVariants{}
 	allocated, adminHeld, otherAllocated := allocations(in.Claims, in.Driver)
+	requested := nodeRequests(in.Pods)
 	releasing := releasingDevices(in.Claims, in.Pods, in.Driver)
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
@@ -150,7 +153,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			// kept as they are, like allocated ones; a node whose every
 			// device is taken out is left as it is.
 			wholePool, taintedDevs := taintedByRules(in.TaintRules, in.Driver, name)
-			n := planner.Node{Node: node, Policy: policy, OtherSlices: others.forNode(node)}
+			n := planner.Node{Node: node, Policy: policy, OtherSlices: others.forNode(node), Requested: requested[name]}
 			// A node in conflict is left as it is: its change in flight
 			// goes on and counts toward the limits, nothing else is
 			// planned there.
@@ -183,6 +186,36 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	snap.Pending = pendingPods(in.Pods, in.Claims, extendedResourceClasses(in.Classes), autoNodes)
 	snap.OtherAllocated = otherAllocated
 	return snap
+}
+
+// nodeRequests is, by node name, what the pods bound to each node and not
+// finished (Succeeded or Failed) request of its allocatable resources, as
+// kube-scheduler's NodeResourcesFit counts them (component-helpers'
+// PodRequests), with their number under "pods" (planner.Node.Requested).
+// A pod being deleted counts until it is gone, as it does for the
+// scheduler.
+func nodeRequests(pods []corev1.Pod) map[string]corev1.ResourceList {
+	out := map[string]corev1.ResourceList{}
+	for i := range pods {
+		pod := &pods[i]
+		if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		sum := out[pod.Spec.NodeName]
+		if sum == nil {
+			sum = corev1.ResourceList{}
+			out[pod.Spec.NodeName] = sum
+		}
+		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+			total := sum[name]
+			total.Add(q)
+			sum[name] = total
+		}
+		count := sum[corev1.ResourcePods]
+		count.Add(*resource.NewQuantity(1, resource.DecimalSI))
+		sum[corev1.ResourcePods] = count
+	}
+	return out
 }
 
 // otherDriverSlices are the ResourceSlices of drivers other than

@@ -84,7 +84,7 @@ func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map
 	var room, never int32
 	for _, why := range res.Unservable {
 		switch why {
-		case planner.NoRoom, planner.WaitsForLostNode, planner.WaitsForAllModeNode:
+		case planner.NoRoom, planner.WaitsForLostNode, planner.WaitsForAllModeNode, planner.WaitsForNodeResources:
 			room++
 		case planner.WaitsForSharedClaim:
 			// Neither: planned once the shared claims are allocated.

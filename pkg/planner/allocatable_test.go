@@ -42,6 +42,29 @@ func TestPodPlannedWhereItsRequestsFit(t *testing.T) {
 			nodes:    []Node{withCPU(node("small").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8")},
 			want:     trace{Unservable: map[string]string{"default/p": "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"}},
 		},
+		// What the pods bound to a node request counts too (Node.Requested).
+		"the node whose pods leave the CPU": {
+			requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+			nodes: []Node{
+				requested(withCPU(node("busy").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"), "6", 3),
+				requested(withCPU(node("quiet").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"), "4", 3),
+			},
+			want: trace{
+				Changes:    []string{"quiet/0: 7g.80gb@0 -> 1g.10gb@6 serves default/p"},
+				Served:     []string{"default/p -> quiet gpu-0-mig-1g10gb-19-6 after change"},
+				Unservable: map[string]string{},
+			},
+		},
+		"the node's pods leave too little CPU now": {
+			requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+			nodes:    []Node{requested(withCPU(node("busy").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"), "6", 3)},
+			want:     trace{Unservable: map[string]string{"default/p": WaitsForNodeResources}},
+		},
+		"the node takes no more pods": {
+			requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+			nodes:    []Node{requested(withCPU(node("busy").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"), "1", 110)},
+			want:     trace{Unservable: map[string]string{"default/p": WaitsForNodeResources}},
+		},
 		"a resource the node does not list": {
 			requests: corev1.ResourceList{"example.com/fpga": resource.MustParse("1")},
 			nodes:    []Node{withCPU(node("small").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8")},
@@ -65,4 +88,12 @@ func TestPodPlannedWhereItsRequestsFit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// requested sets what the pods bound to n request: cpu, and their number
+// (the node takes 110 pods).
+func requested(n Node, cpu string, pods int64) Node {
+	n.Node.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("110")
+	n.Requested = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourcePods: *resource.NewQuantity(pods, resource.DecimalSI)}
+	return n
 }

@@ -374,7 +374,7 @@ func (p *planner) feasibleNodes(pod Pod) []*nodeState {
 	}
 	var out []*nodeState
 	for _, n := range p.nodes {
-		if !n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(reqs, n.n.Node) && allocatedOn(pod, n.n.Node) {
+		if !n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(reqs, n.n.Node, n.n.Requested) && allocatedOn(pod, n.n.Node) {
 			out = append(out, n)
 		}
 	}
@@ -413,16 +413,31 @@ func podRequests(pod *corev1.Pod) corev1.ResourceList {
 }
 
 // fitsAllocatable reports whether every resource the pod requests (reqs,
-// podRequests) that the node's status lists as allocatable fits in it, so
-// a pod that asks for more CPU or memory than a node has at all is not
-// planned there (where it could never run, while its devices would count
-// as serving it). Resources the node does not list (DRA-backed extended
-// resources, or a node that reports no allocatable) are not judged, nor is
-// what the node's other pods use: kube-scheduler decides that, and a pod
-// it keeps off a full node waits with its devices planned.
-func fitsAllocatable(reqs corev1.ResourceList, node *corev1.Node) bool {
+// podRequests) that the node's status lists as allocatable fits in it
+// beside what the pods bound there request already (requested,
+// Node.Requested; nil for none), and, where the node lists how many pods
+// it takes, one more pod, as kube-scheduler's NodeResourcesFit decides: a
+// pod is not planned where it cannot run (its devices would count as
+// serving it while it stays pending). Resources the node does not list
+// (DRA-backed extended resources, or a node that reports no allocatable)
+// are not judged.
+func fitsAllocatable(reqs corev1.ResourceList, node *corev1.Node, requested corev1.ResourceList) bool {
 	for name, q := range reqs {
-		if alloc, ok := node.Status.Allocatable[name]; ok && q.Cmp(alloc) > 0 {
+		alloc, ok := node.Status.Allocatable[name]
+		if !ok {
+			continue
+		}
+		if used, ok := requested[name]; ok {
+			q = q.DeepCopy()
+			q.Add(used)
+		}
+		if q.Cmp(alloc) > 0 {
+			return false
+		}
+	}
+	if alloc, ok := node.Status.Allocatable[corev1.ResourcePods]; ok && requested != nil {
+		pods := requested[corev1.ResourcePods]
+		if pods.Value()+1 > alloc.Value() {
 			return false
 		}
 	}
@@ -578,8 +593,14 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 	feasibleNodes := p.feasibleNodes(pod)
 	if len(feasibleNodes) == 0 {
 		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"
-		if !slices.ContainsFunc(p.nodes, func(n *nodeState) bool { return !n.n.Frozen }) {
+		reqs := podRequests(pod.Pod)
+		switch {
+		case !slices.ContainsFunc(p.nodes, func(n *nodeState) bool { return !n.n.Frozen }):
 			p.result.Unservable[key] = "no Auto-mode node can be changed now: " + frozenReasons(p.nodes)
+		case slices.ContainsFunc(p.nodes, func(n *nodeState) bool {
+			return !n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(reqs, n.n.Node, nil) && allocatedOn(pod, n.n.Node)
+		}):
+			p.result.Unservable[key] = WaitsForNodeResources
 		}
 		return nil
 	}
@@ -624,7 +645,7 @@ func frozenReasons(nodes []*nodeState) string {
 func (p *planner) frozenNodes(pod Pod) []*nodeState {
 	var out []*nodeState
 	for _, n := range p.nodes {
-		if n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(podRequests(pod.Pod), n.n.Node) && allocatedOn(pod, n.n.Node) {
+		if n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(podRequests(pod.Pod), n.n.Node, nil) && allocatedOn(pod, n.n.Node) {
 			out = append(out, n)
 		}
 	}

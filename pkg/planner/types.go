@@ -131,6 +131,12 @@ type Node struct {
 	// FrozenReason says why a Frozen node is, for the pods' messages
 	// (e.g. "another MigLayout selects it too"); "" where unknown.
 	FrozenReason string
+	// Requested is what the pods bound to the node and not finished
+	// request of its allocatable resources, as kube-scheduler's
+	// NodeResourcesFit counts them (component-helpers' PodRequests), with
+	// their number under "pods". A pending pod is served only where its
+	// requests fit beside them; nil judges allocatable alone.
+	Requested corev1.ResourceList
 }
 
 // Pod is a pending pod with the ResourceClaims it waits for.
@@ -254,6 +260,13 @@ const WaitsForLostNode = "only Auto-mode nodes that cannot be changed now (their
 // and every such node serves another pod of the plan, or every such node
 // serves that pod. It is planned again once those pods are allocated.
 const WaitsForAllModeNode = "the nodes the pod may run on each serve, in this plan, another pod where one of the two asks for every matching device of the node (allocation mode All): it is planned once that pod is allocated"
+
+// WaitsForNodeResources is the Result.Unservable reason of a pod that some
+// Auto-mode node could run, but whose CPU, memory or other requests (or
+// one more pod) do not fit beside the pods running on any of them now
+// (Node.Requested): kube-scheduler would not bind it there, so no device
+// is made for it until one has room.
+const WaitsForNodeResources = "the Auto-mode nodes the pod may run on have not enough of the resources it requests (CPU, memory, pods, ...) left beside the pods bound to them now; it is planned once one has"
 
 // WaitsForSharedClaim is the Result.Unservable reason of a pod that shares
 // claims with a pod the plan serves but does not have exactly that pod's

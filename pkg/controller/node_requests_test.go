@@ -1,0 +1,100 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/miglayout/miglayout/pkg/planner"
+)
+
+// TestNodeRequests: what the pods bound to a node request is summed per
+// node, with their number, as kube-scheduler counts it: a pod that is done
+// counts no longer, one being deleted still does, and an unbound one on no
+// node.
+func TestNodeRequests(t *testing.T) {
+	withCPU := func(p corev1.Pod, cpu string) corev1.Pod {
+		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
+		return p
+	}
+	pending := withCPU(runningPod("pending", corev1.PodPending, false), "8")
+	pending.Spec.NodeName = ""
+	pods := []corev1.Pod{
+		withCPU(runningPod("r1", corev1.PodRunning, false), "2"),
+		withCPU(runningPod("r2", corev1.PodRunning, false), "500m"),
+		runningPod("no-requests", corev1.PodRunning, false),
+		withCPU(runningPod("terminating", corev1.PodRunning, true), "1"),
+		withCPU(runningPod("succeeded", corev1.PodSucceeded, false), "16"),
+		withCPU(runningPod("failed", corev1.PodFailed, false), "16"),
+		pending,
+	}
+	got := map[string]string{}
+	for node, l := range nodeRequests(pods) {
+		got[node] = resourcesText(l)
+	}
+	if diff := cmp.Diff(map[string]string{"a": "cpu=3500m,pods=4"}, got); diff != "" {
+		t.Errorf("requested per node (-want +got):\n%s", diff)
+	}
+}
+
+// TestPendingPodWaitsForNodeResources: n1 has a whole GPU free but 8 CPUs,
+// 6 of which a running pod without claims requests. A pending pod asking
+// for a 1g.10gb and 4 CPUs could never be bound there now: no device is
+// made for it, it hears that it waits for the node's resources, and the
+// MigLayout counts it as waiting for room. Once the running pod ends, the
+// planner is woken (though that pod has no claim) and the device is made.
+func TestPendingPodWaitsForNodeResources(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	n1 := node("n1", map[string]string{"pool": "auto"})
+	n1.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
+	cpus := func(p *corev1.Pod, n string) *corev1.Pod {
+		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}}}}
+		return p
+	}
+	busy := runningPod("busy", corev1.PodRunning, false)
+	busy.Spec.NodeName = "n1"
+	h := newAutoCluster(t, ml, n1, autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
+		cpus(&busy, "6"), autoClaim("c1", profileSelector("1g.10gb")), cpus(autoPod("p1", h0(), "c1"), "4"))
+	h.settle()
+	if got := h.specOf("n1"); len(got) != 0 {
+		t.Fatalf("spec %v: a device made where the pod's CPUs do not fit", got)
+	}
+	events := strings.Join(h.events(), "\n")
+	if !strings.Contains(events, EventWaitingForCapacity) || !strings.Contains(events, planner.WaitsForNodeResources) {
+		t.Errorf("events %q, want p1 told it waits for the node's resources", events)
+	}
+	if st := h.autoStatus(); st == nil || st.WaitingForRoomPods != 1 || st.NotServablePods != 0 {
+		t.Errorf("Auto status %+v, want p1 counted as waiting for room", st)
+	}
+
+	var p corev1.Pod
+	if err := h.c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "busy"}, &p); err != nil {
+		t.Fatal(err)
+	}
+	if h.a.endsOnAutoNode(&p) {
+		t.Error("a running pod's update wakes the planner")
+	}
+	p.Status.Phase = corev1.PodSucceeded
+	if !h.a.endsOnAutoNode(&p) {
+		t.Error("a pod that ends on an Auto node does not wake the planner")
+	}
+	other := p.DeepCopy()
+	other.Spec.NodeName = "elsewhere"
+	if h.a.endsOnAutoNode(other) {
+		t.Error("a pod that ends on a node of no Auto MigLayout wakes the planner")
+	}
+	if err := h.c.Status().Update(context.Background(), &p); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(time.Second)
+	h.settle()
+	if diff := cmp.Diff(map[int32]string{0: "1g.10gb@6"}, h.specOf("n1")); diff != "" {
+		t.Errorf("spec once the busy pod ended (-want +got):\n%s", diff)
+	}
+}
