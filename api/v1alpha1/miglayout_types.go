@@ -137,8 +137,8 @@ type LayoutRule struct {
 	// no device: every free device of the GPU is destroyed (devices in use
 	// are kept until released).
 	// +kubebuilder:validation:MaxProperties=8
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",message="profile names look like 3g.40gb or 1g.10gb+me"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] > 0 && self[k] <= 7)",message="profile counts must be between 1 and 7"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",messageExpression="'profile names look like 3g.40gb or 1g.10gb+me, not ' + self.filter(k, !k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))[0]"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] > 0 && self[k] <= 7)",messageExpression="'profile counts must be between 1 and 7 (' + self.filter(k, self[k] <= 0 || self[k] > 7)[0] + ')'"
 	// +optional
 	Profiles map[string]int32 `json:"profiles,omitempty"`
 
@@ -151,7 +151,7 @@ type LayoutRule struct {
 }
 
 // AutoPolicy bounds what the planner may do in Auto mode.
-// +kubebuilder:validation:XValidation:rule="!has(self.allowedProfiles) || size(self.allowedProfiles) == 0 || !has(self.spares) || self.spares.all(k, self.spares[k] == 0 || k in self.allowedProfiles)",message="spares must name profiles in allowedProfiles"
+// +kubebuilder:validation:XValidation:rule="!has(self.allowedProfiles) || size(self.allowedProfiles) == 0 || !has(self.spares) || self.spares.all(k, self.spares[k] == 0 || k in self.allowedProfiles)",messageExpression="'spares must name profiles in allowedProfiles; ' + self.spares.filter(k, self.spares[k] != 0 && !(k in self.allowedProfiles))[0] + ' is not there'"
 type AutoPolicy struct {
 	// AllowedProfiles limits the profiles the planner may create. Empty means
 	// every profile of each GPU model.
@@ -167,8 +167,8 @@ type AutoPolicy struct {
 	// devices); a node that cannot hold the counts reports
 	// SparesNotHoldable.
 	// +kubebuilder:validation:MaxProperties=8
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",message="profile names look like 3g.40gb or 1g.10gb+me"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 0 && self[k] <= 112)",message="spare counts must be between 0 and 112 (per node, over all its GPUs)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",messageExpression="'profile names look like 3g.40gb or 1g.10gb+me, not ' + self.filter(k, !k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))[0]"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 0 && self[k] <= 112)",messageExpression="'spare counts must be between 0 and 112, per node over all its GPUs (' + self.filter(k, self[k] < 0 || self[k] > 112)[0] + ')'"
 	// +optional
 	Spares map[string]int32 `json:"spares,omitempty"`
 

@@ -162,12 +162,12 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 		want string // a substring of the admission error
 	}{
 		"malformed profile name in counts": {
-			spec: "rules: [{profiles: {3g.40: 1}}]",
-			want: "profile names look like 3g.40gb or 1g.10gb+me",
+			spec: "rules: [{profiles: {3g.40gb: 1, 3g.40: 1}}]",
+			want: "profile names look like 3g.40gb or 1g.10gb+me, not 3g.40",
 		},
 		"malformed profile name in spares": {
 			spec: "mode: Auto\npolicy: {spares: {big: 1}}",
-			want: "profile names look like 3g.40gb or 1g.10gb+me",
+			want: "profile names look like 3g.40gb or 1g.10gb+me, not big",
 		},
 		"malformed allowed profile": {
 			spec: "mode: Auto\npolicy: {allowedProfiles: [3g40gb]}",
@@ -175,19 +175,19 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 		},
 		"count zero": {
 			spec: "rules: [{profiles: {3g.40gb: 0}}]",
-			want: "profile counts must be between 1 and 7",
+			want: "profile counts must be between 1 and 7 (3g.40gb)",
 		},
 		"count negative": {
 			spec: "rules: [{profiles: {1g.10gb: -2}}]",
-			want: "profile counts must be between 1 and 7",
+			want: "profile counts must be between 1 and 7 (1g.10gb)",
 		},
 		"count above seven": {
-			spec: "rules: [{profiles: {1g.10gb: 8}}]",
-			want: "profile counts must be between 1 and 7",
+			spec: "rules: [{profiles: {3g.40gb: 1, 1g.10gb: 8}}]",
+			want: "profile counts must be between 1 and 7 (1g.10gb)",
 		},
 		"negative spares": {
 			spec: "mode: Auto\npolicy: {spares: {1g.10gb: -1}}",
-			want: "spare counts must be between 0 and 112",
+			want: "spare counts must be between 0 and 112, per node over all its GPUs (1g.10gb)",
 		},
 		"profiles and layout in one rule": {
 			spec: "rules: [{profiles: {3g.40gb: 1}, layout: 3g.40gb@0}]",
@@ -266,8 +266,8 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 			want: "spec.policy.reclaimIdleGPUsAfterSeconds: Invalid value",
 		},
 		"spares of a profile not allowed": {
-			spec: "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 2}}",
-			want: "spares must name profiles in allowedProfiles",
+			spec: "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {3g.40gb: 1, 1g.10gb: 2}}",
+			want: "spares must name profiles in allowedProfiles; 1g.10gb is not there",
 		},
 		"two rules of one name": {
 			spec: "rules: [{name: halves, gpuIndices: [0], profiles: {3g.40gb: 2}}, {name: halves, profiles: {1g.10gb: 7}}]",
