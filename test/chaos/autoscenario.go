@@ -122,6 +122,12 @@ func NewAutoScenario(seed int64, window time.Duration) *AutoScenario {
 			sc.Faults = append(sc.Faults, autoFault(rng, second, window))
 		}
 	}
+	// Idle GPUs given back whole within the churn (else the default 300 s is past
+	// it): reclaims then meet arrivals while they drain. Drawn apart, so that the
+	// rest of a seed's scenario is what it was before reclaims were drawn.
+	if rr := rand.New(rand.NewSource(seed ^ 0x5eed)); len(sc.Policy.Spares) == 0 && rr.Float64() < 0.4 {
+		sc.Policy.ReclaimIdleGPUsAfterSeconds = ptr.To(int32(1 + rr.Intn(3)))
+	}
 	return sc
 }
 
@@ -170,6 +176,9 @@ func (sc *AutoScenario) Describe() string {
 	pol := fmt.Sprintf("maxGPUsPerNode %d, maxGPUs %d", sc.Policy.MaxGPUsPerNode, sc.Policy.MaxGPUs)
 	if len(sc.Policy.Spares) > 0 {
 		pol += ", spare 1g.10gb"
+	}
+	if r := sc.Policy.ReclaimIdleGPUsAfterSeconds; r != nil {
+		pol += fmt.Sprintf(", idle GPUs reclaimed after %d s", *r)
 	}
 	return fmt.Sprintf("auto seed %d: base {%s}, Auto (%s); %d pods (%s; %d high priority, %d abandoned) over %s; faults: %s",
 		sc.Seed, describeSpec(sc.Base), pol, len(sc.Arrivals), strings.Join(ps, ","), high, abandon, sc.Window, faultList(sc.Faults))
