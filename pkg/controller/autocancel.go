@@ -114,7 +114,7 @@ func ReclaimCancels(in AutoInputs, snap planner.Snapshot, res planner.Result) []
 			if !ok {
 				continue
 			}
-			why := "pods' changes come first within the limits on GPUs changing at once"
+			why := "pods' changes take the slots of GPUs changing at once, or the policy no longer gives it back"
 			if pods := usedBy[key]; len(pods) > 0 {
 				why = "pending pods get its free devices as they are: " + strings.Join(firstPods(pods, 5), ", ")
 			}

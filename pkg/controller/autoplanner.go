@@ -353,8 +353,49 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 // apply writes each change, and each cancel (BlockedChanges,
 // UnneededChanges) that still holds on the NodeMigLayout as read for the
 // write, into its node's NodeMigLayout spec.
+//
+// The cancels of reclaims in flight (ReclaimCancels) are written first:
+// the plan counted their GPUs as not changing and may have given their
+// slots of the limits on GPUs changing at once to its changes, so those
+// are written only once every such cancel is (one the agent started on
+// meanwhile is not, and the next plan sees that GPU changing).
 func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change) error {
+	var first, rest []planner.Change
+	for _, x := range cancels {
+		if before := read[x.Node]; before != nil {
+			if c, ok := inFlightReclaim(before, x.GPU); ok && c.From.Equal(x.From) && c.To.Equal(x.To) {
+				first = append(first, x)
+				continue
+			}
+		}
+		rest = append(rest, x)
+	}
+	if len(first) > 0 {
+		written, n, err := a.write(ctx, read, nil, first)
+		if err != nil {
+			return err
+		}
+		if n < len(first) {
+			klog.FromContext(ctx).Info("A reclaim in flight could not be cancelled (its agent started on it): the plan's changes wait for the next plan", "cancels", len(first), "written", n)
+			changes = nil
+		}
+		// The nodes written are read again for the rest.
+		read = maps.Clone(read)
+		for node, nml := range written {
+			read[node] = nml
+		}
+	}
+	_, _, err := a.write(ctx, read, changes, rest)
+	return err
+}
+
+// write writes changes and cancels as apply describes, each only where it
+// holds on the NodeMigLayout as read for the write, and returns the
+// NodeMigLayouts it wrote, as written, by node, and how many changes and
+// cancels it wrote or found written already.
+func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change) (map[string]*v1alpha1.NodeMigLayout, int, error) {
 	logger := klog.FromContext(ctx)
+	out := map[string]*v1alpha1.NodeMigLayout{}
 	byNode := map[string][]planner.Change{}
 	for _, c := range append(slices.Clone(changes), cancels...) {
 		byNode[c.Node] = append(byNode[c.Node], c)
@@ -386,10 +427,12 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 		}
 		return true
 	}
+	count := 0
 	for _, node := range sortedKeys(byNode) {
 		var written []planner.Change
+		already := 0
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			written = nil
+			written, already = nil, 0
 			var nml v1alpha1.NodeMigLayout
 			if err := a.Client.Get(ctx, types.NamespacedName{Name: node}, &nml); err != nil {
 				return err
@@ -405,6 +448,7 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 				if i >= 0 && equality.Semantic.DeepEqual(next.Spec.GPUs[i], spec) {
 					// Written already: a reclaim in flight the plan
 					// makes again.
+					already++
 					continue
 				}
 				written = append(written, c)
@@ -418,11 +462,16 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 				return nil
 			}
 			sort.Slice(next.Spec.GPUs, func(i, j int) bool { return next.Spec.GPUs[i].Index < next.Spec.GPUs[j].Index })
-			return a.Client.Patch(ctx, next, client.MergeFromWithOptions(&nml, client.MergeFromWithOptimisticLock{}))
+			if err := a.Client.Patch(ctx, next, client.MergeFromWithOptions(&nml, client.MergeFromWithOptimisticLock{})); err != nil {
+				return err
+			}
+			out[node] = next
+			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("writing planned layouts of node %s: %w", node, err)
+			return nil, count, fmt.Errorf("writing planned layouts of node %s: %w", node, err)
 		}
+		count += len(written) + already
 		if len(written) > 0 {
 			writesMetric.WithLabelValues("plan").Inc()
 		}
@@ -433,7 +482,7 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 			logger.Info("Planned GPU layout", "node", node, "gpu", c.GPU, "from", c.From.String(), "to", c.To.String(), "destroyed", c.Destroyed.String(), "reason", c.Reason)
 		}
 	}
-	return nil
+	return out, count, nil
 }
 
 // maxServedPods is the MaxItems of GPUSpec.ServedPods.

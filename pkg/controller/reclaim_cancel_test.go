@@ -130,3 +130,56 @@ func TestApplyReclaimReplacement(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyChangeInReclaimSlot: the plan read GPU 0 draining for a reclaim
+// and gave its slot of the node's one GPU changing at once to a pod's change
+// of GPU 1, cancelling the reclaim. The change is written only with the
+// cancel: once the agent reports Repartitioning (the cancel no longer
+// holds) neither is, or two GPUs of the node would change at once.
+func TestApplyChangeInReclaimSlot(t *testing.T) {
+	auto := migLayout("auto").selects("pool", "a").build()
+	auto.UID, auto.Spec.Mode = "uid-auto", v1alpha1.ModeAuto
+	const small = "1g.10gb@0,1g.10gb@1"
+	nml := func(phase v1alpha1.GPUPhase) *v1alpha1.NodeMigLayout {
+		return ownedBy(&v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+			Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{
+				{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0", Reason: "gives the GPU, idle for 5m0s, back whole"},
+				{Index: 1, MIGEnabled: true, Layout: "7g.80gb@0"}}},
+			Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+				{Index: 0, MIGEnabled: true, MIGPending: true, Layout: small, Phase: phase},
+				{Index: 1, MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}, &auto)
+	}
+	read := nml(v1alpha1.PhaseDraining)
+	cancel, ok := inFlightReclaim(read, 0)
+	if !ok {
+		t.Fatal("no reclaim in flight read on GPU 0")
+	}
+	change := planner.Change{Node: "n1", GPU: 1, From: mig.MustParseLayout("7g.80gb@0"), To: mig.MustParseLayout("4g.40gb@0,3g.40gb@4"), Serves: []string{"ns/p1"}}
+	for name, tc := range map[string]struct {
+		phase v1alpha1.GPUPhase
+		want  []string
+	}{
+		"still draining":     {phase: v1alpha1.PhaseDraining, want: []string{small, "4g.40gb@0,3g.40gb@4"}},
+		"repartitioning now": {phase: v1alpha1.PhaseRepartitioning, want: []string{"7g.80gb@0", "7g.80gb@0"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(nml(tc.phase), &auto).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
+			a := &AutoPlanner{Client: c}
+			if err := a.apply(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, []planner.Change{change}, []planner.Change{cancel}); err != nil {
+				t.Fatal(err)
+			}
+			var got v1alpha1.NodeMigLayout
+			if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			var layouts []string
+			for _, g := range got.Spec.GPUs {
+				layouts = append(layouts, g.Layout)
+			}
+			if diff := cmp.Diff(tc.want, layouts); diff != "" {
+				t.Errorf("desired layouts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

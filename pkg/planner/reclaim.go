@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"time"
+
 	"github.com/miglayout/miglayout/pkg/mig"
 )
 
@@ -18,29 +20,40 @@ import (
 // device. It runs after every pending pod is planned, so it takes no GPU
 // a pod could use now.
 func (p *planner) reclaimIdle() {
-	now := p.snap.Now
-	for _, n := range p.nodes {
-		after := n.n.Policy.ReclaimIdleAfter
-		if n.n.Frozen || after <= 0 || now.IsZero() || len(n.n.Policy.Spares) > 0 {
-			continue
-		}
-		for _, g := range n.gpus {
-			if !g.g.Reclaiming && (g.g.IdleSince.IsZero() || now.Sub(g.g.IdleSince) < after) {
+	// Reclaims in flight first, on every node: a GPU falling due now does
+	// not take the slot of one already draining (which would be cancelled,
+	// then take the slot back once the agent reports it, and so on).
+	for _, reclaiming := range []bool{true, false} {
+		for _, n := range p.nodes {
+			after := n.n.Policy.ReclaimIdleAfter
+			if n.n.Frozen || after <= 0 || p.snap.Now.IsZero() || len(n.n.Policy.Spares) > 0 {
 				continue
 			}
-			whole, ok := g.model.Whole()
-			if !ok || !n.allows(whole.Profile) || g.g.Tainted.Contains(whole) || g.layout.Equal(mig.Layout{whole}) {
-				continue
+			for _, g := range n.gpus {
+				if g.g.Reclaiming == reclaiming {
+					p.reclaim(g, after)
+				}
 			}
-			if g.touched || g.g.Changing || len(g.fixed) > 0 || len(g.shared) > 0 || g.heldBy != "" || !p.mayChange(g) {
-				continue
-			}
-			g.touched = true
-			g.node.touch()
-			g.layout = mig.Layout{whole}
-			g.reclaimed = true
-			p.reclass(g)
-			p.indexFree(g)
 		}
 	}
+}
+
+// reclaim gives g back whole where reclaimIdle may (see there).
+func (p *planner) reclaim(g *gpuState, after time.Duration) {
+	if !g.g.Reclaiming && (g.g.IdleSince.IsZero() || p.snap.Now.Sub(g.g.IdleSince) < after) {
+		return
+	}
+	whole, ok := g.model.Whole()
+	if !ok || !g.node.allows(whole.Profile) || g.g.Tainted.Contains(whole) || g.layout.Equal(mig.Layout{whole}) {
+		return
+	}
+	if g.touched || g.g.Changing || len(g.fixed) > 0 || len(g.shared) > 0 || g.heldBy != "" || !p.mayChange(g) {
+		return
+	}
+	g.touched = true
+	g.node.touch()
+	g.layout = mig.Layout{whole}
+	g.reclaimed = true
+	p.reclass(g)
+	p.indexFree(g)
 }

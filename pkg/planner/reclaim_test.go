@@ -100,6 +100,14 @@ func TestReclaimIdleGPUs(t *testing.T) {
 				Served:  []string{"default/half -> n1 gpu-0-mig-4g40gb-5-0 after change"},
 			},
 		},
+		// A GPU that falls due does not take the node's one slot from
+		// one already being given back (whichever comes first).
+		"being given back, another GPU falls due": {
+			node: node("n1").policy(reclaim).
+				gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour).
+				gpu("A100-SXM4-80GB", fragments, "").reclaiming(),
+			want: trace{Changes: []string{"n1/1: " + fragments + " -> 7g.80gb@0"}},
+		},
 		// A pod's change on another GPU of the node takes the node's
 		// one slot first.
 		"being given back, the node's limit is taken by a pod's change": {
