@@ -25,7 +25,9 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -736,6 +738,57 @@ func podMatters(p *corev1.Pod) bool {
 	return p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
+// maxRoomShapes bounds the kinds of pending pods whose fit on each node's
+// room inputKey follows: a change of room that matters only to pods of
+// other kinds is planned with the next change that the key sees (or the
+// refresh every eventRepeat).
+const maxRoomShapes = 32
+
+// pendingShapes are the distinct requests of the pending pods on nodes'
+// room (planner.RequestOf: resources, priority, whether they may preempt),
+// the first maxRoomShapes in a fixed order.
+func pendingShapes(snap planner.Snapshot) []planner.RoomRequest {
+	byKey := map[string]planner.RoomRequest{}
+	for _, p := range snap.Pending {
+		reqs := resourcehelper.PodRequests(p.Pod, resourcehelper.PodResourcesOptions{})
+		policy := ""
+		if p.Pod.Spec.PreemptionPolicy != nil {
+			policy = string(*p.Pod.Spec.PreemptionPolicy)
+		}
+		key := fmt.Sprintf("%s %d %s", resourcesText(reqs), ptr.Deref(p.Pod.Spec.Priority, 0), policy)
+		if _, ok := byKey[key]; !ok {
+			byKey[key] = planner.RequestOf(p.Pod)
+		}
+	}
+	var out []planner.RoomRequest
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
+		if len(out) == maxRoomShapes {
+			break
+		}
+		out = append(out, byKey[k])
+	}
+	return out
+}
+
+// roomBits says which of shapes n's room fits now ("10" for the first but
+// not the second): what the node's pods take decides a plan only through
+// it, so the pods bound there coming and going otherwise change no plan
+// (nor restart the batching window).
+func roomBits(n planner.Node, shapes []planner.RoomRequest) string {
+	if len(shapes) == 0 || n.Node == nil || len(n.Node.Status.Allocatable) == 0 {
+		return ""
+	}
+	room := planner.NewRoom(n)
+	b := make([]byte, len(shapes))
+	for i, q := range shapes {
+		b[i] = '0'
+		if room.Fits(q) {
+			b[i] = '1'
+		}
+	}
+	return string(b)
+}
+
 // resourcesText is l as "cpu=2,memory=4Gi", by name.
 func resourcesText(l corev1.ResourceList) string {
 	var parts []string
@@ -797,6 +850,7 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 	// the labels pods or other drivers' slices select on (not the others,
 	// which agents such as GPU feature discovery may rewrite every minute).
 	keys := feasibilityLabelKeys(in, snap)
+	shapes := pendingShapes(snap)
 	for _, n := range snap.Nodes {
 		labels := map[string]string{}
 		for k := range keys {
@@ -804,8 +858,7 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 				labels[k] = v
 			}
 		}
-		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t requested %s allocatable %s\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen,
-			resourcesText(n.Requested), resourcesText(n.Node.Status.Allocatable)))
+		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t room %s\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen, roomBits(n, shapes)))
 		for _, g := range n.GPUs {
 			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s releasing %s shared %s reclaim %t\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned, g.Releasing, g.Shared, reclaimDue(snap, n, g)))
 		}

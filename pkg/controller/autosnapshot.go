@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -188,25 +189,32 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	return snap
 }
 
-// nodeRequests is, by node name, what the pods bound to each node and not
-// finished (Succeeded or Failed) request of its allocatable resources, as
-// kube-scheduler's NodeResourcesFit counts them (component-helpers'
-// PodRequests), with their number under "pods" (planner.Node.Requested).
-// A pod being deleted counts until it is gone, as it does for the
-// scheduler.
-func nodeRequests(pods []corev1.Pod) map[string]corev1.ResourceList {
-	out := map[string]corev1.ResourceList{}
+// nodeRequests is, by node name and pod priority, what the pods bound to
+// each node and not finished (Succeeded or Failed) request of its
+// allocatable resources, as kube-scheduler's NodeResourcesFit counts them
+// (component-helpers' PodRequests; while an in-place resize is in
+// progress, the larger of spec and status), with their number under
+// "pods" (planner.Node.Requested). A pod being deleted counts until it is
+// gone, as it does for the scheduler.
+func nodeRequests(pods []corev1.Pod) map[string][]planner.PriorityRequests {
+	sums := map[string]map[int32]corev1.ResourceList{}
 	for i := range pods {
 		pod := &pods[i]
 		if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		sum := out[pod.Spec.NodeName]
+		byPrio := sums[pod.Spec.NodeName]
+		if byPrio == nil {
+			byPrio = map[int32]corev1.ResourceList{}
+			sums[pod.Spec.NodeName] = byPrio
+		}
+		prio := ptr.Deref(pod.Spec.Priority, 0)
+		sum := byPrio[prio]
 		if sum == nil {
 			sum = corev1.ResourceList{}
-			out[pod.Spec.NodeName] = sum
+			byPrio[prio] = sum
 		}
-		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true}) {
 			total := sum[name]
 			total.Add(q)
 			sum[name] = total
@@ -214,6 +222,12 @@ func nodeRequests(pods []corev1.Pod) map[string]corev1.ResourceList {
 		count := sum[corev1.ResourcePods]
 		count.Add(*resource.NewQuantity(1, resource.DecimalSI))
 		sum[corev1.ResourcePods] = count
+	}
+	out := make(map[string][]planner.PriorityRequests, len(sums))
+	for node, byPrio := range sums {
+		for _, prio := range slices.Sorted(maps.Keys(byPrio)) {
+			out[node] = append(out[node], planner.PriorityRequests{Priority: prio, Requests: byPrio[prio]})
+		}
 	}
 	return out
 }

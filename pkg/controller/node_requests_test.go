@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,15 +10,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/pkg/planner"
 )
 
 // TestNodeRequests: what the pods bound to a node request is summed per
-// node, with their number, as kube-scheduler counts it: a pod that is done
-// counts no longer, one being deleted still does, and an unbound one on no
-// node.
+// node and priority, with their number, as kube-scheduler counts it: a pod
+// that is done counts no longer, one being deleted still does, and an
+// unbound one on no node.
 func TestNodeRequests(t *testing.T) {
 	withCPU := func(p corev1.Pod, cpu string) corev1.Pod {
 		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
@@ -34,11 +36,16 @@ func TestNodeRequests(t *testing.T) {
 		withCPU(runningPod("failed", corev1.PodFailed, false), "16"),
 		pending,
 	}
-	got := map[string]string{}
+	high := withCPU(runningPod("high", corev1.PodRunning, false), "1")
+	high.Spec.Priority = ptr.To[int32](1000)
+	pods = append(pods, high)
+	got := map[string][]string{}
 	for node, l := range nodeRequests(pods) {
-		got[node] = resourcesText(l)
+		for _, pr := range l {
+			got[node] = append(got[node], fmt.Sprintf("%d: %s", pr.Priority, resourcesText(pr.Requests)))
+		}
 	}
-	if diff := cmp.Diff(map[string]string{"a": "cpu=3500m,pods=4"}, got); diff != "" {
+	if diff := cmp.Diff(map[string][]string{"a": {"0: cpu=3500m,pods=4", "1000: cpu=1,pods=1"}}, got); diff != "" {
 		t.Errorf("requested per node (-want +got):\n%s", diff)
 	}
 }
@@ -96,5 +103,31 @@ func TestPendingPodWaitsForNodeResources(t *testing.T) {
 	h.settle()
 	if diff := cmp.Diff(map[int32]string{0: "1g.10gb@6"}, h.specOf("n1")); diff != "" {
 		t.Errorf("spec once the busy pod ended (-want +got):\n%s", diff)
+	}
+}
+
+// TestRoomInInputKey: the pods bound to a node change the plan's inputs
+// only where that changes which pending pods fit the node's room: a pod of
+// 1 CPU going leaves a 4-CPU pod still without room (no new plan), a second
+// one going makes room for it (a new plan).
+func TestRoomInInputKey(t *testing.T) {
+	n1 := node("n1", map[string]string{"pool": "auto"})
+	n1.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}
+	pending := autoPod("p1", h0(), "c1")
+	pending.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}}}
+	key := func(used ...string) string {
+		var prs []planner.PriorityRequests
+		for _, cpu := range used {
+			prs = append(prs, planner.PriorityRequests{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}})
+		}
+		snap := planner.Snapshot{Nodes: []planner.Node{{Node: n1, Requested: prs}}, Pending: []planner.Pod{{Pod: pending}}}
+		return inputKey(AutoInputs{}, snap)
+	}
+	full, lessOne, room := key("6", "1"), key("6"), key("2")
+	if full != lessOne {
+		t.Error("the key changed though the pending pod still has no room")
+	}
+	if full == room {
+		t.Error("the key did not change though the pending pod has room now")
 	}
 }

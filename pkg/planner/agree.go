@@ -174,6 +174,9 @@ func (p *planner) countsAgree(n *nodeState, pods []Pod, alt map[*gpuState]mig.La
 // drivers' devices rest.
 func (p *planner) recordPlanned(n *nodeState, key string, rest []structured.DeviceID) {
 	n.planned = append(n.planned, key)
+	if pod, ok := p.podOf[key]; ok && n.room.alloc != nil {
+		n.room.add(p.roomVector(pod), p.maxRequest)
+	}
 	if len(rest) > 0 {
 		p.restOf[key] = rest
 	}

@@ -90,10 +90,110 @@ func TestPodPlannedWhereItsRequestsFit(t *testing.T) {
 	}
 }
 
-// requested sets what the pods bound to n request: cpu, and their number
-// (the node takes 110 pods).
+// requested sets what the pods bound to n request, all of priority 0: cpu,
+// and their number (the node takes 110 pods).
 func requested(n Node, cpu string, pods int64) Node {
+	return requestedAt(n, 0, cpu, pods)
+}
+
+// requestedAt adds to what the pods bound to n request: pods of priority
+// prio, cpu between them.
+func requestedAt(n Node, prio int32, cpu string, pods int64) Node {
 	n.Node.Status.Allocatable[corev1.ResourcePods] = resource.MustParse("110")
-	n.Requested = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourcePods: *resource.NewQuantity(pods, resource.DecimalSI)}
+	n.Requested = append(n.Requested, PriorityRequests{Priority: prio,
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourcePods: *resource.NewQuantity(pods, resource.DecimalSI)}})
 	return n
+}
+
+// TestNodeRoom: what a node has left for a pending pod is its allocatable
+// less what the bound pods it may not preempt request (those of its
+// priority or higher; all of them for a pod whose preemptionPolicy is
+// Never) and what the pods planned there before it request.
+func TestNodeRoom(t *testing.T) {
+	never := corev1.PreemptNever
+	withCPU := func(n Node, cpu string) Node {
+		n.Node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("512Gi")}
+		return n
+	}
+	p := func(name string, prio int32, cpu string, policy *corev1.PreemptionPolicy) Pod {
+		b := pod(name, 1).claim(profileIs("1g.10gb"), 1).priority(prio).build()
+		b.Pod.Spec.PreemptionPolicy = policy
+		b.Pod.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
+		return b
+	}
+	busyLow := func() Node {
+		return requestedAt(withCPU(node("busy").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"), 0, "8", 4)
+	}
+	tests := map[string]struct {
+		nodes []Node
+		pods  []Pod
+		want  trace
+	}{
+		// kube-scheduler evicts lower-priority pods for it once its
+		// device exists.
+		"a pod that may preempt the node's pods": {
+			nodes: []Node{busyLow()},
+			pods:  []Pod{p("high", 1000, "2", nil)},
+			want: trace{
+				Changes:    []string{"busy/0: 7g.80gb@0 -> 1g.10gb@6 serves default/high"},
+				Served:     []string{"default/high -> busy gpu-0-mig-1g10gb-19-6 after change"},
+				Unservable: map[string]string{},
+			},
+		},
+		"a pod that never preempts": {
+			nodes: []Node{busyLow()},
+			pods:  []Pod{p("high", 1000, "2", &never)},
+			want:  trace{Unservable: map[string]string{"default/high": WaitsForNodeResources}},
+		},
+		"a pod of the same priority": {
+			nodes: []Node{requestedAt(busyLow(), 1000, "0", 1)},
+			pods:  []Pod{p("same", 0, "2", nil)},
+			want:  trace{Unservable: map[string]string{"default/same": WaitsForNodeResources}},
+		},
+		"pods of higher priority hold the CPU": {
+			nodes: []Node{requestedAt(withCPU(node("busy").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"), 2000, "7", 1)},
+			pods:  []Pod{p("high", 1000, "2", nil)},
+			want:  trace{Unservable: map[string]string{"default/high": WaitsForNodeResources}},
+		},
+		// The first pod planned on a node takes its room from the next.
+		"two pods, room for one": {
+			nodes: []Node{
+				requested(withCPU(node("a").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"), "2", 1),
+				withCPU(node("b").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "64"),
+			},
+			pods: []Pod{p("p1", 0, "4", nil), p("p2", 0, "4", nil)},
+			want: trace{
+				Changes: []string{
+					"a/0: 7g.80gb@0 -> 1g.10gb@6 serves default/p1",
+					"b/0: 7g.80gb@0 -> 1g.10gb@6 serves default/p2",
+				},
+				Served: []string{
+					"default/p1 -> a gpu-0-mig-1g10gb-19-6 after change",
+					"default/p2 -> b gpu-0-mig-1g10gb-19-6 after change",
+				},
+				Unservable: map[string]string{},
+			},
+		},
+		// A request of zero is not judged, as kube-scheduler skips it.
+		"a zero request on an overcommitted node": {
+			nodes: []Node{requested(withCPU(node("busy").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"), "9", 3)},
+			pods:  []Pod{p("zero", 0, "0", nil)},
+			want: trace{
+				Changes:    []string{"busy/0: 7g.80gb@0 -> 1g.10gb@6 serves default/zero"},
+				Served:     []string{"default/zero -> busy gpu-0-mig-1g10gb-19-6 after change"},
+				Unservable: map[string]string{},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			res, err := Plan(context.Background(), Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, Nodes: tc.nodes, Pending: tc.pods})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, toTrace(res)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

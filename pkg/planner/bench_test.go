@@ -6,7 +6,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // scaleSnapshot is the planning benchmark's input: nodes × 8 GPUs, mixed
@@ -64,6 +66,30 @@ func scaleSnapshotOf(nodes, claims int, seed uint64, layouts []gpuLayout) Snapsh
 // BenchmarkPlanFull is a full plan of 5000 pending claims on 1000 nodes × 8
 // GPUs (goal: ≤ 1 s per op on one core).
 func BenchmarkPlanFull(b *testing.B) { benchPlan(b, scaleSnapshot(1000, 5000, 1)) }
+
+// BenchmarkPlanFullWithRoom is BenchmarkPlanFull on nodes that list their
+// allocatable CPU, memory and pods, each with bound pods of two priorities
+// and every pending pod asking for CPU and memory: the cost of judging each
+// node's room (Room) for each pod.
+func BenchmarkPlanFullWithRoom(b *testing.B) {
+	snap := scaleSnapshot(1000, 5000, 1)
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		node := n.Node.DeepCopy()
+		node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("224"), corev1.ResourceMemory: resource.MustParse("2Ti"), corev1.ResourcePods: resource.MustParse("110")}
+		n.Node = node
+		n.Requested = []PriorityRequests{
+			{Priority: 0, Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi"), corev1.ResourcePods: resource.MustParse("20")}},
+			{Priority: 1000, Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("8")}},
+		}
+	}
+	for i := range snap.Pending {
+		p := snap.Pending[i].Pod.DeepCopy()
+		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("32Gi")}}}}
+		snap.Pending[i].Pod = p
+	}
+	benchPlan(b, snap)
+}
 
 // BenchmarkPlanBusy is a full plan of 5000 pending claims on 1000 nodes × 8
 // GPUs that are nearly full: most large claims keep a placement each.

@@ -10,9 +10,10 @@
 // ones. Node feasibility (nodeSelector, required node affinity, taints and
 // tolerations, numeric toleration operators included) comes from
 // k8s.io/component-helpers, and the pod's resource requests must fit the
-// node's allocatable beside what the pods bound there request
-// (Node.Requested; WaitsForNodeResources where nothing else keeps the pod
-// off every node). Most claims are judged once per kind of GPU (its
+// node's allocatable beside what the pods bound there that it may not
+// preempt request and what the pods planned there before it request (Room;
+// WaitsForNodeResources where nothing else keeps the pod off every node).
+// Most claims are judged once per kind of GPU (its
 // model and the attributes its GPUs publish alike but that may differ
 // between nodes: product name, brand, architecture, compute capability) on
 // a stand-in GPU; one that reads an attribute that

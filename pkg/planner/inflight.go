@@ -37,7 +37,7 @@ func (p *planner) serveComing(ctx context.Context, pod Pod) (bool, error) {
 			return false, nil
 		}
 	}
-	feasible := p.feasibleNodes(pod)
+	feasible := p.withRoom(pod, p.feasibleNodes(pod))
 	for _, n := range p.nodes {
 		only := map[*gpuState]bool{}
 		for _, g := range gpus {

@@ -31,11 +31,19 @@ type planner struct {
 	snap     Snapshot
 	match    *matcher
 	nodes    []*nodeState
-	gpus     []*gpuState
-	classes  map[string]*class
-	order    []string // class keys in creation order, for determinism
-	adds     map[additionKey]*addition
-	noAdd    map[additionKey]bool
+	// resources numbers the resources nodes list as allocatable (Room),
+	// roomVectors memoises each pod's requests by it (roomVector); both
+	// empty in the plans fitsWhenFree makes.
+	resources   map[corev1.ResourceName]int
+	roomVectors map[string][]int64
+	// maxRequest is the largest request of each resource among the
+	// pending pods (initRoom).
+	maxRequest []int64
+	gpus       []*gpuState
+	classes    map[string]*class
+	order      []string // class keys in creation order, for determinism
+	adds       map[additionKey]*addition
+	noAdd      map[additionKey]bool
 	// groups are the limits of Snapshot.GroupMaxGPUs, by group.
 	groups map[string]*groupCount
 	// claimsServed maps the claims (namespace/name) of the pods served so
@@ -122,6 +130,11 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 		podOf: map[string]Pod{}, restOf: map[string][]structured.DeviceID{}, accepts: map[string]map[string][]string{}}
 	p.result.Unservable = map[string]string{}
 	p.result.Kept = map[string]Kept{}
+	if !nested {
+		// The plans fitsWhenFree makes ask whether devices could serve
+		// a pod at all, whatever the nodes' pods use.
+		p.resources, p.roomVectors = resourceIndex(snap.Nodes), map[string][]int64{}
+	}
 	if err := p.load(); err != nil {
 		return nil, err
 	}
@@ -129,6 +142,7 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	if err != nil {
 		return nil, err
 	}
+	p.initRoom(pods)
 	// The pods changes in flight are for keep the devices they bring
 	// (GPU.Serves), before the queue's order gives them to others.
 	rest := make([]Pod, 0, len(pods))
@@ -256,6 +270,9 @@ func (p *planner) load() error {
 	for i := range p.snap.Nodes {
 		n := &p.snap.Nodes[i]
 		ns := &nodeState{n: n, order: i, maxGPUs: max(1, n.Policy.MaxGPUsPerNode)}
+		if len(p.resources) > 0 {
+			ns.room = newRoom(*n, p.resources)
+		}
 		if limit := p.snap.GroupMaxGPUs[n.Policy.Group]; n.Policy.Group != "" && limit > 0 {
 			if p.groups[n.Policy.Group] == nil {
 				p.groups[n.Policy.Group] = &groupCount{max: limit}
@@ -374,7 +391,7 @@ func (p *planner) feasibleNodes(pod Pod) []*nodeState {
 	}
 	var out []*nodeState
 	for _, n := range p.nodes {
-		if !n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(reqs, n.n.Node, n.n.Requested) && allocatedOn(pod, n.n.Node) {
+		if !n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(reqs, n.n.Node) && allocatedOn(pod, n.n.Node) {
 			out = append(out, n)
 		}
 	}
@@ -413,31 +430,15 @@ func podRequests(pod *corev1.Pod) corev1.ResourceList {
 }
 
 // fitsAllocatable reports whether every resource the pod requests (reqs,
-// podRequests) that the node's status lists as allocatable fits in it
-// beside what the pods bound there request already (requested,
-// Node.Requested; nil for none), and, where the node lists how many pods
-// it takes, one more pod, as kube-scheduler's NodeResourcesFit decides: a
-// pod is not planned where it cannot run (its devices would count as
-// serving it while it stays pending). Resources the node does not list
-// (DRA-backed extended resources, or a node that reports no allocatable)
-// are not judged.
-func fitsAllocatable(reqs corev1.ResourceList, node *corev1.Node, requested corev1.ResourceList) bool {
+// podRequests) that the node's status lists as allocatable fits in it at
+// all, so that the pod is not planned where it could never run (its
+// devices would count as serving it while it stays pending); what the
+// node's pods use is judged apart (Room), since that changes. Resources the
+// node does not list (DRA-backed extended resources, or a node that
+// reports no allocatable) are not judged.
+func fitsAllocatable(reqs corev1.ResourceList, node *corev1.Node) bool {
 	for name, q := range reqs {
-		alloc, ok := node.Status.Allocatable[name]
-		if !ok {
-			continue
-		}
-		if used, ok := requested[name]; ok {
-			q = q.DeepCopy()
-			q.Add(used)
-		}
-		if q.Cmp(alloc) > 0 {
-			return false
-		}
-	}
-	if alloc, ok := node.Status.Allocatable[corev1.ResourcePods]; ok && requested != nil {
-		pods := requested[corev1.ResourcePods]
-		if pods.Value()+1 > alloc.Value() {
+		if alloc, ok := node.Status.Allocatable[name]; ok && q.Cmp(alloc) > 0 {
 			return false
 		}
 	}
@@ -593,15 +594,13 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 	feasibleNodes := p.feasibleNodes(pod)
 	if len(feasibleNodes) == 0 {
 		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"
-		reqs := podRequests(pod.Pod)
-		switch {
-		case !slices.ContainsFunc(p.nodes, func(n *nodeState) bool { return !n.n.Frozen }):
+		if !slices.ContainsFunc(p.nodes, func(n *nodeState) bool { return !n.n.Frozen }) {
 			p.result.Unservable[key] = "no Auto-mode node can be changed now: " + frozenReasons(p.nodes)
-		case slices.ContainsFunc(p.nodes, func(n *nodeState) bool {
-			return !n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(reqs, n.n.Node, nil) && allocatedOn(pod, n.n.Node)
-		}):
-			p.result.Unservable[key] = WaitsForNodeResources
 		}
+		return nil
+	}
+	if feasibleNodes = p.withRoom(pod, feasibleNodes); len(feasibleNodes) == 0 {
+		p.result.Unservable[key] = WaitsForNodeResources
 		return nil
 	}
 	// Nodes an All-mode pod has, and for such a pod the nodes others
@@ -645,7 +644,7 @@ func frozenReasons(nodes []*nodeState) string {
 func (p *planner) frozenNodes(pod Pod) []*nodeState {
 	var out []*nodeState
 	for _, n := range p.nodes {
-		if n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(podRequests(pod.Pod), n.n.Node, nil) && allocatedOn(pod, n.n.Node) {
+		if n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(podRequests(pod.Pod), n.n.Node) && allocatedOn(pod, n.n.Node) {
 			out = append(out, n)
 		}
 	}

@@ -172,6 +172,9 @@ func (s *gpuState) classKey() string {
 type nodeState struct {
 	n     *Node
 	order int
+	// room is what the node has left of its allocatable resources for
+	// pending pods, the pods planned there counted (Room).
+	room Room
 	// mark is the planner's podMark while the node is one the pod being
 	// planned may run on (serveSingle): a set without a map per pod.
 	mark      uint64

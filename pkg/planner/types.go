@@ -132,11 +132,18 @@ type Node struct {
 	// (e.g. "another MigLayout selects it too"); "" where unknown.
 	FrozenReason string
 	// Requested is what the pods bound to the node and not finished
-	// request of its allocatable resources, as kube-scheduler's
-	// NodeResourcesFit counts them (component-helpers' PodRequests), with
-	// their number under "pods". A pending pod is served only where its
-	// requests fit beside them; nil judges allocatable alone.
-	Requested corev1.ResourceList
+	// request of its allocatable resources, by priority, as
+	// kube-scheduler's NodeResourcesFit counts them (component-helpers'
+	// PodRequests), with their number under "pods". A pending pod is
+	// served only where its requests fit beside those of the pods it may
+	// not preempt and of the pods this plan serves there (Room).
+	Requested []PriorityRequests
+}
+
+// PriorityRequests is what the pods of one priority bound to a node request.
+type PriorityRequests struct {
+	Priority int32
+	Requests corev1.ResourceList
 }
 
 // Pod is a pending pod with the ResourceClaims it waits for.
