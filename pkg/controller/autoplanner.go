@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -738,17 +739,24 @@ func podMatters(p *corev1.Pod) bool {
 	return p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
-// maxRoomShapes bounds the kinds of pending pods whose fit on each node's
-// room inputKey follows: a change of room that matters only to pods of
-// other kinds is planned with the next change that the key sees (or the
-// refresh every eventRepeat).
-const maxRoomShapes = 32
+// maxRoomShapes bounds the kinds of pending pods whose room on each node
+// inputKey follows: a change of room that matters only to pods of other
+// kinds is planned with the next change that the key sees (or the refresh
+// every eventRepeat).
+const maxRoomShapes = 64
 
-// pendingShapes are the distinct requests of the pending pods on nodes'
-// room (planner.RequestOf: resources, priority, whether they may preempt),
-// the first maxRoomShapes in a fixed order.
-func pendingShapes(snap planner.Snapshot) []planner.RoomRequest {
-	byKey := map[string]planner.RoomRequest{}
+// roomShape is a kind of pending pod for nodes' room (planner.RequestOf:
+// resources, priority, whether it may preempt) and how many pending pods
+// are of it.
+type roomShape struct {
+	q     planner.RoomRequest
+	count int
+}
+
+// pendingShapes are the kinds of the pending pods on nodes' room, the first
+// maxRoomShapes in a fixed order.
+func pendingShapes(snap planner.Snapshot) []roomShape {
+	byKey := map[string]*roomShape{}
 	for _, p := range snap.Pending {
 		reqs := resourcehelper.PodRequests(p.Pod, resourcehelper.PodResourcesOptions{})
 		policy := ""
@@ -756,37 +764,35 @@ func pendingShapes(snap planner.Snapshot) []planner.RoomRequest {
 			policy = string(*p.Pod.Spec.PreemptionPolicy)
 		}
 		key := fmt.Sprintf("%s %d %s", resourcesText(reqs), ptr.Deref(p.Pod.Spec.Priority, 0), policy)
-		if _, ok := byKey[key]; !ok {
-			byKey[key] = planner.RequestOf(p.Pod)
+		if byKey[key] == nil {
+			byKey[key] = &roomShape{q: planner.RequestOf(p.Pod)}
 		}
+		byKey[key].count++
 	}
-	var out []planner.RoomRequest
+	var out []roomShape
 	for _, k := range slices.Sorted(maps.Keys(byKey)) {
 		if len(out) == maxRoomShapes {
 			break
 		}
-		out = append(out, byKey[k])
+		out = append(out, *byKey[k])
 	}
 	return out
 }
 
-// roomBits says which of shapes n's room fits now ("10" for the first but
-// not the second): what the node's pods take decides a plan only through
-// it, so the pods bound there coming and going otherwise change no plan
-// (nor restart the batching window).
-func roomBits(n planner.Node, shapes []planner.RoomRequest) string {
+// roomBits says how many pending pods of each of shapes n's room takes now
+// ("2,0" for two of the first and none of the second): what the node's
+// pods use decides a plan only through it, so the pods bound there coming
+// and going otherwise change no plan (nor restart the batching window).
+func roomBits(n planner.Node, shapes []roomShape) string {
 	if len(shapes) == 0 || n.Node == nil || len(n.Node.Status.Allocatable) == 0 {
 		return ""
 	}
 	room := planner.NewRoom(n)
-	b := make([]byte, len(shapes))
-	for i, q := range shapes {
-		b[i] = '0'
-		if room.Fits(q) {
-			b[i] = '1'
-		}
+	parts := make([]string, len(shapes))
+	for i, s := range shapes {
+		parts[i] = strconv.Itoa(room.Takes(s.q, s.count))
 	}
-	return string(b)
+	return strings.Join(parts, ",")
 }
 
 // resourcesText is l as "cpu=2,memory=4Gi", by name.

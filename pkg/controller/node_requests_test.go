@@ -107,9 +107,10 @@ func TestPendingPodWaitsForNodeResources(t *testing.T) {
 }
 
 // TestRoomInInputKey: the pods bound to a node change the plan's inputs
-// only where that changes which pending pods fit the node's room: a pod of
-// 1 CPU going leaves a 4-CPU pod still without room (no new plan), a second
-// one going makes room for it (a new plan).
+// only where that changes how many pending pods fit the node's room: a pod
+// of 1 CPU going leaves two 4-CPU pods still without room (no new plan), a
+// second one going makes room for one of them, and the last for both (a
+// new plan each time).
 func TestRoomInInputKey(t *testing.T) {
 	n1 := node("n1", map[string]string{"pool": "auto"})
 	n1.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}
@@ -120,14 +121,19 @@ func TestRoomInInputKey(t *testing.T) {
 		for _, cpu := range used {
 			prs = append(prs, planner.PriorityRequests{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}})
 		}
-		snap := planner.Snapshot{Nodes: []planner.Node{{Node: n1, Requested: prs}}, Pending: []planner.Pod{{Pod: pending}}}
+		second := pending.DeepCopy()
+		second.Name = "p2"
+		snap := planner.Snapshot{Nodes: []planner.Node{{Node: n1, Requested: prs}}, Pending: []planner.Pod{{Pod: pending}, {Pod: second}}}
 		return inputKey(AutoInputs{}, snap)
 	}
-	full, lessOne, room := key("6", "1"), key("6"), key("2")
+	full, lessOne, roomForOne, roomForTwo := key("6", "1"), key("6"), key("2"), key("0")
 	if full != lessOne {
-		t.Error("the key changed though the pending pod still has no room")
+		t.Error("the key changed though the pending pods still have no room")
 	}
-	if full == room {
-		t.Error("the key did not change though the pending pod has room now")
+	if full == roomForOne {
+		t.Error("the key did not change though a pending pod has room now")
+	}
+	if roomForOne == roomForTwo {
+		t.Error("the key did not change though both pending pods have room now")
 	}
 }

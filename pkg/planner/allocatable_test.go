@@ -121,6 +121,13 @@ func TestNodeRoom(t *testing.T) {
 		b.Pod.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
 		return b
 	}
+	// sharing gives the pod, instead of its claim, the claim "shared"
+	// that the other pods sharing do too.
+	sharing := func(pod Pod) Pod {
+		b := &podB{p: pod}
+		b.p.Claims, b.p.Pod.Spec.ResourceClaims = nil, nil
+		return b.sharedClaim("shared", profileIs("1g.10gb")).build()
+	}
 	busyLow := func() Node {
 		return requestedAt(withCPU(node("busy").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"), 0, "8", 4)
 	}
@@ -171,6 +178,26 @@ func TestNodeRoom(t *testing.T) {
 					"default/p1 -> a gpu-0-mig-1g10gb-19-6 after change",
 					"default/p2 -> b gpu-0-mig-1g10gb-19-6 after change",
 				},
+				Unservable: map[string]string{},
+			},
+		},
+		// A pod sharing a claim with a pod served on a node runs there
+		// too, where its requests must fit beside that pod's.
+		"a pod sharing a claim, no room beside its host": {
+			nodes: []Node{requested(withCPU(node("busy").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"), "4", 2)},
+			pods:  []Pod{sharing(p("a", 0, "2", nil)), sharing(p("b", 0, "5", nil))},
+			want: trace{
+				Changes:    []string{"busy/0: 7g.80gb@0 -> 1g.10gb@6 serves default/a"},
+				Served:     []string{"default/a -> busy gpu-0-mig-1g10gb-19-6 after change"},
+				Unservable: map[string]string{"default/b": WaitsForNodeResources},
+			},
+		},
+		"pods sharing a claim, room for both": {
+			nodes: []Node{requested(withCPU(node("busy").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"), "1", 2)},
+			pods:  []Pod{sharing(p("a", 0, "2", nil)), sharing(p("b", 0, "5", nil))},
+			want: trace{
+				Changes:    []string{"busy/0: 7g.80gb@0 -> 1g.10gb@6 serves default/a, default/b"},
+				Served:     []string{"default/a -> busy gpu-0-mig-1g10gb-19-6 after change", "default/b -> busy gpu-0-mig-1g10gb-19-6 after change"},
 				Unservable: map[string]string{},
 			},
 		},

@@ -516,12 +516,19 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 	if hosts.Len() > 0 {
 		host := sets.List(hosts)[0]
 		node := p.result.Served[p.servedAt[host]].Node
+		on := func(n *nodeState) bool { return n.n.Node.Name == node }
 		switch {
-		case !slices.ContainsFunc(p.feasibleNodes(pod), func(n *nodeState) bool { return n.n.Node.Name == node }):
+		case !slices.ContainsFunc(p.feasibleNodes(pod), on):
 			// The shared claims will be allocated on that node.
 			p.result.Unservable[key] = fmt.Sprintf("the pod shares claims with pod %s, which this plan serves on node %s, where this pod may not run (node selector, affinity, tolerations or claims allocated already)", host, node)
+		case !slices.ContainsFunc(p.withRoom(pod, p.feasibleNodes(pod)), on):
+			// Its node is the host's: it waits for room there.
+			p.result.Unservable[key] = WaitsForNodeResources
 		case !own && hosts.Len() == 1 && p.claimCount[host] == len(pod.Claims):
 			p.sharers = append(p.sharers, sharer{pod: key, host: host})
+			if n := p.nodes[slices.IndexFunc(p.nodes, on)]; n.room.alloc != nil {
+				n.room.add(p.roomVector(pod), p.maxRequest)
+			}
 		default:
 			p.result.Unservable[key] = WaitsForSharedClaim
 		}

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"math"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,7 +69,7 @@ func newRoom(n Node, index map[corev1.ResourceName]int) Room {
 		r.alloc[i] = -1
 	}
 	for name, q := range n.Node.Status.Allocatable {
-		r.alloc[index[name]] = q.MilliValue()
+		r.alloc[index[name]] = milliValue(q)
 	}
 	byPrio := slices.Clone(n.Requested)
 	slices.SortStableFunc(byPrio, func(a, b PriorityRequests) int { return int(b.Priority) - int(a.Priority) })
@@ -76,7 +77,7 @@ func newRoom(n Node, index map[corev1.ResourceName]int) Room {
 	for i, pr := range byPrio {
 		for name, q := range pr.Requests {
 			if j, ok := index[name]; ok {
-				sum[j] += q.MilliValue()
+				sum[j] = min(sum[j]+milliValue(q), maxMilli)
 			}
 		}
 		if i+1 < len(byPrio) && byPrio[i+1].Priority == pr.Priority {
@@ -108,7 +109,7 @@ func (q RoomRequest) vector(index map[corev1.ResourceName]int) []int64 {
 	v := make([]int64, len(index))
 	for name, x := range q.reqs {
 		if i, ok := index[name]; ok {
-			v[i] = x.MilliValue()
+			v[i] = milliValue(x)
 		}
 	}
 	return v
@@ -168,6 +169,48 @@ func (r Room) usedBy(priority int32, preempts bool) []int64 {
 	return out
 }
 
+// Takes is how many pods asking q fit the room now, at most limit.
+func (r Room) Takes(q RoomRequest, limit int) int {
+	if r.alloc == nil {
+		return limit
+	}
+	v := q.vector(r.index)
+	used := r.usedBy(q.priority, q.preempts)
+	n := limit
+	for i, x := range v {
+		a := r.alloc[i]
+		if x == 0 || a < 0 {
+			continue
+		}
+		free := a
+		if r.planned != nil {
+			free -= r.planned[i]
+		}
+		if used != nil {
+			free -= used[i]
+		}
+		n = min(n, int(max(free, 0)/x))
+	}
+	return n
+}
+
+// maxMilli bounds a quantity in thousandths (milliValue): larger ones
+// count as this much, a node's capacity as good as unlimited, so that sums
+// of a few of them do not overflow int64.
+const maxMilli = math.MaxInt64 / 8
+
+// milliValue is q in thousandths of its unit, at most maxMilli (a negative
+// quantity counts as none).
+func milliValue(q resource.Quantity) int64 {
+	if q.Sign() < 0 {
+		return 0
+	}
+	if q.CmpInt64(maxMilli/1000) > 0 {
+		return maxMilli
+	}
+	return q.MilliValue()
+}
+
 // add counts a pod this plan serves on the node (v: its requests by
 // index), and sets loose again for max.
 func (r *Room) add(v, max []int64) {
@@ -178,7 +221,7 @@ func (r *Room) add(v, max []int64) {
 		r.planned = make([]int64, len(r.alloc))
 	}
 	for i, q := range v {
-		r.planned[i] += q
+		r.planned[i] = min(r.planned[i]+q, maxMilli)
 	}
 	r.setLoose(max)
 }
