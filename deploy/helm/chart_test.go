@@ -440,7 +440,13 @@ func TestAgentDaemonSet(t *testing.T) {
 	for _, m := range c.VolumeMounts {
 		mounts[m.Name] = m.MountPath
 	}
-	for _, p := range []string{"/dev", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/run/cdi", "/var/lib/miglayout"} {
+	// Of the kubelet's plugin directories, the driver's own only.
+	for _, hp := range hostPaths {
+		if hp == "/var/lib/kubelet/plugins" || hp == "/var/lib/kubelet" {
+			t.Errorf("host path %s mounted: every DRA driver's sockets and checkpoints, not the agent's own directory", hp)
+		}
+	}
+	for _, p := range []string{"/dev", "/var/lib/kubelet/plugins/mig.miglayout.io", "/var/lib/kubelet/plugins_registry", "/var/run/cdi", "/var/lib/miglayout"} {
 		var found bool
 		for name, hp := range hostPaths {
 			if hp == p && mounts[name] == p {
