@@ -193,8 +193,9 @@ type AutoPolicy struct {
 	// devices a finished workload leaves would otherwise draw new small
 	// claims (kube-scheduler gives a free device to the first pod it fits)
 	// onto a GPU a large claim could have whole. 0 keeps idle GPUs as they
-	// are. Not done on nodes that keep spares, nor where allowedProfiles
-	// leaves the largest profile out. The idle time is counted by the
+	// are. Not done where allowedProfiles leaves the largest profile out,
+	// nor, on a node that keeps spares, to a GPU whose free devices are
+	// spares the node's other GPUs do not hold. The idle time is counted by the
 	// running controller: it starts again when the controller restarts.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400

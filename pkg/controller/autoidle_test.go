@@ -58,9 +58,9 @@ func TestAutoReclaimsIdleGPU(t *testing.T) {
 }
 
 // TestReclaimDue: the planner is run for an idle GPU only where it would
-// give it back whole: idle long enough, not whole already, on a node that
-// keeps no spares, allows the largest profile and has no DeviceTaintRule
-// naming that device.
+// give it back whole: idle long enough, not whole already, on a node whose
+// other GPUs hold the spares it keeps, that allows the largest profile and
+// has no DeviceTaintRule naming that device.
 func TestReclaimDue(t *testing.T) {
 	now := time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
 	m, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
@@ -79,15 +79,24 @@ func TestReclaimDue(t *testing.T) {
 		policy planner.Policy
 		frozen bool
 		gpu    planner.GPU
+		others []planner.GPU // the node's other GPUs
 		want   bool
 	}{
-		"idle long enough":    {policy: policy, gpu: gpu("1g.10gb@0", 2*time.Minute), want: true},
-		"not long enough":     {policy: policy, gpu: gpu("1g.10gb@0", 30*time.Second)},
-		"not idle":            {policy: policy, gpu: gpu("1g.10gb@0", 0)},
-		"whole already":       {policy: policy, gpu: gpu("7g.80gb@0", time.Hour)},
-		"off":                 {gpu: gpu("1g.10gb@0", time.Hour)},
-		"frozen":              {policy: policy, frozen: true, gpu: gpu("1g.10gb@0", time.Hour)},
-		"spares":              {policy: planner.Policy{ReclaimIdleAfter: time.Minute, Spares: map[string]int{"1g.10gb": 1}}, gpu: gpu("1g.10gb@0", time.Hour)},
+		"idle long enough": {policy: policy, gpu: gpu("1g.10gb@0", 2*time.Minute), want: true},
+		"not long enough":  {policy: policy, gpu: gpu("1g.10gb@0", 30*time.Second)},
+		"not idle":         {policy: policy, gpu: gpu("1g.10gb@0", 0)},
+		"whole already":    {policy: policy, gpu: gpu("7g.80gb@0", time.Hour)},
+		"off":              {gpu: gpu("1g.10gb@0", time.Hour)},
+		"frozen":           {policy: policy, frozen: true, gpu: gpu("1g.10gb@0", time.Hour)},
+		"spares":           {policy: planner.Policy{ReclaimIdleAfter: time.Minute, Spares: map[string]int{"1g.10gb": 1}}, gpu: gpu("1g.10gb@0", time.Hour)},
+		"spares on another GPU": {policy: planner.Policy{ReclaimIdleAfter: time.Minute, Spares: map[string]int{"1g.10gb": 1}}, gpu: gpu("1g.10gb@0", time.Hour),
+			others: []planner.GPU{func() planner.GPU { g := gpu("1g.10gb@6", 0); g.Info.Index = 1; return g }()}, want: true},
+		"spares on another GPU, in use": {policy: planner.Policy{ReclaimIdleAfter: time.Minute, Spares: map[string]int{"1g.10gb": 1}}, gpu: gpu("1g.10gb@0", time.Hour),
+			others: []planner.GPU{func() planner.GPU {
+				g := gpu("1g.10gb@6", 0)
+				g.Info.Index, g.Pinned = 1, mig.MustParseLayout("1g.10gb@6")
+				return g
+			}()}},
 		"largest not allowed": {policy: planner.Policy{ReclaimIdleAfter: time.Minute, AllowedProfiles: []string{"1g.10gb"}}, gpu: gpu("1g.10gb@0", time.Hour)},
 		"largest allowed":     {policy: planner.Policy{ReclaimIdleAfter: time.Minute, AllowedProfiles: []string{"1g.10gb", "7g.80gb"}}, gpu: gpu("1g.10gb@0", time.Hour), want: true},
 		"whole device tainted": {policy: policy, gpu: func() planner.GPU {
@@ -97,7 +106,7 @@ func TestReclaimDue(t *testing.T) {
 		}()},
 	} {
 		t.Run(name, func(t *testing.T) {
-			n := planner.Node{Policy: tc.policy, Frozen: tc.frozen}
+			n := planner.Node{Policy: tc.policy, Frozen: tc.frozen, GPUs: append([]planner.GPU{tc.gpu}, tc.others...)}
 			if got := reclaimDue(planner.Snapshot{Now: now}, n, tc.gpu); got != tc.want {
 				t.Errorf("reclaimDue = %t, want %t", got, tc.want)
 			}

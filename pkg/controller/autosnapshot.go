@@ -169,7 +169,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			if n.FrozenReason != "" {
 				n.Frozen, n.Policy.Spares = true, nil
 			}
-			reclaims := !n.Frozen && n.Policy.ReclaimIdleAfter > 0 && len(n.Policy.Spares) == 0
+			reclaims := !n.Frozen && n.Policy.ReclaimIdleAfter > 0
 			n.GPUs = autoGPUs(nml, catalog, variants, allocated[name].Union(taintedDevs), adminHeld[name], reclaims)
 			markTainted(n.GPUs, taintedDevs)
 			markReleasing(n.GPUs, releasing[name].Difference(taintedDevs))

@@ -40,9 +40,17 @@ func TestReclaimIdleGPUs(t *testing.T) {
 		"policy off": {
 			node: node("n1").gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour),
 		},
-		"the node keeps spares": {
+		// A GPU whose free devices are the node's spares keeps them...
+		"the node keeps its spares there": {
 			node: node("n1").policy(Policy{ReclaimIdleAfter: time.Minute, Spares: map[string]int{"1g.10gb": 1}}).
 				gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour),
+		},
+		// ... another GPU's do not need to stay.
+		"the node keeps its spares on another GPU": {
+			node: node("n1").policy(Policy{ReclaimIdleAfter: time.Minute, Spares: map[string]int{"1g.10gb": 1}}).
+				gpu("A100-SXM4-80GB", "1g.10gb@6,3g.40gb@0", "3g.40gb@0").
+				gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour),
+			want: trace{Changes: []string{"n1/1: " + fragments + " -> 7g.80gb@0"}},
 		},
 		"the policy does not allow the largest profile": {
 			node: node("n1").policy(Policy{ReclaimIdleAfter: time.Minute, AllowedProfiles: []string{"1g.10gb", "3g.40gb"}}).

@@ -125,7 +125,7 @@ func NewAutoScenario(seed int64, window time.Duration) *AutoScenario {
 	// Idle GPUs given back whole within the churn (else the default 300 s is past
 	// it): reclaims then meet arrivals while they drain. Drawn apart, so that the
 	// rest of a seed's scenario is what it was before reclaims were drawn.
-	if rr := rand.New(rand.NewSource(seed ^ 0x5eed)); len(sc.Policy.Spares) == 0 && rr.Float64() < 0.4 {
+	if rr := rand.New(rand.NewSource(seed ^ 0x5eed)); rr.Float64() < 0.4 {
 		sc.Policy.ReclaimIdleGPUsAfterSeconds = ptr.To(int32(1 + rr.Intn(3)))
 	}
 	return sc
