@@ -91,10 +91,10 @@ func (o *options) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 // cacheByObject limits what the cache holds: other drivers' ResourceSlices
 // only (the Auto planner reads them, a NIC beside a MIG device; miglayout's
 // own, one or more per GPU node, stay out), pods not bound to a node only
-// (the planner serves pods the scheduler could not place; a cluster's
-// running pods, most of its pods, stay out, and a pod leaves the cache as
-// it is bound), and Leases of the agents' namespace only (not every
-// kubelet's node Lease).
+// (the planner serves pods the scheduler could not place; a pod leaves the
+// cache as it is bound: the Auto planner keeps the bound ones, trimmed to
+// what it reads of them, in a cache of its own), and Leases of the agents'
+// namespace only (not every kubelet's node Lease).
 func (o *options) cacheByObject() map[client.Object]cache.ByObject {
 	by := map[client.Object]cache.ByObject{
 		&resourceapi.ResourceSlice{}: {Field: fields.OneTermNotEqualSelector("spec.driver", o.driverName)},

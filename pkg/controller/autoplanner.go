@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/eventnote"
@@ -98,6 +99,11 @@ type AutoPlanner struct {
 	// AgentLeases judges the agents' heartbeats (nodes of lost agents are
 	// planner.Node.Frozen); nil checks none.
 	AgentLeases *AgentLeases
+	// BoundPods reads the pods bound to a node (what they request of it,
+	// whether they end) where Client holds the unbound ones only;
+	// SetupWithManager sets it to a cache of its own (newBoundPodsCache).
+	// nil: Client holds every pod.
+	BoundPods client.Reader
 	// TaintRulesPoll is how often a controller started while the API
 	// server did not serve DeviceTaintRules looks again; once it does, the
 	// manager ends with ErrDeviceTaintRulesServed. 0 means
@@ -162,6 +168,20 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 		s, ok := o.(*resourceapi.ResourceSlice)
 		return ok && s.Spec.Driver != a.driver()
 	})
+	var boundSource source.Source
+	if a.BoundPods == nil {
+		bound, err := newBoundPodsCache(mgr)
+		if err != nil {
+			return err
+		}
+		a.BoundPods = bound
+		// A bound pod that ends frees its node's resources and lets go
+		// of its devices.
+		b := source.Kind(bound, &corev1.Pod{}, handler.TypedEnqueueRequestsFromMapFunc(func(context.Context, *corev1.Pod) []reconcile.Request {
+			return []reconcile.Request{autoKey}
+		}), predicate.NewTypedPredicateFuncs(func(p *corev1.Pod) bool { return podMatters(p) || a.endsOnAutoNode(p) }))
+		boundSource = b
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("autoplanner").
 		WithOptions(controller.Options{RateLimiter: failureRateLimiter()}).
@@ -187,6 +207,9 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 		if err := mgr.Add(a.taintRulesWatcher(d)); err != nil {
 			return fmt.Errorf("adding the DeviceTaintRules watcher: %w", err)
 		}
+	}
+	if boundSource != nil {
+		b = b.WatchesRawSource(boundSource)
 	}
 	if a.AgentLeases != nil {
 		// A Lease's expiry has no event: Reconcile looks again when due.
@@ -323,6 +346,13 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 		return in, fmt.Errorf("listing Pods: %w", err)
 	}
 	in.Pods = pods.Items
+	if a.BoundPods != nil {
+		var bound corev1.PodList
+		if err := a.BoundPods.List(ctx, &bound); err != nil {
+			return in, fmt.Errorf("listing bound Pods: %w", err)
+		}
+		in.Pods = append(in.Pods, bound.Items...)
+	}
 	var claims resourceapi.ResourceClaimList
 	if err := a.Client.List(ctx, &claims); err != nil {
 		return in, fmt.Errorf("listing ResourceClaims: %w", err)
