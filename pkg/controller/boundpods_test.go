@@ -16,7 +16,9 @@ import (
 // resources, a resize in progress) and keeps what the planner reads of it,
 // without its images, commands, environment and volumes.
 func TestTrimBoundPod(t *testing.T) {
-	cpu := func(v string) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(v)} }
+	cpu := func(v string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(v)}
+	}
 	now := metav1.Now()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-p", DeletionTimestamp: &now, Labels: map[string]string{"app": "x"}},

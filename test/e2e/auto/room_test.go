@@ -27,7 +27,9 @@ func TestAutoWaitsForNodeResources(t *testing.T) {
 	ml := wholeThenAuto(t, ctx)
 	ns := env.NewNamespace(t, ctx, "room")
 	onA := map[string]string{corev1.LabelHostname: nodeA}
-	cpu := func(n string) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)} }
+	cpu := func(n string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}
+	}
 
 	busy := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "busy"}, Spec: corev1.PodSpec{
 		NodeSelector: onA, TerminationGracePeriodSeconds: ptr.To(int64(0)),
