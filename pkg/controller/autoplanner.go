@@ -100,9 +100,11 @@ type AutoPlanner struct {
 	// planner.Node.Frozen); nil checks none.
 	AgentLeases *AgentLeases
 	// BoundPods reads the pods bound to a node (what they request of it,
-	// whether they end) where Client holds the unbound ones only;
-	// SetupWithManager sets it to a cache of its own (newBoundPodsCache).
-	// nil: Client holds every pod.
+	// whether they end), since the manager's cache (Client) holds the
+	// unbound ones only (miglayout-controller's cacheByObject);
+	// SetupWithManager sets it, when nil, to a cache of its own
+	// (newBoundPodsCache). Left nil without SetupWithManager, Client is
+	// read for every pod (a client that holds them all, as in tests).
 	BoundPods client.Reader
 	// TaintRulesPoll is how often a controller started while the API
 	// server did not serve DeviceTaintRules looks again; once it does, the
@@ -348,7 +350,9 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 	in.Pods = pods.Items
 	if a.BoundPods != nil {
 		var bound corev1.PodList
-		if err := a.BoundPods.List(ctx, &bound); err != nil {
+		// Read only (nodeRequests, releasingDevices): no copy of every
+		// running pod per plan.
+		if err := a.BoundPods.List(ctx, &bound, client.UnsafeDisableDeepCopy); err != nil {
 			return in, fmt.Errorf("listing bound Pods: %w", err)
 		}
 		in.Pods = append(in.Pods, bound.Items...)
