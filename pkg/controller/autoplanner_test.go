@@ -581,21 +581,7 @@ func TestApplyCancel(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(tc.live, tc.ml, static).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
-			a := &AutoPlanner{Client: c}
-			read := map[string]*v1alpha1.NodeMigLayout{"n1": snapNML}
-			if err := a.apply(ctx, read, []planner.Change{change}, []planner.Change{cancel}); err != nil {
-				t.Fatal(err)
-			}
-			var got v1alpha1.NodeMigLayout
-			if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
-				t.Fatal(err)
-			}
-			var layouts []string
-			for _, g := range got.Spec.GPUs {
-				layouts = append(layouts, g.Layout)
-			}
+			layouts := applied(t, tc.live, snapNML, []planner.Change{change}, []planner.Change{cancel}, tc.ml, static)
 			if diff := cmp.Diff(tc.want, layouts); diff != "" {
 				t.Errorf("spec layouts (-want +got):\n%s", diff)
 			}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -114,17 +115,8 @@ func TestApplyReclaimReplacement(t *testing.T) {
 		"replacement, repartitioning now": {phase: v1alpha1.PhaseRepartitioning, changes: []planner.Change{replace}, want: "7g.80gb@0"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(reclaiming(tc.phase), &auto).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
-			a := &AutoPlanner{Client: c}
-			if err := a.apply(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, tc.changes, tc.cancels); err != nil {
-				t.Fatal(err)
-			}
-			var got v1alpha1.NodeMigLayout
-			if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, got.Spec.GPUs[0].Layout); diff != "" {
+			got := applied(t, reclaiming(tc.phase), read, tc.changes, tc.cancels, &auto)
+			if diff := cmp.Diff(tc.want, got[0]); diff != "" {
 				t.Errorf("GPU 0's desired layout (-want +got):\n%s", diff)
 			}
 		})
@@ -163,23 +155,32 @@ func TestApplyChangeInReclaimSlot(t *testing.T) {
 		"repartitioning now": {phase: v1alpha1.PhaseRepartitioning, want: []string{"7g.80gb@0", "7g.80gb@0"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(nml(tc.phase), &auto).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
-			a := &AutoPlanner{Client: c}
-			if err := a.apply(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, []planner.Change{change}, []planner.Change{cancel}); err != nil {
-				t.Fatal(err)
-			}
-			var got v1alpha1.NodeMigLayout
-			if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
-				t.Fatal(err)
-			}
-			var layouts []string
-			for _, g := range got.Spec.GPUs {
-				layouts = append(layouts, g.Layout)
-			}
-			if diff := cmp.Diff(tc.want, layouts); diff != "" {
+			got := applied(t, nml(tc.phase), read, []planner.Change{change}, []planner.Change{cancel}, &auto)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("desired layouts (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// applied runs AutoPlanner.apply of changes and cancels, planned on read, on
+// a cluster where live (and objs) are, and returns live's desired layouts
+// after, by GPU.
+func applied(t *testing.T, live, read *v1alpha1.NodeMigLayout, changes, cancels []planner.Change, objs ...client.Object) []string {
+	t.Helper()
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(append(objs, live)...).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
+	a := &AutoPlanner{Client: c}
+	if err := a.apply(ctx, map[string]*v1alpha1.NodeMigLayout{live.Name: read}, changes, cancels); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: live.Name}, &got); err != nil {
+		t.Fatal(err)
+	}
+	var layouts []string
+	for _, g := range got.Spec.GPUs {
+		layouts = append(layouts, g.Layout)
+	}
+	return layouts
 }
