@@ -195,8 +195,9 @@ type AutoPolicy struct {
 	// onto a GPU a large claim could have whole. 0 keeps idle GPUs as they
 	// are. Not done where allowedProfiles leaves the largest profile out,
 	// nor, on a node that keeps spares, to a GPU whose free devices are
-	// spares the node's other GPUs do not hold. The idle time is counted by the
-	// running controller: it starts again when the controller restarts.
+	// spares the node's other GPUs do not hold. The idle time is counted by
+	// the running controller; a restarted one starts from the count of each
+	// GPU's agent (NodeMigLayout status.gpus[].idleSince).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	// +kubebuilder:default=300

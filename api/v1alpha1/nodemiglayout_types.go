@@ -210,6 +210,13 @@ type GPUStatus struct {
 	// LastTransitionTime is when Phase last changed.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+	// IdleSince is when the agent first saw the GPU, in MIG mode, Ready
+	// with no device in use, in the run of passes that ends with this one;
+	// unset otherwise. Auto mode counts an idle GPU's time before it is
+	// given back whole (policy.reclaimIdleGPUsAfterSeconds) from it too, so
+	// that a restarted controller does not count afresh.
+	// +optional
+	IdleSince *metav1.Time `json:"idleSince,omitempty"`
 }
 
 // NVMLProfile is one GPU instance profile as NVML describes it

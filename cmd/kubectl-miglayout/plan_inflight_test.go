@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,6 +86,40 @@ func TestPlanAutoReclaimInFlight(t *testing.T) {
 				if strings.Contains(out, s) {
 					t.Errorf("plan says %q:\n%s", s, out)
 				}
+			}
+		})
+	}
+}
+
+// TestPlanAutoShowsReclaim: a GPU whose agent has seen it idle for an hour
+// (status.gpus[].idleSince) is shown given back whole, as the controller
+// gives it back; one idle for a minute is not yet.
+func TestPlanAutoShowsReclaim(t *testing.T) {
+	for name, tc := range map[string]struct {
+		idle time.Duration
+		want bool
+	}{
+		"idle for an hour":  {idle: time.Hour, want: true},
+		"idle for a minute": {idle: time.Minute},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// runWith's clock reads Unix time 1060.
+			since := metav1.NewTime(time.Unix(1060, 0).Add(-tc.idle))
+			nml := &v1alpha1.NodeMigLayout{
+				ObjectMeta: metav1.ObjectMeta{Name: "auto-node"},
+				Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: "on-demand", GPUs: []v1alpha1.GPUSpec{
+					{Index: 0, MIGEnabled: true, Layout: "1g.10gb@0,1g.10gb@1"}}},
+				Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+					{Index: 0, UUID: "GPU-0", Product: "NVIDIA H100 80GB HBM3", Model: "H100-SXM5-80GB", MIGEnabled: true, MIGPending: true,
+						Layout: "1g.10gb@0,1g.10gb@1", Phase: v1alpha1.PhaseReady, IdleSince: &since},
+				}},
+			}
+			out, _, err := runWith(t, []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, migClass()}, "plan", "-f", "testdata/plan-auto.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(out, "gives the GPU, idle for 5m0s, back whole"); got != tc.want {
+				t.Errorf("plan shows the GPU given back whole: %t, want %t:\n%s", got, tc.want, out)
 			}
 		})
 	}

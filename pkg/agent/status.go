@@ -100,6 +100,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 		if p, ok := prev[gs.Index]; ok && p.Phase == gs.Phase && p.LastTransitionTime != nil {
 			gs.LastTransitionTime = p.LastTransitionTime
 		}
+		gs.IdleSince = idleSince(prev[gs.Index], *gs, now)
 		switch gs.Phase {
 		case v1alpha1.PhaseReady:
 		case v1alpha1.PhaseBlocked, v1alpha1.PhaseFailed:
@@ -269,5 +270,22 @@ func gpuAttributes(g gpu.GPU) *v1alpha1.GPUAttributes {
 		CUDAComputeCapability: g.CUDAComputeCapability,
 		DriverVersion:         g.DriverVersion,
 		CUDADriverVersion:     g.CUDADriverVersion,
+	}
+}
+
+// idleSince is GPUStatus.IdleSince of gs, whose status before was prev: kept
+// from prev while the same GPU stays idle (MIG mode on, Ready, nothing in
+// use), now where it becomes idle, unset where it is not.
+func idleSince(prev, gs v1alpha1.GPUStatus, now metav1.Time) *metav1.Time {
+	idle := func(s v1alpha1.GPUStatus) bool {
+		return s.MIGEnabled && s.MIGPending == s.MIGEnabled && s.Phase == v1alpha1.PhaseReady && s.InUse == "" && s.UUID != ""
+	}
+	switch {
+	case !idle(gs):
+		return nil
+	case idle(prev) && prev.UUID == gs.UUID && prev.IdleSince != nil:
+		return prev.IdleSince
+	default:
+		return &now
 	}
 }

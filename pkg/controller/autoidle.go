@@ -14,8 +14,9 @@ import (
 const defaultReclaimIdleAfter = 300 * time.Second
 
 // idleTracker remembers, per GPU (node, index and UUID), since when the
-// controller has seen it idle (autoIdle): planner.GPU.IdleSince. It lives
-// in memory; a restarted controller counts afresh.
+// controller has seen it idle (autoIdle): planner.GPU.IdleSince; the zero
+// time for a GPU it has seen busy. It lives in memory; a restarted
+// controller starts from the agents' counts (mark).
 type idleTracker map[string]time.Time
 
 // autoIdle reports whether the planner may count a GPU as idle: no device
@@ -27,7 +28,13 @@ func autoIdle(g planner.GPU) bool {
 // mark sets planner.GPU.IdleSince on the GPUs of snap, remembering those
 // seen idle first now and forgetting those no longer idle or gone, and
 // returns how long until the next idle GPU falls due to be given back
-// whole (reclaimDue; 0: none will).
+// whole (reclaimDue; 0: none will). A GPU's IdleSince as snap has it on
+// entry is its agent's (GPUStatus.IdleSince): for a GPU the tracker has not
+// seen before (the controller just started) it is taken, so that a
+// restarted controller does not count afresh; one the tracker has seen
+// busy counts from the first snapshot that sees it idle, whatever its
+// agent says (a pod that came and went between two of the agent's
+// passes).
 func (t idleTracker) mark(snap *planner.Snapshot) time.Duration {
 	seen := map[string]bool{}
 	var next time.Duration
@@ -35,16 +42,24 @@ func (t idleTracker) mark(snap *planner.Snapshot) time.Duration {
 		n := &snap.Nodes[i]
 		for j := range n.GPUs {
 			g := &n.GPUs[j]
-			if !autoIdle(*g) {
-				continue
-			}
+			reported := g.IdleSince
+			g.IdleSince = time.Time{}
 			key := fmt.Sprintf("%s/%d/%s", n.Node.Name, g.Info.Index, g.Info.UUID)
 			seen[key] = true
-			since, ok := t[key]
-			if !ok {
-				since = snap.Now
-				t[key] = since
+			if !autoIdle(*g) {
+				t[key] = time.Time{} // seen busy
+				continue
 			}
+			since, ok := t[key]
+			switch {
+			case !ok && !reported.IsZero() && reported.Before(snap.Now):
+				// First seen (the controller just started): its
+				// agent's count.
+				since = reported
+			case !ok || since.IsZero():
+				since = snap.Now
+			}
+			t[key] = since
 			g.IdleSince = since
 			// Wake when it falls due, if there is anything to do then.
 			if at := since.Add(n.Policy.ReclaimIdleAfter); reclaimDue(planner.Snapshot{Now: at}, *n, *g) {

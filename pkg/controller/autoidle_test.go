@@ -149,6 +149,10 @@ func TestIdleTrackerCountsAfresh(t *testing.T) {
 		{at: 70 * time.Second, gpu: idle, want: 70 * time.Second, wantWake: time.Minute},
 		// Whole already: idle, but nothing to wake for.
 		{at: 80 * time.Second, gpu: whole, want: 70 * time.Second},
+		{at: 90 * time.Second, gpu: inUse, want: -1},
+		// Seen busy: its agent's older count (a pod that came and went
+		// between two of its passes) is not taken.
+		{at: 100 * time.Second, gpu: agentIdleSince(idle, t0), want: 100 * time.Second, wantWake: time.Minute},
 	}
 	for _, s := range steps {
 		snap := snapAt(t0.Add(s.at), s.gpu)
@@ -164,4 +168,38 @@ func TestIdleTrackerCountsAfresh(t *testing.T) {
 			t.Errorf("at %s: wake in %s, want %s", s.at, wake, s.wantWake)
 		}
 	}
+}
+
+// TestReclaimAfterRestart: a controller that starts while a GPU has been
+// idle for longer than the policy's time, by its agent's count
+// (GPUStatus.IdleSince), gives it back whole at its first plan rather than
+// counting afresh; a GPU its agent has seen idle only briefly waits.
+func TestReclaimAfterRestart(t *testing.T) {
+	for name, tc := range map[string]struct {
+		idleFor time.Duration
+		want    map[int32]string
+	}{
+		"idle for an hour by its agent":  {idleFor: time.Hour, want: map[int32]string{0: "7g.80gb@0"}},
+		"idle for a second by its agent": {idleFor: time.Second, want: map[int32]string{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](300)})
+			g := a100(0).layout("1g.10gb@0,2g.20gb@2,3g.40gb@4")
+			// The harness's clock starts at 2026-01-01 00:00 UTC.
+			since := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(-tc.idleFor))
+			g.g.UUID, g.g.IdleSince = "GPU-0", &since
+			h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, g))
+			h.settle()
+			if diff := cmp.Diff(tc.want, h.specOf("n1")); diff != "" {
+				t.Errorf("spec after the first plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// agentIdleSince is g with its agent's GPUStatus.IdleSince, as autoGPUs
+// sets it before the idleTracker marks it.
+func agentIdleSince(g planner.GPU, since time.Time) planner.GPU {
+	g.IdleSince = since
+	return g
 }

@@ -525,6 +525,11 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 			}
 		}
 		g := planner.GPU{Info: info, Layout: actual}
+		// Since when the agent has seen it idle; the AutoPlanner's
+		// idleTracker takes the earlier of this and its own count.
+		if st.IdleSince != nil {
+			g.IdleSince = st.IdleSince.Time
+		}
 		g.Pinned, g.Shared = splitShared(inUse, actual, int(st.Index), allocated, adminHeld)
 		if spec, ok := specs[st.Index]; ok && !spec.MIGEnabled {
 			// A change turning MIG off (written in Static mode) is in

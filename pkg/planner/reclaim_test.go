@@ -86,7 +86,7 @@ func TestReclaimIdleGPUs(t *testing.T) {
 		// A reclaim in flight that has destroyed nothing yet
 		// (Reclaiming) is planned again where the plan leaves the GPU
 		// alone, however recently the GPU was first seen idle (a
-		// restarted controller counts afresh)...
+		// restarted controller may count afresh)...
 		"being given back, nothing pending": {
 			node: node("n1").policy(reclaim).gpu("A100-SXM4-80GB", fragments, "").reclaiming(),
 			want: trace{Changes: []string{whole}},
