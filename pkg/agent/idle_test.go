@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
 // TestIdleSince: a GPU's idleSince is set when the agent first sees it in
@@ -41,5 +43,35 @@ func TestIdleSince(t *testing.T) {
 				t.Errorf("idleSince = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestBuildStatusIdleSince: BuildStatus sets a GPU's idleSince when a pass
+// first finds it idle and keeps it over the passes that follow while it
+// stays so; a device in use clears it.
+func TestBuildStatusIdleSince(t *testing.T) {
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := func(inUse string) *SyncResult {
+		return &SyncResult{
+			GPUs:    []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true}}}},
+			InUse:   map[int]mig.Layout{0: mig.MustParseLayout(inUse)},
+			Results: map[int]GPUResult{0: {Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied}},
+		}
+	}
+	t1 := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	t2 := metav1.NewTime(t1.Add(time.Minute))
+	first := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 1, res(""), t1)
+	second := BuildStatus(first, 1, res(""), t2)
+	busy := BuildStatus(second, 1, res("1g.10gb@0"), t2)
+	for name, tc := range map[string]struct {
+		st   v1alpha1.NodeMigLayoutStatus
+		want *metav1.Time
+	}{"first idle pass": {first, &t1}, "still idle": {second, &t1}, "in use": {busy, nil}} {
+		if got := tc.st.GPUs[0].IdleSince; (got == nil) != (tc.want == nil) || got != nil && !got.Equal(tc.want) {
+			t.Errorf("%s: idleSince %v, want %v", name, got, tc.want)
+		}
 	}
 }
