@@ -100,7 +100,9 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	others := otherSlices(withRuleTaints(in.Slices, in.TaintRules, in.Driver), in.Driver)
 	variants := modelVariants{}
 	allocated, adminHeld, otherAllocated := allocations(in.Claims, in.Driver)
-	requested := nodeRequests(in.Pods)
+	// Only GPU nodes a MigLayout selects (those with a NodeMigLayout)
+	// can be Auto nodes: the other nodes' pods are not summed.
+	requested := nodeRequests(in.Pods, func(node string) bool { return in.NodeMigLayouts[node] != nil })
 	releasing := releasingDevices(in.Claims, in.Pods, in.Driver)
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
@@ -195,12 +197,13 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 // (component-helpers' PodRequests; while an in-place resize is in
 // progress, the larger of spec and status), with their number under
 // "pods" (planner.Node.Requested). A pod being deleted counts until it is
-// gone, as it does for the scheduler.
-func nodeRequests(pods []corev1.Pod) map[string][]planner.PriorityRequests {
+// gone, as it does for the scheduler. Only the nodes of which on is true
+// are summed (PodRequests per pod is the cost, every plan).
+func nodeRequests(pods []corev1.Pod, on func(node string) bool) map[string][]planner.PriorityRequests {
 	sums := map[string]map[int32]corev1.ResourceList{}
 	for i := range pods {
 		pod := &pods[i]
-		if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || !on(pod.Spec.NodeName) {
 			continue
 		}
 		byPrio := sums[pod.Spec.NodeName]

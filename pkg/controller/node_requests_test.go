@@ -18,8 +18,8 @@ import (
 
 // TestNodeRequests: what the pods bound to a node request is summed per
 // node and priority, with their number, as kube-scheduler counts it: a pod
-// that is done counts no longer, one being deleted still does, and an
-// unbound one on no node.
+// that is done counts no longer, one being deleted still does, an unbound
+// one on no node; nodes that cannot be Auto nodes are not summed.
 func TestNodeRequests(t *testing.T) {
 	withCPU := func(p corev1.Pod, cpu string) corev1.Pod {
 		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
@@ -38,9 +38,11 @@ func TestNodeRequests(t *testing.T) {
 	}
 	high := withCPU(runningPod("high", corev1.PodRunning, false), "1")
 	high.Spec.Priority = ptr.To[int32](1000)
-	pods = append(pods, high)
+	elsewhere := withCPU(runningPod("elsewhere", corev1.PodRunning, false), "4")
+	elsewhere.Spec.NodeName = "cpu-only"
+	pods = append(pods, high, elsewhere)
 	got := map[string][]string{}
-	for node, l := range nodeRequests(pods) {
+	for node, l := range nodeRequests(pods, func(node string) bool { return node != "cpu-only" }) {
 		for _, pr := range l {
 			got[node] = append(got[node], fmt.Sprintf("%d: %s", pr.Priority, resourcesText(pr.Requests)))
 		}
