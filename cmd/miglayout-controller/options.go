@@ -16,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/controller"
 	"github.com/miglayout/miglayout/pkg/planner"
 )
 
@@ -33,6 +34,8 @@ type options struct {
 	batchIdle               time.Duration
 	batchMax                time.Duration
 	agingAfter              time.Duration
+	unboundAfter            time.Duration
+	declinedFor             time.Duration
 	agentLeaseNamespace     string
 }
 
@@ -50,8 +53,23 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.batchIdle, "auto-batch-idle", 2*time.Second, "Auto mode: plan once pending demand and node reports have been quiet this long")
 	fs.DurationVar(&o.batchMax, "auto-batch-max", 10*time.Second, "Auto mode: plan at the latest this long after the first change of a batch")
 	fs.DurationVar(&o.agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: pods of one priority are planned largest first; a pod pending this long is planned by age instead (0: never)")
+	fs.DurationVar(&o.unboundAfter, "auto-unbound-after", controller.DefaultUnboundAfter, "Auto mode: a pending pod that free devices a plan gave it have waited for this long on a node without kube-scheduler binding it there is planned on other nodes (something miglayout does not judge keeps it off that node: pod affinity, topology spread, host ports, volumes) (0: never)")
+	fs.DurationVar(&o.declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: how long such a node stays out of the pod's plans before it is tried again")
 	fs.StringVar(&o.agentLeaseNamespace, "agent-lease-namespace", "", "namespace of the agents' heartbeat Leases (the agents' --lease-namespace): a node whose agent stops renewing its Lease is reported AgentLost and left out of Auto plans (empty: agents' liveness is not checked)")
 	return o
+}
+
+// autoPlanner is the Auto planner the flags set up; a duration flag of 0
+// that turns a check off becomes the planner's "never" (negative).
+func (o *options) autoPlanner(leases *controller.AgentLeases) *controller.AutoPlanner {
+	never := func(d time.Duration) time.Duration {
+		if d == 0 {
+			return -1
+		}
+		return d
+	}
+	return &controller.AutoPlanner{Driver: o.driverName, Idle: o.batchIdle, Max: o.batchMax, AgingAfter: never(o.agingAfter),
+		UnboundAfter: never(o.unboundAfter), DeclinedFor: o.declinedFor, AgentLeases: leases}
 }
 
 // newScheme knows the built-in types and the miglayout API.

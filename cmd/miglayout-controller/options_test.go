@@ -68,3 +68,33 @@ func TestManagerOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestAutoPlannerOptions: the Auto planner's durations from the flags, 0
+// turning a check off.
+func TestAutoPlannerOptions(t *testing.T) {
+	type durations struct{ Idle, Max, Aging, Unbound, Declined time.Duration }
+	tests := map[string]struct {
+		args []string
+		want durations
+	}{
+		"defaults": {want: durations{2 * time.Second, 10 * time.Second, time.Hour, time.Minute, 10 * time.Minute}},
+		"set": {args: []string{"--auto-batch-idle=1s", "--auto-batch-max=5s", "--auto-aging-after=30m", "--auto-unbound-after=2m", "--auto-declined-for=1h"},
+			want: durations{time.Second, 5 * time.Second, 30 * time.Minute, 2 * time.Minute, time.Hour}},
+		"off": {args: []string{"--auto-aging-after=0", "--auto-unbound-after=0"},
+			want: durations{2 * time.Second, 10 * time.Second, -1, -1, 10 * time.Minute}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			o := bindFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			a := o.autoPlanner(nil)
+			got := durations{a.Idle, a.Max, a.AgingAfter, a.UnboundAfter, a.DeclinedFor}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Auto planner durations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

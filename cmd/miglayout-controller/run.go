@@ -41,11 +41,7 @@ func run(ctx context.Context, o *options) error {
 	if err := (&controller.Reconciler{AgentLeases: leases}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MigLayout reconciler: %w", err)
 	}
-	aging := o.agingAfter
-	if aging == 0 {
-		aging = -1 // never
-	}
-	auto := &controller.AutoPlanner{Driver: o.driverName, Idle: o.batchIdle, Max: o.batchMax, AgingAfter: aging, AgentLeases: leases}
+	auto := o.autoPlanner(leases)
 	if err := auto.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Auto planner: %w", err)
 	}

@@ -67,6 +67,12 @@ const (
 	// with a pod the plan serves, and has other claims too; it is planned
 	// once the shared claims are allocated.
 	EventWaitingForSharedClaim = "WaitingForSharedClaim"
+	// EventSchedulerDeclinedNode (Warning, on a pod): free devices a plan
+	// gave the pod waited on a node for AutoPlanner.UnboundAfter and
+	// kube-scheduler did not bind it there; the node is left out of the
+	// pod's plans for AutoPlanner.DeclinedFor. The note names the node and
+	// the devices.
+	EventSchedulerDeclinedNode = "SchedulerDeclinedNode"
 )
 
 // autoKey is the single work item of the Auto planner: it plans all Auto
@@ -94,6 +100,15 @@ type AutoPlanner struct {
 	// planner.Snapshot.AgingAfter); 0 means planner.DefaultAgingAfter, a
 	// negative value never.
 	AgingAfter time.Duration
+	// UnboundAfter is how long free devices a plan gave a pending pod may
+	// wait on a node before the planner takes the node as one
+	// kube-scheduler keeps the pod off for a reason it does not judge and
+	// plans the pod elsewhere (declineTracker); 0 means
+	// DefaultUnboundAfter, a negative value never.
+	UnboundAfter time.Duration
+	// DeclinedFor is how long such a node stays out of the pod's plans;
+	// 0 means DefaultDeclinedFor.
+	DeclinedFor time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// AgentLeases judges the agents' heartbeats (nodes of lost agents are
@@ -135,6 +150,8 @@ type AutoPlanner struct {
 	autoNodes sets.Set[string]
 	// idleGPUs: since when each GPU has been seen idle (idleTracker).
 	idleGPUs idleTracker
+	// declines: the nodes kube-scheduler keeps pending pods off.
+	declines declineTracker
 }
 
 // SetupWithManager registers the planner: any change to pods waiting for
@@ -260,12 +277,13 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	}
 	a.labelKeys = feasibilityLabelKeys(in, snap)
 	maps.Copy(a.labelKeys, selectorLabelKeys(in.MigLayouts))
-	wait := a.batch.observe(inputKey(in, snap), a.now(), a.idle(), a.max())
+	overdue, declineDue := a.declines.prepare(&snap, a.unboundAfter(), a.declinedFor())
+	wait := a.batch.observe(inputKey(in, snap)+overdue, a.now(), a.idle(), a.max())
 	a.mu.Unlock()
 	// Every return asks to be looked at again when the next thing that has
 	// no event of its own is due (the queue keeps one request per key: a
 	// later, longer one would replace it).
-	due := sooner(sooner(sooner(again, nextAging(snap)), nextRefresh(snap)), idleDue)
+	due := sooner(sooner(sooner(sooner(again, nextAging(snap)), nextRefresh(snap)), idleDue), declineDue)
 	if wait > 0 {
 		return ctrl.Result{RequeueAfter: sooner(wait, due)}, nil
 	}
@@ -280,12 +298,13 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		}
 		return ctrl.Result{RequeueAfter: due}, nil
 	}
-	start := time.Now()
-	res, err := planner.Plan(ctx, snap)
-	plannerLatency.Observe(time.Since(start).Seconds())
+	res, err := a.plan(ctx, &in, &snap)
 	if err != nil {
 		a.forget()
-		return ctrl.Result{}, fmt.Errorf("planning Auto layouts: %w", err)
+		return ctrl.Result{}, err
+	}
+	if d := a.declineDue(); d > 0 {
+		due = sooner(due, d)
 	}
 	cancels = append(cancels, UnneededChanges(in, unneeded, res)...)
 	cancels = append(cancels, ReclaimCancels(in, snap, res)...)
@@ -300,6 +319,81 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: due}, nil
+}
+
+// plan runs the planner on snap. Where the plan gives a pod free devices
+// on a node kube-scheduler has not bound it to for UnboundAfter, the node is
+// declined for the pod (declineTracker) and the pod is planned again
+// without it, in the same pass.
+func (a *AutoPlanner) plan(ctx context.Context, in *AutoInputs, snap *planner.Snapshot) (planner.Result, error) {
+	run := func() (planner.Result, error) {
+		start := time.Now()
+		res, err := planner.Plan(ctx, *snap)
+		plannerLatency.Observe(time.Since(start).Seconds())
+		if err != nil {
+			return res, fmt.Errorf("planning Auto layouts: %w", err)
+		}
+		return res, nil
+	}
+	res, err := run()
+	if err != nil {
+		return res, err
+	}
+	if a.unboundAfter() <= 0 {
+		return res, nil
+	}
+	a.mu.Lock()
+	declined := a.declines.observe(*in, snap, res, a.unboundAfter(), true)
+	a.mu.Unlock()
+	if len(declined) == 0 {
+		return res, nil
+	}
+	logger := klog.FromContext(ctx)
+	for _, d := range declined {
+		schedulerDeclinedMetric.Inc()
+		logger.Info("kube-scheduler did not bind a pod where free devices waited for it; planning it elsewhere", "pod", klog.KObj(d.pod), "node", d.node, "devices", d.devices, "waited", d.waited)
+		if a.Recorder != nil {
+			a.Recorder.Eventf(d.pod, nodeMigLayoutRef(d.node), corev1.EventTypeWarning, EventSchedulerDeclinedNode, "Plan", "%s", truncate(declinedNote(d, a.declinedFor()), maxEventNote))
+		}
+	}
+	if res, err = run(); err != nil {
+		return res, err
+	}
+	a.mu.Lock()
+	a.declines.observe(*in, snap, res, a.unboundAfter(), false)
+	a.mu.Unlock()
+	return res, nil
+}
+
+// declineDue is how long until a pod's free devices have waited
+// UnboundAfter (0: none waits).
+func (a *AutoPlanner) declineDue() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var due time.Duration
+	for _, w := range a.declines.waiting {
+		if d := w.since.Add(a.unboundAfter()).Sub(a.now()); d > 0 && (due == 0 || d < due) {
+			due = d
+		}
+	}
+	return due
+}
+
+func (a *AutoPlanner) unboundAfter() time.Duration {
+	switch {
+	case a.UnboundAfter < 0:
+		return 0
+	case a.UnboundAfter == 0:
+		return DefaultUnboundAfter
+	}
+	return a.UnboundAfter
+}
+
+func (a *AutoPlanner) declinedFor() time.Duration {
+	if a.DeclinedFor > 0 {
+		return a.DeclinedFor
+	}
+	return DefaultDeclinedFor
 }
 
 // autoMigLayouts are the Auto-mode MigLayouts among mls.
@@ -873,7 +967,9 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 	for _, p := range snap.Pending {
 		// A pod that starts to be planned by age changes the plan though
 		// the pod itself does not change.
-		lines = append(lines, fmt.Sprintf("pod %s/%s %s %t\n", p.Pod.Namespace, p.Pod.Name, p.Pod.ResourceVersion, aged(p.Pod)))
+		// So does a node declined for it, or no longer
+		// (declineTracker).
+		lines = append(lines, fmt.Sprintf("pod %s/%s %s %t %v\n", p.Pod.Namespace, p.Pod.Name, p.Pod.ResourceVersion, aged(p.Pod), p.Declined))
 		// A claim deleted and created again under the same name changes
 		// the demand though the pod does not change.
 		for _, c := range p.Claims {

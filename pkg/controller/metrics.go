@@ -32,10 +32,14 @@ var (
 		Namespace: "miglayout", Subsystem: "controller", Name: "idle_gpus_reclaimed_total",
 		Help: "Changes written that give an idle GPU back as one whole device (policy.reclaimIdleGPUsAfterSeconds).",
 	})
+	schedulerDeclinedMetric = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "miglayout", Subsystem: "controller", Name: "scheduler_declined_nodes_total",
+		Help: "Nodes left out of a pending pod's Auto plans because free devices a plan gave it waited there for --auto-unbound-after and kube-scheduler did not bind it there.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, pendingDemand, plannerLatency)
+	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, schedulerDeclinedMetric, pendingDemand, plannerLatency)
 }
 
 // recordMetrics sets the gauges of one MigLayout from its observation.

@@ -178,6 +178,12 @@ func (b *podB) allocatedOn(node string) *podB {
 	return b
 }
 
+// declined adds nodes kube-scheduler keeps the pod off (Pod.Declined).
+func (b *podB) declined(nodes ...string) *podB {
+	b.p.Declined = append(b.p.Declined, nodes...)
+	return b
+}
+
 // tolerates adds a toleration of key (any value, NoSchedule).
 func (b *podB) tolerates(key string) *podB {
 	b.p.Pod.Spec.Tolerations = append(b.p.Pod.Spec.Tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})

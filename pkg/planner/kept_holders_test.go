@@ -41,7 +41,7 @@ func TestWhereAPlacementIsKept(t *testing.T) {
 			want: trace{
 				Kept: map[string]string{"default/a": "n1/gpu-0 7g.80gb@0"},
 				Unservable: map[string]string{"default/b": "the pod shares claims with pod default/a, which waits for a placement kept on node n1, " +
-					"where this pod may not run (node selector, affinity, tolerations or claims allocated already)"},
+					"where this pod may not run (node selector, affinity, tolerations, claims allocated already, or kube-scheduler did not bind it there)"},
 			},
 		},
 	}

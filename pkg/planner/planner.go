@@ -391,7 +391,7 @@ func (p *planner) feasibleNodes(pod Pod) []*nodeState {
 	}
 	var out []*nodeState
 	for _, n := range p.nodes {
-		if !n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(reqs, n.n.Node) && allocatedOn(pod, n.n.Node) {
+		if !n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(reqs, n.n.Node) && allowedOn(pod, n.n.Node) {
 			out = append(out, n)
 		}
 	}
@@ -399,9 +399,13 @@ func (p *planner) feasibleNodes(pod Pod) []*nodeState {
 	return out
 }
 
-// allocatedOn reports whether the node is one the pod's claims allocated
-// already allow (each allocation's node selector matches it).
-func allocatedOn(pod Pod, node *corev1.Node) bool {
+// allowedOn reports whether the node is one the pod's claims allocated
+// already allow (each allocation's node selector matches it) and not one
+// kube-scheduler keeps it off (Pod.Declined).
+func allowedOn(pod Pod, node *corev1.Node) bool {
+	if slices.Contains(pod.Declined, node.Name) {
+		return false
+	}
 	for _, sel := range pod.AllocatedOn {
 		if ok, err := nodeaffinity.NewLazyErrorNodeSelector(sel).Match(node); err != nil || !ok {
 			return false
@@ -416,8 +420,9 @@ func schedulingKey(pod Pod, reqs corev1.ResourceList) string {
 		A *corev1.Affinity
 		T []corev1.Toleration
 		N []*corev1.NodeSelector
+		D []string
 		R corev1.ResourceList
-	}{pod.Pod.Spec.NodeSelector, pod.Pod.Spec.Affinity, pod.Pod.Spec.Tolerations, pod.AllocatedOn, reqs})
+	}{pod.Pod.Spec.NodeSelector, pod.Pod.Spec.Affinity, pod.Pod.Spec.Tolerations, pod.AllocatedOn, pod.Declined, reqs})
 	return string(b)
 }
 
@@ -520,7 +525,7 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 		switch {
 		case !slices.ContainsFunc(p.feasibleNodes(pod), on):
 			// The shared claims will be allocated on that node.
-			p.result.Unservable[key] = fmt.Sprintf("the pod shares claims with pod %s, which this plan serves on node %s, where this pod may not run (node selector, affinity, tolerations or claims allocated already)", host, node)
+			p.result.Unservable[key] = fmt.Sprintf("the pod shares claims with pod %s, which this plan serves on node %s, where this pod may not run (node selector, affinity, tolerations, claims allocated already, or kube-scheduler did not bind it there)", host, node)
 		case !slices.ContainsFunc(p.withRoom(pod, p.feasibleNodes(pod)), on):
 			// Its node is the host's: it waits for room there.
 			p.result.Unservable[key] = WaitsForNodeResources
@@ -549,7 +554,7 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 		kept := p.result.Kept[keeper]
 		switch {
 		case !slices.ContainsFunc(p.feasibleNodes(pod), func(n *nodeState) bool { return n.n.Node.Name == kept.Node }):
-			p.result.Unservable[key] = fmt.Sprintf("the pod shares claims with pod %s, which waits for a placement kept on node %s, where this pod may not run (node selector, affinity, tolerations or claims allocated already)", keeper, kept.Node)
+			p.result.Unservable[key] = fmt.Sprintf("the pod shares claims with pod %s, which waits for a placement kept on node %s, where this pod may not run (node selector, affinity, tolerations, claims allocated already, or kube-scheduler did not bind it there)", keeper, kept.Node)
 		case keepers.Len() == 1 && p.claimCount[keeper] == len(pod.Claims) && !slices.ContainsFunc(pod.Claims, func(c *resourceapi.ResourceClaim) bool {
 			return p.claimsKept[claimKey(c)] != keeper
 		}):
@@ -603,6 +608,12 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"
 		if !slices.ContainsFunc(p.nodes, func(n *nodeState) bool { return !n.n.Frozen }) {
 			p.result.Unservable[key] = "no Auto-mode node can be changed now: " + frozenReasons(p.nodes)
+		} else if len(pod.Declined) > 0 {
+			undeclined := pod
+			undeclined.Declined = nil
+			if len(p.feasibleNodes(undeclined)) > 0 {
+				p.result.Unservable[key] = DeclinedEverywhere
+			}
 		}
 		return nil
 	}
@@ -651,7 +662,7 @@ func frozenReasons(nodes []*nodeState) string {
 func (p *planner) frozenNodes(pod Pod) []*nodeState {
 	var out []*nodeState
 	for _, n := range p.nodes {
-		if n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(podRequests(pod.Pod), n.n.Node) && allocatedOn(pod, n.n.Node) {
+		if n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(podRequests(pod.Pod), n.n.Node) && allowedOn(pod, n.n.Node) {
 			out = append(out, n)
 		}
 	}

@@ -524,7 +524,7 @@ func TestPlan(t *testing.T) {
 				Changes: []string{"n1/0: (empty) -> 7g.80gb@0 serves default/a"},
 				Served:  []string{"default/a -> n1 gpu-0-mig-7g80gb-0-0 after change"},
 				Unservable: map[string]string{"default/b": "the pod shares claims with pod default/a, which this plan serves on node n1, " +
-					"where this pod may not run (node selector, affinity, tolerations or claims allocated already)"},
+					"where this pod may not run (node selector, affinity, tolerations, claims allocated already, or kube-scheduler did not bind it there)"},
 			},
 		},
 		"a GPU whose change failed holds no slot of its node's limit; one in flight does": {

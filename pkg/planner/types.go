@@ -157,6 +157,13 @@ type Pod struct {
 	// running pod), and of the node a preemption nominated it to: the pod
 	// can only go where all of them match.
 	AllocatedOn []*corev1.NodeSelector
+	// Declined are nodes kube-scheduler keeps the pod off for reasons the
+	// planner does not judge (pod affinity or anti-affinity, topology
+	// spread, host ports, volumes, another scheduler): the caller saw
+	// free devices a plan gave the pod there wait for it without the pod
+	// being bound. The pod is not planned on them (DeclinedEverywhere
+	// where that leaves no node).
+	Declined []string
 }
 
 // Snapshot is everything the planner reads.
@@ -274,6 +281,12 @@ const WaitsForAllModeNode = "the nodes the pod may run on each serve, in this pl
 // (Node.Requested): kube-scheduler would not bind it there, so no device
 // is made for it until one has room.
 const WaitsForNodeResources = "the Auto-mode nodes the pod may run on have not enough of the resources it requests (CPU, memory, pods, ...) left beside the pods bound to them now; it is planned once one has"
+
+// DeclinedEverywhere is the Result.Unservable reason of a pod that only
+// the nodes in its Pod.Declined could run: kube-scheduler did not bind it
+// where free devices for it waited, so something the planner does not
+// judge keeps it off those nodes.
+const DeclinedEverywhere = "kube-scheduler did not bind the pod to the Auto-mode nodes where free devices for it waited, and no other Auto-mode node may run it: something miglayout does not judge keeps it off them (pod affinity or anti-affinity, topology spread, host ports, volumes, or another scheduler); they are tried again later"
 
 // WaitsForSharedClaim is the Result.Unservable reason of a pod that shares
 // claims with a pod the plan serves but does not have exactly that pod's
