@@ -290,7 +290,10 @@ type AutoStatus struct {
 	// +required
 	WaitingForRoomPods int32 `json:"waitingForRoomPods"`
 	// NotServablePods counts the pods, cluster-wide, that no Auto-mode
-	// node can serve even with its GPUs free (event NotServableByAutoMode).
+	// node can serve even with its GPUs free, or that kube-scheduler did
+	// not bind to any Auto-mode node they may run on where free devices
+	// for them waited (events SchedulerDeclinedNode, then
+	// NotServableByAutoMode).
 	// +kubebuilder:validation:Minimum=0
 	// +required
 	NotServablePods int32 `json:"notServablePods"`

@@ -13,6 +13,11 @@
 // node's allocatable beside what the pods bound there that it may not
 // preempt request and what the pods planned there before it request (Room;
 // WaitsForNodeResources where nothing else keeps the pod off every node).
+// What else kube-scheduler filters on (inter-pod affinity, topology
+// spread, host ports, volumes) the planner does not judge; the caller
+// names in Pod.Declined the nodes it has seen kube-scheduler keep a pod
+// off (free devices planned for it there waited unbound), and the pod is
+// not planned on them (DeclinedEverywhere where no other node is left).
 // Most claims are judged once per kind of GPU (its
 // model and the attributes its GPUs publish alike but that may differ
 // between nodes: product name, brand, architecture, compute capability) on

@@ -41,6 +41,11 @@ const (
 	settlePeriod = 500 * time.Millisecond
 )
 
+// unboundAfter is the controller's --auto-unbound-after: longer than kube-scheduler's
+// longest backoff (10 s), so that no pod of the other tests, bound a few seconds after
+// its device is made, has its node declined.
+const unboundAfter = 20 * time.Second
+
 // env is the cluster that serves the package, set up by TestMain.
 var env *clustertest.Env
 
@@ -62,6 +67,7 @@ func TestMain(m *testing.M) {
 		ControllerArgs: []string{
 			"--auto-batch-idle=" + batchIdle.String(),
 			"--auto-batch-max=" + batchMax.String(),
+			"--auto-unbound-after=" + unboundAfter.String(),
 			"--metrics-bind-address=" + metricsAddr["controller"],
 		},
 		Nodes: []cluster.NodeSpec{

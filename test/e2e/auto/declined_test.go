@@ -1,0 +1,65 @@
+package auto
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/miglayout/miglayout/pkg/controller"
+	"github.com/miglayout/miglayout/test/cluster/clustertest"
+)
+
+// TestAutoPlansElsewhereWhenSchedulerDeclines: pod guard runs on node A with a
+// 1g.10gb. Pod apart asks for a 1g.10gb too, with a required anti-affinity to guard
+// per node, which the planner does not judge: it makes apart's 1g.10gb beside guard's
+// on node A (no device destroyed), where kube-scheduler will not bind apart. Once that
+// device has waited free for the controller's --auto-unbound-after, the planner leaves
+// node A out of apart's plans, tells the pod so, and makes its 1g.10gb on node B,
+// where it runs. Before, apart waited on node A for good.
+func TestAutoPlansElsewhereWhenSchedulerDeclines(t *testing.T) {
+	ctx := clustertest.Context(t, 3*time.Minute)
+	wholeThenAuto(t, ctx)
+	ns := env.NewNamespace(t, ctx, "declined")
+	small := `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`
+
+	env.CreateClaim(t, ctx, ns, "guard-gpu", small)
+	guard := clustertest.Pod(ns, "guard", map[string]string{corev1.LabelHostname: nodeA}, "guard-gpu", "")
+	guard.Labels = map[string]string{"app": "guard"}
+	env.CreatePod(t, ctx, guard)
+	env.WaitPodRunning(t, ctx, ns, "guard", 60*time.Second)
+
+	env.CreateClaim(t, ctx, ns, "apart-gpu", small)
+	apart := clustertest.Pod(ns, "apart", nil, "apart-gpu", "")
+	apart.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guard"}},
+			TopologyKey:   corev1.LabelHostname,
+		}},
+	}}
+	created := time.Now()
+	env.CreatePod(t, ctx, apart)
+	env.WaitPodRunning(t, ctx, ns, "apart", 2*time.Minute)
+	pool, device, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, "apart-gpu"))
+	if !ok || pool != nodeB || !strings.Contains(device, "-mig-1g10gb-") {
+		t.Errorf("claim apart-gpu allocated %s/%s, want a 1g.10gb of %s", pool, device, nodeB)
+	}
+	t.Logf("pod apart runs on %s/%s %.1fs after it was created (--auto-unbound-after=%s)", pool, device, time.Since(created).Seconds(), unboundAfter)
+
+	// The planner first served apart on node A, which kube-scheduler declined.
+	list, err := env.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=apart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	declined := false
+	for _, e := range list.Items {
+		seen = append(seen, e.Reason+": "+e.Note)
+		declined = declined || e.Reason == controller.EventSchedulerDeclinedNode && strings.Contains(e.Note, "waited on node "+nodeA)
+	}
+	if !declined {
+		t.Errorf("no %s event naming %s on pod apart; events:\n%s", controller.EventSchedulerDeclinedNode, nodeA, strings.Join(seen, "\n"))
+	}
+}
