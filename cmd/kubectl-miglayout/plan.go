@@ -46,7 +46,10 @@ allocated to them or they are in use on the node.
 
 Static MigLayouts are planned with the controller's own rules (the same fit of
 profile counts, keeping devices in use and moving as few as possible); Auto
-MigLayouts with the planner, over the pods now pending for devices. A node
+MigLayouts with the planner, over the pods now pending for devices (it does
+not know the nodes the running controller has left out of a pod's plans
+because kube-scheduler did not bind the pod there: see the pod's
+SchedulerDeclinedNode events). A node
 no MigLayout selected yet (no NodeMigLayout) is read from the ResourceSlices
 its agent publishes. It reads Nodes, NodeMigLayouts, MigLayouts,
 ResourceSlices, ResourceClaims and, for Auto, Pods and DeviceClasses. Each

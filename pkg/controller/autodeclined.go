@@ -30,6 +30,10 @@ const DefaultUnboundAfter = time.Minute
 // another pod's anti-affinity say, may be gone by then).
 const DefaultDeclinedFor = 10 * time.Minute
 
+// maxDeclineDoublings bounds how many times a node declined again for
+// the same pod doubles AutoPlanner.DeclinedFor (10 min, 20, 40, then 80).
+const maxDeclineDoublings = 3
+
 // declineTracker notices pending pods that kube-scheduler does not bind
 // where free devices a plan gave them wait, and keeps those nodes out of
 // the pods' plans for a while (planner.Pod.Declined). The planner judges a
@@ -38,22 +42,47 @@ const DefaultDeclinedFor = 10 * time.Minute
 // judge (inter-pod affinity and anti-affinity, topology spread, host ports,
 // volumes) nor by another scheduler's rules: without the tracker a pod one
 // of those keeps off the node its devices were made on would wait there for
-// good. It lives in memory, by pod UID; a restarted controller notices
-// again.
+// good. It lives in memory, by pod UID, for the pods pending; a restarted
+// controller notices again.
 type declineTracker struct {
-	// waiting: where the last plan gave the pod devices that exist and
-	// are free, and since when the plans have.
-	waiting map[types.UID]freeWait
-	// declined: the nodes kube-scheduler kept the pod off, and when that
-	// was noticed.
-	declined map[types.UID]map[string]time.Time
+	// waiting: where the last plan gave the pod free devices, and for
+	// how long they have been allocatable (freeWait).
+	waiting map[types.UID]*freeWait
+	// declined: the nodes kube-scheduler kept the pod off.
+	declined map[types.UID]map[string]*declineRecord
 }
 
-// freeWait is a pod served by free devices on a node since a time.
+// freeWait is a pod served, in plan after plan, by the same free devices
+// of a node. Only the time between two plans that both found the devices
+// allocatable (available: on a GPU at rest) counts, so that a change of
+// another part of the GPU pauses the wait rather than restarting it.
 type freeWait struct {
 	node    string
 	devices []string
-	since   time.Time
+	// waited is the time counted so far; last is the plan that last
+	// saw the placement, and lastAvailable whether it found the
+	// devices allocatable.
+	waited        time.Duration
+	last          time.Time
+	lastAvailable bool
+}
+
+// dueAt is when the wait reaches unboundAfter, if the devices stay
+// allocatable; the zero time while they are not.
+func (w *freeWait) dueAt(unboundAfter time.Duration) time.Time {
+	if !w.lastAvailable {
+		return time.Time{}
+	}
+	return w.last.Add(unboundAfter - w.waited)
+}
+
+// declineRecord is a node declined for a pod: until when, and how many
+// times it has been (each time keeps it out twice as long, up to
+// maxDeclineDoublings, so that a pod no Auto node can host does not have
+// devices made for it on each node in turn every DeclinedFor).
+type declineRecord struct {
+	until time.Time
+	times int
 }
 
 // declination is a node found to be kept from a pod.
@@ -62,68 +91,73 @@ type declination struct {
 	node    string
 	devices []string
 	waited  time.Duration
+	keptFor time.Duration
 }
 
-// prepare forgets the pods that no longer wait and the declinations older
-// than keepFor, and sets planner.Pod.Declined on snap's pending pods. It
-// returns a fingerprint of the pods whose free devices have waited for
-// unboundAfter or longer (the plan to run for them: the batcher plans the
-// same inputs once) and how long until the next wait or declination falls
-// due (0: none will).
-func (t *declineTracker) prepare(snap *planner.Snapshot, unboundAfter, keepFor time.Duration) (string, time.Duration) {
+// prepare forgets the pods that no longer wait and sets
+// planner.Pod.Declined on snap's pending pods (the nodes declined for them
+// until after snap.Now). It returns a fingerprint of the pods whose free
+// devices have waited for unboundAfter (the plan to run for them: the
+// batcher plans the same inputs once) and how long until the next wait or
+// declination falls due (0: none will).
+func (t *declineTracker) prepare(snap *planner.Snapshot, unboundAfter time.Duration) (string, time.Duration) {
 	pending := map[types.UID]int{}
 	for i, p := range snap.Pending {
 		pending[p.Pod.UID] = i
 	}
-	maps.DeleteFunc(t.waiting, func(uid types.UID, _ freeWait) bool {
+	maps.DeleteFunc(t.waiting, func(uid types.UID, _ *freeWait) bool {
 		_, ok := pending[uid]
 		return !ok
 	})
+	maps.DeleteFunc(t.declined, func(uid types.UID, _ map[string]*declineRecord) bool {
+		_, ok := pending[uid]
+		return !ok
+	})
+	for uid, nodes := range t.declined {
+		var active []string
+		for node, r := range nodes {
+			if snap.Now.Before(r.until) {
+				active = append(active, node)
+			}
+		}
+		slices.Sort(active)
+		snap.Pending[pending[uid]].Declined = active
+	}
+	return t.overdue(snap.Now, unboundAfter), t.due(snap.Now, unboundAfter)
+}
+
+// due is how long after now the next wait reaches unboundAfter or the next
+// declination ends (0: none will).
+func (t *declineTracker) due(now time.Time, unboundAfter time.Duration) time.Duration {
 	var due time.Duration
 	next := func(at time.Time) {
-		if d := at.Sub(snap.Now); d > 0 && (due == 0 || d < due) {
+		if d := at.Sub(now); !at.IsZero() && d > 0 && (due == 0 || d < due) {
 			due = d
 		}
 	}
-	for uid, nodes := range t.declined {
-		i, ok := pending[uid]
-		if !ok {
-			delete(t.declined, uid)
-			continue
-		}
-		maps.DeleteFunc(nodes, func(_ string, at time.Time) bool { return !snap.Now.Before(at.Add(keepFor)) })
-		if len(nodes) == 0 {
-			delete(t.declined, uid)
-			continue
-		}
-		snap.Pending[i].Declined = slices.Sorted(maps.Keys(nodes))
-		for _, at := range nodes {
-			next(at.Add(keepFor))
+	for _, w := range t.waiting {
+		next(w.dueAt(unboundAfter))
+	}
+	for _, nodes := range t.declined {
+		for _, r := range nodes {
+			next(r.until)
 		}
 	}
-	var overdue []string
-	for uid, w := range t.waiting {
-		if snap.Now.Before(w.since.Add(unboundAfter)) {
-			next(w.since.Add(unboundAfter))
-			continue
-		}
-		overdue = append(overdue, string(uid)+" "+w.node)
-	}
-	slices.Sort(overdue)
-	return strings.Join(overdue, ","), due
+	return due
 }
 
 // observe records where res gives pending pods free devices that exist
-// (waitsOnFreeDevices). With decline, a pod that the plans have given free
-// devices on the same node for unboundAfter or longer, and that is still
-// not bound, has that node declined: it is added to the pod's
-// planner.Pod.Declined in snap and returned. The node a preemption
-// nominated the pod to is never declined: kube-scheduler binds it there once
-// its victims are gone.
-func (t *declineTracker) observe(in AutoInputs, snap *planner.Snapshot, res planner.Result, unboundAfter time.Duration, decline bool) []declination {
+// (servedByFree) and whether they are allocatable now (available). With
+// decline, a pod whose devices have been allocatable for unboundAfter, in
+// the plans that gave it the same ones, and that is still not bound, has
+// their node declined for keepFor (doubled for each time before): it is
+// added to the pod's planner.Pod.Declined in snap and returned. The node a
+// preemption nominated the pod to is never declined: kube-scheduler binds
+// it there once its victims are gone.
+func (t *declineTracker) observe(in AutoInputs, snap *planner.Snapshot, res planner.Result, unboundAfter, keepFor time.Duration, decline bool) []declination {
 	if t.waiting == nil {
-		t.waiting = map[types.UID]freeWait{}
-		t.declined = map[types.UID]map[string]time.Time{}
+		t.waiting = map[types.UID]*freeWait{}
+		t.declined = map[types.UID]map[string]*declineRecord{}
 	}
 	byName := map[string]int{}
 	for i, p := range snap.Pending {
@@ -133,79 +167,109 @@ func (t *declineTracker) observe(in AutoInputs, snap *planner.Snapshot, res plan
 	served := map[types.UID]bool{}
 	for _, s := range res.Served {
 		i, ok := byName[s.Pod]
-		if !ok || !waitsOnFreeDevices(in, s) {
+		if !ok || !servedByFree(in, s) {
 			continue
 		}
 		pod := snap.Pending[i].Pod
 		served[pod.UID] = true
+		now, avail := snap.Now, available(in, s)
 		w, ok := t.waiting[pod.UID]
-		if !ok || w.node != s.Node {
-			t.waiting[pod.UID] = freeWait{node: s.Node, devices: s.Devices, since: snap.Now}
+		if !ok || w.node != s.Node || !slices.Equal(w.devices, s.Devices) {
+			t.waiting[pod.UID] = &freeWait{node: s.Node, devices: s.Devices, last: now, lastAvailable: avail}
 			continue
 		}
-		if !decline || snap.Now.Before(w.since.Add(unboundAfter)) || pod.Status.NominatedNodeName == s.Node {
+		if avail && w.lastAvailable {
+			w.waited += now.Sub(w.last)
+		}
+		w.last, w.lastAvailable = now, avail
+		if !decline || !avail || w.waited < unboundAfter || pod.Status.NominatedNodeName == s.Node {
 			continue
 		}
 		delete(t.waiting, pod.UID)
 		if t.declined[pod.UID] == nil {
-			t.declined[pod.UID] = map[string]time.Time{}
+			t.declined[pod.UID] = map[string]*declineRecord{}
 		}
-		t.declined[pod.UID][s.Node] = snap.Now
-		snap.Pending[i].Declined = slices.Sorted(maps.Keys(t.declined[pod.UID]))
-		out = append(out, declination{pod: pod, node: s.Node, devices: s.Devices, waited: snap.Now.Sub(w.since)})
+		r := t.declined[pod.UID][s.Node]
+		if r == nil {
+			r = &declineRecord{}
+			t.declined[pod.UID][s.Node] = r
+		}
+		kept := keepFor << min(r.times, maxDeclineDoublings)
+		r.times++
+		r.until = now.Add(kept)
+		snap.Pending[i].Declined = append(snap.Pending[i].Declined, s.Node)
+		slices.Sort(snap.Pending[i].Declined)
+		out = append(out, declination{pod: pod, node: s.Node, devices: s.Devices, waited: w.waited, keptFor: kept})
 	}
-	maps.DeleteFunc(t.waiting, func(uid types.UID, _ freeWait) bool { return !served[uid] })
+	maps.DeleteFunc(t.waiting, func(uid types.UID, _ *freeWait) bool { return !served[uid] })
 	return out
 }
 
-// waitsOnFreeDevices reports whether a placement gives its pod devices
-// that kube-scheduler may allocate now: no change serves it, and each of
-// its MIG devices is in the layout the node's agent reports on a GPU at
-// rest (settled). A device of a change in flight is in the planner's layout
-// of its GPU before it is made, and the free devices of a GPU being drained
-// (an idle GPU given back whole, whose reclaim the plan cancels) carry the
-// drain taint until the agent is done with it.
-func waitsOnFreeDevices(in AutoInputs, s planner.Placement) bool {
+// overdue is prepare's fingerprint of the waits due at now.
+func (t *declineTracker) overdue(now time.Time, unboundAfter time.Duration) string {
+	var out []string
+	for uid, w := range t.waiting {
+		if at := w.dueAt(unboundAfter); !at.IsZero() && !now.Before(at) {
+			out = append(out, string(uid)+" "+w.node)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
+// servedByFree reports whether a placement gives its pod devices that
+// exist: no change serves it, and each of its MIG devices is in the layout
+// the node's agent reports (a device of a change in flight is in the
+// planner's layout of its GPU before it is made).
+func servedByFree(in AutoInputs, s planner.Placement) bool {
 	if s.NeedsChange {
 		return false
 	}
 	for _, d := range s.Devices {
-		if idx, _, ok := migslices.DeviceGPUIndex(d); ok && (!exists(in, s.Node, idx, d) || !settled(in.NodeMigLayouts[s.Node], idx)) {
+		if idx, _, ok := migslices.DeviceGPUIndex(d); ok && !exists(in, s.Node, idx, d) {
 			return false
 		}
 	}
 	return true
 }
 
-// settled reports whether GPU index of the NodeMigLayout is Ready with the
-// layout its spec asks for (or no spec for it): its agent publishes its
-// devices untainted.
-func settled(nml *v1alpha1.NodeMigLayout, index int) bool {
+// available reports whether kube-scheduler may allocate a placement's MIG
+// devices now: each is on a GPU its agent reports Ready, whose spec (if
+// any) keeps it. The agent taints only the devices a change destroys, but
+// it lifts the taints of a change cancelled while it drains (an idle GPU
+// given back whole, whose reclaim a plan cancels) only once it is done, so
+// a GPU that is not Ready counts as not allocatable.
+func available(in AutoInputs, s planner.Placement) bool {
+	nml := in.NodeMigLayouts[s.Node]
 	if nml == nil {
 		return false
 	}
-	for _, st := range nml.Status.GPUs {
-		if int(st.Index) != index {
+	for _, d := range s.Devices {
+		idx, _, ok := migslices.DeviceGPUIndex(d)
+		if !ok {
 			continue
 		}
-		if st.Phase != v1alpha1.PhaseReady {
+		i := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return int(st.Index) == idx })
+		if i < 0 || nml.Status.GPUs[i].Phase != v1alpha1.PhaseReady {
 			return false
 		}
 		for _, spec := range nml.Spec.GPUs {
-			if spec.Index != st.Index {
+			if int(spec.Index) != idx {
 				continue
 			}
-			desired, err1 := mig.ParseLayout(spec.Layout)
-			actual, err2 := mig.ParseLayout(st.Layout)
-			return spec.MIGEnabled && err1 == nil && err2 == nil && desired.Equal(actual)
+			desired, err := mig.ParseLayout(spec.Layout)
+			if err != nil || !spec.MIGEnabled || !slices.ContainsFunc(desired, func(m mig.Device) bool {
+				return migslices.IsMIGDeviceName(d, idx, m.Profile, m.Start)
+			}) {
+				return false
+			}
 		}
-		return true
 	}
-	return false
+	return true
 }
 
 // declinedNote is the note of an EventSchedulerDeclinedNode event.
-func declinedNote(d declination, keepFor time.Duration) string {
+func declinedNote(d declination) string {
 	return fmt.Sprintf("free devices for the pod (%s) waited on node %s for %s and kube-scheduler did not bind it there: something miglayout does not judge keeps it off that node (pod affinity or anti-affinity, topology spread, host ports, volumes, or another scheduler); the pod is planned on other nodes for the next %s",
-		strings.Join(d.devices, ", "), d.node, d.waited.Round(time.Second), keepFor)
+		strings.Join(d.devices, ", "), d.node, d.waited.Round(time.Second), d.keptFor)
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/planner"
@@ -41,7 +44,7 @@ func TestSchedulerDeclinedNode(t *testing.T) {
 		"the only node":                    {onlyN1: true, declined: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ml := autoMigLayout("auto", nil)
+			ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](0)})
 			g := a100(0).layout(free)
 			if tc.draining {
 				g = g.phase(v1alpha1.PhaseDraining, "", "")
@@ -86,7 +89,24 @@ func TestSchedulerDeclinedNode(t *testing.T) {
 				t.Errorf("half way, asked to look again in %s, want %s", requeue, DefaultUnboundAfter/2)
 			}
 			h.now = h.now.Add(requeue)
-			h.settle()
+			requeue = h.settle()
+			declinedAt := h.now
+			if tc.onlyN1 {
+				// The pass planned the inputs with the node declined
+				// (and wrote nothing): the next plans them again only
+				// if something changes.
+				runs := plannerRuns(t)
+				for range 2 {
+					if _, err := h.a.Reconcile(context.Background(), autoKey); err != nil {
+						t.Fatal(err)
+					}
+					h.now = h.now.Add(h.a.idle())
+				}
+				h.now = declinedAt
+				if got := plannerRuns(t) - runs; got != 0 {
+					t.Errorf("the pass after the decline ran the planner %d time(s), want none", got)
+				}
+			}
 
 			if !tc.onlyN1 {
 				got := h.specOf("n2")[0]
@@ -116,12 +136,77 @@ func TestSchedulerDeclinedNode(t *testing.T) {
 			if st := h.autoStatus(); st == nil || st.NotServablePods != 1 {
 				t.Errorf("Auto status %+v, want the pod not servable", st)
 			}
-			h.now = h.now.Add(DefaultDeclinedFor)
-			h.settle()
+			// The controller asks to look again when the decline ends,
+			// and n1 is tried again then.
+			for i := 0; h.now.Before(declinedAt.Add(DefaultDeclinedFor)) && i < 10; i++ {
+				h.now = h.now.Add(requeue)
+				requeue = h.settle()
+			}
+			if late := h.now.Sub(declinedAt.Add(DefaultDeclinedFor)); late > 2*time.Second {
+				t.Errorf("n1 tried again %s after its decline ended", late)
+			}
 			if st := h.autoStatus(); st == nil || st.NotServablePods != 0 || st.PendingPods != 1 {
-				t.Errorf("Auto status %+v %s after n1 was declined, want the pod pending and servable again", st, DefaultDeclinedFor)
+				t.Errorf("Auto status %+v once n1's decline ended, want the pod pending and servable again", st)
+			}
+			// Declined again, for twice as long.
+			h.events()
+			h.now = h.now.Add(requeue)
+			h.settle()
+			if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, "waited on node n1") || !strings.Contains(evs, "for the next 20m0s") {
+				t.Errorf("n1 declined a second time: want an event keeping it out for 20m0s; events:\n%s", evs)
 			}
 		})
+	}
+}
+
+// plannerRuns is how many plans miglayout_planner_duration_seconds has
+// timed.
+func plannerRuns(t *testing.T) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := plannerLatency.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
+// TestDeclineWaitPauses: while another change of its GPU is under way
+// (the GPU not Ready), the time a pod's free device waits stops counting
+// and goes on from where it was once the GPU is Ready, rather than
+// starting again: a GPU changed for other pods every minute does not keep
+// the node from ever being declined.
+func TestDeclineWaitPauses(t *testing.T) {
+	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](0)})
+	h := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("4g.40gb@0,1g.10gb@6")),
+		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
+	h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
+	start := h.now
+	h.settle()
+	// 30 s on, another pod makes the controller plan, the GPU still Ready.
+	h.now = start.Add(30 * time.Second)
+	h.create(autoClaim("c2", profileSelector("9g.90gb")), autoPod("q", h.now, "c2"))
+	h.settle()
+	phase := func(p v1alpha1.GPUPhase) {
+		h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+			st[0].Phase = p
+			return st
+		})
+	}
+	h.now = start.Add(35 * time.Second)
+	phase(v1alpha1.PhaseRepartitioning)
+	h.settle()
+	h.now = start.Add(45 * time.Second)
+	phase(v1alpha1.PhaseReady)
+	requeue := h.settle()
+	// 30 s counted before the change, 30 more to go from when it ended.
+	if ends := h.now.Add(requeue).Sub(start); ends > 80*time.Second {
+		t.Errorf("the wait falls due %s after it began, want 45 s + the 30 s left (the change paused it, not restarted it)", ends)
+	}
+	h.now = h.now.Add(requeue)
+	h.settle()
+	if got := h.specOf("n2")[0]; got != "1g.10gb@6" {
+		t.Errorf("n2's desired layout %q, want 1g.10gb@6 for the pod declined on n1", got)
 	}
 }
 

@@ -70,8 +70,9 @@ const (
 	// EventSchedulerDeclinedNode (Warning, on a pod): free devices a plan
 	// gave the pod waited on a node for AutoPlanner.UnboundAfter and
 	// kube-scheduler did not bind it there; the node is left out of the
-	// pod's plans for AutoPlanner.DeclinedFor. The note names the node and
-	// the devices.
+	// pod's plans for AutoPlanner.DeclinedFor (doubled each time it is left
+	// out again, up to 8 times). The note names the node, the devices and
+	// for how long.
 	EventSchedulerDeclinedNode = "SchedulerDeclinedNode"
 )
 
@@ -106,8 +107,9 @@ type AutoPlanner struct {
 	// plans the pod elsewhere (declineTracker); 0 means
 	// DefaultUnboundAfter, a negative value never.
 	UnboundAfter time.Duration
-	// DeclinedFor is how long such a node stays out of the pod's plans;
-	// 0 means DefaultDeclinedFor.
+	// DeclinedFor is how long such a node stays out of the pod's plans
+	// the first time (each time again for the same pod doubles it, up to 8
+	// times); 0 means DefaultDeclinedFor.
 	DeclinedFor time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -277,7 +279,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	}
 	a.labelKeys = feasibilityLabelKeys(in, snap)
 	maps.Copy(a.labelKeys, selectorLabelKeys(in.MigLayouts))
-	overdue, declineDue := a.declines.prepare(&snap, a.unboundAfter(), a.declinedFor())
+	overdue, declineDue := a.declines.prepare(&snap, a.unboundAfter())
 	wait := a.batch.observe(inputKey(in, snap)+overdue, a.now(), a.idle(), a.max())
 	a.mu.Unlock()
 	// Every return asks to be looked at again when the next thing that has
@@ -343,7 +345,7 @@ func (a *AutoPlanner) plan(ctx context.Context, in *AutoInputs, snap *planner.Sn
 		return res, nil
 	}
 	a.mu.Lock()
-	declined := a.declines.observe(*in, snap, res, a.unboundAfter(), true)
+	declined := a.declines.observe(*in, snap, res, a.unboundAfter(), a.declinedFor(), true)
 	a.mu.Unlock()
 	if len(declined) == 0 {
 		return res, nil
@@ -353,30 +355,28 @@ func (a *AutoPlanner) plan(ctx context.Context, in *AutoInputs, snap *planner.Sn
 		schedulerDeclinedMetric.Inc()
 		logger.Info("kube-scheduler did not bind a pod where free devices waited for it; planning it elsewhere", "pod", klog.KObj(d.pod), "node", d.node, "devices", d.devices, "waited", d.waited)
 		if a.Recorder != nil {
-			a.Recorder.Eventf(d.pod, nodeMigLayoutRef(d.node), corev1.EventTypeWarning, EventSchedulerDeclinedNode, "Plan", "%s", truncate(declinedNote(d, a.declinedFor()), maxEventNote))
+			a.Recorder.Eventf(d.pod, nodeMigLayoutRef(d.node), corev1.EventTypeWarning, EventSchedulerDeclinedNode, "Plan", "%s", truncate(declinedNote(d), maxEventNote))
 		}
 	}
 	if res, err = run(); err != nil {
 		return res, err
 	}
 	a.mu.Lock()
-	a.declines.observe(*in, snap, res, a.unboundAfter(), false)
+	a.declines.observe(*in, snap, res, a.unboundAfter(), a.declinedFor(), false)
+	// The inputs are planned with the nodes declined now: the next pass
+	// plans them again only if something changes.
+	a.batch.planned = inputKey(*in, *snap) + a.declines.overdue(snap.Now, a.unboundAfter())
+	a.batch.key = a.batch.planned
 	a.mu.Unlock()
 	return res, nil
 }
 
 // declineDue is how long until a pod's free devices have waited
-// UnboundAfter (0: none waits).
+// UnboundAfter or a node declined for a pod is tried again (0: none).
 func (a *AutoPlanner) declineDue() time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var due time.Duration
-	for _, w := range a.declines.waiting {
-		if d := w.since.Add(a.unboundAfter()).Sub(a.now()); d > 0 && (due == 0 || d < due) {
-			due = d
-		}
-	}
-	return due
+	return a.declines.due(a.now(), a.unboundAfter())
 }
 
 func (a *AutoPlanner) unboundAfter() time.Duration {

@@ -60,8 +60,10 @@ const defaultMaxGPUs = 8
 // only the pending pods that ask for a MIG device (planner.Demand; those
 // waiting for other drivers' devices alone are left to them). The
 // controller and kubectl miglayout plan both plan it, so that a dry run
-// decides as the controller does. Errors come from planner.Demand (a
-// DeviceClass it cannot read).
+// decides as the controller does, but for what the running controller
+// remembers: the nodes kube-scheduler declined for a pod (declineTracker)
+// and since when GPUs it has seen are idle. Errors come from
+// planner.Demand (a DeviceClass it cannot read).
 func AutoSnapshot(ctx context.Context, in AutoInputs, catalog *mig.Catalog, now time.Time, agingAfter time.Duration) (planner.Snapshot, error) {
 	snap := BuildSnapshot(in, catalog)
 	snap.Now, snap.AgingAfter = now, agingAfter
