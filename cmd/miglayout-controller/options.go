@@ -54,7 +54,7 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.batchMax, "auto-batch-max", 10*time.Second, "Auto mode: plan at the latest this long after the first change of a batch")
 	fs.DurationVar(&o.agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: pods of one priority are planned largest first; a pod pending this long is planned by age instead (0: never)")
 	fs.DurationVar(&o.unboundAfter, "auto-unbound-after", controller.DefaultUnboundAfter, "Auto mode: a pending pod that free devices a plan gave it have waited for this long on a node without kube-scheduler binding it there is planned on other nodes (something miglayout does not judge keeps it off that node: pod affinity, topology spread, host ports, volumes) (0: never)")
-	fs.DurationVar(&o.declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: how long such a node stays out of the pod's plans before it is tried again (twice as long each time it is left out again for the pod, up to 8 times this)")
+	fs.DurationVar(&o.declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: how long such a node stays out of the pod's plans before it is tried again (twice as long each time it is left out again for the pod, up to 8 times this; 0 or less: 10m)")
 	fs.StringVar(&o.agentLeaseNamespace, "agent-lease-namespace", "", "namespace of the agents' heartbeat Leases (the agents' --lease-namespace): a node whose agent stops renewing its Lease is reported AgentLost and left out of Auto plans (empty: agents' liveness is not checked)")
 	return o
 }

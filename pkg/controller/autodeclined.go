@@ -3,12 +3,14 @@ package controller
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -67,6 +69,15 @@ type freeWait struct {
 	lastAvailable bool
 }
 
+// mark counts the wait up to now, the time since the last look counting
+// if the devices were allocatable then, and records whether they are now.
+func (w *freeWait) mark(now time.Time, available bool) {
+	if w.lastAvailable && now.After(w.last) {
+		w.waited += now.Sub(w.last)
+	}
+	w.last, w.lastAvailable = now, available
+}
+
 // dueAt is when the wait reaches unboundAfter, if the devices stay
 // allocatable; the zero time while they are not.
 func (w *freeWait) dueAt(unboundAfter time.Duration) time.Time {
@@ -85,6 +96,20 @@ type declineRecord struct {
 	times int
 }
 
+// declineLength is how long a node declined for a pod stays declined when
+// it was declined times times before: keepFor, doubled for each time before
+// up to maxDeclineDoublings, without overflowing.
+func declineLength(keepFor time.Duration, times int) time.Duration {
+	d := keepFor
+	for range min(times, maxDeclineDoublings) {
+		if d > math.MaxInt64/2 {
+			return math.MaxInt64
+		}
+		d *= 2
+	}
+	return d
+}
+
 // declination is a node found to be kept from a pod.
 type declination struct {
 	pod     *corev1.Pod
@@ -94,13 +119,16 @@ type declination struct {
 	keptFor time.Duration
 }
 
-// prepare forgets the pods that no longer wait and sets
-// planner.Pod.Declined on snap's pending pods (the nodes declined for them
-// until after snap.Now). It returns a fingerprint of the pods whose free
-// devices have waited for unboundAfter (the plan to run for them: the
-// batcher plans the same inputs once) and how long until the next wait or
-// declination falls due (0: none will).
-func (t *declineTracker) prepare(snap *planner.Snapshot, unboundAfter time.Duration) (string, time.Duration) {
+// prepare forgets the waits of pods no longer pending and the nodes
+// declined for pods that are gone or bound, counts the waits up to
+// snap.Now (every pass runs it, and a GPU's change of state wakes the
+// planner, so a wait counts exactly the time its devices were allocatable,
+// batching windows included), and sets planner.Pod.Declined on snap's
+// pending pods (the nodes declined for them until after snap.Now). It
+// returns a fingerprint of the waits that have reached unboundAfter (the
+// plan to run for them: the batcher plans the same inputs once) and how
+// long until the next wait or declination falls due (0: none will).
+func (t *declineTracker) prepare(in AutoInputs, snap *planner.Snapshot, unboundAfter time.Duration) (string, time.Duration) {
 	pending := map[types.UID]int{}
 	for i, p := range snap.Pending {
 		pending[p.Pod.UID] = i
@@ -109,11 +137,24 @@ func (t *declineTracker) prepare(snap *planner.Snapshot, unboundAfter time.Durat
 		_, ok := pending[uid]
 		return !ok
 	})
-	maps.DeleteFunc(t.declined, func(uid types.UID, _ map[string]*declineRecord) bool {
-		_, ok := pending[uid]
-		return !ok
-	})
+	for _, w := range t.waiting {
+		w.mark(snap.Now, available(in, planner.Placement{Node: w.node, Devices: w.devices}))
+	}
+	// A pod that leaves the demand a while (nominated to a node Auto mode
+	// does not plan, a scheduling error) keeps its declined nodes, and
+	// their count, until it is bound or deleted.
+	unbound := sets.New[types.UID]()
+	for i := range in.Pods {
+		if p := &in.Pods[i]; p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			unbound.Insert(p.UID)
+		}
+	}
+	maps.DeleteFunc(t.declined, func(uid types.UID, _ map[string]*declineRecord) bool { return !unbound.Has(uid) })
 	for uid, nodes := range t.declined {
+		i, ok := pending[uid]
+		if !ok {
+			continue
+		}
 		var active []string
 		for node, r := range nodes {
 			if snap.Now.Before(r.until) {
@@ -121,7 +162,7 @@ func (t *declineTracker) prepare(snap *planner.Snapshot, unboundAfter time.Durat
 			}
 		}
 		slices.Sort(active)
-		snap.Pending[pending[uid]].Declined = active
+		snap.Pending[i].Declined = active
 	}
 	return t.overdue(snap.Now, unboundAfter), t.due(snap.Now, unboundAfter)
 }
@@ -178,10 +219,7 @@ func (t *declineTracker) observe(in AutoInputs, snap *planner.Snapshot, res plan
 			t.waiting[pod.UID] = &freeWait{node: s.Node, devices: s.Devices, last: now, lastAvailable: avail}
 			continue
 		}
-		if avail && w.lastAvailable {
-			w.waited += now.Sub(w.last)
-		}
-		w.last, w.lastAvailable = now, avail
+		w.mark(now, avail)
 		if !decline || !avail || w.waited < unboundAfter || pod.Status.NominatedNodeName == s.Node {
 			continue
 		}
@@ -194,7 +232,7 @@ func (t *declineTracker) observe(in AutoInputs, snap *planner.Snapshot, res plan
 			r = &declineRecord{}
 			t.declined[pod.UID][s.Node] = r
 		}
-		kept := keepFor << min(r.times, maxDeclineDoublings)
+		kept := declineLength(keepFor, r.times)
 		r.times++
 		r.until = now.Add(kept)
 		snap.Pending[i].Declined = append(snap.Pending[i].Declined, s.Node)
@@ -210,7 +248,9 @@ func (t *declineTracker) overdue(now time.Time, unboundAfter time.Duration) stri
 	var out []string
 	for uid, w := range t.waiting {
 		if at := w.dueAt(unboundAfter); !at.IsZero() && !now.Before(at) {
-			out = append(out, string(uid)+" "+w.node)
+			// The due time tells a wait from a later one of the
+			// same pod and node.
+			out = append(out, fmt.Sprintf("%s %s %d", uid, w.node, at.UnixNano()))
 		}
 	}
 	slices.Sort(out)
@@ -234,8 +274,8 @@ func servedByFree(in AutoInputs, s planner.Placement) bool {
 }
 
 // available reports whether kube-scheduler may allocate a placement's MIG
-// devices now: each is on a GPU its agent reports Ready, whose spec (if
-// any) keeps it. The agent taints only the devices a change destroys, but
+// devices now: each is in the layout its agent reports, on a GPU it reports
+// Ready, whose spec (if any) keeps it. The agent taints only the devices a change destroys, but
 // it lifts the taints of a change cancelled while it drains (an idle GPU
 // given back whole, whose reclaim a plan cancels) only once it is done, so
 // a GPU that is not Ready counts as not allocatable.
@@ -248,6 +288,9 @@ func available(in AutoInputs, s planner.Placement) bool {
 		idx, _, ok := migslices.DeviceGPUIndex(d)
 		if !ok {
 			continue
+		}
+		if !exists(in, s.Node, idx, d) {
+			return false
 		}
 		i := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return int(st.Index) == idx })
 		if i < 0 || nml.Status.GPUs[i].Phase != v1alpha1.PhaseReady {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -171,10 +172,11 @@ func plannerRuns(t *testing.T) uint64 {
 }
 
 // TestDeclineWaitPauses: while another change of its GPU is under way
-// (the GPU not Ready), the time a pod's free device waits stops counting
-// and goes on from where it was once the GPU is Ready, rather than
-// starting again: a GPU changed for other pods every minute does not keep
-// the node from ever being declined.
+// (the GPU not Ready), the time a pod's free device waits stops counting,
+// even through a plan then, and goes on from where it was once the GPU is
+// Ready, rather than starting again: a GPU changed for other pods every
+// minute does not keep the node from ever being declined. Each pass counts
+// up to its time, the batching windows included.
 func TestDeclineWaitPauses(t *testing.T) {
 	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](0)})
 	h := newAutoCluster(t, ml,
@@ -182,31 +184,70 @@ func TestDeclineWaitPauses(t *testing.T) {
 		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
 	h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
 	start := h.now
-	h.settle()
-	// 30 s on, another pod makes the controller plan, the GPU still Ready.
-	h.now = start.Add(30 * time.Second)
-	h.create(autoClaim("c2", profileSelector("9g.90gb")), autoPod("q", h.now, "c2"))
-	h.settle()
+	at := func(d time.Duration) time.Duration {
+		h.now = start.Add(d)
+		return h.settle()
+	}
 	phase := func(p v1alpha1.GPUPhase) {
 		h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
 			st[0].Phase = p
 			return st
 		})
 	}
-	h.now = start.Add(35 * time.Second)
-	phase(v1alpha1.PhaseRepartitioning)
+	unservable := func(name string) {
+		h.create(autoClaim(name, profileSelector("9g.90gb")), autoPod(name, h.now, name))
+	}
+	at(0) // planned 1 s in: the wait begins
+	h.now = start.Add(30 * time.Second)
+	unservable("q") // another pod: a plan 31 s in
 	h.settle()
-	h.now = start.Add(45 * time.Second)
+	h.now = start.Add(35 * time.Second)
+	phase(v1alpha1.PhaseRepartitioning) // 34 s counted
+	h.settle()
+	h.now = start.Add(100 * time.Second)
+	unservable("r") // a plan while the GPU is not Ready: no decline
+	h.settle()
+	if got := h.specOf("n2")[0]; got != "" && got != "7g.80gb@0" {
+		t.Fatalf("n2 changed to %q while n1's GPU was not Ready", got)
+	}
+	h.now = start.Add(110 * time.Second)
 	phase(v1alpha1.PhaseReady)
 	requeue := h.settle()
-	// 30 s counted before the change, 30 more to go from when it ended.
-	if ends := h.now.Add(requeue).Sub(start); ends > 80*time.Second {
-		t.Errorf("the wait falls due %s after it began, want 45 s + the 30 s left (the change paused it, not restarted it)", ends)
+	// 34 s counted before the change, 26 s more from 110 s in.
+	if ends, want := h.now.Add(requeue).Sub(start), 136*time.Second; ends < want-time.Second || ends > want+time.Second {
+		t.Errorf("the wait falls due %s after it began, want %s (34 s counted before the GPU's change, the rest from its end)", ends, want)
 	}
 	h.now = h.now.Add(requeue)
 	h.settle()
 	if got := h.specOf("n2")[0]; got != "1g.10gb@6" {
 		t.Errorf("n2's desired layout %q, want 1g.10gb@6 for the pod declined on n1", got)
+	}
+	// The pod leaves the demand a while (a scheduling error) and comes
+	// back: n1 stays declined for it.
+	for _, reason := range []string{corev1.PodReasonSchedulerError, corev1.PodReasonUnschedulable} {
+		p := h.pod("p")
+		p.Status.Conditions[0].Reason = reason
+		if err := h.c.Status().Update(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+		h.now = h.now.Add(time.Second)
+		h.settle()
+	}
+	if _, ok := h.a.declines.declined["uid-p"]["n1"]; !ok {
+		t.Errorf("n1 no longer declined for pod p once it is pending again: %v", h.a.declines.declined)
+	}
+}
+
+// TestDeclineLength: a node declined again for a pod stays declined twice
+// as long each time, up to eight times the first, without overflowing.
+func TestDeclineLength(t *testing.T) {
+	for times, want := range []time.Duration{10 * time.Minute, 20 * time.Minute, 40 * time.Minute, 80 * time.Minute, 80 * time.Minute, 80 * time.Minute} {
+		if got := declineLength(10*time.Minute, times); got != want {
+			t.Errorf("declined %d time(s) before: %s, want %s", times, got, want)
+		}
+	}
+	if got := declineLength(math.MaxInt64/4, 3); got != math.MaxInt64 {
+		t.Errorf("a huge --auto-declined-for doubled: %d, want math.MaxInt64", got)
 	}
 }
 

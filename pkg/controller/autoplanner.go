@@ -279,7 +279,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	}
 	a.labelKeys = feasibilityLabelKeys(in, snap)
 	maps.Copy(a.labelKeys, selectorLabelKeys(in.MigLayouts))
-	overdue, declineDue := a.declines.prepare(&snap, a.unboundAfter())
+	overdue, declineDue := a.declines.prepare(in, &snap, a.unboundAfter())
 	wait := a.batch.observe(inputKey(in, snap)+overdue, a.now(), a.idle(), a.max())
 	a.mu.Unlock()
 	// Every return asks to be looked at again when the next thing that has
