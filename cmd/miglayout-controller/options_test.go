@@ -31,11 +31,7 @@ func TestManagerOptions(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			o := bindFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
+			o := parseFlags(t, tc.args)
 			s, err := newScheme()
 			if err != nil {
 				t.Fatal(err)
@@ -85,11 +81,7 @@ func TestAutoPlannerOptions(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			o := bindFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
+			o := parseFlags(t, tc.args)
 			a := o.autoPlanner(nil)
 			got := durations{a.Idle, a.Max, a.AgingAfter, a.UnboundAfter, a.DeclinedFor}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -97,4 +89,15 @@ func TestAutoPlannerOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseFlags is the options args set.
+func parseFlags(t *testing.T, args []string) *options {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o := bindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
