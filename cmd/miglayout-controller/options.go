@@ -2,6 +2,8 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -9,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -36,6 +39,7 @@ type options struct {
 	agingAfter              time.Duration
 	unboundAfter            time.Duration
 	declinedFor             time.Duration
+	schedulerLease          string
 	agentLeaseNamespace     string
 }
 
@@ -55,21 +59,30 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: pods of one priority are planned largest first; a pod pending this long is planned by age instead (0: never)")
 	fs.DurationVar(&o.unboundAfter, "auto-unbound-after", controller.DefaultUnboundAfter, "Auto mode: a pending pod that free devices a plan gave it have waited for this long on a node without kube-scheduler binding it there is planned on other nodes (something miglayout does not judge keeps it off that node: pod affinity, topology spread, host ports, volumes) (0: never)")
 	fs.DurationVar(&o.declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: how long such a node stays out of the pod's plans before it is tried again (twice as long each time it is left out again for the pod, up to 8 times this; 0 or less: 10m)")
+	fs.StringVar(&o.schedulerLease, "scheduler-lease", controller.DefaultSchedulerLease.String(), "Auto mode: namespace/name of kube-scheduler's leader-election Lease; while it shows no scheduler running for --auto-unbound-after, no node is left out of a pod's plans (a Lease that does not exist or cannot be read is not checked; empty: none)")
 	fs.StringVar(&o.agentLeaseNamespace, "agent-lease-namespace", "", "namespace of the agents' heartbeat Leases (the agents' --lease-namespace): a node whose agent stops renewing its Lease is reported AgentLost and left out of Auto plans (empty: agents' liveness is not checked)")
 	return o
 }
 
 // autoPlanner is the Auto planner the flags set up; a duration flag of 0
 // that turns a check off becomes the planner's "never" (negative).
-func (o *options) autoPlanner(leases *controller.AgentLeases) *controller.AutoPlanner {
+func (o *options) autoPlanner(leases *controller.AgentLeases) (*controller.AutoPlanner, error) {
 	never := func(d time.Duration) time.Duration {
 		if d == 0 {
 			return -1
 		}
 		return d
 	}
+	var lease types.NamespacedName
+	if o.schedulerLease != "" {
+		ns, name, ok := strings.Cut(o.schedulerLease, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return nil, fmt.Errorf("--scheduler-lease=%q: want namespace/name, e.g. %s", o.schedulerLease, controller.DefaultSchedulerLease)
+		}
+		lease = types.NamespacedName{Namespace: ns, Name: name}
+	}
 	return &controller.AutoPlanner{Driver: o.driverName, Idle: o.batchIdle, Max: o.batchMax, AgingAfter: never(o.agingAfter),
-		UnboundAfter: never(o.unboundAfter), DeclinedFor: o.declinedFor, AgentLeases: leases}
+		UnboundAfter: never(o.unboundAfter), DeclinedFor: o.declinedFor, SchedulerLease: lease, AgentLeases: leases}, nil
 }
 
 // newScheme knows the built-in types and the miglayout API.

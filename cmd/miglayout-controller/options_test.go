@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,27 +66,41 @@ func TestManagerOptions(t *testing.T) {
 	}
 }
 
-// TestAutoPlannerOptions: the Auto planner's durations from the flags, 0
-// turning a check off.
+// TestAutoPlannerOptions: the Auto planner's settings from the flags, 0
+// turning a check off, and a malformed --scheduler-lease refused.
 func TestAutoPlannerOptions(t *testing.T) {
-	type durations struct{ Idle, Max, Aging, Unbound, Declined time.Duration }
+	type settings struct {
+		Idle, Max, Aging, Unbound, Declined time.Duration
+		Lease                               string
+	}
 	tests := map[string]struct {
 		args []string
-		want durations
+		want settings
+		err  string
 	}{
-		"defaults": {want: durations{2 * time.Second, 10 * time.Second, time.Hour, time.Minute, 10 * time.Minute}},
-		"set": {args: []string{"--auto-batch-idle=1s", "--auto-batch-max=5s", "--auto-aging-after=30m", "--auto-unbound-after=2m", "--auto-declined-for=1h"},
-			want: durations{time.Second, 5 * time.Second, 30 * time.Minute, 2 * time.Minute, time.Hour}},
-		"off": {args: []string{"--auto-aging-after=0", "--auto-unbound-after=0"},
-			want: durations{2 * time.Second, 10 * time.Second, -1, -1, 10 * time.Minute}},
+		"defaults": {want: settings{2 * time.Second, 10 * time.Second, time.Hour, time.Minute, 10 * time.Minute, "kube-system/kube-scheduler"}},
+		"set": {args: []string{"--auto-batch-idle=1s", "--auto-batch-max=5s", "--auto-aging-after=30m", "--auto-unbound-after=2m", "--auto-declined-for=1h", "--scheduler-lease=sched/my-scheduler"},
+			want: settings{time.Second, 5 * time.Second, 30 * time.Minute, 2 * time.Minute, time.Hour, "sched/my-scheduler"}},
+		"off": {args: []string{"--auto-aging-after=0", "--auto-unbound-after=0", "--scheduler-lease="},
+			want: settings{2 * time.Second, 10 * time.Second, -1, -1, 10 * time.Minute, "/"}},
+		"a lease without namespace": {args: []string{"--scheduler-lease=kube-scheduler"}, err: `--scheduler-lease="kube-scheduler": want namespace/name`},
+		"a lease of three parts":    {args: []string{"--scheduler-lease=a/b/c"}, err: "want namespace/name"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			o := parseFlags(t, tc.args)
-			a := o.autoPlanner(nil)
-			got := durations{a.Idle, a.Max, a.AgingAfter, a.UnboundAfter, a.DeclinedFor}
+			a, err := parseFlags(t, tc.args).autoPlanner(nil)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := settings{a.Idle, a.Max, a.AgingAfter, a.UnboundAfter, a.DeclinedFor, a.SchedulerLease.String()}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Auto planner durations (-want +got):\n%s", diff)
+				t.Errorf("Auto planner settings (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -41,7 +41,10 @@ func run(ctx context.Context, o *options) error {
 	if err := (&controller.Reconciler{AgentLeases: leases}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the MigLayout reconciler: %w", err)
 	}
-	auto := o.autoPlanner(leases)
+	auto, err := o.autoPlanner(leases)
+	if err != nil {
+		return err
+	}
 	if err := auto.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Auto planner: %w", err)
 	}

@@ -173,8 +173,10 @@ func TestRenderDefaults(t *testing.T) {
 		"ClusterRoleBinding/miglayout-controller",
 		"Role/miglayout-agent",
 		"Role/miglayout-controller",
+		"Role/miglayout-controller-scheduler-lease",
 		"RoleBinding/miglayout-agent",
 		"RoleBinding/miglayout-controller",
+		"RoleBinding/miglayout-controller-scheduler-lease",
 		"Service/miglayout-agent-metrics",
 		"Service/miglayout-controller-metrics",
 		"DaemonSet/miglayout-agent",
@@ -196,8 +198,10 @@ func TestRenderDefaults(t *testing.T) {
 	if diff := cmp.Diff([]string{"miglayouts.miglayout.io", "nodemiglayouts.miglayout.io"}, crds); diff != "" {
 		t.Errorf("CRDs (-want +got):\n%s", diff)
 	}
+	// Only the grant to read kube-scheduler's Lease lives outside the
+	// release namespace (TestSchedulerLeaseRole).
 	for _, o := range r.Objects {
-		if ns := o.GetNamespace(); ns != "" && ns != "miglayout-system" {
+		if ns := o.GetNamespace(); ns != "" && ns != "miglayout-system" && o.GetName() != "miglayout-controller-scheduler-lease" {
 			t.Errorf("%s %s in namespace %q", o.GetKind(), o.GetName(), ns)
 		}
 	}
@@ -238,6 +242,62 @@ func TestControllerDeployment(t *testing.T) {
 	nv := convert[appsv1.Deployment](t, find(t, render(t, map[string]any{"driverName": "gpu.nvidia.com"}), "Deployment", "miglayout-controller"))
 	if args := nv.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--driver-name=gpu.nvidia.com") {
 		t.Errorf("with driverName gpu.nvidia.com the controller args %q lack --driver-name=gpu.nvidia.com", args)
+	}
+}
+
+// TestSchedulerLeaseRole: the controller reads kube-scheduler's Lease
+// (controller.schedulerLease), and may get that one Lease only, in its
+// namespace; with the value empty, neither the flag's Lease nor the Role.
+func TestSchedulerLeaseRole(t *testing.T) {
+	for name, tc := range map[string]struct {
+		lease, ns, leaseName string
+	}{
+		"default":    {lease: "", ns: "kube-system", leaseName: "kube-scheduler"},
+		"another":    {lease: "sched/second-scheduler", ns: "sched", leaseName: "second-scheduler"},
+		"not looked": {lease: "-"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var values map[string]any
+			switch tc.lease {
+			case "":
+			case "-":
+				values = map[string]any{"controller": map[string]any{"schedulerLease": ""}}
+			default:
+				values = map[string]any{"controller": map[string]any{"schedulerLease": tc.lease}}
+			}
+			r := render(t, values)
+			d := convert[appsv1.Deployment](t, find(t, r, "Deployment", "miglayout-controller"))
+			want := "--scheduler-lease=" + tc.ns + "/" + tc.leaseName
+			if tc.lease == "-" {
+				want = "--scheduler-lease="
+			}
+			if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, want) {
+				t.Errorf("controller args %q lack %s", args, want)
+			}
+			var roles []rbacv1.Role
+			for _, o := range r.Objects {
+				if o.GetKind() == "Role" && o.GetName() == "miglayout-controller-scheduler-lease" {
+					roles = append(roles, *convert[rbacv1.Role](t, o))
+				}
+			}
+			if tc.lease == "-" {
+				if len(roles) > 0 {
+					t.Errorf("a Role for kube-scheduler's Lease with controller.schedulerLease empty: %+v", roles)
+				}
+				return
+			}
+			if len(roles) != 1 || roles[0].Namespace != tc.ns {
+				t.Fatalf("Roles for kube-scheduler's Lease %+v, want one in %s", roles, tc.ns)
+			}
+			wantRules := []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{tc.leaseName}, Verbs: []string{"get"}}}
+			if diff := cmp.Diff(wantRules, roles[0].Rules); diff != "" {
+				t.Errorf("Role rules (-want +got):\n%s", diff)
+			}
+			rb := convert[rbacv1.RoleBinding](t, find(t, r, "RoleBinding", "miglayout-controller-scheduler-lease"))
+			if rb.Namespace != tc.ns || rb.RoleRef.Name != "miglayout-controller-scheduler-lease" || len(rb.Subjects) != 1 || rb.Subjects[0].Name != "miglayout-controller" || rb.Subjects[0].Namespace != "miglayout-system" {
+				t.Errorf("RoleBinding %+v", rb)
+			}
+		})
 	}
 }
 
@@ -742,6 +802,7 @@ var badValues = []struct {
 	want   string
 }{
 	{"driver name", map[string]any{"driverName": "MIG_Driver"}, `driverName "MIG_Driver" is not a DRA driver name`},
+	{"scheduler lease without namespace", map[string]any{"controller": map[string]any{"schedulerLease": "kube-scheduler"}}, "/controller/schedulerLease"},
 	{"same class names", map[string]any{"deviceClasses": map[string]any{"gpuName": "mig.miglayout.io"}}, "MIG devices and whole GPUs need two DeviceClasses"},
 	{"extended resource profile twice", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{
 		map[string]any{"profile": "1g.10gb", "resourceName": "nvidia.com/mig-1g.10gb"},

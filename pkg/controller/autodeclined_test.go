@@ -9,7 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -259,4 +261,97 @@ func (h *autoCluster) pod(name string) *corev1.Pod {
 		h.t.Fatal(err)
 	}
 	return &p
+}
+
+// TestSchedulerSteady: kube-scheduler's Lease tells whether a scheduler
+// has been running for UnboundAfter: held and renewed within its duration,
+// by a holder that took it at least that long ago.
+func TestSchedulerSteady(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	lease := func(holder string, acquired, renewed time.Duration, seconds *int32) *coordinationv1.Lease {
+		return &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: seconds,
+			AcquireTime: &metav1.MicroTime{Time: now.Add(-acquired)}, RenewTime: &metav1.MicroTime{Time: now.Add(-renewed)}}}
+	}
+	for name, tc := range map[string]struct {
+		lease *coordinationv1.Lease
+		want  bool
+		why   string
+	}{
+		"running for an hour":           {lease: lease("s1", time.Hour, 2*time.Second, ptr.To[int32](15)), want: true},
+		"released":                      {lease: lease("", time.Hour, 2*time.Second, ptr.To[int32](15)), why: "no kube-scheduler holds its Lease"},
+		"not renewed":                   {lease: lease("s1", time.Hour, 20*time.Second, ptr.To[int32](15)), why: "has not renewed its Lease for 15s"},
+		"a longer lease duration":       {lease: lease("s1", time.Hour, 20*time.Second, ptr.To[int32](30)), want: true},
+		"no duration: kube-scheduler's": {lease: lease("s1", time.Hour, 20*time.Second, nil), why: "has not renewed its Lease for 15s"},
+		"taken 30 s ago":                {lease: lease("s2", 30*time.Second, time.Second, ptr.To[int32](15)), why: "kube-scheduler s2 took its Lease 30s ago, less than 1m0s"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, why := schedulerSteady(tc.lease, now, time.Minute)
+			if got != tc.want || !strings.Contains(why, tc.why) {
+				t.Errorf("schedulerSteady = %t %q, want %t %q", got, why, tc.want, tc.why)
+			}
+		})
+	}
+}
+
+// TestDeclinesHeldWhileSchedulerIsDown: a pod's free device has waited its
+// minute while kube-scheduler's Lease is not renewed: no node is declined
+// (every pod would look declined while nothing binds). Once a scheduler
+// has held the Lease for a minute, the planner, looking again every few
+// seconds, declines it.
+func TestDeclinesHeldWhileSchedulerIsDown(t *testing.T) {
+	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](0)})
+	stale := time.Date(2025, 12, 31, 0, 0, 0, 0, time.UTC)
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-scheduler"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("s1"), LeaseDurationSeconds: ptr.To[int32](15),
+			AcquireTime: &metav1.MicroTime{Time: stale}, RenewTime: &metav1.MicroTime{Time: stale}}}
+	h := newAutoCluster(t, ml, l,
+		node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("4g.40gb@0,1g.10gb@6")),
+		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
+	h.a.SchedulerLease = DefaultSchedulerLease
+	h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
+	start := h.now
+	h.settle()
+	h.now = start.Add(2 * time.Minute)
+	requeue := h.settle()
+	if got := h.specOf("n2")[0]; got != "" && got != "7g.80gb@0" {
+		t.Fatalf("n2 changed to %q while kube-scheduler's Lease was not renewed", got)
+	}
+	if requeue <= 0 || requeue > schedulerHoldRecheck {
+		t.Errorf("while declines are held, asked to look again in %s, want within %s", requeue, schedulerHoldRecheck)
+	}
+	// A new scheduler takes the Lease: still held for a minute.
+	l.Spec.HolderIdentity = ptr.To("s2")
+	l.Spec.AcquireTime = &metav1.MicroTime{Time: h.now}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: h.now}
+	if err := h.c.Update(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		h.now = h.now.Add(requeue)
+		l.Spec.RenewTime = &metav1.MicroTime{Time: h.now}
+		if err := h.c.Update(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+		requeue = h.settle()
+	}
+	if got := h.specOf("n2")[0]; got != "" && got != "7g.80gb@0" {
+		t.Fatalf("n2 changed to %q less than a minute after a scheduler took the Lease", got)
+	}
+	for range 10 {
+		h.now = h.now.Add(requeue)
+		l.Spec.RenewTime = &metav1.MicroTime{Time: h.now}
+		if err := h.c.Update(context.Background(), l); err != nil {
+			t.Fatal(err)
+		}
+		requeue = h.settle()
+		if h.specOf("n2")[0] == "1g.10gb@6" {
+			break
+		}
+	}
+	if got := h.specOf("n2")[0]; got != "1g.10gb@6" {
+		t.Errorf("n2's desired layout %q once kube-scheduler has run for a minute, want 1g.10gb@6 for the pod declined on n1", got)
+	}
+	if since := h.now.Sub(l.Spec.AcquireTime.Time); since < time.Minute || since > time.Minute+schedulerHoldRecheck+2*time.Second {
+		t.Errorf("declined %s after the scheduler took its Lease, want a minute and at most one recheck more", since)
+	}
 }

@@ -111,6 +111,14 @@ type AutoPlanner struct {
 	// the first time (each time again for the same pod doubles it, up to 8
 	// times); 0 means DefaultDeclinedFor.
 	DeclinedFor time.Duration
+	// SchedulerLease is kube-scheduler's leader-election Lease: while it
+	// shows no scheduler that has been running for UnboundAfter, no node is
+	// declined (schedulerSteady). The zero name checks none; a Lease that
+	// does not exist or cannot be read is not checked.
+	SchedulerLease types.NamespacedName
+	// APIReader reads what the manager does not cache (kube-scheduler's
+	// Lease); SetupWithManager sets it, nil means Client.
+	APIReader client.Reader
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// AgentLeases judges the agents' heartbeats (nodes of lost agents are
@@ -166,6 +174,9 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if a.Recorder == nil {
 		a.Recorder = mgr.GetEventRecorder(Name)
+	}
+	if a.APIReader == nil {
+		a.APIReader = mgr.GetAPIReader()
 	}
 	a.Recorder = eventnote.Distinct(a.Recorder)
 	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
@@ -280,7 +291,21 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	a.labelKeys = feasibilityLabelKeys(in, snap)
 	maps.Copy(a.labelKeys, selectorLabelKeys(in.MigLayouts))
 	overdue, declineDue := a.declines.prepare(in, &snap, a.unboundAfter())
-	wait := a.batch.observe(inputKey(in, snap)+overdue, a.now(), a.idle(), a.max())
+	a.mu.Unlock()
+	// A wait that has run its course declines its node only while
+	// kube-scheduler is steady (schedulerSteady); the key tells a held
+	// wait from one that may decline, so that one is planned once the
+	// hold ends.
+	steady := true
+	if overdue != "" {
+		var why string
+		if steady, why = a.schedulerSteady(ctx); !steady {
+			logger.V(1).Info("Holding back declines while kube-scheduler is not steady", "why", why)
+			declineDue = sooner(declineDue, schedulerHoldRecheck)
+		}
+	}
+	a.mu.Lock()
+	wait := a.batch.observe(inputKey(in, snap)+declineKey(overdue, steady), a.now(), a.idle(), a.max())
 	a.mu.Unlock()
 	// Every return asks to be looked at again when the next thing that has
 	// no event of its own is due (the queue keeps one request per key: a
@@ -300,7 +325,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		}
 		return ctrl.Result{RequeueAfter: due}, nil
 	}
-	res, err := a.plan(ctx, &in, &snap)
+	res, err := a.plan(ctx, &in, &snap, steady)
 	if err != nil {
 		a.forget()
 		return ctrl.Result{}, err
@@ -324,10 +349,11 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 }
 
 // plan runs the planner on snap. Where the plan gives a pod free devices
-// on a node kube-scheduler has not bound it to for UnboundAfter, the node is
-// declined for the pod (declineTracker) and the pod is planned again
-// without it, in the same pass.
-func (a *AutoPlanner) plan(ctx context.Context, in *AutoInputs, snap *planner.Snapshot) (planner.Result, error) {
+// on a node kube-scheduler has not bound it to for UnboundAfter, and
+// kube-scheduler is steady, the node is declined for the pod
+// (declineTracker) and the pod is planned again without it, in the same
+// pass.
+func (a *AutoPlanner) plan(ctx context.Context, in *AutoInputs, snap *planner.Snapshot, steady bool) (planner.Result, error) {
 	run := func() (planner.Result, error) {
 		start := time.Now()
 		res, err := planner.Plan(ctx, *snap)
@@ -345,7 +371,7 @@ func (a *AutoPlanner) plan(ctx context.Context, in *AutoInputs, snap *planner.Sn
 		return res, nil
 	}
 	a.mu.Lock()
-	declined := a.declines.observe(*in, snap, res, a.unboundAfter(), a.declinedFor(), true)
+	declined := a.declines.observe(*in, snap, res, a.unboundAfter(), a.declinedFor(), steady)
 	a.mu.Unlock()
 	if len(declined) == 0 {
 		return res, nil
@@ -365,10 +391,19 @@ func (a *AutoPlanner) plan(ctx context.Context, in *AutoInputs, snap *planner.Sn
 	a.declines.observe(*in, snap, res, a.unboundAfter(), a.declinedFor(), false)
 	// The inputs are planned with the nodes declined now: the next pass
 	// plans them again only if something changes.
-	a.batch.planned = inputKey(*in, *snap) + a.declines.overdue(snap.Now, a.unboundAfter())
+	a.batch.planned = inputKey(*in, *snap) + declineKey(a.declines.overdue(snap.Now, a.unboundAfter()), steady)
 	a.batch.key = a.batch.planned
 	a.mu.Unlock()
 	return res, nil
+}
+
+// declineKey is what the batcher's key adds for the waits due (overdue,
+// declineTracker.prepare): held while kube-scheduler is not steady, or not.
+func declineKey(overdue string, steady bool) string {
+	if overdue != "" && !steady {
+		return overdue + " held"
+	}
+	return overdue
 }
 
 // declineDue is how long until a pod's free devices have waited
