@@ -67,6 +67,9 @@ type freeWait struct {
 	waited        time.Duration
 	last          time.Time
 	lastAvailable bool
+	// nominated: a preemption nominated the pod to the node, which is
+	// then never declined (nor its wait due).
+	nominated bool
 }
 
 // mark counts the wait up to now, the time since the last look counting
@@ -79,9 +82,10 @@ func (w *freeWait) mark(now time.Time, available bool) {
 }
 
 // dueAt is when the wait reaches unboundAfter, if the devices stay
-// allocatable; the zero time while they are not.
+// allocatable; the zero time while they are not, or for a pod nominated to
+// the node.
 func (w *freeWait) dueAt(unboundAfter time.Duration) time.Time {
-	if !w.lastAvailable {
+	if !w.lastAvailable || w.nominated {
 		return time.Time{}
 	}
 	return w.last.Add(unboundAfter - w.waited)
@@ -216,11 +220,12 @@ func (t *declineTracker) observe(in AutoInputs, snap *planner.Snapshot, res plan
 		now, avail := snap.Now, available(in, s)
 		w, ok := t.waiting[pod.UID]
 		if !ok || w.node != s.Node || !slices.Equal(w.devices, s.Devices) {
-			t.waiting[pod.UID] = &freeWait{node: s.Node, devices: s.Devices, last: now, lastAvailable: avail}
+			t.waiting[pod.UID] = &freeWait{node: s.Node, devices: s.Devices, last: now, lastAvailable: avail, nominated: pod.Status.NominatedNodeName == s.Node}
 			continue
 		}
 		w.mark(now, avail)
-		if !decline || !avail || w.waited < unboundAfter || pod.Status.NominatedNodeName == s.Node {
+		w.nominated = pod.Status.NominatedNodeName == s.Node
+		if !decline || !avail || w.waited < unboundAfter || w.nominated {
 			continue
 		}
 		delete(t.waiting, pod.UID)

@@ -68,7 +68,10 @@ func TestSchedulerDeclinedNode(t *testing.T) {
 			declinedBefore := testutil.ToFloat64(schedulerDeclinedMetric)
 
 			requeue := h.settle()
-			if !tc.off && !tc.draining && requeue != DefaultUnboundAfter {
+			if tc.nominated && requeue <= DefaultUnboundAfter {
+				t.Errorf("a pod nominated to n1: asked to look again in %s, as though its wait could fall due", requeue)
+			}
+			if !tc.off && !tc.draining && !tc.nominated && requeue != DefaultUnboundAfter {
 				t.Errorf("after the plan that gives the pod n1's free 1g.10gb, asked to look again in %s, want %s", requeue, DefaultUnboundAfter)
 			}
 			h.now = h.now.Add(DefaultUnboundAfter / 2)
@@ -86,12 +89,17 @@ func TestSchedulerDeclinedNode(t *testing.T) {
 				}
 			}
 			h.events()
-			if tc.off || tc.draining {
+			if tc.off || tc.draining || tc.nominated {
 				requeue = DefaultUnboundAfter
 			} else if requeue != DefaultUnboundAfter/2 {
 				t.Errorf("half way, asked to look again in %s, want %s", requeue, DefaultUnboundAfter/2)
 			}
 			h.now = h.now.Add(requeue)
+			if tc.nominated {
+				// Its wait is never due; a plan for another pod does
+				// not decline n1 either.
+				h.create(autoClaim("c2", profileSelector("9g.90gb")), autoPod("q", h.now, "c2"))
+			}
 			requeue = h.settle()
 			declinedAt := h.now
 			if tc.onlyN1 {

@@ -162,6 +162,8 @@ type AutoPlanner struct {
 	idleGPUs idleTracker
 	// declines: the nodes kube-scheduler keeps pending pods off.
 	declines declineTracker
+	// schedulerVerdict: the last reading of kube-scheduler's Lease.
+	schedulerVerdict schedulerVerdict
 }
 
 // SetupWithManager registers the planner: any change to pods waiting for

@@ -56,6 +56,34 @@ func (a *AutoPlanner) schedulerSteady(ctx context.Context) (bool, string) {
 	if a.SchedulerLease.Name == "" {
 		return true, ""
 	}
+	// Passes come with every event: the Lease is read at most every
+	// schedulerVerdictTTL.
+	a.mu.Lock()
+	v := a.schedulerVerdict
+	a.mu.Unlock()
+	if !v.at.IsZero() && a.now().Sub(v.at) < schedulerVerdictTTL && !a.now().Before(v.at) {
+		return v.steady, v.why
+	}
+	steady, why := a.readSchedulerLease(ctx)
+	a.mu.Lock()
+	a.schedulerVerdict = schedulerVerdict{at: a.now(), steady: steady, why: why}
+	a.mu.Unlock()
+	return steady, why
+}
+
+// schedulerVerdictTTL is how long a reading of kube-scheduler's Lease
+// stands.
+const schedulerVerdictTTL = 5 * time.Second
+
+// schedulerVerdict is the last reading of kube-scheduler's Lease.
+type schedulerVerdict struct {
+	at     time.Time
+	steady bool
+	why    string
+}
+
+// readSchedulerLease reads kube-scheduler's Lease and judges it.
+func (a *AutoPlanner) readSchedulerLease(ctx context.Context) (bool, string) {
 	reader := a.APIReader
 	if reader == nil {
 		reader = a.Client
