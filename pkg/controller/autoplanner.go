@@ -184,10 +184,18 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 	one := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{autoKey}
 	})
-	waiting := predicate.NewPredicateFuncs(func(o client.Object) bool {
+	matters := func(o client.Object) bool {
 		p, ok := o.(*corev1.Pod)
-		return ok && (podMatters(p) || a.endsOnAutoNode(p))
-	})
+		return ok && (podMatters(p) || a.endsOnAutoNode(p) || a.nominatedToAutoNode(p))
+	}
+	// A nomination that ends matters as one that begins: the old pod
+	// tells.
+	waiting := predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return matters(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return matters(e.ObjectOld) || matters(e.ObjectNew) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return matters(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return matters(e.Object) },
+	}
 	// Node feasibility reads taints, unschedulable and the labels pods
 	// select on (feasibilityLabelKeys of the last plan), not status nor
 	// labels nothing selects on.
@@ -980,6 +988,18 @@ func (a *AutoPlanner) endsOnAutoNode(p *corev1.Pod) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.autoNodes.Has(p.Spec.NodeName)
+}
+
+// nominatedToAutoNode reports whether p is a pod a preemption nominated to
+// one of the last snapshot's nodes: kube-scheduler keeps room for it there
+// (nodeRequests).
+func (a *AutoPlanner) nominatedToAutoNode(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" || p.Status.NominatedNodeName == "" {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.autoNodes.Has(p.Status.NominatedNodeName)
 }
 
 // inputKey fingerprints what a plan depends on: the pending pods and their

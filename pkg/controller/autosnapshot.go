@@ -199,19 +199,30 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 // (component-helpers' PodRequests; while an in-place resize is in
 // progress, the larger of spec and status), with their number under
 // "pods" (planner.Node.Requested). A pod being deleted counts until it is
-// gone, as it does for the scheduler. Only the nodes of which on is true
-// are summed (PodRequests per pod is the cost, every plan).
+// gone, as it does for the scheduler. So does an unbound pod that a
+// preemption nominated to the node (status.nominatedNodeName), for which
+// kube-scheduler keeps room there while its victims leave, unless it asks
+// for devices (ResourceClaims, or extended resources a DeviceClass may
+// back): such a pod is Auto demand, planned on that node with its room.
+// (kube-scheduler keeps a nominated pod's room from pods of its priority or
+// lower only; counted as bound, it is kept from a higher-priority pod that
+// may not preempt too.) Only the nodes of which on is true are summed
+// (PodRequests per pod is the cost, every plan).
 func nodeRequests(pods []corev1.Pod, on func(node string) bool) map[string][]planner.PriorityRequests {
 	sums := map[string]map[int32]corev1.ResourceList{}
 	for i := range pods {
 		pod := &pods[i]
-		if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || !on(pod.Spec.NodeName) {
+		node := pod.Spec.NodeName
+		if node == "" && pod.DeletionTimestamp == nil && len(pod.Spec.ResourceClaims) == 0 && !asksExtendedResources(pod) {
+			node = pod.Status.NominatedNodeName
+		}
+		if node == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || !on(node) {
 			continue
 		}
-		byPrio := sums[pod.Spec.NodeName]
+		byPrio := sums[node]
 		if byPrio == nil {
 			byPrio = map[int32]corev1.ResourceList{}
-			sums[pod.Spec.NodeName] = byPrio
+			sums[node] = byPrio
 		}
 		prio := ptr.Deref(pod.Spec.Priority, 0)
 		sum := byPrio[prio]

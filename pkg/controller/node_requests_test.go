@@ -19,7 +19,9 @@ import (
 // TestNodeRequests: what the pods bound to a node request is summed per
 // node and priority, with their number, as kube-scheduler counts it: a pod
 // that is done counts no longer, one being deleted still does, an unbound
-// one on no node; nodes that cannot be Auto nodes are not summed.
+// one on no node unless a preemption nominated it there (and it asks for
+// no devices: Auto demand is planned with its room); nodes that cannot be
+// Auto nodes are not summed.
 func TestNodeRequests(t *testing.T) {
 	withCPU := func(p corev1.Pod, cpu string) corev1.Pod {
 		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
@@ -40,14 +42,19 @@ func TestNodeRequests(t *testing.T) {
 	high.Spec.Priority = ptr.To[int32](1000)
 	elsewhere := withCPU(runningPod("elsewhere", corev1.PodRunning, false), "4")
 	elsewhere.Spec.NodeName = "cpu-only"
-	pods = append(pods, high, elsewhere)
+	nominated := withCPU(runningPod("nominated", corev1.PodPending, false), "2")
+	nominated.Spec.NodeName, nominated.Status.NominatedNodeName, nominated.Spec.Priority = "", "a", ptr.To[int32](1000)
+	nominatedDemand := nominated
+	nominatedDemand.Name = "nominated-with-claim"
+	nominatedDemand.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c")}}
+	pods = append(pods, high, elsewhere, nominated, nominatedDemand)
 	got := map[string][]string{}
 	for node, l := range nodeRequests(pods, func(node string) bool { return node != "cpu-only" }) {
 		for _, pr := range l {
 			got[node] = append(got[node], fmt.Sprintf("%d: %s", pr.Priority, resourcesText(pr.Requests)))
 		}
 	}
-	if diff := cmp.Diff(map[string][]string{"a": {"0: cpu=3500m,pods=4", "1000: cpu=1,pods=1"}}, got); diff != "" {
+	if diff := cmp.Diff(map[string][]string{"a": {"0: cpu=3500m,pods=4", "1000: cpu=3,pods=2"}}, got); diff != "" {
 		t.Errorf("requested per node (-want +got):\n%s", diff)
 	}
 }
@@ -105,6 +112,44 @@ func TestPendingPodWaitsForNodeResources(t *testing.T) {
 	h.settle()
 	if diff := cmp.Diff(map[int32]string{0: "1g.10gb@6"}, h.specOf("n1")); diff != "" {
 		t.Errorf("spec once the busy pod ended (-want +got):\n%s", diff)
+	}
+}
+
+// TestNominatedPodKeepsRoom: a pod of 6 CPUs and no claim that a preemption
+// nominated to n1 (8 CPUs) waits there for its victims to leave, and
+// kube-scheduler keeps its room: a pending pod asking for a 1g.10gb and 4
+// CPUs is planned on n2, not on n1, where kube-scheduler would not bind it.
+// A nomination of such a pod, and its end, wake the planner.
+func TestNominatedPodKeepsRoom(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	withCPU := func(n *corev1.Node) *corev1.Node {
+		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
+		return n
+	}
+	cpus := func(p *corev1.Pod, n string) *corev1.Pod {
+		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}}}}
+		return p
+	}
+	preemptor := runningPod("preemptor", corev1.PodPending, false)
+	preemptor.Spec.NodeName, preemptor.Status.NominatedNodeName, preemptor.Spec.Priority = "", "n1", ptr.To[int32](1000)
+	h := newAutoCluster(t, ml,
+		withCPU(node("n1", map[string]string{"pool": "auto"})), autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
+		withCPU(node("n2", map[string]string{"pool": "auto"})), autoNML("n2", ml, a100(0).layout("7g.80gb@0")),
+		cpus(&preemptor, "6"), autoClaim("c1", profileSelector("1g.10gb")), cpus(autoPod("p1", h0(), "c1"), "4"))
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "" && got != "7g.80gb@0" {
+		t.Errorf("n1 changed to %q for a pod whose CPUs the nominated pod keeps", got)
+	}
+	if got := h.specOf("n2")[0]; got != "1g.10gb@6" {
+		t.Errorf("n2's desired layout %q, want 1g.10gb@6", got)
+	}
+	if !h.a.nominatedToAutoNode(&preemptor) {
+		t.Error("a pod nominated to an Auto node does not wake the planner")
+	}
+	elsewhere := preemptor.DeepCopy()
+	elsewhere.Status.NominatedNodeName = "cpu-only"
+	if h.a.nominatedToAutoNode(elsewhere) {
+		t.Error("a pod nominated to a node of no Auto MigLayout wakes the planner")
 	}
 }
 

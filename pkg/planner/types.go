@@ -131,8 +131,9 @@ type Node struct {
 	// FrozenReason says why a Frozen node is, for the pods' messages
 	// (e.g. "another MigLayout selects it too"); "" where unknown.
 	FrozenReason string
-	// Requested is what the pods bound to the node and not finished
-	// request of its allocatable resources, by priority, as
+	// Requested is what the pods bound to the node and not finished (and
+	// those a preemption nominated to it, for which kube-scheduler keeps
+	// room) request of its allocatable resources, by priority, as
 	// kube-scheduler's NodeResourcesFit counts them (component-helpers'
 	// PodRequests), with their number under "pods". A pending pod is
 	// served only where its requests fit beside those of the pods it may
