@@ -68,7 +68,7 @@ type freeWait struct {
 	last          time.Time
 	lastAvailable bool
 	// nominated: a preemption nominated the pod to the node, which is
-	// then never declined (nor its wait due).
+	// then never declined (nor its wait due, nor counted).
 	nominated bool
 }
 
@@ -141,8 +141,9 @@ func (t *declineTracker) prepare(in AutoInputs, snap *planner.Snapshot, unboundA
 		_, ok := pending[uid]
 		return !ok
 	})
-	for _, w := range t.waiting {
-		w.mark(snap.Now, available(in, planner.Placement{Node: w.node, Devices: w.devices}))
+	for uid, w := range t.waiting {
+		w.nominated = snap.Pending[pending[uid]].Pod.Status.NominatedNodeName == w.node
+		w.mark(snap.Now, !w.nominated && available(in, planner.Placement{Node: w.node, Devices: w.devices}))
 	}
 	// A pod that leaves the demand a while (nominated to a node Auto mode
 	// does not plan, a scheduling error) keeps its declined nodes, and
@@ -217,14 +218,18 @@ func (t *declineTracker) observe(in AutoInputs, snap *planner.Snapshot, res plan
 		}
 		pod := snap.Pending[i].Pod
 		served[pod.UID] = true
-		now, avail := snap.Now, available(in, s)
+		// While a preemption nominates the pod to the node, the wait
+		// does not count: kube-scheduler binds it there once its
+		// victims are gone.
+		nominated := pod.Status.NominatedNodeName == s.Node
+		now, avail := snap.Now, !nominated && available(in, s)
 		w, ok := t.waiting[pod.UID]
 		if !ok || w.node != s.Node || !slices.Equal(w.devices, s.Devices) {
-			t.waiting[pod.UID] = &freeWait{node: s.Node, devices: s.Devices, last: now, lastAvailable: avail, nominated: pod.Status.NominatedNodeName == s.Node}
+			t.waiting[pod.UID] = &freeWait{node: s.Node, devices: s.Devices, last: now, lastAvailable: avail, nominated: nominated}
 			continue
 		}
 		w.mark(now, avail)
-		w.nominated = pod.Status.NominatedNodeName == s.Node
+		w.nominated = nominated
 		if !decline || !avail || w.waited < unboundAfter || w.nominated {
 			continue
 		}

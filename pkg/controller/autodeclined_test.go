@@ -2,10 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -18,6 +22,8 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/planner"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 // TestSchedulerDeclinedNode: n1 has a free 1g.10gb and n2 a whole GPU. A
@@ -271,31 +277,59 @@ func (h *autoCluster) pod(name string) *corev1.Pod {
 	return &p
 }
 
-// TestSchedulerSteady: kube-scheduler's Lease tells whether a scheduler
-// has been running for UnboundAfter: held and renewed within its duration,
-// by a holder that took it at least that long ago.
+// TestSchedulerSteady: kube-scheduler counts as steady once the
+// controller, on its own clock, has seen its Lease renewed (changed between
+// two readings at most a lease duration apart) within the lease duration,
+// and held by one scheduler for UnboundAfter; the Lease's own times, written
+// with the scheduler's clock, are not read. A Lease not renewed for a lease
+// duration makes the scheduler that takes it up again start over.
 func TestSchedulerSteady(t *testing.T) {
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	lease := func(holder string, acquired, renewed time.Duration, seconds *int32) *coordinationv1.Lease {
-		return &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: seconds,
-			AcquireTime: &metav1.MicroTime{Time: now.Add(-acquired)}, RenewTime: &metav1.MicroTime{Time: now.Add(-renewed)}}}
+	type reading struct {
+		at     time.Duration
+		rv     string
+		holder string
+	}
+	renewing := func(holder string, from, to time.Duration, rv int) []reading {
+		var out []reading
+		for at := from; at <= to; at += 5 * time.Second {
+			rv++
+			out = append(out, reading{at, fmt.Sprint(rv), holder})
+		}
+		return out
 	}
 	for name, tc := range map[string]struct {
-		lease *coordinationv1.Lease
-		want  bool
-		why   string
+		readings []reading
+		want     bool
+		why      string
 	}{
-		"running for an hour":           {lease: lease("s1", time.Hour, 2*time.Second, ptr.To[int32](15)), want: true},
-		"released":                      {lease: lease("", time.Hour, 2*time.Second, ptr.To[int32](15)), why: "no kube-scheduler holds its Lease"},
-		"not renewed":                   {lease: lease("s1", time.Hour, 20*time.Second, ptr.To[int32](15)), why: "has not renewed its Lease for 15s"},
-		"a longer lease duration":       {lease: lease("s1", time.Hour, 20*time.Second, ptr.To[int32](30)), want: true},
-		"no duration: kube-scheduler's": {lease: lease("s1", time.Hour, 20*time.Second, nil), why: "has not renewed its Lease for 15s"},
-		"taken 30 s ago":                {lease: lease("s2", 30*time.Second, time.Second, ptr.To[int32](15)), why: "kube-scheduler s2 took its Lease 30s ago, less than 1m0s"},
+		"first reading":             {readings: []reading{{0, "1", "s1"}}, why: "has not been seen renewing its Lease within 15s"},
+		"renewed, held 5 s":         {readings: renewing("s1", 0, 5*time.Second, 0), why: "has been seen holding its Lease for 5s, less than 1m0s"},
+		"renewed, held a minute":    {readings: renewing("s1", 0, time.Minute, 0), want: true},
+		"released":                  {readings: append(renewing("s1", 0, time.Minute, 0), reading{65 * time.Second, "99", ""}), why: "no kube-scheduler holds its Lease"},
+		"not renewed for 20 s":      {readings: append(renewing("s1", 0, time.Minute, 0), reading{80 * time.Second, "13", "s1"}), why: "has not been seen renewing its Lease within 15s"},
+		"a new holder":              {readings: append(renewing("s1", 0, time.Minute, 0), renewing("s2", 65*time.Second, 90*time.Second, 50)...), why: "kube-scheduler s2 has been seen holding its Lease for 25s"},
+		"a new holder, a minute on": {readings: append(renewing("s1", 0, time.Minute, 0), renewing("s2", 65*time.Second, 125*time.Second, 50)...), want: true},
+		// The same scheduler, hung for 20 s, renews again: it starts over.
+		"resumed after a stall": {readings: append(append(renewing("s1", 0, time.Minute, 0), reading{80 * time.Second, "13", "s1"}), renewing("s1", 85*time.Second, 120*time.Second, 50)...),
+			why: "has been seen holding its Lease for 35s"},
+		// Readings far apart tell nothing of renewals in between.
+		"read again after 2 minutes": {readings: append(renewing("s1", 0, time.Minute, 0), reading{3 * time.Minute, "77", "s1"}), why: "has not been seen renewing"},
+		"and 5 s later":              {readings: append(renewing("s1", 0, time.Minute, 0), reading{3 * time.Minute, "77", "s1"}, reading{185 * time.Second, "78", "s1"}), want: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, why := schedulerSteady(tc.lease, now, time.Minute)
+			start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+			// The Lease's times, in the scheduler's clock, an hour off.
+			stale := &metav1.MicroTime{Time: start.Add(-time.Hour)}
+			var w schedulerWatch
+			var got bool
+			var why string
+			for _, r := range tc.readings {
+				l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{ResourceVersion: r.rv},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(r.holder), LeaseDurationSeconds: ptr.To[int32](15), AcquireTime: stale, RenewTime: stale}}
+				got, why = w.observe(l, start.Add(r.at), time.Minute)
+			}
 			if got != tc.want || !strings.Contains(why, tc.why) {
-				t.Errorf("schedulerSteady = %t %q, want %t %q", got, why, tc.want, tc.why)
+				t.Errorf("steady %t %q, want %t %q", got, why, tc.want, tc.why)
 			}
 		})
 	}
@@ -361,5 +395,76 @@ func TestDeclinesHeldWhileSchedulerIsDown(t *testing.T) {
 	}
 	if since := h.now.Sub(l.Spec.AcquireTime.Time); since < time.Minute || since > time.Minute+schedulerHoldRecheck+2*time.Second {
 		t.Errorf("declined %s after the scheduler took its Lease, want a minute and at most one recheck more", since)
+	}
+}
+
+// TestDeclinesAndSchedulerLeaseReads: where kube-scheduler's Lease does not
+// exist (no leader election) or may not be read, declines are not held
+// back; where reading it fails otherwise, they are, until it can be read.
+func TestDeclinesAndSchedulerLeaseReads(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err      error
+		declined bool
+	}{
+		"no Lease":        {err: apierrors.NewNotFound(coordinationv1.Resource("leases"), "kube-scheduler"), declined: true},
+		"forbidden":       {err: apierrors.NewForbidden(coordinationv1.Resource("leases"), "kube-scheduler", errors.New("no grant")), declined: true},
+		"API unavailable": {err: apierrors.NewServiceUnavailable("etcd is down")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](0)})
+			h := newAutoCluster(t, ml,
+				node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("4g.40gb@0,1g.10gb@6")),
+				node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
+			h.a.SchedulerLease = DefaultSchedulerLease
+			h.a.APIReader = interceptor.NewClient(fake.NewClientBuilder().WithScheme(testScheme(t)).Build(), interceptor.Funcs{
+				Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+					return tc.err
+				},
+			})
+			h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
+			requeue := h.settle()
+			for range 3 {
+				h.now = h.now.Add(requeue)
+				requeue = h.settle()
+			}
+			if got := h.specOf("n2")[0] == "1g.10gb@6"; got != tc.declined {
+				t.Errorf("n1 declined for the pod: %t, want %t (n2's desired layout %q)", got, tc.declined, h.specOf("n2")[0])
+			}
+			if !tc.declined && (requeue <= 0 || requeue > schedulerHoldRecheck) {
+				t.Errorf("while the Lease cannot be read, asked to look again in %s, want within %s", requeue, schedulerHoldRecheck)
+			}
+		})
+	}
+}
+
+// TestDeclineWaitSkipsNomination: while a preemption nominates the pod to
+// the node of its free device, the wait does not count; once the
+// nomination ends, it counts from there, so the node is not declined at
+// once for the time kube-scheduler was working on the preemption.
+func TestDeclineWaitSkipsNomination(t *testing.T) {
+	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](0)})
+	h := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("4g.40gb@0,1g.10gb@6")),
+		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
+	p := autoPod("p", h.now, "c1")
+	p.Status.NominatedNodeName = "n1"
+	h.create(autoClaim("c1", profileSelector("1g.10gb")), p)
+	h.settle()
+	h.now = h.now.Add(2 * time.Minute)
+	h.settle()
+	cleared := h.now
+	p = h.pod("p")
+	p.Status.NominatedNodeName = ""
+	if err := h.c.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	requeue := h.settle()
+	if got := h.specOf("n2")[0]; got != "" && got != "7g.80gb@0" {
+		t.Fatalf("n2 changed to %q as the nomination ended: the nominated time counted", got)
+	}
+	h.now = h.now.Add(requeue)
+	h.settle()
+	if got := h.specOf("n2")[0]; got != "1g.10gb@6" {
+		t.Errorf("n2's desired layout %q %s after the nomination ended, want 1g.10gb@6 for the pod declined on n1", got, h.now.Sub(cleared))
 	}
 }

@@ -162,8 +162,8 @@ type AutoPlanner struct {
 	idleGPUs idleTracker
 	// declines: the nodes kube-scheduler keeps pending pods off.
 	declines declineTracker
-	// schedulerVerdict: the last reading of kube-scheduler's Lease.
-	schedulerVerdict schedulerVerdict
+	// scheduler follows kube-scheduler's Lease (schedulerSteady).
+	scheduler schedulerWatch
 }
 
 // SetupWithManager registers the planner: any change to pods waiting for

@@ -19,82 +19,125 @@ var DefaultSchedulerLease = types.NamespacedName{Namespace: "kube-system", Name:
 // --leader-elect-lease-duration, for a Lease that does not say its own.
 const defaultSchedulerLeaseDuration = 15 * time.Second
 
-// schedulerHoldRecheck is how often the planner looks at kube-scheduler's
-// Lease again while it holds declines back.
-const schedulerHoldRecheck = 10 * time.Second
+// schedulerHoldRecheck is how often the planner reads kube-scheduler's
+// Lease again while it holds declines back: well within a lease duration,
+// so that two readings tell a Lease being renewed.
+const schedulerHoldRecheck = 5 * time.Second
 
-// schedulerSteady reports whether kube-scheduler's leader-election Lease
-// shows a scheduler that has been running, renewing it, for at least
-// unboundAfter before now, and why not. A pod's free devices waiting
-// unbound say something about the pod only if kube-scheduler was there to
-// bind it: while it is down, or just restarted (a new holder, or one that
-// took the Lease back), every pod would look declined and be planned
-// elsewhere at once.
-func schedulerSteady(l *coordinationv1.Lease, now time.Time, unboundAfter time.Duration) (bool, string) {
-	s := l.Spec
-	if s.HolderIdentity == nil || *s.HolderIdentity == "" {
-		return false, "no kube-scheduler holds its Lease"
-	}
+// schedulerWatch follows kube-scheduler's leader-election Lease on the
+// controller's own clock, as client-go's leader election does: the Lease's
+// times are written with the scheduler's clock, which may be off from the
+// controller's by more than a lease duration. The Lease is read only while
+// a wait is due (declineTracker), at most every schedulerHoldRecheck.
+type schedulerWatch struct {
+	// judgedAt is when the last verdict, steady and why, was reached
+	// (from a reading, or a failure to read); unreadable: the Lease does
+	// not exist or may not be read.
+	judgedAt   time.Time
+	steady     bool
+	why        string
+	unreadable bool
+	// readAt is the last reading of the Lease.
+	readAt time.Time
+	// rv is the Lease's resourceVersion at the last reading, rvSince
+	// when it was first read.
+	rv      string
+	rvSince time.Time
+	// renewedAt is the last reading that found the Lease changed since a
+	// reading at most a lease duration before: the scheduler renewing it.
+	renewedAt time.Time
+	// holder is the scheduler holding the Lease, holderSince when it was
+	// first read holding it; "" after the Lease was found not renewed for
+	// a lease duration, so that a scheduler that resumes counts anew.
+	holder      string
+	holderSince time.Time
+}
+
+// observe records a reading of the Lease at now and judges it: steady when
+// a scheduler holds it, has been seen renewing it within its duration, and
+// has been seen holding it for at least unboundAfter. A pod's free devices
+// waiting unbound say something about the pod only if kube-scheduler was
+// there to bind it: while it is down, hung or just (re)started, every pod
+// would look declined and be planned elsewhere at once. The first reading
+// is never steady: it takes a second one to see the Lease renewed, and
+// unboundAfter to see its holder stay.
+func (w *schedulerWatch) observe(l *coordinationv1.Lease, now time.Time, unboundAfter time.Duration) (bool, string) {
 	duration := defaultSchedulerLeaseDuration
-	if s.LeaseDurationSeconds != nil {
-		duration = time.Duration(*s.LeaseDurationSeconds) * time.Second
+	if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
+		duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
-	if s.RenewTime == nil || now.After(s.RenewTime.Add(duration)) {
-		return false, fmt.Sprintf("kube-scheduler has not renewed its Lease for %s", duration)
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
 	}
-	if s.AcquireTime != nil && now.Sub(s.AcquireTime.Time) < unboundAfter {
-		return false, fmt.Sprintf("kube-scheduler %s took its Lease %s ago, less than %s", *s.HolderIdentity, now.Sub(s.AcquireTime.Time).Round(time.Second), unboundAfter)
+	stalled := false
+	switch {
+	case l.ResourceVersion != w.rv:
+		if !w.readAt.IsZero() && now.Sub(w.readAt) <= duration {
+			w.renewedAt = now
+		}
+		w.rv, w.rvSince = l.ResourceVersion, now
+	case now.Sub(w.rvSince) > duration:
+		// Not renewed for a lease duration: a scheduler that takes it
+		// up again (the same process after a hang, or a new one) has
+		// to be seen holding it for unboundAfter from then.
+		stalled = true
+		w.holder = ""
+	}
+	if holder != w.holder && !stalled {
+		w.holder, w.holderSince = holder, now
+	}
+	w.readAt = now
+	switch {
+	case holder == "":
+		return false, "no kube-scheduler holds its Lease"
+	case w.renewedAt.IsZero() || now.Sub(w.renewedAt) > duration:
+		return false, fmt.Sprintf("kube-scheduler %s has not been seen renewing its Lease within %s", holder, duration)
+	case now.Sub(w.holderSince) < unboundAfter:
+		return false, fmt.Sprintf("kube-scheduler %s has been seen holding its Lease for %s, less than %s", holder, now.Sub(w.holderSince).Round(time.Second), unboundAfter)
 	}
 	return true, ""
 }
 
-// schedulerSteady reads kube-scheduler's Lease (SchedulerLease) and says
-// whether declines may be made now (schedulerSteady). With no Lease to
-// read (kube-scheduler runs without leader election, or the Lease is not
-// readable: NotFound, Forbidden) or none configured, they may.
+// schedulerSteady says whether declines may be made now: kube-scheduler's
+// Lease (SchedulerLease) read and judged by schedulerWatch.observe, at
+// most every schedulerHoldRecheck. With no Lease to read (kube-scheduler
+// runs without leader election, or the controller may not read it:
+// NotFound, Forbidden) or none configured, they may; another error holds
+// them back.
 func (a *AutoPlanner) schedulerSteady(ctx context.Context) (bool, string) {
 	if a.SchedulerLease.Name == "" {
 		return true, ""
 	}
-	// Passes come with every event: the Lease is read at most every
-	// schedulerVerdictTTL.
+	now := a.now()
 	a.mu.Lock()
-	v := a.schedulerVerdict
-	a.mu.Unlock()
-	if !v.at.IsZero() && a.now().Sub(v.at) < schedulerVerdictTTL && !a.now().Before(v.at) {
-		return v.steady, v.why
+	w := &a.scheduler
+	if !w.judgedAt.IsZero() && !now.Before(w.judgedAt) && now.Sub(w.judgedAt) < schedulerHoldRecheck {
+		steady, why := w.steady, w.why
+		a.mu.Unlock()
+		return steady, why
 	}
-	steady, why := a.readSchedulerLease(ctx)
-	a.mu.Lock()
-	a.schedulerVerdict = schedulerVerdict{at: a.now(), steady: steady, why: why}
 	a.mu.Unlock()
-	return steady, why
-}
-
-// schedulerVerdictTTL is how long a reading of kube-scheduler's Lease
-// stands.
-const schedulerVerdictTTL = 5 * time.Second
-
-// schedulerVerdict is the last reading of kube-scheduler's Lease.
-type schedulerVerdict struct {
-	at     time.Time
-	steady bool
-	why    string
-}
-
-// readSchedulerLease reads kube-scheduler's Lease and judges it.
-func (a *AutoPlanner) readSchedulerLease(ctx context.Context) (bool, string) {
 	reader := a.APIReader
 	if reader == nil {
 		reader = a.Client
 	}
 	var l coordinationv1.Lease
-	switch err := reader.Get(ctx, a.SchedulerLease, &l); {
+	err := reader.Get(ctx, a.SchedulerLease, &l)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
-		klog.FromContext(ctx).V(2).Info("kube-scheduler's Lease cannot be read: declines are not held back while it is down", "lease", a.SchedulerLease, "err", err)
-		return true, ""
+		if !w.unreadable {
+			klog.FromContext(ctx).Info("kube-scheduler's Lease cannot be read: declines are not held back while kube-scheduler is down", "lease", a.SchedulerLease, "err", err)
+		}
+		*w = schedulerWatch{judgedAt: now, steady: true, unreadable: true}
 	case err != nil:
-		return false, fmt.Sprintf("reading kube-scheduler's Lease %s: %v", a.SchedulerLease, err)
+		w.judgedAt, w.steady, w.why = now, false, fmt.Sprintf("reading kube-scheduler's Lease %s: %v", a.SchedulerLease, err)
+	default:
+		w.unreadable = false
+		w.steady, w.why = w.observe(&l, now, a.unboundAfter())
+		w.judgedAt = now
 	}
-	return schedulerSteady(&l, a.now(), a.unboundAfter())
+	return w.steady, w.why
 }
