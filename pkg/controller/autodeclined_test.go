@@ -468,3 +468,67 @@ func TestDeclineWaitSkipsNomination(t *testing.T) {
 		t.Errorf("n2's desired layout %q %s after the nomination ended, want 1g.10gb@6 for the pod declined on n1", got, h.now.Sub(cleared))
 	}
 }
+
+// TestSchedulerLeaseFollowedAhead: the controller follows kube-scheduler's
+// Lease while Auto mode has nodes, not only once a wait falls due. A pod
+// that arrives after the scheduler has been seen renewing its Lease for a
+// minute has its node declined when its wait falls due, not a minute
+// later; with no Auto node the Lease is not read.
+func TestSchedulerLeaseFollowedAhead(t *testing.T) {
+	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](0)})
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-scheduler"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("s1"), LeaseDurationSeconds: ptr.To[int32](15)}}
+	h := newAutoCluster(t, ml, l,
+		node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("4g.40gb@0,1g.10gb@6")),
+		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
+	h.a.SchedulerLease = DefaultSchedulerLease
+	reads := 0
+	h.a.APIReader = countingReader{Reader: h.c, gets: &reads}
+	ctx := context.Background()
+	// follow renews the Lease, as kube-scheduler does, and runs the
+	// follower every schedulerHoldRecheck for d.
+	follow := func(d time.Duration) {
+		t.Helper()
+		for end := h.now.Add(d); h.now.Before(end); {
+			h.now = h.now.Add(schedulerHoldRecheck)
+			l.Spec.RenewTime = &metav1.MicroTime{Time: h.now}
+			if err := h.c.Update(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+			h.a.followSchedulerLease(ctx)
+		}
+	}
+	follow(time.Minute)
+	if reads != 0 {
+		t.Fatalf("kube-scheduler's Lease read %d times before any Auto node was planned, want none", reads)
+	}
+	h.settle()
+	follow(time.Minute)
+	if reads == 0 {
+		t.Fatal("kube-scheduler's Lease not read while Auto mode has nodes")
+	}
+	h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
+	h.settle()
+	start := h.now
+	for h.now.Sub(start) <= DefaultUnboundAfter+schedulerHoldRecheck && h.specOf("n2")[0] != "1g.10gb@6" {
+		follow(schedulerHoldRecheck)
+		h.settle()
+	}
+	if got := h.specOf("n2")[0]; got != "1g.10gb@6" {
+		t.Fatalf("n2's desired layout %q %s after the pod was planned on n1's free device, want 1g.10gb@6 for the pod declined on n1", got, h.now.Sub(start))
+	}
+	if since := h.now.Sub(start); since < DefaultUnboundAfter {
+		t.Errorf("declined %s after the pod was planned, want at least %s", since, DefaultUnboundAfter)
+	}
+}
+
+// countingReader counts its Gets.
+type countingReader struct {
+	client.Reader
+	gets *int
+}
+
+func (r countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	*r.gets++
+	return r.Reader.Get(ctx, key, obj, opts...)
+}

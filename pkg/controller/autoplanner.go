@@ -253,6 +253,11 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 	if boundSource != nil {
 		b = b.WatchesRawSource(boundSource)
 	}
+	if a.SchedulerLease.Name != "" {
+		if err := mgr.Add(a.schedulerLeaseFollower(schedulerHoldRecheck)); err != nil {
+			return fmt.Errorf("adding the kube-scheduler Lease follower: %w", err)
+		}
+	}
 	if a.AgentLeases != nil {
 		// A Lease's expiry has no event: Reconcile looks again when due.
 		b = b.Watches(&coordinationv1.Lease{}, one, builder.WithPredicates(agentLeaseChange(a.AgentLeases.Namespace)))

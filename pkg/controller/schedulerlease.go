@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // DefaultSchedulerLease is the leader-election Lease kube-scheduler renews
@@ -27,8 +28,9 @@ const schedulerHoldRecheck = 5 * time.Second
 // schedulerWatch follows kube-scheduler's leader-election Lease on the
 // controller's own clock, as client-go's leader election does: the Lease's
 // times are written with the scheduler's clock, which may be off from the
-// controller's by more than a lease duration. The Lease is read only while
-// a wait is due (declineTracker), at most every schedulerHoldRecheck.
+// controller's by more than a lease duration. The Lease is read every
+// schedulerHoldRecheck while Auto mode has nodes (schedulerLeaseFollower),
+// and when a wait falls due (declineTracker) on a verdict older than that.
 type schedulerWatch struct {
 	// judgedAt is when the last verdict, steady and why, was reached
 	// (from a reading, or a failure to read); unreadable: the Lease does
@@ -100,11 +102,12 @@ func (w *schedulerWatch) observe(l *coordinationv1.Lease, now time.Time, unbound
 }
 
 // schedulerSteady says whether declines may be made now: kube-scheduler's
-// Lease (SchedulerLease) read and judged by schedulerWatch.observe, at
-// most every schedulerHoldRecheck. With no Lease to read (kube-scheduler
-// runs without leader election, or the controller may not read it:
-// NotFound, Forbidden) or none configured, they may; another error holds
-// them back.
+// Lease (SchedulerLease) judged by schedulerWatch.observe, read again
+// when the last verdict is schedulerHoldRecheck old (the follower,
+// schedulerLeaseFollower, keeps it fresher while Auto mode has nodes).
+// With no Lease to read (kube-scheduler runs without leader election, or
+// the controller may not read it: NotFound, Forbidden) or none
+// configured, they may; another error holds them back.
 func (a *AutoPlanner) schedulerSteady(ctx context.Context) (bool, string) {
 	if a.SchedulerLease.Name == "" {
 		return true, ""
@@ -118,6 +121,12 @@ func (a *AutoPlanner) schedulerSteady(ctx context.Context) (bool, string) {
 		return steady, why
 	}
 	a.mu.Unlock()
+	return a.readSchedulerLease(ctx)
+}
+
+// readSchedulerLease reads kube-scheduler's Lease and judges it
+// (schedulerSteady).
+func (a *AutoPlanner) readSchedulerLease(ctx context.Context) (bool, string) {
 	reader := a.APIReader
 	if reader == nil {
 		reader = a.Client
@@ -126,6 +135,10 @@ func (a *AutoPlanner) schedulerSteady(ctx context.Context) (bool, string) {
 	err := reader.Get(ctx, a.SchedulerLease, &l)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// Read the clock under the lock: the follower and a pass may read
+	// the Lease at once, and observe takes its readings in time order.
+	now := a.now()
+	w := &a.scheduler
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
 		if !w.unreadable {
@@ -140,4 +153,39 @@ func (a *AutoPlanner) schedulerSteady(ctx context.Context) (bool, string) {
 		w.judgedAt = now
 	}
 	return w.steady, w.why
+}
+
+// followSchedulerLease reads kube-scheduler's Lease if Auto mode has nodes
+// (the last plan's) and declines are on. Read only when a wait falls due,
+// the Lease would first be seen then, and the first decline after the
+// controller starts would wait UnboundAfter more to see the scheduler
+// hold it.
+func (a *AutoPlanner) followSchedulerLease(ctx context.Context) {
+	if a.SchedulerLease.Name == "" || a.unboundAfter() <= 0 {
+		return
+	}
+	a.mu.Lock()
+	auto := len(a.autoNodes) > 0
+	a.mu.Unlock()
+	if auto {
+		a.readSchedulerLease(ctx)
+	}
+}
+
+// schedulerLeaseFollower calls followSchedulerLease every interval while
+// the controller leads.
+func (a *AutoPlanner) schedulerLeaseFollower(every time.Duration) manager.Runnable {
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("autoplanner").WithValues("lease", a.SchedulerLease))
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				a.followSchedulerLease(ctx)
+			}
+		}
+	})
 }

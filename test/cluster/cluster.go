@@ -95,6 +95,9 @@ type Options struct {
 	Verbosity int
 	// AgentArgs and ControllerArgs are extra flags, appended last.
 	AgentArgs, ControllerArgs []string
+	// SchedulerArgs are extra flags of kube-scheduler, appended last (e.g.
+	// --leader-elect=true: the harness runs it without leader election).
+	SchedulerArgs []string
 	// NoController leaves the controller out (tests that write NodeMigLayouts themselves).
 	NoController bool
 	// Progress, when set, receives one line per step.
@@ -242,6 +245,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	defer cancel()
 	c.cp, err = harness.Start(ctx, harness.Options{
 		BinDir: c.binDir, StateDir: filepath.Join(c.stateDir, "controlplane"), LogDir: c.logDir, Progress: opts.Progress,
+		SchedulerArgs: opts.SchedulerArgs,
 	})
 	if err != nil {
 		return nil, err

@@ -18,7 +18,10 @@ import (
 // on node A (no device destroyed), where kube-scheduler will not bind apart. Once that
 // device has waited free for the controller's --auto-unbound-after, the planner leaves
 // node A out of apart's plans, tells the pod so, and makes its 1g.10gb on node B,
-// where it runs. Before, apart waited on node A for good.
+// where it runs. Before, apart waited on node A for good. kube-scheduler runs with
+// leader election here: the controller declines only once it has seen the scheduler
+// renew its Lease (kube-system/kube-scheduler) for --auto-unbound-after; it reads it
+// every few seconds from the first plan on.
 func TestAutoPlansElsewhereWhenSchedulerDeclines(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
 	wholeThenAuto(t, ctx)

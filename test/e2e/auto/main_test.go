@@ -64,6 +64,10 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(clustertest.Main(m, "e2e/auto", cluster.Options{
 		SettlePeriod: settlePeriod,
+		// kube-scheduler renews its leader-election Lease, which the
+		// controller reads before it declines a node for a pod
+		// (TestAutoPlansElsewhereWhenSchedulerDeclines).
+		SchedulerArgs: []string{"--leader-elect=true"},
 		ControllerArgs: []string{
 			"--auto-batch-idle=" + batchIdle.String(),
 			"--auto-batch-max=" + batchMax.String(),
