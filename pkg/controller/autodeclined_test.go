@@ -370,10 +370,7 @@ func TestDeclinesHeldWhileSchedulerIsDown(t *testing.T) {
 	}
 	for range 5 {
 		h.now = h.now.Add(requeue)
-		l.Spec.RenewTime = &metav1.MicroTime{Time: h.now}
-		if err := h.c.Update(context.Background(), l); err != nil {
-			t.Fatal(err)
-		}
+		h.renew(l)
 		requeue = h.settle()
 	}
 	if got := h.specOf("n2")[0]; got != "" && got != "7g.80gb@0" {
@@ -381,10 +378,7 @@ func TestDeclinesHeldWhileSchedulerIsDown(t *testing.T) {
 	}
 	for range 10 {
 		h.now = h.now.Add(requeue)
-		l.Spec.RenewTime = &metav1.MicroTime{Time: h.now}
-		if err := h.c.Update(context.Background(), l); err != nil {
-			t.Fatal(err)
-		}
+		h.renew(l)
 		requeue = h.settle()
 		if h.specOf("n2")[0] == "1g.10gb@6" {
 			break
@@ -491,10 +485,7 @@ func TestSchedulerLeaseFollowedAhead(t *testing.T) {
 		t.Helper()
 		for end := h.now.Add(d); h.now.Before(end); {
 			h.now = h.now.Add(schedulerHoldRecheck)
-			l.Spec.RenewTime = &metav1.MicroTime{Time: h.now}
-			if err := h.c.Update(ctx, l); err != nil {
-				t.Fatal(err)
-			}
+			h.renew(l)
 			h.a.followSchedulerLease(ctx)
 		}
 	}
@@ -531,4 +522,13 @@ type countingReader struct {
 func (r countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	*r.gets++
 	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// renew writes the Lease renewed now, as kube-scheduler does.
+func (h *autoCluster) renew(l *coordinationv1.Lease) {
+	h.t.Helper()
+	l.Spec.RenewTime = &metav1.MicroTime{Time: h.now}
+	if err := h.c.Update(context.Background(), l); err != nil {
+		h.t.Fatal(err)
+	}
 }
