@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -297,6 +298,14 @@ func TestSchedulerSteady(t *testing.T) {
 		}
 		return out
 	}
+	// stalled: readings every 5 s of a Lease not renewed.
+	stalled := func(holder string, from, to time.Duration, rv int) []reading {
+		var out []reading
+		for at := from; at <= to; at += 5 * time.Second {
+			out = append(out, reading{at, fmt.Sprint(rv), holder})
+		}
+		return out
+	}
 	for name, tc := range map[string]struct {
 		readings []reading
 		want     bool
@@ -306,15 +315,17 @@ func TestSchedulerSteady(t *testing.T) {
 		"renewed, held 5 s":         {readings: renewing("s1", 0, 5*time.Second, 0), why: "has been seen holding its Lease for 5s, less than 1m0s"},
 		"renewed, held a minute":    {readings: renewing("s1", 0, time.Minute, 0), want: true},
 		"released":                  {readings: append(renewing("s1", 0, time.Minute, 0), reading{65 * time.Second, "99", ""}), why: "no kube-scheduler holds its Lease"},
-		"not renewed for 20 s":      {readings: append(renewing("s1", 0, time.Minute, 0), reading{80 * time.Second, "13", "s1"}), why: "has not been seen renewing its Lease within 15s"},
+		"not renewed for 20 s":      {readings: append(renewing("s1", 0, time.Minute, 0), stalled("s1", 65*time.Second, 80*time.Second, 13)...), why: "has not been seen renewing its Lease within 15s"},
 		"a new holder":              {readings: append(renewing("s1", 0, time.Minute, 0), renewing("s2", 65*time.Second, 90*time.Second, 50)...), why: "kube-scheduler s2 has been seen holding its Lease for 25s"},
 		"a new holder, a minute on": {readings: append(renewing("s1", 0, time.Minute, 0), renewing("s2", 65*time.Second, 125*time.Second, 50)...), want: true},
 		// The same scheduler, hung for 20 s, renews again: it starts over.
-		"resumed after a stall": {readings: append(append(renewing("s1", 0, time.Minute, 0), reading{80 * time.Second, "13", "s1"}), renewing("s1", 85*time.Second, 120*time.Second, 50)...),
+		"resumed after a stall": {readings: append(append(renewing("s1", 0, time.Minute, 0), stalled("s1", 65*time.Second, 80*time.Second, 13)...), renewing("s1", 85*time.Second, 120*time.Second, 50)...),
 			why: "has been seen holding its Lease for 35s"},
-		// Readings far apart tell nothing of renewals in between.
+		// Readings far apart tell nothing of what happened in between
+		// (the same scheduler may have hung and resumed): they start over.
 		"read again after 2 minutes": {readings: append(renewing("s1", 0, time.Minute, 0), reading{3 * time.Minute, "77", "s1"}), why: "has not been seen renewing"},
-		"and 5 s later":              {readings: append(renewing("s1", 0, time.Minute, 0), reading{3 * time.Minute, "77", "s1"}, reading{185 * time.Second, "78", "s1"}), want: true},
+		"and 5 s later":              {readings: append(renewing("s1", 0, time.Minute, 0), renewing("s1", 3*time.Minute, 185*time.Second, 76)...), why: "has been seen holding its Lease for 5s"},
+		"and a minute later":         {readings: append(renewing("s1", 0, time.Minute, 0), renewing("s1", 3*time.Minute, 4*time.Minute, 76)...), want: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -476,7 +487,7 @@ func TestSchedulerLeaseFollowedAhead(t *testing.T) {
 		node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("4g.40gb@0,1g.10gb@6")),
 		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
 	h.a.SchedulerLease = DefaultSchedulerLease
-	reads := 0
+	var reads atomic.Int64
 	h.a.APIReader = countingReader{Reader: h.c, gets: &reads}
 	ctx := context.Background()
 	// follow renews the Lease, as kube-scheduler does, and runs the
@@ -490,12 +501,12 @@ func TestSchedulerLeaseFollowedAhead(t *testing.T) {
 		}
 	}
 	follow(time.Minute)
-	if reads != 0 {
-		t.Fatalf("kube-scheduler's Lease read %d times before any Auto node was planned, want none", reads)
+	if n := reads.Load(); n != 0 {
+		t.Fatalf("kube-scheduler's Lease read %d times before any Auto node was planned, want none", n)
 	}
 	h.settle()
 	follow(time.Minute)
-	if reads == 0 {
+	if reads.Load() == 0 {
 		t.Fatal("kube-scheduler's Lease not read while Auto mode has nodes")
 	}
 	h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
@@ -516,11 +527,11 @@ func TestSchedulerLeaseFollowedAhead(t *testing.T) {
 // countingReader counts its Gets.
 type countingReader struct {
 	client.Reader
-	gets *int
+	gets *atomic.Int64
 }
 
 func (r countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	*r.gets++
+	r.gets.Add(1)
 	return r.Reader.Get(ctx, key, obj, opts...)
 }
 
@@ -530,5 +541,62 @@ func (h *autoCluster) renew(l *coordinationv1.Lease) {
 	l.Spec.RenewTime = &metav1.MicroTime{Time: h.now}
 	if err := h.c.Update(context.Background(), l); err != nil {
 		h.t.Fatal(err)
+	}
+}
+
+// TestSchedulerLeaseFollowerRuns: the follower, run as the manager runs
+// it, reads kube-scheduler's Lease over and over while passes run beside
+// it (go test -race checks they share nothing unguarded), reads a Lease
+// that does not exist once a minute at most, and ends with its context.
+func TestSchedulerLeaseFollowerRuns(t *testing.T) {
+	for name, tc := range map[string]struct {
+		lease    bool
+		maxReads int64
+	}{
+		"a Lease":  {lease: true},
+		"no Lease": {maxReads: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](0)})
+			objs := []client.Object{node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("4g.40gb@0,1g.10gb@6"))}
+			if tc.lease {
+				objs = append(objs, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-scheduler"},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("s1"), LeaseDurationSeconds: ptr.To[int32](15)}})
+			}
+			h := newAutoCluster(t, ml, objs...)
+			h.a.SchedulerLease = DefaultSchedulerLease
+			var reads atomic.Int64
+			h.a.APIReader = countingReader{Reader: h.c, gets: &reads}
+			h.settle()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- h.a.schedulerLeaseFollower(time.Millisecond).Start(ctx) }()
+			for range 20 {
+				if _, err := h.a.Reconcile(context.Background(), autoKey); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for tc.maxReads == 0 && reads.Load() < 3 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("the follower ended with %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the follower did not end with its context")
+			}
+			n := reads.Load()
+			if tc.maxReads == 0 && n < 3 {
+				t.Errorf("the Lease read %d times, want it read every interval", n)
+			}
+			if tc.maxReads > 0 && n > tc.maxReads {
+				t.Errorf("a Lease that does not exist read %d times within a minute, want at most %d", n, tc.maxReads)
+			}
+		})
 	}
 }

@@ -156,7 +156,8 @@ type AutoPlanner struct {
 	labelKeys map[string]bool
 	// autoNodes are the last snapshot's nodes: a pod bound to one that
 	// ends, claims or not, frees the resources a pending pod may wait
-	// for there (planner.WaitsForNodeResources).
+	// for there (planner.WaitsForNodeResources). While there are any,
+	// kube-scheduler's Lease is followed (followSchedulerLease).
 	autoNodes sets.Set[string]
 	// idleGPUs: since when each GPU has been seen idle (idleTracker).
 	idleGPUs idleTracker
@@ -164,6 +165,9 @@ type AutoPlanner struct {
 	declines declineTracker
 	// scheduler follows kube-scheduler's Lease (schedulerSteady).
 	scheduler schedulerWatch
+	// leaseReads lets one reading of kube-scheduler's Lease run at a
+	// time (readSchedulerLease); taken before mu.
+	leaseReads sync.Mutex
 }
 
 // SetupWithManager registers the planner: any change to pods waiting for

@@ -20,10 +20,16 @@ var DefaultSchedulerLease = types.NamespacedName{Namespace: "kube-system", Name:
 // --leader-elect-lease-duration, for a Lease that does not say its own.
 const defaultSchedulerLeaseDuration = 15 * time.Second
 
-// schedulerHoldRecheck is how often the planner reads kube-scheduler's
-// Lease again while it holds declines back: well within a lease duration,
-// so that two readings tell a Lease being renewed.
+// schedulerHoldRecheck is how often kube-scheduler's Lease is read while
+// Auto mode has nodes (schedulerLeaseFollower), and at most how old a
+// verdict a pass holding declines back uses: well within a lease duration,
+// so that two readings tell a Lease being renewed. It also bounds one
+// reading.
 const schedulerHoldRecheck = 5 * time.Second
+
+// schedulerUnreadableRecheck is how often a Lease that does not exist or
+// may not be read (not checked) is looked for again.
+const schedulerUnreadableRecheck = time.Minute
 
 // schedulerWatch follows kube-scheduler's leader-election Lease on the
 // controller's own clock, as client-go's leader election does: the Lease's
@@ -62,7 +68,8 @@ type schedulerWatch struct {
 // there to bind it: while it is down, hung or just (re)started, every pod
 // would look declined and be planned elsewhere at once. The first reading
 // is never steady: it takes a second one to see the Lease renewed, and
-// unboundAfter to see its holder stay.
+// unboundAfter to see its holder stay; so is a reading more than a lease
+// duration after the one before, which starts over.
 func (w *schedulerWatch) observe(l *coordinationv1.Lease, now time.Time, unboundAfter time.Duration) (bool, string) {
 	duration := defaultSchedulerLeaseDuration
 	if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
@@ -74,8 +81,14 @@ func (w *schedulerWatch) observe(l *coordinationv1.Lease, now time.Time, unbound
 	}
 	stalled := false
 	switch {
+	case !w.readAt.IsZero() && now.Sub(w.readAt) > duration:
+		// Readings this far apart tell nothing of what happened in
+		// between (the scheduler may have hung and resumed under the
+		// same identity): start over from this one.
+		w.renewedAt, w.holder = time.Time{}, ""
+		w.rv, w.rvSince = l.ResourceVersion, now
 	case l.ResourceVersion != w.rv:
-		if !w.readAt.IsZero() && now.Sub(w.readAt) <= duration {
+		if !w.readAt.IsZero() {
 			w.renewedAt = now
 		}
 		w.rv, w.rvSince = l.ResourceVersion, now
@@ -114,29 +127,45 @@ func (a *AutoPlanner) schedulerSteady(ctx context.Context) (bool, string) {
 	}
 	now := a.now()
 	a.mu.Lock()
-	w := &a.scheduler
-	if !w.judgedAt.IsZero() && !now.Before(w.judgedAt) && now.Sub(w.judgedAt) < schedulerHoldRecheck {
-		steady, why := w.steady, w.why
-		a.mu.Unlock()
+	fresh, steady, why := a.scheduler.fresh(now)
+	a.mu.Unlock()
+	if fresh {
 		return steady, why
 	}
-	a.mu.Unlock()
 	return a.readSchedulerLease(ctx)
 }
 
+// fresh returns the last verdict if it is recent enough to use at now:
+// schedulerHoldRecheck old at most, schedulerUnreadableRecheck for a Lease
+// not checked.
+func (w *schedulerWatch) fresh(now time.Time) (bool, bool, string) {
+	maxAge := schedulerHoldRecheck
+	if w.unreadable {
+		maxAge = schedulerUnreadableRecheck
+	}
+	if w.judgedAt.IsZero() || now.Before(w.judgedAt) || now.Sub(w.judgedAt) >= maxAge {
+		return false, false, ""
+	}
+	return true, w.steady, w.why
+}
+
 // readSchedulerLease reads kube-scheduler's Lease and judges it
-// (schedulerSteady).
+// (schedulerSteady). One reading at a time (leaseReads): the follower and
+// a pass may read at once, and observe takes readings in the order the
+// API server served them.
 func (a *AutoPlanner) readSchedulerLease(ctx context.Context) (bool, string) {
+	a.leaseReads.Lock()
+	defer a.leaseReads.Unlock()
 	reader := a.APIReader
 	if reader == nil {
 		reader = a.Client
 	}
 	var l coordinationv1.Lease
-	err := reader.Get(ctx, a.SchedulerLease, &l)
+	getCtx, cancel := context.WithTimeout(ctx, schedulerHoldRecheck)
+	err := reader.Get(getCtx, a.SchedulerLease, &l)
+	cancel()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	// Read the clock under the lock: the follower and a pass may read
-	// the Lease at once, and observe takes its readings in time order.
 	now := a.now()
 	w := &a.scheduler
 	switch {
@@ -156,18 +185,21 @@ func (a *AutoPlanner) readSchedulerLease(ctx context.Context) (bool, string) {
 }
 
 // followSchedulerLease reads kube-scheduler's Lease if Auto mode has nodes
-// (the last plan's) and declines are on. Read only when a wait falls due,
-// the Lease would first be seen then, and the first decline after the
-// controller starts would wait UnboundAfter more to see the scheduler
-// hold it.
+// (the last plan's) and declines are on; a Lease not checked (it does not
+// exist or may not be read) only every schedulerUnreadableRecheck. Read
+// only when a wait falls due, the Lease would first be seen then, and the
+// first decline after the controller starts would wait UnboundAfter more
+// to see the scheduler hold it.
 func (a *AutoPlanner) followSchedulerLease(ctx context.Context) {
 	if a.SchedulerLease.Name == "" || a.unboundAfter() <= 0 {
 		return
 	}
 	a.mu.Lock()
 	auto := len(a.autoNodes) > 0
+	fresh, _, _ := a.scheduler.fresh(a.now())
+	unreadable := a.scheduler.unreadable
 	a.mu.Unlock()
-	if auto {
+	if auto && !(fresh && unreadable) {
 		a.readSchedulerLease(ctx)
 	}
 }
@@ -176,7 +208,7 @@ func (a *AutoPlanner) followSchedulerLease(ctx context.Context) {
 // the controller leads.
 func (a *AutoPlanner) schedulerLeaseFollower(every time.Duration) manager.Runnable {
 	return manager.RunnableFunc(func(ctx context.Context) error {
-		ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("autoplanner").WithValues("lease", a.SchedulerLease))
+		ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("autoplanner"))
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
