@@ -551,10 +551,11 @@ func (h *autoCluster) renew(l *coordinationv1.Lease) {
 func TestSchedulerLeaseFollowerRuns(t *testing.T) {
 	for name, tc := range map[string]struct {
 		lease    bool
+		tick     time.Duration // how far the clock moves each time it is read
 		maxReads int64
 	}{
-		"a Lease":  {lease: true},
-		"no Lease": {maxReads: 1},
+		"a Lease":  {lease: true, tick: time.Second},
+		"no Lease": {tick: time.Millisecond, maxReads: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](0)})
@@ -568,6 +569,9 @@ func TestSchedulerLeaseFollowerRuns(t *testing.T) {
 			var reads atomic.Int64
 			h.a.APIReader = countingReader{Reader: h.c, gets: &reads}
 			h.settle()
+			var ticks atomic.Int64
+			base := h.now
+			h.a.Now = func() time.Time { return base.Add(time.Duration(ticks.Add(1)) * tc.tick) }
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- h.a.schedulerLeaseFollower(time.Millisecond).Start(ctx) }()
@@ -596,6 +600,47 @@ func TestSchedulerLeaseFollowerRuns(t *testing.T) {
 			}
 			if tc.maxReads > 0 && n > tc.maxReads {
 				t.Errorf("a Lease that does not exist read %d times within a minute, want at most %d", n, tc.maxReads)
+			}
+		})
+	}
+}
+
+// TestSchedulerLeaseReadEvery: the Lease is read every third of its lease
+// duration, between 1 s and 5 s, so that a kube-scheduler run with a short
+// lease duration is still seen renewing it and found steady; a Lease not
+// checked is looked for once a minute.
+func TestSchedulerLeaseReadEvery(t *testing.T) {
+	for name, tc := range map[string]struct {
+		duration   int32 // LeaseDurationSeconds; 0: not set
+		unreadable bool
+		want       time.Duration
+	}{
+		"kube-scheduler's default": {duration: 15, want: 5 * time.Second},
+		"not set":                  {want: 5 * time.Second},
+		"a long one":               {duration: 60, want: 5 * time.Second},
+		"a short one":              {duration: 6, want: 2 * time.Second},
+		"a very short one":         {duration: 2, want: time.Second},
+		"not checked":              {unreadable: true, want: time.Minute},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var w schedulerWatch
+			start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+			l := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("s1")}}
+			if tc.duration > 0 {
+				l.Spec.LeaseDurationSeconds = ptr.To(tc.duration)
+			}
+			steady := false
+			for i, now := 0, start; now.Sub(start) <= time.Minute+5*time.Second; i, now = i+1, now.Add(w.readEvery()) {
+				l.ResourceVersion = fmt.Sprint(i)
+				steady, _ = w.observe(l, now, time.Minute)
+			}
+			if tc.unreadable {
+				w = schedulerWatch{unreadable: true}
+			} else if !steady {
+				t.Errorf("a scheduler renewing a Lease of %d s, read every %s for a minute, not found steady", tc.duration, w.readEvery())
+			}
+			if got := w.readEvery(); got != tc.want {
+				t.Errorf("read every %s, want %s", got, tc.want)
 			}
 		})
 	}

@@ -258,7 +258,7 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(boundSource)
 	}
 	if a.SchedulerLease.Name != "" {
-		if err := mgr.Add(a.schedulerLeaseFollower(schedulerHoldRecheck)); err != nil {
+		if err := mgr.Add(a.schedulerLeaseFollower(schedulerMinRecheck)); err != nil {
 			return fmt.Errorf("adding the kube-scheduler Lease follower: %w", err)
 		}
 	}

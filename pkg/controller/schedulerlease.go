@@ -20,12 +20,16 @@ var DefaultSchedulerLease = types.NamespacedName{Namespace: "kube-system", Name:
 // --leader-elect-lease-duration, for a Lease that does not say its own.
 const defaultSchedulerLeaseDuration = 15 * time.Second
 
-// schedulerHoldRecheck is how often kube-scheduler's Lease is read while
-// Auto mode has nodes (schedulerLeaseFollower), and at most how old a
-// verdict a pass holding declines back uses: well within a lease duration,
-// so that two readings tell a Lease being renewed. It also bounds one
-// reading.
+// schedulerHoldRecheck is how often, at most, kube-scheduler's Lease is
+// read while Auto mode has nodes (schedulerLeaseFollower; a third of the
+// lease duration where that is shorter, so that two readings tell a Lease
+// being renewed), and how soon a pass holding declines back looks again.
+// It also bounds one reading.
 const schedulerHoldRecheck = 5 * time.Second
+
+// schedulerMinRecheck bounds how often the Lease is read for a short lease
+// duration.
+const schedulerMinRecheck = time.Second
 
 // schedulerUnreadableRecheck is how often a Lease that does not exist or
 // may not be read (not checked) is looked for again.
@@ -45,8 +49,10 @@ type schedulerWatch struct {
 	steady     bool
 	why        string
 	unreadable bool
-	// readAt is the last reading of the Lease.
-	readAt time.Time
+	// readAt is the last reading of the Lease, duration the lease
+	// duration it gave.
+	readAt   time.Time
+	duration time.Duration
 	// rv is the Lease's resourceVersion at the last reading, rvSince
 	// when it was first read.
 	rv      string
@@ -75,6 +81,7 @@ func (w *schedulerWatch) observe(l *coordinationv1.Lease, now time.Time, unbound
 	if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
 		duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
+	w.duration = duration
 	holder := ""
 	if l.Spec.HolderIdentity != nil {
 		holder = *l.Spec.HolderIdentity
@@ -116,7 +123,7 @@ func (w *schedulerWatch) observe(l *coordinationv1.Lease, now time.Time, unbound
 
 // schedulerSteady says whether declines may be made now: kube-scheduler's
 // Lease (SchedulerLease) judged by schedulerWatch.observe, read again
-// when the last verdict is schedulerHoldRecheck old (the follower,
+// when the last verdict is readEvery old (the follower,
 // schedulerLeaseFollower, keeps it fresher while Auto mode has nodes).
 // With no Lease to read (kube-scheduler runs without leader election, or
 // the controller may not read it: NotFound, Forbidden) or none
@@ -135,14 +142,25 @@ func (a *AutoPlanner) schedulerSteady(ctx context.Context) (bool, string) {
 	return a.readSchedulerLease(ctx)
 }
 
-// fresh returns the last verdict if it is recent enough to use at now:
-// schedulerHoldRecheck old at most, schedulerUnreadableRecheck for a Lease
-// not checked.
-func (w *schedulerWatch) fresh(now time.Time) (bool, bool, string) {
-	maxAge := schedulerHoldRecheck
+// readEvery is how often the Lease is read: a third of its lease duration
+// (the last reading's, kube-scheduler's default before one), between
+// schedulerMinRecheck and schedulerHoldRecheck; schedulerUnreadableRecheck
+// for a Lease not checked.
+func (w *schedulerWatch) readEvery() time.Duration {
 	if w.unreadable {
-		maxAge = schedulerUnreadableRecheck
+		return schedulerUnreadableRecheck
 	}
+	d := w.duration
+	if d <= 0 {
+		d = defaultSchedulerLeaseDuration
+	}
+	return min(max(d/3, schedulerMinRecheck), schedulerHoldRecheck)
+}
+
+// fresh returns the last verdict if it is recent enough to use at now:
+// readEvery old at most.
+func (w *schedulerWatch) fresh(now time.Time) (bool, bool, string) {
+	maxAge := w.readEvery()
 	if w.judgedAt.IsZero() || now.Before(w.judgedAt) || now.Sub(w.judgedAt) >= maxAge {
 		return false, false, ""
 	}
@@ -185,8 +203,9 @@ func (a *AutoPlanner) readSchedulerLease(ctx context.Context) (bool, string) {
 }
 
 // followSchedulerLease reads kube-scheduler's Lease if Auto mode has nodes
-// (the last plan's) and declines are on; a Lease not checked (it does not
-// exist or may not be read) only every schedulerUnreadableRecheck. Read
+// (the last plan's) and declines are on, and the last verdict is readEvery
+// old (a Lease not checked, because it does not exist or may not be read,
+// every schedulerUnreadableRecheck). Read
 // only when a wait falls due, the Lease would first be seen then, and the
 // first decline after the controller starts would wait UnboundAfter more
 // to see the scheduler hold it.
@@ -197,15 +216,15 @@ func (a *AutoPlanner) followSchedulerLease(ctx context.Context) {
 	a.mu.Lock()
 	auto := len(a.autoNodes) > 0
 	fresh, _, _ := a.scheduler.fresh(a.now())
-	unreadable := a.scheduler.unreadable
 	a.mu.Unlock()
-	if auto && !(fresh && unreadable) {
+	if auto && !fresh {
 		a.readSchedulerLease(ctx)
 	}
 }
 
 // schedulerLeaseFollower calls followSchedulerLease every interval while
-// the controller leads.
+// the controller leads: every schedulerMinRecheck in the manager, so that
+// readings follow readEvery.
 func (a *AutoPlanner) schedulerLeaseFollower(every time.Duration) manager.Runnable {
 	return manager.RunnableFunc(func(ctx context.Context) error {
 		ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("autoplanner"))
