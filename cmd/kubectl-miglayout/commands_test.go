@@ -42,7 +42,9 @@ func runWith(t *testing.T, objs []client.Object, args ...string) (string, string
 	// has waited long enough to be planned by age.
 	e := &env{now: func() time.Time { return time.Unix(1060, 0) }}
 	if objs != nil {
-		c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).Build()
+		c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).
+			// plan lists the controller's events by reason.
+			WithIndex(&corev1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*corev1.Event).Reason} }).Build()
 		e.newClient = func() (client.Client, error) { return c, nil }
 	}
 	cmd := newRootCommandEnv(e)

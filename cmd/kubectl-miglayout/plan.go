@@ -46,13 +46,13 @@ allocated to them or they are in use on the node.
 
 Static MigLayouts are planned with the controller's own rules (the same fit of
 profile counts, keeping devices in use and moving as few as possible); Auto
-MigLayouts with the planner, over the pods now pending for devices (it does
-not know the nodes the running controller has left out of a pod's plans
-because kube-scheduler did not bind the pod there: see the pod's
-SchedulerDeclinedNode events). A node
+MigLayouts with the planner, over the pods now pending for devices, leaving
+out of a pod's plans the nodes the controller has left out because
+kube-scheduler did not bind the pod there (read from its SchedulerDeclinedNode
+events on the pods, which expire: an hour by default). A node
 no MigLayout selected yet (no NodeMigLayout) is read from the ResourceSlices
 its agent publishes. It reads Nodes, NodeMigLayouts, MigLayouts,
-ResourceSlices, ResourceClaims and, for Auto, Pods and DeviceClasses. Each
+ResourceSlices, ResourceClaims and, for Auto, Pods, DeviceClasses and Events. Each
 MigLayout is first admitted by the API server in a dry run (nothing is
 stored), so one kubectl apply would refuse is refused here with the same
 reason; several MigLayouts in the files are planned as applied together.`,
@@ -92,7 +92,7 @@ reason; several MigLayouts in the files are planned as applied together.`,
 			if err != nil {
 				return err
 			}
-			st.now, st.agingAfter = e.clock(), agingAfter
+			st.now, st.agingAfter, st.warn = e.clock(), agingAfter, cmd.ErrOrStderr()
 			all := st.withApplied(mls)
 			for i := range mls {
 				if i > 0 {
@@ -135,7 +135,12 @@ type planState struct {
 	classes []*resourceapi.DeviceClass
 	// taintRules are the cluster's DeviceTaintRules (none where not served).
 	taintRules []resourceapi.DeviceTaintRule
-	loaded     bool
+	// declined are the nodes the controller has left out of pending pods'
+	// plans, from its events (controller.DeclinedNodes).
+	declined map[types.UID][]string
+	loaded   bool
+	// warn receives what the plan could not read and went on without.
+	warn io.Writer
 	// now and agingAfter: pods pending longer than agingAfter at now are
 	// planned by age (the controller's --auto-aging-after).
 	now        time.Time
@@ -525,6 +530,18 @@ func (st *planState) loadAuto(ctx context.Context) error {
 	} else if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("listing DeviceTaintRules: %w", err)
 	}
+	// The nodes the controller has left out of pods' plans, from its
+	// events: without them, a pod kube-scheduler keeps off a node would
+	// be shown getting that node's free devices. A dry run goes on
+	// without them.
+	var events corev1.EventList
+	if err := st.c.List(ctx, &events, client.MatchingFields{"reason": controller.EventSchedulerDeclinedNode}); err != nil {
+		if st.warn != nil {
+			fmt.Fprintf(st.warn, "warning: the controller's %s events cannot be read (%v); no node is left out of a pod's plans\n", controller.EventSchedulerDeclinedNode, err)
+		}
+	} else {
+		st.declined = controller.DeclinedNodes(events.Items, st.now)
+	}
 	st.loaded = true
 	return nil
 }
@@ -587,6 +604,9 @@ func (st *planState) planAll(ctx context.Context, all []v1alpha1.MigLayout, appl
 	snap, err := controller.AutoSnapshot(ctx, in, mig.DefaultCatalog(), st.now, st.agingAfter)
 	if err != nil {
 		return nil, err
+	}
+	for i := range snap.Pending {
+		snap.Pending[i].Declined = st.declined[snap.Pending[i].Pod.UID]
 	}
 	res, err := planner.Plan(ctx, snap)
 	if err != nil {

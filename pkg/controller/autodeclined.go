@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -321,8 +322,68 @@ func available(in AutoInputs, s planner.Placement) bool {
 	return true
 }
 
-// declinedNote is the note of an EventSchedulerDeclinedNode event.
+// declinedNote is the note of an EventSchedulerDeclinedNode event. It
+// starts with the node and how long it is left out, which DeclinedNodes
+// reads back (the rest may be truncated).
 func declinedNote(d declination) string {
-	return fmt.Sprintf("free devices for the pod (%s) waited on node %s for %s and kube-scheduler did not bind it there: something miglayout does not judge keeps it off that node (pod affinity or anti-affinity, topology spread, host ports, volumes, or another scheduler); the pod is planned on other nodes for the next %s",
-		strings.Join(d.devices, ", "), d.node, d.waited.Round(time.Second), d.keptFor)
+	return fmt.Sprintf("node %s is left out of the pod's plans for %s: free devices for the pod (%s) waited there for %s and kube-scheduler did not bind it there; something miglayout does not judge keeps it off that node (pod affinity or anti-affinity, topology spread, host ports, volumes, or another scheduler)",
+		d.node, d.keptFor, strings.Join(d.devices, ", "), d.waited.Round(time.Second))
+}
+
+// declinedNoteHead is what DeclinedNodes reads of a declinedNote: the
+// node and how long it is left out (a time.Duration string).
+var declinedNoteHead = regexp.MustCompile(`^node (\S+) is left out of the pod's plans for (\S+): `)
+
+// DeclinedNodes returns, per pod UID, the nodes the controller has left out
+// of each pod's plans at now (sorted), read from its
+// EventSchedulerDeclinedNode events on the pods: a node stands from the
+// event's last time (its series' last observation, else its event time,
+// else its last timestamp) for the length its note gives. The controller
+// keeps these in memory; kubectl miglayout plan reads them back so that
+// its dry run leaves the same nodes out. Events expire (the API server's
+// --event-ttl, 1 h by default) and may be dropped, so this is what the
+// controller said, not always all it holds. Events of another reason, on
+// another kind than Pod, or whose note does not parse are skipped.
+func DeclinedNodes(events []corev1.Event, now time.Time) map[types.UID][]string {
+	out := map[types.UID][]string{}
+	for i := range events {
+		e := &events[i]
+		if e.Reason != EventSchedulerDeclinedNode || e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.UID == "" {
+			continue
+		}
+		m := declinedNoteHead.FindStringSubmatch(e.Message)
+		if m == nil {
+			continue
+		}
+		length, err := time.ParseDuration(m[2])
+		if err != nil || length <= 0 {
+			continue
+		}
+		if !now.Before(eventLastTime(e).Add(length)) {
+			continue
+		}
+		uid := e.InvolvedObject.UID
+		if !slices.Contains(out[uid], m[1]) {
+			out[uid] = append(out[uid], m[1])
+		}
+	}
+	for _, nodes := range out {
+		slices.Sort(nodes)
+	}
+	return out
+}
+
+// eventLastTime is when an event was last seen: its series' last
+// observation, else its event time, else its last timestamp, else its
+// first timestamp.
+func eventLastTime(e *corev1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	}
+	return e.FirstTimestamp.Time
 }

@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -139,7 +140,7 @@ func TestSchedulerDeclinedNode(t *testing.T) {
 				t.Errorf("n1's desired layout %q, want it left as %q", got, free)
 			}
 			evs := strings.Join(h.events(), "\n")
-			if got := strings.Contains(evs, EventSchedulerDeclinedNode) && strings.Contains(evs, "waited on node n1 for 1m"); got != tc.declined {
+			if got := strings.Contains(evs, EventSchedulerDeclinedNode) && strings.Contains(evs, "node n1 is left out") && strings.Contains(evs, "waited there for 1m"); got != tc.declined {
 				t.Errorf("event %s naming n1: %t, want %t; events:\n%s", EventSchedulerDeclinedNode, got, tc.declined, evs)
 			}
 			if got, want := testutil.ToFloat64(schedulerDeclinedMetric)-declinedBefore, map[bool]float64{true: 1}[tc.declined]; got != want {
@@ -170,7 +171,7 @@ func TestSchedulerDeclinedNode(t *testing.T) {
 			h.events()
 			h.now = h.now.Add(requeue)
 			h.settle()
-			if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, "waited on node n1") || !strings.Contains(evs, "for the next 20m0s") {
+			if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, "node n1 is left out of the pod's plans for 20m0s") {
 				t.Errorf("n1 declined a second time: want an event keeping it out for 20m0s; events:\n%s", evs)
 			}
 		})
@@ -641,6 +642,52 @@ func TestSchedulerLeaseReadEvery(t *testing.T) {
 			}
 			if got := w.readEvery(); got != tc.want {
 				t.Errorf("read every %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDeclinedNodes: the nodes left out of a pod's plans are read back
+// from the controller's own events, each for the length its note gives
+// from the event's last time.
+func TestDeclinedNodes(t *testing.T) {
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	declined := func(uid, node string, keptFor time.Duration, last time.Time) corev1.Event {
+		return corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: uid, UID: types.UID(uid)},
+			Reason: EventSchedulerDeclinedNode, EventTime: metav1.NewMicroTime(last),
+			Message: truncate(declinedNote(declination{node: node, devices: []string{"gpu-0-mig-1g10gb-19-6"}, waited: time.Minute, keptFor: keptFor}), 60)}
+	}
+	inSeries := declined("p1", "n3", 10*time.Minute, at.Add(-time.Hour))
+	inSeries.Series = &corev1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(at.Add(-5 * time.Minute))}
+	otherReason := declined("p1", "n4", time.Hour, at)
+	otherReason.Reason = EventWaitingForRepartition
+	notPod := declined("p1", "n5", time.Hour, at)
+	notPod.InvolvedObject.Kind = "Node"
+	garbled := declined("p1", "n6", time.Hour, at)
+	garbled.Message = "node n6 is left out of the pod's plans for ever: ..."
+	oldStyle := declined("p1", "n7", time.Hour, at)
+	oldStyle.EventTime, oldStyle.LastTimestamp = metav1.MicroTime{}, metav1.NewTime(at.Add(-30*time.Minute))
+	for name, tc := range map[string]struct {
+		events []corev1.Event
+		want   map[types.UID][]string
+	}{
+		"none": {want: map[types.UID][]string{}},
+		"within its length": {events: []corev1.Event{declined("p1", "n1", 20*time.Minute, at.Add(-10*time.Minute))},
+			want: map[types.UID][]string{"p1": {"n1"}}},
+		"past its length": {events: []corev1.Event{declined("p1", "n1", 20*time.Minute, at.Add(-20*time.Minute))},
+			want: map[types.UID][]string{}},
+		"a doubled length": {events: []corev1.Event{declined("p1", "n1", 40*time.Minute, at.Add(-30*time.Minute))},
+			want: map[types.UID][]string{"p1": {"n1"}}},
+		"two nodes of a pod, and another pod's": {events: []corev1.Event{
+			declined("p1", "n2", time.Hour, at), declined("p1", "n1", time.Hour, at), declined("p1", "n1", time.Hour, at), declined("p2", "n1", time.Hour, at)},
+			want: map[types.UID][]string{"p1": {"n1", "n2"}, "p2": {"n1"}}},
+		"a series' last observation":     {events: []corev1.Event{inSeries}, want: map[types.UID][]string{"p1": {"n3"}}},
+		"a last timestamp":               {events: []corev1.Event{oldStyle}, want: map[types.UID][]string{"p1": {"n7"}}},
+		"other events and garbled notes": {events: []corev1.Event{otherReason, notPod, garbled}, want: map[types.UID][]string{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, DeclinedNodes(tc.events, at)); diff != "" {
+				t.Errorf("DeclinedNodes (-want +got):\n%s", diff)
 			}
 		})
 	}

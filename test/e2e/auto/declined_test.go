@@ -60,7 +60,7 @@ func TestAutoPlansElsewhereWhenSchedulerDeclines(t *testing.T) {
 	declined := false
 	for _, e := range list.Items {
 		seen = append(seen, e.Reason+": "+e.Note)
-		declined = declined || e.Reason == controller.EventSchedulerDeclinedNode && strings.Contains(e.Note, "waited on node "+nodeA)
+		declined = declined || e.Reason == controller.EventSchedulerDeclinedNode && strings.HasPrefix(e.Note, "node "+nodeA+" is left out")
 	}
 	if !declined {
 		t.Errorf("no %s event naming %s on pod apart; events:\n%s", controller.EventSchedulerDeclinedNode, nodeA, strings.Join(seen, "\n"))

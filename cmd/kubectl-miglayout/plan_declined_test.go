@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/controller"
+)
+
+// TestPlanAutoLeavesDeclinedNodesOut: node-a has a free 1g.10gb, node-b a
+// whole GPU. A pod pending for a 1g.10gb is shown getting node-a's as it
+// is, unless the controller has said (a SchedulerDeclinedNode event on the
+// pod, still within its length) that it left node-a out of the pod's
+// plans: then, as the controller does, the dry run makes its 1g.10gb on
+// node-b. An event past its length, or another pod's, changes nothing.
+func TestPlanAutoLeavesDeclinedNodesOut(t *testing.T) {
+	ready := func(name, layout string) *v1alpha1.NodeMigLayout {
+		return &v1alpha1.NodeMigLayout{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       v1alpha1.NodeMigLayoutSpec{MigLayout: "on-demand", GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: layout}}},
+			Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+				{Index: 0, UUID: "GPU-" + name, Product: "NVIDIA H100 80GB HBM3", Model: "H100-SXM5-80GB", MIGEnabled: true,
+					MIGPending: true, Layout: layout, Phase: v1alpha1.PhaseReady}}},
+		}
+	}
+	claim, pod := pending("small", "small-gpu", "device.attributes['mig.miglayout.io'].profile == '1g.10gb'", 1000)
+	pod.UID = "uid-small"
+	// runWith's clock reads Unix time 1060.
+	now := time.Unix(1060, 0)
+	declined := func(uid types.UID, ago time.Duration) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "small.declined-" + string(uid)},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "ml", Name: "small", UID: uid},
+			Reason:         controller.EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(now.Add(-ago)),
+			Message: "node node-a is left out of the pod's plans for 10m0s: free devices for the pod (gpu-0-mig-1g10gb-19-6) waited there for 1m0s and kube-scheduler did not bind it there; ..."}
+	}
+	for name, tc := range map[string]struct {
+		event *corev1.Event
+		want  []string
+	}{
+		"no event":               {want: []string{"Summary: 0 GPUs would change", "ml/small fits existing free devices on node-a"}},
+		"node-a left out":        {event: declined(pod.UID, time.Minute), want: []string{"node-b", "gpu-0  7g.80gb@0 -> 1g.10gb@6", "serves:   ml/small"}},
+		"past its length":        {event: declined(pod.UID, 11*time.Minute), want: []string{"Summary: 0 GPUs would change", "ml/small fits existing free devices on node-a"}},
+		"another pod's decision": {event: declined("uid-other", time.Minute), want: []string{"Summary: 0 GPUs would change", "ml/small fits existing free devices on node-a"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := []client.Object{node("node-a", map[string]string{"pool": "auto"}), node("node-b", map[string]string{"pool": "auto"}),
+				ready("node-a", "1g.10gb@6"), ready("node-b", "7g.80gb@0"), migClass(), claim.DeepCopy(), pod.DeepCopy()}
+			if tc.event != nil {
+				objs = append(objs, tc.event)
+			}
+			out, errOut, err := runWith(t, objs, "plan", "-f", "testdata/plan-auto.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errOut != "" {
+				t.Errorf("plan warns: %s", errOut)
+			}
+			for _, s := range tc.want {
+				if !strings.Contains(out, s) {
+					t.Errorf("plan does not say %q:\n%s", s, out)
+				}
+			}
+		})
+	}
+}
