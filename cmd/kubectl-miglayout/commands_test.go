@@ -16,6 +16,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -44,7 +45,7 @@ func runWith(t *testing.T, objs []client.Object, args ...string) (string, string
 	if objs != nil {
 		c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).
 			// plan lists the controller's events by reason.
-			WithIndex(&corev1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*corev1.Event).Reason} }).Build()
+			WithIndex(&eventsv1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*eventsv1.Event).Reason} }).Build()
 		e.newClient = func() (client.Client, error) { return c, nil }
 	}
 	cmd := newRootCommandEnv(e)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -534,7 +535,7 @@ func (st *planState) loadAuto(ctx context.Context) error {
 	// events: without them, a pod kube-scheduler keeps off a node would
 	// be shown getting that node's free devices. A dry run goes on
 	// without them.
-	var events corev1.EventList
+	var events eventsv1.EventList
 	if err := st.c.List(ctx, &events, client.MatchingFields{"reason": controller.EventSchedulerDeclinedNode}); err != nil {
 		if st.warn != nil {
 			fmt.Fprintf(st.warn, "warning: the controller's %s events cannot be read (%v); no node is left out of a pod's plans\n", controller.EventSchedulerDeclinedNode, err)

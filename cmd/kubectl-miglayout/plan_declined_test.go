@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,14 +35,14 @@ func TestPlanAutoLeavesDeclinedNodesOut(t *testing.T) {
 	pod.UID = "uid-small"
 	// runWith's clock reads Unix time 1060.
 	now := time.Unix(1060, 0)
-	declined := func(uid types.UID, ago time.Duration) *corev1.Event {
-		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "small.declined-" + string(uid)},
-			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "ml", Name: "small", UID: uid},
-			Reason:         controller.EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(now.Add(-ago)),
-			Message: "node node-a is left out of the pod's plans for 10m0s: free devices for the pod (gpu-0-mig-1g10gb-19-6) waited there for 1m0s and kube-scheduler did not bind it there; ..."}
+	declined := func(uid types.UID, ago time.Duration) *eventsv1.Event {
+		return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "small.declined-" + string(uid)},
+			Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "ml", Name: "small", UID: uid},
+			Reason:    controller.EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(now.Add(-ago)),
+			Note: "node node-a is left out of the pod's plans for 10m0s: free devices for the pod (gpu-0-mig-1g10gb-19-6) waited there for 1m0s and kube-scheduler did not bind it there; ..."}
 	}
 	for name, tc := range map[string]struct {
-		event *corev1.Event
+		event *eventsv1.Event
 		want  []string
 	}{
 		"no event":               {want: []string{"Summary: 0 GPUs would change", "ml/small fits existing free devices on node-a"}},

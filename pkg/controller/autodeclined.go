@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -173,6 +174,45 @@ func (t *declineTracker) prepare(in AutoInputs, snap *planner.Snapshot, unboundA
 	return t.overdue(snap.Now, unboundAfter), t.due(snap.Now, unboundAfter)
 }
 
+// restore seeds the declines from the controller's own events
+// (declinedEvents), as it starts: a node left out of a pod's plans before
+// stays out for what remains of its length and, declined again, is left
+// out twice as long as it was (times follows from the length and
+// keepFor). Events of ended declines count too, for that doubling; prepare
+// forgets the pods that are gone or bound. It returns how many nodes are
+// left out at now.
+func (t *declineTracker) restore(events []declinedEvent, now time.Time, keepFor time.Duration) int {
+	if t.declined == nil {
+		t.declined = map[types.UID]map[string]*declineRecord{}
+	}
+	active := 0
+	for _, d := range events {
+		times := 1
+		for times <= maxDeclineDoublings && declineLength(keepFor, times-1) < d.length {
+			times++
+		}
+		nodes := t.declined[d.uid]
+		if nodes == nil {
+			nodes = map[string]*declineRecord{}
+			t.declined[d.uid] = nodes
+		}
+		r := nodes[d.node]
+		if r == nil {
+			r = &declineRecord{}
+			nodes[d.node] = r
+		}
+		wasActive := now.Before(r.until)
+		if d.until.After(r.until) {
+			r.until = d.until
+		}
+		r.times = max(r.times, times)
+		if !wasActive && now.Before(r.until) {
+			active++
+		}
+	}
+	return active
+}
+
 // due is how long after now the next wait reaches unboundAfter or the next
 // declination ends (0: none will).
 func (t *declineTracker) due(now time.Time, unboundAfter time.Duration) time.Duration {
@@ -204,6 +244,8 @@ func (t *declineTracker) due(now time.Time, unboundAfter time.Duration) time.Dur
 func (t *declineTracker) observe(in AutoInputs, snap *planner.Snapshot, res planner.Result, unboundAfter, keepFor time.Duration, decline bool) []declination {
 	if t.waiting == nil {
 		t.waiting = map[types.UID]*freeWait{}
+	}
+	if t.declined == nil {
 		t.declined = map[types.UID]map[string]*declineRecord{}
 	}
 	byName := map[string]int{}
@@ -336,35 +378,17 @@ var declinedNoteHead = regexp.MustCompile(`^node (\S+) is left out of the pod's 
 
 // DeclinedNodes returns, per pod UID, the nodes the controller has left out
 // of each pod's plans at now (sorted), read from its
-// EventSchedulerDeclinedNode events on the pods: a node stands from the
-// event's last time (its series' last observation, else its event time,
-// else its last timestamp) for the length its note gives. The controller
-// keeps these in memory; kubectl miglayout plan reads them back so that
-// its dry run leaves the same nodes out. Events expire (the API server's
-// --event-ttl, 1 h by default) and may be dropped, so this is what the
-// controller said, not always all it holds. Events of another reason, on
-// another kind than Pod, or whose note does not parse are skipped.
-func DeclinedNodes(events []corev1.Event, now time.Time) map[types.UID][]string {
+// EventSchedulerDeclinedNode events on the pods (declinedEvents). The
+// controller keeps these in memory and reads them back when it starts;
+// kubectl miglayout plan reads them so that its dry run leaves the same
+// nodes out. Events expire (the API server's --event-ttl, 1 h by default)
+// and may be dropped, so this is what the controller said, not always all
+// it holds.
+func DeclinedNodes(events []eventsv1.Event, now time.Time) map[types.UID][]string {
 	out := map[types.UID][]string{}
-	for i := range events {
-		e := &events[i]
-		if e.Reason != EventSchedulerDeclinedNode || e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.UID == "" {
-			continue
-		}
-		m := declinedNoteHead.FindStringSubmatch(e.Message)
-		if m == nil {
-			continue
-		}
-		length, err := time.ParseDuration(m[2])
-		if err != nil || length <= 0 {
-			continue
-		}
-		if !now.Before(eventLastTime(e).Add(length)) {
-			continue
-		}
-		uid := e.InvolvedObject.UID
-		if !slices.Contains(out[uid], m[1]) {
-			out[uid] = append(out[uid], m[1])
+	for _, d := range declinedEvents(events) {
+		if now.Before(d.until) && !slices.Contains(out[d.uid], d.node) {
+			out[d.uid] = append(out[d.uid], d.node)
 		}
 	}
 	for _, nodes := range out {
@@ -373,17 +397,51 @@ func DeclinedNodes(events []corev1.Event, now time.Time) map[types.UID][]string 
 	return out
 }
 
+// declinedEvent is a node declined for a pod, read back from an
+// EventSchedulerDeclinedNode event: until when, for how long in all.
+type declinedEvent struct {
+	uid    types.UID
+	node   string
+	until  time.Time
+	length time.Duration
+}
+
+// declinedEvents reads the EventSchedulerDeclinedNode events on pods: each
+// declines its node from the event's last time (its series' last
+// observation, else its event time, else its deprecated last timestamp)
+// for the length its note gives. Events of another reason, on another kind
+// than Pod, or whose note does not parse are skipped.
+func declinedEvents(events []eventsv1.Event) []declinedEvent {
+	var out []declinedEvent
+	for i := range events {
+		e := &events[i]
+		if e.Reason != EventSchedulerDeclinedNode || e.Regarding.Kind != "Pod" || e.Regarding.UID == "" {
+			continue
+		}
+		m := declinedNoteHead.FindStringSubmatch(e.Note)
+		if m == nil {
+			continue
+		}
+		length, err := time.ParseDuration(m[2])
+		if err != nil || length <= 0 {
+			continue
+		}
+		out = append(out, declinedEvent{uid: e.Regarding.UID, node: m[1], until: eventLastTime(e).Add(length), length: length})
+	}
+	return out
+}
+
 // eventLastTime is when an event was last seen: its series' last
-// observation, else its event time, else its last timestamp, else its
-// first timestamp.
-func eventLastTime(e *corev1.Event) time.Time {
+// observation, else its event time, else its deprecated last timestamp,
+// else its deprecated first timestamp.
+func eventLastTime(e *eventsv1.Event) time.Time {
 	switch {
 	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
 		return e.Series.LastObservedTime.Time
 	case !e.EventTime.IsZero():
 		return e.EventTime.Time
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
+	case !e.DeprecatedLastTimestamp.IsZero():
+		return e.DeprecatedLastTimestamp.Time
 	}
-	return e.FirstTimestamp.Time
+	return e.DeprecatedFirstTimestamp.Time
 }

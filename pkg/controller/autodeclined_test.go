@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -652,38 +653,38 @@ func TestSchedulerLeaseReadEvery(t *testing.T) {
 // from the event's last time.
 func TestDeclinedNodes(t *testing.T) {
 	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	declined := func(uid, node string, keptFor time.Duration, last time.Time) corev1.Event {
-		return corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: uid, UID: types.UID(uid)},
+	declined := func(uid, node string, keptFor time.Duration, last time.Time) eventsv1.Event {
+		return eventsv1.Event{Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: uid, UID: types.UID(uid)},
 			Reason: EventSchedulerDeclinedNode, EventTime: metav1.NewMicroTime(last),
-			Message: truncate(declinedNote(declination{node: node, devices: []string{"gpu-0-mig-1g10gb-19-6"}, waited: time.Minute, keptFor: keptFor}), 60)}
+			Note: truncate(declinedNote(declination{node: node, devices: []string{"gpu-0-mig-1g10gb-19-6"}, waited: time.Minute, keptFor: keptFor}), 60)}
 	}
 	inSeries := declined("p1", "n3", 10*time.Minute, at.Add(-time.Hour))
-	inSeries.Series = &corev1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(at.Add(-5 * time.Minute))}
+	inSeries.Series = &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(at.Add(-5 * time.Minute))}
 	otherReason := declined("p1", "n4", time.Hour, at)
 	otherReason.Reason = EventWaitingForRepartition
 	notPod := declined("p1", "n5", time.Hour, at)
-	notPod.InvolvedObject.Kind = "Node"
+	notPod.Regarding.Kind = "Node"
 	garbled := declined("p1", "n6", time.Hour, at)
-	garbled.Message = "node n6 is left out of the pod's plans for ever: ..."
+	garbled.Note = "node n6 is left out of the pod's plans for ever: ..."
 	oldStyle := declined("p1", "n7", time.Hour, at)
-	oldStyle.EventTime, oldStyle.LastTimestamp = metav1.MicroTime{}, metav1.NewTime(at.Add(-30*time.Minute))
+	oldStyle.EventTime, oldStyle.DeprecatedLastTimestamp = metav1.MicroTime{}, metav1.NewTime(at.Add(-30*time.Minute))
 	for name, tc := range map[string]struct {
-		events []corev1.Event
+		events []eventsv1.Event
 		want   map[types.UID][]string
 	}{
 		"none": {want: map[types.UID][]string{}},
-		"within its length": {events: []corev1.Event{declined("p1", "n1", 20*time.Minute, at.Add(-10*time.Minute))},
+		"within its length": {events: []eventsv1.Event{declined("p1", "n1", 20*time.Minute, at.Add(-10*time.Minute))},
 			want: map[types.UID][]string{"p1": {"n1"}}},
-		"past its length": {events: []corev1.Event{declined("p1", "n1", 20*time.Minute, at.Add(-20*time.Minute))},
+		"past its length": {events: []eventsv1.Event{declined("p1", "n1", 20*time.Minute, at.Add(-20*time.Minute))},
 			want: map[types.UID][]string{}},
-		"a doubled length": {events: []corev1.Event{declined("p1", "n1", 40*time.Minute, at.Add(-30*time.Minute))},
+		"a doubled length": {events: []eventsv1.Event{declined("p1", "n1", 40*time.Minute, at.Add(-30*time.Minute))},
 			want: map[types.UID][]string{"p1": {"n1"}}},
-		"two nodes of a pod, and another pod's": {events: []corev1.Event{
+		"two nodes of a pod, and another pod's": {events: []eventsv1.Event{
 			declined("p1", "n2", time.Hour, at), declined("p1", "n1", time.Hour, at), declined("p1", "n1", time.Hour, at), declined("p2", "n1", time.Hour, at)},
 			want: map[types.UID][]string{"p1": {"n1", "n2"}, "p2": {"n1"}}},
-		"a series' last observation":     {events: []corev1.Event{inSeries}, want: map[types.UID][]string{"p1": {"n3"}}},
-		"a last timestamp":               {events: []corev1.Event{oldStyle}, want: map[types.UID][]string{"p1": {"n7"}}},
-		"other events and garbled notes": {events: []corev1.Event{otherReason, notPod, garbled}, want: map[types.UID][]string{}},
+		"a series' last observation":     {events: []eventsv1.Event{inSeries}, want: map[types.UID][]string{"p1": {"n3"}}},
+		"a last timestamp":               {events: []eventsv1.Event{oldStyle}, want: map[types.UID][]string{"p1": {"n7"}}},
+		"other events and garbled notes": {events: []eventsv1.Event{otherReason, notPod, garbled}, want: map[types.UID][]string{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, DeclinedNodes(tc.events, at)); diff != "" {

@@ -47,6 +47,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims;deviceclasses;resourceslices;devicetaintrules,verbs=get;list;watch
 
@@ -168,6 +169,9 @@ type AutoPlanner struct {
 	// leaseReads lets one reading of kube-scheduler's Lease run at a
 	// time (readSchedulerLease); taken before mu.
 	leaseReads sync.Mutex
+	// declinesRead: the declines have been read back from the
+	// controller's events (readDeclines), or that was tried.
+	declinesRead bool
 }
 
 // SetupWithManager registers the planner: any change to pods waiting for
@@ -297,6 +301,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, err
 	}
 	pendingDemand.Set(float64(len(snap.Pending)))
+	a.readDeclines(ctx, snap.Now)
 	// Batched with no Auto node too: a plan then tells the pending pods so.
 	a.mu.Lock()
 	if a.idleGPUs == nil {

@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// TestDeclinesReadBack: a controller that starts reads back from its own
+// SchedulerDeclinedNode events the nodes left out of pending pods' plans.
+// n1 has a free 1g.10gb, n2 a whole GPU, and pod p asks for a 1g.10gb.
+// Left out of p's plans a minute ago for ten minutes, n1 stays out: p's
+// 1g.10gb is made on n2 in the first pass, not after another wait on n1.
+// An ended decline, or another pod's, leaves n1 in; an ended decline still
+// counts for the doubling, so the next decline of n1 for p is twice as
+// long as that one was.
+func TestDeclinesReadBack(t *testing.T) {
+	for name, tc := range map[string]struct {
+		uid     types.UID
+		ago     time.Duration
+		length  time.Duration
+		n2      string // n2's desired layout after the first pass
+		nextFor string // how long the next decline of n1 leaves it out
+	}{
+		"left out a minute ago": {uid: "uid-p", ago: time.Minute, length: 10 * time.Minute, n2: "1g.10gb@6"},
+		"no event":              {n2: "7g.80gb@0", nextFor: "10m0s"},
+		"ended":                 {uid: "uid-p", ago: 30 * time.Minute, length: 20 * time.Minute, n2: "7g.80gb@0", nextFor: "40m0s"},
+		"another pod left out":  {uid: "uid-other", ago: time.Minute, length: 10 * time.Minute, n2: "7g.80gb@0", nextFor: "10m0s"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](0)})
+			h := newAutoCluster(t, ml,
+				node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("4g.40gb@0,1g.10gb@6")),
+				node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
+			var events []client.Object
+			if tc.uid != "" {
+				events = append(events, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p.declined"},
+					Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "p", UID: tc.uid},
+					Reason:    EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(h.now.Add(-tc.ago)),
+					Note: declinedNote(declination{node: "n1", devices: []string{"gpu-0-mig-1g10gb-19-6"}, waited: time.Minute, keptFor: tc.length})})
+			}
+			h.a.APIReader = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(events...).
+				WithIndex(&eventsv1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*eventsv1.Event).Reason} }).Build()
+			h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
+			h.settle()
+			if got := h.specOf("n2")[0]; got != tc.n2 && (tc.n2 != "7g.80gb@0" || got != "") {
+				t.Fatalf("n2's desired layout %q after the first pass, want %s", got, tc.n2)
+			}
+			if tc.nextFor == "" {
+				return
+			}
+			h.events()
+			h.now = h.now.Add(DefaultUnboundAfter)
+			h.settle()
+			if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, "node n1 is left out of the pod's plans for "+tc.nextFor) {
+				t.Errorf("once p's device waited on n1, want n1 left out for %s; events:\n%s", tc.nextFor, evs)
+			}
+		})
+	}
+}
