@@ -302,7 +302,13 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 // waitPodEvent waits for an event with the given reason about the pod.
 func waitPodEvent(t *testing.T, ctx context.Context, ns, pod, reason string) {
 	t.Helper()
-	clustertest.Poll(t, ctx, 20*time.Second, "event "+reason+" on pod "+ns+"/"+pod, func(ctx context.Context) (bool, string) {
+	waitPodEventWithin(t, ctx, ns, pod, reason, 20*time.Second)
+}
+
+// waitPodEventWithin is waitPodEvent with a timeout.
+func waitPodEventWithin(t *testing.T, ctx context.Context, ns, pod, reason string, timeout time.Duration) {
+	t.Helper()
+	clustertest.Poll(t, ctx, timeout, "event "+reason+" on pod "+ns+"/"+pod, func(ctx context.Context) (bool, string) {
 		list, err := env.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + pod})
 		if err != nil {
 			return false, err.Error()

@@ -1,6 +1,7 @@
 package auto
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +65,19 @@ func TestAutoPlansElsewhereWhenSchedulerDeclines(t *testing.T) {
 	}
 	if !declined {
 		t.Errorf("no %s event naming %s on pod apart; events:\n%s", controller.EventSchedulerDeclinedNode, nodeA, strings.Join(seen, "\n"))
+	}
+
+	// What a controller that starts, and kubectl miglayout plan, read
+	// back: the events listed by reason, as they list them.
+	byReason, err := env.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + controller.EventSchedulerDeclinedNode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := env.Client.CoreV1().Pods(ns).Get(ctx, "apart", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back := controller.DeclinedNodes(byReason.Items, time.Now()); !slices.Contains(back[pod.UID], nodeA) {
+		t.Errorf("read back from %d %s events: %v, want %s left out for pod apart (%s)", len(byReason.Items), controller.EventSchedulerDeclinedNode, back, nodeA, pod.UID)
 	}
 }
