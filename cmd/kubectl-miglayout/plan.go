@@ -15,7 +15,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,7 +32,7 @@ import (
 func newPlanCommand(e *env) *cobra.Command {
 	var files []string
 	var driver string
-	var agingAfter time.Duration
+	var agingAfter, declinedFor time.Duration
 	var withExitCode bool
 	cmd := &cobra.Command{
 		Use:   "plan -f MIGLAYOUT.yaml",
@@ -93,7 +92,7 @@ reason; several MigLayouts in the files are planned as applied together.`,
 			if err != nil {
 				return err
 			}
-			st.now, st.agingAfter, st.warn = e.clock(), agingAfter, cmd.ErrOrStderr()
+			st.now, st.agingAfter, st.declinedFor, st.warn = e.clock(), agingAfter, declinedFor, cmd.ErrOrStderr()
 			all := st.withApplied(mls)
 			for i := range mls {
 				if i > 0 {
@@ -118,6 +117,7 @@ reason; several MigLayouts in the files are planned as applied together.`,
 	cmd.Flags().StringVar(&driver, "driver", migslices.DefaultDriverName, "DRA driver name the agents publish under")
 	cmd.Flags().BoolVar(&withExitCode, "exit-code", false, "exit 0 when no GPU would change, 2 when some would, 3 when something needs a look first (a node in conflict, a GPU that cannot be configured, a change blocked by a device in use, a rule that decides no GPU), 1 on error")
 	cmd.Flags().DurationVar(&agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: as the controller's flag of that name, a pod pending this long is planned by age (0: never)")
+	cmd.Flags().DurationVar(&declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: as the controller's flag of that name; a node left out of a pod's plans (its SchedulerDeclinedNode events) is left out for at most 8 times this")
 	return cmd
 }
 
@@ -146,6 +146,8 @@ type planState struct {
 	// planned by age (the controller's --auto-aging-after).
 	now        time.Time
 	agingAfter time.Duration
+	// declinedFor is the controller's --auto-declined-for.
+	declinedFor time.Duration
 	// changes counts the GPUs the plans change; attention the things to
 	// look at before applying (a node in conflict, a GPU that cannot be
 	// configured, a change blocked by a device in use, a rule that decides
@@ -535,13 +537,12 @@ func (st *planState) loadAuto(ctx context.Context) error {
 	// events: without them, a pod kube-scheduler keeps off a node would
 	// be shown getting that node's free devices. A dry run goes on
 	// without them.
-	var events eventsv1.EventList
-	if err := st.c.List(ctx, &events, client.MatchingFields{"reason": controller.EventSchedulerDeclinedNode}); err != nil {
+	if events, err := controller.ListDeclinedEvents(ctx, st.c); err != nil {
 		if st.warn != nil {
 			fmt.Fprintf(st.warn, "warning: the controller's %s events cannot be read (%v); no node is left out of a pod's plans\n", controller.EventSchedulerDeclinedNode, err)
 		}
 	} else {
-		st.declined = controller.DeclinedNodes(events.Items, st.now)
+		st.declined = controller.DeclinedNodes(events, st.now, st.declinedFor)
 	}
 	st.loaded = true
 	return nil

@@ -46,8 +46,9 @@ const maxDeclineDoublings = 3
 // judge (inter-pod affinity and anti-affinity, topology spread, host ports,
 // volumes) nor by another scheduler's rules: without the tracker a pod one
 // of those keeps off the node its devices were made on would wait there for
-// good. It lives in memory, by pod UID, for the pods pending; a restarted
-// controller notices again.
+// good. It lives in memory, by pod UID, for the pods pending; a
+// controller that starts reads the declines back from its events
+// (readDeclines).
 type declineTracker struct {
 	// waiting: where the last plan gave the pod free devices, and for
 	// how long they have been allocatable (freeWait).
@@ -178,15 +179,22 @@ func (t *declineTracker) prepare(in AutoInputs, snap *planner.Snapshot, unboundA
 // (declinedEvents), as it starts: a node left out of a pod's plans before
 // stays out for what remains of its length and, declined again, is left
 // out twice as long as it was (times follows from the length and
-// keepFor). Events of ended declines count too, for that doubling; prepare
-// forgets the pods that are gone or bound. It returns how many nodes are
-// left out at now.
-func (t *declineTracker) restore(events []declinedEvent, now time.Time, keepFor time.Duration) int {
+// keepFor). A length beyond the longest the controller gives (keepFor
+// doubled maxDeclineDoublings times: an event anyone who may write events
+// in the pod's namespace could have posted) is cut to that. Events of
+// ended declines count too, for that doubling; prepare forgets the pods
+// that are gone or bound. It returns the records as restored, by node and
+// pod.
+func (t *declineTracker) restore(events []declinedEvent, keepFor time.Duration) []declinedEvent {
 	if t.declined == nil {
 		t.declined = map[types.UID]map[string]*declineRecord{}
 	}
-	active := 0
+	longest := declineLength(keepFor, maxDeclineDoublings)
 	for _, d := range events {
+		if d.length > longest {
+			d.until = d.until.Add(longest - d.length)
+			d.length = longest
+		}
 		times := 1
 		for times <= maxDeclineDoublings && declineLength(keepFor, times-1) < d.length {
 			times++
@@ -201,16 +209,18 @@ func (t *declineTracker) restore(events []declinedEvent, now time.Time, keepFor 
 			r = &declineRecord{}
 			nodes[d.node] = r
 		}
-		wasActive := now.Before(r.until)
 		if d.until.After(r.until) {
 			r.until = d.until
 		}
 		r.times = max(r.times, times)
-		if !wasActive && now.Before(r.until) {
-			active++
+	}
+	var out []declinedEvent
+	for uid, nodes := range t.declined {
+		for node, r := range nodes {
+			out = append(out, declinedEvent{uid: uid, node: node, until: r.until})
 		}
 	}
-	return active
+	return out
 }
 
 // due is how long after now the next wait reaches unboundAfter or the next
@@ -378,16 +388,18 @@ var declinedNoteHead = regexp.MustCompile(`^node (\S+) is left out of the pod's 
 
 // DeclinedNodes returns, per pod UID, the nodes the controller has left out
 // of each pod's plans at now (sorted), read from its
-// EventSchedulerDeclinedNode events on the pods (declinedEvents). The
-// controller keeps these in memory and reads them back when it starts;
-// kubectl miglayout plan reads them so that its dry run leaves the same
-// nodes out. Events expire (the API server's --event-ttl, 1 h by default)
-// and may be dropped, so this is what the controller said, not always all
-// it holds.
-func DeclinedNodes(events []eventsv1.Event, now time.Time) map[types.UID][]string {
+// EventSchedulerDeclinedNode events on the pods (declinedEvents; keepFor
+// is the controller's --auto-declined-for, which bounds the lengths read
+// as declineTracker.restore does). The controller keeps these in memory
+// and reads them back when it starts; kubectl miglayout plan reads them so
+// that its dry run leaves the same nodes out. Events expire (the API
+// server's --event-ttl, 1 h by default) and may be dropped, so this is
+// what the controller said, not always all it holds.
+func DeclinedNodes(events []eventsv1.Event, now time.Time, keepFor time.Duration) map[types.UID][]string {
+	var t declineTracker
 	out := map[types.UID][]string{}
-	for _, d := range declinedEvents(events) {
-		if now.Before(d.until) && !slices.Contains(out[d.uid], d.node) {
+	for _, d := range t.restore(declinedEvents(events), keepFor) {
+		if now.Before(d.until) {
 			out[d.uid] = append(out[d.uid], d.node)
 		}
 	}
@@ -433,7 +445,10 @@ func declinedEvents(events []eventsv1.Event) []declinedEvent {
 
 // eventLastTime is when an event was last seen: its series' last
 // observation, else its event time, else its deprecated last timestamp,
-// else its deprecated first timestamp.
+// else its deprecated first timestamp. (client-go's recorder writes a
+// series' later occurrences minutes after they happen, so a decline read
+// from one may end early; only identical notes make a series, which with
+// the default lengths do not come close enough together.)
 func eventLastTime(e *eventsv1.Event) time.Time {
 	switch {
 	case e.Series != nil && !e.Series.LastObservedTime.IsZero():

@@ -1,17 +1,21 @@
 package controller
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -64,6 +68,52 @@ func TestDeclinesReadBack(t *testing.T) {
 			h.settle()
 			if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, "node n1 is left out of the pod's plans for "+tc.nextFor) {
 				t.Errorf("once p's device waited on n1, want n1 left out for %s; events:\n%s", tc.nextFor, evs)
+			}
+		})
+	}
+}
+
+// TestDeclinesReadBackFailures: a list of the events that fails is tried
+// again on the next pass, and the declines it reads back then apply; one
+// the controller may not make (an older chart's RBAC) is not tried again.
+func TestDeclinesReadBackFailures(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err   error
+		lists int    // lists made in three passes
+		n2    string // n2's desired layout after them
+	}{
+		"unavailable once": {err: apierrors.NewServiceUnavailable("etcd is down"), lists: 2, n2: "1g.10gb@6"},
+		"forbidden":        {err: apierrors.NewForbidden(eventsv1.Resource("events"), "", errors.New("no grant")), lists: 1, n2: "7g.80gb@0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](0)})
+			h := newAutoCluster(t, ml,
+				node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("4g.40gb@0,1g.10gb@6")),
+				node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
+			ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p.declined"},
+				Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "p", UID: "uid-p"},
+				Reason:    EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(h.now.Add(-time.Minute)),
+				Note: declinedNote(declination{node: "n1", devices: []string{"gpu-0-mig-1g10gb-19-6"}, waited: time.Minute, keptFor: 10 * time.Minute})}
+			lists := 0
+			h.a.APIReader = interceptor.NewClient(fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ev).
+				WithIndex(&eventsv1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*eventsv1.Event).Reason} }).Build(),
+				interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+					lists++
+					if tc.err != nil && (lists == 1 || apierrors.IsForbidden(tc.err)) {
+						return tc.err
+					}
+					return c.List(ctx, list, opts...)
+				}})
+			h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
+			for range 3 {
+				h.settle()
+				h.now = h.now.Add(time.Second)
+			}
+			if lists != tc.lists {
+				t.Errorf("the events listed %d times, want %d", lists, tc.lists)
+			}
+			if got := h.specOf("n2")[0]; got != tc.n2 && (tc.n2 != "7g.80gb@0" || got != "") {
+				t.Errorf("n2's desired layout %q, want %s", got, tc.n2)
 			}
 		})
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -682,12 +682,16 @@ func TestDeclinedNodes(t *testing.T) {
 		"two nodes of a pod, and another pod's": {events: []eventsv1.Event{
 			declined("p1", "n2", time.Hour, at), declined("p1", "n1", time.Hour, at), declined("p1", "n1", time.Hour, at), declined("p2", "n1", time.Hour, at)},
 			want: map[types.UID][]string{"p1": {"n1", "n2"}, "p2": {"n1"}}},
+		"a length beyond 8 times --auto-declined-for, ended": {events: []eventsv1.Event{declined("p1", "n1", 100000*time.Hour, at.Add(-81*time.Minute))},
+			want: map[types.UID][]string{}},
+		"a length beyond 8 times --auto-declined-for": {events: []eventsv1.Event{declined("p1", "n1", 100000*time.Hour, at.Add(-79*time.Minute))},
+			want: map[types.UID][]string{"p1": {"n1"}}},
 		"a series' last observation":     {events: []eventsv1.Event{inSeries}, want: map[types.UID][]string{"p1": {"n3"}}},
 		"a last timestamp":               {events: []eventsv1.Event{oldStyle}, want: map[types.UID][]string{"p1": {"n7"}}},
 		"other events and garbled notes": {events: []eventsv1.Event{otherReason, notPod, garbled}, want: map[types.UID][]string{}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, DeclinedNodes(tc.events, at)); diff != "" {
+			if diff := cmp.Diff(tc.want, DeclinedNodes(tc.events, at, 10*time.Minute)); diff != "" {
 				t.Errorf("DeclinedNodes (-want +got):\n%s", diff)
 			}
 		})

@@ -301,7 +301,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, err
 	}
 	pendingDemand.Set(float64(len(snap.Pending)))
-	a.readDeclines(ctx, snap.Now)
+	a.readDeclines(ctx, in.Pods, snap.Now)
 	// Batched with no Auto node too: a plan then tells the pending pods so.
 	a.mu.Lock()
 	if a.idleGPUs == nil {

@@ -77,7 +77,7 @@ func TestAutoPlansElsewhereWhenSchedulerDeclines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back := controller.DeclinedNodes(byReason.Items, time.Now()); !slices.Contains(back[pod.UID], nodeA) {
+	if back := controller.DeclinedNodes(byReason.Items, time.Now(), controller.DefaultDeclinedFor); !slices.Contains(back[pod.UID], nodeA) {
 		t.Errorf("read back from %d %s events: %v, want %s left out for pod apart (%s)", len(byReason.Items), controller.EventSchedulerDeclinedNode, back, nodeA, pod.UID)
 	}
 }
