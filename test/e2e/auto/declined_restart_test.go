@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/controller"
@@ -32,20 +31,11 @@ func TestAutoDeclinesSurviveControllerRestart(t *testing.T) {
 	ns := env.NewNamespace(t, ctx, "declined-restart")
 	small := `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`
 
-	env.CreateClaim(t, ctx, ns, "guard-gpu", small)
-	guard := clustertest.Pod(ns, "guard", map[string]string{corev1.LabelHostname: nodeA}, "guard-gpu", "")
-	guard.Labels = map[string]string{"app": "guard"}
-	env.CreatePod(t, ctx, guard)
-	env.WaitPodRunning(t, ctx, ns, "guard", 60*time.Second)
+	startGuard(t, ctx, ns)
 
 	env.CreateClaim(t, ctx, ns, "pinned-gpu", small)
 	pinned := clustertest.Pod(ns, "pinned", map[string]string{corev1.LabelHostname: nodeA}, "pinned-gpu", "")
-	pinned.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guard"}},
-			TopologyKey:   corev1.LabelHostname,
-		}},
-	}}
+	pinned.Spec.Affinity = apartFromGuard()
 	env.CreatePod(t, ctx, pinned)
 	// --auto-unbound-after, and as long from the controller's first plan
 	// (kube-scheduler's Lease) where this test runs first.

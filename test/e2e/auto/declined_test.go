@@ -1,6 +1,7 @@
 package auto
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -29,20 +30,11 @@ func TestAutoPlansElsewhereWhenSchedulerDeclines(t *testing.T) {
 	ns := env.NewNamespace(t, ctx, "declined")
 	small := `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`
 
-	env.CreateClaim(t, ctx, ns, "guard-gpu", small)
-	guard := clustertest.Pod(ns, "guard", map[string]string{corev1.LabelHostname: nodeA}, "guard-gpu", "")
-	guard.Labels = map[string]string{"app": "guard"}
-	env.CreatePod(t, ctx, guard)
-	env.WaitPodRunning(t, ctx, ns, "guard", 60*time.Second)
+	startGuard(t, ctx, ns)
 
 	env.CreateClaim(t, ctx, ns, "apart-gpu", small)
 	apart := clustertest.Pod(ns, "apart", nil, "apart-gpu", "")
-	apart.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guard"}},
-			TopologyKey:   corev1.LabelHostname,
-		}},
-	}}
+	apart.Spec.Affinity = apartFromGuard()
 	created := time.Now()
 	env.CreatePod(t, ctx, apart)
 	env.WaitPodRunning(t, ctx, ns, "apart", 2*time.Minute)
@@ -80,4 +72,25 @@ func TestAutoPlansElsewhereWhenSchedulerDeclines(t *testing.T) {
 	if back := controller.DeclinedNodes(byReason.Items, time.Now(), controller.DefaultDeclinedFor); !slices.Contains(back[pod.UID], nodeA) {
 		t.Errorf("read back from %d %s events: %v, want %s left out for pod apart (%s)", len(byReason.Items), controller.EventSchedulerDeclinedNode, back, nodeA, pod.UID)
 	}
+}
+
+// startGuard runs pod guard (label app=guard) on node A, with a 1g.10gb.
+func startGuard(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
+	env.CreateClaim(t, ctx, ns, "guard-gpu", `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`)
+	guard := clustertest.Pod(ns, "guard", map[string]string{corev1.LabelHostname: nodeA}, "guard-gpu", "")
+	guard.Labels = map[string]string{"app": "guard"}
+	env.CreatePod(t, ctx, guard)
+	env.WaitPodRunning(t, ctx, ns, "guard", 60*time.Second)
+}
+
+// apartFromGuard keeps a pod off pod guard's node (required anti-affinity),
+// which Auto mode does not judge and kube-scheduler does.
+func apartFromGuard() *corev1.Affinity {
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guard"}},
+			TopologyKey:   corev1.LabelHostname,
+		}},
+	}}
 }
