@@ -44,6 +44,7 @@ var (
 		"miglayout_controller_nodemiglayout_writes_total",
 		"miglayout_pending_pods",
 		"miglayout_planner_duration_seconds",
+		"miglayout_controller_scheduler_steady",
 	}
 )
 

@@ -423,6 +423,7 @@ func TestDeclinesAndSchedulerLeaseReads(t *testing.T) {
 				node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("4g.40gb@0,1g.10gb@6")),
 				node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
 			h.a.SchedulerLease = DefaultSchedulerLease
+			schedulerSteadyMetric.Set(-1) // not set by this case yet
 			h.a.APIReader = interceptor.NewClient(fake.NewClientBuilder().WithScheme(testScheme(t)).Build(), interceptor.Funcs{
 				Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
 					return tc.err
@@ -436,6 +437,9 @@ func TestDeclinesAndSchedulerLeaseReads(t *testing.T) {
 			}
 			if got := h.specOf("n2")[0] == "1g.10gb@6"; got != tc.declined {
 				t.Errorf("n1 declined for the pod: %t, want %t (n2's desired layout %q)", got, tc.declined, h.specOf("n2")[0])
+			}
+			if got, want := testutil.ToFloat64(schedulerSteadyMetric), map[bool]float64{true: 1}[tc.declined]; got != want {
+				t.Errorf("miglayout_controller_scheduler_steady %v, want %v", got, want)
 			}
 			if !tc.declined && (requeue <= 0 || requeue > schedulerHoldRecheck) {
 				t.Errorf("while the Lease cannot be read, asked to look again in %s, want within %s", requeue, schedulerHoldRecheck)

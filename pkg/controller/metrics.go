@@ -36,10 +36,14 @@ var (
 		Namespace: "miglayout", Subsystem: "controller", Name: "scheduler_declined_nodes_total",
 		Help: "Nodes left out of a pending pod's Auto plans because free devices a plan gave it waited there for --auto-unbound-after and kube-scheduler did not bind it there.",
 	})
+	schedulerSteadyMetric = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "miglayout", Subsystem: "controller", Name: "scheduler_steady",
+		Help: "1 while kube-scheduler's leader-election Lease (--scheduler-lease) shows a scheduler seen renewing it for --auto-unbound-after, or is not checked (none, or it cannot be read), so that Auto mode may leave nodes out of pods' plans; 0 while it holds that back. As last read.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, schedulerDeclinedMetric, pendingDemand, plannerLatency)
+	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, schedulerDeclinedMetric, schedulerSteadyMetric, pendingDemand, plannerLatency)
 }
 
 // recordMetrics sets the gauges of one MigLayout from its observation.

@@ -199,6 +199,11 @@ func (a *AutoPlanner) readSchedulerLease(ctx context.Context) (bool, string) {
 		w.steady, w.why = w.observe(&l, now, a.unboundAfter())
 		w.judgedAt = now
 	}
+	if w.steady {
+		schedulerSteadyMetric.Set(1)
+	} else {
+		schedulerSteadyMetric.Set(0)
+	}
 	return w.steady, w.why
 }
 
