@@ -38,11 +38,14 @@ var (
 	})
 	schedulerSteadyMetric = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "scheduler_steady",
-		Help: "1 while kube-scheduler's leader-election Lease (--scheduler-lease) shows a scheduler seen renewing it for --auto-unbound-after, or is not checked (none, or it cannot be read), so that Auto mode may leave nodes out of pods' plans; 0 while it holds that back. As last read.",
+		Help: "1 while kube-scheduler's leader-election Lease (--scheduler-lease) shows a scheduler seen renewing it for --auto-unbound-after, or is not checked (none, or it cannot be read), so that Auto mode may leave nodes out of pods' plans; 0 while it holds that back. As last read; 1 before the first reading.",
 	})
 )
 
 func init() {
+	// Until the Lease is read (and where it is not checked), nothing
+	// holds declines back.
+	schedulerSteadyMetric.Set(1)
 	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, schedulerDeclinedMetric, schedulerSteadyMetric, pendingDemand, plannerLatency)
 }
 
