@@ -39,8 +39,8 @@ const schedulerUnreadableRecheck = time.Minute
 // controller's own clock, as client-go's leader election does: the Lease's
 // times are written with the scheduler's clock, which may be off from the
 // controller's by more than a lease duration. The Lease is read every
-// schedulerHoldRecheck while Auto mode has nodes (schedulerLeaseFollower),
-// and when a wait falls due (declineTracker) on a verdict older than that.
+// readEvery while Auto mode has nodes (schedulerLeaseFollower), and when a
+// wait falls due (declineTracker) on a verdict older than that.
 type schedulerWatch struct {
 	// judgedAt is when the last verdict, steady and why, was reached
 	// (from a reading, or a failure to read); unreadable: the Lease does
@@ -210,10 +210,10 @@ func (a *AutoPlanner) readSchedulerLease(ctx context.Context) (bool, string) {
 // followSchedulerLease reads kube-scheduler's Lease if Auto mode has nodes
 // (the last plan's) and declines are on, and the last verdict is readEvery
 // old (a Lease not checked, because it does not exist or may not be read,
-// every schedulerUnreadableRecheck). Read
-// only when a wait falls due, the Lease would first be seen then, and the
-// first decline after the controller starts would wait UnboundAfter more
-// to see the scheduler hold it.
+// every schedulerUnreadableRecheck). Read only when a wait falls due, the
+// Lease would first be seen then, and the first decline after the
+// controller starts would wait UnboundAfter more to see the scheduler
+// hold it.
 func (a *AutoPlanner) followSchedulerLease(ctx context.Context) {
 	if a.SchedulerLease.Name == "" || a.unboundAfter() <= 0 {
 		return
