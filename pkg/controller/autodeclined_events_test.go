@@ -48,13 +48,9 @@ func TestDeclinesReadBack(t *testing.T) {
 				node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
 			var events []client.Object
 			if tc.uid != "" {
-				events = append(events, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p.declined"},
-					Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "p", UID: tc.uid},
-					Reason:    EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(h.now.Add(-tc.ago)),
-					Note: declinedNote(declination{node: "n1", devices: []string{"gpu-0-mig-1g10gb-19-6"}, waited: time.Minute, keptFor: tc.length})})
+				events = append(events, declinedN1(tc.uid, h.now.Add(-tc.ago), tc.length))
 			}
-			h.a.APIReader = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(events...).
-				WithIndex(&eventsv1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*eventsv1.Event).Reason} }).Build()
+			h.a.APIReader = eventsReader(t, events...)
 			h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
 			h.settle()
 			if got := h.specOf("n2")[0]; got != tc.n2 && (tc.n2 != "7g.80gb@0" || got != "") {
@@ -90,13 +86,8 @@ func TestDeclinesReadBackFailures(t *testing.T) {
 			h := newAutoCluster(t, ml,
 				node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("4g.40gb@0,1g.10gb@6")),
 				node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
-			ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p.declined"},
-				Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "p", UID: "uid-p"},
-				Reason:    EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(h.now.Add(-time.Minute)),
-				Note: declinedNote(declination{node: "n1", devices: []string{"gpu-0-mig-1g10gb-19-6"}, waited: time.Minute, keptFor: 10 * time.Minute})}
 			lists := 0
-			h.a.APIReader = interceptor.NewClient(fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ev).
-				WithIndex(&eventsv1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*eventsv1.Event).Reason} }).Build(),
+			h.a.APIReader = interceptor.NewClient(eventsReader(t, declinedN1("uid-p", h.now.Add(-time.Minute), 10*time.Minute)),
 				interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 					lists++
 					if tc.err != nil && (lists == 1 || apierrors.IsForbidden(tc.err)) {
@@ -117,4 +108,20 @@ func TestDeclinesReadBackFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// declinedN1 is the controller's event leaving n1 out of pod ns/p's plans
+// (pod UID uid) for length from at.
+func declinedN1(uid types.UID, at time.Time, length time.Duration) *eventsv1.Event {
+	return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p.declined-" + string(uid)},
+		Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "p", UID: uid},
+		Reason:    EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(at),
+		Note: declinedNote(declination{node: "n1", devices: []string{"gpu-0-mig-1g10gb-19-6"}, waited: time.Minute, keptFor: length})}
+}
+
+// eventsReader is an API reader holding events, listed by reason as the
+// API server lists them.
+func eventsReader(t *testing.T, events ...client.Object) client.WithWatch {
+	return fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(events...).
+		WithIndex(&eventsv1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*eventsv1.Event).Reason} }).Build()
 }
