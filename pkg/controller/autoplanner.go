@@ -117,8 +117,10 @@ type AutoPlanner struct {
 	// declined (schedulerSteady). The zero name checks none; a Lease that
 	// does not exist or cannot be read is not checked.
 	SchedulerLease types.NamespacedName
-	// APIReader reads what the manager does not cache (kube-scheduler's
-	// Lease); SetupWithManager sets it, nil means Client.
+	// APIReader reads what the manager does not cache: kube-scheduler's
+	// Lease (nil: Client) and, as the controller starts, its own
+	// SchedulerDeclinedNode events (nil: none read, readDeclines).
+	// SetupWithManager sets it.
 	APIReader client.Reader
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
