@@ -29,7 +29,8 @@ const (
 	// StepCreating: creating Create[...] (GI then CI); a GI without its CI
 	// found after a crash here is rolled back.
 	StepCreating Step = "Creating"
-	// StepSettingMIGMode: changing MIG mode.
+	// StepSettingMIGMode: changing MIG mode (ModeSet), or, for an entry
+	// KeepMode left, a mode change NVML may still hold pending.
 	StepSettingMIGMode Step = "SettingMIGMode"
 )
 
@@ -44,6 +45,14 @@ type JournalEntry struct {
 	Done    []string  `json:"done,omitempty"`
 	Started time.Time `json:"started"`
 	Updated time.Time `json:"updated"`
+	// ModeSet is the MIG mode the agent last asked NVML for on this GPU
+	// (true: enabled). NVML may hold the change pending until the GPU is
+	// reset (Ampere), so it outlives the step that made it: Record carries
+	// it over to the GPU's later entries, and a pass that stops before its
+	// NVML work keeps it (KeepMode). A pending change that no spec asks for
+	// any more is the agent's to cancel. Nil in entries of journals written
+	// before the field, and where no mode was set.
+	ModeSet *bool `json:"modeSet,omitempty"`
 }
 
 // inFlight is the device the entry's step was working on: Destroy[len(Done)]
@@ -121,15 +130,20 @@ func (j *Journal) Entries() []JournalEntry {
 	return out
 }
 
-// Record writes e as the GPU's entry, keeping Started from an existing entry.
+// Record writes e as the GPU's entry, keeping Started from an existing
+// entry, and its ModeSet where e has none and the GPU is the same (UUID).
 func (j *Journal) Record(e JournalEntry) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	now := j.now()
-	if old, ok := j.entries[e.GPU]; ok && !old.Started.IsZero() {
+	old, ok := j.entries[e.GPU]
+	if ok && !old.Started.IsZero() {
 		e.Started = old.Started
 	} else {
 		e.Started = now
+	}
+	if ok && e.ModeSet == nil && old.UUID == e.UUID {
+		e.ModeSet = old.ModeSet
 	}
 	e.Updated = now
 	next := maps.Clone(j.entries)
@@ -147,6 +161,25 @@ func (j *Journal) Clear(gpuIndex int) error {
 	next := maps.Clone(j.entries)
 	delete(next, gpuIndex)
 	return j.flush(next)
+}
+
+// KeepMode ends the GPU's work in flight but for a MIG mode the agent set
+// (ModeSet): an entry with one is replaced by a SettingMIGMode entry
+// holding only it, so that the change, if NVML still holds it pending, is
+// cancelled once no spec asks for it; an entry without one is removed, as
+// Clear does. A pass that stops before its NVML work (the devices got
+// allocated while draining, the desired layout changed) calls it.
+func (j *Journal) KeepMode(gpuIndex int) error {
+	j.mu.Lock()
+	old, ok := j.entries[gpuIndex]
+	j.mu.Unlock()
+	if !ok || old.ModeSet == nil {
+		return j.Clear(gpuIndex)
+	}
+	if old.Step == StepSettingMIGMode && len(old.Destroy) == 0 && len(old.Create) == 0 {
+		return nil
+	}
+	return j.Record(JournalEntry{GPU: gpuIndex, UUID: old.UUID, Step: StepSettingMIGMode, Desired: old.Desired, ModeSet: old.ModeSet})
 }
 
 // flush writes entries to the file (temporary file, fsync, rename, fsync of

@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
 // TestPendingMIGModeLeftWhenSpecGoes: on an Ampere GPU the agent
@@ -22,18 +24,122 @@ import (
 // and its next reset turn MIG on for nobody.
 func TestPendingMIGModeLeftWhenSpecGoes(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
-	ctx := context.Background()
-	uuid := g.sim.Snapshot().GPUs[0].UUID
-	started := false
-	g.locks.onBegin = func() {
-		if !started {
-			started = true
-			if _, err := g.sim.StartProcess(uuid, 1000); err != nil {
+	g.leaveEnablePending(t)
+	// The NodeMigLayout is deleted: the agent's passes ask for nothing.
+	g.wantPendingModeCancelled(t)
+}
+
+// TestPendingMIGModeKeptThroughInterruptedPass: as
+// TestPendingMIGModeLeftWhenSpecGoes, but a retry pass drains the GPU
+// again (the process gone) and stops before its NVML work. Its journal
+// entries (Draining, then the end of the pass) must not lose the record of
+// the mode the agent set: once the NodeMigLayout is deleted, the pending
+// enable is still cancelled.
+func TestPendingMIGModeKeptThroughInterruptedPass(t *testing.T) {
+	tests := map[string]struct {
+		// interrupt sets the retry pass up to stop before NVML work.
+		interrupt func(g *rig)
+		want      string // the retry pass's GPU result reason
+	}{
+		"spec deleted during the settle period": {
+			interrupt: func(g *rig) {
+				g.r.Reread = func(context.Context) ([]v1alpha1.GPUSpec, error) { return nil, nil }
+			},
+			want: "Pending",
+		},
+		"device prepared during the settle period": {
+			interrupt: func(g *rig) {
+				g.locks.onBegin = func() { g.prep.names.Insert("gpu-0") }
+			},
+			want: v1alpha1.ReasonDeviceInUse,
+		},
+		"device allocated during the settle period": {
+			interrupt: func(g *rig) {
+				g.r.Sleep = func(context.Context, time.Duration) error {
+					g.alloc.live = sets.New("gpu-0")
+					return nil
+				}
+			},
+			want: v1alpha1.ReasonDeviceInUse,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "1xA100-SXM4-80GB")
+			ctx := context.Background()
+			specs := g.leaveEnablePending(t)
+			tc.interrupt(g)
+			res, err := g.r.Sync(ctx, specs, nil)
+			if err != nil {
 				t.Fatal(err)
 			}
+			if got := res.Results[0]; got.Reason != tc.want {
+				t.Fatalf("retry pass: %+v, want reason %s", got, tc.want)
+			}
+			if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent || !st.MIGPending {
+				t.Fatalf("after the retry pass: MIG current %t pending %t, want the enable still pending", st.MIGCurrent, st.MIGPending)
+			}
+			g.r.Reread, g.locks.onBegin = nil, nil
+			g.r.Sleep = func(context.Context, time.Duration) error { return nil }
+			g.prep.names.Delete("gpu-0")
+			g.alloc.live = nil
+			g.wantPendingModeCancelled(t)
+		})
+	}
+}
+
+// TestOthersPendingMIGModeLeftAlone: the agent cancels only the MIG mode
+// change it made. On an A100 the driver cannot reset (passed through to a
+// virtual machine), the agent's enable waits for a reboot; after it, MIG is
+// on, and the operator disables MIG, which waits for the next reboot: a
+// disable the agent did not ask for. With the spec gone the agent leaves
+// that change alone.
+func TestOthersPendingMIGModeLeftAlone(t *testing.T) {
+	g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", NoGPUReset: true})
+	ctx := context.Background()
+	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Reason != v1alpha1.ReasonResetRequired {
+		t.Fatalf("enable without a GPU reset: %+v, want ResetRequired", got)
+	}
+	if err := g.sim.ResetGPU(0); err != nil { // the reboot
+		t.Fatal(err)
+	}
+	if _, err := g.mgr.SetMIGMode(ctx, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if st := g.sim.Snapshot().GPUs[0]; !st.MIGCurrent || st.MIGPending {
+		t.Fatalf("after the operator's disable: MIG current %t pending %t, want a disable pending", st.MIGCurrent, st.MIGPending)
+	}
+	for range 2 {
+		if _, err := g.r.Sync(ctx, nil, nil); err != nil {
+			t.Fatal(err)
 		}
 	}
-	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if st := g.sim.Snapshot().GPUs[0]; !st.MIGCurrent || st.MIGPending {
+		t.Errorf("MIG current %t pending %t, want the operator's disable left pending", st.MIGCurrent, st.MIGPending)
+	}
+}
+
+// leaveEnablePending runs a pass that enables MIG on GPU 0 for a 7g.80gb
+// while a process (outside any claim) holds the GPU from the drain's
+// re-check on, so that the enable stays pending (Blocked/ResetRequired);
+// the process is gone when it returns. It returns the specs of the pass.
+func (g *rig) leaveEnablePending(t *testing.T) []v1alpha1.GPUSpec {
+	t.Helper()
+	uuid := g.sim.Snapshot().GPUs[0].UUID
+	var pid uint32
+	g.locks.onBegin = func() {
+		g.locks.onBegin = nil
+		var err error
+		if pid, err = g.sim.StartProcess(uuid, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	specs := []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}
+	res, err := g.r.Sync(context.Background(), specs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +149,21 @@ func TestPendingMIGModeLeftWhenSpecGoes(t *testing.T) {
 	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent || !st.MIGPending {
 		t.Fatalf("MIG current %t pending %t, want an enable pending", st.MIGCurrent, st.MIGPending)
 	}
-	// The NodeMigLayout is deleted: the agent's passes ask for nothing.
+	if err := g.sim.StopProcess(pid); err != nil {
+		t.Fatal(err)
+	}
+	return specs
+}
+
+// wantPendingModeCancelled runs two passes with no spec and checks that
+// GPU 0's pending MIG mode change is cancelled and the whole GPU published
+// untainted.
+func (g *rig) wantPendingModeCancelled(t *testing.T) {
+	t.Helper()
 	pub := &capturePublisher{}
 	g.r.Inventory = &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub}
 	for range 2 {
-		if _, err := g.r.Sync(ctx, nil, nil); err != nil {
+		if _, err := g.r.Sync(context.Background(), nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -212,7 +213,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 					continue
 				}
 				res.Results[p.index] = GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonDeviceTaintsUnsupported, Message: err.Error()}
-				if err := r.Journal.Clear(p.index); err != nil {
+				if err := r.Journal.KeepMode(p.index); err != nil {
 					return nil, err
 				}
 			}
@@ -244,7 +245,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 				res.Results[p.index] = GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
 					Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)", strings.Join(sets.List(busy), ", "))}
 				res.Retry = true
-				if err := r.Journal.Clear(p.index); err != nil {
+				if err := r.Journal.KeepMode(p.index); err != nil {
 					return nil, err
 				}
 				continue
@@ -277,7 +278,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			res.Results[p.index] = GPUResult{Phase: v1alpha1.PhasePending, Reason: "Pending",
 				Message: fmt.Sprintf("%s; %s not applied", why, p.desired.String())}
 			res.Retry = true
-			if err := r.Journal.Clear(p.index); err != nil {
+			if err := r.Journal.KeepMode(p.index); err != nil {
 				return nil, err
 			}
 			continue
@@ -505,6 +506,10 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	}
 	entry := p.entry(StepSettingMIGMode)
 	if p.cancelPending {
+		entry.ModeSet = ptr.To(p.spec.MIGEnabled)
+		if err := r.Journal.Record(entry); err != nil {
+			return journalFailure(err)
+		}
 		mode, err := r.GPUs.SetMIGMode(ctx, p.index, p.spec.MIGEnabled)
 		if err != nil {
 			return fail(fmt.Errorf("cancelling the pending MIG mode change: %w", err))
@@ -514,6 +519,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		}
 	}
 	if p.enableMIG {
+		entry.ModeSet = ptr.To(true)
 		if err := r.Journal.Record(entry); err != nil {
 			return journalFailure(err)
 		}
@@ -553,6 +559,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	}
 	if p.disableMIG {
 		entry.Step = StepSettingMIGMode
+		entry.ModeSet = ptr.To(false)
 		if err := r.Journal.Record(entry); err != nil {
 			return journalFailure(err)
 		}
@@ -666,7 +673,8 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 }
 
 // cancelOrphanModes cancels a MIG mode change the agent left pending (the
-// journal records it setting the mode; Ampere applies it at the next reset)
+// journal records the mode it set, ModeSet, and NVML shows that mode
+// pending; Ampere applies it at the next reset)
 // on a GPU no spec asks anything of any more: the change would otherwise
 // apply at a reset nobody asked for, and its devices stay published with the
 // drain taint meanwhile. The mode is set back to the current one. A GPU whose
@@ -676,11 +684,15 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 func (r *Repartitioner) cancelOrphanModes(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec, failed map[int]error) (bool, error) {
 	cancelled := false
 	for _, e := range r.Journal.Entries() {
-		if e.Step != StepSettingMIGMode || slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == e.GPU }) {
+		if (e.ModeSet == nil && e.Step != StepSettingMIGMode) || slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == e.GPU }) {
 			continue
 		}
 		g := findGPU(obs, e.GPU)
 		if g == nil || g.GPU.UUID != e.UUID || g.GPU.MIGMode.Current == g.GPU.MIGMode.Pending {
+			continue
+		}
+		if e.ModeSet != nil && *e.ModeSet != g.GPU.MIGMode.Pending {
+			// Pending is not what the agent set: someone else's change.
 			continue
 		}
 		klog.FromContext(ctx).Info("Cancelling the MIG mode change left pending for a spec that is gone", "gpu", e.GPU, "current", g.GPU.MIGMode.Current)
