@@ -182,7 +182,8 @@ func hasDrainTaint(d resourceapi.Device) bool {
 // API server is reported dropping taints or binding conditions the
 // publication has (DroppedFields, counted from before); a publication that
 // is not served in time (an update refused, a slow API server) is only
-// that, not a sign that a feature is off.
+// that, not a sign that a feature is off. Where the last reads of the pool
+// failed (RBAC, a network policy), the error wraps the last read's error.
 func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.DriverResources, before map[string]int) error {
 	if p.Live == nil {
 		return nil
@@ -197,6 +198,7 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 		drains, binds = drains || k.drained, binds || k.binding
 	}
 	var got sets.Set[deviceKey]
+	var listErr error // the last failed read, while no read succeeds after it
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if binds && p.droppedReports(featureBindingConditions) > before[featureBindingConditions] {
 			return false, ErrBindingConditionsDropped
@@ -206,8 +208,12 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 		}
 		var list resourceapi.ResourceSliceList
 		if err := p.Live.List(ctx, &list, client.MatchingFields{"spec.nodeName": p.NodeName, "spec.driver": p.Driver}); err != nil {
-			return false, nil // transient; keep polling until the timeout
+			if ctx.Err() == nil {
+				listErr = err
+			}
+			return false, nil // maybe transient; keep polling until the timeout
 		}
+		listErr = nil
 		got = sets.New[deviceKey]()
 		for _, sl := range list.Items {
 			if sl.Spec.Pool.Name != p.NodeName {
@@ -224,6 +230,8 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 		return nil
 	case errors.Is(err, ErrDrainTaintsDropped), errors.Is(err, ErrBindingConditionsDropped):
 		return fmt.Errorf("waiting for the API server to serve pool %s: %w", p.NodeName, err)
+	case listErr != nil:
+		return fmt.Errorf("waiting for the API server to serve pool %s: listing its ResourceSlices: %w", p.NodeName, errors.Join(listErr, err))
 	default:
 		return fmt.Errorf("waiting for the API server to serve pool %s (%d devices wanted, %d served as published): %w",
 			p.NodeName, want.Len(), want.Intersection(got).Len(), err)

@@ -3,8 +3,11 @@ package agent
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
@@ -212,5 +215,29 @@ func TestPublishNotServedIsNotTaintsDropped(t *testing.T) {
 	}
 	if !tainted {
 		t.Errorf("gpu-1 (MIG enable pending) published without the drain taint after a timeout")
+	}
+}
+
+// forbiddenReader refuses every list, as an API server does where the
+// agent's RBAC lacks list on ResourceSlices.
+type forbiddenReader struct{ client.Reader }
+
+func (forbiddenReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return apierrors.NewForbidden(resourceapi.Resource("resourceslices"), "", errors.New("RBAC: list not allowed"))
+}
+
+// TestPublishNotReadableSaysWhy: where the pool cannot be read back at all,
+// the publication's error names the read's error, not only the timeout
+// (nor "0 served", as though the slices had been read).
+func TestPublishNotReadableSaysWhy(t *testing.T) {
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920, MIGCapable: true}}}
+	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: &capturePublisher{}, Live: forbiddenReader{}, Timeout: 200 * time.Millisecond}
+	err = inv.Publish(context.Background(), gpus, nil)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "RBAC: list not allowed") {
+		t.Errorf("publication with the pool unreadable: %v, want the Forbidden error of the list", err)
 	}
 }
