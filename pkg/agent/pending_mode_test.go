@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,5 +177,65 @@ func (g *rig) wantPendingModeCancelled(t *testing.T) {
 	if st := g.sim.Snapshot().GPUs[0]; st.MIGPending != st.MIGCurrent || tainted.Len() > 0 {
 		t.Errorf("with no spec: MIG current %t pending %t, tainted %v; want the agent's pending enable cancelled and gpu-0 published untainted",
 			st.MIGCurrent, st.MIGPending, sets.List(tainted))
+	}
+}
+
+// TestPendingMIGModeCancelledUnderClaims: an enable the spec asks for is
+// pending when a claim gets the whole GPU (one that tolerates the drain
+// taint) or the plugin prepares it. Left armed, the next reset (a reboot)
+// would turn MIG on and take the device from the claim, whose pod could
+// then never start again. The agent cancels the change and waits for the
+// claim as for any device in use; once the claim is gone it enables MIG
+// and applies the layout.
+func TestPendingMIGModeCancelledUnderClaims(t *testing.T) {
+	tests := map[string]func(g *rig, held bool){
+		"allocated": func(g *rig, held bool) {
+			g.alloc.cached = nil
+			if held {
+				g.alloc.cached = sets.New("gpu-0")
+			}
+		},
+		"prepared": func(g *rig, held bool) {
+			if held {
+				g.prep.names.Insert("gpu-0")
+			} else {
+				g.prep.names.Delete("gpu-0")
+			}
+		},
+	}
+	for name, hold := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "1xA100-SXM4-80GB")
+			ctx := context.Background()
+			specs := g.leaveEnablePending(t)
+			hold(g, true)
+			res, err := g.r.Sync(ctx, specs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Results[0]; got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonDeviceInUse || !strings.Contains(got.Message, "pending MIG mode change was cancelled") {
+				t.Errorf("claim on gpu-0 with an enable pending: %+v, want Blocked/DeviceInUse saying the change was cancelled", got)
+			}
+			if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent || st.MIGPending {
+				t.Fatalf("MIG current %t pending %t, want the enable cancelled while the claim holds gpu-0", st.MIGCurrent, st.MIGPending)
+			}
+			// A reset now keeps gpu-0.
+			if err := g.sim.ResetGPU(0); err != nil {
+				t.Fatal(err)
+			}
+			if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent {
+				t.Fatal("MIG on after a reset, want gpu-0 kept for its claim")
+			}
+			hold(g, false)
+			if res, err = g.r.Sync(ctx, specs, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
+				t.Errorf("claim gone: %+v, want Ready", got)
+			}
+			if got := g.layouts(t); got[0] != "7g.80gb@0" {
+				t.Errorf("layout %q, want 7g.80gb@0", got[0])
+			}
+		})
 	}
 }

@@ -122,6 +122,13 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	} else if cancelled {
 		rolled = true
 	}
+	underClaims, err := r.cancelModesUnderClaims(ctx, obs, desired, orphans)
+	if err != nil {
+		return nil, err
+	}
+	if len(underClaims) > 0 {
+		rolled = true
+	}
 	if rolled {
 		if obs, unreadable, err = r.observe(ctx); err != nil {
 			return nil, err
@@ -160,6 +167,9 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		}
 		p, result := r.planGPU(obs, spec, inUse)
 		if result != nil {
+			if result.Reason == v1alpha1.ReasonDeviceInUse {
+				result.Message += underClaimsNote(underClaims, idx)
+			}
 			res.Results[idx] = *result
 			res.Retry = res.Retry || result.Phase == v1alpha1.PhaseBlocked
 			continue
