@@ -101,9 +101,10 @@ type Config struct {
 	// controller's report.
 	OnDroppedFields func(*resourceslice.DroppedFieldsError)
 	// OnUnprepared, when set, is called after an UnprepareResourceClaims
-	// call that released the devices of at least one prepared claim, once
-	// the checkpoint no longer holds them (PreparedDevices lacks them), with
-	// no lock held: the agent wakes its repartitioner, since a GPU may have
+	// call that released the devices of at least one prepared claim, and
+	// after a prepare that dropped a claim's stale preparation (the claim
+	// was allocated other devices), once the checkpoint no longer holds
+	// them (PreparedDevices lacks them), with no lock held: the agent wakes its repartitioner, since a GPU may have
 	// waited for those devices alone. It must not block.
 	OnUnprepared func()
 }
@@ -233,6 +234,7 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			return nil, err
 		}
 		ok = false
+		defer p.unprepared(len(prepared.Devices) > 0)
 	}
 	p.mu.Unlock()
 	if ok {
@@ -630,10 +632,15 @@ func (p *Plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		out[c.UID] = err
 	}
 	p.mu.Unlock()
+	p.unprepared(released)
+	return out, nil
+}
+
+// unprepared calls Config.OnUnprepared where released; p.mu is not held.
+func (p *Plugin) unprepared(released bool) {
 	if released && p.cfg.OnUnprepared != nil {
 		p.cfg.OnUnprepared()
 	}
-	return out, nil
 }
 
 // unprepareClaim; p.mu is held.

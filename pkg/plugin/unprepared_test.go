@@ -50,3 +50,30 @@ func TestOnUnpreparedCalledWhenDevicesReleased(t *testing.T) {
 		t.Errorf("OnUnprepared called again (%d) for a claim unprepared already", calls)
 	}
 }
+
+// TestOnUnpreparedCalledWhenStaleDropped: a claim allocated other devices
+// than the ones prepared for it (its unprepare never reached the plugin)
+// is prepared afresh; the devices of the stale preparation are released
+// then, and the agent hears of it as of an unprepare.
+func TestOnUnpreparedCalledWhenStaleDropped(t *testing.T) {
+	e := newEnv(t)
+	calls := 0
+	p, err := New(Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir,
+		HostRoot: e.hostRoot, OnUnprepared: func() { calls++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver := slices.DefaultDriverName
+	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", driver, node, "gpu-0-mig-3g40gb-9-4"})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", driver, node, "gpu-0-mig-3g40gb-9-4"})); r.Err != nil || calls != 0 {
+		t.Fatalf("prepared again as it was: err %v, OnUnprepared called %d times; want no error and no call", r.Err, calls)
+	}
+	if r := e.prepare(p, claim(uid1, "train", alloc{"whole", driver, node, "gpu-1"})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if calls != 1 {
+		t.Errorf("OnUnprepared called %d times after a stale preparation was dropped, want 1", calls)
+	}
+}
