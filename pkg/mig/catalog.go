@@ -110,10 +110,16 @@ type Model struct {
 	// names its values (see Key).
 	Variant string `json:"-"`
 
+	// JPEGEngines and OFAEngines are the whole GPU's NVJPG and OFA engines
+	// (its full-size profile's row; see MediaEnginesFit), worked out by the
+	// catalog loader and kept by the copies WithNVMLPlacements and
+	// WithProfiles make, where the profiles left may list fewer; in JSON so
+	// that a model stored and read back (the NVML simulator's state) keeps
+	// them. Zero: the most any profile lists.
+	JPEGEngines int `json:"jpegEngines,omitempty"`
+	OFAEngines  int `json:"ofaEngines,omitempty"`
+
 	byName map[string]*Profile
-	// engines are the GPU's NVJPG and OFA engines (its full-size
-	// profile's; see MediaEnginesFit).
-	engines mediaEngines
 }
 
 // Profile returns the profile with the given name, or an error wrapping
@@ -227,8 +233,8 @@ func (m *Model) init() error {
 		}
 		ids[p.ID] = p.Name
 		m.byName[p.Name] = p
-		m.engines.jpeg = max(m.engines.jpeg, p.JPEGEngines)
-		m.engines.ofa = max(m.engines.ofa, p.OFAEngines)
+		m.JPEGEngines = max(m.JPEGEngines, p.JPEGEngines)
+		m.OFAEngines = max(m.OFAEngines, p.OFAEngines)
 		if err := m.checkProfile(p); err != nil {
 			return fmt.Errorf("profile %s: %w", p.Name, err)
 		}

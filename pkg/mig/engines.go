@@ -29,12 +29,12 @@ func (m *Model) enginesFit(e mediaEngines) bool {
 	return e.jpeg <= t.jpeg && e.ofa <= t.ofa
 }
 
-// engineTotals are the GPU's engines: the most any of its profiles lists
-// (the full-size profile's), cached by the catalog loader; a Model decoded
-// without it (from JSON) works them out each time.
+// engineTotals are the GPU's engines: Model.JPEGEngines and OFAEngines,
+// or where both are zero (a Model decoded from JSON without them) the most
+// any of its profiles lists, worked out each time.
 func (m *Model) engineTotals() mediaEngines {
-	if m.engines != (mediaEngines{}) {
-		return m.engines
+	if t := (mediaEngines{jpeg: m.JPEGEngines, ofa: m.OFAEngines}); t != (mediaEngines{}) {
+		return t
 	}
 	var t mediaEngines
 	for i := range m.Profiles {

@@ -68,7 +68,7 @@ func (m *Model) WithNVMLValues(values []NVMLProfileValues) (*Model, error) {
 		fmt.Fprintf(h, "%+v\n", v)
 	}
 	c.Variant = "nvml-" + hex.EncodeToString(h.Sum(nil))[:12]
-	c.engines = mediaEngines{}
+	c.JPEGEngines, c.OFAEngines = 0, 0
 	if err := c.init(); err != nil {
 		return nil, fmt.Errorf("applying NVML's values to %s: %w", m.Name, err)
 	}
@@ -128,13 +128,14 @@ func (m *Model) WithNVMLPlacements(placements map[string][]Placement, refused []
 	}
 	fmt.Fprintf(h, "refused %v\n", refused)
 	c.Variant = "nvml-" + hex.EncodeToString(h.Sum(nil))[:12]
-	c.engines = mediaEngines{}
+	c.JPEGEngines, c.OFAEngines = 0, 0
 	if err := c.init(); err != nil {
 		return nil, fmt.Errorf("applying NVML's placements to %s: %w", m.Name, err)
 	}
 	// The GPU has the engines it has whatever profiles NVML offers: not
 	// those of the largest profile left.
-	c.engines = m.engineTotals()
+	t := m.engineTotals()
+	c.JPEGEngines, c.OFAEngines = t.jpeg, t.ofa
 	return &c, nil
 }
 
@@ -160,13 +161,13 @@ func (m *Model) WithProfiles(extra ...Profile) (*Model, error) {
 		}
 		c.Profiles = append(c.Profiles, p)
 	}
-	c.engines = mediaEngines{}
+	c.JPEGEngines, c.OFAEngines = 0, 0
 	if err := c.init(); err != nil {
 		return nil, fmt.Errorf("adding profiles to %s: %w", m.Name, err)
 	}
 	// A replaced profile does not take engines from the GPU.
 	t := m.engineTotals()
-	c.engines = mediaEngines{jpeg: max(c.engines.jpeg, t.jpeg), ofa: max(c.engines.ofa, t.ofa)}
+	c.JPEGEngines, c.OFAEngines = max(c.JPEGEngines, t.jpeg), max(c.OFAEngines, t.ofa)
 	return &c, nil
 }
 
