@@ -947,13 +947,14 @@ func nvmlRefuses(g gpu.GPU, devices mig.Layout) error {
 	return nil
 }
 
-// heldOther is where the GPU's GPU instances of profiles model lacks stand
-// (NVML's placements), for mig.Model.ValidateKeeping.
-func heldOther(g *GPUState, model *mig.Model) map[mig.Device]mig.Placement {
-	out := map[mig.Device]mig.Placement{}
+// heldOther is the GPU's GPU instances of profiles model lacks as NVML
+// reports them (placements, media engines), for
+// mig.Model.ValidateKeeping.
+func heldOther(g *GPUState, model *mig.Model) map[mig.Device]mig.HeldInstance {
+	out := map[mig.Device]mig.HeldInstance{}
 	for _, d := range g.Devices {
 		if _, err := model.Profile(d.Profile); err != nil {
-			out[d.Device()] = d.Placement
+			out[d.Device()] = mig.HeldInstance{Placement: d.Placement, JPEGEngines: d.JPEGEngines, OFAEngines: d.OFAEngines}
 		}
 	}
 	return out

@@ -31,7 +31,7 @@ func TestCancelKeepsUncataloguedGI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := map[mig.Device]mig.Placement{{Profile: "1g.10gb-me", Start: 6}: {Start: 6, Size: 1}} // what NVML says of it
+	held := map[mig.Device]mig.HeldInstance{{Profile: "1g.10gb-me", Start: 6}: {Placement: mig.Placement{Start: 6, Size: 1}}} // what NVML says of it
 	if err := model.ValidateKeeping(c.To, held); err != nil {
 		t.Errorf("cancel writes %q, which the agent refuses: %v", c.To, err)
 	}

@@ -131,15 +131,23 @@ func (m *Model) SplitCatalogued(l Layout) (catalogued, other Layout) {
 	return catalogued, other
 }
 
+// HeldInstance is a GPU instance of a profile the catalog lacks, as NVML
+// reports it (nvmlGpuInstanceInfo_t's placement, the profile's jpegCount
+// and ofaCount).
+type HeldInstance struct {
+	Placement               Placement
+	JPEGEngines, OFAEngines int
+}
+
 // ValidateKeeping is Validate for a layout to apply to a GPU whose GPU
-// instances of profiles m lacks stand at the placements held gives (NVML's:
-// the catalog cannot size them): such a device is allowed in l where held
-// has it (kept as it stands, never created), and counts against the rest
-// with its memory slices, its compute slices (from its name) and one
-// instance; Validate judges the rest. The error wraps ErrUnknownProfile for
-// such a device held lacks, and ErrInvalidLayout for one the rest does not
-// fit beside.
-func (m *Model) ValidateKeeping(l Layout, held map[Device]Placement) error {
+// instances of profiles m lacks are as held gives (NVML's: the catalog
+// cannot size them): such a device is allowed in l where held has it (kept
+// as it stands, never created), and counts against the rest with its
+// memory slices, its compute slices (from its name), one instance and its
+// media engines; Validate judges the rest. The error wraps
+// ErrUnknownProfile for such a device held lacks, and ErrInvalidLayout for
+// one the rest does not fit beside.
+func (m *Model) ValidateKeeping(l Layout, held map[Device]HeldInstance) error {
 	known, kept := m.SplitCatalogued(l)
 	for _, d := range kept {
 		if _, ok := held[d]; !ok {
@@ -154,12 +162,17 @@ func (m *Model) ValidateKeeping(l Layout, held map[Device]Placement) error {
 		return fmt.Errorf("%w: layout %q on %s: %s", ErrInvalidLayout, l.Canonical().String(), m.Name, fmt.Sprintf(format, args...))
 	}
 	compute := 0
+	var engines mediaEngines
 	for _, d := range known {
 		p, _ := m.Profile(d.Profile)
 		compute += p.ComputeSlices
+		engines = engines.plus(p)
 	}
 	for i, d := range kept {
-		pl := held[d]
+		h := held[d]
+		pl := h.Placement
+		engines.jpeg += h.JPEGEngines
+		engines.ofa += h.OFAEngines
 		for _, e := range known {
 			q, _ := m.Placement(e)
 			if pl.Overlaps(q) {
@@ -168,7 +181,7 @@ func (m *Model) ValidateKeeping(l Layout, held map[Device]Placement) error {
 			}
 		}
 		for _, e := range kept[:i] {
-			if pl.Overlaps(held[e]) {
+			if pl.Overlaps(held[e].Placement) {
 				return fail("the kept %s and %s overlap", e, d)
 			}
 		}
@@ -181,6 +194,11 @@ func (m *Model) ValidateKeeping(l Layout, held map[Device]Placement) error {
 	}
 	if compute > m.ComputeSlices {
 		return fail("needs %d compute slices, the GPU has %d", compute, m.ComputeSlices)
+	}
+	if !m.enginesFit(engines) {
+		t := m.engineTotals()
+		return fail("needs %d optical flow accelerators and %d JPEG decoders with the kept GPU instances, the GPU has %d and %d (media-extension profiles share them)",
+			engines.ofa, engines.jpeg, t.ofa, t.jpeg)
 	}
 	return nil
 }

@@ -138,18 +138,24 @@ func TestValidateKeeping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := map[Device]Placement{{Profile: "1g.10gb-me", Start: 6}: {Start: 6, Size: 1}, {Profile: "2g.20gb-me", Start: 4}: {Start: 4, Size: 2},
-		{Profile: "4g.40gb-me", Start: 4}: {Start: 4, Size: 4}}
+	held := map[Device]HeldInstance{{Profile: "1g.10gb-me", Start: 6}: {Placement: Placement{Start: 6, Size: 1}},
+		{Profile: "2g.20gb-me", Start: 4}: {Placement: Placement{Start: 4, Size: 2}},
+		{Profile: "4g.40gb-me", Start: 4}: {Placement: Placement{Start: 4, Size: 4}},
+		// A newer driver's profile with all the media engines (one NVJPG,
+		// one OFA on an A100).
+		{Profile: "1g.10gb+me.all", Start: 0}: {Placement: Placement{Start: 0, Size: 1}, JPEGEngines: 1, OFAEngines: 1}}
 	for layout, want := range map[string]error{
-		"4g.40gb@0,1g.10gb-me@6":              nil,
-		"4g.40gb@0,1g.10gb@5,1g.10gb-me@6":    nil,
-		"4g.40gb@0,2g.20gb-me@4,1g.10gb-me@6": nil,
-		"1g.10gb-me@5":                        ErrUnknownProfile, // not held there: never created
-		"4g.40gb@0,3g.40gb@4,1g.10gb-me@6":    ErrInvalidLayout,  // over it
-		"4g.40gb@4,1g.10gb-me@6":              ErrInvalidLayout,  // catalogued part invalid on its own
-		"3g.40gb@0,2g.20gb-me@4,1g.10gb-me@6": nil,
-		"4g.40gb@0,1g.10gb@4,2g.20gb-me@4":    ErrInvalidLayout, // the kept 2g holds slices 4-5
-		"4g.40gb@0,4g.40gb-me@4":              ErrInvalidLayout, // 8 compute slices
+		"4g.40gb@0,1g.10gb-me@6":               nil,
+		"4g.40gb@0,1g.10gb@5,1g.10gb-me@6":     nil,
+		"4g.40gb@0,2g.20gb-me@4,1g.10gb-me@6":  nil,
+		"1g.10gb-me@5":                         ErrUnknownProfile, // not held there: never created
+		"4g.40gb@0,3g.40gb@4,1g.10gb-me@6":     ErrInvalidLayout,  // over it
+		"4g.40gb@4,1g.10gb-me@6":               ErrInvalidLayout,  // catalogued part invalid on its own
+		"3g.40gb@0,2g.20gb-me@4,1g.10gb-me@6":  nil,
+		"4g.40gb@0,1g.10gb@4,2g.20gb-me@4":     ErrInvalidLayout, // the kept 2g holds slices 4-5
+		"4g.40gb@0,4g.40gb-me@4":               ErrInvalidLayout, // 8 compute slices
+		"1g.10gb+me.all@0,1g.10gb@1,3g.40gb@4": nil,
+		"1g.10gb+me.all@0,1g.10gb+me@1":        ErrInvalidLayout, // the kept one has the OFA and NVJPG
 	} {
 		err := a100.ValidateKeeping(MustParseLayout(layout), held)
 		if want == nil && err != nil || want != nil && !errors.Is(err, want) {

@@ -96,10 +96,10 @@ func TestPlanAroundUncataloguedGIs(t *testing.T) {
 					fails++
 				}
 			}
-			held := map[mig.Device]mig.Placement{}
+			held := map[mig.Device]mig.HeldInstance{}
 			for _, d := range c.From {
 				if d.Profile == "1g.10gb-me" {
-					held[d] = mig.Placement{Start: d.Start, Size: 1}
+					held[d] = mig.HeldInstance{Placement: mig.Placement{Start: d.Start, Size: 1}}
 				}
 			}
 			real := mig.Layout{}
