@@ -105,7 +105,8 @@ const (
 	// for spares that some node's GPUs cannot hold all at once.
 	ReasonSparesNotHoldable = "SparesNotHoldable"
 	// ReasonInvalidSelector (Degraded=True, Ready=False): the MigLayout's
-	// nodeSelector does not parse (e.g. an unknown operator); no node is
+	// nodeSelector does not parse (a malformed label key or value, where the
+	// chart's migLayoutSelectorPolicy does not refuse it); no node is
 	// selected and none is touched.
 	ReasonInvalidSelector = "InvalidSelector"
 )

@@ -51,9 +51,11 @@ type MigLayoutSpec struct {
 	// agent (which then hold the MigLayout from Ready, reason
 	// AgentNotReporting): select GPU nodes by label. An operator other than
 	// In, NotIn, Exists and DoesNotExist, or values where none belong or
-	// none where they do, is refused at admission; a malformed label key or
-	// value is reported (Degraded, InvalidSelector), and the nodes such a
-	// MigLayout holds are left as they are, not taken by another MigLayout.
+	// none where they do, is refused at admission. A malformed label key or
+	// value is refused by the chart's admission policy
+	// (migLayoutSelectorPolicy); without it, it is reported (Degraded,
+	// InvalidSelector), and the nodes such a MigLayout holds are left as they
+	// are, not taken by another MigLayout.
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operators are In, NotIn, Exists and DoesNotExist"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="matchExpressions with In or NotIn need values; with Exists or DoesNotExist they take none"
 	// +required

@@ -186,7 +186,9 @@ func TestRenderDefaults(t *testing.T) {
 		"DeviceClass/gpu.miglayout.io",
 		"DeviceClass/mig.miglayout.io",
 		"ValidatingAdmissionPolicy/miglayout-agent-node-scope",
+		"ValidatingAdmissionPolicy/miglayout-selector-syntax",
 		"ValidatingAdmissionPolicyBinding/miglayout-agent-node-scope",
+		"ValidatingAdmissionPolicyBinding/miglayout-selector-syntax",
 	}
 	if diff := cmp.Diff(slices.Sorted(slices.Values(want)), slices.Sorted(slices.Values(got))); diff != "" {
 		t.Errorf("rendered objects (-want +got):\n%s", diff)

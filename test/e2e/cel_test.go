@@ -357,10 +357,11 @@ func TestAutoPolicyDefaults(t *testing.T) {
 // TestCELNodeSelector: a node selector with an operator a label selector
 // does not have, or values where none belong or none where they do, is
 // refused at admission; valid ones pass. (Malformed label keys and values
-// are not: the CEL cost of checking them on metav1.LabelSelector's
-// unbounded lists exceeds the API server's budget. The controller reports
-// such a selector, InvalidSelector, and no other MigLayout takes the nodes
-// it holds: TestInvalidSelectorKeepsItsNodes.)
+// are not, by the CRD: the CEL cost of checking them on
+// metav1.LabelSelector's unbounded lists exceeds the API server's budget.
+// The chart's admission policy refuses them, TestSelectorPolicy; without it
+// the controller reports such a selector, InvalidSelector, and no other
+// MigLayout takes the nodes it holds: TestInvalidSelectorKeepsItsNodes.)
 func TestCELNodeSelector(t *testing.T) {
 	c := miglayoutClient(t)
 	ctx := testContext(t, time.Minute)

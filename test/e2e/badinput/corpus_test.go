@@ -208,10 +208,15 @@ var corpus = []struct {
 		rejected("matchExpressions operators are In, NotIn, Exists and DoesNotExist")},
 	{"selector In without values", both, "nodeSelector: {matchExpressions: [{key: miglayout.test/group, operator: In, values: []}]}\nrules: [{profiles: {7g.80gb: 1}}]", "",
 		rejected("matchExpressions with In or NotIn need values")},
-	{"selector key with a space", update, "nodeSelector: {matchLabels: {'bad key': x}}\nrules: [{profiles: {7g.80gb: 1}}]", "",
-		expect{cond: v1alpha1.ConditionDegraded, reason: v1alpha1.ReasonInvalidSelector, msg: "bad key"}},
-	{"selector value with unicode", update, "nodeSelector: {matchLabels: {miglayout.test/group: 'bäd'}}\nrules: [{profiles: {7g.80gb: 1}}]", "",
-		expect{cond: v1alpha1.ConditionDegraded, reason: v1alpha1.ReasonInvalidSelector, msg: "bäd"}},
+	// The chart's selector policy (migLayoutSelectorPolicy) refuses these;
+	// without it the controller reports them (Degraded, InvalidSelector:
+	// pkg/controller's TestInvalidSelectorKeepsItsNodes).
+	{"selector key with a space", both, "nodeSelector: {matchLabels: {'bad key': x}}\nrules: [{profiles: {7g.80gb: 1}}]", "",
+		rejected(`key "bad key" is not a label key`)},
+	{"selector value with unicode", both, "nodeSelector: {matchLabels: {miglayout.test/group: 'bäd'}}\nrules: [{profiles: {7g.80gb: 1}}]", "",
+		rejected(`"bäd" is not a label value`)},
+	{"selector expression value with a slash", both, "nodeSelector: {matchExpressions: [{key: miglayout.test/group, operator: In, values: [bad, a/b]}]}\nrules: [{profiles: {7g.80gb: 1}}]", "",
+		rejected(`"a/b" is not a label value`)},
 	{"selector that selects no node", update, "nodeSelector: {matchLabels: {miglayout.test/group: typo}}\nrules: [{profiles: {7g.80gb: 1}}]", "",
 		expect{cond: v1alpha1.ConditionReady, reason: v1alpha1.ReasonNoNodes, msg: "selects no node"}},
 	{"overlapping MigLayout on one node", create, "nodeSelector: {matchLabels: {kubernetes.io/hostname: bad-h100}}\nrules: [{profiles: {7g.80gb: 1}}]", "",
