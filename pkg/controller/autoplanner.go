@@ -362,12 +362,20 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	cancels = append(cancels, UnneededChanges(in, unneeded, res)...)
 	cancels = append(cancels, ReclaimCancels(in, snap, res)...)
 	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "cancelled", len(cancels), "served", len(res.Served), "kept", len(res.Kept), "unservable", len(res.Unservable))
-	if err := a.apply(ctx, in.NodeMigLayouts, res.Changes, cancels); err != nil {
+	held, err := a.apply(ctx, in.NodeMigLayouts, res.Changes, cancels)
+	if err != nil {
 		a.forget()
 		return ctrl.Result{}, err
 	}
-	a.notify(in, snap, res)
-	if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, &res)); err != nil {
+	written := &res
+	if held {
+		// Nothing of the plan is told: the next plan, on the agent's
+		// report that held it, says what is planned.
+		written = nil
+	} else {
+		a.notify(in, snap, res)
+	}
+	if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, written)); err != nil {
 		a.forget()
 		return ctrl.Result{}, err
 	}
@@ -542,50 +550,51 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 	return in, nil
 }
 
-// apply writes each change, and each cancel (BlockedChanges,
-// UnneededChanges) that still holds on the NodeMigLayout as read for the
-// write, into its node's NodeMigLayout spec.
+// apply writes each cancel (BlockedChanges, UnneededChanges,
+// ReclaimCancels) that still holds on the NodeMigLayout as read for the
+// write, then each change, into its node's NodeMigLayout spec.
 //
-// The cancels of reclaims in flight (ReclaimCancels) are written first:
-// the plan counted their GPUs as not changing and may have given their
-// slots of the limits on GPUs changing at once to its changes, so those
-// are written only once every such cancel is (one the agent started on
-// meanwhile is not, and the next plan sees that GPU changing).
-func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change) error {
-	var first, rest []planner.Change
-	for _, x := range cancels {
-		if before := read[x.Node]; before != nil {
-			if c, ok := inFlightReclaim(before, x.GPU); ok && c.From.Equal(x.From) && c.To.Equal(x.To) {
-				first = append(first, x)
-				continue
-			}
-		}
-		rest = append(rest, x)
-	}
-	if len(first) > 0 {
-		written, n, err := a.write(ctx, read, nil, first)
+// The cancels go first, and the changes are written only once every
+// cancel is: the plan counted the cancelled GPUs as not changing (it may
+// have given their slots of the limits on GPUs changing at once to its
+// changes) and planned the pods a blocked change served elsewhere. A cancel
+// the agent got ahead of (it started on the GPU meanwhile) is not written;
+// the plan's changes then wait for the next plan, which sees that GPU
+// changing and its pods served, rather than serve a pod twice. The second
+// write starts from the NodeMigLayouts the first one wrote, as the API
+// server returned them: the cache may not show that write yet. held
+// reports changes held back so.
+func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change) (held bool, err error) {
+	var fresh map[string]*v1alpha1.NodeMigLayout
+	if len(cancels) > 0 {
+		written, n, err := a.write(ctx, read, nil, cancels, nil)
 		if err != nil {
-			return err
+			return false, err
 		}
-		if n < len(first) {
-			klog.FromContext(ctx).Info("A reclaim in flight could not be cancelled (its agent started on it): the plan's changes wait for the next plan", "cancels", len(first), "written", n)
-			changes = nil
+		if n < len(cancels) {
+			klog.FromContext(ctx).Info("A change in flight could not be cancelled (its agent started on it): the plan's changes wait for the next plan", "cancels", len(cancels), "written", n, "changes", len(changes))
+			return len(changes) > 0, nil
 		}
-		// The nodes written are read again for the rest.
 		read = maps.Clone(read)
 		for node, nml := range written {
 			read[node] = nml
 		}
+		fresh = written
 	}
-	_, _, err := a.write(ctx, read, changes, rest)
-	return err
+	if len(changes) == 0 {
+		return false, nil
+	}
+	_, _, err = a.write(ctx, read, changes, nil, fresh)
+	return false, err
 }
 
 // write writes changes and cancels as apply describes, each only where it
-// holds on the NodeMigLayout as read for the write, and returns the
-// NodeMigLayouts it wrote, as written, by node, and how many changes and
-// cancels it wrote or found written already.
-func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change) (map[string]*v1alpha1.NodeMigLayout, int, error) {
+// holds on the NodeMigLayout as read for the write (fresh's, as the API
+// server returned it, where fresh has the node, on the first try; the
+// cache's otherwise), and returns the NodeMigLayouts it wrote, as written,
+// by node, and how many changes and cancels it wrote or found written
+// already.
+func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change, fresh map[string]*v1alpha1.NodeMigLayout) (map[string]*v1alpha1.NodeMigLayout, int, error) {
 	logger := klog.FromContext(ctx)
 	out := map[string]*v1alpha1.NodeMigLayout{}
 	byNode := map[string][]planner.Change{}
@@ -623,12 +632,16 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 	for _, node := range sortedKeys(byNode) {
 		var written []planner.Change
 		already := 0
+		first := true
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			written, already = nil, 0
 			var nml v1alpha1.NodeMigLayout
-			if err := a.Client.Get(ctx, types.NamespacedName{Name: node}, &nml); err != nil {
+			if w, ok := fresh[node]; ok && first {
+				w.DeepCopyInto(&nml)
+			} else if err := a.Client.Get(ctx, types.NamespacedName{Name: node}, &nml); err != nil {
 				return err
 			}
+			first = false
 			next := nml.DeepCopy()
 			for _, c := range byNode[node] {
 				if !holds(&nml, c) {

@@ -572,8 +572,10 @@ func TestApplyCancel(t *testing.T) {
 		ml   *v1alpha1.MigLayout // the Auto MigLayout as it is now
 		want []string            // spec layouts of GPUs 0 and 1 after apply
 	}{
-		"still blocked: cancelled":                    {blocked(&auto, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), &auto, []string{"1g.10gb@0", "3g.40gb@4"}},
-		"the agent is no longer blocked: left alone":  {blocked(&auto, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseDraining), &auto, []string{"7g.80gb@0", "3g.40gb@4"}},
+		"still blocked: cancelled": {blocked(&auto, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), &auto, []string{"1g.10gb@0", "3g.40gb@4"}},
+		// The plan's changes wait for the next plan: they may serve the
+		// pods of the change it meant to cancel.
+		"the agent is no longer blocked: left alone":  {blocked(&auto, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseDraining), &auto, []string{"7g.80gb@0", "7g.80gb@0"}},
 		"another layout is asked for now: left alone": {blocked(&auto, "4g.40gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), &auto, []string{"4g.40gb@0", "7g.80gb@0"}},
 		"GPU 1's spec changed since the plan read it": {blocked(&auto, "7g.80gb@0", "2g.20gb@0", v1alpha1.PhaseBlocked), &auto, []string{"7g.80gb@0", "2g.20gb@0"}},
 		"a Static MigLayout took the node over":       {blocked(static, "7g.80gb@0", "7g.80gb@0", v1alpha1.PhaseBlocked), &auto, []string{"7g.80gb@0", "7g.80gb@0"}},

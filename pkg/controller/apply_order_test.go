@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
+)
+
+// startsPassOnRead is a client whose first read of NodeMigLayout node
+// finds that node's agent started a new pass on GPU 0 since the plan read
+// it (the claim that blocked it released): Draining.
+type startsPassOnRead struct {
+	client.Client
+	node    string
+	started bool
+}
+
+func (c *startsPassOnRead) Get(ctx context.Context, key types.NamespacedName, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*v1alpha1.NodeMigLayout); ok && key.Name == c.node && !c.started {
+		c.started = true
+		var n v1alpha1.NodeMigLayout
+		if err := c.Client.Get(ctx, key, &n); err != nil {
+			return err
+		}
+		n.Status.GPUs[0].Phase, n.Status.GPUs[0].Reason, n.Status.GPUs[0].InUse = v1alpha1.PhaseDraining, "Draining", ""
+		if err := c.Client.Status().Update(ctx, &n); err != nil {
+			return err
+		}
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestBlockedCancelLostHoldsChanges: n1's change for p1 is blocked by a
+// device in use; the plan cancels it and plans p1 on n2. Between the plan
+// and its write, n1's agent starts a pass (the device released), so the
+// cancel is not written: the change on n2 is not written either (p1 would
+// have two GPUs repartitioned for it), and waits for the next plan.
+func TestBlockedCancelLostHoldsChanges(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	n1 := autoNML("n1", ml,
+		a100(0).layout("7g.80gb@0").inUse("7g.80gb@0").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed"))
+	n1.Spec.GPUs = []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: "serves 1 pending pod(s): ns/p1", ServedPods: []string{"ns/p1"}}}
+	h := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto"}), n1,
+		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")),
+		autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"))
+	h.a.Client = &startsPassOnRead{Client: h.c, node: "n1"}
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "3g.40gb@0,3g.40gb@4" {
+		t.Fatalf("n1/gpu-0 desired %q, want the change its agent started on kept", got)
+	}
+	if got, ok := h.specOf("n2")[0]; ok {
+		t.Errorf("n2/gpu-0 desired %q while n1/gpu-0's change for p1 goes on: p1 served twice", got)
+	}
+	for _, e := range h.events() {
+		if strings.Contains(e, "WaitingForRepartition") && strings.Contains(e, "n2") {
+			t.Errorf("event %q tells of a change that was not written", e)
+		}
+	}
+}
+
+// staleAfterPatch is a client whose reads of a NodeMigLayout it patched
+// return it as it was before the patch: an informer cache that has not
+// delivered the write yet.
+type staleAfterPatch struct {
+	client.Client
+	before map[string]*v1alpha1.NodeMigLayout
+}
+
+func (c *staleAfterPatch) Get(ctx context.Context, key types.NamespacedName, obj client.Object, opts ...client.GetOption) error {
+	if n, ok := obj.(*v1alpha1.NodeMigLayout); ok && c.before[key.Name] != nil {
+		c.before[key.Name].DeepCopyInto(n)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+func (c *staleAfterPatch) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	n, ok := obj.(*v1alpha1.NodeMigLayout)
+	if !ok {
+		return c.Client.Patch(ctx, obj, patch, opts...)
+	}
+	var before v1alpha1.NodeMigLayout
+	if err := c.Client.Get(ctx, types.NamespacedName{Name: n.Name}, &before); err != nil {
+		return err
+	}
+	if err := c.Client.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	if c.before[n.Name] == nil {
+		c.before[n.Name] = &before
+	}
+	return nil
+}
+
+// TestApplyWritesChangeAfterCancelFromCache: a plan cancels a reclaim in
+// flight on n1's GPU 0 and gives its slot to a change on GPU 1. The cache
+// has not seen the cancel's write when the change is written: the change
+// is written all the same, on the NodeMigLayout the cancel's write
+// returned, not dropped as though someone else had changed the node.
+func TestApplyWritesChangeAfterCancelFromCache(t *testing.T) {
+	auto := migLayout("auto").selects("pool", "a").build()
+	auto.UID, auto.Spec.Mode = "uid-auto", v1alpha1.ModeAuto
+	const small = "1g.10gb@0,1g.10gb@1"
+	live := ownedBy(&v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{
+			{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0", Reason: "gives the GPU, idle for 5m0s, back whole"},
+			{Index: 1, MIGEnabled: true, Layout: "7g.80gb@0"}}},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+			{Index: 0, MIGEnabled: true, MIGPending: true, Layout: small, Phase: v1alpha1.PhaseDraining},
+			{Index: 1, MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}, &auto)
+	cancel, ok := inFlightReclaim(live, 0)
+	if !ok {
+		t.Fatal("no reclaim in flight on GPU 0")
+	}
+	change := planner.Change{Node: "n1", GPU: 1, From: mig.MustParseLayout("7g.80gb@0"), To: mig.MustParseLayout("4g.40gb@0,3g.40gb@4"), Serves: []string{"ns/p1"}}
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(&auto, live.DeepCopy()).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
+	a := &AutoPlanner{Client: &staleAfterPatch{Client: c, before: map[string]*v1alpha1.NodeMigLayout{}}}
+	if _, err := a.apply(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": live}, []planner.Change{change}, []planner.Change{cancel}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	var layouts []string
+	for _, g := range got.Spec.GPUs {
+		layouts = append(layouts, g.Layout)
+	}
+	if diff := cmp.Diff([]string{small, "4g.40gb@0,3g.40gb@4"}, layouts); diff != "" {
+		t.Errorf("desired layouts (-want: the reclaim cancelled, the change written; +got):\n%s", diff)
+	}
+}
