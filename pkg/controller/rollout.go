@@ -40,7 +40,11 @@ func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout) *ro
 
 // changing reports whether the node has not reached the layout its spec
 // asks for (Pending, Draining, Repartitioning, Blocked, Failed, or not
-// reported since): it counts against maxNodesChanging.
+// reported since): it counts against maxNodesChanging. A GPU NVML cannot
+// read (GPUUnreadable: fallen off the bus, waiting to be replaced) does
+// not: no rollout can move it, and counted it would hold a slot, the
+// rollout's only one with maxNodesChanging 1, until someone acts on the
+// hardware. It stays in the node's row and in Degraded.
 func changing(nml *v1alpha1.NodeMigLayout) bool {
 	if nml == nil || len(nml.Spec.GPUs) == 0 {
 		return false
@@ -52,7 +56,11 @@ func changing(nml *v1alpha1.NodeMigLayout) bool {
 		reported[g.Index] = g
 	}
 	for _, spec := range nml.Spec.GPUs {
-		if g, ok := reported[spec.Index]; !ok || g.Phase != v1alpha1.PhaseReady || !holds(spec, g) {
+		g, ok := reported[spec.Index]
+		if ok && g.Phase == v1alpha1.PhaseFailed && g.Reason == v1alpha1.ReasonGPUUnreadable {
+			continue
+		}
+		if !ok || g.Phase != v1alpha1.PhaseReady || !holds(spec, g) {
 			return true
 		}
 	}

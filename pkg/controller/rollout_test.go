@@ -291,6 +291,30 @@ func TestMaxNodesChangingIgnoresUnreadableGPUOutsideSpec(t *testing.T) {
 	}
 }
 
+// TestMaxNodesChangingIgnoresUnreadableGPUInSpec: as
+// TestMaxNodesChangingIgnoresUnreadableGPUOutsideSpec, but n1's GPU 1 was
+// read before it fell off the bus, so the agent keeps its product and the
+// spec still names it. It waits for its replacement; n1 does not hold the
+// rollout's only slot meanwhile.
+func TestMaxNodesChangingIgnoresUnreadableGPUInSpec(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+	unreadable := a100(1).layout(halvesLayout).build()
+	unreadable.Phase, unreadable.Reason = v1alpha1.PhaseFailed, v1alpha1.ReasonGPUUnreadable
+	unreadable.Message = "NVML cannot read the GPU, so its devices are not published: ERROR_GPU_IS_LOST"
+	n1 := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, `rule "halves": profiles 3g.40gb:2`), specGPU(1, halvesLayout, `rule "halves": profiles 3g.40gb:2`)).
+		status(a100(0).layout(halvesLayout)).build(), ml)
+	n1.Status.GPUs = append(n1.Status.GPUs, unreadable)
+	n2 := ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
+		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n2"] != halvesLayout {
+		t.Errorf("specs %v: want n2 given the new layout (maxNodesChanging 1, n1 holds its layout but on GPU 1, which NVML cannot read)", specs)
+	}
+}
+
 // TestMaxNodesChangingSkipsNodeWithLostAgent: with maxNodesChanging 1, the
 // rule changes while n1's agent is lost (row Unknown, its Lease not renewed
 // for an hour); n1 and n2 both hold the old layout. Nodes take slots in
