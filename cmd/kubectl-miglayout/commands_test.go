@@ -19,6 +19,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -1259,7 +1260,7 @@ func TestPlanForbiddenGetIsNotAdmission(t *testing.T) {
 				review.Status.Allowed = review.Spec.ResourceAttributes.Verb == "create"
 				return nil
 			}
-			if _, ok := obj.(*v1alpha1.MigLayout); ok {
+			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "MigLayout" {
 				return apierrors.NewAlreadyExists(gr, obj.GetName())
 			}
 			return c.Create(ctx, obj, opts...)

@@ -12,9 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
@@ -138,25 +136,11 @@ rules are therefore written in reverse entry order.`,
 			for _, n := range notes {
 				fmt.Fprintln(cmd.ErrOrStderr(), "note:", n)
 			}
-			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ml)
+			u, err := migLayoutUnstructured(ml)
 			if err != nil {
 				return err
 			}
-			delete(obj, "status")
-			unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
-			// An empty profiles map (MIG on, no device) is dropped by
-			// omitempty: it is what the rule says, so it is written.
-			if rules, ok, _ := unstructured.NestedSlice(obj, "spec", "rules"); ok {
-				for i, r := range ml.Spec.Rules {
-					if r.Profiles != nil && len(r.Profiles) == 0 {
-						rules[i].(map[string]any)["profiles"] = map[string]any{}
-					}
-				}
-				if err := unstructured.SetNestedSlice(obj, rules, "spec", "rules"); err != nil {
-					return err
-				}
-			}
-			out, err := yaml.Marshal(obj)
+			out, err := yaml.Marshal(u.Object)
 			if err != nil {
 				return err
 			}

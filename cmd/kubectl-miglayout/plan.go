@@ -746,15 +746,21 @@ func onOff(on bool) string {
 // server that cannot be asked (no permission to write MigLayouts) is
 // reported on warn and ml is planned as given.
 func validateOnServer(ctx context.Context, c client.Client, ml *v1alpha1.MigLayout, warn io.Writer) error {
-	obj := ml.DeepCopy()
-	obj.UID, obj.ResourceVersion = "", ""
+	// As read, not as the typed object would serialize (an empty
+	// profiles map is a rule of its own).
+	obj, err := migLayoutUnstructured(ml)
+	if err != nil {
+		return err
+	}
+	obj.SetUID("")
+	obj.SetResourceVersion("")
 	// written: err is the dry-run write's answer (not the Get's), as verb.
 	verb, written := "create", true
-	err := c.Create(ctx, obj, client.DryRunAll)
+	err = c.Create(ctx, obj, client.DryRunAll)
 	if apierrors.IsAlreadyExists(err) {
 		var cur v1alpha1.MigLayout
 		if err = c.Get(ctx, client.ObjectKeyFromObject(ml), &cur); err == nil {
-			obj.ResourceVersion = cur.ResourceVersion
+			obj.SetResourceVersion(cur.ResourceVersion)
 			verb = "update"
 			err = c.Update(ctx, obj, client.DryRunAll)
 		} else {

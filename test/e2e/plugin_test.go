@@ -424,6 +424,14 @@ func TestPluginStatusAndPlan(t *testing.T) {
 		t.Errorf("plan created the refused MigLayout: %v", err)
 	}
 
+	// "MIG on, no device" (an empty profiles map) is a rule the API server
+	// admits: plan asks it about the MigLayout as written, not as the typed
+	// object would serialize it (without the empty map).
+	emptyFile := migLayoutFile(t, "plugin-empty-"+sfx, pool, "  - profiles: {}\n")
+	if out, errOut, err = runPlugin(t, "plan", "-f", emptyFile); err != nil || strings.Contains(errOut, "would be refused") {
+		t.Errorf("plan of a rule with MIG on and no device: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+
 	// One a ValidatingAdmissionPolicy of the site forbids (a 403 that RBAC
 	// would have allowed) is refused too, not planned with a warning.
 	deniedName := "plugin-denied-" + sfx
