@@ -762,6 +762,42 @@ func TestPlanAutoFromSlices(t *testing.T) {
 	}
 }
 
+// TestPlanAutoFromSlicesGPUAttributes: a node without a NodeMigLayout is
+// read from its ResourceSlices with its GPU's UUID and NVML attributes, so
+// a pending pod whose selector reads them is planned as the controller
+// will plan it once the agent reports (not "no Auto node can serve").
+func TestPlanAutoFromSlicesGPUAttributes(t *testing.T) {
+	model, err := mig.DefaultCatalog().Model("H100-SXM5-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := migslices.PlannedGPU(model, 0)
+	g.UUID, g.DriverVersion, g.PCIBusID = "GPU-2f6b4c1e-8d3a-4b7e-9c21-5a0d7e3f9b14", "550.54.15", "0000:07:00.0"
+	whole, err := migslices.PlannedMIG(g, mig.Device{Profile: "7g.80gb", Start: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole.UUID = "MIG-whole"
+	for name, expr := range map[string]string{
+		"parentUUID":    "device.attributes['mig.miglayout.io'].profile == '3g.40gb' && device.attributes['mig.miglayout.io'].parentUUID == '" + g.UUID + "'",
+		"driverVersion": "device.attributes['mig.miglayout.io'].profile == '3g.40gb' && device.attributes['mig.miglayout.io'].driverVersion.isGreaterThan(semver('500.0.0'))",
+		"pciBusID":      "device.attributes['mig.miglayout.io'].profile == '3g.40gb' && device.attributes['resource.kubernetes.io'].pciBusID == '0000:07:00.0'",
+	} {
+		t.Run(name, func(t *testing.T) {
+			claim, pod := pending("trainer", "half-gpu", expr, 1000)
+			objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), migClass(), claim, pod,
+				slice("auto-node", migslices.DefaultDriverName, migslices.MIGDevice(g, whole))}
+			out, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-auto.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "serves:   ml/trainer") || strings.Contains(out, "can serve") {
+				t.Errorf("plan does not serve the pod whose selector reads the GPU's %s:\n%s", name, out)
+			}
+		})
+	}
+}
+
 func TestPlanRefusesOtherKinds(t *testing.T) {
 	_, _, err := runWith(t, []client.Object{}, "plan", "-f", "testdata/seed-article.yaml")
 	if err == nil || !strings.Contains(err.Error(), "plan reads MigLayouts only") {

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -24,7 +25,9 @@ import (
 // device that is not miglayout's shape is skipped. A published MIG device
 // carries NVML's values of its profile (memory, multiprocessors, engines):
 // where they differ from the catalog's they become the GPU's NVMLProfiles,
-// as its agent would report them.
+// as its agent would report them. The GPU's UUID and NVML attributes
+// (driver version, PCI bus ID, ...) are read from its devices, as its agent
+// reports them.
 func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device, allocated map[string]string) []v1alpha1.GPUStatus {
 	str := func(d resourceapi.Device, a resourceapi.QualifiedName) string {
 		if v, ok := d.Attributes[a]; ok && v.StringValue != nil {
@@ -38,13 +41,30 @@ func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device, allocate
 		}
 		return 0, false
 	}
+	ver := func(d resourceapi.Device, a resourceapi.QualifiedName) string {
+		if v, ok := d.Attributes[a]; ok && v.VersionValue != nil {
+			return *v.VersionValue
+		}
+		return ""
+	}
 	byIndex := map[int32]*v1alpha1.GPUStatus{}
-	gpu := func(index int64, product string) *v1alpha1.GPUStatus {
+	// gpu is the GPU of device d, its UUID and NVML attributes as d
+	// carries them (uuid, minor: the whole GPU's; parentUUID,
+	// parentMinor: a MIG device's), so that selectors on them are judged
+	// as the agent's report would have them judged.
+	gpu := func(index int64, d resourceapi.Device, uuid, minor resourceapi.QualifiedName) *v1alpha1.GPUStatus {
 		g := byIndex[int32(index)]
 		if g == nil {
-			g = &v1alpha1.GPUStatus{Index: int32(index), Product: product}
+			product := str(d, migslices.AttrProductName)
+			g = &v1alpha1.GPUStatus{Index: int32(index), Product: product, UUID: str(d, uuid)}
 			if m, err := cat.Model(product); err == nil {
 				g.Model = m.Name
+			}
+			g.Attributes = &v1alpha1.GPUAttributes{PCIBusID: str(d, migslices.AttrPCIBusID), Brand: str(d, migslices.AttrBrand),
+				Architecture: str(d, migslices.AttrArchitecture), CUDAComputeCapability: ver(d, migslices.AttrCUDAComputeCapability),
+				DriverVersion: ver(d, migslices.AttrDriverVersion), CUDADriverVersion: ver(d, migslices.AttrCUDADriverVersion)}
+			if n, ok := num(d, minor); ok {
+				g.Attributes.Minor = ptr.To(int32(n))
 			}
 			byIndex[int32(index)] = g
 		}
@@ -57,7 +77,7 @@ func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device, allocate
 			if !ok {
 				continue
 			}
-			gpu(idx, str(d, migslices.AttrProductName))
+			gpu(idx, d, migslices.AttrUUID, migslices.AttrMinor)
 		case migslices.TypeMIG:
 			idx, ok1 := num(d, migslices.AttrParentIndex)
 			start, ok2 := num(d, migslices.AttrPlacementStart)
@@ -65,7 +85,7 @@ func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device, allocate
 			if !ok1 || !ok2 || profile == "" {
 				continue
 			}
-			g := gpu(idx, str(d, migslices.AttrProductName))
+			g := gpu(idx, d, migslices.AttrParentUUID, migslices.AttrParentMinor)
 			g.MIGEnabled, g.MIGPending = true, true
 			if v, ok := publishedValues(cat, g.Model, profile, d); ok && !slices.ContainsFunc(g.NVMLProfiles, func(p v1alpha1.NVMLProfile) bool { return p.Profile == profile }) {
 				g.NVMLProfiles = append(g.NVMLProfiles, v)
