@@ -44,7 +44,13 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	for _, nml := range selected {
 		health[nml.Name] = r.AgentLeases.Health(nml.Name, in.leases[nml.Name], len(nml.Status.GPUs) > 0, wasLost.Has(nml.Name))
 	}
-	gate := newRolloutGate(ml, selected)
+	var unseen map[string]bool
+	if ml.Spec.Mode != v1alpha1.ModeAuto && ml.Spec.MaxNodesChanging != nil {
+		unseen = r.rollouts.unseen(ml.UID, in.nodeMigLayouts, time.Now())
+	} else {
+		r.rollouts.forget(ml.UID)
+	}
+	gate := newRolloutGate(ml, selected, unseen)
 	if gate != nil {
 		for node, h := range health {
 			if h.Lost {
@@ -162,6 +168,9 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		return cmpOr(waitsFor, next), problems, false, fmt.Errorf("patching the spec of NodeMigLayout %s: %w", node, err)
 	}
 	writesMetric.WithLabelValues(op).Inc()
+	if gate != nil {
+		r.rollouts.expect(ml.UID, node, next.Spec.GPUs, time.Now())
+	}
 	logger.V(2).Info("Wrote NodeMigLayout spec", "node", node, "operation", op, "gpus", len(next.Spec.GPUs), "problems", len(problems))
 	return cmpOr(waitsFor, next), problems, false, nil
 }

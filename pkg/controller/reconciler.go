@@ -51,6 +51,10 @@ type Reconciler struct {
 	// AgentLeases judges the agents' heartbeats; nil checks none.
 	AgentLeases *AgentLeases
 
+	// rollouts are the spec writes under maxNodesChanging the cache may
+	// not show yet.
+	rollouts rolloutExpectations
+
 	mu sync.Mutex
 	// problems are, per MigLayout name, the problems present at its last
 	// status write (see Transitions), with the UID of the MigLayout they

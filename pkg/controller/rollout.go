@@ -19,19 +19,24 @@ type rolloutGate struct {
 	// lost are the nodes whose agent is lost: they cannot change now, so
 	// they are given no slot (they are held).
 	lost map[string]bool
+	// unseen are the nodes given a new spec by an earlier pass that the
+	// cache does not show yet (rolloutExpectations): they count as
+	// changing.
+	unseen map[string]bool
 }
 
 // newRolloutGate is the gate of ml, nil where nothing bounds the rollout
 // (Auto mode, or maxNodesChanging unset). nodes are the NodeMigLayouts of
 // the nodes the MigLayout selects, those in conflict or not yet adopted
-// included: each that changes counts.
-func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout) *rolloutGate {
+// included: each that changes counts, and so does each in unseen (given a
+// new spec the cache does not show yet).
+func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout, unseen map[string]bool) *rolloutGate {
 	if ml.Spec.Mode == v1alpha1.ModeAuto || ml.Spec.MaxNodesChanging == nil {
 		return nil
 	}
-	g := &rolloutGate{max: int(*ml.Spec.MaxNodesChanging), held: map[string]bool{}}
+	g := &rolloutGate{max: int(*ml.Spec.MaxNodesChanging), held: map[string]bool{}, unseen: unseen}
 	for _, nml := range nodes {
-		if changing(nml) {
+		if changing(nml) || unseen[nml.Name] {
 			g.changing++
 		}
 	}
@@ -69,10 +74,11 @@ func changing(nml *v1alpha1.NodeMigLayout) bool {
 
 // admit reports whether the node may be given spec gpus: yes where they ask
 // for the layouts its spec or its GPUs have already (a new reason is no
-// change), or it is changing anyway (its target moves), or while
+// change), or it is changing anyway (its target moves, or its last spec
+// write is not in the cache yet), or while
 // the bound is not reached (it then counts); else the node is held.
 func (g *rolloutGate) admit(existing *v1alpha1.NodeMigLayout, gpus []v1alpha1.GPUSpec) bool {
-	if g == nil || sameLayouts(existing.Spec.GPUs, gpus) || changing(existing) {
+	if g == nil || sameLayouts(existing.Spec.GPUs, gpus) || changing(existing) || g.unseen[existing.Name] {
 		return true
 	}
 	// A node whose GPUs hold gpus already (a node partitioned before the

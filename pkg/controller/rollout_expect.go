@@ -1,0 +1,88 @@
+package controller
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// rolloutExpectTTL bounds how long a spec write is taken as in flight
+// while the cache does not show it: longer than any informer lag, short
+// enough that a write the cache never shows (the object deleted or taken
+// over meanwhile) does not hold a maxNodesChanging slot for long.
+const rolloutExpectTTL = time.Minute
+
+// rolloutExpectations remember, per MigLayout (UID) and node, the spec
+// GPUs the reconciler last wrote under maxNodesChanging, until the cache
+// shows them. A pass that reads the cache before it shows a write would
+// otherwise count that node as holding its old layout and give its slot
+// to another node: two nodes changing under a bound of one. Safe for
+// concurrent use.
+type rolloutExpectations struct {
+	mu sync.Mutex
+	m  map[types.UID]map[string]rolloutExpectation
+}
+
+type rolloutExpectation struct {
+	gpus    []v1alpha1.GPUSpec
+	written time.Time
+}
+
+// expect records that node's spec GPUs were written as gpus at now.
+func (e *rolloutExpectations) expect(ml types.UID, node string, gpus []v1alpha1.GPUSpec, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = map[types.UID]map[string]rolloutExpectation{}
+	}
+	// Expectations of MigLayouts no pass looks at any more (deleted) go
+	// once they are stale.
+	for uid, nodes := range e.m {
+		for n, x := range nodes {
+			if now.Sub(x.written) > rolloutExpectTTL {
+				delete(nodes, n)
+			}
+		}
+		if len(nodes) == 0 {
+			delete(e.m, uid)
+		}
+	}
+	if e.m[ml] == nil {
+		e.m[ml] = map[string]rolloutExpectation{}
+	}
+	e.m[ml][node] = rolloutExpectation{gpus: gpus, written: now}
+}
+
+// unseen returns the nodes of ml whose last write the cache (cached, by
+// node) does not show yet, and forgets the writes it shows, those of
+// nodes it no longer has, and those older than rolloutExpectTTL.
+func (e *rolloutExpectations) unseen(ml types.UID, cached map[string]*v1alpha1.NodeMigLayout, now time.Time) map[string]bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out map[string]bool
+	for node, x := range e.m[ml] {
+		nml := cached[node]
+		if nml == nil || sameLayouts(nml.Spec.GPUs, x.gpus) || now.Sub(x.written) > rolloutExpectTTL {
+			delete(e.m[ml], node)
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[node] = true
+	}
+	if len(e.m[ml]) == 0 {
+		delete(e.m, ml)
+	}
+	return out
+}
+
+// forget drops every expectation of ml (deleted, or no longer bounded).
+func (e *rolloutExpectations) forget(ml types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.m, ml)
+}

@@ -1,0 +1,121 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// staleNodeMigLayouts is a cache whose lists show the NodeMigLayouts in
+// stale as they were, not as written since: an informer that has not
+// delivered the writes yet.
+type staleNodeMigLayouts struct {
+	client.Client
+	stale map[string]*v1alpha1.NodeMigLayout
+}
+
+func (c *staleNodeMigLayouts) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if l, ok := list.(*v1alpha1.NodeMigLayoutList); ok {
+		for i := range l.Items {
+			if s := c.stale[l.Items[i].Name]; s != nil {
+				s.DeepCopyInto(&l.Items[i])
+			}
+		}
+	}
+	return nil
+}
+
+// TestMaxNodesChangingStaleCache: with maxNodesChanging 1, a pass gives n2
+// the new layout (n1's agent has not reported yet, so n1 has nothing to
+// change). n1's agent then reports, and the next pass reads a cache that
+// does not show n2's write yet: n2 still counts as changing, so n1 waits
+// its turn instead of changing beside n2.
+func TestMaxNodesChangingStaleCache(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+	n1 := ownedBy(nodeMigLayout("n1").build(), ml)
+	n2 := ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
+		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	specOf := func(n string) string {
+		var nml v1alpha1.NodeMigLayout
+		if err := c.Get(context.Background(), types.NamespacedName{Name: n}, &nml); err != nil {
+			t.Fatal(err)
+		}
+		if len(nml.Spec.GPUs) == 0 {
+			return ""
+		}
+		return nml.Spec.GPUs[0].Layout
+	}
+	if specs := specsAfterReconcile(t, c, r, "n2"); specs["n2"] != halvesLayout {
+		t.Fatalf("first pass: n2 %q, want %s", specs["n2"], halvesLayout)
+	}
+	// n1's agent reports its GPU; the cache still shows n2 as before.
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Status.GPUs = []v1alpha1.GPUStatus{a100(0).layout(wholeLayout).build()}
+	if err := c.Status().Update(context.Background(), &got); err != nil {
+		t.Fatal(err)
+	}
+	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n2": n2}}
+	specsAfterReconcile(t, c, r, "n2")
+	if got := specOf("n1"); got == halvesLayout {
+		t.Errorf("n1 given %s while n2's change (written, not yet in the cache) goes on: two nodes changing under maxNodesChanging 1", got)
+	}
+	if got := specOf("n2"); got != halvesLayout {
+		t.Errorf("n2 %q, want its new layout %s kept", got, halvesLayout)
+	}
+}
+
+// TestRolloutExpectations: a write counts as unseen until the cache shows
+// its layouts, the node is gone from the cache, or rolloutExpectTTL has
+// passed; expectations of a MigLayout no pass looks at go once stale.
+func TestRolloutExpectations(t *testing.T) {
+	t0 := h0()
+	written := []v1alpha1.GPUSpec{specGPU(0, halvesLayout, "")}
+	old := &v1alpha1.NodeMigLayout{Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{specGPU(0, wholeLayout, "")}}}
+	shown := &v1alpha1.NodeMigLayout{Spec: v1alpha1.NodeMigLayoutSpec{GPUs: written}}
+	tests := map[string]struct {
+		cached map[string]*v1alpha1.NodeMigLayout
+		after  time.Duration
+		want   bool // n1 unseen
+	}{
+		"cache behind":             {map[string]*v1alpha1.NodeMigLayout{"n1": old}, time.Second, true},
+		"cache shows the write":    {map[string]*v1alpha1.NodeMigLayout{"n1": shown}, time.Second, false},
+		"node gone from the cache": {map[string]*v1alpha1.NodeMigLayout{}, time.Second, false},
+		"write older than the TTL": {map[string]*v1alpha1.NodeMigLayout{"n1": old}, rolloutExpectTTL + time.Second, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var e rolloutExpectations
+			e.expect("uid-a", "n1", written, t0)
+			if got := e.unseen("uid-a", tc.cached, t0.Add(tc.after))["n1"]; got != tc.want {
+				t.Errorf("n1 unseen %t, want %t", got, tc.want)
+			}
+			if !tc.want && len(e.m) != 0 {
+				t.Errorf("expectations kept: %v", e.m)
+			}
+		})
+	}
+	var e rolloutExpectations
+	e.expect("uid-deleted", "n1", written, t0)
+	e.expect("uid-a", "n2", written, t0.Add(rolloutExpectTTL+time.Second))
+	if _, ok := e.m["uid-deleted"]; ok {
+		t.Errorf("a stale expectation of a MigLayout no pass looks at is kept: %v", e.m)
+	}
+}
