@@ -19,8 +19,14 @@ import (
 const declineEventsPage = 500
 
 // declineEventsTimeout bounds ListDeclinedEvents: the API server filters
-// events by reason without an index, reading them all.
-const declineEventsTimeout = time.Minute
+// events by reason without an index, reading them all. The read back runs
+// on a planning pass, which waits for it: at most declineReadTries of them
+// wait, each at most this long.
+const declineEventsTimeout = 15 * time.Second
+
+// declineReadTries is how many passes try to read the declines back before
+// the controller goes on without them.
+const declineReadTries = 3
 
 // ListDeclinedEvents lists the EventSchedulerDeclinedNode events of every
 // namespace (events.k8s.io/v1, field selector reason=SchedulerDeclinedNode),
@@ -54,9 +60,10 @@ func ListDeclinedEvents(ctx context.Context, reader client.Reader) ([]eventsv1.E
 // --auto-unbound-after again, for each. Events expire (the API server's
 // --event-ttl, an hour by default), so a decline that outlives its event
 // (the longest ones, 8 times --auto-declined-for) is read back only while
-// the event lives. A failed list is tried again on the next pass; one the
-// controller may not make (Forbidden: an older chart's RBAC) is not, and
-// it goes on without them. Without APIReader (tests) nothing is read.
+// the event lives. A failed list is tried again on the next pass, up to
+// declineReadTries passes; one the controller may not make (Forbidden: an
+// older chart's RBAC) is not; either way it then goes on without them.
+// Without APIReader (tests) nothing is read.
 // pods are the pods read this pass: only unbound ones count in the log.
 func (a *AutoPlanner) readDeclines(ctx context.Context, pods []corev1.Pod, now time.Time) {
 	a.mu.Lock()
@@ -73,6 +80,15 @@ func (a *AutoPlanner) readDeclines(ctx context.Context, pods []corev1.Pod, now t
 			a.declinesRead = true
 			a.mu.Unlock()
 			logger.Info("Cannot read back the nodes left out of pods' plans before this controller started; going on without them", "err", err)
+			return
+		}
+		a.mu.Lock()
+		a.declineReadFailures++
+		giveUp := a.declineReadFailures >= declineReadTries
+		a.declinesRead = giveUp
+		a.mu.Unlock()
+		if giveUp {
+			logger.Error(err, "Reading back the nodes left out of pods' plans before this controller started; going on without them", "tries", declineReadTries)
 			return
 		}
 		logger.Error(err, "Reading back the nodes left out of pods' plans before this controller started; trying again on the next pass")

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -74,12 +75,16 @@ func TestDeclinesReadBack(t *testing.T) {
 // the controller may not make (an older chart's RBAC) is not tried again.
 func TestDeclinesReadBackFailures(t *testing.T) {
 	for name, tc := range map[string]struct {
-		err   error
-		lists int    // lists made in three passes
-		n2    string // n2's desired layout after them
+		err     error
+		failAll bool   // every list fails, not only the first
+		passes  int    // passes made (0: three)
+		lists   int    // lists made in them
+		n2      string // n2's desired layout after them
 	}{
 		"unavailable once": {err: apierrors.NewServiceUnavailable("etcd is down"), lists: 2, n2: "1g.10gb@6"},
-		"forbidden":        {err: apierrors.NewForbidden(eventsv1.Resource("events"), "", errors.New("no grant")), lists: 1, n2: "7g.80gb@0"},
+		// Tried on declineReadTries passes, then planned without them.
+		"unavailable": {err: apierrors.NewServiceUnavailable("etcd is down"), failAll: true, lists: declineReadTries, passes: declineReadTries + 2, n2: "7g.80gb@0"},
+		"forbidden":   {err: apierrors.NewForbidden(eventsv1.Resource("events"), "", errors.New("no grant")), lists: 1, n2: "7g.80gb@0"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](0)})
@@ -90,13 +95,13 @@ func TestDeclinesReadBackFailures(t *testing.T) {
 			h.a.APIReader = interceptor.NewClient(eventsReader(t, declinedN1("uid-p", h.now.Add(-time.Minute), 10*time.Minute)),
 				interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 					lists++
-					if tc.err != nil && (lists == 1 || apierrors.IsForbidden(tc.err)) {
+					if tc.err != nil && (lists == 1 || tc.failAll || apierrors.IsForbidden(tc.err)) {
 						return tc.err
 					}
 					return c.List(ctx, list, opts...)
 				}})
 			h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
-			for range 3 {
+			for range cmp.Or(tc.passes, 3) {
 				h.settle()
 				h.now = h.now.Add(time.Second)
 			}

@@ -172,8 +172,10 @@ type AutoPlanner struct {
 	// time (readSchedulerLease); taken before mu.
 	leaseReads sync.Mutex
 	// declinesRead: the declines have been read back from the
-	// controller's events (readDeclines), or that was tried.
-	declinesRead bool
+	// controller's events (readDeclines), or that was given up;
+	// declineReadFailures counts the tries that failed.
+	declinesRead        bool
+	declineReadFailures int
 }
 
 // SetupWithManager registers the planner: any change to pods waiting for
