@@ -152,6 +152,46 @@ func TestCheckAgainstClusterOfWholeGPUs(t *testing.T) {
 	}
 }
 
+// TestCheckAgainstClusterAllMIG: with every GPU in MIG mode only MIG
+// devices are published; a claim for a whole GPU by its index (an
+// attribute only whole GPUs carry) is judged on the devices a layout with
+// MIG off publishes, not reported as never allocated.
+func TestCheckAgainstClusterAllMIG(t *testing.T) {
+	var migOnly []resourceapi.Device
+	for _, d := range migDevices() {
+		if _, isMIG, ok := migslices.DeviceGPUIndex(d.Name); ok && isMIG {
+			migOnly = append(migOnly, d)
+		}
+	}
+	if len(migOnly) == 0 {
+		t.Fatal("the device model has no MIG device")
+	}
+	f := filepath.Join(t.TempDir(), "whole.yaml")
+	claim := `apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: whole
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly:
+        deviceClassName: gpu.miglayout.io
+        selectors:
+        - cel:
+            expression: "device.attributes['mig.miglayout.io'].index == 0"
+`
+	if err := os.WriteFile(f, []byte(claim), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs := []client.Object{class("mig.miglayout.io", "mig"), class("gpu.miglayout.io", "gpu"),
+		slice("node-1", migslices.DefaultDriverName, migOnly...)}
+	out, _, err := runWith(t, objs, "check", "-f", f)
+	if err != nil || !strings.Contains(out, "No problems found") {
+		t.Errorf("check of a whole-GPU claim on a cluster of MIG devices only: %v\n%s", err, out)
+	}
+}
+
 // class is the chart's DeviceClass for devices of type typ.
 func class(name, typ string) *resourceapi.DeviceClass {
 	return &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name},

@@ -92,8 +92,10 @@ func offlineWorld(drivers, classes []string) *deviceWorld {
 }
 
 // clusterWorld reads the DeviceClasses and published ResourceSlices of the
-// cluster. A miglayout driver name (drivers) that publishes no MIG device
-// yet but that a DeviceClass selects gets miglayout's own device model.
+// cluster. A miglayout driver name (drivers) that publishes devices or that
+// a DeviceClass selects also gets miglayout's own device model (whole GPUs
+// and MIG devices), so that a claim is judged against what a layout can
+// publish, not only against what is published now.
 func clusterWorld(ctx context.Context, c client.Client, drivers []string) (*deviceWorld, error) {
 	var classes resourceapi.DeviceClassList
 	if err := c.List(ctx, &classes); err != nil {
@@ -113,25 +115,31 @@ func clusterWorld(ctx context.Context, c client.Client, drivers []string) (*devi
 			}
 		}
 	}
-	publishedMIG := map[string]bool{}
+	published, publishedMIG := map[string]bool{}, map[string]bool{}
 	for _, s := range rs.Items {
 		for _, d := range s.Spec.Devices {
 			w.add(s.Spec.Driver, d)
+			published[s.Spec.Driver] = true
 			if _, isMIG, ok := migslices.DeviceGPUIndex(d.Name); ok && isMIG {
 				publishedMIG[s.Spec.Driver] = true
 			}
 		}
 	}
 	w.source = "the devices published in the cluster"
-	// A miglayout driver that a DeviceClass selects but that publishes no
-	// MIG device yet (agents starting, GPUs whole before a layout is
-	// applied, Auto mode before a pod asks) gets miglayout's model too:
-	// the devices a layout can create.
+	// A miglayout driver that publishes devices or that a DeviceClass
+	// selects gets miglayout's device model too: the devices a layout can
+	// create, whole GPUs and MIG devices, whatever is published now
+	// (agents starting, GPUs whole before a layout is applied, every GPU
+	// in MIG mode, Auto mode before a pod asks).
+	classText := classCEL.String()
 	for _, drv := range drivers {
-		if !publishedMIG[drv] && strings.Contains(classCEL.String(), "'"+drv+"'") {
-			for _, d := range migDevices() {
-				w.add(drv, d)
-			}
+		if !published[drv] && !strings.Contains(classText, "'"+drv+"'") && !strings.Contains(classText, `"`+drv+`"`) {
+			continue
+		}
+		for _, d := range migDevices() {
+			w.add(drv, d)
+		}
+		if !publishedMIG[drv] {
 			w.notes = append(w.notes, fmt.Sprintf("no MIG device of driver %s is published yet: the attributes of the devices a layout can create are taken from miglayout's device model", drv))
 		}
 	}
