@@ -60,11 +60,22 @@ type Reconciler struct {
 	// status write (see Transitions), with the UID of the MigLayout they
 	// were seen on.
 	problems map[string]seenProblems
+	// specProblems are, per MigLayout name, the spec problems found when
+	// every node it manages had last reported (specProblemsOf).
+	specProblems map[string]keptSpecProblems
 }
 
 type seenProblems struct {
 	uid  types.UID
 	keys sets.Set[string]
+}
+
+// keptSpecProblems are the spec problems last found on a MigLayout
+// generation, with every node it manages reported.
+type keptSpecProblems struct {
+	uid        types.UID
+	generation int64
+	problems   []SpecProblem
 }
 
 // waitForDeletion is how soon a reconcile that waits for a NodeMigLayout to
@@ -99,7 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var errs []error
 	if obs.SelectorErr == nil {
 		obs.Nodes, result, errs = r.syncNodes(ctx, &ml, obs.Selection, in)
-		obs.SpecProblems = CheckSpec(r.catalog(), &ml.Spec, SelectedInventory(obs.Selection, in.nodeMigLayouts))
+		obs.SpecProblems = r.specProblemsOf(&ml, SelectedInventory(obs.Selection, in.nodeMigLayouts))
 	}
 	logger.V(4).Info("Observed MigLayout", "selected", len(obs.Selection.Nodes), "conflicts", len(obs.Selection.Conflicts))
 
@@ -130,6 +141,30 @@ func (r *Reconciler) forgetProblems(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.problems, name)
+	delete(r.specProblems, name)
+}
+
+// specProblemsOf is CheckSpec of ml on inventory (SelectedInventory). While
+// a node it manages has not reported (inventory nil: a node just selected,
+// a NodeMigLayout made again), the problems found on the same generation
+// when every node had reported are kept: a rule is judged on every node it
+// is written for, and dropping them would clear Degraded and raise it
+// again, with its warning, each time a node joins.
+func (r *Reconciler) specProblemsOf(ml *v1alpha1.MigLayout, inventory map[string][]v1alpha1.GPUStatus) []SpecProblem {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if inventory == nil {
+		if k, ok := r.specProblems[ml.Name]; ok && k.uid == ml.UID && k.generation == ml.Generation {
+			return k.problems
+		}
+		return nil
+	}
+	problems := CheckSpec(r.catalog(), &ml.Spec, inventory)
+	if r.specProblems == nil {
+		r.specProblems = map[string]keptSpecProblems{}
+	}
+	r.specProblems[ml.Name] = keptSpecProblems{uid: ml.UID, generation: ml.Generation, problems: problems}
+	return problems
 }
 
 // inputs are the cluster objects one reconcile looks at.
