@@ -31,6 +31,11 @@ lint: vet ## gofmt check + go vet
 # kube-controller-manager, kubectl), built from the Go module proxy into
 # $$MIGLAYOUT_TESTBIN or ~/.cache/miglayout/testbin/...; 10-15 min the first time on 2 cores, instant after.
 .PHONY: testbin testcluster
+# The tests run in each package's directory: a relative MIGLAYOUT_TESTBIN is made absolute
+# (from the repository root, as test/testbin/build.sh reads it).
+ifneq ($(MIGLAYOUT_TESTBIN),)
+export MIGLAYOUT_TESTBIN := $(abspath $(MIGLAYOUT_TESTBIN))
+endif
 testbin: ## build the control-plane binaries the e2e tests need (10-15 min first time on 2 cores, then cached)
 	test/testbin/build.sh
 
@@ -53,7 +58,7 @@ images: ## build the controller and agent images (REGISTRY=..., TAG=... default 
 generate: ## regenerate deepcopy code, CRD manifests and the Helm chart's copies (CRDs, RBAC) from the markers
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:dir=deploy/crds
-	$(GO) test ./deploy/helm -run 'InSync' -count=1 -update >/dev/null
+	@out=$$(mktemp); $(GO) test ./deploy/helm -run 'InSync' -count=1 -update >$$out 2>&1 || { cat $$out; rm -f $$out; exit 1; }; rm -f $$out
 
 verify: generate ## fail when generated files are out of date
 	@git diff --exit-code -- api deploy/crds deploy/helm || { echo "generated files are stale: run make generate and commit"; exit 1; }

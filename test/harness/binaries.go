@@ -16,8 +16,9 @@ const (
 // EnvBinDir names the environment variable that overrides where the binaries live.
 const EnvBinDir = "MIGLAYOUT_TESTBIN"
 
-// Components are the control-plane binaries Start needs.
-var Components = []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager"}
+// Components are the binaries test/testbin/build.sh builds: the control
+// plane Start runs, and kubectl, which test clusters (test/cluster) run.
+var Components = []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubectl"}
 
 // DefaultBinDir is where test/testbin/build.sh puts the binaries when MIGLAYOUT_TESTBIN is unset.
 func DefaultBinDir() (string, error) {
@@ -29,10 +30,16 @@ func DefaultBinDir() (string, error) {
 		"v"+KubernetesVersion+"-etcd"+EtcdVersion), nil
 }
 
-// BinDir locates the control-plane binaries: $MIGLAYOUT_TESTBIN, else DefaultBinDir. It
-// fails, telling the reader to run `make testbin`, when any of Components is missing.
+// BinDir locates the control-plane binaries: $MIGLAYOUT_TESTBIN (an absolute path),
+// else DefaultBinDir. It fails, telling the reader to run `make testbin`, when any of
+// Components is missing.
 func BinDir() (string, error) {
 	dir := os.Getenv(EnvBinDir)
+	if dir != "" && !filepath.IsAbs(dir) {
+		// go test runs each package in its own directory: a relative
+		// path would name another directory for each.
+		return "", fmt.Errorf("%s=%q is a relative path: give an absolute one (make test resolves it)", EnvBinDir, dir)
+	}
 	if dir == "" {
 		d, err := DefaultBinDir()
 		if err != nil {

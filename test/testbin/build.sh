@@ -34,7 +34,8 @@ fi
 minor=${K8S_VERSION#*.}; minor=${minor%%.*}
 stage_ver="v0.${K8S_VERSION#*.}"          # 1.37.2 -> v0.37.2
 
-# Static binaries, no workspace, no toolchain switching. Only inside this script: the
+# Static binaries, no workspace (GOTOOLCHAIN is left as it is: a scratch module whose
+# go line asks for a newer Go fetches it). Only inside this script: the
 # project itself needs cgo (go-nvml).
 export CGO_ENABLED=0 GOWORK=off GOFLAGS="-buildvcs=false"
 unset GOOS GOARCH
