@@ -27,10 +27,15 @@ func TestSelectorPolicy(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
 	const rules = "\nrules: [{profiles: {3g.40gb: 2}}]"
 
-	// Stored before the policy: the CRD admits it.
+	// Stored before the policy: the CRD admits it. (A policy another
+	// test installed and removed may still be enforced for a moment.)
 	old := migLayoutObject(t, "sel-policy-old", "nodeSelector: {matchLabels: {'bad key': a}}"+rules)
-	if err := c.Create(ctx, old); err != nil {
-		t.Fatal(err)
+	var err error
+	if werr := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err = c.Create(ctx, old.DeepCopy())
+		return err == nil, nil
+	}); werr != nil {
+		t.Fatalf("creating a MigLayout with a malformed selector before the policy: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), old) })
 
