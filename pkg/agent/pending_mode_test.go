@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
@@ -237,5 +238,57 @@ func TestPendingMIGModeCancelledUnderClaims(t *testing.T) {
 				t.Errorf("layout %q, want 7g.80gb@0", got[0])
 			}
 		})
+	}
+}
+
+// TestPendingMIGModeCancelFailureKeepsRecord: the cancel of a pending
+// enable under a claim fails (NVML error); the journal still records the
+// enable as the agent's, so once the claim and the spec are gone the
+// enable is cancelled, not left armed for nobody.
+func TestPendingMIGModeCancelFailureKeepsRecord(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	ctx := context.Background()
+	specs := g.leaveEnablePending(t)
+	g.alloc.cached = sets.New("gpu-0")
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "SetMigMode", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.r.Sync(ctx, specs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent || !st.MIGPending {
+		t.Fatalf("MIG current %t pending %t after the failed cancel, want the enable still pending", st.MIGCurrent, st.MIGPending)
+	}
+	g.alloc.cached = nil
+	g.wantPendingModeCancelled(t)
+}
+
+// gatedAllocations are allocations of which the binding gate will refuse
+// all (GuardedDevices has none of them).
+type gatedAllocations struct{ *fakeAllocations }
+
+func (gatedAllocations) GuardedDevices(context.Context) (sets.Set[string], error) {
+	return sets.New[string](), nil
+}
+
+// TestPendingMIGModeKeptUnderRefusedAllocation: with binding conditions,
+// an allocation of gpu-0 while its MIG enable is pending is one the
+// binding gate refuses (the device is draining): no pod will run on it,
+// so the enable is not cancelled for it; the GPU waits (ResetRequired)
+// until the scheduler drops the allocation.
+func TestPendingMIGModeKeptUnderRefusedAllocation(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	specs := g.leaveEnablePending(t)
+	g.alloc.cached = sets.New("gpu-0")
+	g.r.Allocations = gatedAllocations{g.alloc}
+	res, err := g.r.Sync(context.Background(), specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Reason != v1alpha1.ReasonResetRequired {
+		t.Errorf("result %+v, want ResetRequired", got)
+	}
+	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent || !st.MIGPending {
+		t.Errorf("MIG current %t pending %t, want the enable kept pending", st.MIGCurrent, st.MIGPending)
 	}
 }

@@ -65,9 +65,12 @@ func (r *Repartitioner) cancelModesUnderClaims(ctx context.Context, obs []GPUSta
 	if len(cands) == 0 {
 		return nil, nil
 	}
-	claimed, err := r.Allocations.AllocatedDevices(ctx, false)
+	// Allocations the binding gate will refuse (the device is draining,
+	// which a device a pending change removes is) do not count: the
+	// scheduler never binds a pod to them.
+	claimed, err := r.guardedAllocations(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+		return nil, err
 	}
 	if r.Prepared != nil {
 		claimed = claimed.Union(r.Prepared.PreparedDevices())
@@ -81,10 +84,6 @@ func (r *Repartitioner) cancelModesUnderClaims(ctx context.Context, obs []GPUSta
 		}
 		idx, current := c.g.GPU.Index, c.g.GPU.MIGMode.Current
 		logger.Info("Cancelling the pending MIG mode change: a claim holds a device it removes", "gpu", idx, "current", current, "devices", busy)
-		if err := r.Journal.Record(JournalEntry{GPU: idx, UUID: c.g.GPU.UUID, Step: StepSettingMIGMode, ModeSet: ptr.To(current)}); err != nil {
-			failed[idx] = errors.Join(failed[idx], fmt.Errorf("cancelling the pending MIG mode change: %w", err))
-			continue
-		}
 		end, err := r.Locks.BeginReconfigure(ctx, idx)
 		if err != nil {
 			return cancelled, err
@@ -94,6 +93,11 @@ func (r *Repartitioner) cancelModesUnderClaims(ctx context.Context, obs []GPUSta
 		if err != nil {
 			failed[idx] = errors.Join(failed[idx], fmt.Errorf("cancelling the pending MIG mode change, which would remove %s at the next reset: %w", strings.Join(busy, ", "), err))
 			continue
+		}
+		// Journaled once done: until then the journal keeps the mode the
+		// agent set, which is still its to cancel.
+		if err := r.Journal.Record(JournalEntry{GPU: idx, UUID: c.g.GPU.UUID, Step: StepSettingMIGMode, ModeSet: ptr.To(current)}); err != nil {
+			logger.Error(err, "Recording the cancelled MIG mode change in the journal", "gpu", idx)
 		}
 		if cancelled == nil {
 			cancelled = map[int][]string{}

@@ -516,10 +516,6 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	}
 	entry := p.entry(StepSettingMIGMode)
 	if p.cancelPending {
-		entry.ModeSet = ptr.To(p.spec.MIGEnabled)
-		if err := r.Journal.Record(entry); err != nil {
-			return journalFailure(err)
-		}
 		mode, err := r.GPUs.SetMIGMode(ctx, p.index, p.spec.MIGEnabled)
 		if err != nil {
 			return fail(fmt.Errorf("cancelling the pending MIG mode change: %w", err))
@@ -527,6 +523,9 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		if mode.Pending != p.spec.MIGEnabled {
 			return fail(fmt.Errorf("cancelling the pending MIG mode change: the mode is still pending %v", mode.Pending))
 		}
+		// Journaled once done (the next steps' entries carry it): until
+		// then the journal keeps the mode the agent set before.
+		entry.ModeSet = ptr.To(p.spec.MIGEnabled)
 	}
 	if p.enableMIG {
 		entry.ModeSet = ptr.To(true)
