@@ -138,6 +138,9 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 	if ml.Spec.Mode != v1alpha1.ModeAuto {
 		desired, problems = DesiredGPUs(r.catalog(), ml.Spec.Rules, existing.Status.GPUs, existing.Spec.GPUs)
 	}
+	if gate != nil {
+		desired = keepUnreadable(existing, desired)
+	}
 	next := existing.DeepCopy()
 	next.Spec = v1alpha1.NodeMigLayoutSpec{MigLayout: ml.Name, GPUs: desired}
 	// A node held back by maxNodesChanging keeps the spec it has (its

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -94,6 +95,34 @@ func (g *rolloutGate) admit(existing *v1alpha1.NodeMigLayout, gpus []v1alpha1.GP
 	}
 	g.held[existing.Name] = true
 	return false
+}
+
+// keepUnreadable returns desired with the spec existing has kept for each
+// GPU NVML cannot read (GPUUnreadable), which changing does not count: a
+// new layout for it would otherwise be written without a slot and applied
+// once the GPU is back, beside the nodes that hold the slots. Once it is
+// read again its new layout waits for a slot like any other.
+func keepUnreadable(existing *v1alpha1.NodeMigLayout, desired []v1alpha1.GPUSpec) []v1alpha1.GPUSpec {
+	unreadable := map[int32]bool{}
+	for _, g := range existing.Status.GPUs {
+		if g.Phase == v1alpha1.PhaseFailed && g.Reason == v1alpha1.ReasonGPUUnreadable {
+			unreadable[g.Index] = true
+		}
+	}
+	if len(unreadable) == 0 {
+		return desired
+	}
+	out := make([]v1alpha1.GPUSpec, 0, len(desired))
+	for _, d := range desired {
+		if !unreadable[d.Index] {
+			out = append(out, d)
+			continue
+		}
+		if i := slices.IndexFunc(existing.Spec.GPUs, func(s v1alpha1.GPUSpec) bool { return s.Index == d.Index }); i >= 0 {
+			out = append(out, existing.Spec.GPUs[i])
+		}
+	}
+	return out
 }
 
 // heldNote is the row message of a held node.

@@ -315,6 +315,36 @@ func TestMaxNodesChangingIgnoresUnreadableGPUInSpec(t *testing.T) {
 	}
 }
 
+// TestMaxNodesChangingKeepsUnreadableGPUSpec: with maxNodesChanging 1 the
+// rule changes to halves. n1's GPU 0 holds halves already; its GPU 1 fell
+// off the bus (GPUUnreadable) with a spec of whole. GPU 1's spec is kept as
+// it is: written now it would take no slot and be applied once the GPU is
+// back, beside n2, which takes the slot.
+func TestMaxNodesChangingKeepsUnreadableGPUSpec(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+	unreadable := a100(1).layout(wholeLayout).build()
+	unreadable.Phase, unreadable.Reason = v1alpha1.PhaseFailed, v1alpha1.ReasonGPUUnreadable
+	n1 := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, `rule "halves": profiles 3g.40gb:2`), specGPU(1, wholeLayout, "")).
+		status(a100(0).layout(halvesLayout)).build(), ml)
+	n1.Status.GPUs = append(n1.Status.GPUs, unreadable)
+	n2 := ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
+		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if specs := specsAfterReconcile(t, c, r, "n2"); specs["n2"] != halvesLayout {
+		t.Errorf("n2 %q, want the slot and %s", specs["n2"], halvesLayout)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Spec.GPUs) != 2 || got.Spec.GPUs[1].Layout != wholeLayout {
+		t.Errorf("n1's spec %+v, want GPU 1 (unreadable) kept at %s", got.Spec.GPUs, wholeLayout)
+	}
+}
+
 // TestMaxNodesChangingSkipsNodeWithLostAgent: with maxNodesChanging 1, the
 // rule changes while n1's agent is lost (row Unknown, its Lease not renewed
 // for an hour); n1 and n2 both hold the old layout. Nodes take slots in
