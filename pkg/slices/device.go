@@ -310,10 +310,19 @@ func version(v string) resourceapi.DeviceAttribute {
 // VersionValue requires): missing components become 0 and leading zeros are
 // dropped, so "8.0" -> "8.0.0", "580.95.05" -> "580.95.5", "13.0" -> "13.0.0".
 // A fourth and further components, as some driver branches print, become
-// semver build metadata ("535.104.05.01" -> "535.104.5+01"). ok is false for
-// anything else (the attribute is then not published).
+// semver build metadata ("535.104.05.01" -> "535.104.5+01"). A version in
+// that form already is returned as it is (normalising twice changes
+// nothing: kubectl miglayout reads published versions back). ok is false
+// for anything else (the attribute is then not published).
 func NormalizeVersion(v string) (string, bool) {
-	parts := strings.Split(strings.TrimSpace(v), ".")
+	core, build, hasBuild := strings.Cut(strings.TrimSpace(v), "+")
+	parts := strings.Split(core, ".")
+	if hasBuild {
+		if len(parts) != 3 {
+			return "", false
+		}
+		parts = append(parts, strings.Split(build, ".")...)
+	}
 	if len(parts) == 0 || parts[0] == "" {
 		return "", false
 	}

@@ -235,6 +235,7 @@ func TestNames(t *testing.T) {
 func TestNormalizeVersion(t *testing.T) {
 	for in, want := range map[string]string{
 		"8.0": "8.0.0", "580.95.05": "580.95.5", "13.0": "13.0.0", "12": "12.0.0", "535.104.05.01": "535.104.5+01", "10.0.0": "10.0.0",
+		"535.104.5+01": "535.104.5+01", // normalised already
 	} {
 		got, ok := NormalizeVersion(in)
 		if !ok || got != want {
@@ -243,8 +244,11 @@ func TestNormalizeVersion(t *testing.T) {
 		if !semverRE.MatchString(got) {
 			t.Errorf("%q is not semver", got)
 		}
+		if again, ok := NormalizeVersion(got); !ok || again != got {
+			t.Errorf("NormalizeVersion(%q) = %q, %v; want it unchanged", got, again, ok)
+		}
 	}
-	for _, bad := range []string{"", "a.b", "1..2", "1.-2", "1.+2", "r580"} {
+	for _, bad := range []string{"", "a.b", "1..2", "1.-2", "1.+2", "r580", "1.2+3", "1.2.3+", "1.2.3+a_b"} {
 		if got, ok := NormalizeVersion(bad); ok {
 			t.Errorf("NormalizeVersion(%q) = %q, ok", bad, got)
 		}
