@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -110,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var errs []error
 	if obs.SelectorErr == nil {
 		obs.Nodes, result, errs = r.syncNodes(ctx, &ml, obs.Selection, in)
-		obs.SpecProblems = r.specProblemsOf(&ml, SelectedInventory(obs.Selection, in.nodeMigLayouts))
+		obs.SpecProblems = r.specProblemsOf(&ml, SelectedInventory(obs.Selection, in.nodeMigLayouts), ReportedInventory(obs.Selection, in.nodeMigLayouts))
 	}
 	logger.V(4).Info("Observed MigLayout", "selected", len(obs.Selection.Nodes), "conflicts", len(obs.Selection.Conflicts))
 
@@ -147,17 +148,22 @@ func (r *Reconciler) forgetProblems(name string) {
 // specProblemsOf is CheckSpec of ml on inventory (SelectedInventory). While
 // a node it manages has not reported (inventory nil: a node just selected,
 // a NodeMigLayout made again), the problems found on the same generation
-// when every node had reported are kept: a rule is judged on every node it
-// is written for, and dropping them would clear Degraded and raise it
-// again, with its warning, each time a node joins.
-func (r *Reconciler) specProblemsOf(ml *v1alpha1.MigLayout, inventory map[string][]v1alpha1.GPUStatus) []SpecProblem {
+// when every node had reported are kept, those that still hold on the
+// nodes that have reported (reported, by Reason and Subject): a rule is
+// judged on every node it is written for, and dropping them would clear
+// Degraded and raise it again, with its warning, each time a node joins.
+func (r *Reconciler) specProblemsOf(ml *v1alpha1.MigLayout, inventory, reported map[string][]v1alpha1.GPUStatus) []SpecProblem {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if inventory == nil {
-		if k, ok := r.specProblems[ml.Name]; ok && k.uid == ml.UID && k.generation == ml.Generation {
-			return k.problems
+		k, ok := r.specProblems[ml.Name]
+		if !ok || k.uid != ml.UID || k.generation != ml.Generation || len(k.problems) == 0 {
+			return nil
 		}
-		return nil
+		still := CheckSpec(r.catalog(), &ml.Spec, reported)
+		return slices.DeleteFunc(slices.Clone(k.problems), func(p SpecProblem) bool {
+			return !slices.ContainsFunc(still, func(q SpecProblem) bool { return q.Reason == p.Reason && q.Subject == p.Subject })
+		})
 	}
 	problems := CheckSpec(r.catalog(), &ml.Spec, inventory)
 	if r.specProblems == nil {

@@ -22,6 +22,10 @@ type SpecProblem struct {
 	Reason string
 	// Message names the rule or profile and what the nodes have.
 	Message string
+	// Subject is the part of the spec it is about (a rule's name, a
+	// profile): with Reason it tells a problem apart from others whatever
+	// the nodes are.
+	Subject string
 }
 
 // CheckSpec looks for the parts of spec that apply to none of the GPUs the
@@ -70,7 +74,7 @@ func checkRules(rules []v1alpha1.LayoutRule, nodes []string, inventory map[strin
 			why = "matches only GPUs an earlier rule decides"
 		}
 		out = append(out, SpecProblem{
-			Reason: v1alpha1.ReasonRuleMatchesNoGPU,
+			Reason: v1alpha1.ReasonRuleMatchesNoGPU, Subject: ruleName(i, &rules[i]),
 			Message: fmt.Sprintf("%s %s (%d selected %s; %s)", ruleName(i, &rules[i]), why,
 				len(nodes), plural(int32(len(nodes)), "node", "nodes"), gpuSummary(nodes, inventory)),
 		})
@@ -112,7 +116,7 @@ func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inven
 		return false
 	}
 	notOffered := func(what string) SpecProblem {
-		return SpecProblem{Reason: v1alpha1.ReasonProfileNotOffered,
+		return SpecProblem{Reason: v1alpha1.ReasonProfileNotOffered, Subject: what,
 			Message: fmt.Sprintf("%s is offered by no GPU model of the %d selected %s (%s)", what,
 				len(nodes), plural(int32(len(nodes)), "node", "nodes"), orNone(modelNames))}
 	}
@@ -145,7 +149,7 @@ func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inven
 			}
 		}
 		if len(short) > 0 {
-			out = append(out, SpecProblem{Reason: v1alpha1.ReasonSparesNotHoldable,
+			out = append(out, SpecProblem{Reason: v1alpha1.ReasonSparesNotHoldable, Subject: "spares of " + prof,
 				Message: fmt.Sprintf("spares of %d %s per node: %s (on its GPUs in MIG mode)", want, prof, joinBounded(short, 5))})
 		}
 	}
@@ -173,7 +177,7 @@ func checkPolicy(cat *mig.Catalog, p *v1alpha1.AutoPolicy, nodes []string, inven
 		}
 	}
 	if len(short) > 0 {
-		out = append(out, SpecProblem{Reason: v1alpha1.ReasonSparesNotHoldable,
+		out = append(out, SpecProblem{Reason: v1alpha1.ReasonSparesNotHoldable, Subject: "spares",
 			Message: fmt.Sprintf("spares %s per node do not fit on the GPUs of %s all at once", formatSpares(p.Spares), joinBounded(short, 5))})
 	}
 	return out
@@ -219,6 +223,19 @@ func orNone(s []string) string {
 		return "none"
 	}
 	return strings.Join(s, ", ")
+}
+
+// ReportedInventory returns the reported GPUs of the nodes the MigLayout
+// selects whose agents have reported (SelectedInventory without waiting for
+// the others).
+func ReportedInventory(sel Selection, nmls map[string]*v1alpha1.NodeMigLayout) map[string][]v1alpha1.GPUStatus {
+	out := map[string][]v1alpha1.GPUStatus{}
+	for _, node := range sel.Nodes {
+		if nml := nmls[node]; nml != nil && len(nml.Status.GPUs) > 0 {
+			out[node] = nml.Status.GPUs
+		}
+	}
+	return out
 }
 
 // SelectedInventory returns the reported GPUs of every node the MigLayout

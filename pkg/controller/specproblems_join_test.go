@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -67,4 +68,50 @@ func TestSpecProblemsKeptWhileNodeJoins(t *testing.T) {
 	}
 	// Its message now names both nodes' GPUs: a warning says so.
 	degraded("the second node reported")
+}
+
+// TestKeptSpecProblemsDropWhenFixed: the problem kept while n2 has not
+// reported goes once the nodes that have reported no longer show it (n1's
+// GPU is replaced by a T4, which the t4 rule now decides), though n2
+// still has not reported.
+func TestKeptSpecProblemsDropWhenFixed(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.Rules = append(rules(rule("t4").product("Tesla-T4").migOff()), ml.Spec.Rules...)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
+		node("n1", map[string]string{"pool": "a"}),
+		ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "")).status(a100(0).layout(halvesLayout)).build(), ml)).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	ctx := context.Background()
+	degraded := func() *metav1.Condition {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+			t.Fatal(err)
+		}
+		var got v1alpha1.MigLayout
+		if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &got); err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded)
+	}
+	if d := degraded(); d == nil || d.Reason != v1alpha1.ReasonRuleMatchesNoGPU {
+		t.Fatalf("Degraded %+v, want RuleMatchesNoGPU", d)
+	}
+	if err := c.Create(ctx, node("n2", map[string]string{"pool": "a"})); err != nil {
+		t.Fatal(err)
+	}
+	if d := degraded(); d == nil || d.Reason != v1alpha1.ReasonRuleMatchesNoGPU {
+		t.Fatalf("n2 not reported: Degraded %+v, want RuleMatchesNoGPU kept", d)
+	}
+	var n1 v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &n1); err != nil {
+		t.Fatal(err)
+	}
+	n1.Status.GPUs = []v1alpha1.GPUStatus{{Index: 0, Product: "Tesla-T4", Phase: v1alpha1.PhaseReady}}
+	if err := c.Status().Update(ctx, &n1); err != nil {
+		t.Fatal(err)
+	}
+	if d := degraded(); d != nil && d.Status == metav1.ConditionTrue && d.Reason == v1alpha1.ReasonRuleMatchesNoGPU {
+		t.Errorf("n1 now has a T4: Degraded %+v, want the kept problem gone", d)
+	}
 }
