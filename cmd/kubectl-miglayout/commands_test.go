@@ -918,6 +918,41 @@ func staticMigLayoutFile(t *testing.T, name, rules string) string {
 	return f
 }
 
+// TestPlanAsksServerAboutDocumentAsGiven: plan's dry run sends the
+// MigLayout as the file gives it, an empty profiles map (MIG on, no device)
+// included, which the typed object would drop (and the API server then
+// refuse as a rule with neither profiles nor layout).
+func TestPlanAsksServerAboutDocumentAsGiven(t *testing.T) {
+	var sent *unstructured.Unstructured
+	c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(cluster(t)...).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == "MigLayout" {
+				sent = u.DeepCopy()
+				return nil
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}).Build()
+	e := &env{now: func() time.Time { return time.Unix(1060, 0) }, newClient: func() (client.Client, error) { return c, nil }}
+	cmd := newRootCommandEnv(e)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{"plan", "-f", staticMigLayoutFile(t, "mig-on", "[{profiles: {}}]")})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if sent == nil {
+		t.Fatal("plan asked the API server nothing")
+	}
+	rules, _, _ := unstructured.NestedSlice(sent.Object, "spec", "rules")
+	if len(rules) != 1 {
+		t.Fatalf("rules sent: %v", rules)
+	}
+	if p, ok := rules[0].(map[string]any)["profiles"]; !ok || p == nil {
+		t.Errorf("rule sent %v, want its empty profiles map", rules[0])
+	}
+}
+
 // TestPlanFromSlicesKeepsAllocated: read from ResourceSlices, a device a
 // claim holds stays where it is, as the controller keeps it, and the pool's
 // newest generation alone counts.

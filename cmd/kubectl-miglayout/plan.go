@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -63,6 +64,7 @@ reason; several MigLayouts in the files are planned as applied together.`,
 				return err
 			}
 			var mls []v1alpha1.MigLayout
+			var written []*unstructured.Unstructured // as given, for the API server
 			for _, d := range docs {
 				if d.kind() != "MigLayout" {
 					return fmt.Errorf("%s: plan reads MigLayouts only", d.describe())
@@ -78,13 +80,14 @@ reason; several MigLayouts in the files are planned as applied together.`,
 					return fmt.Errorf("%s: MigLayout %q is given twice", d.describe(), ml.Name)
 				}
 				mls = append(mls, ml)
+				written = append(written, &unstructured.Unstructured{Object: d.Object})
 			}
 			c, err := e.client()
 			if err != nil {
 				return err
 			}
-			for i := range mls {
-				if err := validateOnServer(cmd.Context(), c, &mls[i], cmd.ErrOrStderr()); err != nil {
+			for _, w := range written {
+				if err := validateOnServer(cmd.Context(), c, w, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 			}
@@ -738,28 +741,27 @@ func onOff(on bool) string {
 	return "off"
 }
 
-// validateOnServer asks the API server to admit ml without storing it (a
+// validateOnServer asks the API server to admit the MigLayout doc, as
+// given (not as the typed object would serialize it: an empty profiles map
+// or rules list is part of what the server judges), without storing it (a
 // dry-run create, or update where it exists), so that plan refuses what
 // kubectl apply would refuse: the CRD's schema and CEL rules, and admission
 // (a ValidatingAdmissionPolicy or webhook that forbids it: a 403 although
 // RBAC allows the write, asked with a SelfSubjectAccessReview). An API
 // server that cannot be asked (no permission to write MigLayouts) is
-// reported on warn and ml is planned as given.
-func validateOnServer(ctx context.Context, c client.Client, ml *v1alpha1.MigLayout, warn io.Writer) error {
-	// As read, not as the typed object would serialize (an empty
-	// profiles map is a rule of its own).
-	obj, err := migLayoutUnstructured(ml)
-	if err != nil {
-		return err
-	}
+// reported on warn and the MigLayout is planned as given.
+func validateOnServer(ctx context.Context, c client.Client, doc *unstructured.Unstructured, warn io.Writer) error {
+	obj := doc.DeepCopy()
+	delete(obj.Object, "status")
 	obj.SetUID("")
 	obj.SetResourceVersion("")
+	name := obj.GetName()
 	// written: err is the dry-run write's answer (not the Get's), as verb.
 	verb, written := "create", true
-	err = c.Create(ctx, obj, client.DryRunAll)
+	err := c.Create(ctx, obj, client.DryRunAll)
 	if apierrors.IsAlreadyExists(err) {
 		var cur v1alpha1.MigLayout
-		if err = c.Get(ctx, client.ObjectKeyFromObject(ml), &cur); err == nil {
+		if err = c.Get(ctx, client.ObjectKey{Name: name}, &cur); err == nil {
 			obj.SetResourceVersion(cur.ResourceVersion)
 			verb = "update"
 			err = c.Update(ctx, obj, client.DryRunAll)
@@ -770,10 +772,10 @@ func validateOnServer(ctx context.Context, c client.Client, ml *v1alpha1.MigLayo
 	switch {
 	case err == nil:
 		return nil
-	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || written && apierrors.IsForbidden(err) && rbacAllows(ctx, c, verb, ml.Name):
-		return fmt.Errorf("MigLayout %q would be refused by the API server: %w", ml.Name, err)
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || written && apierrors.IsForbidden(err) && rbacAllows(ctx, c, verb, name):
+		return fmt.Errorf("MigLayout %q would be refused by the API server: %w", name, err)
 	default:
-		fmt.Fprintf(warn, "warning: MigLayout %q was not checked by the API server (%v); planned as given\n", ml.Name, err)
+		fmt.Fprintf(warn, "warning: MigLayout %q was not checked by the API server (%v); planned as given\n", name, err)
 		return nil
 	}
 }
