@@ -34,7 +34,8 @@ func TestAgentSeesTheNodesGPUProcesses(t *testing.T) {
 // TestAgentSeesDriverRootMountedLater: a driver root another pod mounts
 // (the GPU Operator's /run/nvidia/driver) reaches the agent's container
 // even when mounted after the agent started (HostToContainer propagation);
-// the host's own root needs none.
+// the host's own root is mounted so too, so that an unmount on the host
+// (another pod's volume) is one in the agent's container as well.
 func TestAgentSeesDriverRootMountedLater(t *testing.T) {
 	propagation := func(values map[string]any) *corev1.MountPropagationMode {
 		ds := convert[appsv1.DaemonSet](t, find(t, render(t, values), "DaemonSet", "miglayout-agent"))
@@ -49,7 +50,7 @@ func TestAgentSeesDriverRootMountedLater(t *testing.T) {
 	if p := propagation(map[string]any{"agent": map[string]any{"nvidiaDriverRoot": "/run/nvidia/driver"}}); p == nil || *p != corev1.MountPropagationHostToContainer {
 		t.Errorf("driver root /run/nvidia/driver mounted with propagation %v, want HostToContainer", p)
 	}
-	if p := propagation(nil); p != nil {
-		t.Errorf("the host's root (/) mounted with propagation %v, want none", *p)
+	if p := propagation(nil); p == nil || *p != corev1.MountPropagationHostToContainer {
+		t.Errorf("the host's root (/) mounted with propagation %v, want HostToContainer (the host's unmounts of other pods' volumes must reach the agent)", p)
 	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,82 +267,57 @@ func TestMaxNodesChangingNewNodeAlreadyAtLayout(t *testing.T) {
 	}
 }
 
-// TestMaxNodesChangingIgnoresUnreadableGPUOutsideSpec: with
-// maxNodesChanging 1, n1 holds the MigLayout's layout on the only GPU its
-// agent ever read (GPU 0); its GPU 1 fell off the bus before it was read
-// (Failed/GPUUnreadable, no product, so no rule decides it and no spec
-// lists it). n1 has reached what its spec asks for and is not changing, so
-// n2, still on the old layout, gets the new one: a GPU that waits for its
-// replacement does not hold the rollout's only slot.
-func TestMaxNodesChangingIgnoresUnreadableGPUOutsideSpec(t *testing.T) {
-	ml := staticMigLayout("a", "uid-a", "a")
-	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
-	unreadable := v1alpha1.GPUStatus{Index: 1, Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUUnreadable,
-		Message: "NVML cannot read the GPU, so its devices are not published: ERROR_GPU_IS_LOST"}
-	n1 := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, `rule "halves": profiles 3g.40gb:2`)).
-		status(a100(0).layout(halvesLayout)).build(), ml)
-	n1.Status.GPUs = append(n1.Status.GPUs, unreadable)
-	n2 := ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
-		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
-	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n2"] != halvesLayout {
-		t.Errorf("specs %v: want n2 given the new layout (maxNodesChanging 1, n1 holds its spec's layout; only its unreadable GPU 1, in no spec, is not Ready)", specs)
+// TestMaxNodesChangingUnreadableGPU: maxNodesChanging 1, the rule asks for
+// halves; n1 holds halves on GPU 0, and its GPU 1 fell off the bus
+// (Failed/GPUUnreadable); n2 is on the old layout. A GPU that waits for its
+// replacement does not hold the rollout's only slot, so n2 gets the new
+// layout, whether GPU 1 was never read (no product: no rule decides it, no
+// spec lists it) or was read before it failed (the agent keeps its
+// product, the spec names it). Its spec is kept as it is: a new layout
+// written for it now would take no slot and be applied once it is back,
+// beside the node that holds the slot.
+func TestMaxNodesChangingUnreadableGPU(t *testing.T) {
+	const rule = `rule "halves": profiles 3g.40gb:2`
+	neverRead := v1alpha1.GPUStatus{Index: 1}
+	readBefore := a100(1).layout(wholeLayout).build()
+	tests := map[string]struct {
+		gpu1     v1alpha1.GPUStatus
+		spec     []v1alpha1.GPUSpec // n1's spec
+		wantGPU1 string             // GPU 1's layout in n1's spec after ("": none)
+	}{
+		"never read, in no spec":         {neverRead, []v1alpha1.GPUSpec{specGPU(0, halvesLayout, rule)}, ""},
+		"read before, spec at halves":    {readBefore, []v1alpha1.GPUSpec{specGPU(0, halvesLayout, rule), specGPU(1, halvesLayout, rule)}, halvesLayout},
+		"read before, spec at the whole": {readBefore, []v1alpha1.GPUSpec{specGPU(0, halvesLayout, rule), specGPU(1, wholeLayout, "")}, wholeLayout},
 	}
-}
-
-// TestMaxNodesChangingIgnoresUnreadableGPUInSpec: as
-// TestMaxNodesChangingIgnoresUnreadableGPUOutsideSpec, but n1's GPU 1 was
-// read before it fell off the bus, so the agent keeps its product and the
-// spec still names it. It waits for its replacement; n1 does not hold the
-// rollout's only slot meanwhile.
-func TestMaxNodesChangingIgnoresUnreadableGPUInSpec(t *testing.T) {
-	ml := staticMigLayout("a", "uid-a", "a")
-	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
-	unreadable := a100(1).layout(halvesLayout).build()
-	unreadable.Phase, unreadable.Reason = v1alpha1.PhaseFailed, v1alpha1.ReasonGPUUnreadable
-	unreadable.Message = "NVML cannot read the GPU, so its devices are not published: ERROR_GPU_IS_LOST"
-	n1 := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, `rule "halves": profiles 3g.40gb:2`), specGPU(1, halvesLayout, `rule "halves": profiles 3g.40gb:2`)).
-		status(a100(0).layout(halvesLayout)).build(), ml)
-	n1.Status.GPUs = append(n1.Status.GPUs, unreadable)
-	n2 := ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
-		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
-	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n2"] != halvesLayout {
-		t.Errorf("specs %v: want n2 given the new layout (maxNodesChanging 1, n1 holds its layout but on GPU 1, which NVML cannot read)", specs)
-	}
-}
-
-// TestMaxNodesChangingKeepsUnreadableGPUSpec: with maxNodesChanging 1 the
-// rule changes to halves. n1's GPU 0 holds halves already; its GPU 1 fell
-// off the bus (GPUUnreadable) with a spec of whole. GPU 1's spec is kept as
-// it is: written now it would take no slot and be applied once the GPU is
-// back, beside n2, which takes the slot.
-func TestMaxNodesChangingKeepsUnreadableGPUSpec(t *testing.T) {
-	ml := staticMigLayout("a", "uid-a", "a")
-	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
-	unreadable := a100(1).layout(wholeLayout).build()
-	unreadable.Phase, unreadable.Reason = v1alpha1.PhaseFailed, v1alpha1.ReasonGPUUnreadable
-	n1 := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, `rule "halves": profiles 3g.40gb:2`), specGPU(1, wholeLayout, "")).
-		status(a100(0).layout(halvesLayout)).build(), ml)
-	n1.Status.GPUs = append(n1.Status.GPUs, unreadable)
-	n2 := ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
-		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
-	if specs := specsAfterReconcile(t, c, r, "n2"); specs["n2"] != halvesLayout {
-		t.Errorf("n2 %q, want the slot and %s", specs["n2"], halvesLayout)
-	}
-	var got v1alpha1.NodeMigLayout
-	if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Spec.GPUs) != 2 || got.Spec.GPUs[1].Layout != wholeLayout {
-		t.Errorf("n1's spec %+v, want GPU 1 (unreadable) kept at %s", got.Spec.GPUs, wholeLayout)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ml := staticMigLayout("a", "uid-a", "a")
+			ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+			unreadable := tc.gpu1
+			unreadable.Phase, unreadable.Reason = v1alpha1.PhaseFailed, v1alpha1.ReasonGPUUnreadable
+			unreadable.Message = "NVML cannot read the GPU, so its devices are not published: ERROR_GPU_IS_LOST"
+			n1 := ownedBy(nodeMigLayout("n1").spec(tc.spec...).status(a100(0).layout(halvesLayout)).build(), ml)
+			n1.Status.GPUs = append(n1.Status.GPUs, unreadable)
+			n2 := ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
+				node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
+				WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+			r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+			if specs := specsAfterReconcile(t, c, r, "n2"); specs["n2"] != halvesLayout {
+				t.Errorf("n2 %q, want the slot and %s", specs["n2"], halvesLayout)
+			}
+			var got v1alpha1.NodeMigLayout
+			if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			gpu1 := ""
+			if i := slices.IndexFunc(got.Spec.GPUs, func(g v1alpha1.GPUSpec) bool { return g.Index == 1 }); i >= 0 {
+				gpu1 = got.Spec.GPUs[i].Layout
+			}
+			if gpu1 != tc.wantGPU1 {
+				t.Errorf("n1's GPU 1 spec %q, want %q", gpu1, tc.wantGPU1)
+			}
+		})
 	}
 }
 

@@ -380,15 +380,21 @@ func TestCELNodeSelector(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := dryRunMigLayout(ctx, c, "cel-selector", tc.selector+rules)
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("admission refused a valid selector: %v", err)
-			case tc.want != "" && err == nil:
-				t.Fatalf("admission accepted the selector; want an error with %q", tc.want)
-			case tc.want != "" && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("admission error %q; want an Invalid error with %q", err, tc.want)
-			}
+			wantAdmission(t, dryRunMigLayout(ctx, c, "cel-selector", tc.selector+rules), tc.want)
 		})
+	}
+}
+
+// wantAdmission checks the API server's answer err to a MigLayout: admitted
+// where want is "", else refused as Invalid with want in the message.
+func wantAdmission(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("admission refused a valid MigLayout: %v", err)
+	case want != "" && err == nil:
+		t.Fatalf("admission accepted the MigLayout; want an error with %q", want)
+	case want != "" && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want)):
+		t.Fatalf("admission error %q; want an Invalid error with %q", err, want)
 	}
 }
