@@ -49,9 +49,35 @@ func TestAgentSettlePeriodWithinAPass(t *testing.T) {
 // chart refuses a surge.
 func TestAgentUpdateStrategyNeverRunsTwoAgentsOnANode(t *testing.T) {
 	_, err := Render(Options{Values: map[string]any{"agent": map[string]any{"updateStrategy": map[string]any{
-		"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": 1, "maxUnavailable": 0}}}}})
-	if err == nil {
-		t.Error("agent.updateStrategy.rollingUpdate.maxSurge=1 rendered: two agents would run on a node during a rollout, both repartitioning its GPUs and serving one kubelet plugin socket")
+		"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": 1, "maxUnavailable": 1}}}}})
+	if err == nil || !strings.Contains(err.Error(), "maxSurge") {
+		t.Errorf("agent.updateStrategy.rollingUpdate.maxSurge=1: %v; want it refused: two agents would run on a node during a rollout, both repartitioning its GPUs and serving one kubelet plugin socket", err)
+	}
+}
+
+// TestAgentUpdateStrategyShape: the values schema refuses an update
+// strategy the API server would (maxUnavailable 0 without a surge, an
+// unknown type or field) before anything is installed, and takes the
+// forms it would.
+func TestAgentUpdateStrategyShape(t *testing.T) {
+	for name, tc := range map[string]struct {
+		strategy map[string]any
+		ok       bool
+	}{
+		"maxUnavailable 1":   {map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": 1}}, true},
+		"maxUnavailable 10%": {map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": "10%"}}, true},
+		"OnDelete":           {map[string]any{"type": "OnDelete"}, true},
+		"maxUnavailable 0":   {map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": 0}}, false},
+		"maxUnavailable 0%":  {map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": "0%"}}, false},
+		"unknown type":       {map[string]any{"type": "Recreate"}, false},
+		"unknown field":      {map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailible": 1}}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Render(Options{Values: map[string]any{"agent": map[string]any{"updateStrategy": tc.strategy}}})
+			if tc.ok != (err == nil) {
+				t.Errorf("agent.updateStrategy %v: %v, want accepted %t", tc.strategy, err, tc.ok)
+			}
+		})
 	}
 }
 
