@@ -129,6 +129,9 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 // where that does not hold (a pod of several devices or read per GPU, GPUs
 // of several kinds): the allocator must decide.
 func (p *planner) countsAgree(n *nodeState, pods []Pod, alt map[*gpuState]mig.Layout) (agrees, ok bool) {
+	if len(n.gpus) == 0 {
+		return false, false // a pod served by other devices: the allocator decides
+	}
 	kind, model := n.gpus[0].kind, n.gpus[0].model
 	type freeDevice struct {
 		profile  *mig.Profile

@@ -60,6 +60,14 @@ func (p *planner) serveComing(ctx context.Context, pod Pod) (bool, error) {
 			return false, fmt.Errorf("planning pod %s on the devices its change in flight brings: %w", key, err)
 		}
 		if ok {
+			// Judged on the node's other devices too, as kube-scheduler
+			// judges it: a request for all matching devices also takes
+			// those elsewhere on the node, and fails where one is in use.
+			if ok, err = p.nodeAgrees(ctx, n, pod, nil); err != nil {
+				return false, fmt.Errorf("planning pod %s on the devices its change in flight brings: %w", key, err)
+			}
+		}
+		if ok {
 			p.commitMulti(pod, n, devs, admin, rest)
 			p.recordClaims(pod, p.claimsServed)
 			return true, nil

@@ -19,11 +19,12 @@ import (
 // that reads a per-GPU attribute (perGPUAttributes: a GPU's index, UUID,
 // PCI bus ID, the node's driver version, a placement): every GPU of the
 // feasible nodes is judged on its own devices, free ones and the best
-// addition at a placement the claim accepts, and the best of them is
-// taken by serveSingle's rule (least room for large profiles lost, fewest
-// free devices destroyed, an existing device before a new one, a GPU the
-// plan changes anyway, most room left, snapshot order). Such a pod keeps
-// no placement while it waits.
+// addition at a placement the claim accepts, and the best of them that
+// kube-scheduler would give the pod (nodeAgrees, where the node's pods
+// need the replay) is taken by serveSingle's rule (least room for large
+// profiles lost, fewest free devices destroyed, an existing device before
+// a new one, a GPU the plan changes anyway, most room left, snapshot
+// order). Such a pod keeps no placement while it waits.
 func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) error {
 	key := podKey(pod.Pod)
 	c := pod.Claims[0]
@@ -35,11 +36,9 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 		destroyed int
 		headroom  []int
 	}
-	var best *choice
-	better := func(x choice) bool {
+	var cands []choice
+	better := func(x, best *choice) bool {
 		switch {
-		case best == nil:
-			return true
 		case slices.Compare(x.loss, best.loss) != 0:
 			return slices.Compare(x.loss, best.loss) < 0
 		case x.destroyed != best.destroyed:
@@ -87,8 +86,8 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 			if err != nil {
 				return fmt.Errorf("planning pod %s: %w", key, err)
 			}
-			if cand := (choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout)}); fits && better(cand) {
-				best = &cand
+			if fits {
+				cands = append(cands, choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout)})
 			}
 		}
 		if !p.mayChange(g) {
@@ -105,10 +104,38 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 			if a = p.acceptedAddition(ctx, c, g, pr.Name, a); a == nil {
 				continue
 			}
-			if cand := (choice{g: g, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom}); better(cand) {
-				best = &cand
+			cands = append(cands, choice{g: g, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom})
+		}
+	}
+	// The best candidate kube-scheduler would agree to, replaying the
+	// node's planned pods with it (as serveSingle does): a device made
+	// for this pod that a pod the scheduler takes first would get is no
+	// way to serve it.
+	var best *choice
+	for len(cands) > 0 {
+		i := 0
+		for j := 1; j < len(cands); j++ {
+			if better(&cands[j], &cands[i]) {
+				i = j
 			}
 		}
+		c := cands[i]
+		cands = slices.Delete(cands, i, i+1)
+		if len(c.g.node.planned) > 0 && p.needsReplay(c.g.node, key) {
+			var alt map[*gpuState]mig.Layout
+			if c.add != nil {
+				alt = map[*gpuState]mig.Layout{c.g: c.add.layout}
+			}
+			agrees, err := p.nodeAgrees(ctx, c.g.node, pod, alt)
+			if err != nil {
+				return fmt.Errorf("planning pod %s: %w", key, err)
+			}
+			if !agrees {
+				continue
+			}
+		}
+		best = &c
+		break
 	}
 	if best == nil {
 		// Room, or a GPU whose devices the claim never accepts?
