@@ -120,6 +120,16 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 	return true, nil
 }
 
+// agreesWith is nodeAgrees of pod on g's node with add (nil: none) made on
+// g.
+func (p *planner) agreesWith(ctx context.Context, pod Pod, g *gpuState, add *addition) (bool, error) {
+	var alt map[*gpuState]mig.Layout
+	if add != nil {
+		alt = map[*gpuState]mig.Layout{g: add.layout}
+	}
+	return p.nodeAgrees(ctx, g.node, pod, alt)
+}
+
 // countsAgree is nodeAgrees without the allocator, where every pod (in
 // the scheduler's order) asks for one device of some profiles on a node of
 // one model of GPU, judged on a stand-in GPU (serveSingle records them in

@@ -122,11 +122,7 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 		c := cands[i]
 		cands = slices.Delete(cands, i, i+1)
 		if len(c.g.node.planned) > 0 && p.needsReplay(c.g.node, key) {
-			var alt map[*gpuState]mig.Layout
-			if c.add != nil {
-				alt = map[*gpuState]mig.Layout{c.g: c.add.layout}
-			}
-			agrees, err := p.nodeAgrees(ctx, c.g.node, pod, alt)
+			agrees, err := p.agreesWith(ctx, pod, c.g, c.add)
 			if err != nil {
 				return fmt.Errorf("planning pod %s: %w", key, err)
 			}

@@ -187,11 +187,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		*c = cands[i]
 		cands = slices.Delete(cands, i, i+1)
 		if p.needsReplay(c.g.node, key) {
-			var alt map[*gpuState]mig.Layout
-			if c.add != nil {
-				alt = map[*gpuState]mig.Layout{c.g: c.add.layout}
-			}
-			agrees, err := p.nodeAgrees(ctx, c.g.node, pod, alt)
+			agrees, err := p.agreesWith(ctx, pod, c.g, c.add)
 			if err != nil {
 				return fmt.Errorf("planning pod %s: %w", key, err)
 			}
