@@ -1,10 +1,12 @@
 package helm
 
 import (
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 )
 
 // TestAgentSeesTheNodesGPUProcesses: the agent refuses to destroy a MIG
@@ -52,5 +54,24 @@ func TestAgentSeesDriverRootMountedLater(t *testing.T) {
 	}
 	if p := propagation(nil); p == nil || *p != corev1.MountPropagationHostToContainer {
 		t.Errorf("the host's root (/) mounted with propagation %v, want HostToContainer (the host's unmounts of other pods' volumes must reach the agent)", p)
+	}
+}
+
+// TestAgentToleratesEveryTaint: the agent is the DRA kubelet plugin of the
+// devices pods on its node hold; kubelet needs it to unprepare their claims
+// when they end. No taint may keep it off (NoSchedule) or evict it
+// (NoExecute) from a node its nodeSelector picks: by default it tolerates
+// every taint.
+func TestAgentToleratesEveryTaint(t *testing.T) {
+	ds := convert[appsv1.DaemonSet](t, find(t, render(t, nil), "DaemonSet", "miglayout-agent"))
+	for _, taint := range []corev1.Taint{
+		{Key: "node.kubernetes.io/maintenance", Effect: corev1.TaintEffectNoExecute},
+		{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule},
+	} {
+		tolerated := slices.ContainsFunc(ds.Spec.Template.Spec.Tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(klog.Background(), &taint, false) })
+		if !tolerated {
+			t.Errorf("the agent does not tolerate taint %s=%s:%s", taint.Key, taint.Value, taint.Effect)
+		}
 	}
 }
