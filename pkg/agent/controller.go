@@ -201,6 +201,12 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err == nil {
 		r.published.Store(true)
 	}
+	if err != nil && ctx.Err() != nil {
+		// Stopping: no warning for it; the journal has the work, and the
+		// next start takes it up.
+		logger.Info("Pass stopped: the agent is stopping", "err", err)
+		return ctrl.Result{}, err
+	}
 	if err != nil {
 		// The GPUs the pass showed Draining or Repartitioning would stay
 		// so while the pass fails again and again (an API server that

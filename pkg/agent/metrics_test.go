@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -70,4 +71,21 @@ miglayout_agent_unreadable_gpus ` + want + "\n"
 		t.Fatal(err)
 	}
 	count("0")
+}
+
+// TestStoppedStepIsNoNVMLError: a step the agent's stopping cancels (its
+// context cancelled between NVML calls) leaves the GPU Pending, taken up
+// again on the next start; it is neither a Failed repartition nor a
+// counted NVML error.
+func TestStoppedStepIsNoNVMLError(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	reg := prometheus.NewRegistry()
+	g.r.Metrics = NewMetrics(reg)
+	got := g.r.failure(fmt.Errorf("creating 3g.40gb@0: %w", context.Canceled))
+	if got.Phase != v1alpha1.PhasePending || got.Reason != ReasonPassFailed {
+		t.Errorf("result %+v, want Pending, %s", got, ReasonPassFailed)
+	}
+	if n := testutil.CollectAndCount(g.r.Metrics.nvmlErrors); n != 0 {
+		t.Errorf("%d NVML error series counted for a stopped step, want none", n)
+	}
 }

@@ -729,10 +729,18 @@ func journalFailure(err error) GPUResult {
 		Message: fmt.Sprintf("not repartitioned: the agent's journal cannot be written, and no NVML step is taken unjournaled: %v", err)}
 }
 
-// failure is the result of a GPU whose change failed with err: Blocked
-// while a device is in use (ErrInUse) or a reset is needed
-// (ErrResetRequired), Failed as an NVML error otherwise (counted).
+// failure is the result of a GPU whose change failed with err: Pending
+// where the agent is stopping (context.Canceled), Blocked while a device is
+// in use (ErrInUse) or a reset is needed (ErrResetRequired), Failed as an
+// NVML error otherwise (counted).
 func (r *Repartitioner) failure(err error) GPUResult {
+	if errors.Is(err, context.Canceled) {
+		// The agent is stopping (its context cancelled): the step was
+		// not taken, not refused; the journal has the work, and the
+		// next start takes it up.
+		return GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed,
+			Message: fmt.Sprintf("stopped before this GPU's change was done (the agent is stopping); taken up again when it starts: %v", err)}
+	}
 	if errors.Is(err, gpu.ErrInUse) {
 		return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: err.Error()}
 	}

@@ -459,3 +459,23 @@ func TestRepartitionedFromReadyIsTold(t *testing.T) {
 		}
 	}
 }
+
+// TestStoppingPassTellsNothing: the agent is stopped (SIGTERM, its context
+// cancelled) during a pass's settle period. The pass ends without a
+// PassFailed warning: stopping is no failure, and the journal has the work
+// for the next start.
+func TestStoppingPassTellsNothing(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	r, _, rec := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
+	ctx, cancel := context.WithCancel(t.Context())
+	g.r.Sleep = func(context.Context, time.Duration) error { cancel(); return context.Canceled }
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err == nil {
+		t.Fatal("the stopped pass returned no error")
+	}
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.Contains(e, EventPassFailed) {
+			t.Errorf("event %q for a pass the agent's stop ended", e)
+		}
+	}
+}
