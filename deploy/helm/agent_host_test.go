@@ -75,3 +75,14 @@ func TestAgentToleratesEveryTaint(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentShutsDownBeforeKill: the agent's manager gives a pass in flight
+// 30 s (controller-runtime's graceful shutdown) and then closes the kubelet
+// plugin and NVML; the pod's grace period is longer, so that this ends
+// before the kubelet's SIGKILL.
+func TestAgentShutsDownBeforeKill(t *testing.T) {
+	ds := convert[appsv1.DaemonSet](t, find(t, render(t, nil), "DaemonSet", "miglayout-agent"))
+	if g := ds.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g <= 30 {
+		t.Errorf("the agent pod's termination grace period is %v s, want more than its 30 s shutdown", g)
+	}
+}
