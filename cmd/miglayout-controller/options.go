@@ -125,14 +125,29 @@ func (o *options) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 // (the planner serves pods the scheduler could not place; a pod leaves the
 // cache as it is bound: the Auto planner keeps the bound ones, trimmed to
 // what it reads of them, in a cache of its own), and Leases of the agents'
-// namespace only (not every kubelet's node Lease).
+// namespace only (not every kubelet's node Lease). Nodes are held without
+// what nothing here reads (trimNode).
 func (o *options) cacheByObject() map[client.Object]cache.ByObject {
 	by := map[client.Object]cache.ByObject{
 		&resourceapi.ResourceSlice{}: {Field: fields.OneTermNotEqualSelector("spec.driver", o.driverName)},
 		&corev1.Pod{}:                {Field: fields.OneTermEqualSelector("spec.nodeName", "")},
+		&corev1.Node{}:               {Transform: trimNode},
 	}
 	if o.agentLeaseNamespace != "" {
 		by[&coordinationv1.Lease{}] = cache.ByObject{Namespaces: map[string]cache.Config{o.agentLeaseNamespace: {}}}
 	}
 	return by
+}
+
+// trimNode is the cache's transform of Nodes: the Auto planner reads a
+// node's labels, taints, unschedulable flag and allocatable resources, the
+// reconciler its labels; its container images (up to 50 per node), volumes,
+// system info and managed fields, often most of the object, are dropped.
+func trimNode(obj any) (any, error) {
+	if n, ok := obj.(*corev1.Node); ok {
+		n.ManagedFields = nil
+		n.Status.Images, n.Status.VolumesInUse, n.Status.VolumesAttached = nil, nil, nil
+		n.Status.NodeInfo = corev1.NodeSystemInfo{}
+	}
+	return obj, nil
 }

@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func TestManagerOptions(t *testing.T) {
@@ -115,4 +118,36 @@ func parseFlags(t *testing.T, args []string) *options {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// TestNodesTrimmedInCache: the cache holds Nodes without what nothing reads
+// (images, volumes, system info, managed fields), with what the planner and
+// the reconciler read (labels, taints, unschedulable, allocatable).
+func TestNodesTrimmedInCache(t *testing.T) {
+	o := parseFlags(t, nil)
+	var transform func(any) (any, error)
+	for k, v := range o.cacheByObject() {
+		if _, isNode := k.(*corev1.Node); isNode {
+			transform = v.Transform
+		}
+	}
+	if transform == nil {
+		t.Fatal("no transform of Nodes in the cache")
+	}
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "a"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+		Spec:       corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")},
+			Images:   []corev1.ContainerImage{{Names: []string{"registry.example.com/big:1"}, SizeBytes: 1 << 30}},
+			NodeInfo: corev1.NodeSystemInfo{KernelVersion: "6.8"}, VolumesInUse: []corev1.UniqueVolumeName{"v"}},
+	}
+	want := n.DeepCopy()
+	want.ManagedFields, want.Status.Images, want.Status.NodeInfo, want.Status.VolumesInUse = nil, nil, corev1.NodeSystemInfo{}, nil
+	got, err := transform(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cached Node (-want +got):\n%s", diff)
+	}
 }
