@@ -9,8 +9,8 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
-// migLayoutUnstructured is ml as it is to be sent to the API server or
-// written out: apiVersion and kind set, status and a zero
+// migLayoutUnstructured is ml as import writes it out: apiVersion and kind
+// set, status and a zero
 // creationTimestamp left out, and a rule's empty profiles map (MIG on, no
 // device) kept, which the typed field's omitempty would drop (the API
 // server refuses a rule with MIG on and neither profiles nor layout).

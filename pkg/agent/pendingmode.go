@@ -43,10 +43,10 @@ func (r *Repartitioner) pendingRemoves(g *GPUState) []string {
 // and the mode is set again once the device is released. Processes outside
 // any claim do not cancel it: nvml.h asks to idle the GPU and set the mode
 // again, which the agent does. It returns the GPUs whose change it
-// cancelled, with the devices that made it (for the GPU's message); a GPU
-// whose cancel fails is in failed; err only when allocations cannot be read
-// or the GPU lock cannot be taken.
-func (r *Repartitioner) cancelModesUnderClaims(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec, failed map[int]error) (map[int][]string, error) {
+// cancelled (their in-use result says so); a GPU whose cancel fails is in
+// failed; err only when allocations cannot be read or the GPU lock cannot
+// be taken.
+func (r *Repartitioner) cancelModesUnderClaims(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec, failed map[int]error) (sets.Set[int], error) {
 	type candidate struct {
 		g      *GPUState
 		remove []string
@@ -76,7 +76,7 @@ func (r *Repartitioner) cancelModesUnderClaims(ctx context.Context, obs []GPUSta
 		claimed = claimed.Union(r.Prepared.PreparedDevices())
 	}
 	logger := klog.FromContext(ctx)
-	var cancelled map[int][]string
+	cancelled := sets.New[int]()
 	for _, c := range cands {
 		busy := sets.List(claimed.Intersection(sets.New(c.remove...)))
 		if len(busy) == 0 {
@@ -99,18 +99,15 @@ func (r *Repartitioner) cancelModesUnderClaims(ctx context.Context, obs []GPUSta
 		if err := r.Journal.Record(JournalEntry{GPU: idx, UUID: c.g.GPU.UUID, Step: StepSettingMIGMode, ModeSet: ptr.To(current)}); err != nil {
 			logger.Error(err, "Recording the cancelled MIG mode change in the journal", "gpu", idx)
 		}
-		if cancelled == nil {
-			cancelled = map[int][]string{}
-		}
-		cancelled[idx] = busy
+		cancelled.Insert(idx)
 	}
 	return cancelled, nil
 }
 
 // underClaimsNote is the note a GPU's in-use result gets after its pending
 // MIG mode change was cancelled for the claims holding devices.
-func underClaimsNote(cancelled map[int][]string, idx int) string {
-	if _, ok := cancelled[idx]; !ok {
+func underClaimsNote(cancelled sets.Set[int], idx int) string {
+	if !cancelled.Has(idx) {
 		return ""
 	}
 	return "; the pending MIG mode change was cancelled so that a GPU reset does not take them from their claims, and is set again once they are released"
