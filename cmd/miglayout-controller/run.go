@@ -51,7 +51,7 @@ func run(ctx context.Context, o *options) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("informer-cache", cacheSynced(mgr.GetCache())); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
 	if err := mgr.Start(ctx); err != nil {
