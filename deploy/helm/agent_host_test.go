@@ -4,9 +4,12 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 // TestAgentSeesTheNodesGPUProcesses: the agent refuses to destroy a MIG
@@ -84,5 +87,37 @@ func TestAgentShutsDownBeforeKill(t *testing.T) {
 	ds := convert[appsv1.DaemonSet](t, find(t, render(t, nil), "DaemonSet", "miglayout-agent"))
 	if g := ds.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g <= 30 {
 		t.Errorf("the agent pod's termination grace period is %v s, want more than its 30 s shutdown", g)
+	}
+}
+
+// TestAgentUpdateStrategy: the DaemonSet carries the strategy asked for;
+// with OnDelete it has no rollingUpdate, which the API server refuses beside
+// it (the default values carry one, and Helm merges user values into them).
+func TestAgentUpdateStrategy(t *testing.T) {
+	tests := map[string]struct {
+		values map[string]any
+		want   appsv1.DaemonSetUpdateStrategy
+	}{
+		"default": {
+			want: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromInt32(1))}},
+		},
+		"OnDelete": {
+			values: map[string]any{"agent": map[string]any{"updateStrategy": map[string]any{"type": "OnDelete"}}},
+			want:   appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType},
+		},
+		"RollingUpdate by percentage": {
+			values: map[string]any{"agent": map[string]any{"updateStrategy": map[string]any{"rollingUpdate": map[string]any{"maxUnavailable": "20%"}}}},
+			want: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromString("20%"))}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ds := convert[appsv1.DaemonSet](t, find(t, render(t, tc.values), "DaemonSet", "miglayout-agent"))
+			if diff := cmp.Diff(tc.want, ds.Spec.UpdateStrategy); diff != "" {
+				t.Errorf("updateStrategy (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
