@@ -63,12 +63,23 @@ go_build() {
 
 command -v go >/dev/null || die "go not found in PATH"
 
+# The scratch modules' go.mod and go.sum for the pinned versions are committed beside this
+# script (resolved once with go mod tidy; checksums from sum.golang.org), so every machine
+# builds the same module versions and a module mirror without the checksum database will do.
+# seed_module NAME DEST: copy modules/NAME.go.{mod,sum} into DEST; false if not committed.
+PINNED="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/modules"
+seed_module() {
+  [[ -f "$PINNED/$1.go.mod" && -f "$PINNED/$1.go.sum" ]] || return 1
+  cp "$PINNED/$1.go.mod" "$2/go.mod"
+  cp "$PINNED/$1.go.sum" "$2/go.sum"
+}
+
 # ---------------------------------------------------------------- etcd
 if has_version "$DIR/etcd" "etcd Version: $ETCD_VERSION"; then
   log "etcd $ETCD_VERSION present, skipping"
 else
   m="$DIR/.mod-etcd"; mkdir -p "$m"
-  cat >"$m/go.mod" <<EOM
+  seed_module "etcd-v$ETCD_VERSION" "$m" || cat >"$m/go.mod" <<EOM
 module testbin/etcd
 
 go 1.26.0
@@ -99,16 +110,18 @@ fi
 # ...) with ./staging/src/..., which Go ignores for a dependency. The scratch module re-adds
 # each replace with the published v0.X.Y tag (list read from the real go.mod).
 m="$DIR/.mod-k8s"; mkdir -p "$m"
-[[ -f "$m/go.mod" ]] || printf 'module testbin/k8s\n\ngo 1.26.0\n' >"$m/go.mod"
 log "resolving k8s.io/kubernetes v$K8S_VERSION modules"
-kgomod=$(cd "$m" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" |
-         sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
-[[ -f "$kgomod" ]] || die "could not download k8s.io/kubernetes@v$K8S_VERSION"
-{
-  printf 'module testbin/k8s\n\ngo 1.26.0\n\ngodebug default=go1.26\n\nrequire k8s.io/kubernetes v%s\n\n' "$K8S_VERSION"
-  grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$kgomod" | awk '{print $1}' |
-    while read -r mod; do echo "replace $mod => $mod $stage_ver"; done
-} >"$m/go.mod"
+if ! seed_module "k8s-v$K8S_VERSION" "$m"; then
+  [[ -f "$m/go.mod" ]] || printf 'module testbin/k8s\n\ngo 1.26.0\n' >"$m/go.mod"
+  kgomod=$(cd "$m" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" |
+           sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
+  [[ -f "$kgomod" ]] || die "could not download k8s.io/kubernetes@v$K8S_VERSION"
+  {
+    printf 'module testbin/k8s\n\ngo 1.26.0\n\ngodebug default=go1.26\n\nrequire k8s.io/kubernetes v%s\n\n' "$K8S_VERSION"
+    grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$kgomod" | awk '{print $1}' |
+      while read -r mod; do echo "replace $mod => $mod $stage_ver"; done
+  } >"$m/go.mod"
+fi
 {
   printf '//go:build tools\n\npackage tools\n\nimport (\n'
   for c in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
