@@ -208,6 +208,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, err
 	}
 	if err != nil {
+		r.Repartitioner.Metrics.countFailedPass()
 		// The GPUs the pass showed Draining or Repartitioning would stay
 		// so while the pass fails again and again (an API server that
 		// refuses the drain publication): they say why instead.

@@ -19,6 +19,7 @@ type Metrics struct {
 	devices      *prometheus.GaugeVec
 	bindings     *prometheus.CounterVec
 	unreadable   prometheus.Gauge
+	failedPasses prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (for example
@@ -27,7 +28,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		repartitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "miglayout_agent_repartitions_total",
-			Help: "GPU repartitions attempted, by result phase (Ready, Blocked, Failed).",
+			Help: "GPU repartitions attempted, by result phase (Ready, Blocked, Failed; Pending where the agent stopped during one).",
 		}, []string{"result"}),
 		phase: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "miglayout_agent_phase_duration_seconds",
@@ -36,7 +37,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"phase"}),
 		nvmlErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "miglayout_agent_nvml_errors_total",
-			Help: "NVML errors met while repartitioning, by NVML return code.",
+			Help: "NVML errors met while repartitioning, by NVML return code (refused: a create the GPU has no room for, refused before or by NVML). Errors of the API server or the agent's own state are not counted here (miglayout_agent_failed_passes_total, the GPU's status).",
 		}, []string{"code"}),
 		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "miglayout_agent_mig_devices",
@@ -48,16 +49,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		unreadable: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "miglayout_agent_unreadable_gpus",
-			Help: "GPUs NVML counts but cannot read after the last pass (fallen off the bus, no permission...: status reason GPUUnreadable); their devices are not published.",
+			Help: "GPUs NVML counts but cannot read, as last observed (fallen off the bus, no permission...: status reason GPUUnreadable); their devices are not published.",
+		}),
+		failedPasses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "miglayout_agent_failed_passes_total",
+			Help: "Passes that stopped before the node's pool was published (NVML could not read the GPUs, the API server refused a publication...); the agent retries them with backoff. A stop of the agent is not counted.",
 		}),
 	}
-	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings, m.unreadable)
+	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings, m.unreadable, m.failedPasses)
 	return m
 }
 
 func (m *Metrics) setUnreadable(n int) {
 	if m != nil {
 		m.unreadable.Set(float64(n))
+	}
+}
+
+func (m *Metrics) countFailedPass() {
+	if m != nil {
+		m.failedPasses.Inc()
 	}
 }
 
@@ -79,15 +90,20 @@ func (m *Metrics) countRepartition(result v1alpha1.GPUPhase) {
 	}
 }
 
+// countNVMLError counts err under its NVML return code, or as refused (a
+// create the GPU has no room for, refused before NVML is called); an error
+// NVML did not give (the API server's, a lock's) is not counted.
 func (m *Metrics) countNVMLError(err error) {
 	if m == nil {
 		return
 	}
-	code := "none"
+	var code string
 	if ret, ok := gpu.ReturnCode(err); ok {
 		code = strconv.Itoa(int(ret))
 	} else if errors.Is(err, gpu.ErrInsufficientResources) {
 		code = "refused"
+	} else {
+		return
 	}
 	m.nvmlErrors.WithLabelValues(code).Inc()
 }

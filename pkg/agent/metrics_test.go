@@ -2,15 +2,24 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
 func TestMetricsAfterSync(t *testing.T) {
@@ -28,7 +37,7 @@ func TestMetricsAfterSync(t *testing.T) {
 miglayout_agent_mig_devices{profile="1g.10gb",state="free"} 1
 miglayout_agent_mig_devices{profile="2g.20gb",state="free"} 1
 miglayout_agent_mig_devices{profile="3g.40gb",state="in_use"} 1
-# HELP miglayout_agent_repartitions_total GPU repartitions attempted, by result phase (Ready, Blocked, Failed).
+# HELP miglayout_agent_repartitions_total GPU repartitions attempted, by result phase (Ready, Blocked, Failed; Pending where the agent stopped during one).
 # TYPE miglayout_agent_repartitions_total counter
 miglayout_agent_repartitions_total{result="Ready"} 1
 `
@@ -50,7 +59,7 @@ func TestUnreadableGPUsMetric(t *testing.T) {
 	count := func(want string) {
 		t.Helper()
 		exp := `
-# HELP miglayout_agent_unreadable_gpus GPUs NVML counts but cannot read after the last pass (fallen off the bus, no permission...: status reason GPUUnreadable); their devices are not published.
+# HELP miglayout_agent_unreadable_gpus GPUs NVML counts but cannot read, as last observed (fallen off the bus, no permission...: status reason GPUUnreadable); their devices are not published.
 # TYPE miglayout_agent_unreadable_gpus gauge
 miglayout_agent_unreadable_gpus ` + want + "\n"
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "miglayout_agent_unreadable_gpus"); err != nil {
@@ -87,5 +96,92 @@ func TestStoppedStepIsNoNVMLError(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(g.r.Metrics.nvmlErrors); n != 0 {
 		t.Errorf("%d NVML error series counted for a stopped step, want none", n)
+	}
+}
+
+// TestUnreadableGPUsMetricOnFailedPass: a GPU found unreadable is counted
+// even where the pass then fails (here the API server refuses the drain
+// publication), so that the unreadable-GPU alert does not wait for a pass
+// that succeeds.
+func TestUnreadableGPUsMetricOnFailedPass(t *testing.T) {
+	g := newRig(t, "2xA100-SXM4-80GB")
+	reg := prometheus.NewRegistry()
+	g.r.Metrics = NewMetrics(reg)
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.inv.failDrain = errors.New("admission webhook denied the request")
+	if err := g.sim.LoseGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil); err == nil {
+		t.Fatal("the pass succeeded although its drain publication was refused")
+	}
+	if got := testutil.ToFloat64(g.r.Metrics.unreadable); got != 1 {
+		t.Errorf("miglayout_agent_unreadable_gpus = %v after a failed pass that found GPU 1 lost, want 1", got)
+	}
+}
+
+// TestNVMLErrorsCountsOnlyNVML: miglayout_agent_nvml_errors_total counts
+// what NVML returned, by return code, and creates refused for want of room;
+// an error of the API server failing a GPU's change is not counted there.
+func TestNVMLErrorsCountsOnlyNVML(t *testing.T) {
+	tests := map[string]struct {
+		err  error
+		want map[string]float64
+	}{
+		"NVML return code": {
+			err:  fmt.Errorf("creating GPU instance: %w", &gpu.NVMLError{Op: "CreateGpuInstanceWithPlacement", Return: nvml.ERROR_UNKNOWN}),
+			want: map[string]float64{strconv.Itoa(int(nvml.ERROR_UNKNOWN)): 1},
+		},
+		"refused for want of room": {
+			err:  fmt.Errorf("creating 3g.40gb@4: %w", gpu.ErrInsufficientResources),
+			want: map[string]float64{"refused": 1},
+		},
+		"API server": {
+			err:  fmt.Errorf("reading ResourceClaim allocations: %w", apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "", errors.New("RBAC"))),
+			want: map[string]float64{},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m := NewMetrics(prometheus.NewRegistry())
+			r := &Repartitioner{Metrics: m}
+			if got := r.failure(tc.err); got.Phase != v1alpha1.PhaseFailed {
+				t.Errorf("phase %s, want Failed", got.Phase)
+			}
+			got := map[string]float64{}
+			for _, code := range []string{strconv.Itoa(int(nvml.ERROR_UNKNOWN)), "refused", "none"} {
+				if v := testutil.ToFloat64(m.nvmlErrors.WithLabelValues(code)); v > 0 {
+					got[code] = v
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("NVML errors counted (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFailedPassesMetric: a pass that stops before publishing (the drain
+// publication refused) is counted; a pass that publishes is not.
+func TestFailedPassesMetric(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	reg := prometheus.NewRegistry()
+	g.r.Metrics = NewMetrics(reg)
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	rec, _, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	g.inv.failDrain = errors.New("admission webhook denied the request")
+	if _, err := rec.Reconcile(context.Background(), req); err == nil {
+		t.Fatal("the pass succeeded although its drain publication was refused")
+	}
+	if got := testutil.ToFloat64(g.r.Metrics.failedPasses); got != 1 {
+		t.Errorf("miglayout_agent_failed_passes_total = %v after a failed pass, want 1", got)
+	}
+	g.inv.failDrain = nil
+	if _, err := rec.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(g.r.Metrics.failedPasses); got != 1 {
+		t.Errorf("miglayout_agent_failed_passes_total = %v after a pass that published, want still 1", got)
 	}
 }

@@ -113,6 +113,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	if err != nil {
 		return nil, err
 	}
+	r.Metrics.setUnreadable(len(unreadable))
 	rolled, orphans, err := r.rollbackOrphans(ctx, obs, desired)
 	if err != nil {
 		return nil, err
@@ -732,7 +733,8 @@ func journalFailure(err error) GPUResult {
 // failure is the result of a GPU whose change failed with err: Pending
 // where the agent is stopping (context.Canceled), Blocked while a device is
 // in use (ErrInUse) or a reset is needed (ErrResetRequired), Failed as an
-// NVML error otherwise (counted).
+// NVML error otherwise (counted in miglayout_agent_nvml_errors_total where
+// NVML gave it).
 func (r *Repartitioner) failure(err error) GPUResult {
 	if errors.Is(err, context.Canceled) {
 		// The agent is stopping (its context cancelled): the step was

@@ -304,7 +304,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Resul
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	pendingDemand.Set(float64(len(snap.Pending)))
+	recordPending(&snap)
 	a.readDeclines(ctx, in.Pods, snap.Now)
 	// Batched with no Auto node too: a plan then tells the pending pods so.
 	a.mu.Lock()

@@ -1,6 +1,9 @@
 package controller
 
 import (
+	"time"
+
+	"github.com/miglayout/miglayout/pkg/planner"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -10,6 +13,10 @@ var (
 	pendingDemand = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "miglayout_pending_pods",
 		Help: "Pods the scheduler found unschedulable that wait for ResourceClaims, as the Auto planner last saw them.",
+	})
+	oldestPendingAge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "miglayout_pending_pods_oldest_age_seconds",
+		Help: "Age (since creation) of the oldest pod counted in miglayout_pending_pods, in seconds, as the Auto planner last saw them; 0 when none waits.",
 	})
 	plannerLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "miglayout_planner_duration_seconds",
@@ -26,7 +33,7 @@ var (
 	}, []string{"miglayout", "reason"})
 	writesMetric = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "nodemiglayout_writes_total",
-		Help: "Writes of NodeMigLayout objects, by operation (create, update, adopt, delete).",
+		Help: "Writes of NodeMigLayout objects, by operation (create, update, adopt, delete; plan: an Auto plan's change or cancel written into a spec).",
 	}, []string{"operation"})
 	reclaimedMetric = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "idle_gpus_reclaimed_total",
@@ -46,7 +53,20 @@ func init() {
 	// Until the Lease is read (and where it is not checked), nothing
 	// holds declines back.
 	schedulerSteadyMetric.Set(1)
-	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, schedulerDeclinedMetric, schedulerSteadyMetric, pendingDemand, plannerLatency)
+	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, schedulerDeclinedMetric, schedulerSteadyMetric, pendingDemand, oldestPendingAge, plannerLatency)
+}
+
+// recordPending sets the gauges of pending demand from a snapshot.
+func recordPending(snap *planner.Snapshot) {
+	pendingDemand.Set(float64(len(snap.Pending)))
+	var oldest time.Duration
+	for _, p := range snap.Pending {
+		if p.Pod == nil {
+			continue
+		}
+		oldest = max(oldest, snap.Now.Sub(p.Pod.CreationTimestamp.Time))
+	}
+	oldestPendingAge.Set(oldest.Seconds())
 }
 
 // recordMetrics sets the gauges of one MigLayout from its observation.

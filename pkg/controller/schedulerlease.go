@@ -222,7 +222,12 @@ func (a *AutoPlanner) followSchedulerLease(ctx context.Context) {
 	auto := len(a.autoNodes) > 0
 	fresh, _, _ := a.scheduler.fresh(a.now())
 	a.mu.Unlock()
-	if auto && !fresh {
+	switch {
+	case !auto:
+		// Not checked while Auto mode has no node: nothing is held
+		// back (the gauge would otherwise keep its last reading).
+		schedulerSteadyMetric.Set(1)
+	case !fresh:
 		a.readSchedulerLease(ctx)
 	}
 }
