@@ -827,7 +827,10 @@ var badValues = []struct {
 	{"short heartbeat", map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "3s"}}, `agent.heartbeatLeaseDuration "3s" is under 4s`},
 	{"zero heartbeat", map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "0m0s"}}, `agent.heartbeatLeaseDuration "0m0s" is under 4s`},
 	{"fractional heartbeat", map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "4.5s"}}, "/agent/heartbeatLeaseDuration"},
+	{"ServiceMonitor without Services", map[string]any{"metrics": map[string]any{"service": false, "serviceMonitor": map[string]any{"enabled": true}}},
+		"metrics.serviceMonitor.enabled needs metrics.service"},
 	// values.schema.json
+	{"bad scrape interval", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"interval": "30 seconds"}}}, "/metrics/serviceMonitor/interval"},
 	{"typo in a key", map[string]any{"agent": map[string]any{"nodeselector": map[string]any{"a": "b"}}}, "additional properties 'nodeselector' not allowed"},
 	{"relative host path", map[string]any{"agent": map[string]any{"hostPaths": map[string]any{"cdi": "var/run/cdi"}}}, "/agent/hostPaths/cdi"},
 	{"replicas zero", map[string]any{"controller": map[string]any{"replicas": 0}}, "/controller/replicas"},
