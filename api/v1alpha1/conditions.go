@@ -5,7 +5,10 @@ const (
 	// ConditionReady is True when every selected node's GPUs hold their
 	// desired layouts and their pools are published.
 	ConditionReady = "Ready"
-	// ConditionProgressing is True while some node is draining or repartitioning.
+	// ConditionProgressing is True while some node has a change under way
+	// (draining, repartitioning, retrying a failed pass, or waiting for its
+	// turn under maxNodesChanging: the rollout goes on); Degraded says what
+	// holds it where a node is Blocked or Failed.
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True when some GPU is Blocked or Failed, the
 	// layout cannot be computed for some node, some node's agent is lost
@@ -25,7 +28,9 @@ const (
 	ReasonNoNodes = "NoNodes"
 	// ReasonNodesNotReady (Ready=False): some node is not Ready yet; the message counts them.
 	ReasonNodesNotReady = "NodesNotReady"
-	// ReasonRepartitioning (Progressing=True): some node is draining or repartitioning.
+	// ReasonRepartitioning (Progressing=True): some node has a change under
+	// way (see ConditionProgressing); the message names them. Also a GPU row's reason while the agent changes its
+	// MIG devices (phase Repartitioning).
 	ReasonRepartitioning = "Repartitioning"
 	// ReasonStable (Progressing=False): no node is changing.
 	ReasonStable = "Stable"
@@ -48,7 +53,7 @@ const (
 	// it names none) and reports all of that GPU's devices in use until the
 	// allocation is gone.
 	ReasonUnknownAllocation = "UnknownAllocation"
-	// ReasonResetRequired (GPU Blocked): a MIG mode change waits for a GPU reset.
+	// ReasonResetRequired (Degraded=True, GPU Blocked): a MIG mode change waits for a GPU reset.
 	ReasonResetRequired = "ResetRequired"
 	// ReasonNVMLError (Degraded=True, GPU Failed or retrying): NVML refused an operation.
 	ReasonNVMLError = "NVMLError"
@@ -91,6 +96,10 @@ const (
 	ReasonNoConflict = "NoConflict"
 	// ReasonLayoutApplied (NodeMigLayout Ready=True).
 	ReasonLayoutApplied = "LayoutApplied"
+	// ReasonGPUsNotReady (NodeMigLayout Ready=False): some GPU of the node
+	// is not Ready (draining, repartitioning, pending, blocked or failed);
+	// the message names them and their phases.
+	ReasonGPUsNotReady = "GPUsNotReady"
 	// ReasonRuleMatchesNoGPU (Degraded=True): a Static rule is the first
 	// match of no GPU of the selected nodes (its productName or gpuIndices
 	// match nothing, or earlier rules take every GPU it matches); the
@@ -109,4 +118,25 @@ const (
 	// chart's migLayoutSelectorPolicy does not refuse it); no node is
 	// selected and none is touched.
 	ReasonInvalidSelector = "InvalidSelector"
+)
+
+// Reasons of a NodeMigLayout GPU row (status.gpus[].reason) besides the
+// condition reasons above that rows carry too (DeviceInUse, ResetRequired,
+// NVMLError, GPUUnreadable, InvalidLayout, UnknownAllocation,
+// DeviceTaintsUnsupported, Repartitioning).
+const (
+	// ReasonDraining (GPU Draining): the devices that must go are published
+	// with the drain taint, and the agent waits out the settle period.
+	ReasonDraining = "Draining"
+	// ReasonPending (GPU Pending): the GPU does not hold its desired layout
+	// yet (a change follows, or the pass left it different and retries).
+	ReasonPending = "Pending"
+	// ReasonPassFailed (GPU Pending): the pass stopped (its publication or
+	// NVML observation failed, or the agent is stopping) before this GPU's
+	// change was done; the agent retries, or takes it up when it starts.
+	ReasonPassFailed = "PassFailed"
+	// ReasonJournalUnwritable (Degraded=True, GPU Failed): the agent cannot
+	// write its journal (state directory full or read-only), so it takes no
+	// NVML step on the GPU.
+	ReasonJournalUnwritable = "JournalUnwritable"
 )

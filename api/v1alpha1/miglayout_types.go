@@ -223,8 +223,10 @@ type MigLayoutStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// SelectedNodes counts the nodes the selector picks; ReadyNodes those
-	// whose GPUs all match the desired layout; ProgressingNodes those being
-	// drained or repartitioned; FailedNodes those Blocked or Failed.
+	// whose GPUs all match the desired layout; ProgressingNodes those with a
+	// change not done that is neither Blocked nor Failed (draining,
+	// repartitioning, pending: retrying a failed pass, or waiting for their
+	// turn under maxNodesChanging); FailedNodes those Blocked or Failed.
 	// +optional
 	SelectedNodes int32 `json:"selectedNodes"`
 	// +optional
@@ -234,8 +236,9 @@ type MigLayoutStatus struct {
 	// +optional
 	FailedNodes int32 `json:"failedNodes"`
 
-	// Nodes has one row per selected node (nodes not Ready first, then by
-	// name), at most 64; the counts above cover every node.
+	// Nodes has one row per selected node (nodes whose agent is lost first,
+	// then nodes not Ready, each by name), at most 64; the counts above
+	// cover every node.
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
 	// +optional
@@ -315,7 +318,9 @@ type NodeRow struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +required
 	Node string `json:"node"`
-	// Phase is the least advanced phase of the node's GPUs.
+	// Phase is the least advanced phase of the node's GPUs; Pending where
+	// the agent has not reported them yet or maxNodesChanging holds the
+	// node back, Unknown where its agent is lost.
 	// +optional
 	Phase GPUPhase `json:"phase,omitempty"`
 	// Message explains a phase other than Ready.

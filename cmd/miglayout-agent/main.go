@@ -169,7 +169,7 @@ func run(ctx context.Context, o options) error {
 	// The pool's publisher is the plugin helper started below; its
 	// ResourceSlice controller's reports of dropped fields go to it.
 	inventory := &agent.PoolInventory{NodeName: o.nodeName, Driver: o.driverName, Live: mgr.GetAPIReader()}
-	rec := &agent.NodeReconciler{Client: mgr.GetClient(), NodeName: o.nodeName,
+	rec := &agent.NodeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), NodeName: o.nodeName,
 		Recorder: mgr.GetEventRecorder("miglayout-agent"), Resync: o.resync, MaxPass: o.maxPass}
 	drv, err := plugin.New(plugin.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, GPUs: gpus, Locks: locks,

@@ -13,6 +13,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -37,7 +38,11 @@ import (
 // (a Blocked GPU may be free now), and periodically; it writes the result to
 // the NodeMigLayout status and records events.
 type NodeReconciler struct {
-	Client        client.Client
+	Client client.Client
+	// APIReader reads the NodeMigLayout again, from the API server, after a
+	// status write's conflict (the cache may not show the agent's own last
+	// write yet); nil reads through Client.
+	APIReader     client.Reader
 	NodeName      string
 	Repartitioner *Repartitioner
 	// Recorder records events; SetupWithManager wraps it in
@@ -191,7 +196,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		if res.Phase == v1alpha1.PhaseDraining {
 			r.gpuEvent(&nml, "Normal", EventDraining, "Drain", idx, res.Message)
 		}
-		if err := r.patchGPUPhase(ctx, idx, res); err != nil {
+		if err := r.patchGPUPhase(ctx, nml.Generation, idx, res); err != nil {
 			return fmt.Errorf("reporting GPU %d %s: %w", idx, res.Phase, err)
 		}
 		shown = append(shown, idx)
@@ -217,7 +222,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		stopped := GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed,
 			Message: fmt.Sprintf("the pass stopped before this GPU's change was done; retrying: %v", err)}
 		for _, idx := range slices.Compact(slices.Sorted(slices.Values(shown))) {
-			if perr := r.patchGPUPhase(ctx, idx, stopped); perr != nil {
+			if perr := r.patchGPUPhase(ctx, nml.Generation, idx, stopped); perr != nil {
 				logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
 			}
 			r.gpuEvent(&nml, "Warning", EventPassFailed, "Repartition", idx, stopped.Message)
@@ -227,7 +232,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			if g.Phase != v1alpha1.PhasePending || g.Reason != ReasonPassFailed || slices.Contains(shown, idx) || g.Message == truncate(stopped.Message, 1024) {
 				continue
 			}
-			if perr := r.patchGPUPhase(ctx, idx, stopped); perr != nil {
+			if perr := r.patchGPUPhase(ctx, nml.Generation, idx, stopped); perr != nil {
 				logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
 			}
 		}
@@ -365,9 +370,10 @@ func showProgress(status []v1alpha1.GPUStatus, idx int, res GPUResult) bool {
 // (not the object's generation now: a spec changed during the pass is not
 // done yet).
 func (r *NodeReconciler) writeStatus(ctx context.Context, generation int64, res *SyncResult) error {
+	read := r.statusReader()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var nml v1alpha1.NodeMigLayout
-		if err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &nml); err != nil {
+		if err := read(ctx, &nml); err != nil {
 			return err
 		}
 		nml.Status = BuildStatus(nml.Status, generation, res, metav1.Now())
@@ -375,11 +381,30 @@ func (r *NodeReconciler) writeStatus(ctx context.Context, generation int64, res 
 	})
 }
 
-// patchGPUPhase shows an in-flight phase (Draining, Repartitioning) in status.
-func (r *NodeReconciler) patchGPUPhase(ctx context.Context, idx int, res GPUResult) error {
+// statusReader returns the read of one status write: the node's
+// NodeMigLayout from the cache first, from the API server (APIReader) on
+// each try after a conflict.
+func (r *NodeReconciler) statusReader() func(context.Context, *v1alpha1.NodeMigLayout) error {
+	first := true
+	return func(ctx context.Context, nml *v1alpha1.NodeMigLayout) error {
+		var from client.Reader = r.Client
+		if !first && r.APIReader != nil {
+			from = r.APIReader
+		}
+		first = false
+		return from.Get(ctx, types.NamespacedName{Name: r.NodeName}, nml)
+	}
+}
+
+// patchGPUPhase shows an in-flight phase (Draining, Repartitioning, or
+// Pending where the pass failed) of GPU idx in status, and Ready False for
+// it: a node whose spec of generation (the one the pass acts on) is not
+// done yet is not Ready.
+func (r *NodeReconciler) patchGPUPhase(ctx context.Context, generation int64, idx int, res GPUResult) error {
+	read := r.statusReader()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var nml v1alpha1.NodeMigLayout
-		if err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &nml); err != nil {
+		if err := read(ctx, &nml); err != nil {
 			return err
 		}
 		now := metav1.Now()
@@ -397,6 +422,9 @@ func (r *NodeReconciler) patchGPUPhase(ctx context.Context, idx int, res GPUResu
 		}
 		if !found {
 			nml.Status.GPUs = append(nml.Status.GPUs, v1alpha1.GPUStatus{Index: int32(idx), Phase: res.Phase, Reason: res.Reason, Message: truncate(res.Message, 1024), LastTransitionTime: &now})
+		}
+		if res.Phase != v1alpha1.PhaseReady {
+			meta.SetStatusCondition(&nml.Status.Conditions, notReadyCondition(nml.Status.GPUs, nil, generation))
 		}
 		return r.Client.Status().Update(ctx, &nml)
 	})

@@ -1,5 +1,7 @@
 package agent
 
+import "github.com/miglayout/miglayout/api/v1alpha1"
+
 // maxEventNote is the longest note an events.k8s.io Event may carry (1 kB,
 // the API server's validation); longer notes are cut.
 const maxEventNote = 1024
@@ -42,8 +44,8 @@ const (
 
 // ReasonJournalUnwritable is the reason of a GPU status row (phase Failed)
 // whose change stopped because the journal could not be written.
-const ReasonJournalUnwritable = "JournalUnwritable"
+const ReasonJournalUnwritable = v1alpha1.ReasonJournalUnwritable
 
 // ReasonPassFailed is the reason of a GPU status row (phase Pending) whose
 // change a failed pass left undone (EventPassFailed).
-const ReasonPassFailed = "PassFailed"
+const ReasonPassFailed = v1alpha1.ReasonPassFailed

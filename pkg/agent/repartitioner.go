@@ -205,7 +205,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			if err := r.Journal.Record(p.entry(StepDraining)); err != nil {
 				return nil, err
 			}
-			if err := report(p.index, GPUResult{Phase: v1alpha1.PhaseDraining, Reason: "Draining", Message: "draining " + strings.Join(p.drain, ", ")}); err != nil {
+			if err := report(p.index, GPUResult{Phase: v1alpha1.PhaseDraining, Reason: v1alpha1.ReasonDraining, Message: "draining " + strings.Join(p.drain, ", ")}); err != nil {
 				logger.Error(err, "Showing the GPU Draining; going on (it is shown Repartitioning before its NVML work)", "gpu", p.index)
 			}
 		}
@@ -277,7 +277,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	for _, p := range work {
 		start := time.Now()
 		why := ""
-		if err := report(p.index, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: "Repartitioning", Message: p.describe()}); err != nil {
+		if err := report(p.index, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: v1alpha1.ReasonRepartitioning, Message: p.describe()}); err != nil {
 			why = fmt.Sprintf("the GPU could not be shown Repartitioning (%v)", err)
 		} else if changed, err := r.specChanged(ctx, p); err != nil {
 			why = fmt.Sprintf("the desired layout could not be read again before repartitioning (%v)", err)
@@ -286,7 +286,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		}
 		if why != "" {
 			logger.Info("Leaving the GPU as it is this pass", "gpu", p.index, "layout", p.desired.String(), "why", why)
-			res.Results[p.index] = GPUResult{Phase: v1alpha1.PhasePending, Reason: "Pending",
+			res.Results[p.index] = GPUResult{Phase: v1alpha1.PhasePending, Reason: v1alpha1.ReasonPending,
 				Message: fmt.Sprintf("%s; %s not applied", why, p.desired.String())}
 			res.Retry = true
 			if err := r.Journal.KeepMode(p.index); err != nil {
@@ -341,7 +341,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		if g := findGPU(obs, idx); g != nil && matches(g, spec) {
 			res.Results[idx] = GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
 		} else {
-			res.Results[idx] = GPUResult{Phase: v1alpha1.PhasePending, Reason: "Pending", Message: "differs from the desired layout after the pass; retrying"}
+			res.Results[idx] = GPUResult{Phase: v1alpha1.PhasePending, Reason: v1alpha1.ReasonPending, Message: "differs from the desired layout after the pass; retrying"}
 			res.Retry = true
 		}
 	}

@@ -28,7 +28,8 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 	for _, g := range old.GPUs {
 		prev[g.Index] = g
 	}
-	var notReady, degraded, unmanaged []string
+	var degraded, unmanaged []string
+	var notReady bool
 	for _, g := range res.GPUs {
 		gs := v1alpha1.GPUStatus{
 			Index:      int32(g.GPU.Index),
@@ -104,14 +105,16 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 		switch gs.Phase {
 		case v1alpha1.PhaseReady:
 		case v1alpha1.PhaseBlocked, v1alpha1.PhaseFailed:
-			notReady = append(notReady, fmt.Sprintf("gpu %d", gs.Index))
+			notReady = true
 			degraded = append(degraded, fmt.Sprintf("gpu %d %s: %s", gs.Index, gs.Reason, gs.Message))
 		default:
-			notReady = append(notReady, fmt.Sprintf("gpu %d", gs.Index))
+			notReady = true
 		}
 	}
+	var extra []string
 	if len(unlisted) > 0 {
-		notReady = append(notReady, fmt.Sprintf("%d GPUs the status cannot list", len(unlisted)))
+		notReady = true
+		extra = append(extra, fmt.Sprintf("%d GPUs the status cannot list", len(unlisted)))
 		degraded = append(degraded, fmt.Sprintf("not listed (the status lists at most %d GPUs): %s", maxStatusGPUs, strings.Join(unlisted, "; ")))
 	}
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonLayoutApplied,
@@ -122,9 +125,8 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 		ready.Message = fmt.Sprintf("every GPU the spec lists holds its desired layout and the pool is published; %s not in the spec, left as it is (Static mode: no rule matches it, or the MigLayout could not compute its layout, as its row for this node says; Auto mode: no plan has changed it yet)",
 			strings.Join(unmanaged, ", "))
 	}
-	if len(notReady) > 0 {
-		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonNodesNotReady
-		ready.Message = "not ready: " + strings.Join(notReady, ", ")
+	if notReady {
+		ready = notReadyCondition(st.GPUs, extra, generation)
 	}
 	deg := metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoProblems, ObservedGeneration: generation}
 	if len(degraded) > 0 {
@@ -137,6 +139,25 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 	meta.SetStatusCondition(&st.Conditions, ready)
 	meta.SetStatusCondition(&st.Conditions, deg)
 	return st
+}
+
+// notReadyCondition is a NodeMigLayout's Ready=False condition for the
+// spec of generation: GPUsNotReady, naming each GPU row not Ready with its
+// phase (and reason where it is not the phase's name), then extra.
+func notReadyCondition(gpus []v1alpha1.GPUStatus, extra []string, generation int64) metav1.Condition {
+	var parts []string
+	for _, g := range gpus {
+		if g.Phase == v1alpha1.PhaseReady {
+			continue
+		}
+		part := fmt.Sprintf("gpu %d %s", g.Index, g.Phase)
+		if g.Reason != "" && g.Reason != string(g.Phase) {
+			part += " (" + g.Reason + ")"
+		}
+		parts = append(parts, part)
+	}
+	return metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonGPUsNotReady,
+		Message: truncate("not ready: "+strings.Join(append(parts, extra...), ", "), 32768), ObservedGeneration: generation}
 }
 
 // maxStatusGPUs is the most GPUs NodeMigLayout status lists (its CRD's

@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -477,5 +479,102 @@ func TestStoppingPassTellsNothing(t *testing.T) {
 		if e := <-rec.Events; strings.Contains(e, EventPassFailed) {
 			t.Errorf("event %q for a pass the agent's stop ended", e)
 		}
+	}
+}
+
+// TestReadyFalseWhileChanging: a node Ready on its old spec is not Ready
+// (GPUsNotReady, for the new generation, naming the GPU and its phase)
+// while a new spec's change is under way, here while every pass fails to
+// publish the drain; Ready again once the change is done.
+func TestReadyFalseWhileChanging(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	r, c, _ := nodeReconcilerOn(t, g, spec(0, "3g.40gb@0,3g.40gb@4"))
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	ready := func() metav1.Condition {
+		t.Helper()
+		var got v1alpha1.NodeMigLayout
+		if err := c.Get(t.Context(), req.NamespacedName, &got); err != nil {
+			t.Fatal(err)
+		}
+		cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		if cond == nil {
+			t.Fatalf("no Ready condition: %+v", got.Status)
+		}
+		return *cond
+	}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := ready(); got.Status != metav1.ConditionTrue || got.ObservedGeneration != 1 {
+		t.Fatalf("Ready on the first spec: %+v", got)
+	}
+	var nml v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
+		t.Fatal(err)
+	}
+	nml.Spec.GPUs = []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}
+	nml.Generation = 2
+	if err := c.Update(t.Context(), &nml); err != nil {
+		t.Fatal(err)
+	}
+	g.inv.failDrain = errors.New("updating ResourceSlice n1-gpu: forbidden")
+	for pass := range 2 {
+		if _, err := r.Reconcile(t.Context(), req); err == nil {
+			t.Fatalf("pass %d succeeded with the drain publication refused", pass)
+		}
+		got := ready()
+		if got.Status != metav1.ConditionFalse || got.Reason != v1alpha1.ReasonGPUsNotReady || got.ObservedGeneration != 2 ||
+			got.Message != "not ready: gpu 0 Pending (PassFailed)" {
+			t.Errorf("pass %d: Ready %s/%s generation %d %q, want False/GPUsNotReady for generation 2 naming gpu 0 Pending (PassFailed)",
+				pass, got.Status, got.Reason, got.ObservedGeneration, got.Message)
+		}
+	}
+	g.inv.failDrain = nil
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := ready(); got.Status != metav1.ConditionTrue || got.Reason != v1alpha1.ReasonLayoutApplied || got.ObservedGeneration != 2 {
+		t.Errorf("Ready once the change is done: %+v", got)
+	}
+}
+
+// TestStatusConflictReadsTheAPIServer: where the cache lags behind the
+// agent's own last status write (every read from it gives an older
+// resourceVersion, so every write conflicts), the retry reads the
+// NodeMigLayout from the API server and the write goes through.
+func TestStatusConflictReadsTheAPIServer(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	r, c, _ := nodeReconcilerOn(t, g, spec(0, "3g.40gb@0,3g.40gb@4"))
+	var stale v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), types.NamespacedName{Name: "n1"}, &stale); err != nil {
+		t.Fatal(err)
+	}
+	stale.Status.GPUs = []v1alpha1.GPUStatus{{Index: 0, Phase: v1alpha1.PhaseDraining}}
+	if err := c.Status().Update(t.Context(), stale.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	// The cache still shows the object before that write.
+	r.Client = interceptor.NewClient(c, interceptor.Funcs{Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		stale.DeepCopyInto(obj.(*v1alpha1.NodeMigLayout))
+		return nil
+	}})
+	write := func() error {
+		return r.patchGPUPhase(t.Context(), 1, 0, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: v1alpha1.ReasonRepartitioning})
+	}
+	if err := write(); !apierrors.IsConflict(err) {
+		t.Fatalf("write through the lagging cache alone: %v, want a conflict (the test's premise)", err)
+	}
+	r.APIReader = c
+	if err := write(); err != nil {
+		t.Fatalf("write with the API server read on conflict: %v", err)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), types.NamespacedName{Name: "n1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.GPUs) != 1 || got.Status.GPUs[0].Phase != v1alpha1.PhaseRepartitioning {
+		t.Errorf("status %+v, want gpu 0 Repartitioning", got.Status.GPUs)
 	}
 }

@@ -47,6 +47,14 @@ func TestDegradedReason(t *testing.T) {
 			)},
 			want: v1alpha1.ReasonDeviceInUse,
 		},
+		"an unwritable journal before a rule that matches no GPU": {
+			nodes: []NodeState{{
+				Row: v1alpha1.NodeRow{Node: "n1", Phase: v1alpha1.PhaseFailed}, Failed: true, Reporting: true,
+				Stuck:    []StuckGPU{{GPU: 0, Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonJournalUnwritable}},
+				Problems: []Problem{{GPU: 1, Reason: v1alpha1.ReasonRuleMatchesNoGPU, Message: "rule 2 matches no GPU"}},
+			}},
+			want: v1alpha1.ReasonJournalUnwritable,
+		},
 		"reasons outside the order: the first alphabetically": {
 			nodes: []NodeState{stuck("n1",
 				StuckGPU{GPU: 0, Phase: v1alpha1.PhaseFailed, Reason: "ZetaError"},
