@@ -30,7 +30,7 @@ func (d *demo) applyLayout(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.printf("  $ kubectl apply -f %s\n", layoutFile)
+	d.printf("  $ kubectl apply --server-side -f %s\n", layoutFile)
 	d.printYAML(string(data))
 	if err := d.c.Apply(ctx, data); err != nil {
 		return err
@@ -136,7 +136,7 @@ func (d *demo) claimPod(ctx context.Context) error {
 		return err
 	}
 	docs := workloadDocs("Namespace", "gpu-16g", "trainer")
-	d.printf("  $ kubectl apply -f - <<EOF\n")
+	d.printf("  $ kubectl apply --server-side -f - <<EOF\n")
 	d.printYAML(docs)
 	d.printf("  EOF\n")
 	if err := d.c.Apply(ctx, []byte(docs)); err != nil {
@@ -246,7 +246,7 @@ func (d *demo) templatePod(ctx context.Context) error {
 // runFromTemplate applies docs (printing them), waits until pod runs and returns the
 // claim the claim controller generated for it from its ResourceClaimTemplate.
 func (d *demo) runFromTemplate(ctx context.Context, docs, pod string) (*resourceapi.ResourceClaim, error) {
-	d.printf("  $ kubectl apply -f - <<EOF\n")
+	d.printf("  $ kubectl apply --server-side -f - <<EOF\n")
 	d.printYAML(docs)
 	d.printf("  EOF\n")
 	if err := d.c.Apply(ctx, []byte(docs)); err != nil {

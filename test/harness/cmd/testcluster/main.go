@@ -72,7 +72,7 @@ func up(state, bin string) error {
 	}
 	defer os.Remove(filepath.Join(state, pidFile))
 	fmt.Printf("export KUBECONFIG=%s\n", cp.Kubeconfig())
-	fmt.Fprintf(os.Stderr, "testcluster: logs in %s; Ctrl-C or `testcluster down --state %s` stops it\n", cp.LogDir(), state)
+	fmt.Fprintf(os.Stderr, "testcluster: logs in %s; Ctrl-C or `go run ./test/harness/cmd/testcluster down --state %s` stops it\n", cp.LogDir(), state)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
