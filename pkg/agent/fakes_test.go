@@ -87,11 +87,18 @@ type fakeAllocations struct {
 	cached, live sets.Set[string]
 	// liveReads counts the live reads.
 	liveReads int
+	// hangLive, when set, makes live reads hang until their context ends
+	// (an API server that does not answer).
+	hangLive bool
 }
 
-func (f *fakeAllocations) AllocatedDevices(_ context.Context, live bool) (sets.Set[string], error) {
+func (f *fakeAllocations) AllocatedDevices(ctx context.Context, live bool) (sets.Set[string], error) {
 	if live {
 		f.liveReads++
+		if f.hangLive {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
 	}
 	if live && f.live != nil {
 		return f.live, nil

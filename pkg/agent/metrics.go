@@ -53,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		failedPasses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "miglayout_agent_failed_passes_total",
-			Help: "Passes that stopped before the node's pool was published (NVML could not read the GPUs, the API server refused a publication...); the agent retries them with backoff. A stop of the agent is not counted.",
+			Help: "Passes that stopped before the node's pool was published (NVML could not read the GPUs, the API server refused a publication...), and GPU changes that stopped on an error that is not NVML's (the API server could not be read: the GPU is Pending, PassFailed); the agent retries them with backoff. A stop of the agent is not counted.",
 		}),
 	}
 	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings, m.unreadable, m.failedPasses)

@@ -121,32 +121,48 @@ func TestUnreadableGPUsMetricOnFailedPass(t *testing.T) {
 }
 
 // TestNVMLErrorsCountsOnlyNVML: miglayout_agent_nvml_errors_total counts
-// what NVML returned, by return code, and creates refused for want of room;
-// an error of the API server failing a GPU's change is not counted there.
+// what NVML returned, by return code, and creates refused for want of room
+// (the GPU Failed, NVMLError); an error of the API server stopping a GPU's
+// change is not counted there, leaves the GPU Pending (PassFailed) and
+// counts as a failed pass.
 func TestNVMLErrorsCountsOnlyNVML(t *testing.T) {
 	tests := map[string]struct {
-		err  error
-		want map[string]float64
+		err    error
+		want   map[string]float64
+		phase  v1alpha1.GPUPhase
+		reason string
+		passes float64
 	}{
 		"NVML return code": {
-			err:  fmt.Errorf("creating GPU instance: %w", &gpu.NVMLError{Op: "CreateGpuInstanceWithPlacement", Return: nvml.ERROR_UNKNOWN}),
-			want: map[string]float64{strconv.Itoa(int(nvml.ERROR_UNKNOWN)): 1},
+			err:   fmt.Errorf("creating GPU instance: %w", &gpu.NVMLError{Op: "CreateGpuInstanceWithPlacement", Return: nvml.ERROR_UNKNOWN}),
+			want:  map[string]float64{strconv.Itoa(int(nvml.ERROR_UNKNOWN)): 1},
+			phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonNVMLError,
 		},
 		"refused for want of room": {
-			err:  fmt.Errorf("creating 3g.40gb@4: %w", gpu.ErrInsufficientResources),
-			want: map[string]float64{"refused": 1},
+			err:   fmt.Errorf("creating 3g.40gb@4: %w", gpu.ErrInsufficientResources),
+			want:  map[string]float64{"refused": 1},
+			phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonNVMLError,
 		},
 		"API server": {
-			err:  fmt.Errorf("reading ResourceClaim allocations: %w", apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "", errors.New("RBAC"))),
-			want: map[string]float64{},
+			err:   fmt.Errorf("reading ResourceClaim allocations: %w", apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "", errors.New("RBAC"))),
+			want:  map[string]float64{},
+			phase: v1alpha1.PhasePending, reason: ReasonPassFailed, passes: 1,
+		},
+		"API server timed out": {
+			err:   fmt.Errorf("reading ResourceClaim allocations: %w", context.DeadlineExceeded),
+			want:  map[string]float64{},
+			phase: v1alpha1.PhasePending, reason: ReasonPassFailed, passes: 1,
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			m := NewMetrics(prometheus.NewRegistry())
 			r := &Repartitioner{Metrics: m}
-			if got := r.failure(tc.err); got.Phase != v1alpha1.PhaseFailed {
-				t.Errorf("phase %s, want Failed", got.Phase)
+			if got := r.failure(tc.err); got.Phase != tc.phase || got.Reason != tc.reason {
+				t.Errorf("result %s/%s, want %s/%s", got.Phase, got.Reason, tc.phase, tc.reason)
+			}
+			if got := testutil.ToFloat64(m.failedPasses); got != tc.passes {
+				t.Errorf("failed passes counted %v, want %v", got, tc.passes)
 			}
 			got := map[string]float64{}
 			for _, code := range []string{strconv.Itoa(int(nvml.ERROR_UNKNOWN)), "refused", "none"} {

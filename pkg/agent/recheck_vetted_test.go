@@ -73,3 +73,45 @@ func TestSyncVettedDeviceAllocatedAgainBeforeTheLock(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncLiveReadHangsUnderTheLock: where the API server does not answer
+// the live read made under the GPU's lock (a vetted device the cache still
+// shows), the read gives up after lockedReadTimeout, the GPU is left as it
+// is and Pending (PassFailed, retried), not Failed as an NVML error, and
+// the lock is released.
+func TestSyncLiveReadHangsUnderTheLock(t *testing.T) {
+	const drained = "gpu-0-mig-3g40gb-9-4"
+	const before, after = "3g.40gb@0,3g.40gb@4", "3g.40gb@0,2g.20gb@4,1g.10gb@6"
+	defer func(d time.Duration) { lockedReadTimeout = d }(lockedReadTimeout)
+	lockedReadTimeout = 50 * time.Millisecond
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, before)
+	g.alloc.live = sets.New[string]()
+	g.r.Sleep = func(context.Context, time.Duration) error {
+		g.alloc.cached = sets.New(drained)
+		return nil
+	}
+	g.locks.onBegin = func() { g.alloc.hangLive = true }
+	done := make(chan struct{})
+	var res *SyncResult
+	var err error
+	go func() {
+		defer close(done)
+		res, err = g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, after)}, nil)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pass still waits for the API server under the GPU's lock")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Results[0]
+	if r.Phase != v1alpha1.PhasePending || r.Reason != ReasonPassFailed || !res.Retry {
+		t.Errorf("GPU 0: %s/%s (retry %t) %q, want Pending/PassFailed, retried", r.Phase, r.Reason, res.Retry, r.Message)
+	}
+	if got := g.layouts(t)[0]; got != before {
+		t.Errorf("GPU 0 holds %q, want %q left as it was", got, before)
+	}
+}

@@ -504,7 +504,11 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 			// seen yet, or allocated again (to a claim that tolerates
 			// the drain taint) since the live re-check. The API server
 			// tells which; a name alone does not.
-			live, err := r.Allocations.AllocatedDevices(ctx, true)
+			// Bounded: the GPU's prepares wait (ErrReconfiguring) while
+			// the lock is held.
+			readCtx, cancel := context.WithTimeout(ctx, lockedReadTimeout)
+			live, err := r.Allocations.AllocatedDevices(readCtx, true)
+			cancel()
 			if err != nil {
 				return fail(fmt.Errorf("reading ResourceClaim allocations: %w", err))
 			}
@@ -730,11 +734,18 @@ func journalFailure(err error) GPUResult {
 		Message: fmt.Sprintf("not repartitioned: the agent's journal cannot be written, and no NVML step is taken unjournaled: %v", err)}
 }
 
+// lockedReadTimeout bounds a live API read made while a GPU's lock is held
+// (a variable for tests).
+var lockedReadTimeout = 30 * time.Second
+
 // failure is the result of a GPU whose change failed with err: Pending
 // where the agent is stopping (context.Canceled), Blocked while a device is
 // in use (ErrInUse) or a reset is needed (ErrResetRequired), Failed as an
-// NVML error otherwise (counted in miglayout_agent_nvml_errors_total where
-// NVML gave it).
+// NVML error (counted in miglayout_agent_nvml_errors_total) where NVML gave
+// it, and Pending, PassFailed, for an error that is not NVML's (the API
+// server could not be read: counted in miglayout_agent_failed_passes_total):
+// the agent retries, and an outage of the API server is not reported as a
+// fault of the GPU.
 func (r *Repartitioner) failure(err error) GPUResult {
 	if errors.Is(err, context.Canceled) {
 		// The agent is stopping (its context cancelled): the step was
@@ -742,6 +753,11 @@ func (r *Repartitioner) failure(err error) GPUResult {
 		// next start takes it up.
 		return GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed,
 			Message: fmt.Sprintf("stopped before this GPU's change was done (the agent is stopping); taken up again when it starts: %v", err)}
+	}
+	if !gpu.IsNVMLError(err) {
+		r.Metrics.countFailedPass()
+		return GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed,
+			Message: fmt.Sprintf("this GPU's change stopped on an error that is not NVML's; retrying: %v", err)}
 	}
 	if errors.Is(err, gpu.ErrInUse) {
 		return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: err.Error()}

@@ -123,6 +123,24 @@ func ReturnCode(err error) (nvml.Return, bool) {
 	return nvml.SUCCESS, false
 }
 
+// IsNVMLError reports whether err came from NVML or the GPU manager: it
+// carries an NVML return code (ReturnCode) or wraps one of this package's
+// errors (ErrInUse, ErrInsufficientResources, ErrNotSupported,
+// ErrResetRequired, ErrNotFound, ErrNoPermission, ErrGPULost, ErrNVML,
+// ErrShutdown). An error of the API server or a context is not.
+func IsNVMLError(err error) bool {
+	if _, ok := ReturnCode(err); ok {
+		return true
+	}
+	for _, e := range []error{ErrInUse, ErrInsufficientResources, ErrNotSupported, ErrResetRequired, ErrNotFound,
+		ErrNoPermission, ErrGPULost, ErrNVML, ErrShutdown} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // nvmlErr returns nil for SUCCESS and an *NVMLError otherwise.
 func nvmlErr(op string, ret nvml.Return) error {
 	if ret == nvml.SUCCESS {
