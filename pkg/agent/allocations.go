@@ -51,9 +51,9 @@ type ClaimAllocations struct {
 // AllocatedDevices implements Allocations.
 func (c *ClaimAllocations) AllocatedDevices(ctx context.Context, live bool) (sets.Set[string], error) {
 	if live {
-		return c.read(ctx, c.Live, true, nil)
+		return c.read(ctx, true, true)
 	}
-	return c.read(ctx, c.Cached, false, c.indexed())
+	return c.read(ctx, false, false)
 }
 
 // indexed is the list option of a cached read: the node's claims by
@@ -71,28 +71,72 @@ func (c *ClaimAllocations) indexed() []client.ListOption {
 // get a pod bound to the device. The repartitioner reads it under a GPU's
 // lock, just before destroying devices.
 func (c *ClaimAllocations) GuardedDevices(ctx context.Context) (sets.Set[string], error) {
-	return c.read(ctx, c.Cached, true, c.indexed())
+	return c.read(ctx, false, true)
 }
 
-// read lists the claims through r; with gated, it leaves out the devices
-// whose every allocation waits for a confirmation the binding gate will
-// refuse.
-func (c *ClaimAllocations) read(ctx context.Context, r client.Reader, gated bool, opts []client.ListOption) (sets.Set[string], error) {
+// read lists the claims from the API server (live: listLive) or the cache
+// (the node's claims where it is indexed); with gated, it leaves out the
+// devices whose every allocation waits for a confirmation the binding gate
+// will refuse.
+func (c *ClaimAllocations) read(ctx context.Context, live, gated bool) (sets.Set[string], error) {
 	var refusable sets.Set[string]
 	if gated && c.Binding != nil {
 		refusable = c.Binding.Refusable() // before the read: see Refusable
 	}
-	var claims resourceapi.ResourceClaimList
-	if err := r.List(ctx, &claims, opts...); err != nil {
-		return nil, fmt.Errorf("listing ResourceClaims: %w", err)
+	var items []resourceapi.ResourceClaim
+	if live {
+		var err error
+		if items, err = c.listLive(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		var claims resourceapi.ResourceClaimList
+		if err := c.Cached.List(ctx, &claims, c.indexed()...); err != nil {
+			return nil, fmt.Errorf("listing ResourceClaims: %w", err)
+		}
+		items = claims.Items
 	}
-	out := AllocatedIn(claims.Items, c.Driver, c.Pool)
-	for dev := range awaitingBinding(claims.Items, c.Driver, c.Pool) {
+	out := AllocatedIn(items, c.Driver, c.Pool)
+	for dev := range awaitingBinding(items, c.Driver, c.Pool) {
 		if refusable.Has(dev) {
 			out.Delete(dev)
 		}
 	}
 	return out, nil
+}
+
+// livePageSize is how many ResourceClaims one page of a live read holds.
+const livePageSize = 500
+
+// listLive lists every ResourceClaim from the API server (no field
+// selector reaches allocations) in pages of livePageSize, one consistent
+// snapshot, and keeps only those whose allocation names a device of the
+// driver and pool: on a cluster of tens of thousands of claims the agent
+// holds one page and its node's claims, not the whole list.
+func (c *ClaimAllocations) listLive(ctx context.Context) ([]resourceapi.ResourceClaim, error) {
+	var kept []resourceapi.ResourceClaim
+	var page resourceapi.ResourceClaimList
+	for {
+		opts := []client.ListOption{client.Limit(livePageSize)}
+		if page.Continue != "" {
+			opts = append(opts, client.Continue(page.Continue))
+		}
+		page = resourceapi.ResourceClaimList{}
+		if err := c.Live.List(ctx, &page, opts...); err != nil {
+			return nil, fmt.Errorf("listing ResourceClaims: %w", err)
+		}
+		for i := range page.Items {
+			for _, key := range AllocatedPools(&page.Items[i]) {
+				if key == c.Driver+"/"+c.Pool {
+					kept = append(kept, page.Items[i])
+					break
+				}
+			}
+		}
+		if page.Continue == "" {
+			return kept, nil
+		}
+	}
 }
 
 // awaitingBinding returns the devices of driver and pool whose every

@@ -2,6 +2,9 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -57,5 +60,64 @@ func TestClaimAllocationsLiveReadBypassesTheCache(t *testing.T) {
 				t.Errorf("cached read (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// pagingReader serves claims as the API server does a paged list: at most
+// Limit items per call, a continue token to the next.
+type pagingReader struct {
+	client.Reader
+	claims []resourceapi.ResourceClaim
+	limits []int64
+}
+
+func (p *pagingReader) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	p.limits = append(p.limits, o.Limit)
+	start := 0
+	if o.Continue != "" {
+		start, _ = strconv.Atoi(o.Continue)
+	}
+	end := len(p.claims)
+	if o.Limit > 0 {
+		end = min(end, start+int(o.Limit))
+	}
+	out := list.(*resourceapi.ResourceClaimList)
+	out.Items = slices.Clone(p.claims[start:end])
+	out.Continue = ""
+	if end < len(p.claims) {
+		out.Continue = strconv.Itoa(end)
+	}
+	return nil
+}
+
+// TestClaimAllocationsLiveReadPages: the live read lists the cluster's
+// claims in pages of livePageSize (a cluster of tens of thousands of claims
+// is never one response), follows every page, and finds the node's
+// allocations wherever they are.
+func TestClaimAllocationsLiveReadPages(t *testing.T) {
+	var claims []resourceapi.ResourceClaim
+	for i := range 1200 {
+		c := allocatedClaim(fmt.Sprintf("other-%d", i)).obj()
+		c.Status.Allocation.Devices.Results = []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: testDriver, Pool: "n2", Device: devA}}
+		switch i {
+		case 10:
+			c = allocatedClaim("first-page").device(devA, false).obj()
+		case 1150:
+			c = allocatedClaim("last-page").device(devB, false).obj()
+		}
+		claims = append(claims, *c)
+	}
+	r := &pagingReader{claims: claims}
+	a := &ClaimAllocations{Cached: r, Live: r, Driver: testDriver, Pool: "n1"}
+	got, err := a.AllocatedDevices(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{devA, devB}, sets.List(got)); diff != "" {
+		t.Errorf("live read (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int64{livePageSize, livePageSize, livePageSize}, r.limits); diff != "" {
+		t.Errorf("pages asked for (-want +got):\n%s", diff)
 	}
 }
