@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +66,10 @@ type NodeReconciler struct {
 
 	mu      sync.Mutex
 	backoff *backoff.ExponentialBackOff
+	// lastOutcome is the outcome of the pass that last backed off;
+	// lastReset when a new outcome last reset the backoff.
+	lastOutcome string
+	lastReset   time.Time
 	// catalogTold is the CatalogDiffers message last recorded per GPU UUID.
 	catalogTold map[string]string
 	// passStart is when the pass in progress started; zero between passes.
@@ -293,7 +299,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	if res.Retry {
-		d := r.nextBackoff()
+		d := r.nextBackoff(outcome(res))
 		logger.V(1).Info("Retrying after backoff", "after", d)
 		return ctrl.Result{RequeueAfter: d}, nil
 	}
@@ -464,11 +470,36 @@ func (r *NodeReconciler) resync() time.Duration {
 	return time.Minute
 }
 
+// outcomeResetEvery is how often a new outcome may reset the backoff.
+const outcomeResetEvery = time.Minute
+
+// outcome is what a pass left to retry, for nextBackoff: each GPU's
+// phase and reason that is not Ready, in index order.
+func outcome(res *SyncResult) string {
+	var parts []string
+	for _, idx := range slices.Sorted(maps.Keys(res.Results)) {
+		if g := res.Results[idx]; g.Phase != v1alpha1.PhaseReady {
+			parts = append(parts, fmt.Sprintf("%d:%s:%s", idx, g.Phase, g.Reason))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
 // nextBackoff is the delay before retrying a Blocked or failed GPU:
-// exponential from 1 s to 2 min with jitter, reset when every GPU is Ready.
-func (r *NodeReconciler) nextBackoff() time.Duration {
+// exponential from 1 s to 2 min with jitter while passes end with the same
+// outcome (the same GPUs in the same phases, for the same reasons), and
+// from 1 s again once it differs (at most every outcomeResetEvery, so that
+// outcomes that alternate still back off) or every GPU is Ready. A GPU that fails
+// anew beside one Blocked for hours (its device in use, whose release wakes
+// the agent anyway) is retried in a second, not after the long wait's delay.
+func (r *NodeReconciler) nextBackoff(outcome string) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.backoff != nil && outcome != r.lastOutcome && r.now().Sub(r.lastReset) >= outcomeResetEvery {
+		r.backoff.Reset()
+		r.lastReset = r.now()
+	}
+	r.lastOutcome = outcome
 	if r.backoff == nil {
 		b := backoff.NewExponentialBackOff()
 		b.InitialInterval = time.Second
@@ -483,6 +514,7 @@ func (r *NodeReconciler) nextBackoff() time.Duration {
 func (r *NodeReconciler) resetBackoff() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.lastOutcome = ""
 	if r.backoff != nil {
 		r.backoff.Reset()
 	}
