@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -33,7 +35,9 @@ const Name = "miglayout-controller"
 // it with these watches:
 //   - MigLayouts (spec changes, creation, deletion): that MigLayout, and every
 //     other one, since selector overlaps are between MigLayouts;
-//   - Nodes (metadata only; creation, deletion, label changes): every MigLayout;
+//   - Nodes (metadata only; creation, deletion, changes of a label some
+//     MigLayout's node selector names: selectorLabelChanged): every
+//     MigLayout;
 //   - NodeMigLayouts (any change, the agent's status above all): the
 //     MigLayout that controls it;
 //   - with AgentLeases, the agents' heartbeat Leases (created, deleted,
@@ -63,12 +67,43 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.MigLayout{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
-			builder.OnlyMetadata, builder.WithPredicates(predicate.LabelChangedPredicate{}))
+			builder.OnlyMetadata, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.selectorLabelChanged}))
 	if r.AgentLeases != nil {
 		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
 			builder.WithPredicates(agentLeaseChange(r.AgentLeases.Namespace)))
 	}
 	return b.Complete(r)
+}
+
+// selectorLabelChanged passes a Node update that changes a label some
+// MigLayout's node selector names (matchLabels or matchExpressions keys):
+// labels nothing selects by (GPU feature discovery rewrites a timestamp
+// label every minute on every GPU node) wake no reconcile of every
+// MigLayout. A MigLayout created or changed to select by another key is
+// reconciled for that change itself. Where the MigLayouts cannot be listed,
+// it passes.
+func (r *Reconciler) selectorLabelChanged(e event.UpdateEvent) bool {
+	if e.ObjectOld == nil || e.ObjectNew == nil {
+		return true
+	}
+	o, n := e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()
+	if maps.Equal(o, n) {
+		return false
+	}
+	var mls v1alpha1.MigLayoutList
+	if err := r.Client.List(context.Background(), &mls); err != nil {
+		return true
+	}
+	for k := range selectorLabelKeys(mls.Items) {
+		if o[k] != n[k] {
+			return true
+		}
+		_, had := o[k]
+		if _, has := n[k]; had != has {
+			return true
+		}
+	}
+	return false
 }
 
 // allMigLayouts maps any event to every MigLayout. There are few MigLayouts,
