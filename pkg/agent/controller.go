@@ -14,6 +14,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -382,7 +383,11 @@ func (r *NodeReconciler) writeStatus(ctx context.Context, generation int64, res 
 		if err := read(ctx, &nml); err != nil {
 			return err
 		}
-		nml.Status = BuildStatus(nml.Status, generation, res, metav1.Now())
+		st := BuildStatus(nml.Status, generation, res, metav1.Now())
+		if equality.Semantic.DeepEqual(st, nml.Status) {
+			return nil // as written already: no request (a resync of a steady node)
+		}
+		nml.Status = st
 		return r.Client.Status().Update(ctx, &nml)
 	})
 }
