@@ -68,7 +68,7 @@ func main() {
 	fs.StringVar(&o.driverName, "driver-name", slices.DefaultDriverName, "DRA driver name to publish devices under (e.g. gpu.nvidia.com on clusters that replace NVIDIA's driver)")
 	fs.StringVar(&o.simulate, "simulate", "", "use the NVML simulator with this hardware instead of real NVML, e.g. 4xA100-SXM4-80GB or 2xH100-SXM5-80GB,1xA30")
 	fs.StringVar(&o.simulatorState, "simulator-state", "", "state file of the NVML simulator (kept across restarts; shared with other processes)")
-	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/miglayout", "directory for the repartitioning journal")
+	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/miglayout", "directory for the repartitioning journal, and the lock (agent.lock) that keeps a second agent process on the node waiting")
 	fs.StringVar(&o.cdiDir, "cdi-dir", plugin.DefaultCDIDir, "directory the CDI specs of prepared claims are written to")
 	fs.StringVar(&o.hostRoot, "host-root", plugin.DefaultHostRoot, "where the host's / is mounted (for /proc/driver/nvidia/capabilities)")
 	fs.StringVar(&o.devRoot, "dev-root", "/dev", "where the host's /dev is mounted: device nodes a prepared claim's CDI spec names must exist there, and missing /dev/nvidia-caps nodes of its MIG devices are created there (empty: none checked or created; the default with --simulate)")
@@ -135,6 +135,12 @@ func run(ctx context.Context, o options) error {
 	if o.leaseDuration < 4*time.Second || o.leaseDuration%time.Second != 0 {
 		return fmt.Errorf("--lease-duration=%s: want whole seconds, at least 4s", o.leaseDuration)
 	}
+	// One agent per node: before NVML, the journal or the checkpoint.
+	unlock, err := lockStateDir(ctx, o.stateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	gpus, err := openGPUs(ctx, o)
 	if err != nil {
 		return err
@@ -192,6 +198,9 @@ func run(ctx context.Context, o options) error {
 	journal, err := agent.OpenJournal(filepath.Join(o.stateDir, "journal.json"))
 	if err != nil {
 		return err
+	}
+	if err := journal.SetAside(); err != nil {
+		logger.Error(err, "Starting with an empty journal: check the GPUs of this node for a pending MIG mode change or GPU instances left half made")
 	}
 	for _, e := range journal.Entries() {
 		logger.Info("Resuming work interrupted by a restart", "gpu", e.GPU, "step", e.Step, "desired", e.Desired, "done", e.Done)

@@ -86,7 +86,16 @@ type Journal struct {
 	mu      sync.Mutex
 	entries map[int]JournalEntry
 	now     func() time.Time
+	// setAside says why the file found at open was set aside; nil if none.
+	setAside error
 }
+
+// SetAside reports the journal file OpenJournal found but could not use
+// (not JSON, or another version: an agent rolled back from a newer one) and
+// moved to <path>.unreadable, starting empty; nil if none. The work it
+// recorded (a pending MIG mode the agent set, GPU instances being created)
+// is not resumed: the caller should say so loudly.
+func (j *Journal) SetAside() error { return j.setAside }
 
 // OpenJournal reads the journal at path, or starts an empty one.
 func OpenJournal(path string) (*Journal, error) {
@@ -110,6 +119,11 @@ func OpenJournal(path string) (*Journal, error) {
 		if rerr := os.Rename(path, bad); rerr != nil {
 			return nil, fmt.Errorf("setting aside unreadable journal %s: %w", path, rerr)
 		}
+		why := fmt.Sprintf("version %d, this agent reads version %d", f.Version, JournalVersion)
+		if err != nil {
+			why = err.Error()
+		}
+		j.setAside = fmt.Errorf("journal %s set aside as %s (%s): the work it recorded is not resumed", path, bad, why)
 		return j, nil
 	}
 	for _, e := range f.Entries {

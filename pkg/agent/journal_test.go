@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -55,5 +57,48 @@ func TestOpenJournalRemovesInterruptedWrites(t *testing.T) {
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("%s is still there (%v)", stale, err)
+	}
+}
+
+// TestOpenJournalSetsAsideOtherVersions: a journal of another version (an
+// agent rolled back from a newer one) or not JSON is moved to .unreadable,
+// the journal starts empty, and SetAside says so and why; a journal of this
+// version is read and SetAside is nil.
+func TestOpenJournalSetsAsideOtherVersions(t *testing.T) {
+	tests := map[string]struct {
+		data string
+		want string // in SetAside's error; "" for none
+	}{
+		"this version":    {data: fmt.Sprintf(`{"version":%d,"entries":[{"gpu":0,"step":"Creating"}]}`, JournalVersion)},
+		"a newer version": {data: fmt.Sprintf(`{"version":%d,"entries":[]}`, JournalVersion+1), want: fmt.Sprintf("version %d, this agent reads version %d", JournalVersion+1, JournalVersion)},
+		"not JSON":        {data: "{", want: "unexpected end of JSON input"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "journal.json")
+			if err := os.WriteFile(path, []byte(tc.data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			j, err := OpenJournal(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := j.SetAside()
+			if tc.want == "" {
+				if got != nil || len(j.Entries()) != 1 {
+					t.Errorf("SetAside %v, %d entries; want nil and the one entry", got, len(j.Entries()))
+				}
+				return
+			}
+			if got == nil || !strings.Contains(got.Error(), tc.want) {
+				t.Errorf("SetAside %v, want an error saying %q", got, tc.want)
+			}
+			if _, err := os.Stat(path + ".unreadable"); err != nil {
+				t.Errorf("the file was not set aside: %v", err)
+			}
+			if len(j.Entries()) != 0 {
+				t.Errorf("%d entries, want an empty journal", len(j.Entries()))
+			}
+		})
 	}
 }
