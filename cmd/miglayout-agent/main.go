@@ -187,6 +187,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	for uid, err := range drv.RestoreSpecs(ctx) {
+		logger.Error(err, "CDI spec of a prepared claim not restored: the kubelet's next prepare of it writes it", "claim", uid)
+	}
 	helper, err := drv.Start(ctx, kube,
 		kubeletplugin.RegistrarDirectoryPath(o.registrarDir),
 		kubeletplugin.PluginDataDirectoryPath(pluginDataDir))

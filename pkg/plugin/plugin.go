@@ -168,6 +168,37 @@ func New(cfg Config) (*Plugin, error) {
 	return p, nil
 }
 
+// RestoreSpecs writes again the CDI spec of each checkpointed claim whose
+// spec is not on disk as it would be written (the CDI directory cleaned,
+// e.g. a tmpfs /var/run/cdi emptied by the host's temporary-file cleanup,
+// without a reboot: the kubelet does not prepare the claim again, and a
+// container of its pod that restarts would fail on an unresolvable CDI
+// device), where its devices still exist with the UUIDs recorded (as a
+// repeated prepare checks them). Call it once after New, before Start. A
+// claim it cannot restore is left to the kubelet's next prepare; the
+// errors, by claim, are returned.
+func (p *Plugin) RestoreSpecs(ctx context.Context) map[types.UID]error {
+	failed := map[types.UID]error{}
+	uids := make([]types.UID, 0, len(p.claims))
+	for uid := range p.claims {
+		uids = append(uids, uid)
+	}
+	slices.Sort(uids)
+	for _, uid := range uids {
+		pc := p.claims[uid]
+		p.mu.Lock()
+		ok := len(pc.Devices) == 0 || p.specOnDisk(pc)
+		p.mu.Unlock()
+		if ok {
+			continue
+		}
+		if err := p.reprepare(ctx, pc); err != nil {
+			failed[uid] = fmt.Errorf("restoring the CDI spec of claim %s/%s: %w", pc.Namespace, pc.Name, err)
+		}
+	}
+	return failed
+}
+
 // DriverName returns the driver name the plugin serves.
 func (p *Plugin) DriverName() string { return p.cfg.DriverName }
 

@@ -621,3 +621,40 @@ func TestReadCapabilityMinor(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreSpecsAtStart: an agent that starts with prepared claims in its
+// checkpoint whose CDI specs are gone (the CDI directory cleaned without a
+// reboot: the kubelet prepares nothing again) writes them again, as they
+// were, where the devices still exist; a claim whose device is gone is left
+// to the kubelet (its error returned), its preparation kept.
+func TestRestoreSpecsAtStart(t *testing.T) {
+	e := newEnv(t)
+	c := mixedClaim(slices.DefaultDriverName)
+	if r := e.prepare(e.plugin(""), c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	const dev = "gpu-0-mig-1g10gb-19-3"
+	gone := claim(uid2, "infer", alloc{"mig", slices.DefaultDriverName, node, dev})
+	if r := e.prepare(e.plugin(""), gone); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	specPath := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))
+	spec := mustRead(t, specPath)
+	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, mig.Device{Profile: "1g.10gb", Start: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(e.cdiDir); err != nil {
+		t.Fatal(err)
+	}
+	p := e.plugin("")
+	failed := p.RestoreSpecs(e.ctx)
+	if again, err := os.ReadFile(specPath); err != nil || !bytes.Equal(again, spec) {
+		t.Errorf("the spec of claim %s is not restored as it was: %v", uid1, err)
+	}
+	if len(failed) != 1 || !errors.Is(failed[uid2], ErrDeviceGone) {
+		t.Errorf("RestoreSpecs errors %v, want claim %s's device gone", failed, uid2)
+	}
+	if _, ok := p.PreparedDevices()[dev]; !ok {
+		t.Errorf("the claim whose device is gone lost its preparation: %v", p.PreparedDevices())
+	}
+}
