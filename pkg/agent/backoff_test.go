@@ -11,7 +11,7 @@ import (
 // GPU Blocked back off longer and longer; a pass that ends otherwise (a GPU
 // failing anew beside it) starts again from about a second, so the new
 // failure is not retried after the long wait's delay; outcomes that
-// alternate within a minute still back off.
+// alternate still back off.
 func TestBackoffGrowsOnlyWhileTheOutcomeRepeats(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := &NodeReconciler{Now: func() time.Time { return now }}
@@ -37,11 +37,18 @@ func TestBackoffGrowsOnlyWhileTheOutcomeRepeats(t *testing.T) {
 	if d := r.nextBackoff(outcome(failing)); d > 3*time.Second {
 		t.Errorf("the second pass alike retries after %s, want the backoff's second step", d)
 	}
-	for range 10 {
-		d = r.nextBackoff(outcome(blocked))
-		d = r.nextBackoff(outcome(failing))
+	// Outcomes that alternate pass after pass, for half an hour: a few
+	// resets (one per outcomeResetEvery) at most, so about as few passes
+	// as a steady outcome's (26 in half an hour), not hundreds.
+	passes := 0
+	for end := now.Add(30 * time.Minute); now.Before(end); passes++ {
+		o := blocked
+		if passes%2 == 1 {
+			o = failing
+		}
+		now = now.Add(r.nextBackoff(outcome(o)))
 	}
-	if d < 20*time.Second {
-		t.Errorf("outcomes alternating within a minute retry after %s, want the backoff grown past 20 s", d)
+	if passes > 80 {
+		t.Errorf("%d passes in half an hour of alternating outcomes, want at most 80", passes)
 	}
 }

@@ -186,6 +186,9 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if apierrors.IsNotFound(err) {
 		// No MigLayout manages this node: keep the pool published as it is.
 		if _, err := r.Repartitioner.Sync(ctx, nil, nil); err != nil {
+			if ctx.Err() == nil {
+				r.Repartitioner.Metrics.countFailedPass()
+			}
 			return ctrl.Result{}, fmt.Errorf("publishing the node's inventory: %w", err)
 		}
 		r.published.Store(true)
@@ -259,7 +262,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	r.tellCatalogDiffers(&nml, res.GPUs)
-	if err := r.writeStatus(ctx, nml.Generation, res); err != nil {
+	if err := r.writeStatus(ctx, nml.Generation, res, len(shown) > 0); err != nil {
 		return ctrl.Result{}, err
 	}
 	told := func(idx int32, got GPUResult) bool {
@@ -297,6 +300,13 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 				reason = EventJournalUnwritable
 			}
 			r.gpuEvent(&nml, "Warning", reason, "Repartition", int(spec.Index), got.Message)
+		case v1alpha1.PhasePending:
+			if got.Reason == ReasonPassFailed {
+				// The change stopped on an error that is not NVML's
+				// (the API server could not be read).
+				logger.Info("GPU change stopped; retrying", "gpu", spec.Index, "why", got.Message)
+				r.gpuEvent(&nml, "Warning", EventPassFailed, "Repartition", int(spec.Index), got.Message)
+			}
 		}
 	}
 	if res.Retry {
@@ -376,8 +386,14 @@ func showProgress(status []v1alpha1.GPUStatus, idx int, res GPUResult) bool {
 // writeStatus records res, the outcome of the spec of generation acted on
 // (not the object's generation now: a spec changed during the pass is not
 // done yet).
-func (r *NodeReconciler) writeStatus(ctx context.Context, generation int64, res *SyncResult) error {
-	read := r.statusReader()
+//
+// A status the API server holds already is not written again. Where the
+// pass showed a GPU in flight (patched: patchGPUPhase wrote the row), the
+// NodeMigLayout is read from the API server first: the cache may not show
+// that write yet, and a status equal to the cache's would then leave the
+// in-flight row standing.
+func (r *NodeReconciler) writeStatus(ctx context.Context, generation int64, res *SyncResult, patched bool) error {
+	read := r.statusReader(patched)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var nml v1alpha1.NodeMigLayout
 		if err := read(ctx, &nml); err != nil {
@@ -393,13 +409,13 @@ func (r *NodeReconciler) writeStatus(ctx context.Context, generation int64, res 
 }
 
 // statusReader returns the read of one status write: the node's
-// NodeMigLayout from the cache first, from the API server (APIReader) on
-// each try after a conflict.
-func (r *NodeReconciler) statusReader() func(context.Context, *v1alpha1.NodeMigLayout) error {
+// NodeMigLayout from the cache first (from the API server with live), from
+// the API server (APIReader) on each try after a conflict.
+func (r *NodeReconciler) statusReader(live bool) func(context.Context, *v1alpha1.NodeMigLayout) error {
 	first := true
 	return func(ctx context.Context, nml *v1alpha1.NodeMigLayout) error {
 		var from client.Reader = r.Client
-		if !first && r.APIReader != nil {
+		if (live || !first) && r.APIReader != nil {
 			from = r.APIReader
 		}
 		first = false
@@ -412,7 +428,7 @@ func (r *NodeReconciler) statusReader() func(context.Context, *v1alpha1.NodeMigL
 // it: a node whose spec of generation (the one the pass acts on) is not
 // done yet is not Ready.
 func (r *NodeReconciler) patchGPUPhase(ctx context.Context, generation int64, idx int, res GPUResult) error {
-	read := r.statusReader()
+	read := r.statusReader(false)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var nml v1alpha1.NodeMigLayout
 		if err := read(ctx, &nml); err != nil {
@@ -476,7 +492,7 @@ func (r *NodeReconciler) resync() time.Duration {
 }
 
 // outcomeResetEvery is how often a new outcome may reset the backoff.
-const outcomeResetEvery = time.Minute
+const outcomeResetEvery = 10 * time.Minute
 
 // outcome is what a pass left to retry, for nextBackoff: each GPU's
 // phase and reason that is not Ready, in index order.

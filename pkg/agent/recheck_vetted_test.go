@@ -2,11 +2,14 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -113,5 +116,41 @@ func TestSyncLiveReadHangsUnderTheLock(t *testing.T) {
 	}
 	if got := g.layouts(t)[0]; got != before {
 		t.Errorf("GPU 0 holds %q, want %q left as it was", got, before)
+	}
+}
+
+// TestStoppedChangeIsTold: a GPU change that stops on an error that is not
+// NVML's (here the live read under the lock times out) is told with a
+// PassFailed warning naming the error, once, and not again on a retry that
+// stops alike.
+func TestStoppedChangeIsTold(t *testing.T) {
+	const drained = "gpu-0-mig-3g40gb-9-4"
+	const before, after = "3g.40gb@0,3g.40gb@4", "3g.40gb@0,2g.20gb@4,1g.10gb@6"
+	defer func(d time.Duration) { lockedReadTimeout = d }(lockedReadTimeout)
+	lockedReadTimeout = 50 * time.Millisecond
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, before)
+	g.alloc.live = sets.New[string]()
+	g.r.Sleep = func(context.Context, time.Duration) error {
+		g.alloc.cached = sets.New(drained)
+		return nil
+	}
+	g.locks.onBegin = func() { g.alloc.hangLive = true }
+	r, _, rec := nodeReconcilerOn(t, g, spec(0, after))
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	var warnings []string
+	for pass := range 2 {
+		g.alloc.hangLive = false
+		if _, err := r.Reconcile(t.Context(), req); err != nil {
+			t.Fatalf("pass %d: %v", pass, err)
+		}
+		for len(rec.Events) > 0 {
+			if e := <-rec.Events; strings.Contains(e, EventPassFailed) {
+				warnings = append(warnings, e)
+			}
+		}
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "reading ResourceClaim allocations") {
+		t.Errorf("PassFailed events %q, want one naming the failed read", warnings)
 	}
 }

@@ -526,7 +526,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 			return fail(fmt.Errorf("cancelling the pending MIG mode change: %w", err))
 		}
 		if mode.Pending != p.spec.MIGEnabled {
-			return fail(fmt.Errorf("cancelling the pending MIG mode change: the mode is still pending %v", mode.Pending))
+			return fail(fmt.Errorf("cancelling the pending MIG mode change: the mode is still pending %v: %w", mode.Pending, gpu.ErrNVML))
 		}
 		// Journaled once done (the next steps' entries carry it): until
 		// then the journal keeps the mode the agent set before.

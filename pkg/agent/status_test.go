@@ -152,7 +152,7 @@ func TestWriteStatusGeneration(t *testing.T) {
 	c := nmlClient(t, nml, interceptor.Funcs{})
 	r := &NodeReconciler{Client: c, NodeName: "n1"}
 	ctx := context.Background()
-	if err := r.writeStatus(ctx, 4, &SyncResult{}); err != nil {
+	if err := r.writeStatus(ctx, 4, &SyncResult{}, false); err != nil {
 		t.Fatal(err)
 	}
 	var got v1alpha1.NodeMigLayout
@@ -578,5 +578,53 @@ func TestStatusConflictReadsTheAPIServer(t *testing.T) {
 	}
 	if len(got.Status.GPUs) != 1 || got.Status.GPUs[0].Phase != v1alpha1.PhaseRepartitioning {
 		t.Errorf("status %+v, want gpu 0 Repartitioning", got.Status.GPUs)
+	}
+}
+
+// TestStatusAfterInFlightRowIsWritten: a pass that showed a GPU in flight
+// (its row patched Repartitioning) and ends with the status the lagging
+// cache still shows from before writes it all the same: the NodeMigLayout
+// is read from the API server, which holds the in-flight row.
+func TestStatusAfterInFlightRowIsWritten(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	specs := []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}
+	r, c, _ := nodeReconcilerOn(t, g, specs...)
+	ctx := t.Context()
+	res, err := g.r.Sync(ctx, specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.writeStatus(ctx, 1, res, false); err != nil {
+		t.Fatal(err)
+	}
+	var stale v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.patchGPUPhase(ctx, 1, 0, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: v1alpha1.ReasonRepartitioning}); err != nil {
+		t.Fatal(err)
+	}
+	// The cache has not seen the patch.
+	r.Client = interceptor.NewClient(c, interceptor.Funcs{Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		stale.DeepCopyInto(obj.(*v1alpha1.NodeMigLayout))
+		return nil
+	}})
+	r.APIReader = c
+	phase := func() v1alpha1.GPUPhase {
+		var got v1alpha1.NodeMigLayout
+		if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Status.GPUs[0].Phase
+	}
+	if err := r.writeStatus(ctx, 1, res, false); err != nil || phase() != v1alpha1.PhaseRepartitioning {
+		t.Fatalf("premise: compared with the lagging cache the write is skipped (err %v, phase %s)", err, phase())
+	}
+	if err := r.writeStatus(ctx, 1, res, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := phase(); got != v1alpha1.PhaseReady {
+		t.Errorf("after a pass that showed the GPU in flight the row is %s, want Ready", got)
 	}
 }

@@ -14,9 +14,9 @@ var (
 		Name: "miglayout_pending_pods",
 		Help: "Pods the scheduler found unschedulable that wait for ResourceClaims, as the Auto planner last saw them.",
 	})
-	oldestPendingAge = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "miglayout_pending_pods_oldest_age_seconds",
-		Help: "Age (since creation) of the oldest pod counted in miglayout_pending_pods, in seconds, as the Auto planner last saw them; 0 when none waits.",
+	oldestPending = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "miglayout_pending_pods_oldest_creation_timestamp_seconds",
+		Help: "Creation time (Unix seconds) of the oldest pod counted in miglayout_pending_pods, as the Auto planner last saw them (it looks again on each pod's change); 0 when none waits. Its age is time() minus this.",
 	})
 	plannerLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "miglayout_planner_duration_seconds",
@@ -53,20 +53,26 @@ func init() {
 	// Until the Lease is read (and where it is not checked), nothing
 	// holds declines back.
 	schedulerSteadyMetric.Set(1)
-	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, schedulerDeclinedMetric, schedulerSteadyMetric, pendingDemand, oldestPendingAge, plannerLatency)
+	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, schedulerDeclinedMetric, schedulerSteadyMetric, pendingDemand, oldestPending, plannerLatency)
 }
 
 // recordPending sets the gauges of pending demand from a snapshot.
 func recordPending(snap *planner.Snapshot) {
 	pendingDemand.Set(float64(len(snap.Pending)))
-	var oldest time.Duration
+	var oldest time.Time
 	for _, p := range snap.Pending {
 		if p.Pod == nil {
 			continue
 		}
-		oldest = max(oldest, snap.Now.Sub(p.Pod.CreationTimestamp.Time))
+		if c := p.Pod.CreationTimestamp.Time; oldest.IsZero() || c.Before(oldest) {
+			oldest = c
+		}
 	}
-	oldestPendingAge.Set(oldest.Seconds())
+	if oldest.IsZero() {
+		oldestPending.Set(0)
+		return
+	}
+	oldestPending.Set(float64(oldest.UnixNano()) / 1e9)
 }
 
 // recordMetrics sets the gauges of one MigLayout from its observation.

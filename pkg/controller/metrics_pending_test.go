@@ -14,23 +14,24 @@ import (
 	"github.com/miglayout/miglayout/pkg/planner"
 )
 
-// TestPendingPodsOldestAge: the age gauge is the oldest pending pod's age
-// at the snapshot's time, in seconds, and 0 once none waits.
-func TestPendingPodsOldestAge(t *testing.T) {
+// TestPendingPodsOldest: the gauge is the oldest pending pod's creation
+// time in Unix seconds (the alert takes time() minus it, so its age grows
+// between plans), and 0 once none waits.
+func TestPendingPodsOldest(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	pod := func(age time.Duration) planner.Pod {
 		return planner.Pod{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(-age))}}}
 	}
 	recordPending(&planner.Snapshot{Now: now, Pending: []planner.Pod{pod(90 * time.Second), pod(40 * time.Minute), pod(time.Second)}})
-	if got, want := testutil.ToFloat64(oldestPendingAge), (40 * time.Minute).Seconds(); got != want {
-		t.Errorf("miglayout_pending_pods_oldest_age_seconds = %v, want %v", got, want)
+	if got, want := testutil.ToFloat64(oldestPending), float64(now.Add(-40*time.Minute).Unix()); got != want {
+		t.Errorf("miglayout_pending_pods_oldest_creation_timestamp_seconds = %v, want %v", got, want)
 	}
 	if got := testutil.ToFloat64(pendingDemand); got != 3 {
 		t.Errorf("miglayout_pending_pods = %v, want 3", got)
 	}
 	recordPending(&planner.Snapshot{Now: now})
-	if got := testutil.ToFloat64(oldestPendingAge); got != 0 {
-		t.Errorf("miglayout_pending_pods_oldest_age_seconds = %v with no pod pending, want 0", got)
+	if got := testutil.ToFloat64(oldestPending); got != 0 {
+		t.Errorf("miglayout_pending_pods_oldest_creation_timestamp_seconds = %v with no pod pending, want 0", got)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -169,7 +170,7 @@ func New(cfg Config) (*Plugin, error) {
 }
 
 // RestoreSpecs writes again the CDI spec of each checkpointed claim whose
-// spec is not on disk as it would be written (the CDI directory cleaned,
+// spec file is missing (the CDI directory cleaned,
 // e.g. a tmpfs /var/run/cdi emptied by the host's temporary-file cleanup,
 // without a reboot: the kubelet does not prepare the claim again, and a
 // container of its pod that restarts would fail on an unresolvable CDI
@@ -186,10 +187,13 @@ func (p *Plugin) RestoreSpecs(ctx context.Context) map[types.UID]error {
 	slices.Sort(uids)
 	for _, uid := range uids {
 		pc := p.claims[uid]
-		p.mu.Lock()
-		ok := len(pc.Devices) == 0 || p.specOnDisk(pc)
-		p.mu.Unlock()
-		if ok {
+		if len(pc.Devices) == 0 {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(p.cfg.CDIDir, specName(p.cfg.DriverName, pc.UID))); !errors.Is(err, fs.ErrNotExist) {
+			// There (or unreadable): a spec an older version wrote
+			// names its CDI devices as the kubelet still has them for
+			// running pods; the kubelet's next prepare rewrites it.
 			continue
 		}
 		if err := p.reprepare(ctx, pc); err != nil {

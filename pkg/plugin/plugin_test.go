@@ -626,7 +626,8 @@ func TestReadCapabilityMinor(t *testing.T) {
 // checkpoint whose CDI specs are gone (the CDI directory cleaned without a
 // reboot: the kubelet prepares nothing again) writes them again, as they
 // were, where the devices still exist; a claim whose device is gone is left
-// to the kubelet (its error returned), its preparation kept.
+// to the kubelet (its error returned), its preparation kept; a spec that is
+// there is not touched.
 func TestRestoreSpecsAtStart(t *testing.T) {
 	e := newEnv(t)
 	c := mixedClaim(slices.DefaultDriverName)
@@ -656,5 +657,15 @@ func TestRestoreSpecsAtStart(t *testing.T) {
 	}
 	if _, ok := p.PreparedDevices()[dev]; !ok {
 		t.Errorf("the claim whose device is gone lost its preparation: %v", p.PreparedDevices())
+	}
+	// A spec that is there, as an older version wrote it (its CDI device
+	// names are those the kubelet holds for the running pod), is left.
+	older := []byte(`{"cdiVersion":"0.6.0","kind":"k8s.mig.miglayout.io/claim","devices":[]}`)
+	if err := os.WriteFile(specPath, older, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.plugin("").RestoreSpecs(e.ctx)
+	if got := mustRead(t, specPath); !bytes.Equal(got, older) {
+		t.Errorf("a spec on disk was rewritten at start:\n%s", got)
 	}
 }
