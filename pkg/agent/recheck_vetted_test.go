@@ -77,30 +77,45 @@ func TestSyncVettedDeviceAllocatedAgainBeforeTheLock(t *testing.T) {
 	}
 }
 
-// TestSyncLiveReadHangsUnderTheLock: where the API server does not answer
-// the live read made under the GPU's lock (a vetted device the cache still
-// shows), the read gives up after lockedReadTimeout, the GPU is left as it
-// is and Pending (PassFailed, retried), not Failed as an NVML error, and
-// the lock is released.
-func TestSyncLiveReadHangsUnderTheLock(t *testing.T) {
+// hangingBefore and hangingAfter are the layouts of hangingLiveReadRig's
+// GPU 0 and its spec.
+const hangingBefore, hangingAfter = "3g.40gb@0,3g.40gb@4", "3g.40gb@0,2g.20gb@4,1g.10gb@6"
+
+// hangingLiveReadRig is a rig whose GPU 0 (hangingBefore) is to be
+// repartitioned to hangingAfter, where the device to go was allocated and
+// released during the settle period (vetted, the cache still shows it) and
+// the API server stops answering live reads once the GPU's lock is taken;
+// lockedReadTimeout is 50 ms for the test.
+func hangingLiveReadRig(t *testing.T) *rig {
+	t.Helper()
 	const drained = "gpu-0-mig-3g40gb-9-4"
-	const before, after = "3g.40gb@0,3g.40gb@4", "3g.40gb@0,2g.20gb@4,1g.10gb@6"
-	defer func(d time.Duration) { lockedReadTimeout = d }(lockedReadTimeout)
+	old := lockedReadTimeout
+	t.Cleanup(func() { lockedReadTimeout = old })
 	lockedReadTimeout = 50 * time.Millisecond
 	g := newRig(t, "1xA100-SXM4-80GB")
-	g.setup(t, 0, before)
+	g.setup(t, 0, hangingBefore)
 	g.alloc.live = sets.New[string]()
 	g.r.Sleep = func(context.Context, time.Duration) error {
 		g.alloc.cached = sets.New(drained)
 		return nil
 	}
 	g.locks.onBegin = func() { g.alloc.hangLive = true }
+	return g
+}
+
+// TestSyncLiveReadHangsUnderTheLock: where the API server does not answer
+// the live read made under the GPU's lock (a vetted device the cache still
+// shows), the read gives up after lockedReadTimeout, the GPU is left as it
+// is and Pending (PassFailed, retried), not Failed as an NVML error, and
+// the lock is released.
+func TestSyncLiveReadHangsUnderTheLock(t *testing.T) {
+	g := hangingLiveReadRig(t)
 	done := make(chan struct{})
 	var res *SyncResult
 	var err error
 	go func() {
 		defer close(done)
-		res, err = g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, after)}, nil)
+		res, err = g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, hangingAfter)}, nil)
 	}()
 	select {
 	case <-done:
@@ -114,8 +129,8 @@ func TestSyncLiveReadHangsUnderTheLock(t *testing.T) {
 	if r.Phase != v1alpha1.PhasePending || r.Reason != ReasonPassFailed || !res.Retry {
 		t.Errorf("GPU 0: %s/%s (retry %t) %q, want Pending/PassFailed, retried", r.Phase, r.Reason, res.Retry, r.Message)
 	}
-	if got := g.layouts(t)[0]; got != before {
-		t.Errorf("GPU 0 holds %q, want %q left as it was", got, before)
+	if got := g.layouts(t)[0]; got != hangingBefore {
+		t.Errorf("GPU 0 holds %q, want %q left as it was", got, hangingBefore)
 	}
 }
 
@@ -124,19 +139,8 @@ func TestSyncLiveReadHangsUnderTheLock(t *testing.T) {
 // PassFailed warning naming the error, once, and not again on a retry that
 // stops alike.
 func TestStoppedChangeIsTold(t *testing.T) {
-	const drained = "gpu-0-mig-3g40gb-9-4"
-	const before, after = "3g.40gb@0,3g.40gb@4", "3g.40gb@0,2g.20gb@4,1g.10gb@6"
-	defer func(d time.Duration) { lockedReadTimeout = d }(lockedReadTimeout)
-	lockedReadTimeout = 50 * time.Millisecond
-	g := newRig(t, "1xA100-SXM4-80GB")
-	g.setup(t, 0, before)
-	g.alloc.live = sets.New[string]()
-	g.r.Sleep = func(context.Context, time.Duration) error {
-		g.alloc.cached = sets.New(drained)
-		return nil
-	}
-	g.locks.onBegin = func() { g.alloc.hangLive = true }
-	r, _, rec := nodeReconcilerOn(t, g, spec(0, after))
+	g := hangingLiveReadRig(t)
+	r, _, rec := nodeReconcilerOn(t, g, spec(0, hangingAfter))
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
 	var warnings []string
 	for pass := range 2 {
