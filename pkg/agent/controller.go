@@ -42,9 +42,10 @@ import (
 // the NodeMigLayout status and records events.
 type NodeReconciler struct {
 	Client client.Client
-	// APIReader reads the NodeMigLayout again, from the API server, after a
-	// status write's conflict (the cache may not show the agent's own last
-	// write yet); nil reads through Client.
+	// APIReader reads the NodeMigLayout from the API server after a status
+	// write's conflict, and before the status of a pass that showed a GPU
+	// in flight (the cache may not show the agent's own last write yet);
+	// nil reads through Client.
 	APIReader     client.Reader
 	NodeName      string
 	Repartitioner *Repartitioner
@@ -510,9 +511,10 @@ func outcome(res *SyncResult) string {
 // exponential from 1 s to 2 min with jitter while passes end with the same
 // outcome (the same GPUs in the same phases, for the same reasons), and
 // from 1 s again once it differs (at most every outcomeResetEvery, so that
-// outcomes that alternate still back off) or every GPU is Ready. A GPU that fails
-// anew beside one Blocked for hours (its device in use, whose release wakes
-// the agent anyway) is retried in a second, not after the long wait's delay.
+// outcomes that alternate still back off) or every GPU is Ready. A GPU that
+// fails anew beside one Blocked for hours (its device in use, whose release
+// wakes the agent anyway) is retried in a second, not after the long wait's
+// delay.
 func (r *NodeReconciler) nextBackoff(outcome string) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
