@@ -23,9 +23,7 @@ import (
 )
 
 func TestMetricsAfterSync(t *testing.T) {
-	g := newRig(t, "1xA100-SXM4-80GB")
-	reg := prometheus.NewRegistry()
-	g.r.Metrics = NewMetrics(reg)
+	g, reg := metricsRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
 	g.alloc.cached = sets.New("gpu-0-mig-3g40gb-9-0")
 	if _, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6")}, nil); err != nil {
@@ -52,9 +50,7 @@ miglayout_agent_repartitions_total{result="Ready"} 1
 // TestUnreadableGPUsMetric: a GPU that falls off the bus is counted after
 // the pass that finds it, and no longer once it is back.
 func TestUnreadableGPUsMetric(t *testing.T) {
-	g := newRig(t, "2xA100-SXM4-80GB")
-	reg := prometheus.NewRegistry()
-	g.r.Metrics = NewMetrics(reg)
+	g, reg := metricsRig(t, "2xA100-SXM4-80GB")
 	ctx := context.Background()
 	count := func(want string) {
 		t.Helper()
@@ -87,9 +83,7 @@ miglayout_agent_unreadable_gpus ` + want + "\n"
 // again on the next start; it is neither a Failed repartition nor a
 // counted NVML error.
 func TestStoppedStepIsNoNVMLError(t *testing.T) {
-	g := newRig(t, "1xA100-SXM4-80GB")
-	reg := prometheus.NewRegistry()
-	g.r.Metrics = NewMetrics(reg)
+	g, _ := metricsRig(t, "1xA100-SXM4-80GB")
 	got := g.r.failure(fmt.Errorf("creating 3g.40gb@0: %w", context.Canceled))
 	if got.Phase != v1alpha1.PhasePending || got.Reason != ReasonPassFailed {
 		t.Errorf("result %+v, want Pending, %s", got, ReasonPassFailed)
@@ -104,9 +98,7 @@ func TestStoppedStepIsNoNVMLError(t *testing.T) {
 // publication), so that the unreadable-GPU alert does not wait for a pass
 // that succeeds.
 func TestUnreadableGPUsMetricOnFailedPass(t *testing.T) {
-	g := newRig(t, "2xA100-SXM4-80GB")
-	reg := prometheus.NewRegistry()
-	g.r.Metrics = NewMetrics(reg)
+	g, _ := metricsRig(t, "2xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
 	g.inv.failDrain = errors.New("admission webhook denied the request")
 	if err := g.sim.LoseGPU(1); err != nil {
@@ -180,9 +172,7 @@ func TestNVMLErrorsCountsOnlyNVML(t *testing.T) {
 // TestFailedPassesMetric: a pass that stops before publishing (the drain
 // publication refused) is counted; a pass that publishes is not.
 func TestFailedPassesMetric(t *testing.T) {
-	g := newRig(t, "1xA100-SXM4-80GB")
-	reg := prometheus.NewRegistry()
-	g.r.Metrics = NewMetrics(reg)
+	g, _ := metricsRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
 	rec, _, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
@@ -200,4 +190,14 @@ func TestFailedPassesMetric(t *testing.T) {
 	if got := testutil.ToFloat64(g.r.Metrics.failedPasses); got != 1 {
 		t.Errorf("miglayout_agent_failed_passes_total = %v after a pass that published, want still 1", got)
 	}
+}
+
+// metricsRig is newRig(t, spec) whose repartitioner records its metrics in
+// a registry of its own, returned with it.
+func metricsRig(t *testing.T, spec string) (*rig, *prometheus.Registry) {
+	t.Helper()
+	g := newRig(t, spec)
+	reg := prometheus.NewRegistry()
+	g.r.Metrics = NewMetrics(reg)
+	return g, reg
 }

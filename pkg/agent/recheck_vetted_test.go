@@ -51,15 +51,7 @@ func TestSyncVettedDeviceAllocatedAgainBeforeTheLock(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			g := newRig(t, "1xA100-SXM4-80GB")
-			g.setup(t, 0, before)
-			g.alloc.live = sets.New[string]()
-			// Claim A: allocated during the settle period, released
-			// before the live re-check; the cache still shows it.
-			g.r.Sleep = func(context.Context, time.Duration) error {
-				g.alloc.cached = sets.New(drained)
-				return nil
-			}
+			g := vettedDrainRig(t, before, drained)
 			// Claim B: allocated after the live re-check, before the lock.
 			g.locks.onBegin = func() {
 				g.alloc.cached, g.alloc.live = tc.atLockCached, tc.atLockLive
@@ -77,6 +69,22 @@ func TestSyncVettedDeviceAllocatedAgainBeforeTheLock(t *testing.T) {
 	}
 }
 
+// vettedDrainRig is a rig with one A100 holding layout whose device
+// drained is allocated during the settle period and released before the
+// live re-check (claim A): the live read shows no allocation, the cache
+// still shows it, so the device is vetted for the pass.
+func vettedDrainRig(t *testing.T, layout, drained string) *rig {
+	t.Helper()
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, layout)
+	g.alloc.live = sets.New[string]()
+	g.r.Sleep = func(context.Context, time.Duration) error {
+		g.alloc.cached = sets.New(drained)
+		return nil
+	}
+	return g
+}
+
 // hangingBefore and hangingAfter are the layouts of hangingLiveReadRig's
 // GPU 0 and its spec.
 const hangingBefore, hangingAfter = "3g.40gb@0,3g.40gb@4", "3g.40gb@0,2g.20gb@4,1g.10gb@6"
@@ -88,17 +96,10 @@ const hangingBefore, hangingAfter = "3g.40gb@0,3g.40gb@4", "3g.40gb@0,2g.20gb@4,
 // lockedReadTimeout is 50 ms for the test.
 func hangingLiveReadRig(t *testing.T) *rig {
 	t.Helper()
-	const drained = "gpu-0-mig-3g40gb-9-4"
 	old := lockedReadTimeout
 	t.Cleanup(func() { lockedReadTimeout = old })
 	lockedReadTimeout = 50 * time.Millisecond
-	g := newRig(t, "1xA100-SXM4-80GB")
-	g.setup(t, 0, hangingBefore)
-	g.alloc.live = sets.New[string]()
-	g.r.Sleep = func(context.Context, time.Duration) error {
-		g.alloc.cached = sets.New(drained)
-		return nil
-	}
+	g := vettedDrainRig(t, hangingBefore, "gpu-0-mig-3g40gb-9-4")
 	g.locks.onBegin = func() { g.alloc.hangLive = true }
 	return g
 }
