@@ -1116,8 +1116,17 @@ func (a *AutoPlanner) nodeChangeMatters(o, n *corev1.Node) bool {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for k := range a.labelKeys {
-		if o.Labels[k] != n.Labels[k] {
+	return labelsChanged(o.Labels, n.Labels, a.labelKeys)
+}
+
+// labelsChanged reports whether any of keys differs between the label sets
+// o and n: its value, or whether it is there at all (a key an Exists or
+// DoesNotExist requirement reads may come with an empty value).
+func labelsChanged(o, n map[string]string, keys map[string]bool) bool {
+	for k := range keys {
+		ov, had := o[k]
+		nv, has := n[k]
+		if ov != nv || had != has {
 			return true
 		}
 	}

@@ -592,18 +592,20 @@ func TestApplyCancel(t *testing.T) {
 }
 
 // TestNodeChangeMatters: a node update wakes the planner when its taints or a label
-// the pending pods select on change, not for other labels.
+// the pending pods select on change (one an Exists requirement reads coming
+// with an empty value included), not for other labels.
 func TestNodeChangeMatters(t *testing.T) {
-	a := &AutoPlanner{labelKeys: map[string]bool{"pool": true}}
+	a := &AutoPlanner{labelKeys: map[string]bool{"pool": true, "gpu.example.com/mig": true}}
 	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "a", "nvidia.com/gfd.timestamp": "1"}}}
 	tests := map[string]struct {
 		change func(*corev1.Node)
 		want   bool
 	}{
-		"a label nothing selects on": {func(n *corev1.Node) { n.Labels["nvidia.com/gfd.timestamp"] = "2" }, false},
-		"a label a pod selects on":   {func(n *corev1.Node) { n.Labels["pool"] = "b" }, true},
-		"a taint":                    {func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} }, true},
-		"cordoned":                   {func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
+		"a label nothing selects on":                 {func(n *corev1.Node) { n.Labels["nvidia.com/gfd.timestamp"] = "2" }, false},
+		"a label a pod selects on":                   {func(n *corev1.Node) { n.Labels["pool"] = "b" }, true},
+		"a selected label comes with an empty value": {func(n *corev1.Node) { n.Labels["gpu.example.com/mig"] = "" }, true},
+		"a taint":  {func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} }, true},
+		"cordoned": {func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -94,16 +94,7 @@ func (r *Reconciler) selectorLabelChanged(e event.UpdateEvent) bool {
 	if err := r.Client.List(context.Background(), &mls); err != nil {
 		return true
 	}
-	for k := range selectorLabelKeys(mls.Items) {
-		if o[k] != n[k] {
-			return true
-		}
-		_, had := o[k]
-		if _, has := n[k]; had != has {
-			return true
-		}
-	}
-	return false
+	return labelsChanged(o, n, selectorLabelKeys(mls.Items))
 }
 
 // allMigLayouts maps any event to every MigLayout. There are few MigLayouts,
