@@ -36,6 +36,7 @@ type options struct {
 	driverName              string
 	batchIdle               time.Duration
 	batchMax                time.Duration
+	readEvery               time.Duration
 	agingAfter              time.Duration
 	unboundAfter            time.Duration
 	declinedFor             time.Duration
@@ -56,6 +57,7 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.driverName, "driver-name", "mig.miglayout.io", "DRA driver name the agents publish devices under")
 	fs.DurationVar(&o.batchIdle, "auto-batch-idle", 2*time.Second, "Auto mode: plan once pending demand and node reports have been quiet this long")
 	fs.DurationVar(&o.batchMax, "auto-batch-max", 10*time.Second, "Auto mode: plan at the latest this long after the first change of a batch")
+	fs.DurationVar(&o.readEvery, "auto-read-every", controller.DefaultReadEvery, "Auto mode: read pending demand and nodes at most this often; changes closer together are read at once (at most a quarter of --auto-batch-idle; 0: on every change)")
 	fs.DurationVar(&o.agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: pods of one priority are planned largest first; a pod pending this long is planned by age instead (0: never)")
 	fs.DurationVar(&o.unboundAfter, "auto-unbound-after", controller.DefaultUnboundAfter, "Auto mode: a pending pod that free devices a plan gave it have waited for this long on a node without kube-scheduler binding it there is planned on other nodes (something miglayout does not judge keeps it off that node: pod affinity, topology spread, host ports, volumes) (0: never)")
 	fs.DurationVar(&o.declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: how long such a node stays out of the pod's plans before it is tried again (twice as long each time it is left out again for the pod, up to 8 times this; 0 or less: 10m)")
@@ -81,7 +83,7 @@ func (o *options) autoPlanner(leases *controller.AgentLeases) (*controller.AutoP
 		}
 		lease = types.NamespacedName{Namespace: ns, Name: name}
 	}
-	return &controller.AutoPlanner{Driver: o.driverName, Idle: o.batchIdle, Max: o.batchMax, AgingAfter: never(o.agingAfter),
+	return &controller.AutoPlanner{Driver: o.driverName, Idle: o.batchIdle, Max: o.batchMax, ReadEvery: never(o.readEvery), AgingAfter: never(o.agingAfter),
 		UnboundAfter: never(o.unboundAfter), DeclinedFor: o.declinedFor, SchedulerLease: lease, AgentLeases: leases}, nil
 }
 

@@ -97,6 +97,11 @@ type AutoPlanner struct {
 	Driver string
 	// Idle and Max bound the batching window; defaults 2 s and 10 s.
 	Idle, Max time.Duration
+	// ReadEvery is the least time between two passes that read the
+	// inputs: changes closer together are read by one pass (readsDue). It
+	// is capped at a quarter of Idle. 0 or negative reads on every change;
+	// miglayout-controller's default is DefaultReadEvery.
+	ReadEvery time.Duration
 	// AgingAfter is how long a pending pod may be passed over by larger
 	// pods of its priority before it is planned by age (see
 	// planner.Snapshot.AgingAfter); 0 means planner.DefaultAgingAfter, a
@@ -146,6 +151,8 @@ type AutoPlanner struct {
 
 	mu     sync.Mutex
 	batch  batcher
+	// lastRead is when the last pass read the inputs (readsDue).
+	lastRead time.Time
 	events map[string]podEvent // by pod UID: the last event, so each pod hears once per change (and again when it may have expired)
 	// autoWritten is the status.auto last written per MigLayout (without
 	// its time), so an unchanged one is not written again though the cache
@@ -277,8 +284,17 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 	return b.Complete(a)
 }
 
-// Reconcile plans once the batching window has passed.
-func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+// Reconcile plans once the batching window has passed. It reads the inputs
+// at most every readEvery.
+func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Result, err error) {
+	if wait := a.readsDue(); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	defer func() {
+		if err != nil {
+			a.readFailed()
+		}
+	}()
 	logger := klog.FromContext(ctx).WithName("autoplanner")
 	ctx = klog.NewContext(ctx, logger)
 	in, err := a.read(ctx)
