@@ -149,15 +149,19 @@ type AutoPlanner struct {
 	// SetupWithManager.
 	taintRules bool
 
+	// statusMu guards autoWritten, apart from mu: writeAutoStatus holds it
+	// across its API calls, and the watches' predicates take mu.
+	statusMu sync.Mutex
+	// autoWritten is the status.auto last written per MigLayout (without
+	// its time), so an unchanged one is not written again though the cache
+	// may lag behind the write.
+	autoWritten map[string]v1alpha1.AutoStatus
+
 	mu     sync.Mutex
 	batch  batcher
 	// lastRead is when the last pass read the inputs (readsDue).
 	lastRead time.Time
 	events map[string]podEvent // by pod UID: the last event, so each pod hears once per change (and again when it may have expired)
-	// autoWritten is the status.auto last written per MigLayout (without
-	// its time), so an unchanged one is not written again though the cache
-	// may lag behind the write.
-	autoWritten map[string]v1alpha1.AutoStatus
 	// labelKeys are the node labels the last snapshot's pods and other
 	// drivers' slices select on, and those MigLayouts select nodes by
 	// (a node that leaves a conflict or an Auto MigLayout by a label

@@ -108,8 +108,8 @@ func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map
 // status aggregation. A MigLayout deleted meanwhile is skipped.
 func (a *AutoPlanner) writeAutoStatus(ctx context.Context, mls []v1alpha1.MigLayout, counts map[string]v1alpha1.AutoStatus) error {
 	logger := klog.FromContext(ctx)
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.statusMu.Lock()
+	defer a.statusMu.Unlock()
 	if a.autoWritten == nil {
 		a.autoWritten = map[string]v1alpha1.AutoStatus{}
 	}
