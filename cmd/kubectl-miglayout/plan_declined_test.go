@@ -43,8 +43,8 @@ func TestPlanAutoLeavesDeclinedNodesOut(t *testing.T) {
 	now := time.Unix(1060, 0)
 	declined := func(uid types.UID, ago time.Duration) *eventsv1.Event {
 		return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "small.declined-" + string(uid)},
-			Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "ml", Name: "small", UID: uid},
-			Reason:    controller.EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(now.Add(-ago)),
+			Regarding:           corev1.ObjectReference{Kind: "Pod", Namespace: "ml", Name: "small", UID: uid},
+			ReportingController: controller.Name, Reason: controller.EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(now.Add(-ago)),
 			Note: "node node-a is left out of the pod's plans for 10m0s: free devices for the pod (gpu-0-mig-1g10gb-19-6) waited there for 1m0s and kube-scheduler did not bind it there; ..."}
 	}
 	for name, tc := range map[string]struct {

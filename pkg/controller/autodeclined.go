@@ -398,7 +398,7 @@ var declinedNoteHead = regexp.MustCompile(`^node (\S+) is left out of the pod's 
 func DeclinedNodes(events []eventsv1.Event, now time.Time, keepFor time.Duration) map[types.UID][]string {
 	var t declineTracker
 	out := map[types.UID][]string{}
-	for _, d := range t.restore(declinedEvents(events), keepFor) {
+	for _, d := range t.restore(declinedEvents(events, now), keepFor) {
 		if now.Before(d.until) {
 			out[d.uid] = append(out[d.uid], d.node)
 		}
@@ -420,14 +420,19 @@ type declinedEvent struct {
 
 // declinedEvents reads the EventSchedulerDeclinedNode events on pods: each
 // declines its node from the event's last time (its series' last
-// observation, else its event time, else its deprecated last timestamp)
-// for the length its note gives. Events of another reason, on another kind
-// than Pod, or whose note does not parse are skipped.
-func declinedEvents(events []eventsv1.Event) []declinedEvent {
+// observation, else its event time, else its deprecated last timestamp;
+// one after now counts as now) for the length its note gives. Events of
+// another reason, reported by another controller than this one (Name), on
+// another kind than Pod or a pod of another namespace, or whose note does
+// not parse are skipped. Anyone who may write events in a pod's namespace
+// can still post one as this controller: restore bounds its length, and
+// the clamp to now keeps a time set in the future from stretching it.
+func declinedEvents(events []eventsv1.Event, now time.Time) []declinedEvent {
 	var out []declinedEvent
 	for i := range events {
 		e := &events[i]
-		if e.Reason != EventSchedulerDeclinedNode || e.Regarding.Kind != "Pod" || e.Regarding.UID == "" {
+		if e.Reason != EventSchedulerDeclinedNode || e.ReportingController != Name ||
+			e.Regarding.Kind != "Pod" || e.Regarding.UID == "" || e.Regarding.Namespace != e.Namespace {
 			continue
 		}
 		m := declinedNoteHead.FindStringSubmatch(e.Note)
@@ -438,7 +443,11 @@ func declinedEvents(events []eventsv1.Event) []declinedEvent {
 		if err != nil || length <= 0 {
 			continue
 		}
-		out = append(out, declinedEvent{uid: e.Regarding.UID, node: m[1], until: eventLastTime(e).Add(length), length: length})
+		last := eventLastTime(e)
+		if last.After(now) {
+			last = now
+		}
+		out = append(out, declinedEvent{uid: e.Regarding.UID, node: m[1], until: last.Add(length), length: length})
 	}
 	return out
 }

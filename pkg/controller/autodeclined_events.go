@@ -102,7 +102,7 @@ func (a *AutoPlanner) readDeclines(ctx context.Context, pods []corev1.Pod, now t
 	}
 	a.mu.Lock()
 	a.declinesRead = true
-	restored := a.declines.restore(declinedEvents(events), a.declinedFor())
+	restored := a.declines.restore(declinedEvents(events, now), a.declinedFor())
 	a.mu.Unlock()
 	active := 0
 	for _, d := range restored {

@@ -119,8 +119,8 @@ func TestDeclinesReadBackFailures(t *testing.T) {
 // (pod UID uid) for length from at.
 func declinedN1(uid types.UID, at time.Time, length time.Duration) *eventsv1.Event {
 	return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p.declined-" + string(uid)},
-		Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "p", UID: uid},
-		Reason:    EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(at),
+		Regarding:           corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "p", UID: uid},
+		ReportingController: Name, Reason: EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(at),
 		Note: declinedNote(declination{node: "n1", devices: []string{"gpu-0-mig-1g10gb-19-6"}, waited: time.Minute, keptFor: length})}
 }
 

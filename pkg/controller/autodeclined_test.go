@@ -658,8 +658,8 @@ func TestSchedulerLeaseReadEvery(t *testing.T) {
 func TestDeclinedNodes(t *testing.T) {
 	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	declined := func(uid, node string, keptFor time.Duration, last time.Time) eventsv1.Event {
-		return eventsv1.Event{Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: uid, UID: types.UID(uid)},
-			Reason: EventSchedulerDeclinedNode, EventTime: metav1.NewMicroTime(last),
+		return eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ns"}, Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: uid, UID: types.UID(uid)},
+			ReportingController: Name, Reason: EventSchedulerDeclinedNode, EventTime: metav1.NewMicroTime(last),
 			Note: truncate(declinedNote(declination{node: node, devices: []string{"gpu-0-mig-1g10gb-19-6"}, waited: time.Minute, keptFor: keptFor}), 60)}
 	}
 	inSeries := declined("p1", "n3", 10*time.Minute, at.Add(-time.Hour))
@@ -672,6 +672,10 @@ func TestDeclinedNodes(t *testing.T) {
 	garbled.Note = "node n6 is left out of the pod's plans for ever: ..."
 	oldStyle := declined("p1", "n7", time.Hour, at)
 	oldStyle.EventTime, oldStyle.DeprecatedLastTimestamp = metav1.MicroTime{}, metav1.NewTime(at.Add(-30*time.Minute))
+	otherReporter := declined("p1", "n8", time.Hour, at)
+	otherReporter.ReportingController = "someone-else"
+	otherNamespace := declined("p1", "n9", time.Hour, at)
+	otherNamespace.Namespace = "elsewhere"
 	for name, tc := range map[string]struct {
 		events []eventsv1.Event
 		want   map[types.UID][]string
@@ -690,14 +694,23 @@ func TestDeclinedNodes(t *testing.T) {
 			want: map[types.UID][]string{}},
 		"a length beyond 8 times --auto-declined-for": {events: []eventsv1.Event{declined("p1", "n1", 100000*time.Hour, at.Add(-79*time.Minute))},
 			want: map[types.UID][]string{"p1": {"n1"}}},
-		"a series' last observation":     {events: []eventsv1.Event{inSeries}, want: map[types.UID][]string{"p1": {"n3"}}},
-		"a last timestamp":               {events: []eventsv1.Event{oldStyle}, want: map[types.UID][]string{"p1": {"n7"}}},
-		"other events and garbled notes": {events: []eventsv1.Event{otherReason, notPod, garbled}, want: map[types.UID][]string{}},
+		"a series' last observation":                               {events: []eventsv1.Event{inSeries}, want: map[types.UID][]string{"p1": {"n3"}}},
+		"a last timestamp":                                         {events: []eventsv1.Event{oldStyle}, want: map[types.UID][]string{"p1": {"n7"}}},
+		"other events and garbled notes":                           {events: []eventsv1.Event{otherReason, notPod, garbled}, want: map[types.UID][]string{}},
+		"another reporter's, or in another namespace than its pod": {events: []eventsv1.Event{otherReporter, otherNamespace}, want: map[types.UID][]string{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, DeclinedNodes(tc.events, at, 10*time.Minute)); diff != "" {
 				t.Errorf("DeclinedNodes (-want +got):\n%s", diff)
 			}
 		})
+	}
+	// A time set in the future counts as the time read: the length,
+	// bounded to 8 times --auto-declined-for, runs from there.
+	ahead := []eventsv1.Event{declined("p1", "n1", 100000*time.Hour, at.AddDate(100, 0, 0))}
+	var tr declineTracker
+	restored := tr.restore(declinedEvents(ahead, at), 10*time.Minute)
+	if len(restored) != 1 || !restored[0].until.Equal(at.Add(80*time.Minute)) {
+		t.Errorf("an event dated a century ahead, read at %v, restored as %+v, want one decline until 80 minutes later", at, restored)
 	}
 }

@@ -157,11 +157,11 @@ type AutoPlanner struct {
 	// may lag behind the write.
 	autoWritten map[string]v1alpha1.AutoStatus
 
-	mu     sync.Mutex
-	batch  batcher
+	mu    sync.Mutex
+	batch batcher
 	// lastRead is when the last pass read the inputs (readsDue).
 	lastRead time.Time
-	events map[string]podEvent // by pod UID: the last event, so each pod hears once per change (and again when it may have expired)
+	events   map[string]podEvent // by pod UID: the last event, so each pod hears once per change (and again when it may have expired)
 	// labelKeys are the node labels the last snapshot's pods and other
 	// drivers' slices select on, and those MigLayouts select nodes by
 	// (a node that leaves a conflict or an Auto MigLayout by a label
