@@ -22,12 +22,14 @@ import (
 )
 
 // The drain race flips each race node's A100 between seven 1g.10gb devices and
-// 4g.40gb + three 1g.10gb: the flip destroys 1g.10gb@0..3, the devices a claim for any MIG
-// device gets first. Claims for any MIG device are created just before the flip, so that
-// the scheduler's decisions land before, during and after the drain.
+// four 1g.10gb + 3g.40gb: the flip destroys 1g.10gb@4..6, which hold the devices a claim
+// for any MIG device gets first (publication order puts 1g.10gb@6 and @4 first:
+// TestDrainRaceClaimsLandOnDestroyedDevices). Claims for any MIG device are created just
+// before the flip, so that the scheduler's decisions land before, during and after the
+// drain.
 const (
 	raceFrom = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"
-	raceTo   = "4g.40gb@0,1g.10gb@4,1g.10gb@5,1g.10gb@6"
+	raceTo   = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,3g.40gb@4"
 )
 
 // RaceOptions configures RunDrainRace.
@@ -42,6 +44,20 @@ type RaceOptions struct {
 	NoStall bool
 	Seed    int64
 	Logf    func(format string, args ...any)
+}
+
+// withDefaults is o with the defaults of the fields left zero.
+func (o RaceOptions) withDefaults() RaceOptions {
+	if o.Rounds == 0 {
+		o.Rounds = 3
+	}
+	if o.PodsPerNode == 0 {
+		o.PodsPerNode = 2
+	}
+	if o.Stall == 0 {
+		o.Stall = 600 * time.Millisecond
+	}
+	return o
 }
 
 // RaceCell is the outcome of the rounds of one settle period in one scheduler mode.
@@ -105,15 +121,7 @@ func raceSpec(node, layout string) v1alpha1.MigLayoutSpec {
 // node, the same claims and scheduler for all), rounds times per scheduler mode, and
 // returns one cell per settle period and mode.
 func RunDrainRace(ctx context.Context, env *Env, mon *Monitor, ns string, opts RaceOptions) ([]*RaceCell, error) {
-	if opts.Rounds == 0 {
-		opts.Rounds = 3
-	}
-	if opts.PodsPerNode == 0 {
-		opts.PodsPerNode = 2
-	}
-	if opts.Stall == 0 {
-		opts.Stall = 600 * time.Millisecond
-	}
+	opts = opts.withDefaults()
 	logf := opts.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}

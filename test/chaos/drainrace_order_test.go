@@ -1,0 +1,68 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// TestDrainRaceClaimsLandOnDestroyedDevices guards what the drain race
+// measures, without a cluster: its claims ask for any MIG device, so
+// kube-scheduler gives them the first devices of the node's slice in
+// publication order (pkg/slices.SortDevices). The flip from raceFrom to
+// raceTo must destroy those, or no allocation could ever be destroyed and
+// the race's "allocated then destroyed: 0" would hold whatever the agent
+// does.
+func TestDrainRaceClaimsLandOnDestroyedDevices(t *testing.T) {
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1x" + a100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	ctx := context.Background()
+	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range mig.MustParseLayout(raceFrom) {
+		if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inv, err := migslices.ReadInventory(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := map[string]string{} // device name: profile@start
+	for _, s := range inv.Sources() {
+		if s.MIG != nil {
+			placed[s.Name] = fmt.Sprintf("%s@%d", s.MIG.Profile, s.MIG.Placement.Start)
+		}
+	}
+	kept := map[string]bool{}
+	for _, d := range mig.MustParseLayout(raceTo) {
+		kept[d.String()] = true
+	}
+	var first []string
+	for _, d := range inv.Devices(nil) {
+		if p, ok := placed[d.Name]; ok && len(first) < (RaceOptions{}).withDefaults().PodsPerNode {
+			first = append(first, p)
+		}
+	}
+	if len(first) == 0 {
+		t.Fatal("no MIG device published")
+	}
+	for _, p := range first {
+		if kept[p] {
+			t.Errorf("the race's claims get %v first (publication order); the flip to %s keeps %s: no allocation it races with can be destroyed", first, raceTo, p)
+		}
+	}
+}
