@@ -132,8 +132,10 @@ const (
 	// yet (a change follows, or the pass left it different and retries).
 	ReasonPending = "Pending"
 	// ReasonPassFailed (GPU Pending): the pass stopped (its publication or
-	// NVML observation failed, or the agent is stopping) before this GPU's
-	// change was done; the agent retries, or takes it up when it starts.
+	// NVML observation failed, or the agent is stopping), or this GPU's
+	// change stopped on an error that is not NVML's (the API server could
+	// not be read), before the change was done; the agent retries, or takes
+	// it up when it starts.
 	ReasonPassFailed = "PassFailed"
 	// ReasonJournalUnwritable (Degraded=True, GPU Failed): the agent cannot
 	// write its journal (state directory full or read-only), so it takes no
