@@ -159,9 +159,11 @@ type AutoPlanner struct {
 
 	mu    sync.Mutex
 	batch batcher
-	// lastRead is when the last pass read the inputs (readsDue).
-	lastRead time.Time
-	events   map[string]podEvent // by pod UID: the last event, so each pod hears once per change (and again when it may have expired)
+	// lastRead is when the last pass read the inputs, readFailures how
+	// many passes in a row failed (readsDue).
+	lastRead     time.Time
+	readFailures int
+	events       map[string]podEvent // by pod UID: the last event, so each pod hears once per change (and again when it may have expired)
 	// labelKeys are the node labels the last snapshot's pods and other
 	// drivers' slices select on, and those MigLayouts select nodes by
 	// (a node that leaves a conflict or an Auto MigLayout by a label
@@ -294,11 +296,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	if wait := a.readsDue(); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	defer func() {
-		if err != nil {
-			a.readFailed()
-		}
-	}()
+	defer func() { a.passEnded(err) }()
 	logger := klog.FromContext(ctx).WithName("autoplanner")
 	ctx = klog.NewContext(ctx, logger)
 	in, err := a.read(ctx)

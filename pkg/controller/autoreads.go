@@ -6,6 +6,10 @@ import "time"
 // Auto planner reads its inputs at most twice a second.
 const DefaultReadEvery = 500 * time.Millisecond
 
+// readFailureBackoff is the first wait after a failed pass, doubled for each
+// failure in a row up to maxFailureBackoff.
+const readFailureBackoff = 5 * time.Millisecond
+
 // readEvery is how long a pass waits after the previous one read the
 // inputs: ReadEvery, at most a quarter of the idle window, so batching
 // still sees demand go quiet; 0 when ReadEvery is 0 or negative.
@@ -22,9 +26,12 @@ func (a *AutoPlanner) readEvery() time.Duration {
 // tell whether the change matters (about 0.1 s of CPU at 1000 nodes of 8
 // GPUs and 5000 pending pods, BenchmarkAutoPass): under a stream of claim
 // and status changes, passes one after the other would keep a core busy.
-// Changes closer together than readEvery are read by one pass; a wait asks
-// the queue for the key again when it ends, which an earlier requeue of the
-// key does not delay.
+// Changes closer together than readEvery are read by one pass; after
+// failed passes in a row the wait is at least their backoff (5 ms doubled
+// for each, up to 30 s), which the queue's own cannot hold: a change
+// enqueues the key at once, and a wait that ends with no error resets the
+// queue's backoff. A wait asks the queue for the key again when it ends,
+// which an earlier requeue of the key does not delay.
 func (a *AutoPlanner) readsDue() time.Duration {
 	every := a.readEvery()
 	if every <= 0 {
@@ -32,6 +39,9 @@ func (a *AutoPlanner) readsDue() time.Duration {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.readFailures > 0 {
+		every = max(every, min(readFailureBackoff<<min(a.readFailures-1, 20), maxFailureBackoff))
+	}
 	now := a.now()
 	if !a.lastRead.IsZero() {
 		if next := a.lastRead.Add(every); now.Before(next) {
@@ -42,11 +52,13 @@ func (a *AutoPlanner) readsDue() time.Duration {
 	return 0
 }
 
-// readFailed lets the next pass read at once: after a failed pass the
-// queue's failure backoff, not readEvery, spaces the tries (a wait ends
-// with no error, which would reset that backoff).
-func (a *AutoPlanner) readFailed() {
+// passEnded counts the failed passes in a row (readsDue).
+func (a *AutoPlanner) passEnded(err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.lastRead = time.Time{}
+	if err != nil {
+		a.readFailures++
+	} else {
+		a.readFailures = 0
+	}
 }

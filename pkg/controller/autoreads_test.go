@@ -14,10 +14,9 @@ import (
 )
 
 // TestReadsSpacedByReadEvery: passes woken closer together than ReadEvery
-// read the inputs once; the others wait for the rest of ReadEvery. A failed
-// pass does not hold back the next one (the queue's failure backoff spaces
-// those), ReadEvery is capped at a quarter of Idle, and 0 reads on every
-// pass. The pod is still planned.
+// read the inputs once; the others wait for the rest of ReadEvery, or of
+// the backoff of the failed passes in a row. ReadEvery is capped at a
+// quarter of Idle, and 0 reads on every pass. The pod is still planned.
 func TestReadsSpacedByReadEvery(t *testing.T) {
 	type pass struct {
 		after     time.Duration // since the previous pass
@@ -37,11 +36,21 @@ func TestReadsSpacedByReadEvery(t *testing.T) {
 			{after: 150 * time.Millisecond, wantReads: 2},
 			{after: 199 * time.Millisecond, wantReads: 2, wantWait: time.Millisecond},
 		}},
-		"a failed read": {readEvery: every, idle: 2 * time.Second, passes: []pass{
+		"a failed read waits ReadEvery too": {readEvery: every, idle: 2 * time.Second, passes: []pass{
 			{wantReads: 1},
 			{after: 200 * time.Millisecond, failRead: true, wantReads: 2},
+			{after: time.Millisecond, wantReads: 2, wantWait: every - time.Millisecond},
+			{after: every - time.Millisecond, wantReads: 3},
+		}},
+		// The queue's failure backoff cannot space passes a change
+		// enqueues: the planner's own does, 5 ms doubled per failure.
+		"failures in a row back off": {readEvery: time.Millisecond, idle: 2 * time.Second, passes: []pass{
+			{failRead: true, wantReads: 1},
+			{after: time.Millisecond, wantReads: 1, wantWait: 4 * time.Millisecond},
+			{after: 4 * time.Millisecond, failRead: true, wantReads: 2},
+			{after: 9 * time.Millisecond, wantReads: 2, wantWait: time.Millisecond},
 			{after: time.Millisecond, wantReads: 3},
-			{after: time.Millisecond, wantReads: 3, wantWait: every - time.Millisecond},
+			{after: time.Millisecond, wantReads: 4},
 		}},
 		"capped at a quarter of Idle": {readEvery: time.Hour, idle: time.Second, passes: []pass{
 			{wantReads: 1},
