@@ -457,6 +457,17 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		spoof.Regarding.APIVersion = "v1"
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, spoof, metav1.CreateOptions{})
 		refused(t, "record an Event about node B as the kubelet", err, want)
+		// About a claim (binding conditions are on here): only the refusal
+		// of a binding, which is all the agent says of claims.
+		claimEvent := func(name, reason string) *eventsv1.Event {
+			return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, EventTime: metav1.NowMicro(),
+				ReportingController: "miglayout-agent", ReportingInstance: "miglayout-agent-" + f.nodeA, Action: "Bind", Reason: reason, Type: corev1.EventTypeWarning,
+				Regarding: corev1.ObjectReference{Kind: "ResourceClaim", APIVersion: "resource.k8s.io/v1", Namespace: f.ns, Name: "some-claim"}}
+		}
+		_, err = agent.EventsV1().Events(f.ns).Create(ctx, claimEvent("refused-binding", "BindingRefused"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		allowed(t, "record BindingRefused about a ResourceClaim", err)
+		_, err = agent.EventsV1().Events(f.ns).Create(ctx, claimEvent("claim-warning", "Draining"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		refused(t, "record another reason about a ResourceClaim", err, want+" or BindingRefused about a ResourceClaim")
 	})
 
 	t.Run("token without a node", func(t *testing.T) {
