@@ -108,7 +108,8 @@ func (b *Binder) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // unanswered returns the devices of this node's pool allocated to claim with
-// BindingConditionReady whose status has neither condition True.
+// BindingConditionReady whose status has neither condition True, each once
+// (two requests with admin access may be allocated one device).
 func (b *Binder) unanswered(claim *resourceapi.ResourceClaim) []string {
 	if claim.Status.Allocation == nil {
 		return nil
@@ -118,7 +119,7 @@ func (b *Binder) unanswered(claim *resourceapi.ResourceClaim) []string {
 		if r.Driver != b.Driver || r.Pool != b.NodeName || !slices.RequiresBinding(r) {
 			continue
 		}
-		if answered(claim, r.Driver, r.Pool, r.Device) {
+		if answered(claim, r.Driver, r.Pool, r.Device) || stdslices.Contains(out, r.Device) {
 			continue
 		}
 		out = append(out, r.Device)
@@ -197,10 +198,12 @@ func (b *Binder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 
 	now := metav1.Now()
 	status := resourceac.ResourceClaimStatus()
+	applied := map[string]bool{} // a device has one entry, however many requests it serves
 	for _, r := range claim.Status.Allocation.Devices.Results {
-		if r.Driver != b.Driver || r.Pool != b.NodeName || !slices.RequiresBinding(r) {
+		if r.Driver != b.Driver || r.Pool != b.NodeName || !slices.RequiresBinding(r) || applied[r.Device] {
 			continue
 		}
+		applied[r.Device] = true
 		var cond *metav1ac.ConditionApplyConfiguration
 		switch d, ok := decided[r.Device]; {
 		case ok && d == BindingConfirm:

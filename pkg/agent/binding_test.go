@@ -253,6 +253,13 @@ func TestBinderAnswers(t *testing.T) {
 			want:    map[string]string{},
 			requeue: true,
 		},
+		// Two requests may get one device (admin access): it has one
+		// entry in status.devices, and its confirmation is released once.
+		"a device allocated to two requests is answered once": {
+			claim:     allocatedClaim("c").device(devA, true).device(devA, true).obj(),
+			published: []string{devA, devB},
+			want:      map[string]string{devA: slices.BindingConditionReady},
+		},
 		"a device without binding conditions is left alone": {
 			claim:     allocatedClaim("c").device(devA, false).obj(),
 			published: []string{devA},
