@@ -118,6 +118,11 @@ func (l *AgentLeases) Start(ctx context.Context, c cache.Cache) error {
 func (l *AgentLeases) deleted(node, name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.deletedLocked(node, name)
+}
+
+// deletedLocked is deleted with l.mu held.
+func (l *AgentLeases) deletedLocked(node, name string) {
 	if s, ok := l.seen[node]; ok && name != "" && s.name != name {
 		return
 	}
@@ -192,6 +197,12 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 		// otherwise): no renewal.
 		return
 	}
+	if ok && prev.name == s.name && prev.holder == s.holder && s.renew.Before(prev.renew) {
+		// An older copy of the Lease known (a pass's list taken before
+		// the informer's handler saw the renewal): renewTime moves on
+		// with the holder's clock, so this is no renewal.
+		return
+	}
 	delete(l.gone, node)
 	if ok && prev.name == s.name && prev.renew.Equal(s.renew) && prev.holder == s.holder {
 		if prev.duration != s.duration {
@@ -222,12 +233,9 @@ func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported,
 	now := l.now()
 	if lease == nil {
 		l.mu.Lock()
-		_, known := l.seen[node]
-		l.mu.Unlock()
-		if known { // the cache has it gone before the handler ran
-			l.deleted(node, "")
+		if _, known := l.seen[node]; known { // the cache has it gone before the handler ran
+			l.deletedLocked(node, "")
 		}
-		l.mu.Lock()
 		since, gone := l.gone[node]
 		l.mu.Unlock()
 		lost := AgentHealth{Lost: true, Recheck: now.Add(defaultAgentLeaseDuration / 4), Message: fmt.Sprintf(
