@@ -304,9 +304,19 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	}
 
 	// 4. Republish the whole pool from NVML truth, no device tainted but
-	// those a pending MIG mode change removes.
+	// those a pending MIG mode change removes. An agent told to stop
+	// (SIGTERM) during step 3 republishes all the same, for at most
+	// stopRepublishTimeout: the drain publication may name devices step 3
+	// destroyed, which claims tolerating the taint could still be given
+	// until the next agent starts.
 	start := time.Now()
-	if obs, unreadable, err = r.observe(ctx); err != nil {
+	pubCtx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		pubCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), stopRepublishTimeout)
+		defer cancel()
+	}
+	if obs, unreadable, err = r.observe(pubCtx); err != nil {
 		return nil, err
 	}
 	// A GPU NVML cannot read is failed, managed or not (so that status
@@ -318,7 +328,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			Message: fmt.Sprintf("NVML cannot read the GPU, so its devices are not published: %v", err)}
 		res.Retry = true
 	}
-	switch err := r.Inventory.Publish(ctx, obs, nil); {
+	switch err := r.Inventory.Publish(pubCtx, obs, nil); {
 	case errors.Is(err, ErrDrainTaintsDropped):
 		// Only devices a pending MIG mode change removes carry a taint
 		// here (PoolInventory.Publish): they stay published, untainted,
@@ -733,6 +743,10 @@ func journalFailure(err error) GPUResult {
 	return GPUResult{Phase: v1alpha1.PhaseFailed, Reason: ReasonJournalUnwritable,
 		Message: fmt.Sprintf("not repartitioned: the agent's journal cannot be written, and no NVML step is taken unjournaled: %v", err)}
 }
+
+// stopRepublishTimeout bounds the republication of a pass the agent's stop
+// cut short (step 4 of Reconcile); the manager gives runnables 30 s to end.
+const stopRepublishTimeout = 10 * time.Second
 
 // lockedReadTimeout bounds a live API read made while a GPU's lock is held
 // (a variable for tests).

@@ -628,3 +628,30 @@ func TestStatusAfterInFlightRowIsWritten(t *testing.T) {
 		t.Errorf("after a pass that showed the GPU in flight the row is %s, want Ready", got)
 	}
 }
+
+// TestStoppedPassRepublishesTruth: the agent is stopped (SIGTERM) as a
+// GPU's change takes the GPU's lock, so no NVML step of the change is
+// taken. The pass still republishes the pool from NVML, untainted, rather
+// than leave the drain publication (which, had a device been destroyed
+// already, would name it) until the next agent starts.
+func TestStoppedPassRepublishesTruth(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	r, _, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
+	ctx, cancel := context.WithCancel(t.Context())
+	g.locks.onBegin = cancel
+	_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}})
+	if len(g.locks.begun) != 1 {
+		t.Fatalf("the GPU's lock taken %d times, want once", len(g.locks.begun))
+	}
+	g.inv.mu.Lock()
+	defer g.inv.mu.Unlock()
+	if len(g.inv.pubs) < 2 || g.inv.pubs[len(g.inv.pubs)-2].draining == nil {
+		t.Fatalf("publications %+v: want the drain, then the pool again", g.inv.pubs)
+	}
+	last := g.inv.pubs[len(g.inv.pubs)-1]
+	want := []string{"gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4"}
+	if len(last.draining) != 0 || !cmp.Equal(want, last.devices) {
+		t.Errorf("last publication %+v, want %v untainted (NVML's truth: the stop came before any NVML step)", last, want)
+	}
+}
