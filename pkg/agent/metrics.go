@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,11 @@ type Metrics struct {
 	bindings     *prometheus.CounterVec
 	unreadable   prometheus.Gauge
 	failedPasses prometheus.Counter
+
+	// devicesMu guards deviceLabels: the label sets of devices the last
+	// pass set (recordDevices).
+	devicesMu    sync.Mutex
+	deviceLabels map[[2]string]float64
 }
 
 // NewMetrics creates the metrics and registers them with reg (for example
@@ -108,12 +114,15 @@ func (m *Metrics) countNVMLError(err error) {
 	m.nvmlErrors.WithLabelValues(code).Inc()
 }
 
-// recordDevices sets the per-profile device gauges from a pass's result.
+// recordDevices sets the per-profile device gauges from a pass's result:
+// each count is set at once and the label sets the pass no longer has are
+// deleted, so that a scrape meanwhile sees each count as it was or as it
+// is, never partly counted.
 func (m *Metrics) recordDevices(res *SyncResult) {
 	if m == nil {
 		return
 	}
-	m.devices.Reset()
+	counts := map[[2]string]float64{} // profile, state
 	for _, g := range res.GPUs {
 		inUse := res.InUse[g.GPU.Index]
 		for _, d := range g.Devices {
@@ -124,7 +133,18 @@ func (m *Metrics) recordDevices(res *SyncResult) {
 			if inUse.Contains(d.Device()) {
 				state = "in_use"
 			}
-			m.devices.WithLabelValues(d.Profile, state).Inc()
+			counts[[2]string{d.Profile, state}]++
 		}
 	}
+	m.devicesMu.Lock()
+	defer m.devicesMu.Unlock()
+	for k, n := range counts {
+		m.devices.WithLabelValues(k[0], k[1]).Set(n)
+	}
+	for k := range m.deviceLabels {
+		if _, ok := counts[k]; !ok {
+			m.devices.DeleteLabelValues(k[0], k[1])
+		}
+	}
+	m.deviceLabels = counts
 }

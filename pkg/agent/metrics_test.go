@@ -201,3 +201,49 @@ func metricsRig(t *testing.T, spec string) (*rig, *prometheus.Registry) {
 	g.r.Metrics = NewMetrics(reg)
 	return g, reg
 }
+
+// TestDeviceGaugesNeverPartlyCounted: scrapes while passes record the
+// devices see every device counted (a count is set at once, not rebuilt
+// from zero), and a profile gone from the node leaves the gauges.
+func TestDeviceGaugesNeverPartlyCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	state := func(profiles ...string) *SyncResult {
+		g := GPUState{GPU: gpu.GPU{Index: 0}}
+		for i, p := range profiles {
+			g.Devices = append(g.Devices, gpu.MIGDevice{Profile: p, CIID: 0, GIID: i})
+		}
+		return &SyncResult{GPUs: []GPUState{g}}
+	}
+	seven := state("1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb")
+	m.recordDevices(seven)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 2000 {
+			m.recordDevices(seven)
+		}
+	}()
+	for scrapes := 0; ; scrapes++ {
+		select {
+		case <-done:
+			if scrapes == 0 {
+				t.Log("no scrape ran during the passes")
+			}
+			m.recordDevices(state("7g.80gb"))
+			want := `
+# HELP miglayout_agent_mig_devices MIG devices on the node after the last pass, by profile and state (free, in_use: allocated, prepared or running a process).
+# TYPE miglayout_agent_mig_devices gauge
+miglayout_agent_mig_devices{profile="7g.80gb",state="free"} 1
+`
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "miglayout_agent_mig_devices"); err != nil {
+				t.Error(err)
+			}
+			return
+		default:
+		}
+		if got := testutil.ToFloat64(m.devices.WithLabelValues("1g.10gb", "free")); got != 7 {
+			t.Fatalf("scrape %d during passes that each find seven free 1g.10gb: %v", scrapes, got)
+		}
+	}
+}
