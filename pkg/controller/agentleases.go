@@ -59,6 +59,9 @@ type leaseSeen struct {
 	duration time.Duration
 	// renewed: a renewal has been seen since the Lease was first seen.
 	renewed bool
+	// older is the renewTime seen before renew, of the same Lease and
+	// holder (zero: none).
+	older time.Time
 }
 
 // defaultAgentLeaseDuration is assumed for a Lease without
@@ -197,10 +200,11 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 		// otherwise): no renewal.
 		return
 	}
-	if ok && prev.name == s.name && prev.holder == s.holder && s.renew.Before(prev.renew) {
-		// An older copy of the Lease known (a pass's list taken before
-		// the informer's handler saw the renewal): renewTime moves on
-		// with the holder's clock, so this is no renewal.
+	if ok && prev.name == s.name && prev.holder == s.holder && !prev.older.IsZero() && s.renew.Equal(prev.older) {
+		// The copy of the Lease seen before the last renewal (a pass's
+		// list taken before the informer's handler saw the renewal): no
+		// renewal. Only that one: the agent's clock may step back, so an
+		// earlier renewTime is not always an older copy.
 		return
 	}
 	delete(l.gone, node)
@@ -214,6 +218,9 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 	// A Lease first seen (or one taking over from another Lease of the
 	// node) is no renewal yet.
 	s.at, s.renewed = l.now(), ok && prev.name == s.name
+	if ok && prev.name == s.name && prev.holder == s.holder {
+		s.older = prev.renew
+	}
 	l.seen[node] = s
 }
 

@@ -503,3 +503,28 @@ func TestAgentLeasesStaleCopy(t *testing.T) {
 		t.Errorf("45 s after the last renewal of a 40 s Lease: %+v, want lost", h)
 	}
 }
+
+// TestAgentLeasesClockStepsBack: the agent's node clock steps back an hour
+// (NTP, a reboot before the clock is set): its renewals, with earlier
+// renewTimes than the last one seen, are renewals all the same.
+func TestAgentLeasesClockStepsBack(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	now := t0
+	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	agentClock := t0
+	renew := func() *coordinationv1.Lease {
+		lease := agentLease("n1", agentClock, 40)
+		l.Observe(lease)
+		return lease
+	}
+	renew()
+	now, agentClock = now.Add(10*time.Second), agentClock.Add(10*time.Second)
+	renew()
+	agentClock = agentClock.Add(-time.Hour)
+	for i := range 12 {
+		now, agentClock = now.Add(10*time.Second), agentClock.Add(10*time.Second)
+		if h := l.Health("n1", renew(), true, false); h.Lost {
+			t.Fatalf("renewal %d after the agent's clock stepped back an hour: %+v, want not lost", i, h)
+		}
+	}
+}
