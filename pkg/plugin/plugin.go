@@ -213,13 +213,17 @@ func (p *Plugin) DriverName() string { return p.cfg.DriverName }
 // name and client and may override them (e.g. RegistrarDirectoryPath,
 // PluginDataDirectoryPath, which must then equal Config.CheckpointDir's
 // parent layout as the deployment chooses).
+// The helper runs until Helper.Stop: ctx ending does not stop it (ctx
+// values, such as the logger, are kept).
 func (p *Plugin) Start(ctx context.Context, client kubernetes.Interface, opts ...kubeletplugin.Option) (*kubeletplugin.Helper, error) {
 	all := append([]kubeletplugin.Option{
 		kubeletplugin.DriverName(p.cfg.DriverName),
 		kubeletplugin.NodeName(p.cfg.NodeName),
 		kubeletplugin.KubeClient(client),
 	}, opts...)
-	h, err := kubeletplugin.Start(ctx, p, all...)
+	// The helper runs until Stop, not until ctx ends: a pass the agent's
+	// stop cuts short republishes the pool through it after that.
+	h, err := kubeletplugin.Start(context.WithoutCancel(ctx), p, all...)
 	if err != nil {
 		return nil, fmt.Errorf("starting kubelet plugin helper: %w", err)
 	}
