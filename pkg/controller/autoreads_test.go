@@ -26,8 +26,8 @@ func TestReadsSpacedByReadEvery(t *testing.T) {
 	}
 	const every = 200 * time.Millisecond
 	tests := map[string]struct {
-		readEvery, idle time.Duration
-		passes          []pass
+		readEvery, idle, max time.Duration // max 0: 5 s
+		passes               []pass
 	}{
 		"changes closer than ReadEvery": {readEvery: every, idle: 2 * time.Second, passes: []pass{
 			{wantReads: 1},
@@ -57,8 +57,19 @@ func TestReadsSpacedByReadEvery(t *testing.T) {
 			{after: 100 * time.Millisecond, wantReads: 1, wantWait: 150 * time.Millisecond},
 			{after: 150 * time.Millisecond, wantReads: 2},
 		}},
+		"capped at a quarter of Max": {readEvery: time.Hour, idle: 2 * time.Second, max: 200 * time.Millisecond, passes: []pass{
+			{wantReads: 1},
+			{after: 10 * time.Millisecond, wantReads: 1, wantWait: 40 * time.Millisecond},
+			{after: 40 * time.Millisecond, wantReads: 2},
+		}},
 		"off": {readEvery: -1, idle: 2 * time.Second, passes: []pass{
 			{wantReads: 1}, {wantReads: 2}, {wantReads: 3},
+		}},
+		"off, failures still back off": {readEvery: -1, idle: 2 * time.Second, passes: []pass{
+			{failRead: true, wantReads: 1},
+			{wantReads: 1, wantWait: 5 * time.Millisecond},
+			{after: 5 * time.Millisecond, wantReads: 2},
+			{wantReads: 3},
 		}},
 	}
 	for name, tc := range tests {
@@ -79,6 +90,9 @@ func TestReadsSpacedByReadEvery(t *testing.T) {
 				},
 			})
 			h.a.ReadEvery, h.a.Idle = tc.readEvery, tc.idle
+			if tc.max != 0 {
+				h.a.Max = tc.max
+			}
 			for i, p := range tc.passes {
 				h.now = h.now.Add(p.after)
 				fail = p.failRead
