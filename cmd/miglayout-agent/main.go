@@ -27,11 +27,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/agent"
 	"github.com/miglayout/miglayout/pkg/gpulock"
+	"github.com/miglayout/miglayout/pkg/metricsopts"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
@@ -55,6 +55,7 @@ type options struct {
 	bindingConditions bool
 	resync            time.Duration
 	metricsAddr       string
+	metricsSecure     bool
 	healthAddr        string
 	leaseNamespace    string
 	leaseDuration     time.Duration
@@ -79,6 +80,7 @@ func main() {
 	fs.DurationVar(&o.resync, "resync-period", time.Minute, "period of reconciles without a trigger")
 	fs.StringVar(&o.driverRoot, "nvidia-driver-root", "", "where the host's NVIDIA driver installation is mounted (e.g. /driver-root): libnvidia-ml.so.1 is loaded by path from its library directories, falling back to the library search path when none holds it; empty: the library search path only")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8081", "address of the Prometheus metrics endpoint (0 disables)")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, metricsopts.SecureFlagHelp)
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8082", "address of the /healthz and /readyz endpoints (0 disables)")
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the agent's heartbeat Lease miglayout-agent-<node> (the controller's --agent-lease-namespace; empty: no heartbeat, and the controller does not judge an agent whose Lease it never saw)")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease holds unrenewed; the agent renews it every quarter of this (whole seconds, at least 4s)")
@@ -156,7 +158,7 @@ func run(ctx context.Context, o options) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                metricsopts.Options(o.metricsAddr, o.metricsSecure),
 		HealthProbeBindAddress: o.healthAddr,
 		Cache:                  agent.CacheOptions(o.nodeName, o.driverName),
 	})

@@ -16,16 +16,17 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/controller"
+	"github.com/miglayout/miglayout/pkg/metricsopts"
 	"github.com/miglayout/miglayout/pkg/planner"
 )
 
 // options are the command-line settings.
 type options struct {
 	metricsAddr             string
+	metricsSecure           bool
 	probeAddr               string
 	leaderElect             bool
 	leaderElectionID        string
@@ -47,6 +48,7 @@ type options struct {
 func bindFlags(fs *flag.FlagSet) *options {
 	o := &options{}
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" turns it off)`)
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, metricsopts.SecureFlagHelp)
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" turns them off)`)
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader through a Lease, so that only one replica reconciles")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "miglayout-controller.miglayout.io", "name of the leader-election Lease")
@@ -57,7 +59,7 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.driverName, "driver-name", "mig.miglayout.io", "DRA driver name the agents publish devices under")
 	fs.DurationVar(&o.batchIdle, "auto-batch-idle", 2*time.Second, "Auto mode: plan once pending demand and node reports have been quiet this long")
 	fs.DurationVar(&o.batchMax, "auto-batch-max", 10*time.Second, "Auto mode: plan at the latest this long after the first change of a batch")
-	fs.DurationVar(&o.readEvery, "auto-read-every", controller.DefaultReadEvery, "Auto mode: read pending demand and nodes at most this often; changes closer together are read at once (at most a quarter of --auto-batch-idle; 0: on every change)")
+	fs.DurationVar(&o.readEvery, "auto-read-every", controller.DefaultReadEvery, "Auto mode: read pending demand and nodes at most this often; changes closer together are read at once (at most a quarter of --auto-batch-idle and of --auto-batch-max; 0: on every change)")
 	fs.DurationVar(&o.agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: pods of one priority are planned largest first; a pod pending this long is planned by age instead (0: never)")
 	fs.DurationVar(&o.unboundAfter, "auto-unbound-after", controller.DefaultUnboundAfter, "Auto mode: a pending pod that free devices a plan gave it have waited for this long on a node without kube-scheduler binding it there is planned on other nodes (something miglayout does not judge keeps it off that node: pod affinity, topology spread, host ports, volumes) (0: never)")
 	fs.DurationVar(&o.declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: how long such a node stays out of the pod's plans before it is tried again (twice as long each time it is left out again for the pod, up to 8 times this; 0 or less: 10m)")
@@ -103,7 +105,7 @@ func newScheme() (*runtime.Scheme, error) {
 func (o *options) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 	return ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                       metricsopts.Options(o.metricsAddr, o.metricsSecure),
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,

@@ -24,13 +24,13 @@ func TestManagerOptions(t *testing.T) {
 		want []any
 	}{
 		"defaults": {
-			want: []any{":8080", ":8081", true, "miglayout-controller.miglayout.io", "", 15 * time.Second, "spec.driver!=mig.miglayout.io", "spec.nodeName=", "not cached", true},
+			want: []any{":8080", false, ":8081", true, "miglayout-controller.miglayout.io", "", 15 * time.Second, "spec.driver!=mig.miglayout.io", "spec.nodeName=", "not cached", true},
 		},
 		"flags": {
-			args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=:9440", "--leader-elect=false",
+			args: []string{"--metrics-bind-address=0", "--metrics-secure", "--health-probe-bind-address=:9440", "--leader-elect=false",
 				"--leader-election-id=x", "--leader-election-namespace=kube-system", "--leader-elect-lease-duration=30s", "--driver-name=gpu.example.com",
 				"--agent-lease-namespace=miglayout-system"},
-			want: []any{"0", ":9440", false, "x", "kube-system", 30 * time.Second, "spec.driver!=gpu.example.com", "spec.nodeName=", "[miglayout-system]", true},
+			want: []any{"0", true, ":9440", false, "x", "kube-system", 30 * time.Second, "spec.driver!=gpu.example.com", "spec.nodeName=", "[miglayout-system]", true},
 		},
 	}
 	for name, tc := range tests {
@@ -58,7 +58,7 @@ func TestManagerOptions(t *testing.T) {
 					leases = fmt.Sprint(slices.Sorted(maps.Keys(by.Namespaces)))
 				}
 			}
-			got := []any{m.Metrics.BindAddress, m.HealthProbeBindAddress, m.LeaderElection, m.LeaderElectionID, m.LeaderElectionNamespace, *m.LeaseDuration, bySlices, byPods, leases, m.Cache.DefaultTransform != nil}
+			got := []any{m.Metrics.BindAddress, m.Metrics.SecureServing && m.Metrics.FilterProvider != nil, m.HealthProbeBindAddress, m.LeaderElection, m.LeaderElectionID, m.LeaderElectionNamespace, *m.LeaseDuration, bySlices, byPods, leases, m.Cache.DefaultTransform != nil}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("manager options (-want +got):\n%s", diff)
 			}

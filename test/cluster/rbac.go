@@ -28,8 +28,8 @@ const tokenLifetime = 7 * 24 * 3600
 // installRBAC applies the Helm chart's RBAC and the agents' admission
 // policy (its ServiceAccounts, ClusterRoles, Roles and their bindings, the
 // ValidatingAdmissionPolicy that keeps each agent to its own node; rendered
-// for ChartRelease in AgentLeaseNamespace, binding conditions on so that
-// the binder's rules are there) and writes the controller's kubeconfig with
+// for ChartRelease in AgentLeaseNamespace, binding conditions and secure
+// metrics on so that their rules are there) and writes the controller's kubeconfig with
 // a token of its ServiceAccount (each agent's: agentCredentials). The
 // agents and the controller run with exactly the permissions the chart
 // grants, so a call the chart does not allow fails the tests as it would
@@ -41,7 +41,10 @@ func (c *Cluster) installRBAC(ctx context.Context) error {
 	}
 	r, err := helm.Render(helm.Options{ChartDir: filepath.Join(c.moduleRoot, "deploy", "helm", "miglayout"),
 		ReleaseName: ChartRelease, Namespace: AgentLeaseNamespace, KubeVersion: v.GitVersion,
-		Values: map[string]any{"driverName": Driver, "agent": map[string]any{"deviceBindingConditions": true}}})
+		// Secure metrics grant the reviews a process started with
+		// --metrics-secure makes, and the metrics-reader ClusterRole.
+		Values: map[string]any{"driverName": Driver, "agent": map[string]any{"deviceBindingConditions": true},
+			"metrics": map[string]any{"secure": true}}})
 	if err != nil {
 		return fmt.Errorf("rendering the chart's RBAC: %w", err)
 	}

@@ -49,12 +49,13 @@ const unboundAfter = 20 * time.Second
 // env is the cluster that serves the package, set up by TestMain.
 var env *clustertest.Env
 
-// metricsAddr holds the Prometheus endpoints of the controller and of node A's
-// agent, on free loopback ports chosen by TestMain.
+// metricsAddr holds the Prometheus endpoints of the controller, of node A's
+// agent and (HTTPS, --metrics-secure) of slowNode's agent, on free loopback
+// ports chosen by TestMain.
 var metricsAddr = map[string]string{}
 
 func TestMain(m *testing.M) {
-	for _, who := range []string{"controller", nodeA} {
+	for _, who := range []string{"controller", nodeA, slowNode} {
 		addr, err := freeAddr()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "choosing a metrics port:", err)
@@ -81,7 +82,9 @@ func TestMain(m *testing.M) {
 			{Name: nodeB, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "auto"},
 				AgentArgs: []string{"--lease-duration=" + nodeBLeaseDuration.String()}},
 			{Name: slowNode, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "slow"},
-				AgentArgs: []string{"--settle-period=" + slowSettle.String()}},
+				AgentArgs: []string{"--settle-period=" + slowSettle.String(),
+					// TestSecureMetricsEndpoint
+					"--metrics-bind-address=" + metricsAddr[slowNode], "--metrics-secure"}},
 		},
 	}, 80, func(e *clustertest.Env) { env = e }))
 }

@@ -104,5 +104,8 @@ other core resources): core events go to the Role, the rest stays cluster-wide. 
 prometheus.io/scrape: "true"
 prometheus.io/port: {{ .port | quote }}
 prometheus.io/path: /metrics
+{{- if .root.Values.metrics.secure }}
+prometheus.io/scheme: https
+{{- end }}
 {{- end -}}
 {{- end -}}
