@@ -829,6 +829,8 @@ var badValues = []struct {
 	{"fractional heartbeat", map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "4.5s"}}, "/agent/heartbeatLeaseDuration"},
 	{"ServiceMonitor without Services", map[string]any{"metrics": map[string]any{"service": false, "serviceMonitor": map[string]any{"enabled": true}}},
 		"metrics.serviceMonitor.enabled needs metrics.service"},
+	{"secure ServiceMonitor without RBAC", map[string]any{"rbac": map[string]any{"create": false}, "metrics": map[string]any{"secure": true, "serviceMonitor": map[string]any{"enabled": true}}},
+		"metrics.secure with metrics.serviceMonitor.enabled needs rbac.create"},
 	// values.schema.json
 	{"bad scrape interval", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"interval": "30 seconds"}}}, "/metrics/serviceMonitor/interval"},
 	{"typo in a key", map[string]any{"agent": map[string]any{"nodeselector": map[string]any{"a": "b"}}}, "additional properties 'nodeselector' not allowed"},

@@ -13,9 +13,10 @@ import (
 
 // TestSecureMetrics: metrics.secure turns on --metrics-secure in both
 // components, grants each the TokenReviews and SubjectAccessReviews the
-// check needs, renders the ClusterRole a scraper is bound to, and makes
-// the ServiceMonitors and annotations scrape over HTTPS with a token. Off
-// (the default), none of it is rendered.
+// check needs, renders the metrics-reader ClusterRole and a scraper
+// ServiceAccount bound to it alone, whose token the ServiceMonitors scrape
+// over HTTPS with, and drops the prometheus.io annotations (that scraping
+// sends no token). Off (the default), none of it is rendered.
 func TestSecureMetrics(t *testing.T) {
 	for name, secure := range map[string]bool{"off": false, "on": true} {
 		t.Run(name, func(t *testing.T) {
@@ -28,8 +29,8 @@ func TestSecureMetrics(t *testing.T) {
 				if got := slices.Contains(tmpl.Spec.Containers[0].Args, "--metrics-secure"); got != secure {
 					t.Errorf("%s: --metrics-secure passed: %t, want %t", component, got, secure)
 				}
-				if got := tmpl.Annotations["prometheus.io/scheme"] == "https"; got != secure {
-					t.Errorf("%s: prometheus.io/scheme https: %t, want %t (%v)", component, got, secure, tmpl.Annotations)
+				if got := tmpl.Annotations["prometheus.io/scrape"] == "true"; got == secure {
+					t.Errorf("%s: prometheus.io/scrape annotation: %t, want %t (%v)", component, got, !secure, tmpl.Annotations)
 				}
 				role := convert[rbacv1.ClusterRole](t, find(t, r, "ClusterRole", "miglayout-"+component))
 				var reviews []string
@@ -48,8 +49,9 @@ func TestSecureMetrics(t *testing.T) {
 				sm := find(t, r, "ServiceMonitor", "miglayout-"+component)
 				endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 				ep, _ := endpoints[0].(map[string]any)
-				if got := ep["scheme"] == "https" && ep["bearerTokenFile"] != nil; got != secure {
-					t.Errorf("%s: ServiceMonitor scrapes over HTTPS with a token: %t, want %t (%v)", component, got, secure, ep)
+				secret, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "name")
+				if got := ep["scheme"] == "https" && secret == "miglayout-metrics-scraper"; got != secure {
+					t.Errorf("%s: ServiceMonitor scrapes over HTTPS with the scraper's token: %t, want %t (%v)", component, got, secure, ep)
 				}
 			}
 			var reader *rbacv1.ClusterRole
@@ -61,11 +63,34 @@ func TestSecureMetrics(t *testing.T) {
 			if (reader != nil) != secure {
 				t.Fatalf("metrics-reader ClusterRole rendered: %t, want %t", reader != nil, secure)
 			}
-			if reader != nil {
-				want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
-				if diff := cmp.Diff(want, reader.Rules); diff != "" {
-					t.Errorf("metrics-reader rules (-want +got):\n%s", diff)
+			if reader == nil {
+				return
+			}
+			want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+			if diff := cmp.Diff(want, reader.Rules); diff != "" {
+				t.Errorf("metrics-reader rules (-want +got):\n%s", diff)
+			}
+			// The scraper's token, of a ServiceAccount bound to the reader
+			// role and to nothing else.
+			token := convert[corev1.Secret](t, find(t, r, "Secret", "miglayout-metrics-scraper"))
+			if token.Type != corev1.SecretTypeServiceAccountToken || token.Annotations[corev1.ServiceAccountNameKey] != "miglayout-metrics-scraper" {
+				t.Errorf("scraper token Secret: type %q, annotations %v", token.Type, token.Annotations)
+			}
+			find(t, r, "ServiceAccount", "miglayout-metrics-scraper")
+			var bound []string
+			for _, o := range r.Objects {
+				if o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "RoleBinding" {
+					continue
 				}
+				b := convert[rbacv1.ClusterRoleBinding](t, o)
+				for _, s := range b.Subjects {
+					if s.Name == "miglayout-metrics-scraper" {
+						bound = append(bound, b.RoleRef.Name)
+					}
+				}
+			}
+			if diff := cmp.Diff([]string{"miglayout-metrics-reader"}, bound); diff != "" {
+				t.Errorf("roles the scraper is bound to (-want +got):\n%s", diff)
 			}
 		})
 	}

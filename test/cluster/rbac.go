@@ -42,7 +42,9 @@ func (c *Cluster) installRBAC(ctx context.Context) error {
 	r, err := helm.Render(helm.Options{ChartDir: filepath.Join(c.moduleRoot, "deploy", "helm", "miglayout"),
 		ReleaseName: ChartRelease, Namespace: AgentLeaseNamespace, KubeVersion: v.GitVersion,
 		// Secure metrics grant the reviews a process started with
-		// --metrics-secure makes, and the metrics-reader ClusterRole.
+		// --metrics-secure makes (to every agent and the controller: no
+		// code but that flag's filter makes them), and the
+		// metrics-reader ClusterRole.
 		Values: map[string]any{"driverName": Driver, "agent": map[string]any{"deviceBindingConditions": true},
 			"metrics": map[string]any{"secure": true}}})
 	if err != nil {

@@ -100,12 +100,10 @@ other core resources): core events go to the Role, the rest stays cluster-wide. 
 
 {{/* metricsAnnotations: call with (dict "root" $ "port" 8080). */}}
 {{- define "miglayout.metricsAnnotations" -}}
-{{- if .root.Values.metrics.podAnnotations -}}
+{{- /* Annotation-based scraping sends no token: none with secure metrics. */ -}}
+{{- if and .root.Values.metrics.podAnnotations (not .root.Values.metrics.secure) -}}
 prometheus.io/scrape: "true"
 prometheus.io/port: {{ .port | quote }}
 prometheus.io/path: /metrics
-{{- if .root.Values.metrics.secure }}
-prometheus.io/scheme: https
-{{- end }}
 {{- end -}}
 {{- end -}}
