@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -203,6 +204,11 @@ func (p *Plugin) RestoreSpecs(ctx context.Context) map[types.UID]error {
 	return failed
 }
 
+// helperLinger is how long the kubelet plugin helper runs on after the
+// context Start was given ends, unless stopped before: longer than the
+// agent's republication of a pass its stop cut short (10 s).
+var helperLinger = 15 * time.Second
+
 // DriverName returns the driver name the plugin serves.
 func (p *Plugin) DriverName() string { return p.cfg.DriverName }
 
@@ -213,7 +219,7 @@ func (p *Plugin) DriverName() string { return p.cfg.DriverName }
 // name and client and may override them (e.g. RegistrarDirectoryPath,
 // PluginDataDirectoryPath, which must then equal Config.CheckpointDir's
 // parent layout as the deployment chooses).
-// The helper runs until Helper.Stop: ctx ending does not stop it (ctx
+// The helper runs until Helper.Stop, or helperLinger after ctx ends (ctx
 // values, such as the logger, are kept).
 func (p *Plugin) Start(ctx context.Context, client kubernetes.Interface, opts ...kubeletplugin.Option) (*kubeletplugin.Helper, error) {
 	all := append([]kubeletplugin.Option{
@@ -221,10 +227,15 @@ func (p *Plugin) Start(ctx context.Context, client kubernetes.Interface, opts ..
 		kubeletplugin.NodeName(p.cfg.NodeName),
 		kubeletplugin.KubeClient(client),
 	}, opts...)
-	// The helper runs until Stop, not until ctx ends: a pass the agent's
-	// stop cuts short republishes the pool through it after that.
-	h, err := kubeletplugin.Start(context.WithoutCancel(ctx), p, all...)
+	// The helper outlives ctx: a pass the agent's stop cuts short
+	// republishes the pool through it after ctx ends. By helperLinger at
+	// most, so that a publication that hangs cannot hold the stop longer.
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopLinger := context.AfterFunc(ctx, func() { time.AfterFunc(helperLinger, hcancel) })
+	h, err := kubeletplugin.Start(hctx, p, all...)
 	if err != nil {
+		stopLinger()
+		hcancel()
 		return nil, fmt.Errorf("starting kubelet plugin helper: %w", err)
 	}
 	return h, nil

@@ -18,10 +18,12 @@ import (
 
 // TestHelperPublishesAfterStartContextEnds: the helper Start returns keeps
 // publishing after the context it was started with ends (the agent's
-// SIGTERM), until Stop: the pass the stop cut short republishes the pool
-// from NVML through it, which a helper stopped with the context would
-// queue and never write.
+// SIGTERM), for helperLinger: the pass the stop cut short republishes the
+// pool from NVML through it, which a helper stopped with the context would
+// queue and never write. After helperLinger it publishes no more.
 func TestHelperPublishesAfterStartContextEnds(t *testing.T) {
+	defer func(d time.Duration) { helperLinger = d }(helperLinger)
+	helperLinger = 2 * time.Second
 	e := newEnv(t)
 	p := e.plugin("")
 	// Unix socket paths are short: not under the test's long temp dir.
@@ -44,7 +46,7 @@ func TestHelperPublishesAfterStartContextEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Stop()
-	published := func(n int) {
+	publish := func(n int) {
 		t.Helper()
 		var devs []resourceapi.Device
 		for i := range n {
@@ -54,8 +56,12 @@ func TestHelperPublishesAfterStartContextEnds(t *testing.T) {
 			Pools: map[string]resourceslice.Pool{node: {Slices: []resourceslice.Slice{{Devices: devs}}}}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// held reports whether the node's ResourceSlice comes to hold n
+	// devices before the time given passes.
+	held := func(n int, within time.Duration) (int, bool) {
 		got := 0
-		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
 			list, err := kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 			if err != nil || len(list.Items) != 1 {
 				return false, nil
@@ -63,15 +69,24 @@ func TestHelperPublishesAfterStartContextEnds(t *testing.T) {
 			got = len(list.Items[0].Spec.Devices)
 			return got == n, nil
 		})
-		if err != nil {
-			t.Fatalf("the node's ResourceSlice holds %d devices, want %d", got, n)
-		}
+		return got, err == nil
 	}
-	published(1)
+	publish(1)
+	if got, ok := held(1, 10*time.Second); !ok {
+		t.Fatalf("the node's ResourceSlice holds %d devices, want 1", got)
+	}
 	cancel()
 	// A helper stopped with ctx shuts its ResourceSlice controller's
 	// queue down in the background: give it the time to, so that the
 	// update below cannot slip in before.
 	time.Sleep(500 * time.Millisecond)
-	published(2)
+	publish(2)
+	if got, ok := held(2, helperLinger); !ok {
+		t.Fatalf("after the start context ended: the node's ResourceSlice holds %d devices, want 2", got)
+	}
+	time.Sleep(helperLinger)
+	publish(3)
+	if got, ok := held(3, time.Second); ok {
+		t.Errorf("helperLinger after the start context ended: the node's ResourceSlice holds %d devices, want the helper stopped", got)
+	}
 }
