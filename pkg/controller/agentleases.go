@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,10 +60,14 @@ type leaseSeen struct {
 	duration time.Duration
 	// renewed: a renewal has been seen since the Lease was first seen.
 	renewed bool
-	// older is the renewTime seen before renew, of the same Lease and
-	// holder (zero: none).
-	older time.Time
+	// older are the renewTimes seen before renew, of the same Lease and
+	// holder, the latest last (at most staleCopies).
+	older []time.Time
 }
+
+// staleCopies is how many renewTimes before the last one an agent Lease's
+// record keeps: a copy of the Lease carrying one of them is stale.
+const staleCopies = 8
 
 // defaultAgentLeaseDuration is assumed for a Lease without
 // leaseDurationSeconds (the agent always sets it).
@@ -200,10 +205,10 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 		// otherwise): no renewal.
 		return
 	}
-	if ok && prev.name == s.name && prev.holder == s.holder && !prev.older.IsZero() && s.renew.Equal(prev.older) {
-		// The copy of the Lease seen before the last renewal (a pass's
-		// list taken before the informer's handler saw the renewal): no
-		// renewal. Only that one: the agent's clock may step back, so an
+	if ok && prev.name == s.name && prev.holder == s.holder && slices.ContainsFunc(prev.older, s.renew.Equal) {
+		// A copy of the Lease seen before one of its last renewals (a
+		// pass's list taken before the informer's handler saw them): no
+		// renewal. Only those: the agent's clock may step back, so an
 		// earlier renewTime is not always an older copy.
 		return
 	}
@@ -219,7 +224,10 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 	// node) is no renewal yet.
 	s.at, s.renewed = l.now(), ok && prev.name == s.name
 	if ok && prev.name == s.name && prev.holder == s.holder {
-		s.older = prev.renew
+		s.older = append(prev.older, prev.renew)
+		if len(s.older) > staleCopies {
+			s.older = s.older[len(s.older)-staleCopies:]
+		}
 	}
 	l.seen[node] = s
 }

@@ -528,3 +528,26 @@ func TestAgentLeasesClockStepsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentLeasesStaleCopyTwoRenewalsOld: a pass's copy of the Lease two
+// renewals behind the informer's is no renewal either.
+func TestAgentLeasesStaleCopyTwoRenewalsOld(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	now := t0.Add(-20 * time.Second)
+	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	stale := agentLease("n1", now, 40)
+	l.Observe(stale)
+	for range 2 {
+		now = now.Add(10 * time.Second)
+		l.Observe(agentLease("n1", now, 40))
+	}
+	last := agentLease("n1", now, 40) // the agent then stops, at t0
+	now = t0.Add(35 * time.Second)
+	if h := l.Health("n1", stale, true, false); h.Lost || !h.Recheck.Equal(t0.Add(40*time.Second)) {
+		t.Errorf("with a copy two renewals old, 35 s after the last renewal: %+v, want not lost, looked at again at its expiry", h)
+	}
+	now = t0.Add(45 * time.Second)
+	if h := l.Health("n1", last, true, false); !h.Lost {
+		t.Errorf("45 s after the last renewal of a 40 s Lease: %+v, want lost", h)
+	}
+}
