@@ -20,6 +20,7 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -148,15 +149,7 @@ func newRig(t testing.TB, spec string) *rig {
 func newRigWith(t testing.TB, cfg nvmlsim.Config) *rig {
 	t.Helper()
 	cfg.Seed = t.Name()
-	sim, err := nvmlsim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := gpu.NewNVML(sim, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mgr.Shutdown() })
+	sim, mgr := gputest.Simulated(t, cfg)
 	dir := t.TempDir()
 	j, err := OpenJournal(dir + "/journal.json")
 	if err != nil {

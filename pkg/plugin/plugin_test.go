@@ -23,6 +23,7 @@ import (
 	"github.com/miglayout/miglayout/pkg/gpulock"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 	"github.com/miglayout/miglayout/pkg/slices"
 )
@@ -47,15 +48,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	_, ctx := ktesting.NewTestContext(t)
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "2xA100-SXM4-80GB", Seed: "plugin"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "2xA100-SXM4-80GB", Seed: "plugin"})
 	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -23,15 +24,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // with the given layouts applied through the GPU manager (nil: MIG mode off).
 func simInventory(t *testing.T, spec string, layouts map[int]string) (Inventory, *gpu.NVMLManager) {
 	t.Helper()
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: spec, Seed: "golden"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	_, m := gputest.Simulated(t, nvmlsim.Config{Spec: spec, Seed: "golden"})
 	ctx := context.Background()
 	for idx, l := range layouts {
 		if _, err := m.SetMIGMode(ctx, idx, true); err != nil {

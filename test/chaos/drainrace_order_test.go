@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/miglayout/miglayout/pkg/mig"
-	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
@@ -19,15 +19,7 @@ import (
 // the race's "allocated then destroyed: 0" would hold whatever the agent
 // does.
 func TestDrainRaceClaimsLandOnDestroyedDevices(t *testing.T) {
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1x" + a100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	_, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1x" + a100})
 	ctx := context.Background()
 	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ import (
 	"github.com/miglayout/miglayout/pkg/gpulock"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 	"github.com/miglayout/miglayout/pkg/plugin"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
@@ -73,15 +74,7 @@ func startInvNode(t *testing.T, ctx context.Context, name, spec string) *invNode
 		_ = client.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{},
 			metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String()})
 	})
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: spec, Seed: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	_, m := gputest.Simulated(t, nvmlsim.Config{Spec: spec, Seed: name})
 	// Short paths: unix socket names are limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "inv-")
 	if err != nil {
