@@ -99,8 +99,8 @@ type AutoPlanner struct {
 	Idle, Max time.Duration
 	// ReadEvery is the least time between two passes that read the
 	// inputs: changes closer together are read by one pass (readsDue). It
-	// is capped at a quarter of Idle and of Max. 0 or negative reads on every change;
-	// miglayout-controller's default is DefaultReadEvery.
+	// is capped at a quarter of Idle and of Max. 0 or negative reads on
+	// every change; miglayout-controller's default is DefaultReadEvery.
 	ReadEvery time.Duration
 	// AgingAfter is how long a pending pod may be passed over by larger
 	// pods of its priority before it is planned by age (see

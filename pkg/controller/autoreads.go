@@ -31,8 +31,9 @@ func (a *AutoPlanner) readEvery() time.Duration {
 // failed passes in a row (with ReadEvery off too) the wait is at least
 // their backoff (5 ms doubled for each, up to 30 s), which the queue's own
 // cannot hold: a change enqueues the key at once, and a wait that ends
-// with no error resets the queue's backoff. A wait asks the queue for the key again when it ends,
-// which an earlier requeue of the key does not delay.
+// with no error resets the queue's backoff. A wait asks the queue for the
+// key again when it ends, which an earlier requeue of the key does not
+// delay.
 func (a *AutoPlanner) readsDue() time.Duration {
 	every := a.readEvery()
 	a.mu.Lock()
