@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -27,7 +28,7 @@ func TestSimulatorKeepsEnginesOfVariant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim, m := newSimWith(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Catalog: hardware})
+	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Catalog: hardware})
 	enableMIG(t, ctx, sim, m, 0)
 	for _, d := range seven {
 		if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {

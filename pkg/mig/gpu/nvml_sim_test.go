@@ -17,6 +17,7 @@ import (
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -24,27 +25,7 @@ const spec = "2xA100-SXM4-80GB,1xH100-SXM5-80GB"
 
 func newSim(t *testing.T) (*nvmlsim.Sim, *gpu.NVMLManager) {
 	t.Helper()
-	return newSimWith(t, nvmlsim.Config{Spec: spec})
-}
-
-// newSimWith is a simulator of cfg and a manager over it with the default
-// catalog.
-func newSimWith(t *testing.T, cfg nvmlsim.Config) (*nvmlsim.Sim, *gpu.NVMLManager) {
-	t.Helper()
-	sim, err := nvmlsim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := m.Shutdown(); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	return sim, m
+	return gputest.Simulated(t, nvmlsim.Config{Spec: spec})
 }
 
 func model(t *testing.T, name string) *mig.Model {
@@ -789,7 +770,7 @@ func driverCatalog(t *testing.T) *mig.Catalog {
 // catalog (a driver's values, or an unverified catalog entry), GPUs reports
 // NVML's values for it, once MIG mode is on; where they agree, nothing.
 func TestGPUsProfileValues(t *testing.T) {
-	_, m := newSimWith(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB,1xA100-SXM4-80GB", Catalog: driverCatalog(t)})
+	_, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB,1xA100-SXM4-80GB", Catalog: driverCatalog(t)})
 	ctx := t.Context()
 	values := func() [][]mig.NVMLProfileValues {
 		t.Helper()
@@ -821,7 +802,7 @@ func TestGPUsProfileValues(t *testing.T) {
 // not fail the inventory (the kubelet plugin reads it to prepare claims); it
 // is read again on the next call, and once read it is not read again.
 func TestGPUsProfileValuesBestEffort(t *testing.T) {
-	sim, m := newSimWith(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB"})
+	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB"})
 	ctx := t.Context()
 	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
 		t.Fatal(err)
@@ -1010,7 +991,7 @@ func newUncataloguedSim(t *testing.T) (*nvmlsim.Sim, *gpu.NVMLManager) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim, m := newSimWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
+	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
 	enableMIG(t, ctx, sim, m, 0)
 	hm, err := gpu.NewNVML(sim, hardware)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -64,7 +65,7 @@ func TestProfileNVMLDoesNotOffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim, m := newSimWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
+	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
 	enableMIG(t, ctx, sim, m, 0)
 	gpus, err := m.GPUs(ctx)
 	if err != nil {

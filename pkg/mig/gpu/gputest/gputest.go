@@ -11,7 +11,8 @@ import (
 
 // Simulated returns a simulator of cfg and the GPU manager over it, with
 // the default catalog (mig.DefaultCatalog); the manager is shut down when
-// the test ends. A configuration the simulator refuses fails the test.
+// the test ends, and a shutdown that fails fails the test. A configuration
+// the simulator refuses fails the test.
 func Simulated(t testing.TB, cfg nvmlsim.Config) (*nvmlsim.Sim, *gpu.NVMLManager) {
 	t.Helper()
 	sim, err := nvmlsim.New(cfg)
@@ -22,6 +23,10 @@ func Simulated(t testing.TB, cfg nvmlsim.Config) (*nvmlsim.Sim, *gpu.NVMLManager
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	t.Cleanup(func() {
+		if err := m.Shutdown(); err != nil {
+			t.Errorf("shutting down the GPU manager: %v", err)
+		}
+	})
 	return sim, m
 }
