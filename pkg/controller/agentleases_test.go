@@ -482,25 +482,31 @@ func TestAgentLeasesTwoOfOneNode(t *testing.T) {
 }
 
 // TestAgentLeasesStaleCopy: a pass that listed the Lease before the
-// informer's handler saw its last renewal hands Health an older copy; that
+// informer's handler saw its last renewals hands Health an older copy; that
 // is no renewal, and the agent is lost one lease duration after the last
 // one.
 func TestAgentLeasesStaleCopy(t *testing.T) {
-	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	now := t0.Add(-10 * time.Second)
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
-	r1 := agentLease("n1", now, 40)
-	l.Observe(r1)
-	now = t0
-	r2 := agentLease("n1", now, 40)
-	l.Observe(r2) // the handler; the agent then stops
-	now = t0.Add(35 * time.Second)
-	if h := l.Health("n1", r1, true, false); h.Lost || !h.Recheck.Equal(t0.Add(40*time.Second)) {
-		t.Errorf("with an older copy, 35 s after the last renewal: %+v, want not lost, looked at again at its expiry", h)
-	}
-	now = t0.Add(45 * time.Second)
-	if h := l.Health("n1", r2, true, false); !h.Lost {
-		t.Errorf("45 s after the last renewal of a 40 s Lease: %+v, want lost", h)
+	for name, behind := range map[string]int{"one renewal old": 1, "two renewals old": 2} {
+		t.Run(name, func(t *testing.T) {
+			t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+			now := t0.Add(-time.Duration(behind) * 10 * time.Second)
+			l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+			stale := agentLease("n1", now, 40)
+			l.Observe(stale)
+			for range behind { // the handler; the agent then stops, at t0
+				now = now.Add(10 * time.Second)
+				l.Observe(agentLease("n1", now, 40))
+			}
+			last := agentLease("n1", now, 40)
+			now = t0.Add(35 * time.Second)
+			if h := l.Health("n1", stale, true, false); h.Lost || !h.Recheck.Equal(t0.Add(40*time.Second)) {
+				t.Errorf("with an older copy, 35 s after the last renewal: %+v, want not lost, looked at again at its expiry", h)
+			}
+			now = t0.Add(45 * time.Second)
+			if h := l.Health("n1", last, true, false); !h.Lost {
+				t.Errorf("45 s after the last renewal of a 40 s Lease: %+v, want lost", h)
+			}
+		})
 	}
 }
 
@@ -526,28 +532,5 @@ func TestAgentLeasesClockStepsBack(t *testing.T) {
 		if h := l.Health("n1", renew(), true, false); h.Lost {
 			t.Fatalf("renewal %d after the agent's clock stepped back an hour: %+v, want not lost", i, h)
 		}
-	}
-}
-
-// TestAgentLeasesStaleCopyTwoRenewalsOld: a pass's copy of the Lease two
-// renewals behind the informer's is no renewal either.
-func TestAgentLeasesStaleCopyTwoRenewalsOld(t *testing.T) {
-	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	now := t0.Add(-20 * time.Second)
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
-	stale := agentLease("n1", now, 40)
-	l.Observe(stale)
-	for range 2 {
-		now = now.Add(10 * time.Second)
-		l.Observe(agentLease("n1", now, 40))
-	}
-	last := agentLease("n1", now, 40) // the agent then stops, at t0
-	now = t0.Add(35 * time.Second)
-	if h := l.Health("n1", stale, true, false); h.Lost || !h.Recheck.Equal(t0.Add(40*time.Second)) {
-		t.Errorf("with a copy two renewals old, 35 s after the last renewal: %+v, want not lost, looked at again at its expiry", h)
-	}
-	now = t0.Add(45 * time.Second)
-	if h := l.Health("n1", last, true, false); !h.Lost {
-		t.Errorf("45 s after the last renewal of a 40 s Lease: %+v, want lost", h)
 	}
 }
