@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"sync"
 	"time"
 
 	"github.com/miglayout/miglayout/pkg/planner"
@@ -84,19 +85,45 @@ func recordMetrics(name string, obs Observation) {
 	} {
 		nodesMetric.WithLabelValues(name, state).Set(float64(n))
 	}
-	gpuProblemsMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name})
+	counts := map[string]float64{} // by reason
 	for _, n := range obs.Nodes {
 		for _, p := range n.Problems {
-			gpuProblemsMetric.WithLabelValues(name, p.Reason).Inc()
+			counts[p.Reason]++
 		}
 		for _, g := range n.Stuck {
-			gpuProblemsMetric.WithLabelValues(name, stuckReason(g)).Inc()
+			counts[stuckReason(g)]++
 		}
 	}
+	// Each count is set at once, and the reasons gone since deleted, so
+	// that a scrape meanwhile never sees a count rebuilt from zero.
+	problemReasons.mu.Lock()
+	defer problemReasons.mu.Unlock()
+	for reason, n := range counts {
+		gpuProblemsMetric.WithLabelValues(name, reason).Set(n)
+	}
+	for reason := range problemReasons.by[name] {
+		if _, ok := counts[reason]; !ok {
+			gpuProblemsMetric.DeleteLabelValues(name, reason)
+		}
+	}
+	if problemReasons.by == nil {
+		problemReasons.by = map[string]map[string]float64{}
+	}
+	problemReasons.by[name] = counts
+}
+
+// problemReasons are the reasons gpuProblemsMetric has a series of, per
+// MigLayout (recordMetrics).
+var problemReasons struct {
+	mu sync.Mutex
+	by map[string]map[string]float64
 }
 
 // forgetMetrics drops the series of a deleted MigLayout.
 func forgetMetrics(name string) {
 	nodesMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name})
+	problemReasons.mu.Lock()
+	defer problemReasons.mu.Unlock()
 	gpuProblemsMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name})
+	delete(problemReasons.by, name)
 }

@@ -3,6 +3,8 @@ package controller
 import (
 	"testing"
 
+	"github.com/miglayout/miglayout/api/v1alpha1"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -21,5 +23,60 @@ func TestRecordMetricsCountsNodeStates(t *testing.T) {
 	forgetMetrics(name)
 	if n := nodesMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name}); n != 0 {
 		t.Errorf("%d series left after forgetMetrics", n)
+	}
+}
+
+// TestGPUProblemsNeverPartlyCounted: scrapes while a MigLayout's
+// observations are recorded see each reason fully counted (a count is set
+// at once, not rebuilt from zero), and a reason gone leaves the gauge.
+func TestGPUProblemsNeverPartlyCounted(t *testing.T) {
+	const name = "problems-test"
+	t.Cleanup(func() { forgetMetrics(name) })
+	blocked := Observation{Nodes: []NodeState{blockedNode("a"), blockedNode("b"), blockedNode("c"), invalidNode("d")}}
+	recordMetrics(name, blocked)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 2000 {
+			recordMetrics(name, blocked)
+		}
+	}()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(gpuProblemsMetric)
+	// inUse scrapes the DeviceInUse count of the MigLayout (0: no series).
+	inUse := func() float64 {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["miglayout"] == name && labels["reason"] == v1alpha1.ReasonDeviceInUse {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+	for scrapes := 0; ; scrapes++ {
+		select {
+		case <-done:
+			recordMetrics(name, Observation{Nodes: []NodeState{invalidNode("d")}})
+			if n := gpuProblemsMetric.DeleteLabelValues(name, v1alpha1.ReasonDeviceInUse); n {
+				t.Error("a reason no node has any more keeps its series")
+			}
+			if got := testutil.ToFloat64(gpuProblemsMetric.WithLabelValues(name, v1alpha1.ReasonInvalidLayout)); got != 1 {
+				t.Errorf("InvalidLayout problems = %v, want 1", got)
+			}
+			return
+		default:
+		}
+		if got := inUse(); got != 3 {
+			t.Fatalf("scrape %d during observations of three GPUs in use: %v", scrapes, got)
+		}
 	}
 }
