@@ -54,6 +54,15 @@ images: ## build the controller and agent images (REGISTRY=..., TAG=... default 
 	docker build -f deploy/images/Dockerfile --target controller -t $(REGISTRY)/miglayout-controller:$(TAG) .
 	docker build -f deploy/images/Dockerfile --target agent -t $(REGISTRY)/miglayout-agent:$(TAG) .
 
+# Multi-platform images (arm64 for Grace nodes such as GH200 beside amd64 ones) are built by
+# docker buildx, the build stage running under emulation for each platform (cgo), and pushed
+# (a multi-platform image cannot be loaded into the local image store).
+PLATFORMS ?= linux/amd64,linux/arm64
+.PHONY: images-push
+images-push: ## build the controller and agent images for PLATFORMS with docker buildx and push them to REGISTRY
+	docker buildx build --platform $(PLATFORMS) -f deploy/images/Dockerfile --target controller -t $(REGISTRY)/miglayout-controller:$(TAG) --push .
+	docker buildx build --platform $(PLATFORMS) -f deploy/images/Dockerfile --target agent -t $(REGISTRY)/miglayout-agent:$(TAG) --push .
+
 .PHONY: generate verify
 generate: ## regenerate deepcopy code, CRD manifests and the Helm chart's copies (CRDs, RBAC) from the markers
 	$(GO) tool controller-gen object paths=./api/...

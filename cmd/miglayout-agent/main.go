@@ -105,6 +105,25 @@ func main() {
 	}
 }
 
+// ensureMIGManagementNodes makes the host's /dev/nvidia-caps nodes of the
+// MIG config and monitor capabilities before NVML first needs them
+// (plugin.EnsureMIGManagementNodes). It only logs: a node without MIG has
+// no such capability, and where a node cannot be made, NVML's own error on
+// the first MIG change says more.
+func ensureMIGManagementNodes(ctx context.Context, o options) {
+	logger := klog.FromContext(ctx)
+	nodes, missing, err := plugin.EnsureMIGManagementNodes(o.devRoot, o.hostRoot)
+	if err != nil {
+		logger.Error(err, "MIG management device nodes not made: NVML may refuse MIG changes with ERROR_NO_PERMISSION")
+	}
+	if len(missing) > 0 {
+		logger.Info("The NVIDIA driver lists no MIG management capability: no MIG support, or the host's /proc/driver/nvidia is not mounted under --host-root", "missing", missing)
+	}
+	if len(nodes) > 0 {
+		logger.V(1).Info("MIG management device nodes present", "nodes", nodes)
+	}
+}
+
 func openGPUs(ctx context.Context, o options) (gpu.Manager, error) {
 	if o.simulate == "" && o.driverRoot != "" {
 		return gpu.OpenAt(ctx, o.driverRoot)
@@ -143,6 +162,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer unlock()
+	if o.simulate == "" && o.devRoot != "" {
+		ensureMIGManagementNodes(ctx, o)
+	}
 	gpus, err := openGPUs(ctx, o)
 	if err != nil {
 		return err
