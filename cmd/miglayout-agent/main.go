@@ -107,9 +107,9 @@ func main() {
 
 // ensureMIGManagementNodes makes the host's /dev/nvidia-caps nodes of the
 // MIG config and monitor capabilities before NVML first needs them
-// (plugin.EnsureMIGManagementNodes). It only logs: a node without MIG has
-// no such capability, and where a node cannot be made, NVML's own error on
-// the first MIG change says more.
+// (plugin.EnsureMIGManagementNodes). It only logs: a node whose driver has
+// no such capability must still run, and where a node cannot be made,
+// NVML's own error on the first MIG change says more.
 func ensureMIGManagementNodes(ctx context.Context, o options) {
 	logger := klog.FromContext(ctx)
 	nodes, missing, err := plugin.EnsureMIGManagementNodes(o.devRoot, o.hostRoot)
@@ -117,7 +117,7 @@ func ensureMIGManagementNodes(ctx context.Context, o options) {
 		logger.Error(err, "MIG management device nodes not made: NVML may refuse MIG changes with ERROR_NO_PERMISSION")
 	}
 	if len(missing) > 0 {
-		logger.Info("The NVIDIA driver lists no MIG management capability: no MIG support, or the host's /proc/driver/nvidia is not mounted under --host-root", "missing", missing)
+		logger.Info("MIG capability files not found: a driver older than MIG, or the host's /proc/driver/nvidia not mounted under --host-root", "missing", missing)
 	}
 	if len(nodes) > 0 {
 		logger.V(1).Info("MIG management device nodes present", "nodes", nodes)

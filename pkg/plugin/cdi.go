@@ -196,10 +196,15 @@ type capability struct {
 	// mode is DeviceFileMode (given in decimal: 292 is 0444); 0444 when the
 	// file has none.
 	mode os.FileMode
+	// keep is DeviceFileModify: 0, the driver's NVreg_ModifyDeviceFiles=0:
+	// the host makes and owns its NVIDIA device files, so the node is
+	// neither made nor changed (as nvidia-modprobe leaves it).
+	keep bool
 }
 
 // readCapability reads a capability access file: "DeviceFileMinor: N"
-// (required), "DeviceFileMode: M" (optional) lines.
+// (required), "DeviceFileMode: M" and "DeviceFileModify: 0|1" (optional)
+// lines.
 func readCapability(path string) (capability, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -226,6 +231,8 @@ func readCapability(path string) (capability, error) {
 				return capability{}, fmt.Errorf("parsing %s: DeviceFileMode %q is not a permission mode", path, val)
 			}
 			c.mode = os.FileMode(n)
+		case "DeviceFileModify":
+			c.keep = val == "0"
 		}
 	}
 	if c.minor < 0 {

@@ -81,8 +81,18 @@ func hostDevPath(devRoot, path string) string {
 // created, one of another device number (left from before a driver reload,
 // which may change the major) is made again, one of another mode is
 // chmodded. A file there that is not a character device is an error.
+// Where the driver says its device files are the host's (DeviceFileModify:
+// 0), an existing node is left as it is and a missing one is an error.
 func ensureCapabilityNode(devRoot, hostRoot string, c capability) error {
 	path := hostDevPath(devRoot, fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", c.minor))
+	if c.keep {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s does not exist, and the NVIDIA driver leaves its device files to the host (DeviceFileModify: 0, NVreg_ModifyDeviceFiles=0): make it there", path)
+		} else if err != nil {
+			return err
+		}
+		return nil
+	}
 	major, err := charMajor(filepath.Join(hostRoot, "proc/devices"), capsDriver)
 	if err != nil {
 		return err

@@ -248,6 +248,7 @@ func TestReadCapabilityMode(t *testing.T) {
 		"DeviceFileMinor: 12\nDeviceFileMode: 292\nDeviceFileModify: 1\n": {minor: 12, mode: 0o444},
 		"DeviceFileMinor: 13\nDeviceFileMode: 438\n":                      {minor: 13, mode: 0o666},
 		"DeviceFileMinor: 14\n":                                           {minor: 14, mode: 0o444},
+		"DeviceFileMinor: 15\nDeviceFileMode: 256\nDeviceFileModify: 0\n": {minor: 15, mode: 0o400, keep: true},
 	} {
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatal(err)

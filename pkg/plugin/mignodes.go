@@ -20,17 +20,17 @@ var MIGManagementCapabilities = []string{"mig/config", "mig/monitor"}
 // EnsureMIGManagementNodes makes the /dev/nvidia-caps nodes of the MIG
 // config and monitor capabilities under devRoot (where the host's /dev is
 // seen) where missing, from the capability files under hostRoot, as
-// nvidia-modprobe -f does (ensureCapabilityNode). NVML opens them for MIG
-// management; where a node is missing it runs nvidia-modprobe, which
-// distroless images such as the agent's lack, and a host where nothing ran
-// nvidia-smi's MIG commands since boot may not have them: every GPU
-// instance change would then fail with ERROR_NO_PERMISSION.
+// nvidia-modprobe -f does (ensureCapabilityNode; left to the host where the
+// driver says so, DeviceFileModify: 0). NVML opens them for MIG management,
+// and a host where nothing ran nvidia-smi's MIG commands since boot may not
+// have them; making them here does not depend on nvidia-modprobe, which the
+// agent's distroless image lacks, being there to make them.
 //
 // It returns the host paths of the nodes that exist now. A capability file
-// that does not exist (a driver without MIG, or
-// /proc/driver/nvidia not mounted under hostRoot) is reported in missing,
-// not as an error; errors (an unreadable file, a failed mknod) are
-// collected for both capabilities.
+// that does not exist (a driver older than MIG, or /proc/driver/nvidia not
+// mounted under hostRoot) is reported in missing, not as an error; errors
+// (a malformed file, no nvidia-caps major, a failed mknod, a node the host
+// keeps that is missing) are collected for both capabilities.
 func EnsureMIGManagementNodes(devRoot, hostRoot string) (nodes, missing []string, err error) {
 	var errs *multierror.Error
 	for _, name := range MIGManagementCapabilities {

@@ -3,84 +3,115 @@ package plugin
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 )
 
-// writeMIGCaps writes the MIG management capability files under hostRoot:
-// name -> content ("" leaves it out).
-func writeMIGCaps(t *testing.T, hostRoot string, files map[string]string) {
-	t.Helper()
-	dir := filepath.Join(hostRoot, "proc/driver/nvidia/capabilities/mig")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		if content == "" {
-			continue
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o444); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestEnsureMIGManagementNodes: the config and monitor nodes are made with
-// the nvidia-caps major and the minor and mode the driver gives; a
-// capability the driver lacks is reported missing, not failed; a bad
-// capability file fails, and the other capability's node is still made.
+// the nvidia-caps major and the minor and mode the driver gives; a driver
+// without the capability files reports them missing, not failed; a bad
+// capability file or no nvidia-caps major fails, and the other
+// capability's node is still made; where the driver leaves its device files
+// to the host (DeviceFileModify: 0), an existing node keeps its mode and a
+// missing one is an error, not made.
 func TestEnsureMIGManagementNodes(t *testing.T) {
 	type node struct {
 		Major, Minor uint32
 		Mode         os.FileMode
 	}
 	const (
-		config  = "DeviceFileMinor: 1\nDeviceFileMode: 256\nDeviceFileModify: 1\n"
-		monitor = "DeviceFileMinor: 2\nDeviceFileMode: 292\nDeviceFileModify: 1\n"
+		config     = "DeviceFileMinor: 1\nDeviceFileMode: 256\nDeviceFileModify: 1\n"
+		monitor    = "DeviceFileMinor: 2\nDeviceFileMode: 292\nDeviceFileModify: 1\n"
+		configKeep = "DeviceFileMinor: 1\nDeviceFileMode: 256\nDeviceFileModify: 0\n"
+		monKeep    = "DeviceFileMinor: 2\nDeviceFileMode: 292\nDeviceFileModify: 0\n"
 	)
 	cases := map[string]struct {
-		files       map[string]string
+		procDevices string
+		files       map[string]string // capability file -> content
+		existing    map[string]node   // nodes the host has already
 		wantNodes   []string
 		wantMissing []string
 		wantDev     map[string]node
-		wantErr     bool
+		wantErr     []string
 	}{
 		"both made": {
 			files:     map[string]string{"config": config, "monitor": monitor},
 			wantNodes: []string{"/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"},
-			wantDev: map[string]node{
-				"nvidia-cap1": {236, 1, 0o400},
-				"nvidia-cap2": {236, 2, 0o444},
-			},
+			wantDev:   map[string]node{"nvidia-cap1": {236, 1, 0o400}, "nvidia-cap2": {236, 2, 0o444}},
 		},
-		"driver without MIG": {
-			files:       map[string]string{},
+		"driver without the capability files": {
 			wantMissing: []string{"proc/driver/nvidia/capabilities/mig/config", "proc/driver/nvidia/capabilities/mig/monitor"},
 			wantDev:     map[string]node{},
 		},
-		"config unreadable, monitor made": {
+		"config malformed, monitor made": {
 			files:     map[string]string{"config": "DeviceFileMode: 256\n", "monitor": monitor},
 			wantNodes: []string{"/dev/nvidia-caps/nvidia-cap2"},
 			wantDev:   map[string]node{"nvidia-cap2": {236, 2, 0o444}},
-			wantErr:   true,
+			wantErr:   []string{"capability mig/config", "no DeviceFileMinor"},
+		},
+		"no nvidia-caps major": {
+			procDevices: "Character devices:\n195 nvidia\n",
+			files:       map[string]string{"config": config, "monitor": monitor},
+			wantDev:     map[string]node{},
+			wantErr:     []string{"capability mig/config", "capability mig/monitor", "lists no character device nvidia-caps"},
+		},
+		"host keeps its device files": {
+			files:     map[string]string{"config": configKeep, "monitor": monKeep},
+			existing:  map[string]node{"nvidia-cap1": {236, 1, 0o660}},
+			wantNodes: []string{"/dev/nvidia-caps/nvidia-cap1"},
+			wantDev:   map[string]node{"nvidia-cap1": {236, 1, 0o660}},
+			wantErr:   []string{"nvidia-cap2 does not exist", "DeviceFileModify: 0"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			e, devRoot := devEnv(t)
-			writeMIGCaps(t, e.hostRoot, tc.files)
-			nodes, missing, err := EnsureMIGManagementNodes(devRoot, e.hostRoot)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("error %v, want error %v", err, tc.wantErr)
+			hostRoot, devRoot := t.TempDir(), filepath.Join(t.TempDir(), "dev")
+			if err := os.MkdirAll(filepath.Join(devRoot, "nvidia-caps"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if len(tc.wantNodes) > 0 || len(tc.existing) > 0 {
+				probe := filepath.Join(devRoot, "probe")
+				if err := unix.Mknod(probe, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {
+					t.Skipf("cannot make device nodes here: %v", err)
+				}
+				_ = os.Remove(probe)
+			}
+			pd := tc.procDevices
+			if pd == "" {
+				pd = procDevices
+			}
+			writeFile(t, filepath.Join(hostRoot, "proc/devices"), pd)
+			for f, content := range tc.files {
+				writeFile(t, filepath.Join(hostRoot, "proc/driver/nvidia/capabilities/mig", f), content)
+			}
+			for f, n := range tc.existing {
+				path := filepath.Join(devRoot, "nvidia-caps", f)
+				if err := unix.Mknod(path, unix.S_IFCHR|uint32(n.Mode), int(unix.Mkdev(n.Major, n.Minor))); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(path, n.Mode); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			nodes, missing, err := EnsureMIGManagementNodes(devRoot, hostRoot)
+			for _, want := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("error %v, want one containing %q", err, want)
+				}
+			}
+			if len(tc.wantErr) == 0 && err != nil {
+				t.Errorf("error %v", err)
 			}
 			if diff := cmp.Diff(tc.wantNodes, nodes); diff != "" {
 				t.Errorf("nodes (-want +got):\n%s", diff)
 			}
 			var rel []string
 			for _, m := range missing {
-				r, _ := filepath.Rel(e.hostRoot, m)
+				r, _ := filepath.Rel(hostRoot, m)
 				rel = append(rel, r)
 			}
 			if diff := cmp.Diff(tc.wantMissing, rel); diff != "" {
@@ -102,5 +133,15 @@ func TestEnsureMIGManagementNodes(t *testing.T) {
 				t.Errorf("device nodes (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o444); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -72,9 +72,10 @@
 // Lagrangian relaxation of the loss model (each GPU solved alone, offered
 // every arrival, with a price per arrival and profile for the rule that a
 // claim goes to one GPU at most, and a price for serving at least as many
-// claims as first-fit) is an upper bound on every no-migration policy, but
-// a loose one. On 2 GPUs of the small-heavy mix its prices, minimised by
-// subgradient steps, gave 85 % of large claims served, where migration
-// serves 72 % and the exact optimum 65 %: a GPU of the relaxation takes
-// only the arrivals that suit it, which no cluster can arrange.
+// claims as first-fit) is an upper bound on every no-migration policy that
+// serves as many claims as first-fit, but a loose one. In a one-off
+// computation (not kept here) on 2 GPUs of the small-heavy mix, its prices,
+// minimised by subgradient steps, gave 85 % of large claims served, where
+// migration serves 72 % and the exact optimum 65 %: a GPU of the relaxation
+// takes only the arrivals that suit it, which no cluster can arrange.
 package quality
