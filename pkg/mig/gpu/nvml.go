@@ -20,9 +20,11 @@ import (
 
 // NVMLManager is the Manager over go-nvml. Create it with NewNVML (or Open on
 // a node); it caches no state: every call reads NVML afresh, so it always
-// reports NVML truth. Only each GPU's profile table (GPU.ProfileValues,
-// fixed while the driver is loaded) is read once, the first time MIG mode is
-// on. It is safe for concurrent use; Shutdown waits for calls in flight and
+// reports NVML truth. Only each GPU's profile table (GPU.ProfileValues) is
+// read once per MIG mode: the first time MIG mode is on, and again the first
+// time it is on after it was seen off, since nvml.h promises the table
+// (nvmlDeviceGetGpuInstanceProfileInfo) fixed only "throughout the lifetime
+// of a MIG mode". It is safe for concurrent use; Shutdown waits for calls in flight and
 // makes later calls fail with ErrShutdown.
 type NVMLManager struct {
 	lib     nvml.Interface
@@ -34,6 +36,9 @@ type NVMLManager struct {
 	profilesMu sync.Mutex
 	// profiles are GPU.ProfileValues by GPU UUID, once read.
 	profiles map[string]profileTable
+	// staleProfiles are the GPUs whose table was read in a MIG mode since
+	// turned off: read again when MIG mode is next on.
+	staleProfiles map[string]bool
 }
 
 var _ Manager = (*NVMLManager)(nil)

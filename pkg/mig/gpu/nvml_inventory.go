@@ -116,12 +116,14 @@ func (m *NVMLManager) gpu(ctx context.Context, idx int, dev nvml.Device) (GPU, e
 		return g, nvmlErr("nvmlDeviceGetMinorNumber", ret)
 	}
 	if g.Model != nil {
-		// Read with MIG mode on; with it off, the table read before (it
-		// is the driver's, fixed while it is loaded), so that a layout
+		// Read with MIG mode on; with it off, the table read before (the
+		// best guess of what the next MIG mode offers), so that a layout
 		// NVML refuses is refused before MIG mode is turned on for it.
 		t, ok := m.cachedProfileTable(g.UUID)
 		if g.MIGMode.Current {
 			t, ok = m.profileTable(ctx, dev, g, memBytes), true
+		} else {
+			m.markProfileTableStale(g.UUID)
 		}
 		if ok {
 			g.ProfileValues, g.CatalogMismatches = t.values, t.mismatches
@@ -129,6 +131,20 @@ func (m *NVMLManager) gpu(ctx context.Context, idx int, dev nvml.Device) (GPU, e
 		}
 	}
 	return g, nil
+}
+
+// markProfileTableStale has the GPU's profile table read again the next time
+// MIG mode is on: the table is NVML's for one MIG mode only.
+func (m *NVMLManager) markProfileTableStale(uuid string) {
+	m.profilesMu.Lock()
+	defer m.profilesMu.Unlock()
+	if _, ok := m.profiles[uuid]; !ok {
+		return
+	}
+	if m.staleProfiles == nil {
+		m.staleProfiles = map[string]bool{}
+	}
+	m.staleProfiles[uuid] = true
 }
 
 // cachedProfileTable is the GPU's profile table if it was read before.
@@ -149,20 +165,24 @@ type profileTable struct {
 }
 
 // profileTable returns g's profile table (see readProfileTable), read once
-// per GPU. It is best effort: a read that fails is logged and tried again on
-// the next call, and the GPU is reported without it (its devices are still
-// published with NVML's values; only planned devices take the catalog's).
+// per GPU and MIG mode (markProfileTableStale). It is best effort: a read
+// that fails is logged and tried again on the next call, and the GPU is
+// reported with the table of its last MIG mode, or without one (its devices
+// are still published with NVML's values; only planned devices take the
+// catalog's).
 func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU, memBytes uint64) profileTable {
 	m.profilesMu.Lock()
 	defer m.profilesMu.Unlock()
-	if t, ok := m.profiles[g.UUID]; ok {
-		return t
+	old, ok := m.profiles[g.UUID]
+	if ok && !m.staleProfiles[g.UUID] {
+		return old
 	}
 	t, err := readProfileTable(dev, g.Model, memBytes)
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Reading the GPU's profile table from NVML; planned devices take the catalog's values", "gpu", g.Index)
-		return profileTable{}
+		klog.FromContext(ctx).Error(err, "Reading the GPU's profile table from NVML; planned devices take the catalog's values, or NVML's of the GPU's last MIG mode", "gpu", g.Index)
+		return old
 	}
+	delete(m.staleProfiles, g.UUID)
 	if len(t.mismatches) > 0 {
 		klog.FromContext(ctx).Info("NVML's profile table differs from the catalog's", "gpu", g.Index, "model", g.Model.Name, "mismatches", t.mismatches)
 	}
