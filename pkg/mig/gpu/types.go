@@ -60,8 +60,9 @@ type GPU struct {
 	Minor int `json:"minor"`
 	// ProfileValues are the profiles of Model that NVML describes otherwise
 	// than the catalog (nvmlDeviceGetGpuInstanceProfileInfo: memory in
-	// MiB, multiprocessors, engines), read while MIG mode is on; nil when
-	// they all agree, MIG mode is off or Model is nil. Devices NVML makes
+	// MiB, multiprocessors, engines), read once per MIG mode while it is
+	// on; with MIG mode off, those of its last MIG mode; nil when they all
+	// agree, MIG mode was never seen on, or Model is nil. Devices NVML makes
 	// are published with NVML's values anyway; these let devices planned
 	// before they exist (the Auto planner's, mig.Model.WithNVMLValues) look
 	// the same.
