@@ -27,7 +27,8 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	var states []NodeState
 	var result ctrl.Result
 	var errs []error
-	var recheck time.Time
+	var recheck, failingDue time.Time
+	now := r.now()
 	wasLost := LostInStatus(ml)
 	// Every selected node counts toward maxNodesChanging while it changes,
 	// whoever wrote its spec: one in conflict carries on, one adopted may
@@ -90,12 +91,21 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		if gate != nil && gate.held[node] {
 			st = gate.hold(st)
 		}
+		var due time.Time
+		st, due = withFailingPasses(st, nml, now)
+		failingDue = earliest(failingDue, due)
 		states = append(states, st)
 	}
 	// A Lease's expiry comes with no event: look again when the first of
 	// this MigLayout's live agents would be lost, or a lost one be back.
 	if d := r.AgentLeases.requeueAt(recheck); d > 0 && (result.RequeueAfter == 0 || d < result.RequeueAfter) {
 		result.RequeueAfter = d
+	}
+	// Nor does a GPU's passes failing long enough (withFailingPasses).
+	if !failingDue.IsZero() {
+		if d := failingDue.Sub(now) + time.Second; result.RequeueAfter == 0 || d < result.RequeueAfter {
+			result.RequeueAfter = d
+		}
 	}
 	errs = append(errs, r.release(ctx, ml, sel, in)...)
 	return states, result, errs

@@ -51,6 +51,9 @@ type Reconciler struct {
 	Catalog *mig.Catalog
 	// AgentLeases judges the agents' heartbeats; nil checks none.
 	AgentLeases *AgentLeases
+	// Now is the clock that ages GPUs whose passes fail
+	// (PassesFailingAfter); nil is time.Now.
+	Now func() time.Time
 
 	// rollouts are the spec writes under maxNodesChanging the cache may
 	// not show yet.
