@@ -10,11 +10,12 @@ const (
 	// turn under maxNodesChanging: the rollout goes on); Degraded says what
 	// holds it where a node is Blocked or Failed.
 	ConditionProgressing = "Progressing"
-	// ConditionDegraded is True when some GPU is Blocked or Failed, or has
-	// been Pending with PassFailed for 10 minutes, the layout cannot be
-	// computed for some node, some node's agent is lost (its heartbeat
-	// Lease is not renewed), or part of the spec applies to no GPU of the
-	// selected nodes (a dead rule, a profile no GPU offers).
+	// ConditionDegraded is True when some GPU is Blocked or Failed, or the
+	// agent's passes have kept failing on it for 10 minutes (PassFailed,
+	// counted by the controller from the first failure it sees), the
+	// layout cannot be computed for some node, some node's agent is lost
+	// (its heartbeat Lease is not renewed), or part of the spec applies to
+	// no GPU of the selected nodes (a dead rule, a profile no GPU offers).
 	ConditionDegraded = "Degraded"
 	// ConditionConflict is True when another MigLayout selects one of this
 	// MigLayout's nodes; such nodes are left as they are.
@@ -132,8 +133,8 @@ const (
 	// ReasonPending (GPU Pending): the GPU does not hold its desired layout
 	// yet (a change follows, or the pass left it different and retries).
 	ReasonPending = "Pending"
-	// ReasonPassFailed (GPU Pending; Degraded=True once the GPU has been
-	// Pending for 10 minutes with it): the pass stopped (its publication or
+	// ReasonPassFailed (GPU Pending; Degraded=True once passes have kept
+	// failing on the GPU for 10 minutes, retries included): the pass stopped (its publication or
 	// NVML observation failed, or the agent is stopping), or this GPU's
 	// change stopped on an error that is not NVML's (the API server could
 	// not be read), before the change was done; the agent retries, or takes

@@ -40,11 +40,15 @@ type NodeState struct {
 	Conflict bool
 	// Problems are the GPUs whose desired state could not be computed.
 	Problems []Problem
-	// Stuck are the GPUs that the agent reports Blocked or Failed.
+	// Stuck are the GPUs that the agent reports Blocked or Failed, and
+	// (withFailingPasses) those whose passes have failed for
+	// PassesFailingAfter, Pending: these leave Failed false (the node is
+	// Progressing while the agent retries) but count in Degraded.
 	Stuck []StuckGPU
 }
 
-// StuckGPU is a GPU the agent reports Blocked or Failed.
+// StuckGPU is a GPU the agent reports Blocked or Failed, or one whose
+// passes keep failing (Pending, PassFailed).
 type StuckGPU struct {
 	GPU     int32
 	Phase   v1alpha1.GPUPhase

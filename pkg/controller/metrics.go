@@ -30,7 +30,7 @@ var (
 	}, []string{"miglayout", "state"})
 	gpuProblemsMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "gpu_problems",
-		Help: "GPUs whose desired layout cannot be computed (InvalidLayout, UnknownGPU), that the agent reports Blocked or Failed, or Pending with PassFailed for 10 minutes, by reason.",
+		Help: "GPUs whose desired layout cannot be computed (InvalidLayout, UnknownGPU), that the agent reports Blocked or Failed, or whose agent's passes have kept failing for 10 minutes (PassFailed), by reason.",
 	}, []string{"miglayout", "reason"})
 	writesMetric = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "nodemiglayout_writes_total",

@@ -2,43 +2,100 @@ package controller
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
-// PassesFailingAfter is how long the agent may report a GPU Pending with
-// reason PassFailed (its passes stop before the GPU's change is done: the
-// API server unreadable or refusing the agent's publication, an NVML
-// observation failing) before the MigLayout counts the GPU in Degraded.
-// Shorter outages, which the agent's backoff (up to 2 minutes) rides out,
-// leave Degraded alone.
+// PassesFailingAfter is how long the agent's passes may keep failing on a
+// GPU (reported Pending with reason PassFailed: they stop before the GPU's
+// change is done, the API server unreadable or refusing the agent's
+// publication, an NVML observation failing) before the MigLayout counts
+// the GPU in Degraded. Shorter outages, which the agent's backoff (up to 2
+// minutes) rides out, leave Degraded alone.
 const PassesFailingAfter = 10 * time.Minute
 
-// withFailingPasses adds to st.Stuck each GPU nml's agent has reported
-// Pending with reason PassFailed since at least PassesFailingAfter before
-// now, counted from the row's lastTransitionTime (the agent's clock: when
-// the GPU last changed phase, so time Pending for another reason before
-// the first failed pass counts too). It returns when the next of the
-// others reaches that age (zero: none). A node whose agent is lost is left
-// as it is: its rows are as last reported, and AgentLost says so.
-func withFailingPasses(st NodeState, nml *v1alpha1.NodeMigLayout, now time.Time) (NodeState, time.Time) {
+// failingPasses remembers when this controller first saw each node's GPU
+// reported Pending with PassFailed, until it sees the GPU Ready, Blocked or
+// Failed, or no longer reported. A retry shows the GPU Draining or
+// Repartitioning, and a new spec Pending for another reason, before it
+// fails again: those keep the time, so a GPU whose passes fail over and
+// over is judged from its first failure (the row's lastTransitionTime
+// moves with each retry's phase, and counts time Pending before the first
+// failure too). A controller that starts (or takes the lead) counts from
+// its first sight.
+type failingPasses struct {
+	mu    sync.Mutex
+	since map[string]map[int32]time.Time // by node, then GPU index
+}
+
+// observe records nml's GPU rows at now and returns, per GPU reported
+// Pending with PassFailed, since when this controller has seen its passes
+// failing. A nil nml forgets node.
+func (f *failingPasses) observe(node string, nml *v1alpha1.NodeMigLayout, now time.Time) map[int32]time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if nml == nil {
+		delete(f.since, node)
+		return nil
+	}
+	prev := f.since[node]
+	var kept, failing map[int32]time.Time
+	for _, g := range nml.Status.GPUs {
+		t, seen := prev[g.Index]
+		switch {
+		case g.Phase == v1alpha1.PhasePending && g.Reason == v1alpha1.ReasonPassFailed:
+			if !seen {
+				t = now
+			}
+			if failing == nil {
+				failing = map[int32]time.Time{}
+			}
+			failing[g.Index] = t
+		case !seen || g.Phase == v1alpha1.PhaseReady || g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed:
+			continue
+		}
+		if kept == nil {
+			kept = map[int32]time.Time{}
+		}
+		kept[g.Index] = t
+	}
+	if kept == nil {
+		delete(f.since, node)
+	} else {
+		if f.since == nil {
+			f.since = map[string]map[int32]time.Time{}
+		}
+		f.since[node] = kept
+	}
+	return failing
+}
+
+// withFailingPasses adds to st.Stuck each GPU of nml whose passes have
+// failed since (failingPasses.observe) at least PassesFailingAfter before
+// now, and returns when the next of the others reaches that age (zero:
+// none). The node stays Progressing: the agent retries. A node whose agent
+// is lost is left as it is: its rows are as last reported, and AgentLost
+// says so.
+func withFailingPasses(st NodeState, nml *v1alpha1.NodeMigLayout, since map[int32]time.Time, now time.Time) (NodeState, time.Time) {
 	if nml == nil || st.Lost {
 		return st, time.Time{}
 	}
 	var next time.Time
 	for _, g := range nml.Status.GPUs {
-		if g.Phase != v1alpha1.PhasePending || g.Reason != v1alpha1.ReasonPassFailed || g.LastTransitionTime == nil {
+		from, ok := since[g.Index]
+		if !ok {
 			continue
 		}
-		due := g.LastTransitionTime.Add(PassesFailingAfter)
+		due := from.Add(PassesFailingAfter)
 		if now.Before(due) {
 			next = earliest(next, due)
 			continue
 		}
-		msg := fmt.Sprintf("Pending since %s, the agent's passes failing", g.LastTransitionTime.UTC().Format(time.RFC3339))
+		msg := fmt.Sprintf("the agent's passes failing since %s", from.UTC().Format(time.RFC3339))
 		if g.Message != "" {
-			msg += ": " + g.Message
+			msg += "; the last: " + g.Message
 		}
 		st.Stuck = append(st.Stuck, StuckGPU{GPU: g.Index, Phase: g.Phase, Reason: g.Reason, Message: truncate(msg, maxRowMessage)})
 	}

@@ -17,63 +17,95 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
-// TestWithFailingPasses: a GPU Pending with PassFailed counts as stuck once
-// it has been Pending PassesFailingAfter; younger ones give the time to look
-// again; other reasons and phases, rows without a transition time, and a
-// lost agent's rows count for nothing.
+// TestFailingPassesObserve: a GPU's passes count as failing from the first
+// time it is seen Pending with PassFailed, through the retries' Draining
+// and Repartitioning and a new spec's Pending, until it is seen Ready,
+// Blocked or Failed, or is no longer reported; a NodeMigLayout gone
+// forgets its node.
+func TestFailingPassesObserve(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	report := func(rows ...*gpuBuilder) *v1alpha1.NodeMigLayout {
+		return nodeMigLayout("n").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).status(rows...).build()
+	}
+	failed := func(idx int32) *gpuBuilder {
+		return a100(idx).phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "publishing the drain: forbidden")
+	}
+	in := func(idx int32, p v1alpha1.GPUPhase, reason string) *gpuBuilder { return a100(idx).phase(p, reason, "") }
+	var f failingPasses
+	steps := []struct {
+		name string
+		nml  *v1alpha1.NodeMigLayout
+		at   time.Time
+		want map[int32]time.Time
+	}{
+		{"first failure", report(failed(0), in(1, v1alpha1.PhasePending, v1alpha1.ReasonPending)), at(0), map[int32]time.Time{0: at(0)}},
+		{"the retry repartitions", report(in(0, v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning), in(1, v1alpha1.PhasePending, v1alpha1.ReasonPending)), at(2), nil},
+		{"and fails again", report(failed(0), failed(1)), at(3), map[int32]time.Time{0: at(0), 1: at(3)}},
+		{"a new spec", report(in(0, v1alpha1.PhasePending, v1alpha1.ReasonPending), failed(1)), at(4), map[int32]time.Time{1: at(3)}},
+		{"fails again", report(failed(0), failed(1)), at(5), map[int32]time.Time{0: at(0), 1: at(3)}},
+		{"GPU 0 ready, GPU 1 blocked", report(in(0, v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied), in(1, v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse)), at(6), nil},
+		{"failing anew", report(failed(0), failed(1)), at(7), map[int32]time.Time{0: at(7), 1: at(7)}},
+		{"GPU 1 no longer reported", report(in(0, v1alpha1.PhaseDraining, v1alpha1.ReasonDraining)), at(8), nil},
+		{"GPU 1 back failing", report(failed(0), failed(1)), at(9), map[int32]time.Time{0: at(7), 1: at(9)}},
+		{"NodeMigLayout gone", nil, at(10), nil},
+		{"back", report(failed(0)), at(11), map[int32]time.Time{0: at(11)}},
+	}
+	for _, s := range steps {
+		if diff := cmp.Diff(s.want, f.observe("n", s.nml, s.at)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", s.name, diff)
+		}
+	}
+}
+
+// TestWithFailingPasses: a GPU whose passes have failed for
+// PassesFailingAfter is stuck, saying since when and the last error;
+// younger ones give the time to look again; a lost agent's rows count for
+// nothing.
 func TestWithFailingPasses(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	row := func(idx int32, phase v1alpha1.GPUPhase, reason string, pendingFor time.Duration) *gpuBuilder {
-		b := a100(idx).layout("7g.80gb@0").phase(phase, reason, "publishing the drain: forbidden")
-		if pendingFor >= 0 {
-			b.g.LastTransitionTime = &metav1.Time{Time: now.Add(-pendingFor)}
-		}
-		return b
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	rows := []*gpuBuilder{
+		a100(0).phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "publishing the drain: forbidden"),
+		a100(1).phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "publishing the drain: forbidden"),
+		a100(2).phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "publishing the drain: forbidden"),
 	}
+	nml := nodeMigLayout("n").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).status(rows...).build()
 	tests := map[string]struct {
-		gpus      []*gpuBuilder
+		since     map[int32]time.Time
 		lost      bool
 		wantStuck []int32
 		wantNext  time.Time
 	}{
-		"failing for longer than the limit": {
-			gpus:      []*gpuBuilder{row(0, v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, PassesFailingAfter)},
+		"failing for the limit": {
+			since:     map[int32]time.Time{0: ago(PassesFailingAfter)},
 			wantStuck: []int32{0},
 		},
 		"failing for less: looked at again when it reaches the limit": {
-			gpus:     []*gpuBuilder{row(0, v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, 4*time.Minute)},
+			since:    map[int32]time.Time{0: ago(4 * time.Minute)},
 			wantNext: now.Add(PassesFailingAfter - 4*time.Minute),
 		},
 		"the next of several": {
-			gpus: []*gpuBuilder{
-				row(0, v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, 2*time.Minute),
-				row(1, v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, 7*time.Minute),
-				row(2, v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, time.Hour),
-			},
+			since:     map[int32]time.Time{0: ago(2 * time.Minute), 1: ago(7 * time.Minute), 2: ago(time.Hour)},
 			wantStuck: []int32{2},
 			wantNext:  now.Add(PassesFailingAfter - 7*time.Minute),
 		},
-		"another reason": {
-			gpus: []*gpuBuilder{row(0, v1alpha1.PhasePending, v1alpha1.ReasonPending, time.Hour)},
-		},
-		"no transition time": {
-			gpus: []*gpuBuilder{row(0, v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, -1)},
-		},
+		"none failing": {},
 		"a lost agent's rows": {
-			gpus: []*gpuBuilder{row(0, v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, time.Hour)},
-			lost: true,
+			since: map[int32]time.Time{0: ago(time.Hour)},
+			lost:  true,
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			nml := nodeMigLayout("n").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).status(tc.gpus...).build()
 			st := EvaluateNode("n", nml, nil, AgentHealth{Lost: tc.lost, Message: "lost"})
-			st, next := withFailingPasses(st, nml, now)
+			st, next := withFailingPasses(st, nml, tc.since, now)
 			var stuck []int32
 			for _, g := range st.Stuck {
 				stuck = append(stuck, g.GPU)
-				if g.Reason != v1alpha1.ReasonPassFailed || !strings.Contains(g.Message, "forbidden") || !strings.Contains(g.Message, "Pending since") {
-					t.Errorf("stuck GPU %d: %+v, want PassFailed saying since when and why", g.GPU, g)
+				since := tc.since[g.GPU].UTC().Format(time.RFC3339)
+				if g.Reason != v1alpha1.ReasonPassFailed || !strings.Contains(g.Message, "forbidden") || !strings.Contains(g.Message, since) {
+					t.Errorf("stuck GPU %d: %+v, want PassFailed saying since %s and the last error", g.GPU, g, since)
 				}
 			}
 			if diff := cmp.Diff(tc.wantStuck, stuck); diff != "" {
@@ -87,17 +119,21 @@ func TestWithFailingPasses(t *testing.T) {
 }
 
 // TestReconcileDegradedByFailingPasses: a MigLayout whose node's agent
-// keeps failing its passes asks to be looked at again when the GPU has been
-// Pending PassesFailingAfter, and is Degraded with reason PassFailed from
-// then on, not before.
+// keeps failing its passes on a GPU, retrying in between, asks to be looked
+// at again when the first failure it saw is PassesFailingAfter old, and is
+// Degraded with reason PassFailed from then on, not before; the retries'
+// phases, which move the row's lastTransitionTime, do not reset the count.
 func TestReconcileDegradedByFailingPasses(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	ml := staticMigLayout("a", "uid-a", "a")
 	halves := specGPU(0, "3g.40gb@0,3g.40gb@4", `rule "halves": profiles 3g.40gb:2`)
-	gpu := a100(0).layout("7g.80gb@0").phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "the pass stopped: publishing the drain: resourceslices is forbidden")
-	gpu.g.LastTransitionTime = &metav1.Time{Time: now.Add(-3 * time.Minute)}
-	nml := ownedBy(nodeMigLayout("n1").spec(halves).status(gpu).build(), ml)
+	failed := func() *gpuBuilder {
+		g := a100(0).layout("7g.80gb@0").phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "reading ResourceClaim allocations: forbidden")
+		g.g.LastTransitionTime = &metav1.Time{Time: now}
+		return g
+	}
+	nml := ownedBy(nodeMigLayout("n1").spec(halves).status(failed()).build(), ml)
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
 		WithObjects(ml, node("n1", map[string]string{"pool": "a"}), nml).
 		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
@@ -115,16 +151,41 @@ func TestReconcileDegradedByFailingPasses(t *testing.T) {
 		}
 		return meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded), res.RequeueAfter
 	}
+	report := func(g *gpuBuilder) {
+		t.Helper()
+		var cur v1alpha1.NodeMigLayout
+		if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Status.GPUs = []v1alpha1.GPUStatus{g.build()}
+		if err := c.Status().Update(ctx, &cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := now
 	cond, requeue := degraded()
 	if cond == nil || cond.Status != metav1.ConditionFalse {
-		t.Errorf("after 3 minutes: Degraded %+v, want False", cond)
+		t.Errorf("at the first failure: Degraded %+v, want False", cond)
 	}
-	if want := PassesFailingAfter - 3*time.Minute; requeue < want || requeue > want+2*time.Second {
-		t.Errorf("after 3 minutes: requeue after %v, want about %v", requeue, want)
+	if requeue < PassesFailingAfter || requeue > PassesFailingAfter+2*time.Second {
+		t.Errorf("at the first failure: requeue after %v, want about %v", requeue, PassesFailingAfter)
+	}
+	// A retry repartitions and fails again, 6 minutes later.
+	now = start.Add(5 * time.Minute)
+	report(a100(0).layout("7g.80gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, ""))
+	degraded()
+	now = start.Add(6 * time.Minute)
+	report(failed())
+	cond, requeue = degraded()
+	if cond == nil || cond.Status != metav1.ConditionFalse {
+		t.Errorf("6 minutes on: Degraded %+v, want False", cond)
+	}
+	if want := PassesFailingAfter - 6*time.Minute; requeue < want || requeue > want+2*time.Second {
+		t.Errorf("6 minutes on: requeue after %v, want about %v", requeue, want)
 	}
 	now = now.Add(requeue)
 	cond, _ = degraded()
 	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ReasonPassFailed || !strings.Contains(cond.Message, "forbidden") {
-		t.Errorf("after %v: Degraded %+v, want True, PassFailed, saying why", PassesFailingAfter, cond)
+		t.Errorf("%v after the first failure: Degraded %+v, want True, PassFailed, saying why", PassesFailingAfter, cond)
 	}
 }

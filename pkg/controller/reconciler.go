@@ -52,12 +52,14 @@ type Reconciler struct {
 	// AgentLeases judges the agents' heartbeats; nil checks none.
 	AgentLeases *AgentLeases
 	// Now is the clock that ages GPUs whose passes fail
-	// (PassesFailingAfter); nil is time.Now.
+	// (PassesFailingAfter, failingPasses); nil is time.Now.
 	Now func() time.Time
 
 	// rollouts are the spec writes under maxNodesChanging the cache may
 	// not show yet.
 	rollouts rolloutExpectations
+	// failing is since when each GPU's passes have failed.
+	failing failingPasses
 
 	mu sync.Mutex
 	// problems are, per MigLayout name, the problems present at its last

@@ -22,9 +22,9 @@ import (
 // a node); it caches no state: every call reads NVML afresh, so it always
 // reports NVML truth. Only each GPU's profile table (GPU.ProfileValues) is
 // read once per MIG mode: the first time MIG mode is on, and again the first
-// time it is on after it was seen off, since nvml.h promises the table
-// (nvmlDeviceGetGpuInstanceProfileInfo) fixed only "throughout the lifetime
-// of a MIG mode". It is safe for concurrent use; Shutdown waits for calls in flight and
+// time it is on after SetMIGMode or a read saw it off, since nvml.h promises
+// the table (nvmlDeviceGetGpuInstanceProfileInfo) fixed only "throughout the
+// lifetime of a MIG mode". It is safe for concurrent use; Shutdown waits for calls in flight and
 // makes later calls fail with ErrShutdown.
 type NVMLManager struct {
 	lib     nvml.Interface

@@ -424,6 +424,11 @@ func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool
 	if err := nvmlErr("nvmlDeviceSetMigMode", ret); err != nil {
 		return fail(err)
 	}
+	// A mode change, even one left pending, may end the MIG mode the
+	// GPU's profile table was read in, before any GPUs call sees it off.
+	if uuid, ret := dev.GetUUID(); ret == nvml.SUCCESS {
+		m.markProfileTableStale(uuid)
+	}
 	got, err := migMode(dev)
 	if err != nil {
 		return fail(err)

@@ -43,14 +43,17 @@ func (d tableDevice) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstancePro
 }
 
 // TestProfileTablePerMIGMode: the profile table is read once while MIG mode
-// stays on, and again once MIG mode has been off and is on again.
+// stays on; with MIG off the last mode's table stands; it is read again
+// once MIG mode is on again, whether a read saw it off or SetMIGMode turned
+// it off and on between reads; a re-read that fails keeps the last table
+// and is tried again on the next read.
 func TestProfileTablePerMIGMode(t *testing.T) {
 	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xH100-SXM5-80GB"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := &atomic.Bool{}
-	m, err := gpu.NewNVML(shiftedTable{Interface: sim, set: changed, extraMiB: 512}, mig.DefaultCatalog())
+	shifted := &atomic.Bool{}
+	m, err := gpu.NewNVML(shiftedTable{Interface: sim, set: shifted, extraMiB: 512}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,22 +85,36 @@ func TestProfileTablePerMIGMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changedMiB := p.NVMLValues().MemoryMiB + 512
+	catalog := map[string]int64{}
+	shiftedMiB := map[string]int64{"3g.40gb": p.NVMLValues().MemoryMiB + 512}
+	check := func(step string, want map[string]int64) {
+		t.Helper()
+		if diff := cmp.Diff(want, memory()); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", step, diff)
+		}
+	}
 
+	shifted.Store(true)
 	setMode(true)
-	if diff := cmp.Diff(map[string]int64{}, memory()); diff != "" {
-		t.Errorf("first MIG mode (-want +got):\n%s", diff)
-	}
-	changed.Store(true)
-	if diff := cmp.Diff(map[string]int64{}, memory()); diff != "" {
-		t.Errorf("same MIG mode, table read once (-want +got):\n%s", diff)
-	}
+	check("first MIG mode", shiftedMiB)
+	shifted.Store(false)
+	check("same MIG mode: read once", shiftedMiB)
 	setMode(false)
-	if diff := cmp.Diff(map[string]int64{}, memory()); diff != "" {
-		t.Errorf("MIG off: the last table (-want +got):\n%s", diff)
-	}
+	check("MIG off: the last mode's table", shiftedMiB)
 	setMode(true)
-	if diff := cmp.Diff(map[string]int64{"3g.40gb": changedMiB}, memory()); diff != "" {
-		t.Errorf("MIG on again: the table read again (-want +got):\n%s", diff)
+	check("MIG on again, after a read saw it off", catalog)
+
+	shifted.Store(true)
+	setMode(false)
+	setMode(true)
+	check("MIG off and on between reads", shiftedMiB)
+
+	shifted.Store(false)
+	setMode(false)
+	setMode(true)
+	if err := sim.InjectFault(nvmlsim.Fault{Op: "GetGpuInstanceProfileInfo", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
 	}
+	check("a failed re-read: the last table", shiftedMiB)
+	check("read again on the next call", catalog)
 }
