@@ -86,12 +86,11 @@ func hostDevPath(devRoot, path string) string {
 func ensureCapabilityNode(devRoot, hostRoot string, c capability) error {
 	path := hostDevPath(devRoot, fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", c.minor))
 	if c.keep {
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		_, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%s does not exist, and the NVIDIA driver leaves its device files to the host (DeviceFileModify: 0, NVreg_ModifyDeviceFiles=0): make it there", path)
-		} else if err != nil {
-			return err
 		}
-		return nil
+		return err
 	}
 	major, err := charMajor(filepath.Join(hostRoot, "proc/devices"), capsDriver)
 	if err != nil {

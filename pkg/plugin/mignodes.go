@@ -9,13 +9,13 @@ import (
 	"github.com/hashicorp/go-multierror"
 )
 
-// MIGManagementCapabilities are the NVIDIA driver's capability files, under
+// migManagementCapabilities are the NVIDIA driver's capability files, under
 // <host root>/proc/driver/nvidia/capabilities, of the two MIG management
 // capabilities: config (nvidia-cap1 on current drivers: create and destroy
 // GPU and compute instances, change MIG mode) and monitor (nvidia-cap2: read
 // every instance). NVIDIA's MIG User Guide, "Device Nodes and
 // Capabilities".
-var MIGManagementCapabilities = []string{"mig/config", "mig/monitor"}
+var migManagementCapabilities = []string{"mig/config", "mig/monitor"}
 
 // EnsureMIGManagementNodes makes the /dev/nvidia-caps nodes of the MIG
 // config and monitor capabilities under devRoot (where the host's /dev is
@@ -33,7 +33,7 @@ var MIGManagementCapabilities = []string{"mig/config", "mig/monitor"}
 // keeps that is missing) are collected for both capabilities.
 func EnsureMIGManagementNodes(devRoot, hostRoot string) (nodes, missing []string, err error) {
 	var errs *multierror.Error
-	for _, name := range MIGManagementCapabilities {
+	for _, name := range migManagementCapabilities {
 		path := filepath.Join(hostRoot, "proc/driver/nvidia/capabilities", name)
 		c, rerr := readCapability(path)
 		if errors.Is(rerr, fs.ErrNotExist) {
