@@ -77,11 +77,7 @@ func TestProfileTablePerMIGMode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h100, err := mig.DefaultCatalog().Model("H100-SXM5-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := h100.Profile("3g.40gb")
+	p, err := model(t, "H100-SXM5-80GB").Profile("3g.40gb")
 	if err != nil {
 		t.Fatal(err)
 	}
