@@ -4,51 +4,143 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
+// passResult is a SyncResult that leaves GPUs to retry, from index to phase
+// and reason.
+func passResult(gpus map[int][2]string) *SyncResult {
+	res := &SyncResult{Retry: true, Results: map[int]GPUResult{}}
+	for idx, pr := range gpus {
+		res.Results[idx] = GPUResult{Phase: v1alpha1.GPUPhase(pr[0]), Reason: pr[1]}
+	}
+	return res
+}
+
+var (
+	blocked0 = passResult(map[int][2]string{
+		0: {string(v1alpha1.PhaseBlocked), v1alpha1.ReasonDeviceInUse},
+		1: {string(v1alpha1.PhaseReady), v1alpha1.ReasonLayoutApplied},
+	})
+	failing1 = passResult(map[int][2]string{
+		0: {string(v1alpha1.PhaseBlocked), v1alpha1.ReasonDeviceInUse},
+		1: {string(v1alpha1.PhaseFailed), v1alpha1.ReasonNVMLError},
+	})
+	failing0 = passResult(map[int][2]string{
+		0: {string(v1alpha1.PhaseFailed), v1alpha1.ReasonNVMLError},
+		1: {string(v1alpha1.PhaseReady), v1alpha1.ReasonLayoutApplied},
+	})
+)
+
+func TestOutcomes(t *testing.T) {
+	cases := map[string]struct {
+		gpus                  map[int][2]string
+		wantFailing, wantWait string
+	}{
+		"blocked and ready": {
+			gpus:     map[int][2]string{0: {"Blocked", v1alpha1.ReasonDeviceInUse}, 1: {"Ready", v1alpha1.ReasonLayoutApplied}},
+			wantWait: "0:Blocked:" + v1alpha1.ReasonDeviceInUse,
+		},
+		"NVML error beside a blocked GPU": {
+			gpus:        map[int][2]string{2: {"Failed", v1alpha1.ReasonNVMLError}, 0: {"Blocked", v1alpha1.ReasonDeviceInUse}},
+			wantFailing: "2:Failed:" + v1alpha1.ReasonNVMLError,
+			wantWait:    "0:Blocked:" + v1alpha1.ReasonDeviceInUse,
+		},
+		"a stopped change fails, a changed spec waits": {
+			gpus:        map[int][2]string{0: {"Pending", ReasonPassFailed}, 1: {"Pending", v1alpha1.ReasonPending}},
+			wantFailing: "0:Pending:" + ReasonPassFailed,
+			wantWait:    "1:Pending:" + v1alpha1.ReasonPending,
+		},
+		"input failures are neither": {
+			gpus: map[int][2]string{0: {"Failed", v1alpha1.ReasonInvalidLayout}, 1: {"Failed", v1alpha1.ReasonUnknownGPU}},
+		},
+		"unreadable GPUs fail, in index order": {
+			gpus:        map[int][2]string{3: {"Failed", v1alpha1.ReasonGPUUnreadable}, 1: {"Failed", v1alpha1.ReasonNVMLError}},
+			wantFailing: "1:Failed:" + v1alpha1.ReasonNVMLError + ",3:Failed:" + v1alpha1.ReasonGPUUnreadable,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f, w := outcomes(passResult(tc.gpus))
+			if diff := cmp.Diff([2]string{tc.wantFailing, tc.wantWait}, [2]string{f, w}); diff != "" {
+				t.Errorf("outcomes (failing, waiting) (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestBackoffGrowsOnlyWhileTheOutcomeRepeats: passes that end with the same
-// GPU Blocked back off longer and longer; a pass that ends otherwise (a GPU
-// failing anew beside it) starts again from about a second, so the new
-// failure is not retried after the long wait's delay; outcomes that
-// alternate still back off.
+// GPU Blocked back off longer and longer; a pass that ends with a GPU
+// failing anew beside it starts from about a second, so the new failure is
+// not retried after the long wait's delay.
 func TestBackoffGrowsOnlyWhileTheOutcomeRepeats(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := &NodeReconciler{Now: func() time.Time { return now }}
-	blocked := &SyncResult{Retry: true, Results: map[int]GPUResult{
-		0: {Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse},
-		1: {Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied},
-	}}
 	var d time.Duration
 	for range 12 {
-		d = r.nextBackoff(outcome(blocked))
+		d = r.nextBackoff(blocked0)
 		now = now.Add(d)
 	}
 	if d < 20*time.Second {
 		t.Fatalf("after 12 passes blocked alike the delay is %s, want it grown past 20 s", d)
 	}
-	failing := &SyncResult{Retry: true, Results: map[int]GPUResult{
-		0: {Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse},
-		1: {Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonNVMLError},
-	}}
-	if d := r.nextBackoff(outcome(failing)); d > 2*time.Second {
+	if d := r.nextBackoff(failing1); d > 2*time.Second {
 		t.Errorf("a pass whose GPU 1 failed anew retries after %s, want about a second", d)
 	}
-	if d := r.nextBackoff(outcome(failing)); d > 3*time.Second {
+	if d := r.nextBackoff(failing1); d > 3*time.Second {
 		t.Errorf("the second pass alike retries after %s, want the backoff's second step", d)
 	}
-	// Outcomes that alternate pass after pass, for half an hour: a few
-	// resets (one per outcomeResetEvery) at most, so about as few passes
-	// as a steady outcome's (26 in half an hour), not hundreds.
+	for range 12 {
+		d = r.nextBackoff(failing1)
+		now = now.Add(d)
+	}
+	if d < 20*time.Second {
+		t.Fatalf("after 12 passes failing alike the delay is %s, want it grown past 20 s", d)
+	}
+}
+
+// TestFailureAfterAWaitIsRetriedSoon: a GPU blocked pass after pass (its
+// device in use), whose next change then fails (an NVML error that leaves
+// a GPU instance without its compute instance), is retried in about a
+// second, though a new outcome already reset the backoff a few minutes
+// before: waits and failures back off apart.
+func TestFailureAfterAWaitIsRetriedSoon(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := &NodeReconciler{Now: func() time.Time { return now }}
+	now = now.Add(r.nextBackoff(failing0))
+	for range 10 {
+		now = now.Add(r.nextBackoff(blocked0))
+	}
+	if d := r.nextBackoff(blocked0); d < 10*time.Second {
+		t.Fatalf("after 11 passes blocked alike the delay is %s, want it grown past 10 s", d)
+	}
+	if d := r.nextBackoff(failing0); d > 2*time.Second {
+		t.Errorf("GPU 0 failing after %s of waits retries after %s, want about a second", now.Sub(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)).Round(time.Second), d)
+	}
+}
+
+// TestAlternatingOutcomesStillBackOff: a GPU that fails and waits by turns,
+// pass after pass, for half an hour, is retried about as seldom as the
+// waiting backoff allows (about 25 waits in half an hour, each followed by
+// a failure retried in a second or two), not every second.
+func TestAlternatingOutcomesStillBackOff(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := &NodeReconciler{Now: func() time.Time { return now }}
 	passes := 0
 	for end := now.Add(30 * time.Minute); now.Before(end); passes++ {
-		o := blocked
+		o := blocked0
 		if passes%2 == 1 {
-			o = failing
+			o = failing0
 		}
-		now = now.Add(r.nextBackoff(outcome(o)))
+		now = now.Add(r.nextBackoff(o))
 	}
 	if passes > 80 {
 		t.Errorf("%d passes in half an hour of alternating outcomes, want at most 80", passes)
+	}
+	r.resetBackoff()
+	if d := r.nextBackoff(blocked0); d > 2*time.Second {
+		t.Errorf("after a pass that left nothing to retry, a wait retries after %s, want about a second", d)
 	}
 }

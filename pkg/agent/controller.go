@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,12 +63,10 @@ type NodeReconciler struct {
 	// Now is the clock of Healthz; nil means time.Now.
 	Now func() time.Time
 
-	mu      sync.Mutex
-	backoff *backoff.ExponentialBackOff
-	// lastOutcome is the outcome of the pass that last backed off;
-	// lastReset when a new outcome last reset the backoff.
-	lastOutcome string
-	lastReset   time.Time
+	mu sync.Mutex
+	// failing backs off passes that end with a GPU failed; waiting, those
+	// that end with GPUs only Blocked or Pending (see nextBackoff).
+	failing, waiting retryBackoff
 	// catalogTold is the CatalogDiffers message last recorded per GPU UUID.
 	catalogTold map[string]string
 	// passStart is when the pass in progress started; zero between passes.
@@ -311,7 +306,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	if res.Retry {
-		d := r.nextBackoff(outcome(res))
+		d := r.nextBackoff(res)
 		logger.V(1).Info("Retrying after backoff", "after", d)
 		return ctrl.Result{RequeueAfter: d}, nil
 	}
@@ -490,57 +485,6 @@ func (r *NodeReconciler) resync() time.Duration {
 		return r.Resync
 	}
 	return time.Minute
-}
-
-// outcomeResetEvery is how often a new outcome may reset the backoff.
-const outcomeResetEvery = 10 * time.Minute
-
-// outcome is what a pass left to retry, for nextBackoff: each GPU's
-// phase and reason that is not Ready, in index order.
-func outcome(res *SyncResult) string {
-	var parts []string
-	for _, idx := range slices.Sorted(maps.Keys(res.Results)) {
-		if g := res.Results[idx]; g.Phase != v1alpha1.PhaseReady {
-			parts = append(parts, fmt.Sprintf("%d:%s:%s", idx, g.Phase, g.Reason))
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-// nextBackoff is the delay before retrying a Blocked or failed GPU:
-// exponential from 1 s to 2 min with jitter while passes end with the same
-// outcome (the same GPUs in the same phases, for the same reasons), and
-// from 1 s again once it differs (at most every outcomeResetEvery, so that
-// outcomes that alternate still back off) or every GPU is Ready. A GPU that
-// fails anew beside one Blocked for hours (its device in use, whose release
-// wakes the agent anyway) is retried in a second, not after the long wait's
-// delay.
-func (r *NodeReconciler) nextBackoff(outcome string) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.backoff != nil && outcome != r.lastOutcome && r.now().Sub(r.lastReset) >= outcomeResetEvery {
-		r.backoff.Reset()
-		r.lastReset = r.now()
-	}
-	r.lastOutcome = outcome
-	if r.backoff == nil {
-		b := backoff.NewExponentialBackOff()
-		b.InitialInterval = time.Second
-		b.MaxInterval = 2 * time.Minute
-		b.MaxElapsedTime = 0
-		b.Reset()
-		r.backoff = b
-	}
-	return r.backoff.NextBackOff()
-}
-
-func (r *NodeReconciler) resetBackoff() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lastOutcome = ""
-	if r.backoff != nil {
-		r.backoff.Reset()
-	}
 }
 
 // heldNow is what GPU idx holds after the pass res, as status shows it: its

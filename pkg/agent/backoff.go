@@ -1,0 +1,106 @@
+package agent
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// outcomeResetEvery is how often a new outcome may reset a backoff.
+const outcomeResetEvery = 10 * time.Minute
+
+// retryBackoff is the delay before retrying one kind of pass: exponential
+// from 1 s to 2 min with jitter (cenkalti/backoff's defaults otherwise)
+// while passes of its kind end alike, from 1 s again once the outcome
+// differs, at most every outcomeResetEvery (outcomes that alternate still
+// back off). The zero value is ready to use.
+type retryBackoff struct {
+	b *backoff.ExponentialBackOff
+	// last is the outcome of the pass that last backed off; lastReset
+	// when a new outcome last reset the backoff.
+	last      string
+	lastReset time.Time
+}
+
+// next returns the delay before retrying a pass that ended with outcome.
+func (rb *retryBackoff) next(outcome string, now time.Time) time.Duration {
+	if rb.b != nil && outcome != rb.last && now.Sub(rb.lastReset) >= outcomeResetEvery {
+		rb.b.Reset()
+		rb.lastReset = now
+	}
+	rb.last = outcome
+	if rb.b == nil {
+		rb.b = backoff.NewExponentialBackOff()
+		rb.b.InitialInterval = time.Second
+		rb.b.MaxInterval = 2 * time.Minute
+		rb.b.MaxElapsedTime = 0
+		rb.b.Reset()
+	}
+	return rb.b.NextBackOff()
+}
+
+// reset starts the backoff again from 1 s.
+func (rb *retryBackoff) reset() {
+	rb.last = ""
+	if rb.b != nil {
+		rb.b.Reset()
+	}
+}
+
+// outcomes splits what a pass left to retry into its GPUs that failed
+// (Failed on an error that may pass, or Pending after a pass that stopped:
+// PassFailed) and those that wait (Blocked: a device in use, whose release
+// wakes the agent; Pending: the spec changed during the pass), each as
+// "index:phase:reason" in index order, comma-separated. GPUs Failed on
+// their input (InvalidLayout, UnknownGPU) are in neither: nothing but a
+// new spec changes them.
+func outcomes(res *SyncResult) (failing, waiting string) {
+	var f, w []string
+	for _, idx := range slices.Sorted(maps.Keys(res.Results)) {
+		g := res.Results[idx]
+		part := fmt.Sprintf("%d:%s:%s", idx, g.Phase, g.Reason)
+		switch {
+		case g.Phase == v1alpha1.PhaseReady:
+		case g.Phase == v1alpha1.PhaseFailed && (g.Reason == v1alpha1.ReasonInvalidLayout || g.Reason == v1alpha1.ReasonUnknownGPU):
+		case g.Phase == v1alpha1.PhaseFailed, g.Phase == v1alpha1.PhasePending && g.Reason == ReasonPassFailed:
+			f = append(f, part)
+		default:
+			w = append(w, part)
+		}
+	}
+	return strings.Join(f, ","), strings.Join(w, ",")
+}
+
+// nextBackoff is the delay before the pass after res, one that left GPUs
+// to retry. Failures and waits back off apart: a pass with a GPU failed
+// takes the failing backoff, which passes without one reset; any other
+// takes the waiting backoff, which only a pass that leaves nothing to retry
+// resets. So a GPU that fails after waiting for many passes (its devices
+// in use, then an NVML error on the change they allowed) is retried in
+// about a second, not after the wait's grown delay; and a GPU that
+// alternates between failing and waiting is retried no faster than the
+// waiting backoff allows.
+func (r *NodeReconciler) nextBackoff(res *SyncResult) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	failing, waiting := outcomes(res)
+	if failing != "" {
+		return r.failing.next(failing, r.now())
+	}
+	r.failing.reset()
+	return r.waiting.next(waiting, r.now())
+}
+
+// resetBackoff starts both backoffs again: a pass left nothing to retry.
+func (r *NodeReconciler) resetBackoff() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failing.reset()
+	r.waiting.reset()
+}
