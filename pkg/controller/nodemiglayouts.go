@@ -65,6 +65,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	for _, node := range sel.Nodes {
 		switch {
 		case sel.Conflicted(node):
+			r.failing.forget(node)
 			states = append(states, UnmanagedNode(node, conflictNote(sel, node), true))
 			continue
 		}
@@ -210,6 +211,7 @@ func (r *Reconciler) release(ctx context.Context, ml *v1alpha1.MigLayout, sel Se
 		}
 		writesMetric.WithLabelValues("delete").Inc()
 		r.AgentLeases.Forget(name)
+		r.failing.forget(name)
 		klog.FromContext(ctx).V(2).Info("Deleted NodeMigLayout of a node no longer selected", "node", name)
 	}
 	return errs

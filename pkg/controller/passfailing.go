@@ -18,7 +18,7 @@ const PassesFailingAfter = 10 * time.Minute
 
 // failingPasses remembers when this controller first saw each node's GPU
 // reported Pending with PassFailed, until it sees the GPU Ready, Blocked or
-// Failed, or no longer reported. A retry shows the GPU Draining or
+// Failed, or no longer reported, or the node leaves the MigLayout. A retry shows the GPU Draining or
 // Repartitioning, and a new spec Pending for another reason, before it
 // fails again: those keep the time, so a GPU whose passes fail over and
 // over is judged from its first failure (the row's lastTransitionTime
@@ -70,6 +70,15 @@ func (f *failingPasses) observe(node string, nml *v1alpha1.NodeMigLayout, now ti
 		f.since[node] = kept
 	}
 	return failing
+}
+
+// forget drops what is remembered of node: its NodeMigLayout is released
+// (the node no longer selected) or left alone (selected by more than one
+// MigLayout).
+func (f *failingPasses) forget(node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.since, node)
 }
 
 // withFailingPasses adds to st.Stuck each GPU of nml whose passes have

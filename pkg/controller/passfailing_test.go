@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -187,5 +189,24 @@ func TestReconcileDegradedByFailingPasses(t *testing.T) {
 	cond, _ = degraded()
 	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ReasonPassFailed || !strings.Contains(cond.Message, "forbidden") {
 		t.Errorf("%v after the first failure: Degraded %+v, want True, PassFailed, saying why", PassesFailingAfter, cond)
+	}
+	// The node leaves the MigLayout's selection: its NodeMigLayout is
+	// released, and its failing GPUs are forgotten with it.
+	var n corev1.Node
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &n); err != nil {
+		t.Fatal(err)
+	}
+	n.Labels = map[string]string{"pool": "elsewhere"}
+	if err := c.Update(ctx, &n); err != nil {
+		t.Fatal(err)
+	}
+	if cond, _ = degraded(); cond != nil && cond.Status == metav1.ConditionTrue {
+		t.Errorf("with the node no longer selected: Degraded %+v, want not True", cond)
+	}
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &v1alpha1.NodeMigLayout{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the released node's NodeMigLayout: %v, want it deleted", err)
+	}
+	if got := r.failing.since["n1"]; got != nil {
+		t.Errorf("the released node's failing GPUs are still remembered: %v", got)
 	}
 }
