@@ -21,7 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/test/cluster"
@@ -42,8 +44,10 @@ type Env struct {
 	CRC crclient.Client
 }
 
-// NewEnv makes the clients of a started cluster.
+// NewEnv makes the clients of a started cluster. The controller-runtime
+// client logs through klog (the test binary's flags), as the components do.
 func NewEnv(c *cluster.Cluster) (*Env, error) {
+	crlog.SetLogger(klog.Background())
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
