@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
@@ -145,6 +148,7 @@ func (r *Runner) RunAuto(ctx context.Context, sc *AutoScenario, livenessTimeout 
 	ctrlLog := filepath.Join(env.Cluster.LogDir(), "controller.log")
 	ctrlOff := fileSize(ctrlLog)
 	r.ctrlLogFrom = ctrlOff
+	r.agentLogFrom = agentOff
 	gen, err = env.SetMigLayout(ctx, ChaosLayout, sc.AutoSpec())
 	if err != nil {
 		problem("%v", err)
@@ -474,16 +478,66 @@ func (r *Runner) explainStuck(ctx context.Context, stuck map[string]string, prob
 		return
 	}
 	for name := range stuck {
-		var last []string
+		type told struct {
+			at   time.Time
+			text string
+		}
+		var all []told
 		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == name {
-				last = append(last, fmt.Sprintf("%s %s (x%d): %s", e.LastTimestamp.Format("15:04:05"), e.Reason, e.Count, e.Message))
+			if e.InvolvedObject.Name != name {
+				continue
 			}
+			// Events of the events.k8s.io API (the components') carry their
+			// time and count in eventTime and series, not in lastTimestamp
+			// and count.
+			at, n := e.LastTimestamp.Time, e.Count
+			if at.IsZero() {
+				at = e.EventTime.Time
+			}
+			if e.Series != nil {
+				at, n = e.Series.LastObservedTime.Time, e.Series.Count
+			}
+			all = append(all, told{at, fmt.Sprintf("%s %s (x%d): %s", at.Format("15:04:05"), e.Reason, max(n, 1), e.Message)})
+		}
+		sort.SliceStable(all, func(i, j int) bool { return all[i].at.Before(all[j].at) })
+		var last []string
+		for _, t := range all {
+			last = append(last, t.text)
 		}
 		if len(last) > 4 {
 			last = last[len(last)-4:]
 		}
 		problem("  events of %s: %s", name, strings.Join(last, " | "))
+	}
+	r.explainNodes(ctx, problem)
+}
+
+var retryRE = regexp.MustCompile(`(?m)^I(\d{4} \d{2}:\d{2}:\d{2}\.\d+) .*"Retrying after backoff".* after="([^"]+)"`)
+
+// explainNodes reports, for each chaos node, its GPU rows as its NodeMigLayout's
+// status shows them and the agent's last retry delay since the scenario's Auto mode
+// began: whether a stuck pod waited on a node still retrying, and for how long.
+func (r *Runner) explainNodes(ctx context.Context, problem func(string, ...any)) {
+	for _, n := range r.Env.ChaosNodes {
+		var nml v1alpha1.NodeMigLayout
+		if err := r.Env.CRC.Get(ctx, crclient.ObjectKey{Name: n}, &nml); err != nil {
+			problem("  node %s: reading its NodeMigLayout: %v", n, err)
+			continue
+		}
+		var rows []string
+		for _, g := range nml.Status.GPUs {
+			since := ""
+			if g.LastTransitionTime != nil {
+				since = " since " + g.LastTransitionTime.Format("15:04:05")
+			}
+			rows = append(rows, fmt.Sprintf("gpu %d %s/%s%s: %s", g.Index, g.Phase, g.Reason, since, g.Message))
+		}
+		retry := "none"
+		if m := retryRE.FindAllSubmatch(readFrom(agentLog(r.Env, n), r.agentLogFrom[n]), -1); len(m) > 0 {
+			last := m[len(m)-1]
+			retry = fmt.Sprintf("%s at %s", last[2], last[1])
+		}
+		problem("  node %s: %s; the agent's last retry delay: %s", n, strings.Join(rows, " | "), retry)
 	}
 }
 

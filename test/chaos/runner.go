@@ -78,9 +78,10 @@ type Runner struct {
 	mlGen     int64
 	prevStage string
 	// Of the Auto run in progress: the devices seen allocated, per node, and the
-	// controller log's size when it started.
-	allocSeen   map[string]sets.Set[string]
-	ctrlLogFrom int64
+	// controller's and each agent's log sizes when it started.
+	allocSeen    map[string]sets.Set[string]
+	ctrlLogFrom  int64
+	agentLogFrom map[string]int64
 }
 
 // NewRunner creates the namespace and the monitor of the chaos nodes.
