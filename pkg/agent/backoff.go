@@ -16,10 +16,11 @@ import (
 const outcomeResetEvery = 10 * time.Minute
 
 // retryBackoff is the delay before retrying one kind of pass: exponential
-// from 1 s to 2 min with jitter (cenkalti/backoff's defaults otherwise)
-// while passes of its kind end alike, from 1 s again once the outcome
-// differs, at most every outcomeResetEvery (outcomes that alternate still
-// back off). The zero value is ready to use.
+// from 1 s to 2 min, times 1.5 each pass, each delay drawn within ±50 % of
+// that (cenkalti/backoff's multiplier and randomization), while passes of
+// its kind end alike; from 1 s again once the outcome differs, at most every
+// outcomeResetEvery (outcomes that alternate still back off), or on reset.
+// The zero value is ready to use.
 type retryBackoff struct {
 	b *backoff.ExponentialBackOff
 	// last is the outcome of the pass that last backed off; lastReset
@@ -30,7 +31,9 @@ type retryBackoff struct {
 
 // next returns the delay before retrying a pass that ended with outcome.
 func (rb *retryBackoff) next(outcome string, now time.Time) time.Duration {
-	if rb.b != nil && outcome != rb.last && now.Sub(rb.lastReset) >= outcomeResetEvery {
+	// After reset (last empty) the backoff starts from 1 s already: a first
+	// outcome does not spend the reset outcomeResetEvery allows.
+	if rb.b != nil && rb.last != "" && outcome != rb.last && now.Sub(rb.lastReset) >= outcomeResetEvery {
 		rb.b.Reset()
 		rb.lastReset = now
 	}
@@ -54,9 +57,12 @@ func (rb *retryBackoff) reset() {
 }
 
 // outcomes splits what a pass left to retry into its GPUs that failed
-// (Failed on an error that may pass, or Pending after a pass that stopped:
-// PassFailed) and those that wait (Blocked: a device in use, whose release
-// wakes the agent; Pending: the spec changed during the pass), each as
+// (Failed on an error that may pass: NVMLError, GPUUnreadable,
+// JournalUnwritable, DeviceTaintsUnsupported; or Pending with PassFailed: a
+// change stopped on an error that is not NVML's, such as an API server that
+// could not be read or written) and those that wait (Blocked: a device in
+// use, whose release wakes the agent, or a reset required; Pending: the spec
+// changed during the pass), each as
 // "index:phase:reason" in index order, comma-separated. GPUs Failed on
 // their input (InvalidLayout, UnknownGPU) are in neither: nothing but a
 // new spec changes them.
@@ -78,14 +84,17 @@ func outcomes(res *SyncResult) (failing, waiting string) {
 }
 
 // nextBackoff is the delay before the pass after res, one that left GPUs
-// to retry. Failures and waits back off apart: a pass with a GPU failed
+// to retry. Failures and waits back off apart (each retryBackoff also
+// starts again when its own outcome changes): a pass with a GPU failed
 // takes the failing backoff, which passes without one reset; any other
 // takes the waiting backoff, which only a pass that leaves nothing to retry
 // resets. So a GPU that fails after waiting for many passes (its devices
 // in use, then an NVML error on the change they allowed) is retried in
-// about a second, not after the wait's grown delay; and a GPU that
-// alternates between failing and waiting is retried no faster than the
-// waiting backoff allows.
+// about a second, not after the wait's grown delay, unless another GPU of
+// the node has kept failing meanwhile; and a GPU that alternates between
+// failing and waiting is retried no faster than the waiting backoff allows.
+// (A pass that stops on an error, publishing nothing, is retried by
+// controller-runtime's rate limiter and the Resync ticker instead.)
 func (r *NodeReconciler) nextBackoff(res *SyncResult) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()

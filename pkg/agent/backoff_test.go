@@ -71,11 +71,12 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
-// TestBackoffGrowsOnlyWhileTheOutcomeRepeats: passes that end with the same
+// TestBackoffGrowsWhileTheOutcomeRepeats: passes that end with the same
 // GPU Blocked back off longer and longer; a pass that ends with a GPU
 // failing anew beside it starts from about a second, so the new failure is
-// not retried after the long wait's delay.
-func TestBackoffGrowsOnlyWhileTheOutcomeRepeats(t *testing.T) {
+// not retried after the long wait's delay; failures that repeat back off
+// in turn.
+func TestBackoffGrowsWhileTheOutcomeRepeats(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := &NodeReconciler{Now: func() time.Time { return now }}
 	var d time.Duration
@@ -101,15 +102,52 @@ func TestBackoffGrowsOnlyWhileTheOutcomeRepeats(t *testing.T) {
 	}
 }
 
-// TestFailureAfterAWaitIsRetriedSoon: a GPU blocked pass after pass (its
-// device in use), whose next change then fails (an NVML error that leaves
-// a GPU instance without its compute instance), is retried in about a
-// second, though a new outcome already reset the backoff a few minutes
-// before: waits and failures back off apart.
-func TestFailureAfterAWaitIsRetriedSoon(t *testing.T) {
+// TestNewOutcomeResetsAtMostEvery10Minutes: a wait for another reason (GPU
+// 0 needing a reset, after many passes waiting for a device in use) starts
+// from about a second; waits whose reasons alternate pass after pass, for
+// half an hour, still back off (a reset every outcomeResetEvery at most:
+// about as few passes as a steady outcome's, not one a second).
+func TestNewOutcomeResetsAtMostEvery10Minutes(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := &NodeReconciler{Now: func() time.Time { return now }}
-	now = now.Add(r.nextBackoff(failing0))
+	resetWait := passResult(map[int][2]string{0: {string(v1alpha1.PhaseBlocked), v1alpha1.ReasonResetRequired}})
+	for range 12 {
+		now = now.Add(r.nextBackoff(blocked0))
+	}
+	if d := r.nextBackoff(resetWait); d > 2*time.Second {
+		t.Errorf("a wait for another reason retries after %s, want about a second", d)
+	}
+	passes := 0
+	for end := now.Add(30 * time.Minute); now.Before(end); passes++ {
+		o := blocked0
+		if passes%2 == 1 {
+			o = resetWait
+		}
+		now = now.Add(r.nextBackoff(o))
+	}
+	if passes > 80 {
+		t.Errorf("%d passes in half an hour of waits alternating, want at most 80", passes)
+	}
+}
+
+// TestFailureAfterAWaitIsRetriedSoon: GPU 0 fails pass after pass, then is
+// blocked pass after pass (its device in use), and its next change then
+// fails again (an NVML error that leaves a GPU instance without its compute
+// instance): it is retried in about a second, not after the delay its
+// first failures had grown to, nor the waits': waits and failures back off
+// apart, and a pass without failure starts the failures' backoff again.
+func TestFailureAfterAWaitIsRetriedSoon(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := start
+	r := &NodeReconciler{Now: func() time.Time { return now }}
+	var d time.Duration
+	for range 8 {
+		d = r.nextBackoff(failing0)
+		now = now.Add(d)
+	}
+	if d < 8*time.Second {
+		t.Fatalf("after 8 passes failing alike the delay is %s, want it grown past 8 s", d)
+	}
 	for range 10 {
 		now = now.Add(r.nextBackoff(blocked0))
 	}
@@ -117,7 +155,7 @@ func TestFailureAfterAWaitIsRetriedSoon(t *testing.T) {
 		t.Fatalf("after 11 passes blocked alike the delay is %s, want it grown past 10 s", d)
 	}
 	if d := r.nextBackoff(failing0); d > 2*time.Second {
-		t.Errorf("GPU 0 failing after %s of waits retries after %s, want about a second", now.Sub(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)).Round(time.Second), d)
+		t.Errorf("GPU 0 failing again after %s of failures and waits retries after %s, want about a second", now.Sub(start).Round(time.Second), d)
 	}
 }
 
@@ -142,5 +180,31 @@ func TestAlternatingOutcomesStillBackOff(t *testing.T) {
 	r.resetBackoff()
 	if d := r.nextBackoff(blocked0); d > 2*time.Second {
 		t.Errorf("after a pass that left nothing to retry, a wait retries after %s, want about a second", d)
+	}
+}
+
+// TestFirstFailureAfterAWaitLeavesTheResetUnspent: failures that begin
+// again after a wait start from about a second without spending the reset a new
+// outcome may make every outcomeResetEvery, so a GPU failing anew beside
+// them a minute later is retried in about a second too.
+func TestFirstFailureAfterAWaitLeavesTheResetUnspent(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := &NodeReconciler{Now: func() time.Time { return now }}
+	bothFailing := passResult(map[int][2]string{
+		0: {string(v1alpha1.PhaseFailed), v1alpha1.ReasonNVMLError},
+		1: {string(v1alpha1.PhaseFailed), v1alpha1.ReasonNVMLError},
+	})
+	now = now.Add(r.nextBackoff(failing0))
+	now = now.Add(r.nextBackoff(blocked0))
+	var d time.Duration
+	for range 8 {
+		d = r.nextBackoff(failing0)
+		now = now.Add(d)
+	}
+	if d < 8*time.Second {
+		t.Fatalf("after 8 passes failing alike the delay is %s, want it grown past 8 s", d)
+	}
+	if d := r.nextBackoff(bothFailing); d > 2*time.Second {
+		t.Errorf("GPU 1 failing anew beside GPU 0 retries after %s, want about a second", d)
 	}
 }

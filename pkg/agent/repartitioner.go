@@ -276,17 +276,23 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	// (Pending) and retried.
 	for _, p := range work {
 		start := time.Now()
-		why := ""
+		// An API server that cannot be written or read stops the change
+		// (PassFailed, retried as a failure); a changed spec only defers
+		// it (Pending).
+		why, reason := "", ReasonPassFailed
 		if err := report(p.index, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: v1alpha1.ReasonRepartitioning, Message: p.describe()}); err != nil {
 			why = fmt.Sprintf("the GPU could not be shown Repartitioning (%v)", err)
 		} else if changed, err := r.specChanged(ctx, p); err != nil {
 			why = fmt.Sprintf("the desired layout could not be read again before repartitioning (%v)", err)
 		} else if changed {
-			why = "the desired layout changed before the GPU was repartitioned"
+			why, reason = "the desired layout changed before the GPU was repartitioned", v1alpha1.ReasonPending
 		}
 		if why != "" {
 			logger.Info("Leaving the GPU as it is this pass", "gpu", p.index, "layout", p.desired.String(), "why", why)
-			res.Results[p.index] = GPUResult{Phase: v1alpha1.PhasePending, Reason: v1alpha1.ReasonPending,
+			if reason == ReasonPassFailed {
+				r.Metrics.countFailedPass()
+			}
+			res.Results[p.index] = GPUResult{Phase: v1alpha1.PhasePending, Reason: reason,
 				Message: fmt.Sprintf("%s; %s not applied", why, p.desired.String())}
 			res.Retry = true
 			if err := r.Journal.KeepMode(p.index); err != nil {

@@ -81,8 +81,8 @@ func TestNoNVMLWorkWhenRepartitioningIsNotShown(t *testing.T) {
 	if err := c.Get(t.Context(), types.NamespacedName{Name: "n1"}, &after); err != nil {
 		t.Fatal(err)
 	}
-	if st := after.Status.GPUs[0]; st.Phase != v1alpha1.PhasePending || !strings.Contains(st.Message, "could not be shown Repartitioning") {
-		t.Errorf("GPU 0 status %s (%s), want Pending: the GPU could not be shown Repartitioning", st.Phase, st.Message)
+	if st := after.Status.GPUs[0]; st.Phase != v1alpha1.PhasePending || st.Reason != ReasonPassFailed || !strings.Contains(st.Message, "could not be shown Repartitioning") {
+		t.Errorf("GPU 0 status %s/%s (%s), want Pending/%s: the GPU could not be shown Repartitioning", st.Phase, st.Reason, st.Message, ReasonPassFailed)
 	}
 }
 

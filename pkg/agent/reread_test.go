@@ -46,18 +46,18 @@ func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
 		now  []v1alpha1.GPUSpec
 		err  error
 		want []string
-		// why a GPU left at 7g.80gb@0 says so
-		why string
+		// why a GPU left at 7g.80gb@0 says so, with reason
+		why, reason string
 	}{
 		"cancelled back to the actual layout": {
 			now:  []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0,3g.40gb@4")},
 			want: []string{"7g.80gb@0", "3g.40gb@0,3g.40gb@4"},
-			why:  "changed before the GPU was repartitioned",
+			why:  "changed before the GPU was repartitioned", reason: v1alpha1.ReasonPending,
 		},
 		"spec gone": {
 			now:  []v1alpha1.GPUSpec{spec(1, "3g.40gb@0,3g.40gb@4")},
 			want: []string{"7g.80gb@0", "3g.40gb@0,3g.40gb@4"},
-			why:  "changed before the GPU was repartitioned",
+			why:  "changed before the GPU was repartitioned", reason: v1alpha1.ReasonPending,
 		},
 		"unchanged": {
 			now:  []v1alpha1.GPUSpec{spec(0, "3g.40gb@4"), spec(1, "3g.40gb@0,3g.40gb@4")},
@@ -66,7 +66,7 @@ func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
 		"reread fails: no GPU changes this pass": {
 			err:  errors.New("apiserver down"),
 			want: []string{"7g.80gb@0", "7g.80gb@0"},
-			why:  "could not be read again before repartitioning (apiserver down)",
+			why:  "could not be read again before repartitioning (apiserver down)", reason: ReasonPassFailed,
 		},
 	}
 	for name, tc := range tests {
@@ -97,8 +97,8 @@ func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
 					}
 					continue
 				}
-				if got.Phase != v1alpha1.PhasePending || !strings.Contains(got.Message, tc.why) || !res.Retry {
-					t.Errorf("GPU %d result %+v (retry %v), want Pending: the desired layout %s", i, got, res.Retry, tc.why)
+				if got.Phase != v1alpha1.PhasePending || got.Reason != tc.reason || !strings.Contains(got.Message, tc.why) || !res.Retry {
+					t.Errorf("GPU %d result %+v (retry %v), want Pending/%s: the desired layout %s", i, got, res.Retry, tc.reason, tc.why)
 				}
 			}
 			if last := g.inv.last(); len(last.draining) != 0 {

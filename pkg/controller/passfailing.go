@@ -18,8 +18,12 @@ const PassesFailingAfter = 10 * time.Minute
 
 // failingPasses remembers when this controller first saw each node's GPU
 // reported Pending with PassFailed, until it sees the GPU Ready, Blocked or
-// Failed, or no longer reported, or the node leaves the MigLayout. A retry shows the GPU Draining or
-// Repartitioning, and a new spec Pending for another reason, before it
+// Failed, or no longer reported, or the node's NodeMigLayout is released
+// (the node no longer selected), or the node is selected by more than one
+// MigLayout. (A MigLayout deleted leaves its nodes' entries until a new
+// NodeMigLayout of the node is first seen, without rows.) A retry shows
+// the GPU Draining or Repartitioning, and a new spec Pending for another
+// reason, before it
 // fails again: those keep the time, so a GPU whose passes fail over and
 // over is judged from its first failure (the row's lastTransitionTime
 // moves with each retry's phase, and counts time Pending before the first

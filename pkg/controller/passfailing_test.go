@@ -210,3 +210,34 @@ func TestReconcileDegradedByFailingPasses(t *testing.T) {
 		t.Errorf("the released node's failing GPUs are still remembered: %v", got)
 	}
 }
+
+// TestConflictedNodeForgetsFailingPasses: a node whose passes fail and
+// which a second MigLayout then selects too is left alone (a conflict),
+// and what was remembered of its failing GPUs goes with it.
+func TestConflictedNodeForgetsFailingPasses(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	ml := staticMigLayout("a", "uid-a", "a")
+	failed := a100(0).layout("7g.80gb@0").phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "reading ResourceClaim allocations: forbidden")
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", `rule "halves": profiles 3g.40gb:2`)).status(failed).build(), ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithObjects(ml, node("n1", map[string]string{"pool": "a"}), nml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(10), Now: func() time.Time { return now }}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if r.failing.since["n1"] == nil {
+		t.Fatal("the failing GPU is not remembered: the test shows nothing")
+	}
+	if err := c.Create(ctx, staticMigLayout("b", "uid-b", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.failing.since["n1"]; got != nil {
+		t.Errorf("the conflicted node's failing GPUs are still remembered: %v", got)
+	}
+}

@@ -473,8 +473,10 @@ func (r *Runner) countServed(ctx context.Context, pods map[string]autoPod) int {
 // explainStuck adds, for each stuck pod, its last events (the scheduler's and the
 // planner's reasons).
 func (r *Runner) explainStuck(ctx context.Context, stuck map[string]string, problem func(string, ...any)) {
+	defer r.explainNodes(ctx, problem)
 	evs, err := r.Env.Client.CoreV1().Events(r.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
+		problem("  listing the events of stuck pods: %v", err)
 		return
 	}
 	for name := range stuck {
@@ -509,7 +511,6 @@ func (r *Runner) explainStuck(ctx context.Context, stuck map[string]string, prob
 		}
 		problem("  events of %s: %s", name, strings.Join(last, " | "))
 	}
-	r.explainNodes(ctx, problem)
 }
 
 var retryRE = regexp.MustCompile(`(?m)^I(\d{4} \d{2}:\d{2}:\d{2}\.\d+) .*"Retrying after backoff".* after="([^"]+)"`)
