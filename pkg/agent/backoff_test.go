@@ -34,6 +34,53 @@ var (
 	})
 )
 
+// backoffRig is a NodeReconciler whose clock moves on by each delay its
+// nextBackoff returns, as though each pass came at its retry.
+type backoffRig struct {
+	now time.Time
+	r   *NodeReconciler
+}
+
+func newBackoffRig() *backoffRig {
+	g := &backoffRig{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	g.r = &NodeReconciler{Now: func() time.Time { return g.now }}
+	return g
+}
+
+// pass ends one pass with o, waits its delay and returns it.
+func (g *backoffRig) pass(o *SyncResult) time.Duration {
+	d := g.r.nextBackoff(o)
+	g.now = g.now.Add(d)
+	return d
+}
+
+// alternate ends passes with a and b by turns for span and returns how
+// many there were.
+func (g *backoffRig) alternate(a, b *SyncResult, span time.Duration) int {
+	passes := 0
+	for end := g.now.Add(span); g.now.Before(end); passes++ {
+		o := a
+		if passes%2 == 1 {
+			o = b
+		}
+		g.pass(o)
+	}
+	return passes
+}
+
+// grown ends n passes with o and stops the test unless the last delay is
+// at least least.
+func (g *backoffRig) grown(t *testing.T, o *SyncResult, n int, least time.Duration, what string) {
+	t.Helper()
+	var d time.Duration
+	for range n {
+		d = g.pass(o)
+	}
+	if d < least {
+		t.Fatalf("after %d passes %s alike the delay is %s, want it grown past %s", n, what, d, least)
+	}
+}
+
 func TestOutcomes(t *testing.T) {
 	cases := map[string]struct {
 		gpus                  map[int][2]string
@@ -77,29 +124,15 @@ func TestOutcomes(t *testing.T) {
 // not retried after the long wait's delay; failures that repeat back off
 // in turn.
 func TestBackoffGrowsWhileTheOutcomeRepeats(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	r := &NodeReconciler{Now: func() time.Time { return now }}
-	var d time.Duration
-	for range 12 {
-		d = r.nextBackoff(blocked0)
-		now = now.Add(d)
-	}
-	if d < 20*time.Second {
-		t.Fatalf("after 12 passes blocked alike the delay is %s, want it grown past 20 s", d)
-	}
-	if d := r.nextBackoff(failing1); d > 2*time.Second {
+	g := newBackoffRig()
+	g.grown(t, blocked0, 12, 20*time.Second, "blocked")
+	if d := g.r.nextBackoff(failing1); d > 2*time.Second {
 		t.Errorf("a pass whose GPU 1 failed anew retries after %s, want about a second", d)
 	}
-	if d := r.nextBackoff(failing1); d > 3*time.Second {
+	if d := g.r.nextBackoff(failing1); d > 3*time.Second {
 		t.Errorf("the second pass alike retries after %s, want the backoff's second step", d)
 	}
-	for range 12 {
-		d = r.nextBackoff(failing1)
-		now = now.Add(d)
-	}
-	if d < 20*time.Second {
-		t.Fatalf("after 12 passes failing alike the delay is %s, want it grown past 20 s", d)
-	}
+	g.grown(t, failing1, 12, 20*time.Second, "failing")
 }
 
 // TestNewOutcomeResetsAtMostEvery10Minutes: a wait for another reason (GPU
@@ -108,24 +141,13 @@ func TestBackoffGrowsWhileTheOutcomeRepeats(t *testing.T) {
 // half an hour, still back off (a reset every outcomeResetEvery at most:
 // about as few passes as a steady outcome's, not one a second).
 func TestNewOutcomeResetsAtMostEvery10Minutes(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	r := &NodeReconciler{Now: func() time.Time { return now }}
+	g := newBackoffRig()
 	resetWait := passResult(map[int][2]string{0: {string(v1alpha1.PhaseBlocked), v1alpha1.ReasonResetRequired}})
-	for range 12 {
-		now = now.Add(r.nextBackoff(blocked0))
-	}
-	if d := r.nextBackoff(resetWait); d > 2*time.Second {
+	g.grown(t, blocked0, 12, 20*time.Second, "blocked")
+	if d := g.r.nextBackoff(resetWait); d > 2*time.Second {
 		t.Errorf("a wait for another reason retries after %s, want about a second", d)
 	}
-	passes := 0
-	for end := now.Add(30 * time.Minute); now.Before(end); passes++ {
-		o := blocked0
-		if passes%2 == 1 {
-			o = resetWait
-		}
-		now = now.Add(r.nextBackoff(o))
-	}
-	if passes > 80 {
+	if passes := g.alternate(blocked0, resetWait, 30*time.Minute); passes > 80 {
 		t.Errorf("%d passes in half an hour of waits alternating, want at most 80", passes)
 	}
 }
@@ -137,25 +159,11 @@ func TestNewOutcomeResetsAtMostEvery10Minutes(t *testing.T) {
 // first failures had grown to, nor the waits': waits and failures back off
 // apart, and a pass without failure starts the failures' backoff again.
 func TestFailureAfterAWaitIsRetriedSoon(t *testing.T) {
-	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	now := start
-	r := &NodeReconciler{Now: func() time.Time { return now }}
-	var d time.Duration
-	for range 8 {
-		d = r.nextBackoff(failing0)
-		now = now.Add(d)
-	}
-	if d < 8*time.Second {
-		t.Fatalf("after 8 passes failing alike the delay is %s, want it grown past 8 s", d)
-	}
-	for range 10 {
-		now = now.Add(r.nextBackoff(blocked0))
-	}
-	if d := r.nextBackoff(blocked0); d < 10*time.Second {
-		t.Fatalf("after 11 passes blocked alike the delay is %s, want it grown past 10 s", d)
-	}
-	if d := r.nextBackoff(failing0); d > 2*time.Second {
-		t.Errorf("GPU 0 failing again after %s of failures and waits retries after %s, want about a second", now.Sub(start).Round(time.Second), d)
+	g := newBackoffRig()
+	g.grown(t, failing0, 8, 8*time.Second, "failing")
+	g.grown(t, blocked0, 11, 10*time.Second, "blocked")
+	if d := g.r.nextBackoff(failing0); d > 2*time.Second {
+		t.Errorf("GPU 0 failing again after its failures and waits retries after %s, want about a second", d)
 	}
 }
 
@@ -164,21 +172,12 @@ func TestFailureAfterAWaitIsRetriedSoon(t *testing.T) {
 // waiting backoff allows (about 25 waits in half an hour, each followed by
 // a failure retried in a second or two), not every second.
 func TestAlternatingOutcomesStillBackOff(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	r := &NodeReconciler{Now: func() time.Time { return now }}
-	passes := 0
-	for end := now.Add(30 * time.Minute); now.Before(end); passes++ {
-		o := blocked0
-		if passes%2 == 1 {
-			o = failing0
-		}
-		now = now.Add(r.nextBackoff(o))
-	}
-	if passes > 80 {
+	g := newBackoffRig()
+	if passes := g.alternate(blocked0, failing0, 30*time.Minute); passes > 80 {
 		t.Errorf("%d passes in half an hour of alternating outcomes, want at most 80", passes)
 	}
-	r.resetBackoff()
-	if d := r.nextBackoff(blocked0); d > 2*time.Second {
+	g.r.resetBackoff()
+	if d := g.r.nextBackoff(blocked0); d > 2*time.Second {
 		t.Errorf("after a pass that left nothing to retry, a wait retries after %s, want about a second", d)
 	}
 }
@@ -188,23 +187,15 @@ func TestAlternatingOutcomesStillBackOff(t *testing.T) {
 // outcome may make every outcomeResetEvery, so a GPU failing anew beside
 // them a minute later is retried in about a second too.
 func TestFirstFailureAfterAWaitLeavesTheResetUnspent(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	r := &NodeReconciler{Now: func() time.Time { return now }}
+	g := newBackoffRig()
 	bothFailing := passResult(map[int][2]string{
 		0: {string(v1alpha1.PhaseFailed), v1alpha1.ReasonNVMLError},
 		1: {string(v1alpha1.PhaseFailed), v1alpha1.ReasonNVMLError},
 	})
-	now = now.Add(r.nextBackoff(failing0))
-	now = now.Add(r.nextBackoff(blocked0))
-	var d time.Duration
-	for range 8 {
-		d = r.nextBackoff(failing0)
-		now = now.Add(d)
-	}
-	if d < 8*time.Second {
-		t.Fatalf("after 8 passes failing alike the delay is %s, want it grown past 8 s", d)
-	}
-	if d := r.nextBackoff(bothFailing); d > 2*time.Second {
+	g.pass(failing0)
+	g.pass(blocked0)
+	g.grown(t, failing0, 8, 8*time.Second, "failing")
+	if d := g.r.nextBackoff(bothFailing); d > 2*time.Second {
 		t.Errorf("GPU 1 failing anew beside GPU 0 retries after %s, want about a second", d)
 	}
 }
