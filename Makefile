@@ -11,9 +11,11 @@ help: ## list targets
 # The README's first command: builds what it needs (the first run compiles Kubernetes from
 # the Go module proxy, 10-15 min on 2 cores), runs miglayout on a real control plane with simulated
 # GPUs, exits 0 when every step passed. KEEP=1 leaves the cluster up until Ctrl-C.
+# Built, then run (not go run, which exits 1 when Ctrl-C stops the kept cluster).
 .PHONY: demo
 demo: ## one-command demo on simulated GPUs (KEEP=1 leaves the cluster up)
-	$(GO) run ./cmd/miglayout-demo $(if $(filter-out 0,$(KEEP)),--keep)
+	$(GO) build -o bin/miglayout-demo ./cmd/miglayout-demo
+	bin/miglayout-demo $(if $(filter-out 0,$(KEEP)),--keep)
 
 build: ## build every command into bin/
 	$(GO) build -o bin/ ./cmd/...
