@@ -256,7 +256,7 @@ func (r *Runner) RunAuto(ctx context.Context, sc *AutoScenario, livenessTimeout 
 		problem("%s", s)
 	}
 
-	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies = r.monitorVerdict(ctx, since, problem)
+	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies = r.monitorVerdict(ctx, since, problem, note)
 	res.Pods = len(pods)
 	res.Took = time.Since(start)
 	return res

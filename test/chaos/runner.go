@@ -254,7 +254,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 	}
 
 	// The monitor's verdict on this scenario.
-	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies = r.monitorVerdict(ctx, r.since, problem)
+	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies = r.monitorVerdict(ctx, r.since, problem, problem)
 	r.since = time.Now()
 	for _, n := range env.ChaosNodes {
 		log := readFrom(agentLog(env, n), offsets[n])
@@ -499,9 +499,10 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 }
 
 // monitorVerdict lets the monitor catch up, reports each of its findings on the chaos
-// nodes since since as a problem, and counts them: allocated devices destroyed,
+// nodes since since (allocations on tainted devices, which fail no scenario, through
+// observed; the others through problem), and counts them: allocated devices destroyed,
 // allocations on tainted devices, and other pool/allocation anomalies.
-func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, problem func(format string, args ...any)) (destroyed, tainted, anomalies int) {
+func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, problem, observed func(format string, args ...any)) (destroyed, tainted, anomalies int) {
 	sleep(ctx, 300*time.Millisecond)
 	r.Mon.Checkpoint()
 	for _, f := range r.Mon.Findings(since, r.Env.ChaosNodes...) {
@@ -510,6 +511,8 @@ func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, problem fu
 			destroyed++
 		case TaintedAllocation:
 			tainted++
+			observed("%s", f)
+			continue
 		default:
 			anomalies++
 		}
