@@ -137,9 +137,8 @@ const (
 	// failing on the GPU for 10 minutes, retries included): the pass stopped (its publication or
 	// NVML observation failed, or the agent is stopping), or this GPU's
 	// change stopped on an error that is not NVML's (the API server could
-	// not be read, or not be written to show the GPU Repartitioning),
-	// before the change was done; the agent retries, or takes it up when it
-	// starts.
+	// not be read), before the change was done; the agent retries, or takes
+	// it up when it starts.
 	ReasonPassFailed = "PassFailed"
 	// ReasonJournalUnwritable (Degraded=True, GPU Failed): the agent cannot
 	// write its journal (state directory full or read-only), so it takes no

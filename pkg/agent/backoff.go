@@ -58,11 +58,12 @@ func (rb *retryBackoff) reset() {
 
 // outcomes splits what a pass left to retry into its GPUs that failed
 // (Failed on an error that may pass: NVMLError, GPUUnreadable,
-// JournalUnwritable, DeviceTaintsUnsupported; or Pending with PassFailed: a
+// JournalUnwritable, DeviceTaintsUnsupported; Pending with PassFailed: a
 // change stopped on an error that is not NVML's, such as an API server that
-// could not be read or written) and those that wait (Blocked: a device in
-// use, whose release wakes the agent, or a reset required; Pending: the spec
-// changed during the pass), each as
+// could not be read; or Pending and in res.Stopped: the API server could
+// not be written or read just before the NVML work) and those that wait
+// (Blocked: a device in use, whose release wakes the agent, or a reset
+// required; Pending: the spec changed during the pass), each as
 // "index:phase:reason" in index order, comma-separated. GPUs Failed on
 // their input (InvalidLayout, UnknownGPU) are in neither: nothing but a
 // new spec changes them.
@@ -74,7 +75,7 @@ func outcomes(res *SyncResult) (failing, waiting string) {
 		switch {
 		case g.Phase == v1alpha1.PhaseReady:
 		case g.Phase == v1alpha1.PhaseFailed && (g.Reason == v1alpha1.ReasonInvalidLayout || g.Reason == v1alpha1.ReasonUnknownGPU):
-		case g.Phase == v1alpha1.PhaseFailed, g.Phase == v1alpha1.PhasePending && g.Reason == ReasonPassFailed:
+		case g.Phase == v1alpha1.PhaseFailed, g.Phase == v1alpha1.PhasePending && (g.Reason == ReasonPassFailed || res.Stopped.Has(idx)):
 			f = append(f, part)
 		default:
 			w = append(w, part)

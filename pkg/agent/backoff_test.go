@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -84,6 +85,7 @@ func (g *backoffRig) grown(t *testing.T, o *SyncResult, n int, least time.Durati
 func TestOutcomes(t *testing.T) {
 	cases := map[string]struct {
 		gpus                  map[int][2]string
+		stopped               []int // SyncResult.Stopped
 		wantFailing, wantWait string
 	}{
 		"blocked and ready": {
@@ -100,6 +102,12 @@ func TestOutcomes(t *testing.T) {
 			wantFailing: "0:Pending:" + ReasonPassFailed,
 			wantWait:    "1:Pending:" + v1alpha1.ReasonPending,
 		},
+		"a change stopped before its NVML work fails, though shown Pending": {
+			gpus:        map[int][2]string{0: {"Pending", v1alpha1.ReasonPending}, 1: {"Pending", v1alpha1.ReasonPending}},
+			stopped:     []int{1},
+			wantFailing: "1:Pending:" + v1alpha1.ReasonPending,
+			wantWait:    "0:Pending:" + v1alpha1.ReasonPending,
+		},
 		"input failures are neither": {
 			gpus: map[int][2]string{0: {"Failed", v1alpha1.ReasonInvalidLayout}, 1: {"Failed", v1alpha1.ReasonUnknownGPU}},
 		},
@@ -110,7 +118,9 @@ func TestOutcomes(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			f, w := outcomes(passResult(tc.gpus))
+			res := passResult(tc.gpus)
+			res.Stopped = sets.New(tc.stopped...)
+			f, w := outcomes(res)
 			if diff := cmp.Diff([2]string{tc.wantFailing, tc.wantWait}, [2]string{f, w}); diff != "" {
 				t.Errorf("outcomes (failing, waiting) (-want +got):\n%s", diff)
 			}

@@ -70,6 +70,11 @@ type SyncResult struct {
 	// clear by itself (device in use, NVML error), so the caller should come
 	// back after a backoff.
 	Retry bool
+	// Stopped holds the GPUs whose change stopped before its NVML work
+	// because the API server could not be written (the GPU shown
+	// Repartitioning) or read (the spec read again): shown Pending, like a
+	// GPU whose spec changed, they are retried as failures (outcomes).
+	Stopped sets.Set[int]
 }
 
 // Reporter receives phase changes during a pass (Draining, Repartitioning)
@@ -135,7 +140,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			return nil, err
 		}
 	}
-	res := &SyncResult{Results: map[int]GPUResult{}}
+	res := &SyncResult{Results: map[int]GPUResult{}, Stopped: sets.New[int]()}
 	// One cached read of the allocations: what is in use, and the
 	// allocations under names the agent does not give (confirmed by a live
 	// read only where a GPU would lose devices).
@@ -277,22 +282,24 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	for _, p := range work {
 		start := time.Now()
 		// An API server that cannot be written or read stops the change
-		// (PassFailed, retried as a failure); a changed spec only defers
-		// it (Pending).
-		why, reason := "", ReasonPassFailed
+		// (retried as a failure: Stopped); a changed spec only defers it.
+		// Either way the GPU shows Pending, so that its retry shows
+		// Draining again (the Auto planner cancels changes it sees
+		// draining).
+		why, stopped := "", true
 		if err := report(p.index, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: v1alpha1.ReasonRepartitioning, Message: p.describe()}); err != nil {
 			why = fmt.Sprintf("the GPU could not be shown Repartitioning (%v)", err)
 		} else if changed, err := r.specChanged(ctx, p); err != nil {
 			why = fmt.Sprintf("the desired layout could not be read again before repartitioning (%v)", err)
 		} else if changed {
-			why, reason = "the desired layout changed before the GPU was repartitioned", v1alpha1.ReasonPending
+			why, stopped = "the desired layout changed before the GPU was repartitioned", false
 		}
 		if why != "" {
 			logger.Info("Leaving the GPU as it is this pass", "gpu", p.index, "layout", p.desired.String(), "why", why)
-			if reason == ReasonPassFailed {
-				r.Metrics.countFailedPass()
+			if stopped {
+				res.Stopped.Insert(p.index)
 			}
-			res.Results[p.index] = GPUResult{Phase: v1alpha1.PhasePending, Reason: reason,
+			res.Results[p.index] = GPUResult{Phase: v1alpha1.PhasePending, Reason: v1alpha1.ReasonPending,
 				Message: fmt.Sprintf("%s; %s not applied", why, p.desired.String())}
 			res.Retry = true
 			if err := r.Journal.KeepMode(p.index); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -81,8 +82,50 @@ func TestNoNVMLWorkWhenRepartitioningIsNotShown(t *testing.T) {
 	if err := c.Get(t.Context(), types.NamespacedName{Name: "n1"}, &after); err != nil {
 		t.Fatal(err)
 	}
-	if st := after.Status.GPUs[0]; st.Phase != v1alpha1.PhasePending || st.Reason != ReasonPassFailed || !strings.Contains(st.Message, "could not be shown Repartitioning") {
-		t.Errorf("GPU 0 status %s/%s (%s), want Pending/%s: the GPU could not be shown Repartitioning", st.Phase, st.Reason, st.Message, ReasonPassFailed)
+	if st := after.Status.GPUs[0]; st.Phase != v1alpha1.PhasePending || st.Reason != v1alpha1.ReasonPending || !strings.Contains(st.Message, "could not be shown Repartitioning") {
+		t.Errorf("GPU 0 status %s/%s (%s), want Pending/Pending: the GPU could not be shown Repartitioning", st.Phase, st.Reason, st.Message)
+	}
+}
+
+// TestRetryAfterAFailedRepartitioningReportShowsDraining: after a pass
+// whose Repartitioning report failed (the API server answered 503 once),
+// the retry shows the GPU Draining again during its settle period, where
+// the Auto planner may still cancel the change (it cancels only changes it
+// sees draining), and then applies it.
+func TestRetryAfterAFailedRepartitioningReportShowsDraining(t *testing.T) {
+	failed := false
+	var shown []v1alpha1.GPUPhase // GPU 0's phases as written, pass after pass
+	g, c := rigWithAutoChange(t, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		st := obj.(*v1alpha1.NodeMigLayout).Status.GPUs
+		if len(st) > 0 && st[0].Phase == v1alpha1.PhaseRepartitioning && !failed {
+			failed = true
+			return apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
+		}
+		if len(st) > 0 {
+			shown = append(shown, st[0].Phase)
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}})
+	g.r.Reread = LiveSpecs(c, "n1")
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: events.NewFakeRecorder(20)}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	res, _ := r.Reconcile(t.Context(), req)
+	if !failed || g.layouts(t)[0] != "7g.80gb@0" {
+		t.Fatalf("first pass: report failed %v, GPU 0 %q; want the failed report to leave 7g.80gb@0", failed, g.layouts(t)[0])
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > 2*time.Second {
+		t.Errorf("first pass: retry after %v, want about a second", res.RequeueAfter)
+	}
+	first := len(shown)
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.layouts(t)[0]; got != "3g.40gb@4" {
+		t.Errorf("after the retry GPU 0 holds %q, want 3g.40gb@4", got)
+	}
+	want := []v1alpha1.GPUPhase{v1alpha1.PhaseDraining, v1alpha1.PhaseRepartitioning, v1alpha1.PhaseReady}
+	if diff := cmp.Diff(want, shown[first:]); diff != "" {
+		t.Errorf("GPU 0's phases written by the retry (-want +got):\n%s", diff)
 	}
 }
 

@@ -46,18 +46,20 @@ func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
 		now  []v1alpha1.GPUSpec
 		err  error
 		want []string
-		// why a GPU left at 7g.80gb@0 says so, with reason
-		why, reason string
+		// why a GPU left at 7g.80gb@0 says so
+		why string
+		// stopped: the GPU is retried as a failure (SyncResult.Stopped)
+		stopped bool
 	}{
 		"cancelled back to the actual layout": {
 			now:  []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0,3g.40gb@4")},
 			want: []string{"7g.80gb@0", "3g.40gb@0,3g.40gb@4"},
-			why:  "changed before the GPU was repartitioned", reason: v1alpha1.ReasonPending,
+			why:  "changed before the GPU was repartitioned",
 		},
 		"spec gone": {
 			now:  []v1alpha1.GPUSpec{spec(1, "3g.40gb@0,3g.40gb@4")},
 			want: []string{"7g.80gb@0", "3g.40gb@0,3g.40gb@4"},
-			why:  "changed before the GPU was repartitioned", reason: v1alpha1.ReasonPending,
+			why:  "changed before the GPU was repartitioned",
 		},
 		"unchanged": {
 			now:  []v1alpha1.GPUSpec{spec(0, "3g.40gb@4"), spec(1, "3g.40gb@0,3g.40gb@4")},
@@ -66,7 +68,7 @@ func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
 		"reread fails: no GPU changes this pass": {
 			err:  errors.New("apiserver down"),
 			want: []string{"7g.80gb@0", "7g.80gb@0"},
-			why:  "could not be read again before repartitioning (apiserver down)", reason: ReasonPassFailed,
+			why:  "could not be read again before repartitioning (apiserver down)", stopped: true,
 		},
 	}
 	for name, tc := range tests {
@@ -97,8 +99,8 @@ func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
 					}
 					continue
 				}
-				if got.Phase != v1alpha1.PhasePending || got.Reason != tc.reason || !strings.Contains(got.Message, tc.why) || !res.Retry {
-					t.Errorf("GPU %d result %+v (retry %v), want Pending/%s: the desired layout %s", i, got, res.Retry, tc.reason, tc.why)
+				if got.Phase != v1alpha1.PhasePending || got.Reason != v1alpha1.ReasonPending || !strings.Contains(got.Message, tc.why) || !res.Retry || res.Stopped.Has(i) != tc.stopped {
+					t.Errorf("GPU %d result %+v (retry %v, stopped %v), want Pending/Pending, stopped %v: the desired layout %s", i, got, res.Retry, res.Stopped.Has(i), tc.stopped, tc.why)
 				}
 			}
 			if last := g.inv.last(); len(last.draining) != 0 {
