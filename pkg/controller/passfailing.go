@@ -23,9 +23,8 @@ const PassesFailingAfter = 10 * time.Minute
 // MigLayout. (A MigLayout deleted leaves its nodes' entries until a new
 // NodeMigLayout of the node is first seen, without rows.) A retry shows
 // the GPU Draining or Repartitioning, and a new spec Pending for another
-// reason, before it
-// fails again: those keep the time, so a GPU whose passes fail over and
-// over is judged from its first failure (the row's lastTransitionTime
+// reason, before it fails again: those keep the time, so a GPU whose
+// passes fail over and over is judged from its first failure (the row's lastTransitionTime
 // moves with each retry's phase, and counts time Pending before the first
 // failure too). A controller that starts (or takes the lead) counts from
 // its first sight.
