@@ -93,7 +93,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			st = gate.hold(st)
 		}
 		var due time.Time
-		st, due = withFailingPasses(st, nml, r.failing.observe(node, nml, now), now)
+		st, due = withFailingPasses(st, nml, r.failing.observe(ml.Name, node, nml, now), now)
 		failingDue = earliest(failingDue, due)
 		states = append(states, st)
 	}

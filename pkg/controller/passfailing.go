@@ -20,30 +20,40 @@ const PassesFailingAfter = 10 * time.Minute
 // reported Pending with PassFailed, until it sees the GPU Ready, Blocked or
 // Failed, or no longer reported, or the node's NodeMigLayout is released
 // (the node no longer selected), or the node is selected by more than one
-// MigLayout. (A MigLayout deleted leaves its nodes' entries until a new
-// NodeMigLayout of the node is first seen, without rows.) A retry shows
-// the GPU Draining or Repartitioning, and a new spec Pending for another
-// reason, before it fails again: those keep the time, so a GPU whose
-// passes fail over and over is judged from its first failure (the row's lastTransitionTime
-// moves with each retry's phase, and counts time Pending before the first
-// failure too). A controller that starts (or takes the lead) counts from
-// its first sight.
+// MigLayout, or its MigLayout is deleted, or the node is seen under another
+// MigLayout. A retry shows the GPU Draining or Repartitioning, and a new
+// spec Pending for another reason, before it fails again: those keep the
+// time, so a GPU whose passes fail over and over is judged from its first
+// failure (the row's lastTransitionTime moves with each retry's phase, and
+// counts time Pending before the first failure too). A controller that
+// starts (or takes the lead) counts from its first sight.
 type failingPasses struct {
 	mu    sync.Mutex
-	since map[string]map[int32]time.Time // by node, then GPU index
+	since map[string]nodeFailing // by node
 }
 
-// observe records nml's GPU rows at now and returns, per GPU reported
-// Pending with PassFailed, since when this controller has seen its passes
-// failing. A nil nml forgets node.
-func (f *failingPasses) observe(node string, nml *v1alpha1.NodeMigLayout, now time.Time) map[int32]time.Time {
+// nodeFailing is what failingPasses keeps of one node: the MigLayout that
+// manages it (by name) and, by GPU index, since when its passes fail.
+type nodeFailing struct {
+	layout string
+	gpus   map[int32]time.Time
+}
+
+// observe records nml's GPU rows, node's under the MigLayout named layout,
+// at now and returns, per GPU reported Pending with PassFailed, since when
+// this controller has seen its passes failing. A nil nml forgets node, and
+// so does a layout other than the one node was last seen under.
+func (f *failingPasses) observe(layout, node string, nml *v1alpha1.NodeMigLayout, now time.Time) map[int32]time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if nml == nil {
 		delete(f.since, node)
 		return nil
 	}
-	prev := f.since[node]
+	var prev map[int32]time.Time
+	if n, ok := f.since[node]; ok && n.layout == layout {
+		prev = n.gpus
+	}
 	var kept, failing map[int32]time.Time
 	for _, g := range nml.Status.GPUs {
 		t, seen := prev[g.Index]
@@ -68,9 +78,9 @@ func (f *failingPasses) observe(node string, nml *v1alpha1.NodeMigLayout, now ti
 		delete(f.since, node)
 	} else {
 		if f.since == nil {
-			f.since = map[string]map[int32]time.Time{}
+			f.since = map[string]nodeFailing{}
 		}
-		f.since[node] = kept
+		f.since[node] = nodeFailing{layout: layout, gpus: kept}
 	}
 	return failing
 }
@@ -82,6 +92,19 @@ func (f *failingPasses) forget(node string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.since, node)
+}
+
+// forgetLayout drops what is remembered of the nodes last seen under the
+// MigLayout named layout: it is deleted, and its NodeMigLayouts go by
+// garbage collection.
+func (f *failingPasses) forgetLayout(layout string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for node, n := range f.since {
+		if n.layout == layout {
+			delete(f.since, node)
+		}
+	}
 }
 
 // withFailingPasses adds to st.Stuck each GPU of nml whose passes have

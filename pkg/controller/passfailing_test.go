@@ -23,7 +23,7 @@ import (
 // time it is seen Pending with PassFailed, through the retries' Draining
 // and Repartitioning and a new spec's Pending, until it is seen Ready,
 // Blocked or Failed, or is no longer reported; a NodeMigLayout gone
-// forgets its node.
+// forgets its node, and so does the node seen under another MigLayout.
 func TestFailingPassesObserve(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
@@ -36,25 +36,32 @@ func TestFailingPassesObserve(t *testing.T) {
 	in := func(idx int32, p v1alpha1.GPUPhase, reason string) *gpuBuilder { return a100(idx).phase(p, reason, "") }
 	var f failingPasses
 	steps := []struct {
-		name string
-		nml  *v1alpha1.NodeMigLayout
-		at   time.Time
-		want map[int32]time.Time
+		name   string
+		layout string // "": a
+		nml    *v1alpha1.NodeMigLayout
+		at     time.Time
+		want   map[int32]time.Time
 	}{
-		{"first failure", report(failed(0), in(1, v1alpha1.PhasePending, v1alpha1.ReasonPending)), at(0), map[int32]time.Time{0: at(0)}},
-		{"the retry repartitions", report(in(0, v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning), in(1, v1alpha1.PhasePending, v1alpha1.ReasonPending)), at(2), nil},
-		{"and fails again", report(failed(0), failed(1)), at(3), map[int32]time.Time{0: at(0), 1: at(3)}},
-		{"a new spec", report(in(0, v1alpha1.PhasePending, v1alpha1.ReasonPending), failed(1)), at(4), map[int32]time.Time{1: at(3)}},
-		{"fails again", report(failed(0), failed(1)), at(5), map[int32]time.Time{0: at(0), 1: at(3)}},
-		{"GPU 0 ready, GPU 1 blocked", report(in(0, v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied), in(1, v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse)), at(6), nil},
-		{"failing anew", report(failed(0), failed(1)), at(7), map[int32]time.Time{0: at(7), 1: at(7)}},
-		{"GPU 1 no longer reported", report(in(0, v1alpha1.PhaseDraining, v1alpha1.ReasonDraining)), at(8), nil},
-		{"GPU 1 back failing", report(failed(0), failed(1)), at(9), map[int32]time.Time{0: at(7), 1: at(9)}},
-		{"NodeMigLayout gone", nil, at(10), nil},
-		{"back", report(failed(0)), at(11), map[int32]time.Time{0: at(11)}},
+		{"first failure", "", report(failed(0), in(1, v1alpha1.PhasePending, v1alpha1.ReasonPending)), at(0), map[int32]time.Time{0: at(0)}},
+		{"the retry repartitions", "", report(in(0, v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning), in(1, v1alpha1.PhasePending, v1alpha1.ReasonPending)), at(2), nil},
+		{"and fails again", "", report(failed(0), failed(1)), at(3), map[int32]time.Time{0: at(0), 1: at(3)}},
+		{"a new spec", "", report(in(0, v1alpha1.PhasePending, v1alpha1.ReasonPending), failed(1)), at(4), map[int32]time.Time{1: at(3)}},
+		{"fails again", "", report(failed(0), failed(1)), at(5), map[int32]time.Time{0: at(0), 1: at(3)}},
+		{"GPU 0 ready, GPU 1 blocked", "", report(in(0, v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied), in(1, v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse)), at(6), nil},
+		{"failing anew", "", report(failed(0), failed(1)), at(7), map[int32]time.Time{0: at(7), 1: at(7)}},
+		{"GPU 1 no longer reported", "", report(in(0, v1alpha1.PhaseDraining, v1alpha1.ReasonDraining)), at(8), nil},
+		{"GPU 1 back failing", "", report(failed(0), failed(1)), at(9), map[int32]time.Time{0: at(7), 1: at(9)}},
+		{"NodeMigLayout gone", "", nil, at(10), nil},
+		{"back", "", report(failed(0)), at(11), map[int32]time.Time{0: at(11)}},
+		{"under another MigLayout", "b", report(failed(0)), at(12), map[int32]time.Time{0: at(12)}},
+		{"and back under the first", "", report(failed(0)), at(13), map[int32]time.Time{0: at(13)}},
 	}
 	for _, s := range steps {
-		if diff := cmp.Diff(s.want, f.observe("n", s.nml, s.at)); diff != "" {
+		layout := s.layout
+		if layout == "" {
+			layout = "a"
+		}
+		if diff := cmp.Diff(s.want, f.observe(layout, "n", s.nml, s.at)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", s.name, diff)
 		}
 	}
@@ -206,7 +213,7 @@ func TestReconcileDegradedByFailingPasses(t *testing.T) {
 	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &v1alpha1.NodeMigLayout{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the released node's NodeMigLayout: %v, want it deleted", err)
 	}
-	if got := r.failing.since["n1"]; got != nil {
+	if got, ok := r.failing.since["n1"]; ok {
 		t.Errorf("the released node's failing GPUs are still remembered: %v", got)
 	}
 }
@@ -228,7 +235,7 @@ func TestConflictedNodeForgetsFailingPasses(t *testing.T) {
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if r.failing.since["n1"] == nil {
+	if _, ok := r.failing.since["n1"]; !ok {
 		t.Fatal("the failing GPU is not remembered: the test shows nothing")
 	}
 	if err := c.Create(ctx, staticMigLayout("b", "uid-b", "a")); err != nil {
@@ -237,7 +244,49 @@ func TestConflictedNodeForgetsFailingPasses(t *testing.T) {
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.failing.since["n1"]; got != nil {
+	if got, ok := r.failing.since["n1"]; ok {
 		t.Errorf("the conflicted node's failing GPUs are still remembered: %v", got)
+	}
+}
+
+// TestDeletedMigLayoutForgetsFailingPasses: a MigLayout deleted while its
+// node's passes fail takes what was remembered of its failing GPUs with it
+// (its NodeMigLayouts go by garbage collection, which the reconciler does
+// not see), and leaves another MigLayout's nodes alone.
+func TestDeletedMigLayoutForgetsFailingPasses(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	spec := specGPU(0, "3g.40gb@0,3g.40gb@4", `rule "halves": profiles 3g.40gb:2`)
+	failed := func() *gpuBuilder {
+		return a100(0).layout("7g.80gb@0").phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "reading ResourceClaim allocations: forbidden")
+	}
+	a, b := staticMigLayout("a", "uid-a", "a"), staticMigLayout("b", "uid-b", "b")
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithObjects(a, b, node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "b"}),
+			ownedBy(nodeMigLayout("n1").spec(spec).status(failed()).build(), a),
+			ownedBy(nodeMigLayout("n2").spec(spec).status(failed()).build(), b)).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(10), Now: func() time.Time { return now }}
+	for _, name := range []string{"a", "b"} {
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, node := range []string{"n1", "n2"} {
+		if _, ok := r.failing.since[node]; !ok {
+			t.Fatalf("node %s's failing GPU is not remembered: the test shows nothing", node)
+		}
+	}
+	if err := c.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := r.failing.since["n1"]; ok {
+		t.Errorf("the deleted MigLayout's node's failing GPUs are still remembered: %v", got)
+	}
+	if _, ok := r.failing.since["n2"]; !ok {
+		t.Error("another MigLayout's node's failing GPUs are forgotten")
 	}
 }

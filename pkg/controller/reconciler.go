@@ -98,6 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// Its NodeMigLayouts go with it: they carry its owner reference.
 			forgetMetrics(req.Name)
 			r.forgetProblems(req.Name)
+			r.failing.forgetLayout(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("getting MigLayout %s: %w", req.Name, err)
