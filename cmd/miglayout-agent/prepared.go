@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/miglayout/miglayout/pkg/plugin"
 )
 
-// preparedSet adapts the kubelet plugin to agent.Prepared.
+// preparedSet adapts the kubelet plugin to agent.Prepared and
+// agent.PreparedClaims.
 type preparedSet struct{ p *plugin.Plugin }
 
 func (s preparedSet) PreparedDevices() sets.Set[string] {
@@ -15,4 +20,22 @@ func (s preparedSet) PreparedDevices() sets.Set[string] {
 		out.Insert(name)
 	}
 	return out
+}
+
+func (s preparedSet) PreparedClaimRefs() []kubeletplugin.NamespacedObject {
+	claims := s.p.PreparedClaims()
+	out := make([]kubeletplugin.NamespacedObject, len(claims))
+	for i, c := range claims {
+		out[i] = kubeletplugin.NamespacedObject{UID: c.UID, NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}}
+	}
+	return out
+}
+
+func (s preparedSet) ReleaseOrphan(ctx context.Context, uid types.UID) ([]string, bool, error) {
+	pc, released, err := s.p.ReleaseOrphan(ctx, uid)
+	var devices []string
+	for _, d := range pc.Devices {
+		devices = append(devices, d.Device)
+	}
+	return devices, released, err
 }

@@ -40,6 +40,11 @@ const (
 	// journal (state directory full or read-only), so it took no NVML step
 	// on the GPU.
 	EventJournalUnwritable = ReasonJournalUnwritable
+	// EventOrphanedClaimReleased (Warning): the kubelet plugin released the
+	// preparation of a ResourceClaim that no longer exists, which the
+	// kubelet never unprepared (OrphanedClaims); its devices may be
+	// destroyed or prepared again.
+	EventOrphanedClaimReleased = "OrphanedClaimReleased"
 )
 
 // ReasonJournalUnwritable is the reason of a GPU status row (phase Failed)

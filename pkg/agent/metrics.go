@@ -21,6 +21,7 @@ type Metrics struct {
 	bindings     *prometheus.CounterVec
 	unreadable   prometheus.Gauge
 	failedPasses prometheus.Counter
+	orphans      prometheus.Counter
 
 	// devicesMu guards deviceLabels: the label sets of devices the last
 	// pass set (recordDevices).
@@ -61,14 +62,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "miglayout_agent_failed_passes_total",
 			Help: "Passes that stopped before the node's pool was published (NVML could not read the GPUs, the API server refused a publication...), and GPU changes that stopped on an error that is not NVML's (the API server could not be read: the GPU is Pending, PassFailed); the agent retries them with backoff. A stop of the agent is not counted.",
 		}),
+		orphans: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "miglayout_agent_orphaned_claims_released_total",
+			Help: "Preparations of ResourceClaims that no longer exist, which the kubelet never unprepared, released by the agent (event OrphanedClaimReleased).",
+		}),
 	}
-	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings, m.unreadable, m.failedPasses)
+	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings, m.unreadable, m.failedPasses, m.orphans)
 	return m
 }
 
 func (m *Metrics) setUnreadable(n int) {
 	if m != nil {
 		m.unreadable.Set(float64(n))
+	}
+}
+
+func (m *Metrics) countOrphanReleased() {
+	if m != nil {
+		m.orphans.Inc()
 	}
 }
 

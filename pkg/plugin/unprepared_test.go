@@ -1,6 +1,10 @@
 package plugin
 
 import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/miglayout/miglayout/pkg/slices"
@@ -75,5 +79,61 @@ func TestOnUnpreparedCalledWhenStaleDropped(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Errorf("OnUnprepared called %d times after a stale preparation was dropped, want 1", calls)
+	}
+}
+
+// TestReleaseOrphan: a claim released as an orphan loses its CDI spec and
+// checkpoint entry, so its devices are no longer prepared, another claim
+// allocated them is prepared, and a plugin started again does not bring it
+// back; the agent hears of it as of an unprepare. Releasing it again, or a
+// claim never prepared, does nothing.
+func TestReleaseOrphan(t *testing.T) {
+	e := newEnv(t)
+	calls := 0
+	cfg := Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir,
+		HostRoot: e.hostRoot, OnUnprepared: func() { calls++ }}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver := slices.DefaultDriverName
+	dev := "gpu-0-mig-3g40gb-9-4"
+	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", driver, node, dev})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, err := os.Stat(filepath.Join(e.cdiDir, specName(driver, uid1))); err != nil {
+		t.Fatalf("the prepared claim's CDI spec: %v", err)
+	}
+	if r := e.prepare(p, claim(uid2, "next", alloc{"mig", driver, node, dev})); r.Err == nil {
+		t.Fatal("a second claim of a prepared device was prepared: the test shows nothing")
+	}
+	pc, released, err := p.ReleaseOrphan(t.Context(), uid1)
+	if err != nil || !released || pc.Name != "train" || len(pc.Devices) != 1 || pc.Devices[0].Device != dev {
+		t.Fatalf("ReleaseOrphan: %+v, %v, %v; want the claim's record, released", pc, released, err)
+	}
+	if calls != 1 {
+		t.Errorf("OnUnprepared called %d times, want 1", calls)
+	}
+	if got := p.PreparedDevices(); len(got) != 0 {
+		t.Errorf("prepared devices after the release: %v, want none", got)
+	}
+	if _, err := os.Stat(filepath.Join(e.cdiDir, specName(driver, uid1))); !errors.Is(err, fs.ErrNotExist) {
+		t.Error("the released claim's CDI spec is still there")
+	}
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1); released || err != nil {
+		t.Errorf("released again: %v, %v; want nothing done", released, err)
+	}
+	if calls != 1 {
+		t.Errorf("OnUnprepared called %d times after a second release, want 1", calls)
+	}
+	again, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again.PreparedDevices(); len(got) != 0 {
+		t.Errorf("a plugin started again has prepared devices %v, want none", got)
+	}
+	if r := e.prepare(again, claim(uid2, "next", alloc{"mig", driver, node, dev})); r.Err != nil {
+		t.Errorf("the next claim of the released device: %v", r.Err)
 	}
 }

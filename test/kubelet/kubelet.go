@@ -117,6 +117,7 @@ type Kubelet struct {
 	bcast    record.EventBroadcaster
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+	stop     sync.Once
 
 	simMu sync.Mutex
 	sim   *nvmlsim.Sim
@@ -231,11 +232,13 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 }
 
 // Stop stops the kubelet. The pods' simulated processes keep running, like containers
-// when a kubelet stops.
+// when a kubelet stops. Stopping it again does nothing.
 func (k *Kubelet) Stop() {
-	k.cancel()
-	k.wg.Wait()
-	k.bcast.Shutdown()
+	k.stop.Do(func() {
+		k.cancel()
+		k.wg.Wait()
+		k.bcast.Shutdown()
+	})
 }
 
 // WaitForPlugin waits until the DRA plugin of driver has registered at or after since

@@ -35,6 +35,10 @@ const (
 	// A GPU falling off the bus (lostgpu_test.go): MigLayout e2e-lostgpu selects
 	// group=lostgpu; a short resync, so that the agent reads NVML again soon.
 	nodeLost = "lost-a100" // 2x A100-SXM4-80GB, resync 3s
+	// A claim the kubelet never unprepares (orphan_test.go): MigLayout e2e-orphan selects
+	// group=orphan; the agent releases such a preparation after 5s. The test stops this
+	// node's stand-in kubelet for good.
+	nodeOrphan = "orphan-a100" // 1x A100-SXM4-80GB, orphaned-claim grace 5s
 )
 
 // env is the cluster that serves the package, set up by TestMain.
@@ -54,6 +58,8 @@ func TestMain(m *testing.M) {
 			{Name: seedH, GPUs: "1xH100-SXM5-80GB", Labels: map[string]string{groupLabel: "seed"}},
 			{Name: nodeLost, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "lostgpu"},
 				AgentArgs: []string{"--resync-period=3s"}},
+			{Name: nodeOrphan, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "orphan"},
+				AgentArgs: []string{"--orphaned-claim-grace=5s"}},
 		},
 	}, 60, func(e *clustertest.Env) { env = e }))
 }

@@ -1,0 +1,213 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// Defaults of OrphanedClaims.
+const (
+	// DefaultOrphanGrace is how long a prepared claim must be seen gone
+	// before its preparation is released.
+	DefaultOrphanGrace = 10 * time.Minute
+	// maxOrphanInterval bounds the period of OrphanedClaims' sweeps.
+	maxOrphanInterval = time.Minute
+)
+
+// PreparedClaims is the kubelet plugin's record of the claims it prepared,
+// as OrphanedClaims needs it.
+type PreparedClaims interface {
+	// PreparedClaimRefs returns the prepared claims: namespace, name, UID.
+	PreparedClaimRefs() []kubeletplugin.NamespacedObject
+	// ReleaseOrphan unprepares the claim of uid as the kubelet's unprepare
+	// would, and returns the names of the devices it released; released
+	// is false where the claim is not prepared (any more). On an error the
+	// claim stays prepared.
+	ReleaseOrphan(ctx context.Context, uid types.UID) (devices []string, released bool, err error)
+}
+
+// OrphanedClaims releases the preparations of claims the kubelet will
+// never unprepare: a ResourceClaim deleted (or its name taken by a new
+// object, of another UID) while the kubelet plugin still records it as
+// prepared. The kubelet unprepares a claim before the claim can go, unless
+// its own record of the claim was lost (its DRA state file, a node
+// re-provisioned with the plugin's directory kept) or the pod and claim
+// were force-deleted while the plugin could not be reached. Such a record
+// would keep its devices from ever being destroyed (the GPU Blocked,
+// reason DeviceInUse) or prepared for another claim.
+//
+// Every Interval the prepared claims are looked up in the cache; a claim
+// the cache has seen gone for at least Grace is looked up once more in the
+// API server (Live), and released only if it is gone there too. Grace
+// covers a force-deleted pod whose containers still run on the node until
+// the kubelet stops them (the kubelet then unprepares the claim itself);
+// a device still running a process is not destroyed in any case. A claim
+// that is being deleted but still exists (finalizers) is not gone. The
+// times seen gone are kept in memory: an agent that restarts starts the
+// grace again.
+type OrphanedClaims struct {
+	// Claims are the kubelet plugin's prepared claims. Required.
+	Claims PreparedClaims
+	// Cached reads ResourceClaims from the agent's cache (every claim's
+	// identity is kept there: CacheOptions). Required.
+	Cached client.Reader
+	// Live reads a ResourceClaim from the API server before its
+	// preparation is released. Required.
+	Live client.Reader
+	// NodeName names the node's NodeMigLayout, on which a release is
+	// recorded as an event (EventOrphanedClaimReleased), if it exists.
+	NodeName string
+	// Recorder records the events; nil records none.
+	Recorder events.EventRecorder
+	// Metrics count the releases; nil counts none.
+	Metrics *Metrics
+	// Grace is how long a claim must be seen gone before it is released;
+	// default DefaultOrphanGrace.
+	Grace time.Duration
+	// Interval is the period of the sweeps; default a tenth of Grace,
+	// between 1 s and 1 minute.
+	Interval time.Duration
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+
+	goneSince map[types.UID]time.Time // only Sweep touches it
+}
+
+// Start sweeps every Interval until ctx ends (manager.Runnable). Errors
+// are logged; the claims they concern are looked at again in the next
+// sweep.
+func (o *OrphanedClaims) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithName("orphaned-claims")
+	ctx = klog.NewContext(ctx, logger)
+	t := time.NewTicker(o.interval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := o.Sweep(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Looking for prepared claims that no longer exist")
+		}
+	}
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every
+// agent sweeps its own node's claims.
+func (o *OrphanedClaims) NeedLeaderElection() bool { return false }
+
+// Sweep looks up every prepared claim once and releases those seen gone
+// for Grace and gone in the API server too. It returns the errors of the
+// lookups and releases, joined.
+func (o *OrphanedClaims) Sweep(ctx context.Context) error {
+	now := o.now()
+	next := map[types.UID]time.Time{}
+	var errs []error
+	for _, ref := range o.Claims.PreparedClaimRefs() {
+		since, suspected := o.goneSince[ref.UID]
+		gone, err := claimGone(ctx, o.Cached, ref)
+		if err != nil {
+			errs = append(errs, err)
+			if suspected {
+				next[ref.UID] = since
+			}
+			continue
+		}
+		if !gone {
+			continue
+		}
+		if !suspected {
+			since = now
+		}
+		if now.Sub(since) < o.grace() {
+			next[ref.UID] = since
+			continue
+		}
+		gone, err = claimGone(ctx, o.Live, ref)
+		if err != nil {
+			errs = append(errs, err)
+			next[ref.UID] = since
+			continue
+		}
+		if !gone {
+			continue // the cache lags: seen anew from the next sweep on
+		}
+		devices, released, err := o.Claims.ReleaseOrphan(ctx, ref.UID)
+		if err != nil {
+			errs = append(errs, err)
+			next[ref.UID] = since
+			continue
+		}
+		if released {
+			o.record(ctx, ref, devices, since)
+		}
+	}
+	o.goneSince = next
+	return errors.Join(errs...)
+}
+
+// claimGone reports whether ref's claim is gone in r: not found, or its
+// name taken by an object of another UID.
+func claimGone(ctx context.Context, r client.Reader, ref kubeletplugin.NamespacedObject) (bool, error) {
+	var claim resourceapi.ResourceClaim
+	err := r.Get(ctx, ref.NamespacedName, &claim)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("reading prepared ResourceClaim %s: %w", ref.NamespacedName, err)
+	}
+	return claim.UID != ref.UID, nil
+}
+
+// record tells of ref's release: a log line, the metric and, where the
+// node has a NodeMigLayout, a Warning event on it.
+func (o *OrphanedClaims) record(ctx context.Context, ref kubeletplugin.NamespacedObject, devices []string, since time.Time) {
+	note := fmt.Sprintf("released the preparation of ResourceClaim %s (UID %s), gone since %s at the latest, which the kubelet never unprepared; devices: %s",
+		ref.NamespacedName, ref.UID, since.UTC().Format(time.RFC3339), strings.Join(devices, ", "))
+	klog.FromContext(ctx).Info("Released the preparation of a claim that no longer exists", "claim", ref, "devices", devices, "goneSince", since)
+	o.Metrics.countOrphanReleased()
+	if o.Recorder == nil || o.NodeName == "" {
+		return
+	}
+	var nml v1alpha1.NodeMigLayout
+	if err := o.Cached.Get(ctx, types.NamespacedName{Name: o.NodeName}, &nml); err != nil {
+		return // no NodeMigLayout: the log line tells
+	}
+	o.Recorder.Eventf(&nml, nil, "Warning", EventOrphanedClaimReleased, "Unprepare", "%s", truncate(note, maxEventNote))
+}
+
+func (o *OrphanedClaims) grace() time.Duration {
+	if o.Grace > 0 {
+		return o.Grace
+	}
+	return DefaultOrphanGrace
+}
+
+func (o *OrphanedClaims) interval() time.Duration {
+	if o.Interval > 0 {
+		return o.Interval
+	}
+	return min(max(o.grace()/10, time.Second), maxOrphanInterval)
+}
+
+func (o *OrphanedClaims) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
