@@ -279,7 +279,13 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		switch got.Phase {
 		case v1alpha1.PhaseReady:
-			if before[spec.Index] != v1alpha1.PhaseReady || held[spec.Index] != heldNow(res, int(spec.Index)) {
+			// Told once the GPU is changed: by this pass, or behind the
+			// status's back (an earlier pass whose status was not
+			// written). A GPU found on its desired layout (a spec changed
+			// and changed back before the agent acted, a node first seen)
+			// was not repartitioned.
+			prev, known := held[spec.Index]
+			if res.Changed.Has(int(spec.Index)) || known && prev != heldNow(res, int(spec.Index)) {
 				note := fmt.Sprintf("GPU %d holds %q", spec.Index, spec.Layout)
 				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, gpuAction("Repartition", int(spec.Index)), "%s", note)
 			}

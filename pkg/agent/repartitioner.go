@@ -75,6 +75,10 @@ type SyncResult struct {
 	// Repartitioning) or read (the spec read again): shown Pending, like a
 	// GPU whose spec changed, they are retried as failures (outcomes).
 	Stopped sets.Set[int]
+	// Changed holds the GPUs this pass changed through NVML (devices
+	// destroyed or created, MIG mode set) and left on their desired layout:
+	// those the agent tells of as Repartitioned.
+	Changed sets.Set[int]
 }
 
 // Reporter receives phase changes during a pass (Draining, Repartitioning)
@@ -140,7 +144,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			return nil, err
 		}
 	}
-	res := &SyncResult{Results: map[int]GPUResult{}, Stopped: sets.New[int]()}
+	res := &SyncResult{Results: map[int]GPUResult{}, Stopped: sets.New[int](), Changed: sets.New[int]()}
 	// One cached read of the allocations: what is in use, and the
 	// allocations under names the agent does not give (confirmed by a live
 	// read only where a GPU would lose devices).
@@ -313,6 +317,8 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 		if result.Phase != v1alpha1.PhaseReady {
 			res.Results[p.index] = result
 			res.Retry = true
+		} else {
+			res.Changed.Insert(p.index)
 		}
 	}
 

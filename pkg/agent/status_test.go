@@ -655,3 +655,55 @@ func TestStoppedPassRepublishesTruth(t *testing.T) {
 		t.Errorf("last publication %+v, want %v untainted (NVML's truth: the stop came before any NVML step)", last, want)
 	}
 }
+
+// TestRepartitionedOnlyWhenChanged: a GPU that becomes Ready without being
+// changed (its spec changed and changed back before the agent acted, or a
+// node seen for the first time on its desired layout) gets no Repartitioned
+// event; one whose layout changed since its status was written does, even
+// if this pass did not change it, and so does one this pass changed.
+func TestRepartitionedOnlyWhenChanged(t *testing.T) {
+	halves := "3g.40gb@0,3g.40gb@4"
+	tests := map[string]struct {
+		holds string // "": halves
+		rows  []v1alpha1.GPUStatus
+		want  []string
+	}{
+		"a spec changed and changed back": {
+			rows: []v1alpha1.GPUStatus{{Index: 0, MIGEnabled: true, Layout: halves, Phase: v1alpha1.PhasePending, Reason: v1alpha1.ReasonPending}},
+		},
+		"a node first seen": {},
+		"changed behind the status": {
+			rows: []v1alpha1.GPUStatus{{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhasePending, Reason: v1alpha1.ReasonPending}},
+			want: []string{EventRepartitioned},
+		},
+		"a node first seen and changed": {
+			holds: "7g.80gb@0",
+			want:  []string{EventDraining, EventRepartitioned},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "1xA100-SXM4-80GB")
+			holds := tc.holds
+			if holds == "" {
+				holds = halves
+			}
+			g.setup(t, 0, holds)
+			nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 2},
+				Spec:   v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, halves)}},
+				Status: v1alpha1.NodeMigLayoutStatus{GPUs: tc.rows}}
+			rec := events.NewFakeRecorder(20)
+			r := &NodeReconciler{Client: nmlClient(t, nml, interceptor.Funcs{}), NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for len(rec.Events) > 0 {
+				got = append(got, strings.Fields(<-rec.Events)[1])
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
