@@ -346,9 +346,10 @@ type GPURow struct {
 	Product string `json:"product,omitempty"`
 	// Desired and Actual are layouts in canonical text form (empty, and so
 	// left out = MIG on, no device; "-" = MIG off; "?" = not known: NVML
-	// cannot read the GPU). A GPU the controller leaves as it is because
-	// its rule was refused (phase Failed, the reason in the Degraded
-	// condition) or NVML cannot read it shows Desired equal to Actual.
+	// cannot read the GPU). A GPU the controller leaves as it is shows
+	// Desired equal to Actual: no rule matches it (Static mode), no plan
+	// has changed it (Auto mode), its rule was refused (phase Failed, the
+	// reason in the Degraded condition) or NVML cannot read it.
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	Desired string `json:"desired,omitempty"`

@@ -203,12 +203,13 @@ func boolRank(b bool) int {
 	return 0
 }
 
-// withUntouchedGPUs adds to the row of a node of an Auto-mode MigLayout the
-// GPUs its agent reports that no plan has changed yet (no spec lists them):
-// Auto mode keeps them as they are, so each shows its actual layout as the
-// desired one, in the phase the agent reports (Ready; as last reported
-// where the agent is lost). Without them the row
-// of a node Auto mode has not changed yet lists no GPU at all.
+// withUntouchedGPUs adds to a node's row the GPUs its agent reports that no
+// spec lists (in Static mode, no rule matches them; in Auto mode, no plan
+// has changed them yet): they are kept as they are, so each shows its
+// actual layout as the desired one, in the phase the agent reports (Ready;
+// as last reported where the agent is lost). Without them the row would
+// leave out GPUs that hold devices in use, and the row of a node Auto mode
+// has not changed yet would list no GPU at all.
 func withUntouchedGPUs(st NodeState, nml *v1alpha1.NodeMigLayout) NodeState {
 	if nml == nil {
 		return st

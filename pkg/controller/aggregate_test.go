@@ -5,6 +5,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2/ktesting"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -199,5 +204,41 @@ func TestAutoRowsOfLostNodeKeepUntouchedGPUs(t *testing.T) {
 		if diff := cmp.Diff([]int32{0, 1}, idx); diff != "" {
 			t.Errorf("agent lost %t: GPU rows (-want +got):\n%s", lost, diff)
 		}
+	}
+}
+
+// TestStaticRowsListUnmatchedGPUs: a Static-mode node's row lists every GPU
+// its agent reports, those no rule matches too (kept as they are: their
+// actual layout shown as the desired one), so a device in use there is not
+// hidden from kubectl describe.
+func TestStaticRowsListUnmatchedGPUs(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.Rules = rules(rule("second").indices(1).counts("1g.10gb", 7))
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(1, "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6", `rule "second"`)).
+		status(a100(0).layout("3g.40gb@0,3g.40gb@4").inUse("3g.40gb@4"), a100(1).layout("1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6")).build(), ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithObjects(ml, node("n1", map[string]string{"pool": "a"}), nml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(10)}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.MigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Status.Nodes) != 1 {
+		t.Fatalf("rows %+v, want one node", got.Status.Nodes)
+	}
+	var idx []int32
+	for _, g := range got.Status.Nodes[0].GPUs {
+		idx = append(idx, g.Index)
+		if g.Index == 0 && (g.Desired != "3g.40gb@0,3g.40gb@4" || g.Actual != g.Desired || g.Phase != v1alpha1.PhaseReady) {
+			t.Errorf("GPU 0, matched by no rule: %+v, want its actual layout as desired, Ready", g)
+		}
+	}
+	if diff := cmp.Diff([]int32{0, 1}, idx); diff != "" {
+		t.Errorf("GPU rows (-want +got):\n%s", diff)
 	}
 }

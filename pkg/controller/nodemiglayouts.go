@@ -86,9 +86,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		}
 		recheck = earliest(recheck, agent.Recheck)
 		st := EvaluateNode(node, nml, problems, agent)
-		if ml.Spec.Mode == v1alpha1.ModeAuto {
-			st = withUntouchedGPUs(st, nml)
-		}
+		st = withUntouchedGPUs(st, nml)
 		if gate != nil && gate.held[node] {
 			st = gate.hold(st)
 		}
