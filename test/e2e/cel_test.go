@@ -369,18 +369,25 @@ func TestCELNodeSelector(t *testing.T) {
 	tests := map[string]struct {
 		selector string
 		want     string // a substring of the admission error; "" for accepted
+		not      string // not in the admission error
 	}{
-		"operator in lower case":        {"nodeSelector: {matchExpressions: [{key: pool, operator: in, values: [a]}]}", "operators are In, NotIn, Exists and DoesNotExist"},
-		"In without values":             {"nodeSelector: {matchExpressions: [{key: pool, operator: In}]}", "with In or NotIn need values"},
-		"NotIn with an empty list":      {"nodeSelector: {matchExpressions: [{key: pool, operator: NotIn, values: []}]}", "with In or NotIn need values"},
-		"Exists with values":            {"nodeSelector: {matchExpressions: [{key: pool, operator: Exists, values: [a]}]}", "with Exists or DoesNotExist they take none"},
-		"In, Exists and a prefixed key": {"nodeSelector: {matchLabels: {'example.com/gpu': 'true'}, matchExpressions: [{key: pool, operator: In, values: [a, b]}, {key: nvidia.com/gpu.present, operator: Exists}]}", ""},
-		"an empty value":                {"nodeSelector: {matchLabels: {pool: ''}}", ""},
-		"no selector terms":             {"nodeSelector: {}", ""},
+		"an operator of node affinity, with values": {selector: "nodeSelector: {matchExpressions: [{key: gpus, operator: Gt, values: ['1']}]}",
+			want: "operators are In, NotIn, Exists and DoesNotExist", not: "need values"},
+		"operator in lower case":        {"nodeSelector: {matchExpressions: [{key: pool, operator: in, values: [a]}]}", "operators are In, NotIn, Exists and DoesNotExist", ""},
+		"In without values":             {"nodeSelector: {matchExpressions: [{key: pool, operator: In}]}", "with In or NotIn need values", ""},
+		"NotIn with an empty list":      {"nodeSelector: {matchExpressions: [{key: pool, operator: NotIn, values: []}]}", "with In or NotIn need values", ""},
+		"Exists with values":            {"nodeSelector: {matchExpressions: [{key: pool, operator: Exists, values: [a]}]}", "with Exists or DoesNotExist they take none", ""},
+		"In, Exists and a prefixed key": {"nodeSelector: {matchLabels: {'example.com/gpu': 'true'}, matchExpressions: [{key: pool, operator: In, values: [a, b]}, {key: nvidia.com/gpu.present, operator: Exists}]}", "", ""},
+		"an empty value":                {"nodeSelector: {matchLabels: {pool: ''}}", "", ""},
+		"no selector terms":             {"nodeSelector: {}", "", ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			wantAdmission(t, dryRunMigLayout(ctx, c, "cel-selector", tc.selector+rules), tc.want)
+			err := dryRunMigLayout(ctx, c, "cel-selector", tc.selector+rules)
+			wantAdmission(t, err, tc.want)
+			if tc.not != "" && strings.Contains(err.Error(), tc.not) {
+				t.Errorf("admission error %q also says %q", err, tc.not)
+			}
 		})
 	}
 }
