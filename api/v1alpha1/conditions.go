@@ -26,7 +26,9 @@ const (
 const (
 	// ReasonAllNodesReady (Ready=True): every selected node is Ready.
 	ReasonAllNodesReady = "AllNodesReady"
-	// ReasonNoNodes (Ready=True, Progressing=False): the selector picks no node.
+	// ReasonNoNodes (Ready=False, Progressing=False, Degraded=True, and a
+	// Warning event): the selector picks no node, most often a typo in a
+	// label; the MigLayout applies to nothing.
 	ReasonNoNodes = "NoNodes"
 	// ReasonNodesNotReady (Ready=False): some node is not Ready yet; the message counts them.
 	ReasonNodesNotReady = "NodesNotReady"

@@ -66,7 +66,7 @@ func Conditions(obs Observation) []metav1.Condition {
 		ready = cond(v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSelector, "%v", obs.SelectorErr)
 		progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonStable, "no node is selected")
 	case s.selected == 0:
-		ready = cond(v1alpha1.ConditionReady, true, v1alpha1.ReasonNoNodes, "the node selector selects no node")
+		ready = cond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNoNodes, "the node selector selects no node")
 		progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonNoNodes, "the node selector selects no node")
 	default:
 		ready = readyCondition(s, cond)
@@ -89,8 +89,10 @@ type condFunc func(t string, ok bool, reason, format string, args ...any) metav1
 
 func readyCondition(s summary, cond condFunc) metav1.Condition {
 	if s.ready == s.selected {
-		return cond(v1alpha1.ConditionReady, true, v1alpha1.ReasonAllNodesReady,
-			"all %d %s the desired layout", s.selected, plural(s.selected, "node holds", "nodes hold"))
+		if s.selected == 1 {
+			return cond(v1alpha1.ConditionReady, true, v1alpha1.ReasonAllNodesReady, "its 1 node holds the desired layout")
+		}
+		return cond(v1alpha1.ConditionReady, true, v1alpha1.ReasonAllNodesReady, "all %d nodes hold the desired layout", s.selected)
 	}
 	notReady := s.selected - s.ready
 	reason := v1alpha1.ReasonNodesNotReady
@@ -117,7 +119,7 @@ func readyCondition(s summary, cond condFunc) metav1.Condition {
 var degradedReasons = []string{
 	v1alpha1.ReasonInvalidSelector, v1alpha1.ReasonAgentLost, v1alpha1.ReasonGPUUnreadable, v1alpha1.ReasonInvalidLayout, v1alpha1.ReasonUnknownGPU,
 	v1alpha1.ReasonDeviceInUse, v1alpha1.ReasonUnknownAllocation, v1alpha1.ReasonResetRequired, v1alpha1.ReasonNVMLError, v1alpha1.ReasonDeviceTaintsUnsupported,
-	v1alpha1.ReasonJournalUnwritable, v1alpha1.ReasonPassFailed, v1alpha1.ReasonRuleMatchesNoGPU, v1alpha1.ReasonProfileNotOffered, v1alpha1.ReasonSparesNotHoldable,
+	v1alpha1.ReasonJournalUnwritable, v1alpha1.ReasonPassFailed, v1alpha1.ReasonNoNodes, v1alpha1.ReasonRuleMatchesNoGPU, v1alpha1.ReasonProfileNotOffered, v1alpha1.ReasonSparesNotHoldable,
 }
 
 func degradedCondition(obs Observation, cond condFunc) metav1.Condition {

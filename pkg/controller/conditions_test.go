@@ -57,11 +57,11 @@ func TestConditions(t *testing.T) {
 		want []condition
 	}{
 		"no node selected": {
-			obs: Observation{},
+			obs: Observation{SpecProblems: []SpecProblem{noNodesProblem}},
 			want: []condition{
-				{"Ready", "True", "NoNodes", "the node selector selects no node"},
+				{"Ready", "False", "NoNodes", "the node selector selects no node"},
 				{"Progressing", "False", "NoNodes", "the node selector selects no node"},
-				noProblems, noConflict,
+				{"Degraded", "True", "NoNodes", "1 spec problem: " + noNodesProblem.Message}, noConflict,
 			},
 		},
 		"all ready": {

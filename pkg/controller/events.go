@@ -28,9 +28,11 @@ const (
 	// EventRuleMatchesNoGPU, EventProfileNotOffered and
 	// EventSparesNotHoldable (Warning): a part of the spec applies to no GPU
 	// of the selected nodes (see SpecProblem); recorded when it appears.
+	// EventNoNodes (Warning): the node selector selects no node.
 	EventRuleMatchesNoGPU  = v1alpha1.ReasonRuleMatchesNoGPU
 	EventProfileNotOffered = v1alpha1.ReasonProfileNotOffered
 	EventSparesNotHoldable = v1alpha1.ReasonSparesNotHoldable
+	EventNoNodes           = v1alpha1.ReasonNoNodes
 	// EventAgentLost (Warning): a node's agent stopped renewing its
 	// heartbeat Lease (see v1alpha1.ReasonAgentLost).
 	EventAgentLost = v1alpha1.ReasonAgentLost

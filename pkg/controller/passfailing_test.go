@@ -207,8 +207,8 @@ func TestReconcileDegradedByFailingPasses(t *testing.T) {
 	if err := c.Update(ctx, &n); err != nil {
 		t.Fatal(err)
 	}
-	if cond, _ = degraded(); cond != nil && cond.Status == metav1.ConditionTrue {
-		t.Errorf("with the node no longer selected: Degraded %+v, want not True", cond)
+	if cond, _ = degraded(); cond != nil && cond.Reason == v1alpha1.ReasonPassFailed {
+		t.Errorf("with the node no longer selected: Degraded %+v, want no PassFailed", cond)
 	}
 	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &v1alpha1.NodeMigLayout{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the released node's NodeMigLayout: %v, want it deleted", err)

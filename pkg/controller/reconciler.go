@@ -118,6 +118,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if obs.SelectorErr == nil {
 		obs.Nodes, result, errs = r.syncNodes(ctx, &ml, obs.Selection, in)
 		obs.SpecProblems = r.specProblemsOf(&ml, SelectedInventory(obs.Selection, in.nodeMigLayouts), ReportedInventory(obs.Selection, in.nodeMigLayouts))
+		if len(obs.Nodes) == 0 {
+			obs.SpecProblems = append(obs.SpecProblems, noNodesProblem)
+		}
 	}
 	logger.V(4).Info("Observed MigLayout", "selected", len(obs.Selection.Nodes), "conflicts", len(obs.Selection.Conflicts))
 

@@ -105,7 +105,7 @@ func TestReconcile(t *testing.T) {
 			objects: []client.Object{a, node("n1", map[string]string{"pool": "elsewhere"}),
 				ownedBy(nodeMigLayout("n1").build(), a)},
 			want:  map[string]nmlSummary{},
-			ready: metav1.ConditionTrue, reason: v1alpha1.ReasonNoNodes,
+			ready: metav1.ConditionFalse, reason: v1alpha1.ReasonNoNodes,
 		},
 		"leaves the NodeMigLayout of another MigLayout's node alone": {
 			objects: []client.Object{a, b, node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "b"}),

@@ -17,8 +17,8 @@ import (
 // node can hold. It is reported in the Degraded condition; nothing is
 // touched because of it.
 type SpecProblem struct {
-	// Reason is v1alpha1.ReasonRuleMatchesNoGPU, ReasonProfileNotOffered or
-	// ReasonSparesNotHoldable.
+	// Reason is v1alpha1.ReasonRuleMatchesNoGPU, ReasonProfileNotOffered,
+	// ReasonSparesNotHoldable or ReasonNoNodes.
 	Reason string
 	// Message names the rule or profile and what the nodes have.
 	Message string
@@ -27,6 +27,12 @@ type SpecProblem struct {
 	// the nodes are.
 	Subject string
 }
+
+// noNodesProblem is the spec problem of a MigLayout whose node selector
+// selects no node: most often a typo in a label, which would otherwise
+// leave the MigLayout looking healthy while it applies to nothing.
+var noNodesProblem = SpecProblem{Reason: v1alpha1.ReasonNoNodes, Subject: "nodeSelector",
+	Message: "the node selector selects no node (compare its labels with kubectl get nodes --show-labels)"}
 
 // CheckSpec looks for the parts of spec that apply to none of the GPUs the
 // agents reported (node name to NodeMigLayout.status.gpus). The caller

@@ -1,11 +1,20 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -115,7 +124,7 @@ func TestDegradedNamesSpecProblems(t *testing.T) {
 		got = append(got, c.Type+" "+string(c.Status)+" "+c.Reason+" "+c.Message)
 	}
 	want := []string{
-		"Ready True AllNodesReady all 1 node holds the desired layout",
+		"Ready True AllNodesReady its 1 node holds the desired layout",
 		"Progressing False Stable no node is changing",
 		`Degraded True RuleMatchesNoGPU 1 spec problem: rule "t4" matches no GPU`,
 		"Conflict False NoConflict no other MigLayout selects these nodes",
@@ -187,5 +196,62 @@ func TestSpecCheckNodeInConflictWithoutReport(t *testing.T) {
 	got := CheckSpec(mig.DefaultCatalog(), &spec, SelectedInventory(sel, nmls))
 	if len(got) != 1 || got[0].Reason != v1alpha1.ReasonRuleMatchesNoGPU {
 		t.Errorf("spec problems %+v; want rule \"a100\" reported as matching only GPUs an earlier rule decides", got)
+	}
+}
+
+// TestNoNodesSelectedIsTold: a MigLayout whose selector selects no node (a
+// label typo) is not Ready and is Degraded with reason NoNodes, told once
+// by a Warning event; once a node is selected, the problem clears.
+func TestNoNodesSelectedIsTold(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ml := staticMigLayout("a", "uid-a", "typo")
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithObjects(ml, node("n1", map[string]string{"pool": "a"})).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: rec}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}
+	conds := func() (ready, degraded *metav1.Condition) {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		var got v1alpha1.MigLayout
+		if err := c.Get(ctx, req.NamespacedName, &got); err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady), meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded)
+	}
+	var warnings []string
+	drain := func() {
+		for len(rec.Events) > 0 {
+			if e := <-rec.Events; strings.Contains(e, "Warning "+EventNoNodes) {
+				warnings = append(warnings, e)
+			}
+		}
+	}
+	for range 2 {
+		ready, degraded := conds()
+		if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != v1alpha1.ReasonNoNodes {
+			t.Errorf("Ready %+v, want False, NoNodes", ready)
+		}
+		if degraded == nil || degraded.Status != metav1.ConditionTrue || degraded.Reason != v1alpha1.ReasonNoNodes || !strings.Contains(degraded.Message, "selects no node") {
+			t.Errorf("Degraded %+v, want True, NoNodes, saying so", degraded)
+		}
+		drain()
+	}
+	if len(warnings) != 1 {
+		t.Errorf("NoNodes warnings over two passes: %q, want one", warnings)
+	}
+	var n corev1.Node
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &n); err != nil {
+		t.Fatal(err)
+	}
+	n.Labels = map[string]string{"pool": "typo"}
+	if err := c.Update(ctx, &n); err != nil {
+		t.Fatal(err)
+	}
+	if ready, degraded := conds(); (ready != nil && ready.Reason == v1alpha1.ReasonNoNodes) || (degraded != nil && degraded.Reason == v1alpha1.ReasonNoNodes) {
+		t.Errorf("with a node selected: Ready %+v, Degraded %+v; want NoNodes gone", ready, degraded)
 	}
 }

@@ -218,7 +218,7 @@ var corpus = []struct {
 	{"selector expression value with a slash", both, "nodeSelector: {matchExpressions: [{key: miglayout.test/group, operator: In, values: [bad, a/b]}]}\nrules: [{profiles: {7g.80gb: 1}}]", "",
 		rejected(`"a/b" is not a label value`)},
 	{"selector that selects no node", update, "nodeSelector: {matchLabels: {miglayout.test/group: typo}}\nrules: [{profiles: {7g.80gb: 1}}]", "",
-		expect{cond: v1alpha1.ConditionReady, reason: v1alpha1.ReasonNoNodes, msg: "selects no node"}},
+		expect{cond: v1alpha1.ConditionDegraded, reason: v1alpha1.ReasonNoNodes, msg: "selects no node"}},
 	{"overlapping MigLayout on one node", create, "nodeSelector: {matchLabels: {kubernetes.io/hostname: bad-h100}}\nrules: [{profiles: {7g.80gb: 1}}]", "",
 		expect{cond: v1alpha1.ConditionConflict, reason: v1alpha1.ReasonOverlappingSelectors, msg: `MigLayout "bad-base" also selects node bad-h100`}},
 	{"overlapping MigLayout by expression", create, "nodeSelector: {matchExpressions: [{key: miglayout.test/group, operator: In, values: [bad, other]}]}\nrules: [{profiles: {1g.10gb: 7}}]", "",
