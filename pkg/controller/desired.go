@@ -105,6 +105,9 @@ func desiredGPU(cat *mig.Catalog, rule *v1alpha1.LayoutRule, g v1alpha1.GPUStatu
 	} else {
 		layout, err = fitProfiles(model, rule.Profiles, current, pinned, prev)
 		why = "profiles " + formatProfiles(rule.Profiles)
+		if len(rule.Profiles) == 0 {
+			why = "no profile: MIG on, no device"
+		}
 	}
 	if err != nil {
 		return v1alpha1.GPUSpec{}, v1alpha1.ReasonInvalidLayout, err

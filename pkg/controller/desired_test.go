@@ -51,6 +51,11 @@ func TestDesiredGPUs(t *testing.T) {
 			want: []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6",
 				`rule "explicit": layout 3g.40gb@0,2g.20gb@4,1g.10gb@6`)},
 		},
+		"no profile: MIG on, no device": {
+			rules:     []v1alpha1.LayoutRule{{Name: "empty", Profiles: map[string]int32{}}},
+			inventory: inventory(a100(0).layout("7g.80gb@0")),
+			want:      []v1alpha1.GPUSpec{specGPU(0, "", `rule "empty": no profile: MIG on, no device`)},
+		},
 		"MIG off": {
 			rules:     rules(rule("whole").migOff()),
 			inventory: inventory(a100(0).layout("7g.80gb@0")),
