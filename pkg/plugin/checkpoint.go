@@ -84,6 +84,16 @@ func checksum(claims map[types.UID]PreparedClaim) (uint32, error) {
 	return crc32.ChecksumIEEE(data), nil
 }
 
+// unreadableCheckpointHelp is what an operator can do about a checkpoint
+// at path that cannot be read: the plugin does not start without knowing
+// which devices are prepared, since the agent would then destroy them.
+// With no pod on the node, no device is prepared, and the file can go.
+func unreadableCheckpointHelp(path string) string {
+	return fmt.Sprintf("the agent does not start without knowing which devices are prepared (it would destroy them); "+
+		"if an agent of another version wrote it, run that version; otherwise, with no pod left on the node that uses its GPUs "+
+		"(kubectl drain the node), move %s aside and restart the agent", path)
+}
+
 // readCheckpoint loads path; a missing file is an empty checkpoint. A file
 // of another version or with a wrong checksum is an error: the plugin must
 // not forget prepared devices (they would become destroyable).

@@ -134,3 +134,26 @@ func TestReadCheckpointWithoutClaims(t *testing.T) {
 		})
 	}
 }
+
+// TestNewWithCorruptCheckpointSaysWhatToDo: a plugin whose checkpoint is
+// corrupt does not start, and its error says why and how to recover,
+// naming the file.
+func TestNewWithCorruptCheckpointSaysWhatToDo(t *testing.T) {
+	e := newEnv(t)
+	if err := os.MkdirAll(e.cpDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(e.cpDir, CheckpointFile)
+	if err := os.WriteFile(path, []byte(`{"version": "`+CheckpointVersion+`", "checksum": 1, "claims": {}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir, HostRoot: e.hostRoot})
+	if err == nil {
+		t.Fatal("a plugin started on a corrupt checkpoint")
+	}
+	for _, want := range []string{"corrupt", "kubectl drain", "move " + path + " aside"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}

@@ -165,7 +165,7 @@ func New(cfg Config) (*Plugin, error) {
 	}
 	p := &Plugin{cfg: cfg, cdi: cache, checkpointPath: filepath.Join(cfg.CheckpointDir, CheckpointFile)}
 	if p.claims, err = readCheckpoint(p.checkpointPath); err != nil {
-		return nil, fmt.Errorf("creating kubelet plugin: %w", err)
+		return nil, fmt.Errorf("creating kubelet plugin: %w; %s", err, unreadableCheckpointHelp(p.checkpointPath))
 	}
 	return p, nil
 }
