@@ -400,7 +400,14 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 	next[pc.UID] = pc
 	if err := writeCheckpoint(p.checkpointPath, next); err != nil {
 		if !errors.Is(err, errNotDurable) {
-			_ = p.cdi.RemoveSpec(specName(p.cfg.DriverName, pc.UID))
+			// The checkpoint holds what it held: so does the CDI spec,
+			// the old preparation's where there is one (its devices were
+			// created again), none otherwise.
+			if old, ok := p.claims[pc.UID]; ok {
+				_ = p.writeSpec(old)
+			} else {
+				_ = p.cdi.RemoveSpec(specName(p.cfg.DriverName, pc.UID))
+			}
 			return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
 		}
 		klog.FromContext(ctx).Error(err, "Checkpoint written, but a power loss may undo it", "claim", klog.KObj(claim))

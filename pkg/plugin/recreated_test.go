@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -95,5 +96,50 @@ func TestPrepareOfRecreatedDeviceThatFailsKeepsPreparation(t *testing.T) {
 				t.Errorf("prepared devices %+v, want %s with UUID %s", got, dev, md.UUID)
 			}
 		})
+	}
+}
+
+// TestRecreatedDeviceCheckpointWriteFailureKeepsOldSpec: a claim whose
+// device was created again (a GPU reset) is prepared afresh; when the
+// checkpoint cannot be written, the claim keeps its old preparation in
+// memory, in the checkpoint and in its CDI spec alike (the spec is not
+// removed while the claim stays recorded).
+func TestRecreatedDeviceCheckpointWriteFailureKeepsOldSpec(t *testing.T) {
+	const dev = "gpu-0-mig-1g10gb-19-3"
+	d := mig.Device{Profile: "1g.10gb", Start: 3}
+	e := newEnv(t)
+	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, dev})
+	if r := e.prepare(e.plugin(""), c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
+		t.Fatal(err)
+	}
+	p := e.plugin("")
+	old := p.claims[uid1].Devices[0].UUID
+	if md := e.createMIG(d); md.UUID == old {
+		t.Fatal("the device came back with its old UUID: the test shows nothing")
+	}
+	// The checkpoint's path becomes a directory that is not empty: the
+	// rename that replaces the file fails.
+	path := filepath.Join(e.cpDir, CheckpointFile)
+	if err := os.Rename(path, path+".kept"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(path, "blocker"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.prepare(p, c); r.Err == nil {
+		t.Fatal("prepare succeeded with the checkpoint unwritable")
+	}
+	if got := p.claims[uid1].Devices[0].UUID; got != old {
+		t.Errorf("recorded UUID %s after the failed prepare, want the old %s", got, old)
+	}
+	spec, err := os.ReadFile(filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1)))
+	if err != nil {
+		t.Fatalf("the claim's CDI spec after the failed prepare: %v, want the old preparation's", err)
+	}
+	if !strings.Contains(string(spec), old) {
+		t.Errorf("the claim's CDI spec does not name the recorded UUID %s:\n%s", old, spec)
 	}
 }
