@@ -39,4 +39,11 @@
 // killed at any point finds on restart what it was doing; a GPU instance left
 // without its compute instance is destroyed (rolled back) and the pass
 // converges from NVML truth.
+//
+// A device stays prepared until the kubelet unprepares its claim. Where
+// the kubelet never will (its own record of the claim was lost, or the pod
+// and claim were force-deleted while the plugin was down), OrphanedClaims
+// releases the preparation once the ResourceClaim has been gone for a
+// grace period (the cache, then a live read, show it deleted or its name
+// taken by another object).
 package agent
