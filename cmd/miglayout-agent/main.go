@@ -155,6 +155,9 @@ func run(ctx context.Context, o options) error {
 	if o.maxPass <= o.settle {
 		return fmt.Errorf("--max-pass-duration=%s must exceed --settle-period=%s: every pass that drains waits the settle period", o.maxPass, o.settle)
 	}
+	if o.orphanGrace != 0 && o.orphanGrace < time.Second {
+		return fmt.Errorf("--orphaned-claim-grace=%s: want at least 1s (0: the default, %s)", o.orphanGrace, agent.DefaultOrphanGrace)
+	}
 	if o.leaseDuration < 4*time.Second || o.leaseDuration%time.Second != 0 {
 		return fmt.Errorf("--lease-duration=%s: want whole seconds, at least 4s", o.leaseDuration)
 	}

@@ -837,6 +837,7 @@ var badValues = []struct {
 	{"relative host path", map[string]any{"agent": map[string]any{"hostPaths": map[string]any{"cdi": "var/run/cdi"}}}, "/agent/hostPaths/cdi"},
 	{"replicas zero", map[string]any{"controller": map[string]any{"replicas": 0}}, "/controller/replicas"},
 	{"bad duration", map[string]any{"agent": map[string]any{"settlePeriod": "5 seconds"}}, "/agent/settlePeriod"},
+	{"orphaned-claim grace under a minute", map[string]any{"agent": map[string]any{"orphanedClaimGrace": "30s"}}, "agent.orphanedClaimGrace 30s must be at least 1m"},
 	{"bad validation action", map[string]any{"agentNodePolicy": map[string]any{"validationActions": []any{"Reject"}}}, "/agentNodePolicy/validationActions/0"},
 	{"extended resource without a name", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{map[string]any{"profile": "1g.10gb"}}}}, "/deviceClasses/extendedResources/0"},
 	{"extended resource of no profile", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{map[string]any{"profile": "small", "resourceName": "nvidia.com/mig-small"}}}}, "/deviceClasses/extendedResources/0/profile"},

@@ -34,8 +34,9 @@ type PreparedClaims interface {
 	PreparedClaimRefs() []kubeletplugin.NamespacedObject
 	// ReleaseOrphan unprepares the claim of uid as the kubelet's unprepare
 	// would, and returns the names of the devices it released; released
-	// is false where the claim is not prepared (any more). On an error the
-	// claim stays prepared.
+	// is false where the claim is not prepared (any more). It refuses, with
+	// an error, a claim a process still runs on. On an error the claim
+	// stays prepared.
 	ReleaseOrphan(ctx context.Context, uid types.UID) (devices []string, released bool, err error)
 }
 
@@ -51,13 +52,14 @@ type PreparedClaims interface {
 //
 // Every Interval the prepared claims are looked up in the cache; a claim
 // the cache has seen gone for at least Grace is looked up once more in the
-// API server (Live), and released only if it is gone there too. Grace
-// covers a force-deleted pod whose containers still run on the node until
-// the kubelet stops them (the kubelet then unprepares the claim itself);
-// a device still running a process is not destroyed in any case. A claim
-// that is being deleted but still exists (finalizers) is not gone. The
-// times seen gone are kept in memory: an agent that restarts starts the
-// grace again.
+// API server (Live), and released only if it is gone there too and no
+// process runs on its devices (the plugin checks NVML): a container of a
+// force-deleted pod keeps its claim's preparation until it stops, however
+// long that takes, so its device is never prepared for another claim
+// meanwhile. Grace gives the kubelet, which unprepares such a claim itself
+// once it has stopped the containers, the time to do so. A claim that is
+// being deleted but still exists (finalizers) is not gone. The times seen
+// gone are kept in memory: an agent that restarts starts the grace again.
 type OrphanedClaims struct {
 	// Claims are the kubelet plugin's prepared claims. Required.
 	Claims PreparedClaims

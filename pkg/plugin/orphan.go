@@ -2,11 +2,16 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
+
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
 // ReleaseOrphan unprepares the claim of uid as UnprepareResourceClaims
@@ -18,17 +23,36 @@ import (
 // the plugin has no view of the API server. Config.OnUnprepared is called
 // after a claim with devices is released.
 //
-// Errors: those of unpreparing (the CDI spec could not be removed, the
-// checkpoint could not be written); the claim then stays prepared.
+// A claim a process still runs on (NVML lists one on any of its devices:
+// a container of a force-deleted pod that outlived the grace period, the
+// kubelet down) is not released: the error wraps ErrOrphanInUse. A device
+// given to another claim meanwhile would otherwise be prepared for two
+// containers at once.
+//
+// Errors: ErrOrphanInUse; NVML's, where the processes cannot be listed;
+// those of unpreparing (the CDI spec could not be removed, the checkpoint
+// could not be written). The claim then stays prepared.
 func (p *Plugin) ReleaseOrphan(ctx context.Context, uid types.UID) (PreparedClaim, bool, error) {
 	p.mu.Lock()
 	pc, ok := p.claims[uid]
+	p.mu.Unlock()
 	if !ok {
-		p.mu.Unlock()
 		return PreparedClaim{}, false, nil
 	}
 	obj := kubeletplugin.NamespacedObject{UID: uid, NamespacedName: types.NamespacedName{Namespace: pc.Namespace, Name: pc.Name}}
-	err := p.unprepareClaim(ctx, obj)
+	busy, err := p.running(ctx, pc)
+	if err != nil {
+		return pc, false, fmt.Errorf("releasing the preparation of claim %s: %w", obj, err)
+	}
+	if len(busy) > 0 {
+		return pc, false, fmt.Errorf("releasing the preparation of claim %s: %w: %s", obj, ErrOrphanInUse, strings.Join(busy, ", "))
+	}
+	p.mu.Lock()
+	if _, ok := p.claims[uid]; !ok {
+		p.mu.Unlock()
+		return PreparedClaim{}, false, nil // unprepared meanwhile
+	}
+	err = p.unprepareClaim(ctx, obj)
 	p.mu.Unlock()
 	if err != nil {
 		return pc, false, fmt.Errorf("releasing the preparation of a claim that no longer exists: %w", err)
@@ -36,4 +60,50 @@ func (p *Plugin) ReleaseOrphan(ctx context.Context, uid types.UID) (PreparedClai
 	klog.FromContext(ctx).Info("Unprepared a claim that no longer exists", "claim", obj, "devices", len(pc.Devices))
 	p.unprepared(len(pc.Devices) > 0)
 	return pc, true, nil
+}
+
+// ErrOrphanInUse is wrapped by ReleaseOrphan's error for a claim a process
+// still runs on.
+var ErrOrphanInUse = errors.New("a process still runs on its devices")
+
+// running returns the devices of pc a compute process runs on now, with
+// the processes' IDs ("gpu-0-mig-3g40gb-9-4 (pid 4242)"). A device that no
+// longer exists runs nothing.
+func (p *Plugin) running(ctx context.Context, pc PreparedClaim) ([]string, error) {
+	var idxs []int
+	for _, d := range pc.Devices {
+		if !slices.Contains(idxs, d.GPUIndex) {
+			idxs = append(idxs, d.GPUIndex)
+		}
+	}
+	slices.Sort(idxs)
+	inv, err := p.readInventory(ctx, idxs)
+	if err != nil {
+		return nil, err
+	}
+	var busy []string
+	for _, d := range pc.Devices {
+		src, ok := inv.Lookup(d.Device)
+		if !ok {
+			continue
+		}
+		var procs []gpu.Process
+		if src.MIG != nil {
+			byDevice, err := p.cfg.GPUs.MIGProcesses(ctx, src.GPU.Index)
+			if err != nil {
+				return nil, err
+			}
+			procs = byDevice[src.MIG.Device()]
+		} else if procs, err = p.cfg.GPUs.GPUProcesses(ctx, src.GPU.Index); err != nil {
+			return nil, err
+		}
+		if len(procs) > 0 {
+			pids := make([]string, len(procs))
+			for i, pr := range procs {
+				pids[i] = fmt.Sprint(pr.PID)
+			}
+			busy = append(busy, fmt.Sprintf("%s (pid %s)", d.Device, strings.Join(pids, ", ")))
+		}
+	}
+	return busy, nil
 }

@@ -2,9 +2,11 @@ package plugin
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/miglayout/miglayout/pkg/slices"
@@ -135,5 +137,35 @@ func TestReleaseOrphan(t *testing.T) {
 	}
 	if r := e.prepare(again, claim(uid2, "next", alloc{"mig", driver, node, dev})); r.Err != nil {
 		t.Errorf("the next claim of the released device: %v", r.Err)
+	}
+}
+
+// TestReleaseOrphanRefusedWhileAProcessRuns: a claim whose device still runs
+// a process (a container that outlived its pod's deletion) is not
+// released, naming the device and process; once the process is gone, it
+// is.
+func TestReleaseOrphanRefusedWhileAProcessRuns(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	const dev = "gpu-0-mig-3g40gb-9-4"
+	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", slices.DefaultDriverName, node, dev})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	pid, err := e.sim.StartProcess(p.claims[uid1].Devices[0].UUID, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, released, err := p.ReleaseOrphan(t.Context(), uid1)
+	if !errors.Is(err, ErrOrphanInUse) || released || !strings.Contains(err.Error(), fmt.Sprintf("%s (pid %d)", dev, pid)) {
+		t.Fatalf("ReleaseOrphan with a process running: released %v, %v; want ErrOrphanInUse naming %s and pid %d", released, err, dev, pid)
+	}
+	if got := p.PreparedDevices(); len(got) != 1 {
+		t.Errorf("prepared devices %v after a refused release, want %s still", got, dev)
+	}
+	if err := e.sim.StopProcess(pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1); err != nil || !released {
+		t.Errorf("ReleaseOrphan once the process is gone: %v, %v; want released", released, err)
 	}
 }

@@ -62,6 +62,9 @@ checked the types; these are the rules between values.
 {{- if ge (float64 (include "miglayout.milliseconds" $v.agent.settlePeriod)) 600000.0 -}}
 {{- fail (printf "agent.settlePeriod %s must be shorter than 10m, the agent's --max-pass-duration: every pass that drains waits the settle period, and the agent refuses to start otherwise" $v.agent.settlePeriod) -}}
 {{- end -}}
+{{- if lt (float64 (include "miglayout.milliseconds" $v.agent.orphanedClaimGrace)) 60000.0 -}}
+{{- fail (printf "agent.orphanedClaimGrace %s must be at least 1m: the kubelet unprepares a deleted pod's claims itself once it has stopped its containers, and should have the time to" $v.agent.orphanedClaimGrace) -}}
+{{- end -}}
 {{- with $v.agent.updateStrategy.rollingUpdate -}}
 {{- if and (hasKey . "maxSurge") (ne (toString .maxSurge) "0") (ne (toString .maxSurge) "0%") -}}
 {{- fail (printf "agent.updateStrategy.rollingUpdate.maxSurge %v must be 0: a surge runs two agents on a node at once, both repartitioning its GPUs and serving one kubelet plugin socket" .maxSurge) -}}
