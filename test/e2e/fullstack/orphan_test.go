@@ -21,12 +21,12 @@ import (
 )
 
 // TestOrphanedClaimReleased plays a kubelet that loses its record of a prepared claim:
-// the node's stand-in kubelet stops (its pod's process stopped with it, as a node
-// restart would), and the pod and its claim are deleted, so the claim is never
-// unprepared. Its device, still recorded as prepared, keeps the GPU from being
-// repartitioned (Blocked) until the agent sees the claim gone for its grace period (5 s
-// here) and releases the preparation: then the GPU takes its new layout, the claim's
-// CDI spec is gone, and the release is told in an OrphanedClaimReleased event.
+// the node's stand-in kubelet stops, and the pod and its claim are deleted, so the
+// claim is never unprepared. Its device, still recorded as prepared, keeps the GPU from
+// being repartitioned (Blocked) while the pod's process runs on, past the agent's grace
+// period (5 s here), and until the agent sees no process there and releases the
+// preparation: then the GPU takes its new layout, the claim's CDI spec is gone, and the
+// release is told in an OrphanedClaimReleased event.
 func TestOrphanedClaimReleased(t *testing.T) {
 	ctx := clustertest.Context(t, 4*time.Minute)
 	const name = "e2e-orphan"
@@ -46,18 +46,9 @@ func TestOrphanedClaimReleased(t *testing.T) {
 	}
 	spec := cdiSpecOf(t, nodeOrphan, string(claim.UID))
 
-	// The kubelet goes, and with it the pod's process; the pod and claim are deleted
-	// behind its back.
+	// The kubelet goes; the pod and claim are deleted behind its back. The pod's
+	// process runs on for now, like a container the kubelet never stopped.
 	env.Cluster.Kubelet(nodeOrphan).Stop()
-	sim, err := env.Cluster.Sim(nodeOrphan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range sim.Snapshot().Processes {
-		if err := sim.StopProcess(p.PID); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, "orphan", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +70,31 @@ func TestOrphanedClaimReleased(t *testing.T) {
 		t.Fatalf("the claim's CDI spec is gone before the agent released it: %v; the test shows nothing", err)
 	}
 
-	// One whole 7g.80gb destroys the claim's device: the GPU waits for its release.
+	// One whole 7g.80gb destroys the claim's device: the GPU waits for its release,
+	// which waits for the process, well past the grace period.
 	ml = env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("whole", a100, map[string]int32{"7g.80gb": 1}))
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if got := profileCounts(gpuOf(env.Snapshot(t, nodeOrphan), 0)); got != "3g.40gb:2" {
+			t.Fatalf("GPU 0 holds %s while the gone claim's process still runs on %s, want 3g.40gb:2 kept", got, dev)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if _, err := os.Stat(spec); err != nil {
+		t.Fatalf("the claim's CDI spec while its process still runs: %v, want it kept", err)
+	}
+	sim, err := env.Cluster.Sim(nodeOrphan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range sim.Snapshot().Processes {
+		if err := sim.StopProcess(p.PID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released = time.Now()
 	env.WaitReady(t, ctx, ml, 1)
-	t.Logf("repartitioned %v after the claim was gone", time.Since(released).Round(time.Second))
+	t.Logf("repartitioned %v after the process stopped", time.Since(released).Round(time.Second))
 	if got := profileCounts(gpuOf(env.Snapshot(t, nodeOrphan), 0)); got != "7g.80gb:1" {
 		t.Errorf("GPU 0 holds %s, want 7g.80gb:1", got)
 	}
