@@ -10,6 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
@@ -88,24 +89,18 @@ type OrphanedClaims struct {
 	goneSince map[types.UID]time.Time // only Sweep touches it
 }
 
-// Start sweeps every Interval until ctx ends (manager.Runnable). Errors
-// are logged; the claims they concern are looked at again in the next
-// sweep.
+// Start sweeps at once and then every Interval until ctx ends
+// (manager.Runnable). Errors are logged; the claims they concern are
+// looked at again in the next sweep.
 func (o *OrphanedClaims) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("orphaned-claims")
 	ctx = klog.NewContext(ctx, logger)
-	t := time.NewTicker(o.interval())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := o.Sweep(ctx); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Looking for prepared claims that no longer exist")
 		}
-	}
+	}, o.interval())
+	return nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: every

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/miglayout/miglayout/pkg/gpulock"
@@ -61,14 +62,8 @@ func TestPrepareOfRecreatedDeviceThatFailsKeepsPreparation(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, dev})
-			if r := e.prepare(e.plugin(""), c); r.Err != nil {
-				t.Fatal(r.Err)
-			}
 			// The reboot, then the agent creates the device again.
-			if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
-				t.Fatal(err)
-			}
+			c := e.preparedThenDestroyed(dev, d)
 			if err := os.RemoveAll(e.cdiDir); err != nil {
 				t.Fatal(err)
 			}
@@ -108,13 +103,7 @@ func TestRecreatedDeviceCheckpointWriteFailureKeepsOldSpec(t *testing.T) {
 	const dev = "gpu-0-mig-1g10gb-19-3"
 	d := mig.Device{Profile: "1g.10gb", Start: 3}
 	e := newEnv(t)
-	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, dev})
-	if r := e.prepare(e.plugin(""), c); r.Err != nil {
-		t.Fatal(r.Err)
-	}
-	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
-		t.Fatal(err)
-	}
+	c := e.preparedThenDestroyed(dev, d)
 	p := e.plugin("")
 	old := p.claims[uid1].Devices[0].UUID
 	if md := e.createMIG(d); md.UUID == old {
@@ -142,4 +131,19 @@ func TestRecreatedDeviceCheckpointWriteFailureKeepsOldSpec(t *testing.T) {
 	if !strings.Contains(string(spec), old) {
 		t.Errorf("the claim's CDI spec does not name the recorded UUID %s:\n%s", old, spec)
 	}
+}
+
+// preparedThenDestroyed prepares claim uid1 ("infer") for device dev (d on
+// GPU 0) and destroys the device, as a reboot or GPU reset does; it returns
+// the claim.
+func (e *env) preparedThenDestroyed(dev string, d mig.Device) *resourceapi.ResourceClaim {
+	e.t.Helper()
+	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, dev})
+	if r := e.prepare(e.plugin(""), c); r.Err != nil {
+		e.t.Fatal(r.Err)
+	}
+	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
+		e.t.Fatal(err)
+	}
+	return c
 }
