@@ -75,6 +75,10 @@ const (
 	// out again, up to 8 times). The note names the node, the devices and
 	// for how long.
 	EventSchedulerDeclinedNode = "SchedulerDeclinedNode"
+	// EventNoLongerPlanned (Normal, on a pod): no MigLayout is in Auto mode
+	// any more, so what the planner last told the pod (a GPU being
+	// repartitioned for it, a placement kept for it) no longer holds.
+	EventNoLongerPlanned = "NoLongerPlanned"
 )
 
 // autoKey is the single work item of the Auto planner: it plans all Auto
@@ -302,6 +306,9 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	in, err := a.read(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if !slices.ContainsFunc(in.MigLayouts, func(ml v1alpha1.MigLayout) bool { return ml.Spec.Mode == v1alpha1.ModeAuto }) {
+		a.retract(ctx)
 	}
 	leases, err := a.AgentLeases.List(ctx, a.Client)
 	if err != nil {
@@ -736,6 +743,7 @@ func (a *AutoPlanner) stillAuto(ctx context.Context, nml *v1alpha1.NodeMigLayout
 type podEvent struct {
 	what string // reason and note
 	at   time.Time
+	pod  types.NamespacedName
 }
 
 // eventRepeat is how long a pending pod's event stands before a plan with
@@ -791,7 +799,7 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 		if ok && last.what == reason+note && now.Sub(last.at) < eventRepeat {
 			return
 		}
-		a.events[string(pod.UID)] = podEvent{what: reason + note, at: now}
+		a.events[string(pod.UID)] = podEvent{what: reason + note, at: now, pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
 		action := "Plan"
 		var related runtime.Object
 		if on != nil {
@@ -844,6 +852,30 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 		if !pending[uid] {
 			delete(a.events, uid)
 		}
+	}
+}
+
+// retract tells each pod the planner told why it waits, and that still
+// waits (unbound, not being deleted), that no MigLayout is in Auto mode
+// any more (EventNoLongerPlanned), and forgets them all: the planner reads
+// no pod then (AutoPlanner.read), so what it told them would otherwise
+// stand, a repartition it may have cancelled among them. A pod that could
+// not be read is forgotten unheard.
+func (a *AutoPlanner) retract(ctx context.Context) {
+	a.mu.Lock()
+	told := a.events
+	a.events = nil
+	a.mu.Unlock()
+	if a.Recorder == nil {
+		return
+	}
+	for uid, e := range told {
+		var pod corev1.Pod
+		if err := a.Client.Get(ctx, e.pod, &pod); err != nil || string(pod.UID) != uid || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+			continue
+		}
+		a.Recorder.Eventf(&pod, nil, corev1.EventTypeNormal, EventNoLongerPlanned, "Plan", "%s",
+			"no MigLayout is in Auto mode any more: miglayout plans no GPU for this pod, and what it planned for it may be cancelled; the pod waits for kube-scheduler to find a device")
 	}
 }
 
