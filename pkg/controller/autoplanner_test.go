@@ -668,9 +668,7 @@ func TestReconcileWithoutAutoNode(t *testing.T) {
 	ctx := context.Background()
 	ml := migLayout("auto").selects("pool", "gpu").build()
 	ml.Spec.Mode = v1alpha1.ModeAuto
-	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig.miglayout.io"},
-		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig'"}}}}}
+	class := migDeviceClass()
 	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "small"},
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
 			Name: "mig", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class.Name, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
