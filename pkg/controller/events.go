@@ -124,7 +124,7 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 			// node left as it was (a conflict: no phase), one whose agent
 			// had not reported (no GPU rows), nor one held back by
 			// maxNodesChanging whose rule was reverted meanwhile.
-			add(n.Row.Node, corev1.EventTypeNormal, EventRepartitioned, "Repartition", "node %s holds the desired layout%s", n.Row.Node, describeGPUs(n.Row.GPUs))
+			add(n.Row.Node, corev1.EventTypeNormal, EventRepartitioned, "Repartition", "node %s holds the desired layout%s", n.Row.Node, describeGPUs(changedGPUs(before, n.Row)))
 		}
 		for _, g := range n.Stuck {
 			if g.Phase != v1alpha1.PhaseBlocked {
@@ -181,14 +181,23 @@ func describeGPUs(gpus []v1alpha1.GPURow) string {
 	return ": " + strings.Join(parts, ", ")
 }
 
-// actualChanged reports whether a GPU of row now holds another layout than
-// in row before (both listing it).
-func actualChanged(before, now v1alpha1.NodeRow) bool {
+// changedGPUs returns the GPUs of row now that hold another layout than in
+// row before (both listing them): those a Repartitioned event names, not
+// the ones left as they were (no rule matches them, or none of their
+// layout changed).
+func changedGPUs(before, now v1alpha1.NodeRow) []v1alpha1.GPURow {
+	var out []v1alpha1.GPURow
 	for _, g := range now.GPUs {
 		i := slices.IndexFunc(before.GPUs, func(b v1alpha1.GPURow) bool { return b.Index == g.Index })
 		if i >= 0 && before.GPUs[i].Actual != g.Actual {
-			return true
+			out = append(out, g)
 		}
 	}
-	return false
+	return out
+}
+
+// actualChanged reports whether a GPU of row now holds another layout than
+// in row before (both listing it).
+func actualChanged(before, now v1alpha1.NodeRow) bool {
+	return len(changedGPUs(before, now)) > 0
 }
