@@ -11,6 +11,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
+	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
@@ -82,6 +83,7 @@ func (p *Plugin) running(ctx context.Context, pc PreparedClaim) ([]string, error
 		return nil, err
 	}
 	var busy []string
+	migProcs := map[int]map[mig.Device][]gpu.Process{} // by GPU: one NVML read each
 	for _, d := range pc.Devices {
 		src, ok := inv.Lookup(d.Device)
 		if !ok {
@@ -89,9 +91,12 @@ func (p *Plugin) running(ctx context.Context, pc PreparedClaim) ([]string, error
 		}
 		var procs []gpu.Process
 		if src.MIG != nil {
-			byDevice, err := p.cfg.GPUs.MIGProcesses(ctx, src.GPU.Index)
-			if err != nil {
-				return nil, err
+			byDevice, read := migProcs[src.GPU.Index]
+			if !read {
+				if byDevice, err = p.cfg.GPUs.MIGProcesses(ctx, src.GPU.Index); err != nil {
+					return nil, err
+				}
+				migProcs[src.GPU.Index] = byDevice
 			}
 			procs = byDevice[src.MIG.Device()]
 		} else if procs, err = p.cfg.GPUs.GPUProcesses(ctx, src.GPU.Index); err != nil {

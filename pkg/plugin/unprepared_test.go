@@ -147,19 +147,26 @@ func TestReleaseOrphan(t *testing.T) {
 func TestReleaseOrphanRefusedWhileAProcessRuns(t *testing.T) {
 	e := newEnv(t)
 	p := e.plugin("")
-	const dev = "gpu-0-mig-3g40gb-9-4"
-	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", slices.DefaultDriverName, node, dev})); r.Err != nil {
+	// Two MIG devices of GPU 0; the process runs on the second.
+	const idle, dev = "gpu-0-mig-2g20gb-14-0", "gpu-0-mig-3g40gb-9-4"
+	if r := e.prepare(p, claim(uid1, "train", alloc{"a", slices.DefaultDriverName, node, idle}, alloc{"b", slices.DefaultDriverName, node, dev})); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	pid, err := e.sim.StartProcess(p.claims[uid1].Devices[0].UUID, 1024)
+	var uuid string
+	for _, d := range p.claims[uid1].Devices {
+		if d.Device == dev {
+			uuid = d.UUID
+		}
+	}
+	pid, err := e.sim.StartProcess(uuid, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, released, err := p.ReleaseOrphan(t.Context(), uid1)
-	if !errors.Is(err, ErrOrphanInUse) || released || !strings.Contains(err.Error(), fmt.Sprintf("%s (pid %d)", dev, pid)) {
-		t.Fatalf("ReleaseOrphan with a process running: released %v, %v; want ErrOrphanInUse naming %s and pid %d", released, err, dev, pid)
+	if !errors.Is(err, ErrOrphanInUse) || released || !strings.Contains(err.Error(), fmt.Sprintf("%s (pid %d)", dev, pid)) || strings.Contains(err.Error(), idle) {
+		t.Fatalf("ReleaseOrphan with a process running: released %v, %v; want ErrOrphanInUse naming %s and pid %d only", released, err, dev, pid)
 	}
-	if got := p.PreparedDevices(); len(got) != 1 {
+	if got := p.PreparedDevices(); len(got) != 2 {
 		t.Errorf("prepared devices %v after a refused release, want %s still", got, dev)
 	}
 	if err := e.sim.StopProcess(pid); err != nil {
