@@ -166,13 +166,18 @@ func actualLayout(m *mig.Model, g v1alpha1.GPUStatus) (current, pinned mig.Layou
 	return current, pinned
 }
 
+// explicitLayout parses and validates a rule's layout. Its errors, from
+// mig.ParseLayout (ErrSyntax) and Model.Validate (ErrInvalidLayout,
+// ErrUnknownProfile), already name the layout and what is wrong with it, so
+// they are returned as they are: the condition message reads "invalid
+// layout: layout … on <model>: <why>" without a stack of prefixes.
 func explicitLayout(m *mig.Model, text string) (mig.Layout, error) {
 	l, err := mig.ParseLayout(text)
 	if err != nil {
-		return nil, fmt.Errorf("parsing layout: %w", err)
+		return nil, err
 	}
 	if err := m.Validate(l); err != nil {
-		return nil, fmt.Errorf("validating layout: %w", err)
+		return nil, err
 	}
 	return l, nil
 }

@@ -128,7 +128,7 @@ func TestDesiredGPUs(t *testing.T) {
 			rules:     rules(rule("overlap").layout("3g.40gb@0,4g.40gb@0")),
 			inventory: inventory(a100(0), a100(1)),
 			problems: []problemWant{
-				{0, v1alpha1.ReasonInvalidLayout, []string{"gpu 0", "overlaps"}},
+				{0, v1alpha1.ReasonInvalidLayout, []string{`gpu 0 (NVIDIA A100-SXM4-80GB), rule "overlap": invalid layout: layout "3g.40gb@0,4g.40gb@0"`, "overlaps"}},
 				{1, v1alpha1.ReasonInvalidLayout, []string{"gpu 1", "overlaps"}},
 			},
 		},
