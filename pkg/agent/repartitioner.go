@@ -155,7 +155,12 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	var confirmed unknownAllocations
 	for idx, err := range orphans {
 		if !slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == idx }) {
+			// A GI the agent left half made on a GPU no spec lists:
+			// reported (so that status and the MigLayout show it) and
+			// retried, not only logged.
 			logger.Error(err, "Rolling back GPU instances without a full-size compute instance", "gpu", idx)
+			res.Results[idx] = r.failure(err)
+			res.Retry = true
 		}
 	}
 
@@ -200,19 +205,30 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 	}
 
 	// 2. Drain every GPU's departing devices at once: one publication, one
-	// settle period, one live re-check.
+	// settle period, one live re-check. A GPU whose journal entry cannot
+	// be written is not drained (no NVML step is taken unjournaled): it
+	// fails alone (JournalUnwritable), and the pass goes on to publish the
+	// pool from NVML truth.
 	draining := sets.New[string]()
+	journaled := work[:0]
 	for _, p := range work {
-		draining.Insert(p.drain...)
+		if len(p.drain) > 0 {
+			if err := r.Journal.Record(p.entry(StepDraining)); err != nil {
+				logger.Error(err, "Not draining the GPU: its journal entry cannot be written", "gpu", p.index)
+				res.Results[p.index] = journalFailure(fmt.Errorf("recording the drain of GPU %d: %w", p.index, err))
+				res.Retry = true
+				continue
+			}
+			draining.Insert(p.drain...)
+		}
+		journaled = append(journaled, p)
 	}
+	work = journaled
 	if draining.Len() > 0 {
 		start := time.Now()
 		for _, p := range work {
 			if len(p.drain) == 0 {
 				continue
-			}
-			if err := r.Journal.Record(p.entry(StepDraining)); err != nil {
-				return nil, err
 			}
 			if err := report(p.index, GPUResult{Phase: v1alpha1.PhaseDraining, Reason: v1alpha1.ReasonDraining, Message: "draining " + strings.Join(p.drain, ", ")}); err != nil {
 				logger.Error(err, "Showing the GPU Draining; going on (it is shown Repartitioning before its NVML work)", "gpu", p.index)
@@ -233,9 +249,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 					continue
 				}
 				res.Results[p.index] = GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonDeviceTaintsUnsupported, Message: err.Error()}
-				if err := r.Journal.KeepMode(p.index); err != nil {
-					return nil, err
-				}
+				r.keepMode(ctx, res, p.index)
 			}
 			res.Retry = true
 			work = kept
@@ -265,9 +279,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 				res.Results[p.index] = GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
 					Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)", strings.Join(sets.List(busy), ", "))}
 				res.Retry = true
-				if err := r.Journal.KeepMode(p.index); err != nil {
-					return nil, err
-				}
+				r.keepMode(ctx, res, p.index)
 				continue
 			}
 			kept = append(kept, p)
@@ -306,9 +318,7 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			res.Results[p.index] = GPUResult{Phase: v1alpha1.PhasePending, Reason: v1alpha1.ReasonPending,
 				Message: fmt.Sprintf("%s; %s not applied", why, p.desired.String())}
 			res.Retry = true
-			if err := r.Journal.KeepMode(p.index); err != nil {
-				return nil, err
-			}
+			r.keepMode(ctx, res, p.index)
 			continue
 		}
 		result := r.apply(ctx, p)
@@ -388,10 +398,25 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			continue
 		}
 		if err := r.Journal.Clear(e.GPU); err != nil {
-			return nil, err
+			// The entry stays as it was: what it names is done, and a
+			// later pass clears it.
+			logger.Error(err, "Could not clear the GPU's journal entry; a later pass does", "gpu", e.GPU)
+			res.Retry = true
 		}
 	}
 	return res, nil
+}
+
+// keepMode ends GPU idx's work in flight this pass (Journal.KeepMode). A
+// journal that cannot be written keeps the entry as it was: it names no
+// NVML step this pass took (its step is Draining, or an earlier pass's),
+// so the pass goes on, with step 4 republishing the pool from NVML truth,
+// and a later pass tries again.
+func (r *Repartitioner) keepMode(ctx context.Context, res *SyncResult, idx int) {
+	if err := r.Journal.KeepMode(idx); err != nil {
+		klog.FromContext(ctx).Error(err, "Could not end the GPU's journal entry for this pass; a later pass does", "gpu", idx)
+		res.Retry = true
+	}
 }
 
 // planGPU computes the work for one GPU, or a final result when there is

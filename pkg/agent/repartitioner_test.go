@@ -353,7 +353,8 @@ func TestSyncLeavesUnmanagedGIs(t *testing.T) {
 
 // TestSyncKeepsJournalOfFailedRollback: a journal-recorded orphan on a GPU the
 // spec no longer lists whose rollback fails keeps its journal entry, so the
-// next pass still rolls it back.
+// next pass still rolls it back; the failure is the GPU's result (Failed)
+// and the pass asks for a retry.
 func TestSyncKeepsJournalOfFailedRollback(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "")
@@ -365,14 +366,23 @@ func TestSyncKeepsJournalOfFailedRollback(t *testing.T) {
 	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.r.Sync(context.Background(), nil, nil); err != nil {
+	res, err := g.r.Sync(context.Background(), nil, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if n := len(g.r.Journal.Entries()); n != 1 {
 		t.Fatalf("journal has %d entries after the failed rollback, want 1", n)
 	}
-	if _, err := g.r.Sync(context.Background(), nil, nil); err != nil {
+	// No spec lists the GPU, yet the failed rollback is shown (the leaked
+	// GI holds memory slices) and retried, not only logged.
+	if got, ok := res.Results[0]; !ok || got.Phase != v1alpha1.PhaseFailed || got.Reason != v1alpha1.ReasonNVMLError || !res.Retry {
+		t.Errorf("after the failed rollback: GPU 0 result %+v (reported %t), retry %t; want Failed/NVMLError, retried", got, ok, res.Retry)
+	}
+	if res, err = g.r.Sync(context.Background(), nil, nil); err != nil {
 		t.Fatal(err)
+	}
+	if got, ok := res.Results[0]; ok || res.Retry {
+		t.Errorf("after the rollback: GPU 0 result %+v, retry %t; want no result, no retry", got, res.Retry)
 	}
 	if n := len(g.sim.Snapshot().GPUs[0].GPUInstances); n != 0 {
 		t.Errorf("%d GPU instances left, want the orphan rolled back on the second pass", n)
