@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -198,7 +199,9 @@ func (j *Journal) KeepMode(gpuIndex int) error {
 
 // flush writes entries to the file (temporary file, fsync, rename, fsync of
 // the directory) and, once they are there, makes them the journal's: a write
-// that fails leaves memory as the file is.
+// that fails leaves memory as it was (the file too, but where only the
+// directory's sync failed: the file may then hold entries memory lacks,
+// which the next write replaces).
 func (j *Journal) flush(entries map[int]JournalEntry) error {
 	f := journalFile{Version: JournalVersion}
 	for _, e := range entries {
@@ -231,11 +234,30 @@ func (j *Journal) flush(entries map[int]JournalEntry) error {
 	if err := os.Rename(tmp.Name(), j.path); err != nil {
 		return fmt.Errorf("replacing journal: %w", err)
 	}
-	j.entries = entries
-	// The rename lasts once the directory is synced.
-	if d, err := os.Open(filepath.Dir(j.path)); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
+	// The rename lasts once the directory is synced: until then a power
+	// loss may bring the old file back, so the step it records is not
+	// taken. (A file system that cannot sync a directory, EINVAL, gives
+	// what it can.)
+	if err := syncDir(filepath.Dir(j.path)); err != nil {
+		return fmt.Errorf("syncing journal directory: %w", err)
 	}
+	j.entries = entries
 	return nil
+}
+
+// syncDir fsyncs directory dir; EINVAL (a file system that does not sync
+// directories) is no error.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, syscall.EINVAL) {
+		return nil
+	}
+	return err
 }

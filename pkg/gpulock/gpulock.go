@@ -87,7 +87,13 @@ func (l *Locks) lock(ctx context.Context, i int, failIfReconfiguring bool) (func
 		l.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("locking GPU %d: %w", i, context.Cause(ctx))
+			// ctx.Err() (context.Canceled, DeadlineExceeded) always,
+			// so that callers tell a stop from a failure; the cause too
+			// where one was given (a fatal error that stops the agent).
+			if cause := context.Cause(ctx); cause != ctx.Err() {
+				return nil, fmt.Errorf("locking GPU %d: %w: %w", i, ctx.Err(), cause)
+			}
+			return nil, fmt.Errorf("locking GPU %d: %w", i, ctx.Err())
 		case <-ch:
 		}
 	}

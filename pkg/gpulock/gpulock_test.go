@@ -47,6 +47,15 @@ func TestLockWaitsAndHonoursContext(t *testing.T) {
 	if _, err := l.Lock(ctx, 3); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock on a held GPU with an expiring context = %v", err)
 	}
+	// A context cancelled with a cause (a fatal error stopping the agent)
+	// gives both: the stop (context.Canceled), which callers tell from a
+	// failure, and the cause.
+	fatal := errors.New("kubelet plugin failed")
+	cctx, ccancel := context.WithCancelCause(t.Context())
+	ccancel(fatal)
+	if _, err := l.Lock(cctx, 3); !errors.Is(err, context.Canceled) || !errors.Is(err, fatal) {
+		t.Fatalf("Lock on a held GPU with a context cancelled with a cause = %v, want context.Canceled and the cause", err)
+	}
 	got := make(chan func())
 	go func() {
 		u, err := l.Lock(t.Context(), 3)
