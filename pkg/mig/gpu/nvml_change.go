@@ -268,15 +268,27 @@ func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx i
 					logger.V(2).Info("Compute instance already gone", "giID", g.info.Id, "ciID", info.Id, "err", err)
 					continue
 				}
-				return fmt.Errorf("destroying compute instance %d of GI %d: %w", info.Id, g.info.Id, err)
+				return fmt.Errorf("destroying compute instance %d of GI %d: %w", info.Id, g.info.Id, heldByClient(err))
 			}
 		}
 	}
 	logger.V(2).Info("Destroying GPU instance", "giID", g.info.Id)
 	if err := staleErr("nvmlGpuInstanceDestroy", g.handle.Destroy()); err != nil {
-		return fmt.Errorf("destroying GPU instance %d: %w", g.info.Id, err)
+		return fmt.Errorf("destroying GPU instance %d: %w", g.info.Id, heldByClient(err))
 	}
 	return nil
+}
+
+// heldByClient is err, from a destroy made once NVML listed no compute
+// process on the GPU instance, with ERROR_IN_USE explained: what holds the
+// instance is another client, which no process list shows (a monitoring
+// agent such as DCGM or dcgm-exporter keeping a handle, a device file left
+// open; NVIDIA/DCGM issues 95 and 276). It still wraps ErrInUse.
+func heldByClient(err error) error {
+	if !errors.Is(err, ErrInUse) {
+		return err
+	}
+	return fmt.Errorf("%w; no compute process is listed on it, so another NVML client holds it (a monitoring agent such as DCGM or dcgm-exporter, or a device file left open): it is destroyed once that client lets go", err)
 }
 
 // giProcesses lists the compute processes on every MIG device (CI) of a GI.

@@ -56,11 +56,12 @@ func (h computeInstance) GetInfo() (nvml.ComputeInstanceInfo, nvml.Return) {
 }
 
 // Destroy destroys the CI, and with it the MIG device and its UUID.
-// ERROR_IN_USE while a process runs on it; ERROR_INVALID_ARGUMENT for a stale
-// handle. Op "ComputeInstance.Destroy" (mutating).
+// ERROR_IN_USE while a process runs on it or a client holds it (OpenClient);
+// ERROR_INVALID_ARGUMENT for a stale handle. Op "ComputeInstance.Destroy"
+// (mutating).
 func (h computeInstance) Destroy() nvml.Return {
 	return h.with("ComputeInstance.Destroy", true, func(c giCtx, ci *ComputeInstance) (bool, nvml.Return) {
-		if len(c.st.processesOn(h.gi.index, c.gi.ID, ci.ID)) > 0 {
+		if c.st.held(h.gi.index, c.gi.ID, ci.ID) {
 			return false, nvml.ERROR_IN_USE
 		}
 		if c.lie {

@@ -254,7 +254,8 @@ func (d device) GetMigMode() (int, int, nvml.Return) {
 //   - mode equal to the current mode: (SUCCESS, SUCCESS), a pending change is
 //     cancelled;
 //   - disabling while GPU instances exist: (IN_USE, IN_USE), nothing changes;
-//   - a process holds the GPU (on it or on one of its MIG devices): with
+//   - a process or a client (OpenClient) holds the GPU (on it, one of its
+//     GPU instances or MIG devices): with
 //     MIGModeNeedsReset (Ampere) the mode becomes pending, current stays,
 //     (IN_USE, SUCCESS) — ResetGPU applies it; otherwise (Hopper, Blackwell)
 //     (IN_USE, SUCCESS), nothing changes (nvml.h lists IN_USE as an
@@ -285,7 +286,7 @@ func (d device) SetMigMode(mode int) (nvml.Return, nvml.Return) {
 		if !want && len(g.GPUInstances) > 0 {
 			return false, nvml.ERROR_IN_USE
 		}
-		if len(c.st.processesOn(d.index, -1, -1)) > 0 {
+		if c.st.held(d.index, -1, -1) {
 			activation = nvml.ERROR_IN_USE
 			if c.m.MIGModeNeedsReset {
 				changed := g.MIGPending != want

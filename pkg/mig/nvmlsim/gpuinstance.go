@@ -202,12 +202,13 @@ func (h gpuInstance) GetComputeInstanceRemainingCapacity(info *nvml.ComputeInsta
 	return n, ret
 }
 
-// Destroy destroys the GI. ERROR_IN_USE while a process runs on it or it has
-// a CI; ERROR_INVALID_ARGUMENT for a stale handle (a GI already destroyed).
+// Destroy destroys the GI. ERROR_IN_USE while a process runs on it, a client
+// holds it or one of its MIG devices (OpenClient, OpenGPUInstanceClient), or
+// it has a CI; ERROR_INVALID_ARGUMENT for a stale handle (a GI already destroyed).
 // Op "GpuInstance.Destroy" (mutating).
 func (h gpuInstance) Destroy() nvml.Return {
 	return h.with("GpuInstance.Destroy", true, func(c giCtx) (bool, nvml.Return) {
-		if len(c.st.processesOn(h.index, c.gi.ID, -1)) > 0 || len(c.gi.ComputeInstances) > 0 {
+		if c.st.held(h.index, c.gi.ID, -1) || len(c.gi.ComputeInstances) > 0 {
 			return false, nvml.ERROR_IN_USE
 		}
 		if c.lie {

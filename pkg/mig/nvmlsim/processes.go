@@ -128,8 +128,8 @@ func (s *Sim) setLost(index int, lost bool) error {
 // becomes current and every GPU and compute instance is destroyed. It needs
 // no Init; Latency applies and faults on op "ResetGPU" trigger. Errors wrap
 // nvml.ERROR_INVALID_ARGUMENT for an index out of range, nvml.ERROR_IN_USE
-// while a process runs on the GPU or its MIG devices (nothing changes), or an
-// injected fault's code.
+// while a process runs on the GPU or its MIG devices or a client holds any of
+// them (nothing changes), or an injected fault's code.
 func (s *Sim) ResetGPU(index int) error {
 	if s.latency > 0 {
 		s.sleep(s.latency)
@@ -149,6 +149,10 @@ func (s *Sim) ResetGPU(index int) error {
 		}
 		if ps := st.processesOn(index, -1, -1); len(ps) > 0 {
 			opErr = fmt.Errorf("%d process(es) running, first PID %d: %w", len(ps), ps[0].PID, nvml.ERROR_IN_USE)
+			return counted, nil
+		}
+		if st.held(index, -1, -1) {
+			opErr = fmt.Errorf("in use by another client: %w", nvml.ERROR_IN_USE)
 			return counted, nil
 		}
 		if f != nil { // Lie

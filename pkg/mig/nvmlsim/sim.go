@@ -15,7 +15,10 @@
 //     beyond its InstanceCount: ERROR_INSUFFICIENT_RESOURCES;
 //   - destroying a GI that has a CI or a process, a CI that has a process, or
 //     disabling MIG mode while GIs exist: ERROR_IN_USE;
-//   - changing MIG mode while a process holds the GPU: on models with
+//   - destroying a GI or CI, or resetting the GPU, while another client
+//     holds it without a compute process (OpenClient: a monitoring agent, a
+//     device file left open; no process list shows it): ERROR_IN_USE;
+//   - changing MIG mode while a process or client holds the GPU: on models with
 //     MIGModeNeedsReset (Ampere) the change stays pending until ResetGPU and
 //     the activation status is ERROR_IN_USE; on Hopper and newer nothing
 //     changes and the activation status is ERROR_IN_USE (the call itself

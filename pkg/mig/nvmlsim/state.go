@@ -24,6 +24,9 @@ type State struct {
 	Spec      string    `json:"spec"`
 	GPUs      []GPU     `json:"gpus"`
 	Processes []Process `json:"processes"`
+	// Clients hold GPUs, GPU instances or MIG devices without a compute
+	// process (OpenClient), by ID.
+	Clients []Client `json:"clients,omitempty"`
 	// Faults are the injected faults not yet triggered; Nth counts down to
 	// the call that fails (1 = the next call).
 	Faults []Fault `json:"faults,omitempty"`
