@@ -153,7 +153,7 @@ func (m *NVMLManager) DestroyMIGDevice(ctx context.Context, gpuIndex int, d mig.
 // changedMeanwhile is a stale handle met on the way (a GPU instance,
 // compute instance or MIG device listed, then gone: someone ran nvidia-smi,
 // or a handle went stale): the GPU instance sought may well be there still,
-// so it is never ErrNotFound; destroy and the readers (walkSettled) read the
+// so it is never ErrNotFound; destroy and the readers (settled) read the
 // GPU again. It unwraps to ErrNVML, and ReturnCode reads the NVML code of
 // its cause.
 type changedMeanwhile struct {
@@ -332,17 +332,22 @@ func (m *NVMLManager) Processes(ctx context.Context, gpuIndex int, d mig.Device)
 		return nil, err
 	}
 	defer leave()
-	s, err := m.walkSettled(ctx, gpuIndex)
-	if err == nil {
-		var g gpuInstance
-		if g, err = s.find(d); err == nil {
-			var procs []Process
-			if procs, err = giProcesses(s.dev, g); err == nil {
-				return procs, nil
-			}
+	procs, err := settled(func() ([]Process, error) {
+		s, err := m.walk(ctx, gpuIndex)
+		if err != nil {
+			return nil, err
 		}
+		g, err := s.find(d)
+		if err != nil {
+			return nil, err
+		}
+		procs, err := giProcesses(s.dev, g)
+		return procs, staleMeanwhile(err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing processes on MIG device %s of GPU %d: %w", d, gpuIndex, err)
 	}
-	return nil, fmt.Errorf("listing processes on MIG device %s of GPU %d: %w", d, gpuIndex, err)
+	return procs, nil
 }
 
 // MIGProcesses lists the compute processes on every MIG device of GPU
@@ -356,27 +361,29 @@ func (m *NVMLManager) MIGProcesses(ctx context.Context, gpuIndex int) (map[mig.D
 		return nil, err
 	}
 	defer leave()
-	out, err := m.migProcesses(ctx, gpuIndex)
+	out, err := settled(func() (map[mig.Device][]Process, error) { return m.migProcesses(ctx, gpuIndex) })
 	if err != nil {
 		return nil, fmt.Errorf("listing processes on the MIG devices of GPU %d: %w", gpuIndex, err)
 	}
 	return out, nil
 }
 
+// migProcesses reads the GPU once; an instance gone between its listing
+// and its read answers changedMeanwhile (see settled).
 func (m *NVMLManager) migProcesses(ctx context.Context, idx int) (map[mig.Device][]Process, error) {
-	s, err := m.walkSettled(ctx, idx)
+	s, err := m.walk(ctx, idx)
 	if err != nil || len(s.gis) == 0 {
 		return nil, err
 	}
 	handles, err := migHandles(s.dev)
 	if err != nil {
-		return nil, err
+		return nil, staleMeanwhile(err)
 	}
 	out := map[mig.Device][]Process{}
 	for _, g := range s.gis {
 		procs, err := giProcessesOf(handles, g)
 		if err != nil {
-			return nil, fmt.Errorf("GPU instance %s (GI %d): %w", g.device(), g.info.Id, err)
+			return nil, staleMeanwhile(fmt.Errorf("GPU instance %s (GI %d): %w", g.device(), g.info.Id, err))
 		}
 		if len(procs) > 0 {
 			out[g.device()] = procs

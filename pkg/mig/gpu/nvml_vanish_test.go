@@ -125,3 +125,39 @@ func checkDestroyed(t *testing.T, sim *nvmlsim.Sim, err error, d mig.Device) mig
 	}
 	return left
 }
+
+// TestReadsWhenTheCIVanishesMidway: the compute instance of a device goes
+// (destroyed by someone else) between the listing of its GPU instance's
+// compute instances and the read of it, while MIGDevices reads the GPU. It
+// reads the GPU again and answers for it as it is then (the GPU
+// instance without a compute instance), instead of failing with a stale
+// handle's ErrNotFound, which would say the device was never there.
+func TestReadsWhenTheCIVanishesMidway(t *testing.T) {
+	ctx := t.Context()
+	d := mig.Device{Profile: "3g.40gb", Start: 0}
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed := false
+	m, err := gpu.NewNVML(ciVanishes{Interface: sim, armed: &armed}, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	enableMIG(t, ctx, sim, m, 0)
+	if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
+		t.Fatal(err)
+	}
+	armed = true
+	devs, err := m.MIGDevices(ctx, 0)
+	if armed {
+		t.Fatal("the compute instance was never read: the test did not bite")
+	}
+	if err != nil {
+		t.Fatalf("MIGDevices: %v", err)
+	}
+	if len(devs) != 1 || devs[0].Device() != d || devs[0].CIID != -1 || devs[0].UUID != "" {
+		t.Errorf("devices %+v, want only %s, without a compute instance", devs, d)
+	}
+}

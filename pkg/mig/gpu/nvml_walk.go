@@ -341,15 +341,17 @@ func (m *NVMLManager) MIGDevices(ctx context.Context, gpuIndex int) ([]MIGDevice
 		return nil, err
 	}
 	defer leave()
-	out, err := m.migDevices(ctx, gpuIndex)
+	out, err := settled(func() ([]MIGDevice, error) { return m.migDevices(ctx, gpuIndex) })
 	if err != nil {
 		return nil, fmt.Errorf("listing MIG devices of GPU %d: %w", gpuIndex, err)
 	}
 	return out, nil
 }
 
+// migDevices reads the GPU once; an instance gone between its listing and
+// its read answers changedMeanwhile (see settled).
 func (m *NVMLManager) migDevices(ctx context.Context, idx int) ([]MIGDevice, error) {
-	s, err := m.walkSettled(ctx, idx)
+	s, err := m.walk(ctx, idx)
 	if err != nil {
 		return nil, err
 	}
@@ -362,34 +364,47 @@ func (m *NVMLManager) migDevices(ctx context.Context, idx int) ([]MIGDevice, err
 	}
 	handles, err := migHandles(s.dev)
 	if err != nil {
-		return nil, err
+		return nil, staleMeanwhile(err)
 	}
 	out := make([]MIGDevice, 0, len(s.gis))
 	for _, g := range s.gis {
 		d, err := describe(idx, uuid, g, handles)
 		if err != nil {
-			return nil, fmt.Errorf("GPU instance %s (GI %d): %w", g.device(), g.info.Id, err)
+			return nil, staleMeanwhile(fmt.Errorf("GPU instance %s (GI %d): %w", g.device(), g.info.Id, err))
 		}
 		out = append(out, d)
 	}
 	return out, nil
 }
 
-// walkSettled is walk, read again (up to maxDestroyReads times in all) while
-// a GPU instance vanishes between its listing and its read
-// (changedMeanwhile): readers answer for the GPU as it is once it holds
-// still.
-func (m *NVMLManager) walkSettled(ctx context.Context, idx int) (*gpuState, error) {
-	var err error
+// settled runs read, one read of a GPU's instances, again (up to
+// maxDestroyReads times in all) while it answers changedMeanwhile: an
+// instance or MIG device handle went stale during the read because someone
+// else changed the GPU (nvidia-smi). The last error is returned as it is.
+func settled[T any](read func() (T, error)) (T, error) {
+	var (
+		v   T
+		err error
+	)
 	for range maxDestroyReads {
-		var s *gpuState
-		if s, err = m.walk(ctx, idx); err == nil {
-			return s, nil
+		if v, err = read(); err == nil {
+			return v, nil
 		}
 		var changed changedMeanwhile
 		if !errors.As(err, &changed) {
-			return nil, err
+			return v, err
 		}
 	}
-	return nil, err
+	return v, err
+}
+
+// staleMeanwhile is err as a changedMeanwhile where it is a stale handle's
+// (ErrNotFound) met after the walk: an instance listed, then gone. Within
+// a read that walked the GPU already, it means the GPU changed, not that
+// what was asked for is absent.
+func staleMeanwhile(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return meanwhile(err)
+	}
+	return err
 }
