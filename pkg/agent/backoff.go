@@ -75,13 +75,26 @@ func outcomes(res *SyncResult) (failing, waiting string) {
 		switch {
 		case g.Phase == v1alpha1.PhaseReady:
 		case g.Phase == v1alpha1.PhaseFailed && (g.Reason == v1alpha1.ReasonInvalidLayout || g.Reason == v1alpha1.ReasonUnknownGPU):
-		case g.Phase == v1alpha1.PhaseFailed, g.Phase == v1alpha1.PhasePending && (g.Reason == ReasonPassFailed || res.Stopped.Has(idx)):
+		case failed(g, res.Stopped.Has(idx)):
 			f = append(f, part)
 		default:
 			w = append(w, part)
 		}
 	}
 	return strings.Join(f, ","), strings.Join(w, ",")
+}
+
+// failed reports whether g, a GPU's result (stopped: in SyncResult.Stopped),
+// is a failure the failing backoff retries (see outcomes): Failed on an
+// error that may pass, or Pending on a pass's failure.
+func failed(g GPUResult, stopped bool) bool {
+	switch g.Phase {
+	case v1alpha1.PhaseFailed:
+		return g.Reason != v1alpha1.ReasonInvalidLayout && g.Reason != v1alpha1.ReasonUnknownGPU
+	case v1alpha1.PhasePending:
+		return g.Reason == ReasonPassFailed || stopped
+	}
+	return false
 }
 
 // nextBackoff is the delay before the pass after res, one that left GPUs
@@ -99,11 +112,20 @@ func outcomes(res *SyncResult) (failing, waiting string) {
 func (r *NodeReconciler) nextBackoff(res *SyncResult) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.nextBackoffLocked(res, false)
+}
+
+// nextBackoffLocked is nextBackoff with r.mu held; with failingDeferred
+// (GPUs that failed are deferred, not retried, this pass) a pass without a
+// GPU failed does not reset the failing backoff.
+func (r *NodeReconciler) nextBackoffLocked(res *SyncResult, failingDeferred bool) time.Duration {
 	failing, waiting := outcomes(res)
 	if failing != "" {
 		return r.failing.next(failing, r.now())
 	}
-	r.failing.reset()
+	if !failingDeferred {
+		r.failing.reset()
+	}
 	return r.waiting.next(waiting, r.now())
 }
 
@@ -113,4 +135,83 @@ func (r *NodeReconciler) resetBackoff() {
 	defer r.mu.Unlock()
 	r.failing.reset()
 	r.waiting.reset()
+	clear(r.retryDue)
+}
+
+// failedRetry is a GPU whose change failed on an error that may pass
+// (failed): the spec it failed on, its result, and when the failing
+// backoff retries it.
+type failedRetry struct {
+	spec   v1alpha1.GPUSpec
+	result GPUResult
+	due    time.Time
+}
+
+// deferredGPUs returns, by index, the GPUs of specs whose failed change is
+// not due for its retry yet, with the result they failed with: a pass that
+// comes sooner (a ResourceClaim of the node changed, a Wake, the resync)
+// leaves them as they are (Repartitioner.SyncDeferring), instead of
+// draining their devices, waiting the settle period and reading every
+// ResourceClaim again for a change that keeps failing. A GPU whose spec
+// changed since (the layout or MIG mode) is not deferred.
+func (r *NodeReconciler) deferredGPUs(specs []v1alpha1.GPUSpec) map[int]GPUResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	out := map[int]GPUResult{}
+	for _, s := range specs {
+		f, ok := r.retryDue[int(s.Index)]
+		if ok && f.spec.MIGEnabled == s.MIGEnabled && f.spec.Layout == s.Layout && now.Before(f.due) {
+			out[int(s.Index)] = f.result
+		}
+	}
+	return out
+}
+
+// retryAfter is the delay before the pass after res, one that left GPUs to
+// retry, deferred those of its GPUs it did not try (deferredGPUs). The
+// backoffs judge the GPUs the pass tried (nextBackoff); each GPU that
+// failed is due for its retry after the delay so found, and the pass after
+// comes no later than the first GPU due.
+func (r *NodeReconciler) retryAfter(specs []v1alpha1.GPUSpec, res *SyncResult, deferred map[int]GPUResult) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tried := res
+	if len(deferred) > 0 {
+		tried = &SyncResult{Results: maps.Clone(res.Results), Stopped: res.Stopped, Retry: res.Retry}
+		for idx := range deferred {
+			delete(tried.Results, idx)
+		}
+	}
+	var d time.Duration
+	if failing, waiting := outcomes(tried); failing != "" || waiting != "" || len(deferred) == 0 {
+		d = r.nextBackoffLocked(tried, len(deferred) > 0)
+	}
+	now := r.now()
+	if r.retryDue == nil {
+		r.retryDue = map[int]failedRetry{}
+	}
+	kept := map[int]bool{}
+	for _, s := range specs {
+		idx := int(s.Index)
+		kept[idx] = true
+		if _, ok := deferred[idx]; ok {
+			continue
+		}
+		if g, ok := res.Results[idx]; ok && failed(g, res.Stopped.Has(idx)) && g.Reason != v1alpha1.ReasonGPUUnreadable {
+			r.retryDue[idx] = failedRetry{spec: s, result: g, due: now.Add(d)}
+		} else {
+			delete(r.retryDue, idx)
+		}
+	}
+	for idx, f := range r.retryDue {
+		if !kept[idx] {
+			delete(r.retryDue, idx)
+			continue
+		}
+		if wait := f.due.Sub(now); d == 0 || wait < d {
+			d = wait
+		}
+	}
+	return max(d, time.Millisecond)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -67,6 +68,9 @@ type NodeReconciler struct {
 	// failing backs off passes that end with a GPU failed; waiting, those
 	// that end with GPUs only Blocked or Pending (see nextBackoff).
 	failing, waiting retryBackoff
+	// retryDue holds the GPUs whose change failed, by index, until their
+	// retry (deferredGPUs).
+	retryDue map[int]failedRetry
 	// catalogTold is the CatalogDiffers message last recorded per GPU UUID.
 	catalogTold map[string]string
 	// passStart is when the pass in progress started; zero between passes.
@@ -208,7 +212,11 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		shown = append(shown, idx)
 		return nil
 	}
-	res, err := r.Repartitioner.Sync(ctx, nml.Spec.GPUs, report)
+	deferred := r.deferredGPUs(nml.Spec.GPUs)
+	if len(deferred) > 0 {
+		logger.V(1).Info("Leaving GPUs whose change failed until their retry is due", "gpus", slices.Sorted(maps.Keys(deferred)))
+	}
+	res, err := r.Repartitioner.SyncDeferring(ctx, nml.Spec.GPUs, deferred, report)
 	if err == nil {
 		r.published.Store(true)
 	}
@@ -312,7 +320,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	if res.Retry {
-		d := r.nextBackoff(res)
+		d := r.retryAfter(nml.Spec.GPUs, res, deferred)
 		logger.V(1).Info("Retrying after backoff", "after", d)
 		return ctrl.Result{RequeueAfter: d}, nil
 	}

@@ -114,6 +114,16 @@ type gpuPlan struct {
 // it could not observe or publish the node at all; per-GPU problems are in
 // the result.
 func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, report Reporter) (*SyncResult, error) {
+	return r.SyncDeferring(ctx, desired, nil, report)
+}
+
+// SyncDeferring is Sync with the GPUs of deferred (by index; GPUs of
+// desired) left as they are: each keeps the result given (the failure its
+// last change ended with) with no drain and no NVML step, and the pass asks
+// for a retry. Everything else is as in Sync: the other GPUs change, the
+// pool is republished, and a GPU instance without a compute instance is
+// rolled back on a deferred GPU too.
+func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GPUSpec, deferred map[int]GPUResult, report Reporter) (*SyncResult, error) {
 	logger := klog.FromContext(ctx)
 	if report == nil {
 		report = func(int, GPUResult) error { return nil }
@@ -177,6 +187,11 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 			// planned on it until it is gone.
 			logger.Error(err, "Rolling back GPU instances without a full-size compute instance", "gpu", idx)
 			res.Results[idx] = r.failure(err) // Blocked while in use
+			res.Retry = true
+			continue
+		}
+		if got, ok := deferred[idx]; ok {
+			res.Results[idx] = got
 			res.Retry = true
 			continue
 		}

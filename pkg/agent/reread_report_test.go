@@ -107,7 +107,8 @@ func TestRetryAfterAFailedRepartitioningReportShowsDraining(t *testing.T) {
 		return c.SubResource(sub).Update(ctx, obj, opts...)
 	}})
 	g.r.Reread = LiveSpecs(c, "n1")
-	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: events.NewFakeRecorder(20)}
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: events.NewFakeRecorder(20), Now: func() time.Time { return clock }}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
 	res, _ := r.Reconcile(t.Context(), req)
 	if !failed || g.layouts(t)[0] != "7g.80gb@0" {
@@ -117,6 +118,7 @@ func TestRetryAfterAFailedRepartitioningReportShowsDraining(t *testing.T) {
 		t.Errorf("first pass: retry after %v, want about a second", res.RequeueAfter)
 	}
 	first := len(shown)
+	clock = clock.Add(res.RequeueAfter) // the retry
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}

@@ -183,7 +183,8 @@ func TestRetryWithoutDrainTaintsIsQuiet(t *testing.T) {
 		return c.SubResource(sub).Update(ctx, obj, opts...)
 	}})
 	rec := events.NewFakeRecorder(20)
-	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec, Now: func() time.Time { return clock }}
 	reasons := func() []string {
 		var out []string
 		for len(rec.Events) > 0 {
@@ -202,9 +203,11 @@ func TestRetryWithoutDrainTaintsIsQuiet(t *testing.T) {
 		{nil, nil},
 	} {
 		phases = nil
-		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err != nil {
+		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}})
+		if err != nil {
 			t.Fatal(err)
 		}
+		clock = clock.Add(res.RequeueAfter) // each pass comes at its retry
 		if diff := cmp.Diff(want.phases, phases); diff != "" {
 			t.Errorf("pass %d: phases written (-want +got):\n%s", pass, diff)
 		}

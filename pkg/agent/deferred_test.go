@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+)
+
+// TestFailedGPUWaitsForItsRetry: a GPU whose change failed on an NVML error
+// is retried when the failing backoff says, not by every pass that comes
+// sooner (a ResourceClaim of the node changed, a Wake): such a pass leaves
+// it as it is, with no drain of its devices, while it changes the node's
+// other GPUs. A new spec for the GPU is tried at once.
+func TestFailedGPUWaitsForItsRetry(t *testing.T) {
+	g := newRig(t, "2xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.setup(t, 1, "3g.40gb@0")
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r, c, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0"))
+	r.Now = func() time.Time { return clock }
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	failNextDestroy := func() {
+		t.Helper()
+		if err := g.sim.InjectFault(nvmlsim.Fault{Op: "ComputeInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// pass reconciles and returns its delay and whether it drained a
+	// device of GPU 0.
+	pass := func(what string) (time.Duration, bool) {
+		t.Helper()
+		before := len(g.inv.pubs)
+		res, err := r.Reconcile(t.Context(), req)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		drained := slices.ContainsFunc(g.inv.pubs[before:], func(p publication) bool {
+			return slices.ContainsFunc(p.draining, func(d string) bool { return strings.HasPrefix(d, "gpu-0-") })
+		})
+		return res.RequeueAfter, drained
+	}
+	wantGPU0 := func(what string, phase v1alpha1.GPUPhase, reason string) {
+		t.Helper()
+		var nml v1alpha1.NodeMigLayout
+		if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
+			t.Fatal(err)
+		}
+		if st := nml.Status.GPUs[0]; st.Phase != phase || st.Reason != reason {
+			t.Errorf("%s: GPU 0 %s/%s (%q), want %s/%s", what, st.Phase, st.Reason, st.Message, phase, reason)
+		}
+	}
+	setSpec := func(specs ...v1alpha1.GPUSpec) {
+		t.Helper()
+		var nml v1alpha1.NodeMigLayout
+		if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
+			t.Fatal(err)
+		}
+		nml.Spec.GPUs = specs
+		nml.Generation++
+		if err := c.Update(t.Context(), &nml); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	failNextDestroy()
+	d, drained := pass("first pass")
+	if !drained || d <= 0 {
+		t.Fatalf("first pass: drained GPU 0 %t, retry after %v; want a drain and a retry", drained, d)
+	}
+	wantGPU0("first pass", v1alpha1.PhaseFailed, v1alpha1.ReasonNVMLError)
+
+	// A pass before the retry is due (a ResourceClaim event), with a new
+	// spec for GPU 1 only (a device to create: no destroy to fault).
+	failNextDestroy()
+	setSpec(spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0,3g.40gb@4"))
+	clock = clock.Add(d / 2)
+	early, drained := pass("early pass")
+	if drained {
+		t.Errorf("early pass drained GPU 0, whose retry is not due")
+	}
+	if n := len(g.sim.Snapshot().Faults); n != 1 {
+		t.Errorf("early pass: %d faults left, want the one injected (no destroy tried on GPU 0)", n)
+	}
+	wantGPU0("early pass", v1alpha1.PhaseFailed, v1alpha1.ReasonNVMLError)
+	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
+		t.Errorf("early pass: layouts (-want +got):\n%s", diff)
+	}
+	if early <= 0 || early > d-d/2 {
+		t.Errorf("early pass: retry after %v, want at most the %v left until GPU 0's retry", early, d-d/2)
+	}
+
+	// The retry, when due.
+	clock = clock.Add(early)
+	d, drained = pass("retry")
+	if !drained || len(g.sim.Snapshot().Faults) != 0 {
+		t.Errorf("retry: drained GPU 0 %t, %d faults left; want GPU 0 tried again", drained, len(g.sim.Snapshot().Faults))
+	}
+	wantGPU0("retry", v1alpha1.PhaseFailed, v1alpha1.ReasonNVMLError)
+
+	// A new spec for GPU 0 is tried at once.
+	setSpec(spec(0, "4g.40gb@0,3g.40gb@4"), spec(1, "3g.40gb@0,3g.40gb@4"))
+	clock = clock.Add(d / 2)
+	if _, drained = pass("new spec"); !drained {
+		t.Errorf("new spec: GPU 0 not tried")
+	}
+	wantGPU0("new spec", v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied)
+}
