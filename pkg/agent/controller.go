@@ -235,11 +235,19 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		// pass's error, quietly (no event).
 		stopped := GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed,
 			Message: fmt.Sprintf("the pass stopped before this GPU's change was done; retrying: %v", err)}
+		// A GPU the pass changed before it failed (in the republication
+		// that follows the changes) says so: its retry finds it done.
+		changed := GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed,
+			Message: fmt.Sprintf("this GPU's change was made, but the pass failed after it, before the node's devices were published again; retrying: %v", err)}
 		for _, idx := range slices.Compact(slices.Sorted(slices.Values(shown))) {
-			if perr := r.patchGPUPhase(ctx, nml.Generation, idx, stopped); perr != nil {
+			got := stopped
+			if res != nil && res.Changed.Has(idx) {
+				got = changed
+			}
+			if perr := r.patchGPUPhase(ctx, nml.Generation, idx, got); perr != nil {
 				logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
 			}
-			r.gpuEvent(&nml, "Warning", EventPassFailed, "Repartition", idx, stopped.Message)
+			r.gpuEvent(&nml, "Warning", EventPassFailed, "Repartition", idx, got.Message)
 		}
 		for _, g := range nml.Status.GPUs {
 			idx := int(g.Index)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -113,4 +114,39 @@ func TestFailedGPUWaitsForItsRetry(t *testing.T) {
 		t.Errorf("new spec: GPU 0 not tried")
 	}
 	wantGPU0("new spec", v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied)
+}
+
+// TestPassFailedAfterTheChangeSaysSo: the republication that ends a pass
+// fails after GPU 0 was repartitioned. Its status says the change was made
+// and the pass failed after it (not that the change was not done); the
+// retry publishes the pool and shows it Ready.
+func TestPassFailedAfterTheChangeSaysSo(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.inv.failRepublish = errors.New("the API server is unavailable")
+	r, c, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	if _, err := r.Reconcile(t.Context(), req); err == nil {
+		t.Fatal("the pass succeeded, though its republication failed")
+	}
+	if diff := cmp.Diff([]string{"7g.80gb@0"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
+	}
+	var nml v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
+		t.Fatal(err)
+	}
+	if st := nml.Status.GPUs[0]; st.Phase != v1alpha1.PhasePending || st.Reason != ReasonPassFailed || !strings.Contains(st.Message, "change was made, but the pass failed after it") {
+		t.Errorf("GPU 0 %s/%s (%q), want Pending/%s saying the change was made", st.Phase, st.Reason, st.Message, ReasonPassFailed)
+	}
+	g.inv.failRepublish = nil
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
+		t.Fatal(err)
+	}
+	if st := nml.Status.GPUs[0]; st.Phase != v1alpha1.PhaseReady {
+		t.Errorf("after the retry GPU 0 %s/%s (%q), want Ready", st.Phase, st.Reason, st.Message)
+	}
 }

@@ -39,6 +39,9 @@ type fakeInventory struct {
 	// failDrain, when set, is the error of a publication with drained
 	// devices (an API server refusing it).
 	failDrain error
+	// failRepublish, when set, is the error of a publication without
+	// drained devices (the republication that ends a pass).
+	failRepublish error
 }
 
 func (f *fakeInventory) DeviceName(g gpu.GPU, d *gpu.MIGDevice) string {
@@ -69,6 +72,9 @@ func (f *fakeInventory) Publish(_ context.Context, gpus []GPUState, draining set
 	f.mu.Unlock()
 	if f.failDrain != nil && draining.Len() > 0 {
 		return f.failDrain
+	}
+	if f.failRepublish != nil && draining.Len() == 0 {
+		return f.failRepublish
 	}
 	if f.dropTaints && draining.Len() > 0 {
 		return fmt.Errorf("waiting for the API server to serve pool n1: %w", ErrDrainTaintsDropped)

@@ -81,6 +81,15 @@ type SyncResult struct {
 	Changed sets.Set[int]
 }
 
+// changedOnly is what a pass that fails after step 3 returns with its
+// error: the GPUs it changed, nil where it changed none.
+func (res *SyncResult) changedOnly() *SyncResult {
+	if res.Changed.Len() == 0 {
+		return nil
+	}
+	return &SyncResult{Changed: res.Changed}
+}
+
 // Reporter receives phase changes during a pass (Draining, Repartitioning)
 // so that status can show progress before the pass ends. It may be nil. Its
 // error for a Draining report is only logged; for a Repartitioning report it
@@ -112,7 +121,10 @@ type gpuPlan struct {
 
 // Sync runs one pass over the desired GPU specs. It returns an error only when
 // it could not observe or publish the node at all; per-GPU problems are in
-// the result.
+// the result. With an error the result is nil, but where the pass failed
+// after changing GPUs (the republication, or the reads after it): then it
+// holds only Changed, the GPUs changed, whose status must not say their
+// change was not made.
 func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, report Reporter) (*SyncResult, error) {
 	return r.SyncDeferring(ctx, desired, nil, report)
 }
@@ -361,7 +373,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 		defer cancel()
 	}
 	if obs, unreadable, err = r.observe(pubCtx); err != nil {
-		return nil, err
+		return res.changedOnly(), err
 	}
 	// A GPU NVML cannot read is failed, managed or not (so that status
 	// shows it), and its devices are left out of the pool.
@@ -379,12 +391,12 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 		// until the GPU's reset; later passes do not wait for the taint.
 		logger.Error(err, "Devices a pending MIG mode change removes are published without their taint")
 	case err != nil:
-		return nil, fmt.Errorf("republishing pool: %w", err)
+		return res.changedOnly(), fmt.Errorf("republishing pool: %w", err)
 	}
 	r.Metrics.observePhase("republish", time.Since(start))
 	res.GPUs = obs
 	if res.InUse, err = r.inUseLayouts(ctx, obs); err != nil {
-		return nil, err
+		return res.changedOnly(), err
 	}
 	r.Metrics.recordDevices(res)
 	for _, spec := range desired {
