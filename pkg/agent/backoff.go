@@ -154,12 +154,19 @@ type failedRetry struct {
 // draining their devices, waiting the settle period and reading every
 // ResourceClaim again for a change that keeps failing. A GPU whose spec
 // changed since (the layout or MIG mode) is not deferred.
-func (r *NodeReconciler) deferredGPUs(specs []v1alpha1.GPUSpec) map[int]GPUResult {
+//
+// The GPUs are those of nml: a NodeMigLayout deleted and made again (under
+// another UID) starts with none deferred.
+func (r *NodeReconciler) deferredGPUs(nml *v1alpha1.NodeMigLayout) map[int]GPUResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if nml.UID != r.retryDueUID {
+		clear(r.retryDue)
+		r.retryDueUID = nml.UID
+	}
 	now := r.now()
 	out := map[int]GPUResult{}
-	for _, s := range specs {
+	for _, s := range nml.Spec.GPUs {
 		f, ok := r.retryDue[int(s.Index)]
 		if ok && f.spec.MIGEnabled == s.MIGEnabled && f.spec.Layout == s.Layout && now.Before(f.due) {
 			out[int(s.Index)] = f.result
@@ -169,13 +176,18 @@ func (r *NodeReconciler) deferredGPUs(specs []v1alpha1.GPUSpec) map[int]GPUResul
 }
 
 // retryAfter is the delay before the pass after res, one that left GPUs to
-// retry, deferred those of its GPUs it did not try (deferredGPUs). The
-// backoffs judge the GPUs the pass tried (nextBackoff); each GPU that
-// failed is due for its retry after the delay so found, and the pass after
-// comes no later than the first GPU due.
+// retry, deferred those of its GPUs (deferredGPUs) it may have left as they
+// were. A deferred GPU whose result is the one it was deferred with was not
+// tried: it keeps its due. The backoffs judge the others (nextBackoff); each
+// GPU that failed is due for its retry after the delay so found, and the
+// pass after comes no later than the first GPU due.
 func (r *NodeReconciler) retryAfter(specs []v1alpha1.GPUSpec, res *SyncResult, deferred map[int]GPUResult) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Deferred GPUs judged otherwise this pass (found on their layout, a
+	// device in use, unreadable) are no longer deferred.
+	deferred = maps.Clone(deferred)
+	maps.DeleteFunc(deferred, func(idx int, g GPUResult) bool { return res.Results[idx] != g })
 	tried := res
 	if len(deferred) > 0 {
 		tried = &SyncResult{Results: maps.Clone(res.Results), Stopped: res.Stopped, Retry: res.Retry}

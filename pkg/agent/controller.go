@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,8 +70,9 @@ type NodeReconciler struct {
 	// that end with GPUs only Blocked or Pending (see nextBackoff).
 	failing, waiting retryBackoff
 	// retryDue holds the GPUs whose change failed, by index, until their
-	// retry (deferredGPUs).
-	retryDue map[int]failedRetry
+	// retry (deferredGPUs), for the NodeMigLayout of UID retryDueUID.
+	retryDue    map[int]failedRetry
+	retryDueUID types.UID
 	// catalogTold is the CatalogDiffers message last recorded per GPU UUID.
 	catalogTold map[string]string
 	// passStart is when the pass in progress started; zero between passes.
@@ -185,6 +187,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &nml)
 	if apierrors.IsNotFound(err) {
 		// No MigLayout manages this node: keep the pool published as it is.
+		r.resetBackoff()
 		if _, err := r.Repartitioner.Sync(ctx, nil, nil); err != nil {
 			if ctx.Err() == nil {
 				r.Repartitioner.Metrics.countFailedPass()
@@ -212,7 +215,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		shown = append(shown, idx)
 		return nil
 	}
-	deferred := r.deferredGPUs(nml.Spec.GPUs)
+	deferred := r.deferredGPUs(&nml)
 	if len(deferred) > 0 {
 		logger.V(1).Info("Leaving GPUs whose change failed until their retry is due", "gpus", slices.Sorted(maps.Keys(deferred)))
 	}
@@ -238,7 +241,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		// A GPU the pass changed before it failed (in the republication
 		// that follows the changes) says so: its retry finds it done.
 		changed := GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed,
-			Message: fmt.Sprintf("this GPU's change was made, but the pass failed after it, before the node's devices were published again; retrying: %v", err)}
+			Message: fmt.Sprintf("%s; retrying: %v", changedButFailed, err)}
 		for _, idx := range slices.Compact(slices.Sorted(slices.Values(shown))) {
 			got := stopped
 			if res != nil && res.Changed.Has(idx) {
@@ -251,10 +254,15 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		for _, g := range nml.Status.GPUs {
 			idx := int(g.Index)
-			if g.Phase != v1alpha1.PhasePending || g.Reason != ReasonPassFailed || slices.Contains(shown, idx) || g.Message == truncate(stopped.Message, 1024) {
+			// A GPU an earlier failed pass changed keeps saying so.
+			got := stopped
+			if strings.HasPrefix(g.Message, changedButFailed) {
+				got = changed
+			}
+			if g.Phase != v1alpha1.PhasePending || g.Reason != ReasonPassFailed || slices.Contains(shown, idx) || g.Message == truncate(got.Message, 1024) {
 				continue
 			}
-			if perr := r.patchGPUPhase(ctx, nml.Generation, idx, stopped); perr != nil {
+			if perr := r.patchGPUPhase(ctx, nml.Generation, idx, got); perr != nil {
 				logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
 			}
 		}
@@ -335,6 +343,10 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	r.resetBackoff()
 	return ctrl.Result{}, nil
 }
+
+// changedButFailed begins the status message of a GPU that a pass changed
+// before it failed (in the republication or the reads after the changes).
+const changedButFailed = "this GPU's change was made, but the pass failed after it, before its outcome was published"
 
 // tellCatalogDiffers records a CatalogDiffers event for each GPU whose NVML
 // profile table differs from the catalog (values: Normal; IDs or

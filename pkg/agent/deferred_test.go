@@ -9,6 +9,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -148,5 +149,112 @@ func TestPassFailedAfterTheChangeSaysSo(t *testing.T) {
 	}
 	if st := nml.Status.GPUs[0]; st.Phase != v1alpha1.PhaseReady {
 		t.Errorf("after the retry GPU 0 %s/%s (%q), want Ready", st.Phase, st.Reason, st.Message)
+	}
+}
+
+// TestChangedStatusOutlivesASecondFailedPass: the republication keeps
+// failing. The first failed pass changed GPU 0 and says so; the second
+// finds it on its layout (no report) and fails again: the status still says
+// the change was made.
+func TestChangedStatusOutlivesASecondFailedPass(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.inv.failRepublish = errors.New("the API server is unavailable")
+	r, c, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	for pass := 1; pass <= 2; pass++ {
+		if _, err := r.Reconcile(t.Context(), req); err == nil {
+			t.Fatalf("pass %d succeeded, though its republication failed", pass)
+		}
+		var nml v1alpha1.NodeMigLayout
+		if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
+			t.Fatal(err)
+		}
+		if st := nml.Status.GPUs[0]; !strings.HasPrefix(st.Message, changedButFailed) {
+			t.Errorf("pass %d: GPU 0 %s/%s (%q), want it to say its change was made (NVML holds %v)", pass, st.Phase, st.Reason, st.Message, g.layouts(t))
+		}
+	}
+}
+
+// TestDeferredGPUJudgedAnewIsNoLongerDeferred: a GPU deferred after a
+// failure becomes unreadable for a pass (its result now GPUUnreadable),
+// then readable again before its retry was due. It is tried at once, not
+// shown again with the old failure (which would record a Warning for a
+// change nobody tried).
+func TestDeferredGPUJudgedAnewIsNoLongerDeferred(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r, _, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
+	r.Now = func() time.Time { return clock }
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "ComputeInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Reconcile(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := res.RequeueAfter
+	if err := g.sim.LoseGPU(0); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(d / 4)
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.sim.RecoverGPU(0); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(d / 4)
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"7g.80gb@0"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts after the GPU came back (-want +got):\n%s", diff)
+	}
+}
+
+// TestDeferralEndsWithItsNodeMigLayout: a NodeMigLayout deleted and made
+// again with the same spec (a common way to kick a node) starts afresh:
+// its GPU is tried at once, not shown with the deleted object's failure.
+func TestDeferralEndsWithItsNodeMigLayout(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r, c, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
+	r.Now = func() time.Time { return clock }
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "ComputeInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Reconcile(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nml v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(t.Context(), &nml); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	fresh := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
+	if err := c.Create(t.Context(), fresh); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(res.RequeueAfter / 2)
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
+		t.Fatal(err)
+	}
+	if st := nml.Status.GPUs[0]; st.Phase != v1alpha1.PhaseReady {
+		t.Errorf("the new NodeMigLayout's GPU 0 %s/%s (%q), want it tried and Ready", st.Phase, st.Reason, st.Message)
 	}
 }

@@ -236,8 +236,8 @@ func (j *Journal) flush(entries map[int]JournalEntry) error {
 	}
 	// The rename lasts once the directory is synced: until then a power
 	// loss may bring the old file back, so the step it records is not
-	// taken. (A file system that cannot sync a directory, EINVAL, gives
-	// what it can.)
+	// taken. (A file system that cannot sync a directory gives what it
+	// can: see syncDir.)
 	if err := syncDir(filepath.Dir(j.path)); err != nil {
 		return fmt.Errorf("syncing journal directory: %w", err)
 	}
@@ -245,8 +245,8 @@ func (j *Journal) flush(entries map[int]JournalEntry) error {
 	return nil
 }
 
-// syncDir fsyncs directory dir; EINVAL (a file system that does not sync
-// directories) is no error.
+// syncDir fsyncs directory dir; EINVAL, ENOTSUP or EOPNOTSUPP (a file
+// system that does not sync directories) is no error.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -256,7 +256,7 @@ func syncDir(dir string) error {
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
-	if errors.Is(err, syscall.EINVAL) {
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.EOPNOTSUPP) {
 		return nil
 	}
 	return err

@@ -130,11 +130,13 @@ func (r *Repartitioner) Sync(ctx context.Context, desired []v1alpha1.GPUSpec, re
 }
 
 // SyncDeferring is Sync with the GPUs of deferred (by index; GPUs of
-// desired) left as they are: each keeps the result given (the failure its
-// last change ended with) with no drain and no NVML step, and the pass asks
-// for a retry. Everything else is as in Sync: the other GPUs change, the
-// pool is republished, and a GPU instance without a compute instance is
-// rolled back on a deferred GPU too.
+// desired) left as they are where they still need a change: each keeps the
+// result given (the failure its last change ended with) with no drain and
+// no NVML step, and the pass asks for a retry. A deferred GPU found on its
+// desired layout, with a device in use, or otherwise judged without a
+// change to try gets that result instead. Everything else is as in Sync:
+// the other GPUs change, the pool is republished, and a GPU instance
+// without a compute instance is rolled back on a deferred GPU too.
 func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GPUSpec, deferred map[int]GPUResult, report Reporter) (*SyncResult, error) {
 	logger := klog.FromContext(ctx)
 	if report == nil {
@@ -202,11 +204,6 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			res.Retry = true
 			continue
 		}
-		if got, ok := deferred[idx]; ok {
-			res.Results[idx] = got
-			res.Retry = true
-			continue
-		}
 		p, result := r.planGPU(obs, spec, inUse)
 		if result != nil {
 			if result.Reason == v1alpha1.ReasonDeviceInUse {
@@ -214,6 +211,12 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			}
 			res.Results[idx] = *result
 			res.Retry = res.Retry || result.Phase == v1alpha1.PhaseBlocked
+			continue
+		}
+		if got, ok := deferred[idx]; ok {
+			// Work to do, but not yet: no drain, no NVML step.
+			res.Results[idx] = got
+			res.Retry = true
 			continue
 		}
 		if len(p.drain) > 0 && len(unknown.on(idx)) > 0 {
