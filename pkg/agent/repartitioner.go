@@ -383,8 +383,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	r.Metrics.setUnreadable(len(unreadable))
 	for idx, err := range unreadable {
 		logger.Error(err, "GPU unreadable; its devices are not published", "gpu", idx)
-		res.Results[idx] = GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUUnreadable,
-			Message: fmt.Sprintf("NVML cannot read the GPU, so its devices are not published: %v", err)}
+		res.Results[idx] = GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUUnreadable, Message: unreadableMessage(err)}
 		res.Retry = true
 	}
 	switch err := r.Inventory.Publish(pubCtx, obs, nil); {
@@ -807,6 +806,17 @@ func (r *Repartitioner) cancelOrphanModes(ctx context.Context, obs []GPUState, d
 		cancelled = true
 	}
 	return cancelled, nil
+}
+
+// unreadableMessage is the status message of a GPU NVML cannot read
+// (gpu.Unreadable) with err. ERROR_NO_PERMISSION is the agent's own
+// deployment, not the GPU: the message says what to look at.
+func unreadableMessage(err error) string {
+	msg := fmt.Sprintf("NVML cannot read the GPU, so its devices are not published: %v", err)
+	if errors.Is(err, gpu.ErrNoPermission) {
+		msg += " (the agent's container lacks the GPU's device node or the privilege NVML asks for to read MIG devices: the chart runs the agent privileged, with every GPU's device node)"
+	}
+	return msg
 }
 
 // journalFailure is the result of a GPU whose journal entry could not be

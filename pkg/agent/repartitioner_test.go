@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -1039,5 +1040,30 @@ func TestSyncMIGEnableThatTakesAReboot(t *testing.T) {
 	}
 	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
 		t.Errorf("after the reboot: %+v, want Ready", got)
+	}
+}
+
+// TestUnreadableMessage: a GPU NVML does not let the agent read
+// (ERROR_NO_PERMISSION) says to look at the agent's deployment; a GPU
+// fallen off the bus does not.
+func TestUnreadableMessage(t *testing.T) {
+	tests := map[string]struct {
+		ret      nvml.Return
+		wantHint bool
+	}{
+		"no permission": {nvml.ERROR_NO_PERMISSION, true},
+		"lost":          {nvml.ERROR_GPU_IS_LOST, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := fmt.Errorf("reading GPU 0: %w", &gpu.NVMLError{Op: "nvmlDeviceGetGpuInstances", Return: tc.ret})
+			msg := unreadableMessage(err)
+			if !strings.Contains(msg, err.Error()) {
+				t.Errorf("message %q does not carry the error %q", msg, err)
+			}
+			if got := strings.Contains(msg, "the chart runs the agent privileged"); got != tc.wantHint {
+				t.Errorf("message %q: deployment hint %t, want %t", msg, got, tc.wantHint)
+			}
+		})
 	}
 }
