@@ -252,6 +252,20 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			}
 			r.gpuEvent(&nml, "Warning", EventPassFailed, "Repartition", idx, got.Message)
 		}
+		// A GPU whose change the pass did not reach (it failed before
+		// showing any GPU: NVML could not be read, nor the allocations)
+		// says so too, once, with an event; else nothing would show why
+		// it does not change.
+		for _, idx := range awaitingChange(&nml) {
+			if slices.Contains(shown, idx) {
+				continue
+			}
+			if perr := r.patchGPUPhase(ctx, nml.Generation, idx, stopped); perr != nil {
+				logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
+				continue
+			}
+			r.gpuEvent(&nml, "Warning", EventPassFailed, "Repartition", idx, stopped.Message)
+		}
 		for _, g := range nml.Status.GPUs {
 			idx := int(g.Index)
 			// A GPU an earlier failed pass changed keeps saying so.
@@ -342,6 +356,30 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	r.resetBackoff()
 	return ctrl.Result{}, nil
+}
+
+// awaitingChange returns the GPUs of nml's spec whose status row is
+// missing or shows a layout (or MIG mode) other than the spec's, neither
+// failed on their input (InvalidLayout, UnknownGPU: nothing but a new spec
+// changes them) nor already PassFailed.
+func awaitingChange(nml *v1alpha1.NodeMigLayout) []int {
+	var out []int
+	for _, s := range nml.Spec.GPUs {
+		i := slices.IndexFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool { return g.Index == s.Index })
+		if i < 0 {
+			out = append(out, int(s.Index))
+			continue
+		}
+		g := nml.Status.GPUs[i]
+		switch {
+		case g.Phase == v1alpha1.PhasePending && g.Reason == ReasonPassFailed,
+			g.Phase == v1alpha1.PhaseFailed && (g.Reason == v1alpha1.ReasonInvalidLayout || g.Reason == v1alpha1.ReasonUnknownGPU),
+			g.MIGEnabled == s.MIGEnabled && (!s.MIGEnabled || g.Layout == s.Layout):
+			continue
+		}
+		out = append(out, int(s.Index))
+	}
+	return out
 }
 
 // changedButFailed begins the status message of a GPU that a pass changed

@@ -258,3 +258,60 @@ func TestDeferralEndsWithItsNodeMigLayout(t *testing.T) {
 		t.Errorf("the new NodeMigLayout's GPU 0 %s/%s (%q), want it tried and Ready", st.Phase, st.Reason, st.Message)
 	}
 }
+
+// TestPassFailingBeforeAnyGPUSaysWhy: a pass fails before it shows any GPU
+// in flight (NVML's first read fails). The GPU whose change it did not
+// reach shows why (Pending, PassFailed, once with an event), instead of
+// keeping the row of the layout it had; a GPU already on its layout is left
+// as it is.
+func TestPassFailingBeforeAnyGPUSaysWhy(t *testing.T) {
+	g := newRig(t, "2xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.setup(t, 1, "7g.80gb@0")
+	r, c, rec := nodeReconcilerOn(t, g, spec(0, "3g.40gb@0,3g.40gb@4"), spec(1, "7g.80gb@0"))
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	for len(rec.Events) > 0 {
+		<-rec.Events
+	}
+	var nml v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
+		t.Fatal(err)
+	}
+	nml.Spec.GPUs = []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "7g.80gb@0")}
+	nml.Generation++
+	if err := c.Update(t.Context(), &nml); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "GetMigMode", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), req); err == nil {
+		t.Fatal("the pass succeeded, though NVML's first read failed")
+	}
+	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
+		t.Fatal(err)
+	}
+	if st := nml.Status.GPUs[0]; st.Phase != v1alpha1.PhasePending || st.Reason != ReasonPassFailed || !strings.Contains(st.Message, "ERROR_UNKNOWN") {
+		t.Errorf("GPU 0 (its change not reached) %s/%s (%q), want Pending/%s with the error", st.Phase, st.Reason, st.Message, ReasonPassFailed)
+	}
+	if st := nml.Status.GPUs[1]; st.Phase != v1alpha1.PhaseReady {
+		t.Errorf("GPU 1 (on its layout) %s/%s (%q), want Ready", st.Phase, st.Reason, st.Message)
+	}
+	var evs []string
+	for len(rec.Events) > 0 {
+		evs = append(evs, <-rec.Events)
+	}
+	if len(evs) != 1 || !strings.Contains(evs[0], "Warning "+EventPassFailed) || !strings.Contains(evs[0], "GPU 0") {
+		t.Errorf("events %q, want one Warning %s for GPU 0", evs, EventPassFailed)
+	}
+	// The retry, NVML readable again, makes the change.
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"7g.80gb@0", "7g.80gb@0"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts after the retry (-want +got):\n%s", diff)
+	}
+}
