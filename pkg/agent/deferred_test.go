@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
@@ -182,35 +183,18 @@ func TestChangedStatusOutlivesASecondFailedPass(t *testing.T) {
 // shown again with the old failure (which would record a Warning for a
 // change nobody tried).
 func TestDeferredGPUJudgedAnewIsNoLongerDeferred(t *testing.T) {
-	g := newRig(t, "1xA100-SXM4-80GB")
-	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
-	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	r, _, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
-	r.Now = func() time.Time { return clock }
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
-	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "ComputeInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+	f := newFailedChange(t)
+	if err := f.g.sim.LoseGPU(0); err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.Reconcile(t.Context(), req)
-	if err != nil {
+	f.clock = f.clock.Add(f.retry / 4)
+	f.reconcile(t)
+	if err := f.g.sim.RecoverGPU(0); err != nil {
 		t.Fatal(err)
 	}
-	d := res.RequeueAfter
-	if err := g.sim.LoseGPU(0); err != nil {
-		t.Fatal(err)
-	}
-	clock = clock.Add(d / 4)
-	if _, err := r.Reconcile(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.sim.RecoverGPU(0); err != nil {
-		t.Fatal(err)
-	}
-	clock = clock.Add(d / 4)
-	if _, err := r.Reconcile(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"7g.80gb@0"}, g.layouts(t)); diff != "" {
+	f.clock = f.clock.Add(f.retry / 4)
+	f.reconcile(t)
+	if diff := cmp.Diff([]string{"7g.80gb@0"}, f.g.layouts(t)); diff != "" {
 		t.Errorf("layouts after the GPU came back (-want +got):\n%s", diff)
 	}
 }
@@ -219,44 +203,70 @@ func TestDeferredGPUJudgedAnewIsNoLongerDeferred(t *testing.T) {
 // again with the same spec (a common way to kick a node) starts afresh:
 // its GPU is tried at once, not shown with the deleted object's failure.
 func TestDeferralEndsWithItsNodeMigLayout(t *testing.T) {
-	g := newRig(t, "1xA100-SXM4-80GB")
-	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
-	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	r, c, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
-	r.Now = func() time.Time { return clock }
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
-	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "ComputeInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+	f := newFailedChange(t)
+	old := f.nml(t)
+	if err := f.c.Delete(t.Context(), &old); err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.Reconcile(t.Context(), req)
+	f.reconcile(t)
+	fresh := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
+	if err := f.c.Create(t.Context(), fresh); err != nil {
+		t.Fatal(err)
+	}
+	f.clock = f.clock.Add(f.retry / 2)
+	f.reconcile(t)
+	if st := f.nml(t).Status.GPUs[0]; st.Phase != v1alpha1.PhaseReady {
+		t.Errorf("the new NodeMigLayout's GPU 0 %s/%s (%q), want it tried and Ready", st.Phase, st.Reason, st.Message)
+	}
+}
+
+// failedChange is one A100-SXM4-80GB on 3g.40gb@0,3g.40gb@4 whose
+// NodeMigLayout (node n1) asks for 7g.80gb@0, after a pass whose change
+// failed on an NVML error (ERROR_UNKNOWN destroying a compute instance):
+// the reconciler's clock is at that pass, retry the delay it asked for.
+type failedChange struct {
+	g     *rig
+	r     *NodeReconciler
+	c     client.Client
+	clock time.Time
+	retry time.Duration
+}
+
+func newFailedChange(t *testing.T) *failedChange {
+	t.Helper()
+	f := &failedChange{g: newRig(t, "1xA100-SXM4-80GB"), clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	f.g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	f.r, f.c, _ = nodeReconcilerOn(t, f.g, spec(0, "7g.80gb@0"))
+	f.r.Now = func() time.Time { return f.clock }
+	if err := f.g.sim.InjectFault(nvmlsim.Fault{Op: "ComputeInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	f.retry = f.reconcile(t).RequeueAfter
+	if st := f.nml(t).Status.GPUs[0]; st.Phase != v1alpha1.PhaseFailed || f.retry <= 0 {
+		t.Fatalf("GPU 0 %s/%s, retry after %v; want Failed, retried", st.Phase, st.Reason, f.retry)
+	}
+	return f
+}
+
+// reconcile runs one pass of node n1, which must not fail as a whole.
+func (f *failedChange) reconcile(t *testing.T) ctrl.Result {
+	t.Helper()
+	res, err := f.r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res
+}
+
+// nml reads node n1's NodeMigLayout.
+func (f *failedChange) nml(t *testing.T) v1alpha1.NodeMigLayout {
+	t.Helper()
 	var nml v1alpha1.NodeMigLayout
-	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
+	if err := f.c.Get(t.Context(), types.NamespacedName{Name: "n1"}, &nml); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Delete(t.Context(), &nml); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Reconcile(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
-	fresh := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
-		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
-	if err := c.Create(t.Context(), fresh); err != nil {
-		t.Fatal(err)
-	}
-	clock = clock.Add(res.RequeueAfter / 2)
-	if _, err := r.Reconcile(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
-		t.Fatal(err)
-	}
-	if st := nml.Status.GPUs[0]; st.Phase != v1alpha1.PhaseReady {
-		t.Errorf("the new NodeMigLayout's GPU 0 %s/%s (%q), want it tried and Ready", st.Phase, st.Reason, st.Message)
-	}
+	return nml
 }
 
 // TestPassFailingBeforeAnyGPUSaysWhy: a pass fails before it shows any GPU

@@ -81,25 +81,12 @@ func (c vanishCI) GetInfo() (nvml.ComputeInstanceInfo, nvml.Return) {
 // create over the GPU instance's memory slices.
 func TestDestroyWhenTheCIVanishesMidway(t *testing.T) {
 	ctx := t.Context()
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	armed := false
-	m, err := gpu.NewNVML(ciVanishes{Interface: sim, armed: &armed}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
-	enableMIG(t, ctx, sim, m, 0)
 	d := mig.Device{Profile: "3g.40gb", Start: 0}
-	if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
-		t.Fatal(err)
-	}
+	sim, m, armed := ciVanishRig(t, d)
 
-	armed = true
-	err = m.DestroyMIGDevice(ctx, 0, d)
-	if armed {
+	*armed = true
+	err := m.DestroyMIGDevice(ctx, 0, d)
+	if *armed {
 		t.Fatal("the compute instance was never read: the test did not bite")
 	}
 	left := checkDestroyed(t, sim, err, d)
@@ -133,25 +120,11 @@ func checkDestroyed(t *testing.T, sim *nvmlsim.Sim, err error, d mig.Device) mig
 // instance without a compute instance), instead of failing with a stale
 // handle's ErrNotFound, which would say the device was never there.
 func TestReadsWhenTheCIVanishesMidway(t *testing.T) {
-	ctx := t.Context()
 	d := mig.Device{Profile: "3g.40gb", Start: 0}
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	armed := false
-	m, err := gpu.NewNVML(ciVanishes{Interface: sim, armed: &armed}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
-	enableMIG(t, ctx, sim, m, 0)
-	if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
-		t.Fatal(err)
-	}
-	armed = true
-	devs, err := m.MIGDevices(ctx, 0)
-	if armed {
+	_, m, armed := ciVanishRig(t, d)
+	*armed = true
+	devs, err := m.MIGDevices(t.Context(), 0)
+	if *armed {
 		t.Fatal("the compute instance was never read: the test did not bite")
 	}
 	if err != nil {
@@ -160,4 +133,25 @@ func TestReadsWhenTheCIVanishesMidway(t *testing.T) {
 	if len(devs) != 1 || devs[0].Device() != d || devs[0].CIID != -1 || devs[0].UUID != "" {
 		t.Errorf("devices %+v, want only %s, without a compute instance", devs, d)
 	}
+}
+
+// ciVanishRig is a simulated A100-SXM4-80GB in MIG mode holding device d,
+// and a manager over it through ciVanishes, disarmed.
+func ciVanishRig(t *testing.T, d mig.Device) (*nvmlsim.Sim, *gpu.NVMLManager, *bool) {
+	t.Helper()
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed := new(bool)
+	m, err := gpu.NewNVML(ciVanishes{Interface: sim, armed: armed}, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	enableMIG(t, t.Context(), sim, m, 0)
+	if _, err := m.CreateMIGDevice(t.Context(), 0, d); err != nil {
+		t.Fatal(err)
+	}
+	return sim, m, armed
 }
