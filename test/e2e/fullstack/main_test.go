@@ -39,6 +39,10 @@ const (
 	// group=orphan; the agent releases such a preparation after 5s. The test stops this
 	// node's stand-in kubelet for good.
 	nodeOrphan = "orphan-a100" // 1x A100-SXM4-80GB, orphaned-claim grace 5s
+	// A device held by an NVML client that runs no process (nvmlclient_test.go):
+	// MigLayout e2e-held selects group=held; a short resync, so that the agent tries
+	// again soon once the client lets go.
+	nodeHeld = "held-a100" // 1x A100-SXM4-80GB, resync 3s
 )
 
 // env is the cluster that serves the package, set up by TestMain.
@@ -60,6 +64,8 @@ func TestMain(m *testing.M) {
 				AgentArgs: []string{"--resync-period=3s"}},
 			{Name: nodeOrphan, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "orphan"},
 				AgentArgs: []string{"--orphaned-claim-grace=5s"}},
+			{Name: nodeHeld, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "held"},
+				AgentArgs: []string{"--resync-period=3s"}},
 		},
 	}, 60, func(e *clustertest.Env) { env = e }))
 }
