@@ -33,6 +33,7 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/eventnote"
+	"github.com/miglayout/miglayout/pkg/mig"
 )
 
 // NodeReconciler drives the Repartitioner from the node's NodeMigLayout: it
@@ -73,6 +74,10 @@ type NodeReconciler struct {
 	// retry (deferredGPUs), for the NodeMigLayout of UID retryDueUID.
 	retryDue    map[int]failedRetry
 	retryDueUID types.UID
+	// changedFor holds, by GPU index, the spec (specKey) a pass that then
+	// failed changed the GPU to: its row says the change was made only
+	// while it is still that GPU's spec. Cleared by a pass that succeeds.
+	changedFor map[int]string
 	// catalogTold is the CatalogDiffers message last recorded per GPU UUID.
 	catalogTold map[string]string
 	// passStart is when the pass in progress started; zero between passes.
@@ -222,6 +227,9 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	res, err := r.Repartitioner.SyncDeferring(ctx, nml.Spec.GPUs, deferred, report)
 	if err == nil {
 		r.published.Store(true)
+		r.mu.Lock()
+		r.changedFor = nil
+		r.mu.Unlock()
 	}
 	if err != nil && ctx.Err() != nil {
 		// Stopping: no warning for it; the journal has the work, and the
@@ -242,6 +250,19 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		// that follows the changes) says so: its retry finds it done.
 		changed := GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed,
 			Message: fmt.Sprintf("%s; retrying: %v", changedButFailed, err)}
+		specs := map[int]string{}
+		for _, s := range nml.Spec.GPUs {
+			specs[int(s.Index)] = specKey(s)
+		}
+		r.mu.Lock()
+		if r.changedFor == nil {
+			r.changedFor = map[int]string{}
+		}
+		for idx := range res.changedGPUs() {
+			r.changedFor[idx] = specs[idx]
+		}
+		changedFor := maps.Clone(r.changedFor)
+		r.mu.Unlock()
 		for _, idx := range slices.Compact(slices.Sorted(slices.Values(shown))) {
 			got := stopped
 			if res != nil && res.Changed.Has(idx) {
@@ -268,9 +289,10 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		for _, g := range nml.Status.GPUs {
 			idx := int(g.Index)
-			// A GPU an earlier failed pass changed keeps saying so.
+			// A GPU an earlier failed pass changed keeps saying so, while
+			// that change is still its spec.
 			got := stopped
-			if strings.HasPrefix(g.Message, changedButFailed) {
+			if strings.HasPrefix(g.Message, changedButFailed) && changedFor[idx] != "" && changedFor[idx] == specs[idx] {
 				got = changed
 			}
 			if g.Phase != v1alpha1.PhasePending || g.Reason != ReasonPassFailed || slices.Contains(shown, idx) || g.Message == truncate(got.Message, 1024) {
@@ -359,9 +381,9 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 }
 
 // awaitingChange returns the GPUs of nml's spec whose status row is
-// missing or shows a layout (or MIG mode) other than the spec's, neither
-// failed on their input (InvalidLayout, UnknownGPU: nothing but a new spec
-// changes them) nor already PassFailed.
+// missing, or shows a layout (or MIG mode) other than the spec's while
+// Ready, in flight or Pending for another reason than PassFailed: not
+// Blocked or Failed, whose reason stands.
 func awaitingChange(nml *v1alpha1.NodeMigLayout) []int {
 	var out []int
 	for _, s := range nml.Spec.GPUs {
@@ -372,14 +394,37 @@ func awaitingChange(nml *v1alpha1.NodeMigLayout) []int {
 		}
 		g := nml.Status.GPUs[i]
 		switch {
-		case g.Phase == v1alpha1.PhasePending && g.Reason == ReasonPassFailed,
-			g.Phase == v1alpha1.PhaseFailed && (g.Reason == v1alpha1.ReasonInvalidLayout || g.Reason == v1alpha1.ReasonUnknownGPU),
-			g.MIGEnabled == s.MIGEnabled && (!s.MIGEnabled || g.Layout == s.Layout):
+		case g.Phase == v1alpha1.PhaseBlocked, g.Phase == v1alpha1.PhaseFailed,
+			g.Phase == v1alpha1.PhasePending && g.Reason == ReasonPassFailed:
+			// Its own reason stands (a device in use, an NVML error, a
+			// GPU unreadable): the controller and the Auto planner act
+			// on it, and the pass's failure changes none of it.
+			continue
+		case g.MIGEnabled == s.MIGEnabled && (!s.MIGEnabled || sameLayout(g.Layout, s.Layout)):
 			continue
 		}
 		out = append(out, int(s.Index))
 	}
 	return out
+}
+
+// specKey is what a GPU spec asks for, as text: MIG mode and layout.
+func specKey(s v1alpha1.GPUSpec) string {
+	if !s.MIGEnabled {
+		return "-"
+	}
+	return "mig:" + s.Layout
+}
+
+// sameLayout reports whether two layout texts name the same devices, in
+// whatever order; texts that do not parse are compared as they are.
+func sameLayout(a, b string) bool {
+	la, errA := mig.ParseLayout(a)
+	lb, errB := mig.ParseLayout(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return la.Equal(lb)
 }
 
 // changedButFailed begins the status message of a GPU that a pass changed

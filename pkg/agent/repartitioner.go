@@ -81,6 +81,15 @@ type SyncResult struct {
 	Changed sets.Set[int]
 }
 
+// changedGPUs is res.Changed, empty for a nil res (a pass that failed
+// before changing any GPU).
+func (res *SyncResult) changedGPUs() sets.Set[int] {
+	if res == nil {
+		return nil
+	}
+	return res.Changed
+}
+
 // changedOnly is what a pass that fails after step 3 returns with its
 // error: the GPUs it changed, nil where it changed none.
 func (res *SyncResult) changedOnly() *SyncResult {
