@@ -123,32 +123,18 @@ func TestFailedGPUWaitsForItsRetry(t *testing.T) {
 // and the pass failed after it (not that the change was not done); the
 // retry publishes the pool and shows it Ready.
 func TestPassFailedAfterTheChangeSaysSo(t *testing.T) {
-	g := newRig(t, "1xA100-SXM4-80GB")
-	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
-	g.inv.failRepublish = errors.New("the API server is unavailable")
-	r, c, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
-	if _, err := r.Reconcile(t.Context(), req); err == nil {
-		t.Fatal("the pass succeeded, though its republication failed")
-	}
-	if diff := cmp.Diff([]string{"7g.80gb@0"}, g.layouts(t)); diff != "" {
+	f := newHalvesToWhole(t)
+	f.g.inv.failRepublish = errors.New("the API server is unavailable")
+	f.reconcileFails(t, "its republication failed")
+	if diff := cmp.Diff([]string{"7g.80gb@0"}, f.g.layouts(t)); diff != "" {
 		t.Errorf("layouts (-want +got):\n%s", diff)
 	}
-	var nml v1alpha1.NodeMigLayout
-	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
-		t.Fatal(err)
-	}
-	if st := nml.Status.GPUs[0]; st.Phase != v1alpha1.PhasePending || st.Reason != ReasonPassFailed || !strings.Contains(st.Message, "change was made, but the pass failed after it") {
+	if st := f.nml(t).Status.GPUs[0]; st.Phase != v1alpha1.PhasePending || st.Reason != ReasonPassFailed || !strings.HasPrefix(st.Message, changedButFailed) {
 		t.Errorf("GPU 0 %s/%s (%q), want Pending/%s saying the change was made", st.Phase, st.Reason, st.Message, ReasonPassFailed)
 	}
-	g.inv.failRepublish = nil
-	if _, err := r.Reconcile(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
-		t.Fatal(err)
-	}
-	if st := nml.Status.GPUs[0]; st.Phase != v1alpha1.PhaseReady {
+	f.g.inv.failRepublish = nil
+	f.reconcile(t)
+	if st := f.nml(t).Status.GPUs[0]; st.Phase != v1alpha1.PhaseReady {
 		t.Errorf("after the retry GPU 0 %s/%s (%q), want Ready", st.Phase, st.Reason, st.Message)
 	}
 }
@@ -158,21 +144,12 @@ func TestPassFailedAfterTheChangeSaysSo(t *testing.T) {
 // finds it on its layout (no report) and fails again: the status still says
 // the change was made.
 func TestChangedStatusOutlivesASecondFailedPass(t *testing.T) {
-	g := newRig(t, "1xA100-SXM4-80GB")
-	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
-	g.inv.failRepublish = errors.New("the API server is unavailable")
-	r, c, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	f := newHalvesToWhole(t)
+	f.g.inv.failRepublish = errors.New("the API server is unavailable")
 	for pass := 1; pass <= 2; pass++ {
-		if _, err := r.Reconcile(t.Context(), req); err == nil {
-			t.Fatalf("pass %d succeeded, though its republication failed", pass)
-		}
-		var nml v1alpha1.NodeMigLayout
-		if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
-			t.Fatal(err)
-		}
-		if st := nml.Status.GPUs[0]; !strings.HasPrefix(st.Message, changedButFailed) {
-			t.Errorf("pass %d: GPU 0 %s/%s (%q), want it to say its change was made (NVML holds %v)", pass, st.Phase, st.Reason, st.Message, g.layouts(t))
+		f.reconcileFails(t, "its republication failed")
+		if st := f.nml(t).Status.GPUs[0]; !strings.HasPrefix(st.Message, changedButFailed) {
+			t.Errorf("pass %d: GPU 0 %s/%s (%q), want it to say its change was made (NVML holds %v)", pass, st.Phase, st.Reason, st.Message, f.g.layouts(t))
 		}
 	}
 }
@@ -222,9 +199,10 @@ func TestDeferralEndsWithItsNodeMigLayout(t *testing.T) {
 }
 
 // failedChange is one A100-SXM4-80GB on 3g.40gb@0,3g.40gb@4 whose
-// NodeMigLayout (node n1) asks for 7g.80gb@0, after a pass whose change
-// failed on an NVML error (ERROR_UNKNOWN destroying a compute instance):
-// the reconciler's clock is at that pass, retry the delay it asked for.
+// NodeMigLayout (node n1) asks for 7g.80gb@0, with the reconciler's clock;
+// newFailedChange makes a first pass whose change fails on an NVML error
+// (ERROR_UNKNOWN destroying a compute instance), retry the delay it asked
+// for.
 type failedChange struct {
 	g     *rig
 	r     *NodeReconciler
@@ -233,12 +211,19 @@ type failedChange struct {
 	retry time.Duration
 }
 
-func newFailedChange(t *testing.T) *failedChange {
+// newHalvesToWhole is the node before any pass.
+func newHalvesToWhole(t *testing.T) *failedChange {
 	t.Helper()
 	f := &failedChange{g: newRig(t, "1xA100-SXM4-80GB"), clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	f.g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
 	f.r, f.c, _ = nodeReconcilerOn(t, f.g, spec(0, "7g.80gb@0"))
 	f.r.Now = func() time.Time { return f.clock }
+	return f
+}
+
+func newFailedChange(t *testing.T) *failedChange {
+	t.Helper()
+	f := newHalvesToWhole(t)
 	if err := f.g.sim.InjectFault(nvmlsim.Fault{Op: "ComputeInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
 		t.Fatal(err)
 	}
@@ -257,6 +242,15 @@ func (f *failedChange) reconcile(t *testing.T) ctrl.Result {
 		t.Fatal(err)
 	}
 	return res
+}
+
+// reconcileFails runs one pass of node n1, which must fail as a whole
+// (why: what makes it fail).
+func (f *failedChange) reconcileFails(t *testing.T, why string) {
+	t.Helper()
+	if _, err := f.r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err == nil {
+		t.Fatalf("the pass succeeded, though %s", why)
+	}
 }
 
 // nml reads node n1's NodeMigLayout.

@@ -87,36 +87,23 @@ func TestFailedPassKeepsRowsWithTheirOwnReason(t *testing.T) {
 // (an earlier pass changed the GPU, then failed) stops saying so once the
 // spec asks for another layout, even while passes keep failing.
 func TestChangedStatusEndsWithItsSpec(t *testing.T) {
-	g := newRig(t, "1xA100-SXM4-80GB")
-	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
-	g.inv.failRepublish = errors.New("the API server is unavailable")
-	r, c, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
-	if _, err := r.Reconcile(t.Context(), req); err == nil {
-		t.Fatal("the pass succeeded, though its republication failed")
-	}
-	var nml v1alpha1.NodeMigLayout
-	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
-		t.Fatal(err)
-	}
+	f := newHalvesToWhole(t)
+	f.g.inv.failRepublish = errors.New("the API server is unavailable")
+	f.reconcileFails(t, "its republication failed")
+	nml := f.nml(t)
 	if !strings.HasPrefix(nml.Status.GPUs[0].Message, changedButFailed) {
 		t.Fatalf("setup: GPU 0 %q, want it to say its change was made", nml.Status.GPUs[0].Message)
 	}
 	nml.Spec.GPUs = []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}
 	nml.Generation++
-	if err := c.Update(t.Context(), &nml); err != nil {
+	if err := f.c.Update(t.Context(), &nml); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "GetMigMode", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+	if err := f.g.sim.InjectFault(nvmlsim.Fault{Op: "GetMigMode", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reconcile(t.Context(), req); err == nil {
-		t.Fatal("the pass succeeded, though NVML's first read failed")
-	}
-	if err := c.Get(t.Context(), req.NamespacedName, &nml); err != nil {
-		t.Fatal(err)
-	}
-	if st := nml.Status.GPUs[0]; strings.HasPrefix(st.Message, changedButFailed) || st.Reason != ReasonPassFailed {
-		t.Errorf("GPU 0, spec now 3g.40gb@0,3g.40gb@4 (NVML holds %v): %s/%s (%q), want PassFailed not saying the change was made", g.layouts(t), st.Phase, st.Reason, st.Message)
+	f.reconcileFails(t, "NVML's first read failed")
+	if st := f.nml(t).Status.GPUs[0]; strings.HasPrefix(st.Message, changedButFailed) || st.Reason != ReasonPassFailed {
+		t.Errorf("GPU 0, spec now 3g.40gb@0,3g.40gb@4 (NVML holds %v): %s/%s (%q), want PassFailed not saying the change was made", f.g.layouts(t), st.Phase, st.Reason, st.Message)
 	}
 }
