@@ -139,10 +139,10 @@ func (r *NodeReconciler) resetBackoff() {
 }
 
 // failedRetry is a GPU whose change failed on an error that may pass
-// (failed): the spec it failed on, its result, and when the failing
-// backoff retries it.
+// (failed): what its spec asked for (specKey), its result, and when the
+// failing backoff retries it.
 type failedRetry struct {
-	spec   v1alpha1.GPUSpec
+	spec   string
 	result GPUResult
 	due    time.Time
 }
@@ -168,7 +168,7 @@ func (r *NodeReconciler) deferredGPUs(nml *v1alpha1.NodeMigLayout) map[int]GPURe
 	out := map[int]GPUResult{}
 	for _, s := range nml.Spec.GPUs {
 		f, ok := r.retryDue[int(s.Index)]
-		if ok && f.spec.MIGEnabled == s.MIGEnabled && f.spec.Layout == s.Layout && now.Before(f.due) {
+		if ok && f.spec == specKey(s) && now.Before(f.due) {
 			out[int(s.Index)] = f.result
 		}
 	}
@@ -211,7 +211,7 @@ func (r *NodeReconciler) retryAfter(specs []v1alpha1.GPUSpec, res *SyncResult, d
 			continue
 		}
 		if g, ok := res.Results[idx]; ok && failed(g, res.Stopped.Has(idx)) && g.Reason != v1alpha1.ReasonGPUUnreadable {
-			r.retryDue[idx] = failedRetry{spec: s, result: g, due: now.Add(d)}
+			r.retryDue[idx] = failedRetry{spec: specKey(s), result: g, due: now.Add(d)}
 		} else {
 			delete(r.retryDue, idx)
 		}
