@@ -29,7 +29,7 @@ func BenchmarkInUse(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := g.r.inUse(ctx, obs, false); err != nil {
+		if _, _, err := g.r.inUse(ctx, obs, false); err != nil {
 			b.Fatal(err)
 		}
 	}
