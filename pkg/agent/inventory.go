@@ -148,12 +148,22 @@ func (p *PoolInventory) pendingRemoval(gpus []GPUState) sets.Set[string] {
 	return out
 }
 
-// deviceKey is a device name with whether it carries the drain taint and
-// binding conditions.
+// deviceKey is a device name with its "uuid" attribute (a MIG device
+// destroyed and made again at the same placement keeps its name, not its
+// UUID) and whether it carries the drain taint and binding conditions.
 type deviceKey struct {
 	name    string
+	uuid    string
 	drained bool
 	binding bool
+}
+
+func keyOf(d resourceapi.Device) deviceKey {
+	k := deviceKey{name: d.Name, drained: hasDrainTaint(d), binding: len(d.BindingConditions) > 0}
+	if a, ok := d.Attributes[slices.AttrUUID]; ok && a.StringValue != nil {
+		k.uuid = *a.StringValue
+	}
+	return k
 }
 
 func wantedKeys(res resourceslice.DriverResources) sets.Set[deviceKey] {
@@ -161,7 +171,7 @@ func wantedKeys(res resourceslice.DriverResources) sets.Set[deviceKey] {
 	for _, pool := range res.Pools {
 		for _, sl := range pool.Slices {
 			for _, d := range sl.Devices {
-				out.Insert(deviceKey{d.Name, hasDrainTaint(d), len(d.BindingConditions) > 0})
+				out.Insert(keyOf(d))
 			}
 		}
 	}
@@ -178,7 +188,7 @@ func hasDrainTaint(d resourceapi.Device) bool {
 }
 
 // waitServed polls the API server until the node's slices of this driver
-// hold exactly the published devices and taints. It fails at once when the
+// hold exactly the published devices, with their UUIDs and taints. It fails at once when the
 // API server is reported dropping taints or binding conditions the
 // publication has (DroppedFields, counted from before); a publication that
 // is not served in time (an update refused, a slow API server) is only
@@ -220,7 +230,7 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 				continue
 			}
 			for _, d := range sl.Spec.Devices {
-				got.Insert(deviceKey{d.Name, hasDrainTaint(d), len(d.BindingConditions) > 0})
+				got.Insert(keyOf(d))
 			}
 		}
 		return got.Equal(want), nil

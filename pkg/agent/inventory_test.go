@@ -18,6 +18,7 @@ import (
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // capturePublisher keeps the last pool handed to it.
@@ -239,5 +240,64 @@ func TestPublishNotReadableSaysWhy(t *testing.T) {
 	err = inv.Publish(context.Background(), gpus, nil)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "RBAC: list not allowed") {
 		t.Errorf("publication with the pool unreadable: %v, want the Forbidden error of the list", err)
+	}
+}
+
+// oldUUIDReader serves the pool as last published, except that for its
+// first stale reads the device named keeps the "uuid" attribute it had
+// before: the API server still serves a device of that name destroyed and
+// made again at the same placement.
+type oldUUIDReader struct {
+	client.Reader
+	pub     *capturePublisher
+	device  string
+	stale   int
+	listing int
+}
+
+func (r *oldUUIDReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	r.listing++
+	var items []resourceapi.ResourceSlice
+	for name, pool := range r.pub.last.Pools {
+		for _, sl := range pool.Slices {
+			devices := make([]resourceapi.Device, len(sl.Devices))
+			for i, d := range sl.Devices {
+				d = *d.DeepCopy()
+				if d.Name == r.device && r.listing <= r.stale {
+					d.Attributes[migslices.AttrUUID] = resourceapi.DeviceAttribute{StringValue: ptr.To("MIG-old")}
+				}
+				devices[i] = d
+			}
+			items = append(items, resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{
+				Driver: "mig.miglayout.io", NodeName: ptr.To(name), Pool: resourceapi.ResourcePool{Name: name}, Devices: devices}})
+		}
+	}
+	list.(*resourceapi.ResourceSliceList).Items = items
+	return nil
+}
+
+// TestPublishWaitsForNewUUIDs: a publication is served once the API server
+// shows each device with the UUID published, not only its name: a MIG
+// device made again at the same placement has a new UUID.
+func TestPublishWaitsForNewUUIDs(t *testing.T) {
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a100.Profile("7g.80gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
+		MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true}},
+		Devices: []gpu.MIGDevice{{Profile: "7g.80gb", ProfileID: p.ID, Placement: p.Placements[0], GIID: 0, CIID: 0, UUID: "MIG-new", MemoryMiB: p.MemoryMiB}}}}
+	pub := &capturePublisher{}
+	live := &oldUUIDReader{pub: pub, device: "gpu-0-mig-7g80gb-0-0", stale: 3}
+	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub, Live: live, Timeout: 10 * time.Second}
+	if err := inv.Publish(context.Background(), gpus, nil); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if live.listing <= live.stale {
+		t.Errorf("Publish returned after %d reads, while the first %d served the old UUID", live.listing, live.stale)
 	}
 }
