@@ -63,8 +63,8 @@ func (d giVanishDevice) GetGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nv
 // it does when a compute instance vanishes midway,
 // TestDestroyWhenTheCIVanishesMidway), or fails with an error that is not
 // ErrNotFound. It must not answer ErrNotFound ("no such GPU instance")
-// while the GPU instance stands: the agent (pkg/agent/repartitioner.go,
-// apply and rollbackOrphans) takes ErrNotFound from DestroyMIGDevice for
+// while the GPU instance stands: the agent (pkg/agent, Repartitioner.apply
+// and rollbackOrphans) takes ErrNotFound from DestroyMIGDevice for
 // "already destroyed", records the device done and goes on to create over
 // its memory slices.
 func TestDestroyWhenAnotherGIVanishesMidway(t *testing.T) {

@@ -1,0 +1,172 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+)
+
+// apply performs the NVML changes of one GPU. Devices are destroyed CI then
+// GI (by the manager), then created GI then CI, largest first (Diff's order).
+func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
+	logger := klog.FromContext(ctx).WithValues("gpu", p.index)
+	fail := r.failure
+	end, err := r.Locks.BeginReconfigure(ctx, p.index)
+	if err != nil {
+		return fail(fmt.Errorf("locking GPU %d: %w", p.index, err))
+	}
+	defer end()
+	// Prepare takes the same lock: with it held, a device prepared since
+	// the drain's re-check would show here. Never destroy one.
+	if r.Prepared != nil {
+		if busy := r.Prepared.PreparedDevices().Intersection(sets.New(p.drain...)); busy.Len() > 0 {
+			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
+				Message: fmt.Sprintf("in use, not destroyed: %s (prepared while draining)", strings.Join(sets.List(busy), ", "))}
+		}
+	}
+	// A claim that tolerates the drain taint may have been allocated a
+	// draining device since the live re-check, while earlier GPUs were
+	// repartitioned: the cache, which follows allocations within moments,
+	// shows it here (the live re-check's gap narrows to the cache's lag;
+	// binding conditions close it).
+	if len(p.drain) > 0 {
+		cached, err := r.guardedAllocations(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		busy := cached.Intersection(sets.New(p.drain...))
+		if again := busy.Intersection(p.vetted); again.Len() > 0 {
+			// A vetted device the cache still shows: its release not
+			// seen yet, or allocated again (to a claim that tolerates
+			// the drain taint) since the live re-check. The API server
+			// tells which; a name alone does not.
+			// Bounded: the GPU's prepares wait (ErrReconfiguring) while
+			// the lock is held.
+			readCtx, cancel := context.WithTimeout(ctx, lockedReadTimeout)
+			live, err := r.Allocations.AllocatedDevices(readCtx, true)
+			cancel()
+			if err != nil {
+				return fail(fmt.Errorf("reading ResourceClaim allocations: %w", err))
+			}
+			busy = busy.Difference(p.vetted).Union(live.Intersection(again))
+		}
+		if busy.Len() > 0 {
+			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
+				Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)", strings.Join(sets.List(busy), ", "))}
+		}
+	}
+	entry := p.entry(StepSettingMIGMode)
+	if p.cancelPending {
+		mode, err := r.GPUs.SetMIGMode(ctx, p.index, p.spec.MIGEnabled)
+		if err != nil {
+			return fail(fmt.Errorf("cancelling the pending MIG mode change: %w", err))
+		}
+		if mode.Pending != p.spec.MIGEnabled {
+			return fail(fmt.Errorf("cancelling the pending MIG mode change: the mode is still pending %v: %w", mode.Pending, gpu.ErrNVML))
+		}
+		// Journaled once done (the next steps' entries carry it): until
+		// then the journal keeps the mode the agent set before.
+		entry.ModeSet = ptr.To(p.spec.MIGEnabled)
+	}
+	if p.enableMIG {
+		entry.ModeSet = ptr.To(true)
+		if err := r.Journal.Record(entry); err != nil {
+			return journalFailure(err)
+		}
+		mode, err := r.GPUs.SetMIGMode(ctx, p.index, true)
+		if err != nil {
+			return fail(fmt.Errorf("enabling MIG mode: %w", err))
+		}
+		if !mode.Current {
+			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
+				Message: fmt.Sprintf("MIG mode enabled but pending until GPU %d is reset (%s)", p.index, pendingWhy(mode))}
+		}
+		if res, refused := r.refusedOnceEnabled(ctx, p); refused {
+			return res
+		}
+	}
+	entry.Step = StepDestroying
+	for _, d := range p.plan.Destroy {
+		if err := r.Journal.Record(entry); err != nil {
+			return journalFailure(err)
+		}
+		logger.V(1).Info("Destroying MIG device", "device", d.String())
+		if err := r.GPUs.DestroyMIGDevice(ctx, p.index, d); err != nil && !errors.Is(err, gpu.ErrNotFound) {
+			return fail(fmt.Errorf("destroying %s: %w", d, err))
+		}
+		entry.Done = append(entry.Done, d.String())
+	}
+	entry.Step = StepCreating
+	for _, d := range p.plan.Create {
+		if err := r.Journal.Record(entry); err != nil {
+			return journalFailure(err)
+		}
+		logger.V(1).Info("Creating MIG device", "device", d.String())
+		if _, err := r.GPUs.CreateMIGDevice(ctx, p.index, d); err != nil {
+			return fail(fmt.Errorf("creating %s: %w", d, err))
+		}
+		entry.Done = append(entry.Done, d.String())
+	}
+	if p.disableMIG {
+		entry.Step = StepSettingMIGMode
+		entry.ModeSet = ptr.To(false)
+		if err := r.Journal.Record(entry); err != nil {
+			return journalFailure(err)
+		}
+		mode, err := r.GPUs.SetMIGMode(ctx, p.index, false)
+		if err != nil {
+			return fail(fmt.Errorf("disabling MIG mode: %w", err))
+		}
+		if mode.Current {
+			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
+				Message: fmt.Sprintf("MIG mode disabled but pending until GPU %d is reset (%s)", p.index, pendingWhy(mode))}
+		}
+	}
+	logger.Info("Repartitioned GPU", "layout", p.desired.String(), "destroyed", p.plan.Destroy.String(), "created", joinDevices(p.plan.Create))
+	return GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
+}
+
+// pendingWhy says why a MIG mode change SetMIGMode made stays pending.
+func pendingWhy(mode gpu.MIGMode) string {
+	if mode.RebootRequired {
+		return "the driver cannot reset it here, as with a GPU passed through to a virtual machine: reboot the node (the virtual machine)"
+	}
+	return "a process or another NVML client holds it; the agent sets the mode again once nothing does"
+}
+
+// refusedOnceEnabled checks the devices to create against the GPU's NVML
+// profile table once MIG mode is on, where it could not be read before (MIG
+// mode never on since the agent started): a device NVML would refuse turns
+// MIG mode off again, as the GPU was, and the GPU is InvalidLayout, instead
+// of failing a create on a GPU left in MIG mode without devices.
+func (r *Repartitioner) refusedOnceEnabled(ctx context.Context, p *gpuPlan) (GPUResult, bool) {
+	gpus, err := r.GPUs.GPUs(ctx)
+	if err != nil {
+		return GPUResult{}, false // the creates tell
+	}
+	i := slices.IndexFunc(gpus, func(g gpu.GPU) bool { return g.Index == p.index })
+	if i < 0 {
+		return GPUResult{}, false
+	}
+	refusal := nvmlRefuses(gpus[i], p.plan.Create)
+	if refusal == nil {
+		return GPUResult{}, false
+	}
+	msg := refusal.Error() + "; MIG mode is turned off again"
+	if mode, err := r.GPUs.SetMIGMode(ctx, p.index, false); err != nil {
+		msg = fmt.Sprintf("%s; turning MIG mode off again failed, the GPU is left in MIG mode without devices: %v", refusal, err)
+	} else if mode.Current {
+		msg = refusal.Error() + fmt.Sprintf("; MIG mode off is pending until GPU %d is reset", p.index)
+	}
+	klog.FromContext(ctx).Info("NVML refuses the layout; MIG mode was turned on for it", "gpu", p.index, "err", refusal)
+	return GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout, Message: msg}, true
+}

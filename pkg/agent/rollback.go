@@ -1,0 +1,113 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+)
+
+// rollbackOrphans destroys GPU instances that have no full-size compute
+// instance: the trace of an agent killed between creating a GI and its CI,
+// or between destroying a CI and its GI (or of a failed rollback). Such a
+// GI is never published, so nothing can use it. Only GIs the agent answers
+// for are touched: on a GPU of the spec with a catalogued model (the spec
+// owns its layout), or the device the journal records the agent creating or
+// destroying when it stopped (JournalEntry.inFlight); GIs on GPUs nobody
+// asked miglayout to manage
+// (split by an administrator, perhaps with smaller compute instances) stay.
+// It reports whether it destroyed any, and, by GPU index, the GIs it could
+// not destroy; err only when the GPU lock could not be taken (ctx done).
+func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec) (rolled bool, failed map[int]error, err error) {
+	logger := klog.FromContext(ctx)
+	failed = map[int]error{}
+	owned := sets.New[int]()
+	for _, s := range desired {
+		owned.Insert(int(s.Index))
+	}
+	// The device the journal records the agent creating or destroying when
+	// it stopped: a GI without CI there is the agent's half-done step (a
+	// create that stopped before the CI, a destroy that stopped after it).
+	journaled := sets.New[string]()
+	for _, e := range r.Journal.Entries() {
+		if d, ok := e.inFlight(); ok {
+			journaled.Insert(fmt.Sprintf("%d/%s/%s", e.GPU, e.UUID, d))
+		}
+	}
+	for i := range obs {
+		g := &obs[i]
+		for _, d := range g.Devices {
+			if d.CIID >= 0 {
+				continue
+			}
+			managed := owned.Has(g.GPU.Index) && g.GPU.Model != nil
+			if !managed && !journaled.Has(fmt.Sprintf("%d/%s/%s", g.GPU.Index, g.GPU.UUID, d.Device())) {
+				continue
+			}
+			logger.Info("Rolling back GPU instance without a full-size compute instance", "gpu", g.GPU.Index, "device", d.Device().String(), "giID", d.GIID)
+			end, err := r.Locks.BeginReconfigure(ctx, g.GPU.Index)
+			if err != nil {
+				return rolled, failed, err
+			}
+			err = r.GPUs.DestroyMIGDevice(ctx, g.GPU.Index, d.Device())
+			end()
+			if errors.Is(err, gpu.ErrNotFound) {
+				// Gone since it was observed (destroyed by someone
+				// else): what the rollback wanted.
+				rolled = true
+				continue
+			}
+			if err != nil {
+				failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("destroying GPU instance %s, which has no full-size compute instance: %w", d.Device(), err))
+				continue
+			}
+			rolled = true
+		}
+	}
+	return rolled, failed, nil
+}
+
+// cancelOrphanModes cancels a MIG mode change the agent left pending (the
+// journal records the mode it set, ModeSet, and NVML shows that mode
+// pending; Ampere applies it at the next reset)
+// on a GPU no spec asks anything of any more: the change would otherwise
+// apply at a reset nobody asked for, and its devices stay published with the
+// drain taint meanwhile. The mode is set back to the current one. A GPU whose
+// cancel fails is added to failed (its journal entry stays, tried again next
+// pass). It reports whether it cancelled any; err only when the GPU lock
+// could not be taken (ctx done).
+func (r *Repartitioner) cancelOrphanModes(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec, failed map[int]error) (bool, error) {
+	cancelled := false
+	for _, e := range r.Journal.Entries() {
+		if (e.ModeSet == nil && e.Step != StepSettingMIGMode) || slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == e.GPU }) {
+			continue
+		}
+		g := findGPU(obs, e.GPU)
+		if g == nil || g.GPU.UUID != e.UUID || g.GPU.MIGMode.Current == g.GPU.MIGMode.Pending {
+			continue
+		}
+		if e.ModeSet != nil && *e.ModeSet != g.GPU.MIGMode.Pending {
+			// Pending is not what the agent set: someone else's change.
+			continue
+		}
+		klog.FromContext(ctx).Info("Cancelling the MIG mode change left pending for a spec that is gone", "gpu", e.GPU, "current", g.GPU.MIGMode.Current)
+		end, err := r.Locks.BeginReconfigure(ctx, e.GPU)
+		if err != nil {
+			return cancelled, err
+		}
+		_, err = r.GPUs.SetMIGMode(ctx, e.GPU, g.GPU.MIGMode.Current)
+		end()
+		if err != nil {
+			failed[e.GPU] = errors.Join(failed[e.GPU], fmt.Errorf("cancelling the pending MIG mode change: %w", err))
+			continue
+		}
+		cancelled = true
+	}
+	return cancelled, nil
+}
