@@ -2,14 +2,10 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,16 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -739,122 +732,6 @@ func (a *AutoPlanner) stillAuto(ctx context.Context, nml *v1alpha1.NodeMigLayout
 	return ml.UID == ref.UID && ml.Spec.Mode == v1alpha1.ModeAuto && ml.DeletionTimestamp == nil
 }
 
-// podEvent is the last event a pending pod heard from the planner.
-type podEvent struct {
-	what string // reason and note
-	at   time.Time
-	pod  types.NamespacedName
-}
-
-// eventRepeat is how long a pending pod's event stands before a plan with
-// the same outcome records it again, and how often pods that wait are
-// planned again though nothing changed: at most two of it pass between a
-// pod's events, less than the API server's default --event-ttl (one hour),
-// so that one is always there.
-const eventRepeat = 20 * time.Minute
-
-// nextRefresh is how long until pending pods are planned again though
-// nothing changed (inputKey), 0 with none pending.
-func nextRefresh(snap planner.Snapshot) time.Duration {
-	if len(snap.Pending) == 0 || snap.Now.IsZero() {
-		return 0
-	}
-	return snap.Now.Truncate(eventRepeat).Add(eventRepeat).Sub(snap.Now)
-}
-
-// notify records, once per pod and plan outcome, why it waits (again after
-// eventRepeat).
-func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.Result) {
-	if a.Recorder == nil {
-		return
-	}
-	pods := map[string]*corev1.Pod{}
-	for _, p := range snap.Pending {
-		pods[p.Pod.Namespace+"/"+p.Pod.Name] = p.Pod
-	}
-	targets := repartitionTargets(in, snap, res)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.events == nil {
-		a.events = map[string]podEvent{}
-	}
-	now := a.now()
-	// Keyed by UID: a pod made again under the same name hears again. A
-	// pod still waiting as before hears it again once the API server may
-	// have dropped the event (--event-ttl, one hour by default), so that
-	// kubectl describe pod keeps saying why it waits.
-	// The recorder counts an event of the same pod, reason, action
-	// and related object as a repeat and drops its note, so a pod whose
-	// outcome changed (planned onto another GPU; no room now, then only a
-	// lost node could take it) would still read the first note: the action
-	// ends in a hash of the note (eventnote.Distinct), and an event about a GPU
-	// also names the GPU in its action and its node's NodeMigLayout as
-	// related object.
-	emit := func(key, eventType, reason string, on *gpuRef, note string) {
-		pod := pods[key]
-		if pod == nil {
-			return
-		}
-		last, ok := a.events[string(pod.UID)]
-		if ok && last.what == reason+note && now.Sub(last.at) < eventRepeat {
-			return
-		}
-		a.events[string(pod.UID)] = podEvent{what: reason + note, at: now, pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
-		action := "Plan"
-		var related runtime.Object
-		if on != nil {
-			action = gpuAction(action, int32(on.gpu))
-			related = nodeMigLayoutRef(on.node)
-		}
-		note = truncate(note, maxEventNote)
-		a.Recorder.Eventf(pod, related, eventType, reason, action, "%s", note)
-	}
-	for _, s := range res.Served {
-		if target := targets[s.Pod]; target != "" {
-			// The GPU of its first device still to be made.
-			var on *gpuRef
-			for _, d := range s.Devices {
-				if idx, _, ok := migslices.DeviceGPUIndex(d); ok && !exists(in, s.Node, idx, d) {
-					on = &gpuRef{node: s.Node, gpu: idx}
-					break
-				}
-			}
-			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, on, "waiting for the repartition of "+target+" (a device such as "+strings.Join(s.Devices, ", ")+")")
-		}
-	}
-	const waiting = "no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows"
-	for pod, k := range res.Kept {
-		emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, &gpuRef{node: k.Node, gpu: k.GPU}, waiting+"; "+k.String()+" are kept for it: miglayout makes no device there for another pod (kube-scheduler may still give one a device free there already)")
-	}
-	for pod, why := range res.Unservable {
-		switch why {
-		case planner.NoRoom:
-			msg := waiting + "; it takes the first room that frees up"
-			if anyTainted(snap) {
-				msg = waiting + ", nor by making a device a DeviceTaintRule taints; it takes the first room that frees up"
-			}
-			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, msg)
-			continue
-		case planner.WaitsForSharedClaim:
-			emit(pod, corev1.EventTypeNormal, EventWaitingForSharedClaim, nil, why)
-			continue
-		case planner.WaitsForLostNode, planner.WaitsForAllModeNode, planner.WaitsForNodeResources:
-			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, why)
-			continue
-		}
-		emit(pod, corev1.EventTypeWarning, EventNotServable, nil, why)
-	}
-	pending := make(map[string]bool, len(pods))
-	for _, pod := range pods {
-		pending[string(pod.UID)] = true
-	}
-	for uid := range a.events {
-		if !pending[uid] {
-			delete(a.events, uid)
-		}
-	}
-}
-
 // retract tells each pod the planner told why it waits, and that still
 // waits (unbound, not being deleted), that no MigLayout is in Auto mode
 // any more (EventNoLongerPlanned), and forgets them all: the planner reads
@@ -914,74 +791,6 @@ func (a *AutoPlanner) max() time.Duration {
 	return 10 * time.Second
 }
 
-// repartitionTargets names, for each served pod that waits for a GPU to be
-// repartitioned, that GPU and its coming layout ("node/gpu-N: layout"): a
-// change of the plan serves it, or one of its devices is coming with a
-// change in flight (it is not in the layout the node's agent reports now).
-// Pods given devices that exist already are absent, on a GPU changing
-// elsewhere, or one whose change failed and is retried, too.
-func repartitionTargets(in AutoInputs, snap planner.Snapshot, res planner.Result) map[string]string {
-	out := map[string]string{}
-	// A pod given free devices that exist on a GPU this plan changes
-	// anyway is among the change's pods but waits for nothing.
-	waits := map[string]bool{}
-	for _, s := range res.Served {
-		waits[s.Pod] = s.NeedsChange
-	}
-	for _, c := range res.Changes {
-		for _, pod := range c.Serves {
-			if w, ok := waits[pod]; ok && !w {
-				continue
-			}
-			out[pod] = fmt.Sprintf("%s/gpu-%d: %s", c.Node, c.GPU, c.To.String())
-		}
-	}
-	inFlight := map[string]string{}
-	for _, n := range snap.Nodes {
-		for _, g := range n.GPUs {
-			if g.Changing {
-				inFlight[fmt.Sprintf("%s/%d", n.Node.Name, g.Info.Index)] = fmt.Sprintf("%s/gpu-%d: %s", n.Node.Name, g.Info.Index, g.Layout.String())
-			}
-		}
-	}
-	for _, s := range res.Served {
-		if out[s.Pod] != "" {
-			continue
-		}
-		for _, d := range s.Devices {
-			idx, _, ok := migslices.DeviceGPUIndex(d)
-			if !ok || inFlight[fmt.Sprintf("%s/%d", s.Node, idx)] == "" || exists(in, s.Node, idx, d) {
-				continue
-			}
-			out[s.Pod] = inFlight[fmt.Sprintf("%s/%d", s.Node, idx)]
-		}
-	}
-	return out
-}
-
-// exists reports whether MIG device name of GPU index is in the layout the
-// node's agent reports now (by profile and placement, whatever GI profile
-// ID the name carries).
-func exists(in AutoInputs, node string, index int, name string) bool {
-	nml := in.NodeMigLayouts[node]
-	if nml == nil {
-		return false
-	}
-	for _, st := range nml.Status.GPUs {
-		if int(st.Index) != index {
-			continue
-		}
-		actual, err := mig.ParseLayout(st.Layout)
-		if err != nil {
-			return false
-		}
-		return slices.ContainsFunc(actual, func(d mig.Device) bool {
-			return migslices.IsMIGDeviceName(name, index, d.Profile, d.Start)
-		})
-	}
-	return false
-}
-
 // podMatters reports whether a pod's event may change the plan: a pod with
 // claims (or extended resources DeviceClasses back) that is pending, the
 // demand, or bound and terminating or done, which lets go of its devices
@@ -998,66 +807,6 @@ func podMatters(p *corev1.Pod) bool {
 // kinds is planned with the next change that the key sees (or the refresh
 // every eventRepeat).
 const maxRoomShapes = 64
-
-// roomShape is a kind of pending pod for nodes' room (planner.RequestOf:
-// resources, priority, whether it may preempt) and how many pending pods
-// are of it.
-type roomShape struct {
-	q     planner.RoomRequest
-	count int
-}
-
-// pendingShapes are the kinds of the pending pods on nodes' room, the first
-// maxRoomShapes in a fixed order.
-func pendingShapes(snap planner.Snapshot) []roomShape {
-	byKey := map[string]*roomShape{}
-	for _, p := range snap.Pending {
-		reqs := resourcehelper.PodRequests(p.Pod, resourcehelper.PodResourcesOptions{})
-		policy := ""
-		if p.Pod.Spec.PreemptionPolicy != nil {
-			policy = string(*p.Pod.Spec.PreemptionPolicy)
-		}
-		key := fmt.Sprintf("%s %d %s", resourcesText(reqs), ptr.Deref(p.Pod.Spec.Priority, 0), policy)
-		if byKey[key] == nil {
-			byKey[key] = &roomShape{q: planner.RequestOf(p.Pod)}
-		}
-		byKey[key].count++
-	}
-	var out []roomShape
-	for _, k := range slices.Sorted(maps.Keys(byKey)) {
-		if len(out) == maxRoomShapes {
-			break
-		}
-		out = append(out, *byKey[k])
-	}
-	return out
-}
-
-// roomBits says how many pending pods of each of shapes n's room takes now
-// ("2,0" for two of the first and none of the second): what the node's
-// pods use decides a plan only through it, so the pods bound there coming
-// and going otherwise change no plan (nor restart the batching window).
-func roomBits(n planner.Node, shapes []roomShape) string {
-	if len(shapes) == 0 || n.Node == nil || len(n.Node.Status.Allocatable) == 0 {
-		return ""
-	}
-	room := planner.NewRoom(n)
-	parts := make([]string, len(shapes))
-	for i, s := range shapes {
-		parts[i] = strconv.Itoa(room.Takes(s.q, s.count))
-	}
-	return strings.Join(parts, ",")
-}
-
-// resourcesText is l as "cpu=2,memory=4Gi", by name.
-func resourcesText(l corev1.ResourceList) string {
-	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(l)) {
-		q := l[name]
-		parts = append(parts, string(name)+"="+q.String())
-	}
-	return strings.Join(parts, ",")
-}
 
 // endsOnAutoNode reports whether p, claims or not, is bound to a node of
 // the last snapshot and terminating or done: the CPU, memory and pod slot
@@ -1081,198 +830,6 @@ func (a *AutoPlanner) nominatedToAutoNode(p *corev1.Pod) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.autoNodes.Has(p.Status.NominatedNodeName)
-}
-
-// inputKey fingerprints what a plan depends on: the pending pods and their
-// claims, the devices claims hold, the nodes' reported and desired state
-// and the MigLayouts' specs and modes
-// (which decide the Auto nodes and whose status.auto the plan fills).
-func inputKey(in AutoInputs, snap planner.Snapshot) string {
-	h := sha256.New()
-	// The cache lists in no fixed order: lines are sorted.
-	var lines []string
-	for _, ml := range in.MigLayouts {
-		lines = append(lines, fmt.Sprintf("ml %s %s %d %s\n", ml.Name, ml.UID, ml.Generation, ml.Spec.Mode))
-	}
-	aged := func(p *corev1.Pod) bool {
-		return snap.AgingAfter > 0 && !snap.Now.IsZero() && snap.Now.Sub(p.CreationTimestamp.Time) >= snap.AgingAfter
-	}
-	if len(snap.Pending) > 0 && !snap.Now.IsZero() {
-		// While pods wait, they are planned again every eventRepeat
-		// though nothing changed, so that their events stand.
-		lines = append(lines, fmt.Sprintf("refresh %d\n", snap.Now.Truncate(eventRepeat).Unix()))
-	}
-	for _, p := range snap.Pending {
-		// A pod that starts to be planned by age changes the plan though
-		// the pod itself does not change.
-		// So does a node declined for it, or no longer
-		// (declineTracker).
-		lines = append(lines, fmt.Sprintf("pod %s/%s %s %t %v\n", p.Pod.Namespace, p.Pod.Name, p.Pod.ResourceVersion, aged(p.Pod), p.Declined))
-		// A claim deleted and created again under the same name changes
-		// the demand though the pod does not change.
-		for _, c := range p.Claims {
-			lines = append(lines, fmt.Sprintf("claim %s/%s %s %s\n", c.Namespace, c.Name, c.UID, c.ResourceVersion))
-		}
-	}
-	// Devices claims hold: other drivers' (a NIC released makes a pod that
-	// needs one servable) and miglayout's (pinned before the agent reports
-	// them in use).
-	for _, id := range snap.OtherAllocated {
-		lines = append(lines, fmt.Sprintf("allocated %s\n", id.String()))
-	}
-	// What decides whether a node is feasible for a pod: its taints and
-	// the labels pods or other drivers' slices select on (not the others,
-	// which agents such as GPU feature discovery may rewrite every minute).
-	keys := feasibilityLabelKeys(in, snap)
-	shapes := pendingShapes(snap)
-	for _, n := range snap.Nodes {
-		labels := map[string]string{}
-		for k := range keys {
-			if v, ok := n.Node.Labels[k]; ok {
-				labels[k] = v
-			}
-		}
-		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t room %s\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen, roomBits(n, shapes)))
-		for _, g := range n.GPUs {
-			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s releasing %s shared %s reclaim %t\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned, g.Releasing, g.Shared, reclaimDue(snap, n, g)))
-		}
-		for _, s := range n.OtherSlices {
-			lines = append(lines, fmt.Sprintf("slice %s %s %d\n", n.Node.Name, s.Name, s.Generation))
-		}
-	}
-	for _, c := range in.Classes {
-		lines = append(lines, fmt.Sprintf("class %s %s %d\n", c.Name, c.UID, c.Generation))
-	}
-	// A rule's taints on other drivers' devices change no slice.
-	for _, r := range in.TaintRules {
-		lines = append(lines, fmt.Sprintf("taintrule %s %s %d\n", r.Name, r.UID, r.Generation))
-	}
-	slices.Sort(lines)
-	for _, l := range lines {
-		h.Write([]byte(l))
-	}
-	for _, n := range sortedKeys(in.NodeMigLayouts) {
-		fmt.Fprintf(h, "nml %s %s\n", n, in.NodeMigLayouts[n].ResourceVersion)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// nodeChangeMatters reports whether a node's update may change a plan: its
-// taints or unschedulable changed, or a label the last snapshot's pods
-// select on.
-func (a *AutoPlanner) nodeChangeMatters(o, n *corev1.Node) bool {
-	if !equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) || o.Spec.Unschedulable != n.Spec.Unschedulable {
-		return true
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return labelsChanged(o.Labels, n.Labels, a.labelKeys)
-}
-
-// labelsChanged reports whether any of keys differs between the label sets
-// o and n: its value, or whether it is there at all (a key an Exists or
-// DoesNotExist requirement reads may come with an empty value).
-func labelsChanged(o, n map[string]string, keys map[string]bool) bool {
-	for k := range keys {
-		ov, had := o[k]
-		nv, has := n[k]
-		if ov != nv || had != has {
-			return true
-		}
-	}
-	return false
-}
-
-// selectorLabelKeys are the node label keys the MigLayouts' node selectors
-// read.
-func selectorLabelKeys(mls []v1alpha1.MigLayout) map[string]bool {
-	keys := map[string]bool{}
-	for _, ml := range mls {
-		for k := range ml.Spec.NodeSelector.MatchLabels {
-			keys[k] = true
-		}
-		for _, e := range ml.Spec.NodeSelector.MatchExpressions {
-			keys[e.Key] = true
-		}
-	}
-	return keys
-}
-
-// feasibilityLabelKeys are the node label keys the pending pods' node
-// selectors and required node affinity, and other drivers' slices' node
-// selectors, read.
-func feasibilityLabelKeys(in AutoInputs, snap planner.Snapshot) map[string]bool {
-	keys := map[string]bool{}
-	selector := func(sel *corev1.NodeSelector) {
-		if sel == nil {
-			return
-		}
-		for _, t := range sel.NodeSelectorTerms {
-			for _, r := range t.MatchExpressions {
-				keys[r.Key] = true
-			}
-		}
-	}
-	for _, p := range snap.Pending {
-		for k := range p.Pod.Spec.NodeSelector {
-			keys[k] = true
-		}
-		if a := p.Pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
-			selector(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
-		}
-		for _, sel := range p.AllocatedOn {
-			selector(sel)
-		}
-	}
-	// Every other driver's slice, not only those an Auto node can use now:
-	// a relabelled node may come to match one.
-	for _, s := range in.Slices {
-		if s.Spec.Driver == in.Driver {
-			continue
-		}
-		selector(s.Spec.NodeSelector)
-		for _, d := range s.Spec.Devices {
-			selector(d.NodeSelector)
-		}
-	}
-	return keys
-}
-
-// forget makes the batcher plan the current inputs again: what was done
-// with them failed and the retry must not be taken for "nothing new".
-func (a *AutoPlanner) forget() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.batch.planned = ""
-}
-
-// batcher decides when a batch of input changes is ready to plan.
-type batcher struct {
-	key         string
-	first, last time.Time
-	planned     string
-}
-
-// observe records the inputs' fingerprint at now and returns how long to
-// wait before planning (≤ 0: plan now). The same inputs are planned once.
-func (b *batcher) observe(key string, now time.Time, idle, max time.Duration) time.Duration {
-	if key == b.planned {
-		// Nothing new (or back to what was planned): any change enqueues
-		// again and opens a new window.
-		b.key, b.first = key, time.Time{}
-		return time.Hour
-	}
-	if key != b.key {
-		if b.first.IsZero() {
-			b.first = now
-		}
-		b.key, b.last = key, now
-	}
-	wait := min(b.last.Add(idle).Sub(now), b.first.Add(max).Sub(now))
-	if wait <= 0 {
-		b.planned, b.first = key, time.Time{}
-	}
-	return wait
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,0 +1,264 @@
+package controller
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// podEvent is the last event a pending pod heard from the planner.
+type podEvent struct {
+	what string // reason and note
+	at   time.Time
+	pod  types.NamespacedName
+}
+
+// eventRepeat is how long a pending pod's event stands before a plan with
+// the same outcome records it again, and how often pods that wait are
+// planned again though nothing changed: at most two of it pass between a
+// pod's events, less than the API server's default --event-ttl (one hour),
+// so that one is always there.
+const eventRepeat = 20 * time.Minute
+
+// nextRefresh is how long until pending pods are planned again though
+// nothing changed (inputKey), 0 with none pending.
+func nextRefresh(snap planner.Snapshot) time.Duration {
+	if len(snap.Pending) == 0 || snap.Now.IsZero() {
+		return 0
+	}
+	return snap.Now.Truncate(eventRepeat).Add(eventRepeat).Sub(snap.Now)
+}
+
+// notify records, once per pod and plan outcome, why it waits (again after
+// eventRepeat).
+func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.Result) {
+	if a.Recorder == nil {
+		return
+	}
+	pods := map[string]*corev1.Pod{}
+	for _, p := range snap.Pending {
+		pods[p.Pod.Namespace+"/"+p.Pod.Name] = p.Pod
+	}
+	targets := repartitionTargets(in, snap, res)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.events == nil {
+		a.events = map[string]podEvent{}
+	}
+	now := a.now()
+	// Keyed by UID: a pod made again under the same name hears again. A
+	// pod still waiting as before hears it again once the API server may
+	// have dropped the event (--event-ttl, one hour by default), so that
+	// kubectl describe pod keeps saying why it waits.
+	// The recorder counts an event of the same pod, reason, action
+	// and related object as a repeat and drops its note, so a pod whose
+	// outcome changed (planned onto another GPU; no room now, then only a
+	// lost node could take it) would still read the first note: the action
+	// ends in a hash of the note (eventnote.Distinct), and an event about a GPU
+	// also names the GPU in its action and its node's NodeMigLayout as
+	// related object.
+	emit := func(key, eventType, reason string, on *gpuRef, note string) {
+		pod := pods[key]
+		if pod == nil {
+			return
+		}
+		last, ok := a.events[string(pod.UID)]
+		if ok && last.what == reason+note && now.Sub(last.at) < eventRepeat {
+			return
+		}
+		a.events[string(pod.UID)] = podEvent{what: reason + note, at: now, pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
+		action := "Plan"
+		var related runtime.Object
+		if on != nil {
+			action = gpuAction(action, int32(on.gpu))
+			related = nodeMigLayoutRef(on.node)
+		}
+		note = truncate(note, maxEventNote)
+		a.Recorder.Eventf(pod, related, eventType, reason, action, "%s", note)
+	}
+	for _, s := range res.Served {
+		if target := targets[s.Pod]; target != "" {
+			// The GPU of its first device still to be made.
+			var on *gpuRef
+			for _, d := range s.Devices {
+				if idx, _, ok := migslices.DeviceGPUIndex(d); ok && !exists(in, s.Node, idx, d) {
+					on = &gpuRef{node: s.Node, gpu: idx}
+					break
+				}
+			}
+			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, on, "waiting for the repartition of "+target+" (a device such as "+strings.Join(s.Devices, ", ")+")")
+		}
+	}
+	const waiting = "no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows"
+	for pod, k := range res.Kept {
+		emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, &gpuRef{node: k.Node, gpu: k.GPU}, waiting+"; "+k.String()+" are kept for it: miglayout makes no device there for another pod (kube-scheduler may still give one a device free there already)")
+	}
+	for pod, why := range res.Unservable {
+		switch why {
+		case planner.NoRoom:
+			msg := waiting + "; it takes the first room that frees up"
+			if anyTainted(snap) {
+				msg = waiting + ", nor by making a device a DeviceTaintRule taints; it takes the first room that frees up"
+			}
+			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, msg)
+			continue
+		case planner.WaitsForSharedClaim:
+			emit(pod, corev1.EventTypeNormal, EventWaitingForSharedClaim, nil, why)
+			continue
+		case planner.WaitsForLostNode, planner.WaitsForAllModeNode, planner.WaitsForNodeResources:
+			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, why)
+			continue
+		}
+		emit(pod, corev1.EventTypeWarning, EventNotServable, nil, why)
+	}
+	pending := make(map[string]bool, len(pods))
+	for _, pod := range pods {
+		pending[string(pod.UID)] = true
+	}
+	for uid := range a.events {
+		if !pending[uid] {
+			delete(a.events, uid)
+		}
+	}
+}
+
+// repartitionTargets names, for each served pod that waits for a GPU to be
+// repartitioned, that GPU and its coming layout ("node/gpu-N: layout"): a
+// change of the plan serves it, or one of its devices is coming with a
+// change in flight (it is not in the layout the node's agent reports now).
+// Pods given devices that exist already are absent, on a GPU changing
+// elsewhere, or one whose change failed and is retried, too.
+func repartitionTargets(in AutoInputs, snap planner.Snapshot, res planner.Result) map[string]string {
+	out := map[string]string{}
+	// A pod given free devices that exist on a GPU this plan changes
+	// anyway is among the change's pods but waits for nothing.
+	waits := map[string]bool{}
+	for _, s := range res.Served {
+		waits[s.Pod] = s.NeedsChange
+	}
+	for _, c := range res.Changes {
+		for _, pod := range c.Serves {
+			if w, ok := waits[pod]; ok && !w {
+				continue
+			}
+			out[pod] = fmt.Sprintf("%s/gpu-%d: %s", c.Node, c.GPU, c.To.String())
+		}
+	}
+	inFlight := map[string]string{}
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			if g.Changing {
+				inFlight[fmt.Sprintf("%s/%d", n.Node.Name, g.Info.Index)] = fmt.Sprintf("%s/gpu-%d: %s", n.Node.Name, g.Info.Index, g.Layout.String())
+			}
+		}
+	}
+	for _, s := range res.Served {
+		if out[s.Pod] != "" {
+			continue
+		}
+		for _, d := range s.Devices {
+			idx, _, ok := migslices.DeviceGPUIndex(d)
+			if !ok || inFlight[fmt.Sprintf("%s/%d", s.Node, idx)] == "" || exists(in, s.Node, idx, d) {
+				continue
+			}
+			out[s.Pod] = inFlight[fmt.Sprintf("%s/%d", s.Node, idx)]
+		}
+	}
+	return out
+}
+
+// exists reports whether MIG device name of GPU index is in the layout the
+// node's agent reports now (by profile and placement, whatever GI profile
+// ID the name carries).
+func exists(in AutoInputs, node string, index int, name string) bool {
+	nml := in.NodeMigLayouts[node]
+	if nml == nil {
+		return false
+	}
+	for _, st := range nml.Status.GPUs {
+		if int(st.Index) != index {
+			continue
+		}
+		actual, err := mig.ParseLayout(st.Layout)
+		if err != nil {
+			return false
+		}
+		return slices.ContainsFunc(actual, func(d mig.Device) bool {
+			return migslices.IsMIGDeviceName(name, index, d.Profile, d.Start)
+		})
+	}
+	return false
+}
+
+// roomShape is a kind of pending pod for nodes' room (planner.RequestOf:
+// resources, priority, whether it may preempt) and how many pending pods
+// are of it.
+type roomShape struct {
+	q     planner.RoomRequest
+	count int
+}
+
+// pendingShapes are the kinds of the pending pods on nodes' room, the first
+// maxRoomShapes in a fixed order.
+func pendingShapes(snap planner.Snapshot) []roomShape {
+	byKey := map[string]*roomShape{}
+	for _, p := range snap.Pending {
+		reqs := resourcehelper.PodRequests(p.Pod, resourcehelper.PodResourcesOptions{})
+		policy := ""
+		if p.Pod.Spec.PreemptionPolicy != nil {
+			policy = string(*p.Pod.Spec.PreemptionPolicy)
+		}
+		key := fmt.Sprintf("%s %d %s", resourcesText(reqs), ptr.Deref(p.Pod.Spec.Priority, 0), policy)
+		if byKey[key] == nil {
+			byKey[key] = &roomShape{q: planner.RequestOf(p.Pod)}
+		}
+		byKey[key].count++
+	}
+	var out []roomShape
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
+		if len(out) == maxRoomShapes {
+			break
+		}
+		out = append(out, *byKey[k])
+	}
+	return out
+}
+
+// roomBits says how many pending pods of each of shapes n's room takes now
+// ("2,0" for two of the first and none of the second): what the node's
+// pods use decides a plan only through it, so the pods bound there coming
+// and going otherwise change no plan (nor restart the batching window).
+func roomBits(n planner.Node, shapes []roomShape) string {
+	if len(shapes) == 0 || n.Node == nil || len(n.Node.Status.Allocatable) == 0 {
+		return ""
+	}
+	room := planner.NewRoom(n)
+	parts := make([]string, len(shapes))
+	for i, s := range shapes {
+		parts[i] = strconv.Itoa(room.Takes(s.q, s.count))
+	}
+	return strings.Join(parts, ",")
+}
+
+// resourcesText is l as "cpu=2,memory=4Gi", by name.
+func resourcesText(l corev1.ResourceList) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(l)) {
+		q := l[name]
+		parts = append(parts, string(name)+"="+q.String())
+	}
+	return strings.Join(parts, ",")
+}
