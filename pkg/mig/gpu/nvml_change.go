@@ -213,11 +213,7 @@ func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx i
 		return err
 	}
 	if len(procs) > 0 {
-		pids := make([]string, len(procs))
-		for i, p := range procs {
-			pids[i] = fmt.Sprint(p.PID)
-		}
-		return fmt.Errorf("%w: %d process(es) running on GI %d (PIDs %s)", ErrInUse, len(procs), g.info.Id, strings.Join(pids, ", "))
+		return fmt.Errorf("%w: %d process(es) running on GI %d (PIDs %s)", ErrInUse, len(procs), g.info.Id, pidList(procs))
 	}
 	// The full-size CI first, then any other CI someone else created: a GI
 	// with a CI left cannot be destroyed.
@@ -268,15 +264,39 @@ func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx i
 					logger.V(2).Info("Compute instance already gone", "giID", g.info.Id, "ciID", info.Id, "err", err)
 					continue
 				}
-				return fmt.Errorf("destroying compute instance %d of GI %d: %w", info.Id, g.info.Id, heldByClient(err))
+				return fmt.Errorf("destroying compute instance %d of GI %d: %w", info.Id, g.info.Id, inUseBy(s.dev, g, err))
 			}
 		}
 	}
 	logger.V(2).Info("Destroying GPU instance", "giID", g.info.Id)
 	if err := staleErr("nvmlGpuInstanceDestroy", g.handle.Destroy()); err != nil {
-		return fmt.Errorf("destroying GPU instance %d: %w", g.info.Id, heldByClient(err))
+		return fmt.Errorf("destroying GPU instance %d: %w", g.info.Id, inUseBy(s.dev, g, err))
 	}
 	return nil
+}
+
+// inUseBy is err, from a destroy of GI g (or of one of its compute
+// instances) made once NVML listed no compute process on it, with
+// ERROR_IN_USE explained: a process started on it since is named by PID,
+// and with none listed now another client holds it (heldByClient). It
+// still wraps ErrInUse.
+func inUseBy(dev nvml.Device, g gpuInstance, err error) error {
+	if !errors.Is(err, ErrInUse) {
+		return err
+	}
+	if procs, lerr := giProcesses(dev, g); lerr == nil && len(procs) > 0 {
+		return fmt.Errorf("%w: %d process(es) started on GI %d since its processes were listed (PIDs %s)", err, len(procs), g.info.Id, pidList(procs))
+	}
+	return heldByClient(err)
+}
+
+// pidList is the PIDs of procs, comma-separated.
+func pidList(procs []Process) string {
+	pids := make([]string, len(procs))
+	for i, p := range procs {
+		pids[i] = fmt.Sprint(p.PID)
+	}
+	return strings.Join(pids, ", ")
 }
 
 // heldByClient is err, from a destroy made once NVML listed no compute

@@ -2,6 +2,8 @@ package gpu_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -15,10 +17,12 @@ import (
 // compute instance read (nvmlComputeInstanceGetInfo) finds its compute
 // instance destroyed by someone else just after it was listed (an
 // administrator's `nvidia-smi mig -dci`), so NVML answers
-// INVALID_ARGUMENT for the handle, as for any stale handle.
+// INVALID_ARGUMENT for the handle, as for any stale handle. With meanwhile
+// set, that read runs it instead of the destroy.
 type ciVanishes struct {
 	nvml.Interface
-	armed *bool
+	armed     *bool
+	meanwhile func()
 }
 
 func (l ciVanishes) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
@@ -26,41 +30,48 @@ func (l ciVanishes) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
 	if ret != nvml.SUCCESS {
 		return d, ret
 	}
-	return vanishDevice{Device: d, armed: l.armed}, ret
+	return vanishDevice{Device: d, armed: l.armed, meanwhile: l.meanwhile}, ret
 }
 
 type vanishDevice struct {
 	nvml.Device
-	armed *bool
+	armed     *bool
+	meanwhile func()
 }
 
 func (d vanishDevice) GetGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
 	gis, ret := d.Device.GetGpuInstances(info)
 	for i := range gis {
-		gis[i] = vanishGI{GpuInstance: gis[i], armed: d.armed}
+		gis[i] = vanishGI{GpuInstance: gis[i], armed: d.armed, meanwhile: d.meanwhile}
 	}
 	return gis, ret
 }
 
 type vanishGI struct {
 	nvml.GpuInstance
-	armed *bool
+	armed     *bool
+	meanwhile func()
 }
 
 func (g vanishGI) GetComputeInstances(info *nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, nvml.Return) {
 	cis, ret := g.GpuInstance.GetComputeInstances(info)
 	for i := range cis {
-		cis[i] = vanishCI{ComputeInstance: cis[i], armed: g.armed}
+		cis[i] = vanishCI{ComputeInstance: cis[i], armed: g.armed, meanwhile: g.meanwhile}
 	}
 	return cis, ret
 }
 
 type vanishCI struct {
 	nvml.ComputeInstance
-	armed *bool
+	armed     *bool
+	meanwhile func()
 }
 
 func (c vanishCI) GetInfo() (nvml.ComputeInstanceInfo, nvml.Return) {
+	if *c.armed && c.meanwhile != nil {
+		*c.armed = false
+		c.meanwhile()
+	}
 	if *c.armed {
 		*c.armed = false
 		if ret := c.ComputeInstance.Destroy(); ret != nvml.SUCCESS {
@@ -154,4 +165,49 @@ func ciVanishRig(t *testing.T, d mig.Device) (*nvmlsim.Sim, *gpu.NVMLManager, *b
 		t.Fatal(err)
 	}
 	return sim, m, armed
+}
+
+// TestDestroyWhenAProcessStartsMidway: a compute process starts on the
+// device after DestroyMIGDevice listed none on it and before the destroy of
+// its compute instance, which NVML refuses with ERROR_IN_USE. The error
+// wraps ErrInUse and names the process, instead of blaming another NVML
+// client; the device stays.
+func TestDestroyWhenAProcessStartsMidway(t *testing.T) {
+	ctx := t.Context()
+	d := mig.Device{Profile: "3g.40gb", Start: 0}
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed := new(bool)
+	var pid uint32
+	var uuid string
+	started := func() {
+		if pid, err = sim.StartProcess(uuid, 1024); err != nil {
+			t.Errorf("starting the process: %v", err)
+		}
+	}
+	m, err := gpu.NewNVML(ciVanishes{Interface: sim, armed: armed, meanwhile: started}, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	enableMIG(t, ctx, sim, m, 0)
+	md, err := m.CreateMIGDevice(ctx, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid = md.UUID
+
+	*armed = true
+	err = m.DestroyMIGDevice(ctx, 0, d)
+	if *armed || pid == 0 {
+		t.Fatal("no process started midway: the test did not bite")
+	}
+	if !errors.Is(err, gpu.ErrInUse) || !strings.Contains(err.Error(), fmt.Sprintf("PIDs %d", pid)) || strings.Contains(err.Error(), "another NVML client") {
+		t.Errorf("DestroyMIGDevice = %v; want ErrInUse naming PID %d, not another client", err, pid)
+	}
+	if left := simLayout(sim, 0); !left.Contains(d) {
+		t.Errorf("layout %q, want %s kept", left, d)
+	}
 }
