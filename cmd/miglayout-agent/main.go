@@ -86,7 +86,7 @@ func main() {
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the agent's heartbeat Lease miglayout-agent-<node> (the controller's --agent-lease-namespace; empty: no heartbeat, and the controller does not judge an agent whose Lease it never saw)")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease holds unrenewed; the agent renews it every quarter of this (whole seconds, at least 4s)")
 	fs.DurationVar(&o.maxPass, "max-pass-duration", 10*time.Minute, "how long one repartitioning pass may run before /healthz fails (an NVML call or API request that hangs): the liveness probe then restarts the agent, which resumes from its journal")
-	fs.DurationVar(&o.orphanGrace, "orphaned-claim-grace", agent.DefaultOrphanGrace, "how long a ResourceClaim the kubelet plugin still holds prepared must be gone from the API server before the agent releases its preparation (the kubelet never unprepared it: its own record was lost, or the pod and claim were force-deleted while the plugin was down); until then its devices are kept (0: the default)")
+	fs.DurationVar(&o.orphanGrace, "orphaned-claim-grace", agent.DefaultOrphanGrace, "how long a ResourceClaim the kubelet plugin still holds prepared must be gone from the API server (or allocated no device of the node) before the agent releases its preparation (the kubelet never unprepared it: its own record was lost, or the pod and claim were force-deleted while the plugin was down); until then its devices are kept (0: the default)")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
@@ -269,7 +269,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("setting up reconciler: %w", err)
 	}
 	if err := mgr.Add(&agent.OrphanedClaims{Claims: preparedSet{drv}, Cached: mgr.GetClient(), Live: mgr.GetAPIReader(),
-		NodeName: o.nodeName, Recorder: mgr.GetEventRecorder("miglayout-agent"), Metrics: metricsSet, Grace: o.orphanGrace}); err != nil {
+		NodeName: o.nodeName, Driver: o.driverName, Recorder: mgr.GetEventRecorder("miglayout-agent"), Metrics: metricsSet, Grace: o.orphanGrace}); err != nil {
 		return fmt.Errorf("adding the orphaned-claim sweep: %w", err)
 	}
 	if o.leaseNamespace != "" {

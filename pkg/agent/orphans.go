@@ -43,11 +43,14 @@ type PreparedClaims interface {
 
 // OrphanedClaims releases the preparations of claims the kubelet will
 // never unprepare: a ResourceClaim deleted (or its name taken by a new
-// object, of another UID) while the kubelet plugin still records it as
-// prepared. The kubelet unprepares a claim before the claim can go, unless
-// its own record of the claim was lost (its DRA state file, a node
-// re-provisioned with the plugin's directory kept) or the pod and claim
-// were force-deleted while the plugin could not be reached. Such a record
+// object, of another UID), or one that still exists but whose allocation
+// names no device of the node's pool any more (deallocated once its pods
+// ended, as a standalone claim is), while the kubelet plugin still records
+// it as prepared. The kubelet unprepares a claim before the claim can go
+// or lose its allocation, unless its own record of the claim was lost (its
+// DRA state file, removed as the kubelet asks when it finds the file
+// corrupt; a node re-provisioned with the plugin's directory kept) or the
+// pod and claim were force-deleted while the plugin could not be reached. Such a record
 // would keep its devices from ever being destroyed (the GPU Blocked,
 // reason DeviceInUse) or prepared for another claim.
 //
@@ -71,8 +74,13 @@ type OrphanedClaims struct {
 	// preparation is released. Required.
 	Live client.Reader
 	// NodeName names the node's NodeMigLayout, on which a release is
-	// recorded as an event (EventOrphanedClaimReleased), if it exists.
+	// recorded as an event (EventOrphanedClaimReleased), if it exists, and
+	// the node's pool. Required.
 	NodeName string
+	// Driver is the DRA driver name the node's pool is published under: a
+	// claim allocated no device of Driver's pool NodeName is released as a
+	// deleted one is. Required.
+	Driver string
 	// Recorder records the events; nil records none.
 	Recorder events.EventRecorder
 	// Metrics count the releases; nil counts none.
@@ -111,12 +119,16 @@ func (o *OrphanedClaims) NeedLeaderElection() bool { return false }
 // for Grace and gone in the API server too. It returns the errors of the
 // lookups and releases, joined.
 func (o *OrphanedClaims) Sweep(ctx context.Context) error {
+	if o.Driver == "" || o.NodeName == "" {
+		// Every claim would look allocated elsewhere.
+		return fmt.Errorf("sweeping orphaned claims: the driver name (%q) and node name (%q) are both required", o.Driver, o.NodeName)
+	}
 	now := o.now()
 	next := map[types.UID]time.Time{}
 	var errs []error
 	for _, ref := range o.Claims.PreparedClaimRefs() {
 		since, suspected := o.goneSince[ref.UID]
-		gone, err := claimGone(ctx, o.Cached, ref)
+		gone, err := o.claimGone(ctx, o.Cached, ref)
 		if err != nil {
 			errs = append(errs, err)
 			if suspected {
@@ -134,7 +146,7 @@ func (o *OrphanedClaims) Sweep(ctx context.Context) error {
 			next[ref.UID] = since
 			continue
 		}
-		gone, err = claimGone(ctx, o.Live, ref)
+		gone, err = o.claimGone(ctx, o.Live, ref)
 		if err != nil {
 			errs = append(errs, err)
 			next[ref.UID] = since
@@ -157,9 +169,11 @@ func (o *OrphanedClaims) Sweep(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// claimGone reports whether ref's claim is gone in r: not found, or its
-// name taken by an object of another UID.
-func claimGone(ctx context.Context, r client.Reader, ref kubeletplugin.NamespacedObject) (bool, error) {
+// claimGone reports whether ref's claim is gone in r: not found, its name
+// taken by an object of another UID, or allocated no device of the node's
+// pool (AllocatedIn; a claim allocated elsewhere is reduced to its
+// identity in the cache, ClaimTransform, as one allocated nothing is).
+func (o *OrphanedClaims) claimGone(ctx context.Context, r client.Reader, ref kubeletplugin.NamespacedObject) (bool, error) {
 	var claim resourceapi.ResourceClaim
 	err := r.Get(ctx, ref.NamespacedName, &claim)
 	switch {
@@ -168,15 +182,15 @@ func claimGone(ctx context.Context, r client.Reader, ref kubeletplugin.Namespace
 	case err != nil:
 		return false, fmt.Errorf("reading prepared ResourceClaim %s: %w", ref.NamespacedName, err)
 	}
-	return claim.UID != ref.UID, nil
+	return claim.UID != ref.UID || AllocatedIn([]resourceapi.ResourceClaim{claim}, o.Driver, o.NodeName).Len() == 0, nil
 }
 
 // record tells of ref's release: a log line, the metric and, where the
 // node has a NodeMigLayout, a Warning event on it.
 func (o *OrphanedClaims) record(ctx context.Context, ref kubeletplugin.NamespacedObject, devices []string, since time.Time) {
-	note := fmt.Sprintf("released the preparation of ResourceClaim %s (UID %s), gone since %s at the latest, which the kubelet never unprepared; devices: %s",
+	note := fmt.Sprintf("released the preparation of ResourceClaim %s (UID %s), gone or no longer allocated on this node since %s at the latest, which the kubelet never unprepared; devices: %s",
 		ref.NamespacedName, ref.UID, since.UTC().Format(time.RFC3339), strings.Join(devices, ", "))
-	klog.FromContext(ctx).Info("Released the preparation of a claim that no longer exists", "claim", ref, "devices", devices, "goneSince", since)
+	klog.FromContext(ctx).Info("Released the preparation of a claim that no longer exists or is no longer allocated on this node", "claim", ref, "devices", devices, "goneSince", since)
 	o.Metrics.countOrphanReleased()
 	if o.Recorder == nil || o.NodeName == "" {
 		return

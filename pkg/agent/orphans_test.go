@@ -92,14 +92,22 @@ func newOrphanRig(t *testing.T) *orphanRig {
 	}
 	r.cached = fake.NewClientBuilder().WithScheme(s).WithObjects(nml).WithInterceptorFuncs(failing(&r.failCached)).Build()
 	r.live = fake.NewClientBuilder().WithScheme(s).WithInterceptorFuncs(failing(&r.failLive)).Build()
-	r.o = &OrphanedClaims{Claims: r.prepared, Cached: r.cached, Live: r.live, NodeName: "n1", Recorder: r.rec,
+	r.o = &OrphanedClaims{Claims: r.prepared, Cached: r.cached, Live: r.live, NodeName: "n1", Driver: testDriver, Recorder: r.rec,
 		Metrics: NewMetrics(r.reg), Grace: r.grace, Now: func() time.Time { return r.now }}
 	return r
 }
 
 // claim adds a prepared claim of uid named name, which exists as uid in the
-// cache and the API server where inCache and inLive say so ("": absent).
+// cache and the API server where inCache and inLive say so ("": absent),
+// allocated a device of pool n1.
 func (r *orphanRig) claim(t *testing.T, name string, uid, inCache, inLive types.UID) {
+	t.Helper()
+	r.claimIn(t, name, "n1", uid, inCache, inLive)
+}
+
+// claimIn is claim with the claim allocated a device of pool ("": not
+// allocated).
+func (r *orphanRig) claimIn(t *testing.T, name, pool string, uid, inCache, inLive types.UID) {
 	t.Helper()
 	ref := types.NamespacedName{Namespace: "team-a", Name: name}
 	r.prepared.claims[uid] = kubeletplugin.NamespacedObject{NamespacedName: ref, UID: uid}
@@ -111,10 +119,21 @@ func (r *orphanRig) claim(t *testing.T, name string, uid, inCache, inLive types.
 		if u == "" {
 			continue
 		}
-		if err := c.Create(r.ctx, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, UID: u}}); err != nil {
+		if err := c.Create(r.ctx, orphanClaim(ref, u, pool)); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// orphanClaim is claim ref of uid allocated gpu-0-mig-3g40gb-9-0 of the
+// test driver's pool ("": not allocated).
+func orphanClaim(ref types.NamespacedName, uid types.UID, pool string) *resourceapi.ResourceClaim {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, UID: uid}}
+	if pool != "" {
+		c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+			{Request: "gpu", Driver: testDriver, Pool: pool, Device: "gpu-0-mig-3g40gb-9-0"}}}}
+	}
+	return c
 }
 
 // delete removes claim name from c.
@@ -203,6 +222,49 @@ func TestOrphanedClaimsReleasedAfterGrace(t *testing.T) {
 	}
 }
 
+// TestOrphanedClaimsNoLongerAllocatedHere: a prepared claim that still
+// exists but is allocated nothing (deallocated once its pods ended, the
+// kubelet having lost its record of the claim) or devices of another
+// node's pool is released after the grace, as a deleted one is; one the
+// API server shows allocated here again is kept.
+func TestOrphanedClaimsNoLongerAllocatedHere(t *testing.T) {
+	r := newOrphanRig(t)
+	r.claimIn(t, "deallocated", "", "uid-d", "uid-d", "uid-d")
+	r.claimIn(t, "elsewhere", "n2", "uid-e", "uid-e", "uid-e")
+	r.claimIn(t, "reallocated", "", "uid-r", "uid-r", "")
+	if err := r.live.Create(r.ctx, orphanClaim(types.NamespacedName{Namespace: "team-a", Name: "reallocated"}, "uid-r", "n1")); err != nil {
+		t.Fatal(err)
+	}
+	r.claim(t, "running", "uid-running", "uid-running", "uid-running")
+	start := r.now
+	for _, s := range []struct {
+		at   time.Duration
+		want []string
+	}{{0, nil}, {r.grace - time.Second, nil}, {r.grace, []string{"deallocated", "elsewhere"}}, {3 * r.grace, nil}} {
+		got, err := r.sweepAt(t, start, s.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(s.want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+			t.Errorf("released at +%v (-want +got):\n%s", s.at, diff)
+		}
+	}
+}
+
+// TestOrphanedClaimsNeedsDriver: without the driver's name (or the node's)
+// every claim would look allocated elsewhere; the sweep refuses to run.
+func TestOrphanedClaimsNeedsDriver(t *testing.T) {
+	r := newOrphanRig(t)
+	r.claim(t, "running", "uid-running", "uid-running", "uid-running")
+	r.o.Driver = ""
+	if _, err := r.sweepAt(t, r.now, 0); err == nil || !strings.Contains(err.Error(), "driver") {
+		t.Errorf("sweep without a driver name: %v, want an error naming it", err)
+	}
+	if got, _ := r.sweepAt(t, r.now, 3*r.grace); got != nil {
+		t.Errorf("released %v without a driver name", got)
+	}
+}
+
 // TestOrphanedClaimsSeenBackStartsAfresh: a claim the cache shows again
 // between two sweeps (a lagging watch) is judged from the next time it is
 // seen gone.
@@ -213,7 +275,7 @@ func TestOrphanedClaimsSeenBackStartsAfresh(t *testing.T) {
 	if got, err := r.sweepAt(t, start, 0); err != nil || got != nil {
 		t.Fatalf("first sweep: released %v, %v", got, err)
 	}
-	if err := r.cached.Create(r.ctx, &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "flapping", UID: "uid-f"}}); err != nil {
+	if err := r.cached.Create(r.ctx, orphanClaim(types.NamespacedName{Namespace: "team-a", Name: "flapping"}, "uid-f", "n1")); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := r.sweepAt(t, start, 5*time.Minute); err != nil || got != nil {
