@@ -64,7 +64,9 @@ func (p *Plugin) ReleaseOrphan(ctx context.Context, uid types.UID) (PreparedClai
 }
 
 // ErrOrphanInUse is wrapped by ReleaseOrphan's error for a claim a process
-// still runs on.
+// still runs on, and by a prepare's for a claim allocated other devices
+// than it was prepared with while a process runs on one of those
+// (staleInUse).
 var ErrOrphanInUse = errors.New("a process still runs on its devices")
 
 // running returns the devices of pc a compute process runs on now, with

@@ -259,6 +259,38 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	return out, nil
 }
 
+// staleInUse fails, wrapping ErrOrphanInUse, where claim is prepared here
+// with other devices than it is allocated now (sameAllocation) and a
+// compute process runs on one of those it was prepared with exclusively
+// (not with admin access, whose device other claims' processes use): a
+// container started under the old allocation still runs there (its pod
+// force-deleted, the kubelet's record of it lost), and dropping that
+// preparation would let the device be prepared for another claim while it
+// runs. The kubelet retries the prepare; it succeeds once the process ends.
+func (p *Plugin) staleInUse(ctx context.Context, claim *resourceapi.ResourceClaim) error {
+	p.mu.Lock()
+	prepared, ok := p.claims[claim.UID]
+	stale := ok && !p.sameAllocation(prepared, claim)
+	p.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	busy, err := p.running(ctx, exclusive(prepared))
+	if err != nil {
+		return fmt.Errorf("listing the processes on the devices it was prepared with: %w", err)
+	}
+	if len(busy) > 0 {
+		return fmt.Errorf("it was prepared with other devices, and %w: %s", ErrOrphanInUse, strings.Join(busy, ", "))
+	}
+	return nil
+}
+
+// exclusive is pc with only the devices it holds without admin access.
+func exclusive(pc PreparedClaim) PreparedClaim {
+	pc.Devices = slices.DeleteFunc(slices.Clone(pc.Devices), func(d PreparedDevice) bool { return d.AdminAccess })
+	return pc
+}
+
 // dropStale removes the preparation of claim from the checkpoint and its
 // CDI spec (it no longer matches the claim's devices), so the claim is
 // prepared afresh; p.mu is held.
@@ -272,6 +304,9 @@ func (p *Plugin) dropStale(ctx context.Context, claim *resourceapi.ResourceClaim
 
 func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
 	ref := claim.Namespace + "/" + claim.Name
+	if err := p.staleInUse(ctx, claim); err != nil {
+		return nil, fmt.Errorf("preparing claim %s afresh: %w", ref, err)
+	}
 	p.mu.Lock()
 	prepared, ok := p.claims[claim.UID]
 	if ok && !p.sameAllocation(prepared, claim) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -279,6 +280,57 @@ func TestPrepareReallocated(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string][]types.NamespacedName{"gpu-1": {{Namespace: "team-a", Name: "train"}}}, p.PreparedDevices()); diff != "" {
 		t.Errorf("PreparedDevices (-want +got):\n%s", diff)
+	}
+}
+
+// TestPrepareReallocatedWhileTheOldDeviceRuns: a claim reallocated as in
+// TestPrepareReallocated while a container started under its old
+// allocation still runs on the old device (its pod force-deleted, the
+// kubelet's record lost). The fresh prepare fails (ErrOrphanInUse, naming
+// the process) and keeps the old preparation, so the device is prepared
+// for no other claim while the process runs; once it ends, the claim is
+// prepared afresh. A device the claim held with admin access, which other
+// claims' processes use, does not hold the prepare back.
+func TestPrepareReallocatedWhileTheOldDeviceRuns(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	driver := slices.DefaultDriverName
+	const old = "gpu-0-mig-3g40gb-9-4"
+	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", driver, node, old})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	pid, err := e.sim.StartProcess(p.claims[uid1].Devices[0].UUID, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.prepare(p, claim(uid1, "train", alloc{"whole", driver, node, "gpu-1"}))
+	if !errors.Is(r.Err, ErrOrphanInUse) || !strings.Contains(r.Err.Error(), fmt.Sprintf("%s (pid %d)", old, pid)) {
+		t.Fatalf("prepare while a process runs on the old device: %v, want ErrOrphanInUse naming %s and pid %d", r.Err, old, pid)
+	}
+	if r := e.prepare(p, claim(uid2, "infer", alloc{"mig", driver, node, old})); r.Err == nil {
+		t.Errorf("%s prepared for a second claim while the first's process runs on it", old)
+	}
+	if err := e.sim.StopProcess(pid); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.prepare(p, claim(uid1, "train", alloc{"whole", driver, node, "gpu-1"})); r.Err != nil {
+		t.Fatalf("prepare once the process ended: %v", r.Err)
+	}
+
+	// Admin access: another claim's process on the device is not the
+	// reallocated claim's.
+	admin := claim(uid2, "monitor", alloc{"mig", driver, node, old})
+	admin.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	if r := e.prepare(p, admin); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, err := e.sim.StartProcess(p.claims[uid2].Devices[0].UUID, 1024); err != nil {
+		t.Fatal(err)
+	}
+	moved := claim(uid2, "monitor", alloc{"mig", driver, node, "gpu-0-mig-2g20gb-14-0"})
+	moved.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	if r := e.prepare(p, moved); r.Err != nil {
+		t.Errorf("admin-access claim reallocated while another's process runs on its old device: %v", r.Err)
 	}
 }
 
