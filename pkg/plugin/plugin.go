@@ -438,10 +438,16 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 			// The checkpoint holds what it held: so does the CDI spec,
 			// the old preparation's where there is one (its devices were
 			// created again), none otherwise.
+			// Where that fails too, the kubelet's retry of the prepare
+			// or its unprepare writes or removes the spec.
+			var undo error
 			if old, ok := p.claims[pc.UID]; ok {
-				_ = p.writeSpec(old)
+				undo = p.writeSpec(old)
 			} else {
-				_ = p.cdi.RemoveSpec(specName(p.cfg.DriverName, pc.UID))
+				undo = p.cdi.RemoveSpec(specName(p.cfg.DriverName, pc.UID))
+			}
+			if undo != nil {
+				klog.FromContext(ctx).Error(undo, "Could not restore the claim's CDI spec after its checkpoint write failed", "claim", klog.KObj(claim))
 			}
 			return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
 		}
