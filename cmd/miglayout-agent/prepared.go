@@ -31,8 +31,8 @@ func (s preparedSet) PreparedClaimRefs() []kubeletplugin.NamespacedObject {
 	return out
 }
 
-func (s preparedSet) ReleaseOrphan(ctx context.Context, uid types.UID) ([]string, bool, error) {
-	pc, released, err := s.p.ReleaseOrphan(ctx, uid)
+func (s preparedSet) ReleaseOrphan(ctx context.Context, uid types.UID, stillGone func(context.Context) (bool, error)) ([]string, bool, error) {
+	pc, released, err := s.p.ReleaseOrphan(ctx, uid, stillGone)
 	var devices []string
 	for _, d := range pc.Devices {
 		devices = append(devices, d.Device)

@@ -35,10 +35,12 @@ type PreparedClaims interface {
 	PreparedClaimRefs() []kubeletplugin.NamespacedObject
 	// ReleaseOrphan unprepares the claim of uid as the kubelet's unprepare
 	// would, and returns the names of the devices it released; released
-	// is false where the claim is not prepared (any more). It refuses, with
-	// an error, a claim a process still runs on. On an error the claim
-	// stays prepared.
-	ReleaseOrphan(ctx context.Context, uid types.UID) (devices []string, released bool, err error)
+	// is false where the claim is not prepared (any more), was prepared
+	// anew meanwhile, or stillGone says it is not gone. stillGone is asked
+	// last, with no prepare of the claim able to come between its answer
+	// and the release. It refuses, with an error, a claim a process still
+	// runs on. On an error the claim stays prepared.
+	ReleaseOrphan(ctx context.Context, uid types.UID, stillGone func(context.Context) (bool, error)) (devices []string, released bool, err error)
 }
 
 // OrphanedClaims releases the preparations of claims the kubelet will
@@ -146,21 +148,20 @@ func (o *OrphanedClaims) Sweep(ctx context.Context) error {
 			next[ref.UID] = since
 			continue
 		}
-		gone, err = o.claimGone(ctx, o.Live, ref)
+		// Confirmed in the API server last, with the plugin's record
+		// locked: a claim allocated here again since is prepared afresh
+		// by the kubelet, not released under it.
+		devices, released, err := o.Claims.ReleaseOrphan(ctx, ref.UID, func(ctx context.Context) (bool, error) {
+			return o.claimGone(ctx, o.Live, ref)
+		})
 		if err != nil {
 			errs = append(errs, err)
 			next[ref.UID] = since
 			continue
 		}
-		if !gone {
-			continue // the cache lags: seen anew from the next sweep on
-		}
-		devices, released, err := o.Claims.ReleaseOrphan(ctx, ref.UID)
-		if err != nil {
-			errs = append(errs, err)
-			next[ref.UID] = since
-			continue
-		}
+		// Not released: gone from the plugin's record, or the API server
+		// shows the claim here (the cache lags: seen anew from the next
+		// sweep on).
 		if released {
 			o.record(ctx, ref, devices, since)
 		}

@@ -41,13 +41,16 @@ func (f *fakePreparedClaims) PreparedClaimRefs() []kubeletplugin.NamespacedObjec
 	return out
 }
 
-func (f *fakePreparedClaims) ReleaseOrphan(_ context.Context, uid types.UID) ([]string, bool, error) {
+func (f *fakePreparedClaims) ReleaseOrphan(ctx context.Context, uid types.UID, stillGone func(context.Context) (bool, error)) ([]string, bool, error) {
 	if f.failUnprep != nil {
 		return nil, false, f.failUnprep
 	}
 	c, ok := f.claims[uid]
 	if !ok {
 		return nil, false, nil
+	}
+	if gone, err := stillGone(ctx); err != nil || !gone {
+		return nil, false, err
 	}
 	delete(f.claims, uid)
 	f.released = append(f.released, c.Name)

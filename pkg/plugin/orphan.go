@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
@@ -17,12 +19,17 @@ import (
 
 // ReleaseOrphan unprepares the claim of uid as UnprepareResourceClaims
 // would (its CDI spec removed, then its checkpoint entry), for a claim the
-// kubelet will never unprepare: the ResourceClaim no longer exists (the
-// kubelet's own record of it was lost, or the plugin was down when the
-// claim went). It returns the claim's record, and false where the claim is
-// not prepared here (any more). The caller decides that the claim is gone;
-// the plugin has no view of the API server. Config.OnUnprepared is called
-// after a claim with devices is released.
+// kubelet will never unprepare: the ResourceClaim no longer exists, or no
+// longer holds the devices (the kubelet's own record of it was lost, or the
+// plugin was down when the claim went). It returns the claim's record, and
+// false where the claim is not prepared here (any more), was prepared anew
+// meanwhile, or stillGone says it is not gone. The caller decides that the
+// claim is gone (the plugin has no view of the API server): stillGone, when
+// not nil, is asked last, with the plugin's record locked, so that no
+// prepare of the claim (allocated again since the caller last looked) comes
+// between its answer and the release; it is given at most
+// orphanConfirmTimeout. Config.OnUnprepared is called after a claim with
+// devices is released.
 //
 // A claim a process still runs on (NVML lists one on any of its devices:
 // a container of a force-deleted pod that outlived the grace period, the
@@ -31,9 +38,9 @@ import (
 // containers at once.
 //
 // Errors: ErrOrphanInUse; NVML's, where the processes cannot be listed;
-// those of unpreparing (the CDI spec could not be removed, the checkpoint
-// could not be written). The claim then stays prepared.
-func (p *Plugin) ReleaseOrphan(ctx context.Context, uid types.UID) (PreparedClaim, bool, error) {
+// stillGone's; those of unpreparing (the CDI spec could not be removed,
+// the checkpoint could not be written). The claim then stays prepared.
+func (p *Plugin) ReleaseOrphan(ctx context.Context, uid types.UID, stillGone func(context.Context) (bool, error)) (PreparedClaim, bool, error) {
 	p.mu.Lock()
 	pc, ok := p.claims[uid]
 	p.mu.Unlock()
@@ -48,20 +55,43 @@ func (p *Plugin) ReleaseOrphan(ctx context.Context, uid types.UID) (PreparedClai
 	if len(busy) > 0 {
 		return pc, false, fmt.Errorf("releasing the preparation of claim %s: %w: %s", obj, ErrOrphanInUse, strings.Join(busy, ", "))
 	}
-	p.mu.Lock()
-	if _, ok := p.claims[uid]; !ok {
-		p.mu.Unlock()
-		return PreparedClaim{}, false, nil // unprepared meanwhile
-	}
-	err = p.unprepareClaim(ctx, obj)
-	p.mu.Unlock()
-	if err != nil {
-		return pc, false, fmt.Errorf("releasing the preparation of a claim that no longer exists: %w", err)
+	released, err := p.releaseLocked(ctx, obj, pc, stillGone)
+	if err != nil || !released {
+		return pc, false, err
 	}
 	klog.FromContext(ctx).Info("Unprepared a claim that no longer exists", "claim", obj, "devices", len(pc.Devices))
 	p.unprepared(len(pc.Devices) > 0)
 	return pc, true, nil
 }
+
+// releaseLocked is the end of ReleaseOrphan, under p.mu: it unprepares
+// the claim of pc if its record is still pc and stillGone agrees.
+func (p *Plugin) releaseLocked(ctx context.Context, obj kubeletplugin.NamespacedObject, pc PreparedClaim, stillGone func(context.Context) (bool, error)) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.claims[obj.UID]; !ok || !equality.Semantic.DeepEqual(cur, pc) {
+		return false, nil // unprepared or prepared anew meanwhile
+	}
+	if stillGone != nil {
+		confirmCtx, cancel := context.WithTimeout(ctx, orphanConfirmTimeout)
+		gone, err := stillGone(confirmCtx)
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("releasing the preparation of claim %s: %w", obj, err)
+		}
+		if !gone {
+			return false, nil
+		}
+	}
+	if err := p.unprepareClaim(ctx, obj); err != nil {
+		return false, fmt.Errorf("releasing the preparation of a claim that no longer exists: %w", err)
+	}
+	return true, nil
+}
+
+// orphanConfirmTimeout bounds ReleaseOrphan's stillGone, which runs with
+// every prepare and unprepare of the node waiting.
+const orphanConfirmTimeout = 10 * time.Second
 
 // ErrOrphanInUse is wrapped by ReleaseOrphan's error for a claim a process
 // still runs on, and by a prepare's for a claim allocated other devices

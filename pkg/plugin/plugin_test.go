@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goslices "slices"
 	"strings"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -712,5 +714,35 @@ func TestRestoreSpecsAtStart(t *testing.T) {
 	e.plugin("").RestoreSpecs(e.ctx)
 	if got := mustRead(t, specPath); !bytes.Equal(got, older) {
 		t.Errorf("a spec on disk was rewritten at start:\n%s", got)
+	}
+}
+
+// losingGPU0 is a gpu.Manager on which GPU 0 has fallen off the bus: GPUs
+// leaves it out with ERROR_GPU_IS_LOST, and its MIG devices cannot be read.
+type losingGPU0 struct{ gpu.Manager }
+
+func (m losingGPU0) GPUs(ctx context.Context) ([]gpu.GPU, error) {
+	all, err := m.Manager.GPUs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lost := &gpu.NVMLError{Op: "nvmlDeviceGetUUID", Return: nvml.ERROR_GPU_IS_LOST}
+	return goslices.DeleteFunc(all, func(g gpu.GPU) bool { return g.Index == 0 }), &gpu.UnreadableGPUsError{Errors: map[int]error{0: lost}}
+}
+
+// TestPrepareReallocatedAwayFromALostGPU: a claim prepared on GPU 0 is
+// allocated the whole GPU 1 after GPU 0 fell off the bus. The processes on
+// its old device cannot be listed, but no container runs on a lost GPU and
+// none of its devices is published: the claim is prepared afresh.
+func TestPrepareReallocatedAwayFromALostGPU(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	driver := slices.DefaultDriverName
+	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", driver, node, "gpu-0-mig-3g40gb-9-4"})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	p.cfg.GPUs = losingGPU0{e.gpus}
+	if r := e.prepare(p, claim(uid1, "train", alloc{"whole", driver, node, "gpu-1"})); r.Err != nil {
+		t.Errorf("prepare on GPU 1 with GPU 0 lost: %v", r.Err)
 	}
 }

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -109,7 +113,7 @@ func TestReleaseOrphan(t *testing.T) {
 	if r := e.prepare(p, claim(uid2, "next", alloc{"mig", driver, node, dev})); r.Err == nil {
 		t.Fatal("a second claim of a prepared device was prepared: the test shows nothing")
 	}
-	pc, released, err := p.ReleaseOrphan(t.Context(), uid1)
+	pc, released, err := p.ReleaseOrphan(t.Context(), uid1, nil)
 	if err != nil || !released || pc.Name != "train" || len(pc.Devices) != 1 || pc.Devices[0].Device != dev {
 		t.Fatalf("ReleaseOrphan: %+v, %v, %v; want the claim's record, released", pc, released, err)
 	}
@@ -122,7 +126,7 @@ func TestReleaseOrphan(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.cdiDir, specName(driver, uid1))); !errors.Is(err, fs.ErrNotExist) {
 		t.Error("the released claim's CDI spec is still there")
 	}
-	if _, released, err := p.ReleaseOrphan(t.Context(), uid1); released || err != nil {
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1, nil); released || err != nil {
 		t.Errorf("released again: %v, %v; want nothing done", released, err)
 	}
 	if calls != 1 {
@@ -162,7 +166,7 @@ func TestReleaseOrphanRefusedWhileAProcessRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, released, err := p.ReleaseOrphan(t.Context(), uid1)
+	_, released, err := p.ReleaseOrphan(t.Context(), uid1, nil)
 	if !errors.Is(err, ErrOrphanInUse) || released || !strings.Contains(err.Error(), fmt.Sprintf("%s (pid %d)", dev, pid)) || strings.Contains(err.Error(), idle) {
 		t.Fatalf("ReleaseOrphan with a process running: released %v, %v; want ErrOrphanInUse naming %s and pid %d only", released, err, dev, pid)
 	}
@@ -172,7 +176,73 @@ func TestReleaseOrphanRefusedWhileAProcessRuns(t *testing.T) {
 	if err := e.sim.StopProcess(pid); err != nil {
 		t.Fatal(err)
 	}
-	if _, released, err := p.ReleaseOrphan(t.Context(), uid1); err != nil || !released {
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1, nil); err != nil || !released {
 		t.Errorf("ReleaseOrphan once the process is gone: %v, %v; want released", released, err)
+	}
+}
+
+// preparingMeanwhile is a gpu.Manager that, once armed, runs meanwhile at
+// its next MIGProcesses call: a prepare the kubelet makes while
+// ReleaseOrphan lists the claim's processes.
+type preparingMeanwhile struct {
+	gpu.Manager
+	meanwhile func()
+}
+
+func (m *preparingMeanwhile) MIGProcesses(ctx context.Context, idx int) (map[mig.Device][]gpu.Process, error) {
+	if f := m.meanwhile; f != nil {
+		m.meanwhile = nil
+		f()
+	}
+	return m.Manager.MIGProcesses(ctx, idx)
+}
+
+// TestReleaseOrphanConfirmsLast: ReleaseOrphan asks stillGone last, with
+// the plugin's record locked, so no prepare comes between its answer and
+// the release; a claim stillGone says is back stays prepared, and so does
+// one prepared anew (allocated again, other devices) while its processes
+// were listed.
+func TestReleaseOrphanConfirmsLast(t *testing.T) {
+	e := newEnv(t)
+	m := &preparingMeanwhile{Manager: e.gpus}
+	p, err := New(Config{NodeName: node, GPUs: m, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir, HostRoot: e.hostRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver := slices.DefaultDriverName
+	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", driver, node, "gpu-0-mig-3g40gb-9-4"})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	asked := 0
+	back := func(context.Context) (bool, error) {
+		asked++
+		if p.mu.TryLock() {
+			p.mu.Unlock()
+			t.Error("stillGone asked with the plugin's record unlocked")
+		}
+		return false, nil
+	}
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1, back); released || err != nil || asked != 1 {
+		t.Fatalf("claim back: released %v, %v, stillGone asked %d times; want it kept, asked once", released, err, asked)
+	}
+	if len(p.PreparedDevices()) != 1 {
+		t.Fatalf("prepared devices %v, want the claim's", p.PreparedDevices())
+	}
+
+	m.meanwhile = func() {
+		if r := e.prepare(p, claim(uid1, "train", alloc{"mig", driver, node, "gpu-0-mig-2g20gb-14-0"})); r.Err != nil {
+			t.Errorf("prepare meanwhile: %v", r.Err)
+		}
+	}
+	gone := func(context.Context) (bool, error) { return true, nil }
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1, gone); released || err != nil {
+		t.Errorf("prepared anew meanwhile: released %v, %v; want the new preparation kept", released, err)
+	}
+	var names []string
+	for name := range p.PreparedDevices() {
+		names = append(names, name)
+	}
+	if diff := cmp.Diff([]string{"gpu-0-mig-2g20gb-14-0"}, names); diff != "" {
+		t.Errorf("prepared devices (-want +got):\n%s", diff)
 	}
 }
