@@ -9,6 +9,7 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
 // guardedAllocations reads the allocations of the cache that may still get
@@ -33,16 +34,24 @@ func (r *Repartitioner) guardedAllocations(ctx context.Context) (sets.Set[string
 // devices run a process is not known, so none of them is destroyed.
 type unlistedGPUs map[int]error
 
-// refusal is the result of a GPU whose change must destroy the devices
-// named, which may run a process: Failed with NVMLError (retried with the
-// failing backoff), or nil where the GPU's processes were listed.
-func (u unlistedGPUs) refusal(idx int, drain []string) *GPUResult {
-	err := u[idx]
+// refusal is the result of GPU idx, whose change must destroy the devices
+// named (drain), where its processes could not be listed (unlisted): they
+// may run one, so the GPU is left as it is and retried with the failing
+// backoff, as for a failed step (failure): Failed with NVMLError for an
+// NVML error, else Pending with PassFailed. It is nil where the GPU's
+// processes were listed or nothing is destroyed.
+func (r *Repartitioner) refusal(unlisted unlistedGPUs, idx int, drain []string) *GPUResult {
+	err := unlisted[idx]
 	if err == nil || len(drain) == 0 {
 		return nil
 	}
-	return &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonNVMLError,
-		Message: fmt.Sprintf("not destroyed: %s (whether they run a process is not known: %v); retrying", strings.Join(drain, ", "), err)}
+	msg := fmt.Sprintf("not destroyed: %s (whether they run a process is not known: %v); retrying", strings.Join(drain, ", "), err)
+	if !gpu.IsNVMLError(err) {
+		r.Metrics.countFailedPass()
+		return &GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed, Message: msg}
+	}
+	r.Metrics.countNVMLError(err)
+	return &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonNVMLError, Message: msg}
 }
 
 // inUse returns the published names of devices that must not be destroyed:
@@ -124,11 +133,11 @@ func (r *Repartitioner) processesInUse(ctx context.Context, g *GPUState, out set
 // inUseLayouts returns, per GPU index, the MIG devices that may not be
 // destroyed now: in use (inUse), or every device of a GPU that an
 // allocation the agent cannot resolve may hold (unknownAllocated) or whose
-// processes could not be listed (unlistedGPUs).
-func (r *Repartitioner) inUseLayouts(ctx context.Context, obs []GPUState) (map[int]mig.Layout, error) {
+// processes could not be listed (unlistedGPUs, returned).
+func (r *Repartitioner) inUseLayouts(ctx context.Context, obs []GPUState) (map[int]mig.Layout, unlistedGPUs, error) {
 	names, unknown, unlisted, err := r.inUseAndUnknown(ctx, obs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := map[int]mig.Layout{}
 	for i := range obs {
@@ -140,5 +149,5 @@ func (r *Repartitioner) inUseLayouts(ctx context.Context, obs []GPUState) (map[i
 			}
 		}
 	}
-	return out, nil
+	return out, unlisted, nil
 }

@@ -218,7 +218,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 		}
 		p, result := r.planGPU(obs, spec, inUse)
 		if result == nil {
-			if refused := unlisted.refusal(idx, p.drain); refused != nil {
+			if refused := r.refusal(unlisted, idx, p.drain); refused != nil {
 				res.Results[idx] = *refused
 				res.Retry = true
 				continue
@@ -331,7 +331,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 				r.keepMode(ctx, res, p.index)
 				continue
 			}
-			if refused := unlistedLive.refusal(p.index, p.drain); refused != nil {
+			if refused := r.refusal(unlistedLive, p.index, p.drain); refused != nil {
 				logger.Error(unlistedLive[p.index], "Listing the GPU's compute processes failed after the drain; not repartitioning it", "gpu", p.index)
 				res.Results[p.index] = *refused
 				res.Retry = true
@@ -423,8 +423,15 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	}
 	r.Metrics.observePhase("republish", time.Since(start))
 	res.GPUs = obs
-	if res.InUse, err = r.inUseLayouts(ctx, obs); err != nil {
+	var unlistedNow unlistedGPUs
+	if res.InUse, unlistedNow, err = r.inUseLayouts(ctx, obs); err != nil {
 		return res.changedOnly(), err
+	}
+	// A GPU whose processes could not be listed now shows every device in
+	// use (so that nothing plans to destroy one) until a pass lists them.
+	for _, idx := range slices.Sorted(maps.Keys(unlistedNow)) {
+		logger.Error(unlistedNow[idx], "Listing the GPU's compute processes failed; every device of it is reported in use until a pass lists them", "gpu", idx)
+		res.Retry = true
 	}
 	r.Metrics.recordDevices(res)
 	for _, spec := range desired {

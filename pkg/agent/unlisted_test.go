@@ -169,3 +169,24 @@ func TestUnlistedGPUStopsOnlyOnTheContext(t *testing.T) {
 		t.Errorf("layouts (-want +got):\n%s", diff)
 	}
 }
+
+// TestUnlistedGPUAtTheRepublication: GPU 0's processes are listed before
+// the drain and in its re-check, and not at the end of the pass. Its
+// devices are all reported in use, and the pass asks for a retry, which
+// lists them again.
+func TestUnlistedGPUAtTheRepublication(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.r.GPUs = &unlistingManager{Manager: g.mgr, gpu: 0, fail: func(call int) bool { return call == 2 }}
+	desired := []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}
+	res, err := g.r.Sync(t.Context(), desired, nil)
+	if err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if res.InUse[0].String() != "3g.40gb@0,3g.40gb@4" || !res.Retry {
+		t.Errorf("in use %q, retry %t; want every device in use and a retry", res.InUse[0], res.Retry)
+	}
+	if res, err = g.r.Sync(t.Context(), desired, nil); err != nil || len(res.InUse[0]) != 0 || res.Retry {
+		t.Errorf("the retry: in use %q, retry %t, %v; want nothing in use, no retry", res.InUse[0], res.Retry, err)
+	}
+}

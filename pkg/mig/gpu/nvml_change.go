@@ -278,13 +278,18 @@ func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx i
 // inUseBy is err, from a destroy of GI g (or of one of its compute
 // instances) made once NVML listed no compute process on it, with
 // ERROR_IN_USE explained: a process started on it since is named by PID,
-// and with none listed now another client holds it (heldByClient). It
-// still wraps ErrInUse.
+// and with none listed now another client holds it (heldByClient); where
+// the processes cannot be listed again, that is said. It still wraps
+// ErrInUse.
 func inUseBy(dev nvml.Device, g gpuInstance, err error) error {
 	if !errors.Is(err, ErrInUse) {
 		return err
 	}
-	if procs, lerr := giProcesses(dev, g); lerr == nil && len(procs) > 0 {
+	procs, lerr := giProcesses(dev, g)
+	switch {
+	case lerr != nil:
+		return fmt.Errorf("%w (the processes of GI %d could not be listed again to tell what holds it: %v)", err, g.info.Id, lerr)
+	case len(procs) > 0:
 		return fmt.Errorf("%w: %d process(es) started on GI %d since its processes were listed (PIDs %s)", err, len(procs), g.info.Id, pidList(procs))
 	}
 	return heldByClient(err)
