@@ -211,3 +211,45 @@ func TestDestroyWhenAProcessStartsMidway(t *testing.T) {
 		t.Errorf("layout %q, want %s kept", left, d)
 	}
 }
+
+// TestDestroyInUseWhenProcessesCannotBeListedAgain: as in
+// TestDestroyWhenAProcessStartsMidway, but NVML then fails to list the
+// processes again. The error wraps ErrInUse and says the listing failed,
+// blaming no other client.
+func TestDestroyInUseWhenProcessesCannotBeListedAgain(t *testing.T) {
+	ctx := t.Context()
+	d := mig.Device{Profile: "3g.40gb", Start: 0}
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed := new(bool)
+	var uuid string
+	meanwhile := func() {
+		if _, err := sim.StartProcess(uuid, 1024); err != nil {
+			t.Errorf("starting the process: %v", err)
+		}
+		if err := sim.InjectFault(nvmlsim.Fault{Op: "GetComputeRunningProcesses", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+			t.Error(err)
+		}
+	}
+	m, err := gpu.NewNVML(ciVanishes{Interface: sim, armed: armed, meanwhile: meanwhile}, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	enableMIG(t, ctx, sim, m, 0)
+	md, err := m.CreateMIGDevice(ctx, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid = md.UUID
+	*armed = true
+	err = m.DestroyMIGDevice(ctx, 0, d)
+	if *armed || len(sim.Snapshot().Faults) != 0 {
+		t.Fatal("the listing after the refused destroy never ran: the test did not bite")
+	}
+	if !errors.Is(err, gpu.ErrInUse) || !strings.Contains(err.Error(), "could not be listed again") || strings.Contains(err.Error(), "another NVML client") {
+		t.Errorf("DestroyMIGDevice = %v; want ErrInUse saying the processes could not be listed again", err)
+	}
+}
