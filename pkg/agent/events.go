@@ -41,8 +41,9 @@ const (
 	// on the GPU.
 	EventJournalUnwritable = ReasonJournalUnwritable
 	// EventOrphanedClaimReleased (Warning): the kubelet plugin released the
-	// preparation of a ResourceClaim that no longer exists, which the
-	// kubelet never unprepared (OrphanedClaims); its devices may be
+	// preparation of a ResourceClaim that no longer exists or holds no
+	// device of the node, which the kubelet never unprepared
+	// (OrphanedClaims); its devices may be
 	// destroyed or prepared again.
 	EventOrphanedClaimReleased = "OrphanedClaimReleased"
 )

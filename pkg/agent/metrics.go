@@ -64,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "miglayout_agent_orphaned_claims_released_total",
-			Help: "Preparations of ResourceClaims that no longer exist, which the kubelet never unprepared, released by the agent (event OrphanedClaimReleased).",
+			Help: "Preparations of ResourceClaims that no longer exist or no longer hold a device of the node, which the kubelet never unprepared, released by the agent (event OrphanedClaimReleased).",
 		}),
 	}
 	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings, m.unreadable, m.failedPasses, m.orphans)

@@ -107,7 +107,7 @@ func (o *OrphanedClaims) Start(ctx context.Context) error {
 	ctx = klog.NewContext(ctx, logger)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := o.Sweep(ctx); err != nil && ctx.Err() == nil {
-			logger.Error(err, "Looking for prepared claims that no longer exist")
+			logger.Error(err, "Looking for prepared claims that no longer exist or hold no device of the node")
 		}
 	}, o.interval())
 	return nil

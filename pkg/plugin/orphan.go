@@ -59,7 +59,7 @@ func (p *Plugin) ReleaseOrphan(ctx context.Context, uid types.UID, stillGone fun
 	if err != nil || !released {
 		return pc, false, err
 	}
-	klog.FromContext(ctx).Info("Unprepared a claim that no longer exists", "claim", obj, "devices", len(pc.Devices))
+	klog.FromContext(ctx).Info("Unprepared a claim that no longer exists or holds none of its devices", "claim", obj, "devices", len(pc.Devices))
 	p.unprepared(len(pc.Devices) > 0)
 	return pc, true, nil
 }
@@ -84,7 +84,7 @@ func (p *Plugin) releaseLocked(ctx context.Context, obj kubeletplugin.Namespaced
 		}
 	}
 	if err := p.unprepareClaim(ctx, obj); err != nil {
-		return false, fmt.Errorf("releasing the preparation of a claim that no longer exists: %w", err)
+		return false, fmt.Errorf("releasing the preparation of claim %s: %w", obj, err)
 	}
 	return true, nil
 }
