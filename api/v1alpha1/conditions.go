@@ -70,6 +70,13 @@ const (
 	// reads it again with backoff. (An error that may pass fails the pass
 	// instead.)
 	ReasonGPUUnreadable = "GPUUnreadable"
+	// ReasonGPUMissing (Degraded=True, GPU Failed): the spec names a GPU
+	// NVML does not count (taken out, not enumerated since a reboot, or an
+	// index written by hand). Its row keeps what identified it when it was
+	// last read; nothing is changed on it. Like GPUUnreadable it holds no
+	// slot of maxNodesChanging and its spec is kept, until it is back or
+	// its NodeMigLayout is deleted (made again with the GPUs NVML shows).
+	ReasonGPUMissing = "GPUMissing"
 	// ReasonDeviceTaintsUnsupported (Degraded=True, GPU Failed): the API
 	// server drops the drain taints of ResourceSlice devices (DRA device
 	// taints are off), so the agent cannot keep the scheduler off devices it

@@ -326,6 +326,10 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 				fmt.Fprintf(w, "%s: unreadable, left as it is until its agent can read it again (%s)\n", label, g.Message)
 				continue
 			}
+			if g.Reason == v1alpha1.ReasonGPUMissing {
+				fmt.Fprintf(w, "%s: missing, left as it is until NVML counts it again (%s)\n", label, g.Message)
+				continue
+			}
 			if msg, ok := problem[g.Index]; ok {
 				fmt.Fprintf(w, "%s: cannot be configured, left as it is: %s\n", label, msg)
 				st.attention++

@@ -424,6 +424,9 @@ func placementMap(cat *mig.Catalog, node string, g v1alpha1.GPUStatus, devs *clu
 	if g.Reason == v1alpha1.ReasonGPUUnreadable {
 		return box("GPU unreadable", "", slicesN) // MIG mode and devices unknown
 	}
+	if g.Reason == v1alpha1.ReasonGPUMissing {
+		return box("GPU missing", "", slicesN) // NVML does not count it
+	}
 	if !g.MIGEnabled {
 		mark := devs.mark(node, migslices.GPUDeviceName(int(g.Index)), false)
 		return box("whole GPU, MIG off", mark, slicesN)

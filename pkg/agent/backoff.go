@@ -56,6 +56,14 @@ func (rb *retryBackoff) reset() {
 	}
 }
 
+// onInput reports whether g failed on the GPU's spec, which only a new
+// spec changes: a layout invalid for it (InvalidLayout), a model the
+// catalog lacks (UnknownGPU), or a GPU NVML does not count (GPUMissing).
+func onInput(g GPUResult) bool {
+	return g.Phase == v1alpha1.PhaseFailed &&
+		(g.Reason == v1alpha1.ReasonInvalidLayout || g.Reason == v1alpha1.ReasonUnknownGPU || g.Reason == v1alpha1.ReasonGPUMissing)
+}
+
 // outcomes splits what a pass left to retry into its GPUs that failed
 // (Failed on an error that may pass: NVMLError, GPUUnreadable,
 // JournalUnwritable, DeviceTaintsUnsupported; Pending with PassFailed: a
@@ -65,8 +73,8 @@ func (rb *retryBackoff) reset() {
 // (Blocked: a device in use, whose release wakes the agent, or a reset
 // required; Pending: the spec changed during the pass), each as
 // "index:phase:reason" in index order, comma-separated. GPUs Failed on
-// their input (InvalidLayout, UnknownGPU) are in neither: nothing but a
-// new spec changes them.
+// their input (onInput) are in neither: nothing but a new spec changes
+// them.
 func outcomes(res *SyncResult) (failing, waiting string) {
 	var f, w []string
 	for _, idx := range slices.Sorted(maps.Keys(res.Results)) {
@@ -74,7 +82,7 @@ func outcomes(res *SyncResult) (failing, waiting string) {
 		part := fmt.Sprintf("%d:%s:%s", idx, g.Phase, g.Reason)
 		switch {
 		case g.Phase == v1alpha1.PhaseReady:
-		case g.Phase == v1alpha1.PhaseFailed && (g.Reason == v1alpha1.ReasonInvalidLayout || g.Reason == v1alpha1.ReasonUnknownGPU):
+		case onInput(g):
 		case failed(g, res.Stopped.Has(idx)):
 			f = append(f, part)
 		default:
@@ -90,7 +98,7 @@ func outcomes(res *SyncResult) (failing, waiting string) {
 func failed(g GPUResult, stopped bool) bool {
 	switch g.Phase {
 	case v1alpha1.PhaseFailed:
-		return g.Reason != v1alpha1.ReasonInvalidLayout && g.Reason != v1alpha1.ReasonUnknownGPU
+		return !onInput(g)
 	case v1alpha1.PhasePending:
 		return g.Reason == ReasonPassFailed || stopped
 	}

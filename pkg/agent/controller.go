@@ -294,6 +294,8 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 				reason = EventInvalidLayout
 			case v1alpha1.ReasonGPUUnreadable:
 				reason = EventGPUUnreadable
+			case v1alpha1.ReasonGPUMissing:
+				reason = EventGPUMissing
 			case ReasonJournalUnwritable:
 				reason = EventJournalUnwritable
 			}

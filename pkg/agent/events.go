@@ -22,6 +22,9 @@ const (
 	// EventGPUUnreadable (Warning): NVML cannot read a GPU (fallen off the
 	// bus); its devices are no longer published.
 	EventGPUUnreadable = "GPUUnreadable"
+	// EventGPUMissing (Warning): the spec names a GPU NVML does not count
+	// (taken out, or not enumerated since a reboot).
+	EventGPUMissing = "GPUMissing"
 	// EventPassFailed (Warning): a pass that had shown a GPU Draining or
 	// Repartitioning failed as a whole (e.g. the API server refused the
 	// drain publication); the GPU is shown Pending, reason PassFailed, and

@@ -446,12 +446,12 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			res.Retry = true
 		}
 	}
-	// Work on a GPU ends when it is Ready, Failed on input, or no longer
-	// asked for (the spec changed while it was in flight): its journal
-	// entry goes. Blocked and retried GPUs keep theirs.
+	// Work on a GPU ends when it is Ready, Failed on input (or gone from
+	// NVML), or no longer asked for (the spec changed while it was in
+	// flight): its journal entry goes. Blocked and retried GPUs keep theirs.
 	for _, e := range r.Journal.Entries() {
 		got, asked := res.Results[e.GPU]
-		if asked && got.Phase != v1alpha1.PhaseReady && got.Reason != v1alpha1.ReasonInvalidLayout && got.Reason != v1alpha1.ReasonUnknownGPU {
+		if asked && got.Phase != v1alpha1.PhaseReady && !onInput(got) {
 			continue
 		}
 		if !asked && orphans[e.GPU] != nil {
@@ -487,7 +487,7 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 	idx := int(spec.Index)
 	g := findGPU(obs, idx)
 	if g == nil {
-		return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout, Message: fmt.Sprintf("the node has no GPU with index %d", idx)}
+		return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUMissing, Message: fmt.Sprintf("the node has no GPU with index %d", idx)}
 	}
 	if !spec.MIGEnabled && !g.GPU.MIGMode.Current && !g.GPU.MIGMode.Pending && (!g.GPU.MIGCapable || g.GPU.Model == nil) {
 		// MIG off, as asked, on a GPU without MIG or of no catalogued

@@ -210,7 +210,7 @@ func TestSyncRefusesInvalidInput(t *testing.T) {
 		"bad placement":   {spec: spec(0, "1g.10gb@7"), reason: v1alpha1.ReasonInvalidLayout, message: "start 7 is not a valid placement"},
 		"unknown profile": {spec: spec(0, "3g.20gb@0"), reason: v1alpha1.ReasonInvalidLayout, message: `unknown profile "3g.20gb"`},
 		"syntax":          {spec: spec(0, "3g.40gb"), reason: v1alpha1.ReasonInvalidLayout, message: "missing"},
-		"no such GPU":     {spec: spec(3, "7g.80gb@0"), reason: v1alpha1.ReasonInvalidLayout, message: "no GPU with index 3"},
+		"no such GPU":     {spec: spec(3, "7g.80gb@0"), reason: v1alpha1.ReasonGPUMissing, message: "no GPU with index 3"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

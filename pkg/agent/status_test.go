@@ -130,11 +130,11 @@ func TestBuildStatusNamesGPUsLeftOutOfSpec(t *testing.T) {
 // does not show (fallen off the bus) is in the status, which is then not
 // Ready and Degraded, rather than dropped.
 func TestBuildStatusGPUMissing(t *testing.T) {
-	res := &SyncResult{Results: map[int]GPUResult{1: {Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout,
+	res := &SyncResult{Results: map[int]GPUResult{1: {Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUMissing,
 		Message: "the node has no GPU with index 1"}}}
 	now := metav1.Now()
 	st := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 2, res, now)
-	want := []v1alpha1.GPUStatus{{Index: 1, Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout,
+	want := []v1alpha1.GPUStatus{{Index: 1, Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUMissing,
 		Message: "the node has no GPU with index 1", LastTransitionTime: &now}}
 	if diff := cmp.Diff(want, st.GPUs); diff != "" {
 		t.Errorf("GPU statuses (-want +got):\n%s", diff)

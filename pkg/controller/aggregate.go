@@ -265,10 +265,10 @@ func gpuIssue(g v1alpha1.GPUStatus) string {
 const layoutUnknown = "?"
 
 // actualText is a GPU's reported layout as status rows show it: "?" where
-// NVML cannot read the GPU (the agent reports MIG off there, which it may
-// not be).
+// NVML cannot read the GPU or does not count it (the agent reports MIG off
+// there, which it may not be).
 func actualText(g v1alpha1.GPUStatus) string {
-	if g.Reason == v1alpha1.ReasonGPUUnreadable {
+	if g.Reason == v1alpha1.ReasonGPUUnreadable || g.Reason == v1alpha1.ReasonGPUMissing {
 		return layoutUnknown
 	}
 	return layoutText(g.MIGEnabled, g.Layout)

@@ -170,20 +170,22 @@ func TestEvaluateNodeRowPhaseIsLeastAdvanced(t *testing.T) {
 	}
 }
 
-// TestUnreadableGPUActualIsUnknown: a GPU NVML cannot read is reported with
-// MIG mode off (the agent read nothing), which it may not be: its row shows
-// its layout as not known ("?"), not as MIG off ("-"), in the spec or not.
+// TestUnreadableGPUActualIsUnknown: a GPU NVML cannot read, or no longer
+// counts, is reported with MIG mode off (the agent read nothing), which it
+// may not be: its row shows its layout as not known ("?"), not as MIG off
+// ("-"), in the spec or not.
 func TestUnreadableGPUActualIsUnknown(t *testing.T) {
 	unreadable := func(idx int32) *gpuBuilder {
 		return a100(idx).migOff().phase(v1alpha1.PhaseFailed, v1alpha1.ReasonGPUUnreadable, "ERROR_GPU_IS_LOST")
 	}
-	nml := nodeMigLayout("n").spec(specGPU(0, "7g.80gb@0", "")).status(unreadable(0), unreadable(1)).build()
+	missing := a100(2).migOff().phase(v1alpha1.PhaseFailed, v1alpha1.ReasonGPUMissing, "the node has no GPU with index 2")
+	nml := nodeMigLayout("n").spec(specGPU(0, "7g.80gb@0", ""), specGPU(2, "7g.80gb@0", "")).status(unreadable(0), unreadable(1), missing).build()
 	st := EvaluateNode("n", nml, nil, AgentHealth{})
 	got := map[int32]string{}
 	for _, r := range st.Row.GPUs {
 		got[r.Index] = r.Actual
 	}
-	if diff := cmp.Diff(map[int32]string{0: "?", 1: "?"}, got); diff != "" {
+	if diff := cmp.Diff(map[int32]string{0: "?", 1: "?", 2: "?"}, got); diff != "" {
 		t.Errorf("Actual of unreadable GPUs (-want +got):\n%s", diff)
 	}
 }

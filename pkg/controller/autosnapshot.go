@@ -469,7 +469,8 @@ func applyAttributes(info *gpu.GPU, a *v1alpha1.GPUAttributes) {
 // blockedByUse reports whether the agent cannot apply the GPU's desired
 // layout because a device it destroys is in use (or may be: an allocation
 // it cannot resolve, which also has it report every device of the GPU in
-// use), or ever (the layout is invalid for the GPU): the change is
+// use), or ever (the layout is invalid for the GPU, or NVML no longer
+// counts it): the change is
 // cancelled (BlockedChanges). A GPU
 // the agent reports unknown is never an Auto GPU (autoGPUs).
 func blockedByUse(st v1alpha1.GPUStatus) bool {
@@ -477,7 +478,7 @@ func blockedByUse(st v1alpha1.GPUStatus) bool {
 	case st.Phase == v1alpha1.PhaseBlocked:
 		return st.Reason == v1alpha1.ReasonDeviceInUse || st.Reason == v1alpha1.ReasonUnknownAllocation
 	case st.Phase == v1alpha1.PhaseFailed:
-		return st.Reason == v1alpha1.ReasonInvalidLayout
+		return st.Reason == v1alpha1.ReasonInvalidLayout || st.Reason == v1alpha1.ReasonGPUMissing
 	}
 	return false
 }

@@ -53,7 +53,7 @@ func TestGPUNVMLNoLongerShows(t *testing.T) {
 	prev.GPUs[0].UUID = "GPU-1"
 	// The agent's next pass: NVML shows no GPU 1 any more.
 	res := &agent.SyncResult{Results: map[int]agent.GPUResult{
-		1: {Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonInvalidLayout, Message: "the node has no GPU with index 1"},
+		1: {Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUMissing, Message: "the node has no GPU with index 1"},
 	}}
 	st := agent.BuildStatus(prev, 2, res, metav1.Now())
 	if len(st.GPUs) != 1 || !strings.Contains(st.GPUs[0].Message, "it was GPU-1") || !strings.Contains(st.GPUs[0].Message, "delete this NodeMigLayout") {

@@ -47,10 +47,11 @@ func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout, uns
 // changing reports whether the node has not reached the layout its spec
 // asks for (Pending, Draining, Repartitioning, Blocked, Failed, or not
 // reported since): it counts against maxNodesChanging. A GPU NVML cannot
-// read (GPUUnreadable: fallen off the bus, waiting to be replaced) does
-// not: no rollout can move it, and counted it would hold a slot, the
-// rollout's only one with maxNodesChanging 1, until someone acts on the
-// hardware. It stays in the node's row and in Degraded.
+// read (GPUUnreadable: fallen off the bus, waiting to be replaced) or does
+// not count (GPUMissing: taken out) does not: no rollout can move it, and
+// counted it would hold a slot, the rollout's only one with
+// maxNodesChanging 1, until someone acts on the hardware. It stays in the
+// node's row and in Degraded.
 func changing(nml *v1alpha1.NodeMigLayout) bool {
 	if nml == nil || len(nml.Spec.GPUs) == 0 {
 		return false
@@ -63,7 +64,7 @@ func changing(nml *v1alpha1.NodeMigLayout) bool {
 	}
 	for _, spec := range nml.Spec.GPUs {
 		g, ok := reported[spec.Index]
-		if ok && g.Phase == v1alpha1.PhaseFailed && g.Reason == v1alpha1.ReasonGPUUnreadable {
+		if ok && hardwareGone(g) {
 			continue
 		}
 		if !ok || g.Phase != v1alpha1.PhaseReady || !holds(spec, g) {
@@ -71,6 +72,13 @@ func changing(nml *v1alpha1.NodeMigLayout) bool {
 		}
 	}
 	return false
+}
+
+// hardwareGone reports whether the agent reports GPU g failed for its
+// hardware, which no spec changes: NVML cannot read it (GPUUnreadable) or
+// does not count it (GPUMissing).
+func hardwareGone(g v1alpha1.GPUStatus) bool {
+	return g.Phase == v1alpha1.PhaseFailed && (g.Reason == v1alpha1.ReasonGPUUnreadable || g.Reason == v1alpha1.ReasonGPUMissing)
 }
 
 // admit reports whether the node may be given spec gpus: yes where they ask
@@ -98,14 +106,15 @@ func (g *rolloutGate) admit(existing *v1alpha1.NodeMigLayout, gpus []v1alpha1.GP
 }
 
 // keepUnreadable returns desired with the spec existing has kept for each
-// GPU NVML cannot read (GPUUnreadable), which changing does not count: a
+// GPU NVML cannot read or does not count (hardwareGone), which changing
+// does not count: a
 // new layout for it would otherwise be written without a slot and applied
 // once the GPU is back, beside the nodes that hold the slots. Once it is
 // read again its new layout waits for a slot like any other.
 func keepUnreadable(existing *v1alpha1.NodeMigLayout, desired []v1alpha1.GPUSpec) []v1alpha1.GPUSpec {
 	unreadable := map[int32]bool{}
 	for _, g := range existing.Status.GPUs {
-		if g.Phase == v1alpha1.PhaseFailed && g.Reason == v1alpha1.ReasonGPUUnreadable {
+		if hardwareGone(g) {
 			unreadable[g.Index] = true
 		}
 	}

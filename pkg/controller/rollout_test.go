@@ -269,14 +269,21 @@ func TestMaxNodesChangingNewNodeAlreadyAtLayout(t *testing.T) {
 
 // TestMaxNodesChangingUnreadableGPU: maxNodesChanging 1, the rule asks for
 // halves; n1 holds halves on GPU 0, and its GPU 1 fell off the bus
-// (Failed/GPUUnreadable); n2 is on the old layout. A GPU that waits for its
-// replacement does not hold the rollout's only slot, so n2 gets the new
-// layout, whether GPU 1 was never read (no product: no rule decides it, no
-// spec lists it) or was read before it failed (the agent keeps its
-// product, the spec names it). Its spec is kept as it is: a new layout
-// written for it now would take no slot and be applied once it is back,
-// beside the node that holds the slot.
+// (Failed/GPUUnreadable) or was taken out (Failed/GPUMissing); n2 is on the
+// old layout. A GPU that waits for its replacement does not hold the
+// rollout's only slot, so n2 gets the new layout, whether GPU 1 was never
+// read (no product: no rule decides it, no spec lists it) or was read
+// before it failed (the agent keeps its product, the spec names it). Its
+// spec is kept as it is: a new layout written for it now would take no
+// slot and be applied once it is back, beside the node that holds the
+// slot.
 func TestMaxNodesChangingUnreadableGPU(t *testing.T) {
+	for _, reason := range []string{v1alpha1.ReasonGPUUnreadable, v1alpha1.ReasonGPUMissing} {
+		t.Run(reason, func(t *testing.T) { testMaxNodesChangingHardwareGone(t, reason) })
+	}
+}
+
+func testMaxNodesChangingHardwareGone(t *testing.T, reason string) {
 	const rule = `rule "halves": profiles 3g.40gb:2`
 	neverRead := v1alpha1.GPUStatus{Index: 1}
 	readBefore := a100(1).layout(wholeLayout).build()
@@ -294,7 +301,7 @@ func TestMaxNodesChangingUnreadableGPU(t *testing.T) {
 			ml := staticMigLayout("a", "uid-a", "a")
 			ml.Spec.MaxNodesChanging = ptr.To[int32](1)
 			unreadable := tc.gpu1
-			unreadable.Phase, unreadable.Reason = v1alpha1.PhaseFailed, v1alpha1.ReasonGPUUnreadable
+			unreadable.Phase, unreadable.Reason = v1alpha1.PhaseFailed, reason
 			unreadable.Message = "NVML cannot read the GPU, so its devices are not published: ERROR_GPU_IS_LOST"
 			n1 := ownedBy(nodeMigLayout("n1").spec(tc.spec...).status(a100(0).layout(halvesLayout)).build(), ml)
 			n1.Status.GPUs = append(n1.Status.GPUs, unreadable)
