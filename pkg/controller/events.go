@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -142,19 +143,28 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 			}
 		}
 	}
-	// Without seen, a spec problem is new unless the Degraded condition
-	// already names it. Only the first few get an event, rather than one
-	// for each of many.
+	// A spec problem is one per reason and part of the spec (its
+	// message, which counts the nodes and GPUs it was judged on, changes as
+	// nodes join and leave: no new warning for that). Without seen, it is
+	// new unless the Degraded condition already names it. Only the first
+	// few get an event, rather than one for each of many.
 	degraded := meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionDegraded)
 	for i, p := range obs.SpecProblems {
 		named := degraded != nil && degraded.Status == metav1.ConditionTrue && strings.Contains(degraded.Message, p.Message)
-		if isNew(p.Reason+"\x00"+p.Message, !named) && i < maxSpecProblemEvents {
+		if isNew(p.Reason+"\x00"+p.Subject, !named) && i < maxSpecProblemEvents {
 			add("", corev1.EventTypeWarning, p.Reason, "CheckSpec", "%s", p.Message)
 		}
 	}
+	// A conflict is told when the other MigLayouts change, not the nodes
+	// they share (a pool that scales would warn at every node).
 	if msg := obs.Selection.ConflictMessage(); msg != "" {
 		c := meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionConflict)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Message != truncate(msg, maxConditionMessage) {
+		key, named := EventConflict, c != nil && c.Status == metav1.ConditionTrue
+		for _, other := range slices.Sorted(maps.Keys(obs.Selection.Conflicts)) {
+			key += fmt.Sprintf("\x00%s/%t", other, obs.Selection.InvalidHolders[other])
+			named = named && strings.Contains(c.Message, fmt.Sprintf("MigLayout %q", other))
+		}
+		if isNew(key, !named) {
 			add("", corev1.EventTypeWarning, EventConflict, "SelectNodes", "%s", msg)
 		}
 	}

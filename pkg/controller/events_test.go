@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -156,6 +158,61 @@ func TestTransitionsRemembered(t *testing.T) {
 		got, seen = Transitions(&prev, st.obs, seen)
 		if diff := cmp.Diff(st.want, reasons(got)); diff != "" {
 			t.Errorf("write %d: events (-want +got):\n%s", i, diff)
+		}
+	}
+}
+
+// TestTransitionsSameProblemOtherNodes: a spec problem whose message
+// changes as nodes join (it counts the nodes judged) and a conflict whose
+// shared nodes grow are each told once; a conflict with one more MigLayout
+// is told again.
+func TestTransitionsSameProblemOtherNodes(t *testing.T) {
+	judged := func(n int) SpecProblem {
+		return SpecProblem{Reason: v1alpha1.ReasonRuleMatchesNoGPU, Subject: `rule "t4"`,
+			Message: fmt.Sprintf(`rule "t4" matches no GPU (%d selected nodes; GPUs: %d× A100-SXM4-80GB)`, n, n)}
+	}
+	conflict := func(others map[string][]string) Selection { return Selection{Conflicts: others} }
+	reasons := func(evts []Event) []string {
+		var out []string
+		for _, e := range evts {
+			out = append(out, e.Reason)
+		}
+		return out
+	}
+	steps := []struct {
+		obs  Observation
+		want []string
+	}{
+		{Observation{SpecProblems: []SpecProblem{judged(4)}, Selection: conflict(map[string][]string{"b": {"n1"}})}, []string{"RuleMatchesNoGPU", "Conflict"}},
+		{Observation{SpecProblems: []SpecProblem{judged(5)}, Selection: conflict(map[string][]string{"b": {"n1", "n2"}})}, nil},
+		{Observation{SpecProblems: []SpecProblem{judged(6)}, Selection: conflict(map[string][]string{"b": {"n1", "n2", "n3"}})}, nil},
+		{Observation{SpecProblems: []SpecProblem{judged(6)}, Selection: conflict(map[string][]string{"b": {"n1"}, "c": {"n3"}})}, []string{"Conflict"}},
+	}
+	// Both with the previous write's problems remembered and without (a
+	// controller restarted between writes: the previous status decides,
+	// which names a spec problem by its message, so that case is left out).
+	for _, remembered := range []bool{true, false} {
+		var prev v1alpha1.MigLayoutStatus
+		var seen sets.Set[string]
+		for i, st := range steps {
+			want := st.want
+			if remembered && seen == nil {
+				seen = sets.New[string]()
+			}
+			if !remembered {
+				seen = nil
+				st.obs.SpecProblems = nil
+				want = slices.DeleteFunc(slices.Clone(want), func(r string) bool { return r != EventConflict })
+				if len(want) == 0 {
+					want = nil
+				}
+			}
+			var got []Event
+			got, seen = Transitions(&prev, st.obs, seen)
+			if diff := cmp.Diff(want, reasons(got)); diff != "" {
+				t.Errorf("remembered %t, write %d: events (-want +got):\n%s", remembered, i, diff)
+			}
+			ApplyStatus(&prev, st.obs)
 		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 // node joins the pool; until its agent reports, the rule cannot be judged
 // on it, and the problem found before stays: Degraded does not go False
 // and come back, nor is the warning recorded again meanwhile. Once the node
-// reports (A100s again) it is still there.
+// reports (A100s again) it is still there, and not told again.
 func TestSpecProblemsKeptWhileNodeJoins(t *testing.T) {
 	ml := staticMigLayout("a", "uid-a", "a")
 	ml.Spec.Rules = append(rules(rule("t4").product("Tesla-T4").counts("1g.10gb", 1)), ml.Spec.Rules...)
@@ -66,8 +66,12 @@ func TestSpecProblemsKeptWhileNodeJoins(t *testing.T) {
 	if err := c.Status().Update(ctx, &n2); err != nil {
 		t.Fatal(err)
 	}
-	// Its message now names both nodes' GPUs: a warning says so.
+	// Its message now names both nodes' GPUs; the problem, the rule that
+	// matches no GPU, is the one told already.
 	degraded("the second node reported")
+	if warnings != 1 {
+		t.Errorf("%d RuleMatchesNoGPU warnings after the second node reported, want 1", warnings)
+	}
 }
 
 // TestKeptSpecProblemsDropWhenFixed: the problem kept while n2 has not
