@@ -46,8 +46,9 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		health[nml.Name] = r.AgentLeases.Health(nml.Name, in.leases[nml.Name], len(nml.Status.GPUs) > 0, wasLost.Has(nml.Name))
 	}
 	var unseen map[string]bool
+	var unseenExpire time.Time
 	if ml.Spec.Mode != v1alpha1.ModeAuto && ml.Spec.MaxNodesChanging != nil {
-		unseen = r.rollouts.unseen(ml.UID, in.nodeMigLayouts, time.Now())
+		unseen, unseenExpire = r.rollouts.unseen(ml.UID, in.nodeMigLayouts, time.Now())
 	} else {
 		r.rollouts.forget(ml.UID)
 	}
@@ -103,6 +104,14 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	// Nor does a GPU's passes failing long enough (withFailingPasses).
 	if !failingDue.IsZero() {
 		if d := failingDue.Sub(now) + time.Second; result.RequeueAfter == 0 || d < result.RequeueAfter {
+			result.RequeueAfter = d
+		}
+	}
+	// Nor the end of a slot held for a write the cache never showed (the
+	// object deleted or its spec written by someone else meanwhile): the
+	// nodes held for it take their turn then.
+	if gate != nil && len(gate.held) > 0 && !unseenExpire.IsZero() {
+		if d := time.Until(unseenExpire) + time.Second; result.RequeueAfter == 0 || d < result.RequeueAfter {
 			result.RequeueAfter = d
 		}
 	}

@@ -57,12 +57,14 @@ func (e *rolloutExpectations) expect(ml types.UID, node string, gpus []v1alpha1.
 }
 
 // unseen returns the nodes of ml whose last write the cache (cached, by
-// node) does not show yet, and forgets the writes it shows, those of
-// nodes it no longer has, and those older than rolloutExpectTTL.
-func (e *rolloutExpectations) unseen(ml types.UID, cached map[string]*v1alpha1.NodeMigLayout, now time.Time) map[string]bool {
+// node) does not show yet, and when the first of those is forgotten (zero
+// with none); it forgets the writes the cache shows, those of nodes it no
+// longer has, and those older than rolloutExpectTTL.
+func (e *rolloutExpectations) unseen(ml types.UID, cached map[string]*v1alpha1.NodeMigLayout, now time.Time) (map[string]bool, time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out map[string]bool
+	var expires time.Time
 	for node, x := range e.m[ml] {
 		nml := cached[node]
 		if nml == nil || sameLayouts(nml.Spec.GPUs, x.gpus) || now.Sub(x.written) > rolloutExpectTTL {
@@ -73,11 +75,12 @@ func (e *rolloutExpectations) unseen(ml types.UID, cached map[string]*v1alpha1.N
 			out = map[string]bool{}
 		}
 		out[node] = true
+		expires = earliest(expires, x.written.Add(rolloutExpectTTL))
 	}
 	if len(e.m[ml]) == 0 {
 		delete(e.m, ml)
 	}
-	return out
+	return out, expires
 }
 
 // forget drops every expectation of ml (deleted, or no longer bounded).

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -73,7 +74,15 @@ func TestMaxNodesChangingStaleCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n2": n2}}
-	specsAfterReconcile(t, c, r, "n2")
+	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Should the cache never show n2's write, n1's turn comes when the
+	// slot held for it ends: a pass is asked for then.
+	if res.RequeueAfter <= 0 || res.RequeueAfter > rolloutExpectTTL+time.Second {
+		t.Errorf("requeue after %v, want within %v (the held slot's end)", res.RequeueAfter, rolloutExpectTTL+time.Second)
+	}
 	if got := specOf("n1"); got == halvesLayout {
 		t.Errorf("n1 given %s while n2's change (written, not yet in the cache) goes on: two nodes changing under maxNodesChanging 1", got)
 	}
@@ -104,8 +113,12 @@ func TestRolloutExpectations(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var e rolloutExpectations
 			e.expect("uid-a", "n1", written, t0)
-			if got := e.unseen("uid-a", tc.cached, t0.Add(tc.after))["n1"]; got != tc.want {
+			unseen, expires := e.unseen("uid-a", tc.cached, t0.Add(tc.after))
+			if got := unseen["n1"]; got != tc.want {
 				t.Errorf("n1 unseen %t, want %t", got, tc.want)
+			}
+			if want := t0.Add(rolloutExpectTTL); tc.want && !expires.Equal(want) {
+				t.Errorf("expires %v, want %v", expires, want)
 			}
 			if !tc.want && len(e.m) != 0 {
 				t.Errorf("expectations kept: %v", e.m)
