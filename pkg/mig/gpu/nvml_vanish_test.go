@@ -173,35 +173,13 @@ func ciVanishRig(t *testing.T, d mig.Device) (*nvmlsim.Sim, *gpu.NVMLManager, *b
 // wraps ErrInUse and names the process, instead of blaming another NVML
 // client; the device stays.
 func TestDestroyWhenAProcessStartsMidway(t *testing.T) {
-	ctx := t.Context()
 	d := mig.Device{Profile: "3g.40gb", Start: 0}
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	armed := new(bool)
 	var pid uint32
-	var uuid string
-	started := func() {
-		if pid, err = sim.StartProcess(uuid, 1024); err != nil {
-			t.Errorf("starting the process: %v", err)
-		}
-	}
-	m, err := gpu.NewNVML(ciVanishes{Interface: sim, armed: armed, meanwhile: started}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
-	enableMIG(t, ctx, sim, m, 0)
-	md, err := m.CreateMIGDevice(ctx, 0, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uuid = md.UUID
-
-	*armed = true
-	err = m.DestroyMIGDevice(ctx, 0, d)
-	if *armed || pid == 0 {
+	sim, err := destroyWithProcessMidway(t, d, func(sim *nvmlsim.Sim, uuid string) (err error) {
+		pid, err = sim.StartProcess(uuid, 1024)
+		return err
+	})
+	if pid == 0 {
 		t.Fatal("no process started midway: the test did not bite")
 	}
 	if !errors.Is(err, gpu.ErrInUse) || !strings.Contains(err.Error(), fmt.Sprintf("PIDs %d", pid)) || strings.Contains(err.Error(), "another NVML client") {
@@ -217,23 +195,40 @@ func TestDestroyWhenAProcessStartsMidway(t *testing.T) {
 // processes again. The error wraps ErrInUse and says the listing failed,
 // blaming no other client.
 func TestDestroyInUseWhenProcessesCannotBeListedAgain(t *testing.T) {
+	sim, err := destroyWithProcessMidway(t, mig.Device{Profile: "3g.40gb", Start: 0}, func(sim *nvmlsim.Sim, uuid string) error {
+		if _, err := sim.StartProcess(uuid, 1024); err != nil {
+			return err
+		}
+		return sim.InjectFault(nvmlsim.Fault{Op: "GetComputeRunningProcesses", Nth: 1, Return: nvml.ERROR_UNKNOWN})
+	})
+	if len(sim.Snapshot().Faults) != 0 {
+		t.Fatal("the listing after the refused destroy never ran: the test did not bite")
+	}
+	if !errors.Is(err, gpu.ErrInUse) || !strings.Contains(err.Error(), "could not be listed again") || strings.Contains(err.Error(), "another NVML client") {
+		t.Errorf("DestroyMIGDevice = %v; want ErrInUse saying the processes could not be listed again", err)
+	}
+}
+
+// destroyWithProcessMidway makes device d on a simulated A100-SXM4-80GB and
+// destroys it, with meanwhile run on the simulator (given the device's
+// UUID) once DestroyMIGDevice has listed the device's processes, when it
+// reads its compute instance (ciVanishes). It returns DestroyMIGDevice's
+// error.
+func destroyWithProcessMidway(t *testing.T, d mig.Device, meanwhile func(sim *nvmlsim.Sim, uuid string) error) (*nvmlsim.Sim, error) {
+	t.Helper()
 	ctx := t.Context()
-	d := mig.Device{Profile: "3g.40gb", Start: 0}
 	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xA100-SXM4-80GB"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	armed := new(bool)
 	var uuid string
-	meanwhile := func() {
-		if _, err := sim.StartProcess(uuid, 1024); err != nil {
-			t.Errorf("starting the process: %v", err)
-		}
-		if err := sim.InjectFault(nvmlsim.Fault{Op: "GetComputeRunningProcesses", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
-			t.Error(err)
+	run := func() {
+		if err := meanwhile(sim, uuid); err != nil {
+			t.Errorf("meanwhile: %v", err)
 		}
 	}
-	m, err := gpu.NewNVML(ciVanishes{Interface: sim, armed: armed, meanwhile: meanwhile}, mig.DefaultCatalog())
+	m, err := gpu.NewNVML(ciVanishes{Interface: sim, armed: armed, meanwhile: run}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,10 +241,8 @@ func TestDestroyInUseWhenProcessesCannotBeListedAgain(t *testing.T) {
 	uuid = md.UUID
 	*armed = true
 	err = m.DestroyMIGDevice(ctx, 0, d)
-	if *armed || len(sim.Snapshot().Faults) != 0 {
-		t.Fatal("the listing after the refused destroy never ran: the test did not bite")
+	if *armed {
+		t.Fatal("the compute instance was never read: the test did not bite")
 	}
-	if !errors.Is(err, gpu.ErrInUse) || !strings.Contains(err.Error(), "could not be listed again") || strings.Contains(err.Error(), "another NVML client") {
-		t.Errorf("DestroyMIGDevice = %v; want ErrInUse saying the processes could not be listed again", err)
-	}
+	return sim, err
 }
