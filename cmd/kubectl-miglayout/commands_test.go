@@ -1281,7 +1281,8 @@ func TestBox(t *testing.T) {
 // TestPlanExitCode: with --exit-code, plan exits 0 when nothing would
 // change, 2 when GPUs would, 3 when something needs a look first (a change
 // blocked by a device in use; a rule that decides no GPU, e.g. a misspelt
-// productName); without it, 0.
+// productName; a node selector that selects no node, e.g. a misspelt
+// label); without it, 0.
 func TestPlanExitCode(t *testing.T) {
 	free := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "free-node"},
 		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
@@ -1317,6 +1318,7 @@ func TestPlanExitCode(t *testing.T) {
 		"no change":                  {objs, []string{"-f", layout(t, "7g.80gb: 1")}, 0},
 		"a rule that matches no GPU": {objs, []string{"-f", layout(t, "7g.80gb: 1}\n    productName: H100-SXM-80GB\n  - profiles: {7g.80gb: 1")}, 3},
 		"a change":                   {objs, []string{"-f", layout(t, "3g.40gb: 2")}, 2},
+		"a selector of no node":      {[]client.Object{node("free-node", map[string]string{"pool": "other"}), free}, []string{"-f", layout(t, "7g.80gb: 1")}, 3},
 		"a cancel only":              {cancel, []string{"-f", layout(t, "7g.80gb: 1")}, 2},
 		"a blocked change":           {cluster(t), []string{"-f", "testdata/plan-static.yaml"}, 3},
 		"without the option":         {cluster(t), []string{"-f", "testdata/plan-static.yaml"}, -1},

@@ -118,7 +118,7 @@ reason; several MigLayouts in the files are planned as applied together.`,
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file of MigLayouts (YAML or JSON; - for standard input); repeatable")
 	cmd.Flags().StringVar(&driver, "driver", migslices.DefaultDriverName, "DRA driver name the agents publish under")
-	cmd.Flags().BoolVar(&withExitCode, "exit-code", false, "exit 0 when no GPU would change, 2 when some would, 3 when something needs a look first (a node in conflict, a GPU that cannot be configured, a change blocked by a device in use, a rule that decides no GPU), 1 on error")
+	cmd.Flags().BoolVar(&withExitCode, "exit-code", false, "exit 0 when no GPU would change, 2 when some would, 3 when something needs a look first (a node in conflict, a GPU that cannot be configured, a change blocked by a device in use, a rule that decides no GPU, a node selector that selects no node), 1 on error")
 	cmd.Flags().DurationVar(&agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: as the controller's flag of that name, a pod pending this long is planned by age (0: never)")
 	cmd.Flags().DurationVar(&declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: as the controller's flag of that name; a node left out of a pod's plans (its SchedulerDeclinedNode events) is left out for at most 8 times this")
 	return cmd
@@ -154,7 +154,7 @@ type planState struct {
 	// changes counts the GPUs the plans change; attention the things to
 	// look at before applying (a node in conflict, a GPU that cannot be
 	// configured, a change blocked by a device in use, a rule that decides
-	// no GPU): --exit-code.
+	// no GPU, a selector of no node): --exit-code.
 	changes, attention int
 	// auto is the one Auto plan of every Auto MigLayout there would be
 	// (autoPlan), made on first use: the controller plans them together.
@@ -240,6 +240,12 @@ func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayo
 		fmt.Fprintf(w, ": %s", strings.Join(sel.Nodes, ", "))
 	}
 	fmt.Fprintln(w)
+	if len(sel.Nodes) == 0 {
+		// Most often a label typo: applied, the MigLayout is
+		// Degraded/NoNodes; --exit-code does not pass it as a no-op.
+		fmt.Fprintf(w, "  %s: %s\n", v1alpha1.ReasonNoNodes, controller.NoNodesMessage)
+		st.attention++
+	}
 	if msg := sel.ConflictMessage(); msg != "" {
 		fmt.Fprintf(w, "  conflict: %s\n", msg)
 	}

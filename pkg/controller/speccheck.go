@@ -31,8 +31,10 @@ type SpecProblem struct {
 // noNodesProblem is the spec problem of a MigLayout whose node selector
 // selects no node: most often a typo in a label, which would otherwise
 // leave the MigLayout looking healthy while it applies to nothing.
-var noNodesProblem = SpecProblem{Reason: v1alpha1.ReasonNoNodes, Subject: "nodeSelector",
-	Message: "the node selector selects no node (compare its labels with kubectl get nodes --show-labels)"}
+var noNodesProblem = SpecProblem{Reason: v1alpha1.ReasonNoNodes, Subject: "nodeSelector", Message: NoNodesMessage}
+
+// NoNodesMessage tells of a node selector that selects no node.
+const NoNodesMessage = "the node selector selects no node (compare its labels with kubectl get nodes --show-labels)"
 
 // CheckSpec looks for the parts of spec that apply to none of the GPUs the
 // agents reported (node name to NodeMigLayout.status.gpus). The caller
