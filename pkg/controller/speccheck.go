@@ -216,7 +216,7 @@ func gpuSummary(nodes []string, inventory map[string][]v1alpha1.GPUStatus) strin
 	count := map[string]int{}
 	for _, n := range nodes {
 		for _, g := range inventory[n] {
-			count[productOf(g)]++
+			count[productNames(g)]++
 		}
 	}
 	var parts []string
@@ -224,6 +224,16 @@ func gpuSummary(nodes []string, inventory map[string][]v1alpha1.GPUStatus) strin
 		parts = append(parts, fmt.Sprintf("%d× %s", count[p], p))
 	}
 	return "GPUs: " + orNone(parts)
+}
+
+// productNames are the names a rule's productName matches a GPU by: its
+// catalog model's, then NVML's product name where it differs, e.g.
+// "H100-SXM5-80GB (NVIDIA H100 80GB HBM3)".
+func productNames(g v1alpha1.GPUStatus) string {
+	if g.Model != "" && g.Product != "" && !strings.EqualFold(g.Model, g.Product) {
+		return fmt.Sprintf("%s (%s)", g.Model, g.Product)
+	}
+	return productOf(g)
 }
 
 func orNone(s []string) string {

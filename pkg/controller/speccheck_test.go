@@ -44,19 +44,19 @@ func TestCheckSpec(t *testing.T) {
 			spec:      static(rule("t4").product("Tesla-T4").counts("7g.80gb", 1)),
 			inventory: twoNodes,
 			want: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU,
-				Message: `rule "t4" matches no GPU (2 selected nodes; GPUs: 2× NVIDIA A100-SXM4-80GB, 1× NVIDIA H100 80GB HBM3)`}},
+				Message: `rule "t4" matches no GPU (2 selected nodes; GPUs: 2× A100-SXM4-80GB (NVIDIA A100-SXM4-80GB), 1× H100-SXM5-80GB (NVIDIA H100 80GB HBM3))`}},
 		},
 		"a GPU index no node has": {
 			spec:      static(rule("").indices(5).counts("7g.80gb", 1)),
 			inventory: twoNodes,
 			want: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU,
-				Message: `rules[0] matches no GPU (2 selected nodes; GPUs: 2× NVIDIA A100-SXM4-80GB, 1× NVIDIA H100 80GB HBM3)`}},
+				Message: `rules[0] matches no GPU (2 selected nodes; GPUs: 2× A100-SXM4-80GB (NVIDIA A100-SXM4-80GB), 1× H100-SXM5-80GB (NVIDIA H100 80GB HBM3))`}},
 		},
 		"a rule shadowed by an earlier one": {
 			spec:      static(rule("all").counts("7g.80gb", 1), rule("a100").product("A100-SXM4-80GB").counts("3g.40gb", 2)),
 			inventory: twoNodes,
 			want: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU,
-				Message: `rule "a100" matches only GPUs an earlier rule decides (2 selected nodes; GPUs: 2× NVIDIA A100-SXM4-80GB, 1× NVIDIA H100 80GB HBM3)`}},
+				Message: `rule "a100" matches only GPUs an earlier rule decides (2 selected nodes; GPUs: 2× A100-SXM4-80GB (NVIDIA A100-SXM4-80GB), 1× H100-SXM5-80GB (NVIDIA H100 80GB HBM3))`}},
 		},
 		"nothing is checked before the agents report": {
 			spec: static(rule("t4").product("Tesla-T4").counts("7g.80gb", 1)),
