@@ -130,7 +130,7 @@ func TestConditions(t *testing.T) {
 			want: []condition{
 				{"Ready", "False", "NodesNotReady", "1 of 2 nodes is not ready: 1 in conflict"},
 				stable, noProblems,
-				{"Conflict", "True", "OverlappingSelectors", `MigLayout "other" also selects node b; these nodes are left as they are`},
+				{"Conflict", "True", "OverlappingSelectors", `MigLayout "other" also selects node b; these nodes are left as they are until one MigLayout selects them (change a node selector or the nodes' labels, or delete one of the MigLayouts)`},
 			},
 		},
 		"bad selector": {

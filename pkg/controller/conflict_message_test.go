@@ -24,11 +24,11 @@ func TestConflictMessageNamesUpToTenNodes(t *testing.T) {
 	}{
 		"ten nodes": {
 			nodes: names(10),
-			want:  `MigLayout "other" also selects nodes ` + strings.Join(names(10), ", ") + "; these nodes are left as they are",
+			want:  `MigLayout "other" also selects nodes ` + strings.Join(names(10), ", ") + "; these nodes are left as they are until one MigLayout selects them (change a node selector or the nodes' labels, or delete one of the MigLayouts)",
 		},
 		"eleven nodes": {
 			nodes: names(11),
-			want:  `MigLayout "other" also selects nodes ` + strings.Join(names(10), ", ") + " and 1 more; these nodes are left as they are",
+			want:  `MigLayout "other" also selects nodes ` + strings.Join(names(10), ", ") + " and 1 more; these nodes are left as they are until one MigLayout selects them (change a node selector or the nodes' labels, or delete one of the MigLayouts)",
 		},
 	}
 	for name, tc := range tests {

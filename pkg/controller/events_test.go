@@ -23,7 +23,7 @@ func TestTransitions(t *testing.T) {
 	ready := readyNode("a")
 	ready.Row.GPUs = []v1alpha1.GPURow{{Index: 0, Desired: "7g.80gb@0", Actual: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}
 	conflict := Selection{Nodes: []string{"a"}, Conflicts: map[string][]string{"other": {"a"}}}
-	conflictMsg := `MigLayout "other" also selects node a; these nodes are left as they are`
+	conflictMsg := `MigLayout "other" also selects node a; these nodes are left as they are until one MigLayout selects them (change a node selector or the nodes' labels, or delete one of the MigLayouts)`
 	tests := map[string]struct {
 		prev v1alpha1.MigLayoutStatus
 		obs  Observation

@@ -54,7 +54,7 @@ func (s Selection) ConflictMessage() string {
 		}
 		parts = append(parts, fmt.Sprintf("MigLayout %q also selects %s %s", other, word, joinBounded(nodes, 10)))
 	}
-	return strings.Join(parts, "; ") + "; these nodes are left as they are"
+	return strings.Join(parts, "; ") + "; these nodes are left as they are until one MigLayout selects them (change a node selector or the nodes' labels, or delete one of the MigLayouts)"
 }
 
 // SelectNodes resolves which of nodes (name → labels) ml selects, and which

@@ -41,7 +41,7 @@ func TestSelectNodes(t *testing.T) {
 				Nodes:     []string{"a1", "a2"},
 				Conflicts: map[string][]string{"z1": {"a2"}},
 			},
-			message: `MigLayout "z1" also selects node a2; these nodes are left as they are`,
+			message: `MigLayout "z1" also selects node a2; these nodes are left as they are until one MigLayout selects them (change a node selector or the nodes' labels, or delete one of the MigLayouts)`,
 		},
 		"overlap with several MigLayouts": {
 			ml:     migLayout("all").build(),
@@ -50,7 +50,7 @@ func TestSelectNodes(t *testing.T) {
 				Nodes:     []string{"a1", "a2", "b1", "c1"},
 				Conflicts: map[string][]string{"z1": {"a2", "b1"}, "a": {"a1", "a2"}},
 			},
-			message: `MigLayout "a" also selects nodes a1, a2; MigLayout "z1" also selects nodes a2, b1; these nodes are left as they are`,
+			message: `MigLayout "a" also selects nodes a1, a2; MigLayout "z1" also selects nodes a2, b1; these nodes are left as they are until one MigLayout selects them (change a node selector or the nodes' labels, or delete one of the MigLayouts)`,
 		},
 		"a MigLayout being deleted selects nothing": {
 			ml:     migLayout("a").selects("pool", "a").build(),
