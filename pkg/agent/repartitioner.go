@@ -226,6 +226,9 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 		}
 		if result != nil {
 			if result.Reason == v1alpha1.ReasonDeviceInUse {
+				if p != nil {
+					result.Message += r.holdersNote(ctx, inUse.Intersection(sets.New(p.drain...)))
+				}
 				result.Message += underClaimsNote(underClaims, idx)
 			}
 			res.Results[idx] = *result
@@ -549,7 +552,8 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 				spec.MIGEnabled, idx, strings.Join(sets.List(busy), ", "))}
 	}
 	if busy.Len() > 0 {
-		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
+		// p comes with it: the caller names who holds the devices.
+		return p, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
 			Message: fmt.Sprintf("in use, not destroyed: %s (allocated, prepared or running a process); waiting for it to be released", strings.Join(sets.List(busy), ", "))}
 	}
 	return p, nil
