@@ -14,8 +14,11 @@ import (
 type rolloutGate struct {
 	max int
 	// changing counts the nodes that have not reached their layout, and
-	// those given a new one in this pass.
+	// those given a new one in this pass; slots names them (with "Blocked"
+	// where a GPU of the node waits for a device in use), for the held
+	// nodes' rows.
 	changing int
+	slots    []string
 	held     map[string]bool
 	// lost are the nodes whose agent is lost: they cannot change now, so
 	// they are given no slot (they are held).
@@ -39,6 +42,7 @@ func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout, uns
 	for _, nml := range nodes {
 		if changing(nml) || unseen[nml.Name] {
 			g.changing++
+			g.slots = append(g.slots, slotName(nml))
 		}
 	}
 	return g
@@ -99,6 +103,7 @@ func (g *rolloutGate) admit(existing *v1alpha1.NodeMigLayout, gpus []v1alpha1.GP
 	}
 	if !g.lost[existing.Name] && g.changing < g.max {
 		g.changing++
+		g.slots = append(g.slots, existing.Name)
 		return true
 	}
 	g.held[existing.Name] = true
@@ -136,7 +141,18 @@ func keepUnreadable(existing *v1alpha1.NodeMigLayout, desired []v1alpha1.GPUSpec
 
 // heldNote is the row message of a held node.
 func (g *rolloutGate) heldNote() string {
-	return fmt.Sprintf("waits its turn: at most %d node(s) change at once (spec.maxNodesChanging), %d changing now", g.max, g.changing)
+	return fmt.Sprintf("waits its turn: at most %d node(s) change at once (spec.maxNodesChanging), %d changing now: %s", g.max, g.changing, joinBounded(g.slots, 5))
+}
+
+// slotName names a node that holds a slot in held nodes' rows: a node
+// Blocked on a device in use keeps its slot until the device is released.
+func slotName(nml *v1alpha1.NodeMigLayout) string {
+	for _, g := range nml.Status.GPUs {
+		if g.Phase == v1alpha1.PhaseBlocked {
+			return fmt.Sprintf("%s (gpu %d Blocked, %s)", nml.Name, g.Index, g.Reason)
+		}
+	}
+	return nml.Name
 }
 
 // hold marks st, the state of a node held back, as waiting: Pending, not

@@ -98,8 +98,15 @@ func TestMaxNodesChanging(t *testing.T) {
 	}
 	// n2 is Blocked (a device in use): n3 waits on.
 	report("n2", a100(0).layout(whole).inUse(whole).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed: 7g.80gb@0"))
-	if specs, _ := reconcile(); specs["n3"] != whole {
+	specs, got = reconcile()
+	if specs["n3"] != whole {
 		t.Errorf("specs while n2 is Blocked: %v, want n3 held", specs)
+	}
+	// n3's row says which node holds the turn, and why it lasts.
+	for _, row := range got.Status.Nodes {
+		if row.Node == "n3" && !strings.Contains(row.Message, "changing now: n2 (gpu 0 Blocked, DeviceInUse)") {
+			t.Errorf("row of held node n3: %q, want it to name n2, Blocked, as holding the turn", row.Message)
+		}
 	}
 	report("n2", a100(0).layout(halves))
 	specs, got = reconcile()
