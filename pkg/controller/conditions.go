@@ -136,12 +136,29 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 			msgs = append(msgs, fmt.Sprintf("node %s: %s", n.Row.Node, n.LostMessage))
 		}
 	}
+	gpuProblems := 0
 	for _, n := range obs.Nodes {
+		// One rule failing alike on several GPUs of the node is told once.
+		var whys []string
+		gpus := map[string][]string{}
 		for _, p := range n.Problems {
 			seen[p.Reason] = true
-			msgs = append(msgs, fmt.Sprintf("node %s %s", n.Row.Node, p.Message))
+			gpuProblems++
+			why := strings.TrimPrefix(p.Message, fmt.Sprintf("gpu %d ", p.GPU))
+			if _, ok := gpus[why]; !ok {
+				whys = append(whys, why)
+			}
+			gpus[why] = append(gpus[why], fmt.Sprint(p.GPU))
+		}
+		for _, why := range whys {
+			if len(gpus[why]) == 1 && why != "" {
+				msgs = append(msgs, fmt.Sprintf("node %s gpu %s %s", n.Row.Node, gpus[why][0], why))
+				continue
+			}
+			msgs = append(msgs, fmt.Sprintf("node %s gpus %s %s", n.Row.Node, strings.Join(gpus[why], ", "), why))
 		}
 		for _, g := range n.Stuck {
+			gpuProblems++
 			r := stuckReason(g)
 			seen[r] = true
 			msg := fmt.Sprintf("node %s gpu %d: %s (%s)", n.Row.Node, g.GPU, g.Phase, r)
@@ -151,7 +168,6 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 			msgs = append(msgs, msg)
 		}
 	}
-	gpuProblems := len(msgs) - int(lost)
 	for _, p := range obs.SpecProblems {
 		seen[p.Reason] = true
 		msgs = append(msgs, p.Message)

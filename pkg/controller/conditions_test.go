@@ -2,9 +2,11 @@ package controller
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -176,5 +178,25 @@ func TestApplyStatusKeepsTransitionTimes(t *testing.T) {
 	got := []int64{status.ObservedGeneration, int64(status.SelectedNodes), int64(status.ReadyNodes), int64(status.ProgressingNodes), int64(status.FailedNodes)}
 	if diff := cmp.Diff([]int64{2, 1, 1, 0, 0}, got); diff != "" {
 		t.Errorf("observedGeneration and counts (-want +got):\n%s", diff)
+	}
+}
+
+// TestDegradedGroupsARuleFailingOnSeveralGPUs: a rule that cannot be
+// applied to any of a node's four GPUs is told once for the node, naming
+// the GPUs, and still counts four GPU problems.
+func TestDegradedGroupsARuleFailingOnSeveralGPUs(t *testing.T) {
+	const why = `(NVIDIA A100-SXM4-80GB), rule "halves": 3 instances of 3g.40gb, at most 2 fit`
+	var problems []Problem
+	for i := range int32(4) {
+		problems = append(problems, Problem{GPU: i, Reason: v1alpha1.ReasonInvalidLayout, Message: fmt.Sprintf("gpu %d %s", i, why)})
+	}
+	problems = append(problems, Problem{GPU: 4, Reason: v1alpha1.ReasonUnknownGPU, Message: "gpu 4 (Tesla T4): no MIG"})
+	obs := Observation{Nodes: []NodeState{{Row: v1alpha1.NodeRow{Node: "n"}, Problems: problems, Failed: true}}}
+	var st v1alpha1.MigLayoutStatus
+	ApplyStatus(&st, obs)
+	d := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDegraded)
+	want := `5 GPU problems: node n gpus 0, 1, 2, 3 ` + why + `, node n gpu 4 (Tesla T4): no MIG`
+	if d == nil || d.Message != want {
+		t.Errorf("Degraded %+v, want message %q", d, want)
 	}
 }
