@@ -188,7 +188,7 @@ func describeGPUs(gpus []v1alpha1.GPURow) string {
 	for i, g := range gpus {
 		parts[i] = fmt.Sprintf("gpu %d %q", g.Index, g.Desired)
 	}
-	return ": " + strings.Join(parts, ", ")
+	return "; changed: " + strings.Join(parts, ", ")
 }
 
 // changedGPUs returns the GPUs of row now that hold another layout than in

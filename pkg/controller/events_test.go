@@ -32,7 +32,7 @@ func TestTransitions(t *testing.T) {
 		"node turns ready": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{pendingRow}},
 			obs:  Observation{Nodes: []NodeState{ready}},
-			want: []Event{{"Normal", "Repartitioned", "Repartition", `node a holds the desired layout: gpu 0 "7g.80gb@0"`, "a"}},
+			want: []Event{{"Normal", "Repartitioned", "Repartition", `node a holds the desired layout; changed: gpu 0 "7g.80gb@0"`, "a"}},
 		},
 		"node turns ready: only the GPUs that changed are named": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{{Node: "a", Phase: v1alpha1.PhasePending, GPUs: []v1alpha1.GPURow{
@@ -42,7 +42,7 @@ func TestTransitions(t *testing.T) {
 				st.Row.GPUs = []v1alpha1.GPURow{ready.Row.GPUs[0], {Index: 1, Desired: "1g.10gb@6", Actual: "1g.10gb@6", Phase: v1alpha1.PhaseReady}}
 				return st
 			}()}},
-			want: []Event{{"Normal", "Repartitioned", "Repartition", `node a holds the desired layout: gpu 0 "7g.80gb@0"`, "a"}},
+			want: []Event{{"Normal", "Repartitioned", "Repartition", `node a holds the desired layout; changed: gpu 0 "7g.80gb@0"`, "a"}},
 		},
 		"node seen for the first time ready: nothing was repartitioned": {
 			obs: Observation{Nodes: []NodeState{ready}},

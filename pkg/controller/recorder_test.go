@@ -36,7 +36,7 @@ func TestEventsOfSeveralNodesAreAllRecorded(t *testing.T) {
 	}}
 	evts, _ := Transitions(&prev, obs, nil)
 	r.record(ml, evts)
-	want := []string{`node a holds the desired layout: gpu 0 "3g.40gb@0"`, `node b holds the desired layout: gpu 0 "3g.40gb@0"`,
+	want := []string{`node a holds the desired layout; changed: gpu 0 "3g.40gb@0"`, `node b holds the desired layout; changed: gpu 0 "3g.40gb@0"`,
 		"node c gpu 0 is blocked (DeviceInUse): in use", "node c gpu 1 is blocked (DeviceInUse): in use"}
 	if diff := cmp.Diff(want, notes(len(want))); diff != "" {
 		t.Errorf("events recorded (-want +got):\n%s", diff)
