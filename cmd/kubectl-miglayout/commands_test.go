@@ -1485,6 +1485,37 @@ func TestStatusShowsNodeLeftAsItIs(t *testing.T) {
 	}
 }
 
+// TestStatusShowsHeldNodeAndSpecProblems: a node whose agent reports it
+// Ready while its MigLayout holds its new layout back (maxNodesChanging)
+// shows the MigLayout's row, and a MigLayout whose spec has a problem no
+// GPU's row shows (a rule that decides no GPU) says so first.
+func TestStatusShowsHeldNodeAndSpecProblems(t *testing.T) {
+	objs := cluster(t)
+	for _, o := range objs {
+		if nml, ok := o.(*v1alpha1.NodeMigLayout); ok && nml.Name == "gpu-node-1" {
+			nml.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "LayoutApplied"}}
+		}
+	}
+	const waits = "waits its turn: at most 1 node(s) change at once (spec.maxNodesChanging), 1 changing now: gpu-node-3 (gpu 0 Blocked, DeviceInUse)"
+	const noGPU = `rule "t4" matches no GPU (2 selected nodes; GPUs: 4× A100-SXM4-80GB)`
+	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "halves"},
+		Status: v1alpha1.MigLayoutStatus{
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRuleMatchesNoGPU, Message: "1 spec problem: " + noGPU}},
+			Nodes:      []v1alpha1.NodeRow{{Node: "gpu-node-1", Phase: v1alpha1.PhasePending, Message: waits}}}}
+	out, _, err := runWith(t, append(objs, ml), "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	if !strings.HasPrefix(lines[0], "MigLayout halves: RuleMatchesNoGPU: ") || !strings.Contains(lines[0], noGPU) {
+		t.Errorf("first line %q, want the spec problem", lines[0])
+	}
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "gpu-node-1 ") })
+	if i < 0 || !strings.HasSuffix(lines[i], "MigLayout row: Pending") || !strings.Contains(lines[i+1], waits) {
+		t.Errorf("gpu-node-1 not shown waiting its turn:\n%s", out)
+	}
+}
+
 // TestPlanAutoMissingSpares: spares the policy asks for that the plan does
 // not make (here: a GPU split into free 3g.40gb devices gets no 1g.10gb
 // spare, which would destroy one) are listed per node and profile.

@@ -34,7 +34,10 @@ not published in the node's ResourceSlices; an unmarked device is free.
 " ------ " is a memory slice no device holds. A GPU whose desired layout
 differs from its actual one shows the desired layout and why below it. A
 node whose agent stopped renewing its heartbeat Lease is marked AGENT LOST:
-what it shows is the agent's last report.
+what it shows is the agent's last report. A node its MigLayout holds back
+(spec.maxNodesChanging) shows the MigLayout's row ("waits its turn"), and
+the problems of the MigLayouts' specs that no GPU shows (a rule that decides
+no GPU, a node selector that selects no node) come first.
 
 It reads NodeMigLayouts, MigLayouts, the driver's ResourceSlices and
 ResourceClaims.`,
@@ -194,7 +197,15 @@ type nodeStatus struct {
 
 type statusView struct {
 	nodes []nodeStatus
+	// specProblems are the problems MigLayouts' Degraded conditions report
+	// about their spec (a rule that decides no GPU, a selector of no
+	// node), which no GPU's row shows: "MigLayout a: RuleMatchesNoGPU: ...".
+	specProblems []string
 }
+
+// specReasons are the Degraded reasons about a MigLayout's spec itself.
+var specReasons = []string{v1alpha1.ReasonInvalidSelector, v1alpha1.ReasonNoNodes, v1alpha1.ReasonRuleMatchesNoGPU,
+	v1alpha1.ReasonProfileNotOffered, v1alpha1.ReasonSparesNotHoldable}
 
 func loadStatus(ctx context.Context, c client.Client, driver, node string) (*statusView, error) {
 	var nmls []v1alpha1.NodeMigLayout
@@ -236,6 +247,14 @@ func loadStatus(ctx context.Context, c client.Client, driver, node string) (*sta
 		}
 	}
 	v := &statusView{}
+	for _, ml := range mls.Items {
+		if node != "" && !slices.ContainsFunc(nmls, func(n v1alpha1.NodeMigLayout) bool { return n.Spec.MigLayout == ml.Name }) {
+			continue
+		}
+		if c := findCondition(ml.Status.Conditions, v1alpha1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue && slices.Contains(specReasons, c.Reason) {
+			v.specProblems = append(v.specProblems, fmt.Sprintf("MigLayout %s: %s: %s", ml.Name, c.Reason, c.Message))
+		}
+	}
 	for i := range nmls {
 		v.nodes = append(v.nodes, nodeStatus{nml: &nmls[i], devices: devs, lost: lost[nmls[i].Name],
 			row: rows[nmls[i].Spec.MigLayout+"/"+nmls[i].Name]})
@@ -254,6 +273,12 @@ const (
 )
 
 func writeStatus(w io.Writer, v *statusView) {
+	for _, p := range v.specProblems {
+		fmt.Fprintln(w, p)
+	}
+	if len(v.specProblems) > 0 {
+		fmt.Fprintln(w)
+	}
 	if len(v.nodes) == 0 {
 		fmt.Fprintln(w, "No NodeMigLayouts: no MigLayout selects a node yet (the controller makes one for each node a MigLayout selects).")
 		return
@@ -280,11 +305,18 @@ func writeStatus(w io.Writer, v *statusView) {
 		// selects it too): its row has a message and no phase.
 		failing := n.lost == "" && n.row != nil && (n.row.Phase == v1alpha1.PhaseFailed || n.row.Phase == v1alpha1.PhaseBlocked)
 		unmanaged := n.lost == "" && n.row != nil && n.row.Phase == "" && n.row.Message != ""
+		// A node whose agent has applied its spec while the controller
+		// holds its new layout back (maxNodesChanging: "waits its
+		// turn"), or has not written it yet.
+		ready := findCondition(nml.Status.Conditions, "Ready")
+		held := n.lost == "" && n.row != nil && n.row.Phase == v1alpha1.PhasePending && n.row.Message != "" &&
+			ready != nil && ready.Status == metav1.ConditionTrue
 		if n.lost != "" {
 			head += "  AGENT LOST"
 		}
-		if failing {
+		if failing || held {
 			head += "  MigLayout row: " + string(n.row.Phase)
+			failing = true // its message follows
 		}
 		if unmanaged {
 			head += "  LEFT AS IT IS"
