@@ -1500,14 +1500,17 @@ func TestStatusShowsHeldNodeAndSpecProblems(t *testing.T) {
 	const noGPU = `rule "t4" matches no GPU (2 selected nodes; GPUs: 4× A100-SXM4-80GB)`
 	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "halves"},
 		Status: v1alpha1.MigLayoutStatus{
-			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRuleMatchesNoGPU, Message: "1 spec problem: " + noGPU}},
-			Nodes:      []v1alpha1.NodeRow{{Node: "gpu-node-1", Phase: v1alpha1.PhasePending, Message: waits}}}}
+			// A GPU problem's reason comes first: the spec problem is
+			// still told.
+			Conditions: []metav1.Condition{{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonInvalidLayout,
+				Message: "1 GPU problem, 1 spec problem: node gpu-node-2 gpu 1 (NVIDIA H100 80GB HBM3), rule \"x\": does not fit, " + noGPU}},
+			Nodes: []v1alpha1.NodeRow{{Node: "gpu-node-1", Phase: v1alpha1.PhasePending, Message: waits}}}}
 	out, _, err := runWith(t, append(objs, ml), "status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out, "\n")
-	if !strings.HasPrefix(lines[0], "MigLayout halves: RuleMatchesNoGPU: ") || !strings.Contains(lines[0], noGPU) {
+	if !strings.HasPrefix(lines[0], "MigLayout halves: Degraded (InvalidLayout): ") || !strings.Contains(lines[0], noGPU) {
 		t.Errorf("first line %q, want the spec problem", lines[0])
 	}
 	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "gpu-node-1 ") })

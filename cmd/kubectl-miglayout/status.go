@@ -197,9 +197,9 @@ type nodeStatus struct {
 
 type statusView struct {
 	nodes []nodeStatus
-	// specProblems are the problems MigLayouts' Degraded conditions report
-	// about their spec (a rule that decides no GPU, a selector of no
-	// node), which no GPU's row shows: "MigLayout a: RuleMatchesNoGPU: ...".
+	// specProblems are the Degraded conditions of MigLayouts that report
+	// problems of their spec (a rule that decides no GPU, a selector of no
+	// node), which no GPU's row shows: "MigLayout a: Degraded (reason): ...".
 	specProblems []string
 }
 
@@ -251,8 +251,11 @@ func loadStatus(ctx context.Context, c client.Client, driver, node string) (*sta
 		if node != "" && !slices.ContainsFunc(nmls, func(n v1alpha1.NodeMigLayout) bool { return n.Spec.MigLayout == ml.Name }) {
 			continue
 		}
-		if c := findCondition(ml.Status.Conditions, v1alpha1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue && slices.Contains(specReasons, c.Reason) {
-			v.specProblems = append(v.specProblems, fmt.Sprintf("MigLayout %s: %s: %s", ml.Name, c.Reason, c.Message))
+		// Degraded's reason is the first present (GPU reasons before spec
+		// ones); its message counts the spec problems it names.
+		c := findCondition(ml.Status.Conditions, v1alpha1.ConditionDegraded)
+		if c != nil && c.Status == metav1.ConditionTrue && (slices.Contains(specReasons, c.Reason) || strings.Contains(c.Message, " spec problem")) {
+			v.specProblems = append(v.specProblems, fmt.Sprintf("MigLayout %s: Degraded (%s): %s", ml.Name, c.Reason, c.Message))
 		}
 	}
 	for i := range nmls {

@@ -42,6 +42,9 @@ func (c *ClaimAllocations) Holders(ctx context.Context, devices sets.Set[string]
 				pods = append(pods, r.Name)
 			}
 		}
+		if len(pods) > maxHolderPods {
+			pods = append(pods[:maxHolderPods], fmt.Sprintf("%d more", len(pods)-maxHolderPods))
+		}
 		if len(pods) > 0 {
 			who += fmt.Sprintf(" (pod %s)", strings.Join(pods, ", "))
 		}
@@ -55,8 +58,9 @@ func (c *ClaimAllocations) Holders(ctx context.Context, devices sets.Set[string]
 	return out, nil
 }
 
-// maxHolderNotes bounds how many devices holdersNote names.
-const maxHolderNotes = 4
+// maxHolderNotes bounds how many devices holdersNote names, and
+// maxHolderPods how many pods of a claim Holders names.
+const maxHolderNotes, maxHolderPods = 4, 3
 
 // holdersNote is the end of a DeviceInUse message for busy, naming the
 // claims that hold each device (AllocationHolders, where r.Allocations has

@@ -226,10 +226,10 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 		}
 		if result != nil {
 			if result.Reason == v1alpha1.ReasonDeviceInUse {
+				result.Message += underClaimsNote(underClaims, idx)
 				if p != nil {
 					result.Message += r.holdersNote(ctx, inUse.Intersection(sets.New(p.drain...)))
 				}
-				result.Message += underClaimsNote(underClaims, idx)
 			}
 			res.Results[idx] = *result
 			res.Retry = res.Retry || result.Phase == v1alpha1.PhaseBlocked
@@ -449,12 +449,15 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			res.Retry = true
 		}
 	}
-	// Work on a GPU ends when it is Ready, Failed on input (or gone from
-	// NVML), or no longer asked for (the spec changed while it was in
-	// flight): its journal entry goes. Blocked and retried GPUs keep theirs.
+	// Work on a GPU ends when it is Ready, Failed on input, or no longer
+	// asked for (the spec changed while it was in flight): its journal
+	// entry goes. Blocked and retried GPUs keep theirs, and so does a GPU
+	// NVML does not count now (GPUMissing: not enumerated after a crash
+	// and a reboot), whose half-made work is the agent's to undo once it
+	// is back.
 	for _, e := range r.Journal.Entries() {
 		got, asked := res.Results[e.GPU]
-		if asked && got.Phase != v1alpha1.PhaseReady && !onInput(got) {
+		if asked && got.Phase != v1alpha1.PhaseReady && (!onInput(got) || got.Reason == v1alpha1.ReasonGPUMissing) {
 			continue
 		}
 		if !asked && orphans[e.GPU] != nil {

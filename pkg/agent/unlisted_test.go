@@ -190,3 +190,25 @@ func TestUnlistedGPUAtTheRepublication(t *testing.T) {
 		t.Errorf("the retry: in use %q, retry %t, %v; want nothing in use, no retry", res.InUse[0], res.Retry, err)
 	}
 }
+
+// TestMissingGPUKeepsItsJournalEntry: a GPU the spec names that NVML does
+// not count (not enumerated after a crash and a reboot) is GPUMissing, and
+// the journal entry of the work the agent had in flight on it is kept, so
+// that the agent undoes that work once the GPU is back.
+func TestMissingGPUKeepsItsJournalEntry(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "7g.80gb@0")
+	if err := g.r.Journal.Record(JournalEntry{GPU: 1, UUID: "GPU-gone", Step: StepDraining, Desired: "3g.40gb@0,3g.40gb@4"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[1]; got.Phase != v1alpha1.PhaseFailed || got.Reason != v1alpha1.ReasonGPUMissing {
+		t.Errorf("GPU 1: %s/%s (%q), want Failed/GPUMissing", got.Phase, got.Reason, got.Message)
+	}
+	if !slices.ContainsFunc(g.r.Journal.Entries(), func(e JournalEntry) bool { return e.GPU == 1 }) {
+		t.Errorf("GPU 1's journal entry cleared; want it kept while the GPU is missing")
+	}
+}

@@ -143,15 +143,17 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 			}
 		}
 	}
-	// A spec problem is one per reason and part of the spec (its
-	// message, which counts the nodes and GPUs it was judged on, changes as
-	// nodes join and leave: no new warning for that). Without seen, it is
-	// new unless the Degraded condition already names it. Only the first
-	// few get an event, rather than one for each of many.
+	// A spec problem is one per reason and part of the spec, per
+	// generation of the spec (its message, which counts the nodes and GPUs
+	// it was judged on, changes as nodes join and leave: no new warning for
+	// that; an edit of the spec that leaves a problem, or changes what it
+	// is, is told again). Without seen, it is new unless the Degraded
+	// condition already names it. Only the first few get an event, rather
+	// than one for each of many.
 	degraded := meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionDegraded)
 	for i, p := range obs.SpecProblems {
 		named := degraded != nil && degraded.Status == metav1.ConditionTrue && strings.Contains(degraded.Message, p.Message)
-		if isNew(p.Reason+"\x00"+p.Subject, !named) && i < maxSpecProblemEvents {
+		if isNew(fmt.Sprintf("%s\x00%s\x00%d", p.Reason, p.Subject, obs.Generation), !named) && i < maxSpecProblemEvents {
 			add("", corev1.EventTypeWarning, p.Reason, "CheckSpec", "%s", p.Message)
 		}
 	}

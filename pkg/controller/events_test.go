@@ -165,7 +165,7 @@ func TestTransitionsRemembered(t *testing.T) {
 // TestTransitionsSameProblemOtherNodes: a spec problem whose message
 // changes as nodes join (it counts the nodes judged) and a conflict whose
 // shared nodes grow are each told once; a conflict with one more MigLayout
-// is told again.
+// is told again, and so is a spec problem still there after an edit.
 func TestTransitionsSameProblemOtherNodes(t *testing.T) {
 	judged := func(n int) SpecProblem {
 		return SpecProblem{Reason: v1alpha1.ReasonRuleMatchesNoGPU, Subject: `rule "t4"`,
@@ -187,6 +187,9 @@ func TestTransitionsSameProblemOtherNodes(t *testing.T) {
 		{Observation{SpecProblems: []SpecProblem{judged(5)}, Selection: conflict(map[string][]string{"b": {"n1", "n2"}})}, nil},
 		{Observation{SpecProblems: []SpecProblem{judged(6)}, Selection: conflict(map[string][]string{"b": {"n1", "n2", "n3"}})}, nil},
 		{Observation{SpecProblems: []SpecProblem{judged(6)}, Selection: conflict(map[string][]string{"b": {"n1"}, "c": {"n3"}})}, []string{"Conflict"}},
+		// The spec edited, the problem still there (or another of the
+		// same rule): told again.
+		{Observation{Generation: 2, SpecProblems: []SpecProblem{judged(6)}, Selection: conflict(map[string][]string{"b": {"n1"}, "c": {"n3"}})}, []string{"RuleMatchesNoGPU"}},
 	}
 	// Both with the previous write's problems remembered and without (a
 	// controller restarted between writes: the previous status decides,

@@ -141,7 +141,7 @@ func keepUnreadable(existing *v1alpha1.NodeMigLayout, desired []v1alpha1.GPUSpec
 
 // heldNote is the row message of a held node.
 func (g *rolloutGate) heldNote() string {
-	return fmt.Sprintf("waits its turn: at most %d node(s) change at once (spec.maxNodesChanging), %d changing now: %s", g.max, g.changing, joinBounded(g.slots, 5))
+	return fmt.Sprintf("waits its turn: at most %d node(s) change at once (spec.maxNodesChanging), %d changing now: %s", g.max, g.changing, truncate(joinBounded(g.slots, 3), 400))
 }
 
 // slotName names a node that holds a slot in held nodes' rows: a node
