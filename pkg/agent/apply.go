@@ -61,7 +61,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		}
 		if busy.Len() > 0 {
 			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
-				Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)", strings.Join(sets.List(busy), ", "))}
+				Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)%s", strings.Join(sets.List(busy), ", "), r.holdersNote(ctx, busy))}
 		}
 	}
 	entry := p.entry(StepSettingMIGMode)

@@ -329,7 +329,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			if busy := live.Intersection(sets.New(p.drain...)); busy.Len() > 0 {
 				logger.Info("Device got allocated while draining; keeping it", "gpu", p.index, "devices", sets.List(busy))
 				res.Results[p.index] = GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
-					Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)", strings.Join(sets.List(busy), ", "))}
+					Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)%s", strings.Join(sets.List(busy), ", "), r.holdersNote(ctx, busy))}
 				res.Retry = true
 				r.keepMode(ctx, res, p.index)
 				continue
