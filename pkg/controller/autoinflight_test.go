@@ -187,3 +187,41 @@ func planThreeGForP1(t *testing.T) (*autoCluster, *corev1.Pod) {
 	}
 	return h, p1
 }
+
+// TestFrozenNodeDoesNotTakePodFromLiveChange: n1's change for p1 was under
+// way when n1 froze (here: in conflict with another MigLayout), and a later
+// plan repartitioned n2 for p1, which n2's agent is carrying out. n1's
+// change serves no pod while n1 is Frozen, so n2's must keep p1: were it
+// given to n1, no coming device would be p1's, q (queued later, higher
+// priority) would take n2's, and a third GPU would be repartitioned for p1.
+func TestFrozenNodeDoesNotTakePodFromLiveChange(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	other := staticMigLayout("other", "uid-other", "x")
+	other.Spec.NodeSelector.MatchLabels = map[string]string{"team": "x"}
+	inFlight := func(name string) *v1alpha1.NodeMigLayout {
+		n := autoNML(name, ml, a100(0).layout("").phase(v1alpha1.PhaseRepartitioning, "Repartitioning", ""))
+		n.Spec.GPUs = []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "1g.10gb@6", Reason: "for p1", ServedPods: []string{"ns/p1"}}}
+		return n
+	}
+	p1 := autoPod("p1", h0(), "c1")
+	q := autoPod("q", h0().Add(1), "c2")
+	q.Spec.Priority = new(int32(1000))
+	h := newAutoCluster(t, ml, other,
+		node("n1", map[string]string{"pool": "auto", "team": "x"}), inFlight("n1"),
+		node("n2", map[string]string{"pool": "auto"}), inFlight("n2"),
+		node("n3", map[string]string{"pool": "auto"}), autoNML("n3", ml, a100(0).layout("")),
+		autoClaim("c1", profileSelector("1g.10gb")), p1,
+		autoClaim("c2", profileSelector("1g.10gb")), q)
+	h.settle()
+	for _, g := range h.nml("n3").Spec.GPUs {
+		if slices.Contains(g.ServedPods, "ns/p1") {
+			t.Errorf("n3/gpu-0 repartitioned to %q for p1 while n2's change for it is under way", g.Layout)
+		}
+		if !slices.Contains(g.ServedPods, "ns/q") {
+			t.Errorf("n3/gpu-0 planned %q for %v, want it planned for q", g.Layout, g.ServedPods)
+		}
+	}
+	if got := h.nml("n2").Spec.GPUs[0].ServedPods; !slices.Equal(got, []string{"ns/p1"}) {
+		t.Errorf("n2/gpu-0 serves %v, want [ns/p1]", got)
+	}
+}

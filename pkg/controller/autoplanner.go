@@ -300,7 +300,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !slices.ContainsFunc(in.MigLayouts, func(ml v1alpha1.MigLayout) bool { return ml.Spec.Mode == v1alpha1.ModeAuto }) {
+	if !slices.ContainsFunc(in.MigLayouts, plansAuto) {
 		a.retract(ctx)
 	}
 	leases, err := a.AgentLeases.List(ctx, a.Client)
@@ -485,11 +485,21 @@ func (a *AutoPlanner) declinedFor() time.Duration {
 	return DefaultDeclinedFor
 }
 
-// autoMigLayouts are the Auto-mode MigLayouts among mls.
+// plansAuto reports whether the planner plans for ml: Auto mode, and not
+// being deleted. A MigLayout whose deletion waits on a finalizer
+// (foreground deletion, a GitOps tool's) no longer counts as Auto: its
+// nodes are in no snapshot, so its pods are told they are no longer
+// planned (retract) rather than that no Auto node exists.
+func plansAuto(ml v1alpha1.MigLayout) bool {
+	return ml.Spec.Mode == v1alpha1.ModeAuto && ml.DeletionTimestamp == nil
+}
+
+// autoMigLayouts are the MigLayouts among mls the planner plans for
+// (plansAuto).
 func autoMigLayouts(mls []v1alpha1.MigLayout) []*v1alpha1.MigLayout {
 	var out []*v1alpha1.MigLayout
 	for i := range mls {
-		if mls[i].Spec.Mode == v1alpha1.ModeAuto {
+		if plansAuto(mls[i]) {
 			out = append(out, &mls[i])
 		}
 	}
@@ -511,7 +521,7 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 		return in, fmt.Errorf("listing MigLayouts: %w", err)
 	}
 	in.MigLayouts = mls.Items
-	if !slices.ContainsFunc(mls.Items, func(ml v1alpha1.MigLayout) bool { return ml.Spec.Mode == v1alpha1.ModeAuto }) {
+	if !slices.ContainsFunc(mls.Items, plansAuto) {
 		return in, nil
 	}
 	var nodes corev1.NodeList
@@ -729,7 +739,7 @@ func (a *AutoPlanner) stillAuto(ctx context.Context, nml *v1alpha1.NodeMigLayout
 	if err := a.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, &ml); err != nil {
 		return false
 	}
-	return ml.UID == ref.UID && ml.Spec.Mode == v1alpha1.ModeAuto && ml.DeletionTimestamp == nil
+	return ml.UID == ref.UID && plansAuto(ml)
 }
 
 // retract tells each pod the planner told why it waits, and that still
@@ -752,7 +762,7 @@ func (a *AutoPlanner) retract(ctx context.Context) {
 			continue
 		}
 		a.Recorder.Eventf(&pod, nil, corev1.EventTypeNormal, EventNoLongerPlanned, "Plan", "%s",
-			"no MigLayout is in Auto mode any more: miglayout plans no GPU for this pod, and what it planned for it may be cancelled; the pod waits for kube-scheduler to find a device")
+			"no MigLayout is in Auto mode any more (or each one is being deleted): miglayout plans no GPU for this pod, and what it planned for it may be cancelled; the pod waits for kube-scheduler to find a device")
 	}
 }
 

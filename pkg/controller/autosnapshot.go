@@ -108,7 +108,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	releasing := releasingDevices(in.Claims, in.Pods, in.Driver)
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
-		if ml.Spec.Mode != v1alpha1.ModeAuto || ml.DeletionTimestamp != nil {
+		if !plansAuto(*ml) {
 			continue
 		}
 		sel, err := SelectNodes(ml, in.MigLayouts, labels)

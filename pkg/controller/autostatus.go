@@ -27,7 +27,7 @@ import (
 func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map[string]v1alpha1.AutoStatus {
 	out := map[string]v1alpha1.AutoStatus{}
 	for _, ml := range in.MigLayouts {
-		if ml.Spec.Mode == v1alpha1.ModeAuto && ml.DeletionTimestamp == nil {
+		if plansAuto(ml) {
 			out[ml.Name] = v1alpha1.AutoStatus{PendingPods: int32(len(snap.Pending))}
 		}
 	}
