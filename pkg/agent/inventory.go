@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -39,11 +40,17 @@ type PoolInventory struct {
 	// handed to the publisher.
 	Binding *BindingGate
 
-	// taintsDropped remembers that the API server stored a publication
-	// without its taints (ErrDrainTaintsDropped): later publications that
-	// drain nothing leave out the taints of pending MIG mode changes
-	// instead of waiting Timeout for them every pass.
-	taintsDropped atomic.Bool
+	// Clock tells when taints were last found dropped; default the real
+	// clock.
+	Clock clock.PassiveClock
+
+	// taintsDroppedAt is when the API server was last found storing a
+	// publication without its taints (ErrDrainTaintsDropped), in Unix
+	// nanoseconds, 0 for never: for PendingTaintsRetry after it,
+	// publications that drain nothing leave out the taints of pending MIG
+	// mode changes instead of failing on them every pass, then try them
+	// again (the cluster's DRADeviceTaints may have been turned on since).
+	taintsDroppedAt atomic.Int64
 
 	droppedMu sync.Mutex
 	// dropped counts, by DRA feature, the reports that the API server
@@ -87,9 +94,12 @@ const (
 // The devices a pending MIG mode change removes at the GPU's next reset (the
 // whole GPU while MIG waits to be enabled, its MIG devices while it waits to
 // be disabled) are published tainted like draining ones, whoever asked for
-// the change: no new claim is allocated a device about to disappear.
+// the change: no new claim is allocated a device about to disappear. Where
+// the API server drops taints (ErrDrainTaintsDropped), publications that
+// drain nothing leave those taints out for PendingTaintsRetry, then try
+// them again.
 func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining sets.Set[string]) error {
-	if draining.Len() > 0 || !p.taintsDropped.Load() {
+	if draining.Len() > 0 || !p.pendingTaintsLeftOut() {
 		draining = draining.Union(p.pendingRemoval(gpus))
 	}
 	all := make([]gpu.GPU, 0, len(gpus))
@@ -121,11 +131,30 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 	err = p.waitServed(ctx, res, before)
 	switch {
 	case errors.Is(err, ErrDrainTaintsDropped):
-		p.taintsDropped.Store(true)
+		p.taintsDroppedAt.Store(p.now().UnixNano())
 	case err == nil && draining.Len() > 0:
-		p.taintsDropped.Store(false)
+		p.taintsDroppedAt.Store(0)
 	}
 	return err
+}
+
+// PendingTaintsRetry is how long after the API server was found dropping
+// taints publications that drain nothing leave out the taints of pending
+// MIG mode changes (PoolInventory.Publish).
+const PendingTaintsRetry = 10 * time.Minute
+
+// pendingTaintsLeftOut reports whether taints were found dropped less than
+// PendingTaintsRetry ago.
+func (p *PoolInventory) pendingTaintsLeftOut() bool {
+	at := p.taintsDroppedAt.Load()
+	return at != 0 && p.now().Sub(time.Unix(0, at)) < PendingTaintsRetry
+}
+
+func (p *PoolInventory) now() time.Time {
+	if p.Clock == nil {
+		return time.Now()
+	}
+	return p.Clock.Now()
 }
 
 // pendingRemoval returns the published names of the devices that a pending

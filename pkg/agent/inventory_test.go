@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	testclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,6 +100,8 @@ func TestPublishTaintsPendingModeChange(t *testing.T) {
 type strippingReader struct {
 	client.Reader
 	pub *capturePublisher
+	// served, when set and true, serves taints (DRADeviceTaints turned on).
+	served *atomic.Bool
 }
 
 func (r strippingReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
@@ -108,7 +111,9 @@ func (r strippingReader) List(_ context.Context, list client.ObjectList, _ ...cl
 		for _, sl := range pool.Slices {
 			devs := make([]resourceapi.Device, len(sl.Devices))
 			for i, d := range sl.Devices {
-				d.Taints = nil
+				if r.served == nil || !r.served.Load() {
+					d.Taints = nil
+				}
 				devs[i] = d
 			}
 			out.Items = append(out.Items, resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{
@@ -124,10 +129,15 @@ func (r strippingReader) List(_ context.Context, list client.ObjectList, _ ...cl
 type droppingPublisher struct {
 	capturePublisher
 	inv *PoolInventory
+	// served: the API server stores taints (DRADeviceTaints turned on).
+	served atomic.Bool
 }
 
 func (d *droppingPublisher) PublishResources(ctx context.Context, res resourceslice.DriverResources) error {
 	_ = d.capturePublisher.PublishResources(ctx, res)
+	if d.served.Load() {
+		return nil
+	}
 	for name, pool := range res.Pools {
 		for i, sl := range pool.Slices {
 			desired := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Devices: sl.Devices}}
@@ -176,6 +186,51 @@ func TestPublishPendingTaintsDropped(t *testing.T) {
 	}
 	if err := inv.Publish(ctx, gpus, sets.New("gpu-1")); !errors.Is(err, ErrDrainTaintsDropped) {
 		t.Errorf("drain: %v, want ErrDrainTaintsDropped (taints tried again)", err)
+	}
+}
+
+// TestPublishPendingTaintsRetried: taints found dropped are left out of the
+// pending MIG mode change's device for PendingTaintsRetry only: once the
+// API server serves taints (DRADeviceTaints turned on while the agent
+// runs), the device is published tainted again after that time, though no
+// drain on the node ever served a taint meanwhile.
+func TestPublishPendingTaintsRetried(t *testing.T) {
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
+		MIGCapable: true, MIGMode: gpu.MIGMode{Current: false, Pending: true}}}}
+	pub := &droppingPublisher{}
+	clk := testclock.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub, Clock: clk,
+		Live: strippingReader{pub: &pub.capturePublisher, served: &pub.served}, Timeout: 10 * time.Second}
+	pub.inv = inv
+	ctx := context.Background()
+	if err := inv.Publish(ctx, gpus, nil); !errors.Is(err, ErrDrainTaintsDropped) {
+		t.Fatalf("first publication: %v, want ErrDrainTaintsDropped", err)
+	}
+	pub.served.Store(true)
+	tainted := func() bool {
+		for k := range wantedKeys(pub.last) {
+			if k.name == "gpu-0" && k.drained {
+				return true
+			}
+		}
+		return false
+	}
+	clk.SetTime(clk.Now().Add(PendingTaintsRetry - time.Second))
+	if err := inv.Publish(ctx, gpus, nil); err != nil || tainted() {
+		t.Fatalf("publication within PendingTaintsRetry: err %v, gpu-0 tainted %t; want nil and untainted", err, tainted())
+	}
+	clk.SetTime(clk.Now().Add(time.Second))
+	for i := range 2 {
+		if err := inv.Publish(ctx, gpus, nil); err != nil {
+			t.Fatalf("publication %d after PendingTaintsRetry: %v", i, err)
+		}
+		if !tainted() {
+			t.Errorf("publication %d after PendingTaintsRetry: gpu-0 (MIG enable pending) published untainted though the API server serves taints now", i)
+		}
 	}
 }
 

@@ -419,7 +419,8 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	case errors.Is(err, ErrDrainTaintsDropped):
 		// Only devices a pending MIG mode change removes carry a taint
 		// here (PoolInventory.Publish): they stay published, untainted,
-		// until the GPU's reset; later passes do not wait for the taint.
+		// until the GPU's reset; later passes leave the taint out for
+		// PendingTaintsRetry, then try it again.
 		logger.Error(err, "Devices a pending MIG mode change removes are published without their taint")
 	case err != nil:
 		return res.changedOnly(), fmt.Errorf("republishing pool: %w", err)
