@@ -70,8 +70,10 @@ type NVMLError struct {
 	// Stale is set where the call was made on a GPU-instance,
 	// compute-instance or MIG-device handle obtained earlier (NVML answers
 	// ERROR_INVALID_ARGUMENT when such an instance was destroyed in the
-	// meantime), and on nvmlDeviceGetHandleByIndex (INVALID_ARGUMENT: no GPU
-	// at that index). Unwrap then reports INVALID_ARGUMENT as ErrNotFound.
+	// meantime; nvml.h adds that a MIG-device handle may instead be reused
+	// for a device made since, which then answers for it), and on
+	// nvmlDeviceGetHandleByIndex (INVALID_ARGUMENT: no GPU at that index).
+	// Unwrap then reports INVALID_ARGUMENT as ErrNotFound.
 	Stale bool
 }
 
