@@ -243,7 +243,7 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 		// of its devices.
 		b := source.Kind(bound, &corev1.Pod{}, handler.TypedEnqueueRequestsFromMapFunc(func(context.Context, *corev1.Pod) []reconcile.Request {
 			return []reconcile.Request{autoKey}
-		}), predicate.NewTypedPredicateFuncs(func(p *corev1.Pod) bool { return podMatters(p) || a.endsOnAutoNode(p) }))
+		}), a.boundPodEvents())
 		boundSource = b
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
@@ -828,6 +828,31 @@ func (a *AutoPlanner) endsOnAutoNode(p *corev1.Pod) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.autoNodes.Has(p.Spec.NodeName)
+}
+
+// boundPodEvents filters the bound pods' events to those that may change
+// the plan: a pod that ends (podMatters, endsOnAutoNode), and any bound pod
+// deleted from the API server that has claims or is on a node of the last
+// snapshot, whatever its phase: a pod deleted at once (force-deleted with a
+// grace period of 0, or by the pod garbage collector after its node went)
+// may reach the informer as it was last stored, running and without a
+// deletion timestamp, and its resources and devices are freed all the same.
+func (a *AutoPlanner) boundPodEvents() predicate.TypedFuncs[*corev1.Pod] {
+	ends := func(p *corev1.Pod) bool { return podMatters(p) || a.endsOnAutoNode(p) }
+	return predicate.TypedFuncs[*corev1.Pod]{
+		CreateFunc:  func(e event.TypedCreateEvent[*corev1.Pod]) bool { return ends(e.Object) },
+		UpdateFunc:  func(e event.TypedUpdateEvent[*corev1.Pod]) bool { return ends(e.ObjectNew) },
+		GenericFunc: func(e event.TypedGenericEvent[*corev1.Pod]) bool { return ends(e.Object) },
+		DeleteFunc: func(e event.TypedDeleteEvent[*corev1.Pod]) bool {
+			p := e.Object
+			if len(p.Spec.ResourceClaims) > 0 || asksExtendedResources(p) {
+				return true
+			}
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return a.autoNodes.Has(p.Spec.NodeName)
+		},
+	}
 }
 
 // nominatedToAutoNode reports whether p is a pod a preemption nominated to

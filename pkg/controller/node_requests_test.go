@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/miglayout/miglayout/pkg/planner"
 )
@@ -104,6 +105,22 @@ func TestPendingPodWaitsForNodeResources(t *testing.T) {
 	other.Spec.NodeName = "elsewhere"
 	if h.a.endsOnAutoNode(other) {
 		t.Error("a pod that ends on a node of no Auto MigLayout wakes the planner")
+	}
+	// Force-deleted (or deleted by the garbage collector), a pod reaches
+	// the informer as last stored: running, no deletion timestamp.
+	filter := h.a.boundPodEvents()
+	running := p.DeepCopy()
+	running.Status.Phase = corev1.PodRunning
+	if filter.Update(event.TypedUpdateEvent[*corev1.Pod]{ObjectOld: running, ObjectNew: running}) {
+		t.Error("a running pod's update passes the bound pods' filter")
+	}
+	if !filter.Delete(event.TypedDeleteEvent[*corev1.Pod]{Object: running}) {
+		t.Error("a running pod deleted at once from an Auto node does not wake the planner")
+	}
+	runningElsewhere := running.DeepCopy()
+	runningElsewhere.Spec.NodeName = "elsewhere"
+	if filter.Delete(event.TypedDeleteEvent[*corev1.Pod]{Object: runningElsewhere}) {
+		t.Error("a pod without claims deleted from a node of no Auto MigLayout wakes the planner")
 	}
 	if err := h.c.Status().Update(context.Background(), &p); err != nil {
 		t.Fatal(err)
