@@ -66,9 +66,10 @@ images-push: ## build the controller and agent images for PLATFORMS with docker 
 	docker buildx build --platform $(PLATFORMS) -f deploy/images/Dockerfile --target agent -t $(REGISTRY)/miglayout-agent:$(TAG) --push .
 
 .PHONY: generate verify
-generate: ## regenerate deepcopy code, CRD manifests and the Helm chart's copies (CRDs, RBAC) from the markers
+generate: ## regenerate deepcopy code, CRD manifests (map values made nullable, TestCRDNullableMapValues) and the Helm chart's copies (CRDs, RBAC) from the markers
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:dir=deploy/crds
+	@out=$$(mktemp); $(GO) test ./deploy/helm -run '^TestCRDNullableMapValues$$' -count=1 -update >$$out 2>&1 || { cat $$out; rm -f $$out; exit 1; }; rm -f $$out
 	@out=$$(mktemp); $(GO) test ./deploy/helm -run 'InSync' -count=1 -update >$$out 2>&1 || { cat $$out; rm -f $$out; exit 1; }; rm -f $$out
 
 verify: generate ## fail when generated files are out of date

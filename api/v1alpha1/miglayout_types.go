@@ -56,7 +56,12 @@ type MigLayoutSpec struct {
 	// value is refused by the chart's admission policy
 	// (migLayoutSelectorPolicy); without it, it is reported (Degraded,
 	// InvalidSelector), and the nodes such a MigLayout holds are left as they
-	// are, not taken by another MigLayout.
+	// are, not taken by another MigLayout. A matchLabels key without a
+	// value (null: a key left empty in YAML, an unset template value) is
+	// refused at admission: the API server would drop it, and the selector
+	// would select more nodes than written (every node, were it the only
+	// term); an empty label value is written as ''.
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, type(self.matchLabels[k]) != null_type)",messageExpression="'matchLabels ' + self.matchLabels.filter(k, type(self.matchLabels[k]) == null_type)[0] + ' has no value (a key left empty in YAML is null, and dropping it would select more nodes); quote an empty label value'"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operators are In, NotIn, Exists and DoesNotExist"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist']) || (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="matchExpressions with In or NotIn need values; with Exists or DoesNotExist they take none"
 	// +required
@@ -138,10 +143,13 @@ type LayoutRule struct {
 	// the controller chooses placements, keeping devices that are in use and
 	// moving as few as possible. An empty map ({}) asks for MIG mode on with
 	// no device: every free device of the GPU is destroyed (devices in use
-	// are kept until released).
+	// are kept until released). A profile without a count (null: a key left
+	// empty in YAML) is refused at admission, as the API server would drop
+	// it and destroy that profile's free devices.
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",messageExpression="'profile names look like 3g.40gb or 1g.10gb+me, not ' + self.filter(k, !k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))[0]"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] > 0 && self[k] <= 7)",messageExpression="'profile counts must be between 1 and 7 (' + self.filter(k, self[k] <= 0 || self[k] > 7)[0] + ')'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) != null_type)",messageExpression="'profile ' + self.filter(k, type(self[k]) == null_type)[0] + ' has no count (a key left empty in YAML is null)'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) == null_type || (self[k] > 0 && self[k] <= 7))",messageExpression="'profile counts must be between 1 and 7 (' + self.filter(k, type(self[k]) != null_type && (self[k] <= 0 || self[k] > 7))[0] + ')'"
 	// +optional
 	Profiles map[string]int32 `json:"profiles,omitempty"`
 
@@ -154,7 +162,7 @@ type LayoutRule struct {
 }
 
 // AutoPolicy bounds what the planner may do in Auto mode.
-// +kubebuilder:validation:XValidation:rule="!has(self.allowedProfiles) || size(self.allowedProfiles) == 0 || !has(self.spares) || self.spares.all(k, self.spares[k] == 0 || k in self.allowedProfiles)",messageExpression="'spares must name profiles in allowedProfiles; ' + self.spares.filter(k, self.spares[k] != 0 && !(k in self.allowedProfiles))[0] + ' is not there'"
+// +kubebuilder:validation:XValidation:rule="!has(self.allowedProfiles) || size(self.allowedProfiles) == 0 || !has(self.spares) || self.spares.all(k, type(self.spares[k]) == null_type || self.spares[k] == 0 || k in self.allowedProfiles)",messageExpression="'spares must name profiles in allowedProfiles; ' + self.spares.filter(k, type(self.spares[k]) != null_type && self.spares[k] != 0 && !(k in self.allowedProfiles))[0] + ' is not there'"
 type AutoPolicy struct {
 	// AllowedProfiles limits the profiles the planner may create. Empty means
 	// every profile of each GPU model.
@@ -168,10 +176,12 @@ type AutoPolicy struct {
 	// without waiting for a repartition. A count of 0 keeps none, as if the
 	// profile were not named. At most 112 per profile (16 GPUs of 7
 	// devices); a node that cannot hold the counts reports
-	// SparesNotHoldable.
+	// SparesNotHoldable. A profile without a count (null: a key left empty
+	// in YAML) is refused at admission.
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",messageExpression="'profile names look like 3g.40gb or 1g.10gb+me, not ' + self.filter(k, !k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))[0]"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 0 && self[k] <= 112)",messageExpression="'spare counts must be between 0 and 112, per node over all its GPUs (' + self.filter(k, self[k] < 0 || self[k] > 112)[0] + ')'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) != null_type)",messageExpression="'spares: profile ' + self.filter(k, type(self[k]) == null_type)[0] + ' has no count (a key left empty in YAML is null)'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) == null_type || (self[k] >= 0 && self[k] <= 112))",messageExpression="'spare counts must be between 0 and 112, per node over all its GPUs (' + self.filter(k, type(self[k]) != null_type && (self[k] < 0 || self[k] > 112))[0] + ')'"
 	// +optional
 	Spares map[string]int32 `json:"spares,omitempty"`
 

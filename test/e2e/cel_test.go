@@ -273,6 +273,18 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 			spec: "rules: [{name: halves, gpuIndices: [0], profiles: {3g.40gb: 2}}, {name: halves, profiles: {1g.10gb: 7}}]",
 			want: "rule names must be distinct",
 		},
+		"profile without a count (a key left empty)": {
+			spec: "rules:\n- profiles:\n    3g.40gb:\n    1g.10gb: 1\n",
+			want: "profile 3g.40gb has no count",
+		},
+		"spare without a count": {
+			spec: "mode: Auto\npolicy:\n  spares:\n    1g.10gb:\n",
+			want: "spares: profile 1g.10gb has no count",
+		},
+		"spare without a count, allowed profiles listed": {
+			spec: "mode: Auto\npolicy:\n  allowedProfiles: [3g.40gb]\n  spares:\n    3g.40gb: 1\n    1g.10gb:\n",
+			want: "spares: profile 1g.10gb has no count",
+		},
 		"GPU index out of range": {
 			spec: "rules: [{gpuIndices: [64], profiles: {3g.40gb: 2}}]",
 			want: "spec.rules[0].gpuIndices[0]",
@@ -286,6 +298,9 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 			}
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("admission error %q; want an Invalid error with %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "no such overload") {
+				t.Errorf("admission error %q: a CEL rule failed to evaluate", err)
 			}
 		})
 	}
@@ -380,6 +395,10 @@ func TestCELNodeSelector(t *testing.T) {
 		"In, Exists and a prefixed key": {"nodeSelector: {matchLabels: {'example.com/gpu': 'true'}, matchExpressions: [{key: pool, operator: In, values: [a, b]}, {key: nvidia.com/gpu.present, operator: Exists}]}", "", ""},
 		"an empty value":                {"nodeSelector: {matchLabels: {pool: ''}}", "", ""},
 		"no selector terms":             {"nodeSelector: {}", "", ""},
+		"a label key left without a value": {"nodeSelector:\n  matchLabels:\n    pool: gpu\n    miglayout.io/profile:\n",
+			"matchLabels miglayout.io/profile has no value", "no such overload"},
+		"the only label key left without a value": {"nodeSelector:\n  matchLabels:\n    miglayout.io/profile: null\n",
+			"matchLabels miglayout.io/profile has no value", ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -124,6 +124,9 @@ var corpus = []struct {
 	{"count -1", both, selector + "rules: [{profiles: {1g.10gb: -1}}]", "", rejected(counts17)},
 	{"count 8", both, selector + "rules: [{profiles: {1g.10gb: 8}}]", "", rejected(counts17)},
 	{"count beyond int32", both, selector + "rules: [{profiles: {1g.10gb: 4294967297}}]", "", rejected("spec.rules[0].profiles")},
+	// A key left empty in YAML is null: dropped by the API server, it would
+	// destroy that profile's free devices.
+	{"profile without a count (key left empty)", both, selector + "rules:\n- profiles:\n    3g.40gb:\n    1g.10gb: 1\n", "", rejected("profile 3g.40gb has no count")},
 	{"count as a string", both, selector + "rules: [{profiles: {1g.10gb: two}}]", "", rejected("must be of type integer")},
 	{"three 3g.40gb on an A100", update, selector + "rules: [{name: a100, productName: A100-SXM4-80GB, profiles: {3g.40gb: 3}}, {productName: H100-SXM5-80GB, profiles: {3g.40gb: 1, 2g.20gb: 1, 1g.10gb: 2}}]", "",
 		degraded(v1alpha1.ReasonInvalidLayout, "3g.40gb")},
@@ -188,6 +191,7 @@ var corpus = []struct {
 	{"Auto: 17 allowed profiles", both, selector + "mode: Auto\npolicy: {allowedProfiles: [" + strings.Repeat("1g.10gb, ", 16) + "1g.10gb]}", "", rejected("must have at most 16 items")},
 	{"Auto: negative spares", both, selector + "mode: Auto\npolicy: {spares: {1g.10gb: -1}}", "", rejected("spare counts must be between 0 and 112")},
 	{"Auto: 113 spares", both, selector + "mode: Auto\npolicy: {spares: {1g.10gb: 113}}", "", rejected("spare counts must be between 0 and 112")},
+	{"Auto: spare without a count (key left empty)", both, selector + "mode: Auto\npolicy:\n  spares:\n    1g.10gb:\n", "", rejected("spares: profile 1g.10gb has no count")},
 	{"Auto: malformed spare profile", both, selector + "mode: Auto\npolicy: {spares: {big: 1}}", "", rejected(profileNames)},
 	{"Auto: maxGPUsPerNode 0", both, selector + "mode: Auto\npolicy: {maxGPUsPerNode: 0}", "", rejected("spec.policy.maxGPUsPerNode")},
 	{"Auto: maxGPUsPerNode 17", both, selector + "mode: Auto\npolicy: {maxGPUsPerNode: 17}", "", rejected("spec.policy.maxGPUsPerNode")},
@@ -217,6 +221,10 @@ var corpus = []struct {
 		rejected(`"bäd" is not a label value`)},
 	{"selector expression value with a slash", both, "nodeSelector: {matchExpressions: [{key: miglayout.test/group, operator: In, values: [bad, a/b]}]}\nrules: [{profiles: {7g.80gb: 1}}]", "",
 		rejected(`"a/b" is not a label value`)},
+	// Dropped by the API server, a label key left without a value would
+	// leave the selector selecting every node.
+	{"selector label key left without a value", both, "nodeSelector:\n  matchLabels:\n    miglayout.test/group:\nrules: [{profiles: {7g.80gb: 1}}]", "",
+		rejected("matchLabels miglayout.test/group has no value")},
 	{"selector that selects no node", update, "nodeSelector: {matchLabels: {miglayout.test/group: typo}}\nrules: [{profiles: {7g.80gb: 1}}]", "",
 		expect{cond: v1alpha1.ConditionDegraded, reason: v1alpha1.ReasonNoNodes, msg: "selects no node"}},
 	{"overlapping MigLayout on one node", create, "nodeSelector: {matchLabels: {kubernetes.io/hostname: bad-h100}}\nrules: [{profiles: {7g.80gb: 1}}]", "",
