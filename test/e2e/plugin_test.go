@@ -424,6 +424,15 @@ func TestPluginStatusAndPlan(t *testing.T) {
 		t.Errorf("plan created the refused MigLayout: %v", err)
 	}
 
+	// A count left empty (null) would be dropped by the API server and the
+	// profile's free devices destroyed: plan says apply is refused, and
+	// never plans the rule as the local decoding reads it (a count of 0).
+	nullFile := migLayoutFile(t, "plugin-null-"+sfx, pool, "  - profiles:\n      3g.40gb:\n      1g.10gb: 1\n")
+	out, errOut, err = runPlugin(t, "plan", "-f", nullFile)
+	if err == nil || !strings.Contains(errOut, "would be refused by the API server") || !strings.Contains(errOut, "profile 3g.40gb has no count") {
+		t.Errorf("plan of a MigLayout with a count left empty: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+
 	// "MIG on, no device" (an empty profiles map) is a rule the API server
 	// admits: plan asks it about the MigLayout as written, not as the typed
 	// object would serialize it (without the empty map).
