@@ -165,8 +165,11 @@ type LayoutRule struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.allowedProfiles) || size(self.allowedProfiles) == 0 || !has(self.spares) || self.spares.all(k, type(self.spares[k]) == null_type || self.spares[k] == 0 || k in self.allowedProfiles)",messageExpression="'spares must name profiles in allowedProfiles; ' + self.spares.filter(k, type(self.spares[k]) != null_type && self.spares[k] != 0 && !(k in self.allowedProfiles))[0] + ' is not there'"
 type AutoPolicy struct {
 	// AllowedProfiles limits the profiles the planner may create. Empty means
-	// every profile of each GPU model.
-	// +kubebuilder:validation:MaxItems=16
+	// every profile of each GPU model. At most 64: profile names carry the
+	// memory size, so a fleet of several models names each model's own
+	// (every profile but the whole GPU of an A100-80GB, an H200 and a B200
+	// is 18 names).
+	// +kubebuilder:validation:MaxItems=64
 	// +listType=set
 	// +optional
 	AllowedProfiles []ProfileName `json:"allowedProfiles,omitempty"`

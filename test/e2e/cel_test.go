@@ -319,11 +319,12 @@ func TestCELAcceptsValid(t *testing.T) {
 		"Auto with a policy":         "mode: Auto\npolicy: {allowedProfiles: [1g.10gb], spares: {1g.10gb: 0}}",
 		"Auto without a policy":      "mode: Auto",
 		"Static, one node at a time": "rules: [{profiles: {3g.40gb: 2}}]\nmaxNodesChanging: 1",
-		"Auto: spares with every profile allowed (empty list)": "mode: Auto\npolicy: {allowedProfiles: [], spares: {1g.10gb: 1}}",
-		"explicit layout, starts of two digits":                "rules: [{layout: '1g.10gb@0,1g.10gb@63'}]",
-		"Auto: zero spares of a profile not allowed":           "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 0, 3g.40gb: 1}}",
-		"Auto: spares over several GPUs of a node":             "mode: Auto\npolicy: {spares: {1g.10gb: 14, 7g.80gb: 8}}",
-		"rules of distinct names and unnamed ones":             "rules: [{name: a, gpuIndices: [0], profiles: {7g.80gb: 1}}, {gpuIndices: [1], profiles: {3g.40gb: 2}}, {name: b, gpuIndices: [2], profiles: {1g.10gb: 7}}, {profiles: {2g.20gb: 3}}]",
+		"Auto: spares with every profile allowed (empty list)":  "mode: Auto\npolicy: {allowedProfiles: [], spares: {1g.10gb: 1}}",
+		"explicit layout, starts of two digits":                 "rules: [{layout: '1g.10gb@0,1g.10gb@63'}]",
+		"Auto: every profile but the whole GPU of three models": "mode: Auto\npolicy: {allowedProfiles: [1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 1g.18gb, 1g.18gb+me, 1g.35gb, 2g.35gb, 3g.71gb, 4g.71gb, 1g.23gb, 1g.23gb+me, 1g.45gb, 2g.45gb, 3g.90gb, 4g.90gb]}",
+		"Auto: zero spares of a profile not allowed":            "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 0, 3g.40gb: 1}}",
+		"Auto: spares over several GPUs of a node":              "mode: Auto\npolicy: {spares: {1g.10gb: 14, 7g.80gb: 8}}",
+		"rules of distinct names and unnamed ones":              "rules: [{name: a, gpuIndices: [0], profiles: {7g.80gb: 1}}, {gpuIndices: [1], profiles: {3g.40gb: 2}}, {name: b, gpuIndices: [2], profiles: {1g.10gb: 7}}, {profiles: {2g.20gb: 3}}]",
 	}
 	for name, spec := range tests {
 		t.Run(name, func(t *testing.T) {

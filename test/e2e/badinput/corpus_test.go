@@ -188,7 +188,7 @@ var corpus = []struct {
 	{"rules in Auto mode", both, selector + "mode: Auto\nrules: [{profiles: {3g.40gb: 2}}]", "", rejected("rules are only allowed in Static mode; Auto mode takes a policy")},
 	{"Auto: malformed allowed profile", both, selector + "mode: Auto\npolicy: {allowedProfiles: [3g40gb]}", "", rejected("spec.policy.allowedProfiles[0]: Invalid value")},
 	{"Auto: allowed profile twice", both, selector + "mode: Auto\npolicy: {allowedProfiles: [1g.10gb, 1g.10gb]}", "", rejected("Duplicate value")},
-	{"Auto: 17 allowed profiles", both, selector + "mode: Auto\npolicy: {allowedProfiles: [" + strings.Repeat("1g.10gb, ", 16) + "1g.10gb]}", "", rejected("must have at most 16 items")},
+	{"Auto: 65 allowed profiles", both, selector + "mode: Auto\npolicy: {allowedProfiles: [" + strings.Repeat("1g.10gb, ", 64) + "1g.10gb]}", "", rejected("must have at most 64 items")},
 	{"Auto: negative spares", both, selector + "mode: Auto\npolicy: {spares: {1g.10gb: -1}}", "", rejected("spare counts must be between 0 and 112")},
 	{"Auto: 113 spares", both, selector + "mode: Auto\npolicy: {spares: {1g.10gb: 113}}", "", rejected("spare counts must be between 0 and 112")},
 	{"Auto: spare without a count (key left empty)", both, selector + "mode: Auto\npolicy:\n  spares:\n    1g.10gb:\n", "", rejected("spares: profile 1g.10gb has no count")},
