@@ -124,31 +124,28 @@ type keptPlacement struct {
 // judgePending decides, for each pending pod, whether it must be served: a pending pod
 // that some GPU can take beside the devices that must stay is stuck, unless a pod the
 // planner takes before it (higher priority, or as large or larger) waits for a placement
-// of 3 compute slices or more that nothing can serve now: the planner keeps such a
-// placement for it and gives later pods no device overlapping it. Where kept names the
-// placement kept for such a pod, the pod is stuck still if it fits beside the devices in
-// use without overlapping it; where it does not, the pod is excused.
+// of 3 compute slices or more that it cannot be given now: the planner keeps such a
+// placement for it and gives later pods no device overlapping it. A pod cannot be given
+// one now where it fits no GPU beside the devices in use, or fits only where placements
+// are kept for pods planned before it (the planner then keeps it one elsewhere, on a GPU
+// where it fits once devices are released). Where kept names the placement kept for
+// such a pod, a later pod is stuck still if it fits beside the devices in use without
+// overlapping it; where it does not, the pod is excused.
 func judgePending(pending []autoPod, gpus []gpuView, kept map[string]keptPlacement) judgement {
 	j := judgement{Stuck: map[string]string{}, Excused: map[string]string{}}
-	fitsNowhere := map[string]bool{}
+	// blocked: pods that cannot be given a device now, found until none is added
+	// (a pod blocked by the placements kept for others may keep one that blocks more).
+	blocked := map[string]bool{}
 	for _, p := range pending {
-		fitsNowhere[p.Name] = true
-		for _, g := range gpus {
-			if g.fitsBeside(p.Profile) {
-				fitsNowhere[p.Name] = false
-				break
-			}
-		}
+		blocked[p.Name] = !slices.ContainsFunc(gpus, func(g gpuView) bool { return g.fitsBeside(p.Profile) })
 	}
-	for _, p := range pending {
-		if fitsNowhere[p.Name] {
-			j.Excused[p.Name] = fmt.Sprintf("%s fits no GPU beside the devices in use", p.Profile)
-			continue
-		}
-		var keepers, unknown []string
-		avoid := map[[2]string][]mig.Placement{} // node, gpu → kept placements
+	// keptBefore is what the placements kept for the blocked pods planned before p
+	// keep p from: the placements by GPU, the pods that hold them, and the blocked
+	// pods whose placement is not known (their last note was not read).
+	keptBefore := func(p autoPod) (avoid map[[2]string][]mig.Placement, keepers, unknown []string) {
+		avoid = map[[2]string][]mig.Placement{} // node, gpu → kept placements
 		for _, q := range pending {
-			if q.Name == p.Name || !fitsNowhere[q.Name] || computeSlices(q.Profile) < 3 || !plannedBefore(q, p) {
+			if q.Name == p.Name || !blocked[q.Name] || computeSlices(q.Profile) < 3 || !plannedBefore(q, p) {
 				continue
 			}
 			k, ok := kept[q.Name]
@@ -163,16 +160,41 @@ func judgePending(pending []autoPod, gpus []gpuView, kept map[string]keptPlaceme
 			avoid[key] = append(avoid[key], k.Placement)
 			keepers = append(keepers, fmt.Sprintf("%s (%s@%d of %s/gpu-%d)", q.Name, q.Profile, k.Placement.Start, k.Node, k.GPU))
 		}
-		if len(unknown) > 0 {
-			j.Excused[p.Name] = fmt.Sprintf("%s fits, but a placement may be kept for %s", p.Profile, strings.Join(unknown, ", "))
-			continue
-		}
+		return avoid, keepers, unknown
+	}
+	fitsOn := func(p autoPod, avoid map[[2]string][]mig.Placement) []string {
 		var on []string
 		for _, g := range gpus {
 			if g.fitsAvoiding(p.Profile, avoid[[2]string{g.Node, fmt.Sprint(g.Index)}]) {
 				on = append(on, g.String())
 			}
 		}
+		return on
+	}
+	for grew := true; grew; {
+		grew = false
+		for _, p := range pending {
+			if blocked[p.Name] {
+				continue
+			}
+			// One that a pod of unknown placement may keep out may be blocked: its
+			// own kept placement, where known, is avoided.
+			if avoid, _, unknown := keptBefore(p); len(unknown) > 0 || len(fitsOn(p, avoid)) == 0 {
+				blocked[p.Name], grew = true, true
+			}
+		}
+	}
+	for _, p := range pending {
+		if !slices.ContainsFunc(gpus, func(g gpuView) bool { return g.fitsBeside(p.Profile) }) {
+			j.Excused[p.Name] = fmt.Sprintf("%s fits no GPU beside the devices in use", p.Profile)
+			continue
+		}
+		avoid, keepers, unknown := keptBefore(p)
+		if len(unknown) > 0 {
+			j.Excused[p.Name] = fmt.Sprintf("%s fits, but a placement may be kept for %s", p.Profile, strings.Join(unknown, ", "))
+			continue
+		}
+		on := fitsOn(p, avoid)
 		if len(on) == 0 {
 			j.Excused[p.Name] = fmt.Sprintf("%s fits only where placements are kept for %s", p.Profile, strings.Join(keepers, ", "))
 			continue

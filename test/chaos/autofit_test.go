@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,23 @@ func TestJudgePending(t *testing.T) {
 	j = judgePending([]autoPod{{Name: "whole", Profile: "7g.80gb"}, {Name: "two", Profile: "2g.20gb"}}, gpus, kept)
 	if j.Excused["two"] == "" {
 		t.Errorf("a 2g.20gb fits only on gpu 0, where the 7g.80gb's placement is kept: %+v", j)
+	}
+	// A chain: the 4g.40gb fits only on gpu 0, where the 7g.80gb's placement is kept,
+	// so the planner keeps it one on gpu 1 (4g.40gb@0, free once 1g.10gb@2 is released);
+	// the 1g.10gb fits only on placements kept for the two.
+	chain := []gpuView{a100View(t, "n", 0, "1g.10gb@6"), a100View(t, "n", 1, "1g.10gb@2,3g.40gb@4")}
+	kept = map[string]keptPlacement{
+		"whole": {Node: "n", GPU: 0, Placement: mig.Placement{Start: 0, Size: 8}},
+		"four":  {Node: "n", GPU: 1, Placement: mig.Placement{Start: 0, Size: 4}},
+	}
+	j = judgePending([]autoPod{{Name: "whole", Profile: "7g.80gb"}, {Name: "four", Profile: "4g.40gb"}, {Name: "small", Profile: "1g.10gb"}}, chain, kept)
+	if j.Excused["four"] == "" || j.Excused["small"] == "" {
+		t.Errorf("the 4g.40gb fits only where the 7g.80gb's placement is kept, the 1g.10gb only where the two are: %+v", j)
+	}
+	delete(kept, "four")
+	j = judgePending([]autoPod{{Name: "whole", Profile: "7g.80gb"}, {Name: "four", Profile: "4g.40gb"}, {Name: "small", Profile: "1g.10gb"}}, chain, kept)
+	if j.Excused["small"] == "" || !strings.Contains(j.Excused["small"], "may be kept for four") {
+		t.Errorf("the 4g.40gb's kept placement is not known: the 1g.10gb may wait for it: %+v", j)
 	}
 	if !holdTogether([]autoPod{{Profile: "7g.80gb"}, {Profile: "4g.40gb"}, {Profile: "3g.40gb"}}, gpus) {
 		t.Error("two freed A100s hold a 7g.80gb, a 4g.40gb and a 3g.40gb")
