@@ -58,9 +58,13 @@ type MigLayoutSpec struct {
 	// InvalidSelector), and the nodes such a MigLayout holds are left as they
 	// are, not taken by another MigLayout. A matchLabels key without a
 	// value (null: a key left empty in YAML, an unset template value) is
-	// refused at admission: the API server would drop it, and the selector
+	// refused at admission where the object is sent whole (create, replace,
+	// server-side apply): the API server would drop it, and the selector
 	// would select more nodes than written (every node, were it the only
-	// term); an empty label value is written as ''.
+	// term). An update sent as a merge patch (client-side kubectl apply,
+	// kubectl edit) deletes such a key before the API server sees it;
+	// `kubectl miglayout plan -f` refuses the file. An empty label value is
+	// written as ''.
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || self.matchLabels.all(k, type(self.matchLabels[k]) != null_type)",messageExpression="'matchLabels ' + self.matchLabels.filter(k, type(self.matchLabels[k]) == null_type)[0] + ' has no value (a key left empty in YAML is null, and dropping it would select more nodes); quote an empty label value'"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions operators are In, NotIn, Exists and DoesNotExist"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist']) || (e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",message="matchExpressions with In or NotIn need values; with Exists or DoesNotExist they take none"
@@ -145,7 +149,8 @@ type LayoutRule struct {
 	// no device: every free device of the GPU is destroyed (devices in use
 	// are kept until released). A profile without a count (null: a key left
 	// empty in YAML) is refused at admission, as the API server would drop
-	// it and destroy that profile's free devices.
+	// it and destroy that profile's free devices (as for nodeSelector, an
+	// update sent as a merge patch deletes the key instead).
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",messageExpression="'profile names look like 3g.40gb or 1g.10gb+me, not ' + self.filter(k, !k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))[0]"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) != null_type)",messageExpression="'profile ' + self.filter(k, type(self[k]) == null_type)[0] + ' has no count (a key left empty in YAML is null)'"
@@ -180,7 +185,8 @@ type AutoPolicy struct {
 	// profile were not named. At most 112 per profile (16 GPUs of 7
 	// devices); a node that cannot hold the counts reports
 	// SparesNotHoldable. A profile without a count (null: a key left empty
-	// in YAML) is refused at admission.
+	// in YAML) is refused at admission (as for nodeSelector, an update sent
+	// as a merge patch deletes the key instead).
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",messageExpression="'profile names look like 3g.40gb or 1g.10gb+me, not ' + self.filter(k, !k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))[0]"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) != null_type)",messageExpression="'spares: profile ' + self.filter(k, type(self[k]) == null_type)[0] + ' has no count (a key left empty in YAML is null)'"

@@ -845,6 +845,24 @@ func TestPlanRefusesOtherKinds(t *testing.T) {
 	}
 }
 
+// TestPlanRefusesNullValues: a profile count or a selector label left
+// without a value is refused by plan itself, before it asks the API server
+// (here a fake that admits anything), naming each such entry: decoded, the
+// count would read as 0 and the label as "".
+func TestPlanRefusesNullValues(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "nulls.yaml")
+	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: nulls}\nspec:\n" +
+		"  nodeSelector:\n    matchLabels:\n      pool: a\n      zone:\n" +
+		"  rules:\n  - profiles:\n      3g.40gb:\n      1g.10gb: 1\n"
+	if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := runWith(t, []client.Object{node("gpu-a", map[string]string{"pool": "a"})}, "plan", "-f", f)
+	if err == nil || !strings.Contains(err.Error(), "spec.nodeSelector.matchLabels[zone], spec.rules[0].profiles[3g.40gb] left without a value") {
+		t.Errorf("plan of a file with values left empty: %v", err)
+	}
+}
+
 // TestPlanTakeOver: a MigLayout taking over a node another one wrote is
 // planned from the spec the node holds, as the controller computes it.
 func TestPlanTakeOver(t *testing.T) {

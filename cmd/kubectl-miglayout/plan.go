@@ -69,6 +69,10 @@ reason; several MigLayouts in the files are planned as applied together.`,
 				if d.kind() != "MigLayout" {
 					return fmt.Errorf("%s: plan reads MigLayouts only", d.describe())
 				}
+				if nulls := nullValues(d.Object); len(nulls) > 0 {
+					return fmt.Errorf("%s: %s left without a value (null): the API server refuses it on create and server-side apply, and a client-side kubectl apply or edit deletes the key instead; give a value (quote an empty label value)",
+						d.describe(), strings.Join(nulls, ", "))
+				}
 				var ml v1alpha1.MigLayout
 				if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(d.Object, &ml, true); err != nil {
 					return fmt.Errorf("%s: %w", d.describe(), err)
@@ -749,6 +753,37 @@ func onOff(on bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// nullValues names the entries of a MigLayout document's maps that the CRD
+// refuses without a value (null: a key left empty in YAML): the node
+// selector's labels, the rules' profile counts and the Auto policy's
+// spares. Decoded, they would read as "" or 0; plan refuses them itself,
+// also where it cannot ask the API server.
+func nullValues(obj map[string]any) []string {
+	var out []string
+	nulls := func(path string, m any) {
+		mm, _ := m.(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(mm)) {
+			if mm[k] == nil {
+				out = append(out, path+"["+k+"]")
+			}
+		}
+	}
+	spec, _ := obj["spec"].(map[string]any)
+	if sel, ok := spec["nodeSelector"].(map[string]any); ok {
+		nulls("spec.nodeSelector.matchLabels", sel["matchLabels"])
+	}
+	rules, _ := spec["rules"].([]any)
+	for i, r := range rules {
+		if rule, ok := r.(map[string]any); ok {
+			nulls(fmt.Sprintf("spec.rules[%d].profiles", i), rule["profiles"])
+		}
+	}
+	if policy, ok := spec["policy"].(map[string]any); ok {
+		nulls("spec.policy.spares", policy["spares"])
+	}
+	return out
 }
 
 // validateOnServer asks the API server to admit the MigLayout doc, as

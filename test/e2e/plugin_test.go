@@ -425,11 +425,11 @@ func TestPluginStatusAndPlan(t *testing.T) {
 	}
 
 	// A count left empty (null) would be dropped by the API server and the
-	// profile's free devices destroyed: plan says apply is refused, and
-	// never plans the rule as the local decoding reads it (a count of 0).
+	// profile's free devices destroyed: plan refuses the file, and never
+	// plans the rule as the local decoding reads it (a count of 0).
 	nullFile := migLayoutFile(t, "plugin-null-"+sfx, pool, "  - profiles:\n      3g.40gb:\n      1g.10gb: 1\n")
 	out, errOut, err = runPlugin(t, "plan", "-f", nullFile)
-	if err == nil || !strings.Contains(errOut, "would be refused by the API server") || !strings.Contains(errOut, "profile 3g.40gb has no count") {
+	if err == nil || !strings.Contains(errOut, "spec.rules[0].profiles[3g.40gb] left without a value") {
 		t.Errorf("plan of a MigLayout with a count left empty: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
 
