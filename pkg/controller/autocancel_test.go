@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
@@ -116,5 +117,52 @@ func TestPodNamedByTwoChangesKeepsTheOneCarriedOut(t *testing.T) {
 	h.settle()
 	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
 		t.Errorf("n1/gpu-0 still to become %q for p1, whose device n2/gpu-0 is already being made (Repartitioning): two GPUs repartitioned for one pod, though n1's change has destroyed nothing and could be cancelled", got)
+	}
+}
+
+// TestHeldPlanKeepsAutoStatus: n1's change for p1 is blocked by a device in
+// use, so the next plan cancels it and serves p1 elsewhere; but n1's agent
+// starts on the GPU before the cancel is written (the NodeMigLayout read
+// for the write shows it Repartitioning), so nothing of the plan is
+// written (held). The Auto status of the last plan stands: p1 still waits
+// for a repartition, where a status written without a plan counted none.
+func TestHeldPlanKeepsAutoStatus(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	h := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
+		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")),
+		autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"))
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "3g.40gb@4" {
+		t.Fatalf("first plan: n1/gpu-0 -> %q, want 3g.40gb@4 for p1", got)
+	}
+	if st := h.autoStatus(); st == nil || st.WaitingForRepartitionPods != 1 {
+		t.Fatalf("Auto status after the first plan: %+v, want p1 waiting for a repartition", st)
+	}
+	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+		st[0].Phase, st[0].Reason, st[0].Message = v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed: gpu-0-mig-7g80gb-0-0"
+		return st
+	})
+	h.a.Client = interceptor.NewClient(h.c.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if nml, ok := obj.(*v1alpha1.NodeMigLayout); ok && key.Name == "n1" && len(nml.Status.GPUs) > 0 {
+				nml.Status.GPUs[0].Phase, nml.Status.GPUs[0].Reason = v1alpha1.PhaseRepartitioning, "Repartitioning"
+			}
+			return nil
+		},
+	})
+	h.now = h.now.Add(h.a.max())
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "3g.40gb@4" {
+		t.Fatalf("n1/gpu-0's change cancelled to %q although its agent started on it", got)
+	}
+	if got := h.specOf("n2"); len(got) != 0 {
+		t.Fatalf("n2 planned %v while the plan was held", got)
+	}
+	if st := h.autoStatus(); st == nil || st.WaitingForRepartitionPods != 1 {
+		t.Errorf("Auto status after a held plan: %+v, want the last plan's (p1 waiting for a repartition)", st)
 	}
 }

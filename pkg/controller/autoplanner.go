@@ -387,15 +387,15 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 		a.forget()
 		return ctrl.Result{}, err
 	}
-	written := &res
 	if held {
-		// Nothing of the plan is told: the next plan, on the agent's
-		// report that held it, says what is planned.
-		written = nil
-	} else {
-		a.notify(in, snap, res)
+		// Nothing of the plan is told, and the Auto status of the last
+		// plan stands (without a plan it would count no pod waiting): the
+		// next plan, on the agent's report that held it, says what is
+		// planned.
+		return ctrl.Result{RequeueAfter: due}, nil
 	}
-	if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, written)); err != nil {
+	a.notify(in, snap, res)
+	if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, &res)); err != nil {
 		a.forget()
 		return ctrl.Result{}, err
 	}
