@@ -35,6 +35,9 @@ func TestDeletingAutoMigLayoutRetracts(t *testing.T) {
 	if n := countContaining(got, EventNoLongerPlanned); n != 1 {
 		t.Errorf("p1 told %s %d times, want once: %q", EventNoLongerPlanned, n, got)
 	}
+	if st := h.autoStatus(); st != nil && st.PendingPods+st.WaitingForRepartitionPods+st.NotServablePods > 0 {
+		t.Errorf("Auto status of a MigLayout being deleted counts pods: %+v", st)
+	}
 }
 
 func containsAny(events []string, s string) bool { return countContaining(events, s) > 0 }
