@@ -135,9 +135,10 @@ func judgePending(pending []autoPod, gpus []gpuView, kept map[string]keptPlaceme
 	j := judgement{Stuck: map[string]string{}, Excused: map[string]string{}}
 	// blocked: pods that cannot be given a device now, found until none is added
 	// (a pod blocked by the placements kept for others may keep one that blocks more).
-	blocked := map[string]bool{}
+	fitsNowhere, blocked := map[string]bool{}, map[string]bool{}
 	for _, p := range pending {
-		blocked[p.Name] = !slices.ContainsFunc(gpus, func(g gpuView) bool { return g.fitsBeside(p.Profile) })
+		fitsNowhere[p.Name] = !slices.ContainsFunc(gpus, func(g gpuView) bool { return g.fitsBeside(p.Profile) })
+		blocked[p.Name] = fitsNowhere[p.Name]
 	}
 	// keptBefore is what the placements kept for the blocked pods planned before p
 	// keep p from: the placements by GPU, the pods that hold them, and the blocked
@@ -185,7 +186,7 @@ func judgePending(pending []autoPod, gpus []gpuView, kept map[string]keptPlaceme
 		}
 	}
 	for _, p := range pending {
-		if !slices.ContainsFunc(gpus, func(g gpuView) bool { return g.fitsBeside(p.Profile) }) {
+		if fitsNowhere[p.Name] {
 			j.Excused[p.Name] = fmt.Sprintf("%s fits no GPU beside the devices in use", p.Profile)
 			continue
 		}
