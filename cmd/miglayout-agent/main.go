@@ -286,6 +286,9 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddReadyzCheck("readyz", rec.Readyz); err != nil {
 		return err
 	}
+	if err := mgr.AddReadyzCheck("kubelet-registration", plugin.KubeletRegistration(helper.RegistrationStatus)); err != nil {
+		return err
+	}
 	logger.Info("Starting agent", "driver", o.driverName, "simulated", o.simulate != "", "bindingConditions", o.bindingConditions, "settle", o.settle)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)

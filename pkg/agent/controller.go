@@ -166,7 +166,9 @@ func (r *NodeReconciler) wakeChan() chan struct{} {
 
 // Readyz is the agent's readiness check: ready once a pass has published
 // the node's pool (and so its devices and drain taints), not before, so a
-// DaemonSet rollout waits for an agent that can publish.
+// DaemonSet rollout waits for an agent that can publish. (The agent's
+// /readyz also waits for the kubelet's registration of its DRA plugin:
+// plugin.KubeletRegistration.)
 func (r *NodeReconciler) Readyz(*http.Request) error {
 	if !r.published.Load() {
 		return errors.New("the node's pool has not been published yet")

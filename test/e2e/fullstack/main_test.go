@@ -48,11 +48,16 @@ const (
 // env is the cluster that serves the package, set up by TestMain.
 var env *clustertest.Env
 
+// nodeHHealthAddr is where nodeH's agent serves /healthz and /readyz.
+var nodeHHealthAddr = freeLocalAddr()
+
 func TestMain(m *testing.M) {
 	os.Exit(clustertest.Main(m, "e2e/fullstack", cluster.Options{
 		Nodes: []cluster.NodeSpec{
 			{Name: nodeA, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "static"}},
-			{Name: nodeH, GPUs: "1xH100-SXM5-80GB", Labels: map[string]string{groupLabel: "static"}},
+			// Its agent serves /readyz (readyz_test.go).
+			{Name: nodeH, GPUs: "1xH100-SXM5-80GB", Labels: map[string]string{groupLabel: "static"},
+				AgentArgs: []string{"--health-probe-bind-address=" + nodeHHealthAddr}},
 			// A short heartbeat, so that TestAgentLost sees its agent lost soon.
 			{Name: nodeRace, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "race"},
 				AgentArgs: []string{"--settle-period=3s", "--lease-duration=" + raceLeaseDuration.String()}},
