@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -205,16 +206,28 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 		// or more uses that container's claim, made first. Init containers
 		// run one after the other, so the largest one's claim serves the
 		// others of its resource too.
+		// The order is total (init containers by their resource's first
+		// ask, then largest first), so that a resource's largest init
+		// container comes first among its init containers even where
+		// those of another resource come between them.
+		firstAsk := map[string]int{}
+		for i, a := range asks {
+			if _, ok := firstAsk[a.resource]; a.init && !ok {
+				firstAsk[a.resource] = i
+			}
+		}
 		slices.SortStableFunc(asks, func(x, y gpuAsk) int {
 			switch {
 			case x.init != y.init && y.init:
 				return -1
 			case x.init != y.init:
 				return 1
-			case x.init && x.resource == y.resource:
-				return int(y.count - x.count)
+			case !x.init:
+				return 0
+			case x.resource != y.resource:
+				return cmp.Compare(firstAsk[x.resource], firstAsk[y.resource])
 			}
-			return 0
+			return cmp.Compare(y.count, x.count)
 		})
 		type made struct {
 			entry, container string

@@ -65,6 +65,30 @@ spec:
 	}
 }
 
+// TestConvertInitContainersInterleaved: init containers of one resource
+// share the largest one's claim also where an init container of another
+// resource comes between them (the pod needs 2 GPUs, not 3).
+func TestConvertInitContainersInterleaved(t *testing.T) {
+	out := convertStdin(t, `
+apiVersion: v1
+kind: Pod
+metadata: {name: app, namespace: ml}
+spec:
+  initContainers:
+  - {name: a, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+  - {name: b, image: x, resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 2}}}
+  containers:
+  - {name: main, image: x}
+`)
+	if n := strings.Count(out, "kind: ResourceClaimTemplate"); n != 2 {
+		t.Errorf("%d ResourceClaimTemplates, want 2 (one of 2 GPUs for a and c, one MIG device for b):\n%s", n, out)
+	}
+	if !strings.Contains(out, "count: 2") || strings.Contains(out, "app-a-gpu") {
+		t.Errorf("init container a does not share c's claim of 2 GPUs:\n%s", out)
+	}
+}
+
 func writeMigParted(t *testing.T, entries string) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "config.yaml")
