@@ -180,3 +180,35 @@ func TestImportMigPartedConfigChoice(t *testing.T) {
 		t.Errorf("two mig-configs, no --config: err = %v, want one naming a, b", err)
 	}
 }
+
+// TestPlanStoredMigLayoutOfNewerRelease: `kubectl get miglayout NAME -o
+// yaml | kubectl miglayout plan -f -` plans a MigLayout whose status
+// carries a field this plugin does not know (a newer controller's), since
+// plan reads only its spec; an unknown spec field is still refused.
+func TestPlanStoredMigLayoutOfNewerRelease(t *testing.T) {
+	stored := func(extra string) string {
+		f := filepath.Join(t.TempDir(), "got.yaml")
+		doc := `apiVersion: miglayout.io/v1alpha1
+kind: MigLayout
+metadata: {name: halves, uid: 0b5a7c1e-aaaa-bbbb-cccc-000000000001, resourceVersion: "7", generation: 3}
+spec:
+  nodeSelector: {matchLabels: {pool: gpu}}
+  rules:
+  - {name: halves, productName: A100-SXM4-80GB, profiles: {3g.40gb: 2}}
+` + extra
+		if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	out, _, err := runWith(t, cluster(t), "plan", "-f", stored("status:\n  someFieldOfANewerRelease: 1\n"))
+	if err != nil {
+		t.Errorf("plan refuses a stored MigLayout for a status field it never reads: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "3g.40gb@0,3g.40gb@4") {
+		t.Errorf("plan of the stored MigLayout lacks the rule's layout:\n%s", out)
+	}
+	if _, _, err := runWith(t, cluster(t), "plan", "-f", stored("  someSpecFieldOfANewerRelease: 1\n")); err == nil || !strings.Contains(err.Error(), "someSpecFieldOfANewerRelease") {
+		t.Errorf("plan of a MigLayout with an unknown spec field: %v, want it refused naming the field", err)
+	}
+}

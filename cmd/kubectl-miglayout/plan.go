@@ -73,8 +73,13 @@ reason; several MigLayouts in the files are planned as applied together.`,
 					return fmt.Errorf("%s: %s left without a value (null): the API server refuses it on create and server-side apply, and a client-side kubectl apply or edit deletes the key instead; give a value (quote an empty label value)",
 						d.describe(), strings.Join(nulls, ", "))
 				}
+				// Strict about what plan reads, not about status: a stored
+				// MigLayout (kubectl get -o yaml) of a newer release may carry
+				// status fields this plugin does not know.
+				spec := maps.Clone(d.Object)
+				delete(spec, "status")
 				var ml v1alpha1.MigLayout
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(d.Object, &ml, true); err != nil {
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(spec, &ml, true); err != nil {
 					return fmt.Errorf("%s: %w", d.describe(), err)
 				}
 				if ml.Spec.Mode == "" {
