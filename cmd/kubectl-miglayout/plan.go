@@ -53,7 +53,8 @@ kube-scheduler did not bind the pod there (read from its SchedulerDeclinedNode
 events on the pods, which expire: an hour by default). A node
 no MigLayout selected yet (no NodeMigLayout) is read from the ResourceSlices
 its agent publishes. It reads Nodes, NodeMigLayouts, MigLayouts,
-ResourceSlices, ResourceClaims and, for Auto, Pods, DeviceClasses and Events. Each
+ResourceSlices, ResourceClaims and, for Auto, Pods, DeviceClasses, Events and
+DeviceTaintRules (a user who may not read the last two is warned). Each
 MigLayout is first admitted by the API server in a dry run (nothing is
 stored), so one kubectl apply would refuse is refused here with the same
 reason; several MigLayouts in the files are planned as applied together.`,
@@ -550,9 +551,17 @@ func (st *planState) loadAuto(ctx context.Context) error {
 	}
 	// DeviceTaintRules, where the API server serves them (1.37+).
 	var rules resourceapi.DeviceTaintRuleList
-	if err := st.c.List(ctx, &rules); err == nil {
+	// A user who may not read them plans as though no rule tainted a
+	// device (as the controller, which may, does not).
+	switch err := st.c.List(ctx, &rules); {
+	case err == nil:
 		st.taintRules = rules.Items
-	} else if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+	case apierrors.IsForbidden(err):
+		if st.warn != nil {
+			fmt.Fprintf(st.warn, "warning: DeviceTaintRules cannot be read (%v); devices they taint are planned as untainted\n", err)
+		}
+	default:
 		return fmt.Errorf("listing DeviceTaintRules: %w", err)
 	}
 	// The nodes the controller has left out of pods' plans, from its

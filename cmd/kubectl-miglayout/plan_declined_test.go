@@ -10,8 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -78,36 +80,56 @@ func TestPlanAutoLeavesDeclinedNodesOut(t *testing.T) {
 	}
 }
 
-// TestPlanAutoEventsForbidden: a user who may not list events gets the
-// plan, with no node left out, and a warning saying so.
-func TestPlanAutoEventsForbidden(t *testing.T) {
-	claim, pod := pending("small", "small-gpu", "device.attributes['mig.miglayout.io'].profile == '1g.10gb'", 1000)
-	nml := &v1alpha1.NodeMigLayout{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-a"},
-		Spec:       v1alpha1.NodeMigLayoutSpec{MigLayout: "on-demand", GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "1g.10gb@6"}}},
-		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, UUID: "GPU-a", Product: "NVIDIA H100 80GB HBM3",
-			Model: "H100-SXM5-80GB", MIGEnabled: true, MIGPending: true, Layout: "1g.10gb@6", Phase: v1alpha1.PhaseReady}}},
-	}
-	c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(node("node-a", map[string]string{"pool": "auto"}), nml, migClass(), claim, pod).
-		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if _, ok := list.(*eventsv1.EventList); ok {
-				return apierrors.NewForbidden(eventsv1.Resource("events"), "", errors.New("no list"))
+// TestPlanAutoOptionalReadsForbidden: a user who may not list events, or
+// DeviceTaintRules, gets the plan, with no node left out or no device
+// tainted by a rule, and a warning saying so.
+func TestPlanAutoOptionalReadsForbidden(t *testing.T) {
+	for name, tc := range map[string]struct {
+		forbidden   func(client.ObjectList) bool
+		resource    schema.GroupResource
+		wantWarning string
+	}{
+		"events": {
+			forbidden:   func(l client.ObjectList) bool { _, ok := l.(*eventsv1.EventList); return ok },
+			resource:    eventsv1.Resource("events"),
+			wantWarning: "SchedulerDeclinedNode events cannot be read",
+		},
+		"device taint rules": {
+			forbidden:   func(l client.ObjectList) bool { _, ok := l.(*resourceapi.DeviceTaintRuleList); return ok },
+			resource:    resourceapi.Resource("devicetaintrules"),
+			wantWarning: "DeviceTaintRules cannot be read",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			claim, pod := pending("small", "small-gpu", "device.attributes['mig.miglayout.io'].profile == '1g.10gb'", 1000)
+			nml := &v1alpha1.NodeMigLayout{
+				ObjectMeta: metav1.ObjectMeta{Name: "node-a"},
+				Spec:       v1alpha1.NodeMigLayoutSpec{MigLayout: "on-demand", GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "1g.10gb@6"}}},
+				Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, UUID: "GPU-a", Product: "NVIDIA H100 80GB HBM3",
+					Model: "H100-SXM5-80GB", MIGEnabled: true, MIGPending: true, Layout: "1g.10gb@6", Phase: v1alpha1.PhaseReady}}},
 			}
-			return c.List(ctx, list, opts...)
-		}}).Build()
-	e := &env{now: func() time.Time { return time.Unix(1060, 0) }, newClient: func() (client.Client, error) { return c, nil }}
-	cmd := newRootCommandEnv(e)
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs([]string{"plan", "-f", "testdata/plan-auto.yaml"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(errOut.String(), "SchedulerDeclinedNode events cannot be read") {
-		t.Errorf("no warning that the events cannot be read; stderr:\n%s", errOut.String())
-	}
-	if !strings.Contains(out.String(), "ml/small fits existing free devices on node-a") {
-		t.Errorf("no plan:\n%s", out.String())
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(node("node-a", map[string]string{"pool": "auto"}), nml, migClass(), claim, pod).
+				WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+					if tc.forbidden(list) {
+						return apierrors.NewForbidden(tc.resource, "", errors.New("no list"))
+					}
+					return c.List(ctx, list, opts...)
+				}}).Build()
+			e := &env{now: func() time.Time { return time.Unix(1060, 0) }, newClient: func() (client.Client, error) { return c, nil }}
+			cmd := newRootCommandEnv(e)
+			var out, errOut bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&errOut)
+			cmd.SetArgs([]string{"plan", "-f", "testdata/plan-auto.yaml"})
+			if err := cmd.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(errOut.String(), tc.wantWarning) {
+				t.Errorf("no warning %q; stderr:\n%s", tc.wantWarning, errOut.String())
+			}
+			if !strings.Contains(out.String(), "ml/small fits existing free devices on node-a") {
+				t.Errorf("no plan:\n%s", out.String())
+			}
+		})
 	}
 }
