@@ -621,6 +621,38 @@ func TestPlanStaticCancelsInFlight(t *testing.T) {
 	}
 }
 
+// TestPlanStaticNoRuleCancelsInFlight: new rules that match no rule for
+// a GPU whose change is in flight leave it out of the node's spec, and the
+// agent stops the change where it is: plan says so and counts the cancel
+// (--exit-code 2), as it does where the new rules keep the GPU's layout.
+func TestPlanStaticNoRuleCancelsInFlight(t *testing.T) {
+	objs := cluster(t)
+	for _, o := range objs {
+		if nml, ok := o.(*v1alpha1.NodeMigLayout); ok && nml.Name == "gpu-node-1" {
+			nml.Spec.GPUs[0].Layout = "4g.40gb@0" // in flight
+			nml.Status.GPUs[0].InUse = ""
+		}
+	}
+	f := filepath.Join(t.TempDir(), "only1.yaml")
+	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: halves}\n" +
+		"spec:\n  nodeSelector: {matchLabels: {pool: gpu}}\n  rules:\n  - {name: g1, gpuIndices: [1], productName: A100-SXM4-80GB, profiles: {1g.10gb: 2, 2g.20gb: 1, 3g.40gb: 1}}\n"
+	if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, objs, "plan", "--exit-code", "-f", f)
+	if want := "gpu-0  A100-SXM4-80GB: no rule matches: left as it is (3g.40gb@0,3g.40gb@4); cancels the change in flight to 4g.40gb@0\n"; !strings.Contains(out, want) {
+		t.Errorf("plan lacks %q:\n%s", want, out)
+	}
+	// GPU 1's change in flight (cluster's) is cancelled too: it keeps its layout.
+	if !strings.Contains(out, "; cancels 2 changes in flight") {
+		t.Errorf("the summary does not count the cancel:\n%s", out)
+	}
+	var code exitCode
+	if !errors.As(err, &code) || code != 2 {
+		t.Errorf("exit %v, want 2 (the node's spec changes):\n%s", err, out)
+	}
+}
+
 func TestPlanAuto(t *testing.T) {
 	h100 := "H100-SXM5-80GB"
 	nml := &v1alpha1.NodeMigLayout{

@@ -300,6 +300,13 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 		var prev []v1alpha1.GPUSpec
 		head := node
 		if nml := st.nmls[node]; nml != nil {
+			if len(nml.Status.GPUs) == 0 {
+				// As the controller's row for it says; until it reports,
+				// the MigLayout is not Ready. Not counted as needing a
+				// look: a node just selected reports within seconds.
+				fmt.Fprintf(w, "%s: the miglayout agent has not reported the node's GPUs yet (is it running there?): nothing to plan\n", node)
+				continue
+			}
 			inventory = nml.Status.GPUs
 			// As the controller does: the spec the node holds now,
 			// whichever MigLayout wrote it, keeps devices where they are.
@@ -353,6 +360,15 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 			}
 			d, ok := want[g.Index]
 			if !ok {
+				// The controller leaves the GPU out of the node's spec:
+				// a change in flight on it stops where it is.
+				if h, ok := held[g.Index]; ok && !sameLayout(h, g) {
+					fmt.Fprintf(w, "%s: no rule matches: left as it is (%s); cancels the change in flight to %s\n",
+						label, layoutText(g.MIGEnabled, g.Layout), layoutText(h.MIGEnabled, h.Layout))
+					cancels++
+					st.changes++ // the node's spec changes: --exit-code tells it
+					continue
+				}
 				fmt.Fprintf(w, "%s: no rule matches: left as it is (%s)\n", label, layoutText(g.MIGEnabled, g.Layout))
 				continue
 			}
@@ -402,9 +418,27 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 	}
 	st.changes += changing
 	st.attention += blockedGPUs
-	// The rules that decide no GPU, judged as the controller judges them:
-	// on the agents' reports, once every node's is in; a node no MigLayout
-	// selected yet counts with its GPUs as its ResourceSlices publish them.
+	st.printSpecProblems(w, cat, ml, sel)
+	fmt.Fprintf(w, "\nSummary: %s would change on %s", plural(changing, "GPU"), plural(nodesChanging, "node"))
+	if blockedGPUs > 0 {
+		fmt.Fprintf(w, "; %d blocked by devices in use (the agent waits, nothing is destroyed under a workload)", blockedGPUs)
+	}
+	if cancels > 0 {
+		fmt.Fprintf(w, "; cancels %s in flight (the agent stops where it is)", plural(cancels, "change"))
+	}
+	if ml.Spec.MaxNodesChanging != nil && int(*ml.Spec.MaxNodesChanging) < nodesChanging {
+		fmt.Fprintf(w, "; at most %d node(s) change at once (spec.maxNodesChanging), in node name order, the others wait their turn", *ml.Spec.MaxNodesChanging)
+	}
+	fmt.Fprintln(w, ".")
+}
+
+// printSpecProblems prints the problems of ml's spec the controller would
+// report (Degraded: a rule that decides no GPU, an allowed profile or a
+// spare no GPU offers, ...), judged as the controller judges them: on the
+// agents' reports, once every node's is in; a node no MigLayout selected
+// yet counts with its GPUs as its ResourceSlices publish them. Each needs
+// attention (--exit-code 3).
+func (st *planState) printSpecProblems(w io.Writer, cat *mig.Catalog, ml *v1alpha1.MigLayout, sel controller.Selection) {
 	nmls := maps.Clone(st.nmls)
 	for _, node := range sel.Nodes {
 		if nmls[node] == nil {
@@ -420,17 +454,6 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 		}
 		st.attention += len(specProblems)
 	}
-	fmt.Fprintf(w, "\nSummary: %s would change on %s", plural(changing, "GPU"), plural(nodesChanging, "node"))
-	if blockedGPUs > 0 {
-		fmt.Fprintf(w, "; %d blocked by devices in use (the agent waits, nothing is destroyed under a workload)", blockedGPUs)
-	}
-	if cancels > 0 {
-		fmt.Fprintf(w, "; cancels %s in flight (the agent stops where it is)", plural(cancels, "change"))
-	}
-	if ml.Spec.MaxNodesChanging != nil && int(*ml.Spec.MaxNodesChanging) < nodesChanging {
-		fmt.Fprintf(w, "; at most %d node(s) change at once (spec.maxNodesChanging), in node name order, the others wait their turn", *ml.Spec.MaxNodesChanging)
-	}
-	fmt.Fprintln(w, ".")
 }
 
 func layoutText(migOn bool, layout string) string {
@@ -758,6 +781,7 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 			st.attention++
 		}
 	}
+	st.printSpecProblems(w, mig.DefaultCatalog(), ml, sel)
 	fmt.Fprintf(w, "\nSummary: %s would change (devices in use are never destroyed in Auto mode).\n", plural(changes, "GPU"))
 	return nil
 }

@@ -76,9 +76,39 @@ func TestPlanJudgesRulesOnlyWhereTheControllerDoes(t *testing.T) {
 			if strings.Contains(out, v1alpha1.ReasonRuleMatchesNoGPU) {
 				t.Errorf("plan reports a rule that decides no GPU where the controller does not judge the spec:\n%s", out)
 			}
+			if strings.Contains(name, "not reported") && !strings.Contains(out, "h100-node: the miglayout agent has not reported the node's GPUs yet") {
+				t.Errorf("plan does not say that h100-node's agent has not reported:\n%s", out)
+			}
 			if code != tc.wantExit {
 				t.Errorf("exit status %d, want %d:\n%s", code, tc.wantExit, out)
 			}
 		})
+	}
+}
+
+// TestPlanAutoSpecProblems: plan judges an Auto MigLayout's policy as the
+// controller does (controller.CheckSpec): an allowed profile no GPU of its
+// nodes offers (an A30 profile on an H100 node) is reported, with exit 3.
+func TestPlanAutoSpecProblems(t *testing.T) {
+	nml := &v1alpha1.NodeMigLayout{
+		ObjectMeta: metav1.ObjectMeta{Name: "auto-node"},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+			{Index: 0, Product: "NVIDIA H100 80GB HBM3", Model: "H100-SXM5-80GB", MIGEnabled: true, MIGPending: true, Phase: v1alpha1.PhaseReady},
+		}},
+	}
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, migClass()}
+	f := filepath.Join(t.TempDir(), "auto.yaml")
+	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: on-demand}\nspec:\n  nodeSelector: {matchLabels: {pool: auto}}\n" +
+		"  mode: Auto\n  policy:\n    allowedProfiles: [1g.10gb, 1g.6gb]\n"
+	if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, objs, "plan", "--exit-code", "-f", f)
+	if !strings.Contains(out, v1alpha1.ReasonProfileNotOffered+": ") || !strings.Contains(out, "1g.6gb") {
+		t.Errorf("plan does not report %s for 1g.6gb:\n%s", v1alpha1.ReasonProfileNotOffered, out)
+	}
+	var code exitCode
+	if !errors.As(err, &code) || code != 3 {
+		t.Errorf("exit %v, want 3", err)
 	}
 }
