@@ -1407,6 +1407,26 @@ func TestPlanListsReleasedNodes(t *testing.T) {
 	if !strings.Contains(out, "no longer selects old-node: released, their GPUs keep the layouts they have") {
 		t.Errorf("plan does not list the released node:\n%s", out)
 	}
+	if strings.Contains(out, "cancels") {
+		t.Errorf("plan cancels a change on a node with none in flight:\n%s", out)
+	}
+
+	// With a change in flight on its GPU 0, the release stops it: told,
+	// and counted as a change (--exit-code 2).
+	nml.Spec.GPUs = []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4"}, {Index: 1, MIGEnabled: true, Layout: "7g.80gb@0"}}
+	nml.Status.GPUs = []v1alpha1.GPUStatus{
+		{Index: 0, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseDraining},
+		{Index: 1, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}
+	// (A node it selects now, so that the exit status is not NoNodes'.)
+	out, _, err = runWith(t, []client.Object{node("old-node", map[string]string{"pool": "old"}), nml,
+		node("new-node", map[string]string{"pool": "new"})}, "plan", "--exit-code", "-f", f)
+	if want := "cancels the changes in flight (the agent stops where it is) on old-node gpu-0 (to 3g.40gb@0,3g.40gb@4)\n"; !strings.Contains(out, want) {
+		t.Errorf("plan lacks %q:\n%s", want, out)
+	}
+	var code exitCode
+	if !errors.As(err, &code) || code != 2 {
+		t.Errorf("exit %v, want 2:\n%s", err, out)
+	}
 }
 
 // TestPlanForbiddenGetIsNotAdmission: the MigLayout exists and the user

@@ -128,7 +128,7 @@ reason; several MigLayouts in the files are planned as applied together.`,
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file of MigLayouts (YAML or JSON; - for standard input); repeatable")
 	cmd.Flags().StringVar(&driver, "driver", migslices.DefaultDriverName, "DRA driver name the agents publish under")
-	cmd.Flags().BoolVar(&withExitCode, "exit-code", false, "exit 0 when no GPU would change, 2 when some would, 3 when something needs a look first (a node in conflict, a GPU that cannot be configured, a change blocked by a device in use, a rule that decides no GPU, a node selector that selects no node), 1 on error")
+	cmd.Flags().BoolVar(&withExitCode, "exit-code", false, "exit 0 when no GPU would change, 2 when some would (a change in flight cancelled included), 3 when something needs a look first (a node in conflict, a GPU that cannot be configured, a change blocked by a device in use, a rule that decides no GPU, an Auto policy profile or spare no GPU offers, a node selector that selects no node), 1 on error")
 	cmd.Flags().DurationVar(&agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: as the controller's flag of that name, a pod pending this long is planned by age (0: never)")
 	cmd.Flags().DurationVar(&declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: as the controller's flag of that name; a node left out of a pod's plans (its SchedulerDeclinedNode events) is left out for at most 8 times this")
 	return cmd
@@ -261,14 +261,28 @@ func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayo
 	}
 	// Nodes it manages now that it would no longer select: the controller
 	// releases their NodeMigLayouts; their agents change nothing.
-	var released []string
+	// A change in flight there stops where it is (the agent of a node no
+	// MigLayout manages changes nothing).
+	var released, cancelled []string
 	for _, name := range slices.Sorted(maps.Keys(st.nmls)) {
-		if st.nmls[name].Spec.MigLayout == ml.Name && !slices.Contains(sel.Nodes, name) {
-			released = append(released, name)
+		nml := st.nmls[name]
+		if nml.Spec.MigLayout != ml.Name || slices.Contains(sel.Nodes, name) {
+			continue
+		}
+		released = append(released, name)
+		for _, d := range nml.Spec.GPUs {
+			i := slices.IndexFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool { return g.Index == d.Index })
+			if i >= 0 && !sameLayout(d, nml.Status.GPUs[i]) {
+				cancelled = append(cancelled, fmt.Sprintf("%s %s (to %s)", name, migslices.GPUDeviceName(int(d.Index)), layoutText(d.MIGEnabled, d.Layout)))
+			}
 		}
 	}
 	if len(released) > 0 {
 		fmt.Fprintf(w, "  no longer selects %s: released, their GPUs keep the layouts they have\n", strings.Join(released, ", "))
+	}
+	if len(cancelled) > 0 {
+		fmt.Fprintf(w, "  cancels the changes in flight (the agent stops where it is) on %s\n", strings.Join(cancelled, ", "))
+		st.changes += len(cancelled) // the specs change: --exit-code tells it
 	}
 	if ml.Spec.Mode == v1alpha1.ModeAuto {
 		return st.planAuto(ctx, w, ml, all, applied, sel)
