@@ -33,7 +33,8 @@ import (
 //
 // A claim a process still runs on (NVML lists one on any of its devices:
 // a container of a force-deleted pod that outlived the grace period, the
-// kubelet down) is not released: the error wraps ErrOrphanInUse. A device
+// kubelet down) is not released: the error wraps ErrOrphanInUse. Its
+// devices on a GPU NVML cannot read are not asked (onReadableGPUs). A device
 // given to another claim meanwhile would otherwise be prepared for two
 // containers at once.
 //
@@ -48,7 +49,7 @@ func (p *Plugin) ReleaseOrphan(ctx context.Context, uid types.UID, stillGone fun
 		return PreparedClaim{}, false, nil
 	}
 	obj := kubeletplugin.NamespacedObject{UID: uid, NamespacedName: types.NamespacedName{Namespace: pc.Namespace, Name: pc.Name}}
-	busy, err := p.running(ctx, pc)
+	busy, err := p.running(ctx, p.onReadableGPUs(ctx, pc))
 	if err != nil {
 		return pc, false, fmt.Errorf("releasing the preparation of claim %s: %w", obj, err)
 	}
@@ -98,6 +99,25 @@ const orphanConfirmTimeout = 10 * time.Second
 // than it was prepared with while a process runs on one of those
 // (staleInUse).
 var ErrOrphanInUse = errors.New("a process still runs on its devices")
+
+// onReadableGPUs returns pc without its devices on GPUs NVML cannot read
+// (fallen off the bus, not accessible: gpu.Unreadable), whose processes
+// cannot be listed. Such a GPU has no device published, so no other claim
+// can be given one of them while it stays unreadable, and a GPU that comes
+// back (a reset, a reboot) has lost its processes: a claim is not held
+// prepared, nor a prepare failed, on their account. Only an error that may
+// pass leaves a device in.
+func (p *Plugin) onReadableGPUs(ctx context.Context, pc PreparedClaim) PreparedClaim {
+	_, err := p.cfg.GPUs.GPUs(ctx)
+	perGPU, ok := gpu.GPUErrors(err)
+	if !ok {
+		return pc
+	}
+	pc.Devices = slices.DeleteFunc(slices.Clone(pc.Devices), func(d PreparedDevice) bool {
+		return perGPU[d.GPUIndex] != nil && gpu.Unreadable(perGPU[d.GPUIndex])
+	})
+	return pc
+}
 
 // running returns the devices of pc a compute process runs on now, with
 // the processes' IDs ("gpu-0-mig-3g40gb-9-4 (pid 4242)"). A device that no

@@ -275,17 +275,7 @@ func (p *Plugin) staleInUse(ctx context.Context, claim *resourceapi.ResourceClai
 	if !stale {
 		return nil
 	}
-	held := exclusive(prepared)
-	// A GPU NVML cannot read (fallen off the bus, not accessible) has no
-	// device published, and none of its containers is checked: only an
-	// error that may pass fails the prepare, which the kubelet retries.
-	_, err := p.cfg.GPUs.GPUs(ctx)
-	if perGPU, ok := gpu.GPUErrors(err); ok {
-		held.Devices = slices.DeleteFunc(held.Devices, func(d PreparedDevice) bool {
-			return perGPU[d.GPUIndex] != nil && gpu.Unreadable(perGPU[d.GPUIndex])
-		})
-	}
-	busy, err := p.running(ctx, held)
+	busy, err := p.running(ctx, p.onReadableGPUs(ctx, exclusive(prepared)))
 	if err != nil {
 		return fmt.Errorf("listing the processes on the devices it was prepared with: %w", err)
 	}

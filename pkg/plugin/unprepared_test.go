@@ -181,6 +181,40 @@ func TestReleaseOrphanRefusedWhileAProcessRuns(t *testing.T) {
 	}
 }
 
+// TestReleaseOrphanWithALostGPU: a gone claim with a device on a GPU that
+// fell off the bus and one on a healthy GPU is released: the lost GPU's
+// processes cannot be listed, but none of its devices is published, and
+// the healthy GPU is not held prepared for as long as the other stays lost.
+// A process on the healthy GPU still keeps the claim.
+func TestReleaseOrphanWithALostGPU(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	driver := slices.DefaultDriverName
+	if r := e.prepare(p, claim(uid1, "train",
+		alloc{"mig", driver, node, "gpu-0-mig-3g40gb-9-4"},
+		alloc{"whole", driver, node, "gpu-1"})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	p.cfg.GPUs = losingGPU0{e.gpus}
+	uuid := p.claims[uid1].Devices[1].UUID
+	pid, err := e.sim.StartProcess(uuid, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1, nil); !errors.Is(err, ErrOrphanInUse) || released {
+		t.Fatalf("ReleaseOrphan with a process on the healthy GPU: released %v, %v; want ErrOrphanInUse", released, err)
+	}
+	if err := e.sim.StopProcess(pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1, nil); err != nil || !released {
+		t.Errorf("ReleaseOrphan with GPU 0 lost: released %v, %v; want released", released, err)
+	}
+	if got := p.PreparedDevices(); len(got) != 0 {
+		t.Errorf("prepared devices %v after the release, want none", got)
+	}
+}
+
 // preparingMeanwhile is a gpu.Manager that, once armed, runs meanwhile at
 // its next MIGProcesses call: a prepare the kubelet makes while
 // ReleaseOrphan lists the claim's processes.
