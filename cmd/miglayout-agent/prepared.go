@@ -39,3 +39,7 @@ func (s preparedSet) ReleaseOrphan(ctx context.Context, uid types.UID, stillGone
 	}
 	return devices, released, err
 }
+
+func (s preparedSet) RefreshRecreated(ctx context.Context) map[types.UID]error {
+	return s.p.RefreshRecreated(ctx)
+}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -47,6 +48,16 @@ type GuardedAllocations interface {
 type Prepared interface {
 	// PreparedDevices returns the names of the prepared devices.
 	PreparedDevices() sets.Set[string]
+}
+
+// RecreatedRefresher is a Prepared that can bring preparations up to date
+// with devices created again under their names (new UUIDs) while their
+// claims stayed prepared: a GPU reset destroyed a running pod's MIG device
+// and a pass made it again. The kubelet prepares a claim again only after
+// its own restart, so the pod's next container would otherwise get the
+// destroyed device. Errors, by claim, are logged; a later pass tries again.
+type RecreatedRefresher interface {
+	RefreshRecreated(ctx context.Context) map[types.UID]error
 }
 
 // GPULocks serialises repartitioning with the kubelet plugin's prepare.

@@ -47,6 +47,10 @@ type Repartitioner struct {
 	// the pass the spec change starts works from the new spec. An error is
 	// logged and the pass goes on with the specs it was given.
 	Reread func(ctx context.Context) ([]v1alpha1.GPUSpec, error)
+
+	// refreshFailed is set while a preparation refreshRecreated tried could
+	// not be brought up to date (passes run one at a time).
+	refreshFailed bool
 }
 
 func (r *Repartitioner) driver() string { return r.Driver }
@@ -427,6 +431,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	}
 	r.Metrics.observePhase("republish", time.Since(start))
 	res.GPUs = obs
+	r.refreshRecreated(ctx, res.Changed)
 	var unlistedNow unlistedGPUs
 	if res.InUse, unlistedNow, err = r.inUseLayouts(ctx, obs); err != nil {
 		return res.changedOnly(), err
@@ -822,4 +827,20 @@ func (r *Repartitioner) specChanged(ctx context.Context, p *gpuPlan) (bool, erro
 	}
 	i := slices.IndexFunc(now, func(s v1alpha1.GPUSpec) bool { return s.Index == p.spec.Index })
 	return i < 0 || now[i].MIGEnabled != p.spec.MIGEnabled || now[i].Layout != p.spec.Layout, nil
+}
+
+// refreshRecreated has the kubelet plugin (Prepared, where it is a
+// RecreatedRefresher) bring up to date the preparations of devices this
+// pass created again under their names: after a pass that changed GPUs,
+// and after every pass while one it tried could not be.
+func (r *Repartitioner) refreshRecreated(ctx context.Context, changed sets.Set[int]) {
+	refresher, ok := r.Prepared.(RecreatedRefresher)
+	if !ok || (changed.Len() == 0 && !r.refreshFailed) || ctx.Err() != nil {
+		return
+	}
+	failed := refresher.RefreshRecreated(ctx)
+	for _, uid := range slices.Sorted(maps.Keys(failed)) {
+		klog.FromContext(ctx).Error(failed[uid], "Could not write the CDI spec of a prepared claim for its devices made again; the next pass tries again", "claimUID", uid)
+	}
+	r.refreshFailed = len(failed) > 0
 }

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -303,11 +304,31 @@ func (p *Plugin) dropStale(ctx context.Context, claim *resourceapi.ResourceClaim
 }
 
 func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	return p.prepareClaimIf(ctx, claim, nil)
+}
+
+// errSuperseded is prepareClaimIf's answer where the claim's record is not
+// the one expected (any more).
+var errSuperseded = errors.New("the claim's preparation changed meanwhile")
+
+// prepareClaimIf is prepareClaim; with expect, only while the claim's
+// record is *expect, from the start to the checkpoint's write (else
+// errSuperseded): a claim the kubelet unprepared (or prepared anew)
+// meanwhile is not prepared again behind its back.
+func (p *Plugin) prepareClaimIf(ctx context.Context, claim *resourceapi.ResourceClaim, expect *PreparedClaim) ([]kubeletplugin.Device, error) {
 	ref := claim.Namespace + "/" + claim.Name
+	superseded := func() bool {
+		cur, ok := p.claims[claim.UID]
+		return expect != nil && (!ok || !equality.Semantic.DeepEqual(cur, *expect))
+	}
 	if err := p.staleInUse(ctx, claim); err != nil {
 		return nil, fmt.Errorf("preparing claim %s afresh: %w", ref, err)
 	}
 	p.mu.Lock()
+	if superseded() {
+		p.mu.Unlock()
+		return nil, errSuperseded
+	}
 	prepared, ok := p.claims[claim.UID]
 	if ok && !p.sameAllocation(prepared, claim) {
 		// The claim was deallocated and allocated again (other devices)
@@ -425,6 +446,9 @@ func (p *Plugin) prepareClaim(ctx context.Context, claim *resourceapi.ResourceCl
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if superseded() {
+		return nil, errSuperseded
+	}
 	if err := p.checkExclusive(pc); err != nil {
 		return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
 	}

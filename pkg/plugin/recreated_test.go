@@ -147,3 +147,76 @@ func (e *env) preparedThenDestroyed(dev string, d mig.Device) *resourceapi.Resou
 	}
 	return c
 }
+
+// TestRefreshRecreated: a GPU reset destroys a running pod's MIG device and
+// the agent makes it again (same name, new UUID) while the claim stays
+// prepared: the kubelet does not prepare it again, so RefreshRecreated
+// rewrites the claim's CDI spec and checkpoint entry for the new device,
+// with the CDI device IDs the kubelet holds. Before the device is made
+// again, it leaves the claim as it is; a claim the kubelet unprepared
+// meanwhile is not prepared again.
+func TestRefreshRecreated(t *testing.T) {
+	const dev = "gpu-0-mig-1g10gb-19-3"
+	d := mig.Device{Profile: "1g.10gb", Start: 3}
+	e := newEnv(t)
+	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, dev})
+	p := e.plugin("")
+	r := e.prepare(p, c)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	old := p.claims[uid1]
+	specPath := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))
+	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
+		t.Fatal(err)
+	}
+
+	if failed := p.RefreshRecreated(e.ctx); len(failed) > 0 {
+		t.Errorf("RefreshRecreated before the device is made again: %v, want nothing done", failed)
+	}
+	if diff := cmp.Diff(old, p.claims[uid1]); diff != "" {
+		t.Errorf("the preparation changed before the device is made again (-old +now):\n%s", diff)
+	}
+
+	md := e.createMIG(d)
+	if md.UUID == old.Devices[0].UUID {
+		t.Fatal("the simulator made the device again with the same UUID")
+	}
+	if failed := p.RefreshRecreated(e.ctx); len(failed) > 0 {
+		t.Fatalf("RefreshRecreated: %v", failed)
+	}
+	now := p.claims[uid1]
+	if got := now.Devices[0].UUID; got != md.UUID {
+		t.Errorf("prepared device UUID %s, want the new device's %s", got, md.UUID)
+	}
+	if got, want := resultDevices(now), r.Devices; !cmp.Equal(got, want) {
+		t.Errorf("CDI devices %v, want those the kubelet holds %v", got, want)
+	}
+	spec := string(mustRead(t, specPath))
+	if !strings.Contains(spec, md.UUID) || strings.Contains(spec, old.Devices[0].UUID) {
+		t.Errorf("CDI spec does not name the new device %s only:\n%s", md.UUID, spec)
+	}
+	cp, err := readCheckpoint(p.checkpointPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cp[uid1].Devices[0].UUID; got != md.UUID {
+		t.Errorf("checkpointed UUID %s, want %s", got, md.UUID)
+	}
+
+	// Made again once more, while the kubelet unprepares the claim
+	// between RefreshRecreated's read and its write.
+	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
+		t.Fatal(err)
+	}
+	e.createMIG(d)
+	if err := e.unprepare(p, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.prepareClaimIf(e.ctx, p.claimOf(now), &now); !errors.Is(err, errSuperseded) {
+		t.Errorf("refreshing a claim unprepared meanwhile: %v, want %v", err, errSuperseded)
+	}
+	if got := p.PreparedDevices(); len(got) != 0 {
+		t.Errorf("prepared devices %v after the kubelet unprepared the claim, want none", got)
+	}
+}
