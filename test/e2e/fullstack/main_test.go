@@ -43,6 +43,9 @@ const (
 	// MigLayout e2e-held selects group=held; a short resync, so that the agent tries
 	// again soon once the client lets go.
 	nodeHeld = "held-a100" // 1x A100-SXM4-80GB, resync 3s
+	// A GPU reset under a running pod (reset_test.go): MigLayout e2e-reset selects
+	// group=reset; a short resync, so that the agent sees the reset soon.
+	nodeReset = "reset-a100" // 1x A100-SXM4-80GB, resync 3s
 )
 
 // env is the cluster that serves the package, set up by TestMain.
@@ -70,6 +73,8 @@ func TestMain(m *testing.M) {
 			{Name: nodeOrphan, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "orphan"},
 				AgentArgs: []string{"--orphaned-claim-grace=5s"}},
 			{Name: nodeHeld, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "held"},
+				AgentArgs: []string{"--resync-period=3s"}},
+			{Name: nodeReset, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "reset"},
 				AgentArgs: []string{"--resync-period=3s"}},
 		},
 	}, 60, func(e *clustertest.Env) { env = e }))

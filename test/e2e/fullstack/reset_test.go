@@ -1,0 +1,78 @@
+package fullstack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miglayout/miglayout/test/cluster/clustertest"
+)
+
+// TestGPUResetUnderRunningPod: a GPU is reset while a pod runs on one of its
+// MIG devices (the driver's recovery after an error ends the GPU's processes
+// and destroys its instances), and the agent makes the layout again: the
+// pod's device comes back under its name with a new UUID. The kubelet does
+// not prepare the claim again while the pod lives, so the agent rewrites
+// the claim's CDI spec for the new device (a container of the pod that
+// restarts would get the destroyed one's UUID otherwise); the CDI device
+// the kubelet holds keeps its name.
+func TestGPUResetUnderRunningPod(t *testing.T) {
+	ctx := clustertest.Context(t, 3*time.Minute)
+	const name = "e2e-reset"
+	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
+	ml := env.SetStaticMigLayout(t, ctx, name, map[string]string{groupLabel: "reset"},
+		clustertest.Rule("halves", a100, map[string]int32{"3g.40gb": 2}))
+	env.WaitReady(t, ctx, ml, 1)
+	env.WaitPoolMatchesNVML(t, ctx, nodeReset)
+
+	ns := env.NewNamespace(t, ctx, "reset")
+	claim := env.CreateClaim(t, ctx, ns, "infer", `device.attributes['mig.miglayout.io'].profile == '3g.40gb'`)
+	env.CreatePod(t, ctx, clustertest.Pod(ns, "infer", clustertest.OnNode(nodeReset), claim.Name, ""))
+	env.WaitPodRunning(t, ctx, ns, "infer", 60*time.Second)
+	pool, dev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, claim.Name))
+	if !ok || pool != nodeReset {
+		t.Fatalf("claim allocated from pool %q device %q, want a device of %s", pool, dev, nodeReset)
+	}
+	oldUUID := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
+	specPath := cdiSpecOf(t, nodeReset, string(claim.UID))
+	if spec, err := os.ReadFile(specPath); err != nil || !strings.Contains(string(spec), oldUUID) {
+		t.Fatalf("the claim's CDI spec does not name its device %s (%s): %v\n%s", dev, oldUUID, err, spec)
+	}
+
+	// The reset: the GPU's processes end, its instances go.
+	sim, err := env.Cluster.Sim(nodeReset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range env.Snapshot(t, nodeReset).Processes {
+		if err := sim.StopProcess(p.PID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sim.ResetGPU(0); err != nil {
+		t.Fatal(err)
+	}
+
+	var newUUID string
+	clustertest.Poll(t, ctx, 60*time.Second, "the claim's CDI spec naming the device made again", func(context.Context) (bool, string) {
+		newUUID = clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
+		if newUUID == "" || newUUID == oldUUID {
+			return false, fmt.Sprintf("%s is %q in NVML (was %s)", dev, newUUID, oldUUID)
+		}
+		spec, err := os.ReadFile(specPath)
+		if err != nil {
+			return false, err.Error()
+		}
+		if !strings.Contains(string(spec), newUUID) || strings.Contains(string(spec), oldUUID) {
+			return false, fmt.Sprintf("%s is %s now; the spec reads:\n%s", dev, newUUID, spec)
+		}
+		return true, ""
+	})
+	if got := cdiSpecOf(t, nodeReset, string(claim.UID)); got != specPath {
+		t.Errorf("the claim's CDI spec moved from %s to %s", specPath, got)
+	}
+	env.WaitPoolMatchesNVML(t, ctx, nodeReset)
+}
