@@ -135,6 +135,13 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 			slices.ContainsFunc(problems, func(p Problem) bool { return p.GPU == idx })
 	}
 	for _, g := range nml.Status.GPUs {
+		if stoppingChange(nml, g) && !inSpec(g.Index) {
+			// Left as it is, once the agent has stopped the change its
+			// spec asked for before it dropped the GPU.
+			st.Row.GPUs = append(st.Row.GPUs, v1alpha1.GPURow{Index: g.Index, Product: g.Product, Desired: actualText(g), Actual: actualText(g), Phase: g.Phase})
+			issues = append(issues, fmt.Sprintf("gpu %d: %s: no longer in the spec, the agent stops its change", g.Index, g.Phase))
+			continue
+		}
 		if g.Reason != v1alpha1.ReasonGPUUnreadable || inSpec(g.Index) {
 			continue
 		}

@@ -57,11 +57,17 @@ func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout, uns
 // maxNodesChanging 1, until someone acts on the hardware. It stays in the
 // node's row and in Degraded.
 func changing(nml *v1alpha1.NodeMigLayout) bool {
-	if nml == nil || len(nml.Spec.GPUs) == 0 {
+	if nml == nil {
 		return false
 	}
-	// Only the GPUs the spec lists: a GPU no spec names (one NVML could
-	// never read) has no layout to reach.
+	// A GPU the spec no longer lists (a rule edited while it drained) that
+	// the agent still shows draining or repartitioning: the agent stops
+	// its change where it is, and the node counts until it has.
+	if slices.ContainsFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool { return stoppingChange(nml, g) }) {
+		return true
+	}
+	// Else only the GPUs the spec lists: a GPU no spec names (one NVML
+	// could never read) has no layout to reach.
 	reported := make(map[int32]v1alpha1.GPUStatus, len(nml.Status.GPUs))
 	for _, g := range nml.Status.GPUs {
 		reported[g.Index] = g
@@ -76,6 +82,16 @@ func changing(nml *v1alpha1.NodeMigLayout) bool {
 		}
 	}
 	return false
+}
+
+// stoppingChange reports whether GPU g, which nml's spec does not list,
+// is shown draining or repartitioning: a change its spec asked for before
+// it dropped the GPU, which the agent stops where it is.
+func stoppingChange(nml *v1alpha1.NodeMigLayout, g v1alpha1.GPUStatus) bool {
+	if g.Phase != v1alpha1.PhaseDraining && g.Phase != v1alpha1.PhaseRepartitioning {
+		return false
+	}
+	return !slices.ContainsFunc(nml.Spec.GPUs, func(s v1alpha1.GPUSpec) bool { return s.Index == g.Index })
 }
 
 // hardwareGone reports whether the agent reports GPU g failed for its

@@ -413,3 +413,64 @@ func TestGatingMigLayouts(t *testing.T) {
 		t.Errorf("a NodeMigLayout of a node that is gone woke %v", reqs)
 	}
 }
+
+// TestRolloutCountsGPUDroppedMidChange: a rule narrowed (gpuIndices [0,1]
+// to [0]) while n1's GPU 1 drains towards the old target drops GPU 1 from
+// n1's spec; the agent stops that change where it is, and until it has,
+// n1 still holds the rollout's one slot (n2 waits) and its row is not
+// Ready.
+func TestRolloutCountsGPUDroppedMidChange(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+	ml.Spec.Rules = rules(rule("halves").counts("3g.40gb", 2).indices(0, 1))
+	why := `rule "halves": profiles 3g.40gb:2`
+	n1 := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, why), specGPU(1, halvesLayout, why)).status(
+		a100(0).layout(halvesLayout),
+		a100(1).layout(wholeLayout).phase(v1alpha1.PhaseDraining, v1alpha1.ReasonDraining, "draining 7g.80gb@0")).build(), ml)
+	n2 := ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, ""), specGPU(1, wholeLayout, "")).
+		status(a100(0).layout(wholeLayout), a100(1).layout(wholeLayout)).build(), ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
+		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n2"] != wholeLayout {
+		t.Fatalf("n2 given %s while n1 drains, want it held", specs["n2"])
+	}
+	var got v1alpha1.MigLayout
+	if err := c.Get(t.Context(), types.NamespacedName{Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.Rules = rules(rule("halves").counts("3g.40gb", 2).indices(0))
+	if err := c.Update(t.Context(), &got); err != nil {
+		t.Fatal(err)
+	}
+	specsAfterReconcile(t, c, r, "n1", "n2")
+	specs := specsAfterReconcile(t, c, r, "n1", "n2") // n1's spec write comes back
+	var nml v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), types.NamespacedName{Name: "n1"}, &nml); err != nil {
+		t.Fatal(err)
+	}
+	if len(nml.Spec.GPUs) != 1 {
+		t.Fatalf("n1's spec %+v, want GPU 0 only", nml.Spec.GPUs)
+	}
+	if specs["n2"] != wholeLayout {
+		t.Errorf("n2 given %s while n1's GPU 1 still drains: two nodes changing under maxNodesChanging 1", specs["n2"])
+	}
+	if err := c.Get(t.Context(), types.NamespacedName{Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range got.Status.Nodes {
+		if row.Node == "n1" && (row.Phase != v1alpha1.PhaseDraining || !strings.Contains(row.Message, "gpu 1: Draining: no longer in the spec")) {
+			t.Errorf("n1's row %s %q, want Draining, saying GPU 1's change stops", row.Phase, row.Message)
+		}
+	}
+
+	// The agent has stopped GPU 1's change: n2 gets the slot.
+	nml.Status.GPUs[1].Phase, nml.Status.GPUs[1].Reason, nml.Status.GPUs[1].Message = v1alpha1.PhaseReady, "", ""
+	if err := c.Status().Update(t.Context(), &nml); err != nil {
+		t.Fatal(err)
+	}
+	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n2"] != halvesLayout {
+		t.Errorf("n2 given %s once n1's GPU 1 stopped, want %s", specs["n2"], halvesLayout)
+	}
+}
