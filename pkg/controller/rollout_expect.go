@@ -27,12 +27,16 @@ type rolloutExpectations struct {
 }
 
 type rolloutExpectation struct {
-	gpus    []v1alpha1.GPUSpec
-	written time.Time
+	gpus []v1alpha1.GPUSpec
+	// generation is the NodeMigLayout's metadata.generation the write
+	// gave it (0 where the answer did not say).
+	generation int64
+	written    time.Time
 }
 
-// expect records that node's spec GPUs were written as gpus at now.
-func (e *rolloutExpectations) expect(ml types.UID, node string, gpus []v1alpha1.GPUSpec, now time.Time) {
+// expect records that node's spec GPUs were written as gpus at now, making
+// the object's generation the one given (0: unknown).
+func (e *rolloutExpectations) expect(ml types.UID, node string, gpus []v1alpha1.GPUSpec, generation int64, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.m == nil {
@@ -53,13 +57,17 @@ func (e *rolloutExpectations) expect(ml types.UID, node string, gpus []v1alpha1.
 	if e.m[ml] == nil {
 		e.m[ml] = map[string]rolloutExpectation{}
 	}
-	e.m[ml][node] = rolloutExpectation{gpus: gpus, written: now}
+	e.m[ml][node] = rolloutExpectation{gpus: gpus, generation: generation, written: now}
 }
 
 // unseen returns the nodes of ml whose last write the cache (cached, by
 // node) does not show yet, and when the first of those is forgotten (zero
 // with none); it forgets the writes the cache shows, those of nodes it no
-// longer has, and those older than rolloutExpectTTL.
+// longer has, and those older than rolloutExpectTTL. The cache shows a
+// write once it has the object at the write's generation or later (or,
+// where the generation is unknown, with the layouts written): a cache
+// still at an older write whose layouts equal the last one's (a rule
+// reverted) does not.
 func (e *rolloutExpectations) unseen(ml types.UID, cached map[string]*v1alpha1.NodeMigLayout, now time.Time) (map[string]bool, time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -67,7 +75,9 @@ func (e *rolloutExpectations) unseen(ml types.UID, cached map[string]*v1alpha1.N
 	var expires time.Time
 	for node, x := range e.m[ml] {
 		nml := cached[node]
-		if nml == nil || sameLayouts(nml.Spec.GPUs, x.gpus) || now.Sub(x.written) > rolloutExpectTTL {
+		shown := x.generation > 0 && nml != nil && nml.Generation >= x.generation ||
+			x.generation == 0 && nml != nil && sameLayouts(nml.Spec.GPUs, x.gpus)
+		if nml == nil || shown || now.Sub(x.written) > rolloutExpectTTL {
 			delete(e.m[ml], node)
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -92,27 +93,38 @@ func TestMaxNodesChangingStaleCache(t *testing.T) {
 }
 
 // TestRolloutExpectations: a write counts as unseen until the cache shows
-// its layouts, the node is gone from the cache, or rolloutExpectTTL has
-// passed; expectations of a MigLayout no pass looks at go once stale.
+// the object at its generation (or, where the write's generation is
+// unknown, its layouts), the node is gone from the cache, or
+// rolloutExpectTTL has passed; expectations of a MigLayout no pass looks
+// at go once stale. A cache still at an earlier write with the same
+// layouts (a rule reverted: halves written at generation 4, whole again at
+// 5, the cache at 3 with whole) does not show the write.
 func TestRolloutExpectations(t *testing.T) {
 	t0 := h0()
 	written := []v1alpha1.GPUSpec{specGPU(0, halvesLayout, "")}
-	old := &v1alpha1.NodeMigLayout{Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{specGPU(0, wholeLayout, "")}}}
-	shown := &v1alpha1.NodeMigLayout{Spec: v1alpha1.NodeMigLayoutSpec{GPUs: written}}
+	at := func(generation int64, layout string) *v1alpha1.NodeMigLayout {
+		return &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Generation: generation},
+			Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{specGPU(0, layout, "")}}}
+	}
 	tests := map[string]struct {
-		cached map[string]*v1alpha1.NodeMigLayout
-		after  time.Duration
-		want   bool // n1 unseen
+		generation int64 // of the write
+		cached     map[string]*v1alpha1.NodeMigLayout
+		after      time.Duration
+		want       bool // n1 unseen
 	}{
-		"cache behind":             {map[string]*v1alpha1.NodeMigLayout{"n1": old}, time.Second, true},
-		"cache shows the write":    {map[string]*v1alpha1.NodeMigLayout{"n1": shown}, time.Second, false},
-		"node gone from the cache": {map[string]*v1alpha1.NodeMigLayout{}, time.Second, false},
-		"write older than the TTL": {map[string]*v1alpha1.NodeMigLayout{"n1": old}, rolloutExpectTTL + time.Second, false},
+		"cache behind":                            {5, map[string]*v1alpha1.NodeMigLayout{"n1": at(3, wholeLayout)}, time.Second, true},
+		"cache behind with the layouts written":   {5, map[string]*v1alpha1.NodeMigLayout{"n1": at(3, halvesLayout)}, time.Second, true},
+		"cache shows the write":                   {5, map[string]*v1alpha1.NodeMigLayout{"n1": at(5, halvesLayout)}, time.Second, false},
+		"cache shows a later write":               {5, map[string]*v1alpha1.NodeMigLayout{"n1": at(6, wholeLayout)}, time.Second, false},
+		"generation unknown, cache behind":        {0, map[string]*v1alpha1.NodeMigLayout{"n1": at(3, wholeLayout)}, time.Second, true},
+		"generation unknown, cache shows layouts": {0, map[string]*v1alpha1.NodeMigLayout{"n1": at(3, halvesLayout)}, time.Second, false},
+		"node gone from the cache":                {5, map[string]*v1alpha1.NodeMigLayout{}, time.Second, false},
+		"write older than the TTL":                {5, map[string]*v1alpha1.NodeMigLayout{"n1": at(3, wholeLayout)}, rolloutExpectTTL + time.Second, false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var e rolloutExpectations
-			e.expect("uid-a", "n1", written, t0)
+			e.expect("uid-a", "n1", written, tc.generation, t0)
 			unseen, expires := e.unseen("uid-a", tc.cached, t0.Add(tc.after))
 			if got := unseen["n1"]; got != tc.want {
 				t.Errorf("n1 unseen %t, want %t", got, tc.want)
@@ -126,8 +138,8 @@ func TestRolloutExpectations(t *testing.T) {
 		})
 	}
 	var e rolloutExpectations
-	e.expect("uid-deleted", "n1", written, t0)
-	e.expect("uid-a", "n2", written, t0.Add(rolloutExpectTTL+time.Second))
+	e.expect("uid-deleted", "n1", written, 2, t0)
+	e.expect("uid-a", "n2", written, 2, t0.Add(rolloutExpectTTL+time.Second))
 	if _, ok := e.m["uid-deleted"]; ok {
 		t.Errorf("a stale expectation of a MigLayout no pass looks at is kept: %v", e.m)
 	}
