@@ -161,11 +161,13 @@ func (g *rolloutGate) heldNote() string {
 }
 
 // slotName names a node that holds a slot in held nodes' rows: a node
-// Blocked on a device in use keeps its slot until the device is released.
+// Blocked on a device in use keeps its slot until the device is released,
+// and one Failed until its change succeeds (a retry) or the spec changes,
+// so that a rollout stalled on either says so.
 func slotName(nml *v1alpha1.NodeMigLayout) string {
 	for _, g := range nml.Status.GPUs {
-		if g.Phase == v1alpha1.PhaseBlocked {
-			return fmt.Sprintf("%s (gpu %d Blocked, %s)", nml.Name, g.Index, g.Reason)
+		if (g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed) && !hardwareGone(g) {
+			return fmt.Sprintf("%s (gpu %d %s, %s)", nml.Name, g.Index, g.Phase, g.Reason)
 		}
 	}
 	return nml.Name

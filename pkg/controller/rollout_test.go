@@ -108,6 +108,17 @@ func TestMaxNodesChanging(t *testing.T) {
 			t.Errorf("row of held node n3: %q, want it to name n2, Blocked, as holding the turn", row.Message)
 		}
 	}
+	// n2 Failed (an NVML error): n3 waits on, and its row says so.
+	report("n2", a100(0).layout(whole).phase(v1alpha1.PhaseFailed, v1alpha1.ReasonNVMLError, "creating GPU instance: ERROR_UNKNOWN"))
+	specs, got = reconcile()
+	if specs["n3"] != whole {
+		t.Errorf("specs while n2 is Failed: %v, want n3 held", specs)
+	}
+	for _, row := range got.Status.Nodes {
+		if row.Node == "n3" && !strings.Contains(row.Message, "changing now: n2 (gpu 0 Failed, NVMLError)") {
+			t.Errorf("row of held node n3: %q, want it to name n2, Failed, as holding the turn", row.Message)
+		}
+	}
 	report("n2", a100(0).layout(halves))
 	specs, got = reconcile()
 	if specs["n3"] != halves {
