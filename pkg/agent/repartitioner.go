@@ -48,9 +48,12 @@ type Repartitioner struct {
 	// logged and the pass goes on with the specs it was given.
 	Reread func(ctx context.Context) ([]v1alpha1.GPUSpec, error)
 
-	// refreshFailed is set while a preparation refreshRecreated tried could
-	// not be brought up to date (passes run one at a time).
-	refreshFailed bool
+	// refreshed is set once refreshRecreated has brought every preparation
+	// up to date, and cleared before each GPU's NVML work (which may make
+	// prepared devices again): false in a new agent process, so that one
+	// that stopped between making devices and the refresh refreshes in its
+	// first pass. Passes run one at a time.
+	refreshed bool
 }
 
 func (r *Repartitioner) driver() string { return r.Driver }
@@ -384,6 +387,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			r.keepMode(ctx, res, p.index)
 			continue
 		}
+		r.refreshed = false // devices made again from here on
 		result := r.apply(ctx, p)
 		r.Metrics.observePhase("repartition", time.Since(start))
 		r.Metrics.countRepartition(result.Phase)
@@ -431,7 +435,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	}
 	r.Metrics.observePhase("republish", time.Since(start))
 	res.GPUs = obs
-	r.refreshRecreated(ctx, res.Changed)
+	r.refreshRecreated(ctx)
 	var unlistedNow unlistedGPUs
 	if res.InUse, unlistedNow, err = r.inUseLayouts(ctx, obs); err != nil {
 		return res.changedOnly(), err
@@ -830,17 +834,21 @@ func (r *Repartitioner) specChanged(ctx context.Context, p *gpuPlan) (bool, erro
 }
 
 // refreshRecreated has the kubelet plugin (Prepared, where it is a
-// RecreatedRefresher) bring up to date the preparations of devices this
-// pass created again under their names: after a pass that changed GPUs,
-// and after every pass while one it tried could not be.
-func (r *Repartitioner) refreshRecreated(ctx context.Context, changed sets.Set[int]) {
+// RecreatedRefresher) bring up to date the preparations of devices made
+// again under their names: after the pool's republication, in every pass
+// since NVML work began on a GPU (whatever its outcome: a create that
+// succeeded before one that failed made a device) until a refresh
+// succeeds, and in the first pass of the process. A pass whose
+// republication fails, or that the agent's stop cuts short, leaves it to
+// the next pass.
+func (r *Repartitioner) refreshRecreated(ctx context.Context) {
 	refresher, ok := r.Prepared.(RecreatedRefresher)
-	if !ok || (changed.Len() == 0 && !r.refreshFailed) || ctx.Err() != nil {
+	if !ok || r.refreshed || ctx.Err() != nil {
 		return
 	}
 	failed := refresher.RefreshRecreated(ctx)
 	for _, uid := range slices.Sorted(maps.Keys(failed)) {
 		klog.FromContext(ctx).Error(failed[uid], "Could not write the CDI spec of a prepared claim for its devices made again; the next pass tries again", "claimUID", uid)
 	}
-	r.refreshFailed = len(failed) > 0
+	r.refreshed = len(failed) == 0
 }
