@@ -192,14 +192,25 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &nml)
 	if apierrors.IsNotFound(err) {
 		// No MigLayout manages this node: keep the pool published as it is.
-		r.resetBackoff()
-		if _, err := r.Repartitioner.Sync(ctx, nil, nil); err != nil {
+		res, err := r.Repartitioner.Sync(ctx, nil, nil)
+		if err != nil {
+			r.resetBackoff()
 			if ctx.Err() == nil {
 				r.Repartitioner.Metrics.countFailedPass()
 			}
 			return ctrl.Result{}, fmt.Errorf("publishing the node's inventory: %w", err)
 		}
 		r.published.Store(true)
+		if res.Retry {
+			// A GPU instance left half made that could not be rolled
+			// back, a pending MIG mode change that could not be
+			// cancelled, a GPU NVML cannot read: tried again with the
+			// backoff, not only at the next resync.
+			d := r.retryAfter(nil, res, nil)
+			logger.V(1).Info("Retrying after backoff", "after", d)
+			return ctrl.Result{RequeueAfter: d}, nil
+		}
+		r.resetBackoff()
 		return ctrl.Result{}, nil
 	}
 	if err != nil {

@@ -232,6 +232,9 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			}
 		}
 		if result != nil {
+			if result.Reason == v1alpha1.ReasonInvalidLayout {
+				result.Message += r.undoEnableForRefused(ctx, obs, idx)
+			}
 			if result.Reason == v1alpha1.ReasonDeviceInUse {
 				result.Message += underClaimsNote(underClaims, idx)
 				if p != nil {
@@ -473,6 +476,14 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 		if !asked && orphans[e.GPU] != nil {
 			// Its GI without a CI could not be rolled back: the entry
 			// keeps it the agent's to roll back on the next pass.
+			continue
+		}
+		if asked && got.Phase != v1alpha1.PhaseReady {
+			// Failed on input: the MIG mode the agent set for the work
+			// (ModeSet) stays recorded, so that a change of it NVML
+			// still holds pending is cancelled once no spec asks for
+			// the GPU.
+			r.keepMode(ctx, res, e.GPU)
 			continue
 		}
 		if err := r.Journal.Clear(e.GPU); err != nil {
@@ -851,4 +862,40 @@ func (r *Repartitioner) refreshRecreated(ctx context.Context) {
 		klog.FromContext(ctx).Error(failed[uid], "Could not write the CDI spec of a prepared claim for its devices made again; the next pass tries again", "claimUID", uid)
 	}
 	r.refreshed = len(failed) == 0
+}
+
+// undoEnableForRefused turns MIG mode off again on GPU idx, whose layout
+// NVML refuses (InvalidLayout), where the journal records that the agent
+// turned it on for that work and the GPU holds no GPU instance: an agent
+// stopped between enabling MIG mode and checking the layout against the
+// GPU's profile table (refusedOnceEnabled) would otherwise leave it in MIG
+// mode without devices, publishing nothing, for as long as the spec
+// stands. It returns what to add to the GPU's message ("" where it did
+// nothing).
+func (r *Repartitioner) undoEnableForRefused(ctx context.Context, obs []GPUState, idx int) string {
+	g := findGPU(obs, idx)
+	if g == nil || !g.GPU.MIGMode.Current || len(g.Devices) > 0 {
+		return ""
+	}
+	i := slices.IndexFunc(r.Journal.Entries(), func(e JournalEntry) bool { return e.GPU == idx })
+	if i < 0 {
+		return ""
+	}
+	if e := r.Journal.Entries()[i]; e.UUID != g.GPU.UUID || e.ModeSet == nil || !*e.ModeSet {
+		return ""
+	}
+	end, err := r.Locks.BeginReconfigure(ctx, idx)
+	if err != nil {
+		return ""
+	}
+	defer end()
+	mode, err := r.GPUs.SetMIGMode(ctx, idx, false)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("; turning MIG mode, turned on for this layout, off again failed, the GPU is left in MIG mode without devices: %v", err)
+	case mode.Current:
+		return fmt.Sprintf("; MIG mode, turned on for this layout, is turned off again, pending until GPU %d is reset", idx)
+	}
+	klog.FromContext(ctx).Info("NVML refuses the layout; MIG mode, turned on for it before the agent stopped, is turned off again", "gpu", idx)
+	return "; MIG mode, turned on for this layout, is turned off again"
 }

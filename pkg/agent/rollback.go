@@ -96,6 +96,13 @@ func (r *Repartitioner) cancelOrphanModes(ctx context.Context, obs []GPUState, d
 			// Pending is not what the agent set: someone else's change.
 			continue
 		}
+		if !g.GPU.MIGMode.Pending && len(g.Devices) == 0 {
+			// A disable whose MIG devices are all gone already: no
+			// device waits under the drain taint, and cancelled it would
+			// leave the GPU in MIG mode without devices, published as
+			// nothing, where at its reset it comes back whole.
+			continue
+		}
 		klog.FromContext(ctx).Info("Cancelling the MIG mode change left pending for a spec that is gone", "gpu", e.GPU, "current", g.GPU.MIGMode.Current)
 		end, err := r.Locks.BeginReconfigure(ctx, e.GPU)
 		if err != nil {
