@@ -150,9 +150,10 @@ func pendingWhy(mode gpu.MIGMode) string {
 // of failing a create on a GPU left in MIG mode without devices.
 func (r *Repartitioner) refusedOnceEnabled(ctx context.Context, p *gpuPlan) (GPUResult, bool) {
 	gpus, err := r.GPUs.GPUs(ctx)
-	if err != nil {
+	if _, others := gpu.GPUErrors(err); err != nil && !others {
 		return GPUResult{}, false // the creates tell
 	}
+	// (Another GPU NVML cannot read leaves this one read.)
 	i := slices.IndexFunc(gpus, func(g gpu.GPU) bool { return g.Index == p.index })
 	if i < 0 {
 		return GPUResult{}, false

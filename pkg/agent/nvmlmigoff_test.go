@@ -6,6 +6,7 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
 // TestRefusesWhatNVMLDoesNotOfferOnAGPUWithMIGOff: the driver offers 3g.40gb
@@ -97,9 +98,40 @@ func TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain(t *testing.T) {
 	}
 }
 
+// TestRefusedOnceEnabledWithAnotherGPULost: as
+// TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain on a node whose other
+// GPU has fallen off the bus: the GPU read once MIG mode is on is read
+// (the other one's error aside), so its layout is still checked against
+// its profile table, and MIG mode turned off again.
+func TestRefusedOnceEnabledWithAnotherGPULost(t *testing.T) {
+	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", rightHalfOnly3g(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newRigWith(t, nvmlsim.Config{Spec: "2xA100-SXM4-80GB", Catalog: hardware})
+	if err := g.sim.LoseGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := g.sim.Snapshot().GPUs[0]
+	if r := res.Results[0]; r.Reason != v1alpha1.ReasonInvalidLayout || st.MIGCurrent || st.MIGPending {
+		t.Errorf("GPU 0 %+v, MIG current %t pending %t, GPU instances %v; want InvalidLayout with MIG mode off again, as with no GPU lost",
+			r, st.MIGCurrent, st.MIGPending, st.GPUInstances)
+	}
+}
+
 // rightHalfOnlyRig is a rig over an A100 whose driver offers 3g.40gb at
 // memory slices 4+4 only (the catalog also has 0+4).
 func rightHalfOnlyRig(t *testing.T) *rig {
+	t.Helper()
+	return newA100RigWith(t, rightHalfOnly3g(t))
+}
+
+// rightHalfOnly3g is the A100's 3g.40gb at memory slices 4+4 only.
+func rightHalfOnly3g(t *testing.T) mig.Profile {
 	t.Helper()
 	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
 	if err != nil {
@@ -111,5 +143,5 @@ func rightHalfOnlyRig(t *testing.T) *rig {
 	}
 	rightOnly := *three
 	rightOnly.Placements = []mig.Placement{{Start: 4, Size: 4}}
-	return newA100RigWith(t, rightOnly)
+	return rightOnly
 }

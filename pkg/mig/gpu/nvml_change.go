@@ -221,16 +221,22 @@ func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx i
 	if err != nil {
 		return err
 	}
+	// Then the indices past go-nvml's COMPUTE_INSTANCE_PROFILE_COUNT, up
+	// to the driver's last (maxProfileIndex): a newer driver's CI
+	// profiles.
 	order := []int{first}
-	for i := 0; i < nvml.COMPUTE_INSTANCE_PROFILE_COUNT; i++ {
+	for i := 0; i < maxProfileIndex; i++ {
 		if i != first {
 			order = append(order, i)
 		}
 	}
 	for _, ci := range order {
 		prof, ret := g.handle.GetComputeInstanceProfileInfo(ci, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret == nvml.ERROR_INVALID_ARGUMENT && ci >= nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
+			break // past the driver's last index
+		}
 		if ret != nvml.SUCCESS {
-			if ci == first {
+			if ci == first && ret != nvml.ERROR_NOT_SUPPORTED {
 				return fmt.Errorf("getting full-size CI profile of GI %d: %w", g.info.Id, staleErr("nvmlGpuInstanceGetComputeInstanceProfileInfo", ret))
 			}
 			continue // a CI profile this GI does not offer

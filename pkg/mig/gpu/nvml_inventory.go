@@ -256,16 +256,16 @@ func readProfileTable(dev nvml.Device, model *mig.Model, memBytes uint64) (profi
 			t.placements[p.Name] = nv
 		}
 	}
-	for _, pi := range profileIndices(model)[len(model.Profiles):] {
-		info, err := profileInfo(dev, pi)
-		if err != nil {
-			return profileTable{}, fmt.Errorf("reading GI profile index %d: %w", pi, err)
-		}
+	err := forEachGIProfile(dev, profileIndices(model)[len(model.Profiles):], func(pi int, info *nvml.GpuInstanceProfileInfo) error {
 		if info == nil || model.ProfileByID(int(info.Id)) != nil {
-			continue // a catalog profile NVML also offers at this index
+			return nil // not offered, or a catalog profile NVML also offers at this index
 		}
 		t.mismatches = append(t.mismatches, fmt.Sprintf("%s (NVML profile index %d, GI profile ID %d): NVML offers a profile the catalog lacks; its GPU instances are listed and destroyed where a layout lacks them, never created",
 			derivedProfileName(pi, *info, memBytes), pi, info.Id))
+		return nil
+	})
+	if err != nil {
+		return profileTable{}, fmt.Errorf("reading GI profile indices: %w", err)
 	}
 	return t, nil
 }

@@ -68,24 +68,20 @@ func (m *NVMLManager) walk(ctx context.Context, idx int) (*gpuState, error) {
 
 	seen := map[uint32]bool{}
 	logger := klog.FromContext(ctx)
-	for _, pi := range profileIndices(s.model) {
-		info, err := profileInfo(dev, pi)
-		if err != nil {
-			return nil, err
-		}
+	err = forEachGIProfile(dev, profileIndices(s.model), func(pi int, info *nvml.GpuInstanceProfileInfo) error {
 		if info == nil {
 			// The GPU (or this driver) does not offer the profile, so it
 			// has no GI of it.
 			logger.V(5).Info("GPU does not offer GI profile", "gpu", idx, "nvmlProfile", pi)
-			continue
+			return nil
 		}
 		if seen[info.Id] || info.InstanceCount == 0 {
-			continue
+			return nil
 		}
 		seen[info.Id] = true
 		handles, ret := dev.GetGpuInstances(info)
 		if err := nvmlErr("nvmlDeviceGetGpuInstances", ret); err != nil {
-			return nil, fmt.Errorf("listing GPU instances of GI profile %d: %w", info.Id, err)
+			return fmt.Errorf("listing GPU instances of GI profile %d: %w", info.Id, err)
 		}
 		for _, h := range handles {
 			gi, ret := h.GetInfo()
@@ -97,9 +93,9 @@ func (m *NVMLManager) walk(ctx context.Context, idx int) (*gpuState, error) {
 					// nothing of the GPU's instances (no ErrNotFound: a
 					// destroy reads the GPU again rather than take its
 					// target for gone).
-					return nil, meanwhile(err)
+					return meanwhile(err)
 				}
-				return nil, err
+				return err
 			}
 			name := ""
 			if s.model != nil {
@@ -112,6 +108,10 @@ func (m *NVMLManager) walk(ctx context.Context, idx int) (*gpuState, error) {
 			}
 			s.gis = append(s.gis, gpuInstance{handle: h, info: gi, profile: *info, name: name})
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(s.gis, func(a, b gpuInstance) int {
 		if a.info.Placement.Start != b.info.Placement.Start {
@@ -138,6 +138,50 @@ func profileIndices(model *mig.Model) []int {
 		}
 	}
 	return out
+}
+
+// maxProfileIndex bounds the GI and CI profile indices read past go-nvml's
+// GPU_INSTANCE_PROFILE_COUNT and COMPUTE_INSTANCE_PROFILE_COUNT (18 and 9
+// in go-nvml v0.13): a driver newer than go-nvml's nvml.h may offer
+// profiles at later indices, and nvml.h has them enumerated "in a forward
+// compatible way by invoking it on profile values starting from 0, until
+// the API returns NVML_ERROR_INVALID_ARGUMENT"
+// (nvmlDeviceGetGpuInstanceProfileInfo,
+// nvmlGpuInstanceGetComputeInstanceProfileInfo).
+const maxProfileIndex = 64
+
+// forEachGIProfile calls fn with each GI profile index of indices and what
+// profileInfo reads of it, then with each index from go-nvml's
+// GPU_INSTANCE_PROFILE_COUNT on (up to maxProfileIndex) until the driver
+// answers ERROR_INVALID_ARGUMENT, so that a newer driver's profiles are
+// seen: a GI of one that the walk left out would hold memory slices the
+// agent takes for free. fn's error ends the walk.
+func forEachGIProfile(dev nvml.Device, indices []int, fn func(pi int, info *nvml.GpuInstanceProfileInfo) error) error {
+	for _, pi := range indices {
+		info, err := profileInfo(dev, pi)
+		if err != nil {
+			return err
+		}
+		if err := fn(pi, info); err != nil {
+			return err
+		}
+	}
+	for pi := nvml.GPU_INSTANCE_PROFILE_COUNT; pi < maxProfileIndex; pi++ {
+		if slices.Contains(indices, pi) {
+			continue
+		}
+		if _, ret := dev.GetGpuInstanceProfileInfo(pi); ret == nvml.ERROR_INVALID_ARGUMENT {
+			return nil // past the driver's last index
+		}
+		info, err := profileInfo(dev, pi)
+		if err != nil {
+			return err
+		}
+		if err := fn(pi, info); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // profileInfo reads GI profile index pi
@@ -305,6 +349,13 @@ func describe(idx int, parentUUID string, g gpuInstance, handles map[[2]int]nvml
 		OFAEngines:      int(g.profile.OfaCount),
 	}
 	ciProf, err := fullCIProfile(g.handle, g.profile.SliceCount)
+	if code, _ := ReturnCode(err); code == nvml.ERROR_NOT_SUPPORTED {
+		// The GI offers no full-size CI profile at the <N>_SLICE index
+		// (a profile a newer driver numbers otherwise): it has no
+		// full-size compute instance, as a GI split into smaller ones,
+		// instead of the GPU's whole walk failing on it.
+		return d, nil
+	}
 	if err != nil {
 		return d, fmt.Errorf("getting full-size CI profile: %w", err)
 	}
