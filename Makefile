@@ -44,7 +44,7 @@ testbin: ## build the control-plane binaries the e2e tests need (10-15 min first
 test: testbin ## every test, e2e against a real control plane included
 	$(GO) test -timeout 45m ./...
 
-testcluster: testbin ## run the test control plane in the foreground (KUBECONFIG=test/.state/testcluster/kubeconfig)
+testcluster: testbin ## run the bare test control plane (no miglayout: try it on `make demo KEEP=1`) in the foreground (KUBECONFIG=test/.state/testcluster/kubeconfig)
 	$(GO) run ./test/harness/cmd/testcluster up --state test/.state/testcluster
 
 # Container images of the controller and the agent (deploy/images/Dockerfile; needs a Docker
