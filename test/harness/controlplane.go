@@ -374,6 +374,9 @@ func (cp *ControlPlane) progress(format string, args ...any) {
 
 func (cp *ControlPlane) writePids() error {
 	var b strings.Builder
+	// The process that started the plane first: stopping it (a demo left
+	// up, a test) stops what it started beside the plane too.
+	fmt.Fprintf(&b, "%s%s %d\n", ownerPrefix, filepath.Base(os.Args[0]), os.Getpid())
 	for _, p := range cp.procs {
 		fmt.Fprintf(&b, "%s %d\n", p.Name(), p.Pid())
 	}
@@ -537,8 +540,13 @@ func sweepStaleTempDirs() {
 	}
 }
 
+// ownerPrefix marks, in the pids file, the process that started the plane
+// ("owner:miglayout-demo 4242").
+const ownerPrefix = "owner:"
+
 // LivePids reads StateDir/pids and returns the processes listed there that are still
-// running the component they were started as (guards against pid reuse).
+// running the component they were started as (guards against pid reuse). The process
+// that started the plane, where it runs, is among them under "owner:<its name>".
 func LivePids(stateDir string) map[string]int {
 	b, err := os.ReadFile(filepath.Join(stateDir, PidsFile))
 	if err != nil {
@@ -554,7 +562,7 @@ func LivePids(stateDir string) map[string]int {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		if procRuns(pid, name) {
+		if procRuns(pid, strings.TrimPrefix(name, ownerPrefix)) {
 			live[name] = pid
 		}
 	}
@@ -565,12 +573,24 @@ func LivePids(stateDir string) map[string]int {
 // start in the same state directory still run: it names them and how to
 // stop them ("etcd (pid 21564), kube-apiserver (pid 21600) still run; stop
 // them with Ctrl-C where they were started, or: kill 21564 21600").
+//
+// Where the process that started them runs (LivePids' "owner:" entry), it is
+// the one to stop: it stops what it started beside the control plane (a
+// demo's agents and controller) too.
 func StillRunningError(what, stateDir string, live map[string]int) error {
-	names := slices.Sorted(maps.Keys(live))
-	procs, pids := make([]string, len(names)), make([]string, len(names))
-	for i, n := range names {
-		procs[i] = fmt.Sprintf("%s (pid %d)", n, live[n])
-		pids[i] = strconv.Itoa(live[n])
+	owner, ownerPid := "", 0
+	var procs, pids []string
+	for _, n := range slices.Sorted(maps.Keys(live)) {
+		if name, ok := strings.CutPrefix(n, ownerPrefix); ok {
+			owner, ownerPid = name, live[n]
+			continue
+		}
+		procs = append(procs, fmt.Sprintf("%s (pid %d)", n, live[n]))
+		pids = append(pids, strconv.Itoa(live[n]))
+	}
+	if owner != "" {
+		return fmt.Errorf("%s from %s is still running: %s, started by %s (pid %d); stop it with Ctrl-C where it was started, or: kill %d",
+			what, stateDir, strings.Join(procs, ", "), owner, ownerPid, ownerPid)
 	}
 	return fmt.Errorf("%s from %s is still running: %s; stop it with Ctrl-C where it was started, or: kill %s",
 		what, stateDir, strings.Join(procs, ", "), strings.Join(pids, " "))

@@ -3,6 +3,7 @@ package harness
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,7 +69,9 @@ func TestLivePidsIgnoresDeadAndReusedPids(t *testing.T) {
 		t.Fatal(err)
 	}
 	me := strconv.Itoa(os.Getpid())
-	content := filepath.Base(self) + " " + me + "\n" + // alive, right name
+	content := "owner:" + filepath.Base(self) + " " + me + "\n" + // the process that started the plane
+		filepath.Base(self) + " " + me + "\n" + // alive, right name
+		"owner:other " + me + "\n" + // alive, but not other: a reused pid
 		"etcd " + me + "\n" + // alive, but not etcd: a reused pid
 		"kube-apiserver 999999999\n" + // dead
 		"garbage\n"
@@ -76,15 +79,28 @@ func TestLivePidsIgnoresDeadAndReusedPids(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := LivePids(dir)
-	if len(got) != 1 || got[filepath.Base(self)] != os.Getpid() {
-		t.Errorf("LivePids = %v, want only this test binary", got)
+	want := map[string]int{filepath.Base(self): os.Getpid(), "owner:" + filepath.Base(self): os.Getpid()}
+	if !maps.Equal(got, want) {
+		t.Errorf("LivePids = %v, want only this test binary, as itself and as owner %v", got, want)
 	}
 }
 
 func TestStillRunningErrorNamesProcessesAndHowToStop(t *testing.T) {
-	err := StillRunningError("a cluster", "/state", map[string]int{"kube-apiserver": 21600, "etcd": 21564})
-	want := "a cluster from /state is still running: etcd (pid 21564), kube-apiserver (pid 21600); stop it with Ctrl-C where it was started, or: kill 21564 21600"
-	if err.Error() != want {
-		t.Errorf("error %q, want %q", err, want)
+	for name, tc := range map[string]struct {
+		live map[string]int
+		want string
+	}{
+		"the process that started them gone": {
+			live: map[string]int{"kube-apiserver": 21600, "etcd": 21564},
+			want: "a cluster from /state is still running: etcd (pid 21564), kube-apiserver (pid 21600); stop it with Ctrl-C where it was started, or: kill 21564 21600",
+		},
+		"the process that started them running": {
+			live: map[string]int{"kube-apiserver": 21600, "etcd": 21564, "owner:miglayout-demo": 21500},
+			want: "a cluster from /state is still running: etcd (pid 21564), kube-apiserver (pid 21600), started by miglayout-demo (pid 21500); stop it with Ctrl-C where it was started, or: kill 21500",
+		},
+	} {
+		if err := StillRunningError("a cluster", "/state", tc.live); err.Error() != tc.want {
+			t.Errorf("%s: error %q, want %q", name, err, tc.want)
+		}
 	}
 }
