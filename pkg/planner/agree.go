@@ -145,6 +145,7 @@ func (p *planner) countsAgree(n *nodeState, pods []Pod, alt map[*gpuState]mig.La
 	kind, model := n.gpus[0].kind, n.gpus[0].model
 	type freeDevice struct {
 		profile  *mig.Profile
+		roomLost []int
 		gpu, at  int
 		assigned bool
 	}
@@ -162,12 +163,16 @@ func (p *planner) countsAgree(n *nodeState, pods []Pod, alt map[*gpuState]mig.La
 			if err != nil || g.g.Pinned.Contains(d) && !g.shared.Contains(d) {
 				continue
 			}
-			free = append(free, freeDevice{profile: pr, gpu: g.g.Info.Index, at: d.Start})
+			free = append(free, freeDevice{profile: pr, roomLost: p.roomLostOf(model, d), gpu: g.g.Info.Index, at: d.Start})
 		}
 	}
+	// In the order the agent publishes them (slices.SortDevices), which
+	// kube-scheduler's allocator tries them in: a profile's media-extension
+	// twin has its memory and multiprocessors, and the room lost tells
+	// them apart before the GPU index does.
 	slices.SortFunc(free, func(a, b freeDevice) int {
 		return cmp.Or(cmp.Compare(a.profile.MemoryMiB, b.profile.MemoryMiB), cmp.Compare(a.profile.Multiprocessors, b.profile.Multiprocessors),
-			cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.at, b.at), cmp.Compare(a.profile.Name, b.profile.Name))
+			slices.Compare(a.roomLost, b.roomLost), cmp.Compare(a.gpu, b.gpu), cmp.Compare(a.at, b.at), cmp.Compare(a.profile.Name, b.profile.Name))
 	})
 	for _, q := range pods {
 		accepted, simple := p.accepts[podKey(q.Pod)]
