@@ -36,7 +36,12 @@ func runMain(m *testing.M) int {
 	cp, err = harness.Start(ctx, harness.Options{
 		BinDir:   bin,
 		StateDir: os.Getenv("MIGLAYOUT_E2E_STATE"),
-		Progress: os.Stderr,
+		// MIGLAYOUT_E2E_GATES runs the package against other feature
+		// gates, e.g. DRAResourceClaimGranularStatusAuthorization=false
+		// to have the agent admission policy, not the API server's
+		// authorizer, confine the agents' claim status writes.
+		FeatureGates: os.Getenv("MIGLAYOUT_E2E_GATES"),
+		Progress:     os.Stderr,
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: starting control plane: %v\n", err)

@@ -476,3 +476,52 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		refused(t, "create a slice with a token bound to no pod", err, "credentials name no node")
 	})
 }
+
+// TestAgentClaimStatusConfinedToItsNode: with device binding conditions the
+// agents may patch ResourceClaim status, cluster-wide in RBAC. An agent may
+// neither drop a running pod from reservedFor of a claim allocated on
+// another node (the claim controller could then deallocate a device in
+// use) nor confirm another node's binding condition. The API server's
+// DRAResourceClaimGranularStatusAuthorization refuses both; where that
+// beta gate is off (MIGLAYOUT_E2E_GATES=
+// DRAResourceClaimGranularStatusAuthorization=false), the chart's agent
+// admission policy does.
+func TestAgentClaimStatusConfinedToItsNode(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	f := newSecurityFixture(t, ctx)
+	agent := kubernetes.NewForConfigOrDie(f.agentPodCfg)
+	claims := client.ResourceV1().ResourceClaims(f.ns)
+	c, err := claims.Create(ctx, &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "victim-on-b"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "sec.miglayout.io"}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	c.Status.Allocation = &resourceapi.AllocationResult{
+		AllocationTimestamp: &now,
+		NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{f.nodeB}}}}}},
+		Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+			Request: "gpu", Driver: "sec.miglayout.io", Pool: f.nodeB, Device: "gpu-0",
+			BindingConditions: []string{migslices.BindingConditionReady}, BindingFailureConditions: []string{migslices.BindingConditionRemoved},
+		}}},
+	}
+	c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "running-pod", UID: "uid-running-pod"}}
+	if _, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Drop the running pod from reservedFor of a claim on node B: the claim
+	// controller may then deallocate a device a pod still uses.
+	_, err = agent.ResourceV1().ResourceClaims(f.ns).Patch(ctx, c.Name, types.MergePatchType,
+		[]byte(`{"status":{"reservedFor":null}}`), metav1.PatchOptions{}, "status")
+	refused(t, "node-A agent clears reservedFor of a claim allocated on node B", err, "")
+	// Confirm node B's binding condition (the scheduler then binds the pod
+	// to a device node B's agent never vetted).
+	_, err = agent.ResourceV1().ResourceClaims(f.ns).Patch(ctx, c.Name, types.MergePatchType,
+		[]byte(`{"status":{"devices":[{"driver":"sec.miglayout.io","pool":"`+f.nodeB+`","device":"gpu-0","conditions":[{"type":"`+migslices.BindingConditionReady+`","status":"True","reason":"Forged","message":"x","lastTransitionTime":"`+now.UTC().Format(time.RFC3339)+`"}]}]}}`),
+		metav1.PatchOptions{}, "status")
+	refused(t, "node-A agent confirms the binding condition of node B's device", err, "")
+}
