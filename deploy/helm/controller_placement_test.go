@@ -1,0 +1,95 @@
+package helm
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestControllerPrefersNodesWithoutAgent: the controller prefers nodes the
+// agent does not run on (its default nodeSelector, or the one given): a
+// privileged agent sees its node's pods' service-account tokens. With more
+// than one replica the replicas also spread over nodes; a controller
+// affinity given replaces both.
+func TestControllerPrefersNodesWithoutAgent(t *testing.T) {
+	notOn := func(key, value string) corev1.PreferredSchedulingTerm {
+		return corev1.PreferredSchedulingTerm{Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: key, Operator: corev1.NodeSelectorOpNotIn, Values: []string{value}}}}}
+	}
+	given := map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+		"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "role", "operator": "In", "values": []any{"control"}}}}}}}}
+	for name, tc := range map[string]struct {
+		values     map[string]any
+		wantPrefer []corev1.PreferredSchedulingTerm
+		wantSpread bool
+		wantGiven  bool
+	}{
+		"defaults": {
+			wantPrefer: []corev1.PreferredSchedulingTerm{notOn("nvidia.com/mig.capable", "true")},
+			wantSpread: true,
+		},
+		"the agent's own nodeSelector, one replica": {
+			values: map[string]any{"agent": map[string]any{"nodeSelector": map[string]any{"gpu": "mig", "pool": "a100"}},
+				"controller": map[string]any{"replicas": 1, "leaderElection": map[string]any{"enabled": false}}},
+			wantPrefer: []corev1.PreferredSchedulingTerm{notOn("gpu", "mig"), notOn("pool", "a100")},
+		},
+		"a controller affinity given": {
+			values:    map[string]any{"controller": map[string]any{"affinity": given}},
+			wantGiven: true,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := convert[appsv1.Deployment](t, find(t, render(t, tc.values), "Deployment", "miglayout-controller"))
+			a := d.Spec.Template.Spec.Affinity
+			if a == nil {
+				t.Fatal("the controller has no affinity")
+			}
+			if tc.wantGiven {
+				if a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil || a.PodAntiAffinity != nil ||
+					len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 0 {
+					t.Errorf("affinity %+v, want the one given only", a)
+				}
+				return
+			}
+			var prefer []corev1.PreferredSchedulingTerm
+			if a.NodeAffinity != nil {
+				prefer = a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+			}
+			if diff := cmp.Diff(tc.wantPrefer, prefer); diff != "" {
+				t.Errorf("preferred node affinity (-want +got):\n%s", diff)
+			}
+			if spread := a.PodAntiAffinity != nil; spread != tc.wantSpread {
+				t.Errorf("replicas spread %t, want %t", spread, tc.wantSpread)
+			}
+		})
+	}
+}
+
+// TestNotesWarnWhenAgentPolicyDoesNotDeny: the install notes warn where the
+// agent admission policy confines no agent: off, or set to warn or audit
+// only.
+func TestNotesWarnWhenAgentPolicyDoesNotDeny(t *testing.T) {
+	for name, tc := range map[string]struct {
+		policy   map[string]any
+		wantWarn bool
+	}{
+		"default (Deny)":     {wantWarn: false},
+		"off":                {policy: map[string]any{"enabled": false}, wantWarn: true},
+		"Warn and Audit":     {policy: map[string]any{"validationActions": []any{"Warn", "Audit"}}, wantWarn: true},
+		"Deny and Audit too": {policy: map[string]any{"validationActions": []any{"Deny", "Audit"}}, wantWarn: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var values map[string]any
+			if tc.policy != nil {
+				values = map[string]any{"agentNodePolicy": tc.policy}
+			}
+			r := render(t, values)
+			if warned := strings.Contains(r.Notes, "WARNING: agentNodePolicy"); warned != tc.wantWarn {
+				t.Errorf("warning in NOTES %t, want %t:\n%s", warned, tc.wantWarn, r.Notes)
+			}
+		})
+	}
+}
