@@ -829,6 +829,15 @@ var badValues = []struct {
 	{"fractional heartbeat", map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "4.5s"}}, "/agent/heartbeatLeaseDuration"},
 	{"ServiceMonitor without Services", map[string]any{"metrics": map[string]any{"service": false, "serviceMonitor": map[string]any{"enabled": true}}},
 		"metrics.serviceMonitor.enabled needs metrics.service"},
+	// Values the templates write as they are: a newline would add YAML of
+	// its own (a hostPath volume of the host's /etc, say).
+	{"path with a newline", map[string]any{"agent": map[string]any{
+		"nvidiaDriverRoot": "/run/nvidia/driver\n          type: Directory\n      - name: injected\n        hostPath:\n          path: /etc"}}, "/agent/nvidiaDriverRoot"},
+	{"host path with a newline", map[string]any{"agent": map[string]any{"hostPaths": map[string]any{"cdi": "/var/run/cdi\n- x"}}}, "/agent/hostPaths/cdi"},
+	{"priority class with a newline", map[string]any{"agent": map[string]any{"priorityClassName": "x\n  hostNetwork: true"}}, "/agent/priorityClassName"},
+	{"runtime class with a space", map[string]any{"agent": map[string]any{"runtimeClassName": "nvidia legacy"}}, "/agent/runtimeClassName"},
+	{"image tag with a newline", map[string]any{"controller": map[string]any{"image": map[string]any{"tag": "v1\n  x: y"}}}, "/controller/image/tag"},
+	{"image repository with a space", map[string]any{"agent": map[string]any{"image": map[string]any{"repository": "registry.example.com/a b"}}}, "/agent/image/repository"},
 	{"secure ServiceMonitor without RBAC", map[string]any{"rbac": map[string]any{"create": false}, "metrics": map[string]any{"secure": true, "serviceMonitor": map[string]any{"enabled": true}}},
 		"metrics.secure with metrics.serviceMonitor.enabled needs rbac.create"},
 	// values.schema.json
