@@ -223,7 +223,7 @@ func pendingShapes(snap planner.Snapshot) []roomShape {
 		}
 		key := fmt.Sprintf("%s %d %s", resourcesText(reqs), ptr.Deref(p.Pod.Spec.Priority, 0), policy)
 		if byKey[key] == nil {
-			byKey[key] = &roomShape{q: planner.RequestOf(p.Pod)}
+			byKey[key] = &roomShape{q: planner.RequestOf(p)}
 		}
 		byKey[key].count++
 	}

@@ -676,7 +676,7 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !unschedulable(pod) {
 			continue
 		}
-		extended := extendedResourceClaim(pod, classes, claims)
+		extended, backed := extendedResourceClaim(pod, classes, claims)
 		if len(pod.Spec.ResourceClaims) == 0 && extended == nil {
 			continue
 		}
@@ -691,6 +691,7 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 		}
 		if extended != nil {
 			p.Claims = append(p.Claims, extended)
+			p.ExtendedResources = backed
 		}
 		complete := true
 		for _, rc := range pod.Spec.ResourceClaims {

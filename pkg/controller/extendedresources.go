@@ -38,20 +38,21 @@ func extendedResourceClasses(classes []*resourceapi.DeviceClass) *extendedresour
 // the pod's extended resource requests that DeviceClasses back: one request
 // per resource name (in name order), ExactCount devices of its class, the
 // count the pod's effective request (containers, sidecars and the largest
-// init container, as for any resource). It returns nil for a pod without
+// init container, as for any resource); and those resource names. It
+// returns nil for a pod without
 // such requests, and for one whose claim the scheduler has made (the claim
 // status.extendedResourceClaimStatus names exists in claims: the pod is
 // being bound). The scheduler writes that status before the binding
 // completes and does not clear it when the binding fails (a device
 // refused as draining, a binding timeout) and it deletes its claim: a pod
 // that names a claim that is gone is demand again.
-func extendedResourceClaim(pod *corev1.Pod, classes *extendedresourcecache.ExtendedResourceCache, claims map[types.NamespacedName]*resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+func extendedResourceClaim(pod *corev1.Pod, classes *extendedresourcecache.ExtendedResourceCache, claims map[types.NamespacedName]*resourceapi.ResourceClaim) (*resourceapi.ResourceClaim, []corev1.ResourceName) {
 	if !asksExtendedResources(pod) {
-		return nil
+		return nil, nil
 	}
 	if st := pod.Status.ExtendedResourceClaimStatus; st != nil {
 		if _, ok := claims[types.NamespacedName{Namespace: pod.Namespace, Name: st.ResourceClaimName}]; ok {
-			return nil
+			return nil, nil
 		}
 	}
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
@@ -61,6 +62,7 @@ func extendedResourceClaim(pod *corev1.Pod, classes *extendedresourcecache.Exten
 	}
 	slices.Sort(names)
 	var requests []resourceapi.DeviceRequest
+	var backed []corev1.ResourceName
 	for _, name := range names {
 		q := reqs[name]
 		count, ok := q.AsInt64()
@@ -68,6 +70,7 @@ func extendedResourceClaim(pod *corev1.Pod, classes *extendedresourcecache.Exten
 		if !ok || count <= 0 || class == nil || !extendedResourceName(name) {
 			continue
 		}
+		backed = append(backed, name)
 		requests = append(requests, resourceapi.DeviceRequest{
 			Name: "extended-resource-" + strconv.Itoa(len(requests)),
 			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class.Name,
@@ -75,12 +78,12 @@ func extendedResourceClaim(pod *corev1.Pod, classes *extendedresourcecache.Exten
 		})
 	}
 	if len(requests) == 0 {
-		return nil
+		return nil, nil
 	}
 	return &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: extendedResourceClaimName + pod.Name, UID: pod.UID},
 		Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: requests}},
-	}
+	}, backed
 }
 
 // asksExtendedResources reports whether a container of the pod requests a

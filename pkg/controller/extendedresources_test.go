@@ -50,26 +50,34 @@ func TestPendingPodsExtendedResources(t *testing.T) {
 		return p
 	}
 	made := map[types.NamespacedName]*resourceapi.ResourceClaim{{Namespace: "ml", Name: "f-extended-resources-x"}: {}}
+	const one, implicit = corev1.ResourceName("nvidia.com/mig-1g.10gb"), corev1.ResourceName("deviceclass.resource.kubernetes.io/mig.miglayout.io")
 	tests := map[string]struct {
 		pod    corev1.Pod
 		claims map[types.NamespacedName]*resourceapi.ResourceClaim
 		want   map[string][]req
+		// wantNames are the pod's extended resources the claim stands for
+		// (planner.Pod.ExtendedResources).
+		wantNames []corev1.ResourceName
 	}{
 		"a class's extendedResourceName": {
-			pod:  extPod("a", nil, map[string]int64{"nvidia.com/mig-1g.10gb": 1}),
-			want: map[string][]req{"ml/a": {{"mig-1g.10gb", 1}}},
+			pod:       extPod("a", nil, map[string]int64{"nvidia.com/mig-1g.10gb": 1}),
+			want:      map[string][]req{"ml/a": {{"mig-1g.10gb", 1}}},
+			wantNames: []corev1.ResourceName{one},
 		},
 		"the implicit name of a class, summed over containers": {
-			pod:  extPod("b", nil, map[string]int64{"deviceclass.resource.kubernetes.io/mig.miglayout.io": 1}, map[string]int64{"deviceclass.resource.kubernetes.io/mig.miglayout.io": 2}),
-			want: map[string][]req{"ml/b": {{"mig.miglayout.io", 3}}},
+			pod:       extPod("b", nil, map[string]int64{"deviceclass.resource.kubernetes.io/mig.miglayout.io": 1}, map[string]int64{"deviceclass.resource.kubernetes.io/mig.miglayout.io": 2}),
+			want:      map[string][]req{"ml/b": {{"mig.miglayout.io", 3}}},
+			wantNames: []corev1.ResourceName{implicit},
 		},
 		"an init container asking more than the containers": {
-			pod:  extPod("c", map[string]int64{"nvidia.com/mig-1g.10gb": 3}, map[string]int64{"nvidia.com/mig-1g.10gb": 1}),
-			want: map[string][]req{"ml/c": {{"mig-1g.10gb", 3}}},
+			pod:       extPod("c", map[string]int64{"nvidia.com/mig-1g.10gb": 3}, map[string]int64{"nvidia.com/mig-1g.10gb": 1}),
+			want:      map[string][]req{"ml/c": {{"mig-1g.10gb", 3}}},
+			wantNames: []corev1.ResourceName{one},
 		},
 		"two resources: one request each, in name order": {
-			pod:  extPod("d", nil, map[string]int64{"nvidia.com/mig-1g.10gb": 1, "deviceclass.resource.kubernetes.io/mig.miglayout.io": 1}),
-			want: map[string][]req{"ml/d": {{"mig.miglayout.io", 1}, {"mig-1g.10gb", 1}}},
+			pod:       extPod("d", nil, map[string]int64{"nvidia.com/mig-1g.10gb": 1, "deviceclass.resource.kubernetes.io/mig.miglayout.io": 1}),
+			want:      map[string][]req{"ml/d": {{"mig.miglayout.io", 1}, {"mig-1g.10gb", 1}}},
+			wantNames: []corev1.ResourceName{implicit, one},
 		},
 		"a resource no class backs (a device plugin's): not demand": {
 			pod:  extPod("e", nil, map[string]int64{"example.com/fpga": 1}),
@@ -83,8 +91,9 @@ func TestPendingPodsExtendedResources(t *testing.T) {
 		// and leaves it when the binding fails and it deletes its claim
 		// (a device refused as draining, a binding timeout).
 		"the scheduler's claim deleted after a failed binding: demand again": {
-			pod:  binding("g"),
-			want: map[string][]req{"ml/g": {{"mig-1g.10gb", 1}}},
+			pod:       binding("g"),
+			want:      map[string][]req{"ml/g": {{"mig-1g.10gb", 1}}},
+			wantNames: []corev1.ResourceName{one},
 		},
 	}
 	for name, tc := range tests {
@@ -98,6 +107,9 @@ func TestPendingPodsExtendedResources(t *testing.T) {
 					}
 				}
 				got[p.Pod.Namespace+"/"+p.Pod.Name] = rs
+				if diff := cmp.Diff(tc.wantNames, p.ExtendedResources); diff != "" {
+					t.Errorf("extended resources the claim stands for (-want +got):\n%s", diff)
+				}
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("pending pods' requests (-want +got):\n%s", diff)

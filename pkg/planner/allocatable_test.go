@@ -90,6 +90,72 @@ func TestPodPlannedWhereItsRequestsFit(t *testing.T) {
 	}
 }
 
+// TestDRABackedExtendedResourcePerNode: a pod asking for nvidia.com/gpu,
+// which a DeviceClass backs (its claim stands for it: Pod.ExtendedResources),
+// is planned as kube-scheduler places it on each node: where the node lists
+// the resource at 0 (the device plugin that served it is gone) or not at
+// all, through a claim for a MIG device, the resource not judged against
+// allocatable or room; where the node lists it above 0, its device plugin
+// serves it and the scheduler makes no claim, so no GPU there is
+// repartitioned for the pod.
+func TestDRABackedExtendedResourcePerNode(t *testing.T) {
+	const gpus = corev1.ResourceName("nvidia.com/gpu")
+	withGPUs := func(n Node, count string) Node {
+		n.Node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi"),
+			corev1.ResourcePods: resource.MustParse("110")}
+		if count != "" {
+			n.Node.Status.Allocatable[gpus] = resource.MustParse(count)
+		}
+		return n
+	}
+	changedOn := func(name string) trace {
+		return trace{
+			Changes:    []string{name + "/0: 7g.80gb@0 -> 1g.10gb@6 serves default/p"},
+			Served:     []string{"default/p -> " + name + " gpu-0-mig-1g10gb-19-6 after change"},
+			Unservable: map[string]string{},
+		}
+	}
+	tests := map[string]struct {
+		nodes []Node
+		want  trace
+	}{
+		"listed at 0": {
+			nodes: []Node{withGPUs(node("migrated").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "0")},
+			want:  changedOn("migrated"),
+		},
+		"not listed": {
+			nodes: []Node{withGPUs(node("dra").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "")},
+			want:  changedOn("dra"),
+		},
+		"listed above 0 on one node": {
+			nodes: []Node{
+				withGPUs(node("a-plugin").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"),
+				withGPUs(node("b-dra").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "0"),
+			},
+			want: changedOn("b-dra"),
+		},
+		"listed above 0 on every node": {
+			nodes: []Node{withGPUs(node("plugin").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8")},
+			want:  trace{Unservable: map[string]string{"default/p": "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := pod("p", 1).claim(profileIs("1g.10gb"), 1).build()
+			p.Claims[0].Name = "<extended-resources>p"
+			p.ExtendedResources = []corev1.ResourceName{gpus}
+			p.Pod.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{gpus: resource.MustParse("1")}}}}
+			res, err := Plan(context.Background(), Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, Nodes: tc.nodes, Pending: []Pod{p}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, toTrace(res)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // requested sets what the pods bound to n request, all of priority 0: cpu,
 // and their number (the node takes 110 pods).
 func requested(n Node, cpu string, pods int64) Node {

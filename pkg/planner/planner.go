@@ -384,14 +384,14 @@ func (p *planner) firstFree(profile string, use func(*gpuState) bool) (*gpuState
 // feasibleNodes returns the nodes the pod may run on, cached by the pod's
 // scheduling constraints.
 func (p *planner) feasibleNodes(pod Pod) []*nodeState {
-	reqs := podRequests(pod.Pod)
+	reqs := pendingRequests(pod)
 	key := schedulingKey(pod, reqs)
 	if ns, ok := p.feasibleBy[key]; ok {
 		return ns
 	}
 	var out []*nodeState
 	for _, n := range p.nodes {
-		if !n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(reqs, n.n.Node) && allowedOn(pod, n.n.Node) {
+		if !n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(reqs, n.n.Node) && allowedOn(pod, n.n.Node) && !devicePluginServes(pod, n.n.Node) {
 			out = append(out, n)
 		}
 	}
@@ -422,7 +422,8 @@ func schedulingKey(pod Pod, reqs corev1.ResourceList) string {
 		N []*corev1.NodeSelector
 		D []string
 		R corev1.ResourceList
-	}{pod.Pod.Spec.NodeSelector, pod.Pod.Spec.Affinity, pod.Pod.Spec.Tolerations, pod.AllocatedOn, pod.Declined, reqs})
+		E []corev1.ResourceName
+	}{pod.Pod.Spec.NodeSelector, pod.Pod.Spec.Affinity, pod.Pod.Spec.Tolerations, pod.AllocatedOn, pod.Declined, reqs, pod.ExtendedResources})
 	return string(b)
 }
 
@@ -432,6 +433,31 @@ func schedulingKey(pod Pod, reqs corev1.ResourceList) string {
 // helpers).
 func podRequests(pod *corev1.Pod) corev1.ResourceList {
 	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+}
+
+// pendingRequests is podRequests of a pending pod without the extended
+// resources its claims stand for (Pod.ExtendedResources): those are
+// devices, not node allocatable, where the planner plans for the pod.
+func pendingRequests(pod Pod) corev1.ResourceList {
+	reqs := podRequests(pod.Pod)
+	for _, name := range pod.ExtendedResources {
+		delete(reqs, name)
+	}
+	return reqs
+}
+
+// devicePluginServes reports whether the node lists one of the pod's
+// DeviceClass-backed extended resources as allocatable above 0: there
+// kube-scheduler leaves the resource to the node's device plugin and
+// makes no claim for it (a MIG device made for the pod would not place
+// it).
+func devicePluginServes(pod Pod, node *corev1.Node) bool {
+	for _, name := range pod.ExtendedResources {
+		if q, ok := node.Status.Allocatable[name]; ok && q.Sign() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // fitsAllocatable reports whether every resource the pod requests (reqs,
@@ -662,7 +688,7 @@ func frozenReasons(nodes []*nodeState) string {
 func (p *planner) frozenNodes(pod Pod) []*nodeState {
 	var out []*nodeState
 	for _, n := range p.nodes {
-		if n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(podRequests(pod.Pod), n.n.Node) && allowedOn(pod, n.n.Node) {
+		if n.n.Frozen && feasible(pod.Pod, n.n.Node) && fitsAllocatable(pendingRequests(pod), n.n.Node) && allowedOn(pod, n.n.Node) && !devicePluginServes(pod, n.n.Node) {
 			out = append(out, n)
 		}
 	}

@@ -97,11 +97,12 @@ type RoomRequest struct {
 	preempts bool
 }
 
-// RequestOf is what pod asks of a node's room.
-func RequestOf(pod *corev1.Pod) RoomRequest {
-	reqs := podRequests(pod)
+// RequestOf is what a pending pod asks of a node's room (the extended
+// resources its claims stand for are devices: pendingRequests).
+func RequestOf(pod Pod) RoomRequest {
+	reqs := pendingRequests(pod)
 	reqs[corev1.ResourcePods] = *resourceOne
-	return RoomRequest{reqs: reqs, priority: podPriority(pod), preempts: mayPreempt(pod)}
+	return RoomRequest{reqs: reqs, priority: podPriority(pod.Pod), preempts: mayPreempt(pod.Pod)}
 }
 
 // vector is q's requests by index.
@@ -249,7 +250,7 @@ func (p *planner) roomVector(pod Pod) []int64 {
 	if v, ok := p.roomVectors[key]; ok {
 		return v
 	}
-	v := RequestOf(pod.Pod).vector(p.resources)
+	v := RequestOf(pod).vector(p.resources)
 	p.roomVectors[key] = v
 	return v
 }

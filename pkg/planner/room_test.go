@@ -38,7 +38,7 @@ func TestRoomTakes(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			q := RequestOf(tc.pod)
+			q := RequestOf(Pod{Pod: tc.pod})
 			if got := NewRoom(tc.node).Takes(q, 5); got != tc.want {
 				t.Errorf("takes %d pods, want %d", got, tc.want)
 			}

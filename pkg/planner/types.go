@@ -165,6 +165,15 @@ type Pod struct {
 	// being bound. The pod is not planned on them (DeclinedEverywhere
 	// where that leaves no node).
 	Declined []string
+	// ExtendedResources are the extended resources the pod requests that
+	// DeviceClasses back, which one of Claims stands for. kube-scheduler
+	// makes that claim only on a node whose allocatable does not list
+	// them, or lists them at 0 (a device plugin that served them is
+	// gone); where a node lists one above 0, its device plugin serves it
+	// and no MIG device the planner made would. So they are judged
+	// neither against nodes' allocatable nor their room, and a node
+	// listing one above 0 is not planned for the pod.
+	ExtendedResources []corev1.ResourceName
 }
 
 // Snapshot is everything the planner reads.
