@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
@@ -23,25 +21,8 @@ import (
 func TestKubeletRegistration(t *testing.T) {
 	e := newEnv(t)
 	p := e.plugin("")
-	// Unix socket paths are short: not under the test's long temp dir.
-	dir, err := os.MkdirTemp("", "mlplugin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	registry := filepath.Join(dir, "registry")
-	for _, d := range []string{registry, filepath.Join(dir, "plugin")} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
-	h, err := p.Start(t.Context(), kube, kubeletplugin.RegistrarDirectoryPath(registry),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(dir, "plugin")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Stop()
+	h, registry := startHelper(t, t.Context(), p, kube)
 	ready := KubeletRegistration(h.RegistrationStatus)
 	if err := ready(nil); !errors.Is(err, ErrNotRegistered) {
 		t.Fatalf("before the kubelet registered the plugin: readiness %v, want %v", err, ErrNotRegistered)

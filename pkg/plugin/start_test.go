@@ -11,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -26,26 +27,10 @@ func TestHelperPublishesAfterStartContextEnds(t *testing.T) {
 	helperLinger = 2 * time.Second
 	e := newEnv(t)
 	p := e.plugin("")
-	// Unix socket paths are short: not under the test's long temp dir.
-	dir, err := os.MkdirTemp("", "mlplugin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	for _, d := range []string{"registry", "plugin"} {
-		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, UID: "node-uid"}})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	h, err := p.Start(ctx, kube, kubeletplugin.RegistrarDirectoryPath(filepath.Join(dir, "registry")),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(dir, "plugin")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Stop()
+	h, _ := startHelper(t, ctx, p, kube)
 	publish := func(n int) {
 		t.Helper()
 		var devs []resourceapi.Device
@@ -89,4 +74,29 @@ func TestHelperPublishesAfterStartContextEnds(t *testing.T) {
 	if got, ok := held(3, time.Second); ok {
 		t.Errorf("helperLinger after the start context ended: the node's ResourceSlice holds %d devices, want the helper stopped", got)
 	}
+}
+
+// startHelper starts p's kubeletplugin helper with a registrar directory
+// and a plugin data directory of its own, which it returns the first of;
+// the helper is stopped when the test ends.
+func startHelper(t *testing.T, ctx context.Context, p *Plugin, kube kubernetes.Interface) (*kubeletplugin.Helper, string) {
+	t.Helper()
+	// Unix socket paths are short: not under the test's long temp dir.
+	dir, err := os.MkdirTemp("", "mlplugin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	registry, data := filepath.Join(dir, "registry"), filepath.Join(dir, "plugin")
+	for _, d := range []string{registry, data} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := p.Start(ctx, kube, kubeletplugin.RegistrarDirectoryPath(registry), kubeletplugin.PluginDataDirectoryPath(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Stop)
+	return h, registry
 }
