@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -100,13 +101,14 @@ const orphanConfirmTimeout = 10 * time.Second
 // (staleInUse).
 var ErrOrphanInUse = errors.New("a process still runs on its devices")
 
-// onReadableGPUs returns pc without its devices on GPUs NVML cannot read
-// (fallen off the bus, not accessible: gpu.Unreadable), whose processes
-// cannot be listed. Such a GPU has no device published, so no other claim
-// can be given one of them while it stays unreadable, and a GPU that comes
-// back (a reset, a reboot) has lost its processes: a claim is not held
-// prepared, nor a prepare failed, on their account. Only an error that may
-// pass leaves a device in.
+// onReadableGPUs returns pc without its devices on GPUs that fell off the
+// bus or need a reset (NVML's ERROR_GPU_IS_LOST, ERROR_RESET_REQUIRED),
+// whose processes cannot be listed. Such a GPU has no device published, so
+// no other claim can be given one of them while it stays so, and it comes
+// back only through a reset or a reboot, which ends its processes: a claim
+// is not held prepared, nor a prepare failed, on their account. Any other
+// error, unreadable ones included (NVML denied the GPU: its processes may
+// run on), leaves the devices in, and listing them fails.
 func (p *Plugin) onReadableGPUs(ctx context.Context, pc PreparedClaim) PreparedClaim {
 	_, err := p.cfg.GPUs.GPUs(ctx)
 	perGPU, ok := gpu.GPUErrors(err)
@@ -114,7 +116,8 @@ func (p *Plugin) onReadableGPUs(ctx context.Context, pc PreparedClaim) PreparedC
 		return pc
 	}
 	pc.Devices = slices.DeleteFunc(slices.Clone(pc.Devices), func(d PreparedDevice) bool {
-		return perGPU[d.GPUIndex] != nil && gpu.Unreadable(perGPU[d.GPUIndex])
+		code, _ := gpu.ReturnCode(perGPU[d.GPUIndex])
+		return code == nvml.ERROR_GPU_IS_LOST || code == nvml.ERROR_RESET_REQUIRED
 	})
 	return pc
 }

@@ -530,6 +530,14 @@ func (p *Plugin) sameAllocation(pc PreparedClaim, claim *resourceapi.ResourceCla
 // claim afresh).
 // The GPU lock is not needed: prepared devices are never destroyed.
 func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
+	return p.reprepareIf(ctx, pc, false)
+}
+
+// reprepareIf is reprepare; with onlyIfCurrent, the CDI spec is written
+// only while the claim's record is still pc (the kubelet, which calls the
+// plugin beside the agent's RefreshRecreated, may have unprepared it, or
+// prepared it anew, since pc was read).
+func (p *Plugin) reprepareIf(ctx context.Context, pc PreparedClaim, onlyIfCurrent bool) error {
 	var idxs []int
 	for _, d := range pc.Devices {
 		if !slices.Contains(idxs, d.GPUIndex) {
@@ -590,6 +598,9 @@ func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 	// than the IDs this answer gives the kubelet.
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if cur, ok := p.claims[pc.UID]; onlyIfCurrent && (!ok || !equality.Semantic.DeepEqual(cur, pc)) {
+		return nil
+	}
 	if p.specOnDisk(pc) {
 		return nil
 	}

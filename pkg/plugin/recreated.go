@@ -37,7 +37,7 @@ func (p *Plugin) RefreshRecreated(ctx context.Context) map[types.UID]error {
 		if len(pc.Devices) == 0 {
 			continue
 		}
-		err := p.reprepare(ctx, pc)
+		err := p.reprepareIf(ctx, pc, true)
 		switch {
 		case err == nil, errors.Is(err, ErrDeviceGone):
 			continue

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/miglayout/miglayout/pkg/gpulock"
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -218,5 +220,90 @@ func TestRefreshRecreated(t *testing.T) {
 	}
 	if got := p.PreparedDevices(); len(got) != 0 {
 		t.Errorf("prepared devices %v after the kubelet unprepared the claim, want none", got)
+	}
+}
+
+// callingMeanwhile is a gpu.Manager that, once armed, runs meanwhile at its
+// next GPUs call: the kubelet calling the plugin while RefreshRecreated
+// reads NVML for a claim.
+type callingMeanwhile struct {
+	gpu.Manager
+	meanwhile func()
+}
+
+func (h *callingMeanwhile) GPUs(ctx context.Context) ([]gpu.GPU, error) {
+	if f := h.meanwhile; f != nil {
+		h.meanwhile = nil
+		f()
+	}
+	return h.Manager.GPUs(ctx)
+}
+
+// TestRefreshRecreatedLeavesAClaimUnpreparedMeanwhile: the kubelet
+// unprepares a claim while RefreshRecreated (the agent's pass) reads NVML
+// for it: the claim's CDI spec stays removed.
+func TestRefreshRecreatedLeavesAClaimUnpreparedMeanwhile(t *testing.T) {
+	e := newEnv(t)
+	h := &callingMeanwhile{Manager: e.gpus}
+	p, err := New(Config{NodeName: node, GPUs: h, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir, HostRoot: e.hostRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-3"})
+	if r := e.prepare(p, c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	specPath := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))
+	h.meanwhile = func() {
+		if err := e.unprepare(p, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if failed := p.RefreshRecreated(e.ctx); len(failed) > 0 {
+		t.Fatalf("RefreshRecreated: %v", failed)
+	}
+	if len(p.PreparedClaims()) != 0 {
+		t.Fatalf("claim still prepared")
+	}
+	if _, err := os.Stat(specPath); err == nil {
+		t.Errorf("CDI spec %s of a claim the kubelet unprepared was written again by RefreshRecreated", specPath)
+	}
+}
+
+// TestRefreshRecreatedLeavesAClaimPreparedAnewMeanwhile: the kubelet
+// prepares the claim anew (same UID, allocated another device: its
+// unprepare never reached the plugin) while RefreshRecreated reads NVML for
+// its old preparation: the CDI spec names the new device.
+func TestRefreshRecreatedLeavesAClaimPreparedAnewMeanwhile(t *testing.T) {
+	e := newEnv(t)
+	h := &callingMeanwhile{Manager: e.gpus}
+	p, err := New(Config{NodeName: node, GPUs: h, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir, HostRoot: e.hostRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-3"})
+	if r := e.prepare(p, c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c2 := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})
+	h.meanwhile = func() {
+		if r := e.prepare(p, c2); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	if failed := p.RefreshRecreated(e.ctx); len(failed) > 0 {
+		t.Fatalf("RefreshRecreated: %v", failed)
+	}
+	rec := p.claims[uid1]
+	if len(rec.Devices) != 1 || rec.Devices[0].Device != "gpu-0-mig-1g10gb-19-2" {
+		t.Fatalf("record %+v, want the new device", rec.Devices)
+	}
+	spec, err := os.ReadFile(filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(spec), rec.Devices[0].UUID) {
+		t.Errorf("checkpoint says the claim holds %s (%s), but its CDI spec, rewritten by RefreshRecreated, names another device:\n%s",
+			rec.Devices[0].Device, rec.Devices[0].UUID, spec)
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	goslices "slices"
 	"strings"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -212,6 +214,39 @@ func TestReleaseOrphanWithALostGPU(t *testing.T) {
 	}
 	if got := p.PreparedDevices(); len(got) != 0 {
 		t.Errorf("prepared devices %v after the release, want none", got)
+	}
+}
+
+// denyingGPU0 is a gpu.Manager that NVML denies GPU 0 (ERROR_NO_PERMISSION:
+// its device node taken from the container, say): GPUs leaves it out, as
+// it does a lost one, but its processes may run on.
+type denyingGPU0 struct{ gpu.Manager }
+
+func (m denyingGPU0) GPUs(ctx context.Context) ([]gpu.GPU, error) {
+	all, err := m.Manager.GPUs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	denied := &gpu.NVMLError{Op: "nvmlDeviceGetHandleByIndex", Return: nvml.ERROR_NO_PERMISSION}
+	return goslices.DeleteFunc(all, func(g gpu.GPU) bool { return g.Index == 0 }), &gpu.UnreadableGPUsError{Errors: map[int]error{0: denied}}
+}
+
+// TestReleaseOrphanWithADeniedGPU: unlike a GPU fallen off the bus, one
+// NVML denies the agent may still run the gone claim's container: its
+// preparation is kept (the release fails, and is tried again) rather than
+// released while its processes cannot be listed.
+func TestReleaseOrphanWithADeniedGPU(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	p.cfg.GPUs = denyingGPU0{e.gpus}
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1, nil); err == nil || released {
+		t.Errorf("ReleaseOrphan with GPU 0 denied: released %v, %v; want it kept, with an error", released, err)
+	}
+	if got := p.PreparedDevices(); len(got) != 1 {
+		t.Errorf("prepared devices %v, want the claim's kept", got)
 	}
 }
 
