@@ -121,3 +121,26 @@ func TestAgentUpdateStrategy(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentHostPathsRenderAsGiven: host paths reach the DaemonSet as given,
+// also where YAML would read part of them otherwise (" #" starts a
+// comment).
+func TestAgentHostPathsRenderAsGiven(t *testing.T) {
+	const state, driverRoot = "/var/lib/miglayout #2", "/run/nvidia driver"
+	ds := convert[appsv1.DaemonSet](t, find(t, render(t, map[string]any{"agent": map[string]any{
+		"nvidiaDriverRoot": driverRoot, "hostPaths": map[string]any{"state": state}}}), "DaemonSet", "miglayout-agent"))
+	paths := map[string]bool{}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil {
+			paths[v.HostPath.Path] = true
+		}
+	}
+	for _, want := range []string{state, driverRoot} {
+		if !paths[want] {
+			t.Errorf("no hostPath volume %q among %v", want, paths)
+		}
+	}
+	if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--state-dir="+state) {
+		t.Errorf("agent args %q lack --state-dir=%s", args, state)
+	}
+}

@@ -74,21 +74,32 @@ func TestControllerPrefersNodesWithoutAgent(t *testing.T) {
 func TestNotesWarnWhenAgentPolicyDoesNotDeny(t *testing.T) {
 	for name, tc := range map[string]struct {
 		policy   map[string]any
+		binding  bool
 		wantWarn bool
 	}{
-		"default (Deny)":     {wantWarn: false},
-		"off":                {policy: map[string]any{"enabled": false}, wantWarn: true},
-		"Warn and Audit":     {policy: map[string]any{"validationActions": []any{"Warn", "Audit"}}, wantWarn: true},
-		"Deny and Audit too": {policy: map[string]any{"validationActions": []any{"Deny", "Audit"}}, wantWarn: false},
+		"default (Deny)":                 {wantWarn: false},
+		"off":                            {policy: map[string]any{"enabled": false}, wantWarn: true},
+		"off, with binding conditions":   {policy: map[string]any{"enabled": false}, binding: true, wantWarn: true},
+		"Warn and Audit":                 {policy: map[string]any{"validationActions": []any{"Warn", "Audit"}}, wantWarn: true},
+		"Audit, with binding conditions": {policy: map[string]any{"validationActions": []any{"Audit"}}, binding: true, wantWarn: true},
+		"Deny and Audit too":             {policy: map[string]any{"validationActions": []any{"Deny", "Audit"}}, wantWarn: false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var values map[string]any
+			values := map[string]any{"agent": map[string]any{"deviceBindingConditions": tc.binding}}
 			if tc.policy != nil {
-				values = map[string]any{"agentNodePolicy": tc.policy}
+				values["agentNodePolicy"] = tc.policy
 			}
-			r := render(t, values)
+			r, err := Render(Options{KubeVersion: "v1.37.2", Values: values})
+			if err != nil {
+				t.Fatal(err)
+			}
 			if warned := strings.Contains(r.Notes, "WARNING: agentNodePolicy"); warned != tc.wantWarn {
 				t.Errorf("warning in NOTES %t, want %t:\n%s", warned, tc.wantWarn, r.Notes)
+			}
+			// With binding conditions an unconfined agent can also
+			// write claims' status.
+			if claims := strings.Contains(r.Notes, "ResourceClaim's status"); claims != (tc.wantWarn && tc.binding) {
+				t.Errorf("NOTES name claims' status %t, want %t:\n%s", claims, tc.wantWarn && tc.binding, r.Notes)
 			}
 		})
 	}

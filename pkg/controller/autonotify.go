@@ -221,7 +221,9 @@ func pendingShapes(snap planner.Snapshot) []roomShape {
 		if p.Pod.Spec.PreemptionPolicy != nil {
 			policy = string(*p.Pod.Spec.PreemptionPolicy)
 		}
-		key := fmt.Sprintf("%s %d %s", resourcesText(reqs), ptr.Deref(p.Pod.Spec.Priority, 0), policy)
+		// The extended resources its claim stands for are not asked of
+		// the room (planner.RequestOf): pods that differ there differ.
+		key := fmt.Sprintf("%s %d %s %v", resourcesText(reqs), ptr.Deref(p.Pod.Spec.Priority, 0), policy, p.ExtendedResources)
 		if byKey[key] == nil {
 			byKey[key] = &roomShape{q: planner.RequestOf(p)}
 		}

@@ -136,7 +136,7 @@ func TestDRABackedExtendedResourcePerNode(t *testing.T) {
 		},
 		"listed above 0 on every node": {
 			nodes: []Node{withGPUs(node("plugin").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8")},
-			want:  trace{Unservable: map[string]string{"default/p": "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"}},
+			want:  trace{Unservable: map[string]string{"default/p": ServedByDevicePlugin}},
 		},
 	}
 	for name, tc := range tests {

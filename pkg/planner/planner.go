@@ -640,6 +640,12 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 			if len(p.feasibleNodes(undeclined)) > 0 {
 				p.result.Unservable[key] = DeclinedEverywhere
 			}
+		} else if len(pod.ExtendedResources) > 0 {
+			withoutPlugin := pod
+			withoutPlugin.ExtendedResources = nil
+			if len(p.feasibleNodes(withoutPlugin)) > 0 {
+				p.result.Unservable[key] = ServedByDevicePlugin
+			}
 		}
 		return nil
 	}

@@ -298,6 +298,13 @@ const WaitsForNodeResources = "the Auto-mode nodes the pod may run on have not e
 // judge keeps it off those nodes.
 const DeclinedEverywhere = "kube-scheduler did not bind the pod to the Auto-mode nodes where free devices for it waited, and no other Auto-mode node may run it: something miglayout does not judge keeps it off them (pod affinity or anti-affinity, topology spread, host ports, volumes, or another scheduler); they are tried again later"
 
+// ServedByDevicePlugin is the Result.Unservable reason of a pod whose
+// DeviceClass-backed extended resources (Pod.ExtendedResources) the nodes
+// it may run on list as allocatable above 0: kube-scheduler leaves them to
+// those nodes' device plugin there and makes no claim a MIG device could
+// serve.
+const ServedByDevicePlugin = "the Auto-mode nodes the pod may run on list the extended resources it asks for as allocatable (a device plugin serves them there), so kube-scheduler makes no ResourceClaim for them and no MIG device would place it; it waits for the device plugin's devices"
+
 // WaitsForSharedClaim is the Result.Unservable reason of a pod that shares
 // claims with a pod the plan serves but does not have exactly that pod's
 // claims: the shared claims get their devices with the other pod's
