@@ -314,11 +314,15 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 		var prev []v1alpha1.GPUSpec
 		head := node
 		if nml := st.nmls[node]; nml != nil {
-			if len(nml.Status.GPUs) == 0 {
+			if !controller.AgentReported(nml) {
 				// As the controller's row for it says; until it reports,
 				// the MigLayout is not Ready. Not counted as needing a
 				// look: a node just selected reports within seconds.
 				fmt.Fprintf(w, "%s: the miglayout agent has not reported the node's GPUs yet (is it running there?): nothing to plan\n", node)
+				continue
+			}
+			if len(nml.Status.GPUs) == 0 {
+				fmt.Fprintf(w, "%s: the miglayout agent reports no GPU on the node: nothing to plan\n", node)
 				continue
 			}
 			inventory = nml.Status.GPUs

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/controller"
 	"github.com/miglayout/miglayout/pkg/mig"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
@@ -333,7 +334,11 @@ func writeStatus(w io.Writer, v *statusView) {
 			fmt.Fprintf(w, "  %s\n", n.row.Message)
 		}
 		if len(nml.Status.GPUs) == 0 {
-			fmt.Fprintln(w, "  no GPU reported yet")
+			if controller.AgentReported(nml) {
+				fmt.Fprintln(w, "  the agent reports no GPU on the node")
+			} else {
+				fmt.Fprintln(w, "  no GPU reported yet")
+			}
 			continue
 		}
 		gpus := slices.Clone(nml.Status.GPUs)

@@ -344,7 +344,7 @@ func (l *AgentLeases) NodeHealth(nmls map[string]*v1alpha1.NodeMigLayout, leases
 	out := make(map[string]AgentHealth, len(nmls))
 	var soonest time.Time
 	for node, nml := range nmls {
-		h := l.Health(node, leases[node], len(nml.Status.GPUs) > 0, wasLost.Has(node))
+		h := l.Health(node, leases[node], AgentReported(nml), wasLost.Has(node))
 		out[node] = h
 		soonest = earliest(soonest, h.Recheck)
 	}

@@ -61,6 +61,7 @@ const (
 	maxNodeRows   = 64
 	layoutMIGOff  = "-"
 	msgNoReport   = "the miglayout agent has not reported the node's GPUs yet"
+	msgNoGPU      = "the miglayout agent reports no GPU on the node (NVML counts none)"
 )
 
 // EvaluateNode compares what the node's spec asks with what its agent
@@ -83,14 +84,28 @@ func EvaluateNode(node string, nml *v1alpha1.NodeMigLayout, problems []Problem, 
 	return st
 }
 
+// AgentReported reports whether the node's agent has written its
+// NodeMigLayout's status (the GPUs it found, or none: observedGeneration
+// is set either way); nil counts as not.
+func AgentReported(nml *v1alpha1.NodeMigLayout) bool {
+	return nml != nil && (len(nml.Status.GPUs) > 0 || nml.Status.ObservedGeneration > 0)
+}
+
 func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem) NodeState {
 	st := NodeState{Row: v1alpha1.NodeRow{Node: node}, Problems: problems}
-	if nml == nil || len(nml.Status.GPUs) == 0 {
+	if !AgentReported(nml) {
 		st.Row.Phase = v1alpha1.PhasePending
 		st.Row.Message = msgNoReport
 		return st
 	}
 	st.Reporting = true
+	if len(nml.Status.GPUs) == 0 && len(nml.Spec.GPUs) == 0 && len(problems) == 0 {
+		// Nothing to change on a node without a GPU NVML counts.
+		st.Row.Phase = v1alpha1.PhaseReady
+		st.Row.Message = msgNoGPU
+		st.Ready = true
+		return st
+	}
 	reported := make(map[int32]v1alpha1.GPUStatus, len(nml.Status.GPUs))
 	for _, g := range nml.Status.GPUs {
 		reported[g.Index] = g

@@ -29,6 +29,15 @@ func TestEvaluateNode(t *testing.T) {
 			nml:  nodeMigLayout("n").build(),
 			want: NodeState{Row: v1alpha1.NodeRow{Node: "n", Phase: v1alpha1.PhasePending, Message: msgNoReport}},
 		},
+		// The agent wrote its status (observedGeneration), finding no GPU.
+		"agent reports no GPU on the node": {
+			nml: func() *v1alpha1.NodeMigLayout {
+				n := nodeMigLayout("n").build()
+				n.Status.ObservedGeneration = 1
+				return n
+			}(),
+			want: NodeState{Reporting: true, Ready: true, Row: v1alpha1.NodeRow{Node: "n", Phase: v1alpha1.PhaseReady, Message: msgNoGPU}},
+		},
 		"no GPU in the spec: nothing to wait for": {
 			nml: nodeMigLayout("n").status(a100(0)).build(),
 			want: NodeState{Reporting: true, Ready: true,

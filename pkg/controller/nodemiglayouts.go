@@ -43,7 +43,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	// lost no slot, and each node's row shows it.
 	health := make(map[string]AgentHealth, len(selected))
 	for _, nml := range selected {
-		health[nml.Name] = r.AgentLeases.Health(nml.Name, in.leases[nml.Name], len(nml.Status.GPUs) > 0, wasLost.Has(nml.Name))
+		health[nml.Name] = r.AgentLeases.Health(nml.Name, in.leases[nml.Name], AgentReported(nml), wasLost.Has(nml.Name))
 	}
 	var unseen map[string]bool
 	var unseenExpire time.Time
@@ -81,7 +81,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		if nml != nil {
 			h, known := health[node]
 			if !known { // made in this pass: no GPU reported yet
-				h = r.AgentLeases.Health(node, in.leases[node], len(nml.Status.GPUs) > 0, wasLost.Has(node))
+				h = r.AgentLeases.Health(node, in.leases[node], AgentReported(nml), wasLost.Has(node))
 			}
 			agent = h
 		}

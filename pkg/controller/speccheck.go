@@ -249,7 +249,7 @@ func orNone(s []string) string {
 func ReportedInventory(sel Selection, nmls map[string]*v1alpha1.NodeMigLayout) map[string][]v1alpha1.GPUStatus {
 	out := map[string][]v1alpha1.GPUStatus{}
 	for _, node := range sel.Nodes {
-		if nml := nmls[node]; nml != nil && len(nml.Status.GPUs) > 0 {
+		if nml := nmls[node]; AgentReported(nml) {
 			out[node] = nml.Status.GPUs
 		}
 	}
@@ -265,7 +265,7 @@ func SelectedInventory(sel Selection, nmls map[string]*v1alpha1.NodeMigLayout) m
 	out := map[string][]v1alpha1.GPUStatus{}
 	for _, node := range sel.Nodes {
 		nml := nmls[node]
-		if nml == nil || len(nml.Status.GPUs) == 0 {
+		if !AgentReported(nml) {
 			if sel.Conflicted(node) {
 				continue // no report to count: it does not hold the check back
 			}

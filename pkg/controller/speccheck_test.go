@@ -255,3 +255,26 @@ func TestNoNodesSelectedIsTold(t *testing.T) {
 		t.Errorf("with a node selected: Ready %+v, Degraded %+v; want NoNodes gone", ready, degraded)
 	}
 }
+
+// TestSelectedInventoryCountsANodeWithoutGPU: a node whose agent reported
+// no GPU (observedGeneration set, no GPU row) counts as reported, with no
+// GPU, so the spec is judged; one whose agent has not reported holds the
+// check back.
+func TestSelectedInventoryCountsANodeWithoutGPU(t *testing.T) {
+	withGPU := nodeMigLayout("gpu").status(a100(0)).build()
+	noGPU := nodeMigLayout("cpu").build()
+	noGPU.Status.ObservedGeneration = 1
+	silent := nodeMigLayout("silent").build()
+	sel := Selection{Nodes: []string{"cpu", "gpu"}}
+	got := SelectedInventory(sel, map[string]*v1alpha1.NodeMigLayout{"gpu": withGPU, "cpu": noGPU})
+	if want := map[string][]v1alpha1.GPUStatus{"gpu": withGPU.Status.GPUs, "cpu": nil}; !cmp.Equal(got, want, cmpopts.EquateEmpty()) || got == nil {
+		t.Errorf("inventory %v, want %v", got, want)
+	}
+	if _, ok := got["cpu"]; !ok {
+		t.Errorf("inventory %v lacks the node that reported no GPU", got)
+	}
+	sel = Selection{Nodes: []string{"gpu", "silent"}}
+	if got := SelectedInventory(sel, map[string]*v1alpha1.NodeMigLayout{"gpu": withGPU, "silent": silent}); got != nil {
+		t.Errorf("inventory %v while a node's agent has not reported, want none", got)
+	}
+}
