@@ -329,7 +329,7 @@ type AutoStatus struct {
 	// conflict) are not counted.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
-	MissingSpares int32 `json:"missingSpares,omitempty"`
+	MissingSpares int32 `json:"missingSpares"`
 }
 
 // NodeRow is the state of one node in a MigLayout's status.

@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -82,5 +85,51 @@ func TestAutoStatuses(t *testing.T) {
 				t.Errorf("Auto statuses (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestAutoStatusMissingSparesBackToZero: status.auto.missingSpares goes
+// back to 0 once the plan lacks no spare. The status is written as a merge
+// patch, which keeps a key it does not name: a count of 0 left out of it
+// (omitempty) kept the last count for good, also through a restart.
+func TestAutoStatusMissingSparesBackToZero(t *testing.T) {
+	ctx := context.Background()
+	ml := autoMigLayout("auto", nil)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}).Build()
+	a := &AutoPlanner{Client: c, labelKeys: map[string]bool{"pool": true}}
+	get := func() v1alpha1.MigLayout {
+		t.Helper()
+		var got v1alpha1.MigLayout
+		if err := c.Get(ctx, types.NamespacedName{Name: "auto"}, &got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	cur := get()
+	if err := a.writeAutoStatus(ctx, []v1alpha1.MigLayout{cur}, map[string]v1alpha1.AutoStatus{"auto": {PendingPods: 1, MissingSpares: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	cur = get()
+	if cur.Status.Auto == nil || cur.Status.Auto.MissingSpares != 3 {
+		t.Fatalf("after the first write: %+v", cur.Status.Auto)
+	}
+	if err := a.writeAutoStatus(ctx, []v1alpha1.MigLayout{cur}, map[string]v1alpha1.AutoStatus{"auto": {PendingPods: 2, MissingSpares: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	cur = get()
+	if cur.Status.Auto.PendingPods != 2 {
+		t.Fatalf("second write not applied: %+v", cur.Status.Auto)
+	}
+	if cur.Status.Auto.MissingSpares != 0 {
+		t.Errorf("status.auto.missingSpares = %d after the plan lacks no spare, want 0 (stale)", cur.Status.Auto.MissingSpares)
+	}
+	// And a restarted controller (nothing remembered) does not fix it either.
+	b := &AutoPlanner{Client: c, labelKeys: map[string]bool{"pool": true}}
+	if err := b.writeAutoStatus(ctx, []v1alpha1.MigLayout{cur}, map[string]v1alpha1.AutoStatus{"auto": {PendingPods: 2, MissingSpares: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if cur = get(); cur.Status.Auto.MissingSpares != 0 {
+		t.Errorf("after a restart: missingSpares = %d, want 0", cur.Status.Auto.MissingSpares)
 	}
 }
