@@ -30,7 +30,18 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 	}
 	var degraded, unmanaged []string
 	var notReady bool
+	// The status lists at most maxStatusGPUs GPUs (the CRD's MaxItems):
+	// on a node with more, the rest are named in Degraded (and neither
+	// the controller nor the Auto planner manages them), so that the
+	// status is still written.
+	var unlisted []string
+	unlistedReason := ""
 	for _, g := range res.GPUs {
+		if len(st.GPUs) >= maxStatusGPUs {
+			unlisted = append(unlisted, fmt.Sprintf("gpu %d (%s): over the %d GPUs a NodeMigLayout lists, left as it is", g.GPU.Index, g.GPU.UUID, maxStatusGPUs))
+			unlistedReason = cmp.Or(unlistedReason, v1alpha1.ReasonUnknownGPU)
+			continue
+		}
 		gs := v1alpha1.GPUStatus{
 			Index:      int32(g.GPU.Index),
 			UUID:       g.GPU.UUID,
@@ -67,12 +78,8 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 	for _, g := range res.GPUs {
 		seen[g.GPU.Index] = true
 	}
-	// The status lists at most maxStatusGPUs GPUs (the CRD's MaxItems), the
-	// ones NVML shows first: a spec naming more GPUs the node lacks (edited
-	// by hand) has the rest named in Degraded, so the status is still
-	// written.
-	var unlisted []string
-	unlistedReason := ""
+	// The same for a spec naming more GPUs the node lacks (edited by
+	// hand): the ones NVML shows come first.
 	for _, idx := range slices.Sorted(maps.Keys(res.Results)) {
 		if r := res.Results[idx]; !seen[idx] && r.Phase != v1alpha1.PhaseReady {
 			if len(st.GPUs) >= maxStatusGPUs {

@@ -38,3 +38,23 @@ func TestStatusListsAtMostSixteenGPUs(t *testing.T) {
 		t.Errorf("Degraded %+v: want it True, naming gpus 36 and 37 as not listed", deg)
 	}
 }
+
+// TestStatusListsAtMostSixteenOfANodesGPUs: on a node whose NVML counts
+// more GPUs than status.gpus takes (MaxItems 16), the status lists the
+// first 16 and names the rest in Degraded, instead of being refused by the
+// API server at every write (the node would never report).
+func TestStatusListsAtMostSixteenOfANodesGPUs(t *testing.T) {
+	g := newRig(t, "18xA100-SXM4-80GB")
+	res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 1, res, metav1.Now())
+	if len(st.GPUs) != maxStatusGPUs || st.GPUs[maxStatusGPUs-1].Index != maxStatusGPUs-1 {
+		t.Errorf("status lists %d GPUs (last %d), want the first %d", len(st.GPUs), st.GPUs[len(st.GPUs)-1].Index, maxStatusGPUs)
+	}
+	deg := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDegraded)
+	if deg == nil || deg.Status != metav1.ConditionTrue || !strings.Contains(deg.Message, "gpu 16 (") || !strings.Contains(deg.Message, "gpu 17 (") {
+		t.Errorf("Degraded %+v, want it to name GPUs 16 and 17", deg)
+	}
+}
