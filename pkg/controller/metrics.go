@@ -26,7 +26,7 @@ var (
 	})
 	nodesMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "nodes",
-		Help: "Nodes a MigLayout selects, by state (selected, ready, progressing, failed, conflict, lost: the agent stopped renewing its heartbeat Lease).",
+		Help: "Nodes a MigLayout selects, by state (selected: all of them; ready, progressing, failed: a GPU cannot take its layout; blocked: a GPU change waits for devices in use to be released; conflict; lost: the agent stopped renewing its heartbeat Lease; unreported: its agent has not reported the node).",
 	}, []string{"miglayout", "state"})
 	gpuProblemsMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "gpu_problems",
@@ -81,7 +81,8 @@ func recordMetrics(name string, obs Observation) {
 	s := summarize(obs.Nodes)
 	for state, n := range map[string]int32{
 		"selected": s.selected, "ready": s.ready, "progressing": s.progressing,
-		"failed": s.failed, "conflict": s.conflict, "lost": s.lost,
+		"failed": s.failed - s.blocked, "blocked": s.blocked, "conflict": s.conflict, "lost": s.lost,
+		"unreported": s.silent,
 	} {
 		nodesMetric.WithLabelValues(name, state).Set(float64(n))
 	}

@@ -10,12 +10,14 @@ import (
 )
 
 // TestRecordMetricsCountsNodeStates: the nodes gauge counts each state,
-// lost agents included, and a deleted MigLayout's series go.
+// lost agents, nodes Blocked on a device in use (apart from failed ones)
+// and nodes whose agent never reported included, so that every selected
+// node is in one state an alert can see; a deleted MigLayout's series go.
 func TestRecordMetricsCountsNodeStates(t *testing.T) {
 	const name = "metrics-test"
 	t.Cleanup(func() { forgetMetrics(name) })
-	recordMetrics(name, Observation{Nodes: []NodeState{readyNode("a"), lostNode("b"), lostNode("c"), blockedNode("d")}})
-	for state, want := range map[string]float64{"selected": 4, "ready": 1, "lost": 2, "failed": 1, "progressing": 0} {
+	recordMetrics(name, Observation{Nodes: []NodeState{readyNode("a"), lostNode("b"), lostNode("c"), blockedNode("d"), invalidNode("e"), silentNode("f")}})
+	for state, want := range map[string]float64{"selected": 6, "ready": 1, "lost": 2, "blocked": 1, "failed": 1, "unreported": 1, "progressing": 0, "conflict": 0} {
 		if got := testutil.ToFloat64(nodesMetric.WithLabelValues(name, state)); got != want {
 			t.Errorf("nodes{state=%q} = %v, want %v", state, got, want)
 		}
