@@ -94,8 +94,9 @@ type GPUSpec struct {
 	// that no second GPU is changed for one pod; and once none of them
 	// waits for the new devices (deleted, or scheduled elsewhere) before
 	// the agent starts the GPU's NVML work, the change is cancelled. A
-	// plan serving more pods than MaxItems lists the first ones (and such
-	// a change is never cancelled).
+	// plan serving more pods than MaxItems lists the first ones; a change
+	// listing MaxItems pods (all of them, or the first ones) is never
+	// cancelled.
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=317
 	// +listType=atomic
