@@ -877,11 +877,9 @@ func (r *Repartitioner) undoEnableForRefused(ctx context.Context, obs []GPUState
 	if g == nil || !g.GPU.MIGMode.Current || len(g.Devices) > 0 {
 		return ""
 	}
-	i := slices.IndexFunc(r.Journal.Entries(), func(e JournalEntry) bool { return e.GPU == idx })
-	if i < 0 {
-		return ""
-	}
-	if e := r.Journal.Entries()[i]; e.UUID != g.GPU.UUID || e.ModeSet == nil || !*e.ModeSet {
+	entries := r.Journal.Entries()
+	i := slices.IndexFunc(entries, func(e JournalEntry) bool { return e.GPU == idx })
+	if i < 0 || entries[i].UUID != g.GPU.UUID || entries[i].ModeSet == nil || !*entries[i].ModeSet {
 		return ""
 	}
 	end, err := r.Locks.BeginReconfigure(ctx, idx)

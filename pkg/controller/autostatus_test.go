@@ -2,6 +2,9 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -131,5 +134,30 @@ func TestAutoStatusMissingSparesBackToZero(t *testing.T) {
 	}
 	if cur = get(); cur.Status.Auto.MissingSpares != 0 {
 		t.Errorf("after a restart: missingSpares = %d, want 0", cur.Status.Auto.MissingSpares)
+	}
+}
+
+// TestAutoStatusCountsAlwaysSent: the Auto status is written as a merge
+// patch, which keeps a key it does not name, so every count goes out also
+// when 0 (no omitempty): a zero left out would keep the stored count.
+func TestAutoStatusCountsAlwaysSent(t *testing.T) {
+	raw, err := json.Marshal(v1alpha1.AutoStatus{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	typ := reflect.TypeOf(v1alpha1.AutoStatus{})
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Type.Kind() != reflect.Int32 {
+			continue
+		}
+		if _, ok := got[name]; !ok {
+			t.Errorf("count %s is left out when 0: a merge patch would keep the stored count", name)
+		}
 	}
 }

@@ -239,10 +239,10 @@ func (h *callingMeanwhile) GPUs(ctx context.Context) ([]gpu.GPU, error) {
 	return h.Manager.GPUs(ctx)
 }
 
-// TestRefreshRecreatedLeavesAClaimUnpreparedMeanwhile: the kubelet
-// unprepares a claim while RefreshRecreated (the agent's pass) reads NVML
-// for it: the claim's CDI spec stays removed.
-func TestRefreshRecreatedLeavesAClaimUnpreparedMeanwhile(t *testing.T) {
+// preparedBesideTheKubelet is a plugin over callingMeanwhile with claim
+// infer prepared on gpu-0-mig-1g10gb-19-3.
+func preparedBesideTheKubelet(t *testing.T) (*env, *Plugin, *callingMeanwhile, *resourceapi.ResourceClaim) {
+	t.Helper()
 	e := newEnv(t)
 	h := &callingMeanwhile{Manager: e.gpus}
 	p, err := New(Config{NodeName: node, GPUs: h, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir, HostRoot: e.hostRoot})
@@ -253,6 +253,14 @@ func TestRefreshRecreatedLeavesAClaimUnpreparedMeanwhile(t *testing.T) {
 	if r := e.prepare(p, c); r.Err != nil {
 		t.Fatal(r.Err)
 	}
+	return e, p, h, c
+}
+
+// TestRefreshRecreatedLeavesAClaimUnpreparedMeanwhile: the kubelet
+// unprepares a claim while RefreshRecreated (the agent's pass) reads NVML
+// for it: the claim's CDI spec stays removed.
+func TestRefreshRecreatedLeavesAClaimUnpreparedMeanwhile(t *testing.T) {
+	e, p, h, c := preparedBesideTheKubelet(t)
 	specPath := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))
 	h.meanwhile = func() {
 		if err := e.unprepare(p, c); err != nil {
@@ -275,16 +283,7 @@ func TestRefreshRecreatedLeavesAClaimUnpreparedMeanwhile(t *testing.T) {
 // unprepare never reached the plugin) while RefreshRecreated reads NVML for
 // its old preparation: the CDI spec names the new device.
 func TestRefreshRecreatedLeavesAClaimPreparedAnewMeanwhile(t *testing.T) {
-	e := newEnv(t)
-	h := &callingMeanwhile{Manager: e.gpus}
-	p, err := New(Config{NodeName: node, GPUs: h, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir, HostRoot: e.hostRoot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-3"})
-	if r := e.prepare(p, c); r.Err != nil {
-		t.Fatal(r.Err)
-	}
+	e, p, h, _ := preparedBesideTheKubelet(t)
 	c2 := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})
 	h.meanwhile = func() {
 		if r := e.prepare(p, c2); r.Err != nil {

@@ -158,7 +158,7 @@ const maxProfileIndex = 64
 // agent takes for free. fn's error ends the walk.
 func forEachGIProfile(dev nvml.Device, indices []int, fn func(pi int, info *nvml.GpuInstanceProfileInfo) error) error {
 	for _, pi := range indices {
-		info, err := profileInfo(dev, pi)
+		info, _, err := readGIProfile(dev, pi)
 		if err != nil {
 			return err
 		}
@@ -170,12 +170,9 @@ func forEachGIProfile(dev nvml.Device, indices []int, fn func(pi int, info *nvml
 		if slices.Contains(indices, pi) {
 			continue
 		}
-		if _, ret := dev.GetGpuInstanceProfileInfo(pi); ret == nvml.ERROR_INVALID_ARGUMENT {
-			return nil // past the driver's last index
-		}
-		info, err := profileInfo(dev, pi)
-		if err != nil {
-			return err
+		info, past, err := readGIProfile(dev, pi)
+		if err != nil || past {
+			return err // past: the driver's last index is behind
 		}
 		if err := fn(pi, info); err != nil {
 			return err
@@ -184,21 +181,24 @@ func forEachGIProfile(dev nvml.Device, indices []int, fn func(pi int, info *nvml
 	return nil
 }
 
-// profileInfo reads GI profile index pi
+// readGIProfile reads GI profile index pi
 // (nvmlDeviceGetGpuInstanceProfileInfo); nil where the GPU or driver does
 // not offer it (NOT_SUPPORTED; INVALID_ARGUMENT, which a driver older than
-// the index answers). Any other error fails: a GI of the profile may exist,
-// and a walk that left it out would let its devices be withdrawn and its
-// memory slices be taken for free.
-func profileInfo(dev nvml.Device, pi int) (*nvml.GpuInstanceProfileInfo, error) {
-	info, ret := dev.GetGpuInstanceProfileInfo(pi)
-	if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
-		return nil, nil
+// the index answers, and past says so). Any other error fails: a GI of the
+// profile may exist, and a walk that left it out would let its devices be
+// withdrawn and its memory slices be taken for free.
+func readGIProfile(dev nvml.Device, pi int) (info *nvml.GpuInstanceProfileInfo, past bool, err error) {
+	got, ret := dev.GetGpuInstanceProfileInfo(pi)
+	switch ret {
+	case nvml.ERROR_INVALID_ARGUMENT:
+		return nil, true, nil
+	case nvml.ERROR_NOT_SUPPORTED:
+		return nil, false, nil
 	}
 	if err := nvmlErr("nvmlDeviceGetGpuInstanceProfileInfo", ret); err != nil {
-		return nil, fmt.Errorf("getting GI profile info %d: %w", pi, err)
+		return nil, false, fmt.Errorf("getting GI profile info %d: %w", pi, err)
 	}
-	return &info, nil
+	return &got, false, nil
 }
 
 // find returns the GI that is device d, or an error wrapping ErrNotFound.
