@@ -12,7 +12,8 @@ const (
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded is True when some GPU is Blocked or Failed, or the
 	// agent's passes have kept failing on it for 10 minutes (PassFailed,
-	// counted by the controller from the first failure it sees), the
+	// counted by the controller from the first failure it sees, and kept
+	// through the retries until one succeeds), the
 	// layout cannot be computed for some node, some node's agent is lost
 	// (its heartbeat Lease is not renewed), or part of the spec applies to
 	// no GPU of the selected nodes (a dead rule, a profile no GPU offers).
@@ -143,7 +144,8 @@ const (
 	// yet (a change follows, or the pass left it different and retries).
 	ReasonPending = "Pending"
 	// ReasonPassFailed (GPU Pending; Degraded=True once passes have kept
-	// failing on the GPU for 10 minutes, retries included): the pass stopped (its publication or
+	// failing on the GPU for 10 minutes, retries included, and until a
+	// retry succeeds, also while one drains or repartitions): the pass stopped (its publication or
 	// NVML observation failed, or the agent is stopping), or this GPU's
 	// change stopped on an error that is not NVML's (the API server could
 	// not be read), before the change was done; the agent retries, or takes

@@ -25,54 +25,61 @@ const PassesFailingAfter = 10 * time.Minute
 // spec Pending for another reason, before it fails again: those keep the
 // time, so a GPU whose passes fail over and over is judged from its first
 // failure (the row's lastTransitionTime moves with each retry's phase, and
-// counts time Pending before the first failure too). A controller that
-// starts (or takes the lead) counts from its first sight.
+// counts time Pending before the first failure too), and a GPU judged
+// failing stays so through its retries until one succeeds. A controller
+// that starts (or takes the lead) counts from its first sight.
 type failingPasses struct {
 	mu    sync.Mutex
 	since map[string]nodeFailing // by node
 }
 
 // nodeFailing is what failingPasses keeps of one node: the MigLayout that
-// manages it (by name) and, by GPU index, since when its passes fail.
+// manages it (by name) and, by GPU index, its failing passes.
 type nodeFailing struct {
 	layout string
-	gpus   map[int32]time.Time
+	gpus   map[int32]failingGPU
+}
+
+// failingGPU is one GPU whose passes fail: since when this controller has
+// seen them failing, and the message of the last failure it saw (a
+// retry's row says what the retry does, not why the last pass failed).
+type failingGPU struct {
+	since time.Time
+	last  string
 }
 
 // observe records nml's GPU rows, node's under the MigLayout named layout,
-// at now and returns, per GPU reported Pending with PassFailed, since when
-// this controller has seen its passes failing. A nil nml forgets node, and
-// so does a layout other than the one node was last seen under.
-func (f *failingPasses) observe(layout, node string, nml *v1alpha1.NodeMigLayout, now time.Time) map[int32]time.Time {
+// at now and returns, per GPU whose passes fail (reported Pending with
+// PassFailed, or retrying after such a report), since when this controller
+// has seen them failing and the last failure's message. A nil nml forgets
+// node, and so does a layout other than the one node was last seen under.
+func (f *failingPasses) observe(layout, node string, nml *v1alpha1.NodeMigLayout, now time.Time) map[int32]failingGPU {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if nml == nil {
 		delete(f.since, node)
 		return nil
 	}
-	var prev map[int32]time.Time
+	var prev map[int32]failingGPU
 	if n, ok := f.since[node]; ok && n.layout == layout {
 		prev = n.gpus
 	}
-	var kept, failing map[int32]time.Time
+	var kept map[int32]failingGPU
 	for _, g := range nml.Status.GPUs {
-		t, seen := prev[g.Index]
+		fg, seen := prev[g.Index]
 		switch {
 		case g.Phase == v1alpha1.PhasePending && g.Reason == v1alpha1.ReasonPassFailed:
 			if !seen {
-				t = now
+				fg.since = now
 			}
-			if failing == nil {
-				failing = map[int32]time.Time{}
-			}
-			failing[g.Index] = t
+			fg.last = g.Message
 		case !seen || g.Phase == v1alpha1.PhaseReady || g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed:
 			continue
 		}
 		if kept == nil {
-			kept = map[int32]time.Time{}
+			kept = map[int32]failingGPU{}
 		}
-		kept[g.Index] = t
+		kept[g.Index] = fg
 	}
 	if kept == nil {
 		delete(f.since, node)
@@ -82,7 +89,7 @@ func (f *failingPasses) observe(layout, node string, nml *v1alpha1.NodeMigLayout
 		}
 		f.since[node] = nodeFailing{layout: layout, gpus: kept}
 	}
-	return failing
+	return kept
 }
 
 // forget drops what is remembered of node: its NodeMigLayout is released
@@ -107,32 +114,37 @@ func (f *failingPasses) forgetLayout(layout string) {
 	}
 }
 
-// withFailingPasses adds to st.Stuck each GPU of nml whose passes have
-// failed since (failingPasses.observe) at least PassesFailingAfter before
-// now, and returns when the next of the others reaches that age (zero:
-// none). The node stays Progressing: the agent retries. A node whose agent
-// is lost is left as it is: its rows are as last reported, and AgentLost
-// says so.
-func withFailingPasses(st NodeState, nml *v1alpha1.NodeMigLayout, since map[int32]time.Time, now time.Time) (NodeState, time.Time) {
+// withFailingPasses adds to st.Stuck, with reason PassFailed, each GPU of
+// nml whose passes have failed since (failingPasses.observe) at least
+// PassesFailingAfter before now, also while a retry drains or
+// repartitions it (Degraded would otherwise go False with each retry and
+// True again with its failure), and returns when the next of the others
+// reaches that age (zero: none). The node stays Progressing: the agent
+// retries. A node whose agent is lost is left as it is: its rows are as
+// last reported, and AgentLost says so.
+func withFailingPasses(st NodeState, nml *v1alpha1.NodeMigLayout, failing map[int32]failingGPU, now time.Time) (NodeState, time.Time) {
 	if nml == nil || st.Lost {
 		return st, time.Time{}
 	}
 	var next time.Time
 	for _, g := range nml.Status.GPUs {
-		from, ok := since[g.Index]
+		f, ok := failing[g.Index]
 		if !ok {
 			continue
 		}
-		due := from.Add(PassesFailingAfter)
+		due := f.since.Add(PassesFailingAfter)
 		if now.Before(due) {
 			next = earliest(next, due)
 			continue
 		}
-		msg := fmt.Sprintf("the agent's passes failing since %s", from.UTC().Format(time.RFC3339))
-		if g.Message != "" {
-			msg += "; the last: " + g.Message
+		msg := fmt.Sprintf("the agent's passes failing since %s", f.since.UTC().Format(time.RFC3339))
+		if f.last != "" {
+			msg += "; the last: " + f.last
 		}
-		st.Stuck = append(st.Stuck, StuckGPU{GPU: g.Index, Phase: g.Phase, Reason: g.Reason, Message: truncate(msg, maxRowMessage)})
+		if g.Phase != v1alpha1.PhasePending || g.Reason != v1alpha1.ReasonPassFailed {
+			msg += fmt.Sprintf("; now %s (%s)", g.Phase, g.Reason)
+		}
+		st.Stuck = append(st.Stuck, StuckGPU{GPU: g.Index, Phase: g.Phase, Reason: v1alpha1.ReasonPassFailed, Message: truncate(msg, maxRowMessage)})
 	}
 	return st, next
 }

@@ -21,100 +21,117 @@ import (
 
 // TestFailingPassesObserve: a GPU's passes count as failing from the first
 // time it is seen Pending with PassFailed, through the retries' Draining
-// and Repartitioning and a new spec's Pending, until it is seen Ready,
-// Blocked or Failed, or is no longer reported; a NodeMigLayout gone
-// forgets its node, and so does the node seen under another MigLayout.
+// and Repartitioning and a new spec's Pending, keeping the last failure's
+// message, until it is seen Ready, Blocked or Failed, or is no longer
+// reported; a NodeMigLayout gone forgets its node, and so does the node
+// seen under another MigLayout.
 func TestFailingPassesObserve(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
 	report := func(rows ...*gpuBuilder) *v1alpha1.NodeMigLayout {
 		return nodeMigLayout("n").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).status(rows...).build()
 	}
-	failed := func(idx int32) *gpuBuilder {
-		return a100(idx).phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "publishing the drain: forbidden")
+	failedWith := func(idx int32, msg string) *gpuBuilder {
+		return a100(idx).phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, msg)
 	}
-	in := func(idx int32, p v1alpha1.GPUPhase, reason string) *gpuBuilder { return a100(idx).phase(p, reason, "") }
+	failed := func(idx int32) *gpuBuilder { return failedWith(idx, "publishing the drain: forbidden") }
+	in := func(idx int32, p v1alpha1.GPUPhase, reason string) *gpuBuilder { return a100(idx).phase(p, reason, "retrying") }
+	since := func(m int) failingGPU { return failingGPU{since: at(m), last: "publishing the drain: forbidden"} }
 	var f failingPasses
 	steps := []struct {
 		name   string
 		layout string // "": a
 		nml    *v1alpha1.NodeMigLayout
 		at     time.Time
-		want   map[int32]time.Time
+		want   map[int32]failingGPU
 	}{
-		{"first failure", "", report(failed(0), in(1, v1alpha1.PhasePending, v1alpha1.ReasonPending)), at(0), map[int32]time.Time{0: at(0)}},
-		{"the retry repartitions", "", report(in(0, v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning), in(1, v1alpha1.PhasePending, v1alpha1.ReasonPending)), at(2), nil},
-		{"and fails again", "", report(failed(0), failed(1)), at(3), map[int32]time.Time{0: at(0), 1: at(3)}},
-		{"a new spec", "", report(in(0, v1alpha1.PhasePending, v1alpha1.ReasonPending), failed(1)), at(4), map[int32]time.Time{1: at(3)}},
-		{"fails again", "", report(failed(0), failed(1)), at(5), map[int32]time.Time{0: at(0), 1: at(3)}},
+		{"first failure", "", report(failed(0), in(1, v1alpha1.PhasePending, v1alpha1.ReasonPending)), at(0), map[int32]failingGPU{0: since(0)}},
+		{"the retry repartitions", "", report(in(0, v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning), in(1, v1alpha1.PhasePending, v1alpha1.ReasonPending)), at(2), map[int32]failingGPU{0: since(0)}},
+		{"and fails again", "", report(failed(0), failed(1)), at(3), map[int32]failingGPU{0: since(0), 1: since(3)}},
+		{"a new spec", "", report(in(0, v1alpha1.PhasePending, v1alpha1.ReasonPending), failed(1)), at(4), map[int32]failingGPU{0: since(0), 1: since(3)}},
+		{"fails again, otherwise", "", report(failedWith(0, "reading claims: timeout"), failed(1)), at(5), map[int32]failingGPU{0: {since: at(0), last: "reading claims: timeout"}, 1: since(3)}},
 		{"GPU 0 ready, GPU 1 blocked", "", report(in(0, v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied), in(1, v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse)), at(6), nil},
-		{"failing anew", "", report(failed(0), failed(1)), at(7), map[int32]time.Time{0: at(7), 1: at(7)}},
-		{"GPU 1 no longer reported", "", report(in(0, v1alpha1.PhaseDraining, v1alpha1.ReasonDraining)), at(8), nil},
-		{"GPU 1 back failing", "", report(failed(0), failed(1)), at(9), map[int32]time.Time{0: at(7), 1: at(9)}},
+		{"failing anew", "", report(failed(0), failed(1)), at(7), map[int32]failingGPU{0: since(7), 1: since(7)}},
+		{"GPU 1 no longer reported", "", report(in(0, v1alpha1.PhaseDraining, v1alpha1.ReasonDraining)), at(8), map[int32]failingGPU{0: since(7)}},
+		{"GPU 1 back failing", "", report(failed(0), failed(1)), at(9), map[int32]failingGPU{0: since(7), 1: since(9)}},
 		{"NodeMigLayout gone", "", nil, at(10), nil},
-		{"back", "", report(failed(0)), at(11), map[int32]time.Time{0: at(11)}},
-		{"under another MigLayout", "b", report(failed(0)), at(12), map[int32]time.Time{0: at(12)}},
-		{"and back under the first", "", report(failed(0)), at(13), map[int32]time.Time{0: at(13)}},
+		{"back", "", report(failed(0)), at(11), map[int32]failingGPU{0: since(11)}},
+		{"under another MigLayout", "b", report(failed(0)), at(12), map[int32]failingGPU{0: since(12)}},
+		{"and back under the first", "", report(failed(0)), at(13), map[int32]failingGPU{0: since(13)}},
 	}
 	for _, s := range steps {
 		layout := s.layout
 		if layout == "" {
 			layout = "a"
 		}
-		if diff := cmp.Diff(s.want, f.observe(layout, "n", s.nml, s.at)); diff != "" {
+		if diff := cmp.Diff(s.want, f.observe(layout, "n", s.nml, s.at), cmp.AllowUnexported(failingGPU{})); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", s.name, diff)
 		}
 	}
 }
 
 // TestWithFailingPasses: a GPU whose passes have failed for
-// PassesFailingAfter is stuck, saying since when and the last error;
-// younger ones give the time to look again; a lost agent's rows count for
-// nothing.
+// PassesFailingAfter is stuck, saying since when and the last error, also
+// while a retry repartitions it; younger ones give the time to look again;
+// a lost agent's rows count for nothing.
 func TestWithFailingPasses(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	ago := func(d time.Duration) failingGPU {
+		return failingGPU{since: now.Add(-d), last: "publishing the drain: forbidden"}
+	}
 	rows := []*gpuBuilder{
 		a100(0).phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "publishing the drain: forbidden"),
 		a100(1).phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "publishing the drain: forbidden"),
 		a100(2).phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "publishing the drain: forbidden"),
+		a100(3).phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, ""),
 	}
 	nml := nodeMigLayout("n").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).status(rows...).build()
 	tests := map[string]struct {
-		since     map[int32]time.Time
+		failing   map[int32]failingGPU
 		lost      bool
 		wantStuck []int32
 		wantNext  time.Time
 	}{
 		"failing for the limit": {
-			since:     map[int32]time.Time{0: ago(PassesFailingAfter)},
+			failing:   map[int32]failingGPU{0: ago(PassesFailingAfter)},
 			wantStuck: []int32{0},
 		},
 		"failing for less: looked at again when it reaches the limit": {
-			since:    map[int32]time.Time{0: ago(4 * time.Minute)},
+			failing:  map[int32]failingGPU{0: ago(4 * time.Minute)},
 			wantNext: now.Add(PassesFailingAfter - 4*time.Minute),
 		},
 		"the next of several": {
-			since:     map[int32]time.Time{0: ago(2 * time.Minute), 1: ago(7 * time.Minute), 2: ago(time.Hour)},
+			failing:   map[int32]failingGPU{0: ago(2 * time.Minute), 1: ago(7 * time.Minute), 2: ago(time.Hour)},
 			wantStuck: []int32{2},
 			wantNext:  now.Add(PassesFailingAfter - 7*time.Minute),
 		},
+		"retrying after the limit": {
+			failing:   map[int32]failingGPU{3: ago(time.Hour)},
+			wantStuck: []int32{3},
+		},
+		"retrying before the limit": {
+			failing:  map[int32]failingGPU{3: ago(time.Minute)},
+			wantNext: now.Add(PassesFailingAfter - time.Minute),
+		},
 		"none failing": {},
 		"a lost agent's rows": {
-			since: map[int32]time.Time{0: ago(time.Hour)},
-			lost:  true,
+			failing: map[int32]failingGPU{0: ago(time.Hour)},
+			lost:    true,
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			st := EvaluateNode("n", nml, nil, AgentHealth{Lost: tc.lost, Message: "lost"})
-			st, next := withFailingPasses(st, nml, tc.since, now)
+			st, next := withFailingPasses(st, nml, tc.failing, now)
 			var stuck []int32
 			for _, g := range st.Stuck {
 				stuck = append(stuck, g.GPU)
-				since := tc.since[g.GPU].UTC().Format(time.RFC3339)
+				since := tc.failing[g.GPU].since.UTC().Format(time.RFC3339)
 				if g.Reason != v1alpha1.ReasonPassFailed || !strings.Contains(g.Message, "forbidden") || !strings.Contains(g.Message, since) {
 					t.Errorf("stuck GPU %d: %+v, want PassFailed saying since %s and the last error", g.GPU, g, since)
+				}
+				if g.GPU == 3 && (g.Phase != v1alpha1.PhaseRepartitioning || !strings.Contains(g.Message, "now Repartitioning")) {
+					t.Errorf("stuck GPU 3: %+v, want it shown Repartitioning", g)
 				}
 			}
 			if diff := cmp.Diff(tc.wantStuck, stuck); diff != "" {
@@ -130,8 +147,9 @@ func TestWithFailingPasses(t *testing.T) {
 // TestReconcileDegradedByFailingPasses: a MigLayout whose node's agent
 // keeps failing its passes on a GPU, retrying in between, asks to be looked
 // at again when the first failure it saw is PassesFailingAfter old, and is
-// Degraded with reason PassFailed from then on, not before; the retries'
-// phases, which move the row's lastTransitionTime, do not reset the count.
+// Degraded with reason PassFailed from then on, not before, through the
+// next retry, until one succeeds; the retries' phases, which move the
+// row's lastTransitionTime, do not reset the count.
 func TestReconcileDegradedByFailingPasses(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
@@ -196,6 +214,20 @@ func TestReconcileDegradedByFailingPasses(t *testing.T) {
 	cond, _ = degraded()
 	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ReasonPassFailed || !strings.Contains(cond.Message, "forbidden") {
 		t.Errorf("%v after the first failure: Degraded %+v, want True, PassFailed, saying why", PassesFailingAfter, cond)
+	}
+	// The next retry repartitions: the MigLayout stays Degraded, saying
+	// why the last pass failed, until a retry gets through.
+	report(a100(0).layout("7g.80gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, ""))
+	if cond, _ = degraded(); cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ReasonPassFailed || !strings.Contains(cond.Message, "forbidden") {
+		t.Errorf("while a retry repartitions: Degraded %+v, want True, PassFailed, saying why the last pass failed", cond)
+	}
+	report(a100(0).layout("3g.40gb@0,3g.40gb@4").phase(v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied, ""))
+	if cond, _ = degraded(); cond == nil || cond.Status != metav1.ConditionFalse {
+		t.Errorf("once a retry succeeds: Degraded %+v, want False", cond)
+	}
+	report(failed())
+	if cond, _ = degraded(); cond == nil || cond.Status != metav1.ConditionFalse {
+		t.Errorf("failing anew after a success: Degraded %+v, want False (counted from this failure)", cond)
 	}
 	// The node leaves the MigLayout's selection: its NodeMigLayout is
 	// released, and its failing GPUs are forgotten with it.
