@@ -35,7 +35,9 @@ func TestFailingPassesObserve(t *testing.T) {
 		return a100(idx).phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, msg)
 	}
 	failed := func(idx int32) *gpuBuilder { return failedWith(idx, "publishing the drain: forbidden") }
-	in := func(idx int32, p v1alpha1.GPUPhase, reason string) *gpuBuilder { return a100(idx).phase(p, reason, "retrying") }
+	in := func(idx int32, p v1alpha1.GPUPhase, reason string) *gpuBuilder {
+		return a100(idx).phase(p, reason, "retrying")
+	}
 	since := func(m int) failingGPU { return failingGPU{since: at(m), last: "publishing the drain: forbidden"} }
 	var f failingPasses
 	steps := []struct {
