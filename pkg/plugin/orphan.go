@@ -126,14 +126,7 @@ func (p *Plugin) onReadableGPUs(ctx context.Context, pc PreparedClaim) PreparedC
 // the processes' IDs ("gpu-0-mig-3g40gb-9-4 (pid 4242)"). A device that no
 // longer exists runs nothing.
 func (p *Plugin) running(ctx context.Context, pc PreparedClaim) ([]string, error) {
-	var idxs []int
-	for _, d := range pc.Devices {
-		if !slices.Contains(idxs, d.GPUIndex) {
-			idxs = append(idxs, d.GPUIndex)
-		}
-	}
-	slices.Sort(idxs)
-	inv, err := p.readInventory(ctx, idxs)
+	inv, err := p.readInventory(ctx, pc.gpuIndexes())
 	if err != nil {
 		return nil, err
 	}

@@ -538,16 +538,28 @@ func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 // plugin beside the agent's RefreshRecreated, may have unprepared it, or
 // prepared it anew, since pc was read).
 func (p *Plugin) reprepareIf(ctx context.Context, pc PreparedClaim, onlyIfCurrent bool) error {
+	inv, err := p.readInventory(ctx, pc.gpuIndexes())
+	if err != nil {
+		return err
+	}
+	return p.reprepareWith(pc, inv, onlyIfCurrent)
+}
+
+// gpuIndexes are the NVML indexes of the GPUs pc's devices lie on, each
+// once.
+func (pc PreparedClaim) gpuIndexes() []int {
 	var idxs []int
 	for _, d := range pc.Devices {
 		if !slices.Contains(idxs, d.GPUIndex) {
 			idxs = append(idxs, d.GPUIndex)
 		}
 	}
-	inv, err := p.readInventory(ctx, idxs)
-	if err != nil {
-		return err
-	}
+	return idxs
+}
+
+// reprepareWith is reprepareIf on inv, the GPUs of pc's devices as read
+// from NVML.
+func (p *Plugin) reprepareWith(pc PreparedClaim, inv migslices.Inventory, onlyIfCurrent bool) error {
 	// Every device is looked at before deciding: one gone is ErrDeviceGone
 	// (the preparation stays, its devices protected) even where another
 	// was created again already, so the outcome does not depend on the
@@ -638,32 +650,73 @@ func (p *Plugin) ensureDeviceNodes(src migslices.Source, nodes []string) error {
 // mode on, from NVML; it fails if one of them cannot be read, not for
 // another GPU of the node that cannot.
 func (p *Plugin) readInventory(ctx context.Context, gpuIndexes []int) (migslices.Inventory, error) {
+	return p.readGPUs(ctx, gpuIndexes).inventory(gpuIndexes)
+}
+
+// gpuReading is one read of the node's GPUs from NVML, with the MIG devices
+// of those read for (readGPUs), for the inventories of several claims.
+type gpuReading struct {
+	// listErr is the error of listing the GPUs as a whole; nothing else
+	// is set with it.
+	listErr error
+	// gpus are the GPUs NVML lists, by index.
+	gpus map[int]gpu.GPU
+	// errs are the errors of the GPUs that could not be read, and of
+	// those whose MIG devices could not be listed, by index.
+	errs map[int]error
+	// migs are the MIG devices of each GPU read for that is in MIG mode.
+	migs map[int][]gpu.MIGDevice
+}
+
+// readGPUs lists the node's GPUs and the MIG devices of those of
+// gpuIndexes with MIG mode on, each once.
+func (p *Plugin) readGPUs(ctx context.Context, gpuIndexes []int) gpuReading {
 	all, err := p.cfg.GPUs.GPUs(ctx)
 	perGPU, ok := gpu.GPUErrors(err)
 	if !ok {
-		return migslices.Inventory{}, fmt.Errorf("listing GPUs: %w", err)
+		return gpuReading{listErr: fmt.Errorf("listing GPUs: %w", err)}
 	}
+	r := gpuReading{gpus: map[int]gpu.GPU{}, errs: map[int]error{}, migs: map[int][]gpu.MIGDevice{}}
 	// A GPU fallen off the bus, or that NVML failed to read, fails only
 	// the claims with devices on it.
-	for _, idx := range gpuIndexes {
-		if err := perGPU[idx]; err != nil {
-			return migslices.Inventory{}, fmt.Errorf("reading GPU %d: %w", idx, err)
-		}
+	for idx, err := range perGPU {
+		r.errs[idx] = fmt.Errorf("reading GPU %d: %w", idx, err)
 	}
-	inv := migslices.Inventory{MIGs: map[int][]gpu.MIGDevice{}}
 	for _, g := range all {
-		if !slices.Contains(gpuIndexes, g.Index) {
-			continue
-		}
-		inv.GPUs = append(inv.GPUs, g)
-		if !g.MIGMode.Current {
+		r.gpus[g.Index] = g
+		if !slices.Contains(gpuIndexes, g.Index) || !g.MIGMode.Current || r.errs[g.Index] != nil {
 			continue
 		}
 		migs, err := p.cfg.GPUs.MIGDevices(ctx, g.Index)
 		if err != nil {
-			return migslices.Inventory{}, fmt.Errorf("listing MIG devices of GPU %d: %w", g.Index, err)
+			r.errs[g.Index] = fmt.Errorf("listing MIG devices of GPU %d: %w", g.Index, err)
+			continue
 		}
-		inv.MIGs[g.Index] = migs
+		r.migs[g.Index] = migs
+	}
+	return r
+}
+
+// inventory is the part of r on the given GPUs (read for by readGPUs); it
+// fails if one of them could not be read. A GPU NVML does not list is not
+// in it.
+func (r gpuReading) inventory(gpuIndexes []int) (migslices.Inventory, error) {
+	if r.listErr != nil {
+		return migslices.Inventory{}, r.listErr
+	}
+	inv := migslices.Inventory{MIGs: map[int][]gpu.MIGDevice{}}
+	for _, idx := range slices.Sorted(slices.Values(gpuIndexes)) {
+		if err := r.errs[idx]; err != nil {
+			return migslices.Inventory{}, err
+		}
+		g, ok := r.gpus[idx]
+		if !ok || slices.ContainsFunc(inv.GPUs, func(h gpu.GPU) bool { return h.Index == idx }) {
+			continue
+		}
+		inv.GPUs = append(inv.GPUs, g)
+		if migs, ok := r.migs[idx]; ok {
+			inv.MIGs[idx] = migs
+		}
 	}
 	return inv, nil
 }

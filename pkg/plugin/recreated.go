@@ -31,13 +31,34 @@ import (
 // reports it); the errors, by claim, are those of reading NVML or of
 // preparing the claim afresh (a GPU being reconfigured: the next pass
 // tries again).
+//
+// NVML is read once for all the claims (the node's GPUs, and the MIG
+// devices of those the claims' devices lie on), and again only to prepare
+// a claim afresh.
 func (p *Plugin) RefreshRecreated(ctx context.Context) map[types.UID]error {
 	failed := map[types.UID]error{}
+	var claims []PreparedClaim
+	var idxs []int
 	for _, pc := range p.PreparedClaims() {
 		if len(pc.Devices) == 0 {
 			continue
 		}
-		err := p.reprepareIf(ctx, pc, true)
+		claims = append(claims, pc)
+		for _, idx := range pc.gpuIndexes() {
+			if !slices.Contains(idxs, idx) {
+				idxs = append(idxs, idx)
+			}
+		}
+	}
+	if len(claims) == 0 {
+		return failed
+	}
+	reading := p.readGPUs(ctx, idxs)
+	for _, pc := range claims {
+		inv, err := reading.inventory(pc.gpuIndexes())
+		if err == nil {
+			err = p.reprepareWith(pc, inv, true)
+		}
 		switch {
 		case err == nil, errors.Is(err, ErrDeviceGone):
 			continue

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +16,7 @@ import (
 	"github.com/miglayout/miglayout/pkg/gpulock"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 	"github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -304,5 +306,76 @@ func TestRefreshRecreatedLeavesAClaimPreparedAnewMeanwhile(t *testing.T) {
 	if !strings.Contains(string(spec), rec.Devices[0].UUID) {
 		t.Errorf("checkpoint says the claim holds %s (%s), but its CDI spec, rewritten by RefreshRecreated, names another device:\n%s",
 			rec.Devices[0].Device, rec.Devices[0].UUID, spec)
+	}
+}
+
+// countingGPUs is a gpu.Manager that counts the reads RefreshRecreated
+// makes: the GPU listings, and the MIG-device listings by GPU.
+type countingGPUs struct {
+	gpu.Manager
+	listings int
+	migs     map[int]int
+}
+
+func (c *countingGPUs) GPUs(ctx context.Context) ([]gpu.GPU, error) {
+	c.listings++
+	return c.Manager.GPUs(ctx)
+}
+
+func (c *countingGPUs) MIGDevices(ctx context.Context, idx int) ([]gpu.MIGDevice, error) {
+	if c.migs == nil {
+		c.migs = map[int]int{}
+	}
+	c.migs[idx]++
+	return c.Manager.MIGDevices(ctx, idx)
+}
+
+// TestRefreshRecreatedReadsNVMLOnce: RefreshRecreated reads the node's GPUs
+// once, and the MIG devices of GPU 0 once, for three claims (two on GPU
+// 0's MIG devices, one on the whole GPU 1), where it read both for each
+// claim; a GPU that cannot be read fails only the claim on it, and the
+// others' devices, one of them made again, are still refreshed.
+func TestRefreshRecreatedReadsNVMLOnce(t *testing.T) {
+	const uid3 = "1f0e9a3c-0000-4000-8000-000000000003"
+	e := newEnv(t)
+	counting := &countingGPUs{Manager: e.gpus}
+	p, err := New(Config{NodeName: node, GPUs: counting, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir, HostRoot: e.hostRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*resourceapi.ResourceClaim{
+		claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"}),
+		claim(uid2, "train", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"}),
+		claim(uid3, "whole", alloc{"gpu", slices.DefaultDriverName, node, "gpu-1"}),
+	} {
+		if r := e.prepare(p, c); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+
+	*counting = countingGPUs{Manager: e.gpus}
+	if failed := p.RefreshRecreated(e.ctx); len(failed) > 0 {
+		t.Fatalf("RefreshRecreated: %v", failed)
+	}
+	if counting.listings != 1 || !cmp.Equal(counting.migs, map[int]int{0: 1}) {
+		t.Errorf("RefreshRecreated listed the GPUs %d times and MIG devices %v, want once and {0: 1}", counting.listings, counting.migs)
+	}
+
+	// GPU 1 cannot be read (its GetPciInfo, the second of the listing)
+	// while claim infer's device was made again.
+	d := mig.Device{Profile: "1g.10gb", Start: 2}
+	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
+		t.Fatal(err)
+	}
+	md := e.createMIG(d)
+	if err := e.sim.InjectFault(nvmlsim.Fault{Op: "GetPciInfo", Nth: 2, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	failed := p.RefreshRecreated(e.ctx)
+	if len(failed) != 1 || failed[uid3] == nil || !strings.Contains(failed[uid3].Error(), "reading GPU 1") {
+		t.Errorf("RefreshRecreated with GPU 1 unreadable: %v, want only claim whole failed, reading GPU 1", failed)
+	}
+	if got := p.claims[uid1].Devices[0].UUID; got != md.UUID {
+		t.Errorf("claim infer's device UUID %s, want the device made again's %s", got, md.UUID)
 	}
 }
