@@ -156,7 +156,7 @@ type LayoutRule struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) != null_type)",messageExpression="'profile ' + self.filter(k, type(self[k]) == null_type)[0] + ' has no count (a key left empty in YAML is null)'"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) == null_type || (self[k] > 0 && self[k] <= 7))",messageExpression="'profile counts must be between 1 and 7 (' + self.filter(k, type(self[k]) != null_type && (self[k] <= 0 || self[k] > 7))[0] + ')'"
 	// +optional
-	Profiles map[string]int32 `json:"profiles,omitempty"`
+	Profiles map[string]int32 `json:"profiles,omitzero"` // omitzero, not omitempty: an empty non-nil map is sent as {}, nil not at all
 
 	// Layout asks for devices at explicit placements in the canonical text
 	// form "<profile>@<placement start>,...", e.g. "3g.40gb@0,2g.20gb@4,1g.10gb@6".

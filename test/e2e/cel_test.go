@@ -14,6 +14,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -351,6 +352,38 @@ func TestCELAcceptsValid(t *testing.T) {
 				t.Fatalf("admission refused example %s: %v", f, err)
 			}
 		})
+	}
+}
+
+// TestTypedEmptyProfiles: a rule asking for MIG on with no device, written
+// with the Go types (Profiles: an empty map), reaches the API server as
+// profiles: {} and is admitted and kept so; nil profiles stay absent (and
+// the rule, asking for nothing, is refused).
+func TestTypedEmptyProfiles(t *testing.T) {
+	c := miglayoutClient(t)
+	ctx := testContext(t, time.Minute)
+	ml := &v1alpha1.MigLayout{
+		ObjectMeta: metav1.ObjectMeta{Name: "typed-empty-profiles"},
+		Spec: v1alpha1.MigLayoutSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}},
+			Rules:        []v1alpha1.LayoutRule{{Profiles: map[string]int32{}}},
+		},
+	}
+	if err := c.Create(ctx, ml, crclient.DryRunAll); err != nil {
+		t.Fatalf("admission refused profiles: {} sent with the Go types: %v", err)
+	}
+	if got := ml.Spec.Rules[0].Profiles; got == nil || len(got) != 0 {
+		t.Errorf("stored profiles %v, want {} (empty, not absent)", got)
+	}
+	ml = &v1alpha1.MigLayout{
+		ObjectMeta: metav1.ObjectMeta{Name: "typed-nil-profiles"},
+		Spec: v1alpha1.MigLayoutSpec{
+			NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}},
+			Rules:        []v1alpha1.LayoutRule{{}},
+		},
+	}
+	if err := c.Create(ctx, ml, crclient.DryRunAll); err == nil {
+		t.Error("admission took a rule with nil profiles and no layout, want it refused")
 	}
 }
 
