@@ -92,7 +92,9 @@ type GPUSpec struct {
 	// While the change is in flight the planner gives each of them, still
 	// pending, the devices it brings before planning any other pod, so
 	// that no second GPU is changed for one pod; and once none of them
-	// waits for the new devices (deleted, or scheduled elsewhere) before
+	// waits for the new devices (deleted, or scheduled elsewhere; one
+	// whose last scheduling try failed on a kube-scheduler error, reason
+	// SchedulerError, still waits) before
 	// the agent starts the GPU's NVML work, the change is cancelled. A
 	// plan serving more pods than MaxItems lists the first ones; a change
 	// listing MaxItems pods (all of them, or the first ones) is never

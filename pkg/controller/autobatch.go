@@ -45,6 +45,19 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 			lines = append(lines, fmt.Sprintf("claim %s/%s %s %s\n", c.Namespace, c.Name, c.UID, c.ResourceVersion))
 		}
 	}
+	// The pods of changes in flight that wait outside the demand keep
+	// those changes (UnneededChanges): one deleted, bound or found
+	// unschedulable again changes what the plan cancels.
+	unplanned := waitsUnplanned(in.Pods, in.Claims)
+	for _, nml := range in.NodeMigLayouts {
+		for _, g := range nml.Spec.GPUs {
+			for _, pod := range g.ServedPods {
+				if unplanned.Has(pod) {
+					lines = append(lines, fmt.Sprintf("waits %s %s/%d\n", pod, nml.Name, g.Index))
+				}
+			}
+		}
+	}
 	// Devices claims hold: other drivers' (a NIC released makes a pod that
 	// needs one servable) and miglayout's (pinned before the agent reports
 	// them in use).

@@ -5,6 +5,11 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/planner"
@@ -150,7 +155,11 @@ func MakesReclaimAgain(snap planner.Snapshot, c planner.Change) bool {
 // got devices elsewhere before anything was destroyed. Carrying such a
 // change out would destroy free devices for nobody (and perhaps the very
 // devices the next pod needs); cancelling it sets the GPU's desired layout
-// back to the actual one.
+// back to the actual one. A change one of whose pods still waits outside
+// the demand (waitsUnplanned: kube-scheduler's last try ended on an error
+// of its own, or has not reported yet) is kept: the pod is back in the
+// demand once the scheduler finds it unschedulable again, and a cancel
+// would have its GPU drained a second time.
 func UnneededChanges(in AutoInputs, candidates []planner.Change, res planner.Result) []planner.Change {
 	// A new device a claim holds already was made: the status lags.
 	allocated, admin, _ := allocations(in.Claims, in.Driver)
@@ -171,10 +180,56 @@ func UnneededChanges(in AutoInputs, candidates []planner.Change, res planner.Res
 			}
 		}
 	}
+	unplanned := waitsUnplanned(in.Pods, in.Claims)
 	var out []planner.Change
 	for _, c := range candidates {
-		if !waited[fmt.Sprintf("%s/%d", c.Node, c.GPU)] {
-			out = append(out, c)
+		if waited[fmt.Sprintf("%s/%d", c.Node, c.GPU)] {
+			continue
+		}
+		if nml := in.NodeMigLayouts[c.Node]; nml != nil {
+			if spec, _, ok := specAndStatus(nml, c.GPU); ok && slices.ContainsFunc(spec.ServedPods, unplanned.Has) {
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// waitsUnplanned are the pods ("namespace/name") that wait for devices,
+// unbound and not being deleted, but are no demand the planner sees
+// (pendingPods): kube-scheduler has not reported them unschedulable, its
+// last try having failed on an error of its own (PodScheduled False,
+// reason SchedulerError, such as a conflict writing a claim's allocation
+// before binding; it retries them) or not reported yet (a pod made again
+// under the same name). Pods with scheduling gates are not among them, nor
+// those whose claims are all allocated (they wait for their binding, not
+// for devices).
+func waitsUnplanned(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim) sets.Set[string] {
+	out := sets.New[string]()
+	for i := range pods {
+		pod := &pods[i]
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || unschedulable(pod) || len(pod.Spec.SchedulingGates) > 0 ||
+			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		// A pod asking through extended resources alone has no claim
+		// until the scheduler makes one: it waits.
+		allocated, any := true, false
+		for _, rc := range pod.Spec.ResourceClaims {
+			name, needed := claimName(pod, rc)
+			if !needed {
+				continue
+			}
+			any = true
+			c := claims[types.NamespacedName{Namespace: pod.Namespace, Name: name}]
+			if name == "" || c == nil || c.Status.Allocation == nil {
+				allocated = false
+				break
+			}
+		}
+		if !allocated || !any {
+			out.Insert(pod.Namespace + "/" + pod.Name)
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -164,5 +165,43 @@ func TestHeldPlanKeepsAutoStatus(t *testing.T) {
 	}
 	if st := h.autoStatus(); st == nil || st.WaitingForRepartitionPods != 1 {
 		t.Errorf("Auto status after a held plan: %+v, want the last plan's (p1 waiting for a repartition)", st)
+	}
+}
+
+// TestChangeKeptWhileItsPodWaitsOutsideTheDemand: n1's GPU 0 drains for
+// p1's change when kube-scheduler's next try of p1 ends on an error of its
+// own (PodScheduled False, SchedulerError: a conflict writing the claim's
+// allocation before binding), so p1 is no Unschedulable demand for one
+// pass. p1 still exists, unbound, its claim unallocated: the change is
+// kept (a cancel would have the GPU drained again once p1 is Unschedulable
+// again). Once p1 is deleted, the change is cancelled.
+func TestChangeKeptWhileItsPodWaitsOutsideTheDemand(t *testing.T) {
+	h, _ := planThreeGForP1(t)
+	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+		st[0].Phase, st[0].Reason = v1alpha1.PhaseDraining, v1alpha1.ReasonDraining
+		return st
+	})
+	ctx := context.Background()
+	var p1 corev1.Pod
+	if err := h.c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "p1"}, &p1); err != nil {
+		t.Fatal(err)
+	}
+	p1.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulerError,
+		Message: `running PreBind plugin "DynamicResources": Operation cannot be fulfilled on resourceclaims.resource.k8s.io "c1"`}}
+	if err := h.c.Status().Update(ctx, &p1); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(h.a.max())
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "3g.40gb@4" {
+		t.Errorf("p1 waits (SchedulerError, to be retried), yet its change was cancelled: n1/gpu-0 -> %q (reason %q)", got, h.nml("n1").Spec.GPUs[0].Reason)
+	}
+	if err := h.c.Delete(ctx, &p1); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(h.a.max())
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
+		t.Errorf("p1 deleted: n1/gpu-0 -> %q, want the change cancelled back to 7g.80gb@0", got)
 	}
 }
