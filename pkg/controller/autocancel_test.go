@@ -2,10 +2,13 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -203,5 +206,77 @@ func TestChangeKeptWhileItsPodWaitsOutsideTheDemand(t *testing.T) {
 	h.settle()
 	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
 		t.Errorf("p1 deleted: n1/gpu-0 -> %q, want the change cancelled back to 7g.80gb@0", got)
+	}
+}
+
+// TestChangeNotWrittenIsNotTold: one pass cancels n1's GPU 0 change (its
+// pod gone, nothing destroyed) and plans GPU 1 for q. The cancel is
+// written; the change's write meets a conflict (the agent wrote its
+// status meanwhile) and is retried on the cache, which does not show the
+// cancel yet: the spec is not the one the plan read, so the change is not
+// written. q must not hear it waits for a repartition of n1/gpu-1, nor may
+// status.auto count it; the next plan writes it.
+func TestChangeNotWrittenIsNotTold(t *testing.T) {
+	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{MaxGPUsPerNode: 2})
+	n1 := autoNML("n1", ml,
+		a100(0).layout("7g.80gb@0").phase(v1alpha1.PhaseDraining, v1alpha1.ReasonDraining, "draining"),
+		a100(1).layout("7g.80gb@0"))
+	n1.Spec.GPUs = []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@4", Reason: "for gone", ServedPods: []string{"ns/gone"}}}
+	var behind *v1alpha1.NodeMigLayout // the cache, behind the cancel
+	patches, staleReads := 0, 0
+	h := newAutoClusterIntercepted(t, ml, interceptor.Funcs{
+		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			if n, ok := obj.(*v1alpha1.NodeMigLayout); ok && n.Name == "n1" {
+				patches++
+				switch patches {
+				case 1:
+					behind = &v1alpha1.NodeMigLayout{}
+					if err := cl.Get(ctx, client.ObjectKeyFromObject(n), behind); err != nil {
+						return err
+					}
+				case 2:
+					staleReads = 1 // the retry's
+					return apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "nodemiglayouts"}, "n1", nil)
+				}
+			}
+			return cl.Patch(ctx, obj, p, opts...)
+		},
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if n, ok := obj.(*v1alpha1.NodeMigLayout); ok && key.Name == "n1" && staleReads > 0 {
+				staleReads--
+				behind.DeepCopyInto(n)
+				return nil
+			}
+			return cl.Get(ctx, key, obj, opts...)
+		},
+	}, node("n1", map[string]string{"pool": "auto"}), n1, autoClaim("c1", profileSelector("1g.10gb")), autoPod("q", h0(), "c1"))
+	// Passes until the one that plans (the batch waits first).
+	for range 20 {
+		res, err := h.a.Reconcile(context.Background(), autoKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if patches >= 2 {
+			break
+		}
+		h.now = h.now.Add(res.RequeueAfter)
+	}
+	if patches < 2 {
+		t.Fatalf("%d NodeMigLayout writes, want the cancel and the change's conflicted one: the test shows nothing", patches)
+	}
+	if _, written := h.specOf("n1")[1]; written {
+		t.Fatalf("n1/gpu-1's change written in spite of the conflict on the cache: the test shows nothing (n1 -> %v)", h.specOf("n1"))
+	}
+	for _, e := range h.events() {
+		if strings.Contains(e, EventWaitingForRepartition) && strings.Contains(e, "n1/gpu-1") {
+			t.Errorf("n1/gpu-1's change was not written, yet q heard %q", e)
+		}
+	}
+	if st := h.autoStatus(); st != nil && st.WaitingForRepartitionPods > 0 {
+		t.Errorf("status.auto counts a pod waiting for a change not written: %+v", *st)
+	}
+	h.settle()
+	if got := h.specOf("n1"); got[0] != "7g.80gb@0" || got[1] == "" || got[1] == "7g.80gb@0" {
+		t.Errorf("after the next plan: n1 -> %v, want GPU 0 cancelled back to 7g.80gb@0 and GPU 1 changed for q", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -48,8 +49,14 @@ func autoNML(node string, ml *v1alpha1.MigLayout, gpus ...*gpuBuilder) *v1alpha1
 }
 
 func newAutoCluster(t *testing.T, ml *v1alpha1.MigLayout, objs ...client.Object) *autoCluster {
+	return newAutoClusterIntercepted(t, ml, interceptor.Funcs{}, objs...)
+}
+
+// newAutoClusterIntercepted is newAutoCluster with the client's calls
+// going through funcs.
+func newAutoClusterIntercepted(t *testing.T, ml *v1alpha1.MigLayout, funcs interceptor.Funcs, objs ...client.Object) *autoCluster {
 	objs = append(objs, ml, migDeviceClass())
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithInterceptorFuncs(funcs).
 		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}, &corev1.Pod{}, &resourceapi.ResourceClaim{}).Build()
 	h := &autoCluster{t: t, c: c, rec: events.NewFakeRecorder(1000), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), ml: ml}
 	h.a = &AutoPlanner{Client: c, Recorder: h.rec, Idle: time.Second, Max: 5 * time.Second, Now: func() time.Time { return h.now }}

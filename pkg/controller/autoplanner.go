@@ -593,7 +593,8 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 // changing and its pods served, rather than serve a pod twice. The second
 // write starts from the NodeMigLayouts the first one wrote, as the API
 // server returned them: the cache may not show that write yet. held
-// reports changes held back so.
+// reports changes held back so, or not all written (their node's spec
+// changed since the plan read it).
 func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change) (held bool, err error) {
 	var fresh map[string]*v1alpha1.NodeMigLayout
 	if len(cancels) > 0 {
@@ -614,8 +615,22 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 	if len(changes) == 0 {
 		return false, nil
 	}
-	_, _, err = a.write(ctx, read, changes, nil, fresh)
-	return false, err
+	_, n, err := a.write(ctx, read, changes, nil, fresh)
+	if err != nil {
+		return false, err
+	}
+	if n < len(changes) {
+		// A node's spec no longer as the plan read it when written (a
+		// conflict retried on a cache behind the cancels just written,
+		// or an agent that started on a reclaim the change replaces):
+		// the changes written stand, the others wait for the next plan,
+		// and nothing of this one is told. Its inputs may look the same
+		// once the cache catches up: it is planned again all the same.
+		klog.FromContext(ctx).Info("Some planned changes were not written (their NodeMigLayouts changed since the plan read them): the next plan makes them", "changes", len(changes), "written", n)
+		a.forget()
+		return true, nil
+	}
+	return false, nil
 }
 
 // write writes changes and cancels as apply describes, each only where it
