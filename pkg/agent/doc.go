@@ -16,6 +16,9 @@
 //     NoSchedule, waits the settle period so that scheduling decisions in
 //     flight land, then re-reads ResourceClaim allocations from the API
 //     server (not a cache); a device allocated meanwhile blocks its GPU;
+//     the drained devices of the GPUs that go on are then withdrawn from
+//     the pool (one more publication, waited for), so that no claim,
+//     whatever it tolerates, is allocated one once it may be destroyed;
 //  4. repartitions through the GPU manager under the per-GPU lock that the
 //     kubelet plugin's prepare also takes, after checking once more, under
 //     the lock, that no device to destroy has been prepared or (in the

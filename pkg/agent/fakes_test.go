@@ -40,8 +40,12 @@ type fakeInventory struct {
 	// devices (an API server refusing it).
 	failDrain error
 	// failRepublish, when set, is the error of a publication without
-	// drained devices (the republication that ends a pass).
+	// drained devices (the republication that ends a pass), but for the
+	// withdrawal that follows a drain publication.
 	failRepublish error
+	// failWithdraw, when set, is the error of the publication that
+	// follows a drain publication (the withdrawal of the drained devices).
+	failWithdraw error
 }
 
 func (f *fakeInventory) DeviceName(g gpu.GPU, d *gpu.MIGDevice) string {
@@ -68,12 +72,16 @@ func (f *fakeInventory) Publish(_ context.Context, gpus []GPUState, draining set
 		p.draining = sets.List(draining)
 	}
 	f.mu.Lock()
+	withdrawal := draining.Len() == 0 && len(f.pubs) > 0 && len(f.pubs[len(f.pubs)-1].draining) > 0
 	f.pubs = append(f.pubs, p)
 	f.mu.Unlock()
 	if f.failDrain != nil && draining.Len() > 0 {
 		return f.failDrain
 	}
-	if f.failRepublish != nil && draining.Len() == 0 {
+	if withdrawal && f.failWithdraw != nil {
+		return f.failWithdraw
+	}
+	if f.failRepublish != nil && draining.Len() == 0 && !withdrawal {
 		return f.failRepublish
 	}
 	if f.dropTaints && draining.Len() > 0 {

@@ -354,6 +354,16 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			kept = append(kept, p)
 		}
 		work = kept
+		// Withdraw the drained devices of the GPUs about to change
+		// before any is destroyed: a claim tolerating the drain taint
+		// could otherwise be allocated a device destroyed already for
+		// as long as the rest of the pass runs (the later GPUs' NVML
+		// work, a failed final observation). The check under each GPU's
+		// lock (apply) still catches an allocation made before the
+		// withdrawal was served.
+		if err := r.withdraw(ctx, obs, work); err != nil {
+			return nil, err
+		}
 		r.Metrics.observePhase("drain", time.Since(start))
 	}
 

@@ -649,8 +649,8 @@ func TestStoppedPassRepublishesTruth(t *testing.T) {
 	}
 	g.inv.mu.Lock()
 	defer g.inv.mu.Unlock()
-	if len(g.inv.pubs) < 2 || g.inv.pubs[len(g.inv.pubs)-2].draining == nil {
-		t.Fatalf("publications %+v: want the drain, then the pool again", g.inv.pubs)
+	if len(g.inv.pubs) < 3 || g.inv.pubs[len(g.inv.pubs)-3].draining == nil {
+		t.Fatalf("publications %+v: want the drain, the withdrawal, then the pool again", g.inv.pubs)
 	}
 	last := g.inv.pubs[len(g.inv.pubs)-1]
 	want := []string{"gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4"}

@@ -1,0 +1,54 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+)
+
+// withdraw publishes the pool of obs without the devices that work's GPUs
+// drained (gpuPlan.drain), and waits until the API server serves it
+// (Inventory.Publish): from then on no claim can be allocated one of them,
+// whatever it tolerates. A whole GPU drained for MIG mode to go on leaves
+// the pool with its GPU. Nothing is published where nothing was drained.
+// Drain taints the API server drops on the devices a pending MIG mode
+// change removes do not fail it (the withdrawal itself was served). The
+// error is the publication's.
+func (r *Repartitioner) withdraw(ctx context.Context, obs []GPUState, work []*gpuPlan) error {
+	gone := sets.New[string]()
+	for _, p := range work {
+		gone.Insert(p.drain...)
+	}
+	if gone.Len() == 0 {
+		return nil
+	}
+	klog.FromContext(ctx).Info("Withdrawing drained devices before repartitioning", "devices", sets.List(gone))
+	err := r.Inventory.Publish(ctx, r.without(obs, gone), nil)
+	if err != nil && !errors.Is(err, ErrDrainTaintsDropped) {
+		return fmt.Errorf("withdrawing drained devices: %w", err)
+	}
+	return nil
+}
+
+// without is obs less the devices named in gone: a GPU whose whole-GPU
+// device is named is left out, a MIG device named is left out of its
+// GPU's devices.
+func (r *Repartitioner) without(obs []GPUState, gone sets.Set[string]) []GPUState {
+	out := make([]GPUState, 0, len(obs))
+	for _, g := range obs {
+		if !g.GPU.MIGMode.Current && gone.Has(r.Inventory.DeviceName(g.GPU, nil)) {
+			continue
+		}
+		g.Devices = slices.DeleteFunc(slices.Clone(g.Devices), func(d gpu.MIGDevice) bool {
+			return gone.Has(r.Inventory.DeviceName(g.GPU, &d))
+		})
+		out = append(out, g)
+	}
+	return out
+}
