@@ -103,12 +103,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("getting MigLayout %s: %w", req.Name, err)
 	}
-	if ml.DeletionTimestamp != nil {
-		return ctrl.Result{}, nil
-	}
 	in, err := r.observe(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if ml.DeletionTimestamp != nil {
+		return ctrl.Result{}, r.releaseDeleting(ctx, &ml, in)
 	}
 	obs := Observation{Generation: ml.Generation, Mode: ml.Spec.Mode}
 	obs.Selection, obs.SelectorErr = SelectNodes(&ml, in.migLayouts, in.nodes)
@@ -248,4 +248,21 @@ func (r *Reconciler) record(ml *v1alpha1.MigLayout, evts []Event) {
 		}
 		r.Recorder.Eventf(ml, related, e.Type, e.Reason, e.Action, "%s", e.Note)
 	}
+}
+
+// releaseDeleting releases the nodes of a MigLayout being deleted that
+// finalizers hold (a GitOps tool's, or the garbage collector's own for a
+// foreground deletion): garbage collection deletes its NodeMigLayouts only
+// once it is gone, and until then their agents would carry out a change
+// not yet made that nothing asks for any more. Deleted with
+// --cascade=orphan (the orphan finalizer), its NodeMigLayouts are kept, as
+// asked.
+func (r *Reconciler) releaseDeleting(ctx context.Context, ml *v1alpha1.MigLayout, in inputs) error {
+	if slices.Contains(ml.Finalizers, metav1.FinalizerOrphanDependents) {
+		return nil
+	}
+	if errs := r.release(ctx, ml, Selection{}, in); len(errs) > 0 {
+		return fmt.Errorf("releasing the nodes of MigLayout %s, being deleted: %w", ml.Name, errors.Join(errs...))
+	}
+	return nil
 }
