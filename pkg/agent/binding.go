@@ -23,6 +23,9 @@ type BindingGate struct {
 	known     bool
 	published sets.Set[string]
 	draining  sets.Set[string]
+	// withdrawn are the devices published once and not now (withdrawn
+	// after their drain, or destroyed): refused like draining ones.
+	withdrawn sets.Set[string]
 	// writing counts confirmations decided but not yet written.
 	writing map[string]int
 }
@@ -48,6 +51,7 @@ func (g *BindingGate) Publishing(devices, draining sets.Set[string]) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.known = true
+	g.withdrawn = g.withdrawn.Union(g.published).Difference(devices)
 	g.published = devices.Clone()
 	g.draining = draining.Clone()
 }
@@ -84,8 +88,9 @@ func (g *BindingGate) Written(device string) {
 }
 
 // Refusable returns the devices an allocation of which, not shown
-// confirmed in its claim's status, a drain can ignore: draining (so refused
-// whenever the Binder gets to it) with no confirmation decided and not yet
+// confirmed in its claim's status, a drain can ignore: draining, or
+// withdrawn from the pool since they were published (so refused whenever
+// the Binder gets to it), with no confirmation decided and not yet
 // written. Take it before reading the claims: a confirmation written after
 // this call was decided before the drain and is still counted here, one
 // written before is in the claims read after.
@@ -96,7 +101,7 @@ func (g *BindingGate) Refusable() sets.Set[string] {
 	if !g.known {
 		return out
 	}
-	for dev := range g.draining {
+	for dev := range g.draining.Union(g.withdrawn) {
 		if g.writing[dev] == 0 {
 			out.Insert(dev)
 		}

@@ -31,7 +31,7 @@ const (
 
 func TestBindingGate(t *testing.T) {
 	type step struct {
-		op     string // publish, drain, decide, written, refusable
+		op     string // publish, drain, withdraw, decide, written, refusable
 		device string
 		want   any
 	}
@@ -54,6 +54,16 @@ func TestBindingGate(t *testing.T) {
 		"gone from the pool: refused": {
 			{op: "publish"},
 			{op: "decide", device: "gpu-0-mig-1g10gb-19-6", want: BindingRefuse},
+		},
+		"withdrawn after its drain: refused and still refusable, until published again": {
+			{op: "drain", device: devA},
+			{op: "withdraw", device: devA},
+			{op: "decide", device: devA, want: BindingRefuse},
+			{op: "refusable", device: devA, want: true},
+			{op: "refusable", device: devB, want: false},
+			{op: "publish"},
+			{op: "refusable", device: devA, want: false},
+			{op: "decide", device: devA, want: BindingConfirm},
 		},
 		"a confirmation being written keeps a device that starts draining": {
 			{op: "publish"},
@@ -86,6 +96,8 @@ func TestBindingGate(t *testing.T) {
 					g.Publishing(all, nil)
 				case "drain":
 					g.Publishing(all, sets.New(s.device))
+				case "withdraw":
+					g.Publishing(all.Difference(sets.New(s.device)), nil)
 				case "decide":
 					got = g.Decide(s.device)
 				case "written":
