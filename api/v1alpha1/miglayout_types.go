@@ -72,6 +72,9 @@ type MigLayoutSpec struct {
 	NodeSelector metav1.LabelSelector `json:"nodeSelector"`
 
 	// Mode is Static (apply the rules) or Auto (plan from pending demand).
+	// Switched to Auto, the changes of the rules that an agent has not
+	// started are dropped (the GPU keeps its layout, and the planner plans
+	// from it); those under way are finished.
 	// +kubebuilder:default=Static
 	// +optional
 	Mode LayoutMode `json:"mode,omitempty"`

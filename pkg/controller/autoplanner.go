@@ -711,6 +711,7 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 			if len(written) == 0 {
 				return nil
 			}
+			metav1.SetMetaDataAnnotation(&next.ObjectMeta, v1alpha1.AnnotationSpecWrittenBy, string(v1alpha1.ModeAuto))
 			sort.Slice(next.Spec.GPUs, func(i, j int) bool { return next.Spec.GPUs[i].Index < next.Spec.GPUs[j].Index })
 			if err := a.Client.Patch(ctx, next, client.MergeFromWithOptions(&nml, client.MergeFromWithOptimisticLock{})); err != nil {
 				return err

@@ -128,7 +128,7 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 	if existing == nil {
 		// The inventory is unknown until the agent reports: no GPU yet.
 		nml := &v1alpha1.NodeMigLayout{
-			ObjectMeta: metav1.ObjectMeta{Name: node},
+			ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{v1alpha1.AnnotationSpecWrittenBy: string(modeOf(ml))}},
 			Spec:       v1alpha1.NodeMigLayoutSpec{MigLayout: ml.Name},
 		}
 		if err := controllerutil.SetControllerReference(ml, nml, r.Scheme); err != nil {
@@ -150,17 +150,25 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 	if existing.DeletionTimestamp != nil {
 		return existing, nil, true, nil
 	}
+	adopting := !metav1.IsControlledBy(existing, ml)
+	writtenBy := specWrittenBy(existing, ml)
 	// In Auto mode the planner (AutoPlanner) writes spec.gpus; this
-	// reconciler only owns the object.
+	// reconciler only owns the object, and drops the changes not started
+	// yet of a spec the planner did not write (the MigLayout was switched
+	// to Auto, or another MigLayout wrote it): nothing asks for them now.
 	desired, problems := existing.Spec.GPUs, []Problem(nil)
 	if ml.Spec.Mode != v1alpha1.ModeAuto {
 		desired, problems = DesiredGPUs(r.catalog(), ml.Spec.Rules, existing.Status.GPUs, existing.Spec.GPUs)
+		writtenBy = v1alpha1.ModeStatic
+	} else if adopting || writtenBy != v1alpha1.ModeAuto {
+		desired, writtenBy = dropUnstarted(existing), v1alpha1.ModeAuto
 	}
 	if gate != nil {
 		desired = keepUnreadable(existing, desired)
 	}
 	next := existing.DeepCopy()
 	next.Spec = v1alpha1.NodeMigLayoutSpec{MigLayout: ml.Name, GPUs: desired}
+	metav1.SetMetaDataAnnotation(&next.ObjectMeta, v1alpha1.AnnotationSpecWrittenBy, string(writtenBy))
 	// A node held back by maxNodesChanging keeps the spec it has (its
 	// owner may change) and is judged against the one it waits for.
 	var waitsFor *v1alpha1.NodeMigLayout
@@ -168,22 +176,31 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		waitsFor = next.DeepCopy()
 		next.Spec.GPUs = existing.Spec.GPUs
 	}
-	// A plain merge patch replaces spec.gpus as a whole and does not conflict
-	// with the agent's status writes; adoption rewrites owner references,
-	// so it is guarded by the resourceVersion.
-	op, patch := "update", client.MergeFrom(existing)
-	if !metav1.IsControlledBy(existing, ml) {
-		op, patch = "adopt", client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{})
+	// The write is guarded by the resourceVersion read (patchSpec): the
+	// Auto planner writes spec.gpus too.
+	op := "update"
+	if adopting {
+		op = "adopt"
 		next.OwnerReferences = slices.DeleteFunc(next.OwnerReferences, func(o metav1.OwnerReference) bool {
 			return o.Controller != nil && *o.Controller
 		})
 		if err := controllerutil.SetControllerReference(ml, next, r.Scheme); err != nil {
 			return next, problems, false, fmt.Errorf("setting the owner of NodeMigLayout %s: %w", node, err)
 		}
-	} else if equality.Semantic.DeepEqual(existing.Spec, next.Spec) {
+	} else if ann, ok := existing.Annotations[v1alpha1.AnnotationSpecWrittenBy]; equality.Semantic.DeepEqual(existing.Spec, next.Spec) && (!ok || ann == string(writtenBy)) {
+		// Without the annotation (an earlier release's object) the spec
+		// counts as the controlling MigLayout's mode's (specWrittenBy):
+		// it is not written for the annotation alone.
 		return cmpOr(waitsFor, existing), problems, false, nil
 	}
-	if err := r.Client.Patch(ctx, next, patch); err != nil {
+	if writtenBy == v1alpha1.ModeStatic && specWrittenBy(existing, ml) == v1alpha1.ModeAuto && !adopting {
+		// The cache may show this MigLayout Static still while the
+		// planner has planned the node for its switch to Auto.
+		if switched, err := r.switchedSince(ctx, ml); err != nil || switched {
+			return existing, problems, true, err
+		}
+	}
+	if err := r.patchSpec(ctx, existing, next); err != nil {
 		// The node is judged against the spec it should hold: not Ready
 		// for this generation on the strength of the old one.
 		return cmpOr(waitsFor, next), problems, false, fmt.Errorf("patching the spec of NodeMigLayout %s: %w", node, err)
@@ -251,4 +268,111 @@ func cmpOr(a, b *v1alpha1.NodeMigLayout) *v1alpha1.NodeMigLayout {
 		return a
 	}
 	return b
+}
+
+// modeOf is ml's mode, Static where it sets none.
+func modeOf(ml *v1alpha1.MigLayout) v1alpha1.LayoutMode {
+	if ml.Spec.Mode == v1alpha1.ModeAuto {
+		return v1alpha1.ModeAuto
+	}
+	return v1alpha1.ModeStatic
+}
+
+// specWrittenBy is the mode whose writer last wrote nml's spec
+// (v1alpha1.AnnotationSpecWrittenBy); without the annotation, the mode of
+// ml, where ml controls nml, else Static.
+func specWrittenBy(nml *v1alpha1.NodeMigLayout, ml *v1alpha1.MigLayout) v1alpha1.LayoutMode {
+	switch m := v1alpha1.LayoutMode(nml.Annotations[v1alpha1.AnnotationSpecWrittenBy]); m {
+	case v1alpha1.ModeStatic, v1alpha1.ModeAuto:
+		return m
+	}
+	if metav1.IsControlledBy(nml, ml) {
+		return modeOf(ml)
+	}
+	return v1alpha1.ModeStatic
+}
+
+// dropUnstarted is nml's spec.gpus with each change the agent has not
+// started (the GPU reported Ready on another layout, or Draining: nothing
+// destroyed yet) set back to the GPU's actual layout; a change under way,
+// blocked or failed stays (the agent finishes it, or reports why not).
+func dropUnstarted(nml *v1alpha1.NodeMigLayout) []v1alpha1.GPUSpec {
+	out := slices.Clone(nml.Spec.GPUs)
+	for i, sp := range out {
+		j := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return st.Index == sp.Index })
+		if j < 0 {
+			continue
+		}
+		st := nml.Status.GPUs[j]
+		if st.Phase != v1alpha1.PhaseReady && st.Phase != v1alpha1.PhaseDraining {
+			continue
+		}
+		if st.MIGEnabled != st.MIGPending || (sp.MIGEnabled == st.MIGEnabled && sp.Layout == st.Layout) {
+			continue
+		}
+		out[i] = v1alpha1.GPUSpec{Index: sp.Index, MIGEnabled: st.MIGEnabled, Layout: st.Layout,
+			Reason: truncate("Auto mode: the change to "+describeSpec(sp)+" was dropped before it started", 1024)}
+	}
+	return out
+}
+
+// describeSpec is a GPU spec's layout as people read it.
+func describeSpec(sp v1alpha1.GPUSpec) string {
+	if !sp.MIGEnabled {
+		return "MIG off"
+	}
+	if sp.Layout == "" {
+		return "no device"
+	}
+	return sp.Layout
+}
+
+// switchedSince reports whether ml, as the API server has it now, is not
+// the Static MigLayout the cache showed (deleted, replaced, or at another
+// generation: switched to Auto mode, perhaps). Without an APIReader
+// (tests), the cache's is taken as current.
+func (r *Reconciler) switchedSince(ctx context.Context, ml *v1alpha1.MigLayout) (bool, error) {
+	if r.APIReader == nil {
+		return false, nil
+	}
+	var live v1alpha1.MigLayout
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ml), &live); apierrors.IsNotFound(err) {
+		return true, nil
+	} else if err != nil {
+		return false, fmt.Errorf("reading MigLayout %s before writing over an Auto plan: %w", ml.Name, err)
+	}
+	return live.UID != ml.UID || live.Generation != ml.Generation || modeOf(&live) != modeOf(ml), nil
+}
+
+// patchSpec writes next (spec, owner references and annotations) over
+// existing, guarded by existing's resourceVersion: the Auto planner writes
+// spec.gpus too, and a write from a stale read must not undo its plan. A
+// conflict caused by another change (the agent's status writes, most
+// often) is retried on the object read from the API server while its
+// spec, owners and annotations are still those read; any other conflict
+// is returned (the reconcile is requeued and reads again).
+func (r *Reconciler) patchSpec(ctx context.Context, existing, next *v1alpha1.NodeMigLayout) error {
+	err := r.Client.Patch(ctx, next, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{}))
+	for attempt := 0; attempt < 3 && apierrors.IsConflict(err) && r.APIReader != nil; attempt++ {
+		var live v1alpha1.NodeMigLayout
+		if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(existing), &live); gerr != nil {
+			return fmt.Errorf("reading NodeMigLayout %s after a write conflict: %w", existing.Name, gerr)
+		}
+		if equality.Semantic.DeepEqual(live.Spec, next.Spec) && equality.Semantic.DeepEqual(live.OwnerReferences, next.OwnerReferences) &&
+			live.Annotations[v1alpha1.AnnotationSpecWrittenBy] == next.Annotations[v1alpha1.AnnotationSpecWrittenBy] {
+			// Written already (the read was behind an earlier write).
+			live.DeepCopyInto(next)
+			return nil
+		}
+		if !equality.Semantic.DeepEqual(live.Spec, existing.Spec) || !equality.Semantic.DeepEqual(live.OwnerReferences, existing.OwnerReferences) ||
+			live.Annotations[v1alpha1.AnnotationSpecWrittenBy] != existing.Annotations[v1alpha1.AnnotationSpecWrittenBy] {
+			return err
+		}
+		base, retry := existing.DeepCopy(), next.DeepCopy()
+		base.ResourceVersion, retry.ResourceVersion = live.ResourceVersion, live.ResourceVersion
+		if err = r.Client.Patch(ctx, retry, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err == nil {
+			retry.DeepCopyInto(next)
+		}
+	}
+	return err
 }

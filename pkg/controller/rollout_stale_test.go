@@ -75,6 +75,7 @@ func TestMaxNodesChangingStaleCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n2": n2}}
+	r.APIReader = c // what the stale cache is behind
 	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
 	if err != nil {
 		t.Fatal(err)
