@@ -657,7 +657,7 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 	holds := func(nml *v1alpha1.NodeMigLayout, c planner.Change) bool {
 		before := read[c.Node]
 		if before == nil || !sameController(before, nml) || !a.stillAuto(ctx, nml) ||
-			!equality.Semantic.DeepEqual(before.Spec, nml.Spec) {
+			!equality.Semantic.DeepEqual(before.Spec, nml.Spec) || !writtenInAuto(nml) {
 			return false
 		}
 		for _, x := range cancels {
@@ -756,6 +756,17 @@ func (a *AutoPlanner) stillAuto(ctx context.Context, nml *v1alpha1.NodeMigLayout
 		return false
 	}
 	return ml.UID == ref.UID && plansAuto(ml)
+}
+
+// writtenInAuto reports whether nml's spec was last written in Auto mode
+// (v1alpha1.AnnotationSpecWrittenBy; an object without the annotation,
+// of an earlier release, counts as so). A spec written in Static mode
+// (the MigLayout was switched to Auto, or another MigLayout wrote it) is
+// the reconciler's to take over first: it drops the changes the agent has
+// not started, and the planner plans on what is left.
+func writtenInAuto(nml *v1alpha1.NodeMigLayout) bool {
+	v, ok := nml.Annotations[v1alpha1.AnnotationSpecWrittenBy]
+	return !ok || v == string(v1alpha1.ModeAuto)
 }
 
 // retract tells each pod the planner told why it waits, and that still

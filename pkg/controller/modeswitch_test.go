@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
@@ -196,5 +198,41 @@ func TestSpecWriteRetriedAfterStatusConflict(t *testing.T) {
 	got, by := layoutsOf(t, c)
 	if got[0] == "4g.40gb@0" || by != string(v1alpha1.ModeStatic) {
 		t.Errorf("after a's rule changed: n1 %v (by %q), want the new rule's layouts written in spite of the status conflict", got, by)
+	}
+}
+
+// TestPlannerWaitsForTheTakeOver: n1's NodeMigLayout, under Auto MigLayout
+// auto, still holds a spec written in Static mode (GPU 1's change not
+// started). The planner writes no plan on it until the reconciler has
+// taken it over (dropped that change, the spec marked written in Auto
+// mode): a plan written first would mark the Static change as its own, and
+// it would be carried out for nothing.
+func TestPlannerWaitsForTheTakeOver(t *testing.T) {
+	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{MaxGPUsPerNode: 2})
+	nml := autoNML("n1", ml, a100(0).layout("7g.80gb@0"), a100(1).layout(halvesLayout))
+	nml.Spec.GPUs = []v1alpha1.GPUSpec{specGPU(1, "4g.40gb@0", `rule "whole": profiles 4g.40gb:1`)}
+	nml.Annotations = map[string]string{v1alpha1.AnnotationSpecWrittenBy: string(v1alpha1.ModeStatic)}
+	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), nml,
+		autoClaim("c1", profileSelector("1g.10gb")), autoPod("p1", h0(), "c1"))
+	for range 10 { // the batch's wait, then plans held
+		res, err := h.a.Reconcile(context.Background(), autoKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.now = h.now.Add(max(res.RequeueAfter, time.Second))
+	}
+	if got := h.specOf("n1"); got[0] != "" || got[1] != "4g.40gb@0" {
+		t.Errorf("the planner wrote %v on a spec written in Static mode, want nothing before the take-over", got)
+	}
+	r := &Reconciler{Client: h.c, APIReader: h.c, Scheme: h.c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	reconcileNamed(t, r, "auto")
+	if got := h.specOf("n1"); got[1] != halvesLayout {
+		t.Errorf("after the take-over n1 -> %v, want GPU 1's Static change dropped (%s)", got, halvesLayout)
+	}
+	h.now = h.now.Add(h.a.max())
+	h.settle()
+	got := h.specOf("n1")
+	if !strings.Contains(got[0]+got[1], "1g.10gb") || strings.Contains(got[0]+got[1], "4g.40gb") {
+		t.Errorf("after the take-over the plan wrote %v, want a GPU changed for p1 (a 1g.10gb) and no Static change left", got)
 	}
 }
