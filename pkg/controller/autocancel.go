@@ -155,12 +155,12 @@ func MakesReclaimAgain(snap planner.Snapshot, c planner.Change) bool {
 // got devices elsewhere before anything was destroyed. Carrying such a
 // change out would destroy free devices for nobody (and perhaps the very
 // devices the next pod needs); cancelling it sets the GPU's desired layout
-// back to the actual one. A change one of whose pods still waits outside
-// the demand (waitsUnplanned: kube-scheduler's last try ended on an error
+// back to the actual one. A change one of whose pods (as snap has them:
+// servedBy) still waits outside the demand (waitsUnplanned: kube-scheduler's last try ended on an error
 // of its own, or has not reported yet) is kept: the pod is back in the
 // demand once the scheduler finds it unschedulable again, and a cancel
 // would have its GPU drained a second time.
-func UnneededChanges(in AutoInputs, candidates []planner.Change, res planner.Result) []planner.Change {
+func UnneededChanges(in AutoInputs, snap planner.Snapshot, candidates []planner.Change, res planner.Result) []planner.Change {
 	// A new device a claim holds already was made: the status lags.
 	allocated, admin, _ := allocations(in.Claims, in.Driver)
 	waited := map[string]bool{}
@@ -186,14 +186,29 @@ func UnneededChanges(in AutoInputs, candidates []planner.Change, res planner.Res
 		if waited[fmt.Sprintf("%s/%d", c.Node, c.GPU)] {
 			continue
 		}
-		if nml := in.NodeMigLayouts[c.Node]; nml != nil {
-			if spec, _, ok := specAndStatus(nml, c.GPU); ok && slices.ContainsFunc(spec.ServedPods, unplanned.Has) {
-				continue
-			}
+		if slices.ContainsFunc(servedBy(snap, c.Node, c.GPU), unplanned.Has) {
+			continue
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// servedBy are the pods the change in flight on node's GPU idx serves in
+// snap (planner.GPU.Serves: its spec's servedPods, less those another
+// node's change keeps, oneChangePerPod).
+func servedBy(snap planner.Snapshot, node string, idx int) []string {
+	for _, n := range snap.Nodes {
+		if n.Node.Name != node {
+			continue
+		}
+		for _, g := range n.GPUs {
+			if g.Info.Index == idx {
+				return g.Serves
+			}
+		}
+	}
+	return nil
 }
 
 // waitsUnplanned are the pods ("namespace/name") that wait for devices,
@@ -240,7 +255,7 @@ func waitsUnplanned(pods []corev1.Pod, claims map[types.NamespacedName]*resource
 // (BlockedChanges), those no pod waits for any more (UnneededChanges) and
 // the reclaims the plan does not make again (ReclaimCancels).
 func AutoCancels(in AutoInputs, snap planner.Snapshot, res planner.Result) []planner.Change {
-	out := append(BlockedChanges(in, snap), UnneededChanges(in, unneededCandidates(in, snap), res)...)
+	out := append(BlockedChanges(in, snap), UnneededChanges(in, snap, unneededCandidates(in, snap), res)...)
 	return append(out, ReclaimCancels(in, snap, res)...)
 }
 

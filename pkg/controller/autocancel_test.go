@@ -280,3 +280,29 @@ func TestChangeNotWrittenIsNotTold(t *testing.T) {
 		t.Errorf("after the next plan: n1 -> %v, want GPU 0 cancelled back to 7g.80gb@0 and GPU 1 changed for q", got)
 	}
 }
+
+// TestWaitingPodKeepsOnlyTheChangeUnderWay: p1 is named by two changes in
+// flight, n1's under way (Repartitioning) and n2's not started, while its
+// last scheduling try ended on a SchedulerError (no demand this pass). n1's
+// change keeps p1 (oneChangePerPod), so n2's serves no pod and is
+// cancelled: p1 waiting outside the demand keeps only the change that is
+// its own, never a second GPU's.
+func TestWaitingPodKeepsOnlyTheChangeUnderWay(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	inFlight := func(name string, phase v1alpha1.GPUPhase) *v1alpha1.NodeMigLayout {
+		n := autoNML(name, ml, a100(0).layout("7g.80gb@0").phase(phase, string(phase), ""))
+		n.Spec.GPUs = []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@4", Reason: "for p1", ServedPods: []string{"ns/p1"}}}
+		return n
+	}
+	p1 := autoPod("p1", h0(), "c1")
+	p1.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulerError}}
+	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), node("n2", map[string]string{"pool": "auto"}),
+		inFlight("n1", v1alpha1.PhaseRepartitioning), inFlight("n2", v1alpha1.PhaseReady), autoClaim("c1", profileSelector("3g.40gb")), p1)
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "3g.40gb@4" {
+		t.Errorf("n1/gpu-0 (under way for p1) -> %q, want it kept", got)
+	}
+	if got := h.specOf("n2")[0]; got != "7g.80gb@0" {
+		t.Errorf("n2/gpu-0 (not started, p1 kept by n1's change) -> %q, want it cancelled: a second GPU changed for one pod", got)
+	}
+}

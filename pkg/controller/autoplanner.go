@@ -379,7 +379,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	if d := a.declineDue(); d > 0 {
 		due = sooner(due, d)
 	}
-	cancels = append(cancels, UnneededChanges(in, unneeded, res)...)
+	cancels = append(cancels, UnneededChanges(in, snap, unneeded, res)...)
 	cancels = append(cancels, ReclaimCancels(in, snap, res)...)
 	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "cancelled", len(cancels), "served", len(res.Served), "kept", len(res.Kept), "unservable", len(res.Unservable))
 	held, err := a.apply(ctx, in.NodeMigLayouts, res.Changes, cancels)

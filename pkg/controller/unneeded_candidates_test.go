@@ -106,7 +106,7 @@ func TestChangeInFlightIsUnneededWhenNoPodWaitsForItsNewDevices(t *testing.T) {
 				res.Served = []planner.Placement{{Pod: "ns/p", Node: "n1", Devices: tc.served}}
 			}
 			var got []string
-			for _, c := range UnneededChanges(in, []planner.Change{cancel}, res) {
+			for _, c := range UnneededChanges(in, planner.Snapshot{}, []planner.Change{cancel}, res) {
 				got = append(got, fmt.Sprintf("%s/%d", c.Node, c.GPU))
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
