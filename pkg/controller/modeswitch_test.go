@@ -236,3 +236,37 @@ func TestPlannerWaitsForTheTakeOver(t *testing.T) {
 		t.Errorf("after the take-over the plan wrote %v, want a GPU changed for p1 (a 1g.10gb) and no Static change left", got)
 	}
 }
+
+// TestDropNotRetriedOverAStartedChange: switched to Auto, the reconciler
+// judges GPU 0's Static change not started on a cache behind the agent's
+// last report (Repartitioning: started). Its drop meets a conflict; the
+// retry, on the live object, finds the change under way and does not
+// write the drop (the agent, past its last read of the spec, would finish
+// the change and then undo it).
+func TestDropNotRetriedOverAStartedChange(t *testing.T) {
+	c, r := modeSwitchCluster(t, "a")
+	ctx := context.Background()
+	var old v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &old); err != nil {
+		t.Fatal(err)
+	}
+	cur := old.DeepCopy()
+	cur.Status.GPUs[0].Phase, cur.Status.GPUs[0].Reason = v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning
+	if err := c.Status().Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	var a v1alpha1.MigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &a); err != nil {
+		t.Fatal(err)
+	}
+	a.Spec.Mode, a.Spec.Rules = v1alpha1.ModeAuto, nil
+	if err := c.Update(ctx, &a); err != nil {
+		t.Fatal(err)
+	}
+	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n1": &old}}
+	_, lctx := ktesting.NewTestContext(t)
+	_, _ = r.Reconcile(lctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}) // the conflict, returned for a requeue
+	if got, by := layoutsOf(t, c); got[0] != "4g.40gb@0" {
+		t.Errorf("GPU 0 Repartitioning (live): spec %q (by %q), want its change kept, not dropped on a stale read", got[0], by)
+	}
+}

@@ -152,6 +152,7 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 	}
 	adopting := !metav1.IsControlledBy(existing, ml)
 	writtenBy := specWrittenBy(existing, ml)
+	var stillHolds func(live *v1alpha1.NodeMigLayout) bool
 	// In Auto mode the planner (AutoPlanner) writes spec.gpus; this
 	// reconciler only owns the object, and drops the changes not started
 	// yet of a spec the planner did not write (the MigLayout was switched
@@ -162,6 +163,12 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		writtenBy = v1alpha1.ModeStatic
 	} else if adopting || writtenBy != v1alpha1.ModeAuto {
 		desired, writtenBy = dropUnstarted(existing), v1alpha1.ModeAuto
+		// The drop holds only on the status it was judged on: a retry
+		// after a conflict writes it only where the live status gives
+		// the same (the agent may have started a change meanwhile).
+		stillHolds = func(live *v1alpha1.NodeMigLayout) bool {
+			return equality.Semantic.DeepEqual(dropUnstarted(live), desired)
+		}
 	}
 	if gate != nil {
 		desired = keepUnreadable(existing, desired)
@@ -200,7 +207,7 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 			return existing, problems, true, err
 		}
 	}
-	if err := r.patchSpec(ctx, existing, next); err != nil {
+	if err := r.patchSpec(ctx, existing, next, stillHolds); err != nil {
 		// The node is judged against the spec it should hold: not Ready
 		// for this generation on the strength of the old one.
 		return cmpOr(waitsFor, next), problems, false, fmt.Errorf("patching the spec of NodeMigLayout %s: %w", node, err)
@@ -349,9 +356,10 @@ func (r *Reconciler) switchedSince(ctx context.Context, ml *v1alpha1.MigLayout) 
 // spec.gpus too, and a write from a stale read must not undo its plan. A
 // conflict caused by another change (the agent's status writes, most
 // often) is retried on the object read from the API server while its
-// spec, owners and annotations are still those read; any other conflict
-// is returned (the reconcile is requeued and reads again).
-func (r *Reconciler) patchSpec(ctx context.Context, existing, next *v1alpha1.NodeMigLayout) error {
+// spec, owners and annotations are still those read and stillHolds (when
+// set) holds on it; any other conflict is returned (the reconcile is
+// requeued and reads again).
+func (r *Reconciler) patchSpec(ctx context.Context, existing, next *v1alpha1.NodeMigLayout, stillHolds func(live *v1alpha1.NodeMigLayout) bool) error {
 	err := r.Client.Patch(ctx, next, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{}))
 	for attempt := 0; attempt < 3 && apierrors.IsConflict(err) && r.APIReader != nil; attempt++ {
 		var live v1alpha1.NodeMigLayout
@@ -365,7 +373,8 @@ func (r *Reconciler) patchSpec(ctx context.Context, existing, next *v1alpha1.Nod
 			return nil
 		}
 		if !equality.Semantic.DeepEqual(live.Spec, existing.Spec) || !equality.Semantic.DeepEqual(live.OwnerReferences, existing.OwnerReferences) ||
-			live.Annotations[v1alpha1.AnnotationSpecWrittenBy] != existing.Annotations[v1alpha1.AnnotationSpecWrittenBy] {
+			live.Annotations[v1alpha1.AnnotationSpecWrittenBy] != existing.Annotations[v1alpha1.AnnotationSpecWrittenBy] ||
+			(stillHolds != nil && !stillHolds(&live)) {
 			return err
 		}
 		base, retry := existing.DeepCopy(), next.DeepCopy()
