@@ -362,6 +362,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 		// lock (apply) still catches an allocation made before the
 		// withdrawal was served.
 		if err := r.withdraw(ctx, obs, work); err != nil {
+			r.restore(ctx, obs)
 			return nil, err
 		}
 		r.Metrics.observePhase("drain", time.Since(start))

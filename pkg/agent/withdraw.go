@@ -36,6 +36,22 @@ func (r *Repartitioner) withdraw(ctx context.Context, obs []GPUState, work []*gp
 	return nil
 }
 
+// restore publishes obs, the pool as the pass found it (nothing destroyed
+// yet), untainted, after a withdrawal that failed: the withdrawal may have
+// been written all the same, and the devices it left out exist. An agent
+// told to stop restores for at most stopRepublishTimeout. A failure is
+// logged; the next pass publishes again.
+func (r *Repartitioner) restore(ctx context.Context, obs []GPUState) {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), stopRepublishTimeout)
+		defer cancel()
+	}
+	if err := r.Inventory.Publish(ctx, obs, nil); err != nil && !errors.Is(err, ErrDrainTaintsDropped) {
+		klog.FromContext(ctx).Error(err, "Publishing the pool again after a failed withdrawal; the next pass publishes it")
+	}
+}
+
 // without is obs less the devices named in gone: a GPU whose whole-GPU
 // device is named is left out, a MIG device named is left out of its
 // GPU's devices.

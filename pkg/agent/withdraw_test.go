@@ -8,6 +8,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
@@ -95,5 +96,45 @@ func TestWholeGPUWithdrawnBeforeMIGGoesOn(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"gpu-0-mig-7g80gb-0-0"}, g.inv.last().devices); diff != "" {
 		t.Errorf("the pass's last publication (-want +got):\n%s", diff)
+	}
+}
+
+// stopOnWithdrawal is a fakeInventory whose withdrawal publication (the
+// one after the drain's) is written, then interrupted by the agent's stop.
+type stopOnWithdrawal struct {
+	*fakeInventory
+	stop func()
+}
+
+func (s *stopOnWithdrawal) Publish(ctx context.Context, gpus []GPUState, draining sets.Set[string]) error {
+	withdrawal := draining.Len() == 0 && len(s.pubs) > 0 && len(s.last().draining) > 0
+	err := s.fakeInventory.Publish(ctx, gpus, draining)
+	if stop := s.stop; withdrawal && stop != nil {
+		s.stop = nil
+		stop()
+		return ctx.Err()
+	}
+	return err
+}
+
+// TestStopDuringWithdrawalRestoresThePool: the agent is stopped while its
+// withdrawal is being served: no NVML step is taken, and the pool is
+// published again as NVML has it, rather than left without the devices it
+// withdrew (which exist) until the next agent starts.
+func TestStopDuringWithdrawalRestoresThePool(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	g.r.Inventory = &stopOnWithdrawal{fakeInventory: g.inv, stop: cancel}
+	if _, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil); err == nil {
+		t.Fatal("the pass succeeded although stopped during its withdrawal")
+	}
+	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got): an NVML step was taken after the failed withdrawal\n%s", diff)
+	}
+	want := publication{devices: []string{"gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4"}}
+	if diff := cmp.Diff(want, g.inv.last(), cmp.AllowUnexported(publication{})); diff != "" {
+		t.Errorf("last publication (-want +got): the pool is left without devices that exist\n%s", diff)
 	}
 }
