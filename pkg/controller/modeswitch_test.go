@@ -68,22 +68,8 @@ func layoutsOf(t *testing.T, c client.Client) (map[int32]string, string) {
 // the node from its devices.
 func TestAutoDropsStaticChangesNotStarted(t *testing.T) {
 	want := map[int32]string{0: halvesLayout, 1: "4g.40gb@0"}
-	t.Run("switched to Auto", func(t *testing.T) {
-		c, r := modeSwitchCluster(t, "a")
-		var a v1alpha1.MigLayout
-		if err := c.Get(context.Background(), types.NamespacedName{Name: "a"}, &a); err != nil {
-			t.Fatal(err)
-		}
-		a.Spec.Mode, a.Spec.Rules = v1alpha1.ModeAuto, nil
-		if err := c.Update(context.Background(), &a); err != nil {
-			t.Fatal(err)
-		}
-		reconcileNamed(t, r, "a")
-		got, by := layoutsOf(t, c)
-		if diff := cmp.Diff(want, got); diff != "" || by != string(v1alpha1.ModeAuto) {
-			t.Errorf("after the switch (-want +got), written by %q:\n%s", by, diff)
-		}
-	})
+	t.Run("switched to Auto", func(t *testing.T) { testSwitchedToAuto(t, want, true) })
+	t.Run("switched to Auto, an earlier release's object", func(t *testing.T) { testSwitchedToAuto(t, want, false) })
 	for name, order := range map[string][]string{"Static MigLayout first": {"a", "b"}, "Auto MigLayout first": {"b", "a"}} {
 		t.Run("node moved to an Auto MigLayout, "+name, func(t *testing.T) {
 			c, r := modeSwitchCluster(t, "b")
@@ -91,7 +77,7 @@ func TestAutoDropsStaticChangesNotStarted(t *testing.T) {
 			var nml v1alpha1.NodeMigLayout
 			if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &nml); err != nil {
 				if order[0] == "a" {
-					return // released by a, then created by b: nothing of a's left
+					return // released by a, then created by b: nothing of a's left (the same end as the other order)
 				}
 				t.Fatal(err)
 			}
@@ -102,6 +88,39 @@ func TestAutoDropsStaticChangesNotStarted(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// testSwitchedToAuto switches MigLayout a to Auto and checks n1's spec;
+// annotated false makes n1's NodeMigLayout one of an earlier release
+// (without the spec-written-by annotation), which a's Static pass before
+// the switch annotates.
+func testSwitchedToAuto(t *testing.T, want map[int32]string, annotated bool) {
+	c, r := modeSwitchCluster(t, "a")
+	ctx := context.Background()
+	if !annotated {
+		var nml v1alpha1.NodeMigLayout
+		if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &nml); err != nil {
+			t.Fatal(err)
+		}
+		delete(nml.Annotations, v1alpha1.AnnotationSpecWrittenBy)
+		if err := c.Update(ctx, &nml); err != nil {
+			t.Fatal(err)
+		}
+		reconcileNamed(t, r, "a")
+	}
+	var a v1alpha1.MigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &a); err != nil {
+		t.Fatal(err)
+	}
+	a.Spec.Mode, a.Spec.Rules = v1alpha1.ModeAuto, nil
+	if err := c.Update(ctx, &a); err != nil {
+		t.Fatal(err)
+	}
+	reconcileNamed(t, r, "a")
+	got, by := layoutsOf(t, c)
+	if diff := cmp.Diff(want, got); diff != "" || by != string(v1alpha1.ModeAuto) {
+		t.Errorf("after the switch (-want +got), written by %q:\n%s", by, diff)
 	}
 }
 

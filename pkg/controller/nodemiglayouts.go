@@ -194,10 +194,10 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		if err := controllerutil.SetControllerReference(ml, next, r.Scheme); err != nil {
 			return next, problems, false, fmt.Errorf("setting the owner of NodeMigLayout %s: %w", node, err)
 		}
-	} else if ann, ok := existing.Annotations[v1alpha1.AnnotationSpecWrittenBy]; equality.Semantic.DeepEqual(existing.Spec, next.Spec) && (!ok || ann == string(writtenBy)) {
-		// Without the annotation (an earlier release's object) the spec
-		// counts as the controlling MigLayout's mode's (specWrittenBy):
-		// it is not written for the annotation alone.
+	} else if ann, ok := existing.Annotations[v1alpha1.AnnotationSpecWrittenBy]; equality.Semantic.DeepEqual(existing.Spec, next.Spec) && ok && ann == string(writtenBy) {
+		// An object without the annotation (an earlier release's) gets it
+		// in one write: a switch to Auto mode then knows its spec for
+		// Static's.
 		return cmpOr(waitsFor, existing), problems, false, nil
 	}
 	if writtenBy == v1alpha1.ModeStatic && specWrittenBy(existing, ml) == v1alpha1.ModeAuto && !adopting {
