@@ -91,6 +91,19 @@ func TestAutoDropsStaticChangesNotStarted(t *testing.T) {
 	}
 }
 
+// switchToAuto switches MigLayout a to Auto mode.
+func switchToAuto(t *testing.T, c client.Client) {
+	t.Helper()
+	var a v1alpha1.MigLayout
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "a"}, &a); err != nil {
+		t.Fatal(err)
+	}
+	a.Spec.Mode, a.Spec.Rules = v1alpha1.ModeAuto, nil
+	if err := c.Update(context.Background(), &a); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // testSwitchedToAuto switches MigLayout a to Auto and checks n1's spec;
 // annotated false makes n1's NodeMigLayout one of an earlier release
 // (without the spec-written-by annotation), which a's Static pass before
@@ -109,14 +122,7 @@ func testSwitchedToAuto(t *testing.T, want map[int32]string, annotated bool) {
 		}
 		reconcileNamed(t, r, "a")
 	}
-	var a v1alpha1.MigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &a); err != nil {
-		t.Fatal(err)
-	}
-	a.Spec.Mode, a.Spec.Rules = v1alpha1.ModeAuto, nil
-	if err := c.Update(ctx, &a); err != nil {
-		t.Fatal(err)
-	}
+	switchToAuto(t, c)
 	reconcileNamed(t, r, "a")
 	got, by := layoutsOf(t, c)
 	if diff := cmp.Diff(want, got); diff != "" || by != string(v1alpha1.ModeAuto) {
@@ -274,14 +280,7 @@ func TestDropNotRetriedOverAStartedChange(t *testing.T) {
 	if err := c.Status().Update(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
-	var a v1alpha1.MigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &a); err != nil {
-		t.Fatal(err)
-	}
-	a.Spec.Mode, a.Spec.Rules = v1alpha1.ModeAuto, nil
-	if err := c.Update(ctx, &a); err != nil {
-		t.Fatal(err)
-	}
+	switchToAuto(t, c)
 	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n1": &old}}
 	_, lctx := ktesting.NewTestContext(t)
 	_, _ = r.Reconcile(lctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}) // the conflict, returned for a requeue
