@@ -112,7 +112,7 @@ func desiredGPU(cat *mig.Catalog, rule *v1alpha1.LayoutRule, g v1alpha1.GPUStatu
 	if err != nil {
 		return v1alpha1.GPUSpec{}, v1alpha1.ReasonInvalidLayout, err
 	}
-	if lost := destroyedInUse(pinned, layout); len(lost) > 0 {
+	if lost := append(destroyedInUse(pinned, layout), uncataloguedInUse(model, g)...); len(lost) > 0 {
 		// Written all the same: the agent keeps these devices and reports
 		// the GPU Blocked (DeviceInUse) until they are free.
 		why += fmt.Sprintf("; destroys %s, in use now", lost.String())
@@ -164,6 +164,29 @@ func actualLayout(m *mig.Model, g v1alpha1.GPUStatus) (current, pinned mig.Layou
 		}
 	}
 	return current, pinned
+}
+
+// uncataloguedInUse are the GPU's devices in use of profiles the catalog
+// lacks (made out of band): no rule's layout holds them, so every layout
+// written destroys them, and the agent keeps the GPU as it is while they
+// are in use.
+func uncataloguedInUse(m *mig.Model, g v1alpha1.GPUStatus) mig.Layout {
+	if !g.MIGEnabled {
+		return nil
+	}
+	current, err1 := mig.ParseLayout(g.Layout)
+	inUse, err2 := mig.ParseLayout(g.InUse)
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	_, other := m.SplitCatalogued(current)
+	var out mig.Layout
+	for _, d := range other {
+		if inUse.Contains(d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // explicitLayout parses and validates a rule's layout. Its errors, from

@@ -12,7 +12,9 @@ import (
 // TestDesiredGPUsIgnoresUnusableInputs: what the agent reports and the spec
 // written before only steer the fit where they are usable on the GPU's
 // model. A reported layout the model cannot hold counts as empty, a device
-// in use outside the catalogued layout is not pinned, and a layout written
+// in use outside the catalogued layout is not pinned (the reason names it
+// as destroyed while in use, as the agent will keep the GPU for it), and a
+// layout written
 // before that the model cannot hold is not kept: each GPU still gets a valid
 // layout for its counts rather than a problem or a layout the agent would
 // refuse.
@@ -29,10 +31,11 @@ func TestDesiredGPUsIgnoresUnusableInputs(t *testing.T) {
 			inventory: inventory(a100(0).layout("3g.40gb@0,3g.40gb@2")),
 			want:      []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0,3g.40gb@4", `rule "halves": profiles 3g.40gb:2`)},
 		},
-		"a device in use of a profile the catalog lacks is not pinned": {
+		"a device in use of a profile the catalog lacks is not pinned (and its destroy is named)": {
 			rules:     halves,
 			inventory: inventory(a100(0).layout("3g.40gb@0,1g.10gb-me@6").inUse("1g.10gb-me@6")),
-			want:      []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0,3g.40gb@4", `rule "halves": profiles 3g.40gb:2`)},
+			want: []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0,3g.40gb@4",
+				`rule "halves": profiles 3g.40gb:2; destroys 1g.10gb-me@6, in use now`)},
 		},
 		"a layout written before that the model cannot hold is not kept": {
 			rules:     halves,
