@@ -91,6 +91,23 @@ func TestAutoDropsStaticChangesNotStarted(t *testing.T) {
 	}
 }
 
+// reportedPastTheCache writes n1's status as report changes it and returns
+// n1 as it was before, for a cache behind that write
+// (staleNodeMigLayouts).
+func reportedPastTheCache(t *testing.T, c client.Client, report func([]v1alpha1.GPUStatus)) *v1alpha1.NodeMigLayout {
+	t.Helper()
+	var old v1alpha1.NodeMigLayout
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &old); err != nil {
+		t.Fatal(err)
+	}
+	cur := old.DeepCopy()
+	report(cur.Status.GPUs)
+	if err := c.Status().Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	return &old
+}
+
 // switchToAuto switches MigLayout a to Auto mode.
 func switchToAuto(t *testing.T, c client.Client) {
 	t.Helper()
@@ -200,16 +217,9 @@ func (c *staleMigLayout) List(ctx context.Context, list client.ObjectList, opts 
 func TestSpecWriteRetriedAfterStatusConflict(t *testing.T) {
 	c, r := modeSwitchCluster(t, "a")
 	ctx := context.Background()
-	var old v1alpha1.NodeMigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &old); err != nil {
-		t.Fatal(err)
-	}
-	cur := old.DeepCopy()
-	cur.Status.GPUs[1].Phase, cur.Status.GPUs[1].Reason = v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied
-	cur.Status.GPUs[1].Layout = "4g.40gb@0"
-	if err := c.Status().Update(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
+	old := reportedPastTheCache(t, c, func(st []v1alpha1.GPUStatus) {
+		st[1].Phase, st[1].Reason, st[1].Layout = v1alpha1.PhaseReady, v1alpha1.ReasonLayoutApplied, "4g.40gb@0"
+	})
 	var a v1alpha1.MigLayout
 	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &a); err != nil {
 		t.Fatal(err)
@@ -218,7 +228,7 @@ func TestSpecWriteRetriedAfterStatusConflict(t *testing.T) {
 	if err := c.Update(ctx, &a); err != nil {
 		t.Fatal(err)
 	}
-	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n1": &old}}
+	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n1": old}}
 	reconcileNamed(t, r, "a")
 	got, by := layoutsOf(t, c)
 	if got[0] == "4g.40gb@0" || by != string(v1alpha1.ModeStatic) {
@@ -270,18 +280,11 @@ func TestPlannerWaitsForTheTakeOver(t *testing.T) {
 // the change and then undo it).
 func TestDropNotRetriedOverAStartedChange(t *testing.T) {
 	c, r := modeSwitchCluster(t, "a")
-	ctx := context.Background()
-	var old v1alpha1.NodeMigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &old); err != nil {
-		t.Fatal(err)
-	}
-	cur := old.DeepCopy()
-	cur.Status.GPUs[0].Phase, cur.Status.GPUs[0].Reason = v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning
-	if err := c.Status().Update(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
+	old := reportedPastTheCache(t, c, func(st []v1alpha1.GPUStatus) {
+		st[0].Phase, st[0].Reason = v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning
+	})
 	switchToAuto(t, c)
-	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n1": &old}}
+	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n1": old}}
 	_, lctx := ktesting.NewTestContext(t)
 	_, _ = r.Reconcile(lctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}) // the conflict, returned for a requeue
 	if got, by := layoutsOf(t, c); got[0] != "4g.40gb@0" {
