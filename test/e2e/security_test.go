@@ -383,30 +383,8 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 	// status.devices of claims allocated on its own node only (API server's granular
 	// status authorization: resourceclaims/driver, verb associated-node:patch).
 	t.Run("ResourceClaim binding conditions", func(t *testing.T) {
-		claims := client.ResourceV1().ResourceClaims(f.ns)
 		allocate := func(node string) *resourceapi.ResourceClaim {
-			c, err := claims.Create(ctx, &resourceapi.ResourceClaim{
-				ObjectMeta: metav1.ObjectMeta{Name: "on-" + node},
-				Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-					Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "sec.miglayout.io"}}}}},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := metav1.Now()
-			c.Status.Allocation = &resourceapi.AllocationResult{
-				AllocationTimestamp: &now,
-				NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
-					{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}},
-				Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
-					Request: "gpu", Driver: "sec.miglayout.io", Pool: node, Device: "gpu-0",
-					BindingConditions: []string{migslices.BindingConditionReady}, BindingFailureConditions: []string{migslices.BindingConditionRemoved},
-				}}},
-			}
-			if c, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			return c
+			return f.allocatedClaim(t, ctx, "on-"+node, node, nil)
 		}
 		agentC, err := crclient.New(f.agentPodCfg, crclient.Options{Scheme: miglayoutScheme()})
 		if err != nil {
@@ -490,9 +468,31 @@ func TestAgentClaimStatusConfinedToItsNode(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	f := newSecurityFixture(t, ctx)
 	agent := kubernetes.NewForConfigOrDie(f.agentPodCfg)
+	c := f.allocatedClaim(t, ctx, "victim-on-b", f.nodeB,
+		[]resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "running-pod", UID: "uid-running-pod"}})
+	now := metav1.Now()
+	// Drop the running pod from reservedFor of a claim on node B: the claim
+	// controller may then deallocate a device a pod still uses.
+	_, err := agent.ResourceV1().ResourceClaims(f.ns).Patch(ctx, c.Name, types.MergePatchType,
+		[]byte(`{"status":{"reservedFor":null}}`), metav1.PatchOptions{}, "status")
+	refused(t, "node-A agent clears reservedFor of a claim allocated on node B", err, "")
+	// Confirm node B's binding condition (the scheduler then binds the pod
+	// to a device node B's agent never vetted).
+	_, err = agent.ResourceV1().ResourceClaims(f.ns).Patch(ctx, c.Name, types.MergePatchType,
+		[]byte(`{"status":{"devices":[{"driver":"sec.miglayout.io","pool":"`+f.nodeB+`","device":"gpu-0","conditions":[{"type":"`+migslices.BindingConditionReady+`","status":"True","reason":"Forged","message":"x","lastTransitionTime":"`+now.UTC().Format(time.RFC3339)+`"}]}]}}`),
+		metav1.PatchOptions{}, "status")
+	refused(t, "node-A agent confirms the binding condition of node B's device", err, "")
+}
+
+// allocatedClaim creates claim name in the fixture's namespace, allocated
+// device gpu-0 of driver sec.miglayout.io on node (the node's pool, with
+// the binding conditions the agent answers) and reserved for reservedFor,
+// as kube-scheduler writes it.
+func (f *securityFixture) allocatedClaim(t *testing.T, ctx context.Context, name, node string, reservedFor []resourceapi.ResourceClaimConsumerReference) *resourceapi.ResourceClaim {
+	t.Helper()
 	claims := client.ResourceV1().ResourceClaims(f.ns)
 	c, err := claims.Create(ctx, &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "victim-on-b"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
 			Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "sec.miglayout.io"}}}}},
 	}, metav1.CreateOptions{})
@@ -503,25 +503,15 @@ func TestAgentClaimStatusConfinedToItsNode(t *testing.T) {
 	c.Status.Allocation = &resourceapi.AllocationResult{
 		AllocationTimestamp: &now,
 		NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
-			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{f.nodeB}}}}}},
+			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}},
 		Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
-			Request: "gpu", Driver: "sec.miglayout.io", Pool: f.nodeB, Device: "gpu-0",
+			Request: "gpu", Driver: "sec.miglayout.io", Pool: node, Device: "gpu-0",
 			BindingConditions: []string{migslices.BindingConditionReady}, BindingFailureConditions: []string{migslices.BindingConditionRemoved},
 		}}},
 	}
-	c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "running-pod", UID: "uid-running-pod"}}
-	if _, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+	c.Status.ReservedFor = reservedFor
+	if c, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Drop the running pod from reservedFor of a claim on node B: the claim
-	// controller may then deallocate a device a pod still uses.
-	_, err = agent.ResourceV1().ResourceClaims(f.ns).Patch(ctx, c.Name, types.MergePatchType,
-		[]byte(`{"status":{"reservedFor":null}}`), metav1.PatchOptions{}, "status")
-	refused(t, "node-A agent clears reservedFor of a claim allocated on node B", err, "")
-	// Confirm node B's binding condition (the scheduler then binds the pod
-	// to a device node B's agent never vetted).
-	_, err = agent.ResourceV1().ResourceClaims(f.ns).Patch(ctx, c.Name, types.MergePatchType,
-		[]byte(`{"status":{"devices":[{"driver":"sec.miglayout.io","pool":"`+f.nodeB+`","device":"gpu-0","conditions":[{"type":"`+migslices.BindingConditionReady+`","status":"True","reason":"Forged","message":"x","lastTransitionTime":"`+now.UTC().Format(time.RFC3339)+`"}]}]}}`),
-		metav1.PatchOptions{}, "status")
-	refused(t, "node-A agent confirms the binding condition of node B's device", err, "")
+	return c
 }
