@@ -13,16 +13,34 @@ import (
 )
 
 // newerDriver is the simulated NVML of a driver newer than go-nvml's
-// header: the profile the simulator offers at index from is offered at
-// index to (>= nvml.GPU_INSTANCE_PROFILE_COUNT, an index go-nvml v0.13.4
-// has no constant for) and not at from. nvml.h,
-// nvmlDeviceGetGpuInstanceProfileInfo: "This API can be used to enumerate
-// all MIG profiles supported by NVML in a forward compatible way by
-// invoking it on profile values starting from 0, until the API returns
+// header: the GPU instance profile the simulator offers at index gi.from
+// is offered at index gi.to (>= nvml.GPU_INSTANCE_PROFILE_COUNT, an index
+// go-nvml v0.13.4 has no constant for) and not at gi.from, and likewise
+// the compute-instance profile at ci.from on every GPU instance at ci.to
+// (>= nvml.COMPUTE_INSTANCE_PROFILE_COUNT); a zero move moves nothing.
+// nvml.h, nvmlDeviceGetGpuInstanceProfileInfo: "This API can be used to
+// enumerate all MIG profiles supported by NVML in a forward compatible way
+// by invoking it on profile values starting from 0, until the API returns
 // NVML_ERROR_INVALID_ARGUMENT."
 type newerDriver struct {
 	nvml.Interface
-	from, to int
+	gi, ci move
+}
+
+// move offers the profile at index from at index to instead.
+type move struct{ from, to int }
+
+// info answers for profile index profile with get, the profile moved.
+func info[T any](m move, profile int, get func(int) (T, nvml.Return)) (T, nvml.Return) {
+	switch {
+	case m == move{}:
+	case profile == m.from:
+		var zero T
+		return zero, nvml.ERROR_NOT_SUPPORTED
+	case profile == m.to:
+		return get(m.from)
+	}
+	return get(profile)
 }
 
 func (l newerDriver) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
@@ -30,22 +48,35 @@ func (l newerDriver) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
 	if ret != nvml.SUCCESS {
 		return d, ret
 	}
-	return newerDevice{Device: d, from: l.from, to: l.to}, ret
+	return newerDevice{Device: d, gi: l.gi, ci: l.ci}, ret
 }
 
 type newerDevice struct {
 	nvml.Device
-	from, to int
+	gi, ci move
 }
 
 func (d newerDevice) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
-	switch profile {
-	case d.from:
-		return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
-	case d.to:
-		return d.Device.GetGpuInstanceProfileInfo(d.from)
+	return info(d.gi, profile, d.Device.GetGpuInstanceProfileInfo)
+}
+
+func (d newerDevice) GetGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
+	gis, ret := d.Device.GetGpuInstances(info)
+	for i := range gis {
+		gis[i] = newerGI{GpuInstance: gis[i], ci: d.ci}
 	}
-	return d.Device.GetGpuInstanceProfileInfo(profile)
+	return gis, ret
+}
+
+type newerGI struct {
+	nvml.GpuInstance
+	ci move
+}
+
+func (g newerGI) GetComputeInstanceProfileInfo(profile, eng int) (nvml.ComputeInstanceProfileInfo, nvml.Return) {
+	return info(g.ci, profile, func(p int) (nvml.ComputeInstanceProfileInfo, nvml.Return) {
+		return g.GpuInstance.GetComputeInstanceProfileInfo(p, eng)
+	})
 }
 
 // TestWalkSeesAProfileAtAnIndexPastGoNVMLsCount: a GPU instance of a
@@ -57,7 +88,7 @@ func (d newerDevice) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstancePro
 func TestWalkSeesAProfileAtAnIndexPastGoNVMLsCount(t *testing.T) {
 	ctx := t.Context()
 	sim, _ := newUncataloguedSim(t) // 3g.40gb@0 and a 1g.10gb-me@6 (index 13)
-	m, err := gpu.NewNVML(newerDriver{Interface: sim, from: nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, to: nvml.GPU_INSTANCE_PROFILE_COUNT}, mig.DefaultCatalog())
+	m, err := gpu.NewNVML(newerDriver{Interface: sim, gi: move{nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, nvml.GPU_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,50 +105,6 @@ func TestWalkSeesAProfileAtAnIndexPastGoNVMLsCount(t *testing.T) {
 		t.Errorf("MIGDevices lists GPU instances at %q, want %q (NVML holds %s): the GI at profile index %d (go-nvml's GPU_INSTANCE_PROFILE_COUNT) is left out",
 			got, want, simLayout(sim, 0), nvml.GPU_INSTANCE_PROFILE_COUNT)
 	}
-}
-
-// newerCIDriver offers, on every GPU instance, the compute-instance profile
-// the simulator has at index from at index to (>= go-nvml's
-// COMPUTE_INSTANCE_PROFILE_COUNT) instead.
-type newerCIDriver struct {
-	nvml.Interface
-	from, to int
-}
-
-func (l newerCIDriver) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
-	d, ret := l.Interface.DeviceGetHandleByIndex(i)
-	if ret != nvml.SUCCESS {
-		return d, ret
-	}
-	return newerCIDevice{Device: d, from: l.from, to: l.to}, ret
-}
-
-type newerCIDevice struct {
-	nvml.Device
-	from, to int
-}
-
-func (d newerCIDevice) GetGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
-	gis, ret := d.Device.GetGpuInstances(info)
-	for i := range gis {
-		gis[i] = newerCIGI{GpuInstance: gis[i], from: d.from, to: d.to}
-	}
-	return gis, ret
-}
-
-type newerCIGI struct {
-	nvml.GpuInstance
-	from, to int
-}
-
-func (g newerCIGI) GetComputeInstanceProfileInfo(profile, eng int) (nvml.ComputeInstanceProfileInfo, nvml.Return) {
-	switch profile {
-	case g.from:
-		return nvml.ComputeInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
-	case g.to:
-		return g.GpuInstance.GetComputeInstanceProfileInfo(g.from, eng)
-	}
-	return g.GpuInstance.GetComputeInstanceProfileInfo(profile, eng)
 }
 
 // TestDestroyRemovesACIOfAProfilePastGoNVMLsCount: a GPU instance split
@@ -147,7 +134,7 @@ func TestDestroyRemovesACIOfAProfilePastGoNVMLsCount(t *testing.T) {
 	if _, ret := gi.CreateComputeInstance(&ci); ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
-	m, err := gpu.NewNVML(newerCIDriver{Interface: sim, from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}, mig.DefaultCatalog())
+	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +162,7 @@ func TestMIGDevicesWhenOneGIsFullCIProfileIsNotOffered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m, err := gpu.NewNVML(newerCIDriver{Interface: sim, from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}, mig.DefaultCatalog())
+	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
