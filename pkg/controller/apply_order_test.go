@@ -142,3 +142,29 @@ func TestApplyWritesChangeAfterCancelFromCache(t *testing.T) {
 		t.Errorf("desired layouts (-want: the reclaim cancelled, the change written; +got):\n%s", diff)
 	}
 }
+
+// TestBlockedCancelFreesNodeSlot: n1's GPU 0 change for p1 is blocked by a
+// device in use, and n1 may change one GPU at once. The plan that cancels
+// it gives the node's slot to GPU 1: p1 is served there in the same plan,
+// not one plan later (after the agent has reported the cancelled GPU
+// Ready) nor on another node.
+func TestBlockedCancelFreesNodeSlot(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	n1 := autoNML("n1", ml,
+		a100(0).layout("7g.80gb@0").inUse("7g.80gb@0").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed"),
+		a100(1).layout("7g.80gb@0"))
+	n1.Spec.GPUs = []v1alpha1.GPUSpec{
+		{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: "serves 1 pending pod(s): ns/p1", ServedPods: []string{"ns/p1"}},
+		{Index: 1, MIGEnabled: true, Layout: "7g.80gb@0"}}
+	h := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto"}), n1,
+		autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"))
+	h.settle()
+	got := h.specOf("n1")
+	if got[0] != "7g.80gb@0" {
+		t.Errorf("n1/gpu-0 desired %q, want the blocked change cancelled (7g.80gb@0)", got[0])
+	}
+	if !strings.Contains(got[1], "3g.40gb") {
+		t.Errorf("n1/gpu-1 desired %q, want a change making a 3g.40gb device for p1 in the plan that cancels gpu-0's", got[1])
+	}
+}

@@ -622,7 +622,8 @@ func TestNodeChangeMatters(t *testing.T) {
 // planner with its actual layout (the desired devices are not coming; pods are not
 // promised them), still in flight; a change the agent refused as invalid for the GPU
 // is cancelled like one blocked by a device in use, while one that failed on NVML or
-// on drain taints is left to the agent's retries.
+// on drain taints is left to the agent's retries. A change cancelled, or failed on
+// NVML, holds no slot of the limits on GPUs changing at once (Retrying).
 func TestFailedChanges(t *testing.T) {
 	tests := map[string]struct {
 		phase        v1alpha1.GPUPhase
@@ -634,11 +635,11 @@ func TestFailedChanges(t *testing.T) {
 	}{
 		"ready":                            {phase: v1alpha1.PhaseReady, reason: v1alpha1.ReasonLayoutApplied, wantLayout: "7g.80gb@0", wantChanging: true},
 		"draining":                         {phase: v1alpha1.PhaseDraining, reason: "Draining", wantLayout: "7g.80gb@0", wantChanging: true},
-		"blocked by a device":              {phase: v1alpha1.PhaseBlocked, reason: v1alpha1.ReasonDeviceInUse, wantLayout: "1g.10gb@0", wantChanging: true, wantCancel: true},
-		"blocked by an unknown allocation": {phase: v1alpha1.PhaseBlocked, reason: v1alpha1.ReasonUnknownAllocation, wantLayout: "1g.10gb@0", wantChanging: true, wantCancel: true},
+		"blocked by a device":              {phase: v1alpha1.PhaseBlocked, reason: v1alpha1.ReasonDeviceInUse, wantLayout: "1g.10gb@0", wantChanging: true, wantRetrying: true, wantCancel: true},
+		"blocked by an unknown allocation": {phase: v1alpha1.PhaseBlocked, reason: v1alpha1.ReasonUnknownAllocation, wantLayout: "1g.10gb@0", wantChanging: true, wantRetrying: true, wantCancel: true},
 		"failed on NVML":                   {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonNVMLError, wantLayout: "1g.10gb@0", wantChanging: true, wantRetrying: true},
 		"failed on taints":                 {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonDeviceTaintsUnsupported, wantLayout: "1g.10gb@0", wantChanging: true},
-		"refused as invalid layout":        {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonInvalidLayout, wantLayout: "1g.10gb@0", wantChanging: true, wantCancel: true},
+		"refused as invalid layout":        {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonInvalidLayout, wantLayout: "1g.10gb@0", wantChanging: true, wantRetrying: true, wantCancel: true},
 		"unknown GPU (never an Auto GPU)":  {phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonUnknownGPU, wantLayout: "1g.10gb@0", wantChanging: true},
 	}
 	for name, tc := range tests {

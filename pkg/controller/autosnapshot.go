@@ -573,10 +573,12 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 					// A change NVML failed, which the agent
 					// retries, holds no slot of the limits on GPUs
 					// changing at once (a GPU failing for good would
-					// hold it for ever). Dropped drain taints would
-					// fail every other GPU's change alike: that one
-					// keeps its slot.
-					g.Retrying = st.Phase == v1alpha1.PhaseFailed && st.Reason == v1alpha1.ReasonNVMLError
+					// hold it for ever), nor does a blocked one, which
+					// this plan cancels (BlockedChanges; apply writes
+					// no change before every cancel is written).
+					// Dropped drain taints would fail every other
+					// GPU's change alike: that one keeps its slot.
+					g.Retrying = blockedByUse(st) || st.Phase == v1alpha1.PhaseFailed && st.Reason == v1alpha1.ReasonNVMLError
 				} else {
 					// A device of the new layout a claim holds
 					// already (allocated once the agent published

@@ -70,10 +70,12 @@ type GPU struct {
 	// differs from actual): the planner leaves the GPU alone.
 	Changing bool
 	// Retrying, with Changing, is true while that change has failed and
-	// the agent retries it (an NVML error): the planner still leaves the
-	// GPU alone, but it does not count toward the limits on GPUs changing
-	// at once (Policy.MaxGPUsPerNode, Snapshot.GroupMaxGPUs), so a GPU
-	// that fails for good does not stop its node's other GPUs from
+	// the agent retries it (an NVML error), or is blocked and cancelled by
+	// the caller along with this plan (a device it destroys is in use):
+	// the planner still leaves the GPU alone, but it does not count toward
+	// the limits on GPUs changing at once (Policy.MaxGPUsPerNode,
+	// Snapshot.GroupMaxGPUs), so a GPU that fails for good, or waits on a
+	// claim that may last days, does not stop its node's other GPUs from
 	// changing.
 	Retrying bool
 	// Reclaiming is true while an earlier plan's change that gives the
