@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
 
@@ -138,7 +139,7 @@ func checkDocuments(docs []*document, world *deviceWorld) []finding {
 				}
 			}
 		default:
-			if p := podSpecPath(d.kind()); p != nil && mapAt(d.Object, p...) != nil {
+			if p := podSpecPath(d); p != nil && mapAt(d.Object, p...) != nil {
 				c.podSpec(d.Object, p)
 			}
 		}
@@ -535,16 +536,10 @@ func fixDocuments(docs []*document, findings []finding) []map[string]any {
 	return out
 }
 
+// deepCopy copies a document read by readManifests (JSON values, whole
+// numbers as int64) keeping every number as it is.
 func deepCopy(m map[string]any) map[string]any {
-	b, err := yaml.Marshal(m)
-	if err != nil {
-		panic(err)
-	}
-	var out map[string]any
-	if err := yaml.Unmarshal(b, &out); err != nil {
-		panic(err)
-	}
-	return out
+	return runtime.DeepCopyJSON(m)
 }
 
 // writeYAML prints objects as a YAML stream.

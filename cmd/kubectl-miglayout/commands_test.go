@@ -1390,11 +1390,15 @@ func TestPlanExitCode(t *testing.T) {
 
 // TestPlanListsReleasedNodes: a MigLayout whose selector no longer matches
 // a node it manages says the node is released (its NodeMigLayout goes, its
-// GPUs keep their layout).
+// GPUs keep their layout). A NodeMigLayout of its name that it does not
+// control (left by an earlier MigLayout deleted with --cascade=orphan) is
+// not released, as the controller does not release it.
 func TestPlanListsReleasedNodes(t *testing.T) {
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "old-node"},
+	stored := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "exit", UID: "uid-exit"}}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "old-node", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: v1alpha1.GroupVersion.String(), Kind: "MigLayout", Name: "exit", UID: "uid-exit", Controller: ptr.To(true)}}},
 		Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: "exit"}}
-	objs := []client.Object{node("old-node", map[string]string{"pool": "old"}), nml}
+	objs := []client.Object{node("old-node", map[string]string{"pool": "old"}), nml, stored}
 	f := filepath.Join(t.TempDir(), "ml.yaml")
 	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata:\n  name: exit\nspec:\n  nodeSelector:\n    matchLabels:\n      pool: new\n  rules:\n  - profiles: {7g.80gb: 1}\n"
 	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
@@ -1418,7 +1422,7 @@ func TestPlanListsReleasedNodes(t *testing.T) {
 		{Index: 0, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseDraining},
 		{Index: 1, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}
 	// (A node it selects now, so that the exit status is not NoNodes'.)
-	out, _, err = runWith(t, []client.Object{node("old-node", map[string]string{"pool": "old"}), nml,
+	out, _, err = runWith(t, []client.Object{node("old-node", map[string]string{"pool": "old"}), nml, stored,
 		node("new-node", map[string]string{"pool": "new"})}, "plan", "--exit-code", "-f", f)
 	if want := "cancels the changes in flight (the agent stops where it is) on old-node gpu-0 (to 3g.40gb@0,3g.40gb@4)\n"; !strings.Contains(out, want) {
 		t.Errorf("plan lacks %q:\n%s", want, out)
@@ -1426,6 +1430,15 @@ func TestPlanListsReleasedNodes(t *testing.T) {
 	var code exitCode
 	if !errors.As(err, &code) || code != 2 {
 		t.Errorf("exit %v, want 2:\n%s", err, out)
+	}
+
+	// Orphaned: no owner; its agent goes on with the change.
+	orphan := nml.DeepCopy()
+	orphan.OwnerReferences = nil
+	out, _, err = runWith(t, []client.Object{node("old-node", map[string]string{"pool": "old"}), orphan, stored,
+		node("new-node", map[string]string{"pool": "new"})}, "plan", "--exit-code", "-f", f)
+	if strings.Contains(out, "old-node") || err != nil {
+		t.Errorf("plan releases a NodeMigLayout the MigLayout does not control (exit %v):\n%s", err, out)
 	}
 }
 

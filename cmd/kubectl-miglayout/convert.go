@@ -58,7 +58,10 @@ its own claim.
 
 The ResourceClaimTemplates come first in the output, in the workload's
 namespace, then every input object (unchanged where there was nothing to
-rewrite). Nothing is sent to the cluster.
+rewrite). Nothing is sent to the cluster. Objects of other kinds or API groups
+(a Kubeflow PyTorchJob, a JobSet, a Volcano Job) are passed through as they
+are; a note on standard error names each one that still asks for the device
+plugin's resources.
 
 Note that under the device plugin's "single" MIG strategy nvidia.com/gpu meant
 a MIG device; the result asks for a whole GPU (--gpu-class): edit the template
@@ -98,6 +101,13 @@ type gpuAsk struct {
 	// init: a container of initContainers that is not a sidecar
 	// (restartPolicy Always): it ends before the app containers start.
 	init bool
+	// sidecar: a container of initContainers with restartPolicy Always:
+	// it starts in its turn among the init containers and runs beside
+	// the app containers.
+	sidecar bool
+	// order is the container's place in the pod: its index among the
+	// init containers, after them for an app container.
+	order int
 }
 
 func (a gpuAsk) token() string {
@@ -173,9 +183,12 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 	}
 	for _, d := range docs {
 		obj := deepCopy(d.Object)
-		keys := podSpecPath(d.kind())
+		keys := podSpecPath(d)
 		spec := mapAt(obj, keys...)
 		if keys == nil || spec == nil {
+			if asked := devicePluginKeys(obj); len(asked) > 0 {
+				notes = append(notes, fmt.Sprintf("%s: left as it is, though it asks for %s: convert rewrites only Pods, PodTemplates and the built-in workloads (apps/v1, batch/v1, ReplicationController); move the requests of its pod templates to ResourceClaimTemplates by hand (convert a Pod of the same containers for the claims to copy)", d.describe(), strings.Join(asked, ", ")))
+			}
 			objects = append(objects, obj)
 			continue
 		}
@@ -229,15 +242,11 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 			}
 			return cmp.Compare(y.count, x.count)
 		})
-		type made struct {
-			entry, container string
-			count            int64
-		}
-		byResource := map[string]made{}
+		byResource := map[string][]madeClaim{}
 		for _, a := range asks {
-			if m, ok := byResource[a.resource]; a.init && ok && m.count >= a.count {
+			if m, ok := reusable(byResource[a.resource], a); ok {
 				addContainerClaim(spec, a.container, m.entry)
-				notes = append(notes, fmt.Sprintf("%s: init container %s: %s: %d -> the claim %s of container %s (the device plugin gave it the same devices)", d.describe(), a.container, a.resource, a.count, m.entry, m.container))
+				notes = append(notes, fmt.Sprintf("%s: init container %s: %s: %d -> the claim %s of container %s (the device plugin gave it the same devices)", d.describe(), a.container, a.resource, a.count, m.entry, m.ask.container))
 				continue
 			}
 			entry := a.token()
@@ -258,14 +267,66 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 			claims = append(claims, map[string]any{"name": entry, "resourceClaimTemplateName": tmplName})
 			addContainerClaim(spec, a.container, entry)
 			notes = append(notes, fmt.Sprintf("%s: container %s: %s: %d -> ResourceClaimTemplate %s", d.describe(), a.container, a.resource, a.count, tmplName))
-			if m, ok := byResource[a.resource]; !ok || a.count > m.count {
-				byResource[a.resource] = made{entry: entry, container: a.container, count: a.count}
-			}
+			byResource[a.resource] = append(byResource[a.resource], madeClaim{entry: entry, ask: a})
 		}
 		spec["resourceClaims"] = claims
 		objects = append(objects, obj)
 	}
 	return append(templates, objects...), notes, nil
+}
+
+// devicePluginKeys are the device-plugin GPU resources (nvidia.com/gpu,
+// nvidia.com/mig-*) found as keys anywhere in v, sorted.
+func devicePluginKeys(v any) []string {
+	found := map[string]bool{}
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if k == gpuResource || migResourceRE.MatchString(k) {
+					found[k] = true
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return slices.Sorted(maps.Keys(found))
+}
+
+// madeClaim is a pod claim convert made for one container's ask.
+type madeClaim struct {
+	entry string
+	ask   gpuAsk
+}
+
+// reusable is the claim, among those made for a's resource, that init
+// container a shares: the largest one (the first of equals) of at least
+// a's count whose container does not run while a does. The device plugin
+// hands the devices of init containers that have ended on to the
+// containers started after them, and a sidecar keeps its own, so a
+// sidecar's claim serves only init containers listed before it. ok is
+// false where a is no init container or no claim qualifies.
+func reusable(made []madeClaim, a gpuAsk) (madeClaim, bool) {
+	var best madeClaim
+	ok := false
+	if !a.init {
+		return best, false
+	}
+	for _, m := range made {
+		if m.ask.count < a.count || (m.ask.sidecar && m.ask.order < a.order) {
+			continue
+		}
+		if !ok || m.ask.count > best.ask.count {
+			best, ok = m, true
+		}
+	}
+	return best, ok
 }
 
 // templateBase is what a workload's ResourceClaimTemplates are named after:
@@ -287,15 +348,21 @@ func templateBase(d *document) string {
 // spec and returns them.
 func collectAsks(spec map[string]any, d *document) ([]gpuAsk, error) {
 	var asks []gpuAsk
+	inits := len(listAt(spec, "initContainers"))
 	for _, group := range []string{"initContainers", "containers"} {
-		for _, ct := range listAt(spec, group) {
+		for i, ct := range listAt(spec, group) {
 			c, ok := ct.(map[string]any)
 			if !ok {
 				continue
 			}
 			name, _ := c["name"].(string)
-			sidecar, _ := c["restartPolicy"].(string)
-			init := group == "initContainers" && sidecar != "Always"
+			policy, _ := c["restartPolicy"].(string)
+			sidecar := group == "initContainers" && policy == "Always"
+			init := group == "initContainers" && !sidecar
+			order := i
+			if group == "containers" {
+				order += inits
+			}
 			res := mapAt(c, "resources")
 			if res == nil {
 				continue
@@ -324,7 +391,7 @@ func collectAsks(spec map[string]any, d *document) ([]gpuAsk, error) {
 				if counts[k] <= 0 {
 					continue
 				}
-				a := gpuAsk{container: name, resource: k, count: counts[k], init: init}
+				a := gpuAsk{container: name, resource: k, count: counts[k], init: init, sidecar: sidecar, order: order}
 				if m := migResourceRE.FindStringSubmatch(k); m != nil {
 					profile := devicePluginProfile(m[1])
 					if _, err := mig.ParseProfileName(profile); err != nil {

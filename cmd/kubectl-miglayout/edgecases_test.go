@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -210,5 +212,168 @@ spec:
 	}
 	if _, _, err := runWith(t, cluster(t), "plan", "-f", stored("  someSpecFieldOfANewerRelease: 1\n")); err == nil || !strings.Contains(err.Error(), "someSpecFieldOfANewerRelease") {
 		t.Errorf("plan of a MigLayout with an unknown spec field: %v, want it refused naming the field", err)
+	}
+}
+
+// convertFile converts input written to a file and returns the output and
+// the notes.
+func convertFile(t *testing.T, input string) (out, notes string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "in.yaml")
+	if err := os.WriteFile(f, []byte(input), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, notes, err := runWith(t, nil, "convert", "-f", f)
+	if err != nil {
+		t.Fatalf("%v (notes: %s)", err, notes)
+	}
+	return out, notes
+}
+
+// containerClaims are the pod claim names container name of the
+// converted pod p refers to.
+func containerClaims(t *testing.T, out, name string) []string {
+	t.Helper()
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var pod corev1.Pod
+		if err := yaml.Unmarshal([]byte(doc), &pod); err != nil || pod.Kind != "Pod" {
+			continue
+		}
+		for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+			if c.Name != name {
+				continue
+			}
+			var names []string
+			for _, rc := range c.Resources.Claims {
+				names = append(names, rc.Name)
+			}
+			return names
+		}
+	}
+	t.Fatalf("no container %s in:\n%s", name, out)
+	return nil
+}
+
+// TestConvertInitContainersBesideSidecars: the device plugin hands the
+// devices of ended init containers on to the containers started after
+// them, and a sidecar (an init container with restartPolicy Always) keeps
+// its own while it runs. An init container listed after a sidecar runs
+// beside it: it shares the app container's claim, not the sidecar's; one
+// listed before the sidecar may share the sidecar's.
+func TestConvertInitContainersBesideSidecars(t *testing.T) {
+	tests := map[string]struct {
+		inits          string
+		wantSetupClaim string
+	}{
+		"after the sidecar": {
+			inits: `  - {name: proxy, image: x, restartPolicy: Always, resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+  - {name: setup, image: x, resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+`,
+			wantSetupClaim: "app-mig-1g-10gb",
+		},
+		"before the sidecar": {
+			inits: `  - {name: setup, image: x, resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+  - {name: proxy, image: x, restartPolicy: Always, resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+`,
+			wantSetupClaim: "proxy-mig-1g-10gb",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			out, _ := convertFile(t, `apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ml}
+spec:
+  initContainers:
+`+tc.inits+`  containers:
+  - {name: app, image: x, resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+`)
+			if diff := cmp.Diff([]string{tc.wantSetupClaim}, containerClaims(t, out, "setup")); diff != "" {
+				t.Errorf("init container setup's claims (-want +got):\n%s\n%s", diff, out)
+			}
+			if n := strings.Count(out, "kind: ResourceClaimTemplate"); n != 2 {
+				t.Errorf("%d ResourceClaimTemplates, want 2 (the sidecar's and the app's):\n%s", n, out)
+			}
+		})
+	}
+}
+
+// TestConvertReadsOnlyLists: a custom resource whose kind ends in List is
+// an object of its own, kept in the output; a List's items are converted.
+func TestConvertReadsOnlyLists(t *testing.T) {
+	out, _ := convertFile(t, `apiVersion: networking.example.com/v1
+kind: IPAllowList
+metadata: {name: allow}
+spec: {cidrs: [10.0.0.0/8]}
+---
+apiVersion: v1
+kind: PodList
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p}
+  spec:
+    containers:
+    - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+`)
+	for _, want := range []string{"kind: IPAllowList", "10.0.0.0/8", "resourceClaimTemplateName: p-gpu"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestConvertNotesWorkloadsItLeaves: a workload of a kind convert does not
+// rewrite (a Kubeflow PyTorchJob; a Volcano Job, not batch/v1's) that asks
+// for device-plugin GPUs is passed through as it is, and a note says so.
+func TestConvertNotesWorkloadsItLeaves(t *testing.T) {
+	tests := map[string]string{
+		"PyTorchJob": `apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: train}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      template:
+        spec:
+          containers:
+          - {name: pytorch, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+`,
+		"Volcano Job": `apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train}
+spec:
+  template:
+    spec:
+      containers:
+      - {name: c, image: x, resources: {limits: {nvidia.com/mig-3g.40gb: 1}}}
+`,
+	}
+	for name, input := range tests {
+		t.Run(name, func(t *testing.T) {
+			out, notes := convertFile(t, input)
+			if strings.Contains(out, "ResourceClaimTemplate") {
+				t.Errorf("rewrote a kind it does not know:\n%s", out)
+			}
+			if !strings.Contains(notes, "train: left as it is, though it asks for nvidia.com/") {
+				t.Errorf("no note on the workload left asking for device-plugin GPUs; notes:\n%s", notes)
+			}
+		})
+	}
+}
+
+// TestConvertKeepsLargeIntegers: whole numbers above 2^53 come out as
+// written, not rounded through a float64.
+func TestConvertKeepsLargeIntegers(t *testing.T) {
+	out, _ := convertFile(t, `apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  activeDeadlineSeconds: 9007199254740993
+  containers:
+  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+`)
+	if !strings.Contains(out, "activeDeadlineSeconds: 9007199254740993") {
+		t.Errorf("activeDeadlineSeconds changed:\n%s", out)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -141,18 +142,33 @@ func (e *env) readManifests(files []string) ([]*document, error) {
 		}
 		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 		for i := 1; ; i++ {
-			var obj map[string]any
-			if err := dec.Decode(&obj); err != nil {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
 				if errors.Is(err, io.EOF) {
 					break
 				}
 				return nil, fmt.Errorf("%s: document %d: %w", f, i, err)
 			}
+			// Whole numbers are int64, as in the API machinery's
+			// unstructured objects: a float64 would round those above
+			// 2^53 in what convert writes back.
+			var obj map[string]any
+			if len(raw) > 0 && string(raw) != "null" {
+				jd := json.NewDecoder(bytes.NewReader(raw))
+				jd.UseNumber()
+				if err := jd.Decode(&obj); err != nil {
+					return nil, fmt.Errorf("%s: document %d: %w", f, i, err)
+				}
+				obj = wholeNumbers(obj).(map[string]any)
+			}
 			if len(obj) == 0 {
 				i--
 				continue
 			}
-			if kind, _ := obj["kind"].(string); strings.HasSuffix(kind, "List") {
+			// A List (kind List, or PodList and the like as kubectl get
+			// writes them) gives its items; an object of another kind
+			// whose name ends in List (a custom resource) has no items.
+			if kind, _ := obj["kind"].(string); kind == "List" || strings.HasSuffix(kind, "List") && isList(obj["items"]) {
 				items, _ := obj["items"].([]any)
 				for _, it := range items {
 					if m, ok := it.(map[string]any); ok {
@@ -171,6 +187,36 @@ func (e *env) readManifests(files []string) ([]*document, error) {
 }
 
 // Helpers over unstructured maps.
+
+// wholeNumbers replaces each json.Number in v by an int64 where it is a
+// whole number that fits, else by a float64.
+func wholeNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = wholeNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = wholeNumbers(e)
+		}
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n
+		}
+		if f, err := x.Float64(); err == nil {
+			return f
+		}
+		return x.String()
+	}
+	return v
+}
+
+// isList reports whether v, a List's items, is a list (empty or not).
+func isList(v any) bool {
+	_, ok := v.([]any)
+	return ok
+}
 
 func mapAt(m map[string]any, keys ...string) map[string]any {
 	for _, k := range keys {
@@ -207,18 +253,39 @@ func stringAt(m map[string]any, keys ...string) string {
 	return s
 }
 
-// podSpecPath is where a workload kind keeps its pod spec, or nil for a kind
-// without one.
-func podSpecPath(kind string) []string {
-	switch kind {
-	case "Pod":
-		return []string{"spec"}
-	case "PodTemplate":
-		return []string{"template", "spec"}
-	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "ReplicationController":
-		return []string{"spec", "template", "spec"}
-	case "CronJob":
-		return []string{"spec", "jobTemplate", "spec", "template", "spec"}
+// podSpecPaths are where the built-in workloads keep their pod spec, by
+// kind, with their API group.
+var podSpecPaths = map[string]struct {
+	group string
+	path  []string
+}{
+	"Pod":                   {"", []string{"spec"}},
+	"PodTemplate":           {"", []string{"template", "spec"}},
+	"ReplicationController": {"", []string{"spec", "template", "spec"}},
+	"Deployment":            {"apps", []string{"spec", "template", "spec"}},
+	"StatefulSet":           {"apps", []string{"spec", "template", "spec"}},
+	"DaemonSet":             {"apps", []string{"spec", "template", "spec"}},
+	"ReplicaSet":            {"apps", []string{"spec", "template", "spec"}},
+	"Job":                   {"batch", []string{"spec", "template", "spec"}},
+	"CronJob":               {"batch", []string{"spec", "jobTemplate", "spec", "template", "spec"}},
+}
+
+// podSpecPath is where a built-in workload keeps its pod spec, or nil for
+// a kind without one or of another API group (a custom resource of the
+// same kind name, a Volcano Job). A document without apiVersion is taken
+// for the built-in kind.
+func podSpecPath(d *document) []string {
+	w, ok := podSpecPaths[d.kind()]
+	if !ok {
+		return nil
 	}
-	return nil
+	version, _ := d.Object["apiVersion"].(string)
+	group, _, grouped := strings.Cut(version, "/")
+	if !grouped {
+		group = "" // "v1": the core group
+	}
+	if version != "" && group != w.group {
+		return nil
+	}
+	return w.path
 }

@@ -262,11 +262,14 @@ func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayo
 	// Nodes it manages now that it would no longer select: the controller
 	// releases their NodeMigLayouts; their agents change nothing.
 	// A change in flight there stops where it is (the agent of a node no
-	// MigLayout manages changes nothing).
+	// MigLayout manages changes nothing). As for the controller, it
+	// manages the NodeMigLayouts it controls: one an earlier MigLayout of
+	// the name left behind (kubectl delete --cascade=orphan) is not
+	// released.
 	var released, cancelled []string
 	for _, name := range slices.Sorted(maps.Keys(st.nmls)) {
 		nml := st.nmls[name]
-		if nml.Spec.MigLayout != ml.Name || slices.Contains(sel.Nodes, name) {
+		if !metav1.IsControlledBy(nml, ml) || nml.DeletionTimestamp != nil || slices.Contains(sel.Nodes, name) {
 			continue
 		}
 		released = append(released, name)
