@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -390,6 +391,11 @@ func collectAsks(spec map[string]any, d *document) ([]gpuAsk, error) {
 			for _, k := range slices.Sorted(maps.Keys(counts)) {
 				if counts[k] <= 0 {
 					continue
+				}
+				if counts[k] > resourceapi.AllocationResultsMaxSize {
+					// The API server stores such a claim; kube-scheduler
+					// never allocates it.
+					return nil, fmt.Errorf("%s: container %s: %s: %d: a ResourceClaim holds at most %d devices (resource.k8s.io/v1 AllocationResultsMaxSize): split the container's devices by hand", d.describe(), name, k, counts[k], resourceapi.AllocationResultsMaxSize)
 				}
 				a := gpuAsk{container: name, resource: k, count: counts[k], init: init, sidecar: sidecar, order: order}
 				if m := migResourceRE.FindStringSubmatch(k); m != nil {

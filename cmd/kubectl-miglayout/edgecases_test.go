@@ -377,3 +377,23 @@ spec:
 		t.Errorf("activeDeadlineSeconds changed:\n%s", out)
 	}
 }
+
+// TestConvertRefusesMoreThanAClaimHolds: a container asking for more
+// devices than one ResourceClaim's allocation holds (32) is refused with a
+// clear error; the claim would be stored and never allocated.
+func TestConvertRefusesMoreThanAClaimHolds(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "in.yaml")
+	if err := os.WriteFile(f, []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+  - {name: c, image: x, resources: {limits: {nvidia.com/mig-1g.10gb: 40}}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, nil, "convert", "-f", f)
+	if err == nil || !strings.Contains(err.Error(), "at most 32 devices") {
+		t.Errorf("converted a claim of 40 devices (error %v):\n%s", err, out)
+	}
+}
