@@ -13,8 +13,8 @@ import (
 // TestPodPlannedWhereItsRequestsFit: a pod that asks for more CPU than a
 // node has allocatable at all is not planned there, where kube-scheduler
 // would never bind it while the device made for it counted as serving it;
-// resources a node does not list (a DRA-backed extended resource) are not
-// judged.
+// a resource the node does not list counts as 0 there (DRA-backed extended
+// resources are judged apart: TestDRABackedExtendedResourcePerNode).
 func TestPodPlannedWhereItsRequestsFit(t *testing.T) {
 	withCPU := func(n Node, cpu string) Node {
 		n.Node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("512Gi")}
@@ -65,12 +65,19 @@ func TestPodPlannedWhereItsRequestsFit(t *testing.T) {
 			nodes:    []Node{requested(withCPU(node("busy").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"), "1", 110)},
 			want:     trace{Unservable: map[string]string{"default/p": WaitsForNodeResources}},
 		},
-		"a resource the node does not list": {
+		// No device plugin of the node serves it (kube-scheduler's
+		// NodeResourcesFit: Insufficient example.com/fpga).
+		"an extended resource the node does not list": {
 			requests: corev1.ResourceList{"example.com/fpga": resource.MustParse("1")},
 			nodes:    []Node{withCPU(node("small").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8")},
+			want:     trace{Unservable: map[string]string{"default/p": "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"}},
+		},
+		"a node that lists no allocatable (its kubelet has not reported)": {
+			requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+			nodes:    []Node{node("new").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()},
 			want: trace{
-				Changes:    []string{"small/0: 7g.80gb@0 -> 1g.10gb@6 serves default/p"},
-				Served:     []string{"default/p -> small gpu-0-mig-1g10gb-19-6 after change"},
+				Changes:    []string{"new/0: 7g.80gb@0 -> 1g.10gb@6 serves default/p"},
+				Served:     []string{"default/p -> new gpu-0-mig-1g10gb-19-6 after change"},
 				Unservable: map[string]string{},
 			},
 		},

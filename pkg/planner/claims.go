@@ -3,6 +3,7 @@ package planner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -425,6 +426,12 @@ func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []res
 		fresh[i] = c
 	}
 	res, err := alloc.Allocate(ctx, node, fresh)
+	if errors.Is(err, structured.ErrFailedAllocationOnNode) {
+		// As for kube-scheduler's Filter, a failure of this node only
+		// (an invalid pool of another driver, as while it republishes
+		// its slices): the claims do not fit here.
+		return nil, nil, nil, nil
+	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("allocating claims: %w", err)
 	}

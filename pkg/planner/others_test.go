@@ -37,6 +37,16 @@ func nicSlice(node string, devices ...string) *resourceapi.ResourceSlice {
 	return s
 }
 
+// invalidNICPool is node's pool of the other driver in two slices that
+// both name device, as while a driver republishes: the allocator refuses
+// the pool (ErrFailedAllocationOnNode).
+func invalidNICPool(node, device string) []*resourceapi.ResourceSlice {
+	a, b := nicSlice(node, device), nicSlice(node, device)
+	b.Name += "-b"
+	a.Spec.Pool.ResourceSliceCount, b.Spec.Pool.ResourceSliceCount = 2, 2
+	return []*resourceapi.ResourceSlice{a, b}
+}
+
 // withBinding makes every device of s wait for binding conditions.
 func withBinding(s *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
 	for i := range s.Spec.Devices {
@@ -134,6 +144,16 @@ func TestPlanWithOtherDrivers(t *testing.T) {
 			nodes:     []Node{withNICs(gpuNode(), sharedNICSlice("", "nic-0"))},
 			allocated: []structured.DeviceID{structured.MakeDeviceID(nicDriver, "fabric-", "nic-0")},
 			want:      trace{Unservable: map[string]string{"default/train": NoRoom}},
+		},
+		"a node whose NIC pool is invalid for a moment (two slices name one device): planned on another node, as kube-scheduler's Filter does": {
+			nodes: []Node{
+				withNICs(node("n1").gpu("A100-SXM4-80GB", "3g.40gb@4", "").build(), invalidNICPool("n1", "nic-0")...),
+				withNICs(node("n2").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), nicSlice("n2", "nic-0")),
+			},
+			want: trace{
+				Changes: []string{"n2/0: 7g.80gb@0 -> 3g.40gb@4 serves default/train"},
+				Served:  []string{"default/train -> n2 gpu-0-mig-3g40gb-9-4 after change"},
+			},
 		},
 		"a node without the other driver's devices cannot serve it": {
 			nodes: []Node{gpuNode()},

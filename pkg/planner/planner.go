@@ -461,15 +461,21 @@ func devicePluginServes(pod Pod, node *corev1.Node) bool {
 }
 
 // fitsAllocatable reports whether every resource the pod requests (reqs,
-// podRequests) that the node's status lists as allocatable fits in it at
-// all, so that the pod is not planned where it could never run (its
-// devices would count as serving it while it stays pending); what the
-// node's pods use is judged apart (Room), since that changes. Resources the
-// node does not list (DRA-backed extended resources, or a node that
-// reports no allocatable) are not judged.
+// pendingRequests: DRA-backed extended resources left out) fits in the
+// node's allocatable at all, so that the pod is not planned where it could
+// never run (its devices would count as serving it while it stays
+// pending); what the node's pods use is judged apart (Room), since that
+// changes. A resource the node does not list counts as 0 there, as in
+// kube-scheduler's NodeResourcesFit (an extended resource no device plugin
+// of the node serves); a node that lists no allocatable at all (its
+// kubelet has not reported) is not judged.
 func fitsAllocatable(reqs corev1.ResourceList, node *corev1.Node) bool {
+	if len(node.Status.Allocatable) == 0 {
+		return true
+	}
 	for name, q := range reqs {
-		if alloc, ok := node.Status.Allocatable[name]; ok && q.Cmp(alloc) > 0 {
+		alloc := node.Status.Allocatable[name]
+		if q.Cmp(alloc) > 0 {
 			return false
 		}
 	}
