@@ -151,12 +151,15 @@ func TestBuildSnapshot(t *testing.T) {
 		},
 		Slices: []resourceapi.ResourceSlice{
 			{ObjectMeta: metav1.ObjectMeta{Name: "a1-mig"}, Spec: resourceapi.ResourceSliceSpec{Driver: "mig.miglayout.io", NodeName: ptr.To("a1")}},
-			{ObjectMeta: metav1.ObjectMeta{Name: "a1-nic"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: ptr.To("a1")}},
-			{ObjectMeta: metav1.ObjectMeta{Name: "b1-nic"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: ptr.To("b1")}},
-			{ObjectMeta: metav1.ObjectMeta{Name: "fabric"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", AllNodes: ptr.To(true)}},
-			{ObjectMeta: metav1.ObjectMeta{Name: "rack-a"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeSelector: poolSelector("a")}},
-			{ObjectMeta: metav1.ObjectMeta{Name: "rack-b"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeSelector: poolSelector("b")}},
-			{ObjectMeta: metav1.ObjectMeta{Name: "per-device"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", PerDeviceNodeSelection: ptr.To(true)}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "a1-nic"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: ptr.To("a1"), Pool: nicPool("a1", 1)}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "b1-nic"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: ptr.To("b1"), Pool: nicPool("b1", 1)}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "fabric"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", AllNodes: ptr.To(true), Pool: nicPool("fabric", 1)}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "rack-a"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeSelector: poolSelector("a"), Pool: nicPool("rack-a", 1)}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "rack-b"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeSelector: poolSelector("b"), Pool: nicPool("rack-b", 1)}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "per-device"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", PerDeviceNodeSelection: ptr.To(true), Pool: nicPool("per-device", 1)}},
+			// One pool in a slice per rack.
+			{ObjectMeta: metav1.ObjectMeta{Name: "spine-a"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeSelector: poolSelector("a"), Pool: nicPool("spine", 2)}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "spine-b"}, Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeSelector: poolSelector("b"), Pool: nicPool("spine", 2)}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "shared-mig"}, Spec: resourceapi.ResourceSliceSpec{Driver: "mig.miglayout.io", AllNodes: ptr.To(true)}},
 		},
 	}
@@ -168,8 +171,10 @@ func TestBuildSnapshot(t *testing.T) {
 		}
 		// Its own, all nodes', its rack's, and per-device selection (the
 		// allocator checks those): not another node's, another rack's, or
-		// miglayout's own.
-		if diff := cmp.Diff([]string{"a1-nic", "fabric", "rack-a", "per-device"}, names); diff != "" {
+		// miglayout's own; with a slice it reaches, the other slices of its
+		// pool (the allocator counts them to see the pool complete, as
+		// kube-scheduler's does).
+		if diff := cmp.Diff([]string{"a1-nic", "fabric", "rack-a", "per-device", "spine-a", "spine-b"}, names); diff != "" {
 			t.Errorf("node %s: other drivers' slices (-want +got):\n%s", n.Node.Name, diff)
 		}
 	}
@@ -882,4 +887,9 @@ func planChanges(t *testing.T, in AutoInputs) (planner.Result, []string) {
 		changes = append(changes, fmt.Sprintf("%s/%d -> %s", c.Node, c.GPU, c.To))
 	}
 	return res, changes
+}
+
+// nicPool is a pool of count slices.
+func nicPool(name string, count int64) resourceapi.ResourcePool {
+	return resourceapi.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: count}
 }

@@ -250,40 +250,63 @@ func nodeRequests(pods []corev1.Pod, on func(node string) bool) map[string][]pla
 
 // otherDriverSlices are the ResourceSlices of drivers other than
 // miglayout's: those of one node, by node name, and those shared by several
-// nodes (allNodes, a nodeSelector, or per-device node selection).
+// nodes (allNodes, a nodeSelector, or per-device node selection); pools
+// has every slice by pool.
 type otherDriverSlices struct {
 	local  map[string][]*resourceapi.ResourceSlice
 	shared []*resourceapi.ResourceSlice
+	pools  map[poolID][]*resourceapi.ResourceSlice
+}
+
+// poolID names a pool of a driver.
+type poolID struct{ driver, pool string }
+
+func poolOf(s *resourceapi.ResourceSlice) poolID {
+	return poolID{driver: s.Spec.Driver, pool: s.Spec.Pool.Name}
 }
 
 // otherSlices sorts the ResourceSlices of drivers other than driver.
 func otherSlices(all []resourceapi.ResourceSlice, driver string) otherDriverSlices {
-	out := otherDriverSlices{local: map[string][]*resourceapi.ResourceSlice{}}
+	out := otherDriverSlices{local: map[string][]*resourceapi.ResourceSlice{}, pools: map[poolID][]*resourceapi.ResourceSlice{}}
 	for i := range all {
 		s := &all[i]
 		switch {
 		case s.Spec.Driver == driver:
+			continue
 		case s.Spec.NodeName != nil && *s.Spec.NodeName != "":
 			out.local[*s.Spec.NodeName] = append(out.local[*s.Spec.NodeName], s)
 		default:
 			out.shared = append(out.shared, s)
 		}
+		out.pools[poolOf(s)] = append(out.pools[poolOf(s)], s)
 	}
 	return out
 }
 
 // forNode returns the slices the node can use: its own, those for all
 // nodes, those whose node selector matches it, and those that select nodes
-// per device (the allocator checks each device).
+// per device (the allocator checks each device); with each of them, the
+// other slices of its pool. kube-scheduler hands the allocator every slice,
+// which counts a pool's slices (ResourceSliceCount) across the nodes they
+// select: a pool split by node selectors (a slice per rack) is complete,
+// and the allocator itself keeps to the slices the node reaches.
 func (o otherDriverSlices) forNode(node *corev1.Node) []*resourceapi.ResourceSlice {
-	out := slices.Clone(o.local[node.Name])
+	reached := slices.Clone(o.local[node.Name])
 	for _, s := range o.shared {
 		if sel := s.Spec.NodeSelector; sel != nil {
 			if ok, err := nodeaffinity.NewLazyErrorNodeSelector(sel).Match(node); err != nil || !ok {
 				continue
 			}
 		}
-		out = append(out, s)
+		reached = append(reached, s)
+	}
+	var out []*resourceapi.ResourceSlice
+	seen := map[poolID]bool{}
+	for _, s := range reached {
+		if id := poolOf(s); !seen[id] {
+			seen[id] = true
+			out = append(out, o.pools[id]...)
+		}
 	}
 	return out
 }

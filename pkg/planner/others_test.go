@@ -47,6 +47,18 @@ func invalidNICPool(node, device string) []*resourceapi.ResourceSlice {
 	return []*resourceapi.ResourceSlice{a, b}
 }
 
+// rackSlicedPool is one pool of the other driver, "spine", in a slice per
+// rack, each with one NIC.
+func rackSlicedPool(racks ...string) []*resourceapi.ResourceSlice {
+	var out []*resourceapi.ResourceSlice
+	for _, r := range racks {
+		s := sharedNICSlice(r, "nic-"+r)
+		s.Spec.Pool = resourceapi.ResourcePool{Name: "spine", Generation: 1, ResourceSliceCount: int64(len(racks))}
+		out = append(out, s)
+	}
+	return out
+}
+
 // withBinding makes every device of s wait for binding conditions.
 func withBinding(s *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
 	for i := range s.Spec.Devices {
@@ -153,6 +165,13 @@ func TestPlanWithOtherDrivers(t *testing.T) {
 			want: trace{
 				Changes: []string{"n2/0: 7g.80gb@0 -> 3g.40gb@4 serves default/train"},
 				Served:  []string{"default/train -> n2 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
+		"a NIC pool in a slice per rack (the snapshot gives a node the whole pool): planned on a node of the rack with a NIC": {
+			nodes: []Node{withNICs(rackNode("n1", "y"), rackSlicedPool("x", "y")...)},
+			want: trace{
+				Changes: []string{"n1/0: 7g.80gb@0 -> 3g.40gb@4 serves default/train"},
+				Served:  []string{"default/train -> n1 gpu-0-mig-3g40gb-9-4 after change"},
 			},
 		},
 		"a node without the other driver's devices cannot serve it": {
