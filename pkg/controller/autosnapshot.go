@@ -682,7 +682,8 @@ func isAllocated(allocated sets.Set[string], index int, d mig.Device) bool {
 // ResourceClaims, each with its claims not allocated yet, or for extended
 // resources that DeviceClasses back (classes; the claim the scheduler
 // would make for them, see extendedResourceClaim). A pod whose generated
-// claims do not exist yet is left for a later pass. A claim shared by
+// claims do not exist yet, or one of whose claims is being deleted, is
+// left for a later pass. A claim shared by
 // several pending pods is in each (the planner makes its devices once).
 // A pod with a nominated node (status.nominatedNodeName: kube-scheduler
 // preempts pods there to make room for it) is planned on that node only
@@ -729,7 +730,10 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 				break
 			}
 			c, ok := claims[types.NamespacedName{Namespace: pod.Namespace, Name: name}]
-			if !ok {
+			if !ok || c.DeletionTimestamp != nil {
+				// A claim being deleted: kube-scheduler does not
+				// place the pod (its PreFilter refuses it until the
+				// claim is gone and made again).
 				complete = false
 				break
 			}

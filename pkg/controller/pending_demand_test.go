@@ -15,14 +15,16 @@ import (
 // TestPendingPodsAreUnschedulableUnboundAndComplete: a pod is Auto-mode
 // demand only while kube-scheduler has tried it and found it unschedulable
 // (not while it waits for its scheduling gates), it is bound to no node, it
-// is not being deleted, and every claim it names exists: a pod whose claims
-// are not all there yet is left for a later pass rather than planned for
-// some of them.
+// is not being deleted, and every claim it names exists and is not being
+// deleted: a pod whose claims are not all there yet is left for a later
+// pass rather than planned for some of them.
 func TestPendingPodsAreUnschedulableUnboundAndComplete(t *testing.T) {
 	unsched := []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
 	claims := map[types.NamespacedName]*resourceapi.ResourceClaim{
 		{Namespace: "ns", Name: "c1"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}},
 		{Namespace: "ns", Name: "c2"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c2"}},
+		{Namespace: "ns", Name: "going"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "going", DeletionTimestamp: ptr.To(metav1.Now()),
+			Finalizers: []string{"resource.kubernetes.io/delete-protection"}}},
 	}
 	claimNamed := func(entry, name string) corev1.PodResourceClaim {
 		return corev1.PodResourceClaim{Name: entry, ResourceClaimName: ptr.To(name)}
@@ -53,6 +55,12 @@ func TestPendingPodsAreUnschedulableUnboundAndComplete(t *testing.T) {
 		},
 		"the claim of one of its templates is not generated yet": {
 			pod: corev1.Pod{Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{claimNamed("gpu", "c1"), {Name: "more", ResourceClaimTemplateName: ptr.To("t")}}},
+				Status: corev1.PodStatus{Conditions: unsched}},
+		},
+		// kube-scheduler's PreFilter: "resourceclaim going is being
+		// deleted", unschedulable until the pod is replaced.
+		"one of its claims is being deleted": {
+			pod: corev1.Pod{Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{claimNamed("gpu", "c1"), claimNamed("shared", "going")}},
 				Status: corev1.PodStatus{Conditions: unsched}},
 		},
 		"both its claims exist": {
