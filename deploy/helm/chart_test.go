@@ -735,6 +735,11 @@ func TestRBACFromMarkers(t *testing.T) {
 		var wantCluster, wantNS []rbacv1.PolicyRule
 		for _, rule := range generated.Rules {
 			switch {
+			case slices.Contains(rule.APIGroups, "coordination.k8s.io") && component == "controller":
+				// get and update only on its leader-election Lease.
+				wantNS = append(wantNS,
+					rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: rule.Resources, Verbs: slices.DeleteFunc(slices.Clone(rule.Verbs), func(v string) bool { return v == "get" || v == "update" })},
+					rbacv1.PolicyRule{APIGroups: rule.APIGroups, Resources: rule.Resources, ResourceNames: []string{"miglayout-controller.miglayout.io"}, Verbs: []string{"get", "update"}})
 			case slices.Contains(rule.APIGroups, "coordination.k8s.io"):
 				wantNS = append(wantNS, rule)
 			case slices.Contains(rule.APIGroups, "") && slices.Contains(rule.Resources, "events"):
@@ -824,6 +829,12 @@ var badValues = []struct {
 	{"policy on the default ServiceAccount", map[string]any{"agent": map[string]any{"serviceAccount": map[string]any{"create": false}}},
 		"agentNodePolicy.enabled needs the agent's own ServiceAccount"},
 	{"Deny and Warn", map[string]any{"agentNodePolicy": map[string]any{"validationActions": []any{"Deny", "Warn"}}}, "may not hold both Deny and Warn"},
+	{"selector policy Deny and Warn", map[string]any{"migLayoutSelectorPolicy": map[string]any{"validationActions": []any{"Deny", "Warn"}}},
+		"migLayoutSelectorPolicy.validationActions may not hold both Deny and Warn"},
+	{"controller on the default ServiceAccount", map[string]any{"controller": map[string]any{"serviceAccount": map[string]any{"create": false}}},
+		"controller.serviceAccount.create=false needs controller.serviceAccount.name"},
+	{"controller on the ServiceAccount named default", map[string]any{"controller": map[string]any{"serviceAccount": map[string]any{"create": false, "name": "default"}}},
+		"controller.serviceAccount.create=false needs controller.serviceAccount.name"},
 	{"short heartbeat", map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "3s"}}, `agent.heartbeatLeaseDuration "3s" is under 4s`},
 	{"zero heartbeat", map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "0m0s"}}, `agent.heartbeatLeaseDuration "0m0s" is under 4s`},
 	{"fractional heartbeat", map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "4.5s"}}, "/agent/heartbeatLeaseDuration"},
@@ -850,6 +861,61 @@ var badValues = []struct {
 	{"bad validation action", map[string]any{"agentNodePolicy": map[string]any{"validationActions": []any{"Reject"}}}, "/agentNodePolicy/validationActions/0"},
 	{"extended resource without a name", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{map[string]any{"profile": "1g.10gb"}}}}, "/deviceClasses/extendedResources/0"},
 	{"extended resource of no profile", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{map[string]any{"profile": "small", "resourceName": "nvidia.com/mig-small"}}}}, "/deviceClasses/extendedResources/0/profile"},
+	{"extended resource of a compute-instance-like name", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{map[string]any{"profile": "7c.10gb+zz", "resourceName": "nvidia.com/mig-x"}}}}, "/deviceClasses/extendedResources/0/profile"},
+}
+
+// TestExtendedResourceProfilesAsTheCRD: values.schema.json admits the
+// profile names the MigLayout CRD admits (mig.ProfileNamePattern), the
+// media-extension variants among them.
+func TestExtendedResourceProfilesAsTheCRD(t *testing.T) {
+	for _, profile := range []string{"1g.10gb", "1g.45gb-me", "1g.10gb+me", "7g.80gb+me.all", "1g.12gb+gfx"} {
+		if _, err := Render(Options{Values: map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{
+			map[string]any{"profile": profile, "resourceName": "example.com/mig"}}}}}); err != nil {
+			t.Errorf("profile %s: %v", profile, err)
+		}
+	}
+}
+
+// TestRefusedForTheCluster: values that need the agents' policy where the
+// chart is installed are refused with a message naming them.
+func TestRefusedForTheCluster(t *testing.T) {
+	tests := map[string]struct {
+		opts Options
+		want string
+	}{
+		"kube-system without the agents' policy": {Options{Namespace: "kube-system", Values: map[string]any{"agentNodePolicy": map[string]any{"enabled": false}}},
+			"installing into kube-system needs agentNodePolicy.enabled with validationActions [Deny]"},
+		"kube-system with the policy only warning": {Options{Namespace: "kube-system", Values: map[string]any{"agentNodePolicy": map[string]any{"validationActions": []any{"Warn", "Audit"}}}},
+			"installing into kube-system needs agentNodePolicy.enabled with validationActions [Deny]"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Render(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("rendering: %v; want an error with %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Render(Options{Namespace: "kube-system"}); err != nil {
+		t.Errorf("kube-system with the policy denying: %v", err)
+	}
+}
+
+// TestNotesWarnExtendedResourcesBefore136: before Kubernetes 1.36 the
+// DRAExtendedResource feature gate is off by default: the notes say so
+// where extended resources are asked for (a cluster may have turned the
+// gate on, so the chart installs).
+func TestNotesWarnExtendedResourcesBefore136(t *testing.T) {
+	extended := map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{
+		map[string]any{"profile": "1g.10gb", "resourceName": "nvidia.com/mig-1g.10gb"}}}}
+	for version, want := range map[string]bool{"v1.35.3": true, "v1.36.0": false} {
+		r, err := Render(Options{Values: extended, KubeVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(r.Notes, "needs the DRAExtendedResource feature gate"); got != want {
+			t.Errorf("Kubernetes %s: warning in the notes %t, want %t:\n%s", version, got, want, r.Notes)
+		}
+	}
 }
 
 func TestBadValuesFail(t *testing.T) {

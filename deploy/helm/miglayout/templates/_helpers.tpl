@@ -66,7 +66,8 @@ chart test) and returns its rules as {"cluster": [...], "namespaced": [...]}
 in JSON: Leases (leader election, the agents' heartbeats), and the core/v1 Events leader election records
 beside them, go to a Role in the release namespace instead of a ClusterRole (a
 cluster-wide Lease grant would reach kube-node-lease).
-Call with (dict "root" $ "component" "controller").
+Call with (dict "root" $ "component" "controller" "leaderLease" NAME): with
+leaderLease, get and update of Leases are granted on that Lease only.
 */}}
 {{- define "miglayout.rbacRules" -}}
 {{- $file := printf "files/rbac/%s.yaml" .component -}}
@@ -77,7 +78,13 @@ Call with (dict "root" $ "component" "controller").
 {{- $cluster := list -}}
 {{- $namespaced := list -}}
 {{- range $role.rules -}}
-{{- if has "coordination.k8s.io" .apiGroups -}}
+{{- if and (has "coordination.k8s.io" .apiGroups) $.leaderLease (has "get" .verbs) (has "update" .verbs) -}}
+{{- /* Leader election reads and renews one Lease: get and update are kept to
+it, so that the controller cannot take over another component's leader-election
+Lease of the namespace (kube-system's, where the chart is installed there). */ -}}
+{{- $namespaced = append $namespaced (dict "apiGroups" .apiGroups "resources" .resources "verbs" (without .verbs "get" "update")) -}}
+{{- $namespaced = append $namespaced (dict "apiGroups" .apiGroups "resources" .resources "resourceNames" (list $.leaderLease) "verbs" (list "get" "update")) -}}
+{{- else if has "coordination.k8s.io" .apiGroups -}}
 {{- $namespaced = append $namespaced . -}}
 {{- else if and (has "" .apiGroups) (has "events" .resources) -}}
 {{- /* controller-gen merges rules of equal verbs (core and events.k8s.io events,
@@ -106,4 +113,9 @@ prometheus.io/scrape: "true"
 prometheus.io/port: {{ .port | quote }}
 prometheus.io/path: /metrics
 {{- end -}}
+{{- end -}}
+
+{{/* The controller's leader-election Lease, in the release namespace. */}}
+{{- define "miglayout.controller.leaderLease" -}}
+{{ include "miglayout.fullname" . }}-controller.miglayout.io
 {{- end -}}

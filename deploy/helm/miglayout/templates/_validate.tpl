@@ -103,6 +103,18 @@ checked the types; these are the rules between values.
 {{- end -}}
 {{- end -}}
 
+{{- if and $v.rbac.create (not $v.controller.serviceAccount.create) (or (not $v.controller.serviceAccount.name) (eq $v.controller.serviceAccount.name "default")) -}}
+{{- fail "controller.serviceAccount.create=false needs controller.serviceAccount.name (not \"default\"): the controller's rights (writing every node's NodeMigLayout) would be bound to the namespace's default ServiceAccount, which any pod there runs as" -}}
+{{- end -}}
+
+{{- if and (eq .Release.Namespace "kube-system") $v.rbac.create (not (and $v.agentNodePolicy.enabled (has "Deny" $v.agentNodePolicy.validationActions))) -}}
+{{- fail "installing into kube-system needs agentNodePolicy.enabled with validationActions [Deny]: the agents may write Leases of the release namespace (their heartbeats), and only the policy keeps each agent to its own; in kube-system they could take over kube-scheduler's and kube-controller-manager's leader-election Leases. Install into a namespace of its own (e.g. miglayout-system) or keep the policy denying" -}}
+{{- end -}}
+
+{{- if and $v.migLayoutSelectorPolicy.enabled (has "Deny" $v.migLayoutSelectorPolicy.validationActions) (has "Warn" $v.migLayoutSelectorPolicy.validationActions) -}}
+{{- fail "migLayoutSelectorPolicy.validationActions may not hold both Deny and Warn (the API server refuses that binding); use [Deny] or [Warn, Audit]" -}}
+{{- end -}}
+
 {{- if $v.agentNodePolicy.enabled -}}
 {{- if and (not $v.agent.serviceAccount.create) (or (not $v.agent.serviceAccount.name) (eq $v.agent.serviceAccount.name "default")) -}}
 {{- fail "agentNodePolicy.enabled needs the agent's own ServiceAccount: the policy singles the agent out by its ServiceAccount, and would restrict the namespace's default one; set agent.serviceAccount.create=true or agent.serviceAccount.name" -}}
