@@ -32,12 +32,14 @@ import (
 // orphanConfirmTimeout. Config.OnUnprepared is called after a claim with
 // devices is released.
 //
-// A claim a process still runs on (NVML lists one on any of its devices:
-// a container of a force-deleted pod that outlived the grace period, the
-// kubelet down) is not released: the error wraps ErrOrphanInUse. Its
-// devices on a GPU NVML cannot read are not asked (onReadableGPUs). A device
-// given to another claim meanwhile would otherwise be prepared for two
-// containers at once.
+// A claim a process still runs on (NVML lists one on any of the devices it
+// holds exclusively: a container of a force-deleted pod that outlived the
+// grace period, the kubelet down) is not released: the error wraps
+// ErrOrphanInUse. Its devices on a GPU NVML cannot read are not asked
+// (onReadableGPUs), nor those it holds with admin access, whose processes
+// are those of the claim that holds the device (NVML does not say whose a
+// process is). A device given to another claim meanwhile would otherwise
+// be prepared for two containers at once.
 //
 // Errors: ErrOrphanInUse; NVML's, where the processes cannot be listed;
 // stillGone's; those of unpreparing (the CDI spec could not be removed,
@@ -50,7 +52,7 @@ func (p *Plugin) ReleaseOrphan(ctx context.Context, uid types.UID, stillGone fun
 		return PreparedClaim{}, false, nil
 	}
 	obj := kubeletplugin.NamespacedObject{UID: uid, NamespacedName: types.NamespacedName{Namespace: pc.Namespace, Name: pc.Name}}
-	busy, err := p.running(ctx, p.onReadableGPUs(ctx, pc))
+	busy, err := p.running(ctx, p.onReadableGPUs(ctx, exclusive(pc)))
 	if err != nil {
 		return pc, false, fmt.Errorf("releasing the preparation of claim %s: %w", obj, err)
 	}

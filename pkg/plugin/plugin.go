@@ -59,6 +59,10 @@ const (
 // exist (any more) on the node.
 var ErrDeviceGone = errors.New("device does not exist")
 
+// ErrUnsupportedConfig is wrapped by the error for a claim whose allocation
+// carries opaque configuration parameters for this driver, which takes none.
+var ErrUnsupportedConfig = errors.New("unsupported device configuration")
+
 // errRecreated: a prepared device exists under its name with another UUID
 // (created again since it was prepared).
 var errRecreated = errors.New("device created again since it was prepared")
@@ -286,6 +290,35 @@ func (p *Plugin) staleInUse(ctx context.Context, claim *resourceapi.ResourceClai
 	return nil
 }
 
+// noConfig fails where the allocation carries opaque configuration for
+// this driver (from the claim or its DeviceClass) with parameters: the
+// driver takes none (sharing strategies, MPS and the like of other
+// drivers' configuration are not offered), and a parameter taken silently
+// would have the container run without what it asked for. Configuration of
+// other drivers is theirs; an empty one ({} or none) asks for nothing.
+func (p *Plugin) noConfig(configs []resourceapi.DeviceAllocationConfiguration) error {
+	for _, c := range configs {
+		o := c.Opaque
+		if o == nil || o.Driver != p.cfg.DriverName {
+			continue
+		}
+		if raw := strings.TrimSpace(string(o.Parameters.Raw)); raw == "" || raw == "{}" || raw == "null" {
+			continue
+		}
+		return fmt.Errorf("%w: opaque configuration for driver %s (from the %s, requests %v): this driver takes no configuration parameters; remove the config entry (the device is given as it is)",
+			ErrUnsupportedConfig, o.Driver, configSource(c.Source), c.Requests)
+	}
+	return nil
+}
+
+// configSource names where an allocation's configuration came from.
+func configSource(s resourceapi.AllocationConfigSource) string {
+	if s == resourceapi.AllocationConfigSourceClass {
+		return "DeviceClass"
+	}
+	return "claim"
+}
+
 // exclusive is pc with only the devices it holds without admin access.
 func exclusive(pc PreparedClaim) PreparedClaim {
 	pc.Devices = slices.DeleteFunc(slices.Clone(pc.Devices), func(d PreparedDevice) bool { return d.AdminAccess })
@@ -363,6 +396,9 @@ func (p *Plugin) prepareClaimIf(ctx context.Context, claim *resourceapi.Resource
 	}
 	if claim.Status.Allocation == nil {
 		return nil, fmt.Errorf("preparing claim %s: the claim is not allocated", ref)
+	}
+	if err := p.noConfig(claim.Status.Allocation.Devices.Config); err != nil {
+		return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
 	}
 	var results []resourceapi.DeviceRequestAllocationResult
 	gpus := map[int]bool{}

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2/ktesting"
@@ -569,6 +570,42 @@ func TestPrepareRejects(t *testing.T) {
 	if r := e.prepare(p, claim("uid-4", "caps", alloc{"m", slices.DefaultDriverName, node, "gpu-0-mig-2g20gb-14-0"})); r.Err == nil ||
 		!strings.Contains(r.Err.Error(), "reading MIG capability of gpu-0-mig-2g20gb-14-0") {
 		t.Errorf("missing capability files: %v", r.Err)
+	}
+}
+
+// TestPrepareRefusesConfiguration: opaque configuration parameters for this
+// driver (a sharing strategy copied from another driver's claims), from the
+// claim or its DeviceClass, fail the prepare with ErrUnsupportedConfig and
+// prepare nothing; an empty one, or another driver's, is no obstacle.
+func TestPrepareRefusesConfiguration(t *testing.T) {
+	opaque := func(driver, params string, source resourceapi.AllocationConfigSource) resourceapi.DeviceAllocationConfiguration {
+		return resourceapi.DeviceAllocationConfiguration{Source: source, DeviceConfiguration: resourceapi.DeviceConfiguration{
+			Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: driver, Parameters: runtime.RawExtension{Raw: []byte(params)}}}}
+	}
+	const sharing = `{"sharing":{"strategy":"TimeSlicing"}}`
+	tests := map[string]struct {
+		config  resourceapi.DeviceAllocationConfiguration
+		refused bool
+	}{
+		"parameters from the claim":       {opaque(slices.DefaultDriverName, sharing, resourceapi.AllocationConfigSourceClaim), true},
+		"parameters from the DeviceClass": {opaque(slices.DefaultDriverName, sharing, resourceapi.AllocationConfigSourceClass), true},
+		"empty parameters":                {opaque(slices.DefaultDriverName, "{}", resourceapi.AllocationConfigSourceClaim), false},
+		"another driver's parameters":     {opaque("nic.example.com", `{"mtu":9000}`, resourceapi.AllocationConfigSourceClaim), false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			p := e.plugin("")
+			c := claim(uid1, "cfg", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"})
+			c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{tc.config}
+			r := e.prepare(p, c)
+			if got := errors.Is(r.Err, ErrUnsupportedConfig); got != tc.refused {
+				t.Fatalf("prepare: %v; want refused %t", r.Err, tc.refused)
+			}
+			if tc.refused && len(p.PreparedDevices()) != 0 {
+				t.Errorf("devices prepared for a refused claim: %v", p.PreparedDevices())
+			}
+		})
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/slices"
@@ -180,6 +182,33 @@ func TestReleaseOrphanRefusedWhileAProcessRuns(t *testing.T) {
 	}
 	if _, released, err := p.ReleaseOrphan(t.Context(), uid1, nil); err != nil || !released {
 		t.Errorf("ReleaseOrphan once the process is gone: %v, %v; want released", released, err)
+	}
+}
+
+// TestReleaseOrphanHeldWithAdminAccess: a gone claim that held its device
+// with admin access only (a monitor beside the training job whose claim
+// holds the device) is released while the job's process runs there: the
+// process is the other claim's. The job's claim itself is not.
+func TestReleaseOrphanHeldWithAdminAccess(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	const dev = "gpu-0-mig-3g40gb-9-4"
+	if r := e.prepare(p, claim(uid1, "train", alloc{"r", slices.DefaultDriverName, node, dev})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	monitor := claim(uid2, "monitor", alloc{"r", slices.DefaultDriverName, node, dev})
+	monitor.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	if r := e.prepare(p, monitor); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, err := e.sim.StartProcess(p.claims[uid1].Devices[0].UUID, 1024); err != nil {
+		t.Fatal(err)
+	}
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid2, nil); err != nil || !released {
+		t.Errorf("releasing the admin-access claim while another claim's process runs: released %v, %v; want released", released, err)
+	}
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1, nil); !errors.Is(err, ErrOrphanInUse) || released {
+		t.Errorf("releasing the claim whose process runs: released %v, %v; want ErrOrphanInUse", released, err)
 	}
 }
 
