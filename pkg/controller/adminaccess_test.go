@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -62,7 +63,7 @@ func TestAllocationsAdminAccess(t *testing.T) {
 		return out
 	}
 	got := view{Mine: list(mine), Admin: list(admin)}
-	for _, id := range others {
+	for _, id := range others.Devices {
 		got.Others = append(got.Others, id.String())
 	}
 	want := view{
@@ -72,6 +73,32 @@ func TestAllocationsAdminAccess(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("allocations (-want +got):\n%s", diff)
+	}
+}
+
+// TestAllocationsCountShares: a result with a ShareID (a share of another
+// driver's device that allows multiple allocations) is a share with the
+// capacity it consumes, as kube-scheduler counts it, not the device held
+// whole.
+func TestAllocationsCountShares(t *testing.T) {
+	const nic = "nic.example.com"
+	c := allocatedClaim("shares", false, [3]string{nic, "a", "nic-0"}, [3]string{nic, "a", "nic-1"})
+	c.Status.Allocation.Devices.Results[0].ShareID = ptr.To(types.UID("share-1"))
+	c.Status.Allocation.Devices.Results[0].ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{"bandwidth": resource.MustParse("4G")}
+	_, _, others := allocations(map[types.NamespacedName]*resourceapi.ResourceClaim{{Namespace: c.Namespace, Name: c.Name}: c}, migClassName)
+	var got []string
+	for _, d := range others.Devices {
+		got = append(got, "device "+d.String())
+	}
+	for _, d := range others.Shares {
+		got = append(got, "share "+d.String())
+	}
+	for _, c := range others.Consumed {
+		got = append(got, fmt.Sprintf("consumed %s %s", c.DeviceID, c.ConsumedCapacity["bandwidth"]))
+	}
+	want := []string{"device nic.example.com/a/nic-1", "share nic.example.com/a/nic-0/share-1", "consumed nic.example.com/a/nic-0 4G"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("other drivers' holds (-want +got):\n%s", diff)
 	}
 }
 

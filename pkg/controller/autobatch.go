@@ -58,11 +58,14 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 			}
 		}
 	}
-	// Devices claims hold: other drivers' (a NIC released makes a pod that
-	// needs one servable) and miglayout's (pinned before the agent reports
-	// them in use).
-	for _, id := range snap.OtherAllocated {
+	// Devices claims hold: other drivers' (a NIC released, or a share of
+	// one, makes a pod that needs one servable) and miglayout's (pinned
+	// before the agent reports them in use).
+	for _, id := range snap.OtherHeld.Devices {
 		lines = append(lines, fmt.Sprintf("allocated %s\n", id.String()))
+	}
+	for _, id := range snap.OtherHeld.Shares {
+		lines = append(lines, fmt.Sprintf("shared %s\n", id.String()))
 	}
 	// What decides whether a node is feasible for a pod: its taints and
 	// the labels pods or other drivers' slices select on (not the others,

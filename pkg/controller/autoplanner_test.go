@@ -179,7 +179,7 @@ func TestBuildSnapshot(t *testing.T) {
 		}
 	}
 	var allocated []string
-	for _, id := range snap.OtherAllocated {
+	for _, id := range snap.OtherHeld.Devices {
 		allocated = append(allocated, id.String())
 	}
 	sort.Strings(allocated) // a set
@@ -430,7 +430,7 @@ func TestInputKey(t *testing.T) {
 		t.Error("a claim created again gives the same key")
 	}
 	nic := structured.MakeDeviceID("nic.example.com", "n1", "nic-0")
-	if inputKey(AutoInputs{}, planner.Snapshot{OtherAllocated: []structured.DeviceID{nic}}) == inputKey(AutoInputs{}, planner.Snapshot{}) {
+	if inputKey(AutoInputs{}, planner.Snapshot{OtherHeld: planner.OtherHolds{Devices: []structured.DeviceID{nic}}}) == inputKey(AutoInputs{}, planner.Snapshot{}) {
 		t.Error("another driver's device released gives the same key")
 	}
 	pinned := func(l string) string {

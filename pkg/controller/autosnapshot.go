@@ -17,7 +17,6 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
-	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -101,7 +100,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	}
 	others := otherSlices(withRuleTaints(in.Slices, in.TaintRules, in.Driver), in.Driver)
 	variants := modelVariants{}
-	allocated, adminHeld, otherAllocated := allocations(in.Claims, in.Driver)
+	allocated, adminHeld, otherHeld := allocations(in.Claims, in.Driver)
 	// Only GPU nodes a MigLayout selects (those with a NodeMigLayout)
 	// can be Auto nodes: the other nodes' pods are not summed.
 	requested := nodeRequests(in.Pods, func(node string) bool { return in.NodeMigLayouts[node] != nil })
@@ -189,7 +188,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 		autoNodes.Insert(n.Node.Name)
 	}
 	snap.Pending = pendingPods(in.Pods, in.Claims, extendedResourceClasses(in.Classes), autoNodes)
-	snap.OtherAllocated = otherAllocated
+	snap.OtherHeld = otherHeld
 	return snap
 }
 
@@ -312,11 +311,12 @@ func (o otherDriverSlices) forNode(node *corev1.Node) []*resourceapi.ResourceSli
 }
 
 // allocations are the devices claims hold: driver's by pool (node name)
-// and device name, and the other drivers' (a set for the allocator: the
-// order does not matter). A device given with admin access is not in use
-// for kube-scheduler, which may give it to any claim: driver's are in
-// admin instead (by pool and name), other drivers' are left out.
-func allocations(claims map[types.NamespacedName]*resourceapi.ResourceClaim, driver string) (mine, admin map[string]sets.Set[string], others []structured.DeviceID) {
+// and device name, and what they hold of other drivers' devices (sets for
+// the allocator: the order does not matter). A device given with admin
+// access is not in use for kube-scheduler, which may give it to any claim:
+// driver's are in admin instead (by pool and name), other drivers' are
+// left out.
+func allocations(claims map[types.NamespacedName]*resourceapi.ResourceClaim, driver string) (mine, admin map[string]sets.Set[string], others planner.OtherHolds) {
 	mine, admin = map[string]sets.Set[string]{}, map[string]sets.Set[string]{}
 	for _, c := range claims {
 		a := c.Status.Allocation
@@ -334,7 +334,7 @@ func allocations(claims map[types.NamespacedName]*resourceapi.ResourceClaim, dri
 				continue
 			}
 			if r.Driver != driver {
-				others = append(others, structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+				others.Add(r)
 				continue
 			}
 			if mine[r.Pool] == nil {

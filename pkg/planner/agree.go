@@ -7,7 +7,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
@@ -76,9 +75,9 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 	if agrees, ok := p.countsAgree(n, pods, alt); ok {
 		return agrees, nil
 	}
-	planned := p.otherPlanned.Clone()
+	planned := p.otherPlanned.clone()
 	for _, k := range n.planned {
-		planned.Delete(p.restOf[k]...)
+		planned.remove(p.restOf[k])
 	}
 	var devices []resourceapi.Device
 	taken := sets.New[string]()
@@ -106,7 +105,7 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 	migslices.SortDevices(devices, roomLost)
 	for _, q := range pods {
 		res, admin, rest, err := p.match.allocate(ctx, n.n.Node, devices, taken, q.Claims,
-			&others{slices: n.n.OtherSlices, allocated: p.snap.OtherAllocated, planned: planned})
+			&others{slices: n.n.OtherSlices, held: p.otherHeld, planned: planned})
 		if err != nil || res == nil {
 			return false, err
 		}
@@ -115,7 +114,7 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 				taken.Insert(name)
 			}
 		}
-		planned.Insert(rest...)
+		planned.add(rest)
 	}
 	return true, nil
 }
@@ -190,12 +189,12 @@ func (p *planner) countsAgree(n *nodeState, pods []Pod, alt map[*gpuState]mig.La
 
 // recordPlanned records that the plan serves the pod key on n, with the other
 // drivers' devices rest.
-func (p *planner) recordPlanned(n *nodeState, key string, rest []structured.DeviceID) {
+func (p *planner) recordPlanned(n *nodeState, key string, rest OtherHolds) {
 	n.planned = append(n.planned, key)
 	if pod, ok := p.podOf[key]; ok && n.room.alloc != nil {
 		n.room.add(p.roomVector(pod), p.maxRequest)
 	}
-	if len(rest) > 0 {
+	if !rest.empty() {
 		p.restOf[key] = rest
 	}
 }

@@ -345,12 +345,12 @@ func (m *matcher) fits(ctx context.Context, node string, devices []resourceapi.D
 }
 
 // others are other drivers' devices a node can use beside miglayout's:
-// their slices, the devices claims hold already, and those this plan
-// counts on for pods it serves already.
+// their slices, what claims hold of them already (held: devices and
+// shares), and what this plan counts on for pods it serves already.
 type others struct {
-	slices    []*resourceapi.ResourceSlice
-	allocated []structured.DeviceID
-	planned   sets.Set[structured.DeviceID]
+	slices  []*resourceapi.ResourceSlice
+	held    otherTotal
+	planned otherTotal
 }
 
 // byMemory returns the model's profiles by memory, then compute slices.
@@ -382,11 +382,12 @@ func deviceName(g gpu.GPU, d mig.Device) string {
 // devices of other drivers the node can use (and those of them already
 // allocated or planned); the allocator decides from the node's name and
 // labels which of them it reaches (node-local, all nodes, or a node
-// selector). rest are the other drivers' devices of the allocation; admin
-// those of mine allocated with admin access only (the scheduler counts
+// selector). rest is what the allocation takes of other drivers' devices
+// (whole devices, or shares with the capacity they consume); admin the
+// names of mine allocated with admin access only (the scheduler counts
 // them as in use by no one; an other driver's device so allocated is not
 // in rest).
-func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim, other *others) (mine []string, admin sets.Set[string], rest []structured.DeviceID, err error) {
+func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []resourceapi.Device, taken sets.Set[string], claims []*resourceapi.ResourceClaim, other *others) (mine []string, admin sets.Set[string], rest OtherHolds, err error) {
 	name := node.Name
 	slice := &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-planned"},
@@ -397,7 +398,8 @@ func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []res
 			Devices:  devices,
 		},
 	}
-	state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}
+	state := structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID](),
+		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}
 	for d := range taken {
 		state.AllocatedDevices.Insert(structured.MakeDeviceID(m.driver, name, d))
 	}
@@ -408,16 +410,12 @@ func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []res
 				pools = append(pools, s)
 			}
 		}
-		for _, id := range other.allocated {
-			if id.Driver.String() != m.driver {
-				state.AllocatedDevices.Insert(id)
-			}
-		}
-		state.AllocatedDevices.Insert(other.planned.UnsortedList()...)
+		other.held.addTo(&state, m.driver)
+		other.planned.addTo(&state, m.driver)
 	}
 	alloc, err := structured.NewAllocator(ctx, features, state, m.classes, pools, m.cel)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("creating allocator: %w", err)
+		return nil, nil, rest, fmt.Errorf("creating allocator: %w", err)
 	}
 	fresh := make([]*resourceapi.ResourceClaim, len(claims))
 	for i, c := range claims {
@@ -430,13 +428,13 @@ func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []res
 		// As for kube-scheduler's Filter, a failure of this node only
 		// (an invalid pool of another driver, as while it republishes
 		// its slices): the claims do not fit here.
-		return nil, nil, nil, nil
+		return nil, nil, rest, nil
 	}
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("allocating claims: %w", err)
+		return nil, nil, rest, fmt.Errorf("allocating claims: %w", err)
 	}
 	if res == nil {
-		return nil, nil, nil, nil
+		return nil, nil, rest, nil
 	}
 	mine, admin = []string{}, sets.New[string]()
 	used := sets.New[string]()
@@ -446,7 +444,7 @@ func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []res
 			switch {
 			case d.Driver != m.driver:
 				if !byAdmin {
-					rest = append(rest, structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
+					rest.Add(d)
 				}
 				continue
 			case byAdmin:

@@ -10,7 +10,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
@@ -486,7 +485,7 @@ func (p *planner) releaseTentative(n *nodeState, pod string) {
 // (only those of the GPUs in only, where set); it returns the MIG devices
 // the allocation uses, by GPU, the names of those of them it uses with
 // admin access only, and the other drivers' devices it uses.
-func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only map[*gpuState]bool) (map[*gpuState][]mig.Device, sets.Set[string], []structured.DeviceID, bool, error) {
+func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only map[*gpuState]bool) (map[*gpuState][]mig.Device, sets.Set[string], OtherHolds, bool, error) {
 	var devices []resourceapi.Device
 	taken := sets.New[string]()
 	owner := map[string]*gpuState{}
@@ -502,7 +501,7 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only ma
 			}
 			dev, err := migslices.PlannedMIGDevice(g.g.Info, d)
 			if err != nil {
-				return nil, nil, nil, false, err
+				return nil, nil, OtherHolds{}, false, err
 			}
 			devices = append(devices, dev)
 			owner[dev.Name], byName[dev.Name] = g, d
@@ -516,9 +515,9 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only ma
 	// In the order the node publishes them: the allocator takes the first
 	// device a request accepts, as the scheduler's does.
 	migslices.SortDevices(devices, roomLost)
-	res, admin, rest, err := p.match.allocate(ctx, n.n.Node, devices, taken, pod.Claims, &others{slices: n.n.OtherSlices, allocated: p.snap.OtherAllocated, planned: p.otherPlanned})
+	res, admin, rest, err := p.match.allocate(ctx, n.n.Node, devices, taken, pod.Claims, &others{slices: n.n.OtherSlices, held: p.otherHeld, planned: p.otherPlanned})
 	if err != nil || res == nil {
-		return nil, nil, nil, false, err
+		return nil, nil, OtherHolds{}, false, err
 	}
 	out := map[*gpuState][]mig.Device{}
 	for _, name := range res {
@@ -530,9 +529,9 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only ma
 // commitMulti records the pod as served by devs (those named in admin
 // with admin access only: kept, not used up), and the other drivers'
 // devices rest as taken for the rest of the plan.
-func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.Device, admin sets.Set[string], rest []structured.DeviceID) {
+func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.Device, admin sets.Set[string], rest OtherHolds) {
 	key := podKey(pod.Pod)
-	p.otherPlanned.Insert(rest...)
+	p.otherPlanned.add(rest)
 	p.recordPlanned(n, key, rest)
 	if n.served(pod) {
 		p.allOwned++

@@ -9,7 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 )
@@ -57,6 +59,106 @@ func rackSlicedPool(racks ...string) []*resourceapi.ResourceSlice {
 		out = append(out, s)
 	}
 	return out
+}
+
+// shareableNIC is nicSlice with its devices open to several claims at once
+// (consumable capacity), each with 10G of bandwidth shares may consume.
+func shareableNIC(node string, devices ...string) *resourceapi.ResourceSlice {
+	s := nicSlice(node, devices...)
+	for i := range s.Spec.Devices {
+		s.Spec.Devices[i].AllowMultipleAllocations = ptr.To(true)
+		s.Spec.Devices[i].Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"bandwidth": {Value: resource.MustParse("10G")}}
+	}
+	return s
+}
+
+// withNICShare adds to the pod a claim for a share of one device of the
+// other driver that consumes bandwidth ("" asks for no capacity).
+func (b *podB) withNICShare(bandwidth string) *podB {
+	b.withNIC()
+	if bandwidth != "" {
+		c := b.p.Claims[len(b.p.Claims)-1]
+		c.Spec.Devices.Requests[0].Exactly.Capacity = &resourceapi.CapacityRequirements{
+			Requests: map[resourceapi.QualifiedName]resource.Quantity{"bandwidth": resource.MustParse(bandwidth)}}
+	}
+	return b
+}
+
+// TestPlanWithSharedDevicesOfOtherDrivers: a device of another driver that
+// allows multiple allocations (consumable capacity) is counted as
+// kube-scheduler counts it: a share a running pod holds leaves it open to
+// another claim while its capacity lasts, and so does a share the plan
+// gives a pod.
+func TestPlanWithSharedDevicesOfOtherDrivers(t *testing.T) {
+	n := node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()
+	n.OtherSlices = []*resourceapi.ResourceSlice{shareableNIC("n1", "nic-0")}
+	nic0 := structured.MakeDeviceID(nicDriver, "n1", "nic-0")
+	share := func(uid string, bandwidth string) OtherHolds {
+		var h OtherHolds
+		h.Add(resourceapi.DeviceRequestAllocationResult{Driver: nicDriver, Pool: "n1", Device: "nic-0", ShareID: ptr.To(types.UID(uid)),
+			ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{"bandwidth": resource.MustParse(bandwidth)}})
+		return h
+	}
+	tests := map[string]struct {
+		pods []Pod
+		held OtherHolds
+		want trace
+	}{
+		"a share a running pod holds: the NIC still serves the pod": {
+			pods: []Pod{pod("train", 1).claim(profileIs("3g.40gb"), 1).withNICShare("6G").build()},
+			held: share("running", "4G"),
+			want: trace{
+				Changes: []string{"n1/0: 7g.80gb@0 -> 3g.40gb@4 serves default/train"},
+				Served:  []string{"default/train -> n1 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
+		"two pending pods share the NIC": {
+			pods: []Pod{pod("train", 2).claim(profileIs("3g.40gb"), 1).withNICShare("4G").build(),
+				pod("tune", 1).claim(profileIs("3g.40gb"), 1).withNICShare("4G").build()},
+			want: trace{
+				Changes: []string{"n1/0: 7g.80gb@0 -> 3g.40gb@0,3g.40gb@4 serves default/train, default/tune"},
+				Served: []string{"default/train -> n1 gpu-0-mig-3g40gb-9-4 after change",
+					"default/tune -> n1 gpu-0-mig-3g40gb-9-0 after change"},
+			},
+		},
+		"the running pod's share leaves too little bandwidth": {
+			pods: []Pod{pod("train", 1).claim(profileIs("3g.40gb"), 1).withNICShare("8G").build()},
+			held: share("running", "4G"),
+			want: trace{Unservable: map[string]string{"default/train": NoRoom}},
+		},
+		"the first pod's planned share leaves too little for the second": {
+			pods: []Pod{pod("train", 2).claim(profileIs("3g.40gb"), 1).withNICShare("8G").build(),
+				pod("tune", 1).claim(profileIs("3g.40gb"), 1).withNICShare("4G").build()},
+			want: trace{
+				Changes:    []string{"n1/0: 7g.80gb@0 -> 3g.40gb@4 serves default/train"},
+				Served:     []string{"default/train -> n1 gpu-0-mig-3g40gb-9-4 after change"},
+				Unservable: map[string]string{"default/tune": NoRoom},
+			},
+		},
+		// A share that asks for no capacity takes all of it.
+		"a share a running pod holds, and a share asking for all of the bandwidth": {
+			pods: []Pod{pod("train", 1).claim(profileIs("3g.40gb"), 1).withNICShare("").build()},
+			held: share("running", "4G"),
+			want: trace{Unservable: map[string]string{"default/train": NoRoom}},
+		},
+		"the NIC held whole: no share of it": {
+			pods: []Pod{pod("train", 1).claim(profileIs("3g.40gb"), 1).withNICShare("1G").build()},
+			held: OtherHolds{Devices: []structured.DeviceID{nic0}},
+			want: trace{Unservable: map[string]string{"default/train": NoRoom}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := Plan(context.Background(), Snapshot{Driver: driver, Nodes: []Node{n}, Pending: tc.pods, OtherHeld: tc.held,
+				Classes: []*resourceapi.DeviceClass{migClass(), nicClass()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, toTrace(got), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
 
 // withBinding makes every device of s wait for binding conditions.
@@ -185,7 +287,7 @@ func TestPlanWithOtherDrivers(t *testing.T) {
 			if tc.pods != nil {
 				pending = tc.pods
 			}
-			snap := Snapshot{Driver: driver, Nodes: tc.nodes, Pending: pending, OtherAllocated: tc.allocated,
+			snap := Snapshot{Driver: driver, Nodes: tc.nodes, Pending: pending, OtherHeld: OtherHolds{Devices: tc.allocated},
 				Classes: []*resourceapi.DeviceClass{migClass(), nicClass()}}
 			got, err := Plan(context.Background(), snap)
 			if err != nil {

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -74,9 +73,11 @@ type planner struct {
 	feasibleBy map[string][]*nodeState
 	// servedAt indexes result.Served by pod.
 	servedAt map[string]int
-	// otherPlanned are other drivers' devices that pods served by this
-	// plan count on (no later pod of the plan gets them).
-	otherPlanned sets.Set[structured.DeviceID]
+	// otherHeld is what claims hold of other drivers' devices
+	// (Snapshot.OtherHeld);
+	// otherPlanned what pods served by this plan count on (no later pod
+	// of the plan gets a device, or a share's capacity, they take).
+	otherHeld, otherPlanned otherTotal
 	// fitsFree caches fitsWhenFree by kind of node and pod; nodeKinds
 	// numbers the kinds of node (nodeState.kind); classesNameGPU whether a
 	// DeviceClass may select one GPU (nil: not looked at yet).
@@ -91,7 +92,7 @@ type planner struct {
 	// podOf are the pods planned, by key; restOf the other drivers'
 	// devices of the pods served.
 	podOf  map[string]Pod
-	restOf map[string][]structured.DeviceID
+	restOf map[string]OtherHolds
 	// accepts are, for pods of one device judged on a stand-in GPU
 	// (serveSingle), the profiles that satisfy it by kind of GPU.
 	accepts map[string]map[string][]string
@@ -126,8 +127,10 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	p := &planner{nested: nested, snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{},
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
-		otherPlanned: sets.New[structured.DeviceID](), groups: map[string]*groupCount{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{},
-		podOf: map[string]Pod{}, restOf: map[string][]structured.DeviceID{}, accepts: map[string]map[string][]string{}}
+		otherPlanned: newOtherTotal(), groups: map[string]*groupCount{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{},
+		podOf: map[string]Pod{}, restOf: map[string]OtherHolds{}, accepts: map[string]map[string][]string{}}
+	p.otherHeld = newOtherTotal()
+	p.otherHeld.add(snap.OtherHeld)
 	p.result.Unservable = map[string]string{}
 	p.result.Kept = map[string]Kept{}
 	if !nested {
@@ -835,7 +838,7 @@ func (p *planner) roomLostOf(m *mig.Model, d mig.Device) []int {
 // reserve records that pod will use device d of g.
 func (p *planner) reserve(g *gpuState, d mig.Device, pod string, change bool) {
 	g.node.servedHere++ // a pod of one device: never an All-mode one
-	p.recordPlanned(g.node, pod, nil)
+	p.recordPlanned(g.node, pod, OtherHolds{})
 	g.fixed = append(g.fixed, d).Canonical()
 	if !g.g.Layout.Contains(d) && !g.g.Changing {
 		if g.soft == nil {

@@ -59,7 +59,7 @@ func schedulerReplay(t *testing.T, snap Snapshot, res Result, newestFirst bool) 
 	for _, c := range res.Changes {
 		to[c.Node+"/"+itoa(c.GPU)] = c.To
 	}
-	state := sets.New(snap.OtherAllocated...)
+	state := sets.New(snap.OtherHeld.Devices...)
 	pools := map[string][]*resourceapi.ResourceSlice{}
 	nodes := map[string]Node{}
 	for _, n := range snap.Nodes {

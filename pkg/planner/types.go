@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -192,9 +191,9 @@ type Snapshot struct {
 	// group not listed (or 0) has no limit of its own. (A limit across the
 	// whole snapshot is one group holding every node.)
 	GroupMaxGPUs map[string]int
-	// OtherAllocated are the devices of other drivers (OtherSlices) that
-	// claims hold already.
-	OtherAllocated []structured.DeviceID
+	// OtherHeld is what claims hold already of the devices of other
+	// drivers (OtherSlices).
+	OtherHeld OtherHolds
 	// Now is when the snapshot was taken. With AgingAfter it tells which
 	// pods have waited long enough to be planned by age alone.
 	Now time.Time

@@ -1,0 +1,95 @@
+package planner
+
+import (
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
+)
+
+// OtherHolds is what claims hold, or what a plan gives one pod, of other
+// drivers' devices, as kube-scheduler's claim tracker counts it
+// (structured.AllocatedState): whole devices, and shares of devices that
+// allow multiple allocations (consumable capacity, on by default from
+// Kubernetes 1.36: an allocation result with a ShareID) with the capacity
+// each consumes. A shared device stays open to other claims while its
+// capacity lasts.
+type OtherHolds struct {
+	// Devices are the devices held whole.
+	Devices []structured.DeviceID
+	// Shares are the shares held.
+	Shares []structured.SharedDeviceID
+	// Consumed is the capacity the shares consume
+	// (DeviceRequestAllocationResult.ConsumedCapacity), one entry per
+	// share that consumes any.
+	Consumed []structured.DeviceConsumedCapacity
+}
+
+func (u OtherHolds) empty() bool {
+	return len(u.Devices) == 0 && len(u.Shares) == 0 && len(u.Consumed) == 0
+}
+
+// Add counts an allocation result of another driver that was not given
+// with admin access (which uses nothing up).
+func (u *OtherHolds) Add(r resourceapi.DeviceRequestAllocationResult) {
+	id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+	if r.ShareID == nil {
+		u.Devices = append(u.Devices, id)
+		return
+	}
+	u.Shares = append(u.Shares, structured.MakeSharedDeviceID(id, r.ShareID))
+	if r.ConsumedCapacity != nil {
+		u.Consumed = append(u.Consumed, structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+	}
+}
+
+// otherTotal is a sum of OtherHolds.
+type otherTotal struct {
+	devices  sets.Set[structured.DeviceID]
+	shares   sets.Set[structured.SharedDeviceID]
+	capacity structured.ConsumedCapacityCollection
+}
+
+func newOtherTotal() otherTotal {
+	return otherTotal{devices: sets.New[structured.DeviceID](), shares: sets.New[structured.SharedDeviceID](),
+		capacity: structured.NewConsumedCapacityCollection()}
+}
+
+func (t otherTotal) add(u OtherHolds) {
+	t.devices.Insert(u.Devices...)
+	t.shares.Insert(u.Shares...)
+	for _, c := range u.Consumed {
+		t.capacity.Insert(c)
+	}
+}
+
+func (t otherTotal) remove(u OtherHolds) {
+	t.devices.Delete(u.Devices...)
+	t.shares.Delete(u.Shares...)
+	for _, c := range u.Consumed {
+		t.capacity.Remove(c)
+	}
+}
+
+func (t otherTotal) clone() otherTotal {
+	return otherTotal{devices: t.devices.Clone(), shares: t.shares.Clone(), capacity: t.capacity.Clone()}
+}
+
+// addTo adds t's devices, shares and capacity of drivers other than
+// driver to state.
+func (t otherTotal) addTo(state *structured.AllocatedState, driver string) {
+	for id := range t.devices {
+		if id.Driver.String() != driver {
+			state.AllocatedDevices.Insert(id)
+		}
+	}
+	for id := range t.shares {
+		if id.Driver.String() != driver {
+			state.AllocatedSharedDeviceIDs.Insert(id)
+		}
+	}
+	for id, c := range t.capacity {
+		if id.Driver.String() != driver {
+			state.AggregatedCapacity.Insert(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: c})
+		}
+	}
+}
