@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -166,5 +168,48 @@ func TestBlockedCancelFreesNodeSlot(t *testing.T) {
 	}
 	if !strings.Contains(got[1], "3g.40gb") {
 		t.Errorf("n1/gpu-1 desired %q, want a change making a 3g.40gb device for p1 in the plan that cancels gpu-0's", got[1])
+	}
+}
+
+// TestAutoPlansBesideWholeGPU: n1's GPU 1 has MIG mode off, published whole
+// (gpu-1): Auto mode does not change it, but kube-scheduler may allocate it
+// with a MIG device it makes on GPU 0. A pod asking for a 3g.40gb device
+// and a whole GPU is planned there; with gpu-1 held by a claim it waits.
+func TestAutoPlansBesideWholeGPU(t *testing.T) {
+	gpuClass := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.miglayout.io"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'gpu'"}}}}}
+	published := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1-mig"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: migClassName, NodeName: ptr.To("n1"),
+			Pool: resourceapi.ResourcePool{Name: "n1", Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{
+				{Name: "gpu-0-mig-7g80gb-0-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"type": {StringValue: ptr.To("mig")}, "profile": {StringValue: ptr.To("7g.80gb")}}},
+				{Name: "gpu-1", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"type": {StringValue: ptr.To("gpu")}}},
+			}}}
+	wholeClaim := func(name string) *resourceapi.ResourceClaim {
+		return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: gpuClass.Name, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}
+	}
+	for name, held := range map[string]bool{"gpu-1 free": false, "gpu-1 held": true} {
+		t.Run(name, func(t *testing.T) {
+			ml := autoMigLayout("auto", nil)
+			objs := []client.Object{node("n1", map[string]string{"pool": "auto"}),
+				autoNML("n1", ml, a100(0).layout("7g.80gb@0"), a100(1).migOff()),
+				published.DeepCopy(), gpuClass.DeepCopy(),
+				autoClaim("c1", profileSelector("3g.40gb")), wholeClaim("c2"), autoPod("p1", h0(), "c1", "c2")}
+			if held {
+				other := wholeClaim("running")
+				other.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+					{Request: "gpu", Driver: migClassName, Pool: "n1", Device: "gpu-1"}}}}
+				objs = append(objs, other)
+			}
+			h := newAutoCluster(t, ml, objs...)
+			h.settle()
+			changed := strings.Contains(h.specOf("n1")[0], "3g.40gb")
+			if changed == held {
+				t.Errorf("n1/gpu-0 desired %q with gpu-1 held %t: want a 3g.40gb device made only while gpu-1 is free", h.specOf("n1")[0], held)
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -174,6 +175,10 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			}
 			reclaims := !n.Frozen && n.Policy.ReclaimIdleAfter > 0
 			n.GPUs = autoGPUs(nml, catalog, variants, allocated[name].Union(taintedDevs), adminHeld[name], reclaims)
+			if slice, taken := unplannedDevices(others.own[name], in.Driver, name, n.GPUs, allocated[name].Union(taintedDevs)); slice != nil {
+				n.OtherSlices = append(n.OtherSlices, slice)
+				otherHeld.Devices = append(otherHeld.Devices, taken...)
+			}
 			markTainted(n.GPUs, taintedDevs)
 			markReleasing(n.GPUs, releasing[name].Difference(taintedDevs))
 			if len(n.GPUs) > 0 {
@@ -255,6 +260,8 @@ type otherDriverSlices struct {
 	local  map[string][]*resourceapi.ResourceSlice
 	shared []*resourceapi.ResourceSlice
 	pools  map[poolID][]*resourceapi.ResourceSlice
+	// own are miglayout's slices, by node name.
+	own map[string][]*resourceapi.ResourceSlice
 }
 
 // poolID names a pool of a driver.
@@ -266,11 +273,15 @@ func poolOf(s *resourceapi.ResourceSlice) poolID {
 
 // otherSlices sorts the ResourceSlices of drivers other than driver.
 func otherSlices(all []resourceapi.ResourceSlice, driver string) otherDriverSlices {
-	out := otherDriverSlices{local: map[string][]*resourceapi.ResourceSlice{}, pools: map[poolID][]*resourceapi.ResourceSlice{}}
+	out := otherDriverSlices{local: map[string][]*resourceapi.ResourceSlice{}, pools: map[poolID][]*resourceapi.ResourceSlice{},
+		own: map[string][]*resourceapi.ResourceSlice{}}
 	for i := range all {
 		s := &all[i]
 		switch {
 		case s.Spec.Driver == driver:
+			if n := ptr.Deref(s.Spec.NodeName, ""); n != "" {
+				out.own[n] = append(out.own[n], s)
+			}
 			continue
 		case s.Spec.NodeName != nil && *s.Spec.NodeName != "":
 			out.local[*s.Spec.NodeName] = append(out.local[*s.Spec.NodeName], s)
@@ -308,6 +319,52 @@ func (o otherDriverSlices) forNode(node *corev1.Node) []*resourceapi.ResourceSli
 		}
 	}
 	return out
+}
+
+// unplannedPool names the pool under which the planner sees miglayout's
+// devices of a node that it does not plan (unplannedDevices); a node name
+// holds no "/", so it is no real pool's name.
+func unplannedPool(node string) string { return node + "/unplanned" }
+
+// unplannedDevices are miglayout's devices of the node that the Auto plan
+// does not change, as its agent publishes them (own: the node's slices):
+// those of GPUs not among gpus (MIG mode off, published whole; a model the
+// catalog lacks; a MIG mode change pending). kube-scheduler may allocate
+// them with the devices the plan makes (a whole GPU and a MIG device for
+// one pod, a request for all matching devices), so the planner sees them,
+// in a slice of the node's unplannedPool, with held those of them that
+// claims hold or a DeviceTaintRule takes out of scheduling, by that pool.
+// The slice is nil where there are none.
+func unplannedDevices(own []*resourceapi.ResourceSlice, driver, node string, gpus []planner.GPU, held sets.Set[string]) (*resourceapi.ResourceSlice, []structured.DeviceID) {
+	planned := sets.New[int]()
+	for _, g := range gpus {
+		planned.Insert(g.Info.Index)
+	}
+	pool := unplannedPool(node)
+	var devices []resourceapi.Device
+	var taken []structured.DeviceID
+	for _, s := range own {
+		if s.Spec.Pool.Name != node {
+			continue
+		}
+		for _, d := range s.Spec.Devices {
+			if idx, _, ok := migslices.DeviceGPUIndex(d.Name); !ok || planned.Has(idx) {
+				continue
+			}
+			devices = append(devices, *d.DeepCopy())
+			if held.Has(d.Name) {
+				taken = append(taken, structured.MakeDeviceID(driver, pool, d.Name))
+			}
+		}
+	}
+	if len(devices) == 0 {
+		return nil, nil
+	}
+	return &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: pool},
+		Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
+			Pool: resourceapi.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1}, Devices: devices},
+	}, taken
 }
 
 // allocations are the devices claims hold: driver's by pool (node name)

@@ -406,12 +406,12 @@ func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []res
 	pools := []*resourceapi.ResourceSlice{slice}
 	if other != nil {
 		for _, s := range other.slices {
-			if s.Spec.Driver != m.driver {
+			if s.Spec.Driver != m.driver || s.Spec.Pool.Name != name {
 				pools = append(pools, s)
 			}
 		}
-		other.held.addTo(&state, m.driver)
-		other.planned.addTo(&state, m.driver)
+		other.held.addTo(&state, m.driver, name)
+		other.planned.addTo(&state, m.driver, name)
 	}
 	alloc, err := structured.NewAllocator(ctx, features, state, m.classes, pools, m.cel)
 	if err != nil {
@@ -442,7 +442,9 @@ func (m *matcher) allocate(ctx context.Context, node *corev1.Node, devices []res
 		for _, d := range r.Devices.Results {
 			byAdmin := d.AdminAccess != nil && *d.AdminAccess
 			switch {
-			case d.Driver != m.driver:
+			case d.Driver != m.driver || d.Pool != name:
+				// Another driver's, or one of miglayout's the plan
+				// does not change (Node.OtherSlices).
 				if !byAdmin {
 					rest.Add(d)
 				}

@@ -161,6 +161,57 @@ func TestPlanWithSharedDevicesOfOtherDrivers(t *testing.T) {
 	}
 }
 
+// TestPlanWithUnplannedDevicesOfTheDriver: miglayout's devices of a node
+// that the plan does not change (GPU 1, MIG mode off, published whole) are
+// seen as kube-scheduler sees them: a pod asking for a MIG device and a
+// whole GPU is planned where the whole GPU is free, and waits where a
+// claim holds it.
+func TestPlanWithUnplannedDevicesOfTheDriver(t *testing.T) {
+	wholeGPUs := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1/unplanned"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To("n1"),
+			Pool: resourceapi.ResourcePool{Name: "n1/unplanned", Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{{Name: "gpu-1", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"type": {StringValue: ptr.To("gpu")}}}}}}
+	gpuClass := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.miglayout.io"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == '" + driver + "' && device.attributes['" + driver + "'].type == 'gpu'"}}}}}
+	withWholeGPU := func(b *podB) *podB {
+		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: b.p.Pod.Name + "-whole"}}
+		c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
+			DeviceClassName: gpuClass.Name, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}
+		b.p.Claims = append(b.p.Claims, c)
+		return b
+	}
+	tests := map[string]struct {
+		held OtherHolds
+		want trace
+	}{
+		"the whole GPU free": {want: trace{
+			Changes: []string{"n1/0: 7g.80gb@0 -> 3g.40gb@4 serves default/train"},
+			Served:  []string{"default/train -> n1 gpu-0-mig-3g40gb-9-4 after change"},
+		}},
+		"the whole GPU held by a claim": {
+			held: OtherHolds{Devices: []structured.DeviceID{structured.MakeDeviceID(driver, "n1/unplanned", "gpu-1")}},
+			want: trace{Unservable: map[string]string{"default/train": NoRoom}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()
+			n.OtherSlices = []*resourceapi.ResourceSlice{wholeGPUs}
+			got, err := Plan(context.Background(), Snapshot{Driver: driver, Nodes: []Node{n}, OtherHeld: tc.held,
+				Pending: []Pod{withWholeGPU(pod("train", 1).claim(profileIs("3g.40gb"), 1)).build()},
+				Classes: []*resourceapi.DeviceClass{migClass(), gpuClass}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, toTrace(got), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // withBinding makes every device of s wait for binding conditions.
 func withBinding(s *resourceapi.ResourceSlice) *resourceapi.ResourceSlice {
 	for i := range s.Spec.Devices {

@@ -74,21 +74,22 @@ func (t otherTotal) clone() otherTotal {
 	return otherTotal{devices: t.devices.Clone(), shares: t.shares.Clone(), capacity: t.capacity.Clone()}
 }
 
-// addTo adds t's devices, shares and capacity of drivers other than
-// driver to state.
-func (t otherTotal) addTo(state *structured.AllocatedState, driver string) {
+// addTo adds t's devices, shares and capacity to state, but those of
+// driver's pool pool (the planned one, whose use the caller counts).
+func (t otherTotal) addTo(state *structured.AllocatedState, driver, pool string) {
+	planned := func(d, p string) bool { return d == driver && p == pool }
 	for id := range t.devices {
-		if id.Driver.String() != driver {
+		if !planned(id.Driver.String(), id.Pool.String()) {
 			state.AllocatedDevices.Insert(id)
 		}
 	}
 	for id := range t.shares {
-		if id.Driver.String() != driver {
+		if !planned(id.Driver.String(), id.Pool.String()) {
 			state.AllocatedSharedDeviceIDs.Insert(id)
 		}
 	}
 	for id, c := range t.capacity {
-		if id.Driver.String() != driver {
+		if !planned(id.Driver.String(), id.Pool.String()) {
 			state.AggregatedCapacity.Insert(structured.DeviceConsumedCapacity{DeviceID: id, ConsumedCapacity: c})
 		}
 	}

@@ -118,7 +118,11 @@ type Node struct {
 	// selection; the allocator checks each against the node's name and
 	// labels), whole pools only. The allocator may take their devices for
 	// the requests of a pod that miglayout's devices do not serve; the
-	// planner never changes them.
+	// planner never changes them. A slice of Snapshot.Driver in a pool
+	// other than the node's name holds miglayout's devices of the node
+	// that are not in GPUs (a GPU with MIG mode off, published whole; one
+	// of a model the catalog lacks): taken as they are, like another
+	// driver's.
 	OtherSlices []*resourceapi.ResourceSlice
 	// Frozen: the node's agent is lost (it stopped renewing its heartbeat
 	// Lease), so nothing planned for the node would be carried out, or
