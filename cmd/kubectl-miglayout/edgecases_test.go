@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -395,5 +396,40 @@ spec:
 	out, _, err := runWith(t, nil, "convert", "-f", f)
 	if err == nil || !strings.Contains(err.Error(), "at most 32 devices") {
 		t.Errorf("converted a claim of 40 devices (error %v):\n%s", err, out)
+	}
+}
+
+// TestKubectlConnectionFlags: kubectl's connection flags (--context,
+// --as, --server and the like) choose the cluster and identity, as they do
+// for kubectl itself.
+func TestKubectlConnectionFlags(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- {name: a, cluster: {server: "https://a.example.com"}}
+- {name: b, cluster: {server: "https://b.example.com"}}
+users:
+- {name: u, user: {token: t}}
+contexts:
+- {name: a, context: {cluster: a, user: u}}
+- {name: b, context: {cluster: b, user: u}}
+current-context: a
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{}
+	cmd := newRootCommandEnv(e)
+	if err := cmd.PersistentFlags().Parse([]string{"--kubeconfig", kubeconfig, "--context", "b", "--as", "alice", "--as-group", "ops", "--request-timeout", "5s"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := e.restConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{cfg.Host, cfg.Impersonate.UserName, cfg.Impersonate.Groups, cfg.Timeout}
+	want := []any{"https://b.example.com", "alice", []string{"ops"}, 5 * time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("connection (-want +got):\n%s", diff)
 	}
 }

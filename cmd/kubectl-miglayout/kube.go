@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,7 +24,11 @@ import (
 // env is what the commands need from outside: a client of the cluster (made
 // on first use from the kubeconfig flags, or given by tests) and stdin.
 type env struct {
-	kubeconfig, context string
+	kubeconfig string
+	// overrides are the kubeconfig overrides of kubectl's flags
+	// (--context, --cluster, --user, --server, --token, --as and the
+	// like).
+	overrides clientcmd.ConfigOverrides
 	timeout             time.Duration
 	// newClient, when set, replaces the kubeconfig (tests).
 	newClient func() (client.Client, error)
@@ -42,7 +47,13 @@ func (e *env) clock() time.Time {
 
 func (e *env) bindFlags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&e.kubeconfig, "kubeconfig", "", "path of the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
-	cmd.PersistentFlags().StringVar(&e.context, "context", "", "kubeconfig context to use")
+	// kubectl's connection flags, as client-go names them; the commands
+	// read every namespace (no --namespace), and --request-timeout is a
+	// duration of its own.
+	names := clientcmd.RecommendedConfigOverrideFlags("")
+	names.Timeout = clientcmd.FlagInfo{}
+	names.ContextOverrideFlags.Namespace = clientcmd.FlagInfo{}
+	clientcmd.BindOverrideFlags(&e.overrides, cmd.PersistentFlags(), names)
 	cmd.PersistentFlags().DurationVar(&e.timeout, "request-timeout", 30*time.Second, "timeout of each request to the API server")
 }
 
@@ -57,19 +68,27 @@ func scheme() *runtime.Scheme {
 	return s
 }
 
+// restConfig is the connection the kubeconfig and the flags give.
+func (e *env) restConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = e.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &e.overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	cfg.Timeout = e.timeout
+	return cfg, nil
+}
+
 // client returns a client of the cluster of the kubeconfig.
 func (e *env) client() (client.Client, error) {
 	if e.newClient != nil {
 		return e.newClient()
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = e.kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: e.context}).ClientConfig()
+	cfg, err := e.restConfig()
 	if err != nil {
-		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return nil, err
 	}
-	cfg.Timeout = e.timeout
 	c, err := client.New(cfg, client.Options{Scheme: scheme()})
 	if err != nil {
 		return nil, fmt.Errorf("creating a client for %s: %w", cfg.Host, err)
