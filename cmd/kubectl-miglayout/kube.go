@@ -29,7 +29,7 @@ type env struct {
 	// (--context, --cluster, --user, --server, --token, --as and the
 	// like).
 	overrides clientcmd.ConfigOverrides
-	timeout             time.Duration
+	timeout   time.Duration
 	// newClient, when set, replaces the kubeconfig (tests).
 	newClient func() (client.Client, error)
 	stdin     io.Reader
