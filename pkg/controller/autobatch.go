@@ -105,10 +105,11 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 }
 
 // nodeChangeMatters reports whether a node's update may change a plan: its
-// taints or unschedulable changed, or a label the last snapshot's pods
-// select on.
+// taints or unschedulable changed, it started being deleted, or a label
+// the last snapshot's pods select on.
 func (a *AutoPlanner) nodeChangeMatters(o, n *corev1.Node) bool {
-	if !equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) || o.Spec.Unschedulable != n.Spec.Unschedulable {
+	if !equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) || o.Spec.Unschedulable != n.Spec.Unschedulable ||
+		o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() {
 		return true
 	}
 	a.mu.Lock()

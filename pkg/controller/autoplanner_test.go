@@ -611,6 +611,9 @@ func TestNodeChangeMatters(t *testing.T) {
 		"a selected label comes with an empty value": {func(n *corev1.Node) { n.Labels["gpu.example.com/mig"] = "" }, true},
 		"a taint":  {func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} }, true},
 		"cordoned": {func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
+		"being deleted": {func(n *corev1.Node) {
+			n.DeletionTimestamp, n.Finalizers = ptr.To(metav1.Now()), []string{"example.com/hold"}
+		}, true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

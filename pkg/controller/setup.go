@@ -86,6 +86,9 @@ func (r *Reconciler) selectorLabelChanged(e event.UpdateEvent) bool {
 	if e.ObjectOld == nil || e.ObjectNew == nil {
 		return true
 	}
+	if e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() {
+		return true // a node being deleted (a finalizer holds it) is selected no more
+	}
 	o, n := e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()
 	if maps.Equal(o, n) {
 		return false
