@@ -69,6 +69,9 @@ type Reconciler struct {
 	// specProblems are, per MigLayout name, the spec problems found when
 	// every node it manages had last reported (specProblemsOf).
 	specProblems map[string]keptSpecProblems
+	// statusSeen is, per MigLayout name, the version of it whose status
+	// this reconciler last wrote or read live (writeStatus).
+	statusSeen map[string]seenVersion
 }
 
 type seenProblems struct {
@@ -152,6 +155,7 @@ func (r *Reconciler) forgetProblems(name string) {
 	defer r.mu.Unlock()
 	delete(r.problems, name)
 	delete(r.specProblems, name)
+	delete(r.statusSeen, name)
 }
 
 // specProblemsOf is CheckSpec of ml on inventory (SelectedInventory). While
