@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,8 +80,9 @@ const maxEventNote = 1024
 
 // Transitions compares the status a MigLayout had with the observation just
 // made and returns the events that the change deserves: each fires once, on
-// the transition, not on every reconcile. prev's rows are bounded, so a node
-// beyond them is seen as new (no Repartitioned for it).
+// the transition, not on every reconcile. prev's rows are bounded: a node
+// not Ready beyond them is also recorded in the keys returned (the layouts
+// its GPUs held), so that its Repartitioned event fires once it is Ready.
 //
 // Problems (a GPU Blocked, a rule that fails on a GPU, a spec problem) are
 // also told by seen, the keys of the problems present at the previous
@@ -106,12 +108,19 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 		}
 		return !seen.Has(key)
 	}
+	changing := changingRows(seen)
 	for _, n := range obs.Nodes {
 		if n.Unmanaged {
 			continue
 		}
 		lostKey := EventAgentLost + "\x00" + n.Row.Node
 		before, hasRow := rows[n.Row.Node]
+		if !hasRow {
+			before, hasRow = changing[n.Row.Node]
+		}
+		if !n.Ready && !n.Lost && len(n.Row.GPUs) > 0 {
+			now.Insert(changingKey(n.Row))
+		}
 		wasLost := (hasRow && before.Phase == v1alpha1.PhaseUnknown) || seen.Has(lostKey)
 		switch {
 		case n.Lost:
@@ -191,6 +200,44 @@ func describeGPUs(gpus []v1alpha1.GPURow) string {
 		parts[i] = fmt.Sprintf("gpu %d %q", g.Index, g.Desired)
 	}
 	return "; changed: " + strings.Join(parts, ", ")
+}
+
+// changingPrefix starts the keys of the nodes not Ready (changingKey).
+const changingPrefix = "Changing\x00"
+
+// changingKey records a node not Ready with the layouts its GPUs hold
+// ("Changing\x00node\x00index=layout;..."), for a node that may have no
+// row in the status (Transitions).
+func changingKey(row v1alpha1.NodeRow) string {
+	parts := make([]string, len(row.GPUs))
+	for i, g := range row.GPUs {
+		parts[i] = fmt.Sprintf("%d=%s", g.Index, g.Actual)
+	}
+	return changingPrefix + row.Node + "\x00" + strings.Join(parts, ";")
+}
+
+// changingRows are the rows changingKey recorded in seen, by node, with
+// their GPUs' indexes and actual layouts only.
+func changingRows(seen sets.Set[string]) map[string]v1alpha1.NodeRow {
+	out := map[string]v1alpha1.NodeRow{}
+	for key := range seen {
+		rest, ok := strings.CutPrefix(key, changingPrefix)
+		if !ok {
+			continue
+		}
+		node, gpus, _ := strings.Cut(rest, "\x00")
+		row := v1alpha1.NodeRow{Node: node}
+		for _, g := range strings.Split(gpus, ";") {
+			idx, actual, _ := strings.Cut(g, "=")
+			i, err := strconv.Atoi(idx)
+			if err != nil {
+				continue
+			}
+			row.GPUs = append(row.GPUs, v1alpha1.GPURow{Index: int32(i), Actual: actual})
+		}
+		out[node] = row
+	}
+	return out
 }
 
 // changedGPUs returns the GPUs of row now that hold another layout than in

@@ -1,0 +1,76 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// TestRepartitionedBeyondTheRows: a rollout over more nodes than the
+// status has rows for (maxNodeRows) changes them all at once; the node
+// whose name sorts last, with no row, is done first. Its Repartitioned
+// event is recorded all the same, naming the GPU that changed.
+func TestRepartitionedBeyondTheRows(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	objs := []client.Object{ml}
+	nodes := maxNodeRows + 6
+	for i := range nodes {
+		n := fmt.Sprintf("n%03d", i)
+		objs = append(objs, node(n, map[string]string{"pool": "a"}),
+			ownedBy(nodeMigLayout(n).spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml))
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	rec := events.NewFakeRecorder(10 * nodes)
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: rec}
+	ctx := context.Background()
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	last := fmt.Sprintf("n%03d", nodes-1)
+	var nml v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: last}, &nml); err != nil {
+		t.Fatal(err)
+	}
+	if nml.Spec.GPUs[0].Layout != halvesLayout {
+		t.Fatalf("%s desired %q, want %s", last, nml.Spec.GPUs[0].Layout, halvesLayout)
+	}
+	var ml2 v1alpha1.MigLayout
+	if err := c.Get(ctx, req.NamespacedName, &ml2); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range ml2.Status.Nodes {
+		if row.Node == last {
+			t.Fatalf("%s has a row; the test needs one beyond the rows", last)
+		}
+	}
+	nml.Status.GPUs = inventory(a100(0).layout(halvesLayout))
+	if err := c.Status().Update(ctx, &nml); err != nil {
+		t.Fatal(err)
+	}
+	for len(rec.Events) > 0 {
+		<-rec.Events
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.Contains(e, EventRepartitioned) {
+			got = append(got, e)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "node "+last+" holds the desired layout; changed: gpu 0") {
+		t.Errorf("Repartitioned events %q, want one for %s naming gpu 0", got, last)
+	}
+}
