@@ -112,17 +112,29 @@ func (m *NVMLManager) create(logger klog.Logger, idx int, d mig.Device) (MIGDevi
 }
 
 // rollback destroys a GI whose CI could not be created and returns cause,
-// joined with the rollback's own failure if any.
+// joined with the rollback's own failure if any (rollbackFailure).
 func (m *NVMLManager) rollback(logger klog.Logger, gi nvml.GpuInstance, cause error) error {
 	logger.V(2).Info("Rolling back GPU instance after failure", "err", cause.Error())
 	if err := staleErr("nvmlGpuInstanceDestroy", gi.Destroy()); err != nil {
 		return &multierror.Error{
-			Errors:      []error{cause, fmt.Errorf("rolling back the GPU instance failed, it is left without a compute instance: %w", err)},
+			Errors:      []error{cause, rollbackFailure{err: err}},
 			ErrorFormat: joinErrors,
 		}
 	}
 	return fmt.Errorf("%w (the GPU instance was destroyed again)", cause)
 }
+
+// rollbackFailure is a rollback's failure: ErrNVML whatever its return
+// code, so that the failed create is classed by its cause alone (a
+// rollback refused with ERROR_IN_USE does not make a compute instance
+// NVML failed to create a device in use).
+type rollbackFailure struct{ err error }
+
+func (e rollbackFailure) Error() string {
+	return "rolling back the GPU instance failed, it is left without a compute instance: " + e.err.Error()
+}
+
+func (e rollbackFailure) Is(target error) bool { return target == ErrNVML }
 
 // joinErrors formats a multierror on one line: "a; and then b".
 func joinErrors(errs []error) string {

@@ -527,12 +527,14 @@ func TestCreateRollback(t *testing.T) {
 	ctx := t.Context()
 	d := mig.Device{Profile: "2g.20gb", Start: 2}
 	tests := []struct {
-		name       string
-		faults     []nvmlsim.Fault
-		wantErrs   []error
-		wantCode   nvml.Return
-		wantMsg    []string
-		wantLayout string // what remains on the GPU
+		name     string
+		faults   []nvmlsim.Fault
+		wantErrs []error
+		// notWantErrs are classes the error must not match.
+		notWantErrs []error
+		wantCode    nvml.Return
+		wantMsg     []string
+		wantLayout  string // what remains on the GPU
 	}{
 		{
 			name:       "CI fails, GI rolled back",
@@ -553,6 +555,20 @@ func TestCreateRollback(t *testing.T) {
 			wantMsg:    []string{"creating compute instance", "; and then rolling back the GPU instance failed", "2g.20gb@2", "GPU 0"},
 			wantLayout: "2g.20gb@2",
 		},
+		// The rollback refused as in use: the failure is still the
+		// create's (not a device in use), ErrInUse not matched.
+		{
+			name: "CI fails and the rollback is refused in use",
+			faults: []nvmlsim.Fault{
+				{Op: "CreateComputeInstance", Nth: 1, Return: nvml.ERROR_UNKNOWN},
+				{Op: "GpuInstance.Destroy", Nth: 1, Return: nvml.ERROR_IN_USE},
+			},
+			wantErrs:    []error{gpu.ErrNVML},
+			notWantErrs: []error{gpu.ErrInUse},
+			wantCode:    nvml.ERROR_UNKNOWN,
+			wantMsg:     []string{"creating compute instance", "; and then rolling back the GPU instance failed", "ERROR_IN_USE"},
+			wantLayout:  "2g.20gb@2",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -570,6 +586,11 @@ func TestCreateRollback(t *testing.T) {
 			for _, w := range tc.wantErrs {
 				if !errors.Is(err, w) {
 					t.Errorf("error %v does not wrap %v", err, w)
+				}
+			}
+			for _, w := range tc.notWantErrs {
+				if errors.Is(err, w) {
+					t.Errorf("error %v wraps %v", err, w)
 				}
 			}
 			if code, ok := gpu.ReturnCode(err); !ok || code != tc.wantCode {
