@@ -104,7 +104,11 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	allocated, adminHeld, otherHeld := allocations(in.Claims, in.Driver)
 	// Only GPU nodes a MigLayout selects (those with a NodeMigLayout)
 	// can be Auto nodes: the other nodes' pods are not summed.
-	requested := nodeRequests(in.Pods, func(node string) bool { return in.NodeMigLayouts[node] != nil })
+	extended := extendedResourceClasses(in.Classes)
+	requested := nodeRequests(in.Pods, func(node string) bool { return in.NodeMigLayouts[node] != nil }, func(pod *corev1.Pod) bool {
+		claim, _ := extendedResourceClaim(pod, extended, in.Claims)
+		return len(pod.Spec.ResourceClaims) > 0 || claim != nil
+	})
 	releasing := releasingDevices(in.Claims, in.Pods, in.Driver)
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
@@ -192,7 +196,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	for _, n := range snap.Nodes {
 		autoNodes.Insert(n.Node.Name)
 	}
-	snap.Pending = pendingPods(in.Pods, in.Claims, extendedResourceClasses(in.Classes), autoNodes)
+	snap.Pending = pendingPods(in.Pods, in.Claims, extended, autoNodes)
 	snap.OtherHeld = otherHeld
 	return snap
 }
@@ -206,18 +210,19 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 // gone, as it does for the scheduler. So does an unbound pod that a
 // preemption nominated to the node (status.nominatedNodeName), for which
 // kube-scheduler keeps room there while its victims leave, unless it asks
-// for devices (ResourceClaims, or extended resources a DeviceClass may
-// back): such a pod is Auto demand, planned on that node with its room.
+// for devices (demand: ResourceClaims, or extended resources a DeviceClass
+// backs): such a pod is Auto demand, planned on that node with its room.
+// (One asking only for a device plugin's extended resources counts.)
 // (kube-scheduler keeps a nominated pod's room from pods of its priority or
 // lower only; counted as bound, it is kept from a higher-priority pod that
 // may not preempt too.) Only the nodes of which on is true are summed
 // (PodRequests per pod is the cost, every plan).
-func nodeRequests(pods []corev1.Pod, on func(node string) bool) map[string][]planner.PriorityRequests {
+func nodeRequests(pods []corev1.Pod, on func(node string) bool, demand func(*corev1.Pod) bool) map[string][]planner.PriorityRequests {
 	sums := map[string]map[int32]corev1.ResourceList{}
 	for i := range pods {
 		pod := &pods[i]
 		node := pod.Spec.NodeName
-		if node == "" && pod.DeletionTimestamp == nil && len(pod.Spec.ResourceClaims) == 0 && !asksExtendedResources(pod) {
+		if node == "" && pod.Status.NominatedNodeName != "" && pod.DeletionTimestamp == nil && !demand(pod) {
 			node = pod.Status.NominatedNodeName
 		}
 		if node == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || !on(node) {

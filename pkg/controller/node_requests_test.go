@@ -9,20 +9,24 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/planner"
 )
 
 // TestNodeRequests: what the pods bound to a node request is summed per
 // node and priority, with their number, as kube-scheduler counts it: a pod
 // that is done counts no longer, one being deleted still does, an unbound
-// one on no node unless a preemption nominated it there (and it asks for
-// no devices: Auto demand is planned with its room); nodes that cannot be
-// Auto nodes are not summed.
+// one on no node unless a preemption nominated it there (and it is no Auto
+// demand, which is planned with its room: one asking only for a device
+// plugin's resource counts); nodes that cannot be Auto nodes are not summed.
 func TestNodeRequests(t *testing.T) {
 	withCPU := func(p corev1.Pod, cpu string) corev1.Pod {
 		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
@@ -48,14 +52,20 @@ func TestNodeRequests(t *testing.T) {
 	nominatedDemand := nominated
 	nominatedDemand.Name = "nominated-with-claim"
 	nominatedDemand.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c")}}
-	pods = append(pods, high, elsewhere, nominated, nominatedDemand)
+	// Asks for a device plugin's resource only (no DeviceClass backs it):
+	// no Auto demand, its room is kept.
+	nominatedPlugin := withCPU(runningPod("nominated-device-plugin", corev1.PodPending, false), "1")
+	nominatedPlugin.Spec.NodeName, nominatedPlugin.Status.NominatedNodeName = "", "a"
+	nominatedPlugin.Spec.Containers[0].Resources.Requests["example.com/fpga"] = resource.MustParse("1")
+	pods = append(pods, high, elsewhere, nominated, nominatedDemand, nominatedPlugin)
+	demand := func(p *corev1.Pod) bool { return len(p.Spec.ResourceClaims) > 0 }
 	got := map[string][]string{}
-	for node, l := range nodeRequests(pods, func(node string) bool { return node != "cpu-only" }) {
+	for node, l := range nodeRequests(pods, func(node string) bool { return node != "cpu-only" }, demand) {
 		for _, pr := range l {
 			got[node] = append(got[node], fmt.Sprintf("%d: %s", pr.Priority, resourcesText(pr.Requests)))
 		}
 	}
-	if diff := cmp.Diff(map[string][]string{"a": {"0: cpu=3500m,pods=4", "1000: cpu=3,pods=2"}}, got); diff != "" {
+	if diff := cmp.Diff(map[string][]string{"a": {"0: cpu=4500m,example.com/fpga=1,pods=5", "1000: cpu=3,pods=2"}}, got); diff != "" {
 		t.Errorf("requested per node (-want +got):\n%s", diff)
 	}
 }
@@ -199,5 +209,40 @@ func TestRoomInInputKey(t *testing.T) {
 	}
 	if roomForOne == roomForTwo {
 		t.Error("the key did not change though both pending pods have room now")
+	}
+}
+
+// TestSnapshotKeepsRoomOfNominatedDevicePluginPod: a pod a preemption
+// nominated to n1 that asks for a device plugin's resource no DeviceClass
+// backs is no Auto demand: its requests count in n1's room, where they
+// were counted nowhere. One asking for a resource a DeviceClass backs is
+// demand, planned with its room, and does not count.
+func TestSnapshotKeepsRoomOfNominatedDevicePluginPod(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	one := resource.MustParse("1")
+	nominated := func(name string, extended corev1.ResourceName) corev1.Pod {
+		p := runningPod(name, corev1.PodPending, false)
+		p.Spec.NodeName, p.Status.NominatedNodeName = "", "n1"
+		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: one, extended: one},
+			Limits:   corev1.ResourceList{extended: one}}}}
+		return p
+	}
+	backed := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig-1g"},
+		Spec: resourceapi.DeviceClassSpec{ExtendedResourceName: ptr.To("nvidia.com/mig-1g.10gb")}}
+	in := AutoInputs{MigLayouts: []v1alpha1.MigLayout{*ml}, Nodes: []corev1.Node{*node("n1", map[string]string{"pool": "auto"})},
+		NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{"n1": autoNML("n1", ml, a100(0).layout("7g.80gb@0"))},
+		Pods:           []corev1.Pod{nominated("fpga", "example.com/fpga"), nominated("mig", "nvidia.com/mig-1g.10gb")},
+		Classes:        []*resourceapi.DeviceClass{backed}, Driver: migClassName}
+	snap := BuildSnapshot(in, mig.DefaultCatalog())
+	if len(snap.Nodes) != 1 {
+		t.Fatalf("%d nodes, want n1", len(snap.Nodes))
+	}
+	var got []string
+	for _, pr := range snap.Nodes[0].Requested {
+		got = append(got, resourcesText(pr.Requests))
+	}
+	if diff := cmp.Diff([]string{"cpu=1,example.com/fpga=1,pods=1"}, got); diff != "" {
+		t.Errorf("n1's requested (-want +got):\n%s", diff)
 	}
 }

@@ -131,20 +131,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, errors.Join(append(errs, err)...)
 	}
-	if replaced != nil {
-		r.mu.Lock()
-		if r.problems == nil {
-			r.problems = map[string]seenProblems{}
-		}
-		var seen sets.Set[string]
-		if p, ok := r.problems[ml.Name]; ok && p.uid == ml.UID {
-			seen = p.keys
-		}
-		evts, now := Transitions(replaced, obs, seen)
-		r.problems[ml.Name] = seenProblems{uid: ml.UID, keys: now}
-		r.mu.Unlock()
-		r.record(&ml, evts)
+	if replaced == nil {
+		// Nothing written: the status is as computed, and only what
+		// Transitions remembers beyond it (problems, and nodes without
+		// a row) can have changed: a node beyond the rows that became
+		// Ready while another went not Ready leaves the rows as they
+		// were.
+		replaced = ml.Status.DeepCopy()
+		ApplyStatus(replaced, obs)
 	}
+	r.mu.Lock()
+	if r.problems == nil {
+		r.problems = map[string]seenProblems{}
+	}
+	var seen sets.Set[string]
+	if p, ok := r.problems[ml.Name]; ok && p.uid == ml.UID {
+		seen = p.keys
+	}
+	evts, now := Transitions(replaced, obs, seen)
+	r.problems[ml.Name] = seenProblems{uid: ml.UID, keys: now}
+	r.mu.Unlock()
+	r.record(&ml, evts)
 	recordMetrics(ml.Name, obs)
 	return result, errors.Join(errs...)
 }
