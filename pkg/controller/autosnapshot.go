@@ -179,6 +179,9 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			}
 			reclaims := !n.Frozen && n.Policy.ReclaimIdleAfter > 0
 			n.GPUs = autoGPUs(nml, catalog, variants, allocated[name].Union(taintedDevs), adminHeld[name], reclaims)
+			if n.Frozen {
+				keepBlockedSlots(nml, n.GPUs)
+			}
 			if slice, taken := unplannedDevices(others.own[name], in.Driver, name, n.GPUs, allocated[name].Union(taintedDevs)); slice != nil {
 				n.OtherSlices = append(n.OtherSlices, slice)
 				otherHeld.Devices = append(otherHeld.Devices, taken...)
@@ -324,6 +327,18 @@ func (o otherDriverSlices) forNode(node *corev1.Node) []*resourceapi.ResourceSli
 		}
 	}
 	return out
+}
+
+// keepBlockedSlots counts the blocked changes of a Frozen node's GPUs
+// toward the limits on GPUs changing at once again: autoGPUs gives them no
+// slot, as the plan cancels them (BlockedChanges), but nothing is written
+// for a Frozen node, and such a change goes on once its device is free.
+func keepBlockedSlots(nml *v1alpha1.NodeMigLayout, gpus []planner.GPU) {
+	for i := range gpus {
+		if _, st, ok := specAndStatus(nml, gpus[i].Info.Index); ok && blockedByUse(st) && gpus[i].Changing {
+			gpus[i].Retrying = false
+		}
+	}
 }
 
 // unplannedPool names the pool under which the planner sees miglayout's
@@ -660,7 +675,9 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 					// changing at once (a GPU failing for good would
 					// hold it for ever), nor does a blocked one, which
 					// this plan cancels (BlockedChanges; apply writes
-					// no change before every cancel is written).
+					// no change before every cancel is written; on a
+					// Frozen node, where no cancel is written, it
+					// keeps its slot: keepBlockedSlots).
 					// Dropped drain taints would fail every other
 					// GPU's change alike: that one keeps its slot.
 					g.Retrying = blockedByUse(st) || st.Phase == v1alpha1.PhaseFailed && st.Reason == v1alpha1.ReasonNVMLError

@@ -55,22 +55,31 @@ func TestProgressingWhileGPURepartitionsBesideBlockedGPU(t *testing.T) {
 // second GPU (n2) of the same MigLayout, which would make two GPUs change
 // at once against maxGPUs 1.
 func TestConflictedNodeChangeInFlightCountsTowardMaxGPUs(t *testing.T) {
-	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{MaxGPUs: 1, MaxGPUsPerNode: 1})
-	other := staticMigLayout("other", "uid-other", "")
-	other.Spec.NodeSelector = metav1.LabelSelector{MatchLabels: map[string]string{"team": "x"}}
-	n1 := autoNML("n1", ml, a100(0).layout("1g.10gb@0").phase(v1alpha1.PhaseDraining, "Draining", "settle period"))
-	n1.Spec.GPUs = []v1alpha1.GPUSpec{specGPU(0, "7g.80gb@0", "planned earlier")}
-	h := newAutoCluster(t, ml, other,
-		node("n1", map[string]string{"pool": "auto", "team": "x"}), n1,
-		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("1g.10gb@0")),
-		autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"))
-	h.settle()
-	if got := h.specOf("n2"); len(got) != 0 {
-		t.Errorf("n2 was repartitioned (%v) while n1's GPU 0, still changing for MigLayout %q, holds its only maxGPUs slot (status.auto %+v)",
-			got, ml.Name, h.autoStatus())
-	}
-	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
-		t.Fatalf("n1's change in flight was rewritten to %q; the node is in conflict and must be left as it is", got)
+	// Draining, or Blocked by a device in use: a frozen node's blocked
+	// change is not cancelled, so it keeps its slot too.
+	for name, gpu := range map[string]*gpuBuilder{
+		"draining": a100(0).layout("1g.10gb@0").phase(v1alpha1.PhaseDraining, "Draining", "settle period"),
+		"blocked":  a100(0).layout("1g.10gb@0").inUse("1g.10gb@0").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{MaxGPUs: 1, MaxGPUsPerNode: 1})
+			other := staticMigLayout("other", "uid-other", "")
+			other.Spec.NodeSelector = metav1.LabelSelector{MatchLabels: map[string]string{"team": "x"}}
+			n1 := autoNML("n1", ml, gpu)
+			n1.Spec.GPUs = []v1alpha1.GPUSpec{specGPU(0, "7g.80gb@0", "planned earlier")}
+			h := newAutoCluster(t, ml, other,
+				node("n1", map[string]string{"pool": "auto", "team": "x"}), n1,
+				node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("1g.10gb@0")),
+				autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"))
+			h.settle()
+			if got := h.specOf("n2"); len(got) != 0 {
+				t.Errorf("n2 was repartitioned (%v) while n1's GPU 0, still changing for MigLayout %q, holds its only maxGPUs slot (status.auto %+v)",
+					got, ml.Name, h.autoStatus())
+			}
+			if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
+				t.Fatalf("n1's change in flight was rewritten to %q; the node is in conflict and must be left as it is", got)
+			}
+		})
 	}
 }
 
