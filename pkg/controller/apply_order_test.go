@@ -171,38 +171,56 @@ func TestBlockedCancelFreesNodeSlot(t *testing.T) {
 	}
 }
 
+// wholeGPUFixture is n1 (pool auto) of an Auto MigLayout with GPU 0 whole
+// in MIG mode and GPUs 1 and 2 with MIG mode off, its agent publishing GPU
+// 0's device and gpu-1 whole, a DeviceClass of whole GPUs, and pod p1
+// asking for a 3g.40gb device (c1) and a whole GPU (c2). wholeClaim makes a
+// claim for a whole GPU.
+func wholeGPUFixture() (ml *v1alpha1.MigLayout, slice *resourceapi.ResourceSlice, objs []client.Object, wholeClaim func(string) *resourceapi.ResourceClaim) {
+	gpuClass := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.miglayout.io"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'gpu'"}}}}}
+	slice = &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1-mig"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: migClassName, NodeName: ptr.To("n1"),
+			Pool: resourceapi.ResourcePool{Name: "n1", Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{
+				{Name: "gpu-0-mig-7g80gb-0-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"type": {StringValue: ptr.To("mig")}, "profile": {StringValue: ptr.To("7g.80gb")}}},
+				wholeGPUDevice("gpu-1"),
+			}}}
+	wholeClaim = func(name string) *resourceapi.ResourceClaim {
+		return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: gpuClass.Name, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}
+	}
+	ml = autoMigLayout("auto", nil)
+	objs = []client.Object{node("n1", map[string]string{"pool": "auto"}),
+		autoNML("n1", ml, a100(0).layout("7g.80gb@0"), a100(1).migOff(), a100(2).migOff()),
+		slice, gpuClass, autoClaim("c1", profileSelector("3g.40gb")), wholeClaim("c2"), autoPod("p1", h0(), "c1", "c2")}
+	return ml, slice, objs, wholeClaim
+}
+
+func wholeGPUDevice(name string) resourceapi.Device {
+	return resourceapi.Device{Name: name, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"type": {StringValue: ptr.To("gpu")}}}
+}
+
+// heldWholeGPU is a claim that holds n1's gpu-1.
+func heldWholeGPU(wholeClaim func(string) *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+	c := wholeClaim("running")
+	c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+		{Request: "gpu", Driver: migClassName, Pool: "n1", Device: "gpu-1"}}}}
+	return c
+}
+
 // TestAutoPlansBesideWholeGPU: n1's GPU 1 has MIG mode off, published whole
 // (gpu-1): Auto mode does not change it, but kube-scheduler may allocate it
 // with a MIG device it makes on GPU 0. A pod asking for a 3g.40gb device
 // and a whole GPU is planned there; with gpu-1 held by a claim it waits.
 func TestAutoPlansBesideWholeGPU(t *testing.T) {
-	gpuClass := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.miglayout.io"},
-		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'gpu'"}}}}}
-	published := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1-mig"},
-		Spec: resourceapi.ResourceSliceSpec{Driver: migClassName, NodeName: ptr.To("n1"),
-			Pool: resourceapi.ResourcePool{Name: "n1", Generation: 1, ResourceSliceCount: 1},
-			Devices: []resourceapi.Device{
-				{Name: "gpu-0-mig-7g80gb-0-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"type": {StringValue: ptr.To("mig")}, "profile": {StringValue: ptr.To("7g.80gb")}}},
-				{Name: "gpu-1", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"type": {StringValue: ptr.To("gpu")}}},
-			}}}
-	wholeClaim := func(name string) *resourceapi.ResourceClaim {
-		return &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
-			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-				Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: gpuClass.Name, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}
-	}
 	for name, held := range map[string]bool{"gpu-1 free": false, "gpu-1 held": true} {
 		t.Run(name, func(t *testing.T) {
-			ml := autoMigLayout("auto", nil)
-			objs := []client.Object{node("n1", map[string]string{"pool": "auto"}),
-				autoNML("n1", ml, a100(0).layout("7g.80gb@0"), a100(1).migOff()),
-				published.DeepCopy(), gpuClass.DeepCopy(),
-				autoClaim("c1", profileSelector("3g.40gb")), wholeClaim("c2"), autoPod("p1", h0(), "c1", "c2")}
+			ml, _, objs, wholeClaim := wholeGPUFixture()
 			if held {
-				other := wholeClaim("running")
-				other.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
-					{Request: "gpu", Driver: migClassName, Pool: "n1", Device: "gpu-1"}}}}
-				objs = append(objs, other)
+				objs = append(objs, heldWholeGPU(wholeClaim))
 			}
 			h := newAutoCluster(t, ml, objs...)
 			h.settle()
@@ -211,5 +229,30 @@ func TestAutoPlansBesideWholeGPU(t *testing.T) {
 				t.Errorf("n1/gpu-0 desired %q with gpu-1 held %t: want a 3g.40gb device made only while gpu-1 is free", h.specOf("n1")[0], held)
 			}
 		})
+	}
+}
+
+// TestAutoPlansWhenWholeGPUPublishedLater: with gpu-1 held, p1 waits; the
+// agent then publishes gpu-2 (free) in its slice: the next pass plans p1's
+// device, as the slice's devices the plan does not change are among its
+// inputs.
+func TestAutoPlansWhenWholeGPUPublishedLater(t *testing.T) {
+	ml, slice, objs, wholeClaim := wholeGPUFixture()
+	h := newAutoCluster(t, ml, append(objs, heldWholeGPU(wholeClaim))...)
+	h.settle()
+	if got := h.specOf("n1")[0]; strings.Contains(got, "3g.40gb") {
+		t.Fatalf("planned with gpu-1 held: %q", got)
+	}
+	var s resourceapi.ResourceSlice
+	if err := h.c.Get(context.Background(), client.ObjectKeyFromObject(slice), &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Spec.Devices = append(s.Spec.Devices, wholeGPUDevice("gpu-2"))
+	if err := h.c.Update(context.Background(), &s); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	if got := h.specOf("n1")[0]; !strings.Contains(got, "3g.40gb") {
+		t.Errorf("gpu-2 published free, but n1/gpu-0 not planned for p1 (desired %q)", got)
 	}
 }

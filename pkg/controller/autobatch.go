@@ -84,7 +84,16 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s releasing %s shared %s reclaim %t\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned, g.Releasing, g.Shared, reclaimDue(snap, n, g)))
 		}
 		for _, s := range n.OtherSlices {
-			lines = append(lines, fmt.Sprintf("slice %s %s %d\n", n.Node.Name, s.Name, s.Generation))
+			if s.Spec.Driver != snap.Driver {
+				lines = append(lines, fmt.Sprintf("slice %s %s %d\n", n.Node.Name, s.Name, s.Generation))
+				continue
+			}
+			// miglayout's devices the plan does not change
+			// (unplannedDevices), in a slice made for the plan: its
+			// devices and their taints.
+			for _, d := range s.Spec.Devices {
+				lines = append(lines, fmt.Sprintf("unplanned %s %s %v\n", n.Node.Name, d.Name, d.Taints))
+			}
 		}
 	}
 	for _, c := range in.Classes {

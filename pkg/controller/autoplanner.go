@@ -226,12 +226,6 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 		n, ok2 := e.ObjectNew.(*corev1.Node)
 		return !ok1 || !ok2 || a.nodeChangeMatters(o, n)
 	}}
-	// miglayout's own slices follow the NodeMigLayouts' status; other
-	// drivers' decide pods that also ask for their devices.
-	otherDriver := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		s, ok := o.(*resourceapi.ResourceSlice)
-		return ok && s.Spec.Driver != a.driver()
-	})
 	var boundSource source.Source
 	if a.BoundPods == nil {
 		bound, err := newBoundPodsCache(mgr)
@@ -255,7 +249,13 @@ func (a *AutoPlanner) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.MigLayout{}, one, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, one, builder.WithPredicates(nodeSpec)).
 		Watches(&resourceapi.DeviceClass{}, one, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&resourceapi.ResourceSlice{}, one, builder.WithPredicates(otherDriver, predicate.GenerationChangedPredicate{}))
+		// Other drivers' slices decide pods that also ask for their
+		// devices; miglayout's own mostly follow the NodeMigLayouts'
+		// status, but hold the devices the plan does not change (a GPU
+		// published whole), which a pod may ask for beside a MIG device
+		// (unplannedDevices). A pass whose inputs are unchanged
+		// (inputKey) plans nothing.
+		Watches(&resourceapi.ResourceSlice{}, one, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	// DeviceTaintRules taint devices as the agents' own taints do: where
 	// the API server serves them, they are watched and read.
 	if _, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: resourceapi.GroupName, Kind: "DeviceTaintRule"}, resourceapi.SchemeGroupVersion.Version); err == nil {
