@@ -124,17 +124,26 @@ func (m *NVMLManager) rollback(logger klog.Logger, gi nvml.GpuInstance, cause er
 	return fmt.Errorf("%w (the GPU instance was destroyed again)", cause)
 }
 
-// rollbackFailure is a rollback's failure: ErrNVML whatever its return
-// code, so that the failed create is classed by its cause alone (a
-// rollback refused with ERROR_IN_USE does not make a compute instance
-// NVML failed to create a device in use).
+// rollbackFailure is a rollback's failure. It matches the classes of its
+// error but ErrInUse, which it reports as ErrNVML: a rollback refused with
+// ERROR_IN_USE does not make a compute instance NVML failed to create a
+// device in use (the GPU would wait as Blocked for a release that never
+// comes). It does not unwrap, so that ReturnCode gives the cause's code.
 type rollbackFailure struct{ err error }
 
 func (e rollbackFailure) Error() string {
 	return "rolling back the GPU instance failed, it is left without a compute instance: " + e.err.Error()
 }
 
-func (e rollbackFailure) Is(target error) bool { return target == ErrNVML }
+func (e rollbackFailure) Is(target error) bool {
+	switch {
+	case target == ErrInUse:
+		return false
+	case errors.Is(e.err, ErrInUse):
+		return target == ErrNVML
+	}
+	return errors.Is(e.err, target)
+}
 
 // joinErrors formats a multierror on one line: "a; and then b".
 func joinErrors(errs []error) string {

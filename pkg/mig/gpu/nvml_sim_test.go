@@ -569,6 +569,19 @@ func TestCreateRollback(t *testing.T) {
 			wantMsg:     []string{"creating compute instance", "; and then rolling back the GPU instance failed", "ERROR_IN_USE"},
 			wantLayout:  "2g.20gb@2",
 		},
+		// Other classes of the rollback's failure are kept: one that
+		// needs a reset says so.
+		{
+			name: "CI fails and the rollback needs a reset",
+			faults: []nvmlsim.Fault{
+				{Op: "CreateComputeInstance", Nth: 1, Return: nvml.ERROR_UNKNOWN},
+				{Op: "GpuInstance.Destroy", Nth: 1, Return: nvml.ERROR_RESET_REQUIRED},
+			},
+			wantErrs:   []error{gpu.ErrNVML, gpu.ErrResetRequired},
+			wantCode:   nvml.ERROR_UNKNOWN,
+			wantMsg:    []string{"creating compute instance", "; and then rolling back the GPU instance failed", "ERROR_RESET_REQUIRED"},
+			wantLayout: "2g.20gb@2",
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
