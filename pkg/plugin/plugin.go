@@ -16,6 +16,7 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -295,20 +296,34 @@ func (p *Plugin) staleInUse(ctx context.Context, claim *resourceapi.ResourceClai
 // driver takes none (sharing strategies, MPS and the like of other
 // drivers' configuration are not offered), and a parameter taken silently
 // would have the container run without what it asked for. Configuration of
-// other drivers is theirs; an empty one ({} or none) asks for nothing.
+// other drivers is theirs; an empty one (none, null, or an object of no
+// field but apiVersion and kind, as a typed configuration with nothing set
+// is written) asks for nothing.
 func (p *Plugin) noConfig(configs []resourceapi.DeviceAllocationConfiguration) error {
 	for _, c := range configs {
 		o := c.Opaque
-		if o == nil || o.Driver != p.cfg.DriverName {
-			continue
-		}
-		if raw := strings.TrimSpace(string(o.Parameters.Raw)); raw == "" || raw == "{}" || raw == "null" {
+		if o == nil || o.Driver != p.cfg.DriverName || emptyParameters(o.Parameters.Raw) {
 			continue
 		}
 		return fmt.Errorf("%w: opaque configuration for driver %s (from the %s, requests %v): this driver takes no configuration parameters; remove the config entry (the device is given as it is)",
 			ErrUnsupportedConfig, o.Driver, configSource(c.Source), c.Requests)
 	}
 	return nil
+}
+
+// emptyParameters reports whether raw (JSON) sets nothing: absent, null,
+// or an object whose only fields are apiVersion and kind.
+func emptyParameters(raw []byte) bool {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return true
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return false
+	}
+	delete(fields, "apiVersion")
+	delete(fields, "kind")
+	return len(fields) == 0
 }
 
 // configSource names where an allocation's configuration came from.

@@ -587,10 +587,12 @@ func TestPrepareRefusesConfiguration(t *testing.T) {
 		config  resourceapi.DeviceAllocationConfiguration
 		refused bool
 	}{
-		"parameters from the claim":       {opaque(slices.DefaultDriverName, sharing, resourceapi.AllocationConfigSourceClaim), true},
-		"parameters from the DeviceClass": {opaque(slices.DefaultDriverName, sharing, resourceapi.AllocationConfigSourceClass), true},
-		"empty parameters":                {opaque(slices.DefaultDriverName, "{}", resourceapi.AllocationConfigSourceClaim), false},
-		"another driver's parameters":     {opaque("nic.example.com", `{"mtu":9000}`, resourceapi.AllocationConfigSourceClaim), false},
+		"parameters from the claim":             {opaque(slices.DefaultDriverName, sharing, resourceapi.AllocationConfigSourceClaim), true},
+		"parameters from the DeviceClass":       {opaque(slices.DefaultDriverName, sharing, resourceapi.AllocationConfigSourceClass), true},
+		"empty parameters":                      {opaque(slices.DefaultDriverName, "{ \n}", resourceapi.AllocationConfigSourceClaim), false},
+		"a typed configuration setting nothing": {opaque(slices.DefaultDriverName, `{"apiVersion": "resource.example.com/v1", "kind": "GpuConfig"}`, resourceapi.AllocationConfigSourceClass), false},
+		"null parameters":                       {opaque(slices.DefaultDriverName, "null", resourceapi.AllocationConfigSourceClaim), false},
+		"another driver's parameters":           {opaque("nic.example.com", `{"mtu":9000}`, resourceapi.AllocationConfigSourceClaim), false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
