@@ -16,6 +16,7 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/planner"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // startsPassOnRead is a client whose first read of NodeMigLayout node
@@ -229,6 +230,27 @@ func TestAutoPlansBesideWholeGPU(t *testing.T) {
 				t.Errorf("n1/gpu-0 desired %q with gpu-1 held %t: want a 3g.40gb device made only while gpu-1 is free", h.specOf("n1")[0], held)
 			}
 		})
+	}
+}
+
+// TestUnplannedDevicesOfTheNewestGeneration: while the agent republishes
+// its pool, a slice of the older generation may still be listed: the
+// devices the plan does not change are read from the newest one only, not
+// twice (which the allocator would take for an invalid pool).
+func TestUnplannedDevicesOfTheNewestGeneration(t *testing.T) {
+	_, slice, _, _ := wholeGPUFixture()
+	older := slice.DeepCopy()
+	older.Name = "n1-mig-old"
+	newer := slice.DeepCopy()
+	newer.Spec.Pool.Generation = 2
+	got, _ := unplannedDevices([]*resourceapi.ResourceSlice{older, newer}, migClassName, "n1",
+		[]planner.GPU{{Info: migslices.PlannedGPU(mig.DefaultCatalog().Models()[0], 0)}}, nil)
+	var names []string
+	for _, d := range got.Spec.Devices {
+		names = append(names, d.Name)
+	}
+	if diff := cmp.Diff([]string{"gpu-1"}, names); diff != "" {
+		t.Errorf("unplanned devices (-want +got):\n%s", diff)
 	}
 }
 

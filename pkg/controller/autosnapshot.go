@@ -361,10 +361,18 @@ func unplannedDevices(own []*resourceapi.ResourceSlice, driver, node string, gpu
 		planned.Insert(g.Info.Index)
 	}
 	pool := unplannedPool(node)
+	// The pool's newest generation only, as the allocator reads a pool
+	// (while the agent republishes, older slices may still be listed).
+	var generation int64
+	for _, s := range own {
+		if s.Spec.Pool.Name == node {
+			generation = max(generation, s.Spec.Pool.Generation)
+		}
+	}
 	var devices []resourceapi.Device
 	var taken []structured.DeviceID
 	for _, s := range own {
-		if s.Spec.Pool.Name != node {
+		if s.Spec.Pool.Name != node || s.Spec.Pool.Generation != generation {
 			continue
 		}
 		for _, d := range s.Spec.Devices {
