@@ -318,10 +318,20 @@ func (o otherDriverSlices) forNode(node *corev1.Node) []*resourceapi.ResourceSli
 		}
 		reached = append(reached, s)
 	}
+	// A pool the node reaches only part of (its slices split by node
+	// selectors) is given whole; the others as reached.
+	count := map[poolID]int64{}
+	for _, s := range reached {
+		count[poolOf(s)]++
+	}
 	var out []*resourceapi.ResourceSlice
 	seen := map[poolID]bool{}
 	for _, s := range reached {
-		if id := poolOf(s); !seen[id] {
+		id := poolOf(s)
+		switch {
+		case count[id] >= s.Spec.Pool.ResourceSliceCount:
+			out = append(out, s)
+		case !seen[id]:
 			seen[id] = true
 			out = append(out, o.pools[id]...)
 		}
