@@ -215,11 +215,13 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 		}
 		claims := listAt(spec, "resourceClaims")
 		// The device plugin hands an init container's devices on to the
-		// app containers (it needs the most of them, not the sum): an init
-		// container whose resource an app container asks for as many of
-		// or more uses that container's claim, made first. Init containers
-		// run one after the other, so the largest one's claim serves the
-		// others of its resource too.
+		// containers started after it (the pod needs the most of them, not
+		// the sum): an init container whose resource an app container asks
+		// for as many of or more uses that container's claim, made first
+		// (reusable); one that asks for more uses the claims of those
+		// containers, the first made larger where they hold fewer together
+		// (covering). Init containers run one after the other, so the
+		// largest one's claims serve the others of its resource too.
 		// The order is total (init containers by their resource's first
 		// ask, then largest first), so that a resource's largest init
 		// container comes first among its init containers even where
@@ -243,11 +245,40 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 			}
 			return cmp.Compare(y.count, x.count)
 		})
-		byResource := map[string][]madeClaim{}
+		byResource := map[string][]*madeClaim{}
 		for _, a := range asks {
 			if m, ok := reusable(byResource[a.resource], a); ok {
 				addContainerClaim(spec, a.container, m.entry)
 				notes = append(notes, fmt.Sprintf("%s: init container %s: %s: %d -> the claim %s of container %s (the device plugin gave it the same devices)", d.describe(), a.container, a.resource, a.count, m.entry, m.ask.container))
+				continue
+			}
+			if shared, more, ok := covering(byResource[a.resource], a); ok {
+				// The device plugin gave the init container's devices
+				// on to the containers started after it: it uses their
+				// claims, the first made larger where they hold fewer
+				// devices together, its container using its first
+				// request only.
+				var names []string
+				for _, m := range shared {
+					addContainerClaim(spec, a.container, m.entry)
+					names = append(names, m.entry)
+				}
+				how := "their containers use some of the same devices under the device plugin"
+				if more > 0 {
+					m := shared[0]
+					extra := limitName(m.entry+"-more", 63)
+					devices := mapAt(m.template, "spec", "spec", "devices")
+					requests, _ := devices["requests"].([]any)
+					added := deepCopy(requests[0].(map[string]any))
+					added["name"] = extra
+					exactly := added["exactly"].(map[string]any)
+					exactly["allocationMode"], exactly["count"] = "ExactCount", more
+					devices["requests"] = append(requests, added)
+					m.use["request"] = m.entry
+					m.ask.count += more
+					how = fmt.Sprintf("the claim %s is made %d larger (request %s), its container %s using request %s", m.entry, more, extra, m.ask.container, m.entry)
+				}
+				notes = append(notes, fmt.Sprintf("%s: init container %s: %s: %d -> the claims %s (%s)", d.describe(), a.container, a.resource, a.count, strings.Join(names, ", "), how))
 				continue
 			}
 			entry := a.token()
@@ -264,11 +295,12 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 				tmplName = limitName(fmt.Sprintf("%s-%s-%d", dnsToken(templateBase(d)), entry, n), 253)
 			}
 			taken[d.namespace()+"/"+tmplName] = true
-			templates = append(templates, claimTemplate(tmplName, d.namespace(), entry, a, o))
+			tmpl := claimTemplate(tmplName, d.namespace(), entry, a, o)
+			templates = append(templates, tmpl)
 			claims = append(claims, map[string]any{"name": entry, "resourceClaimTemplateName": tmplName})
-			addContainerClaim(spec, a.container, entry)
+			use := addContainerClaim(spec, a.container, entry)
 			notes = append(notes, fmt.Sprintf("%s: container %s: %s: %d -> ResourceClaimTemplate %s", d.describe(), a.container, a.resource, a.count, tmplName))
-			byResource[a.resource] = append(byResource[a.resource], madeClaim{entry: entry, ask: a})
+			byResource[a.resource] = append(byResource[a.resource], &madeClaim{entry: entry, ask: a, template: tmpl, use: use})
 		}
 		spec["resourceClaims"] = claims
 		objects = append(objects, obj)
@@ -300,10 +332,14 @@ func devicePluginKeys(v any) []string {
 	return slices.Sorted(maps.Keys(found))
 }
 
-// madeClaim is a pod claim convert made for one container's ask.
+// madeClaim is a pod claim convert made for one container's ask: its
+// ResourceClaimTemplate, and the container's entry of resources.claims
+// that names it (ask.count is the devices the claim holds).
 type madeClaim struct {
-	entry string
-	ask   gpuAsk
+	entry    string
+	ask      gpuAsk
+	template map[string]any
+	use      map[string]any
 }
 
 // reusable is the claim, among those made for a's resource, that init
@@ -313,21 +349,58 @@ type madeClaim struct {
 // containers started after them, and a sidecar keeps its own, so a
 // sidecar's claim serves only init containers listed before it. ok is
 // false where a is no init container or no claim qualifies.
-func reusable(made []madeClaim, a gpuAsk) (madeClaim, bool) {
-	var best madeClaim
-	ok := false
+func reusable(made []*madeClaim, a gpuAsk) (*madeClaim, bool) {
+	return largest(made, a, func(m *madeClaim) bool { return m.ask.count >= a.count })
+}
+
+// covering is what init container a, which asks for more devices than
+// any claim made for its resource holds, shares: the largest claims (the
+// first of equals) whose containers do not run while a does, until they
+// hold a's count together; more is how many devices the first of them
+// must be made larger by where all of them hold fewer (it then has one
+// request, that its container alone uses). ok is false where a is no init
+// container or no claim qualifies.
+func covering(made []*madeClaim, a gpuAsk) (shared []*madeClaim, more int64, ok bool) {
 	if !a.init {
-		return best, false
+		return nil, 0, false
+	}
+	var eligible []*madeClaim
+	for _, m := range made {
+		if !(m.ask.sidecar && m.ask.order < a.order) {
+			eligible = append(eligible, m)
+		}
+	}
+	slices.SortStableFunc(eligible, func(x, y *madeClaim) int { return cmp.Compare(y.ask.count, x.ask.count) })
+	var sum int64
+	for _, m := range eligible {
+		shared = append(shared, m)
+		if sum += m.ask.count; sum >= a.count {
+			return shared, 0, true
+		}
+	}
+	if len(shared) == 0 || shared[0].use == nil || shared[0].use["request"] != nil {
+		return nil, 0, false
+	}
+	return shared, a.count - sum, true
+}
+
+// largest is the largest claim of made (the first of equals) that init
+// container a may share (its container does not run while a does: a
+// sidecar listed before a does) and that fits.
+func largest(made []*madeClaim, a gpuAsk, fits func(*madeClaim) bool) (*madeClaim, bool) {
+	var best *madeClaim
+	if !a.init {
+		return nil, false
 	}
 	for _, m := range made {
-		if m.ask.count < a.count || (m.ask.sidecar && m.ask.order < a.order) {
+		if !fits(m) || (m.ask.sidecar && m.ask.order < a.order) {
 			continue
 		}
-		if !ok || m.ask.count > best.ask.count {
-			best, ok = m, true
+		if best == nil || m.ask.count > best.ask.count {
+			best = m
 		}
 	}
-	return best, ok
+	return best, best != nil
 }
 
 // templateBase is what a workload's ResourceClaimTemplates are named after:
@@ -412,7 +485,10 @@ func collectAsks(spec map[string]any, d *document) ([]gpuAsk, error) {
 	return asks, nil
 }
 
-func addContainerClaim(spec map[string]any, container, entry string) {
+// addContainerClaim adds the pod claim entry to the container's
+// resources.claims and returns the entry added (nil where there is no
+// such container).
+func addContainerClaim(spec map[string]any, container, entry string) map[string]any {
 	for _, group := range []string{"initContainers", "containers"} {
 		for _, ct := range listAt(spec, group) {
 			c, ok := ct.(map[string]any)
@@ -425,10 +501,12 @@ func addContainerClaim(spec map[string]any, container, entry string) {
 				c["resources"] = res
 			}
 			claims, _ := res["claims"].([]any)
-			res["claims"] = append(claims, map[string]any{"name": entry})
-			return
+			use := map[string]any{"name": entry}
+			res["claims"] = append(claims, use)
+			return use
 		}
 	}
+	return nil
 }
 
 // claimTemplate asks for count devices of the ask's class (and profile).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -431,5 +433,83 @@ current-context: a
 	want := []any{"https://b.example.com", "alice", []string{"ops"}, 5 * time.Second}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("connection (-want +got):\n%s", diff)
+	}
+}
+
+// TestConvertInitContainerAsksForMore: an init container asking for more
+// devices than the app container (3 MIG devices, then 1) held 3 under the
+// device plugin, the app container reusing one of them: the app
+// container's claim holds 3 in two requests, the app container uses the
+// first (1), the init container the whole claim; the pod asks for 3, not
+// 4.
+func TestConvertInitContainerAsksForMore(t *testing.T) {
+	out, _ := convertFile(t, `apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ml}
+spec:
+  initContainers:
+  - {name: load, image: x, resources: {limits: {nvidia.com/mig-1g.10gb: 3}}}
+  containers:
+  - {name: app, image: x, resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+`)
+	docs := strings.Split(out, "\n---\n")
+	if len(docs) != 2 {
+		t.Fatalf("%d documents, want a ResourceClaimTemplate and the Pod:\n%s", len(docs), out)
+	}
+	var tmpl resourceapi.ResourceClaimTemplate
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict([]byte(docs[0]), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), &pod); err != nil {
+		t.Fatal(err)
+	}
+	var requests []string
+	for _, r := range tmpl.Spec.Spec.Devices.Requests {
+		count := int64(1)
+		if r.Exactly.Count > 0 {
+			count = r.Exactly.Count
+		}
+		requests = append(requests, fmt.Sprintf("%s %d", r.Name, count))
+	}
+	uses := map[string][]corev1.ResourceClaim{}
+	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+		uses[c.Name] = c.Resources.Claims
+	}
+	want := []any{[]string{"app-mig-1g-10gb 1", "app-mig-1g-10gb-more 2"},
+		map[string][]corev1.ResourceClaim{"load": {{Name: "app-mig-1g-10gb"}}, "app": {{Name: "app-mig-1g-10gb", Request: "app-mig-1g-10gb"}}}}
+	if diff := cmp.Diff(want, []any{requests, uses}); diff != "" {
+		t.Errorf("requests and uses (-want +got):\n%s\n%s", diff, out)
+	}
+}
+
+// TestConvertInitContainerCoveredByTwoClaims: an init container asking for
+// 3 MIG devices before a sidecar and an app container asking for 1 each:
+// under the device plugin the pod held 3 (the sidecar and the app container
+// reuse two of the init container's). The init container shares both
+// claims, the first made 1 larger: the pod's claims hold 3 devices, not 5.
+func TestConvertInitContainerCoveredByTwoClaims(t *testing.T) {
+	out, _ := convertFile(t, `apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ml}
+spec:
+  initContainers:
+  - {name: load, image: x, resources: {limits: {nvidia.com/mig-1g.10gb: 3}}}
+  - {name: proxy, image: x, restartPolicy: Always, resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+  containers:
+  - {name: app, image: x, resources: {limits: {nvidia.com/mig-1g.10gb: 1}}}
+`)
+	var devices int64
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var tmpl resourceapi.ResourceClaimTemplate
+		if err := yaml.Unmarshal([]byte(doc), &tmpl); err == nil && tmpl.Kind == "ResourceClaimTemplate" {
+			for _, r := range tmpl.Spec.Spec.Devices.Requests {
+				devices += max(r.Exactly.Count, 1)
+			}
+		}
+	}
+	load := containerClaims(t, out, "load")
+	if devices != 3 || len(load) != 2 {
+		t.Errorf("the pod's claims hold %d devices (want 3), the init container uses %v (want the two claims):\n%s", devices, load, out)
 	}
 }

@@ -135,16 +135,16 @@ func TestImportMigPartedAllEnabled(t *testing.T) {
 // TestConvertInitContainers: under the device plugin the kubelet hands an
 // init container's devices on to the app containers (a pod whose init and
 // app containers each ask nvidia.com/gpu: 1 needs one GPU): the converted
-// init container uses the app container's claim. One that asks for more
-// than any app container, or a sidecar (restartPolicy Always, running
-// beside them), keeps a claim of its own.
+// init container uses the app container's claim, made larger for one that
+// asks for more (TestConvertInitContainerAsksForMore). A sidecar
+// (restartPolicy Always, running beside them) keeps a claim of its own.
 func TestConvertInitContainers(t *testing.T) {
 	for name, tc := range map[string]struct {
 		init      string
 		templates int
 	}{
 		"reuses the app container's GPU": {"{name: warmup, image: x, resources: {limits: {nvidia.com/gpu: 1}}}", 1},
-		"asks for more":                  {"{name: warmup, image: x, resources: {limits: {nvidia.com/gpu: 2}}}", 2},
+		"asks for more":                  {"{name: warmup, image: x, resources: {limits: {nvidia.com/gpu: 2}}}", 1},
 		"sidecar":                        {"{name: warmup, image: x, restartPolicy: Always, resources: {limits: {nvidia.com/gpu: 1}}}", 2},
 	} {
 		t.Run(name, func(t *testing.T) {
