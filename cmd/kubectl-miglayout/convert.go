@@ -265,18 +265,7 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 				}
 				how := "their containers use some of the same devices under the device plugin"
 				if more > 0 {
-					m := shared[0]
-					extra := limitName(m.entry+"-more", 63)
-					devices := mapAt(m.template, "spec", "spec", "devices")
-					requests, _ := devices["requests"].([]any)
-					added := deepCopy(requests[0].(map[string]any))
-					added["name"] = extra
-					exactly := added["exactly"].(map[string]any)
-					exactly["allocationMode"], exactly["count"] = "ExactCount", more
-					devices["requests"] = append(requests, added)
-					m.use["request"] = m.entry
-					m.ask.count += more
-					how = fmt.Sprintf("the claim %s is made %d larger (request %s), its container %s using request %s", m.entry, more, extra, m.ask.container, m.entry)
+					how = shared[0].grow(more)
 				}
 				notes = append(notes, fmt.Sprintf("%s: init container %s: %s: %d -> the claims %s (%s)", d.describe(), a.container, a.resource, a.count, strings.Join(names, ", "), how))
 				continue
@@ -340,6 +329,22 @@ type madeClaim struct {
 	ask      gpuAsk
 	template map[string]any
 	use      map[string]any
+}
+
+// grow makes the claim hold more devices more, in a second request that
+// its container does not use (it names its first request), and says so.
+func (m *madeClaim) grow(more int64) string {
+	extra := limitName(m.entry+"-more", 63)
+	devices := mapAt(m.template, "spec", "spec", "devices")
+	requests, _ := devices["requests"].([]any)
+	added := deepCopy(requests[0].(map[string]any))
+	added["name"] = extra
+	exactly := added["exactly"].(map[string]any)
+	exactly["allocationMode"], exactly["count"] = "ExactCount", more
+	devices["requests"] = append(requests, added)
+	m.use["request"] = m.entry
+	m.ask.count += more
+	return fmt.Sprintf("the claim %s is made %d larger (request %s), its container %s using request %s", m.entry, more, extra, m.ask.container, m.entry)
 }
 
 // reusable is the claim, among those made for a's resource, that init
