@@ -478,10 +478,14 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	// entry goes. Blocked and retried GPUs keep theirs, and so does a GPU
 	// NVML does not count now (GPUMissing: not enumerated after a crash
 	// and a reboot), whose half-made work is the agent's to undo once it
-	// is back.
+	// is back, asked for or not (a MIG mode it set, pending, is cancelled
+	// then; the entries are read for the GPU of their UUID only).
 	for _, e := range r.Journal.Entries() {
 		got, asked := res.Results[e.GPU]
 		if asked && got.Phase != v1alpha1.PhaseReady && (!onInput(got) || got.Reason == v1alpha1.ReasonGPUMissing) {
+			continue
+		}
+		if _, unread := unreadable[e.GPU]; !asked && (findGPU(obs, e.GPU) == nil || unread) {
 			continue
 		}
 		if !asked && orphans[e.GPU] != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -191,24 +192,34 @@ func TestUnlistedGPUAtTheRepublication(t *testing.T) {
 	}
 }
 
-// TestMissingGPUKeepsItsJournalEntry: a GPU the spec names that NVML does
-// not count (not enumerated after a crash and a reboot) is GPUMissing, and
-// the journal entry of the work the agent had in flight on it is kept, so
-// that the agent undoes that work once the GPU is back.
+// TestMissingGPUKeepsItsJournalEntry: a GPU that NVML does not count (not
+// enumerated after a crash and a reboot) keeps the journal entry of the
+// work the agent had in flight on it, so that the agent undoes that work
+// (a MIG mode it set, still pending) once the GPU is back: where the spec
+// names it (it is GPUMissing) and where no spec does any more (its
+// NodeMigLayout deleted, or Auto mode dropping it meanwhile).
 func TestMissingGPUKeepsItsJournalEntry(t *testing.T) {
-	g := newRig(t, "1xA100-SXM4-80GB")
-	g.setup(t, 0, "7g.80gb@0")
-	if err := g.r.Journal.Record(JournalEntry{GPU: 1, UUID: "GPU-gone", Step: StepDraining, Desired: "3g.40gb@0,3g.40gb@4"}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0,3g.40gb@4")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res.Results[1]; got.Phase != v1alpha1.PhaseFailed || got.Reason != v1alpha1.ReasonGPUMissing {
-		t.Errorf("GPU 1: %s/%s (%q), want Failed/GPUMissing", got.Phase, got.Reason, got.Message)
-	}
-	if !slices.ContainsFunc(g.r.Journal.Entries(), func(e JournalEntry) bool { return e.GPU == 1 }) {
-		t.Errorf("GPU 1's journal entry cleared; want it kept while the GPU is missing")
+	for name, specs := range map[string][]v1alpha1.GPUSpec{
+		"named by the spec":    {spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0,3g.40gb@4")},
+		"named by no spec":     {spec(0, "7g.80gb@0")},
+		"no spec for the node": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "1xA100-SXM4-80GB")
+			g.setup(t, 0, "7g.80gb@0")
+			if err := g.r.Journal.Record(JournalEntry{GPU: 1, UUID: "GPU-gone", Step: StepSettingMIGMode, Desired: "3g.40gb@0,3g.40gb@4", ModeSet: ptr.To(true)}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := g.r.Sync(t.Context(), specs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, asked := res.Results[1]; asked && (got.Phase != v1alpha1.PhaseFailed || got.Reason != v1alpha1.ReasonGPUMissing) {
+				t.Errorf("GPU 1: %s/%s (%q), want Failed/GPUMissing", got.Phase, got.Reason, got.Message)
+			}
+			if !slices.ContainsFunc(g.r.Journal.Entries(), func(e JournalEntry) bool { return e.GPU == 1 }) {
+				t.Errorf("GPU 1's journal entry cleared; want it kept while the GPU is missing")
+			}
+		})
 	}
 }
