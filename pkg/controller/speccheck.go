@@ -62,6 +62,9 @@ func checkRules(rules []v1alpha1.LayoutRule, nodes []string, inventory map[strin
 	matches := make([]bool, len(rules))
 	for _, n := range nodes {
 		for _, g := range inventory[n] {
+			if g.Product == "" && g.Model == "" {
+				continue // never read: no rule decides it (DesiredGPUs)
+			}
 			if i, _, ok := matchRule(rules, g); ok {
 				decides[i] = true
 			}

@@ -58,6 +58,13 @@ func TestCheckSpec(t *testing.T) {
 			want: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU,
 				Message: `rule "a100" matches only GPUs an earlier rule decides (2 selected nodes; GPUs: 2× A100-SXM4-80GB (NVIDIA A100-SXM4-80GB), 1× H100-SXM5-80GB (NVIDIA H100 80GB HBM3))`}},
 		},
+		// As DesiredGPUs, no rule decides a GPU NVML never read.
+		"a catch-all rule that reaches only a GPU never read": {
+			spec:      static(rule("all").counts("7g.80gb", 1)),
+			inventory: map[string][]v1alpha1.GPUStatus{"x": {{Index: 0, Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUMissing}}},
+			want: []SpecProblem{{Reason: v1alpha1.ReasonRuleMatchesNoGPU,
+				Message: `rule "all" matches no GPU (1 selected node; GPUs: 1× unknown product)`}},
+		},
 		"nothing is checked before the agents report": {
 			spec: static(rule("t4").product("Tesla-T4").counts("7g.80gb", 1)),
 		},
