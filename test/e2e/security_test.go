@@ -468,12 +468,24 @@ func TestAgentClaimStatusConfinedToItsNode(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	f := newSecurityFixture(t, ctx)
 	agent := kubernetes.NewForConfigOrDie(f.agentPodCfg)
+	// The pod exists (bound to node B, never run: there is no kubelet), or
+	// kube-controller-manager's claim controller drops it from reservedFor
+	// itself, and clearing reservedFor changes nothing to refuse.
+	running, err := client.CoreV1().Pods(f.ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "running-pod"},
+		Spec: corev1.PodSpec{ServiceAccountName: f.sa, NodeName: f.nodeB,
+			Containers: []corev1.Container{{Name: "work", Image: "registry.invalid/work:test"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = harness.ForceDeletePod(context.Background(), client, f.ns, running.Name) })
 	c := f.allocatedClaim(t, ctx, "victim-on-b", f.nodeB,
-		[]resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "running-pod", UID: "uid-running-pod"}})
+		[]resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: running.Name, UID: running.UID}})
 	now := metav1.Now()
 	// Drop the running pod from reservedFor of a claim on node B: the claim
 	// controller may then deallocate a device a pod still uses.
-	_, err := agent.ResourceV1().ResourceClaims(f.ns).Patch(ctx, c.Name, types.MergePatchType,
+	_, err = agent.ResourceV1().ResourceClaims(f.ns).Patch(ctx, c.Name, types.MergePatchType,
 		[]byte(`{"status":{"reservedFor":null}}`), metav1.PatchOptions{}, "status")
 	refused(t, "node-A agent clears reservedFor of a claim allocated on node B", err, "")
 	// Confirm node B's binding condition (the scheduler then binds the pod
