@@ -371,7 +371,7 @@ func covering(made []*madeClaim, a gpuAsk) (shared []*madeClaim, more int64, ok 
 	}
 	var eligible []*madeClaim
 	for _, m := range made {
-		if !(m.ask.sidecar && m.ask.order < a.order) {
+		if !runsBeside(m, a) {
 			eligible = append(eligible, m)
 		}
 	}
@@ -389,16 +389,20 @@ func covering(made []*madeClaim, a gpuAsk) (shared []*madeClaim, more int64, ok 
 	return shared, a.count - sum, true
 }
 
+// runsBeside reports whether m's container runs while init container a
+// does: a sidecar listed before a (the device plugin keeps its devices
+// out of those the init containers after it reuse).
+func runsBeside(m *madeClaim, a gpuAsk) bool { return m.ask.sidecar && m.ask.order < a.order }
+
 // largest is the largest claim of made (the first of equals) that init
-// container a may share (its container does not run while a does: a
-// sidecar listed before a does) and that fits.
+// container a may share (runsBeside) and that fits.
 func largest(made []*madeClaim, a gpuAsk, fits func(*madeClaim) bool) (*madeClaim, bool) {
 	var best *madeClaim
 	if !a.init {
 		return nil, false
 	}
 	for _, m := range made {
-		if !fits(m) || (m.ask.sidecar && m.ask.order < a.order) {
+		if !fits(m) || runsBeside(m, a) {
 			continue
 		}
 		if best == nil || m.ask.count > best.ask.count {

@@ -178,11 +178,12 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 				n.Frozen, n.Policy.Spares = true, nil
 			}
 			reclaims := !n.Frozen && n.Policy.ReclaimIdleAfter > 0
-			n.GPUs = autoGPUs(nml, catalog, variants, allocated[name].Union(taintedDevs), adminHeld[name], reclaims)
+			held := allocated[name].Union(taintedDevs)
+			n.GPUs = autoGPUs(nml, catalog, variants, held, adminHeld[name], reclaims)
 			if n.Frozen {
 				keepBlockedSlots(nml, n.GPUs)
 			}
-			if slice, taken := unplannedDevices(others.own[name], in.Driver, name, n.GPUs, allocated[name].Union(taintedDevs)); slice != nil {
+			if slice, taken := unplannedDevices(others.own[name], in.Driver, name, n.GPUs, held); slice != nil {
 				n.OtherSlices = append(n.OtherSlices, slice)
 				otherHeld.Devices = append(otherHeld.Devices, taken...)
 			}
