@@ -28,8 +28,16 @@ const CDIClass = "claim"
 // NVIDIA container stack.
 const VisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES"
 
-// Device nodes every GPU container needs (the CDI spec's claim-wide edits).
-var commonDeviceNodes = []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}
+// requiredControlNodes are the driver's control device nodes every GPU
+// container needs (the CDI spec's claim-wide edits): a prepare fails where
+// one is missing (ensureDeviceNodes).
+var requiredControlNodes = []string{"/dev/nvidiactl", "/dev/nvidia-uvm"}
+
+// optionalControlNodes are control device nodes a container gets where the
+// host has them, as the NVIDIA container toolkit's CDI specs do:
+// /dev/nvidia-uvm-tools (CUDA profiling tools; nvidia-modprobe makes it with
+// /dev/nvidia-uvm, but a host that loads nvidia-uvm by hand may lack it).
+var optionalControlNodes = []string{"/dev/nvidia-uvm-tools"}
 
 func cdiVendor(driverName string) string { return "k8s." + driverName }
 
@@ -49,8 +57,9 @@ func cdiDeviceID(driverName string, claimUID types.UID, device string) string {
 }
 
 // buildSpec is the CDI spec of a prepared claim, from its checkpoint record
-// alone: the device nodes all GPU containers need, and per device and
-// request its own device nodes and NVIDIA_VISIBLE_DEVICES.
+// and the control device nodes the host has (control, Plugin.controlNodes):
+// those for all of the claim's containers, and per device and request its
+// own device nodes and NVIDIA_VISIBLE_DEVICES.
 //
 // NVIDIA_VISIBLE_DEVICES of a CDI device lists the UUIDs of every device of
 // the claim allocated for the same request (in allocation order), so a
@@ -64,11 +73,11 @@ func cdiDeviceID(driverName string, claimUID types.UID, device string) string {
 // claims) still gets all their device nodes but the variable of the last
 // request applied; making that exact needs the NVIDIA container toolkit's
 // full CDI specs, which do not use the variable.
-func buildSpec(driverName string, c PreparedClaim) (*cdispec.Spec, error) {
+func buildSpec(driverName string, control []string, c PreparedClaim) (*cdispec.Spec, error) {
 	spec := &cdispec.Spec{
 		Kind: cdiVendor(driverName) + "/" + CDIClass,
 		ContainerEdits: cdispec.ContainerEdits{
-			DeviceNodes: deviceNodes(commonDeviceNodes),
+			DeviceNodes: deviceNodes(control),
 		},
 	}
 	visible := visibleDevices(c.Devices)

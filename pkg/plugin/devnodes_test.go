@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/miglayout/miglayout/pkg/slices"
 )
@@ -173,7 +176,7 @@ func TestPrepareWithoutDeviceNodes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-		}, "device nodes /dev/nvidia-uvm, /dev/nvidia-uvm-tools of gpu-0-mig-1g10gb-19-2 do not exist on the host"},
+		}, "device nodes /dev/nvidia-uvm of gpu-0-mig-1g10gb-19-2 do not exist on the host"},
 		"a file where a caps node goes": {func(t *testing.T, devRoot, _ string, caps []string) {
 			if err := os.MkdirAll(filepath.Join(devRoot, "nvidia-caps"), 0o755); err != nil {
 				t.Fatal(err)
@@ -211,6 +214,49 @@ func TestPrepareWithoutDeviceNodes(t *testing.T) {
 				t.Errorf("a failed prepare left %v prepared", got)
 			}
 		})
+	}
+}
+
+// TestPrepareWithoutUVMTools: a host without /dev/nvidia-uvm-tools (nvidia-uvm
+// loaded by hand, not by nvidia-modprobe) prepares claims with specs that do
+// not name it, as the NVIDIA container toolkit's do (a runtime refuses a CDI
+// device node that is missing); once it exists, the next prepare of the
+// claim writes the spec again with it.
+func TestPrepareWithoutUVMTools(t *testing.T) {
+	e, devRoot := devEnv(t)
+	tools := filepath.Join(devRoot, "nvidia-uvm-tools")
+	if err := os.Remove(tools); err != nil {
+		t.Fatal(err)
+	}
+	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})
+	specPath := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))
+	names := func() []string {
+		t.Helper()
+		var spec cdispec.Spec
+		if err := json.Unmarshal(mustRead(t, specPath), &spec); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, n := range spec.ContainerEdits.DeviceNodes {
+			out = append(out, n.Path)
+		}
+		return out
+	}
+	p := e.pluginWithDev(devRoot)
+	if r := e.prepare(p, c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if diff := cmp.Diff([]string{"/dev/nvidiactl", "/dev/nvidia-uvm"}, names()); diff != "" {
+		t.Errorf("claim-wide device nodes without nvidia-uvm-tools (-want +got):\n%s", diff)
+	}
+	if err := os.WriteFile(tools, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.prepare(p, c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if diff := cmp.Diff([]string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}, names()); diff != "" {
+		t.Errorf("claim-wide device nodes once nvidia-uvm-tools exists (-want +got):\n%s", diff)
 	}
 }
 

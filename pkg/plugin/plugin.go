@@ -673,7 +673,7 @@ func (p *Plugin) reprepareWith(pc PreparedClaim, inv migslices.Inventory, onlyIf
 // specOnDisk reports whether the CDI spec file of pc holds exactly the spec
 // buildSpec makes of it (false where it is missing or unreadable).
 func (p *Plugin) specOnDisk(pc PreparedClaim) bool {
-	want, err := buildSpec(p.cfg.DriverName, pc)
+	want, err := buildSpec(p.cfg.DriverName, p.controlNodes(), pc)
 	if err != nil {
 		return false
 	}
@@ -686,6 +686,24 @@ func (p *Plugin) specOnDisk(pc PreparedClaim) bool {
 		return false
 	}
 	return reflect.DeepEqual(*want, got)
+}
+
+// controlNodes are the control device nodes the CDI specs name for every
+// container of a claim: the required ones, and the optional ones the host has
+// under Config.DevRoot (all of them without a DevRoot: simulated GPUs). A node
+// that appears later (nvidia-uvm-tools made after the agent started) is in
+// the spec written at the claim's next prepare, as specOnDisk then differs.
+func (p *Plugin) controlNodes() []string {
+	out := slices.Clone(requiredControlNodes)
+	for _, n := range optionalControlNodes {
+		if p.cfg.DevRoot != "" {
+			if _, err := os.Stat(hostDevPath(p.cfg.DevRoot, n)); err != nil {
+				continue
+			}
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // ensureDeviceNodes is the package's ensureDeviceNodes under Config.DevRoot,
@@ -812,7 +830,7 @@ func (p *Plugin) writeSpec(pc PreparedClaim) error {
 	if len(pc.Devices) == 0 {
 		return nil
 	}
-	spec, err := buildSpec(p.cfg.DriverName, pc)
+	spec, err := buildSpec(p.cfg.DriverName, p.controlNodes(), pc)
 	if err != nil {
 		return err
 	}
