@@ -124,13 +124,21 @@ func (d device) GetUUID() (string, nvml.Return) {
 	return uuid, ret
 }
 
-// GetIndex returns the GPU's NVML index; ERROR_NOT_SUPPORTED on a MIG device.
+// GetIndex returns the GPU's NVML index; on a MIG device handle, its MIG
+// device index on its GPU (nvml.h: an index GetMigDeviceHandleByIndex takes
+// to give the same device).
 func (d device) GetIndex() (int, nvml.Return) {
-	ret := d.read("GetIndex", false, func(devCtx) nvml.Return { return nvml.SUCCESS })
+	index := d.index
+	ret := d.read("GetIndex", true, func(c devCtx) nvml.Return {
+		if c.ci != nil {
+			index = slices.IndexFunc(c.g.migDevices(), func(m migDev) bool { return m.gi.ID == c.gi.ID && m.ci.ID == c.ci.ID })
+		}
+		return nvml.SUCCESS
+	})
 	if ret != nvml.SUCCESS {
 		return 0, ret
 	}
-	return d.index, ret
+	return index, ret
 }
 
 // GetMemoryInfo returns memory in bytes: Total is the GPU's (or the MIG
@@ -433,7 +441,7 @@ func (d device) GetGpuInstanceRemainingCapacity(info *nvml.GpuInstanceProfileInf
 // the ID giID gives (on a geometry where placements do not nest, as in
 // synthetic test catalogs, the smallest free ID above those).
 func (d device) createGI(c devCtx, p *mig.Profile, pl mig.Placement) (nvml.GpuInstance, bool, nvml.Return) {
-	id, ok := giID(c.m, pl)
+	id, ok := giID(c.m, pl, d.index%2 == 1)
 	if !ok || c.g.gi(id) != nil {
 		for id = 2*c.m.MemorySlices - 1; c.g.gi(id) != nil; id++ {
 		}
@@ -453,16 +461,30 @@ func (d device) createGI(c devCtx, p *mig.Profile, pl mig.Placement) (nvml.GpuIn
 // 0, a half at slice 4 GI 2, a quarter at slice 4 GI 5 and single slices
 // 0 and 6 GIs 7 and 13, as the MIG User Guide's listings show ("Getting
 // Started": 1g.5gb at 0:1 is GI 7, at 6:1 GI 13, 2g.10gb at 4:2 GI 5).
-func giID(m *mig.Model, pl mig.Placement) (int, bool) {
+//
+// swapped numbers the tree with the GPU's halves swapped: an instance at
+// start s gets the ID of the one at s + MemorySlices/2 (modulo
+// MemorySlices), the whole GPU still 0. Real GPUs number either way:
+// nvidia-smi mig -lgi listings published for A100 and H100 GPUs show, for
+// 3g at 4, 2g at 0 and 1g at 2 and 3, GIs 2, 3, 9, 10 on one GPU and 1, 5,
+// 13, 14 on the other GPU of the same node, and three 2g at 0, 2, 4 as GIs
+// 5, 6, 3. The simulator swaps them on its odd-indexed GPUs, so that no
+// code passes on it that takes a GI ID for its placement (GI IDs are read
+// from NVML, never derived).
+func giID(m *mig.Model, pl mig.Placement, swapped bool) (int, bool) {
 	if pl.Size <= 0 || m.MemorySlices%pl.Size != 0 || pl.Start%pl.Size != 0 || m.MemorySlices/pl.Size&(m.MemorySlices/pl.Size-1) != 0 {
 		return 0, false
 	}
-	return m.MemorySlices/pl.Size - 1 + pl.Start/pl.Size, true
+	start := pl.Start
+	if swapped {
+		start = (start + m.MemorySlices/2) % m.MemorySlices
+	}
+	return m.MemorySlices/pl.Size - 1 + start/pl.Size, true
 }
 
 // CreateGpuInstanceWithPlacement creates a GI of the profile with GI profile
 // ID info.Id at placement pl (start and size in memory slices); its GI ID
-// follows from the placement (giID). ERROR_INVALID_ARGUMENT for nil
+// follows from the placement and the GPU (giID). ERROR_INVALID_ARGUMENT for nil
 // arguments, an unknown profile ID or a placement the profile does not list
 // (nvml.h: "If device, profile, profileId, placement or gpuInstance are
 // invalid"); ERROR_NOT_SUPPORTED with MIG mode off or on a MIG device;
@@ -595,27 +617,36 @@ func (d device) GetMigDeviceHandleByIndex(index int) (nvml.Device, nvml.Return) 
 		if index < 0 || index >= c.m.MaxInstances {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
-		type migDev struct {
-			gi *GPUInstance
-			ci *ComputeInstance
-		}
-		var all []migDev
-		for i := range c.g.GPUInstances {
-			gi := &c.g.GPUInstances[i]
-			for j := range gi.ComputeInstances {
-				all = append(all, migDev{gi, &gi.ComputeInstances[j]})
-			}
-		}
+		all := c.g.migDevices()
 		if index >= len(all) {
 			return false, nvml.ERROR_NOT_FOUND
 		}
-		slices.SortFunc(all, func(a, b migDev) int {
-			return cmp.Or(cmp.Compare(a.gi.ID, b.gi.ID), cmp.Compare(a.ci.ID, b.ci.ID))
-		})
 		out = d.s.migHandle(d.index, all[index].gi, all[index].ci)
 		return false, nvml.SUCCESS
 	})
 	return out, ret
+}
+
+// migDev is one MIG device of a GPU: a CI and its GI.
+type migDev struct {
+	gi *GPUInstance
+	ci *ComputeInstance
+}
+
+// migDevices are the MIG devices of g in MIG device index order: by GI ID,
+// then CI ID.
+func (g *GPU) migDevices() []migDev {
+	var all []migDev
+	for i := range g.GPUInstances {
+		gi := &g.GPUInstances[i]
+		for j := range gi.ComputeInstances {
+			all = append(all, migDev{gi, &gi.ComputeInstances[j]})
+		}
+	}
+	slices.SortFunc(all, func(a, b migDev) int {
+		return cmp.Or(cmp.Compare(a.gi.ID, b.gi.ID), cmp.Compare(a.ci.ID, b.ci.ID))
+	})
+	return all
 }
 
 // IsMigDeviceHandle reports whether d is a MIG device handle;

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -576,6 +577,63 @@ func TestInstanceIDs(t *testing.T) {
 	wantRet(t, "stale CI handle", ret, nvml.ERROR_INVALID_ARGUMENT)
 }
 
+// TestInstanceIDsSwapped: the simulator's odd-indexed GPUs number their GIs
+// from the other half, as one GPU of a published nvidia-smi mig -lgi listing
+// does (3g at 4, 2g at 0, 1g at 2 and 3: GIs 1, 5, 13, 14, where the
+// even-indexed GPU has 2, 3, 9, 10), and MIG devices follow the GI IDs, not
+// the placements.
+func TestInstanceIDsSwapped(t *testing.T) {
+	s := newTestSim(t, Config{Spec: "2xH100-SXM5-80GB"})
+	for index, want := range map[int][]int{0: {2, 3, 9, 10}, 1: {1, 5, 13, 14}} {
+		d := migOn(t, s, index)
+		var got []int
+		for _, gi := range []struct{ profile, start int }{
+			{nvml.GPU_INSTANCE_PROFILE_3_SLICE, 4}, {nvml.GPU_INSTANCE_PROFILE_2_SLICE, 0},
+			{nvml.GPU_INSTANCE_PROFILE_1_SLICE, 2}, {nvml.GPU_INSTANCE_PROFILE_1_SLICE, 3},
+		} {
+			g, _ := mustMIG(t, d, gi.profile, gi.start)
+			info, ret := g.GetInfo()
+			must(t, "GetInfo", ret)
+			got = append(got, int(info.Id))
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("GPU %d: GI IDs (-want +got):\n%s", index, diff)
+		}
+		// MIG device 0 is the GI of the lowest ID: the 3g at 4 on GPU
+		// 1, the 2g at 0 on GPU 0.
+		md, ret := d.GetMigDeviceHandleByIndex(0)
+		must(t, "GetMigDeviceHandleByIndex(0)", ret)
+		giID, ret := md.GetGpuInstanceId()
+		must(t, "GetGpuInstanceId", ret)
+		if giID != slices.Min(want) {
+			t.Errorf("GPU %d: MIG device 0 is GI %d, want %d", index, giID, slices.Min(want))
+		}
+	}
+	// The whole GPU is GI 0 on either.
+	d := handle(t, s, 1)
+	for _, g := range s.Snapshot().GPUs[1].GPUInstances {
+		gi, ret := d.GetGpuInstanceById(g.ID)
+		must(t, "GetGpuInstanceById", ret)
+		// Its full-size CI (1g, 2g or 3g), then the GI.
+		for _, p := range []int{nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE} {
+			info, r := gi.GetComputeInstanceProfileInfo(p, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+			if r != nvml.SUCCESS {
+				continue
+			}
+			cis, ret := gi.GetComputeInstances(&info)
+			must(t, "GetComputeInstances", ret)
+			for _, ci := range cis {
+				must(t, "ComputeInstance.Destroy", ci.Destroy())
+			}
+		}
+		must(t, "GpuInstance.Destroy", gi.Destroy())
+	}
+	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0)
+	if info, _ := g.GetInfo(); info.Id != 0 {
+		t.Errorf("7g on GPU 1 is GI %d, want 0", info.Id)
+	}
+}
+
 func TestMIGDevices(t *testing.T) {
 	c := testCatalog(t)
 	m := model(t, c, a100)
@@ -633,6 +691,11 @@ func TestMIGDevices(t *testing.T) {
 		parent, ret := md.GetDeviceHandleFromMigDeviceHandle()
 		must(t, "GetDeviceHandleFromMigDeviceHandle", ret)
 		f.Parent = parent == d
+		// nvml.h: GetIndex of a MIG device handle is the index
+		// GetMigDeviceHandleByIndex takes to give it.
+		if idx, ret := md.GetIndex(); ret != nvml.SUCCESS || idx != i {
+			t.Errorf("MIG device %d: GetIndex = %d, %v; want %d", i, idx, ret, i)
+		}
 		got = append(got, f)
 	}
 	mib := func(idx int) uint64 { return uint64(nvmlProfile(t, m, idx).MemoryMiB) << 20 }

@@ -38,8 +38,9 @@
 // go-nvml handler structs bound to the real library and are left to the
 // mocks, as are the CI placement calls miglayout does not make.
 //
-// IDs: a new GI gets the GI ID real NVML derives from its placement (0 for
-// the whole GPU, then its halves, quarters and eighths, see giID), a new CI
+// IDs: a new GI gets a GI ID real NVML gives its placement (0 for the whole
+// GPU, then its halves, quarters and eighths, numbered from either half of
+// the GPU: giID), a new CI
 // the smallest free CI ID >= 0 in its GI, a new CI a new MIG UUID. MIG devices
 // (GIs with a CI) are indexed in order of GI ID, as real NVML numbers them.
 //
