@@ -133,9 +133,9 @@ const (
 )
 
 // Reasons of a NodeMigLayout GPU row (status.gpus[].reason) besides the
-// condition reasons above that rows carry too (DeviceInUse, ResetRequired,
-// NVMLError, GPUUnreadable, InvalidLayout, UnknownAllocation,
-// DeviceTaintsUnsupported, Repartitioning).
+// condition reasons above that rows carry too (LayoutApplied, DeviceInUse,
+// ResetRequired, NVMLError, GPUUnreadable, InvalidLayout, UnknownGPU,
+// GPUMissing, UnknownAllocation, DeviceTaintsUnsupported, Repartitioning).
 const (
 	// ReasonDraining (GPU Draining): the devices that must go are published
 	// with the drain taint, and the agent waits out the settle period.

@@ -385,8 +385,9 @@ func TestPrometheusRule(t *testing.T) {
 			if len(ms) == 0 {
 				t.Errorf("%s reads no miglayout metric: %s", a.Alert, a.Expr)
 			}
-			// Labels grouped by: the metrics' own, or the scrape target's.
-			known := []string{"namespace", "pod", "instance", "job"}
+			// Labels grouped by: the metrics' own, or the scrape target's
+			// (node: the ServiceMonitors' relabeling, checked below).
+			known := []string{"namespace", "pod", "instance", "job", "node"}
 			for _, m := range ms {
 				known = append(known, labels[m[1]]...)
 			}

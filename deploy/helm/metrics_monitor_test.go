@@ -13,8 +13,8 @@ import (
 // TestServiceMonitors: with metrics.serviceMonitor.enabled each component
 // gets a ServiceMonitor that selects its metrics Service (labels, namespace,
 // the "metrics" port) and no other, with the labels and interval asked
-// for; the controller-down alert reads the job those ServiceMonitors give
-// (the Service's name).
+// for, and the pod's node as label node; the controller-down alert reads
+// the job those ServiceMonitors give (the Service's name).
 func TestServiceMonitors(t *testing.T) {
 	for _, o := range render(t, nil).Objects {
 		if o.GetKind() == "ServiceMonitor" {
@@ -54,7 +54,9 @@ func TestServiceMonitors(t *testing.T) {
 		if diff := cmp.Diff([]string{"miglayout-" + component + "-metrics"}, selected); diff != "" {
 			t.Errorf("%s: Services selected (-want +got):\n%s", component, diff)
 		}
-		want := []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "30s"}}
+		// The node label the agent's alerts name the node by.
+		nodeLabel := map[string]any{"sourceLabels": []any{"__meta_kubernetes_pod_node_name"}, "targetLabel": "node"}
+		want := []any{map[string]any{"port": "metrics", "path": "/metrics", "interval": "30s", "relabelings": []any{nodeLabel}}}
 		if diff := cmp.Diff(want, endpoints); diff != "" {
 			t.Errorf("%s: endpoints (-want +got):\n%s", component, diff)
 		}

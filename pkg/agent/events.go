@@ -13,7 +13,10 @@ const (
 	// EventBlocked (Warning): a GPU cannot change because a device is in use
 	// or a reset is needed.
 	EventBlocked = "Blocked"
-	// EventInvalidLayout (Warning): the desired layout is invalid for the GPU.
+	// EventInvalidLayout (Warning): the desired layout is invalid for the GPU
+	// (its row's reason InvalidLayout), or the GPU's model is not one the
+	// catalog can check a layout for (UnknownGPU: no MIG, or a product the
+	// catalog lacks).
 	EventInvalidLayout = "InvalidLayout"
 	// EventNVMLError (Warning): a GPU's change failed: NVML refused it, or
 	// (reason DeviceTaintsUnsupported in the GPU's status) the API server

@@ -113,8 +113,9 @@ func TestUnreadableGPUsMetricOnFailedPass(t *testing.T) {
 }
 
 // TestNVMLErrorsCountsOnlyNVML: miglayout_agent_nvml_errors_total counts
-// what NVML returned, by return code, and creates refused for want of room
-// (the GPU Failed, NVMLError); an error of the API server stopping a GPU's
+// what NVML returned, by return code, creates refused for want of room, and
+// the GPU manager's errors without a code (the GPU Failed, NVMLError, each
+// counted: the NVML-errors alert tells of every such GPU); an error of the API server stopping a GPU's
 // change is not counted there, leaves the GPU Pending (PassFailed) and
 // counts as a failed pass.
 func TestNVMLErrorsCountsOnlyNVML(t *testing.T) {
@@ -133,6 +134,11 @@ func TestNVMLErrorsCountsOnlyNVML(t *testing.T) {
 		"refused for want of room": {
 			err:   fmt.Errorf("creating 3g.40gb@4: %w", gpu.ErrInsufficientResources),
 			want:  map[string]float64{"refused": 1},
+			phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonNVMLError,
+		},
+		"the GPU manager's, without a return code": {
+			err:   fmt.Errorf("creating 3g.40gb@4: %w: the catalog gives GI profile ID 9, NVML reports 5", gpu.ErrNotSupported),
+			want:  map[string]float64{"other": 1},
 			phase: v1alpha1.PhaseFailed, reason: v1alpha1.ReasonNVMLError,
 		},
 		"API server": {
@@ -157,7 +163,7 @@ func TestNVMLErrorsCountsOnlyNVML(t *testing.T) {
 				t.Errorf("failed passes counted %v, want %v", got, tc.passes)
 			}
 			got := map[string]float64{}
-			for _, code := range []string{strconv.Itoa(int(nvml.ERROR_UNKNOWN)), "refused", "none"} {
+			for _, code := range []string{strconv.Itoa(int(nvml.ERROR_UNKNOWN)), "refused", "other"} {
 				if v := testutil.ToFloat64(m.nvmlErrors.WithLabelValues(code)); v > 0 {
 					got[code] = v
 				}

@@ -26,7 +26,7 @@ var (
 	})
 	nodesMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "nodes",
-		Help: "Nodes a MigLayout selects, by state (selected: all of them; ready, progressing, failed: a GPU cannot take its layout; blocked: a GPU change waits for devices in use to be released; conflict; lost: the agent stopped renewing its heartbeat Lease; unreported: its agent has not reported the node).",
+		Help: "Nodes a MigLayout selects, by state (selected: all of them; ready, progressing, failed: a GPU cannot take its layout; blocked: a GPU change waits for a device in use to be released, or for a GPU reset; conflict; lost: the agent stopped renewing its heartbeat Lease; unreported: its agent has not reported the node).",
 	}, []string{"miglayout", "state"})
 	gpuProblemsMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "gpu_problems",
