@@ -35,7 +35,7 @@ func TestMetricsAfterSync(t *testing.T) {
 miglayout_agent_mig_devices{profile="1g.10gb",state="free"} 1
 miglayout_agent_mig_devices{profile="2g.20gb",state="free"} 1
 miglayout_agent_mig_devices{profile="3g.40gb",state="in_use"} 1
-# HELP miglayout_agent_repartitions_total GPU repartitions attempted, by result phase (Ready, Blocked, Failed; Pending where the agent stopped during one).
+# HELP miglayout_agent_repartitions_total GPU repartitions attempted, by result phase (Ready, Blocked, Failed; Pending where the agent stopped during one, or where it stopped on an error that is not NVML's: PassFailed).
 # TYPE miglayout_agent_repartitions_total counter
 miglayout_agent_repartitions_total{result="Ready"} 1
 `
