@@ -17,7 +17,7 @@
 // The planning-time benchmark (#1) is not run here: its inputs are test
 // helpers of package planner; run it with
 //
-//	go test -run '^$' -bench Plan -benchmem ./pkg/planner
+//	go test -run '^$' -bench Plan -benchmem -cpu 1 ./pkg/planner
 package main
 
 import (
@@ -41,6 +41,8 @@ func main() {
 	initial := flag.String("initial", "", "layout every GPU starts with, e.g. 7g.80gb@0 (default: MIG on, no device)")
 	sizes := flag.String("sizes", "", "instead, the optimum's share of the first-fit-to-migration gap on clusters of these sizes, e.g. 1,2,3")
 	planBinds := flag.Bool("plan-binds-scheduler", false, "miglayout's claims get free devices that exist only where its plan places them, as though kube-scheduler followed the plan (default: kube-scheduler allocates them first, as in a cluster)")
+	maxPerNode := flag.Int("max-gpus-per-node", 0, "miglayout's limit on a node's GPUs changing at once (0: every GPU of the node; the controller's default is 1)")
+	maxGPUs := flag.Int("max-gpus", 0, "miglayout's limit on GPUs changing at once in the cluster (0: none; the controller's default is 8)")
 	flag.Parse()
 
 	if *sizes != "" {
@@ -80,6 +82,7 @@ func main() {
 	}
 	cfg.Seed = *seed
 	cfg.PlanBindsScheduler = *planBinds
+	cfg.MaxGPUsPerNode, cfg.MaxGPUs = *maxPerNode, *maxGPUs
 	cfg.Parallel = *parallel
 	cfg.Initial = *initial
 	if *strategies != "" {

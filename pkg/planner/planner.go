@@ -112,8 +112,12 @@ func Plan(ctx context.Context, snap Snapshot) (Result, error) {
 }
 
 // Planner is a plan that grows: NewPlanner plans a snapshot's pending pods,
-// Add plans one more pod on top without revisiting earlier decisions (what
-// the controller does when demand arrives while GPUs are still changing).
+// Add plans one more pod on top without revisiting earlier decisions, for a
+// caller that keeps a plan between arrivals. The controller does not: each
+// of its passes plans the batch whole (Plan), the changes in flight given as
+// GPUs that are Changing and the pods they serve (GPU.Serves), so that the
+// order of pods, spares and idle GPUs given back are decided again on what
+// the cluster is now.
 type Planner struct{ p *planner }
 
 // NewPlanner plans snap.Pending.
@@ -234,7 +238,8 @@ func (p *planner) keepSpares() {
 }
 
 // Add plans one more pending pod (first on the devices of the changes in
-// flight that name it, see GPU.Serves).
+// flight that name it, see GPU.Serves), leaving the plan's earlier
+// decisions, its spares and the idle GPUs it gives back as they are.
 func (pl *Planner) Add(ctx context.Context, pod Pod) error {
 	if served, err := pl.p.serveComing(ctx, pod); err != nil || served {
 		return err

@@ -77,6 +77,14 @@ type Config struct {
 	// satisfies gets one at once, wherever the scheduler finds it (see
 	// miglayoutStrategy.schedule), and the planner plans the rest.
 	PlanBindsScheduler bool
+	// MaxGPUsPerNode is miglayout's planner.Policy.MaxGPUsPerNode, the most
+	// GPUs of a node one plan changes at once; 0: every GPU of the node
+	// (the bench's default). The controller's default is 1.
+	MaxGPUsPerNode int
+	// MaxGPUs is the most GPUs miglayout changes at once across the
+	// cluster (a MigLayout's policy.maxGPUs, planner.Snapshot.GroupMaxGPUs);
+	// 0: no limit (the bench's default). The controller's default is 8.
+	MaxGPUs int
 	// ReclaimIdleAfter is miglayout's planner.Policy.ReclaimIdleAfter, in
 	// seconds (0: never): how long a GPU stays idle before it is given
 	// back whole. DefaultConfig takes the controller's default, 300.

@@ -84,8 +84,13 @@ func (*miglayoutStrategy) delay() bool    { return true }
 func (st *miglayoutStrategy) snapshot(s *sim) planner.Snapshot {
 	snap := planner.Snapshot{Driver: migslices.DefaultDriverName, Classes: st.class,
 		Now: epoch.Add(time.Duration(s.now * float64(time.Second))), AgingAfter: planner.DefaultAgingAfter}
+	var group string
+	if s.maxGPUs > 0 {
+		group = "cluster"
+		snap.GroupMaxGPUs = map[string]int{group: s.maxGPUs}
+	}
 	for ni, n := range st.nodes {
-		node := planner.Node{Node: n, Policy: planner.Policy{MaxGPUsPerNode: s.perNode,
+		node := planner.Node{Node: n, Policy: planner.Policy{MaxGPUsPerNode: s.maxPerNode, Group: group,
 			ReclaimIdleAfter: time.Duration(s.reclaimIdleAfter * float64(time.Second))}}
 		for _, g := range s.gpus {
 			if g.node != ni {

@@ -75,8 +75,10 @@ type Ratio struct {
 	// Large served share, loss model: firstfit, miglayout, bound.
 	FirstFitLarge, MiglayoutLarge, BoundLarge float64
 	// GapClosed = (miglayout - firstfit) / (bound - firstfit); NaN when
-	// the bound is not above firstfit.
-	GapClosed float64
+	// the bound is not above firstfit. GapLow and GapHigh are its 95 %
+	// bootstrap interval over the traces (gapInterval; NaN where there is
+	// none).
+	GapClosed, GapLow, GapHigh float64
 	// MigrateLarge is (d)'s large served share, and ExactOfMigrateGap the
 	// share of the gap between firstfit and (d) that (e) closes: how far
 	// (d) is above what any no-migration policy reaches (NaN where (e) is
@@ -87,8 +89,12 @@ type Ratio struct {
 	// miglayout closes against it on those traces (NaN where not run).
 	ClairvoyantLarge, GapClosedClairvoyant float64
 	ClairvoyantTraces                      int
-	// Served overall, miglayout over firstfit, per model.
+	// Served overall, miglayout over firstfit, per model (the goal is
+	// judged on these pooled ratios); TracesServedLess of TracesCompared
+	// traces (both models) are those on which miglayout served fewer
+	// claims than firstfit.
 	ServedRatioLoss, ServedRatioQueue float64
+	TracesServedLess, TracesCompared  int
 	// P95 wait of large claims in the queue model, miglayout over firstfit,
 	// and both values (seconds).
 	P95LargeRatio                 float64
@@ -194,7 +200,7 @@ func percentile(xs []float64, q float64) float64 {
 func (rep *Report) ratios(groups map[rowKey][]TraceResult) {
 	for _, sc := range rep.Config.Scenarios {
 		for _, mix := range rep.Config.Mixes {
-			ra := Ratio{Scenario: sc.Name, Mix: mix.Name, GapClosed: math.NaN(), ServedRatioLoss: math.NaN(), ServedRatioQueue: math.NaN(), P95LargeRatio: math.NaN(),
+			ra := Ratio{Scenario: sc.Name, Mix: mix.Name, GapClosed: math.NaN(), GapLow: math.NaN(), GapHigh: math.NaN(), ServedRatioLoss: math.NaN(), ServedRatioQueue: math.NaN(), P95LargeRatio: math.NaN(),
 				MigrateLarge: math.NaN(), ExactOfMigrateGap: math.NaN(), ClairvoyantLarge: math.NaN(), GapClosedClairvoyant: math.NaN()}
 			get := func(model, strat string, keep map[uint64]bool) (Row, bool) {
 				ts, ok := groups[rowKey{sc.Name, mix.Name, model, strat}]
@@ -238,6 +244,13 @@ func (rep *Report) ratios(groups map[rowKey][]TraceResult) {
 			}
 			if ra.HasLoss && ra.BoundLarge > ra.FirstFitLarge {
 				ra.GapClosed = (ra.MiglayoutLarge - ra.FirstFitLarge) / (ra.BoundLarge - ra.FirstFitLarge)
+				key := func(strat string) []TraceResult { return groups[rowKey{sc.Name, mix.Name, "loss", strat}] }
+				ra.GapLow, ra.GapHigh = gapInterval(key(FirstFit), key(Miglayout), key(ra.Bound))
+			}
+			for _, model := range []string{"loss", "queue"} {
+				less, n := servedLess(groups[rowKey{sc.Name, mix.Name, model, FirstFit}], groups[rowKey{sc.Name, mix.Name, model, Miglayout}])
+				ra.TracesServedLess += less
+				ra.TracesCompared += n
 			}
 			ffq, ok1 := get("queue", FirstFit, nil)
 			mlq, ok2 := get("queue", Miglayout, nil)
@@ -328,6 +341,20 @@ func (rep Report) String() string {
 	}
 	fmt.Fprintf(&b, "Plan quality on seeded synthetic traces: %s, MIG on, GPUs start %s; Poisson arrivals, exponential holds of mean %s; repartition %s; loss deadline %s; load %.2f (loss) / %.2f (queue) of capacity; seed %d.\n",
 		c.Model, start, dur(c.MeanHold), dur(c.Repartition), dur(c.Deadline), c.LossLoad, c.QueueLoad, c.Seed)
+	limits := "GPUs changing at once: every GPU of a node"
+	if c.MaxGPUsPerNode > 0 {
+		limits = fmt.Sprintf("GPUs changing at once: %d per node", c.MaxGPUsPerNode)
+	}
+	if c.MaxGPUs > 0 {
+		limits += fmt.Sprintf(", %d in the cluster", c.MaxGPUs)
+	} else {
+		limits += ", no cluster-wide limit"
+	}
+	reclaim := "idle GPUs not given back"
+	if c.ReclaimIdleAfter > 0 {
+		reclaim = "idle GPUs given back whole after " + dur(c.ReclaimIdleAfter)
+	}
+	fmt.Fprintf(&b, "  miglayout: %s (the controller's defaults: 1 per node, 8 per MigLayout); %s.\n", limits, reclaim)
 	for _, sc := range c.Scenarios {
 		fmt.Fprintf(&b, "  scenario %s: %d GPUs (%d per node), %d claims per trace, %d trace(s) per mix and model, models %s\n",
 			sc.Name, sc.GPUs, sc.GPUsPerNode, sc.Claims, sc.Seeds, strings.Join(sc.Models, ", "))
@@ -396,7 +423,7 @@ func (rep Report) String() string {
 
 	b.WriteString("\nGoals (miglayout vs (a) firstfit):\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tmix\tbound\tlarge (a)\tlarge miglayout\tlarge bound\tgap closed (≥50%)\tserved ratio loss (≥1)\tserved ratio queue (≥1)\tlarge p95 (a)\tlarge p95 miglayout\tp95 ratio (≤0.5)\tmet\t")
+	fmt.Fprintln(tw, "scenario\tmix\tbound\tlarge (a)\tlarge miglayout\tlarge bound\tgap closed (≥50%) [95% interval]\tserved ratio loss (≥1)\tserved ratio queue (≥1)\ttraces served < (a)\tlarge p95 (a)\tlarge p95 miglayout\tp95 ratio (≤0.5)\tmet\t")
 	for _, r := range rep.Ratios {
 		gap, served, wait := r.Goals()
 		met := []string{}
@@ -418,9 +445,9 @@ func (rep Report) String() string {
 		if r.HasQueue {
 			p95ff, p95ml = dur(r.P95LargeFF), dur(r.P95LargeMiglayout)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Mix, bound,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t\n", r.Scenario, r.Mix, bound,
 			pct(r.FirstFitLarge), pct(r.MiglayoutLarge), pct(r.BoundLarge), gapText(r), num(r.ServedRatioLoss, "%.3f"), num(r.ServedRatioQueue, "%.3f"),
-			p95ff, p95ml, num(r.P95LargeRatio, "%.2f"), strings.Join(met, ", "))
+			r.TracesServedLess, r.TracesCompared, p95ff, p95ml, num(r.P95LargeRatio, "%.2f"), strings.Join(met, ", "))
 	}
 	tw.Flush()
 
@@ -474,7 +501,10 @@ func gapText(r Ratio) string {
 	if math.IsNaN(r.GapClosed) {
 		return "no gap"
 	}
-	return pct(r.GapClosed)
+	if math.IsNaN(r.GapLow) {
+		return pct(r.GapClosed)
+	}
+	return fmt.Sprintf("%s [%.0f–%.0f%%]", pct(r.GapClosed), 100*r.GapLow, 100*r.GapHigh)
 }
 
 func countTraces(rep Report) int {

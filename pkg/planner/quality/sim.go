@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math"
@@ -107,6 +108,9 @@ type sim struct {
 	planBindsScheduler bool
 	// reclaimIdleAfter: Config.ReclaimIdleAfter.
 	reclaimIdleAfter float64
+	// maxPerNode and maxGPUs: Config.MaxGPUsPerNode (perNode where 0) and
+	// Config.MaxGPUs.
+	maxPerNode, maxGPUs int
 
 	// counters
 	destroyed, created, moved, changes, decisions int
@@ -118,7 +122,8 @@ type sim struct {
 }
 
 func newSim(m *mig.Model, tr trace, gpus, perNode int, initial []mig.Layout, cfg *Config, queue bool, st strategy, fs *feasibleSet) *sim {
-	s := &sim{model: m, repartition: cfg.Repartition, queue: queue, perNode: perNode, strat: st, feasible: fs, planBindsScheduler: cfg.PlanBindsScheduler, reclaimIdleAfter: cfg.ReclaimIdleAfter}
+	s := &sim{model: m, repartition: cfg.Repartition, queue: queue, perNode: perNode, strat: st, feasible: fs, planBindsScheduler: cfg.PlanBindsScheduler, reclaimIdleAfter: cfg.ReclaimIdleAfter,
+		maxPerNode: cmp.Or(cfg.MaxGPUsPerNode, perNode), maxGPUs: cfg.MaxGPUs}
 	if !st.delay() {
 		s.repartition = 0
 	}
