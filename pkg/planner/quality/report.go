@@ -419,7 +419,7 @@ func (rep Report) String() string {
 	b.WriteString("†  (d) moves running instances (instant, no repartition delay): a bound no real system may use; 'moved' counts migrated instances.\n")
 	b.WriteString("§  (e) the optimal online policy, solved exactly by dynamic programming over the GPUs' allocated devices: knows the arrival rate, the mix and the mean hold, not the trace; serves whenever a placement exists, never moves an allocated device, instant service: the best such policy can do in expectation (solved for claims lost when they do not fit at once, played with the deadline; loss model, small clusters only).\n")
 	b.WriteString("‡  clairvoyant search over placement choices, knowing every arrival and hold of the trace, serving whenever a placement exists, instant service: a relaxation of (e) no policy can reach (loss model, small instances only).\n")
-	b.WriteString("   served/large: share of claims (of 3g/4g/7g claims) given a device (loss: within the deadline; queue: before the run ends, else wait ∞).\n")
+	b.WriteString("   served/large: share of claims (of 3g/4g/7g claims) given a device (loss: given one within the deadline, which may be usable only once its change is done; queue: before the run ends, else wait ∞).\n")
 
 	b.WriteString("\nGoals (miglayout vs (a) firstfit):\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
