@@ -316,6 +316,11 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			res.Retry = true
 			work = kept
 		case err != nil:
+			// The tainted publication may have been written all the
+			// same (or be served later): the devices it taints exist
+			// and stay, so they are published again untainted, or a
+			// failure that persists would keep them from every claim.
+			r.restore(ctx, obs)
 			return nil, fmt.Errorf("publishing drain taints: %w", err)
 		default:
 			if err := r.sleep(ctx, r.SettlePeriod); err != nil {

@@ -37,8 +37,9 @@ func (r *Repartitioner) withdraw(ctx context.Context, obs []GPUState, work []*gp
 }
 
 // restore publishes obs, the pool as the pass found it (nothing destroyed
-// yet), untainted, after a withdrawal that failed: the withdrawal may have
-// been written all the same, and the devices it left out exist. An agent
+// yet), untainted, after a drain publication or a withdrawal that failed:
+// either may have been written all the same, and the devices it tainted or
+// left out exist. An agent
 // told to stop restores for at most stopRepublishTimeout. A failure is
 // logged; the next pass publishes again.
 func (r *Repartitioner) restore(ctx context.Context, obs []GPUState) {
@@ -48,7 +49,7 @@ func (r *Repartitioner) restore(ctx context.Context, obs []GPUState) {
 		defer cancel()
 	}
 	if err := r.Inventory.Publish(ctx, obs, nil); err != nil && !errors.Is(err, ErrDrainTaintsDropped) {
-		klog.FromContext(ctx).Error(err, "Publishing the pool again after a failed withdrawal; the next pass publishes it")
+		klog.FromContext(ctx).Error(err, "Publishing the pool again untainted after a failed drain or withdrawal; the next pass publishes it")
 	}
 }
 

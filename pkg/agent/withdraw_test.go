@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -136,5 +137,29 @@ func TestStopDuringWithdrawalRestoresThePool(t *testing.T) {
 	want := publication{devices: []string{"gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4"}}
 	if diff := cmp.Diff(want, g.inv.last(), cmp.AllowUnexported(publication{})); diff != "" {
 		t.Errorf("last publication (-want +got): the pool is left without devices that exist\n%s", diff)
+	}
+}
+
+// TestFailedDrainPublicationUntaintsThePool: the drain publication fails
+// (here binding conditions the API server drops; a refusal or a timeout
+// alike) after it may have been written: no NVML step is taken, and the
+// pool is published again untainted, pass after pass, rather than left with
+// the tainted devices, which exist and stay, kept from every new claim for
+// as long as the failure lasts.
+func TestFailedDrainPublicationUntaintsThePool(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.inv.failDrain = fmt.Errorf("waiting for the API server to serve pool n1: %w", ErrBindingConditionsDropped)
+	want := publication{devices: []string{"gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4"}}
+	for pass := range 2 {
+		if _, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil); err == nil {
+			t.Fatalf("pass %d succeeded although its drain publication failed", pass)
+		}
+		if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
+			t.Errorf("pass %d: layouts (-want +got): an NVML step was taken after the failed drain\n%s", pass, diff)
+		}
+		if diff := cmp.Diff(want, g.inv.last(), cmp.AllowUnexported(publication{})); diff != "" {
+			t.Errorf("pass %d: last publication (-want +got): the devices stay tainted\n%s", pass, diff)
+		}
 	}
 }
