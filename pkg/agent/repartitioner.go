@@ -54,6 +54,9 @@ type Repartitioner struct {
 	// that stopped between making devices and the refresh refreshes in its
 	// first pass. Passes run one at a time.
 	refreshed bool
+	// counted are the GPU indices NVML counted at the last observe, read
+	// or not (unknownIn); nil before the first.
+	counted sets.Set[int]
 }
 
 func (r *Repartitioner) driver() string { return r.Driver }
@@ -725,6 +728,10 @@ func (r *Repartitioner) observe(ctx context.Context) (obs []GPUState, unreadable
 			st.Devices = devs
 		}
 		obs = append(obs, st)
+	}
+	r.counted = sets.New(slices.Collect(maps.Keys(unreadable))...)
+	for _, g := range obs {
+		r.counted.Insert(g.GPU.Index)
 	}
 	return obs, unreadable, nil
 }

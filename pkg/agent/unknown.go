@@ -31,7 +31,8 @@ func (u unknownAllocations) on(idx int) []string {
 
 // unknownIn returns the names of allocated (the allocations of this
 // node's driver and pool, as the cache shows them) that name no device of
-// obs: claims allocated from another publisher of the same driver name and
+// obs, by the GPU index they name (anyGPU for none, or for an index NVML
+// did not count when last observed): claims allocated from another publisher of the same driver name and
 // pool (a DRA driver miglayout took over from), from names of another
 // version, or to a device gone from NVML. The agent cannot tell which
 // device such an allocation holds, so it reports all of the GPU's devices
@@ -53,7 +54,12 @@ func (r *Repartitioner) unknownIn(allocated sets.Set[string], obs []GPUState) un
 	out := unknownAllocations{}
 	for _, name := range sets.List(unknown) {
 		idx, _, ok := slices.DeviceGPUIndex(name)
-		if !ok {
+		if !ok || r.counted != nil && !r.counted.Has(idx) {
+			// A name of no GPU index, or of one NVML does not count:
+			// another driver's name (NVIDIA's DRA driver puts the
+			// GPU's minor number where miglayout puts the index), or
+			// a GPU gone since NVML numbered the GPUs anew. Either may
+			// hold a device of any GPU.
 			idx = anyGPU
 		}
 		out[idx] = append(out[idx], name)

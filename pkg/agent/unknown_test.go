@@ -38,6 +38,15 @@ func TestSyncKeepsGPUsUnknownAllocationsMayHold(t *testing.T) {
 				reasons: []string{v1alpha1.ReasonUnknownAllocation, v1alpha1.ReasonUnknownAllocation},
 				layouts: []string{before, before}, inUse: []string{before, before}},
 		},
+		// NVIDIA's DRA driver names devices by the GPU's minor number:
+		// minor 2 may be this node's GPU 1, which the name of a GPU
+		// index NVML does not count cannot tell.
+		"a name of a GPU index NVML does not count keeps every GPU": {
+			cached: []string{"gpu-2-mig-3g40gb-9-4"}, live: []string{"gpu-2-mig-3g40gb-9-4"},
+			want: want{phases: []v1alpha1.GPUPhase{v1alpha1.PhaseBlocked, v1alpha1.PhaseBlocked},
+				reasons: []string{v1alpha1.ReasonUnknownAllocation, v1alpha1.ReasonUnknownAllocation},
+				layouts: []string{before, before}, inUse: []string{before, before}},
+		},
 		// (The status reports GPU 0 in use until the cache sees the release.)
 		"a release the cache has not seen blocks no change": {
 			cached: []string{"gpu-0-mig-3g.40gb-0"}, live: []string{},
