@@ -27,7 +27,7 @@ const (
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.selectedNodes`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodes`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
-// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].reason`
 // +kubebuilder:printcolumn:name="Conflict",type=string,JSONPath=`.status.conditions[?(@.type=="Conflict")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MigLayout struct {
@@ -252,10 +252,15 @@ type MigLayoutStatus struct {
 	// turn under maxNodesChanging); FailedNodes those Blocked or Failed.
 	// +optional
 	SelectedNodes int32 `json:"selectedNodes"`
+	// ReadyNodes counts the selected nodes whose GPUs all match the desired
+	// layout.
 	// +optional
 	ReadyNodes int32 `json:"readyNodes"`
+	// ProgressingNodes counts the selected nodes with a change not done that
+	// is neither Blocked nor Failed.
 	// +optional
 	ProgressingNodes int32 `json:"progressingNodes"`
+	// FailedNodes counts the selected nodes with a GPU Blocked or Failed.
 	// +optional
 	FailedNodes int32 `json:"failedNodes"`
 
@@ -375,6 +380,8 @@ type GPURow struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	Desired string `json:"desired,omitempty"`
+	// Actual is the layout the GPU holds, as its agent last reported it
+	// (same text form as Desired).
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	Actual string `json:"actual,omitempty"`

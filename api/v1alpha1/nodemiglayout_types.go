@@ -152,11 +152,13 @@ type GPUStatus struct {
 	// NVMLProfiles are the GPU instance profiles that NVML describes on this
 	// GPU otherwise than miglayout's catalog (a driver's values, placements
 	// or GI profile ID, or catalog values no source confirmed), as NVML
-	// does; empty when all agree or MIG mode is off. Devices are published
+	// does; empty when all agree or no table has been read. Devices are published
 	// with NVML's values; the Auto planner gives its hypothetical devices of
 	// these profiles the same, plans them only at placements both NVML and
 	// the catalog offer, and plans none of a profile NVML gives another GI
-	// profile ID (the agent refuses to create one, InvalidLayout).
+	// profile ID (the agent refuses to create one, InvalidLayout). With MIG
+	// mode off, the table the agent read while it was last on since the
+	// agent started, if any.
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=profile
@@ -172,8 +174,9 @@ type GPUStatus struct {
 	// planned within what both offer, and the agent refuses to create what
 	// NVML would refuse (InvalidLayout, nothing touched); the catalog entry
 	// needs correcting (a CatalogDiffers event, Warning, says so too).
-	// Empty when all agree, MIG mode is off, or the profile table could not
-	// be read.
+	// Empty when all agree or the profile table has not been read (it is
+	// read with MIG mode on; with MIG off, the agent keeps what it read while
+	// it was last on since the agent started).
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=256
 	// +listType=atomic
@@ -238,18 +241,23 @@ type NVMLProfile struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Multiprocessors int32 `json:"multiprocessors,omitempty"`
+	// CopyEngines is the count of copy engines of one instance.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	CopyEngines int32 `json:"copyEngines,omitempty"`
+	// Decoders is the count of video decoders (NVDEC) of one instance.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Decoders int32 `json:"decoders,omitempty"`
+	// Encoders is the count of video encoders (NVENC) of one instance.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Encoders int32 `json:"encoders,omitempty"`
+	// JPEGEngines is the count of JPEG decoders (NVJPG) of one instance.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	JPEGEngines int32 `json:"jpegEngines,omitempty"`
+	// OFAEngines is the count of optical flow accelerators of one instance.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	OFAEngines int32 `json:"ofaEngines,omitempty"`
