@@ -294,6 +294,12 @@ type GPUAttributes struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
 	PCIBusID string `json:"pciBusID,omitempty"`
+	// PCIeRoot is the PCIe root complex the GPU sits under, as sysfs shows
+	// it (resource.kubernetes.io/pcieRoot), e.g. "pci0000:00"; empty where
+	// the agent could not read it.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	PCIeRoot string `json:"pcieRoot,omitempty"`
 	// Minor is the device minor number (/dev/nvidia<minor>).
 	// +kubebuilder:validation:Minimum=0
 	// +optional

@@ -60,7 +60,7 @@ func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device, allocate
 			if m, err := cat.Model(product); err == nil {
 				g.Model = m.Name
 			}
-			g.Attributes = &v1alpha1.GPUAttributes{PCIBusID: str(d, migslices.AttrPCIBusID), Brand: str(d, migslices.AttrBrand),
+			g.Attributes = &v1alpha1.GPUAttributes{PCIBusID: str(d, migslices.AttrPCIBusID), PCIeRoot: str(d, migslices.AttrPCIeRoot), Brand: str(d, migslices.AttrBrand),
 				Architecture: str(d, migslices.AttrArchitecture), CUDAComputeCapability: ver(d, migslices.AttrCUDAComputeCapability),
 				DriverVersion: ver(d, migslices.AttrDriverVersion), CUDADriverVersion: ver(d, migslices.AttrCUDADriverVersion)}
 			if n, ok := num(d, minor); ok {

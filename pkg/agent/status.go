@@ -292,6 +292,7 @@ func describeNVMLProfiles(g gpu.GPU) string {
 func gpuAttributes(g gpu.GPU) *v1alpha1.GPUAttributes {
 	return &v1alpha1.GPUAttributes{
 		PCIBusID:              g.PCIBusID,
+		PCIeRoot:              g.PCIeRoot,
 		Minor:                 ptr.To(int32(g.Minor)),
 		Brand:                 g.Brand,
 		Architecture:          g.Architecture,

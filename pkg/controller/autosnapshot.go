@@ -580,6 +580,7 @@ func applyAttributes(info *gpu.GPU, a *v1alpha1.GPUAttributes) {
 	set(&info.DriverVersion, a.DriverVersion)
 	set(&info.CUDADriverVersion, a.CUDADriverVersion)
 	set(&info.PCIBusID, a.PCIBusID)
+	set(&info.PCIeRoot, a.PCIeRoot)
 	if a.Minor != nil {
 		info.Minor = int(*a.Minor)
 	}

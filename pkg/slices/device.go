@@ -35,6 +35,7 @@ const (
 	AttrDriverVersion         resourceapi.QualifiedName = "driverVersion"
 	AttrCUDADriverVersion     resourceapi.QualifiedName = "cudaDriverVersion"
 	AttrPCIBusID                                        = deviceattribute.StandardDeviceAttributePCIBusID
+	AttrPCIeRoot                                        = deviceattribute.StandardDeviceAttributePCIeRoot
 	AttrIndex                 resourceapi.QualifiedName = "index"
 	AttrMinor                 resourceapi.QualifiedName = "minor"
 	AttrParentUUID            resourceapi.QualifiedName = "parentUUID"
@@ -263,6 +264,7 @@ func commonAttributes(g gpu.GPU) map[resourceapi.QualifiedName]resourceapi.Devic
 		AttrDriverVersion:         version(g.DriverVersion),
 		AttrCUDADriverVersion:     version(g.CUDADriverVersion),
 		AttrPCIBusID:              str(g.PCIBusID),
+		AttrPCIeRoot:              str(g.PCIeRoot),
 	}
 }
 

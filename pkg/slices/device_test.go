@@ -159,16 +159,21 @@ func TestSourcesMIGRules(t *testing.T) {
 	}
 }
 
-// The planner's devices are the published ones but for the UUID.
+// The planner's devices are the published ones but for the UUID (the PCIe
+// root of their GPU included, an attribute a claim's matchAttribute reads).
 func TestPlannedMatchesReal(t *testing.T) {
 	inv, _ := simInventory(t, "1xA100-SXM4-80GB", map[int]string{0: a100Layout})
 	g := inv.GPUs[0]
+	g.PCIeRoot = "pci0000:00"
 	for _, real := range inv.MIGs[0] {
 		planned, err := PlannedMIGDevice(g, real.Device())
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := MIGDevice(g, real)
+		if a := want.Attributes[AttrPCIeRoot]; a.StringValue == nil || *a.StringValue != "pci0000:00" {
+			t.Errorf("%s: pcieRoot %v, want pci0000:00, its GPU's", real.Device(), a.StringValue)
+		}
 		want.Attributes[AttrUUID] = str(PlannedUUID)
 		if diff := cmp.Diff(want, planned); diff != "" {
 			t.Errorf("planned %s differs from the real device (-real +planned):\n%s", real.Device(), diff)
@@ -251,7 +256,7 @@ func TestNormalizeVersion(t *testing.T) {
 // Unknown values are not published as empty strings or bogus versions.
 func TestUnknownValuesOmitted(t *testing.T) {
 	d := GPUDevice(gpu.GPU{Index: 2, UUID: "GPU-x", MemoryMiB: 1024, DriverVersion: "weird"})
-	for _, name := range []resourceapi.QualifiedName{AttrDriverVersion, AttrProductName, AttrPCIBusID, AttrCUDADriverVersion} {
+	for _, name := range []resourceapi.QualifiedName{AttrDriverVersion, AttrProductName, AttrPCIBusID, AttrPCIeRoot, AttrCUDADriverVersion} {
 		if _, ok := d.Attributes[name]; ok {
 			t.Errorf("attribute %s published for an unknown value", name)
 		}

@@ -23,8 +23,11 @@
 // # Attributes and capacities
 //
 // Attribute names and types are those NVIDIA's DRA driver (gpu.nvidia.com)
-// publishes, so a claim ports between the two drivers by changing only the
-// domain in device.attributes['<driver>']:
+// publishes for the same properties, so a claim reading them ports between
+// the two drivers by changing only the domain in
+// device.attributes['<driver>'] (NVIDIA's driver publishes some that
+// miglayout does not, such as addressingMode and memory-slice capacities: a
+// selector reading one fails to evaluate here):
 //
 //	attribute                        type     GPU  MIG  value
 //	type                             string   x    x    "gpu" | "mig"
@@ -36,6 +39,9 @@
 //	driverVersion                    version  x    x    "580.95.5" (NVML's "580.95.05", semver-normalised)
 //	cudaDriverVersion                version  x    x    "13.0.0"
 //	resource.kubernetes.io/pciBusID  string   x    x    "0000:07:00.0" (the parent's for MIG)
+//	resource.kubernetes.io/pcieRoot  string   x    x    "pci0000:00", the PCIe root complex (the parent's
+//	                                                    for MIG), where sysfs shows it: matchAttribute
+//	                                                    on it keeps a GPU and a NIC on one root
 //	index                            int      x         NVML index
 //	minor                            int      x         /dev/nvidia<minor>
 //	parentUUID                       string        x    the GPU's UUID
