@@ -186,6 +186,22 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 			spec: "rules: [{profiles: {3g.40gb: 1, 1g.10gb: 8}}]",
 			want: "profile counts must be between 1 and 7 (1g.10gb)",
 		},
+		"compute slices over seven (4g+3g+1g)": {
+			spec: "rules: [{profiles: {4g.40gb: 1, 3g.40gb: 1, 1g.10gb: 1}}]",
+			want: "these counts need more than 7 compute slices (each count times the number before g of its profile); no GPU has more",
+		},
+		"three halves": {
+			spec: "rules: [{profiles: {3g.40gb: 3}}]",
+			want: "these counts need more than 7 compute slices",
+		},
+		"the whole GPU beside another device": {
+			spec: "rules: [{profiles: {7g.80gb: 1, 1g.10gb: 1}}]",
+			want: "these counts need more than 7 compute slices",
+		},
+		"two media-extension devices": {
+			spec: "rules: [{profiles: {1g.10gb+me: 2}}]",
+			want: "a GPU holds at most one device with media extensions (+me)",
+		},
 		"negative spares": {
 			spec: "mode: Auto\npolicy: {spares: {1g.10gb: -1}}",
 			want: "spare counts must be between 0 and 112, per node over all its GPUs (1g.10gb)",
@@ -311,15 +327,17 @@ func TestCELAcceptsValid(t *testing.T) {
 	c := miglayoutClient(t)
 	ctx := testContext(t, time.Minute)
 	tests := map[string]string{
-		"counts":                     "rules: [{name: halves, productName: A100-SXM4-80GB, profiles: {3g.40gb: 2}}]",
-		"media-extension profile":    "rules: [{profiles: {1g.10gb+me: 1, 1g.10gb: 6}}]",
-		"explicit layout":            "mode: Static\nrules: [{gpuIndices: [0, 1], layout: '3g.40gb@0,2g.20gb@4,1g.10gb@6'}]",
-		"MIG off":                    "rules: [{migEnabled: false}]",
-		"MIG on with explicit flag":  "rules: [{migEnabled: true, profiles: {7g.80gb: 1}}]",
-		"MIG on, no device":          "rules: [{profiles: {}}]",
-		"Auto with a policy":         "mode: Auto\npolicy: {allowedProfiles: [1g.10gb], spares: {1g.10gb: 0}}",
-		"Auto without a policy":      "mode: Auto",
-		"Static, one node at a time": "rules: [{profiles: {3g.40gb: 2}}]\nmaxNodesChanging: 1",
+		"counts":                      "rules: [{name: halves, productName: A100-SXM4-80GB, profiles: {3g.40gb: 2}}]",
+		"media-extension profile":     "rules: [{profiles: {1g.10gb+me: 1, 1g.10gb: 6}}]",
+		"seven compute slices":        "rules: [{profiles: {4g.40gb: 1, 2g.20gb: 1, 1g.10gb: 1}}, {profiles: {3g.40gb: 2, 1g.10gb: 1}}, {profiles: {1g.10gb: 7}}]",
+		"without media engines (-me)": "rules: [{profiles: {1g.10gb-me: 2}}]",
+		"explicit layout":             "mode: Static\nrules: [{gpuIndices: [0, 1], layout: '3g.40gb@0,2g.20gb@4,1g.10gb@6'}]",
+		"MIG off":                     "rules: [{migEnabled: false}]",
+		"MIG on with explicit flag":   "rules: [{migEnabled: true, profiles: {7g.80gb: 1}}]",
+		"MIG on, no device":           "rules: [{profiles: {}}]",
+		"Auto with a policy":          "mode: Auto\npolicy: {allowedProfiles: [1g.10gb], spares: {1g.10gb: 0}}",
+		"Auto without a policy":       "mode: Auto",
+		"Static, one node at a time":  "rules: [{profiles: {3g.40gb: 2}}]\nmaxNodesChanging: 1",
 		"Auto: spares with every profile allowed (empty list)":  "mode: Auto\npolicy: {allowedProfiles: [], spares: {1g.10gb: 1}}",
 		"explicit layout, starts of two digits":                 "rules: [{layout: '1g.10gb@0,1g.10gb@63'}]",
 		"Auto: every profile but the whole GPU of three models": "mode: Auto\npolicy: {allowedProfiles: [1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 1g.18gb, 1g.18gb+me, 1g.35gb, 2g.35gb, 3g.71gb, 4g.71gb, 1g.23gb, 1g.23gb+me, 1g.45gb, 2g.45gb, 3g.90gb, 4g.90gb]}",

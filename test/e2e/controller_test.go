@@ -209,7 +209,8 @@ func testImpossibleRule(t *testing.T, c crclient.Client, sfx string) {
 	pool := "impossible-" + sfx
 	node := createNodes(t, ctx, map[string]string{"miglayout.test/pool": pool}, "im-"+sfx)[0]
 	ml := newMigLayout("impossible-"+sfx, "miglayout.test/pool", pool).
-		rule(v1alpha1.LayoutRule{Name: "three-halves", ProductName: "A100-SXM4-80GB", Profiles: map[string]int32{"3g.40gb": 3}}).
+		// Seven compute slices (admitted), nine memory slices of eight.
+		rule(v1alpha1.LayoutRule{Name: "halves-and-one", ProductName: "A100-SXM4-80GB", Profiles: map[string]int32{"3g.40gb": 2, "1g.10gb": 1}}).
 		rule(v1alpha1.LayoutRule{Name: "h100-whole", Profiles: map[string]int32{"7g.80gb": 1}}).
 		create(t, ctx, c)
 	waitNodeMigLayout(t, ctx, c, node, "created", func(*v1alpha1.NodeMigLayout) bool { return true })
@@ -222,7 +223,7 @@ func testImpossibleRule(t *testing.T, c crclient.Client, sfx string) {
 		return hasCondition(s, v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonInvalidLayout) && s.FailedNodes == 1
 	})
 	msg := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDegraded).Message
-	for _, want := range []string{"node " + node + " gpu 0", `rule "three-halves"`, "3g.40gb"} {
+	for _, want := range []string{"node " + node + " gpu 0", `rule "halves-and-one"`, "3g.40gb"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Degraded message %q does not contain %q", msg, want)
 		}
@@ -230,7 +231,7 @@ func testImpossibleRule(t *testing.T, c crclient.Client, sfx string) {
 	if len(st.Nodes) != 1 || len(st.Nodes[0].GPUs) != 2 || st.Nodes[0].GPUs[0].Phase != v1alpha1.PhaseFailed {
 		t.Errorf("rows: want GPU 0 Failed, got %+v", st.Nodes)
 	}
-	waitEvents(t, ctx, c, ml.Name, eventWant{corev1.EventTypeWarning, controller.EventInvalidLayout, `rule "three-halves"`})
+	waitEvents(t, ctx, c, ml.Name, eventWant{corev1.EventTypeWarning, controller.EventInvalidLayout, `rule "halves-and-one"`})
 }
 
 func testAutoMode(t *testing.T, c crclient.Client, sfx string) {

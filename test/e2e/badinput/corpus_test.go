@@ -79,6 +79,8 @@ func degraded(reason, msg string) expect {
 const (
 	profileNames = "profile names look like 3g.40gb or 1g.10gb+me"
 	counts17     = "profile counts must be between 1 and 7"
+	// computeSlices: a rule's counts need more compute slices than any GPU has.
+	computeSlices = "these counts need more than 7 compute slices"
 )
 
 func rules(n int, rule string) string {
@@ -128,12 +130,12 @@ var corpus = []struct {
 	// destroy that profile's free devices.
 	{"profile without a count (key left empty)", both, selector + "rules:\n- profiles:\n    3g.40gb:\n    1g.10gb: 1\n", "", rejected("profile 3g.40gb has no count")},
 	{"count as a string", both, selector + "rules: [{profiles: {1g.10gb: two}}]", "", rejected("must be of type integer")},
-	{"three 3g.40gb on an A100", update, selector + "rules: [{name: a100, productName: A100-SXM4-80GB, profiles: {3g.40gb: 3}}, {productName: H100-SXM5-80GB, profiles: {3g.40gb: 1, 2g.20gb: 1, 1g.10gb: 2}}]", "",
-		degraded(v1alpha1.ReasonInvalidLayout, "3g.40gb")},
-	{"7g.80gb beside another device", update, selector + "rules: [{profiles: {7g.80gb: 1, 1g.10gb: 1}}]", "", degraded(v1alpha1.ReasonInvalidLayout, "7g.80gb")},
-	{"eight instances (7x 1g.10gb + 1g.10gb+me)", update, selector + "rules: [{profiles: {1g.10gb: 7, 1g.10gb+me: 1}}]", "", degraded(v1alpha1.ReasonInvalidLayout, "1g.10gb")},
-	{"compute slices over 7 (4g+3g+1g)", update, selector + "rules: [{profiles: {4g.40gb: 1, 3g.40gb: 1, 1g.10gb: 1}}]", "", degraded(v1alpha1.ReasonInvalidLayout, "4g.40gb")},
-	{"two 1g.10gb+me (max one)", update, selector + "rules: [{profiles: {1g.10gb+me: 2}}]", "", degraded(v1alpha1.ReasonInvalidLayout, "1g.10gb+me")},
+	{"three 3g.40gb on an A100", both, selector + "rules: [{name: a100, productName: A100-SXM4-80GB, profiles: {3g.40gb: 3}}, {productName: H100-SXM5-80GB, profiles: {3g.40gb: 1, 2g.20gb: 1, 1g.10gb: 2}}]", "",
+		rejected(computeSlices)},
+	{"7g.80gb beside another device", both, selector + "rules: [{profiles: {7g.80gb: 1, 1g.10gb: 1}}]", "", rejected(computeSlices)},
+	{"eight instances (7x 1g.10gb + 1g.10gb+me)", both, selector + "rules: [{profiles: {1g.10gb: 7, 1g.10gb+me: 1}}]", "", rejected(computeSlices)},
+	{"compute slices over 7 (4g+3g+1g)", both, selector + "rules: [{profiles: {4g.40gb: 1, 3g.40gb: 1, 1g.10gb: 1}}]", "", rejected(computeSlices)},
+	{"two 1g.10gb+me (max one)", both, selector + "rules: [{profiles: {1g.10gb+me: 2}}]", "", rejected("a GPU holds at most one device with media extensions (+me)")},
 
 	// ---- explicit placements ----
 	{"overlapping placements", update, selector + "rules: [{layout: '3g.40gb@0,2g.20gb@2'}]", "", degraded(v1alpha1.ReasonInvalidLayout, "2g.20gb@2")},
@@ -157,8 +159,8 @@ var corpus = []struct {
 	// ---- huge lists and long strings ----
 	{"17 rules", both, selector + rules(17, "profiles: {3g.40gb: 2}"), "", rejected("must have at most 16 items")},
 	{"1000 rules", both, selector + rules(1000, "profiles: {3g.40gb: 2}"), "", rejected("must have at most 16 items")},
-	{"16 impossible rules (15 A100, 1 H100)", update, selector + rules(15, "productName: A100-SXM4-80GB, profiles: {3g.40gb: 3}") + "- {productName: H100-SXM5-80GB, profiles: {7g.80gb: 2}}\n", "",
-		degraded(v1alpha1.ReasonInvalidLayout, `rule "r0"`)},
+	{"16 impossible rules (15 A100, 1 H100)", both, selector + rules(15, "productName: A100-SXM4-80GB, profiles: {3g.40gb: 3}") + "- {productName: H100-SXM5-80GB, profiles: {7g.80gb: 2}}\n", "",
+		rejected(computeSlices)},
 	{"9 profiles in one rule", both, selector + "rules: [{profiles: {1g.10gb: 1, 1g.10gb+me: 1, 1g.20gb: 1, 2g.20gb: 1, 3g.40gb: 1, 4g.40gb: 1, 7g.80gb: 1, 1g.5gb: 1, 2g.10gb: 1}}]", "",
 		rejected("must have at most 8 items")},
 	{"17 GPU indices", both, selector + "rules: [{gpuIndices: [" + indices(17) + "], profiles: {3g.40gb: 2}}]", "", rejected("must have at most 16 items")},

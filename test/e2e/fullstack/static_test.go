@@ -175,9 +175,10 @@ func TestImpossibleLayoutLeavesHardwareAlone(t *testing.T) {
 	setStatic(t, ctx)
 	beforeA, beforeH := env.Snapshot(t, nodeA), env.Snapshot(t, nodeH)
 
-	// Three 3g.40gb do not fit on an A100 (two at most).
+	// Two 3g.40gb take all eight memory slices of an A100: no room for a
+	// 1g.10gb (admitted: seven compute slices).
 	ml := env.SetStaticMigLayout(t, ctx, staticLayout, staticNodes,
-		clustertest.Rule("a100", a100, map[string]int32{"3g.40gb": 3}), h100Mixed)
+		clustertest.Rule("a100", a100, map[string]int32{"3g.40gb": 2, "1g.10gb": 1}), h100Mixed)
 	got := env.WaitMigLayout(t, ctx, staticLayout, ml.Generation, 60*time.Second, "Degraded with reason InvalidLayout", func(ml *v1alpha1.MigLayout) bool {
 		return clustertest.HasCondition(ml.Status.Conditions, v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonInvalidLayout)
 	})
