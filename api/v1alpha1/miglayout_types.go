@@ -170,7 +170,7 @@ type LayoutRule struct {
 	// Layout asks for devices at explicit placements in the canonical text
 	// form "<profile>@<placement start>,...", e.g. "3g.40gb@0,2g.20gb@4,1g.10gb@6".
 	// +kubebuilder:validation:MaxLength=256
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?@([0-9]|[1-5][0-9]|6[0-3])(,[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?@([0-9]|[1-5][0-9]|6[0-3]))*$')",message="layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6: each device's profile and placement start (memory slice), comma-separated, no spaces"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?@([0-9]|[1-5][0-9]|6[0-3])(,[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?@([0-9]|[1-5][0-9]|6[0-3]))*$')",message="layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6: each device's profile and placement start (memory slice), comma-separated, no spaces (for MIG on with no device, write profiles: {})"
 	// +optional
 	Layout *string `json:"layout,omitempty"`
 }

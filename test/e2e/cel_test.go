@@ -250,6 +250,10 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 			spec: "rules: [{name: empty}]",
 			want: "a rule with MIG enabled needs profiles or layout",
 		},
+		"empty layout": {
+			spec: "rules: [{layout: ''}]",
+			want: "(for MIG on with no device, write profiles: {})",
+		},
 		"layout without placement": {
 			spec: "rules: [{layout: 3g.40gb}]",
 			want: "layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6",
