@@ -53,3 +53,25 @@ func unique(xs []string) []string {
 	}
 	return out
 }
+
+// TestCRDCountRulesHoldForTheCatalog: the MigLayout CRD refuses counts whose
+// compute slices (each count times the number before g) exceed 7, and more
+// than one device with media extensions (+me). Both hold for every catalog
+// model, or admission would refuse a layout some GPU can take: the number
+// before g is the profile's compute slices, no model has more than 7, and
+// no +me profile allows two instances on one GPU.
+func TestCRDCountRulesHoldForTheCatalog(t *testing.T) {
+	for _, m := range mig.DefaultCatalog().Models() {
+		if m.ComputeSlices > 7 {
+			t.Errorf("%s has %d compute slices; the CRD refuses counts of more than 7", m.Name, m.ComputeSlices)
+		}
+		for _, p := range m.Profiles {
+			if n, err := mig.ParseProfileName(p.Name); err != nil || n.ComputeSlices != p.ComputeSlices {
+				t.Errorf("%s %s: the number before g (%v, %v) is not its %d compute slices", m.Name, p.Name, n.ComputeSlices, err, p.ComputeSlices)
+			}
+			if strings.Contains(p.Name, "+me") && p.MaxCount > 1 {
+				t.Errorf("%s %s allows %d instances; the CRD refuses more than one +me device", m.Name, p.Name, p.MaxCount)
+			}
+		}
+	}
+}
