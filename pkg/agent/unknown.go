@@ -31,8 +31,7 @@ func (u unknownAllocations) on(idx int) []string {
 
 // unknownIn returns the names of allocated (the allocations of this
 // node's driver and pool, as the cache shows them) that name no device of
-// obs, by the GPU index they name (anyGPU for none, or for an index NVML
-// did not count when last observed): claims allocated from another publisher of the same driver name and
+// obs, by the GPUs they may hold a device of (gpusNamed): claims allocated from another publisher of the same driver name and
 // pool (a DRA driver miglayout took over from), from names of another
 // version, or to a device gone from NVML. The agent cannot tell which
 // device such an allocation holds, so it reports all of the GPU's devices
@@ -53,16 +52,35 @@ func (r *Repartitioner) unknownIn(allocated sets.Set[string], obs []GPUState) un
 	}
 	out := unknownAllocations{}
 	for _, name := range sets.List(unknown) {
-		idx, _, ok := slices.DeviceGPUIndex(name)
-		if !ok || r.counted != nil && !r.counted.Has(idx) {
-			// A name of no GPU index, or of one NVML does not count:
-			// another driver's name (NVIDIA's DRA driver puts the
-			// GPU's minor number where miglayout puts the index), or
-			// a GPU gone since NVML numbered the GPUs anew. Either may
-			// hold a device of any GPU.
-			idx = anyGPU
+		for _, idx := range r.gpusNamed(name, obs) {
+			out[idx] = append(out[idx], name)
 		}
-		out[idx] = append(out[idx], name)
+	}
+	return out
+}
+
+// gpusNamed are the GPUs an unknown allocated name may hold a device of:
+// the GPU whose NVML index the name gives (miglayout's names, of this
+// version or another), where NVML counts it, and the GPU whose minor number
+// it is (NVIDIA's DRA driver names devices "gpu-<minor>..."; minors also
+// stay where NVML numbers the GPUs anew, one gone); anyGPU for a name of no
+// GPU number, or one that is neither.
+func (r *Repartitioner) gpusNamed(name string, obs []GPUState) []int {
+	n, _, ok := slices.DeviceGPUIndex(name)
+	if !ok {
+		return []int{anyGPU}
+	}
+	var out []int
+	if r.counted == nil || r.counted.Has(n) {
+		out = append(out, n)
+	}
+	for _, g := range obs {
+		if g.GPU.Minor == n && g.GPU.Index != n {
+			out = append(out, g.GPU.Index)
+		}
+	}
+	if len(out) == 0 {
+		return []int{anyGPU}
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
 // An allocation of the node's driver and pool that names no device of the
@@ -119,5 +120,26 @@ func TestSyncCreatesBesideUnknownAllocations(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
 		t.Errorf("layouts (-want +got):\n%s", diff)
+	}
+}
+
+// TestUnknownNamesByIndexAndMinor: an unknown allocated name counts on the
+// GPU of the NVML index it gives and on the GPU whose minor number it is
+// (NVIDIA's DRA driver names devices by minor: on this node minor 1 is
+// GPU 0 and minor 2 GPU 1, a GPU before them hidden from NVML); a number
+// that is neither, or no number, counts on every GPU.
+func TestUnknownNamesByIndexAndMinor(t *testing.T) {
+	r := &Repartitioner{Inventory: &fakeInventory{}, counted: sets.New(0, 1)}
+	obs := []GPUState{{GPU: gpu.GPU{Index: 0, Minor: 1}}, {GPU: gpu.GPU{Index: 1, Minor: 2}}}
+	for name, want := range map[string]unknownAllocations{
+		"gpu-1-mig-9-4-4":      {0: {"gpu-1-mig-9-4-4"}, 1: {"gpu-1-mig-9-4-4"}}, // NVIDIA's MIG name, minor 1
+		"gpu-2-mig-3g40gb-9-4": {1: {"gpu-2-mig-3g40gb-9-4"}},                    // minor 2; no GPU 2
+		"gpu-0-mig-3g.40gb-0":  {0: {"gpu-0-mig-3g.40gb-0"}},                     // an older name of GPU 0; no minor 0
+		"gpu-5":                {anyGPU: {"gpu-5"}},
+		"mig-3g.40gb-uuid-12":  {anyGPU: {"mig-3g.40gb-uuid-12"}},
+	} {
+		if diff := cmp.Diff(want, r.unknownIn(sets.New(name), obs)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
 	}
 }
