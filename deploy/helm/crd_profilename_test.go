@@ -56,7 +56,7 @@ func unique(xs []string) []string {
 
 // TestCRDCountRulesHoldForTheCatalog: the MigLayout CRD refuses counts whose
 // compute slices (each count times the number before g) exceed 7, and more
-// than one device with media extensions (+me). Both hold for every catalog
+// than one device of a profile with media extensions (+me). Both hold for every catalog
 // model, or admission would refuse a layout some GPU can take: the number
 // before g is the profile's compute slices, no model has more than 7, and
 // no +me profile allows two instances on one GPU.

@@ -44,7 +44,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"phase"}),
 		nvmlErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "miglayout_agent_nvml_errors_total",
-			Help: "NVML errors met while repartitioning, by NVML return code (refused: a create the GPU has no room for, refused before or by NVML; other: NVML's answers disagree with the profile catalog, or it does not offer a profile). Errors of the API server or the agent's own state are not counted here (miglayout_agent_failed_passes_total, the GPU's status).",
+			Help: "NVML errors met while repartitioning, by NVML return code (refused: a create the GPU has no room for, refused before or by NVML; other: an error of the GPU manager without a return code, e.g. NVML's answers disagreeing with the profile catalog). Errors of the API server or the agent's own state are not counted here (miglayout_agent_failed_passes_total, the GPU's status).",
 		}, []string{"code"}),
 		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "miglayout_agent_mig_devices",
@@ -109,8 +109,8 @@ func (m *Metrics) countRepartition(result v1alpha1.GPUPhase) {
 
 // countNVMLError counts err under its NVML return code, as refused (a
 // create the GPU has no room for, refused before NVML is called), or as
-// other (an error of the GPU manager without a return code: NVML's answers
-// disagreeing with the catalog, a profile it does not offer); an error that
+// other (an error of the GPU manager without a return code, e.g. NVML's
+// answers disagreeing with the catalog, a profile it does not offer); an error that
 // is not NVML's or the GPU manager's (gpu.IsNVMLError: the API server's, a
 // lock's) is not counted.
 func (m *Metrics) countNVMLError(err error) {

@@ -16,19 +16,20 @@ import (
 // deviceattribute.GetPCIeRootAttributeByPCIBusID, and published as the
 // standard attribute resource.kubernetes.io/pcieRoot, so that a claim's
 // matchAttribute keeps a GPU and a NIC under one root as with NVIDIA's DRA
-// driver. Each bus ID is read once; one that cannot be read (no such
-// device in sysfs, a bus ID NVML gave in another form) leaves PCIeRoot
-// empty, logged once.
+// driver. A root read is kept for the bus ID; one that cannot be read (no
+// such device in sysfs, a bus ID NVML gave in another form) leaves PCIeRoot
+// empty, is logged once, and is read again at the next listing.
 func WithPCIeRoots(m gpu.Manager, sysfsRoot string) gpu.Manager {
-	return &pcieRoots{Manager: m, sysfsRoot: sysfsRoot, roots: map[string]string{}}
+	return &pcieRoots{Manager: m, sysfsRoot: sysfsRoot, roots: map[string]string{}, logged: map[string]bool{}}
 }
 
 type pcieRoots struct {
 	gpu.Manager
 	sysfsRoot string
 
-	mu    sync.Mutex
-	roots map[string]string // PCI bus ID -> root, "" where unreadable
+	mu     sync.Mutex
+	roots  map[string]string // PCI bus ID -> root read
+	logged map[string]bool   // bus IDs whose root could not be read, logged
 }
 
 // GPUs is the wrapped GPUs with PCIeRoot set.
@@ -50,12 +51,13 @@ func (p *pcieRoots) root(ctx context.Context, busID string) string {
 		return r
 	}
 	attr, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(busID, deviceattribute.WithFSFromRoot(p.sysfsRoot))
-	root := ""
-	if err != nil {
-		klog.FromContext(ctx).Info("PCIe root complex of the GPU not known; its devices carry no resource.kubernetes.io/pcieRoot", "pciBusID", busID, "err", err)
-	} else if attr.Value.StringValue != nil {
-		root = *attr.Value.StringValue
+	if err != nil || attr.Value.StringValue == nil {
+		if !p.logged[busID] {
+			p.logged[busID] = true
+			klog.FromContext(ctx).Info("PCIe root complex of the GPU not known; its devices carry no resource.kubernetes.io/pcieRoot", "pciBusID", busID, "err", err)
+		}
+		return ""
 	}
-	p.roots[busID] = root
-	return root
+	p.roots[busID] = *attr.Value.StringValue
+	return p.roots[busID]
 }

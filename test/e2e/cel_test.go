@@ -200,7 +200,7 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 		},
 		"two media-extension devices": {
 			spec: "rules: [{profiles: {1g.10gb+me: 2}}]",
-			want: "a GPU holds at most one device with media extensions (+me)",
+			want: "a GPU holds at most one device of a profile with media extensions (+me)",
 		},
 		"negative spares": {
 			spec: "mode: Auto\npolicy: {spares: {1g.10gb: -1}}",
