@@ -300,6 +300,12 @@ type GPUAttributes struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	PCIeRoot string `json:"pcieRoot,omitempty"`
+	// NUMANode is the NUMA node of the GPU's PCI device, as sysfs shows it
+	// (resource.kubernetes.io/numaNode); absent where it has no NUMA
+	// affinity or the agent could not read it.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	NUMANode *int32 `json:"numaNode,omitempty"`
 	// Minor is the device minor number (/dev/nvidia<minor>).
 	// +kubebuilder:validation:Minimum=0
 	// +optional

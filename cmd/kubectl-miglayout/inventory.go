@@ -66,6 +66,9 @@ func publishedInventory(cat *mig.Catalog, devices []resourceapi.Device, allocate
 			if n, ok := num(d, minor); ok {
 				g.Attributes.Minor = ptr.To(int32(n))
 			}
+			if n, ok := num(d, migslices.AttrNUMANode); ok {
+				g.Attributes.NUMANode = ptr.To(int32(n))
+			}
 			byIndex[int32(index)] = g
 		}
 		return g

@@ -74,7 +74,7 @@ func main() {
 	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/miglayout", "directory for the repartitioning journal, and the lock (agent.lock) that keeps a second agent process on the node waiting")
 	fs.StringVar(&o.cdiDir, "cdi-dir", plugin.DefaultCDIDir, "directory the CDI specs of prepared claims are written to")
 	fs.StringVar(&o.hostRoot, "host-root", plugin.DefaultHostRoot, "where the host's / is mounted (for /proc/driver/nvidia/capabilities)")
-	fs.StringVar(&o.sysfsRoot, "sysfs-root", "/sys", "where the host's sysfs is seen, for each GPU's PCIe root complex (attribute resource.kubernetes.io/pcieRoot); \"\" publishes none; not read with --simulate")
+	fs.StringVar(&o.sysfsRoot, "sysfs-root", "/sys", "where the host's sysfs is seen, for each GPU's PCIe root complex and NUMA node (attributes resource.kubernetes.io/pcieRoot and numaNode); \"\" publishes neither; not read with --simulate")
 	fs.StringVar(&o.devRoot, "dev-root", "/dev", "where the host's /dev is mounted: device nodes a prepared claim's CDI spec names must exist there, and missing /dev/nvidia-caps nodes of its MIG devices are created there (empty: none checked or created; the default with --simulate)")
 	fs.StringVar(&o.registrarDir, "kubelet-registrar-dir", "/var/lib/kubelet/plugins_registry", "kubelet plugin registration directory")
 	fs.StringVar(&o.pluginDir, "kubelet-plugins-dir", plugin.DefaultPluginDir, "kubelet plugins directory; the driver's socket and checkpoint go to <dir>/<driver name>")
@@ -143,7 +143,7 @@ func openGPUs(ctx context.Context, o options) (gpu.Manager, error) {
 		if o.sysfsRoot == "" {
 			return m, nil
 		}
-		return agent.WithPCIeRoots(m, o.sysfsRoot), nil
+		return agent.WithPCITopology(m, o.sysfsRoot), nil
 	}
 	sim, err := nvmlsim.New(nvmlsim.Config{Spec: o.simulate, StatePath: o.simulatorState, Seed: o.nodeName})
 	if err != nil {

@@ -293,6 +293,7 @@ func gpuAttributes(g gpu.GPU) *v1alpha1.GPUAttributes {
 	return &v1alpha1.GPUAttributes{
 		PCIBusID:              g.PCIBusID,
 		PCIeRoot:              g.PCIeRoot,
+		NUMANode:              int32Of(g.NUMANode),
 		Minor:                 ptr.To(int32(g.Minor)),
 		Brand:                 g.Brand,
 		Architecture:          g.Architecture,
@@ -317,4 +318,12 @@ func idleSince(prev, gs v1alpha1.GPUStatus, now metav1.Time) *metav1.Time {
 	default:
 		return &now
 	}
+}
+
+// int32Of is *n as an int32, nil for nil.
+func int32Of(n *int) *int32 {
+	if n == nil {
+		return nil
+	}
+	return ptr.To(int32(*n))
 }

@@ -520,25 +520,26 @@ func TestNotifyCutsLongNotes(t *testing.T) {
 }
 
 // TestGPUAttributes: the planner's hypothetical devices carry the driver
-// version, PCI bus ID, PCIe root and minor number the agent reported in the
+// version, PCI bus ID, PCIe root, NUMA node and minor number the agent reported in the
 // NodeMigLayout status (the controller does not cache miglayout's own
 // ResourceSlices), so selectors reading them judge as on the real devices.
 func TestGPUAttributes(t *testing.T) {
 	nml := &v1alpha1.NodeMigLayout{Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
 		{Index: 0, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Phase: v1alpha1.PhaseReady},
 		{Index: 1, Model: "A100-SXM4-80GB", MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady,
-			Attributes: &v1alpha1.GPUAttributes{DriverVersion: "580.95.05", CUDADriverVersion: "13.0", PCIBusID: "0000:07:00.0", PCIeRoot: "pci0000:00", Minor: ptr.To(int32(5))}},
+			Attributes: &v1alpha1.GPUAttributes{DriverVersion: "580.95.05", CUDADriverVersion: "13.0", PCIBusID: "0000:07:00.0", PCIeRoot: "pci0000:00", NUMANode: ptr.To(int32(1)), Minor: ptr.To(int32(5))}},
 	}}}
 	gpus := autoGPUs(nml, mig.DefaultCatalog(), modelVariants{}, nil, nil, false)
 	type info struct {
 		Driver, CUDA, PCI, Root string
+		NUMA                    *int
 		Minor                   int
 	}
 	var got []info
 	for _, g := range gpus {
-		got = append(got, info{g.Info.DriverVersion, g.Info.CUDADriverVersion, g.Info.PCIBusID, g.Info.PCIeRoot, g.Info.Minor})
+		got = append(got, info{g.Info.DriverVersion, g.Info.CUDADriverVersion, g.Info.PCIBusID, g.Info.PCIeRoot, g.Info.NUMANode, g.Info.Minor})
 	}
-	want := []info{{"", "", "", "", 0}, {"580.95.05", "13.0", "0000:07:00.0", "pci0000:00", 5}}
+	want := []info{{"", "", "", "", nil, 0}, {"580.95.05", "13.0", "0000:07:00.0", "pci0000:00", ptr.To(1), 5}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("GPU infos (-want +got):\n%s", diff)
 	}

@@ -581,6 +581,9 @@ func applyAttributes(info *gpu.GPU, a *v1alpha1.GPUAttributes) {
 	set(&info.CUDADriverVersion, a.CUDADriverVersion)
 	set(&info.PCIBusID, a.PCIBusID)
 	set(&info.PCIeRoot, a.PCIeRoot)
+	if a.NUMANode != nil {
+		info.NUMANode = ptr.To(int(*a.NUMANode))
+	}
 	if a.Minor != nil {
 		info.Minor = int(*a.Minor)
 	}

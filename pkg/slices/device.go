@@ -36,6 +36,7 @@ const (
 	AttrCUDADriverVersion     resourceapi.QualifiedName = "cudaDriverVersion"
 	AttrPCIBusID                                        = deviceattribute.StandardDeviceAttributePCIBusID
 	AttrPCIeRoot                                        = deviceattribute.StandardDeviceAttributePCIeRoot
+	AttrNUMANode                                        = deviceattribute.StandardDeviceAttributeNUMANode
 	AttrIndex                 resourceapi.QualifiedName = "index"
 	AttrMinor                 resourceapi.QualifiedName = "minor"
 	AttrParentUUID            resourceapi.QualifiedName = "parentUUID"
@@ -256,7 +257,7 @@ func PlannedGPU(model *mig.Model, index int) gpu.GPU {
 }
 
 func commonAttributes(g gpu.GPU) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
-	return map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 		AttrProductName:           str(g.ProductName),
 		AttrBrand:                 str(g.Brand),
 		AttrArchitecture:          str(g.Architecture),
@@ -266,6 +267,10 @@ func commonAttributes(g gpu.GPU) map[resourceapi.QualifiedName]resourceapi.Devic
 		AttrPCIBusID:              str(g.PCIBusID),
 		AttrPCIeRoot:              str(g.PCIeRoot),
 	}
+	if g.NUMANode != nil {
+		attrs[AttrNUMANode] = integer(int64(*g.NUMANode))
+	}
+	return attrs
 }
 
 // dropEmpty removes attributes whose value is unknown: empty strings and

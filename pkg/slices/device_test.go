@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -164,7 +165,7 @@ func TestSourcesMIGRules(t *testing.T) {
 func TestPlannedMatchesReal(t *testing.T) {
 	inv, _ := simInventory(t, "1xA100-SXM4-80GB", map[int]string{0: a100Layout})
 	g := inv.GPUs[0]
-	g.PCIeRoot = "pci0000:00"
+	g.PCIeRoot, g.NUMANode = "pci0000:00", ptr.To(1)
 	for _, real := range inv.MIGs[0] {
 		planned, err := PlannedMIGDevice(g, real.Device())
 		if err != nil {
@@ -173,6 +174,9 @@ func TestPlannedMatchesReal(t *testing.T) {
 		want := MIGDevice(g, real)
 		if a := want.Attributes[AttrPCIeRoot]; a.StringValue == nil || *a.StringValue != "pci0000:00" {
 			t.Errorf("%s: pcieRoot %v, want pci0000:00, its GPU's", real.Device(), a.StringValue)
+		}
+		if a := want.Attributes[AttrNUMANode]; a.IntValue == nil || *a.IntValue != 1 {
+			t.Errorf("%s: numaNode %v, want 1, its GPU's", real.Device(), a.IntValue)
 		}
 		want.Attributes[AttrUUID] = str(PlannedUUID)
 		if diff := cmp.Diff(want, planned); diff != "" {
@@ -256,7 +260,7 @@ func TestNormalizeVersion(t *testing.T) {
 // Unknown values are not published as empty strings or bogus versions.
 func TestUnknownValuesOmitted(t *testing.T) {
 	d := GPUDevice(gpu.GPU{Index: 2, UUID: "GPU-x", MemoryMiB: 1024, DriverVersion: "weird"})
-	for _, name := range []resourceapi.QualifiedName{AttrDriverVersion, AttrProductName, AttrPCIBusID, AttrPCIeRoot, AttrCUDADriverVersion} {
+	for _, name := range []resourceapi.QualifiedName{AttrDriverVersion, AttrProductName, AttrPCIBusID, AttrPCIeRoot, AttrNUMANode, AttrCUDADriverVersion} {
 		if _, ok := d.Attributes[name]; ok {
 			t.Errorf("attribute %s published for an unknown value", name)
 		}

@@ -42,6 +42,8 @@
 //	resource.kubernetes.io/pcieRoot  string   x    x    "pci0000:00", the PCIe root complex (the parent's
 //	                                                    for MIG), where sysfs shows it: matchAttribute
 //	                                                    on it keeps a GPU and a NIC on one root
+//	resource.kubernetes.io/numaNode  int      x    x    NUMA node of the GPU's PCI device, where sysfs
+//	                                                    gives one (the parent's for MIG)
 //	index                            int      x         NVML index
 //	minor                            int      x         /dev/nvidia<minor>
 //	parentUUID                       string        x    the GPU's UUID

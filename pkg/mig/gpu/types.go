@@ -49,9 +49,12 @@ type GPU struct {
 	// PCIBusID is the domain:bus:device.function form, e.g. "0000:07:00.0".
 	PCIBusID string `json:"pciBusID"`
 	// PCIeRoot is the PCIe root complex the GPU sits under, "pci<domain>:<bus>"
-	// (e.g. "pci0000:00"), as sysfs shows it (not NVML: the agent fills it
-	// in, see agent.WithPCIeRoots); empty where not known.
+	// (e.g. "pci0000:00"), and NUMANode the NUMA node of its PCI device, as
+	// sysfs shows them (not NVML: the agent fills them in, see
+	// agent.WithPCITopology); empty and nil where not known, NUMANode nil
+	// too where the device has no NUMA affinity.
 	PCIeRoot string `json:"pcieRoot,omitempty"`
+	NUMANode *int   `json:"numaNode,omitempty"`
 	// Brand, Architecture ("Ampere", "Hopper", "Blackwell"), CUDAComputeCapability
 	// ("8.0"), DriverVersion ("580.95.05") and CUDADriverVersion ("13.0") are
 	// the values NVIDIA's DRA driver publishes as attributes.
