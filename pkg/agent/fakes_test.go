@@ -105,6 +105,8 @@ type fakeAllocations struct {
 	// hangLive, when set, makes live reads hang until their context ends
 	// (an API server that does not answer).
 	hangLive bool
+	// failLive, when set, is the error of live reads.
+	failLive error
 }
 
 func (f *fakeAllocations) AllocatedDevices(ctx context.Context, live bool) (sets.Set[string], error) {
@@ -113,6 +115,9 @@ func (f *fakeAllocations) AllocatedDevices(ctx context.Context, live bool) (sets
 		if f.hangLive {
 			<-ctx.Done()
 			return nil, ctx.Err()
+		}
+		if f.failLive != nil {
+			return nil, f.failLive
 		}
 	}
 	if live && f.live != nil {

@@ -320,14 +320,11 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			work = kept
 		case err != nil:
 			// The tainted publication may have been written all the
-			// same (or be served later): the devices it taints exist
-			// and stay, so they are published again untainted, or a
-			// failure that persists would keep them from every claim.
-			r.restore(ctx, obs)
-			return nil, fmt.Errorf("publishing drain taints: %w", err)
+			// same (or be served later).
+			return nil, r.undrain(ctx, obs, fmt.Errorf("publishing drain taints: %w", err))
 		default:
 			if err := r.sleep(ctx, r.SettlePeriod); err != nil {
-				return nil, err
+				return nil, r.undrain(ctx, obs, err)
 			}
 		}
 		// The cache first: an allocation it shows that the live read
@@ -335,11 +332,11 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 		// the live read.
 		cached, err := r.guardedAllocations(ctx)
 		if err != nil {
-			return nil, err
+			return nil, r.undrain(ctx, obs, err)
 		}
 		live, unlistedLive, err := r.inUse(ctx, obs, true)
 		if err != nil {
-			return nil, err
+			return nil, r.undrain(ctx, obs, err)
 		}
 		kept := work[:0]
 		for _, p := range work {

@@ -36,6 +36,17 @@ func (r *Repartitioner) withdraw(ctx context.Context, obs []GPUState, work []*gp
 	return nil
 }
 
+// undrain is err, for a pass that stops after its drain publication and
+// before its withdrawal (the publication failed, the agent is stopping, the
+// allocations could not be read), with the pool published again as NVML has
+// it (restore): nothing was destroyed, and a failure that persists would
+// otherwise keep the tainted devices, which exist, from every claim until a
+// pass gets through.
+func (r *Repartitioner) undrain(ctx context.Context, obs []GPUState, err error) error {
+	r.restore(ctx, obs)
+	return err
+}
+
 // restore publishes obs, the pool as the pass found it (nothing destroyed
 // yet), untainted, after a drain publication or a withdrawal that failed:
 // either may have been written all the same, and the devices it tainted or

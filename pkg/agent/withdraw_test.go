@@ -140,16 +140,30 @@ func TestStopDuringWithdrawalRestoresThePool(t *testing.T) {
 	}
 }
 
-// TestFailedDrainPublicationUntaintsThePool: the drain publication fails
-// (here binding conditions the API server drops; a refusal or a timeout
-// alike) after it may have been written: no NVML step is taken, and the
-// pool is published again untainted, pass after pass, rather than left with
-// the tainted devices, which exist and stay, kept from every new claim for
-// as long as the failure lasts.
-func TestFailedDrainPublicationUntaintsThePool(t *testing.T) {
+// TestFailedDrainUntaintsThePool: a pass that stops between its drain
+// publication and its withdrawal (the publication fails after it may have
+// been written: binding conditions the API server drops, a refusal or a
+// timeout alike; or the allocations cannot be read live after the settle
+// period) takes no NVML step and publishes the pool again untainted, pass
+// after pass, rather than leave the tainted devices, which exist and stay,
+// kept from every new claim for as long as the failure lasts.
+func TestFailedDrainUntaintsThePool(t *testing.T) {
+	for name, fail := range map[string]func(g *rig){
+		"drain publication": func(g *rig) {
+			g.inv.failDrain = fmt.Errorf("waiting for the API server to serve pool n1: %w", ErrBindingConditionsDropped)
+		},
+		"live read of the allocations": func(g *rig) {
+			g.alloc.failLive = errors.New("listing ResourceClaims: the server is currently unable to handle the request")
+		},
+	} {
+		t.Run(name, func(t *testing.T) { failedDrainUntaints(t, fail) })
+	}
+}
+
+func failedDrainUntaints(t *testing.T, fail func(g *rig)) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
-	g.inv.failDrain = fmt.Errorf("waiting for the API server to serve pool n1: %w", ErrBindingConditionsDropped)
+	fail(g)
 	want := publication{devices: []string{"gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4"}}
 	for pass := range 2 {
 		if _, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil); err == nil {
