@@ -9,6 +9,7 @@ require (
 	github.com/cyphar/filepath-securejoin v0.7.0
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-cmp v0.7.0
+	github.com/google/renameio/v2 v2.0.2
 	github.com/hashicorp/go-multierror v1.1.1
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/prometheus/client_golang v1.24.0

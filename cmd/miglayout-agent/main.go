@@ -71,7 +71,7 @@ func main() {
 	fs.StringVar(&o.driverName, "driver-name", slices.DefaultDriverName, "DRA driver name to publish devices under (e.g. gpu.nvidia.com on clusters that replace NVIDIA's driver)")
 	fs.StringVar(&o.simulate, "simulate", "", "use the NVML simulator with this hardware instead of real NVML, e.g. 4xA100-SXM4-80GB or 2xH100-SXM5-80GB,1xA30")
 	fs.StringVar(&o.simulatorState, "simulator-state", "", "state file of the NVML simulator (kept across restarts; shared with other processes)")
-	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/miglayout", "directory for the repartitioning journal, and the lock (agent.lock) that keeps a second agent process on the node waiting")
+	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/miglayout", "directory for the repartitioning journal, the GPUs' NVML profile tables ("+profileTablesFile+"), and the lock (agent.lock) that keeps a second agent process on the node waiting")
 	fs.StringVar(&o.cdiDir, "cdi-dir", plugin.DefaultCDIDir, "directory the CDI specs of prepared claims are written to")
 	fs.StringVar(&o.hostRoot, "host-root", plugin.DefaultHostRoot, "where the host's / is mounted (for /proc/driver/nvidia/capabilities)")
 	fs.StringVar(&o.sysfsRoot, "sysfs-root", "/sys", "where the host's sysfs is seen, for each GPU's PCIe root complex and NUMA node (attributes resource.kubernetes.io/pcieRoot and numaNode); \"\" publishes neither; not read with --simulate")
@@ -128,6 +128,12 @@ func ensureMIGManagementNodes(ctx context.Context, o options) {
 	}
 }
 
+// profileTablesFile is the file in --state-dir that keeps each GPU's NVML
+// profile table across restarts (gpu.NVMLManager.KeepProfileTables).
+const profileTablesFile = "nvml-profiles.json"
+
+// openGPUs opens NVML (or the simulator, --simulate), keeping the GPUs'
+// profile tables in the state directory, which the caller holds locked.
 func openGPUs(ctx context.Context, o options) (gpu.Manager, error) {
 	if o.simulate == "" {
 		var m *gpu.NVMLManager
@@ -140,6 +146,7 @@ func openGPUs(ctx context.Context, o options) (gpu.Manager, error) {
 		if err != nil {
 			return nil, err
 		}
+		m.KeepProfileTables(ctx, filepath.Join(o.stateDir, profileTablesFile))
 		if o.sysfsRoot == "" {
 			return m, nil
 		}
@@ -153,6 +160,7 @@ func openGPUs(ctx context.Context, o options) (gpu.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.KeepProfileTables(ctx, filepath.Join(o.stateDir, profileTablesFile))
 	return &simulatedCapabilities{Manager: m, hostRoot: o.hostRoot}, nil
 }
 

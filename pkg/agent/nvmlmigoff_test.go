@@ -1,11 +1,15 @@
 package agent
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -144,4 +148,58 @@ func rightHalfOnly3g(t *testing.T) mig.Profile {
 	rightOnly := *three
 	rightOnly.Placements = []mig.Placement{{Start: 4, Size: 4}}
 	return rightOnly
+}
+
+// TestRefusedAfterARestartWithoutTurningMIGOn: the agent that turned MIG
+// mode on to read NVML's profile table, refused the layout and turned MIG
+// mode off again kept the table in its state directory; restarted, it
+// refuses the same layout from the kept table without setting MIG mode
+// (on Ampere each such change waits for a GPU reset).
+func TestRefusedAfterARestartWithoutTurningMIGOn(t *testing.T) {
+	g := rightHalfOnlyRig(t)
+	ctx := t.Context()
+	tables := filepath.Join(g.dir, "nvml-profiles.json")
+	g.mgr.(*gpu.NVMLManager).KeepProfileTables(ctx, tables)
+	want := []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}
+	res, err := g.r.Sync(ctx, want, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[0]; r.Reason != v1alpha1.ReasonInvalidLayout || !strings.Contains(r.Message, "MIG mode is turned off again") {
+		t.Fatalf("first pass %+v, want InvalidLayout once MIG mode is on, and MIG mode off again", r)
+	}
+
+	restarted, err := gpu.NewNVML(g.sim, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = restarted.Shutdown() })
+	restarted.KeepProfileTables(ctx, tables)
+	counted := &modeSetCounter{NVMLManager: restarted}
+	j, err := OpenJournal(filepath.Join(g.dir, "journal.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Repartitioner{GPUs: counted, Inventory: g.inv, Allocations: g.alloc, Prepared: g.prep, Locks: g.locks, Journal: j,
+		SettlePeriod: time.Second, Sleep: func(context.Context, time.Duration) error { return nil }}
+	if res, err = r.Sync(ctx, want, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[0]; r.Reason != v1alpha1.ReasonInvalidLayout || !strings.Contains(r.Message, "NVML offers 3g.40gb at 4+4 only") {
+		t.Errorf("after a restart %+v, want InvalidLayout saying NVML offers 3g.40gb at 4+4 only", r)
+	}
+	if counted.sets != 0 {
+		t.Errorf("after a restart MIG mode was set %d times for a layout the kept table refuses", counted.sets)
+	}
+}
+
+// modeSetCounter counts SetMIGMode calls.
+type modeSetCounter struct {
+	*gpu.NVMLManager
+	sets int
+}
+
+func (c *modeSetCounter) SetMIGMode(ctx context.Context, idx int, enabled bool) (gpu.MIGMode, error) {
+	c.sets++
+	return c.NVMLManager.SetMIGMode(ctx, idx, enabled)
 }

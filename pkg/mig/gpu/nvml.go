@@ -24,7 +24,8 @@ import (
 // read once per MIG mode: the first time MIG mode is on, and again the first
 // time it is on after SetMIGMode or a read saw it off, since nvml.h promises
 // the table (nvmlDeviceGetGpuInstanceProfileInfo) fixed only "throughout the
-// lifetime of a MIG mode". It is safe for concurrent use; Shutdown waits for calls in flight and
+// lifetime of a MIG mode"; KeepProfileTables keeps the tables across
+// restarts. It is safe for concurrent use; Shutdown waits for calls in flight and
 // makes later calls fail with ErrShutdown.
 type NVMLManager struct {
 	lib     nvml.Interface
@@ -37,8 +38,12 @@ type NVMLManager struct {
 	// profiles are GPU.ProfileValues by GPU UUID, once read.
 	profiles map[string]profileTable
 	// staleProfiles are the GPUs whose table was read in a MIG mode since
-	// turned off: read again when MIG mode is next on.
+	// turned off, or taken from the file of KeepProfileTables: read again
+	// when MIG mode is next on.
 	staleProfiles map[string]bool
+	// tablesPath is the file KeepProfileTables keeps the tables in ("":
+	// memory only); tablesDriver the driver version they are NVML's of.
+	tablesPath, tablesDriver string
 }
 
 var _ Manager = (*NVMLManager)(nil)

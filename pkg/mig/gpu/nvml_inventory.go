@@ -119,7 +119,7 @@ func (m *NVMLManager) gpu(ctx context.Context, idx int, dev nvml.Device) (GPU, e
 		// Read with MIG mode on; with it off, the table read before (the
 		// best guess of what the next MIG mode offers), so that a layout
 		// NVML refuses is refused before MIG mode is turned on for it.
-		t, ok := m.cachedProfileTable(g.UUID)
+		t, ok := m.cachedProfileTable(g.UUID, g.Model.Name)
 		if g.MIGMode.Current {
 			t, ok = m.profileTable(ctx, dev, g, memBytes), true
 		} else {
@@ -147,17 +147,22 @@ func (m *NVMLManager) markProfileTableStale(uuid string) {
 	m.staleProfiles[uuid] = true
 }
 
-// cachedProfileTable is the GPU's profile table if it was read before.
-func (m *NVMLManager) cachedProfileTable(uuid string) (profileTable, bool) {
+// cachedProfileTable is the GPU's profile table if it was read before, for
+// the catalog model named model.
+func (m *NVMLManager) cachedProfileTable(uuid, model string) (profileTable, bool) {
 	m.profilesMu.Lock()
 	defer m.profilesMu.Unlock()
 	t, ok := m.profiles[uuid]
-	return t, ok
+	if !ok || t.model != model {
+		return profileTable{}, false
+	}
+	return t, true
 }
 
 // profileTable is what a GPU's NVML says of its profiles otherwise than the
 // catalog (GPU.ProfileValues, GPU.CatalogMismatches).
 type profileTable struct {
+	model      string // the catalog model's name
 	values     []mig.NVMLProfileValues
 	mismatches []string
 	placements map[string][]mig.Placement // by profile, where NVML's differ
@@ -174,7 +179,9 @@ func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU, 
 	m.profilesMu.Lock()
 	defer m.profilesMu.Unlock()
 	old, ok := m.profiles[g.UUID]
-	if ok && !m.staleProfiles[g.UUID] {
+	if ok && old.model != g.Model.Name {
+		old = profileTable{}
+	} else if ok && !m.staleProfiles[g.UUID] {
 		return old
 	}
 	t, err := readProfileTable(dev, g.Model, memBytes)
@@ -189,7 +196,9 @@ func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU, 
 	if m.profiles == nil {
 		m.profiles = map[string]profileTable{}
 	}
+	t.model = g.Model.Name
 	m.profiles[g.UUID] = t
+	m.saveProfileTablesLocked(ctx)
 	return t
 }
 
