@@ -189,6 +189,16 @@ func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU, 
 		klog.FromContext(ctx).Error(err, "Reading the GPU's profile table from NVML; planned devices take the catalog's values, or NVML's of the GPU's last MIG mode", "gpu", g.Index)
 		return old
 	}
+	// NVML answers NOT_SUPPORTED for every profile of a GPU whose MIG mode
+	// is off (nvml.h, nvmlDeviceGetGpuInstanceProfileInfo): a table read
+	// as MIG mode went off (nvidia-smi, a reset applying a pending
+	// disable, SetMIGMode from another goroutine) would say NVML offers
+	// nothing, and every layout would be refused from it before MIG mode
+	// is turned on to read it again.
+	if mode, err := migMode(dev); err != nil || !mode.Current {
+		klog.FromContext(ctx).V(1).Info("MIG mode went off while the GPU's profile table was read; the table is read again when MIG mode is on", "gpu", g.Index, "err", err)
+		return old
+	}
 	delete(m.staleProfiles, g.UUID)
 	if len(t.mismatches) > 0 {
 		klog.FromContext(ctx).Info("NVML's profile table differs from the catalog's", "gpu", g.Index, "model", g.Model.Name, "mismatches", t.mismatches)
