@@ -84,12 +84,12 @@ func (m *NVMLManager) create(logger klog.Logger, idx int, d mig.Device) (MIGDevi
 	if err := staleErr("nvmlGpuInstanceGetInfo", ret); err != nil {
 		return MIGDevice{}, m.rollback(logger, gi, fmt.Errorf("reading the new GPU instance: %w", err))
 	}
-	logger.V(2).Info("Creating compute instance", "giID", giInfo.Id, "ciSlices", info.SliceCount)
-	ciProf, err := fullCIProfile(gi, info.SliceCount)
+	ciProfs, err := fullCIProfiles(gi, info)
 	if err != nil {
 		return MIGDevice{}, m.rollback(logger, gi, fmt.Errorf("getting full-size CI profile of GI %d: %w", giInfo.Id, err))
 	}
-	if _, ret := gi.CreateComputeInstance(&ciProf); ret != nvml.SUCCESS {
+	logger.V(2).Info("Creating compute instance", "giID", giInfo.Id, "ciProfileID", ciProfs[0].Id, "ciSlices", info.SliceCount)
+	if _, ret := gi.CreateComputeInstance(&ciProfs[0]); ret != nvml.SUCCESS {
 		return MIGDevice{}, m.rollback(logger, gi, fmt.Errorf("creating compute instance in GI %d: %w", giInfo.Id,
 			staleErr("nvmlGpuInstanceCreateComputeInstance", ret)))
 	}

@@ -286,18 +286,63 @@ func ciProfileIndex(n uint32) (int, error) {
 	return 0, fmt.Errorf("%w: no compute-instance profile spans %d compute slices", ErrNotSupported, n)
 }
 
-// fullCIProfile returns the profile info of the full-size CI of a GI whose
-// profile has the given compute slice count (engine profile SHARED).
-func fullCIProfile(gi nvml.GpuInstance, slices uint32) (nvml.ComputeInstanceProfileInfo, error) {
-	idx, err := ciProfileIndex(slices)
+// fullCIExtras are the NVML_COMPUTE_INSTANCE_PROFILE_* indices beside the
+// plain <N>_SLICE one (ciProfileIndex) that may also span all N compute
+// slices of a GI: 1_SLICE_REV1 in a 1-slice GI (a 1g.20gb-class GI of
+// Hopper and newer, GI profile 1_SLICE_REV2, offers it with all the GI's
+// multiprocessors, where its 1_SLICE CI has a plain 1g's: 16 of the H100
+// 1g.20gb's 26; nvidia-smi mig -cgi 15 -C makes the REV1 one), and
+// 7_SLICE_NVL in a 7-slice GI (R580 drivers on A100).
+var fullCIExtras = map[uint32][]int{
+	1: {nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1},
+	7: {nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE_NVL},
+}
+
+// fullCIProfiles returns the profiles (engine profile SHARED) of the CIs
+// that span all compute slices of a GI of profile giProf: the plain
+// <N>_SLICE one and those of fullCIExtras that NVML offers in this GI with
+// N slices. The first is the one to create: the first whose
+// multiprocessors are all the GI's, the plain one before the others (on
+// A100, whose 1g.20gb GI has a 1g's multiprocessors, the plain one), else
+// the plain one. An extra NVML does not offer (NOT_SUPPORTED, or
+// INVALID_ARGUMENT from a driver older than the index) is left out; the
+// plain one's errors come back (staleErr; NOT_SUPPORTED with ERROR_NOT_SUPPORTED's
+// code), unless an extra is offered.
+func fullCIProfiles(gi nvml.GpuInstance, giProf nvml.GpuInstanceProfileInfo) ([]nvml.ComputeInstanceProfileInfo, error) {
+	idx, err := ciProfileIndex(giProf.SliceCount)
 	if err != nil {
-		return nvml.ComputeInstanceProfileInfo{}, err
+		return nil, err
 	}
-	info, ret := gi.GetComputeInstanceProfileInfo(idx, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	if err := staleErr("nvmlGpuInstanceGetComputeInstanceProfileInfo", ret); err != nil {
-		return info, err
+	var out []nvml.ComputeInstanceProfileInfo
+	plain, ret := gi.GetComputeInstanceProfileInfo(idx, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	plainErr := staleErr("nvmlGpuInstanceGetComputeInstanceProfileInfo", ret)
+	switch {
+	case plainErr == nil:
+		out = append(out, plain)
+	case ret != nvml.ERROR_NOT_SUPPORTED:
+		return nil, plainErr
 	}
-	return info, nil
+	for _, extra := range fullCIExtras[giProf.SliceCount] {
+		info, ret := gi.GetComputeInstanceProfileInfo(extra, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
+			continue
+		}
+		if err := staleErr("nvmlGpuInstanceGetComputeInstanceProfileInfo", ret); err != nil {
+			return nil, err
+		}
+		if info.SliceCount == giProf.SliceCount {
+			out = append(out, info)
+		}
+	}
+	if len(out) == 0 {
+		return nil, plainErr
+	}
+	if i := slices.IndexFunc(out, func(c nvml.ComputeInstanceProfileInfo) bool {
+		return c.MultiprocessorCount == giProf.MultiprocessorCount
+	}); i > 0 {
+		out[0], out[i] = out[i], out[0]
+	}
+	return out, nil
 }
 
 // migHandles maps (GI ID, CI ID) to the MIG device handles of a GPU
@@ -348,30 +393,46 @@ func describe(idx int, parentUUID string, g gpuInstance, handles map[[2]int]nvml
 		JPEGEngines:     int(g.profile.JpegCount),
 		OFAEngines:      int(g.profile.OfaCount),
 	}
-	ciProf, err := fullCIProfile(g.handle, g.profile.SliceCount)
+	ciProfs, err := fullCIProfiles(g.handle, g.profile)
 	if code, _ := ReturnCode(err); code == nvml.ERROR_NOT_SUPPORTED {
-		// The GI offers no full-size CI profile at the <N>_SLICE index
-		// (a profile a newer driver numbers otherwise): it has no
-		// full-size compute instance, as a GI split into smaller ones,
-		// instead of the GPU's whole walk failing on it.
+		// The GI offers no full-size CI profile (a profile a newer
+		// driver numbers otherwise): it has no full-size compute
+		// instance, as a GI split into smaller ones, instead of the
+		// GPU's whole walk failing on it.
 		return d, nil
 	}
 	if err != nil {
 		return d, fmt.Errorf("getting full-size CI profile: %w", err)
 	}
-	if ciProf.InstanceCount == 0 {
+	// Any CI spanning the GI is its full-size one, whichever profile made
+	// it (this manager, or nvidia-smi and other tools choosing another).
+	var ci nvml.ComputeInstanceInfo
+	var ciProf *nvml.ComputeInstanceProfileInfo
+	for i := range ciProfs {
+		if ciProfs[i].InstanceCount == 0 {
+			continue
+		}
+		cis, ret := g.handle.GetComputeInstances(&ciProfs[i])
+		if err := staleErr("nvmlGpuInstanceGetComputeInstances", ret); err != nil {
+			return d, fmt.Errorf("listing compute instances: %w", err)
+		}
+		if len(cis) == 0 {
+			continue
+		}
+		if ci, ret = cis[0].GetInfo(); ret != nvml.SUCCESS {
+			return d, fmt.Errorf("reading compute instance: %w", staleErr("nvmlComputeInstanceGetInfo", ret))
+		}
+		ciProf = &ciProfs[i]
+		break
+	}
+	if ciProf == nil {
 		return d, nil
 	}
-	cis, ret := g.handle.GetComputeInstances(&ciProf)
-	if err := staleErr("nvmlGpuInstanceGetComputeInstances", ret); err != nil {
-		return d, fmt.Errorf("listing compute instances: %w", err)
-	}
-	if len(cis) == 0 {
-		return d, nil
-	}
-	ci, ret := cis[0].GetInfo()
-	if err := staleErr("nvmlComputeInstanceGetInfo", ret); err != nil {
-		return d, fmt.Errorf("reading compute instance: %w", err)
+	if n := int(ciProf.MultiprocessorCount); n > 0 && n < d.Multiprocessors {
+		// A container gets the CI's multiprocessors, fewer than the
+		// GI's where another profile made it (a 1_SLICE CI in an H100
+		// 1g.20gb GI).
+		d.Multiprocessors = n
 	}
 	d.CIID = int(ci.Id)
 	if h, ok := handles[[2]int{d.GIID, d.CIID}]; ok {

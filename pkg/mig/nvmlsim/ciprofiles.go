@@ -10,32 +10,58 @@ import (
 )
 
 // ciProfileSlices maps the NVML_COMPUTE_INSTANCE_PROFILE_* indexes the
-// simulator models to their compute slices. The _REV1/_REV2 variants are
-// not modelled (ERROR_NOT_SUPPORTED).
+// simulator models to their compute slices. 1_SLICE_REV1 is offered only
+// in a 1g GI with more multiprocessors than a plain 1g (rev1GI);
+// 7_SLICE_NVL is not modelled (ERROR_NOT_SUPPORTED).
 var ciProfileSlices = map[int]int{
-	nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE: 1,
-	nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE: 2,
-	nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE: 3,
-	nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE: 4,
-	nvml.COMPUTE_INSTANCE_PROFILE_6_SLICE: 6,
-	nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE: 7,
-	nvml.COMPUTE_INSTANCE_PROFILE_8_SLICE: 8,
+	nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE:      1,
+	nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE:      2,
+	nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE:      3,
+	nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE:      4,
+	nvml.COMPUTE_INSTANCE_PROFILE_6_SLICE:      6,
+	nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE:      7,
+	nvml.COMPUTE_INSTANCE_PROFILE_8_SLICE:      8,
+	nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1: 1,
 }
 
 // ciShape is one CI profile of a GI: its index, compute slices and the
-// compute slices of the GI.
+// compute slices of the GI; multiprocessors where they are not the GI's
+// share by compute slices (0: they are).
 type ciShape struct {
 	profile, slices, giSlices int
+	multiprocessors           int
 }
 
-// ciShapeOf checks CI profile index profile against GI profile p:
-// ERROR_INVALID_ARGUMENT outside 0..COMPUTE_INSTANCE_PROFILE_COUNT-1;
+// rev1GI reports whether GI profile p of model m is a 1g GI with more
+// multiprocessors than the model's plain 1g (GPU_INSTANCE_PROFILE_1_SLICE),
+// as the 1g.20gb of Hopper (26 against 16) and later, and returns the
+// plain 1g's. Such a GI offers two full-width CI profiles: 1_SLICE with
+// the plain 1g's multiprocessors (nvidia-smi names its MIG device
+// 1c.<GI profile>) and 1_SLICE_REV1 with all the GI's (named as the GI
+// profile; what nvidia-smi mig -cgi 15 -C makes on an H100). Where the GI
+// has a plain 1g's multiprocessors (A100's 1g.20gb), 1_SLICE is the full
+// one and 1_SLICE_REV1 is not offered.
+func rev1GI(m *mig.Model, p *mig.Profile) (plain int, ok bool) {
+	if m == nil || p == nil || p.ComputeSlices != 1 {
+		return 0, false
+	}
+	for i := range m.Profiles {
+		if q := &m.Profiles[i]; q.NVMLProfile == nvml.GPU_INSTANCE_PROFILE_1_SLICE {
+			return q.Multiprocessors, p.Multiprocessors > q.Multiprocessors
+		}
+	}
+	return 0, false
+}
+
+// ciShapeOf checks CI profile index profile against GI profile p of model
+// m: ERROR_INVALID_ARGUMENT outside 0..COMPUTE_INSTANCE_PROFILE_COUNT-1;
 // ERROR_NOT_SUPPORTED for a profile the GI does not offer. A GI of N compute
 // slices offers the full-size CI and the smaller ones of at most half of N,
 // rounded up (nvidia-smi mig -lcip: 1c.7g, 2c.7g, 3c.7g, 4c.7g and 7g on a
 // 7g GI; 1c.4g, 2c.4g and 4g on a 4g one, no 3c.4g; 1c.3g, 2c.3g and 3g on
-// a 3g one; 1c.2g and 2g on a 2g one).
-func ciShapeOf(p *mig.Profile, profile int) (ciShape, nvml.Return) {
+// a 3g one; 1c.2g and 2g on a 2g one), and a 1g GI the CI profiles rev1GI
+// says.
+func ciShapeOf(m *mig.Model, p *mig.Profile, profile int) (ciShape, nvml.Return) {
 	if profile < 0 || profile >= nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
 		return ciShape{}, nvml.ERROR_INVALID_ARGUMENT
 	}
@@ -43,12 +69,20 @@ func ciShapeOf(p *mig.Profile, profile int) (ciShape, nvml.Return) {
 	if p == nil || !ok || s > p.ComputeSlices || (s != p.ComputeSlices && s > (p.ComputeSlices+1)/2) {
 		return ciShape{}, nvml.ERROR_NOT_SUPPORTED
 	}
-	return ciShape{profile: profile, slices: s, giSlices: p.ComputeSlices}, nvml.SUCCESS
+	shape := ciShape{profile: profile, slices: s, giSlices: p.ComputeSlices}
+	plain, rev1 := rev1GI(m, p)
+	switch {
+	case profile == nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 && !rev1:
+		return ciShape{}, nvml.ERROR_NOT_SUPPORTED
+	case profile == nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE && rev1:
+		shape.multiprocessors = plain
+	}
+	return shape, nvml.SUCCESS
 }
 
-// full reports whether the CI uses every compute slice of its GI (the MIG
-// device miglayout makes).
-func (c ciShape) full() bool { return c.slices == c.giSlices }
+// full reports whether the CI uses every compute slice and multiprocessor
+// of its GI (the MIG device nvidia-smi names as the GI profile).
+func (c ciShape) full() bool { return c.slices == c.giSlices && c.multiprocessors == 0 }
 
 // instanceCount is how many CIs of the shape fit in an empty GI.
 func (c ciShape) instanceCount() int { return c.giSlices / c.slices }
@@ -58,7 +92,7 @@ func (c ciShape) instanceCount() int { return c.giSlices / c.slices }
 // rounded up to a power of two — the pattern of nvidia-smi mig -lcipp on an
 // A100 7g GI (1c.7g at 0-6, 2c.7g at 0, 2, 4, 3c.7g at 0 and 4, 4c.7g at 0).
 func (c ciShape) starts() []int {
-	if c.full() {
+	if c.slices == c.giSlices {
 		return []int{0}
 	}
 	align := 1 << bits.Len(uint(c.slices-1))
@@ -86,13 +120,21 @@ func (c ciShape) info(p *mig.Profile) nvml.ComputeInstanceProfileInfo {
 		Id:                    uint32(c.profile),
 		SliceCount:            uint32(c.slices),
 		InstanceCount:         uint32(c.instanceCount()),
-		MultiprocessorCount:   uint32(p.Multiprocessors * c.slices / c.giSlices),
+		MultiprocessorCount:   uint32(c.multiprocessorsIn(p)),
 		SharedCopyEngineCount: uint32(p.CopyEngines),
 		SharedDecoderCount:    uint32(p.Decoders),
 		SharedEncoderCount:    uint32(p.Encoders),
 		SharedJpegCount:       uint32(p.JPEGEngines),
 		SharedOfaCount:        uint32(p.OFAEngines),
 	}
+}
+
+// multiprocessorsIn is the CI's multiprocessors in a GI of profile p.
+func (c ciShape) multiprocessorsIn(p *mig.Profile) int {
+	if c.multiprocessors > 0 {
+		return c.multiprocessors
+	}
+	return p.Multiprocessors * c.slices / c.giSlices
 }
 
 // ciSpan is the compute slices (start, size) CI ci holds in GI gi of profile

@@ -43,3 +43,66 @@ func Test3gGITakes1cThen2c(t *testing.T) {
 	_, ret = g.CreateComputeInstance(&c2)
 	wantRet(t, "CreateComputeInstance(2c.3g) beside a 1c.3g", ret, nvml.SUCCESS)
 }
+
+// Test1g20gbCIProfiles: an H100's 1g.20gb GPU instance (GPU instance
+// profile 1_SLICE_REV2, 26 multiprocessors) offers two full-width compute
+// instance profiles, as real NVML does: 1_SLICE with a 1g.10gb's 16
+// multiprocessors (MIG device "1c.1g.20gb") and 1_SLICE_REV1 with all 26
+// (MIG device "1g.20gb", what nvidia-smi mig -cgi 15 -C makes); one at a
+// time. An A100's 1g.20gb has a 1g's multiprocessors: 1_SLICE is its full
+// one and 1_SLICE_REV1 is not offered, nor is it in a plain 1g.
+func Test1g20gbCIProfiles(t *testing.T) {
+	const h100 = "H100-SXM5-80GB"
+	s := newTestSim(t, Config{Spec: "1x" + h100 + ",1x" + a100})
+	h := migOn(t, s, 0)
+	ciInfo := func(gi nvml.GpuInstance, profile int) (nvml.ComputeInstanceProfileInfo, nvml.Return) {
+		return gi.GetComputeInstanceProfileInfo(profile, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	}
+	big := mustGI(t, h, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, 0)
+	plain, ret := ciInfo(big, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE)
+	must(t, "1_SLICE in an H100 1g.20gb", ret)
+	rev1, ret := ciInfo(big, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1)
+	must(t, "1_SLICE_REV1 in an H100 1g.20gb", ret)
+	if plain.MultiprocessorCount != 16 || rev1.MultiprocessorCount != 26 || plain.SliceCount != 1 || rev1.SliceCount != 1 {
+		t.Errorf("H100 1g.20gb: 1_SLICE %d SMs over %d slices, 1_SLICE_REV1 %d SMs over %d; want 16 and 26, one slice each",
+			plain.MultiprocessorCount, plain.SliceCount, rev1.MultiprocessorCount, rev1.SliceCount)
+	}
+	ci, ret := big.CreateComputeInstance(&rev1)
+	must(t, "CreateComputeInstance(1_SLICE_REV1)", ret)
+	_, ret = big.CreateComputeInstance(&plain)
+	wantRet(t, "CreateComputeInstance(1_SLICE) beside a 1_SLICE_REV1 CI", ret, nvml.ERROR_INSUFFICIENT_RESOURCES)
+	if name := migNameOf(t, s, 0, ci); name != "NVIDIA H100 80GB HBM3 MIG 1g.20gb" {
+		t.Errorf("MIG device of the 1_SLICE_REV1 CI named %q, want ... MIG 1g.20gb", name)
+	}
+	must(t, "ComputeInstance.Destroy", ci.Destroy())
+	ci, ret = big.CreateComputeInstance(&plain)
+	must(t, "CreateComputeInstance(1_SLICE)", ret)
+	if name := migNameOf(t, s, 0, ci); name != "NVIDIA H100 80GB HBM3 MIG 1c.1g.20gb" {
+		t.Errorf("MIG device of the 1_SLICE CI named %q, want ... MIG 1c.1g.20gb", name)
+	}
+
+	small := mustGI(t, h, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 4)
+	_, ret = ciInfo(small, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1)
+	wantRet(t, "1_SLICE_REV1 in an H100 1g.10gb", ret, nvml.ERROR_NOT_SUPPORTED)
+
+	a := migOn(t, s, 1)
+	aBig := mustGI(t, a, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, 0)
+	_, ret = ciInfo(aBig, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1)
+	wantRet(t, "1_SLICE_REV1 in an A100 1g.20gb", ret, nvml.ERROR_NOT_SUPPORTED)
+	aPlain, ret := ciInfo(aBig, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE)
+	must(t, "1_SLICE in an A100 1g.20gb", ret)
+	if aPlain.MultiprocessorCount != 14 {
+		t.Errorf("A100 1g.20gb 1_SLICE CI: %d SMs, want the GI's 14", aPlain.MultiprocessorCount)
+	}
+}
+
+// migNameOf is nvmlDeviceGetName of the MIG device of CI ci on GPU gpu.
+func migNameOf(t *testing.T, s *Sim, gpu int, ci nvml.ComputeInstance) string {
+	t.Helper()
+	uuid := migUUIDOf(t, s, gpu, ci)
+	d, ret := s.DeviceGetHandleByUUID(uuid)
+	must(t, "DeviceGetHandleByUUID", ret)
+	name, ret := d.GetName()
+	must(t, "GetName", ret)
+	return name
+}

@@ -101,7 +101,7 @@ func (d device) GetName() (string, nvml.Return) {
 		name = c.m.ProductName
 		if c.gi != nil {
 			profile := c.gi.Profile
-			if shape, r := ciShapeOf(c.profile, c.ci.ProfileID); r == nvml.SUCCESS {
+			if shape, r := ciShapeOf(c.m, c.profile, c.ci.ProfileID); r == nvml.SUCCESS {
 				profile = shape.name(profile)
 			}
 			name += " MIG " + profile

@@ -70,7 +70,8 @@ func (h gpuInstance) GetInfo() (nvml.GpuInstanceInfo, nvml.Return) {
 
 // GetComputeInstanceProfileInfo returns the CI profile (see ciShape.info) for
 // an NVML_COMPUTE_INSTANCE_PROFILE_* index and engine profile: the full-size
-// CI (COMPUTE_INSTANCE_PROFILE_<N>_SLICE for an Ng GI) and the smaller ones
+// CI (COMPUTE_INSTANCE_PROFILE_<N>_SLICE for an Ng GI, and 1_SLICE_REV1
+// where rev1GI says) and the smaller ones
 // the GI offers (ciShapeOf). ERROR_NOT_SUPPORTED for a profile it does not
 // offer; ERROR_INVALID_ARGUMENT for an index out of range, an engine profile
 // other than COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, or a stale handle.
@@ -80,7 +81,7 @@ func (h gpuInstance) GetComputeInstanceProfileInfo(profile, engProfile int) (nvm
 		if engProfile != nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
-		shape, r := ciShapeOf(c.profile, profile)
+		shape, r := ciShapeOf(c.m, c.profile, profile)
 		if r != nvml.SUCCESS {
 			return false, r
 		}
@@ -105,7 +106,7 @@ func (h gpuInstance) CreateComputeInstance(info *nvml.ComputeInstanceProfileInfo
 		if info == nil {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
-		shape, r := ciShapeOf(c.profile, int(info.Id))
+		shape, r := ciShapeOf(c.m, c.profile, int(info.Id))
 		if r != nvml.SUCCESS {
 			return false, r
 		}
@@ -153,7 +154,7 @@ func (h gpuInstance) GetComputeInstances(info *nvml.ComputeInstanceProfileInfo) 
 		if info == nil {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
-		if _, r := ciShapeOf(c.profile, int(info.Id)); r != nvml.SUCCESS {
+		if _, r := ciShapeOf(c.m, c.profile, int(info.Id)); r != nvml.SUCCESS {
 			return false, r
 		}
 		out = []nvml.ComputeInstance{}
@@ -192,7 +193,7 @@ func (h gpuInstance) GetComputeInstanceRemainingCapacity(info *nvml.ComputeInsta
 		if info == nil {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
-		shape, r := ciShapeOf(c.profile, int(info.Id))
+		shape, r := ciShapeOf(c.m, c.profile, int(info.Id))
 		if r != nvml.SUCCESS {
 			return false, r
 		}

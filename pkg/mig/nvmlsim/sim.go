@@ -31,7 +31,9 @@
 // with no function set: calling one panics, naming the method.
 //
 // Compute instances: the full-size one miglayout creates
-// (NVML_COMPUTE_INSTANCE_PROFILE_<N>_SLICE for an Ng GI) and the smaller ones
+// (NVML_COMPUTE_INSTANCE_PROFILE_<N>_SLICE for an Ng GI; in a 1g GI with
+// more multiprocessors than a plain 1g, such as Hopper's 1g.20gb, also
+// 1_SLICE_REV1 with all of them, 1_SLICE having a plain 1g's; see rev1GI) and the smaller ones
 // an administrator may make with nvidia-smi (1c.3g.40gb and the like, see
 // ciShapeOf), several per GI where their placements and InstanceCount allow.
 // The versioned getters (GetGpuInstanceProfileInfoV and the like) return
