@@ -123,9 +123,10 @@ func (o *options) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 	}
 }
 
-// cacheByObject limits what the cache holds: other drivers' ResourceSlices
-// only (the Auto planner reads them, a NIC beside a MIG device; miglayout's
-// own, one or more per GPU node, stay out), pods not bound to a node only
+// cacheByObject limits what the cache holds: ResourceSlices without the
+// MIG devices of miglayout's own (controller.TrimResourceSlices: the Auto
+// planner reads other drivers' devices, a NIC beside a MIG device, and of
+// its own the whole GPUs it does not plan), pods not bound to a node only
 // (the planner serves pods the scheduler could not place; a pod leaves the
 // cache as it is bound: the Auto planner keeps the bound ones, trimmed to
 // what it reads of them, in a cache of its own), and Leases of the agents'
@@ -133,7 +134,7 @@ func (o *options) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 // what nothing here reads (trimNode).
 func (o *options) cacheByObject() map[client.Object]cache.ByObject {
 	by := map[client.Object]cache.ByObject{
-		&resourceapi.ResourceSlice{}: {Field: fields.OneTermNotEqualSelector("spec.driver", o.driverName)},
+		&resourceapi.ResourceSlice{}: {Transform: controller.TrimResourceSlices(o.driverName, nil)},
 		&corev1.Pod{}:                {Field: fields.OneTermEqualSelector("spec.nodeName", "")},
 		&corev1.Node{}:               {Transform: trimNode},
 	}

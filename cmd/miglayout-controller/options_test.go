@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -24,13 +25,13 @@ func TestManagerOptions(t *testing.T) {
 		want []any
 	}{
 		"defaults": {
-			want: []any{":8080", false, ":8081", true, "miglayout-controller.miglayout.io", "", 15 * time.Second, "spec.driver!=mig.miglayout.io", "spec.nodeName=", "not cached", true},
+			want: []any{":8080", false, ":8081", true, "miglayout-controller.miglayout.io", "", 15 * time.Second, "mig.miglayout.io [gpu-1]; gpu.example.com [gpu-0-mig-7g80gb-0-0 gpu-1]", "spec.nodeName=", "not cached", true},
 		},
 		"flags": {
 			args: []string{"--metrics-bind-address=0", "--metrics-secure", "--health-probe-bind-address=:9440", "--leader-elect=false",
 				"--leader-election-id=x", "--leader-election-namespace=kube-system", "--leader-elect-lease-duration=30s", "--driver-name=gpu.example.com",
 				"--agent-lease-namespace=miglayout-system"},
-			want: []any{"0", true, ":9440", false, "x", "kube-system", 30 * time.Second, "spec.driver!=gpu.example.com", "spec.nodeName=", "[miglayout-system]", true},
+			want: []any{"0", true, ":9440", false, "x", "kube-system", 30 * time.Second, "mig.miglayout.io [gpu-0-mig-7g80gb-0-0 gpu-1]; gpu.example.com [gpu-1]", "spec.nodeName=", "[miglayout-system]", true},
 		},
 	}
 	for name, tc := range tests {
@@ -41,14 +42,17 @@ func TestManagerOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := o.managerOptions(s)
-			// The cache selects ResourceSlices by driver, pods not bound
-			// yet, and Leases of the agents' namespace only.
-			bySlices, byPods, leases := "", "", "not cached"
+			// The cache holds ResourceSlices without the driver's own
+			// catalogued MIG devices, pods not bound yet, and Leases of
+			// the agents' namespace only.
+			bySlices, byPods, leases := "not transformed", "", "not cached"
 			for obj, by := range m.Cache.ByObject {
 				switch obj.(type) {
 				case *resourceapi.ResourceSlice:
 					if by.Field != nil {
-						bySlices = by.Field.String()
+						bySlices = "selected by " + by.Field.String()
+					} else if by.Transform != nil {
+						bySlices = keptDevices(t, by.Transform, "mig.miglayout.io") + "; " + keptDevices(t, by.Transform, "gpu.example.com")
 					}
 				case *corev1.Pod:
 					if by.Field != nil {
@@ -150,4 +154,22 @@ func TestNodesTrimmedInCache(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("cached Node (-want +got):\n%s", diff)
 	}
+}
+
+// keptDevices are the names of the devices transform keeps of a slice of
+// driver with an A100's 7g.80gb MIG device and a whole GPU.
+func keptDevices(t *testing.T, transform func(any) (any, error), driver string) string {
+	t.Helper()
+	a100 := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"productName": {StringValue: ptr.To("NVIDIA A100-SXM4-80GB")}}
+	s := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To("n1"),
+		Devices: []resourceapi.Device{{Name: "gpu-0-mig-7g80gb-0-0", Attributes: a100}, {Name: "gpu-1", Attributes: a100}}}}
+	out, err := transform(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range out.(*resourceapi.ResourceSlice).Spec.Devices {
+		names = append(names, d.Name)
+	}
+	return fmt.Sprintf("%s %v", driver, names)
 }
