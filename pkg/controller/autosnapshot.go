@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -71,7 +72,66 @@ func AutoSnapshot(ctx context.Context, in AutoInputs, catalog *mig.Catalog, now 
 	if snap.Pending, err = planner.Demand(ctx, snap.Driver, snap.Classes, catalog.Models(), snap.Pending); err != nil {
 		return snap, fmt.Errorf("selecting the pods that ask for MIG devices: %w", err)
 	}
+	extended := extendedResourceClasses(in.Classes)
+	keepNominatedRoom(in.Pods, &snap, func(pod *corev1.Pod) bool { return asksForDevices(pod, extended, in.Claims) })
 	return snap, nil
+}
+
+// keepNominatedRoom adds to the room used on each Auto node
+// (planner.Node.Requested) the unbound pods a preemption nominated to it
+// that ask for devices but are not Auto demand (snap.Pending): a pod
+// asking only for a NIC or another driver's device, or whose claims are all
+// allocated. nodeRequests leaves every nominated pod asking for devices to
+// the planner, which plans the room of Auto demand only; kube-scheduler
+// keeps room for all of them.
+func keepNominatedRoom(pods []corev1.Pod, snap *planner.Snapshot, asksForDevices func(*corev1.Pod) bool) {
+	demand := sets.New[types.UID]()
+	for _, p := range snap.Pending {
+		demand.Insert(p.Pod.UID)
+	}
+	nodes := map[string]*planner.Node{}
+	for i := range snap.Nodes {
+		nodes[snap.Nodes[i].Node.Name] = &snap.Nodes[i]
+	}
+	for i := range pods {
+		pod := &pods[i]
+		n := nodes[pod.Status.NominatedNodeName]
+		if n == nil || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || demand.Has(pod.UID) || !asksForDevices(pod) ||
+			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		n.Requested = addPodRequests(n.Requested, pod)
+	}
+}
+
+// asksForDevices reports whether pod asks for devices: ResourceClaims, or
+// extended resources a DeviceClass backs.
+func asksForDevices(pod *corev1.Pod, extended *extendedresourcecache.ExtendedResourceCache, claims map[types.NamespacedName]*resourceapi.ResourceClaim) bool {
+	claim, _ := extendedResourceClaim(pod, extended, claims)
+	return len(pod.Spec.ResourceClaims) > 0 || claim != nil
+}
+
+// addPodRequests is byPrio (sorted by priority) with what pod requests
+// added at its priority, one more under "pods"; byPrio's lists are not
+// changed.
+func addPodRequests(byPrio []planner.PriorityRequests, pod *corev1.Pod) []planner.PriorityRequests {
+	prio := ptr.Deref(pod.Spec.Priority, 0)
+	i, found := slices.BinarySearchFunc(byPrio, prio, func(r planner.PriorityRequests, p int32) int { return cmp.Compare(r.Priority, p) })
+	out := slices.Clone(byPrio)
+	if !found {
+		out = slices.Insert(out, i, planner.PriorityRequests{Priority: prio, Requests: corev1.ResourceList{}})
+	}
+	sum := out[i].Requests.DeepCopy()
+	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true}) {
+		total := sum[name]
+		total.Add(q)
+		sum[name] = total
+	}
+	count := sum[corev1.ResourcePods]
+	count.Add(*resource.NewQuantity(1, resource.DecimalSI))
+	sum[corev1.ResourcePods] = count
+	out[i].Requests = sum
+	return out
 }
 
 // BuildSnapshot turns cluster objects into the planner's input: the nodes of
@@ -106,8 +166,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	// can be Auto nodes: the other nodes' pods are not summed.
 	extended := extendedResourceClasses(in.Classes)
 	requested := nodeRequests(in.Pods, func(node string) bool { return in.NodeMigLayouts[node] != nil }, func(pod *corev1.Pod) bool {
-		claim, _ := extendedResourceClaim(pod, extended, in.Claims)
-		return len(pod.Spec.ResourceClaims) > 0 || claim != nil
+		return asksForDevices(pod, extended, in.Claims)
 	})
 	releasing := releasingDevices(in.Claims, in.Pods, in.Driver)
 	for i := range in.MigLayouts {

@@ -246,3 +246,42 @@ func TestSnapshotKeepsRoomOfNominatedDevicePluginPod(t *testing.T) {
 		t.Errorf("n1's requested (-want +got):\n%s", diff)
 	}
 }
+
+// TestNominatedPodOfAnotherDriverKeepsRoom: as TestNominatedPodKeepsRoom
+// with the nominated pod asking, through a ResourceClaim, for a NIC of
+// another driver only, or through one of miglayout's DeviceClasses for a
+// device its claim already holds: no Auto demand, yet kube-scheduler keeps
+// its room on n1. Its 6 CPUs are counted there (they were counted nowhere,
+// and n1 was repartitioned for a pod kube-scheduler would not bind there).
+func TestNominatedPodOfAnotherDriverKeepsRoom(t *testing.T) {
+	nicClass := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "nic.example.com"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.driver == 'nic.example.com'"}}}}}
+	nic := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nic"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "nic", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: nicClass.Name, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}
+	held := autoClaim("held", profileSelector("1g.10gb"))
+	held.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+		{Request: "gpu", Driver: migClassName, Pool: "n2", Device: "gpu-0-mig-1g10gb-0-0"}}}}
+	for name, claim := range map[string]string{"no claim": "", "a NIC claim": "nic", "an allocated MIG claim": "held"} {
+		t.Run(name, func(t *testing.T) {
+			ml := autoMigLayout("auto", nil)
+			n1 := node("n1", map[string]string{"pool": "auto"})
+			n1.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
+			cpus := func(p *corev1.Pod, n string) *corev1.Pod {
+				p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}}}}
+				return p
+			}
+			q := autoPod("q", h0())
+			if claim != "" {
+				q = autoPod("q", h0(), claim)
+			}
+			q.Spec.Priority, q.Status.NominatedNodeName = ptr.To(int32(1000)), "n1"
+			h := newAutoCluster(t, ml, n1, autoNML("n1", ml, a100(0).layout("7g.80gb@0")), nicClass, nic, held, cpus(q, "6"),
+				autoClaim("c1", profileSelector("1g.10gb")), cpus(autoPod("p1", h0(), "c1"), "4"))
+			h.settle()
+			if got := h.specOf("n1"); len(got) != 0 && got[0] != "7g.80gb@0" {
+				t.Errorf("n1 changed to %v for p1, whose CPUs kube-scheduler keeps for the nominated q", got)
+			}
+		})
+	}
+}
