@@ -70,16 +70,23 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 	// ends in a hash of the note (eventnote.Distinct), and an event about a GPU
 	// also names the GPU in its action and its node's NodeMigLayout as
 	// related object.
-	emit := func(key, eventType, reason string, on *gpuRef, note string) {
+	// same is what makes two events alike ("" = the note): for
+	// WaitingForRepartition the GPU and its layout, not the device the
+	// note gives as example, which the next pass may name otherwise (the
+	// change in flight hands its devices out anew).
+	emit := func(key, eventType, reason string, on *gpuRef, note, same string) {
 		pod := pods[key]
 		if pod == nil {
 			return
 		}
+		if same == "" {
+			same = note
+		}
 		last, ok := a.events[string(pod.UID)]
-		if ok && last.what == reason+note && now.Sub(last.at) < eventRepeat {
+		if ok && last.what == reason+same && now.Sub(last.at) < eventRepeat {
 			return
 		}
-		a.events[string(pod.UID)] = podEvent{what: reason + note, at: now, pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
+		a.events[string(pod.UID)] = podEvent{what: reason + same, at: now, pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
 		action := "Plan"
 		var related runtime.Object
 		if on != nil {
@@ -99,12 +106,13 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 					break
 				}
 			}
-			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, on, "waiting for the repartition of "+target+" (a device such as "+strings.Join(s.Devices, ", ")+")")
+			waits := "waiting for the repartition of " + target
+			emit(s.Pod, corev1.EventTypeNormal, EventWaitingForRepartition, on, waits+" (a device such as "+strings.Join(s.Devices, ", ")+")", waits)
 		}
 	}
 	const waiting = "no GPU can take it now without destroying a device in use or changing more GPUs at once than the policy allows"
 	for pod, k := range res.Kept {
-		emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, &gpuRef{node: k.Node, gpu: k.GPU}, waiting+"; "+k.String()+" are kept for it: miglayout makes no device there for another pod (kube-scheduler may still give one a device free there already)")
+		emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, &gpuRef{node: k.Node, gpu: k.GPU}, waiting+"; "+k.String()+" are kept for it: miglayout makes no device there for another pod (kube-scheduler may still give one a device free there already)", "")
 	}
 	for pod, why := range res.Unservable {
 		switch why {
@@ -113,16 +121,16 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 			if anyTainted(snap) {
 				msg = waiting + ", nor by making a device a DeviceTaintRule taints; it takes the first room that frees up"
 			}
-			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, msg)
+			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, msg, "")
 			continue
 		case planner.WaitsForSharedClaim:
-			emit(pod, corev1.EventTypeNormal, EventWaitingForSharedClaim, nil, why)
+			emit(pod, corev1.EventTypeNormal, EventWaitingForSharedClaim, nil, why, "")
 			continue
 		case planner.WaitsForLostNode, planner.WaitsForAllModeNode, planner.WaitsForNodeResources:
-			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, why)
+			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, why, "")
 			continue
 		}
-		emit(pod, corev1.EventTypeWarning, EventNotServable, nil, why)
+		emit(pod, corev1.EventTypeWarning, EventNotServable, nil, why, "")
 	}
 	pending := make(map[string]bool, len(pods))
 	for _, pod := range pods {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/eventnote"
 	"github.com/miglayout/miglayout/pkg/planner"
 	"github.com/miglayout/miglayout/test/eventstest"
@@ -63,5 +65,55 @@ func TestPodWaitingForAnotherReasonHearsIt(t *testing.T) {
 				t.Errorf("event notes at the API server (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestWaitingForRepartitionToldOncePerChange: p1 and p2 (a 3g.40gb each)
+// are planned on n1/gpu-0 (3g.40gb@0,3g.40gb@4); while the change is in
+// flight (draining, a pod the plan cannot serve arriving, repartitioning)
+// each pass plans them again, and may give each the other's device: each
+// hears WaitingForRepartition once, as its GPU and layout stay the same
+// (the device its note gives as example differed, and was told anew).
+func TestWaitingForRepartitionToldOncePerChange(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	h := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("7g.80gb@0"), a100(1).layout("7g.80gb@0").inUse("7g.80gb@0")),
+		autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"),
+		autoClaim("c2", profileSelector("3g.40gb")), autoPod("p2", h0().Add(1), "c2"))
+	h.settle()
+	var got []string
+	collect := func() {
+		for _, e := range h.events() {
+			if strings.Contains(e, EventWaitingForRepartition) {
+				got = append(got, e)
+			}
+		}
+	}
+	collect()
+	if len(got) != 2 {
+		t.Fatalf("after the plan: %q, want a WaitingForRepartition event for each of p1 and p2", got)
+	}
+	for _, step := range []func(){
+		func() {
+			h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+				st[0].Phase = v1alpha1.PhaseDraining
+				return st
+			})
+		},
+		func() { h.create(autoClaim("c3", profileSelector("7g.80gb")), autoPod("p3", h0().Add(2), "c3")) },
+		func() {
+			h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+				st[0].Phase = v1alpha1.PhaseRepartitioning
+				return st
+			})
+		},
+	} {
+		step()
+		h.now = h.now.Add(3 * time.Second)
+		h.settle()
+		collect()
+	}
+	if len(got) != 2 {
+		t.Errorf("WaitingForRepartition events %q, want one for each of p1 and p2", got)
 	}
 }
