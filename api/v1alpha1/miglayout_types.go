@@ -204,14 +204,21 @@ type AutoPolicy struct {
 	// +optional
 	Spares map[string]int32 `json:"spares,omitempty"`
 
-	// MaxGPUsPerNode is the most GPUs of one node reconfigured at once.
+	// MaxGPUsPerNode is the most GPUs of one node reconfigured at once. A
+	// GPU counts from when its change is written until the agent reports
+	// it Ready, except while the change is retried after an NVML error, or
+	// is blocked by a device in use (the planner cancels it), or is a MIG
+	// mode change (written in Static mode) waiting for a GPU reset: each of
+	// these may last for ever, and would hold the slot as long.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=16
 	// +kubebuilder:default=1
 	// +optional
 	MaxGPUsPerNode int32 `json:"maxGPUsPerNode,omitempty"`
 
-	// MaxGPUs is the most GPUs reconfigured at once across the MigLayout's nodes.
+	// MaxGPUs is the most GPUs reconfigured at once across the MigLayout's
+	// nodes (each Auto MigLayout has its own), counted as for
+	// MaxGPUsPerNode.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	// +kubebuilder:default=8

@@ -675,7 +675,9 @@ func notComing(st v1alpha1.GPUStatus) bool {
 }
 
 // autoPlannable reports whether Auto mode may plan on a GPU: MIG mode on
-// and no MIG mode change pending (Auto mode never changes MIG mode).
+// and no MIG mode change pending (Auto mode never changes MIG mode). A GPU
+// whose MIG mode change waits for a reset is left out, and so counts toward
+// no limit on GPUs changing at once: the reset may never come.
 func autoPlannable(st v1alpha1.GPUStatus) bool {
 	return st.MIGEnabled && st.MIGPending == st.MIGEnabled
 }
