@@ -237,7 +237,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	for uid, err := range drv.RestoreSpecs(ctx) {
-		logger.Error(err, "CDI spec of a prepared claim not restored: the kubelet's next prepare of it writes it", "claim", uid)
+		logger.Error(err, "CDI spec of a prepared claim not restored: the agent's first pass tries again (the kubelet does not prepare a claim it holds prepared again)", "claim", uid)
 	}
 	helper, err := drv.Start(ctx, kube,
 		kubeletplugin.RegistrarDirectoryPath(o.registrarDir),

@@ -183,8 +183,10 @@ func New(cfg Config) (*Plugin, error) {
 // container of its pod that restarts would fail on an unresolvable CDI
 // device), where its devices still exist with the UUIDs recorded (as a
 // repeated prepare checks them). Call it once after New, before Start. A
-// claim it cannot restore is left to the kubelet's next prepare; the
-// errors, by claim, are returned.
+// claim it cannot restore is left to RefreshRecreated, which writes every
+// missing spec again too (the agent calls it in its first pass, until it
+// succeeds; the kubelet does not prepare again a claim its checkpoint
+// holds prepared); the errors, by claim, are returned.
 func (p *Plugin) RestoreSpecs(ctx context.Context) map[types.UID]error {
 	failed := map[types.UID]error{}
 	uids := make([]types.UID, 0, len(p.claims))
@@ -368,6 +370,16 @@ func (p *Plugin) prepareClaimIf(ctx context.Context, claim *resourceapi.Resource
 	superseded := func() bool {
 		cur, ok := p.claims[claim.UID]
 		return expect != nil && (!ok || !equality.Semantic.DeepEqual(cur, *expect))
+	}
+	if expect != nil {
+		// Superseded already: the processes staleInUse would find are
+		// those of the claim's new preparation, not orphans.
+		p.mu.Lock()
+		gone := superseded()
+		p.mu.Unlock()
+		if gone {
+			return nil, errSuperseded
+		}
 	}
 	if err := p.staleInUse(ctx, claim); err != nil {
 		return nil, fmt.Errorf("preparing claim %s afresh: %w", ref, err)

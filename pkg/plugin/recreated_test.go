@@ -309,6 +309,36 @@ func TestRefreshRecreatedLeavesAClaimPreparedAnewMeanwhile(t *testing.T) {
 	}
 }
 
+// TestRefreshRecreatedLeavesAClaimPreparedAnewAndRunning: as
+// TestRefreshRecreatedLeavesAClaimPreparedAnewMeanwhile, the claim's MIG
+// device made again (a GPU reset) and its new pod's container running on
+// the device the kubelet prepared anew: RefreshRecreated leaves the claim
+// alone, where it reported the running pod as an orphan holding the
+// claim's old devices (ErrOrphanInUse) and failed every pass.
+func TestRefreshRecreatedLeavesAClaimPreparedAnewAndRunning(t *testing.T) {
+	e, p, h, _ := preparedBesideTheKubelet(t)
+	d := mig.Device{Profile: "1g.10gb", Start: 3}
+	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
+		t.Fatal(err)
+	}
+	e.createMIG(d)
+	c2 := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})
+	h.meanwhile = func() {
+		if r := e.prepare(p, c2); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if _, err := e.sim.StartProcess(p.claims[uid1].Devices[0].UUID, 1024); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if failed := p.RefreshRecreated(e.ctx); len(failed) > 0 {
+		t.Errorf("RefreshRecreated: %v", failed)
+	}
+	if rec := p.claims[uid1]; len(rec.Devices) != 1 || rec.Devices[0].Device != "gpu-0-mig-1g10gb-19-2" {
+		t.Errorf("record %+v, want the kubelet's new preparation", rec.Devices)
+	}
+}
+
 // countingGPUs is a gpu.Manager that counts the reads RefreshRecreated
 // makes: the GPU listings, and the MIG-device listings by GPU.
 type countingGPUs struct {
