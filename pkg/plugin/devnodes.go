@@ -31,15 +31,21 @@ const capsDriver = "nvidia-caps"
 // (<HostRoot>/proc/devices), with the minor and the mode the driver gives in
 // the capability's access file (NVIDIA's MIG User Guide, "Device Nodes and
 // Capabilities"); nothing else creates them on a node whose container
-// runtime injects devices from CDI specs only. The other nodes (the GPU's
-// /dev/nvidia<minor>, /dev/nvidiactl and /dev/nvidia-uvm) are the driver
-// installation's to create, with the permissions the host configures: one
-// missing is an error saying so. /dev/nvidia-uvm-tools is not checked: a
-// spec names it only where it exists (optionalControlNodes).
+// runtime injects devices from CDI specs only. So are /dev/nvidia-uvm and
+// /dev/nvidia-uvm-tools where the nvidia-uvm module is loaded
+// (ensureUVMNodes). The other nodes (the GPU's /dev/nvidia<minor>,
+// /dev/nvidiactl) are the driver installation's to create, with the
+// permissions the host configures: one missing is an error saying so, as
+// is a missing /dev/nvidia-uvm that could not be made. A missing
+// /dev/nvidia-uvm-tools is no error: a spec names it only where it exists
+// (optionalControlNodes).
 //
 // devRoot is where the host's /dev is seen by the plugin; the paths in the
 // specs are host paths under /dev.
 func ensureDeviceNodes(devRoot, hostRoot string, src slices.Source, nodes []string) error {
+	if err := ensureUVMNodes(devRoot, hostRoot); err != nil {
+		return err
+	}
 	var missing []string
 	for _, n := range append(append([]string{}, requiredControlNodes...), nodes...) {
 		if strings.HasPrefix(n, "/dev/nvidia-caps/") {

@@ -3,6 +3,7 @@ package plugin
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -170,12 +171,24 @@ func TestPrepareWithoutDeviceNodes(t *testing.T) {
 		setup func(t *testing.T, devRoot, hostRoot string, caps []string)
 		want  string
 	}{
-		"nvidia-uvm not loaded": {func(t *testing.T, devRoot, _ string, _ []string) {
+		"nvidia-uvm not loaded": {func(t *testing.T, devRoot, hostRoot string, _ []string) {
 			for _, n := range []string{"nvidia-uvm", "nvidia-uvm-tools"} {
 				if err := os.Remove(filepath.Join(devRoot, n)); err != nil {
 					t.Fatal(err)
 				}
 			}
+			writeParams(t, hostRoot, 1)
+			if err := os.WriteFile(filepath.Join(hostRoot, "proc/devices"), []byte(strings.ReplaceAll(procDevices, "237 nvidia-uvm\n", "")), 0o444); err != nil {
+				t.Fatal(err)
+			}
+		}, "device nodes /dev/nvidia-uvm of gpu-0-mig-1g10gb-19-2 do not exist on the host"},
+		"nvidia-uvm nodes the host keeps": {func(t *testing.T, devRoot, hostRoot string, _ []string) {
+			for _, n := range []string{"nvidia-uvm", "nvidia-uvm-tools"} {
+				if err := os.Remove(filepath.Join(devRoot, n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			writeParams(t, hostRoot, 0)
 		}, "device nodes /dev/nvidia-uvm of gpu-0-mig-1g10gb-19-2 do not exist on the host"},
 		"a file where a caps node goes": {func(t *testing.T, devRoot, _ string, caps []string) {
 			if err := os.MkdirAll(filepath.Join(devRoot, "nvidia-caps"), 0o755); err != nil {
@@ -308,5 +321,62 @@ func TestReadCapabilityMode(t *testing.T) {
 	}
 	if _, err := readCapability(path); err == nil {
 		t.Error("readCapability accepted mode 4095 (07777)")
+	}
+}
+
+// writeParams writes the NVIDIA driver's params file under hostRoot with
+// ModifyDeviceFiles modify, device files root:44, mode 0660.
+func writeParams(t *testing.T, hostRoot string, modify int) {
+	t.Helper()
+	dir := filepath.Join(hostRoot, "proc/driver/nvidia")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	params := fmt.Sprintf("ResmanDebugLevel: 4294967295\nDeviceFileUID: 0\nDeviceFileGID: 44\nDeviceFileMode: 432\nModifyDeviceFiles: %d\n", modify)
+	if err := os.WriteFile(filepath.Join(dir, "params"), []byte(params), 0o444); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPrepareMakesUVMNodes: with nvidia-uvm loaded (its major, 237, in
+// /proc/devices) but /dev/nvidia-uvm and /dev/nvidia-uvm-tools missing (no
+// nvidia-modprobe or udev rule made them: they appear once a CUDA program
+// runs, after the prepare that needs them), the prepare makes both as
+// nvidia-modprobe -u -c=0 does, with the owner and mode the driver's
+// params give, and the spec names both.
+func TestPrepareMakesUVMNodes(t *testing.T) {
+	e, devRoot := devEnv(t)
+	for _, n := range []string{"nvidia-uvm", "nvidia-uvm-tools"} {
+		if err := os.Remove(filepath.Join(devRoot, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeParams(t, e.hostRoot, 1)
+	p := e.pluginWithDev(devRoot)
+	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})
+	if r := e.prepare(p, c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for n, minor := range map[string]uint32{"nvidia-uvm": 0, "nvidia-uvm-tools": 1} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(devRoot, n), &st); err != nil {
+			t.Errorf("%s: %v", n, err)
+			continue
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(uint64(st.Rdev)) != 237 || unix.Minor(uint64(st.Rdev)) != minor || st.Mode&0o777 != 0o660 || st.Gid != 44 {
+			t.Errorf("%s: mode %o, device %d:%d, group %d; want a character device 237:%d, mode 0660, group 44",
+				n, st.Mode, unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), st.Gid, minor)
+		}
+	}
+	var spec cdispec.Spec
+	if err := json.Unmarshal(mustRead(t, filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))), &spec); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range spec.ContainerEdits.DeviceNodes {
+		names = append(names, n.Path)
+	}
+	if diff := cmp.Diff([]string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}, names); diff != "" {
+		t.Errorf("claim-wide device nodes (-want +got):\n%s", diff)
 	}
 }
