@@ -36,7 +36,9 @@ var requiredControlNodes = []string{"/dev/nvidiactl", "/dev/nvidia-uvm"}
 // optionalControlNodes are control device nodes a container gets where the
 // host has them, as the NVIDIA container toolkit's CDI specs do:
 // /dev/nvidia-uvm-tools (CUDA profiling tools; nvidia-modprobe makes it with
-// /dev/nvidia-uvm, but a host that loads nvidia-uvm by hand may lack it).
+// /dev/nvidia-uvm, and so does a prepare where the driver lets user space
+// make its device files, ensureUVMNodes; a host that keeps its device files
+// may lack it).
 var optionalControlNodes = []string{"/dev/nvidia-uvm-tools"}
 
 func cdiVendor(driverName string) string { return "k8s." + driverName }

@@ -380,3 +380,31 @@ func TestPrepareMakesUVMNodes(t *testing.T) {
 		t.Errorf("claim-wide device nodes (-want +got):\n%s", diff)
 	}
 }
+
+// TestPrepareMakesStaleUVMNodeAgain: a /dev/nvidia-uvm of another major
+// (left from before nvidia-uvm was loaded again, which may change its
+// major) is made again as nvidia-modprobe would: a container given it
+// would open another device.
+func TestPrepareMakesStaleUVMNodeAgain(t *testing.T) {
+	e, devRoot := devEnv(t)
+	path := filepath.Join(devRoot, "nvidia-uvm")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(240, 0))); err != nil {
+		t.Fatal(err)
+	}
+	writeParams(t, e.hostRoot, 1)
+	p := e.pluginWithDev(devRoot)
+	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})
+	if r := e.prepare(p, c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	if unix.Major(uint64(st.Rdev)) != 237 || unix.Minor(uint64(st.Rdev)) != 0 {
+		t.Errorf("/dev/nvidia-uvm is %d:%d, want 237:0 (nvidia-uvm's major in /proc/devices)", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))
+	}
+}

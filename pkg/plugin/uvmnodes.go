@@ -20,7 +20,10 @@ const uvmDriver = "nvidia-uvm"
 
 // uvmNodes are the Unified Memory device nodes by minor, as nvidia-modprobe
 // -u -c=0 makes them: /dev/nvidia-uvm (0) and /dev/nvidia-uvm-tools (1).
-var uvmNodes = map[string]uint32{"/dev/nvidia-uvm": 0, "/dev/nvidia-uvm-tools": 1}
+var uvmNodes = []struct {
+	path  string
+	minor uint32
+}{{"/dev/nvidia-uvm", 0}, {"/dev/nvidia-uvm-tools", 1}}
 
 // deviceFileParams are the NVIDIA kernel module's settings for the device
 // files it leaves to user space (<HostRoot>/proc/driver/nvidia/params:
@@ -64,39 +67,49 @@ func readDeviceFileParams(path string) (deviceFileParams, error) {
 	return p, nil
 }
 
-// ensureUVMNodes makes the Unified Memory device nodes that are missing
-// under devRoot, as nvidia-modprobe -u -c=0 does, where the nvidia-uvm
-// module is loaded (its major in <HostRoot>/proc/devices) and the driver
-// lets user space make its device files (ModifyDeviceFiles): a character
-// device of that major with the owner and mode the driver's params give.
-// Nothing else makes them on a host whose nvidia-uvm was loaded without
-// nvidia-modprobe or a udev rule (they appear when the first CUDA program
-// or the NVIDIA container runtime hook runs it, after a prepare that needs
-// them). An error is a node it failed to make; it makes none, and says
-// nothing, where the module is not loaded, the params file is unreadable,
-// or the host keeps its device files (the caller reports a missing
-// /dev/nvidia-uvm).
+// ensureUVMNodes makes the Unified Memory device nodes under devRoot that
+// are missing, or are character devices of another device number (left
+// from before the module was loaded again, which may change its major), as
+// nvidia-modprobe -u -c=0 does, where the nvidia-uvm module is loaded (its
+// major in <HostRoot>/proc/devices) and the driver lets user space make its
+// device files (ModifyDeviceFiles): a character device of that major with
+// the owner and mode the driver's params give. Nothing else makes them on a
+// host whose nvidia-uvm was loaded without nvidia-modprobe or a udev rule
+// (they appear when the first CUDA program or the NVIDIA container runtime
+// hook runs it, after a prepare that needs them). An error is a node it
+// failed to make; it makes none, and says nothing, where the module is not
+// loaded, the params file is unreadable, or the host keeps its device files
+// (the caller reports a missing /dev/nvidia-uvm). A file there that is not
+// a character device is left alone.
 func ensureUVMNodes(devRoot, hostRoot string) error {
-	var missing []string
-	for n := range uvmNodes {
-		if _, err := os.Stat(hostDevPath(devRoot, n)); errors.Is(err, fs.ErrNotExist) {
-			missing = append(missing, n)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
 	major, err := charMajor(filepath.Join(hostRoot, "proc/devices"), uvmDriver)
 	if err != nil {
 		return nil // not loaded: the caller says the module must be
+	}
+	var stale []int
+	for i, n := range uvmNodes {
+		var st unix.Stat_t
+		switch err := unix.Lstat(hostDevPath(devRoot, n.path), &st); {
+		case errors.Is(err, unix.ENOENT):
+			stale = append(stale, i)
+		case err == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev != unix.Mkdev(major, n.minor):
+			stale = append(stale, i)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
 	}
 	params, err := readDeviceFileParams(filepath.Join(hostRoot, "proc/driver/nvidia/params"))
 	if err != nil || !params.modify {
 		return nil // the owner and mode are not known, or the host's to set
 	}
-	for _, n := range missing {
-		path := hostDevPath(devRoot, n)
-		err := unix.Mknod(path, unix.S_IFCHR|params.mode, int(unix.Mkdev(major, uvmNodes[n])))
+	for _, i := range stale {
+		n := uvmNodes[i]
+		path := hostDevPath(devRoot, n.path)
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing %s, of another device number than %d:%d: %w", n.path, major, n.minor, err)
+		}
+		err := unix.Mknod(path, unix.S_IFCHR|params.mode, int(unix.Mkdev(major, n.minor)))
 		if errors.Is(err, unix.EEXIST) {
 			continue // made meanwhile
 		}
@@ -107,7 +120,8 @@ func ensureUVMNodes(devRoot, hostRoot string) error {
 			err = os.Lchown(path, params.uid, params.gid)
 		}
 		if err != nil {
-			return fmt.Errorf("making %s (%d:%d): %w", n, major, uvmNodes[n], err)
+			_ = os.Remove(path) // made again, with the right owner and mode, by the next prepare
+			return fmt.Errorf("making %s (%d:%d): %w", n.path, major, n.minor, err)
 		}
 	}
 	return nil

@@ -47,17 +47,17 @@ func TestCreatesTheCIWithAllTheGIsMultiprocessors(t *testing.T) {
 
 // TestListsAFullWidthCIOfEitherProfile: a 1g.20gb of an H100 whose
 // compute instance another tool made, of profile 1_SLICE_REV1 (nvidia-smi)
-// or 1_SLICE (a tool taking the <N>_SLICE profile), is a MIG device with
-// its UUID, not a GPU instance without compute instance (which the agent
-// would destroy as left half made); it reports the multiprocessors its
-// compute instance has.
+// or 1_SLICE (a tool taking the <N>_SLICE profile, or an older agent), is
+// a MIG device with its UUID, not a GPU instance without compute instance
+// (which the agent would destroy as left half made). It has the GPU
+// instance profile's values, as the planner plans the device.
 func TestListsAFullWidthCIOfEitherProfile(t *testing.T) {
 	for name, tc := range map[string]struct {
 		ciProfile int
 		wantSMs   int
 	}{
 		"1_SLICE_REV1": {ciProfile: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1, wantSMs: 26},
-		"1_SLICE":      {ciProfile: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, wantSMs: 16},
+		"1_SLICE":      {ciProfile: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, wantSMs: 26},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()

@@ -428,12 +428,11 @@ func describe(idx int, parentUUID string, g gpuInstance, handles map[[2]int]nvml
 	if ciProf == nil {
 		return d, nil
 	}
-	if n := int(ciProf.MultiprocessorCount); n > 0 && n < d.Multiprocessors {
-		// A container gets the CI's multiprocessors, fewer than the
-		// GI's where another profile made it (a 1_SLICE CI in an H100
-		// 1g.20gb GI).
-		d.Multiprocessors = n
-	}
+	// The device keeps the GI profile's values, as the planner plans
+	// them (slices.PlannedMIGDevice), also where the CI has fewer
+	// multiprocessors (a 1_SLICE CI in an H100 1g.20gb GI, which an
+	// older agent made): published with the CI's, such a device would
+	// be planned as serving a pod kube-scheduler never gives it.
 	d.CIID = int(ci.Id)
 	if h, ok := handles[[2]int{d.GIID, d.CIID}]; ok {
 		uuid, ret := h.GetUUID()
