@@ -29,15 +29,16 @@ func TrimResourceSlices(driver string, catalog *mig.Catalog) toolscache.Transfor
 		if s.Spec.Driver != driver {
 			return s, nil
 		}
-		kept := s.Spec.Devices[:0]
+		var kept []resourceapi.Device // a new array: the dropped devices' room goes too
 		for _, d := range s.Spec.Devices {
 			if _, isMIG, ok := migslices.DeviceGPUIndex(d.Name); ok && isMIG && catalogued(catalog, d) {
 				continue
 			}
 			kept = append(kept, d)
 		}
-		clear(s.Spec.Devices[len(kept):])
-		s.Spec.Devices = kept
+		if len(kept) < len(s.Spec.Devices) {
+			s.Spec.Devices = kept
+		}
 		return s, nil
 	}
 }
