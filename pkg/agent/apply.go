@@ -43,6 +43,21 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		if err != nil {
 			return fail(err)
 		}
+		// Allocations under names the agent does not publish, which the
+		// drain's taints do not cover, made since the live re-check: the
+		// API server tells a new one from a release the cache has not
+		// seen yet.
+		if names := r.unknownIn(cached, p.obs).on(p.index); len(names) > 0 {
+			readCtx, cancel := context.WithTimeout(ctx, lockedReadTimeout)
+			live, err := r.Allocations.AllocatedDevices(readCtx, true)
+			cancel()
+			if err != nil {
+				return fail(fmt.Errorf("reading ResourceClaim allocations: %w", err))
+			}
+			if held := live.Intersection(sets.New(names...)); held.Len() > 0 {
+				return r.unknownAllocationResult(p.index, sets.List(held))
+			}
+		}
 		busy := cached.Intersection(sets.New(p.drain...))
 		if again := busy.Intersection(p.vetted); again.Len() > 0 {
 			// A vetted device the cache still shows: its release not

@@ -75,10 +75,13 @@ func (r *Repartitioner) cancelModesUnderClaims(ctx context.Context, obs []GPUSta
 	if r.Prepared != nil {
 		claimed = claimed.Union(r.Prepared.PreparedDevices())
 	}
+	// An allocation under a name the agent does not publish (another
+	// publisher of the driver and pool) may hold any device of its GPU.
+	unknown := r.unknownIn(claimed, obs)
 	logger := klog.FromContext(ctx)
 	cancelled := sets.New[int]()
 	for _, c := range cands {
-		busy := sets.List(claimed.Intersection(sets.New(c.remove...)))
+		busy := sets.List(claimed.Intersection(sets.New(c.remove...)).Insert(unknown.on(c.g.GPU.Index)...))
 		if len(busy) == 0 {
 			continue
 		}

@@ -131,6 +131,9 @@ type gpuPlan struct {
 	enableMIG, disableMIG, cancelPending bool
 	// drain are the published names of the devices that go away.
 	drain []string
+	// obs is the pass's observation of the node's GPUs (the names the
+	// agent publishes, for allocations under other names: unknownIn).
+	obs []GPUState
 	// vetted are those of drain that the cache showed allocated just
 	// before the live re-check found them free (a release the cache had
 	// not seen yet): apply's re-check under the lock asks the API server
@@ -261,7 +264,9 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 				}
 			}
 			if names := confirmed.on(idx); len(names) > 0 {
-				res.Results[idx] = r.unknownAllocationResult(idx, names)
+				result := r.unknownAllocationResult(idx, names)
+				result.Message += underClaimsNote(underClaims, idx)
+				res.Results[idx] = result
 				res.Retry = true
 				continue
 			}
@@ -334,12 +339,29 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 		if err != nil {
 			return nil, r.undrain(ctx, obs, err)
 		}
-		live, unlistedLive, err := r.inUse(ctx, obs, true)
+		allocatedLive, err := r.Allocations.AllocatedDevices(ctx, true)
+		if err != nil {
+			return nil, r.undrain(ctx, obs, fmt.Errorf("reading ResourceClaim allocations: %w", err))
+		}
+		live, unlistedLive, err := r.inUseWith(ctx, obs, allocatedLive)
 		if err != nil {
 			return nil, r.undrain(ctx, obs, err)
 		}
+		// Allocations under names the agent does not publish (another
+		// publisher of the driver and pool) are outside the drain's
+		// taints: one made in the settle period holds a device of its GPU
+		// as surely as one the planning saw.
+		unknownLive := r.unknownIn(allocatedLive, obs)
 		kept := work[:0]
 		for _, p := range work {
+			p.obs = obs
+			if names := unknownLive.on(p.index); len(names) > 0 {
+				logger.Info("Allocation under a name the agent does not publish seen after the drain; not repartitioning the GPU", "gpu", p.index, "names", names)
+				res.Results[p.index] = r.unknownAllocationResult(p.index, names)
+				res.Retry = true
+				r.keepMode(ctx, res, p.index)
+				continue
+			}
 			p.vetted = cached.Intersection(sets.New(p.drain...))
 			if busy := live.Intersection(sets.New(p.drain...)); busy.Len() > 0 {
 				logger.Info("Device got allocated while draining; keeping it", "gpu", p.index, "devices", sets.List(busy))

@@ -41,7 +41,11 @@ func (r *Repartitioner) unknownIn(allocated sets.Set[string], obs []GPUState) un
 	known := sets.New[string]()
 	for i := range obs {
 		g := &obs[i]
-		known.Insert(r.Inventory.DeviceName(g.GPU, nil))
+		if !g.GPU.MIGCapable || !g.GPU.MIGMode.Current {
+			// Published whole only with MIG mode off: a GPU in MIG
+			// mode has no device of its whole-GPU name.
+			known.Insert(r.Inventory.DeviceName(g.GPU, nil))
+		}
 		for j := range g.Devices {
 			known.Insert(r.Inventory.DeviceName(g.GPU, &g.Devices[j]))
 		}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -141,5 +142,97 @@ func TestUnknownNamesByIndexAndMinor(t *testing.T) {
 		if diff := cmp.Diff(want, r.unknownIn(sets.New(name), obs)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", name, diff)
 		}
+	}
+}
+
+// foreignAfterLiveRead is the allocations of a node where, just after the
+// agent's live read, another publisher of the driver and pool has a claim
+// allocated "gpu-0-mig-foreign", which the cache then shows.
+type foreignAfterLiveRead struct{ *fakeAllocations }
+
+func (f foreignAfterLiveRead) AllocatedDevices(ctx context.Context, live bool) (sets.Set[string], error) {
+	if live && f.cached.Len() == 0 {
+		f.cached = sets.New("gpu-0-mig-foreign")
+		return sets.New[string](), nil
+	}
+	if live {
+		return f.cached, nil
+	}
+	return f.fakeAllocations.AllocatedDevices(ctx, live)
+}
+
+// TestUnknownAllocationMadeWhileDrainingBlocks: an allocation under a name
+// the agent does not publish (another publisher of the driver and pool) is
+// outside the drain's taints. One the live read after the settle period
+// shows, or the cache under the GPU's lock, blocks the GPU as one seen
+// before the drain does; the change went ahead and destroyed every device
+// of the GPU, one of which the claim may hold.
+func TestUnknownAllocationMadeWhileDrainingBlocks(t *testing.T) {
+	for name, allocs := range map[string]func(*fakeAllocations) Allocations{
+		"in the settle period": func(f *fakeAllocations) Allocations {
+			f.cached, f.live = sets.New[string](), sets.New("gpu-0-mig-foreign")
+			return f
+		},
+		"after the live read": func(f *fakeAllocations) Allocations {
+			f.cached = sets.New[string]()
+			return foreignAfterLiveRead{f}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "1xA100-SXM4-80GB")
+			g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+			g.r.Allocations = allocs(g.alloc)
+			res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Results[0]; got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonUnknownAllocation {
+				t.Errorf("GPU 0 %s/%s, layout now %v; want Blocked/UnknownAllocation and 3g.40gb@0,3g.40gb@4 kept", got.Phase, got.Reason, g.layouts(t))
+			}
+			if got := g.layouts(t); len(got) != 1 || got[0] != "3g.40gb@0,3g.40gb@4" {
+				t.Errorf("layout %v, want 3g.40gb@0,3g.40gb@4 kept", got)
+			}
+		})
+	}
+}
+
+// TestPendingMIGModeCancelledUnderUnknownAllocation: as
+// TestPendingMIGModeCancelledUnderClaims, the claim allocated under a name
+// the agent does not publish (another publisher of the driver and pool):
+// it may hold the whole GPU the pending enable takes away at the next
+// reset, so the change is cancelled; it stayed pending while the GPU was
+// reported Blocked.
+func TestPendingMIGModeCancelledUnderUnknownAllocation(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	specs := g.leaveEnablePending(t)
+	names := sets.New("gpu-0-foreign")
+	g.alloc.cached, g.alloc.live = names, names
+	res, err := g.r.Sync(context.Background(), specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := g.sim.Snapshot().GPUs[0]
+	if got := res.Results[0]; st.MIGPending != st.MIGCurrent || got.Reason != v1alpha1.ReasonUnknownAllocation || !strings.Contains(got.Message, "pending MIG mode change was cancelled") {
+		t.Errorf("GPU 0 %s/%s %q, MIG current %t pending %t; want the pending enable cancelled and Blocked/UnknownAllocation saying so",
+			got.Phase, got.Reason, got.Message, st.MIGCurrent, st.MIGPending)
+	}
+}
+
+// TestWholeGPUNameOfAGPUInMIGModeIsUnknown: with GPU 0 in MIG mode the
+// agent publishes no device gpu-0; an allocation naming it (another
+// publisher's whole GPU, or a claim from before MIG mode) may hold any
+// device of the GPU, as any name the agent does not publish may: the GPU
+// is not repartitioned.
+func TestWholeGPUNameOfAGPUInMIGModeIsUnknown(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	names := sets.New("gpu-0")
+	g.alloc.cached, g.alloc.live = names, names
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Reason != v1alpha1.ReasonUnknownAllocation || g.layouts(t)[0] != "3g.40gb@0,3g.40gb@4" {
+		t.Errorf("GPU 0 %s/%s, layout now %v; want Blocked/UnknownAllocation and its devices kept", got.Phase, got.Reason, g.layouts(t))
 	}
 }
