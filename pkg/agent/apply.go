@@ -112,7 +112,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	entry.Step = StepDestroying
 	for _, d := range p.plan.Destroy {
 		if err := r.Journal.Record(entry); err != nil {
-			return journalFailure(err)
+			return journalFailureAfter(err, entry.Done)
 		}
 		logger.V(1).Info("Destroying MIG device", "device", d.String())
 		if err := r.GPUs.DestroyMIGDevice(ctx, p.index, d); err != nil && !errors.Is(err, gpu.ErrNotFound) {
@@ -123,7 +123,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	entry.Step = StepCreating
 	for _, d := range p.plan.Create {
 		if err := r.Journal.Record(entry); err != nil {
-			return journalFailure(err)
+			return journalFailureAfter(err, entry.Done)
 		}
 		logger.V(1).Info("Creating MIG device", "device", d.String())
 		if _, err := r.GPUs.CreateMIGDevice(ctx, p.index, d); err != nil {
@@ -135,7 +135,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		entry.Step = StepSettingMIGMode
 		entry.ModeSet = ptr.To(false)
 		if err := r.Journal.Record(entry); err != nil {
-			return journalFailure(err)
+			return journalFailureAfter(err, entry.Done)
 		}
 		mode, err := r.GPUs.SetMIGMode(ctx, p.index, false)
 		if err != nil {

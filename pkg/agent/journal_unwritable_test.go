@@ -15,6 +15,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
 // TestJournalWriteFailureIsNoNVMLError: the agent's state directory
@@ -161,4 +163,41 @@ func unwritableJournal(t *testing.T, g *rig) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Remove(g.dir) })
+}
+
+// afterDestroy is a gpu.Manager that calls after once its first destroy
+// succeeds.
+type afterDestroy struct {
+	gpu.Manager
+	after func()
+}
+
+func (a *afterDestroy) DestroyMIGDevice(ctx context.Context, idx int, d mig.Device) error {
+	err := a.Manager.DestroyMIGDevice(ctx, idx, d)
+	if err == nil && a.after != nil {
+		a.after()
+		a.after = nil
+	}
+	return err
+}
+
+// TestJournalUnwritablePartWaySaysWhatWasDone: the journal becomes
+// unwritable after the first of two destroys: the GPU's result says the
+// repartitioning stopped part way and what was done, not that it was not
+// repartitioned (it has lost a device).
+func TestJournalUnwritablePartWaySaysWhatWasDone(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.r.GPUs = &afterDestroy{Manager: g.mgr, after: func() { unwritableJournal(t, g) }}
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, layout := res.Results[0], g.layouts(t)[0]
+	if layout == "3g.40gb@0,3g.40gb@4" {
+		t.Fatalf("GPU 0 lost no device: the test does not bite")
+	}
+	if got.Reason != ReasonJournalUnwritable || strings.Contains(got.Message, "not repartitioned") || !strings.Contains(got.Message, "stopped part way (done: ") {
+		t.Errorf("GPU 0 holds %q, result %s/%s %q; want JournalUnwritable saying it stopped part way and what was done", layout, got.Phase, got.Reason, got.Message)
+	}
 }

@@ -672,8 +672,19 @@ func unreadableMessage(err error) string {
 // JournalUnwritable, no NVML call made for the step (and none counted as an
 // NVML error).
 func journalFailure(err error) GPUResult {
+	return journalFailureAfter(err, nil)
+}
+
+// journalFailureAfter is journalFailure for a GPU whose change stopped part
+// way, done (devices destroyed or created, as "3g.40gb@0") taken already.
+func journalFailureAfter(err error, done []string) GPUResult {
+	if len(done) == 0 {
+		return GPUResult{Phase: v1alpha1.PhaseFailed, Reason: ReasonJournalUnwritable,
+			Message: fmt.Sprintf("not repartitioned: the agent's journal cannot be written, and no NVML step is taken unjournaled: %v", err)}
+	}
 	return GPUResult{Phase: v1alpha1.PhaseFailed, Reason: ReasonJournalUnwritable,
-		Message: fmt.Sprintf("not repartitioned: the agent's journal cannot be written, and no NVML step is taken unjournaled: %v", err)}
+		Message: fmt.Sprintf("repartitioning stopped part way (done: %s): the agent's journal cannot be written, and no further NVML step is taken unjournaled: %v",
+			strings.Join(done, ", "), err)}
 }
 
 // stopRepublishTimeout bounds the republication of a pass the agent's stop
