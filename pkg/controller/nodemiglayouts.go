@@ -67,6 +67,9 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		switch {
 		case sel.Conflicted(node):
 			r.failing.forget(node)
+			if err := r.dropUnstartedOnConflict(ctx, ml, in.nodeMigLayouts[node]); err != nil {
+				errs = append(errs, err)
+			}
 			states = append(states, UnmanagedNode(node, conflictNote(sel, node), true))
 			continue
 		}
@@ -162,12 +165,12 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		desired, problems = DesiredGPUs(r.catalog(), ml.Spec.Rules, existing.Status.GPUs, existing.Spec.GPUs)
 		writtenBy = v1alpha1.ModeStatic
 	} else if adopting || writtenBy != v1alpha1.ModeAuto {
-		desired, writtenBy = dropUnstarted(existing), v1alpha1.ModeAuto
+		desired, writtenBy = dropUnstarted(existing, dropForAuto), v1alpha1.ModeAuto
 		// The drop holds only on the status it was judged on: a retry
 		// after a conflict writes it only where the live status gives
 		// the same (the agent may have started a change meanwhile).
 		stillHolds = func(live *v1alpha1.NodeMigLayout) bool {
-			return equality.Semantic.DeepEqual(dropUnstarted(live), desired)
+			return equality.Semantic.DeepEqual(dropUnstarted(live, dropForAuto), desired)
 		}
 	}
 	if gate != nil {
@@ -299,11 +302,46 @@ func specWrittenBy(nml *v1alpha1.NodeMigLayout, ml *v1alpha1.MigLayout) v1alpha1
 	return v1alpha1.ModeStatic
 }
 
+// Why dropUnstarted dropped a change, before "the change to ... was
+// dropped before it started".
+const (
+	dropForAuto     = "Auto mode"
+	dropForConflict = "another MigLayout selects the node too"
+)
+
+// dropUnstartedOnConflict drops the changes not started yet (dropUnstarted)
+// of the NodeMigLayout of a node that another MigLayout selects too, where
+// ml owns it: the node is left as it is, a change the agent has begun
+// excepted, until one MigLayout alone selects it, whose rules then decide
+// its layout. Without this, a change ml wrote just before the conflict
+// began went ahead while both MigLayouts said the node was left alone.
+func (r *Reconciler) dropUnstartedOnConflict(ctx context.Context, ml *v1alpha1.MigLayout, existing *v1alpha1.NodeMigLayout) error {
+	if existing == nil || existing.DeletionTimestamp != nil || !metav1.IsControlledBy(existing, ml) {
+		return nil
+	}
+	desired := dropUnstarted(existing, dropForConflict)
+	if equality.Semantic.DeepEqual(desired, existing.Spec.GPUs) {
+		return nil
+	}
+	next := existing.DeepCopy()
+	next.Spec.GPUs = desired
+	stillHolds := func(live *v1alpha1.NodeMigLayout) bool {
+		return equality.Semantic.DeepEqual(dropUnstarted(live, dropForConflict), desired)
+	}
+	if err := r.patchSpec(ctx, existing, next, stillHolds); err != nil {
+		return fmt.Errorf("dropping the changes not started of NodeMigLayout %s, which another MigLayout selects too: %w", existing.Name, err)
+	}
+	writesMetric.WithLabelValues("update").Inc()
+	klog.FromContext(ctx).Info("Dropped the changes not started on a node another MigLayout selects too", "node", existing.Name)
+	return nil
+}
+
 // dropUnstarted is nml's spec.gpus with each change the agent has not
 // started (the GPU reported Ready on another layout, or Draining: nothing
-// destroyed yet) set back to the GPU's actual layout; a change under way,
-// blocked or failed stays (the agent finishes it, or reports why not).
-func dropUnstarted(nml *v1alpha1.NodeMigLayout) []v1alpha1.GPUSpec {
+// destroyed yet) set back to the GPU's actual layout, with why in its
+// reason; a change under way, blocked or failed stays (the agent finishes
+// it, or reports why not).
+func dropUnstarted(nml *v1alpha1.NodeMigLayout, why string) []v1alpha1.GPUSpec {
 	out := slices.Clone(nml.Spec.GPUs)
 	for i, sp := range out {
 		j := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return st.Index == sp.Index })
@@ -318,7 +356,7 @@ func dropUnstarted(nml *v1alpha1.NodeMigLayout) []v1alpha1.GPUSpec {
 			continue
 		}
 		out[i] = v1alpha1.GPUSpec{Index: sp.Index, MIGEnabled: st.MIGEnabled, Layout: st.Layout,
-			Reason: truncate("Auto mode: the change to "+describeSpec(sp)+" was dropped before it started", 1024)}
+			Reason: truncate(why+": the change to "+describeSpec(sp)+" was dropped before it started", 1024)}
 	}
 	return out
 }
