@@ -122,6 +122,16 @@ func addPodRequests(byPrio []planner.PriorityRequests, pod *corev1.Pod) []planne
 		out = slices.Insert(out, i, planner.PriorityRequests{Priority: prio, Requests: corev1.ResourceList{}})
 	}
 	sum := out[i].Requests.DeepCopy()
+	addRequestsOf(sum, pod)
+	out[i].Requests = sum
+	return out
+}
+
+// addRequestsOf adds to sum what pod requests of a node's allocatable
+// resources, as kube-scheduler's NodeResourcesFit counts them
+// (component-helpers' PodRequests; while an in-place resize is in progress,
+// the larger of spec and status), and one more under "pods".
+func addRequestsOf(sum corev1.ResourceList, pod *corev1.Pod) {
 	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true}) {
 		total := sum[name]
 		total.Add(q)
@@ -130,8 +140,6 @@ func addPodRequests(byPrio []planner.PriorityRequests, pod *corev1.Pod) []planne
 	count := sum[corev1.ResourcePods]
 	count.Add(*resource.NewQuantity(1, resource.DecimalSI))
 	sum[corev1.ResourcePods] = count
-	out[i].Requests = sum
-	return out
 }
 
 // BuildSnapshot turns cluster objects into the planner's input: the nodes of
@@ -302,14 +310,7 @@ func nodeRequests(pods []corev1.Pod, on func(node string) bool, demand func(*cor
 			sum = corev1.ResourceList{}
 			byPrio[prio] = sum
 		}
-		for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true}) {
-			total := sum[name]
-			total.Add(q)
-			sum[name] = total
-		}
-		count := sum[corev1.ResourcePods]
-		count.Add(*resource.NewQuantity(1, resource.DecimalSI))
-		sum[corev1.ResourcePods] = count
+		addRequestsOf(sum, pod)
 	}
 	out := make(map[string][]planner.PriorityRequests, len(sums))
 	for node, byPrio := range sums {

@@ -242,19 +242,7 @@ func TestPrepareWithoutUVMTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})
-	specPath := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))
-	names := func() []string {
-		t.Helper()
-		var spec cdispec.Spec
-		if err := json.Unmarshal(mustRead(t, specPath), &spec); err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, n := range spec.ContainerEdits.DeviceNodes {
-			out = append(out, n.Path)
-		}
-		return out
-	}
+	names := func() []string { return claimWideNodes(t, e) }
 	p := e.pluginWithDev(devRoot)
 	if r := e.prepare(p, c); r.Err != nil {
 		t.Fatal(r.Err)
@@ -368,15 +356,7 @@ func TestPrepareMakesUVMNodes(t *testing.T) {
 				n, st.Mode, unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)), st.Gid, minor)
 		}
 	}
-	var spec cdispec.Spec
-	if err := json.Unmarshal(mustRead(t, filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))), &spec); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, n := range spec.ContainerEdits.DeviceNodes {
-		names = append(names, n.Path)
-	}
-	if diff := cmp.Diff([]string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}, claimWideNodes(t, e)); diff != "" {
 		t.Errorf("claim-wide device nodes (-want +got):\n%s", diff)
 	}
 }
@@ -407,4 +387,19 @@ func TestPrepareMakesStaleUVMNodeAgain(t *testing.T) {
 	if unix.Major(uint64(st.Rdev)) != 237 || unix.Minor(uint64(st.Rdev)) != 0 {
 		t.Errorf("/dev/nvidia-uvm is %d:%d, want 237:0 (nvidia-uvm's major in /proc/devices)", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))
 	}
+}
+
+// claimWideNodes are the device nodes the CDI spec of claim uid1 gives all
+// the claim's containers.
+func claimWideNodes(t *testing.T, e *env) []string {
+	t.Helper()
+	var spec cdispec.Spec
+	if err := json.Unmarshal(mustRead(t, filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))), &spec); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, n := range spec.ContainerEdits.DeviceNodes {
+		out = append(out, n.Path)
+	}
+	return out
 }

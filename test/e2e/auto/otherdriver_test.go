@@ -25,10 +25,17 @@ import (
 // then switches the MigLayout to Auto mode, two GPUs of a node at once.
 func wholeThenAuto(t *testing.T, ctx context.Context) *v1alpha1.MigLayout {
 	t.Helper()
+	return staticThenAuto(t, ctx, v1alpha1.LayoutRule{Name: "whole", ProductName: a100, Profiles: map[string]int32{"7g.80gb": 1}})
+}
+
+// staticThenAuto brings the Auto nodes to rules (a Static MigLayout), then
+// switches the MigLayout to Auto mode, two GPUs of a node at once.
+func staticThenAuto(t *testing.T, ctx context.Context, rules ...v1alpha1.LayoutRule) *v1alpha1.MigLayout {
+	t.Helper()
 	ml := env.SetMigLayout(t, ctx, layoutName, v1alpha1.MigLayoutSpec{
 		NodeSelector: metav1.LabelSelector{MatchLabels: autoNodes},
 		Mode:         v1alpha1.ModeStatic,
-		Rules:        []v1alpha1.LayoutRule{{Name: "whole", ProductName: a100, Profiles: map[string]int32{"7g.80gb": 1}}},
+		Rules:        rules,
 	})
 	env.WaitReady(t, ctx, ml, 2)
 	// Out of Auto mode, the planner's counts leave the status (after an Auto test, the

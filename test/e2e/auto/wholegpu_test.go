@@ -26,24 +26,9 @@ const wholeGPUClass = "gpu.miglayout.io"
 // of a node, and the pod is bound there with both.
 func TestAutoPlansBesideAWholeGPU(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
-	ml := env.SetMigLayout(t, ctx, layoutName, v1alpha1.MigLayoutSpec{
-		NodeSelector: metav1.LabelSelector{MatchLabels: autoNodes},
-		Mode:         v1alpha1.ModeStatic,
-		Rules: []v1alpha1.LayoutRule{
-			{Name: "whole", GPUIndices: []int32{0}, Profiles: map[string]int32{"7g.80gb": 1}},
-			{Name: "off", GPUIndices: []int32{1}, MIGEnabled: ptr.To(false)},
-		},
-	})
-	env.WaitReady(t, ctx, ml, 2)
-	env.WaitMigLayout(t, ctx, layoutName, ml.Generation, 30*time.Second, "no Auto status in Static mode", func(ml *v1alpha1.MigLayout) bool {
-		return ml.Status.Auto == nil
-	})
-	ml = env.SetMigLayout(t, ctx, layoutName, v1alpha1.MigLayoutSpec{
-		NodeSelector: metav1.LabelSelector{MatchLabels: autoNodes},
-		Mode:         v1alpha1.ModeAuto,
-		Policy:       &v1alpha1.AutoPolicy{MaxGPUsPerNode: 2},
-	})
-	env.WaitReady(t, ctx, ml, 2)
+	staticThenAuto(t, ctx,
+		v1alpha1.LayoutRule{Name: "whole", GPUIndices: []int32{0}, Profiles: map[string]int32{"7g.80gb": 1}},
+		v1alpha1.LayoutRule{Name: "off", GPUIndices: []int32{1}, MIGEnabled: ptr.To(false)})
 
 	ns := env.NewNamespace(t, ctx, "beside")
 	env.CreateClaim(t, ctx, ns, "mixed-gpu", `device.attributes['mig.miglayout.io'].profile == '3g.40gb'`)
