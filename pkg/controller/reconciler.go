@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -177,7 +179,10 @@ func (r *Reconciler) specProblemsOf(ml *v1alpha1.MigLayout, inventory, reported 
 	defer r.mu.Unlock()
 	if inventory == nil {
 		k, ok := r.specProblems[ml.Name]
-		if !ok || k.uid != ml.UID || k.generation != ml.Generation || len(k.problems) == 0 {
+		if !ok {
+			return reportedSpecProblems(ml, CheckSpec(r.catalog(), &ml.Spec, reported))
+		}
+		if k.uid != ml.UID || k.generation != ml.Generation || len(k.problems) == 0 {
 			return nil
 		}
 		still := CheckSpec(r.catalog(), &ml.Spec, reported)
@@ -191,6 +196,23 @@ func (r *Reconciler) specProblemsOf(ml *v1alpha1.MigLayout, inventory, reported 
 	}
 	r.specProblems[ml.Name] = keptSpecProblems{uid: ml.UID, generation: ml.Generation, problems: problems}
 	return problems
+}
+
+// reportedSpecProblems are the problems of still (CheckSpec on the nodes
+// that have reported) that ml's Degraded condition, written for its
+// generation, names: what a process that starts (a restart, a new leader)
+// while a node has not reported knows of the problems found before, which
+// were kept in the memory of the process that found them. A problem is
+// named where the condition's message has its subject as a message of it
+// begins ("rule \"halves\" matches no GPU", "3g.40gb is offered by ...").
+func reportedSpecProblems(ml *v1alpha1.MigLayout, still []SpecProblem) []SpecProblem {
+	c := meta.FindStatusCondition(ml.Status.Conditions, v1alpha1.ConditionDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != ml.Generation {
+		return nil
+	}
+	return slices.DeleteFunc(still, func(p SpecProblem) bool {
+		return p.Subject == "" || !strings.Contains(c.Message, p.Subject+" ")
+	})
 }
 
 // inputs are the cluster objects one reconcile looks at.
