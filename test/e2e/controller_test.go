@@ -169,7 +169,7 @@ func testConflict(t *testing.T, c crclient.Client, sfx string) {
 	waitNodeMigLayout(t, ctx, c, node, "created", func(*v1alpha1.NodeMigLayout) bool { return true })
 	reportGPUs(t, ctx, c, node, agentA100(0, "7g.80gb@0", v1alpha1.PhaseReady))
 	halves := v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: `rule "halves": profiles 3g.40gb:2`}
-	before := waitSpec(t, ctx, c, node, halves)
+	waitSpec(t, ctx, c, node, halves)
 
 	second := newMigLayout("second-"+sfx, "miglayout.test/team", team).
 		rule(v1alpha1.LayoutRule{Name: "sevenths", Profiles: map[string]int32{"1g.10gb": 7}}).create(t, ctx, c)
@@ -183,25 +183,31 @@ func testConflict(t *testing.T, c crclient.Client, sfx string) {
 		}
 		waitEvents(t, ctx, c, p[0], eventWant{corev1.EventTypeWarning, controller.EventConflict, p[1]})
 	}
-	// Give the controller time to (wrongly) touch the node, then check that
-	// it did not: same object, same owner, same spec.
+	// The node is left as it is: the change first wrote, which the agent
+	// has not begun (the GPU Ready on 7g.80gb@0), is dropped, with why.
+	// Give the controller time to (wrongly) touch the node again, then
+	// check that it did not: same object, same owner, same spec.
+	dropped := waitSpec(t, ctx, c, node, v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0",
+		Reason: "another MigLayout selects the node too: the change to 3g.40gb@0,3g.40gb@4 was dropped before it started"})
 	time.Sleep(2 * time.Second)
 	after := getNodeMigLayout(t, ctx, c, node)
-	if after.ResourceVersion != before.ResourceVersion {
-		t.Errorf("NodeMigLayout %s was written during the conflict: resourceVersion %s -> %s, spec %+v",
-			node, before.ResourceVersion, after.ResourceVersion, after.Spec)
+	if after.ResourceVersion != dropped.ResourceVersion {
+		t.Errorf("NodeMigLayout %s was written again during the conflict: resourceVersion %s -> %s, spec %+v",
+			node, dropped.ResourceVersion, after.ResourceVersion, after.Spec)
 	}
 	if owner := metav1.GetControllerOf(after); owner == nil || owner.Name != first.Name {
 		t.Errorf("controller of %s = %+v, want MigLayout %s", node, owner, first.Name)
 	}
 
-	// The conflict ends with the second MigLayout.
+	// The conflict ends with the second MigLayout: the first one's rules
+	// decide the node again.
 	if err := c.Delete(ctx, second); err != nil {
 		t.Fatal(err)
 	}
 	waitMigLayout(t, ctx, c, first.Name, "no more conflict", func(s *v1alpha1.MigLayoutStatus) bool {
 		return hasCondition(s, v1alpha1.ConditionConflict, metav1.ConditionFalse, v1alpha1.ReasonNoConflict)
 	})
+	waitSpec(t, ctx, c, node, halves)
 }
 
 func testImpossibleRule(t *testing.T, c crclient.Client, sfx string) {
