@@ -102,6 +102,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 			return fail(fmt.Errorf("enabling MIG mode: %w", err))
 		}
 		if !mode.Current {
+			r.noteRebootRequired(p, mode)
 			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
 				Message: fmt.Sprintf("MIG mode enabled but pending until GPU %d is reset (%s)", p.index, pendingWhy(mode))}
 		}
@@ -142,6 +143,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 			return fail(fmt.Errorf("disabling MIG mode: %w", err))
 		}
 		if mode.Current {
+			r.noteRebootRequired(p, mode)
 			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
 				Message: fmt.Sprintf("MIG mode disabled but pending until GPU %d is reset (%s)", p.index, pendingWhy(mode))}
 		}
@@ -150,10 +152,26 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	return GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
 }
 
+// rebootNeeded says why a MIG mode change stays pending where the driver
+// cannot reset the GPU (gpu.MIGMode.RebootRequired).
+const rebootNeeded = "the driver cannot reset it here, as with a GPU passed through to a virtual machine: reboot the node (the virtual machine)"
+
+// noteRebootRequired remembers that the mode p set stays pending until a
+// reboot (Repartitioner.awaitingReboot), where SetMIGMode said so.
+func (r *Repartitioner) noteRebootRequired(p *gpuPlan, mode gpu.MIGMode) {
+	if !mode.RebootRequired {
+		return
+	}
+	if r.awaitingReboot == nil {
+		r.awaitingReboot = map[string]bool{}
+	}
+	r.awaitingReboot[p.state.GPU.UUID] = mode.Pending
+}
+
 // pendingWhy says why a MIG mode change SetMIGMode made stays pending.
 func pendingWhy(mode gpu.MIGMode) string {
 	if mode.RebootRequired {
-		return "the driver cannot reset it here, as with a GPU passed through to a virtual machine: reboot the node (the virtual machine)"
+		return rebootNeeded
 	}
 	return "a process or another NVML client holds it; the agent sets the mode again once nothing does"
 }

@@ -57,6 +57,13 @@ type Repartitioner struct {
 	// counted are the GPU indices NVML counted at the last observe, read
 	// or not (unknownIn); nil before the first.
 	counted sets.Set[int]
+	// awaitingReboot holds, by GPU UUID, the MIG mode (true: enabled) a
+	// SetMIGMode of this process left pending that only a reboot applies
+	// (gpu.MIGMode.RebootRequired): the driver cannot reset the GPU, idle
+	// or not, so setting it again changes nothing. While the GPU's mode is
+	// still pending that way, passes do not drain, withdraw or set it
+	// again. A reboot starts a new process, which sets it once more.
+	awaitingReboot map[string]bool
 }
 
 func (r *Repartitioner) driver() string { return r.Driver }
@@ -610,6 +617,19 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 	}
 	if p.plan.Empty() && !p.enableMIG && !p.disableMIG && !p.cancelPending {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied, Message: "layout applied"}
+	}
+	if !pendingAsked {
+		delete(r.awaitingReboot, g.GPU.UUID)
+	} else if mode, ok := r.awaitingReboot[g.GPU.UUID]; ok && mode == spec.MIGEnabled {
+		// Nothing to retry: the change waits for the reboot, not for an
+		// idle GPU. Its devices stay published as they are, and the GPU
+		// says what the pass that set the mode said.
+		word := "disabled"
+		if spec.MIGEnabled {
+			word = "enabled"
+		}
+		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
+			Message: fmt.Sprintf("MIG mode %s but pending until GPU %d is reset (%s)", word, idx, rebootNeeded)}
 	}
 	busy := inUse.Intersection(sets.New(p.drain...))
 	if busy.Len() > 0 && pendingAsked {

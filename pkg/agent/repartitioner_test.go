@@ -1014,32 +1014,68 @@ func TestSyncRetriesAfterLyingDestroy(t *testing.T) {
 	}
 }
 
-// TestSyncMIGEnableThatTakesAReboot: where the driver cannot reset the GPU
+// TestSyncMIGModeThatTakesAReboot: where the driver cannot reset the GPU
 // itself (a GPU passed through to a virtual machine: nvmlDeviceSetMigMode's
-// activation status is ERROR_RESET_REQUIRED, nvml.h), an Ampere MIG enable
-// stays pending with nothing on the GPU; the GPU is Blocked/ResetRequired
-// with a message that asks for a reboot (not one blaming a process), and
-// once rebooted the agent goes on to the layout.
-func TestSyncMIGEnableThatTakesAReboot(t *testing.T) {
+// activation status is ERROR_RESET_REQUIRED, nvml.h), an Ampere MIG mode
+// change stays pending with nothing on the GPU; the GPU is
+// Blocked/ResetRequired with a message that asks for a reboot (not one
+// blaming a process). The passes before the reboot neither drain the GPU's
+// devices again (a drain, a withdrawal and a republication of the node's
+// slices each) nor set the mode again: nothing but the reboot applies it.
+// Once rebooted the agent goes on to the layout, MIG on, then off.
+func TestSyncMIGModeThatTakesAReboot(t *testing.T) {
 	g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", NoGPUReset: true})
 	ctx := context.Background()
-	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
-	if err != nil {
-		t.Fatal(err)
+	waitsForReboot := func(t *testing.T, want v1alpha1.GPUSpec) {
+		t.Helper()
+		res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{want}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Results[0]
+		if got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonResetRequired || !strings.Contains(got.Message, "reboot") || strings.Contains(got.Message, "process") {
+			t.Fatalf("first pass: %+v, want Blocked/ResetRequired asking for a reboot", got)
+		}
+		// A SetMigMode would fail now, and the GPU with it.
+		if err := g.sim.InjectFault(nvmlsim.Fault{Op: "SetMigMode", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+			t.Fatal(err)
+		}
+		before, first := len(g.inv.pubs), got.Message
+		for range 2 {
+			res, err = g.r.Sync(ctx, []v1alpha1.GPUSpec{want}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Results[0]; got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonResetRequired || got.Message != first {
+				t.Fatalf("pass before the reboot: %+v, want Blocked/ResetRequired saying %q as the first pass did", got, first)
+			}
+		}
+		for _, p := range g.inv.pubs[before:] {
+			if len(p.draining) > 0 {
+				t.Errorf("a pass before the reboot drained %v again", p.draining)
+			}
+		}
+		if err := g.sim.ClearFaults(); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.sim.ResetGPU(0); err != nil { // the reboot
+			t.Fatal(err)
+		}
+		res, err = g.r.Sync(ctx, []v1alpha1.GPUSpec{want}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
+			t.Errorf("after the reboot: %+v, want Ready", got)
+		}
 	}
-	got := res.Results[0]
-	if got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonResetRequired || !strings.Contains(got.Message, "reboot") || strings.Contains(got.Message, "process") {
-		t.Fatalf("enable that takes a reboot: %+v, want Blocked/ResetRequired asking for a reboot", got)
+	t.Run("enable", func(t *testing.T) { waitsForReboot(t, spec(0, "7g.80gb@0")) })
+	if got := g.layouts(t)[0]; got != "7g.80gb@0" {
+		t.Fatalf("layout %q after the reboot, want 7g.80gb@0", got)
 	}
-	if err := g.sim.ResetGPU(0); err != nil { // the reboot
-		t.Fatal(err)
-	}
-	res, err = g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
-		t.Errorf("after the reboot: %+v, want Ready", got)
+	t.Run("disable", func(t *testing.T) { waitsForReboot(t, v1alpha1.GPUSpec{Index: 0, MIGEnabled: false}) })
+	if got := g.layouts(t)[0]; got != "-" {
+		t.Errorf("layout %q after the reboot, want MIG off", got)
 	}
 }
 
