@@ -114,11 +114,16 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 }
 
 // nodeChangeMatters reports whether a node's update may change a plan: its
-// taints or unschedulable changed, it started being deleted, or a label
-// the last snapshot's pods select on.
+// taints or unschedulable changed, it started being deleted, its
+// allocatable resources changed (the room pods' requests take, Room, and
+// the extended resources a device plugin serves, ServedByDevicePlugin: a
+// kubelet that restarts with other reservations, a device plugin that
+// registers), or a label the last snapshot's pods select on. Status
+// updates that change none of them (conditions, images) do not.
 func (a *AutoPlanner) nodeChangeMatters(o, n *corev1.Node) bool {
 	if !equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) || o.Spec.Unschedulable != n.Spec.Unschedulable ||
-		o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() {
+		o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+		!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable) {
 		return true
 	}
 	a.mu.Lock()

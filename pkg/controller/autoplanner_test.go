@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -597,12 +598,14 @@ func TestApplyCancel(t *testing.T) {
 	}
 }
 
-// TestNodeChangeMatters: a node update wakes the planner when its taints or a label
-// the pending pods select on change (one an Exists requirement reads coming
-// with an empty value included), not for other labels.
+// TestNodeChangeMatters: a node update wakes the planner when its taints,
+// its allocatable resources or a label the pending pods select on change
+// (one an Exists requirement reads coming with an empty value included),
+// not for other labels nor other status.
 func TestNodeChangeMatters(t *testing.T) {
 	a := &AutoPlanner{labelKeys: map[string]bool{"pool": true, "gpu.example.com/mig": true}}
-	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "a", "nvidia.com/gfd.timestamp": "1"}}}
+	base := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "a", "nvidia.com/gfd.timestamp": "1"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi")}}}
 	tests := map[string]struct {
 		change func(*corev1.Node)
 		want   bool
@@ -610,8 +613,16 @@ func TestNodeChangeMatters(t *testing.T) {
 		"a label nothing selects on":                 {func(n *corev1.Node) { n.Labels["nvidia.com/gfd.timestamp"] = "2" }, false},
 		"a label a pod selects on":                   {func(n *corev1.Node) { n.Labels["pool"] = "b" }, true},
 		"a selected label comes with an empty value": {func(n *corev1.Node) { n.Labels["gpu.example.com/mig"] = "" }, true},
-		"a taint":  {func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} }, true},
-		"cordoned": {func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
+		"a taint":         {func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} }, true},
+		"cordoned":        {func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
+		"allocatable CPU": {func(n *corev1.Node) { n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("6") }, true},
+		"a device plugin registers": {func(n *corev1.Node) {
+			n.Status.Allocatable["nvidia.com/mig-1g.10gb"] = resource.MustParse("7")
+		}, true},
+		"the same allocatable written otherwise": {func(n *corev1.Node) { n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("8000m") }, false},
+		"a condition's heartbeat": {func(n *corev1.Node) {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+		}, false},
 		"being deleted": {func(n *corev1.Node) {
 			n.DeletionTimestamp, n.Finalizers = ptr.To(metav1.Now()), []string{"example.com/hold"}
 		}, true},
