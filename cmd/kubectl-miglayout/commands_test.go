@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -40,13 +41,21 @@ import (
 // returns standard output, standard error and the error.
 func runWith(t *testing.T, objs []client.Object, args ...string) (string, string, error) {
 	t.Helper()
+	return runIntercepted(t, objs, interceptor.Funcs{}, args...)
+}
+
+// runIntercepted is runWith with the client's calls passed through funcs
+// (an API server that refuses some).
+func runIntercepted(t *testing.T, objs []client.Object, funcs interceptor.Funcs, args ...string) (string, string, error) {
+	t.Helper()
 	// A minute after the pending pods the tests make were created: none
 	// has waited long enough to be planned by age.
 	e := &env{now: func() time.Time { return time.Unix(1060, 0) }}
 	if objs != nil {
 		c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(objs...).
 			// plan lists the controller's events by reason.
-			WithIndex(&eventsv1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*eventsv1.Event).Reason} }).Build()
+			WithIndex(&eventsv1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*eventsv1.Event).Reason} }).
+			WithInterceptorFuncs(funcs).Build()
 		e.newClient = func() (client.Client, error) { return c, nil }
 	}
 	cmd := newRootCommandEnv(e)
@@ -452,6 +461,51 @@ func cluster(t *testing.T) []client.Object {
 		allocated("team-a", "train-0", "gpu-node-1", deviceName(t, a100, 0, "3g.40gb@0")),
 		allocated("team-a", "notebook-0", "gpu-node-1", deviceName(t, a100, 1, "1g.10gb@1")),
 		allocated("team-b", "sim-0", "gpu-node-2", "gpu-0"),
+	}
+}
+
+// TestStatusForbiddenLists: a user who may not list ResourceSlices or
+// ResourceClaims still gets the map, warned about the marks left out; plan,
+// whose plan they decide, fails.
+func TestStatusForbiddenLists(t *testing.T) {
+	forbid := func(what client.ObjectList, resource string) interceptor.Funcs {
+		return interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if reflect.TypeOf(list) == reflect.TypeOf(what) {
+				return apierrors.NewForbidden(schema.GroupResource{Group: resourceapi.GroupName, Resource: resource}, "", errors.New("cannot list at the cluster scope"))
+			}
+			return c.List(ctx, list, opts...)
+		}}
+	}
+	tests := map[string]struct {
+		funcs interceptor.Funcs
+		// warning is in standard error; marks are those no GPU line may
+		// carry.
+		warning, marks string
+	}{
+		"ResourceSlices": {forbid(&resourceapi.ResourceSliceList{}, "resourceslices"), "ResourceSlices cannot be listed", "~?"},
+		"ResourceClaims": {forbid(&resourceapi.ResourceClaimList{}, "resourceclaims"), "ResourceClaims cannot be listed", ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			out, errOut, err := runIntercepted(t, cluster(t), tc.funcs, "status")
+			if err != nil {
+				t.Fatalf("status: %v", err)
+			}
+			if !strings.Contains(errOut, tc.warning) {
+				t.Errorf("standard error %q does not warn %q", errOut, tc.warning)
+			}
+			if !strings.Contains(out, "gpu-node-1") || !strings.Contains(out, "gpu-node-2") {
+				t.Errorf("the map lacks a node:\n%s", out)
+			}
+			for _, line := range strings.Split(out, "\n") {
+				if strings.Contains(line, "  gpu-") && strings.ContainsAny(line, tc.marks) && tc.marks != "" {
+					t.Errorf("marked from a list that could not be read: %q", line)
+				}
+			}
+			if _, _, err := runIntercepted(t, cluster(t), tc.funcs, "plan", "-f", "testdata/plan-static.yaml"); err == nil || !apierrors.IsForbidden(errors.Unwrap(err)) && !strings.Contains(err.Error(), "forbidden") {
+				t.Errorf("plan: %v, want the forbidden list's error", err)
+			}
+		})
 	}
 }
 
@@ -874,6 +928,42 @@ func TestPlanRefusesOtherKinds(t *testing.T) {
 	_, _, err := runWith(t, []client.Object{}, "plan", "-f", "testdata/seed-article.yaml")
 	if err == nil || !strings.Contains(err.Error(), "plan reads MigLayouts only") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// TestPlanRefusesWhatApplyRefuses: a MigLayout of another API version, or
+// none, or without a name, is refused by plan itself: the fake API server
+// here admits anything, and a real one's dry run fails on the client side
+// (no such kind), which plan would take for a check it could not make.
+func TestPlanRefusesWhatApplyRefuses(t *testing.T) {
+	doc, err := os.ReadFile("testdata/plan-static.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gv = "apiVersion: miglayout.io/v1alpha1\n"
+	if !strings.Contains(string(doc), gv) {
+		t.Fatalf("testdata/plan-static.yaml lacks %q", gv)
+	}
+	tests := map[string]struct{ old, new, want string }{
+		"another group":    {gv, "apiVersion: example.com/v1alpha1\n", `apiVersion "example.com/v1alpha1": plan reads MigLayouts of miglayout.io/v1alpha1`},
+		"another version":  {gv, "apiVersion: miglayout.io/v1beta1\n", `apiVersion "miglayout.io/v1beta1"`},
+		"no API version":   {gv, "", `apiVersion "": plan reads MigLayouts of miglayout.io/v1alpha1`},
+		"a generated name": {"  name: halves\n", "  generateName: halves-\n", "no metadata.name"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if !strings.Contains(string(doc), tc.old) {
+				t.Fatalf("testdata/plan-static.yaml lacks %q", tc.old)
+			}
+			f := filepath.Join(t.TempDir(), "ml.yaml")
+			if err := os.WriteFile(f, []byte(strings.Replace(string(doc), tc.old, tc.new, 1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := runWith(t, cluster(t), "plan", "-f", f)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("plan: %v, want an error saying %q; planned:\n%s", err, tc.want, out)
+			}
+		})
 	}
 }
 

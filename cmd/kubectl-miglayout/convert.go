@@ -47,8 +47,8 @@ func newConvertCommand(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "convert -f WORKLOADS",
 		Short: "Rewrite workloads that ask for nvidia.com/gpu or nvidia.com/mig-<profile> into DRA claims",
-		Long: `Rewrite Pods, Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs and
-CronJobs whose containers ask for the device plugin's extended resources
+		Long: `Rewrite Pods, PodTemplates, Deployments, StatefulSets, DaemonSets,
+ReplicaSets, ReplicationControllers, Jobs and CronJobs whose containers ask for the device plugin's extended resources
 (nvidia.com/gpu, or nvidia.com/mig-<profile> as the device plugin's "mixed" MIG
 strategy names them) in their limits: each such container resource becomes a
 ResourceClaimTemplate for that many devices of the matching DeviceClass (a whole

@@ -121,6 +121,24 @@ func TestImportMigPartedEmptyDeviceFilter(t *testing.T) {
 	}
 }
 
+// TestImportMigPartedUnquotedDeviceID: an unquoted hexadecimal device ID,
+// alone or in a list, is a number to YAML; import refuses it saying to
+// quote it, and imports nothing.
+func TestImportMigPartedUnquotedDeviceID(t *testing.T) {
+	for name, filter := range map[string]string{"alone": "0x20B710DE", "in a list": "[0x20B710DE]"} {
+		t.Run(name, func(t *testing.T) {
+			f := writeMigParted(t, "  - device-filter: "+filter+"\n    devices: all\n    mig-enabled: true\n    mig-devices:\n      \"3g.40gb\": 2\n")
+			out, _, err := runWith(t, nil, "import", "mig-parted", "-f", f, "--config", "c")
+			if err == nil || !strings.Contains(err.Error(), `quote it, device-filter: "0x20B710DE"`) {
+				t.Errorf("import: %v, want an error saying to quote the ID", err)
+			}
+			if out != "" {
+				t.Errorf("imported:\n%s", out)
+			}
+		})
+	}
+}
+
 // TestImportMigPartedUnfilteredUnknownProfile: an entry without
 // device-filter whose mig-devices no GPU of the catalog can hold (a profile
 // no model offers, or more devices than any model holds) is refused or at

@@ -321,6 +321,16 @@ func entryDevices(v any) ([]int32, error) {
 	return nil, fmt.Errorf("devices: %v is neither all nor a list of GPU indices", v)
 }
 
+// unquotedID is a hint for a device-filter value YAML read as a number:
+// an unquoted 0x20B710DE is the integer 548868318.
+func unquotedID(v any) string {
+	switch v.(type) {
+	case float64, int, int64:
+		return ` (YAML reads an unquoted 0x... ID as a number: quote it, device-filter: "0x20B710DE")`
+	}
+	return ""
+}
+
 // entryModels reads device-filter (one PCI device ID or a list) into catalog
 // model names, and the IDs it does not know.
 func entryModels(v any) (models, unknown []string, err error) {
@@ -332,10 +342,14 @@ func entryModels(v any) (models, unknown []string, err error) {
 		ids = []string{f}
 	case []any:
 		for _, x := range f {
-			ids = append(ids, fmt.Sprint(x))
+			s, ok := x.(string)
+			if !ok {
+				return nil, nil, fmt.Errorf("device-filter: %v is not a PCI device ID%s", x, unquotedID(x))
+			}
+			ids = append(ids, s)
 		}
 	default:
-		return nil, nil, fmt.Errorf("device-filter: %v is neither a PCI device ID nor a list of them", v)
+		return nil, nil, fmt.Errorf("device-filter: %v is neither a PCI device ID nor a list of them%s", v, unquotedID(v))
 	}
 	for _, id := range ids {
 		m := pciIDRE.FindStringSubmatch(strings.TrimSpace(id))

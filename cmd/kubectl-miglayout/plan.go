@@ -70,6 +70,14 @@ reason; several MigLayouts in the files are planned as applied together.`,
 				if d.kind() != "MigLayout" {
 					return fmt.Errorf("%s: plan reads MigLayouts only", d.describe())
 				}
+				// kubectl apply refuses both; the dry run below would
+				// fail on the client side, which is not a refusal.
+				if v := d.apiVersion(); v != v1alpha1.GroupVersion.String() {
+					return fmt.Errorf("%s: apiVersion %q: plan reads MigLayouts of %s, the version the API server serves", d.describe(), v, v1alpha1.GroupVersion)
+				}
+				if d.name() == "" {
+					return fmt.Errorf("%s: no metadata.name: kubectl apply needs one (metadata.generateName is not enough)", d.describe())
+				}
 				if nulls := nullValues(d.Object); len(nulls) > 0 {
 					return fmt.Errorf("%s: %s left without a value (null): the API server refuses it on create and server-side apply, and a client-side kubectl apply or edit deletes the key instead; give a value (quote an empty label value)",
 						d.describe(), strings.Join(nulls, ", "))
@@ -204,7 +212,7 @@ func loadPlanState(ctx context.Context, c client.Client, driver string) (*planSt
 	}
 	st.migLayouts = mls.Items
 	var err error
-	if st.devices, err = loadDevices(ctx, c, driver); err != nil {
+	if st.devices, err = loadDevices(ctx, c, driver, nil); err != nil {
 		return nil, err
 	}
 	return st, nil

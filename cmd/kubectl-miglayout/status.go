@@ -27,12 +27,12 @@ func newStatusCommand(e *env) *cobra.Command {
 		Long: `Show, for every node a MigLayout selects (one with a NodeMigLayout; or the
 given one), each GPU's devices laid over its memory slices, one box per device:
 
-  gpu-0  A100-SXM4-80GB  Ready   [3g.40gb*                      ][2g.20gb       ][1g.10gb~][ ------ ]
+  gpu-0  A100-SXM4-80GB  Ready   [3g.40gb*                              ][2g.20gb           ][1g.10gb~] --------
 
 A device marked * is allocated to a ResourceClaim or in use on the node, ~ is
 draining (published with the drain taint: it is about to be destroyed), ? is
 not published in the node's ResourceSlices; an unmarked device is free.
-" ------ " is a memory slice no device holds. A GPU whose desired layout
+" -------- " is a memory slice no device holds. A GPU whose desired layout
 differs from its actual one shows the desired layout and why below it. A
 node whose agent stopped renewing its heartbeat Lease is marked AGENT LOST:
 what it shows is the agent's last report. A node its MigLayout holds back
@@ -41,7 +41,9 @@ the problems of the MigLayouts' specs that no GPU shows (a rule that decides
 no GPU, a node selector that selects no node) come first.
 
 It reads NodeMigLayouts, MigLayouts, the driver's ResourceSlices and
-ResourceClaims.`,
+ResourceClaims. A user who may not list the last two is warned, and the
+marks they give are left out: without ResourceSlices no device is marked ~
+or ?, without ResourceClaims * marks only what the agents report in use.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := e.client()
@@ -52,7 +54,7 @@ ResourceClaims.`,
 			if len(args) == 1 {
 				node = args[0]
 			}
-			st, err := loadStatus(cmd.Context(), c, driver, node)
+			st, err := loadStatus(cmd.Context(), c, driver, node, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -84,6 +86,10 @@ type clusterDevices struct {
 	// GI profile ID NVML gave the device: one made outside miglayout may
 	// have another than the catalog's.
 	migNames map[string]map[migKey]string
+	// slicesUnread is set where the ResourceSlices could not be listed
+	// (forbidden, for a lenient caller): nothing is known published or
+	// draining, so no device is marked so.
+	slicesUnread bool
 }
 
 // migKey tells a MIG device of a node by what its attributes say.
@@ -115,11 +121,19 @@ func (d *clusterDevices) migName(node string, gpu int, dev mig.Device, profileID
 	return migslices.MIGDeviceName(gpu, dev.Profile, profileID, dev.Start)
 }
 
-func loadDevices(ctx context.Context, c client.Client, driver string) (*clusterDevices, error) {
+// loadDevices reads the cluster's ResourceSlices and ResourceClaims. With
+// warn set (status, which only marks devices with them), a list the user
+// is forbidden is warned about on warn and left out; without (plan, whose
+// plan they decide), it is an error like any other.
+func loadDevices(ctx context.Context, c client.Client, driver string, warn io.Writer) (*clusterDevices, error) {
 	d := &clusterDevices{driver: driver, published: map[string]map[string]bool{}, allocated: map[string]map[string]string{},
 		devices: map[string][]resourceapi.Device{}, migNames: map[string]map[migKey]string{}}
+	forgiven := func(err error) bool { return warn != nil && apierrors.IsForbidden(err) }
 	var rs resourceapi.ResourceSliceList
-	if err := c.List(ctx, &rs); err != nil {
+	if err := c.List(ctx, &rs); forgiven(err) {
+		fmt.Fprintf(warn, "warning: ResourceSlices cannot be listed (%v): no device is marked draining (~) or not published (?)\n", err)
+		d.slicesUnread = true
+	} else if err != nil {
 		return nil, fmt.Errorf("listing ResourceSlices: %w", err)
 	}
 	d.slices = rs.Items
@@ -158,7 +172,9 @@ func loadDevices(ctx context.Context, c client.Client, driver string) (*clusterD
 		}
 	}
 	var claims resourceapi.ResourceClaimList
-	if err := c.List(ctx, &claims); err != nil {
+	if err := c.List(ctx, &claims); forgiven(err) {
+		fmt.Fprintf(warn, "warning: ResourceClaims cannot be listed (%v): devices are marked in use (*) only where the agents report them so, not where a claim is allocated them\n", err)
+	} else if err != nil {
 		return nil, fmt.Errorf("listing ResourceClaims: %w", err)
 	}
 	slices.SortFunc(claims.Items, func(a, b resourceapi.ResourceClaim) int {
@@ -208,7 +224,7 @@ type statusView struct {
 var specReasons = []string{v1alpha1.ReasonInvalidSelector, v1alpha1.ReasonNoNodes, v1alpha1.ReasonRuleMatchesNoGPU,
 	v1alpha1.ReasonProfileNotOffered, v1alpha1.ReasonSparesNotHoldable}
 
-func loadStatus(ctx context.Context, c client.Client, driver, node string) (*statusView, error) {
+func loadStatus(ctx context.Context, c client.Client, driver, node string, warn io.Writer) (*statusView, error) {
 	var nmls []v1alpha1.NodeMigLayout
 	if node != "" {
 		var nml v1alpha1.NodeMigLayout
@@ -227,7 +243,7 @@ func loadStatus(ctx context.Context, c client.Client, driver, node string) (*sta
 		nmls = list.Items
 	}
 	slices.SortFunc(nmls, func(a, b v1alpha1.NodeMigLayout) int { return strings.Compare(a.Name, b.Name) })
-	devs, err := loadDevices(ctx, c, driver)
+	devs, err := loadDevices(ctx, c, driver, warn)
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +412,7 @@ func writeStatus(w io.Writer, v *statusView) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "\n%s allocated or in use   %s draining   %s not published   ------ no device\n", markUsed, markDraining, markMissing)
+	fmt.Fprintf(w, "\n%s allocated or in use   %s draining   %s not published   -------- no device\n", markUsed, markDraining, markMissing)
 }
 
 func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
@@ -446,7 +462,7 @@ func (d *clusterDevices) mark(node, name string, inUse bool) string {
 	switch {
 	case allocated || inUse:
 		return markUsed
-	case !published:
+	case !published && !d.slicesUnread:
 		return markMissing
 	case draining:
 		return markDraining

@@ -818,6 +818,10 @@ var badValues = []struct {
 	{"extended resource name twice", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{
 		map[string]any{"profile": "1g.10gb", "resourceName": "nvidia.com/mig"},
 		map[string]any{"profile": "2g.20gb", "resourceName": "nvidia.com/mig"}}}}, `names resourceName "nvidia.com/mig" twice`},
+	{"extended resource class name twice", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{
+		map[string]any{"profile": "1g.10gb+me", "resourceName": "nvidia.com/mig-1g.10gb.me"},
+		map[string]any{"profile": "1g.10gb-me", "resourceName": "nvidia.com/mig-1g.10gb-me"}}}},
+		`profiles "1g.10gb+me" and "1g.10gb-me" both make the DeviceClass "mig.miglayout.io-1g.10gb-me"`},
 	{"replicas without leader election", map[string]any{"controller": map[string]any{"leaderElection": map[string]any{"enabled": false}}},
 		"controller.replicas is 2 but controller.leaderElection.enabled is false"},
 	{"port clash", map[string]any{"agent": map[string]any{"healthPort": 8081}}, "agent.metricsPort and agent.healthPort are both 8081"},

@@ -23,6 +23,7 @@ checked the types; these are the rules between values.
 {{- end -}}
 {{- $profiles := dict -}}
 {{- $resources := dict -}}
+{{- $classes := dict -}}
 {{- range $v.deviceClasses.extendedResources -}}
 {{- if hasKey $profiles .profile -}}
 {{- fail (printf "deviceClasses.extendedResources names profile %q twice: each profile gets one DeviceClass" .profile) -}}
@@ -30,8 +31,14 @@ checked the types; these are the rules between values.
 {{- if hasKey $resources .resourceName -}}
 {{- fail (printf "deviceClasses.extendedResources names resourceName %q twice: a pod's request for it would match two DeviceClasses" .resourceName) -}}
 {{- end -}}
+{{- /* The class name writes "+" as "-" (deviceclasses.yaml): 1g.10gb+me and 1g.10gb-me would make one name. */ -}}
+{{- $class := printf "%s-%s" $v.deviceClasses.migName (.profile | replace "+" "-") -}}
+{{- if hasKey $classes $class -}}
+{{- fail (printf "deviceClasses.extendedResources: profiles %q and %q both make the DeviceClass %q (a class name writes + as -): list one of them" (get $classes $class) .profile $class) -}}
+{{- end -}}
 {{- $_ := set $profiles .profile true -}}
 {{- $_ := set $resources .resourceName true -}}
+{{- $_ := set $classes $class .profile -}}
 {{- end -}}
 {{- end -}}
 
