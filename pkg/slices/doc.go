@@ -96,7 +96,10 @@
 // 1.37, where it can still be turned off);
 // where the apiserver drops them the
 // resourceslice controller reports a DroppedFieldsError to the plugin's
-// HandleError.
+// HandleError. An apiserver with the feature off drops them only from a
+// slice whose stored devices carry none: one that keeps a taint (a MIG
+// mode change pending for days) has new taints stored, and reported
+// nowhere, while a kube-scheduler with the feature off ignores them.
 //
 // A drain taint keeps off only decisions taken on an inventory that shows
 // it; RequireBinding (see its constants) also refuses those taken before.
@@ -108,5 +111,10 @@
 // MIG nodes) is not part of a device: attributes are published unqualified,
 // in the driver's own domain. It matters to the publisher (the
 // kubeletplugin helper's DriverName), to the kubelet plugin and to
-// DeviceClass selectors.
+// DeviceClass selectors. Device names follow NVIDIA's for every profile
+// without "+": NVIDIA's driver writes "+me" as "-me"
+// (gpu-0-mig-1g10gb-me-20-0), MIGDeviceName drops the "+"
+// (gpu-0-mig-1g10gbme-20-0), so a claim NVIDIA's driver allocated a "+me"
+// device names one miglayout does not publish (the agent treats it as an
+// unknown allocation, as any such name).
 package slices
