@@ -232,12 +232,19 @@ func (m *matcher) singleProfiles(ctx context.Context, c *resourceapi.ResourceCla
 
 // perGPUAttributes are the attributes (lower case) of miglayout's devices
 // whose values differ between GPUs of one model or between placements: the
-// identity of the device and its GPU, the GPU's index, minor number and
-// PCI bus ID, the node's driver versions (which the catalog does not
-// know), the placement. A claim or class whose spec mentions one of them
-// is judged on each GPU's own devices (gpuProfiles, deviceFits) rather than
-// on a stand-in GPU of the model.
-var perGPUAttributes = []string{"uuid", "pcibusid", "index", "minor", "driverversion", "placementstart"}
+// identity of the device and its GPU, the GPU's index, minor number, PCI
+// bus ID, PCIe root and NUMA node (resource.kubernetes.io/pcieRoot and
+// numaNode), the node's driver versions (which the catalog does not know),
+// the placement. A claim or class whose spec mentions one of them is
+// judged on each GPU's own devices (gpuProfiles, deviceFits) rather than
+// on a stand-in GPU of the model, which has none of the GPU's topology.
+var perGPUAttributes = []string{"uuid", "pcibusid", "index", "minor", "driverversion", "placementstart", "numanode", "pcieroot"}
+
+// topologyAttributes are the per-GPU attributes (lower case) a constraint
+// may compare between a pod's devices and that tell GPUs apart: GPUs on one
+// PCIe root or NUMA node match, others do not, unlike a GPU's identity
+// (parentUUID: all on one GPU, whichever).
+var topologyAttributes = []string{"numanode", "pcieroot"}
 
 // mentionsPerGPU reports whether a claim or class spec (JSON) mentions a
 // per-GPU attribute.
@@ -252,9 +259,32 @@ func mentionsPerGPU(spec string) bool {
 }
 
 // perGPU reports whether claim c (or a DeviceClass it names) reads a
-// per-GPU attribute.
+// per-GPU attribute, or a constraint of c compares one that tells GPUs
+// apart (topologyAttributes): two nodes whose GPUs are alike but for their
+// NUMA nodes do not serve such a claim alike.
 func (m *matcher) perGPU(c *resourceapi.ResourceClaim) bool {
-	return memo(m.perGPUs, m.shape(c), func() bool { return mentionsPerGPU(m.claimSpec(c)) })
+	return memo(m.perGPUs, m.shape(c), func() bool {
+		return mentionsPerGPU(m.claimSpec(c)) || comparesTopology(c.Spec.Devices.Constraints)
+	})
+}
+
+// comparesTopology reports whether a constraint compares (matchAttribute,
+// distinctAttribute) an attribute of topologyAttributes.
+func comparesTopology(constraints []resourceapi.DeviceConstraint) bool {
+	for _, c := range constraints {
+		for _, name := range []*resourceapi.FullyQualifiedName{c.MatchAttribute, c.DistinctAttribute} {
+			if name == nil {
+				continue
+			}
+			lower := strings.ToLower(string(*name))
+			for _, a := range topologyAttributes {
+				if strings.HasSuffix(lower, "/"+a) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // memo returns cache[key], computing and storing it first if missing.

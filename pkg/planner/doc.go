@@ -22,13 +22,16 @@
 // model and the attributes its GPUs publish alike but that may differ
 // between nodes: product name, brand, architecture, compute capability) on
 // a stand-in GPU; one that reads an attribute that
-// differs between GPUs of a model (index, minor, UUID, PCI bus ID, driver
-// version, placement) is judged on each GPU's own devices (servePinned),
+// differs between GPUs of a model (index, minor, UUID, PCI bus ID, PCIe
+// root, NUMA node, driver version, placement) is judged on each GPU's own
+// devices (servePinned),
 // and a pod with claims allocated already only on the nodes their
 // allocations allow. A pod of several devices (claims, counts, constraints)
 // gets each where it takes the least room for large profiles and is then
-// checked whole by the allocator; where that fails (a matchAttribute
-// constraint, a limit on GPUs changed at once), all of them on one GPU
+// checked whole by the allocator; where that fails, each on a GPU of its
+// own where a distinctAttribute constraint asks (one device per GPU), and
+// (a matchAttribute constraint, a limit on GPUs changed at once) all of
+// them on one GPU, other drivers' devices left to the allocator,
 // that may change, the last such GPU among equals (the scheduler's
 // allocator takes the first device a request accepts in publication
 // order, smallest first, then least room lost, then by GPU index, see
@@ -54,7 +57,10 @@
 // its kind could hold even with every GPU free is not tried node by node,
 // nor on a node in the state of one it failed on. A matchAttribute
 // constraint compares a pod's devices with each other and tells no GPU
-// from another: only selectors and classes make a claim per-GPU. Demand tells the
+// from another, but on the GPU's PCIe root or NUMA node
+// (resource.kubernetes.io/pcieRoot, numaNode): such a claim, like one whose
+// selectors or classes read a per-GPU attribute, is tried on each node
+// whatever the nodes tried before. Demand tells the
 // pods that ask for a MIG device from those that wait for other drivers'
 // devices only, which the planner leaves alone; a pod whose claims the
 // allocator cannot evaluate is reported unservable with the allocator's

@@ -252,32 +252,43 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	// i-th request's prioritized list), each on the GPU where it takes the least
 	// room, or all on GPU only where set, and checks the pod with the
 	// allocator; a failed attempt leaves the node as it was.
-	// attempt returns the GPUs it added devices to; with none added the
-	// node is as the first allocator run saw it, and with only set and a
-	// device that GPU could not take the attempt is not all on one GPU: the
-	// allocator is not run for either.
-	attempt := func(choice []int, only *gpuState) (added map[*gpuState]bool, ok bool, err error) {
-		added = map[*gpuState]bool{}
+	// attempt returns the GPUs it added devices to, and the requests (by
+	// index over the pod's claims) no GPU of the node took a device of;
+	// with none added the node is as the first allocator run saw it, and
+	// with only set and a device that GPU could not take the attempt is
+	// not all on one GPU: the allocator is not run for either. A request
+	// the spread (nowhere) placed nowhere is not for a GPU of the node
+	// (another driver's device, or one no GPU here makes): all on one GPU
+	// leaves it to the allocator too. With apart set each device goes to a
+	// GPU the attempt has not added one to yet (a distinctAttribute
+	// constraint on the GPU: one device per GPU).
+	attempt := func(choice []int, only *gpuState, nowhere map[int]bool, apart bool) (added map[*gpuState]bool, missed map[int]bool, ok bool, err error) {
+		added, missed = map[*gpuState]bool{}, map[int]bool{}
+		var skip map[*gpuState]bool
+		if apart {
+			skip = added
+		}
 		complete := true
 		i := 0
 		for _, c := range pod.Claims {
 			for _, r := range c.Spec.Devices.Requests {
 				one, count := perDeviceChoice(c, r, choice[i])
-				i++
 				for range count {
-					g := p.addOnNode(ctx, one, n, podKey(pod.Pod), only)
+					g := p.addOnNode(ctx, one, n, podKey(pod.Pod), only, skip)
 					if g == nil {
-						complete = false
+						missed[i] = true
+						complete = complete && nowhere[i]
 						break
 					}
 					added[g] = true
 				}
+				i++
 			}
 		}
 		p.releaseTentative(n, podKey(pod.Pod))
 		if len(added) == 0 || only != nil && !complete {
 			restore()
-			return added, false, nil
+			return added, missed, false, nil
 		}
 		devs, admin, rest, ok, err := p.allocateOn(ctx, pod, n, nil)
 		if err == nil && ok {
@@ -285,20 +296,30 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		}
 		if err != nil || !ok {
 			restore()
-			return added, false, err
+			return added, missed, false, err
 		}
 		p.commitMulti(pod, n, devs, admin, rest)
-		return added, true, nil
+		return added, missed, true, nil
 	}
 	// GPUs of a class fare alike, unless a claim tells GPUs apart.
 	perGPU := slices.ContainsFunc(pod.Claims, p.match.perGPU)
+	distinct := slices.ContainsFunc(pod.Claims, func(c *resourceapi.ResourceClaim) bool {
+		return slices.ContainsFunc(c.Spec.Devices.Constraints, func(k resourceapi.DeviceConstraint) bool { return k.DistinctAttribute != nil })
+	})
 	for _, v := range choices(pod) {
-		spread, ok, err := attempt(v, nil)
+		spread, nowhere, ok, err := attempt(v, nil, nil, false)
 		if err != nil || ok {
 			return ok, err
 		}
 		if len(spread) == 0 {
 			continue // no GPU takes any of these devices
+		}
+		// A distinctAttribute constraint may want the devices on as many
+		// GPUs (parentUUID), which best fit does not spread them over.
+		if distinct {
+			if _, _, ok, err := attempt(v, nil, nil, true); err != nil || ok {
+				return ok, err
+			}
 		}
 		// Devices spread over GPUs by least room lost may not serve the
 		// pod where all on one would (a matchAttribute constraint, or a
@@ -323,7 +344,7 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 					tried[k] = true
 				}
 			}
-			if _, ok, err := attempt(v, g); err != nil || ok {
+			if _, _, ok, err := attempt(v, g, nowhere, false); err != nil || ok {
 				return ok, err
 			}
 		}
@@ -367,16 +388,16 @@ func choices(pod Pod) [][]int {
 const maxChoices = 16
 
 // addOnNode adds one device satisfying the single-request claim c to the
-// node's best GPU (only, where set): least room lost for large profiles,
-// then fewest free devices destroyed, then the last GPU (see tryNode), and
-// on that GPU the first of the claim's profiles (the smallest); it returns
-// that GPU, nil where none could take one.
-func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, pod string, only *gpuState) *gpuState {
+// node's best GPU (only, where set; none in skip): least room lost for
+// large profiles, then fewest free devices destroyed, then the last GPU
+// (see tryNode), and on that GPU the first of the claim's profiles (the
+// smallest); it returns that GPU, nil where none could take one.
+func (p *planner) addOnNode(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, pod string, only *gpuState, skip map[*gpuState]bool) *gpuState {
 	var bestG *gpuState
 	var bestA *addition
 	perGPU := p.match.perGPU(c)
 	for _, g := range n.gpus {
-		if only != nil && g != only || !p.mayChange(g) {
+		if only != nil && g != only || skip[g] || !p.mayChange(g) {
 			continue
 		}
 		var ps []string

@@ -165,12 +165,12 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 }
 
 // infoFlags are the per-GPU attributes a claim's spec names.
-type infoFlags struct{ index, minor, uuid, pciBusID, driver bool }
+type infoFlags struct{ index, minor, uuid, pciBusID, driver, numaNode, pcieRoot bool }
 
-// bits numbers the flags 0 to 31.
+// bits numbers the flags 0 to 127.
 func (f infoFlags) bits() int {
 	n := 0
-	for i, b := range []bool{f.index, f.minor, f.uuid, f.pciBusID, f.driver} {
+	for i, b := range []bool{f.index, f.minor, f.uuid, f.pciBusID, f.driver, f.numaNode, f.pcieRoot} {
 		if b {
 			n |= 1 << i
 		}
@@ -180,19 +180,21 @@ func (f infoFlags) bits() int {
 
 // infoKey is relevantInfo of the GPU, memoised.
 func (s *gpuState) infoKey(f infoFlags) string {
+	b := f.bits()
+	if k, ok := s.infoKeys[b]; ok {
+		return k
+	}
 	if s.infoKeys == nil {
-		s.infoKeys = new([1 << 5]string)
+		s.infoKeys = map[int]string{}
 	}
-	k := &s.infoKeys[f.bits()]
-	if *k == "" {
-		*k = relevantInfo(s.g.Info, f)
-	}
-	return *k
+	s.infoKeys[b] = relevantInfo(s.g.Info, f)
+	return s.infoKeys[b]
 }
 
 func flagsOf(spec string) infoFlags {
 	return infoFlags{strings.Contains(spec, "index"), strings.Contains(spec, "minor"), strings.Contains(spec, "uuid"),
-		strings.Contains(spec, "pcibusid"), strings.Contains(spec, "driverversion")}
+		strings.Contains(spec, "pcibusid"), strings.Contains(spec, "driverversion"),
+		strings.Contains(spec, "numanode"), strings.Contains(spec, "pcieroot")}
 }
 
 // relevantInfo is what of GPU g a claim that reads the per-GPU attributes
@@ -216,6 +218,16 @@ func relevantInfo(g gpu.GPU, f infoFlags) string {
 	if f.driver {
 		parts = append(parts, "d"+g.DriverVersion+"/"+g.CUDADriverVersion)
 	}
+	if f.numaNode {
+		numa := "-"
+		if g.NUMANode != nil {
+			numa = strconv.Itoa(*g.NUMANode)
+		}
+		parts = append(parts, "n"+numa)
+	}
+	if f.pcieRoot {
+		parts = append(parts, "r"+g.PCIeRoot)
+	}
 	return strings.Join(parts, "|")
 }
 
@@ -228,7 +240,7 @@ func (m *matcher) flags(c *resourceapi.ResourceClaim) infoFlags {
 // DeviceClasses it names, cached by shape: what selects devices. Its
 // constraints are left out: a matchAttribute compares the devices of one
 // allocation with each other (parentUUID: all on one GPU), which tells no
-// GPU from another.
+// GPU from another (but on topology, see matcher.perGPU).
 func (m *matcher) claimSpec(c *resourceapi.ResourceClaim) string {
 	key := m.shape(c)
 	if s, ok := m.specs[key]; ok {

@@ -14,7 +14,7 @@ type gpuState struct {
 	node  *nodeState
 	order int // position in the snapshot, for determinism
 	// infoKeys memoises relevantInfo of the GPU by infoFlags.bits.
-	infoKeys *[1 << 5]string
+	infoKeys map[int]string
 	g        GPU
 	model    *mig.Model
 	// kind is gpuKind of the GPU: what claims judged on a stand-in see;
