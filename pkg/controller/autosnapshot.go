@@ -130,9 +130,12 @@ func addPodRequests(byPrio []planner.PriorityRequests, pod *corev1.Pod) []planne
 // addRequestsOf adds to sum what pod requests of a node's allocatable
 // resources, as kube-scheduler's NodeResourcesFit counts them
 // (component-helpers' PodRequests; while an in-place resize is in progress,
-// the larger of spec and status), and one more under "pods".
+// the larger of spec and status, for the containers' requests and for the
+// pod-level ones, spec.resources: InPlacePodLevelResourcesVerticalScaling,
+// beta and on from Kubernetes 1.36), and one more under "pods".
 func addRequestsOf(sum corev1.ResourceList, pod *corev1.Pod) {
-	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{UseStatusResources: true}) {
+	opts := resourcehelper.PodResourcesOptions{UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true}
+	for name, q := range resourcehelper.PodRequests(pod, opts) {
 		total := sum[name]
 		total.Add(q)
 		sum[name] = total

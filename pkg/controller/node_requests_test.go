@@ -57,7 +57,13 @@ func TestNodeRequests(t *testing.T) {
 	nominatedPlugin := withCPU(runningPod("nominated-device-plugin", corev1.PodPending, false), "1")
 	nominatedPlugin.Spec.NodeName, nominatedPlugin.Status.NominatedNodeName = "", "a"
 	nominatedPlugin.Spec.Containers[0].Resources.Requests["example.com/fpga"] = resource.MustParse("1")
-	pods = append(pods, high, elsewhere, nominated, nominatedDemand, nominatedPlugin)
+	// Its pod-level request resized in place from 6 CPUs to 2, not done
+	// yet: kube-scheduler counts the 6 the kubelet still gives it.
+	resized := runningPod("resized", corev1.PodRunning, false)
+	resized.Spec.Containers = []corev1.Container{{Name: "c"}}
+	resized.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
+	resized.Status.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6")}}
+	pods = append(pods, high, elsewhere, nominated, nominatedDemand, nominatedPlugin, resized)
 	demand := func(p *corev1.Pod) bool { return len(p.Spec.ResourceClaims) > 0 }
 	got := map[string][]string{}
 	for node, l := range nodeRequests(pods, func(node string) bool { return node != "cpu-only" }, demand) {
@@ -65,8 +71,32 @@ func TestNodeRequests(t *testing.T) {
 			got[node] = append(got[node], fmt.Sprintf("%d: %s", pr.Priority, resourcesText(pr.Requests)))
 		}
 	}
-	if diff := cmp.Diff(map[string][]string{"a": {"0: cpu=4500m,example.com/fpga=1,pods=5", "1000: cpu=3,pods=2"}}, got); diff != "" {
+	if diff := cmp.Diff(map[string][]string{"a": {"0: cpu=10500m,example.com/fpga=1,pods=6", "1000: cpu=3,pods=2"}}, got); diff != "" {
 		t.Errorf("requested per node (-want +got):\n%s", diff)
+	}
+}
+
+// TestNominatedPodKeepsRoomUnserved: p, nominated to n1 by a preemption,
+// asks for a 7g.80gb that n1's GPUs, each holding a device in use, cannot
+// take now, and for 6 of n1's 8 CPUs. kube-scheduler keeps those CPUs for
+// p from pods of its priority or lower, so q, asking for a 1g.10gb and 4
+// CPUs, would not be bound to n1: no device is made there for q.
+func TestNominatedPodKeepsRoomUnserved(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	n1 := node("n1", map[string]string{"pool": "auto"})
+	n1.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
+	cpus := func(p *corev1.Pod, n string) *corev1.Pod {
+		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}}}}
+		return p
+	}
+	p := autoPod("p", h0(), "cp")
+	p.Spec.Priority, p.Status.NominatedNodeName = ptr.To[int32](1000), "n1"
+	h := newAutoCluster(t, ml, n1, autoNML("n1", ml, a100(0).layout("1g.10gb@0").inUse("1g.10gb@0"), a100(1).layout("4g.40gb@0").inUse("4g.40gb@0")),
+		autoClaim("cp", profileSelector("7g.80gb")), cpus(p, "6"),
+		autoClaim("cq", profileSelector("1g.10gb")), cpus(autoPod("q", h0(), "cq"), "4"))
+	h.settle()
+	if got := h.specOf("n1"); len(got) != 0 {
+		t.Errorf("n1's spec %v: changed for q, whose CPUs kube-scheduler keeps for the nominated p", got)
 	}
 }
 

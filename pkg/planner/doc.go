@@ -11,7 +11,9 @@
 // tolerations, numeric toleration operators included) comes from
 // k8s.io/component-helpers, and the pod's resource requests must fit the
 // node's allocatable beside what the pods bound there that it may not
-// preempt request and what the pods planned there before it request (Room;
+// preempt request, what the pods planned there before it request and what
+// a pod nominated there (status.nominatedNodeName) that the plan does not
+// serve requests, as kube-scheduler keeps it for that pod (Room;
 // WaitsForNodeResources where nothing else keeps the pod off every node).
 // What else kube-scheduler filters on (inter-pod affinity, topology
 // spread, host ports, volumes) the planner does not judge; the caller

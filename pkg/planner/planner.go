@@ -607,6 +607,7 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 	defer func() {
 		record := p.claimsServed
 		if _, ok := p.servedAt[key]; !ok {
+			p.keepNominatedRoom(pod)
 			if _, ok := p.result.Kept[key]; !ok {
 				return
 			}
@@ -638,6 +639,25 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 		}
 	}
 	return nil
+}
+
+// keepNominatedRoom counts, on the node a preemption nominated the pod to
+// (status.nominatedNodeName), the resources the pod requests, where the
+// plan does not serve it: kube-scheduler keeps them there for it from the
+// pods of its priority or lower, which the plan takes after it, whether or
+// not its devices exist yet (another pod took its free device, or the
+// limits on GPUs changed at once keep it from being made).
+func (p *planner) keepNominatedRoom(pod Pod) {
+	name := pod.Pod.Status.NominatedNodeName
+	if name == "" {
+		return
+	}
+	for _, n := range p.nodes {
+		if n.n.Node.Name == name && n.room.alloc != nil {
+			n.room.add(p.roomVector(pod), p.maxRequest)
+			return
+		}
+	}
 }
 
 // serveOnLive serves the pod on the nodes that are not Frozen.
