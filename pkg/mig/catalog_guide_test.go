@@ -3,6 +3,8 @@ package mig
 import (
 	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestCatalogCoversGuideGPUs: the MIG User Guide's "Supported GPUs" table
@@ -58,10 +60,13 @@ func TestEngineTotalsSurviveDroppedFullProfile(t *testing.T) {
 
 // TestCatalogMemoryMatchesPublishedLGIP: the catalog's H100 memory values
 // are those of the `nvidia-smi mig -lgip` outputs hopper.yaml cites as
-// [lgip] (an H100 80GB HBM3 and an H100 NVL). nvidia-smi prints GiB to two
-// decimals, so 6 MiB are allowed.
+// [lgip] (an H100 80GB HBM3 and an H100 NVL) and [lgip-h100pcie]. nvidia-smi
+// prints GiB to two decimals, so 6 MiB are allowed.
 func TestCatalogMemoryMatchesPublishedLGIP(t *testing.T) {
 	for model, want := range map[string]map[string]int64{
+		"H100-PCIE-80GB": { // 9.75, 19.62, 39.50, 79.25 GiB
+			"1g.10gb": 9984, "1g.10gb+me": 9984, "1g.20gb": 20096, "2g.20gb": 20096, "3g.40gb": 40448, "4g.40gb": 40448, "7g.80gb": 81152,
+		},
 		"H100-SXM5-80GB": { // 9.75, 19.62, 39.50, 79.25 GiB
 			"1g.10gb": 9984, "1g.20gb": 20096, "3g.40gb": 40448, "4g.40gb": 40448, "7g.80gb": 81152,
 		},
@@ -79,6 +84,21 @@ func TestCatalogMemoryMatchesPublishedLGIP(t *testing.T) {
 				t.Errorf("%s %s: memoryMiB %d, nvidia-smi reports %d", model, name, p.MemoryMiB, mib)
 			}
 		}
+	}
+}
+
+// TestH100PCIeMultiprocessors: the H100 PCIe's 114 multiprocessors are not
+// split as the H100 SXM's 132 are scaled: [lgip-h100pcie] gives 14, 14, 14,
+// 30, 46, 62 and 114.
+func TestH100PCIeMultiprocessors(t *testing.T) {
+	m := mustModel(t, "H100-PCIE-80GB")
+	got := map[string]int{}
+	for _, p := range m.Profiles {
+		got[p.Name] = p.Multiprocessors
+	}
+	want := map[string]int{"1g.10gb": 14, "1g.10gb+me": 14, "1g.20gb": 14, "2g.20gb": 30, "3g.40gb": 46, "4g.40gb": 62, "7g.80gb": 114}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("multiprocessors per profile (-want +got):\n%s", diff)
 	}
 }
 
