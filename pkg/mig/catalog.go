@@ -98,8 +98,10 @@ type Model struct {
 	// MIGModeNeedsReset is true where enabling or disabling MIG mode resets
 	// the GPU (Ampere): set while a process holds the GPU, the change stays
 	// pending until a reset or until it is set again with the GPU idle
-	// (nvml.h, nvmlDeviceSetMigMode); Hopper and newer refuse the change
-	// while a process holds the GPU and apply it at once otherwise.
+	// (nvml.h, nvmlDeviceSetMigMode: activation status NVML_ERROR_IN_USE,
+	// "expected to idle the device and retry"); Hopper and newer apply it
+	// without a reset (NVIDIA Multi-Instance GPU User Guide, "Enable MIG
+	// Mode", "GPU Reset on Hopper+ GPUs").
 	MIGModeNeedsReset bool `json:"migModeNeedsReset"`
 	// Source names the document section the numbers come from.
 	Source string `json:"source"`

@@ -8,9 +8,10 @@ package mig
 // the GPU has cannot coexist: on an A30, 1g.6gb+me and 2g.12gb+me each take
 // the GPU's only OFA and NVJPG, so NVML refuses the second with
 // NVML_ERROR_INSUFFICIENT_RESOURCES though placements, compute slices and
-// each profile's instance count allow it. The GPU's totals are those of its
-// full-size profile (NVIDIA Multi-Instance GPU User Guide, "Supported MIG
-// Profiles": the 7g/4g row lists the whole GPU's engines).
+// each profile's instance count allow it. The GPU's totals are the largest
+// count any of its profiles lists, which is the full-size profile's for
+// every catalogued model (NVIDIA Multi-Instance GPU User Guide, "Supported
+// MIG Profiles": the 7g/4g row lists the whole GPU's engines).
 
 // mediaEngines counts the NVJPG and OFA engines of GPU instances.
 type mediaEngines struct{ jpeg, ofa int }
