@@ -31,6 +31,7 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/agent"
 	"github.com/miglayout/miglayout/pkg/gpulock"
+	"github.com/miglayout/miglayout/pkg/managerrun"
 	"github.com/miglayout/miglayout/pkg/metricsopts"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -172,6 +173,20 @@ func run(ctx context.Context, o options) error {
 	if err := slices.ValidateDriverName(o.driverName); err != nil {
 		return err
 	}
+	if o.settle < 0 {
+		return fmt.Errorf("--settle-period=%s: want 0 or more", o.settle)
+	}
+	if o.resync <= 0 {
+		return fmt.Errorf("--resync-period=%s: want more than 0", o.resync)
+	}
+	// The manager listens only once started, after the kubelet plugin
+	// registered: a typo would register, then exit, again and again.
+	if err := managerrun.ValidateBindAddress("metrics-bind-address", o.metricsAddr); err != nil {
+		return err
+	}
+	if err := managerrun.ValidateBindAddress("health-probe-bind-address", o.healthAddr); err != nil {
+		return err
+	}
 	if o.maxPass <= o.settle {
 		return fmt.Errorf("--max-pass-duration=%s must exceed --settle-period=%s: every pass that drains waits the settle period", o.maxPass, o.settle)
 	}
@@ -310,7 +325,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	logger.Info("Starting agent", "driver", o.driverName, "simulated", o.simulate != "", "bindingConditions", o.bindingConditions, "settle", o.settle)
-	if err := mgr.Start(ctx); err != nil {
+	if err := managerrun.Start(ctx, mgr, managerrun.StopWithin); err != nil {
 		return fmt.Errorf("running manager: %w", err)
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {

@@ -19,8 +19,11 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/controller"
+	"github.com/miglayout/miglayout/pkg/managerrun"
 	"github.com/miglayout/miglayout/pkg/metricsopts"
 	"github.com/miglayout/miglayout/pkg/planner"
+	"github.com/miglayout/miglayout/pkg/slices"
+	"k8s.io/client-go/tools/leaderelection"
 )
 
 // options are the command-line settings.
@@ -68,6 +71,59 @@ func bindFlags(fs *flag.FlagSet) *options {
 	return o
 }
 
+// validate refuses flag values the controller could only fail on later
+// (the manager's listeners and leader election once started) or would
+// quietly replace, before the API server is contacted: an error names the
+// flag and what it wants.
+func (o *options) validate() error {
+	if err := slices.ValidateDriverName(o.driverName); err != nil {
+		return fmt.Errorf("--driver-name: %w", err)
+	}
+	if _, err := o.schedulerLeaseName(); err != nil {
+		return err
+	}
+	if err := managerrun.ValidateBindAddress("metrics-bind-address", o.metricsAddr); err != nil {
+		return err
+	}
+	if err := managerrun.ValidateBindAddress("health-probe-bind-address", o.probeAddr); err != nil {
+		return err
+	}
+	switch {
+	case o.batchIdle <= 0:
+		return fmt.Errorf("--auto-batch-idle=%s: want more than 0", o.batchIdle)
+	case o.batchMax < o.batchIdle:
+		return fmt.Errorf("--auto-batch-max=%s: want at least --auto-batch-idle=%s", o.batchMax, o.batchIdle)
+	case o.readEvery < 0 || o.agingAfter < 0 || o.unboundAfter < 0:
+		return fmt.Errorf("--auto-read-every=%s, --auto-aging-after=%s, --auto-unbound-after=%s: want 0 (off) or more", o.readEvery, o.agingAfter, o.unboundAfter)
+	}
+	// client-go's leader election refuses these only once the manager
+	// starts (leaderelection.NewLeaderElector).
+	if o.leaderElect {
+		switch {
+		case o.retryPeriod <= 0:
+			return fmt.Errorf("--leader-elect-retry-period=%s: want more than 0", o.retryPeriod)
+		case o.leaseDuration <= o.renewDeadline:
+			return fmt.Errorf("--leader-elect-lease-duration=%s: want more than --leader-elect-renew-deadline=%s", o.leaseDuration, o.renewDeadline)
+		case float64(o.renewDeadline) <= leaderelection.JitterFactor*float64(o.retryPeriod):
+			return fmt.Errorf("--leader-elect-renew-deadline=%s: want more than %.1f × --leader-elect-retry-period=%s", o.renewDeadline, leaderelection.JitterFactor, o.retryPeriod)
+		}
+	}
+	return nil
+}
+
+// schedulerLeaseName is --scheduler-lease read as namespace/name; empty
+// where none is given.
+func (o *options) schedulerLeaseName() (types.NamespacedName, error) {
+	if o.schedulerLease == "" {
+		return types.NamespacedName{}, nil
+	}
+	ns, name, ok := strings.Cut(o.schedulerLease, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, fmt.Errorf("--scheduler-lease=%q: want namespace/name, e.g. %s", o.schedulerLease, controller.DefaultSchedulerLease)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
+}
+
 // autoPlanner is the Auto planner the flags set up; a duration flag of 0
 // that turns a check off becomes the planner's "never" (negative).
 func (o *options) autoPlanner(leases *controller.AgentLeases) (*controller.AutoPlanner, error) {
@@ -77,13 +133,9 @@ func (o *options) autoPlanner(leases *controller.AgentLeases) (*controller.AutoP
 		}
 		return d
 	}
-	var lease types.NamespacedName
-	if o.schedulerLease != "" {
-		ns, name, ok := strings.Cut(o.schedulerLease, "/")
-		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			return nil, fmt.Errorf("--scheduler-lease=%q: want namespace/name, e.g. %s", o.schedulerLease, controller.DefaultSchedulerLease)
-		}
-		lease = types.NamespacedName{Namespace: ns, Name: name}
+	lease, err := o.schedulerLeaseName()
+	if err != nil {
+		return nil, err
 	}
 	return &controller.AutoPlanner{Driver: o.driverName, Idle: o.batchIdle, Max: o.batchMax, ReadEvery: never(o.readEvery), AgingAfter: never(o.agingAfter),
 		UnboundAfter: never(o.unboundAfter), DeclinedFor: o.declinedFor, SchedulerLease: lease, AgentLeases: leases}, nil

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/miglayout/miglayout/pkg/controller"
+	"github.com/miglayout/miglayout/pkg/managerrun"
 )
 
 // Leader election uses coordination.k8s.io Leases, and records its
@@ -19,6 +20,9 @@ import (
 // run starts the manager with the MigLayout reconciler and the Auto planner
 // and blocks until ctx ends.
 func run(ctx context.Context, o *options) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
 	scheme, err := newScheme()
 	if err != nil {
 		return fmt.Errorf("building the scheme: %w", err)
@@ -54,7 +58,7 @@ func run(ctx context.Context, o *options) error {
 	if err := mgr.AddReadyzCheck("informer-cache", cacheSynced(mgr.GetCache())); err != nil {
 		return fmt.Errorf("adding the readiness check: %w", err)
 	}
-	if err := mgr.Start(ctx); err != nil {
+	if err := managerrun.Start(ctx, mgr, managerrun.StopWithin); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	return nil

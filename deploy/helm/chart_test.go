@@ -822,6 +822,7 @@ var badValues = []struct {
 		map[string]any{"profile": "1g.10gb+me", "resourceName": "nvidia.com/mig-1g.10gb.me"},
 		map[string]any{"profile": "1g.10gb-me", "resourceName": "nvidia.com/mig-1g.10gb-me"}}}},
 		`profiles "1g.10gb+me" and "1g.10gb-me" both make the DeviceClass "mig.miglayout.io-1g.10gb-me"`},
+	{"no resync period", map[string]any{"agent": map[string]any{"resyncPeriod": "0s"}}, "agent.resyncPeriod 0s must be longer than 0"},
 	{"replicas without leader election", map[string]any{"controller": map[string]any{"leaderElection": map[string]any{"enabled": false}}},
 		"controller.replicas is 2 but controller.leaderElection.enabled is false"},
 	{"port clash", map[string]any{"agent": map[string]any{"healthPort": 8081}}, "agent.metricsPort and agent.healthPort are both 8081"},

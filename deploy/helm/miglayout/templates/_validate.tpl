@@ -69,6 +69,9 @@ checked the types; these are the rules between values.
 {{- if ge (float64 (include "miglayout.milliseconds" $v.agent.settlePeriod)) 600000.0 -}}
 {{- fail (printf "agent.settlePeriod %s must be shorter than 10m, the agent's --max-pass-duration: every pass that drains waits the settle period, and the agent refuses to start otherwise" $v.agent.settlePeriod) -}}
 {{- end -}}
+{{- if le (float64 (include "miglayout.milliseconds" $v.agent.resyncPeriod)) 0.0 -}}
+{{- fail (printf "agent.resyncPeriod %s must be longer than 0: the agent refuses to start otherwise" $v.agent.resyncPeriod) -}}
+{{- end -}}
 {{- if lt (float64 (include "miglayout.milliseconds" $v.agent.orphanedClaimGrace)) 60000.0 -}}
 {{- fail (printf "agent.orphanedClaimGrace %s must be at least 1m: the kubelet unprepares a deleted pod's claims itself once it has stopped its containers, and should have the time to" $v.agent.orphanedClaimGrace) -}}
 {{- end -}}

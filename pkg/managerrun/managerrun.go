@@ -1,0 +1,63 @@
+// Package managerrun runs the controller-runtime manager of miglayout's
+// binaries and checks the settings it would only refuse once started.
+package managerrun
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+)
+
+// StopWithin is how long Start waits for a manager to stop once its context
+// ends: controller-runtime's default graceful shutdown (30 s) and 5 s more.
+const StopWithin = 35 * time.Second
+
+// Starter is what Start runs: a manager.Manager.
+type Starter interface {
+	Start(ctx context.Context) error
+}
+
+// Start runs mgr until ctx ends and returns its error, or, where mgr has
+// not returned stopWithin after ctx ended, an error saying so. The
+// controller-runtime this project pins (v0.25) does not return while an
+// informer cache has not synced for the first time (a list RBAC refuses, an
+// API server gone during the first list), even once its context has ended
+// (kubernetes-sigs/controller-runtime#3440): the process would ignore
+// SIGTERM, spinning a CPU core, until the kubelet kills it.
+func Start(ctx context.Context, mgr Starter, stopWithin time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	timer := time.NewTimer(stopWithin)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return fmt.Errorf("stopping the manager: not stopped %s after the stop signal (an informer cache that never synced: look for list errors above, such as a forbidden list)", stopWithin)
+	}
+}
+
+// ValidateBindAddress checks the value of a bind-address flag as the manager
+// listens on it once started: "0" (off), or host:port with a port from 0 to
+// 65535 or a service name (":8080", "127.0.0.1:8080", ":http"). The error
+// names the flag.
+func ValidateBindAddress(flag, addr string) error {
+	if addr == "0" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		// A number from 0 to 65535, or a service name ("http").
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return fmt.Errorf("--%s=%q: want host:port (such as :8080) or 0 to turn it off: %w", flag, addr, err)
+	}
+	return nil
+}

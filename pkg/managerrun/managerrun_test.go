@@ -1,0 +1,60 @@
+package managerrun
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+type starter func(ctx context.Context) error
+
+func (s starter) Start(ctx context.Context) error { return s(ctx) }
+
+// TestStart: a manager that stops returns its error; one that does not stop
+// once its context ends (caches never synced) is left after stopWithin.
+func TestStart(t *testing.T) {
+	stuck := errors.New("stuck")
+	tests := map[string]struct {
+		mgr  starter
+		want string
+	}{
+		"stops with its context": {func(ctx context.Context) error { <-ctx.Done(); return nil }, ""},
+		"fails on its own":       {func(context.Context) error { return stuck }, "stuck"},
+		"never stops": {func(context.Context) error {
+			select {} // as runnableGroup.Start waiting for a cache
+		}, "not stopped 10ms after the stop signal"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			err := Start(ctx, tc.mgr, 10*time.Millisecond)
+			if got := ""; err != nil {
+				got = err.Error()
+				if tc.want == "" || !strings.Contains(got, tc.want) {
+					t.Errorf("Start: %v, want %q", err, tc.want)
+				}
+			} else if tc.want != "" {
+				t.Errorf("Start: nil, want %q", tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateBindAddress(t *testing.T) {
+	tests := map[string]bool{
+		"0": true, ":8080": true, "127.0.0.1:8080": true, "[::1]:0": true,
+		":http": true, "bogus": false, "8080": false, ":no-such-service": false, ":70000": false, "": false,
+	}
+	for addr, ok := range tests {
+		err := ValidateBindAddress("metrics-bind-address", addr)
+		if (err == nil) != ok {
+			t.Errorf("%q: %v, want ok %t", addr, err, ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--metrics-bind-address") {
+			t.Errorf("%q: %v does not name the flag", addr, err)
+		}
+	}
+}
