@@ -62,7 +62,8 @@ type Repartitioner struct {
 	// (gpu.MIGMode.RebootRequired): the driver cannot reset the GPU, idle
 	// or not, so setting it again changes nothing. While the GPU's mode is
 	// still pending that way, passes do not drain, withdraw or set it
-	// again. A reboot starts a new process, which sets it once more.
+	// again. The reboot applies it (and starts a new process); an agent
+	// restarted without one sets it once more.
 	awaitingReboot map[string]bool
 }
 

@@ -17,20 +17,21 @@ func (s starter) Start(ctx context.Context) error { return s(ctx) }
 func TestStart(t *testing.T) {
 	stuck := errors.New("stuck")
 	tests := map[string]struct {
-		mgr  starter
-		want string
+		mgr        starter
+		stopWithin time.Duration
+		want       string
 	}{
-		"stops with its context": {func(ctx context.Context) error { <-ctx.Done(); return nil }, ""},
-		"fails on its own":       {func(context.Context) error { return stuck }, "stuck"},
+		"stops with its context": {func(ctx context.Context) error { <-ctx.Done(); return nil }, time.Minute, ""},
+		"fails on its own":       {func(context.Context) error { return stuck }, time.Minute, "stuck"},
 		"never stops": {func(context.Context) error {
 			select {} // as runnableGroup.Start waiting for a cache
-		}, "not stopped 10ms after the stop signal"},
+		}, 10 * time.Millisecond, "not stopped 10ms after the stop signal"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel()
-			err := Start(ctx, tc.mgr, 10*time.Millisecond)
+			err := Start(ctx, tc.mgr, tc.stopWithin)
 			if got := ""; err != nil {
 				got = err.Error()
 				if tc.want == "" || !strings.Contains(got, tc.want) {

@@ -30,8 +30,8 @@
 // and a pod with claims allocated already only on the nodes their
 // allocations allow. A pod of several devices (claims, counts, constraints)
 // gets each where it takes the least room for large profiles and is then
-// checked whole by the allocator; where that fails, each on a GPU of its
-// own where a distinctAttribute constraint asks (one device per GPU), and
+// checked whole by the allocator; where that fails, those a
+// distinctAttribute constraint names each on a GPU of its own, and
 // (a matchAttribute constraint, a limit on GPUs changed at once) all of
 // them on one GPU, other drivers' devices left to the allocator,
 // that may change, the last such GPU among equals (the scheduler's

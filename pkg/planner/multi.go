@@ -259,20 +259,24 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	// not all on one GPU: the allocator is not run for either. A request
 	// the spread (nowhere) placed nowhere is not for a GPU of the node
 	// (another driver's device, or one no GPU here makes): all on one GPU
-	// leaves it to the allocator too. With apart set each device goes to a
-	// GPU the attempt has not added one to yet (a distinctAttribute
-	// constraint on the GPU: one device per GPU).
+	// leaves it to the allocator too. With apart set each device of the
+	// requests a distinctAttribute constraint names (apartRequests) goes
+	// to a GPU the attempt has not added another such device to (on the
+	// GPU's identity: one device per GPU); the other requests' devices go
+	// where they take the least room.
+	apartRequests := distinctRequests(pod)
 	attempt := func(choice []int, only *gpuState, nowhere map[int]bool, apart bool) (added map[*gpuState]bool, missed map[int]bool, ok bool, err error) {
 		added, missed = map[*gpuState]bool{}, map[int]bool{}
-		var skip map[*gpuState]bool
-		if apart {
-			skip = added
-		}
+		usedApart := map[*gpuState]bool{}
 		complete := true
 		i := 0
 		for _, c := range pod.Claims {
 			for _, r := range c.Spec.Devices.Requests {
 				one, count := perDeviceChoice(c, r, choice[i])
+				var skip map[*gpuState]bool
+				if apart && apartRequests[i] {
+					skip = usedApart
+				}
 				for range count {
 					g := p.addOnNode(ctx, one, n, podKey(pod.Pod), only, skip)
 					if g == nil {
@@ -281,6 +285,9 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 						break
 					}
 					added[g] = true
+					if skip != nil {
+						usedApart[g] = true
+					}
 				}
 				i++
 			}
@@ -303,9 +310,6 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	}
 	// GPUs of a class fare alike, unless a claim tells GPUs apart.
 	perGPU := slices.ContainsFunc(pod.Claims, p.match.perGPU)
-	distinct := slices.ContainsFunc(pod.Claims, func(c *resourceapi.ResourceClaim) bool {
-		return slices.ContainsFunc(c.Spec.Devices.Constraints, func(k resourceapi.DeviceConstraint) bool { return k.DistinctAttribute != nil })
-	})
 	for _, v := range choices(pod) {
 		spread, nowhere, ok, err := attempt(v, nil, nil, false)
 		if err != nil || ok {
@@ -316,7 +320,7 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		}
 		// A distinctAttribute constraint may want the devices on as many
 		// GPUs (parentUUID), which best fit does not spread them over.
-		if distinct {
+		if len(apartRequests) > 0 {
 			if _, _, ok, err := attempt(v, nil, nil, true); err != nil || ok {
 				return ok, err
 			}
@@ -350,6 +354,36 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		}
 	}
 	return false, nil
+}
+
+// distinctRequests are the requests (by index over the pod's claims, as
+// tryNode counts them) that a distinctAttribute constraint of their claim
+// names: those its Requests list (a prioritized list's subrequest,
+// "request/subrequest", by its request), every request of the claim where
+// the list is empty.
+func distinctRequests(pod Pod) map[int]bool {
+	out := map[int]bool{}
+	i := 0
+	for _, c := range pod.Claims {
+		named, all := map[string]bool{}, false
+		for _, k := range c.Spec.Devices.Constraints {
+			if k.DistinctAttribute == nil {
+				continue
+			}
+			all = all || len(k.Requests) == 0
+			for _, r := range k.Requests {
+				request, _, _ := strings.Cut(r, "/")
+				named[request] = true
+			}
+		}
+		for _, r := range c.Spec.Devices.Requests {
+			if all || named[r.Name] {
+				out[i] = true
+			}
+			i++
+		}
+	}
+	return out
 }
 
 // choices are the ways tryNode tries to add a pod's devices: per request

@@ -577,6 +577,9 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 		default:
 			p.result.Unservable[key] = WaitsForSharedClaim
 		}
+		if _, unserved := p.result.Unservable[key]; unserved {
+			p.keepNominatedRoom(pod)
+		}
 		return nil
 	}
 	// A claim shared with a pod planned earlier that waits with a
@@ -602,6 +605,7 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 		default:
 			p.result.Unservable[key] = WaitsForSharedClaim
 		}
+		p.keepNominatedRoom(pod)
 		return nil
 	}
 	defer func() {

@@ -34,14 +34,15 @@ func (b *podB) nic() *podB {
 	return b
 }
 
-// constrain adds to the pod's last claim a constraint on attr: all its
-// devices share it (match) or none do (distinct).
-func (b *podB) constrain(attr string, distinct bool) *podB {
+// constrain adds to the pod's last claim a constraint on attr, for the
+// requests named (all where none is): all their devices share it (match)
+// or none do (distinct).
+func (b *podB) constrain(attr string, distinct bool, requests ...string) *podB {
 	c := b.p.Claims[len(b.p.Claims)-1]
 	name := resourceapi.FullyQualifiedName(attr)
-	k := resourceapi.DeviceConstraint{MatchAttribute: &name}
+	k := resourceapi.DeviceConstraint{Requests: requests, MatchAttribute: &name}
 	if distinct {
-		k = resourceapi.DeviceConstraint{DistinctAttribute: &name}
+		k = resourceapi.DeviceConstraint{Requests: requests, DistinctAttribute: &name}
 	}
 	c.Spec.Devices.Constraints = append(c.Spec.Devices.Constraints, k)
 	return b
@@ -88,6 +89,12 @@ func TestTopology(t *testing.T) {
 			nodes: []Node{withUUIDs(node("a").policy(Policy{MaxGPUsPerNode: 2}).gpu("A100-SXM4-80GB", "3g.40gb@4", "").gpu("A100-SXM4-80GB", "3g.40gb@4", "").build())},
 			pod:   pod("p", 1).claim(profileIs("3g.40gb"), 2).constrain(driver+"/parentUUID", true),
 			want:  trace{Served: []string{"default/p -> a gpu-0-mig-3g40gb-9-4, gpu-1-mig-3g40gb-9-4"}},
+		},
+		"the constrained devices each on its own GPU, another beside one": {
+			nodes: []Node{topologyNode("a", [2]int{0, 1}, split)},
+			pod:   pod("p", 1).claim(profileIs("3g.40gb"), 2).request("small", profileIs("1g.10gb")).constrain(driver+"/parentUUID", true, "gpu"),
+			want: trace{Changes: []string{"a/0: (empty) -> 3g.40gb@4 serves default/p", "a/1: (empty) -> 1g.10gb@0,3g.40gb@4 serves default/p"},
+				Served: []string{"default/p -> a gpu-0-mig-3g40gb-9-4, gpu-1-mig-3g40gb-9-4, gpu-1-mig-1g10gb-19-0 after change"}},
 		},
 		"each device on its own GPU": {
 			nodes: []Node{topologyNode("a", [2]int{0, 1}, split)},
