@@ -21,6 +21,18 @@ import (
 	"github.com/miglayout/miglayout/pkg/planner"
 )
 
+// cpus sets the pod to one container requesting n CPUs.
+func cpus(p *corev1.Pod, n string) *corev1.Pod {
+	p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}}}}
+	return p
+}
+
+// eightCPUs gives the node 8 allocatable CPUs and 110 pods.
+func eightCPUs(n *corev1.Node) *corev1.Node {
+	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
+	return n
+}
+
 // TestNodeRequests: what the pods bound to a node request is summed per
 // node and priority, with their number, as kube-scheduler counts it: a pod
 // that is done counts no longer, one being deleted still does, an unbound
@@ -83,12 +95,7 @@ func TestNodeRequests(t *testing.T) {
 // CPUs, would not be bound to n1: no device is made there for q.
 func TestNominatedPodKeepsRoomUnserved(t *testing.T) {
 	ml := autoMigLayout("auto", nil)
-	n1 := node("n1", map[string]string{"pool": "auto"})
-	n1.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
-	cpus := func(p *corev1.Pod, n string) *corev1.Pod {
-		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}}}}
-		return p
-	}
+	n1 := eightCPUs(node("n1", map[string]string{"pool": "auto"}))
 	p := autoPod("p", h0(), "cp")
 	p.Spec.Priority, p.Status.NominatedNodeName = ptr.To[int32](1000), "n1"
 	h := newAutoCluster(t, ml, n1, autoNML("n1", ml, a100(0).layout("1g.10gb@0").inUse("1g.10gb@0"), a100(1).layout("4g.40gb@0").inUse("4g.40gb@0")),
@@ -108,12 +115,7 @@ func TestNominatedPodKeepsRoomUnserved(t *testing.T) {
 // planner is woken (though that pod has no claim) and the device is made.
 func TestPendingPodWaitsForNodeResources(t *testing.T) {
 	ml := autoMigLayout("auto", nil)
-	n1 := node("n1", map[string]string{"pool": "auto"})
-	n1.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
-	cpus := func(p *corev1.Pod, n string) *corev1.Pod {
-		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}}}}
-		return p
-	}
+	n1 := eightCPUs(node("n1", map[string]string{"pool": "auto"}))
 	busy := runningPod("busy", corev1.PodRunning, false)
 	busy.Spec.NodeName = "n1"
 	h := newAutoCluster(t, ml, n1, autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
@@ -179,19 +181,11 @@ func TestPendingPodWaitsForNodeResources(t *testing.T) {
 // A nomination of such a pod, and its end, wake the planner.
 func TestNominatedPodKeepsRoom(t *testing.T) {
 	ml := autoMigLayout("auto", nil)
-	withCPU := func(n *corev1.Node) *corev1.Node {
-		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
-		return n
-	}
-	cpus := func(p *corev1.Pod, n string) *corev1.Pod {
-		p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}}}}
-		return p
-	}
 	preemptor := runningPod("preemptor", corev1.PodPending, false)
 	preemptor.Spec.NodeName, preemptor.Status.NominatedNodeName, preemptor.Spec.Priority = "", "n1", ptr.To[int32](1000)
 	h := newAutoCluster(t, ml,
-		withCPU(node("n1", map[string]string{"pool": "auto"})), autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
-		withCPU(node("n2", map[string]string{"pool": "auto"})), autoNML("n2", ml, a100(0).layout("7g.80gb@0")),
+		eightCPUs(node("n1", map[string]string{"pool": "auto"})), autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
+		eightCPUs(node("n2", map[string]string{"pool": "auto"})), autoNML("n2", ml, a100(0).layout("7g.80gb@0")),
 		cpus(&preemptor, "6"), autoClaim("c1", profileSelector("1g.10gb")), cpus(autoPod("p1", h0(), "c1"), "4"))
 	h.settle()
 	if got := h.specOf("n1")[0]; got != "" && got != "7g.80gb@0" {
@@ -295,12 +289,7 @@ func TestNominatedPodOfAnotherDriverKeepsRoom(t *testing.T) {
 	for name, claim := range map[string]string{"no claim": "", "a NIC claim": "nic", "an allocated MIG claim": "held"} {
 		t.Run(name, func(t *testing.T) {
 			ml := autoMigLayout("auto", nil)
-			n1 := node("n1", map[string]string{"pool": "auto"})
-			n1.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourcePods: resource.MustParse("110")}
-			cpus := func(p *corev1.Pod, n string) *corev1.Pod {
-				p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(n)}}}}
-				return p
-			}
+			n1 := eightCPUs(node("n1", map[string]string{"pool": "auto"}))
 			q := autoPod("q", h0())
 			if claim != "" {
 				q = autoPod("q", h0(), claim)
