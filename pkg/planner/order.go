@@ -69,10 +69,16 @@ func (p *planner) orderPods(ctx context.Context, pods []Pod) ([]Pod, error) {
 // requests, the compute slices of the smallest profile (of any kind of GPU
 // of the snapshot) that satisfies the request alone; a request no profile
 // satisfies counts 0. AllocationMode All counts one device.
+//
+// A request with neither exactly nor firstAvailable (the API server refuses
+// it; the allocator would dereference nil) is an error.
 func (p *planner) podSize(ctx context.Context, pod Pod) (int, error) {
 	total := 0
 	for _, c := range pod.Claims {
 		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly == nil && len(r.FirstAvailable) == 0 {
+				return 0, fmt.Errorf("reading claim %s/%s: request %q has neither exactly nor firstAvailable", c.Namespace, c.Name, r.Name)
+			}
 			one, count := perDevice(c, r)
 			smallest := 0
 			for _, k := range p.kinds {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -106,5 +107,20 @@ func TestTopology(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			checkTrace(t, tc.want, planTrace(t, tc.nodes, []Pod{tc.pod.build()}, nicClass()))
 		})
+	}
+}
+
+// TestRequestWithoutDevices: a claim request with neither exactly nor
+// firstAvailable, which the API server refuses, makes its pod unservable
+// with the reason, not the plan panic; other pods are planned.
+func TestRequestWithoutDevices(t *testing.T) {
+	bad := pod("bad", 1).claim(profileIs("3g.40gb"), 1).build()
+	bad.Claims[0].Spec.Devices.Requests = append(bad.Claims[0].Spec.Devices.Requests, resourceapi.DeviceRequest{Name: "x"})
+	got := planTrace(t, []Node{node("a").gpu("A100-SXM4-80GB", "", "").build()}, []Pod{bad, pod("good", 1).claim(profileIs("3g.40gb"), 1).build()})
+	if why := got.Unservable["default/bad"]; !strings.Contains(why, `request "x" has neither exactly nor firstAvailable`) {
+		t.Errorf("bad pod: %q, want the request named", why)
+	}
+	if len(got.Served) != 1 || !strings.HasPrefix(got.Served[0], "default/good") {
+		t.Errorf("served %v, want the good pod", got.Served)
 	}
 }
