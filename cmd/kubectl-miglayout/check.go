@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
@@ -192,6 +193,22 @@ func (c *checker) claimSpec(obj map[string]any, keys []string) {
 			if v, _ := obj["apiVersion"].(string); flatRequestVersions[v] {
 				what = fmt.Sprintf("%s sit directly on the request of a %s object, which is right there; resource.k8s.io/v1, the version Kubernetes serves from 1.34 on and the only one this driver is tested with, has them under exactly:", strings.Join(flat, ", "), v)
 				hint = "make it apiVersion: resource.k8s.io/v1 and move them under exactly:\n- name: " + name + "\n  exactly:\n    deviceClassName: ..."
+			}
+			// exactly: giving other values for them leaves which were
+			// meant to the user: no fix overwrites one.
+			var clash []string
+			if ex, ok := req["exactly"].(map[string]any); ok {
+				for _, k := range flat {
+					if v, set := ex[k]; set && !equality.Semantic.DeepEqual(v, req[k]) {
+						clash = append(clash, k)
+					}
+				}
+			}
+			if len(clash) > 0 {
+				c.add(rp, what+fmt.Sprintf("; exactly: gives other values for %s, so no fix is offered", strings.Join(clash, ", ")),
+					"keep the values meant under exactly: and delete the others from the request", nil)
+				c.deviceRequest(rp, req, name, keys, i, "")
+				continue
 			}
 			c.add(rp, what, hint,
 				func(o map[string]any) {

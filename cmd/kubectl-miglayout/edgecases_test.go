@@ -531,3 +531,23 @@ spec:
 		t.Errorf("the pod's claims hold %d devices (want 3), the init container uses %v (want the two claims):\n%s", devices, load, out)
 	}
 }
+
+// TestCheckFixKeepsClashingExactly: a request with deviceClassName both on
+// the request (v1beta1's place) and under exactly:, with other values, is
+// reported without a fix: --fix leaves both for the user to choose, rather
+// than overwrite exactly's.
+func TestCheckFixKeepsClashingExactly(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "claim.yaml")
+	doc := "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c, namespace: ns}\nspec:\n  devices:\n    requests:\n" +
+		"    - name: gpu\n      deviceClassName: mig.miglayout.io\n      exactly:\n        deviceClassName: gpu.miglayout.io\n"
+	if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fixed, report, err := runWith(t, nil, "check", "--offline", "--fix", "-f", f)
+	if err == nil || !strings.Contains(report, "exactly: gives other values for deviceClassName, so no fix is offered") {
+		t.Errorf("check --fix: %v, report:\n%s", err, report)
+	}
+	if !strings.Contains(fixed, "deviceClassName: mig.miglayout.io") || !strings.Contains(fixed, "deviceClassName: gpu.miglayout.io") {
+		t.Errorf("--fix dropped one of the two values:\n%s", fixed)
+	}
+}
