@@ -103,8 +103,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		}
 		if !mode.Current {
 			r.noteRebootRequired(p, mode)
-			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
-				Message: fmt.Sprintf("MIG mode enabled but pending until GPU %d is reset (%s)", p.index, pendingWhy(mode))}
+			return modePending(true, p.index, pendingWhy(mode))
 		}
 		if res, refused := r.refusedOnceEnabled(ctx, p); refused {
 			return res
@@ -144,8 +143,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		}
 		if mode.Current {
 			r.noteRebootRequired(p, mode)
-			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
-				Message: fmt.Sprintf("MIG mode disabled but pending until GPU %d is reset (%s)", p.index, pendingWhy(mode))}
+			return modePending(false, p.index, pendingWhy(mode))
 		}
 	}
 	logger.Info("Repartitioned GPU", "layout", p.desired.String(), "destroyed", p.plan.Destroy.String(), "created", joinDevices(p.plan.Create))
@@ -166,6 +164,17 @@ func (r *Repartitioner) noteRebootRequired(p *gpuPlan, mode gpu.MIGMode) {
 		r.awaitingReboot = map[string]bool{}
 	}
 	r.awaitingReboot[p.state.GPU.UUID] = mode.Pending
+}
+
+// modePending is the result of GPU idx whose MIG mode change to enabled
+// stays pending until a reset, for the reason why: Blocked, ResetRequired.
+func modePending(enabled bool, idx int, why string) GPUResult {
+	word := "disabled"
+	if enabled {
+		word = "enabled"
+	}
+	return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
+		Message: fmt.Sprintf("MIG mode %s but pending until GPU %d is reset (%s)", word, idx, why)}
 }
 
 // pendingWhy says why a MIG mode change SetMIGMode made stays pending.

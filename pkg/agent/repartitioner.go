@@ -625,12 +625,8 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 		// Nothing to retry: the change waits for the reboot, not for an
 		// idle GPU. Its devices stay published as they are, and the GPU
 		// says what the pass that set the mode said.
-		word := "disabled"
-		if spec.MIGEnabled {
-			word = "enabled"
-		}
-		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonResetRequired,
-			Message: fmt.Sprintf("MIG mode %s but pending until GPU %d is reset (%s)", word, idx, rebootNeeded)}
+		res := modePending(spec.MIGEnabled, idx, rebootNeeded)
+		return nil, &res
 	}
 	busy := inUse.Intersection(sets.New(p.drain...))
 	if busy.Len() > 0 && pendingAsked {

@@ -238,7 +238,7 @@ func (m *matcher) singleProfiles(ctx context.Context, c *resourceapi.ResourceCla
 // the placement. A claim or class whose spec mentions one of them is
 // judged on each GPU's own devices (gpuProfiles, deviceFits) rather than
 // on a stand-in GPU of the model, which has none of the GPU's topology.
-var perGPUAttributes = []string{"uuid", "pcibusid", "index", "minor", "driverversion", "placementstart", "numanode", "pcieroot"}
+var perGPUAttributes = append([]string{"uuid", "pcibusid", "index", "minor", "driverversion", "placementstart"}, topologyAttributes...)
 
 // topologyAttributes are the per-GPU attributes (lower case) a constraint
 // may compare between a pod's devices and that tell GPUs apart: GPUs on one
