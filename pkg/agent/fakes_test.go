@@ -167,8 +167,15 @@ func newRig(t testing.TB, spec string) *rig {
 // newRigWith is newRig over a simulator of cfg (its Seed is the test's name).
 func newRigWith(t testing.TB, cfg nvmlsim.Config) *rig {
 	t.Helper()
+	return newRigOver(t, cfg, func(l nvml.Interface) nvml.Interface { return l })
+}
+
+// newRigOver is newRigWith with the GPU manager over wrap(simulator)
+// (gputest.OnlyInMIGMode).
+func newRigOver(t testing.TB, cfg nvmlsim.Config, wrap func(nvml.Interface) nvml.Interface) *rig {
+	t.Helper()
 	cfg.Seed = t.Name()
-	sim, mgr := gputest.Simulated(t, cfg)
+	sim, mgr := gputest.SimulatedOver(t, cfg, wrap)
 	dir := t.TempDir()
 	j, err := OpenJournal(dir + "/journal.json")
 	if err != nil {
@@ -190,6 +197,19 @@ func newA100RigWith(t testing.TB, profiles ...mig.Profile) *rig {
 		t.Fatal(err)
 	}
 	return newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware})
+}
+
+// nvmlhA100RigWith is newA100RigWith over a driver that answers no GI
+// profile while MIG mode is off, as nvml.h documents
+// (gputest.ProfilesOnlyInMIGMode): the agent learns NVML's profile table only
+// once MIG mode is on.
+func nvmlhA100RigWith(t testing.TB, profiles ...mig.Profile) *rig {
+	t.Helper()
+	hardware, err := nvmlsim.CatalogWithProfiles(nil, "A100-SXM4-80GB", profiles...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newRigOver(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Catalog: hardware}, gputest.OnlyInMIGMode)
 }
 
 // layouts returns each GPU's layout text from NVML ("-" for MIG off).

@@ -178,7 +178,8 @@ func TestKilledAtAnyNVMLCallConverges(t *testing.T) {
 }
 
 // TestKilledAfterEnablingForRefusedLayout: as
-// TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain, but the agent is killed
+// TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain (a driver that answers no
+// profile with MIG mode off), but the agent is killed
 // right after MIG mode went on, before it checked the layout against the
 // GPU's profile table. The restarted agent, which reads the table and
 // refuses the layout without touching the GPU, turns MIG mode off again
@@ -186,7 +187,7 @@ func TestKilledAtAnyNVMLCallConverges(t *testing.T) {
 // published whole, as without the kill, not left in MIG mode without
 // devices.
 func TestKilledAfterEnablingForRefusedLayout(t *testing.T) {
-	g := rightHalfOnlyRig(t)
+	g := nvmlhA100RigWith(t, rightHalfOnly3g(t))
 	cm := &killingManager{Manager: g.mgr, at: 1, after: true} // SetMIGMode(true) done, then killed
 	g.r.GPUs = cm
 	specs := []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}

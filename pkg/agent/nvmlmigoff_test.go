@@ -10,6 +10,7 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -59,14 +60,42 @@ func TestRefusesWhatNVMLDoesNotOfferOnAGPUWithMIGOff(t *testing.T) {
 	}
 }
 
-// TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain: the agent has never
-// seen the GPU in MIG mode, so NVML's profile table (3g.40gb at 4+4 only)
-// is read only once MIG mode is on for a layout with 3g.40gb@0. Nothing is
-// created: MIG mode goes off again, the whole GPU is published again, and
-// the GPU is InvalidLayout saying what NVML offers; the next pass refuses
-// the layout without touching the GPU.
-func TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain(t *testing.T) {
+// TestRefusedWithMIGModeOffWhereNVMLAnswers: the agent has never seen the
+// GPU in MIG mode, but its driver answers the profile table with MIG mode
+// off (580 does: pkg/mig/gpu's testdata/nvml-traces), so a layout with
+// 3g.40gb@0, which NVML offers at 4+4 only, is refused as InvalidLayout on
+// the first pass without MIG mode being turned on or the whole GPU being
+// drained.
+func TestRefusedWithMIGModeOffWhereNVMLAnswers(t *testing.T) {
 	g := rightHalfOnlyRig(t)
+	counted := &modeSetCounter{NVMLManager: g.mgr.(*gpu.NVMLManager)}
+	g.r.GPUs = counted
+	res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Results[0]; r.Phase != v1alpha1.PhaseFailed || r.Reason != v1alpha1.ReasonInvalidLayout || !strings.Contains(r.Message, "NVML offers 3g.40gb at 4+4 only") {
+		t.Errorf("result %+v, want Failed/InvalidLayout saying NVML offers 3g.40gb at 4+4 only", r)
+	}
+	if counted.sets != 0 {
+		t.Errorf("MIG mode was set %d times for a layout NVML's table, read with MIG mode off, refuses", counted.sets)
+	}
+	for _, pub := range g.inv.pubs {
+		if len(pub.draining) > 0 {
+			t.Errorf("drained %v for a layout NVML refuses", pub.draining)
+		}
+	}
+}
+
+// TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain: the agent has never
+// seen the GPU in MIG mode and its driver answers no profile with MIG mode
+// off (nvml.h), so NVML's profile table (3g.40gb at 4+4 only) is read only
+// once MIG mode is on for a layout with 3g.40gb@0. Nothing is created: MIG
+// mode goes off again, the whole GPU is published again, and the GPU is
+// InvalidLayout saying what NVML offers; the next pass refuses the layout
+// without touching the GPU.
+func TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain(t *testing.T) {
+	g := nvmlhA100RigWith(t, rightHalfOnly3g(t))
 	ctx := t.Context()
 	if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent {
 		t.Fatal("the rig's GPU starts in MIG mode: the test does not bite")
@@ -103,7 +132,8 @@ func TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain(t *testing.T) {
 }
 
 // TestRefusedOnceEnabledWithAnotherGPULost: as
-// TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain on a node whose other
+// TestRefusedOnceMIGIsFirstEnabledTurnsMIGOffAgain (a driver that answers
+// no profile with MIG mode off) on a node whose other
 // GPU has fallen off the bus: the GPU read once MIG mode is on is read
 // (the other one's error aside), so its layout is still checked against
 // its profile table, and MIG mode turned off again.
@@ -112,7 +142,7 @@ func TestRefusedOnceEnabledWithAnotherGPULost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newRigWith(t, nvmlsim.Config{Spec: "2xA100-SXM4-80GB", Catalog: hardware})
+	g := newRigOver(t, nvmlsim.Config{Spec: "2xA100-SXM4-80GB", Catalog: hardware}, gputest.OnlyInMIGMode)
 	if err := g.sim.LoseGPU(1); err != nil {
 		t.Fatal(err)
 	}
@@ -151,12 +181,13 @@ func rightHalfOnly3g(t *testing.T) mig.Profile {
 }
 
 // TestRefusedAfterARestartWithoutTurningMIGOn: the agent that turned MIG
-// mode on to read NVML's profile table, refused the layout and turned MIG
-// mode off again kept the table in its state directory; restarted, it
-// refuses the same layout from the kept table without setting MIG mode
-// (on Ampere each such change waits for a GPU reset).
+// mode on to read NVML's profile table (its driver answers none with MIG
+// mode off), refused the layout and turned MIG mode off again kept the
+// table in its state directory; restarted, it refuses the same layout from
+// the kept table without setting MIG mode (on Ampere each such change waits
+// for a GPU reset).
 func TestRefusedAfterARestartWithoutTurningMIGOn(t *testing.T) {
-	g := rightHalfOnlyRig(t)
+	g := nvmlhA100RigWith(t, rightHalfOnly3g(t))
 	ctx := t.Context()
 	tables := filepath.Join(g.dir, "nvml-profiles.json")
 	g.mgr.(*gpu.NVMLManager).KeepProfileTables(ctx, tables)
@@ -169,7 +200,7 @@ func TestRefusedAfterARestartWithoutTurningMIGOn(t *testing.T) {
 		t.Fatalf("first pass %+v, want InvalidLayout once MIG mode is on, and MIG mode off again", r)
 	}
 
-	restarted, err := gpu.NewNVML(g.sim, nil)
+	restarted, err := gpu.NewNVML(gputest.OnlyInMIGMode(g.sim), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,8 @@ import (
 // NVMLManager is the Manager over go-nvml. Create it with NewNVML (or Open on
 // a node); it caches no state: every call reads NVML afresh, so it always
 // reports NVML truth. Only each GPU's profile table (GPU.ProfileValues) is
-// read once per MIG mode: the first time MIG mode is on, and again the first
+// read once per MIG mode: the first time MIG mode is on (or before, with MIG
+// mode off, where the driver answers then, as 580 does), and again the first
 // time it is on after SetMIGMode or a read saw it off, since nvml.h promises
 // the table (nvmlDeviceGetGpuInstanceProfileInfo) fixed only "throughout the
 // lifetime of a MIG mode"; KeepProfileTables keeps the tables across

@@ -117,12 +117,16 @@ func (m *NVMLManager) gpu(ctx context.Context, idx int, dev nvml.Device) (GPU, e
 	}
 	if g.Model != nil {
 		// Read with MIG mode on; with it off, the table read before (the
-		// best guess of what the next MIG mode offers), so that a layout
-		// NVML refuses is refused before MIG mode is turned on for it.
+		// best guess of what the next MIG mode offers), or NVML's answer
+		// with MIG mode off where none was, so that a layout NVML refuses
+		// is refused before MIG mode is turned on for it.
 		t, ok := m.cachedProfileTable(g.UUID, g.Model.Name)
 		if g.MIGMode.Current {
 			t, ok = m.profileTable(ctx, dev, g, memBytes), true
 		} else {
+			if !ok {
+				t, ok = m.migOffProfileTable(ctx, dev, g, memBytes)
+			}
 			m.markProfileTableStale(g.UUID)
 		}
 		if ok {
@@ -189,12 +193,13 @@ func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU, 
 		klog.FromContext(ctx).Error(err, "Reading the GPU's profile table from NVML; planned devices take the catalog's values, or NVML's of the GPU's last MIG mode", "gpu", g.Index)
 		return old
 	}
-	// NVML answers NOT_SUPPORTED for every profile of a GPU whose MIG mode
-	// is off (nvml.h, nvmlDeviceGetGpuInstanceProfileInfo): a table read
-	// as MIG mode went off (nvidia-smi, a reset applying a pending
-	// disable, SetMIGMode from another goroutine) would say NVML offers
-	// nothing, and every layout would be refused from it before MIG mode
-	// is turned on to read it again.
+	// NVML may answer NOT_SUPPORTED for every profile of a GPU whose MIG
+	// mode is off (nvml.h, nvmlDeviceGetGpuInstanceProfileInfo; driver 580
+	// answers anyway, see migOffProfileTable): a table read as MIG mode
+	// went off (nvidia-smi, a reset applying a pending disable, SetMIGMode
+	// from another goroutine) could say NVML offers nothing, and every
+	// layout would be refused from it before MIG mode is turned on to read
+	// it again.
 	if mode, err := migMode(dev); err != nil || !mode.Current {
 		klog.FromContext(ctx).V(1).Info("MIG mode went off while the GPU's profile table was read; the table is read again when MIG mode is on", "gpu", g.Index, "err", err)
 		return old
@@ -210,6 +215,55 @@ func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU, 
 	m.profiles[g.UUID] = t
 	m.saveProfileTablesLocked(ctx)
 	return t
+}
+
+// migOffProfileTable reads the profile table of a GPU whose MIG mode is off
+// and that has none yet, so that the catalog's differences from NVML are
+// known, and refused layouts refused, before MIG mode is turned on. nvml.h
+// lists NOT_SUPPORTED for nvmlDeviceGetGpuInstanceProfileInfo "if device
+// doesn't have MIG mode enabled", but driver 580 answers with MIG mode off
+// too (recorded on an H200: testdata/nvml-traces). A driver that answers
+// NOT_SUPPORTED for every profile gives no table (false), nor does a read
+// that fails (logged). The table is kept, and marked stale by the caller:
+// it is read again once MIG mode is on, since nvml.h fixes it only for the
+// lifetime of one MIG mode.
+func (m *NVMLManager) migOffProfileTable(ctx context.Context, dev nvml.Device, g GPU, memBytes uint64) (profileTable, bool) {
+	m.profilesMu.Lock()
+	defer m.profilesMu.Unlock()
+	if old, ok := m.profiles[g.UUID]; ok && old.model == g.Model.Name {
+		return old, true // read by a concurrent call
+	}
+	logger := klog.FromContext(ctx)
+	t, err := readProfileTable(dev, g.Model, memBytes)
+	if err != nil {
+		logger.V(1).Info("Reading the profile table of a GPU whose MIG mode is off; it is read once MIG mode is on", "gpu", g.Index, "err", err)
+		return profileTable{}, false
+	}
+	if t.offersNone(g.Model) {
+		logger.V(4).Info("NVML offers no profile while MIG mode is off; the profile table is read once MIG mode is on", "gpu", g.Index)
+		return profileTable{}, false
+	}
+	if len(t.mismatches) > 0 {
+		logger.Info("NVML's profile table differs from the catalog's", "gpu", g.Index, "model", g.Model.Name, "mismatches", t.mismatches, "migMode", "off")
+	}
+	if m.profiles == nil {
+		m.profiles = map[string]profileTable{}
+	}
+	t.model = g.Model.Name
+	m.profiles[g.UUID] = t
+	m.saveProfileTablesLocked(ctx)
+	return t, true
+}
+
+// offersNone reports whether NVML offered none of model's profiles
+// (readProfileTable recorded no placement for each).
+func (t profileTable) offersNone(model *mig.Model) bool {
+	for _, p := range model.Profiles {
+		if pls, ok := t.placements[p.Name]; !ok || len(pls) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // readProfileTable reads each profile of model from NVML

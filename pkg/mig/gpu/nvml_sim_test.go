@@ -802,7 +802,8 @@ func driverCatalog(t *testing.T) *mig.Catalog {
 
 // TestGPUsProfileValues: where NVML describes a profile otherwise than the
 // catalog (a driver's values, or an unverified catalog entry), GPUs reports
-// NVML's values for it, once MIG mode is on; where they agree, nothing.
+// NVML's values for it, with MIG mode off too (driver 580 answers then; see
+// TestProfileTableWithMIGModeOff); where they agree, nothing.
 func TestGPUsProfileValues(t *testing.T) {
 	_, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB,1xA100-SXM4-80GB", Catalog: driverCatalog(t)})
 	ctx := t.Context()
@@ -818,7 +819,8 @@ func TestGPUsProfileValues(t *testing.T) {
 		}
 		return out
 	}
-	if diff := cmp.Diff([][]mig.NVMLProfileValues{nil, nil}, values()); diff != "" {
+	want := [][]mig.NVMLProfileValues{{{Profile: "3g.40gb", MemoryMiB: 40600, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEG: 3}}, nil}
+	if diff := cmp.Diff(want, values()); diff != "" {
 		t.Errorf("MIG off (-want +got):\n%s", diff)
 	}
 	for i := range 2 {
@@ -826,7 +828,6 @@ func TestGPUsProfileValues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := [][]mig.NVMLProfileValues{{{Profile: "3g.40gb", MemoryMiB: 40600, Multiprocessors: 60, CopyEngines: 3, Decoders: 3, JPEG: 3}}, nil}
 	if diff := cmp.Diff(want, values()); diff != "" {
 		t.Errorf("MIG on (-want +got):\n%s", diff)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -99,14 +100,15 @@ func readTableOnce(t *testing.T, sim *nvmlsim.Sim, path string) {
 // TestProfileTablesKeptAcrossRestarts: a manager keeping its tables in a
 // file reports, for a GPU in MIG-off mode, the table NVML gave in the GPU's
 // last MIG mode, read by an earlier manager over the same driver; one
-// without the file reports none (the catalog's), as every manager did
-// before a restart.
+// without the file reports none (the catalog's) where the driver answers
+// no profile with MIG mode off (nvml.h; gputest.ProfilesOnlyInMIGMode).
 func TestProfileTablesKeptAcrossRestarts(t *testing.T) {
 	sim := rightHalfSim(t)
 	path := filepath.Join(t.TempDir(), "nvml-profiles.json")
 	readTableOnce(t, sim, path)
+	lib := gputest.ProfilesOnlyInMIGMode{Interface: sim}
 
-	gpus, err := managerOver(t, sim, nil, path).GPUs(t.Context())
+	gpus, err := managerOver(t, lib, nil, path).GPUs(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestProfileTablesKeptAcrossRestarts(t *testing.T) {
 		t.Errorf("after a restart, MIG off: MIG %+v, 3g.40gb placements %v, mismatches %q; want MIG off with NVML's %v and a mismatch",
 			g.MIGMode, g.NVMLPlacements["3g.40gb"], g.CatalogMismatches, rightHalf3g)
 	}
-	if got := nvmlPlacements(t, managerOver(t, sim, nil, "")); got != nil {
+	if got := nvmlPlacements(t, managerOver(t, lib, nil, "")); got != nil {
 		t.Errorf("a manager not keeping tables reports %v with MIG off: the test does not bite", got)
 	}
 }
@@ -123,7 +125,9 @@ func TestProfileTablesKeptAcrossRestarts(t *testing.T) {
 // than the loaded one, nor where the catalog now describes the GPU's model
 // otherwise (the table holds only what differed from the old description),
 // nor from a file that is not one of this version; the next table read
-// from NVML replaces such a file.
+// from NVML replaces such a file. The driver answers no profile with MIG
+// mode off (nvml.h; gputest.ProfilesOnlyInMIGMode), so that what the GPU reports
+// with MIG mode off comes from the file alone.
 func TestProfileTablesNotTaken(t *testing.T) {
 	otherDesc := profileOf(t, mig.DefaultCatalog(), "1g.10gb")
 	otherDesc.Multiprocessors++
@@ -159,7 +163,7 @@ func TestProfileTablesNotTaken(t *testing.T) {
 			if tc.lib != nil {
 				lib = tc.lib(sim)
 			}
-			m := managerOver(t, lib, tc.catalog, path)
+			m := managerOver(t, gputest.ProfilesOnlyInMIGMode{Interface: lib}, tc.catalog, path)
 			if got := nvmlPlacements(t, m); got != nil {
 				t.Fatalf("MIG off after a restart: 3g.40gb placements %v, want none (the saved table is not valid here)", got)
 			}

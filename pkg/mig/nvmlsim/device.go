@@ -338,14 +338,16 @@ func profileInfo(p *mig.Profile) nvml.GpuInstanceProfileInfo {
 }
 
 // GetGpuInstanceProfileInfo returns the GI profile for an
-// NVML_GPU_INSTANCE_PROFILE_* index (see profileInfo).
-// ERROR_INVALID_ARGUMENT for an index outside 0..GPU_INSTANCE_PROFILE_COUNT-1;
-// ERROR_NOT_SUPPORTED with MIG mode off, on a MIG device, or when the model
-// lacks the profile.
+// NVML_GPU_INSTANCE_PROFILE_* index (see profileInfo), with MIG mode off too,
+// as driver 580 answers (recorded on an H200, testdata/nvml-traces of
+// package gpu; nvml.h lists NOT_SUPPORTED "if device doesn't have MIG mode
+// enabled"). ERROR_INVALID_ARGUMENT for an index outside
+// 0..DriverGIProfileCount-1; ERROR_NOT_SUPPORTED on a MIG device or when the
+// model lacks the profile.
 func (d device) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
 	var info nvml.GpuInstanceProfileInfo
-	ret := d.migOn("GetGpuInstanceProfileInfo", false, func(c devCtx) (bool, nvml.Return) {
-		if profile < 0 || profile >= nvml.GPU_INSTANCE_PROFILE_COUNT {
+	ret := d.with("GetGpuInstanceProfileInfo", false, false, func(c devCtx) (bool, nvml.Return) {
+		if profile < 0 || profile >= DriverGIProfileCount {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
 		p := profileByNVML(c.m, profile)
@@ -362,9 +364,9 @@ func (d device) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstanceProfileI
 // memory slices) of the profile with GI profile ID info.Id, ascending.
 // With MIG mode off too: nvml.h (nvmlDeviceGetGpuInstancePossiblePlacements_v2)
 // returns "all the possible placements for the given profile regardless of
-// whether MIG is enabled or not". ERROR_INVALID_ARGUMENT for a nil info;
-// ERROR_NOT_SUPPORTED for a MIG device handle or a profile ID the model
-// lacks.
+// whether MIG is enabled or not". ERROR_INVALID_ARGUMENT for a nil info or a
+// profile ID the model lacks (as driver 580 answers); ERROR_NOT_SUPPORTED for
+// a MIG device handle.
 func (d device) GetGpuInstancePossiblePlacements(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstancePlacement, nvml.Return) {
 	var out []nvml.GpuInstancePlacement
 	ret := d.with("GetGpuInstancePossiblePlacements", false, false, func(c devCtx) (bool, nvml.Return) {
@@ -373,7 +375,7 @@ func (d device) GetGpuInstancePossiblePlacements(info *nvml.GpuInstanceProfileIn
 		}
 		p := profileByID(c.m, int(info.Id))
 		if p == nil {
-			return false, nvml.ERROR_NOT_SUPPORTED
+			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
 		out = make([]nvml.GpuInstancePlacement, len(p.Placements))
 		for i, pl := range p.Placements {
@@ -411,18 +413,19 @@ func canPlace(g *GPU, m *mig.Model, p *mig.Profile, pl mig.Placement) bool {
 
 // GetGpuInstanceRemainingCapacity returns how many more GIs of the profile
 // with GI profile ID info.Id fit now (placing them greedily in placement
-// order, which is exact for the catalog's pairwise disjoint placements).
-// ERROR_INVALID_ARGUMENT for a nil info; ERROR_NOT_SUPPORTED with MIG mode off
-// or for an unknown profile ID.
+// order, which is exact for the catalog's pairwise disjoint placements);
+// with MIG mode off, as many as fit on the empty GPU (as driver 580
+// answers). ERROR_INVALID_ARGUMENT for a nil info or an unknown profile ID
+// (as driver 580 answers); ERROR_NOT_SUPPORTED on a MIG device.
 func (d device) GetGpuInstanceRemainingCapacity(info *nvml.GpuInstanceProfileInfo) (int, nvml.Return) {
 	n := 0
-	ret := d.migOn("GetGpuInstanceRemainingCapacity", false, func(c devCtx) (bool, nvml.Return) {
+	ret := d.with("GetGpuInstanceRemainingCapacity", false, false, func(c devCtx) (bool, nvml.Return) {
 		if info == nil {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
 		p := profileByID(c.m, int(info.Id))
 		if p == nil {
-			return false, nvml.ERROR_NOT_SUPPORTED
+			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
 		g := *c.g
 		g.GPUInstances = slices.Clone(g.GPUInstances)
@@ -555,14 +558,14 @@ func (d device) CreateGpuInstance(info *nvml.GpuInstanceProfileInfo) (nvml.GpuIn
 // ordered by placement start. ERROR_INVALID_ARGUMENT for a nil info, an
 // info whose InstanceCount is 0 (go-nvml sizes NVML's buffer from it and
 // refuses 0 before calling NVML: read the info with
-// GetGpuInstanceProfileInfo) or an unknown profile ID; ERROR_NOT_SUPPORTED
-// with MIG mode off or on a MIG device.
+// GetGpuInstanceProfileInfo) or an unknown profile ID; none with MIG mode
+// off (as driver 580 answers); ERROR_NOT_SUPPORTED on a MIG device.
 func (d device) GetGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
 	if info == nil || info.InstanceCount == 0 {
 		return nil, nvml.ERROR_INVALID_ARGUMENT
 	}
 	var out []nvml.GpuInstance
-	ret := d.migOn("GetGpuInstances", false, func(c devCtx) (bool, nvml.Return) {
+	ret := d.with("GetGpuInstances", false, false, func(c devCtx) (bool, nvml.Return) {
 		if info == nil || profileByID(c.m, int(info.Id)) == nil {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
@@ -578,10 +581,11 @@ func (d device) GetGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuIn
 }
 
 // GetGpuInstanceById returns the GI with the given GI ID. ERROR_NOT_FOUND when
-// there is none; ERROR_NOT_SUPPORTED with MIG mode off or on a MIG device.
+// there is none, MIG mode off included (as driver 580 answers);
+// ERROR_NOT_SUPPORTED on a MIG device.
 func (d device) GetGpuInstanceById(id int) (nvml.GpuInstance, nvml.Return) {
 	var out nvml.GpuInstance
-	ret := d.migOn("GetGpuInstanceById", false, func(c devCtx) (bool, nvml.Return) {
+	ret := d.with("GetGpuInstanceById", false, false, func(c devCtx) (bool, nvml.Return) {
 		gi := c.g.gi(id)
 		if gi == nil {
 			return false, nvml.ERROR_NOT_FOUND
@@ -608,13 +612,15 @@ func (d device) GetMaxMigDeviceCount() (int, nvml.Return) {
 // GetMigDeviceHandleByIndex returns the index-th MIG device (a GI with its
 // CI), MIG devices ordered by GI ID, then CI ID, as real NVML numbers them
 // (nvidia-smi's MIG device table after creating GIs out of ID order), not by
-// placement or creation order. ERROR_INVALID_ARGUMENT for
-// an index outside 0..GetMaxMigDeviceCount-1; ERROR_NOT_FOUND when fewer MIG
-// devices exist; ERROR_NOT_SUPPORTED with MIG mode off or on a MIG device.
+// placement or creation order. ERROR_INVALID_ARGUMENT for a negative
+// index and, with MIG mode on, one past GetMaxMigDeviceCount-1;
+// ERROR_NOT_FOUND when fewer MIG devices exist, and for any other index with
+// MIG mode off (as driver 580 answers for index 0, where
+// GetMaxMigDeviceCount is 0); ERROR_NOT_SUPPORTED on a MIG device.
 func (d device) GetMigDeviceHandleByIndex(index int) (nvml.Device, nvml.Return) {
 	var out nvml.Device
-	ret := d.migOn("GetMigDeviceHandleByIndex", false, func(c devCtx) (bool, nvml.Return) {
-		if index < 0 || index >= c.m.MaxInstances {
+	ret := d.with("GetMigDeviceHandleByIndex", false, false, func(c devCtx) (bool, nvml.Return) {
+		if index < 0 || (c.g.MIGCurrent && index >= c.m.MaxInstances) {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
 		all := c.g.migDevices()
@@ -656,13 +662,13 @@ func (d device) IsMigDeviceHandle() (bool, nvml.Return) {
 	return d.isMIG && ret == nvml.SUCCESS, ret
 }
 
-// GetGpuInstanceId returns a MIG device's GI ID; ERROR_NOT_SUPPORTED on a GPU
-// handle.
+// GetGpuInstanceId returns a MIG device's GI ID; ERROR_INVALID_ARGUMENT on a
+// GPU handle (as driver 580 answers).
 func (d device) GetGpuInstanceId() (int, nvml.Return) {
 	id := 0
 	ret := d.read("GetGpuInstanceId", true, func(c devCtx) nvml.Return {
 		if c.gi == nil {
-			return nvml.ERROR_NOT_SUPPORTED
+			return nvml.ERROR_INVALID_ARGUMENT
 		}
 		id = c.gi.ID
 		return nvml.SUCCESS
@@ -670,13 +676,13 @@ func (d device) GetGpuInstanceId() (int, nvml.Return) {
 	return id, ret
 }
 
-// GetComputeInstanceId returns a MIG device's CI ID; ERROR_NOT_SUPPORTED on a
-// GPU handle.
+// GetComputeInstanceId returns a MIG device's CI ID; ERROR_INVALID_ARGUMENT
+// on a GPU handle (as driver 580 answers).
 func (d device) GetComputeInstanceId() (int, nvml.Return) {
 	id := 0
 	ret := d.read("GetComputeInstanceId", true, func(c devCtx) nvml.Return {
 		if c.ci == nil {
-			return nvml.ERROR_NOT_SUPPORTED
+			return nvml.ERROR_INVALID_ARGUMENT
 		}
 		id = c.ci.ID
 		return nvml.SUCCESS

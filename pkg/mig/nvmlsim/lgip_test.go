@@ -11,10 +11,13 @@ import (
 // returns what `nvidia-smi mig -lgip` prints for each profile (Memory in GiB
 // = memorySizeMB/1024 to two decimals; SM, DEC, CE, JPEG, OFA), so simulated
 // GPUs return the values published outputs of real ones show (the sources
-// of the catalog's [lgip-h200], [lgip-b200] and [lgip-a30]):
+// of the catalog's [trace-h200], [lgip-b200] and [lgip-a30]):
 //
-//   - H200 141GB, NVIDIA/mig-parted issue #120: 1g.18gb 16.00 GiB, 1g.35gb
-//     and 2g.35gb 32.25 GiB, 3g.71gb and 4g.71gb 69.50 GiB, 7g.141gb 139.75;
+//   - H200 141GB, driver 580.159.04 (on the machine that recorded
+//     [trace-h200]): 1g.18gb 16.00 GiB, 1g.35gb and 2g.35gb 32.50 GiB,
+//     3g.71gb and 4g.71gb 69.75 GiB, 7g.141gb 140.00 (NVIDIA/mig-parted
+//     issue #120's older driver printed a quarter GiB less for all but
+//     1g.18gb);
 //   - B200, NVIDIA/mig-parted PRs #166 and #187 (two driver releases, the
 //     same for these rows): 1g.45gb 44.25 GiB with 30 SMs, 2g.45gb 44.25 GiB
 //     with 4 copy engines;
@@ -33,11 +36,11 @@ func TestProfileInfoMatchesPublishedLGIP(t *testing.T) {
 	}{
 		{"H200-SXM5-141GB", []row{
 			{"1g.18gb", nvml.GPU_INSTANCE_PROFILE_1_SLICE, "16.00", 16, 1, 1, 1, 0},
-			{"1g.35gb", nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, "32.25", 26, 1, 1, 1, 0},
-			{"2g.35gb", nvml.GPU_INSTANCE_PROFILE_2_SLICE, "32.25", 32, 2, 2, 2, 0},
-			{"3g.71gb", nvml.GPU_INSTANCE_PROFILE_3_SLICE, "69.50", 60, 3, 3, 3, 0},
-			{"4g.71gb", nvml.GPU_INSTANCE_PROFILE_4_SLICE, "69.50", 64, 4, 4, 4, 0},
-			{"7g.141gb", nvml.GPU_INSTANCE_PROFILE_7_SLICE, "139.75", 132, 7, 8, 7, 1},
+			{"1g.35gb", nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, "32.50", 26, 1, 1, 1, 0},
+			{"2g.35gb", nvml.GPU_INSTANCE_PROFILE_2_SLICE, "32.50", 32, 2, 2, 2, 0},
+			{"3g.71gb", nvml.GPU_INSTANCE_PROFILE_3_SLICE, "69.75", 60, 3, 3, 3, 0},
+			{"4g.71gb", nvml.GPU_INSTANCE_PROFILE_4_SLICE, "69.75", 64, 4, 4, 4, 0},
+			{"7g.141gb", nvml.GPU_INSTANCE_PROFILE_7_SLICE, "140.00", 132, 7, 8, 7, 1},
 		}},
 		{"B200-180GB", []row{
 			{"1g.23gb", nvml.GPU_INSTANCE_PROFILE_1_SLICE, "", 18, 1, 2, 1, 0},

@@ -15,7 +15,11 @@ import (
 
 const a100 = "A100-PCIE-80GB"
 
-func TestMIGOperationsNeedMIGMode(t *testing.T) {
+// TestMIGOperationsWithMIGModeOff: with MIG mode off the creates are
+// refused and the lookups answer as on a GPU without instances, as driver
+// 580 answers (package gpu's testdata/nvml-traces); with MIG on each works
+// (or, for lookups of instances that do not exist, answers NOT_FOUND).
+func TestMIGOperationsWithMIGModeOff(t *testing.T) {
 	s := newTestSim(t, Config{Spec: "1x" + a100})
 	d := handle(t, s, 0)
 	info := nvml.GpuInstanceProfileInfo{Id: 19, InstanceCount: 7} // 1g on A100, as GetGpuInstanceProfileInfo gives it
@@ -32,11 +36,24 @@ func TestMIGOperationsNeedMIGMode(t *testing.T) {
 		"GetGpuInstanceById":              func() nvml.Return { _, r := d.GetGpuInstanceById(1); return r },
 		"GetMigDeviceHandleByIndex":       func() nvml.Return { _, r := d.GetMigDeviceHandleByIndex(0); return r },
 	}
-	// With MIG off each is refused; with MIG on each works (or, for the
-	// lookups of instances that do not exist, answers NOT_FOUND).
+	wantOff := map[string]nvml.Return{
+		"GetGpuInstanceProfileInfo":       nvml.SUCCESS,
+		"GetGpuInstanceRemainingCapacity": nvml.SUCCESS,
+		"CreateGpuInstanceWithPlacement":  nvml.ERROR_NOT_SUPPORTED,
+		"CreateGpuInstance":               nvml.ERROR_NOT_SUPPORTED,
+		"GetGpuInstances":                 nvml.SUCCESS,
+		"GetGpuInstanceById":              nvml.ERROR_NOT_FOUND,
+		"GetMigDeviceHandleByIndex":       nvml.ERROR_NOT_FOUND,
+	}
 	wantOn := map[string]nvml.Return{"GetGpuInstanceById": nvml.ERROR_NOT_FOUND, "GetMigDeviceHandleByIndex": nvml.ERROR_NOT_FOUND}
 	for name, op := range ops {
-		wantRet(t, name+" with MIG off", op(), nvml.ERROR_NOT_SUPPORTED)
+		wantRet(t, name+" with MIG off", op(), wantOff[name])
+	}
+	if n, ret := d.GetGpuInstanceRemainingCapacity(&info); ret != nvml.SUCCESS || n != 7 {
+		t.Errorf("GetGpuInstanceRemainingCapacity(1g) with MIG off = %d, %v; want 7, SUCCESS", n, ret)
+	}
+	if gis, ret := d.GetGpuInstances(&info); ret != nvml.SUCCESS || len(gis) != 0 {
+		t.Errorf("GetGpuInstances(1g) with MIG off = %d GIs, %v; want none, SUCCESS", len(gis), ret)
 	}
 	if n, ret := d.GetMaxMigDeviceCount(); ret != nvml.SUCCESS || n != 0 {
 		t.Errorf("GetMaxMigDeviceCount with MIG off = %d, %v; want 0, SUCCESS", n, ret)
@@ -66,6 +83,10 @@ func TestGetGpuInstanceProfileInfo(t *testing.T) {
 		for idx := range nvml.GPU_INSTANCE_PROFILE_COUNT {
 			info, ret := d.GetGpuInstanceProfileInfo(idx)
 			p := profileByNVML(m, idx)
+			if idx >= DriverGIProfileCount {
+				wantRet(t, fmt.Sprintf("%s profile %d, past the driver's last", name, idx), ret, nvml.ERROR_INVALID_ARGUMENT)
+				continue
+			}
 			if p == nil {
 				wantRet(t, fmt.Sprintf("%s profile %d", name, idx), ret, nvml.ERROR_NOT_SUPPORTED)
 				continue
@@ -411,8 +432,10 @@ func TestAmperePendingModeUntilReset(t *testing.T) {
 	if diff := cmp.Diff(modeStep{nvml.ERROR_IN_USE, nvml.SUCCESS, 0, 1}, setMode(t, d, nvml.DEVICE_MIG_ENABLE)); diff != "" {
 		t.Errorf("SetMigMode(ENABLE) with a process (-want +got):\n%s", diff)
 	}
-	_, ret := d.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_1_SLICE)
-	wantRet(t, "GetGpuInstanceProfileInfo while enable is pending", ret, nvml.ERROR_NOT_SUPPORTED)
+	info, ret := d.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_1_SLICE)
+	must(t, "GetGpuInstanceProfileInfo while enable is pending", ret)
+	_, ret = d.CreateGpuInstance(&info)
+	wantRet(t, "CreateGpuInstance while enable is pending", ret, nvml.ERROR_NOT_SUPPORTED)
 	// Reset is refused while the process runs.
 	err = s.ResetGPU(0)
 	if !errors.Is(err, nvml.ERROR_IN_USE) {

@@ -79,6 +79,13 @@ const (
 	DriverVersion = "580.95.05"
 	// CUDADriverVersion is what SystemGetCudaDriverVersion returns (13.0).
 	CUDADriverVersion = 13000
+	// DriverGIProfileCount is the driver's NVML_GPU_INSTANCE_PROFILE_COUNT:
+	// GetGpuInstanceProfileInfo answers ERROR_INVALID_ARGUMENT from this
+	// index on. Driver 580.159.04 does so from 17
+	// (GPU_INSTANCE_PROFILE_3_SLICE_GFX in go-nvml v0.13's nvml.h, whose
+	// GPU_INSTANCE_PROFILE_COUNT is 18), as recorded on an H200
+	// (testdata/nvml-traces of package gpu).
+	DriverGIProfileCount = 17
 )
 
 // Config configures New.

@@ -261,7 +261,9 @@ func TestDeviceQueries(t *testing.T) {
 	must(t, "DeviceGetMigMode", ret)
 	// GPU-handle-only queries on the whole GPU.
 	_, ret = d0.GetGpuInstanceId()
-	wantRet(t, "GetGpuInstanceId on a GPU", ret, nvml.ERROR_NOT_SUPPORTED)
+	wantRet(t, "GetGpuInstanceId on a GPU", ret, nvml.ERROR_INVALID_ARGUMENT)
+	_, ret = d0.GetComputeInstanceId()
+	wantRet(t, "GetComputeInstanceId on a GPU", ret, nvml.ERROR_INVALID_ARGUMENT)
 	_, ret = d0.GetDeviceHandleFromMigDeviceHandle()
 	wantRet(t, "GetDeviceHandleFromMigDeviceHandle on a GPU", ret, nvml.ERROR_INVALID_ARGUMENT)
 }

@@ -4,6 +4,8 @@ package gputest
 import (
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
@@ -15,11 +17,18 @@ import (
 // the simulator refuses fails the test.
 func Simulated(t testing.TB, cfg nvmlsim.Config) (*nvmlsim.Sim, *gpu.NVMLManager) {
 	t.Helper()
+	return SimulatedOver(t, cfg, func(l nvml.Interface) nvml.Interface { return l })
+}
+
+// SimulatedOver is Simulated with the manager over wrap(sim): an NVML that
+// answers some calls otherwise than the simulator (ProfilesOnlyInMIGMode).
+func SimulatedOver(t testing.TB, cfg nvmlsim.Config, wrap func(nvml.Interface) nvml.Interface) (*nvmlsim.Sim, *gpu.NVMLManager) {
+	t.Helper()
 	sim, err := nvmlsim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
+	m, err := gpu.NewNVML(wrap(sim), mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,4 +38,42 @@ func Simulated(t testing.TB, cfg nvmlsim.Config) (*nvmlsim.Sim, *gpu.NVMLManager
 		}
 	})
 	return sim, m
+}
+
+// ProfilesOnlyInMIGMode is an NVML that answers
+// nvmlDeviceGetGpuInstanceProfileInfo ERROR_NOT_SUPPORTED while the GPU's
+// MIG mode is off, as nvml.h documents it ("if device doesn't have MIG mode
+// enabled"); driver 580, which the simulator follows, answers anyway.
+// Calls, if set, counts the profile reads made (both answers).
+type ProfilesOnlyInMIGMode struct {
+	nvml.Interface
+	Calls *int
+}
+
+// OnlyInMIGMode wraps lib in ProfilesOnlyInMIGMode.
+func OnlyInMIGMode(lib nvml.Interface) nvml.Interface { return ProfilesOnlyInMIGMode{Interface: lib} }
+
+// DeviceGetHandleByIndex returns the GPU's handle with the profile reads
+// answered as nvml.h documents.
+func (n ProfilesOnlyInMIGMode) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	d, ret := n.Interface.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		return d, ret
+	}
+	return migModeProfilesDevice{Device: d, calls: n.Calls}, ret
+}
+
+type migModeProfilesDevice struct {
+	nvml.Device
+	calls *int
+}
+
+func (d migModeProfilesDevice) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
+	if d.calls != nil {
+		*d.calls++
+	}
+	if cur, _, ret := d.Device.GetMigMode(); ret != nvml.SUCCESS || cur != nvml.DEVICE_MIG_ENABLE {
+		return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
+	}
+	return d.Device.GetGpuInstanceProfileInfo(profile)
 }
