@@ -28,7 +28,10 @@ import (
 // <model>-<driver>-mig-<on|off>.json for testdata/nvml-traces;
 // MIGLAYOUT_NVML_TRACE_NOTE is added to its "recorded" line (the machine's
 // runtime, say). NVIDIA_DRIVER_ROOT is the agent's --nvidia-driver-root
-// (empty: the library search path).
+// (empty: the library search path). With MIGLAYOUT_NVML_HOLDER_PID set to
+// the PID of a process holding memory on every GPU (a CUDA program),
+// GPUProcesses, which the agent reads before it changes MIG mode or
+// destroys a device, must list it with its memory.
 func TestRealNVML(t *testing.T) {
 	if os.Getenv("MIGLAYOUT_NVML_HARDWARE") != "1" {
 		t.Skip("set MIGLAYOUT_NVML_HARDWARE=1 on a machine with an NVIDIA GPU and driver")
@@ -120,6 +123,17 @@ func TestRealNVML(t *testing.T) {
 		}
 		if len(g.CatalogMismatches) > 0 || len(g.ProfileValues) > 0 {
 			t.Errorf("GPU %d (%s): NVML's profile table differs from catalog model %s's: %q, NVML's values %+v", g.Index, g.ProductName, g.Model.Name, g.CatalogMismatches, g.ProfileValues)
+		}
+		if pid := os.Getenv("MIGLAYOUT_NVML_HOLDER_PID"); pid != "" {
+			procs, err := m.GPUProcesses(context.Background(), g.Index)
+			if err != nil {
+				t.Errorf("GPU %d: %v", g.Index, err)
+			}
+			found := slices.ContainsFunc(procs, func(p gpu.Process) bool { return fmt.Sprint(p.PID) == pid && p.UsedMemoryMiB != 0 })
+			if !found {
+				t.Errorf("GPU %d: processes %+v, want the one holding it, PID %s, with its memory", g.Index, procs, pid)
+			}
+			t.Logf("GPU %d: processes %+v", g.Index, procs)
 		}
 		if !g.MIGCapable {
 			t.Errorf("GPU %d (%s): not MIG capable by NVML, though the catalog lists its profiles", g.Index, g.ProductName)
