@@ -42,6 +42,10 @@ type NVMLManager struct {
 	// turned off, or taken from the file of KeepProfileTables: read again
 	// when MIG mode is next on.
 	staleProfiles map[string]bool
+	// noMIGOffTable are the GPUs whose driver answered no profile while
+	// MIG mode was off (nvml.h's NOT_SUPPORTED): not asked again with MIG
+	// mode off in this process.
+	noMIGOffTable map[string]bool
 	// tablesPath is the file KeepProfileTables keeps the tables in ("":
 	// memory only); tablesDriver the driver version they are NVML's of.
 	tablesPath, tablesDriver string

@@ -223,8 +223,10 @@ func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU, 
 // lists NOT_SUPPORTED for nvmlDeviceGetGpuInstanceProfileInfo "if device
 // doesn't have MIG mode enabled", but driver 580 answers with MIG mode off
 // too (recorded on an H200: testdata/nvml-traces). A driver that answers
-// NOT_SUPPORTED for every profile gives no table (false), nor does a read
-// that fails (logged). The table is kept, and marked stale by the caller:
+// NOT_SUPPORTED for every profile gives no table (false), and is not asked
+// again while MIG mode is off in this process; nor does a read that fails
+// (logged, asked again on the next call). The table is kept, and marked
+// stale by the caller:
 // it is read again once MIG mode is on, since nvml.h fixes it only for the
 // lifetime of one MIG mode.
 func (m *NVMLManager) migOffProfileTable(ctx context.Context, dev nvml.Device, g GPU, memBytes uint64) (profileTable, bool) {
@@ -232,6 +234,9 @@ func (m *NVMLManager) migOffProfileTable(ctx context.Context, dev nvml.Device, g
 	defer m.profilesMu.Unlock()
 	if old, ok := m.profiles[g.UUID]; ok && old.model == g.Model.Name {
 		return old, true // read by a concurrent call
+	}
+	if m.noMIGOffTable[g.UUID] {
+		return profileTable{}, false
 	}
 	logger := klog.FromContext(ctx)
 	t, err := readProfileTable(dev, g.Model, memBytes)
@@ -241,6 +246,10 @@ func (m *NVMLManager) migOffProfileTable(ctx context.Context, dev nvml.Device, g
 	}
 	if t.offersNone(g.Model) {
 		logger.V(4).Info("NVML offers no profile while MIG mode is off; the profile table is read once MIG mode is on", "gpu", g.Index)
+		if m.noMIGOffTable == nil {
+			m.noMIGOffTable = map[string]bool{}
+		}
+		m.noMIGOffTable[g.UUID] = true
 		return profileTable{}, false
 	}
 	if len(t.mismatches) > 0 {
