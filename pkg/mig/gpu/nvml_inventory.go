@@ -226,9 +226,8 @@ func (m *NVMLManager) profileTable(ctx context.Context, dev nvml.Device, g GPU, 
 // NOT_SUPPORTED for every profile gives no table (false), and is not asked
 // again while MIG mode is off in this process; nor does a read that fails
 // (logged, asked again on the next call). The table is kept, and marked
-// stale by the caller:
-// it is read again once MIG mode is on, since nvml.h fixes it only for the
-// lifetime of one MIG mode.
+// stale by the caller: it is read again once MIG mode is on, since nvml.h
+// fixes it only for the lifetime of one MIG mode.
 func (m *NVMLManager) migOffProfileTable(ctx context.Context, dev nvml.Device, g GPU, memBytes uint64) (profileTable, bool) {
 	m.profilesMu.Lock()
 	defer m.profilesMu.Unlock()
