@@ -99,6 +99,14 @@ const (
 	// GPUs are shown as last reported; in Auto mode the planner changes
 	// nothing on the node and serves no pod there until the agent is back.
 	ReasonAgentLost = "AgentLost"
+	// ReasonNodeMigLayoutWriteFailed (Degraded=True, node row phase
+	// Failed): the controller could not create or write the node's
+	// NodeMigLayout, because the API server refused it (an admission
+	// webhook or policy, RBAC, an invalid object); the row's message gives
+	// the API server's answer. The node's agent keeps working to the spec it
+	// was last given, if any. A write that lost a race (a conflict) is
+	// retried at once and not reported.
+	ReasonNodeMigLayoutWriteFailed = "NodeMigLayoutWriteFailed"
 	// ReasonNoProblems (Degraded=False).
 	ReasonNoProblems = "NoProblems"
 	// ReasonOverlappingSelectors (Conflict=True): another MigLayout selects

@@ -38,6 +38,10 @@ type NodeState struct {
 	Unmanaged bool
 	// Conflict: another MigLayout selects the node too.
 	Conflict bool
+	// WriteError is the API server's refusal of the controller's last
+	// create or write of the node's NodeMigLayout (withWriteError); ""
+	// when it was written, or the write only lost a race.
+	WriteError string
 	// Problems are the GPUs whose desired state could not be computed.
 	Problems []Problem
 	// Stuck are the GPUs that the agent reports Blocked or Failed, and
@@ -384,6 +388,29 @@ func summarize(states []NodeState) summary {
 		}
 	}
 	return s
+}
+
+// msgWriteFailed starts the message of a node whose NodeMigLayout the API
+// server refused to create or write.
+const msgWriteFailed = "the controller could not write the node's NodeMigLayout"
+
+// withWriteError marks st, a node whose NodeMigLayout the API server
+// refused to create or write (writeRefused), as Failed: not Ready nor
+// Progressing (its agent cannot see the change), phase Failed unless its
+// agent is lost, and the refusal first in its row's message. Degraded names
+// it (ReasonNodeMigLayoutWriteFailed).
+func withWriteError(st NodeState, err error) NodeState {
+	st.WriteError = err.Error()
+	st.Ready, st.Progressing, st.Failed = false, false, true
+	if !st.Lost {
+		st.Row.Phase = v1alpha1.PhaseFailed
+	}
+	msg := msgWriteFailed + ": " + err.Error()
+	if st.Row.Message != "" && st.Row.Message != msgNoReport {
+		msg += "; " + st.Row.Message
+	}
+	st.Row.Message = truncate(msg, maxRowMessage)
+	return st
 }
 
 // onTheWay: the node is Progressing, or a GPU of it is changing beside one

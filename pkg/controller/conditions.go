@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -117,7 +118,7 @@ func readyCondition(s summary, cond condFunc) metav1.Condition {
 
 // degradedReasons orders the reasons of Degraded: the first one present wins.
 var degradedReasons = []string{
-	v1alpha1.ReasonInvalidSelector, v1alpha1.ReasonAgentLost, v1alpha1.ReasonGPUUnreadable, v1alpha1.ReasonGPUMissing, v1alpha1.ReasonInvalidLayout, v1alpha1.ReasonUnknownGPU,
+	v1alpha1.ReasonInvalidSelector, v1alpha1.ReasonNodeMigLayoutWriteFailed, v1alpha1.ReasonAgentLost, v1alpha1.ReasonGPUUnreadable, v1alpha1.ReasonGPUMissing, v1alpha1.ReasonInvalidLayout, v1alpha1.ReasonUnknownGPU,
 	v1alpha1.ReasonDeviceInUse, v1alpha1.ReasonUnknownAllocation, v1alpha1.ReasonResetRequired, v1alpha1.ReasonNVMLError, v1alpha1.ReasonDeviceTaintsUnsupported,
 	v1alpha1.ReasonJournalUnwritable, v1alpha1.ReasonPassFailed, v1alpha1.ReasonNoNodes, v1alpha1.ReasonRuleMatchesNoGPU, v1alpha1.ReasonProfileNotOffered, v1alpha1.ReasonSparesNotHoldable,
 }
@@ -127,13 +128,30 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 		return cond(v1alpha1.ConditionDegraded, true, v1alpha1.ReasonInvalidSelector, "%v", obs.SelectorErr)
 	}
 	seen := map[string]bool{}
-	var msgs []string
-	var lost int32
+	// The problems are told in the order of their reasons (degradedReasons),
+	// so that the bounded message names the one the reason gives first.
+	type entry struct {
+		rank int
+		msg  string
+	}
+	var entries []entry
+	add := func(reason, msg string) {
+		seen[reason] = true
+		rank := slices.Index(degradedReasons, reason)
+		if rank < 0 {
+			rank = len(degradedReasons)
+		}
+		entries = append(entries, entry{rank, msg})
+	}
+	var lost, unwritten int32
 	for _, n := range obs.Nodes {
+		if n.WriteError != "" {
+			unwritten++
+			add(v1alpha1.ReasonNodeMigLayoutWriteFailed, fmt.Sprintf("node %s: %s: %s", n.Row.Node, msgWriteFailed, n.WriteError))
+		}
 		if n.Lost {
 			lost++
-			seen[v1alpha1.ReasonAgentLost] = true
-			msgs = append(msgs, fmt.Sprintf("node %s: %s", n.Row.Node, n.LostMessage))
+			add(v1alpha1.ReasonAgentLost, fmt.Sprintf("node %s: %s", n.Row.Node, n.LostMessage))
 		}
 	}
 	gpuProblems := 0
@@ -141,36 +159,41 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 		// One rule failing alike on several GPUs of the node is told once.
 		var whys []string
 		gpus := map[string][]string{}
+		reasons := map[string]string{}
 		for _, p := range n.Problems {
-			seen[p.Reason] = true
 			gpuProblems++
 			why := strings.TrimPrefix(p.Message, fmt.Sprintf("gpu %d ", p.GPU))
 			if _, ok := gpus[why]; !ok {
 				whys = append(whys, why)
+				reasons[why] = p.Reason
 			}
+			seen[p.Reason] = true
 			gpus[why] = append(gpus[why], fmt.Sprint(p.GPU))
 		}
 		for _, why := range whys {
 			if len(gpus[why]) == 1 && why != "" {
-				msgs = append(msgs, fmt.Sprintf("node %s gpu %s %s", n.Row.Node, gpus[why][0], why))
+				add(reasons[why], fmt.Sprintf("node %s gpu %s %s", n.Row.Node, gpus[why][0], why))
 				continue
 			}
-			msgs = append(msgs, fmt.Sprintf("node %s gpus %s %s", n.Row.Node, strings.Join(gpus[why], ", "), why))
+			add(reasons[why], fmt.Sprintf("node %s gpus %s %s", n.Row.Node, strings.Join(gpus[why], ", "), why))
 		}
 		for _, g := range n.Stuck {
 			gpuProblems++
 			r := stuckReason(g)
-			seen[r] = true
 			msg := fmt.Sprintf("node %s gpu %d: %s (%s)", n.Row.Node, g.GPU, g.Phase, r)
 			if g.Message != "" {
 				msg += ": " + g.Message
 			}
-			msgs = append(msgs, msg)
+			add(r, msg)
 		}
 	}
 	for _, p := range obs.SpecProblems {
-		seen[p.Reason] = true
-		msgs = append(msgs, p.Message)
+		add(p.Reason, p.Message)
+	}
+	slices.SortStableFunc(entries, func(a, b entry) int { return a.rank - b.rank })
+	msgs := make([]string, len(entries))
+	for i, e := range entries {
+		msgs[i] = e.msg
 	}
 	if len(msgs) == 0 {
 		return cond(v1alpha1.ConditionDegraded, false, v1alpha1.ReasonNoProblems, "no GPU is blocked or failed")
@@ -190,6 +213,9 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 		}
 	}
 	var counts []string
+	if unwritten > 0 {
+		counts = append(counts, fmt.Sprintf("%d %s", unwritten, plural(unwritten, "node whose NodeMigLayout could not be written", "nodes whose NodeMigLayout could not be written")))
+	}
 	if lost > 0 {
 		counts = append(counts, fmt.Sprintf("%d %s", lost, plural(lost, "node with a lost agent", "nodes with a lost agent")))
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -93,7 +94,7 @@ func TestConditions(t *testing.T) {
 			want: []condition{
 				{"Ready", "False", "NodesNotReady", "2 of 2 nodes are not ready: 1 failed, 1 blocked"},
 				stable,
-				{"Degraded", "True", "InvalidLayout", `2 GPU problems: node a gpu 0: Blocked (DeviceInUse): claim ns/c, node b gpu 1 (A100), rule "x": does not fit`},
+				{"Degraded", "True", "InvalidLayout", `2 GPU problems: node b gpu 1 (A100), rule "x": does not fit, node a gpu 0: Blocked (DeviceInUse): claim ns/c`},
 				noConflict,
 			},
 		},
@@ -198,5 +199,27 @@ func TestDegradedGroupsARuleFailingOnSeveralGPUs(t *testing.T) {
 	want := `5 GPU problems: node n gpus 0, 1, 2, 3 ` + why + `, node n gpu 4 (Tesla T4): no MIG`
 	if d == nil || d.Message != want {
 		t.Errorf("Degraded %+v, want message %q", d, want)
+	}
+}
+
+// TestDegradedNamesItsReasonFirst: the Degraded message, bounded to a few
+// problems, tells them in the order of their reasons, so that the problem
+// its reason names is in it however many others come before it in node
+// order (nine nodes blocked by a device in use, then a GPU NVML cannot
+// read).
+func TestDegradedNamesItsReasonFirst(t *testing.T) {
+	var nodes []NodeState
+	for i := range 9 {
+		n := blockedNode(fmt.Sprintf("a%d", i))
+		n.Stuck[0].Message = strings.Repeat("claim ns/c ", 20)
+		nodes = append(nodes, n)
+	}
+	unreadable := NodeState{Row: v1alpha1.NodeRow{Node: "z", Phase: v1alpha1.PhaseFailed}, Failed: true, Reporting: true,
+		Stuck: []StuckGPU{{GPU: 3, Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUUnreadable, Message: "NVML cannot read the GPU"}}}
+	nodes = append(nodes, unreadable)
+	obs := Observation{Nodes: nodes, Generation: 1}
+	d := meta.FindStatusCondition(Conditions(obs), v1alpha1.ConditionDegraded)
+	if d.Reason != v1alpha1.ReasonGPUUnreadable || !strings.HasPrefix(d.Message, "10 GPU problems: node z gpu 3: Failed (GPUUnreadable)") {
+		t.Errorf("Degraded %s %q; want GPUUnreadable, naming node z first", d.Reason, d.Message)
 	}
 }

@@ -40,6 +40,11 @@ const (
 	EventAgentLost = v1alpha1.ReasonAgentLost
 	// EventAgentReturned (Normal): a lost agent renews its Lease again.
 	EventAgentReturned = "AgentReturned"
+	// EventNodeMigLayoutWriteFailed (Warning): the API server refused the
+	// controller's create or write of a node's NodeMigLayout (see
+	// v1alpha1.ReasonNodeMigLayoutWriteFailed); once while it keeps
+	// refusing.
+	EventNodeMigLayoutWriteFailed = v1alpha1.ReasonNodeMigLayoutWriteFailed
 )
 
 // Event is one event to record on the MigLayout.
@@ -135,6 +140,12 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 			// had not reported (no GPU rows), nor one held back by
 			// maxNodesChanging whose rule was reverted meanwhile.
 			add(n.Row.Node, corev1.EventTypeNormal, EventRepartitioned, "Repartition", "node %s holds the desired layout%s", n.Row.Node, describeGPUs(changedGPUs(before, n.Row)))
+		}
+		if n.WriteError != "" {
+			key := EventNodeMigLayoutWriteFailed + "\x00" + n.Row.Node
+			if isNew(key, !strings.HasPrefix(before.Message, msgWriteFailed)) {
+				add(n.Row.Node, corev1.EventTypeWarning, EventNodeMigLayoutWriteFailed, "WriteNodeMigLayout", "node %s: %s: %s", n.Row.Node, msgWriteFailed, n.WriteError)
+			}
 		}
 		for _, g := range n.Stuck {
 			if g.Phase != v1alpha1.PhaseBlocked {

@@ -97,6 +97,9 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		var due time.Time
 		st, due = withFailingPasses(st, nml, r.failing.observe(ml.Name, node, nml, now), now)
 		failingDue = earliest(failingDue, due)
+		if err != nil && writeRefused(err) {
+			st = withWriteError(st, err)
+		}
 		states = append(states, st)
 	}
 	// A Lease's expiry comes with no event: look again when the first of
@@ -422,4 +425,13 @@ func (r *Reconciler) patchSpec(ctx context.Context, existing, next *v1alpha1.Nod
 		}
 	}
 	return err
+}
+
+// writeRefused reports whether err, from creating or writing a
+// NodeMigLayout, is the API server refusing the object or the request (an
+// admission webhook or policy, RBAC, validation), which a retry does not
+// mend; not a conflict, a timeout or an unavailable server.
+func writeRefused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsUnauthorized(err) || apierrors.IsRequestEntityTooLargeError(err) || apierrors.IsMethodNotSupported(err)
 }
