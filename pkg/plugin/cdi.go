@@ -15,6 +15,7 @@ import (
 	cdiparser "tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/google/renameio/v2"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/slices"
 )
@@ -167,7 +168,7 @@ func deviceNodes(paths []string) []*cdispec.DeviceNode {
 // <hostRoot>/proc/driver/nvidia/capabilities/gpu<minor>/mig/gi<GI>/access and
 // .../gi<GI>/ci<CI>/access.
 func ownDeviceNodes(hostRoot string, src slices.Source) ([]string, error) {
-	nodes := []string{fmt.Sprintf("/dev/nvidia%d", src.GPU.Minor)}
+	nodes := []string{gpuDeviceNode(src.GPU.Minor)}
 	if src.MIG == nil {
 		return nodes, nil
 	}
@@ -182,6 +183,9 @@ func ownDeviceNodes(hostRoot string, src slices.Source) ([]string, error) {
 	}
 	return nodes, nil
 }
+
+// gpuDeviceNode is the device node of the GPU with the given device minor.
+func gpuDeviceNode(minor int) string { return fmt.Sprintf("/dev/nvidia%d", minor) }
 
 // capabilityPath is the access file of GI giID (ciID < 0) or of its CI ciID on
 // the GPU with the given minor.
@@ -279,8 +283,13 @@ func WriteFakeCapabilities(hostRoot string, gpuMinor int, d gpu.MIGDevice) error
 		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
 			return fmt.Errorf("writing fake capability: %w", err)
 		}
-		content := fmt.Sprintf("DeviceFileMinor: %d\nDeviceFileMode: 292\nDeviceFileModify: 1\n", f.minor)
-		if err := os.WriteFile(f.path, []byte(content), 0o644); err != nil {
+		content := []byte(fmt.Sprintf("DeviceFileMinor: %d\nDeviceFileMode: 292\nDeviceFileModify: 1\n", f.minor))
+		if old, err := os.ReadFile(f.path); err == nil && bytes.Equal(old, content) {
+			continue
+		}
+		// Replaced whole (renamed over): a prepare reading it meanwhile
+		// sees the old file or the new one, never a truncated one.
+		if err := renameio.WriteFile(f.path, content, 0o644); err != nil {
 			return fmt.Errorf("writing fake capability: %w", err)
 		}
 	}

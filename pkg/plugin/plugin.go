@@ -404,7 +404,12 @@ func (p *Plugin) prepareClaimIf(ctx context.Context, claim *resourceapi.Resource
 	}
 	p.mu.Unlock()
 	if ok {
-		err := p.reprepare(ctx, prepared)
+		// Only while the record is still the one read: the agent's
+		// RefreshRecreated may record the claim's recreated devices, or
+		// the orphan sweep release it, while NVML is read. Superseded, the
+		// kubelet's prepare fails and is retried, and then answers from
+		// the record as it is.
+		err := p.reprepareIf(ctx, prepared, true)
 		if err == nil {
 			return resultDevices(prepared), nil
 		}
@@ -597,9 +602,10 @@ func (p *Plugin) reprepare(ctx context.Context, pc PreparedClaim) error {
 }
 
 // reprepareIf is reprepare; with onlyIfCurrent, the CDI spec is written
-// only while the claim's record is still pc (the kubelet, which calls the
-// plugin beside the agent's RefreshRecreated, may have unprepared it, or
-// prepared it anew, since pc was read).
+// only while the claim's record is still pc, else errSuperseded (the
+// kubelet, which calls the plugin beside the agent's RefreshRecreated and
+// orphan sweep, may have unprepared it, or prepared it anew, since pc was
+// read).
 func (p *Plugin) reprepareIf(ctx context.Context, pc PreparedClaim, onlyIfCurrent bool) error {
 	inv, err := p.readInventory(ctx, pc.gpuIndexes())
 	if err != nil {
@@ -655,6 +661,13 @@ func (p *Plugin) reprepareWith(pc PreparedClaim, inv migslices.Inventory, onlyIf
 		if uuid != d.UUID && recreated == nil {
 			recreated = fmt.Errorf("device %s (prepared as %s) is %s now: %w", d.Device, d.UUID, uuid, errRecreated)
 		}
+		// The GPU's device minor is the driver's probe order, not the
+		// board's: after a reboot with a GPU removed, the same board at the
+		// same index may be /dev/nvidia<another minor>, and the recorded
+		// node another GPU's.
+		if node := gpuDeviceNode(src.GPU.Minor); len(d.DeviceNodes) > 0 && !slices.Contains(d.DeviceNodes, node) && recreated == nil {
+			recreated = fmt.Errorf("device %s (prepared with device nodes %v) is on %s now: %w", d.Device, d.DeviceNodes, node, errRecreated)
+		}
 	}
 	if recreated != nil {
 		return recreated
@@ -674,7 +687,7 @@ func (p *Plugin) reprepareWith(pc PreparedClaim, inv migslices.Inventory, onlyIf
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cur, ok := p.claims[pc.UID]; onlyIfCurrent && (!ok || !equality.Semantic.DeepEqual(cur, pc)) {
-		return nil
+		return errSuperseded
 	}
 	if p.specOnDisk(pc) {
 		return nil

@@ -60,7 +60,7 @@ func (p *Plugin) RefreshRecreated(ctx context.Context) map[types.UID]error {
 			err = p.reprepareWith(pc, inv, true)
 		}
 		switch {
-		case err == nil, errors.Is(err, ErrDeviceGone):
+		case err == nil, errors.Is(err, ErrDeviceGone), errors.Is(err, errSuperseded):
 			continue
 		case !errors.Is(err, errRecreated):
 			failed[pc.UID] = fmt.Errorf("checking the devices of claim %s/%s: %w", pc.Namespace, pc.Name, err)
