@@ -134,6 +134,12 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 			}
 		case wasLost:
 			add(n.Row.Node, corev1.EventTypeNormal, EventAgentReturned, "Heartbeat", "node %s: the agent renews its heartbeat Lease again", n.Row.Node)
+			// Back with its layout changed while it was lost (the GPU rows
+			// kept as last reported): the Repartitioned of that change,
+			// which no later pass tells (the node is Ready then).
+			if n.Ready && hasRow && actualChanged(before, n.Row) {
+				add(n.Row.Node, corev1.EventTypeNormal, EventRepartitioned, "Repartition", "node %s holds the desired layout%s", n.Row.Node, describeGPUs(changedGPUs(before, n.Row)))
+			}
 		case n.Ready && hasRow && before.Phase != v1alpha1.PhaseReady && actualChanged(before, n.Row):
 			// Ready now after a row whose GPUs held other layouts: not a
 			// node left as it was (a conflict: no phase), one whose agent

@@ -100,6 +100,16 @@ func TestTransitions(t *testing.T) {
 			obs:  Observation{Nodes: []NodeState{ready}},
 			want: []Event{{"Normal", "AgentReturned", "Heartbeat", "node a: the agent renews its heartbeat Lease again", "a"}},
 		},
+		"a lost agent is back with its layout changed meanwhile: both are told": {
+			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{func() v1alpha1.NodeRow {
+				r := lostNode("a").Row
+				r.GPUs = []v1alpha1.GPURow{{Index: 0, Desired: "7g.80gb@0", Actual: "3g.40gb@0,3g.40gb@4", Phase: v1alpha1.PhaseRepartitioning}}
+				return r
+			}()}},
+			obs: Observation{Nodes: []NodeState{ready}},
+			want: []Event{{"Normal", "AgentReturned", "Heartbeat", "node a: the agent renews its heartbeat Lease again", "a"},
+				{"Normal", "Repartitioned", "Repartition", `node a holds the desired layout; changed: gpu 0 "7g.80gb@0"`, "a"}},
+		},
 		"conflict appears": {
 			obs:  Observation{Selection: conflict, Nodes: []NodeState{UnmanagedNode("a", "x", true)}},
 			want: []Event{{"Warning", "Conflict", "SelectNodes", conflictMsg, ""}},
