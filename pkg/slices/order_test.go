@@ -70,3 +70,19 @@ func TestSortDevicesLeastRoomLostFirst(t *testing.T) {
 		t.Errorf("published order (-want +got):\n%s", diff)
 	}
 }
+
+// Devices that tie on size and room lost keep GPU index order where their
+// names sort otherwise: GPU 10's 1g.10gb after GPU 2's (by name
+// "gpu-10-..." sorts first).
+func TestSortDevicesTiesByGPUIndex(t *testing.T) {
+	inv, _ := simInventory(t, "11xA100-SXM4-80GB", map[int]string{2: "1g.10gb@4", 10: "1g.10gb@4"})
+	var names []string
+	for _, d := range inv.Devices(nil) {
+		if d.Name == "gpu-2-mig-1g10gb-19-4" || d.Name == "gpu-10-mig-1g10gb-19-4" {
+			names = append(names, d.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"gpu-2-mig-1g10gb-19-4", "gpu-10-mig-1g10gb-19-4"}, names); diff != "" {
+		t.Errorf("published order (-want +got):\n%s", diff)
+	}
+}

@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"errors"
 	"maps"
 	"math"
 	"reflect"
@@ -130,8 +131,8 @@ func TestSimRefusesDestroyingAllocatedDevices(t *testing.T) {
 	fs, _ := newFeasibleSet(m, mixProfiles(cfg.Mixes))
 	tr, _ := genTrace(m, DefaultMixes()[0], 2, 20, 0.9, 3600, 1)
 	s := newSim(m, tr, 2, 2, nil, &cfg, false, rogue{}, fs)
-	if err := s.run(); err == nil {
-		t.Fatal("a change destroying an allocated device was accepted")
+	if err := s.run(); !errors.Is(err, errDestroysAllocated) {
+		t.Fatalf("a change destroying an allocated device: %v, want it refused as such", err)
 	}
 }
 

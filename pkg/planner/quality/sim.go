@@ -3,6 +3,7 @@ package quality
 import (
 	"cmp"
 	"container/heap"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -347,6 +348,10 @@ func (s *sim) assign(id, gi int, d mig.Device) error {
 	return nil
 }
 
+// errDestroysAllocated is change's refusal of a layout without a device a
+// claim holds: no strategy may destroy an allocated device.
+var errDestroysAllocated = errors.New("destroys an allocated device")
+
 // change sets GPU g's layout to to. It refuses a change that destroys an
 // allocated or reserved device (unless the strategy migrates, see repack),
 // an invalid layout, and a change of a GPU in flight for a locking strategy.
@@ -363,7 +368,7 @@ func (s *sim) change(gi int, to mig.Layout, recreateFree bool) error {
 	}
 	for d, id := range g.owner {
 		if !to.Contains(d) {
-			return fmt.Errorf("GPU %d: change %s -> %s destroys %s of claim %d", gi, g.layout, to, d, id)
+			return fmt.Errorf("GPU %d: change %s -> %s destroys %s of claim %d: %w", gi, g.layout, to, d, id, errDestroysAllocated)
 		}
 	}
 	plan := s.model.Diff(g.layout, to)
