@@ -455,6 +455,18 @@ func TestInputKey(t *testing.T) {
 	if shared("3g.40gb@0") == shared("") {
 		t.Error("a device held with admin access only (allocated or released) gives the same key")
 	}
+	// A pod outside the demand that waits for a change in flight keeps
+	// that change: bound (or deleted, or found unschedulable again), it
+	// changes what the plan cancels, and the key.
+	inFlight := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{{Index: 0, ServedPods: []string{"ns/w"}}}}}
+	waitsFor := func(nodeName string) string {
+		w := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"}, Spec: corev1.PodSpec{NodeName: nodeName}}
+		return inputKey(AutoInputs{Pods: []corev1.Pod{w}, NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{"n1": inFlight}}, planner.Snapshot{})
+	}
+	if waitsFor("") == waitsFor("n1") {
+		t.Error("a pod waiting for a change in flight, then bound, gives the same key")
+	}
 }
 
 // TestAllocatedDevicesPinned: devices that claims hold are pinned, those
