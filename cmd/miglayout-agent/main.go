@@ -104,10 +104,22 @@ func main() {
 	ctrl.SetLogger(logger)
 	ctx := klog.NewContext(ctrl.SetupSignalHandler(), logger)
 	if err := run(ctx, o); err != nil {
+		if stoppedEarly(ctx, err) {
+			logger.Info("Agent stopped before it started", "err", err)
+			klog.Flush()
+			return
+		}
 		logger.Error(err, "Agent failed")
 		klog.Flush()
 		os.Exit(1)
 	}
+}
+
+// stoppedEarly reports whether err is run's answer to the stop signal
+// arriving before the agent started (waiting for the state lock that a
+// terminating agent still holds): a normal exit, not a failure.
+func stoppedEarly(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && errors.Is(err, context.Canceled) && !errors.Is(err, managerrun.ErrNotStopped)
 }
 
 // ensureMIGManagementNodes makes the host's /dev/nvidia-caps nodes of the
@@ -209,7 +221,15 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	defer gpus.Shutdown()
+	// Not where the manager did not stop in time: a pass may still be
+	// inside NVML, and Shutdown waits for calls in flight; the process
+	// exits, and the journal resumes the pass.
+	stuck := false
+	defer func() {
+		if !stuck {
+			_ = gpus.Shutdown()
+		}
+	}()
 
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -326,6 +346,7 @@ func run(ctx context.Context, o options) error {
 	}
 	logger.Info("Starting agent", "driver", o.driverName, "simulated", o.simulate != "", "bindingConditions", o.bindingConditions, "settle", o.settle)
 	if err := managerrun.Start(ctx, mgr, managerrun.StopWithin); err != nil {
+		stuck = errors.Is(err, managerrun.ErrNotStopped)
 		return fmt.Errorf("running manager: %w", err)
 	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/miglayout/miglayout/pkg/managerrun"
 )
 
 // TestStateLockWaitsForTheHolder: a second agent on the same state
@@ -37,5 +41,34 @@ func TestStateLockWaitsForTheHolder(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiting agent did not take the lock once it was released")
+	}
+}
+
+// TestStoppedEarly: the stop signal while the agent waits for the state
+// lock ends it cleanly; any other error, or the manager not stopping in
+// time, is a failure.
+func TestStoppedEarly(t *testing.T) {
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	dir := t.TempDir()
+	holder, err := lockStateDir(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder()
+	_, waitErr := lockStateDir(stopped, dir)
+	for name, tc := range map[string]struct {
+		ctx  context.Context
+		err  error
+		want bool
+	}{
+		"stopped while waiting for the lock": {stopped, waitErr, true},
+		"failed while running":               {context.Background(), errors.New("loading kubeconfig: no such file"), false},
+		"cancelled error, agent not stopped": {context.Background(), fmt.Errorf("x: %w", context.Canceled), false},
+		"manager not stopped in time":        {stopped, fmt.Errorf("running manager: %w (%w)", managerrun.ErrNotStopped, context.Canceled), false},
+	} {
+		if got := stoppedEarly(tc.ctx, tc.err); got != tc.want {
+			t.Errorf("%s: stoppedEarly(%v) = %t, want %t", name, tc.err, got, tc.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ package managerrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -17,6 +18,12 @@ const StopWithin = 35 * time.Second
 type Starter interface {
 	Start(ctx context.Context) error
 }
+
+// ErrNotStopped is Start's error where the manager had not stopped
+// stopWithin after its context ended: its runnables may still run (a
+// reconcile inside a call that hangs), so the caller should exit without
+// closing what they use.
+var ErrNotStopped = errors.New("not stopped")
 
 // Start runs mgr until ctx ends and returns its error, or, where mgr has
 // not returned stopWithin after ctx ended, an error saying so. The
@@ -39,7 +46,7 @@ func Start(ctx context.Context, mgr Starter, stopWithin time.Duration) error {
 	case err := <-done:
 		return err
 	case <-timer.C:
-		return fmt.Errorf("stopping the manager: not stopped %s after the stop signal (an informer cache that never synced: look for list errors above, such as a forbidden list)", stopWithin)
+		return fmt.Errorf("stopping the manager: %w %s after the stop signal (an informer cache that never synced: look for list errors above, such as a forbidden list)", ErrNotStopped, stopWithin)
 	}
 }
 

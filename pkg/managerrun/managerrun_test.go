@@ -32,6 +32,9 @@ func TestStart(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel()
 			err := Start(ctx, tc.mgr, tc.stopWithin)
+			if errors.Is(err, ErrNotStopped) != (name == "never stops") {
+				t.Errorf("Start: %v; ErrNotStopped only for the manager that never stops", err)
+			}
 			if got := ""; err != nil {
 				got = err.Error()
 				if tc.want == "" || !strings.Contains(got, tc.want) {
