@@ -201,7 +201,7 @@ func newA100RigWith(t testing.TB, profiles ...mig.Profile) *rig {
 
 // nvmlhA100RigWith is newA100RigWith over a driver that answers no GI
 // profile while MIG mode is off, as nvml.h documents
-// (gputest.ProfilesOnlyInMIGMode): the agent learns NVML's profile table only
+// (gputest.OnlyInMIGMode): the agent learns NVML's profile table only
 // once MIG mode is on.
 func nvmlhA100RigWith(t testing.TB, profiles ...mig.Profile) *rig {
 	t.Helper()

@@ -11,31 +11,6 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
-// countingProfiles counts the profile reads that reach NVML and answers as
-// NVML does.
-type countingProfiles struct {
-	nvml.Interface
-	calls *int
-}
-
-func (n countingProfiles) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
-	d, ret := n.Interface.DeviceGetHandleByIndex(i)
-	if ret != nvml.SUCCESS {
-		return d, ret
-	}
-	return countingDevice{Device: d, calls: n.calls}, ret
-}
-
-type countingDevice struct {
-	nvml.Device
-	calls *int
-}
-
-func (d countingDevice) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
-	*d.calls++
-	return d.Device.GetGpuInstanceProfileInfo(profile)
-}
-
 // TestProfileTableWithMIGModeOff: a GPU whose MIG mode is off and whose
 // table was never read gets the table NVML gives with MIG mode off, where
 // the driver answers then (580: NVML's values and placements reported
@@ -51,12 +26,12 @@ func TestProfileTableWithMIGModeOff(t *testing.T) {
 		wantOff []mig.NVMLProfileValues
 	}{
 		"driver answering with MIG mode off": {
-			wrap:    func(l nvml.Interface, n *int) nvml.Interface { return countingProfiles{l, n} },
+			wrap:    func(l nvml.Interface, n *int) nvml.Interface { return gputest.ProfileReads{Interface: l, Calls: n} },
 			wantOff: want,
 		},
 		"driver answering only in MIG mode": {
 			wrap: func(l nvml.Interface, n *int) nvml.Interface {
-				return gputest.ProfilesOnlyInMIGMode{Interface: l, Calls: n}
+				return gputest.ProfileReads{Interface: l, Calls: n, OnlyInMIGMode: true}
 			},
 		},
 	} {

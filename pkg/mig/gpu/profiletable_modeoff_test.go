@@ -41,7 +41,7 @@ func (d modeOffDevice) GetMigMode() (int, int, nvml.Return) {
 
 // TestProfileTableReadAsMIGModeGoesOffIsNotKept: where NVML answers
 // NOT_SUPPORTED for every profile once MIG mode is off (nvml.h;
-// gputest.ProfilesOnlyInMIGMode), a table read just as it went off is not kept as
+// gputest.OnlyInMIGMode), a table read just as it went off is not kept as
 // the GPU's (it would say NVML offers no profile at all, and every layout
 // would be refused without MIG mode being turned on again).
 func TestProfileTableReadAsMIGModeGoesOffIsNotKept(t *testing.T) {
@@ -51,7 +51,7 @@ func TestProfileTableReadAsMIGModeGoesOffIsNotKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	armed := true
-	m := managerOver(t, gputest.ProfilesOnlyInMIGMode{Interface: turnsMIGOff{Sim: sim, armed: &armed}}, nil, "")
+	m := managerOver(t, gputest.OnlyInMIGMode(turnsMIGOff{Sim: sim, armed: &armed}), nil, "")
 	if _, err := m.GPUs(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -101,12 +101,12 @@ func readTableOnce(t *testing.T, sim *nvmlsim.Sim, path string) {
 // file reports, for a GPU in MIG-off mode, the table NVML gave in the GPU's
 // last MIG mode, read by an earlier manager over the same driver; one
 // without the file reports none (the catalog's) where the driver answers
-// no profile with MIG mode off (nvml.h; gputest.ProfilesOnlyInMIGMode).
+// no profile with MIG mode off (nvml.h; gputest.OnlyInMIGMode).
 func TestProfileTablesKeptAcrossRestarts(t *testing.T) {
 	sim := rightHalfSim(t)
 	path := filepath.Join(t.TempDir(), "nvml-profiles.json")
 	readTableOnce(t, sim, path)
-	lib := gputest.ProfilesOnlyInMIGMode{Interface: sim}
+	lib := gputest.ProfileReads{Interface: sim, OnlyInMIGMode: true}
 
 	gpus, err := managerOver(t, lib, nil, path).GPUs(t.Context())
 	if err != nil {
@@ -126,7 +126,7 @@ func TestProfileTablesKeptAcrossRestarts(t *testing.T) {
 // otherwise (the table holds only what differed from the old description),
 // nor from a file that is not one of this version; the next table read
 // from NVML replaces such a file. The driver answers no profile with MIG
-// mode off (nvml.h; gputest.ProfilesOnlyInMIGMode), so that what the GPU reports
+// mode off (nvml.h; gputest.OnlyInMIGMode), so that what the GPU reports
 // with MIG mode off comes from the file alone.
 func TestProfileTablesNotTaken(t *testing.T) {
 	otherDesc := profileOf(t, mig.DefaultCatalog(), "1g.10gb")
@@ -163,7 +163,7 @@ func TestProfileTablesNotTaken(t *testing.T) {
 			if tc.lib != nil {
 				lib = tc.lib(sim)
 			}
-			m := managerOver(t, gputest.ProfilesOnlyInMIGMode{Interface: lib}, tc.catalog, path)
+			m := managerOver(t, gputest.ProfileReads{Interface: lib, OnlyInMIGMode: true}, tc.catalog, path)
 			if got := nvmlPlacements(t, m); got != nil {
 				t.Fatalf("MIG off after a restart: 3g.40gb placements %v, want none (the saved table is not valid here)", got)
 			}

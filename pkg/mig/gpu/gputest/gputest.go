@@ -21,7 +21,7 @@ func Simulated(t testing.TB, cfg nvmlsim.Config) (*nvmlsim.Sim, *gpu.NVMLManager
 }
 
 // SimulatedOver is Simulated with the manager over wrap(sim): an NVML that
-// answers some calls otherwise than the simulator (ProfilesOnlyInMIGMode).
+// answers some calls otherwise than the simulator (ProfileReads).
 func SimulatedOver(t testing.TB, cfg nvmlsim.Config, wrap func(nvml.Interface) nvml.Interface) (*nvmlsim.Sim, *gpu.NVMLManager) {
 	t.Helper()
 	sim, err := nvmlsim.New(cfg)
@@ -40,40 +40,45 @@ func SimulatedOver(t testing.TB, cfg nvmlsim.Config, wrap func(nvml.Interface) n
 	return sim, m
 }
 
-// ProfilesOnlyInMIGMode is an NVML that answers
-// nvmlDeviceGetGpuInstanceProfileInfo ERROR_NOT_SUPPORTED while the GPU's
-// MIG mode is off, as nvml.h documents it ("if device doesn't have MIG mode
-// enabled"); driver 580, which the simulator follows, answers anyway.
-// Calls, if set, counts the profile reads made (both answers).
-type ProfilesOnlyInMIGMode struct {
+// ProfileReads is an NVML whose nvmlDeviceGetGpuInstanceProfileInfo is
+// counted in Calls (if set) and, with OnlyInMIGMode, answers
+// ERROR_NOT_SUPPORTED while the GPU's MIG mode is off, as nvml.h documents it
+// ("if device doesn't have MIG mode enabled"); driver 580, which the
+// simulator follows, answers anyway.
+type ProfileReads struct {
 	nvml.Interface
-	Calls *int
+	Calls         *int
+	OnlyInMIGMode bool
 }
 
-// OnlyInMIGMode wraps lib in ProfilesOnlyInMIGMode.
-func OnlyInMIGMode(lib nvml.Interface) nvml.Interface { return ProfilesOnlyInMIGMode{Interface: lib} }
+// OnlyInMIGMode wraps lib in ProfileReads answering as nvml.h documents.
+func OnlyInMIGMode(lib nvml.Interface) nvml.Interface {
+	return ProfileReads{Interface: lib, OnlyInMIGMode: true}
+}
 
-// DeviceGetHandleByIndex returns the GPU's handle with the profile reads
-// answered as nvml.h documents.
-func (n ProfilesOnlyInMIGMode) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+// DeviceGetHandleByIndex returns the GPU's handle with its profile reads
+// counted and answered as n says.
+func (n ProfileReads) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
 	d, ret := n.Interface.DeviceGetHandleByIndex(i)
 	if ret != nvml.SUCCESS {
 		return d, ret
 	}
-	return migModeProfilesDevice{Device: d, calls: n.Calls}, ret
+	return profileReadsDevice{Device: d, n: n}, ret
 }
 
-type migModeProfilesDevice struct {
+type profileReadsDevice struct {
 	nvml.Device
-	calls *int
+	n ProfileReads
 }
 
-func (d migModeProfilesDevice) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
-	if d.calls != nil {
-		*d.calls++
+func (d profileReadsDevice) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
+	if d.n.Calls != nil {
+		*d.n.Calls++
 	}
-	if cur, _, ret := d.Device.GetMigMode(); ret != nvml.SUCCESS || cur != nvml.DEVICE_MIG_ENABLE {
-		return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
+	if d.n.OnlyInMIGMode {
+		if cur, _, ret := d.Device.GetMigMode(); ret != nvml.SUCCESS || cur != nvml.DEVICE_MIG_ENABLE {
+			return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
+		}
 	}
 	return d.Device.GetGpuInstanceProfileInfo(profile)
 }
