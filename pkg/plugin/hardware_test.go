@@ -10,11 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/slices"
 )
 
 // TestRealDeviceNodes runs on a machine with an NVIDIA GPU and driver when
-// MIGLAYOUT_NVML_HARDWARE=1 (skipped otherwise), from a process that sees
+// gputest.HardwareEnv (MIGLAYOUT_NVML_HARDWARE) is 1 (skipped otherwise), from a process that sees
 // the host's / and /dev (NVIDIA_DRIVER_ROOT as in pkg/mig/gpu's
 // TestRealNVML). It changes nothing: it reads what the plugin reads of the
 // host (/proc/devices, the driver's params and MIG capability files) and
@@ -25,12 +26,10 @@ import (
 // ensureDeviceNodes and EnsureMIGManagementNodes leave alone (neither is
 // called: each may make or fix a node).
 func TestRealDeviceNodes(t *testing.T) {
-	if os.Getenv("MIGLAYOUT_NVML_HARDWARE") != "1" {
-		t.Skip("set MIGLAYOUT_NVML_HARDWARE=1 on a machine with an NVIDIA GPU and driver")
-	}
+	root := gputest.Hardware(t)
 	const hostRoot, devRoot = "/", "/dev"
 	procDevices := filepath.Join(hostRoot, "proc/devices")
-	m, err := gpu.OpenAt(t.Context(), os.Getenv("NVIDIA_DRIVER_ROOT"))
+	m, err := gpu.OpenAt(t.Context(), root)
 	if err != nil {
 		t.Fatal(err)
 	}

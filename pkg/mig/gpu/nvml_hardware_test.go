@@ -14,10 +14,11 @@ import (
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 )
 
 // TestRealNVML runs on a machine with an NVIDIA GPU when
-// MIGLAYOUT_NVML_HARDWARE=1 (skipped otherwise). It changes nothing: it
+// gputest.HardwareEnv (MIGLAYOUT_NVML_HARDWARE) is 1 (skipped otherwise). It changes nothing: it
 // probes every GPU (probe: reads, and GPU-instance creates only where MIG
 // mode is off, which NVML refuses), compares each answer with the
 // simulator's for the same model and MIG mode, and lists the GPUs with the
@@ -33,10 +34,7 @@ import (
 // GPUProcesses, which the agent reads before it changes MIG mode or
 // destroys a device, must list it with its memory.
 func TestRealNVML(t *testing.T) {
-	if os.Getenv("MIGLAYOUT_NVML_HARDWARE") != "1" {
-		t.Skip("set MIGLAYOUT_NVML_HARDWARE=1 on a machine with an NVIDIA GPU and driver")
-	}
-	root := os.Getenv("NVIDIA_DRIVER_ROOT")
+	root := gputest.Hardware(t)
 	var opts []nvml.LibraryOption
 	if root != "" {
 		path, err := gpu.FindNVMLLibrary(root)

@@ -45,26 +45,29 @@ type nvmlCall struct {
 	Board bool `json:"board,omitempty"`
 }
 
-// returnName is the nvmlReturn_t constant's name without "NVML_" (go-nvml's
-// Error() gives nvmlErrorString's prose once the real library is loaded).
+// returnNames are the nvmlReturn_t constants' names without "NVML_"
+// (go-nvml's Error() gives nvmlErrorString's prose once the real library is
+// loaded).
+var returnNames = map[nvml.Return]string{
+	nvml.SUCCESS:                         "SUCCESS",
+	nvml.ERROR_UNINITIALIZED:             "ERROR_UNINITIALIZED",
+	nvml.ERROR_INVALID_ARGUMENT:          "ERROR_INVALID_ARGUMENT",
+	nvml.ERROR_NOT_SUPPORTED:             "ERROR_NOT_SUPPORTED",
+	nvml.ERROR_NO_PERMISSION:             "ERROR_NO_PERMISSION",
+	nvml.ERROR_NOT_FOUND:                 "ERROR_NOT_FOUND",
+	nvml.ERROR_INSUFFICIENT_SIZE:         "ERROR_INSUFFICIENT_SIZE",
+	nvml.ERROR_INSUFFICIENT_RESOURCES:    "ERROR_INSUFFICIENT_RESOURCES",
+	nvml.ERROR_IN_USE:                    "ERROR_IN_USE",
+	nvml.ERROR_RESET_REQUIRED:            "ERROR_RESET_REQUIRED",
+	nvml.ERROR_GPU_IS_LOST:               "ERROR_GPU_IS_LOST",
+	nvml.ERROR_FUNCTION_NOT_FOUND:        "ERROR_FUNCTION_NOT_FOUND",
+	nvml.ERROR_ARGUMENT_VERSION_MISMATCH: "ERROR_ARGUMENT_VERSION_MISMATCH",
+	nvml.ERROR_UNKNOWN:                   "ERROR_UNKNOWN",
+}
+
+// returnName is r's name in returnNames, else its number.
 func returnName(r nvml.Return) string {
-	names := map[nvml.Return]string{
-		nvml.SUCCESS:                         "SUCCESS",
-		nvml.ERROR_UNINITIALIZED:             "ERROR_UNINITIALIZED",
-		nvml.ERROR_INVALID_ARGUMENT:          "ERROR_INVALID_ARGUMENT",
-		nvml.ERROR_NOT_SUPPORTED:             "ERROR_NOT_SUPPORTED",
-		nvml.ERROR_NO_PERMISSION:             "ERROR_NO_PERMISSION",
-		nvml.ERROR_NOT_FOUND:                 "ERROR_NOT_FOUND",
-		nvml.ERROR_INSUFFICIENT_SIZE:         "ERROR_INSUFFICIENT_SIZE",
-		nvml.ERROR_INSUFFICIENT_RESOURCES:    "ERROR_INSUFFICIENT_RESOURCES",
-		nvml.ERROR_IN_USE:                    "ERROR_IN_USE",
-		nvml.ERROR_RESET_REQUIRED:            "ERROR_RESET_REQUIRED",
-		nvml.ERROR_GPU_IS_LOST:               "ERROR_GPU_IS_LOST",
-		nvml.ERROR_FUNCTION_NOT_FOUND:        "ERROR_FUNCTION_NOT_FOUND",
-		nvml.ERROR_ARGUMENT_VERSION_MISMATCH: "ERROR_ARGUMENT_VERSION_MISMATCH",
-		nvml.ERROR_UNKNOWN:                   "ERROR_UNKNOWN",
-	}
-	if n, ok := names[r]; ok {
+	if n, ok := returnNames[r]; ok {
 		return n
 	}
 	return fmt.Sprintf("return code %d", int(r))

@@ -2,6 +2,7 @@
 package gputest
 
 import (
+	"os"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -81,4 +82,19 @@ func (d profileReadsDevice) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInst
 		}
 	}
 	return d.Device.GetGpuInstanceProfileInfo(profile)
+}
+
+// HardwareEnv is the variable that lets tests run against the machine's
+// real GPUs and NVIDIA driver (read-only checks; skipped without it).
+const HardwareEnv = "MIGLAYOUT_NVML_HARDWARE"
+
+// Hardware skips the test unless HardwareEnv is "1", and returns the
+// driver root to load NVML from (NVIDIA_DRIVER_ROOT, the agent's
+// --nvidia-driver-root; empty: the library search path).
+func Hardware(t testing.TB) (driverRoot string) {
+	t.Helper()
+	if os.Getenv(HardwareEnv) != "1" {
+		t.Skipf("set %s=1 on a machine with an NVIDIA GPU and driver", HardwareEnv)
+	}
+	return os.Getenv("NVIDIA_DRIVER_ROOT")
 }
