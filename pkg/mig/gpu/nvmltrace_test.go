@@ -63,6 +63,8 @@ var returnNames = map[nvml.Return]string{
 	nvml.ERROR_FUNCTION_NOT_FOUND:        "ERROR_FUNCTION_NOT_FOUND",
 	nvml.ERROR_ARGUMENT_VERSION_MISMATCH: "ERROR_ARGUMENT_VERSION_MISMATCH",
 	nvml.ERROR_UNKNOWN:                   "ERROR_UNKNOWN",
+	nvml.ERROR_LIBRARY_NOT_FOUND:         "ERROR_LIBRARY_NOT_FOUND",
+	nvml.ERROR_DRIVER_NOT_LOADED:         "ERROR_DRIVER_NOT_LOADED",
 }
 
 // returnName is r's name in returnNames, else its number.
