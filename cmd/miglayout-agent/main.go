@@ -274,6 +274,13 @@ func run(ctx context.Context, o options) error {
 	for uid, err := range drv.RestoreSpecs(ctx) {
 		logger.Error(err, "CDI spec of a prepared claim not restored: the agent's first pass tries again (the kubelet does not prepare a claim it holds prepared again)", "claim", uid)
 	}
+	removed, err := drv.RemoveStaleSpecs()
+	if len(removed) > 0 {
+		logger.Info("Removed CDI specs of claims never prepared and checkpoint temporary files left by an earlier stop", "files", removed)
+	}
+	if err != nil {
+		logger.Error(err, "Leftover CDI specs or checkpoint temporary files not removed")
+	}
 	helper, err := drv.Start(ctx, kube,
 		kubeletplugin.RegistrarDirectoryPath(o.registrarDir),
 		kubeletplugin.PluginDataDirectoryPath(pluginDataDir))

@@ -44,6 +44,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/hashicorp/go-multierror"
 	"github.com/miglayout/miglayout/pkg/gpulock"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
@@ -210,6 +211,60 @@ func (p *Plugin) RestoreSpecs(ctx context.Context) map[types.UID]error {
 		}
 	}
 	return failed
+}
+
+// RemoveStaleSpecs removes the CDI spec files this driver wrote
+// (k8s.<driver>-claim_<claim UID>.json in the CDI directory) of claims the
+// checkpoint does not hold prepared, and checkpoint temporary files
+// (.checkpoint.json.*.tmp) a crash left in the checkpoint directory. A
+// prepare writes the spec before the checkpoint and an unprepare removes
+// it first, so such a spec is one of a prepare that never succeeded (the
+// agent stopped between the two writes, and the kubelet did not prepare
+// again, e.g. the pod was deleted meanwhile): no container was given its
+// devices, and the kubelet prepares again any claim it still needs,
+// writing the spec again. Left, these files pile up over a node's life,
+// and the container runtime reads them all each time it refreshes its CDI
+// registry. Other vendors' and classes' files are not touched. Call it once
+// after New, before Start (nothing is prepared concurrently). It returns
+// the paths removed and the errors of those it could not remove or list.
+func (p *Plugin) RemoveStaleSpecs() ([]string, error) {
+	var removed []string
+	var errs error
+	prefix := cdiapi.GenerateTransientSpecName(cdiVendor(p.cfg.DriverName), CDIClass, "")
+	entries, err := os.ReadDir(p.cfg.CDIDir)
+	if err != nil {
+		errs = multierror.Append(errs, fmt.Errorf("listing CDI specs: %w", err))
+	}
+	for _, e := range entries {
+		uid, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		uid, ok = strings.CutSuffix(uid, ".json")
+		if !ok || uid == "" {
+			continue
+		}
+		if _, held := p.claims[types.UID(uid)]; held {
+			continue
+		}
+		if err := p.cdi.RemoveSpec(e.Name()); err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("removing stale CDI spec: %w", err))
+			continue
+		}
+		removed = append(removed, filepath.Join(p.cfg.CDIDir, e.Name()))
+	}
+	temps, err := filepath.Glob(filepath.Join(p.cfg.CheckpointDir, "."+CheckpointFile+".*.tmp"))
+	if err != nil {
+		errs = multierror.Append(errs, fmt.Errorf("listing checkpoint temporary files: %w", err))
+	}
+	for _, path := range temps {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = multierror.Append(errs, fmt.Errorf("removing checkpoint temporary file: %w", err))
+			continue
+		}
+		removed = append(removed, path)
+	}
+	return removed, errs
 }
 
 // helperLinger is how long the kubelet plugin helper runs on after the
