@@ -112,10 +112,17 @@ func (m *NVMLManager) create(logger klog.Logger, idx int, d mig.Device) (MIGDevi
 }
 
 // rollback destroys a GI whose CI could not be created and returns cause,
-// joined with the rollback's own failure if any (rollbackFailure).
+// joined with the rollback's own failure if any (rollbackFailure). A
+// destroy NVML answers ERROR_INVALID_ARGUMENT or ERROR_NOT_FOUND (the
+// handle is stale: another client destroyed the GI, or the create
+// reported success without making it) leaves nothing to roll back.
 func (m *NVMLManager) rollback(logger klog.Logger, gi nvml.GpuInstance, cause error) error {
 	logger.V(2).Info("Rolling back GPU instance after failure", "err", cause.Error())
-	if err := staleErr("nvmlGpuInstanceDestroy", gi.Destroy()); err != nil {
+	ret := gi.Destroy()
+	if ret == nvml.ERROR_INVALID_ARGUMENT || ret == nvml.ERROR_NOT_FOUND {
+		return fmt.Errorf("%w (the GPU instance is gone already: NVML answers %s to its destroy)", cause, nvml.ErrorString(ret))
+	}
+	if err := staleErr("nvmlGpuInstanceDestroy", ret); err != nil {
 		return &multierror.Error{
 			Errors:      []error{cause, rollbackFailure{err: err}},
 			ErrorFormat: joinErrors,

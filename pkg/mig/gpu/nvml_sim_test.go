@@ -534,6 +534,7 @@ func TestCreateRollback(t *testing.T) {
 		notWantErrs []error
 		wantCode    nvml.Return
 		wantMsg     []string
+		notWantMsg  []string
 		wantLayout  string // what remains on the GPU
 	}{
 		{
@@ -554,6 +555,18 @@ func TestCreateRollback(t *testing.T) {
 			wantCode:   nvml.ERROR_INSUFFICIENT_RESOURCES,
 			wantMsg:    []string{"creating compute instance", "; and then rolling back the GPU instance failed", "2g.20gb@2", "GPU 0"},
 			wantLayout: "2g.20gb@2",
+		},
+		// The create reported success without making the GPU instance
+		// (or another client destroyed it at once): its handle is stale,
+		// and the rollback has nothing to destroy.
+		{
+			name:       "GI gone before the rollback",
+			faults:     []nvmlsim.Fault{{Op: "CreateGpuInstanceWithPlacement", Nth: 1, Lie: true}},
+			wantErrs:   []error{gpu.ErrNotFound},
+			wantCode:   nvml.ERROR_INVALID_ARGUMENT,
+			wantMsg:    []string{"reading the new GPU instance", "the GPU instance is gone already", "2g.20gb@2", "GPU 0"},
+			notWantMsg: []string{"rolling back the GPU instance failed", "left without a compute instance"},
+			wantLayout: "",
 		},
 		// The rollback refused as in use: the failure is still the
 		// create's (not a device in use), ErrInUse not matched.
@@ -612,6 +625,11 @@ func TestCreateRollback(t *testing.T) {
 			for _, s := range tc.wantMsg {
 				if !strings.Contains(err.Error(), s) {
 					t.Errorf("error %q lacks %q", err, s)
+				}
+			}
+			for _, s := range tc.notWantMsg {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("error %q says %q", err, s)
 				}
 			}
 			if got := simLayout(sim, 0).String(); got != tc.wantLayout {
