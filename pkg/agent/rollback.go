@@ -22,6 +22,13 @@ import (
 // destroying when it stopped (JournalEntry.inFlight); GIs on GPUs nobody
 // asked miglayout to manage
 // (split by an administrator, perhaps with smaller compute instances) stay.
+// A GI whose published name a claim allocates or the kubelet plugin holds
+// prepared is never destroyed (its compute instance removed by another
+// tool, say): it is reported in failed as in use (gpu.ErrInUse) until the
+// claim lets it go. Under the GPU lock the GPU is read again and a GI
+// destroyed only if it still has no full-size compute instance, so that one
+// odd NVML answer (describe reads a GI whose compute instance it could not
+// list as one without) destroys nothing.
 // It reports whether it destroyed any, and, by GPU index, the GIs it could
 // not destroy; err only when the GPU lock could not be taken (ctx done).
 func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec) (rolled bool, failed map[int]error, err error) {
@@ -40,6 +47,9 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 			journaled.Insert(fmt.Sprintf("%d/%s/%s", e.GPU, e.UUID, d))
 		}
 	}
+	// held is what claims allocate or the plugin holds prepared, read
+	// once a GI to roll back is met.
+	var held sets.Set[string]
 	for i := range obs {
 		g := &obs[i]
 		for _, d := range g.Devices {
@@ -50,10 +60,33 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 			if !managed && !journaled.Has(fmt.Sprintf("%d/%s/%s", g.GPU.Index, g.GPU.UUID, d.Device())) {
 				continue
 			}
+			if held == nil {
+				if held, err = r.heldDevices(ctx); err != nil {
+					failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("rolling back GPU instance %s, which has no full-size compute instance: %w", d.Device(), err))
+					continue
+				}
+			}
+			if name := r.Inventory.DeviceName(g.GPU, &d); held.Has(name) {
+				failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("GPU instance %s has no full-size compute instance, but device %s is allocated or prepared: %w; it is destroyed once its claim lets it go", d.Device(), name, gpu.ErrInUse))
+				continue
+			}
 			logger.Info("Rolling back GPU instance without a full-size compute instance", "gpu", g.GPU.Index, "device", d.Device().String(), "giID", d.GIID)
 			end, err := r.Locks.BeginReconfigure(ctx, g.GPU.Index)
 			if err != nil {
 				return rolled, failed, err
+			}
+			still, err := r.stillWithoutCI(ctx, g.GPU.Index, d)
+			if err != nil || !still {
+				end()
+				if err != nil {
+					failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], err)
+					continue
+				}
+				// Read with its compute instance under the lock: nothing
+				// to roll back (the pass observes the GPU again).
+				logger.Info("The GPU instance has its compute instance when read again; not rolled back", "gpu", g.GPU.Index, "device", d.Device().String())
+				rolled = true
+				continue
 			}
 			err = r.GPUs.DestroyMIGDevice(ctx, g.GPU.Index, d.Device())
 			end()
@@ -71,6 +104,37 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 		}
 	}
 	return rolled, failed, nil
+}
+
+// heldDevices returns the published names of the devices claims allocate
+// (the cache) or the kubelet plugin holds prepared.
+func (r *Repartitioner) heldDevices(ctx context.Context) (sets.Set[string], error) {
+	out, err := r.Allocations.AllocatedDevices(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+	}
+	out = out.Clone()
+	if r.Prepared != nil {
+		out = out.Union(r.Prepared.PreparedDevices())
+	}
+	return out, nil
+}
+
+// stillWithoutCI reads GPU idx again and reports whether GI d (same
+// placement, same GI ID) is there still without a full-size compute
+// instance. A GI gone answers true: DestroyMIGDevice then finds nothing
+// (gpu.ErrNotFound), which the rollback takes as done.
+func (r *Repartitioner) stillWithoutCI(ctx context.Context, idx int, d gpu.MIGDevice) (bool, error) {
+	devs, err := r.GPUs.MIGDevices(ctx, idx)
+	if err != nil {
+		return false, fmt.Errorf("reading GPU %d again before rolling back GPU instance %s: %w", idx, d.Device(), err)
+	}
+	for _, now := range devs {
+		if now.Device() == d.Device() && now.GIID == d.GIID {
+			return now.CIID < 0, nil
+		}
+	}
+	return true, nil
 }
 
 // cancelOrphanModes cancels a MIG mode change the agent left pending (the

@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+)
+
+// removeCI destroys the compute instance of the 3g GPU instance at start on
+// GPU idx behind the agent's back (nvidia-smi mig -dci), leaving the GPU
+// instance.
+func (g *rig) removeCI(t *testing.T, idx, start int) {
+	t.Helper()
+	dev, ret := g.sim.DeviceGetHandleByIndex(idx)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	gis, ret := dev.GetGpuInstances(&info)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	for _, gi := range gis {
+		gInfo, ret := gi.GetInfo()
+		if ret != nvml.SUCCESS {
+			t.Fatal(ret)
+		}
+		if int(gInfo.Placement.Start) != start {
+			continue
+		}
+		for _, ci := range mustCIs(t, gi) {
+			if ret := ci.Destroy(); ret != nvml.SUCCESS {
+				t.Fatal(ret)
+			}
+		}
+		return
+	}
+	t.Fatalf("no 3g GPU instance at %d on GPU %d", start, idx)
+}
+
+// TestRollbackLeavesHeldGPUInstance: a GPU instance whose compute instance
+// another tool removed, while a claim allocates its device or the kubelet
+// plugin holds it prepared, is not destroyed: the GPU is Blocked on it
+// (DeviceInUse, naming the device), and rolled back and made whole again
+// once the claim lets it go.
+func TestRollbackLeavesHeldGPUInstance(t *testing.T) {
+	const held = "gpu-0-mig-3g40gb-9-4"
+	for name, hold := range map[string]func(g *rig){
+		"allocated": func(g *rig) { g.alloc.cached, g.alloc.live = sets.New(held), sets.New(held) },
+		"prepared":  func(g *rig) { g.prep.names.Insert(held) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			g := newRig(t, "1xA100-SXM4-80GB")
+			g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+			hold(g)
+			g.removeCI(t, 0, 4)
+			want := []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}
+			res, err := g.r.Sync(ctx, want, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res.Results[0]
+			if got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonDeviceInUse || !strings.Contains(got.Message, held) {
+				t.Errorf("result %+v, want Blocked/DeviceInUse naming %s", got, held)
+			}
+			gis := g.sim.Snapshot().GPUs[0].GPUInstances
+			if len(gis) != 2 {
+				t.Fatalf("%d GPU instances, want both kept (the held one without its compute instance)", len(gis))
+			}
+
+			g.alloc.cached, g.alloc.live = nil, nil
+			g.prep.names.Delete(held)
+			if res, err = g.r.Sync(ctx, want, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
+				t.Errorf("result once released %+v, want Ready", got)
+			}
+			for _, gi := range g.sim.Snapshot().GPUs[0].GPUInstances {
+				if len(gi.ComputeInstances) != 1 {
+					t.Errorf("GI at %d has %d compute instances once released, want 1", gi.Placement.Start, len(gi.ComputeInstances))
+				}
+			}
+		})
+	}
+}
+
+// TestRollbackReadsAgainUnderLock: one NVML answer that makes a sound GPU
+// instance read as one without its compute instance (NOT_SUPPORTED for the
+// full-size compute instance profile, at any of the pass's first reads)
+// destroys nothing, whether or not its device is in use: the rollback reads
+// the GPU again under the lock.
+func TestRollbackReadsAgainUnderLock(t *testing.T) {
+	for _, allocated := range []bool{false, true} {
+		for nth := 1; nth <= 4; nth++ {
+			t.Run(fmt.Sprintf("allocated=%v/read%d", allocated, nth), func(t *testing.T) {
+				ctx := context.Background()
+				g := newRig(t, "1xA100-SXM4-80GB")
+				g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+				if allocated {
+					const held = "gpu-0-mig-3g40gb-9-4"
+					g.alloc.cached, g.alloc.live = sets.New(held), sets.New(held)
+				}
+				before := []string{g.migUUID(t, 0, "3g.40gb@0"), g.migUUID(t, 0, "3g.40gb@4")}
+				if err := g.sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.GetComputeInstanceProfileInfo", Nth: nth, Return: nvml.ERROR_NOT_SUPPORTED}); err != nil {
+					t.Fatal(err)
+				}
+				want := []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}
+				for range 2 {
+					if _, err := g.r.Sync(ctx, want, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				after := []string{g.migUUID(t, 0, "3g.40gb@0"), g.migUUID(t, 0, "3g.40gb@4")}
+				if before[0] != after[0] || before[1] != after[1] {
+					t.Errorf("MIG devices destroyed and made again on one odd read: UUIDs %v, then %v", before, after)
+				}
+			})
+		}
+	}
+}
