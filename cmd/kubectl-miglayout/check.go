@@ -374,8 +374,25 @@ func (c *checker) attribute(p, kind, domain, name string) {
 	fix := fmt.Sprintf("the %ss in %s are: %s", noun, domain, strings.Join(known, ", "))
 	if n := nearest(name, known); n != "" {
 		fix = fmt.Sprintf("device.%s['%s'].%s (the %ss in %s are: %s)", kind, domain, n, noun, domain, strings.Join(known, ", "))
+	} else if in := domainsWith(table, name); len(in) > 0 {
+		// Another domain's name, as the standard topology attributes
+		// (resource.kubernetes.io/pcieRoot, numaNode) read under the
+		// driver's.
+		fix = fmt.Sprintf("%s is in domain %s: device.%s['%s'].%s, or %s/%s in a matchAttribute", name, in[0], kind, in[0], name, in[0], name)
 	}
 	c.add(p, fmt.Sprintf("no device has the %s %s/%s (%s): reading it is a CEL error on every device, so the claim is never allocated", noun, domain, name, c.world.source), fix, nil)
+}
+
+// domainsWith returns, sorted, the domains of table that have name.
+func domainsWith(table map[string]map[string]bool, name string) []string {
+	var out []string
+	for d, names := range table {
+		if names[name] {
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // podSpec checks the resource claims of a pod spec at keys.

@@ -119,7 +119,7 @@ func TestCheckClean(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if out != "No problems found in 2 objects.\n" {
+	if out != "No problems found in 3 objects.\n" {
 		t.Errorf("output %q", out)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -44,6 +45,8 @@ func migDevices() []resourceapi.Device {
 	m := models[0]
 	g := migslices.PlannedGPU(m, 0)
 	g.DriverVersion, g.CUDADriverVersion, g.PCIBusID = "580.95.05", "13.0", "0000:07:00.0"
+	// The topology attributes an agent reads from sysfs.
+	g.PCIeRoot, g.NUMANode = "pci0000:00", ptr.To(0)
 	out := []resourceapi.Device{migslices.GPUDevice(g)}
 	p := m.Profiles[0]
 	if d, err := migslices.PlannedMIGDevice(g, mig.Device{Profile: p.Name, Start: p.Placements[0].Start}); err == nil {
