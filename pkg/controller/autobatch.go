@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/planner"
@@ -72,6 +73,16 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 	// which agents such as GPU feature discovery may rewrite every minute).
 	keys := feasibilityLabelKeys(in, snap)
 	shapes := pendingShapes(snap)
+	// The allocatable of every resource a pending pod requests, its
+	// DRA-backed extended resources included: whether the node lists it
+	// at all (fitsAllocatable) and whether a device plugin serves it
+	// (devicePluginServes) decide feasibility, which roomBits misses.
+	requested := map[corev1.ResourceName]bool{}
+	for _, p := range snap.Pending {
+		for name := range resourcehelper.PodRequests(p.Pod, resourcehelper.PodResourcesOptions{}) {
+			requested[name] = true
+		}
+	}
 	for _, n := range snap.Nodes {
 		labels := map[string]string{}
 		for k := range keys {
@@ -79,7 +90,13 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 				labels[k] = v
 			}
 		}
-		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t room %s\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen, roomBits(n, shapes)))
+		alloc := map[corev1.ResourceName]string{}
+		for name := range requested {
+			if q, ok := n.Node.Status.Allocatable[name]; ok {
+				alloc[name] = q.String()
+			}
+		}
+		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t room %s alloc %v\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen, roomBits(n, shapes), alloc))
 		for _, g := range n.GPUs {
 			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s releasing %s shared %s reclaim %t\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned, g.Releasing, g.Shared, reclaimDue(snap, n, g)))
 		}

@@ -867,8 +867,23 @@ func (a *AutoPlanner) endsOnAutoNode(p *corev1.Pod) bool {
 func (a *AutoPlanner) boundPodEvents() predicate.TypedFuncs[*corev1.Pod] {
 	ends := func(p *corev1.Pod) bool { return podMatters(p) || a.endsOnAutoNode(p) }
 	return predicate.TypedFuncs[*corev1.Pod]{
-		CreateFunc:  func(e event.TypedCreateEvent[*corev1.Pod]) bool { return ends(e.Object) },
-		UpdateFunc:  func(e event.TypedUpdateEvent[*corev1.Pod]) bool { return ends(e.ObjectNew) },
+		CreateFunc: func(e event.TypedCreateEvent[*corev1.Pod]) bool { return ends(e.Object) },
+		UpdateFunc: func(e event.TypedUpdateEvent[*corev1.Pod]) bool {
+			if ends(e.ObjectNew) {
+				return true
+			}
+			// A pod resized in place changes its node's room.
+			a.mu.Lock()
+			on := a.autoNodes.Has(e.ObjectNew.Spec.NodeName)
+			a.mu.Unlock()
+			if !on {
+				return false
+			}
+			before, after := corev1.ResourceList{}, corev1.ResourceList{}
+			addRequestsOf(before, e.ObjectOld)
+			addRequestsOf(after, e.ObjectNew)
+			return !equality.Semantic.DeepEqual(before, after)
+		},
 		GenericFunc: func(e event.TypedGenericEvent[*corev1.Pod]) bool { return ends(e.Object) },
 		DeleteFunc: func(e event.TypedDeleteEvent[*corev1.Pod]) bool {
 			p := e.Object

@@ -247,7 +247,11 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			if n.FrozenReason != "" {
 				n.Frozen, n.Policy.Spares = true, nil
 			}
-			reclaims := !n.Frozen && n.Policy.ReclaimIdleAfter > 0
+			// A reclaim in flight is one also where the policy no longer
+			// gives idle GPUs back (reclaimIdleGPUsAfterSeconds turned
+			// off since): the planner does not make it again, and
+			// ReclaimCancels cancels it while nothing is destroyed.
+			reclaims := !n.Frozen
 			held := allocated[name].Union(taintedDevs)
 			n.GPUs = autoGPUs(nml, catalog, variants, held, adminHeld[name], reclaims)
 			if n.Frozen {
@@ -693,7 +697,7 @@ func autoPlannable(st v1alpha1.GPUStatus) bool {
 // (planner.GPU.Shared), even where the agent reports them in use (prepared
 // for those claims, running their processes). Each GPU's hypothetical
 // devices carry the attributes its agent reported. Where reclaims is true
-// (the node gives idle GPUs back whole and is not Frozen), a GPU being
+// (the node is not Frozen), a GPU being
 // given back whole that has lost nothing yet is planned on its actual
 // layout (planner.GPU.Reclaiming, inFlightReclaim).
 func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelVariants, allocated, adminHeld sets.Set[string], reclaims bool) []planner.GPU {

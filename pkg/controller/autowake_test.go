@@ -1,0 +1,174 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// TestPlansOnceNodeListsRequestedResource: a pod that asks for a device
+// plugin's resource (example.com/nic) beside a MIG claim is not servable
+// while no Auto node lists that resource at all. Once the device plugin
+// registers on n1 (allocatable gains example.com/nic), the node update wakes
+// the planner and the batch key changes with it (whether a node lists a
+// requested resource at all is not room), so the pod is planned at once, not
+// at the 20-minute refresh.
+func TestPlansOnceNodeListsRequestedResource(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	n1 := eightCPUs(node("n1", map[string]string{"pool": "auto"}))
+	p1 := cpus(autoPod("p1", h0(), "c1"), "1")
+	p1.Spec.Containers[0].Resources.Requests["example.com/nic"] = resource.MustParse("1")
+	h := newAutoCluster(t, ml, n1, autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
+		autoClaim("c1", profileSelector("1g.10gb")), p1)
+	h.settle()
+	if got := h.specOf("n1"); len(got) != 0 {
+		t.Fatalf("spec %v before the device plugin registered", got)
+	}
+	var n corev1.Node
+	if err := h.c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &n); err != nil {
+		t.Fatal(err)
+	}
+	old := n.DeepCopy()
+	n.Status.Allocatable["example.com/nic"] = resource.MustParse("2")
+	if err := h.c.Status().Update(context.Background(), &n); err != nil {
+		t.Fatal(err)
+	}
+	if !h.a.nodeChangeMatters(old, &n) {
+		t.Fatal("the device plugin's registration does not wake the planner")
+	}
+	h.now = h.now.Add(time.Second)
+	h.settle()
+	if got := h.specOf("n1")[0]; got == "" || got == "7g.80gb@0" {
+		t.Errorf("n1's spec %q after the device plugin registered on it: p1 not planned (events %q)", got, h.events())
+	}
+}
+
+// TestPlansOnceDevicePluginLeaves: a pod asking for nvidia.com/mig-1g.10gb,
+// which a DeviceClass backs, is left to the device plugin while n1 lists
+// that resource as allocatable (ServedByDevicePlugin). When the device
+// plugin goes (a move from the device plugin to DRA), the node update wakes
+// the planner and the batch key changes, so the pod is planned at once.
+func TestPlansOnceDevicePluginLeaves(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "mig-1g"},
+		Spec: resourceapi.DeviceClassSpec{ExtendedResourceName: ptr.To("nvidia.com/mig-1g.10gb"),
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+				Expression: "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].profile == '1g.10gb'"}}}}}
+	n1 := eightCPUs(node("n1", map[string]string{"pool": "auto"}))
+	n1.Status.Allocatable["nvidia.com/mig-1g.10gb"] = resource.MustParse("7")
+	p1 := cpus(autoPod("p1", h0()), "1")
+	p1.Spec.Containers[0].Resources.Requests["nvidia.com/mig-1g.10gb"] = resource.MustParse("1")
+	h := newAutoCluster(t, ml, n1, autoNML("n1", ml, a100(0).layout("7g.80gb@0")), class, p1)
+	h.settle()
+	if got := h.specOf("n1"); len(got) != 0 {
+		t.Fatalf("spec %v while the device plugin serves the resource", got)
+	}
+	var n corev1.Node
+	if err := h.c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &n); err != nil {
+		t.Fatal(err)
+	}
+	old := n.DeepCopy()
+	delete(n.Status.Allocatable, "nvidia.com/mig-1g.10gb")
+	if err := h.c.Status().Update(context.Background(), &n); err != nil {
+		t.Fatal(err)
+	}
+	if !h.a.nodeChangeMatters(old, &n) {
+		t.Fatal("the device plugin's leaving does not wake the planner")
+	}
+	h.now = h.now.Add(time.Second)
+	h.settle()
+	if got := h.specOf("n1")[0]; got == "" || got == "7g.80gb@0" {
+		t.Errorf("n1's spec %q after the device plugin left: p1 not planned (events %q)", got, h.events())
+	}
+}
+
+// TestBoundPodResizedDownWakesPlanner: p1 (4 CPUs, a 1g.10gb) waits for
+// room on n1 (8 CPUs) where a running pod takes 6. That pod is resized in
+// place down to 2 CPUs (spec and status): the update wakes the planner,
+// which plans p1 in the room freed.
+func TestBoundPodResizedDownWakesPlanner(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	n1 := eightCPUs(node("n1", map[string]string{"pool": "auto"}))
+	busy := runningPod("busy", corev1.PodRunning, false)
+	busy.Spec.NodeName = "n1"
+	h := newAutoCluster(t, ml, n1, autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
+		cpus(&busy, "6"), autoClaim("c1", profileSelector("1g.10gb")), cpus(autoPod("p1", h0(), "c1"), "4"))
+	h.settle()
+	if got := h.specOf("n1"); len(got) != 0 {
+		t.Fatalf("spec %v: a device made where the pod's CPUs do not fit", got)
+	}
+	var old corev1.Pod
+	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "busy"}, &old); err != nil {
+		t.Fatal(err)
+	}
+	resized := old.DeepCopy()
+	resized.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("2")
+	resized.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", Resources: &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}}
+	if err := h.c.Update(context.Background(), resized); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Status().Update(context.Background(), resized); err != nil {
+		t.Fatal(err)
+	}
+	if !h.a.boundPodEvents().Update(event.TypedUpdateEvent[*corev1.Pod]{ObjectOld: &old, ObjectNew: resized}) {
+		t.Error("a running pod on an Auto node resized down does not wake the planner")
+	}
+	// Resized again with the same requests (a status write): no wake.
+	if h.a.boundPodEvents().Update(event.TypedUpdateEvent[*corev1.Pod]{ObjectOld: resized, ObjectNew: resized.DeepCopy()}) {
+		t.Error("a bound pod's update that changes no request wakes the planner")
+	}
+	h.now = h.now.Add(time.Second)
+	h.settle()
+	if got := h.specOf("n1")[0]; got == "" || got == "7g.80gb@0" {
+		t.Errorf("n1's spec %q after the resize: p1 not planned (events %q)", got, h.events())
+	}
+}
+
+// TestReclaimInFlightCancelledOncePolicyStopsReclaim: as
+// TestReclaimInFlightGivesWayToPods "a 1g.10gb pod, while draining", but
+// the MigLayout's policy turns idle reclaim off (reclaimIdleGPUsAfterSeconds
+// 0) while the reclaim drains: the reclaim in flight is still recognised and
+// cancelled (ReclaimCancels), and the pod gets a free 1g.10gb as it is,
+// rather than the free devices being destroyed for a 7g.80gb split again.
+func TestReclaimInFlightCancelledOncePolicyStopsReclaim(t *testing.T) {
+	const sevenSmall = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"
+	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](60)})
+	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(sevenSmall)))
+	h.settle()
+	h.now = h.now.Add(2 * time.Minute)
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
+		t.Fatalf("GPU 0 idle for two minutes -> %q, want it given back as 7g.80gb@0", got)
+	}
+	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+		st[0].Phase = v1alpha1.PhaseDraining
+		return st
+	})
+	var live v1alpha1.MigLayout
+	if err := h.c.Get(context.Background(), types.NamespacedName{Name: "auto"}, &live); err != nil {
+		t.Fatal(err)
+	}
+	live.Spec.Policy.ReclaimIdleGPUsAfterSeconds = ptr.To[int32](0)
+	live.Generation++
+	if err := h.c.Update(context.Background(), &live); err != nil {
+		t.Fatal(err)
+	}
+	h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p1", h.now, "c1"))
+	h.now = h.now.Add(h.a.max())
+	h.settle()
+	spec := h.nml("n1").Spec.GPUs[0]
+	if spec.Layout != sevenSmall {
+		t.Errorf("GPU 0's desired layout %q: the reclaim goes on, destroying the free 1g.10gb the pending pod could have", spec.Layout)
+	}
+}
