@@ -89,7 +89,8 @@ func (g *rig) restart(t *testing.T) {
 // a GPU instance whose rollback failed), with the spec unchanged, gone or
 // reverted on restart, converges in the next passes of a new process: the
 // spec's layout, no GPU instance without its compute instance, no MIG mode
-// left pending, an empty journal, no device left tainted.
+// left pending, an empty journal, no device left tainted; with the spec
+// gone, a GPU that publishes devices (not MIG mode without any).
 func TestKilledAtAnyNVMLCallConverges(t *testing.T) {
 	type scenario struct {
 		hw, from   string
@@ -107,6 +108,10 @@ func TestKilledAtAnyNVMLCallConverges(t *testing.T) {
 		"disable then back":  {hw: "1xA100-SXM4-80GB", from: "3g.40gb@0,3g.40gb@4", spec: []v1alpha1.GPUSpec{off}, then: []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}},
 		"H100 relayout":      {hw: "1xH100-SXM5-80GB", from: "7g.80gb@0", spec: []v1alpha1.GPUSpec{spec(0, "4g.40gb@0,3g.40gb@4")}},
 		"H100 relayout gone": {hw: "1xH100-SXM5-80GB", from: "7g.80gb@0", spec: []v1alpha1.GPUSpec{spec(0, "4g.40gb@0,3g.40gb@4")}, then: []v1alpha1.GPUSpec{}},
+		"enable then gone":   {hw: "1xA100-SXM4-80GB", from: "-", spec: []v1alpha1.GPUSpec{spec(0, "2g.20gb@0,1g.10gb@2,1g.10gb@3,3g.40gb@4")}, then: []v1alpha1.GPUSpec{}},
+		"disable then gone":  {hw: "1xA100-SXM4-80GB", from: "3g.40gb@0,3g.40gb@4", spec: []v1alpha1.GPUSpec{off}, then: []v1alpha1.GPUSpec{}},
+		"H100 enable gone":   {hw: "1xH100-SXM5-80GB", from: "-", spec: []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}, then: []v1alpha1.GPUSpec{}},
+		"H100 disable gone":  {hw: "1xH100-SXM5-80GB", from: "3g.40gb@0,3g.40gb@4", spec: []v1alpha1.GPUSpec{off}, then: []v1alpha1.GPUSpec{}},
 		"half destroy gone":  {hw: "1xA100-SXM4-80GB", from: "3g.40gb@0,3g.40gb@4", spec: []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6")}, then: []v1alpha1.GPUSpec{}, half: "GpuInstance.Destroy"},
 		"half create gone":   {hw: "1xA100-SXM4-80GB", from: "3g.40gb@0,3g.40gb@4", spec: []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6")}, then: []v1alpha1.GPUSpec{}, half: "CreateComputeInstance"},
 	}
@@ -164,6 +169,12 @@ func TestKilledAtAnyNVMLCallConverges(t *testing.T) {
 						if diff := cmp.Diff([]string{want}, g.layouts(t)); diff != "" {
 							t.Errorf("layout (-want +got) after ops %v:\n%s", cm.ops, diff)
 						}
+					}
+					if len(final) == 0 && len(g.inv.last().devices) == 0 {
+						// The spec gone mid-change: the GPU keeps a layout
+						// that publishes devices, not MIG mode without
+						// any.
+						t.Errorf("spec gone after ops %v: the GPU publishes no device (layout %v)", cm.ops, g.layouts(t))
 					}
 					if e := g.r.Journal.Entries(); len(e) != 0 {
 						t.Errorf("journal left: %+v", e)

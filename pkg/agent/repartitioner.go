@@ -198,6 +198,12 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			return nil, err
 		}
 	}
+	// After the rollbacks: the agent's own half-made GPU instance is gone
+	// by now.
+	desired, resumed := r.resumeUnasked(obs, desired, orphans)
+	for idx := range resumed {
+		logger.Info("Finishing a change begun before the agent stopped, whose spec is gone: half done, the GPU publishes no device", "gpu", idx)
+	}
 	res := &SyncResult{Results: map[int]GPUResult{}, Stopped: sets.New[int](), Changed: sets.New[int]()}
 	// One cached read of the allocations: what is in use, and the
 	// allocations under names the agent does not give (confirmed by a live
@@ -543,6 +549,12 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			res.Retry = true
 		}
 	}
+	for idx := range resumed {
+		if got, ok := res.Results[idx]; ok {
+			got.Message = resumedNote + got.Message
+			res.Results[idx] = got
+		}
+	}
 	return res, nil
 }
 
@@ -663,7 +675,7 @@ func (p *gpuPlan) describe() string {
 }
 
 func (p *gpuPlan) entry(step Step) JournalEntry {
-	e := JournalEntry{GPU: p.index, UUID: p.state.GPU.UUID, Step: step, Desired: p.desired.String()}
+	e := JournalEntry{GPU: p.index, UUID: p.state.GPU.UUID, Step: step, Desired: p.desired.String(), DisablesMIG: p.disableMIG}
 	for _, d := range p.plan.Destroy {
 		e.Destroy = append(e.Destroy, d.String())
 	}
