@@ -147,6 +147,9 @@ func TestKilledAtAnyNVMLCallConverges(t *testing.T) {
 					if s.then != nil {
 						final = s.then
 					}
+					// As the agent does: the spec read again live before
+					// each GPU's NVML work.
+					g.r.Reread = func(context.Context) ([]v1alpha1.GPUSpec, error) { return final, nil }
 					for range 3 {
 						if _, err := g.r.Sync(context.Background(), final, nil); err != nil {
 							t.Fatal(err)

@@ -147,6 +147,9 @@ type gpuPlan struct {
 	// not seen yet): apply's re-check under the lock asks the API server
 	// about those the cache still shows.
 	vetted sets.Set[string]
+	// resumed: the spec is resumeUnasked's (the journal's), not the
+	// NodeMigLayout's.
+	resumed bool
 }
 
 // Sync runs one pass over the desired GPU specs. It returns an error only when
@@ -202,7 +205,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	// by now.
 	desired, resumed := r.resumeUnasked(obs, desired, orphans)
 	for idx := range resumed {
-		logger.Info("Finishing a change begun before the agent stopped, whose spec is gone: half done, the GPU publishes no device", "gpu", idx)
+		logger.Info("Finishing a change begun earlier that no spec asks for any more: half done, the GPU publishes no device", "gpu", idx)
 	}
 	res := &SyncResult{Results: map[int]GPUResult{}, Stopped: sets.New[int](), Changed: sets.New[int]()}
 	// One cached read of the allocations: what is in use, and the
@@ -244,6 +247,9 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			continue
 		}
 		p, result := r.planGPU(obs, spec, inUse)
+		if p != nil {
+			p.resumed = resumed[idx]
+		}
 		if result == nil {
 			if refused := r.refusal(unlisted, idx, p.drain); refused != nil {
 				res.Results[idx] = *refused
@@ -523,6 +529,12 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	// then; the entries are read for the GPU of their UUID only).
 	for _, e := range r.Journal.Entries() {
 		got, asked := res.Results[e.GPU]
+		if resumed[e.GPU] && got.Phase != v1alpha1.PhaseReady {
+			// A change no spec asks for is finished once or not at
+			// all: its entry goes (unless a GPU instance left half
+			// made keeps it, below).
+			asked = false
+		}
 		if asked && got.Phase != v1alpha1.PhaseReady && (!onInput(got) || got.Reason == v1alpha1.ReasonGPUMissing) {
 			continue
 		}
@@ -927,6 +939,11 @@ func (r *Repartitioner) specChanged(ctx context.Context, p *gpuPlan) (bool, erro
 		return false, err
 	}
 	i := slices.IndexFunc(now, func(s v1alpha1.GPUSpec) bool { return s.Index == p.spec.Index })
+	if p.resumed {
+		// The spec is the journal's, for a GPU no spec listed: one
+		// that lists it now takes over.
+		return i >= 0, nil
+	}
 	return i < 0 || now[i].MIGEnabled != p.spec.MIGEnabled || now[i].Layout != p.spec.Layout, nil
 }
 

@@ -22,8 +22,8 @@ import (
 // destroying when it stopped (JournalEntry.inFlight); GIs on GPUs nobody
 // asked miglayout to manage
 // (split by an administrator, perhaps with smaller compute instances) stay.
-// A GI whose published name a claim allocates or the kubelet plugin holds
-// prepared is never destroyed (its compute instance removed by another
+// A GI whose published name a claim allocates (the cache, then the API
+// server) or the kubelet plugin holds prepared is never destroyed (its compute instance removed by another
 // tool, say): it is reported in failed as in use (gpu.ErrInUse) until the
 // claim lets it go. Under the GPU lock the GPU is read again and a GI
 // destroyed only if it still has no full-size compute instance, so that one
@@ -50,6 +50,7 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 	// held is what claims allocate or the plugin holds prepared, read
 	// once a GI to roll back is met.
 	var held sets.Set[string]
+	liveRead := false
 	for i := range obs {
 		g := &obs[i]
 		for _, d := range g.Devices {
@@ -65,6 +66,16 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 					failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("rolling back GPU instance %s, which has no full-size compute instance: %w", d.Device(), err))
 					continue
 				}
+			}
+			if name := r.Inventory.DeviceName(g.GPU, &d); !held.Has(name) && !liveRead {
+				// The cache may not show yet a claim allocated the
+				// device a moment ago: the API server is asked, once.
+				live, err := r.Allocations.AllocatedDevices(ctx, true)
+				if err != nil {
+					failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("rolling back GPU instance %s, which has no full-size compute instance: reading ResourceClaim allocations: %w", d.Device(), err))
+					continue
+				}
+				held, liveRead = held.Union(live), true
 			}
 			if name := r.Inventory.DeviceName(g.GPU, &d); held.Has(name) {
 				failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("GPU instance %s has no full-size compute instance, but device %s is allocated or prepared: %w; it is destroyed once its claim lets it go", d.Device(), name, gpu.ErrInUse))

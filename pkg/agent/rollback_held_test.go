@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -128,5 +129,28 @@ func TestRollbackReadsAgainUnderLock(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRollbackAsksAPIServerBeforeDestroying: a claim allocated the device
+// a moment ago, which the informer cache does not show yet: the rollback
+// reads the allocations live before it destroys a GPU instance, and leaves
+// this one.
+func TestRollbackAsksAPIServerBeforeDestroying(t *testing.T) {
+	const held = "gpu-0-mig-3g40gb-9-4"
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.alloc.cached, g.alloc.live = sets.New[string](), sets.New(held)
+	g.removeCI(t, 0, 4)
+	before := g.sim.Snapshot().GPUs[0].GPUInstances
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseBlocked || !strings.Contains(got.Message, held) {
+		t.Errorf("result %+v, want Blocked naming %s", got, held)
+	}
+	if diff := cmp.Diff(before, g.sim.Snapshot().GPUs[0].GPUInstances); diff != "" {
+		t.Errorf("GPU instances changed (-before +after):\n%s", diff)
 	}
 }
