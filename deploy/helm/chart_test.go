@@ -304,7 +304,8 @@ func TestSchedulerLeaseRole(t *testing.T) {
 }
 
 // TestControllerDisruptionBudget: with several replicas a budget keeps
-// one running through drains, selecting exactly the controller's pods;
+// one running through drains, selecting exactly the controller's pods, but
+// lets replicas that are not Ready go;
 // with one replica there is none (it would block every drain).
 func TestControllerDisruptionBudget(t *testing.T) {
 	r := render(t, nil)
@@ -312,6 +313,10 @@ func TestControllerDisruptionBudget(t *testing.T) {
 	d := convert[appsv1.Deployment](t, find(t, r, "Deployment", "miglayout-controller"))
 	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil {
 		t.Errorf("budget %+v, want maxUnavailable 1", pdb.Spec)
+	}
+	// Crash-looping replicas (Running, not Ready) do not block drains.
+	if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+		t.Errorf("budget unhealthyPodEvictionPolicy %v, want AlwaysAllow", p)
 	}
 	if diff := cmp.Diff(d.Spec.Selector, pdb.Spec.Selector); diff != "" {
 		t.Errorf("budget selector differs from the Deployment's (-deployment +budget):\n%s", diff)
@@ -1094,5 +1099,52 @@ func TestHeartbeatDurationForms(t *testing.T) {
 		if !strings.Contains(r.Manifest, "--lease-duration="+d) {
 			t.Errorf("%s: no --lease-duration=%s in the manifest", d, d)
 		}
+	}
+}
+
+// TestPodTemplatesOutliveChartUpgrades: the pod templates carry neither
+// the chart's version nor commonLabels, so a chart-only upgrade (an alert
+// fixed) or a label added to every object restarts no agent (each node's
+// devices go unpublished while its agent is away) and no controller;
+// podLabels still reach the pods.
+func TestPodTemplatesOutliveChartUpgrades(t *testing.T) {
+	templates := func(r *Rendered) map[string]corev1.PodTemplateSpec {
+		return map[string]corev1.PodTemplateSpec{
+			"agent":      convert[appsv1.DaemonSet](t, find(t, r, "DaemonSet", "miglayout-agent")).Spec.Template,
+			"controller": convert[appsv1.Deployment](t, find(t, r, "Deployment", "miglayout-controller")).Spec.Template,
+		}
+	}
+	before := templates(render(t, nil))
+
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(ChartDir())); err != nil {
+		t.Fatal(err)
+	}
+	meta := filepath.Join(dir, "Chart.yaml")
+	data, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bumped := regexp.MustCompile(`(?m)^version: .*$`).ReplaceAll(data, []byte("version: 99.0.0"))
+	if bytes.Equal(bumped, data) {
+		t.Fatal("Chart.yaml has no version line")
+	}
+	if err := os.WriteFile(meta, bumped, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Render(Options{ChartDir: dir, Values: map[string]any{"commonLabels": map[string]any{"cost-centre": "gpu"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := find(t, r, "DaemonSet", "miglayout-agent").GetLabels()["helm.sh/chart"]; got != "miglayout-99.0.0" {
+		t.Fatalf("the bumped chart renders helm.sh/chart %q", got)
+	}
+	if diff := cmp.Diff(before, templates(r)); diff != "" {
+		t.Errorf("pod templates changed by a chart version and commonLabels alone (-before +after):\n%s", diff)
+	}
+
+	withPodLabels := templates(render(t, map[string]any{"agent": map[string]any{"podLabels": map[string]any{"team": "ml"}}}))
+	if got := withPodLabels["agent"].Labels["team"]; got != "ml" {
+		t.Errorf("agent pod labels %v lack podLabels team=ml", withPodLabels["agent"].Labels)
 	}
 }

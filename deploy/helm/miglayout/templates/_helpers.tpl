@@ -27,6 +27,21 @@ app.kubernetes.io/part-of: miglayout
 {{- end }}
 {{- end -}}
 
+{{/* podLabels: the labels of a pod template, call with (dict "root" $
+"component" "agent" "extra" .Values.agent.podLabels). Neither the chart's
+version (helm.sh/chart) nor commonLabels: a change of either alone would
+restart every agent, node by node, and each node's devices go unpublished
+while its agent is away. */}}
+{{- define "miglayout.podLabels" -}}
+{{ include "miglayout.selectorLabels" (dict "root" .root "component" .component) }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: miglayout
+{{- with .extra }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
 {{/* selectorLabels: call with (dict "root" $ "component" "controller"). */}}
 {{- define "miglayout.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "miglayout.name" .root }}
