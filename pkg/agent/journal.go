@@ -54,10 +54,6 @@ type JournalEntry struct {
 	// any more is the agent's to cancel. Nil in entries of journals written
 	// before the field, and where no mode was set.
 	ModeSet *bool `json:"modeSet,omitempty"`
-	// DisablesMIG: the work ends by turning MIG mode off (the spec asks
-	// for the whole GPU), once Destroy is done. False in entries of
-	// journals written before the field.
-	DisablesMIG bool `json:"disablesMIG,omitempty"`
 }
 
 // inFlight is the device the entry's step was working on: Destroy[len(Done)]

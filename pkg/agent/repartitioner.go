@@ -147,9 +147,6 @@ type gpuPlan struct {
 	// not seen yet): apply's re-check under the lock asks the API server
 	// about those the cache still shows.
 	vetted sets.Set[string]
-	// resumed: the spec is resumeUnasked's (the journal's), not the
-	// NodeMigLayout's.
-	resumed bool
 }
 
 // Sync runs one pass over the desired GPU specs. It returns an error only when
@@ -201,12 +198,6 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			return nil, err
 		}
 	}
-	// After the rollbacks: the agent's own half-made GPU instance is gone
-	// by now.
-	desired, resumed := r.resumeUnasked(obs, desired, orphans)
-	for idx := range resumed {
-		logger.Info("Finishing a change begun earlier that no spec asks for any more: half done, the GPU publishes no device", "gpu", idx)
-	}
 	res := &SyncResult{Results: map[int]GPUResult{}, Stopped: sets.New[int](), Changed: sets.New[int]()}
 	// One cached read of the allocations: what is in use, and the
 	// allocations under names the agent does not give (confirmed by a live
@@ -247,9 +238,6 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			continue
 		}
 		p, result := r.planGPU(obs, spec, inUse)
-		if p != nil {
-			p.resumed = resumed[idx]
-		}
 		if result == nil {
 			if refused := r.refusal(unlisted, idx, p.drain); refused != nil {
 				res.Results[idx] = *refused
@@ -529,12 +517,6 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	// then; the entries are read for the GPU of their UUID only).
 	for _, e := range r.Journal.Entries() {
 		got, asked := res.Results[e.GPU]
-		if resumed[e.GPU] && got.Phase != v1alpha1.PhaseReady {
-			// A change no spec asks for is finished once or not at
-			// all: its entry goes (unless a GPU instance left half
-			// made keeps it, below).
-			asked = false
-		}
 		if asked && got.Phase != v1alpha1.PhaseReady && (!onInput(got) || got.Reason == v1alpha1.ReasonGPUMissing) {
 			continue
 		}
@@ -559,12 +541,6 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			// later pass clears it.
 			logger.Error(err, "Could not clear the GPU's journal entry; a later pass does", "gpu", e.GPU)
 			res.Retry = true
-		}
-	}
-	for idx := range resumed {
-		if got, ok := res.Results[idx]; ok {
-			got.Message = resumedNote + got.Message
-			res.Results[idx] = got
 		}
 	}
 	return res, nil
@@ -687,7 +663,7 @@ func (p *gpuPlan) describe() string {
 }
 
 func (p *gpuPlan) entry(step Step) JournalEntry {
-	e := JournalEntry{GPU: p.index, UUID: p.state.GPU.UUID, Step: step, Desired: p.desired.String(), DisablesMIG: p.disableMIG}
+	e := JournalEntry{GPU: p.index, UUID: p.state.GPU.UUID, Step: step, Desired: p.desired.String()}
 	for _, d := range p.plan.Destroy {
 		e.Destroy = append(e.Destroy, d.String())
 	}
@@ -939,11 +915,6 @@ func (r *Repartitioner) specChanged(ctx context.Context, p *gpuPlan) (bool, erro
 		return false, err
 	}
 	i := slices.IndexFunc(now, func(s v1alpha1.GPUSpec) bool { return s.Index == p.spec.Index })
-	if p.resumed {
-		// The spec is the journal's, for a GPU no spec listed: one
-		// that lists it now takes over.
-		return i >= 0, nil
-	}
 	return i < 0 || now[i].MIGEnabled != p.spec.MIGEnabled || now[i].Layout != p.spec.Layout, nil
 }
 

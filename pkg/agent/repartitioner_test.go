@@ -329,9 +329,7 @@ func TestSyncOrphanRollbackOutcomes(t *testing.T) {
 // instance on a GPU the spec does not list (an administrator's, perhaps with
 // smaller compute instances) is not rolled back, unless the journal records
 // the agent creating it there (a crash between the GI and its CI, after
-// which the spec changed): that one is rolled back, and the create it was,
-// the last of a change that left the GPU without a device, is made again
-// whole (resumeUnasked).
+// which the spec changed).
 func TestSyncLeavesUnmanagedGIs(t *testing.T) {
 	g := newRig(t, "2xA100-SXM4-80GB")
 	g.setup(t, 0, "")
@@ -349,16 +347,15 @@ func TestSyncLeavesUnmanagedGIs(t *testing.T) {
 	if n := len(snap.GPUs[0].GPUInstances); n != 1 {
 		t.Errorf("GPU 0 (not managed, not in the journal) has %d GPU instances, want its 1 kept", n)
 	}
-	if gis := snap.GPUs[1].GPUInstances; len(gis) != 1 || len(gis[0].ComputeInstances) != 1 {
-		t.Errorf("GPU 1 (the journal records creating it) has GPU instances %+v, want the orphan rolled back and the 3g.40gb@4 made whole", gis)
+	if n := len(snap.GPUs[1].GPUInstances); n != 0 {
+		t.Errorf("GPU 1 (the journal records creating it) has %d GPU instances, want the orphan rolled back", n)
 	}
 }
 
 // TestSyncKeepsJournalOfFailedRollback: a journal-recorded orphan on a GPU the
 // spec no longer lists whose rollback fails keeps its journal entry, so the
-// next pass still rolls it back (and finishes the change it was the last
-// create of, resumeUnasked); the failure is the GPU's result (Failed) and
-// the pass asks for a retry.
+// next pass still rolls it back; the failure is the GPU's result (Failed)
+// and the pass asks for a retry.
 func TestSyncKeepsJournalOfFailedRollback(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "")
@@ -385,11 +382,11 @@ func TestSyncKeepsJournalOfFailedRollback(t *testing.T) {
 	if res, err = g.r.Sync(context.Background(), nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady || !strings.HasPrefix(got.Message, resumedNote) || res.Retry {
-		t.Errorf("after the rollback: GPU 0 result %+v, retry %t; want Ready, its change finished, no retry", got, res.Retry)
+	if got, ok := res.Results[0]; ok || res.Retry {
+		t.Errorf("after the rollback: GPU 0 result %+v, retry %t; want no result, no retry", got, res.Retry)
 	}
-	if gis := g.sim.Snapshot().GPUs[0].GPUInstances; len(gis) != 1 || len(gis[0].ComputeInstances) != 1 {
-		t.Errorf("GPU instances %+v, want the orphan rolled back on the second pass and the 3g.40gb@4 made whole", gis)
+	if n := len(g.sim.Snapshot().GPUs[0].GPUInstances); n != 0 {
+		t.Errorf("%d GPU instances left, want the orphan rolled back on the second pass", n)
 	}
 	if n := len(g.r.Journal.Entries()); n != 0 {
 		t.Errorf("journal has %d entries, want none", n)
@@ -430,13 +427,11 @@ func TestSyncFinishesHalfDoneDestroyOffSpec(t *testing.T) {
 
 // TestSyncLeavesGIsTheJournalNeverTouched: on a GPU off the spec, only the
 // device a journal entry was working on when it stopped counts as the
-// agent's; a bare GI elsewhere in the entry's lists (an administrator's)
-// stays. The GPU keeps a whole device (1g.10gb@0), so that no change is
-// finished on it (resumeUnasked).
+// agent's; a bare GI elsewhere in the entry's lists (an administrator's) stays.
 func TestSyncLeavesGIsTheJournalNeverTouched(t *testing.T) {
 	tests := map[string]struct {
 		e    JournalEntry
-		want int // GPU instances without a compute instance left
+		want int // GPU instances left
 	}{
 		"draining: nothing touched yet":         {JournalEntry{Step: StepDraining, Destroy: []string{"3g.40gb@0", "3g.40gb@4"}}, 1},
 		"destroying another device":             {JournalEntry{Step: StepDestroying, Destroy: []string{"3g.40gb@0", "3g.40gb@4"}}, 1},
@@ -447,7 +442,7 @@ func TestSyncLeavesGIsTheJournalNeverTouched(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			g := newRig(t, "1xA100-SXM4-80GB")
-			g.setup(t, 0, "1g.10gb@0")
+			g.setup(t, 0, "")
 			g.orphan3g(t, 0, 4)
 			e := tc.e
 			e.GPU, e.UUID, e.Desired = 0, g.sim.Snapshot().GPUs[0].UUID, "7g.80gb@0"
@@ -457,14 +452,8 @@ func TestSyncLeavesGIsTheJournalNeverTouched(t *testing.T) {
 			if _, err := g.r.Sync(context.Background(), nil, nil); err != nil {
 				t.Fatal(err)
 			}
-			left := 0
-			for _, gi := range g.sim.Snapshot().GPUs[0].GPUInstances {
-				if len(gi.ComputeInstances) == 0 {
-					left++
-				}
-			}
-			if left != tc.want {
-				t.Errorf("%d GPU instances without a compute instance left, want %d", left, tc.want)
+			if left := len(g.sim.Snapshot().GPUs[0].GPUInstances); left != tc.want {
+				t.Errorf("%d GPU instances left, want %d", left, tc.want)
 			}
 		})
 	}
