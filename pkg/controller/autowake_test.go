@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-
-	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
 // TestPlansOnceNodeListsRequestedResource: a pod that asks for a device
@@ -34,20 +32,7 @@ func TestPlansOnceNodeListsRequestedResource(t *testing.T) {
 	if got := h.specOf("n1"); len(got) != 0 {
 		t.Fatalf("spec %v before the device plugin registered", got)
 	}
-	var n corev1.Node
-	if err := h.c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &n); err != nil {
-		t.Fatal(err)
-	}
-	old := n.DeepCopy()
-	n.Status.Allocatable["example.com/nic"] = resource.MustParse("2")
-	if err := h.c.Status().Update(context.Background(), &n); err != nil {
-		t.Fatal(err)
-	}
-	if !h.a.nodeChangeMatters(old, &n) {
-		t.Fatal("the device plugin's registration does not wake the planner")
-	}
-	h.now = h.now.Add(time.Second)
-	h.settle()
+	h.setAllocatable(t, "n1", func(a corev1.ResourceList) { a["example.com/nic"] = resource.MustParse("2") })
 	if got := h.specOf("n1")[0]; got == "" || got == "7g.80gb@0" {
 		t.Errorf("n1's spec %q after the device plugin registered on it: p1 not planned (events %q)", got, h.events())
 	}
@@ -73,20 +58,7 @@ func TestPlansOnceDevicePluginLeaves(t *testing.T) {
 	if got := h.specOf("n1"); len(got) != 0 {
 		t.Fatalf("spec %v while the device plugin serves the resource", got)
 	}
-	var n corev1.Node
-	if err := h.c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &n); err != nil {
-		t.Fatal(err)
-	}
-	old := n.DeepCopy()
-	delete(n.Status.Allocatable, "nvidia.com/mig-1g.10gb")
-	if err := h.c.Status().Update(context.Background(), &n); err != nil {
-		t.Fatal(err)
-	}
-	if !h.a.nodeChangeMatters(old, &n) {
-		t.Fatal("the device plugin's leaving does not wake the planner")
-	}
-	h.now = h.now.Add(time.Second)
-	h.settle()
+	h.setAllocatable(t, "n1", func(a corev1.ResourceList) { delete(a, "nvidia.com/mig-1g.10gb") })
 	if got := h.specOf("n1")[0]; got == "" || got == "7g.80gb@0" {
 		t.Errorf("n1's spec %q after the device plugin left: p1 not planned (events %q)", got, h.events())
 	}
@@ -135,40 +107,23 @@ func TestBoundPodResizedDownWakesPlanner(t *testing.T) {
 	}
 }
 
-// TestReclaimInFlightCancelledOncePolicyStopsReclaim: as
-// TestReclaimInFlightGivesWayToPods "a 1g.10gb pod, while draining", but
-// the MigLayout's policy turns idle reclaim off (reclaimIdleGPUsAfterSeconds
-// 0) while the reclaim drains: the reclaim in flight is still recognised and
-// cancelled (ReclaimCancels), and the pod gets a free 1g.10gb as it is,
-// rather than the free devices being destroyed for a 7g.80gb split again.
-func TestReclaimInFlightCancelledOncePolicyStopsReclaim(t *testing.T) {
-	const sevenSmall = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"
-	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](60)})
-	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(sevenSmall)))
-	h.settle()
-	h.now = h.now.Add(2 * time.Minute)
-	h.settle()
-	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
-		t.Fatalf("GPU 0 idle for two minutes -> %q, want it given back as 7g.80gb@0", got)
-	}
-	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
-		st[0].Phase = v1alpha1.PhaseDraining
-		return st
-	})
-	var live v1alpha1.MigLayout
-	if err := h.c.Get(context.Background(), types.NamespacedName{Name: "auto"}, &live); err != nil {
+// setAllocatable edits the allocatable resources of node name through the
+// API server, as a kubelet does when a device plugin registers or leaves,
+// checks that the update wakes the planner, and lets a second pass.
+func (h *autoCluster) setAllocatable(t *testing.T, name string, edit func(corev1.ResourceList)) {
+	t.Helper()
+	var n corev1.Node
+	if err := h.c.Get(context.Background(), types.NamespacedName{Name: name}, &n); err != nil {
 		t.Fatal(err)
 	}
-	live.Spec.Policy.ReclaimIdleGPUsAfterSeconds = ptr.To[int32](0)
-	live.Generation++
-	if err := h.c.Update(context.Background(), &live); err != nil {
+	old := n.DeepCopy()
+	edit(n.Status.Allocatable)
+	if err := h.c.Status().Update(context.Background(), &n); err != nil {
 		t.Fatal(err)
 	}
-	h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p1", h.now, "c1"))
-	h.now = h.now.Add(h.a.max())
-	h.settle()
-	spec := h.nml("n1").Spec.GPUs[0]
-	if spec.Layout != sevenSmall {
-		t.Errorf("GPU 0's desired layout %q: the reclaim goes on, destroying the free 1g.10gb the pending pod could have", spec.Layout)
+	if !h.a.nodeChangeMatters(old, &n) {
+		t.Fatalf("the change of %s's allocatable resources does not wake the planner", name)
 	}
+	h.now = h.now.Add(time.Second)
+	h.settle()
 }

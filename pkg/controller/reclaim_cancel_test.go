@@ -24,8 +24,9 @@ import (
 // 7g.80gb. A pod asking for a 1g.10gb arrives while the agent drains: as
 // long as nothing is destroyed yet, the controller cancels the reclaim (the
 // pod gets a free 1g.10gb as it is) or writes the pod's own change in its
-// place, instead of making the 7g.80gb and splitting it again. With no pod,
-// or once the agent repartitions, the reclaim stays, written once.
+// place, instead of making the 7g.80gb and splitting it again, also where
+// the policy has stopped reclaiming since. With no pod, or once the agent
+// repartitions, the reclaim stays, written once.
 func TestReclaimInFlightGivesWayToPods(t *testing.T) {
 	const sevenSmall = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"
 	for name, tc := range map[string]struct {
@@ -35,10 +36,15 @@ func TestReclaimInFlightGivesWayToPods(t *testing.T) {
 		reason  string            // a part of its reason
 		changed int32             // the MigLayout's count of GPUs changing
 		restart bool              // the controller restarts (it counts idle time afresh)
+		// policyOff: the MigLayout's policy stops reclaiming
+		// (reclaimIdleGPUsAfterSeconds 0) once the reclaim is written.
+		policyOff bool
 	}{
 		"nothing pending, after a restart": {phase: v1alpha1.PhaseDraining, restart: true, want: "7g.80gb@0", reason: "back whole", changed: 1},
 		"nothing pending":                  {phase: v1alpha1.PhaseDraining, want: "7g.80gb@0", reason: "back whole", changed: 1},
 		"a 1g.10gb pod, while draining": {phase: v1alpha1.PhaseDraining, profile: "1g.10gb", want: sevenSmall,
+			reason: "cancels giving the GPU back as 7g.80gb@0 before anything is destroyed: pending pods get its free devices as they are: ns/p1"},
+		"a 1g.10gb pod, reclaim since turned off": {phase: v1alpha1.PhaseDraining, profile: "1g.10gb", policyOff: true, want: sevenSmall,
 			reason: "cancels giving the GPU back as 7g.80gb@0 before anything is destroyed: pending pods get its free devices as they are: ns/p1"},
 		"a 1g.10gb pod, before the agent starts": {phase: v1alpha1.PhaseReady, profile: "1g.10gb", want: sevenSmall, reason: "cancels giving the GPU back"},
 		"a 4g.40gb pod, while draining":          {phase: v1alpha1.PhaseDraining, profile: "4g.40gb", want: "4g.40gb@0,1g.10gb@4,1g.10gb@5,1g.10gb@6", reason: "serves 1 pending pod(s): ns/p1", changed: 1},
@@ -60,6 +66,17 @@ func TestReclaimInFlightGivesWayToPods(t *testing.T) {
 			})
 			if tc.restart {
 				h.a.idleGPUs = nil
+			}
+			if tc.policyOff {
+				var live v1alpha1.MigLayout
+				if err := h.c.Get(context.Background(), types.NamespacedName{Name: "auto"}, &live); err != nil {
+					t.Fatal(err)
+				}
+				live.Spec.Policy.ReclaimIdleGPUsAfterSeconds = ptr.To[int32](0)
+				live.Generation++
+				if err := h.c.Update(context.Background(), &live); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if tc.profile != "" {
 				h.create(autoClaim("c1", profileSelector(tc.profile)), autoPod("p1", h.now, "c1"))
