@@ -279,6 +279,25 @@ func (g *rig) orphan3g(t *testing.T, idx, start int) nvml.GpuInstance {
 	return gi
 }
 
+// gis3g lists the 3g GPU instances of GPU idx, read from the simulator
+// behind the agent's back.
+func (g *rig) gis3g(t *testing.T, idx int) []nvml.GpuInstance {
+	t.Helper()
+	dev, ret := g.sim.DeviceGetHandleByIndex(idx)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	gis, ret := dev.GetGpuInstances(&info)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	return gis
+}
+
 // nodeReconcilerOn is a NodeReconciler over g for node n1, whose
 // NodeMigLayout (generation 1) asks for specs, with its client and event
 // recorder.

@@ -19,24 +19,12 @@ import (
 // instance.
 func (g *rig) removeCI(t *testing.T, idx, start int) {
 	t.Helper()
-	dev, ret := g.sim.DeviceGetHandleByIndex(idx)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	gis, ret := dev.GetGpuInstances(&info)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	for _, gi := range gis {
-		gInfo, ret := gi.GetInfo()
+	for _, gi := range g.gis3g(t, idx) {
+		info, ret := gi.GetInfo()
 		if ret != nvml.SUCCESS {
 			t.Fatal(ret)
 		}
-		if int(gInfo.Placement.Start) != start {
+		if int(info.Placement.Start) != start {
 			continue
 		}
 		for _, ci := range mustCIs(t, gi) {
