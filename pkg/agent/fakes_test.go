@@ -264,14 +264,7 @@ func (g *rig) migUUID(t *testing.T, idx int, d string) string {
 // leaves behind. It returns the GPU instance.
 func (g *rig) orphan3g(t *testing.T, idx, start int) nvml.GpuInstance {
 	t.Helper()
-	dev, ret := g.sim.DeviceGetHandleByIndex(idx)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_3_SLICE)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
+	dev, info := g.profile3g(t, idx)
 	gi, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: uint32(start), Size: 4})
 	if ret != nvml.SUCCESS {
 		t.Fatal(ret)
@@ -279,9 +272,9 @@ func (g *rig) orphan3g(t *testing.T, idx, start int) nvml.GpuInstance {
 	return gi
 }
 
-// gis3g lists the 3g GPU instances of GPU idx, read from the simulator
-// behind the agent's back.
-func (g *rig) gis3g(t *testing.T, idx int) []nvml.GpuInstance {
+// profile3g is GPU idx's NVML handle and 3g GPU instance profile, read from
+// the simulator behind the agent's back.
+func (g *rig) profile3g(t *testing.T, idx int) (nvml.Device, nvml.GpuInstanceProfileInfo) {
 	t.Helper()
 	dev, ret := g.sim.DeviceGetHandleByIndex(idx)
 	if ret != nvml.SUCCESS {
@@ -291,6 +284,14 @@ func (g *rig) gis3g(t *testing.T, idx int) []nvml.GpuInstance {
 	if ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
+	return dev, info
+}
+
+// gis3g lists the 3g GPU instances of GPU idx, read from the simulator
+// behind the agent's back.
+func (g *rig) gis3g(t *testing.T, idx int) []nvml.GpuInstance {
+	t.Helper()
+	dev, info := g.profile3g(t, idx)
 	gis, ret := dev.GetGpuInstances(&info)
 	if ret != nvml.SUCCESS {
 		t.Fatal(ret)

@@ -69,16 +69,7 @@ func TestPlansOnceDevicePluginLeaves(t *testing.T) {
 // place down to 2 CPUs (spec and status): the update wakes the planner,
 // which plans p1 in the room freed.
 func TestBoundPodResizedDownWakesPlanner(t *testing.T) {
-	ml := autoMigLayout("auto", nil)
-	n1 := eightCPUs(node("n1", map[string]string{"pool": "auto"}))
-	busy := runningPod("busy", corev1.PodRunning, false)
-	busy.Spec.NodeName = "n1"
-	h := newAutoCluster(t, ml, n1, autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
-		cpus(&busy, "6"), autoClaim("c1", profileSelector("1g.10gb")), cpus(autoPod("p1", h0(), "c1"), "4"))
-	h.settle()
-	if got := h.specOf("n1"); len(got) != 0 {
-		t.Fatalf("spec %v: a device made where the pod's CPUs do not fit", got)
-	}
+	h := busyN1(t)
 	var old corev1.Pod
 	if err := h.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "busy"}, &old); err != nil {
 		t.Fatal(err)

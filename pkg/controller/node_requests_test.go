@@ -107,13 +107,11 @@ func TestNominatedPodKeepsRoomUnserved(t *testing.T) {
 	}
 }
 
-// TestPendingPodWaitsForNodeResources: n1 has a whole GPU free but 8 CPUs,
-// 6 of which a running pod without claims requests. A pending pod asking
-// for a 1g.10gb and 4 CPUs could never be bound there now: no device is
-// made for it, it hears that it waits for the node's resources, and the
-// MigLayout counts it as waiting for room. Once the running pod ends, the
-// planner is woken (though that pod has no claim) and the device is made.
-func TestPendingPodWaitsForNodeResources(t *testing.T) {
+// busyN1 is n1 with a whole GPU free but 8 CPUs, 6 of which a running pod
+// without claims ("busy") requests, and a pending pod p1 asking for a
+// 1g.10gb and 4 CPUs, planned once: no device is made for p1.
+func busyN1(t *testing.T) *autoCluster {
+	t.Helper()
 	ml := autoMigLayout("auto", nil)
 	n1 := eightCPUs(node("n1", map[string]string{"pool": "auto"}))
 	busy := runningPod("busy", corev1.PodRunning, false)
@@ -124,6 +122,17 @@ func TestPendingPodWaitsForNodeResources(t *testing.T) {
 	if got := h.specOf("n1"); len(got) != 0 {
 		t.Fatalf("spec %v: a device made where the pod's CPUs do not fit", got)
 	}
+	return h
+}
+
+// TestPendingPodWaitsForNodeResources: n1 has a whole GPU free but 8 CPUs,
+// 6 of which a running pod without claims requests. A pending pod asking
+// for a 1g.10gb and 4 CPUs could never be bound there now: no device is
+// made for it, it hears that it waits for the node's resources, and the
+// MigLayout counts it as waiting for room. Once the running pod ends, the
+// planner is woken (though that pod has no claim) and the device is made.
+func TestPendingPodWaitsForNodeResources(t *testing.T) {
+	h := busyN1(t)
 	events := strings.Join(h.events(), "\n")
 	if !strings.Contains(events, EventWaitingForCapacity) || !strings.Contains(events, planner.WaitsForNodeResources) {
 		t.Errorf("events %q, want p1 told it waits for the node's resources", events)
