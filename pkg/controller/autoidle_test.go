@@ -203,3 +203,40 @@ func agentIdleSince(g planner.GPU, since time.Time) planner.GPU {
 	g.IdleSince = since
 	return g
 }
+
+// TestIdleTrackerWakesForTheFirstDue: two idle GPUs fall due at different
+// times (their nodes' policies give them back after 1 and 3 minutes): the
+// planner wakes for the first.
+func TestIdleTrackerWakesForTheFirstDue(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := func(name string, after time.Duration) planner.Node {
+		return planner.Node{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, Policy: planner.Policy{ReclaimIdleAfter: after},
+			GPUs: []planner.GPU{{Info: migslices.PlannedGPU(m, 0), Layout: mig.MustParseLayout("1g.10gb@0")}}}
+	}
+	snap := planner.Snapshot{Now: t0, Nodes: []planner.Node{n("n1", time.Minute), n("n2", 3*time.Minute)}}
+	if wake := (idleTracker{}).mark(&snap); wake != time.Minute {
+		t.Errorf("wake in %s, want 1m0s (n1's GPU falls due first)", wake)
+	}
+}
+
+// TestIdleTrackerIgnoresAFutureAgentCount: a controller that starts while
+// an agent reports a GPU idle since a time ahead of the controller's clock
+// (clock skew) counts from now, not from that time.
+func TestIdleTrackerIgnoresAFutureAgentCount(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := planner.GPU{Info: migslices.PlannedGPU(m, 0), Layout: mig.MustParseLayout("1g.10gb@0"), IdleSince: t0.Add(time.Hour)}
+	snap := planner.Snapshot{Now: t0, Nodes: []planner.Node{{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
+		Policy: planner.Policy{ReclaimIdleAfter: time.Minute}, GPUs: []planner.GPU{g}}}}
+	wake := (idleTracker{}).mark(&snap)
+	if got := snap.Nodes[0].GPUs[0].IdleSince; !got.Equal(t0) || wake != time.Minute {
+		t.Errorf("IdleSince %s, wake in %s; want %s and 1m0s (the agent's count is ahead of now)", got, wake, t0)
+	}
+}

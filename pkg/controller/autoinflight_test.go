@@ -225,3 +225,47 @@ func TestFrozenNodeDoesNotTakePodFromLiveChange(t *testing.T) {
 		t.Errorf("n2/gpu-0 serves %v, want [ns/p1]", got)
 	}
 }
+
+// TestDoneChangeIsNotCancelled: n1's GPU 0 was repartitioned for p1 and
+// holds its desired layout (Ready); p1 is then deleted. The GPU has no
+// change in flight: nothing is cancelled (the spec, its reason and
+// servedPods are left as they are).
+func TestDoneChangeIsNotCancelled(t *testing.T) {
+	h, p1 := planThreeGForP1(t)
+	h.agentDone("n1")
+	if err := h.c.Delete(context.Background(), p1); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(h.a.max())
+	h.settle()
+	g := h.nml("n1").Spec.GPUs[0]
+	if g.Layout != "3g.40gb@4" || strings.HasPrefix(g.Reason, "cancels") || len(g.ServedPods) != 1 {
+		t.Errorf("n1/gpu-0 holds its desired layout, yet a cancel was written: %+v", g)
+	}
+}
+
+// TestGatedPodDoesNotKeepAChange: p1's change on n1 is draining when p1 is
+// deleted and made again under the same name with a scheduling gate (a
+// queueing controller gates pods at creation). A gated pod does not wait
+// for devices: the change, nothing destroyed yet, is cancelled.
+func TestGatedPodDoesNotKeepAChange(t *testing.T) {
+	h, p1 := planThreeGForP1(t)
+	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+		st[0].Phase, st[0].Reason = v1alpha1.PhaseDraining, v1alpha1.ReasonDraining
+		return st
+	})
+	ctx := context.Background()
+	if err := h.c.Delete(ctx, p1); err != nil {
+		t.Fatal(err)
+	}
+	again := autoPod("p1", h0(), "c1")
+	again.UID = "uid-p1-again"
+	again.Status.Conditions = nil
+	again.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/queue"}}
+	h.create(again)
+	h.now = h.now.Add(h.a.max())
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
+		t.Errorf("p1 made again with a scheduling gate: n1/gpu-0 -> %q, want its change cancelled back to 7g.80gb@0", got)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miglayout/miglayout/pkg/planner"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -117,4 +119,22 @@ func (h *autoCluster) setAllocatable(t *testing.T, name string, edit func(corev1
 	}
 	h.now = h.now.Add(time.Second)
 	h.settle()
+}
+
+// TestAllocatedClaimLabelsWakeThePlanner: a pending pod one of whose
+// claims is allocated on devices of nodes with rack=b (planner.Pod
+// AllocatedOn) can only go to such a node: relabelling a node into or out
+// of rack b changes the plan.
+func TestAllocatedClaimLabelsWakeThePlanner(t *testing.T) {
+	sel := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "rack", Operator: corev1.NodeSelectorOpIn, Values: []string{"b"}}}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	in := AutoInputs{Driver: migslices.DefaultDriverName}
+	a := &AutoPlanner{labelKeys: feasibilityLabelKeys(in, planner.Snapshot{Pending: []planner.Pod{{Pod: pod, AllocatedOn: []*corev1.NodeSelector{sel}}}})}
+	before := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"rack": "a"}}}
+	after := before.DeepCopy()
+	after.Labels["rack"] = "b"
+	if !a.nodeChangeMatters(before, after) {
+		t.Errorf("relabelling n1 into the node selector of a pending pod's allocated claim does not wake the planner (label keys %v)", a.labelKeys)
+	}
 }

@@ -239,3 +239,14 @@ func TestStaticFitKeepsInUseNextToUncataloguedGI(t *testing.T) {
 		}
 	}
 }
+
+// TestDesiredGPUsInIndexOrder: the spec lists GPUs by index whatever the
+// order of the agent's report, so that the same layouts compare equal
+// (sameLayouts) and are not written again.
+func TestDesiredGPUsInIndexOrder(t *testing.T) {
+	got, problems := DesiredGPUs(mig.DefaultCatalog(), rules(rule("all").layout("7g.80gb@0")),
+		inventory(a100(1).layout("7g.80gb@0"), a100(0).layout("7g.80gb@0")), nil)
+	if len(problems) != 0 || len(got) != 2 || got[0].Index != 0 || got[1].Index != 1 {
+		t.Errorf("desired %+v (problems %v), want GPUs 0 then 1", got, problems)
+	}
+}

@@ -485,3 +485,15 @@ func TestRolloutCountsGPUDroppedMidChange(t *testing.T) {
 		t.Errorf("n2 given %s once n1's GPU 1 stopped, want %s", specs["n2"], halvesLayout)
 	}
 }
+
+// TestRepartitioningGPUDroppedFromSpecIsChanging: a GPU whose entry left
+// the spec while its agent repartitions it (NVML calls under way) still
+// changes: the node holds a maxNodesChanging slot until the agent stops.
+func TestRepartitioningGPUDroppedFromSpecIsChanging(t *testing.T) {
+	for _, p := range []v1alpha1.GPUPhase{v1alpha1.PhaseDraining, v1alpha1.PhaseRepartitioning} {
+		nml := nodeMigLayout("n1").status(a100(0).layout("7g.80gb@0").phase(p, string(p), "")).build()
+		if !changing(nml) {
+			t.Errorf("%s GPU no longer in the spec: changing false, want true", p)
+		}
+	}
+}

@@ -285,3 +285,13 @@ func TestSelectedInventoryCountsANodeWithoutGPU(t *testing.T) {
 		t.Errorf("inventory %v while a node's agent has not reported, want none", got)
 	}
 }
+
+// TestZeroSpareOfUnofferedProfileIsNoProblem: a spare count of 0 keeps no
+// spare (autosnapshot drops it): that no selected GPU offers its profile is
+// no spec problem.
+func TestZeroSpareOfUnofferedProfileIsNoProblem(t *testing.T) {
+	spec := v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeAuto, Policy: &v1alpha1.AutoPolicy{Spares: map[string]int32{"1g.5gb": 0}}}
+	if got := CheckSpec(mig.DefaultCatalog(), &spec, map[string][]v1alpha1.GPUStatus{"n1": inventory(a100(0).layout("7g.80gb@0"))}); len(got) != 0 {
+		t.Errorf("spares {1g.5gb: 0}: problems %+v, want none", got)
+	}
+}
