@@ -23,9 +23,9 @@ import (
 // asked miglayout to manage
 // (split by an administrator, perhaps with smaller compute instances) stay.
 // A GI whose published name a claim allocates (the cache, then the API
-// server) or the kubelet plugin holds prepared is never destroyed (its compute instance removed by another
-// tool, say): it is reported in failed as in use (gpu.ErrInUse) until the
-// claim lets it go. Under the GPU lock the GPU is read again and a GI
+// server) or the kubelet plugin holds prepared is never destroyed (its
+// compute instance removed by another tool, say): it is reported in failed
+// as in use (gpu.ErrInUse) until the claim lets it go. Under the GPU lock the GPU is read again and a GI
 // destroyed only if it still has no full-size compute instance, so that one
 // odd NVML answer (describe reads a GI whose compute instance it could not
 // list as one without) destroys nothing.
