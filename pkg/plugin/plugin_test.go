@@ -93,6 +93,18 @@ func (e *env) plugin(driver string) *Plugin {
 	return p
 }
 
+// countingPlugin is e.plugin("") with an OnUnprepared that counts its
+// calls in *calls.
+func (e *env) countingPlugin(calls *int) *Plugin {
+	e.t.Helper()
+	p, err := New(Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir,
+		HostRoot: e.hostRoot, OnUnprepared: func() { *calls++ }})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
 type alloc struct{ request, driver, pool, device string }
 
 func claim(uid, name string, results ...alloc) *resourceapi.ResourceClaim {

@@ -18,11 +18,7 @@ import (
 func TestNoOnUnpreparedWhenDevicelessStaleDropped(t *testing.T) {
 	e := newEnv(t)
 	calls := 0
-	p, err := New(Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir,
-		HostRoot: e.hostRoot, OnUnprepared: func() { calls++ }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.countingPlugin(&calls)
 	if r := e.prepare(p, claim(uid1, "train", alloc{"nic", "other.example.com", node, "nic-0"})); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -105,11 +101,7 @@ func TestPrepareAgainAsItWasKeepsPreparation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
 			calls := 0
-			p, err := New(Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir,
-				HostRoot: e.hostRoot, OnUnprepared: func() { calls++ }})
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := e.countingPlugin(&calls)
 			if r := e.prepare(p, c); r.Err != nil {
 				t.Fatal(r.Err)
 			}

@@ -72,11 +72,7 @@ func TestOnUnpreparedCalledWhenDevicesReleased(t *testing.T) {
 func TestOnUnpreparedCalledWhenStaleDropped(t *testing.T) {
 	e := newEnv(t)
 	calls := 0
-	p, err := New(Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir,
-		HostRoot: e.hostRoot, OnUnprepared: func() { calls++ }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := e.countingPlugin(&calls)
 	driver := slices.DefaultDriverName
 	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", driver, node, "gpu-0-mig-3g40gb-9-4"})); r.Err != nil {
 		t.Fatal(r.Err)
