@@ -306,3 +306,26 @@ func TestWaitingPodKeepsOnlyTheChangeUnderWay(t *testing.T) {
 		t.Errorf("n2/gpu-0 (not started, p1 kept by n1's change) -> %q, want it cancelled: a second GPU changed for one pod", got)
 	}
 }
+
+// TestBlockedByUseOutcomes: the agent outcomes that stop a GPU's change for
+// good or until a device is released, so that Auto mode cancels the change
+// (BlockedChanges), against those the agent retries by itself.
+func TestBlockedByUseOutcomes(t *testing.T) {
+	for name, tc := range map[string]struct {
+		phase  v1alpha1.GPUPhase
+		reason string
+		want   bool
+	}{
+		"device in use":       {v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, true},
+		"unknown allocation":  {v1alpha1.PhaseBlocked, v1alpha1.ReasonUnknownAllocation, true},
+		"invalid layout":      {v1alpha1.PhaseFailed, v1alpha1.ReasonInvalidLayout, true},
+		"GPU no longer found": {v1alpha1.PhaseFailed, v1alpha1.ReasonGPUMissing, true},
+		"NVML error":          {v1alpha1.PhaseFailed, v1alpha1.ReasonNVMLError, false},
+		"reset required":      {v1alpha1.PhaseBlocked, v1alpha1.ReasonResetRequired, false},
+		"draining":            {v1alpha1.PhaseDraining, v1alpha1.ReasonDraining, false},
+	} {
+		if got := blockedByUse(v1alpha1.GPUStatus{Phase: tc.phase, Reason: tc.reason}); got != tc.want {
+			t.Errorf("%s: blockedByUse = %t, want %t", name, got, tc.want)
+		}
+	}
+}

@@ -43,3 +43,23 @@ func TestInvalidSelectorKeepsItsNodes(t *testing.T) {
 		t.Errorf("a's node rows %+v, want n1's to say b holds it with an invalid selector", got.Status.Nodes)
 	}
 }
+
+// TestInvalidSelectorBeingDeletedHoldsNothing: b, whose selector does not
+// parse, holds n1 until it is deleted: once its deletion has begun (a
+// finalizer still waits), n1 is no longer held from a, which may take it.
+func TestInvalidSelectorBeingDeletedHoldsNothing(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	b := staticMigLayout("b", "uid-b", "a")
+	b.Spec.NodeSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gpu pool", Operator: metav1.LabelSelectorOpExists}}}
+	held := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), b)
+	nmls := map[string]*v1alpha1.NodeMigLayout{"n1": held}
+	sel := Selection{Nodes: []string{"n1"}}
+	if got := HeldByInvalidSelectors(a, sel, []v1alpha1.MigLayout{*a, *b}, nmls); !got.Conflicted("n1") || !got.InvalidHolders["b"] {
+		t.Fatalf("b not deleted: selection %+v, want n1 held by b", got)
+	}
+	b.DeletionTimestamp = &metav1.Time{Time: h0()}
+	b.Finalizers = []string{"example.com/keep"}
+	if got := HeldByInvalidSelectors(a, sel, []v1alpha1.MigLayout{*a, *b}, nmls); got.Conflicted("n1") || len(got.InvalidHolders) != 0 {
+		t.Errorf("b being deleted: selection %+v, want n1 held by nobody", got)
+	}
+}
