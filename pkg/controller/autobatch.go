@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/planner"
@@ -72,17 +71,11 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 	// the labels pods or other drivers' slices select on (not the others,
 	// which agents such as GPU feature discovery may rewrite every minute).
 	keys := feasibilityLabelKeys(in, snap)
-	shapes := pendingShapes(snap)
-	// The allocatable of every resource a pending pod requests, its
-	// DRA-backed extended resources included: whether the node lists it
-	// at all (fitsAllocatable) and whether a device plugin serves it
+	// Each node's allocatable of every resource a pending pod requests
+	// (requested) goes in too: whether the node lists it at all
+	// (fitsAllocatable) and whether a device plugin serves it
 	// (devicePluginServes) decide feasibility, which roomBits misses.
-	requested := map[corev1.ResourceName]bool{}
-	for _, p := range snap.Pending {
-		for name := range resourcehelper.PodRequests(p.Pod, resourcehelper.PodResourcesOptions{}) {
-			requested[name] = true
-		}
-	}
+	shapes, requested := pendingShapes(snap)
 	for _, n := range snap.Nodes {
 		labels := map[string]string{}
 		for k := range keys {

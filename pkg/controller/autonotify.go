@@ -220,11 +220,16 @@ type roomShape struct {
 }
 
 // pendingShapes are the kinds of the pending pods on nodes' room, the first
-// maxRoomShapes in a fixed order.
-func pendingShapes(snap planner.Snapshot) []roomShape {
+// maxRoomShapes in a fixed order, and the names of every resource the
+// pending pods request (their DRA-backed extended resources included).
+func pendingShapes(snap planner.Snapshot) ([]roomShape, map[corev1.ResourceName]bool) {
 	byKey := map[string]*roomShape{}
+	requested := map[corev1.ResourceName]bool{}
 	for _, p := range snap.Pending {
 		reqs := resourcehelper.PodRequests(p.Pod, resourcehelper.PodResourcesOptions{})
+		for name := range reqs {
+			requested[name] = true
+		}
 		policy := ""
 		if p.Pod.Spec.PreemptionPolicy != nil {
 			policy = string(*p.Pod.Spec.PreemptionPolicy)
@@ -244,7 +249,7 @@ func pendingShapes(snap planner.Snapshot) []roomShape {
 		}
 		out = append(out, *byKey[k])
 	}
-	return out
+	return out, requested
 }
 
 // roomBits says how many pending pods of each of shapes n's room takes now
