@@ -67,7 +67,8 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 					continue
 				}
 			}
-			if name := r.Inventory.DeviceName(g.GPU, &d); !held.Has(name) && !liveRead {
+			name := r.Inventory.DeviceName(g.GPU, &d)
+			if !held.Has(name) && !liveRead {
 				// The cache may not show yet a claim allocated the
 				// device a moment ago: the API server is asked, once.
 				live, err := r.Allocations.AllocatedDevices(ctx, true)
@@ -77,7 +78,7 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 				}
 				held, liveRead = held.Union(live), true
 			}
-			if name := r.Inventory.DeviceName(g.GPU, &d); held.Has(name) {
+			if held.Has(name) {
 				failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("GPU instance %s has no full-size compute instance, but device %s is allocated or prepared: %w; it is destroyed once its claim lets it go", d.Device(), name, gpu.ErrInUse))
 				continue
 			}
