@@ -34,9 +34,8 @@ type NodeState struct {
 	Lost bool
 	// LostMessage says why the agent counts as lost.
 	LostMessage string
-	// Unmanaged: this MigLayout leaves the node as it is (Conflict, Auto).
-	Unmanaged bool
-	// Conflict: another MigLayout selects the node too.
+	// Conflict: another MigLayout selects the node too; this one leaves
+	// the node as it is (ConflictNode).
 	Conflict bool
 	// WriteError is the API server's refusal of the controller's last
 	// create or write of the node's NodeMigLayout (withWriteError); ""
@@ -250,13 +249,12 @@ func withUntouchedGPUs(st NodeState, nml *v1alpha1.NodeMigLayout) NodeState {
 	return capGPURows(st)
 }
 
-// UnmanagedNode is the state of a node this MigLayout selects but leaves as
-// it is: message says why.
-func UnmanagedNode(node, message string, conflict bool) NodeState {
+// ConflictNode is the state of a node this MigLayout selects but leaves as
+// it is, as another MigLayout selects it too: message says why.
+func ConflictNode(node, message string) NodeState {
 	return NodeState{
-		Row:       v1alpha1.NodeRow{Node: node, Message: truncate(message, maxRowMessage)},
-		Unmanaged: true,
-		Conflict:  conflict,
+		Row:      v1alpha1.NodeRow{Node: node, Message: truncate(message, maxRowMessage)},
+		Conflict: true,
 	}
 }
 
@@ -377,7 +375,7 @@ func summarize(states []NodeState) summary {
 			}
 		case st.Progressing:
 			s.progressing++
-		case !st.Unmanaged && !st.Reporting:
+		case !st.Reporting:
 			s.silent++
 		}
 		if onTheWay(st) {
@@ -416,7 +414,7 @@ func withWriteError(st NodeState, err error) NodeState {
 // onTheWay: the node is Progressing, or a GPU of it is changing beside one
 // that failed; not when its agent is lost or another MigLayout has it.
 func onTheWay(st NodeState) bool {
-	return !st.Lost && !st.Conflict && !st.Unmanaged && (st.Progressing || st.Changing)
+	return !st.Lost && !st.Conflict && (st.Progressing || st.Changing)
 }
 
 func truncate(s string, n int) string {

@@ -714,3 +714,41 @@ func TestDeclinedNodes(t *testing.T) {
 		t.Errorf("an event dated a century ahead, read at %v, restored as %+v, want one decline until 80 minutes later", at, restored)
 	}
 }
+
+// TestDeclinesRestoredDoubleAgain pins how many times a node read back
+// from an event counts as declined: declined again for the same pod after
+// a restart, it is left out twice as long as the longest event read says
+// it was, up to 8 times --auto-declined-for.
+func TestDeclinesRestoredDoubleAgain(t *testing.T) {
+	const keepFor = 10 * time.Minute
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	for name, tc := range map[string]struct {
+		lengths []time.Duration
+		want    time.Duration
+	}{
+		"the first length":                      {lengths: []time.Duration{10 * time.Minute}, want: 20 * time.Minute},
+		"once doubled":                          {lengths: []time.Duration{20 * time.Minute}, want: 40 * time.Minute},
+		"twice doubled":                         {lengths: []time.Duration{40 * time.Minute}, want: 80 * time.Minute},
+		"the longest":                           {lengths: []time.Duration{80 * time.Minute}, want: 80 * time.Minute},
+		"beyond the longest":                    {lengths: []time.Duration{100000 * time.Hour}, want: 80 * time.Minute},
+		"between two lengths (keepFor was 15m)": {lengths: []time.Duration{15 * time.Minute}, want: 40 * time.Minute},
+		"shorter than keepFor":                  {lengths: []time.Duration{5 * time.Minute}, want: 20 * time.Minute},
+		"the longest of two events":             {lengths: []time.Duration{40 * time.Minute, 10 * time.Minute}, want: 80 * time.Minute},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var events []declinedEvent
+			for _, l := range tc.lengths {
+				events = append(events, declinedEvent{uid: "p1", node: "n1", until: at.Add(l), length: l})
+			}
+			var tr declineTracker
+			tr.restore(events, keepFor)
+			r := tr.declined["p1"]["n1"]
+			if r == nil {
+				t.Fatalf("restore(%v) kept no record of node n1 for pod p1", tc.lengths)
+			}
+			if got := declineLength(keepFor, r.times); got != tc.want {
+				t.Errorf("after reading back declines of %v, the next decline lasts %v, want %v", tc.lengths, got, tc.want)
+			}
+		})
+	}
+}

@@ -128,7 +128,7 @@ func TestConditions(t *testing.T) {
 		"conflict": {
 			obs: Observation{
 				Selection: Selection{Nodes: []string{"a", "b"}, Conflicts: map[string][]string{"other": {"b"}}},
-				Nodes:     []NodeState{readyNode("a"), UnmanagedNode("b", "also selected", true)},
+				Nodes:     []NodeState{readyNode("a"), ConflictNode("b", "also selected")},
 			},
 			want: []condition{
 				{"Ready", "False", "NodesNotReady", "1 of 2 nodes is not ready: 1 in conflict"},

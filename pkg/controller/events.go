@@ -115,7 +115,7 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 	}
 	changing := changingRows(seen)
 	for _, n := range obs.Nodes {
-		if n.Unmanaged {
+		if n.Conflict {
 			continue
 		}
 		lostKey := EventAgentLost + "\x00" + n.Row.Node

@@ -52,7 +52,7 @@ func TestTransitions(t *testing.T) {
 			obs:  Observation{Nodes: []NodeState{ready}},
 		},
 		"node ready once its conflict ends: nothing was repartitioned": {
-			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{UnmanagedNode("a", conflictMsg, true).Row}},
+			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{ConflictNode("a", conflictMsg).Row}},
 			obs:  Observation{Nodes: []NodeState{ready}},
 		},
 		"node stays ready": {
@@ -111,14 +111,14 @@ func TestTransitions(t *testing.T) {
 				{"Normal", "Repartitioned", "Repartition", `node a holds the desired layout; changed: gpu 0 "7g.80gb@0"`, "a"}},
 		},
 		"conflict appears": {
-			obs:  Observation{Selection: conflict, Nodes: []NodeState{UnmanagedNode("a", "x", true)}},
+			obs:  Observation{Selection: conflict, Nodes: []NodeState{ConflictNode("a", "x")}},
 			want: []Event{{"Warning", "Conflict", "SelectNodes", conflictMsg, ""}},
 		},
 		"conflict goes on": {
 			prev: v1alpha1.MigLayoutStatus{Conditions: []metav1.Condition{{
 				Type: v1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Message: conflictMsg,
 			}}},
-			obs: Observation{Selection: conflict, Nodes: []NodeState{UnmanagedNode("a", "x", true)}},
+			obs: Observation{Selection: conflict, Nodes: []NodeState{ConflictNode("a", "x")}},
 		},
 	}
 	for name, tc := range tests {

@@ -70,7 +70,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			if err := r.dropUnstartedOnConflict(ctx, ml, in.nodeMigLayouts[node]); err != nil {
 				errs = append(errs, err)
 			}
-			states = append(states, UnmanagedNode(node, conflictNote(sel, node), true))
+			states = append(states, ConflictNode(node, conflictNote(sel, node)))
 			continue
 		}
 		nml, problems, wait, err := r.syncNode(ctx, ml, node, in.nodeMigLayouts[node], gate)
