@@ -8,6 +8,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-multierror"
 
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -155,35 +156,10 @@ func busID(s string) [32]int8 {
 }
 
 func TestHelpers(t *testing.T) {
-	pci := []struct {
-		in   nvml.PciInfo
-		want string
-	}{
-		{nvml.PciInfo{BusId: busID("00000000:07:00.0")}, "0000:07:00.0"},
-		{nvml.PciInfo{BusId: busID("00000000:B7:00.0")}, "0000:b7:00.0"},
-		{nvml.PciInfo{BusId: busID("00010000:0A:00.0")}, "00010000:0a:00.0"},
-		{nvml.PciInfo{Domain: 0, Bus: 0xc1, Device: 0}, "0000:c1:00.0"},
-	}
-	for _, tc := range pci {
-		if got := pciBusID(tc.in); got != tc.want {
-			t.Errorf("pciBusID(%+v) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
 	for v, want := range map[int]string{13000: "13.0", 12080: "12.8", 12020: "12.2"} {
 		if got := cudaVersion(v); got != want {
 			t.Errorf("cudaVersion(%d) = %q, want %q", v, got, want)
 		}
-	}
-	for a, want := range map[nvml.DeviceArchitecture]string{
-		nvml.DEVICE_ARCH_AMPERE: "Ampere", nvml.DEVICE_ARCH_HOPPER: "Hopper", nvml.DEVICE_ARCH_BLACKWELL: "Blackwell",
-		nvml.DEVICE_ARCH_UNKNOWN: "Unknown",
-	} {
-		if got := architectureName(a); got != want {
-			t.Errorf("architectureName(%d) = %q, want %q", a, got, want)
-		}
-	}
-	if got := brandName(nvml.BRAND_NVIDIA); got != "Nvidia" {
-		t.Errorf("brandName(BRAND_NVIDIA) = %q", got)
 	}
 	// A100-SXM4-80GB numbers: 81920 MiB total.
 	total := uint64(81920) << 20
@@ -275,5 +251,60 @@ func TestChangedMeanwhileOfNotFoundIsNotErrNotFound(t *testing.T) {
 		if errors.Is(err, ErrNotFound) {
 			t.Errorf("stale=%t: %v is ErrNotFound: the GPU instance would be taken for gone", stale, err)
 		}
+	}
+}
+
+// TestNVLibNames: the bus ID, brand and architecture go-nvlib spells,
+// NVML's errors as *NVMLError with their return code kept, and a value
+// newer than go-nvlib knows as "Unknown".
+func TestNVLibNames(t *testing.T) {
+	type want struct {
+		BusID, Brand, Arch string
+		Err                nvml.Return
+	}
+	device := func(bus string, busRet nvml.Return, brand nvml.BrandType, brandRet nvml.Return, arch nvml.DeviceArchitecture, archRet nvml.Return) *mock.Device {
+		return &mock.Device{
+			GetPciInfoFunc:      func() (nvml.PciInfo, nvml.Return) { return nvml.PciInfo{BusId: busID(bus)}, busRet },
+			GetBrandFunc:        func() (nvml.BrandType, nvml.Return) { return brand, brandRet },
+			GetArchitectureFunc: func() (nvml.DeviceArchitecture, nvml.Return) { return arch, archRet },
+		}
+	}
+	ok := nvml.SUCCESS
+	for name, tc := range map[string]struct {
+		dev  *mock.Device
+		want want
+	}{
+		"an H100 on domain 0": {dev: device("00000000:B7:00.0", ok, nvml.BRAND_NVIDIA, ok, nvml.DEVICE_ARCH_HOPPER, ok),
+			want: want{BusID: "0000:b7:00.0", Brand: "Nvidia", Arch: "Hopper"}},
+		"an A100 with its Tesla brand": {dev: device("00000000:07:00.0", ok, nvml.BRAND_TESLA, ok, nvml.DEVICE_ARCH_AMPERE, ok),
+			want: want{BusID: "0000:07:00.0", Brand: "Tesla", Arch: "Ampere"}},
+		"a domain above 0xffff keeps 8 digits": {dev: device("00010000:0A:00.0", ok, nvml.BRAND_NVIDIA, ok, nvml.DEVICE_ARCH_ADA, ok),
+			want: want{BusID: "00010000:0a:00.0", Brand: "Nvidia", Arch: "Ada Lovelace"}},
+		"an architecture and a brand newer than go-nvlib": {dev: device("00000000:07:00.0", ok, 9999, ok, 9999, ok),
+			want: want{BusID: "0000:07:00.0", Brand: "Unknown", Arch: "Unknown"}},
+		"the PCI info of a GPU fallen off the bus": {dev: device("", nvml.ERROR_GPU_IS_LOST, nvml.BRAND_NVIDIA, ok, nvml.DEVICE_ARCH_HOPPER, ok),
+			want: want{Err: nvml.ERROR_GPU_IS_LOST}},
+		"the brand of a GPU fallen off the bus": {dev: device("00000000:07:00.0", ok, 0, nvml.ERROR_GPU_IS_LOST, nvml.DEVICE_ARCH_HOPPER, ok),
+			want: want{Err: nvml.ERROR_GPU_IS_LOST}},
+		"the architecture NVML cannot read": {dev: device("00000000:07:00.0", ok, nvml.BRAND_NVIDIA, ok, 0, nvml.ERROR_UNKNOWN),
+			want: want{Err: nvml.ERROR_UNKNOWN}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var got want
+			var err error
+			got.BusID, got.Brand, got.Arch, err = nvlibNames(tc.dev)
+			var nerr *NVMLError
+			if errors.As(err, &nerr) {
+				got.Err = nerr.Return
+			} else if err != nil {
+				t.Fatalf("nvlibNames: %v, want an *NVMLError or none", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("nvlibNames (-want +got):\n%s", diff)
+			}
+			if tc.want.Err == nvml.ERROR_GPU_IS_LOST && !Unreadable(err) {
+				t.Errorf("nvlibNames of a GPU fallen off the bus: %v, want it Unreadable", err)
+			}
+		})
 	}
 }

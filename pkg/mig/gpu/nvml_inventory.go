@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	nvlibdevice "github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/klog/v2"
 
@@ -92,21 +93,9 @@ func (m *NVMLManager) gpu(ctx context.Context, idx int, dev nvml.Device) (GPU, e
 	default:
 		g.MIGCapable, g.MIGMode = true, mode
 	}
-	pci, ret := dev.GetPciInfo()
-	if ret != nvml.SUCCESS {
-		return g, nvmlErr("nvmlDeviceGetPciInfo", ret)
+	if g.PCIBusID, g.Brand, g.Architecture, err = nvlibNames(dev); err != nil {
+		return g, err
 	}
-	g.PCIBusID = pciBusID(pci)
-	brand, ret := dev.GetBrand()
-	if ret != nvml.SUCCESS {
-		return g, nvmlErr("nvmlDeviceGetBrand", ret)
-	}
-	g.Brand = brandName(brand)
-	arch, ret := dev.GetArchitecture()
-	if ret != nvml.SUCCESS {
-		return g, nvmlErr("nvmlDeviceGetArchitecture", ret)
-	}
-	g.Architecture = architectureName(arch)
 	major, minor, ret := dev.GetCudaComputeCapability()
 	if ret != nvml.SUCCESS {
 		return g, nvmlErr("nvmlDeviceGetCudaComputeCapability", ret)
@@ -388,93 +377,55 @@ func migMode(dev nvml.Device) (MIGMode, error) {
 	return MIGMode{Current: cur == nvml.DEVICE_MIG_ENABLE, Pending: pend == nvml.DEVICE_MIG_ENABLE}, nil
 }
 
-// pciBusID returns the domain:bus:device.function form that NVIDIA's DRA
-// driver publishes (go-nvlib's GetPCIBusID): NVML's busId lower-cased with
-// the 8-digit domain cut to 4 ("00000000:07:00.0" -> "0000:07:00.0").
-func pciBusID(info nvml.PciInfo) string {
-	var b strings.Builder
-	for _, c := range info.BusId {
-		if c == 0 {
-			break
-		}
-		b.WriteByte(byte(c))
+// nvlibNames reads a GPU's PCI bus ID, brand and architecture as go-nvlib
+// spells them, the strings NVIDIA's DRA driver publishes: the bus ID
+// lower-cased with an 8-digit domain of 0000xxxx cut to 4 digits
+// ("00000000:B7:00.0" -> "0000:b7:00.0"; a domain above 0xffff, as Intel
+// VMD gives, keeps 8), the brand as "Nvidia" or "Tesla", the architecture
+// as "Hopper" or "Ada Lovelace". NVML errors wrap *NVMLError (see spelled
+// and nvlibErr).
+func nvlibNames(dev nvml.Device) (busID, brand, arch string, err error) {
+	nd, err := nvlibdevice.New(nil).NewDevice(dev)
+	if err != nil {
+		return "", "", "", fmt.Errorf("reading the GPU with go-nvlib: %w", err)
 	}
-	id := strings.ToLower(b.String())
-	if id == "" {
-		return fmt.Sprintf("%04x:%02x:%02x.0", info.Domain, info.Bus, info.Device)
+	if busID, err = nd.GetPCIBusID(); err != nil {
+		return "", "", "", nvlibErr("nvmlDeviceGetPciInfo", err)
 	}
-	if dom, rest, ok := strings.Cut(id, ":"); ok && len(dom) == 8 && strings.HasPrefix(dom, "0000") {
-		id = dom[4:] + ":" + rest
+	if brand, err = spelled("nvmlDeviceGetBrand", nd.GetBrandAsString, func() nvml.Return { _, r := dev.GetBrand(); return r }); err != nil {
+		return "", "", "", err
 	}
-	return id
+	if arch, err = spelled("nvmlDeviceGetArchitecture", nd.GetArchitectureAsString, func() nvml.Return { _, r := dev.GetArchitecture(); return r }); err != nil {
+		return "", "", "", err
+	}
+	return busID, brand, arch, nil
 }
 
-// brandName spells NVML brand types as go-nvlib's GetBrandAsString does
-// (the strings NVIDIA's DRA driver publishes).
-func brandName(b nvml.BrandType) string {
-	switch b {
-	case nvml.BRAND_QUADRO:
-		return "Quadro"
-	case nvml.BRAND_TESLA:
-		return "Tesla"
-	case nvml.BRAND_NVS:
-		return "NVS"
-	case nvml.BRAND_GRID:
-		return "Grid"
-	case nvml.BRAND_GEFORCE:
-		return "GeForce"
-	case nvml.BRAND_TITAN:
-		return "Titan"
-	case nvml.BRAND_NVIDIA_VAPPS:
-		return "NvidiaVApps"
-	case nvml.BRAND_NVIDIA_VPC:
-		return "NvidiaVPC"
-	case nvml.BRAND_NVIDIA_VCS:
-		return "NvidiaVCS"
-	case nvml.BRAND_NVIDIA_VWS:
-		return "NvidiaVWS"
-	case nvml.BRAND_NVIDIA_CLOUD_GAMING:
-		return "NvidiaCloudGaming"
-	case nvml.BRAND_QUADRO_RTX:
-		return "QuadroRTX"
-	case nvml.BRAND_NVIDIA_RTX:
-		return "NvidiaRTX"
-	case nvml.BRAND_NVIDIA:
-		return "Nvidia"
-	case nvml.BRAND_GEFORCE_RTX:
-		return "GeForceRTX"
-	case nvml.BRAND_TITAN_RTX:
-		return "TitanRTX"
-	default:
-		return "Unknown"
+// spelled is go-nvlib's spelling of a GPU property (spell: its
+// GetBrandAsString or GetArchitectureAsString, "Nvidia", "Hopper"). Where
+// go-nvlib fails, its error does not keep NVML's return code, so read
+// reads the property again: an NVML error is returned as nvmlErr(op)
+// wraps it (ERROR_GPU_IS_LOST as ErrGPULost, so that a GPU fallen off the
+// bus stays Unreadable); a value read that go-nvlib cannot spell (one
+// newer than it) is "Unknown".
+func spelled(op string, spell func() (string, error), read func() nvml.Return) (string, error) {
+	s, err := spell()
+	if err == nil {
+		return s, nil
 	}
+	if err := nvmlErr(op, read()); err != nil {
+		return "", err
+	}
+	return "Unknown", nil
 }
 
-// architectureName spells NVML architectures as go-nvlib's
-// GetArchitectureAsString does.
-func architectureName(a nvml.DeviceArchitecture) string {
-	switch a {
-	case nvml.DEVICE_ARCH_KEPLER:
-		return "Kepler"
-	case nvml.DEVICE_ARCH_MAXWELL:
-		return "Maxwell"
-	case nvml.DEVICE_ARCH_PASCAL:
-		return "Pascal"
-	case nvml.DEVICE_ARCH_VOLTA:
-		return "Volta"
-	case nvml.DEVICE_ARCH_TURING:
-		return "Turing"
-	case nvml.DEVICE_ARCH_AMPERE:
-		return "Ampere"
-	case nvml.DEVICE_ARCH_ADA:
-		return "Ada Lovelace"
-	case nvml.DEVICE_ARCH_HOPPER:
-		return "Hopper"
-	case nvml.DEVICE_ARCH_BLACKWELL:
-		return "Blackwell"
-	case nvml.DEVICE_ARCH_RUBIN:
-		return "Rubin"
-	default:
-		return "Unknown"
+// nvlibErr is err, from go-nvlib, as nvmlErr(op) wraps the NVML return
+// code go-nvlib wrapped (*NVMLError); an error without one is wrapped as
+// it is.
+func nvlibErr(op string, err error) error {
+	var ret nvml.Return
+	if errors.As(err, &ret) {
+		return nvmlErr(op, ret)
 	}
+	return fmt.Errorf("%s: %w", op, err)
 }
