@@ -231,14 +231,13 @@ func waitsUnplanned(pods []corev1.Pod, claims map[types.NamespacedName]*resource
 		// A pod asking through extended resources alone has no claim
 		// until the scheduler makes one: it waits.
 		allocated, any := true, false
-		for _, rc := range pod.Spec.ResourceClaims {
-			name, needed := claimName(pod, rc)
+		for j := range pod.Spec.ResourceClaims {
+			c, needed := podClaim(pod, &pod.Spec.ResourceClaims[j], claims)
 			if !needed {
 				continue
 			}
 			any = true
-			c := claims[types.NamespacedName{Namespace: pod.Namespace, Name: name}]
-			if name == "" || c == nil || c.Status.Allocation == nil {
+			if c == nil || c.Status.Allocation == nil {
 				allocated = false
 				break
 			}

@@ -111,8 +111,15 @@ func TestBuildSnapshot(t *testing.T) {
 		Pods: []corev1.Pod{
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "waits"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c1")}}},
 				Status: corev1.PodStatus{Conditions: unsched}},
-			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("t")}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated", UID: "uid-templated"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("t")}}},
 				Status: corev1.PodStatus{Conditions: unsched, ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("templated-gpu-x")}}}},
+			// Its status names a claim made for an earlier pod of its name: kube-scheduler
+			// refuses it until the claim is made for it.
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated-stale", UID: "uid-templated-stale"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("t")}}},
+				Status: corev1.PodStatus{Conditions: unsched, ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("templated-stale-gpu-y")}}}},
+			// Its template entry's claim is not made yet.
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated-not-made"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("t")}}},
+				Status: corev1.PodStatus{Conditions: unsched}},
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "not-yet-tried"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c1")}}}},
 			{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "allocated"}, Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c2")}}},
 				Status: corev1.PodStatus{Conditions: unsched}},
@@ -135,7 +142,8 @@ func TestBuildSnapshot(t *testing.T) {
 			{Namespace: "ns", Name: "c1"}:              {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}},
 			{Namespace: "ns", Name: "c4"}:              {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c4"}},
 			{Namespace: "ns", Name: "c5"}:              {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c5"}},
-			{Namespace: "ns", Name: "templated-gpu-x"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated-gpu-x"}},
+			{Namespace: "ns", Name: "templated-gpu-x"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated-gpu-x", OwnerReferences: podOwner("templated", "uid-templated")}},
+			{Namespace: "ns", Name: "templated-stale-gpu-y"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated-stale-gpu-y", OwnerReferences: podOwner("templated-stale", "uid-earlier")}},
 			{Namespace: "ns", Name: "c2"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c2"},
 				Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
 					Results: []resourceapi.DeviceRequestAllocationResult{
@@ -919,4 +927,10 @@ func planChanges(t *testing.T, in AutoInputs) (planner.Result, []string) {
 // nicPool is a pool of count slices.
 func nicPool(name string, count int64) resourceapi.ResourcePool {
 	return resourceapi.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: count}
+}
+
+// podOwner is the owner reference the ResourceClaim controller gives a
+// claim it makes from a template for the pod name (uid).
+func podOwner(name string, uid types.UID) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name, UID: uid, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
 }

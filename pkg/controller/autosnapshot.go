@@ -18,6 +18,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
@@ -853,8 +854,8 @@ func isAllocated(allocated sets.Set[string], index int, d mig.Device) bool {
 // ResourceClaims, each with its claims not allocated yet, or for extended
 // resources that DeviceClasses back (classes; the claim the scheduler
 // would make for them, see extendedResourceClaim). A pod whose generated
-// claims do not exist yet, or one of whose claims is being deleted, is
-// left for a later pass. A claim shared by
+// claims do not exist yet, or one of whose claims is being deleted or was
+// made for another pod (podClaim), is left for a later pass. A claim shared by
 // several pending pods is in each (the planner makes its devices once).
 // A pod with a nominated node (status.nominatedNodeName: kube-scheduler
 // preempts pods there to make room for it) is planned on that node only
@@ -891,20 +892,15 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 			p.ExtendedResources = backed
 		}
 		complete := true
-		for _, rc := range pod.Spec.ResourceClaims {
-			name, needed := claimName(pod, rc)
+		for j := range pod.Spec.ResourceClaims {
+			c, needed := podClaim(pod, &pod.Spec.ResourceClaims[j], claims)
 			if !needed {
 				continue
 			}
-			if name == "" {
-				complete = false
-				break
-			}
-			c, ok := claims[types.NamespacedName{Namespace: pod.Namespace, Name: name}]
-			if !ok || c.DeletionTimestamp != nil {
-				// A claim being deleted: kube-scheduler does not
-				// place the pod (its PreFilter refuses it until the
-				// claim is gone and made again).
+			if c == nil || c.DeletionTimestamp != nil {
+				// Not made yet, another pod's, or being deleted:
+				// kube-scheduler does not place the pod (its
+				// PreFilter refuses it until the claim is made).
 				complete = false
 				break
 			}
@@ -922,24 +918,31 @@ func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi
 	return out
 }
 
-// claimName is the name of the ResourceClaim a pod's entry refers to: given
-// directly, or generated from a template and recorded in the pod's status
-// ("" while it is not generated yet). needed is false when the pod's status
-// says no claim was needed for the entry (its resourceClaimName is unset):
-// the entry is then ignored, as the scheduler and kubelet do.
-func claimName(pod *corev1.Pod, rc corev1.PodResourceClaim) (name string, needed bool) {
-	if rc.ResourceClaimName != nil {
-		return *rc.ResourceClaimName, true
+// podClaim is the ResourceClaim of claims a pod's entry refers to, found
+// as kube-scheduler finds it (resourceclaim.Name, then, for a claim made
+// from a template, resourceclaim.IsForPod): needed is false when the pod's
+// status says no claim was needed for the entry (its resourceClaimName is
+// unset), which is then ignored, as the scheduler and kubelet do. c is nil
+// while the claim is not made yet, is not in claims, or was made for
+// another pod (an earlier pod of the same name; the scheduler refuses the
+// pod until the claim is made again) or an entry's API field this version
+// does not know.
+func podClaim(pod *corev1.Pod, rc *corev1.PodResourceClaim, claims map[types.NamespacedName]*resourceapi.ResourceClaim) (c *resourceapi.ResourceClaim, needed bool) {
+	name, mustCheckOwner, err := resourceclaim.Name(pod, rc)
+	switch {
+	case err != nil:
+		return nil, true
+	case name == nil:
+		return nil, false
 	}
-	for _, s := range pod.Status.ResourceClaimStatuses {
-		if s.Name == rc.Name {
-			if s.ResourceClaimName == nil {
-				return "", false
-			}
-			return *s.ResourceClaimName, true
-		}
+	c = claims[types.NamespacedName{Namespace: pod.Namespace, Name: *name}]
+	// A claim a PodGroup owns serves the PodGroup's pods: accepted, as
+	// the scheduler does with DRAWorkloadResourceClaims on (without it,
+	// no PodGroup owns a claim).
+	if c != nil && mustCheckOwner && resourceclaim.IsForPod(pod, c, true) != nil {
+		return nil, true
 	}
-	return "", true
+	return c, true
 }
 
 // BlockedChanges cancels the changes an earlier plan made that the agent
