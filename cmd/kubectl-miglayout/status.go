@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -270,7 +271,7 @@ func loadStatus(ctx context.Context, c client.Client, driver, node string, warn 
 		}
 		// Degraded's reason is the first present (GPU reasons before spec
 		// ones); its message counts the spec problems it names.
-		c := findCondition(ml.Status.Conditions, v1alpha1.ConditionDegraded)
+		c := meta.FindStatusCondition(ml.Status.Conditions, v1alpha1.ConditionDegraded)
 		if c != nil && c.Status == metav1.ConditionTrue && (slices.Contains(specReasons, c.Reason) || strings.Contains(c.Message, " spec problem")) {
 			v.specProblems = append(v.specProblems, fmt.Sprintf("MigLayout %s: Degraded (%s): %s", ml.Name, c.Reason, c.Message))
 		}
@@ -315,7 +316,7 @@ func writeStatus(w io.Writer, v *statusView) {
 		} else {
 			head += "  (no MigLayout)"
 		}
-		if c := findCondition(nml.Status.Conditions, "Ready"); c != nil {
+		if c := meta.FindStatusCondition(nml.Status.Conditions, "Ready"); c != nil {
 			head += fmt.Sprintf("  Ready=%s (%s)", c.Status, c.Reason)
 		}
 		// What the controller says where the agent's report looks fine:
@@ -328,7 +329,7 @@ func writeStatus(w io.Writer, v *statusView) {
 		// A node whose agent has applied its spec while the controller
 		// holds its new layout back (maxNodesChanging: "waits its
 		// turn"), or has not written it yet.
-		ready := findCondition(nml.Status.Conditions, "Ready")
+		ready := meta.FindStatusCondition(nml.Status.Conditions, "Ready")
 		held := n.lost == "" && n.row != nil && n.row.Phase == v1alpha1.PhasePending && n.row.Message != "" &&
 			ready != nil && ready.Status == metav1.ConditionTrue
 		if n.lost != "" {
@@ -413,15 +414,6 @@ func writeStatus(w io.Writer, v *statusView) {
 		}
 	}
 	fmt.Fprintf(w, "\n%s allocated or in use   %s draining   %s not published   -------- no device\n", markUsed, markDraining, markMissing)
-}
-
-func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
 }
 
 func modelName(cat *mig.Catalog, g v1alpha1.GPUStatus) string {

@@ -2,12 +2,12 @@ package controller
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -228,12 +228,15 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 	return cond(v1alpha1.ConditionDegraded, true, reason, "%s: %s", strings.Join(counts, ", "), joinBounded(msgs, 8))
 }
 
-var conditionReason = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
+// maxConditionReason is the longest condition reason the API server takes
+// (bytes; metav1 validation's limit).
+const maxConditionReason = 1024
 
 // stuckReason is the condition reason for a GPU the agent reports Blocked
-// or Failed: the agent's own reason when it is a valid one.
+// or Failed: the agent's own reason when it is a valid one (metav1
+// validation's IsValidConditionReason, within maxConditionReason).
 func stuckReason(g StuckGPU) string {
-	if g.Reason != "" && len(g.Reason) <= 1024 && conditionReason.MatchString(g.Reason) {
+	if len(g.Reason) <= maxConditionReason && len(metav1validation.IsValidConditionReason(g.Reason)) == 0 {
 		return g.Reason
 	}
 	if g.Phase == v1alpha1.PhaseBlocked {

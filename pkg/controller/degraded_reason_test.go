@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -84,6 +85,32 @@ func TestDegradedReason(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got[v1alpha1.ConditionDegraded]); diff != "" {
 				t.Errorf("Degraded reason (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStuckReason: an agent's reason the API server would take is the
+// condition's; one it would refuse (empty, spaced, too long) gives way to
+// the reason of the GPU's phase.
+func TestStuckReason(t *testing.T) {
+	long := "R" + strings.Repeat("x", maxConditionReason-1)
+	for name, tc := range map[string]struct {
+		g    StuckGPU
+		want string
+	}{
+		"the agent's":              {g: StuckGPU{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUUnreadable}, want: v1alpha1.ReasonGPUUnreadable},
+		"with a colon and a comma": {g: StuckGPU{Phase: v1alpha1.PhaseFailed, Reason: "A:B,C_1"}, want: "A:B,C_1"},
+		"the longest taken":        {g: StuckGPU{Phase: v1alpha1.PhaseFailed, Reason: long}, want: long},
+		"one byte too long":        {g: StuckGPU{Phase: v1alpha1.PhaseFailed, Reason: long + "x"}, want: v1alpha1.ReasonNVMLError},
+		"none, blocked":            {g: StuckGPU{Phase: v1alpha1.PhaseBlocked}, want: v1alpha1.ReasonDeviceInUse},
+		"none, failed":             {g: StuckGPU{Phase: v1alpha1.PhaseFailed}, want: v1alpha1.ReasonNVMLError},
+		"a sentence":               {g: StuckGPU{Phase: v1alpha1.PhaseBlocked, Reason: "device in use"}, want: v1alpha1.ReasonDeviceInUse},
+		"ending with a colon":      {g: StuckGPU{Phase: v1alpha1.PhaseFailed, Reason: "Reason:"}, want: v1alpha1.ReasonNVMLError},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := stuckReason(tc.g); got != tc.want {
+				t.Errorf("stuckReason(%+v) = %q, want %q", tc.g, got, tc.want)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	cdiparser "tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
@@ -103,20 +104,14 @@ func buildSpec(driverName string, control []string, c PreparedClaim) (*cdispec.S
 	return spec, nil
 }
 
-// parentRequest is the request a container names to get a device allocated
-// for request r: the parent of a subrequest ("gpu/large" is request "gpu"),
-// since pod containers reference requests, never subrequests.
-func parentRequest(r string) string {
-	parent, _, _ := strings.Cut(r, "/")
-	return parent
-}
-
-// parentRequests returns the distinct parent requests d was allocated for,
-// in the order of d.Requests.
+// parentRequests returns the distinct requests d was allocated for, in the
+// order of d.Requests: the parent of a subrequest ("gpu/large" is request
+// "gpu", resourceclaim.BaseRequestRef), since pod containers reference
+// requests, never subrequests.
 func parentRequests(d PreparedDevice) []string {
 	var out []string
 	for _, r := range d.Requests {
-		if p := parentRequest(r); !goslices.Contains(out, p) {
+		if p := resourceclaim.BaseRequestRef(r); !goslices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}

@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -928,7 +929,7 @@ func resultDevices(pc PreparedClaim) []kubeletplugin.Device {
 		// container the CDI devices of the entries naming its request).
 		for _, r := range parentRequests(d) {
 			out = append(out, kubeletplugin.Device{
-				Requests:     slices.DeleteFunc(slices.Clone(d.Requests), func(q string) bool { return parentRequest(q) != r }),
+				Requests:     slices.DeleteFunc(slices.Clone(d.Requests), func(q string) bool { return resourceclaim.BaseRequestRef(q) != r }),
 				PoolName:     d.Pool,
 				DeviceName:   d.Device,
 				CDIDeviceIDs: []string{requestCDIName(d.CDIDeviceID, d, r)},
