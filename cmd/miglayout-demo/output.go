@@ -142,13 +142,6 @@ func intAttr(a map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, name r
 	return ""
 }
 
-func ptrStr(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
 func executable(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -111,9 +112,11 @@ func (d *demo) deviceTable(ctx context.Context, node string) error {
 	}
 	tw := tabwriter.NewWriter(indent(d.out, "  "), 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tDEVICE\tPRODUCT\tPROFILE\tMEMORY SLICES\tMEMORY (MiB)\tUUID")
-	sort.Slice(list.Items, func(i, j int) bool { return ptrStr(list.Items[i].Spec.NodeName) < ptrStr(list.Items[j].Spec.NodeName) })
+	sort.Slice(list.Items, func(i, j int) bool {
+		return ptr.Deref(list.Items[i].Spec.NodeName, "") < ptr.Deref(list.Items[j].Spec.NodeName, "")
+	})
 	for _, s := range list.Items {
-		if node != "" && ptrStr(s.Spec.NodeName) != node {
+		if node != "" && ptr.Deref(s.Spec.NodeName, "") != node {
 			continue
 		}
 		for _, dev := range s.Spec.Devices {
@@ -123,7 +126,7 @@ func (d *demo) deviceTable(ctx context.Context, node string) error {
 			if size != "" {
 				slicesCol = start + "+" + size
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ptrStr(s.Spec.NodeName), dev.Name,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ptr.Deref(s.Spec.NodeName, ""), dev.Name,
 				strAttr(a, migslices.AttrProductName), strAttr(a, migslices.AttrProfile), slicesCol,
 				intAttr(a, migslices.AttrMemory), strAttr(a, migslices.AttrUUID))
 		}

@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -189,7 +190,7 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 	if node == "" {
 		return
 	}
-	s := leaseSeen{name: lease.Name, holder: ptrString(lease.Spec.HolderIdentity), duration: leaseDuration(lease)}
+	s := leaseSeen{name: lease.Name, holder: ptr.Deref(lease.Spec.HolderIdentity, ""), duration: leaseDuration(lease)}
 	if lease.Spec.RenewTime != nil {
 		s.renew = lease.Spec.RenewTime.Time
 	}
@@ -395,13 +396,6 @@ func leaseDuration(lease *coordinationv1.Lease) time.Duration {
 	return defaultAgentLeaseDuration
 }
 
-func ptrString(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
 // agentLeaseChange passes the Lease events that can change an agent's
 // health before its Lease would expire: a Lease created or deleted, a new
 // holder, or a renewal after a gap longer than the Lease's duration (an
@@ -423,7 +417,7 @@ func agentLeaseChange(namespace string) predicate.Funcs {
 			if !ok1 || !ok2 || !ours(n) {
 				return false
 			}
-			if ptrString(o.Spec.HolderIdentity) != ptrString(n.Spec.HolderIdentity) {
+			if ptr.Deref(o.Spec.HolderIdentity, "") != ptr.Deref(n.Spec.HolderIdentity, "") {
 				return true
 			}
 			if o.Spec.RenewTime == nil || n.Spec.RenewTime == nil {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
 )
 
 // FieldManager is the server-side apply field manager of Apply.
@@ -101,11 +102,9 @@ func (a *applier) applyOne(ctx context.Context, o *unstructured.Unstructured) er
 		ri = a.dyn.Resource(m.Resource).Namespace(ns)
 	}
 	_, err = ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data,
-		metav1.PatchOptions{FieldManager: FieldManager, Force: ptrTrue()})
+		metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)})
 	return err
 }
-
-func ptrTrue() *bool { b := true; return &b }
 
 // waitEstablished waits until every CRD among objs is Established.
 func (a *applier) waitEstablished(ctx context.Context, objs []*unstructured.Unstructured) error {
