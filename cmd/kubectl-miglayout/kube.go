@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -169,16 +171,13 @@ func (e *env) readManifests(files []string) ([]*document, error) {
 				return nil, fmt.Errorf("%s: document %d: %w", f, i, err)
 			}
 			// Whole numbers are int64, as in the API machinery's
-			// unstructured objects: a float64 would round those above
-			// 2^53 in what convert writes back.
+			// unstructured objects (utiljson.Unmarshal): a float64
+			// would round those above 2^53 in what convert writes back.
 			var obj map[string]any
 			if len(raw) > 0 && string(raw) != "null" {
-				jd := json.NewDecoder(bytes.NewReader(raw))
-				jd.UseNumber()
-				if err := jd.Decode(&obj); err != nil {
+				if err := utiljson.Unmarshal(raw, &obj); err != nil {
 					return nil, fmt.Errorf("%s: document %d: %w", f, i, err)
 				}
-				obj = wholeNumbers(obj).(map[string]any)
 			}
 			if len(obj) == 0 {
 				i--
@@ -206,30 +205,6 @@ func (e *env) readManifests(files []string) ([]*document, error) {
 }
 
 // Helpers over unstructured maps.
-
-// wholeNumbers replaces each json.Number in v by an int64 where it is a
-// whole number that fits, else by a float64.
-func wholeNumbers(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = wholeNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = wholeNumbers(e)
-		}
-	case json.Number:
-		if n, err := x.Int64(); err == nil {
-			return n
-		}
-		if f, err := x.Float64(); err == nil {
-			return f
-		}
-		return x.String()
-	}
-	return v
-}
 
 // isList reports whether v, a List's items, is a list (empty or not).
 func isList(v any) bool {
