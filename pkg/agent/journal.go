@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/google/renameio/v2"
 )
 
 // JournalVersion is the on-disk format version of the journal. A journal of
@@ -102,7 +104,7 @@ func (j *Journal) SetAside() error { return j.setAside }
 func OpenJournal(path string) (*Journal, error) {
 	j := &Journal{path: path, entries: map[int]JournalEntry{}, now: time.Now}
 	// Temporary files of writes a kill interrupted before the rename.
-	if tmps, err := filepath.Glob(filepath.Join(filepath.Dir(path), ".journal-*")); err == nil {
+	if tmps, err := filepath.Glob(journalTemps(path)); err == nil {
 		for _, t := range tmps {
 			_ = os.Remove(t)
 		}
@@ -215,24 +217,10 @@ func (j *Journal) flush(entries map[int]JournalEntry) error {
 	if err := os.MkdirAll(filepath.Dir(j.path), 0o755); err != nil {
 		return fmt.Errorf("creating journal directory: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(j.path), ".journal-*")
-	if err != nil {
+	// renameio writes a temporary file beside the journal (journalTemps),
+	// syncs it and renames it over the journal.
+	if err := renameio.WriteFile(j.path, data, 0o600, renameio.WithTempDir(filepath.Dir(j.path))); err != nil {
 		return fmt.Errorf("writing journal: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing journal: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("syncing journal: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing journal: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), j.path); err != nil {
-		return fmt.Errorf("replacing journal: %w", err)
 	}
 	// The rename lasts once the directory is synced: until then a power
 	// loss may bring the old file back, so the step it records is not
@@ -243,6 +231,13 @@ func (j *Journal) flush(entries map[int]JournalEntry) error {
 	}
 	j.entries = entries
 	return nil
+}
+
+// journalTemps matches the temporary files of writes of the journal at
+// path that a kill interrupted before their rename: renameio names them
+// "." + the journal's file name + a random number, beside it.
+func journalTemps(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"[0-9]*")
 }
 
 // syncDir fsyncs directory dir; EINVAL, ENOTSUP or EOPNOTSUPP (a file

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/google/renameio/v2"
 )
 
 // TestJournalWriteFailureKeepsMemory: a Record or Clear whose write fails
@@ -48,16 +49,39 @@ func TestJournalWriteFailureKeepsMemory(t *testing.T) {
 // left before renaming are removed when the journal is opened.
 func TestOpenJournalRemovesInterruptedWrites(t *testing.T) {
 	dir := t.TempDir()
-	stale := filepath.Join(dir, ".journal-123")
-	if err := os.WriteFile(stale, []byte("{"), 0o600); err != nil {
+	path := filepath.Join(dir, "journal.json")
+	stale := interruptedWrite(t, path)
+	aside := path + ".unreadable"
+	if err := os.WriteFile(aside, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenJournal(filepath.Join(dir, "journal.json")); err != nil {
+	if _, err := OpenJournal(path); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("%s is still there (%v)", stale, err)
 	}
+	if _, err := os.Stat(aside); err != nil {
+		t.Errorf("the journal set aside before is gone: %v", err)
+	}
+}
+
+// interruptedWrite leaves the temporary file a write of path by
+// renameio leaves when it is killed before the rename, and returns its
+// path.
+func interruptedWrite(t *testing.T, path string) string {
+	t.Helper()
+	f, err := renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("{")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.File.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
 }
 
 // TestOpenJournalSetsAsideOtherVersions: a journal of another version (an

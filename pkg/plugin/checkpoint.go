@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/google/renameio/v2"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -155,29 +156,13 @@ func writeCheckpoint(path string, claims map[types.UID]PreparedClaim) error {
 	return nil
 }
 
-func writeFileAtomically(path string, data []byte) (err error) {
+// writeFileAtomically replaces path with data (mode 0600): renameio writes
+// a temporary file beside it (checkpointTemps), syncs it and renames it
+// over path; the directory is then synced (syncDir). An error wrapping
+// errNotDurable means the rename was made.
+func writeFileAtomically(path string, data []byte) error {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := renameio.WriteFile(path, data, 0o600, renameio.WithTempDir(dir)); err != nil {
 		return err
 	}
 	if err := syncDir(dir); err != nil {
@@ -185,6 +170,11 @@ func writeFileAtomically(path string, data []byte) (err error) {
 	}
 	return nil
 }
+
+// checkpointTemps matches, in the checkpoint's directory, the temporary
+// files of writes a kill interrupted before their rename: renameio names
+// them "." + the file's name + a random number.
+const checkpointTemps = "." + CheckpointFile + "[0-9]*"
 
 // errNotDurable is a write whose rename succeeded (the file holds the new
 // contents, and every reader sees them) but whose directory could not be

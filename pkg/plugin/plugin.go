@@ -217,7 +217,7 @@ func (p *Plugin) RestoreSpecs(ctx context.Context) map[types.UID]error {
 // RemoveStaleSpecs removes the CDI spec files this driver wrote
 // (k8s.<driver>-claim_<claim UID>.json in the CDI directory) of claims the
 // checkpoint does not hold prepared, and checkpoint temporary files
-// (.checkpoint.json.*.tmp) a crash left in the checkpoint directory. A
+// (checkpointTemps) a crash left in the checkpoint directory. A
 // prepare writes the spec before the checkpoint and an unprepare removes
 // it first, so such a spec is one of a prepare that never succeeded (the
 // agent stopped between the two writes, and the kubelet did not prepare
@@ -254,7 +254,7 @@ func (p *Plugin) RemoveStaleSpecs() ([]string, error) {
 		}
 		removed = append(removed, filepath.Join(p.cfg.CDIDir, e.Name()))
 	}
-	temps, err := filepath.Glob(filepath.Join(p.cfg.CheckpointDir, "."+CheckpointFile+".*.tmp"))
+	temps, err := filepath.Glob(filepath.Join(p.cfg.CheckpointDir, checkpointTemps))
 	if err != nil {
 		errs = multierror.Append(errs, fmt.Errorf("listing checkpoint temporary files: %w", err))
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/renameio/v2"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/miglayout/miglayout/pkg/slices"
@@ -52,10 +53,18 @@ func TestRemoveStaleSpecsAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	temp := filepath.Join(e.cpDir, "."+CheckpointFile+".4242.tmp")
-	if err := os.WriteFile(temp, []byte(`{"version":`), 0o600); err != nil {
+	// The temporary file of a checkpoint write killed before its rename.
+	pending, err := renameio.NewPendingFile(filepath.Join(e.cpDir, CheckpointFile), renameio.WithTempDir(e.cpDir))
+	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := pending.Write([]byte(`{"version":`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pending.File.Close(); err != nil {
+		t.Fatal(err)
+	}
+	temp := pending.Name()
 
 	p := e.plugin("")
 	removed, err := p.RemoveStaleSpecs()
