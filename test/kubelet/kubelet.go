@@ -43,10 +43,12 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/component-helpers/apimachinery/lease"
+	"k8s.io/utils/clock"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -60,6 +62,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	"k8s.io/utils/ptr"
@@ -397,20 +400,18 @@ func (k *Kubelet) resolveClaims(ctx context.Context, pod *corev1.Pod) (claims []
 		owned bool // made for the pod: it must be controlled by it
 	}
 	var entries []entry
-	for _, pc := range pod.Spec.ResourceClaims {
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		name, mustCheckOwner, err := resourceclaim.Name(pod, pc)
 		switch {
-		case pc.ResourceClaimName != nil:
-			entries = append(entries, entry{name: *pc.ResourceClaimName})
-		case pc.ResourceClaimTemplateName != nil:
-			i := slices.IndexFunc(pod.Status.ResourceClaimStatuses, func(s corev1.PodResourceClaimStatus) bool { return s.Name == pc.Name })
-			if i < 0 {
-				return nil, fmt.Sprintf("the claim of %q from template %s to be created", pc.Name, *pc.ResourceClaimTemplateName), nil
-			}
-			if pod.Status.ResourceClaimStatuses[i].ResourceClaimName == nil {
-				continue // the claim controller decided the pod needs none
-			}
-			entries = append(entries, entry{name: *pod.Status.ResourceClaimStatuses[i].ResourceClaimName, owned: true})
+		case errors.Is(err, resourceclaim.ErrClaimNotFound):
+			return nil, fmt.Sprintf("the claim of %q from template %s to be created", pc.Name, ptr.Deref(pc.ResourceClaimTemplateName, "")), nil
+		case err != nil:
+			return nil, "", err
+		case name == nil:
+			continue // the claim controller decided the pod needs none
 		}
+		entries = append(entries, entry{name: *name, owned: mustCheckOwner})
 	}
 	if st := pod.Status.ExtendedResourceClaimStatus; st != nil {
 		entries = append(entries, entry{name: st.ResourceClaimName, owned: true})
@@ -424,15 +425,15 @@ func (k *Kubelet) resolveClaims(ctx context.Context, pod *corev1.Pod) (claims []
 		if err != nil {
 			return nil, "", fmt.Errorf("reading ResourceClaim %s: %w", name, err)
 		}
-		if e.owned && !metav1.IsControlledBy(claim, pod) {
-			return nil, "", fmt.Errorf("ResourceClaim %s was not created for pod %s", name, pod.Name)
+		if e.owned {
+			if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
+				return nil, "", err
+			}
 		}
 		if claim.Status.Allocation == nil {
 			return nil, "ResourceClaim " + name + " to be allocated", nil
 		}
-		if !slices.ContainsFunc(claim.Status.ReservedFor, func(r resourceapi.ResourceClaimConsumerReference) bool {
-			return r.UID == pod.UID
-		}) {
+		if !resourceclaim.IsReservedForPod(pod, claim, false) {
 			return nil, "ResourceClaim " + name + " to be reserved for the pod", nil
 		}
 		ref := claimRef{namespace: claim.Namespace, name: claim.Name, uid: claim.UID}
@@ -730,39 +731,25 @@ func setCondition(s *corev1.PodStatus, c corev1.PodCondition) {
 	s.Conditions = append(s.Conditions, c)
 }
 
-// renewLease keeps the node's Lease in kube-node-lease fresh, as a kubelet does.
+// renewLease keeps the node's Lease in kube-node-lease fresh, as a kubelet does: with
+// component-helpers' lease controller, the Lease held for 40 s, renewed every LeasePeriod,
+// owned by the Node once it can be read.
 func (k *Kubelet) renewLease(ctx context.Context) {
 	if k.cfg.LeasePeriod < 0 {
 		return
 	}
-	leases := k.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-	for {
-		now := metav1.NewMicroTime(time.Now())
-		l, err := leases.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			l = &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: k.cfg.NodeName, Namespace: corev1.NamespaceNodeLease},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(k.cfg.NodeName),
-					LeaseDurationSeconds: ptr.To(int32(40)), RenewTime: &now},
-			}
-			if node, err := k.client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{}); err == nil {
-				l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
-			}
-			_, err = leases.Create(ctx, l, metav1.CreateOptions{})
-			if err != nil && ctx.Err() == nil {
-				k.logger.V(2).Info("Creating node lease failed", "err", err)
-			}
-		case err == nil:
-			l.Spec.RenewTime = &now
-			if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
-				k.logger.V(2).Info("Renewing node lease failed", "err", err)
-			}
+	owner := func(l *coordinationv1.Lease) error {
+		if len(l.OwnerReferences) > 0 {
+			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(k.cfg.LeasePeriod):
+		node, err := k.client.CoreV1().Nodes().Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			k.logger.V(2).Info("Renewing the node lease without owner", "err", err)
+			return nil
 		}
+		l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+		return nil
 	}
+	lease.NewController(clock.RealClock{}, k.client, k.cfg.NodeName, 40, nil, k.cfg.LeasePeriod,
+		k.cfg.NodeName, corev1.NamespaceNodeLease, owner).Run(ctx)
 }
