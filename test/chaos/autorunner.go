@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -437,18 +438,16 @@ func (r *Runner) releaseBound(ctx context.Context) error {
 			}
 		}
 	}
-	deadline := time.Now().Add(90 * time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
 	for _, n := range names {
-		for {
+		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			_, perr := env.Client.CoreV1().Pods(r.Namespace).Get(ctx, n, metav1.GetOptions{})
 			_, cerr := env.Client.ResourceV1().ResourceClaims(r.Namespace).Get(ctx, n, metav1.GetOptions{})
-			if apierrors.IsNotFound(perr) && apierrors.IsNotFound(cerr) {
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("pod or claim %s not gone after 90s", n)
-			}
-			sleep(ctx, 200*time.Millisecond)
+			return apierrors.IsNotFound(perr) && apierrors.IsNotFound(cerr), nil
+		})
+		if err != nil {
+			return fmt.Errorf("pod or claim %s not gone after 90s", n)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -28,19 +29,18 @@ import (
 // that took, or an error describing the last state seen.
 func (e *Env) WaitConverged(ctx context.Context, mlName string, gen int64, nodes []string, allowBlocked bool, timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
-	deadline := start.Add(timeout)
 	var last string
-	for {
+	// The reads use ctx, not the poll's: one cut short at the timeout would
+	// hide the last state seen.
+	err := wait.PollUntilContextTimeout(ctx, 150*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		ok, detail := e.converged(ctx, mlName, gen, nodes, allowBlocked)
-		if ok {
-			return time.Since(start), nil
-		}
 		last = detail
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return time.Since(start), fmt.Errorf("not converged after %s: %s", timeout, last)
-		}
-		time.Sleep(150 * time.Millisecond)
+		return ok, nil
+	})
+	if err != nil {
+		return time.Since(start), fmt.Errorf("not converged after %s: %s", timeout, last)
 	}
+	return time.Since(start), nil
 }
 
 func (e *Env) converged(ctx context.Context, mlName string, gen int64, nodes []string, allowBlocked bool) (bool, string) {
@@ -217,14 +217,12 @@ func (c CheckResult) clean() bool { return len(c.PoolMismatch)+len(c.Leaked) == 
 // compute instance. A mismatch must persist for settleFor to count (a republication may
 // be in flight).
 func (e *Env) Check(ctx context.Context, nodes []string, settleFor time.Duration) CheckResult {
-	deadline := time.Now().Add(settleFor)
-	for {
-		res := e.checkOnce(ctx, nodes)
-		if res.clean() || time.Now().After(deadline) || ctx.Err() != nil {
-			return res
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	var res CheckResult
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, settleFor, true, func(context.Context) (bool, error) {
+		res = e.checkOnce(ctx, nodes)
+		return res.clean(), nil
+	})
+	return res
 }
 
 func (e *Env) checkOnce(ctx context.Context, nodes []string) CheckResult {
