@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/google/renameio/v2"
+	"github.com/miglayout/miglayout/pkg/fsyncdir"
 )
 
 // JournalVersion is the on-disk format version of the journal. A journal of
@@ -225,8 +225,8 @@ func (j *Journal) flush(entries map[int]JournalEntry) error {
 	// The rename lasts once the directory is synced: until then a power
 	// loss may bring the old file back, so the step it records is not
 	// taken. (A file system that cannot sync a directory gives what it
-	// can: see syncDir.)
-	if err := syncDir(filepath.Dir(j.path)); err != nil {
+	// can: see fsyncdir.Sync.)
+	if err := fsyncdir.Sync(filepath.Dir(j.path)); err != nil {
 		return fmt.Errorf("syncing journal directory: %w", err)
 	}
 	j.entries = entries
@@ -238,21 +238,4 @@ func (j *Journal) flush(entries map[int]JournalEntry) error {
 // "." + the journal's file name + a random number, beside it.
 func journalTemps(path string) string {
 	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"[0-9]*")
-}
-
-// syncDir fsyncs directory dir; EINVAL, ENOTSUP or EOPNOTSUPP (a file
-// system that does not sync directories) is no error.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.EOPNOTSUPP) {
-		return nil
-	}
-	return err
 }

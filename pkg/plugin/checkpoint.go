@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/google/renameio/v2"
+	"github.com/miglayout/miglayout/pkg/fsyncdir"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -183,13 +184,6 @@ const checkpointTemps = "." + CheckpointFile + "[0-9]*"
 // would leave memory and the file disagreeing.
 var errNotDurable = errors.New("written but not known to be durable")
 
-// syncDir fsyncs a directory, so that a rename in it survives a power loss.
-// A variable so that tests can make it fail.
-var syncDir = func(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+// syncDir fsyncs a directory, so that a rename in it survives a power loss
+// (fsyncdir.Sync). A variable so that tests can make it fail.
+var syncDir = fsyncdir.Sync
