@@ -158,6 +158,57 @@ func TestPrepareDeviceOfTwoRequests(t *testing.T) {
 	}
 }
 
+// TestPrepareDeviceOfARequestAndASubrequest: a device shared (admin
+// access) by a request and a subrequest of another request gets one CDI
+// device per parent request, named after the parent ("_" + "work", never
+// "_work/large", which is no CDI device name), and a container naming the
+// parent request is told that request's devices.
+func TestPrepareDeviceOfARequestAndASubrequest(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	const shared = "gpu-0-mig-1g10gb-19-3"
+	c := claim(uid1, "monitor",
+		alloc{"work/large", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"},
+		alloc{"work/large", slices.DefaultDriverName, node, shared},
+		alloc{"watch", slices.DefaultDriverName, node, shared},
+	)
+	for _, i := range []int{1, 2} {
+		c.Status.Allocation.Devices.Results[i].AdminAccess = ptr.To(true)
+	}
+	r := e.prepare(p, c)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	id := func(d string) []string { return []string{"k8s.mig.miglayout.io/claim=" + uid1 + "-" + d} }
+	want := []kubeletplugin.Device{
+		{Requests: []string{"work/large"}, PoolName: node, DeviceName: "gpu-0-mig-3g40gb-9-4", CDIDeviceIDs: id("gpu-0-mig-3g40gb-9-4")},
+		{Requests: []string{"work/large"}, PoolName: node, DeviceName: shared, CDIDeviceIDs: id(shared + "_work")},
+		{Requests: []string{"watch"}, PoolName: node, DeviceName: shared, CDIDeviceIDs: id(shared + "_watch")},
+	}
+	if diff := cmp.Diff(want, r.Devices); diff != "" {
+		t.Errorf("prepared devices (-want +got):\n%s", diff)
+	}
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(e.cdiDir), cdiapi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := cache.GetErrors(); len(errs) != 0 {
+		t.Fatalf("CDI cache errors: %v", errs)
+	}
+	migs, err := e.gpus.MIGDevices(e.ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := map[string]string{}
+	for _, m := range migs {
+		uuid[m.Profile+"@"+itoa(m.Placement.Start)] = m.UUID
+	}
+	sorted := func(s ...string) []string { goslices.Sort(s); return s }
+	if diff := cmp.Diff(sorted(uuid["3g.40gb@4"], uuid["1g.10gb@3"]), visibleTo(t, cache, r.Devices, "work/large")); diff != "" {
+		t.Errorf("container naming request work: %s (-want +got):\n%s", VisibleDevicesEnv, diff)
+	}
+}
+
 // TestHandleErrorPassesDroppedFields: the helper's report that the API
 // server dropped fields of a slice reaches Config.OnDroppedFields, wrapped
 // or not; other errors do not.

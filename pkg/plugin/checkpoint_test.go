@@ -62,6 +62,11 @@ func TestReadCheckpoint(t *testing.T) {
 			contents: file(CheckpointVersion, string(current), func(s string) string { return strings.Replace(s, "MIG-1", "MIG-2", 1) }),
 			wantErr:  "corrupt"},
 		"another format version": {contents: file("miglayout.io/plugin-checkpoint/v2", string(current), nil), wantErr: "version"},
+		// Claims lost (null) in a file whose checksum is of claims: not
+		// an empty checkpoint, whose checksum is that of "{}".
+		"claims null, checksum of claims": {
+			contents: fmt.Sprintf(`{"version": %q, "checksum": %d, "claims": null}`, CheckpointVersion, crc32.ChecksumIEEE(current)),
+			wantErr:  "corrupt"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -155,5 +160,78 @@ func TestNewWithCorruptCheckpointSaysWhatToDo(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
+	}
+}
+
+// TestWriteCheckpointTemporaryFile: a checkpoint write works whatever TMPDIR
+// says (its temporary file is made beside the checkpoint: a rename is atomic
+// only within one file system, and the plugin's /tmp is rarely the host
+// directory's), and a write that fails leaves no temporary file behind.
+func TestWriteCheckpointTemporaryFile(t *testing.T) {
+	claims := map[types.UID]PreparedClaim{"uid-1": {UID: "uid-1", Namespace: "team-a", Name: "infer"}}
+	tests := map[string]struct {
+		// setup prepares dir, the checkpoint's directory, and returns
+		// the checkpoint's path.
+		setup   func(t *testing.T, dir string) string
+		wantErr bool
+	}{
+		"TMPDIR does not exist": {setup: func(t *testing.T, dir string) string {
+			t.Setenv("TMPDIR", filepath.Join(dir, "no-such-dir"))
+			return filepath.Join(dir, CheckpointFile)
+		}},
+		"the rename fails (a directory is in the way)": {setup: func(t *testing.T, dir string) string {
+			path := filepath.Join(dir, CheckpointFile)
+			if err := os.MkdirAll(filepath.Join(path, "x"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}, wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := tc.setup(t, dir)
+			err := writeCheckpoint(path, claims)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("writeCheckpoint = %v, want error %v", err, tc.wantErr)
+			}
+			if !tc.wantErr {
+				got, err := readCheckpoint(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(claims, got); diff != "" {
+					t.Errorf("claims (-written +read):\n%s", diff)
+				}
+			}
+			left, err := filepath.Glob(filepath.Join(dir, checkpointTemps))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(left) != 0 {
+				t.Errorf("temporary files left in the checkpoint's directory: %v", left)
+			}
+		})
+	}
+}
+
+// TestWriteCheckpointSyncsItsDirectory: a checkpoint write syncs the
+// checkpoint's directory after the rename, so that a power loss right after
+// a prepare cannot bring the old file back (and the agent then destroy the
+// devices of a claim a container runs on).
+func TestWriteCheckpointSyncsItsDirectory(t *testing.T) {
+	var synced []string
+	restore := syncDir
+	syncDir = func(dir string) error {
+		synced = append(synced, dir)
+		return restore(dir)
+	}
+	t.Cleanup(func() { syncDir = restore })
+	dir := t.TempDir()
+	if err := writeCheckpoint(filepath.Join(dir, CheckpointFile), map[types.UID]PreparedClaim{}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{dir}, synced); diff != "" {
+		t.Errorf("directories synced (-want +got):\n%s", diff)
 	}
 }

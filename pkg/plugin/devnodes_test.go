@@ -198,6 +198,15 @@ func TestPrepareWithoutDeviceNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "is not a character device"},
+		"a GPU node that cannot be looked up (a symlink loop)": {func(t *testing.T, devRoot, _ string, _ []string) {
+			path := filepath.Join(devRoot, "nvidia0")
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("nvidia0", path); err != nil {
+				t.Fatal(err)
+			}
+		}, "checking device node /dev/nvidia0"},
 		"no nvidia-caps major": {func(t *testing.T, _, hostRoot string, _ []string) {
 			if err := os.WriteFile(filepath.Join(hostRoot, "proc/devices"), []byte("Character devices:\n195 nvidia\n\nBlock devices:\n236 nvidia-caps\n"), 0o444); err != nil {
 				t.Fatal(err)
@@ -279,6 +288,15 @@ func TestCharMajor(t *testing.T) {
 		if got, err := charMajor(path, driver); err != nil || got != want {
 			t.Errorf("charMajor(%s) = %d, %v; want %d", driver, got, err, want)
 		}
+	}
+	// A driver whose name starts with another's is not that one
+	// (nvidia-caps-imex-channels, listed first, is not nvidia-caps).
+	imex := filepath.Join(t.TempDir(), "devices")
+	if err := os.WriteFile(imex, []byte(strings.Replace(procDevices, "236 nvidia-caps\n", "234 nvidia-caps-imex-channels\n236 nvidia-caps\n", 1)), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := charMajor(imex, "nvidia-caps"); err != nil || got != 236 {
+		t.Errorf("charMajor(nvidia-caps) after nvidia-caps-imex-channels = %d, %v; want 236", got, err)
 	}
 	// Block devices do not count.
 	if _, err := charMajor(path, "nvidia-caps-block"); err == nil {
@@ -387,6 +405,11 @@ func TestPrepareMakesStaleUVMNodeAgain(t *testing.T) {
 	if unix.Major(uint64(st.Rdev)) != 237 || unix.Minor(uint64(st.Rdev)) != 0 {
 		t.Errorf("/dev/nvidia-uvm is %d:%d, want 237:0 (nvidia-uvm's major in /proc/devices)", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))
 	}
+	// /dev/nvidia-uvm-tools, a regular file here (no device of another
+	// number: something else put it there), is left alone.
+	if fi, err := os.Lstat(filepath.Join(devRoot, "nvidia-uvm-tools")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("/dev/nvidia-uvm-tools, a regular file, is now %v (%v); want it left alone", fi.Mode(), err)
+	}
 }
 
 // claimWideNodes are the device nodes the CDI spec of claim uid1 gives all
@@ -402,4 +425,88 @@ func claimWideNodes(t *testing.T, e *env) []string {
 		out = append(out, n.Path)
 	}
 	return out
+}
+
+// fsImmutableFL is FS_IMMUTABLE_FL of linux/fs.h, which x/sys/unix lacks.
+const fsImmutableFL = 0x10
+
+// setImmutable sets or clears the immutable attribute of dir (chattr +i),
+// so that no entry of it can be made or removed, even by root; it skips
+// where the file system or the process may not.
+func setImmutable(t *testing.T, dir string, on bool) {
+	t.Helper()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	flags, err := unix.IoctlGetInt(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	if err == nil {
+		if on {
+			flags |= fsImmutableFL
+		} else {
+			flags &^= fsImmutableFL
+		}
+		err = unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, flags)
+	}
+	if err != nil {
+		if on {
+			t.Skipf("cannot make %s immutable here: %v", dir, err)
+		}
+		t.Errorf("clearing the immutable attribute of %s: %v", dir, err)
+	}
+}
+
+// TestPrepareWithAStaleUVMNodeThatStays: a /dev/nvidia-uvm of another major
+// that cannot be made again (its removal fails) fails the prepare, naming
+// the cause, rather than hand the container a node of another device.
+func TestPrepareWithAStaleUVMNodeThatStays(t *testing.T) {
+	e, devRoot := devEnv(t)
+	path := filepath.Join(devRoot, "nvidia-uvm")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(240, 0))); err != nil {
+		t.Fatal(err)
+	}
+	writeParams(t, e.hostRoot, 1)
+	setImmutable(t, devRoot, true)
+	t.Cleanup(func() { setImmutable(t, devRoot, false) })
+	p := e.pluginWithDev(devRoot)
+	r := e.prepare(p, claim(uid1, "whole", alloc{"gpu", slices.DefaultDriverName, node, "gpu-1"}))
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "removing /dev/nvidia-uvm") {
+		t.Fatalf("prepare with a stale /dev/nvidia-uvm that cannot be removed = %v, want an error saying so", r.Err)
+	}
+	if got := p.PreparedDevices(); len(got) != 0 {
+		t.Errorf("a failed prepare left %v prepared", got)
+	}
+}
+
+// TestReadDeviceFileParams: the NVIDIA driver's device file settings, with
+// its defaults (modify, root:root, 0666) for those the file lacks, and the
+// mode reduced to its permission bits.
+func TestReadDeviceFileParams(t *testing.T) {
+	for name, tc := range map[string]struct {
+		params string
+		want   deviceFileParams
+	}{
+		"all given": {"DeviceFileUID: 0\nDeviceFileGID: 44\nDeviceFileMode: 432\nModifyDeviceFiles: 0\n",
+			deviceFileParams{modify: false, uid: 0, gid: 44, mode: 0o660}},
+		"none given":                  {"ResmanDebugLevel: 4294967295\n", deviceFileParams{modify: true, mode: 0o666}},
+		"mode with setuid and sticky": {"DeviceFileMode: 3510\n", deviceFileParams{modify: true, mode: 0o666}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "params")
+			if err := os.WriteFile(path, []byte(tc.params), 0o444); err != nil {
+				t.Fatal(err)
+			}
+			got, err := readDeviceFileParams(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(deviceFileParams{})); diff != "" {
+				t.Errorf("params (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -36,9 +36,19 @@ func TestEnsureMIGManagementNodes(t *testing.T) {
 		wantMissing []string
 		wantDev     map[string]node
 		wantErr     []string
+		// umask, when not 0, is the process's umask meanwhile.
+		umask int
 	}{
 		"both made": {
 			files:     map[string]string{"config": config, "monitor": monitor},
+			wantNodes: []string{"/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"},
+			wantDev:   map[string]node{"nvidia-cap1": {236, 1, 0o400}, "nvidia-cap2": {236, 2, 0o444}},
+		},
+		// mknod's mode is narrowed by the umask: the nodes get the
+		// capabilities' modes all the same.
+		"a umask that narrows the modes": {
+			files:     map[string]string{"config": config, "monitor": monitor},
+			umask:     0o277,
 			wantNodes: []string{"/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"},
 			wantDev:   map[string]node{"nvidia-cap1": {236, 1, 0o400}, "nvidia-cap2": {236, 2, 0o444}},
 		},
@@ -97,6 +107,10 @@ func TestEnsureMIGManagementNodes(t *testing.T) {
 				}
 			}
 
+			if tc.umask != 0 {
+				old := unix.Umask(tc.umask)
+				t.Cleanup(func() { unix.Umask(old) })
+			}
 			nodes, missing, err := EnsureMIGManagementNodes(devRoot, hostRoot)
 			for _, want := range tc.wantErr {
 				if err == nil || !strings.Contains(err.Error(), want) {

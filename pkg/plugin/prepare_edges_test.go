@@ -3,11 +3,14 @@ package plugin
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/miglayout/miglayout/pkg/gpulock"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/slices"
 )
@@ -124,5 +127,45 @@ func TestPrepareReallocatedWithAnExtraDevice(t *testing.T) {
 	r := e.prepare(p, claim(uid1, "train", alloc{"mig", driver, node, "gpu-0-mig-3g40gb-9-4"}, alloc{"whole", driver, node, "gpu-1"}))
 	if r.Err != nil || len(r.Devices) != 2 {
 		t.Errorf("prepare with an extra device: %v, %d devices; want 2", r.Err, len(r.Devices))
+	}
+}
+
+// A prepare takes the locks of its claim's GPUs in index order, whatever the
+// order of the allocation results: two prepares of claims on the same GPUs
+// (the kubelet's, and the agent's RefreshRecreated preparing a claim afresh)
+// never each hold one lock and wait for the other's. Pinned without racing
+// two prepares: GPU 0 is being reconfigured and another holder has GPU 1, so
+// a prepare that asks for GPU 0 first fails at once, while one that asked
+// for GPU 1 first would wait for it (until its context ends). The GPUs come
+// from a map, so the order of an unsorted prepare varies from one call to
+// the next: the prepare is repeated.
+func TestPrepareLocksGPUsInIndexOrder(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	end, err := e.locks.BeginReconfigure(e.ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end()
+	unlock, err := e.locks.Lock(e.ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	for _, c := range []*resourceapi.ResourceClaim{
+		claim(uid1, "train", alloc{"a", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"}, alloc{"b", slices.DefaultDriverName, node, "gpu-1"}),
+		claim(uid2, "infer", alloc{"b", slices.DefaultDriverName, node, "gpu-1"}, alloc{"a", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"}),
+	} {
+		for range 100 {
+			ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+			res, err := p.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c})
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := res[c.UID].Err; !errors.Is(err, gpulock.ErrReconfiguring) || !strings.Contains(err.Error(), "GPU 0") {
+				t.Fatalf("prepare of claim %s on GPUs 0 and 1, GPU 0 reconfiguring and GPU 1 held = %v, want ErrReconfiguring for GPU 0 (its lock asked first)", c.Name, err)
+			}
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/pkg/gpulock"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -407,5 +408,66 @@ func TestRefreshRecreatedReadsNVMLOnce(t *testing.T) {
 	}
 	if got := p.claims[uid1].Devices[0].UUID; got != md.UUID {
 		t.Errorf("claim infer's device UUID %s, want the device made again's %s", got, md.UUID)
+	}
+}
+
+// TestRefreshRecreatedWithoutDevicesReadsNothing: with no claim holding a
+// device of this driver prepared (one holds another driver's only),
+// RefreshRecreated does not read NVML, and so reports no failure while
+// NVML cannot list the GPUs: the agent would otherwise log, and try again
+// in every pass, a refresh of a claim that has nothing to refresh.
+func TestRefreshRecreatedWithoutDevicesReadsNothing(t *testing.T) {
+	e := newEnv(t)
+	counting := &countingGPUs{Manager: e.gpus}
+	p, err := New(Config{NodeName: node, GPUs: counting, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir, HostRoot: e.hostRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed := p.RefreshRecreated(e.ctx); len(failed) != 0 || counting.listings != 0 {
+		t.Errorf("RefreshRecreated with no claim prepared: failed %v, %d GPU listings; want none", failed, counting.listings)
+	}
+	if r := e.prepare(p, claim(uid1, "train", alloc{"nic", "other.example.com", node, "nic-0"})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	*counting = countingGPUs{Manager: unlistable{e.gpus}}
+	if failed := p.RefreshRecreated(e.ctx); len(failed) != 0 || counting.listings != 0 {
+		t.Errorf("RefreshRecreated with a claim of another driver's devices only, NVML down: failed %v, %d GPU listings; want none", failed, counting.listings)
+	}
+}
+
+// TestRefreshRecreatedKeepsAdminAccess: a device made again that a claim
+// holds exclusively and a monitoring claim with admin access: both claims'
+// preparations are refreshed in place, the monitor's still with admin
+// access (refreshed as an exclusive claim, it would be a stale allocation,
+// dropped, then refused: the device is the other claim's).
+func TestRefreshRecreatedKeepsAdminAccess(t *testing.T) {
+	const dev = "gpu-0-mig-1g10gb-19-3"
+	d := mig.Device{Profile: "1g.10gb", Start: 3}
+	e := newEnv(t)
+	calls := 0
+	p := e.countingPlugin(&calls)
+	monitor := claim(uid2, "monitor", alloc{"watch", slices.DefaultDriverName, node, dev})
+	monitor.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	for _, c := range []*resourceapi.ResourceClaim{claim(uid1, "train", alloc{"work", slices.DefaultDriverName, node, dev}), monitor} {
+		if r := e.prepare(p, c); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	want := p.PreparedClaims()
+	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
+		t.Fatal(err)
+	}
+	md := e.createMIG(d)
+	if failed := p.RefreshRecreated(e.ctx); len(failed) > 0 {
+		t.Fatalf("RefreshRecreated: %v", failed)
+	}
+	for i := range want {
+		want[i].Devices[0].UUID = md.UUID
+	}
+	if diff := cmp.Diff(want, p.PreparedClaims()); diff != "" {
+		t.Errorf("prepared claims after the refresh (-want +got):\n%s", diff)
+	}
+	if calls != 0 {
+		t.Errorf("OnUnprepared called %d times: a preparation was dropped", calls)
 	}
 }

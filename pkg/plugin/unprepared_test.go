@@ -10,6 +10,7 @@ import (
 	goslices "slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
@@ -338,5 +339,118 @@ func TestReleaseOrphanConfirmsLast(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"gpu-0-mig-2g20gb-14-0"}, names); diff != "" {
 		t.Errorf("prepared devices (-want +got):\n%s", diff)
+	}
+}
+
+// unreadableGPU0 is a gpu.Manager on which NVML answers code for GPU 0:
+// GPUs leaves it out, with that error.
+type unreadableGPU0 struct {
+	gpu.Manager
+	code nvml.Return
+}
+
+func (m unreadableGPU0) GPUs(ctx context.Context) ([]gpu.GPU, error) {
+	all, err := m.Manager.GPUs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e := &gpu.NVMLError{Op: "nvmlDeviceGetUUID", Return: m.code}
+	return goslices.DeleteFunc(all, func(g gpu.GPU) bool { return g.Index == 0 }), &gpu.UnreadableGPUsError{Errors: map[int]error{0: e}}
+}
+
+// TestReleaseOrphanOnAGPUThatCannotRun: a gone claim whose device lies on a
+// GPU that fell off the bus, or that needs a reset, is released (no process
+// runs there until a reset or reboot, which ends them); one on a GPU NVML
+// denies is kept.
+func TestReleaseOrphanOnAGPUThatCannotRun(t *testing.T) {
+	for name, tc := range map[string]struct {
+		code         nvml.Return
+		wantReleased bool
+	}{
+		"fallen off the bus": {code: nvml.ERROR_GPU_IS_LOST, wantReleased: true},
+		"needs a reset":      {code: nvml.ERROR_RESET_REQUIRED, wantReleased: true},
+		"denied":             {code: nvml.ERROR_NO_PERMISSION},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			p := e.plugin("")
+			if r := e.prepare(p, claim(uid1, "train", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"})); r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			p.cfg.GPUs = unreadableGPU0{e.gpus, tc.code}
+			_, released, err := p.ReleaseOrphan(t.Context(), uid1, nil)
+			if released != tc.wantReleased || (err == nil) != tc.wantReleased {
+				t.Errorf("ReleaseOrphan with GPU 0 answering %v: released %v, %v; want released %v", tc.code, released, err, tc.wantReleased)
+			}
+		})
+	}
+}
+
+// TestReleaseOrphanWhoseDeviceIsGone: a gone claim whose MIG device no
+// longer exists is released while another claim's process runs elsewhere
+// on the same GPU: a device that is gone runs nothing.
+func TestReleaseOrphanWhoseDeviceIsGone(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	const gone, busy = "gpu-0-mig-1g10gb-19-3", "gpu-0-mig-3g40gb-9-4"
+	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", slices.DefaultDriverName, node, gone})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := e.prepare(p, claim(uid2, "infer", alloc{"mig", slices.DefaultDriverName, node, busy})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, err := e.sim.StartProcess(p.claims[uid2].Devices[0].UUID, 1024); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, mig.Device{Profile: "1g.10gb", Start: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1, nil); err != nil || !released {
+		t.Errorf("ReleaseOrphan of a claim whose device is gone: released %v, %v; want released", released, err)
+	}
+}
+
+// TestNoOnUnpreparedWhenDevicelessOrphanReleased: releasing a gone claim
+// that held none of this driver's devices does not tell the agent that
+// devices were released.
+func TestNoOnUnpreparedWhenDevicelessOrphanReleased(t *testing.T) {
+	e := newEnv(t)
+	calls := 0
+	p := e.countingPlugin(&calls)
+	if r := e.prepare(p, claim(uid1, "train", alloc{"nic", "other.example.com", node, "nic-0"})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1, nil); err != nil || !released {
+		t.Fatalf("ReleaseOrphan: released %v, %v; want released", released, err)
+	}
+	if calls != 0 {
+		t.Errorf("OnUnprepared called %d times after releasing a claim that held no device, want 0", calls)
+	}
+}
+
+// TestReleaseOrphanBoundsStillGone: stillGone, asked with every prepare and
+// unprepare of the node waiting on the plugin's record, is given at most
+// orphanConfirmTimeout (an API server that does not answer cannot hold
+// them longer).
+func TestReleaseOrphanBoundsStillGone(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	if r := e.prepare(p, claim(uid1, "train", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"})); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	var left time.Duration
+	bounded := func(ctx context.Context) (bool, error) {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			return false, errors.New("no deadline")
+		}
+		left = time.Until(dl)
+		return true, nil
+	}
+	if _, released, err := p.ReleaseOrphan(t.Context(), uid1, bounded); err != nil || !released {
+		t.Fatalf("ReleaseOrphan: released %v, %v; want released", released, err)
+	}
+	if left <= 0 || left > orphanConfirmTimeout {
+		t.Errorf("stillGone given %v, want at most %v", left, orphanConfirmTimeout)
 	}
 }
