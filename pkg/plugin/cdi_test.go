@@ -124,21 +124,7 @@ func TestPrepareDeviceOfTwoRequests(t *testing.T) {
 	if diff := cmp.Diff(want, r.Devices); diff != "" {
 		t.Errorf("prepared devices (-want +got):\n%s", diff)
 	}
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(e.cdiDir), cdiapi.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if errs := cache.GetErrors(); len(errs) != 0 {
-		t.Fatalf("CDI cache errors: %v", errs)
-	}
-	migs, err := e.gpus.MIGDevices(e.ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uuid := map[string]string{}
-	for _, m := range migs {
-		uuid[m.Profile+"@"+itoa(m.Placement.Start)] = m.UUID
-	}
+	cache, uuid := specsAndUUIDs(t, e)
 	visible := func(request string) []string { return visibleTo(t, cache, r.Devices, request) }
 	sorted := func(s ...string) []string { goslices.Sort(s); return s }
 	for request, wantUUIDs := range map[string][]string{
@@ -188,21 +174,7 @@ func TestPrepareDeviceOfARequestAndASubrequest(t *testing.T) {
 	if diff := cmp.Diff(want, r.Devices); diff != "" {
 		t.Errorf("prepared devices (-want +got):\n%s", diff)
 	}
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(e.cdiDir), cdiapi.WithAutoRefresh(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if errs := cache.GetErrors(); len(errs) != 0 {
-		t.Fatalf("CDI cache errors: %v", errs)
-	}
-	migs, err := e.gpus.MIGDevices(e.ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uuid := map[string]string{}
-	for _, m := range migs {
-		uuid[m.Profile+"@"+itoa(m.Placement.Start)] = m.UUID
-	}
+	cache, uuid := specsAndUUIDs(t, e)
 	sorted := func(s ...string) []string { goslices.Sort(s); return s }
 	if diff := cmp.Diff(sorted(uuid["3g.40gb@4"], uuid["1g.10gb@3"]), visibleTo(t, cache, r.Devices, "work/large")); diff != "" {
 		t.Errorf("container naming request work: %s (-want +got):\n%s", VisibleDevicesEnv, diff)
@@ -250,4 +222,27 @@ func visibleTo(t *testing.T, cache *cdiapi.Cache, devices []kubeletplugin.Device
 	got := strings.Split(env, ",")
 	goslices.Sort(got)
 	return got
+}
+
+// specsAndUUIDs reads the CDI specs e's plugin wrote, failing t on a spec
+// the CDI library refuses, and NVML's UUIDs of GPU 0's MIG devices by
+// profile@start ("1g.10gb@3").
+func specsAndUUIDs(t *testing.T, e *env) (*cdiapi.Cache, map[string]string) {
+	t.Helper()
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(e.cdiDir), cdiapi.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := cache.GetErrors(); len(errs) != 0 {
+		t.Fatalf("CDI cache errors: %v", errs)
+	}
+	migs, err := e.gpus.MIGDevices(e.ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := map[string]string{}
+	for _, m := range migs {
+		uuid[m.Profile+"@"+itoa(m.Placement.Start)] = m.UUID
+	}
+	return cache, uuid
 }

@@ -384,15 +384,7 @@ func TestPrepareMakesUVMNodes(t *testing.T) {
 // major) is made again as nvidia-modprobe would: a container given it
 // would open another device.
 func TestPrepareMakesStaleUVMNodeAgain(t *testing.T) {
-	e, devRoot := devEnv(t)
-	path := filepath.Join(devRoot, "nvidia-uvm")
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(240, 0))); err != nil {
-		t.Fatal(err)
-	}
-	writeParams(t, e.hostRoot, 1)
+	e, devRoot, path := staleUVMEnv(t)
 	p := e.pluginWithDev(devRoot)
 	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})
 	if r := e.prepare(p, c); r.Err != nil {
@@ -461,15 +453,7 @@ func setImmutable(t *testing.T, dir string, on bool) {
 // that cannot be made again (its removal fails) fails the prepare, naming
 // the cause, rather than hand the container a node of another device.
 func TestPrepareWithAStaleUVMNodeThatStays(t *testing.T) {
-	e, devRoot := devEnv(t)
-	path := filepath.Join(devRoot, "nvidia-uvm")
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(240, 0))); err != nil {
-		t.Fatal(err)
-	}
-	writeParams(t, e.hostRoot, 1)
+	e, devRoot, _ := staleUVMEnv(t)
 	setImmutable(t, devRoot, true)
 	t.Cleanup(func() { setImmutable(t, devRoot, false) })
 	p := e.pluginWithDev(devRoot)
@@ -509,4 +493,21 @@ func TestReadDeviceFileParams(t *testing.T) {
 			}
 		})
 	}
+}
+
+// staleUVMEnv is devEnv with /dev/nvidia-uvm (its path returned) of major
+// 240, another than the loaded module's, and the driver's params asking
+// for device files to be made.
+func staleUVMEnv(t *testing.T) (*env, string, string) {
+	t.Helper()
+	e, devRoot := devEnv(t)
+	path := filepath.Join(devRoot, "nvidia-uvm")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(240, 0))); err != nil {
+		t.Fatal(err)
+	}
+	writeParams(t, e.hostRoot, 1)
+	return e, devRoot, path
 }
