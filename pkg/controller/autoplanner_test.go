@@ -139,10 +139,10 @@ func TestBuildSnapshot(t *testing.T) {
 				Status: corev1.PodStatus{Conditions: unsched}},
 		},
 		Claims: map[types.NamespacedName]*resourceapi.ResourceClaim{
-			{Namespace: "ns", Name: "c1"}:              {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}},
-			{Namespace: "ns", Name: "c4"}:              {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c4"}},
-			{Namespace: "ns", Name: "c5"}:              {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c5"}},
-			{Namespace: "ns", Name: "templated-gpu-x"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated-gpu-x", OwnerReferences: podOwner("templated", "uid-templated")}},
+			{Namespace: "ns", Name: "c1"}:                    {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}},
+			{Namespace: "ns", Name: "c4"}:                    {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c4"}},
+			{Namespace: "ns", Name: "c5"}:                    {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c5"}},
+			{Namespace: "ns", Name: "templated-gpu-x"}:       {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated-gpu-x", OwnerReferences: podOwner("templated", "uid-templated")}},
 			{Namespace: "ns", Name: "templated-stale-gpu-y"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "templated-stale-gpu-y", OwnerReferences: podOwner("templated-stale", "uid-earlier")}},
 			{Namespace: "ns", Name: "c2"}: {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c2"},
 				Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{

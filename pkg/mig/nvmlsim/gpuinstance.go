@@ -1,6 +1,8 @@
 package nvmlsim
 
 import (
+	"slices"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
@@ -131,6 +133,9 @@ func (h gpuInstance) CreateComputeInstance(info *nvml.ComputeInstanceProfileInfo
 			UUID:      migUUID(c.st.Seed, c.st.Spec, h.index, serial),
 			UID:       serial,
 		})
+		// Ordered by CI ID, as State promises: a CI may take a smaller
+		// ID a destroyed one freed.
+		slices.SortFunc(c.gi.ComputeInstances, func(a, b ComputeInstance) int { return a.ID - b.ID })
 		out = h.s.ciHandle(h, id, serial)
 		return true, nvml.SUCCESS
 	})
