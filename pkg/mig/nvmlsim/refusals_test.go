@@ -123,11 +123,7 @@ func TestMIGDevicesOfOneGI(t *testing.T) {
 // CI ID no CI of its GI has, so after CIs 0 and 1 and the destruction of
 // CI 0 it is CI 0 again, and CI 1 stays reachable by its ID.
 func TestComputeInstanceIDReusesTheSmallestFree(t *testing.T) {
-	s := newTestSim(t, Config{Spec: "1x" + a100})
-	d := migOn(t, s, 0)
-	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0)
-	info, ret := g.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	must(t, "CI profile 1c.7g", ret)
+	s, _, g, info := oneSliceCIsOf7g(t)
 	first, ret := g.CreateComputeInstance(&info)
 	must(t, "CreateComputeInstance", ret)
 	second, ret := g.CreateComputeInstance(&info)
@@ -404,11 +400,7 @@ func TestOpenStateRefusesGPUWithoutModel(t *testing.T) {
 // TestComputeInstanceDestroyTakesOnlyItself: destroying CI 1 of a GI
 // leaves its CI 0.
 func TestComputeInstanceDestroyTakesOnlyItself(t *testing.T) {
-	s := newTestSim(t, Config{Spec: "1x" + a100})
-	d := migOn(t, s, 0)
-	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0)
-	info, ret := g.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	must(t, "CI profile 1c.7g", ret)
+	_, _, g, info := oneSliceCIsOf7g(t)
 	first, ret := g.CreateComputeInstance(&info)
 	must(t, "CreateComputeInstance", ret)
 	second, ret := g.CreateComputeInstance(&info)
@@ -446,11 +438,7 @@ func TestComputeInstanceHeldOnlyByItsOwnProcesses(t *testing.T) {
 // TestMIGDeviceOrderAfterCIIDReuse: MIG devices are ordered by GI ID, then
 // CI ID, also when a CI that took a freed smaller ID was created last.
 func TestMIGDeviceOrderAfterCIIDReuse(t *testing.T) {
-	s := newTestSim(t, Config{Spec: "1x" + a100})
-	d := migOn(t, s, 0)
-	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0)
-	info, ret := g.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	must(t, "CI profile 1c.7g", ret)
+	_, d, g, info := oneSliceCIsOf7g(t)
 	first, ret := g.CreateComputeInstance(&info)
 	must(t, "CreateComputeInstance", ret)
 	_, ret = g.CreateComputeInstance(&info)
@@ -484,11 +472,7 @@ func TestOpenStateRefusesOtherVersion(t *testing.T) {
 // GpuInstance.GetComputeInstances give compute instances ordered by CI ID,
 // a CI that takes a smaller ID a destroyed one freed included.
 func TestComputeInstancesOrderedByID(t *testing.T) {
-	s := newTestSim(t, Config{Spec: "1x" + a100})
-	d := migOn(t, s, 0)
-	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0)
-	info, ret := g.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	must(t, "CI profile 1c.7g", ret)
+	s, _, g, info := oneSliceCIsOf7g(t)
 	first, ret := g.CreateComputeInstance(&info)
 	must(t, "CreateComputeInstance", ret)
 	_, ret = g.CreateComputeInstance(&info)
@@ -515,4 +499,17 @@ func TestComputeInstancesOrderedByID(t *testing.T) {
 	if diff := cmp.Diff([]int{0, 1}, snap); diff != "" {
 		t.Errorf("Snapshot CI IDs (-want +got):\n%s", diff)
 	}
+}
+
+// oneSliceCIsOf7g is a simulated A100 (its device d) with MIG mode on and
+// one 7g GPU instance at 0, and its 1-slice compute instance profile
+// (1c.7g).
+func oneSliceCIsOf7g(t *testing.T) (*Sim, nvml.Device, nvml.GpuInstance, nvml.ComputeInstanceProfileInfo) {
+	t.Helper()
+	s := newTestSim(t, Config{Spec: "1x" + a100})
+	d := migOn(t, s, 0)
+	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0)
+	info, ret := g.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	must(t, "CI profile 1c.7g", ret)
+	return s, d, g, info
 }
