@@ -10,10 +10,9 @@ import (
 	"strings"
 	"time"
 
-	utiljson "k8s.io/apimachinery/pkg/util/json"
-
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/renameio/v2"
+
 	"github.com/miglayout/miglayout/pkg/fsyncdir"
 )
 

@@ -11,8 +11,9 @@ import (
 	"path/filepath"
 
 	"github.com/google/renameio/v2"
-	"github.com/miglayout/miglayout/pkg/fsyncdir"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/miglayout/miglayout/pkg/fsyncdir"
 )
 
 // CheckpointFile is the name of the checkpoint inside Config.CheckpointDir.

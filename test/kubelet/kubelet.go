@@ -43,9 +43,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/component-helpers/apimachinery/lease"
-	"k8s.io/utils/clock"
-
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -62,9 +59,11 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
