@@ -145,6 +145,12 @@ func TestDRABackedExtendedResourcePerNode(t *testing.T) {
 			nodes: []Node{withGPUs(node("plugin").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8")},
 			want:  trace{Unservable: map[string]string{"default/p": ServedByDevicePlugin}},
 		},
+		// The device plugin is not why where the pod may not run there
+		// anyway.
+		"listed above 0 on a node whose taint the pod does not tolerate": {
+			nodes: []Node{withGPUs(node("plugin").taint("dedicated").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8")},
+			want:  trace{Unservable: map[string]string{"default/p": "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"}},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -26,10 +26,12 @@ func TestRoomTakes(t *testing.T) {
 		pod  *corev1.Pod
 		want int
 	}{
-		"by CPU":                  {withAlloc(cpu("8"), PriorityRequests{Requests: cpu("2")}), podOf(cpu("2"), 0), 3},
-		"none":                    {withAlloc(cpu("8"), PriorityRequests{Requests: cpu("7")}), podOf(cpu("2"), 0), 0},
-		"overcommitted":           {withAlloc(cpu("8"), PriorityRequests{Requests: cpu("9")}), podOf(cpu("2"), 0), 0},
-		"lower priority left out": {withAlloc(cpu("8"), PriorityRequests{Priority: 0, Requests: cpu("8")}), podOf(cpu("2"), 100), 4},
+		"by CPU":        {withAlloc(cpu("8"), PriorityRequests{Requests: cpu("2")}), podOf(cpu("2"), 0), 3},
+		"none":          {withAlloc(cpu("8"), PriorityRequests{Requests: cpu("7")}), podOf(cpu("2"), 0), 0},
+		"overcommitted": {withAlloc(cpu("8"), PriorityRequests{Requests: cpu("9")}), podOf(cpu("2"), 0), 0},
+		// Less than nothing left is room for no pod, not for a negative count.
+		"overcommitted by more than a pod asks": {withAlloc(cpu("8"), PriorityRequests{Requests: cpu("13")}), podOf(cpu("2"), 0), 0},
+		"lower priority left out":               {withAlloc(cpu("8"), PriorityRequests{Priority: 0, Requests: cpu("8")}), podOf(cpu("2"), 100), 4},
 		"by pods": {withAlloc(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourcePods: resource.MustParse("110")},
 			PriorityRequests{Requests: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("108")}}), podOf(cpu("1"), 0), 2},
 		"a capacity beyond int64 thousandths": {withAlloc(corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("18446744073709552")}),
