@@ -1095,7 +1095,9 @@ func TestPlanAsksServerAboutDocumentAsGiven(t *testing.T) {
 
 // TestPlanFromSlicesKeepsAllocated: read from ResourceSlices, a device a
 // claim holds stays where it is, as the controller keeps it, and the pool's
-// newest generation alone counts.
+// newest generation of miglayout's slices alone counts: another DRA
+// driver's slices and allocations in a pool of the same name (the node's)
+// neither hide miglayout's devices nor hold one of the same name.
 func TestPlanFromSlicesKeepsAllocated(t *testing.T) {
 	model, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
 	if err != nil {
@@ -1127,14 +1129,27 @@ func TestPlanFromSlicesKeepsAllocated(t *testing.T) {
 		t.Fatalf("controller wants %+v", want)
 	}
 	f := staticMigLayoutFile(t, "mixed", "[{name: mixed, profiles: {3g.40gb: 1, 1g.10gb: 1}}]")
-	// A slice of the pool's previous generation lingers beside the current one.
-	out, _, err := runWith(t, []client.Object{node("gpu-a", map[string]string{"pool": "a"}), claim,
-		slice("old", 1, devs[:3]), slice("new", 2, devs)}, "plan", "-f", f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out, "-> "+want[0].Layout) || strings.Contains(out, "blocked") {
-		t.Errorf("plan does not show the controller's layout %s, unblocked:\n%s", want[0].Layout, out)
+	// NVIDIA's driver publishes the node's GPUs in a pool of the same
+	// name, of a higher generation, and a claim holds one of its devices
+	// named as one of miglayout's: neither is miglayout's.
+	other := slice("nvidia", 9, []resourceapi.Device{{Name: devs[3].Name}})
+	other.Spec.Driver = "gpu.nvidia.com"
+	otherClaim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "nv"}}
+	otherClaim.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+		{Request: "gpu", Driver: "gpu.nvidia.com", Pool: "gpu-a", Device: devs[3].Name}}}}
+	for name, objs := range map[string][]client.Object{
+		"a slice of the pool's previous generation beside the current one": {slice("old", 1, devs[:3]), slice("new", 2, devs)},
+		"another driver's slice and claim in the pool":                     {slice("new", 2, devs), other, otherClaim},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, _, err := runWith(t, append([]client.Object{node("gpu-a", map[string]string{"pool": "a"}), claim}, objs...), "plan", "-f", f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "-> "+want[0].Layout) || strings.Contains(out, "blocked") {
+				t.Errorf("plan does not show the controller's layout %s, unblocked:\n%s", want[0].Layout, out)
+			}
+		})
 	}
 }
 
