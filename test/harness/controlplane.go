@@ -291,6 +291,10 @@ func start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		"--root-ca-file=" + p.caFile, // the CA alone (ClusterTrustBundle publisher rejects leaves)
 		"--cluster-signing-cert-file=" + p.caFile, "--cluster-signing-key-file=" + p.caKeyF,
 		"--service-cluster-ip-range=10.0.0.0/24",
+		// The quota controller may write back a count from informers
+		// that lag behind admission's; nothing but its full recount
+		// (every 5 min by default) corrects it: recount every 10 s.
+		"--resource-quota-sync-period=10s",
 	}
 	if opts.FeatureGates != "" {
 		cmArgs = append(cmArgs, "--feature-gates="+opts.FeatureGates)
