@@ -280,17 +280,7 @@ func TestPendingModeAfterChangeIsNotReady(t *testing.T) {
 // set the mode again, nor say it turned MIG on for the layout.
 func TestInvalidLayoutLeavesAgentsPendingDisable(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
-	g.setup(t, 0, "7g.80gb@0")
-	client, err := g.sim.OpenClient(g.sim.Snapshot().GPUs[0].UUID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{{Index: 0}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if st := g.sim.Snapshot().GPUs[0]; !st.MIGCurrent || st.MIGPending || len(st.GPUInstances) != 0 {
-		t.Fatalf("MIG current %v pending %v, %d GPU instances; want the disable pending, no device left", st.MIGCurrent, st.MIGPending, len(st.GPUInstances))
-	}
+	client := g.leaveDisablePending(t)
 	var modeSets []int
 	g.r.GPUs = &afterModeSet{Manager: g.mgr, after: func() { modeSets = append(modeSets, 0) }}
 	res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@1")}, nil)
@@ -315,19 +305,8 @@ func TestInvalidLayoutLeavesAgentsPendingDisable(t *testing.T) {
 // the disable it cancelled.
 func TestCancelledPendingModeIsJournaled(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
-	g.setup(t, 0, "7g.80gb@0")
-	client, err := g.sim.OpenClient(g.sim.Snapshot().GPUs[0].UUID)
-	if err != nil {
+	if err := g.sim.CloseClient(g.leaveDisablePending(t)); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{{Index: 0}}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.sim.CloseClient(client); err != nil {
-		t.Fatal(err)
-	}
-	if st := g.sim.Snapshot().GPUs[0]; !st.MIGCurrent || st.MIGPending {
-		t.Fatalf("MIG current %v pending %v, want the disable pending", st.MIGCurrent, st.MIGPending)
 	}
 	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "CreateGpuInstanceWithPlacement", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
 		t.Fatal(err)
@@ -575,4 +554,24 @@ func TestPendingModeCancelledUnderClaimIsJournaled(t *testing.T) {
 	if entries := g.r.Journal.Entries(); len(entries) != 1 || entries[0].ModeSet == nil || *entries[0].ModeSet {
 		t.Errorf("journal %+v, want GPU 0's entry with ModeSet false", entries)
 	}
+}
+
+// leaveDisablePending has the agent disable MIG mode on GPU 0 (a 7g.80gb
+// device before) while another NVML client holds the GPU: the device is
+// destroyed and the disable left pending. It returns the client, for the
+// caller to close.
+func (g *rig) leaveDisablePending(t *testing.T) uint64 {
+	t.Helper()
+	g.setup(t, 0, "7g.80gb@0")
+	client, err := g.sim.OpenClient(g.sim.Snapshot().GPUs[0].UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{{Index: 0}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := g.sim.Snapshot().GPUs[0]; !st.MIGCurrent || st.MIGPending || len(st.GPUInstances) != 0 {
+		t.Fatalf("MIG current %v pending %v, %d GPU instances; want the disable pending, no device left", st.MIGCurrent, st.MIGPending, len(st.GPUInstances))
+	}
+	return client
 }

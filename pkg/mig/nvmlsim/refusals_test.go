@@ -78,11 +78,7 @@ func TestMIGDeviceHandleByIndexWithMIGOff(t *testing.T) {
 // GetComputeRunningProcesses lists only the processes on the MIG device
 // itself.
 func TestMIGDevicesOfOneGI(t *testing.T) {
-	s := newTestSim(t, Config{Spec: "1x" + a100})
-	d := migOn(t, s, 0)
-	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_3_SLICE, 0)
-	info, ret := g.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	must(t, "CI profile 1c.3g", ret)
+	s, _, g, info := oneSliceCIsOf(t, nvml.GPU_INSTANCE_PROFILE_3_SLICE)
 	var devs []nvml.Device
 	var uuids []string
 	for range 2 {
@@ -123,7 +119,7 @@ func TestMIGDevicesOfOneGI(t *testing.T) {
 // CI ID no CI of its GI has, so after CIs 0 and 1 and the destruction of
 // CI 0 it is CI 0 again, and CI 1 stays reachable by its ID.
 func TestComputeInstanceIDReusesTheSmallestFree(t *testing.T) {
-	s, _, g, info := oneSliceCIsOf7g(t)
+	s, _, g, info := oneSliceCIsOf(t, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
 	first, ret := g.CreateComputeInstance(&info)
 	must(t, "CreateComputeInstance", ret)
 	second, ret := g.CreateComputeInstance(&info)
@@ -400,7 +396,7 @@ func TestOpenStateRefusesGPUWithoutModel(t *testing.T) {
 // TestComputeInstanceDestroyTakesOnlyItself: destroying CI 1 of a GI
 // leaves its CI 0.
 func TestComputeInstanceDestroyTakesOnlyItself(t *testing.T) {
-	_, _, g, info := oneSliceCIsOf7g(t)
+	_, _, g, info := oneSliceCIsOf(t, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
 	first, ret := g.CreateComputeInstance(&info)
 	must(t, "CreateComputeInstance", ret)
 	second, ret := g.CreateComputeInstance(&info)
@@ -417,11 +413,7 @@ func TestComputeInstanceDestroyTakesOnlyItself(t *testing.T) {
 // application) are active on the compute instance" — on it, not on a
 // sibling CI of its GI, nor on a CI with the same ID in another GI.
 func TestComputeInstanceHeldOnlyByItsOwnProcesses(t *testing.T) {
-	s := newTestSim(t, Config{Spec: "1x" + a100})
-	d := migOn(t, s, 0)
-	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_3_SLICE, 0)
-	info, ret := g.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	must(t, "CI profile 1c.3g", ret)
+	s, d, g, info := oneSliceCIsOf(t, nvml.GPU_INSTANCE_PROFILE_3_SLICE)
 	busy, ret := g.CreateComputeInstance(&info)
 	must(t, "CreateComputeInstance", ret)
 	sibling, ret := g.CreateComputeInstance(&info)
@@ -438,7 +430,7 @@ func TestComputeInstanceHeldOnlyByItsOwnProcesses(t *testing.T) {
 // TestMIGDeviceOrderAfterCIIDReuse: MIG devices are ordered by GI ID, then
 // CI ID, also when a CI that took a freed smaller ID was created last.
 func TestMIGDeviceOrderAfterCIIDReuse(t *testing.T) {
-	_, d, g, info := oneSliceCIsOf7g(t)
+	_, d, g, info := oneSliceCIsOf(t, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
 	first, ret := g.CreateComputeInstance(&info)
 	must(t, "CreateComputeInstance", ret)
 	_, ret = g.CreateComputeInstance(&info)
@@ -472,7 +464,7 @@ func TestOpenStateRefusesOtherVersion(t *testing.T) {
 // GpuInstance.GetComputeInstances give compute instances ordered by CI ID,
 // a CI that takes a smaller ID a destroyed one freed included.
 func TestComputeInstancesOrderedByID(t *testing.T) {
-	s, _, g, info := oneSliceCIsOf7g(t)
+	s, _, g, info := oneSliceCIsOf(t, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
 	first, ret := g.CreateComputeInstance(&info)
 	must(t, "CreateComputeInstance", ret)
 	_, ret = g.CreateComputeInstance(&info)
@@ -501,15 +493,15 @@ func TestComputeInstancesOrderedByID(t *testing.T) {
 	}
 }
 
-// oneSliceCIsOf7g is a simulated A100 (its device d) with MIG mode on and
-// one 7g GPU instance at 0, and its 1-slice compute instance profile
-// (1c.7g).
-func oneSliceCIsOf7g(t *testing.T) (*Sim, nvml.Device, nvml.GpuInstance, nvml.ComputeInstanceProfileInfo) {
+// oneSliceCIsOf is a simulated A100 (its device d) with MIG mode on and
+// one GPU instance of NVML profile giProfile at 0, and that instance's
+// 1-slice compute instance profile (1c.7g for a 7g instance).
+func oneSliceCIsOf(t *testing.T, giProfile int) (*Sim, nvml.Device, nvml.GpuInstance, nvml.ComputeInstanceProfileInfo) {
 	t.Helper()
 	s := newTestSim(t, Config{Spec: "1x" + a100})
 	d := migOn(t, s, 0)
-	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0)
+	g := mustGI(t, d, giProfile, 0)
 	info, ret := g.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	must(t, "CI profile 1c.7g", ret)
+	must(t, fmt.Sprintf("1-slice CI profile of GI profile %d", giProfile), ret)
 	return s, d, g, info
 }
