@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -302,12 +301,13 @@ func TestImportMigPartedUnknownFilterOnly(t *testing.T) {
 	}
 }
 
-// TestConvertGrowsAClaimOnce: init container a (4 GPUs) runs before
+// TestConvertGrowsAClaimAgain: init container a (4 GPUs) runs before
 // sidecar s, init container b (4 GPUs) after it, beside it; app container
 // x asks for 2. a grows x's claim to 3 (with s's 1); b, which cannot use
-// s's, does not grow x's claim a second time (a second request of the same
-// name, which the API server refuses) but gets its own claim.
-func TestConvertGrowsAClaimOnce(t *testing.T) {
+// s's, grows x's claim to 4 in the same second request (two requests of
+// one name the API server refuses), so the pod holds 5 GPUs, as
+// Kubernetes counts it (b with s), not 8.
+func TestConvertGrowsAClaimAgain(t *testing.T) {
 	out, _ := convertFile(t, `apiVersion: v1
 kind: Pod
 metadata: {name: p, namespace: ml}
@@ -319,21 +319,24 @@ spec:
   containers:
   - {name: x, image: x, resources: {limits: {nvidia.com/gpu: 2}}}
 `)
-	for _, doc := range strings.Split(out, "\n---\n") {
-		var tmpl resourceapi.ResourceClaimTemplate
-		if err := yaml.Unmarshal([]byte(doc), &tmpl); err != nil || tmpl.Kind != "ResourceClaimTemplate" {
-			continue
-		}
-		seen := map[string]bool{}
+	requests := map[string]map[string]int64{}
+	for name, tmpl := range parseConverted(t, out).templates {
+		requests[name] = map[string]int64{}
 		for _, r := range tmpl.Spec.Spec.Devices.Requests {
-			if seen[r.Name] {
-				t.Errorf("ResourceClaimTemplate %s: two requests named %s:\n%s", tmpl.Name, r.Name, doc)
-			}
-			seen[r.Name] = true
+			requests[name][r.Name] = max(1, r.Exactly.Count)
 		}
 	}
-	if diff := cmp.Diff([]string{"b-gpu"}, containerClaims(t, out, "b")); diff != "" {
-		t.Errorf("claims of init container b (-want +got):\n%s", diff)
+	want := map[string]map[string]int64{
+		"p-x-gpu": {"x-gpu": 2, "x-gpu-more": 2},
+		"p-s-gpu": {"s-gpu": 1},
+	}
+	if diff := cmp.Diff(want, requests); diff != "" {
+		t.Errorf("requests of the ResourceClaimTemplates (-want +got):\n%s\n%s", diff, out)
+	}
+	for container, want := range map[string][]string{"a": {"x-gpu", "s-gpu"}, "b": {"x-gpu"}} {
+		if diff := cmp.Diff(want, containerClaims(t, out, container)); diff != "" {
+			t.Errorf("claims of init container %s (-want +got):\n%s", container, diff)
+		}
 	}
 }
 

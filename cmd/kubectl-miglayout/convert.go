@@ -55,7 +55,11 @@ ResourceClaimTemplate for that many devices of the matching DeviceClass (a whole
 GPU, or a MIG device of that profile), referenced from the pod's
 resourceClaims and from the container's resources.claims. The extended
 resource is removed from limits and requests. Every pod of the workload gets
-its own claim.
+its own claim. An init container uses the claims of the containers started
+after it that do not run beside it, as the device plugin handed its devices on,
+so a converted pod holds as many devices as Kubernetes counts for the original:
+the most of its app containers and sidecars together and of each init
+container with the sidecars started before it.
 
 The ResourceClaimTemplates come first in the output, in the workload's
 namespace, then every input object (unchanged where there was nothing to
@@ -218,10 +222,13 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 		// containers started after it (the pod needs the most of them, not
 		// the sum): an init container whose resource an app container asks
 		// for as many of or more uses that container's claim, made first
-		// (reusable); one that asks for more uses the claims of those
-		// containers, the first made larger where they hold fewer together
-		// (covering). Init containers run one after the other, so the
-		// largest one's claims serve the others of its resource too.
+		// (reusable); one that asks for more uses the claims of the
+		// containers that do not run beside it (covering), and the missing
+		// devices are added to one claim every init container may use: an
+		// app container's, or else one made for an init container. The
+		// pod then holds what Kubernetes counts for it: the most of the
+		// app containers and sidecars together and of each init container
+		// with the sidecars started before it.
 		// The order is total (init containers by their resource's first
 		// ask, then largest first), so that a resource's largest init
 		// container comes first among its init containers even where
@@ -246,30 +253,9 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 			return cmp.Compare(y.count, x.count)
 		})
 		byResource := map[string][]*madeClaim{}
-		for _, a := range asks {
-			if m, ok := reusable(byResource[a.resource], a); ok {
-				addContainerClaim(spec, a.container, m.entry)
-				notes = append(notes, fmt.Sprintf("%s: init container %s: %s: %d -> the claim %s of container %s (the device plugin gave it the same devices)", d.describe(), a.container, a.resource, a.count, m.entry, m.ask.container))
-				continue
-			}
-			if shared, more, ok := covering(byResource[a.resource], a); ok {
-				// The device plugin gave the init container's devices
-				// on to the containers started after it: it uses their
-				// claims, the first made larger where they hold fewer
-				// devices together, its container using its first
-				// request only.
-				var names []string
-				for _, m := range shared {
-					addContainerClaim(spec, a.container, m.entry)
-					names = append(names, m.entry)
-				}
-				how := "their containers use some of the same devices under the device plugin"
-				if more > 0 {
-					how = shared[0].grow(more)
-				}
-				notes = append(notes, fmt.Sprintf("%s: init container %s: %s: %d -> the claims %s (%s)", d.describe(), a.container, a.resource, a.count, strings.Join(names, ", "), how))
-				continue
-			}
+		// makeClaim makes a pod claim of a.count devices for a's
+		// container and a ResourceClaimTemplate for it.
+		makeClaim := func(a gpuAsk) *madeClaim {
 			entry := a.token()
 			if perResource[a.resource] > 1 {
 				entry = dnsToken(a.container) + "-" + entry
@@ -288,8 +274,45 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 			templates = append(templates, tmpl)
 			claims = append(claims, map[string]any{"name": entry, "resourceClaimTemplateName": tmplName})
 			use := addContainerClaim(spec, a.container, entry)
-			notes = append(notes, fmt.Sprintf("%s: container %s: %s: %d -> ResourceClaimTemplate %s", d.describe(), a.container, a.resource, a.count, tmplName))
-			byResource[a.resource] = append(byResource[a.resource], &madeClaim{entry: entry, ask: a, template: tmpl, use: use})
+			m := &madeClaim{entry: entry, tmplName: tmplName, ask: a, template: tmpl, use: use}
+			byResource[a.resource] = append(byResource[a.resource], m)
+			return m
+		}
+		for _, a := range asks {
+			if m, ok := reusable(byResource[a.resource], a); ok {
+				addContainerClaim(spec, a.container, m.entry)
+				notes = append(notes, fmt.Sprintf("%s: init container %s: %s: %d -> the claim %s of container %s (the device plugin gave it the same devices)", d.describe(), a.container, a.resource, a.count, m.entry, m.ask.container))
+				continue
+			}
+			if shared, more, ok := covering(byResource[a.resource], a); ok {
+				// The device plugin gave the init container's devices
+				// on to the containers started after it: it uses their
+				// claims, and the devices they miss are added to one
+				// claim every init container may use (its own container
+				// then uses its first request only), or made as a claim
+				// of its own.
+				var names []string
+				for _, m := range shared {
+					addContainerClaim(spec, a.container, m.entry)
+					names = append(names, m.entry)
+				}
+				how := "their containers use some of the same devices under the device plugin"
+				if more > 0 {
+					if t := growable(shared); t != nil {
+						how = t.grow(more)
+					} else {
+						rest := a
+						rest.count = more
+						m := makeClaim(rest)
+						names = append(names, m.entry)
+						how = fmt.Sprintf("their containers run before it or after it; ResourceClaimTemplate %s holds the %d more it needs", m.tmplName, more)
+					}
+				}
+				notes = append(notes, fmt.Sprintf("%s: init container %s: %s: %d -> the claims %s (%s)", d.describe(), a.container, a.resource, a.count, strings.Join(names, ", "), how))
+				continue
+			}
+			m := makeClaim(a)
+			notes = append(notes, fmt.Sprintf("%s: container %s: %s: %d -> ResourceClaimTemplate %s", d.describe(), a.container, a.resource, a.count, m.tmplName))
 		}
 		spec["resourceClaims"] = claims
 		objects = append(objects, obj)
@@ -326,6 +349,7 @@ func devicePluginKeys(v any) []string {
 // that names it (ask.count is the devices the claim holds).
 type madeClaim struct {
 	entry    string
+	tmplName string
 	ask      gpuAsk
 	template map[string]any
 	use      map[string]any
@@ -333,18 +357,38 @@ type madeClaim struct {
 
 // grow makes the claim hold more devices more, in a second request that
 // its container does not use (it names its first request), and says so.
+// A claim grown before gets the devices in the same second request.
 func (m *madeClaim) grow(more int64) string {
 	extra := limitName(m.entry+"-more", 63)
 	devices := mapAt(m.template, "spec", "spec", "devices")
 	requests, _ := devices["requests"].([]any)
+	m.use["request"] = m.entry
+	m.ask.count += more
+	for _, r := range requests[1:] {
+		if r := r.(map[string]any); r["name"] == extra {
+			exactly := r["exactly"].(map[string]any)
+			exactly["count"] = exactly["count"].(int64) + more
+			return fmt.Sprintf("the claim %s is made %d larger (request %s, now %d), its container %s using request %s", m.entry, more, extra, exactly["count"], m.ask.container, m.entry)
+		}
+	}
 	added := deepCopy(requests[0].(map[string]any))
 	added["name"] = extra
 	exactly := added["exactly"].(map[string]any)
 	exactly["allocationMode"], exactly["count"] = "ExactCount", more
 	devices["requests"] = append(requests, added)
-	m.use["request"] = m.entry
-	m.ask.count += more
 	return fmt.Sprintf("the claim %s is made %d larger (request %s), its container %s using request %s", m.entry, more, extra, m.ask.container, m.entry)
+}
+
+// growable is the claim of shared that every init container may use (no
+// sidecar's: an init container listed after the sidecar runs beside it):
+// the first app container's or init container's claim, or nil.
+func growable(shared []*madeClaim) *madeClaim {
+	for _, m := range shared {
+		if !m.ask.sidecar && m.use != nil {
+			return m
+		}
+	}
+	return nil
 }
 
 // reusable is the claim, among those made for a's resource, that init
@@ -361,10 +405,9 @@ func reusable(made []*madeClaim, a gpuAsk) (*madeClaim, bool) {
 // covering is what init container a, which asks for more devices than
 // any claim made for its resource holds, shares: the largest claims (the
 // first of equals) whose containers do not run while a does, until they
-// hold a's count together; more is how many devices the first of them
-// must be made larger by where all of them hold fewer (it then has one
-// request, that its container alone uses). ok is false where a is no init
-// container or no claim qualifies.
+// hold a's count together; more is how many devices a misses where all of
+// them hold fewer. ok is false where a is no init container or no claim
+// qualifies.
 func covering(made []*madeClaim, a gpuAsk) (shared []*madeClaim, more int64, ok bool) {
 	if !a.init {
 		return nil, 0, false
@@ -383,7 +426,7 @@ func covering(made []*madeClaim, a gpuAsk) (shared []*madeClaim, more int64, ok 
 			return shared, 0, true
 		}
 	}
-	if len(shared) == 0 || shared[0].use == nil || shared[0].use["request"] != nil {
+	if len(shared) == 0 {
 		return nil, 0, false
 	}
 	return shared, a.count - sum, true
