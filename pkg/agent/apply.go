@@ -25,12 +25,21 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		return fail(fmt.Errorf("locking GPU %d: %w", p.index, err))
 	}
 	defer end()
+	// unapplied ends the GPU's work of this pass before any NVML step, as
+	// the drain's re-check does (Journal.KeepMode): its Draining entry
+	// would otherwise stay until the GPU is next Ready.
+	unapplied := func(res GPUResult) GPUResult {
+		if err := r.Journal.KeepMode(p.index); err != nil {
+			logger.Error(err, "Could not end the GPU's journal entry for this pass; a later pass does")
+		}
+		return res
+	}
 	// Prepare takes the same lock: with it held, a device prepared since
 	// the drain's re-check would show here. Never destroy one.
 	if r.Prepared != nil {
 		if busy := r.Prepared.PreparedDevices().Intersection(sets.New(p.drain...)); busy.Len() > 0 {
-			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
-				Message: fmt.Sprintf("in use, not destroyed: %s (prepared while draining)", strings.Join(sets.List(busy), ", "))}
+			return unapplied(GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
+				Message: fmt.Sprintf("in use, not destroyed: %s (prepared while draining)", strings.Join(sets.List(busy), ", "))})
 		}
 	}
 	// A claim that tolerates the drain taint may have been allocated a
@@ -55,7 +64,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 				return fail(fmt.Errorf("reading ResourceClaim allocations: %w", err))
 			}
 			if held := live.Intersection(sets.New(names...)); held.Len() > 0 {
-				return r.unknownAllocationResult(p.index, sets.List(held))
+				return unapplied(r.unknownAllocationResult(p.index, sets.List(held)))
 			}
 		}
 		busy := cached.Intersection(sets.New(p.drain...))
@@ -75,8 +84,8 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 			busy = busy.Difference(p.vetted).Union(live.Intersection(again))
 		}
 		if busy.Len() > 0 {
-			return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
-				Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)%s", strings.Join(sets.List(busy), ", "), r.holdersNote(ctx, busy))}
+			return unapplied(GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
+				Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)%s", strings.Join(sets.List(busy), ", "), r.holdersNote(ctx, busy))})
 		}
 	}
 	entry := p.entry(StepSettingMIGMode)

@@ -106,6 +106,10 @@ func TestSyncRefusesToDestroyWhenDrainTaintsAreDropped(t *testing.T) {
 	}
 }
 
+// TestSyncBlocksWithoutTouchingHardware: a device to be destroyed that is
+// allocated, prepared or running a process, whenever it is seen (planning,
+// the drain's re-check, under the GPU's lock), blocks the GPU: no NVML
+// step, no taint left, Retry, and the GPU's journal entry ended.
 func TestSyncBlocksWithoutTouchingHardware(t *testing.T) {
 	tests := map[string]struct {
 		prepare    func(t *testing.T, g *rig)
@@ -171,6 +175,11 @@ func TestSyncBlocksWithoutTouchingHardware(t *testing.T) {
 			}
 			if last := g.inv.last(); len(last.draining) != 0 {
 				t.Errorf("taints left published: %v", last.draining)
+			}
+			// No NVML step of the pass is in flight: the GPU's work
+			// ends (its Draining entry with it).
+			if entries := g.r.Journal.Entries(); len(entries) != 0 {
+				t.Errorf("journal left %+v", entries)
 			}
 		})
 	}

@@ -192,6 +192,9 @@ func TestUnknownAllocationMadeWhileDrainingBlocks(t *testing.T) {
 			if got := g.layouts(t); len(got) != 1 || got[0] != "3g.40gb@0,3g.40gb@4" {
 				t.Errorf("layout %v, want 3g.40gb@0,3g.40gb@4 kept", got)
 			}
+			if entries := g.r.Journal.Entries(); len(entries) != 0 {
+				t.Errorf("journal left %+v; the blocked GPU's work ends", entries)
+			}
 		})
 	}
 }
