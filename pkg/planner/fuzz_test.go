@@ -13,7 +13,8 @@ import (
 // FuzzPlan builds small snapshots from fuzz bytes (layouts taken from the
 // model's maximal layouts and their subsets, pins, pods asking for profiles
 // or memory) and checks that Plan never panics, never destroys a pinned
-// device, only plans valid layouts, and accounts for every pending pod once.
+// device, only plans valid layouts, keeps the limits on GPUs changed at once
+// (per node and per group), and accounts for every pending pod once.
 func FuzzPlan(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add([]byte{255, 0, 255, 0, 17, 33, 65, 129})
@@ -115,6 +116,30 @@ func FuzzPlan(f *testing.F) {
 			if frozen[k.Node] {
 				t.Errorf("pod %s keeps a placement on frozen node %s", pod, k.Node)
 			}
+		}
+		// A node changes at most MaxGPUsPerNode GPUs at once (at least
+		// one), the group at most GroupMaxGPUs, changes in flight counted
+		// (a retried change is not).
+		inFlight, changed, groupChanged := map[string]int{}, map[string]int{}, 0
+		for _, n := range snap.Nodes {
+			for _, g := range n.GPUs {
+				if g.Changing && !g.Retrying {
+					inFlight[n.Node.Name]++
+					groupChanged++
+				}
+			}
+		}
+		for _, c := range res.Changes {
+			changed[c.Node]++
+			groupChanged++
+		}
+		for _, n := range snap.Nodes {
+			if c := changed[n.Node.Name]; c > 0 && c+inFlight[n.Node.Name] > max(1, n.Policy.MaxGPUsPerNode) {
+				t.Errorf("node %s: %d GPUs changed with %d in flight, limit %d", n.Node.Name, c, inFlight[n.Node.Name], n.Policy.MaxGPUsPerNode)
+			}
+		}
+		if limit := snap.GroupMaxGPUs["all"]; limit > 0 && len(res.Changes) > 0 && groupChanged > limit {
+			t.Errorf("group: %d GPUs changing, limit %d", groupChanged, limit)
 		}
 		for _, c := range res.Changes {
 			if frozen[c.Node] {

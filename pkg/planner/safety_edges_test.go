@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -286,5 +287,49 @@ func TestNominatedPodKeepsItsRoom(t *testing.T) {
 	got := planTrace(t, []Node{n}, pods)
 	if why := got.Unservable["default/late"]; why != WaitsForNodeResources {
 		t.Errorf("pod late: unservable %q, want %q; served %v", why, WaitsForNodeResources, got.Served)
+	}
+}
+
+// TestReplayRefusalKeepsChangeLimits: x (taken first by the scheduler,
+// open to both 1g devices) and y (1g.10gb+me only) could share node n1,
+// but the scheduler replay refuses y's way there (x would take the
+// 1g.10gb+me made for y). The same way on the next GPU of its class, on
+// n2, is not planned where n2 may change no more GPUs: a change is in
+// flight there and the limit, of the node or of its group, is one.
+func TestReplayRefusalKeepsChangeLimits(t *testing.T) {
+	for name, tc := range map[string]struct {
+		policy Policy
+		groups map[string]int
+	}{
+		"the node's limit":  {policy: Policy{MaxGPUsPerNode: 1}},
+		"the group's limit": {policy: Policy{MaxGPUsPerNode: 2, Group: "g"}, groups: map[string]int{"g": 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, Now: t0, GroupMaxGPUs: tc.groups,
+				Nodes: []Node{
+					node("n1").policy(Policy{MaxGPUsPerNode: 2}).
+						gpu("A100-SXM4-80GB", "1g.10gb@1,2g.20gb@2,3g.40gb@4", "1g.10gb@1,2g.20gb@2,3g.40gb@4").
+						gpu("A100-SXM4-80GB", "", "").build(),
+					node("n2").policy(tc.policy).
+						gpu("A100-SXM4-80GB", "", "").changing().
+						gpu("A100-SXM4-80GB", "", "").build(),
+				},
+				Pending: []Pod{
+					pod("x", 2).claim("device.attributes['mig.miglayout.io'].memory < 10000", 1).build(),
+					pod("y", 1).claim(profileIs("1g.10gb+me"), 1).build(),
+				}}
+			res, err := Plan(context.Background(), snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range res.Changes {
+				if c.Node == "n2" {
+					t.Errorf("GPU %d of n2 changes (%s -> %s) beside the change in flight; the limit is one\nplan: %+v", c.GPU, c.From, c.To, toTrace(res))
+				}
+			}
+			if diff := cmp.Diff([]string{"default/x"}, servedPods(res)); diff != "" {
+				t.Errorf("served pods (-want +got):\n%s\nplan: %+v", diff, toTrace(res))
+			}
+		})
 	}
 }
