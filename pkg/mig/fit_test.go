@@ -110,6 +110,67 @@ func TestFit(t *testing.T) {
 			model: "A30", want: map[string]int{"2g.12gb": 2},
 			wantLayout: "2g.12gb@0,2g.12gb@2",
 		},
+		// A pinned device is not a free one: it is neither moved nor
+		// counted as a move, with or without moves allowed.
+		"only a pinned device, more of its profile wanted, no moves": {
+			model: "A100-SXM4-80GB", want: map[string]int{"1g.10gb": 3},
+			current: "1g.10gb@5", pinned: "1g.10gb@5",
+			wantLayout: "1g.10gb@4,1g.10gb@5,1g.10gb@6",
+		},
+		"only a pinned device, more of its profile wanted, moves allowed": {
+			model: "A100-SXM4-80GB", want: map[string]int{"1g.10gb": 3},
+			current: "1g.10gb@5", pinned: "1g.10gb@5", allowMoves: true,
+			wantLayout: "1g.10gb@4,1g.10gb@5,1g.10gb@6",
+		},
+		// Pinned devices count towards Want, so a free device of their
+		// profile beyond what Want leaves goes.
+		"a pinned device takes its share of Want: the surplus free one goes": {
+			model: "A100-SXM4-80GB", want: map[string]int{"1g.10gb": 2},
+			current: "1g.10gb@0,1g.10gb@1,1g.10gb@5", pinned: "1g.10gb@5",
+			wantLayout: "1g.10gb@0,1g.10gb@5", wantDestroy: "1g.10gb@1",
+		},
+		// Keeping both 1g.10gb (one more than wanted) would leave room for
+		// the 2g and 3g; Fit keeps one and moves the 2g instead.
+		"never more of a profile than wanted, even to keep more devices": {
+			model: "A100-SXM4-80GB", want: map[string]int{"1g.10gb": 1, "2g.20gb": 1, "3g.40gb": 1},
+			current: "1g.10gb@0,1g.10gb@1,2g.20gb@4", allowMoves: true,
+			wantLayout: "1g.10gb@0,2g.20gb@2,3g.40gb@4", wantMoves: 1, wantDestroy: "1g.10gb@1,2g.20gb@4",
+		},
+		"avoid and one device in use: both named": {
+			model: "A100-SXM4-80GB", want: map[string]int{"4g.40gb": 1, "1g.10gb": 1},
+			current: "1g.10gb@1", pinned: "1g.10gb@1", avoid: []Placement{{Start: 4, Size: 4}},
+			wantErr: `no arrangement holds it outside the placements kept free (slices 4-7) around the devices in use "1g.10gb@1"`,
+		},
+		"placements alone refuse it, moves allowed: no move is blamed": {
+			model: "A100-SXM4-80GB", want: map[string]int{"3g.40gb": 2, "1g.10gb": 1},
+			current: "1g.10gb@3", allowMoves: true,
+			wantErr: "{3g.40gb:2, 1g.10gb:1}: no arrangement of placements holds it",
+		},
+		"placements alone refuse it on an empty GPU: no move is blamed": {
+			model: "A100-SXM4-80GB", want: map[string]int{"3g.40gb": 2, "1g.10gb": 1},
+			wantErr: "{3g.40gb:2, 1g.10gb:1}: no arrangement of placements holds it",
+		},
+		"placements refuse it around one device in use": {
+			model: "A100-SXM4-80GB", want: map[string]int{"3g.40gb": 2, "1g.10gb": 1},
+			current: "1g.10gb@3", pinned: "1g.10gb@3", allowMoves: true,
+			wantErr: `no arrangement holds it around the devices in use "1g.10gb@3"`,
+		},
+		"negative count": {
+			model: "A100-SXM4-80GB", want: map[string]int{"1g.10gb": -1},
+			wantErr: "count -1 for 1g.10gb is negative", wantIs: ErrInvalidLayout,
+		},
+		"a count of 0 is ignored, even of a profile the model lacks": {
+			model: "A100-SXM4-80GB", want: map[string]int{"3g.40gb": 1, "2g.10gb": 0},
+			wantLayout: "3g.40gb@4",
+		},
+		"compute budget counts every instance": {
+			model: "A100-SXM4-80GB", want: map[string]int{"3g.40gb": 2, "1g.10gb": 2},
+			wantErr: "{3g.40gb:2, 1g.10gb:2} needs 8 compute slices, the GPU has 7",
+		},
+		"a count of 0 is left out of the message": {
+			model: "A100-SXM4-80GB", want: map[string]int{"3g.40gb": 3, "1g.10gb": 0},
+			wantErr: "{3g.40gb:3}: 3 instances of 3g.40gb",
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -140,7 +201,13 @@ func TestFit(t *testing.T) {
 			if err := m.Validate(got.Layout); err != nil {
 				t.Errorf("result invalid: %v", err)
 			}
-			if diff := cmp.Diff(tc.want, got.Layout.Counts()); diff != "" {
+			wantCounts := map[string]int{} // counts of 0 are ignored
+			for p, n := range tc.want {
+				if n != 0 {
+					wantCounts[p] = n
+				}
+			}
+			if diff := cmp.Diff(wantCounts, got.Layout.Counts()); diff != "" {
 				t.Errorf("result multiset (-want +got):\n%s", diff)
 			}
 			for _, d := range MustParseLayout(tc.pinned) {

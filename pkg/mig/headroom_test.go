@@ -16,6 +16,9 @@ func TestHeadroomOrder(t *testing.T) {
 	}{
 		"empty GPU":              {layout: "", want: []int{1, 1, 2, 3, 4, 7, 7}},
 		"a 3g.40gb on the right": {layout: "3g.40gb@4", want: []int{0, 1, 1, 2, 2, 4, 4}},
+		// Its only instance made, 1g.10gb+me has no room left while
+		// 1g.10gb has; the two keep their places in the vector.
+		"a 1g.10gb+me at slice 6": {layout: "1g.10gb+me@6", want: []int{0, 1, 1, 3, 3, 6, 0}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package mig
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -143,7 +144,10 @@ func TestValidateKeeping(t *testing.T) {
 		{Profile: "4g.40gb-me", Start: 4}: {Placement: Placement{Start: 4, Size: 4}},
 		// A newer driver's profile with all the media engines (one NVJPG,
 		// one OFA on an A100).
-		{Profile: "1g.10gb+me.all", Start: 0}: {Placement: Placement{Start: 0, Size: 1}, JPEGEngines: 1, OFAEngines: 1}}
+		{Profile: "1g.10gb+me.all", Start: 0}: {Placement: Placement{Start: 0, Size: 1}, JPEGEngines: 1, OFAEngines: 1},
+		// Profiles with one kind of media engine each.
+		{Profile: "1g.10gb+gfx", Start: 1}: {Placement: Placement{Start: 1, Size: 1}, JPEGEngines: 1},
+		{Profile: "2g.20gb+gfx", Start: 2}: {Placement: Placement{Start: 2, Size: 2}, OFAEngines: 1}}
 	for layout, want := range map[string]error{
 		"4g.40gb@0,1g.10gb-me@6":               nil,
 		"4g.40gb@0,1g.10gb@5,1g.10gb-me@6":     nil,
@@ -156,10 +160,30 @@ func TestValidateKeeping(t *testing.T) {
 		"4g.40gb@0,4g.40gb-me@4":               ErrInvalidLayout, // 8 compute slices
 		"1g.10gb+me.all@0,1g.10gb@1,3g.40gb@4": nil,
 		"1g.10gb+me.all@0,1g.10gb+me@1":        ErrInvalidLayout, // the kept one has the OFA and NVJPG
+		"1g.10gb+gfx@1,1g.10gb+me@0":           ErrInvalidLayout, // the kept one has the NVJPG
+		"2g.20gb+gfx@2,1g.10gb+me@0":           ErrInvalidLayout, // the kept one has the OFA
+		"2g.20gb-me@4,4g.40gb-me@4":            ErrInvalidLayout, // two kept ones overlap
+		"1g.10gb@0,2g.20gb@0,1g.10gb-me@6":     ErrInvalidLayout, // catalogued devices overlap
 	} {
 		err := a100.ValidateKeeping(MustParseLayout(layout), held)
 		if want == nil && err != nil || want != nil && !errors.Is(err, want) {
 			t.Errorf("ValidateKeeping(%s) = %v, want %v", layout, err, want)
 		}
+	}
+}
+
+// TestValidateKeepingCountsInstances: a kept GPU instance counts as one
+// against the GPU's instance limit even where its name gives no compute
+// slices to count.
+func TestValidateKeepingCountsInstances(t *testing.T) {
+	a100, err := DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := Device{Profile: "odd", Start: 7}
+	held := map[Device]HeldInstance{odd: {Placement: Placement{Start: 7, Size: 1}}}
+	l := append(MustParseLayout("1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"), odd)
+	if err := a100.ValidateKeeping(l, held); !errors.Is(err, ErrInvalidLayout) || !strings.Contains(err.Error(), "8 GPU instances, at most 7 allowed") {
+		t.Errorf("ValidateKeeping(%s) = %v, want ErrInvalidLayout for 8 GPU instances", l, err)
 	}
 }

@@ -174,3 +174,142 @@ func TestWithNVMLPlacements(t *testing.T) {
 		t.Error("a profile NVML offers nowhere is still offered")
 	}
 }
+
+// TestWithNVMLValuesTakesNVMLsWord: a profile NVML describes has NVML's
+// values, so none of them is unverified any more, and the GPU's media
+// engines are worked out again from them (an H100 whose 7g.80gb NVML
+// reports with 6 NVJPG has 6).
+func TestWithNVMLValuesTakesNVMLsWord(t *testing.T) {
+	h100 := mustModel(t, "H100-SXM5-80GB")
+	full, _ := h100.Profile("7g.80gb")
+	if len(full.Unverified) == 0 {
+		t.Fatal("the catalog's 7g.80gb has no unverified value to start from")
+	}
+	v := full.NVMLValues()
+	v.JPEG = 6
+	c, err := h100.WithNVMLValues([]NVMLProfileValues{v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := c.Profile("7g.80gb"); p.Unverified != nil {
+		t.Errorf("the copy's 7g.80gb: unverified %v, want none", p.Unverified)
+	}
+	if c.JPEGEngines != 6 || c.OFAEngines != 1 {
+		t.Errorf("the copy's engines: %d NVJPG, %d OFA; want 6 and 1", c.JPEGEngines, c.OFAEngines)
+	}
+}
+
+// TestWithNVMLPlacementsChecksAndKeys: NVML's placements must lie on the
+// GPU; refusing profiles alone makes a copy; and the copy's key tells
+// apart what it was made of: the model it was made from (a catalog model
+// or a variant) and the profiles refused.
+func TestWithNVMLPlacementsChecksAndKeys(t *testing.T) {
+	a100 := mustModel(t, "A100-SXM4-80GB")
+	for name, pl := range map[string]Placement{
+		"before slice 0":         {Start: -1, Size: 4},
+		"one slice past the end": {Start: 5, Size: 4},
+	} {
+		if _, err := a100.WithNVMLPlacements(map[string][]Placement{"3g.40gb": {pl}}, nil); err == nil {
+			t.Errorf("a 3g.40gb placement %s: accepted", name)
+		}
+	}
+	refused, err := a100.WithNVMLPlacements(nil, []string{"2g.20gb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refused == a100 {
+		t.Fatal("refusing 2g.20gb alone: the model itself")
+	}
+	if _, err := refused.Profile("2g.20gb"); err == nil {
+		t.Error("the refused 2g.20gb is still offered")
+	}
+	right := map[string][]Placement{"3g.40gb": {{Start: 4, Size: 4}}}
+	plain, err := a100.WithNVMLPlacements(right, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alsoRefused, err := a100.WithNVMLPlacements(right, []string{"2g.20gb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Key() == alsoRefused.Key() {
+		t.Errorf("with and without 2g.20gb refused: one key %q", plain.Key())
+	}
+	one, _ := a100.Profile("1g.10gb")
+	v := one.NVMLValues()
+	v.MemoryMiB++
+	variant, err := a100.WithNVMLValues([]NVMLProfileValues{v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromVariant, err := variant.WithNVMLPlacements(right, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fromVariant.Key() == plain.Key() {
+		t.Errorf("the same placements on the catalog model and on a variant: one key %q", plain.Key())
+	}
+}
+
+// TestVariantsOwnTheirPlacements: changing a copy's placements leaves the
+// model it was made from as it was.
+func TestVariantsOwnTheirPlacements(t *testing.T) {
+	a100 := mustModel(t, "A100-SXM4-80GB")
+	one, _ := a100.Profile("1g.10gb")
+	v := one.NVMLValues()
+	v.MemoryMiB++
+	byValues, err := a100.WithNVMLValues([]NVMLProfileValues{v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byProfiles, err := a100.WithProfiles(Profile{Name: "1g.10gb-me", ID: 21, NVMLProfile: 13, ComputeSlices: 1, MemorySlices: 1,
+		MemoryMiB: 9856, MaxCount: 7, Placements: []Placement{{Start: 0, Size: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*Model{"WithNVMLValues": byValues, "WithProfiles": byProfiles} {
+		p, _ := c.Profile("3g.40gb")
+		p.Placements[0].Start = 5
+		if q, _ := a100.Profile("3g.40gb"); q.Placements[0].Start != 0 {
+			t.Errorf("%s: changing the copy's 3g.40gb placements changed the catalog model's: %v", name, q.Placements)
+			q.Placements[0].Start = 0
+		}
+	}
+}
+
+// TestEngineTotalsWithoutStoredTotals: a model without engine totals (one
+// decoded from JSON without them) has the most any of its profiles lists,
+// wherever in the list that profile is.
+func TestEngineTotalsWithoutStoredTotals(t *testing.T) {
+	m := &Model{Name: "X", Profiles: []Profile{
+		{Name: "7g.80gb", JPEGEngines: 1, OFAEngines: 1},
+		{Name: "1g.10gb"},
+	}}
+	if !m.MediaEnginesFit(&m.Profiles[0]) {
+		t.Error("the GPU's own full-size profile does not fit its engines")
+	}
+	if m.MediaEnginesFit(&m.Profiles[0], &m.Profiles[0]) {
+		t.Error("two full-size profiles fit one GPU's engines")
+	}
+}
+
+// TestWithProfilesKeepsEngines: replacing a profile with one that lists
+// fewer media engines leaves the GPU its engines (an H100's 7g.80gb
+// replaced by one listing no NVJPG still leaves seven 1g.10gb, one NVJPG
+// each, valid together).
+func TestWithProfilesKeepsEngines(t *testing.T) {
+	h100 := mustModel(t, "H100-SXM5-80GB")
+	full, _ := h100.Profile("7g.80gb")
+	noJPEG := *full
+	noJPEG.JPEGEngines = 0
+	c, err := h100.WithProfiles(noJPEG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.JPEGEngines != 7 || c.OFAEngines != 1 {
+		t.Errorf("the copy's engines: %d NVJPG, %d OFA; want 7 and 1", c.JPEGEngines, c.OFAEngines)
+	}
+	if err := c.Validate(MustParseLayout("1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6")); err != nil {
+		t.Errorf("seven 1g.10gb on the copy: %v", err)
+	}
+}

@@ -214,6 +214,7 @@ func TestNames(t *testing.T) {
 		{7, 20, 6, "1g.10gb+me", "gpu-7-mig-1g10gbme-20-6"},
 		{12, 0, 0, "7g.80gb", "gpu-12-mig-7g80gb-0-0"},
 		{1, 32, 0, "1g.24gb+gfx", "gpu-1-mig-1g24gbgfx-32-0"},
+		{2, 9, 4, "3g.90gb", "gpu-2-mig-3g90gb-9-4"}, // a 9 is kept
 	}
 	for _, tc := range tests {
 		got := MIGDeviceName(tc.gpu, tc.profile, tc.id, tc.start)
@@ -227,7 +228,7 @@ func TestNames(t *testing.T) {
 	if idx, isMIG, ok := DeviceGPUIndex("gpu-3"); !ok || isMIG || idx != 3 {
 		t.Errorf("DeviceGPUIndex(gpu-3) = %d, %v, %v", idx, isMIG, ok)
 	}
-	for _, bad := range []string{"gpu-", "gpu-x", "gpu-01", "gpu-1-", "gpu-1-foo", "nic-0", "gpu--1"} {
+	for _, bad := range []string{"gpu-", "gpu-x", "gpu-01", "gpu-1-", "gpu-1-foo", "nic-0", "gpu--1", "3", "3-mig-x"} {
 		if _, _, ok := DeviceGPUIndex(bad); ok {
 			t.Errorf("DeviceGPUIndex(%q) ok", bad)
 		}
@@ -268,6 +269,11 @@ func TestUnknownValuesOmitted(t *testing.T) {
 	if _, ok := d.Capacity[CapMultiprocessors]; ok {
 		t.Errorf("multiprocessors published for an unknown model")
 	}
+	// Nor for a model that gives no SM count.
+	d = GPUDevice(gpu.GPU{Index: 2, UUID: "GPU-x", MemoryMiB: 1024, Model: &mig.Model{Name: "X"}})
+	if _, ok := d.Capacity[CapMultiprocessors]; ok {
+		t.Errorf("multiprocessors published for a model without an SM count")
+	}
 	if err := ValidateDevice(d); err != nil {
 		t.Error(err)
 	}
@@ -283,6 +289,7 @@ func TestIsMIGDeviceName(t *testing.T) {
 		"gpu-0-mig-1g10gbme-x-6":              false,
 		"gpu-0-mig-1g10gbme--6":               false,
 		"gpu-0-mig-1g10gbme-016-6":            false,
+		"21-6":                                false, // the GPU and profile prefix missing
 	} {
 		if got := IsMIGDeviceName(name, 0, "1g.10gb-me", 6); got != want {
 			t.Errorf("IsMIGDeviceName(%q) = %v, want %v", name, got, want)

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -94,6 +95,23 @@ func TestValidateDeviceRejects(t *testing.T) {
 		"bad effect": {func(d *resourceapi.Device) {
 			d.Taints = []resourceapi.DeviceTaint{{Key: DrainTaintKey, Effect: "PreferNoSchedule"}}
 		}, "unknown effect"},
+		"no value": {func(d *resourceapi.Device) {
+			d.Attributes["v"] = resourceapi.DeviceAttribute{}
+		}, "0 values set"},
+		"long version": {func(d *resourceapi.Device) {
+			d.Attributes["v"] = resourceapi.DeviceAttribute{VersionValue: ptr.To("1.2.3+" + strings.Repeat("a", 59))}
+		}, "version value of 65 characters"},
+		"negative capacity": {func(d *resourceapi.Device) {
+			d.Capacity["neg"] = resourceapi.DeviceCapacity{Value: resource.MustParse("-1")}
+		}, "negative value -1"},
+		"too many taints": {func(d *resourceapi.Device) {
+			for range 17 {
+				d.Taints = append(d.Taints, DrainTaint())
+			}
+		}, "17 taints, at most 16 allowed"},
+		"long domain": {func(d *resourceapi.Device) {
+			d.Attributes[resourceapi.QualifiedName(strings.Repeat("a", 64)+"/x")] = integer(1)
+		}, "domain longer than 63"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -107,6 +125,14 @@ func TestValidateDeviceRejects(t *testing.T) {
 				t.Errorf("ValidateDevice = %v, want an error naming %s and containing %q", err, d.Name, tc.want)
 			}
 		})
+	}
+	// The limits themselves are allowed: 32 attributes and capacities.
+	d := base()
+	for i := 0; len(d.Attributes)+len(d.Capacity) < 32; i++ {
+		d.Attributes[resourceapi.QualifiedName(fmt.Sprintf("extra%d", i))] = integer(1)
+	}
+	if err := ValidateDevice(d); err != nil {
+		t.Errorf("a device of 32 attributes and capacities: %v", err)
 	}
 	for _, n := range []string{DefaultDriverName, "gpu.nvidia.com"} {
 		if err := ValidateDriverName(n); err != nil {

@@ -582,6 +582,34 @@ func TestCreateRollback(t *testing.T) {
 			wantMsg:     []string{"creating compute instance", "; and then rolling back the GPU instance failed", "ERROR_IN_USE"},
 			wantLayout:  "2g.20gb@2",
 		},
+		// A rollback refused in use is a failure of NVML's, whatever the
+		// class of the create's own failure.
+		{
+			name: "CI has no room and the rollback is refused in use",
+			faults: []nvmlsim.Fault{
+				{Op: "CreateComputeInstance", Nth: 1, Return: nvml.ERROR_INSUFFICIENT_RESOURCES},
+				{Op: "GpuInstance.Destroy", Nth: 1, Return: nvml.ERROR_IN_USE},
+			},
+			wantErrs:    []error{gpu.ErrInsufficientResources, gpu.ErrNVML},
+			notWantErrs: []error{gpu.ErrInUse},
+			wantCode:    nvml.ERROR_INSUFFICIENT_RESOURCES,
+			wantMsg:     []string{"; and then rolling back the GPU instance failed", "ERROR_IN_USE"},
+			wantLayout:  "2g.20gb@2",
+		},
+		// A rollback whose destroy NVML answers NOT_FOUND has nothing to
+		// roll back: no failure of its own.
+		{
+			name: "CI fails and the rollback finds the GI gone",
+			faults: []nvmlsim.Fault{
+				{Op: "CreateComputeInstance", Nth: 1, Return: nvml.ERROR_UNKNOWN},
+				{Op: "GpuInstance.Destroy", Nth: 1, Return: nvml.ERROR_NOT_FOUND},
+			},
+			wantErrs:   []error{gpu.ErrNVML},
+			wantCode:   nvml.ERROR_UNKNOWN,
+			wantMsg:    []string{"creating compute instance", "the GPU instance is gone already"},
+			notWantMsg: []string{"rolling back the GPU instance failed"},
+			wantLayout: "2g.20gb@2",
+		},
 		// Other classes of the rollback's failure are kept: one that
 		// needs a reset says so.
 		{
