@@ -1,6 +1,7 @@
 package mig
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -38,6 +39,20 @@ const (
 	testProfile7g = `{name: 7g.80gb, id: 0, nvmlProfile: 4, computeSlices: 7, memorySlices: 8, memoryMiB: 80896, maxCount: 1, jpegEngines: 1, ofaEngines: 1, placements: [{start: 0, size: 8}]}`
 )
 
+// with is profile, a YAML flow mapping, with the fields given ("key: value")
+// in place of its own.
+func with(profile string, fields ...string) string {
+	for _, f := range fields {
+		key, _, _ := strings.Cut(f, ":")
+		if key == "placements" {
+			profile = regexp.MustCompile(`placements: \[.*\]`).ReplaceAllString(profile, f)
+			continue
+		}
+		profile = regexp.MustCompile(key+`: [^,}]*`).ReplaceAllString(profile, f)
+	}
+	return profile
+}
+
 // TestLoadCatalogChecks: LoadCatalog refuses a model file whose names or
 // profiles contradict themselves or the GPU (a profile named twice, more
 // compute slices or instances than the GPU has, no instance at all,
@@ -55,53 +70,43 @@ func TestLoadCatalogChecks(t *testing.T) {
 			files: map[string]string{"a.yaml": testModelYAML("T-GPU, nvidia t-gpu", testProfile1g, testProfile7g)},
 		},
 		"a profile defined twice": {
-			files: map[string]string{"a.yaml": testModelYAML("", testProfile1g,
-				`{name: 1g.10gb, id: 20, nvmlProfile: 7, computeSlices: 1, memorySlices: 1, memoryMiB: 9728, maxCount: 1, placements: [{start: 0, size: 1}]}`)},
+			files:   map[string]string{"a.yaml": testModelYAML("", testProfile1g, with(testProfile1g, "id: 20", "nvmlProfile: 7"))},
 			wantErr: "profile 1g.10gb defined twice",
 		},
 		"more compute slices than the GPU": {
-			files: map[string]string{"a.yaml": testModelYAML("",
-				`{name: 8g.80gb, id: 0, nvmlProfile: 4, computeSlices: 8, memorySlices: 8, memoryMiB: 80896, maxCount: 1, placements: [{start: 0, size: 8}]}`)},
+			files:   map[string]string{"a.yaml": testModelYAML("", with(testProfile7g, "name: 8g.80gb", "computeSlices: 8"))},
 			wantErr: "computeSlices 8 outside 1..7",
 		},
 		"no instance allowed": {
-			files: map[string]string{"a.yaml": testModelYAML("",
-				`{name: 1g.10gb, id: 19, nvmlProfile: 0, computeSlices: 1, memorySlices: 1, memoryMiB: 9728, maxCount: 0, placements: [{start: 0, size: 1}]}`)},
+			files:   map[string]string{"a.yaml": testModelYAML("", with(testProfile1g, "maxCount: 0"))},
 			wantErr: "maxCount 0 outside 1..7",
 		},
 		"more instances than the GPU": {
-			files: map[string]string{"a.yaml": testModelYAML("",
-				`{name: 1g.10gb, id: 19, nvmlProfile: 0, computeSlices: 1, memorySlices: 1, memoryMiB: 9728, maxCount: 8, placements: [{start: 0, size: 1}]}`)},
+			files:   map[string]string{"a.yaml": testModelYAML("", with(testProfile1g, "maxCount: 8"))},
 			wantErr: "maxCount 8 outside 1..7",
 		},
 		"a placement of another size": {
-			files: map[string]string{"a.yaml": testModelYAML("",
-				`{name: 1g.10gb, id: 19, nvmlProfile: 0, computeSlices: 1, memorySlices: 1, memoryMiB: 9728, maxCount: 7, placements: [{start: 0, size: 2}]}`)},
+			files:   map[string]string{"a.yaml": testModelYAML("", with(testProfile1g, "placements: [{start: 0, size: 2}]"))},
 			wantErr: "placement 0:2 has size 2, want memorySlices 1",
 		},
 		"a placement before slice 0": {
-			files: map[string]string{"a.yaml": testModelYAML("",
-				`{name: 1g.10gb, id: 19, nvmlProfile: 0, computeSlices: 1, memorySlices: 1, memoryMiB: 9728, maxCount: 7, placements: [{start: -1, size: 1}]}`)},
+			files:   map[string]string{"a.yaml": testModelYAML("", with(testProfile1g, "placements: [{start: -1, size: 1}]"))},
 			wantErr: "placement -1:1 outside memory slices 0..7",
 		},
 		"a placement one slice past the end": {
-			files: map[string]string{"a.yaml": testModelYAML("",
-				`{name: 1g.20gb, id: 15, nvmlProfile: 9, computeSlices: 1, memorySlices: 2, memoryMiB: 19968, maxCount: 4, placements: [{start: 7, size: 2}]}`)},
+			files:   map[string]string{"a.yaml": testModelYAML("", with(testProfile1g, "name: 1g.20gb", "id: 15", "nvmlProfile: 9", "memorySlices: 2", "memoryMiB: 19968", "maxCount: 4", "placements: [{start: 7, size: 2}]"))},
 			wantErr: "placement 7:2 outside memory slices 0..7",
 		},
 		"a placement listed twice": {
-			files: map[string]string{"a.yaml": testModelYAML("",
-				`{name: 1g.10gb, id: 19, nvmlProfile: 0, computeSlices: 1, memorySlices: 1, memoryMiB: 9728, maxCount: 7, placements: [{start: 1, size: 1}, {start: 1, size: 1}]}`)},
+			files:   map[string]string{"a.yaml": testModelYAML("", with(testProfile1g, "placements: [{start: 1, size: 1}, {start: 1, size: 1}]"))},
 			wantErr: "placements not in ascending order at 1",
 		},
 		"no memory": {
-			files: map[string]string{"a.yaml": testModelYAML("",
-				`{name: 1g.10gb, id: 19, nvmlProfile: 0, computeSlices: 1, memorySlices: 1, memoryMiB: 0, maxCount: 7, placements: [{start: 0, size: 1}]}`)},
+			files:   map[string]string{"a.yaml": testModelYAML("", with(testProfile1g, "memoryMiB: 0"))},
 			wantErr: "memoryMiB 0 outside 1..81920",
 		},
 		"one MiB more than the GPU": {
-			files: map[string]string{"a.yaml": testModelYAML("",
-				`{name: 7g.80gb, id: 0, nvmlProfile: 4, computeSlices: 7, memorySlices: 8, memoryMiB: 81921, maxCount: 1, placements: [{start: 0, size: 8}]}`)},
+			files:   map[string]string{"a.yaml": testModelYAML("", with(testProfile7g, "memoryMiB: 81921"))},
 			wantErr: "memoryMiB 81921 outside 1..81920",
 		},
 		"a model defined in two files": {

@@ -83,13 +83,7 @@ func TestProfileOfferedAtTwoIndices(t *testing.T) {
 // is listed with its compute instance of that profile.
 func TestListsACIWhenThePlainFullCIProfileIsNotOffered(t *testing.T) {
 	ctx := t.Context()
-	sim, m0 := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()})
-	if _, err := m0.SetMIGMode(ctx, 0, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m0.CreateMIGDevice(ctx, 0, mig.Device{Profile: "1g.20gb", Start: 0}); err != nil {
-		t.Fatal(err)
-	}
+	sim, _, _ := h100With(t, mig.Device{Profile: "1g.20gb", Start: 0})
 	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +95,26 @@ func TestListsACIWhenThePlainFullCIProfileIsNotOffered(t *testing.T) {
 	}
 	if len(devs) != 1 || devs[0].CIID < 0 || devs[0].UUID == "" {
 		t.Errorf("MIG devices %+v, want the 1g.20gb with its compute instance and UUID", devs)
+	}
+}
+
+// TestListsACIWhenTheREV1ProfileIsRefused: a 1-slice GPU instance whose
+// 1_SLICE_REV1 compute-instance profile NVML answers INVALID_ARGUMENT for
+// (a driver without it) is listed with its 1_SLICE compute instance. The
+// faults answer the REV1 reads of the first three listings (each listing
+// asks for the 1_SLICE profile, then for 1_SLICE_REV1), however many the
+// manager makes.
+func TestListsACIWhenTheREV1ProfileIsRefused(t *testing.T) {
+	ctx := t.Context()
+	sim, m, _ := h100With(t, mig.Device{Profile: "1g.10gb", Start: 0})
+	for _, nth := range []int{2, 4, 6} {
+		if err := sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.GetComputeInstanceProfileInfo", Nth: nth, Return: nvml.ERROR_INVALID_ARGUMENT}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	devs, err := m.MIGDevices(ctx, 0)
+	if err != nil || len(devs) != 1 || devs[0].CIID < 0 || devs[0].UUID == "" {
+		t.Errorf("MIGDevices = %+v, %v; want the 1g.10gb with its compute instance", devs, err)
 	}
 }
 
@@ -119,13 +133,7 @@ func TestDestroyWithMIGModeOff(t *testing.T) {
 // on.
 func TestMIGDeviceIndexAnsweredInvalidArgument(t *testing.T) {
 	ctx := t.Context()
-	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()})
-	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 4}); err != nil {
-		t.Fatal(err)
-	}
+	sim, m, _ := h100With(t, mig.Device{Profile: "3g.40gb", Start: 4})
 	if err := sim.InjectFault(nvmlsim.Fault{Op: "GetMigDeviceHandleByIndex", Nth: 1, Return: nvml.ERROR_INVALID_ARGUMENT}); err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +147,7 @@ func TestMIGDeviceIndexAnsweredInvalidArgument(t *testing.T) {
 // destroyed again: no device without a compute instance is handed out.
 func TestCreateWhenTheCIIsReportedButMissing(t *testing.T) {
 	ctx := t.Context()
-	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()})
-	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
-		t.Fatal(err)
-	}
+	sim, m, _ := h100With(t)
 	if err := sim.InjectFault(nvmlsim.Fault{Op: "CreateComputeInstance", Nth: 1, Lie: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -180,43 +185,12 @@ func TestCreateRefusesAnotherGIProfileID(t *testing.T) {
 	}
 }
 
-// TestDestroyReadsAgainWhenAHandleGoesStale: a MIG device handle that goes
-// stale while the GPU instance's processes are listed (NOT_FOUND) makes the
-// destroy read the GPU again, not take the device for gone.
-func TestDestroyReadsAgainWhenAHandleGoesStale(t *testing.T) {
-	ctx := t.Context()
-	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()})
-	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
-		t.Fatal(err)
-	}
-	d := mig.Device{Profile: "3g.40gb", Start: 4}
-	if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.InjectFault(nvmlsim.Fault{Op: "GetGpuInstanceId", Nth: 1, Return: nvml.ERROR_NOT_FOUND}); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.DestroyMIGDevice(ctx, 0, d); err != nil {
-		t.Errorf("DestroyMIGDevice: %v", err)
-	}
-	if got := simLayout(sim, 0); len(got) != 0 {
-		t.Errorf("simulator layout %s, want the device destroyed", got)
-	}
-}
-
 // TestDestroyRefusedForOneProcess: one process on the device refuses its
 // destroy before anything is destroyed, naming the process.
 func TestDestroyRefusedForOneProcess(t *testing.T) {
 	ctx := t.Context()
-	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()})
-	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
-		t.Fatal(err)
-	}
 	d := mig.Device{Profile: "3g.40gb", Start: 4}
-	md, err := m.CreateMIGDevice(ctx, 0, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, m, md := h100With(t, d)
 	pid, err := sim.StartProcess(md.UUID, 512)
 	if err != nil {
 		t.Fatal(err)
@@ -232,14 +206,8 @@ func TestDestroyRefusedForOneProcess(t *testing.T) {
 // a failure, not the end of the driver's profiles: nothing is destroyed.
 func TestDestroyFailsWhenTheFullCIProfileIsRefused(t *testing.T) {
 	ctx := t.Context()
-	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()})
-	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
-		t.Fatal(err)
-	}
 	d := mig.Device{Profile: "3g.40gb", Start: 4}
-	if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
-		t.Fatal(err)
-	}
+	sim, m, _ := h100With(t, d)
 	if err := sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.GetComputeInstanceProfileInfo", Nth: 1, Return: nvml.ERROR_INVALID_ARGUMENT}); err != nil {
 		t.Fatal(err)
 	}
@@ -256,14 +224,8 @@ func TestDestroyFailsWhenTheFullCIProfileIsRefused(t *testing.T) {
 // driver's numbering) is destroyed, its compute instance found there.
 func TestDestroyWhenTheFullCIProfileIsOfferedElsewhere(t *testing.T) {
 	ctx := t.Context()
-	sim, m0 := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()})
-	if _, err := m0.SetMIGMode(ctx, 0, true); err != nil {
-		t.Fatal(err)
-	}
 	d := mig.Device{Profile: "1g.10gb", Start: 0}
-	if _, err := m0.CreateMIGDevice(ctx, 0, d); err != nil {
-		t.Fatal(err)
-	}
+	sim, _, _ := h100With(t, d)
 	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
@@ -277,26 +239,28 @@ func TestDestroyWhenTheFullCIProfileIsOfferedElsewhere(t *testing.T) {
 	}
 }
 
-// TestDestroyReadsAgainWhenTheCIsGoStale: compute instances NVML answers
-// NOT_FOUND for while they are listed make the destroy read the GPU again.
-func TestDestroyReadsAgainWhenTheCIsGoStale(t *testing.T) {
-	ctx := t.Context()
-	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()})
-	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
-		t.Fatal(err)
-	}
-	d := mig.Device{Profile: "3g.40gb", Start: 4}
-	if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.GetComputeInstances", Nth: 1, Return: nvml.ERROR_NOT_FOUND}); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.DestroyMIGDevice(ctx, 0, d); err != nil {
-		t.Errorf("DestroyMIGDevice: %v", err)
-	}
-	if got := simLayout(sim, 0); len(got) != 0 {
-		t.Errorf("simulator layout %s, want the device destroyed", got)
+// TestDestroyReadsAgainAfterNotFound: a MIG device handle that goes stale
+// while the GPU instance's processes are listed, or compute instances NVML
+// answers NOT_FOUND for while they are listed, make the destroy read the
+// GPU again, not take the device for gone.
+func TestDestroyReadsAgainAfterNotFound(t *testing.T) {
+	for name, op := range map[string]string{
+		"a stale MIG device handle": "GetGpuInstanceId",
+		"stale compute instances":   "GpuInstance.GetComputeInstances",
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := mig.Device{Profile: "3g.40gb", Start: 4}
+			sim, m, _ := h100With(t, d)
+			if err := sim.InjectFault(nvmlsim.Fault{Op: op, Nth: 1, Return: nvml.ERROR_NOT_FOUND}); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.DestroyMIGDevice(t.Context(), 0, d); err != nil {
+				t.Errorf("DestroyMIGDevice: %v", err)
+			}
+			if got := simLayout(sim, 0); len(got) != 0 {
+				t.Errorf("simulator layout %s, want the device destroyed", got)
+			}
+		})
 	}
 }
 
@@ -305,10 +269,7 @@ func TestDestroyReadsAgainWhenTheCIsGoStale(t *testing.T) {
 // for MIG device handles.
 func TestMIGDevicesOfAGPUWithoutGIs(t *testing.T) {
 	ctx := t.Context()
-	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()})
-	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
-		t.Fatal(err)
-	}
+	sim, m, _ := h100With(t)
 	if err := sim.InjectFault(nvmlsim.Fault{Op: "GetMaxMigDeviceCount", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
 		t.Fatal(err)
 	}
@@ -321,4 +282,22 @@ func TestMIGDevicesOfAGPUWithoutGIs(t *testing.T) {
 	if procs, err := m.MIGProcesses(ctx, 0); err != nil || len(procs) != 0 {
 		t.Errorf("MIGProcesses = %v, %v; want none", procs, err)
 	}
+}
+
+// h100With is a simulated H100 in MIG mode with devices made, and the
+// MIG device of the last of them (zero without devices).
+func h100With(t *testing.T, devices ...mig.Device) (*nvmlsim.Sim, *gpu.NVMLManager, gpu.MIGDevice) {
+	t.Helper()
+	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()})
+	if _, err := m.SetMIGMode(t.Context(), 0, true); err != nil {
+		t.Fatal(err)
+	}
+	var md gpu.MIGDevice
+	for _, d := range devices {
+		var err error
+		if md, err = m.CreateMIGDevice(t.Context(), 0, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sim, m, md
 }
