@@ -27,14 +27,18 @@ type newerDriver struct {
 	gi, ci move
 }
 
-// move offers the profile at index from at index to instead.
-type move struct{ from, to int }
+// move offers the profile at index from at index to instead, or, with
+// also, at both (one profile, one profile ID, at two indices).
+type move struct {
+	from, to int
+	also     bool
+}
 
 // info answers for profile index profile with get, the profile moved.
 func info[T any](m move, profile int, get func(int) (T, nvml.Return)) (T, nvml.Return) {
 	switch {
 	case m == move{}:
-	case profile == m.from:
+	case profile == m.from && !m.also:
 		var zero T
 		return zero, nvml.ERROR_NOT_SUPPORTED
 	case profile == m.to:
@@ -88,7 +92,7 @@ func (g newerGI) GetComputeInstanceProfileInfo(profile, eng int) (nvml.ComputeIn
 func TestWalkSeesAProfileAtAnIndexPastGoNVMLsCount(t *testing.T) {
 	ctx := t.Context()
 	sim, _ := newUncataloguedSim(t) // 3g.40gb@0 and a 1g.10gb-me@6 (index 13)
-	m, err := gpu.NewNVML(newerDriver{Interface: sim, gi: move{nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, nvml.GPU_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
+	m, err := gpu.NewNVML(newerDriver{Interface: sim, gi: move{from: nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, to: nvml.GPU_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +138,7 @@ func TestDestroyRemovesACIOfAProfilePastGoNVMLsCount(t *testing.T) {
 	if _, ret := gi.CreateComputeInstance(&ci); ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
-	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
+	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +166,7 @@ func TestMIGDevicesWhenOneGIsFullCIProfileIsNotOffered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
+	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}

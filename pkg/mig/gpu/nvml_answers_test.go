@@ -14,34 +14,6 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
-// aliasDriver is the simulated NVML of a driver that offers the GPU
-// instance profile at index from at index to as well: one profile, one GI
-// profile ID, at two indices.
-type aliasDriver struct {
-	nvml.Interface
-	from, to int
-}
-
-func (l aliasDriver) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
-	d, ret := l.Interface.DeviceGetHandleByIndex(i)
-	if ret != nvml.SUCCESS {
-		return d, ret
-	}
-	return aliasDevice{Device: d, from: l.from, to: l.to}, ret
-}
-
-type aliasDevice struct {
-	nvml.Device
-	from, to int
-}
-
-func (d aliasDevice) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
-	if profile == d.to {
-		profile = d.from
-	}
-	return d.Device.GetGpuInstanceProfileInfo(profile)
-}
-
 // TestProfileOfferedAtTwoIndices: a catalog profile NVML offers at a
 // second index (past go-nvml's GPU_INSTANCE_PROFILE_COUNT) is neither a
 // profile the catalog lacks nor a second set of GPU instances: its GPU
@@ -52,7 +24,7 @@ func TestProfileOfferedAtTwoIndices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := gpu.NewNVML(aliasDriver{Interface: sim, from: nvml.GPU_INSTANCE_PROFILE_1_SLICE, to: nvml.GPU_INSTANCE_PROFILE_COUNT}, mig.DefaultCatalog())
+	m, err := gpu.NewNVML(newerDriver{Interface: sim, gi: move{from: nvml.GPU_INSTANCE_PROFILE_1_SLICE, to: nvml.GPU_INSTANCE_PROFILE_COUNT, also: true}}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +56,7 @@ func TestProfileOfferedAtTwoIndices(t *testing.T) {
 func TestListsACIWhenThePlainFullCIProfileIsNotOffered(t *testing.T) {
 	ctx := t.Context()
 	sim, _, _ := h100With(t, mig.Device{Profile: "1g.20gb", Start: 0})
-	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
+	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +198,7 @@ func TestDestroyWhenTheFullCIProfileIsOfferedElsewhere(t *testing.T) {
 	ctx := t.Context()
 	d := mig.Device{Profile: "1g.10gb", Start: 0}
 	sim, _, _ := h100With(t, d)
-	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
+	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
