@@ -2,14 +2,12 @@ package gpu_test
 
 import (
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/miglayout/miglayout/pkg/mig"
-	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
@@ -34,16 +32,7 @@ func TestGPUWithoutMIG(t *testing.T) {
 // and on again by another NVML client (nvidia-smi), not SetMIGMode: once a
 // listing has seen it off, the table is read again when MIG mode is on.
 func TestProfileTableAfterMIGModeChangedByAnotherClient(t *testing.T) {
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xH100-SXM5-80GB"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shifted := &atomic.Bool{}
-	m, err := gpu.NewNVML(shiftedTable{Interface: sim, set: shifted, extraMiB: 512}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	sim, shifted, m := shiftedH100(t)
 	other := func(mode int) {
 		t.Helper()
 		h, ret := sim.DeviceGetHandleByIndex(0)
@@ -114,16 +103,7 @@ func TestProfileNVMLAnswersInvalidArgument(t *testing.T) {
 // again, the table is read on the next listing and then kept while MIG
 // mode stays on.
 func TestProfileTableReadOncePerMIGMode(t *testing.T) {
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xH100-SXM5-80GB"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shifted := &atomic.Bool{}
-	m, err := gpu.NewNVML(shiftedTable{Interface: sim, set: shifted, extraMiB: 512}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	_, shifted, m := shiftedH100(t)
 	ctx := t.Context()
 	list := func() {
 		t.Helper()

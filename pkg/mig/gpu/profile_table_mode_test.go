@@ -48,16 +48,7 @@ func (d tableDevice) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstancePro
 // it off and on between reads; a re-read that fails keeps the last table
 // and is tried again on the next read.
 func TestProfileTablePerMIGMode(t *testing.T) {
-	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xH100-SXM5-80GB"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shifted := &atomic.Bool{}
-	m, err := gpu.NewNVML(shiftedTable{Interface: sim, set: shifted, extraMiB: 512}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	sim, shifted, m := shiftedH100(t)
 	ctx := t.Context()
 	memory := func() map[string]int64 {
 		t.Helper()
@@ -113,4 +104,21 @@ func TestProfileTablePerMIGMode(t *testing.T) {
 	}
 	check("a failed re-read: the last table", shiftedMiB)
 	check("read again on the next call", catalog)
+}
+
+// shiftedH100 is a simulated H100 whose profile table NVML answers with
+// 3g.40gb with 512 MiB more memory while shifted holds, and its manager.
+func shiftedH100(t *testing.T) (*nvmlsim.Sim, *atomic.Bool, *gpu.NVMLManager) {
+	t.Helper()
+	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xH100-SXM5-80GB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shifted := &atomic.Bool{}
+	m, err := gpu.NewNVML(shiftedTable{Interface: sim, set: shifted, extraMiB: 512}, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	return sim, shifted, m
 }
