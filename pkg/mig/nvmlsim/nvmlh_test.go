@@ -90,23 +90,9 @@ func TestSmallerCIsShareTheGI(t *testing.T) {
 	s := newTestSim(t, Config{Spec: "1x" + a100})
 	d := migOn(t, s, 0)
 	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0)
-	ci := func(profile int) nvml.ComputeInstanceProfileInfo {
-		info, ret := g.GetComputeInstanceProfileInfo(profile, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-		must(t, fmt.Sprintf("CI profile %d", profile), ret)
-		return info
-	}
+	p := &ciPlacer{t: t, g: g}
+	ci, create := p.profile, p.create
 	c1, c3, c4 := ci(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE), ci(nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE), ci(nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE)
-	var placed []string
-	create := func(info nvml.ComputeInstanceProfileInfo, want nvml.Return) {
-		t.Helper()
-		h, ret := g.CreateComputeInstance(&info)
-		wantRet(t, fmt.Sprintf("CreateComputeInstance(%d slices)", info.SliceCount), ret, want)
-		if ret == nvml.SUCCESS {
-			in, ret := h.GetInfo()
-			must(t, "ComputeInstance.GetInfo", ret)
-			placed = append(placed, fmt.Sprintf("%d:%d", in.Placement.Start, in.Placement.Size))
-		}
-	}
 	create(c3, nvml.SUCCESS)
 	create(c3, nvml.SUCCESS)
 	create(c3, nvml.ERROR_INSUFFICIENT_RESOURCES) // InstanceCount 2
@@ -116,7 +102,7 @@ func TestSmallerCIsShareTheGI(t *testing.T) {
 	}
 	create(c1, nvml.SUCCESS)
 	create(c1, nvml.ERROR_INSUFFICIENT_RESOURCES)
-	if got, want := fmt.Sprint(placed), "[4:3 0:3 3:1]"; got != want {
+	if got, want := fmt.Sprint(p.placed), "[4:3 0:3 3:1]"; got != want {
 		t.Errorf("CI placements %s, want %s", got, want)
 	}
 	var names []string
@@ -153,5 +139,34 @@ func TestSmallerCIsShareGIMemory(t *testing.T) {
 	}
 	if _, err := s.StartProcess(uuids[1], 30000); err == nil {
 		t.Errorf("two 30000 MiB processes started in one 3g.40gb GI (40 GB): its CIs share its memory")
+	}
+}
+
+// ciPlacer makes compute instances on GPU instance g and records where
+// NVML placed each ("start:size").
+type ciPlacer struct {
+	t      *testing.T
+	g      nvml.GpuInstance
+	placed []string
+}
+
+// profile is g's compute-instance profile of index profile (shared
+// engines).
+func (c *ciPlacer) profile(profile int) nvml.ComputeInstanceProfileInfo {
+	c.t.Helper()
+	info, ret := c.g.GetComputeInstanceProfileInfo(profile, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	must(c.t, fmt.Sprintf("CI profile %d", profile), ret)
+	return info
+}
+
+// create makes a compute instance of info and checks NVML answers want.
+func (c *ciPlacer) create(info nvml.ComputeInstanceProfileInfo, want nvml.Return) {
+	c.t.Helper()
+	h, ret := c.g.CreateComputeInstance(&info)
+	wantRet(c.t, fmt.Sprintf("CreateComputeInstance(%d slices)", info.SliceCount), ret, want)
+	if ret == nvml.SUCCESS {
+		in, ret := h.GetInfo()
+		must(c.t, "ComputeInstance.GetInfo", ret)
+		c.placed = append(c.placed, fmt.Sprintf("%d:%d", in.Placement.Start, in.Placement.Size))
 	}
 }

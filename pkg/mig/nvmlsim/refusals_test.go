@@ -119,11 +119,7 @@ func TestMIGDevicesOfOneGI(t *testing.T) {
 // CI ID no CI of its GI has, so after CIs 0 and 1 and the destruction of
 // CI 0 it is CI 0 again, and CI 1 stays reachable by its ID.
 func TestComputeInstanceIDReusesTheSmallestFree(t *testing.T) {
-	s, _, g, info := oneSliceCIsOf(t, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
-	first, ret := g.CreateComputeInstance(&info)
-	must(t, "CreateComputeInstance", ret)
-	second, ret := g.CreateComputeInstance(&info)
-	must(t, "CreateComputeInstance", ret)
+	s, _, g, info, first, second := twoOneSliceCIs(t)
 	secondUUID := migUUIDOf(t, s, 0, second)
 	must(t, "ComputeInstance.Destroy(CI 0)", first.Destroy())
 	third, ret := g.CreateComputeInstance(&info)
@@ -207,30 +203,16 @@ func TestComputeInstanceMayNotCoverASmallerOne(t *testing.T) {
 	s := newTestSim(t, Config{Spec: "1x" + a100})
 	d := migOn(t, s, 0)
 	g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0)
-	ci := func(profile int) nvml.ComputeInstanceProfileInfo {
-		info, ret := g.GetComputeInstanceProfileInfo(profile, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-		must(t, fmt.Sprintf("CI profile %d", profile), ret)
-		return info
-	}
+	p := &ciPlacer{t: t, g: g}
+	ci, create := p.profile, p.create
 	c1, c3 := ci(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE), ci(nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE)
-	var placed []string
-	create := func(info nvml.ComputeInstanceProfileInfo, want nvml.Return) {
-		t.Helper()
-		h, ret := g.CreateComputeInstance(&info)
-		wantRet(t, fmt.Sprintf("CreateComputeInstance(%d slices)", info.SliceCount), ret, want)
-		if ret == nvml.SUCCESS {
-			in, ret := h.GetInfo()
-			must(t, "ComputeInstance.GetInfo", ret)
-			placed = append(placed, fmt.Sprintf("%d:%d", in.Placement.Start, in.Placement.Size))
-		}
-	}
 	create(c1, nvml.SUCCESS)
 	if n, ret := g.GetComputeInstanceRemainingCapacity(&c3); ret != nvml.SUCCESS || n != 1 {
 		t.Errorf("remaining 3c.7g beside a 1c.7g at 6 = %d, %v; want 1", n, ret)
 	}
 	create(c3, nvml.SUCCESS)
 	create(c3, nvml.ERROR_INSUFFICIENT_RESOURCES)
-	if got, want := fmt.Sprint(placed), "[6:1 0:3]"; got != want {
+	if got, want := fmt.Sprint(p.placed), "[6:1 0:3]"; got != want {
 		t.Errorf("CI placements %s, want %s", got, want)
 	}
 }
@@ -396,13 +378,9 @@ func TestOpenStateRefusesGPUWithoutModel(t *testing.T) {
 // TestComputeInstanceDestroyTakesOnlyItself: destroying CI 1 of a GI
 // leaves its CI 0.
 func TestComputeInstanceDestroyTakesOnlyItself(t *testing.T) {
-	_, _, g, info := oneSliceCIsOf(t, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
-	first, ret := g.CreateComputeInstance(&info)
-	must(t, "CreateComputeInstance", ret)
-	second, ret := g.CreateComputeInstance(&info)
-	must(t, "CreateComputeInstance", ret)
+	_, _, g, _, first, second := twoOneSliceCIs(t)
 	must(t, "ComputeInstance.Destroy(CI 1)", second.Destroy())
-	_, ret = first.GetInfo()
+	_, ret := first.GetInfo()
 	wantRet(t, "GetInfo of CI 0 after CI 1's destroy", ret, nvml.SUCCESS)
 	_, ret = g.GetComputeInstanceById(1)
 	wantRet(t, "GetComputeInstanceById(1) after its destroy", ret, nvml.ERROR_NOT_FOUND)
@@ -430,13 +408,9 @@ func TestComputeInstanceHeldOnlyByItsOwnProcesses(t *testing.T) {
 // TestMIGDeviceOrderAfterCIIDReuse: MIG devices are ordered by GI ID, then
 // CI ID, also when a CI that took a freed smaller ID was created last.
 func TestMIGDeviceOrderAfterCIIDReuse(t *testing.T) {
-	_, d, g, info := oneSliceCIsOf(t, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
-	first, ret := g.CreateComputeInstance(&info)
-	must(t, "CreateComputeInstance", ret)
-	_, ret = g.CreateComputeInstance(&info)
-	must(t, "CreateComputeInstance", ret)
+	_, d, g, info, first, _ := twoOneSliceCIs(t)
 	must(t, "ComputeInstance.Destroy(CI 0)", first.Destroy())
-	_, ret = g.CreateComputeInstance(&info)
+	_, ret := g.CreateComputeInstance(&info)
 	must(t, "CreateComputeInstance", ret)
 	var got []int
 	for _, md := range migDeviceHandles(t, d) {
@@ -464,13 +438,9 @@ func TestOpenStateRefusesOtherVersion(t *testing.T) {
 // GpuInstance.GetComputeInstances give compute instances ordered by CI ID,
 // a CI that takes a smaller ID a destroyed one freed included.
 func TestComputeInstancesOrderedByID(t *testing.T) {
-	s, _, g, info := oneSliceCIsOf(t, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
-	first, ret := g.CreateComputeInstance(&info)
-	must(t, "CreateComputeInstance", ret)
-	_, ret = g.CreateComputeInstance(&info)
-	must(t, "CreateComputeInstance", ret)
+	s, _, g, info, first, _ := twoOneSliceCIs(t)
 	must(t, "ComputeInstance.Destroy(CI 0)", first.Destroy())
-	_, ret = g.CreateComputeInstance(&info)
+	_, ret := g.CreateComputeInstance(&info)
 	must(t, "CreateComputeInstance", ret)
 
 	cis, ret := g.GetComputeInstances(&info)
@@ -504,4 +474,17 @@ func oneSliceCIsOf(t *testing.T, giProfile int) (*Sim, nvml.Device, nvml.GpuInst
 	info, ret := g.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
 	must(t, fmt.Sprintf("1-slice CI profile of GI profile %d", giProfile), ret)
 	return s, d, g, info
+}
+
+// twoOneSliceCIs is oneSliceCIsOf a 7g GPU instance with two 1-slice
+// compute instances made on it, first (CI 0) and second (CI 1).
+func twoOneSliceCIs(t *testing.T) (s *Sim, d nvml.Device, g nvml.GpuInstance, info nvml.ComputeInstanceProfileInfo, first, second nvml.ComputeInstance) {
+	t.Helper()
+	s, d, g, info = oneSliceCIsOf(t, nvml.GPU_INSTANCE_PROFILE_7_SLICE)
+	var ret nvml.Return
+	first, ret = g.CreateComputeInstance(&info)
+	must(t, "CreateComputeInstance", ret)
+	second, ret = g.CreateComputeInstance(&info)
+	must(t, "CreateComputeInstance", ret)
+	return s, d, g, info, first, second
 }
