@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -228,6 +229,14 @@ func (g *rig) layouts(t *testing.T) []string {
 		out[i] = layoutOf(&obs[i]).String()
 	}
 	return out
+}
+
+// wantLayouts fails t unless the GPUs' layouts are want, by index.
+func (g *rig) wantLayouts(t *testing.T, want ...string) {
+	t.Helper()
+	if diff := cmp.Diff(want, g.layouts(t)); diff != "" {
+		t.Errorf("layouts (-want +got):\n%s", diff)
+	}
 }
 
 // apply brings GPU 0 to the layout through the manager directly (setup).

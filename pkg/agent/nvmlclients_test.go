@@ -47,9 +47,7 @@ func TestDeviceHeldByAnotherClient(t *testing.T) {
 	if got := res.Results[0].Phase; got != v1alpha1.PhaseReady {
 		t.Errorf("GPU 0 once the client let go: %s (%q), want Ready", got, res.Results[0].Message)
 	}
-	if diff := cmp.Diff([]string{"7g.80gb@0"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "7g.80gb@0")
 }
 
 // TestGPUInstanceHeldByAnotherClient: a client holds the GPU instance of a
@@ -95,7 +93,5 @@ func TestGPUInstanceHeldByAnotherClient(t *testing.T) {
 	if got := res.Results[0].Phase; got != v1alpha1.PhaseReady {
 		t.Errorf("GPU 0 once the client let go: %s (%q), want Ready", got, res.Results[0].Message)
 	}
-	if diff := cmp.Diff([]string{"7g.80gb@0"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "7g.80gb@0")
 }

@@ -423,9 +423,7 @@ func TestWithdrawalWithPendingTaintsDroppedGoesOn(t *testing.T) {
 	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
 		t.Errorf("GPU 0: %+v, want Ready", got)
 	}
-	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0,3g.40gb@4")
 }
 
 // honoursContext is an Inventory that publishes nothing under a done
@@ -529,9 +527,7 @@ func TestDeviceDestroyedBehindTheAgentsBack(t *testing.T) {
 	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
 		t.Errorf("GPU 0: %+v, want Ready", got)
 	}
-	if diff := cmp.Diff([]string{"3g.40gb@0,2g.20gb@4,1g.10gb@6"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0,2g.20gb@4,1g.10gb@6")
 }
 
 // TestPendingModeCancelledUnderClaimIsJournaled: the agent's pending MIG

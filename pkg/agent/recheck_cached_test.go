@@ -45,9 +45,7 @@ func TestSyncBindingCachedRecheckIgnoresRefusableAllocation(t *testing.T) {
 	if r := res.Results[0]; r.Phase != v1alpha1.PhaseReady {
 		t.Errorf("result = %+v, want Ready (the gate refuses %s's allocation: its pod is never bound)", r, devB)
 	}
-	if diff := cmp.Diff([]string{"3g.40gb@0,2g.20gb@4,1g.10gb@6"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0,2g.20gb@4,1g.10gb@6")
 }
 
 // landsAfterLive is an Allocations whose cache starts to show an allocation

@@ -31,9 +31,7 @@ func TestSyncEnablesMIGAndCreatesLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"2g.20gb@0,1g.10gb@2,1g.10gb@3,3g.40gb@4", "-"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "2g.20gb@0,1g.10gb@2,1g.10gb@3,3g.40gb@4", "-")
 	if got := res.Results[0].Phase; got != v1alpha1.PhaseReady {
 		t.Errorf("phase = %s (%s), want Ready", got, res.Results[0].Message)
 	}
@@ -62,9 +60,7 @@ func TestSyncKeepsAllocatedDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"3g.40gb@0,2g.20gb@4,1g.10gb@6"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0,2g.20gb@4,1g.10gb@6")
 	if res.Results[0].Phase != v1alpha1.PhaseReady {
 		t.Errorf("phase = %+v", res.Results[0])
 	}
@@ -86,9 +82,7 @@ func TestSyncRefusesToDestroyWhenDrainTaintsAreDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	// GPU 0 would destroy devices: untouched and Failed; GPU 1 only gains devices.
-	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4")
 	if r := res.Results[0]; r.Phase != v1alpha1.PhaseFailed || r.Reason != v1alpha1.ReasonDeviceTaintsUnsupported || !strings.Contains(r.Message, "DRADeviceTaints") {
 		t.Errorf("GPU 0 result = %+v, want Failed/DeviceTaintsUnsupported naming the feature gate", r)
 	}
@@ -204,9 +198,7 @@ func TestSyncTrustsTheLiveRecheckOverTheCache(t *testing.T) {
 	if r := res.Results[0]; r.Phase != v1alpha1.PhaseReady {
 		t.Errorf("result = %+v, want Ready", r)
 	}
-	if diff := cmp.Diff([]string{"3g.40gb@0,2g.20gb@4,1g.10gb@6"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0,2g.20gb@4,1g.10gb@6")
 }
 
 func TestSyncRefusesInvalidInput(t *testing.T) {
@@ -263,9 +255,7 @@ func TestSyncRollsBackOrphanGI(t *testing.T) {
 			t.Errorf("GI %d has %d compute instances, want 1 (leaked GI)", gi.ID, len(gi.ComputeInstances))
 		}
 	}
-	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0,3g.40gb@4")
 	if len(g.r.Journal.Entries()) != 0 {
 		t.Errorf("journal not cleared: %+v", g.r.Journal.Entries())
 	}
@@ -481,9 +471,7 @@ func TestSyncNVMLFailureIsReported(t *testing.T) {
 	if res, err = g.r.Sync(context.Background(), want, nil); err != nil || res.Results[0].Phase != v1alpha1.PhaseReady {
 		t.Fatalf("second pass = %+v, %v", res.Results[0], err)
 	}
-	if diff := cmp.Diff([]string{"4g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "4g.40gb@0,3g.40gb@4")
 }
 
 func TestSyncDisablesMIG(t *testing.T) {
@@ -496,9 +484,7 @@ func TestSyncDisablesMIG(t *testing.T) {
 	if res.Results[0].Phase != v1alpha1.PhaseReady {
 		t.Errorf("phase = %+v", res.Results[0])
 	}
-	if diff := cmp.Diff([]string{"-"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "-")
 	if diff := cmp.Diff([]string{"gpu-0"}, g.inv.last().devices); diff != "" {
 		t.Errorf("published (-want +got):\n%s", diff)
 	}
@@ -571,9 +557,7 @@ func TestSyncOrphanRollbackFails(t *testing.T) {
 	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
 		t.Errorf("second pass: %+v, want Ready", got)
 	}
-	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0,3g.40gb@4")
 }
 
 // TestSyncBlocksMIGEnableUnderProcess: a process on the whole GPU (started
@@ -771,9 +755,7 @@ func TestSyncWithALostGPU(t *testing.T) {
 	if err != nil || res.Results[1].Phase != v1alpha1.PhaseReady {
 		t.Fatalf("after recovery: %v, %+v", err, res.Results[1])
 	}
-	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4", "-"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4", "-")
 }
 
 // mustCIs lists the full-size compute instances of a GPU instance.
@@ -867,9 +849,7 @@ func TestSyncUncataloguedProfileGI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"4g.40gb@0,3g.40gb@4", "4g.40gb@0,1g.10gb-me@6"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "4g.40gb@0,3g.40gb@4", "4g.40gb@0,1g.10gb-me@6")
 	if r := res.Results[0]; r.Phase != v1alpha1.PhaseReady {
 		t.Errorf("GPU 0: %+v, want Ready", r)
 	}

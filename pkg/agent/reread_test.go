@@ -88,9 +88,7 @@ func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
 			if reread != 2 {
 				t.Errorf("specs read again %d times, want 2 (before each GPU's NVML work)", reread)
 			}
-			if diff := cmp.Diff(tc.want, g.layouts(t)); diff != "" {
-				t.Errorf("layouts (-want +got):\n%s", diff)
-			}
+			g.wantLayouts(t, tc.want...)
 			for i, layout := range tc.want {
 				got := res.Results[i]
 				if layout != "7g.80gb@0" {

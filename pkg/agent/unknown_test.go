@@ -119,9 +119,7 @@ func TestSyncCreatesBesideUnknownAllocations(t *testing.T) {
 	if got := res.Results[0].Phase; got != v1alpha1.PhaseReady {
 		t.Errorf("phase %s (%s), want Ready", got, res.Results[0].Message)
 	}
-	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0,3g.40gb@4")
 }
 
 // TestUnknownNamesByIndexAndMinor: an unknown allocated name counts on the

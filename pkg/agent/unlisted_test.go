@@ -83,9 +83,7 @@ func TestUnlistedGPUKeepsItsDevices(t *testing.T) {
 	if n := len(g.sim.Snapshot().Faults); n != 0 {
 		t.Fatalf("%d faults left: the pass did not list GPU 0's processes", n)
 	}
-	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4", "7g.80gb@0"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0,3g.40gb@4", "7g.80gb@0")
 	got := res.Results[0]
 	if got.Phase != v1alpha1.PhaseFailed || got.Reason != v1alpha1.ReasonNVMLError ||
 		!strings.Contains(got.Message, "not destroyed: gpu-0-mig-3g40gb-9-0, gpu-0-mig-3g40gb-9-4") || !strings.Contains(got.Message, "ERROR_UNKNOWN") {
@@ -121,9 +119,7 @@ func TestUnlistedGPUAfterTheDrain(t *testing.T) {
 	if !g.drained(0) {
 		t.Fatalf("GPU 0 not drained: the listing failed before the live re-check")
 	}
-	if diff := cmp.Diff([]string{"3g.40gb@0,3g.40gb@4", "7g.80gb@0"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0,3g.40gb@4", "7g.80gb@0")
 	if got := res.Results[0]; got.Phase != v1alpha1.PhaseFailed || got.Reason != v1alpha1.ReasonNVMLError || !strings.Contains(got.Message, "not destroyed") {
 		t.Errorf("GPU 0: %s/%s (%q), want Failed/NVMLError", got.Phase, got.Reason, got.Message)
 	}
@@ -166,9 +162,7 @@ func TestUnlistedGPUStopsOnlyOnTheContext(t *testing.T) {
 	if _, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil); !errors.Is(err, errListing) {
 		t.Errorf("Sync: %v, want the listing's error", err)
 	}
-	if diff := cmp.Diff([]string{"3g.40gb@0"}, g.layouts(t)); diff != "" {
-		t.Errorf("layouts (-want +got):\n%s", diff)
-	}
+	g.wantLayouts(t, "3g.40gb@0")
 }
 
 // TestUnlistedGPUAtTheRepublication: GPU 0's processes are listed before
