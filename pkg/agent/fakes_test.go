@@ -231,6 +231,19 @@ func (g *rig) layouts(t *testing.T) []string {
 	return out
 }
 
+// syncReady runs a pass of specs and fails t unless it succeeds with GPU 0
+// Ready.
+func (g *rig) syncReady(t *testing.T, specs []v1alpha1.GPUSpec) {
+	t.Helper()
+	res, err := g.r.Sync(t.Context(), specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
+		t.Errorf("GPU 0: %+v, want Ready", got)
+	}
+}
+
 // wantLayouts fails t unless the GPUs' layouts are want, by index.
 func (g *rig) wantLayouts(t *testing.T, want ...string) {
 	t.Helper()

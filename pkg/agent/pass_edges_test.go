@@ -520,13 +520,7 @@ func TestDeviceDestroyedBehindTheAgentsBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
-		t.Errorf("GPU 0: %+v, want Ready", got)
-	}
+	g.syncReady(t, []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6")})
 	g.wantLayouts(t, "3g.40gb@0,2g.20gb@4,1g.10gb@6")
 }
 

@@ -38,13 +38,7 @@ func TestSyncBindingCachedRecheckIgnoresRefusableAllocation(t *testing.T) {
 		late := allocatedClaim("late").device(devB, true).obj()
 		alloc.Cached = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(late).Build()
 	}
-	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := res.Results[0]; r.Phase != v1alpha1.PhaseReady {
-		t.Errorf("result = %+v, want Ready (the gate refuses %s's allocation: its pod is never bound)", r, devB)
-	}
+	g.syncReady(t, []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6")})
 	g.wantLayouts(t, "3g.40gb@0,2g.20gb@4,1g.10gb@6")
 }
 

@@ -191,13 +191,7 @@ func TestSyncTrustsTheLiveRecheckOverTheCache(t *testing.T) {
 		g.alloc.cached = sets.New("gpu-0-mig-3g40gb-9-4")
 		return nil
 	}
-	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6")}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := res.Results[0]; r.Phase != v1alpha1.PhaseReady {
-		t.Errorf("result = %+v, want Ready", r)
-	}
+	g.syncReady(t, []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,2g.20gb@4,1g.10gb@6")})
 	g.wantLayouts(t, "3g.40gb@0,2g.20gb@4,1g.10gb@6")
 }
 

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"k8s.io/utils/ptr"
-
 	"github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -20,7 +18,7 @@ func TestPrepareReallocatedWithoutAdminAccess(t *testing.T) {
 	driver := slices.DefaultDriverName
 	const dev = "gpu-0-mig-3g40gb-9-4"
 	admin := claim(uid1, "train", alloc{"r", driver, node, dev})
-	admin.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	withAdminAccess(admin, 0)
 	if r := e.prepare(p, admin); r.Err != nil {
 		t.Fatal(r.Err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/utils/ptr"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
@@ -32,9 +31,7 @@ func TestVisibleDevicesOfRequestWhoseDevicesAllShared(t *testing.T) {
 		alloc{"watch-a", slices.DefaultDriverName, node, x},
 		alloc{"watch-b", slices.DefaultDriverName, node, r},
 	)
-	for _, i := range []int{2, 3} {
-		c.Status.Allocation.Devices.Results[i].AdminAccess = ptr.To(true)
-	}
+	withAdminAccess(c, 2, 3)
 	res := e.prepare(p, c)
 	if res.Err != nil {
 		t.Fatal(res.Err)
@@ -78,7 +75,7 @@ func TestPrepareAgainRewritesSpecOfOlderNaming(t *testing.T) {
 		alloc{"work", slices.DefaultDriverName, node, shared},
 		alloc{"watch", slices.DefaultDriverName, node, shared},
 	)
-	c.Status.Allocation.Devices.Results[1].AdminAccess = ptr.To(true)
+	withAdminAccess(c, 1)
 	if r := e.prepare(e.plugin(""), c); r.Err != nil {
 		t.Fatal(r.Err)
 	}

@@ -13,7 +13,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
-	"k8s.io/utils/ptr"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
@@ -107,9 +106,7 @@ func TestPrepareDeviceOfTwoRequests(t *testing.T) {
 		alloc{"watch", slices.DefaultDriverName, node, shared},
 		alloc{"watch", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"},
 	)
-	for _, i := range []int{2, 3} {
-		c.Status.Allocation.Devices.Results[i].AdminAccess = ptr.To(true)
-	}
+	withAdminAccess(c, 2, 3)
 	r := e.prepare(p, c)
 	if r.Err != nil {
 		t.Fatal(r.Err)
@@ -158,9 +155,7 @@ func TestPrepareDeviceOfARequestAndASubrequest(t *testing.T) {
 		alloc{"work/large", slices.DefaultDriverName, node, shared},
 		alloc{"watch", slices.DefaultDriverName, node, shared},
 	)
-	for _, i := range []int{1, 2} {
-		c.Status.Allocation.Devices.Results[i].AdminAccess = ptr.To(true)
-	}
+	withAdminAccess(c, 1, 2)
 	r := e.prepare(p, c)
 	if r.Err != nil {
 		t.Fatal(r.Err)

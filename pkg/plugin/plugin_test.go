@@ -117,6 +117,14 @@ func claim(uid, name string, results ...alloc) *resourceapi.ResourceClaim {
 	return c
 }
 
+// withAdminAccess gives the allocation results of c at results admin
+// access.
+func withAdminAccess(c *resourceapi.ResourceClaim, results ...int) {
+	for _, i := range results {
+		c.Status.Allocation.Devices.Results[i].AdminAccess = ptr.To(true)
+	}
+}
+
 func (e *env) prepare(p *Plugin, c *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
 	e.t.Helper()
 	res, err := p.PrepareResourceClaims(e.ctx, []*resourceapi.ResourceClaim{c})
@@ -335,7 +343,7 @@ func TestPrepareReallocatedWhileTheOldDeviceRuns(t *testing.T) {
 	// Admin access: another claim's process on the device is not the
 	// reallocated claim's.
 	admin := claim(uid2, "monitor", alloc{"mig", driver, node, old})
-	admin.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	withAdminAccess(admin, 0)
 	if r := e.prepare(p, admin); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -343,7 +351,7 @@ func TestPrepareReallocatedWhileTheOldDeviceRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved := claim(uid2, "monitor", alloc{"mig", driver, node, "gpu-0-mig-2g20gb-14-0"})
-	moved.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	withAdminAccess(moved, 0)
 	if r := e.prepare(p, moved); r.Err != nil {
 		t.Errorf("admin-access claim reallocated while another's process runs on its old device: %v", r.Err)
 	}
@@ -562,13 +570,13 @@ func TestPrepareRejects(t *testing.T) {
 		t.Errorf("second claim on gpu-1: %v", r.Err)
 	}
 	admin := claim(uid2, "monitor", alloc{"r", slices.DefaultDriverName, node, "gpu-1"})
-	admin.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	withAdminAccess(admin, 0)
 	if r := e.prepare(p, admin); r.Err != nil {
 		t.Errorf("admin-access claim on gpu-1: %v", r.Err)
 	}
 	// The other way round: the claim prepared first has admin access.
 	firstAdmin := claim("uid-5", "monitor-first", alloc{"r", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-3"})
-	firstAdmin.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	withAdminAccess(firstAdmin, 0)
 	if r := e.prepare(p, firstAdmin); r.Err != nil {
 		t.Fatalf("admin-access claim on gpu-0-mig-1g10gb-19-3: %v", r.Err)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/pkg/gpulock"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -62,7 +61,7 @@ func TestMixedAdminAccessOnOneDeviceIsExclusive(t *testing.T) {
 	driver := slices.DefaultDriverName
 	const dev = "gpu-0-mig-3g40gb-9-4"
 	c := claim(uid1, "train", alloc{"monitor", driver, node, dev}, alloc{"work", driver, node, dev})
-	c.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	withAdminAccess(c, 0)
 	if r := e.prepare(p, c); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -96,7 +95,7 @@ func TestPrepareAgainAsItWasKeepsPreparation(t *testing.T) {
 	driver := slices.DefaultDriverName
 	const dev = "gpu-0-mig-3g40gb-9-4"
 	twoRequests := claim(uid1, "train", alloc{"monitor", driver, node, dev}, alloc{"work", driver, node, dev})
-	twoRequests.Status.Allocation.Devices.Results[1].AdminAccess = ptr.To(true)
+	withAdminAccess(twoRequests, 1)
 	for name, c := range map[string]*resourceapi.ResourceClaim{
 		"mixed drivers": mixedClaim(driver),
 		"two requests":  twoRequests,

@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/pkg/gpulock"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -447,7 +446,7 @@ func TestRefreshRecreatedKeepsAdminAccess(t *testing.T) {
 	calls := 0
 	p := e.countingPlugin(&calls)
 	monitor := claim(uid2, "monitor", alloc{"watch", slices.DefaultDriverName, node, dev})
-	monitor.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	withAdminAccess(monitor, 0)
 	for _, c := range []*resourceapi.ResourceClaim{claim(uid1, "train", alloc{"work", slices.DefaultDriverName, node, dev}), monitor} {
 		if r := e.prepare(p, c); r.Err != nil {
 			t.Fatal(r.Err)

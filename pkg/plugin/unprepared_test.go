@@ -14,7 +14,6 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -194,7 +193,7 @@ func TestReleaseOrphanHeldWithAdminAccess(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	monitor := claim(uid2, "monitor", alloc{"r", slices.DefaultDriverName, node, dev})
-	monitor.Status.Allocation.Devices.Results[0].AdminAccess = ptr.To(true)
+	withAdminAccess(monitor, 0)
 	if r := e.prepare(p, monitor); r.Err != nil {
 		t.Fatal(r.Err)
 	}

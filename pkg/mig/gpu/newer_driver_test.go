@@ -9,7 +9,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/miglayout/miglayout/pkg/mig"
-	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
 // newerDriver is the simulated NVML of a driver newer than go-nvml's
@@ -92,11 +91,7 @@ func (g newerGI) GetComputeInstanceProfileInfo(profile, eng int) (nvml.ComputeIn
 func TestWalkSeesAProfileAtAnIndexPastGoNVMLsCount(t *testing.T) {
 	ctx := t.Context()
 	sim, _ := newUncataloguedSim(t) // 3g.40gb@0 and a 1g.10gb-me@6 (index 13)
-	m, err := gpu.NewNVML(newerDriver{Interface: sim, gi: move{from: nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, to: nvml.GPU_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	m := managerOver(t, newerDriver{Interface: sim, gi: move{from: nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, to: nvml.GPU_INSTANCE_PROFILE_COUNT}}, nil, "")
 	devs, err := m.MIGDevices(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -138,11 +133,7 @@ func TestDestroyRemovesACIOfAProfilePastGoNVMLsCount(t *testing.T) {
 	if _, ret := gi.CreateComputeInstance(&ci); ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
-	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	m := managerOver(t, newerDriver{Interface: sim, ci: move{from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, nil, "")
 	if err := m.DestroyMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 0}); err != nil {
 		t.Errorf("DestroyMIGDevice of a GI with one idle CI failed: %v", err)
 	}
@@ -166,11 +157,7 @@ func TestMIGDevicesWhenOneGIsFullCIProfileIsNotOffered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	m := managerOver(t, newerDriver{Interface: sim, ci: move{from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, nil, "")
 	devs, err := m.MIGDevices(ctx, 0)
 	if err != nil {
 		t.Fatalf("MIGDevices fails for the whole GPU over one GI's CI profile: %v", err)

@@ -24,11 +24,7 @@ func TestProfileOfferedAtTwoIndices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := gpu.NewNVML(newerDriver{Interface: sim, gi: move{from: nvml.GPU_INSTANCE_PROFILE_1_SLICE, to: nvml.GPU_INSTANCE_PROFILE_COUNT, also: true}}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	m := managerOver(t, newerDriver{Interface: sim, gi: move{from: nvml.GPU_INSTANCE_PROFILE_1_SLICE, to: nvml.GPU_INSTANCE_PROFILE_COUNT, also: true}}, nil, "")
 	enableMIG(t, ctx, sim, m, 0)
 	if _, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "1g.10gb", Start: 6}); err != nil {
 		t.Fatal(err)
@@ -56,11 +52,7 @@ func TestProfileOfferedAtTwoIndices(t *testing.T) {
 func TestListsACIWhenThePlainFullCIProfileIsNotOffered(t *testing.T) {
 	ctx := t.Context()
 	sim, _, _ := h100With(t, mig.Device{Profile: "1g.20gb", Start: 0})
-	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	m := managerOver(t, newerDriver{Interface: sim, ci: move{from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, nil, "")
 	devs, err := m.MIGDevices(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -198,11 +190,7 @@ func TestDestroyWhenTheFullCIProfileIsOfferedElsewhere(t *testing.T) {
 	ctx := t.Context()
 	d := mig.Device{Profile: "1g.10gb", Start: 0}
 	sim, _, _ := h100With(t, d)
-	m, err := gpu.NewNVML(newerDriver{Interface: sim, ci: move{from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	m := managerOver(t, newerDriver{Interface: sim, ci: move{from: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, to: nvml.COMPUTE_INSTANCE_PROFILE_COUNT}}, nil, "")
 	if err := m.DestroyMIGDevice(ctx, 0, d); err != nil {
 		t.Errorf("DestroyMIGDevice: %v", err)
 	}

@@ -101,11 +101,7 @@ func giVanishRig(t *testing.T) (*nvmlsim.Sim, *gpu.NVMLManager, *bool) {
 		t.Fatal(err)
 	}
 	armed := new(bool)
-	m, err := gpu.NewNVML(otherGIVanishes{Interface: sim, victimProfile: uint32(victim.ID), armed: armed}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	m := managerOver(t, otherGIVanishes{Interface: sim, victimProfile: uint32(victim.ID), armed: armed}, nil, "")
 	enableMIG(t, ctx, sim, m, 0)
 	if _, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 4}); err != nil {
 		t.Fatal(err)

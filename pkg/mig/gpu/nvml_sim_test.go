@@ -1027,11 +1027,7 @@ func TestCatalogMismatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hm, err := gpu.NewNVML(sim, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = hm.Shutdown() })
+	hm := managerOver(t, sim, nil, "")
 	if _, err := hm.SetMIGMode(ctx, 0, true); err != nil {
 		t.Fatal(err)
 	}

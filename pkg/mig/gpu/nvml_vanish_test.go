@@ -155,11 +155,7 @@ func ciVanishRig(t *testing.T, d mig.Device) (*nvmlsim.Sim, *gpu.NVMLManager, *b
 		t.Fatal(err)
 	}
 	armed := new(bool)
-	m, err := gpu.NewNVML(ciVanishes{Interface: sim, armed: armed}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	m := managerOver(t, ciVanishes{Interface: sim, armed: armed}, nil, "")
 	enableMIG(t, t.Context(), sim, m, 0)
 	if _, err := m.CreateMIGDevice(t.Context(), 0, d); err != nil {
 		t.Fatal(err)
@@ -228,11 +224,7 @@ func destroyWithProcessMidway(t *testing.T, d mig.Device, meanwhile func(sim *nv
 			t.Errorf("meanwhile: %v", err)
 		}
 	}
-	m, err := gpu.NewNVML(ciVanishes{Interface: sim, armed: armed, meanwhile: run}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	m := managerOver(t, ciVanishes{Interface: sim, armed: armed, meanwhile: run}, nil, "")
 	enableMIG(t, ctx, sim, m, 0)
 	md, err := m.CreateMIGDevice(ctx, 0, d)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
@@ -115,10 +114,6 @@ func shiftedH100(t *testing.T) (*nvmlsim.Sim, *atomic.Bool, *gpu.NVMLManager) {
 		t.Fatal(err)
 	}
 	shifted := &atomic.Bool{}
-	m, err := gpu.NewNVML(shiftedTable{Interface: sim, set: shifted, extraMiB: 512}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	m := managerOver(t, shiftedTable{Interface: sim, set: shifted, extraMiB: 512}, nil, "")
 	return sim, shifted, m
 }
