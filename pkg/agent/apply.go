@@ -20,20 +20,20 @@ import (
 func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	logger := klog.FromContext(ctx).WithValues("gpu", p.index)
 	fail := r.failure
-	end, err := r.Locks.BeginReconfigure(ctx, p.index)
-	if err != nil {
-		return fail(fmt.Errorf("locking GPU %d: %w", p.index, err))
-	}
-	defer end()
-	// unapplied ends the GPU's work of this pass before any NVML step, as
-	// the drain's re-check does (Journal.KeepMode): its Draining entry
-	// would otherwise stay until the GPU is next Ready.
+	// unapplied ends the GPU's work of this pass where it stops before any
+	// NVML step, as the drain's re-check does (Journal.KeepMode): its
+	// Draining entry would otherwise stay until the GPU is next Ready.
 	unapplied := func(res GPUResult) GPUResult {
 		if err := r.Journal.KeepMode(p.index); err != nil {
 			logger.Error(err, "Could not end the GPU's journal entry for this pass; a later pass does")
 		}
 		return res
 	}
+	end, err := r.Locks.BeginReconfigure(ctx, p.index)
+	if err != nil {
+		return unapplied(fail(fmt.Errorf("locking GPU %d: %w", p.index, err)))
+	}
+	defer end()
 	// Prepare takes the same lock: with it held, a device prepared since
 	// the drain's re-check would show here. Never destroy one.
 	if r.Prepared != nil {
@@ -50,7 +50,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	if len(p.drain) > 0 {
 		cached, err := r.guardedAllocations(ctx)
 		if err != nil {
-			return fail(err)
+			return unapplied(fail(err))
 		}
 		// Allocations under names the agent does not publish, which the
 		// drain's taints do not cover, made since the live re-check: the
@@ -61,7 +61,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 			live, err := r.Allocations.AllocatedDevices(readCtx, true)
 			cancel()
 			if err != nil {
-				return fail(fmt.Errorf("reading ResourceClaim allocations: %w", err))
+				return unapplied(fail(fmt.Errorf("reading ResourceClaim allocations: %w", err)))
 			}
 			if held := live.Intersection(sets.New(names...)); held.Len() > 0 {
 				return unapplied(r.unknownAllocationResult(p.index, sets.List(held)))
@@ -79,7 +79,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 			live, err := r.Allocations.AllocatedDevices(readCtx, true)
 			cancel()
 			if err != nil {
-				return fail(fmt.Errorf("reading ResourceClaim allocations: %w", err))
+				return unapplied(fail(fmt.Errorf("reading ResourceClaim allocations: %w", err)))
 			}
 			busy = busy.Difference(p.vetted).Union(live.Intersection(again))
 		}

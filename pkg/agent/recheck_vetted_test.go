@@ -107,8 +107,8 @@ func hangingLiveReadRig(t *testing.T) *rig {
 // TestSyncLiveReadHangsUnderTheLock: where the API server does not answer
 // the live read made under the GPU's lock (a vetted device the cache still
 // shows), the read gives up after lockedReadTimeout, the GPU is left as it
-// is and Pending (PassFailed, retried), not Failed as an NVML error, and
-// the lock is released.
+// is and Pending (PassFailed, retried), not Failed as an NVML error, its
+// journal entry ended, and the lock is released.
 func TestSyncLiveReadHangsUnderTheLock(t *testing.T) {
 	g := hangingLiveReadRig(t)
 	done := make(chan struct{})
@@ -132,6 +132,9 @@ func TestSyncLiveReadHangsUnderTheLock(t *testing.T) {
 	}
 	if got := g.layouts(t)[0]; got != hangingBefore {
 		t.Errorf("GPU 0 holds %q, want %q left as it was", got, hangingBefore)
+	}
+	if entries := g.r.Journal.Entries(); len(entries) != 0 {
+		t.Errorf("journal left %+v; a change stopped before its NVML work ends", entries)
 	}
 }
 

@@ -510,7 +510,8 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	}
 	// Work on a GPU ends when it is Ready, Failed on input, or no longer
 	// asked for (the spec changed while it was in flight): its journal
-	// entry goes. Blocked and retried GPUs keep theirs, and so does a GPU
+	// entry goes. Blocked and retried GPUs keep theirs (one that stopped
+	// before its NVML work ended it then: keepMode), and so does a GPU
 	// NVML does not count now (GPUMissing: not enumerated after a crash
 	// and a reboot), whose half-made work is the agent's to undo once it
 	// is back, asked for or not (a MIG mode it set, pending, is cancelled
