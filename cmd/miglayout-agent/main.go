@@ -12,14 +12,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -182,7 +185,15 @@ func run(ctx context.Context, o options) error {
 	if o.nodeName == "" {
 		return errors.New("--node-name (or $NODE_NAME) is required")
 	}
+	// The node name is the pool's and the heartbeat Lease's: a name no Node
+	// can have would publish a pool no scheduler matches.
+	if errs := validation.IsDNS1123Subdomain(o.nodeName); len(errs) > 0 {
+		return fmt.Errorf("--node-name=%q: not a node name: %s", o.nodeName, strings.Join(errs, "; "))
+	}
 	if err := slices.ValidateDriverName(o.driverName); err != nil {
+		return fmt.Errorf("--driver-name: %w", err)
+	}
+	if err := managerrun.ValidateNamespace("lease-namespace", o.leaseNamespace); err != nil {
 		return err
 	}
 	if o.settle < 0 {
@@ -205,8 +216,10 @@ func run(ctx context.Context, o options) error {
 	if o.orphanGrace != 0 && o.orphanGrace < time.Second {
 		return fmt.Errorf("--orphaned-claim-grace=%s: want at least 1s (0: the default, %s)", o.orphanGrace, agent.DefaultOrphanGrace)
 	}
-	if o.leaseDuration < 4*time.Second || o.leaseDuration%time.Second != 0 {
-		return fmt.Errorf("--lease-duration=%s: want whole seconds, at least 4s", o.leaseDuration)
+	// The Lease holds its duration as int32 seconds: a longer one would be
+	// written negative, and the API server would refuse every heartbeat.
+	if o.leaseDuration < 4*time.Second || o.leaseDuration > math.MaxInt32*time.Second || o.leaseDuration%time.Second != 0 {
+		return fmt.Errorf("--lease-duration=%s: want whole seconds, at least 4s and at most %ds", o.leaseDuration, math.MaxInt32)
 	}
 	// One agent per node: before NVML, the journal or the checkpoint.
 	unlock, err := lockStateDir(ctx, o.stateDir)

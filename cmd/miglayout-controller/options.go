@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -82,6 +83,12 @@ func (o *options) validate() error {
 	if _, err := o.schedulerLeaseName(); err != nil {
 		return err
 	}
+	if err := managerrun.ValidateNamespace("agent-lease-namespace", o.agentLeaseNamespace); err != nil {
+		return err
+	}
+	if err := managerrun.ValidateNamespace("leader-election-namespace", o.leaderElectionNamespace); err != nil {
+		return err
+	}
 	if err := managerrun.ValidateBindAddress("metrics-bind-address", o.metricsAddr); err != nil {
 		return err
 	}
@@ -99,6 +106,9 @@ func (o *options) validate() error {
 	// client-go's leader election refuses these only once the manager
 	// starts (leaderelection.NewLeaderElector).
 	if o.leaderElect {
+		if errs := validation.IsDNS1123Subdomain(o.leaderElectionID); len(errs) > 0 {
+			return fmt.Errorf("--leader-election-id=%q: not a Lease name: %s", o.leaderElectionID, strings.Join(errs, "; "))
+		}
 		switch {
 		case o.retryPeriod <= 0:
 			return fmt.Errorf("--leader-elect-retry-period=%s: want more than 0", o.retryPeriod)
@@ -118,8 +128,8 @@ func (o *options) schedulerLeaseName() (types.NamespacedName, error) {
 		return types.NamespacedName{}, nil
 	}
 	ns, name, ok := strings.Cut(o.schedulerLease, "/")
-	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-		return types.NamespacedName{}, fmt.Errorf("--scheduler-lease=%q: want namespace/name, e.g. %s", o.schedulerLease, controller.DefaultSchedulerLease)
+	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return types.NamespacedName{}, fmt.Errorf("--scheduler-lease=%q: want namespace/name of a Lease, e.g. %s", o.schedulerLease, controller.DefaultSchedulerLease)
 	}
 	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // StopWithin is how long Start waits for a manager to stop once its context
@@ -52,19 +55,38 @@ func Start(ctx context.Context, mgr Starter, stopWithin time.Duration) error {
 
 // ValidateBindAddress checks the value of a bind-address flag as the manager
 // listens on it once started: "0" (off), or host:port with a port from 0 to
-// 65535 or a service name (":8080", "127.0.0.1:8080", ":http"). The error
-// names the flag.
+// 65535 or a service name (":8080", "127.0.0.1:8080", ":http"). An empty
+// port (":", "localhost:") is refused: it would listen on a random port no
+// probe or scrape finds. The host is not resolved: a host the machine does
+// not have fails only when the manager listens. The error names the flag.
 func ValidateBindAddress(flag, addr string) error {
 	if addr == "0" {
 		return nil
 	}
 	_, port, err := net.SplitHostPort(addr)
+	if err == nil && port == "" {
+		err = errors.New("no port")
+	}
 	if err == nil {
 		// A number from 0 to 65535, or a service name ("http").
 		_, err = net.LookupPort("tcp", port)
 	}
 	if err != nil {
 		return fmt.Errorf("--%s=%q: want host:port (such as :8080) or 0 to turn it off: %w", flag, addr, err)
+	}
+	return nil
+}
+
+// ValidateNamespace checks the value of a namespace flag: empty (the flag's
+// default) or a DNS-1123 label, as the API server wants a namespace name. A
+// name it would refuse must not quietly turn off what the flag turns on (an
+// agent's heartbeat, the controller's check of it). The error names the flag.
+func ValidateNamespace(flag, ns string) error {
+	if ns == "" {
+		return nil
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("--%s=%q: not a namespace name: %s", flag, ns, strings.Join(errs, "; "))
 	}
 	return nil
 }

@@ -51,6 +51,7 @@ func TestValidateBindAddress(t *testing.T) {
 	tests := map[string]bool{
 		"0": true, ":8080": true, "127.0.0.1:8080": true, "[::1]:0": true,
 		":http": true, "bogus": false, "8080": false, ":no-such-service": false, ":70000": false, "": false,
+		":": false, "localhost:": false,
 	}
 	for addr, ok := range tests {
 		err := ValidateBindAddress("metrics-bind-address", addr)
@@ -59,6 +60,25 @@ func TestValidateBindAddress(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "--metrics-bind-address") {
 			t.Errorf("%q: %v does not name the flag", addr, err)
+		}
+	}
+}
+
+// TestValidateNamespace: a namespace flag takes empty (its default) or a
+// name the API server would take for a namespace, and the error names the
+// flag.
+func TestValidateNamespace(t *testing.T) {
+	tests := map[string]bool{
+		"": true, "miglayout-system": true, "kube-system": true,
+		"Miglayout": false, "miglayout.system": false, "-x": false, strings.Repeat("a", 64): false, " ": false,
+	}
+	for ns, ok := range tests {
+		err := ValidateNamespace("lease-namespace", ns)
+		if (err == nil) != ok {
+			t.Errorf("%q: %v, want ok %t", ns, err, ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--lease-namespace") {
+			t.Errorf("%q: %v does not name the flag", ns, err)
 		}
 	}
 }
