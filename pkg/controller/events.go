@@ -123,7 +123,9 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 		if !hasRow {
 			before, hasRow = changing[n.Row.Node]
 		}
-		if !n.Ready && !n.Lost && len(n.Row.GPUs) > 0 {
+		// A lost node too, with the layouts it last reported: back with
+		// them changed, it is told Repartitioned with or without a row.
+		if !n.Ready && len(n.Row.GPUs) > 0 {
 			now.Insert(changingKey(n.Row))
 		}
 		wasLost := (hasRow && before.Phase == v1alpha1.PhaseUnknown) || seen.Has(lostKey)
