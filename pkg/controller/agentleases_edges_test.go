@@ -20,9 +20,9 @@ import (
 // lease duration of grace from then, not the time left of what was seen
 // before.
 func TestAgentLeasesForgetStartsAfresh(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	lease := agentLease("n1", start, 40)
 	l.Observe(lease)
 	now = start.Add(50 * time.Second)
@@ -35,9 +35,9 @@ func TestAgentLeasesForgetStartsAfresh(t *testing.T) {
 // TestAgentLeasesOtherNamespaceIgnored: a Lease named as an agent's but in
 // another namespace than Namespace is no renewal of the agent's Lease.
 func TestAgentLeasesOtherNamespaceIgnored(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	lease := agentLease("n1", start, 40)
 	l.Observe(lease)
 	now = start.Add(30 * time.Second)
@@ -56,9 +56,9 @@ func TestAgentLeasesOtherNamespaceIgnored(t *testing.T) {
 // renewTime takes over.
 func TestAgentLeasesOtherLeaseSameRenewTime(t *testing.T) {
 	long := strings.Repeat("a", 240)
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	current := agentLease(long, start, 40)
 	l.Observe(current)
 	now = start.Add(30 * time.Second)
@@ -79,9 +79,9 @@ func TestAgentLeasesOtherLeaseSameRenewTime(t *testing.T) {
 // holder wrote before (the new agent's clock behind): it is no older copy
 // of the Lease.
 func TestAgentLeasesNewHolderAtEarlierRenewTime(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	l.Observe(agentLease("n1", start, 40))
 	now = start.Add(10 * time.Second)
 	l.Observe(agentLease("n1", start.Add(10*time.Second), 40))
@@ -97,9 +97,9 @@ func TestAgentLeasesNewHolderAtEarlierRenewTime(t *testing.T) {
 // is judged from its last deletion: it gets one default lease duration of
 // grace from then, not from the first.
 func TestAgentLeasesDeletedAgain(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	lease := agentLease("n1", start, 40)
 	l.Observe(lease)
 	l.deleted("n1", lease.Name)
@@ -118,9 +118,9 @@ func TestAgentLeasesDeletedAgain(t *testing.T) {
 // changes without a renewal is judged by its new duration from its last
 // renewal.
 func TestAgentLeasesDurationChanged(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	l.Observe(agentLease("n1", start, 40))
 	now = start.Add(10 * time.Second)
 	longer := agentLease("n1", start, 60)
@@ -136,9 +136,9 @@ func TestAgentLeasesDurationChanged(t *testing.T) {
 // copies: a new agent whose clock steps back to one of them renews all the
 // same.
 func TestAgentLeasesNewHolderRenewsAtEarlierTime(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	l.Observe(agentLease("n1", start, 40))
 	now = start.Add(10 * time.Second)
 	l.Observe(agentLease("n1", start.Add(10*time.Second), 40))
@@ -159,9 +159,9 @@ func TestAgentLeasesNewHolderRenewsAtEarlierTime(t *testing.T) {
 // latest is no renewal.
 func TestAgentLeasesStaleCopyOfManyRenewals(t *testing.T) {
 	for behind := 1; behind <= staleCopies; behind++ {
-		t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+		t0 := leaseTestStart
 		now := t0
-		l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+		l := leasesOnClock(&now)
 		var renewals []*coordinationv1.Lease
 		for i := range 11 {
 			now = t0.Add(time.Duration(i) * 10 * time.Second)
@@ -182,8 +182,8 @@ func TestAgentLeasesStaleCopyOfManyRenewals(t *testing.T) {
 // holds no Lease is looked for again every quarter of the default lease
 // duration.
 func TestAgentLeasesLostWithoutLeaseRecheck(t *testing.T) {
-	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	now := leaseTestStart
+	l := leasesOnClock(&now)
 	if h := l.Health("n1", nil, true, true); !h.Lost || !h.Recheck.Equal(now.Add(10*time.Second)) {
 		t.Errorf("reported lost, no Lease: %+v, want lost, looked at again at %s", h, now.Add(10*time.Second))
 	}
@@ -193,9 +193,9 @@ func TestAgentLeasesLostWithoutLeaseRecheck(t *testing.T) {
 // process saw renew, and that then stops again, is lost since the renewal
 // it saw: the message gives that time.
 func TestAgentLeasesLostAgainAfterReturn(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	old := agentLease("n1", start.Add(-time.Hour), 40)
 	l.Observe(old)
 	now = start.Add(5 * time.Second)
@@ -215,8 +215,8 @@ func TestAgentLeasesLostAgainAfterReturn(t *testing.T) {
 // only: a same-named Lease renewed later in another namespace is not the
 // node's.
 func TestAgentLeasesListNamespace(t *testing.T) {
-	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	now := leaseTestStart
+	l := leasesOnClock(&now)
 	ours := agentLease("n1", now.Add(-time.Minute), 40)
 	elsewhere := agentLease("n1", now, 40)
 	elsewhere.Namespace = "kube-node-lease"
@@ -239,9 +239,9 @@ func TestAgentLeasesListNamespace(t *testing.T) {
 // judge the agent of a node that never reported its GPUs (not started
 // yet), whatever its Lease.
 func TestAgentLeasesNodeHealthWasLost(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	starting := agentLease("starting", start, 40)
 	l.Observe(starting)
 	now = start.Add(time.Minute)
@@ -268,8 +268,8 @@ func TestAgentLeasesNodeHealthWasLost(t *testing.T) {
 // TestAgentLeasesRequeueAt: no recheck asks for no requeue; one already
 // past asks for the slack only.
 func TestAgentLeasesRequeueAt(t *testing.T) {
-	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	now := leaseTestStart
+	l := leasesOnClock(&now)
 	for name, tc := range map[string]struct {
 		at   time.Time
 		want time.Duration
@@ -288,8 +288,8 @@ func TestAgentLeasesRequeueAt(t *testing.T) {
 // TestAgentLeasesZeroDuration: a Lease whose leaseDurationSeconds is 0 is
 // judged by the default lease duration.
 func TestAgentLeasesZeroDuration(t *testing.T) {
-	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	now := leaseTestStart
+	l := leasesOnClock(&now)
 	lease := agentLease("n1", now, 0)
 	if h := l.Health("n1", lease, true, false); h.Lost || !h.Recheck.Equal(now.Add(defaultAgentLeaseDuration)) {
 		t.Errorf("a Lease without a duration: %+v, want alive until %s", h, now.Add(defaultAgentLeaseDuration))
@@ -301,7 +301,7 @@ func TestAgentLeasesZeroDuration(t *testing.T) {
 // one updated with no renewTime before or after does not; a negative
 // duration is judged as the default one.
 func TestAgentLeaseChangeEdges(t *testing.T) {
-	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	at := leaseTestStart
 	p := agentLeaseChange(leaseNS)
 	leader := func(holder string) *coordinationv1.Lease {
 		l := agentLease("n1", at, 40)

@@ -14,9 +14,9 @@ import (
 // deleted in another namespace gives an agent that stopped renewing no
 // fresh lease duration.
 func TestAgentLeasesInformerEvents(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	informers := &informertest.FakeInformers{Scheme: testScheme(t)}
 	if err := l.Start(t.Context(), informers); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,15 @@ const leaseNS = "miglayout-system"
 // after it).
 const nodeUID = "0b7d3c1e-5a7f-4c1b-9a55-1d0e2f3a4b5c"
 
+// leaseTestStart is when the Lease tests' clocks start.
+var leaseTestStart = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+// leasesOnClock is AgentLeases of leaseNS whose clock reads *now: a test
+// moves the clock by setting it.
+func leasesOnClock(now *time.Time) *AgentLeases {
+	return &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return *now }}
+}
+
 // agentLease is node's heartbeat Lease as its agent last wrote it.
 func agentLease(node string, renew time.Time, seconds int32) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
@@ -37,9 +46,9 @@ func agentLease(node string, renew time.Time, seconds int32) *coordinationv1.Lea
 }
 
 func TestAgentLeasesHealth(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	// The agent's clock is an hour behind: renewTime is not compared with
 	// the controller's clock, only watched for change.
 	skewed := start.Add(-time.Hour)
@@ -90,9 +99,9 @@ func TestAgentLeasesHealth(t *testing.T) {
 // (a Node recreated, its Lease with it); a node reported lost before stays
 // lost; Forget starts a node afresh.
 func TestAgentLeasesNoLease(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	if h := l.Health("old-agent", nil, true, false); h.Lost || !h.Recheck.IsZero() {
 		t.Errorf("never held a Lease: %+v, want not judged", h)
 	}
@@ -142,8 +151,8 @@ func TestAgentLeasesNoLease(t *testing.T) {
 }
 
 func TestAgentLeasesNodeHealth(t *testing.T) {
-	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	now := leaseTestStart
+	l := leasesOnClock(&now)
 	renewed := now.Add(-time.Minute) // by the agent's clock
 	l.Observe(agentLease("early", renewed, 40))
 	now = now.Add(20 * time.Second)
@@ -182,9 +191,9 @@ func TestAgentLeasesNodeHealth(t *testing.T) {
 // renewal (it came back as Ready, with an AgentReturned event, for a lease
 // duration), while the others get one lease duration of grace.
 func TestAgentLeasesAfterRestart(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	dead := agentLease("dead", start.Add(-time.Hour), 40)
 	h := l.Health("dead", dead, true, true)
 	if !h.Lost || !strings.Contains(h.Message, "was reported lost") {
@@ -205,9 +214,9 @@ func TestAgentLeasesAfterRestart(t *testing.T) {
 // gap by the agent's clock under the lease duration, so no event passes) is
 // found back by the reconcile its Recheck asks for.
 func TestLostNodeLookedAtAgain(t *testing.T) {
-	start := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	start := leaseTestStart
 	now := start
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	old := agentLease("n1", start, 40)
 	l.Observe(old)
 	now = start.Add(41 * time.Second)
@@ -254,8 +263,8 @@ func TestAgentLeaseName(t *testing.T) {
 		}
 	}
 	// A long-named node's agent is judged by its UID-named Lease.
-	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	now := leaseTestStart
+	l := leasesOnClock(&now)
 	lease := agentLease(long, now, 40)
 	l.Observe(lease)
 	if h := l.Health(long, lease, true, false); h.Lost || h.Recheck.IsZero() {
@@ -291,7 +300,7 @@ func TestAgentLeaseName(t *testing.T) {
 }
 
 func TestAgentLeaseChange(t *testing.T) {
-	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	at := leaseTestStart
 	p := agentLeaseChange(leaseNS)
 	other := agentLease("n1", at, 40)
 	other.Namespace = "kube-node-lease"
@@ -324,7 +333,7 @@ func TestAgentLeaseChange(t *testing.T) {
 // until its Lease is seen renewed.
 func TestReconcileKeepsLostAgentAfterRestart(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	now := leaseTestStart
 	ml := staticMigLayout("a", "uid-a", "a")
 	ml.Status.Nodes = []v1alpha1.NodeRow{{Node: "n1", Phase: v1alpha1.PhaseUnknown, Message: "lost"}}
 	halves := specGPU(0, "3g.40gb@0,3g.40gb@4", `rule "halves": profiles 3g.40gb:2`)
@@ -335,7 +344,7 @@ func TestReconcileKeepsLostAgentAfterRestart(t *testing.T) {
 		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
 	rec := events.NewFakeRecorder(10)
 	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: rec,
-		AgentLeases: &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}}
+		AgentLeases: leasesOnClock(&now)}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}
 	// phase reconciles and returns n1's phase; the reconcile must ask to
 	// look again within requeue (lost: a quarter lease duration; alive:
@@ -419,8 +428,8 @@ func TestLostRowsKeptFirst(t *testing.T) {
 // neither is renewed; the stale one's resync or deletion changes nothing.
 func TestAgentLeasesTwoOfOneNode(t *testing.T) {
 	long := strings.Repeat("a", 240)
-	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	now := leaseTestStart
+	l := leasesOnClock(&now)
 	current := agentLease(long, now.Add(-time.Hour), 40) // miglayout-agent-<UID>, renewed an hour ago
 	old := agentLease(long, now.Add(-48*time.Hour), 40)  // the pre-upgrade agent's Lease
 	old.Name = v1alpha1.AgentLeasePrefix + "0123456789abcdef"
@@ -488,9 +497,9 @@ func TestAgentLeasesTwoOfOneNode(t *testing.T) {
 func TestAgentLeasesStaleCopy(t *testing.T) {
 	for name, behind := range map[string]int{"one renewal old": 1, "two renewals old": 2} {
 		t.Run(name, func(t *testing.T) {
-			t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+			t0 := leaseTestStart
 			now := t0.Add(-time.Duration(behind) * 10 * time.Second)
-			l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+			l := leasesOnClock(&now)
 			stale := agentLease("n1", now, 40)
 			l.Observe(stale)
 			for range behind { // the handler; the agent then stops, at t0
@@ -514,9 +523,9 @@ func TestAgentLeasesStaleCopy(t *testing.T) {
 // (NTP, a reboot before the clock is set): its renewals, with earlier
 // renewTimes than the last one seen, are renewals all the same.
 func TestAgentLeasesClockStepsBack(t *testing.T) {
-	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	t0 := leaseTestStart
 	now := t0
-	l := &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}
+	l := leasesOnClock(&now)
 	agentClock := t0
 	renew := func() *coordinationv1.Lease {
 		lease := agentLease("n1", agentClock, 40)
