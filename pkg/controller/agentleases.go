@@ -366,14 +366,6 @@ func LostInStatus(mls ...*v1alpha1.MigLayout) sets.Set[string] {
 	return out
 }
 
-// earliest is the earlier of two times, the zero time meaning none.
-func earliest(a, b time.Time) time.Time {
-	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
-		return b
-	}
-	return a
-}
-
 // requeueAt is how long to wait for at (plus slack), or 0 for none.
 func (l *AgentLeases) requeueAt(at time.Time) time.Duration {
 	if l == nil || at.IsZero() {

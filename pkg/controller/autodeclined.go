@@ -228,8 +228,8 @@ func (t *declineTracker) restore(events []declinedEvent, keepFor time.Duration) 
 func (t *declineTracker) due(now time.Time, unboundAfter time.Duration) time.Duration {
 	var due time.Duration
 	next := func(at time.Time) {
-		if d := at.Sub(now); !at.IsZero() && d > 0 && (due == 0 || d < due) {
-			due = d
+		if !at.IsZero() {
+			due = sooner(due, at.Sub(now))
 		}
 	}
 	for _, w := range t.waiting {

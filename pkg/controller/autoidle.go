@@ -63,9 +63,7 @@ func (t idleTracker) mark(snap *planner.Snapshot) time.Duration {
 			g.IdleSince = since
 			// Wake when it falls due, if there is anything to do then.
 			if at := since.Add(n.Policy.ReclaimIdleAfter); reclaimDue(planner.Snapshot{Now: at}, *n, *g) {
-				if d := at.Sub(snap.Now); d > 0 && (next == 0 || d < next) {
-					next = d
-				}
+				next = sooner(next, at.Sub(snap.Now))
 			}
 		}
 	}

@@ -506,14 +506,6 @@ func autoMigLayouts(mls []v1alpha1.MigLayout) []*v1alpha1.MigLayout {
 	return out
 }
 
-// sooner is the shorter of two requeue delays, 0 meaning none.
-func sooner(a, b time.Duration) time.Duration {
-	if a == 0 || (b > 0 && b < a) {
-		return b
-	}
-	return a
-}
-
 func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 	in := AutoInputs{Driver: a.driver(), NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{}, Claims: map[types.NamespacedName]*resourceapi.ResourceClaim{}}
 	var mls v1alpha1.MigLayoutList
@@ -943,9 +935,7 @@ func nextAging(snap planner.Snapshot) time.Duration {
 	}
 	var next time.Duration
 	for _, p := range snap.Pending {
-		if d := p.Pod.CreationTimestamp.Add(snap.AgingAfter).Sub(snap.Now); d > 0 && (next == 0 || d < next) {
-			next = d
-		}
+		next = sooner(next, p.Pod.CreationTimestamp.Add(snap.AgingAfter).Sub(snap.Now))
 	}
 	return next
 }

@@ -104,22 +104,16 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	}
 	// A Lease's expiry comes with no event: look again when the first of
 	// this MigLayout's live agents would be lost, or a lost one be back.
-	if d := r.AgentLeases.requeueAt(recheck); d > 0 && (result.RequeueAfter == 0 || d < result.RequeueAfter) {
-		result.RequeueAfter = d
-	}
+	result.RequeueAfter = sooner(result.RequeueAfter, r.AgentLeases.requeueAt(recheck))
 	// Nor does a GPU's passes failing long enough (withFailingPasses).
 	if !failingDue.IsZero() {
-		if d := failingDue.Sub(now) + time.Second; result.RequeueAfter == 0 || d < result.RequeueAfter {
-			result.RequeueAfter = d
-		}
+		result.RequeueAfter = sooner(result.RequeueAfter, failingDue.Sub(now)+time.Second)
 	}
 	// Nor the end of a slot held for a write the cache never showed (the
 	// object deleted or its spec written by someone else meanwhile): the
 	// nodes held for it take their turn then.
 	if gate != nil && len(gate.held) > 0 && !unseenExpire.IsZero() {
-		if d := time.Until(unseenExpire) + time.Second; result.RequeueAfter == 0 || d < result.RequeueAfter {
-			result.RequeueAfter = d
-		}
+		result.RequeueAfter = sooner(result.RequeueAfter, time.Until(unseenExpire)+time.Second)
 	}
 	errs = append(errs, r.release(ctx, ml, sel, in)...)
 	return states, result, errs
