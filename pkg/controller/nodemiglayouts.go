@@ -48,7 +48,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	var unseen map[string]bool
 	var unseenExpire time.Time
 	if ml.Spec.Mode != v1alpha1.ModeAuto && ml.Spec.MaxNodesChanging != nil {
-		unseen, unseenExpire = r.rollouts.unseen(ml.UID, in.nodeMigLayouts, time.Now())
+		unseen, unseenExpire = r.rollouts.unseen(ml.UID, in.nodeMigLayouts, now)
 	} else {
 		r.rollouts.forget(ml.UID)
 	}
@@ -113,7 +113,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	// object deleted or its spec written by someone else meanwhile): the
 	// nodes held for it take their turn then.
 	if gate != nil && len(gate.held) > 0 && !unseenExpire.IsZero() {
-		result.RequeueAfter = sooner(result.RequeueAfter, time.Until(unseenExpire)+time.Second)
+		result.RequeueAfter = sooner(result.RequeueAfter, unseenExpire.Sub(now)+time.Second)
 	}
 	errs = append(errs, r.release(ctx, ml, sel, in)...)
 	return states, result, errs
@@ -214,7 +214,7 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 	}
 	writesMetric.WithLabelValues(op).Inc()
 	if gate != nil {
-		r.rollouts.expect(ml.UID, node, next.Spec.GPUs, next.Generation, time.Now())
+		r.rollouts.expect(ml.UID, node, next.Spec.GPUs, next.Generation, r.now())
 	}
 	logger.V(2).Info("Wrote NodeMigLayout spec", "node", node, "operation", op, "gpus", len(next.Spec.GPUs), "problems", len(problems))
 	return cmpOr(waitsFor, next), problems, false, nil
