@@ -244,15 +244,19 @@ func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx i
 		return fmt.Errorf("%w: %d process(es) running on GI %d (PIDs %s)", ErrInUse, len(procs), g.info.Id, pidList(procs))
 	}
 	// The full-size CI first, then any other CI someone else created: a GI
-	// with a CI left cannot be destroyed.
+	// with a CI left cannot be destroyed. A slice count no CI profile
+	// index spans (a newer GPU's) has no full-size one to start with.
 	first, err := ciProfileIndex(g.profile.SliceCount)
 	if err != nil {
-		return err
+		first = -1
 	}
 	// Then the indices past go-nvml's COMPUTE_INSTANCE_PROFILE_COUNT, up
 	// to the driver's last (maxProfileIndex): a newer driver's CI
 	// profiles.
-	order := []int{first}
+	var order []int
+	if first >= 0 {
+		order = append(order, first)
+	}
 	for i := 0; i < maxProfileIndex; i++ {
 		if i != first {
 			order = append(order, i)

@@ -307,20 +307,22 @@ var fullCIExtras = map[uint32][]int{
 // the plain one. An extra NVML does not offer (NOT_SUPPORTED, or
 // INVALID_ARGUMENT from a driver older than the index) is left out; the
 // plain one's errors come back (staleErr; NOT_SUPPORTED with ERROR_NOT_SUPPORTED's
-// code), unless an extra is offered.
+// code, or ErrNotSupported without a code where no <N>_SLICE index spans
+// the GI's slice count), unless an extra is offered.
 func fullCIProfiles(gi nvml.GpuInstance, giProf nvml.GpuInstanceProfileInfo) ([]nvml.ComputeInstanceProfileInfo, error) {
-	idx, err := ciProfileIndex(giProf.SliceCount)
-	if err != nil {
-		return nil, err
-	}
 	var out []nvml.ComputeInstanceProfileInfo
-	plain, ret := gi.GetComputeInstanceProfileInfo(idx, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	plainErr := staleErr("nvmlGpuInstanceGetComputeInstanceProfileInfo", ret)
-	switch {
-	case plainErr == nil:
-		out = append(out, plain)
-	case ret != nvml.ERROR_NOT_SUPPORTED:
-		return nil, plainErr
+	// A slice count no <N>_SLICE index spans (a newer GPU's) has no plain
+	// profile: ErrNotSupported, as where NVML does not offer it.
+	idx, plainErr := ciProfileIndex(giProf.SliceCount)
+	if plainErr == nil {
+		plain, ret := gi.GetComputeInstanceProfileInfo(idx, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		plainErr = staleErr("nvmlGpuInstanceGetComputeInstanceProfileInfo", ret)
+		switch {
+		case plainErr == nil:
+			out = append(out, plain)
+		case ret != nvml.ERROR_NOT_SUPPORTED:
+			return nil, plainErr
+		}
 	}
 	for _, extra := range fullCIExtras[giProf.SliceCount] {
 		info, ret := gi.GetComputeInstanceProfileInfo(extra, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
@@ -394,11 +396,12 @@ func describe(idx int, parentUUID string, g gpuInstance, handles map[[2]int]nvml
 		OFAEngines:      int(g.profile.OfaCount),
 	}
 	ciProfs, err := fullCIProfiles(g.handle, g.profile)
-	if code, _ := ReturnCode(err); code == nvml.ERROR_NOT_SUPPORTED {
+	if errors.Is(err, ErrNotSupported) {
 		// The GI offers no full-size CI profile (a profile a newer
-		// driver numbers otherwise): it has no full-size compute
-		// instance, as a GI split into smaller ones, instead of the
-		// GPU's whole walk failing on it.
+		// driver numbers otherwise, or a slice count no CI profile
+		// index spans): it has no full-size compute instance, as a GI
+		// split into smaller ones, instead of the GPU's whole walk
+		// failing on it.
 		return d, nil
 	}
 	if err != nil {
