@@ -465,12 +465,14 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 // report (Degraded: a rule that decides no GPU, an allowed profile or a
 // spare no GPU offers, ...), judged as the controller judges them: on the
 // agents' reports, once every node's is in; a node no MigLayout selected
-// yet counts with its GPUs as its ResourceSlices publish them. Each needs
-// attention (--exit-code 3).
+// yet counts with its GPUs as its ResourceSlices publish them, as its agent
+// will report them once the controller makes its NodeMigLayout. A node in
+// conflict without one gets none, so its GPUs never count for the
+// controller, nor here. Each needs attention (--exit-code 3).
 func (st *planState) printSpecProblems(w io.Writer, cat *mig.Catalog, ml *v1alpha1.MigLayout, sel controller.Selection) {
 	nmls := maps.Clone(st.nmls)
 	for _, node := range sel.Nodes {
-		if nmls[node] == nil {
+		if nmls[node] == nil && !sel.Conflicted(node) {
 			if inv := publishedInventory(cat, st.devices.devices[node], st.devices.allocated[node]); len(inv) > 0 {
 				nmls[node] = &v1alpha1.NodeMigLayout{Status: v1alpha1.NodeMigLayoutStatus{GPUs: inv}}
 			}
