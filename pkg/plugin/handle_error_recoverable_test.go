@@ -1,0 +1,35 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+)
+
+// TestHandleErrorKeepsRecoverableErrorsFromOnFatalError: a background
+// error the helper marks as recoverable (a ResourceSlice update the API
+// server refused once, retried by the helper) is only logged: OnFatalError,
+// on which the agent stops, is not called for it.
+func TestHandleErrorKeepsRecoverableErrorsFromOnFatalError(t *testing.T) {
+	var fatal []error
+	p := &Plugin{cfg: Config{OnFatalError: func(err error) { fatal = append(fatal, err) }}}
+	p.HandleError(t.Context(), fmt.Errorf("%w: updating ResourceSlice: conflict", kubeletplugin.ErrRecoverable), "publishing ResourceSlices")
+	if len(fatal) != 0 {
+		t.Errorf("OnFatalError called with %v for a recoverable error, want no call", fatal)
+	}
+}
+
+// TestHandleErrorWithoutCallbacks: a plugin configured without
+// OnDroppedFields and OnFatalError logs a report of dropped fields and a
+// fatal error alike, without calling anything.
+func TestHandleErrorWithoutCallbacks(t *testing.T) {
+	p := &Plugin{}
+	report := &resourceslice.DroppedFieldsError{PoolName: "n1",
+		DesiredSlice: &resourceapi.ResourceSlice{}, ActualSlice: &resourceapi.ResourceSlice{}}
+	p.HandleError(t.Context(), fmt.Errorf("publishing: %w", report), "publishing ResourceSlices")
+	p.HandleError(t.Context(), errors.New("the gRPC server stopped"), "serving")
+}
