@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -32,22 +30,7 @@ func TestPlanAutoTellsEachMigLayoutItsOwnNodes(t *testing.T) {
 	objs := []client.Object{migClass(), small, smallPod, whole, wholePod,
 		node("node-a", map[string]string{"pool": "a"}), h100("node-a", "7g.80gb@0", "1g.10gb@5,1g.10gb@6", v1alpha1.PhaseDraining),
 		node("node-b", map[string]string{"pool": "b"}), h100("node-b", "", "", v1alpha1.PhaseReady)}
-	doc := func(name, pool string) string {
-		return "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: " + name + "}\n" +
-			"spec:\n  mode: Auto\n  nodeSelector: {matchLabels: {pool: " + pool + "}}\n"
-	}
-	f := filepath.Join(t.TempDir(), "both.yaml")
-	if err := os.WriteFile(f, []byte(doc("pool-a", "a")+"---\n"+doc("pool-b", "b")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := runWith(t, objs, "plan", "-f", f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b, ok := strings.Cut(out, "MigLayout pool-b (Auto)")
-	if !ok {
-		t.Fatalf("plan lacks MigLayout pool-b:\n%s", out)
-	}
+	a, b := planOfEachPool(t, objs, "")
 	for _, tc := range []struct {
 		name, plan     string
 		want, wantNone []string

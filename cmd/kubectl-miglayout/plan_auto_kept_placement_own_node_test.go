@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,22 +28,7 @@ func TestPlanAutoTellsAKeptPlacementUnderItsNodesMigLayout(t *testing.T) {
 	whole, wholePod := pending("whole", "whole-gpu", "device.attributes['mig.miglayout.io'].profile == '7g.80gb'", 1001)
 	objs := []client.Object{migClass(), trainer, trainerPod, whole, wholePod,
 		node("node-a", map[string]string{"pool": "a"}), nodeA, node("node-b", map[string]string{"pool": "b"}), nodeB}
-	doc := func(name, pool string) string {
-		return "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: " + name + "}\n" +
-			"spec:\n  mode: Auto\n  nodeSelector: {matchLabels: {pool: " + pool + "}}\n"
-	}
-	f := filepath.Join(t.TempDir(), "both.yaml")
-	if err := os.WriteFile(f, []byte(doc("pool-a", "a")+"---\n"+doc("pool-b", "b")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := runWith(t, objs, "plan", "-f", f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b, ok := strings.Cut(out, "MigLayout pool-b (Auto)")
-	if !ok {
-		t.Fatalf("plan lacks MigLayout pool-b:\n%s", out)
-	}
+	a, b := planOfEachPool(t, objs, "")
 	const kept = "ml/trainer: memory slices 0-3 of node-a/gpu-1 (where a 3g.40gb goes) kept for it"
 	if !strings.Contains(a, kept) {
 		t.Errorf("the plan of pool-a lacks %q:\n%s", kept, a)

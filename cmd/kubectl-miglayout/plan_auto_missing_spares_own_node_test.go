@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,22 +21,7 @@ func TestPlanAutoTellsMissingSparesUnderTheirNodesMigLayout(t *testing.T) {
 	}
 	objs := []client.Object{migClass(), node("node-a", map[string]string{"pool": "a"}), h100("node-a"),
 		node("node-b", map[string]string{"pool": "b"}), h100("node-b")}
-	f := filepath.Join(t.TempDir(), "both.yaml")
-	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: pool-a}\n" +
-		"spec:\n  mode: Auto\n  nodeSelector: {matchLabels: {pool: a}}\n  policy:\n    spares: {1g.10gb: 2}\n---\n" +
-		"apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: pool-b}\n" +
-		"spec:\n  mode: Auto\n  nodeSelector: {matchLabels: {pool: b}}\n"
-	if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := runWith(t, objs, "plan", "-f", f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, b, ok := strings.Cut(out, "MigLayout pool-b (Auto)")
-	if !ok {
-		t.Fatalf("plan lacks MigLayout pool-b:\n%s", out)
-	}
+	a, b := planOfEachPool(t, objs, "    spares: {1g.10gb: 2}\n")
 	if want := "Spares not made (they would destroy a device, or the limits on GPUs changed at once are reached):\n  node-a: 2 1g.10gb\n"; !strings.Contains(a, want) {
 		t.Errorf("the plan of pool-a lacks %q:\n%s", want, a)
 	}

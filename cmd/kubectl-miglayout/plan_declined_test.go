@@ -23,13 +23,10 @@ import (
 	"github.com/miglayout/miglayout/pkg/controller"
 )
 
-// TestPlanAutoLeavesDeclinedNodesOut: node-a has a free 1g.10gb, node-b a
-// whole GPU. A pod pending for a 1g.10gb is shown getting node-a's as it
-// is, unless the controller has said (a SchedulerDeclinedNode event on the
-// pod, still within its length) that it left node-a out of the pod's
-// plans: then, as the controller does, the dry run makes its 1g.10gb on
-// node-b. An event past its length, or another pod's, changes nothing.
-func TestPlanAutoLeavesDeclinedNodesOut(t *testing.T) {
+// declinedCluster is the cluster of the declined-node tests: node-a has a
+// free 1g.10gb, node-b a whole GPU, and pod ml/small (UID uid-small) is
+// pending for a 1g.10gb. Each call makes new objects.
+func declinedCluster() []client.Object {
 	ready := func(name, layout string) *v1alpha1.NodeMigLayout {
 		return &v1alpha1.NodeMigLayout{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -41,26 +38,39 @@ func TestPlanAutoLeavesDeclinedNodesOut(t *testing.T) {
 	}
 	claim, pod := pending("small", "small-gpu", "device.attributes['mig.miglayout.io'].profile == '1g.10gb'", 1000)
 	pod.UID = "uid-small"
-	// runWith's clock reads Unix time 1060.
-	now := time.Unix(1060, 0)
-	declined := func(uid types.UID, ago time.Duration) *eventsv1.Event {
-		return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "small.declined-" + string(uid)},
-			Regarding:           corev1.ObjectReference{Kind: "Pod", Namespace: "ml", Name: "small", UID: uid},
-			ReportingController: controller.Name, Reason: controller.EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning, EventTime: metav1.NewMicroTime(now.Add(-ago)),
-			Note: "node node-a is left out of the pod's plans for 10m0s: free devices for the pod (gpu-0-mig-1g10gb-19-6) waited there for 1m0s and kube-scheduler did not bind it there; ..."}
-	}
+	return []client.Object{node("node-a", map[string]string{"pool": "auto"}), node("node-b", map[string]string{"pool": "auto"}),
+		ready("node-a", "1g.10gb@6"), ready("node-b", "7g.80gb@0"), migClass(), claim, pod}
+}
+
+// declinedEvent is the controller's SchedulerDeclinedNode event on the pod
+// ml/small of UID uid, recorded ago before runWith's clock (Unix time
+// 1060): node-a left out of its plans for 10m0s.
+func declinedEvent(uid types.UID, ago time.Duration) *eventsv1.Event {
+	return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "small.declined-" + string(uid)},
+		Regarding:           corev1.ObjectReference{Kind: "Pod", Namespace: "ml", Name: "small", UID: uid},
+		ReportingController: controller.Name, Reason: controller.EventSchedulerDeclinedNode, Type: corev1.EventTypeWarning,
+		EventTime: metav1.NewMicroTime(time.Unix(1060, 0).Add(-ago)),
+		Note:      "node node-a is left out of the pod's plans for 10m0s: free devices for the pod (gpu-0-mig-1g10gb-19-6) waited there for 1m0s and kube-scheduler did not bind it there; ..."}
+}
+
+// TestPlanAutoLeavesDeclinedNodesOut: node-a has a free 1g.10gb, node-b a
+// whole GPU. A pod pending for a 1g.10gb is shown getting node-a's as it
+// is, unless the controller has said (a SchedulerDeclinedNode event on the
+// pod, still within its length) that it left node-a out of the pod's
+// plans: then, as the controller does, the dry run makes its 1g.10gb on
+// node-b. An event past its length, or another pod's, changes nothing.
+func TestPlanAutoLeavesDeclinedNodesOut(t *testing.T) {
 	for name, tc := range map[string]struct {
 		event *eventsv1.Event
 		want  []string
 	}{
 		"no event":               {want: []string{"Summary: 0 GPUs would change", "ml/small fits existing free devices on node-a"}},
-		"node-a left out":        {event: declined(pod.UID, time.Minute), want: []string{"node-b", "gpu-0  7g.80gb@0 -> 1g.10gb@6", "serves:   ml/small"}},
-		"past its length":        {event: declined(pod.UID, 11*time.Minute), want: []string{"Summary: 0 GPUs would change", "ml/small fits existing free devices on node-a"}},
-		"another pod's decision": {event: declined("uid-other", time.Minute), want: []string{"Summary: 0 GPUs would change", "ml/small fits existing free devices on node-a"}},
+		"node-a left out":        {event: declinedEvent("uid-small", time.Minute), want: []string{"node-b", "gpu-0  7g.80gb@0 -> 1g.10gb@6", "serves:   ml/small"}},
+		"past its length":        {event: declinedEvent("uid-small", 11*time.Minute), want: []string{"Summary: 0 GPUs would change", "ml/small fits existing free devices on node-a"}},
+		"another pod's decision": {event: declinedEvent("uid-other", time.Minute), want: []string{"Summary: 0 GPUs would change", "ml/small fits existing free devices on node-a"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			objs := []client.Object{node("node-a", map[string]string{"pool": "auto"}), node("node-b", map[string]string{"pool": "auto"}),
-				ready("node-a", "1g.10gb@6"), ready("node-b", "7g.80gb@0"), migClass(), claim.DeepCopy(), pod.DeepCopy()}
+			objs := declinedCluster()
 			if tc.event != nil {
 				objs = append(objs, tc.event)
 			}

@@ -64,12 +64,25 @@ func planTwoAutoMigLayouts(t *testing.T, profile string) string {
 		published("h100-node", "H100-SXM5-80GB", "7g.80gb"), published("a100-node", "A100-SXM4-40GB", "7g.40gb"),
 		migClass(), claim, pod,
 	}
+	return planAutoPools(t, objs, "")
+}
+
+// planAutoPools plans, over objs, one file of two Auto MigLayouts: pool-a
+// selecting the nodes labelled pool=a, with policyA (YAML lines under
+// spec.policy, each indented by four spaces; none where empty), and pool-b
+// selecting pool=b. It returns plan's output.
+func planAutoPools(t *testing.T, objs []client.Object, policyA string) string {
+	t.Helper()
 	doc := func(name, pool string) string {
 		return "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: " + name + "}\n" +
 			"spec:\n  mode: Auto\n  nodeSelector: {matchLabels: {pool: " + pool + "}}\n"
 	}
+	a := doc("pool-a", "a")
+	if policyA != "" {
+		a += "  policy:\n" + policyA
+	}
 	f := filepath.Join(t.TempDir(), "both.yaml")
-	if err := os.WriteFile(f, []byte(doc("pool-a", "a")+"---\n"+doc("pool-b", "b")), 0o600); err != nil {
+	if err := os.WriteFile(f, []byte(a+"---\n"+doc("pool-b", "b")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err := runWith(t, objs, "plan", "-f", f)
@@ -77,6 +90,18 @@ func planTwoAutoMigLayouts(t *testing.T, profile string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// planOfEachPool is planAutoPools's output cut in two: what is told under
+// pool-a, and what under pool-b.
+func planOfEachPool(t *testing.T, objs []client.Object, policyA string) (poolA, poolB string) {
+	t.Helper()
+	out := planAutoPools(t, objs, policyA)
+	poolA, poolB, ok := strings.Cut(out, "MigLayout pool-b (Auto)")
+	if !ok {
+		t.Fatalf("plan lacks MigLayout pool-b:\n%s", out)
+	}
+	return poolA, poolB
 }
 
 // TestCheckFixKeepsV1beta1ClaimsValid: in resource.k8s.io/v1beta1 a
