@@ -38,17 +38,25 @@ func TestPlanAutoExitCode(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, _, err := runWith(t, tc.objs, "plan", "--exit-code", "-f", f)
-			code := 0
-			var c exitCode
-			switch {
-			case errors.As(err, &c):
-				code = int(c)
-			case err != nil:
-				t.Fatal(err)
-			}
+			code := exitStatus(t, err)
 			if code != tc.want {
 				t.Errorf("exit status %d, want %d:\n%s", code, tc.want, out)
 			}
 		})
 	}
+}
+
+// exitStatus is the status a command that returned err exits with under
+// --exit-code: the exitCode it returned, or 0 for none; any other error
+// fails the test.
+func exitStatus(t *testing.T, err error) int {
+	t.Helper()
+	var c exitCode
+	switch {
+	case errors.As(err, &c):
+		return int(c)
+	case err != nil:
+		t.Fatal(err)
+	}
+	return 0
 }

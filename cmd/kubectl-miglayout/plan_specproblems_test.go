@@ -65,14 +65,7 @@ func TestPlanJudgesRulesOnlyWhereTheControllerDoes(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			out, _, err := runWith(t, tc.objs, "plan", "-f", write(t), "--exit-code")
-			code := 0
-			var c exitCode
-			switch {
-			case errors.As(err, &c):
-				code = int(c)
-			case err != nil:
-				t.Fatal(err)
-			}
+			code := exitStatus(t, err)
 			if strings.Contains(out, v1alpha1.ReasonRuleMatchesNoGPU) {
 				t.Errorf("plan reports a rule that decides no GPU where the controller does not judge the spec:\n%s", out)
 			}

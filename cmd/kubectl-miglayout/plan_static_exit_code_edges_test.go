@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -42,14 +41,7 @@ func TestPlanStaticExitCodeOfOneGPU(t *testing.T) {
 			if !strings.Contains(out, tc.wantOut) {
 				t.Errorf("plan lacks %q:\n%s", tc.wantOut, out)
 			}
-			code := 0
-			var c exitCode
-			switch {
-			case errors.As(err, &c):
-				code = int(c)
-			case err != nil:
-				t.Fatal(err)
-			}
+			code := exitStatus(t, err)
 			if code != tc.wantExit {
 				t.Errorf("exit status %d, want %d:\n%s", code, tc.wantExit, out)
 			}
