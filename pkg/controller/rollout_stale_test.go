@@ -44,13 +44,7 @@ func (c *staleNodeMigLayouts) List(ctx context.Context, list client.ObjectList, 
 // does not show n2's write yet: n2 still counts as changing, so n1 waits
 // its turn instead of changing beside n2.
 func TestMaxNodesChangingStaleCache(t *testing.T) {
-	ml := staticMigLayout("a", "uid-a", "a")
-	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
-	n1 := ownedBy(nodeMigLayout("n1").build(), ml)
-	n2 := ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
-		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	c, n2 := staleRolloutCluster(t)
 	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
 	specOf := func(n string) string {
 		var nml v1alpha1.NodeMigLayout
@@ -62,20 +56,7 @@ func TestMaxNodesChangingStaleCache(t *testing.T) {
 		}
 		return nml.Spec.GPUs[0].Layout
 	}
-	if specs := specsAfterReconcile(t, c, r, "n2"); specs["n2"] != halvesLayout {
-		t.Fatalf("first pass: n2 %q, want %s", specs["n2"], halvesLayout)
-	}
-	// n1's agent reports its GPU; the cache still shows n2 as before.
-	var got v1alpha1.NodeMigLayout
-	if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	got.Status.GPUs = []v1alpha1.GPUStatus{a100(0).layout(wholeLayout).build()}
-	if err := c.Status().Update(context.Background(), &got); err != nil {
-		t.Fatal(err)
-	}
-	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n2": n2}}
-	r.APIReader = c // what the stale cache is behind
+	halveN2ThenReportN1(t, c, r, n2)
 	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +72,43 @@ func TestMaxNodesChangingStaleCache(t *testing.T) {
 	if got := specOf("n2"); got != halvesLayout {
 		t.Errorf("n2 %q, want its new layout %s kept", got, halvesLayout)
 	}
+}
+
+// staleRolloutCluster is the cluster of the stale-cache rollout tests:
+// MigLayout a, maxNodesChanging 1, whole A100s to be halved, over n1, whose
+// agent has not reported, and n2, on whole. It returns the client and n2
+// as it starts.
+func staleRolloutCluster(t *testing.T) (client.Client, *v1alpha1.NodeMigLayout) {
+	t.Helper()
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+	n1 := ownedBy(nodeMigLayout("n1").build(), ml)
+	n2 := ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
+		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	return c, n2
+}
+
+// halveN2ThenReportN1 runs r's first pass over staleRolloutCluster, which
+// gives n2 the new layout (n1 has nothing to change yet); n1's agent then
+// reports its whole GPU, and r is left reading a cache that still shows n2
+// as it started (stale), with c as the API reader it is behind.
+func halveN2ThenReportN1(t *testing.T, c client.Client, r *Reconciler, stale *v1alpha1.NodeMigLayout) {
+	t.Helper()
+	if specs := specsAfterReconcile(t, c, r, "n2"); specs["n2"] != halvesLayout {
+		t.Fatalf("first pass: n2 %q, want %s", specs["n2"], halvesLayout)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Status.GPUs = []v1alpha1.GPUStatus{a100(0).layout(wholeLayout).build()}
+	if err := c.Status().Update(context.Background(), &got); err != nil {
+		t.Fatal(err)
+	}
+	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n2": stale}}
+	r.APIReader = c
 }
 
 // TestRolloutExpectations: a write counts as unseen until the cache shows
