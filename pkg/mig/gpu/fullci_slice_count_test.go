@@ -10,19 +10,9 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
-// wideREV1 is a simulated NVML whose new GPU instances describe their
+// wideREV1Device is a GPU whose new GPU instances describe their
 // 1_SLICE_REV1 compute-instance profile as spanning one compute slice more
 // than it does.
-type wideREV1 struct{ nvml.Interface }
-
-func (l wideREV1) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
-	d, ret := l.Interface.DeviceGetHandleByIndex(i)
-	if ret != nvml.SUCCESS {
-		return d, ret
-	}
-	return wideREV1Device{d}, ret
-}
-
 type wideREV1Device struct{ nvml.Device }
 
 func (d wideREV1Device) CreateGpuInstanceWithPlacement(info *nvml.GpuInstanceProfileInfo, pl *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
@@ -50,7 +40,9 @@ func (g wideREV1GI) GetComputeInstanceProfileInfo(profile, eng int) (nvml.Comput
 // plain 1_SLICE compute instance.
 func TestFullCIProfileSpansTheGIsSlices(t *testing.T) {
 	ctx := t.Context()
-	sim, m := gputest.SimulatedOver(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()}, func(l nvml.Interface) nvml.Interface { return wideREV1{l} })
+	sim, m := gputest.SimulatedOver(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()}, func(l nvml.Interface) nvml.Interface {
+		return devicesWrapped{l, func(d nvml.Device) nvml.Device { return wideREV1Device{d} }}
+	})
 	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
 		t.Fatal(err)
 	}

@@ -8,19 +8,9 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig"
 )
 
-// fiveSliceDriver is a simulated NVML describing its 3_SLICE GPU instance
-// profile as one of 5 compute slices: a GI profile of a slice count no
+// fiveSliceDevice is a GPU describing its 3_SLICE GPU instance profile as
+// one of 5 compute slices: a GI profile of a slice count no
 // NVML_COMPUTE_INSTANCE_PROFILE_<N>_SLICE index spans (a newer GPU's).
-type fiveSliceDriver struct{ nvml.Interface }
-
-func (l fiveSliceDriver) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
-	d, ret := l.Interface.DeviceGetHandleByIndex(i)
-	if ret != nvml.SUCCESS {
-		return d, ret
-	}
-	return fiveSliceDevice{d}, ret
-}
-
 type fiveSliceDevice struct{ nvml.Device }
 
 func (d fiveSliceDevice) GetGpuInstanceProfileInfo(profile int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
@@ -40,7 +30,7 @@ func TestGIOfASliceCountWithoutCIProfile(t *testing.T) {
 	ctx := t.Context()
 	three, one := mig.Device{Profile: "3g.40gb", Start: 4}, mig.Device{Profile: "1g.10gb", Start: 0}
 	sim, _, _ := h100With(t, three, one)
-	m := managerOver(t, fiveSliceDriver{sim}, nil, "")
+	m := managerOver(t, devicesWrapped{sim, func(d nvml.Device) nvml.Device { return fiveSliceDevice{d} }}, nil, "")
 	devs, err := m.MIGDevices(ctx, 0)
 	if err != nil {
 		t.Errorf("MIGDevices with a 5-slice GPU instance = %v; want its devices listed", err)

@@ -27,18 +27,8 @@ func TestSetMIGModeRebootRequired(t *testing.T) {
 	}
 }
 
-// resetAnswered is a simulated NVML whose SetMigMode answers activation
-// status ERROR_RESET_REQUIRED whatever it did.
-type resetAnswered struct{ nvml.Interface }
-
-func (l resetAnswered) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
-	d, ret := l.Interface.DeviceGetHandleByIndex(i)
-	if ret != nvml.SUCCESS {
-		return d, ret
-	}
-	return resetAnsweredDevice{Device: d}, ret
-}
-
+// resetAnsweredDevice is a GPU whose SetMigMode answers activation status
+// ERROR_RESET_REQUIRED whatever it did.
 type resetAnsweredDevice struct{ nvml.Device }
 
 func (d resetAnsweredDevice) SetMigMode(mode int) (nvml.Return, nvml.Return) {
@@ -50,7 +40,9 @@ func (d resetAnsweredDevice) SetMigMode(mode int) (nvml.Return, nvml.Return) {
 // current mode is the one asked for) needs no reboot, whatever activation
 // status came with it.
 func TestSetMIGModeAppliedIsNoRebootRequired(t *testing.T) {
-	_, m := gputest.SimulatedOver(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB"}, func(l nvml.Interface) nvml.Interface { return resetAnswered{l} })
+	_, m := gputest.SimulatedOver(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB"}, func(l nvml.Interface) nvml.Interface {
+		return devicesWrapped{l, func(d nvml.Device) nvml.Device { return resetAnsweredDevice{d} }}
+	})
 	got, err := m.SetMIGMode(t.Context(), 0, true)
 	if err != nil {
 		t.Fatalf("SetMIGMode: %v", err)
