@@ -19,13 +19,7 @@ import (
 // all the same, beside the draining device; once such a drain is served
 // with its taints, publications that drain nothing taint it again too.
 func TestDrainTaintsPendingModeChangeWhileTaintsLeftOut(t *testing.T) {
-	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
-		MIGCapable: true, MIGMode: gpu.MIGMode{Current: false, Pending: true}}},
-		{GPU: gpu.GPU{Index: 1, UUID: "GPU-b", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920, MIGCapable: true}}}
+	gpus := pendingEnableBesideMIGOff(t)
 	pub := &droppingPublisher{}
 	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub,
 		Live: strippingReader{pub: &pub.capturePublisher, served: &pub.served}, Timeout: 10 * time.Second}
@@ -62,4 +56,17 @@ func TestDrainTaintsPendingModeChangeWhileTaintsLeftOut(t *testing.T) {
 	if diff := cmp.Diff([]string{"gpu-0"}, tainted()); diff != "" {
 		t.Errorf("tainted devices of a publication draining nothing after a drain was served with its taints (-want +got):\n%s", diff)
 	}
+}
+
+// pendingEnableBesideMIGOff is two A100s with MIG off: GPU 0 (GPU-a) with
+// MIG mode on pending, GPU 1 (GPU-b) without.
+func pendingEnableBesideMIGOff(t *testing.T) []GPUState {
+	t.Helper()
+	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
+		MIGCapable: true, MIGMode: gpu.MIGMode{Current: false, Pending: true}}},
+		{GPU: gpu.GPU{Index: 1, UUID: "GPU-b", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920, MIGCapable: true}}}
 }

@@ -160,13 +160,7 @@ func (d *droppingPublisher) PublishResources(ctx context.Context, res resourcesl
 // ErrDrainTaintsDropped; later ones that drain nothing publish without that
 // taint and do not wait for it again; a drain still tries its taints.
 func TestPublishPendingTaintsDropped(t *testing.T) {
-	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
-		MIGCapable: true, MIGMode: gpu.MIGMode{Current: false, Pending: true}}},
-		{GPU: gpu.GPU{Index: 1, UUID: "GPU-b", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920, MIGCapable: true}}}
+	gpus := pendingEnableBesideMIGOff(t)
 	pub := &droppingPublisher{}
 	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub, Live: strippingReader{pub: &pub.capturePublisher}, Timeout: 10 * time.Second}
 	pub.inv = inv
