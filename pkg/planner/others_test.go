@@ -161,27 +161,39 @@ func TestPlanWithSharedDevicesOfOtherDrivers(t *testing.T) {
 	}
 }
 
+// unplannedWholeGPU is a pool of miglayout's driver on n1 the plan does not
+// change: GPU 1, MIG mode off, published whole as gpu-1.
+func unplannedWholeGPU() *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1/unplanned"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To("n1"),
+			Pool: resourceapi.ResourcePool{Name: "n1/unplanned", Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{{Name: "gpu-1", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"type": {StringValue: ptr.To("gpu")}}}}}}
+}
+
+// wholeGPUClass is the DeviceClass of miglayout's whole GPUs.
+func wholeGPUClass() *resourceapi.DeviceClass {
+	return &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.miglayout.io"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.driver == '" + driver + "' && device.attributes['" + driver + "'].type == 'gpu'"}}}}}
+}
+
+// withWholeGPU gives the pod one more claim, for a whole GPU
+// (wholeGPUClass).
+func withWholeGPU(b *podB) *podB {
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: b.p.Pod.Name + "-whole"}}
+	c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
+		DeviceClassName: "gpu.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}
+	b.p.Claims = append(b.p.Claims, c)
+	return b
+}
+
 // TestPlanWithUnplannedDevicesOfTheDriver: miglayout's devices of a node
 // that the plan does not change (GPU 1, MIG mode off, published whole) are
 // seen as kube-scheduler sees them: a pod asking for a MIG device and a
 // whole GPU is planned where the whole GPU is free, and waits where a
 // claim holds it.
 func TestPlanWithUnplannedDevicesOfTheDriver(t *testing.T) {
-	wholeGPUs := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1/unplanned"},
-		Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To("n1"),
-			Pool: resourceapi.ResourcePool{Name: "n1/unplanned", Generation: 1, ResourceSliceCount: 1},
-			Devices: []resourceapi.Device{{Name: "gpu-1", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-				"type": {StringValue: ptr.To("gpu")}}}}}}
-	gpuClass := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu.miglayout.io"},
-		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: "device.driver == '" + driver + "' && device.attributes['" + driver + "'].type == 'gpu'"}}}}}
-	withWholeGPU := func(b *podB) *podB {
-		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: b.p.Pod.Name + "-whole"}}
-		c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
-			DeviceClassName: gpuClass.Name, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}
-		b.p.Claims = append(b.p.Claims, c)
-		return b
-	}
 	tests := map[string]struct {
 		held OtherHolds
 		want trace
@@ -198,10 +210,10 @@ func TestPlanWithUnplannedDevicesOfTheDriver(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			n := node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()
-			n.OtherSlices = []*resourceapi.ResourceSlice{wholeGPUs}
+			n.OtherSlices = []*resourceapi.ResourceSlice{unplannedWholeGPU()}
 			got, err := Plan(context.Background(), Snapshot{Driver: driver, Nodes: []Node{n}, OtherHeld: tc.held,
 				Pending: []Pod{withWholeGPU(pod("train", 1).claim(profileIs("3g.40gb"), 1)).build()},
-				Classes: []*resourceapi.DeviceClass{migClass(), gpuClass}})
+				Classes: []*resourceapi.DeviceClass{migClass(), wholeGPUClass()}})
 			if err != nil {
 				t.Fatal(err)
 			}
