@@ -18,9 +18,7 @@ func TestPrepareWhoseCheckpointCannotBeWrittenLeavesNoSpec(t *testing.T) {
 	p := e.plugin("")
 	// The checkpoint's path is a directory that is not empty: the rename
 	// that replaces the file fails.
-	if err := os.MkdirAll(filepath.Join(e.cpDir, CheckpointFile, "blocker"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	blockFile(t, filepath.Join(e.cpDir, CheckpointFile))
 	r := e.prepare(p, claim(uid1, "train", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"}))
 	if r.Err == nil {
 		t.Fatal("prepare succeeded with the checkpoint unwritable, want an error")

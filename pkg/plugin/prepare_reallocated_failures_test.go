@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,13 +57,7 @@ func TestPrepareReallocatedWhenTheStalePreparationCannotBeDropped(t *testing.T) 
 	}
 	// The checkpoint's path becomes a directory that is not empty: the
 	// rename that replaces the file fails.
-	path := filepath.Join(e.cpDir, CheckpointFile)
-	if err := os.Rename(path, path+".kept"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(path, "blocker"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	blockFile(t, filepath.Join(e.cpDir, CheckpointFile))
 	r := e.prepare(p, claim(uid1, "train", alloc{"whole", driver, node, "gpu-1"}))
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "dropping its stale preparation") {
 		t.Fatalf("prepare of the reallocated claim with the checkpoint unwritable: %v, want an error about dropping its stale preparation", r.Err)

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -17,10 +16,7 @@ func TestPrepareFailsWhenItsSpecCannotBeWritten(t *testing.T) {
 	p := e.plugin("")
 	// The spec's path is a directory that is not empty: the rename that
 	// puts the spec in place fails.
-	specPath := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))
-	if err := os.MkdirAll(filepath.Join(specPath, "blocker"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	blockFile(t, filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1)))
 	r := e.prepare(p, claim(uid1, "train", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-4"}))
 	if r.Err == nil {
 		t.Fatalf("prepare with the CDI spec not writable returned devices %+v, want an error", r.Devices)

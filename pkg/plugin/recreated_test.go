@@ -115,13 +115,7 @@ func TestRecreatedDeviceCheckpointWriteFailureKeepsOldSpec(t *testing.T) {
 	}
 	// The checkpoint's path becomes a directory that is not empty: the
 	// rename that replaces the file fails.
-	path := filepath.Join(e.cpDir, CheckpointFile)
-	if err := os.Rename(path, path+".kept"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(path, "blocker"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	blockFile(t, filepath.Join(e.cpDir, CheckpointFile))
 	if r := e.prepare(p, c); r.Err == nil {
 		t.Fatal("prepare succeeded with the checkpoint unwritable")
 	}

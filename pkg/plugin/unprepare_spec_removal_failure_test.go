@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,13 +23,7 @@ func TestUnprepareKeepsTheClaimWhenItsSpecCannotBeRemoved(t *testing.T) {
 	}
 	// The spec's path becomes a directory that is not empty: removing it
 	// fails.
-	specPath := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))
-	if err := os.Remove(specPath); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(specPath, "blocker"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	blockFile(t, filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1)))
 	if err := e.unprepare(p, c); err == nil || !strings.Contains(err.Error(), "removing CDI spec") {
 		t.Errorf("unprepare with the spec not removable: %v, want an error about removing the CDI spec", err)
 	}

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -21,13 +20,7 @@ func TestUnprepareOfAnUnknownClaimDoesNotWriteTheCheckpoint(t *testing.T) {
 	}
 	// The checkpoint's path becomes a directory that is not empty: a write
 	// of it fails.
-	path := filepath.Join(e.cpDir, CheckpointFile)
-	if err := os.Rename(path, path+".kept"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(path, "blocker"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	blockFile(t, filepath.Join(e.cpDir, CheckpointFile))
 	if err := e.unprepare(p, claim(uid2, "never-prepared", alloc{"mig", slices.DefaultDriverName, node, "gpu-1"})); err != nil {
 		t.Errorf("unprepare of a claim never prepared: %v, want no error", err)
 	}
