@@ -750,12 +750,7 @@ func TestPlanAuto(t *testing.T) {
 func TestPlanAutoSelectingNoNode(t *testing.T) {
 	c, pod := pending("huge", "huge-gpu", "device.attributes['mig.miglayout.io'].memory >= 200000", 1000)
 	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), migClass(), c, pod}
-	f := filepath.Join(t.TempDir(), "none.yaml")
-	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata:\n  name: none\nspec:\n  nodeSelector:\n    matchLabels:\n      pool: nowhere\n  mode: Auto\n"
-	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := runWith(t, objs, "plan", "-f", f)
+	out, _, err := runWith(t, objs, "plan", "-f", manifestFile(t, autoMigLayoutDoc("none", "nowhere")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1047,6 +1042,24 @@ func TestPlanFirstMigLayout(t *testing.T) {
 
 // staticMigLayoutFile writes a Static MigLayout selecting pool=a with the
 // given rules (YAML flow form) and returns its path.
+// autoMigLayoutDoc is an Auto MigLayout's YAML document: name, selecting
+// the nodes labelled pool.
+func autoMigLayoutDoc(name, pool string) string {
+	return "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: " + name + "}\n" +
+		"spec:\n  mode: Auto\n  nodeSelector: {matchLabels: {pool: " + pool + "}}\n"
+}
+
+// manifestFile writes docs as one file of YAML documents and returns its
+// path.
+func manifestFile(t *testing.T, docs ...string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "manifest.yaml")
+	if err := os.WriteFile(f, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func staticMigLayoutFile(t *testing.T, name, rules string) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), name+".yaml")

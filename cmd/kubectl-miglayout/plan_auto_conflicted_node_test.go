@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,15 +20,7 @@ func TestPlanAutoLeavesANodeInConflictOut(t *testing.T) {
 			MIGEnabled: true, MIGPending: true, Phase: v1alpha1.PhaseReady}}}}
 	claim, pod := pending("whole", "whole-gpu", "device.attributes['mig.miglayout.io'].profile == '7g.80gb'", 1000)
 	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, migClass(), claim, pod}
-	doc := func(name string) string {
-		return "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: " + name + "}\n" +
-			"spec:\n  nodeSelector: {matchLabels: {pool: auto}}\n  mode: Auto\n"
-	}
-	f := filepath.Join(t.TempDir(), "both.yaml")
-	if err := os.WriteFile(f, []byte(doc("a")+"---\n"+doc("b")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := runWith(t, objs, "plan", "-f", f)
+	out, _, err := runWith(t, objs, "plan", "-f", manifestFile(t, autoMigLayoutDoc("a", "auto"), autoMigLayoutDoc("b", "auto")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,11 +21,7 @@ func TestPlanAutoExitCode(t *testing.T) {
 	auto := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, migClass()}
 	other := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "other", UID: "uid-other"},
 		Spec: v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeAuto, NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "auto"}}}}
-	f := filepath.Join(t.TempDir(), "auto.yaml")
-	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: on-demand}\nspec:\n  nodeSelector: {matchLabels: {pool: auto}}\n  mode: Auto\n"
-	if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f := manifestFile(t, autoMigLayoutDoc("on-demand", "auto"))
 	for name, tc := range map[string]struct {
 		objs []client.Object
 		want int

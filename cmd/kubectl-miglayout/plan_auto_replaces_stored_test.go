@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,12 +36,7 @@ func TestPlanAutoMigLayoutReplacesItsStoredSelf(t *testing.T) {
 	objs := []client.Object{stored, migClass(), claim, pod,
 		node("auto-node", map[string]string{"pool": "auto"}), old,
 		node("new-node", map[string]string{"pool": "new"}), busy}
-	f := filepath.Join(t.TempDir(), "ml.yaml")
-	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata:\n  name: on-demand\nspec:\n  nodeSelector:\n    matchLabels:\n      pool: new\n  mode: Auto\n"
-	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := runWith(t, objs, "plan", "-f", f)
+	out, _, err := runWith(t, objs, "plan", "-f", manifestFile(t, autoMigLayoutDoc("on-demand", "new")))
 	if err != nil {
 		t.Fatal(err)
 	}

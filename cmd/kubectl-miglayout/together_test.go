@@ -73,19 +73,11 @@ func planTwoAutoMigLayouts(t *testing.T, profile string) string {
 // selecting pool=b. It returns plan's output.
 func planAutoPools(t *testing.T, objs []client.Object, policyA string) string {
 	t.Helper()
-	doc := func(name, pool string) string {
-		return "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata: {name: " + name + "}\n" +
-			"spec:\n  mode: Auto\n  nodeSelector: {matchLabels: {pool: " + pool + "}}\n"
-	}
-	a := doc("pool-a", "a")
+	a := autoMigLayoutDoc("pool-a", "a")
 	if policyA != "" {
 		a += "  policy:\n" + policyA
 	}
-	f := filepath.Join(t.TempDir(), "both.yaml")
-	if err := os.WriteFile(f, []byte(a+"---\n"+doc("pool-b", "b")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := runWith(t, objs, "plan", "-f", f)
+	out, _, err := runWith(t, objs, "plan", "-f", manifestFile(t, a, autoMigLayoutDoc("pool-b", "b")))
 	if err != nil {
 		t.Fatal(err)
 	}
