@@ -418,13 +418,20 @@ func (p *planner) classFreeLoss(c *class, g *gpuState, d mig.Device) []int {
 
 // anyAllowed reports whether some node of nodes has a GPU one of whose
 // satisfying profiles (by kind of GPU) its policy allows creating. It walks
-// each node's kinds of GPU once (GPUs of a kind share their profiles).
+// each node's kinds of GPU once (GPUs of a kind share their profiles). A
+// node without a policy allows every profile its GPUs offer, and none its
+// GPUs lack: an A30 node without a policy beside an A100 node allowing only
+// 2g.20gb does not make a 1g.10gb claim one that waits for room.
 func (p *planner) anyAllowed(nodes []*nodeState, profiles map[string][]string) bool {
 	type policyKind struct{ policy, kind string }
 	seen := map[policyKind]bool{}
+	offers := func(k string) bool { return len(profiles[k]) > 0 }
 	for _, n := range nodes {
 		if n.allowed == nil {
-			return true
+			if slices.ContainsFunc(n.gpuKinds, offers) {
+				return true
+			}
+			continue
 		}
 		for _, k := range n.gpuKinds {
 			pk := policyKind{n.policyKey, k}
