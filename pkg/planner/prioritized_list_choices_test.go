@@ -1,0 +1,35 @@
+package planner
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestPrioritizedListLaterChoicesAreTried: a pod whose prioritized list
+// (firstAvailable) only its third choice can serve on the node is served
+// with that choice.
+func TestPrioritizedListLaterChoicesAreTried(t *testing.T) {
+	// Only memory slice 6 is left: room for a 1g.10gb only.
+	nodes := []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,2g.20gb@4", "4g.40gb@0,2g.20gb@4").build()}
+	pods := []Pod{pod("list", 1).firstAvailableCounts([]string{"7g.80gb", "3g.40gb", "1g.10gb"}, []int64{1, 1, 1}).build()}
+	want := trace{
+		Changes: []string{"n1/0: 4g.40gb@0,2g.20gb@4 -> 4g.40gb@0,2g.20gb@4,1g.10gb@6 serves default/list"},
+		Served:  []string{"default/list -> n1 gpu-0-mig-1g10gb-19-6 after change"},
+	}
+	checkTrace(t, want, planTrace(t, nodes, pods))
+}
+
+// TestDistinctSubrequestDevicesGoToGPUsOfTheirOwn: a distinctAttribute
+// constraint on the GPU's UUID that names a prioritized list's subrequest
+// ("gpu/s0") puts each of its devices on a GPU of its own, as one naming
+// the request does.
+func TestDistinctSubrequestDevicesGoToGPUsOfTheirOwn(t *testing.T) {
+	nodes := []Node{withUUIDs(node("n1").policy(Policy{MaxGPUsPerNode: 2}).
+		gpu("A100-SXM4-80GB", "", "").gpu("A100-SXM4-80GB", "", "").build())}
+	pods := []Pod{pod("pair", 1).firstAvailableCounts([]string{"1g.10gb"}, []int64{2}).
+		constrain(driver+"/parentUUID", true, "gpu/s0").build()}
+	got := planTrace(t, nodes, pods)
+	if len(got.Served) != 1 || !strings.Contains(got.Served[0], "gpu-0-") || !strings.Contains(got.Served[0], "gpu-1-") {
+		t.Errorf("want the pod served with a device on each GPU, got %+v", got)
+	}
+}
