@@ -105,15 +105,7 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("adding the resync ticker: %w", err)
 	}
 	mine := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.NodeName })
-	// A claim matters when its allocation references this node's pool:
-	// its release may unblock a GPU.
-	toNode := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		claim, ok := o.(*resourceapi.ResourceClaim)
-		if !ok || AllocatedIn([]resourceapi.ResourceClaim{*claim}, r.Repartitioner.driver(), r.NodeName).Len() == 0 {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.NodeName}}}
-	})
+	toNode := handler.EnqueueRequestsFromMapFunc(r.claimToNode)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodemiglayout-agent").
 		For(&v1alpha1.NodeMigLayout{}, builder.WithPredicates(mine, predicate.GenerationChangedPredicate{})).
@@ -121,6 +113,17 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(ticks, &handler.EnqueueRequestForObject{})).
 		WithOptions(ctrlOptions()).
 		Complete(r)
+}
+
+// claimToNode maps a ResourceClaim event to a pass of this node's
+// NodeMigLayout where the claim's allocation holds a device of this node's
+// pool (its release may unblock a GPU), and to nothing otherwise.
+func (r *NodeReconciler) claimToNode(_ context.Context, o client.Object) []reconcile.Request {
+	claim, ok := o.(*resourceapi.ResourceClaim)
+	if !ok || AllocatedIn([]resourceapi.ResourceClaim{*claim}, r.Repartitioner.driver(), r.NodeName).Len() == 0 {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.NodeName}}}
 }
 
 // tick returns the runnable that sends the node's NodeMigLayout to ticks at
