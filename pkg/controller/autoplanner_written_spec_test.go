@@ -1,0 +1,118 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
+)
+
+// TestWrittenSpecOfAChange: a change for GPU 0, serving 40 pods, on a node
+// whose spec lists GPU 1 already, is written as a GPUSpec among the
+// others in index order, naming the first maxServedPods pods (the CRD's
+// MaxItems: the API server refuses more), and the object is marked as
+// written in Auto mode.
+func TestWrittenSpecOfAChange(t *testing.T) {
+	ctx := context.Background()
+	ml := autoMigLayout("auto", nil)
+	read := ownedBy(nodeMigLayout("n1").spec(v1alpha1.GPUSpec{Index: 1, MIGEnabled: true, Layout: "7g.80gb@0"}).
+		status(a100(0).layout("7g.80gb@0"), a100(1).layout("7g.80gb@0")).build(), ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml, read.DeepCopy()).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
+	var serves []string
+	for i := range 40 {
+		serves = append(serves, fmt.Sprintf("ns/p%02d", i))
+	}
+	change := planner.Change{Node: "n1", GPU: 0, From: mig.MustParseLayout("7g.80gb@0"), To: mig.MustParseLayout("1g.10gb@0"), Serves: serves, Reason: "for 40 pods"}
+	a := &AutoPlanner{Client: c}
+	if _, n, err := a.write(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, []planner.Change{change}, nil, nil); err != nil || n != 1 {
+		t.Fatalf("write: %d written, error %v; want 1", n, err)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []v1alpha1.GPUSpec{
+		{Index: 0, MIGEnabled: true, Layout: "1g.10gb@0", Reason: "for 40 pods", ServedPods: serves[:maxServedPods]},
+		{Index: 1, MIGEnabled: true, Layout: "7g.80gb@0"},
+	}
+	if diff := cmp.Diff(want, got.Spec.GPUs); diff != "" {
+		t.Errorf("n1's spec GPUs (-want +got):\n%s", diff)
+	}
+	if v := got.Annotations[v1alpha1.AnnotationSpecWrittenBy]; v != string(v1alpha1.ModeAuto) {
+		t.Errorf("annotation %s = %q, want %q", v1alpha1.AnnotationSpecWrittenBy, v, v1alpha1.ModeAuto)
+	}
+}
+
+// TestWriteDoesNotOverwriteASpecWrittenMeanwhile: between the write's read
+// of n1 and its patch, another writer (the Static reconciler, taking the
+// node over) writes n1's spec. The patch is made on the object as read, so
+// it meets a conflict; read again, n1 is no longer as the plan read it, so
+// the change is not written, and the other writer's spec stands.
+func TestWriteDoesNotOverwriteASpecWrittenMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	ml := autoMigLayout("auto", nil)
+	read := ownedBy(nodeMigLayout("n1").status(a100(0).layout("7g.80gb@0"), a100(1).layout("7g.80gb@0")).build(), ml)
+	theirs := v1alpha1.GPUSpec{Index: 1, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: "rule halves"}
+	raced := false
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml, read.DeepCopy()).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).
+		WithInterceptorFuncs(interceptor.Funcs{Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			if !raced {
+				raced = true
+				var live v1alpha1.NodeMigLayout
+				if err := cl.Get(ctx, client.ObjectKeyFromObject(obj), &live); err != nil {
+					return err
+				}
+				live.Spec.GPUs = []v1alpha1.GPUSpec{theirs}
+				if err := cl.Update(ctx, &live); err != nil {
+					return err
+				}
+			}
+			return cl.Patch(ctx, obj, p, opts...)
+		}}).Build()
+	change := planner.Change{Node: "n1", GPU: 0, From: mig.MustParseLayout("7g.80gb@0"), To: mig.MustParseLayout("1g.10gb@0"), Serves: []string{"ns/p"}}
+	a := &AutoPlanner{Client: c}
+	if _, n, err := a.write(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, []planner.Change{change}, nil, nil); err != nil || n != 0 {
+		t.Errorf("write: %d written, error %v; want none", n, err)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]v1alpha1.GPUSpec{theirs}, got.Spec.GPUs); diff != "" {
+		t.Errorf("n1's spec GPUs (-want +got):\n%s", diff)
+	}
+}
+
+// TestWriteSkipsANodeOfAMigLayoutDeletedMeanwhile: n1 is still controlled
+// by the MigLayout "auto" the plan read, but that MigLayout was deleted
+// since and another one made under its name (in Auto mode too): the plan,
+// made with the old one's policy, is not written on n1.
+func TestWriteSkipsANodeOfAMigLayoutDeletedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	old := autoMigLayout("auto", nil)
+	old.UID = "uid-old"
+	again := autoMigLayout("auto", nil)
+	read := ownedBy(nodeMigLayout("n1").status(a100(0).layout("7g.80gb@0")).build(), old)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(again, read.DeepCopy()).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
+	change := planner.Change{Node: "n1", GPU: 0, From: mig.MustParseLayout("7g.80gb@0"), To: mig.MustParseLayout("3g.40gb@0,3g.40gb@4"), Serves: []string{"ns/p"}}
+	a := &AutoPlanner{Client: c}
+	if _, n, err := a.write(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, []planner.Change{change}, nil, nil); err != nil || n != 0 {
+		t.Errorf("write: %d written, error %v; want none", n, err)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Spec.GPUs) != 0 {
+		t.Errorf("n1's spec GPUs %v, want none written", got.Spec.GPUs)
+	}
+}
