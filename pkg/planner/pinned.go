@@ -19,7 +19,9 @@ import (
 // that reads a per-GPU attribute (perGPUAttributes: a GPU's index, UUID,
 // PCI bus ID, the node's driver version, a placement): every GPU of the
 // feasible nodes is judged on its own devices, free ones and the best
-// addition at a placement the claim accepts, and the best of them that
+// addition at a placement the claim accepts (where kube-scheduler would
+// give every one of those to pods it takes first, a new device made beside
+// every free one), and the best of them that
 // kube-scheduler would give the pod (nodeAgrees, where the node's pods
 // need the replay) is taken by serveSingle's rule (least room for large
 // profiles lost, fewest free devices destroyed, an existing device before
@@ -64,74 +66,100 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 		class, info string
 		mayChange   bool
 	}
-	seen := map[group]bool{}
-	for _, g := range p.gpus {
-		if g.node.mark != mark {
-			continue
-		}
-		if !g.g.Changing {
-			k := group{g.class, g.infoKey(flags), p.mayChange(g)}
-			if seen[k] {
+	// gather adds the candidates of the feasible nodes' GPUs: with
+	// keepFree, only new devices made beside every free device; else the
+	// free devices the claim accepts and the best additions.
+	gather := func(keepFree bool) error {
+		seen := map[group]bool{}
+		for _, g := range p.gpus {
+			if g.node.mark != mark {
 				continue
 			}
-			seen[k] = true
-		}
-		// A free device serves whatever its profile: the policy
-		// (allowedProfiles) limits what is created only.
-		for _, d := range g.free() {
-			if g.blocks(d) || !g.catalogued(d) {
+			if !g.g.Changing {
+				k := group{g.class, g.infoKey(flags), p.mayChange(g)}
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+			}
+			// A free device serves whatever its profile: the policy
+			// (allowedProfiles) limits what is created only.
+			for _, d := range g.free() {
+				if keepFree || g.blocks(d) || !g.catalogued(d) {
+					continue
+				}
+				fits, err := p.match.deviceFits(ctx, c, g.g.Info, d)
+				if err != nil {
+					return fmt.Errorf("planning pod %s: %w", key, err)
+				}
+				if fits {
+					cands = append(cands, choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout)})
+				}
+			}
+			if !p.mayChange(g) {
 				continue
 			}
-			fits, err := p.match.deviceFits(ctx, c, g.g.Info, d)
-			if err != nil {
-				return fmt.Errorf("planning pod %s: %w", key, err)
-			}
-			if fits {
-				cands = append(cands, choice{g: g, dev: d, loss: p.freeLoss(g, d), headroom: g.model.Headroom(g.layout)})
+			for _, pr := range byMemory(g.model) {
+				if !g.node.allows(pr.Name) {
+					continue
+				}
+				a := p.additionWith(g, pr.Name, keepFree)
+				if a == nil || keepFree && g.layout.Contains(a.device) {
+					continue
+				}
+				if a = p.acceptedAddition(ctx, c, g, pr.Name, a); a == nil {
+					continue
+				}
+				cands = append(cands, choice{g: g, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom})
 			}
 		}
-		if !p.mayChange(g) {
-			continue
-		}
-		for _, pr := range byMemory(g.model) {
-			if !g.node.allows(pr.Name) {
-				continue
-			}
-			a := p.addition(g, pr.Name)
-			if a == nil {
-				continue
-			}
-			if a = p.acceptedAddition(ctx, c, g, pr.Name, a); a == nil {
-				continue
-			}
-			cands = append(cands, choice{g: g, add: a, dev: a.device, loss: a.loss, destroyed: a.destroyed, headroom: a.headroom})
-		}
+		return nil
 	}
 	// The best candidate kube-scheduler would agree to, replaying the
 	// node's planned pods with it (as serveSingle does): a device made
 	// for this pod that a pod the scheduler takes first would get is no
 	// way to serve it.
-	var best *choice
-	for len(cands) > 0 {
-		i := 0
-		for j := 1; j < len(cands); j++ {
-			if better(&cands[j], &cands[i]) {
-				i = j
+	pick := func() (*choice, error) {
+		for len(cands) > 0 {
+			i := 0
+			for j := 1; j < len(cands); j++ {
+				if better(&cands[j], &cands[i]) {
+					i = j
+				}
 			}
+			c := cands[i]
+			cands = slices.Delete(cands, i, i+1)
+			if len(c.g.node.planned) > 0 && p.needsReplay(c.g.node, key) {
+				agrees, err := p.agreesWith(ctx, pod, c.g, c.add)
+				if err != nil {
+					return nil, fmt.Errorf("planning pod %s: %w", key, err)
+				}
+				if !agrees {
+					continue
+				}
+			}
+			return &c, nil
 		}
-		c := cands[i]
-		cands = slices.Delete(cands, i, i+1)
-		if len(c.g.node.planned) > 0 && p.needsReplay(c.g.node, key) {
-			agrees, err := p.agreesWith(ctx, pod, c.g, c.add)
-			if err != nil {
-				return fmt.Errorf("planning pod %s: %w", key, err)
-			}
-			if !agrees {
-				continue
-			}
+		return nil, nil
+	}
+	if err := gather(false); err != nil {
+		return err
+	}
+	best, err := pick()
+	if err != nil {
+		return err
+	}
+	if best == nil {
+		// The best addition may take a free device the claim accepts
+		// rather than make one, and the scheduler give that device to a
+		// pod it takes first: a new device beside the free ones may
+		// still serve the pod.
+		if err := gather(true); err != nil {
+			return err
 		}
-		best = &c
-		break
+		if best, err = pick(); err != nil {
+			return err
+		}
 	}
 	if best == nil {
 		// Room, or a GPU whose devices the claim never accepts?
