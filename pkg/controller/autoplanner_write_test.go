@@ -58,7 +58,6 @@ func TestWriteJudgesEachCancelOnItsOwnGPU(t *testing.T) {
 // read the node), though its spec reads the same: that MigLayout's policy
 // was not planned with.
 func TestWriteSkipsANodeOfAMigLayoutMadeAgain(t *testing.T) {
-	ctx := context.Background()
 	old := autoMigLayout("auto", nil)
 	old.UID = "uid-old"
 	again := autoMigLayout("auto", nil)
@@ -66,14 +65,7 @@ func TestWriteSkipsANodeOfAMigLayoutMadeAgain(t *testing.T) {
 	live := ownedBy(read.DeepCopy(), again)
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(again, live).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
 	change := planner.Change{Node: "n1", GPU: 0, From: mig.MustParseLayout("7g.80gb@0"), To: mig.MustParseLayout("3g.40gb@0,3g.40gb@4"), Serves: []string{"ns/p"}}
-	a := &AutoPlanner{Client: c}
-	if _, n, err := a.write(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, []planner.Change{change}, nil, nil); err != nil || n != 0 {
-		t.Errorf("write: %d written, error %v; want none", n, err)
-	}
-	var got v1alpha1.NodeMigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
-		t.Fatal(err)
-	}
+	got := writeChangeOnN1(t, c, read, change, 0)
 	if len(got.Spec.GPUs) != 0 {
 		t.Errorf("n1's spec GPUs %v, want none written", got.Spec.GPUs)
 	}

@@ -22,7 +22,6 @@ import (
 // MaxItems: the API server refuses more), and the object is marked as
 // written in Auto mode.
 func TestWrittenSpecOfAChange(t *testing.T) {
-	ctx := context.Background()
 	ml := autoMigLayout("auto", nil)
 	read := ownedBy(nodeMigLayout("n1").spec(v1alpha1.GPUSpec{Index: 1, MIGEnabled: true, Layout: "7g.80gb@0"}).
 		status(a100(0).layout("7g.80gb@0"), a100(1).layout("7g.80gb@0")).build(), ml)
@@ -32,14 +31,7 @@ func TestWrittenSpecOfAChange(t *testing.T) {
 		serves = append(serves, fmt.Sprintf("ns/p%02d", i))
 	}
 	change := planner.Change{Node: "n1", GPU: 0, From: mig.MustParseLayout("7g.80gb@0"), To: mig.MustParseLayout("1g.10gb@0"), Serves: serves, Reason: "for 40 pods"}
-	a := &AutoPlanner{Client: c}
-	if _, n, err := a.write(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, []planner.Change{change}, nil, nil); err != nil || n != 1 {
-		t.Fatalf("write: %d written, error %v; want 1", n, err)
-	}
-	var got v1alpha1.NodeMigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
-		t.Fatal(err)
-	}
+	got := writeChangeOnN1(t, c, read, change, 1)
 	want := []v1alpha1.GPUSpec{
 		{Index: 0, MIGEnabled: true, Layout: "1g.10gb@0", Reason: "for 40 pods", ServedPods: serves[:maxServedPods]},
 		{Index: 1, MIGEnabled: true, Layout: "7g.80gb@0"},
@@ -58,7 +50,6 @@ func TestWrittenSpecOfAChange(t *testing.T) {
 // it meets a conflict; read again, n1 is no longer as the plan read it, so
 // the change is not written, and the other writer's spec stands.
 func TestWriteDoesNotOverwriteASpecWrittenMeanwhile(t *testing.T) {
-	ctx := context.Background()
 	ml := autoMigLayout("auto", nil)
 	read := ownedBy(nodeMigLayout("n1").status(a100(0).layout("7g.80gb@0"), a100(1).layout("7g.80gb@0")).build(), ml)
 	theirs := v1alpha1.GPUSpec{Index: 1, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: "rule halves"}
@@ -79,14 +70,7 @@ func TestWriteDoesNotOverwriteASpecWrittenMeanwhile(t *testing.T) {
 			return cl.Patch(ctx, obj, p, opts...)
 		}}).Build()
 	change := planner.Change{Node: "n1", GPU: 0, From: mig.MustParseLayout("7g.80gb@0"), To: mig.MustParseLayout("1g.10gb@0"), Serves: []string{"ns/p"}}
-	a := &AutoPlanner{Client: c}
-	if _, n, err := a.write(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, []planner.Change{change}, nil, nil); err != nil || n != 0 {
-		t.Errorf("write: %d written, error %v; want none", n, err)
-	}
-	var got v1alpha1.NodeMigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
-		t.Fatal(err)
-	}
+	got := writeChangeOnN1(t, c, read, change, 0)
 	if diff := cmp.Diff([]v1alpha1.GPUSpec{theirs}, got.Spec.GPUs); diff != "" {
 		t.Errorf("n1's spec GPUs (-want +got):\n%s", diff)
 	}
@@ -97,22 +81,30 @@ func TestWriteDoesNotOverwriteASpecWrittenMeanwhile(t *testing.T) {
 // since and another one made under its name (in Auto mode too): the plan,
 // made with the old one's policy, is not written on n1.
 func TestWriteSkipsANodeOfAMigLayoutDeletedMeanwhile(t *testing.T) {
-	ctx := context.Background()
 	old := autoMigLayout("auto", nil)
 	old.UID = "uid-old"
 	again := autoMigLayout("auto", nil)
 	read := ownedBy(nodeMigLayout("n1").status(a100(0).layout("7g.80gb@0")).build(), old)
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(again, read.DeepCopy()).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
 	change := planner.Change{Node: "n1", GPU: 0, From: mig.MustParseLayout("7g.80gb@0"), To: mig.MustParseLayout("3g.40gb@0,3g.40gb@4"), Serves: []string{"ns/p"}}
-	a := &AutoPlanner{Client: c}
-	if _, n, err := a.write(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, []planner.Change{change}, nil, nil); err != nil || n != 0 {
-		t.Errorf("write: %d written, error %v; want none", n, err)
-	}
-	var got v1alpha1.NodeMigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
-		t.Fatal(err)
-	}
+	got := writeChangeOnN1(t, c, read, change, 0)
 	if len(got.Spec.GPUs) != 0 {
 		t.Errorf("n1's spec GPUs %v, want none written", got.Spec.GPUs)
 	}
+}
+
+// writeChangeOnN1 writes change with the NodeMigLayout n1 as the plan read
+// it (read), checks that want changes were written (0 or 1), and returns n1
+// as stored.
+func writeChangeOnN1(t *testing.T, c client.Client, read *v1alpha1.NodeMigLayout, change planner.Change, want int) v1alpha1.NodeMigLayout {
+	t.Helper()
+	a := &AutoPlanner{Client: c}
+	if _, n, err := a.write(t.Context(), map[string]*v1alpha1.NodeMigLayout{"n1": read}, []planner.Change{change}, nil, nil); err != nil || n != want {
+		t.Errorf("write: %d written, error %v; want %d", n, err, want)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), types.NamespacedName{Name: "n1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
