@@ -4,12 +4,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/planner"
-	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // TestIdleTrackerBusyGPUs: a GPU counts as idle only with no device pinned,
@@ -17,10 +13,6 @@ import (
 // one has no IdleSince, whatever its agent reports, and wakes nobody.
 func TestIdleTrackerBusyGPUs(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	m, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for name, tc := range map[string]struct {
 		edit     func(g *planner.GPU)
 		wantIdle bool
@@ -31,10 +23,10 @@ func TestIdleTrackerBusyGPUs(t *testing.T) {
 		"changing": {edit: func(g *planner.GPU) { g.Changing = true }},
 	} {
 		t.Run(name, func(t *testing.T) {
-			g := planner.GPU{Info: migslices.PlannedGPU(m, 0), Layout: mig.MustParseLayout("1g.10gb@0"), IdleSince: t0.Add(-time.Hour)}
+			g := a100GPU(t, "1g.10gb@0")
+			g.IdleSince = t0.Add(-time.Hour)
 			tc.edit(&g)
-			snap := planner.Snapshot{Now: t0, Nodes: []planner.Node{{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
-				Policy: planner.Policy{ReclaimIdleAfter: time.Minute}, GPUs: []planner.GPU{g}}}}
+			snap := planner.Snapshot{Now: t0, Nodes: []planner.Node{reclaimingNode("n1", g)}}
 			(idleTracker{}).mark(&snap)
 			if got := !snap.Nodes[0].GPUs[0].IdleSince.IsZero(); got != tc.wantIdle {
 				t.Errorf("counted idle: %t, want %t (IdleSince %s)", got, tc.wantIdle, snap.Nodes[0].GPUs[0].IdleSince)
@@ -49,13 +41,10 @@ func TestIdleTrackerBusyGPUs(t *testing.T) {
 // later, or none.
 func TestIdleTrackerWakesOnlyForWhatFallsDueLater(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	m, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := func(name string, agentSince time.Time) planner.Node {
-		return planner.Node{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, Policy: planner.Policy{ReclaimIdleAfter: time.Minute},
-			GPUs: []planner.GPU{{Info: migslices.PlannedGPU(m, 0), Layout: mig.MustParseLayout("1g.10gb@0"), IdleSince: agentSince}}}
+		g := a100GPU(t, "1g.10gb@0")
+		g.IdleSince = agentSince
+		return reclaimingNode(name, g)
 	}
 	for name, tc := range map[string]struct {
 		nodes    []planner.Node

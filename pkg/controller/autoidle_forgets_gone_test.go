@@ -4,12 +4,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/planner"
-	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // TestIdleTrackerForgetsGPUsGone: a GPU no snapshot holds any more (its
@@ -18,14 +13,9 @@ import (
 // before it went, and is not given back whole early.
 func TestIdleTrackerForgetsGPUsGone(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	m, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	idle := planner.GPU{Info: migslices.PlannedGPU(m, 0), Layout: mig.MustParseLayout("1g.10gb@0")}
+	idle := a100GPU(t, "1g.10gb@0")
 	with := func(at time.Time, gpus ...planner.GPU) planner.Snapshot {
-		return planner.Snapshot{Now: at, Nodes: []planner.Node{{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
-			Policy: planner.Policy{ReclaimIdleAfter: time.Minute}, GPUs: gpus}}}
+		return planner.Snapshot{Now: at, Nodes: []planner.Node{reclaimingNode("n1", gpus...)}}
 	}
 	tr := idleTracker{}
 	first := with(t0, idle)

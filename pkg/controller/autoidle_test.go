@@ -120,20 +120,14 @@ func TestReclaimDue(t *testing.T) {
 func TestIdleTrackerCountsAfresh(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	snapAt := func(at time.Time, g planner.GPU) planner.Snapshot {
-		return planner.Snapshot{Now: at, Nodes: []planner.Node{{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
-			Policy: planner.Policy{ReclaimIdleAfter: time.Minute}, GPUs: []planner.GPU{g}}}}
+		return planner.Snapshot{Now: at, Nodes: []planner.Node{reclaimingNode("n1", g)}}
 	}
-	idle := planner.GPU{Layout: mig.MustParseLayout("1g.10gb@0")}
-	inUse := planner.GPU{Layout: mig.MustParseLayout("1g.10gb@0"), Pinned: mig.MustParseLayout("1g.10gb@0")}
-	changing := planner.GPU{Layout: mig.MustParseLayout("7g.80gb@0"), Changing: true}
-	whole := planner.GPU{Layout: mig.MustParseLayout("7g.80gb@0")}
-	m, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range []*planner.GPU{&idle, &inUse, &changing, &whole} {
-		g.Info = migslices.PlannedGPU(m, 0)
-	}
+	idle := a100GPU(t, "1g.10gb@0")
+	inUse := a100GPU(t, "1g.10gb@0")
+	inUse.Pinned = mig.MustParseLayout("1g.10gb@0")
+	changing := a100GPU(t, "7g.80gb@0")
+	changing.Changing = true
+	whole := a100GPU(t, "7g.80gb@0")
 	tr := idleTracker{}
 	steps := []struct {
 		at       time.Duration
@@ -239,4 +233,22 @@ func TestIdleTrackerIgnoresAFutureAgentCount(t *testing.T) {
 	if got := snap.Nodes[0].GPUs[0].IdleSince; !got.Equal(t0) || wake != time.Minute {
 		t.Errorf("IdleSince %s, wake in %s; want %s and 1m0s (the agent's count is ahead of now)", got, wake, t0)
 	}
+}
+
+// a100GPU is GPU 0 of a node, an A100-SXM4-80GB holding layout (free
+// devices: nothing pinned, shared or changing).
+func a100GPU(t *testing.T, layout string) planner.GPU {
+	t.Helper()
+	m, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return planner.GPU{Info: migslices.PlannedGPU(m, 0), Layout: mig.MustParseLayout(layout)}
+}
+
+// reclaimingNode is the Auto node name with gpus, whose policy gives a GPU
+// idle for a minute back whole.
+func reclaimingNode(name string, gpus ...planner.GPU) planner.Node {
+	return planner.Node{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}},
+		Policy: planner.Policy{ReclaimIdleAfter: time.Minute}, GPUs: gpus}
 }
