@@ -6,6 +6,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -57,18 +58,7 @@ func TestFailedGPUThatFallsOffTheBusIsTold(t *testing.T) {
 // shows it") and its devices are withdrawn: the GPUUnreadable warning is
 // recorded for it too.
 func TestUnmanagedGPUThatFallsOffTheBusIsTold(t *testing.T) {
-	g := newRig(t, "2xA100-SXM4-80GB")
-	r, c, rec := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
-	if _, err := r.Reconcile(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
-	for len(rec.Events) > 0 {
-		<-rec.Events
-	}
-	if err := g.sim.LoseGPU(1); err != nil {
-		t.Fatal(err)
-	}
+	r, c, rec, req := unlistedGPULost(t)
 	st := reconcileThenRead(t, r, c, req)
 	lost := false
 	for _, row := range st.Status.GPUs {
@@ -98,4 +88,23 @@ func reconcileThenRead(t *testing.T, r *NodeReconciler, c client.Reader, req ctr
 		t.Fatal(err)
 	}
 	return st
+}
+
+// unlistedGPULost is a node of two A100s whose spec lists GPU 0 only, after
+// a first pass (its events read) and with GPU 1 fallen off the bus since.
+func unlistedGPULost(t *testing.T) (*NodeReconciler, client.WithWatch, *events.FakeRecorder, ctrl.Request) {
+	t.Helper()
+	g := newRig(t, "2xA100-SXM4-80GB")
+	r, c, rec := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	for len(rec.Events) > 0 {
+		<-rec.Events
+	}
+	if err := g.sim.LoseGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	return r, c, rec, req
 }
