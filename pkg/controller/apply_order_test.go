@@ -49,15 +49,7 @@ func (c *startsPassOnRead) Get(ctx context.Context, key types.NamespacedName, ob
 // cancel is not written: the change on n2 is not written either (p1 would
 // have two GPUs repartitioned for it), and waits for the next plan.
 func TestBlockedCancelLostHoldsChanges(t *testing.T) {
-	ml := autoMigLayout("auto", nil)
-	n1 := autoNML("n1", ml,
-		a100(0).layout("7g.80gb@0").inUse("7g.80gb@0").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed"))
-	n1.Spec.GPUs = []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: "serves 1 pending pod(s): ns/p1", ServedPods: []string{"ns/p1"}}}
-	h := newAutoCluster(t, ml,
-		node("n1", map[string]string{"pool": "auto"}), n1,
-		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")),
-		autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"))
-	h.a.Client = &startsPassOnRead{Client: h.c, node: "n1"}
+	h := blockedCancelLostCluster(t)
 	h.settle()
 	if got := h.specOf("n1")[0]; got != "3g.40gb@0,3g.40gb@4" {
 		t.Fatalf("n1/gpu-0 desired %q, want the change its agent started on kept", got)
@@ -277,4 +269,22 @@ func TestAutoPlansWhenWholeGPUPublishedLater(t *testing.T) {
 	if got := h.specOf("n1")[0]; !strings.Contains(got, "3g.40gb") {
 		t.Errorf("gpu-2 published free, but n1/gpu-0 not planned for p1 (desired %q)", got)
 	}
+}
+
+// blockedCancelLostCluster is an Auto cluster where n1's change for p1 is
+// blocked by a device in use and n2's GPU is whole, and where n1's agent
+// starts a pass between the plan and its write (the plan's cancel of n1's
+// change is not written).
+func blockedCancelLostCluster(t *testing.T) *autoCluster {
+	t.Helper()
+	ml := autoMigLayout("auto", nil)
+	n1 := autoNML("n1", ml,
+		a100(0).layout("7g.80gb@0").inUse("7g.80gb@0").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed"))
+	n1.Spec.GPUs = []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: "serves 1 pending pod(s): ns/p1", ServedPods: []string{"ns/p1"}}}
+	h := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto"}), n1,
+		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")),
+		autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"))
+	h.a.Client = &startsPassOnRead{Client: h.c, node: "n1"}
+	return h
 }

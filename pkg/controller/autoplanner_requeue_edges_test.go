@@ -17,15 +17,7 @@ import (
 // again (p1's next event is due within eventRepeat): nothing else may wake
 // the planner for a pod that keeps waiting.
 func TestHeldPlanAsksToBeLookedAtAgain(t *testing.T) {
-	ml := autoMigLayout("auto", nil)
-	n1 := autoNML("n1", ml,
-		a100(0).layout("7g.80gb@0").inUse("7g.80gb@0").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed"))
-	n1.Spec.GPUs = []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: "serves 1 pending pod(s): ns/p1", ServedPods: []string{"ns/p1"}}}
-	h := newAutoCluster(t, ml,
-		node("n1", map[string]string{"pool": "auto"}), n1,
-		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")),
-		autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"))
-	h.a.Client = &startsPassOnRead{Client: h.c, node: "n1"}
+	h := blockedCancelLostCluster(t)
 	requeue := h.settle()
 	if _, ok := h.specOf("n2")[0]; ok {
 		t.Fatalf("n2's change was written: the plan was not held back and the test shows nothing")
