@@ -2,9 +2,6 @@ package planner
 
 import (
 	"testing"
-
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // TestAllocatableJudgedForEachPodsRequests: whether a node has what a pod
@@ -12,15 +9,10 @@ import (
 // those of a pod of the same node selector, affinity and tolerations
 // planned before it.
 func TestAllocatableJudgedForEachPodsRequests(t *testing.T) {
-	n := node("small").gpu("A100-SXM4-80GB", "", "").build()
-	n.Node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("512Gi")}
-	withCPU := func(p Pod, cpu string) Pod {
-		p.Pod.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
-		return p
-	}
+	n := node("small").gpu("A100-SXM4-80GB", "", "").allocatableCPU("8").build()
 	pods := []Pod{
-		withCPU(pod("fits", 2).claim(profileIs("1g.10gb"), 1).build(), "1"),
-		withCPU(pod("too-large", 1).claim(profileIs("1g.10gb"), 1).build(), "64"),
+		pod("fits", 2).claim(profileIs("1g.10gb"), 1).requestsCPU("1").build(),
+		pod("too-large", 1).claim(profileIs("1g.10gb"), 1).requestsCPU("64").build(),
 	}
 	want := trace{
 		Changes:    []string{"small/0: (empty) -> 1g.10gb@6 serves default/fits"},
@@ -33,10 +25,8 @@ func TestAllocatableJudgedForEachPodsRequests(t *testing.T) {
 // TestPodRequestingAllTheAllocatableIsPlanned: a pod that requests exactly
 // what an empty node has allocatable fits there.
 func TestPodRequestingAllTheAllocatableIsPlanned(t *testing.T) {
-	n := node("n1").gpu("A100-SXM4-80GB", "", "").build()
-	n.Node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("512Gi")}
-	p := pod("p", 1).claim(profileIs("1g.10gb"), 1).build()
-	p.Pod.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}}}}
+	n := node("n1").gpu("A100-SXM4-80GB", "", "").allocatableCPU("8").build()
+	p := pod("p", 1).claim(profileIs("1g.10gb"), 1).requestsCPU("8").build()
 	want := trace{
 		Changes: []string{"n1/0: (empty) -> 1g.10gb@6 serves default/p"},
 		Served:  []string{"default/p -> n1 gpu-0-mig-1g10gb-19-6 after change"},

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -118,6 +119,12 @@ func (b *nodeB) frozenBy(reason string) *nodeB {
 	return b
 }
 
+// allocatableCPU makes cpu CPUs and 512Gi of memory allocatable on the node.
+func (b *nodeB) allocatableCPU(cpu string) *nodeB {
+	b.n.Node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("512Gi")}
+	return b
+}
+
 func (b *nodeB) build() Node { return b.n }
 
 // podB builds a pending pod with one claim.
@@ -187,6 +194,12 @@ func (b *podB) declined(nodes ...string) *podB {
 // tolerates adds a toleration of key (any value, NoSchedule).
 func (b *podB) tolerates(key string) *podB {
 	b.p.Pod.Spec.Tolerations = append(b.p.Pod.Spec.Tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+	return b
+}
+
+// requestsCPU gives the pod one container requesting cpu CPUs.
+func (b *podB) requestsCPU(cpu string) *podB {
+	b.p.Pod.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
 	return b
 }
 

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // TestNoPlanOnAGPUChanging: a GPU whose change is in flight is left alone,
@@ -261,16 +259,11 @@ func TestCountsAgreeLeavesPinnedDevices(t *testing.T) {
 // against the node's room: a pod planned after both that does not fit
 // beside them waits for room.
 func TestSharerTakesRoomOnItsNode(t *testing.T) {
-	n := node("n1").gpu("A100-SXM4-80GB", "", "").build()
-	n.Node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("512Gi")}
-	withCPU := func(p Pod) Pod {
-		p.Pod.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}}
-		return p
-	}
+	n := node("n1").gpu("A100-SXM4-80GB", "", "").allocatableCPU("4").build()
 	pods := []Pod{
-		withCPU(pod("host", 3).priority(10).sharedClaim("c", profileIs("1g.10gb")).build()),
-		withCPU(pod("sharer", 2).priority(10).sharedClaim("c", profileIs("1g.10gb")).build()),
-		withCPU(pod("late", 1).claim(profileIs("1g.10gb"), 1).build()),
+		pod("host", 3).priority(10).sharedClaim("c", profileIs("1g.10gb")).requestsCPU("2").build(),
+		pod("sharer", 2).priority(10).sharedClaim("c", profileIs("1g.10gb")).requestsCPU("2").build(),
+		pod("late", 1).claim(profileIs("1g.10gb"), 1).requestsCPU("2").build(),
 	}
 	got := planTrace(t, []Node{n}, pods)
 	if why := got.Unservable["default/late"]; why != WaitsForNodeResources {
@@ -283,15 +276,10 @@ func TestSharerTakesRoomOnItsNode(t *testing.T) {
 // keeps them for it from pods of its priority or lower: a pod planned after
 // it that does not fit beside it waits for room.
 func TestNominatedPodKeepsItsRoom(t *testing.T) {
-	n := node("n1").gpu("A100-SXM4-80GB", "1g.10gb@0", "1g.10gb@0").build()
-	n.Node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("512Gi")}
-	withCPU := func(p Pod, cpu string) Pod {
-		p.Pod.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
-		return p
-	}
-	nominated := withCPU(pod("nominated", 2).priority(10).claim(profileIs("7g.80gb"), 1).build(), "4")
+	n := node("n1").gpu("A100-SXM4-80GB", "1g.10gb@0", "1g.10gb@0").allocatableCPU("4").build()
+	nominated := pod("nominated", 2).priority(10).claim(profileIs("7g.80gb"), 1).requestsCPU("4").build()
 	nominated.Pod.Status.NominatedNodeName = "n1"
-	pods := []Pod{nominated, withCPU(pod("late", 1).claim(profileIs("1g.10gb"), 1).build(), "2")}
+	pods := []Pod{nominated, pod("late", 1).claim(profileIs("1g.10gb"), 1).requestsCPU("2").build()}
 	got := planTrace(t, []Node{n}, pods)
 	if why := got.Unservable["default/late"]; why != WaitsForNodeResources {
 		t.Errorf("pod late: unservable %q, want %q; served %v", why, WaitsForNodeResources, got.Served)
