@@ -53,7 +53,8 @@ type Config struct {
 	LossLoad, QueueLoad float64
 	// Repartition is how long a change takes, seconds.
 	Repartition float64
-	// Deadline is how long a claim waits for a device in the loss model.
+	// Deadline is how long a claim waits for a device in the loss model,
+	// seconds: a claim may still be given one at arrival+Deadline.
 	Deadline float64
 	// QueueDrain is how long the queue model runs after the last arrival,
 	// in units of MeanHold, before still-waiting claims are counted unserved.

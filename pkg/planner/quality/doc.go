@@ -42,8 +42,9 @@
 //     left on the GPU used, the planner's tie-break), to test the issue's
 //     known fact.
 //
-// Two models: loss (a claim not given a device within Config.Deadline is
-// dropped) and queue (claims wait; wait times are reported).
+// Two models: loss (a claim not given a device within Config.Deadline of its
+// arrival, that instant included, is dropped) and queue (claims wait; wait
+// times are reported).
 //
 // Simulation rules shared by every strategy but migrate, exact and
 // clairvoyant: a change takes Config.Repartition seconds, during which the

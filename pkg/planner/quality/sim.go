@@ -170,17 +170,32 @@ func (s *sim) run() error {
 			break
 		}
 		s.now = t
-		for s.events.Len() > 0 && s.events[0].t == t {
-			e := heap.Pop(&s.events).(event)
-			if err := s.handle(e); err != nil {
-				return err
-			}
+		if err := s.handleAt(t, func(kind int) bool { return kind != evExpire }); err != nil {
+			return err
 		}
 		if len(s.pending) > 0 {
 			s.decisions++
 			if err := s.strat.decide(s); err != nil {
 				return fmt.Errorf("t=%.1f: %w", s.now, err)
 			}
+		}
+		// A claim may still be given a device at its deadline: it expires
+		// after the decisions of that instant, as the clairvoyant search
+		// keeps it pending there.
+		if err := s.handleAt(t, func(kind int) bool { return kind == evExpire }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handleAt handles the events at time t, in queue order, while the next
+// one's kind is one of which.
+func (s *sim) handleAt(t float64, which func(kind int) bool) error {
+	for s.events.Len() > 0 && s.events[0].t == t && which(s.events[0].kind) {
+		e := heap.Pop(&s.events).(event)
+		if err := s.handle(e); err != nil {
+			return err
 		}
 	}
 	return nil

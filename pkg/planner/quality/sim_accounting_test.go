@@ -249,7 +249,8 @@ func (p lockedProbe) decide(s *sim) error {
 
 // TestStrategiesDecideWhenAChangeIsDone: the end of a change is an event,
 // so a strategy waiting on a locked GPU decides again as soon as the change
-// is done, not only at the next arrival or departure.
+// is done, not only at the next arrival or departure (and, last, at the
+// claim's deadline, when it may still be given a device).
 func TestStrategiesDecideWhenAChangeIsDone(t *testing.T) {
 	m := a100(t)
 	cfg := DefaultConfig()
@@ -259,7 +260,7 @@ func TestStrategiesDecideWhenAChangeIsDone(t *testing.T) {
 	if err := s.run(); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]float64{0, cfg.Repartition}, at); diff != "" {
+	if diff := cmp.Diff([]float64{0, cfg.Repartition, cfg.Deadline}, at); diff != "" {
 		t.Errorf("decision times (-want +got):\n%s", diff)
 	}
 }
