@@ -24,12 +24,25 @@ type Layout []Device
 
 // String returns the canonical text form, e.g. "3g.40gb@0,2g.20gb@4,1g.10gb@6".
 func (l Layout) String() string {
-	c := l.Canonical()
-	parts := make([]string, len(c))
-	for i, d := range c {
-		parts[i] = d.String()
+	c := l
+	if !slices.IsSortedFunc(c, compareDevices) {
+		c = l.Canonical()
 	}
-	return strings.Join(parts, ",")
+	n := 0
+	for _, d := range c {
+		n += len(d.Profile) + len(",@00")
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i, d := range c {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(d.Profile)
+		b.WriteByte('@')
+		b.WriteString(strconv.Itoa(d.Start))
+	}
+	return b.String()
 }
 
 // Canonical returns a sorted copy of l.
