@@ -165,7 +165,7 @@ func UnneededChanges(in AutoInputs, snap planner.Snapshot, candidates []planner.
 	allocated, admin, _ := allocations(in.Claims, in.Driver)
 	waited := map[string]bool{}
 	for _, c := range candidates {
-		held := allocated[c.Node].Union(admin[c.Node])
+		held := migKeys(allocated[c.Node].Union(admin[c.Node]))
 		for _, d := range c.From {
 			if !c.To.Contains(d) && isAllocated(held, c.GPU, d) {
 				waited[fmt.Sprintf("%s/%d", c.Node, c.GPU)] = true

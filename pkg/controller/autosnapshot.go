@@ -572,11 +572,12 @@ func markReleasing(gpus []planner.GPU, names sets.Set[string]) {
 	if names.Len() == 0 {
 		return
 	}
+	held := migKeys(names)
 	for i := range gpus {
 		g := &gpus[i]
 		g.Releasing = nil
 		for _, d := range g.Pinned {
-			if isAllocated(names, g.Info.Index, d) {
+			if isAllocated(held, g.Info.Index, d) {
 				g.Releasing = append(g.Releasing, d)
 			}
 		}
@@ -702,6 +703,7 @@ func autoPlannable(st v1alpha1.GPUStatus) bool {
 // given back whole that has lost nothing yet is planned on its actual
 // layout (planner.GPU.Reclaiming, inFlightReclaim).
 func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelVariants, allocated, adminHeld sets.Set[string], reclaims bool) []planner.GPU {
+	allocatedKeys, adminKeys := migKeys(allocated), migKeys(adminHeld)
 	specs := map[int32]v1alpha1.GPUSpec{}
 	for _, s := range nml.Spec.GPUs {
 		specs[s.Index] = s
@@ -730,7 +732,7 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 		info.UUID, info.ProductName = st.UUID, st.Product
 		applyAttributes(&info, st.Attributes)
 		for _, d := range actual {
-			if isAllocated(allocated, int(st.Index), d) && !inUse.Contains(d) {
+			if isAllocated(allocatedKeys, int(st.Index), d) && !inUse.Contains(d) {
 				inUse = append(inUse, d)
 			}
 		}
@@ -740,7 +742,7 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 		if st.IdleSince != nil {
 			g.IdleSince = st.IdleSince.Time
 		}
-		g.Pinned, g.Shared = splitShared(inUse, actual, int(st.Index), allocated, adminHeld)
+		g.Pinned, g.Shared = splitShared(inUse, actual, int(st.Index), allocatedKeys, adminKeys)
 		if spec, ok := specs[st.Index]; ok && !spec.MIGEnabled {
 			// A change turning MIG off (written in Static mode) is in
 			// flight: Auto mode never changes MIG mode, no device of the
@@ -780,11 +782,11 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 					// it, before its status says so) is no free
 					// device to promise.
 					for _, d := range desired {
-						if isAllocated(allocated, int(st.Index), d) && !inUse.Contains(d) {
+						if isAllocated(allocatedKeys, int(st.Index), d) && !inUse.Contains(d) {
 							inUse = append(inUse, d)
 						}
 					}
-					g.Pinned, g.Shared = splitShared(inUse, desired, int(st.Index), allocated, adminHeld)
+					g.Pinned, g.Shared = splitShared(inUse, desired, int(st.Index), allocatedKeys, adminKeys)
 					// The pods the change is for keep its devices.
 					g.Serves = spec.ServedPods
 				}
@@ -797,9 +799,10 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 
 // splitShared divides inUse (devices of GPU index that must stay) into
 // those used up and those of layout that claims hold with admin access
-// only (adminHeld and not allocated), which a pending pod may still get.
+// only (adminHeld and not allocated: the keys, migKeys, of the names
+// claims hold), which a pending pod may still get.
 // Both come out canonical.
-func splitShared(inUse, layout mig.Layout, index int, allocated, adminHeld sets.Set[string]) (pinned, shared mig.Layout) {
+func splitShared(inUse, layout mig.Layout, index int, allocated, adminHeld sets.Set[migslices.MIGDeviceKey]) (pinned, shared mig.Layout) {
 	for _, d := range layout {
 		if isAllocated(adminHeld, index, d) && !isAllocated(allocated, index, d) && !shared.Contains(d) {
 			shared = append(shared, d)
@@ -813,10 +816,6 @@ func splitShared(inUse, layout mig.Layout, index int, allocated, adminHeld sets.
 	return pinned.Canonical(), shared.Canonical()
 }
 
-// isAllocated reports whether a claim holds device d of GPU index: a name in
-// allocated is d's published name, whatever GI profile ID it carries (NVML's,
-// which may differ from the catalog's, or be one only NVML knows for a
-// profile the catalog lacks).
 // markTainted sets, on each GPU, the devices it lacks that
 // DeviceTaintRules name (names, this node's; planner.GPU.Tainted): the
 // planner makes none of them. Those the GPU has are pinned (autoGPUs).
@@ -824,6 +823,7 @@ func markTainted(gpus []planner.GPU, names sets.Set[string]) {
 	if names.Len() == 0 {
 		return
 	}
+	held := migKeys(names)
 	for i := range gpus {
 		g := &gpus[i]
 		if g.Info.Model == nil {
@@ -832,7 +832,7 @@ func markTainted(gpus []planner.GPU, names sets.Set[string]) {
 		for _, prof := range g.Info.Model.Profiles {
 			for _, pl := range prof.Placements {
 				d := mig.Device{Profile: prof.Name, Start: pl.Start}
-				if !g.Layout.Contains(d) && isAllocated(names, g.Info.Index, d) {
+				if !g.Layout.Contains(d) && isAllocated(held, g.Info.Index, d) {
 					g.Tainted = append(g.Tainted, d)
 				}
 			}
@@ -841,13 +841,25 @@ func markTainted(gpus []planner.GPU, names sets.Set[string]) {
 	}
 }
 
-func isAllocated(allocated sets.Set[string], index int, d mig.Device) bool {
-	for name := range allocated {
-		if migslices.IsMIGDeviceName(name, index, d.Profile, d.Start) {
-			return true
+// migKeys returns the keys (migslices.ParseMIGDeviceName) of the MIG
+// device names among names; other names (whole GPUs) are left out.
+func migKeys(names sets.Set[string]) sets.Set[migslices.MIGDeviceKey] {
+	out := make(sets.Set[migslices.MIGDeviceKey], len(names))
+	for name := range names {
+		if k, ok := migslices.ParseMIGDeviceName(name); ok {
+			out.Insert(k)
 		}
 	}
-	return false
+	return out
+}
+
+// isAllocated reports whether a claim holds device d of GPU index: held
+// are the keys (migKeys) of the names claims hold, and d's published name
+// has d's key whatever GI profile ID it carries (NVML's, which may differ
+// from the catalog's, or be one only NVML knows for a profile the catalog
+// lacks).
+func isAllocated(held sets.Set[migslices.MIGDeviceKey], index int, d mig.Device) bool {
+	return held.Has(migslices.MIGDeviceKeyOf(index, d.Profile, d.Start))
 }
 
 // pendingPods returns the pods the scheduler could not place that wait for

@@ -87,15 +87,53 @@ func MIGDeviceName(gpuIndex int, profile string, profileID, start int) string {
 // apart at the same start: callers use it to keep devices (a claim's
 // allocation pins one), where taking one for the other errs on the safe
 // side, and names stay as published before (a claim allocated under a name
-// keeps matching its device across agent upgrades).
+// keeps matching its device across agent upgrades). Callers that test many
+// devices against many names compare MIGDeviceKeys instead.
 func IsMIGDeviceName(name string, gpuIndex int, profile string, start int) bool {
-	rest, ok := strings.CutPrefix(name, fmt.Sprintf("gpu-%d-mig-%s-", gpuIndex, nameToken(profile)))
-	if !ok {
-		return false
+	k, ok := ParseMIGDeviceName(name)
+	return ok && k == MIGDeviceKeyOf(gpuIndex, profile, start)
+}
+
+// MIGDeviceKey is what a MIGDeviceName says of its device but the GI
+// profile ID: two names of one key are the same device for IsMIGDeviceName.
+type MIGDeviceKey struct {
+	// GPUIndex is the NVML index of the GPU.
+	GPUIndex int
+	// ProfileToken is the profile name's letters, lower-cased, and digits
+	// ("1g10gbme" for 1g.10gb+me).
+	ProfileToken string
+	// Start is the placement start, in memory slices.
+	Start int
+}
+
+// MIGDeviceKeyOf is the key of the names of a device of the given profile
+// at the given start on GPU gpuIndex.
+func MIGDeviceKeyOf(gpuIndex int, profile string, start int) MIGDeviceKey {
+	return MIGDeviceKey{GPUIndex: gpuIndex, ProfileToken: nameToken(profile), Start: start}
+}
+
+// ParseMIGDeviceName returns the key of a name MIGDeviceName makes:
+// "gpu-<index>-mig-<profile token>-<GI profile ID>-<start>", each number a
+// non-negative decimal without sign or leading zero. ok is false for a name
+// of any other form.
+func ParseMIGDeviceName(name string) (k MIGDeviceKey, ok bool) {
+	f := strings.Split(name, "-")
+	if len(f) != 6 || f[0] != "gpu" || f[2] != "mig" {
+		return MIGDeviceKey{}, false
 	}
-	id, ok := strings.CutSuffix(rest, "-"+strconv.Itoa(start))
-	n, err := strconv.Atoi(id)
-	return ok && err == nil && n >= 0 && strconv.Itoa(n) == id
+	idx, ok1 := canonicalNumber(f[1])
+	_, ok2 := canonicalNumber(f[4])
+	start, ok3 := canonicalNumber(f[5])
+	if !ok1 || !ok2 || !ok3 {
+		return MIGDeviceKey{}, false
+	}
+	return MIGDeviceKey{GPUIndex: idx, ProfileToken: f[3], Start: start}, true
+}
+
+// canonicalNumber parses s as strconv.Itoa writes a non-negative int.
+func canonicalNumber(s string) (int, bool) {
+	n, err := strconv.Atoi(s)
+	return n, err == nil && n >= 0 && strconv.Itoa(n) == s
 }
 
 // nameToken keeps the lower-case letters and digits of s.
@@ -121,8 +159,8 @@ func DeviceGPUIndex(name string) (gpuIndex int, isMIG bool, ok bool) {
 		return 0, false, false
 	}
 	idx, tail, _ := strings.Cut(rest, "-")
-	n, err := strconv.Atoi(idx)
-	if err != nil || n < 0 || strconv.Itoa(n) != idx {
+	n, ok := canonicalNumber(idx)
+	if !ok {
 		return 0, false, false
 	}
 	switch {
