@@ -73,8 +73,9 @@ type NodeReconciler struct {
 	retryDue    map[int]failedRetry
 	retryDueUID types.UID
 	// changedFor holds, by GPU index, the spec (specKey) a pass that then
-	// failed changed the GPU to: its row says the change was made only
-	// while it is still that GPU's spec. Cleared by a pass that succeeds.
+	// failed (or whose status write failed) changed the GPU to: its row
+	// says the change was made only while it is still that GPU's spec.
+	// Cleared by a pass that succeeds (rememberChanged).
 	changedFor map[int]string
 	// catalogTold is the CatalogDiffers message last recorded per GPU UUID.
 	catalogTold map[string]string
@@ -271,6 +272,9 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	r.tellCatalogDiffers(&nml, res.GPUs)
 	if err := r.writeStatus(ctx, nml.Generation, res, len(shown) > 0); err != nil {
+		// Should the next pass fail too, the rows of the GPUs this one
+		// changed say their change was made, not that it stopped.
+		r.rememberChanged(&nml, res.Changed)
 		return ctrl.Result{}, err
 	}
 	told := func(idx int32, got GPUResult) bool {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -29,19 +30,11 @@ func (r *NodeReconciler) reportFailedPass(ctx context.Context, nml *v1alpha1.Nod
 	// that follows the changes) says so: its retry finds it done.
 	changed := GPUResult{Phase: v1alpha1.PhasePending, Reason: ReasonPassFailed,
 		Message: fmt.Sprintf("%s; retrying: %v", changedButFailed, err)}
-	specs := map[int]string{}
-	for _, s := range nml.Spec.GPUs {
-		specs[int(s.Index)] = specKey(s)
-	}
-	r.mu.Lock()
-	if r.changedFor == nil {
-		r.changedFor = map[int]string{}
-	}
-	for idx := range res.changedGPUs() {
-		r.changedFor[idx] = specs[idx]
-	}
-	changedFor := maps.Clone(r.changedFor)
-	r.mu.Unlock()
+	specs := specKeys(nml)
+	changedFor := r.rememberChanged(nml, res.changedGPUs())
+	// madeFor reports whether GPU idx was changed to its spec by a pass
+	// whose outcome is not published yet.
+	madeFor := func(idx int) bool { return changedFor[idx] != "" && changedFor[idx] == specs[idx] }
 	for _, idx := range slices.Compact(slices.Sorted(slices.Values(shown))) {
 		got := stopped
 		if res != nil && res.Changed.Has(idx) {
@@ -55,23 +48,28 @@ func (r *NodeReconciler) reportFailedPass(ctx context.Context, nml *v1alpha1.Nod
 	// A GPU whose change the pass did not reach (it failed before
 	// showing any GPU: NVML could not be read, nor the allocations)
 	// says so too, once, with an event; else nothing would show why
-	// it does not change.
+	// it does not change. One an earlier pass changed, whose status
+	// write failed, says its change was made.
 	for _, idx := range awaitingChange(nml) {
 		if slices.Contains(shown, idx) {
 			continue
 		}
-		if perr := r.patchGPUPhase(ctx, nml.Generation, idx, stopped); perr != nil {
+		got := stopped
+		if madeFor(idx) {
+			got = changed
+		}
+		if perr := r.patchGPUPhase(ctx, nml.Generation, idx, got); perr != nil {
 			logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
 			continue
 		}
-		r.gpuEvent(nml, "Warning", EventPassFailed, "Repartition", idx, stopped.Message)
+		r.gpuEvent(nml, "Warning", EventPassFailed, "Repartition", idx, got.Message)
 	}
 	for _, g := range nml.Status.GPUs {
 		idx := int(g.Index)
 		// A GPU an earlier failed pass changed keeps saying so, while
 		// that change is still its spec.
 		got := stopped
-		if strings.HasPrefix(g.Message, changedButFailed) && changedFor[idx] != "" && changedFor[idx] == specs[idx] {
+		if strings.HasPrefix(g.Message, changedButFailed) && madeFor(idx) {
 			got = changed
 		}
 		if g.Phase != v1alpha1.PhasePending || g.Reason != ReasonPassFailed || slices.Contains(shown, idx) || g.Message == truncate(got.Message, 1024) {
@@ -81,6 +79,32 @@ func (r *NodeReconciler) reportFailedPass(ctx context.Context, nml *v1alpha1.Nod
 			logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
 		}
 	}
+}
+
+// rememberChanged records that the GPUs in changed were changed to their
+// spec in nml by a pass whose outcome is not published (it failed, or its
+// status write did), and returns what is recorded by GPU index (specKey).
+// A pass that succeeds forgets it.
+func (r *NodeReconciler) rememberChanged(nml *v1alpha1.NodeMigLayout, changed sets.Set[int]) map[int]string {
+	specs := specKeys(nml)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.changedFor == nil {
+		r.changedFor = map[int]string{}
+	}
+	for idx := range changed {
+		r.changedFor[idx] = specs[idx]
+	}
+	return maps.Clone(r.changedFor)
+}
+
+// specKeys returns what nml's spec asks of each GPU, by index (specKey).
+func specKeys(nml *v1alpha1.NodeMigLayout) map[int]string {
+	specs := map[int]string{}
+	for _, s := range nml.Spec.GPUs {
+		specs[int(s.Index)] = specKey(s)
+	}
+	return specs
 }
 
 // awaitingChange returns the GPUs of nml's spec whose status row is
