@@ -88,7 +88,7 @@ chaos: testbin ## long chaos mode: SCENARIOS (default 500) seeded scenarios + dr
 chaos-auto: testbin ## long Auto-mode chaos: SCENARIOS (default 40) seeded Auto scenarios (~15 min); SEED=n to replay a run
 	$(GO) run ./cmd/miglayout-chaos -scenarios 0 -race-rounds 0 -auto-scenarios $(or $(SCENARIOS),40) $(if $(SEED),-seed $(SEED))
 
-badinput: testbin ## bad-input corpus against the real API server with agents running (~1.5 min)
+badinput: testbin ## bad-input corpus against the real API server with agents running (~1 min)
 	$(GO) test -count=1 -v ./test/e2e/badinput
 
 fuzz: ## the fuzz targets of the layout parser and the planner, FUZZTIME each (default 30s)
