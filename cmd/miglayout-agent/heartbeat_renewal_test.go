@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// TestHeartbeatRenewsWellBeforeTheLeaseExpires: after creating its Lease,
+// the heartbeat renews it (a later renew time) well within the Lease's
+// duration, so that a controller watching the Lease never sees it expire
+// while the agent runs. It renews every quarter of the duration; the test
+// allows three quarters, for a loaded machine.
+func TestHeartbeatRenewsWellBeforeTheLeaseExpires(t *testing.T) {
+	const duration = 8 * time.Second
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1", UID: "5e1f0c2a-1b3d-4e5f-8a9b-0c1d2e3f4a5b"}})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- heartbeat(kube, "gpu-node-1", "miglayout-system", duration).Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("heartbeat: %v", err)
+		}
+	}()
+	get := func(ctx context.Context) (*coordinationv1.Lease, error) {
+		return kube.CoordinationV1().Leases("miglayout-system").Get(ctx, "miglayout-agent-gpu-node-1", metav1.GetOptions{})
+	}
+	var created *coordinationv1.Lease
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := get(ctx)
+		if err != nil || l.Spec.RenewTime == nil {
+			return false, nil
+		}
+		created = l
+		return true, nil
+	}); err != nil {
+		t.Fatalf("no Lease created: %v", err)
+	}
+	within := duration * 3 / 4
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		l, err := get(ctx)
+		if err != nil || l.Spec.RenewTime == nil {
+			return false, nil
+		}
+		return l.Spec.RenewTime.After(created.Spec.RenewTime.Time), nil
+	}); err != nil {
+		t.Errorf("Lease created at %v not renewed within %v: %v", created.Spec.RenewTime, within, err)
+	}
+}
