@@ -54,6 +54,9 @@ var env *clustertest.Env
 // nodeHHealthAddr is where nodeH's agent serves /healthz and /readyz.
 var nodeHHealthAddr = freeLocalAddr()
 
+// controllerHealthAddr is where the controller serves /healthz and /readyz.
+var controllerHealthAddr = freeLocalAddr()
+
 func TestMain(m *testing.M) {
 	os.Exit(clustertest.Main(m, "e2e/fullstack", cluster.Options{
 		Nodes: []cluster.NodeSpec{
@@ -77,5 +80,7 @@ func TestMain(m *testing.M) {
 			{Name: nodeReset, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "reset"},
 				AgentArgs: []string{"--resync-period=3s"}},
 		},
+		// It serves /readyz (readyz_test.go).
+		ControllerArgs: []string{"--health-probe-bind-address=" + controllerHealthAddr},
 	}, 60, func(e *clustertest.Env) { env = e }))
 }

@@ -29,10 +29,24 @@ func freeLocalAddr() string {
 func TestAgentReadyz(t *testing.T) {
 	// The agent is ready once its first pass has returned, which is after
 	// the pool it published is served.
+	checkReadyz(t, "node "+nodeH+"'s agent", nodeHHealthAddr, "[+]readyz ok", "[+]kubelet-registration ok")
+}
+
+// TestControllerReadyz: the running controller's /readyz passes its check
+// that the informer cache has synced (a controller not ready before it
+// has).
+func TestControllerReadyz(t *testing.T) {
+	checkReadyz(t, "the controller", controllerHealthAddr, "[+]informer-cache ok")
+}
+
+// checkReadyz waits for what (serving at addr) to answer /readyz with
+// 200 OK, and checks that its verbose answer lists each of checks.
+func checkReadyz(t *testing.T, what, addr string, checks ...string) {
+	t.Helper()
 	var status string
 	var body []byte
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+nodeHHealthAddr+"/readyz?verbose", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz?verbose", nil)
 		if err != nil {
 			return false, err
 		}
@@ -47,11 +61,11 @@ func TestAgentReadyz(t *testing.T) {
 		return err == nil && resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		t.Fatalf("/readyz of node %s's agent: %s, want 200 OK:\n%s", nodeH, status, body)
+		t.Fatalf("/readyz of %s: %s, want 200 OK:\n%s", what, status, body)
 	}
-	for _, check := range []string{"[+]readyz ok", "[+]kubelet-registration ok"} {
+	for _, check := range checks {
 		if !strings.Contains(string(body), check) {
-			t.Errorf("/readyz?verbose lacks %q:\n%s", check, body)
+			t.Errorf("/readyz?verbose of %s lacks %q:\n%s", what, check, body)
 		}
 	}
 }
