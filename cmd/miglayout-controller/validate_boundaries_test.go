@@ -10,7 +10,8 @@ import (
 // durations a 0 turns off accept 0 and refuse less, leader election wants
 // its lease longer than the renew deadline and that longer than 1.2 retry
 // periods (client-go refuses the equal values), and --scheduler-lease
-// wants both a namespace and a name.
+// wants both a namespace and a name: the namespace a DNS label (no dots),
+// the name a DNS subdomain (dots allowed).
 func TestValidateBoundaries(t *testing.T) {
 	tests := map[string]struct {
 		args []string
@@ -28,6 +29,8 @@ func TestValidateBoundaries(t *testing.T) {
 		"scheduler lease without name":       {[]string{"--scheduler-lease=kube-system/"}, "--scheduler-lease"},
 		"no scheduler lease":                 {[]string{"--scheduler-lease="}, ""},
 		"scheduler lease namespace not name": {[]string{"--scheduler-lease=Kube_System/kube-scheduler"}, "--scheduler-lease"},
+		"scheduler lease namespace dotted":   {[]string{"--scheduler-lease=kube.system/kube-scheduler"}, "--scheduler-lease"},
+		"scheduler lease name dotted":        {[]string{"--scheduler-lease=kube-system/kube-scheduler.example.com"}, ""},
 		"scheduler lease name not a name":    {[]string{"--scheduler-lease=kube-system/Kube_Scheduler"}, "--scheduler-lease"},
 		"agent lease namespace":              {[]string{"--agent-lease-namespace=miglayout-system"}, ""},
 		"agent lease namespace not a name":   {[]string{"--agent-lease-namespace=miglayout.system"}, "--agent-lease-namespace"},
