@@ -56,3 +56,11 @@ func (m *Model) MediaEnginesFit(profiles ...*Profile) bool {
 	}
 	return m.enginesFit(e)
 }
+
+// MediaEngineTotals returns the GPU's NVJPG and OFA engines (see the
+// package's media-engine rule above), which GPU instances' profiles
+// (Profile.JPEGEngines, Profile.OFAEngines) may take together.
+func (m *Model) MediaEngineTotals() (jpeg, ofa int) {
+	t := m.engineTotals()
+	return t.jpeg, t.ofa
+}

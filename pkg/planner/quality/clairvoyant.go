@@ -27,7 +27,10 @@ type clairvoyantResult struct {
 // trace by trace, but no policy reaches it: at every arrival and departure, each waiting claim (arrival
 // order) that fits somewhere without moving an allocated device is placed,
 // and the search branches over every such (GPU, placement), up to the
-// symmetries of the placement geometry. Service is instant (no repartition
+// symmetries of the placement geometry. A placement fits where its memory
+// slices are free and the GPU has the compute slices, instances, the
+// profile's instance count and the media engines (mig.MediaEnginesFit) for
+// it. Service is instant (no repartition
 // delay, no per-GPU lock) and free devices cost nothing, so it is
 // optimistic against the simulated strategies.
 type clairvoyantSearch struct {
@@ -38,6 +41,8 @@ type clairvoyantSearch struct {
 	deadline float64
 	memo     map[string][2]int
 	limit    int
+	// jpeg and ofa are the GPU's media engines (Model.MediaEngineTotals).
+	jpeg, ofa int
 	// mapped[perm][profile][start] is the start of a placement under a
 	// permutation of memory slices that maps every profile's placements
 	// onto its placements: GPU states it relates have the same future.
@@ -52,10 +57,11 @@ type cvDev struct {
 }
 
 type cvGPU struct {
-	mask    uint64
-	compute int
-	cnt     [16]int8
-	devs    []cvDev // by claim id
+	mask      uint64
+	compute   int
+	jpeg, ofa int // media engines taken
+	cnt       [16]int8
+	devs      []cvDev // by claim id
 }
 
 type cvState struct {
@@ -71,6 +77,7 @@ func solveClairvoyant(m *mig.Model, tr trace, gpus int, deadline float64, limit 
 // solveClairvoyantWith is solveClairvoyant with the symmetry reduction on or off.
 func solveClairvoyantWith(m *mig.Model, tr trace, gpus int, deadline float64, limit int, symmetry bool) (clairvoyantResult, error) {
 	e := &clairvoyantSearch{m: m, claims: tr.claims, deadline: deadline, memo: map[string][2]int{}, limit: limit}
+	e.jpeg, e.ofa = m.MediaEngineTotals()
 	if len(m.Profiles) > 16 {
 		return clairvoyantResult{}, errors.New("clairvoyant search supports at most 16 profiles")
 	}
@@ -157,7 +164,7 @@ func (e *clairvoyantSearch) advance(st cvState) ([2]int, error) {
 		ns.pending = append(ns.pending, ns.next)
 		ns.next++
 	}
-	key := e.key(ns)
+	key := e.key(ns, t)
 	if v, ok := e.memo[key]; ok {
 		return v, nil
 	}
@@ -176,6 +183,8 @@ func (g *cvGPU) add(e *clairvoyantSearch, d cvDev) {
 	p := e.profs[e.prof[d.id]]
 	g.mask |= mask(d.start, p.MemorySlices)
 	g.compute += p.ComputeSlices
+	g.jpeg += p.JPEGEngines
+	g.ofa += p.OFAEngines
 	g.cnt[e.prof[d.id]]++
 	g.devs = append(g.devs, d)
 }
@@ -195,7 +204,8 @@ func (e *clairvoyantSearch) place(st cvState, k int, t float64) ([2]int, error) 
 	found := false
 	seen := map[string]bool{}
 	for gi, g := range st.gpus {
-		if g.compute+p.ComputeSlices > e.m.ComputeSlices || len(g.devs) >= e.m.MaxInstances || int(g.cnt[pi]) >= p.MaxCount {
+		if g.compute+p.ComputeSlices > e.m.ComputeSlices || len(g.devs) >= e.m.MaxInstances || int(g.cnt[pi]) >= p.MaxCount ||
+			g.jpeg+p.JPEGEngines > e.jpeg || g.ofa+p.OFAEngines > e.ofa {
 			continue
 		}
 		from := e.gpuKey(g)
@@ -203,7 +213,7 @@ func (e *clairvoyantSearch) place(st cvState, k int, t float64) ([2]int, error) 
 			if g.mask&mask(pl.Start, pl.Size) != 0 {
 				continue
 			}
-			ng := cvGPU{mask: g.mask, compute: g.compute, cnt: g.cnt, devs: slices.Clone(g.devs)}
+			ng := cvGPU{mask: g.mask, compute: g.compute, jpeg: g.jpeg, ofa: g.ofa, cnt: g.cnt, devs: slices.Clone(g.devs)}
 			ng.add(e, cvDev{id: id, start: pl.Start, depart: t + c.hold})
 			// Skip a choice equivalent to one tried: the same GPU state up
 			// to symmetry, from a GPU in the same state.
@@ -233,11 +243,20 @@ func (e *clairvoyantSearch) place(st cvState, k int, t float64) ([2]int, error) 
 	return e.place(st, k+1, t)
 }
 
-func (e *clairvoyantSearch) key(st cvState) string {
-	var b bytes.Buffer
-	b.Write(binary.AppendUvarint(nil, uint64(st.next)))
+// key is the memo key of state st at time t: the next arrival, the
+// waiting claims and each GPU's state (gpuKey), and t where claims wait (one
+// placed now leaves at t plus its hold, so the same state at another time
+// has another future; with none waiting, every later event's time is in
+// the state). Each part is length-prefixed, so no two states share a key.
+func (e *clairvoyantSearch) key(st cvState, t float64) string {
+	var b []byte
+	b = binary.AppendUvarint(b, uint64(st.next))
+	b = binary.AppendUvarint(b, uint64(len(st.pending)))
+	if len(st.pending) > 0 {
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(t))
+	}
 	for _, id := range st.pending {
-		b.Write(binary.AppendUvarint(nil, uint64(id)))
+		b = binary.AppendUvarint(b, uint64(id))
 	}
 	gs := make([]string, len(st.gpus))
 	for i, g := range st.gpus {
@@ -245,10 +264,10 @@ func (e *clairvoyantSearch) key(st cvState) string {
 	}
 	sort.Strings(gs)
 	for _, g := range gs {
-		b.WriteByte('|')
-		b.WriteString(g)
+		b = binary.AppendUvarint(b, uint64(len(g)))
+		b = append(b, g...)
 	}
-	return b.String()
+	return string(b)
 }
 
 // gpuKey is the canonical form of a GPU's state: its devices (claim,

@@ -66,7 +66,9 @@ type Config struct {
 	// ExactValues bounds the value table of strategy (e) (cluster states ×
 	// (arrivals + 1)); above it the scenario is reported "n/a".
 	ExactValues int
-	// ExactStates bounds the clairvoyant search's memo; above it the instance is
+	// ExactStates bounds the clairvoyant search's memo: a search that has
+	// stored that many states' values gives up (states still being searched
+	// may add up to one per event of the trace), and the instance is
 	// reported "n/a".
 	ExactStates int
 	// Parallel is the number of traces simulated at once (0 = GOMAXPROCS).
