@@ -1,6 +1,7 @@
 package mig
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -354,7 +355,8 @@ func (m *Model) Headroom(l Layout) []int {
 	var occ uint64
 	compute := 0
 	var engines mediaEngines
-	counts := map[string]int{}
+	order := m.profilesLargestFirst()
+	counts := make([]int, len(order)) // instances by profile, in order
 	for _, d := range l {
 		p, err := m.Profile(d.Profile)
 		if err != nil {
@@ -363,15 +365,16 @@ func (m *Model) Headroom(l Layout) []int {
 		occ |= placementMask(Placement{Start: d.Start, Size: p.MemorySlices})
 		compute += p.ComputeSlices
 		engines = engines.plus(p)
-		counts[p.Name]++
+		if i := slices.IndexFunc(order, func(q *Profile) bool { return q.Name == p.Name }); i >= 0 {
+			counts[i]++
+		}
 	}
-	order := m.profilesLargestFirst()
 	out := make([]int, len(order))
 	if len(l) >= m.MaxInstances {
 		return out
 	}
 	for i, p := range order {
-		if counts[p.Name] >= p.MaxCount || compute+p.ComputeSlices > m.ComputeSlices || !m.enginesFit(engines.plus(p)) {
+		if counts[i] >= p.MaxCount || compute+p.ComputeSlices > m.ComputeSlices || !m.enginesFit(engines.plus(p)) {
 			continue
 		}
 		for _, pl := range p.Placements {
@@ -418,14 +421,14 @@ func (m *Model) profilesLargestFirst() []*Profile {
 	for i := range m.Profiles {
 		out[i] = &m.Profiles[i]
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].ComputeSlices != out[j].ComputeSlices {
-			return out[i].ComputeSlices > out[j].ComputeSlices
+	slices.SortStableFunc(out, func(a, b *Profile) int {
+		if c := cmp.Compare(b.ComputeSlices, a.ComputeSlices); c != 0 {
+			return c
 		}
-		if out[i].MemoryMiB != out[j].MemoryMiB {
-			return out[i].MemoryMiB > out[j].MemoryMiB
+		if c := cmp.Compare(b.MemoryMiB, a.MemoryMiB); c != 0 {
+			return c
 		}
-		return out[i].Name < out[j].Name
+		return strings.Compare(a.Name, b.Name)
 	})
 	return out
 }
