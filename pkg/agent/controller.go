@@ -73,9 +73,9 @@ type NodeReconciler struct {
 	retryDue    map[int]failedRetry
 	retryDueUID types.UID
 	// changedFor holds, by GPU index, the spec (specKey) a pass that then
-	// failed (or whose status write failed) changed the GPU to: its row
-	// says the change was made only while it is still that GPU's spec.
-	// Cleared by a pass that succeeds (rememberChanged).
+	// failed (or whose status write failed) changed the GPU to
+	// (rememberChanged): its row says the change was made only while it is
+	// still that GPU's spec. Cleared once a pass's status is written.
 	changedFor map[int]string
 	// catalogTold is the CatalogDiffers message last recorded per GPU UUID.
 	catalogTold map[string]string
@@ -242,9 +242,6 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	res, err := r.Repartitioner.SyncDeferring(ctx, nml.Spec.GPUs, deferred, report)
 	if err == nil {
 		r.published.Store(true)
-		r.mu.Lock()
-		r.changedFor = nil
-		r.mu.Unlock()
 	}
 	if err != nil && ctx.Err() != nil {
 		// Stopping: no warning for it; the journal has the work, and the
@@ -277,6 +274,11 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		r.rememberChanged(&nml, res.Changed)
 		return ctrl.Result{}, err
 	}
+	// The pass's outcome is published: no row needs to say a change was
+	// made any more.
+	r.mu.Lock()
+	r.changedFor = nil
+	r.mu.Unlock()
 	told := func(idx int32, got GPUResult) bool {
 		return got.Phase == before[idx] && got.Reason == beforeReason[idx] && got.Phase != v1alpha1.PhaseReady
 	}

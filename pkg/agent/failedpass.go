@@ -84,7 +84,7 @@ func (r *NodeReconciler) reportFailedPass(ctx context.Context, nml *v1alpha1.Nod
 // rememberChanged records that the GPUs in changed were changed to their
 // spec in nml by a pass whose outcome is not published (it failed, or its
 // status write did), and returns what is recorded by GPU index (specKey).
-// A pass that succeeds forgets it.
+// A pass whose status is written forgets it all (NodeReconciler.changedFor).
 func (r *NodeReconciler) rememberChanged(nml *v1alpha1.NodeMigLayout, changed sets.Set[int]) map[int]string {
 	specs := specKeys(nml)
 	r.mu.Lock()

@@ -20,11 +20,24 @@ import (
 
 // TestFailedPassAfterLostStatusWriteSaysTheChangeWasMade: a pass that
 // changes a GPU but cannot write its outcome (the status write fails)
-// leaves the row Repartitioning; where the next pass fails before showing
-// the GPU (NVML's first read), the row says the change was made, as NVML
-// holds it, not that the pass stopped before it. A pass that succeeds
-// then shows the GPU Ready.
+// leaves the row Repartitioning, as do passes after it with nothing left
+// to change whose status writes fail too; where a pass then fails before
+// showing the GPU (NVML's first read), the row says the change was made,
+// as NVML holds it, not that the pass stopped before it. A pass that
+// succeeds then shows the GPU Ready.
 func TestFailedPassAfterLostStatusWriteSaysTheChangeWasMade(t *testing.T) {
+	for name, lostWrites := range map[string]int{
+		"the pass that changed it":       1,
+		"and one with nothing to change": 2,
+	} {
+		t.Run(name, func(t *testing.T) { failedPassAfterLostStatusWrites(t, lostWrites) })
+	}
+}
+
+// failedPassAfterLostStatusWrites runs lostWrites passes whose status
+// writes fail, the first of which changes GPU 0, then a failed pass and a
+// pass that succeeds.
+func failedPassAfterLostStatusWrites(t *testing.T, lostWrites int) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
 	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
@@ -51,11 +64,13 @@ func TestFailedPassAfterLostStatusWriteSaysTheChangeWasMade(t *testing.T) {
 		}
 		return got.Status.GPUs[0]
 	}
-	if _, err := r.Reconcile(t.Context(), req); err == nil {
-		t.Fatal("the pass succeeded, though its status write failed")
-	}
-	if st, held := row(), g.layouts(t); st.Phase != v1alpha1.PhaseRepartitioning || held[0] != "7g.80gb@0" {
-		t.Fatalf("setup: GPU 0 %s (NVML %v), want Repartitioning with 7g.80gb@0 made", st.Phase, held)
+	for pass := 1; pass <= lostWrites; pass++ {
+		if _, err := r.Reconcile(t.Context(), req); err == nil {
+			t.Fatalf("pass %d succeeded, though its status write failed", pass)
+		}
+		if st, held := row(), g.layouts(t); st.Phase != v1alpha1.PhaseRepartitioning || held[0] != "7g.80gb@0" {
+			t.Fatalf("setup, pass %d: GPU 0 %s (NVML %v), want Repartitioning with 7g.80gb@0 made", pass, st.Phase, held)
+		}
 	}
 	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "GetMigMode", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
 		t.Fatal(err)
