@@ -69,8 +69,32 @@ type options struct {
 }
 
 func main() {
+	o, err := parseOptions(os.Args[1:], pflag.ExitOnError)
+	if err != nil { // ExitOnError exits first
+		os.Exit(2)
+	}
+	logger := klog.Background().WithValues("node", o.nodeName)
+	ctrl.SetLogger(logger)
+	ctx := klog.NewContext(ctrl.SetupSignalHandler(), logger)
+	if err := run(ctx, o); err != nil {
+		if stoppedEarly(ctx, err) {
+			logger.Info("Agent stopped before it started", "err", err)
+			klog.Flush()
+			return
+		}
+		logger.Error(err, "Agent failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+// parseOptions parses the agent's command line (args, without the program
+// name); errorHandling is the flag set's (main exits on a bad flag). A
+// simulated node (--simulate) checks and makes no device nodes unless
+// --dev-root is given.
+func parseOptions(args []string, errorHandling pflag.ErrorHandling) (options, error) {
 	var o options
-	fs := pflag.NewFlagSet("miglayout-agent", pflag.ExitOnError)
+	fs := pflag.NewFlagSet("miglayout-agent", errorHandling)
 	fs.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of the node this agent runs on (default $NODE_NAME)")
 	fs.StringVar(&o.driverName, "driver-name", slices.DefaultDriverName, "DRA driver name to publish devices under (e.g. gpu.nvidia.com on clusters that replace NVIDIA's driver)")
 	fs.StringVar(&o.simulate, "simulate", "", "use the NVML simulator with this hardware instead of real NVML, e.g. 4xA100-SXM4-80GB or 2xH100-SXM5-80GB,1xA30")
@@ -98,24 +122,13 @@ func main() {
 	fs.AddGoFlagSet(klogFlags)
 	// --kubeconfig, registered by controller-runtime for ctrl.GetConfig.
 	fs.AddGoFlag(flag.CommandLine.Lookup("kubeconfig"))
-	_ = fs.Parse(os.Args[1:])
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
 	if o.simulate != "" && !fs.Changed("dev-root") {
 		o.devRoot = "" // simulated GPUs have no device nodes
 	}
-
-	logger := klog.Background().WithValues("node", o.nodeName)
-	ctrl.SetLogger(logger)
-	ctx := klog.NewContext(ctrl.SetupSignalHandler(), logger)
-	if err := run(ctx, o); err != nil {
-		if stoppedEarly(ctx, err) {
-			logger.Info("Agent stopped before it started", "err", err)
-			klog.Flush()
-			return
-		}
-		logger.Error(err, "Agent failed")
-		klog.Flush()
-		os.Exit(1)
-	}
+	return o, nil
 }
 
 // stoppedEarly reports whether err is run's answer to the stop signal

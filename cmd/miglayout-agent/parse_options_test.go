@@ -1,0 +1,55 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
+)
+
+// TestParseOptionsDevRoot: the agent checks and makes device nodes under
+// /dev by default; a simulated node (--simulate), whose GPUs have no
+// device nodes, under none unless --dev-root is given.
+func TestParseOptionsDevRoot(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"real GPUs":                      {nil, "/dev"},
+		"simulated GPUs":                 {[]string{"--simulate=1xA100-SXM4-80GB"}, ""},
+		"simulated GPUs with a dev root": {[]string{"--simulate=1xA100-SXM4-80GB", "--dev-root=/host/dev"}, "/host/dev"},
+		"real GPUs with a dev root":      {[]string{"--dev-root=/host/dev"}, "/host/dev"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o, err := parseOptions(tc.args, pflag.ContinueOnError)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.devRoot != tc.want {
+				t.Errorf("dev root %q, want %q", o.devRoot, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseOptionsDefaults: the defaults the README and the chart document.
+func TestParseOptionsDefaults(t *testing.T) {
+	t.Setenv("NODE_NAME", "gpu-node-1")
+	o, err := parseOptions(nil, pflag.ContinueOnError)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type defaults struct {
+		NodeName, StateDir, MetricsAddr, HealthAddr string
+		Settle, Resync, LeaseDuration, MaxPass      time.Duration
+	}
+	got := defaults{o.nodeName, o.stateDir, o.metricsAddr, o.healthAddr, o.settle, o.resync, o.leaseDuration, o.maxPass}
+	want := defaults{"gpu-node-1", "/var/lib/miglayout", ":8081", ":8082", 5 * time.Second, time.Minute, 40 * time.Second, 10 * time.Minute}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+	if _, err := parseOptions([]string{"--no-such-flag"}, pflag.ContinueOnError); err == nil {
+		t.Error("an unknown flag was accepted")
+	}
+}
