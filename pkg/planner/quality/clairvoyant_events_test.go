@@ -2,7 +2,10 @@ package quality
 
 import (
 	"errors"
+	"slices"
 	"testing"
+
+	"github.com/miglayout/miglayout/pkg/mig"
 )
 
 // TestClairvoyantEventRules: the clairvoyant search serves claims the way
@@ -95,19 +98,27 @@ func TestClairvoyantEventRules(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			tr := trace{claims: tc.claims}
-			for i := range tr.claims {
-				tr.claims[i].id = i
-			}
-			res, err := solveClairvoyant(m, tr, 1, tc.deadline, 10_000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.large != tc.large || res.total != tc.total {
-				t.Errorf("serves %d large of %d, want %d of %d", res.large, res.total, tc.large, tc.total)
+			if large, total := solveOnOneGPU(t, m, tc.deadline, tc.claims); large != tc.large || total != tc.total {
+				t.Errorf("serves %d large of %d, want %d of %d", large, total, tc.large, tc.total)
 			}
 		})
 	}
+}
+
+// solveOnOneGPU runs the clairvoyant search on one GPU of m over claims
+// (numbered in their order, with a budget of 10,000 states) and returns
+// the large and all claims it serves.
+func solveOnOneGPU(t *testing.T, m *mig.Model, deadline float64, claims []claim) (large, total int) {
+	t.Helper()
+	tr := trace{claims: slices.Clone(claims)}
+	for i := range tr.claims {
+		tr.claims[i].id = i
+	}
+	res, err := solveClairvoyant(m, tr, 1, deadline, 10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.large, res.total
 }
 
 // TestClairvoyantStateBudget: the search reports how many states it

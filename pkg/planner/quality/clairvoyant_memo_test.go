@@ -53,18 +53,30 @@ func TestClairvoyantMemoKeepsStatesApart(t *testing.T) {
 			},
 			large: 3, total: 3,
 		},
+		// A waiting claim placed now holds its device until now plus its
+		// hold. A (3g, 0-12), D (4g, at 1, hold 13), P (7g, at 5, hold 10),
+		// Q (7g, at 23, hold 10), R (4g, at 23.5, hold 1). A at slice 0: D
+		// is dropped at 11, P served at 12 and leaving at 22, Q served at
+		// 23, R at 33: A, P, Q, R. A at slice 4: D served at 1, P at 14
+		// (leaving at 24), Q at 24 (leaving at 34, after R's deadline): A,
+		// D, P, Q. At 12 in the first branch and 14 in the second the state
+		// is the same but for the time (Q next, P waiting, an empty GPU);
+		// sharing the first's value (P, Q, R) reported 5.
+		"decision time": {
+			deadline: 10,
+			claims: []claim{
+				{profile: "3g.40gb", large: true, arrive: 0, hold: 12},
+				{profile: "4g.40gb", large: true, arrive: 1, hold: 13},
+				{profile: "7g.80gb", large: true, arrive: 5, hold: 10},
+				{profile: "7g.80gb", large: true, arrive: 23, hold: 10},
+				{profile: "4g.40gb", large: true, arrive: 23.5, hold: 1},
+			},
+			large: 4, total: 4,
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			tr := trace{claims: tc.claims}
-			for i := range tr.claims {
-				tr.claims[i].id = i
-			}
-			res, err := solveClairvoyant(m, tr, 1, tc.deadline, 10_000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.large != tc.large || res.total != tc.total {
-				t.Errorf("serves %d large of %d, want %d of %d", res.large, res.total, tc.large, tc.total)
+			if large, total := solveOnOneGPU(t, m, tc.deadline, tc.claims); large != tc.large || total != tc.total {
+				t.Errorf("serves %d large of %d, want %d of %d", large, total, tc.large, tc.total)
 			}
 		})
 	}
