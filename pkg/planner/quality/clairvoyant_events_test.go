@@ -16,12 +16,7 @@ import (
 // it in arrival order; and a GPU holds no more devices of a profile than
 // the profile's limit.
 func TestClairvoyantEventRules(t *testing.T) {
-	m := a100(t)
-	for name, tc := range map[string]struct {
-		deadline     float64
-		claims       []claim
-		large, total int
-	}{
+	checkOneGPU(t, a100(t), map[string]oneGPUCase{
 		"a waiting claim takes the device a departure frees, after the last arrival": {
 			deadline: 10,
 			claims: []claim{
@@ -96,7 +91,21 @@ func TestClairvoyantEventRules(t *testing.T) {
 			},
 			large: 0, total: 1,
 		},
-	} {
+	})
+}
+
+// oneGPUCase is a trace on one GPU (claims numbered in their order) and
+// the large and all claims the clairvoyant search serves of it.
+type oneGPUCase struct {
+	deadline     float64
+	claims       []claim
+	large, total int
+}
+
+// checkOneGPU checks each case on a GPU of model m, as a subtest.
+func checkOneGPU(t *testing.T, m *mig.Model, cases map[string]oneGPUCase) {
+	t.Helper()
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			if large, total := solveOnOneGPU(t, m, tc.deadline, tc.claims); large != tc.large || total != tc.total {
 				t.Errorf("serves %d large of %d, want %d of %d", large, total, tc.large, tc.total)

@@ -8,12 +8,7 @@ import "testing"
 // or slice 4, and the two branches meet in states that differ in one
 // respect only.
 func TestClairvoyantMemoKeepsStatesApart(t *testing.T) {
-	m := a100(t)
-	for name, tc := range map[string]struct {
-		deadline     float64
-		claims       []claim
-		large, total int
-	}{
+	checkOneGPU(t, a100(t), map[string]oneGPUCase{
 		// 3g at 0: the 4g is dropped, the first 7g served at 15, the GPU is
 		// empty at 16 with the second 7g to come. 3g at 4: the 4g runs to
 		// 21, the first 7g is dropped, the GPU is empty at 21 with the same
@@ -73,13 +68,7 @@ func TestClairvoyantMemoKeepsStatesApart(t *testing.T) {
 			},
 			large: 4, total: 4,
 		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			if large, total := solveOnOneGPU(t, m, tc.deadline, tc.claims); large != tc.large || total != tc.total {
-				t.Errorf("serves %d large of %d, want %d of %d", large, total, tc.large, tc.total)
-			}
-		})
-	}
+	})
 }
 
 // TestClairvoyantSymmetryMergesStates: the symmetry reduction takes
