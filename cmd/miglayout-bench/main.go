@@ -23,6 +23,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -44,6 +45,10 @@ func main() {
 	maxPerNode := flag.Int("max-gpus-per-node", 0, "miglayout's limit on a node's GPUs changing at once (0: every GPU of the node; the controller's default is 1)")
 	maxGPUs := flag.Int("max-gpus", 0, "miglayout's limit on GPUs changing at once in the cluster (0: none; the controller's default is 8)")
 	flag.Parse()
+	if err := notNegative(map[string]int{"seeds": *seeds, "parallel": *parallel, "max-gpus-per-node": *maxPerNode, "max-gpus": *maxGPUs}); err != nil {
+		fmt.Fprintln(os.Stderr, "miglayout-bench:", err)
+		os.Exit(2)
+	}
 
 	if *sizes != "" {
 		var gpus []int
@@ -94,4 +99,15 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Print(rep.String())
+}
+
+// notNegative refuses the first (by name) of the count flags given by name
+// whose value is below 0, which means nothing to them (0 is their default).
+func notNegative(counts map[string]int) error {
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		if v := counts[name]; v < 0 {
+			return fmt.Errorf("-%s=%d: want 0 or more", name, v)
+		}
+	}
+	return nil
 }
