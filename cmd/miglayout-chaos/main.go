@@ -47,6 +47,10 @@ func run() int {
 	autoWindow := flag.Duration("auto-window", 12*time.Second, "how long pods arrive and depart in each Auto scenario")
 	autoLiveness := flag.Duration("auto-liveness", 45*time.Second, "how long a pending pod that fits may stay pending once an Auto scenario's churn is over")
 	flag.Parse()
+	if err := checkFlags(*n, *autoN, *raceRounds, *autoWindow, *autoLiveness); err != nil {
+		fmt.Fprintf(os.Stderr, "miglayout-chaos: %v\n", err)
+		return 2
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -208,4 +212,25 @@ func runAuto(ctx context.Context, env *chaos.Env, mon *chaos.Monitor, seeds []in
 		fmt.Printf("failing Auto seeds: %s\n", strings.Join(failing, ","))
 	}
 	return len(failing) > 0
+}
+
+// checkFlags refuses counts below 0 (-scenarios, -auto-scenarios,
+// -race-rounds: 0 runs none) and Auto windows that are not positive,
+// before the cluster starts.
+func checkFlags(scenarios, autoScenarios, raceRounds int, autoWindow, autoLiveness time.Duration) error {
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"scenarios", scenarios}, {"auto-scenarios", autoScenarios}, {"race-rounds", raceRounds}} {
+		if c.n < 0 {
+			return fmt.Errorf("-%s=%d: want 0 or more", c.name, c.n)
+		}
+	}
+	if autoWindow <= 0 {
+		return fmt.Errorf("-auto-window=%s: want more than 0", autoWindow)
+	}
+	if autoLiveness <= 0 {
+		return fmt.Errorf("-auto-liveness=%s: want more than 0", autoLiveness)
+	}
+	return nil
 }
