@@ -60,6 +60,9 @@ stored), so one kubectl apply would refuse is refused here with the same
 reason; several MigLayouts in the files are planned as applied together.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if agingAfter < 0 {
+				return fmt.Errorf("--auto-aging-after=%s: want 0 (never) or more, as the controller's", agingAfter)
+			}
 			docs, err := e.readManifests(files)
 			if err != nil {
 				return err

@@ -1,0 +1,16 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestPlanRefusesNegativeAgingAfter: --auto-aging-after takes 0 (never) or
+// more, as the controller's flag does; a negative value is refused before
+// any file or cluster is read.
+func TestPlanRefusesNegativeAgingAfter(t *testing.T) {
+	_, _, err := runWith(t, nil, "plan", "-f", "testdata/plan-auto.yaml", "--auto-aging-after=-1m")
+	if err == nil || !strings.Contains(err.Error(), "--auto-aging-after=-1m0s") {
+		t.Errorf("plan: %v, want --auto-aging-after refused", err)
+	}
+}
