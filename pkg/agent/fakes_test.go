@@ -343,3 +343,18 @@ func nmlClient(t *testing.T, nml *v1alpha1.NodeMigLayout, funcs interceptor.Func
 	}
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).WithInterceptorFuncs(funcs).Build()
 }
+
+// pendEnable starts a process on GPU 0 and enables MIG under it, so that
+// the enable is pending (as on an Ampere GPU), and returns the process's
+// PID.
+func (g *rig) pendEnable(t *testing.T) uint32 {
+	t.Helper()
+	pid, err := g.sim.StartProcess(g.sim.Snapshot().GPUs[0].UUID, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode, err := g.mgr.SetMIGMode(t.Context(), 0, true); err != nil || mode.Current || !mode.Pending {
+		t.Fatalf("enabling MIG under a process: mode %+v, err %v; want an enable pending", mode, err)
+	}
+	return pid
+}

@@ -186,13 +186,7 @@ func (m ignoredModeSet) SetMIGMode(ctx context.Context, idx int, _ bool) (gpu.MI
 func TestCancelLeftPendingIsAnNVMLError(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	ctx := t.Context()
-	pid, err := g.sim.StartProcess(g.sim.Snapshot().GPUs[0].UUID, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mode, err := g.mgr.SetMIGMode(ctx, 0, true); err != nil || mode.Current || !mode.Pending {
-		t.Fatalf("enabling MIG under a process: mode %+v, err %v; want an enable pending", mode, err)
-	}
+	pid := g.pendEnable(t)
 	g.r.GPUs = ignoredModeSet{g.mgr}
 	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: false}}, nil)
 	if err != nil {
@@ -253,14 +247,7 @@ func TestPendingModeAfterChangeIsNotReady(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "7g.80gb@0")
 	ctx := t.Context()
-	g.r.GPUs = &afterModeSet{Manager: g.mgr, after: func() {
-		if _, err := g.sim.StartProcess(g.sim.Snapshot().GPUs[0].UUID, 1000); err != nil {
-			t.Fatal(err)
-		}
-		if mode, err := g.mgr.SetMIGMode(ctx, 0, true); err != nil || mode.Current || !mode.Pending {
-			t.Fatalf("enabling MIG under a process: mode %+v, err %v; want an enable pending", mode, err)
-		}
-	}}
+	g.r.GPUs = &afterModeSet{Manager: g.mgr, after: func() { g.pendEnable(t) }}
 	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: false}}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -15,13 +15,7 @@ import (
 func TestPendingEnableSetAgainIsNotDescribedAsCancelled(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	ctx := t.Context()
-	pid, err := g.sim.StartProcess(g.sim.Snapshot().GPUs[0].UUID, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mode, err := g.mgr.SetMIGMode(ctx, 0, true); err != nil || mode.Current || !mode.Pending {
-		t.Fatalf("enabling MIG under a process: mode %+v, err %v; want an enable pending", mode, err)
-	}
+	pid := g.pendEnable(t)
 	if err := g.sim.StopProcess(pid); err != nil {
 		t.Fatal(err)
 	}

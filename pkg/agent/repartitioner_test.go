@@ -587,13 +587,7 @@ func TestSyncBlocksMIGEnableUnderProcess(t *testing.T) {
 func TestSyncCancelsRevertedMIGMode(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	ctx := context.Background()
-	pid, err := g.sim.StartProcess(g.sim.Snapshot().GPUs[0].UUID, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mode, err := g.mgr.SetMIGMode(ctx, 0, true); err != nil || mode.Current || !mode.Pending {
-		t.Fatalf("enabling MIG under a process: mode %+v, err %v; want an enable pending", mode, err)
-	}
+	pid := g.pendEnable(t)
 	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -623,13 +617,7 @@ func TestSyncCancelsRevertedMIGMode(t *testing.T) {
 func TestSyncSetsPendingMIGModeAgainOnceIdle(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	ctx := context.Background()
-	pid, err := g.sim.StartProcess(g.sim.Snapshot().GPUs[0].UUID, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mode, err := g.mgr.SetMIGMode(ctx, 0, true); err != nil || mode.Current || !mode.Pending {
-		t.Fatalf("enabling MIG under a process: mode %+v, err %v; want an enable pending", mode, err)
-	}
+	pid := g.pendEnable(t)
 	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
 	if err != nil {
 		t.Fatal(err)
