@@ -212,3 +212,12 @@ func profileIs(p string) string {
 func itoa(i int) string { return fmt.Sprint(i) }
 
 func join(s []string) string { return strings.Join(s, ", ") }
+
+// servedNodes maps each pod a plan serves (namespace/name) to its node.
+func servedNodes(res Result) map[string]string {
+	out := map[string]string{}
+	for _, s := range res.Served {
+		out[s.Pod] = s.Node
+	}
+	return out
+}

@@ -34,11 +34,7 @@ func TestFeasibleNodesJudgedForEachPod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := map[string]string{}
-			for _, s := range res.Served {
-				got[s.Pod] = s.Node
-			}
-			if diff := cmp.Diff(map[string]string{"default/free": "n1", "default/bound": "n2"}, got); diff != "" {
+			if diff := cmp.Diff(map[string]string{"default/free": "n1", "default/bound": "n2"}, servedNodes(res)); diff != "" {
 				t.Errorf("nodes of the pods (-want +got):\n%s\nplan: %+v", diff, toTrace(res))
 			}
 		})

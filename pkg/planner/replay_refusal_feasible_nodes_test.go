@@ -83,11 +83,7 @@ func TestReplayRefusalTriesTheSameWayOnFurtherNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]string{}
-	for _, s := range res.Served {
-		got[s.Pod] = s.Node
-	}
-	if diff := cmp.Diff(map[string]string{"default/x1": "n1", "default/x2": "n2", "default/y": "n3"}, got); diff != "" {
+	if diff := cmp.Diff(map[string]string{"default/x1": "n1", "default/x2": "n2", "default/y": "n3"}, servedNodes(res)); diff != "" {
 		t.Errorf("nodes of the pods (-want +got):\n%s\nplan: %+v", diff, toTrace(res))
 	}
 }

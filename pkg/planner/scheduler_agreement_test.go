@@ -89,10 +89,7 @@ func schedulerReplay(t *testing.T, snap Snapshot, res Result, newestFirst bool) 
 			Driver: snap.Driver, NodeName: ptr.To(name), Pool: resourceapi.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1}, Devices: devs}}},
 			n.OtherSlices...)
 	}
-	servedOn := map[string]string{}
-	for _, s := range res.Served {
-		servedOn[s.Pod] = s.Node
-	}
+	servedOn := servedNodes(res)
 	pods := slices.Clone(snap.Pending)
 	sort.SliceStable(pods, func(i, j int) bool {
 		a, b := pods[i].Pod, pods[j].Pod
