@@ -55,7 +55,7 @@ func (e *env) bindFlags(cmd *cobra.Command) {
 	names.Timeout = clientcmd.FlagInfo{}
 	names.ContextOverrideFlags.Namespace = clientcmd.FlagInfo{}
 	clientcmd.BindOverrideFlags(&e.overrides, cmd.PersistentFlags(), names)
-	cmd.PersistentFlags().DurationVar(&e.timeout, "request-timeout", 30*time.Second, "timeout of each request to the API server")
+	cmd.PersistentFlags().DurationVar(&e.timeout, "request-timeout", 30*time.Second, "timeout of each request to the API server (0: none)")
 }
 
 // scheme knows the built-in types and the miglayout API.
@@ -71,6 +71,9 @@ func scheme() *runtime.Scheme {
 
 // restConfig is the connection the kubeconfig and the flags give.
 func (e *env) restConfig() (*rest.Config, error) {
+	if e.timeout < 0 {
+		return nil, fmt.Errorf("--request-timeout=%s: want 0 (none) or more", e.timeout)
+	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = e.kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &e.overrides).ClientConfig()

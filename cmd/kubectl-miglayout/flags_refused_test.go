@@ -14,3 +14,16 @@ func TestPlanRefusesNegativeAgingAfter(t *testing.T) {
 		t.Errorf("plan: %v, want --auto-aging-after refused", err)
 	}
 }
+
+// TestNegativeRequestTimeoutRefused: --request-timeout takes 0 (none) or
+// more; a negative one is refused before the kubeconfig is read.
+func TestNegativeRequestTimeoutRefused(t *testing.T) {
+	e := &env{}
+	cmd := newRootCommandEnv(e)
+	if err := cmd.PersistentFlags().Parse([]string{"--request-timeout", "-5s"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.restConfig(); err == nil || !strings.Contains(err.Error(), "--request-timeout=-5s") {
+		t.Errorf("restConfig: %v, want --request-timeout refused", err)
+	}
+}
