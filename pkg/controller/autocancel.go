@@ -164,8 +164,13 @@ func UnneededChanges(in AutoInputs, snap planner.Snapshot, candidates []planner.
 	// A new device a claim holds already was made: the status lags.
 	allocated, admin, _ := allocations(in.Claims, in.Driver)
 	waited := map[string]bool{}
+	heldOn := map[string]sets.Set[migslices.MIGDeviceKey]{} // by node, made once
 	for _, c := range candidates {
-		held := migKeys(allocated[c.Node].Union(admin[c.Node]))
+		held, ok := heldOn[c.Node]
+		if !ok {
+			held = migKeys(allocated[c.Node].Union(admin[c.Node]))
+			heldOn[c.Node] = held
+		}
 		for _, d := range c.From {
 			if !c.To.Contains(d) && isAllocated(held, c.GPU, d) {
 				waited[fmt.Sprintf("%s/%d", c.Node, c.GPU)] = true
