@@ -130,7 +130,10 @@ type Sim struct {
 	refcount int
 
 	mu  sync.Mutex // serialises state access within the process
-	mem []byte     // the encoded state when path == ""
+	mem []byte     // the encoded state when path == "", its models apart (encodeMem)
+	// memModels are the in-memory state's models, by canonical name: the
+	// catalog's, only read.
+	memModels map[string]*mig.Model
 
 	devMock *mock.Device
 	giMock  *mock.GpuInstance
@@ -164,7 +167,8 @@ func New(cfg Config) (*Sim, error) {
 	s := newSim(cfg.StatePath, cfg.Latency)
 	s.noGPUReset = cfg.NoGPUReset
 	if cfg.StatePath == "" {
-		if s.mem, err = encodeState(fresh); err != nil {
+		s.memModels = fresh.Models
+		if s.mem, err = encodeMem(fresh); err != nil {
 			return nil, fmt.Errorf("creating simulator: %w", err)
 		}
 		return s, nil

@@ -162,9 +162,18 @@ func newFileState(seed string, models []*mig.Model) *fileState {
 }
 
 func decodeState(data []byte) (*fileState, error) {
+	return decodeStateWith(data, nil)
+}
+
+// decodeStateWith decodes data, a state whose models are left out where
+// models is not nil (the in-memory state, encodeMem): those are its models.
+func decodeStateWith(data []byte, models map[string]*mig.Model) (*fileState, error) {
 	var st fileState
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("decoding state: %w", err)
+	}
+	if models != nil {
+		st.Models = models
 	}
 	if st.Version != stateVersion {
 		return nil, fmt.Errorf("decoding state: version %d, want %d", st.Version, stateVersion)
@@ -186,6 +195,20 @@ func encodeState(st *fileState) ([]byte, error) {
 		return nil, fmt.Errorf("encoding state: %w", err)
 	}
 	return append(data, '\n'), nil
+}
+
+// encodeMem encodes st for the in-memory state: without its models, which
+// never change and which the simulator keeps decoded (Sim.memModels).
+// Decoding the catalog entries on every call was most of a call's time:
+// the models are about 14 times the rest of a one-GPU state's text.
+func encodeMem(st *fileState) ([]byte, error) {
+	c := *st
+	c.Models = nil
+	data, err := json.Marshal(&c)
+	if err != nil {
+		return nil, fmt.Errorf("encoding state: %w", err)
+	}
+	return data, nil
 }
 
 // nextSerial returns a new serial number (UIDs, MIG UUIDs).
@@ -285,13 +308,14 @@ func profileByNVML(m *mig.Model, idx int) *mig.Profile {
 // reports a change. With a state file it holds an exclusive flock on
 // path+".lock" from the read to the write, so processes sharing the file
 // serialise; the write is a temp file renamed over the state file. The
-// in-memory state is kept encoded as well, so both modes give fn a fresh copy
-// and changes made before fn fails are never stored.
+// in-memory state is kept encoded as well (its models apart, encodeMem), so
+// both modes give fn a fresh copy and changes made before fn fails are never
+// stored.
 func (s *Sim) update(fn func(st *fileState) (changed bool, err error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.path == "" {
-		st, err := decodeState(s.mem)
+		st, err := decodeStateWith(s.mem, s.memModels)
 		if err != nil {
 			return err
 		}
@@ -299,7 +323,7 @@ func (s *Sim) update(fn func(st *fileState) (changed bool, err error)) error {
 		if err != nil || !changed {
 			return err
 		}
-		data, err := encodeState(st)
+		data, err := encodeMem(st)
 		if err != nil {
 			return err
 		}
