@@ -338,3 +338,70 @@ func oneChangePerPod(in AutoInputs, snap *planner.Snapshot) {
 		}
 	}
 }
+
+// BlockedChanges cancels the changes an earlier plan made that the agent
+// cannot apply because a device they destroy was allocated since (the
+// scheduler took it before the drain's taint was seen), or that the agent
+// refused as invalid for the GPU (blockedByUse): for each GPU of
+// the snapshot's Auto nodes (MIG on, a known model) that is so blocked
+// while its desired layout, MIG on, differs from its actual
+// one, a change back to the actual layout. The GPU is then no longer held
+// up until the claim ends (which may take days), nor are the node's other
+// GPUs under the per-node limit; the pods the cancelled change was for are
+// still pending and are planned again, around the device in use, once the
+// agent reports the GPU Ready. apply writes a cancel only while the
+// NodeMigLayout still asks for the cancelled layout and still reports the
+// GPU blocked on the layout the cancel keeps.
+func BlockedChanges(in AutoInputs, snap planner.Snapshot) []planner.Change {
+	return cancelsBy(in, snap, cancelOf)
+}
+
+// cancelsBy returns the cancel find finds for each GPU of the snapshot's
+// nodes on their NodeMigLayouts. Nothing is written for a Frozen node: an
+// agent cut off from the API server may have carried the change out.
+func cancelsBy(in AutoInputs, snap planner.Snapshot, find func(*v1alpha1.NodeMigLayout, int) (planner.Change, bool)) []planner.Change {
+	var out []planner.Change
+	for _, n := range snap.Nodes {
+		nml := in.NodeMigLayouts[n.Node.Name]
+		if nml == nil || n.Frozen {
+			continue
+		}
+		for _, g := range n.GPUs {
+			if c, ok := find(nml, g.Info.Index); ok {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// specAndStatus are GPU idx's spec and status on nml; ok is false unless
+// both are there.
+func specAndStatus(nml *v1alpha1.NodeMigLayout, idx int) (spec v1alpha1.GPUSpec, st v1alpha1.GPUStatus, ok bool) {
+	i := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return int(st.Index) == idx })
+	j := slices.IndexFunc(nml.Spec.GPUs, func(sp v1alpha1.GPUSpec) bool { return int(sp.Index) == idx })
+	if i < 0 || j < 0 {
+		return spec, st, false
+	}
+	return nml.Spec.GPUs[j], nml.Status.GPUs[i], true
+}
+
+// cancelOf is the change that cancels GPU idx's blocked change on nml, if
+// it has one (see BlockedChanges).
+func cancelOf(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
+	spec, st, ok := specAndStatus(nml, idx)
+	if !ok || !blockedByUse(st) || !spec.MIGEnabled {
+		return planner.Change{}, false
+	}
+	actual, err1 := mig.ParseLayout(st.Layout)
+	desired, err2 := mig.ParseLayout(spec.Layout)
+	if err1 != nil || err2 != nil || desired.Equal(actual) {
+		return planner.Change{}, false
+	}
+	why := "blocked by a device in use"
+	if st.Phase == v1alpha1.PhaseFailed {
+		why = "refused by the agent, " + st.Reason
+	}
+	return planner.Change{Node: nml.Name, GPU: idx, From: desired, To: actual,
+		Reason: truncate(fmt.Sprintf("cancels the change to %s, %s (%s); its pods are planned again", desired.String(), why, st.Message), 1024)}, true
+}
