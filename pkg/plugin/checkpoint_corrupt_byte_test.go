@@ -17,10 +17,7 @@ import (
 // hand a container the wrong device.
 func TestCheckpointOneByteCorrupted(t *testing.T) {
 	claims := map[types.UID]PreparedClaim{
-		"uid-1": {UID: "uid-1", Namespace: "team-a", Name: "infer", Devices: []PreparedDevice{{
-			Requests: []string{"mig"}, Pool: "node-a", Device: "gpu-0-mig-1g10gb-19-3", GPUIndex: 0,
-			UUID: "MIG-1", GPUUUID: "GPU-0", DeviceNodes: []string{"/dev/nvidia0"}, CDIDeviceID: "k8s.mig.miglayout.io/claim=uid-1-gpu-0-mig-1g10gb-19-3",
-		}}},
+		"uid-1": inferClaim(),
 		"uid-2": {UID: "uid-2", Namespace: "team-b", Name: "train", Devices: []PreparedDevice{{
 			Requests: []string{"a", "b"}, Pool: "node-a", Device: "gpu-1", GPUIndex: 1, AdminAccess: true,
 			UUID: "GPU-1", DeviceNodes: []string{"/dev/nvidia1"}, CDIDeviceID: "k8s.mig.miglayout.io/claim=uid-2-gpu-1",

@@ -14,6 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// inferClaim is a prepared claim of one MIG device, as the checkpoint
+// records it.
+func inferClaim() PreparedClaim {
+	return PreparedClaim{UID: "uid-1", Namespace: "team-a", Name: "infer", Devices: []PreparedDevice{{
+		Requests: []string{"mig"}, Pool: "node-a", Device: "gpu-0-mig-1g10gb-19-3", GPUIndex: 0,
+		UUID: "MIG-1", GPUUUID: "GPU-0", DeviceNodes: []string{"/dev/nvidia0"}, CDIDeviceID: "k8s.mig.miglayout.io/claim=uid-1-gpu-0-mig-1g10gb-19-3",
+	}}}
+}
+
 // TestReadCheckpoint: a checkpoint is read back as written; one a later
 // version wrote, with fields this version does not know, is read too (its
 // checksum covers what was written, not what this version re-encodes), so
@@ -21,12 +30,7 @@ import (
 // whose claims changed after writing, or of another format version, is
 // refused.
 func TestReadCheckpoint(t *testing.T) {
-	claims := map[types.UID]PreparedClaim{
-		"uid-1": {UID: "uid-1", Namespace: "team-a", Name: "infer", Devices: []PreparedDevice{{
-			Requests: []string{"mig"}, Pool: "node-a", Device: "gpu-0-mig-1g10gb-19-3", GPUIndex: 0,
-			UUID: "MIG-1", GPUUUID: "GPU-0", DeviceNodes: []string{"/dev/nvidia0"}, CDIDeviceID: "k8s.mig.miglayout.io/claim=uid-1-gpu-0-mig-1g10gb-19-3",
-		}}},
-	}
+	claims := map[types.UID]PreparedClaim{"uid-1": inferClaim()}
 	// file is a checkpoint of the given version whose claims are raw
 	// (indented, as written), with the checksum a writer computes over
 	// their compact encoding; tamper edits the claims after the checksum.
