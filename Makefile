@@ -91,6 +91,7 @@ chaos-auto: testbin ## long Auto-mode chaos: SCENARIOS (default 40) seeded Auto 
 badinput: testbin ## bad-input corpus against the real API server with agents running (~1 min)
 	$(GO) test -count=1 -v ./test/e2e/badinput
 
-fuzz: ## the fuzz targets of the layout parser and the planner, FUZZTIME each (default 30s)
+fuzz: ## the fuzz targets of the layout and profile-name parsers and the planner, FUZZTIME each (default 30s)
 	$(GO) test ./pkg/mig -run '^$$' -fuzz '^FuzzParseLayout$$' -fuzztime $(or $(FUZZTIME),30s)
+	$(GO) test ./pkg/mig -run '^$$' -fuzz '^FuzzParseProfileName$$' -fuzztime $(or $(FUZZTIME),30s)
 	$(GO) test ./pkg/planner -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime $(or $(FUZZTIME),30s)
