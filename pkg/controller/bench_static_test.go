@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -47,10 +48,37 @@ func BenchmarkStaticReconcile(b *testing.B) {
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		b.Fatal(err)
 	}
+	before := resourceVersions(b, c)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := r.Reconcile(ctx, req); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	if diff := cmp.Diff(before, resourceVersions(b, c)); diff != "" {
+		b.Fatalf("the steady passes wrote objects (resourceVersions, -before +after):\n%s", diff)
+	}
+}
+
+// resourceVersions are the resourceVersions of c's MigLayouts and
+// NodeMigLayouts, by kind and name.
+func resourceVersions(b *testing.B, c client.Client) map[string]string {
+	b.Helper()
+	out := map[string]string{}
+	var mls v1alpha1.MigLayoutList
+	var nmls v1alpha1.NodeMigLayoutList
+	if err := c.List(b.Context(), &mls); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.List(b.Context(), &nmls); err != nil {
+		b.Fatal(err)
+	}
+	for _, ml := range mls.Items {
+		out["MigLayout/"+ml.Name] = ml.ResourceVersion
+	}
+	for _, nml := range nmls.Items {
+		out["NodeMigLayout/"+nml.Name] = nml.ResourceVersion
+	}
+	return out
 }
