@@ -130,10 +130,11 @@ type Sim struct {
 	refcount int
 
 	mu  sync.Mutex // serialises state access within the process
-	mem []byte     // the encoded state when path == "", its models apart (encodeMem)
-	// memModels are the in-memory state's models, by canonical name: the
-	// catalog's, only read.
-	memModels map[string]*mig.Model
+	mem *fileState // the state when path == ""
+	// read is the state file as last read or written by this Sim, readData
+	// its bytes (update).
+	read     *fileState
+	readData []byte
 
 	devMock *mock.Device
 	giMock  *mock.GpuInstance
@@ -167,10 +168,7 @@ func New(cfg Config) (*Sim, error) {
 	s := newSim(cfg.StatePath, cfg.Latency)
 	s.noGPUReset = cfg.NoGPUReset
 	if cfg.StatePath == "" {
-		s.memModels = fresh.Models
-		if s.mem, err = encodeMem(fresh); err != nil {
-			return nil, fmt.Errorf("creating simulator: %w", err)
-		}
+		s.mem = fresh
 		return s, nil
 	}
 	unlock, err := lockFile(cfg.StatePath + ".lock")
@@ -183,7 +181,7 @@ func New(cfg Config) (*Sim, error) {
 		return nil, fmt.Errorf("creating simulator: %w", err)
 	}
 	if !exists {
-		if err := writeStateFile(cfg.StatePath, fresh); err != nil {
+		if _, err := writeStateFile(cfg.StatePath, fresh); err != nil {
 			return nil, fmt.Errorf("creating simulator: %w", err)
 		}
 		return s, nil

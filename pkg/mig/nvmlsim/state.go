@@ -1,6 +1,7 @@
 package nvmlsim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -162,18 +163,9 @@ func newFileState(seed string, models []*mig.Model) *fileState {
 }
 
 func decodeState(data []byte) (*fileState, error) {
-	return decodeStateWith(data, nil)
-}
-
-// decodeStateWith decodes data, a state whose models are left out where
-// models is not nil (the in-memory state, encodeMem): those are its models.
-func decodeStateWith(data []byte, models map[string]*mig.Model) (*fileState, error) {
 	var st fileState
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("decoding state: %w", err)
-	}
-	if models != nil {
-		st.Models = models
 	}
 	if st.Version != stateVersion {
 		return nil, fmt.Errorf("decoding state: version %d, want %d", st.Version, stateVersion)
@@ -195,20 +187,6 @@ func encodeState(st *fileState) ([]byte, error) {
 		return nil, fmt.Errorf("encoding state: %w", err)
 	}
 	return append(data, '\n'), nil
-}
-
-// encodeMem encodes st for the in-memory state: without its models, which
-// never change and which the simulator keeps decoded (Sim.memModels).
-// Decoding the catalog entries on every call was most of a call's time:
-// the models are about 14 times the rest of a one-GPU state's text.
-func encodeMem(st *fileState) ([]byte, error) {
-	c := *st
-	c.Models = nil
-	data, err := json.Marshal(&c)
-	if err != nil {
-		return nil, fmt.Errorf("encoding state: %w", err)
-	}
-	return data, nil
 }
 
 // nextSerial returns a new serial number (UIDs, MIG UUIDs).
@@ -307,27 +285,25 @@ func profileByNVML(m *mig.Model, idx int) *mig.Profile {
 // update runs fn on the current state and stores the state back when fn
 // reports a change. With a state file it holds an exclusive flock on
 // path+".lock" from the read to the write, so processes sharing the file
-// serialise; the write is a temp file renamed over the state file. The
-// in-memory state is kept encoded as well (its models apart, encodeMem), so
-// both modes give fn a fresh copy and changes made before fn fails are never
-// stored.
+// serialise; the write is a temp file renamed over the state file. Both
+// modes give fn a copy of its own (fileState.clone), so changes made before
+// fn fails are never stored, and a value fn hands out never aliases the
+// stored state.
+//
+// A state file is read on every call, since another process may have
+// written it; it is decoded only when its bytes differ from those last read
+// or written here (decoding was most of a call's time: an 8-GPU inventory
+// read makes about 2000 calls).
 func (s *Sim) update(fn func(st *fileState) (changed bool, err error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.path == "" {
-		st, err := decodeStateWith(s.mem, s.memModels)
-		if err != nil {
-			return err
-		}
+		st := s.mem.clone()
 		changed, err := fn(st)
 		if err != nil || !changed {
 			return err
 		}
-		data, err := encodeMem(st)
-		if err != nil {
-			return err
-		}
-		s.mem = data
+		s.mem = st.clone()
 		return nil
 	}
 	unlock, err := lockFile(s.path + ".lock")
@@ -335,15 +311,47 @@ func (s *Sim) update(fn func(st *fileState) (changed bool, err error)) error {
 		return err
 	}
 	defer unlock()
-	st, err := readStateFile(s.path)
+	data, err := os.ReadFile(s.path)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading state file: %w", err)
 	}
+	if s.read == nil || !bytes.Equal(data, s.readData) {
+		st, err := decodeState(data)
+		if err != nil {
+			return fmt.Errorf("reading state file %s: %w", s.path, err)
+		}
+		s.read, s.readData = st, data
+	}
+	st := s.read.clone()
 	changed, err := fn(st)
 	if err != nil || !changed {
 		return err
 	}
-	return writeStateFile(s.path, st)
+	if data, err = writeStateFile(s.path, st); err != nil {
+		s.read, s.readData = nil, nil
+		return err
+	}
+	s.read, s.readData = st.clone(), data
+	return nil
+}
+
+// clone returns a deep copy of st but for its models, which are shared:
+// the simulator only reads them (TestCloneSharesNothing).
+func (st *fileState) clone() *fileState {
+	c := *st
+	c.GPUs = slices.Clone(st.GPUs)
+	for i := range c.GPUs {
+		g := &c.GPUs[i]
+		g.GPUInstances = slices.Clone(g.GPUInstances)
+		for j := range g.GPUInstances {
+			gi := &g.GPUInstances[j]
+			gi.ComputeInstances = slices.Clone(gi.ComputeInstances)
+		}
+	}
+	c.Processes = slices.Clone(st.Processes)
+	c.Clients = slices.Clone(st.Clients)
+	c.Faults = slices.Clone(st.Faults)
+	return &c
 }
 
 // lockFile takes an exclusive flock on path (created if missing) and returns
@@ -379,16 +387,17 @@ func readStateFile(path string) (*fileState, error) {
 }
 
 // writeStateFile writes st to a temp file next to path and renames it over
-// path, so a reader sees the old or the new state, never a mix. It does not
-// fsync: simulated hardware need not survive a power cut.
-func writeStateFile(path string, st *fileState) error {
+// path, so a reader sees the old or the new state, never a mix, and returns
+// the bytes written. It does not fsync: simulated hardware need not survive
+// a power cut.
+func writeStateFile(path string, st *fileState) ([]byte, error) {
 	data, err := encodeState(st)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("writing state file: %w", err)
+		return nil, fmt.Errorf("writing state file: %w", err)
 	}
 	name := tmp.Name()
 	_, err = tmp.Write(data)
@@ -403,9 +412,9 @@ func writeStateFile(path string, st *fileState) error {
 	}
 	if err != nil {
 		os.Remove(name)
-		return fmt.Errorf("writing state file %s: %w", path, err)
+		return nil, fmt.Errorf("writing state file %s: %w", path, err)
 	}
-	return nil
+	return data, nil
 }
 
 // stateFileExists reports whether path exists.
