@@ -22,67 +22,64 @@ import (
 // succeeds exactly where Validate accepts the layout with the new device,
 // and that a refused create leaves the GPU as it was.
 func TestCatalogAgreesWithSimulatedNVML(t *testing.T) {
-	for _, model := range mig.DefaultCatalog().Models() {
-		t.Run(model.Name, func(t *testing.T) {
-			ctx := t.Context()
-			sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: model.Name})
-			enableMIG(t, ctx, sim, m, 0)
+	gputest.EveryModel(t, func(t *testing.T, model *mig.Model, sim *nvmlsim.Sim, m *gpu.NVMLManager) {
+		ctx := t.Context()
+		enableMIG(t, ctx, sim, m, 0)
 
-			for _, l := range model.MaximalLayouts() {
-				for _, d := range model.Diff(nil, l).Create {
-					if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
-						t.Fatalf("maximal layout %s: %v", l, err)
-					}
+		for _, l := range model.MaximalLayouts() {
+			for _, d := range model.Diff(nil, l).Create {
+				if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
+					t.Fatalf("maximal layout %s: %v", l, err)
 				}
-				if got := heldLayout(t, ctx, m); !got.Equal(l) {
-					t.Fatalf("maximal layout %s: GPU holds %s", l, got)
-				}
-				clear0(t, ctx, m, l)
 			}
+			if got := heldLayout(t, ctx, m); !got.Equal(l) {
+				t.Fatalf("maximal layout %s: GPU holds %s", l, got)
+			}
+			clear0(t, ctx, m, l)
+		}
 
-			rng := rand.New(rand.NewPCG(uint64(len(model.Profiles)), 7))
-			var cur mig.Layout
-			accepted, refused := 0, 0
-			for step := range 600 {
-				if len(cur) > 0 && rng.IntN(4) == 0 {
-					i := rng.IntN(len(cur))
-					if err := m.DestroyMIGDevice(ctx, 0, cur[i]); err != nil {
-						t.Fatalf("step %d: destroying %s of %s: %v", step, cur[i], cur, err)
-					}
-					cur = append(cur[:i:i], cur[i+1:]...)
-					continue
+		rng := rand.New(rand.NewPCG(uint64(len(model.Profiles)), 7))
+		var cur mig.Layout
+		accepted, refused := 0, 0
+		for step := range 600 {
+			if len(cur) > 0 && rng.IntN(4) == 0 {
+				i := rng.IntN(len(cur))
+				if err := m.DestroyMIGDevice(ctx, 0, cur[i]); err != nil {
+					t.Fatalf("step %d: destroying %s of %s: %v", step, cur[i], cur, err)
 				}
-				p := model.Profiles[rng.IntN(len(model.Profiles))]
-				start := rng.IntN(model.MemorySlices)
-				if rng.IntN(3) > 0 {
-					start = p.Placements[rng.IntN(len(p.Placements))].Start
-				}
-				d := mig.Device{Profile: p.Name, Start: start}
-				want := model.Validate(append(cur[:len(cur):len(cur)], d))
-				_, err := m.CreateMIGDevice(ctx, 0, d)
-				switch {
-				case want == nil && err != nil:
-					t.Fatalf("step %d: Validate accepts %s beside %s, NVML refuses it: %v", step, d, cur, err)
-				case want != nil && err == nil:
-					t.Fatalf("step %d: NVML creates %s beside %s, Validate refuses it: %v", step, d, cur, want)
-				case err != nil && !errors.Is(err, gpu.ErrInsufficientResources):
-					t.Fatalf("step %d: refusing %s beside %s: got %v, want an error wrapping ErrInsufficientResources", step, d, cur, err)
-				case err == nil:
-					cur = append(cur, d)
-					accepted++
-				default:
-					refused++
-				}
-				if got := heldLayout(t, ctx, m); !got.Equal(cur) {
-					t.Fatalf("step %d: after creating %s (err %v) the GPU holds %s, want %s", step, d, err, got, cur)
-				}
+				cur = append(cur[:i:i], cur[i+1:]...)
+				continue
 			}
-			// A walk that never (or always) creates compares nothing.
-			if accepted < 50 || refused < 50 {
-				t.Fatalf("the walk created %d devices and was refused %d times; want at least 50 of each", accepted, refused)
+			p := model.Profiles[rng.IntN(len(model.Profiles))]
+			start := rng.IntN(model.MemorySlices)
+			if rng.IntN(3) > 0 {
+				start = p.Placements[rng.IntN(len(p.Placements))].Start
 			}
-		})
-	}
+			d := mig.Device{Profile: p.Name, Start: start}
+			want := model.Validate(append(cur[:len(cur):len(cur)], d))
+			_, err := m.CreateMIGDevice(ctx, 0, d)
+			switch {
+			case want == nil && err != nil:
+				t.Fatalf("step %d: Validate accepts %s beside %s, NVML refuses it: %v", step, d, cur, err)
+			case want != nil && err == nil:
+				t.Fatalf("step %d: NVML creates %s beside %s, Validate refuses it: %v", step, d, cur, want)
+			case err != nil && !errors.Is(err, gpu.ErrInsufficientResources):
+				t.Fatalf("step %d: refusing %s beside %s: got %v, want an error wrapping ErrInsufficientResources", step, d, cur, err)
+			case err == nil:
+				cur = append(cur, d)
+				accepted++
+			default:
+				refused++
+			}
+			if got := heldLayout(t, ctx, m); !got.Equal(cur) {
+				t.Fatalf("step %d: after creating %s (err %v) the GPU holds %s, want %s", step, d, err, got, cur)
+			}
+		}
+		// A walk that never (or always) creates compares nothing.
+		if accepted < 50 || refused < 50 {
+			t.Fatalf("the walk created %d devices and was refused %d times; want at least 50 of each", accepted, refused)
+		}
+	})
 }
 
 // heldLayout is the layout of GPU 0's MIG devices as the manager lists them.

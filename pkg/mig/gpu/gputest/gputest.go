@@ -21,6 +21,19 @@ func Simulated(t testing.TB, cfg nvmlsim.Config) (*nvmlsim.Sim, *gpu.NVMLManager
 	return SimulatedOver(t, cfg, func(l nvml.Interface) nvml.Interface { return l })
 }
 
+// EveryModel runs fn as a subtest for each model of mig.DefaultCatalog, on
+// a simulator of one GPU of that model (GPU 0, MIG mode off) and the
+// manager over it (Simulated).
+func EveryModel(t *testing.T, fn func(t *testing.T, model *mig.Model, sim *nvmlsim.Sim, m *gpu.NVMLManager)) {
+	t.Helper()
+	for _, model := range mig.DefaultCatalog().Models() {
+		t.Run(model.Name, func(t *testing.T) {
+			sim, m := Simulated(t, nvmlsim.Config{Spec: model.Name})
+			fn(t, model, sim, m)
+		})
+	}
+}
+
 // SimulatedOver is Simulated with the manager over wrap(sim): an NVML that
 // answers some calls otherwise than the simulator (ProfileReads).
 func SimulatedOver(t testing.TB, cfg nvmlsim.Config, wrap func(nvml.Interface) nvml.Interface) (*nvmlsim.Sim, *gpu.NVMLManager) {
