@@ -47,8 +47,9 @@
 // (GIs with a CI) are indexed in order of GI ID, as real NVML numbers them.
 //
 // State lives in memory or, with Config.StatePath, in a JSON file that several
-// processes share (each call takes an flock on StatePath+".lock", reloads,
-// mutates and writes back atomically), so that a test's stand-in kubelet can
+// processes share (each call takes an flock on StatePath+".lock", reads the
+// file, decoding it again only where it changed, and writes back atomically
+// what it changes), so that a test's stand-in kubelet can
 // start processes on the MIG devices an agent in another process created.
 // Handles name hardware by stable keys (GPU index, GI ID, CI ID and a serial
 // number), so they stay valid across processes and go stale when the instance

@@ -127,8 +127,9 @@ type fileState struct {
 	Seed    string `json:"seed,omitempty"`
 	State
 	// Models holds the catalog entry of every model in Spec, by canonical
-	// name. Only the exported fields survive JSON, so the simulator never
-	// calls Model.Profile on them (see profileByID).
+	// name; the simulator only reads them (clone shares them). Only the
+	// exported fields survive JSON (a state file's models), so the
+	// simulator never calls Model.Profile on them (see profileByID).
 	Models     map[string]*mig.Model `json:"models"`
 	NextPID    uint32                `json:"nextPID"`
 	NextSerial uint64                `json:"nextSerial"`
