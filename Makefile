@@ -26,8 +26,9 @@ unit: ## unit tests only (no control plane)
 vet: ## go vet
 	$(GO) vet ./...
 
-lint: vet ## gofmt check + go vet
+lint: vet ## gofmt check + go vet + staticcheck (a tool of go.mod)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) tool staticcheck ./...
 
 # Control-plane binaries for test/harness (etcd, kube-apiserver, kube-scheduler,
 # kube-controller-manager, kubectl), built from the Go module proxy into

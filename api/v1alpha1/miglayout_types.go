@@ -414,7 +414,3 @@ type MigLayoutList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []MigLayout `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&MigLayout{}, &MigLayoutList{})
-}

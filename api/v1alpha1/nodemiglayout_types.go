@@ -340,7 +340,3 @@ type NodeMigLayoutList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeMigLayout `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&NodeMigLayout{}, &NodeMigLayoutList{})
-}

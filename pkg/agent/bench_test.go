@@ -79,7 +79,7 @@ func scheduledClaim(i int) *resourceapi.ResourceClaim {
 	now := metav1.Now()
 	name, pod := fmt.Sprintf("train-%d-gpu-x7k2p", i), fmt.Sprintf("train-%d", i)
 	uid, podUID := types.UID(fmt.Sprintf("0b6f1c5e-3c4d-4f6a-9d1e-%012d", i)), types.UID(fmt.Sprintf("1b6f1c5e-3c4d-4f6a-9d1e-%012d", i))
-	fields := func(s string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(s)} }
+	fields := metav1.NewFieldsV1
 	return &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, GenerateName: fmt.Sprintf("train-%d-gpu-", i), UID: uid,
 			ResourceVersion: fmt.Sprint(100000 + i), CreationTimestamp: now,

@@ -409,7 +409,7 @@ func TestBinderAppliesOnWhatItRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second Binder pass reads the claim from a cache that has not seen the first answer.
-	staleClient := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	staleClient := interceptor.NewClient(c, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 		stale.DeepCopyInto(obj.(*resourceapi.ResourceClaim))
 		return nil
 	}})

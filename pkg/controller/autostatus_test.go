@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -23,7 +22,7 @@ import (
 func TestAutoStatuses(t *testing.T) {
 	autoML := func(name string) *v1alpha1.MigLayout {
 		ml := migLayout(name).build()
-		ml.UID = k8stypes.UID("uid-" + name)
+		ml.UID = types.UID("uid-" + name)
 		ml.Spec.Mode = v1alpha1.ModeAuto
 		return &ml
 	}

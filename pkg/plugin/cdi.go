@@ -96,7 +96,7 @@ func buildSpec(driverName string, control []string, c PreparedClaim) (*cdispec.S
 			})
 		}
 	}
-	v, err := cdiapi.MinimumRequiredVersion(spec)
+	v, err := cdispec.MinimumRequiredVersion(spec)
 	if err != nil {
 		return nil, fmt.Errorf("building CDI spec of claim %s/%s: %w", c.Namespace, c.Name, err)
 	}

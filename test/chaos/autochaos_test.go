@@ -61,7 +61,6 @@ func TestAutoChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Logf = t.Logf
 	seeds := autoSeeds(t, seed, n)
 	n = len(seeds)
 	t.Logf("auto chaos: %d scenarios from master seed %d (-chaos.seed)", n, seed)

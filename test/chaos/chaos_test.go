@@ -103,7 +103,6 @@ func newRunner(t *testing.T, ctx context.Context) *Runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Logf = t.Logf
 	return r
 }
 

@@ -53,7 +53,7 @@ var DefaultRaceSettles = []time.Duration{0, 100 * time.Millisecond, 500 * time.M
 type EnvOptions struct {
 	// StateDir keeps the cluster's state and logs ("" = a temporary directory).
 	StateDir string
-	// Progress receives the cluster's start-up lines and the runs' progress.
+	// Progress receives the cluster's start-up lines.
 	Progress io.Writer
 	// ChaosSettle is the settle period of the chaos nodes' agents; default 1s (the
 	// scheduler stalls of the chaos scenarios stay below it; the drain race measures
@@ -85,7 +85,6 @@ type Env struct {
 	// RaceBind is RaceBindNode, or "" when left out.
 	RaceBind    string
 	ChaosSettle time.Duration
-	progress    io.Writer
 
 	schedMu      sync.Mutex
 	schedStopped bool
@@ -113,7 +112,7 @@ func StartEnv(ctx context.Context, opts EnvOptions) (*Env, error) {
 	}
 	e := &Env{
 		ChaosNodes: []string{ChaosA100, ChaosH100}, RaceNodes: map[time.Duration]string{},
-		ChaosSettle: opts.ChaosSettle, progress: opts.Progress,
+		ChaosSettle: opts.ChaosSettle,
 	}
 	nodes := []cluster.NodeSpec{
 		{Name: ChaosA100, GPUs: "2x" + a100, Labels: map[string]string{roleLabel: "chaos"}},
@@ -170,12 +169,6 @@ func (e *Env) AllRaceNodes() []string {
 func (e *Env) Stop() error {
 	e.ResumeScheduler()
 	return e.Cluster.Stop()
-}
-
-func (e *Env) logf(format string, args ...any) {
-	if e.progress != nil {
-		fmt.Fprintf(e.progress, format+"\n", args...)
-	}
 }
 
 // ---- MigLayouts ----
@@ -387,6 +380,6 @@ func (e *Env) ReleaseAll(ctx context.Context, ns string) error {
 // Wrap gives the helpers of this package (SetMigLayout, WaitConverged, Check, SimState,
 // ...) to a cluster started elsewhere, e.g. by clustertest.Main; it has no chaos or race
 // nodes.
-func Wrap(ce *clustertest.Env, progress io.Writer) *Env {
-	return &Env{Env: ce, RaceNodes: map[time.Duration]string{}, progress: progress}
+func Wrap(ce *clustertest.Env) *Env {
+	return &Env{Env: ce, RaceNodes: map[time.Duration]string{}}
 }

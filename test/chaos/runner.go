@@ -70,13 +70,9 @@ type Runner struct {
 	Namespace string
 	// StageTimeout bounds each convergence wait; default 60 s.
 	StageTimeout time.Duration
-	// Logf receives progress lines (nil: none).
-	Logf func(format string, args ...any)
 
-	seq       int
-	since     time.Time
-	mlGen     int64
-	prevStage string
+	seq   int
+	since time.Time
 	// Of the Auto run in progress: the devices seen allocated, per node, and the
 	// controller's and each agent's log sizes when it started.
 	allocSeen    map[string]sets.Set[string]
@@ -90,12 +86,6 @@ func NewRunner(ctx context.Context, env *Env, mon *Monitor, ns string) (*Runner,
 		return nil, err
 	}
 	return &Runner{Env: env, Mon: mon, Namespace: ns, StageTimeout: 60 * time.Second, since: time.Now()}, nil
-}
-
-func (r *Runner) logf(format string, args ...any) {
-	if r.Logf != nil {
-		r.Logf(format, args...)
-	}
 }
 
 // Setup brings the chaos nodes to the first scenario's base layout, without faults.

@@ -39,7 +39,6 @@ func newFeasibleSet(m *mig.Model, profiles []string) (*feasibleSet, error) {
 		fs.profiles = append(fs.profiles, p.Name)
 		fs.idx[p.Name] = i
 	}
-	type cand struct{ d mig.Device }
 	var cands []mig.Device
 	for _, p := range profs {
 		for _, pl := range p.Placements {

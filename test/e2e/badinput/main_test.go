@@ -37,5 +37,5 @@ func TestMain(m *testing.M) {
 			{Name: nodeA, GPUs: "2xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "bad"}},
 			{Name: nodeH, GPUs: "1xH100-SXM5-80GB", Labels: map[string]string{groupLabel: "bad"}},
 		},
-	}, 60, func(e *clustertest.Env) { env = chaos.Wrap(e, os.Stderr) }))
+	}, 60, func(e *clustertest.Env) { env = chaos.Wrap(e) }))
 }

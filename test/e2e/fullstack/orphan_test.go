@@ -55,7 +55,6 @@ func TestOrphanedClaimReleased(t *testing.T) {
 	if err := env.Client.ResourceV1().ResourceClaims(ns).Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	released := time.Now()
 	clustertest.Poll(t, ctx, 60*time.Second, "claim "+claim.Name+" gone", func(ctx context.Context) (bool, string) {
 		c, err := env.Client.ResourceV1().ResourceClaims(ns).Get(ctx, claim.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -92,7 +91,7 @@ func TestOrphanedClaimReleased(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	released = time.Now()
+	released := time.Now()
 	env.WaitReady(t, ctx, ml, 1)
 	t.Logf("repartitioned %v after the process stopped", time.Since(released).Round(time.Second))
 	if got := profileCounts(gpuOf(env.Snapshot(t, nodeOrphan), 0)); got != "7g.80gb:1" {
