@@ -364,21 +364,7 @@ func TestPrometheusRule(t *testing.T) {
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		t.Fatal(err)
 	}
-	labels := registeredMetrics(t)
-	// The states miglayout_controller_nodes takes (recordMetrics).
-	src, err := os.ReadFile("../../pkg/controller/metrics.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := regexp.MustCompile(`(?s)for state, n := range map\[string\]int32\{(.*?)\}`).FindStringSubmatch(string(src))
-	if block == nil {
-		t.Fatal("no node states in pkg/controller/metrics.go")
-	}
-	var nodeStates []string
-	for _, m := range regexp.MustCompile(`"([a-z]+)":`).FindAllStringSubmatch(block[1], -1) {
-		nodeStates = append(nodeStates, m[1])
-	}
-	used := regexp.MustCompile(`(miglayout_[a-z_]+)(\{[^}]*\})?`)
+	labels, nodeStates := registeredMetrics(t), controllerNodeStates(t)
 	var alerts []string
 	for _, g := range spec.Groups {
 		for _, a := range g.Rules {
@@ -386,42 +372,7 @@ func TestPrometheusRule(t *testing.T) {
 			if a.Labels["severity"] == "" || a.Annotations["summary"] == "" || a.For == "" {
 				t.Errorf("%s: severity %q, summary %q, for %q", a.Alert, a.Labels["severity"], a.Annotations["summary"], a.For)
 			}
-			ms := used.FindAllStringSubmatch(a.Expr, -1)
-			if len(ms) == 0 {
-				t.Errorf("%s reads no miglayout metric: %s", a.Alert, a.Expr)
-			}
-			// Labels grouped by: the metrics' own, or the scrape target's
-			// (node: the ServiceMonitors' relabeling, checked below).
-			known := []string{"namespace", "pod", "instance", "job", "node"}
-			for _, m := range ms {
-				known = append(known, labels[m[1]]...)
-			}
-			for _, by := range regexp.MustCompile(`by \(([^)]*)\)`).FindAllStringSubmatch(a.Expr, -1) {
-				for _, l := range strings.Split(by[1], ",") {
-					if l = strings.TrimSpace(l); !slices.Contains(known, l) {
-						t.Errorf("%s groups by %s, a label its metrics do not have", a.Alert, l)
-					}
-				}
-			}
-			for _, m := range ms {
-				have, ok := labels[m[1]]
-				if !ok {
-					t.Errorf("%s reads %s, which no component registers", a.Alert, m[1])
-					continue
-				}
-				for _, sel := range regexp.MustCompile(`([a-z_]+)=~?"([^"]*)"`).FindAllStringSubmatch(m[2], -1) {
-					if !slices.Contains(have, sel[1]) {
-						t.Errorf("%s selects %s{%s}, a label it does not have (%q)", a.Alert, m[1], sel[1], have)
-					}
-					if m[1] == "miglayout_controller_nodes" && sel[1] == "state" {
-						for _, v := range strings.Split(sel[2], "|") {
-							if !slices.Contains(nodeStates, v) {
-								t.Errorf("%s selects state %q, which the controller never sets (%q)", a.Alert, v, nodeStates)
-							}
-						}
-					}
-				}
-			}
+			checkPromQL(t, a.Alert, a.Expr, labels, nodeStates)
 		}
 	}
 	if len(alerts) < 5 {
@@ -441,6 +392,80 @@ func TestPrometheusRule(t *testing.T) {
 // registeredMetrics reads the metric names and label names the components
 // define from their metrics.go files: each prometheus.New... call's Name
 // (or Namespace_Subsystem_Name) and []string labels.
+// controllerNodeStates are the states miglayout_controller_nodes takes
+// (recordMetrics).
+func controllerNodeStates(t *testing.T) []string {
+	t.Helper()
+	src, err := os.ReadFile("../../pkg/controller/metrics.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := regexp.MustCompile(`(?s)for state, n := range map\[string\]int32\{(.*?)\}`).FindStringSubmatch(string(src))
+	if block == nil {
+		t.Fatal("no node states in pkg/controller/metrics.go")
+	}
+	var states []string
+	for _, m := range regexp.MustCompile(`"([a-z]+)":`).FindAllStringSubmatch(block[1], -1) {
+		states = append(states, m[1])
+	}
+	return states
+}
+
+// checkPromQL fails t where expr, of what (an alert, a panel), reads no
+// miglayout metric, one no component registers (a histogram's series by
+// their _bucket, _sum and _count names), groups by or selects a label its
+// metrics do not have (the scrape target's namespace, pod, instance, job
+// and node, which the ServiceMonitors set, aside), or selects a node state
+// the controller never sets.
+func checkPromQL(t *testing.T, what, expr string, labels map[string][]string, nodeStates []string) {
+	t.Helper()
+	ms := regexp.MustCompile(`(miglayout_[a-z_]+)(\{[^}]*\})?`).FindAllStringSubmatch(expr, -1)
+	if len(ms) == 0 {
+		t.Errorf("%s reads no miglayout metric: %s", what, expr)
+	}
+	name := func(series string) string {
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(series, suffix); ok && slices.Contains(labels[base], "le") {
+				return base
+			}
+		}
+		return series
+	}
+	known := []string{"namespace", "pod", "instance", "job", "node"}
+	for _, m := range ms {
+		known = append(known, labels[name(m[1])]...)
+	}
+	for _, by := range regexp.MustCompile(`by \(([^)]*)\)`).FindAllStringSubmatch(expr, -1) {
+		for _, l := range strings.Split(by[1], ",") {
+			if l = strings.TrimSpace(l); !slices.Contains(known, l) {
+				t.Errorf("%s groups by %s, a label its metrics do not have", what, l)
+			}
+		}
+	}
+	for _, m := range ms {
+		have, ok := labels[name(m[1])]
+		if !ok {
+			t.Errorf("%s reads %s, which no component registers", what, m[1])
+			continue
+		}
+		for _, sel := range regexp.MustCompile(`([a-z_]+)(=~|!=|=)"([^"]*)"`).FindAllStringSubmatch(m[2], -1) {
+			if !slices.Contains(have, sel[1]) {
+				t.Errorf("%s selects %s{%s}, a label it does not have (%q)", what, m[1], sel[1], have)
+			}
+			if m[1] == "miglayout_controller_nodes" && sel[1] == "state" {
+				for _, v := range strings.Split(sel[3], "|") {
+					if !slices.Contains(nodeStates, v) {
+						t.Errorf("%s selects state %q, which the controller never sets (%q)", what, v, nodeStates)
+					}
+				}
+			}
+		}
+	}
+}
+
+// registeredMetrics are the metrics the agent and the controller register,
+// read from their sources, with their label names (a histogram's include
+// le, the label of its _bucket series).
 func registeredMetrics(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
@@ -469,6 +494,9 @@ func registeredMetrics(t *testing.T) map[string][]string {
 				for _, l := range strings.Split(m[1], ",") {
 					labels = append(labels, strings.Trim(strings.TrimSpace(l), `"`))
 				}
+			}
+			if strings.HasPrefix(chunk, "Histogram") {
+				labels = append(labels, "le") // of its _bucket series
 			}
 			out[name] = labels
 		}
@@ -869,6 +897,8 @@ var badValues = []struct {
 	{"replicas zero", map[string]any{"controller": map[string]any{"replicas": 0}}, "/controller/replicas"},
 	{"bad duration", map[string]any{"agent": map[string]any{"settlePeriod": "5 seconds"}}, "/agent/settlePeriod"},
 	{"orphaned-claim grace under a minute", map[string]any{"agent": map[string]any{"orphanedClaimGrace": "30s"}}, "agent.orphanedClaimGrace 30s must be at least 1m"},
+	{"dashboard label not a label key", map[string]any{"metrics": map[string]any{"grafanaDashboard": map[string]any{"label": "grafana dashboard"}}}, "/metrics/grafanaDashboard/label"},
+	{"dashboard namespace not a name", map[string]any{"metrics": map[string]any{"grafanaDashboard": map[string]any{"namespace": "Monitoring"}}}, "/metrics/grafanaDashboard/namespace"},
 	{"bad validation action", map[string]any{"agentNodePolicy": map[string]any{"validationActions": []any{"Reject"}}}, "/agentNodePolicy/validationActions/0"},
 	{"extended resource without a name", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{map[string]any{"profile": "1g.10gb"}}}}, "/deviceClasses/extendedResources/0"},
 	{"extended resource of no profile", map[string]any{"deviceClasses": map[string]any{"extendedResources": []any{map[string]any{"profile": "small", "resourceName": "nvidia.com/mig-small"}}}}, "/deviceClasses/extendedResources/0/profile"},

@@ -118,8 +118,9 @@ func TestHelmChartAcceptedByAPIServer(t *testing.T) {
 	version := serverVersion(t)
 	a := newApplier(t, cp.Config())
 	for name, values := range map[string]map[string]any{
-		"defaults":  nil,
-		"simulated": {"agent": map[string]any{"privileged": false, "simulate": "4xA100-SXM4-80GB"}},
+		"defaults": nil,
+		"simulated, with the dashboard": {"agent": map[string]any{"privileged": false, "simulate": "4xA100-SXM4-80GB"},
+			"metrics": map[string]any{"grafanaDashboard": map[string]any{"enabled": true}}},
 		"nvidia driver name": {"driverName": "gpu.nvidia.com",
 			"deviceClasses": map[string]any{"migName": "mig.nvidia.com", "gpuName": "gpu.nvidia.com"},
 			"agent":         map[string]any{"runtimeClassName": "nvidia", "nvidiaDriverRoot": "/run/nvidia/driver"}},
