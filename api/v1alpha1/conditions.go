@@ -21,6 +21,9 @@ const (
 	// ConditionConflict is True when another MigLayout selects one of this
 	// MigLayout's nodes; such nodes are left as they are.
 	ConditionConflict = "Conflict"
+	// ConditionPaused is True while spec.paused is set: no change is
+	// started on the MigLayout's nodes (changes under way finish).
+	ConditionPaused = "Paused"
 )
 
 // Condition reasons. Each condition's Reason is one of these.
@@ -114,6 +117,13 @@ const (
 	ReasonOverlappingSelectors = "OverlappingSelectors"
 	// ReasonNoConflict (Conflict=False).
 	ReasonNoConflict = "NoConflict"
+	// ReasonPaused (Paused=True; Progressing=False where no change is
+	// under way): spec.paused is set, and the MigLayout starts no change on
+	// its nodes (a Static node whose rules ask for another layout is
+	// Pending, its row's message saying it is paused).
+	ReasonPaused = "Paused"
+	// ReasonNotPaused (Paused=False).
+	ReasonNotPaused = "NotPaused"
 	// ReasonLayoutApplied (NodeMigLayout Ready=True).
 	ReasonLayoutApplied = "LayoutApplied"
 	// ReasonGPUsNotReady (NodeMigLayout Ready=False): some GPU of the node

@@ -29,6 +29,7 @@ const (
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].reason`
 // +kubebuilder:printcolumn:name="Conflict",type=string,JSONPath=`.status.conditions[?(@.type=="Conflict")].status`
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MigLayout struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -105,6 +106,23 @@ type MigLayoutSpec struct {
 	// Policy bounds the planner in Auto mode.
 	// +optional
 	Policy *AutoPolicy `json:"policy,omitempty"`
+
+	// Paused stops the MigLayout from starting any change on its nodes'
+	// GPUs, in either mode, until it is set back to false: a change an
+	// agent has not started (the GPU Ready on its old layout, or Draining:
+	// nothing destroyed yet) is dropped, the GPU keeping its layout, and a
+	// change under way (Repartitioning, Blocked or Failed) is finished or
+	// reported as before, since stopping it half done would leave the GPU
+	// with fewer devices than either layout. In Static mode a node whose
+	// rules ask for another layout is Pending and not Ready (its row says
+	// it is paused); in Auto mode the planner plans nothing on the nodes,
+	// gives no idle GPU back and keeps no spares there, and tells the pods
+	// that only those nodes could serve why. Nodes are still selected,
+	// adopted and reported, the agents still prepare allocated devices, and
+	// status says Paused. Unset, the rules (or the planner) take over from
+	// the layouts the GPUs have then.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 }
 
 // ProfileName is a MIG GPU-instance profile name as nvidia-smi prints it

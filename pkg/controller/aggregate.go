@@ -37,6 +37,9 @@ type NodeState struct {
 	// Conflict: another MigLayout selects the node too; this one leaves
 	// the node as it is (ConflictNode).
 	Conflict bool
+	// Paused: the MigLayout is paused and the node's rules ask for a
+	// layout it does not hold and is not changing to (pauseHold).
+	Paused bool
 	// WriteError is the API server's refusal of the controller's last
 	// create or write of the node's NodeMigLayout (withWriteError); ""
 	// when it was written, or the write only lost a race.
@@ -328,7 +331,7 @@ func phaseRank(p v1alpha1.GPUPhase) int {
 
 // summary is the node part of a MigLayout's status.
 type summary struct {
-	selected, ready, progressing, failed, conflict, silent, lost int32
+	selected, ready, progressing, failed, conflict, silent, lost, paused int32
 	// blocked counts the failed nodes whose worst GPU is Blocked (waiting
 	// for a device in use to be released, or for a reset), not Failed.
 	blocked int32
@@ -375,6 +378,8 @@ func summarize(states []NodeState) summary {
 			}
 		case st.Progressing:
 			s.progressing++
+		case st.Paused:
+			s.paused++
 		case !st.Reporting:
 			s.silent++
 		}

@@ -142,8 +142,9 @@ func addRequestsOf(sum corev1.ResourceList, pod *corev1.Pod) {
 }
 
 // BuildSnapshot turns cluster objects into the planner's input: the nodes of
-// Auto MigLayouts (Frozen where the agent is lost or another MigLayout
-// selects the node too) with the GPUs their agents report, and
+// Auto MigLayouts (Frozen where the MigLayout is paused, the agent is lost
+// or another MigLayout selects the node too) with the GPUs their agents
+// report, and
 // the pods the scheduler found unschedulable with their unallocated claims.
 //
 // A GPU whose desired layout differs from its actual one, or that is not
@@ -233,6 +234,8 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			// goes on and counts toward the limits, nothing else is
 			// planned there.
 			switch {
+			case ml.Spec.Paused:
+				n.FrozenReason = "its MigLayout " + ml.Name + " is paused (spec.paused)"
 			case in.LostAgents.Has(name):
 				n.FrozenReason = "its agent is lost (it stopped renewing its heartbeat Lease)"
 			case sel.Conflicted(name):

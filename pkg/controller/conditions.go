@@ -27,12 +27,14 @@ type Observation struct {
 	// SpecProblems are the parts of the spec that apply to no GPU of the
 	// selected nodes (CheckSpec).
 	SpecProblems []SpecProblem
+	// Paused is the MigLayout's spec.paused.
+	Paused bool
 }
 
 const maxConditionMessage = 2048
 
 // ApplyStatus writes the observation into status: counts, rows,
-// observedGeneration and the four conditions (transition times kept when a
+// observedGeneration and the five conditions (transition times kept when a
 // condition's status does not change).
 func ApplyStatus(status *v1alpha1.MigLayoutStatus, obs Observation) {
 	s := summarize(obs.Nodes)
@@ -47,8 +49,8 @@ func ApplyStatus(status *v1alpha1.MigLayoutStatus, obs Observation) {
 	}
 }
 
-// Conditions computes Ready, Progressing, Degraded and Conflict, in that
-// order, without transition times.
+// Conditions computes Ready, Progressing, Degraded, Conflict and Paused, in
+// that order, without transition times.
 func Conditions(obs Observation) []metav1.Condition {
 	s := summarize(obs.Nodes)
 	cond := func(t string, ok bool, reason, format string, args ...any) metav1.Condition {
@@ -74,6 +76,8 @@ func Conditions(obs Observation) []metav1.Condition {
 		if s.changing > 0 {
 			progressing = cond(v1alpha1.ConditionProgressing, true, v1alpha1.ReasonRepartitioning,
 				"%d %s on the way to the desired layout: %s", s.changing, plural(s.changing, "node is", "nodes are"), progressingNodes(obs.Nodes))
+		} else if obs.Paused {
+			progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonPaused, "%s", msgPaused)
 		} else {
 			progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonStable, "no node is changing")
 		}
@@ -83,7 +87,11 @@ func Conditions(obs Observation) []metav1.Condition {
 	if msg := obs.Selection.ConflictMessage(); msg != "" {
 		conflict = cond(v1alpha1.ConditionConflict, true, v1alpha1.ReasonOverlappingSelectors, "%s", msg)
 	}
-	return []metav1.Condition{ready, progressing, degraded, conflict}
+	paused := cond(v1alpha1.ConditionPaused, false, v1alpha1.ReasonNotPaused, "spec.paused is not set")
+	if obs.Paused {
+		paused = cond(v1alpha1.ConditionPaused, true, v1alpha1.ReasonPaused, "%s", msgPaused)
+	}
+	return []metav1.Condition{ready, progressing, degraded, conflict, paused}
 }
 
 type condFunc func(t string, ok bool, reason, format string, args ...any) metav1.Condition
@@ -107,7 +115,7 @@ func readyCondition(s summary, cond condFunc) metav1.Condition {
 	for _, p := range []struct {
 		n    int32
 		what string
-	}{{s.progressing, "progressing"}, {s.failed - s.blocked, "failed"}, {s.blocked, "blocked"}, {s.conflict, "in conflict"}, {s.silent, "waiting for the agent's report"}, {s.lost, "with a lost agent"}} {
+	}{{s.progressing, "progressing"}, {s.failed - s.blocked, "failed"}, {s.blocked, "blocked"}, {s.conflict, "in conflict"}, {s.paused, "paused"}, {s.silent, "waiting for the agent's report"}, {s.lost, "with a lost agent"}} {
 		if p.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 		}

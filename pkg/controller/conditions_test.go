@@ -25,6 +25,16 @@ func progressingNode(name string) NodeState {
 	return NodeState{Row: v1alpha1.NodeRow{Node: name, Phase: v1alpha1.PhaseDraining}, Progressing: true, Reporting: true}
 }
 
+// pausedNode is a node a pause keeps from its rules' layout: Pending, or
+// with a change its agent started under way.
+func pausedNode(name string, changing bool) NodeState {
+	phase := v1alpha1.PhasePending
+	if changing {
+		phase = v1alpha1.PhaseRepartitioning
+	}
+	return pauseHold(NodeState{Row: v1alpha1.NodeRow{Node: name, Phase: phase}, Progressing: true, Changing: changing, Reporting: true})
+}
+
 func blockedNode(name string) NodeState {
 	return NodeState{Row: v1alpha1.NodeRow{Node: name, Phase: v1alpha1.PhaseBlocked}, Failed: true, Reporting: true,
 		Stuck: []StuckGPU{{GPU: 0, Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse, Message: "claim ns/c"}}}
@@ -53,6 +63,8 @@ func conditionsOf(cs []metav1.Condition) []condition {
 
 func TestConditions(t *testing.T) {
 	noConflict := condition{"Conflict", "False", "NoConflict", "no other MigLayout selects these nodes"}
+	notPaused := condition{"Paused", "False", "NotPaused", "spec.paused is not set"}
+	paused := condition{"Paused", "True", "Paused", "spec.paused is set: no change is started on the nodes; changes under way finish"}
 	noProblems := condition{"Degraded", "False", "NoProblems", "no GPU is blocked or failed"}
 	stable := condition{"Progressing", "False", "Stable", "no node is changing"}
 	tests := map[string]struct {
@@ -64,21 +76,21 @@ func TestConditions(t *testing.T) {
 			want: []condition{
 				{"Ready", "False", "NoNodes", "the node selector selects no node"},
 				{"Progressing", "False", "NoNodes", "the node selector selects no node"},
-				{"Degraded", "True", "NoNodes", "1 spec problem: " + noNodesProblem.Message}, noConflict,
+				{"Degraded", "True", "NoNodes", "1 spec problem: " + noNodesProblem.Message}, noConflict, notPaused,
 			},
 		},
 		"all ready": {
 			obs: Observation{Nodes: []NodeState{readyNode("a"), readyNode("b")}},
 			want: []condition{
 				{"Ready", "True", "AllNodesReady", "all 2 nodes hold the desired layout"},
-				stable, noProblems, noConflict,
+				stable, noProblems, noConflict, notPaused,
 			},
 		},
 		"waiting for the agents": {
 			obs: Observation{Nodes: []NodeState{silentNode("a"), readyNode("b")}},
 			want: []condition{
 				{"Ready", "False", "AgentNotReporting", "1 of 2 nodes is not ready: 1 waiting for the agent's report"},
-				stable, noProblems, noConflict,
+				stable, noProblems, noConflict, notPaused,
 			},
 		},
 		"progressing": {
@@ -86,7 +98,7 @@ func TestConditions(t *testing.T) {
 			want: []condition{
 				{"Ready", "False", "NodesNotReady", "2 of 3 nodes are not ready: 1 progressing, 1 waiting for the agent's report"},
 				{"Progressing", "True", "Repartitioning", "1 node is on the way to the desired layout: a"},
-				noProblems, noConflict,
+				noProblems, noConflict, notPaused,
 			},
 		},
 		"invalid layout wins over a blocked GPU as the reason": {
@@ -95,7 +107,7 @@ func TestConditions(t *testing.T) {
 				{"Ready", "False", "NodesNotReady", "2 of 2 nodes are not ready: 1 failed, 1 blocked"},
 				stable,
 				{"Degraded", "True", "InvalidLayout", `2 GPU problems: node b gpu 1 (A100), rule "x": does not fit, node a gpu 0: Blocked (DeviceInUse): claim ns/c`},
-				noConflict,
+				noConflict, notPaused,
 			},
 		},
 		"blocked": {
@@ -104,7 +116,7 @@ func TestConditions(t *testing.T) {
 				{"Ready", "False", "NodesNotReady", "1 of 1 node is not ready: 1 blocked"},
 				stable,
 				{"Degraded", "True", "DeviceInUse", "1 GPU problem: node a gpu 0: Blocked (DeviceInUse): claim ns/c"},
-				noConflict,
+				noConflict, notPaused,
 			},
 		},
 		"a lost agent": {
@@ -113,7 +125,7 @@ func TestConditions(t *testing.T) {
 				{"Ready", "False", "AgentLost", "2 of 3 nodes are not ready: 1 waiting for the agent's report, 1 with a lost agent"},
 				stable,
 				{"Degraded", "True", "AgentLost", "1 node with a lost agent: node a: no heartbeat"},
-				noConflict,
+				noConflict, notPaused,
 			},
 		},
 		"a lost agent is named first among problems": {
@@ -122,7 +134,7 @@ func TestConditions(t *testing.T) {
 				{"Ready", "False", "NodesNotReady", "3 of 3 nodes are not ready: 1 progressing, 1 blocked, 1 with a lost agent"},
 				{"Progressing", "True", "Repartitioning", "1 node is on the way to the desired layout: c"},
 				{"Degraded", "True", "AgentLost", "1 node with a lost agent, 1 GPU problem: node b: no heartbeat, node a gpu 0: Blocked (DeviceInUse): claim ns/c"},
-				noConflict,
+				noConflict, notPaused,
 			},
 		},
 		"conflict": {
@@ -134,6 +146,31 @@ func TestConditions(t *testing.T) {
 				{"Ready", "False", "NodesNotReady", "1 of 2 nodes is not ready: 1 in conflict"},
 				stable, noProblems,
 				{"Conflict", "True", "OverlappingSelectors", `MigLayout "other" also selects node b; these nodes are left as they are until one MigLayout selects them (change a node selector or the nodes' labels, or delete one of the MigLayouts)`},
+				notPaused,
+			},
+		},
+		"paused: a node the rules would change waits, none changing": {
+			obs: Observation{Paused: true, Nodes: []NodeState{pausedNode("a", false), readyNode("b")}},
+			want: []condition{
+				{"Ready", "False", "NodesNotReady", "1 of 2 nodes is not ready: 1 paused"},
+				{"Progressing", "False", "Paused", "spec.paused is set: no change is started on the nodes; changes under way finish"},
+				noProblems, noConflict, paused,
+			},
+		},
+		"paused: a change under way goes on": {
+			obs: Observation{Paused: true, Nodes: []NodeState{pausedNode("a", true), pausedNode("b", false)}},
+			want: []condition{
+				{"Ready", "False", "NodesNotReady", "2 of 2 nodes are not ready: 1 progressing, 1 paused"},
+				{"Progressing", "True", "Repartitioning", "1 node is on the way to the desired layout: a"},
+				noProblems, noConflict, paused,
+			},
+		},
+		"paused with every node holding its layout": {
+			obs: Observation{Paused: true, Nodes: []NodeState{readyNode("a")}},
+			want: []condition{
+				{"Ready", "True", "AllNodesReady", "its 1 node holds the desired layout"},
+				{"Progressing", "False", "Paused", "spec.paused is set: no change is started on the nodes; changes under way finish"},
+				noProblems, noConflict, paused,
 			},
 		},
 		"bad selector": {
@@ -142,7 +179,7 @@ func TestConditions(t *testing.T) {
 				{"Ready", "False", "InvalidSelector", "bad operator"},
 				{"Progressing", "False", "Stable", "no node is selected"},
 				{"Degraded", "True", "InvalidSelector", "bad operator"},
-				noConflict,
+				noConflict, notPaused,
 			},
 		},
 	}

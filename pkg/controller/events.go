@@ -45,6 +45,10 @@ const (
 	// v1alpha1.ReasonNodeMigLayoutWriteFailed); once while it keeps
 	// refusing.
 	EventNodeMigLayoutWriteFailed = v1alpha1.ReasonNodeMigLayoutWriteFailed
+	// EventPaused (Normal): spec.paused was set; EventResumed (Normal): it
+	// was set back to false.
+	EventPaused  = v1alpha1.ReasonPaused
+	EventResumed = "Resumed"
 )
 
 // Event is one event to record on the MigLayout.
@@ -198,8 +202,22 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 			add("", corev1.EventTypeWarning, EventConflict, "SelectNodes", "%s", msg)
 		}
 	}
+	// A pause is told when it begins and when it ends.
+	c := meta.FindStatusCondition(prev.Conditions, v1alpha1.ConditionPaused)
+	wasPaused := c != nil && c.Status == metav1.ConditionTrue
+	switch {
+	case obs.Paused:
+		if isNew(EventPaused, !wasPaused) {
+			add("", corev1.EventTypeNormal, EventPaused, "Pause", "%s", msgPaused)
+		}
+	case wasPaused || seen.Has(EventPaused):
+		add("", corev1.EventTypeNormal, EventResumed, "Resume", "spec.paused is unset: changes are started on the nodes again")
+	}
 	return out, now
 }
+
+// msgPaused says what a pause does (the Paused condition and event).
+const msgPaused = "spec.paused is set: no change is started on the nodes; changes under way finish"
 
 func gpuPhase(row v1alpha1.NodeRow, gpu int32) v1alpha1.GPUPhase {
 	for _, g := range row.GPUs {

@@ -47,7 +47,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	}
 	var unseen map[string]bool
 	var unseenExpire time.Time
-	if ml.Spec.Mode != v1alpha1.ModeAuto && ml.Spec.MaxNodesChanging != nil {
+	if ml.Spec.Mode != v1alpha1.ModeAuto && ml.Spec.MaxNodesChanging != nil && !ml.Spec.Paused {
 		unseen, unseenExpire = r.rollouts.unseen(ml.UID, in.nodeMigLayouts, now)
 	} else {
 		r.rollouts.forget(ml.UID)
@@ -73,7 +73,15 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			states = append(states, ConflictNode(node, conflictNote(sel, node)))
 			continue
 		}
-		nml, problems, wait, err := r.syncNode(ctx, ml, node, in.nodeMigLayouts[node], gate)
+		var nml *v1alpha1.NodeMigLayout
+		var problems []Problem
+		var wait, paused bool
+		var err error
+		if ml.Spec.Paused {
+			nml, problems, paused, wait, err = r.syncPausedNode(ctx, ml, node, in.nodeMigLayouts[node])
+		} else {
+			nml, problems, wait, err = r.syncNode(ctx, ml, node, in.nodeMigLayouts[node], gate)
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -93,6 +101,9 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		st = withUntouchedGPUs(st, nml)
 		if gate != nil && gate.held[node] {
 			st = gate.hold(st)
+		}
+		if paused {
+			st = pauseHold(st)
 		}
 		var due time.Time
 		st, due = withFailingPasses(st, nml, r.failing.observe(ml.Name, node, nml, now), now)

@@ -115,7 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if ml.DeletionTimestamp != nil {
 		return ctrl.Result{}, r.releaseDeleting(ctx, &ml, in)
 	}
-	obs := Observation{Generation: ml.Generation, Mode: ml.Spec.Mode}
+	obs := Observation{Generation: ml.Generation, Mode: ml.Spec.Mode, Paused: ml.Spec.Paused}
 	obs.Selection, obs.SelectorErr = SelectNodes(&ml, in.migLayouts, in.nodes)
 	obs.Selection = HeldByInvalidSelectors(&ml, obs.Selection, in.migLayouts, in.nodeMigLayouts)
 	var result ctrl.Result

@@ -30,12 +30,13 @@ type rolloutGate struct {
 }
 
 // newRolloutGate is the gate of ml, nil where nothing bounds the rollout
-// (Auto mode, or maxNodesChanging unset). nodes are the NodeMigLayouts of
+// (Auto mode, maxNodesChanging unset, or the MigLayout paused: no node
+// gets a new layout then, syncPausedNode). nodes are the NodeMigLayouts of
 // the nodes the MigLayout selects, those in conflict or not yet adopted
 // included: each that changes counts, and so does each in unseen (given a
 // new spec the cache does not show yet).
 func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout, unseen map[string]bool) *rolloutGate {
-	if ml.Spec.Mode == v1alpha1.ModeAuto || ml.Spec.MaxNodesChanging == nil {
+	if ml.Spec.Mode == v1alpha1.ModeAuto || ml.Spec.MaxNodesChanging == nil || ml.Spec.Paused {
 		return nil
 	}
 	g := &rolloutGate{max: int(*ml.Spec.MaxNodesChanging), held: map[string]bool{}, unseen: unseen}

@@ -135,6 +135,7 @@ func TestDegradedNamesSpecProblems(t *testing.T) {
 		"Progressing False Stable no node is changing",
 		`Degraded True RuleMatchesNoGPU 1 spec problem: rule "t4" matches no GPU`,
 		"Conflict False NoConflict no other MigLayout selects these nodes",
+		"Paused False NotPaused spec.paused is not set",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("conditions (-want +got):\n%s", diff)

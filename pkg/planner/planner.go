@@ -721,7 +721,7 @@ func frozenReasons(nodes []*nodeState) string {
 	for _, n := range nodes {
 		why := n.n.FrozenReason
 		if why == "" {
-			why = "its agent is lost, another MigLayout selects it too, or a DeviceTaintRule takes all its devices out of scheduling"
+			why = "its MigLayout is paused, its agent is lost, another MigLayout selects it too, or a DeviceTaintRule takes all its devices out of scheduling"
 		}
 		out = append(out, "node "+n.n.Node.Name+": "+why)
 	}

@@ -558,7 +558,7 @@ func TestPlan(t *testing.T) {
 			pods: []Pod{pod("a", 1).claim(profileIs("7g.80gb"), 1).build(),
 				pod("huge", 1).claim("device.attributes['mig.miglayout.io'].memory >= 200000", 1).build()},
 			want: trace{Unservable: map[string]string{"default/a": WaitsForLostNode,
-				"default/huge": "no Auto-mode node can be changed now: node lost: its agent is lost, another MigLayout selects it too, or a DeviceTaintRule takes all its devices out of scheduling; node shared: another MigLayout selects it too"}},
+				"default/huge": "no Auto-mode node can be changed now: node lost: its MigLayout is paused, its agent is lost, another MigLayout selects it too, or a DeviceTaintRule takes all its devices out of scheduling; node shared: another MigLayout selects it too"}},
 		},
 		"a pod only a frozen node could serve waits for it, whatever keeps the live ones from serving it": {
 			nodes: []Node{

@@ -124,8 +124,9 @@ type Node struct {
 	// of a model the catalog lacks): taken as they are, like another
 	// driver's.
 	OtherSlices []*resourceapi.ResourceSlice
-	// Frozen: the node's agent is lost (it stopped renewing its heartbeat
-	// Lease), so nothing planned for the node would be carried out, or
+	// Frozen: the node's MigLayout is paused, or its agent is lost (it
+	// stopped renewing its heartbeat Lease), so nothing planned for the
+	// node would be carried out, or
 	// another MigLayout selects the node too, or a DeviceTaintRule takes
 	// all of its devices out of scheduling, so it is left as it is. The
 	// planner serves no pod there (not even from free devices or a change
@@ -280,8 +281,9 @@ const NoAutoNode = "no Auto-mode node: no node an Auto-mode MigLayout selects ha
 
 // WaitsForLostNode is the Result.Unservable reason of a pod that no Auto
 // node can serve now, but a Frozen one could (were its GPUs free): it is
-// planned once that node's agent is back or its conflict is resolved.
-const WaitsForLostNode = "only Auto-mode nodes that cannot be changed now (their agent is lost: it stopped renewing its heartbeat Lease; another MigLayout selects them too; or a DeviceTaintRule taints all their devices) could serve the pod; it is planned once one of them can be again"
+// planned once that node's MigLayout is resumed, its agent is back or its
+// conflict is resolved.
+const WaitsForLostNode = "only Auto-mode nodes that cannot be changed now (their MigLayout is paused; their agent is lost: it stopped renewing its heartbeat Lease; another MigLayout selects them too; or a DeviceTaintRule taints all their devices) could serve the pod; it is planned once one of them can be again"
 
 // WaitsForAllModeNode is the Result.Unservable reason of a pod that this
 // plan may serve on no node it may run on because of a pod with a request

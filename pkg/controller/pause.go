@@ -1,0 +1,100 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// dropForPause is why dropUnstarted dropped a change of a paused MigLayout.
+const dropForPause = "paused (spec.paused)"
+
+// msgPausedNode starts the row message of a Static node whose rules ask for
+// a layout the pause keeps from it (pauseHold).
+const msgPausedNode = "paused (spec.paused): the rules' layout is applied once the MigLayout is resumed"
+
+// syncPausedNode is syncNode for a MigLayout with spec.paused set: it starts
+// no change. The node's spec keeps the changes its agent has started and
+// has every other GPU set back to the layout it holds (dropUnstarted); a
+// NodeMigLayout is still created (without GPUs, which changes nothing) or
+// adopted. It returns the object to judge the node against (in Static
+// mode, with the spec the rules ask for; in Auto mode, as written), the
+// problems of its GPUs, whether the pause keeps the rules' layout from the
+// node (held: the node is Pending, pauseHold), and whether to wait and look
+// again.
+func (r *Reconciler) syncPausedNode(ctx context.Context, ml *v1alpha1.MigLayout, node string, existing *v1alpha1.NodeMigLayout) (judged *v1alpha1.NodeMigLayout, problems []Problem, held, wait bool, err error) {
+	if existing == nil || existing.DeletionTimestamp != nil {
+		judged, problems, wait, err = r.syncNode(ctx, ml, node, existing, nil)
+		return judged, problems, false, wait, err
+	}
+	adopting := !metav1.IsControlledBy(existing, ml)
+	written := dropUnstarted(existing, dropForPause)
+	want := written
+	if ml.Spec.Mode != v1alpha1.ModeAuto {
+		want, problems = DesiredGPUs(r.catalog(), ml.Spec.Rules, existing.Status.GPUs, existing.Spec.GPUs)
+	}
+	// The spec stays its writer's: resumed, the mode that did not write it
+	// takes it over as it does after a switch (syncNode). One adopted is
+	// the mode's own, as syncNode writes it.
+	writtenBy := specWrittenBy(existing, ml)
+	if adopting {
+		writtenBy = modeOf(ml)
+	}
+	next := existing.DeepCopy()
+	next.Spec = v1alpha1.NodeMigLayoutSpec{MigLayout: ml.Name, GPUs: written}
+	metav1.SetMetaDataAnnotation(&next.ObjectMeta, v1alpha1.AnnotationSpecWrittenBy, string(writtenBy))
+	if adopting {
+		next.OwnerReferences = slices.DeleteFunc(next.OwnerReferences, func(o metav1.OwnerReference) bool {
+			return o.Controller != nil && *o.Controller
+		})
+		if err := controllerutil.SetControllerReference(ml, next, r.Scheme); err != nil {
+			return next, problems, false, false, fmt.Errorf("setting the owner of NodeMigLayout %s: %w", node, err)
+		}
+	}
+	judged = next.DeepCopy()
+	judged.Spec.GPUs = want
+	held = !sameLayouts(written, want)
+	if !adopting && equality.Semantic.DeepEqual(existing.Spec, next.Spec) && existing.Annotations[v1alpha1.AnnotationSpecWrittenBy] == string(writtenBy) {
+		return judged, problems, held, false, nil
+	}
+	// The drop holds only on the status it was judged on: the agent may
+	// have started a change meanwhile.
+	stillHolds := func(live *v1alpha1.NodeMigLayout) bool {
+		return equality.Semantic.DeepEqual(dropUnstarted(live, dropForPause), written)
+	}
+	if err := r.patchSpec(ctx, existing, next, stillHolds); err != nil {
+		return judged, problems, held, false, fmt.Errorf("patching the spec of paused NodeMigLayout %s: %w", node, err)
+	}
+	op := "update"
+	if adopting {
+		op = "adopt"
+	}
+	writesMetric.WithLabelValues(op).Inc()
+	klog.FromContext(ctx).V(2).Info("Wrote the spec of a paused MigLayout's node", "node", node, "operation", op, "gpus", len(written))
+	return judged, problems, held, false, nil
+}
+
+// pauseHold marks st, the state of a node that a pause keeps from the
+// layout its rules ask for, as paused: Pending and not Ready, Progressing
+// only while a change its agent started goes on, with the note first in
+// its row's message.
+func pauseHold(st NodeState) NodeState {
+	st.Ready, st.Paused = false, true
+	st.Progressing = st.Progressing && st.Changing
+	if st.Row.Phase == v1alpha1.PhaseReady || st.Row.Phase == "" {
+		st.Row.Phase = v1alpha1.PhasePending
+	}
+	msg := msgPausedNode
+	if st.Row.Message != "" {
+		msg += "; " + st.Row.Message
+	}
+	st.Row.Message = truncate(msg, maxRowMessage)
+	return st
+}

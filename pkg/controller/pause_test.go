@@ -1,0 +1,266 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// pausedCluster is a fake cluster with Static MigLayout a (rule: a whole
+// 7g.80gb), paused, and four nodes: n1 was given the whole GPU and has not
+// started (Ready on halves), n2 is repartitioning to it, n3 was given halves
+// and holds them, n4 holds the whole GPU.
+func pausedCluster(t *testing.T) (client.Client, *Reconciler, *events.FakeRecorder) {
+	t.Helper()
+	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.Rules = rules(rule("whole").counts("7g.80gb", 1))
+	a.Spec.MaxNodesChanging = ptr.To[int32](1)
+	a.Spec.Paused = true
+	objs := []client.Object{a}
+	for name, nml := range map[string]*nmlBuilder{
+		"n1": nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "rule")).status(a100(0).layout(halvesLayout)),
+		"n2": nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "rule")).status(a100(0).layout(halvesLayout).phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "")),
+		"n3": nodeMigLayout("n3").spec(specGPU(0, halvesLayout, "rule")).status(a100(0).layout(halvesLayout)),
+		"n4": nodeMigLayout("n4").spec(specGPU(0, wholeLayout, "rule")).status(a100(0).layout(wholeLayout)),
+	} {
+		objs = append(objs, node(name, map[string]string{"pool": "a"}), ownedBy(nml.build(), a))
+	}
+	rec := events.NewFakeRecorder(100)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	return c, &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: rec}, rec
+}
+
+func specLayouts(t *testing.T, c client.Client) map[string]string {
+	t.Helper()
+	var list v1alpha1.NodeMigLayoutList
+	if err := c.List(context.Background(), &list); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, n := range list.Items {
+		for _, g := range n.Spec.GPUs {
+			out[n.Name] = g.Layout
+			if strings.Contains(g.Reason, dropForPause) {
+				out[n.Name] += " (dropped)"
+			}
+		}
+	}
+	return out
+}
+
+func recorded(rec *events.FakeRecorder) []string {
+	var out []string
+	for len(rec.Events) > 0 {
+		out = append(out, <-rec.Events)
+	}
+	return out
+}
+
+// TestPausedStaticStartsNoChange: a paused Static MigLayout drops the change
+// n1's agent has not started (the GPU keeps its halves), lets n2's change
+// under way finish, gives n3 nothing new and leaves n4; the nodes its rules
+// would change are Pending, said to be paused, and the MigLayout not Ready,
+// Paused. Resumed, the rules apply again (maxNodesChanging 1: one node at
+// a time, n2's change in flight holding the slot).
+func TestPausedStaticStartsNoChange(t *testing.T) {
+	c, r, rec := pausedCluster(t)
+	reconcileLayoutA(t, r)
+
+	want := map[string]string{"n1": halvesLayout + " (dropped)", "n2": wholeLayout, "n3": halvesLayout, "n4": wholeLayout}
+	if diff := cmp.Diff(want, specLayouts(t, c)); diff != "" {
+		t.Errorf("paused: specs (-want +got):\n%s", diff)
+	}
+	var ml v1alpha1.MigLayout
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "a"}, &ml); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, row := range ml.Status.Nodes {
+		rows[row.Node] = string(row.Phase)
+		if strings.HasPrefix(row.Message, msgPausedNode) {
+			rows[row.Node] += " paused"
+		}
+	}
+	if diff := cmp.Diff(map[string]string{"n1": "Pending paused", "n2": "Repartitioning", "n3": "Pending paused", "n4": "Ready"}, rows); diff != "" {
+		t.Errorf("paused: rows (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]condition{
+		{"Ready", "False", "NodesNotReady", "3 of 4 nodes are not ready: 1 progressing, 2 paused"},
+		{"Paused", "True", "Paused", msgPaused},
+	}, conditionsOf(readyAndPaused(ml.Status.Conditions))); diff != "" {
+		t.Errorf("paused: conditions (-want +got):\n%s", diff)
+	}
+	if evts := recorded(rec); !containsEvent(evts, "Normal "+EventPaused) {
+		t.Errorf("paused: events %q, want a %s event", evts, EventPaused)
+	}
+	// Told once.
+	reconcileLayoutA(t, r)
+	if evts := recorded(rec); containsEvent(evts, EventPaused) {
+		t.Errorf("paused, reconciled again: events %q, want no second %s", evts, EventPaused)
+	}
+
+	ml.Spec.Paused = false
+	if err := c.Update(context.Background(), &ml); err != nil {
+		t.Fatal(err)
+	}
+	reconcileLayoutA(t, r)
+	// n2's change holds the one slot: the others wait their turn.
+	want = map[string]string{"n1": halvesLayout + " (dropped)", "n2": wholeLayout, "n3": halvesLayout, "n4": wholeLayout}
+	if diff := cmp.Diff(want, specLayouts(t, c)); diff != "" {
+		t.Errorf("resumed: specs (-want +got):\n%s", diff)
+	}
+	if evts := recorded(rec); !containsEvent(evts, "Normal "+EventResumed) {
+		t.Errorf("resumed: events %q, want a %s event", evts, EventResumed)
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "a"}, &ml); err != nil {
+		t.Fatal(err)
+	}
+	if p := meta.FindStatusCondition(ml.Status.Conditions, v1alpha1.ConditionPaused); p == nil || p.Status != "False" {
+		t.Errorf("resumed: Paused condition %+v, want False", p)
+	}
+	// n2 done: n1 takes the slot, then n3.
+	finish := func(name string) {
+		var nml v1alpha1.NodeMigLayout
+		if err := c.Get(context.Background(), client.ObjectKey{Name: name}, &nml); err != nil {
+			t.Fatal(err)
+		}
+		nml.Status.GPUs = []v1alpha1.GPUStatus{a100(0).layout(nml.Spec.GPUs[0].Layout).build()}
+		if err := c.Status().Update(context.Background(), &nml); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finish("n2")
+	reconcileLayoutA(t, r)
+	finish("n1")
+	reconcileLayoutA(t, r)
+	want = map[string]string{"n1": wholeLayout, "n2": wholeLayout, "n3": wholeLayout, "n4": wholeLayout}
+	if diff := cmp.Diff(want, specLayouts(t, c)); diff != "" {
+		t.Errorf("resumed, n2 and n1 done: specs (-want +got):\n%s", diff)
+	}
+}
+
+// TestPausedAdoptsWithoutStartingChanges: a paused MigLayout adopting a
+// node another MigLayout left drops that spec's unstarted change and owns
+// the object, writing nothing its own rules ask for; the spec is its mode's
+// from then on, as an adoption writes it unpaused.
+func TestPausedAdoptsWithoutStartingChanges(t *testing.T) {
+	for mode, build := range map[v1alpha1.LayoutMode]func() *v1alpha1.MigLayout{
+		v1alpha1.ModeStatic: func() *v1alpha1.MigLayout {
+			a := staticMigLayout("a", "uid-a", "a")
+			a.Spec.Rules = rules(rule("whole").counts("7g.80gb", 1))
+			return a
+		},
+		v1alpha1.ModeAuto: func() *v1alpha1.MigLayout { return autoMigLayout("a", nil) },
+	} {
+		t.Run(string(mode), func(t *testing.T) {
+			a := build()
+			a.Spec.Paused = true
+			old := staticMigLayout("old", "uid-old", "old")
+			nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, "1g.10gb@0", "old rule")).status(a100(0).layout(halvesLayout)).build(), old)
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, node("n1", map[string]string{"pool": "a"}), nml).
+				WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+			r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+			reconcileLayoutA(t, r)
+			var got v1alpha1.NodeMigLayout
+			if err := c.Get(context.Background(), client.ObjectKey{Name: "n1"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if o := got.OwnerReferences; len(o) != 1 || o[0].UID != a.UID {
+				t.Errorf("owners %+v, want MigLayout a alone", o)
+			}
+			if diff := cmp.Diff(map[string]string{"n1": halvesLayout + " (dropped)"}, specLayouts(t, c)); diff != "" {
+				t.Errorf("spec (-want +got):\n%s", diff)
+			}
+			if w := got.Annotations[v1alpha1.AnnotationSpecWrittenBy]; w != string(mode) {
+				t.Errorf("written-by %q, want %s", w, mode)
+			}
+		})
+	}
+}
+
+// TestPausedAutoPlansNothing: a paused Auto MigLayout's nodes are frozen: a
+// pod only a change there serves waits, told why, and the change its agent
+// has not started is dropped by the MigLayout reconciler; resumed, the
+// planner serves the pod.
+func TestPausedAutoPlansNothing(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	ml.Spec.Paused = true
+	h := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(wholeLayout)),
+		autoClaim("c1", profileSelector("1g.10gb")), autoPod("p1", h0(), "c1"))
+	h.settle()
+	if got := h.specOf("n1"); len(got) != 0 {
+		t.Errorf("paused: n1's spec %v, want nothing planned", got)
+	}
+	evts := h.events()
+	if !slices.ContainsFunc(evts, func(e string) bool { return strings.Contains(e, "MigLayout auto is paused") || strings.Contains(e, "their MigLayout is paused") }) {
+		t.Errorf("paused: events %q, want p1 told the nodes' MigLayout is paused", evts)
+	}
+
+	// A change written before the pause that the agent has not started
+	// is dropped by the MigLayout reconciler.
+	n1 := h.nml("n1")
+	n1.Spec.GPUs = []v1alpha1.GPUSpec{specGPU(0, "1g.10gb@0", "planned before the pause")}
+	metav1.SetMetaDataAnnotation(&n1.ObjectMeta, v1alpha1.AnnotationSpecWrittenBy, string(v1alpha1.ModeAuto))
+	if err := h.c.Update(context.Background(), n1); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: h.c, Scheme: h.c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "auto"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.nml("n1").Spec.GPUs; len(got) != 1 || got[0].Layout != wholeLayout || !strings.Contains(got[0].Reason, dropForPause) {
+		t.Errorf("paused: n1's spec %+v, want the unstarted change dropped back to %s", got, wholeLayout)
+	}
+	if w := h.nml("n1").Annotations[v1alpha1.AnnotationSpecWrittenBy]; w != string(v1alpha1.ModeAuto) {
+		t.Errorf("paused: written-by %q, want Auto kept", w)
+	}
+
+	var live v1alpha1.MigLayout
+	if err := h.c.Get(context.Background(), client.ObjectKey{Name: "auto"}, &live); err != nil {
+		t.Fatal(err)
+	}
+	live.Spec.Paused = false
+	if err := h.c.Update(context.Background(), &live); err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(time.Minute)
+	h.settle()
+	if got := h.specOf("n1")[0]; got == wholeLayout || !strings.Contains(got, "1g.10gb") {
+		t.Errorf("resumed: n1's GPU 0 planned as %q, want a 1g.10gb made for p1", got)
+	}
+}
+
+func readyAndPaused(cs []metav1.Condition) []metav1.Condition {
+	var out []metav1.Condition
+	for _, c := range cs {
+		if c.Type == v1alpha1.ConditionReady || c.Type == v1alpha1.ConditionPaused {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func containsEvent(evts []string, prefix string) bool {
+	for _, e := range evts {
+		if strings.HasPrefix(e, prefix) || strings.Contains(e, " "+prefix+" ") {
+			return true
+		}
+	}
+	return false
+}
