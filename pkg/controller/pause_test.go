@@ -208,7 +208,9 @@ func TestPausedAutoPlansNothing(t *testing.T) {
 		t.Errorf("paused: n1's spec %v, want nothing planned", got)
 	}
 	evts := h.events()
-	if !slices.ContainsFunc(evts, func(e string) bool { return strings.Contains(e, "MigLayout auto is paused") || strings.Contains(e, "their MigLayout is paused") }) {
+	if !slices.ContainsFunc(evts, func(e string) bool {
+		return strings.Contains(e, "MigLayout auto is paused") || strings.Contains(e, "their MigLayout is paused")
+	}) {
 		t.Errorf("paused: events %q, want p1 told the nodes' MigLayout is paused", evts)
 	}
 
