@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
+	"github.com/google/go-cmp/cmp"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -622,6 +622,55 @@ func TestPlanStatic(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "plan-static.txt", out)
+}
+
+// TestPlanPaused: a paused MigLayout's plan says so first; a Static one's
+// is otherwise what resuming it would do (the unpaused plan), an Auto
+// one's changes nothing and tells the pod why.
+func TestPlanPaused(t *testing.T) {
+	paused := func(file string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), file)
+		if err := os.WriteFile(out, []byte(strings.Replace(string(b), "spec:\n", "spec:\n  paused: true\n", 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	objs := cluster(t)
+	want, _, err := runWith(t, objs, "plan", "-f", "testdata/plan-static.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runWith(t, objs, "plan", "-f", paused("plan-static.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const note = "  paused (spec.paused): no change below is started while it is set (a change not started yet is dropped); this is what resuming it would do\n"
+	if !strings.Contains(out, note) {
+		t.Errorf("paused Static plan lacks the note:\n%s", out)
+	}
+	if diff := cmp.Diff(want, strings.Replace(out, note, "", 1)); diff != "" {
+		t.Errorf("paused Static plan, the note aside (-unpaused +paused):\n%s", diff)
+	}
+
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "auto-node"},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{
+			{Index: 0, Product: "NVIDIA H100 80GB HBM3", Model: "H100-SXM5-80GB", MIGEnabled: true, MIGPending: true, Phase: v1alpha1.PhaseReady},
+		}}}
+	claim, pod := pending("small", "small-gpu", "device.attributes['mig.miglayout.io'].profile == '1g.10gb'", 1000)
+	auto := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), nml, migClass(), claim, pod}
+	out, _, err = runWith(t, auto, "plan", "-f", paused("plan-auto.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"  paused (spec.paused): the planner changes nothing", "their MigLayout is paused", "Summary: 0 GPUs would change"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("paused Auto plan lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 // pending is an unschedulable pod in namespace ml with one claim of one
@@ -1717,6 +1766,17 @@ func TestStatusShowsHeldNodeAndSpecProblems(t *testing.T) {
 	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "gpu-node-1 ") })
 	if i < 0 || !strings.HasSuffix(lines[i], "MigLayout row: Pending") || !strings.Contains(lines[i+1], waits) {
 		t.Errorf("gpu-node-1 not shown waiting its turn:\n%s", out)
+	}
+
+	// Paused, the MigLayout is said to be, first.
+	ml.Spec.Paused = true
+	out, _, err = runWith(t, append(objs, ml), "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines = strings.Split(out, "\n")
+	if lines[0] != "MigLayout halves: paused (spec.paused): no change is started on its nodes until it is resumed" || !strings.HasPrefix(lines[1], "MigLayout halves: Degraded") {
+		t.Errorf("paused: first lines %q, want the pause, then the spec problem", lines[:2])
 	}
 }
 

@@ -270,6 +270,13 @@ func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayo
 	if msg := sel.ConflictMessage(); msg != "" {
 		fmt.Fprintf(w, "  conflict: %s\n", msg)
 	}
+	if ml.Spec.Paused {
+		if ml.Spec.Mode == v1alpha1.ModeAuto {
+			fmt.Fprintln(w, "  paused (spec.paused): the planner changes nothing on its nodes while it is set; the pods only they could serve wait")
+		} else {
+			fmt.Fprintln(w, "  paused (spec.paused): no change below is started while it is set (a change not started yet is dropped); this is what resuming it would do")
+		}
+	}
 	// Nodes it manages now that it would no longer select: the controller
 	// releases their NodeMigLayouts; their agents change nothing.
 	// A change in flight there stops where it is (the agent of a node no

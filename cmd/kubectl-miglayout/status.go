@@ -219,6 +219,9 @@ type statusView struct {
 	// problems of their spec (a rule that decides no GPU, a selector of no
 	// node), which no GPU's row shows: "MigLayout a: Degraded (reason): ...".
 	specProblems []string
+	// paused are the MigLayouts with spec.paused set: "MigLayout a: paused
+	// (spec.paused): ...".
+	paused []string
 }
 
 // specReasons are the Degraded reasons about a MigLayout's spec itself.
@@ -269,6 +272,9 @@ func loadStatus(ctx context.Context, c client.Client, driver, node string, warn 
 		if node != "" && !slices.ContainsFunc(nmls, func(n v1alpha1.NodeMigLayout) bool { return n.Spec.MigLayout == ml.Name }) {
 			continue
 		}
+		if ml.Spec.Paused {
+			v.paused = append(v.paused, fmt.Sprintf("MigLayout %s: paused (spec.paused): no change is started on its nodes until it is resumed", ml.Name))
+		}
 		// Degraded's reason is the first present (GPU reasons before spec
 		// ones); its message counts the spec problems it names.
 		c := meta.FindStatusCondition(ml.Status.Conditions, v1alpha1.ConditionDegraded)
@@ -294,10 +300,10 @@ const (
 )
 
 func writeStatus(w io.Writer, v *statusView) {
-	for _, p := range v.specProblems {
+	for _, p := range append(slices.Clone(v.paused), v.specProblems...) {
 		fmt.Fprintln(w, p)
 	}
-	if len(v.specProblems) > 0 {
+	if len(v.paused)+len(v.specProblems) > 0 {
 		fmt.Fprintln(w)
 	}
 	if len(v.nodes) == 0 {
