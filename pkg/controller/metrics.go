@@ -26,7 +26,7 @@ var (
 	})
 	nodesMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "nodes",
-		Help: "Nodes a MigLayout selects, by state (selected: all of them; ready, progressing, failed: a GPU cannot take its layout; blocked: a GPU change waits for a device in use to be released, or for a GPU reset; conflict; lost: the agent stopped renewing its heartbeat Lease; unreported: its agent has not reported the node).",
+		Help: "Nodes a MigLayout selects, by state (selected: all of them; ready, progressing, failed: a GPU cannot take its layout; blocked: a GPU change waits for a device in use to be released, or for a GPU reset; conflict; lost: the agent stopped renewing its heartbeat Lease; unreported: its agent has not reported the node; paused: spec.paused keeps it from the layout its rules ask for).",
 	}, []string{"miglayout", "state"})
 	gpuProblemsMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "gpu_problems",
@@ -82,7 +82,7 @@ func recordMetrics(name string, obs Observation) {
 	for state, n := range map[string]int32{
 		"selected": s.selected, "ready": s.ready, "progressing": s.progressing,
 		"failed": s.failed - s.blocked, "blocked": s.blocked, "conflict": s.conflict, "lost": s.lost,
-		"unreported": s.silent,
+		"unreported": s.silent, "paused": s.paused,
 	} {
 		nodesMetric.WithLabelValues(name, state).Set(float64(n))
 	}

@@ -16,8 +16,8 @@ import (
 func TestRecordMetricsCountsNodeStates(t *testing.T) {
 	const name = "metrics-test"
 	t.Cleanup(func() { forgetMetrics(name) })
-	recordMetrics(name, Observation{Nodes: []NodeState{readyNode("a"), lostNode("b"), lostNode("c"), blockedNode("d"), invalidNode("e"), silentNode("f")}})
-	for state, want := range map[string]float64{"selected": 6, "ready": 1, "lost": 2, "blocked": 1, "failed": 1, "unreported": 1, "progressing": 0, "conflict": 0} {
+	recordMetrics(name, Observation{Paused: true, Nodes: []NodeState{readyNode("a"), lostNode("b"), lostNode("c"), blockedNode("d"), invalidNode("e"), silentNode("f"), pausedNode("g", false)}})
+	for state, want := range map[string]float64{"selected": 7, "ready": 1, "lost": 2, "blocked": 1, "failed": 1, "unreported": 1, "progressing": 0, "conflict": 0, "paused": 1} {
 		if got := testutil.ToFloat64(nodesMetric.WithLabelValues(name, state)); got != want {
 			t.Errorf("nodes{state=%q} = %v, want %v", state, got, want)
 		}
