@@ -199,11 +199,8 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 	op := "update"
 	if adopting {
 		op = "adopt"
-		next.OwnerReferences = slices.DeleteFunc(next.OwnerReferences, func(o metav1.OwnerReference) bool {
-			return o.Controller != nil && *o.Controller
-		})
-		if err := controllerutil.SetControllerReference(ml, next, r.Scheme); err != nil {
-			return next, problems, false, fmt.Errorf("setting the owner of NodeMigLayout %s: %w", node, err)
+		if err := r.takeOver(ml, next); err != nil {
+			return next, problems, false, err
 		}
 	} else if ann, ok := existing.Annotations[v1alpha1.AnnotationSpecWrittenBy]; equality.Semantic.DeepEqual(existing.Spec, next.Spec) && ok && ann == string(writtenBy) {
 		// An object without the annotation (an earlier release's) gets it
@@ -229,6 +226,17 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 	}
 	logger.V(2).Info("Wrote NodeMigLayout spec", "node", node, "operation", op, "gpus", len(next.Spec.GPUs), "problems", len(problems))
 	return cmpOr(waitsFor, next), problems, false, nil
+}
+
+// takeOver makes ml the controller of next in place of any other.
+func (r *Reconciler) takeOver(ml *v1alpha1.MigLayout, next *v1alpha1.NodeMigLayout) error {
+	next.OwnerReferences = slices.DeleteFunc(next.OwnerReferences, func(o metav1.OwnerReference) bool {
+		return o.Controller != nil && *o.Controller
+	})
+	if err := controllerutil.SetControllerReference(ml, next, r.Scheme); err != nil {
+		return fmt.Errorf("setting the owner of NodeMigLayout %s: %w", next.Name, err)
+	}
+	return nil
 }
 
 // release deletes the NodeMigLayouts this MigLayout controls on nodes it no

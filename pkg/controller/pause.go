@@ -3,12 +3,10 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -51,11 +49,8 @@ func (r *Reconciler) syncPausedNode(ctx context.Context, ml *v1alpha1.MigLayout,
 	next.Spec = v1alpha1.NodeMigLayoutSpec{MigLayout: ml.Name, GPUs: written}
 	metav1.SetMetaDataAnnotation(&next.ObjectMeta, v1alpha1.AnnotationSpecWrittenBy, string(writtenBy))
 	if adopting {
-		next.OwnerReferences = slices.DeleteFunc(next.OwnerReferences, func(o metav1.OwnerReference) bool {
-			return o.Controller != nil && *o.Controller
-		})
-		if err := controllerutil.SetControllerReference(ml, next, r.Scheme); err != nil {
-			return next, problems, false, false, fmt.Errorf("setting the owner of NodeMigLayout %s: %w", node, err)
+		if err := r.takeOver(ml, next); err != nil {
+			return next, problems, false, false, err
 		}
 	}
 	judged = next.DeepCopy()
