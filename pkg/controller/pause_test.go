@@ -209,9 +209,9 @@ func TestPausedAutoPlansNothing(t *testing.T) {
 	}
 	evts := h.events()
 	if !slices.ContainsFunc(evts, func(e string) bool {
-		return strings.Contains(e, "MigLayout auto is paused") || strings.Contains(e, "their MigLayout is paused")
+		return strings.HasPrefix(e, "Normal "+EventWaitingForCapacity+" ") && strings.Contains(e, "their MigLayout is paused")
 	}) {
-		t.Errorf("paused: events %q, want p1 told the nodes' MigLayout is paused", evts)
+		t.Errorf("paused: events %q, want p1 told it waits for capacity, the nodes' MigLayout paused", evts)
 	}
 
 	// A change written before the pause that the agent has not started
