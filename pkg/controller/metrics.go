@@ -28,6 +28,10 @@ var (
 		Namespace: "miglayout", Subsystem: "controller", Name: "nodes",
 		Help: "Nodes a MigLayout selects, by state (selected: all of them; ready, progressing, failed: a GPU cannot take its layout; blocked: a GPU change waits for a device in use to be released, or for a GPU reset; conflict; lost: the agent stopped renewing its heartbeat Lease; unreported: its agent has not reported the node; paused: spec.paused keeps it from the layout its rules ask for).",
 	}, []string{"miglayout", "state"})
+	pausedMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "miglayout", Subsystem: "controller", Name: "paused",
+		Help: "1 while the MigLayout's spec.paused is set (no change is started on its nodes), else 0.",
+	}, []string{"miglayout"})
 	gpuProblemsMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "gpu_problems",
 		Help: "GPUs whose desired layout cannot be computed (InvalidLayout, UnknownGPU), that the agent reports Blocked or Failed, or whose agent's passes have kept failing for 10 minutes (PassFailed), by reason.",
@@ -54,7 +58,7 @@ func init() {
 	// Until the Lease is read (and where it is not checked), nothing
 	// holds declines back.
 	schedulerSteadyMetric.Set(1)
-	metrics.Registry.MustRegister(nodesMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, schedulerDeclinedMetric, schedulerSteadyMetric, pendingDemand, oldestPending, plannerLatency)
+	metrics.Registry.MustRegister(nodesMetric, pausedMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, schedulerDeclinedMetric, schedulerSteadyMetric, pendingDemand, oldestPending, plannerLatency)
 }
 
 // recordPending sets the gauges of pending demand from a snapshot.
@@ -86,6 +90,11 @@ func recordMetrics(name string, obs Observation) {
 	} {
 		nodesMetric.WithLabelValues(name, state).Set(float64(n))
 	}
+	paused := 0.0
+	if obs.Paused {
+		paused = 1
+	}
+	pausedMetric.WithLabelValues(name).Set(paused)
 	counts := map[string]float64{} // by reason
 	for _, n := range obs.Nodes {
 		for _, p := range n.Problems {
@@ -123,6 +132,7 @@ var problemReasons struct {
 // forgetMetrics drops the series of a deleted MigLayout.
 func forgetMetrics(name string) {
 	nodesMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name})
+	pausedMetric.DeleteLabelValues(name)
 	problemReasons.mu.Lock()
 	defer problemReasons.mu.Unlock()
 	gpuProblemsMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name})

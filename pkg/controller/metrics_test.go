@@ -22,8 +22,15 @@ func TestRecordMetricsCountsNodeStates(t *testing.T) {
 			t.Errorf("nodes{state=%q} = %v, want %v", state, got, want)
 		}
 	}
+	if got := testutil.ToFloat64(pausedMetric.WithLabelValues(name)); got != 1 {
+		t.Errorf("paused = %v, want 1", got)
+	}
+	recordMetrics(name, Observation{Nodes: []NodeState{readyNode("a")}})
+	if got := testutil.ToFloat64(pausedMetric.WithLabelValues(name)); got != 0 {
+		t.Errorf("paused = %v once resumed, want 0", got)
+	}
 	forgetMetrics(name)
-	if n := nodesMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name}); n != 0 {
+	if n := nodesMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name}) + pausedMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name}); n != 0 {
 		t.Errorf("%d series left after forgetMetrics", n)
 	}
 }
