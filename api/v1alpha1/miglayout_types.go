@@ -111,9 +111,10 @@ type MigLayoutSpec struct {
 	// GPUs, in either mode, until it is set back to false: a change an
 	// agent has not started (the GPU Ready on its old layout, or Draining:
 	// nothing destroyed yet) is dropped, the GPU keeping its layout, and a
-	// change under way (Repartitioning, Blocked or Failed) is finished or
-	// reported as before, since stopping it half done would leave the GPU
-	// with fewer devices than either layout. In Static mode a node whose
+	// change under way (Repartitioning, Blocked, Failed, or Pending while
+	// the agent retries a pass) is finished or reported as before, since
+	// stopping it half done would leave the GPU with fewer devices than
+	// either layout (a Blocked one goes on once its device is released). In Static mode a node whose
 	// rules ask for another layout is Pending and not Ready (its row says
 	// it is paused); in Auto mode the planner plans nothing on the nodes,
 	// gives no idle GPU back and keeps no spares there, and tells the pods

@@ -737,7 +737,8 @@ func sameController(a, b *v1alpha1.NodeMigLayout) bool {
 	return ra != nil && rb != nil && ra.UID == rb.UID
 }
 
-// stillAuto reports whether nml's controller is an Auto-mode MigLayout now.
+// stillAuto reports whether nml's controller is an Auto-mode MigLayout now,
+// and not paused (a pause that lands while a pass plans stops its writes).
 func (a *AutoPlanner) stillAuto(ctx context.Context, nml *v1alpha1.NodeMigLayout) bool {
 	ref := metav1.GetControllerOf(nml)
 	if ref == nil || ref.Kind != "MigLayout" {
@@ -747,7 +748,7 @@ func (a *AutoPlanner) stillAuto(ctx context.Context, nml *v1alpha1.NodeMigLayout
 	if err := a.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, &ml); err != nil {
 		return false
 	}
-	return ml.UID == ref.UID && plansAuto(ml)
+	return ml.UID == ref.UID && plansAuto(ml) && !ml.Spec.Paused
 }
 
 // writtenInAuto reports whether nml's spec was last written in Auto mode

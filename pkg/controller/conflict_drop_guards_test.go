@@ -67,7 +67,7 @@ func TestDropUnstartedOnConflictGuards(t *testing.T) {
 				})
 			}
 			r := &Reconciler{Client: c, APIReader: c, Scheme: c.Scheme()}
-			err := r.dropUnstartedOnConflict(ctx, a, existing)
+			err := r.dropUnstartedOwned(ctx, a, existing, dropForConflict)
 			switch {
 			case tc.wantErr != nil:
 				if !errors.Is(err, tc.wantErr) {

@@ -210,7 +210,7 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 		if isNew(EventPaused, !wasPaused) {
 			add("", corev1.EventTypeNormal, EventPaused, "Pause", "%s", msgPaused)
 		}
-	case wasPaused || seen.Has(EventPaused):
+	case seen == nil && wasPaused, seen.Has(EventPaused):
 		add("", corev1.EventTypeNormal, EventResumed, "Resume", "spec.paused is unset: changes are started on the nodes again")
 	}
 	return out, now

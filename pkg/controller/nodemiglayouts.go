@@ -67,7 +67,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 		switch {
 		case sel.Conflicted(node):
 			r.failing.forget(node)
-			if err := r.dropUnstartedOnConflict(ctx, ml, in.nodeMigLayouts[node]); err != nil {
+			if err := r.dropUnstartedOwned(ctx, ml, in.nodeMigLayouts[node], dropForConflict); err != nil {
 				errs = append(errs, err)
 			}
 			states = append(states, ConflictNode(node, conflictNote(sel, node)))
@@ -325,30 +325,32 @@ const (
 	dropForConflict = "another MigLayout selects the node too"
 )
 
-// dropUnstartedOnConflict drops the changes not started yet (dropUnstarted)
-// of the NodeMigLayout of a node that another MigLayout selects too, where
-// ml owns it: the node is left as it is, a change the agent has begun
-// excepted, until one MigLayout alone selects it, whose rules then decide
-// its layout. Without this, a change ml wrote just before the conflict
-// began went ahead while both MigLayouts said the node was left alone.
-func (r *Reconciler) dropUnstartedOnConflict(ctx context.Context, ml *v1alpha1.MigLayout, existing *v1alpha1.NodeMigLayout) error {
+// dropUnstartedOwned drops the changes not started yet (dropUnstarted,
+// why) of a NodeMigLayout ml owns whose node it leaves as it is, a change
+// the agent has begun excepted: one another MigLayout selects too
+// (dropForConflict), until one MigLayout alone selects it, whose rules then
+// decide its layout (without this, a change ml wrote just before the
+// conflict began went ahead while both MigLayouts said the node was left
+// alone); or any of a paused MigLayout whose selector does not parse
+// (dropForPause), which syncNodes does not see.
+func (r *Reconciler) dropUnstartedOwned(ctx context.Context, ml *v1alpha1.MigLayout, existing *v1alpha1.NodeMigLayout, why string) error {
 	if existing == nil || existing.DeletionTimestamp != nil || !metav1.IsControlledBy(existing, ml) {
 		return nil
 	}
-	desired := dropUnstarted(existing, dropForConflict)
+	desired := dropUnstarted(existing, why)
 	if equality.Semantic.DeepEqual(desired, existing.Spec.GPUs) {
 		return nil
 	}
 	next := existing.DeepCopy()
 	next.Spec.GPUs = desired
 	stillHolds := func(live *v1alpha1.NodeMigLayout) bool {
-		return equality.Semantic.DeepEqual(dropUnstarted(live, dropForConflict), desired)
+		return equality.Semantic.DeepEqual(dropUnstarted(live, why), desired)
 	}
 	if err := r.patchSpec(ctx, existing, next, stillHolds); err != nil {
-		return fmt.Errorf("dropping the changes not started of NodeMigLayout %s, which another MigLayout selects too: %w", existing.Name, err)
+		return fmt.Errorf("dropping the changes not started of NodeMigLayout %s (%s): %w", existing.Name, why, err)
 	}
 	writesMetric.WithLabelValues("update").Inc()
-	klog.FromContext(ctx).Info("Dropped the changes not started on a node another MigLayout selects too", "node", existing.Name)
+	klog.FromContext(ctx).Info("Dropped the changes not started on a node", "node", existing.Name, "why", why)
 	return nil
 }
 

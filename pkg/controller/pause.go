@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,7 +56,7 @@ func (r *Reconciler) syncPausedNode(ctx context.Context, ml *v1alpha1.MigLayout,
 	}
 	judged = next.DeepCopy()
 	judged.Spec.GPUs = want
-	held = !sameLayouts(written, want)
+	held = heldByPause(written, want, existing.Status.GPUs)
 	if !adopting && equality.Semantic.DeepEqual(existing.Spec, next.Spec) && existing.Annotations[v1alpha1.AnnotationSpecWrittenBy] == string(writtenBy) {
 		return judged, problems, held, false, nil
 	}
@@ -74,6 +75,20 @@ func (r *Reconciler) syncPausedNode(ctx context.Context, ml *v1alpha1.MigLayout,
 	writesMetric.WithLabelValues(op).Inc()
 	klog.FromContext(ctx).V(2).Info("Wrote the spec of a paused MigLayout's node", "node", node, "operation", op, "gpus", len(written))
 	return judged, problems, held, false, nil
+}
+
+// heldByPause reports whether want, the GPU specs the rules ask for, gives
+// some GPU a MIG mode or layout other than written, the spec the pause
+// keeps, does (or, for a GPU written does not list, than the GPU reported in
+// status holds): a GPU the rules leave out is left as it is, paused or not.
+func heldByPause(written, want []v1alpha1.GPUSpec, status []v1alpha1.GPUStatus) bool {
+	return slices.ContainsFunc(want, func(w v1alpha1.GPUSpec) bool {
+		if i := slices.IndexFunc(written, func(s v1alpha1.GPUSpec) bool { return s.Index == w.Index }); i >= 0 {
+			return written[i].MIGEnabled != w.MIGEnabled || written[i].Layout != w.Layout
+		}
+		j := slices.IndexFunc(status, func(g v1alpha1.GPUStatus) bool { return g.Index == w.Index })
+		return j < 0 || !holds(w, status[j])
+	})
 }
 
 // pauseHold marks st, the state of a node that a pause keeps from the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -265,4 +267,148 @@ func containsEvent(evts []string, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// TestPausedWhileAPlanRunsWritesNothing: a pause that lands after a plan
+// pass read the MigLayouts and before it writes stops the write (the
+// write-time check of the MigLayout), so no change starts on a paused node.
+func TestPausedWhileAPlanRunsWritesNothing(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	pauseNow := false
+	funcs := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := list.(*corev1.PodList); ok && pauseNow {
+			pauseNow = false
+			var live v1alpha1.MigLayout
+			if err := c.Get(ctx, client.ObjectKey{Name: "auto"}, &live); err != nil {
+				return err
+			}
+			live.Spec.Paused = true
+			if err := c.Update(ctx, &live); err != nil {
+				return err
+			}
+		}
+		return c.List(ctx, list, opts...)
+	}}
+	h := newAutoClusterIntercepted(t, ml, funcs,
+		node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(wholeLayout)),
+		autoClaim("c1", profileSelector("1g.10gb")), autoPod("p1", h0(), "c1"))
+	res, err := h.a.Reconcile(context.Background(), autoKey) // the batch window opens
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.now = h.now.Add(res.RequeueAfter)
+	pauseNow = true
+	if _, err := h.a.Reconcile(context.Background(), autoKey); err != nil {
+		t.Fatal(err)
+	}
+	if pauseNow {
+		t.Fatal("the pass listed no pods: the pause did not land mid-pass")
+	}
+	if got := h.specOf("n1"); len(got) != 0 {
+		t.Errorf("n1's spec %v written after the MigLayout was paused", got)
+	}
+}
+
+// TestPausedResumedToldOnce: a resume whose first status write gives way
+// to another edit of the spec (the status written by the next pass) is
+// told once, not once per pass.
+func TestPausedResumedToldOnce(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.Rules = rules(rule("whole").counts("7g.80gb", 1))
+	a.Spec.Paused, a.Generation = true, 1
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "rule")).status(a100(0).layout(wholeLayout)).build(), a)
+	editNow := false
+	funcs := interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		if _, ok := obj.(*v1alpha1.MigLayout); ok && editNow {
+			editNow = false
+			var live v1alpha1.MigLayout
+			if err := c.Get(ctx, client.ObjectKey{Name: "a"}, &live); err != nil {
+				return err
+			}
+			live.Generation++
+			live.Spec.Rules[0].Name = "whole-gpu"
+			if err := c.Update(ctx, &live); err != nil {
+				return err
+			}
+		}
+		return c.Status().Update(ctx, obj, opts...)
+	}}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, node("n1", map[string]string{"pool": "a"}), nml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).WithInterceptorFuncs(funcs).Build()
+	rec := events.NewFakeRecorder(100)
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: rec}
+	reconcileLayoutA(t, r)
+	recorded(rec)
+
+	var ml v1alpha1.MigLayout
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "a"}, &ml); err != nil {
+		t.Fatal(err)
+	}
+	ml.Spec.Paused, ml.Generation = false, 2
+	if err := c.Update(context.Background(), &ml); err != nil {
+		t.Fatal(err)
+	}
+	editNow = true
+	reconcileLayoutA(t, r)
+	evts := recorded(rec)
+	if editNow {
+		t.Fatal("no status write was tried")
+	}
+	reconcileLayoutA(t, r)
+	evts = append(evts, recorded(rec)...)
+	n := 0
+	for _, e := range evts {
+		if strings.HasPrefix(e, "Normal "+EventResumed+" ") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d %s events (%q), want 1", n, EventResumed, evts)
+	}
+}
+
+// TestPausedNodeTheRulesLeaveAloneIsReady: a GPU the rules no longer cover
+// (no rule matches it) is left as it is, paused or not: a node whose other
+// GPUs hold the rules' layouts is Ready, not held by the pause.
+func TestPausedNodeTheRulesLeaveAloneIsReady(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.Rules = rules(rule("first").indices(0).counts("7g.80gb", 1))
+	a.Spec.Paused = true
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "rule"), specGPU(1, wholeLayout, "an older rule")).
+		status(a100(0).layout(wholeLayout), a100(1).layout(wholeLayout)).build(), a)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, node("n1", map[string]string{"pool": "a"}), nml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	reconcileLayoutA(t, r)
+	var ml v1alpha1.MigLayout
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "a"}, &ml); err != nil {
+		t.Fatal(err)
+	}
+	if row := ml.Status.Nodes[0]; row.Phase != v1alpha1.PhaseReady {
+		t.Errorf("row %s %q, want Ready: GPU 0 holds its rule's layout and GPU 1 is left as it is", row.Phase, row.Message)
+	}
+}
+
+// TestPausedWithAnInvalidSelectorDropsUnstarted: a paused MigLayout whose
+// selector does not parse leaves the nodes it holds as they are, a change
+// written before the pause that the agent has not started included.
+func TestPausedWithAnInvalidSelectorDropsUnstarted(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.Rules = rules(rule("whole").counts("7g.80gb", 1))
+	a.Spec.NodeSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "pool", Operator: metav1.LabelSelectorOpIn}}
+	for _, paused := range []bool{false, true} {
+		a.Spec.Paused = paused
+		nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "rule")).status(a100(0).layout(halvesLayout)).build(), a)
+		c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a.DeepCopy(), node("n1", map[string]string{"pool": "a"}), nml).
+			WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+		r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+		reconcileLayoutA(t, r)
+		want := wholeLayout // not paused: held as it is, the change in its spec too
+		if paused {
+			want = halvesLayout + " (dropped)"
+		}
+		if got := specLayouts(t, c)["n1"]; got != want {
+			t.Errorf("paused %t, selector invalid: n1's spec %q, want %q", paused, got, want)
+		}
+	}
 }

@@ -126,6 +126,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if len(obs.Nodes) == 0 {
 			obs.SpecProblems = append(obs.SpecProblems, noNodesProblem)
 		}
+	} else if ml.Spec.Paused {
+		// The nodes it holds are left as they are: paused, not even a
+		// change written before the pause starts.
+		for _, name := range sortedKeys(in.nodeMigLayouts) {
+			if err := r.dropUnstartedOwned(ctx, &ml, in.nodeMigLayouts[name], dropForPause); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	logger.V(4).Info("Observed MigLayout", "selected", len(obs.Selection.Nodes), "conflicts", len(obs.Selection.Conflicts))
 
