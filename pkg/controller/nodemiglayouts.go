@@ -47,7 +47,9 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	}
 	var unseen map[string]bool
 	var unseenExpire time.Time
-	if ml.Spec.Mode != v1alpha1.ModeAuto && ml.Spec.MaxNodesChanging != nil && !ml.Spec.Paused {
+	// Kept while paused (no gate then): a write the cache does not show
+	// yet still counts once resumed.
+	if ml.Spec.Mode != v1alpha1.ModeAuto && ml.Spec.MaxNodesChanging != nil {
 		unseen, unseenExpire = r.rollouts.unseen(ml.UID, in.nodeMigLayouts, now)
 	} else {
 		r.rollouts.forget(ml.UID)
