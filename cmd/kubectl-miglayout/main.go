@@ -36,12 +36,12 @@ func newRootCommand() *cobra.Command { return newRootCommandEnv(&env{}) }
 func newRootCommandEnv(e *env) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "kubectl-miglayout",
-		Short:         "Inspect and plan MIG layouts managed by miglayout",
+		Short:         "Inspect, plan and pause MIG layouts managed by miglayout",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	e.bindFlags(root)
 	root.AddCommand(newProfilesCommand(), newStatusCommand(e), newPlanCommand(e), newImportCommand(e),
-		newConvertCommand(e), newCheckCommand(e))
+		newConvertCommand(e), newCheckCommand(e), newPauseCommand(e, true), newPauseCommand(e, false))
 	return root
 }
