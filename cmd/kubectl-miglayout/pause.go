@@ -41,7 +41,8 @@ the planner) take over from the layouts the GPUs have now.`
 					return fmt.Errorf("reading MigLayout %s: %w", name, err)
 				}
 				if ml.Spec.Paused == paused {
-					fmt.Fprintf(cmd.OutOrStdout(), "miglayout %s was %s already\n", name, word)
+					state := map[bool]string{true: "is paused already", false: "is not paused"}[paused]
+					fmt.Fprintf(cmd.OutOrStdout(), "miglayout %s %s\n", name, state)
 					continue
 				}
 				if err := c.Patch(cmd.Context(), &ml, patch); err != nil {

@@ -48,7 +48,7 @@ func TestPauseAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff("miglayout a paused\nmiglayout b was paused already\n", out); diff != "" {
+	if diff := cmp.Diff("miglayout a paused\nmiglayout b is paused already\n", out); diff != "" {
 		t.Errorf("pause output (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]bool{"a": true, "b": true}, paused()); diff != "" {
@@ -59,6 +59,9 @@ func TestPauseAndResume(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]bool{"a": true, "b": false}, paused()); diff != "" {
 		t.Errorf("after resume (-want +got):\n%s", diff)
+	}
+	if out, err = run("resume", "b"); err != nil || out != "miglayout b is not paused\n" {
+		t.Errorf("resume b again: %q, %v", out, err)
 	}
 	if _, err := run("resume", "nope"); err == nil || !strings.Contains(err.Error(), "MigLayout nope not found") {
 		t.Errorf("resume of an unknown MigLayout: %v, want it named as not found", err)
