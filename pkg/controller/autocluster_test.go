@@ -153,13 +153,7 @@ func (h *autoCluster) agentDone(node string) {
 	})
 }
 
-func (h *autoCluster) events() []string {
-	var out []string
-	for len(h.rec.Events) > 0 {
-		out = append(out, <-h.rec.Events)
-	}
-	return out
-}
+func (h *autoCluster) events() []string { return recorded(h.rec) }
 
 func (h *autoCluster) create(objs ...client.Object) {
 	h.t.Helper()
