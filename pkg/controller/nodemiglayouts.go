@@ -210,9 +210,11 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		// Static's.
 		return cmpOr(waitsFor, existing), problems, false, nil
 	}
-	if writtenBy == v1alpha1.ModeStatic && specWrittenBy(existing, ml) == v1alpha1.ModeAuto && !adopting {
+	if writtenBy == v1alpha1.ModeStatic && !adopting && (specWrittenBy(existing, ml) == v1alpha1.ModeAuto || !sameLayouts(existing.Spec.GPUs, next.Spec.GPUs)) {
 		// The cache may show this MigLayout Static still while the
-		// planner has planned the node for its switch to Auto.
+		// planner has planned the node for its switch to Auto, or
+		// unpaused while it has just been paused: a write that starts
+		// a change is made only for the MigLayout as it is now.
 		if switched, err := r.switchedSince(ctx, ml); err != nil || switched {
 			return existing, problems, true, err
 		}
@@ -394,8 +396,9 @@ func describeSpec(sp v1alpha1.GPUSpec) string {
 
 // switchedSince reports whether ml, as the API server has it now, is not
 // the Static MigLayout the cache showed (deleted, replaced, or at another
-// generation: switched to Auto mode, perhaps). Without an APIReader
-// (tests), the cache's is taken as current.
+// generation: switched to Auto mode, paused or its rules edited, perhaps).
+// One GET, made only before a write that starts a change or overwrites an
+// Auto plan. Without an APIReader (tests), the cache's is taken as current.
 func (r *Reconciler) switchedSince(ctx context.Context, ml *v1alpha1.MigLayout) (bool, error) {
 	if r.APIReader == nil {
 		return false, nil
@@ -404,7 +407,7 @@ func (r *Reconciler) switchedSince(ctx context.Context, ml *v1alpha1.MigLayout) 
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ml), &live); apierrors.IsNotFound(err) {
 		return true, nil
 	} else if err != nil {
-		return false, fmt.Errorf("reading MigLayout %s before writing over an Auto plan: %w", ml.Name, err)
+		return false, fmt.Errorf("reading MigLayout %s before writing a new layout: %w", ml.Name, err)
 	}
 	return live.UID != ml.UID || live.Generation != ml.Generation || modeOf(&live) != modeOf(ml), nil
 }

@@ -47,6 +47,15 @@ func pausedCluster(t *testing.T) (client.Client, *Reconciler, *events.FakeRecord
 	return c, &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: rec}, rec
 }
 
+// onePausedNode is a fake cluster of MigLayout a, node n1 (pool a) and
+// n1's NodeMigLayout nml, with a Reconciler over it.
+func onePausedNode(t *testing.T, a *v1alpha1.MigLayout, nml *v1alpha1.NodeMigLayout) (client.Client, *Reconciler) {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, node("n1", map[string]string{"pool": "a"}), nml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	return c, &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+}
+
 func specLayouts(t *testing.T, c client.Client) map[string]string {
 	t.Helper()
 	var list v1alpha1.NodeMigLayoutList
@@ -65,6 +74,7 @@ func specLayouts(t *testing.T, c client.Client) map[string]string {
 	return out
 }
 
+// recorded drains the events rec holds, as "Type Reason note".
 func recorded(rec *events.FakeRecorder) []string {
 	var out []string
 	for len(rec.Events) > 0 {
@@ -112,7 +122,7 @@ func TestPausedStaticStartsNoChange(t *testing.T) {
 	}
 	// Told once.
 	reconcileLayoutA(t, r)
-	if evts := recorded(rec); containsEvent(evts, EventPaused) {
+	if evts := recorded(rec); containsEvent(evts, "Normal "+EventPaused) {
 		t.Errorf("paused, reconciled again: events %q, want no second %s", evts, EventPaused)
 	}
 
@@ -174,9 +184,7 @@ func TestPausedAdoptsWithoutStartingChanges(t *testing.T) {
 			a.Spec.Paused = true
 			old := staticMigLayout("old", "uid-old", "old")
 			nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, "1g.10gb@0", "old rule")).status(a100(0).layout(halvesLayout)).build(), old)
-			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, node("n1", map[string]string{"pool": "a"}), nml).
-				WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-			r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+			c, r := onePausedNode(t, a, nml)
 			reconcileLayoutA(t, r)
 			var got v1alpha1.NodeMigLayout
 			if err := c.Get(context.Background(), client.ObjectKey{Name: "n1"}, &got); err != nil {
@@ -260,13 +268,10 @@ func readyAndPaused(cs []metav1.Condition) []metav1.Condition {
 	return out
 }
 
-func containsEvent(evts []string, prefix string) bool {
-	for _, e := range evts {
-		if strings.HasPrefix(e, prefix) || strings.Contains(e, " "+prefix+" ") {
-			return true
-		}
-	}
-	return false
+// containsEvent reports whether one of evts has the given type and reason
+// ("Normal Paused").
+func containsEvent(evts []string, typeAndReason string) bool {
+	return slices.ContainsFunc(evts, func(e string) bool { return strings.HasPrefix(e, typeAndReason+" ") })
 }
 
 // TestPausedWhileAPlanRunsWritesNothing: a pause that lands after a plan
@@ -376,9 +381,7 @@ func TestPausedNodeTheRulesLeaveAloneIsReady(t *testing.T) {
 	a.Spec.Paused = true
 	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "rule"), specGPU(1, wholeLayout, "an older rule")).
 		status(a100(0).layout(wholeLayout), a100(1).layout(wholeLayout)).build(), a)
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, node("n1", map[string]string{"pool": "a"}), nml).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	c, r := onePausedNode(t, a, nml)
 	reconcileLayoutA(t, r)
 	var ml v1alpha1.MigLayout
 	if err := c.Get(context.Background(), client.ObjectKey{Name: "a"}, &ml); err != nil {
@@ -399,9 +402,7 @@ func TestPausedWithAnInvalidSelectorDropsUnstarted(t *testing.T) {
 	for _, paused := range []bool{false, true} {
 		a.Spec.Paused = paused
 		nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "rule")).status(a100(0).layout(halvesLayout)).build(), a)
-		c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a.DeepCopy(), node("n1", map[string]string{"pool": "a"}), nml).
-			WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-		r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+		c, r := onePausedNode(t, a.DeepCopy(), nml)
 		reconcileLayoutA(t, r)
 		want := wholeLayout // not paused: held as it is, the change in its spec too
 		if paused {
@@ -438,5 +439,29 @@ func TestPauseKeepsRolloutExpectations(t *testing.T) {
 	setPaused(false)
 	if got := specLayouts(t, c); got["n1"] == halvesLayout {
 		t.Errorf("resumed: n1 given %s beside n2's change the cache does not show yet (specs %v)", halvesLayout, got)
+	}
+}
+
+// TestPausedWhileTheCacheShowsItUnpausedWritesNothing: a Static pass whose
+// cache still shows the MigLayout unpaused (with the rules the pause came
+// with) writes no new layout: the API server has it paused, at a later
+// generation.
+func TestPausedWhileTheCacheShowsItUnpausedWritesNothing(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.Rules = rules(rule("whole").counts("7g.80gb", 1))
+	a.Spec.Paused, a.Generation = true, 2
+	c, r := onePausedNode(t, a, ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "rule")).status(a100(0).layout(halvesLayout)).build(), a))
+	stale := a.DeepCopy()
+	stale.Spec.Paused, stale.Generation = false, 1
+	r.Client, r.APIReader = &staleMigLayout{Client: c, ml: stale}, c
+	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := specLayouts(t, c)["n1"]; got != halvesLayout {
+		t.Errorf("n1's spec %q written from a cache that showed the MigLayout unpaused, want %s kept", got, halvesLayout)
+	}
+	if res.RequeueAfter <= 0 {
+		t.Errorf("requeue after %v, want a look again once the cache catches up", res.RequeueAfter)
 	}
 }
