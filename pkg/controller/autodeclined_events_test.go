@@ -51,7 +51,7 @@ func TestDeclinesReadBack(t *testing.T) {
 			if tc.uid != "" {
 				events = append(events, declinedN1(tc.uid, h.now.Add(-tc.ago), tc.length))
 			}
-			h.a.APIReader = eventsReader(t, events...)
+			h.a.APIReader = migLayoutsFrom{Reader: eventsReader(t, events...), live: h.c}
 			h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
 			h.settle()
 			if got := h.specOf("n2")[0]; got != tc.n2 && (tc.n2 != "7g.80gb@0" || got != "") {
@@ -92,14 +92,14 @@ func TestDeclinesReadBackFailures(t *testing.T) {
 				node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("4g.40gb@0,1g.10gb@6")),
 				node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
 			lists := 0
-			h.a.APIReader = interceptor.NewClient(eventsReader(t, declinedN1("uid-p", h.now.Add(-time.Minute), 10*time.Minute)),
+			h.a.APIReader = migLayoutsFrom{live: h.c, Reader: interceptor.NewClient(eventsReader(t, declinedN1("uid-p", h.now.Add(-time.Minute), 10*time.Minute)),
 				interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 					lists++
 					if tc.err != nil && (lists == 1 || tc.failAll || apierrors.IsForbidden(tc.err)) {
 						return tc.err
 					}
 					return c.List(ctx, list, opts...)
-				}})
+				}})}
 			h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
 			for range cmp.Or(tc.passes, 3) {
 				h.settle()
@@ -129,4 +129,19 @@ func declinedN1(uid types.UID, at time.Time, length time.Duration) *eventsv1.Eve
 func eventsReader(t *testing.T, events ...client.Object) client.WithWatch {
 	return fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(events...).
 		WithIndex(&eventsv1.Event{}, "reason", func(o client.Object) []string { return []string{o.(*eventsv1.Event).Reason} }).Build()
+}
+
+// migLayoutsFrom is a reader of what the API server has for the AutoPlanner
+// (APIReader) whose MigLayouts are live's: the planner reads them before
+// it writes a plan (stillAuto).
+type migLayoutsFrom struct {
+	client.Reader
+	live client.Reader
+}
+
+func (r migLayoutsFrom) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*v1alpha1.MigLayout); ok {
+		return r.live.Get(ctx, key, obj, opts...)
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
 }

@@ -424,11 +424,11 @@ func TestDeclinesAndSchedulerLeaseReads(t *testing.T) {
 				node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")))
 			h.a.SchedulerLease = DefaultSchedulerLease
 			schedulerSteadyMetric.Set(-1) // not set by this case yet
-			h.a.APIReader = interceptor.NewClient(fake.NewClientBuilder().WithScheme(testScheme(t)).Build(), interceptor.Funcs{
+			h.a.APIReader = migLayoutsFrom{live: h.c, Reader: interceptor.NewClient(fake.NewClientBuilder().WithScheme(testScheme(t)).Build(), interceptor.Funcs{
 				Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
 					return tc.err
 				},
-			})
+			})}
 			h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p", h.now, "c1"))
 			requeue := h.settle()
 			for range 3 {

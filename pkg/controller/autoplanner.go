@@ -119,10 +119,11 @@ type AutoPlanner struct {
 	// declined (schedulerSteady). The zero name checks none; a Lease that
 	// does not exist or cannot be read is not checked.
 	SchedulerLease types.NamespacedName
-	// APIReader reads what the manager does not cache: kube-scheduler's
-	// Lease (nil: Client) and, as the controller starts, its own
-	// SchedulerDeclinedNode events (nil: none read, readDeclines).
-	// SetupWithManager sets it.
+	// APIReader reads around the manager's cache: kube-scheduler's
+	// Lease (nil: Client), as the controller starts its own
+	// SchedulerDeclinedNode events (nil: none read, readDeclines), and
+	// the MigLayouts a plan is about to be written for (nil: Client,
+	// stillAuto). SetupWithManager sets it.
 	APIReader client.Reader
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -618,7 +619,7 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 		// the changes written stand, the others wait for the next plan,
 		// and nothing of this one is told. Its inputs may look the same
 		// once the cache catches up: it is planned again all the same.
-		klog.FromContext(ctx).Info("Some planned changes were not written (their NodeMigLayouts changed since the plan read them): the next plan makes them", "changes", len(changes), "written", n)
+		klog.FromContext(ctx).Info("Some planned changes were not written (their NodeMigLayouts, or their MigLayout, changed since the plan read them): the next plan makes them", "changes", len(changes), "written", n)
 		a.forget()
 		return true, nil
 	}
@@ -646,9 +647,10 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 	// GPUs changing at once hold); a change then always, a cancel while nml
 	// still shows the change it cancels blocked or undestroyed
 	// (stillCancels).
+	auto := map[types.UID]bool{}
 	holds := func(nml *v1alpha1.NodeMigLayout, c planner.Change) bool {
 		before := read[c.Node]
-		if before == nil || !sameController(before, nml) || !a.stillAuto(ctx, nml) ||
+		if before == nil || !sameController(before, nml) || !a.stillAuto(ctx, nml, auto) ||
 			!equality.Semantic.DeepEqual(before.Spec, nml.Spec) || !writtenInAuto(nml) {
 			return false
 		}
@@ -738,17 +740,32 @@ func sameController(a, b *v1alpha1.NodeMigLayout) bool {
 }
 
 // stillAuto reports whether nml's controller is an Auto-mode MigLayout now,
-// and not paused (a pause that lands while a pass plans stops its writes).
-func (a *AutoPlanner) stillAuto(ctx context.Context, nml *v1alpha1.NodeMigLayout) bool {
+// and not paused: a pause or a switch to Static mode that lands while a
+// pass plans stops its writes. The MigLayout is read from the API server
+// (APIReader; the cache, Client, without one), once per MigLayout per
+// write (seen memoizes the answer by the controller's UID), so that a pause
+// the cache does not show yet also stops them. A MigLayout that cannot be
+// read stops them too.
+func (a *AutoPlanner) stillAuto(ctx context.Context, nml *v1alpha1.NodeMigLayout, seen map[types.UID]bool) bool {
 	ref := metav1.GetControllerOf(nml)
 	if ref == nil || ref.Kind != "MigLayout" {
 		return false
 	}
-	var ml v1alpha1.MigLayout
-	if err := a.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, &ml); err != nil {
-		return false
+	if ok, done := seen[ref.UID]; done {
+		return ok
 	}
-	return ml.UID == ref.UID && plansAuto(ml) && !ml.Spec.Paused
+	var reader client.Reader = a.Client
+	if a.APIReader != nil {
+		reader = a.APIReader
+	}
+	var ml v1alpha1.MigLayout
+	err := reader.Get(ctx, types.NamespacedName{Name: ref.Name}, &ml)
+	ok := err == nil && ml.UID == ref.UID && plansAuto(ml) && !ml.Spec.Paused
+	if err != nil {
+		klog.FromContext(ctx).Info("Could not read the MigLayout before writing a plan: its changes are left for the next pass", "migLayout", ref.Name, "err", err)
+	}
+	seen[ref.UID] = ok
+	return ok
 }
 
 // writtenInAuto reports whether nml's spec was last written in Auto mode

@@ -397,8 +397,8 @@ func describeSpec(sp v1alpha1.GPUSpec) string {
 // switchedSince reports whether ml, as the API server has it now, is not
 // the Static MigLayout the cache showed (deleted, replaced, or at another
 // generation: switched to Auto mode, paused or its rules edited, perhaps).
-// One GET, made only before a write that starts a change or overwrites an
-// Auto plan. Without an APIReader (tests), the cache's is taken as current.
+// One GET, made only before a write that starts a change, overwrites an
+// Auto plan or drops a change for a pause (syncPausedNode). Without an APIReader (tests), the cache's is taken as current.
 func (r *Reconciler) switchedSince(ctx context.Context, ml *v1alpha1.MigLayout) (bool, error) {
 	if r.APIReader == nil {
 		return false, nil

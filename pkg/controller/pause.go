@@ -60,6 +60,14 @@ func (r *Reconciler) syncPausedNode(ctx context.Context, ml *v1alpha1.MigLayout,
 	if !adopting && equality.Semantic.DeepEqual(existing.Spec, next.Spec) && existing.Annotations[v1alpha1.AnnotationSpecWrittenBy] == string(writtenBy) {
 		return judged, problems, held, false, nil
 	}
+	if !sameLayouts(existing.Spec.GPUs, written) {
+		// A change is dropped only for the MigLayout as it is now: the
+		// cache may show it paused still while it has been resumed and
+		// the planner, reading it live, has planned the node again.
+		if switched, err := r.switchedSince(ctx, ml); err != nil || switched {
+			return judged, problems, held, true, err
+		}
+	}
 	// The drop holds only on the status it was judged on: the agent may
 	// have started a change meanwhile.
 	stillHolds := func(live *v1alpha1.NodeMigLayout) bool {

@@ -465,3 +465,85 @@ func TestPausedWhileTheCacheShowsItUnpausedWritesNothing(t *testing.T) {
 		t.Errorf("requeue after %v, want a look again once the cache catches up", res.RequeueAfter)
 	}
 }
+
+// TestAutoPausedWhileTheCacheShowsItUnpausedWritesNothing: a plan made from
+// a cache that still shows the Auto MigLayout unpaused is not written once
+// the API server has it paused (the write-time check reads the MigLayout
+// live), and the pass asks to look again.
+func TestAutoPausedWhileTheCacheShowsItUnpausedWritesNothing(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	stale := ml.DeepCopy()
+	ml.Spec.Paused, ml.Generation = true, 2
+	h := newAutoCluster(t, ml,
+		node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(wholeLayout)),
+		autoClaim("c1", profileSelector("1g.10gb")), autoPod("p1", h0(), "c1"))
+	h.a.Client, h.a.APIReader, h.a.UnboundAfter = &staleMigLayout{Client: h.c, ml: stale}, h.c, -1
+	for range 5 {
+		res, err := h.a.Reconcile(t.Context(), autoKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.RequeueAfter <= 0 {
+			t.Fatalf("requeue after %v, want a look again once the cache catches up", res.RequeueAfter)
+		}
+		h.now = h.now.Add(res.RequeueAfter)
+	}
+	if got := h.specOf("n1"); len(got) != 0 {
+		t.Errorf("n1's spec %v written from a cache that showed the MigLayout unpaused, want nothing written", got)
+	}
+	if evts := h.events(); slices.ContainsFunc(evts, func(e string) bool { return strings.Contains(e, EventWaitingForRepartition) }) {
+		t.Errorf("events %q: p1 told of a repartition that was not written", evts)
+	}
+
+	// The same pass with the API server agreeing with the cache writes.
+	h.a.APIReader = h.a.Client
+	h.now = h.now.Add(time.Minute)
+	h.settle()
+	if got := h.specOf("n1"); len(got) == 0 || !strings.Contains(got[0], "1g.10gb") {
+		t.Errorf("unpaused live: n1's spec %v, want a 1g.10gb made for p1", got)
+	}
+}
+
+// TestResumedWhileTheCacheShowsItPausedDropsNothing: a pass whose cache
+// still shows the MigLayout paused, while the API server has it resumed,
+// does not drop the change the planner wrote for it since (it reads the
+// MigLayout live before a drop), and asks to look again.
+func TestResumedWhileTheCacheShowsItPausedDropsNothing(t *testing.T) {
+	a := autoMigLayout("a", nil)
+	a.Generation = 3
+	planned := ownedBy(nodeMigLayout("n1").spec(specGPU(0, "1g.10gb@0", "serves 1 pending pod(s)")).status(a100(0).layout(wholeLayout)).build(), a)
+	metav1.SetMetaDataAnnotation(&planned.ObjectMeta, v1alpha1.AnnotationSpecWrittenBy, string(v1alpha1.ModeAuto))
+	c, r := onePausedNode(t, a, planned)
+	stale := a.DeepCopy()
+	stale.Spec.Paused, stale.Generation = true, 2
+	r.Client, r.APIReader = &staleMigLayout{Client: c, ml: stale}, c
+	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := specLayouts(t, c)["n1"]; got != "1g.10gb@0" {
+		t.Errorf("n1's spec %q, want the plan written after the resume kept", got)
+	}
+	if res.RequeueAfter <= 0 {
+		t.Errorf("requeue after %v, want a look again once the cache catches up", res.RequeueAfter)
+	}
+
+	// Once the API server has it paused too, the unstarted change goes.
+	var live v1alpha1.MigLayout
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(a), &live); err != nil {
+		t.Fatal(err)
+	}
+	live.Spec.Paused = true
+	if err := c.Update(t.Context(), &live); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(a), stale); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := specLayouts(t, c)["n1"]; got != wholeLayout+" (dropped)" {
+		t.Errorf("paused live: n1's spec %q, want the unstarted change dropped back to %s", got, wholeLayout)
+	}
+}
