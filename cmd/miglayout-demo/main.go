@@ -148,15 +148,16 @@ func (d *demo) finish(ctx context.Context, ok bool) {
 	d.printf(`
 The cluster stays up (--keep). In another terminal:
 
-  export KUBECONFIG=%s
+  export KUBECONFIG=%s PATH=%s:$PATH
   alias kubectl=%s
   kubectl get miglayouts,nodemiglayouts
   kubectl get resourceslices,resourceclaims -A
   kubectl describe miglayout %s
+  kubectl miglayout status
 
 Logs: %s (controller.log, agent-<node>.log, kubelet-<node>.log, kube-*.log)
 Stop it with Ctrl-C here, or: kill %d
-`, d.c.Kubeconfig(), d.c.KubectlPath(), layoutName, d.c.LogDir(), os.Getpid())
+`, d.c.Kubeconfig(), d.c.MiglayoutBinDir(), d.c.KubectlPath(), layoutName, d.c.LogDir(), os.Getpid())
 	if !ok {
 		d.printf("(left up after the failure, for inspection)\n")
 	}

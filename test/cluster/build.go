@@ -11,10 +11,12 @@ import (
 	"time"
 )
 
-// Binary names of the miglayout commands a cluster runs.
+// Binary names of the miglayout commands a cluster runs, and of the kubectl
+// plugin its Kubectl finds.
 const (
 	AgentBinary      = "miglayout-agent"
 	ControllerBinary = "miglayout-controller"
+	PluginBinary     = "kubectl-miglayout"
 )
 
 // ModuleRoot returns the directory of miglayout's go.mod, found from the working
@@ -48,8 +50,8 @@ func goBinary() string {
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
-// buildBinaries builds the agent and the controller into dir with one go build (the Go
-// build cache makes a rebuild of unchanged sources take about a second).
+// buildBinaries builds the agent, the controller and the kubectl plugin into dir with one
+// go build (the Go build cache makes a rebuild of unchanged sources take about a second).
 func buildBinaries(ctx context.Context, moduleRoot, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -57,12 +59,12 @@ func buildBinaries(ctx context.Context, moduleRoot, dir string) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goBinary(), "build", "-o", dir+string(filepath.Separator),
-		"./cmd/"+AgentBinary, "./cmd/"+ControllerBinary)
+		"./cmd/"+AgentBinary, "./cmd/"+ControllerBinary, "./cmd/"+PluginBinary)
 	cmd.Dir = moduleRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("go build ./cmd/%s ./cmd/%s: %w\n%s", AgentBinary, ControllerBinary, err, out)
+		return fmt.Errorf("go build ./cmd/%s ./cmd/%s ./cmd/%s: %w\n%s", AgentBinary, ControllerBinary, PluginBinary, err, out)
 	}
 	return nil
 }

@@ -80,8 +80,8 @@ type Options struct {
 	StateDir string
 	// BinDir holds the control-plane binaries; default harness.BinDir().
 	BinDir string
-	// MiglayoutBinDir holds prebuilt miglayout-agent and miglayout-controller; default:
-	// build them into StateDir/bin.
+	// MiglayoutBinDir holds prebuilt miglayout-agent, miglayout-controller and
+	// kubectl-miglayout; default: build them into StateDir/bin.
 	MiglayoutBinDir string
 	// ModuleRoot is miglayout's source tree (cmd/, deploy/); default: found from the
 	// working directory (ModuleRoot()).
@@ -120,6 +120,7 @@ type Cluster struct {
 	binDir                             string // control plane
 	agentBin                           string
 	ctrlBin                            string
+	mlBinDir                           string // agentBin's, ctrlBin's and kubectl-miglayout's
 
 	cp      *harness.ControlPlane
 	cfg     *rest.Config
@@ -229,17 +230,18 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}
 	mlBin := opts.MiglayoutBinDir
-	if mlBin == "" || !executable(filepath.Join(mlBin, AgentBinary)) || !executable(filepath.Join(mlBin, ControllerBinary)) {
+	if mlBin == "" || !executable(filepath.Join(mlBin, AgentBinary)) || !executable(filepath.Join(mlBin, ControllerBinary)) ||
+		!executable(filepath.Join(mlBin, PluginBinary)) {
 		if mlBin == "" {
 			mlBin = filepath.Join(c.stateDir, "bin")
 		}
-		c.progress("building %s and %s into %s (go build, cached after the first time)", AgentBinary, ControllerBinary, mlBin)
+		c.progress("building %s, %s and %s into %s (go build, cached after the first time)", AgentBinary, ControllerBinary, PluginBinary, mlBin)
 		if err := buildBinaries(ctx, c.moduleRoot, mlBin); err != nil {
 			return nil, err
 		}
 		c.progress("built in %.1fs", time.Since(t0).Seconds())
 	}
-	c.agentBin, c.ctrlBin = filepath.Join(mlBin, AgentBinary), filepath.Join(mlBin, ControllerBinary)
+	c.agentBin, c.ctrlBin, c.mlBinDir = filepath.Join(mlBin, AgentBinary), filepath.Join(mlBin, ControllerBinary), mlBin
 
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
@@ -637,11 +639,13 @@ func (c *Cluster) StartController(ctx context.Context) error {
 }
 
 // Kubectl runs the kubectl of the control-plane binaries against the cluster and returns
-// its standard output (standard error joins the error).
+// its standard output (standard error joins the error). The kubectl-miglayout built with
+// the agent is first on its PATH, so "miglayout ..." arguments run this module's plugin
+// as kubectl finds plugins.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
 	bin := c.KubectlPath()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = childEnv("KUBECONFIG=" + c.Kubeconfig())
+	cmd.Env = childEnv("KUBECONFIG="+c.Kubeconfig(), "PATH="+c.MiglayoutBinDir()+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -650,6 +654,10 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// MiglayoutBinDir is the directory of the miglayout binaries the cluster runs, and of
+// kubectl-miglayout (put it first on PATH to run "kubectl miglayout").
+func (c *Cluster) MiglayoutBinDir() string { return c.mlBinDir }
 
 // KubectlPath is the kubectl binary built with the control plane.
 func (c *Cluster) KubectlPath() string { return filepath.Join(c.binDir, "kubectl") }

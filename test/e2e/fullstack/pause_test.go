@@ -15,7 +15,8 @@ import (
 // TestPausedMigLayoutLeavesHardwareAlone: a MigLayout paused and given new
 // rules in one update (what an operator does to stage a change) writes no
 // new layout and the GPUs keep theirs; its status says Paused and the
-// nodes Pending, and `kubectl describe` shows it. Resumed, the rules apply.
+// nodes Pending, and `kubectl describe` and `kubectl miglayout status` show
+// it. Resumed with `kubectl miglayout resume`, the rules apply.
 func TestPausedMigLayoutLeavesHardwareAlone(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
 	setStatic(t, ctx)
@@ -57,8 +58,27 @@ func TestPausedMigLayoutLeavesHardwareAlone(t *testing.T) {
 		}
 	}
 
-	if err := env.CRC.Patch(ctx, ml, crclient.RawPatch("application/merge-patch+json", []byte(`{"spec":{"paused":false}}`))); err != nil {
+	status, err := env.Cluster.Kubectl(ctx, "miglayout", "status")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if want := "MigLayout " + staticLayout + ": paused (spec.paused)"; !strings.Contains(string(status), want) {
+		t.Errorf("kubectl miglayout status lacks %q:\n%s", want, status)
+	}
+
+	// Resumed as an operator does, with the kubectl plugin.
+	resumed, err := env.Cluster.Kubectl(ctx, "miglayout", "resume", staticLayout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "miglayout " + staticLayout + " resumed\n"; string(resumed) != want {
+		t.Errorf("kubectl miglayout resume printed %q, want %q", resumed, want)
+	}
+	if err := env.CRC.Get(ctx, crclient.ObjectKey{Name: staticLayout}, ml); err != nil {
+		t.Fatal(err)
+	}
+	if ml.Spec.Paused {
+		t.Fatal("kubectl miglayout resume left spec.paused set")
 	}
 	env.WaitReady(t, ctx, ml, 2)
 	for _, n := range []string{nodeA, nodeH} {
