@@ -247,7 +247,7 @@ func (r *Runner) RunAuto(ctx context.Context, sc *AutoScenario, livenessTimeout 
 	if err := env.ReleaseAll(ctx, r.Namespace); err != nil {
 		problem("releasing the claims: %v", err)
 	}
-	if _, err := env.WaitConverged(ctx, ChaosLayout, gen, env.ChaosNodes, false, r.StageTimeout); err != nil {
+	if _, err := env.WaitConverged(ctx, ChaosLayout, lastGeneration(gen, res.Faults), env.ChaosNodes, false, r.StageTimeout); err != nil {
 		res.NotConverged++
 		problem("stage 3 (everything released): %v", err)
 	}

@@ -128,6 +128,9 @@ func NewAutoScenario(seed int64, window time.Duration) *AutoScenario {
 	if rr := rand.New(rand.NewSource(seed ^ 0x5eed)); rr.Float64() < 0.4 {
 		sc.Policy.ReclaimIdleGPUsAfterSeconds = ptr.To(int32(1 + rr.Intn(3)))
 	}
+	if f, ok := pauseFault(seed, 0x9a05e, window, [2]time.Duration{time.Second, 4 * time.Second}); ok {
+		sc.Faults = append(sc.Faults, f)
+	}
 	return sc
 }
 

@@ -10,7 +10,8 @@
 //     call failing (IN_USE, INSUFFICIENT_RESOURCES, a CI create failing after its GI, with
 //     or without a failing rollback, SetMigMode, reads), an NVML call lying (success
 //     reported, nothing done), NVML stalling for seconds, concurrent writers causing
-//     update conflicts, kube-scheduler stopped. Everything a scenario does derives from
+//     update conflicts, kube-scheduler stopped; and in one scenario in five besides, the
+//     MigLayout paused and resumed (PauseFlap). Everything a scenario does derives from
 //     its seed (NewScenario); it starts from its base layout (explicit placements) and
 //     the previous scenario ends on it.
 //   - The Monitor counts invariant violations while everything runs: allocations of

@@ -16,6 +16,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -203,6 +204,18 @@ func (e *Env) SetMigLayout(ctx context.Context, name string, spec v1alpha1.MigLa
 		return 0, fmt.Errorf("setting MigLayout %s: %w", name, err)
 	}
 	return gen, nil
+}
+
+// SetPaused sets spec.paused of MigLayout name with a merge patch (as `kubectl
+// miglayout pause|resume` does; it never conflicts with SetMigLayout) and returns the
+// generation it made.
+func (e *Env) SetPaused(ctx context.Context, name string, paused bool) (int64, error) {
+	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	patch := crclient.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"paused":%t}}`, paused))
+	if err := e.CRC.Patch(ctx, ml, patch); err != nil {
+		return 0, fmt.Errorf("setting spec.paused of MigLayout %s to %t: %w", name, paused, err)
+	}
+	return ml.Generation, nil
 }
 
 // DeleteMigLayout deletes a MigLayout (absent is fine).

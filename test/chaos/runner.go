@@ -29,7 +29,18 @@ type FaultResult struct {
 	Fault  Fault
 	Fired  bool
 	Detail string
-	ops    []string // the simulator ops of the NVML faults injected
+	// Generation is the chaos MigLayout's generation the fault's last write made
+	// (PauseFlap's resume), 0 if it wrote none: convergence is waited for from it.
+	Generation int64
+	ops        []string // the simulator ops of the NVML faults injected
+}
+
+// lastGeneration is the latest of gen and the generations the faults wrote.
+func lastGeneration(gen int64, faults []FaultResult) int64 {
+	for _, f := range faults {
+		gen = max(gen, f.Generation)
+	}
+	return gen
 }
 
 // Result is what one scenario produced. The counts are of distinct items (claims,
@@ -200,8 +211,8 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 	}
 
 	// Stage 1: with the claims still there, every GPU holds the change or is Blocked by
-	// a device really in use.
-	_, err = env.WaitConverged(ctx, ChaosLayout, gen, env.ChaosNodes, true, r.StageTimeout)
+	// a device really in use (once the MigLayout is resumed, where it was paused).
+	_, err = env.WaitConverged(ctx, ChaosLayout, lastGeneration(gen, res.Faults), env.ChaosNodes, true, r.StageTimeout)
 	res.Converge = time.Since(lastChange)
 	if err != nil {
 		res.NotConverged++
@@ -258,6 +269,9 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 
 // arm injects the NVML faults that wait in the simulator for their call.
 func (r *Runner) arm(ctx context.Context, f Fault, fr *FaultResult) error {
+	if f.Node == "" {
+		return nil // no node: not an NVML fault (PauseFlap)
+	}
 	sim, err := r.Env.Cluster.Sim(f.Node)
 	if err != nil {
 		return err
@@ -475,6 +489,35 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 		defer cancel()
 		if err := env.Cluster.StartController(sctx); err != nil {
 			fr.Detail += "; restart failed: " + err.Error()
+		}
+	case PauseFlap:
+		pauses := 0
+		for i := range f.Nth {
+			if i == 0 {
+				sleep(ctx, f.Delay)
+			} else {
+				sleep(ctx, f.Hold)
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			if _, err := env.SetPaused(ctx, ChaosLayout, true); err != nil {
+				fr.Detail = err.Error()
+				break
+			}
+			pauses++
+			sleep(ctx, f.Hold)
+			// Resumed whatever happens: the scenario's convergence needs it.
+			gen, err := env.SetPaused(context.WithoutCancel(ctx), ChaosLayout, false)
+			if err != nil {
+				fr.Detail = "resuming: " + err.Error()
+				break
+			}
+			fr.Generation = gen
+		}
+		fr.Fired = pauses > 0
+		if fr.Detail == "" {
+			fr.Detail = fmt.Sprintf("paused %d times, resumed each time", pauses)
 		}
 	case SlowScheduler:
 		sleep(ctx, f.Delay)

@@ -63,6 +63,11 @@ const (
 	// process takes over once the killed one's Lease expires (15 s). Auto scenarios
 	// only: its plans and the changes in flight must survive the restart.
 	KillController FaultKind = "kill controller"
+	// The chaos MigLayout paused (spec.paused) at Delay into the churn for Hold, Nth
+	// times with Hold between, and resumed at the end: changes not started are
+	// dropped, changes under way finish, and once resumed the layout (or the
+	// planner) takes over again. Drawn apart from the other faults (pauseFault).
+	PauseFlap FaultKind = "api:paused and resumed"
 )
 
 // PrimaryFaults are the scenarios' main faults: a scenario's seed modulo their number
@@ -97,7 +102,7 @@ type Fault struct {
 func (f Fault) String() string {
 	s := string(f.Kind)
 	switch {
-	case f.Kind == FaultNone || f.Kind == SlowScheduler || f.Kind == APIConflicts || f.Kind == KillController:
+	case f.Kind == FaultNone || f.Kind == SlowScheduler || f.Kind == APIConflicts || f.Kind == KillController || f.Kind == PauseFlap:
 	default:
 		s += " on " + f.Node
 	}
@@ -117,8 +122,21 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" (%s at +%s)", f.Hold, f.Delay)
 	case KillController:
 		s += fmt.Sprintf(" (at +%s, restart after %s)", f.Delay, f.Hold)
+	case PauseFlap:
+		s += fmt.Sprintf(" (%d× %s from +%s)", f.Nth, f.Hold, f.Delay)
 	}
 	return s
+}
+
+// pauseFault is a PauseFlap drawn, with probability 0.2, from its own source (seed and
+// salt): the rest of a seed's scenario is what it was before pauses were drawn. The
+// pauses start within the first half of window, last hold each, and come n times.
+func pauseFault(seed, salt int64, window time.Duration, hold [2]time.Duration) (Fault, bool) {
+	rng := rand.New(rand.NewSource(seed ^ salt))
+	if rng.Float64() >= 0.2 {
+		return Fault{}, false
+	}
+	return Fault{Kind: PauseFlap, Delay: dur(rng, 0, window/2), Hold: dur(rng, hold[0], hold[1]), Nth: 1 + rng.Intn(3)}, true
 }
 
 // WorkloadOp creates a claim and its pod, or deletes one created before.
@@ -333,6 +351,9 @@ func NewScenario(seed int64) *Scenario {
 		if second := pick(rng, SecondaryFaults); second != primary {
 			sc.Faults = append(sc.Faults, randomFault(rng, second))
 		}
+	}
+	if f, ok := pauseFault(seed, 0x9a05e, ChurnWindow, [2]time.Duration{100 * time.Millisecond, 600 * time.Millisecond}); ok {
+		sc.Faults = append(sc.Faults, f)
 	}
 	return sc
 }
