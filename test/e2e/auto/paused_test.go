@@ -16,16 +16,21 @@ import (
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
 )
 
-// TestAutoPausedPlansNothing: with the Auto MigLayout paused, a pod whose
+// TestAutoPausedPlansNothing: with the Auto MigLayout paused (kubectl
+// miglayout pause), a pod whose
 // 3g.40gb only a repartition makes (both nodes hold whole GPUs) waits, told
 // why, and neither node's spec nor GPUs change; resumed, the planner makes
 // the device and the pod runs.
 func TestAutoPausedPlansNothing(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
 	ml := wholeThenAuto(t, ctx)
-	spec := ml.Spec
-	spec.Paused = true
-	ml = env.SetMigLayout(t, ctx, layoutName, spec)
+	// Paused as an operator does, with the kubectl plugin.
+	if out, err := env.Cluster.Kubectl(ctx, "miglayout", "pause", layoutName); err != nil || string(out) != "miglayout "+layoutName+" paused\n" {
+		t.Fatalf("kubectl miglayout pause %s: %q, %v", layoutName, out, err)
+	}
+	if err := env.CRC.Get(ctx, crclient.ObjectKeyFromObject(ml), ml); err != nil || !ml.Spec.Paused {
+		t.Fatalf("after kubectl miglayout pause: spec.paused %t (%v), want set", ml.Spec.Paused, err)
+	}
 	env.WaitMigLayout(t, ctx, layoutName, ml.Generation, 30*time.Second, "Paused", func(ml *v1alpha1.MigLayout) bool {
 		return clustertest.HasCondition(ml.Status.Conditions, v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused)
 	})
