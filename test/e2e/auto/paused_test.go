@@ -17,10 +17,9 @@ import (
 )
 
 // TestAutoPausedPlansNothing: with the Auto MigLayout paused (kubectl
-// miglayout pause), a pod whose
-// 3g.40gb only a repartition makes (both nodes hold whole GPUs) waits, told
-// why, and neither node's spec nor GPUs change; resumed, the planner makes
-// the device and the pod runs.
+// miglayout pause), a pod whose 3g.40gb only a repartition makes (both nodes
+// hold whole GPUs) waits, told why, and neither node's spec nor GPUs change;
+// resumed, the planner makes the device and the pod runs.
 func TestAutoPausedPlansNothing(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
 	ml := wholeThenAuto(t, ctx)
