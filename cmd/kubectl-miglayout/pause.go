@@ -1,56 +1,108 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
 // newPauseCommand is `pause` (paused true) or `resume` (false): it sets
-// spec.paused of the named MigLayouts with a merge patch.
+// spec.paused of the named MigLayouts, of all of them (--all) or of those
+// whose labels match a selector (-l), with a merge patch.
 func newPauseCommand(e *env, paused bool) *cobra.Command {
-	use, short, long := "pause NAME...", "Stop MigLayouts from starting GPU changes (spec.paused: true)",
-		`Set spec.paused on the named MigLayouts: the controller starts no change on
-their nodes' GPUs (a change an agent has not started is dropped; one under way
-finishes) until they are resumed. Rules may be edited meanwhile and checked
-with "kubectl miglayout plan"; "kubectl miglayout resume" applies them.`
+	use, short, long := "pause (NAME... | --all | -l SELECTOR)", "Stop MigLayouts from starting GPU changes (spec.paused: true)",
+		`Set spec.paused on the named MigLayouts (--all: every MigLayout, as for an
+incident or a maintenance window; -l: those whose labels match): the
+controller starts no change on their nodes' GPUs (a change an agent has not
+started is dropped; one under way finishes) until they are resumed. Rules
+may be edited meanwhile and checked with "kubectl miglayout plan";
+"kubectl miglayout resume" applies them.`
 	if !paused {
-		use, short, long = "resume NAME...", "Let paused MigLayouts start GPU changes again (spec.paused: false)",
-			`Unset spec.paused on the named MigLayouts: their rules (or, in Auto mode,
-the planner) take over from the layouts the GPUs have now.`
+		use, short, long = "resume (NAME... | --all | -l SELECTOR)", "Let paused MigLayouts start GPU changes again (spec.paused: false)",
+			`Unset spec.paused on the named MigLayouts (--all: every MigLayout; -l:
+those whose labels match): their rules (or, in Auto mode, the planner) take
+over from the layouts the GPUs have now.`
 	}
-	return &cobra.Command{
+	var all bool
+	var selector string
+	cmd := &cobra.Command{
 		Use: use, Short: short, Long: long,
-		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if n := len(args); (n > 0 && (all || selector != "")) || (all && selector != "") || (n == 0 && !all && selector == "") {
+				return errors.New("give MigLayout names, --all or -l SELECTOR (one of the three)")
+			}
+			var sel labels.Selector
+			if selector != "" {
+				var err error
+				if sel, err = labels.Parse(selector); err != nil {
+					return fmt.Errorf("parsing -l %q: %w", selector, err)
+				}
+			}
 			c, err := e.client()
 			if err != nil {
 				return err
 			}
+			mls, err := pauseTargets(cmd.Context(), c, args, all, sel)
+			if err != nil {
+				return err
+			}
+			if len(mls) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no MigLayout matches")
+				return nil
+			}
 			patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"spec":{"paused":%t}}`, paused))
 			word := map[bool]string{true: "paused", false: "resumed"}[paused]
-			for _, name := range args {
-				var ml v1alpha1.MigLayout
-				if err := c.Get(cmd.Context(), client.ObjectKey{Name: name}, &ml); apierrors.IsNotFound(err) {
-					return fmt.Errorf("MigLayout %s not found", name)
-				} else if err != nil {
-					return fmt.Errorf("reading MigLayout %s: %w", name, err)
-				}
+			for _, ml := range mls {
 				if ml.Spec.Paused == paused {
 					state := map[bool]string{true: "is paused already", false: "is not paused"}[paused]
-					fmt.Fprintf(cmd.OutOrStdout(), "miglayout %s %s\n", name, state)
+					fmt.Fprintf(cmd.OutOrStdout(), "miglayout %s %s\n", ml.Name, state)
 					continue
 				}
 				if err := c.Patch(cmd.Context(), &ml, patch); err != nil {
-					return fmt.Errorf("setting spec.paused of MigLayout %s: %w", name, err)
+					return fmt.Errorf("setting spec.paused of MigLayout %s: %w", ml.Name, err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "miglayout %s %s\n", name, word)
+				fmt.Fprintf(cmd.OutOrStdout(), "miglayout %s %s\n", ml.Name, word)
 			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&all, "all", false, "every MigLayout")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "the MigLayouts whose labels match this selector (e.g. -l team=ml)")
+	return cmd
+}
+
+// pauseTargets reads the MigLayouts a pause or resume acts on: those named
+// (in the order given; one that does not exist is an error naming it, and
+// then none is acted on), or every one (all), or those whose labels match
+// sel, in the API server's order (by name).
+func pauseTargets(ctx context.Context, c client.Client, names []string, all bool, sel labels.Selector) ([]v1alpha1.MigLayout, error) {
+	if all || sel != nil {
+		var list v1alpha1.MigLayoutList
+		var opts []client.ListOption
+		if sel != nil {
+			opts = append(opts, client.MatchingLabelsSelector{Selector: sel})
+		}
+		if err := c.List(ctx, &list, opts...); err != nil {
+			return nil, fmt.Errorf("listing MigLayouts: %w", err)
+		}
+		return list.Items, nil
+	}
+	out := make([]v1alpha1.MigLayout, 0, len(names))
+	for _, name := range names {
+		var ml v1alpha1.MigLayout
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &ml); apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("MigLayout %s not found", name)
+		} else if err != nil {
+			return nil, fmt.Errorf("reading MigLayout %s: %w", name, err)
+		}
+		out = append(out, ml)
+	}
+	return out, nil
 }

@@ -70,3 +70,63 @@ func TestPauseAndResume(t *testing.T) {
 		t.Error("pause with no name: no error")
 	}
 }
+
+// TestPauseAllAndSelector: --all acts on every MigLayout and -l on those
+// whose labels match, in name order; names, --all and -l are one of three,
+// and a selector that does not parse or a name that does not exist changes
+// nothing.
+func TestPauseAllAndSelector(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args   []string
+		out    string
+		err    string
+		paused []string // the MigLayouts paused after the command (of a, b, c; b paused before)
+	}{
+		"pause --all":            {args: []string{"pause", "--all"}, out: "miglayout a paused\nmiglayout b is paused already\nmiglayout c paused\n", paused: []string{"a", "b", "c"}},
+		"resume --all":           {args: []string{"resume", "--all"}, out: "miglayout a is not paused\nmiglayout b resumed\nmiglayout c is not paused\n"},
+		"pause -l":               {args: []string{"pause", "-l", "team=ml"}, out: "miglayout a paused\nmiglayout c paused\n", paused: []string{"a", "b", "c"}},
+		"pause --selector !team": {args: []string{"pause", "--selector", "!team"}, out: "miglayout b is paused already\n", paused: []string{"b"}},
+		"no match":               {args: []string{"pause", "-l", "team=none"}, out: "no MigLayout matches\n", paused: []string{"b"}},
+		"names and --all":        {args: []string{"pause", "a", "--all"}, err: "one of the three", paused: []string{"b"}},
+		"--all and -l":           {args: []string{"resume", "--all", "-l", "team=ml"}, err: "one of the three", paused: []string{"b"}},
+		"nothing":                {args: []string{"resume"}, err: "one of the three", paused: []string{"b"}},
+		"bad selector":           {args: []string{"pause", "-l", "team in (ml"}, err: `parsing -l "team in (ml"`, paused: []string{"b"}},
+		"unknown name among":     {args: []string{"pause", "a", "nope", "c"}, err: "MigLayout nope not found", paused: []string{"b"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(
+				&v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{"team": "ml"}}},
+				&v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"team": "ml"}}},
+				&v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: v1alpha1.MigLayoutSpec{Paused: true}},
+			).Build()
+			cmd := newRootCommandEnv(&env{newClient: func() (client.Client, error) { return c, nil }})
+			var out strings.Builder
+			cmd.SetOut(&out)
+			cmd.SetErr(&strings.Builder{})
+			cmd.SetArgs(tc.args)
+			err := cmd.Execute()
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("error %v, want one saying %q", err, tc.err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			} else if diff := cmp.Diff(tc.out, out.String()); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+			var list v1alpha1.MigLayoutList
+			if err := c.List(context.Background(), &list); err != nil {
+				t.Fatal(err)
+			}
+			var paused []string
+			for _, ml := range list.Items {
+				if ml.Spec.Paused {
+					paused = append(paused, ml.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.paused, paused); diff != "" {
+				t.Errorf("paused MigLayouts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
