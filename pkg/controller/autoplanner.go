@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -587,7 +588,8 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 // write starts from the NodeMigLayouts the first one wrote, as the API
 // server returned them: the cache may not show that write yet. held
 // reports changes held back so, or not all written (their node's spec
-// changed since the plan read it).
+// changed since the plan read it, or their MigLayout was paused or
+// switched to Static mode: stillAuto).
 func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change) (held bool, err error) {
 	var fresh map[string]*v1alpha1.NodeMigLayout
 	if len(cancels) > 0 {
@@ -596,7 +598,7 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 			return false, err
 		}
 		if n < len(cancels) {
-			klog.FromContext(ctx).Info("A change in flight could not be cancelled (its agent started on it): the plan's changes wait for the next plan", "cancels", len(cancels), "written", n, "changes", len(changes))
+			klog.FromContext(ctx).Info("A change in flight could not be cancelled (its agent started on it, or its MigLayout was paused or switched since): the plan's changes wait for the next plan", "cancels", len(cancels), "written", n, "changes", len(changes))
 			return len(changes) > 0, nil
 		}
 		read = maps.Clone(read)
@@ -647,10 +649,13 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 	// GPUs changing at once hold); a change then always, a cancel while nml
 	// still shows the change it cancels blocked or undestroyed
 	// (stillCancels).
-	auto := map[types.UID]bool{}
+	auto, err := a.stillAuto(ctx, read, slices.Collect(maps.Keys(byNode)))
+	if err != nil {
+		return nil, 0, err
+	}
 	holds := func(nml *v1alpha1.NodeMigLayout, c planner.Change) bool {
 		before := read[c.Node]
-		if before == nil || !sameController(before, nml) || !a.stillAuto(ctx, nml, auto) ||
+		if before == nil || !sameController(before, nml) || !auto[metav1.GetControllerOf(nml).UID] ||
 			!equality.Semantic.DeepEqual(before.Spec, nml.Spec) || !writtenInAuto(nml) {
 			return false
 		}
@@ -739,33 +744,39 @@ func sameController(a, b *v1alpha1.NodeMigLayout) bool {
 	return ra != nil && rb != nil && ra.UID == rb.UID
 }
 
-// stillAuto reports whether nml's controller is an Auto-mode MigLayout now,
-// and not paused: a pause or a switch to Static mode that lands while a
-// pass plans stops its writes. The MigLayout is read from the API server
-// (APIReader; the cache, Client, without one), once per MigLayout per
-// write (seen memoizes the answer by the controller's UID), so that a pause
-// the cache does not show yet also stops them. A MigLayout that cannot be
-// read stops them too.
-func (a *AutoPlanner) stillAuto(ctx context.Context, nml *v1alpha1.NodeMigLayout, seen map[types.UID]bool) bool {
-	ref := metav1.GetControllerOf(nml)
-	if ref == nil || ref.Kind != "MigLayout" {
-		return false
-	}
-	if ok, done := seen[ref.UID]; done {
-		return ok
-	}
+// stillAuto reports, by UID, which of the controllers of the NodeMigLayouts
+// of nodes (as read, the plan's) are Auto-mode MigLayouts now, and not
+// paused: a pause or a switch to Static mode that lands while a pass plans
+// stops its writes. Each MigLayout is read once, from the API server
+// (APIReader; the cache, Client, without one), so that a pause the cache
+// does not show yet also stops them; one deleted or replaced (another UID)
+// is not. A read that fails is returned: the pass is tried again with the
+// controller's backoff, its changes and cancels unwritten.
+func (a *AutoPlanner) stillAuto(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, nodes []string) (map[types.UID]bool, error) {
 	var reader client.Reader = a.Client
 	if a.APIReader != nil {
 		reader = a.APIReader
 	}
-	var ml v1alpha1.MigLayout
-	err := reader.Get(ctx, types.NamespacedName{Name: ref.Name}, &ml)
-	ok := err == nil && ml.UID == ref.UID && plansAuto(ml) && !ml.Spec.Paused
-	if err != nil {
-		klog.FromContext(ctx).Info("Could not read the MigLayout before writing a plan: its changes are left for the next pass", "migLayout", ref.Name, "err", err)
+	out := map[types.UID]bool{}
+	for _, node := range nodes {
+		var ref *metav1.OwnerReference
+		if nml := read[node]; nml != nil {
+			ref = metav1.GetControllerOf(nml)
+		}
+		if ref == nil || ref.Kind != "MigLayout" {
+			continue
+		}
+		if _, done := out[ref.UID]; done {
+			continue
+		}
+		var ml v1alpha1.MigLayout
+		err := reader.Get(ctx, types.NamespacedName{Name: ref.Name}, &ml)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading MigLayout %s before writing its plan: %w", ref.Name, err)
+		}
+		out[ref.UID] = err == nil && ml.UID == ref.UID && plansAuto(ml) && !ml.Spec.Paused
 	}
-	seen[ref.UID] = ok
-	return ok
+	return out, nil
 }
 
 // writtenInAuto reports whether nml's spec was last written in Auto mode

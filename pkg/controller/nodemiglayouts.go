@@ -216,7 +216,7 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		// unpaused while it has just been paused: a write that starts
 		// a change is made only for the MigLayout as it is now.
 		if switched, err := r.switchedSince(ctx, ml); err != nil || switched {
-			return existing, problems, true, err
+			return existing, problems, err == nil, err
 		}
 	}
 	if err := r.patchSpec(ctx, existing, next, stillHolds); err != nil {
@@ -395,10 +395,12 @@ func describeSpec(sp v1alpha1.GPUSpec) string {
 }
 
 // switchedSince reports whether ml, as the API server has it now, is not
-// the Static MigLayout the cache showed (deleted, replaced, or at another
-// generation: switched to Auto mode, paused or its rules edited, perhaps).
-// One GET, made only before a write that starts a change, overwrites an
-// Auto plan or drops a change for a pause (syncPausedNode). Without an APIReader (tests), the cache's is taken as current.
+// the MigLayout the cache showed (deleted, replaced, or at another
+// generation: switched to the other mode, paused, resumed or its rules
+// edited, perhaps). One GET, made only before a write that starts a change,
+// overwrites an Auto plan or drops a change for a pause (syncPausedNode,
+// and a paused MigLayout whose selector does not parse). Without an
+// APIReader (tests), the cache's is taken as current.
 func (r *Reconciler) switchedSince(ctx context.Context, ml *v1alpha1.MigLayout) (bool, error) {
 	if r.APIReader == nil {
 		return false, nil
@@ -407,7 +409,7 @@ func (r *Reconciler) switchedSince(ctx context.Context, ml *v1alpha1.MigLayout) 
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ml), &live); apierrors.IsNotFound(err) {
 		return true, nil
 	} else if err != nil {
-		return false, fmt.Errorf("reading MigLayout %s before writing a new layout: %w", ml.Name, err)
+		return false, fmt.Errorf("reading MigLayout %s before writing its nodes' specs: %w", ml.Name, err)
 	}
 	return live.UID != ml.UID || live.Generation != ml.Generation || modeOf(&live) != modeOf(ml), nil
 }

@@ -65,7 +65,10 @@ func (r *Reconciler) syncPausedNode(ctx context.Context, ml *v1alpha1.MigLayout,
 		// cache may show it paused still while it has been resumed and
 		// the planner, reading it live, has planned the node again.
 		if switched, err := r.switchedSince(ctx, ml); err != nil || switched {
-			return judged, problems, held, true, err
+			if ml.Spec.Mode == v1alpha1.ModeAuto {
+				judged = existing.DeepCopy() // nothing dropped: judged as it is
+			}
+			return judged, problems, held, err == nil, err
 		}
 	}
 	// The drop holds only on the status it was judged on: the agent may

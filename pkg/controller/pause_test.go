@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -545,5 +546,96 @@ func TestResumedWhileTheCacheShowsItPausedDropsNothing(t *testing.T) {
 	}
 	if got := specLayouts(t, c)["n1"]; got != wholeLayout+" (dropped)" {
 		t.Errorf("paused live: n1's spec %q, want the unstarted change dropped back to %s", got, wholeLayout)
+	}
+}
+
+// flakyMigLayoutReader fails its first fails Gets of a MigLayout, as an API
+// server that is briefly unavailable does.
+type flakyMigLayoutReader struct {
+	client.Reader
+	fails int
+}
+
+func (r *flakyMigLayoutReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*v1alpha1.MigLayout); ok && r.fails > 0 {
+		r.fails--
+		return apierrors.NewServiceUnavailable("etcd leader change")
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestAutoMigLayoutReadFailsBeforeWrite: a MigLayout that cannot be read
+// before a plan is written is an error of the pass (tried again with the
+// controller's backoff, nothing written), not a MigLayout taken as paused:
+// the plan is written on the next pass, and a cancel is not lost.
+func TestAutoMigLayoutReadFailsBeforeWrite(t *testing.T) {
+	t.Run("change", func(t *testing.T) {
+		ml := autoMigLayout("auto", nil)
+		h := newAutoCluster(t, ml,
+			node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(wholeLayout)),
+			autoClaim("c1", profileSelector("1g.10gb")), autoPod("p1", h0(), "c1"))
+		h.a.APIReader, h.a.UnboundAfter = &flakyMigLayoutReader{Reader: h.c, fails: 1}, -1
+		failed := false
+		for range 5 {
+			res, err := h.a.Reconcile(t.Context(), autoKey)
+			if err != nil {
+				failed = true
+				if got := h.specOf("n1"); len(got) != 0 {
+					t.Fatalf("n1's spec %v written by the pass whose MigLayout read failed", got)
+				}
+				continue
+			}
+			if len(h.specOf("n1")) > 0 {
+				break
+			}
+			h.now = h.now.Add(res.RequeueAfter)
+		}
+		if !failed {
+			t.Error("no pass returned the failed read")
+		}
+		if got := h.specOf("n1"); len(got) == 0 || !strings.Contains(got[0], "1g.10gb") {
+			t.Errorf("n1's spec %v, want a 1g.10gb made for p1 once the MigLayout reads again", got)
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		ml := autoMigLayout("auto", nil)
+		n1 := autoNML("n1", ml, a100(0).layout("1g.10gb@0").inUse("1g.10gb@0").
+			phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "1g.10gb@0 is allocated"))
+		n1.Spec.GPUs = []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: "for gone", ServedPods: []string{"ns/gone"}}}
+		h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), n1)
+		h.a.APIReader, h.a.UnboundAfter = &flakyMigLayoutReader{Reader: h.c, fails: 1}, -1
+		for range 5 {
+			h.now = h.now.Add(time.Minute)
+			_, _ = h.a.Reconcile(t.Context(), autoKey)
+		}
+		if got := h.specOf("n1")[0]; got != "1g.10gb@0" {
+			t.Errorf("n1/gpu-0 desired %q, want the blocked change cancelled back to 1g.10gb@0", got)
+		}
+	})
+}
+
+// TestPausedWithAnInvalidSelectorResumedSinceDropsNothing: a paused
+// MigLayout whose selector does not parse, as the cache shows it, drops
+// nothing once the API server has it at a later generation (resumed, its
+// selector fixed), and looks again.
+func TestPausedWithAnInvalidSelectorResumedSinceDropsNothing(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.Rules = rules(rule("whole").counts("7g.80gb", 1))
+	a.Generation = 3
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "rule")).status(a100(0).layout(halvesLayout)).build(), a)
+	c, r := onePausedNode(t, a, nml)
+	stale := a.DeepCopy()
+	stale.Spec.Paused, stale.Generation = true, 2
+	stale.Spec.NodeSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "pool", Operator: metav1.LabelSelectorOpIn}}
+	r.Client, r.APIReader = &staleMigLayout{Client: c, ml: stale}, c
+	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := specLayouts(t, c)["n1"]; got != wholeLayout {
+		t.Errorf("n1's spec %q, want %s kept (the MigLayout was resumed since the cache's copy)", got, wholeLayout)
+	}
+	if res.RequeueAfter <= 0 {
+		t.Errorf("requeue after %v, want a look again once the cache catches up", res.RequeueAfter)
 	}
 }

@@ -41,7 +41,9 @@ import (
 type Reconciler struct {
 	// Client reads through the manager's cache and writes to the API server.
 	Client client.Client
-	// APIReader, when set, reads around the cache after a write conflict.
+	// APIReader, when set, reads around the cache: a NodeMigLayout after
+	// a write conflict, and the MigLayout before a write that starts or
+	// drops a change (switchedSince).
 	APIReader client.Reader
 	// Scheme knows the API types (for owner references).
 	Scheme *runtime.Scheme
@@ -128,10 +130,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	} else if ml.Spec.Paused {
 		// The nodes it holds are left as they are: paused, not even a
-		// change written before the pause starts.
-		for _, name := range sortedKeys(in.nodeMigLayouts) {
-			if err := r.dropUnstartedOwned(ctx, &ml, in.nodeMigLayouts[name], dropForPause); err != nil {
-				errs = append(errs, err)
+		// change written before the pause starts; unless the MigLayout
+		// was resumed (or its selector fixed) since the cache's copy.
+		if switched, err := r.switchedSince(ctx, &ml); err != nil {
+			errs = append(errs, err)
+		} else if switched {
+			result.RequeueAfter = waitForDeletion
+		} else {
+			for _, name := range sortedKeys(in.nodeMigLayouts) {
+				if err := r.dropUnstartedOwned(ctx, &ml, in.nodeMigLayouts[name], dropForPause); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 	}
