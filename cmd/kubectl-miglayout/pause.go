@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,14 +36,18 @@ over from the layouts the GPUs have now.`
 	cmd := &cobra.Command{
 		Use: use, Short: short, Long: long,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if n := len(args); (n > 0 && (all || selector != "")) || (all && selector != "") || (n == 0 && !all && selector == "") {
+			bySelector := cmd.Flags().Changed("selector")
+			if n := len(args); (n > 0 && (all || bySelector)) || (all && bySelector) || (n == 0 && !all && !bySelector) {
 				return errors.New("give MigLayout names, --all or -l SELECTOR (one of the three)")
 			}
 			var sel labels.Selector
-			if selector != "" {
+			if bySelector {
 				var err error
 				if sel, err = labels.Parse(selector); err != nil {
 					return fmt.Errorf("parsing -l %q: %w", selector, err)
+				}
+				if sel.Empty() {
+					return fmt.Errorf("-l %q selects every MigLayout: use --all for that", selector)
 				}
 			}
 			c, err := e.client()
@@ -54,7 +59,7 @@ over from the layouts the GPUs have now.`
 				return err
 			}
 			if len(mls) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "no MigLayout matches")
+				fmt.Fprintln(cmd.OutOrStdout(), map[bool]string{true: "no MigLayout found", false: "no MigLayout matches"}[all])
 				return nil
 			}
 			patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"spec":{"paused":%t}}`, paused))
@@ -79,8 +84,8 @@ over from the layouts the GPUs have now.`
 }
 
 // pauseTargets reads the MigLayouts a pause or resume acts on: those named
-// (in the order given; one that does not exist is an error naming it, and
-// then none is acted on), or every one (all), or those whose labels match
+// (in the order given, each once; one that does not exist is an error naming
+// it, and then none is acted on), or every one (all), or those whose labels match
 // sel, in the API server's order (by name).
 func pauseTargets(ctx context.Context, c client.Client, names []string, all bool, sel labels.Selector) ([]v1alpha1.MigLayout, error) {
 	if all || sel != nil {
@@ -95,7 +100,10 @@ func pauseTargets(ctx context.Context, c client.Client, names []string, all bool
 		return list.Items, nil
 	}
 	out := make([]v1alpha1.MigLayout, 0, len(names))
-	for _, name := range names {
+	for i, name := range names {
+		if slices.Contains(names[:i], name) {
+			continue
+		}
 		var ml v1alpha1.MigLayout
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, &ml); apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("MigLayout %s not found", name)

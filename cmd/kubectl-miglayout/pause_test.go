@@ -92,6 +92,11 @@ func TestPauseAllAndSelector(t *testing.T) {
 		"nothing":                {args: []string{"resume"}, err: "one of the three", paused: []string{"b"}},
 		"bad selector":           {args: []string{"pause", "-l", "team in (ml"}, err: `parsing -l "team in (ml"`, paused: []string{"b"}},
 		"unknown name among":     {args: []string{"pause", "a", "nope", "c"}, err: "MigLayout nope not found", paused: []string{"b"}},
+		"a name twice":           {args: []string{"pause", "a", "a"}, out: "miglayout a paused\n", paused: []string{"a", "b"}},
+		"blank selector":         {args: []string{"pause", "-l", " "}, err: "selects every MigLayout: use --all", paused: []string{"b"}},
+		"empty selector":         {args: []string{"resume", "--selector="}, err: "selects every MigLayout: use --all", paused: []string{"b"}},
+		"names and --selector=":  {args: []string{"pause", "a", "--selector="}, err: "one of the three", paused: []string{"b"}},
+		"--all and --selector=":  {args: []string{"resume", "--all", "--selector="}, err: "one of the three", paused: []string{"b"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(
