@@ -185,6 +185,7 @@ func (r *Runner) RunAuto(ctx context.Context, sc *AutoScenario, livenessTimeout 
 	pods := r.churnAuto(ctx, sc, t0, res, problem)
 	wg.Wait()
 	fcancel()
+	faultProblems(res.Faults, problem)
 	env.ResumeScheduler()
 	for _, n := range env.ChaosNodes {
 		if err := env.EnsureAgent(ctx, n); err != nil {

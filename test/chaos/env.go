@@ -207,8 +207,9 @@ func (e *Env) SetMigLayout(ctx context.Context, name string, spec v1alpha1.MigLa
 }
 
 // SetPaused sets spec.paused of MigLayout name with a merge patch (as `kubectl
-// miglayout pause|resume` does; it never conflicts with SetMigLayout) and returns the
-// generation it made.
+// miglayout pause|resume` does: no write conflict with SetMigLayout, though
+// SetMigLayout, which writes the whole spec, ends a pause) and returns the generation
+// it made.
 func (e *Env) SetPaused(ctx context.Context, name string, paused bool) (int64, error) {
 	ml := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	patch := crclient.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"paused":%t}}`, paused))

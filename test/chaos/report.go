@@ -71,8 +71,8 @@ func (s *Summary) WriteTable(w io.Writer) {
 	for _, res := range s.Results {
 		total.add(res)
 		kinds := map[FaultKind]bool{}
-		if len(res.Faults) == 0 {
-			kinds[FaultNone] = true
+		if !slices.ContainsFunc(res.Faults, func(f FaultResult) bool { return f.Fault.Kind != PauseFlap }) {
+			kinds[FaultNone] = true // no fault but, perhaps, a pause
 		}
 		for _, f := range res.Faults {
 			kinds[f.Fault.Kind] = true
@@ -112,7 +112,7 @@ func (s *Summary) WriteTable(w io.Writer) {
 	}
 	line(&total)
 	tw.Flush()
-	fmt.Fprintf(w, "%d scenarios in %s; a row counts the scenarios its fault took part in (30%% have a second fault).\n",
+	fmt.Fprintf(w, "%d scenarios in %s; a row counts the scenarios its fault took part in (30%% have a second fault, 20%% a pause besides).\n",
 		len(s.Results), s.Took.Round(time.Second))
 }
 

@@ -17,6 +17,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -30,9 +32,33 @@ type FaultResult struct {
 	Fired  bool
 	Detail string
 	// Generation is the chaos MigLayout's generation the fault's last write made
-	// (PauseFlap's resume), 0 if it wrote none: convergence is waited for from it.
+	// (PauseFlap's resume), 0 if it wrote none: convergence is waited for from it, and
+	// timed from Resumed, when the last resume was written.
 	Generation int64
-	ops        []string // the simulator ops of the NVML faults injected
+	Resumed    time.Time
+	// Problem is what the fault left wrong that the scenario must report (a
+	// MigLayout left paused).
+	Problem string
+	ops     []string // the simulator ops of the NVML faults injected
+}
+
+// faultProblems reports the problems the faults left.
+func faultProblems(faults []FaultResult, problem func(format string, args ...any)) {
+	for _, f := range faults {
+		if f.Problem != "" {
+			problem("fault %s: %s", f.Fault, f.Problem)
+		}
+	}
+}
+
+// lastResume is the later of t and the last resume a fault wrote.
+func lastResume(t time.Time, faults []FaultResult) time.Time {
+	for _, f := range faults {
+		if f.Resumed.After(t) {
+			t = f.Resumed
+		}
+	}
+	return t
 }
 
 // lastGeneration is the latest of gen and the generations the faults wrote.
@@ -203,6 +229,8 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 	sleepUntil(ctx, t0.Add(ChurnWindow))
 	wg.Wait()
 	fcancel()
+	faultProblems(res.Faults, problem)
+	lastChange = lastResume(lastChange, res.Faults)
 	env.ResumeScheduler()
 	for _, n := range env.ChaosNodes {
 		if err := env.EnsureAgent(ctx, n); err != nil {
@@ -491,6 +519,19 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 			fr.Detail += "; restart failed: " + err.Error()
 		}
 	case PauseFlap:
+		// The writes use a context that outlives the fault's: a pause the API
+		// server applied is always followed by a resume, retried until it lands.
+		wctx := context.WithoutCancel(ctx)
+		resume := func() error {
+			return retry.OnError(wait.Backoff{Steps: 8, Duration: 100 * time.Millisecond, Factor: 2, Cap: 5 * time.Second},
+				func(error) bool { return true }, func() error {
+					gen, err := env.SetPaused(wctx, ChaosLayout, false)
+					if err == nil {
+						fr.Generation, fr.Resumed = max(fr.Generation, gen), time.Now()
+					}
+					return err
+				})
+		}
 		pauses := 0
 		for i := range f.Nth {
 			if i == 0 {
@@ -501,23 +542,27 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 			if ctx.Err() != nil {
 				break
 			}
-			if _, err := env.SetPaused(ctx, ChaosLayout, true); err != nil {
+			_, err := env.SetPaused(wctx, ChaosLayout, true)
+			if err == nil {
+				pauses++
+				sleep(wctx, f.Hold)
+			} else {
 				fr.Detail = err.Error()
+			}
+			// Resumed whatever happened: the pause may have landed.
+			if rerr := resume(); rerr != nil {
+				fr.Problem = "MigLayout left paused: " + rerr.Error()
 				break
 			}
-			pauses++
-			sleep(ctx, f.Hold)
-			// Resumed whatever happens: the scenario's convergence needs it.
-			gen, err := env.SetPaused(context.WithoutCancel(ctx), ChaosLayout, false)
 			if err != nil {
-				fr.Detail = "resuming: " + err.Error()
 				break
 			}
-			fr.Generation = gen
 		}
 		fr.Fired = pauses > 0
 		if fr.Detail == "" {
-			fr.Detail = fmt.Sprintf("paused %d times, resumed each time", pauses)
+			// SetMigLayout writes the whole spec: a layout change during a pause
+			// ends it early.
+			fr.Detail = fmt.Sprintf("paused %d times, resumed each time (or by a layout change)", pauses)
 		}
 	case SlowScheduler:
 		sleep(ctx, f.Delay)

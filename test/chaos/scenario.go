@@ -130,7 +130,8 @@ func (f Fault) String() string {
 
 // pauseFault is a PauseFlap drawn, with probability 0.2, from its own source (seed and
 // salt): the rest of a seed's scenario is what it was before pauses were drawn. The
-// pauses start within the first half of window, last hold each, and come n times.
+// first pause starts within the first half of window; 1-3 pauses of a drawn length
+// (within hold) each, with as long between them.
 func pauseFault(seed, salt int64, window time.Duration, hold [2]time.Duration) (Fault, bool) {
 	rng := rand.New(rand.NewSource(seed ^ salt))
 	if rng.Float64() >= 0.2 {

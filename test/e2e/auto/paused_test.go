@@ -23,6 +23,10 @@ import (
 func TestAutoPausedPlansNothing(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
 	ml := wholeThenAuto(t, ctx)
+	t.Cleanup(func() {
+		// The package's other tests expect an Auto MigLayout that plans.
+		_ = env.CRC.Patch(context.Background(), ml.DeepCopy(), crclient.RawPatch("application/merge-patch+json", []byte(`{"spec":{"paused":false}}`)))
+	})
 	// Paused as an operator does, with the kubectl plugin.
 	if out, err := env.Cluster.Kubectl(ctx, "miglayout", "pause", layoutName); err != nil || string(out) != "miglayout "+layoutName+" paused\n" {
 		t.Fatalf("kubectl miglayout pause %s: %q, %v", layoutName, out, err)
@@ -32,10 +36,6 @@ func TestAutoPausedPlansNothing(t *testing.T) {
 	}
 	env.WaitMigLayout(t, ctx, layoutName, ml.Generation, 30*time.Second, "Paused", func(ml *v1alpha1.MigLayout) bool {
 		return clustertest.HasCondition(ml.Status.Conditions, v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused)
-	})
-	t.Cleanup(func() {
-		// The package's other tests expect an Auto MigLayout that plans.
-		_ = env.CRC.Patch(context.Background(), ml, crclient.RawPatch("application/merge-patch+json", []byte(`{"spec":{"paused":false}}`)))
 	})
 	specs := map[string]string{}
 	for _, n := range []string{nodeA, nodeB} {

@@ -1,6 +1,7 @@
 package fullstack
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,10 @@ func TestPausedMigLayoutLeavesHardwareAlone(t *testing.T) {
 		Mode:         v1alpha1.ModeStatic,
 		Rules:        whole,
 		Paused:       true,
+	})
+	t.Cleanup(func() {
+		// The package's other tests set their own specs; none expects a pause.
+		_ = env.CRC.Patch(context.Background(), ml.DeepCopy(), crclient.RawPatch("application/merge-patch+json", []byte(`{"spec":{"paused":false}}`)))
 	})
 	ml = env.WaitMigLayout(t, ctx, staticLayout, ml.Generation, 60*time.Second, "Paused, both nodes paused", func(ml *v1alpha1.MigLayout) bool {
 		paused := 0
