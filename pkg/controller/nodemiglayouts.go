@@ -399,12 +399,26 @@ func describeSpec(sp v1alpha1.GPUSpec) string {
 // generation: switched to the other mode, paused, resumed or its rules
 // edited, perhaps). One GET, made only before a write that starts a change,
 // overwrites an Auto plan or drops a change for a pause (syncPausedNode,
-// and a paused MigLayout whose selector does not parse). Without an
-// APIReader (tests), the cache's is taken as current.
+// and a paused MigLayout whose selector does not parse), and once per
+// reconcile (withLiveCheck: its answer, or its error, stands for the pass's
+// other writes). Without an APIReader (tests), the cache's is taken as
+// current.
 func (r *Reconciler) switchedSince(ctx context.Context, ml *v1alpha1.MigLayout) (bool, error) {
 	if r.APIReader == nil {
 		return false, nil
 	}
+	memo, _ := ctx.Value(liveCheckKey{}).(*liveCheck)
+	if memo != nil && memo.done {
+		return memo.switched, memo.err
+	}
+	switched, err := r.readSwitched(ctx, ml)
+	if memo != nil {
+		memo.done, memo.switched, memo.err = true, switched, err
+	}
+	return switched, err
+}
+
+func (r *Reconciler) readSwitched(ctx context.Context, ml *v1alpha1.MigLayout) (bool, error) {
 	var live v1alpha1.MigLayout
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ml), &live); apierrors.IsNotFound(err) {
 		return true, nil
@@ -412,6 +426,22 @@ func (r *Reconciler) switchedSince(ctx context.Context, ml *v1alpha1.MigLayout) 
 		return false, fmt.Errorf("reading MigLayout %s before writing its nodes' specs: %w", ml.Name, err)
 	}
 	return live.UID != ml.UID || live.Generation != ml.Generation || modeOf(&live) != modeOf(ml), nil
+}
+
+// liveCheck is switchedSince's answer for one reconcile of one MigLayout
+// (the reconciles of a MigLayout do not overlap; its nodes are synced one
+// after the other).
+type liveCheck struct {
+	done, switched bool
+	err            error
+}
+
+type liveCheckKey struct{}
+
+// withLiveCheck returns ctx carrying a new liveCheck: the MigLayout is read
+// live at most once under it.
+func withLiveCheck(ctx context.Context) context.Context {
+	return context.WithValue(ctx, liveCheckKey{}, &liveCheck{})
 }
 
 // patchSpec writes next (spec, owner references and annotations) over

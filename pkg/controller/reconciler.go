@@ -99,6 +99,7 @@ const waitForDeletion = 5 * time.Second
 // returned so that controller-runtime requeues with its backoff.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := klog.FromContext(ctx)
+	ctx = withLiveCheck(ctx)
 	var ml v1alpha1.MigLayout
 	if err := r.Client.Get(ctx, req.NamespacedName, &ml); err != nil {
 		if apierrors.IsNotFound(err) {

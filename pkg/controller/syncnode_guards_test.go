@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"maps"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -239,5 +242,52 @@ func TestConflictNoteNamesFiveOfEachKind(t *testing.T) {
 		`held by MigLayout "h1", "h2", "h3", "h4", "h5", whose node selector is invalid; the node is left as it is`
 	if diff := cmp.Diff(want, conflictNote(sel, "n1")); diff != "" {
 		t.Errorf("note (-want +got):\n%s", diff)
+	}
+}
+
+// TestSwitchedSinceReadsOncePerReconcile: a Static reconcile that starts a
+// change on several nodes reads its MigLayout from the API server once,
+// not once per node; another reconcile reads it again.
+func TestSwitchedSinceReadsOncePerReconcile(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.Rules = rules(rule("whole").counts("7g.80gb", 1))
+	objs := []client.Object{a}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		objs = append(objs, node(n, map[string]string{"pool": "a"}),
+			ownedBy(nodeMigLayout(n).spec(specGPU(0, halvesLayout, "rule")).status(a100(0).layout(halvesLayout)).build(), a))
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	var gets atomic.Int64
+	r := &Reconciler{Client: c, APIReader: countingReader{Reader: c, gets: &gets}, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	reconcileLayoutA(t, r)
+	if got := specLayouts(t, c); !maps.Equal(got, map[string]string{"n1": wholeLayout, "n2": wholeLayout, "n3": wholeLayout}) {
+		t.Fatalf("specs %v, want the three nodes given %s", got, wholeLayout)
+	}
+	if n := gets.Load(); n != 1 {
+		t.Errorf("%d reads from the API server for three nodes' changes, want 1", n)
+	}
+	// Another reconcile (another context) reads again; a failed read
+	// stands for its reconcile too.
+	gets.Store(0)
+	ml := a.DeepCopy()
+	for range 2 {
+		ctx := withLiveCheck(t.Context())
+		for range 3 {
+			if _, err := r.switchedSince(ctx, ml); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := gets.Load(); n != 2 {
+		t.Errorf("%d reads for two reconciles of three writes each, want 2", n)
+	}
+	readFailed := errors.New("API server unavailable")
+	r.APIReader = failingReads{err: readFailed}
+	ctx := withLiveCheck(t.Context())
+	_, err1 := r.switchedSince(ctx, ml)
+	r.APIReader = c
+	if _, err2 := r.switchedSince(ctx, ml); !errors.Is(err1, readFailed) || !errors.Is(err2, readFailed) {
+		t.Errorf("errors %v, %v; want the failed read returned to both writes of the reconcile", err1, err2)
 	}
 }
