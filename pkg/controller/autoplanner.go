@@ -649,13 +649,14 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 	// GPUs changing at once hold); a change then always, a cancel while nml
 	// still shows the change it cancels blocked or undestroyed
 	// (stillCancels).
-	auto, err := a.stillAuto(ctx, read, slices.Collect(maps.Keys(byNode)))
+	auto, err := a.stillAuto(ctx, read, sortedKeys(byNode))
 	if err != nil {
 		return nil, 0, err
 	}
 	holds := func(nml *v1alpha1.NodeMigLayout, c planner.Change) bool {
 		before := read[c.Node]
-		if before == nil || !sameController(before, nml) || !auto[metav1.GetControllerOf(nml).UID] ||
+		ref := metav1.GetControllerOf(nml)
+		if before == nil || ref == nil || !sameController(before, nml) || !auto[ref.UID] ||
 			!equality.Semantic.DeepEqual(before.Spec, nml.Spec) || !writtenInAuto(nml) {
 			return false
 		}

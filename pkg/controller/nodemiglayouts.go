@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,7 +136,8 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 // syncNode creates or updates the NodeMigLayout of one node. It returns the
 // object as written (where the write fails, as it should be, with the
 // status read), the problems of its GPUs, and whether to wait and look
-// again (the object is being deleted, or exists but is not in the cache).
+// again (the object is being deleted, or exists but is not in the cache, or
+// the MigLayout changed since the cache's copy: switchedSince).
 func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node string, existing *v1alpha1.NodeMigLayout, gate *rolloutGate) (*v1alpha1.NodeMigLayout, []Problem, bool, error) {
 	logger := klog.FromContext(ctx)
 	if existing == nil {
@@ -338,11 +340,8 @@ const (
 // alone); or any of a paused MigLayout whose selector does not parse
 // (dropForPause), which syncNodes does not see.
 func (r *Reconciler) dropUnstartedOwned(ctx context.Context, ml *v1alpha1.MigLayout, existing *v1alpha1.NodeMigLayout, why string) error {
-	if existing == nil || existing.DeletionTimestamp != nil || !metav1.IsControlledBy(existing, ml) {
-		return nil
-	}
-	desired := dropUnstarted(existing, why)
-	if equality.Semantic.DeepEqual(desired, existing.Spec.GPUs) {
+	desired, ok := unstartedToDrop(ml, existing, why)
+	if !ok {
 		return nil
 	}
 	next := existing.DeepCopy()
@@ -356,6 +355,17 @@ func (r *Reconciler) dropUnstartedOwned(ctx context.Context, ml *v1alpha1.MigLay
 	writesMetric.WithLabelValues("update").Inc()
 	klog.FromContext(ctx).Info("Dropped the changes not started on a node", "node", existing.Name, "why", why)
 	return nil
+}
+
+// unstartedToDrop returns the spec.gpus dropUnstartedOwned writes on
+// existing, and whether it writes any: only on a NodeMigLayout ml controls,
+// not being deleted, that holds a change its agent has not started.
+func unstartedToDrop(ml *v1alpha1.MigLayout, existing *v1alpha1.NodeMigLayout, why string) ([]v1alpha1.GPUSpec, bool) {
+	if existing == nil || existing.DeletionTimestamp != nil || !metav1.IsControlledBy(existing, ml) {
+		return nil, false
+	}
+	desired := dropUnstarted(existing, why)
+	return desired, !equality.Semantic.DeepEqual(desired, existing.Spec.GPUs)
 }
 
 // dropUnstarted is nml's spec.gpus with each change the agent has not
@@ -399,21 +409,21 @@ func describeSpec(sp v1alpha1.GPUSpec) string {
 // generation: switched to the other mode, paused, resumed or its rules
 // edited, perhaps). One GET, made only before a write that starts a change,
 // overwrites an Auto plan or drops a change for a pause (syncPausedNode,
-// and a paused MigLayout whose selector does not parse), and once per
-// reconcile (withLiveCheck: its answer, or its error, stands for the pass's
-// other writes). Without an APIReader (tests), the cache's is taken as
+// and a paused MigLayout whose selector does not parse; a
+// switched answer or an error stands for the rest of the reconcile,
+// withLiveCheck). Without an APIReader (tests), the cache's is taken as
 // current.
 func (r *Reconciler) switchedSince(ctx context.Context, ml *v1alpha1.MigLayout) (bool, error) {
 	if r.APIReader == nil {
 		return false, nil
 	}
 	memo, _ := ctx.Value(liveCheckKey{}).(*liveCheck)
-	if memo != nil && memo.done {
-		return memo.switched, memo.err
+	if memo != nil && memo.uid == ml.UID && memo.generation == ml.Generation {
+		return memo.err == nil, memo.err
 	}
 	switched, err := r.readSwitched(ctx, ml)
-	if memo != nil {
-		memo.done, memo.switched, memo.err = true, switched, err
+	if memo != nil && (switched || err != nil) {
+		memo.uid, memo.generation, memo.err = ml.UID, ml.Generation, err
 	}
 	return switched, err
 }
@@ -428,18 +438,23 @@ func (r *Reconciler) readSwitched(ctx context.Context, ml *v1alpha1.MigLayout) (
 	return live.UID != ml.UID || live.Generation != ml.Generation || modeOf(&live) != modeOf(ml), nil
 }
 
-// liveCheck is switchedSince's answer for one reconcile of one MigLayout
-// (the reconciles of a MigLayout do not overlap; its nodes are synced one
-// after the other).
+// liveCheck keeps, for one reconcile, a switchedSince answer that stands
+// for the rest of it: the MigLayout (uid, at generation, the cache's copy)
+// was switched, or could not be read (err). "Not switched" is not kept: a
+// pause may land between two writes, and each write reads again. The
+// reconciles of a MigLayout do not overlap, and its nodes are synced one
+// after the other.
 type liveCheck struct {
-	done, switched bool
-	err            error
+	uid        types.UID
+	generation int64
+	err        error
 }
 
 type liveCheckKey struct{}
 
-// withLiveCheck returns ctx carrying a new liveCheck: the MigLayout is read
-// live at most once under it.
+// withLiveCheck returns ctx carrying a new liveCheck: once the MigLayout
+// is found switched, or cannot be read, no other write of the reconcile
+// reads it again (nor repeats the error).
 func withLiveCheck(ctx context.Context) context.Context {
 	return context.WithValue(ctx, liveCheckKey{}, &liveCheck{})
 }

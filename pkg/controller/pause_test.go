@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -604,9 +605,15 @@ func TestAutoMigLayoutReadFailsBeforeWrite(t *testing.T) {
 		n1.Spec.GPUs = []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: "for gone", ServedPods: []string{"ns/gone"}}}
 		h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), n1)
 		h.a.APIReader, h.a.UnboundAfter = &flakyMigLayoutReader{Reader: h.c, fails: 1}, -1
+		failed := false
 		for range 5 {
 			h.now = h.now.Add(time.Minute)
-			_, _ = h.a.Reconcile(t.Context(), autoKey)
+			if _, err := h.a.Reconcile(t.Context(), autoKey); err != nil {
+				failed = true
+			}
+		}
+		if !failed {
+			t.Error("no pass returned the failed read")
 		}
 		if got := h.specOf("n1")[0]; got != "1g.10gb@0" {
 			t.Errorf("n1/gpu-0 desired %q, want the blocked change cancelled back to 1g.10gb@0", got)
@@ -637,5 +644,24 @@ func TestPausedWithAnInvalidSelectorResumedSinceDropsNothing(t *testing.T) {
 	}
 	if res.RequeueAfter <= 0 {
 		t.Errorf("requeue after %v, want a look again once the cache catches up", res.RequeueAfter)
+	}
+}
+
+// TestPausedWithAnInvalidSelectorNothingToDropReadsNothing: a paused
+// MigLayout whose selector does not parse and whose nodes hold no change to
+// drop is not read live (an API server that fails the read fails nothing).
+func TestPausedWithAnInvalidSelectorNothingToDropReadsNothing(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.Paused = true
+	a.Spec.NodeSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "pool", Operator: metav1.LabelSelectorOpIn}}
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "rule")).status(a100(0).layout(wholeLayout)).build(), a)
+	_, r := onePausedNode(t, a, nml)
+	failing := &countingFailingReader{err: errors.New("API server unavailable")}
+	r.APIReader = failing
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Errorf("reconcile with nothing to drop: %v", err)
+	}
+	if failing.gets != 0 {
+		t.Errorf("%d live reads with nothing to drop, want none", failing.gets)
 	}
 }

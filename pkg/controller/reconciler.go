@@ -132,16 +132,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if ml.Spec.Paused {
 		// The nodes it holds are left as they are: paused, not even a
 		// change written before the pause starts; unless the MigLayout
-		// was resumed (or its selector fixed) since the cache's copy.
-		if switched, err := r.switchedSince(ctx, &ml); err != nil {
-			errs = append(errs, err)
-		} else if switched {
-			result.RequeueAfter = waitForDeletion
-		} else {
-			for _, name := range sortedKeys(in.nodeMigLayouts) {
-				if err := r.dropUnstartedOwned(ctx, &ml, in.nodeMigLayouts[name], dropForPause); err != nil {
-					errs = append(errs, err)
-				}
+		// was resumed (or its selector fixed) since the cache's copy,
+		// read live only where there is a change to drop.
+		for _, name := range sortedKeys(in.nodeMigLayouts) {
+			if _, drops := unstartedToDrop(&ml, in.nodeMigLayouts[name], dropForPause); !drops {
+				continue
+			}
+			if switched, err := r.switchedSince(ctx, &ml); err != nil {
+				errs = append(errs, err)
+				break
+			} else if switched {
+				result.RequeueAfter = waitForDeletion
+				break
+			}
+			if err := r.dropUnstartedOwned(ctx, &ml, in.nodeMigLayouts[name], dropForPause); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}

@@ -526,8 +526,10 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 			return retry.OnError(wait.Backoff{Steps: 8, Duration: 100 * time.Millisecond, Factor: 2, Cap: 5 * time.Second},
 				func(error) bool { return true }, func() error {
 					gen, err := env.SetPaused(wctx, ChaosLayout, false)
-					if err == nil {
-						fr.Generation, fr.Resumed = max(fr.Generation, gen), time.Now()
+					if err == nil && gen > fr.Generation {
+						// A resume that changed the spec (a layout change
+						// may have ended the pause already).
+						fr.Generation, fr.Resumed = gen, time.Now()
 					}
 					return err
 				})
