@@ -84,9 +84,10 @@ over from the layouts the GPUs have now.`
 }
 
 // pauseTargets reads the MigLayouts a pause or resume acts on: those named
-// (in the order given, each once; one that does not exist is an error naming
-// it, and then none is acted on), or every one (all), or those whose labels match
-// sel, in the API server's order (by name).
+// (in the order given, each once; one that does not exist is an error
+// naming it, and then none is acted on), or every one (all), or those whose
+// labels match sel, in the API server's order (by name). A patch that fails
+// later stops the command with the MigLayouts before it done (and printed).
 func pauseTargets(ctx context.Context, c client.Client, names []string, all bool, sel labels.Selector) ([]v1alpha1.MigLayout, error) {
 	if all || sel != nil {
 		var list v1alpha1.MigLayoutList
