@@ -409,25 +409,25 @@ func describeSpec(sp v1alpha1.GPUSpec) string {
 // generation: switched to the other mode, paused, resumed or its rules
 // edited, perhaps). One GET, made only before a write that starts a change,
 // overwrites an Auto plan or drops a change for a pause (syncPausedNode,
-// and a paused MigLayout whose selector does not parse; a
-// switched answer or an error stands for the rest of the reconcile,
-// withLiveCheck). Without an APIReader (tests), the cache's is taken as
-// current.
+// and a paused MigLayout whose selector does not parse). A switched answer
+// or an error stands for the rest of the reconcile (withLiveCheck). Without
+// an APIReader (tests), the cache's is taken as current.
 func (r *Reconciler) switchedSince(ctx context.Context, ml *v1alpha1.MigLayout) (bool, error) {
 	if r.APIReader == nil {
 		return false, nil
 	}
 	memo, _ := ctx.Value(liveCheckKey{}).(*liveCheck)
-	if memo != nil && memo.uid == ml.UID && memo.generation == ml.Generation {
+	if memo != nil && memo.kept && memo.uid == ml.UID && memo.generation == ml.Generation {
 		return memo.err == nil, memo.err
 	}
 	switched, err := r.readSwitched(ctx, ml)
 	if memo != nil && (switched || err != nil) {
-		memo.uid, memo.generation, memo.err = ml.UID, ml.Generation, err
+		*memo = liveCheck{kept: true, uid: ml.UID, generation: ml.Generation, err: err}
 	}
 	return switched, err
 }
 
+// readSwitched is switchedSince's GET and comparison.
 func (r *Reconciler) readSwitched(ctx context.Context, ml *v1alpha1.MigLayout) (bool, error) {
 	var live v1alpha1.MigLayout
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ml), &live); apierrors.IsNotFound(err) {
@@ -445,6 +445,7 @@ func (r *Reconciler) readSwitched(ctx context.Context, ml *v1alpha1.MigLayout) (
 // reconciles of a MigLayout do not overlap, and its nodes are synced one
 // after the other.
 type liveCheck struct {
+	kept       bool
 	uid        types.UID
 	generation int64
 	err        error
