@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 
+	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -26,7 +29,7 @@ started is dropped; one under way finishes) until they are resumed. Rules
 may be edited meanwhile and checked with "kubectl miglayout plan";
 "kubectl miglayout resume" applies them.`
 	if !paused {
-		use, short, long = "resume (NAME... | --all | -l SELECTOR)", "Let paused MigLayouts start GPU changes again (spec.paused: false)",
+		use, short, long = "resume (NAME... | --all | -l SELECTOR)", "Let paused MigLayouts start GPU changes again (removes spec.paused)",
 			`Unset spec.paused on the named MigLayouts (--all: every MigLayout; -l:
 those whose labels match): their rules (or, in Auto mode, the planner) take
 over from the layouts the GPUs have now.`
@@ -62,20 +65,7 @@ over from the layouts the GPUs have now.`
 				fmt.Fprintln(cmd.OutOrStdout(), map[bool]string{true: "no MigLayout found", false: "no MigLayout matches"}[all])
 				return nil
 			}
-			patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"spec":{"paused":%t}}`, paused))
-			word := map[bool]string{true: "paused", false: "resumed"}[paused]
-			for _, ml := range mls {
-				if ml.Spec.Paused == paused {
-					state := map[bool]string{true: "is paused already", false: "is not paused"}[paused]
-					fmt.Fprintf(cmd.OutOrStdout(), "miglayout %s %s\n", ml.Name, state)
-					continue
-				}
-				if err := c.Patch(cmd.Context(), &ml, patch); err != nil {
-					return fmt.Errorf("setting spec.paused of MigLayout %s: %w", ml.Name, err)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "miglayout %s %s\n", ml.Name, word)
-			}
-			return nil
+			return setPaused(cmd.Context(), c, cmd.OutOrStdout(), mls, paused)
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "every MigLayout")
@@ -83,11 +73,43 @@ over from the layouts the GPUs have now.`
 	return cmd
 }
 
+// pausePatch is the merge patch that pauses (spec.paused: true) or resumes
+// a MigLayout: a resume removes the field (null), so that the object reads
+// as one never paused (a GitOps tool's copy, which does not set it, shows
+// no difference).
+func pausePatch(paused bool) client.Patch {
+	if paused {
+		return client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":true}}`))
+	}
+	return client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":null}}`))
+}
+
+// setPaused patches spec.paused of each of mls, printing one line per
+// MigLayout (paused, resumed, or already so). A patch that fails does not
+// stop the others (a fleet-wide pause in an incident pauses all it can):
+// the errors, each naming its MigLayout, are returned together.
+func setPaused(ctx context.Context, c client.Client, out io.Writer, mls []v1alpha1.MigLayout, paused bool) error {
+	word := map[bool]string{true: "paused", false: "resumed"}[paused]
+	var errs *multierror.Error
+	for _, ml := range mls {
+		if ml.Spec.Paused == paused {
+			state := map[bool]string{true: "is paused already", false: "is not paused"}[paused]
+			fmt.Fprintf(out, "miglayout %s %s\n", ml.Name, state)
+			continue
+		}
+		if err := c.Patch(ctx, &ml, pausePatch(paused)); err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("setting spec.paused of MigLayout %s: %w", ml.Name, err))
+			continue
+		}
+		fmt.Fprintf(out, "miglayout %s %s\n", ml.Name, word)
+	}
+	return errs.ErrorOrNil()
+}
+
 // pauseTargets reads the MigLayouts a pause or resume acts on: those named
 // (in the order given, each once; one that does not exist is an error
 // naming it, and then none is acted on), or every one (all), or those whose
-// labels match sel, in the API server's order (by name). A patch that fails
-// later stops the command with the MigLayouts before it done (and printed).
+// labels match sel, in the API server's order (by name).
 func pauseTargets(ctx context.Context, c client.Client, names []string, all bool, sel labels.Selector) ([]v1alpha1.MigLayout, error) {
 	if all || sel != nil {
 		var list v1alpha1.MigLayoutList

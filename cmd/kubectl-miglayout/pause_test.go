@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -131,6 +133,51 @@ func TestPauseAllAndSelector(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.paused, paused); diff != "" {
 				t.Errorf("paused MigLayouts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPauseGoesOnPastAFailedPatch: a MigLayout whose patch fails does not
+// keep the others from being paused (or resumed); the error names it, and
+// each of the others is printed.
+func TestPauseGoesOnPastAFailedPatch(t *testing.T) {
+	for _, verb := range []string{"pause", "resume"} {
+		t.Run(verb, func(t *testing.T) {
+			was := verb == "resume"
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(
+				&v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1alpha1.MigLayoutSpec{Paused: was}},
+				&v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Spec: v1alpha1.MigLayoutSpec{Paused: was}},
+				&v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: v1alpha1.MigLayoutSpec{Paused: was}},
+			).WithInterceptorFuncs(interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				if obj.GetName() == "b" {
+					return errors.New("etcdserver: request timed out")
+				}
+				return c.Patch(ctx, obj, patch, opts...)
+			}}).Build()
+			cmd := newRootCommandEnv(&env{newClient: func() (client.Client, error) { return c, nil }})
+			var out strings.Builder
+			cmd.SetOut(&out)
+			cmd.SetErr(&strings.Builder{})
+			cmd.SetArgs([]string{verb, "--all"})
+			err := cmd.Execute()
+			if err == nil || !strings.Contains(err.Error(), "setting spec.paused of MigLayout b: etcdserver: request timed out") {
+				t.Errorf("error %v, want one naming b's failed patch", err)
+			}
+			word := map[string]string{"pause": "paused", "resume": "resumed"}[verb]
+			if diff := cmp.Diff("miglayout a "+word+"\nmiglayout c "+word+"\n", out.String()); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+			var list v1alpha1.MigLayoutList
+			if err := c.List(context.Background(), &list); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for _, ml := range list.Items {
+				got[ml.Name] = ml.Spec.Paused
+			}
+			if diff := cmp.Diff(map[string]bool{"a": !was, "b": was, "c": !was}, got); diff != "" {
+				t.Errorf("spec.paused after %s (-want +got):\n%s", verb, diff)
 			}
 		})
 	}
