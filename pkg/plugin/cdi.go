@@ -72,7 +72,9 @@ func cdiDeviceID(driverName string, claimUID types.UID, device string) string {
 // earlier one, and every CDI device of a request carries the same value. A
 // device several requests share (admin access) has one CDI device per
 // request (requestCDIName), each with its request's list, so a container
-// naming one request is told exactly that request's devices. A container
+// naming one request is told exactly that request's devices, and also one
+// of its own name alone (as older versions answered; the kubelet may hold
+// it for a running pod). A container
 // given several requests (a whole claim of several requests, or several
 // claims) still gets all their device nodes but the variable of the last
 // request applied; making that exact needs the NVIDIA container toolkit's
@@ -86,11 +88,28 @@ func buildSpec(driverName string, control []string, c PreparedClaim) (*cdispec.S
 	}
 	visible := visibleDevices(c.Devices)
 	for _, d := range c.Devices {
-		for _, r := range parentRequests(d) {
+		name := cdiDeviceName(c.UID, d.Device)
+		reqs := parentRequests(d)
+		for _, r := range reqs {
 			spec.Devices = append(spec.Devices, cdispec.Device{
-				Name: requestCDIName(cdiDeviceName(c.UID, d.Device), d, r),
+				Name: requestCDIName(name, d, r),
 				ContainerEdits: cdispec.ContainerEdits{
 					Env:         []string{VisibleDevicesEnv + "=" + visible[r]},
+					DeviceNodes: deviceNodes(d.DeviceNodes),
+				},
+			})
+		}
+		if len(reqs) > 1 {
+			// The name a prepare answered before shared devices got one
+			// CDI device per request: the kubelet keeps the IDs of its
+			// answer for a running pod, and does not ask again (an
+			// agent upgraded meanwhile rewrites the spec), so a
+			// container restarting must still resolve it. Its variable
+			// names the devices allocated for every request d was.
+			spec.Devices = append(spec.Devices, cdispec.Device{
+				Name: name,
+				ContainerEdits: cdispec.ContainerEdits{
+					Env:         []string{VisibleDevicesEnv + "=" + visibleForAll(c.Devices, reqs)},
 					DeviceNodes: deviceNodes(d.DeviceNodes),
 				},
 			})
@@ -146,6 +165,18 @@ func visibleDevices(devices []PreparedDevice) map[string]string {
 		out[r] = strings.Join(u, ",")
 	}
 	return out
+}
+
+// visibleForAll is the comma-separated UUIDs, in allocation order, of the
+// devices allocated for every one of reqs (parent requests).
+func visibleForAll(devices []PreparedDevice, reqs []string) string {
+	var uuids []string
+	for _, d := range devices {
+		if own := parentRequests(d); !goslices.ContainsFunc(reqs, func(r string) bool { return !goslices.Contains(own, r) }) {
+			uuids = append(uuids, d.UUID)
+		}
+	}
+	return strings.Join(uuids, ",")
 }
 
 func deviceNodes(paths []string) []*cdispec.DeviceNode {

@@ -70,7 +70,7 @@ func TestVisibleDevicesOfRequestWhoseDevicesAllShared(t *testing.T) {
 // the agent's upgrade, with CDI device IDs its spec on disk resolves.
 func TestPrepareAgainRewritesSpecOfOlderNaming(t *testing.T) {
 	e := newEnv(t)
-	const shared = "gpu-0-mig-1g10gb-19-3"
+	const shared = sharedDevice
 	c := claim(uid1, "monitor",
 		alloc{"work", slices.DefaultDriverName, node, shared},
 		alloc{"watch", slices.DefaultDriverName, node, shared},
@@ -151,3 +151,84 @@ func TestPrepareAgainLeavesAnUpToDateSpec(t *testing.T) {
 		t.Errorf("the spec gone is not written again: %v", err)
 	}
 }
+
+// TestOlderCDINameOfSharedDeviceStillResolves: a claim whose device two
+// requests share, prepared by a version that answered the kubelet with one
+// CDI device named after the device alone, is held by the kubelet under
+// that ID for its running pod (the kubelet does not prepare it again). An
+// upgraded agent that rewrites the spec (its first pass's refresh, or a
+// spec removed from the CDI directory and restored) keeps that ID
+// resolvable, telling the container the shared device.
+func TestOlderCDINameOfSharedDeviceStillResolves(t *testing.T) {
+	for name, damage := range map[string]func(t *testing.T, path string){
+		"spec of the older naming": func(t *testing.T, path string) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var spec cdispec.Spec
+			if err := json.Unmarshal(data, &spec); err != nil {
+				t.Fatal(err)
+			}
+			spec.Devices = []cdispec.Device{{Name: cdiDeviceName(uid1, sharedDevice), ContainerEdits: spec.Devices[0].ContainerEdits}}
+			if data, err = json.Marshal(spec); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"spec removed": func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			c := claim(uid1, "monitor",
+				alloc{"work", slices.DefaultDriverName, node, sharedDevice},
+				alloc{"watch", slices.DefaultDriverName, node, sharedDevice},
+			)
+			withAdminAccess(c, 1)
+			if r := e.prepare(e.plugin(""), c); r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			damage(t, filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1)))
+
+			p := e.plugin("") // the upgraded agent starting
+			if failed := p.RestoreSpecs(e.ctx); len(failed) > 0 {
+				t.Fatal(failed)
+			}
+			if failed := p.RefreshRecreated(e.ctx); len(failed) > 0 {
+				t.Fatal(failed)
+			}
+			cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(e.cdiDir), cdiapi.WithAutoRefresh(false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := cdiDeviceID(slices.DefaultDriverName, uid1, sharedDevice)
+			d := cache.GetDevice(held)
+			if d == nil {
+				t.Fatalf("CDI device %s, which the kubelet holds for the running pod, is in no spec on disk", held)
+			}
+			migs, err := e.gpus.MIGDevices(e.ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var uuid string
+			for _, m := range migs {
+				if m.Profile == "1g.10gb" && m.Placement.Start == 3 {
+					uuid = m.UUID
+				}
+			}
+			if diff := cmp.Diff([]string{VisibleDevicesEnv + "=" + uuid}, d.ContainerEdits.Env); diff != "" {
+				t.Errorf("environment of %s (-want +got):\n%s", held, diff)
+			}
+		})
+	}
+}
+
+// sharedDevice is the MIG device two requests of a claim share in the tests
+// of shared devices' CDI names.
+const sharedDevice = "gpu-0-mig-1g10gb-19-3"
