@@ -358,12 +358,14 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 		// Allocations under names the agent does not publish (another
 		// publisher of the driver and pool) are outside the drain's
 		// taints: one made in the settle period holds a device of its GPU
-		// as surely as one the planning saw.
+		// as surely as one the planning saw. A GPU that loses no device
+		// (it only gains some, or cancels a pending mode change) goes on
+		// beside them, as at planning.
 		unknownLive := r.unknownIn(allocatedLive, obs)
 		kept := work[:0]
 		for _, p := range work {
 			p.obs = obs
-			if names := unknownLive.on(p.index); len(names) > 0 {
+			if names := unknownLive.on(p.index); len(p.drain) > 0 && len(names) > 0 {
 				logger.Info("Allocation under a name the agent does not publish seen after the drain; not repartitioning the GPU", "gpu", p.index, "names", names)
 				res.Results[p.index] = r.unknownAllocationResult(p.index, names)
 				res.Retry = true

@@ -122,6 +122,28 @@ func TestSyncCreatesBesideUnknownAllocations(t *testing.T) {
 	g.wantLayouts(t, "3g.40gb@0,3g.40gb@4")
 }
 
+// TestSyncCreatesBesideUnknownAllocationsWhileAnotherGPUDrains: the same
+// while another GPU of the node loses devices in the pass (so it drains and
+// the allocations are read again after the settle period): the GPU that
+// only gains devices is not held back by the unknown allocation on it.
+func TestSyncCreatesBesideUnknownAllocationsWhileAnotherGPUDrains(t *testing.T) {
+	g := newRig(t, "2xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.setup(t, 1, "3g.40gb@0")
+	names := sets.New("gpu-1-mig-2g20gb-14-4")
+	g.alloc.cached, g.alloc.live = names, names
+	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0,3g.40gb@4")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for idx := range 2 {
+		if got := res.Results[idx]; got.Phase != v1alpha1.PhaseReady {
+			t.Errorf("GPU %d %s (%s): %s, want Ready", idx, got.Phase, got.Reason, got.Message)
+		}
+	}
+	g.wantLayouts(t, "7g.80gb@0", "3g.40gb@0,3g.40gb@4")
+}
+
 // TestUnknownNamesByIndexAndMinor: an unknown allocated name counts on the
 // GPU of the NVML index it gives and on the GPU whose minor number it is
 // (NVIDIA's DRA driver names devices by minor: on this node minor 1 is
