@@ -86,8 +86,9 @@ func inFlightReclaim(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool
 
 // ReclaimCancels are the cancels of the idle GPUs being given back whole
 // (planner.GPU.Reclaiming) that the plan res of snap neither gives back
-// again nor changes otherwise: pods get their free devices as they are, or
-// pods' changes take the slots of GPUs changing at once. Carrying such a
+// again nor changes otherwise: pods get their free devices as they are,
+// pods' changes take the slots of GPUs changing at once, or the policy no
+// longer gives the GPU back (reclaimOff). Carrying such a
 // reclaim out would make the whole device only for it to be split again.
 // A GPU the plan changes for pods instead gets that change written in the
 // reclaim's place (apply), while nothing is destroyed yet.
@@ -119,7 +120,10 @@ func ReclaimCancels(in AutoInputs, snap planner.Snapshot, res planner.Result) []
 			if !ok {
 				continue
 			}
-			why := "pods' changes take the slots of GPUs changing at once, or the policy no longer gives it back"
+			why := "pods' changes take the slots of GPUs changing at once"
+			if off := reclaimOff(n, g); off != "" {
+				why = "the policy no longer gives it back (" + off + ")"
+			}
 			if pods := usedBy[key]; len(pods) > 0 {
 				why = "pending pods get its free devices as they are: " + strings.Join(firstPods(pods, 5), ", ")
 			}
@@ -404,4 +408,26 @@ func cancelOf(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
 	}
 	return planner.Change{Node: nml.Name, GPU: idx, From: desired, To: actual,
 		Reason: truncate(fmt.Sprintf("cancels the change to %s, %s (%s); its pods are planned again", desired.String(), why, st.Message), 1024)}, true
+}
+
+// reclaimOff says why node n's policy no longer gives GPU g back whole
+// ("" where it still may): reclaiming turned off, or the whole profile left
+// out of allowedProfiles or named by a DeviceTaintRule.
+func reclaimOff(n planner.Node, g planner.GPU) string {
+	if n.Policy.ReclaimIdleAfter <= 0 {
+		return "reclaimIdleGPUsAfterSeconds is 0"
+	}
+	if g.Info.Model == nil {
+		return ""
+	}
+	whole, ok := g.Info.Model.Whole()
+	switch {
+	case !ok:
+		return ""
+	case len(n.Policy.AllowedProfiles) > 0 && !slices.Contains(n.Policy.AllowedProfiles, whole.Profile):
+		return "allowedProfiles leave out " + whole.Profile
+	case g.Tainted.Contains(whole):
+		return "a DeviceTaintRule names " + whole.String()
+	}
+	return ""
 }

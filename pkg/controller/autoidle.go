@@ -93,6 +93,19 @@ func reclaimDue(snap planner.Snapshot, n planner.Node, g planner.GPU) bool {
 	return !(len(g.Layout) == 1 && g.Layout[0] == whole)
 }
 
+// anyReclaiming reports whether some GPU of snap is being given back by an
+// earlier plan's change (planner.GPU.Reclaiming).
+func anyReclaiming(snap planner.Snapshot) bool {
+	for _, n := range snap.Nodes {
+		for _, g := range n.GPUs {
+			if g.Reclaiming {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // anyReclaimDue reports whether some GPU of snap is reclaimDue.
 func anyReclaimDue(snap planner.Snapshot) bool {
 	for _, n := range snap.Nodes {

@@ -363,10 +363,12 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 		return ctrl.Result{RequeueAfter: sooner(wait, due)}, nil
 	}
 	// Changes to cancel (BlockedChanges) run the planner too, and so do
-	// changes in flight that may no longer be needed (UnneededChanges).
+	// changes in flight that may no longer be needed (UnneededChanges) and
+	// GPUs being given back (ReclaimCancels: the policy may have stopped
+	// reclaiming since).
 	cancels := BlockedChanges(in, snap)
 	unneeded := unneededCandidates(in, snap)
-	if len(snap.Pending) == 0 && !wantsSpares(snap) && !anyReclaimDue(snap) && len(cancels) == 0 && len(unneeded) == 0 {
+	if len(snap.Pending) == 0 && !wantsSpares(snap) && !anyReclaimDue(snap) && !anyReclaiming(snap) && len(cancels) == 0 && len(unneeded) == 0 {
 		if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil)); err != nil {
 			a.forget()
 			return ctrl.Result{}, err

@@ -25,8 +25,10 @@ import (
 // long as nothing is destroyed yet, the controller cancels the reclaim (the
 // pod gets a free 1g.10gb as it is) or writes the pod's own change in its
 // place, instead of making the 7g.80gb and splitting it again, also where
-// the policy has stopped reclaiming since. With no pod, or once the agent
-// repartitions, the reclaim stays, written once.
+// the policy has stopped reclaiming since. Where the policy stops
+// reclaiming (or no longer allows the whole profile), the reclaim is
+// cancelled with no pod pending too. Otherwise, with no pod, or once the
+// agent repartitions, the reclaim stays, written once.
 func TestReclaimInFlightGivesWayToPods(t *testing.T) {
 	const sevenSmall = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"
 	for name, tc := range map[string]struct {
@@ -37,8 +39,10 @@ func TestReclaimInFlightGivesWayToPods(t *testing.T) {
 		changed int32             // the MigLayout's count of GPUs changing
 		restart bool              // the controller restarts (it counts idle time afresh)
 		// policyOff: the MigLayout's policy stops reclaiming
-		// (reclaimIdleGPUsAfterSeconds 0) once the reclaim is written.
+		// (reclaimIdleGPUsAfterSeconds 0) once the reclaim is written;
+		// allowOnly: its allowedProfiles become these then.
 		policyOff bool
+		allowOnly []v1alpha1.ProfileName
 	}{
 		"nothing pending, after a restart": {phase: v1alpha1.PhaseDraining, restart: true, want: "7g.80gb@0", reason: "back whole", changed: 1},
 		"nothing pending":                  {phase: v1alpha1.PhaseDraining, want: "7g.80gb@0", reason: "back whole", changed: 1},
@@ -46,6 +50,10 @@ func TestReclaimInFlightGivesWayToPods(t *testing.T) {
 			reason: "cancels giving the GPU back as 7g.80gb@0 before anything is destroyed: pending pods get its free devices as they are: ns/p1"},
 		"a 1g.10gb pod, reclaim since turned off": {phase: v1alpha1.PhaseDraining, profile: "1g.10gb", policyOff: true, want: sevenSmall,
 			reason: "cancels giving the GPU back as 7g.80gb@0 before anything is destroyed: pending pods get its free devices as they are: ns/p1"},
+		"nothing pending, reclaim since turned off": {phase: v1alpha1.PhaseDraining, policyOff: true, want: sevenSmall,
+			reason: "cancels giving the GPU back as 7g.80gb@0 before anything is destroyed: the policy no longer gives it back (reclaimIdleGPUsAfterSeconds is 0)"},
+		"nothing pending, 7g.80gb since not allowed": {phase: v1alpha1.PhaseDraining, allowOnly: []v1alpha1.ProfileName{"1g.10gb"}, want: sevenSmall,
+			reason: "cancels giving the GPU back as 7g.80gb@0 before anything is destroyed: the policy no longer gives it back (allowedProfiles leave out 7g.80gb)"},
 		"a 1g.10gb pod, before the agent starts": {phase: v1alpha1.PhaseReady, profile: "1g.10gb", want: sevenSmall, reason: "cancels giving the GPU back"},
 		"a 4g.40gb pod, while draining":          {phase: v1alpha1.PhaseDraining, profile: "4g.40gb", want: "4g.40gb@0,1g.10gb@4,1g.10gb@5,1g.10gb@6", reason: "serves 1 pending pod(s): ns/p1", changed: 1},
 		"a 1g.10gb pod, while repartitioning":    {phase: v1alpha1.PhaseRepartitioning, profile: "1g.10gb", want: "7g.80gb@0", reason: "back whole", changed: 1},
@@ -67,12 +75,17 @@ func TestReclaimInFlightGivesWayToPods(t *testing.T) {
 			if tc.restart {
 				h.a.idleGPUs = nil
 			}
-			if tc.policyOff {
+			if tc.policyOff || tc.allowOnly != nil {
 				var live v1alpha1.MigLayout
 				if err := h.c.Get(context.Background(), types.NamespacedName{Name: "auto"}, &live); err != nil {
 					t.Fatal(err)
 				}
-				live.Spec.Policy.ReclaimIdleGPUsAfterSeconds = ptr.To[int32](0)
+				if tc.policyOff {
+					live.Spec.Policy.ReclaimIdleGPUsAfterSeconds = ptr.To[int32](0)
+				}
+				if tc.allowOnly != nil {
+					live.Spec.Policy.AllowedProfiles = tc.allowOnly
+				}
 				live.Generation++
 				if err := h.c.Update(context.Background(), &live); err != nil {
 					t.Fatal(err)
