@@ -212,11 +212,12 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		// Static's.
 		return cmpOr(waitsFor, existing), problems, false, nil
 	}
-	if writtenBy == v1alpha1.ModeStatic && !adopting && (specWrittenBy(existing, ml) == v1alpha1.ModeAuto || !sameLayouts(existing.Spec.GPUs, next.Spec.GPUs)) {
+	if writtenBy == v1alpha1.ModeStatic && ((!adopting && specWrittenBy(existing, ml) == v1alpha1.ModeAuto) || !sameLayouts(existing.Spec.GPUs, next.Spec.GPUs)) {
 		// The cache may show this MigLayout Static still while the
 		// planner has planned the node for its switch to Auto, or
-		// unpaused while it has just been paused: a write that starts
-		// a change is made only for the MigLayout as it is now.
+		// unpaused while it has just been paused, or with rules since
+		// edited: a write that starts a change, taking the node over
+		// or not, is made only for the MigLayout as it is now.
 		if switched, err := r.switchedSince(ctx, ml); err != nil || switched {
 			return existing, problems, err == nil, err
 		}

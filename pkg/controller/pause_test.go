@@ -446,25 +446,45 @@ func TestPauseKeepsRolloutExpectations(t *testing.T) {
 
 // TestPausedWhileTheCacheShowsItUnpausedWritesNothing: a Static pass whose
 // cache still shows the MigLayout unpaused (with the rules the pause came
-// with) writes no new layout: the API server has it paused, at a later
-// generation.
+// with), or with the rules an edit has replaced, writes no new layout: the
+// API server has it paused, or asking for other layouts, at a later
+// generation. The same where the pass takes the node over from a MigLayout
+// that no longer selects it.
 func TestPausedWhileTheCacheShowsItUnpausedWritesNothing(t *testing.T) {
-	a := staticMigLayout("a", "uid-a", "a")
-	a.Spec.Rules = rules(rule("whole").counts("7g.80gb", 1))
-	a.Spec.Paused, a.Generation = true, 2
-	c, r := onePausedNode(t, a, ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "rule")).status(a100(0).layout(halvesLayout)).build(), a))
-	stale := a.DeepCopy()
-	stale.Spec.Paused, stale.Generation = false, 1
-	r.Client, r.APIReader = &staleMigLayout{Client: c, ml: stale}, c
-	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := specLayouts(t, c)["n1"]; got != halvesLayout {
-		t.Errorf("n1's spec %q written from a cache that showed the MigLayout unpaused, want %s kept", got, halvesLayout)
-	}
-	if res.RequeueAfter <= 0 {
-		t.Errorf("requeue after %v, want a look again once the cache catches up", res.RequeueAfter)
+	for name, tc := range map[string]struct {
+		takeOver bool // n1's NodeMigLayout is another MigLayout's
+		// edit makes the live MigLayout (generation 2) of the cached one
+		// (generation 1, rules asking for one 7g.80gb).
+		edit func(live *v1alpha1.MigLayout)
+	}{
+		"paused":                    {edit: func(ml *v1alpha1.MigLayout) { ml.Spec.Paused = true }},
+		"paused, taking over":       {takeOver: true, edit: func(ml *v1alpha1.MigLayout) { ml.Spec.Paused = true }},
+		"rules edited":              {edit: func(ml *v1alpha1.MigLayout) { ml.Spec.Rules = rules(rule("halves").counts("3g.40gb", 2)) }},
+		"rules edited, taking over": {takeOver: true, edit: func(ml *v1alpha1.MigLayout) { ml.Spec.Rules = rules(rule("halves").counts("3g.40gb", 2)) }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			stale := staticMigLayout("a", "uid-a", "a")
+			stale.Spec.Rules, stale.Generation = rules(rule("whole").counts("7g.80gb", 1)), 1
+			a := stale.DeepCopy()
+			tc.edit(a)
+			a.Generation = 2
+			owner := a
+			if tc.takeOver {
+				owner = staticMigLayout("gone", "uid-gone", "a")
+			}
+			c, r := onePausedNode(t, a, ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "rule")).status(a100(0).layout(halvesLayout)).build(), owner))
+			r.Client, r.APIReader = &staleMigLayout{Client: c, ml: stale}, c
+			res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := specLayouts(t, c)["n1"]; got != halvesLayout {
+				t.Errorf("n1's spec %q written from a cache that showed generation 1, want %s kept", got, halvesLayout)
+			}
+			if res.RequeueAfter <= 0 {
+				t.Errorf("requeue after %v, want a look again once the cache catches up", res.RequeueAfter)
+			}
+		})
 	}
 }
 
