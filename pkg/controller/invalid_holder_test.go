@@ -4,8 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -61,5 +64,36 @@ func TestInvalidSelectorBeingDeletedHoldsNothing(t *testing.T) {
 	b.Finalizers = []string{"example.com/keep"}
 	if got := HeldByInvalidSelectors(a, sel, []v1alpha1.MigLayout{*a, *b}, nmls); got.Conflicted("n1") || len(got.InvalidHolders) != 0 {
 		t.Errorf("b being deleted: selection %+v, want n1 held by nobody", got)
+	}
+}
+
+// TestInvalidSelectorHolderReportsTheConflict: b, whose selector does not
+// parse, holds n1, which a selects: both report Conflict, each naming the
+// other (a also says b's selector is invalid), and b says a selects n1.
+func TestInvalidSelectorHolderReportsTheConflict(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	b := staticMigLayout("b", "uid-b", "a")
+	b.Spec.NodeSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gpu pool", Operator: metav1.LabelSelectorOpExists}}}
+	held := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), b)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, b, node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), held).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	for name, want := range map[string]string{
+		"a": `MigLayout "b", whose node selector is invalid, holds node n1`,
+		"b": `MigLayout "a" also selects node n1;`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
+				t.Fatal(err)
+			}
+			var got v1alpha1.MigLayout
+			if err := c.Get(t.Context(), client.ObjectKey{Name: name}, &got); err != nil {
+				t.Fatal(err)
+			}
+			cnd := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionConflict)
+			if cnd == nil || cnd.Status != metav1.ConditionTrue || cnd.Reason != v1alpha1.ReasonOverlappingSelectors || !strings.Contains(cnd.Message, want) {
+				t.Errorf("%s's Conflict condition %+v, want True (%s) saying %q", name, cnd, v1alpha1.ReasonOverlappingSelectors, want)
+			}
+		})
 	}
 }

@@ -121,6 +121,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obs := Observation{Generation: ml.Generation, Mode: ml.Spec.Mode, Paused: ml.Spec.Paused}
 	obs.Selection, obs.SelectorErr = SelectNodes(&ml, in.migLayouts, in.nodes)
 	obs.Selection = HeldByInvalidSelectors(&ml, obs.Selection, in.migLayouts, in.nodeMigLayouts)
+	if obs.SelectorErr != nil {
+		obs.Selection = ConflictsOfHeld(&ml, in.migLayouts, in.nodes, in.nodeMigLayouts)
+	}
 	var result ctrl.Result
 	var errs []error
 	if obs.SelectorErr == nil {

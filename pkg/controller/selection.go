@@ -126,6 +126,41 @@ func HeldByInvalidSelectors(ml *v1alpha1.MigLayout, sel Selection, all []v1alpha
 	return sel
 }
 
+// ConflictsOfHeld is the Selection of ml, whose own node selector does not
+// parse: it selects no node, and its Conflicts are the nodes whose
+// NodeMigLayout (nmls, by node) it controls that another MigLayout of all,
+// with a valid selector and not being deleted, selects (nodes: name →
+// labels), the other side of HeldByInvalidSelectors, so that both report
+// the conflict.
+func ConflictsOfHeld(ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout, nodes map[string]map[string]string, nmls map[string]*v1alpha1.NodeMigLayout) Selection {
+	var sel Selection
+	var held []string
+	for _, name := range slices.Sorted(maps.Keys(nmls)) {
+		if _, ok := nodes[name]; ok && metav1.IsControlledBy(nmls[name], ml) {
+			held = append(held, name)
+		}
+	}
+	for i := range all {
+		other := &all[i]
+		if other.UID == ml.UID || other.DeletionTimestamp != nil {
+			continue
+		}
+		s, err := selector(other)
+		if err != nil {
+			continue
+		}
+		for _, name := range held {
+			if s.Matches(labels.Set(nodes[name])) {
+				if sel.Conflicts == nil {
+					sel.Conflicts = map[string][]string{}
+				}
+				sel.Conflicts[other.Name] = append(sel.Conflicts[other.Name], name)
+			}
+		}
+	}
+	return sel
+}
+
 func selector(ml *v1alpha1.MigLayout) (labels.Selector, error) {
 	s, err := metav1.LabelSelectorAsSelector(&ml.Spec.NodeSelector)
 	if err != nil {
