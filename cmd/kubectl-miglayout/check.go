@@ -21,8 +21,9 @@ func newCheckCommand(e *env) *cobra.Command {
 		Use:   "check -f MANIFESTS [--offline] [--fix]",
 		Short: "Explain the mistakes of DRA manifests before the API server refuses them",
 		Long: `Check ResourceClaims, ResourceClaimTemplates, DeviceClasses and workloads
-(Pods, Deployments, Jobs, ...) for the mistakes that DRA snippets written for
-older API versions carry, and say how to fix each:
+(Pods, Deployments, Jobs, ..., and the pod templates other kinds hold, such
+as JobSets and LeaderWorkerSets) for the mistakes that DRA snippets written
+for older API versions carry, and say how to fix each:
 
   - allocationMode: Count            the modes are ExactCount and All
   - resourceClaims[].source.*        removed: resourceClaimName or
@@ -140,7 +141,15 @@ func checkDocuments(docs []*document, world *deviceWorld) []finding {
 				}
 			}
 		default:
-			if p := podSpecPath(d); p != nil && mapAt(d.Object, p...) != nil {
+			if p := podSpecPath(d); p != nil {
+				if mapAt(d.Object, p...) != nil {
+					c.podSpec(d.Object, p)
+				}
+				continue
+			}
+			// Another kind (a JobSet, a LeaderWorkerSet, a training
+			// job): the pod templates it holds, wherever they are.
+			for _, p := range nestedPodSpecs(d.Object) {
 				c.podSpec(d.Object, p)
 			}
 		}

@@ -204,6 +204,25 @@ func TestCheckFindings(t *testing.T) {
 			manifest: claim("    - name: g\n      deviceClassName: gpu.example.com\n      exactly: {deviceClassName: mig.miglayout.io}\n"),
 			paths:    []string{"spec.devices.requests[0]", "spec.devices.requests[0].deviceClassName"},
 		},
+		"a JobSet's pod template": {
+			manifest: "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js}\nspec:\n  replicatedJobs:\n  - name: w\n    template:\n      spec:\n        template:\n          spec:\n" +
+				"            resourceClaims:\n            - name: g\n              source: {resourceClaimTemplateName: t}\n            containers:\n            - {name: c, image: x, resources: {claims: [{name: g}]}}\n",
+			paths: []string{"spec.replicatedJobs[0].template.spec.template.spec.resourceClaims[0].source"},
+		},
+		"a LeaderWorkerSet's two templates": {
+			manifest: "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\nmetadata: {name: lws}\nspec:\n  leaderWorkerTemplate:\n" +
+				"    leaderTemplate:\n      spec:\n        resourceClaims: [{name: g, resourceClaimTemplateName: t}]\n        containers: [{name: c, image: x, resources: {claims: [{name: g}]}}]\n" +
+				"    workerTemplate:\n      spec:\n        resourceClaims: [{name: g, resourceClaimTemplateName: t}]\n        resources: {claims: [{name: g}]}\n        containers: [{name: c, image: x}]\n",
+			paths: []string{"spec.leaderWorkerTemplate.workerTemplate.spec.resources.claims"},
+		},
+		"a Volcano Job, not batch's": {
+			manifest: "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {name: vj}\nspec:\n  tasks:\n  - name: t\n    template:\n      spec:\n" +
+				"        resourceClaims: [{name: g, resourceClaimTemplateName: t}]\n        containers: [{name: c, image: x, resources: {claims: [{name: h}]}}]\n",
+			paths: []string{"spec.tasks[0].template.spec.containers[0].resources.claims[0].name"},
+		},
+		"a ConfigMap": {
+			manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {containers: x}\n",
+		},
 		"classic DRA": {
 			manifest: "apiVersion: resource.k8s.io/v1alpha2\nkind: ResourceClaimTemplate\nmetadata: {name: t}\nspec:\n  spec:\n    resourceClassName: gpu.nvidia.com\n",
 			paths:    []string{"apiVersion", "spec.spec.resourceClassName"},
@@ -224,6 +243,28 @@ func TestCheckFindings(t *testing.T) {
 				t.Errorf("check: %v, with %d problems", err, len(tc.paths))
 			}
 		})
+	}
+}
+
+// TestCheckFixesNestedPodTemplate: --fix corrects a seed mistake in the pod
+// template of a kind check does not know by name (a JobSet), in place.
+func TestCheckFixesNestedPodTemplate(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "in.yaml")
+	if err := os.WriteFile(f, []byte("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js}\nspec:\n  replicatedJobs:\n  - name: w\n    template:\n      spec:\n        template:\n          spec:\n"+
+		"            resourceClaims:\n            - name: g\n              source: {resourceClaimTemplateName: t}\n            containers:\n            - {name: c, image: x, resources: {claims: [{name: g}]}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, report, _ := runWith(t, nil, "check", "--offline", "--fix", "-f", f) // exits non-zero: a problem was found
+	if !strings.Contains(report, "spec.replicatedJobs[0].template.spec.template.spec.resourceClaims[0].source") {
+		t.Errorf("report does not name the problem's path:\n%s", report)
+	}
+	var fixed map[string]any
+	if err := yaml.Unmarshal([]byte(out), &fixed); err != nil {
+		t.Fatal(err)
+	}
+	rc := mapAt(fixed, "spec", "replicatedJobs[0]", "template", "spec", "template", "spec", "resourceClaims[0]")
+	if diff := cmp.Diff(map[string]any{"name": "g", "resourceClaimTemplateName": "t"}, rc); diff != "" {
+		t.Errorf("fixed resourceClaims[0] (-want +got):\n%s\n%s", diff, out)
 	}
 }
 

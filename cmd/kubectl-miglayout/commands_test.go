@@ -1241,6 +1241,83 @@ spec:
 	}
 }
 
+// TestConvertTemplateNamesApartInTheDefaultNamespace: a workload without a
+// namespace and one in "default" are told apart as if in one namespace: a
+// Pod "app" and a Deployment "app" get templates of distinct names, each
+// its own count.
+func TestConvertTemplateNamesApartInTheDefaultNamespace(t *testing.T) {
+	out := convertStdin(t, `
+apiVersion: v1
+kind: Pod
+metadata: {name: app}
+spec:
+  containers:
+  - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 2}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, namespace: default}
+spec:
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec:
+      containers:
+      - {name: c, image: x, resources: {limits: {nvidia.com/gpu: 3}}}
+`)
+	got := map[string]int64{}
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var tmpl resourceapi.ResourceClaimTemplate
+		if err := yaml.Unmarshal([]byte(doc), &tmpl); err != nil || tmpl.Kind != "ResourceClaimTemplate" {
+			continue
+		}
+		if _, dup := got[tmpl.Name]; dup {
+			t.Errorf("ResourceClaimTemplate %s made twice:\n%s", tmpl.Name, out)
+		}
+		got[tmpl.Name] = tmpl.Spec.Spec.Devices.Requests[0].Exactly.Count
+	}
+	if diff := cmp.Diff(map[string]int64{"app-gpu": 2, "app-gpu-2": 3}, got); diff != "" {
+		t.Errorf("templates and their counts (-want +got):\n%s\n%s", diff, out)
+	}
+}
+
+// TestConvertPutsNamespacesFirst: the input's Namespaces come before the
+// ResourceClaimTemplates made in them (kubectl applies in order), which
+// come before the workloads, each group in input order.
+func TestConvertPutsNamespacesFirst(t *testing.T) {
+	out := convertStdin(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: infer, namespace: ml}
+spec:
+  selector: {matchLabels: {app: infer}}
+  template:
+    metadata: {labels: {app: infer}}
+    spec:
+      containers:
+      - {name: c, image: x, resources: {limits: {nvidia.com/mig-3g.40gb: 1}}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ml}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: ml}
+`)
+	var kinds []string
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var m metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, m.Kind)
+	}
+	if diff := cmp.Diff([]string{"Namespace", "ResourceClaimTemplate", "Deployment", "ConfigMap"}, kinds); diff != "" {
+		t.Errorf("kinds in output order (-want +got):\n%s\n%s", diff, out)
+	}
+}
+
 // convertStdin runs convert on input given on standard input and returns
 // its output.
 func convertStdin(t *testing.T, input string) string {

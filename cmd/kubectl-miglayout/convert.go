@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
@@ -62,8 +63,8 @@ the most of its app containers and sidecars together and of each init
 container with the sidecars started before it.
 
 The ResourceClaimTemplates come first in the output, in the workload's
-namespace, then every input object (unchanged where there was nothing to
-rewrite). Nothing is sent to the cluster. Objects of other kinds or API groups
+namespace (after the input's Namespaces, which they may be created in), then
+every other input object (unchanged where there was nothing to rewrite). Nothing is sent to the cluster. Objects of other kinds or API groups
 (a Kubeflow PyTorchJob, a JobSet, a Volcano Job) are passed through as they
 are; a note on standard error names each one that still asks for the device
 plugin's resources.
@@ -172,24 +173,40 @@ func quantity(v any) (int64, error) {
 	return n, nil
 }
 
-// convertDocuments returns the ResourceClaimTemplates, then every document
-// (rewritten where it asked for device-plugin GPUs).
+// convertDocuments returns the input's Namespaces, then the
+// ResourceClaimTemplates (which may be created in one of them: kubectl
+// applies in order), then every other document (rewritten where it asked for
+// device-plugin GPUs), each group in input order.
 func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []string, error) {
 	var templates, objects []map[string]any
 	var notes []string
 	// Template names given so far, or in the input, by namespace: two
 	// workloads of one name (a Pod and a Deployment "app") get distinct
 	// templates, and none replaces a template of the input.
+	// A workload without a namespace may be created in "default", as
+	// one naming it: they count as one namespace here.
 	taken := map[string]bool{}
+	takenKey := func(d *document, name string) string {
+		ns := d.namespace()
+		if ns == "" {
+			ns = metav1.NamespaceDefault
+		}
+		return ns + "/" + name
+	}
 	for _, d := range docs {
 		if d.kind() == "ResourceClaimTemplate" {
-			taken[d.namespace()+"/"+d.name()] = true
+			taken[takenKey(d, d.name())] = true
 		}
 	}
+	var namespaces []map[string]any
 	for _, d := range docs {
 		obj := deepCopy(d.Object)
 		keys := podSpecPath(d)
 		spec := mapAt(obj, keys...)
+		if group, _ := d.group(); d.kind() == "Namespace" && group == "" {
+			namespaces = append(namespaces, obj)
+			continue
+		}
 		if keys == nil || spec == nil {
 			if asked := devicePluginKeys(obj); len(asked) > 0 {
 				notes = append(notes, fmt.Sprintf("%s: left as it is, though it asks for %s: convert rewrites only Pods, PodTemplates and the built-in workloads (apps/v1, batch/v1, ReplicationController); move the requests of its pod templates to ResourceClaimTemplates by hand (convert a Pod of the same containers for the claims to copy)", d.describe(), strings.Join(asked, ", ")))
@@ -266,10 +283,10 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 			}
 			existing[entry] = true
 			tmplName := limitName(dnsToken(templateBase(d))+"-"+entry, 253)
-			for n := 2; taken[d.namespace()+"/"+tmplName]; n++ {
+			for n := 2; taken[takenKey(d, tmplName)]; n++ {
 				tmplName = limitName(fmt.Sprintf("%s-%s-%d", dnsToken(templateBase(d)), entry, n), 253)
 			}
-			taken[d.namespace()+"/"+tmplName] = true
+			taken[takenKey(d, tmplName)] = true
 			tmpl := claimTemplate(tmplName, d.namespace(), entry, a, o)
 			templates = append(templates, tmpl)
 			claims = append(claims, map[string]any{"name": entry, "resourceClaimTemplateName": tmplName})
@@ -317,7 +334,7 @@ func convertDocuments(docs []*document, o convertOptions) ([]map[string]any, []s
 		spec["resourceClaims"] = claims
 		objects = append(objects, obj)
 	}
-	return append(templates, objects...), notes, nil
+	return slices.Concat(namespaces, templates, objects), notes, nil
 }
 
 // devicePluginKeys are the device-plugin GPU resources (nvidia.com/gpu,

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -214,15 +217,99 @@ func isList(v any) bool {
 	return ok
 }
 
+// mapAt is the map at keys under m, or nil. A key "field[i]" steps into
+// item i of the list at field (a path a walk of nested pod templates makes,
+// nestedPodSpecs; it reads as the field's path in messages, pathOf).
 func mapAt(m map[string]any, keys ...string) map[string]any {
 	for _, k := range keys {
-		next, ok := m[k].(map[string]any)
+		var v any = m[k]
+		if field, i, ok := listStep(k); ok {
+			l, _ := m[field].([]any)
+			if i >= len(l) {
+				return nil
+			}
+			v = l[i]
+		}
+		next, ok := v.(map[string]any)
 		if !ok {
 			return nil
 		}
 		m = next
 	}
 	return m
+}
+
+// listStep splits a key "field[i]" into field and i.
+func listStep(k string) (string, int, bool) {
+	field, rest, ok := strings.Cut(k, "[")
+	if !ok || field == "" || !strings.HasSuffix(rest, "]") {
+		return "", 0, false
+	}
+	i, err := strconv.Atoi(strings.TrimSuffix(rest, "]"))
+	if err != nil || i < 0 {
+		return "", 0, false
+	}
+	return field, i, true
+}
+
+// maxPodSpecDepth bounds how deep nestedPodSpecs looks for pod templates
+// (a JobSet's lie 6 keys down: spec.replicatedJobs[i].template.spec.template.spec).
+const maxPodSpecDepth = 12
+
+// nestedPodSpecs returns the paths (keys for mapAt) of the pod specs within
+// obj, an object of a kind podSpecPath does not know (a JobSet, a
+// LeaderWorkerSet, a training operator's job, a custom resource of a
+// built-in kind's name): every map whose "containers" is a list of maps
+// with a name, in document order (map keys sorted). Pod specs within a pod
+// spec are not looked for.
+func nestedPodSpecs(obj map[string]any) [][]string {
+	var out [][]string
+	var walk func(m map[string]any, keys []string)
+	walk = func(m map[string]any, keys []string) {
+		if isPodSpec(m) && len(keys) > 0 {
+			out = append(out, slices.Clone(keys))
+			return
+		}
+		if len(keys) >= maxPodSpecDepth {
+			return
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if k == "metadata" || k == "status" {
+				continue
+			}
+			switch v := m[k].(type) {
+			case map[string]any:
+				walk(v, append(keys, k))
+			case []any:
+				for i, item := range v {
+					if im, ok := item.(map[string]any); ok {
+						walk(im, append(keys, fmt.Sprintf("%s[%d]", k, i)))
+					}
+				}
+			}
+		}
+	}
+	walk(obj, nil)
+	return out
+}
+
+// isPodSpec reports whether m looks like a pod spec: its "containers" is a
+// non-empty list of maps, each with a name.
+func isPodSpec(m map[string]any) bool {
+	l, ok := m["containers"].([]any)
+	if !ok || len(l) == 0 {
+		return false
+	}
+	for _, c := range l {
+		cm, ok := c.(map[string]any)
+		if !ok {
+			return false
+		}
+		if n, _ := cm["name"].(string); n == "" {
+			return false
+		}
+	}
+	return true
 }
 
 func listAt(m map[string]any, keys ...string) []any {
@@ -275,13 +362,22 @@ func podSpecPath(d *document) []string {
 	if !ok {
 		return nil
 	}
-	version, _ := d.Object["apiVersion"].(string)
-	group, _, grouped := strings.Cut(version, "/")
-	if !grouped {
-		group = "" // "v1": the core group
-	}
-	if version != "" && group != w.group {
+	if group, ok := d.group(); ok && group != w.group {
 		return nil
 	}
 	return w.path
+}
+
+// group is the API group of d's apiVersion ("" for the core group, "v1"),
+// and false where d has no apiVersion.
+func (d *document) group() (string, bool) {
+	version, _ := d.Object["apiVersion"].(string)
+	if version == "" {
+		return "", false
+	}
+	group, _, grouped := strings.Cut(version, "/")
+	if !grouped {
+		return "", true
+	}
+	return group, true
 }
