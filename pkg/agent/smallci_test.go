@@ -90,3 +90,61 @@ func TestSyncGIWithSmallerComputeInstances(t *testing.T) {
 		t.Errorf("GPU 0 result %+v, want Ready", got)
 	}
 }
+
+// TestSyncGIWithRev1ComputeInstance: on an H100 the spec manages, an
+// administrator made a 2g.20gb GPU instance with the 1_SLICE_REV1 compute
+// instance it offers (1c.2g.20gb, 26 SMs, the only one it then holds; a
+// GPU instance that keeps it cannot be destroyed). While a process runs on
+// it the GPU waits (Blocked, DeviceInUse); once the process ends, the next
+// pass destroys it, then its GPU instance, and makes the layout.
+func TestSyncGIWithRev1ComputeInstance(t *testing.T) {
+	g := newRig(t, "1xH100-SXM5-80GB")
+	g.setup(t, 0, "")
+	dev, ret := g.sim.DeviceGetHandleByIndex(0)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	giInfo, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_2_SLICE)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	gi, ret := dev.CreateGpuInstanceWithPlacement(&giInfo, &nvml.GpuInstancePlacement{Start: 0, Size: 2})
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	ciInfo, ret := gi.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	if _, ret := gi.CreateComputeInstance(&ciInfo); ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	uuid := g.sim.Snapshot().GPUs[0].GPUInstances[0].ComputeInstances[0].UUID
+	pid, err := g.sim.StartProcess(uuid, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}
+	res, err := g.r.Sync(context.Background(), want, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonDeviceInUse || !strings.Contains(got.Message, "2g.20gb@0") {
+		t.Errorf("GPU 0 result %+v, want Blocked, DeviceInUse, naming 2g.20gb@0", got)
+	}
+	if gis := g.sim.Snapshot().GPUs[0].GPUInstances; len(gis) != 1 || len(gis[0].ComputeInstances) != 1 {
+		t.Fatalf("the 2g.20gb with a process on its compute instance was not kept: %+v", gis)
+	}
+
+	if err := g.sim.StopProcess(pid); err != nil {
+		t.Fatal(err)
+	}
+	res, err = g.r.Sync(context.Background(), want, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseReady {
+		t.Errorf("GPU 0 result %+v, want Ready", got)
+	}
+	g.wantLayouts(t, "7g.80gb@0")
+}

@@ -11,8 +11,9 @@ import (
 
 // ciProfileSlices maps the NVML_COMPUTE_INSTANCE_PROFILE_* indexes the
 // simulator models to their compute slices. 1_SLICE_REV1 is offered only
-// in a 1g GI with more multiprocessors than a plain 1g (rev1GI);
-// 7_SLICE_NVL is not modelled (ERROR_NOT_SUPPORTED).
+// in a 1g GI with more multiprocessors than a plain 1g (rev1GI) and in a
+// 2g GI of Hopper (rev1In2g); 7_SLICE_NVL is not modelled
+// (ERROR_NOT_SUPPORTED).
 var ciProfileSlices = map[int]int{
 	nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE:      1,
 	nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE:      2,
@@ -30,6 +31,11 @@ var ciProfileSlices = map[int]int{
 type ciShape struct {
 	profile, slices, giSlices int
 	multiprocessors           int
+	// count is the CIs of the shape an empty GI holds, where it is not
+	// giSlices / slices (0); holdsGI: a CI of the shape leaves no compute
+	// slice of its GI to another CI (rev1In2g).
+	count   int
+	holdsGI bool
 }
 
 // rev1GI reports whether GI profile p of model m is a 1g GI with more
@@ -48,6 +54,30 @@ func rev1GI(m *mig.Model, p *mig.Profile) (plain int, ok bool) {
 	for i := range m.Profiles {
 		if q := &m.Profiles[i]; q.NVMLProfile == nvml.GPU_INSTANCE_PROFILE_1_SLICE {
 			return q.Multiprocessors, p.Multiprocessors > q.Multiprocessors
+		}
+	}
+	return 0, false
+}
+
+// rev1In2g reports whether GI profile p of model m is a 2g GI of Hopper,
+// which offers 1_SLICE_REV1 beside 1_SLICE, and returns its
+// multiprocessors: those of the model's 1g GI with more than a plain 1g
+// (rev1GI), one such CI per GI. nvidia-smi mig -lcip on an H100 SXM 2g.20gb
+// GI lists "1c.2g.20gb, profile 0, 2/2, 16 SMs" and "1c.2g.20gb, profile 7,
+// 1/1, 26 SMs" (NVIDIA/go-nvml issue 146, where such a CI an administrator
+// made kept the GI from being destroyed). Its placement is not published:
+// the simulator lets it take the whole GI (no CI beside it: 26 of the 2g's
+// 32 multiprocessors leave no room for a 16-multiprocessor 1_SLICE one),
+// and reports it at compute slice 0, one slice wide.
+func rev1In2g(m *mig.Model, p *mig.Profile) (int, bool) {
+	if m == nil || p == nil || p.ComputeSlices != 2 || m.Architecture != "Hopper" {
+		return 0, false
+	}
+	for i := range m.Profiles {
+		if q := &m.Profiles[i]; q.ComputeSlices == 1 {
+			if plain, ok := rev1GI(m, q); ok && q.Multiprocessors > plain {
+				return q.Multiprocessors, true
+			}
 		}
 	}
 	return 0, false
@@ -73,7 +103,11 @@ func ciShapeOf(m *mig.Model, p *mig.Profile, profile int) (ciShape, nvml.Return)
 	plain, rev1 := rev1GI(m, p)
 	switch {
 	case profile == nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 && !rev1:
-		return ciShape{}, nvml.ERROR_NOT_SUPPORTED
+		sms, ok := rev1In2g(m, p)
+		if !ok {
+			return ciShape{}, nvml.ERROR_NOT_SUPPORTED
+		}
+		shape.multiprocessors, shape.count, shape.holdsGI = sms, 1, true
 	case profile == nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE && rev1:
 		shape.multiprocessors = plain
 	}
@@ -85,14 +119,19 @@ func ciShapeOf(m *mig.Model, p *mig.Profile, profile int) (ciShape, nvml.Return)
 func (c ciShape) full() bool { return c.slices == c.giSlices && c.multiprocessors == 0 }
 
 // instanceCount is how many CIs of the shape fit in an empty GI.
-func (c ciShape) instanceCount() int { return c.giSlices / c.slices }
+func (c ciShape) instanceCount() int {
+	if c.count > 0 {
+		return c.count
+	}
+	return c.giSlices / c.slices
+}
 
 // starts are the CI's possible placement starts (compute slices within the
 // GI): the full-size CI at 0, a smaller one at multiples of its slice count
 // rounded up to a power of two — the pattern of nvidia-smi mig -lcipp on an
 // A100 7g GI (1c.7g at 0-6, 2c.7g at 0, 2, 4, 3c.7g at 0 and 4, 4c.7g at 0).
 func (c ciShape) starts() []int {
-	if c.slices == c.giSlices {
+	if c.slices == c.giSlices || c.holdsGI {
 		return []int{0}
 	}
 	align := 1 << bits.Len(uint(c.slices-1))
@@ -147,6 +186,16 @@ func ciSpan(p *mig.Profile, ci *ComputeInstance) (start, size int) {
 	return ci.Start, ci.Size
 }
 
+// ciHeld is the compute slices (start, size) CI ci keeps from other CIs in
+// a GI of profile p: its span (ciSpan), or the whole GI for a 1_SLICE_REV1
+// CI in a GI of more slices (rev1In2g).
+func ciHeld(p *mig.Profile, ci *ComputeInstance) (start, size int) {
+	if ci.ProfileID == nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 && p != nil && p.ComputeSlices > 1 {
+		return 0, p.ComputeSlices
+	}
+	return ciSpan(p, ci)
+}
+
 // freeStarts are the placement starts of shape c in GI gi (of profile p)
 // that overlap none of its CIs and keep the shape's InstanceCount.
 func freeStarts(p *mig.Profile, gi *GPUInstance, c ciShape) []int {
@@ -159,12 +208,16 @@ func freeStarts(p *mig.Profile, gi *GPUInstance, c ciShape) []int {
 	if same >= c.instanceCount() {
 		return nil
 	}
+	held := c.slices
+	if c.holdsGI {
+		held = c.giSlices
+	}
 	var out []int
 	for _, s := range c.starts() {
 		free := true
 		for i := range gi.ComputeInstances {
-			start, size := ciSpan(p, &gi.ComputeInstances[i])
-			if s < start+size && start < s+c.slices {
+			start, size := ciHeld(p, &gi.ComputeInstances[i])
+			if s < start+size && start < s+held {
 				free = false
 				break
 			}

@@ -106,3 +106,53 @@ func migNameOf(t *testing.T, s *Sim, gpu int, ci nvml.ComputeInstance) string {
 	must(t, "GetName", ret)
 	return name
 }
+
+// TestRev1CIIn2gGI: an H100's 2g.20gb GPU instance offers 1_SLICE_REV1
+// beside 1_SLICE, as nvidia-smi mig -lcip lists it (1c.2g.20gb, profile 7,
+// 1/1, 26 SMs): one such compute instance, with no other beside it, named
+// 1c.2g.20gb; while it exists the GPU instance cannot be destroyed
+// (IN_USE). An A100's 2g.20gb does not offer it, nor does an H100's
+// 3g.40gb (no listing says it does).
+func TestRev1CIIn2gGI(t *testing.T) {
+	const h100 = "H100-SXM5-80GB"
+	s := newTestSim(t, Config{Spec: "1x" + h100 + ",1x" + a100})
+	h := migOn(t, s, 0)
+	ciInfo := func(gi nvml.GpuInstance, profile int) (nvml.ComputeInstanceProfileInfo, nvml.Return) {
+		return gi.GetComputeInstanceProfileInfo(profile, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	}
+	gi := mustGI(t, h, nvml.GPU_INSTANCE_PROFILE_2_SLICE, 0)
+	rev1, ret := ciInfo(gi, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1)
+	must(t, "1_SLICE_REV1 in an H100 2g.20gb", ret)
+	if rev1.SliceCount != 1 || rev1.InstanceCount != 1 || rev1.MultiprocessorCount != 26 {
+		t.Errorf("1_SLICE_REV1 in an H100 2g.20gb: %d slice(s), %d instance(s), %d SMs; want 1, 1, 26", rev1.SliceCount, rev1.InstanceCount, rev1.MultiprocessorCount)
+	}
+	plain, ret := ciInfo(gi, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE)
+	must(t, "1_SLICE in an H100 2g.20gb", ret)
+	if plain.InstanceCount != 2 || plain.MultiprocessorCount != 16 {
+		t.Errorf("1_SLICE in an H100 2g.20gb: %d instance(s), %d SMs; want 2, 16", plain.InstanceCount, plain.MultiprocessorCount)
+	}
+	ci, ret := gi.CreateComputeInstance(&rev1)
+	must(t, "CreateComputeInstance(1_SLICE_REV1) in a 2g.20gb", ret)
+	if name := migNameOf(t, s, 0, ci); name != "NVIDIA H100 80GB HBM3 MIG 1c.2g.20gb" {
+		t.Errorf("MIG device of the 1_SLICE_REV1 CI named %q, want ... MIG 1c.2g.20gb", name)
+	}
+	_, ret = gi.CreateComputeInstance(&plain)
+	wantRet(t, "CreateComputeInstance(1_SLICE) beside a 1_SLICE_REV1 CI", ret, nvml.ERROR_INSUFFICIENT_RESOURCES)
+	_, ret = gi.CreateComputeInstance(&rev1)
+	wantRet(t, "a second CreateComputeInstance(1_SLICE_REV1)", ret, nvml.ERROR_INSUFFICIENT_RESOURCES)
+	wantRet(t, "GpuInstance.Destroy with a 1_SLICE_REV1 CI", gi.Destroy(), nvml.ERROR_IN_USE)
+	must(t, "ComputeInstance.Destroy", ci.Destroy())
+
+	// A 1c first leaves no room for a 1_SLICE_REV1 one.
+	_, ret = gi.CreateComputeInstance(&plain)
+	must(t, "CreateComputeInstance(1_SLICE) in a 2g.20gb", ret)
+	_, ret = gi.CreateComputeInstance(&rev1)
+	wantRet(t, "CreateComputeInstance(1_SLICE_REV1) beside a 1_SLICE CI", ret, nvml.ERROR_INSUFFICIENT_RESOURCES)
+
+	big := mustGI(t, h, nvml.GPU_INSTANCE_PROFILE_3_SLICE, 4)
+	_, ret = ciInfo(big, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1)
+	wantRet(t, "1_SLICE_REV1 in an H100 3g.40gb", ret, nvml.ERROR_NOT_SUPPORTED)
+	a := migOn(t, s, 1)
+	_, ret = ciInfo(mustGI(t, a, nvml.GPU_INSTANCE_PROFILE_2_SLICE, 0), nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1)
+	wantRet(t, "1_SLICE_REV1 in an A100 2g.20gb", ret, nvml.ERROR_NOT_SUPPORTED)
+}
