@@ -70,7 +70,8 @@ type options struct {
 
 func main() {
 	o, err := parseOptions(os.Args[1:], pflag.ExitOnError)
-	if err != nil { // ExitOnError exits first
+	if err != nil { // a bad flag: ExitOnError exits first
+		fmt.Fprintln(os.Stderr, "miglayout-agent:", err)
 		os.Exit(2)
 	}
 	logger := klog.Background().WithValues("node", o.nodeName)
@@ -123,6 +124,9 @@ func parseOptions(args []string, errorHandling pflag.ErrorHandling) (options, er
 	// --kubeconfig, registered by controller-runtime for ctrl.GetConfig.
 	fs.AddGoFlag(flag.CommandLine.Lookup("kubeconfig"))
 	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if err := managerrun.NoArgs(fs.Args()); err != nil {
 		return options{}, err
 	}
 	if o.simulate != "" && !fs.Changed("dev-root") {

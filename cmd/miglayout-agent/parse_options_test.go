@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +52,25 @@ func TestParseOptionsDefaults(t *testing.T) {
 	}
 	if _, err := parseOptions([]string{"--no-such-flag"}, pflag.ContinueOnError); err == nil {
 		t.Error("an unknown flag was accepted")
+	}
+}
+
+// TestParseOptionsRefusesArguments: a value left over after the flags is
+// refused, naming it: "--device-binding-conditions false" (a boolean flag
+// takes its value after "=") would turn binding conditions on.
+func TestParseOptionsRefusesArguments(t *testing.T) {
+	for name, args := range map[string][]string{
+		"a boolean flag's separate value": {"--device-binding-conditions", "false"},
+		"a stray word between flags":      {"--metrics-secure", "no", "--lease-namespace=miglayout"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := parseOptions(args, pflag.ContinueOnError)
+			if err == nil || !strings.Contains(err.Error(), "unexpected arguments") {
+				t.Errorf("parseOptions(%q): %v, want the leftover arguments refused", args, err)
+			}
+		})
+	}
+	if _, err := parseOptions([]string{"--device-binding-conditions=false"}, pflag.ContinueOnError); err != nil {
+		t.Errorf("--device-binding-conditions=false: %v", err)
 	}
 }

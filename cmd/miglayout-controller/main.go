@@ -6,9 +6,13 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"os"
 
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/miglayout/miglayout/pkg/managerrun"
 )
 
 func main() {
@@ -16,6 +20,10 @@ func main() {
 	klog.InitFlags(nil)
 	opts := bindFlags(flag.CommandLine)
 	flag.Parse()
+	if err := managerrun.NoArgs(flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "miglayout-controller:", err)
+		os.Exit(2)
+	}
 	logger := klog.NewKlogr()
 	ctrl.SetLogger(logger)
 	ctx := klog.NewContext(ctrl.SetupSignalHandler(), logger)

@@ -23,8 +23,9 @@ type Starter interface {
 }
 
 // ErrNotStopped is Start's error where the manager had not stopped
-// stopWithin after its context ended: its runnables may still run (a
-// reconcile inside a call that hangs), so the caller should exit without
+// stopWithin after its context ended, or stopped only by giving up on its
+// runnables when its graceful shutdown ran out: its runnables may still run
+// (a reconcile inside a call that hangs), so the caller should exit without
 // closing what they use.
 var ErrNotStopped = errors.New("not stopped")
 
@@ -47,10 +48,28 @@ func Start(ctx context.Context, mgr Starter, stopWithin time.Duration) error {
 	defer timer.Stop()
 	select {
 	case err := <-done:
+		// The manager's own graceful shutdown ran out (its error wraps
+		// context.DeadlineExceeded, which ctx's end is not): a runnable
+		// it gave up on may still run, inside a call that hangs.
+		if errors.Is(err, context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			return fmt.Errorf("stopping the manager: %w: %w", ErrNotStopped, err)
+		}
 		return err
 	case <-timer.C:
 		return fmt.Errorf("stopping the manager: %w %s after the stop signal (an informer cache that never synced: look for list errors above, such as a forbidden list)", ErrNotStopped, stopWithin)
 	}
+}
+
+// NoArgs refuses the arguments a command line left after its flags (flag
+// set's Args): the binaries take none, and one there is most often the value
+// of a boolean flag written "--flag false" (a boolean flag takes no separate
+// value, so the flag is set true and "false" left over; Go's flag package
+// then also stops parsing, dropping every flag after it).
+func NoArgs(args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	return fmt.Errorf("unexpected arguments %q: every setting is a flag, and a boolean flag takes its value after \"=\" (--flag=false)", args)
 }
 
 // ValidateBindAddress checks the value of a bind-address flag as the manager

@@ -82,3 +82,15 @@ func TestValidateNamespace(t *testing.T) {
 		}
 	}
 }
+
+// TestNoArgs: a command line with no argument left after its flags passes;
+// one with some is refused, naming them and the "=" form of a boolean flag.
+func TestNoArgs(t *testing.T) {
+	if err := NoArgs(nil); err != nil {
+		t.Errorf("NoArgs(nil): %v", err)
+	}
+	err := NoArgs([]string{"false", "--agent-lease-namespace=miglayout"})
+	if err == nil || !strings.Contains(err.Error(), `"false"`) || !strings.Contains(err.Error(), "--flag=false") {
+		t.Errorf("NoArgs: %v, want the arguments named and --flag=false suggested", err)
+	}
+}
