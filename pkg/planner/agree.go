@@ -32,12 +32,15 @@ func schedulerLess(a, b Pod) int {
 }
 
 // needsReplay reports whether serving the pod key on n needs the node's
-// replay (nodeAgrees): some pod of the node, or this one, is not exact.
-// Pods that are all exact get their devices whichever of a profile's
-// devices the scheduler gives each, as long as the plan made enough of
-// each profile, which it does.
+// replay (nodeAgrees): n has GPUs of several kinds, or some pod of the
+// node, or this one, is not exact. Pods that are all exact get their
+// devices whichever of a profile's devices the scheduler gives each, as
+// long as the plan made enough of each profile, which it does; on GPUs of
+// several kinds a pod exact on each kind may still accept another profile
+// on another GPU (the 1g of whichever model: a smaller 1g made for another
+// pod on the other GPU comes first in publication order).
 func (p *planner) needsReplay(n *nodeState, key string) bool {
-	return !p.exact(key) || slices.ContainsFunc(n.planned, func(k string) bool { return !p.exact(k) })
+	return len(n.gpuKinds) > 1 || !p.exact(key) || slices.ContainsFunc(n.planned, func(k string) bool { return !p.exact(k) })
 }
 
 // exact reports whether the pod key's one device can be of one profile
