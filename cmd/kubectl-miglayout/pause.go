@@ -26,7 +26,8 @@ func newPauseCommand(e *env, paused bool) *cobra.Command {
 incident or a maintenance window; -l: those whose labels match): the
 controller starts no change on their nodes' GPUs (a change an agent has not
 started is dropped; one under way finishes) until they are resumed. Rules
-may be edited meanwhile and checked with "kubectl miglayout plan";
+may be edited meanwhile and checked with
+"kubectl get miglayout NAME -o yaml | kubectl miglayout plan -f -";
 "kubectl miglayout resume" applies them.`
 	if !paused {
 		use, short, long = "resume (NAME... | --all | -l SELECTOR)", "Let paused MigLayouts start GPU changes again (removes spec.paused)",
