@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -220,6 +221,9 @@ func RunDrainRace(ctx context.Context, env *Env, mon *Monitor, ns string, opts R
 			}
 			sleep(ctx, time.Second) // late allocations
 			mon.Checkpoint()
+			if n, lastErr := mon.PollsSince(t0); n == 0 {
+				return cells, fmt.Errorf("drain race round %d: the monitor polled the simulators not once (%s): no verdict on allocated devices destroyed", round, cmp.Or(lastErr, "no poll error"))
+			}
 			for node, c := range byNode {
 				c.Rounds++
 				log := readFrom(agentLog(env, node), offsets[node])

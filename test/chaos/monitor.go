@@ -124,12 +124,16 @@ type Monitor struct {
 	// Replay state.
 	lastRV     uint64
 	outOfOrder int
-	slices     map[string]*resourceapi.ResourceSlice
-	views      map[string]map[string]published // pool → device → state
-	allocs     map[types.UID]claimAlloc
-	taintedAt  map[string]time.Time // pool/device → when the taint was published
-	episodes   []DrainEpisode
-	open       map[string]int // pool → index of its open episode
+	// polledAt are the times of the successful polls, in order: a verdict
+	// over a period without one would find no destroyed allocation for
+	// want of looking (PollsSince).
+	polledAt  []time.Time
+	slices    map[string]*resourceapi.ResourceSlice
+	views     map[string]map[string]published // pool → device → state
+	allocs    map[types.UID]claimAlloc
+	taintedAt map[string]time.Time // pool/device → when the taint was published
+	episodes  []DrainEpisode
+	open      map[string]int // pool → index of its open episode
 	// NVML poller state: claimUID|pool/device → UUID when first seen allocated.
 	tracked map[string]string
 	polls   int
@@ -567,6 +571,7 @@ func (m *Monitor) poll(ctx context.Context) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.polls++
+		m.polledAt = append(m.polledAt, now)
 		keep := map[string]bool{}
 		for _, c := range claims.Items {
 			if c.Status.Allocation == nil {
@@ -659,6 +664,22 @@ func (m *Monitor) Episodes(since time.Time, pools ...string) []DrainEpisode {
 
 // Stats says how much the monitor saw: simulator polls, watch errors, events replayed out
 // of order.
+// PollsSince is the number of successful polls of the simulators made at
+// or after t, and the last poll error (empty without one).
+func (m *Monitor) PollsSince(t time.Time) (int, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(m.polledAt, t, func(a, b time.Time) int { return a.Compare(b) })
+	last := ""
+	for j := len(m.errs) - 1; j >= 0; j-- {
+		if strings.HasPrefix(m.errs[j], "poll: ") {
+			last = m.errs[j]
+			break
+		}
+	}
+	return len(m.polledAt) - i, last
+}
+
 func (m *Monitor) Stats() (polls int, errs []string, outOfOrder int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

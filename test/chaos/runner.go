@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -585,6 +586,13 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, problem, observed func(format string, args ...any)) (destroyed, tainted, anomalies int) {
 	sleep(ctx, 300*time.Millisecond)
 	r.Mon.Checkpoint()
+	// Without a poll since the scenario began (every one failed: the
+	// simulators' locks, the API server's list), no destroyed allocation
+	// could have been seen: the verdict would pass on no evidence.
+	if n, lastErr := r.Mon.PollsSince(since); n == 0 {
+		anomalies++
+		problem("the monitor polled the simulators not once since %s (%s): no verdict on allocated devices destroyed", since.Format(time.TimeOnly), cmp.Or(lastErr, "no poll error"))
+	}
 	for _, f := range r.Mon.Findings(since, r.Env.ChaosNodes...) {
 		switch f.Kind {
 		case AllocatedDestroyed:

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2/ktesting"
@@ -254,6 +255,28 @@ func testAutoMode(t *testing.T, c crclient.Client, sfx string) {
 	}
 	if !metav1.IsControlledBy(&nml, ml) || len(nml.Spec.GPUs) != 0 {
 		t.Errorf("NodeMigLayout %s: owner %v, %d GPUs in spec; want owned by %s with no GPU until the planner writes one", node, nml.OwnerReferences, len(nml.Spec.GPUs), ml.Name)
+	}
+
+	// A layout the planner wrote (as it writes it: the annotation says
+	// Auto) is the MigLayout's, once the agent reports the GPU holding
+	// it: the controller leaves it as it is (Static mode, with no rule,
+	// would take the GPU out of the spec).
+	planned := v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: "serves 1 pending pod(s): default/p"}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"gpus":[{"index":0,"migEnabled":true,"layout":%q,"reason":%q}]}}`,
+		v1alpha1.AnnotationSpecWrittenBy, v1alpha1.ModeAuto, planned.Layout, planned.Reason)
+	if err := c.Patch(ctx, &nml, crclient.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatalf("writing NodeMigLayout %s's spec as the planner does: %v", node, err)
+	}
+	reportGPUs(t, ctx, c, node, agentA100(0, planned.Layout, v1alpha1.PhaseReady))
+	waitMigLayout(t, ctx, c, ml.Name, "the node Ready", func(s *v1alpha1.MigLayoutStatus) bool {
+		return s.ReadyNodes == 1 && hasCondition(s, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonAllNodesReady)
+	})
+	got := getNodeMigLayout(t, ctx, c, node)
+	if diff := cmp.Diff([]v1alpha1.GPUSpec{planned}, got.Spec.GPUs); diff != "" {
+		t.Errorf("spec.gpus of %s, which the planner wrote (-want +got):\n%s", node, diff)
+	}
+	if by := got.Annotations[v1alpha1.AnnotationSpecWrittenBy]; by != string(v1alpha1.ModeAuto) {
+		t.Errorf("NodeMigLayout %s's spec written by %q, want %s", node, by, v1alpha1.ModeAuto)
 	}
 }
 

@@ -87,9 +87,6 @@ func TestAutoFreezesLostNode(t *testing.T) {
 	if got := fmt.Sprint(env.GetNodeMigLayout(t, ctx, nodeB).Spec.GPUs); got != specB {
 		t.Errorf("node B's spec changed while its agent was lost: %s, was %s", got, specB)
 	}
-	if got := clustertest.Layouts(env.Snapshot(t, nodeB)); !slices.Equal(got, []string{"7g.80gb@0", "7g.80gb@0"}) {
-		t.Errorf("node B's GPUs changed while its agent was stopped: %v", got)
-	}
 
 	// The agent is back: node B is planned for the two.
 	restarted = true
