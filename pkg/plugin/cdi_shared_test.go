@@ -79,25 +79,7 @@ func TestPrepareAgainRewritesSpecOfOlderNaming(t *testing.T) {
 	if r := e.prepare(e.plugin(""), c); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	// The spec as the older version wrote it: one CDI device for the
-	// shared device, named after it alone.
-	path := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var spec cdispec.Spec
-	if err := json.Unmarshal(data, &spec); err != nil {
-		t.Fatal(err)
-	}
-	base := cdiDeviceName(uid1, shared)
-	spec.Devices = []cdispec.Device{{Name: base, ContainerEdits: spec.Devices[0].ContainerEdits}}
-	if data, err = json.Marshal(spec); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeOlderNamingSpec(t, filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1)), cdiDeviceName(uid1, shared))
 
 	r := e.prepare(e.plugin(""), c) // the upgraded agent, asked again
 	if r.Err != nil {
@@ -162,21 +144,7 @@ func TestPrepareAgainLeavesAnUpToDateSpec(t *testing.T) {
 func TestOlderCDINameOfSharedDeviceStillResolves(t *testing.T) {
 	for name, damage := range map[string]func(t *testing.T, path string){
 		"spec of the older naming": func(t *testing.T, path string) {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var spec cdispec.Spec
-			if err := json.Unmarshal(data, &spec); err != nil {
-				t.Fatal(err)
-			}
-			spec.Devices = []cdispec.Device{{Name: cdiDeviceName(uid1, sharedDevice), ContainerEdits: spec.Devices[0].ContainerEdits}}
-			if data, err = json.Marshal(spec); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			writeOlderNamingSpec(t, path, cdiDeviceName(uid1, sharedDevice))
 		},
 		"spec removed": func(t *testing.T, path string) {
 			if err := os.Remove(path); err != nil {
@@ -232,3 +200,26 @@ func TestOlderCDINameOfSharedDeviceStillResolves(t *testing.T) {
 // sharedDevice is the MIG device two requests of a claim share in the tests
 // of shared devices' CDI names.
 const sharedDevice = "gpu-0-mig-1g10gb-19-3"
+
+// writeOlderNamingSpec rewrites the CDI spec at path as a version before
+// per-request CDI devices wrote it for a claim whose one device several
+// requests share: one CDI device, named name (the device's own), with the
+// first device's edits.
+func writeOlderNamingSpec(t *testing.T, path, name string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec cdispec.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	spec.Devices = []cdispec.Device{{Name: name, ContainerEdits: spec.Devices[0].ContainerEdits}}
+	if data, err = json.Marshal(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
