@@ -46,12 +46,13 @@ func TestSecureMetrics(t *testing.T) {
 				if diff := cmp.Diff(want, reviews); diff != "" {
 					t.Errorf("%s: review grants (-want +got):\n%s", component, diff)
 				}
-				sm := find(t, r, "ServiceMonitor", "miglayout-"+component)
-				endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+				kind := map[string]string{"controller": "ServiceMonitor", "agent": "PodMonitor"}[component]
+				sm := find(t, r, kind, "miglayout-"+component)
+				endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", monitorEndpoints[kind])
 				ep, _ := endpoints[0].(map[string]any)
 				secret, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "name")
 				if got := ep["scheme"] == "https" && secret == "miglayout-metrics-scraper"; got != secure {
-					t.Errorf("%s: ServiceMonitor scrapes over HTTPS with the scraper's token: %t, want %t (%v)", component, got, secure, ep)
+					t.Errorf("%s: %s scrapes over HTTPS with the scraper's token: %t, want %t (%v)", component, kind, got, secure, ep)
 				}
 			}
 			var reader *rbacv1.ClusterRole
