@@ -21,6 +21,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -29,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/miglayout/miglayout/pkg/managerrun"
 	"github.com/miglayout/miglayout/pkg/planner/quality"
 )
 
@@ -45,7 +47,7 @@ func main() {
 	maxPerNode := flag.Int("max-gpus-per-node", 0, "miglayout's limit on a node's GPUs changing at once (0: every GPU of the node; the controller's default is 1)")
 	maxGPUs := flag.Int("max-gpus", 0, "miglayout's limit on GPUs changing at once in the cluster (0: none; the controller's default is 8)")
 	flag.Parse()
-	if err := notNegative(map[string]int{"seeds": *seeds, "parallel": *parallel, "max-gpus-per-node": *maxPerNode, "max-gpus": *maxGPUs}); err != nil {
+	if err := errors.Join(managerrun.NoArgs(flag.Args()), notNegative(map[string]int{"seeds": *seeds, "parallel": *parallel, "max-gpus-per-node": *maxPerNode, "max-gpus": *maxGPUs})); err != nil {
 		fmt.Fprintln(os.Stderr, "miglayout-bench:", err)
 		os.Exit(2)
 	}

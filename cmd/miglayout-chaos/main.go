@@ -17,6 +17,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -28,6 +29,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/rand"
 
+	"github.com/miglayout/miglayout/pkg/managerrun"
 	"github.com/miglayout/miglayout/test/chaos"
 )
 
@@ -47,7 +49,7 @@ func run() int {
 	autoWindow := flag.Duration("auto-window", 12*time.Second, "how long pods arrive and depart in each Auto scenario")
 	autoLiveness := flag.Duration("auto-liveness", 45*time.Second, "how long a pending pod that fits may stay pending once an Auto scenario's churn is over")
 	flag.Parse()
-	if err := checkFlags(*n, *autoN, *raceRounds, *autoWindow, *autoLiveness); err != nil {
+	if err := errors.Join(managerrun.NoArgs(flag.Args()), checkFlags(*n, *autoN, *raceRounds, *autoWindow, *autoLiveness)); err != nil {
 		fmt.Fprintf(os.Stderr, "miglayout-chaos: %v\n", err)
 		return 2
 	}

@@ -38,6 +38,7 @@ import (
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/managerrun"
 	"github.com/miglayout/miglayout/test/cluster"
 	"github.com/miglayout/miglayout/test/harness"
 )
@@ -83,6 +84,10 @@ func main() {
 	keep := flag.Bool("keep", keepDefault, "leave the cluster up after the demo (until Ctrl-C); also KEEP=1")
 	state := flag.String("state", "test/.state/demo", "state directory: kubeconfig, logs, simulator state, built binaries")
 	flag.Parse()
+	if err := managerrun.NoArgs(flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "miglayout-demo:", err)
+		os.Exit(2)
+	}
 	// The demo's controller-runtime client logs (rarely: a retried
 	// request) through klog, to stderr.
 	crlog.SetLogger(klog.Background())

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/miglayout/miglayout/pkg/managerrun"
 	"github.com/miglayout/miglayout/test/harness"
 )
 
@@ -32,6 +33,10 @@ func main() {
 	state := fs.String("state", "test/.state/testcluster", "state directory (kubeconfig, logs, pids)")
 	bin := fs.String("bin", "", "directory with the control-plane binaries (default: $"+harness.EnvBinDir+" or the make testbin cache)")
 	_ = fs.Parse(os.Args[2:])
+	if err := managerrun.NoArgs(fs.Args()); err != nil {
+		fmt.Fprintf(os.Stderr, "testcluster %s: %v\n", os.Args[1], err)
+		os.Exit(2)
+	}
 	var err error
 	switch os.Args[1] {
 	case "up":
