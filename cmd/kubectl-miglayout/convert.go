@@ -64,8 +64,9 @@ container with the sidecars started before it.
 
 The ResourceClaimTemplates come first in the output, in the workload's
 namespace (after the input's Namespaces, which they may be created in), then
-every other input object (unchanged where there was nothing to rewrite). Nothing is sent to the cluster. Objects of other kinds or API groups
-(a Kubeflow PyTorchJob, a JobSet, a Volcano Job) are passed through as they
+every other input object (unchanged where there was nothing to rewrite).
+Nothing is sent to the cluster. Objects of other kinds or API groups (a
+Kubeflow PyTorchJob, a JobSet, a Volcano Job) are passed through as they
 are; a note on standard error names each one that still asks for the device
 plugin's resources.
 

@@ -72,6 +72,14 @@ func SelectNodes(ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout, nodes map[str
 			sel.Nodes = append(sel.Nodes, name)
 		}
 	}
+	addSelectedByOthers(&sel, ml, all, nodes, sel.Nodes)
+	return sel, nil
+}
+
+// addSelectedByOthers adds to sel.Conflicts, under each other MigLayout of
+// all (not being deleted, with a selector that parses) the names (sorted)
+// of those of names whose labels (nodes: name → labels) it selects.
+func addSelectedByOthers(sel *Selection, ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout, nodes map[string]map[string]string, names []string) {
 	for i := range all {
 		other := &all[i]
 		if other.Name == ml.Name || other.DeletionTimestamp != nil {
@@ -81,7 +89,7 @@ func SelectNodes(ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout, nodes map[str
 		if err != nil {
 			continue
 		}
-		for _, name := range sel.Nodes {
+		for _, name := range names {
 			if s.Matches(labels.Set(nodes[name])) {
 				if sel.Conflicts == nil {
 					sel.Conflicts = map[string][]string{}
@@ -90,7 +98,6 @@ func SelectNodes(ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout, nodes map[str
 			}
 		}
 	}
-	return sel, nil
 }
 
 // HeldByInvalidSelectors adds to sel, as conflicts, the selected nodes
@@ -140,24 +147,7 @@ func ConflictsOfHeld(ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout, nodes map
 			held = append(held, name)
 		}
 	}
-	for i := range all {
-		other := &all[i]
-		if other.UID == ml.UID || other.DeletionTimestamp != nil {
-			continue
-		}
-		s, err := selector(other)
-		if err != nil {
-			continue
-		}
-		for _, name := range held {
-			if s.Matches(labels.Set(nodes[name])) {
-				if sel.Conflicts == nil {
-					sel.Conflicts = map[string][]string{}
-				}
-				sel.Conflicts[other.Name] = append(sel.Conflicts[other.Name], name)
-			}
-		}
-	}
+	addSelectedByOthers(&sel, ml, all, nodes, held)
 	return sel
 }
 

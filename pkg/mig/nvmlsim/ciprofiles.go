@@ -187,18 +187,19 @@ func ciSpan(p *mig.Profile, ci *ComputeInstance) (start, size int) {
 }
 
 // ciHeld is the compute slices (start, size) CI ci keeps from other CIs in
-// a GI of profile p: its span (ciSpan), or the whole GI for a 1_SLICE_REV1
-// CI in a GI of more slices (rev1In2g).
-func ciHeld(p *mig.Profile, ci *ComputeInstance) (start, size int) {
-	if ci.ProfileID == nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 && p != nil && p.ComputeSlices > 1 {
-		return 0, p.ComputeSlices
+// a GI of profile p of model m: its span (ciSpan), or the whole GI for a CI
+// of a shape that holds it (ciShape.holdsGI: rev1In2g).
+func ciHeld(m *mig.Model, p *mig.Profile, ci *ComputeInstance) (start, size int) {
+	if shape, ret := ciShapeOf(m, p, ci.ProfileID); ret == nvml.SUCCESS && shape.holdsGI {
+		return 0, shape.giSlices
 	}
 	return ciSpan(p, ci)
 }
 
-// freeStarts are the placement starts of shape c in GI gi (of profile p)
+// freeStarts are the placement starts of shape c in GI gi (of profile p of
+// model m)
 // that overlap none of its CIs and keep the shape's InstanceCount.
-func freeStarts(p *mig.Profile, gi *GPUInstance, c ciShape) []int {
+func freeStarts(m *mig.Model, p *mig.Profile, gi *GPUInstance, c ciShape) []int {
 	same := 0
 	for i := range gi.ComputeInstances {
 		if gi.ComputeInstances[i].ProfileID == c.profile {
@@ -216,7 +217,7 @@ func freeStarts(p *mig.Profile, gi *GPUInstance, c ciShape) []int {
 	for _, s := range c.starts() {
 		free := true
 		for i := range gi.ComputeInstances {
-			start, size := ciHeld(p, &gi.ComputeInstances[i])
+			start, size := ciHeld(m, p, &gi.ComputeInstances[i])
 			if s < start+size && start < s+held {
 				free = false
 				break
@@ -231,12 +232,12 @@ func freeStarts(p *mig.Profile, gi *GPUInstance, c ciShape) []int {
 
 // remaining is how many more CIs of shape c fit in gi, placed one after the
 // other at their last free start (as CreateComputeInstance places them).
-func remaining(p *mig.Profile, gi *GPUInstance, c ciShape) int {
+func remaining(m *mig.Model, p *mig.Profile, gi *GPUInstance, c ciShape) int {
 	probe := *gi
 	probe.ComputeInstances = append([]ComputeInstance(nil), gi.ComputeInstances...)
 	n := 0
 	for {
-		starts := freeStarts(p, &probe, c)
+		starts := freeStarts(m, p, &probe, c)
 		if len(starts) == 0 {
 			return n
 		}

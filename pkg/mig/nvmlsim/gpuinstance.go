@@ -112,7 +112,7 @@ func (h gpuInstance) CreateComputeInstance(info *nvml.ComputeInstanceProfileInfo
 		if r != nvml.SUCCESS {
 			return false, r
 		}
-		starts := freeStarts(c.profile, c.gi, shape)
+		starts := freeStarts(c.m, c.profile, c.gi, shape)
 		if len(starts) == 0 {
 			return false, nvml.ERROR_INSUFFICIENT_RESOURCES
 		}
@@ -202,7 +202,7 @@ func (h gpuInstance) GetComputeInstanceRemainingCapacity(info *nvml.ComputeInsta
 		if r != nvml.SUCCESS {
 			return false, r
 		}
-		n = remaining(c.profile, c.gi, shape)
+		n = remaining(c.m, c.profile, c.gi, shape)
 		return false, nvml.SUCCESS
 	})
 	return n, ret
