@@ -197,8 +197,7 @@ func ciHeld(m *mig.Model, p *mig.Profile, ci *ComputeInstance) (start, size int)
 }
 
 // freeStarts are the placement starts of shape c in GI gi (of profile p of
-// model m)
-// that overlap none of its CIs and keep the shape's InstanceCount.
+// model m) that overlap none of its CIs and keep the shape's InstanceCount.
 func freeStarts(m *mig.Model, p *mig.Profile, gi *GPUInstance, c ciShape) []int {
 	same := 0
 	for i := range gi.ComputeInstances {
