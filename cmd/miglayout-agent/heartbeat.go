@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -11,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/connrotation"
 	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -30,14 +33,38 @@ import (
 // policy limits the agent to its own Lease, delete included).
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete
 
+// heartbeatClient returns the heartbeat's own client, as kubelets have one
+// for their node Leases, and the function that closes its connections
+// (its own, not shared with the manager's): a request times out after the
+// renew interval, a quarter of duration, and heartbeat closes the
+// connections when a renewal fails twice in a row. Without them a renewal
+// sent on a connection that died without a reset (a NAT or load balancer
+// that forgot it) waits for HTTP/2's health check, about 45 s with
+// client-go's defaults, longer than the default 40 s Lease, or forever on
+// a connection whose peer still answers pings but no request: the
+// controller would report a running agent AgentLost.
+func heartbeatClient(cfg *rest.Config, duration time.Duration) (kubernetes.Interface, func(), error) {
+	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	c := rest.CopyConfig(cfg)
+	c.Timeout = duration / 4
+	c.Dial = dialer.DialContext
+	kube, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the heartbeat's Kubernetes client: %w", err)
+	}
+	return kube, dialer.CloseAll, nil
+}
+
 // heartbeat returns the runnable that renews the agent's Lease every
-// quarter of duration (as kubelets renew theirs) while the manager runs.
+// quarter of duration (as kubelets renew theirs) while the manager runs;
+// onRepeatedFailure (may be nil) is called after each failed renewal
+// attempt but the first of a round (component-helpers' lease controller).
 // The Lease is owned by the Node, so it goes with a deleted Node; it is
 // not deleted when the agent stops: a restart within duration is no loss
 // of the agent. A node whose name needs its UID in the Lease name
 // (v1alpha1.AgentLeaseNameNeedsUID) is read first, every few seconds until
 // it can be.
-func heartbeat(kube kubernetes.Interface, node, namespace string, duration time.Duration) manager.Runnable {
+func heartbeat(kube kubernetes.Interface, onRepeatedFailure func(), node, namespace string, duration time.Duration) manager.Runnable {
 	seconds := int32(duration / time.Second)
 	return manager.RunnableFunc(func(ctx context.Context) error {
 		uid, err := leaseNodeUID(ctx, kube, node)
@@ -46,7 +73,7 @@ func heartbeat(kube kubernetes.Interface, node, namespace string, duration time.
 		}
 		name := v1alpha1.AgentLeaseName(node, uid)
 		ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("lease", klog.KRef(namespace, name)))
-		c := lease.NewController(clock.RealClock{}, kube, node, seconds, nil, duration/4,
+		c := lease.NewController(clock.RealClock{}, kube, node, seconds, onRepeatedFailure, duration/4,
 			name, namespace, nodeOwner(ctx, kube, node))
 		klog.FromContext(ctx).Info("Renewing the heartbeat Lease", "duration", duration)
 		c.Run(ctx)

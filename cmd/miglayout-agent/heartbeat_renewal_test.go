@@ -23,7 +23,7 @@ func TestHeartbeatRenewsWellBeforeTheLeaseExpires(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- heartbeat(kube, "gpu-node-1", "miglayout-system", duration).Start(ctx) }()
+	go func() { done <- heartbeat(kube, nil, "gpu-node-1", "miglayout-system", duration).Start(ctx) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -365,7 +365,11 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("adding the orphaned-claim sweep: %w", err)
 	}
 	if o.leaseNamespace != "" {
-		if err := mgr.Add(heartbeat(kube, o.nodeName, o.leaseNamespace, o.leaseDuration)); err != nil {
+		hbKube, closeConns, err := heartbeatClient(cfg, o.leaseDuration)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(heartbeat(hbKube, closeConns, o.nodeName, o.leaseNamespace, o.leaseDuration)); err != nil {
 			return fmt.Errorf("adding the heartbeat: %w", err)
 		}
 	}

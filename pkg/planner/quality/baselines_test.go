@@ -2,6 +2,8 @@ package quality
 
 import (
 	"math"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -53,10 +55,11 @@ func placed(s *sim) map[int]string {
 	return out
 }
 
-// TestFirstFitOrder: strategy (a) takes, claim by claim in arrival order,
-// the first GPU in device-name order, and on it the first placement start,
-// where a device of the profile is free or can be made without touching an
-// allocated device, destroying the free devices in the way.
+// TestFirstFitOrder: on a node, strategy (a) takes, claim by claim in
+// arrival order, the first GPU in device-name order, and on it the first
+// placement start, where a device of the profile is free or can be made
+// without touching an allocated device, destroying the free devices in the
+// way.
 func TestFirstFitOrder(t *testing.T) {
 	for name, tc := range map[string]struct {
 		layouts []string
@@ -90,6 +93,10 @@ func TestFirstFitOrder(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := testSim(t, tc.layouts, tc.pending...)
 			s.strat = firstFit{}
+			s.perNode = len(s.gpus)
+			for _, g := range s.gpus {
+				g.node = 0
+			}
 			for gi, d := range tc.owned {
 				s.own(t, gi, d)
 			}
@@ -104,6 +111,54 @@ func TestFirstFitOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFirstFitNodeChoice: strategy (a) leaves the choice among nodes to
+// kube-scheduler, which picks at random among the nodes where the claim can
+// be allocated a device (schedulerNode), not the first node in name order;
+// a node that cannot serve the claim is never picked.
+func TestFirstFitNodeChoice(t *testing.T) {
+	t.Run("empty nodes share the claims", func(t *testing.T) {
+		profiles := []string{"1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb"}
+		s := testSim(t, []string{"", ""}, profiles...)
+		s.strat = firstFit{}
+		if err := (firstFit{}).decide(s); err != nil {
+			t.Fatal(err)
+		}
+		// On each node the claims it gets take its starts in name order.
+		next := map[int]int{}
+		want := map[int]string{}
+		for id := range profiles {
+			n := s.claims[id].gpu
+			if n < 0 {
+				t.Fatalf("claim %d left pending on empty GPUs", id)
+			}
+			want[id] = strconv.Itoa(n) + "/1g.10gb@" + strconv.Itoa(next[n])
+			next[n]++
+		}
+		if len(next) != 2 {
+			t.Errorf("six claims all went to node %v; want both empty nodes used", next)
+		}
+		if diff := cmp.Diff(want, placed(s)); diff != "" {
+			t.Errorf("placements (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("a node that cannot serve is never picked", func(t *testing.T) {
+		// Node 0 runs a 1g.10gb@6: no 7g.80gb there, whichever claim asks.
+		for id := range 8 {
+			// Claims 0..id, only the last pending: the hash sees eight ids.
+			s := testSim(t, []string{"1g.10gb@6", ""}, slices.Repeat([]string{"7g.80gb"}, id+1)...)
+			s.pending = []int{id}
+			s.own(t, 0, "1g.10gb@6")
+			s.strat = firstFit{}
+			if err := (firstFit{}).decide(s); err != nil {
+				t.Fatal(err)
+			}
+			if got := placed(s)[id]; got != "1/7g.80gb@0" {
+				t.Errorf("claim %d placed at %q, want 1/7g.80gb@0 (node 0 cannot hold a 7g.80gb)", id, got)
+			}
+		}
+	})
 }
 
 // TestNosRecreatesFreeDevices: strategy (b) gives a pending claim a free

@@ -180,8 +180,8 @@ func (st *miglayoutStrategy) decide(s *sim) error {
 // profile satisfies (one that exists, is ready and no claim holds or
 // waits for) is allocated one at once, whatever the plan would keep. The
 // scheduler scores nodes alike (DRA devices add nothing to a node's score),
-// so the node is one of those with such a device, picked by a hash of the
-// claim (kube-scheduler picks at random among equal scores); on it the
+// so the node is one of those with such a device, picked by
+// schedulerNode (kube-scheduler picks at random among equal scores); on it the
 // allocator takes the first such device in publication order
 // (slices.SortDevices: least room lost, mig.Model.RoomLost, then GPU
 // index, then placement start).
@@ -209,7 +209,7 @@ func (st *miglayoutStrategy) schedule(s *sim) error {
 		if len(nodes) == 0 {
 			continue
 		}
-		n := nodes[int((uint32(id)*2654435761>>16)%uint32(len(nodes)))]
+		n := schedulerNode(id, nodes)
 		if err := s.assign(id, first[n].idx, firstDev[n]); err != nil {
 			return fmt.Errorf("scheduling claim %d: %w", id, err)
 		}

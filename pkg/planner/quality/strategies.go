@@ -56,10 +56,12 @@ func isFree(g *simGPU, d mig.Device) bool {
 	return !owned
 }
 
-// firstFit is strategy (a): for each pending claim in arrival order, the
-// first (GPU, placement start) in device-name order where a device of its
-// profile exists free or can be created without touching an allocated
-// device, destroying the free devices in the way.
+// firstFit is strategy (a), kube-scheduler with partitionable devices
+// (DynamicMIG): for each pending claim in arrival order, a node where a
+// device of its profile exists free or can be created without touching an
+// allocated device, picked as kube-scheduler picks among nodes that score
+// alike (schedulerNode), and on it the first (GPU, placement start) in
+// device-name order where it can, destroying the free devices in the way.
 type firstFit struct{}
 
 func (firstFit) lock() bool     { return false }
@@ -69,31 +71,32 @@ func (firstFit) delay() bool    { return true }
 func (firstFit) decide(s *sim) error {
 	for _, id := range slices.Clone(s.pending) {
 		p, _ := s.model.Profile(s.claims[id].profile)
-	search:
-		for _, g := range s.gpus {
+		c, ok := pickNode(s, id, func(g *simGPU) (mig.Device, bool) {
 			if !s.mayChange(g) {
-				continue
+				return mig.Device{}, false
 			}
 			for _, pl := range p.Placements {
 				d := mig.Device{Profile: p.Name, Start: pl.Start}
 				if isFree(g, d) {
-					if err := s.assign(id, g.idx, d); err != nil {
-						return err
-					}
-					break search
+					return d, true
 				}
-				l, _, ok := room(s, g, d)
-				if !ok {
-					continue
+				if _, _, ok := room(s, g, d); ok {
+					return d, true
 				}
-				if err := s.change(g.idx, l, false); err != nil {
-					return err
-				}
-				if err := s.assign(id, g.idx, d); err != nil {
-					return err
-				}
-				break search
 			}
+			return mig.Device{}, false
+		})
+		if !ok {
+			continue
+		}
+		if !isFree(c.g, c.d) {
+			l, _, _ := room(s, c.g, c.d)
+			if err := s.change(c.g.idx, l, false); err != nil {
+				return err
+			}
+		}
+		if err := s.assign(id, c.g.idx, c.d); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -196,17 +199,27 @@ func greedy(s *sim, loss bool) error {
 // device-name order, on any GPU.
 func firstFreeDevice(s *sim, p string) (*simGPU, mig.Device, bool) {
 	for _, g := range s.gpus {
-		for _, d := range g.layout {
-			if d.Profile == p && isFree(g, d) {
-				return g, d, true
-			}
+		if d, ok := firstFreeOn(g, p); ok {
+			return g, d, true
 		}
 	}
 	return nil, mig.Device{}, false
 }
 
+// firstFreeOn returns the first free device of profile p on g in
+// device-name order.
+func firstFreeOn(g *simGPU, p string) (mig.Device, bool) {
+	for _, d := range g.layout {
+		if d.Profile == p && isFree(g, d) {
+			return d, true
+		}
+	}
+	return mig.Device{}, false
+}
+
 // nos is strategy (b), nos's MIG partitioner: pending claims take free
-// devices of their profile; the rest is counted per profile cluster-wide,
+// devices of their profile (kube-scheduler's node choice, schedulerNode;
+// the first such device there in device-name order); the rest is counted per profile cluster-wide,
 // and GPU by GPU the allowed geometry (a profile multiset) providing the
 // most of the missing profiles, among those that keep the used devices'
 // counts, replaces every free device of the GPU. The geometry is chosen by
@@ -223,8 +236,9 @@ func (nos) delay() bool    { return true }
 
 func (n nos) decide(s *sim) error {
 	for _, id := range slices.Clone(s.pending) {
-		if g, d, ok := firstFreeDevice(s, s.claims[id].profile); ok {
-			if err := s.assign(id, g.idx, d); err != nil {
+		prof := s.claims[id].profile
+		if c, ok := pickNode(s, id, func(g *simGPU) (mig.Device, bool) { return firstFreeOn(g, prof) }); ok {
+			if err := s.assign(id, c.g.idx, c.d); err != nil {
 				return err
 			}
 		}
