@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/miglayout/miglayout/pkg/managerrun"
 	"github.com/miglayout/miglayout/pkg/planner/quality"
@@ -46,8 +47,9 @@ func main() {
 	planBinds := flag.Bool("plan-binds-scheduler", false, "miglayout's claims get free devices that exist only where its plan places them, as though kube-scheduler followed the plan (default: kube-scheduler allocates them first, as in a cluster)")
 	maxPerNode := flag.Int("max-gpus-per-node", 0, "miglayout's limit on a node's GPUs changing at once (0: every GPU of the node; the controller's default is 1)")
 	maxGPUs := flag.Int("max-gpus", 0, "miglayout's limit on GPUs changing at once in the cluster (0: none; the controller's default is 8)")
+	reclaim := flag.Duration("reclaim-idle-after", 5*time.Minute, "how long a GPU stays idle before miglayout gives it back whole (0: never; the controller's default, policy.reclaimIdleGPUsAfterSeconds, is 5m)")
 	flag.Parse()
-	if err := errors.Join(managerrun.NoArgs(flag.Args()), notNegative(map[string]int{"seeds": *seeds, "parallel": *parallel, "max-gpus-per-node": *maxPerNode, "max-gpus": *maxGPUs})); err != nil {
+	if err := errors.Join(managerrun.NoArgs(flag.Args()), notNegative(map[string]int{"seeds": *seeds, "parallel": *parallel, "max-gpus-per-node": *maxPerNode, "max-gpus": *maxGPUs}), durationNotNegative("reclaim-idle-after", *reclaim)); err != nil {
 		fmt.Fprintln(os.Stderr, "miglayout-bench:", err)
 		os.Exit(2)
 	}
@@ -91,6 +93,7 @@ func main() {
 	cfg.PlanBindsScheduler = *planBinds
 	cfg.MaxGPUsPerNode, cfg.MaxGPUs = *maxPerNode, *maxGPUs
 	cfg.Parallel = *parallel
+	cfg.ReclaimIdleAfter = reclaim.Seconds()
 	cfg.Initial = *initial
 	if *strategies != "" {
 		cfg.Strategies = strings.Split(*strategies, ",")
@@ -110,6 +113,14 @@ func notNegative(counts map[string]int) error {
 		if v := counts[name]; v < 0 {
 			return fmt.Errorf("-%s=%d: want 0 or more", name, v)
 		}
+	}
+	return nil
+}
+
+// durationNotNegative refuses a negative duration flag.
+func durationNotNegative(name string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("-%s=%v: want 0 or more", name, d)
 	}
 	return nil
 }

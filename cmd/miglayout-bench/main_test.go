@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestNotNegative: count flags take 0 (their default) or more; a negative
 // one is refused by name, the first by name where several are.
@@ -24,5 +27,18 @@ func TestNotNegative(t *testing.T) {
 				t.Errorf("notNegative(%v) = %q, want %q", tc.counts, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDurationNotNegative: -reclaim-idle-after takes 0 (never) or more.
+func TestDurationNotNegative(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "", 5 * time.Minute: "", -time.Second: "-reclaim-idle-after=-1s: want 0 or more"} {
+		got := ""
+		if err := durationNotNegative("reclaim-idle-after", d); err != nil {
+			got = err.Error()
+		}
+		if got != want {
+			t.Errorf("durationNotNegative(%v) = %q, want %q", d, got, want)
+		}
 	}
 }
