@@ -239,11 +239,14 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("--lease-duration=%s: want whole seconds, at least 4s and at most %ds", o.leaseDuration, math.MaxInt32)
 	}
 	// One agent per node: before NVML, the journal or the checkpoint.
+	// stuck: the manager did not stop in time, a pass may still be inside
+	// NVML.
+	stuck := false
 	unlock, err := lockStateDir(ctx, o.stateDir)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer releaseState(unlock, &stuck)()
 	if o.simulate == "" && o.devRoot != "" {
 		ensureMIGManagementNodes(ctx, o)
 	}
@@ -254,7 +257,6 @@ func run(ctx context.Context, o options) error {
 	// Not where the manager did not stop in time: a pass may still be
 	// inside NVML, and Shutdown waits for calls in flight; the process
 	// exits, and the journal resumes the pass.
-	stuck := false
 	defer func() {
 		if !stuck {
 			_ = gpus.Shutdown()

@@ -57,3 +57,17 @@ func lockStateDir(ctx context.Context, dir string) (release func(), err error) {
 		}
 	}
 }
+
+// releaseState returns run's deferred release of the state lock: unlock,
+// unless *stuck (the manager did not stop in time, and a pass may still be
+// inside NVML, destroying or creating a device): then the lock is left to
+// go with the process, whose exit ends that call too, so that an agent
+// waiting for it (a second process on the node) never starts while the
+// old one can still change a GPU behind it.
+func releaseState(unlock func(), stuck *bool) func() {
+	return func() {
+		if !*stuck {
+			unlock()
+		}
+	}
+}

@@ -72,3 +72,33 @@ func TestStoppedEarly(t *testing.T) {
 		}
 	}
 }
+
+// TestStateLockKeptWhenStuck: an agent whose manager did not stop in time
+// (a pass may still be inside NVML) keeps the state lock when run returns,
+// so that a waiting agent starts only once the process is gone; one that
+// stopped cleanly releases it.
+func TestStateLockKeptWhenStuck(t *testing.T) {
+	for _, stuck := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stuck=%t", stuck), func(t *testing.T) {
+			dir := t.TempDir()
+			unlock, err := lockStateDir(context.Background(), dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := stuck
+			releaseState(unlock, &s)()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*stateLockPoll)
+			defer cancel()
+			second, err := lockStateDir(ctx, dir)
+			if err == nil {
+				second()
+			}
+			if took := err == nil; took == stuck {
+				t.Errorf("a second agent took the lock: %t, want %t", took, !stuck)
+			}
+			if stuck {
+				unlock() // what the process's exit does
+			}
+		})
+	}
+}

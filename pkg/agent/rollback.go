@@ -25,7 +25,9 @@ import (
 // A GI whose published name a claim allocates (the cache, then the API
 // server) or the kubelet plugin holds prepared is never destroyed (its
 // compute instance removed by another tool, say): it is reported in failed
-// as in use (gpu.ErrInUse) until the claim lets it go. Under the GPU lock the GPU is read again and a GI
+// as in use (gpu.ErrInUse) until the claim lets it go, unless it is the
+// journal's create in flight (the agent making again a device a GPU reset
+// destroyed under its claim). Under the GPU lock the GPU is read again and a GI
 // destroyed only if it still has no full-size compute instance, so that one
 // odd NVML answer (describe reads a GI whose compute instance it could not
 // list as one without) destroys nothing.
@@ -41,46 +43,70 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 	// The device the journal records the agent creating or destroying when
 	// it stopped: a GI without CI there is the agent's half-done step (a
 	// create that stopped before the CI, a destroy that stopped after it).
-	journaled := sets.New[string]()
+	// A create's half is rolled back even where a claim holds its name:
+	// the device was gone when the agent began making it again (a GPU
+	// reset under a running pod), no container can use a GI without a
+	// compute instance, and the pass makes it whole and rewrites the
+	// claim's CDI spec (RefreshRecreated); kept, it would block the GPU
+	// until the claim let go, and the claim's pod would wait for a device
+	// never made.
+	journaled, creating := sets.New[string](), sets.New[string]()
 	for _, e := range r.Journal.Entries() {
 		if d, ok := e.inFlight(); ok {
-			journaled.Insert(fmt.Sprintf("%d/%s/%s", e.GPU, e.UUID, d))
+			key := fmt.Sprintf("%d/%s/%s", e.GPU, e.UUID, d)
+			journaled.Insert(key)
+			if e.Step == StepCreating {
+				creating.Insert(key)
+			}
 		}
 	}
 	// held is what claims allocate or the plugin holds prepared, read
-	// once a GI to roll back is met.
+	// once a GI to roll back is met; a name it lacks is asked of the API
+	// server, once (the cache may not show yet a claim allocated the
+	// device a moment ago).
 	var held sets.Set[string]
 	liveRead := false
+	isHeld := func(name string) (bool, error) {
+		if held == nil {
+			h, err := r.heldDevices(ctx)
+			if err != nil {
+				return false, err
+			}
+			held = h
+		}
+		if !held.Has(name) && !liveRead {
+			live, err := r.Allocations.AllocatedDevices(ctx, true)
+			if err != nil {
+				return false, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+			}
+			held, liveRead = held.Union(live), true
+		}
+		return held.Has(name), nil
+	}
 	for i := range obs {
 		g := &obs[i]
 		for _, d := range g.Devices {
 			if d.CIID >= 0 {
 				continue
 			}
+			key := fmt.Sprintf("%d/%s/%s", g.GPU.Index, g.GPU.UUID, d.Device())
 			managed := owned.Has(g.GPU.Index) && g.GPU.Model != nil
-			if !managed && !journaled.Has(fmt.Sprintf("%d/%s/%s", g.GPU.Index, g.GPU.UUID, d.Device())) {
+			if !managed && !journaled.Has(key) {
 				continue
 			}
-			if held == nil {
-				if held, err = r.heldDevices(ctx); err != nil {
+			if creating.Has(key) {
+				logger.Info("The GPU instance is the agent's own create that stopped before its compute instance: rolled back even where a claim holds its name", "gpu", g.GPU.Index, "device", d.Device().String())
+			} else {
+				name := r.Inventory.DeviceName(g.GPU, &d)
+				busy, err := isHeld(name)
+				if err != nil {
 					failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("rolling back GPU instance %s, which has no full-size compute instance: %w", d.Device(), err))
 					continue
 				}
-			}
-			name := r.Inventory.DeviceName(g.GPU, &d)
-			if !held.Has(name) && !liveRead {
-				// The cache may not show yet a claim allocated the
-				// device a moment ago: the API server is asked, once.
-				live, err := r.Allocations.AllocatedDevices(ctx, true)
-				if err != nil {
-					failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("rolling back GPU instance %s, which has no full-size compute instance: reading ResourceClaim allocations: %w", d.Device(), err))
+				if busy {
+					failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("GPU instance %s has no full-size compute instance, but device %s is allocated or prepared: %w; it is destroyed once its claim lets it go", d.Device(), name, gpu.ErrInUse))
 					continue
 				}
-				held, liveRead = held.Union(live), true
-			}
-			if held.Has(name) {
-				failed[g.GPU.Index] = errors.Join(failed[g.GPU.Index], fmt.Errorf("GPU instance %s has no full-size compute instance, but device %s is allocated or prepared: %w; it is destroyed once its claim lets it go", d.Device(), name, gpu.ErrInUse))
-				continue
 			}
 			logger.Info("Rolling back GPU instance without a full-size compute instance", "gpu", g.GPU.Index, "device", d.Device().String(), "giID", d.GIID)
 			end, err := r.Locks.BeginReconfigure(ctx, g.GPU.Index)

@@ -8,9 +8,11 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -140,5 +142,59 @@ func TestRollbackAsksAPIServerBeforeDestroying(t *testing.T) {
 	}
 	if diff := cmp.Diff(before, g.sim.Snapshot().GPUs[0].GPUInstances); diff != "" {
 		t.Errorf("GPU instances changed (-before +after):\n%s", diff)
+	}
+}
+
+// TestRollbackOwnCreateOfHeldDevice: a GPU reset destroyed a device a
+// running pod's claim holds (allocated and prepared); the agent, making it
+// again, was killed between its GPU instance and its compute instance. The
+// half-made GPU instance is the journal's create in flight, which no
+// container can have used: the new process rolls it back and makes the
+// device whole under its name, rather than keep the GPU Blocked until a
+// claim lets go whose pod waits for that very device.
+func TestRollbackOwnCreateOfHeldDevice(t *testing.T) {
+	const held = "gpu-0-mig-3g40gb-9-4"
+	ctx := context.Background()
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.alloc.cached, g.alloc.live = sets.New(held), sets.New(held)
+	g.prep.names.Insert(held)
+	// The GPU reset: the held device is gone.
+	if err := g.mgr.DestroyMIGDevice(ctx, 0, mig.MustParseLayout("3g.40gb@4")[0]); err != nil {
+		t.Fatal(err)
+	}
+	// What a pass leaves when killed inside CreateMIGDevice, after the GPU
+	// instance, before the compute instance.
+	g.orphan3g(t, 0, 4)
+	if err := g.r.Journal.Record(JournalEntry{GPU: 0, UUID: g.sim.Snapshot().GPUs[0].UUID, Step: StepCreating,
+		Desired: "3g.40gb@0,3g.40gb@4", Create: []string{"3g.40gb@4"}}); err != nil {
+		t.Fatal(err)
+	}
+	g.restart(t)
+	want := []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}
+	var got GPUResult
+	for range 2 {
+		res, err := g.r.Sync(ctx, want, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = res.Results[0]
+	}
+	if got.Phase != v1alpha1.PhaseReady {
+		t.Errorf("result %+v, want Ready (the device made whole)", got)
+	}
+	gis := g.sim.Snapshot().GPUs[0].GPUInstances
+	var starts []int
+	for _, gi := range gis {
+		starts = append(starts, int(gi.Placement.Start))
+		if len(gi.ComputeInstances) != 1 {
+			t.Errorf("GI at %d has %d compute instances, want 1", gi.Placement.Start, len(gi.ComputeInstances))
+		}
+	}
+	if diff := cmp.Diff([]int{0, 4}, starts, cmpopts.SortSlices(func(a, b int) bool { return a < b })); diff != "" {
+		t.Errorf("GPU instances at starts (-want +got):\n%s", diff)
+	}
+	if n := len(g.r.Journal.Entries()); n != 0 {
+		t.Errorf("journal holds %d entries, want none once converged", n)
 	}
 }
