@@ -156,6 +156,11 @@ type AutoPlanner struct {
 	// may lag behind the write.
 	autoWritten map[string]v1alpha1.AutoStatus
 
+	// written are the NodeMigLayout specs the planner wrote that the cache
+	// may not show yet (keyed by autoWrites): a pass waits until it does
+	// (cacheShowsWrites).
+	written rolloutExpectations
+
 	mu    sync.Mutex
 	batch batcher
 	// lastRead is when the last pass read the inputs, readFailures how
@@ -301,6 +306,9 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	in, err := a.read(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if wait := a.cacheShowsWrites(ctx, in.NodeMigLayouts); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if !slices.ContainsFunc(in.MigLayouts, plansAuto) {
 		a.retract(ctx)
@@ -718,6 +726,7 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 			if err := a.Client.Patch(ctx, next, client.MergeFromWithOptions(&nml, client.MergeFromWithOptimisticLock{})); err != nil {
 				return err
 			}
+			a.written.expect(autoWrites, node, next.Spec.GPUs, next.Generation, a.now())
 			out[node] = next
 			return nil
 		})

@@ -16,3 +16,12 @@
 // controller's own clock, and a node whose agent has reported but stopped
 // renewing is AgentLost: not Ready, Degraded, and left out of Auto plans.
 package controller
+//
+// Both writers of NodeMigLayout specs remember what they wrote until the
+// informer cache shows it, since the limits on GPUs or nodes changing at
+// once count across nodes and an optimistic lock guards only the object
+// written: the Reconciler counts a Static node whose write the cache does
+// not show as changing (rolloutExpectations), and the AutoPlanner does not
+// plan until the cache shows its writes (cacheShowsWrites). Both memories
+// are the leader's own: a new leader starts without them, on a cache that
+// has been following the old leader's writes since it started.
