@@ -15,7 +15,6 @@
 // (v1alpha1.AgentLeaseName); AgentLeases times its renewals by the
 // controller's own clock, and a node whose agent has reported but stopped
 // renewing is AgentLost: not Ready, Degraded, and left out of Auto plans.
-package controller
 //
 // Both writers of NodeMigLayout specs remember what they wrote until the
 // informer cache shows it, since the limits on GPUs or nodes changing at
@@ -25,3 +24,4 @@ package controller
 // plan until the cache shows its writes (cacheShowsWrites). Both memories
 // are the leader's own: a new leader starts without them, on a cache that
 // has been following the old leader's writes since it started.
+package controller
