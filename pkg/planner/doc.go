@@ -121,7 +121,10 @@
 // profile otherwise (mig.Model.WithNVMLValues) are planned with their own
 // values.
 //
-// These rules are measured, not assumed: pkg/planner/quality replays seeded
+// These rules are measured, not assumed (the figures below against the
+// bench's first-fit as it was then, filling nodes in name order; it now
+// picks among nodes as the scheduler model does, which lowers its large
+// claims served on 16 GPUs): pkg/planner/quality replays seeded
 // arrival traces (the figures below were measured with the plan placing
 // every claim, free devices that exist included: Config.PlanBindsScheduler;
 // in a cluster kube-scheduler gives a free device that exists to the first

@@ -17,12 +17,16 @@
 //     the rest; with
 //     Config.PlanBindsScheduler the plan alone places every claim, free
 //     devices that exist included, as though the scheduler followed it;
-//   - firstfit (a): the first (GPU, placement start) in device-name order where
-//     the profile can be created without touching an allocated device,
-//     destroying the free devices in the way (DynamicMIG in kube-scheduler);
+//   - firstfit (a): DynamicMIG in kube-scheduler: a node where a device of
+//     the profile is free or can be created without touching an allocated
+//     device, picked as miglayout's claims get theirs (schedulerNode:
+//     kube-scheduler's pick among nodes that score alike), and on it the
+//     first (GPU, placement start) in device-name order where it can,
+//     destroying the free devices in the way;
 //   - nos (b): cluster-wide profile counts, a geometry per GPU chosen by counts
 //     alone, every free device of a touched GPU recreated, devices placed at
-//     their first free placement;
+//     their first free placement; pending claims take free devices on a
+//     node picked as for firstfit;
 //   - static (c): the best fixed layout chosen in hindsight, never changed;
 //   - migrate (d): free migration of running instances, an upper bound no
 //     real system may use;
