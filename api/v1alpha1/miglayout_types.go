@@ -255,7 +255,9 @@ type AutoPolicy struct {
 	// onto a GPU a large claim could have whole. 0 keeps idle GPUs as they
 	// are. Not done where allowedProfiles leaves the largest profile out,
 	// nor, on a node that keeps spares, to a GPU whose free devices are
-	// spares the node's other GPUs do not hold. The idle time is counted by
+	// spares the node's other GPUs do not hold (a spare of a profile the
+	// GPU holds no free device of, or that it becomes once whole, is no
+	// reason to keep it). The idle time is counted by
 	// the running controller; a restarted one starts from the count of each
 	// GPU's agent (NodeMigLayout status.gpus[].idleSince).
 	// +kubebuilder:validation:Minimum=0
@@ -268,8 +270,8 @@ type AutoPolicy struct {
 // MigLayoutStatus is the observed state of a MigLayout, aggregated from the
 // NodeMigLayouts of its nodes.
 type MigLayoutStatus struct {
-	// Conditions: Ready, Progressing, Degraded, Conflict. See the Reason*
-	// constants for their reasons.
+	// Conditions: Ready, Progressing, Degraded, Conflict, Paused. See the
+	// Reason* constants for their reasons.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=8

@@ -33,7 +33,9 @@ const (
 
 // NodeMigLayout is the desired MIG layout of one node's GPUs, written by the
 // miglayout controller, and the node agent's report of what the GPUs hold.
-// Its name is the node name.
+// Its name is the node name. Only the agent writes its status: the Ready
+// and Reason columns are the agent's last report, which stands while the
+// agent is lost (its MigLayout then shows the node Unknown, AgentLost).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=nml

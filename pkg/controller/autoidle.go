@@ -78,12 +78,12 @@ func (t idleTracker) mark(snap *planner.Snapshot) time.Duration {
 // reclaimDue reports whether GPU g of node n has been idle for the node's
 // ReclaimIdleAfter at snap.Now and is not one whole device yet, on a node
 // the planner gives idle GPUs back on (the node's other GPUs hold its
-// spares, planner.SparesElsewhere; the largest profile allowed, not named
+// spares, planner.ReclaimKeepsSpares; the largest profile allowed, not named
 // by a DeviceTaintRule): the planner then has a change to make though no
 // pod waits.
 func reclaimDue(snap planner.Snapshot, n planner.Node, g planner.GPU) bool {
 	after := n.Policy.ReclaimIdleAfter
-	if after <= 0 || n.Frozen || !planner.SparesElsewhere(n, g.Info.Index) || g.IdleSince.IsZero() || snap.Now.Sub(g.IdleSince) < after || g.Info.Model == nil {
+	if after <= 0 || n.Frozen || !planner.ReclaimKeepsSpares(n, g.Info.Index) || g.IdleSince.IsZero() || snap.Now.Sub(g.IdleSince) < after || g.Info.Model == nil {
 		return false
 	}
 	whole, ok := g.Info.Model.Whole()

@@ -18,7 +18,7 @@ import (
 // whose policy does not allow the largest profile are left alone, as is a
 // GPU where a DeviceTaintRule names that device, and, on a node that keeps
 // spares (Policy.Spares), a GPU whose free devices are spares the node's
-// other GPUs do not hold. It runs after every pending pod is planned, so it takes no GPU
+// other GPUs, and the whole device, do not hold (reclaimCostsSpare). It runs after every pending pod is planned, so it takes no GPU
 // a pod could use now.
 func (p *planner) reclaimIdle() {
 	// Reclaims in flight first, on every node: a GPU falling due now does
@@ -51,18 +51,21 @@ func (p *planner) reclaim(g *gpuState, after time.Duration) {
 	if g.touched || g.g.Changing || len(g.fixed) > 0 || len(g.shared) > 0 || g.heldBy != "" || !p.mayChange(g) {
 		return
 	}
-	// On a node that keeps spares, the other GPUs' free devices must
-	// hold them.
-	for prof, want := range g.node.n.Policy.Spares {
-		have := 0
+	// On a node that keeps spares, not where it costs one the node lacks.
+	var mine, others map[string]int
+	for prof := range g.node.n.Policy.Spares {
+		if mine == nil {
+			mine, others = map[string]int{}, map[string]int{}
+		}
+		mine[prof] = countProfile(g.free(), prof)
 		for _, o := range g.node.gpus {
 			if o != g {
-				have += countProfile(o.free(), prof)
+				others[prof] += countProfile(o.free(), prof)
 			}
 		}
-		if have < want {
-			return
-		}
+	}
+	if reclaimCostsSpare(g.node.n.Policy.Spares, whole, mine, others) {
+		return
 	}
 	g.touched = true
 	g.node.touch()
@@ -83,26 +86,52 @@ func countProfile(l mig.Layout, prof string) int {
 	return n
 }
 
-// SparesElsewhere reports whether the free devices (Layout less Pinned) of
-// the node's GPUs other than the one of index idx hold the spares its
-// policy keeps (Policy.Spares): giving that GPU back whole costs no spare.
-// True on a node that keeps none.
-func SparesElsewhere(n Node, idx int) bool {
-	for prof, want := range n.Policy.Spares {
-		have := 0
-		for _, g := range n.GPUs {
-			if g.Info.Index == idx {
-				continue
-			}
-			for _, d := range g.Layout {
-				if d.Profile == prof && !g.Pinned.Contains(d) {
-					have++
-				}
-			}
+// reclaimCostsSpare reports whether giving a GPU back as the one device
+// whole loses a spare its node's policy keeps (spares, by profile): for
+// some profile, the GPU's free devices (mine, by profile) hold more than
+// whole does, and the node is then left with fewer than spares wants (the
+// free devices of its other GPUs, others by profile, and whole). A spare
+// the node cannot hold either way (a profile its GPUs' model does not
+// offer, or one the GPU holds no free device of) costs nothing, and a
+// GPU given back as a spare's profile gains one.
+func reclaimCostsSpare(spares map[string]int, whole mig.Device, mine, others map[string]int) bool {
+	for prof, want := range spares {
+		gain := 0
+		if whole.Profile == prof {
+			gain = 1
 		}
-		if have < want {
-			return false
+		if mine[prof] > gain && others[prof]+gain < want {
+			return true
 		}
 	}
-	return true
+	return false
+}
+
+// ReclaimKeepsSpares reports whether giving the GPU of index idx back
+// whole (one device of its model's largest profile, mig.Model.Whole) costs
+// the node no spare its policy keeps (Policy.Spares) and lacks: the free
+// devices (Layout less Pinned) of its other GPUs, with the whole device,
+// still hold them, or the GPU's own free devices hold none (see
+// reclaimCostsSpare). True on a node that keeps none.
+func ReclaimKeepsSpares(n Node, idx int) bool {
+	if len(n.Policy.Spares) == 0 {
+		return true
+	}
+	mine, others := map[string]int{}, map[string]int{}
+	var whole mig.Device
+	for _, g := range n.GPUs {
+		counts := others
+		if g.Info.Index == idx {
+			counts = mine
+			if g.Info.Model != nil {
+				whole, _ = g.Info.Model.Whole()
+			}
+		}
+		for _, d := range g.Layout {
+			if _, kept := n.Policy.Spares[d.Profile]; kept && !g.Pinned.Contains(d) {
+				counts[d.Profile]++
+			}
+		}
+	}
+	return !reclaimCostsSpare(n.Policy.Spares, whole, mine, others)
 }

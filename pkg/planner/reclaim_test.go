@@ -52,6 +52,38 @@ func TestReclaimIdleGPUs(t *testing.T) {
 				gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour),
 			want: trace{Changes: []string{"n1/1: " + fragments + " -> 7g.80gb@0"}},
 		},
+		// A spare the node cannot hold (a profile another model offers,
+		// in a MigLayout over several) costs the idle GPU nothing.
+		"spares of a profile the model does not offer": {
+			node: node("n1").policy(Policy{ReclaimIdleAfter: time.Minute, Spares: map[string]int{"1g.10gb": 1}}).
+				gpu("H200-SXM5-141GB", "1g.18gb@0,2g.35gb@2,3g.71gb@4", "").idleFor(time.Hour),
+			want: trace{Changes: []string{"n1/0: 1g.18gb@0,2g.35gb@2,3g.71gb@4 -> 7g.141gb@0"},
+				MissingSpares: map[string]int{"n1 1g.10gb": 1}},
+		},
+		// Nor one it holds no free device of, where no other GPU holds it
+		// either.
+		"spares none of the node's GPUs holds": {
+			node: node("n1").policy(Policy{ReclaimIdleAfter: time.Minute, Spares: map[string]int{"2g.20gb": 2}}).
+				gpu("A100-SXM4-80GB", "3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4").
+				gpu("A100-SXM4-80GB", "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,3g.40gb@4", "").idleFor(time.Hour),
+			want: trace{Changes: []string{"n1/1: 1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,3g.40gb@4 -> 7g.80gb@0"},
+				MissingSpares: map[string]int{"n1 2g.20gb": 2}},
+		},
+		// Given back whole, the GPU is the spare the node lacks.
+		"the whole device is the spare": {
+			node: node("n1").policy(Policy{ReclaimIdleAfter: time.Minute, Spares: map[string]int{"7g.80gb": 1}}).
+				gpu("A100-SXM4-80GB", "3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4").
+				gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour),
+			want: trace{Changes: []string{"n1/1: " + fragments + " -> 7g.80gb@0"}},
+		},
+		// Its free devices are spares the node lacks already (no room
+		// for a third): giving them back would leave it fewer still.
+		"the node lacks spares the GPU holds some of": {
+			node: node("n1").policy(Policy{ReclaimIdleAfter: time.Minute, Spares: map[string]int{"1g.10gb": 3}}).
+				gpu("A100-SXM4-80GB", "3g.40gb@0,3g.40gb@4", "3g.40gb@0,3g.40gb@4").
+				gpu("A100-SXM4-80GB", "1g.10gb@0,1g.10gb@1,2g.20gb@2,3g.40gb@4", "").idleFor(time.Hour),
+			want: trace{MissingSpares: map[string]int{"n1 1g.10gb": 1}},
+		},
 		"the policy does not allow the largest profile": {
 			node: node("n1").policy(Policy{ReclaimIdleAfter: time.Minute, AllowedProfiles: []string{"1g.10gb", "3g.40gb"}}).
 				gpu("A100-SXM4-80GB", fragments, "").idleFor(time.Hour),

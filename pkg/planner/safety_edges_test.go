@@ -70,9 +70,11 @@ func TestReclaimLeavesHeldDevices(t *testing.T) {
 	}
 }
 
-// TestSparesElsewhereCountsFreeDevicesOnly: a device in use on another GPU
-// is no spare: giving the GPU back whole would leave the node without one.
-func TestSparesElsewhereCountsFreeDevicesOnly(t *testing.T) {
+// TestReclaimKeepsSparesCountsFreeDevicesOnly: a device in use on another GPU
+// is no spare: giving the GPU back whole would leave the node without one;
+// a GPU that holds none of a spare's profile, or that becomes the spare
+// once whole, costs none.
+func TestReclaimKeepsSparesCountsFreeDevicesOnly(t *testing.T) {
 	spares := Policy{Spares: map[string]int{"1g.10gb": 1}}
 	tests := map[string]struct {
 		node *nodeB
@@ -94,11 +96,19 @@ func TestSparesElsewhereCountsFreeDevicesOnly(t *testing.T) {
 			node: node("n1").gpu("A100-SXM4-80GB", "", "").gpu("A100-SXM4-80GB", "1g.10gb@0", ""),
 			want: true,
 		},
+		"a spare this GPU holds none of": {
+			node: node("n1").policy(spares).gpu("A100-SXM4-80GB", "", "").gpu("A100-SXM4-80GB", "2g.20gb@0", ""),
+			want: true,
+		},
+		"the whole device is the spare": {
+			node: node("n1").policy(Policy{Spares: map[string]int{"7g.80gb": 1}}).gpu("A100-SXM4-80GB", "", "").gpu("A100-SXM4-80GB", "3g.40gb@0", ""),
+			want: true,
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := SparesElsewhere(tc.node.build(), 1); got != tc.want {
-				t.Errorf("SparesElsewhere(n1, 1) = %t, want %t", got, tc.want)
+			if got := ReclaimKeepsSpares(tc.node.build(), 1); got != tc.want {
+				t.Errorf("ReclaimKeepsSpares(n1, 1) = %t, want %t", got, tc.want)
 			}
 		})
 	}
