@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
+	"github.com/miglayout/miglayout/pkg/agent"
 	"github.com/miglayout/miglayout/pkg/plugin"
 )
 
@@ -21,6 +22,8 @@ func (s preparedSet) PreparedDevices() sets.Set[string] {
 	}
 	return out
 }
+
+func (s preparedSet) PreparedUUIDs() sets.Set[string] { return s.p.PreparedUUIDs() }
 
 func (s preparedSet) PreparedClaimRefs() []kubeletplugin.NamespacedObject {
 	claims := s.p.PreparedClaims()
@@ -43,3 +46,11 @@ func (s preparedSet) ReleaseOrphan(ctx context.Context, uid types.UID, stillGone
 func (s preparedSet) RefreshRecreated(ctx context.Context) map[types.UID]error {
 	return s.p.RefreshRecreated(ctx)
 }
+
+// The agent relies on the plugin holding, by UUID too, the devices it
+// prepared (agent.PreparedUUIDs).
+var (
+	_ agent.Prepared           = preparedSet{}
+	_ agent.PreparedUUIDs      = preparedSet{}
+	_ agent.RecreatedRefresher = preparedSet{}
+)

@@ -37,7 +37,7 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 	// Prepare takes the same lock: with it held, a device prepared since
 	// the drain's re-check would show here. Never destroy one.
 	if r.Prepared != nil {
-		if busy := r.Prepared.PreparedDevices().Intersection(sets.New(p.drain...)); busy.Len() > 0 {
+		if busy := r.preparedNames(p.obs).Intersection(sets.New(p.drain...)); busy.Len() > 0 {
 			return unapplied(GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
 				Message: fmt.Sprintf("in use, not destroyed: %s (prepared while draining)", strings.Join(sets.List(busy), ", "))})
 		}

@@ -130,9 +130,13 @@ func (f *fakeAllocations) AllocatedDevices(ctx context.Context, live bool) (sets
 	return f.cached, nil
 }
 
-type fakePrepared struct{ names sets.Set[string] }
+// fakePrepared holds prepared devices by name, and by UUID in uuids
+// (PreparedUUIDs).
+type fakePrepared struct{ names, uuids sets.Set[string] }
 
 func (f fakePrepared) PreparedDevices() sets.Set[string] { return f.names }
+
+func (f fakePrepared) PreparedUUIDs() sets.Set[string] { return f.uuids }
 
 type noLocks struct {
 	begun []int
@@ -182,7 +186,7 @@ func newRigOver(t testing.TB, cfg nvmlsim.Config, wrap func(nvml.Interface) nvml
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &rig{sim: sim, mgr: mgr, inv: &fakeInventory{}, alloc: &fakeAllocations{}, prep: fakePrepared{sets.New[string]()}, locks: &noLocks{}, dir: dir}
+	g := &rig{sim: sim, mgr: mgr, inv: &fakeInventory{}, alloc: &fakeAllocations{}, prep: fakePrepared{names: sets.New[string](), uuids: sets.New[string]()}, locks: &noLocks{}, dir: dir}
 	g.r = &Repartitioner{GPUs: mgr, Inventory: g.inv, Allocations: g.alloc, Prepared: g.prep, Locks: g.locks, Journal: j,
 		SettlePeriod: time.Second, Sleep: func(context.Context, time.Duration) error { return nil }}
 	return g

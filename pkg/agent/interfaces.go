@@ -50,6 +50,16 @@ type Prepared interface {
 	PreparedDevices() sets.Set[string]
 }
 
+// PreparedUUIDs is a Prepared that also reports the UUIDs of the devices
+// it prepared (MIG device UUIDs, "MIG-...", and GPU UUIDs, "GPU-...", of
+// whole GPUs). A device's published name carries its GPU's NVML index,
+// which changes where NVML numbers the GPUs anew (a GPU taken off the node
+// without a reboot): the repartitioner then also holds, under whatever name
+// it has now, every device whose UUID is prepared (preparedNames).
+type PreparedUUIDs interface {
+	PreparedUUIDs() sets.Set[string]
+}
+
 // RecreatedRefresher is a Prepared that can bring preparations up to date
 // with devices created again under their names (new UUIDs) while their
 // claims stayed prepared: a GPU reset destroyed a running pod's MIG device

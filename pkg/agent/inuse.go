@@ -84,10 +84,7 @@ func (r *Repartitioner) inUseAndUnknown(ctx context.Context, obs []GPUState) (se
 // unlistedGPUs returned; the error returned is the context's only (the
 // pass is stopping).
 func (r *Repartitioner) inUseWith(ctx context.Context, obs []GPUState, allocated sets.Set[string]) (sets.Set[string], unlistedGPUs, error) {
-	out := allocated.Clone()
-	if r.Prepared != nil {
-		out = out.Union(r.Prepared.PreparedDevices())
-	}
+	out := allocated.Union(r.preparedNames(obs))
 	unlisted := unlistedGPUs{}
 	for i := range obs {
 		g := &obs[i]
@@ -99,6 +96,38 @@ func (r *Repartitioner) inUseWith(ctx context.Context, obs []GPUState, allocated
 		}
 	}
 	return out, unlisted, nil
+}
+
+// preparedNames returns the names of the devices the kubelet plugin holds
+// prepared (none without r.Prepared): the names it prepared them under,
+// and, where it reports their UUIDs (PreparedUUIDs), the names the devices
+// of obs with those UUIDs are published under now, which differ from the
+// first where NVML numbered the GPUs anew since the prepare.
+func (r *Repartitioner) preparedNames(obs []GPUState) sets.Set[string] {
+	if r.Prepared == nil {
+		return sets.New[string]()
+	}
+	out := r.Prepared.PreparedDevices().Clone()
+	byUUID, ok := r.Prepared.(PreparedUUIDs)
+	if !ok {
+		return out
+	}
+	uuids := byUUID.PreparedUUIDs()
+	if uuids.Len() == 0 {
+		return out
+	}
+	for i := range obs {
+		g := &obs[i]
+		if uuids.Has(g.GPU.UUID) {
+			out.Insert(r.Inventory.DeviceName(g.GPU, nil))
+		}
+		for j := range g.Devices {
+			if d := &g.Devices[j]; d.UUID != "" && uuids.Has(d.UUID) {
+				out.Insert(r.Inventory.DeviceName(g.GPU, d))
+			}
+		}
+	}
+	return out
 }
 
 // processesInUse adds to out the devices of g that run a compute process.

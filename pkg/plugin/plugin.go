@@ -30,6 +30,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -336,6 +337,21 @@ func (p *Plugin) PreparedClaims() []PreparedClaim {
 		}
 		return a.UID < b.UID
 	})
+	return out
+}
+
+// PreparedUUIDs returns the UUIDs of the prepared devices (PreparedDevice.UUID:
+// a MIG device's, "MIG-...", or a whole GPU's, "GPU-..."), which name the
+// devices whatever NVML index their GPU has now.
+func (p *Plugin) PreparedUUIDs() sets.Set[string] {
+	out := sets.New[string]()
+	for _, c := range p.PreparedClaims() {
+		for _, d := range c.Devices {
+			if d.UUID != "" {
+				out.Insert(d.UUID)
+			}
+		}
+	}
 	return out
 }
 

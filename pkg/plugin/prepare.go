@@ -362,7 +362,11 @@ func (p *Plugin) sameAllocation(pc PreparedClaim, claim *resourceapi.ResourceCla
 }
 
 // checkExclusive fails when a device of pc is prepared for another claim,
-// unless one of the two has admin access; p.mu is held.
+// unless one of the two has admin access; p.mu is held. A device is the
+// same by name or by UUID: where NVML numbered the GPUs anew since the
+// other claim's prepare (a GPU taken off the node without a reboot), the
+// device it holds is published under another name, which the scheduler
+// may allocate again.
 func (p *Plugin) checkExclusive(pc PreparedClaim) error {
 	for _, d := range pc.Devices {
 		for uid, other := range p.claims {
@@ -370,8 +374,15 @@ func (p *Plugin) checkExclusive(pc PreparedClaim) error {
 				continue
 			}
 			for _, od := range other.Devices {
-				if od.Device == d.Device && !d.AdminAccess && !od.AdminAccess {
+				if d.AdminAccess || od.AdminAccess {
+					continue
+				}
+				if od.Device == d.Device {
 					return fmt.Errorf("device %s: %w %s/%s (%s)", d.Device, ErrAlreadyPrepared, other.Namespace, other.Name, uid)
+				}
+				if od.UUID != "" && od.UUID == d.UUID {
+					return fmt.Errorf("device %s (%s): %w %s/%s (%s) as device %s, its name before NVML numbered the GPUs anew",
+						d.Device, d.UUID, ErrAlreadyPrepared, other.Namespace, other.Name, uid, od.Device)
 				}
 			}
 		}

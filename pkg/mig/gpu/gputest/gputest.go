@@ -111,3 +111,29 @@ func Hardware(t testing.TB) (driverRoot string) {
 	}
 	return os.Getenv("NVIDIA_DRIVER_ROOT")
 }
+
+// WithoutGPU is an NVML from which the GPU of index Gone was taken off the
+// node without a reboot (nvidia-smi drain, a PCI remove): it lists one GPU
+// fewer and numbers those after it one lower, as NVML enumerates GPUs in
+// PCI order, their MIG devices kept.
+type WithoutGPU struct {
+	nvml.Interface
+	Gone int
+}
+
+// DeviceGetCount counts one GPU fewer.
+func (w WithoutGPU) DeviceGetCount() (int, nvml.Return) {
+	n, ret := w.Interface.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return n, ret
+	}
+	return n - 1, ret
+}
+
+// DeviceGetHandleByIndex returns the handle of the GPU now numbered i.
+func (w WithoutGPU) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	if i >= w.Gone {
+		i++
+	}
+	return w.Interface.DeviceGetHandleByIndex(i)
+}

@@ -1,0 +1,73 @@
+package plugin
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/miglayout/miglayout/pkg/gpulock"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+	"github.com/miglayout/miglayout/pkg/slices"
+)
+
+// TestPrepareRefusesADeviceHeldUnderItsOldName: claim 1 is prepared with
+// board B's 3g.40gb@0 as gpu-1-mig-3g40gb-9-0. GPU 0 is taken off the node
+// without a reboot and the agent restarts: NVML numbers B 0, and the same
+// device is published as gpu-0-mig-3g40gb-9-0, which no allocation names.
+// A second claim allocated that name is refused (ErrAlreadyPrepared): one
+// MIG device is never prepared for two claims, whatever its name.
+func TestPrepareRefusesADeviceHeldUnderItsOldName(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "2xA100-SXM4-80GB", Seed: t.Name()})
+	if _, err := m.SetMIGMode(ctx, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	md, err := m.CreateMIGDevice(ctx, 1, mig.MustParseLayout("3g.40gb@0")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpus, err := m.GPUs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	hostRoot := filepath.Join(dir, "host")
+	if err := WriteFakeCapabilities(hostRoot, gpus[1].Minor, md); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{NodeName: node, GPUs: m, Locks: gpulock.New(), CDIDir: filepath.Join(dir, "cdi"),
+		CheckpointDir: filepath.Join(dir, "plugin"), HostRoot: hostRoot}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := claim("uid-1", "first", alloc{"gpu", slices.DefaultDriverName, node, "gpu-1-mig-3g40gb-9-0"})
+	if r, _ := p.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{first}); r[first.UID].Err != nil {
+		t.Fatalf("claim 1: %v", r[first.UID].Err)
+	}
+
+	renumbered, err := gpu.NewNVML(gputest.WithoutGPU{Interface: sim, Gone: 0}, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.GPUs, cfg.Locks = renumbered, gpulock.New()
+	p, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := claim("uid-2", "second", alloc{"gpu", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-0"})
+	r, _ := p.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{second})
+	if err := r[second.UID].Err; !errors.Is(err, ErrAlreadyPrepared) {
+		t.Errorf("claim 2, allocated the device claim 1 holds under its new name: %v, want %v", err, ErrAlreadyPrepared)
+	}
+	if held := p.PreparedUUIDs(); !held.Has(md.UUID) || held.Len() != 1 {
+		t.Errorf("prepared UUIDs %v, want only claim 1's %s", sets.List(held), md.UUID)
+	}
+}
