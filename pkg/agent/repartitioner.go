@@ -38,6 +38,8 @@ type Repartitioner struct {
 	Metrics *Metrics
 	// Driver is the DRA driver name the node's devices are published under.
 	Driver string
+	// Now is the clock of StuckReadAfter; nil means time.Now.
+	Now func() time.Time
 	// Reread, when set, reads the node's desired GPU specs again right
 	// before each GPU's NVML work, once the GPU is shown Repartitioning
 	// (the agent: live from the API server). A GPU whose spec changed
@@ -57,6 +59,9 @@ type Repartitioner struct {
 	// counted are the GPU indices NVML counted at the last observe, read
 	// or not (unknownIn); nil before the first.
 	counted sets.Set[int]
+	// failingReads holds, by GPU index, since when the GPU's reads have
+	// failed in a row with an error that may pass (StuckReadAfter).
+	failingReads map[readOf]time.Time
 	// awaitingReboot holds, by GPU UUID, the MIG mode (true: enabled) a
 	// SetMIGMode of this process left pending that only a reboot applies
 	// (gpu.MIGMode.RebootRequired): the driver cannot reset the GPU, idle
@@ -751,12 +756,28 @@ func (r *Repartitioner) failure(err error) GPUResult {
 // returned in unreadable (by index) with its error: one GPU fallen off the
 // bus does not stop the node's others. Any other error (one that may pass,
 // such as ERROR_UNKNOWN) fails the whole observation, so that a sound GPU's
-// devices, allocated ones among them, are never withdrawn for it.
+// devices, allocated ones among them, are never withdrawn for it, unless
+// the GPU's reads have failed so for StuckReadAfter: it is then unreadable.
 func (r *Repartitioner) observe(ctx context.Context) (obs []GPUState, unreadable map[int]error, err error) {
+	now := r.now()
 	gpus, err := r.GPUs.GPUs(ctx)
+	var failed *gpu.FailedGPUsError
+	if errors.As(err, &failed) {
+		if stuck := r.stuckReads(failed.Failed, len(gpus)+len(failed.Failed)+len(failed.Unreadable), now); stuck != nil {
+			all := maps.Clone(failed.Unreadable)
+			if all == nil {
+				all = map[int]error{}
+			}
+			maps.Copy(all, stuck)
+			err = &gpu.UnreadableGPUsError{Errors: all}
+		}
+	}
 	unreadable, err = gpu.SplitUnreadable(err)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing GPUs: %w", err)
+	}
+	for _, g := range gpus {
+		delete(r.failingReads, readOf{g.Index, readGPU})
 	}
 	if unreadable == nil {
 		unreadable = map[int]error{}
@@ -772,11 +793,16 @@ func (r *Repartitioner) observe(ctx context.Context) (obs []GPUState, unreadable
 			}
 			if err != nil {
 				// Maybe passing: the pass fails and the pool stays
-				// as published.
+				// as published, unless it has failed so for long.
+				if stuck := r.noteFailedRead(readOf{g.Index, readMIGDevices}, fmt.Errorf("listing MIG devices: %w", err), now); stuck != nil {
+					unreadable[g.Index] = stuck
+					continue
+				}
 				return nil, nil, fmt.Errorf("listing MIG devices of GPU %d: %w", g.Index, err)
 			}
 			st.Devices = devs
 		}
+		delete(r.failingReads, readOf{g.Index, readMIGDevices})
 		obs = append(obs, st)
 	}
 	r.counted = sets.New(slices.Collect(maps.Keys(unreadable))...)
