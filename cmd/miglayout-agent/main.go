@@ -238,6 +238,7 @@ func run(ctx context.Context, o options) error {
 	if o.leaseDuration < 4*time.Second || o.leaseDuration > math.MaxInt32*time.Second || o.leaseDuration%time.Second != 0 {
 		return fmt.Errorf("--lease-duration=%s: want whole seconds, at least 4s and at most %ds", o.leaseDuration, math.MaxInt32)
 	}
+	managerrun.SetMemoryLimit(ctx)
 	// One agent per node: before NVML, the journal or the checkpoint.
 	// stuck: the manager did not stop in time, a pass may still be inside
 	// NVML.

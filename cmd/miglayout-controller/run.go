@@ -23,6 +23,7 @@ func run(ctx context.Context, o *options) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	managerrun.SetMemoryLimit(ctx)
 	scheme, err := newScheme()
 	if err != nil {
 		return fmt.Errorf("building the scheme: %w", err)
