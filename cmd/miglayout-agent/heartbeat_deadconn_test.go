@@ -142,7 +142,7 @@ func (ls *leaseServer) renewedFrom() (fresh bool, renewals int) {
 // controller never sees the agent lost. With the manager's client (no
 // request timeout) the first renewal waits for ever.
 func TestHeartbeatRenewsPastAStalledConnection(t *testing.T) {
-	const duration = 12 * time.Second
+	const duration = 16 * time.Second
 	ls := newLeaseServer(t)
 	kube, closeConns, err := heartbeatClient(ls.config(), duration)
 	if err != nil {
