@@ -42,11 +42,24 @@ func nextRefresh(snap planner.Snapshot) time.Duration {
 	return snap.Now.Truncate(eventRepeat).Add(eventRepeat).Sub(snap.Now)
 }
 
+// maxPodEventsPerPass is the most pod events one plan records. The event
+// recorder's broadcaster queues 1000 events and drops what comes past
+// them, while its sink writes them one at a time: a burst of thousands of
+// pending pods would otherwise leave most of them unheard, marked as told,
+// until eventRepeat. The others are told by the next passes
+// (eventBacklogRecheck).
+const maxPodEventsPerPass = 250
+
+// eventBacklogRecheck is how soon a plan that left pods untold
+// (maxPodEventsPerPass) is made again to tell them.
+const eventBacklogRecheck = time.Second
+
 // notify records, once per pod and plan outcome, why it waits (again after
-// eventRepeat).
-func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.Result) {
+// eventRepeat), for at most maxPodEventsPerPass pods; it reports whether
+// it left some untold.
+func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.Result) (backlog bool) {
 	if a.Recorder == nil {
-		return
+		return false
 	}
 	pods := map[string]*corev1.Pod{}
 	for _, p := range snap.Pending {
@@ -74,6 +87,7 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 	// WaitingForRepartition the GPU and its layout, not the device the
 	// note gives as example, which the next pass may name otherwise (the
 	// change in flight hands its devices out anew).
+	told := 0
 	emit := func(key, eventType, reason string, on *gpuRef, note, same string) {
 		pod := pods[key]
 		if pod == nil {
@@ -86,6 +100,11 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 		if ok && last.what == reason+same && now.Sub(last.at) < eventRepeat {
 			return
 		}
+		if told >= maxPodEventsPerPass {
+			backlog = true
+			return
+		}
+		told++
 		a.events[string(pod.UID)] = podEvent{what: reason + same, at: now, pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}}
 		action := "Plan"
 		var related runtime.Object
@@ -141,6 +160,7 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 			delete(a.events, uid)
 		}
 	}
+	return backlog
 }
 
 // repartitionTargets names, for each served pod that waits for a GPU to be

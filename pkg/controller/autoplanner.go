@@ -406,10 +406,16 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 		// planned.
 		return ctrl.Result{RequeueAfter: due}, nil
 	}
-	a.notify(in, snap, res)
+	backlog := a.notify(in, snap, res)
 	if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, &res)); err != nil {
 		a.forget()
 		return ctrl.Result{}, err
+	}
+	if backlog {
+		// The same inputs are planned again to tell the pods left
+		// untold.
+		a.forget()
+		due = sooner(due, eventBacklogRecheck)
 	}
 	return ctrl.Result{RequeueAfter: due}, nil
 }
