@@ -159,8 +159,9 @@ type GPUStatus struct {
 	// these profiles the same, plans them only at placements both NVML and
 	// the catalog offer, and plans none of a profile NVML gives another GI
 	// profile ID (the agent refuses to create one, InvalidLayout). With MIG
-	// mode off, the table the agent read while it was last on since the
-	// agent started, if any.
+	// mode off, the table last read (kept across agent restarts for the
+	// loaded driver), else NVML's answer with MIG mode off where the driver
+	// gives one.
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=profile
@@ -177,8 +178,9 @@ type GPUStatus struct {
 	// NVML would refuse (InvalidLayout, nothing touched); the catalog entry
 	// needs correcting (a CatalogDiffers event, Warning, says so too).
 	// Empty when all agree or the profile table has not been read (it is
-	// read with MIG mode on; with MIG off, the agent keeps what it read while
-	// it was last on since the agent started).
+	// read with MIG mode on; with MIG off, the table last read is kept, across
+	// agent restarts for the loaded driver, else read with MIG mode off where
+	// the driver answers then).
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=256
 	// +listType=atomic

@@ -63,6 +63,10 @@ reason; several MigLayouts in the files are planned as applied together.`,
 			if agingAfter < 0 {
 				return fmt.Errorf("--auto-aging-after=%s: want 0 (never) or more, as the controller's", agingAfter)
 			}
+			if declinedFor <= 0 {
+				// As the controller takes its flag.
+				declinedFor = controller.DefaultDeclinedFor
+			}
 			docs, err := e.readManifests(files)
 			if err != nil {
 				return err
@@ -141,7 +145,7 @@ reason; several MigLayouts in the files are planned as applied together.`,
 	cmd.Flags().StringVar(&driver, "driver", migslices.DefaultDriverName, "DRA driver name the agents publish under")
 	cmd.Flags().BoolVar(&withExitCode, "exit-code", false, "exit 0 when no GPU would change, 2 when some would (a change in flight cancelled included), 3 when something needs a look first (a node in conflict, a GPU that cannot be configured, a change blocked by a device in use, a rule that decides no GPU, an Auto policy profile or spare no GPU offers, a node selector that selects no node), 1 on error")
 	cmd.Flags().DurationVar(&agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: as the controller's flag of that name, a pod pending this long is planned by age (0: never)")
-	cmd.Flags().DurationVar(&declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: as the controller's flag of that name; a node left out of a pod's plans (its SchedulerDeclinedNode events) is left out for at most 8 times this")
+	cmd.Flags().DurationVar(&declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: as the controller's flag of that name (0 or less: 10m); a node left out of a pod's plans (its SchedulerDeclinedNode events) is left out for at most 8 times this")
 	return cmd
 }
 

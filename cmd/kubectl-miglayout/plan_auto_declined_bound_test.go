@@ -32,3 +32,19 @@ func TestPlanAutoBoundsDeclinedNodesByTheFlag(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanAutoDeclinedForZeroIsTheDefault: --auto-declined-for 0 (or less)
+// is the controller's default, 10m, as the controller takes its flag of
+// that name: a node left out "for 10m0s" a minute ago stays out.
+func TestPlanAutoDeclinedForZeroIsTheDefault(t *testing.T) {
+	for _, flag := range []string{"0", "-1m"} {
+		objs := append(declinedCluster(), declinedEvent("uid-small", time.Minute))
+		out, _, err := runWith(t, objs, "plan", "--auto-declined-for="+flag, "-f", "testdata/plan-auto.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "serves:   ml/small"; !strings.Contains(out, want) {
+			t.Errorf("--auto-declined-for=%s, node-a left out a minute ago for 10m0s: plan does not say %q:\n%s", flag, want, out)
+		}
+	}
+}
