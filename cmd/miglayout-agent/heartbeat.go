@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -36,8 +38,9 @@ import (
 // heartbeatClient returns the heartbeat's own client, as kubelets have one
 // for their node Leases, and the function that closes its connections
 // (its own, not shared with the manager's): a request times out after the
-// renew interval, a quarter of duration, and heartbeat closes the
-// connections when a renewal fails twice in a row. Without them a renewal
+// renew interval, a quarter of duration, and the connections are closed
+// when two requests in a row fail (closeAfterFailures; heartbeat also has
+// the lease controller close them when a renewal fails twice). Without them a renewal
 // sent on a connection that died without a reset (a NAT or load balancer
 // that forgot it) waits for HTTP/2's health check, about 45 s with
 // client-go's defaults, longer than the default 40 s Lease, or forever on
@@ -48,11 +51,39 @@ func heartbeatClient(cfg *rest.Config, duration time.Duration) (kubernetes.Inter
 	c := rest.CopyConfig(cfg)
 	c.Timeout = duration / 4
 	c.Dial = dialer.DialContext
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &closeAfterFailures{next: rt, closeAll: dialer.CloseAll}
+	})
 	kube, err := kubernetes.NewForConfig(c)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the heartbeat's Kubernetes client: %w", err)
 	}
 	return kube, dialer.CloseAll, nil
+}
+
+// closeAfterFailures closes the heartbeat client's connections (closeAll)
+// once two of its requests in a row got no answer (timed out, or the
+// connection failed): the lease controller calls its onRepeatedFailure
+// only for failed renewals, not for the reads and the create that come
+// before the Lease exists or after a conflict, nor does anything for the
+// heartbeat's reads of the Node.
+type closeAfterFailures struct {
+	next     http.RoundTripper
+	closeAll func()
+	failures atomic.Int32
+}
+
+func (c *closeAfterFailures) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err != nil {
+		if c.failures.Add(1) >= 2 {
+			c.failures.Store(0)
+			c.closeAll()
+		}
+		return resp, err
+	}
+	c.failures.Store(0)
+	return resp, nil
 }
 
 // heartbeat returns the runnable that renews the agent's Lease every

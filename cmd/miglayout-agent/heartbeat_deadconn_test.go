@@ -174,3 +174,41 @@ func TestHeartbeatRenewsPastAStalledConnection(t *testing.T) {
 		t.Errorf("no renewal on a new connection within the Lease's %v after the connection stalled (waited %v): the Lease expires", duration, time.Since(stalled).Round(time.Second))
 	}
 }
+
+// TestHeartbeatCreatesItsLeasePastAStalledConnection: a connection that
+// stalls before the Lease exists (the agent's start, where the lease
+// controller reads and creates the Lease and never counts a failure) is
+// left too: the heartbeat's client closes its connections once two
+// requests in a row failed, and the Lease is created within its duration.
+func TestHeartbeatCreatesItsLeasePastAStalledConnection(t *testing.T) {
+	const duration = 16 * time.Second
+	ls := newLeaseServer(t)
+	kube, closeConns, err := heartbeatClient(ls.config(), duration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client's connection, opened and then stalled before the
+	// heartbeat starts.
+	if _, err := kube.CoreV1().Nodes().Get(t.Context(), "gpu-node-1", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ls.stall()
+	stalled := time.Now()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- heartbeat(kube, closeConns, "gpu-node-1", "miglayout-system", duration).Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("heartbeat: %v", err)
+		}
+	}()
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, duration, true, func(context.Context) (bool, error) {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		return ls.lease != nil, nil
+	}); err != nil {
+		t.Errorf("no Lease created within %v of a connection that stalled before it existed (waited %v)", duration, time.Since(stalled).Round(time.Second))
+	}
+}

@@ -72,9 +72,7 @@ func (r *Repartitioner) cancelModesUnderClaims(ctx context.Context, obs []GPUSta
 	if err != nil {
 		return nil, err
 	}
-	if r.Prepared != nil {
-		claimed = claimed.Union(r.Prepared.PreparedDevices())
-	}
+	claimed = claimed.Union(r.preparedNames(obs))
 	// An allocation under a name the agent does not publish (another
 	// publisher of the driver and pool) may hold any device of its GPU.
 	unknown := r.unknownIn(claimed, obs)

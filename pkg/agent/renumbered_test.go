@@ -21,6 +21,15 @@ import (
 // published as gpu-0-mig-3g40gb-9-0, is held by its UUID: never drained
 // or destroyed, the GPU Blocked on it by its new name.
 func TestPreparedDeviceHeldAfterRenumbering(t *testing.T) {
+	for name, whenPrepared := range map[string]string{
+		"prepared before the pass":                   "before",
+		"prepared between the re-check and the lock": "at the lock",
+	} {
+		t.Run(name, func(t *testing.T) { preparedDeviceHeldAfterRenumbering(t, whenPrepared) })
+	}
+}
+
+func preparedDeviceHeldAfterRenumbering(t *testing.T, whenPrepared string) {
 	ctx := context.Background()
 	g := newRig(t, "3xA100-SXM4-80GB")
 	specs := []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0,3g.40gb@4"), spec(2, "3g.40gb@0,3g.40gb@4")}
@@ -28,9 +37,15 @@ func TestPreparedDeviceHeldAfterRenumbering(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := g.migUUID(t, 1, "3g.40gb@0")
-	g.prep.names.Insert("gpu-1-mig-3g40gb-9-0")
-	g.prep.uuids.Insert(held)
-
+	prepare := func() {
+		g.prep.names.Insert("gpu-1-mig-3g40gb-9-0")
+		g.prep.uuids.Insert(held)
+	}
+	if whenPrepared == "before" {
+		prepare()
+	} else {
+		g.locks.onBegin = prepare
+	}
 	m, err := gpu.NewNVML(gputest.WithoutGPU{Interface: g.sim, Gone: 0}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +73,7 @@ func TestPreparedDeviceHeldAfterRenumbering(t *testing.T) {
 		t.Errorf("GPU 0 result %+v, want Blocked/DeviceInUse naming gpu-0-mig-3g40gb-9-0", got)
 	}
 	for _, pub := range g.inv.pubs {
-		if slices.Contains(pub.draining, "gpu-0-mig-3g40gb-9-0") {
+		if whenPrepared == "before" && slices.Contains(pub.draining, "gpu-0-mig-3g40gb-9-0") {
 			t.Errorf("the prepared device was published draining: %v", pub.draining)
 		}
 	}

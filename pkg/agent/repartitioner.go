@@ -62,6 +62,8 @@ type Repartitioner struct {
 	// failingReads holds, by GPU index, since when the GPU's reads have
 	// failed in a row with an error that may pass (StuckReadAfter).
 	failingReads map[readOf]time.Time
+	// triedReads are the reads an observation noted failing (beginReads).
+	triedReads sets.Set[readOf]
 	// awaitingReboot holds, by GPU UUID, the MIG mode (true: enabled) a
 	// SetMIGMode of this process left pending that only a reboot applies
 	// (gpu.MIGMode.RebootRequired): the driver cannot reset the GPU, idle
@@ -760,10 +762,11 @@ func (r *Repartitioner) failure(err error) GPUResult {
 // the GPU's reads have failed so for StuckReadAfter: it is then unreadable.
 func (r *Repartitioner) observe(ctx context.Context) (obs []GPUState, unreadable map[int]error, err error) {
 	now := r.now()
+	defer r.beginReads()()
 	gpus, err := r.GPUs.GPUs(ctx)
 	var failed *gpu.FailedGPUsError
 	if errors.As(err, &failed) {
-		if stuck := r.stuckReads(failed.Failed, len(gpus)+len(failed.Failed)+len(failed.Unreadable), now); stuck != nil {
+		if stuck := r.stuckReads(failed.Failed, now); stuck != nil {
 			all := maps.Clone(failed.Unreadable)
 			if all == nil {
 				all = map[int]error{}
@@ -775,9 +778,6 @@ func (r *Repartitioner) observe(ctx context.Context) (obs []GPUState, unreadable
 	unreadable, err = gpu.SplitUnreadable(err)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing GPUs: %w", err)
-	}
-	for _, g := range gpus {
-		delete(r.failingReads, readOf{g.Index, readGPU})
 	}
 	if unreadable == nil {
 		unreadable = map[int]error{}
@@ -802,7 +802,6 @@ func (r *Repartitioner) observe(ctx context.Context) (obs []GPUState, unreadable
 			}
 			st.Devices = devs
 		}
-		delete(r.failingReads, readOf{g.Index, readMIGDevices})
 		obs = append(obs, st)
 	}
 	r.counted = sets.New(slices.Collect(maps.Keys(unreadable))...)

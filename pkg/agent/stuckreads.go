@@ -3,6 +3,8 @@ package agent
 import (
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // StuckReadAfter is how long the reads of one GPU may keep failing with an
@@ -44,6 +46,9 @@ func (r *Repartitioner) noteFailedRead(read readOf, err error, now time.Time) er
 	if r.failingReads == nil {
 		r.failingReads = map[readOf]time.Time{}
 	}
+	if r.triedReads != nil {
+		r.triedReads.Insert(read)
+	}
 	since, ok := r.failingReads[read]
 	if !ok {
 		r.failingReads[read] = now
@@ -55,15 +60,27 @@ func (r *Repartitioner) noteFailedRead(read readOf, err error, now time.Time) er
 	return fmt.Errorf("failing since %s (%s): %w", since.UTC().Format(time.RFC3339), now.Sub(since).Round(time.Second), err)
 }
 
-// stuckReads notes the failed reads of a GPU listing (failed, by index;
-// the other GPUs' reads of n counted did not fail) and returns them all
-// marked as stuck, or nil while any of them is not yet.
-func (r *Repartitioner) stuckReads(failed map[int]error, n int, now time.Time) map[int]error {
-	for idx := range n {
-		if _, ok := failed[idx]; !ok {
-			delete(r.failingReads, readOf{idx, readGPU})
+// beginReads starts an observation's count of the reads it tries; the
+// function returned ends it, forgetting since when the reads it did not
+// note failed (read fine, unreadable, or not tried: an observation that
+// stopped at an earlier GPU's failure), so that a failing run counts only
+// reads that failed one after another.
+func (r *Repartitioner) beginReads() (end func()) {
+	r.triedReads = sets.New[readOf]()
+	return func() {
+		for read := range r.failingReads {
+			if !r.triedReads.Has(read) {
+				delete(r.failingReads, read)
+			}
 		}
+		r.triedReads = nil
 	}
+}
+
+// stuckReads notes the failed reads of a GPU listing (failed, by index)
+// and returns them all marked as stuck, or nil while any of them is not
+// yet.
+func (r *Repartitioner) stuckReads(failed map[int]error, now time.Time) map[int]error {
 	stuck := map[int]error{}
 	for idx, err := range failed {
 		if s := r.noteFailedRead(readOf{idx, readGPU}, err, now); s != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
@@ -99,4 +100,82 @@ func TestGPUWhoseReadsKeepFailingIsUnreadable(t *testing.T) {
 	if _, err := g.r.Sync(ctx, specs, nil); err == nil {
 		t.Errorf("pass at a new failure succeeded, want it failed as a whole")
 	}
+}
+
+// failingMIGDevices fails the MIG device listing of GPU idx with
+// ERROR_UNKNOWN while *on.
+type failingMIGDevices struct {
+	gpu.Manager
+	idx int
+	on  *bool
+}
+
+func (f failingMIGDevices) MIGDevices(ctx context.Context, i int) ([]gpu.MIGDevice, error) {
+	if *f.on && i == f.idx {
+		return nil, &gpu.NVMLError{Op: "nvmlDeviceGetGpuInstances", Return: nvml.ERROR_UNKNOWN}
+	}
+	return f.Manager.MIGDevices(ctx, i)
+}
+
+// TestStuckReadsCountFailuresInARow: GPU 1's MIG device listing, failing
+// for StuckReadAfter, makes it unreadable, as its handle would; but a
+// failure of it an observation did not follow with another (cut short by
+// GPU 0's failing handle, which never reached GPU 1) starts no count: one
+// odd answer a minute later withdraws nothing.
+func TestStuckReadsCountFailuresInARow(t *testing.T) {
+	ctx := context.Background()
+	setup := func(t *testing.T) (g *rig, handle0, list1 *bool, now *time.Time, specs []v1alpha1.GPUSpec) {
+		handle0, list1 = new(bool), new(bool)
+		g = newRigOver(t, nvmlsim.Config{Spec: "2xA100-SXM4-80GB"}, func(l nvml.Interface) nvml.Interface {
+			return unknownHandle{Interface: l, idx: 0, on: handle0}
+		})
+		now = new(time.Time)
+		*now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		g.r.Now = func() time.Time { return *now }
+		g.r.GPUs = failingMIGDevices{Manager: g.r.GPUs, idx: 1, on: list1}
+		specs = []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4"), spec(1, "3g.40gb@0,3g.40gb@4")}
+		if _, err := g.r.Sync(ctx, specs, nil); err != nil {
+			t.Fatal(err)
+		}
+		return g, handle0, list1, now, specs
+	}
+	t.Run("MIG device listing failing a minute", func(t *testing.T) {
+		g, _, list1, now, specs := setup(t)
+		*list1 = true
+		start := *now
+		for _, after := range []time.Duration{0, 30 * time.Second, StuckReadAfter - time.Second} {
+			*now = start.Add(after)
+			if _, err := g.r.Sync(ctx, specs, nil); err == nil {
+				t.Fatalf("pass %v into the failures succeeded, want it failed as a whole", after)
+			}
+		}
+		*now = start.Add(StuckReadAfter)
+		res, err := g.r.Sync(ctx, specs, nil)
+		if err != nil {
+			t.Fatalf("pass a minute into the failures: %v", err)
+		}
+		if got := res.Results[1]; got.Reason != v1alpha1.ReasonGPUUnreadable || !strings.Contains(got.Message, "listing MIG devices") {
+			t.Errorf("GPU 1 %+v, want GPUUnreadable naming its MIG device listing", got)
+		}
+	})
+	t.Run("failures not in a row", func(t *testing.T) {
+		g, handle0, list1, now, specs := setup(t)
+		start := *now
+		*list1 = true
+		if _, err := g.r.Sync(ctx, specs, nil); err == nil {
+			t.Fatal("pass with GPU 1's listing failing succeeded, want it failed as a whole")
+		}
+		*list1, *handle0 = false, true
+		for s := time.Second; s < StuckReadAfter; s += 5 * time.Second {
+			*now = start.Add(s)
+			_, _ = g.r.Sync(ctx, specs, nil)
+		}
+		// GPU 0 is unreadable by now; GPU 1's listing fails once more.
+		*now = start.Add(StuckReadAfter + 2*time.Second)
+		*list1 = true
+		res, err := g.r.Sync(ctx, specs, nil)
+		if err == nil && res.Results[1].Reason == v1alpha1.ReasonGPUUnreadable {
+			t.Errorf("GPU 1 withdrawn at its first failure after a minute of not being listed: %s", res.Results[1].Message)
+		}
+	})
 }
