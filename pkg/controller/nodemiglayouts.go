@@ -194,9 +194,16 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 	// A node held back by maxNodesChanging keeps the spec it has (its
 	// owner may change) and is judged against the one it waits for.
 	var waitsFor *v1alpha1.NodeMigLayout
-	if !gate.admit(existing, desired) {
+	if judged := startedOnly(ml, existing); !gate.admit(judged, desired) {
 		waitsFor = next.DeepCopy()
-		next.Spec.GPUs = existing.Spec.GPUs
+		next.Spec.GPUs = judged.Spec.GPUs
+		if adopting && stillHolds == nil {
+			// The previous owner's changes not started are dropped,
+			// only while the live status gives the same.
+			stillHolds = func(live *v1alpha1.NodeMigLayout) bool {
+				return equality.Semantic.DeepEqual(dropUnstarted(live, dropForAdoption), judged.Spec.GPUs)
+			}
+		}
 	}
 	// The write is guarded by the resourceVersion read (patchSpec): the
 	// Auto planner writes spec.gpus too.
@@ -330,7 +337,24 @@ func specWrittenBy(nml *v1alpha1.NodeMigLayout, ml *v1alpha1.MigLayout) v1alpha1
 const (
 	dropForAuto     = "Auto mode"
 	dropForConflict = "another MigLayout selects the node too"
+	dropForAdoption = "taken over by another MigLayout"
 )
+
+// startedOnly is nml as maxNodesChanging judges a node this MigLayout (ml)
+// does not control yet (another's, being taken over, or in conflict):
+// with the changes its agent has not started dropped (dropUnstarted),
+// since nothing asks for them once the node is taken over. Counted as
+// changing on the other owner's spec alone, any number of such nodes would
+// take ml's new layout at once, past the bound. nml itself where ml
+// controls it.
+func startedOnly(ml *v1alpha1.MigLayout, nml *v1alpha1.NodeMigLayout) *v1alpha1.NodeMigLayout {
+	if nml == nil || metav1.IsControlledBy(nml, ml) {
+		return nml
+	}
+	out := nml.DeepCopy()
+	out.Spec.GPUs = dropUnstarted(nml, dropForAdoption)
+	return out
+}
 
 // dropUnstartedOwned drops the changes not started yet (dropUnstarted,
 // why) of a NodeMigLayout ml owns whose node it leaves as it is, a change

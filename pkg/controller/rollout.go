@@ -41,7 +41,7 @@ func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout, uns
 	}
 	g := &rolloutGate{max: int(*ml.Spec.MaxNodesChanging), held: map[string]bool{}, unseen: unseen}
 	for _, nml := range nodes {
-		if changing(nml) || unseen[nml.Name] {
+		if changing(startedOnly(ml, nml)) || unseen[nml.Name] {
 			g.changing++
 			g.slots = append(g.slots, slotName(nml))
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
@@ -169,6 +170,45 @@ func TestMaxNodesChangingCountsAdoptedChangingNode(t *testing.T) {
 	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
 	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n2"] != wholeLayout {
 		t.Errorf("specs %v: n2 given a new layout while adopted n1 is still repartitioning (maxNodesChanging 1)", specs)
+	}
+}
+
+// TestMaxNodesChangingAdoptsUnstartedChangesOneAtATime: MigLayout a (no
+// bound) gave n1-n3 a new layout their agents have not started on; the
+// nodes are relabelled to b (maxNodesChanging 1), which takes them over.
+// a's changes not started count for nothing: b's layout reaches one node,
+// the others drop a's change and wait, held on the layout they hold.
+func TestMaxNodesChangingAdoptsUnstartedChangesOneAtATime(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.Rules = rules(rule("sevenths").counts("1g.10gb", 7))
+	b := staticMigLayout("b", "uid-b", "b")
+	b.Spec.MaxNodesChanging = ptr.To[int32](1)
+	const sevenths = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"
+	objs := []client.Object{a, b}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		objs = append(objs, node(n, map[string]string{"pool": "b"}),
+			ownedBy(nodeMigLayout(n).spec(specGPU(0, sevenths, "")).status(a100(0).layout(wholeLayout)).build(), a))
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"n1": halvesLayout, "n2": wholeLayout, "n3": wholeLayout}
+	got := map[string]string{}
+	for n := range want {
+		var nml v1alpha1.NodeMigLayout
+		if err := c.Get(context.Background(), types.NamespacedName{Name: n}, &nml); err != nil {
+			t.Fatal(err)
+		}
+		if !metav1.IsControlledBy(&nml, b) {
+			t.Errorf("%s not taken over by b", n)
+		}
+		got[n] = nml.Spec.GPUs[0].Layout
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("specs after b takes the nodes over, maxNodesChanging 1 (-want +got):\n%s", diff)
 	}
 }
 
