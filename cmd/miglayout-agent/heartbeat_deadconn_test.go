@@ -148,16 +148,7 @@ func TestHeartbeatRenewsPastAStalledConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- heartbeat(kube, closeConns, "gpu-node-1", "miglayout-system", duration).Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("heartbeat: %v", err)
-		}
-	}()
+	ctx := runHeartbeat(t, kube, closeConns, duration)
 	// The heartbeat is under way: its Lease created and renewed once.
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, n := ls.renewedFrom()
@@ -194,16 +185,7 @@ func TestHeartbeatCreatesItsLeasePastAStalledConnection(t *testing.T) {
 	}
 	ls.stall()
 	stalled := time.Now()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- heartbeat(kube, closeConns, "gpu-node-1", "miglayout-system", duration).Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("heartbeat: %v", err)
-		}
-	}()
+	ctx := runHeartbeat(t, kube, closeConns, duration)
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, duration, true, func(context.Context) (bool, error) {
 		ls.mu.Lock()
 		defer ls.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -20,16 +21,7 @@ import (
 func TestHeartbeatRenewsWellBeforeTheLeaseExpires(t *testing.T) {
 	const duration = 8 * time.Second
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1", UID: "5e1f0c2a-1b3d-4e5f-8a9b-0c1d2e3f4a5b"}})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- heartbeat(kube, nil, "gpu-node-1", "miglayout-system", duration).Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("heartbeat: %v", err)
-		}
-	}()
+	ctx := runHeartbeat(t, kube, nil, duration)
 	get := func(ctx context.Context) (*coordinationv1.Lease, error) {
 		return kube.CoordinationV1().Leases("miglayout-system").Get(ctx, "miglayout-agent-gpu-node-1", metav1.GetOptions{})
 	}
@@ -54,4 +46,23 @@ func TestHeartbeatRenewsWellBeforeTheLeaseExpires(t *testing.T) {
 	}); err != nil {
 		t.Errorf("Lease created at %v not renewed within %v: %v", created.Spec.RenewTime, within, err)
 	}
+}
+
+// runHeartbeat runs the heartbeat of gpu-node-1 (Lease in miglayout-system)
+// over kube until the test ends, and returns its context; the heartbeat's
+// error is checked once it is stopped.
+func runHeartbeat(t *testing.T, kube kubernetes.Interface, onRepeatedFailure func(), duration time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- heartbeat(kube, onRepeatedFailure, "gpu-node-1", "miglayout-system", duration).Start(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("heartbeat: %v", err)
+		}
+	})
+	return ctx
 }
