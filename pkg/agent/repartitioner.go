@@ -59,8 +59,9 @@ type Repartitioner struct {
 	// counted are the GPU indices NVML counted at the last observe, read
 	// or not (unknownIn); nil before the first.
 	counted sets.Set[int]
-	// failingReads holds, by GPU index, since when the GPU's reads have
-	// failed in a row with an error that may pass (StuckReadAfter).
+	// failingReads holds, by read (a GPU's, or its MIG devices' listing),
+	// since when it has failed in a row with an error that may pass
+	// (StuckReadAfter).
 	failingReads map[readOf]time.Time
 	// triedReads are the reads an observation noted failing (beginReads).
 	triedReads sets.Set[readOf]
