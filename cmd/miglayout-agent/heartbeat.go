@@ -36,17 +36,17 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update;delete
 
 // heartbeatClient returns the heartbeat's own client, as kubelets have one
-// for their node Leases, and the function that closes its connections
-// (its own, not shared with the manager's): a request times out after the
-// renew interval, a quarter of duration, and the connections are closed
-// when two requests in a row fail (closeAfterFailures; heartbeat also has
-// the lease controller close them when a renewal fails twice). Without them a renewal
-// sent on a connection that died without a reset (a NAT or load balancer
-// that forgot it) waits for HTTP/2's health check, about 45 s with
-// client-go's defaults, longer than the default 40 s Lease, or forever on
-// a connection whose peer still answers pings but no request: the
-// controller would report a running agent AgentLost.
-func heartbeatClient(cfg *rest.Config, duration time.Duration) (kubernetes.Interface, func(), error) {
+// for their node Leases, with connections of its own (not shared with the
+// manager's): a request times out after the renew interval, a quarter of
+// duration, and the connections are closed once two requests in a row
+// failed (closeAfterFailures), a renewal's or the Lease's first read and
+// create alike. Without them a renewal sent on a connection that died
+// without a reset (a NAT or load balancer that forgot it) waits for
+// HTTP/2's health check, about 45 s with client-go's defaults, longer than
+// the default 40 s Lease, or forever on a connection whose peer still
+// answers pings but no request: the controller would report a running
+// agent AgentLost.
+func heartbeatClient(cfg *rest.Config, duration time.Duration) (kubernetes.Interface, error) {
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	c := rest.CopyConfig(cfg)
 	c.Timeout = duration / 4
@@ -56,17 +56,17 @@ func heartbeatClient(cfg *rest.Config, duration time.Duration) (kubernetes.Inter
 	})
 	kube, err := kubernetes.NewForConfig(c)
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating the heartbeat's Kubernetes client: %w", err)
+		return nil, fmt.Errorf("creating the heartbeat's Kubernetes client: %w", err)
 	}
-	return kube, dialer.CloseAll, nil
+	return kube, nil
 }
 
 // closeAfterFailures closes the heartbeat client's connections (closeAll)
 // once two of its requests in a row got no answer (timed out, or the
-// connection failed): the lease controller calls its onRepeatedFailure
-// only for failed renewals, not for the reads and the create that come
-// before the Lease exists or after a conflict, nor does anything for the
-// heartbeat's reads of the Node.
+// connection failed). component-helpers' lease controller has a hook for
+// this (onRepeatedHeartbeatFailure), but calls it only for failed
+// renewals, not for the reads and the create that come before the Lease
+// exists or after a conflict, nor for the heartbeat's reads of the Node.
 type closeAfterFailures struct {
 	next     http.RoundTripper
 	closeAll func()
@@ -87,15 +87,13 @@ func (c *closeAfterFailures) RoundTrip(req *http.Request) (*http.Response, error
 }
 
 // heartbeat returns the runnable that renews the agent's Lease every
-// quarter of duration (as kubelets renew theirs) while the manager runs;
-// onRepeatedFailure (may be nil) is called after each failed renewal
-// attempt but the first of a round (component-helpers' lease controller).
+// quarter of duration (as kubelets renew theirs) while the manager runs.
 // The Lease is owned by the Node, so it goes with a deleted Node; it is
 // not deleted when the agent stops: a restart within duration is no loss
 // of the agent. A node whose name needs its UID in the Lease name
 // (v1alpha1.AgentLeaseNameNeedsUID) is read first, every few seconds until
 // it can be.
-func heartbeat(kube kubernetes.Interface, onRepeatedFailure func(), node, namespace string, duration time.Duration) manager.Runnable {
+func heartbeat(kube kubernetes.Interface, node, namespace string, duration time.Duration) manager.Runnable {
 	seconds := int32(duration / time.Second)
 	return manager.RunnableFunc(func(ctx context.Context) error {
 		uid, err := leaseNodeUID(ctx, kube, node)
@@ -104,7 +102,7 @@ func heartbeat(kube kubernetes.Interface, onRepeatedFailure func(), node, namesp
 		}
 		name := v1alpha1.AgentLeaseName(node, uid)
 		ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("lease", klog.KRef(namespace, name)))
-		c := lease.NewController(clock.RealClock{}, kube, node, seconds, onRepeatedFailure, duration/4,
+		c := lease.NewController(clock.RealClock{}, kube, node, seconds, nil, duration/4,
 			name, namespace, nodeOwner(ctx, kube, node))
 		klog.FromContext(ctx).Info("Renewing the heartbeat Lease", "duration", duration)
 		c.Run(ctx)

@@ -144,11 +144,11 @@ func (ls *leaseServer) renewedFrom() (fresh bool, renewals int) {
 func TestHeartbeatRenewsPastAStalledConnection(t *testing.T) {
 	const duration = 16 * time.Second
 	ls := newLeaseServer(t)
-	kube, closeConns, err := heartbeatClient(ls.config(), duration)
+	kube, err := heartbeatClient(ls.config(), duration)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := runHeartbeat(t, kube, closeConns, duration)
+	ctx := runHeartbeat(t, kube, duration)
 	// The heartbeat is under way: its Lease created and renewed once.
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, n := ls.renewedFrom()
@@ -174,7 +174,7 @@ func TestHeartbeatRenewsPastAStalledConnection(t *testing.T) {
 func TestHeartbeatCreatesItsLeasePastAStalledConnection(t *testing.T) {
 	const duration = 16 * time.Second
 	ls := newLeaseServer(t)
-	kube, closeConns, err := heartbeatClient(ls.config(), duration)
+	kube, err := heartbeatClient(ls.config(), duration)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestHeartbeatCreatesItsLeasePastAStalledConnection(t *testing.T) {
 	}
 	ls.stall()
 	stalled := time.Now()
-	ctx := runHeartbeat(t, kube, closeConns, duration)
+	ctx := runHeartbeat(t, kube, duration)
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, duration, true, func(context.Context) (bool, error) {
 		ls.mu.Lock()
 		defer ls.mu.Unlock()

@@ -36,7 +36,7 @@ func TestHeartbeatRenewsALeaseOwnedByTheNode(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			done := make(chan error, 1)
-			go func() { done <- heartbeat(kube, nil, tc.node, "miglayout-system", 40*time.Second).Start(ctx) }()
+			go func() { done <- heartbeat(kube, tc.node, "miglayout-system", 40*time.Second).Start(ctx) }()
 			var l *coordinationv1.Lease
 			err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 				var err error
@@ -133,7 +133,7 @@ func TestHeartbeatStoppedBeforeTheNodeIsRead(t *testing.T) {
 	kube := fake.NewClientset()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := heartbeat(kube, nil, strings.Repeat("n", 240), "miglayout-system", 40*time.Second).Start(ctx); err == nil {
+	if err := heartbeat(kube, strings.Repeat("n", 240), "miglayout-system", 40*time.Second).Start(ctx); err == nil {
 		t.Error("heartbeat: no error, want the Node's read failing")
 	}
 	leases, err := kube.CoordinationV1().Leases("miglayout-system").List(t.Context(), metav1.ListOptions{})

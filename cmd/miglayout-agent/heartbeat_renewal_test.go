@@ -21,7 +21,7 @@ import (
 func TestHeartbeatRenewsWellBeforeTheLeaseExpires(t *testing.T) {
 	const duration = 8 * time.Second
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1", UID: "5e1f0c2a-1b3d-4e5f-8a9b-0c1d2e3f4a5b"}})
-	ctx := runHeartbeat(t, kube, nil, duration)
+	ctx := runHeartbeat(t, kube, duration)
 	get := func(ctx context.Context) (*coordinationv1.Lease, error) {
 		return kube.CoordinationV1().Leases("miglayout-system").Get(ctx, "miglayout-agent-gpu-node-1", metav1.GetOptions{})
 	}
@@ -51,12 +51,12 @@ func TestHeartbeatRenewsWellBeforeTheLeaseExpires(t *testing.T) {
 // runHeartbeat runs the heartbeat of gpu-node-1 (Lease in miglayout-system)
 // over kube until the test ends, and returns its context; the heartbeat's
 // error is checked once it is stopped.
-func runHeartbeat(t *testing.T, kube kubernetes.Interface, onRepeatedFailure func(), duration time.Duration) context.Context {
+func runHeartbeat(t *testing.T, kube kubernetes.Interface, duration time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- heartbeat(kube, onRepeatedFailure, "gpu-node-1", "miglayout-system", duration).Start(ctx)
+		done <- heartbeat(kube, "gpu-node-1", "miglayout-system", duration).Start(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -368,11 +368,11 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("adding the orphaned-claim sweep: %w", err)
 	}
 	if o.leaseNamespace != "" {
-		hbKube, closeConns, err := heartbeatClient(cfg, o.leaseDuration)
+		hbKube, err := heartbeatClient(cfg, o.leaseDuration)
 		if err != nil {
 			return err
 		}
-		if err := mgr.Add(heartbeat(hbKube, closeConns, o.nodeName, o.leaseNamespace, o.leaseDuration)); err != nil {
+		if err := mgr.Add(heartbeat(hbKube, o.nodeName, o.leaseNamespace, o.leaseDuration)); err != nil {
 			return fmt.Errorf("adding the heartbeat: %w", err)
 		}
 	}
