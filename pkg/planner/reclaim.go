@@ -52,11 +52,8 @@ func (p *planner) reclaim(g *gpuState, after time.Duration) {
 		return
 	}
 	// On a node that keeps spares, not where it costs one the node lacks.
-	var mine, others map[string]int
+	mine, others := map[string]int{}, map[string]int{}
 	for prof := range g.node.n.Policy.Spares {
-		if mine == nil {
-			mine, others = map[string]int{}, map[string]int{}
-		}
 		mine[prof] = countProfile(g.free(), prof)
 		for _, o := range g.node.gpus {
 			if o != g {
