@@ -30,6 +30,21 @@ const CDIClass = "claim"
 // NVIDIA container stack.
 const VisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES"
 
+// DeviceListMountRoot is where the NVIDIA container toolkit reads a
+// container's device list from volume mounts: /dev/null mounted at
+// <root>/<UUID> names one GPU or MIG device (the toolkit's
+// accept-nvidia-visible-devices-as-volume-mounts, the list NVIDIA's device
+// plugin hands out with its volume-mounts strategy). Every CDI device the
+// plugin writes carries its device's mount beside NVIDIA_VISIBLE_DEVICES:
+// a runtime that accepts the mounts reads them first, so a container gets
+// the devices of every CDI device it was given (the mounts add up, where a
+// later value of the variable replaces an earlier one), and a runtime set
+// to ignore the variable in unprivileged containers
+// (accept-nvidia-visible-devices-envvar-when-unprivileged = false) gives no
+// GPU to a container that only sets the variable itself, as images built
+// on nvidia/cuda do (NVIDIA_VISIBLE_DEVICES=all).
+const DeviceListMountRoot = "/var/run/nvidia-container-devices"
+
 // requiredControlNodes are the driver's control device nodes every GPU
 // container needs (the CDI spec's claim-wide edits): a prepare fails where
 // one is missing (ensureDeviceNodes).
@@ -63,7 +78,7 @@ func cdiDeviceID(driverName string, claimUID types.UID, device string) string {
 // buildSpec is the CDI spec of a prepared claim, from its checkpoint record
 // and the control device nodes the host has (control, Plugin.controlNodes):
 // those for all of the claim's containers, and per device and request its
-// own device nodes and NVIDIA_VISIBLE_DEVICES.
+// own device nodes, its device list mount and NVIDIA_VISIBLE_DEVICES.
 //
 // NVIDIA_VISIBLE_DEVICES of a CDI device lists the UUIDs of every device of
 // the claim allocated for the same request (in allocation order), so a
@@ -76,9 +91,10 @@ func cdiDeviceID(driverName string, claimUID types.UID, device string) string {
 // of its own name alone (as older versions answered; the kubelet may hold
 // it for a running pod). A container
 // given several requests (a whole claim of several requests, or several
-// claims) still gets all their device nodes but the variable of the last
-// request applied; making that exact needs the NVIDIA container toolkit's
-// full CDI specs, which do not use the variable.
+// claims) gets all their device nodes and device list mounts
+// (DeviceListMountRoot), but the variable of the last request applied: a
+// runtime that reads the variable alone tells it that request's devices
+// only.
 func buildSpec(driverName string, control []string, c PreparedClaim) (*cdispec.Spec, error) {
 	spec := &cdispec.Spec{
 		Kind: cdiVendor(driverName) + "/" + CDIClass,
@@ -96,6 +112,7 @@ func buildSpec(driverName string, control []string, c PreparedClaim) (*cdispec.S
 				ContainerEdits: cdispec.ContainerEdits{
 					Env:         []string{VisibleDevicesEnv + "=" + visible[r]},
 					DeviceNodes: deviceNodes(d.DeviceNodes),
+					Mounts:      []*cdispec.Mount{deviceListMount(d.UUID)},
 				},
 			})
 		}
@@ -111,6 +128,7 @@ func buildSpec(driverName string, control []string, c PreparedClaim) (*cdispec.S
 				ContainerEdits: cdispec.ContainerEdits{
 					Env:         []string{VisibleDevicesEnv + "=" + visibleForAll(c.Devices, reqs)},
 					DeviceNodes: deviceNodes(d.DeviceNodes),
+					Mounts:      []*cdispec.Mount{deviceListMount(d.UUID)},
 				},
 			})
 		}
@@ -177,6 +195,17 @@ func visibleForAll(devices []PreparedDevice, reqs []string) string {
 		}
 	}
 	return strings.Join(uuids, ",")
+}
+
+// deviceListMount is the mount naming the device of NVML UUID uuid
+// ("MIG-<uuid>" or "GPU-<uuid>") to the NVIDIA container toolkit: /dev/null,
+// read-only, at DeviceListMountRoot/<uuid>.
+func deviceListMount(uuid string) *cdispec.Mount {
+	return &cdispec.Mount{
+		HostPath:      "/dev/null",
+		ContainerPath: DeviceListMountRoot + "/" + uuid,
+		Options:       []string{"ro", "nosuid", "nodev", "bind"},
+	}
 }
 
 func deviceNodes(paths []string) []*cdispec.DeviceNode {

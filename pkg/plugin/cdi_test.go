@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	goslices "slices"
 	"strings"
 	"testing"
@@ -51,45 +52,74 @@ func TestCDIVisibleDevices(t *testing.T) {
 	}
 	// The runtime applies each device's edits in turn (cache.InjectDevices
 	// would also stat the device nodes, which this machine lacks).
-	visible := func(devices ...string) string {
+	// The runtime applies each device's edits in turn (cache.InjectDevices
+	// would also stat the device nodes, which this machine lacks); the
+	// container's image sets NVIDIA_VISIBLE_DEVICES=all, as nvidia/cuda's
+	// do.
+	apply := func(devices ...string) *oci.Spec {
 		t.Helper()
-		spec := &oci.Spec{Process: &oci.Process{}}
+		spec := &oci.Spec{Process: &oci.Process{Env: []string{VisibleDevicesEnv + "=all"}}}
 		for _, id := range devices {
 			d := cache.GetDevice(id)
 			if d == nil {
 				t.Fatalf("CDI cache does not resolve %s", id)
 			}
-			env := cdispec.ContainerEdits{Env: d.ContainerEdits.Env}
-			if err := (&cdiapi.ContainerEdits{ContainerEdits: &env}).Apply(spec); err != nil {
+			edits := cdispec.ContainerEdits{Env: d.ContainerEdits.Env, Mounts: d.ContainerEdits.Mounts}
+			if err := (&cdiapi.ContainerEdits{ContainerEdits: &edits}).Apply(spec); err != nil {
 				t.Fatalf("applying %s: %v", id, err)
 			}
 		}
-		var got []string
-		for _, kv := range spec.Process.Env {
-			if v, ok := strings.CutPrefix(kv, VisibleDevicesEnv+"="); ok {
-				got = append(got, v)
-			}
-		}
-		return strings.Join(got, ";")
+		return spec
 	}
+	pair := uuids["1g.10gb@2"] + "," + uuids["1g.10gb@3"]
 	tests := map[string]struct {
 		devices []string
-		want    string
+		// env is NVIDIA_VISIBLE_DEVICES, mounts the device list the
+		// toolkit reads from the mounts (DeviceListMountRoot).
+		env, mounts string
 	}{
-		"request of count 2": {ids["pair"], uuids["1g.10gb@2"] + "," + uuids["1g.10gb@3"]},
+		"request of count 2": {ids["pair"], pair, pair},
 		"request of count 2, devices in the other order": {
-			[]string{ids["pair"][1], ids["pair"][0]}, uuids["1g.10gb@2"] + "," + uuids["1g.10gb@3"]},
-		"subrequest":  {ids["big/large"], uuids["3g.40gb@4"]},
-		"one device":  {ids["pair"][:1], uuids["1g.10gb@2"] + "," + uuids["1g.10gb@3"]},
-		"whole claim": {append(append([]string{}, ids["pair"]...), ids["big/large"]...), uuids["3g.40gb@4"]},
+			[]string{ids["pair"][1], ids["pair"][0]}, pair, uuids["1g.10gb@3"] + "," + uuids["1g.10gb@2"]},
+		"subrequest": {ids["big/large"], uuids["3g.40gb@4"], uuids["3g.40gb@4"]},
+		"one device": {ids["pair"][:1], pair, uuids["1g.10gb@2"]},
+		"whole claim": {append(append([]string{}, ids["pair"]...), ids["big/large"]...),
+			uuids["3g.40gb@4"], pair + "," + uuids["3g.40gb@4"]},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, visible(tc.devices...)); diff != "" {
+			spec := apply(tc.devices...)
+			var env []string
+			for _, kv := range spec.Process.Env {
+				if v, ok := strings.CutPrefix(kv, VisibleDevicesEnv+"="); ok {
+					env = append(env, v)
+				}
+			}
+			if diff := cmp.Diff(tc.env, strings.Join(env, ";")); diff != "" {
 				t.Errorf("%s (-want +got):\n%s", VisibleDevicesEnv, diff)
+			}
+			if diff := cmp.Diff(tc.mounts, strings.Join(mountedDeviceList(spec), ",")); diff != "" {
+				t.Errorf("device list mounts (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// mountedDeviceList is the device list the NVIDIA container toolkit reads
+// from spec's mounts where it accepts them
+// (accept-nvidia-visible-devices-as-volume-mounts): the names of the
+// /dev/null mounts under DeviceListMountRoot, in mount order.
+func mountedDeviceList(spec *oci.Spec) []string {
+	var out []string
+	for _, m := range spec.Mounts {
+		if filepath.Clean(m.Source) != "/dev/null" {
+			continue
+		}
+		if name, ok := strings.CutPrefix(filepath.Clean(m.Destination), DeviceListMountRoot+"/"); ok {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // TestPrepareDeviceOfTwoRequests: a device two requests of one claim share

@@ -13,9 +13,12 @@
 //     until each is allocated and reserved for the pod, and calls NodePrepareResources
 //     (k8s.io/kubelet/pkg/apis/dra/v1) on the plugin of each driver in the allocation;
 //   - it resolves the returned CDI device IDs in the CDI spec directory (the agent's
-//     --cdi-dir) and, for every NVIDIA_VISIBLE_DEVICES UUID a container would see, starts a
+//     --cdi-dir) and, for every GPU or MIG device UUID a container would see, starts a
 //     simulated process on that GPU or MIG device in the NVML simulator (so that the
-//     agent sees the device in use, as it would with a real workload);
+//     agent sees the device in use, as it would with a real workload): the NVIDIA container
+//     toolkit's device list mounts (/dev/null at /var/run/nvidia-container-devices/<UUID>)
+//     where the CDI devices carry them, as a toolkit that accepts them reads them first,
+//     otherwise NVIDIA_VISIBLE_DEVICES;
 //   - it sets the pod Running (Ready conditions, running container statuses);
 //   - when the pod is being deleted it stops the pod's processes, calls
 //     NodeUnprepareResources for claims no other pod on the node uses, and deletes the pod
@@ -37,6 +40,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -534,18 +538,30 @@ func (k *Kubelet) prepare(ctx context.Context, pod *corev1.Pod, st *podState) er
 	return nil
 }
 
-// visibleDevices returns the NVIDIA_VISIBLE_DEVICES values the CDI devices set.
+// visibleDevices returns the device UUIDs the CDI devices ids name to the NVIDIA
+// container toolkit: those of their device list mounts (plugin.DeviceListMountRoot) where
+// they carry any, as a toolkit that accepts them reads them first; otherwise the
+// NVIDIA_VISIBLE_DEVICES values they set.
 func (k *Kubelet) visibleDevices(ids []string) ([]string, error) {
 	c, err := cdiapi.NewCache(cdiapi.WithSpecDirs(k.cfg.CDIDir), cdiapi.WithAutoRefresh(false))
 	if err != nil {
 		return nil, fmt.Errorf("reading CDI specs: %w", err)
 	}
 	_ = c.Refresh() // errors are per spec; a missing device is reported below
-	var out []string
+	var out, mounted []string
 	for _, id := range ids {
 		dev := c.GetDevice(id)
 		if dev == nil {
 			return nil, fmt.Errorf("CDI device %s not found in %s", id, k.cfg.CDIDir)
+		}
+		mounts := append(slices.Clone(dev.GetSpec().ContainerEdits.Mounts), dev.ContainerEdits.Mounts...)
+		for _, m := range mounts {
+			if filepath.Clean(m.HostPath) != "/dev/null" {
+				continue
+			}
+			if u, ok := strings.CutPrefix(filepath.Clean(m.ContainerPath), plugin.DeviceListMountRoot+"/"); ok && !slices.Contains(mounted, u) {
+				mounted = append(mounted, u)
+			}
 		}
 		env := append(slices.Clone(dev.GetSpec().ContainerEdits.Env), dev.ContainerEdits.Env...)
 		for _, kv := range env {
@@ -557,6 +573,9 @@ func (k *Kubelet) visibleDevices(ids []string) ([]string, error) {
 				}
 			}
 		}
+	}
+	if len(mounted) > 0 {
+		return mounted, nil
 	}
 	return out, nil
 }

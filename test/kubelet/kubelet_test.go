@@ -33,6 +33,27 @@ func TestVisibleDevices(t *testing.T) {
 	if _, err := k.visibleDevices([]string{"k8s.mig.miglayout.io/claim=missing"}); err == nil {
 		t.Error("an unknown CDI device gave no error")
 	}
+
+	// With device list mounts, the mounts name the devices (the toolkit reads them
+	// first), whatever the variable says.
+	mounted := `{"cdiVersion": "0.5.0", "kind": "k8s.mig.miglayout.io/claim",
+  "devices": [
+    {"name": "uid2-a", "containerEdits": {"env": ["NVIDIA_VISIBLE_DEVICES=MIG-ccc,MIG-ddd"],
+      "mounts": [{"hostPath": "/dev/null", "containerPath": "/var/run/nvidia-container-devices/MIG-ccc"}]}},
+    {"name": "uid2-b", "containerEdits": {"env": ["NVIDIA_VISIBLE_DEVICES=MIG-ccc,MIG-ddd"],
+      "mounts": [{"hostPath": "/dev/null", "containerPath": "/var/run/nvidia-container-devices/MIG-ddd"},
+                 {"hostPath": "/tmp/x", "containerPath": "/var/run/nvidia-container-devices/MIG-eee"}]}}
+  ]}`
+	if err := os.WriteFile(filepath.Join(dir, "k8s.mig.miglayout.io-claim_uid2.json"), []byte(mounted), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err = k.visibleDevices([]string{"k8s.mig.miglayout.io/claim=uid2-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"MIG-ccc"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("visible devices with mounts %v, want %v", got, want)
+	}
 }
 
 func TestSetCondition(t *testing.T) {
