@@ -22,6 +22,7 @@ type Metrics struct {
 	unreadable   prometheus.Gauge
 	failedPasses prometheus.Counter
 	orphans      prometheus.Counter
+	restored     prometheus.Counter
 
 	// devicesMu guards deviceLabels: the label sets of devices the last
 	// pass set (recordDevices).
@@ -66,8 +67,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "miglayout_agent_orphaned_claims_released_total",
 			Help: "Preparations of ResourceClaims that no longer exist or no longer hold a device of the node, which the kubelet never unprepared, released by the agent (event OrphanedClaimReleased).",
 		}),
+		restored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "miglayout_agent_restored_devices_total",
+			Help: "MIG devices made again because ResourceClaims hold them but the GPU lost them (a reboot, a driver reload or a GPU reset destroys GPU instances).",
+		}),
 	}
-	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings, m.unreadable, m.failedPasses, m.orphans)
+	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings, m.unreadable, m.failedPasses, m.orphans, m.restored)
 	return m
 }
 
@@ -80,6 +85,12 @@ func (m *Metrics) setUnreadable(n int) {
 func (m *Metrics) countOrphanReleased() {
 	if m != nil {
 		m.orphans.Inc()
+	}
+}
+
+func (m *Metrics) countRestored(n int) {
+	if m != nil {
+		m.restored.Add(float64(n))
 	}
 }
 

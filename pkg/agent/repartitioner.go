@@ -155,6 +155,9 @@ type gpuPlan struct {
 	// not seen yet): apply's re-check under the lock asks the API server
 	// about those the cache still shows.
 	vetted sets.Set[string]
+	// modeSet is the MIG mode the agent set that the GPU's earlier
+	// journal entry carries (restoreHeld's plans keep it in theirs).
+	modeSet *bool
 }
 
 // Sync runs one pass over the desired GPU specs. It returns an error only when
@@ -206,7 +209,25 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			return nil, err
 		}
 	}
+	// Devices claims hold that the GPU lost (a reboot, a GPU reset) are
+	// made again before anything is planned over their placements.
+	restored, unrestored, err := r.restoreHeld(ctx, obs, orphans)
+	if err != nil {
+		return nil, err
+	}
+	if restored {
+		if obs, unreadable, err = r.observe(ctx); err != nil {
+			return nil, err
+		}
+	}
 	res := &SyncResult{Results: map[int]GPUResult{}, Stopped: sets.New[int](), Changed: sets.New[int]()}
+	for idx, f := range unrestored {
+		// Nothing is planned on the GPU this pass: its layout would be
+		// laid over the placements of the devices not made again.
+		logger.Info("Not repartitioning the GPU: devices ResourceClaims hold could not be made again", "gpu", idx, "why", f.Message)
+		res.Results[idx] = f
+		res.Retry = true
+	}
 	// One cached read of the allocations: what is in use, and the
 	// allocations under names the agent does not give (confirmed by a live
 	// read only where a GPU would lose devices).
@@ -235,6 +256,9 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 		idx := int(spec.Index)
 		if _, lost := unreadable[idx]; lost {
 			continue // reported with the final observation
+		}
+		if _, done := unrestored[idx]; done {
+			continue
 		}
 		if err := orphans[idx]; err != nil {
 			// A GI without a CI is still there: the GPU does not hold
@@ -674,7 +698,7 @@ func (p *gpuPlan) describe() string {
 }
 
 func (p *gpuPlan) entry(step Step) JournalEntry {
-	e := JournalEntry{GPU: p.index, UUID: p.state.GPU.UUID, Step: step, Desired: p.desired.String()}
+	e := JournalEntry{GPU: p.index, UUID: p.state.GPU.UUID, Step: step, Desired: p.desired.String(), ModeSet: p.modeSet}
 	for _, d := range p.plan.Destroy {
 		e.Destroy = append(e.Destroy, d.String())
 	}

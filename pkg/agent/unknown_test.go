@@ -105,12 +105,14 @@ func TestUnknownAllocationReadLiveOnlyToDestroy(t *testing.T) {
 }
 
 // A GPU that only gains devices loses none an unknown allocation could hold:
-// the change goes ahead (after a node's reboot, say, the layout is made
-// again while claims still name the devices it had).
+// the change goes ahead. The name is of no device the agent could make
+// again (a GI profile ID the GPU does not give 2g.20gb: another version's
+// or publisher's name); a device the agent names that the GPU lost is made
+// again first (TestRestoreHeldAfterReboot).
 func TestSyncCreatesBesideUnknownAllocations(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0")
-	names := sets.New("gpu-0-mig-2g20gb-14-4")
+	names := sets.New("gpu-0-mig-2g20gb-99-4")
 	g.alloc.cached, g.alloc.live = names, names
 	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}, nil)
 	if err != nil {
@@ -130,7 +132,7 @@ func TestSyncCreatesBesideUnknownAllocationsWhileAnotherGPUDrains(t *testing.T) 
 	g := newRig(t, "2xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
 	g.setup(t, 1, "3g.40gb@0")
-	names := sets.New("gpu-1-mig-2g20gb-14-4")
+	names := sets.New("gpu-1-mig-2g20gb-99-4")
 	g.alloc.cached, g.alloc.live = names, names
 	res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0,3g.40gb@4")}, nil)
 	if err != nil {
