@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-		"k8s.io/klog/v2"
+	"k8s.io/klog/v2"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
