@@ -730,6 +730,11 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 			metav1.SetMetaDataAnnotation(&next.ObjectMeta, v1alpha1.AnnotationSpecWrittenBy, string(v1alpha1.ModeAuto))
 			sort.Slice(next.Spec.GPUs, func(i, j int) bool { return next.Spec.GPUs[i].Index < next.Spec.GPUs[j].Index })
 			if err := a.Client.Patch(ctx, next, client.MergeFromWithOptions(&nml, client.MergeFromWithOptimisticLock{})); err != nil {
+				if writeMayHaveApplied(err) {
+					// The next pass waits for the cache to show it, or
+					// for rolloutExpectTTL where it never does.
+					a.written.expect(autoWrites, node, next.Spec.GPUs, 0, a.now())
+				}
 				return err
 			}
 			a.written.expect(autoWrites, node, next.Spec.GPUs, next.Generation, a.now())

@@ -230,6 +230,11 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		}
 	}
 	if err := r.patchSpec(ctx, existing, next, stillHolds); err != nil {
+		if gate != nil && writeMayHaveApplied(err) {
+			// Counted as changing until the cache shows the write,
+			// or for rolloutExpectTTL where it never does.
+			r.rollouts.expect(ml.UID, node, next.Spec.GPUs, 0, r.now())
+		}
 		// The node is judged against the spec it should hold: not Ready
 		// for this generation on the strength of the old one.
 		return cmpOr(waitsFor, next), problems, false, fmt.Errorf("patching the spec of NodeMigLayout %s: %w", node, err)

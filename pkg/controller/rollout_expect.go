@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"errors"
+	"net/http"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -98,4 +101,30 @@ func (e *rolloutExpectations) forget(ml types.UID) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.m, ml)
+}
+
+// writeMayHaveApplied reports whether a write that returned err may have
+// been applied all the same: an API server answering a timeout (its
+// request timeout filter answers 504 while the write goes on), an internal
+// error or no answer at all (a connection reset, the client's deadline).
+// A refusal the API server gives before applying anything (a conflict,
+// invalid, forbidden, not found, too many requests...) was not. A write
+// that may have been applied is expected as written (with an unknown
+// generation), so that a pass reading a cache that does not show it yet
+// still counts its node as changing.
+func writeMayHaveApplied(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true
+	}
+	switch status.Status().Code {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound,
+		http.StatusMethodNotAllowed, http.StatusConflict, http.StatusRequestEntityTooLarge,
+		http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity, http.StatusTooManyRequests:
+		return false
+	}
+	return true
 }
