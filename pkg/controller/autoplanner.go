@@ -307,8 +307,8 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if wait := a.cacheShowsWrites(ctx, in.NodeMigLayouts); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
+	if wait, err := a.cacheShowsWrites(ctx, in.NodeMigLayouts); err != nil || wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, err
 	}
 	if !slices.ContainsFunc(in.MigLayouts, plansAuto) {
 		a.retract(ctx)
@@ -731,9 +731,8 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 			sort.Slice(next.Spec.GPUs, func(i, j int) bool { return next.Spec.GPUs[i].Index < next.Spec.GPUs[j].Index })
 			if err := a.Client.Patch(ctx, next, client.MergeFromWithOptions(&nml, client.MergeFromWithOptimisticLock{})); err != nil {
 				if writeMayHaveApplied(err) {
-					// The next pass waits for the cache to show it, or
-					// for rolloutExpectTTL where it never does.
-					a.written.expect(autoWrites, node, next.Spec.GPUs, 0, a.now())
+					// The next pass reads the node live to tell.
+					a.written.expectUnsure(autoWrites, node, next.Spec.GPUs, a.now())
 				}
 				return err
 			}

@@ -7,11 +7,17 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
@@ -38,6 +44,7 @@ func TestAutoWriteAnsweredWithErrorCountsAsChanging(t *testing.T) {
 		node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("1g.10gb@6").inUse("1g.10gb@6")),
 		node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0)))
 	h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p1", h.now, "c1"))
+	h.a.APIReader = liveThrough{cache, h.c}
 	cache.freeze(t, h.c)
 	cache.lag(true)
 	failNext.Store(true)
@@ -76,6 +83,35 @@ func TestAutoWriteAnsweredWithErrorCountsAsChanging(t *testing.T) {
 	}
 }
 
+// liveThrough reads c around l's lag, as the API reader reads around the
+// cache.
+type liveThrough struct {
+	l *laggingNodeMigLayouts
+	c client.Client
+}
+
+func (r liveThrough) unlagged() func() {
+	r.l.mu.Lock()
+	was := r.l.lagging
+	r.l.lagging = false
+	r.l.mu.Unlock()
+	return func() {
+		r.l.mu.Lock()
+		r.l.lagging = was
+		r.l.mu.Unlock()
+	}
+}
+
+func (r liveThrough) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	defer r.unlagged()()
+	return r.c.Get(ctx, key, obj, opts...)
+}
+
+func (r liveThrough) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	defer r.unlagged()()
+	return r.c.List(ctx, list, opts...)
+}
+
 func TestWriteMayHaveApplied(t *testing.T) {
 	gr := schema.GroupResource{Group: "miglayout.io", Resource: "nodemiglayouts"}
 	tests := map[string]struct {
@@ -99,5 +135,49 @@ func TestWriteMayHaveApplied(t *testing.T) {
 				t.Errorf("writeMayHaveApplied(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestResolveLiveSettlesUnsureWrites: an unsure write the live read shows
+// is expected at the generation read (the cache must reach it); one it
+// does not show, or of a node gone, is forgotten; a failed read is
+// returned and settles nothing.
+func TestResolveLiveSettlesUnsureWrites(t *testing.T) {
+	const ml = types.UID("ml")
+	gpus := []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0"}}
+	written := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "written", Generation: 4}, Spec: v1alpha1.NodeMigLayoutSpec{GPUs: gpus}}
+	unwritten := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "unwritten", Generation: 3}}
+	live := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(written, unwritten).Build()
+	now := time.Now()
+	var e rolloutExpectations
+	for _, n := range []string{"written", "unwritten", "gone"} {
+		e.expectUnsure(ml, n, gpus, now)
+	}
+	if err := e.resolveLive(context.Background(), live, ml); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.unsure(ml); len(got) != 0 {
+		t.Errorf("still unsure: %v", got)
+	}
+	stale := written.DeepCopy()
+	stale.Generation = 3
+	cached := map[string]*v1alpha1.NodeMigLayout{"written": stale, "unwritten": unwritten, "gone": unwritten}
+	unseen, _ := e.unseen(ml, cached, now)
+	if diff := cmp.Diff(map[string]bool{"written": true}, unseen); diff != "" {
+		t.Errorf("unseen (-want +got):\n%s", diff)
+	}
+	if unseen, _ := e.unseen(ml, map[string]*v1alpha1.NodeMigLayout{"written": written}, now); len(unseen) != 0 {
+		t.Errorf("unseen %v once the cache shows generation 4", unseen)
+	}
+
+	e.expectUnsure(ml, "written", gpus, now)
+	failing := interceptor.NewClient(live, interceptor.Funcs{Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+		return errors.New("the API server is unavailable")
+	}})
+	if err := e.resolveLive(context.Background(), failing, ml); err == nil {
+		t.Error("a failed live read gave no error")
+	}
+	if got := e.unsure(ml); len(got) != 1 {
+		t.Errorf("unsure after a failed read: %v, want the write kept unsure", got)
 	}
 }

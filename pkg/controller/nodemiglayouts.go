@@ -51,6 +51,13 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	// Kept while paused (no gate then): a write the cache does not show
 	// yet still counts once resumed.
 	if ml.Spec.Mode != v1alpha1.ModeAuto && ml.Spec.MaxNodesChanging != nil {
+		var reader client.Reader = r.Client
+		if r.APIReader != nil {
+			reader = r.APIReader
+		}
+		if err := r.rollouts.resolveLive(ctx, reader, ml.UID); err != nil {
+			return nil, ctrl.Result{}, []error{err}
+		}
 		unseen, unseenExpire = r.rollouts.unseen(ml.UID, in.nodeMigLayouts, now)
 	} else {
 		r.rollouts.forget(ml.UID)
@@ -233,7 +240,7 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		if gate != nil && writeMayHaveApplied(err) {
 			// Counted as changing until the cache shows the write,
 			// or for rolloutExpectTTL where it never does.
-			r.rollouts.expect(ml.UID, node, next.Spec.GPUs, 0, r.now())
+			r.rollouts.expectUnsure(ml.UID, node, next.Spec.GPUs, r.now())
 		}
 		// The node is judged against the spec it should hold: not Ready
 		// for this generation on the strength of the old one.

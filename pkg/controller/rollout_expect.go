@@ -1,13 +1,16 @@
 package controller
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -35,6 +38,9 @@ type rolloutExpectation struct {
 	// gave it (0 where the answer did not say).
 	generation int64
 	written    time.Time
+	// unsure: the write was answered with an error that may have come
+	// after it was applied (writeMayHaveApplied).
+	unsure bool
 }
 
 // expect records that node's spec GPUs were written as gpus at now, making
@@ -96,6 +102,73 @@ func (e *rolloutExpectations) unseen(ml types.UID, cached map[string]*v1alpha1.N
 	return out, expires
 }
 
+// expectUnsure is expect for a write answered with an error that may have
+// come after it was applied (writeMayHaveApplied): its generation is
+// unknown, and resolve settles it from a live read.
+func (e *rolloutExpectations) expectUnsure(ml types.UID, node string, gpus []v1alpha1.GPUSpec, now time.Time) {
+	e.expect(ml, node, gpus, 0, now)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x := e.m[ml][node]
+	x.unsure = true
+	e.m[ml][node] = x
+}
+
+// unsure returns the nodes of ml whose last write expectUnsure recorded and
+// resolve has not settled, with the GPUs written.
+func (e *rolloutExpectations) unsure(ml types.UID) map[string][]v1alpha1.GPUSpec {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out map[string][]v1alpha1.GPUSpec
+	for node, x := range e.m[ml] {
+		if x.unsure {
+			if out == nil {
+				out = map[string][]v1alpha1.GPUSpec{}
+			}
+			out[node] = x.gpus
+		}
+	}
+	return out
+}
+
+// resolve settles node's unsure write from a live read: applied, it is
+// expected at the generation read; not, it is forgotten.
+func (e *rolloutExpectations) resolve(ml types.UID, node string, applied bool, generation int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x, ok := e.m[ml][node]
+	if !ok || !x.unsure {
+		return
+	}
+	if !applied {
+		delete(e.m[ml], node)
+		return
+	}
+	x.unsure, x.generation = false, generation
+	e.m[ml][node] = x
+}
+
+// resolveLive reads live (reader: around the cache) each node of ml whose
+// last write expectUnsure recorded, and settles it (resolve): the write
+// shows, the pass waits for the cache to show it too; it does not, the
+// write failed and is forgotten. A failed read is returned: the caller must
+// not count the nodes changing without knowing.
+func (e *rolloutExpectations) resolveLive(ctx context.Context, reader client.Reader, ml types.UID) error {
+	for node, gpus := range e.unsure(ml) {
+		var nml v1alpha1.NodeMigLayout
+		err := reader.Get(ctx, types.NamespacedName{Name: node}, &nml)
+		switch {
+		case apierrors.IsNotFound(err):
+			e.resolve(ml, node, false, 0)
+		case err != nil:
+			return fmt.Errorf("reading NodeMigLayout %s, whose write was answered with an error: %w", node, err)
+		default:
+			e.resolve(ml, node, sameLayouts(nml.Spec.GPUs, gpus), nml.Generation)
+		}
+	}
+	return nil
+}
+
 // forget drops every expectation of ml (deleted, or no longer bounded).
 func (e *rolloutExpectations) forget(ml types.UID) {
 	e.mu.Lock()
@@ -109,9 +182,9 @@ func (e *rolloutExpectations) forget(ml types.UID) {
 // error or no answer at all (a connection reset, the client's deadline).
 // A refusal the API server gives before applying anything (a conflict,
 // invalid, forbidden, not found, too many requests...) was not. A write
-// that may have been applied is expected as written (with an unknown
-// generation), so that a pass reading a cache that does not show it yet
-// still counts its node as changing.
+// that may have been applied is expected as written (expectUnsure), so
+// that a pass reading a cache that does not show it yet still counts its
+// node as changing.
 func writeMayHaveApplied(err error) bool {
 	if err == nil {
 		return false
