@@ -102,6 +102,13 @@ func setPaused(ctx context.Context, c client.Client, out io.Writer, mls []v1alph
 			errs = multierror.Append(errs, fmt.Errorf("setting spec.paused of MigLayout %s: %w", ml.Name, err))
 			continue
 		}
+		if ml.Spec.Paused != paused {
+			// The API server answered with the object as stored: a
+			// MigLayout CRD older than spec.paused prunes the field
+			// (Helm does not upgrade CRDs), and nothing is paused.
+			errs = multierror.Append(errs, fmt.Errorf("setting spec.paused of MigLayout %s: the API server did not keep it, so the installed MigLayout CRD predates spec.paused; apply the chart's crds/ (kubectl apply --server-side --force-conflicts -f deploy/helm/miglayout/crds/)", ml.Name))
+			continue
+		}
 		fmt.Fprintf(out, "miglayout %s %s\n", ml.Name, word)
 	}
 	return errs.ErrorOrNil()

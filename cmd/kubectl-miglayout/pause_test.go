@@ -182,3 +182,27 @@ func TestPauseGoesOnPastAFailedPatch(t *testing.T) {
 		})
 	}
 }
+
+// TestPauseRefusedWhereTheCRDPrunesPaused: on an API server whose MigLayout
+// CRD predates spec.paused, the patch succeeds but the field is pruned: the
+// pause must fail, naming the CRD, not print "paused".
+func TestPauseRefusedWhereTheCRDPrunesPaused(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(
+		&v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
+	).WithInterceptorFuncs(interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		// Pruned: the object as stored, unchanged.
+		return c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	}}).Build()
+	cmd := newRootCommandEnv(&env{newClient: func() (client.Client, error) { return c, nil }})
+	var out strings.Builder
+	cmd.SetOut(&out)
+	cmd.SetErr(&strings.Builder{})
+	cmd.SetArgs([]string{"pause", "a"})
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), "CRD predates spec.paused") {
+		t.Errorf("error %v, want one saying the CRD predates spec.paused", err)
+	}
+	if strings.Contains(out.String(), "paused") {
+		t.Errorf("output %q says paused", out.String())
+	}
+}

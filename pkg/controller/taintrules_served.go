@@ -44,12 +44,15 @@ func taintRulesServed(d discovery.DiscoveryInterface) (bool, error) {
 	return false, nil
 }
 
-// awaitTaintRules asks served every interval until it reports true, then
+// awaitTaintRules asks served at once and then every interval until it
+// reports true, then
 // returns ErrDeviceTaintRulesServed; an error of served is logged and the
 // next look is taken as usual. It returns nil when ctx ends.
 func awaitTaintRules(ctx context.Context, every time.Duration, served func() (bool, error)) error {
 	logger := klog.FromContext(ctx)
-	err := wait.PollUntilContextCancel(ctx, every, false, func(context.Context) (bool, error) {
+	// The first look at once: a replica that became leader after the
+	// rules began to be served plans with them from its first pass.
+	err := wait.PollUntilContextCancel(ctx, every, true, func(context.Context) (bool, error) {
 		ok, err := served()
 		if err != nil {
 			logger.Error(err, "Looking for DeviceTaintRules")
