@@ -59,7 +59,7 @@ or ?, without ResourceClaims * marks only what the agents report in use.`,
 			if err != nil {
 				return err
 			}
-			writeStatus(cmd.OutOrStdout(), st)
+			writeStatus(printable{cmd.OutOrStdout()}, st)
 			return nil
 		},
 	}
