@@ -28,6 +28,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -115,6 +117,9 @@ type Plugin struct {
 	cfg            Config
 	cdi            *cdiapi.Cache
 	checkpointPath string
+	// checkpointFound: New read a checkpoint file (an empty checkpoint
+	// otherwise: a first start, or a file moved away).
+	checkpointFound bool
 
 	// mu guards claims (the checkpoint's contents in memory) and the files.
 	// The helper serialises prepare and unprepare; PreparedDevices runs
@@ -166,6 +171,9 @@ func New(cfg Config) (*Plugin, error) {
 	if p.claims, err = readCheckpoint(p.checkpointPath); err != nil {
 		return nil, fmt.Errorf("creating kubelet plugin: %w; %s", err, unreadableCheckpointHelp(p.checkpointPath))
 	}
+	if _, err := os.Stat(p.checkpointPath); err == nil {
+		p.checkpointFound = true
+	}
 	return p, nil
 }
 
@@ -216,11 +224,13 @@ func (p *Plugin) RestoreSpecs(ctx context.Context) map[types.UID]error {
 // devices, and the kubelet prepares again any claim it still needs,
 // writing the spec again. Left, these files pile up over a node's life,
 // and the container runtime reads them all each time it refreshes its CDI
-// registry. Other vendors' and classes' files are not touched. Call it once
+// registry. Other vendors' and classes' files are not touched, nor files
+// whose name carries no claim UID, nor any spec where New found no
+// checkpoint file (an error names them). Call it once
 // after New, before Start (nothing is prepared concurrently). It returns
 // the paths removed and the errors of those it could not remove or list.
 func (p *Plugin) RemoveStaleSpecs() ([]string, error) {
-	var removed []string
+	var removed, kept []string
 	var errs error
 	prefix := cdiapi.GenerateTransientSpecName(cdiVendor(p.cfg.DriverName), CDIClass, "")
 	entries, err := os.ReadDir(p.cfg.CDIDir)
@@ -233,10 +243,21 @@ func (p *Plugin) RemoveStaleSpecs() ([]string, error) {
 			continue
 		}
 		uid, ok = strings.CutSuffix(uid, ".json")
-		if !ok || uid == "" {
+		if !ok || !isClaimUID(uid) {
+			// Not a name this version writes (another version's
+			// file, say): left alone.
 			continue
 		}
 		if _, held := p.claims[types.UID(uid)]; held {
+			continue
+		}
+		if !p.checkpointFound {
+			// Without a checkpoint file there is no telling the specs
+			// of running containers from stale ones (the checkpoint
+			// directory moved, say, by a changed kubelet plugin
+			// path): removing them would fail those containers'
+			// restarts (the kubelet does not prepare again).
+			kept = append(kept, e.Name())
 			continue
 		}
 		if err := p.cdi.RemoveSpec(e.Name()); err != nil {
@@ -244,6 +265,10 @@ func (p *Plugin) RemoveStaleSpecs() ([]string, error) {
 			continue
 		}
 		removed = append(removed, filepath.Join(p.cfg.CDIDir, e.Name()))
+	}
+	if len(kept) > 0 {
+		errs = multierror.Append(errs, fmt.Errorf("no checkpoint file at %s, so the CDI specs %s, which running containers may use, are left in place; "+
+			"if the checkpoint directory moved (agent.hostPaths.kubeletPlugins changed), put it back", p.checkpointPath, strings.Join(kept, ", ")))
 	}
 	temps, err := filepath.Glob(filepath.Join(p.cfg.CheckpointDir, checkpointTemps))
 	if err != nil {
@@ -257,6 +282,13 @@ func (p *Plugin) RemoveStaleSpecs() ([]string, error) {
 		removed = append(removed, path)
 	}
 	return removed, errs
+}
+
+// isClaimUID reports whether s is a UID as the API server gives objects
+// (an RFC 4122 UUID in its 36-character form).
+func isClaimUID(s string) bool {
+	_, err := uuid.Parse(s)
+	return err == nil && len(s) == 36
 }
 
 // helperLinger is how long the kubelet plugin helper runs on after the

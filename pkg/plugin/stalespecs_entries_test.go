@@ -4,9 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	goslices "slices"
+	"strings"
 	"testing"
 
 	"github.com/miglayout/miglayout/pkg/slices"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestRemoveStaleSpecsLeavesWhatItDidNotWrite: RemoveStaleSpecs removes
@@ -67,6 +69,10 @@ func TestRemoveStaleSpecsLeavesWhatItDidNotWrite(t *testing.T) {
 func TestRemoveStaleSpecsReportsASpecItCannotRemove(t *testing.T) {
 	e := newEnv(t)
 	p := e.plugin("")
+	if err := writeCheckpoint(filepath.Join(e.cpDir, CheckpointFile), map[types.UID]PreparedClaim{}); err != nil {
+		t.Fatal(err)
+	}
+	p = e.plugin("")
 	stale := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid2))
 	if err := os.WriteFile(stale, []byte(`{}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -82,5 +88,36 @@ func TestRemoveStaleSpecsReportsASpecItCannotRemove(t *testing.T) {
 	}
 	if _, err := os.Stat(stale); err != nil {
 		t.Errorf("%s: %v", stale, err)
+	}
+}
+
+// TestRemoveStaleSpecsWithoutCheckpointFile: where New found no checkpoint
+// file (the checkpoint directory moved by a changed kubelet plugin path,
+// say), the specs of prepared claims cannot be told from stale ones: none
+// is removed, and the error names them. A file whose name carries no claim
+// UID (another version's) is never removed.
+func TestRemoveStaleSpecsWithoutCheckpointFile(t *testing.T) {
+	e := newEnv(t)
+	p := e.plugin("")
+	running := claim(uid1, "running", alloc{"gpu", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})
+	if r := e.prepare(p, running); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	spec := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid1))
+	other := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, types.UID(string(uid2)+"_gpu")))
+	if err := os.WriteFile(other, []byte(`{}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(e.cpDir, CheckpointFile), filepath.Join(t.TempDir(), CheckpointFile)); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := e.plugin("").RemoveStaleSpecs()
+	if len(removed) != 0 || err == nil || !strings.Contains(err.Error(), filepath.Base(spec)) || strings.Contains(err.Error(), filepath.Base(other)) {
+		t.Errorf("RemoveStaleSpecs = %v, %v; want nothing removed and an error naming %s only", removed, err, filepath.Base(spec))
+	}
+	for _, path := range []string{spec, other} {
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
 	}
 }
