@@ -42,6 +42,15 @@ func TestDestroyHeldByAnotherClient(t *testing.T) {
 			if got := simLayout(sim, 0).String(); got != "3g.40gb@4" {
 				t.Errorf("simulator layout after the refused destroy = %q, want 3g.40gb@4", got)
 			}
+			// Whichever destroy the client refused, the device is left
+			// with its compute instance: usable, and published.
+			devs, err := m.MIGDevices(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(devs) != 1 || devs[0].CIID < 0 || devs[0].UUID == "" {
+				t.Errorf("MIG devices after the refused destroy = %+v, want %s with a compute instance", devs, d)
+			}
 			if err := sim.CloseClient(id); err != nil {
 				t.Fatal(err)
 			}

@@ -254,6 +254,7 @@ func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx i
 	// to the driver's last (maxProfileIndex): a newer driver's CI
 	// profiles.
 	var order []int
+	destroyedCIs := 0
 	if first >= 0 {
 		order = append(order, first)
 	}
@@ -285,6 +286,7 @@ func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx i
 			return err
 		}
 		for _, c := range cis {
+			destroyedCIs++ // counted before the call: a destroy may act and fail
 			info, ret := c.GetInfo()
 			if err := staleErr("nvmlComputeInstanceGetInfo", ret); err != nil {
 				err = fmt.Errorf("reading a compute instance of GI %d: %w", g.info.Id, err)
@@ -308,9 +310,36 @@ func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx i
 	}
 	logger.V(2).Info("Destroying GPU instance", "giID", g.info.Id)
 	if err := staleErr("nvmlGpuInstanceDestroy", g.handle.Destroy()); err != nil {
-		return fmt.Errorf("destroying GPU instance %d: %w", g.info.Id, inUseBy(s.dev, g, err))
+		err = fmt.Errorf("destroying GPU instance %d: %w", g.info.Id, inUseBy(s.dev, g, err))
+		if errors.Is(err, ErrInUse) && destroyedCIs > 0 {
+			// Another NVML client holds the GPU instance (a monitoring
+			// agent, e.g. DCGM) once its compute instances are gone:
+			// without one the device could be neither published nor
+			// used, and its GPU instance would hold the GPU's change
+			// until the client let go. Its full-size compute instance
+			// is made again, and the destroy is retried later.
+			err = m.remakeCI(logger, g, err)
+		}
+		return err
 	}
 	return nil
+}
+
+// remakeCI creates again the full-size compute instance of GPU instance g,
+// whose destroy failed with cause after its compute instances were
+// destroyed, and returns cause, saying whether the compute instance was
+// made again.
+func (m *NVMLManager) remakeCI(logger klog.Logger, g gpuInstance, cause error) error {
+	ciProfs, err := fullCIProfiles(g.handle, g.profile)
+	if err == nil {
+		logger.V(2).Info("Creating compute instance again", "giID", g.info.Id, "ciProfileID", ciProfs[0].Id)
+		_, ret := g.handle.CreateComputeInstance(&ciProfs[0])
+		err = staleErr("nvmlGpuInstanceCreateComputeInstance", ret)
+	}
+	if err != nil {
+		return fmt.Errorf("%w; its full-size compute instance, destroyed first, could not be made again (%v): the GPU instance is rolled back once the client lets go", cause, err)
+	}
+	return fmt.Errorf("%w; its full-size compute instance, destroyed first, was made again, so the device stays usable", cause)
 }
 
 // inUseBy is err, from a destroy of GI g (or of one of its compute
