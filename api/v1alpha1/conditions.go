@@ -86,6 +86,16 @@ const (
 	// taints are off), so the agent cannot keep the scheduler off devices it
 	// would destroy and leaves the GPU as it is; it retries with backoff.
 	ReasonDeviceTaintsUnsupported = "DeviceTaintsUnsupported"
+	// ReasonDevicePluginActive (Degraded=True, GPU Failed): the node's
+	// kubelet advertises the extended resources of NVIDIA's device plugin
+	// (nvidia.com/gpu, nvidia.com/mig-<profile>, allocatable above zero),
+	// which hands the node's GPUs and MIG devices to pods outside DRA: the
+	// agent publishes no device of the node (the scheduler would give one
+	// device to a claim and to a device-plugin pod) and changes no GPU (a
+	// device-plugin pod between CUDA processes shows in no check) until the
+	// device plugin is off on the node. Like GPUUnreadable it holds no slot
+	// of maxNodesChanging, and Auto mode plans nothing on the node.
+	ReasonDevicePluginActive = "DevicePluginActive"
 	// ReasonAgentNotReporting (Ready=False): no agent has reported the node's GPUs yet.
 	ReasonAgentNotReporting = "AgentNotReporting"
 	// ReasonAgentLost (Degraded=True; Ready=False where every node not

@@ -65,6 +65,7 @@ type options struct {
 	leaseNamespace    string
 	leaseDuration     time.Duration
 	maxPass           time.Duration
+	allowDevicePlugin bool
 	orphanGrace       time.Duration
 }
 
@@ -116,6 +117,7 @@ func parseOptions(args []string, errorHandling pflag.ErrorHandling) (options, er
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8082", "address of the /healthz and /readyz endpoints (0 disables)")
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the agent's heartbeat Lease miglayout-agent-<node> (the controller's --agent-lease-namespace; empty: no heartbeat, and the controller does not judge an agent whose Lease it never saw)")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease holds unrenewed; the agent renews it every quarter of this (whole seconds, at least 4s)")
+	fs.BoolVar(&o.allowDevicePlugin, "allow-nvidia-device-plugin", false, "publish and change the node's GPUs even where its kubelet advertises NVIDIA's device plugin resources (nvidia.com/gpu, nvidia.com/mig-*), which hand the same GPUs to pods outside DRA; by default the agent then publishes no device and changes no GPU (status reason DevicePluginActive). Set it only where the device plugin serves no GPU this agent sees")
 	fs.DurationVar(&o.maxPass, "max-pass-duration", 10*time.Minute, "how long one repartitioning pass may run before /healthz fails (an NVML call or API request that hangs): the liveness probe then restarts the agent, which resumes from its journal")
 	fs.DurationVar(&o.orphanGrace, "orphaned-claim-grace", agent.DefaultOrphanGrace, "how long a ResourceClaim the kubelet plugin still holds prepared must be gone from the API server (or allocated no device of the node) before the agent releases its preparation (the kubelet never unprepared it: its own record was lost, or the pod and claim were force-deleted while the plugin was down); until then its devices are kept (0: the default)")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
@@ -293,7 +295,8 @@ func run(ctx context.Context, o options) error {
 	// ResourceSlice controller's reports of dropped fields go to it.
 	inventory := &agent.PoolInventory{NodeName: o.nodeName, Driver: o.driverName, Live: mgr.GetAPIReader()}
 	rec := &agent.NodeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), NodeName: o.nodeName,
-		Recorder: mgr.GetEventRecorder("miglayout-agent"), Resync: o.resync, MaxPass: o.maxPass}
+		Recorder: mgr.GetEventRecorder("miglayout-agent"), Resync: o.resync, MaxPass: o.maxPass,
+		AllowDevicePlugin: o.allowDevicePlugin, OnNodeReplaced: func(err error) { cancel(err) }}
 	drv, err := plugin.New(plugin.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, GPUs: gpus, Locks: locks,
 		CDIDir: o.cdiDir, CheckpointDir: pluginDataDir, HostRoot: o.hostRoot, DevRoot: o.devRoot,

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -12,7 +13,7 @@ import (
 )
 
 // CacheOptions are the agent manager's cache options for the node nodeName
-// whose pool driver publishes: only the node's own NodeMigLayout, no
+// whose pool driver publishes: only the node's own NodeMigLayout and Node, no
 // managed fields on any object, and ResourceClaims reduced by
 // ClaimTransform. The agent reads claims cluster-wide (an allocation names
 // its pool, which no field selector can select on); reduced, a claim
@@ -22,6 +23,7 @@ func CacheOptions(nodeName, driver string) cache.Options {
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&v1alpha1.NodeMigLayout{}:    {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
+			&corev1.Node{}:               {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
 			&resourceapi.ResourceClaim{}: {Transform: ClaimTransform(driver, nodeName)},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,6 +82,18 @@ type NodeReconciler struct {
 	catalogTold map[string]string
 	// passStart is when the pass in progress started; zero between passes.
 	passStart time.Time
+	// AllowDevicePlugin turns off the check for NVIDIA's device plugin
+	// (checkNode): the node's GPUs are published and changed whatever
+	// extended resources its kubelet advertises.
+	AllowDevicePlugin bool
+	// OnNodeReplaced is called where the node's Node was deleted and made
+	// again under its name while the agent ran (checkNode): the kubelet
+	// plugin's ResourceSlices name the old Node as their owner, so the
+	// garbage collector would delete them again and again. The agent's
+	// main stops the process (the DaemonSet starts it again).
+	OnNodeReplaced func(error)
+	// nodeUID is the UID of the node's Node as checkNode first read it.
+	nodeUID types.UID
 	// published is set once a pass has published the node's pool (Readyz).
 	published atomic.Bool
 	// wake holds one pending Wake (buffered, capacity 1); see wakeChan.
@@ -89,6 +102,7 @@ type NodeReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts/status,verbs=update
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -111,6 +125,7 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("nodemiglayout-agent").
 		For(&v1alpha1.NodeMigLayout{}, builder.WithPredicates(mine, predicate.GenerationChangedPredicate{})).
 		Watches(&resourceapi.ResourceClaim{}, toNode).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeToNode), builder.WithPredicates(mine, nodeChanged)).
 		WatchesRawSource(source.Channel(ticks, &handler.EnqueueRequestForObject{})).
 		WithOptions(ctrlOptions()).
 		Complete(r)
@@ -192,8 +207,20 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}()
 	logger := klog.FromContext(ctx).WithValues("node", r.NodeName)
 	ctx = klog.NewContext(ctx, logger)
+	withhold, err := r.checkNode(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	var nml v1alpha1.NodeMigLayout
-	err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &nml)
+	err = r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &nml)
+	if apierrors.IsNotFound(err) && withhold != "" {
+		if _, err := r.Repartitioner.Withhold(ctx, withhold); err != nil {
+			return ctrl.Result{}, fmt.Errorf("publishing the node's inventory: %w", err)
+		}
+		r.published.Store(true)
+		r.resetBackoff()
+		return ctrl.Result{}, nil
+	}
 	if apierrors.IsNotFound(err) {
 		// No MigLayout manages this node: keep the pool published as it is.
 		res, err := r.Repartitioner.Sync(ctx, nil, nil)
@@ -239,7 +266,12 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if len(deferred) > 0 {
 		logger.V(1).Info("Leaving GPUs whose change failed until their retry is due", "gpus", slices.Sorted(maps.Keys(deferred)))
 	}
-	res, err := r.Repartitioner.SyncDeferring(ctx, nml.Spec.GPUs, deferred, report)
+	var res *SyncResult
+	if withhold != "" {
+		res, err = r.Repartitioner.Withhold(ctx, withhold)
+	} else {
+		res, err = r.Repartitioner.SyncDeferring(ctx, nml.Spec.GPUs, deferred, report)
+	}
 	if err == nil {
 		r.published.Store(true)
 	}
@@ -283,11 +315,15 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return got.Phase == before[idx] && got.Reason == beforeReason[idx] && got.Phase != v1alpha1.PhaseReady
 	}
 	// A GPU no spec lists (Auto mode lists only those a plan changed) is
-	// told of only when NVML cannot read it: its devices leave the pool.
+	// told of only when its devices leave the pool: NVML cannot read it,
+	// or NVIDIA's device plugin hands the node's GPUs out.
 	for idx, got := range res.Results {
 		listed := slices.ContainsFunc(nml.Spec.GPUs, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == idx })
 		if !listed && got.Reason == v1alpha1.ReasonGPUUnreadable && !told(int32(idx), got) {
 			r.gpuEvent(&nml, "Warning", EventGPUUnreadable, "Repartition", idx, got.Message)
+		}
+		if !listed && got.Reason == v1alpha1.ReasonDevicePluginActive && !told(int32(idx), got) {
+			r.gpuEvent(&nml, "Warning", EventDevicePluginActive, "Repartition", idx, got.Message)
 		}
 	}
 	for _, spec := range nml.Spec.GPUs {
@@ -320,6 +356,8 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 				reason = EventGPUMissing
 			case ReasonJournalUnwritable:
 				reason = EventJournalUnwritable
+			case v1alpha1.ReasonDevicePluginActive:
+				reason = EventDevicePluginActive
 			}
 			r.gpuEvent(&nml, "Warning", reason, "Repartition", int(spec.Index), got.Message)
 		case v1alpha1.PhasePending:

@@ -54,7 +54,11 @@ func TestReconcileWritesStatusOverItsOwnInFlightRow(t *testing.T) {
 	}
 	// The cache goes on showing the status of the first pass.
 	r.Client = interceptor.NewClient(c, interceptor.Funcs{Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-		stale.DeepCopyInto(obj.(*v1alpha1.NodeMigLayout))
+		nml, ok := obj.(*v1alpha1.NodeMigLayout)
+		if !ok {
+			return cl.Get(ctx, key, obj, opts...)
+		}
+		stale.DeepCopyInto(nml)
 		return nil
 	}})
 	r.APIReader = c

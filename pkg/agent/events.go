@@ -28,6 +28,10 @@ const (
 	// EventGPUMissing (Warning): the spec names a GPU NVML does not count
 	// (taken out, or not enumerated since a reboot).
 	EventGPUMissing = "GPUMissing"
+	// EventDevicePluginActive (Warning): the node's kubelet advertises
+	// NVIDIA's device plugin resources, so the agent publishes no device
+	// and changes no GPU of the node (v1alpha1.ReasonDevicePluginActive).
+	EventDevicePluginActive = "DevicePluginActive"
 	// EventPassFailed (Warning): a pass that had shown a GPU Draining or
 	// Repartitioning failed as a whole (e.g. the API server refused the
 	// drain publication); the GPU is shown Pending, reason PassFailed, and

@@ -52,10 +52,10 @@ func TestDeviceHeldByAnotherClient(t *testing.T) {
 
 // TestGPUInstanceHeldByAnotherClient: a client holds the GPU instance of a
 // device that must go, not its compute instance: NVML destroys the compute
-// instance and refuses the GPU instance, which is left without one (never
-// published). The GPU stays Blocked, naming the client, pass after pass, and
-// the GPU instance is rolled back and the change made once the client lets
-// go.
+// instance and refuses the GPU instance, whose compute instance is then
+// made again, so the device stays published (and usable) between tries.
+// The GPU stays Blocked, naming the client, pass after pass, and the change
+// is made once the client lets go.
 func TestGPUInstanceHeldByAnotherClient(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
@@ -79,8 +79,8 @@ func TestGPUInstanceHeldByAnotherClient(t *testing.T) {
 		if got.Phase != v1alpha1.PhaseBlocked || got.Reason != v1alpha1.ReasonDeviceInUse || !strings.Contains(got.Message, "another NVML client holds it") || !res.Retry {
 			t.Errorf("pass %d: GPU 0 %s/%s (%q), retry %t; want Blocked/DeviceInUse naming another client, retried", pass, got.Phase, got.Reason, got.Message, res.Retry)
 		}
-		if devs := strings.Join(g.inv.last().devices, ","); strings.Contains(devs, "3g40gb-9-4") {
-			t.Errorf("pass %d: published %s, want the GPU instance without a compute instance left out", pass, devs)
+		if devs := strings.Join(g.inv.last().devices, ","); !strings.Contains(devs, "3g40gb-9-4") {
+			t.Errorf("pass %d: published %s, want the device kept, with its compute instance made again", pass, devs)
 		}
 	}
 	if err := g.sim.CloseClient(id); err != nil {

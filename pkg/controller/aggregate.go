@@ -150,7 +150,9 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 		st.Row.GPUs = append(st.Row.GPUs, row)
 	}
 	// A GPU NVML counts but cannot read is in no spec where the agent never
-	// read it (no product to match a rule on): it is stuck all the same.
+	// read it (no product to match a rule on), nor one an Auto plan never
+	// changed: it is stuck all the same, and so is one the agent withholds
+	// from NVIDIA's device plugin.
 	inSpec := func(idx int32) bool {
 		return slices.ContainsFunc(nml.Spec.GPUs, func(s v1alpha1.GPUSpec) bool { return s.Index == idx }) ||
 			slices.ContainsFunc(problems, func(p Problem) bool { return p.GPU == idx })
@@ -163,7 +165,7 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 			issues = append(issues, fmt.Sprintf("gpu %d: %s: no longer in the spec, the agent stops its change", g.Index, g.Phase))
 			continue
 		}
-		if g.Reason != v1alpha1.ReasonGPUUnreadable || inSpec(g.Index) {
+		if g.Reason != v1alpha1.ReasonGPUUnreadable && g.Reason != v1alpha1.ReasonDevicePluginActive || inSpec(g.Index) {
 			continue
 		}
 		st.Stuck = append(st.Stuck, StuckGPU{GPU: g.Index, Phase: g.Phase, Reason: g.Reason, Message: g.Message})

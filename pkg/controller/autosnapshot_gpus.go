@@ -128,9 +128,11 @@ func notComing(st v1alpha1.GPUStatus) bool {
 // autoPlannable reports whether Auto mode may plan on a GPU: MIG mode on
 // and no MIG mode change pending (Auto mode never changes MIG mode). A GPU
 // whose MIG mode change waits for a reset is left out, and so counts toward
-// no limit on GPUs changing at once: the reset may never come.
+// no limit on GPUs changing at once: the reset may never come. So is one
+// the agent withholds because NVIDIA's device plugin hands the node's GPUs
+// out (DevicePluginActive): none of its devices is published.
 func autoPlannable(st v1alpha1.GPUStatus) bool {
-	return st.MIGEnabled && st.MIGPending == st.MIGEnabled
+	return st.MIGEnabled && st.MIGPending == st.MIGEnabled && st.Reason != v1alpha1.ReasonDevicePluginActive
 }
 
 // autoGPUs are the GPUs of a node the planner may use: MIG on, known model.

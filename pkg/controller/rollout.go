@@ -95,11 +95,13 @@ func stoppingChange(nml *v1alpha1.NodeMigLayout, g v1alpha1.GPUStatus) bool {
 	return !slices.ContainsFunc(nml.Spec.GPUs, func(s v1alpha1.GPUSpec) bool { return s.Index == g.Index })
 }
 
-// hardwareGone reports whether the agent reports GPU g failed for its
-// hardware, which no spec changes: NVML cannot read it (GPUUnreadable) or
-// does not count it (GPUMissing).
+// hardwareGone reports whether the agent reports GPU g failed for a cause
+// no spec changes: NVML cannot read it (GPUUnreadable) or does not count it
+// (GPUMissing), or NVIDIA's device plugin hands the node's GPUs out
+// (DevicePluginActive).
 func hardwareGone(g v1alpha1.GPUStatus) bool {
-	return g.Phase == v1alpha1.PhaseFailed && (g.Reason == v1alpha1.ReasonGPUUnreadable || g.Reason == v1alpha1.ReasonGPUMissing)
+	return g.Phase == v1alpha1.PhaseFailed &&
+		(g.Reason == v1alpha1.ReasonGPUUnreadable || g.Reason == v1alpha1.ReasonGPUMissing || g.Reason == v1alpha1.ReasonDevicePluginActive)
 }
 
 // admit reports whether the node may be given spec gpus: yes where they ask

@@ -68,11 +68,11 @@ func TestRemoveStaleSpecsLeavesWhatItDidNotWrite(t *testing.T) {
 // fails is reported in the error and not among the paths removed.
 func TestRemoveStaleSpecsReportsASpecItCannotRemove(t *testing.T) {
 	e := newEnv(t)
-	p := e.plugin("")
+	e.plugin("") // makes the checkpoint directory
 	if err := writeCheckpoint(filepath.Join(e.cpDir, CheckpointFile), map[types.UID]PreparedClaim{}); err != nil {
 		t.Fatal(err)
 	}
-	p = e.plugin("")
+	p := e.plugin("")
 	stale := filepath.Join(e.cdiDir, specName(slices.DefaultDriverName, uid2))
 	if err := os.WriteFile(stale, []byte(`{}`), 0o644); err != nil {
 		t.Fatal(err)
