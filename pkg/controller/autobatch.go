@@ -138,6 +138,11 @@ func (a *AutoPlanner) nodeChangeMatters(o, n *corev1.Node) bool {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.reading {
+		// A pass between its read and its update of labelKeys: any
+		// label may be one the pods it reads select on.
+		return !equality.Semantic.DeepEqual(o.Labels, n.Labels)
+	}
 	return labelsChanged(o.Labels, n.Labels, a.labelKeys)
 }
 

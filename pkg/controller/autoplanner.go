@@ -179,6 +179,12 @@ type AutoPlanner struct {
 	// for there (planner.WaitsForNodeResources). While there are any,
 	// kube-scheduler's Lease is followed (followSchedulerLease).
 	autoNodes sets.Set[string]
+	// reading is set while a pass runs from its read of the inputs to its
+	// update of labelKeys and autoNodes: an event in between, which the
+	// read may not show, is let through whatever those sets say
+	// (onAutoNode, nodeChangeMatters), or it would be dropped by the sets
+	// of the pass before and wake nothing until the refresh.
+	reading bool
 	// idleGPUs: since when each GPU has been seen idle (idleTracker).
 	idleGPUs idleTracker
 	// declines: the nodes kube-scheduler keeps pending pods off.
@@ -303,6 +309,14 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	defer func() { a.passEnded(err) }()
 	logger := klog.FromContext(ctx).WithName("autoplanner")
 	ctx = klog.NewContext(ctx, logger)
+	a.mu.Lock()
+	a.reading = true
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.reading = false
+		a.mu.Unlock()
+	}()
 	in, err := a.read(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -346,6 +360,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	}
 	a.labelKeys = feasibilityLabelKeys(in, snap)
 	maps.Copy(a.labelKeys, selectorLabelKeys(in.MigLayouts))
+	a.reading = false
 	overdue, declineDue := a.declines.prepare(in, &snap, a.unboundAfter())
 	a.mu.Unlock()
 	// A wait that has run its course declines its node only while
@@ -895,9 +910,7 @@ func (a *AutoPlanner) endsOnAutoNode(p *corev1.Pod) bool {
 	if p.Spec.NodeName == "" || (p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed) {
 		return false
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.autoNodes.Has(p.Spec.NodeName)
+	return a.onAutoNode(p.Spec.NodeName)
 }
 
 // boundPodEvents filters the bound pods' events to those that may change
@@ -916,10 +929,7 @@ func (a *AutoPlanner) boundPodEvents() predicate.TypedFuncs[*corev1.Pod] {
 				return true
 			}
 			// A pod resized in place changes its node's room.
-			a.mu.Lock()
-			on := a.autoNodes.Has(e.ObjectNew.Spec.NodeName)
-			a.mu.Unlock()
-			if !on {
+			if !a.onAutoNode(e.ObjectNew.Spec.NodeName) {
 				return false
 			}
 			before, after := corev1.ResourceList{}, corev1.ResourceList{}
@@ -933,9 +943,7 @@ func (a *AutoPlanner) boundPodEvents() predicate.TypedFuncs[*corev1.Pod] {
 			if len(p.Spec.ResourceClaims) > 0 || asksExtendedResources(p) {
 				return true
 			}
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			return a.autoNodes.Has(p.Spec.NodeName)
+			return a.onAutoNode(p.Spec.NodeName)
 		},
 	}
 }
@@ -947,9 +955,16 @@ func (a *AutoPlanner) nominatedToAutoNode(p *corev1.Pod) bool {
 	if p.Spec.NodeName != "" || p.Status.NominatedNodeName == "" {
 		return false
 	}
+	return a.onAutoNode(p.Status.NominatedNodeName)
+}
+
+// onAutoNode reports whether node is one of the last snapshot's nodes, or
+// may be: a pass is between its read of the inputs and its update of the
+// set (reading).
+func (a *AutoPlanner) onAutoNode(node string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.autoNodes.Has(p.Status.NominatedNodeName)
+	return a.reading || a.autoNodes.Has(node)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
