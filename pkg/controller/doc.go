@@ -21,7 +21,10 @@
 // once count across nodes and an optimistic lock guards only the object
 // written: the Reconciler counts a Static node whose write the cache does
 // not show as changing (rolloutExpectations), and the AutoPlanner does not
-// plan until the cache shows its writes (cacheShowsWrites). Both memories
-// are the leader's own: a new leader starts without them, on a cache that
-// has been following the old leader's writes since it started.
+// plan until the cache shows its writes (cacheShowsWrites); a write
+// answered with an error that may have come after it was applied is
+// settled by a live read (rolloutExpectations.resolveLive). Both memories
+// are the leader's own: a new leader starts without them, on caches it
+// starts once elected (a standby runs none), whose first list is a
+// consistent read of everything the old leader wrote.
 package controller
