@@ -23,10 +23,13 @@ type cacheSyncer interface {
 
 // cacheSynced returns the controller's readiness check: ready once every
 // informer the manager has started (the reconcilers' on the leader, the
-// agent Leases' on every replica) has listed its objects. A replica is not
-// Ready, and a rolling update does not take the next old replica down, while
-// it is still listing a large cluster's Pods, ResourceClaims and
-// ResourceSlices.
+// agent Leases' on every replica) has listed its objects. The leader is not
+// Ready while it is still listing a large cluster's Pods, ResourceClaims and
+// ResourceSlices. A standby lists only the agents' Leases, and so is Ready
+// at once: it starts the reconcilers' informers when elected, and a
+// failover waits for their lists (controller-runtime's cache sync timeout,
+// 2 minutes, bounds it; a leader that misses it exits and the next replica
+// is elected).
 func cacheSynced(c cacheSyncer) func(*http.Request) error {
 	return func(req *http.Request) error {
 		ctx := context.Background()
