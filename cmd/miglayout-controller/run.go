@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/controller"
 	"github.com/miglayout/miglayout/pkg/managerrun"
 )
@@ -36,6 +39,9 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	if err := checkServed(mgr.GetRESTMapper()); err != nil {
+		return err
+	}
 	var leases *controller.AgentLeases
 	if o.agentLeaseNamespace != "" {
 		leases = &controller.AgentLeases{Namespace: o.agentLeaseNamespace}
@@ -61,6 +67,32 @@ func run(ctx context.Context, o *options) error {
 	}
 	if err := managerrun.Start(ctx, mgr, managerrun.StopWithin); err != nil {
 		return fmt.Errorf("running the manager: %w", err)
+	}
+	return nil
+}
+
+// served are the kinds the controller reads and writes that a cluster may
+// lack, by API version, with what serves them.
+var served = []struct {
+	gk      schema.GroupKind
+	version string
+	what    string
+}{
+	{schema.GroupKind{Group: "resource.k8s.io", Kind: "ResourceClaim"}, "v1", "Kubernetes 1.34 or later, with DRA"},
+	{schema.GroupKind{Group: "resource.k8s.io", Kind: "ResourceSlice"}, "v1", "Kubernetes 1.34 or later, with DRA"},
+	{schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: "MigLayout"}, v1alpha1.GroupVersion.Version, "the chart's crds/ applied"},
+	{schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: "NodeMigLayout"}, v1alpha1.GroupVersion.Version, "the chart's crds/ applied"},
+}
+
+// checkServed fails, naming what is missing, where the API server does not
+// serve a kind the controller needs: without it the manager's caches never
+// sync and the process exits minutes later with "timed out waiting for
+// cache to be synced", which says nothing of the cause.
+func checkServed(mapper meta.RESTMapper) error {
+	for _, k := range served {
+		if _, err := mapper.RESTMapping(k.gk, k.version); err != nil {
+			return fmt.Errorf("the API server does not serve %s %s/%s (needs %s): %w", k.gk.Kind, k.gk.Group, k.version, k.what, err)
+		}
 	}
 	return nil
 }
