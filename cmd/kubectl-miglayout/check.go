@@ -48,9 +48,9 @@ problem.`,
 				return err
 			}
 			world, note := checkWorld(cmd.Context(), e, offline, drivers, classes)
-			report := cmd.OutOrStdout()
+			report := io.Writer(printable{cmd.OutOrStdout()})
 			if fix {
-				report = cmd.ErrOrStderr()
+				report = printable{cmd.ErrOrStderr()}
 			}
 			if note != "" {
 				fmt.Fprintf(report, "note: %s\n", note)

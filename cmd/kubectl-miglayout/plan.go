@@ -126,7 +126,7 @@ reason; several MigLayouts in the files are planned as applied together.`,
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())
 				}
-				if err := st.plan(cmd.Context(), cmd.OutOrStdout(), &mls[i], all, mls); err != nil {
+				if err := st.plan(cmd.Context(), printable{cmd.OutOrStdout()}, &mls[i], all, mls); err != nil {
 					return err
 				}
 			}

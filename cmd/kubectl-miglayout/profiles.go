@@ -57,7 +57,7 @@ cited NVIDIA source; on a node the agent reads them from NVML.`,
 			case "json":
 				return writeProfilesJSON(cmd.OutOrStdout(), models)
 			case "table", "":
-				return writeProfilesTable(cmd.OutOrStdout(), models)
+				return writeProfilesTable(printable{cmd.OutOrStdout()}, models)
 			default:
 				return fmt.Errorf("unknown output format %q (valid: table, json)", output)
 			}

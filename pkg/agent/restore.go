@@ -71,6 +71,7 @@ func (r *Repartitioner) restoreHeld(ctx context.Context, obs []GPUState, orphane
 			"gpu", p.index, "devices", joinDevices(p.plan.Create), "names", p.drain)
 		names := p.drain
 		p.drain = nil
+		r.refreshed = false // the prepared claims' CDI specs name the lost UUIDs
 		res := r.apply(ctx, p)
 		if res.Phase != v1alpha1.PhaseReady {
 			res.Message = fmt.Sprintf("making again %s, which ResourceClaims hold: %s", strings.Join(names, ", "), res.Message)

@@ -170,6 +170,18 @@ func TestResolveLiveSettlesUnsureWrites(t *testing.T) {
 		t.Errorf("unseen %v once the cache shows generation 4", unseen)
 	}
 
+	// An earlier write (generation 4) the cache does not show yet, then
+	// one answered with a timeout and not applied: the node stays unseen
+	// until the cache shows generation 4.
+	e.expect(ml, "written", gpus, 4, now)
+	e.expectUnsure(ml, "written", []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4"}}, now)
+	if err := e.resolveLive(context.Background(), live, ml); err != nil {
+		t.Fatal(err)
+	}
+	if unseen, _ := e.unseen(ml, map[string]*v1alpha1.NodeMigLayout{"written": stale}, now); !unseen["written"] {
+		t.Error("the earlier write, not shown by the cache, was forgotten with the unsure one that was not applied")
+	}
+
 	e.expectUnsure(ml, "written", gpus, now)
 	failing := interceptor.NewClient(live, interceptor.Funcs{Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
 		return errors.New("the API server is unavailable")

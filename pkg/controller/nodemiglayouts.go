@@ -56,7 +56,9 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			reader = r.APIReader
 		}
 		if err := r.rollouts.resolveLive(ctx, reader, ml.UID); err != nil {
-			return nil, ctrl.Result{}, []error{err}
+			// Its nodes count as changing until the cache shows their
+			// writes (unseen), or until rolloutExpectTTL.
+			errs = append(errs, err)
 		}
 		unseen, unseenExpire = r.rollouts.unseen(ml.UID, in.nodeMigLayouts, now)
 	} else {

@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -131,39 +132,45 @@ func (e *rolloutExpectations) unsure(ml types.UID) map[string][]v1alpha1.GPUSpec
 	return out
 }
 
-// resolve settles node's unsure write from a live read: applied, it is
-// expected at the generation read; not, it is forgotten.
-func (e *rolloutExpectations) resolve(ml types.UID, node string, applied bool, generation int64) {
+// resolve settles node's unsure write from a live read of its object
+// (nil: gone): the write is expected at the generation read, as the spec
+// read, whether the write was applied or not (an earlier write the cache
+// does not show yet, which the unsure one replaced in memory, is then still
+// waited for); a node whose object is gone is forgotten.
+func (e *rolloutExpectations) resolve(ml types.UID, node string, live *v1alpha1.NodeMigLayout) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x, ok := e.m[ml][node]
 	if !ok || !x.unsure {
 		return
 	}
-	if !applied {
+	if live == nil {
 		delete(e.m[ml], node)
 		return
 	}
-	x.unsure, x.generation = false, generation
+	x.unsure, x.gpus, x.generation = false, live.Spec.GPUs, live.Generation
 	e.m[ml][node] = x
 }
 
 // resolveLive reads live (reader: around the cache) each node of ml whose
-// last write expectUnsure recorded, and settles it (resolve): the write
-// shows, the pass waits for the cache to show it too; it does not, the
-// write failed and is forgotten. A failed read is returned: the caller must
-// not count the nodes changing without knowing.
+// last write expectUnsure recorded, and settles it (resolve): the pass then
+// waits for the cache to show the object as read, the write or not. A
+// failed read is returned, and the node stays expected as written (unseen
+// until the cache shows that spec, or for rolloutExpectTTL).
 func (e *rolloutExpectations) resolveLive(ctx context.Context, reader client.Reader, ml types.UID) error {
 	for node, gpus := range e.unsure(ml) {
 		var nml v1alpha1.NodeMigLayout
 		err := reader.Get(ctx, types.NamespacedName{Name: node}, &nml)
 		switch {
 		case apierrors.IsNotFound(err):
-			e.resolve(ml, node, false, 0)
+			e.resolve(ml, node, nil)
 		case err != nil:
 			return fmt.Errorf("reading NodeMigLayout %s, whose write was answered with an error: %w", node, err)
 		default:
-			e.resolve(ml, node, sameLayouts(nml.Spec.GPUs, gpus), nml.Generation)
+			if !sameLayouts(nml.Spec.GPUs, gpus) {
+				klog.FromContext(ctx).V(1).Info("A write answered with an error was not applied", "node", node)
+			}
+			e.resolve(ml, node, &nml)
 		}
 	}
 	return nil
