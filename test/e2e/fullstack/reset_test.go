@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestGPUResetUnderRunningPod: a GPU is reset while a pod runs on one of its
@@ -75,4 +76,85 @@ func TestGPUResetUnderRunningPod(t *testing.T) {
 		t.Errorf("the claim's CDI spec moved from %s to %s", specPath, got)
 	}
 	env.WaitPoolMatchesNVML(t, ctx, nodeReset)
+}
+
+// TestGPUResetWhileBlocked: a pod runs on one of a GPU's MIG devices, and
+// the GPU waits (Blocked, DeviceInUse) for it to end before it can take a
+// new layout that has no room for it. The GPU is reset (or the node
+// rebooted): every instance goes. The agent makes the pod's device again,
+// under its name, before anything else, and the GPU goes on waiting: the
+// new layout is not laid over the device's placement, which would leave
+// the claim with a device that can never come back. Once the pod ends, the
+// new layout is made.
+func TestGPUResetWhileBlocked(t *testing.T) {
+	ctx := clustertest.Context(t, 4*time.Minute)
+	const name = "e2e-reset-blocked"
+	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
+	selector := map[string]string{groupLabel: "reset"}
+	ml := env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("halves", a100, map[string]int32{"3g.40gb": 2}))
+	env.WaitReady(t, ctx, ml, 1)
+	env.WaitPoolMatchesNVML(t, ctx, nodeReset)
+
+	ns := env.NewNamespace(t, ctx, "reset-blocked")
+	claim := env.CreateClaim(t, ctx, ns, "infer", `device.attributes['mig.miglayout.io'].profile == '3g.40gb'`)
+	env.CreatePod(t, ctx, clustertest.Pod(ns, "infer", clustertest.OnNode(nodeReset), claim.Name, ""))
+	env.WaitPodRunning(t, ctx, ns, "infer", 60*time.Second)
+	_, dev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, claim.Name))
+	if !ok {
+		t.Fatal("the claim is not allocated")
+	}
+	oldUUID := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
+
+	ml = env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("whole", a100, map[string]int32{"7g.80gb": 1}))
+	blocked := func(what string) {
+		t.Helper()
+		clustertest.Poll(t, ctx, 60*time.Second, what, func(context.Context) (bool, string) {
+			nml := env.GetNodeMigLayout(t, ctx, nodeReset)
+			for _, g := range nml.Status.GPUs {
+				if g.Index == 0 {
+					return g.Phase == "Blocked" && g.Reason == "DeviceInUse", fmt.Sprintf("GPU 0 %s (%s): %s", g.Phase, g.Reason, g.Message)
+				}
+			}
+			return false, "GPU 0 not reported"
+		})
+	}
+	blocked("GPU 0 waiting for the pod's device")
+
+	sim, err := env.Cluster.Sim(nodeReset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range env.Snapshot(t, nodeReset).Processes {
+		if err := sim.StopProcess(p.PID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sim.ResetGPU(0); err != nil {
+		t.Fatal(err)
+	}
+	specPath := cdiSpecOf(t, nodeReset, string(claim.UID))
+	clustertest.Poll(t, ctx, 60*time.Second, "the pod's device made again, its CDI spec naming it", func(context.Context) (bool, string) {
+		newUUID := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
+		if newUUID == "" || newUUID == oldUUID {
+			return false, fmt.Sprintf("%s is %q in NVML (was %s)", dev, newUUID, oldUUID)
+		}
+		spec, err := os.ReadFile(specPath)
+		if err != nil || !strings.Contains(string(spec), newUUID) {
+			return false, fmt.Sprintf("%s is %s now; the spec (%v) reads:\n%s", dev, newUUID, err, spec)
+		}
+		return true, ""
+	})
+	blocked("GPU 0 waiting for the pod's device again after the reset")
+	for d := range clustertest.NVMLDevices(env.Snapshot(t, nodeReset)) {
+		if strings.Contains(d, "7g") {
+			t.Errorf("the new layout's %s was made over the pod's device", d)
+		}
+	}
+	env.WaitPoolMatchesNVML(t, ctx, nodeReset)
+
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, "infer", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitPodGone(t, ctx, ns, "infer")
+	env.WaitReady(t, ctx, ml, 1)
 }
