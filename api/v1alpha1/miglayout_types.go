@@ -155,7 +155,9 @@ type LayoutRule struct {
 
 	// ProductName limits the rule to GPUs whose product name (as NVML reports
 	// it, e.g. "NVIDIA A100-SXM4-80GB") or catalog model name (e.g.
-	// "A100-SXM4-80GB") equals this value, ignoring case.
+	// "A100-SXM4-80GB") equals this value, ignoring case. A rule with
+	// neither productName nor gpuIndices matches every GPU that supports MIG
+	// (NodeMigLayout status migCapable).
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	ProductName string `json:"productName,omitempty"`

@@ -186,6 +186,12 @@ type GPUStatus struct {
 	// +listType=atomic
 	// +optional
 	CatalogMismatches []string `json:"catalogMismatches,omitempty"`
+	// MIGCapable says whether the GPU supports MIG (nvmlDeviceGetMigMode
+	// answers other than ERROR_NOT_SUPPORTED); unset where the agent
+	// predates the field. A rule that names neither a product nor GPU
+	// indices leaves a GPU that does not support MIG alone.
+	// +optional
+	MIGCapable *bool `json:"migCapable,omitempty"`
 	// MIGEnabled is the MIG mode in effect (nvmlDeviceGetMigMode's current
 	// mode).
 	// +optional

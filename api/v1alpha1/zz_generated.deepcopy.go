@@ -140,6 +140,11 @@ func (in *GPUStatus) DeepCopyInto(out *GPUStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.MIGCapable != nil {
+		in, out := &in.MIGCapable, &out.MIGCapable
+		*out = new(bool)
+		**out = **in
+	}
 	if in.LastTransitionTime != nil {
 		in, out := &in.LastTransitionTime, &out.LastTransitionTime
 		*out = (*in).DeepCopy()

@@ -46,6 +46,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 			Index:      int32(g.GPU.Index),
 			UUID:       g.GPU.UUID,
 			Product:    g.GPU.ProductName,
+			MIGCapable: ptr.To(g.GPU.MIGCapable),
 			MIGEnabled: g.GPU.MIGMode.Current,
 			MIGPending: g.GPU.MIGMode.Pending,
 			InUse:      res.InUse[g.GPU.Index].String(),

@@ -73,10 +73,10 @@ func TestBuildStatus(t *testing.T) {
 			CUDAComputeCapability: "8.0", DriverVersion: "580.95.05", CUDADriverVersion: "13.0"}
 	}
 	want := []v1alpha1.GPUStatus{
-		{Index: 0, UUID: "GPU-a", Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", Attributes: attrs(3), MIGEnabled: true, MIGPending: true,
+		{Index: 0, UUID: "GPU-a", Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", Attributes: attrs(3), MIGCapable: ptr.To(true), MIGEnabled: true, MIGPending: true,
 			Layout: "3g.40gb@4", InUse: "3g.40gb@4", Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied,
 			Message: "not in the NodeMigLayout spec: left as it is", LastTransitionTime: &now},
-		{Index: 1, UUID: "GPU-b", Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", Attributes: attrs(4), MIGEnabled: true, MIGPending: true,
+		{Index: 1, UUID: "GPU-b", Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB", Attributes: attrs(4), MIGCapable: ptr.To(true), MIGEnabled: true, MIGPending: true,
 			NVMLProfiles: []v1alpha1.NVMLProfile{
 				{Profile: "1g.10gb", MemoryMiB: 9856, Multiprocessors: 14, CopyEngines: 1},
 				{Profile: "1g.20gb", MemoryMiB: oneTwenty.MemoryMiB, Multiprocessors: int32(oneTwenty.Multiprocessors), CopyEngines: int32(oneTwenty.CopyEngines),

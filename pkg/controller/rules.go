@@ -25,7 +25,10 @@ func ruleMatches(r *v1alpha1.LayoutRule, gpu v1alpha1.GPUStatus) bool {
 		return false
 	}
 	if r.ProductName == "" {
-		return true
+		// A rule for every GPU (no product, no index named) means every
+		// GPU that supports MIG: one beside them that does not (an L4 in
+		// an A100 node) is left alone, not reported of no known model.
+		return len(r.GPUIndices) > 0 || gpu.MIGCapable == nil || *gpu.MIGCapable
 	}
 	return strings.EqualFold(r.ProductName, gpu.Product) || (gpu.Model != "" && strings.EqualFold(r.ProductName, gpu.Model))
 }
