@@ -308,7 +308,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	for uid, err := range drv.RestoreSpecs(ctx) {
-		logger.Error(err, "CDI spec of a prepared claim not restored: the agent's first pass tries again (the kubelet does not prepare a claim it holds prepared again)", "claim", uid)
+		// After a reboot, expected: the claim's device is made again by
+		// the first pass (restoreHeld), which then writes its spec.
+		logger.Info("CDI spec of a prepared claim not restored yet: the agent's first pass tries again (the kubelet does not prepare a claim it holds prepared again)", "claim", uid, "err", err)
 	}
 	removed, err := drv.RemoveStaleSpecs()
 	if len(removed) > 0 {
