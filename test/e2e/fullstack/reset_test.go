@@ -43,35 +43,8 @@ func TestGPUResetUnderRunningPod(t *testing.T) {
 		t.Fatalf("the claim's CDI spec does not name its device %s (%s): %v\n%s", dev, oldUUID, err, spec)
 	}
 
-	// The reset: the GPU's processes end, its instances go.
-	sim, err := env.Cluster.Sim(nodeReset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range env.Snapshot(t, nodeReset).Processes {
-		if err := sim.StopProcess(p.PID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sim.ResetGPU(0); err != nil {
-		t.Fatal(err)
-	}
-
-	var newUUID string
-	clustertest.Poll(t, ctx, 60*time.Second, "the claim's CDI spec naming the device made again", func(context.Context) (bool, string) {
-		newUUID = clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
-		if newUUID == "" || newUUID == oldUUID {
-			return false, fmt.Sprintf("%s is %q in NVML (was %s)", dev, newUUID, oldUUID)
-		}
-		spec, err := os.ReadFile(specPath)
-		if err != nil {
-			return false, err.Error()
-		}
-		if !strings.Contains(string(spec), newUUID) || strings.Contains(string(spec), oldUUID) {
-			return false, fmt.Sprintf("%s is %s now; the spec reads:\n%s", dev, newUUID, spec)
-		}
-		return true, ""
-	})
+	resetGPU0(t)
+	waitRemade(t, ctx, dev, oldUUID, specPath)
 	if got := cdiSpecOf(t, nodeReset, string(claim.UID)); got != specPath {
 		t.Errorf("the claim's CDI spec moved from %s to %s", specPath, got)
 	}
@@ -120,30 +93,8 @@ func TestGPUResetWhileBlocked(t *testing.T) {
 	}
 	blocked("GPU 0 waiting for the pod's device")
 
-	sim, err := env.Cluster.Sim(nodeReset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range env.Snapshot(t, nodeReset).Processes {
-		if err := sim.StopProcess(p.PID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sim.ResetGPU(0); err != nil {
-		t.Fatal(err)
-	}
-	specPath := cdiSpecOf(t, nodeReset, string(claim.UID))
-	clustertest.Poll(t, ctx, 60*time.Second, "the pod's device made again, its CDI spec naming it", func(context.Context) (bool, string) {
-		newUUID := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
-		if newUUID == "" || newUUID == oldUUID {
-			return false, fmt.Sprintf("%s is %q in NVML (was %s)", dev, newUUID, oldUUID)
-		}
-		spec, err := os.ReadFile(specPath)
-		if err != nil || !strings.Contains(string(spec), newUUID) {
-			return false, fmt.Sprintf("%s is %s now; the spec (%v) reads:\n%s", dev, newUUID, err, spec)
-		}
-		return true, ""
-	})
+	resetGPU0(t)
+	waitRemade(t, ctx, dev, oldUUID, cdiSpecOf(t, nodeReset, string(claim.UID)))
 	blocked("GPU 0 waiting for the pod's device again after the reset")
 	for d := range clustertest.NVMLDevices(env.Snapshot(t, nodeReset)) {
 		if strings.Contains(d, "7g") {
@@ -157,4 +108,43 @@ func TestGPUResetWhileBlocked(t *testing.T) {
 	}
 	env.WaitPodGone(t, ctx, ns, "infer")
 	env.WaitReady(t, ctx, ml, 1)
+}
+
+// resetGPU0 resets GPU 0 of nodeReset as the driver's recovery after an
+// error does: the GPU's processes end, its instances go.
+func resetGPU0(t *testing.T) {
+	t.Helper()
+	sim, err := env.Cluster.Sim(nodeReset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range env.Snapshot(t, nodeReset).Processes {
+		if err := sim.StopProcess(p.PID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sim.ResetGPU(0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitRemade waits until device dev of nodeReset, whose UUID was oldUUID,
+// is in NVML again with another UUID, and the claim's CDI spec (specPath)
+// names that one and no longer the old one.
+func waitRemade(t *testing.T, ctx context.Context, dev, oldUUID, specPath string) {
+	t.Helper()
+	clustertest.Poll(t, ctx, 60*time.Second, "the claim's CDI spec naming the device made again", func(context.Context) (bool, string) {
+		newUUID := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
+		if newUUID == "" || newUUID == oldUUID {
+			return false, fmt.Sprintf("%s is %q in NVML (was %s)", dev, newUUID, oldUUID)
+		}
+		spec, err := os.ReadFile(specPath)
+		if err != nil {
+			return false, err.Error()
+		}
+		if !strings.Contains(string(spec), newUUID) || strings.Contains(string(spec), oldUUID) {
+			return false, fmt.Sprintf("%s is %s now; the spec reads:\n%s", dev, newUUID, spec)
+		}
+		return true, ""
+	})
 }
