@@ -445,7 +445,22 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		_, err = agent.EventsV1().Events(f.ns).Create(ctx, claimEvent("refused-binding", "BindingRefused"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		allowed(t, "record BindingRefused about a ResourceClaim", err)
 		_, err = agent.EventsV1().Events(f.ns).Create(ctx, claimEvent("claim-warning", "Draining"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		refused(t, "record another reason about a ResourceClaim", err, want+" or BindingRefused about a ResourceClaim")
+		refused(t, "record another reason about a ResourceClaim", err, want+" or BindingRefused about a ResourceClaim in its namespace")
+		// Not in another namespace: the API server's own validation of
+		// Events keeps an event in the namespace of what it is about
+		// (default for a cluster-scoped object), so a node's credentials
+		// cannot put one about its NodeMigLayout in a tenant's namespace;
+		// it lets one about any object be recorded in default, which the
+		// policy refuses for claims.
+		const sameNamespace = "does not match event.namespace"
+		elsewhere := event("own-elsewhere", "miglayout-agent", "NodeMigLayout", f.nodeA)
+		elsewhere.Namespace = f.ns
+		_, err = agent.EventsV1().Events(f.ns).Create(ctx, elsewhere, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		refused(t, "record an Event about NodeMigLayout A outside namespace default", err, sameNamespace)
+		foreign := claimEvent("refused-elsewhere", "BindingRefused")
+		foreign.Namespace = metav1.NamespaceDefault
+		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, foreign, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		refused(t, "record BindingRefused about a claim of another namespace in default", err, want+" or BindingRefused about a ResourceClaim in its namespace")
 	})
 
 	t.Run("token without a node", func(t *testing.T) {
