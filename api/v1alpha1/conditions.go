@@ -56,7 +56,8 @@ const (
 	// allocation of the node's driver and pool names a device that no GPU of
 	// the node has under the agent's device names (another publisher of the
 	// same driver name, names of another version, or a device gone from
-	// NVML). The agent cannot tell which device it holds, so it destroys
+	// NVML that the agent could not make again: its placement taken, the GPU
+	// out of MIG mode or of no known model). The agent cannot tell which device it holds, so it destroys
 	// nothing on the GPU the name points to (on every GPU of the node where
 	// it names none) and reports all of that GPU's devices in use until the
 	// allocation is gone.
@@ -88,7 +89,8 @@ const (
 	ReasonDeviceTaintsUnsupported = "DeviceTaintsUnsupported"
 	// ReasonDevicePluginActive (Degraded=True, GPU Failed): the node's
 	// kubelet advertises the extended resources of NVIDIA's device plugin
-	// (nvidia.com/gpu, nvidia.com/mig-<profile>, allocatable above zero),
+	// (nvidia.com/gpu, nvidia.com/gpu.shared and the like, nvidia.com/mig-<profile>,
+	// allocatable above zero),
 	// which hands the node's GPUs and MIG devices to pods outside DRA: the
 	// agent publishes no device of the node (the scheduler would give one
 	// device to a claim and to a device-plugin pod) and changes no GPU (a

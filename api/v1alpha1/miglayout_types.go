@@ -145,7 +145,8 @@ type LayoutRule struct {
 	Name string `json:"name,omitempty"`
 
 	// GPUIndices limits the rule to these NVML GPU indices. Empty means every
-	// GPU of the node.
+	// GPU of the node (every GPU that supports MIG where productName is empty
+	// too).
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:Minimum=0
 	// +kubebuilder:validation:items:Maximum=63

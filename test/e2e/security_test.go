@@ -447,11 +447,10 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		_, err = agent.EventsV1().Events(f.ns).Create(ctx, claimEvent("claim-warning", "Draining"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		refused(t, "record another reason about a ResourceClaim", err, want+" or BindingRefused about a ResourceClaim in its namespace")
 		// Not in another namespace: the API server's own validation of
-		// Events keeps an event in the namespace of what it is about
-		// (default for a cluster-scoped object), so a node's credentials
-		// cannot put one about its NodeMigLayout in a tenant's namespace;
-		// it lets one about any object be recorded in default, which the
-		// policy refuses for claims.
+		// Events keeps one about a cluster-scoped object in default, so a
+		// node's credentials cannot put one about its NodeMigLayout in a
+		// tenant's namespace; it does not check the namespace of one about
+		// a namespaced object, which the policy does for claims.
 		const sameNamespace = "does not match event.namespace"
 		elsewhere := event("own-elsewhere", "miglayout-agent", "NodeMigLayout", f.nodeA)
 		elsewhere.Namespace = f.ns
