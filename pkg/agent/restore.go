@@ -31,12 +31,13 @@ import (
 // make one device. Only allocations the API server confirms (a live read,
 // made only where there is a device to make) count, so a release the
 // cache has not seen yet makes nothing. Each GPU's creates are journaled
-// and made under the GPU's lock, as a pass's (apply); a MIG mode the agent set that the GPU's
-// entry carries stays in it. It reports whether
-// it made a device (the caller observes NVML again) and the GPUs whose
-// restore failed, by index, with the failure (Failed, or Blocked where a
-// device is in use): the pass goes on, and the failure is the GPU's
-// result unless its planning gives another.
+// and made under the GPU's lock, as a pass's (apply); a MIG mode the agent
+// set that the GPU's entry carries stays in it. It reports whether it made
+// a device (the caller observes NVML again, and the prepared claims' CDI
+// specs are refreshed after the pass) and the GPUs whose restore failed,
+// by index, with the failure: the pass goes on, and such a GPU is not
+// planned that pass (its layout would take the placements), the failure
+// being its result.
 func (r *Repartitioner) restoreHeld(ctx context.Context, obs []GPUState, orphaned map[int]error) (bool, map[int]GPUResult, error) {
 	allocated, err := r.Allocations.AllocatedDevices(ctx, false)
 	if err != nil {
