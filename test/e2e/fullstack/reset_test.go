@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -22,21 +23,7 @@ import (
 // the kubelet holds keeps its name.
 func TestGPUResetUnderRunningPod(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
-	const name = "e2e-reset"
-	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
-	ml := env.SetStaticMigLayout(t, ctx, name, map[string]string{groupLabel: "reset"},
-		clustertest.Rule("halves", a100, map[string]int32{"3g.40gb": 2}))
-	env.WaitReady(t, ctx, ml, 1)
-	env.WaitPoolMatchesNVML(t, ctx, nodeReset)
-
-	ns := env.NewNamespace(t, ctx, "reset")
-	claim := env.CreateClaim(t, ctx, ns, "infer", `device.attributes['mig.miglayout.io'].profile == '3g.40gb'`)
-	env.CreatePod(t, ctx, clustertest.Pod(ns, "infer", clustertest.OnNode(nodeReset), claim.Name, ""))
-	env.WaitPodRunning(t, ctx, ns, "infer", 60*time.Second)
-	pool, dev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, claim.Name))
-	if !ok || pool != nodeReset {
-		t.Fatalf("claim allocated from pool %q device %q, want a device of %s", pool, dev, nodeReset)
-	}
+	_, _, claim, dev := podOnHalves(t, ctx, "e2e-reset")
 	oldUUID := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
 	specPath := cdiSpecOf(t, nodeReset, string(claim.UID))
 	if spec, err := os.ReadFile(specPath); err != nil || !strings.Contains(string(spec), oldUUID) {
@@ -62,23 +49,10 @@ func TestGPUResetUnderRunningPod(t *testing.T) {
 func TestGPUResetWhileBlocked(t *testing.T) {
 	ctx := clustertest.Context(t, 4*time.Minute)
 	const name = "e2e-reset-blocked"
-	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
-	selector := map[string]string{groupLabel: "reset"}
-	ml := env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("halves", a100, map[string]int32{"3g.40gb": 2}))
-	env.WaitReady(t, ctx, ml, 1)
-	env.WaitPoolMatchesNVML(t, ctx, nodeReset)
-
-	ns := env.NewNamespace(t, ctx, "reset-blocked")
-	claim := env.CreateClaim(t, ctx, ns, "infer", `device.attributes['mig.miglayout.io'].profile == '3g.40gb'`)
-	env.CreatePod(t, ctx, clustertest.Pod(ns, "infer", clustertest.OnNode(nodeReset), claim.Name, ""))
-	env.WaitPodRunning(t, ctx, ns, "infer", 60*time.Second)
-	_, dev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, claim.Name))
-	if !ok {
-		t.Fatal("the claim is not allocated")
-	}
+	selector, ns, claim, dev := podOnHalves(t, ctx, name)
 	oldUUID := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
 
-	ml = env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("whole", a100, map[string]int32{"7g.80gb": 1}))
+	ml := env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("whole", a100, map[string]int32{"7g.80gb": 1}))
 	blocked := func(what string) {
 		t.Helper()
 		clustertest.Poll(t, ctx, 60*time.Second, what, func(context.Context) (bool, string) {
@@ -147,4 +121,26 @@ func waitRemade(t *testing.T, ctx context.Context, dev, oldUUID, specPath string
 		}
 		return true, ""
 	})
+}
+
+// podOnHalves applies the MigLayout name (two 3g.40gb on nodeReset's A100,
+// deleted at the test's end) and runs a pod "infer" there whose claim asks
+// for a 3g.40gb; it returns the MigLayout's node selector, the pod's
+// namespace, its claim and the claim's device.
+func podOnHalves(t *testing.T, ctx context.Context, name string) (map[string]string, string, *resourceapi.ResourceClaim, string) {
+	t.Helper()
+	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
+	selector := map[string]string{groupLabel: "reset"}
+	ml := env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("halves", a100, map[string]int32{"3g.40gb": 2}))
+	env.WaitReady(t, ctx, ml, 1)
+	env.WaitPoolMatchesNVML(t, ctx, nodeReset)
+	ns := env.NewNamespace(t, ctx, name)
+	claim := env.CreateClaim(t, ctx, ns, "infer", `device.attributes['mig.miglayout.io'].profile == '3g.40gb'`)
+	env.CreatePod(t, ctx, clustertest.Pod(ns, "infer", clustertest.OnNode(nodeReset), claim.Name, ""))
+	env.WaitPodRunning(t, ctx, ns, "infer", 60*time.Second)
+	pool, dev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, claim.Name))
+	if !ok || pool != nodeReset {
+		t.Fatalf("claim allocated from pool %q device %q, want a device of %s", pool, dev, nodeReset)
+	}
+	return selector, ns, claim, dev
 }
