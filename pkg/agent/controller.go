@@ -253,7 +253,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			logger.V(2).Info("Trying again quietly", "gpu", idx, "phase", res.Phase)
 			return nil
 		}
-		if res.Phase == v1alpha1.PhaseDraining {
+		if res.Phase == v1alpha1.PhaseDraining && !retryOfStuck(&nml, idx) {
 			r.gpuEvent(&nml, "Normal", EventDraining, "Drain", idx, res.Message)
 		}
 		if err := r.patchGPUPhase(ctx, nml.Generation, idx, res); err != nil {
@@ -441,6 +441,25 @@ func showProgress(status []v1alpha1.GPUStatus, idx int, res GPUResult) bool {
 		}
 	}
 	return true
+}
+
+// retryOfStuck reports whether a pass on nml works on GPU idx again after
+// reporting it Blocked or Failed on the spec nml holds (its
+// status.observedGeneration is the spec's generation): a retry, whose
+// drain is not told in an event again (a GPU another NVML client holds
+// is retried for as long as it holds it, every 2 minutes at most). The
+// controller judges such a retry's Draining and Repartitioning rows as
+// the Blocked or Failed row they retry.
+func retryOfStuck(nml *v1alpha1.NodeMigLayout, idx int) bool {
+	if nml.Status.ObservedGeneration != nml.Generation {
+		return false
+	}
+	for _, g := range nml.Status.GPUs {
+		if int(g.Index) == idx {
+			return g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed
+		}
+	}
+	return false
 }
 
 // writeStatus records res, the outcome of the spec of generation acted on

@@ -109,8 +109,10 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			agent = h
 		}
 		recheck = earliest(recheck, agent.Recheck)
-		st := EvaluateNode(node, nml, problems, agent)
-		st = withUntouchedGPUs(st, nml)
+		failing := r.failing.observe(ml.Name, node, nml, now)
+		judged := r.failing.retriesAsStuck(ml.Name, node, nml)
+		st := EvaluateNode(node, judged, problems, agent)
+		st = withUntouchedGPUs(st, judged)
 		if gate != nil && gate.held[node] {
 			st = gate.hold(st)
 		}
@@ -118,7 +120,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			st = pauseHold(st)
 		}
 		var due time.Time
-		st, due = withFailingPasses(st, nml, r.failing.observe(ml.Name, node, nml, now), now)
+		st, due = withFailingPasses(st, nml, failing, now)
 		failingDue = earliest(failingDue, due)
 		if err != nil && writeRefused(err) {
 			st = withWriteError(st, err)

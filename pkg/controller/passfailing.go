@@ -27,17 +27,21 @@ const PassesFailingAfter = 10 * time.Minute
 // failure (the row's lastTransitionTime moves with each retry's phase, and
 // counts time Pending before the first failure too), and a GPU judged
 // failing stays so through its retries until one succeeds. A controller
-// that starts (or takes the lead) counts from its first sight.
+// that starts (or takes the lead) counts from its first sight. It also
+// remembers each GPU last reported Blocked or Failed while a retry of the
+// same spec shows it in flight (retriesAsStuck), forgotten as above.
 type failingPasses struct {
 	mu    sync.Mutex
 	since map[string]nodeFailing // by node
 }
 
 // nodeFailing is what failingPasses keeps of one node: the MigLayout that
-// manages it (by name) and, by GPU index, its failing passes.
+// manages it (by name) and, by GPU index, its failing passes and its GPUs
+// last reported Blocked or Failed (see retriesAsStuck).
 type nodeFailing struct {
 	layout string
 	gpus   map[int32]failingGPU
+	stuck  map[int32]stuckGPURow
 }
 
 // failingGPU is one GPU whose passes fail: since when this controller has
@@ -61,8 +65,9 @@ func (f *failingPasses) observe(layout, node string, nml *v1alpha1.NodeMigLayout
 		return nil
 	}
 	var prev map[int32]failingGPU
+	var stuck map[int32]stuckGPURow
 	if n, ok := f.since[node]; ok && n.layout == layout {
-		prev = n.gpus
+		prev, stuck = n.gpus, n.stuck
 	}
 	var kept map[int32]failingGPU
 	for _, g := range nml.Status.GPUs {
@@ -81,15 +86,120 @@ func (f *failingPasses) observe(layout, node string, nml *v1alpha1.NodeMigLayout
 		}
 		kept[g.Index] = fg
 	}
-	if kept == nil {
+	stuck = rememberStuck(stuck, nml)
+	if kept == nil && stuck == nil {
 		delete(f.since, node)
 	} else {
 		if f.since == nil {
 			f.since = map[string]nodeFailing{}
 		}
-		f.since[node] = nodeFailing{layout: layout, gpus: kept}
+		f.since[node] = nodeFailing{layout: layout, gpus: kept, stuck: stuck}
 	}
 	return kept
+}
+
+// retriesAsStuck returns nml as the MigLayout's status judges it: where
+// the agent retries a GPU it last reported Blocked or Failed (failingPasses
+// remembers the row, observe) and the GPU's spec has not changed since,
+// the retry's Draining or Repartitioning row is shown as the Blocked or
+// Failed row it retries (phase, reason, message and lastTransitionTime;
+// the rest as reported now). A GPU whose change fails, or waits on a device
+// another NVML client holds, is retried with a backoff of up to 2 minutes,
+// and each retry drains its devices again: judged by the retry's row,
+// Degraded, the node counts and the Blocked event would flap with every
+// retry, and an alert that waits for a GPU blocked for hours would never
+// fire. nml itself is returned where no row is so shown; nil stays nil.
+// What starts or cancels changes reads the reported rows, not these.
+func (f *failingPasses) retriesAsStuck(layout, node string, nml *v1alpha1.NodeMigLayout) *v1alpha1.NodeMigLayout {
+	if nml == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.since[node]
+	if !ok || n.layout != layout || len(n.stuck) == 0 {
+		return nml
+	}
+	var view *v1alpha1.NodeMigLayout
+	for i, g := range nml.Status.GPUs {
+		was, ok := n.stuck[g.Index]
+		if !ok || !retrying(g) || !sameSpec(was, nml, g.Index) {
+			continue
+		}
+		if view == nil {
+			view = nml.DeepCopy()
+		}
+		row := &view.Status.GPUs[i]
+		row.Phase, row.Reason, row.Message, row.LastTransitionTime = was.row.Phase, was.row.Reason, was.row.Message, was.row.LastTransitionTime
+	}
+	if view == nil {
+		return nml
+	}
+	return view
+}
+
+// stuckGPURow is a GPU row reported Blocked or Failed and the GPU's spec
+// (MIG mode and layout) then.
+type stuckGPURow struct {
+	row     v1alpha1.GPUStatus
+	spec    v1alpha1.GPUSpec
+	hasSpec bool
+}
+
+// rememberStuck updates prev, the GPU rows of a node last reported Blocked
+// or Failed, with nml's rows: a row Blocked or Failed is remembered with
+// the GPU's spec (where the agent has acted on the spec nml holds: its
+// status.observedGeneration is the spec's generation); a retry of it (Draining or Repartitioning, the spec
+// unchanged) keeps it; any other row, a changed spec or a GPU no longer
+// reported forgets it. Nil where none is left.
+func rememberStuck(prev map[int32]stuckGPURow, nml *v1alpha1.NodeMigLayout) map[int32]stuckGPURow {
+	var out map[int32]stuckGPURow
+	keep := func(idx int32, s stuckGPURow) {
+		if out == nil {
+			out = map[int32]stuckGPURow{}
+		}
+		out[idx] = s
+	}
+	for _, g := range nml.Status.GPUs {
+		switch was, ok := prev[g.Index]; {
+		case (g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed) && nml.Status.ObservedGeneration == nml.Generation:
+			sp, has := gpuSpec(nml, g.Index)
+			keep(g.Index, stuckGPURow{row: g, spec: sp, hasSpec: has})
+		case g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed:
+			// The outcome of an earlier spec: what it was reported on is
+			// not this spec, which the agent has not acted on yet.
+			if ok {
+				keep(g.Index, was)
+			}
+		case ok && retrying(g) && sameSpec(was, nml, g.Index):
+			keep(g.Index, was)
+		}
+	}
+	return out
+}
+
+// retrying reports whether row g shows the GPU in flight: a retry, where
+// it was Blocked or Failed before.
+func retrying(g v1alpha1.GPUStatus) bool {
+	return g.Phase == v1alpha1.PhaseDraining || g.Phase == v1alpha1.PhaseRepartitioning
+}
+
+// sameSpec reports whether nml's spec of GPU idx asks for what it asked
+// for when was was reported (MIG mode and layout; a new reason or list of
+// pods served is no new change).
+func sameSpec(was stuckGPURow, nml *v1alpha1.NodeMigLayout, idx int32) bool {
+	sp, has := gpuSpec(nml, idx)
+	return has && was.hasSpec && sp.MIGEnabled == was.spec.MIGEnabled && sp.Layout == was.spec.Layout
+}
+
+// gpuSpec is nml's spec of GPU idx, if it lists the GPU.
+func gpuSpec(nml *v1alpha1.NodeMigLayout, idx int32) (v1alpha1.GPUSpec, bool) {
+	for _, sp := range nml.Spec.GPUs {
+		if sp.Index == idx {
+			return sp, true
+		}
+	}
+	return v1alpha1.GPUSpec{}, false
 }
 
 // forget drops what is remembered of node: its NodeMigLayout is released
