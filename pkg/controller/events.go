@@ -84,6 +84,14 @@ func nodeMigLayoutRef(node string) *v1alpha1.NodeMigLayout {
 // ones, which the Degraded message names in full.
 const maxSpecProblemEvents = 4
 
+// maxGPUProblemEvents is how many GPU problems (a GPU Blocked, a rule that
+// fails on a GPU) one observation tells each in its own event; the ones
+// past it are told in one event per reason, with their count. A rule
+// invalid for a model is a problem on every GPU of that model: one event
+// per GPU of a fleet would flood the API server and overflow the event
+// broadcaster's queue (1000 events), dropping other events with them.
+const maxGPUProblemEvents = 16
+
 // maxEventNote is the events.k8s.io/v1 limit on an event's note.
 const maxEventNote = 1024
 
@@ -118,6 +126,32 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 		return !seen.Has(key)
 	}
 	changing := changingRows(seen)
+	// Without seen, a node with no row in prev is new, unless prev's rows
+	// are full and end with a node not Ready: nodes not Ready come first,
+	// so such a node's problems may have been told without a row.
+	rowsFull := len(prev.Nodes) >= maxNodeRows && prev.Nodes[len(prev.Nodes)-1].Phase != v1alpha1.PhaseReady
+	// GPU problems past maxGPUProblemEvents, by event reason.
+	type untoldGPUs struct {
+		action string
+		gpus   int
+		nodes  sets.Set[string]
+	}
+	untold := map[string]*untoldGPUs{}
+	told := 0
+	tellGPU := func(node, reason, action string, gpu int32, format string, args ...any) {
+		if told < maxGPUProblemEvents {
+			told++
+			add(node, corev1.EventTypeWarning, reason, gpuAction(action, gpu), format, args...)
+			return
+		}
+		u := untold[reason]
+		if u == nil {
+			u = &untoldGPUs{action: action, nodes: sets.New[string]()}
+			untold[reason] = u
+		}
+		u.gpus++
+		u.nodes.Insert(node)
+	}
 	for _, n := range obs.Nodes {
 		if n.Conflict {
 			continue
@@ -159,21 +193,28 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 				add(n.Row.Node, corev1.EventTypeWarning, EventNodeMigLayoutWriteFailed, "WriteNodeMigLayout", "node %s: %s: %s", n.Row.Node, msgWriteFailed, n.WriteError)
 			}
 		}
+		toldWithoutRow := !hasRow && rowsFull
 		for _, g := range n.Stuck {
 			if g.Phase != v1alpha1.PhaseBlocked {
 				continue
 			}
 			key := fmt.Sprintf("%s\x00%s\x00%d", EventBlocked, n.Row.Node, g.GPU)
-			if isNew(key, gpuPhase(before, g.GPU) != v1alpha1.PhaseBlocked) {
-				add(n.Row.Node, corev1.EventTypeWarning, EventBlocked, gpuAction("Repartition", g.GPU), "node %s gpu %d is blocked (%s): %s", n.Row.Node, g.GPU, stuckReason(g), g.Message)
+			if isNew(key, !toldWithoutRow && gpuPhase(before, g.GPU) != v1alpha1.PhaseBlocked) {
+				tellGPU(n.Row.Node, EventBlocked, "Repartition", g.GPU, "node %s gpu %d is blocked (%s): %s", n.Row.Node, g.GPU, stuckReason(g), g.Message)
 			}
 		}
 		for _, p := range n.Problems {
 			key := fmt.Sprintf("%s\x00%s\x00%d\x00%s", p.Reason, n.Row.Node, p.GPU, p.Message)
-			if isNew(key, gpuPhase(before, p.GPU) != v1alpha1.PhaseFailed) {
-				add(n.Row.Node, corev1.EventTypeWarning, p.Reason, gpuAction("ComputeLayout", p.GPU), "node %s %s; the GPU is left as it is", n.Row.Node, p.Message)
+			if isNew(key, !toldWithoutRow && gpuPhase(before, p.GPU) != v1alpha1.PhaseFailed) {
+				tellGPU(n.Row.Node, p.Reason, "ComputeLayout", p.GPU, "node %s %s; the GPU is left as it is", n.Row.Node, p.Message)
 			}
 		}
+	}
+	for _, reason := range slices.Sorted(maps.Keys(untold)) {
+		u := untold[reason]
+		add("", corev1.EventTypeWarning, reason, u.action+"ManyGPUs",
+			"%s on %d more GPUs of %d nodes (%s); the nodes' NodeMigLayout status says why (kubectl miglayout status)",
+			reason, u.gpus, u.nodes.Len(), strings.Join(firstPods(sets.List(u.nodes), 3), ", "))
 	}
 	// A spec problem is one per reason and part of the spec, per
 	// generation of the spec (its message, which counts the nodes and GPUs
