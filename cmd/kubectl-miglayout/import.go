@@ -48,8 +48,10 @@ type migPartedEntry struct {
 // ("0x20B210DE": device 0x20B2 of vendor 0x10DE) to the catalog's models,
 // as the device filters of mig-parted's own config-default.yaml name them
 // (its all-balanced entry: 0x233B H200 NVL; 0x2342 GH200 and 0x233D
-// H100 96GB, one MIG geometry). IDs of GPUs the catalog does not have
-// (H800, H20, PG506, GH200 144GB, GB200) are left out.
+// H100 96GB, one MIG geometry; 0x20F3 and 0x20F5 A800 with the A100-80GB,
+// 0x2324 and 0x2322 H800 with the H100-80GB, 0x233A H800 NVL with the H100
+// NVL; 0x2329 H20, 0x2348 GH200 144G HBM3e, 0x2941 GB200). IDs of GPUs the
+// catalog does not have (PG506) are left out.
 var pciModels = map[string]string{
 	"20B0": "A100-SXM4-40GB",
 	"20B1": "A100-PCIE-40GB",
@@ -65,6 +67,14 @@ var pciModels = map[string]string{
 	"2342": "GH200-96GB",
 	"233D": "GH200-96GB",
 	"2901": "B200-180GB",
+	"20F3": "A800-SXM4-80GB",
+	"20F5": "A800-PCIE-80GB",
+	"2324": "H800-SXM5-80GB",
+	"2322": "H800-PCIE-80GB",
+	"233A": "H800-NVL-94GB",
+	"2329": "H20-96GB",
+	"2348": "GH200-144GB",
+	"2941": "GB200-186GB",
 }
 
 var pciIDRE = regexp.MustCompile(`^(?i:0x)?([0-9A-Fa-f]{4})(10DE|10de)?$`)

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
 )
 
 // TestCheckFixMakesV1alpha3ClaimsServable: snippets written for Kubernetes
@@ -95,6 +96,17 @@ mig-configs:
 	for _, want := range []string{"H200-SXM5-141GB", "H200-NVL-141GB", "GH200-96GB"} {
 		if !slices.Contains(products, want) {
 			t.Errorf("no rule for %s (rules for %q); notes:\n%s", want, products, notes)
+		}
+	}
+}
+
+// TestPCIModelsAreCatalogued: every GPU model the mig-parted import maps a
+// PCI device ID to is one the catalog has.
+func TestPCIModelsAreCatalogued(t *testing.T) {
+	cat := mig.DefaultCatalog()
+	for id, model := range pciModels {
+		if _, err := cat.Model(model); err != nil {
+			t.Errorf("PCI device %s: %v", id, err)
 		}
 	}
 }
