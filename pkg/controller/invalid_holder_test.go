@@ -97,3 +97,37 @@ func TestInvalidSelectorHolderReportsTheConflict(t *testing.T) {
 		})
 	}
 }
+
+// TestInvalidSelectorDropsUnstartedChangeOfSharedNode: b holds n1 with a
+// change to halves written but not started (GPU 0 still Ready on the whole
+// GPU) when its selector stops parsing, and a selects n1 too: both say the
+// node is left as it is, so b drops the change rather than let the agent
+// carry it out; a node only b holds keeps its change.
+func TestInvalidSelectorDropsUnstartedChangeOfSharedNode(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	b := staticMigLayout("b", "uid-b", "a")
+	b.Spec.NodeSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gpu pool", Operator: metav1.LabelSelectorOpExists}}}
+	shared := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, `rule "halves"`)).status(a100(0).layout(wholeLayout)).build(), b)
+	alone := ownedBy(nodeMigLayout("n2").spec(specGPU(0, halvesLayout, `rule "halves"`)).status(a100(0).layout(wholeLayout)).build(), b)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithObjects(a, b, node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "b"}), shared, alone).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	for _, name := range []string{"a", "b"} {
+		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for node, want := range map[string]string{"n1": wholeLayout, "n2": halvesLayout} {
+		var nml v1alpha1.NodeMigLayout
+		if err := c.Get(t.Context(), client.ObjectKey{Name: node}, &nml); err != nil {
+			t.Fatal(err)
+		}
+		if got := nml.Spec.GPUs[0].Layout; got != want {
+			t.Errorf("%s: spec %q, want %q", node, got, want)
+		}
+		if node == "n1" && !strings.Contains(nml.Spec.GPUs[0].Reason, "dropped before it started") {
+			t.Errorf("n1: reason %q, want it to say the change was dropped", nml.Spec.GPUs[0].Reason)
+		}
+	}
+}

@@ -152,6 +152,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				errs = append(errs, err)
 			}
 		}
+	} else {
+		// A node it holds that another MigLayout selects is left as it
+		// is, as both report: a change not started yet is dropped.
+		conflicted := sets.New[string]()
+		for _, nodes := range obs.Selection.Conflicts {
+			conflicted.Insert(nodes...)
+		}
+		for _, name := range sets.List(conflicted) {
+			if err := r.dropUnstartedOwned(ctx, &ml, in.nodeMigLayouts[name], dropForConflict); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	logger.V(4).Info("Observed MigLayout", "selected", len(obs.Selection.Nodes), "conflicts", len(obs.Selection.Conflicts))
 
