@@ -82,7 +82,11 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			if err := r.dropUnstartedOwned(ctx, ml, in.nodeMigLayouts[node], dropForConflict); err != nil {
 				errs = append(errs, err)
 			}
-			states = append(states, ConflictNode(node, conflictNote(sel, node)))
+			st := ConflictNode(node, conflictNote(sel, node))
+			if nml := in.nodeMigLayouts[node]; nml != nil && metav1.IsControlledBy(nml, ml) && changeBegun(nml) {
+				st = carriedInConflict(st, EvaluateNode(node, nml, nil, health[node]))
+			}
+			states = append(states, st)
 			continue
 		}
 		var nml *v1alpha1.NodeMigLayout
@@ -315,8 +319,11 @@ func conflictNote(sel Selection, node string) string {
 	if len(holders) > 0 {
 		parts = append(parts, "held by MigLayout "+joinBounded(holders, 5)+", whose node selector is invalid")
 	}
-	return strings.Join(parts, "; ") + "; the node is left as it is"
+	return strings.Join(parts, "; ") + msgLeftAsItIs
 }
+
+// msgLeftAsItIs ends the message of a node in conflict.
+const msgLeftAsItIs = "; the node is left as it is"
 
 // cmpOr is a where it is not nil, else b.
 func cmpOr(a, b *v1alpha1.NodeMigLayout) *v1alpha1.NodeMigLayout {
@@ -370,6 +377,36 @@ func startedOnly(ml *v1alpha1.MigLayout, nml *v1alpha1.NodeMigLayout) *v1alpha1.
 	out := nml.DeepCopy()
 	out.Spec.GPUs = dropUnstarted(nml, dropForAdoption)
 	return out
+}
+
+// changeBegun reports whether nml's spec holds a change its agent has
+// begun (what dropUnstarted keeps): a GPU the spec lists that is reported
+// neither Ready nor Draining, and does not hold its spec.
+func changeBegun(nml *v1alpha1.NodeMigLayout) bool {
+	for _, sp := range nml.Spec.GPUs {
+		for _, g := range nml.Status.GPUs {
+			if g.Index == sp.Index && g.Phase != v1alpha1.PhaseReady && g.Phase != v1alpha1.PhaseDraining && (!holds(sp, g) || g.Phase != v1alpha1.PhasePending) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// carriedInConflict is the state of a node in conflict (conflict, its
+// ConflictNode state) that holds a change this MigLayout wrote and its
+// agent has begun (evaluated: EvaluateNode of its NodeMigLayout): the
+// agent carries it out, so the node is judged by it (Progressing, a GPU
+// Blocked or Failed in Degraded and its events), its GPU rows shown, and
+// its row's message says the conflict first. Once the change is done the
+// node is a conflict like any other.
+func carriedInConflict(conflict, evaluated NodeState) NodeState {
+	msg := strings.TrimSuffix(conflict.Row.Message, msgLeftAsItIs) + "; no change is started here, the one begun is carried out"
+	if evaluated.Row.Message != "" {
+		msg += ": " + evaluated.Row.Message
+	}
+	evaluated.Row.Message = truncate(msg, maxRowMessage)
+	return evaluated
 }
 
 // dropUnstartedOwned drops the changes not started yet (dropUnstarted,

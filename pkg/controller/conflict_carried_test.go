@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// TestConflictShowsChangeCarriedOut: a node a's NodeMigLayout changes when b
+// starts selecting it too carries on with a change its agent has begun
+// (repartitioning, blocked on a device in use, failed and retried): a's
+// status shows that change (Progressing, or Degraded with the GPU's
+// reason, the GPU rows, the conflict first in the row's message), not a
+// node left as it is; b, which does not own the node, shows the conflict.
+func TestConflictShowsChangeCarriedOut(t *testing.T) {
+	for name, tc := range map[string]struct {
+		row         *gpuBuilder
+		progressing metav1.ConditionStatus
+		degraded    string // Degraded's reason
+	}{
+		"repartitioning": {a100(0).layout("").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, ""), metav1.ConditionTrue, v1alpha1.ReasonNoProblems},
+		"blocked": {a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "7g.80gb@0 is allocated to claim default/c"),
+			metav1.ConditionFalse, v1alpha1.ReasonDeviceInUse},
+		"failed": {a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseFailed, v1alpha1.ReasonNVMLError, "creating GPU instance 3g.40gb@0: ERROR_UNKNOWN"),
+			metav1.ConditionFalse, v1alpha1.ReasonNVMLError},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := staticMigLayout("a", "uid-a", "a")
+			b := staticMigLayout("b", "uid-b", "a")
+			nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, `rule "halves"`)).status(tc.row).build(), a)
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, b, node("n1", map[string]string{"pool": "a"}), nml).
+				WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+			r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+			status := map[string]v1alpha1.MigLayoutStatus{}
+			for _, ml := range []string{"a", "b"} {
+				if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: ml}}); err != nil {
+					t.Fatal(err)
+				}
+				var got v1alpha1.MigLayout
+				if err := c.Get(t.Context(), client.ObjectKey{Name: ml}, &got); err != nil {
+					t.Fatal(err)
+				}
+				status[ml] = got.Status
+			}
+			st := status["a"]
+			if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionProgressing); cond == nil || cond.Status != tc.progressing {
+				t.Errorf("a: Progressing %+v, want %s", cond, tc.progressing)
+			}
+			if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDegraded); cond == nil || cond.Reason != tc.degraded {
+				t.Errorf("a: Degraded %+v, want reason %s", cond, tc.degraded)
+			}
+			if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionConflict); cond == nil || cond.Status != metav1.ConditionTrue {
+				t.Errorf("a: Conflict %+v, want True", cond)
+			}
+			if len(st.Nodes) != 1 || len(st.Nodes[0].GPUs) != 1 || st.Nodes[0].GPUs[0].Desired != halvesLayout ||
+				!strings.HasPrefix(st.Nodes[0].Message, `also selected by MigLayout "b"; no change is started here, the one begun is carried out: gpu 0: `) {
+				t.Errorf("a's rows %+v, want n1's GPU 0 on its way to %s, the conflict said first", st.Nodes, halvesLayout)
+			}
+			if bs := status["b"]; len(bs.Nodes) != 1 || len(bs.Nodes[0].GPUs) != 0 {
+				t.Errorf("b's rows %+v, want n1 left as it is", bs.Nodes)
+			}
+		})
+	}
+}
