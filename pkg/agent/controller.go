@@ -358,6 +358,8 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 				reason = EventJournalUnwritable
 			case v1alpha1.ReasonDevicePluginActive:
 				reason = EventDevicePluginActive
+			case v1alpha1.ReasonDeviceTaintsUnsupported:
+				reason = EventDeviceTaintsUnsupported
 			}
 			r.gpuEvent(&nml, "Warning", reason, "Repartition", int(spec.Index), got.Message)
 		case v1alpha1.PhasePending:

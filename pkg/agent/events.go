@@ -18,10 +18,12 @@ const (
 	// catalog can check a layout for (UnknownGPU: no MIG, or a product the
 	// catalog lacks).
 	EventInvalidLayout = "InvalidLayout"
-	// EventNVMLError (Warning): a GPU's change failed: NVML refused it, or
-	// (reason DeviceTaintsUnsupported in the GPU's status) the API server
-	// drops the drain taints, so devices cannot be drained first.
+	// EventNVMLError (Warning): a GPU's change failed: NVML refused it.
 	EventNVMLError = "NVMLError"
+	// EventDeviceTaintsUnsupported (Warning): a GPU's change cannot start:
+	// the API server drops the drain taints (DRA device taints are off),
+	// so its devices cannot be drained first.
+	EventDeviceTaintsUnsupported = "DeviceTaintsUnsupported"
 	// EventGPUUnreadable (Warning): NVML cannot read a GPU (fallen off the
 	// bus); its devices are no longer published.
 	EventGPUUnreadable = "GPUUnreadable"

@@ -197,7 +197,7 @@ func TestRetryWithoutDrainTaintsIsQuiet(t *testing.T) {
 		phases []v1alpha1.GPUPhase
 		events []string
 	}{
-		{[]v1alpha1.GPUPhase{v1alpha1.PhaseDraining, v1alpha1.PhaseFailed}, []string{EventDraining, EventNVMLError}},
+		{[]v1alpha1.GPUPhase{v1alpha1.PhaseDraining, v1alpha1.PhaseFailed}, []string{EventDraining, EventDeviceTaintsUnsupported}},
 		// The same status again: not written at all.
 		{nil, nil},
 		{nil, nil},
