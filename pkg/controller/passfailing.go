@@ -149,9 +149,10 @@ type stuckGPURow struct {
 // rememberStuck updates prev, the GPU rows of a node last reported Blocked
 // or Failed, with nml's rows: a row Blocked or Failed is remembered with
 // the GPU's spec (where the agent has acted on the spec nml holds: its
-// status.observedGeneration is the spec's generation); a retry of it (Draining or Repartitioning, the spec
-// unchanged) keeps it; any other row, a changed spec or a GPU no longer
-// reported forgets it. Nil where none is left.
+// status.observedGeneration is the spec's generation); a retry of it
+// (Draining or Repartitioning, the spec unchanged) keeps it; any other
+// row, a changed spec or a GPU no longer reported forgets it. Nil where
+// none is left.
 func rememberStuck(prev map[int32]stuckGPURow, nml *v1alpha1.NodeMigLayout) map[int32]stuckGPURow {
 	var out map[int32]stuckGPURow
 	keep := func(idx int32, s stuckGPURow) {
