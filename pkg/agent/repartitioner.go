@@ -487,7 +487,8 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	// (SIGTERM) during step 3 republishes all the same, for at most
 	// stopRepublishTimeout: the drain publication may name devices step 3
 	// destroyed, which claims tolerating the taint could still be given
-	// until the next agent starts.
+	// until the next agent starts; it leaves out the devices a change it
+	// cut short has still to destroy (unfinishedDestroys).
 	start := time.Now()
 	pubCtx := ctx
 	if ctx.Err() != nil {
@@ -506,7 +507,14 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 		res.Results[idx] = GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUUnreadable, Message: unreadableMessage(err)}
 		res.Retry = true
 	}
-	switch err := r.Inventory.Publish(pubCtx, obs, nil); {
+	pub := obs
+	if ctx.Err() != nil {
+		if gone := r.unfinishedDestroys(obs); gone.Len() > 0 {
+			logger.Info("Stopping part way through a change: its devices still to destroy stay withdrawn", "devices", sets.List(gone))
+			pub = r.without(obs, gone)
+		}
+	}
+	switch err := r.Inventory.Publish(pubCtx, pub, nil); {
 	case errors.Is(err, ErrDrainTaintsDropped):
 		// Only devices a pending MIG mode change removes carry a taint
 		// here (PoolInventory.Publish): they stay published, untainted,

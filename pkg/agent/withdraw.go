@@ -80,3 +80,32 @@ func (r *Repartitioner) without(obs []GPUState, gone sets.Set[string]) []GPUStat
 	}
 	return out
 }
+
+// unfinishedDestroys are the names of the devices of obs that a change the
+// journal records as destroying (StepDestroying) has still to destroy:
+// drained and withdrawn before its first destroy, they exist but are
+// going. An agent stopped part way through a change keeps them out of the
+// pool it publishes last, as a killed agent's last publication (the
+// withdrawal) does: published untainted, a claim could be given one until
+// the next agent drains it again, and the change would then wait for that
+// claim with the GPU half made.
+func (r *Repartitioner) unfinishedDestroys(obs []GPUState) sets.Set[string] {
+	gone := sets.New[string]()
+	for _, e := range r.Journal.Entries() {
+		if e.Step != StepDestroying || len(e.Done) >= len(e.Destroy) {
+			continue
+		}
+		left := sets.New(e.Destroy[len(e.Done):]...)
+		for _, g := range obs {
+			if g.GPU.UUID != e.UUID {
+				continue
+			}
+			for i := range g.Devices {
+				if left.Has(g.Devices[i].Device().String()) {
+					gone.Insert(r.Inventory.DeviceName(g.GPU, &g.Devices[i]))
+				}
+			}
+		}
+	}
+	return gone
+}
