@@ -101,3 +101,51 @@ func TestControllerCriticalPriorityHasQuota(t *testing.T) {
 	}
 	t.Errorf("controller.priorityClassName=system-cluster-critical in namespace miglayout-system, but no ResourceQuota scoped to that class is rendered (quotas: %s): on GKE the controller's pods are refused", strings.Join(quotas, ", "))
 }
+
+// TestValuesTheBinariesRefuseAreRefused: values the schema's types admit
+// but the controller or the agent refuses at start, so that every replica
+// or every agent of the fleet would crash-loop after a successful install,
+// fail the install instead, naming the value; and so does a value set to
+// null (Helm then drops the chart's default), which would render a flag
+// without a value, an object the API server refuses, or a template error
+// that names no value.
+func TestValuesTheBinariesRefuseAreRefused(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values map[string]any
+		says   string
+	}{
+		"retry period 0":                    {map[string]any{"controller": map[string]any{"leaderElection": map[string]any{"retryPeriod": "0s"}}}, "retryPeriod"},
+		"retry period under 1ms":            {map[string]any{"controller": map[string]any{"leaderElection": map[string]any{"retryPeriod": "0.5ns"}}}, "retryPeriod"},
+		"scheduler Lease name a..b":         {map[string]any{"controller": map[string]any{"schedulerLease": "kube-system/a..b"}}, "schedulerLease"},
+		"scheduler Lease name a.-b":         {map[string]any{"controller": map[string]any{"schedulerLease": "kube-system/a.-b"}}, "schedulerLease"},
+		"scheduler Lease namespace over 63": {map[string]any{"controller": map[string]any{"schedulerLease": strings.Repeat("n", 64) + "/kube-scheduler"}}, "schedulerLease"},
+		"scheduler Lease name over 253":     {map[string]any{"controller": map[string]any{"schedulerLease": "kube-system/" + strings.Repeat("a", 254)}}, "schedulerLease"},
+		"heartbeat over a Lease's reach":    {map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "3000000000s"}}, "heartbeatLeaseDuration"},
+		"settle period null":                {map[string]any{"agent": map[string]any{"settlePeriod": nil}}, "settlePeriod"},
+		"agent log verbosity null":          {map[string]any{"agent": map[string]any{"logVerbosity": nil}}, "logVerbosity"},
+		"controller health port null":       {map[string]any{"controller": map[string]any{"healthPort": nil}}, "healthPort"},
+		"host paths null":                   {map[string]any{"agent": map[string]any{"hostPaths": nil}}, "hostPaths"},
+		"leader election null":              {map[string]any{"controller": map[string]any{"leaderElection": nil}}, "leaderElection"},
+		"metrics null":                      {map[string]any{"metrics": nil}, "metrics"},
+		"policy actions null":               {map[string]any{"agentNodePolicy": map[string]any{"validationActions": nil}}, "validationActions"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Render(Options{Values: tc.values})
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("%v: error %v, want the install refused naming %s", tc.values, err, tc.says)
+			}
+		})
+	}
+	for name, values := range map[string]map[string]any{
+		"scheduler Lease of a dotted name": {"controller": map[string]any{"schedulerLease": "kube-system/kube-scheduler.v2"}},
+		"no scheduler Lease":               {"controller": map[string]any{"schedulerLease": ""}},
+		"resources dropped":                {"agent": map[string]any{"resources": nil}, "controller": map[string]any{"resources": nil}},
+		"OnDelete without rollingUpdate":   {"agent": map[string]any{"updateStrategy": map[string]any{"type": "OnDelete", "rollingUpdate": nil}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Render(Options{Values: values}); err != nil {
+				t.Errorf("%v refused: %v", values, err)
+			}
+		})
+	}
+}

@@ -59,6 +59,9 @@ checked the types; these are the rules between values.
 {{- $lease := float64 (include "miglayout.milliseconds" $le.leaseDuration) -}}
 {{- $renew := float64 (include "miglayout.milliseconds" $le.renewDeadline) -}}
 {{- $retry := float64 (include "miglayout.milliseconds" $le.retryPeriod) -}}
+{{- if lt $retry 1.0 -}}
+{{- fail (printf "controller.leaderElection.retryPeriod %s must be 1ms or more (the controller refuses 0, and every replica would exit at start)" $le.retryPeriod) -}}
+{{- end -}}
 {{- if le $lease $renew -}}
 {{- fail (printf "controller.leaderElection.leaseDuration %s must be longer than renewDeadline %s (client-go's leader election refuses it, and every replica would exit at start)" $le.leaseDuration $le.renewDeadline) -}}
 {{- end -}}
@@ -106,6 +109,14 @@ checked the types; these are the rules between values.
 {{- end -}}
 {{- if lt (int $seconds) 4 -}}
 {{- fail (printf "agent.heartbeatLeaseDuration %q is under 4s: the agent renews its Lease every quarter of it and refuses a shorter one" $lease) -}}
+{{- end -}}
+{{- if gt (int64 $seconds) 2147483647 -}}
+{{- fail (printf "agent.heartbeatLeaseDuration %q is over 2147483647s, the most a Lease's leaseDurationSeconds holds: the agent refuses it" $lease) -}}
+{{- end -}}
+{{- with $v.controller.schedulerLease -}}
+{{- if gt (len (index (splitList "/" .) 1)) 253 -}}
+{{- fail (printf "controller.schedulerLease %q: a Lease's name has at most 253 characters" .) -}}
+{{- end -}}
 {{- end -}}
 {{- range $key, $path := $v.agent.hostPaths -}}
 {{- if not (isAbs $path) -}}
