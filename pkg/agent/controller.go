@@ -78,6 +78,11 @@ type NodeReconciler struct {
 	// (rememberChanged): its row says the change was made only while it is
 	// still that GPU's spec. Cleared once a pass's status is written.
 	changedFor map[int]string
+	// stuckFor holds, by GPU index, the spec (specKey) of each GPU the last
+	// pass left Blocked or Failed, for the NodeMigLayout of UID
+	// stuckForUID (retryOfStuck).
+	stuckFor    map[int]string
+	stuckForUID types.UID
 	// catalogTold is the CatalogDiffers message last recorded per GPU UUID.
 	catalogTold map[string]string
 	// passStart is when the pass in progress started; zero between passes.
@@ -249,11 +254,11 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	var shown []int // GPUs whose status this pass showed in flight
 	report := func(idx int, res GPUResult) error {
-		if !showProgress(nml.Status.GPUs, idx, res) {
+		if !showProgress(nml.Status.GPUs, idx, res) || res.Phase == v1alpha1.PhaseDraining && r.retryOfStuck(&nml, idx) {
 			logger.V(2).Info("Trying again quietly", "gpu", idx, "phase", res.Phase)
 			return nil
 		}
-		if res.Phase == v1alpha1.PhaseDraining && !retryOfStuck(&nml, idx) {
+		if res.Phase == v1alpha1.PhaseDraining {
 			r.gpuEvent(&nml, "Normal", EventDraining, "Drain", idx, res.Message)
 		}
 		if err := r.patchGPUPhase(ctx, nml.Generation, idx, res); err != nil {
@@ -326,6 +331,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			r.gpuEvent(&nml, "Warning", EventDevicePluginActive, "Repartition", idx, got.Message)
 		}
 	}
+	r.rememberStuck(&nml, res)
 	for _, spec := range nml.Spec.GPUs {
 		got := res.Results[int(spec.Index)]
 		if told(spec.Index, got) {
@@ -446,22 +452,52 @@ func showProgress(status []v1alpha1.GPUStatus, idx int, res GPUResult) bool {
 }
 
 // retryOfStuck reports whether a pass on nml works on GPU idx again after
-// reporting it Blocked or Failed on the spec nml holds (its
-// status.observedGeneration is the spec's generation): a retry, whose
-// drain is not told in an event again (a GPU another NVML client holds
-// is retried for as long as it holds it, every 2 minutes at most). The
-// controller judges such a retry's Draining and Repartitioning rows as
-// the Blocked or Failed row they retry.
-func retryOfStuck(nml *v1alpha1.NodeMigLayout, idx int) bool {
-	if nml.Status.ObservedGeneration != nml.Generation {
+// reporting it Blocked or Failed on the spec nml asks for now (its MIG
+// mode and layout, remembered by rememberStuck; an agent that has not
+// reported the GPU since it started takes a status.observedGeneration
+// equal to the spec's generation for it): a retry. Its drain is shown
+// neither in status nor in an event: the GPU stays Blocked or Failed until
+// the retry repartitions it. A GPU another NVML client holds is retried
+// for as long as it holds it, every 2 minutes at most, and one whose
+// change stopped part way holds some devices of each layout: shown
+// Draining, the MigLayout's conditions would flap with each retry, and
+// the controller would take the GPU for one nothing was destroyed on yet,
+// whose change a conflict, a pause or an Auto plan may drop.
+func (r *NodeReconciler) retryOfStuck(nml *v1alpha1.NodeMigLayout, idx int) bool {
+	i := slices.IndexFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool { return int(g.Index) == idx })
+	j := slices.IndexFunc(nml.Spec.GPUs, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == idx })
+	if i < 0 || j < 0 {
 		return false
 	}
-	for _, g := range nml.Status.GPUs {
-		if int(g.Index) == idx {
-			return g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed
+	if ph := nml.Status.GPUs[i].Phase; ph != v1alpha1.PhaseBlocked && ph != v1alpha1.PhaseFailed {
+		return false
+	}
+	r.mu.Lock()
+	key, known := r.stuckFor[idx]
+	known = known && r.stuckForUID == nml.UID
+	r.mu.Unlock()
+	if known {
+		return key == specKey(nml.Spec.GPUs[j])
+	}
+	return nml.Status.ObservedGeneration == nml.Generation
+}
+
+// rememberStuck records, by GPU index, the spec (specKey) of each GPU of
+// nml's spec the pass res left Blocked or Failed (retryOfStuck), and
+// forgets the others.
+func (r *NodeReconciler) rememberStuck(nml *v1alpha1.NodeMigLayout, res *SyncResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stuckForUID != nml.UID {
+		r.stuckFor, r.stuckForUID = nil, nml.UID
+	}
+	kept := map[int]string{}
+	for _, s := range nml.Spec.GPUs {
+		if g, ok := res.Results[int(s.Index)]; ok && (g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed) {
+			kept[int(s.Index)] = specKey(s)
 		}
 	}
-	return false
+	r.stuckFor = kept
 }
 
 // writeStatus records res, the outcome of the spec of generation acted on

@@ -444,6 +444,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	// conditional on the NodeMigLayout it read, not written at all. Where
 	// either step fails, or the spec changed, the GPU is left as it is
 	// (Pending) and retried.
+	applied := sets.New[int]() // GPUs whose NVML work began
 	for _, p := range work {
 		start := time.Now()
 		// An API server that cannot be written or read stops the change
@@ -471,6 +472,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			continue
 		}
 		r.refreshed = false // devices made again from here on
+		applied.Insert(p.index)
 		result := r.apply(ctx, p)
 		r.Metrics.observePhase("repartition", time.Since(start))
 		r.Metrics.countRepartition(result.Phase)
@@ -509,7 +511,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	}
 	pub := obs
 	if ctx.Err() != nil {
-		if gone := r.unfinishedDestroys(obs); gone.Len() > 0 {
+		if gone := r.unfinishedDestroys(obs, applied); gone.Len() > 0 {
 			logger.Info("Stopping part way through a change: its devices still to destroy stay withdrawn", "devices", sets.List(gone))
 			pub = r.without(obs, gone)
 		}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +72,80 @@ func TestRetryOfFailedGPUToldOnce(t *testing.T) {
 	}
 	if got := reasons(); len(got) == 0 || got[0] != EventDraining {
 		t.Errorf("a new spec's pass: events %q, want Draining first", got)
+	}
+}
+
+// TestRetryOfHalfMadeGPUStaysBlocked: a GPU whose change stopped part way
+// (one device destroyed, NVML refusing the other: another client holds
+// it) is Blocked; its retries, also after an edit of the spec that keeps
+// the GPU's layout (a new reason), show no Draining, in status or in an
+// event: the controller would take a Draining GPU for one nothing was
+// destroyed on, and a conflict, a pause or an Auto plan could then drop
+// the change and leave the GPU half made. Once the client lets go the
+// retry repartitions the GPU.
+func TestRetryOfHalfMadeGPUStaysBlocked(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	holder, err := g.sim.OpenClient(g.migUUID(t, 0, "3g.40gb@4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
+	var phases []v1alpha1.GPUPhase
+	c := nmlClient(t, nml, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
+			phases = append(phases, st.Phase)
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}})
+	rec := events.NewFakeRecorder(50)
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec, Now: func() time.Time { return clock }}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	pass := func() []string {
+		t.Helper()
+		phases = nil
+		res, err := r.Reconcile(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock = clock.Add(res.RequeueAfter + time.Second)
+		var reasons []string
+		for len(rec.Events) > 0 {
+			reasons = append(reasons, strings.Fields(<-rec.Events)[1])
+		}
+		return reasons
+	}
+	pass()
+	if left := g.layouts(t); !cmp.Equal(left, []string{"3g.40gb@4"}) {
+		t.Fatalf("premise: layouts %v after the first pass, want the change stopped part way", left)
+	}
+	retries := func(step string) {
+		t.Helper()
+		for range 2 {
+			events := pass()
+			if slices.Contains(phases, v1alpha1.PhaseDraining) || slices.Contains(events, EventDraining) {
+				t.Errorf("%s: phases written %v, events %v, want no Draining", step, phases, events)
+			}
+		}
+	}
+	retries("retries")
+	var cur v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.GPUs[0].Reason = "rule \"whole\", edited"
+	cur.Generation++
+	if err := c.Update(t.Context(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	retries("retries after a new reason")
+	if err := g.sim.CloseClient(holder); err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	if left := g.layouts(t); !cmp.Equal(left, []string{"7g.80gb@0"}) {
+		t.Errorf("layouts %v once the client let go, want the change carried out", left)
 	}
 }

@@ -65,3 +65,36 @@ func TestStopMidChangeKeepsDevicesToDestroyWithdrawn(t *testing.T) {
 		})
 	}
 }
+
+// TestStopKeepsOtherGPUsPublished: GPU 0's change stopped part way earlier
+// (NVML refused its second destroy: another client holds the device) and
+// waits for its retry; the agent is stopped part way through GPU 1's
+// change. Only GPU 1's device still to destroy is left out of the last
+// publication: GPU 0, whose NVML work this pass did not touch, stays
+// published as it is.
+func TestStopKeepsOtherGPUsPublished(t *testing.T) {
+	g := newRig(t, "2xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	g.setup(t, 1, "3g.40gb@0,3g.40gb@4")
+	if _, err := g.sim.OpenClient(g.migUUID(t, 0, "3g.40gb@4")); err != nil {
+		t.Fatal(err)
+	}
+	whole0, whole1 := spec(0, "7g.80gb@0"), spec(1, "7g.80gb@0")
+	res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{whole0}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Results[0]; got.Phase != v1alpha1.PhaseBlocked {
+		t.Fatalf("premise: GPU 0 %s %s, want Blocked on the device another client holds", got.Phase, got.Reason)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	g.r.GPUs = &stopAfterDestroys{Manager: g.mgr, stop: stop, n: 1}
+	_, _ = g.r.SyncDeferring(ctx, []v1alpha1.GPUSpec{whole0, whole1}, map[int]GPUResult{0: res.Results[0]}, nil)
+	last := g.inv.last()
+	if !slices.Contains(last.devices, "gpu-0-mig-3g40gb-9-4") {
+		t.Errorf("last publication %v: GPU 0's device left out, want it published (its NVML work did not begin this pass)", last.devices)
+	}
+	if slices.Contains(last.devices, "gpu-1-mig-3g40gb-9-4") {
+		t.Errorf("last publication %v: GPU 1's device still to destroy published", last.devices)
+	}
+}

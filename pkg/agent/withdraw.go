@@ -81,18 +81,20 @@ func (r *Repartitioner) without(obs []GPUState, gone sets.Set[string]) []GPUStat
 	return out
 }
 
-// unfinishedDestroys are the names of the devices of obs that a change the
-// journal records as destroying (StepDestroying) has still to destroy:
-// drained and withdrawn before its first destroy, they exist but are
-// going. An agent stopped part way through a change keeps them out of the
-// pool it publishes last, as a killed agent's last publication (the
-// withdrawal) does: published untainted, a claim could be given one until
-// the next agent drains it again, and the change would then wait for that
-// claim with the GPU half made.
-func (r *Repartitioner) unfinishedDestroys(obs []GPUState) sets.Set[string] {
+// unfinishedDestroys are the names of the devices of obs that a change this
+// pass stopped part way through has still to destroy: a GPU of applied
+// (those whose NVML work the pass began) that the journal records as
+// destroying (StepDestroying) with some of its destroys done. Drained and
+// withdrawn before the first destroy, they exist but are going. An agent
+// stopped so keeps them out of the pool it publishes last, as a killed
+// agent's last publication (the withdrawal) does: published untainted, a
+// claim could be given one until the next agent drains it again, and the
+// change would then wait for that claim with the GPU half made. Where no
+// destroy was done the GPU holds its layout, which is published as it is.
+func (r *Repartitioner) unfinishedDestroys(obs []GPUState, applied sets.Set[int]) sets.Set[string] {
 	gone := sets.New[string]()
 	for _, e := range r.Journal.Entries() {
-		if e.Step != StepDestroying || len(e.Done) >= len(e.Destroy) {
+		if !applied.Has(e.GPU) || e.Step != StepDestroying || len(e.Done) == 0 || len(e.Done) >= len(e.Destroy) {
 			continue
 		}
 		left := sets.New(e.Destroy[len(e.Done):]...)

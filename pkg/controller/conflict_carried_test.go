@@ -71,3 +71,48 @@ func TestConflictShowsChangeCarriedOut(t *testing.T) {
 		})
 	}
 }
+
+// TestConflictCarriedRetryKeepsDegraded: the carried change of a node in
+// conflict is judged as any change, its retries too: a GPU Blocked, then
+// repartitioned again by a retry of the same spec (the agent shows a
+// retry's drain no more), keeps a's Degraded, and its spec.
+func TestConflictCarriedRetryKeepsDegraded(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	b := staticMigLayout("b", "uid-b", "a")
+	blocked := a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "3g.40gb@4 is held by another NVML client")
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, `rule "whole"`)).status(blocked).build(), a)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, b, node("n1", map[string]string{"pool": "a"}), nml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	for step, row := range []*gpuBuilder{
+		blocked,
+		a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, ""),
+		blocked,
+		a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, ""),
+	} {
+		var cur v1alpha1.NodeMigLayout
+		if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Status.GPUs = []v1alpha1.GPUStatus{row.build()}
+		if err := c.Status().Update(t.Context(), &cur); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+			t.Fatal(err)
+		}
+		var got v1alpha1.MigLayout
+		if err := c.Get(t.Context(), client.ObjectKey{Name: "a"}, &got); err != nil {
+			t.Fatal(err)
+		}
+		if cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded); cond == nil || cond.Reason != v1alpha1.ReasonDeviceInUse {
+			t.Errorf("step %d (%s): a's Degraded %+v, want DeviceInUse", step, row.build().Phase, cond)
+		}
+		if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
+			t.Fatal(err)
+		}
+		if got := cur.Spec.GPUs[0].Layout; got != wholeLayout {
+			t.Errorf("step %d: n1's spec %q, want the change begun kept (%s)", step, got, wholeLayout)
+		}
+	}
+}

@@ -212,9 +212,12 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 	}
 	for _, reason := range slices.Sorted(maps.Keys(untold)) {
 		u := untold[reason]
-		add("", corev1.EventTypeWarning, reason, u.action+"ManyGPUs",
-			"%s on %d more GPUs of %d nodes (%s); the nodes' NodeMigLayout status says why (kubectl miglayout status)",
-			reason, u.gpus, u.nodes.Len(), strings.Join(firstPods(sets.List(u.nodes), 3), ", "))
+		where := "the MigLayout's Degraded condition names the first; kubectl miglayout plan shows each GPU's"
+		if reason == EventBlocked {
+			where = "the nodes' NodeMigLayout status says why (kubectl miglayout status)"
+		}
+		add("", corev1.EventTypeWarning, reason, u.action+"ManyGPUs", "%s on %d more GPUs of %d nodes (%s); %s",
+			reason, u.gpus, u.nodes.Len(), strings.Join(firstPods(sets.List(u.nodes), 3), ", "), where)
 	}
 	// A spec problem is one per reason and part of the spec, per
 	// generation of the spec (its message, which counts the nodes and GPUs

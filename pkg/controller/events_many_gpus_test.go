@@ -41,7 +41,7 @@ func TestTransitionsManyGPUProblemsSummarized(t *testing.T) {
 		}
 	}
 	want := Event{Type: "Warning", Reason: v1alpha1.ReasonInvalidLayout, Action: "ComputeLayoutManyGPUs",
-		Note: "InvalidLayout on 304 more GPUs of 38 nodes (n002, n003, n004, and 35 more); the nodes' NodeMigLayout status says why (kubectl miglayout status)"}
+		Note: "InvalidLayout on 304 more GPUs of 38 nodes (n002, n003, n004, and 35 more); the MigLayout's Degraded condition names the first; kubectl miglayout plan shows each GPU's"}
 	if diff := cmp.Diff(want, got[maxGPUProblemEvents]); diff != "" {
 		t.Errorf("the summary (-want +got):\n%s", diff)
 	}

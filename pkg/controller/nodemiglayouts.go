@@ -78,13 +78,24 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	for _, node := range sel.Nodes {
 		switch {
 		case sel.Conflicted(node):
-			r.failing.forget(node)
 			if err := r.dropUnstartedOwned(ctx, ml, in.nodeMigLayouts[node], dropForConflict); err != nil {
 				errs = append(errs, err)
 			}
 			st := ConflictNode(node, conflictNote(sel, node))
-			if nml := in.nodeMigLayouts[node]; nml != nil && metav1.IsControlledBy(nml, ml) && changeBegun(nml) {
-				st = carriedInConflict(st, EvaluateNode(node, nml, nil, health[node]))
+			// A change its agent has begun is judged as on a node
+			// without conflict (retries, failing passes).
+			nml := in.nodeMigLayouts[node]
+			if nml == nil || !metav1.IsControlledBy(nml, ml) {
+				r.failing.forget(node)
+				states = append(states, st)
+				continue
+			}
+			failing := r.failing.observe(ml.Name, node, nml, now)
+			if judged := r.failing.retriesAsStuck(ml.Name, node, nml); changeBegun(judged) {
+				st = carriedInConflict(st, EvaluateNode(node, judged, nil, health[node]))
+				var due time.Time
+				st, due = withFailingPasses(st, nml, failing, now)
+				failingDue = earliest(failingDue, due)
 			}
 			states = append(states, st)
 			continue

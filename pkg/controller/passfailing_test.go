@@ -253,8 +253,10 @@ func TestReconcileDegradedByFailingPasses(t *testing.T) {
 }
 
 // TestConflictedNodeForgetsFailingPasses: a node whose passes fail and
-// which a second MigLayout then selects too is left alone (a conflict),
-// and what was remembered of its failing GPUs goes with it.
+// which a second MigLayout then selects too is left alone (a conflict):
+// the change its agent has begun is carried out and judged as before, its
+// failing GPUs remembered, until it is done; then what was remembered of
+// them goes.
 func TestConflictedNodeForgetsFailingPasses(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
@@ -278,8 +280,22 @@ func TestConflictedNodeForgetsFailingPasses(t *testing.T) {
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
+	if _, ok := r.failing.since["n1"]; !ok {
+		t.Error("the conflicted node's change, begun, is carried out: its failing GPU is forgotten")
+	}
+	var cur v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.GPUs = []v1alpha1.GPUStatus{a100(0).layout("3g.40gb@0,3g.40gb@4").build()}
+	if err := c.Status().Update(ctx, &cur); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
 	if got, ok := r.failing.since["n1"]; ok {
-		t.Errorf("the conflicted node's failing GPUs are still remembered: %v", got)
+		t.Errorf("the conflicted node's change is done, its failing GPUs are still remembered: %v", got)
 	}
 }
 
