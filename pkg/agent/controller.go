@@ -33,6 +33,7 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/eventnote"
+	"github.com/miglayout/miglayout/pkg/mig"
 )
 
 // NodeReconciler drives the Repartitioner from the node's NodeMigLayout: it
@@ -252,10 +253,16 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading NodeMigLayout %s: %w", r.NodeName, err)
 	}
-	var shown []int // GPUs whose status this pass showed in flight
+	var shown []int  // GPUs whose status this pass showed in flight
+	var hidden []int // retries of Blocked or Failed GPUs whose drain it did not show
 	report := func(idx int, res GPUResult) error {
-		if !showProgress(nml.Status.GPUs, idx, res) || res.Phase == v1alpha1.PhaseDraining && r.retryOfStuck(&nml, idx) {
+		if !showProgress(nml.Status.GPUs, idx, res) {
 			logger.V(2).Info("Trying again quietly", "gpu", idx, "phase", res.Phase)
+			return nil
+		}
+		if res.Phase == v1alpha1.PhaseDraining && r.retryOfStuck(&nml, idx) {
+			logger.V(2).Info("Retrying a Blocked or Failed GPU; its drain is not shown", "gpu", idx)
+			hidden = append(hidden, idx)
 			return nil
 		}
 		if res.Phase == v1alpha1.PhaseDraining {
@@ -288,7 +295,9 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	if err != nil {
 		r.Repartitioner.Metrics.countFailedPass()
-		r.reportFailedPass(ctx, &nml, res, err, shown)
+		// A retry whose drain was not shown says why the pass failed too,
+		// rather than the Blocked or Failed reason it retried.
+		r.reportFailedPass(ctx, &nml, res, err, append(shown, hidden...))
 		return ctrl.Result{}, err
 	}
 	// What status said before this pass: a GPU that was Ready on another
@@ -454,8 +463,9 @@ func showProgress(status []v1alpha1.GPUStatus, idx int, res GPUResult) bool {
 // retryOfStuck reports whether a pass on nml works on GPU idx again after
 // reporting it Blocked or Failed on the spec nml asks for now (its MIG
 // mode and layout, remembered by rememberStuck; an agent that has not
-// reported the GPU since it started takes a status.observedGeneration
-// equal to the spec's generation for it): a retry. Its drain is shown
+// reported the GPU since it started takes the layout of the GPU's journal
+// entry, else a status.observedGeneration equal to the spec's generation,
+// for it): a retry. Its drain is shown
 // neither in status nor in an event: the GPU stays Blocked or Failed until
 // the retry repartitions it. A GPU another NVML client holds is retried
 // for as long as it holds it, every 2 minutes at most, and one whose
@@ -479,7 +489,30 @@ func (r *NodeReconciler) retryOfStuck(nml *v1alpha1.NodeMigLayout, idx int) bool
 	if known {
 		return key == specKey(nml.Spec.GPUs[j])
 	}
+	// A Blocked GPU, or one whose change failed on an error that may pass,
+	// keeps its journal entry, whose desired layout is the one it was left
+	// so on.
+	if r.Repartitioner != nil && r.Repartitioner.Journal != nil {
+		for _, e := range r.Repartitioner.Journal.Entries() {
+			if e.GPU == idx && e.UUID == nml.Status.GPUs[i].UUID {
+				return e.Desired == desiredText(nml.Spec.GPUs[j])
+			}
+		}
+	}
 	return nml.Status.ObservedGeneration == nml.Generation
+}
+
+// desiredText is the layout s asks for as a journal entry records it
+// (JournalEntry.Desired): canonical, empty with MIG off.
+func desiredText(s v1alpha1.GPUSpec) string {
+	if !s.MIGEnabled {
+		return ""
+	}
+	l, err := mig.ParseLayout(s.Layout)
+	if err != nil {
+		return s.Layout
+	}
+	return l.String()
 }
 
 // rememberStuck records, by GPU index, the spec (specKey) of each GPU of

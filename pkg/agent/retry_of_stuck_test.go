@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -78,11 +79,11 @@ func TestRetryOfFailedGPUToldOnce(t *testing.T) {
 // TestRetryOfHalfMadeGPUStaysBlocked: a GPU whose change stopped part way
 // (one device destroyed, NVML refusing the other: another client holds
 // it) is Blocked; its retries, also after an edit of the spec that keeps
-// the GPU's layout (a new reason), show no Draining, in status or in an
-// event: the controller would take a Draining GPU for one nothing was
+// the GPU's layout (a new reason), and those of an agent restarted since,
+// show no Draining, in status or in an event: the controller would take a Draining GPU for one nothing was
 // destroyed on, and a conflict, a pause or an Auto plan could then drop
-// the change and leave the GPU half made. Once the client lets go the
-// retry repartitions the GPU.
+// the change and leave the GPU half made. Once the client lets go, a
+// retry whose pass fails says why, and the next repartitions the GPU.
 func TestRetryOfHalfMadeGPUStaysBlocked(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
@@ -107,7 +108,7 @@ func TestRetryOfHalfMadeGPUStaysBlocked(t *testing.T) {
 		t.Helper()
 		phases = nil
 		res, err := r.Reconcile(t.Context(), req)
-		if err != nil {
+		if err != nil && g.inv.failDrain == nil {
 			t.Fatal(err)
 		}
 		clock = clock.Add(res.RequeueAfter + time.Second)
@@ -141,9 +142,34 @@ func TestRetryOfHalfMadeGPUStaysBlocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	retries("retries after a new reason")
+	// A restarted agent (nothing remembered) reads the layout the GPU was
+	// left Blocked on from its journal.
+	r = &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec, Now: func() time.Time { return clock }}
+	cur = v1alpha1.NodeMigLayout{}
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.GPUs[0].Reason = "rule \"whole\", edited again"
+	cur.Generation++
+	if err := c.Update(t.Context(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	retries("a restarted agent's retries after a new reason")
+	// The client lets go, and the retry's drain publication is refused:
+	// the row says why the pass failed, not the Blocked reason it retried.
 	if err := g.sim.CloseClient(holder); err != nil {
 		t.Fatal(err)
 	}
+	g.inv.failDrain = errors.New("admission webhook denied the request")
+	pass()
+	cur = v1alpha1.NodeMigLayout{}
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	if row := cur.Status.GPUs[0]; row.Reason != ReasonPassFailed || !strings.Contains(row.Message, "admission webhook denied") {
+		t.Errorf("after a failed retry: row %s %s %q, want PassFailed saying why", row.Phase, row.Reason, row.Message)
+	}
+	g.inv.failDrain = nil
 	pass()
 	if left := g.layouts(t); !cmp.Equal(left, []string{"7g.80gb@0"}) {
 		t.Errorf("layouts %v once the client let go, want the change carried out", left)

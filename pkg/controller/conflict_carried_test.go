@@ -116,3 +116,41 @@ func TestConflictCarriedRetryKeepsDegraded(t *testing.T) {
 		}
 	}
 }
+
+// TestConflictMemoryKeptAcrossTheOtherMigLayout: b's reconciles, which see
+// n1 in conflict and not b's, leave what a remembers of n1's carried
+// change: a's Degraded holds through a retry's Repartitioning row with b
+// reconciled in between.
+func TestConflictMemoryKeptAcrossTheOtherMigLayout(t *testing.T) {
+	a := staticMigLayout("a", "uid-a", "a")
+	b := staticMigLayout("b", "uid-b", "a")
+	blocked := a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "3g.40gb@4 is held by another NVML client")
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, `rule "whole"`)).status(blocked).build(), a)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, b, node("n1", map[string]string{"pool": "a"}), nml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	reconcile := func(name string) {
+		t.Helper()
+		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile("a")
+	reconcile("b")
+	var cur v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.GPUs = []v1alpha1.GPUStatus{a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "").build()}
+	if err := c.Status().Update(t.Context(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	reconcile("a")
+	var got v1alpha1.MigLayout
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded); cond == nil || cond.Reason != v1alpha1.ReasonDeviceInUse {
+		t.Errorf("a's Degraded %+v after b's reconcile and a retry, want DeviceInUse", cond)
+	}
+}

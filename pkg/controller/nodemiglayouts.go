@@ -86,7 +86,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			// without conflict (retries, failing passes).
 			nml := in.nodeMigLayouts[node]
 			if nml == nil || !metav1.IsControlledBy(nml, ml) {
-				r.failing.forget(node)
+				r.failing.forget(node, ml.Name)
 				states = append(states, st)
 				continue
 			}
@@ -306,7 +306,7 @@ func (r *Reconciler) release(ctx context.Context, ml *v1alpha1.MigLayout, sel Se
 		}
 		writesMetric.WithLabelValues("delete").Inc()
 		r.AgentLeases.Forget(name)
-		r.failing.forget(name)
+		r.failing.forget(name, ml.Name)
 		klog.FromContext(ctx).V(2).Info("Deleted NodeMigLayout of a node no longer selected", "node", name)
 	}
 	return errs

@@ -19,9 +19,10 @@ const PassesFailingAfter = 10 * time.Minute
 // failingPasses remembers when this controller first saw each node's GPU
 // reported Pending with PassFailed, until it sees the GPU Ready, Blocked or
 // Failed, or no longer reported, or the node's NodeMigLayout is released
-// (the node no longer selected), or the node is selected by more than one
-// MigLayout, or its MigLayout is deleted, or the node is seen under another
-// MigLayout. A retry shows the GPU Draining or Repartitioning, and a new
+// (the node no longer selected), or the node is left alone as selected by
+// more than one MigLayout (unless a change begun there is carried out), or
+// its MigLayout is deleted, or the node is seen under another MigLayout.
+// A retry shows the GPU Draining or Repartitioning, and a new
 // spec Pending for another reason, before it fails again: those keep the
 // time, so a GPU whose passes fail over and over is judged from its first
 // failure (the row's lastTransitionTime moves with each retry's phase, and
@@ -203,13 +204,18 @@ func gpuSpec(nml *v1alpha1.NodeMigLayout, idx int32) (v1alpha1.GPUSpec, bool) {
 	return v1alpha1.GPUSpec{}, false
 }
 
-// forget drops what is remembered of node: its NodeMigLayout is released
-// (the node no longer selected) or left alone (selected by more than one
-// MigLayout).
-func (f *failingPasses) forget(node string) {
+// forget drops what is remembered of node under the MigLayout named
+// layout: it released the node's NodeMigLayout (the node no longer
+// selected), or leaves the node alone (selected by more than one MigLayout,
+// no change of its carried out there). What another MigLayout, the node's
+// owner, remembers of it stays: reconciles of the MigLayouts in conflict
+// with it come as often as its own.
+func (f *failingPasses) forget(node, layout string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.since, node)
+	if n, ok := f.since[node]; ok && n.layout == layout {
+		delete(f.since, node)
+	}
 }
 
 // forgetLayout drops what is remembered of the nodes last seen under the
