@@ -131,29 +131,26 @@ func TestRetryOfHalfMadeGPUStaysBlocked(t *testing.T) {
 			}
 		}
 	}
+	// newReason edits GPU 0's reason, a new generation of the same layout.
+	newReason := func(reason string) {
+		t.Helper()
+		var cur v1alpha1.NodeMigLayout
+		if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec.GPUs[0].Reason = reason
+		cur.Generation++
+		if err := c.Update(t.Context(), &cur); err != nil {
+			t.Fatal(err)
+		}
+	}
 	retries("retries")
-	var cur v1alpha1.NodeMigLayout
-	if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Spec.GPUs[0].Reason = "rule \"whole\", edited"
-	cur.Generation++
-	if err := c.Update(t.Context(), &cur); err != nil {
-		t.Fatal(err)
-	}
+	newReason(`rule "whole", edited`)
 	retries("retries after a new reason")
 	// A restarted agent (nothing remembered) reads the layout the GPU was
 	// left Blocked on from its journal.
 	r = &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec, Now: func() time.Time { return clock }}
-	cur = v1alpha1.NodeMigLayout{}
-	if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Spec.GPUs[0].Reason = "rule \"whole\", edited again"
-	cur.Generation++
-	if err := c.Update(t.Context(), &cur); err != nil {
-		t.Fatal(err)
-	}
+	newReason(`rule "whole", edited again`)
 	retries("a restarted agent's retries after a new reason")
 	// The client lets go, and the retry's drain publication is refused:
 	// the row says why the pass failed, not the Blocked reason it retried.
@@ -162,7 +159,7 @@ func TestRetryOfHalfMadeGPUStaysBlocked(t *testing.T) {
 	}
 	g.inv.failDrain = errors.New("admission webhook denied the request")
 	pass()
-	cur = v1alpha1.NodeMigLayout{}
+	var cur v1alpha1.NodeMigLayout
 	if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
 		t.Fatal(err)
 	}

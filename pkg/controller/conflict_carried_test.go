@@ -90,14 +90,7 @@ func TestConflictCarriedRetryKeepsDegraded(t *testing.T) {
 		blocked,
 		a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, ""),
 	} {
-		var cur v1alpha1.NodeMigLayout
-		if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
-			t.Fatal(err)
-		}
-		cur.Status.GPUs = []v1alpha1.GPUStatus{row.build()}
-		if err := c.Status().Update(t.Context(), &cur); err != nil {
-			t.Fatal(err)
-		}
+		setRow(t, c, "n1", row.build())
 		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -108,6 +101,7 @@ func TestConflictCarriedRetryKeepsDegraded(t *testing.T) {
 		if cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded); cond == nil || cond.Reason != v1alpha1.ReasonDeviceInUse {
 			t.Errorf("step %d (%s): a's Degraded %+v, want DeviceInUse", step, row.build().Phase, cond)
 		}
+		var cur v1alpha1.NodeMigLayout
 		if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
 			t.Fatal(err)
 		}
@@ -137,14 +131,7 @@ func TestConflictMemoryKeptAcrossTheOtherMigLayout(t *testing.T) {
 	}
 	reconcile("a")
 	reconcile("b")
-	var cur v1alpha1.NodeMigLayout
-	if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Status.GPUs = []v1alpha1.GPUStatus{a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "").build()}
-	if err := c.Status().Update(t.Context(), &cur); err != nil {
-		t.Fatal(err)
-	}
+	setRow(t, c, "n1", a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "").build())
 	reconcile("a")
 	var got v1alpha1.MigLayout
 	if err := c.Get(t.Context(), client.ObjectKey{Name: "a"}, &got); err != nil {
@@ -152,5 +139,18 @@ func TestConflictMemoryKeptAcrossTheOtherMigLayout(t *testing.T) {
 	}
 	if cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionDegraded); cond == nil || cond.Reason != v1alpha1.ReasonDeviceInUse {
 		t.Errorf("a's Degraded %+v after b's reconcile and a retry, want DeviceInUse", cond)
+	}
+}
+
+// setRow reports row as the only GPU of NodeMigLayout name's status.
+func setRow(t *testing.T, c client.Client, name string, row v1alpha1.GPUStatus) {
+	t.Helper()
+	var cur v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), client.ObjectKey{Name: name}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Status.GPUs = []v1alpha1.GPUStatus{row}
+	if err := c.Status().Update(t.Context(), &cur); err != nil {
+		t.Fatal(err)
 	}
 }
