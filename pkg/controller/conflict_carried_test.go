@@ -77,13 +77,7 @@ func TestConflictShowsChangeCarriedOut(t *testing.T) {
 // repartitioned again by a retry of the same spec (the agent shows a
 // retry's drain no more), keeps a's Degraded, and its spec.
 func TestConflictCarriedRetryKeepsDegraded(t *testing.T) {
-	a := staticMigLayout("a", "uid-a", "a")
-	b := staticMigLayout("b", "uid-b", "a")
-	blocked := a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "3g.40gb@4 is held by another NVML client")
-	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, `rule "whole"`)).status(blocked).build(), a)
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, b, node("n1", map[string]string{"pool": "a"}), nml).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	c, r, blocked := carriedBlocked(t)
 	for step, row := range []*gpuBuilder{
 		blocked,
 		a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, ""),
@@ -116,13 +110,7 @@ func TestConflictCarriedRetryKeepsDegraded(t *testing.T) {
 // change: a's Degraded holds through a retry's Repartitioning row with b
 // reconciled in between.
 func TestConflictMemoryKeptAcrossTheOtherMigLayout(t *testing.T) {
-	a := staticMigLayout("a", "uid-a", "a")
-	b := staticMigLayout("b", "uid-b", "a")
-	blocked := a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "3g.40gb@4 is held by another NVML client")
-	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, `rule "whole"`)).status(blocked).build(), a)
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, b, node("n1", map[string]string{"pool": "a"}), nml).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	c, r, _ := carriedBlocked(t)
 	reconcile := func(name string) {
 		t.Helper()
 		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
@@ -153,4 +141,19 @@ func setRow(t *testing.T, c client.Client, name string, row v1alpha1.GPUStatus) 
 	if err := c.Status().Update(t.Context(), &cur); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// carriedBlocked is MigLayouts a and b both selecting n1, whose
+// NodeMigLayout a owns, its GPU 0 Blocked part way to the whole GPU (a
+// change begun, carried out), with the client and reconciler, and the
+// Blocked row.
+func carriedBlocked(t *testing.T) (client.Client, *Reconciler, *gpuBuilder) {
+	t.Helper()
+	a := staticMigLayout("a", "uid-a", "a")
+	b := staticMigLayout("b", "uid-b", "a")
+	blocked := a100(0).layout("3g.40gb@4").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "3g.40gb@4 is held by another NVML client")
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, `rule "whole"`)).status(blocked).build(), a)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, b, node("n1", map[string]string{"pool": "a"}), nml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	return c, &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}, blocked
 }
