@@ -255,12 +255,18 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	var shown []int  // GPUs whose status this pass showed in flight
 	var hidden []int // retries of Blocked or Failed GPUs whose drain it did not show
+	// The journal as the last pass left it (this pass records its own
+	// entries before it drains).
+	var journaled []JournalEntry
+	if r.Repartitioner != nil && r.Repartitioner.Journal != nil {
+		journaled = r.Repartitioner.Journal.Entries()
+	}
 	report := func(idx int, res GPUResult) error {
 		if !showProgress(nml.Status.GPUs, idx, res) {
 			logger.V(2).Info("Trying again quietly", "gpu", idx, "phase", res.Phase)
 			return nil
 		}
-		if res.Phase == v1alpha1.PhaseDraining && r.retryOfStuck(&nml, idx) {
+		if res.Phase == v1alpha1.PhaseDraining && r.retryOfStuck(&nml, idx, journaled) {
 			logger.V(2).Info("Retrying a Blocked or Failed GPU; its drain is not shown", "gpu", idx)
 			hidden = append(hidden, idx)
 			return nil
@@ -463,9 +469,9 @@ func showProgress(status []v1alpha1.GPUStatus, idx int, res GPUResult) bool {
 // retryOfStuck reports whether a pass on nml works on GPU idx again after
 // reporting it Blocked or Failed on the spec nml asks for now (its MIG
 // mode and layout, remembered by rememberStuck; an agent that has not
-// reported the GPU since it started takes the layout of the GPU's journal
-// entry, else a status.observedGeneration equal to the spec's generation,
-// for it): a retry. Its drain is shown
+// reported the GPU since it started takes a status.observedGeneration
+// equal to the spec's generation, else the layout of the GPU's journal
+// entry as the last pass left it, for it): a retry. Its drain is shown
 // neither in status nor in an event: the GPU stays Blocked or Failed until
 // the retry repartitions it. A GPU another NVML client holds is retried
 // for as long as it holds it, every 2 minutes at most, and one whose
@@ -473,7 +479,7 @@ func showProgress(status []v1alpha1.GPUStatus, idx int, res GPUResult) bool {
 // Draining, the MigLayout's conditions would flap with each retry, and
 // the controller would take the GPU for one nothing was destroyed on yet,
 // whose change a conflict, a pause or an Auto plan may drop.
-func (r *NodeReconciler) retryOfStuck(nml *v1alpha1.NodeMigLayout, idx int) bool {
+func (r *NodeReconciler) retryOfStuck(nml *v1alpha1.NodeMigLayout, idx int, journaled []JournalEntry) bool {
 	i := slices.IndexFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool { return int(g.Index) == idx })
 	j := slices.IndexFunc(nml.Spec.GPUs, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == idx })
 	if i < 0 || j < 0 {
@@ -489,30 +495,25 @@ func (r *NodeReconciler) retryOfStuck(nml *v1alpha1.NodeMigLayout, idx int) bool
 	if known {
 		return key == specKey(nml.Spec.GPUs[j])
 	}
-	// A Blocked GPU, or one whose change failed on an error that may pass,
-	// keeps its journal entry, whose desired layout is the one it was left
-	// so on.
-	if r.Repartitioner != nil && r.Repartitioner.Journal != nil {
-		for _, e := range r.Repartitioner.Journal.Entries() {
-			if e.GPU == idx && e.UUID == nml.Status.GPUs[i].UUID {
-				return e.Desired == desiredText(nml.Spec.GPUs[j])
-			}
+	if nml.Status.ObservedGeneration == nml.Generation {
+		return true // the row is the outcome of this spec
+	}
+	// A spec edited since (a new reason, or another GPU's change): a GPU
+	// Blocked, or whose change failed on an error that may pass, keeps its
+	// journal entry (journaled: as the last pass left it), whose desired
+	// layout is the one it was left so on. MIG off and MIG on without a
+	// device record the same (none), and are not told apart so.
+	spec := nml.Spec.GPUs[j]
+	l, err := mig.ParseLayout(spec.Layout)
+	if !spec.MIGEnabled || err != nil || len(l) == 0 {
+		return false
+	}
+	for _, e := range journaled {
+		if e.GPU == idx && e.UUID == nml.Status.GPUs[i].UUID {
+			return e.Desired == l.String()
 		}
 	}
-	return nml.Status.ObservedGeneration == nml.Generation
-}
-
-// desiredText is the layout s asks for as a journal entry records it
-// (JournalEntry.Desired): canonical, empty with MIG off.
-func desiredText(s v1alpha1.GPUSpec) string {
-	if !s.MIGEnabled {
-		return ""
-	}
-	l, err := mig.ParseLayout(s.Layout)
-	if err != nil {
-		return s.Layout
-	}
-	return l.String()
+	return false
 }
 
 // rememberStuck records, by GPU index, the spec (specKey) of each GPU of

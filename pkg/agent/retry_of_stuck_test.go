@@ -172,3 +172,58 @@ func TestRetryOfHalfMadeGPUStaysBlocked(t *testing.T) {
 		t.Errorf("layouts %v once the client let go, want the change carried out", left)
 	}
 }
+
+// TestRestartedAgentShowsNewSpecDrain: a GPU left Failed on one layout,
+// then a restarted agent (nothing remembered) given another: the new
+// change's drain is shown, in status and in an event (the pass records its
+// journal entry before it drains: the entry read is the one the last pass
+// left).
+func TestRestartedAgentShowsNewSpecDrain(t *testing.T) {
+	g := newRig(t, "1xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
+	var phases []v1alpha1.GPUPhase
+	c := nmlClient(t, nml, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
+			phases = append(phases, st.Phase)
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}})
+	rec := events.NewFakeRecorder(50)
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "ComputeInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+		t.Fatal(err)
+	}
+	first := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	if _, err := first.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	var cur v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	if row := cur.Status.GPUs[0]; row.Phase != v1alpha1.PhaseFailed {
+		t.Fatalf("premise: GPU 0 %s %s, want Failed", row.Phase, row.Reason)
+	}
+	cur.Spec.GPUs = []v1alpha1.GPUSpec{spec(0, "4g.40gb@0")}
+	cur.Generation++
+	if err := c.Update(t.Context(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	for len(rec.Events) > 0 {
+		<-rec.Events
+	}
+	phases = nil
+	restarted := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+	if _, err := restarted.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	var told []string
+	for len(rec.Events) > 0 {
+		told = append(told, strings.Fields(<-rec.Events)[1])
+	}
+	if !slices.Contains(phases, v1alpha1.PhaseDraining) || !slices.Contains(told, EventDraining) {
+		t.Errorf("the new spec's pass: phases written %v, events %v, want its drain shown", phases, told)
+	}
+}

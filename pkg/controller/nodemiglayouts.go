@@ -94,7 +94,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			if judged := r.failing.retriesAsStuck(ml.Name, node, nml); changeBegun(judged) {
 				st = carriedInConflict(st, EvaluateNode(node, judged, nil, health[node]))
 				var due time.Time
-				st, due = withFailingPasses(st, nml, failing, now)
+				st, due = withFailingPasses(st, judged, failing, now)
 				failingDue = earliest(failingDue, due)
 			}
 			states = append(states, st)
@@ -135,7 +135,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			st = pauseHold(st)
 		}
 		var due time.Time
-		st, due = withFailingPasses(st, nml, failing, now)
+		st, due = withFailingPasses(st, judged, failing, now)
 		failingDue = earliest(failingDue, due)
 		if err != nil && writeRefused(err) {
 			st = withWriteError(st, err)

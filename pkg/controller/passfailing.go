@@ -102,9 +102,10 @@ func (f *failingPasses) observe(layout, node string, nml *v1alpha1.NodeMigLayout
 // retriesAsStuck returns nml as the MigLayout's status judges it: where
 // the agent retries a GPU it last reported Blocked or Failed (failingPasses
 // remembers the row, observe) and the GPU's spec has not changed since,
-// the retry's Draining or Repartitioning row is shown as the Blocked or
-// Failed row it retries (phase, reason, message and lastTransitionTime;
-// the rest as reported now). A GPU whose change fails, or waits on a device
+// the retry's Draining or Repartitioning row, or the PassFailed row of a
+// retry whose pass failed (its message then added), is shown as the
+// Blocked or Failed row it retries (phase, reason, message and
+// lastTransitionTime; the rest as reported now). A GPU whose change fails, or waits on a device
 // another NVML client holds, is retried with a backoff of up to 2 minutes,
 // and each retry drains its devices again: judged by the retry's row,
 // Degraded, the node counts and the Blocked event would flap with every
@@ -131,7 +132,11 @@ func (f *failingPasses) retriesAsStuck(layout, node string, nml *v1alpha1.NodeMi
 			view = nml.DeepCopy()
 		}
 		row := &view.Status.GPUs[i]
-		row.Phase, row.Reason, row.Message, row.LastTransitionTime = was.row.Phase, was.row.Reason, was.row.Message, was.row.LastTransitionTime
+		msg := was.row.Message
+		if g.Phase == v1alpha1.PhasePending {
+			msg = truncate(msg+"; its last retry's pass failed: "+g.Message, maxRowMessage)
+		}
+		row.Phase, row.Reason, row.Message, row.LastTransitionTime = was.row.Phase, was.row.Reason, msg, was.row.LastTransitionTime
 	}
 	if view == nil {
 		return nml
@@ -180,10 +185,12 @@ func rememberStuck(prev map[int32]stuckGPURow, nml *v1alpha1.NodeMigLayout) map[
 	return out
 }
 
-// retrying reports whether row g shows the GPU in flight: a retry, where
-// it was Blocked or Failed before.
+// retrying reports whether row g shows the GPU in flight, or a pass that
+// failed as a whole while it was (PassFailed): a retry, where it was
+// Blocked or Failed before.
 func retrying(g v1alpha1.GPUStatus) bool {
-	return g.Phase == v1alpha1.PhaseDraining || g.Phase == v1alpha1.PhaseRepartitioning
+	return g.Phase == v1alpha1.PhaseDraining || g.Phase == v1alpha1.PhaseRepartitioning ||
+		g.Phase == v1alpha1.PhasePending && g.Reason == v1alpha1.ReasonPassFailed
 }
 
 // sameSpec reports whether nml's spec of GPU idx asks for what it asked
@@ -246,7 +253,8 @@ func withFailingPasses(st NodeState, nml *v1alpha1.NodeMigLayout, failing map[in
 	var next time.Time
 	for _, g := range nml.Status.GPUs {
 		f, ok := failing[g.Index]
-		if !ok {
+		if !ok || g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed {
+			// A retry of a GPU stuck already (retriesAsStuck) counts once.
 			continue
 		}
 		due := f.since.Add(PassesFailingAfter)

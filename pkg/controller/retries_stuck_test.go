@@ -146,6 +146,18 @@ func TestRetryOfStuckGPUKeepsDegraded(t *testing.T) {
 		report(inUse())
 		check("blocked again", reconcile(), blocked)
 	}
+	// A retry whose pass fails as a whole (the drain publication refused)
+	// keeps the judgement too, saying why its pass failed.
+	report(a100(0).layout("7g.80gb@0").phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "the pass stopped before this GPU's change was done; retrying: admission webhook denied"))
+	if cond := check("retry's pass failed", reconcile(), blocked); cond == nil || !strings.Contains(cond.Message, "admission webhook denied") {
+		t.Errorf("retry's pass failed: Degraded %+v, want it to say why the pass failed", cond)
+	}
+	now = now.Add(PassesFailingAfter)
+	if cond := check("retry's pass failing for long", reconcile(), blocked); cond == nil || strings.Count(cond.Message, "gpu 0") != 1 {
+		t.Errorf("retry's pass failing for long: Degraded %+v, want GPU 0 counted once", cond)
+	}
+	report(inUse())
+	check("blocked again", reconcile(), blocked)
 	var told []string
 	for len(rec.Events) > 0 {
 		if e := <-rec.Events; strings.Contains(e, EventBlocked) {
