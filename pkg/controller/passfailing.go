@@ -2,6 +2,8 @@ package controller
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,7 +136,8 @@ func (f *failingPasses) retriesAsStuck(layout, node string, nml *v1alpha1.NodeMi
 		row := &view.Status.GPUs[i]
 		msg := was.row.Message
 		if g.Phase == v1alpha1.PhasePending {
-			msg = truncate(msg+"; its last retry's pass failed: "+g.Message, maxRowMessage)
+			// First: the row's message may be long already.
+			msg = truncate(msgRetryPassFailed+g.Message+"; before: "+msg, maxRowMessage)
 		}
 		row.Phase, row.Reason, row.Message, row.LastTransitionTime = was.row.Phase, was.row.Reason, msg, was.row.LastTransitionTime
 	}
@@ -143,6 +146,10 @@ func (f *failingPasses) retriesAsStuck(layout, node string, nml *v1alpha1.NodeMi
 	}
 	return view
 }
+
+// msgRetryPassFailed starts the message of a GPU judged as the Blocked or
+// Failed row it retries after the retry's pass failed (retriesAsStuck).
+const msgRetryPassFailed = "its last retry's pass failed: "
 
 // stuckGPURow is a GPU row reported Blocked or Failed and the GPU's spec
 // (MIG mode and layout) then.
@@ -253,8 +260,7 @@ func withFailingPasses(st NodeState, nml *v1alpha1.NodeMigLayout, failing map[in
 	var next time.Time
 	for _, g := range nml.Status.GPUs {
 		f, ok := failing[g.Index]
-		if !ok || g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed {
-			// A retry of a GPU stuck already (retriesAsStuck) counts once.
+		if !ok {
 			continue
 		}
 		due := f.since.Add(PassesFailingAfter)
@@ -263,6 +269,22 @@ func withFailingPasses(st NodeState, nml *v1alpha1.NodeMigLayout, failing map[in
 			continue
 		}
 		msg := fmt.Sprintf("the agent's passes failing since %s", f.since.UTC().Format(time.RFC3339))
+		if g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed {
+			// The retry of a GPU stuck already (retriesAsStuck), counted
+			// once: its passes failing for long are now why it is stuck.
+			if strings.HasPrefix(g.Message, msgRetryPassFailed) {
+				msg += "; " + g.Message
+			} else {
+				if f.last != "" {
+					msg += "; the last: " + f.last
+				}
+				msg += "; before: " + g.Message
+			}
+			if i := slices.IndexFunc(st.Stuck, func(s StuckGPU) bool { return s.GPU == g.Index }); i >= 0 {
+				st.Stuck[i].Reason, st.Stuck[i].Message = v1alpha1.ReasonPassFailed, truncate(msg, maxRowMessage)
+			}
+			continue
+		}
 		if f.last != "" {
 			msg += "; the last: " + f.last
 		}

@@ -152,9 +152,13 @@ func TestRetryOfStuckGPUKeepsDegraded(t *testing.T) {
 	if cond := check("retry's pass failed", reconcile(), blocked); cond == nil || !strings.Contains(cond.Message, "admission webhook denied") {
 		t.Errorf("retry's pass failed: Degraded %+v, want it to say why the pass failed", cond)
 	}
+	// Its passes failing for PassesFailingAfter are why it is stuck now:
+	// counted once, with reason PassFailed.
 	now = now.Add(PassesFailingAfter)
-	if cond := check("retry's pass failing for long", reconcile(), blocked); cond == nil || strings.Count(cond.Message, "gpu 0") != 1 {
-		t.Errorf("retry's pass failing for long: Degraded %+v, want GPU 0 counted once", cond)
+	longFailing := want{metav1.ConditionTrue, v1alpha1.ReasonPassFailed, 1, v1alpha1.PhaseBlocked}
+	if cond := check("retry's pass failing for long", reconcile(), longFailing); cond == nil || strings.Count(cond.Message, "gpu 0") != 1 ||
+		strings.Count(cond.Message, "admission webhook denied") != 1 || !strings.Contains(cond.Message, "another NVML client") {
+		t.Errorf("retry's pass failing for long: Degraded %+v, want GPU 0 counted once, its pass's error and what it retried said once", cond)
 	}
 	report(inUse())
 	check("blocked again", reconcile(), blocked)
@@ -195,5 +199,22 @@ func TestRetryOfStuckGPUKeepsDegraded(t *testing.T) {
 	}
 	if st.ProgressingNodes != 1 {
 		t.Errorf("a new spec's drain: progressingNodes %d, want 1", st.ProgressingNodes)
+	}
+}
+
+// TestRetryPassFailedSaidFirst: the error of a retry's failed pass comes
+// first in the message of the row it is judged as, so that a long Blocked
+// message (claims and pods named) does not cut it off.
+func TestRetryPassFailedSaidFirst(t *testing.T) {
+	var f failingPasses
+	spec := specGPU(0, wholeLayout, `rule "whole"`)
+	long := strings.Repeat("3g.40gb@0 is held by ResourceClaim team/claim (pod a, b, c); ", 20)
+	blocked := nodeMigLayout("n1").spec(spec).status(a100(0).layout(halvesLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, long)).build()
+	f.observe("a", "n1", blocked, time.Now())
+	failed := nodeMigLayout("n1").spec(spec).status(a100(0).layout(halvesLayout).phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "retrying: admission webhook denied")).build()
+	f.observe("a", "n1", failed, time.Now())
+	row := f.retriesAsStuck("a", "n1", failed).Status.GPUs[0]
+	if row.Phase != v1alpha1.PhaseBlocked || !strings.HasPrefix(row.Message, msgRetryPassFailed+"retrying: admission webhook denied") || len(row.Message) > maxRowMessage {
+		t.Errorf("judged row %s %q, want Blocked, the pass's error first, at most %d bytes", row.Phase, row.Message, maxRowMessage)
 	}
 }
