@@ -339,6 +339,24 @@ func nodeReconcilerOn(t *testing.T, g *rig, specs ...v1alpha1.GPUSpec) (*NodeRec
 	return &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}, c, rec
 }
 
+// phaseRecordingClient is a fake client holding NodeMigLayout n1
+// (generation 1) that asks for specs, and the GPU phases of every status
+// update it was sent, in order (reset them between passes with
+// *phases = nil).
+func phaseRecordingClient(t *testing.T, specs ...v1alpha1.GPUSpec) (client.WithWatch, *[]v1alpha1.GPUPhase) {
+	t.Helper()
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: specs}}
+	var phases []v1alpha1.GPUPhase
+	c := nmlClient(t, nml, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
+			phases = append(phases, st.Phase)
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}})
+	return c, &phases
+}
+
 // nmlClient is a fake client holding nml (status a subresource), its calls
 // passed through funcs.
 func nmlClient(t *testing.T, nml *v1alpha1.NodeMigLayout, funcs interceptor.Funcs) client.WithWatch {

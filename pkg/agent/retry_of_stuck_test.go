@@ -91,22 +91,14 @@ func TestRetryOfHalfMadeGPUStaysBlocked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
-		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
-	var phases []v1alpha1.GPUPhase
-	c := nmlClient(t, nml, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-		for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
-			phases = append(phases, st.Phase)
-		}
-		return c.SubResource(sub).Update(ctx, obj, opts...)
-	}})
+	c, phases := phaseRecordingClient(t, spec(0, "7g.80gb@0"))
 	rec := events.NewFakeRecorder(50)
 	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec, Now: func() time.Time { return clock }}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
 	pass := func() []string {
 		t.Helper()
-		phases = nil
+		*phases = nil
 		res, err := r.Reconcile(t.Context(), req)
 		if err != nil && g.inv.failDrain == nil {
 			t.Fatal(err)
@@ -126,8 +118,8 @@ func TestRetryOfHalfMadeGPUStaysBlocked(t *testing.T) {
 		t.Helper()
 		for range 2 {
 			events := pass()
-			if slices.Contains(phases, v1alpha1.PhaseDraining) || slices.Contains(events, EventDraining) {
-				t.Errorf("%s: phases written %v, events %v, want no Draining", step, phases, events)
+			if slices.Contains(*phases, v1alpha1.PhaseDraining) || slices.Contains(events, EventDraining) {
+				t.Errorf("%s: phases written %v, events %v, want no Draining", step, *phases, events)
 			}
 		}
 	}
@@ -181,15 +173,7 @@ func TestRetryOfHalfMadeGPUStaysBlocked(t *testing.T) {
 func TestRestartedAgentShowsNewSpecDrain(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
-		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
-	var phases []v1alpha1.GPUPhase
-	c := nmlClient(t, nml, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-		for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
-			phases = append(phases, st.Phase)
-		}
-		return c.SubResource(sub).Update(ctx, obj, opts...)
-	}})
+	c, phases := phaseRecordingClient(t, spec(0, "7g.80gb@0"))
 	rec := events.NewFakeRecorder(50)
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
 	if err := g.sim.InjectFault(nvmlsim.Fault{Op: "ComputeInstance.Destroy", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
@@ -214,7 +198,7 @@ func TestRestartedAgentShowsNewSpecDrain(t *testing.T) {
 	for len(rec.Events) > 0 {
 		<-rec.Events
 	}
-	phases = nil
+	*phases = nil
 	restarted := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
 	if _, err := restarted.Reconcile(t.Context(), req); err != nil {
 		t.Fatal(err)
@@ -223,7 +207,7 @@ func TestRestartedAgentShowsNewSpecDrain(t *testing.T) {
 	for len(rec.Events) > 0 {
 		told = append(told, strings.Fields(<-rec.Events)[1])
 	}
-	if !slices.Contains(phases, v1alpha1.PhaseDraining) || !slices.Contains(told, EventDraining) {
-		t.Errorf("the new spec's pass: phases written %v, events %v, want its drain shown", phases, told)
+	if !slices.Contains(*phases, v1alpha1.PhaseDraining) || !slices.Contains(told, EventDraining) {
+		t.Errorf("the new spec's pass: phases written %v, events %v, want its drain shown", *phases, told)
 	}
 }

@@ -173,15 +173,7 @@ func TestRetryWithoutDrainTaintsIsQuiet(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
 	g.inv.dropTaints = true
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1},
-		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}}}
-	var phases []v1alpha1.GPUPhase
-	c := nmlClient(t, nml, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-		for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
-			phases = append(phases, st.Phase)
-		}
-		return c.SubResource(sub).Update(ctx, obj, opts...)
-	}})
+	c, phases := phaseRecordingClient(t, spec(0, "7g.80gb@0"))
 	rec := events.NewFakeRecorder(20)
 	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec, Now: func() time.Time { return clock }}
@@ -202,13 +194,13 @@ func TestRetryWithoutDrainTaintsIsQuiet(t *testing.T) {
 		{nil, nil},
 		{nil, nil},
 	} {
-		phases = nil
+		*phases = nil
 		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		clock = clock.Add(res.RequeueAfter) // each pass comes at its retry
-		if diff := cmp.Diff(want.phases, phases); diff != "" {
+		if diff := cmp.Diff(want.phases, *phases); diff != "" {
 			t.Errorf("pass %d: phases written (-want +got):\n%s", pass, diff)
 		}
 		if diff := cmp.Diff(want.events, reasons()); diff != "" {
