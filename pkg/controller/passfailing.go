@@ -271,14 +271,21 @@ func withFailingPasses(st NodeState, nml *v1alpha1.NodeMigLayout, failing map[in
 		msg := fmt.Sprintf("the agent's passes failing since %s", f.since.UTC().Format(time.RFC3339))
 		if g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed {
 			// The retry of a GPU stuck already (retriesAsStuck), counted
-			// once: its passes failing for long are now why it is stuck.
+			// once. Where it was blocked by devices in use, its passes
+			// failing for long are why it is stuck now: the agent drains
+			// a GPU again only once none of its devices is in use. Other
+			// reasons (a reset required, NVML's errors) stand, the retry's
+			// error first in their message (retriesAsStuck).
+			if g.Reason != v1alpha1.ReasonDeviceInUse && g.Reason != v1alpha1.ReasonUnknownAllocation {
+				continue
+			}
 			if strings.HasPrefix(g.Message, msgRetryPassFailed) {
-				msg += "; " + g.Message
+				msg += "; " + strings.Replace(g.Message, "; before: ", fmt.Sprintf("; before: %s (%s): ", g.Phase, g.Reason), 1)
 			} else {
 				if f.last != "" {
 					msg += "; the last: " + f.last
 				}
-				msg += "; before: " + g.Message
+				msg += fmt.Sprintf("; before: %s (%s): %s", g.Phase, g.Reason, g.Message)
 			}
 			if i := slices.IndexFunc(st.Stuck, func(s StuckGPU) bool { return s.GPU == g.Index }); i >= 0 {
 				st.Stuck[i].Reason, st.Stuck[i].Message = v1alpha1.ReasonPassFailed, truncate(msg, maxRowMessage)

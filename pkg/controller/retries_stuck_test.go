@@ -218,3 +218,31 @@ func TestRetryPassFailedSaidFirst(t *testing.T) {
 		t.Errorf("judged row %s %q, want Blocked, the pass's error first, at most %d bytes", row.Phase, row.Message, maxRowMessage)
 	}
 }
+
+// TestRetryPassFailingKeepsResetRequired: a GPU Blocked waiting for a reset
+// whose retries' passes fail for PassesFailingAfter keeps its reason (it
+// still needs the reset), the passes' error first in its message; one
+// blocked by a device in use is counted PassFailed then (its retries drain
+// it only once no device is in use).
+func TestRetryPassFailingKeepsResetRequired(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	spec := specGPU(0, wholeLayout, `rule "whole"`)
+	for reason, want := range map[string]string{
+		v1alpha1.ReasonResetRequired: v1alpha1.ReasonResetRequired,
+		v1alpha1.ReasonDeviceInUse:   v1alpha1.ReasonPassFailed,
+	} {
+		var f failingPasses
+		blocked := nodeMigLayout("n1").spec(spec).status(a100(0).layout(halvesLayout).phase(v1alpha1.PhaseBlocked, reason, "waiting")).build()
+		f.observe("a", "n1", blocked, now)
+		failed := nodeMigLayout("n1").spec(spec).status(a100(0).layout(halvesLayout).phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "retrying: admission webhook denied")).build()
+		f.observe("a", "n1", failed, now)
+		later := now.Add(PassesFailingAfter + time.Minute)
+		failing := f.observe("a", "n1", failed, later)
+		judged := f.retriesAsStuck("a", "n1", failed)
+		st := EvaluateNode("n1", judged, nil, AgentHealth{})
+		st, _ = withFailingPasses(st, judged, failing, later)
+		if len(st.Stuck) != 1 || st.Stuck[0].Reason != want || !strings.Contains(st.Stuck[0].Message, "admission webhook denied") {
+			t.Errorf("%s, its retries' passes failing for long: stuck %+v, want one, reason %s, saying why the passes fail", reason, st.Stuck, want)
+		}
+	}
+}
