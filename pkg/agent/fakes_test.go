@@ -339,6 +339,16 @@ func nodeReconcilerOn(t *testing.T, g *rig, specs ...v1alpha1.GPUSpec) (*NodeRec
 	return &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec}, c, rec
 }
 
+// eventReasons takes the events rec holds and returns their reasons, in
+// order.
+func eventReasons(rec *events.FakeRecorder) []string {
+	var out []string
+	for len(rec.Events) > 0 {
+		out = append(out, strings.Fields(<-rec.Events)[1])
+	}
+	return out
+}
+
 // phaseRecordingClient is a fake client holding NodeMigLayout n1
 // (generation 1) that asks for specs, and the GPU phases of every status
 // update it was sent, in order (reset them between passes with

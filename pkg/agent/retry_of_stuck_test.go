@@ -33,13 +33,7 @@ func TestRetryOfFailedGPUToldOnce(t *testing.T) {
 	rec := events.NewFakeRecorder(50)
 	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec, Now: func() time.Time { return clock }}
-	reasons := func() []string {
-		var out []string
-		for len(rec.Events) > 0 {
-			out = append(out, strings.Fields(<-rec.Events)[1])
-		}
-		return out
-	}
+	reasons := func() []string { return eventReasons(rec) }
 	ctx := context.Background()
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
 	for pass, want := range [][]string{{EventDraining, EventNVMLError}, nil, nil} {
@@ -104,11 +98,7 @@ func TestRetryOfHalfMadeGPUStaysBlocked(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock = clock.Add(res.RequeueAfter + time.Second)
-		var reasons []string
-		for len(rec.Events) > 0 {
-			reasons = append(reasons, strings.Fields(<-rec.Events)[1])
-		}
-		return reasons
+		return eventReasons(rec)
 	}
 	pass()
 	if left := g.layouts(t); !cmp.Equal(left, []string{"3g.40gb@4"}) {
@@ -203,10 +193,7 @@ func TestRestartedAgentShowsNewSpecDrain(t *testing.T) {
 	if _, err := restarted.Reconcile(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
-	var told []string
-	for len(rec.Events) > 0 {
-		told = append(told, strings.Fields(<-rec.Events)[1])
-	}
+	told := eventReasons(rec)
 	if !slices.Contains(*phases, v1alpha1.PhaseDraining) || !slices.Contains(told, EventDraining) {
 		t.Errorf("the new spec's pass: phases written %v, events %v, want its drain shown", *phases, told)
 	}

@@ -177,13 +177,7 @@ func TestRetryWithoutDrainTaintsIsQuiet(t *testing.T) {
 	rec := events.NewFakeRecorder(20)
 	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec, Now: func() time.Time { return clock }}
-	reasons := func() []string {
-		var out []string
-		for len(rec.Events) > 0 {
-			out = append(out, strings.Fields(<-rec.Events)[1])
-		}
-		return out
-	}
+	reasons := func() []string { return eventReasons(rec) }
 	ctx := context.Background()
 	for pass, want := range []struct {
 		phases []v1alpha1.GPUPhase
@@ -237,13 +231,7 @@ func TestFailedPassSaysWhy(t *testing.T) {
 		}
 		return got.Status.GPUs[0]
 	}
-	reasons := func() []string {
-		var out []string
-		for len(rec.Events) > 0 {
-			out = append(out, strings.Fields(<-rec.Events)[1])
-		}
-		return out
-	}
+	reasons := func() []string { return eventReasons(rec) }
 	for pass, wantEvents := range [][]string{{EventDraining, EventPassFailed}, nil} {
 		if _, err := r.Reconcile(t.Context(), req); err == nil {
 			t.Fatalf("pass %d succeeded with the drain publication refused", pass)

@@ -27,13 +27,7 @@ func TestFailedGPUThatFallsOffTheBusIsTold(t *testing.T) {
 	}
 	r, c, rec := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
-	reasons := func() []string {
-		var out []string
-		for len(rec.Events) > 0 {
-			out = append(out, strings.Fields(<-rec.Events)[1])
-		}
-		return out
-	}
+	reasons := func() []string { return eventReasons(rec) }
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func undestroyed(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
 	}
 	return planner.Change{Node: nml.Name, GPU: idx, From: desired, To: actual,
 		Reason: truncate(fmt.Sprintf("cancels the change to %s before anything is destroyed: none of the pods it was for (%s) waits for its devices any more",
-			desired.String(), strings.Join(firstPods(spec.ServedPods, 5), ", ")), 1024)}, true
+			desired.String(), strings.Join(firstNames(spec.ServedPods, 5), ", ")), 1024)}, true
 }
 
 // inFlightReclaim is the change that cancels GPU idx's change in flight on
@@ -125,7 +125,7 @@ func ReclaimCancels(in AutoInputs, snap planner.Snapshot, res planner.Result) []
 				why = "the policy no longer gives it back (" + off + ")"
 			}
 			if pods := usedBy[key]; len(pods) > 0 {
-				why = "pending pods get its free devices as they are: " + strings.Join(firstPods(pods, 5), ", ")
+				why = "pending pods get its free devices as they are: " + strings.Join(firstNames(pods, 5), ", ")
 			}
 			c.Reason = truncate(fmt.Sprintf("cancels giving the GPU back as %s before anything is destroyed: %s", c.From.String(), why), 1024)
 			out = append(out, c)
@@ -267,12 +267,13 @@ func AutoCancels(in AutoInputs, snap planner.Snapshot, res planner.Result) []pla
 	return append(out, ReclaimCancels(in, snap, res)...)
 }
 
-// firstPods is the first n of pods, with how many more there are.
-func firstPods(pods []string, n int) []string {
-	if len(pods) <= n {
-		return pods
+// firstNames is the first n of names (pods, nodes), with how many more
+// there are.
+func firstNames(names []string, n int) []string {
+	if len(names) <= n {
+		return names
 	}
-	return append(slices.Clone(pods[:n]), fmt.Sprintf("and %d more", len(pods)-n))
+	return append(slices.Clone(names[:n]), fmt.Sprintf("and %d more", len(names)-n))
 }
 
 // stillCancels reports whether cancel x, made on before (the NodeMigLayout

@@ -217,7 +217,7 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 			where = "the nodes' NodeMigLayout status says why (kubectl miglayout status)"
 		}
 		add("", corev1.EventTypeWarning, reason, u.action+"ManyGPUs", "%s on %d more GPUs of %d nodes (%s); %s",
-			reason, u.gpus, u.nodes.Len(), strings.Join(firstPods(sets.List(u.nodes), 3), ", "), where)
+			reason, u.gpus, u.nodes.Len(), strings.Join(firstNames(sets.List(u.nodes), 3), ", "), where)
 	}
 	// A spec problem is one per reason and part of the spec, per
 	// generation of the spec (its message, which counts the nodes and GPUs
