@@ -4,18 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
-
-	"github.com/miglayout/miglayout/pkg/mig"
-	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
 // ReleaseOrphan unprepares the claim of uid as UnprepareResourceClaims
@@ -35,8 +30,9 @@ import (
 // A claim a process still runs on (NVML lists one on any of the devices it
 // holds exclusively: a container of a force-deleted pod that outlived the
 // grace period, the kubelet down) is not released: the error wraps
-// ErrOrphanInUse. Its devices on a GPU NVML cannot read are not asked
-// (onReadableGPUs), nor those it holds with admin access, whose processes
+// ErrOrphanInUse. Its devices are found by UUID (running), on a GPU NVML
+// renumbered too; those on a GPU fallen off the bus are not asked, nor
+// those it holds with admin access, whose processes
 // are those of the claim that holds the device (NVML does not say whose a
 // process is). A device given to another claim meanwhile would otherwise
 // be prepared for two containers at once.
@@ -52,7 +48,7 @@ func (p *Plugin) ReleaseOrphan(ctx context.Context, uid types.UID, stillGone fun
 		return PreparedClaim{}, false, nil
 	}
 	obj := kubeletplugin.NamespacedObject{UID: uid, NamespacedName: types.NamespacedName{Namespace: pc.Namespace, Name: pc.Name}}
-	busy, err := p.running(ctx, p.onReadableGPUs(ctx, exclusive(pc)))
+	busy, err := p.running(ctx, exclusive(pc))
 	if err != nil {
 		return pc, false, fmt.Errorf("releasing the preparation of claim %s: %w", obj, err)
 	}
@@ -102,63 +98,3 @@ const orphanConfirmTimeout = 10 * time.Second
 // than it was prepared with while a process runs on one of those
 // (staleInUse).
 var ErrOrphanInUse = errors.New("a process still runs on its devices")
-
-// onReadableGPUs returns pc without its devices on GPUs that fell off the
-// bus or need a reset (NVML's ERROR_GPU_IS_LOST, ERROR_RESET_REQUIRED),
-// whose processes cannot be listed. Such a GPU has no device published, so
-// no other claim can be given one of them while it stays so, and it comes
-// back only through a reset or a reboot, which ends its processes: a claim
-// is not held prepared, nor a prepare failed, on their account. Any other
-// error, unreadable ones included (NVML denied the GPU: its processes may
-// run on), leaves the devices in, and listing them fails.
-func (p *Plugin) onReadableGPUs(ctx context.Context, pc PreparedClaim) PreparedClaim {
-	_, err := p.cfg.GPUs.GPUs(ctx)
-	perGPU, ok := gpu.GPUErrors(err)
-	if !ok {
-		return pc
-	}
-	pc.Devices = slices.DeleteFunc(slices.Clone(pc.Devices), func(d PreparedDevice) bool {
-		code, _ := gpu.ReturnCode(perGPU[d.GPUIndex])
-		return code == nvml.ERROR_GPU_IS_LOST || code == nvml.ERROR_RESET_REQUIRED
-	})
-	return pc
-}
-
-// running returns the devices of pc a compute process runs on now, with
-// the processes' IDs ("gpu-0-mig-3g40gb-9-4 (pid 4242)"). A device that no
-// longer exists runs nothing.
-func (p *Plugin) running(ctx context.Context, pc PreparedClaim) ([]string, error) {
-	inv, err := p.readInventory(ctx, pc.gpuIndexes())
-	if err != nil {
-		return nil, err
-	}
-	var busy []string
-	migProcs := map[int]map[mig.Device][]gpu.Process{} // by GPU: one NVML read each
-	for _, d := range pc.Devices {
-		src, ok := inv.Lookup(d.Device)
-		if !ok {
-			continue
-		}
-		var procs []gpu.Process
-		if src.MIG != nil {
-			byDevice, read := migProcs[src.GPU.Index]
-			if !read {
-				if byDevice, err = p.cfg.GPUs.MIGProcesses(ctx, src.GPU.Index); err != nil {
-					return nil, err
-				}
-				migProcs[src.GPU.Index] = byDevice
-			}
-			procs = byDevice[src.MIG.Device()]
-		} else if procs, err = p.cfg.GPUs.GPUProcesses(ctx, src.GPU.Index); err != nil {
-			return nil, err
-		}
-		if len(procs) > 0 {
-			pids := make([]string, len(procs))
-			for i, pr := range procs {
-				pids[i] = fmt.Sprint(pr.PID)
-			}
-			busy = append(busy, fmt.Sprintf("%s (pid %s)", d.Device, strings.Join(pids, ", ")))
-		}
-	}
-	return busy, nil
-}

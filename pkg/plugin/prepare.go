@@ -56,7 +56,7 @@ func (p *Plugin) staleInUse(ctx context.Context, claim *resourceapi.ResourceClai
 	if !stale {
 		return nil
 	}
-	busy, err := p.running(ctx, p.onReadableGPUs(ctx, exclusive(prepared)))
+	busy, err := p.running(ctx, exclusive(prepared))
 	if err != nil {
 		return fmt.Errorf("listing the processes on the devices it was prepared with: %w", err)
 	}
