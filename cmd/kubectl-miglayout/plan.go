@@ -702,10 +702,7 @@ func (st *planState) planAll(ctx context.Context, all []v1alpha1.MigLayout, appl
 	}
 	in := controller.AutoInputs{MigLayouts: all, Nodes: st.nodes, NodeMigLayouts: nmls, Pods: st.pods, Claims: st.claims,
 		Classes: st.classes, Slices: st.devices.slices, TaintRules: st.taintRules, Driver: st.driver, LostAgents: controller.LostInStatus(stored...)}
-	snap, err := controller.AutoSnapshot(ctx, in, mig.DefaultCatalog(), st.now, st.agingAfter)
-	if err != nil {
-		return nil, err
-	}
+	snap := controller.AutoSnapshot(ctx, in, mig.DefaultCatalog(), st.now, st.agingAfter)
 	for i := range snap.Pending {
 		snap.Pending[i].Declined = st.declined[snap.Pending[i].Pod.UID]
 	}

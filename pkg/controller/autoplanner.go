@@ -342,10 +342,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	}
 	// A Lease's expiry has no event: look again when one is due.
 	again := a.AgentLeases.requeueAt(recheck)
-	snap, err := AutoSnapshot(ctx, in, a.catalog(), a.now(), a.agingAfter())
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	snap := AutoSnapshot(ctx, in, a.catalog(), a.now(), a.agingAfter())
 	recordPending(&snap)
 	a.readDeclines(ctx, in.Pods, snap.Now)
 	// Batched with no Auto node too: a plan then tells the pending pods so.

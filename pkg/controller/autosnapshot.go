@@ -3,7 +3,6 @@ package controller
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -59,18 +58,14 @@ const defaultMaxGPUs = 8
 // controller and kubectl miglayout plan both plan it, so that a dry run
 // decides as the controller does, but for what the running controller
 // remembers: the nodes kube-scheduler declined for a pod (declineTracker)
-// and since when GPUs it has seen are idle. Errors come from
-// planner.Demand (a DeviceClass it cannot read).
-func AutoSnapshot(ctx context.Context, in AutoInputs, catalog *mig.Catalog, now time.Time, agingAfter time.Duration) (planner.Snapshot, error) {
+// and since when GPUs it has seen are idle.
+func AutoSnapshot(ctx context.Context, in AutoInputs, catalog *mig.Catalog, now time.Time, agingAfter time.Duration) planner.Snapshot {
 	snap := BuildSnapshot(in, catalog)
 	snap.Now, snap.AgingAfter = now, agingAfter
-	var err error
-	if snap.Pending, err = planner.Demand(ctx, snap.Driver, snap.Classes, catalog.Models(), snap.Pending); err != nil {
-		return snap, fmt.Errorf("selecting the pods that ask for MIG devices: %w", err)
-	}
+	snap.Pending = planner.Demand(ctx, snap.Driver, snap.Classes, catalog.Models(), snap.Pending)
 	extended := extendedResourceClasses(in.Classes)
 	keepNominatedRoom(in.Pods, &snap, func(pod *corev1.Pod) bool { return asksForDevices(pod, extended, in.Claims) })
-	return snap, nil
+	return snap
 }
 
 // keepNominatedRoom adds to the room used on each Auto node

@@ -2,7 +2,6 @@ package planner
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -14,11 +13,12 @@ import (
 
 // Demand returns the pods of pods that ask for a MIG device of driver: at
 // least one request of one of their unallocated claims (or one of its
-// firstAvailable subrequests) names a DeviceClass that names driver in its
-// selectors or admits a device driver publishes for some profile of
-// models. The others (pods waiting
-// for a NIC or another vendor's GPU only, or naming a DeviceClass that does
-// not exist) are not Auto mode's demand: the planner leaves them alone, so
+// firstAvailable subrequests) names a DeviceClass that admits a device
+// driver publishes for some profile of models, or whose selectors name
+// driver and fail to evaluate on such a device. The others (pods waiting
+// for a NIC or another vendor's GPU only, for the driver's whole GPUs
+// only, or naming a DeviceClass that does not exist) are not Auto mode's
+// demand: the planner leaves them alone, so
 // they get no event and no count. Only the DeviceClass decides, not the
 // request's own selectors: a pod whose class admits MIG devices but whose
 // selectors no profile satisfies is demand, and the planner says why it
@@ -26,61 +26,61 @@ import (
 // a class for GPUs no Auto node has is still recognised.
 //
 // The classes are evaluated with the scheduler's allocator on one probe
-// device per profile; an error comes only from the allocator (a class
-// selector that does not compile makes the class admit nothing).
-func Demand(ctx context.Context, driver string, classes []*resourceapi.DeviceClass, models []*mig.Model, pods []Pod) ([]Pod, error) {
+// device per profile, whether or not ctx ends meanwhile (a few devices
+// per model and class); a class selector that does not compile makes the
+// class admit nothing.
+func Demand(ctx context.Context, driver string, classes []*resourceapi.DeviceClass, models []*mig.Model, pods []Pod) []Pod {
 	m := newMatcher(driver, classes)
+	probeCtx := context.WithoutCancel(ctx)
 	admits := map[string]bool{}
-	classAdmits := func(name string) (bool, error) {
+	classAdmits := func(name string) bool {
 		if ok, seen := admits[name]; seen {
-			return ok, nil
+			return ok
 		}
 		class, err := m.classes.Get(name)
 		if err != nil {
 			admits[name] = false
-			return false, nil
+			return false
 		}
-		// A class that names the driver (device.driver, or its attribute
-		// domain) is for its devices, whether or not its selectors
-		// evaluate on a stand-in device (one reading the driver version,
-		// which the catalog does not know, fails there and is judged on
-		// the real GPUs by the planner).
-		ok := namesDriver(class, driver)
-		if !ok {
-			for _, model := range models {
-				ps, err := m.singleProfiles(ctx, classProbe(name), kindOf(slices.PlannedGPU(model, 0)))
-				if err != nil {
-					if ctx.Err() != nil {
-						return false, ctx.Err()
-					}
-					break // the class's CEL fails: the scheduler reports it
-				}
-				if len(ps) > 0 {
-					ok = true
-					break
-				}
+		// The class is tried on a stand-in device of each profile of each
+		// model. One whose selectors fail to evaluate there (one reading
+		// the driver version, which the catalog does not know) is for the
+		// driver's devices where it names the driver (device.driver, or its
+		// attribute domain), and is judged on the real GPUs by the
+		// planner; one that evaluates and admits no stand-in (the driver's
+		// class of whole GPUs) is not MIG demand, naming the driver or not.
+		// The probe is a few stand-in devices per model: it runs to its end
+		// (probeCtx), so that an ending context is not taken for a
+		// selector that fails.
+		ok, failed := false, false
+		for _, model := range models {
+			ps, err := m.singleProfiles(probeCtx, classProbe(name), kindOf(slices.PlannedGPU(model, 0)))
+			if err != nil {
+				failed = true // the class's CEL fails: the scheduler reports it
+				break
+			}
+			if len(ps) > 0 {
+				ok = true
+				break
 			}
 		}
+		ok = ok || failed && namesDriver(class, driver)
 		admits[name] = ok
-		return ok, nil
+		return ok
 	}
 	var out []Pod
 	for _, pod := range pods {
 		mine := false
 		for _, c := range pod.Claims {
 			for _, name := range classNames(c) {
-				ok, err := classAdmits(name)
-				if err != nil {
-					return nil, fmt.Errorf("checking DeviceClass %s: %w", name, err)
-				}
-				mine = mine || ok
+				mine = classAdmits(name) || mine
 			}
 		}
 		if mine {
 			out = append(out, pod)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // classProbe is a claim for one device of class, with no selector of its

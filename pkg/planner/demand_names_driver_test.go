@@ -14,7 +14,9 @@ import (
 // a stand-in device (it reads what the catalog does not know: a PCIe root,
 // a driver version) is still for miglayout's devices when it names the
 // driver, whichever way it does: by device.driver, with either quotes and
-// any spacing, or by the driver's attribute domain alone.
+// any spacing, or by the driver's attribute domain alone. One that
+// evaluates there and admits no MIG device (the driver's class of whole
+// GPUs) is not, naming the driver or not.
 func TestDemandOfClassNamingTheDriver(t *testing.T) {
 	class := func(name string, expressions ...string) *resourceapi.DeviceClass {
 		c := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -24,22 +26,27 @@ func TestDemandOfClassNamingTheDriver(t *testing.T) {
 		return c
 	}
 	const onRoot = "device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:00'"
-	tests := map[string]*resourceapi.DeviceClass{
-		"device.driver in double quotes, spaced": class("c", `device.driver  ==  "mig.miglayout.io"`, onRoot),
-		"device.driver in single quotes":         class("c", "device.driver=='mig.miglayout.io'", onRoot),
-		"the attribute domain only":              class("c", `device.attributes["mig.miglayout.io"].driverVersion.isGreaterThan(semver('500.0.0'))`),
+	tests := map[string]struct {
+		class *resourceapi.DeviceClass
+		want  []string
+	}{
+		"device.driver in double quotes, spaced": {class("c", `device.driver  ==  "mig.miglayout.io"`, onRoot), []string{"p"}},
+		"device.driver in single quotes":         {class("c", "device.driver=='mig.miglayout.io'", onRoot), []string{"p"}},
+		"the attribute domain only":              {class("c", `device.attributes["mig.miglayout.io"].driverVersion.isGreaterThan(semver('500.0.0'))`), []string{"p"}},
+		// The chart's class of whole GPUs names the driver and evaluates
+		// on every MIG device, to false: its pods wait for a whole GPU,
+		// which Auto mode does not make.
+		"the driver's whole GPUs": {class("c", "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'gpu'"), nil},
 	}
-	for name, c := range tests {
+	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := Demand(t.Context(), driver, []*resourceapi.DeviceClass{c}, mig.DefaultCatalog().Models(), []Pod{requests("p", "c")})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := tc.class
+			got := Demand(t.Context(), driver, []*resourceapi.DeviceClass{c}, mig.DefaultCatalog().Models(), []Pod{requests("p", "c")})
 			var names []string
 			for _, p := range got {
 				names = append(names, p.Pod.Name)
 			}
-			if diff := cmp.Diff([]string{"p"}, names); diff != "" {
+			if diff := cmp.Diff(tc.want, names); diff != "" {
 				t.Errorf("demand of a pod of class %q (-want +got):\n%s", c.Spec.Selectors[0].CEL.Expression, diff)
 			}
 		})
