@@ -91,6 +91,10 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 			gs := v1alpha1.GPUStatus{Index: int32(idx), Phase: r.Phase, Reason: r.Reason, Message: r.Message}
 			if p, ok := prev[gs.Index]; ok && p.UUID != "" {
 				gs.UUID, gs.Product, gs.Model, gs.Attributes = p.UUID, p.Product, p.Model, p.Attributes
+				// Whether it can run MIG at all, too: rules for every
+				// MIG GPU would otherwise take a lost L4 for one, and
+				// fail it as an unknown model.
+				gs.MIGCapable = p.MIGCapable
 				if r.Reason != v1alpha1.ReasonGPUUnreadable {
 					// NVML does not count it any more (taken out, or
 					// not enumerated since a reboot): it stays in the
