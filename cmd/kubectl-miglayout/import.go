@@ -37,11 +37,32 @@ type migPartedFile struct {
 
 // migPartedEntry is one entry of a mig-config: which GPUs (device-filter by
 // PCI device ID, devices "all" or a list of indices), MIG mode and devices.
+// MigEnabled is nil where the entry lacks mig-enabled, and MigDevices where
+// it lacks mig-devices or sets it null (mig-devices: {} is an empty map):
+// mig-parted refuses an entry without mig-enabled, one with MIG on and no
+// mig-devices, and one with MIG off and devices (checkEntry).
 type migPartedEntry struct {
 	DeviceFilter any            `json:"device-filter,omitempty"`
 	Devices      any            `json:"devices"`
-	MigEnabled   bool           `json:"mig-enabled"`
+	MigEnabled   *bool          `json:"mig-enabled"`
 	MigDevices   map[string]int `json:"mig-devices,omitempty"`
+}
+
+// checkEntry refuses what mig-parted's own parser refuses in an entry
+// (api/spec/v1 of NVIDIA/mig-parted): mig-enabled missing, MIG on without
+// mig-devices, MIG off with devices. Read otherwise, such an entry would
+// turn MIG off on every GPU it names (mig-enabled forgotten beside the
+// devices wanted), or destroy every free device (mig-devices forgotten).
+func checkEntry(en migPartedEntry) error {
+	switch {
+	case en.MigEnabled == nil:
+		return errors.New("mig-enabled is missing (mig-parted requires it: true or false)")
+	case *en.MigEnabled && en.MigDevices == nil:
+		return errors.New("mig-enabled is true and mig-devices is missing, which mig-parted refuses (write mig-devices: {} for MIG mode on with no device)")
+	case !*en.MigEnabled && len(en.MigDevices) > 0:
+		return errors.New("mig-enabled is false and mig-devices names devices, which mig-parted refuses")
+	}
+	return nil
 }
 
 // pciModels maps the PCI device IDs that mig-parted's device-filter uses
@@ -77,7 +98,13 @@ var pciModels = map[string]string{
 	"2941": "GB200-186GB",
 }
 
-var pciIDRE = regexp.MustCompile(`^(?i:0x)?([0-9A-Fa-f]{4})(10DE|10de)?$`)
+// pciIDRE is a device-filter ID as mig-parted reads one (strconv.ParseInt
+// with base 0, the device in the upper 16 bits, the vendor in the lower):
+// in hexadecimal, the form its configurations use.
+var pciIDRE = regexp.MustCompile(`^0[xX]([0-9A-Fa-f]{1,8})$`)
+
+// nvidiaVendorID is NVIDIA's PCI vendor ID.
+const nvidiaVendorID = 0x10DE
 
 func newImportMigPartedCommand(e *env) *cobra.Command {
 	var file, config, name, selector string
@@ -92,7 +119,11 @@ Each entry becomes a rule: devices: all or a list of GPU indices becomes
 gpuIndices; device-filter (PCI device IDs) becomes productName, one rule per
 GPU model the miglayout catalog knows (IDs of other GPUs are left out, with a
 note); mig-enabled and mig-devices become migEnabled and profiles. The counts
-are checked against each model. By default the MigLayout selects the nodes
+are checked against each model. An entry mig-parted itself refuses (no
+mig-enabled; MIG on without mig-devices; MIG off with devices) is refused,
+as is a device-filter ID with a PCI subsystem; an ID whose lower 16 bits
+are not NVIDIA's vendor ID (0x20B2: device 0 of vendor 0x20B2 to
+mig-parted) matches no GPU and is left out. By default the MigLayout selects the nodes
 that mig-manager would configure with this entry (nvidia.com/mig.config=NAME).
 
 mig-parted applies entries in order, later ones overriding earlier ones for the
@@ -186,6 +217,9 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 	cat := mig.DefaultCatalog()
 	for i, en := range entries {
 		where := fmt.Sprintf("entry %d", i)
+		if err := checkEntry(en); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", where, err)
+		}
 		indices, err := entryDevices(en.Devices)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", where, err)
@@ -202,7 +236,7 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 			continue
 		}
 		var profiles map[string]int32
-		if en.MigEnabled {
+		if *en.MigEnabled {
 			// No device (mig-devices: {}, or zero of each): MIG on with
 			// every device destroyed, profiles: {} in a MigLayout rule.
 			profiles = map[string]int32{}
@@ -224,7 +258,7 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 		targets := models
 		if len(targets) == 0 {
 			targets = []string{""}
-			if en.MigEnabled && len(profiles) > 0 && !fitsAnyModel(cat, profiles) {
+			if *en.MigEnabled && len(profiles) > 0 && !fitsAnyModel(cat, profiles) {
 				notes = append(notes, fmt.Sprintf("%s: no GPU model of the miglayout catalog holds %s: every GPU of the selected nodes will report InvalidLayout (a mistyped profile, or too many devices?)", where, profileList(profiles)))
 			}
 		}
@@ -233,7 +267,7 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 			if model != "" {
 				r.Name = limitName(fmt.Sprintf("%s-%d-%s", dnsToken(config), i, strings.ToLower(model)), 63)
 			}
-			if !en.MigEnabled {
+			if !*en.MigEnabled {
 				r.MIGEnabled = new(bool)
 			} else {
 				r.Profiles = profiles
@@ -362,11 +396,24 @@ func entryModels(v any) (models, unknown []string, err error) {
 		return nil, nil, fmt.Errorf("device-filter: %v is neither a PCI device ID nor a list of them%s", v, unquotedID(v))
 	}
 	for _, id := range ids {
+		if strings.Contains(id, ":") {
+			return nil, nil, fmt.Errorf("device-filter: %q names a PCI subsystem, which narrows it to some boards of a GPU model: a MigLayout rule names whole models (productName); split the nodes by a label instead", id)
+		}
 		m := pciIDRE.FindStringSubmatch(strings.TrimSpace(id))
 		if m == nil {
-			return nil, nil, fmt.Errorf("device-filter: %q is not a PCI device ID such as 0x20B210DE", id)
+			return nil, nil, fmt.Errorf("device-filter: %q is not a PCI device ID such as 0x20B210DE (device 0x20B2, vendor 0x10DE)", id)
 		}
-		if model, ok := pciModels[strings.ToUpper(m[1])]; ok {
+		v, err := strconv.ParseUint(m[1], 16, 32)
+		if err != nil {
+			return nil, nil, fmt.Errorf("device-filter: %q: %w", id, err)
+		}
+		if v&0xFFFF != nvidiaVendorID {
+			// mig-parted reads 0x20B2 as device 0 of vendor 0x20B2: it
+			// matches no GPU.
+			unknown = append(unknown, fmt.Sprintf("%s (vendor 0x%04X, not NVIDIA's 0x10DE: mig-parted matches no GPU with it; write the device and vendor, e.g. 0x%04X10DE)", id, v&0xFFFF, v&0xFFFF))
+			continue
+		}
+		if model, ok := pciModels[fmt.Sprintf("%04X", v>>16)]; ok {
 			if !slices.Contains(models, model) {
 				models = append(models, model)
 			}
