@@ -76,6 +76,17 @@ type GPUSpec struct {
 	// +kubebuilder:validation:Maximum=63
 	// +required
 	Index int32 `json:"index"`
+	// UUID is the UUID of the GPU this entry was written for ("GPU-..."),
+	// as the status reported it at Index when the controller wrote it.
+	// NVML numbers GPUs anew when one leaves the node or is not found at
+	// boot, so that Index may name another GPU when the agent reads the
+	// entry: the agent then changes nothing on that GPU (it is Blocked
+	// with reason SpecForAnotherGPU, its devices published as they are)
+	// until the entry is written for it. Empty (entries written by an
+	// earlier release): whichever GPU NVML shows at Index.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	UUID string `json:"uuid,omitempty"`
 	// MIGEnabled is the wanted MIG mode.
 	// +required
 	MIGEnabled bool `json:"migEnabled"`

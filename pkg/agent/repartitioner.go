@@ -611,6 +611,13 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 	if g == nil {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUMissing, Message: fmt.Sprintf("the node has no GPU with index %d", idx)}
 	}
+	if spec.UUID != "" && spec.UUID != g.GPU.UUID && !matches(g, spec) {
+		// Written for the GPU NVML showed at idx before it numbered the
+		// GPUs anew: a layout for another GPU, another model perhaps.
+		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonSpecForAnotherGPU,
+			Message: fmt.Sprintf("the spec of gpu %d was written for %s; NVML shows %s (%s) at index %d now (the GPUs were numbered anew: one left the node or was not found at boot): the GPU is left as it is until the spec is written for it",
+				idx, spec.UUID, g.GPU.UUID, g.GPU.ProductName, idx)}
+	}
 	if !spec.MIGEnabled && !g.GPU.MIGMode.Current && !g.GPU.MIGMode.Pending && (!g.GPU.MIGCapable || g.GPU.Model == nil) {
 		// MIG off, as asked, on a GPU without MIG or of no catalogued
 		// model: nothing to do.

@@ -398,6 +398,10 @@ func cancelOf(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
 	if !ok || !blockedByUse(st) || !spec.MIGEnabled {
 		return planner.Change{}, false
 	}
+	if st.Reason == v1alpha1.ReasonSpecForAnotherGPU && !st.MIGEnabled {
+		// Auto mode never turns MIG on: the entry waits for a person.
+		return planner.Change{}, false
+	}
 	actual, err1 := mig.ParseLayout(st.Layout)
 	desired, err2 := mig.ParseLayout(spec.Layout)
 	if err1 != nil || err2 != nil || desired.Equal(actual) {

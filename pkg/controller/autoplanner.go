@@ -720,7 +720,7 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 				if !holds(&nml, c) {
 					continue
 				}
-				spec := v1alpha1.GPUSpec{Index: int32(c.GPU), MIGEnabled: true, Layout: c.To.String(), Reason: truncate(c.Reason, 1024),
+				spec := v1alpha1.GPUSpec{Index: int32(c.GPU), UUID: reportedUUID(&nml, c.GPU), MIGEnabled: true, Layout: c.To.String(), Reason: truncate(c.Reason, 1024),
 					ServedPods: slices.Clone(c.Serves[:min(len(c.Serves), maxServedPods)])}
 				i := slices.IndexFunc(next.Spec.GPUs, func(g v1alpha1.GPUSpec) bool { return g.Index == spec.Index })
 				if i >= 0 && equality.Semantic.DeepEqual(next.Spec.GPUs[i], spec) {

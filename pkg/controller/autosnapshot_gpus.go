@@ -102,14 +102,15 @@ func applyAttributes(info *gpu.GPU, a *v1alpha1.GPUAttributes) {
 // blockedByUse reports whether the agent cannot apply the GPU's desired
 // layout because a device it destroys is in use (or may be: an allocation
 // it cannot resolve, which also has it report every device of the GPU in
-// use), or ever (the layout is invalid for the GPU, or NVML no longer
-// counts it): the change is
-// cancelled (BlockedChanges). A GPU
-// the agent reports unknown is never an Auto GPU (autoGPUs).
+// use), or ever (the layout is invalid for the GPU, NVML no longer counts
+// it, or the change was planned for the GPU NVML showed at its index before
+// it numbered the GPUs anew): the change is cancelled (BlockedChanges), its
+// entry written again for the GPU there now. A GPU the agent reports
+// unknown is never an Auto GPU (autoGPUs).
 func blockedByUse(st v1alpha1.GPUStatus) bool {
 	switch {
 	case st.Phase == v1alpha1.PhaseBlocked:
-		return st.Reason == v1alpha1.ReasonDeviceInUse || st.Reason == v1alpha1.ReasonUnknownAllocation
+		return st.Reason == v1alpha1.ReasonDeviceInUse || st.Reason == v1alpha1.ReasonUnknownAllocation || st.Reason == v1alpha1.ReasonSpecForAnotherGPU
 	case st.Phase == v1alpha1.PhaseFailed:
 		return st.Reason == v1alpha1.ReasonInvalidLayout || st.Reason == v1alpha1.ReasonGPUMissing
 	}
@@ -303,4 +304,16 @@ func migKeys(names sets.Set[string]) sets.Set[migslices.MIGDeviceKey] {
 // lacks).
 func isAllocated(held sets.Set[migslices.MIGDeviceKey], index int, d mig.Device) bool {
 	return held.Has(migslices.MIGDeviceKeyOf(index, d.Profile, d.Start))
+}
+
+// reportedUUID is the UUID nml's status reports for GPU idx ("" where it
+// has no row, or one that names no GPU): what an Auto spec entry is
+// written for (GPUSpec.UUID).
+func reportedUUID(nml *v1alpha1.NodeMigLayout, idx int) string {
+	for _, st := range nml.Status.GPUs {
+		if int(st.Index) == idx {
+			return st.UUID
+		}
+	}
+	return ""
 }

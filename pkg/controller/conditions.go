@@ -126,7 +126,7 @@ func readyCondition(s summary, cond condFunc) metav1.Condition {
 
 // degradedReasons orders the reasons of Degraded: the first one present wins.
 var degradedReasons = []string{
-	v1alpha1.ReasonInvalidSelector, v1alpha1.ReasonNodeMigLayoutWriteFailed, v1alpha1.ReasonAgentLost, v1alpha1.ReasonDevicePluginActive, v1alpha1.ReasonGPUUnreadable, v1alpha1.ReasonGPUMissing, v1alpha1.ReasonInvalidLayout, v1alpha1.ReasonUnknownGPU,
+	v1alpha1.ReasonInvalidSelector, v1alpha1.ReasonNodeMigLayoutWriteFailed, v1alpha1.ReasonAgentLost, v1alpha1.ReasonDevicePluginActive, v1alpha1.ReasonGPUUnreadable, v1alpha1.ReasonGPUMissing, v1alpha1.ReasonInvalidLayout, v1alpha1.ReasonUnknownGPU, v1alpha1.ReasonSpecForAnotherGPU,
 	v1alpha1.ReasonDeviceInUse, v1alpha1.ReasonUnknownAllocation, v1alpha1.ReasonResetRequired, v1alpha1.ReasonNVMLError, v1alpha1.ReasonDeviceTaintsUnsupported,
 	v1alpha1.ReasonJournalUnwritable, v1alpha1.ReasonPassFailed, v1alpha1.ReasonNoNodes, v1alpha1.ReasonRuleMatchesNoGPU, v1alpha1.ReasonProfileNotOffered, v1alpha1.ReasonSparesNotHoldable,
 }

@@ -34,7 +34,10 @@ type Problem struct {
 // validate on the GPU's model; or profile counts, fitted with the fewest moves
 // around the devices in use. GPUs that no rule matches are left out (left as
 // they are); GPUs that a rule matches but cannot be configured are left out
-// and reported as problems. Both results are ordered by GPU index.
+// and reported as problems. Both results are ordered by GPU index. Each
+// entry carries the UUID of the GPU it is for (GPUSpec.UUID), and an entry
+// of current written for another GPU (NVML numbered the GPUs anew) is not
+// kept.
 func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1alpha1.GPUStatus, current []v1alpha1.GPUSpec) ([]v1alpha1.GPUSpec, []Problem) {
 	prev := make(map[int32]v1alpha1.GPUSpec, len(current))
 	for _, g := range current {
@@ -58,7 +61,9 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 			continue
 		}
 		var before *v1alpha1.GPUSpec
-		if p, ok := prev[g.Index]; ok {
+		if p, ok := prev[g.Index]; ok && (p.UUID == "" || p.UUID == g.UUID) {
+			// Not one written for the GPU NVML showed at this index
+			// before it numbered the GPUs anew.
 			before = &p
 		}
 		spec, reason, err := desiredGPU(cat, rule, g, before)
@@ -70,6 +75,7 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 			continue
 		}
 		spec.Reason = ruleName(i, rule) + ": " + spec.Reason
+		spec.UUID = g.UUID
 		out = append(out, spec)
 	}
 	return out, problems

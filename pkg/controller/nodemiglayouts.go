@@ -476,7 +476,7 @@ func dropUnstarted(nml *v1alpha1.NodeMigLayout, why string) []v1alpha1.GPUSpec {
 		if st.MIGEnabled != st.MIGPending || (sp.MIGEnabled == st.MIGEnabled && sp.Layout == st.Layout) {
 			continue
 		}
-		out[i] = v1alpha1.GPUSpec{Index: sp.Index, MIGEnabled: st.MIGEnabled, Layout: st.Layout,
+		out[i] = v1alpha1.GPUSpec{Index: sp.Index, UUID: st.UUID, MIGEnabled: st.MIGEnabled, Layout: st.Layout,
 			Reason: truncate(why+": the change to "+describeSpec(sp)+" was dropped before it started", 1024)}
 	}
 	return out

@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2/ktesting"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+)
+
+// TestDesiredGPUsForTheGPUAtEachIndex: each entry carries the UUID of the
+// GPU it is for, and the entry written before is kept stable only where it
+// was written for that GPU: one written for the GPU NVML showed at the
+// index before numbering the GPUs anew is fitted afresh.
+func TestDesiredGPUsForTheGPUAtEachIndex(t *testing.T) {
+	rs := rules(rule("one").counts("3g.40gb", 1))
+	inv := inventory(h100(0).uuid("GPU-new").layout(""))
+	fresh, problems := DesiredGPUs(mig.DefaultCatalog(), rs, inv, nil)
+	if len(problems) > 0 || len(fresh) != 1 {
+		t.Fatalf("desired %+v, problems %+v", fresh, problems)
+	}
+	const kept = "3g.40gb@0"
+	if fresh[0].Layout == kept {
+		t.Fatalf("a fresh fit gives %s too: the test shows nothing", kept)
+	}
+	for name, tc := range map[string]struct{ writtenFor, want string }{
+		"written for this GPU":           {"GPU-new", kept},
+		"written by an earlier release":  {"", kept},
+		"written for the GPU seen there": {"GPU-old", fresh[0].Layout},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := v1alpha1.GPUSpec{Index: 0, UUID: tc.writtenFor, MIGEnabled: true, Layout: kept}
+			got, problems := DesiredGPUs(mig.DefaultCatalog(), rs, inv, []v1alpha1.GPUSpec{before})
+			if len(problems) > 0 || len(got) != 1 {
+				t.Fatalf("desired %+v, problems %+v", got, problems)
+			}
+			if diff := cmp.Diff([]string{"GPU-new", tc.want}, []string{got[0].UUID, got[0].Layout}); diff != "" {
+				t.Errorf("GPU 0's entry (UUID, layout) (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStaticSpecWrittenAgainForRenumberedGPUs: n1 had an A100 at index 0
+// (7g.80gb@0 by its product rule) and two H100s (halves). After a reboot
+// the A100 is not found and NVML numbers the H100s 0 and 1; the agent
+// blocks GPU 0 (its entry was written for the A100). The controller writes
+// each entry again for the GPU its index names now.
+func TestStaticSpecWrittenAgainForRenumberedGPUs(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.Rules = rules(rule("a100").product("A100-SXM4-80GB").layout(wholeLayout), rule("h100").product("H100-SXM5-80GB").layout(halvesLayout))
+	before := []v1alpha1.GPUSpec{
+		{Index: 0, UUID: "GPU-a100", MIGEnabled: true, Layout: wholeLayout, Reason: `rule "a100"`},
+		{Index: 1, UUID: "GPU-h100-a", MIGEnabled: true, Layout: halvesLayout, Reason: `rule "h100"`},
+		{Index: 2, UUID: "GPU-h100-b", MIGEnabled: true, Layout: halvesLayout, Reason: `rule "h100"`},
+	}
+	nml := ownedBy(nodeMigLayout("n1").spec(before...).status(
+		h100(0).uuid("GPU-h100-a").layout("").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonSpecForAnotherGPU, "written for GPU-a100"),
+		h100(1).uuid("GPU-h100-b").layout(""),
+	).build(), ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml, node("n1", map[string]string{"pool": "a"}), nml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	type entry struct{ UUID, Layout string }
+	var entries []entry
+	for _, g := range got.Spec.GPUs {
+		entries = append(entries, entry{g.UUID, g.Layout})
+	}
+	want := []entry{{"GPU-h100-a", halvesLayout}, {"GPU-h100-b", halvesLayout}}
+	if diff := cmp.Diff(want, entries); diff != "" {
+		t.Errorf("n1's spec entries (-want +got):\n%s", diff)
+	}
+}
+
+// TestAutoEntryWrittenAgainForRenumberedGPU: an Auto plan's entry carries
+// the UUID of the GPU it was planned for. When the agent blocks it, the
+// GPU at its index being another one now (NVML numbered the GPUs anew),
+// the change is cancelled and the entry written for the GPU there now.
+func TestAutoEntryWrittenAgainForRenumberedGPU(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}),
+		autoNML("n1", ml, a100(0).uuid("GPU-a").layout("7g.80gb@0")),
+		autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"))
+	h.settle()
+	entry := func() v1alpha1.GPUSpec {
+		t.Helper()
+		var nml v1alpha1.NodeMigLayout
+		if err := h.c.Get(t.Context(), types.NamespacedName{Name: "n1"}, &nml); err != nil {
+			t.Fatal(err)
+		}
+		if len(nml.Spec.GPUs) != 1 {
+			t.Fatalf("n1's spec %+v, want one entry", nml.Spec.GPUs)
+		}
+		return nml.Spec.GPUs[0]
+	}
+	if got := entry(); got.UUID != "GPU-a" || got.Layout == "7g.80gb@0" {
+		t.Fatalf("first plan: n1/gpu-0 -> %q for %q, want a change for p1 written for GPU-a", got.Layout, got.UUID)
+	}
+	if err := h.c.Delete(t.Context(), autoPod("p1", h0(), "c1")); err != nil {
+		t.Fatal(err)
+	}
+	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+		st[0].UUID, st[0].Layout = "GPU-b", "7g.80gb@0"
+		st[0].Phase, st[0].Reason, st[0].Message = v1alpha1.PhaseBlocked, v1alpha1.ReasonSpecForAnotherGPU, "written for GPU-a"
+		return st
+	})
+	h.settle()
+	if got := entry(); got.UUID != "GPU-b" || got.Layout != "7g.80gb@0" {
+		t.Errorf("after the renumbering n1/gpu-0 -> %q for %q, want the change cancelled (7g.80gb@0) for GPU-b", got.Layout, got.UUID)
+	}
+}
