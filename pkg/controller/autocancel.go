@@ -58,7 +58,7 @@ func undestroyed(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
 		return planner.Change{}, false
 	}
 	return planner.Change{Node: nml.Name, GPU: idx, From: desired, To: actual,
-		Reason: truncate(fmt.Sprintf("cancels the change to %s before anything is destroyed: none of the pods it was for (%s) waits for its devices any more",
+		Reason: truncate(fmt.Sprintf("cancels the change to %s before anything is destroyed: none of the pods it was for (%s) waits for its devices any more (deleted, scheduled elsewhere, or no longer asking for a MIG device Auto mode makes)",
 			desired.String(), strings.Join(firstNames(spec.ServedPods, 5), ", ")), 1024)}, true
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -155,12 +156,50 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 	for _, pod := range pods {
 		pending[string(pod.UID)] = true
 	}
-	for uid := range a.events {
-		if !pending[uid] {
-			delete(a.events, uid)
+	var byUID map[string]*corev1.Pod
+	for uid, e := range a.events {
+		if pending[uid] {
+			continue
+		}
+		delete(a.events, uid)
+		if !promised(e) {
+			continue
+		}
+		if byUID == nil {
+			byUID = make(map[string]*corev1.Pod, len(in.Pods))
+			for i := range in.Pods {
+				byUID[string(in.Pods[i].UID)] = &in.Pods[i]
+			}
+		}
+		if pod := byUID[uid]; pod != nil && waitsForDevices(pod, in.Claims) {
+			a.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, EventNoLongerPlanned, "Plan", "%s",
+				"miglayout plans no GPU for this pod any more: it no longer asks for a MIG device Auto mode makes (its claims, or their DeviceClasses, changed, or a claim is missing), or it is nominated to a node Auto mode does not plan; what was planned for it may be cancelled, and the pod waits for kube-scheduler to find a device")
 		}
 	}
 	return backlog
+}
+
+// promised reports whether e told a pod that a GPU is being repartitioned
+// for it, or that a placement is kept for it.
+func promised(e podEvent) bool {
+	return strings.HasPrefix(e.what, EventWaitingForRepartition) || strings.HasPrefix(e.what, EventWaitingForCapacity)
+}
+
+// waitsForDevices reports whether pod is not bound nor being deleted and
+// one of its claims is not allocated (or not there): a pod that left the
+// demand that way still waits, where one whose claims kube-scheduler has
+// allocated is being bound.
+func waitsForDevices(pod *corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim) bool {
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+		return false
+	}
+	for i := range pod.Spec.ResourceClaims {
+		c, needed := podClaim(pod, &pod.Spec.ResourceClaims[i], claims)
+		if needed && (c == nil || c.Status.Allocation == nil) {
+			return true
+		}
+	}
+	return false
 }
 
 // repartitionTargets names, for each served pod that waits for a GPU to be

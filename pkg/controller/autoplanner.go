@@ -70,7 +70,9 @@ const (
 	// for how long.
 	EventSchedulerDeclinedNode = "SchedulerDeclinedNode"
 	// EventNoLongerPlanned (Normal, on a pod): no MigLayout is in Auto mode
-	// any more, so what the planner last told the pod (a GPU being
+	// any more, or the pod, still waiting for devices, no longer asks for
+	// a MIG device Auto mode makes (its claims or their DeviceClasses
+	// changed), so what the planner last told the pod (a GPU being
 	// repartitioned for it, a placement kept for it) no longer holds.
 	EventNoLongerPlanned = "NoLongerPlanned"
 )
