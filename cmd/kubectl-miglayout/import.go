@@ -108,6 +108,7 @@ const nvidiaVendorID = 0x10DE
 
 func newImportMigPartedCommand(e *env) *cobra.Command {
 	var file, config, name, selector string
+	var models []string
 	cmd := &cobra.Command{
 		Use:   "mig-parted -f CONFIG.yaml --config NAME [--name NAME] [--selector KEY=VALUE,...]",
 		Short: "Turn an entry of nvidia-mig-parted's mig-configs into a Static MigLayout",
@@ -123,7 +124,9 @@ are checked against each model. An entry mig-parted itself refuses (no
 mig-enabled; MIG on without mig-devices; MIG off with devices) is refused,
 as is a device-filter ID with a PCI subsystem; an ID whose lower 16 bits
 are not NVIDIA's vendor ID (0x20B2: device 0 of vendor 0x20B2 to
-mig-parted) matches no GPU and is left out. By default the MigLayout selects the nodes
+mig-parted) matches no GPU and is left out. --models keeps the rules of
+the models the selected nodes have (mig-parted's all-balanced makes more
+rules than a MigLayout holds). By default the MigLayout selects the nodes
 that mig-manager would configure with this entry (nvidia.com/mig.config=NAME).
 
 mig-parted applies entries in order, later ones overriding earlier ones for the
@@ -170,7 +173,7 @@ rules are therefore written in reverse entry order.`,
 			if name == "" {
 				name = config
 			}
-			ml, notes, err := importMigParted(config, entries, name, selector)
+			ml, notes, err := importMigParted(config, entries, name, selector, models)
 			if err != nil {
 				return fmt.Errorf("%s, mig-config %q: %w", file, config, err)
 			}
@@ -194,11 +197,24 @@ rules are therefore written in reverse entry order.`,
 	cmd.Flags().StringVar(&config, "config", "", "name of the mig-configs entry to import (may be left out where the file has one)")
 	cmd.Flags().StringVar(&name, "name", "", "name of the MigLayout (default: the entry's name)")
 	cmd.Flags().StringVar(&selector, "selector", "", "node label selector of the MigLayout, KEY=VALUE[,KEY=VALUE] (default nvidia.com/mig.config=<entry>)")
+	cmd.Flags().StringSliceVar(&models, "models", nil, "catalog models the selected nodes have (e.g. A100-SXM4-80GB,H100-SXM5-80GB): device-filter rules for other models are left out (default: all)")
 	return cmd
 }
 
-// importMigParted builds the MigLayout of one mig-config's entries.
-func importMigParted(config string, entries []migPartedEntry, name, selector string) (*v1alpha1.MigLayout, []string, error) {
+// importMigParted builds the MigLayout of one mig-config's entries. Where
+// only is not empty, the rules a device-filter makes are those of the
+// catalog models it names (the GPUs the selected nodes have): an entry
+// whose filter names none of them is left out.
+func importMigParted(config string, entries []migPartedEntry, name, selector string, only []string) (*v1alpha1.MigLayout, []string, error) {
+	cat := mig.DefaultCatalog()
+	keep := map[string]bool{}
+	for _, m := range only {
+		model, err := cat.Model(strings.TrimSpace(m))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--models: %w", err)
+		}
+		keep[model.Name] = true
+	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return nil, nil, fmt.Errorf("%q cannot name a MigLayout (%s): give --name", name, strings.Join(errs, "; "))
 	}
@@ -214,7 +230,6 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 	}
 	var notes []string
 	var rules []v1alpha1.LayoutRule
-	cat := mig.DefaultCatalog()
 	for i, en := range entries {
 		where := fmt.Sprintf("entry %d", i)
 		if err := checkEntry(en); err != nil {
@@ -234,6 +249,12 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 		if filtered(en.DeviceFilter) && len(models) == 0 {
 			notes = append(notes, fmt.Sprintf("%s: no GPU of its device-filter is in the miglayout catalog; the entry is left out", where))
 			continue
+		}
+		if len(keep) > 0 && len(models) > 0 {
+			models = slices.DeleteFunc(models, func(m string) bool { return !keep[m] })
+			if len(models) == 0 {
+				continue // for GPUs the nodes do not have (--models)
+			}
 		}
 		var profiles map[string]int32
 		if *en.MigEnabled {
@@ -284,7 +305,7 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 		return nil, notes, errors.New("no entry could be imported")
 	}
 	if len(rules) > 16 {
-		return nil, notes, fmt.Errorf("%d rules; a MigLayout holds at most 16: split the entry", len(rules))
+		return nil, notes, fmt.Errorf("%d rules (one per GPU model of each device-filter); a MigLayout holds at most 16: name the models the selected nodes have with --models, or split the entry", len(rules))
 	}
 	// mig-parted: later entries win; MigLayout: the first matching rule wins.
 	slices.Reverse(rules)

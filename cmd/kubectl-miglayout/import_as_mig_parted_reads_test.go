@@ -3,6 +3,10 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"sigs.k8s.io/yaml"
 )
 
 // TestImportMigPartedRefusesWhatMigPartedRefuses: entries mig-parted's own
@@ -74,5 +78,47 @@ func TestImportMigPartedReadsDeviceIDsAsMigPartedDoes(t *testing.T) {
 	}
 	if rules, _, err := importRules(t, entry("0x20B210DE:0x147E10DE")); err == nil || !strings.Contains(err.Error(), "subsystem") {
 		t.Errorf("a subsystem ID imported as %+v, %v; want it refused", rules, err)
+	}
+}
+
+// TestImportMigPartedOnlyTheNodesModels: --models keeps the rules of the
+// models the selected nodes have: an entry for a GPU none of them has (a
+// GB200 whose profile names the catalog does not know) is left out, not
+// refused, and a filter of many models makes a rule for those given only.
+func TestImportMigPartedOnlyTheNodesModels(t *testing.T) {
+	const entries = `  - device-filter: ["0x294110DE"]
+    devices: all
+    mig-enabled: true
+    mig-devices: {"1g.24gb": 2, "2g.47gb": 1, "3g.95gb": 1}
+  - device-filter: ["0x233010DE", "0x233110DE", "0x20B210DE", "0x20B510DE"]
+    devices: all
+    mig-enabled: true
+    mig-devices: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+  - device-filter: "0x20B710DE"
+    devices: all
+    mig-enabled: true
+    mig-devices: {"1g.6gb": 2, "2g.12gb": 1}
+`
+	file := writeMigParted(t, entries)
+	if _, _, err := runWith(t, nil, "import", "mig-parted", "-f", file, "--config", "c"); err == nil {
+		t.Fatal("imported every model, the GB200's profile names too: the test shows nothing")
+	}
+	out, notes, err := runWith(t, nil, "import", "mig-parted", "-f", file, "--config", "c", "--models", "A100-SXM4-80GB,h100-sxm5-80gb")
+	if err != nil {
+		t.Fatalf("%v (notes: %s)", err, notes)
+	}
+	var ml v1alpha1.MigLayout
+	if err := yaml.UnmarshalStrict([]byte(out), &ml); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range ml.Spec.Rules {
+		got = append(got, r.ProductName)
+	}
+	if diff := cmp.Diff([]string{"A100-SXM4-80GB", "H100-SXM5-80GB"}, got); diff != "" {
+		t.Errorf("rules' models (-want +got):\n%s", diff)
+	}
+	if _, _, err := runWith(t, nil, "import", "mig-parted", "-f", file, "--config", "c", "--models", "A100-SXM9"); err == nil || !strings.Contains(err.Error(), "--models") {
+		t.Errorf("an unknown model imported, or refused without naming --models: %v", err)
 	}
 }
