@@ -54,7 +54,7 @@ func (r *Repartitioner) cancelModesUnderClaims(ctx context.Context, obs []GPUSta
 	var cands []candidate
 	for _, spec := range desired {
 		g := findGPU(obs, int(spec.Index))
-		if g == nil || g.GPU.MIGMode.Current == g.GPU.MIGMode.Pending || g.GPU.MIGMode.Pending != spec.MIGEnabled {
+		if g == nil || !forGPU(spec, g) || g.GPU.MIGMode.Current == g.GPU.MIGMode.Pending || g.GPU.MIGMode.Pending != spec.MIGEnabled {
 			continue // nothing pending, or a change the spec does not ask for (planGPU cancels it)
 		}
 		if _, bad := failed[g.GPU.Index]; bad {

@@ -611,7 +611,7 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 	if g == nil {
 		return nil, &GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUMissing, Message: fmt.Sprintf("the node has no GPU with index %d", idx)}
 	}
-	if spec.UUID != "" && spec.UUID != g.GPU.UUID && !matches(g, spec) {
+	if !forGPU(spec, g) && !matches(g, spec) {
 		// Written for the GPU NVML showed at idx before it numbered the
 		// GPUs anew: a layout for another GPU, another model perhaps.
 		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonSpecForAnotherGPU,
@@ -942,6 +942,15 @@ func layoutOf(g *GPUState) mig.Layout {
 		l = append(l, d.Device())
 	}
 	return l.Canonical()
+}
+
+// forGPU reports whether spec was written for g: it names g's UUID, or no
+// UUID (an entry of an earlier release). One written for another GPU, which
+// NVML showed at g's index before it numbered the GPUs anew, is not g's:
+// nothing of g is changed on its account (planGPU, rollbackOrphans,
+// cancelModesUnderClaims).
+func forGPU(spec v1alpha1.GPUSpec, g *GPUState) bool {
+	return spec.UUID == "" || spec.UUID == g.GPU.UUID
 }
 
 // matches reports whether the GPU holds what spec asks for, every GPU

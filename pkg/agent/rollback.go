@@ -38,7 +38,9 @@ func (r *Repartitioner) rollbackOrphans(ctx context.Context, obs []GPUState, des
 	failed = map[int]error{}
 	owned := sets.New[int]()
 	for _, s := range desired {
-		owned.Insert(int(s.Index))
+		if g := findGPU(obs, int(s.Index)); g != nil && forGPU(s, g) {
+			owned.Insert(int(s.Index))
+		}
 	}
 	// The device the journal records the agent creating or destroying when
 	// it stopped: a GI without CI there is the agent's half-done step (a

@@ -211,6 +211,9 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 			return equality.Semantic.DeepEqual(dropUnstarted(live, dropForAuto), desired)
 		}
 	}
+	if ml.Spec.Mode == v1alpha1.ModeAuto {
+		desired = migOffForRenumbered(existing, desired)
+	}
 	if gate != nil {
 		desired = keepUnreadable(existing, desired)
 	}
@@ -478,6 +481,33 @@ func dropUnstarted(nml *v1alpha1.NodeMigLayout, why string) []v1alpha1.GPUSpec {
 		}
 		out[i] = v1alpha1.GPUSpec{Index: sp.Index, UUID: st.UUID, MIGEnabled: st.MIGEnabled, Layout: st.Layout,
 			Reason: truncate(why+": the change to "+describeSpec(sp)+" was dropped before it started", 1024)}
+	}
+	return out
+}
+
+// migOffForRenumbered returns specs (nml's, or what is to replace them) with
+// each entry written for another GPU than the one nml's status reports at
+// its index, where that GPU has MIG mode off, set to MIG off for it: what it
+// holds. The agent changes nothing under an entry for another GPU (NVML
+// numbered the GPUs anew; SpecForAnotherGPU) and Auto mode, which never
+// changes MIG mode, cancels only a change of a GPU in MIG mode
+// (BlockedChanges): the entry would otherwise hold the GPU Blocked for good.
+func migOffForRenumbered(nml *v1alpha1.NodeMigLayout, specs []v1alpha1.GPUSpec) []v1alpha1.GPUSpec {
+	out, cloned := specs, false
+	for i, sp := range specs {
+		j := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return st.Index == sp.Index })
+		if j < 0 {
+			continue
+		}
+		st := nml.Status.GPUs[j]
+		if sp.UUID == "" || st.UUID == "" || st.UUID == sp.UUID || hardwareGone(st) || st.MIGEnabled || st.MIGPending {
+			continue
+		}
+		if !cloned {
+			out, cloned = slices.Clone(specs), true
+		}
+		out[i] = v1alpha1.GPUSpec{Index: sp.Index, UUID: st.UUID, MIGEnabled: false,
+			Reason: truncate("the entry was written for "+sp.UUID+", and NVML numbered the GPUs anew: "+st.UUID+" is here now, MIG off, as Auto mode leaves it", 1024)}
 	}
 	return out
 }

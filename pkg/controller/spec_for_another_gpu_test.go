@@ -123,3 +123,29 @@ func TestAutoEntryWrittenAgainForRenumberedGPU(t *testing.T) {
 		t.Errorf("after the renumbering n1/gpu-0 -> %q for %q, want the change cancelled (7g.80gb@0) for GPU-b", got.Layout, got.UUID)
 	}
 }
+
+// TestAutoEntryOnRenumberedMIGOffGPU: an Auto plan's entry was written for
+// GPU-a; after the GPUs were numbered anew the GPU at its index is GPU-b,
+// MIG mode off, which the agent keeps Blocked (SpecForAnotherGPU). Auto
+// mode never changes MIG mode, so no cancel of the planner's fits it: the
+// controller writes the entry MIG off for GPU-b (what it holds).
+func TestAutoEntryOnRenumberedMIGOffGPU(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ml := autoMigLayout("auto", nil)
+	nml := ownedBy(nodeMigLayout("n1").spec(v1alpha1.GPUSpec{Index: 0, UUID: "GPU-a", MIGEnabled: true, Layout: "3g.40gb@4", Reason: "serves 1 pending pod(s): ns/p1"}).
+		status(a100(0).uuid("GPU-b").migOff().phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonSpecForAnotherGPU, "written for GPU-a")).build(), ml)
+	nml.Annotations = map[string]string{v1alpha1.AnnotationSpecWrittenBy: string(v1alpha1.ModeAuto)}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml, node("n1", map[string]string{"pool": "auto"}), nml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: ml.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Spec.GPUs) != 1 || got.Spec.GPUs[0].UUID != "GPU-b" || got.Spec.GPUs[0].MIGEnabled {
+		t.Errorf("n1's spec %+v, want GPU 0 MIG off for GPU-b", got.Spec.GPUs)
+	}
+}

@@ -15,7 +15,8 @@ import (
 // least one request of one of their unallocated claims (or one of its
 // firstAvailable subrequests) names a DeviceClass that admits a device
 // driver publishes for some profile of models, or whose selectors name
-// driver and fail to evaluate on such a device. The others (pods waiting
+// driver and fail to evaluate on such a device or read an attribute that
+// tells GPUs apart (perGPUAttributes). The others (pods waiting
 // for a NIC or another vendor's GPU only, for the driver's whole GPUs
 // only, or naming a DeviceClass that does not exist) are not Auto mode's
 // demand: the planner leaves them alone, so
@@ -43,12 +44,15 @@ func Demand(ctx context.Context, driver string, classes []*resourceapi.DeviceCla
 			return false
 		}
 		// The class is tried on a stand-in device of each profile of each
-		// model. One whose selectors fail to evaluate there (one reading
-		// the driver version, which the catalog does not know) is for the
-		// driver's devices where it names the driver (device.driver, or its
-		// attribute domain), and is judged on the real GPUs by the
-		// planner; one that evaluates and admits no stand-in (the driver's
-		// class of whole GPUs) is not MIG demand, naming the driver or not.
+		// model. One that names the driver (device.driver, or its
+		// attribute domain) is for the driver's devices where its
+		// selectors fail to evaluate there (one reading the driver
+		// version, which the catalog does not know) or read an attribute
+		// that tells GPUs apart (a team's GPUs by parentIndex or
+		// parentUUID, a placement, a NUMA node: the stand-in is one GPU
+		// of each model), and is judged on the real GPUs by the planner;
+		// one that evaluates, admits no stand-in and reads no such
+		// attribute (the driver's class of whole GPUs) is not MIG demand.
 		// The probe is a few stand-in devices per model: it runs to its end
 		// (probeCtx), so that an ending context is not taken for a
 		// selector that fails.
@@ -64,7 +68,7 @@ func Demand(ctx context.Context, driver string, classes []*resourceapi.DeviceCla
 				break
 			}
 		}
-		ok = ok || failed && namesDriver(class, driver)
+		ok = ok || (failed || mentionsPerGPU(selectorsText(class))) && namesDriver(class, driver)
 		admits[name] = ok
 		return ok
 	}
@@ -113,4 +117,16 @@ func namesDriver(class *resourceapi.DeviceClass, driver string) bool {
 		}
 	}
 	return false
+}
+
+// selectorsText is the CEL expressions of class's selectors, one per line.
+func selectorsText(class *resourceapi.DeviceClass) string {
+	var b strings.Builder
+	for _, sel := range class.Spec.Selectors {
+		if sel.CEL != nil {
+			b.WriteString(sel.CEL.Expression)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }

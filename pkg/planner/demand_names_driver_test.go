@@ -14,9 +14,11 @@ import (
 // a stand-in device (it reads what the catalog does not know: a PCIe root,
 // a driver version) is still for miglayout's devices when it names the
 // driver, whichever way it does: by device.driver, with either quotes and
-// any spacing, or by the driver's attribute domain alone. One that
-// evaluates there and admits no MIG device (the driver's class of whole
-// GPUs) is not, naming the driver or not.
+// any spacing, or by the driver's attribute domain alone; so is one that
+// evaluates to false there but reads an attribute telling GPUs apart (some
+// GPUs of a node, a placement, a NUMA node, a driver version). One that
+// evaluates there, admits no MIG device and reads no such attribute (the
+// driver's class of whole GPUs) is not.
 func TestDemandOfClassNamingTheDriver(t *testing.T) {
 	class := func(name string, expressions ...string) *resourceapi.DeviceClass {
 		c := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -37,6 +39,14 @@ func TestDemandOfClassNamingTheDriver(t *testing.T) {
 		// on every MIG device, to false: its pods wait for a whole GPU,
 		// which Auto mode does not make.
 		"the driver's whole GPUs": {class("c", "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'gpu'"), nil},
+		// A class of some GPUs of a node evaluates, to false, on the
+		// stand-in (GPU 0 of each model, its first placement, no NUMA
+		// node): it is for MIG devices all the same.
+		"a team's GPUs by index":    {class("c", "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig' && device.attributes['mig.miglayout.io'].parentIndex >= 4"), []string{"p"}},
+		"one GPU by UUID":           {class("c", "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].parentUUID == 'GPU-1234'"), []string{"p"}},
+		"upper placements":          {class("c", "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].placementStart >= 4"), []string{"p"}},
+		"a NUMA node":               {class("c", "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig' && device.attributes['resource.kubernetes.io'].numaNode == 1"), []string{"p"}},
+		"a driver version, guarded": {class("c", "device.driver == 'mig.miglayout.io' && has(device.attributes['mig.miglayout.io'].driverVersion) && device.attributes['mig.miglayout.io'].driverVersion.isGreaterThan(semver('550.0.0'))"), []string{"p"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

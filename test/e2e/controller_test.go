@@ -100,8 +100,9 @@ func testStaticTwoNodes(t *testing.T, c crclient.Client, sfx string) {
 	// The agents report their inventory: the desired layouts follow.
 	reportGPUs(t, ctx, c, nodeA, agentA100(0, "", v1alpha1.PhaseReady), agentH100(1, "7g.80gb@0", v1alpha1.PhaseReady))
 	reportGPUs(t, ctx, c, nodeB, agentA100(0, "7g.80gb@0", v1alpha1.PhaseReady))
-	halves := v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: `rule "halves": profiles 3g.40gb:2`}
-	off := v1alpha1.GPUSpec{Index: 1, MIGEnabled: false, Reason: `rule "h100-off": MIG off`}
+	// Each entry names the GPU it is for (the UUID the agent reports).
+	halves := v1alpha1.GPUSpec{Index: 0, UUID: "GPU-a100-0", MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: `rule "halves": profiles 3g.40gb:2`}
+	off := v1alpha1.GPUSpec{Index: 1, UUID: "GPU-h100-1", MIGEnabled: false, Reason: `rule "h100-off": MIG off`}
 	waitSpec(t, ctx, c, nodeA, halves, off)
 	waitSpec(t, ctx, c, nodeB, halves)
 	waitMigLayout(t, ctx, c, ml.Name, "both nodes progressing", func(s *v1alpha1.MigLayoutStatus) bool {
@@ -169,7 +170,7 @@ func testConflict(t *testing.T, c crclient.Client, sfx string) {
 		rule(v1alpha1.LayoutRule{Name: "halves", Profiles: map[string]int32{"3g.40gb": 2}}).create(t, ctx, c)
 	waitNodeMigLayout(t, ctx, c, node, "created", func(*v1alpha1.NodeMigLayout) bool { return true })
 	reportGPUs(t, ctx, c, node, agentA100(0, "7g.80gb@0", v1alpha1.PhaseReady))
-	halves := v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: `rule "halves": profiles 3g.40gb:2`}
+	halves := v1alpha1.GPUSpec{Index: 0, UUID: "GPU-a100-0", MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: `rule "halves": profiles 3g.40gb:2`}
 	waitSpec(t, ctx, c, node, halves)
 
 	second := newMigLayout("second-"+sfx, "miglayout.test/team", team).
@@ -188,7 +189,7 @@ func testConflict(t *testing.T, c crclient.Client, sfx string) {
 	// has not begun (the GPU Ready on 7g.80gb@0), is dropped, with why.
 	// Give the controller time to (wrongly) touch the node again, then
 	// check that it did not: same object, same owner, same spec.
-	dropped := waitSpec(t, ctx, c, node, v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0",
+	dropped := waitSpec(t, ctx, c, node, v1alpha1.GPUSpec{Index: 0, UUID: "GPU-a100-0", MIGEnabled: true, Layout: "7g.80gb@0",
 		Reason: "another MigLayout selects the node too: the change to 3g.40gb@0,3g.40gb@4 was dropped before it started"})
 	time.Sleep(2 * time.Second)
 	after := getNodeMigLayout(t, ctx, c, node)
@@ -225,7 +226,7 @@ func testImpossibleRule(t *testing.T, c crclient.Client, sfx string) {
 
 	// GPU 0 is left out of the spec (its hardware is not touched); GPU 1
 	// gets its layout.
-	waitSpec(t, ctx, c, node, v1alpha1.GPUSpec{Index: 1, MIGEnabled: true, Layout: "7g.80gb@0", Reason: `rule "h100-whole": profiles 7g.80gb:1`})
+	waitSpec(t, ctx, c, node, v1alpha1.GPUSpec{Index: 1, UUID: "GPU-h100-1", MIGEnabled: true, Layout: "7g.80gb@0", Reason: `rule "h100-whole": profiles 7g.80gb:1`})
 	st := waitMigLayout(t, ctx, c, ml.Name, "Degraded InvalidLayout", func(s *v1alpha1.MigLayoutStatus) bool {
 		return hasCondition(s, v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonInvalidLayout) && s.FailedNodes == 1
 	})
