@@ -488,6 +488,11 @@ func (r *NodeReconciler) retryOfStuck(nml *v1alpha1.NodeMigLayout, idx int, jour
 	if ph := nml.Status.GPUs[i].Phase; ph != v1alpha1.PhaseBlocked && ph != v1alpha1.PhaseFailed {
 		return false
 	}
+	if nml.Status.GPUs[i].Reason == v1alpha1.ReasonSpecForAnotherGPU {
+		// Nothing was tried under another GPU's entry: the one written
+		// for this GPU, whatever its layout, is a first try.
+		return false
+	}
 	r.mu.Lock()
 	key, known := r.stuckFor[idx]
 	known = known && r.stuckForUID == nml.UID
