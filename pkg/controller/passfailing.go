@@ -201,11 +201,13 @@ func retrying(g v1alpha1.GPUStatus) bool {
 }
 
 // sameSpec reports whether nml's spec of GPU idx asks for what it asked
-// for when was was reported (MIG mode and layout; a new reason or list of
-// pods served is no new change).
+// for when was was reported (MIG mode and layout, of the same GPU: an
+// entry written again for the GPU NVML numbered anew at its index is a new
+// change; a new reason or list of pods served is none).
 func sameSpec(was stuckGPURow, nml *v1alpha1.NodeMigLayout, idx int32) bool {
 	sp, has := gpuSpec(nml, idx)
-	return has && was.hasSpec && sp.MIGEnabled == was.spec.MIGEnabled && sp.Layout == was.spec.Layout
+	return has && was.hasSpec && sp.MIGEnabled == was.spec.MIGEnabled && sp.Layout == was.spec.Layout &&
+		(was.spec.UUID == "" || sp.UUID == was.spec.UUID) // "": an entry of an earlier release, its GPU's
 }
 
 // gpuSpec is nml's spec of GPU idx, if it lists the GPU.

@@ -149,3 +149,25 @@ func TestAutoEntryOnRenumberedMIGOffGPU(t *testing.T) {
 		t.Errorf("n1's spec %+v, want GPU 0 MIG off for GPU-b", got.Spec.GPUs)
 	}
 }
+
+// TestRowOfEntryForItsGPUIsNoRetry: GPU 0 was Blocked under an entry
+// written for another GPU; the entry written again for GPU 0, with the
+// same layout, is a new change: its Repartitioning row is not judged as a
+// retry of the Blocked one.
+func TestRowOfEntryForItsGPUIsNoRetry(t *testing.T) {
+	entry := v1alpha1.GPUSpec{Index: 0, UUID: "GPU-a", MIGEnabled: true, Layout: halvesLayout}
+	nml := nodeMigLayout("n1").spec(entry).
+		status(a100(0).uuid("GPU-b").layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonSpecForAnotherGPU, "written for GPU-a")).build()
+	nml.Generation, nml.Status.ObservedGeneration = 1, 1
+	stuck := rememberStuck(nil, nml)
+	if _, ok := stuck[0]; !ok {
+		t.Fatal("the Blocked row is not remembered: the test shows nothing")
+	}
+	entry.UUID = "GPU-b"
+	nml = nodeMigLayout("n1").spec(entry).
+		status(a100(0).uuid("GPU-b").layout(wholeLayout).phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "")).build()
+	nml.Generation, nml.Status.ObservedGeneration = 2, 1
+	if got, ok := rememberStuck(stuck, nml)[0]; ok {
+		t.Errorf("GPU 0's change for itself judged as a retry of %s %s", got.row.Phase, got.row.Reason)
+	}
+}
