@@ -337,6 +337,7 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 		}
 		var inventory []v1alpha1.GPUStatus
 		var prev []v1alpha1.GPUSpec
+		fromSlices := false
 		head := node
 		if nml := st.nmls[node]; nml != nil {
 			if !controller.AgentReported(nml) {
@@ -360,7 +361,7 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 		} else {
 			// No MigLayout selected the node yet: its agent publishes
 			// its GPUs in ResourceSlices but reports nowhere else.
-			inventory = publishedInventory(cat, st.devices.devices[node], st.devices.allocated[node])
+			inventory, fromSlices = publishedInventory(cat, st.devices.devices[node], st.devices.allocated[node]), true
 			if len(inventory) == 0 {
 				fmt.Fprintf(w, "%s: no GPU published under %s (no miglayout agent runs there, or its GPUs have MIG on and no device): nothing to plan\n", node, st.driver)
 				continue
@@ -377,9 +378,10 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 		for _, p := range prev {
 			held[p.Index] = p
 		}
-		problem := map[int32]string{}
+		problem, unknownModel := map[int32]string{}, map[int32]bool{}
 		for _, p := range problems {
 			problem[p.GPU] = p.Message
+			unknownModel[p.GPU] = p.Reason == v1alpha1.ReasonUnknownGPU
 		}
 		gpus := slices.Clone(inventory)
 		slices.SortFunc(gpus, func(a, b v1alpha1.GPUStatus) int { return int(a.Index - b.Index) })
@@ -394,6 +396,14 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 			}
 			if g.Reason == v1alpha1.ReasonGPUMissing {
 				fmt.Fprintf(w, "%s: missing, left as it is until NVML counts it again (%s)\n", label, g.Message)
+				continue
+			}
+			if msg, ok := problem[g.Index]; ok && fromSlices && unknownModel[g.Index] && g.MIGCapable == nil {
+				// ResourceSlices do not say whether a GPU has MIG: one
+				// without (an L4 beside A100s) is no rule's, and the
+				// controller leaves it alone; not counted as needing a
+				// look.
+				fmt.Fprintf(w, "%s: left as it is if it has no MIG (its ResourceSlices do not say), else reported UnknownGPU once the node is selected: %s\n", label, msg)
 				continue
 			}
 			if msg, ok := problem[g.Index]; ok {
