@@ -76,8 +76,10 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 	// that NVML does not show (a wrong index), keeps its result, not only
 	// its event, with what identified it when it was last read.
 	seen := make(map[int]bool, len(res.GPUs))
+	seenAt := make(map[string]int, len(res.GPUs)) // by UUID
 	for _, g := range res.GPUs {
 		seen[g.GPU.Index] = true
+		seenAt[g.GPU.UUID] = g.GPU.Index
 	}
 	// The same for a spec naming more GPUs the node lacks (edited by
 	// hand): the ones NVML shows come first.
@@ -89,6 +91,17 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 				continue
 			}
 			gs := v1alpha1.GPUStatus{Index: int32(idx), Phase: r.Phase, Reason: r.Reason, Message: r.Message}
+			if p, ok := prev[gs.Index]; ok && p.UUID != "" && r.Reason == v1alpha1.ReasonGPUMissing {
+				if at, moved := seenAt[p.UUID]; moved {
+					// NVML numbered the GPUs anew: the GPU of the row
+					// is there, at another index; the one that left
+					// is one NVML shows nowhere.
+					gs.Message += fmt.Sprintf(" (NVML numbered the GPUs anew: %s, here before, is gpu %d now%s)", p.UUID, at, notSeen(prev, seenAt))
+					gs.Message = truncate(gs.Message, 1024)
+					st.GPUs = append(st.GPUs, gs)
+					continue
+				}
+			}
 			if p, ok := prev[gs.Index]; ok && p.UUID != "" {
 				gs.UUID, gs.Product, gs.Model, gs.Attributes = p.UUID, p.Product, p.Model, p.Attributes
 				// Whether it can run MIG at all, too: rules for every
@@ -331,4 +344,22 @@ func int32Of(n *int) *int32 {
 		return nil
 	}
 	return ptr.To(int32(*n))
+}
+
+// notSeen names the GPUs of the rows of prev that NVML shows at no index
+// now ("; not seen any more: GPU-... (NVIDIA A100-SXM4-80GB)"), "" where
+// there is none.
+func notSeen(prev map[int32]v1alpha1.GPUStatus, seenAt map[string]int) string {
+	var gone []string
+	for _, idx := range slices.Sorted(maps.Keys(prev)) {
+		if p := prev[idx]; p.UUID != "" {
+			if _, ok := seenAt[p.UUID]; !ok {
+				gone = append(gone, fmt.Sprintf("%s (%s)", p.UUID, p.Product))
+			}
+		}
+	}
+	if len(gone) == 0 {
+		return ""
+	}
+	return "; not seen any more: " + strings.Join(gone, ", ")
 }

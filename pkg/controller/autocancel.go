@@ -408,6 +408,9 @@ func cancelOf(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
 		return planner.Change{}, false
 	}
 	why := "blocked by a device in use"
+	if st.Reason == v1alpha1.ReasonSpecForAnotherGPU {
+		why = "planned for another GPU, which NVML numbered at this index before it numbered the GPUs anew"
+	}
 	if st.Phase == v1alpha1.PhaseFailed {
 		why = "refused by the agent, " + st.Reason
 	}

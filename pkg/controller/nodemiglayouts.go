@@ -212,7 +212,7 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		}
 	}
 	if ml.Spec.Mode == v1alpha1.ModeAuto {
-		desired = migOffForRenumbered(existing, desired)
+		desired = asItIsForRenumbered(existing, desired)
 	}
 	if gate != nil {
 		desired = keepUnreadable(existing, desired)
@@ -464,9 +464,10 @@ func unstartedToDrop(ml *v1alpha1.MigLayout, existing *v1alpha1.NodeMigLayout, w
 // started (the GPU reported Ready on another layout, or Draining: nothing
 // destroyed yet) set back to the GPU's actual layout, with why in its
 // reason; a change under way, blocked or failed stays (the agent finishes
-// it, or reports why not).
+// it, or reports why not). An entry written for another GPU than the one
+// at its index now is set to what that GPU holds (asItIsForRenumbered).
 func dropUnstarted(nml *v1alpha1.NodeMigLayout, why string) []v1alpha1.GPUSpec {
-	out := slices.Clone(nml.Spec.GPUs)
+	out := slices.Clone(asItIsForRenumbered(nml, nml.Spec.GPUs))
 	for i, sp := range out {
 		j := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return st.Index == sp.Index })
 		if j < 0 {
@@ -485,14 +486,18 @@ func dropUnstarted(nml *v1alpha1.NodeMigLayout, why string) []v1alpha1.GPUSpec {
 	return out
 }
 
-// migOffForRenumbered returns specs (nml's, or what is to replace them) with
-// each entry written for another GPU than the one nml's status reports at
-// its index, where that GPU has MIG mode off, set to MIG off for it: what it
-// holds. The agent changes nothing under an entry for another GPU (NVML
-// numbered the GPUs anew; SpecForAnotherGPU) and Auto mode, which never
-// changes MIG mode, cancels only a change of a GPU in MIG mode
-// (BlockedChanges): the entry would otherwise hold the GPU Blocked for good.
-func migOffForRenumbered(nml *v1alpha1.NodeMigLayout, specs []v1alpha1.GPUSpec) []v1alpha1.GPUSpec {
+// asItIsForRenumbered returns specs (nml's, or what is to replace them)
+// with each entry written for another GPU than the one nml's status reports
+// at its index set to what that GPU holds now (its MIG mode and layout),
+// for it: NVML numbered the GPUs anew (one left the node, or was not found
+// at boot), and the agent changes nothing under an entry for another GPU
+// (SpecForAnotherGPU). Nothing was started on the GPU under it, so it is
+// not a change in flight to carry out: where the controller does not
+// decide the GPU's layout afresh (Auto mode, a pause, a conflict, a
+// release to another MigLayout) the entry would otherwise hold the GPU
+// Blocked for good. A GPU NVML cannot read, or with a MIG mode change
+// pending, keeps its entry.
+func asItIsForRenumbered(nml *v1alpha1.NodeMigLayout, specs []v1alpha1.GPUSpec) []v1alpha1.GPUSpec {
 	out, cloned := specs, false
 	for i, sp := range specs {
 		j := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return st.Index == sp.Index })
@@ -500,14 +505,17 @@ func migOffForRenumbered(nml *v1alpha1.NodeMigLayout, specs []v1alpha1.GPUSpec) 
 			continue
 		}
 		st := nml.Status.GPUs[j]
-		if sp.UUID == "" || st.UUID == "" || st.UUID == sp.UUID || hardwareGone(st) || st.MIGEnabled || st.MIGPending {
+		if sp.UUID == "" || st.UUID == "" || st.UUID == sp.UUID || hardwareGone(st) || st.MIGEnabled != st.MIGPending {
 			continue
 		}
 		if !cloned {
 			out, cloned = slices.Clone(specs), true
 		}
-		out[i] = v1alpha1.GPUSpec{Index: sp.Index, UUID: st.UUID, MIGEnabled: false,
-			Reason: truncate("the entry was written for "+sp.UUID+", and NVML numbered the GPUs anew: "+st.UUID+" is here now, MIG off, as Auto mode leaves it", 1024)}
+		out[i] = v1alpha1.GPUSpec{Index: sp.Index, UUID: st.UUID, MIGEnabled: st.MIGEnabled, Layout: st.Layout,
+			Reason: truncate("the entry was written for "+sp.UUID+" and NVML numbered the GPUs anew: "+st.UUID+" is here now, left as it is", 1024)}
+		if !st.MIGEnabled {
+			out[i].Layout = ""
+		}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -124,32 +125,6 @@ func TestAutoEntryWrittenAgainForRenumberedGPU(t *testing.T) {
 	}
 }
 
-// TestAutoEntryOnRenumberedMIGOffGPU: an Auto plan's entry was written for
-// GPU-a; after the GPUs were numbered anew the GPU at its index is GPU-b,
-// MIG mode off, which the agent keeps Blocked (SpecForAnotherGPU). Auto
-// mode never changes MIG mode, so no cancel of the planner's fits it: the
-// controller writes the entry MIG off for GPU-b (what it holds).
-func TestAutoEntryOnRenumberedMIGOffGPU(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ml := autoMigLayout("auto", nil)
-	nml := ownedBy(nodeMigLayout("n1").spec(v1alpha1.GPUSpec{Index: 0, UUID: "GPU-a", MIGEnabled: true, Layout: "3g.40gb@4", Reason: "serves 1 pending pod(s): ns/p1"}).
-		status(a100(0).uuid("GPU-b").migOff().phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonSpecForAnotherGPU, "written for GPU-a")).build(), ml)
-	nml.Annotations = map[string]string{v1alpha1.AnnotationSpecWrittenBy: string(v1alpha1.ModeAuto)}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml, node("n1", map[string]string{"pool": "auto"}), nml).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
-	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: ml.Name}}); err != nil {
-		t.Fatal(err)
-	}
-	var got v1alpha1.NodeMigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Spec.GPUs) != 1 || got.Spec.GPUs[0].UUID != "GPU-b" || got.Spec.GPUs[0].MIGEnabled {
-		t.Errorf("n1's spec %+v, want GPU 0 MIG off for GPU-b", got.Spec.GPUs)
-	}
-}
-
 // TestRowOfEntryForItsGPUIsNoRetry: GPU 0 was Blocked under an entry
 // written for another GPU; the entry written again for GPU 0, with the
 // same layout, is a new change: its Repartitioning row is not judged as a
@@ -171,3 +146,65 @@ func TestRowOfEntryForItsGPUIsNoRetry(t *testing.T) {
 		t.Errorf("GPU 0's change for itself judged as a retry of %s %s", got.row.Phase, got.row.Reason)
 	}
 }
+
+// TestEntryForAnotherGPULeftAsItIs: where the controller does not decide a
+// GPU's layout afresh (Auto mode, a pause, a conflict, a release), an
+// entry written for another GPU than the one at its index now is set to
+// what that GPU holds, for it: nothing was started under it, and the agent
+// keeps the GPU Blocked until its entry is its own. A MIG-off entry on a
+// GPU in MIG mode (the GPU that left is back) and a MIG-on entry on a GPU
+// with MIG off alike; a GPU NVML cannot read, or with a mode change
+// pending, and an entry of an earlier release (no UUID), keep theirs.
+func TestEntryForAnotherGPULeftAsItIs(t *testing.T) {
+	blocked := func(b *gpuBuilder) *gpuBuilder {
+		return b.phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonSpecForAnotherGPU, "written for another GPU")
+	}
+	// A change blocked by a device in use stays under dropUnstarted too.
+	inUse := func(b *gpuBuilder) *gpuBuilder {
+		return b.inUse(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "claim ns/c holds it")
+	}
+	type entry struct {
+		UUID      string
+		MIGOn     bool
+		Layout    string
+		Rewritten bool
+	}
+	for name, tc := range map[string]struct {
+		spec v1alpha1.GPUSpec
+		row  *gpuBuilder
+		want entry
+	}{
+		"MIG-off entry on a GPU in MIG mode": {
+			v1alpha1.GPUSpec{Index: 0, UUID: "GPU-c"}, blocked(a100(0).uuid("GPU-a").layout(wholeLayout)),
+			entry{"GPU-a", true, wholeLayout, true}},
+		"MIG-on entry on a GPU with MIG off": {
+			specGPU(0, halvesLayout, "serves ns/p1"), blocked(a100(0).uuid("GPU-b").migOff()),
+			entry{"GPU-b", false, "", true}},
+		"an entry for the GPU there": {
+			withSpecUUID(specGPU(0, halvesLayout, "r"), "GPU-a"), inUse(a100(0).uuid("GPU-a").layout(wholeLayout)),
+			entry{"GPU-a", true, halvesLayout, false}},
+		"an entry of an earlier release": {
+			specGPU(0, halvesLayout, "r"), inUse(a100(0).uuid("GPU-a").layout(wholeLayout)),
+			entry{"", true, halvesLayout, false}},
+		"a GPU NVML cannot read": {
+			withSpecUUID(specGPU(0, halvesLayout, "r"), "GPU-x"), a100(0).uuid("GPU-a").phase(v1alpha1.PhaseFailed, v1alpha1.ReasonGPUUnreadable, "lost"),
+			entry{"GPU-x", true, halvesLayout, false}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sp := tc.spec
+			if sp.UUID == "" && tc.want.Rewritten {
+				sp.UUID = "GPU-other"
+			}
+			nml := nodeMigLayout("n1").spec(sp).status(tc.row).build()
+			for _, got := range [][]v1alpha1.GPUSpec{asItIsForRenumbered(nml, nml.Spec.GPUs), dropUnstarted(nml, dropForConflict)} {
+				g := got[0]
+				e := entry{g.UUID, g.MIGEnabled, g.Layout, strings.Contains(g.Reason, "numbered the GPUs anew")}
+				if diff := cmp.Diff(tc.want, e); diff != "" {
+					t.Errorf("entry (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+func withSpecUUID(s v1alpha1.GPUSpec, uuid string) v1alpha1.GPUSpec { s.UUID = uuid; return s }
