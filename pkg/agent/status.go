@@ -91,12 +91,24 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 				continue
 			}
 			gs := v1alpha1.GPUStatus{Index: int32(idx), Phase: r.Phase, Reason: r.Reason, Message: r.Message}
-			if p, ok := prev[gs.Index]; ok && p.UUID != "" && r.Reason == v1alpha1.ReasonGPUMissing {
-				if at, moved := seenAt[p.UUID]; moved {
-					// NVML numbered the GPUs anew: the GPU of the row
-					// is there, at another index; the one that left
-					// is one NVML shows nowhere.
-					gs.Message += fmt.Sprintf(" (NVML numbered the GPUs anew: %s, here before, is gpu %d now%s)", p.UUID, at, notSeen(prev, seenAt))
+			if p, ok := prev[gs.Index]; ok && r.Reason == v1alpha1.ReasonGPUMissing && (p.UUID != "" || p.Product != "" || p.Model != "") {
+				at, moved := seenAt[p.UUID]
+				if moved || p.UUID == "" {
+					// NVML numbered the GPUs anew: the GPU of the row is
+					// there, at another index (its UUID is that row's),
+					// and the one that left is one NVML shows nowhere.
+					// The row keeps what the index held (product, model),
+					// so that its spec entry, and its loss, stay until
+					// it is back or someone forgets it; and its note,
+					// told when the GPUs were numbered anew.
+					gs.Product, gs.Model, gs.MIGCapable = p.Product, p.Model, p.MIGCapable
+					switch {
+					case moved:
+						gs.Message += fmt.Sprintf(" (NVML numbered the GPUs anew: %s, here before, is gpu %d now%s; to forget this index, delete this NodeMigLayout: it is made again with the GPUs NVML shows)",
+							p.UUID, at, notSeen(prev, seenAt, res.Results))
+					case strings.HasPrefix(p.Message, r.Message):
+						gs.Message = p.Message
+					}
 					gs.Message = truncate(gs.Message, 1024)
 					st.GPUs = append(st.GPUs, gs)
 					continue
@@ -348,10 +360,14 @@ func int32Of(n *int) *int32 {
 
 // notSeen names the GPUs of the rows of prev that NVML shows at no index
 // now ("; not seen any more: GPU-... (NVIDIA A100-SXM4-80GB)"), "" where
-// there is none.
-func notSeen(prev map[int32]v1alpha1.GPUStatus, seenAt map[string]int) string {
+// there is none. A GPU NVML counts but cannot read (results, reason
+// GPUUnreadable) is not one of them.
+func notSeen(prev map[int32]v1alpha1.GPUStatus, seenAt map[string]int, results map[int]GPUResult) string {
 	var gone []string
 	for _, idx := range slices.Sorted(maps.Keys(prev)) {
+		if results[int(idx)].Reason == v1alpha1.ReasonGPUUnreadable {
+			continue
+		}
 		if p := prev[idx]; p.UUID != "" {
 			if _, ok := seenAt[p.UUID]; !ok {
 				gone = append(gone, fmt.Sprintf("%s (%s)", p.UUID, p.Product))

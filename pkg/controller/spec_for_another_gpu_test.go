@@ -208,3 +208,24 @@ func TestEntryForAnotherGPULeftAsItIs(t *testing.T) {
 }
 
 func withSpecUUID(s v1alpha1.GPUSpec, uuid string) v1alpha1.GPUSpec { s.UUID = uuid; return s }
+
+// TestIndexLeftByRenumberingKeepsItsEntry: after the GPUs were numbered
+// anew, the row of the index NVML no longer counts names no GPU (the one it
+// showed is at another index now) but keeps the index's product: Static
+// rules keep an entry for it, so its loss shows (GPUMissing, Degraded)
+// until the GPU is back or the NodeMigLayout is deleted.
+func TestIndexLeftByRenumberingKeepsItsEntry(t *testing.T) {
+	missing := h100(2).layout("").phase(v1alpha1.PhaseFailed, v1alpha1.ReasonGPUMissing, "the node has no GPU with index 2")
+	inv := inventory(h100(0).uuid("GPU-h1").layout(halvesLayout), h100(1).uuid("GPU-h2").layout(halvesLayout), missing)
+	got, problems := DesiredGPUs(mig.DefaultCatalog(), rules(rule("h100").product("H100-SXM5-80GB").layout(halvesLayout)), inv, nil)
+	if len(problems) > 0 {
+		t.Fatalf("problems %+v", problems)
+	}
+	var indexes []int32
+	for _, g := range got {
+		indexes = append(indexes, g.Index)
+	}
+	if diff := cmp.Diff([]int32{0, 1, 2}, indexes); diff != "" {
+		t.Errorf("spec entries' indexes (-want +got):\n%s", diff)
+	}
+}
