@@ -194,6 +194,25 @@ func newRigOver(t testing.TB, cfg nvmlsim.Config, wrap func(nvml.Interface) nvml
 	return g
 }
 
+// withoutGPU puts g's agent on NVML as it reads the node once GPU gone left
+// it (gputest.WithoutGPU: the GPUs after it numbered anew), with a journal
+// of its own, as an agent restarted then.
+func (g *rig) withoutGPU(t *testing.T, gone int) {
+	t.Helper()
+	m, err := gpu.NewNVML(gputest.WithoutGPU{Interface: g.sim, Gone: gone}, mig.DefaultCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	j, err := OpenJournal(t.TempDir() + "/journal.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.mgr = m
+	g.r = &Repartitioner{GPUs: m, Inventory: g.inv, Allocations: g.alloc, Prepared: g.prep, Locks: g.locks, Journal: j,
+		SettlePeriod: time.Second, Sleep: func(context.Context, time.Duration) error { return nil }}
+}
+
 // newA100RigWith is newRig over one A100-SXM4-80GB whose driver describes
 // profiles as given (nvmlsim.CatalogWithProfiles: added, or replacing the
 // catalog's of the same name).

@@ -3,12 +3,8 @@ package agent
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
-	"github.com/miglayout/miglayout/pkg/mig"
-	"github.com/miglayout/miglayout/pkg/mig/gpu"
-	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 )
 
 // TestNoRollbackOnGPUOfAnotherEntry: three A100s in MIG mode, an
@@ -31,19 +27,10 @@ func TestNoRollbackOnGPUOfAnotherEntry(t *testing.T) {
 		}
 	}
 	g.splitGI(t, 2, 4)
-	m, err := gpu.NewNVML(gputest.WithoutGPU{Interface: g.sim, Gone: 0}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := OpenJournal(t.TempDir() + "/journal.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Repartitioner{GPUs: m, Inventory: g.inv, Allocations: g.alloc, Prepared: g.prep, Locks: g.locks, Journal: j,
-		SettlePeriod: time.Second, Sleep: func(context.Context, time.Duration) error { return nil }}
+	g.withoutGPU(t, 0)
 	sp := spec(1, "7g.80gb@0")
 	sp.UUID = before[1].UUID
-	res, err := r.Sync(ctx, []v1alpha1.GPUSpec{sp}, nil)
+	res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{sp}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
-	"github.com/miglayout/miglayout/pkg/mig"
-	"github.com/miglayout/miglayout/pkg/mig/gpu"
-	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 )
 
 // TestPreparedDeviceHeldAfterRenumbering: three A100s; board B (index 1)
@@ -46,18 +42,7 @@ func preparedDeviceHeldAfterRenumbering(t *testing.T, whenPrepared string) {
 	} else {
 		g.locks.onBegin = prepare
 	}
-	m, err := gpu.NewNVML(gputest.WithoutGPU{Interface: g.sim, Gone: 0}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Shutdown() })
-	j, err := OpenJournal(t.TempDir() + "/journal.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.mgr = m
-	g.r = &Repartitioner{GPUs: m, Inventory: g.inv, Allocations: g.alloc, Prepared: g.prep, Locks: g.locks, Journal: j,
-		SettlePeriod: time.Second, Sleep: func(context.Context, time.Duration) error { return nil }}
+	g.withoutGPU(t, 0)
 	if got := g.migUUID(t, 0, "3g.40gb@0"); got != held {
 		t.Fatalf("index 0's 3g.40gb@0 is %s, want board B's %s", got, held)
 	}

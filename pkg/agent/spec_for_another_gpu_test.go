@@ -3,12 +3,9 @@ package agent
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
-	"github.com/miglayout/miglayout/pkg/mig/gpu"
-	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 )
 
 // TestSpecForAnotherGPUIsNotApplied: a node of an A100 (index 0) and two
@@ -43,22 +40,13 @@ func TestSpecForAnotherGPUIsNotApplied(t *testing.T) {
 			}
 		}
 	}
-	m, err := gpu.NewNVML(gputest.WithoutGPU{Interface: g.sim, Gone: 0}, mig.DefaultCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := OpenJournal(t.TempDir() + "/journal.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Repartitioner{GPUs: m, Inventory: g.inv, Allocations: g.alloc, Prepared: g.prep, Locks: g.locks, Journal: j,
-		SettlePeriod: time.Second, Sleep: func(context.Context, time.Duration) error { return nil }}
-	after, err := m.GPUs(ctx)
+	g.withoutGPU(t, 0)
+	after, err := g.mgr.GPUs(ctx)
 	if err != nil || len(after) != 2 || after[0].UUID != before[1].UUID {
 		t.Fatalf("renumbered GPUs %+v, %v; want the two H100s at 0 and 1", after, err)
 	}
 	layout := func(idx int) string {
-		devs, err := m.MIGDevices(ctx, idx)
+		devs, err := g.mgr.MIGDevices(ctx, idx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +69,7 @@ func TestSpecForAnotherGPUIsNotApplied(t *testing.T) {
 		{"another GPU's, held already", withUUID(spec(0, "3g.40gb@0"), before[0].UUID), v1alpha1.ReasonLayoutApplied, "3g.40gb@0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := r.Sync(ctx, []v1alpha1.GPUSpec{tc.spec}, nil)
+			res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{tc.spec}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

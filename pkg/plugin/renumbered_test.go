@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -17,13 +18,17 @@ import (
 	"github.com/miglayout/miglayout/pkg/slices"
 )
 
-// TestPrepareRefusesADeviceHeldUnderItsOldName: claim 1 is prepared with
-// board B's 3g.40gb@0 as gpu-1-mig-3g40gb-9-0. GPU 0 is taken off the node
-// without a reboot and the agent restarts: NVML numbers B 0, and the same
-// device is published as gpu-0-mig-3g40gb-9-0, which no allocation names.
-// A second claim allocated that name is refused (ErrAlreadyPrepared): one
-// MIG device is never prepared for two claims, whatever its name.
-func TestPrepareRefusesADeviceHeldUnderItsOldName(t *testing.T) {
+// renumberRig is a node of two A100s whose plugin prepared claim uid-1
+// ("first") with board B's 3g.40gb@0 (md), named gpu-1-mig-3g40gb-9-0.
+type renumberRig struct {
+	ctx context.Context
+	sim *nvmlsim.Sim
+	md  gpu.MIGDevice
+	cfg Config
+}
+
+func newRenumberRig(t *testing.T) *renumberRig {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "2xA100-SXM4-80GB", Seed: t.Name()})
 	if _, err := m.SetMIGMode(ctx, 1, true); err != nil {
@@ -42,32 +47,52 @@ func TestPrepareRefusesADeviceHeldUnderItsOldName(t *testing.T) {
 	if err := WriteFakeCapabilities(hostRoot, gpus[1].Minor, md); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{NodeName: node, GPUs: m, Locks: gpulock.New(), CDIDir: filepath.Join(dir, "cdi"),
-		CheckpointDir: filepath.Join(dir, "plugin"), HostRoot: hostRoot}
-	p, err := New(cfg)
+	r := &renumberRig{ctx: ctx, sim: sim, md: md, cfg: Config{NodeName: node, GPUs: m, Locks: gpulock.New(), CDIDir: filepath.Join(dir, "cdi"),
+		CheckpointDir: filepath.Join(dir, "plugin"), HostRoot: hostRoot}}
+	p, err := New(r.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := claim("uid-1", "first", alloc{"gpu", slices.DefaultDriverName, node, "gpu-1-mig-3g40gb-9-0"})
-	if r, _ := p.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{first}); r[first.UID].Err != nil {
-		t.Fatalf("claim 1: %v", r[first.UID].Err)
+	if res, _ := p.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{first}); res[first.UID].Err != nil {
+		t.Fatalf("claim 1: %v", res[first.UID].Err)
 	}
+	return r
+}
 
-	renumbered, err := gpu.NewNVML(gputest.WithoutGPU{Interface: sim, Gone: 0}, mig.DefaultCatalog())
+// renumbered is the plugin restarted once GPU 0 was taken off the node
+// without a reboot: NVML numbers board B 0, and the device claim 1 holds
+// is published as gpu-0-mig-3g40gb-9-0.
+func (r *renumberRig) renumbered(t *testing.T) *Plugin {
+	t.Helper()
+	m, err := gpu.NewNVML(gputest.WithoutGPU{Interface: r.sim, Gone: 0}, mig.DefaultCatalog())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.GPUs, cfg.Locks = renumbered, gpulock.New()
-	p, err = New(cfg)
+	cfg := r.cfg
+	cfg.GPUs, cfg.Locks = m, gpulock.New()
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// TestPrepareRefusesADeviceHeldUnderItsOldName: claim 1 is prepared with
+// board B's 3g.40gb@0 as gpu-1-mig-3g40gb-9-0. GPU 0 is taken off the node
+// without a reboot and the agent restarts: NVML numbers B 0, and the same
+// device is published as gpu-0-mig-3g40gb-9-0, which no allocation names.
+// A second claim allocated that name is refused (ErrAlreadyPrepared): one
+// MIG device is never prepared for two claims, whatever its name.
+func TestPrepareRefusesADeviceHeldUnderItsOldName(t *testing.T) {
+	r := newRenumberRig(t)
+	p := r.renumbered(t)
 	second := claim("uid-2", "second", alloc{"gpu", slices.DefaultDriverName, node, "gpu-0-mig-3g40gb-9-0"})
-	r, _ := p.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{second})
-	if err := r[second.UID].Err; !errors.Is(err, ErrAlreadyPrepared) {
+	res, _ := p.PrepareResourceClaims(r.ctx, []*resourceapi.ResourceClaim{second})
+	if err := res[second.UID].Err; !errors.Is(err, ErrAlreadyPrepared) {
 		t.Errorf("claim 2, allocated the device claim 1 holds under its new name: %v, want %v", err, ErrAlreadyPrepared)
 	}
-	if held := p.PreparedUUIDs(); !held.Has(md.UUID) || held.Len() != 1 {
-		t.Errorf("prepared UUIDs %v, want only claim 1's %s", sets.List(held), md.UUID)
+	if held := p.PreparedUUIDs(); !held.Has(r.md.UUID) || held.Len() != 1 {
+		t.Errorf("prepared UUIDs %v, want only claim 1's %s", sets.List(held), r.md.UUID)
 	}
 }
