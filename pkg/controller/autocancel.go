@@ -399,7 +399,9 @@ func cancelOf(nml *v1alpha1.NodeMigLayout, idx int) (planner.Change, bool) {
 		return planner.Change{}, false
 	}
 	if st.Reason == v1alpha1.ReasonSpecForAnotherGPU && !st.MIGEnabled {
-		// Auto mode never turns MIG on: the entry waits for a person.
+		// Auto mode never turns MIG on: the entry is set MIG off, as the
+		// GPU there holds it, by the MigLayout's reconciler
+		// (asItIsForRenumbered).
 		return planner.Change{}, false
 	}
 	actual, err1 := mig.ParseLayout(st.Layout)
