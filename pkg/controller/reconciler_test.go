@@ -253,9 +253,9 @@ func TestAutoModeRowsListEveryGPU(t *testing.T) {
 	}
 }
 
-// reconcileOnce runs one Reconcile of MigLayout "a" over objs and returns
-// the MigLayout as it then is.
-func reconcileOnce(t *testing.T, ctx context.Context, objs ...client.Object) v1alpha1.MigLayout {
+// reconciledOnce runs one Reconcile of MigLayout "a" over objs and returns
+// the client that holds them then.
+func reconciledOnce(t *testing.T, ctx context.Context, objs ...client.Object) client.Client {
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
 		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
@@ -263,6 +263,14 @@ func reconcileOnce(t *testing.T, ctx context.Context, objs ...client.Object) v1a
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
+	return c
+}
+
+// reconcileOnce runs one Reconcile of MigLayout "a" over objs and returns
+// the MigLayout as it then is.
+func reconcileOnce(t *testing.T, ctx context.Context, objs ...client.Object) v1alpha1.MigLayout {
+	t.Helper()
+	c := reconciledOnce(t, ctx, objs...)
 	var got v1alpha1.MigLayout
 	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &got); err != nil {
 		t.Fatal(err)

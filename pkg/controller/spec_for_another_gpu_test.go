@@ -6,10 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -66,12 +63,7 @@ func TestStaticSpecWrittenAgainForRenumberedGPUs(t *testing.T) {
 		h100(0).uuid("GPU-h100-a").layout("").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonSpecForAnotherGPU, "written for GPU-a100"),
 		h100(1).uuid("GPU-h100-b").layout(""),
 	).build(), ml)
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml, node("n1", map[string]string{"pool": "a"}), nml).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
-	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
-		t.Fatal(err)
-	}
+	c := reconciledOnce(t, ctx, ml, node("n1", map[string]string{"pool": "a"}), nml)
 	var got v1alpha1.NodeMigLayout
 	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
 		t.Fatal(err)
