@@ -171,7 +171,8 @@ const (
 // Reasons of a NodeMigLayout GPU row (status.gpus[].reason) besides the
 // condition reasons above that rows carry too (LayoutApplied, DeviceInUse,
 // ResetRequired, NVMLError, GPUUnreadable, InvalidLayout, UnknownGPU,
-// GPUMissing, UnknownAllocation, DeviceTaintsUnsupported, Repartitioning).
+// SpecForAnotherGPU, DevicePluginActive, GPUMissing, UnknownAllocation,
+// DeviceTaintsUnsupported, Repartitioning).
 const (
 	// ReasonDraining (GPU Draining): the devices that must go are published
 	// with the drain taint, and the agent waits out the settle period.
