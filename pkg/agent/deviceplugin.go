@@ -72,6 +72,10 @@ func (r *Repartitioner) Withhold(ctx context.Context, why string) (*SyncResult, 
 		res.Results[idx] = withheld
 	}
 	r.Metrics.setUnreadable(len(unreadable))
+	// The node publishes none of its devices: counted free, they would
+	// show capacity no claim can be given while another manager hands the
+	// GPUs out.
+	r.Metrics.recordDevices(&SyncResult{})
 	return res, nil
 }
 

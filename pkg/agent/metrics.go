@@ -49,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"code"}),
 		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "miglayout_agent_mig_devices",
-			Help: "MIG devices on the node after the last pass, by profile and state (free, in_use: allocated, prepared or running a process).",
+			Help: "MIG devices on the node after the last pass, by profile and state (free, in_use: allocated, prepared or running a process); none while the node publishes no device because another device manager hands its GPUs out (DevicePluginActive).",
 		}, []string{"profile", "state"}),
 		bindings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "miglayout_agent_binding_decisions_total",
