@@ -54,6 +54,7 @@ type options struct {
 	sysfsRoot         string
 	devRoot           string
 	driverRoot        string
+	hostDriverRoot    string
 	registrarDir      string
 	pluginDir         string
 	settle            time.Duration
@@ -112,6 +113,7 @@ func parseOptions(args []string, errorHandling pflag.ErrorHandling) (options, er
 	fs.BoolVar(&o.bindingConditions, "device-binding-conditions", false, "publish devices with binding conditions (DRA device binding conditions, on by default from Kubernetes 1.36): a pod is bound only after the agent confirms its device, and never to a device being drained, even where the scheduler decided before it saw the drain taint; each pod then waits about 5 s longer to be bound (the scheduler polls the conditions every 5 s)")
 	fs.DurationVar(&o.resync, "resync-period", time.Minute, "period of reconciles without a trigger")
 	fs.StringVar(&o.driverRoot, "nvidia-driver-root", "", "where the host's NVIDIA driver installation is mounted (e.g. /driver-root): libnvidia-ml.so.1 is loaded by path from its library directories, falling back to the library search path when none holds it; empty: the library search path only")
+	fs.StringVar(&o.hostDriverRoot, "host-nvidia-driver-root", "/", "the path on the host of the NVIDIA driver installation --nvidia-driver-root mounts (/run/nvidia/driver for the GPU Operator's containerised driver): a device node a prepared claim's CDI spec names that --dev-root lacks is looked for in <--nvidia-driver-root>/dev, and the spec gives its host path <this>/dev/...; \"/\": a driver installed on the host, whose nodes are in /dev")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8081", "address of the Prometheus metrics endpoint (0 disables)")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, metricsopts.SecureFlagHelp)
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", ":8082", "address of the /healthz and /readyz endpoints (0 disables)")
@@ -134,7 +136,22 @@ func parseOptions(args []string, errorHandling pflag.ErrorHandling) (options, er
 	if o.simulate != "" && !fs.Changed("dev-root") {
 		o.devRoot = "" // simulated GPUs have no device nodes
 	}
+	if !filepath.IsAbs(o.hostDriverRoot) {
+		return options{}, fmt.Errorf("--host-nvidia-driver-root=%q: want an absolute path", o.hostDriverRoot)
+	}
 	return o, nil
+}
+
+// driverDevDirs are the device directory of a driver installed in a
+// container as the agent sees it (<--nvidia-driver-root>/dev) and on the
+// host (<--host-nvidia-driver-root>/dev), for plugin.Config; empty where
+// the driver is the host's (--host-nvidia-driver-root=/), or no device
+// node is checked (no --dev-root) or the driver root is not mounted.
+func (o options) driverDevDirs() (driverDev, hostDriverDev string) {
+	if o.devRoot == "" || o.driverRoot == "" || filepath.Clean(o.hostDriverRoot) == "/" {
+		return "", ""
+	}
+	return filepath.Join(o.driverRoot, "dev"), filepath.Join(o.hostDriverRoot, "dev")
 }
 
 // stoppedEarly reports whether err is run's answer to the stop signal
@@ -297,9 +314,11 @@ func run(ctx context.Context, o options) error {
 	rec := &agent.NodeReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), NodeName: o.nodeName,
 		Recorder: mgr.GetEventRecorder("miglayout-agent"), Resync: o.resync, MaxPass: o.maxPass,
 		AllowDevicePlugin: o.allowDevicePlugin, OnNodeReplaced: func(err error) { cancel(err) }}
+	driverDev, hostDriverDev := o.driverDevDirs()
 	drv, err := plugin.New(plugin.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, GPUs: gpus, Locks: locks,
 		CDIDir: o.cdiDir, CheckpointDir: pluginDataDir, HostRoot: o.hostRoot, DevRoot: o.devRoot,
+		DriverDevRoot: driverDev, HostDriverDevRoot: hostDriverDev,
 		OnFatalError:    func(err error) { cancel(err) },
 		OnDroppedFields: inventory.DroppedFields,
 		OnUnprepared:    rec.Wake,

@@ -74,3 +74,37 @@ func TestParseOptionsRefusesArguments(t *testing.T) {
 		t.Errorf("--device-binding-conditions=false: %v", err)
 	}
 }
+
+// TestParseOptionsDriverDevDirs: device nodes are looked for in a driver
+// root's dev directory only where the driver root is mounted and is not
+// the host's own (the GPU Operator's containerised driver); a relative
+// host path is refused.
+func TestParseOptionsDriverDevDirs(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args                     []string
+		driverDev, hostDriverDev string
+	}{
+		"defaults": {nil, "", ""},
+		"a driver installed on the host": {[]string{"--nvidia-driver-root=/driver-root", "--host-nvidia-driver-root=/"},
+			"", ""},
+		"the GPU Operator's driver": {[]string{"--nvidia-driver-root=/driver-root", "--host-nvidia-driver-root=/run/nvidia/driver"},
+			"/driver-root/dev", "/run/nvidia/driver/dev"},
+		"the driver root not mounted": {[]string{"--host-nvidia-driver-root=/run/nvidia/driver"}, "", ""},
+		"simulated GPUs": {[]string{"--simulate=1xA100-SXM4-80GB", "--nvidia-driver-root=/driver-root", "--host-nvidia-driver-root=/run/nvidia/driver"},
+			"", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o, err := parseOptions(tc.args, pflag.ContinueOnError)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, h := o.driverDevDirs(); d != tc.driverDev || h != tc.hostDriverDev {
+				t.Errorf("driverDevDirs() = %q, %q; want %q, %q", d, h, tc.driverDev, tc.hostDriverDev)
+			}
+		})
+	}
+	if _, err := parseOptions([]string{"--host-nvidia-driver-root=run/nvidia/driver"}, pflag.ContinueOnError); err == nil ||
+		!strings.Contains(err.Error(), "absolute") {
+		t.Errorf("a relative --host-nvidia-driver-root: %v, want an error asking for an absolute path", err)
+	}
+}

@@ -60,6 +60,17 @@ func TestAgentSeesDriverRootMountedLater(t *testing.T) {
 	}
 }
 
+// TestAgentNamesContainerisedDriverRoot: the agent is told the driver
+// root's host path, so that device nodes a containerised driver makes in
+// its own /dev are named by their host path in CDI specs.
+func TestAgentNamesContainerisedDriverRoot(t *testing.T) {
+	ds := convert[appsv1.DaemonSet](t, find(t, render(t, map[string]any{"agent": map[string]any{"nvidiaDriverRoot": "/run/nvidia/driver"}}),
+		"DaemonSet", "miglayout-agent"))
+	if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--host-nvidia-driver-root=/run/nvidia/driver") {
+		t.Errorf("agent args %q, want --host-nvidia-driver-root=/run/nvidia/driver", args)
+	}
+}
+
 // TestAgentToleratesEveryTaint: the agent is the DRA kubelet plugin of the
 // devices pods on its node hold; kubelet needs it to unprepare their claims
 // when they end. No taint may keep it off (NoSchedule) or evict it

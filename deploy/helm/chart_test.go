@@ -581,6 +581,11 @@ func TestAgentDaemonSet(t *testing.T) {
 		t.Errorf("driver root: volume %q, mount %q, args %q; want / at /driver-root and --nvidia-driver-root=/driver-root",
 			hostPaths["driver-root"], mounts["driver-root"], c.Args)
 	}
+	// The driver root's host path, where a containerised driver's device
+	// nodes are (<root>/dev), for the CDI specs.
+	if !slices.Contains(c.Args, "--host-nvidia-driver-root=/") {
+		t.Errorf("args %q, want --host-nvidia-driver-root=/", c.Args)
+	}
 	// The MIG capability files and /proc/devices are read from the host's
 	// /proc, not the container's: the NVIDIA container runtime replaces
 	// the container's /proc/driver/nvidia with a copy made at start.

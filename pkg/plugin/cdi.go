@@ -78,7 +78,9 @@ func cdiDeviceID(driverName string, claimUID types.UID, device string) string {
 // buildSpec is the CDI spec of a prepared claim, from its checkpoint record
 // and the control device nodes the host has (control, Plugin.controlNodes):
 // those for all of the claim's containers, and per device and request its
-// own device nodes, its device list mount and NVIDIA_VISIBLE_DEVICES.
+// own device nodes, its device list mount and NVIDIA_VISIBLE_DEVICES. A
+// device node's host path is hostPathOf(its path), where that is not ""
+// (a node in the device directory of a driver installed in a container).
 //
 // NVIDIA_VISIBLE_DEVICES of a CDI device lists the UUIDs of every device of
 // the claim allocated for the same request (in allocation order), so a
@@ -95,11 +97,11 @@ func cdiDeviceID(driverName string, claimUID types.UID, device string) string {
 // (DeviceListMountRoot), but the variable of the last request applied: a
 // runtime that reads the variable alone tells it that request's devices
 // only.
-func buildSpec(driverName string, control []string, c PreparedClaim) (*cdispec.Spec, error) {
+func buildSpec(driverName string, control []string, c PreparedClaim, hostPathOf func(string) string) (*cdispec.Spec, error) {
 	spec := &cdispec.Spec{
 		Kind: cdiVendor(driverName) + "/" + CDIClass,
 		ContainerEdits: cdispec.ContainerEdits{
-			DeviceNodes: deviceNodes(control),
+			DeviceNodes: deviceNodes(control, hostPathOf),
 		},
 	}
 	visible := visibleDevices(c.Devices)
@@ -111,7 +113,7 @@ func buildSpec(driverName string, control []string, c PreparedClaim) (*cdispec.S
 				Name: requestCDIName(name, d, r),
 				ContainerEdits: cdispec.ContainerEdits{
 					Env:         []string{VisibleDevicesEnv + "=" + visible[r]},
-					DeviceNodes: deviceNodes(d.DeviceNodes),
+					DeviceNodes: deviceNodes(d.DeviceNodes, hostPathOf),
 					Mounts:      []*cdispec.Mount{deviceListMount(d.UUID)},
 				},
 			})
@@ -127,7 +129,7 @@ func buildSpec(driverName string, control []string, c PreparedClaim) (*cdispec.S
 				Name: name,
 				ContainerEdits: cdispec.ContainerEdits{
 					Env:         []string{VisibleDevicesEnv + "=" + visibleForAll(c.Devices, reqs)},
-					DeviceNodes: deviceNodes(d.DeviceNodes),
+					DeviceNodes: deviceNodes(d.DeviceNodes, hostPathOf),
 					Mounts:      []*cdispec.Mount{deviceListMount(d.UUID)},
 				},
 			})
@@ -208,10 +210,15 @@ func deviceListMount(uuid string) *cdispec.Mount {
 	}
 }
 
-func deviceNodes(paths []string) []*cdispec.DeviceNode {
+// deviceNodes are the CDI device nodes of paths (in the container and, where
+// hostPathOf gives none, on the host); hostPathOf may be nil.
+func deviceNodes(paths []string, hostPathOf func(string) string) []*cdispec.DeviceNode {
 	out := make([]*cdispec.DeviceNode, len(paths))
 	for i, p := range paths {
 		out[i] = &cdispec.DeviceNode{Path: p}
+		if hostPathOf != nil {
+			out[i].HostPath = hostPathOf(p)
+		}
 	}
 	return out
 }
@@ -234,7 +241,7 @@ func ownDeviceNodes(hostRoot string, src slices.Source) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading MIG capability of %s (GI %d, CI %d): %w", src.Name, src.MIG.GIID, src.MIG.CIID, err)
 		}
-		nodes = append(nodes, fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", minor))
+		nodes = append(nodes, capabilityNode(minor))
 	}
 	return nodes, nil
 }

@@ -40,9 +40,13 @@ const capsDriver = "nvidia-caps"
 // /dev/nvidia-uvm-tools is no error: a spec names it only where it exists
 // (optionalControlNodes).
 //
-// devRoot is where the host's /dev is seen by the plugin; the paths in the
-// specs are host paths under /dev.
-func ensureDeviceNodes(devRoot, hostRoot string, src slices.Source, nodes []string) error {
+// dirs.dev is where the host's /dev is seen by the plugin; a node other than
+// the /dev/nvidia-caps ones may be in the device directory of a driver
+// installed in a container instead (dirs.driverDev: the GPU Operator's).
+// The /dev/nvidia-caps and Unified Memory nodes are made in the host's
+// /dev.
+func ensureDeviceNodes(dirs nodeDirs, hostRoot string, src slices.Source, nodes []string) error {
+	devRoot := dirs.dev
 	if err := ensureUVMNodes(devRoot, hostRoot); err != nil {
 		return err
 	}
@@ -51,15 +55,19 @@ func ensureDeviceNodes(devRoot, hostRoot string, src slices.Source, nodes []stri
 		if strings.HasPrefix(n, "/dev/nvidia-caps/") {
 			continue
 		}
-		if _, err := os.Stat(hostDevPath(devRoot, n)); errors.Is(err, fs.ErrNotExist) {
-			missing = append(missing, n)
-		} else if err != nil {
+		if _, found, err := dirs.locate(n); err != nil {
 			return fmt.Errorf("checking device node %s: %w", n, err)
+		} else if !found {
+			missing = append(missing, n)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("device nodes %s of %s do not exist on the host: the NVIDIA driver installation creates them (nvidia-modprobe, or nvidia-ctk system create-device-nodes --control-devices; nvidia-uvm needs its kernel module loaded)",
-			strings.Join(missing, ", "), src.Name)
+		where := "on the host"
+		if dirs.driverDev != "" {
+			where = fmt.Sprintf("on the host, in /dev or in the driver's %s", dirs.hostDriverDev)
+		}
+		return fmt.Errorf("device nodes %s of %s do not exist %s: the NVIDIA driver installation creates them (nvidia-modprobe, or nvidia-ctk system create-device-nodes --control-devices; nvidia-uvm needs its kernel module loaded)",
+			strings.Join(missing, ", "), src.Name, where)
 	}
 	if src.MIG == nil {
 		return nil
@@ -70,12 +78,55 @@ func ensureDeviceNodes(devRoot, hostRoot string, src slices.Source, nodes []stri
 		if err != nil {
 			return fmt.Errorf("reading MIG capability of %s (GI %d, CI %d): %w", src.Name, src.MIG.GIID, ci, err)
 		}
+		if c.keep {
+			// The host's node: in its /dev or the driver's device directory.
+			if _, found, err := dirs.locate(capabilityNode(c.minor)); err != nil {
+				return fmt.Errorf("checking the device node of MIG capability %s of %s: %w", path, src.Name, err)
+			} else if found {
+				continue
+			}
+		}
 		if err := ensureCapabilityNode(devRoot, hostRoot, c); err != nil {
 			return fmt.Errorf("creating the device node of MIG capability %s of %s: %w", path, src.Name, err)
 		}
 	}
 	return nil
 }
+
+// nodeDirs are the directories a device node a CDI spec names may be in,
+// as the plugin sees them: the host's /dev (dev) and the device directory
+// of a driver installed in a container (driverDev, hostDriverDev on the
+// host; empty where there is none). See Config.DevRoot and DriverDevRoot.
+type nodeDirs struct {
+	dev, driverDev, hostDriverDev string
+}
+
+// locate looks for device node path (/dev/...) under the host's /dev, then
+// under the driver's device directory, and returns the host path a CDI
+// spec gives it: "" where it is in the host's /dev (the spec's path is the
+// host path) or none is found, else its path in the driver's device
+// directory on the host. found says whether it exists; err is a failure to
+// look that is not its absence.
+func (d nodeDirs) locate(path string) (hostPath string, found bool, err error) {
+	_, err = os.Stat(hostDevPath(d.dev, path))
+	if err == nil || !errors.Is(err, fs.ErrNotExist) || d.driverDev == "" {
+		return "", err == nil, ignoreNotExist(err)
+	}
+	if _, err := os.Stat(hostDevPath(d.driverDev, path)); err != nil {
+		return "", false, ignoreNotExist(err)
+	}
+	return hostDevPath(d.hostDriverDev, path), true, nil
+}
+
+func ignoreNotExist(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// capabilityNode is the device node of the capability of the given minor.
+func capabilityNode(minor int) string { return fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", minor) }
 
 // hostDevPath is where host path /dev/... is seen under devRoot.
 func hostDevPath(devRoot, path string) string {
@@ -91,7 +142,7 @@ func hostDevPath(devRoot, path string) string {
 // Where the driver says its device files are the host's (DeviceFileModify:
 // 0), an existing node is left as it is and a missing one is an error.
 func ensureCapabilityNode(devRoot, hostRoot string, c capability) error {
-	path := hostDevPath(devRoot, fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", c.minor))
+	path := hostDevPath(devRoot, capabilityNode(c.minor))
 	if c.keep {
 		_, err := os.Stat(path)
 		if errors.Is(err, fs.ErrNotExist) {

@@ -48,7 +48,7 @@ func EnsureMIGManagementNodes(devRoot, hostRoot string) (nodes, missing []string
 			errs = multierror.Append(errs, fmt.Errorf("creating the device node of MIG capability %s: %w", name, eerr))
 			continue
 		}
-		nodes = append(nodes, fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", c.minor))
+		nodes = append(nodes, capabilityNode(c.minor))
 	}
 	return nodes, missing, errs.ErrorOrNil()
 }

@@ -94,6 +94,16 @@ type Config struct {
 	// MIG devices are created where missing (ensureDeviceNodes). Empty: no
 	// device node is checked or created (simulated GPUs).
 	DevRoot string
+	// DriverDevRoot is where the device directory of an NVIDIA driver
+	// installed in a container is seen by the plugin (the GPU Operator's
+	// driver makes its device nodes in /run/nvidia/driver/dev, which the
+	// agent sees as /driver-root/dev), and HostDriverDevRoot that
+	// directory's path on the host. A device node not under DevRoot is
+	// looked for there, and the CDI spec gives its host path (hostPath
+	// <HostDriverDevRoot>/...): the container runtime reads the device
+	// number from the host path, and the host's /dev may not have the
+	// node. Empty: nodes are looked for under DevRoot only.
+	DriverDevRoot, HostDriverDevRoot string
 	// OnFatalError, when set, is called for background errors that the
 	// helper reports as not recoverable (HandleError); the agent cancels its
 	// context there. Recoverable errors are only logged.

@@ -396,7 +396,7 @@ func (p *Plugin) writeSpec(pc PreparedClaim) error {
 	if len(pc.Devices) == 0 {
 		return nil
 	}
-	spec, err := buildSpec(p.cfg.DriverName, p.controlNodes(), pc)
+	spec, err := buildSpec(p.cfg.DriverName, p.controlNodes(), pc, p.hostPathOf)
 	if err != nil {
 		return err
 	}

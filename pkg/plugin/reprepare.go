@@ -127,7 +127,7 @@ func (p *Plugin) reprepareWith(pc PreparedClaim, inv migslices.Inventory, onlyIf
 // specOnDisk reports whether the CDI spec file of pc holds exactly the spec
 // buildSpec makes of it (false where it is missing or unreadable).
 func (p *Plugin) specOnDisk(pc PreparedClaim) bool {
-	want, err := buildSpec(p.cfg.DriverName, p.controlNodes(), pc)
+	want, err := buildSpec(p.cfg.DriverName, p.controlNodes(), pc, p.hostPathOf)
 	if err != nil {
 		return false
 	}
@@ -151,7 +151,7 @@ func (p *Plugin) controlNodes() []string {
 	out := slices.Clone(requiredControlNodes)
 	for _, n := range optionalControlNodes {
 		if p.cfg.DevRoot != "" {
-			if _, err := os.Stat(hostDevPath(p.cfg.DevRoot, n)); err != nil {
+			if _, found, _ := p.nodeDirs().locate(n); !found {
 				continue
 			}
 		}
@@ -160,13 +160,30 @@ func (p *Plugin) controlNodes() []string {
 	return out
 }
 
+// nodeDirs are the directories of Config.DevRoot and DriverDevRoot.
+func (p *Plugin) nodeDirs() nodeDirs {
+	return nodeDirs{dev: p.cfg.DevRoot, driverDev: p.cfg.DriverDevRoot, hostDriverDev: p.cfg.HostDriverDevRoot}
+}
+
+// hostPathOf is the host path a CDI spec gives device node path (CDI
+// hostPath; "": path itself): its path in the driver's device directory
+// on the host where the host's /dev lacks it (nodeDirs.locate). Without a
+// DevRoot (simulated GPUs), "".
+func (p *Plugin) hostPathOf(path string) string {
+	if p.cfg.DevRoot == "" {
+		return ""
+	}
+	h, _, _ := p.nodeDirs().locate(path)
+	return h
+}
+
 // ensureDeviceNodes is the package's ensureDeviceNodes under Config.DevRoot,
 // nothing without one.
 func (p *Plugin) ensureDeviceNodes(src migslices.Source, nodes []string) error {
 	if p.cfg.DevRoot == "" {
 		return nil
 	}
-	return ensureDeviceNodes(p.cfg.DevRoot, p.cfg.HostRoot, src, nodes)
+	return ensureDeviceNodes(p.nodeDirs(), p.cfg.HostRoot, src, nodes)
 }
 
 // readInventory reads the given GPUs, and the MIG devices of those with MIG
