@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,7 +57,29 @@ type PoolInventory struct {
 	// dropped counts, by DRA feature, the reports that the API server
 	// dropped fields needing it (DroppedFields).
 	dropped map[string]int
+
+	servedMu sync.Mutex
+	// served is the last publication the API server was found serving
+	// (waitServed); zero after one that was not.
+	served servedPublication
 }
+
+// servedPublication is a publication's devices (wantedKeys) found served at
+// a time, with the dropped-field reports counted by then.
+type servedPublication struct {
+	keys    sets.Set[deviceKey]
+	at      time.Time
+	dropped map[string]int
+}
+
+// ServedRecheck is how long a publication found served is taken for
+// served still: a pass that publishes the same devices (none drained)
+// within it does not read the pool back from the API server. Every pass
+// publishes, at least once a resync period, and the read bypasses caches:
+// thousands of agents would list their slices every minute for nothing.
+// Past it, the read shows a pool the API server lost (slices deleted and
+// not made again).
+const ServedRecheck = 10 * time.Minute
 
 // DroppedFields records a report of the ResourceSlice controller that the
 // API server stored a slice of this agent's without some fields (through
@@ -128,7 +151,12 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 	if err := p.Publisher.PublishResources(ctx, res); err != nil {
 		return fmt.Errorf("publishing pool %s: %w", p.NodeName, err)
 	}
+	want := wantedKeys(res)
+	if draining.Len() == 0 && p.stillServed(want, before) {
+		return nil
+	}
 	err = p.waitServed(ctx, res, before)
+	p.recordServed(want, before, err)
 	switch {
 	case errors.Is(err, ErrDrainTaintsDropped):
 		p.taintsDroppedAt.Store(p.now().UnixNano())
@@ -136,6 +164,31 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 		p.taintsDroppedAt.Store(0)
 	}
 	return err
+}
+
+// stillServed reports whether want is the publication last found served,
+// less than ServedRecheck ago, with no dropped-field report since
+// (counted in dropped now).
+func (p *PoolInventory) stillServed(want sets.Set[deviceKey], dropped map[string]int) bool {
+	if p.Live == nil {
+		return false
+	}
+	p.servedMu.Lock()
+	defer p.servedMu.Unlock()
+	s := p.served
+	return s.keys != nil && s.keys.Equal(want) && maps.Equal(s.dropped, dropped) && p.now().Sub(s.at) < ServedRecheck
+}
+
+// recordServed remembers publication want as served now where err is nil
+// (the wait for it succeeded), and forgets the last one otherwise.
+func (p *PoolInventory) recordServed(want sets.Set[deviceKey], dropped map[string]int, err error) {
+	p.servedMu.Lock()
+	defer p.servedMu.Unlock()
+	if err != nil || p.Live == nil {
+		p.served = servedPublication{}
+		return
+	}
+	p.served = servedPublication{keys: want, at: p.now(), dropped: dropped}
 }
 
 // PendingTaintsRetry is how long after the API server was found dropping
