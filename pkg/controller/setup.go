@@ -36,12 +36,14 @@ const Name = "miglayout-controller"
 //   - MigLayouts (spec changes, creation, deletion): that MigLayout, and every
 //     other one, since selector overlaps are between MigLayouts;
 //   - Nodes (metadata only; creation, deletion, changes of a label some
-//     MigLayout's node selector names: selectorLabelChanged): every
-//     MigLayout;
+//     MigLayout's node selector names: selectorLabelChanged): the
+//     MigLayouts that select the node, before or after, or control its
+//     NodeMigLayout (nodeMigLayouts);
 //   - NodeMigLayouts (any change, the agent's status above all): the
 //     MigLayout that controls it;
 //   - with AgentLeases, the agents' heartbeat Leases (created, deleted,
-//     renewed after a gap: agentLeaseChange): every MigLayout. A Lease's
+//     renewed after a gap: agentLeaseChange): the MigLayouts that select
+//     its node or control the node's NodeMigLayout. A Lease's
 //     expiry has no event: each reconcile asks to look again when the
 //     first of its nodes' live agents would be lost.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -66,10 +68,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.NodeMigLayout{}, handler.EnqueueRequestsFromMapFunc(r.gatingMigLayouts)).
 		Watches(&v1alpha1.MigLayout{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeMigLayouts),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.Funcs{UpdateFunc: r.selectorLabelChanged}))
 	if r.AgentLeases != nil {
-		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.allMigLayouts),
+		b = b.Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.nodeMigLayouts),
 			builder.WithPredicates(agentLeaseChange(r.AgentLeases.Namespace)))
 	}
 	return b.Complete(r)
@@ -118,6 +120,68 @@ func (r *Reconciler) allMigLayouts(ctx context.Context, _ client.Object) []recon
 	reqs := make([]reconcile.Request, len(mls.Items))
 	for i, ml := range mls.Items {
 		reqs[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: ml.Name}}
+	}
+	return reqs
+}
+
+// nodeMigLayouts maps an event of a Node, or of its agent's heartbeat
+// Lease, to the MigLayouts it concerns: those whose node selector matches
+// the node's labels (the event's Node's: for an update, the old and the
+// new labels each, controller-runtime mapping both objects; for a Lease,
+// the cached Node's), and the one that controls the node's NodeMigLayout
+// (it selected the node before, or holds it with a selector that does not
+// parse). Any other MigLayout neither selects the node nor conflicts with
+// one that does. A Node joining or leaving a large cluster wakes a few
+// MigLayouts, not all, each of whose reconciles reads every node. Where
+// the MigLayouts cannot be listed, it maps to none (logged), as
+// allMigLayouts does.
+func (r *Reconciler) nodeMigLayouts(ctx context.Context, obj client.Object) []reconcile.Request {
+	logger := klog.FromContext(ctx)
+	name, nodeLabels, known := obj.GetName(), obj.GetLabels(), true
+	if lease, ok := obj.(*coordinationv1.Lease); ok {
+		name = v1alpha1.AgentLeaseNode(lease)
+		if name == "" {
+			return nil
+		}
+		node := &metav1.PartialObjectMetadata{}
+		node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+		switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, node); {
+		case apierrors.IsNotFound(err):
+			known = false
+		case err != nil:
+			logger.Error(err, "Reading a node to map its agent Lease's event", "node", name)
+			return r.allMigLayouts(ctx, obj)
+		default:
+			nodeLabels = node.Labels
+		}
+	}
+	var mls v1alpha1.MigLayoutList
+	if err := r.Client.List(ctx, &mls, client.UnsafeDisableDeepCopy); err != nil {
+		logger.Error(err, "Listing MigLayouts to map an event", "node", name)
+		return nil
+	}
+	var owner string
+	nml := &v1alpha1.NodeMigLayout{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, nml); {
+	case err == nil:
+		if ref := metav1.GetControllerOf(nml); ref != nil {
+			owner = ref.Name
+		}
+	case !apierrors.IsNotFound(err):
+		logger.Error(err, "Reading a NodeMigLayout to map an event", "node", name)
+		return r.allMigLayouts(ctx, obj)
+	}
+	var reqs []reconcile.Request
+	for i := range mls.Items {
+		ml := &mls.Items[i]
+		concerned := ml.Name == owner
+		if !concerned && known {
+			sel, err := selector(ml)
+			concerned = err == nil && sel.Matches(labels.Set(nodeLabels))
+		}
+		if concerned {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: ml.Name}})
+		}
 	}
 	return reqs
 }
