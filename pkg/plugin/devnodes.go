@@ -41,8 +41,9 @@ const capsDriver = "nvidia-caps"
 // (optionalControlNodes).
 //
 // dirs.dev is where the host's /dev is seen by the plugin; a node other than
-// the /dev/nvidia-caps ones may be in the device directory of a driver
-// installed in a container instead (dirs.driverDev: the GPU Operator's).
+// the /dev/nvidia-caps ones is looked for in the device directory of a
+// driver installed in a container first (dirs.driverDev: the GPU
+// Operator's), and counts only as a character device (nodeDirs.locate).
 // The /dev/nvidia-caps and Unified Memory nodes are made in the host's
 // /dev.
 func ensureDeviceNodes(dirs nodeDirs, hostRoot string, src slices.Source, nodes []string) error {
@@ -66,8 +67,13 @@ func ensureDeviceNodes(dirs nodeDirs, hostRoot string, src slices.Source, nodes 
 		if dirs.driverDev != "" {
 			where = fmt.Sprintf("on the host, in /dev or in the driver's %s", dirs.hostDriverDev)
 		}
-		return fmt.Errorf("device nodes %s of %s do not exist %s: the NVIDIA driver installation creates them (nvidia-modprobe, or nvidia-ctk system create-device-nodes --control-devices; nvidia-uvm needs its kernel module loaded)",
-			strings.Join(missing, ", "), src.Name, where)
+		var odd string
+		if files := dirs.notDevices(missing); len(files) > 0 {
+			odd = fmt.Sprintf("; %s there %s not character devices (an empty file the NVIDIA container runtime leaves in the host's /dev where it mounts the node into a container that mounts the host's /dev, or a symbolic link): remove them",
+				strings.Join(files, ", "), map[bool]string{true: "is", false: "are"}[len(files) == 1])
+		}
+		return fmt.Errorf("device nodes %s of %s do not exist %s: the NVIDIA driver installation creates them (nvidia-modprobe, or nvidia-ctk system create-device-nodes --control-devices; nvidia-uvm needs its kernel module loaded)%s",
+			strings.Join(missing, ", "), src.Name, where, odd)
 	}
 	if src.MIG == nil {
 		return nil
@@ -101,21 +107,53 @@ type nodeDirs struct {
 	dev, driverDev, hostDriverDev string
 }
 
-// locate looks for device node path (/dev/...) under the host's /dev, then
-// under the driver's device directory, and returns the host path a CDI
-// spec gives it: "" where it is in the host's /dev (the spec's path is the
-// host path) or none is found, else its path in the driver's device
-// directory on the host. found says whether it exists; err is a failure to
-// look that is not its absence.
+// locate looks for device node path (/dev/...) as a character device in
+// the device directory of a driver installed in a container, then in the
+// host's /dev, and returns the host path a CDI spec gives it: its path in
+// the driver's device directory on the host where it is there, "" where
+// it is in the host's /dev (the spec's path is the host path) or nowhere.
+// The driver's directory goes first, as NVIDIA's own CDI specs for such a
+// driver name it: the host's /dev may hold an empty file of the node's
+// name (the NVIDIA container runtime's legacy mode makes one where it
+// bind-mounts the driver's node into a container whose /dev is the
+// host's), which the container runtime would refuse as no device node.
+// A file there that is not a character device does not count. found says
+// whether the node is found; err is a failure to look that is not its
+// absence.
 func (d nodeDirs) locate(path string) (hostPath string, found bool, err error) {
-	_, err = os.Stat(hostDevPath(d.dev, path))
-	if err == nil || !errors.Is(err, fs.ErrNotExist) || d.driverDev == "" {
-		return "", err == nil, ignoreNotExist(err)
+	if d.driverDev != "" {
+		switch ok, err := isCharDevice(hostDevPath(d.driverDev, path)); {
+		case err != nil:
+			return "", false, err
+		case ok:
+			return hostDevPath(d.hostDriverDev, path), true, nil
+		}
 	}
-	if _, err := os.Stat(hostDevPath(d.driverDev, path)); err != nil {
-		return "", false, ignoreNotExist(err)
+	ok, err := isCharDevice(hostDevPath(d.dev, path))
+	return "", ok, err
+}
+
+// notDevices are those of paths that the host's /dev has as something other
+// than a character device.
+func (d nodeDirs) notDevices(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if _, err := os.Lstat(hostDevPath(d.dev, p)); err == nil {
+			out = append(out, p)
+		}
 	}
-	return hostDevPath(d.hostDriverDev, path), true, nil
+	return out
+}
+
+// isCharDevice reports whether path is a character device (not followed
+// if a symbolic link: the container runtime reads a CDI device node's host
+// path so); a path that does not exist is none, and no error.
+func isCharDevice(path string) (bool, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return false, ignoreNotExist(err)
+	}
+	return fi.Mode()&fs.ModeCharDevice != 0, nil
 }
 
 func ignoreNotExist(err error) error {

@@ -29,6 +29,12 @@ Block devices:
 240 nvidia-caps-block
 `
 
+// driverNodes are the driver's own device nodes of devEnv: name → major,
+// minor.
+var driverNodes = map[string][2]uint32{
+	"nvidiactl": {195, 255}, "nvidia0": {195, 0}, "nvidia1": {195, 1}, "nvidia-uvm": {237, 0}, "nvidia-uvm-tools": {237, 1},
+}
+
 // devEnv is env with a host /dev (devRoot) holding the driver's nodes and a
 // /proc/devices; it skips where this process may not make device nodes.
 func devEnv(t *testing.T) (*env, string) {
@@ -42,9 +48,11 @@ func devEnv(t *testing.T) (*env, string) {
 		t.Skipf("cannot make device nodes here: %v", err)
 	}
 	_ = os.Remove(probe)
-	// The driver's own nodes: only their existence is checked.
-	for _, n := range []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0", "nvidia1"} {
-		if err := os.WriteFile(filepath.Join(devRoot, n), nil, 0o666); err != nil {
+	// The driver's own nodes, as the driver makes them (the majors of
+	// procDevices; nvidia-uvm's are checked, the others' only for being
+	// character devices).
+	for n, dev := range driverNodes {
+		if err := unix.Mknod(filepath.Join(devRoot, n), unix.S_IFCHR|0o666, int(unix.Mkdev(dev[0], dev[1]))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -198,15 +206,24 @@ func TestPrepareWithoutDeviceNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "is not a character device"},
-		"a GPU node that cannot be looked up (a symlink loop)": {func(t *testing.T, devRoot, _ string, _ []string) {
+		"a GPU node that is a symbolic link": {func(t *testing.T, devRoot, _ string, _ []string) {
 			path := filepath.Join(devRoot, "nvidia0")
+			if err := os.Rename(path, filepath.Join(devRoot, "nvidia0-node")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("nvidia0-node", path); err != nil {
+				t.Fatal(err)
+			}
+		}, "device nodes /dev/nvidia0 of gpu-0-mig-1g10gb-19-2 do not exist on the host: the NVIDIA driver installation creates them (nvidia-modprobe, or nvidia-ctk system create-device-nodes --control-devices; nvidia-uvm needs its kernel module loaded); /dev/nvidia0 there is not character devices"},
+		"an empty file in place of the control node": {func(t *testing.T, devRoot, _ string, _ []string) {
+			path := filepath.Join(devRoot, "nvidiactl")
 			if err := os.Remove(path); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Symlink("nvidia0", path); err != nil {
+			if err := os.WriteFile(path, nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, "checking device node /dev/nvidia0"},
+		}, "device nodes /dev/nvidiactl of"},
 		"no nvidia-caps major": {func(t *testing.T, _, hostRoot string, _ []string) {
 			if err := os.WriteFile(filepath.Join(hostRoot, "proc/devices"), []byte("Character devices:\n195 nvidia\n\nBlock devices:\n236 nvidia-caps\n"), 0o444); err != nil {
 				t.Fatal(err)
@@ -259,7 +276,20 @@ func TestPrepareWithoutUVMTools(t *testing.T) {
 	if diff := cmp.Diff([]string{"/dev/nvidiactl", "/dev/nvidia-uvm"}, names()); diff != "" {
 		t.Errorf("claim-wide device nodes without nvidia-uvm-tools (-want +got):\n%s", diff)
 	}
+	// A file that is no device node does not count.
 	if err := os.WriteFile(tools, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.prepare(p, c); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if diff := cmp.Diff([]string{"/dev/nvidiactl", "/dev/nvidia-uvm"}, names()); diff != "" {
+		t.Errorf("claim-wide device nodes with an empty file at nvidia-uvm-tools (-want +got):\n%s", diff)
+	}
+	if err := os.Remove(tools); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mknod(tools, unix.S_IFCHR|0o666, int(unix.Mkdev(237, 1))); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.prepare(p, c); r.Err != nil {
@@ -385,6 +415,13 @@ func TestPrepareMakesUVMNodes(t *testing.T) {
 // would open another device.
 func TestPrepareMakesStaleUVMNodeAgain(t *testing.T) {
 	e, devRoot, path := staleUVMEnv(t)
+	tools := filepath.Join(devRoot, "nvidia-uvm-tools")
+	if err := os.Remove(tools); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tools, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	p := e.pluginWithDev(devRoot)
 	c := claim(uid1, "infer", alloc{"mig", slices.DefaultDriverName, node, "gpu-0-mig-1g10gb-19-2"})
 	if r := e.prepare(p, c); r.Err != nil {

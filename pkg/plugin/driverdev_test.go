@@ -61,7 +61,7 @@ func specNodes(t *testing.T, e *env) map[string]string {
 // in its own device directory and not in the host's /dev (the GPU
 // Operator's driver container), a prepare finds them there and its CDI
 // spec gives their host paths, which the container runtime reads the
-// device numbers from; nodes the host's /dev has (nvidia-uvm, the MIG
+// device numbers from; nodes only the host's /dev has (nvidia-uvm, the MIG
 // capability nodes the prepare makes there) keep their own path. Without
 // the driver's directory, the prepare fails naming the missing nodes.
 func TestPrepareWithContainerisedDriver(t *testing.T) {
@@ -101,15 +101,22 @@ func TestPrepareWithContainerisedDriver(t *testing.T) {
 		t.Errorf("the CDI library refuses the spec: %v", errs)
 	}
 
-	// Once the host's /dev has the GPU's node (nvidia-modprobe ran on the
-	// host), the claim's spec written again names it there.
-	if err := os.WriteFile(filepath.Join(devRoot, "nvidia0"), nil, 0o666); err != nil {
+	// The driver's directory goes first: an empty file of a node's name in
+	// the host's /dev (the NVIDIA container runtime's legacy mode leaves
+	// one where it mounts the node into a container that mounts the host's
+	// /dev) is not taken for it. A node only the host's /dev has is.
+	if err := os.WriteFile(filepath.Join(devRoot, "nvidiactl"), nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(driverDev, "nvidia0"), filepath.Join(devRoot, "nvidia0")); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.prepare(p, c); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	if got := specNodes(t, e)["/dev/nvidia0"]; got != "" {
-		t.Errorf("host path of /dev/nvidia0 once the host's /dev has it = %q, want none", got)
+	got := specNodes(t, e)
+	if got["/dev/nvidiactl"] != hostDriverDev+"/nvidiactl" || got["/dev/nvidia0"] != "" {
+		t.Errorf("host paths of /dev/nvidiactl %q and /dev/nvidia0 %q; want the driver's %s/nvidiactl and none (the host's /dev has only nvidia0)",
+			got["/dev/nvidiactl"], got["/dev/nvidia0"], hostDriverDev)
 	}
 }

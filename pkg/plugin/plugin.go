@@ -98,11 +98,12 @@ type Config struct {
 	// installed in a container is seen by the plugin (the GPU Operator's
 	// driver makes its device nodes in /run/nvidia/driver/dev, which the
 	// agent sees as /driver-root/dev), and HostDriverDevRoot that
-	// directory's path on the host. A device node not under DevRoot is
-	// looked for there, and the CDI spec gives its host path (hostPath
-	// <HostDriverDevRoot>/...): the container runtime reads the device
-	// number from the host path, and the host's /dev may not have the
-	// node. Empty: nodes are looked for under DevRoot only.
+	// directory's path on the host. A device node is looked for there
+	// first, then under DevRoot (nodeDirs.locate), and the CDI spec gives
+	// one found there its host path (hostPath <HostDriverDevRoot>/...):
+	// the container runtime reads the device number from the host path,
+	// and the host's /dev may lack the node or hold an empty file of its
+	// name. Empty: nodes are looked for under DevRoot only.
 	DriverDevRoot, HostDriverDevRoot string
 	// OnFatalError, when set, is called for background errors that the
 	// helper reports as not recoverable (HandleError); the agent cancels its
