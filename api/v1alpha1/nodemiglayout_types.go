@@ -54,6 +54,14 @@ type NodeMigLayout struct {
 	Status NodeMigLayoutStatus `json:"status,omitempty"`
 }
 
+// MaxNodeGPUs is the most GPU entries a NodeMigLayout's spec, or GPU rows
+// its status, may hold (MaxItems), and MaxGPUIndex the highest GPU index
+// either may name (Maximum).
+const (
+	MaxNodeGPUs = 16
+	MaxGPUIndex = 63
+)
+
 // NodeMigLayoutSpec is the desired layout of each GPU of the node.
 type NodeMigLayoutSpec struct {
 	// MigLayout names the MigLayout this node's desired state comes from.
@@ -142,6 +150,8 @@ type NodeMigLayoutStatus struct {
 // GPUStatus is the observed state of one GPU.
 type GPUStatus struct {
 	// Index is the NVML GPU index.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=63
 	// +required
 	Index int32 `json:"index"`
 	// UUID of the GPU ("GPU-...").

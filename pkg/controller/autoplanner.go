@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -663,7 +664,8 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 // server returned it, where fresh has the node, on the first try; the
 // cache's otherwise), and returns the NodeMigLayouts it wrote, as written,
 // by node, and how many changes and cancels it wrote or found written
-// already.
+// already. A node whose write fails is skipped: the error (of every such
+// node) is returned after the other nodes are written.
 func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change, fresh map[string]*v1alpha1.NodeMigLayout) (map[string]*v1alpha1.NodeMigLayout, int, error) {
 	logger := klog.FromContext(ctx)
 	out := map[string]*v1alpha1.NodeMigLayout{}
@@ -704,6 +706,7 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 		return true
 	}
 	count := 0
+	var errs []error
 	for _, node := range sortedKeys(byNode) {
 		var written []planner.Change
 		already := 0
@@ -755,7 +758,10 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 			return nil
 		})
 		if err != nil {
-			return nil, count, fmt.Errorf("writing planned layouts of node %s: %w", node, err)
+			// The other nodes are written all the same: one node whose
+			// write keeps failing holds back no other node's changes.
+			errs = append(errs, fmt.Errorf("writing planned layouts of node %s: %w", node, err))
+			continue
 		}
 		count += len(written) + already
 		if len(written) > 0 {
@@ -768,7 +774,7 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 			logger.Info("Planned GPU layout", "node", node, "gpu", c.GPU, "from", c.From.String(), "to", c.To.String(), "destroyed", c.Destroyed.String(), "reason", c.Reason)
 		}
 	}
-	return out, count, nil
+	return out, count, errors.Join(errs...)
 }
 
 // maxServedPods is the MaxItems of GPUSpec.ServedPods.

@@ -136,6 +136,39 @@ func autoPlannable(st v1alpha1.GPUStatus) bool {
 	return st.MIGEnabled && st.MIGPending == st.MIGEnabled && st.Reason != v1alpha1.ReasonDevicePluginActive
 }
 
+// specRoom tells which GPUs of a node may be planned on: those whose spec
+// entry can be written, at an index the spec may name
+// (v1alpha1.MaxGPUIndex), and in a spec that has their entry already or
+// room for one more (v1alpha1.MaxNodeGPUs), counted in the order asked. An
+// agent reports its GPUs' NVML indices, never more than a spec may hold;
+// a status that says otherwise (written before the CRD bounded its
+// indices, or by something that is not the agent) would make a plan the
+// API server refuses to write.
+type specRoom struct {
+	specs map[int32]v1alpha1.GPUSpec
+	left  int // entries the spec may still take
+}
+
+func newSpecRoom(specs map[int32]v1alpha1.GPUSpec) *specRoom {
+	return &specRoom{specs: specs, left: v1alpha1.MaxNodeGPUs - len(specs)}
+}
+
+// take reports whether GPU idx may be planned on, counting the entry it
+// may need.
+func (r *specRoom) take(idx int32) bool {
+	if idx < 0 || idx > v1alpha1.MaxGPUIndex {
+		return false
+	}
+	if _, has := r.specs[idx]; has {
+		return true
+	}
+	if r.left <= 0 {
+		return false
+	}
+	r.left--
+	return true
+}
+
 // autoGPUs are the GPUs of a node the planner may use: MIG on, known model.
 // allocated are the names of the node's devices that claims hold (or that
 // must stay as they are for another reason), adminHeld those that claims
@@ -152,9 +185,10 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 	for _, s := range nml.Spec.GPUs {
 		specs[s.Index] = s
 	}
+	room := newSpecRoom(specs)
 	var out []planner.GPU
 	for _, st := range nml.Status.GPUs {
-		if !autoPlannable(st) {
+		if !autoPlannable(st) || !room.take(st.Index) {
 			continue
 		}
 		name := st.Model

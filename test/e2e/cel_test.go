@@ -480,3 +480,30 @@ func wantAdmission(t *testing.T, err error, want string) {
 		t.Fatalf("admission error %q; want an Invalid error with %q", err, want)
 	}
 }
+
+// TestNodeMigLayoutStatusGPUIndexBounded: the API server refuses a
+// NodeMigLayout status row whose GPU index no spec entry may name (a
+// plan on it would be refused when written), and takes the highest one a
+// spec may name.
+func TestNodeMigLayoutStatusGPUIndexBounded(t *testing.T) {
+	c := miglayoutClient(t)
+	ctx := testContext(t, time.Minute)
+	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "status-index-bounded"}}
+	if err := c.Create(ctx, nml); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), nml) })
+	for _, tc := range []struct {
+		index int32
+		ok    bool
+	}{{v1alpha1.MaxGPUIndex + 1, false}, {-1, false}, {v1alpha1.MaxGPUIndex, true}} {
+		nml.Status.GPUs = []v1alpha1.GPUStatus{{Index: tc.index, Phase: v1alpha1.PhaseReady}}
+		err := c.Status().Update(ctx, nml)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("status with GPU index %d: %v, want it taken", tc.index, err)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "status.gpus[0].index")):
+			t.Errorf("status with GPU index %d: %v, want it refused naming status.gpus[0].index", tc.index, err)
+		}
+	}
+}
