@@ -497,6 +497,13 @@ func dropUnstarted(nml *v1alpha1.NodeMigLayout, why string) []v1alpha1.GPUSpec {
 // release to another MigLayout) the entry would otherwise hold the GPU
 // Blocked for good. A GPU NVML cannot read, or with a MIG mode change
 // pending, keeps its entry.
+//
+// An entry without a UUID (written by an earlier release, which applies to
+// whatever GPU is at its index) that the GPU there holds, Ready on the
+// spec's generation, is given that GPU's UUID: without it, the first
+// renumbering would apply it to another GPU. Static rules stamp their
+// entries as they decide them (DesiredGPUs); this stamps those nothing
+// decides afresh.
 func asItIsForRenumbered(nml *v1alpha1.NodeMigLayout, specs []v1alpha1.GPUSpec) []v1alpha1.GPUSpec {
 	out, cloned := specs, false
 	for i, sp := range specs {
@@ -505,6 +512,14 @@ func asItIsForRenumbered(nml *v1alpha1.NodeMigLayout, specs []v1alpha1.GPUSpec) 
 			continue
 		}
 		st := nml.Status.GPUs[j]
+		if sp.UUID == "" && st.UUID != "" && st.Phase == v1alpha1.PhaseReady && holds(sp, st) &&
+			nml.Status.ObservedGeneration == nml.Generation {
+			if !cloned {
+				out, cloned = slices.Clone(specs), true
+			}
+			out[i].UUID = st.UUID
+			continue
+		}
 		if sp.UUID == "" || st.UUID == "" || st.UUID == sp.UUID || hardwareGone(st) || st.MIGEnabled != st.MIGPending {
 			continue
 		}
@@ -596,6 +611,14 @@ func withLiveCheck(ctx context.Context) context.Context {
 // set) holds on it; any other conflict is returned (the reconcile is
 // requeued and reads again).
 func (r *Reconciler) patchSpec(ctx context.Context, existing, next *v1alpha1.NodeMigLayout, stillHolds func(live *v1alpha1.NodeMigLayout) bool) error {
+	if r.uuidsDropped.Load() && sameButUUIDs(existing, next) {
+		// The API server drops the UUIDs: the write would change nothing,
+		// and be made again on every reconcile.
+		existing.DeepCopyInto(next)
+		return nil
+	}
+	sent := next.DeepCopy()
+	defer func() { r.checkUUIDsKept(ctx, sent, next) }()
 	err := r.Client.Patch(ctx, next, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{}))
 	for attempt := 0; attempt < 3 && apierrors.IsConflict(err) && r.APIReader != nil; attempt++ {
 		var live v1alpha1.NodeMigLayout
@@ -620,6 +643,42 @@ func (r *Reconciler) patchSpec(ctx context.Context, existing, next *v1alpha1.Nod
 		}
 	}
 	return err
+}
+
+// checkUUIDsKept notes where the API server stored sent's spec as got
+// without the GPU UUIDs of its entries: the NodeMigLayout CRD is of an
+// earlier release (Helm installs crds/ on first install only), so the
+// agents cannot tell an entry's GPU after NVML numbers the GPUs anew.
+// It says so in an error log, and patchSpec then skips writes that would
+// change only the UUIDs, which the API server would drop again. A write
+// that failed leaves got as sent.
+func (r *Reconciler) checkUUIDsKept(ctx context.Context, sent, got *v1alpha1.NodeMigLayout) {
+	for _, s := range sent.Spec.GPUs {
+		i := slices.IndexFunc(got.Spec.GPUs, func(g v1alpha1.GPUSpec) bool { return g.Index == s.Index })
+		if s.UUID == "" || i < 0 || got.Spec.GPUs[i].UUID != "" {
+			continue
+		}
+		if !r.uuidsDropped.Swap(true) {
+			klog.FromContext(ctx).Error(nil, "The API server drops the GPU UUIDs of NodeMigLayout spec entries: its CRD is of an earlier release. "+
+				"Apply the chart's CRDs (kubectl apply --server-side --force-conflicts -f crds/); until then an agent applies an entry to whatever GPU NVML numbers at its index",
+				"nodeMigLayout", got.Name)
+		}
+		return
+	}
+}
+
+// sameButUUIDs reports whether a and b have the same spec but for the GPU
+// UUIDs of its entries, the same controller and the same writer.
+func sameButUUIDs(a, b *v1alpha1.NodeMigLayout) bool {
+	strip := func(n *v1alpha1.NodeMigLayout) v1alpha1.NodeMigLayoutSpec {
+		s := *n.Spec.DeepCopy()
+		for i := range s.GPUs {
+			s.GPUs[i].UUID = ""
+		}
+		return s
+	}
+	return equality.Semantic.DeepEqual(strip(a), strip(b)) && equality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences) &&
+		a.Annotations[v1alpha1.AnnotationSpecWrittenBy] == b.Annotations[v1alpha1.AnnotationSpecWrittenBy]
 }
 
 // writeRefused reports whether err, from creating or writing a

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -64,6 +65,10 @@ type Reconciler struct {
 	rollouts rolloutExpectations
 	// failing is since when each GPU's passes have failed.
 	failing failingPasses
+	// uuidsDropped: the API server stored a NodeMigLayout spec without
+	// the GPUs' UUIDs its entries were written with (its CRD is of an
+	// earlier release: patchSpec).
+	uuidsDropped atomic.Bool
 
 	mu sync.Mutex
 	// problems are, per MigLayout name, the problems present at its last
