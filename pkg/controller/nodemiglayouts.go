@@ -258,7 +258,8 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 			return existing, problems, err == nil, err
 		}
 	}
-	if err := r.patchSpec(ctx, existing, next, stillHolds); err != nil {
+	written, err := r.patchSpec(ctx, existing, next, stillHolds)
+	if err != nil {
 		if gate != nil && writeMayHaveApplied(err) {
 			// Counted as changing until the cache shows the write,
 			// or for rolloutExpectTTL where it never does.
@@ -267,6 +268,9 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		// The node is judged against the spec it should hold: not Ready
 		// for this generation on the strength of the old one.
 		return cmpOr(waitsFor, next), problems, false, fmt.Errorf("patching the spec of NodeMigLayout %s: %w", node, err)
+	}
+	if !written {
+		return cmpOr(waitsFor, next), problems, false, nil
 	}
 	writesMetric.WithLabelValues(op).Inc()
 	if gate != nil {
@@ -441,8 +445,10 @@ func (r *Reconciler) dropUnstartedOwned(ctx context.Context, ml *v1alpha1.MigLay
 	stillHolds := func(live *v1alpha1.NodeMigLayout) bool {
 		return equality.Semantic.DeepEqual(dropUnstarted(live, why), desired)
 	}
-	if err := r.patchSpec(ctx, existing, next, stillHolds); err != nil {
+	if written, err := r.patchSpec(ctx, existing, next, stillHolds); err != nil {
 		return fmt.Errorf("dropping the changes not started of NodeMigLayout %s (%s): %w", existing.Name, why, err)
+	} else if !written {
+		return nil
 	}
 	writesMetric.WithLabelValues("update").Inc()
 	klog.FromContext(ctx).Info("Dropped the changes not started on a node", "node", existing.Name, "why", why)
@@ -609,32 +615,38 @@ func withLiveCheck(ctx context.Context) context.Context {
 // often) is retried on the object read from the API server while its
 // spec, owners and annotations are still those read and stillHolds (when
 // set) holds on it; any other conflict is returned (the reconcile is
-// requeued and reads again).
-func (r *Reconciler) patchSpec(ctx context.Context, existing, next *v1alpha1.NodeMigLayout, stillHolds func(live *v1alpha1.NodeMigLayout) bool) error {
-	if r.uuidsDropped.Load() && sameButUUIDs(existing, next) {
+// requeued and reads again). written is false where nothing was written:
+// a write that would only add GPU UUIDs to entries, while the API server
+// drops them (droppingUUIDs), is skipped and next set to existing.
+func (r *Reconciler) patchSpec(ctx context.Context, existing, next *v1alpha1.NodeMigLayout, stillHolds func(live *v1alpha1.NodeMigLayout) bool) (written bool, err error) {
+	if r.droppingUUIDs() && onlyAddsUUIDs(existing, next) {
 		// The API server drops the UUIDs: the write would change nothing,
 		// and be made again on every reconcile.
 		existing.DeepCopyInto(next)
-		return nil
+		return false, nil
 	}
 	sent := next.DeepCopy()
-	defer func() { r.checkUUIDsKept(ctx, sent, next) }()
-	err := r.Client.Patch(ctx, next, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{}))
+	defer func() {
+		if err == nil {
+			r.checkUUIDsKept(ctx, sent, next)
+		}
+	}()
+	err = r.Client.Patch(ctx, next, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{}))
 	for attempt := 0; attempt < 3 && apierrors.IsConflict(err) && r.APIReader != nil; attempt++ {
 		var live v1alpha1.NodeMigLayout
 		if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(existing), &live); gerr != nil {
-			return fmt.Errorf("reading NodeMigLayout %s after a write conflict: %w", existing.Name, gerr)
+			return false, fmt.Errorf("reading NodeMigLayout %s after a write conflict: %w", existing.Name, gerr)
 		}
 		if equality.Semantic.DeepEqual(live.Spec, next.Spec) && equality.Semantic.DeepEqual(live.OwnerReferences, next.OwnerReferences) &&
 			live.Annotations[v1alpha1.AnnotationSpecWrittenBy] == next.Annotations[v1alpha1.AnnotationSpecWrittenBy] {
 			// Written already (the read was behind an earlier write).
 			live.DeepCopyInto(next)
-			return nil
+			return true, nil
 		}
 		if !equality.Semantic.DeepEqual(live.Spec, existing.Spec) || !equality.Semantic.DeepEqual(live.OwnerReferences, existing.OwnerReferences) ||
 			live.Annotations[v1alpha1.AnnotationSpecWrittenBy] != existing.Annotations[v1alpha1.AnnotationSpecWrittenBy] ||
 			(stillHolds != nil && !stillHolds(&live)) {
-			return err
+			return false, err
 		}
 		base, retry := existing.DeepCopy(), next.DeepCopy()
 		base.ResourceVersion, retry.ResourceVersion = live.ResourceVersion, live.ResourceVersion
@@ -642,43 +654,64 @@ func (r *Reconciler) patchSpec(ctx context.Context, existing, next *v1alpha1.Nod
 			retry.DeepCopyInto(next)
 		}
 	}
-	return err
+	return err == nil, err
+}
+
+// uuidsRecheck is how long after the API server was last found dropping
+// NodeMigLayout entries' GPU UUIDs patchSpec skips writes that only add
+// them: past it, a write checks again (the CRDs may have been applied).
+const uuidsRecheck = 10 * time.Minute
+
+// droppingUUIDs reports whether the API server was found dropping the
+// entries' GPU UUIDs less than uuidsRecheck ago.
+func (r *Reconciler) droppingUUIDs() bool {
+	at := r.uuidsDroppedAt.Load()
+	return at != 0 && r.now().Sub(time.Unix(0, at)) < uuidsRecheck
 }
 
 // checkUUIDsKept notes where the API server stored sent's spec as got
 // without the GPU UUIDs of its entries: the NodeMigLayout CRD is of an
 // earlier release (Helm installs crds/ on first install only), so the
 // agents cannot tell an entry's GPU after NVML numbers the GPUs anew.
-// It says so in an error log, and patchSpec then skips writes that would
-// change only the UUIDs, which the API server would drop again. A write
-// that failed leaves got as sent.
+// It says so in an error log (once per uuidsRecheck), and patchSpec then
+// skips, for uuidsRecheck, writes that would only add UUIDs, which the API
+// server would drop again on every reconcile.
 func (r *Reconciler) checkUUIDsKept(ctx context.Context, sent, got *v1alpha1.NodeMigLayout) {
 	for _, s := range sent.Spec.GPUs {
 		i := slices.IndexFunc(got.Spec.GPUs, func(g v1alpha1.GPUSpec) bool { return g.Index == s.Index })
 		if s.UUID == "" || i < 0 || got.Spec.GPUs[i].UUID != "" {
 			continue
 		}
-		if !r.uuidsDropped.Swap(true) {
+		if !r.droppingUUIDs() {
 			klog.FromContext(ctx).Error(nil, "The API server drops the GPU UUIDs of NodeMigLayout spec entries: its CRD is of an earlier release. "+
 				"Apply the chart's CRDs (kubectl apply --server-side --force-conflicts -f crds/); until then an agent applies an entry to whatever GPU NVML numbers at its index",
 				"nodeMigLayout", got.Name)
 		}
+		r.uuidsDroppedAt.Store(r.now().UnixNano())
 		return
 	}
 }
 
-// sameButUUIDs reports whether a and b have the same spec but for the GPU
-// UUIDs of its entries, the same controller and the same writer.
-func sameButUUIDs(a, b *v1alpha1.NodeMigLayout) bool {
-	strip := func(n *v1alpha1.NodeMigLayout) v1alpha1.NodeMigLayoutSpec {
-		s := *n.Spec.DeepCopy()
-		for i := range s.GPUs {
-			s.GPUs[i].UUID = ""
-		}
-		return s
+// onlyAddsUUIDs reports whether next differs from existing only by GPU
+// UUIDs given to entries that have none (same entries otherwise, same
+// controller, same writer): an entry whose UUID changes is a write for
+// another GPU, never skipped.
+func onlyAddsUUIDs(existing, next *v1alpha1.NodeMigLayout) bool {
+	if len(existing.Spec.GPUs) != len(next.Spec.GPUs) {
+		return false
 	}
-	return equality.Semantic.DeepEqual(strip(a), strip(b)) && equality.Semantic.DeepEqual(a.OwnerReferences, b.OwnerReferences) &&
-		a.Annotations[v1alpha1.AnnotationSpecWrittenBy] == b.Annotations[v1alpha1.AnnotationSpecWrittenBy]
+	for i, e := range existing.Spec.GPUs {
+		n := next.Spec.GPUs[i]
+		if e.UUID != "" && e.UUID != n.UUID {
+			return false
+		}
+		n.UUID = e.UUID
+		if !equality.Semantic.DeepEqual(e, n) {
+			return false
+		}
+	}
+	return existing.Spec.MigLayout == next.Spec.MigLayout && equality.Semantic.DeepEqual(existing.OwnerReferences, next.OwnerReferences) &&
+		existing.Annotations[v1alpha1.AnnotationSpecWrittenBy] == next.Annotations[v1alpha1.AnnotationSpecWrittenBy]
 }
 
 // writeRefused reports whether err, from creating or writing a

@@ -148,7 +148,7 @@ func TestPatchSpecRetriesOnlyOverTheSpecRead(t *testing.T) {
 			if tc.readFails {
 				r.APIReader = failingReads{err: readFailed}
 			}
-			err := r.patchSpec(ctx, &existing, next, nil)
+			_, err := r.patchSpec(ctx, &existing, next, nil)
 			switch tc.wantErr {
 			case "":
 				if err != nil {

@@ -76,8 +76,10 @@ func (r *Reconciler) syncPausedNode(ctx context.Context, ml *v1alpha1.MigLayout,
 	stillHolds := func(live *v1alpha1.NodeMigLayout) bool {
 		return equality.Semantic.DeepEqual(dropUnstarted(live, dropForPause), written)
 	}
-	if err := r.patchSpec(ctx, existing, next, stillHolds); err != nil {
+	if written, err := r.patchSpec(ctx, existing, next, stillHolds); err != nil {
 		return judged, problems, held, false, fmt.Errorf("patching the spec of paused NodeMigLayout %s: %w", node, err)
+	} else if !written {
+		return judged, problems, held, false, nil
 	}
 	op := "update"
 	if adopting {

@@ -65,10 +65,11 @@ type Reconciler struct {
 	rollouts rolloutExpectations
 	// failing is since when each GPU's passes have failed.
 	failing failingPasses
-	// uuidsDropped: the API server stored a NodeMigLayout spec without
-	// the GPUs' UUIDs its entries were written with (its CRD is of an
-	// earlier release: patchSpec).
-	uuidsDropped atomic.Bool
+	// uuidsDroppedAt is when the API server last stored a NodeMigLayout
+	// spec without the GPUs' UUIDs its entries were written with (its CRD
+	// is of an earlier release: checkUUIDsKept), in Unix nanoseconds; 0
+	// for never.
+	uuidsDroppedAt atomic.Int64
 
 	mu sync.Mutex
 	// problems are, per MigLayout name, the problems present at its last

@@ -182,11 +182,17 @@ func hostDevPath(devRoot, path string) string {
 func ensureCapabilityNode(devRoot, hostRoot string, c capability) error {
 	path := hostDevPath(devRoot, capabilityNode(c.minor))
 	if c.keep {
-		_, err := os.Stat(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%s does not exist, and the NVIDIA driver leaves its device files to the host (DeviceFileModify: 0, NVreg_ModifyDeviceFiles=0): make it there", path)
+		const host = "the NVIDIA driver leaves its device files to the host (DeviceFileModify: 0, NVreg_ModifyDeviceFiles=0): make it there"
+		switch ok, err := isCharDevice(path); {
+		case err != nil:
+			return err
+		case ok:
+			return nil
 		}
-		return err
+		if _, err := os.Lstat(path); err == nil {
+			return fmt.Errorf("%s exists and is not a character device, and %s", path, host)
+		}
+		return fmt.Errorf("%s does not exist, and %s", path, host)
 	}
 	major, err := charMajor(filepath.Join(hostRoot, "proc/devices"), capsDriver)
 	if err != nil {

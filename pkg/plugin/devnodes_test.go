@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -224,6 +225,30 @@ func TestPrepareWithoutDeviceNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "device nodes /dev/nvidiactl of"},
+		"a caps node the host keeps that is an empty file": {func(t *testing.T, devRoot, hostRoot string, caps []string) {
+			// Every capability file says the host keeps its device files.
+			err := filepath.WalkDir(filepath.Join(hostRoot, "proc/driver/nvidia/capabilities"), func(path string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() || d.Name() != "access" {
+					return err
+				}
+				b, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				return os.WriteFile(path, []byte(strings.ReplaceAll(string(b), "DeviceFileModify: 1", "DeviceFileModify: 0")), 0o644)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(devRoot, "nvidia-caps"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range caps {
+				if err := os.WriteFile(hostDevPath(devRoot, n), nil, 0o444); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, "exists and is not a character device, and the NVIDIA driver leaves its device files to the host"},
 		"no nvidia-caps major": {func(t *testing.T, _, hostRoot string, _ []string) {
 			if err := os.WriteFile(filepath.Join(hostRoot, "proc/devices"), []byte("Character devices:\n195 nvidia\n\nBlock devices:\n236 nvidia-caps\n"), 0o444); err != nil {
 				t.Fatal(err)
