@@ -84,9 +84,13 @@ func TestImportMigPartedReadsDeviceIDsAsMigPartedDoes(t *testing.T) {
 // TestImportMigPartedOnlyTheNodesModels: --models keeps the rules of the
 // models the selected nodes have: an entry for a GPU none of them has (a
 // GB200 whose profile names the catalog does not know) is left out, not
-// refused, and a filter of many models makes a rule for those given only.
+// refused, and a filter of many models makes a rule for those given only;
+// an entry without a device-filter, for every GPU, is kept.
 func TestImportMigPartedOnlyTheNodesModels(t *testing.T) {
-	const entries = `  - device-filter: ["0x294110DE"]
+	const entries = `  - devices: [7]
+    mig-enabled: true
+    mig-devices: {"1g.10gb": 1}
+  - device-filter: ["0x294110DE"]
     devices: all
     mig-enabled: true
     mig-devices: {"1g.24gb": 2, "2g.47gb": 1, "3g.95gb": 1}
@@ -115,7 +119,7 @@ func TestImportMigPartedOnlyTheNodesModels(t *testing.T) {
 	for _, r := range ml.Spec.Rules {
 		got = append(got, r.ProductName)
 	}
-	if diff := cmp.Diff([]string{"A100-SXM4-80GB", "H100-SXM5-80GB"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"A100-SXM4-80GB", "H100-SXM5-80GB", ""}, got); diff != "" {
 		t.Errorf("rules' models (-want +got):\n%s", diff)
 	}
 	if _, _, err := runWith(t, nil, "import", "mig-parted", "-f", file, "--config", "c", "--models", "A100-SXM9"); err == nil || !strings.Contains(err.Error(), "--models") {

@@ -47,6 +47,10 @@ func TestDemandOfClassNamingTheDriver(t *testing.T) {
 		"upper placements":          {class("c", "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].placementStart >= 4"), []string{"p"}},
 		"a NUMA node":               {class("c", "device.driver == 'mig.miglayout.io' && device.attributes['mig.miglayout.io'].type == 'mig' && device.attributes['resource.kubernetes.io'].numaNode == 1"), []string{"p"}},
 		"a driver version, guarded": {class("c", "device.driver == 'mig.miglayout.io' && has(device.attributes['mig.miglayout.io'].driverVersion) && device.attributes['mig.miglayout.io'].driverVersion.isGreaterThan(semver('550.0.0'))"), []string{"p"}},
+		// Another driver's class that reads a per-GPU attribute of its
+		// own, or fails on the stand-in, is none of miglayout's.
+		"another driver's GPUs by index":    {class("c", "device.driver == 'gpu.amd.com' && device.attributes['gpu.amd.com'].index == 0"), nil},
+		"another driver's attributes alone": {class("c", "device.attributes['gpu.amd.com'].uuid == 'GPU-1234'"), nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
