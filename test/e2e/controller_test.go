@@ -262,9 +262,11 @@ func testAutoMode(t *testing.T, c crclient.Client, sfx string) {
 	// Auto) is the MigLayout's, once the agent reports the GPU holding
 	// it: the controller leaves it as it is (Static mode, with no rule,
 	// would take the GPU out of the spec).
-	planned := v1alpha1.GPUSpec{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: "serves 1 pending pod(s): default/p"}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"gpus":[{"index":0,"migEnabled":true,"layout":%q,"reason":%q}]}}`,
-		v1alpha1.AnnotationSpecWrittenBy, v1alpha1.ModeAuto, planned.Layout, planned.Reason)
+	// The planner names the GPU it planned for (the agent reports GPU 0
+	// as GPU-a100-0).
+	planned := v1alpha1.GPUSpec{Index: 0, UUID: "GPU-a100-0", MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4", Reason: "serves 1 pending pod(s): default/p"}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}},"spec":{"gpus":[{"index":0,"uuid":%q,"migEnabled":true,"layout":%q,"reason":%q}]}}`,
+		v1alpha1.AnnotationSpecWrittenBy, v1alpha1.ModeAuto, planned.UUID, planned.Layout, planned.Reason)
 	if err := c.Patch(ctx, &nml, crclient.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatalf("writing NodeMigLayout %s's spec as the planner does: %v", node, err)
 	}
