@@ -1,12 +1,14 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -64,19 +66,27 @@ func TestStaticSpecWrittenAgainForRenumberedGPUs(t *testing.T) {
 		h100(1).uuid("GPU-h100-b").layout(""),
 	).build(), ml)
 	c := reconciledOnce(t, ctx, ml, node("n1", map[string]string{"pool": "a"}), nml)
-	var got v1alpha1.NodeMigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	type entry struct{ UUID, Layout string }
-	var entries []entry
-	for _, g := range got.Spec.GPUs {
-		entries = append(entries, entry{g.UUID, g.Layout})
-	}
-	want := []entry{{"GPU-h100-a", halvesLayout}, {"GPU-h100-b", halvesLayout}}
-	if diff := cmp.Diff(want, entries); diff != "" {
+	want := []specEntry{{"GPU-h100-a", halvesLayout}, {"GPU-h100-b", halvesLayout}}
+	if diff := cmp.Diff(want, specEntries(t, ctx, c, "n1")); diff != "" {
 		t.Errorf("n1's spec entries (-want +got):\n%s", diff)
 	}
+}
+
+// specEntry is a spec entry's GPU UUID and layout.
+type specEntry struct{ UUID, Layout string }
+
+// specEntries are the entries of node's NodeMigLayout spec as c has it.
+func specEntries(t *testing.T, ctx context.Context, c client.Client, node string) []specEntry {
+	t.Helper()
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: node}, &got); err != nil {
+		t.Fatal(err)
+	}
+	var out []specEntry
+	for _, g := range got.Spec.GPUs {
+		out = append(out, specEntry{g.UUID, g.Layout})
+	}
+	return out
 }
 
 // TestAutoEntryWrittenAgainForRenumberedGPU: an Auto plan's entry carries

@@ -5,7 +5,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -39,17 +38,8 @@ func TestEntriesOfAnEarlierReleaseGetTheirGPU(t *testing.T) {
 			}
 			metav1.SetMetaDataAnnotation(&nml.ObjectMeta, v1alpha1.AnnotationSpecWrittenBy, string(writer))
 			c := reconciledOnce(t, ctx, ml, node("n1", map[string]string{"pool": "a"}), nml)
-			var got v1alpha1.NodeMigLayout
-			if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); err != nil {
-				t.Fatal(err)
-			}
-			type entry struct{ UUID, Layout string }
-			var entries []entry
-			for _, g := range got.Spec.GPUs {
-				entries = append(entries, entry{g.UUID, g.Layout})
-			}
-			want := []entry{{"GPU-0", halvesLayout}, {"", wholeLayout}}
-			if diff := cmp.Diff(want, entries); diff != "" {
+			want := []specEntry{{"GPU-0", halvesLayout}, {"", wholeLayout}}
+			if diff := cmp.Diff(want, specEntries(t, ctx, c, "n1")); diff != "" {
 				t.Errorf("n1's spec entries (UUID, layout) (-want +got):\n%s", diff)
 			}
 		})
