@@ -69,8 +69,12 @@ func ensureDeviceNodes(dirs nodeDirs, hostRoot string, src slices.Source, nodes 
 		}
 		var odd string
 		if files := dirs.notDevices(missing); len(files) > 0 {
-			odd = fmt.Sprintf("; %s there %s not character devices (an empty file the NVIDIA container runtime leaves in the host's /dev where it mounts the node into a container that mounts the host's /dev, or a symbolic link): remove them",
-				strings.Join(files, ", "), map[bool]string{true: "is", false: "are"}[len(files) == 1])
+			what := "are not character devices"
+			if len(files) == 1 {
+				what = "is not a character device"
+			}
+			odd = fmt.Sprintf("; %s in the host's /dev %s (an empty file the NVIDIA container runtime leaves there where it mounts the node into a container that mounts the host's /dev, or a symbolic link): remove it",
+				strings.Join(files, ", "), what)
 		}
 		return fmt.Errorf("device nodes %s of %s do not exist %s: the NVIDIA driver installation creates them (nvidia-modprobe, or nvidia-ctk system create-device-nodes --control-devices; nvidia-uvm needs its kernel module loaded)%s",
 			strings.Join(missing, ", "), src.Name, where, odd)

@@ -215,7 +215,7 @@ func TestPrepareWithoutDeviceNodes(t *testing.T) {
 			if err := os.Symlink("nvidia0-node", path); err != nil {
 				t.Fatal(err)
 			}
-		}, "device nodes /dev/nvidia0 of gpu-0-mig-1g10gb-19-2 do not exist on the host: the NVIDIA driver installation creates them (nvidia-modprobe, or nvidia-ctk system create-device-nodes --control-devices; nvidia-uvm needs its kernel module loaded); /dev/nvidia0 there is not character devices"},
+		}, "device nodes /dev/nvidia0 of gpu-0-mig-1g10gb-19-2 do not exist on the host: the NVIDIA driver installation creates them (nvidia-modprobe, or nvidia-ctk system create-device-nodes --control-devices; nvidia-uvm needs its kernel module loaded); /dev/nvidia0 in the host's /dev is not a character device"},
 		"an empty file in place of the control node": {func(t *testing.T, devRoot, _ string, _ []string) {
 			path := filepath.Join(devRoot, "nvidiactl")
 			if err := os.Remove(path); err != nil {

@@ -167,7 +167,7 @@ func (p *Plugin) nodeDirs() nodeDirs {
 
 // hostPathOf is the host path a CDI spec gives device node path (CDI
 // hostPath; "": path itself): its path in the driver's device directory
-// on the host where the host's /dev lacks it (nodeDirs.locate). Without a
+// on the host where that directory has it (nodeDirs.locate). Without a
 // DevRoot (simulated GPUs), "".
 func (p *Plugin) hostPathOf(path string) string {
 	if p.cfg.DevRoot == "" {
