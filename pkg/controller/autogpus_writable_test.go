@@ -32,9 +32,10 @@ func TestAutoGPUsOnlyWhereASpecEntryFits(t *testing.T) {
 		}
 		return out
 	}
-	outOfRange := nodeMigLayout("n1").status(a100(0).layout("7g.80gb@0"), a100(100).layout("7g.80gb@0"), a100(-1).layout("7g.80gb@0")).build()
-	if diff := cmp.Diff([]int{0}, indices(outOfRange)); diff != "" {
-		t.Errorf("GPUs planned with indices 0, 100 and -1 reported (-want +got):\n%s", diff)
+	outOfRange := nodeMigLayout("n1").status(a100(0).layout("7g.80gb@0"), a100(v1alpha1.MaxGPUIndex).layout("7g.80gb@0"),
+		a100(v1alpha1.MaxGPUIndex+1).layout("7g.80gb@0"), a100(100).layout("7g.80gb@0"), a100(-1).layout("7g.80gb@0")).build()
+	if diff := cmp.Diff([]int{0, v1alpha1.MaxGPUIndex}, indices(outOfRange)); diff != "" {
+		t.Errorf("GPUs planned with indices 0, 63, 64, 100 and -1 reported (-want +got):\n%s", diff)
 	}
 
 	// Sixteen entries for other indices (left from GPUs reported before),

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -59,6 +60,29 @@ func TestWaitsForDevices(t *testing.T) {
 	c.Status.Allocation = nil
 	if waitsForDevices(p, claimsOf(c)) {
 		t.Error("a bound pod waits for devices")
+	}
+	p.Spec.NodeName = ""
+	if !waitsForDevices(p, claimsOf()) {
+		t.Error("a pod whose claim is missing does not wait for devices")
+	}
+	p.DeletionTimestamp = &metav1.Time{}
+	if waitsForDevices(p, claimsOf(c)) {
+		t.Error("a pod being deleted waits for devices")
+	}
+}
+
+// TestPromised: a pod told a GPU is being repartitioned for it, or that
+// capacity is kept for it, was promised something; one told nothing can
+// serve it was not.
+func TestPromised(t *testing.T) {
+	for what, want := range map[string]bool{
+		EventWaitingForRepartition + ": n1/gpu-0": true,
+		EventWaitingForCapacity:                   true,
+		EventNotServable:                          false,
+	} {
+		if got := promised(podEvent{what: what}); got != want {
+			t.Errorf("promised(%q) = %t, want %t", what, got, want)
+		}
 	}
 }
 
