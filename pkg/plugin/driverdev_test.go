@@ -93,6 +93,9 @@ func TestPrepareWithContainerisedDriver(t *testing.T) {
 	if diff := cmp.Diff(want, specNodes(t, e)); diff != "" {
 		t.Errorf("device nodes of the spec, path: host path (-want +got):\n%s", diff)
 	}
+	if !p.specOnDisk(p.claims[uid1]) {
+		t.Error("the spec just written is not taken for current: every prepare would write it again")
+	}
 	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(e.cdiDir), cdiapi.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatal(err)
