@@ -11,7 +11,6 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
@@ -32,14 +31,7 @@ func (r *countingReader) List(ctx context.Context, list client.ObjectList, opts 
 // for nothing), until ServedRecheck has passed; a drain, other devices, a
 // dropped-field report since, or a publication not served are read back.
 func TestPublishSameServedReadsNothing(t *testing.T) {
-	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := a100.Profile("7g.80gb")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a100, p := wholeA100(t)
 	gpus := func(uuid string) []GPUState {
 		return []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
 			MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true}},

@@ -325,10 +325,9 @@ func (r *oldUUIDReader) List(_ context.Context, list client.ObjectList, _ ...cli
 	return nil
 }
 
-// TestPublishWaitsForNewUUIDs: a publication is served once the API server
-// shows each device with the UUID published, not only its name: a MIG
-// device made again at the same placement has a new UUID.
-func TestPublishWaitsForNewUUIDs(t *testing.T) {
+// wholeA100 is the catalog's A100-SXM4-80GB and its 7g.80gb profile.
+func wholeA100(t *testing.T) (*mig.Model, *mig.Profile) {
+	t.Helper()
 	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
 	if err != nil {
 		t.Fatal(err)
@@ -337,6 +336,14 @@ func TestPublishWaitsForNewUUIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a100, p
+}
+
+// TestPublishWaitsForNewUUIDs: a publication is served once the API server
+// shows each device with the UUID published, not only its name: a MIG
+// device made again at the same placement has a new UUID.
+func TestPublishWaitsForNewUUIDs(t *testing.T) {
+	a100, p := wholeA100(t)
 	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
 		MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true}},
 		Devices: []gpu.MIGDevice{{Profile: "7g.80gb", ProfileID: p.ID, Placement: p.Placements[0], GIID: 0, CIID: 0, UUID: "MIG-new", MemoryMiB: p.MemoryMiB}}}}
