@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -13,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestSpecWrittenOnceWhereTheCRDDropsUUIDs: where the NodeMigLayout CRD is

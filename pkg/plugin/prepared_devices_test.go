@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -22,12 +23,7 @@ func TestReleaseOrphanGoneDeviceBeforeBusyOne(t *testing.T) {
 	if r := e.prepare(p, claim(uid1, "train", alloc{"a", slices.DefaultDriverName, node, gone}, alloc{"b", slices.DefaultDriverName, node, dev})); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	var uuid string
-	for _, d := range p.claims[uid1].Devices {
-		if d.Device == dev {
-			uuid = d.UUID
-		}
-	}
+	uuid := preparedUUID(t, p, uid1, dev)
 	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, mig.Device{Profile: "2g.20gb", Start: 0}); err != nil {
 		t.Fatal(err)
 	}
@@ -84,16 +80,24 @@ func TestLegacyNameOfTwoSharedDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uu := map[string]string{}
-	for _, d := range p.claims[uid1].Devices {
-		uu[d.Device] = d.UUID
-	}
 	d := cache.GetDevice(cdiDeviceID(slices.DefaultDriverName, uid1, a))
 	if d == nil {
 		t.Fatal("legacy name missing")
 	}
-	want := VisibleDevicesEnv + "=" + uu[a] + "," + uu[b]
+	want := VisibleDevicesEnv + "=" + preparedUUID(t, p, uid1, a) + "," + preparedUUID(t, p, uid1, b)
 	if got := strings.Join(d.ContainerEdits.Env, ";"); got != want {
 		t.Errorf("legacy env %q, want %q", got, want)
 	}
+}
+
+// preparedUUID is the NVML UUID device of claim uid was prepared with.
+func preparedUUID(t *testing.T, p *Plugin, uid types.UID, device string) string {
+	t.Helper()
+	for _, d := range p.claims[uid].Devices {
+		if d.Device == device {
+			return d.UUID
+		}
+	}
+	t.Fatalf("claim %s holds no device %s", uid, device)
+	return ""
 }

@@ -156,12 +156,7 @@ func TestReleaseOrphanRefusedWhileAProcessRuns(t *testing.T) {
 	if r := e.prepare(p, claim(uid1, "train", alloc{"a", slices.DefaultDriverName, node, idle}, alloc{"b", slices.DefaultDriverName, node, dev})); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	var uuid string
-	for _, d := range p.claims[uid1].Devices {
-		if d.Device == dev {
-			uuid = d.UUID
-		}
-	}
+	uuid := preparedUUID(t, p, uid1, dev)
 	pid, err := e.sim.StartProcess(uuid, 1024)
 	if err != nil {
 		t.Fatal(err)
