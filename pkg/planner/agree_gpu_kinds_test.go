@@ -15,8 +15,8 @@ func TestReplayOnNodeOfTwoKindsOfGPU(t *testing.T) {
 		gpu("A100-SXM4-80GB", "", "").brand("Tesla").
 		gpu("A100-SXM4-80GB", "", "").build()
 	res := replayed(t, Snapshot{Nodes: []Node{n}, Pending: []Pod{
-		pod("first", 1).claim(profileIs("3g.40gb"), 1).build(),
-		pod("nvidia", 5).claim("device.attributes['mig.miglayout.io'].memory >= 9000 && device.attributes['mig.miglayout.io'].brand == 'Nvidia'", 1).build(),
+		pod("first", 5).claim(profileIs("3g.40gb"), 1).build(),
+		pod("nvidia", 1).claim("device.attributes['mig.miglayout.io'].memory >= 9000 && device.attributes['mig.miglayout.io'].brand == 'Nvidia'", 1).build(),
 	}})
 	want := trace{
 		Changes: []string{"n1/0: (empty) -> 3g.40gb@4 serves default/first", "n1/1: (empty) -> 1g.10gb@6 serves default/nvidia"},

@@ -15,8 +15,8 @@ func TestReplayGivesPlannedPodsTheirOwnOtherDevices(t *testing.T) {
 	n := node("n1").gpu("A100-SXM4-80GB", "", "").build()
 	n.OtherSlices = []*resourceapi.ResourceSlice{nicSlice("n1", "nic0")}
 	pods := []Pod{
-		pod("a", 1).claim(profileIs("3g.40gb"), 1).withNIC().build(),
-		pod("b", 5).claim("device.attributes['mig.miglayout.io'].memory >= 9000", 1).build(),
+		pod("a", 5).claim(profileIs("3g.40gb"), 1).withNIC().build(),
+		pod("b", 1).claim("device.attributes['mig.miglayout.io'].memory >= 9000", 1).build(),
 	}
 	want := trace{
 		Changes: []string{"n1/0: (empty) -> 1g.10gb@0,3g.40gb@4 serves default/a, default/b"},

@@ -14,7 +14,7 @@ func sizeOf(t *testing.T, nodes []Node, pod Pod) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := pl.p.podSize(t.Context(), pod)
+	n, _, err := pl.p.podSize(t.Context(), pod)
 	if err != nil {
 		t.Fatal(err)
 	}

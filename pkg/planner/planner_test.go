@@ -249,11 +249,11 @@ func TestPlan(t *testing.T) {
 		},
 		"size counts every device a pod asks for": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "4g.40gb@0,3g.40gb@4", "").build()},
-			pods:  []Pod{pod("one3g", 9).claim(profileIs("3g.40gb"), 1).build(), pod("two3g", 1).claim(profileIs("3g.40gb"), 2).build()},
+			pods:  []Pod{pod("one4g", 9).claim(profileIs("4g.40gb"), 1).build(), pod("two3g", 1).claim(profileIs("3g.40gb"), 2).build()},
 			want: trace{
 				Changes: []string{"n1/0: 4g.40gb@0,3g.40gb@4 -> 3g.40gb@0,3g.40gb@4 serves default/two3g"},
 				Served:  []string{"default/two3g -> n1 gpu-0-mig-3g40gb-9-4, gpu-0-mig-3g40gb-9-0 after change"},
-				Kept:    map[string]string{"default/one3g": "n1/gpu-0 3g.40gb@4"},
+				Kept:    map[string]string{"default/one4g": "n1/gpu-0 4g.40gb@0"},
 			},
 		},
 		"whole 7g is cut for a 16 GiB claim; the device goes where 4g and 3g still fit": {
@@ -506,8 +506,8 @@ func TestPlan(t *testing.T) {
 		"pods sharing some of their claims wait for the shared claim's allocation": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build(), node("n2").gpu("A100-SXM4-80GB", "", "").build()},
 			pods: []Pod{
-				pod("a", 2).sharedClaim("shared", profileIs("3g.40gb")).build(),
-				pod("b", 1).sharedClaim("shared", profileIs("3g.40gb")).claim(profileIs("1g.10gb"), 1).build(),
+				pod("a", 1).sharedClaim("shared", profileIs("3g.40gb")).build(),
+				pod("b", 2).sharedClaim("shared", profileIs("3g.40gb")).claim(profileIs("1g.10gb"), 1).build(),
 				pod("c", 1).sharedClaim("shared", profileIs("3g.40gb")).claim(profileIs("1g.10gb"), 1).build(),
 			},
 			want: trace{

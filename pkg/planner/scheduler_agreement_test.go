@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"testing"
@@ -49,6 +50,15 @@ func servedPods(res Result) []string {
 // plan's reservations. It returns the served pods the scheduler cannot
 // allocate there.
 func schedulerReplay(t *testing.T, snap Snapshot, res Result, newestFirst bool) []string {
+	t.Helper()
+	return replayPending(t, snap, res, newestFirst, false)
+}
+
+// replayPending is schedulerReplay; with unserved set, the pending pods the
+// plan does not serve are taken too, in their turn, each on the first node
+// (by name) where the allocator gives it devices, as kube-scheduler tries
+// every pending pod whatever a plan says of it.
+func replayPending(t *testing.T, snap Snapshot, res Result, newestFirst, unserved bool) []string {
 	t.Helper()
 	ctx := context.Background()
 	classes := classLister{}
@@ -103,9 +113,10 @@ func schedulerReplay(t *testing.T, snap Snapshot, res Result, newestFirst bool) 
 	})
 	allocated := sets.New[string]()
 	var failed []string
+	names := slices.Sorted(maps.Keys(nodes))
 	for _, p := range pods {
 		name, ok := servedOn[podKey(p.Pod)]
-		if !ok {
+		if !ok && !unserved {
 			continue
 		}
 		var claims []*resourceapi.ResourceClaim
@@ -117,14 +128,29 @@ func schedulerReplay(t *testing.T, snap Snapshot, res Result, newestFirst bool) 
 		if len(claims) == 0 {
 			continue
 		}
-		alloc, err := structured.NewAllocator(ctx, schedulerFeatures, structured.AllocatedState{AllocatedDevices: state.Clone()}, classes, pools[name], cel.NewCache(10, cel.Features{}))
-		if err != nil {
-			t.Fatal(err)
+		allocate := func(name string) []resourceapi.AllocationResult {
+			alloc, err := structured.NewAllocator(ctx, schedulerFeatures, structured.AllocatedState{AllocatedDevices: state.Clone()}, classes, pools[name], cel.NewCache(10, cel.Features{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := alloc.Allocate(ctx, nodes[name].Node, claims)
+			if err != nil {
+				return nil
+			}
+			return out
 		}
-		out, err := alloc.Allocate(ctx, nodes[name].Node, claims)
-		if err != nil || out == nil {
-			failed = append(failed, podKey(p.Pod))
-			continue
+		var out []resourceapi.AllocationResult
+		if ok {
+			if out = allocate(name); out == nil {
+				failed = append(failed, podKey(p.Pod))
+				continue
+			}
+		} else {
+			for _, name := range names {
+				if out = allocate(name); out != nil {
+					break
+				}
+			}
 		}
 		for i, r := range out {
 			for _, d := range r.Devices.Results {
