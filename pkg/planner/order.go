@@ -72,8 +72,8 @@ func (p *planner) orderPods(ctx context.Context, pods []Pod) ([]Pod, error) {
 // schedulerFirst moves ahead of each pod of out (the planning order) the
 // pods kube-scheduler takes before it that could take its devices: those
 // of the same priority, older (schedulerLess), that accept a profile it
-// accepts (accepts: each pod's profiles by kind of GPU, podSize), neither
-// having waited (waited: those are planned oldest first already), and so
+// accepts (accepts: each pod's profiles by kind of GPU, podSize) and
+// shares no claim with it (sharesClaim), neither having waited (waited: those are planned oldest first already), and so
 // on for theirs, in the scheduler's order. In the largest-first order such
 // a pod comes later, being smaller; left unplanned (no room once the
 // larger pod is served), it would still be given first, by kube-scheduler,
@@ -141,6 +141,9 @@ func schedulerFirst(out []Pod, accepts map[*corev1.Pod][]kindProfile, waited fun
 				if schedulerLess(q, pod) >= 0 {
 					break
 				}
+				if sharesClaim(q, pod) {
+					continue
+				}
 				placed[q.Pod] = true
 				earlier(q)
 				before = append(before, q)
@@ -159,6 +162,19 @@ func schedulerFirst(out []Pod, accepts map[*corev1.Pod][]kindProfile, waited fun
 		res = append(res, pod)
 	}
 	return res
+}
+
+// sharesClaim reports whether pods a and b name a claim in common: its
+// allocation, made once, is both pods', and the older pod takes none of
+// the other's devices through it (it may take one through another of its
+// claims, which the rule leaves alone).
+func sharesClaim(a, b Pod) bool {
+	for _, c := range a.Claims {
+		if slices.ContainsFunc(b.Claims, func(d *resourceapi.ResourceClaim) bool { return claimKey(c) == claimKey(d) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // kindProfile is a profile on GPUs of a kind (gpuKindInfo.key).

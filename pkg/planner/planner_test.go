@@ -506,8 +506,8 @@ func TestPlan(t *testing.T) {
 		"pods sharing some of their claims wait for the shared claim's allocation": {
 			nodes: []Node{node("n1").gpu("A100-SXM4-80GB", "", "").build(), node("n2").gpu("A100-SXM4-80GB", "", "").build()},
 			pods: []Pod{
-				pod("a", 1).sharedClaim("shared", profileIs("3g.40gb")).build(),
-				pod("b", 2).sharedClaim("shared", profileIs("3g.40gb")).claim(profileIs("1g.10gb"), 1).build(),
+				pod("a", 2).sharedClaim("shared", profileIs("3g.40gb")).build(),
+				pod("b", 1).sharedClaim("shared", profileIs("3g.40gb")).claim(profileIs("1g.10gb"), 1).build(),
 				pod("c", 1).sharedClaim("shared", profileIs("3g.40gb")).claim(profileIs("1g.10gb"), 1).build(),
 			},
 			want: trace{
