@@ -72,9 +72,10 @@ func (p *planner) orderPods(ctx context.Context, pods []Pod) ([]Pod, error) {
 // schedulerFirst moves ahead of each pod of out (the planning order) the
 // pods kube-scheduler takes before it that could take its devices: those
 // of the same priority, older (schedulerLess), that accept a profile it
-// accepts (accepts: each pod's profiles by kind of GPU, podSize) and
-// shares no claim with it (sharesClaim), neither having waited (waited: those are planned oldest first already), and so
-// on for theirs, in the scheduler's order. In the largest-first order such
+// accepts (accepts: each pod's profiles by kind of GPU, podSize) and share
+// no claim with it (sharesClaim), neither having waited (waited: those are
+// planned oldest first already), and so on for theirs, in the scheduler's
+// order. In the largest-first order such
 // a pod comes later, being smaller; left unplanned (no room once the
 // larger pod is served), it would still be given first, by kube-scheduler,
 // the device made for the larger pod (a claim for any device of 4 GB or
