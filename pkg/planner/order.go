@@ -75,19 +75,20 @@ func (p *planner) orderPods(ctx context.Context, pods []Pod) ([]Pod, error) {
 // accepts (accepts: each pod's profiles by kind of GPU, podSize) and share
 // no claim with it (sharesClaim), neither having waited (waited: those are
 // planned oldest first already), and so on for theirs, in the scheduler's
-// order. In the largest-first order such
-// a pod comes later, being smaller; left unplanned (no room once the
-// larger pod is served), it would still be given first, by kube-scheduler,
-// the device made for the larger pod (a claim for any device of 4 GB or
-// more takes a whole 7g.80gb made for a 7g claim), the larger pod would
-// not get it, and the plan would have destroyed devices for the wrong pod.
-// Planned first, it gets the device that spoils the least, as the
-// scheduler takes the smallest first.
+// order. In the largest-first order such a pod comes later, being
+// smaller; left unplanned (no room once the larger pod is served), it
+// would still be given first, by kube-scheduler, the device made for the
+// larger pod (a claim for any device of 4 GB or more takes a whole 7g.80gb
+// made for a 7g claim), the larger pod would not get it, and the plan
+// would have destroyed devices for the wrong pod. Planned first, it gets
+// the device that spoils the least, as the scheduler takes the smallest
+// first.
 //
 // Each pod is indexed under every profile it accepts, in the scheduler's
 // order; an older pod not yet placed in an index that the pod reads is
-// always such a pod (one at least as large is placed already), so the
-// order costs the size of the index, not pods squared.
+// always such a pod (one at least as large is placed already) or one
+// sharing a claim with it, so the order costs about the size of the
+// index, not pods squared.
 func schedulerFirst(out []Pod, accepts map[*corev1.Pod][]kindProfile, waited func(*corev1.Pod) bool) []Pod {
 	byAge := slices.Clone(out)
 	slices.SortStableFunc(byAge, schedulerLess)
