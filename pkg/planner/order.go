@@ -23,8 +23,8 @@ import (
 //     holes large ones leave (first-fit decreasing over the whole queue);
 //  4. then the older first, then namespace/name;
 //  5. except that a pod kube-scheduler takes earlier (same priority,
-//     older, neither having waited AgingAfter) that accepts a profile a
-//     later pod of this order accepts goes before it (schedulerFirst).
+//     older) that accepts a profile a later pod of this order accepts
+//     goes before it (schedulerFirst).
 //
 // A pod whose claims the allocator cannot evaluate is left out and recorded
 // as unservable (podFailed); it returns an error only when ctx is done.
@@ -66,30 +66,30 @@ func (p *planner) orderPods(ctx context.Context, pods []Pod) ([]Pod, error) {
 		}
 		return podKey(a) < podKey(b)
 	})
-	return schedulerFirst(out, accepts, waited), nil
+	return schedulerFirst(out, accepts), nil
 }
 
 // schedulerFirst moves ahead of each pod of out (the planning order) the
 // pods kube-scheduler takes before it that could take its devices: those
 // of the same priority, older (schedulerLess), that accept a profile it
 // accepts (accepts: each pod's profiles by kind of GPU, podSize) and share
-// no claim with it (sharesClaim), neither having waited (waited: those are
-// planned oldest first already), and so on for theirs, in the scheduler's
-// order. In the largest-first order such a pod comes later, being
-// smaller; left unplanned (no room once the larger pod is served), it
-// would still be given first, by kube-scheduler, the device made for the
-// larger pod (a claim for any device of 4 GB or more takes a whole 7g.80gb
-// made for a 7g claim), the larger pod would not get it, and the plan
-// would have destroyed devices for the wrong pod. Planned first, it gets
-// the device that spoils the least, as the scheduler takes the smallest
-// first.
+// no claim with it (sharesClaim), and so on for theirs, in the scheduler's
+// order. (Pods that waited AgingAfter come first, oldest first, already:
+// none is younger than a pod that has not waited.) In the largest-first
+// order such a pod comes later, being smaller; left unplanned (no room
+// once the larger pod is served), it would still be given first, by
+// kube-scheduler, the device made for the larger pod (a claim for any
+// device of 4 GB or more takes a whole 7g.80gb made for a 7g claim), the
+// larger pod would not get it, and the plan would have destroyed devices
+// for the wrong pod. Planned first, it gets the device that spoils the
+// least, as the scheduler takes the smallest first.
 //
 // Each pod is indexed under every profile it accepts, in the scheduler's
 // order; an older pod not yet placed in an index that the pod reads is
 // always such a pod (one at least as large is placed already) or one
 // sharing a claim with it, so the order costs about the size of the
 // index, not pods squared.
-func schedulerFirst(out []Pod, accepts map[*corev1.Pod][]kindProfile, waited func(*corev1.Pod) bool) []Pod {
+func schedulerFirst(out []Pod, accepts map[*corev1.Pod][]kindProfile) []Pod {
 	byAge := slices.Clone(out)
 	slices.SortStableFunc(byAge, schedulerLess)
 	type key struct {
@@ -103,9 +103,6 @@ func schedulerFirst(out []Pod, accepts map[*corev1.Pod][]kindProfile, waited fun
 	}
 	index := map[key]*entries{}
 	for i, pod := range byAge {
-		if waited(pod.Pod) {
-			continue
-		}
 		prio := corev1helpers.PodPriority(pod.Pod)
 		for _, a := range accepts[pod.Pod] {
 			e := index[key{prio, a}]
@@ -123,9 +120,6 @@ func schedulerFirst(out []Pod, accepts map[*corev1.Pod][]kindProfile, waited fun
 	// theirs), marking them placed.
 	var earlier func(pod Pod)
 	earlier = func(pod Pod) {
-		if waited(pod.Pod) {
-			return
-		}
 		prio := corev1helpers.PodPriority(pod.Pod)
 		for _, a := range accepts[pod.Pod] {
 			e := index[key{prio, a}]
