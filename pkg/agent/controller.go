@@ -274,7 +274,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		if res.Phase == v1alpha1.PhaseDraining {
 			r.gpuEvent(&nml, "Normal", EventDraining, "Drain", idx, res.Message)
 		}
-		if err := r.patchGPUPhase(ctx, nml.Generation, idx, res); err != nil {
+		if err := r.patchGPUPhase(ctx, specOf(&nml), idx, res); err != nil {
 			return fmt.Errorf("reporting GPU %d %s: %w", idx, res.Phase, err)
 		}
 		shown = append(shown, idx)
@@ -320,7 +320,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	r.tellCatalogDiffers(&nml, res.GPUs)
-	if err := r.writeStatus(ctx, nml.Generation, res, len(shown) > 0); err != nil {
+	if err := r.writeStatus(ctx, specOf(&nml), res, len(shown) > 0); err != nil {
 		// Should the next pass fail too, the rows of the GPUs this one
 		// changed say their change was made, not that it stopped.
 		r.rememberChanged(&nml, res.Changed)
@@ -539,23 +539,54 @@ func (r *NodeReconciler) rememberStuck(nml *v1alpha1.NodeMigLayout, res *SyncRes
 	r.stuckFor = kept
 }
 
-// writeStatus records res, the outcome of the spec of generation acted on
-// (not the object's generation now: a spec changed during the pass is not
-// done yet).
+// actedOn names the spec a pass acted on: its NodeMigLayout's UID and
+// generation.
+type actedOn struct {
+	uid        types.UID // empty: any object of the node's name
+	generation int64
+}
+
+// specOf returns the spec of nml as a pass acts on it.
+func specOf(nml *v1alpha1.NodeMigLayout) actedOn {
+	return actedOn{uid: nml.UID, generation: nml.Generation}
+}
+
+// replaced reports whether nml, read for a status write, is another object
+// than the one the pass acted on: the NodeMigLayout was deleted and made
+// again during the pass. Its status is left to the pass of its own spec
+// (its creation queues one): the outcome of the old spec, and the old
+// generation as observedGeneration, would say a spec the agent has not
+// acted on is done.
+func (a actedOn) replaced(ctx context.Context, nml *v1alpha1.NodeMigLayout) bool {
+	if a.uid == "" || nml.UID == a.uid {
+		return false
+	}
+	klog.FromContext(ctx).V(1).Info("Not writing status: the NodeMigLayout was made again during the pass",
+		"actedOnUID", a.uid, "uid", nml.UID)
+	return true
+}
+
+// writeStatus records res, the outcome of the spec acted on (its
+// generation, not the object's generation now: a spec changed during the
+// pass is not done yet). It writes nothing to a NodeMigLayout made again
+// under the node's name since (actedOn.replaced).
 //
 // A status the API server holds already is not written again. Where the
 // pass showed a GPU in flight (patched: patchGPUPhase wrote the row), the
 // NodeMigLayout is read from the API server first: the cache may not show
 // that write yet, and a status equal to the cache's would then leave the
 // in-flight row standing.
-func (r *NodeReconciler) writeStatus(ctx context.Context, generation int64, res *SyncResult, patched bool) error {
+func (r *NodeReconciler) writeStatus(ctx context.Context, spec actedOn, res *SyncResult, patched bool) error {
 	read := r.statusReader(patched)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var nml v1alpha1.NodeMigLayout
 		if err := read(ctx, &nml); err != nil {
 			return err
 		}
-		st := BuildStatus(nml.Status, generation, res, metav1.Now())
+		if spec.replaced(ctx, &nml) {
+			return nil
+		}
+		st := BuildStatus(nml.Status, spec.generation, res, metav1.Now())
 		if equality.Semantic.DeepEqual(st, nml.Status) {
 			return nil // as written already: no request (a resync of a steady node)
 		}
@@ -581,14 +612,18 @@ func (r *NodeReconciler) statusReader(live bool) func(context.Context, *v1alpha1
 
 // patchGPUPhase shows an in-flight phase (Draining, Repartitioning, or
 // Pending where the pass failed) of GPU idx in status, and Ready False for
-// it: a node whose spec of generation (the one the pass acts on) is not
-// done yet is not Ready.
-func (r *NodeReconciler) patchGPUPhase(ctx context.Context, generation int64, idx int, res GPUResult) error {
+// it: a node whose spec (the one the pass acts on) is not done yet is not
+// Ready. Like writeStatus, it writes nothing to a NodeMigLayout made again
+// since.
+func (r *NodeReconciler) patchGPUPhase(ctx context.Context, spec actedOn, idx int, res GPUResult) error {
 	read := r.statusReader(false)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var nml v1alpha1.NodeMigLayout
 		if err := read(ctx, &nml); err != nil {
 			return err
+		}
+		if spec.replaced(ctx, &nml) {
+			return nil
 		}
 		now := metav1.Now()
 		found := false
@@ -607,7 +642,7 @@ func (r *NodeReconciler) patchGPUPhase(ctx context.Context, generation int64, id
 			nml.Status.GPUs = append(nml.Status.GPUs, v1alpha1.GPUStatus{Index: int32(idx), Phase: res.Phase, Reason: res.Reason, Message: truncate(res.Message, 1024), LastTransitionTime: &now})
 		}
 		if res.Phase != v1alpha1.PhaseReady {
-			meta.SetStatusCondition(&nml.Status.Conditions, notReadyCondition(nml.Status.GPUs, nil, generation))
+			meta.SetStatusCondition(&nml.Status.Conditions, notReadyCondition(nml.Status.GPUs, nil, spec.generation))
 		}
 		return r.Client.Status().Update(ctx, &nml)
 	})

@@ -40,7 +40,7 @@ func (r *NodeReconciler) reportFailedPass(ctx context.Context, nml *v1alpha1.Nod
 		if res != nil && res.Changed.Has(idx) {
 			got = changed
 		}
-		if perr := r.patchGPUPhase(ctx, nml.Generation, idx, got); perr != nil {
+		if perr := r.patchGPUPhase(ctx, specOf(nml), idx, got); perr != nil {
 			logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
 		}
 		r.gpuEvent(nml, "Warning", EventPassFailed, "Repartition", idx, got.Message)
@@ -58,7 +58,7 @@ func (r *NodeReconciler) reportFailedPass(ctx context.Context, nml *v1alpha1.Nod
 		if madeFor(idx) {
 			got = changed
 		}
-		if perr := r.patchGPUPhase(ctx, nml.Generation, idx, got); perr != nil {
+		if perr := r.patchGPUPhase(ctx, specOf(nml), idx, got); perr != nil {
 			logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
 			continue
 		}
@@ -75,7 +75,7 @@ func (r *NodeReconciler) reportFailedPass(ctx context.Context, nml *v1alpha1.Nod
 		if g.Phase != v1alpha1.PhasePending || g.Reason != ReasonPassFailed || slices.Contains(shown, idx) || g.Message == truncate(got.Message, 1024) {
 			continue
 		}
-		if perr := r.patchGPUPhase(ctx, nml.Generation, idx, got); perr != nil {
+		if perr := r.patchGPUPhase(ctx, specOf(nml), idx, got); perr != nil {
 			logger.V(2).Info("Could not report the failed pass", "gpu", idx, "err", perr)
 		}
 	}

@@ -30,7 +30,7 @@ func TestInFlightRowTransitionTime(t *testing.T) {
 	}
 	show := func(phase v1alpha1.GPUPhase) {
 		t.Helper()
-		if err := r.patchGPUPhase(t.Context(), 1, 0, GPUResult{Phase: phase, Reason: string(phase)}); err != nil {
+		if err := r.patchGPUPhase(t.Context(), actedOn{generation: 1}, 0, GPUResult{Phase: phase, Reason: string(phase)}); err != nil {
 			t.Fatal(err)
 		}
 	}

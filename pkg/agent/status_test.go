@@ -152,7 +152,7 @@ func TestWriteStatusGeneration(t *testing.T) {
 	c := nmlClient(t, nml, interceptor.Funcs{})
 	r := &NodeReconciler{Client: c, NodeName: "n1"}
 	ctx := context.Background()
-	if err := r.writeStatus(ctx, 4, &SyncResult{}, false); err != nil {
+	if err := r.writeStatus(ctx, actedOn{generation: 4}, &SyncResult{}, false); err != nil {
 		t.Fatal(err)
 	}
 	var got v1alpha1.NodeMigLayout
@@ -546,7 +546,7 @@ func TestStatusConflictReadsTheAPIServer(t *testing.T) {
 		return nil
 	}})
 	write := func() error {
-		return r.patchGPUPhase(t.Context(), 1, 0, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: v1alpha1.ReasonRepartitioning})
+		return r.patchGPUPhase(t.Context(), actedOn{generation: 1}, 0, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: v1alpha1.ReasonRepartitioning})
 	}
 	if err := write(); !apierrors.IsConflict(err) {
 		t.Fatalf("write through the lagging cache alone: %v, want a conflict (the test's premise)", err)
@@ -578,14 +578,14 @@ func TestStatusAfterInFlightRowIsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.writeStatus(ctx, 1, res, false); err != nil {
+	if err := r.writeStatus(ctx, actedOn{generation: 1}, res, false); err != nil {
 		t.Fatal(err)
 	}
 	var stale v1alpha1.NodeMigLayout
 	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &stale); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.patchGPUPhase(ctx, 1, 0, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: v1alpha1.ReasonRepartitioning}); err != nil {
+	if err := r.patchGPUPhase(ctx, actedOn{generation: 1}, 0, GPUResult{Phase: v1alpha1.PhaseRepartitioning, Reason: v1alpha1.ReasonRepartitioning}); err != nil {
 		t.Fatal(err)
 	}
 	// The cache has not seen the patch.
@@ -601,10 +601,10 @@ func TestStatusAfterInFlightRowIsWritten(t *testing.T) {
 		}
 		return got.Status.GPUs[0].Phase
 	}
-	if err := r.writeStatus(ctx, 1, res, false); err != nil || phase() != v1alpha1.PhaseRepartitioning {
+	if err := r.writeStatus(ctx, actedOn{generation: 1}, res, false); err != nil || phase() != v1alpha1.PhaseRepartitioning {
 		t.Fatalf("premise: compared with the lagging cache the write is skipped (err %v, phase %s)", err, phase())
 	}
-	if err := r.writeStatus(ctx, 1, res, true); err != nil {
+	if err := r.writeStatus(ctx, actedOn{generation: 1}, res, true); err != nil {
 		t.Fatal(err)
 	}
 	if got := phase(); got != v1alpha1.PhaseReady {
