@@ -45,7 +45,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 		gs := v1alpha1.GPUStatus{
 			Index:      int32(g.GPU.Index),
 			UUID:       g.GPU.UUID,
-			Product:    g.GPU.ProductName,
+			Product:    clip(g.GPU.ProductName, 64),
 			MIGCapable: ptr.To(g.GPU.MIGCapable),
 			MIGEnabled: g.GPU.MIGMode.Current,
 			MIGPending: g.GPU.MIGMode.Pending,
@@ -222,6 +222,22 @@ func truncate(s string, n int) string {
 	return s[:cut] + "..."
 }
 
+// clip cuts s to at most n bytes on a UTF-8 boundary, without truncate's
+// mark: for values NVML reports (a product name is up to 96 bytes,
+// NVML_DEVICE_NAME_V2_BUFFER_SIZE) that the CRD holds shorter, so that an
+// over-long one never makes the API server refuse the whole status. A
+// product name is cut as the ResourceSlice's productName attribute is
+// (64 bytes), so a rule's productName matches both alike.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 // nvmlProfiles are the profiles NVML describes otherwise than the catalog
 // (values, placements, GI profile ID), sorted by name, at most the 32 the
 // API holds (no model has as many). A profile whose values agree carries
@@ -321,15 +337,15 @@ func describeNVMLProfiles(g gpu.GPU) string {
 // selectors on hypothetical devices as on the published ones.
 func gpuAttributes(g gpu.GPU) *v1alpha1.GPUAttributes {
 	return &v1alpha1.GPUAttributes{
-		PCIBusID:              g.PCIBusID,
-		PCIeRoot:              g.PCIeRoot,
+		PCIBusID:              clip(g.PCIBusID, 32),
+		PCIeRoot:              clip(g.PCIeRoot, 64),
 		NUMANode:              int32Of(g.NUMANode),
 		Minor:                 ptr.To(int32(g.Minor)),
-		Brand:                 g.Brand,
-		Architecture:          g.Architecture,
-		CUDAComputeCapability: g.CUDAComputeCapability,
-		DriverVersion:         g.DriverVersion,
-		CUDADriverVersion:     g.CUDADriverVersion,
+		Brand:                 clip(g.Brand, 64),
+		Architecture:          clip(g.Architecture, 64),
+		CUDAComputeCapability: clip(g.CUDAComputeCapability, 16),
+		DriverVersion:         clip(g.DriverVersion, 32),
+		CUDADriverVersion:     clip(g.CUDADriverVersion, 16),
 	}
 }
 
