@@ -290,6 +290,10 @@ type MigLayoutStatus struct {
 	// change not done that is neither Blocked nor Failed (draining,
 	// repartitioning, pending: retrying a failed pass, or waiting for their
 	// turn under maxNodesChanging); FailedNodes those Blocked or Failed.
+	// A node counts in at most one of the three, and in none while it is
+	// in conflict (another MigLayout selects it too), its agent is lost,
+	// it is paused with a change not started, or its agent has not
+	// reported yet: the Ready condition's message counts those.
 	// +optional
 	SelectedNodes int32 `json:"selectedNodes"`
 	// ReadyNodes counts the selected nodes whose GPUs all match the desired
