@@ -222,14 +222,18 @@ func TestRetryPassFailedSaidFirst(t *testing.T) {
 // TestRetryPassFailingKeepsResetRequired: a GPU Blocked waiting for a reset
 // whose retries' passes fail for PassesFailingAfter keeps its reason (it
 // still needs the reset), the passes' error first in its message; one
-// blocked by a device in use is counted PassFailed then (its retries drain
-// it only once no device is in use).
+// blocked by a device in use, or by an allocation the agent cannot tell
+// (UnknownAllocation), is counted PassFailed then (its retries drain it
+// only once no device is in use).
 func TestRetryPassFailingKeepsResetRequired(t *testing.T) {
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	spec := specGPU(0, wholeLayout, `rule "whole"`)
 	for reason, want := range map[string]string{
 		v1alpha1.ReasonResetRequired: v1alpha1.ReasonResetRequired,
 		v1alpha1.ReasonDeviceInUse:   v1alpha1.ReasonPassFailed,
+		// An allocation the agent cannot tell apart holds the GPU as a
+		// device in use does.
+		v1alpha1.ReasonUnknownAllocation: v1alpha1.ReasonPassFailed,
 	} {
 		var f failingPasses
 		blocked := nodeMigLayout("n1").spec(spec).status(a100(0).layout(halvesLayout).phase(v1alpha1.PhaseBlocked, reason, "waiting")).build()
