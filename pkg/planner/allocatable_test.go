@@ -106,15 +106,6 @@ func TestPodPlannedWhereItsRequestsFit(t *testing.T) {
 // serves it and the scheduler makes no claim, so no GPU there is
 // repartitioned for the pod.
 func TestDRABackedExtendedResourcePerNode(t *testing.T) {
-	const gpus = corev1.ResourceName("nvidia.com/gpu")
-	withGPUs := func(n Node, count string) Node {
-		n.Node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("512Gi"),
-			corev1.ResourcePods: resource.MustParse("110")}
-		if count != "" {
-			n.Node.Status.Allocatable[gpus] = resource.MustParse(count)
-		}
-		return n
-	}
 	changedOn := func(name string) trace {
 		return trace{
 			Changes:    []string{name + "/0: 7g.80gb@0 -> 1g.10gb@6 serves default/p"},
@@ -127,37 +118,34 @@ func TestDRABackedExtendedResourcePerNode(t *testing.T) {
 		want  trace
 	}{
 		"listed at 0": {
-			nodes: []Node{withGPUs(node("migrated").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "0")},
+			nodes: []Node{withPluginGPUs(node("migrated").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "0")},
 			want:  changedOn("migrated"),
 		},
 		"not listed": {
-			nodes: []Node{withGPUs(node("dra").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "")},
+			nodes: []Node{withPluginGPUs(node("dra").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "")},
 			want:  changedOn("dra"),
 		},
 		"listed above 0 on one node": {
 			nodes: []Node{
-				withGPUs(node("a-plugin").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"),
-				withGPUs(node("b-dra").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "0"),
+				withPluginGPUs(node("a-plugin").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8"),
+				withPluginGPUs(node("b-dra").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "0"),
 			},
 			want: changedOn("b-dra"),
 		},
 		"listed above 0 on every node": {
-			nodes: []Node{withGPUs(node("plugin").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8")},
+			nodes: []Node{withPluginGPUs(node("plugin").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8")},
 			want:  trace{Unservable: map[string]string{"default/p": ServedByDevicePlugin}},
 		},
 		// The device plugin is not why where the pod may not run there
 		// anyway.
 		"listed above 0 on a node whose taint the pod does not tolerate": {
-			nodes: []Node{withGPUs(node("plugin").taint("dedicated").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8")},
+			nodes: []Node{withPluginGPUs(node("plugin").taint("dedicated").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(), "8")},
 			want:  trace{Unservable: map[string]string{"default/p": "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"}},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			p := pod("p", 1).claim(profileIs("1g.10gb"), 1).build()
-			p.Claims[0].Name = "<extended-resources>p"
-			p.ExtendedResources = []corev1.ResourceName{gpus}
-			p.Pod.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{gpus: resource.MustParse("1")}}}}
+			p := asExtendedResource(pod("p", 1).claim(profileIs("1g.10gb"), 1).build())
 			res, err := Plan(context.Background(), Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, Nodes: tc.nodes, Pending: []Pod{p}})
 			if err != nil {
 				t.Fatal(err)
