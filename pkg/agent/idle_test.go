@@ -36,6 +36,9 @@ func TestIdleSince(t *testing.T) {
 		"MIG mode going off":     {prev: idle, gs: with(func(s *v1alpha1.GPUStatus) { s.MIGPending = false })},
 		"MIG mode off":           {prev: idle, gs: with(func(s *v1alpha1.GPUStatus) { s.MIGEnabled, s.MIGPending = false, false })},
 		"another GPU at index 0": {prev: idle, gs: with(func(s *v1alpha1.GPUStatus) { s.UUID = "GPU-b" }), want: &now},
+		// The pass's in-flight row (patchGPUPhase) keeps idleSince: the
+		// GPU holds new devices once it is Ready again.
+		"repartitioned": {prev: with(func(s *v1alpha1.GPUStatus) { s.Phase = v1alpha1.PhaseRepartitioning }), gs: idle, want: &now},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := idleSince(tc.prev, tc.gs, now)
