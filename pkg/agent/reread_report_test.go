@@ -43,14 +43,7 @@ func rigWithAutoChange(t *testing.T, funcs interceptor.Funcs) (*rig, client.With
 // no NVML work on the GPU (it stays 7g.80gb@0, Pending, retried) instead of
 // destroying the 7g.80gb for a layout nobody may ask for.
 func TestNoNVMLWorkWhenRepartitioningIsNotShown(t *testing.T) {
-	g, c := rigWithAutoChange(t, interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-		for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
-			if st.Phase == v1alpha1.PhaseRepartitioning {
-				return apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
-			}
-		}
-		return c.SubResource(sub).Update(ctx, obj, opts...)
-	}})
+	g, c := rigWithAutoChange(t, repartitioningReportFails())
 	g.r.Reread = LiveSpecs(c, "n1")
 	cancelled := false
 	// The Auto planner's pass once the agent has read the spec a last
@@ -169,4 +162,17 @@ func TestCancelWrittenWhileDrainingHoldsWhenRereadFails(t *testing.T) {
 	if got := g.layouts(t)[0]; got != "7g.80gb@0" {
 		t.Errorf("the change was cancelled while the GPU showed Draining, but the agent's last read of the spec failed and it repartitioned the GPU to %q anyway: the cancelled change destroyed the 7g.80gb@0", got)
 	}
+}
+
+// repartitioningReportFails has the API server answer 503 to a status
+// write that shows a GPU Repartitioning.
+func repartitioningReportFails() interceptor.Funcs {
+	return interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		for _, st := range obj.(*v1alpha1.NodeMigLayout).Status.GPUs {
+			if st.Phase == v1alpha1.PhaseRepartitioning {
+				return apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
+			}
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}}
 }
