@@ -566,6 +566,10 @@ func (a actedOn) replaced(ctx context.Context, nml *v1alpha1.NodeMigLayout) bool
 	return true
 }
 
+// errNodeMigLayoutReplaced: the node's NodeMigLayout was deleted and made
+// again since the pass read it (patchGPUPhase).
+var errNodeMigLayoutReplaced = errors.New("the NodeMigLayout was made again during the pass")
+
 // writeStatus records res, the outcome of the spec acted on (its
 // generation, not the object's generation now: a spec changed during the
 // pass is not done yet). It writes nothing to a NodeMigLayout made again
@@ -614,7 +618,9 @@ func (r *NodeReconciler) statusReader(live bool) func(context.Context, *v1alpha1
 // Pending where the pass failed) of GPU idx in status, and Ready False for
 // it: a node whose spec (the one the pass acts on) is not done yet is not
 // Ready. Like writeStatus, it writes nothing to a NodeMigLayout made again
-// since.
+// since, and fails then (errNodeMigLayoutReplaced): a GPU not shown
+// Repartitioning gets no NVML work this pass; the new object's pass shows
+// and does it.
 func (r *NodeReconciler) patchGPUPhase(ctx context.Context, spec actedOn, idx int, res GPUResult) error {
 	read := r.statusReader(false)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -623,7 +629,7 @@ func (r *NodeReconciler) patchGPUPhase(ctx context.Context, spec actedOn, idx in
 			return err
 		}
 		if spec.replaced(ctx, &nml) {
-			return nil
+			return errNodeMigLayoutReplaced
 		}
 		now := metav1.Now()
 		found := false
