@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +14,7 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // BuildStatus returns the NodeMigLayout status for the result of a pass:
@@ -45,7 +45,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 		gs := v1alpha1.GPUStatus{
 			Index:      int32(g.GPU.Index),
 			UUID:       g.GPU.UUID,
-			Product:    clip(g.GPU.ProductName, 64),
+			Product:    migslices.Clip(g.GPU.ProductName, 64),
 			MIGCapable: ptr.To(g.GPU.MIGCapable),
 			MIGEnabled: g.GPU.MIGMode.Current,
 			MIGPending: g.GPU.MIGMode.Pending,
@@ -215,27 +215,7 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n - 3
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut-- // not inside a character
-	}
-	return s[:cut] + "..."
-}
-
-// clip cuts s to at most n bytes on a UTF-8 boundary, without truncate's
-// mark: for values NVML reports (a product name is up to 96 bytes,
-// NVML_DEVICE_NAME_V2_BUFFER_SIZE) that the CRD holds shorter, so that an
-// over-long one never makes the API server refuse the whole status. A
-// product name is cut as the ResourceSlice's productName attribute is
-// (64 bytes), so a rule's productName matches both alike.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return migslices.Clip(s, n-3) + "..."
 }
 
 // nvmlProfiles are the profiles NVML describes otherwise than the catalog
@@ -337,15 +317,15 @@ func describeNVMLProfiles(g gpu.GPU) string {
 // selectors on hypothetical devices as on the published ones.
 func gpuAttributes(g gpu.GPU) *v1alpha1.GPUAttributes {
 	return &v1alpha1.GPUAttributes{
-		PCIBusID:              clip(g.PCIBusID, 32),
-		PCIeRoot:              clip(g.PCIeRoot, 64),
+		PCIBusID:              migslices.Clip(g.PCIBusID, 32),
+		PCIeRoot:              migslices.Clip(g.PCIeRoot, 64),
 		NUMANode:              int32Of(g.NUMANode),
 		Minor:                 ptr.To(int32(g.Minor)),
-		Brand:                 clip(g.Brand, 64),
-		Architecture:          clip(g.Architecture, 64),
-		CUDAComputeCapability: clip(g.CUDAComputeCapability, 16),
-		DriverVersion:         clip(g.DriverVersion, 32),
-		CUDADriverVersion:     clip(g.CUDADriverVersion, 16),
+		Brand:                 migslices.Clip(g.Brand, 64),
+		Architecture:          migslices.Clip(g.Architecture, 64),
+		CUDAComputeCapability: migslices.Clip(g.CUDAComputeCapability, 16),
+		DriverVersion:         migslices.Clip(g.DriverVersion, 32),
+		CUDADriverVersion:     migslices.Clip(g.CUDADriverVersion, 16),
 	}
 }
 

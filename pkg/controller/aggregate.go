@@ -8,6 +8,7 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // NodeState is where one selected node stands, as a MigLayout's status shows it.
@@ -428,12 +429,5 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	const ellipsis = "..."
-	cut := n - len(ellipsis)
-	for cut > 0 && !isRuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
+	return migslices.Clip(s, n-3) + "..."
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

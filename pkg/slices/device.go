@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -325,20 +326,21 @@ func dropEmpty(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) 
 // str returns a string attribute, cut to DeviceAttributeMaxValueLength bytes
 // (the API limit) on a UTF-8 boundary.
 func str(s string) resourceapi.DeviceAttribute {
-	return resourceapi.DeviceAttribute{StringValue: ptr.To(truncate(s, resourceapi.DeviceAttributeMaxValueLength))}
+	return resourceapi.DeviceAttribute{StringValue: ptr.To(Clip(s, resourceapi.DeviceAttributeMaxValueLength))}
 }
 
-func truncate(s string, n int) string {
+// Clip returns s cut to at most n bytes on a UTF-8 boundary, as a string
+// attribute's value is cut to the API's DeviceAttributeMaxValueLength
+// (64 bytes); s itself where it is no longer.
+func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !isRuneStart(s[n]) {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
 	return s[:n]
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 func integer(n int64) resourceapi.DeviceAttribute {
 	return resourceapi.DeviceAttribute{IntValue: ptr.To(n)}
