@@ -52,7 +52,7 @@ RACE_LOGS := $(abspath test/.state/race)
 .PHONY: race
 race: testbin ## every test under the race detector, the binaries the e2e tests start included (~35 min on 2 cores)
 	@rm -rf $(RACE_LOGS) && mkdir -p $(RACE_LOGS)
-	GOFLAGS=-race GORACE="log_path=$(RACE_LOGS)/race halt_on_error=0" $(GO) test -timeout 90m ./...
+	GOFLAGS="$(strip $(GOFLAGS) -race)" GORACE="log_path=$(RACE_LOGS)/race halt_on_error=0" $(GO) test -timeout 90m ./...
 	@if [ -n "$$(ls -A $(RACE_LOGS))" ]; then echo "data races reported: $(RACE_LOGS)"; ls $(RACE_LOGS); exit 1; fi
 
 testcluster: testbin ## run the bare test control plane (no miglayout: try it on `make demo KEEP=1`) in the foreground (KUBECONFIG=test/.state/testcluster/kubeconfig)
