@@ -79,79 +79,109 @@ func TestRetryOfFailedGPUToldOnce(t *testing.T) {
 // the change and leave the GPU half made. Once the client lets go, a
 // retry whose pass fails says why, and the next repartitions the GPU.
 func TestRetryOfHalfMadeGPUStaysBlocked(t *testing.T) {
+	h := newHalfMade(t, spec(0, "7g.80gb@0"))
+	h.retries(t, "retries")
+	h.newReason(t, `rule "whole", edited`)
+	h.retries(t, "retries after a new reason")
+	// A restarted agent (nothing remembered) reads the layout the GPU was
+	// left Blocked on from its journal.
+	h.restart()
+	h.newReason(t, `rule "whole", edited again`)
+	h.retries(t, "a restarted agent's retries after a new reason")
+	// The client lets go, and the retry's drain publication is refused:
+	// the row says why the pass failed, not the Blocked reason it retried.
+	if err := h.g.sim.CloseClient(h.holder); err != nil {
+		t.Fatal(err)
+	}
+	h.g.inv.failDrain = errors.New("admission webhook denied the request")
+	h.pass(t)
+	var cur v1alpha1.NodeMigLayout
+	if err := h.c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	if row := cur.Status.GPUs[0]; row.Reason != ReasonPassFailed || !strings.Contains(row.Message, "admission webhook denied") {
+		t.Errorf("after a failed retry: row %s %s %q, want PassFailed saying why", row.Phase, row.Reason, row.Message)
+	}
+	h.g.inv.failDrain = nil
+	h.pass(t)
+	if left := h.g.layouts(t); !cmp.Equal(left, []string{"7g.80gb@0"}) {
+		t.Errorf("layouts %v once the client let go, want the change carried out", left)
+	}
+}
+
+// halfMade is GPU 0 of an A100 whose change from 3g.40gb@0,3g.40gb@4 to
+// target stopped part way: another client holds the 3g.40gb@4, so the
+// first pass destroyed only the 3g.40gb@0 and left the GPU Blocked.
+type halfMade struct {
+	g      *rig
+	c      client.WithWatch
+	phases *[]v1alpha1.GPUPhase // written by the last pass
+	rec    *events.FakeRecorder
+	holder uint64 // the client holding 3g.40gb@4
+	clock  time.Time
+	r      *NodeReconciler
+}
+
+// newHalfMade runs the first pass and checks that it stopped part way.
+func newHalfMade(t *testing.T, target v1alpha1.GPUSpec) *halfMade {
+	t.Helper()
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
 	holder, err := g.sim.OpenClient(g.migUUID(t, 0, "3g.40gb@4"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, phases := phaseRecordingClient(t, spec(0, "7g.80gb@0"))
-	rec := events.NewFakeRecorder(50)
-	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec, Now: func() time.Time { return clock }}
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
-	pass := func() []string {
-		t.Helper()
-		*phases = nil
-		res, err := r.Reconcile(t.Context(), req)
-		if err != nil && g.inv.failDrain == nil {
-			t.Fatal(err)
-		}
-		clock = clock.Add(res.RequeueAfter + time.Second)
-		return eventReasons(rec)
-	}
-	pass()
+	c, phases := phaseRecordingClient(t, target)
+	h := &halfMade{g: g, c: c, phases: phases, rec: events.NewFakeRecorder(50), holder: holder,
+		clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	h.restart()
+	h.pass(t)
 	if left := g.layouts(t); !cmp.Equal(left, []string{"3g.40gb@4"}) {
 		t.Fatalf("premise: layouts %v after the first pass, want the change stopped part way", left)
 	}
-	retries := func(step string) {
-		t.Helper()
-		for range 2 {
-			events := pass()
-			if slices.Contains(*phases, v1alpha1.PhaseDraining) || slices.Contains(events, EventDraining) {
-				t.Errorf("%s: phases written %v, events %v, want no Draining", step, *phases, events)
-			}
-		}
-	}
-	// newReason edits GPU 0's reason, a new generation of the same layout.
-	newReason := func(reason string) {
-		t.Helper()
-		var cur v1alpha1.NodeMigLayout
-		if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
-			t.Fatal(err)
-		}
-		cur.Spec.GPUs[0].Reason = reason
-		cur.Generation++
-		if err := c.Update(t.Context(), &cur); err != nil {
-			t.Fatal(err)
-		}
-	}
-	retries("retries")
-	newReason(`rule "whole", edited`)
-	retries("retries after a new reason")
-	// A restarted agent (nothing remembered) reads the layout the GPU was
-	// left Blocked on from its journal.
-	r = &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: rec, Now: func() time.Time { return clock }}
-	newReason(`rule "whole", edited again`)
-	retries("a restarted agent's retries after a new reason")
-	// The client lets go, and the retry's drain publication is refused:
-	// the row says why the pass failed, not the Blocked reason it retried.
-	if err := g.sim.CloseClient(holder); err != nil {
+	return h
+}
+
+// restart replaces the agent's reconciler: nothing it remembered is left.
+func (h *halfMade) restart() {
+	h.r = &NodeReconciler{Client: h.c, NodeName: "n1", Repartitioner: h.g.r, Recorder: h.rec, Now: func() time.Time { return h.clock }}
+}
+
+// pass runs a pass when its retry is due and returns the events it
+// recorded.
+func (h *halfMade) pass(t *testing.T) []string {
+	t.Helper()
+	*h.phases = nil
+	res, err := h.r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}})
+	if err != nil && h.g.inv.failDrain == nil {
 		t.Fatal(err)
 	}
-	g.inv.failDrain = errors.New("admission webhook denied the request")
-	pass()
+	h.clock = h.clock.Add(res.RequeueAfter + time.Second)
+	return eventReasons(h.rec)
+}
+
+// retries runs two retries, which must show no Draining in status or an
+// event.
+func (h *halfMade) retries(t *testing.T, step string) {
+	t.Helper()
+	for range 2 {
+		if events := h.pass(t); slices.Contains(*h.phases, v1alpha1.PhaseDraining) || slices.Contains(events, EventDraining) {
+			t.Errorf("%s: phases written %v, events %v, want no Draining", step, *h.phases, events)
+		}
+	}
+}
+
+// newReason edits GPU 0's reason: a new generation of the same layout.
+func (h *halfMade) newReason(t *testing.T, reason string) {
+	t.Helper()
 	var cur v1alpha1.NodeMigLayout
-	if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
+	if err := h.c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &cur); err != nil {
 		t.Fatal(err)
 	}
-	if row := cur.Status.GPUs[0]; row.Reason != ReasonPassFailed || !strings.Contains(row.Message, "admission webhook denied") {
-		t.Errorf("after a failed retry: row %s %s %q, want PassFailed saying why", row.Phase, row.Reason, row.Message)
-	}
-	g.inv.failDrain = nil
-	pass()
-	if left := g.layouts(t); !cmp.Equal(left, []string{"7g.80gb@0"}) {
-		t.Errorf("layouts %v once the client let go, want the change carried out", left)
+	cur.Spec.GPUs[0].Reason = reason
+	cur.Generation++
+	if err := h.c.Update(t.Context(), &cur); err != nil {
+		t.Fatal(err)
 	}
 }
 
