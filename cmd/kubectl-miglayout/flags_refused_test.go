@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TestPlanRefusesNegativeAgingAfter: --auto-aging-after takes 0 (never) or
@@ -25,5 +27,14 @@ func TestNegativeRequestTimeoutRefused(t *testing.T) {
 	}
 	if _, err := e.restConfig(); err == nil || !strings.Contains(err.Error(), "--request-timeout=-5s") {
 		t.Errorf("restConfig: %v, want --request-timeout refused", err)
+	}
+}
+
+// TestPlanTakesZeroAgingAfter: --auto-aging-after=0 is the controller's
+// "never" (no pod is planned by age), not a value plan refuses.
+func TestPlanTakesZeroAgingAfter(t *testing.T) {
+	objs := []client.Object{node("auto-node", map[string]string{"pool": "auto"}), migClass()}
+	if _, _, err := runWith(t, objs, "plan", "--auto-aging-after=0", "-f", "testdata/plan-auto.yaml"); err != nil {
+		t.Errorf("plan --auto-aging-after=0: %v, want it taken (never planned by age)", err)
 	}
 }
