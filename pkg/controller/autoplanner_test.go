@@ -335,8 +335,10 @@ func TestNextAging(t *testing.T) {
 		},
 		"every pod has aged already": {snap: planner.Snapshot{Now: now, AgingAfter: time.Hour, Pending: pending(2 * time.Hour)}},
 		"aging off":                  {snap: planner.Snapshot{Now: now, Pending: pending(time.Minute)}},
-		"no clock":                   {snap: planner.Snapshot{AgingAfter: time.Hour, Pending: pending(time.Minute)}},
-		"no pending pod":             {snap: planner.Snapshot{Now: now, AgingAfter: time.Hour}},
+		// The API server's clock runs ahead of the controller's.
+		"aging off, a pod stamped ahead": {snap: planner.Snapshot{Now: now, Pending: pending(-time.Minute)}},
+		"no clock":                       {snap: planner.Snapshot{AgingAfter: time.Hour, Pending: pending(time.Minute)}},
+		"no pending pod":                 {snap: planner.Snapshot{Now: now, AgingAfter: time.Hour}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
