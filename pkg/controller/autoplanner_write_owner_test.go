@@ -45,15 +45,7 @@ func TestWriteSkipsANodeAdoptedByTheMigLayoutMadeAgain(t *testing.T) {
 	if _, n, err := a.write(t.Context(), read, changes, nil, nil); err != nil || n != 1 {
 		t.Errorf("write: %d written, error %v; want 1 (n2's change)", n, err)
 	}
-	for node, want := range map[string]int{"n1": 0, "n2": 1} {
-		var got v1alpha1.NodeMigLayout
-		if err := c.Get(t.Context(), types.NamespacedName{Name: node}, &got); err != nil {
-			t.Fatal(err)
-		}
-		if len(got.Spec.GPUs) != want {
-			t.Errorf("%s's spec GPUs %v, want %d written", node, got.Spec.GPUs, want)
-		}
-	}
+	wantSpecGPUs(t, c, map[string]int{"n1": 0, "n2": 1})
 }
 
 // TestWriteReadsEachMigLayoutOnce: a plan's changes on three nodes of one
@@ -96,13 +88,19 @@ func TestWriteSkipsOnlyTheNodesOfADeletedMigLayout(t *testing.T) {
 	if _, n, err := a.write(t.Context(), read, changes, nil, nil); err != nil || n != 1 {
 		t.Errorf("write: %d written, error %v; want 1 (n2's change) and no error", n, err)
 	}
-	for node, want := range map[string]int{"n1": 0, "n2": 1} {
+	wantSpecGPUs(t, c, map[string]int{"n1": 0, "n2": 1})
+}
+
+// wantSpecGPUs checks how many GPUs each node's NodeMigLayout spec lists.
+func wantSpecGPUs(t *testing.T, c client.Client, want map[string]int) {
+	t.Helper()
+	for node, n := range want {
 		var got v1alpha1.NodeMigLayout
 		if err := c.Get(t.Context(), types.NamespacedName{Name: node}, &got); err != nil {
 			t.Fatal(err)
 		}
-		if len(got.Spec.GPUs) != want {
-			t.Errorf("%s's spec GPUs %v, want %d written", node, got.Spec.GPUs, want)
+		if len(got.Spec.GPUs) != n {
+			t.Errorf("%s's spec GPUs %v, want %d written", node, got.Spec.GPUs, n)
 		}
 	}
 }

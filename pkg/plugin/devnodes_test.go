@@ -227,19 +227,7 @@ func TestPrepareWithoutDeviceNodes(t *testing.T) {
 		}, "device nodes /dev/nvidiactl of"},
 		"a caps node the host keeps that is an empty file": {func(t *testing.T, devRoot, hostRoot string, caps []string) {
 			// Every capability file says the host keeps its device files.
-			err := filepath.WalkDir(filepath.Join(hostRoot, "proc/driver/nvidia/capabilities"), func(path string, d fs.DirEntry, err error) error {
-				if err != nil || d.IsDir() || d.Name() != "access" {
-					return err
-				}
-				b, err := os.ReadFile(path)
-				if err != nil {
-					return err
-				}
-				return os.WriteFile(path, []byte(strings.ReplaceAll(string(b), "DeviceFileModify: 1", "DeviceFileModify: 0")), 0o644)
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			driverKeepsDeviceFiles(t, hostRoot)
 			if err := os.MkdirAll(filepath.Join(devRoot, "nvidia-caps"), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -572,4 +560,24 @@ func staleUVMEnv(t *testing.T) (*env, string, string) {
 	}
 	writeParams(t, e.hostRoot, 1)
 	return e, devRoot, path
+}
+
+// driverKeepsDeviceFiles makes every MIG capability file under hostRoot's
+// /proc/driver/nvidia/capabilities say that the driver leaves its device
+// files to the host (DeviceFileModify: 0).
+func driverKeepsDeviceFiles(t *testing.T, hostRoot string) {
+	t.Helper()
+	err := filepath.WalkDir(filepath.Join(hostRoot, "proc/driver/nvidia/capabilities"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "access" {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(path, []byte(strings.ReplaceAll(string(b), "DeviceFileModify: 1", "DeviceFileModify: 0")), 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,19 +36,7 @@ func TestPrepareWithCapsNodesTheContainerisedDriverKeeps(t *testing.T) {
 	if err := os.Rename(filepath.Join(devRoot, "nvidia-caps"), filepath.Join(driverDev, "nvidia-caps")); err != nil {
 		t.Fatal(err)
 	}
-	err = filepath.WalkDir(filepath.Join(e.hostRoot, "proc/driver/nvidia/capabilities"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() != "access" {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(path, []byte(strings.ReplaceAll(string(b), "DeviceFileModify: 1", "DeviceFileModify: 0")), 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	driverKeepsDeviceFiles(t, e.hostRoot)
 
 	if r := e.prepare(p, c); r.Err != nil {
 		t.Fatalf("prepare with the caps nodes in the driver's directory: %v", r.Err)
