@@ -412,6 +412,14 @@ func allocated(ns, name, node string, devices ...string) *resourceapi.ResourceCl
 	return c
 }
 
+// reportedA100 is the NodeMigLayout of node name whose agent reports one
+// A100-SXM4-80GB, GPU 0, MIG on and Ready with layout (empty: no device).
+func reportedA100(name, layout string) *v1alpha1.NodeMigLayout {
+	return &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
+			MIGEnabled: true, MIGPending: true, Layout: layout, Phase: v1alpha1.PhaseReady}}}}
+}
+
 func node(name string, labels map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 }
@@ -1578,9 +1586,7 @@ func TestBox(t *testing.T) {
 // productName; a node selector that selects no node, e.g. a misspelt
 // label); without it, 0.
 func TestPlanExitCode(t *testing.T) {
-	free := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "free-node"},
-		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
-			MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}
+	free := reportedA100("free-node", "7g.80gb@0")
 	layout := func(t *testing.T, profiles string) string {
 		f := filepath.Join(t.TempDir(), "ml.yaml")
 		doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata:\n  name: exit\nspec:\n  nodeSelector:\n    matchLabels:\n      pool: free\n  rules:\n  - profiles: {" + profiles + "}\n"

@@ -4,10 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
 // TestPlanNamesTheFirstClaimOfASharedDevice: a device allocated to several
@@ -15,9 +12,7 @@ import (
 // the first of them in namespace/name order, whatever order they are
 // listed in.
 func TestPlanNamesTheFirstClaimOfASharedDevice(t *testing.T) {
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "gpu-a"},
-		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
-			MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}
+	nml := reportedA100("gpu-a", "7g.80gb@0")
 	dev := deviceName(t, "A100-SXM4-80GB", 0, "7g.80gb@0")
 	objs := []client.Object{node("gpu-a", map[string]string{"pool": "a"}), nml,
 		allocated("team-z", "monitor", "gpu-a", dev), allocated("team-a", "train", "gpu-a", dev)}

@@ -24,9 +24,7 @@ func TestPlanJudgesSpecOnAgentReportsNotSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	published := slice("gpu-b", migslices.DefaultDriverName, migslices.GPUDevice(migslices.PlannedGPU(a100, 0)))
-	reported := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "gpu-a"},
-		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
-			MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}
+	reported := reportedA100("gpu-a", "7g.80gb@0")
 	unreported := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "gpu-b"}, Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: "exit"}}
 	objs := []client.Object{node("gpu-a", map[string]string{"pool": "a"}), reported,
 		node("gpu-b", map[string]string{"pool": "a"}), unreported, published}

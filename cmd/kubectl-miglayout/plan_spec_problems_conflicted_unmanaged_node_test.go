@@ -27,9 +27,7 @@ func TestPlanJudgesSpecWithoutTheGPUsOfAnUnmanagedNodeInConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a100 := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "a100-node"},
-		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
-			MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}
+	a100 := reportedA100("a100-node", "7g.80gb@0")
 	other := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "other", UID: "other-uid"},
 		Spec: v1alpha1.MigLayoutSpec{NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"gpu": "h100"}},
 			Rules: []v1alpha1.LayoutRule{{Profiles: map[string]int32{"7g.80gb": 1}}}}}

@@ -23,9 +23,7 @@ import (
 // then), or on a node in conflict (the controller counts its GPUs). plan
 // must not call the rule one that "matches no GPU".
 func TestPlanJudgesRulesOnlyWhereTheControllerDoes(t *testing.T) {
-	a100 := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "a100-node"},
-		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
-			MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}
+	a100 := reportedA100("a100-node", "7g.80gb@0")
 	const rules = "  rules:\n  - name: h100\n    productName: H100-SXM5-80GB\n    profiles: {7g.80gb: 1}\n  - name: rest\n    profiles: {7g.80gb: 1}\n"
 	write := func(t *testing.T) string {
 		f := filepath.Join(t.TempDir(), "ml.yaml")

@@ -5,11 +5,9 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/miglayout/miglayout/api/v1alpha1"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -20,9 +18,7 @@ import (
 // it, though the agent's last report does not have it in use yet.
 func TestPlanStaticBlockedUnderThePublishedName(t *testing.T) {
 	const name = "gpu-0-mig-7g80gb-99-0" // the catalog's 7g.80gb ID is 0
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "gpu-a"},
-		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
-			MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}
+	nml := reportedA100("gpu-a", "7g.80gb@0")
 	dev := resourceapi.Device{Name: name, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 		migslices.AttrParentIndex:    {IntValue: ptr.To[int64](0)},
 		migslices.AttrProfile:        {StringValue: ptr.To("7g.80gb")},

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -15,10 +14,8 @@ import (
 // change in flight there is kept, not moved): a 1g.10gb the spec places at
 // slice 2 stays there, where a fit from scratch places it at slice 6.
 func TestPlanStaticKeepsThePlacementTheSpecHolds(t *testing.T) {
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "gpu-a"},
-		Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: "one", GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "1g.10gb@2"}}},
-		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
-			MIGEnabled: true, MIGPending: true, Phase: v1alpha1.PhaseReady}}}}
+	nml := reportedA100("gpu-a", "")
+	nml.Spec = v1alpha1.NodeMigLayoutSpec{MigLayout: "one", GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "1g.10gb@2"}}}
 	out, _, err := runWith(t, []client.Object{node("gpu-a", map[string]string{"pool": "a"}), nml},
 		"plan", "-f", staticMigLayoutFile(t, "one", "[{profiles: {1g.10gb: 1}}]"))
 	if err != nil {

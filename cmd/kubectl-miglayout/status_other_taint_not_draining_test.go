@@ -5,10 +5,8 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/miglayout/miglayout/api/v1alpha1"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -16,9 +14,7 @@ import (
 // (~, about to be destroyed) for miglayout's drain taint only, not for
 // another taint it is published with (a health taint of the driver).
 func TestStatusMarksOnlyTheDrainTaintDraining(t *testing.T) {
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "gpu-a"},
-		Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
-			MIGEnabled: true, MIGPending: true, Layout: "3g.40gb@0,3g.40gb@4", Phase: v1alpha1.PhaseReady}}}}
+	nml := reportedA100("gpu-a", "3g.40gb@0,3g.40gb@4")
 	drained := resourceapi.Device{Name: deviceName(t, "A100-SXM4-80GB", 0, "3g.40gb@0"), Taints: []resourceapi.DeviceTaint{migslices.DrainTaint()}}
 	unhealthy := resourceapi.Device{Name: deviceName(t, "A100-SXM4-80GB", 0, "3g.40gb@4"),
 		Taints: []resourceapi.DeviceTaint{{Key: "example.com/unhealthy", Effect: resourceapi.DeviceTaintEffectNoSchedule}}}
