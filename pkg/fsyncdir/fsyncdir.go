@@ -16,7 +16,7 @@ func Sync(dir string) error {
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
+	err = syncFile(d)
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
@@ -25,3 +25,6 @@ func Sync(dir string) error {
 	}
 	return err
 }
+
+// syncFile is (*os.File).Sync; a variable so that tests can make it fail.
+var syncFile = (*os.File).Sync

@@ -84,10 +84,15 @@ func TestValidateNamespace(t *testing.T) {
 }
 
 // TestNoArgs: a command line with no argument left after its flags passes;
-// one with some is refused, naming them and the "=" form of a boolean flag.
+// one with some is refused, naming them and the "=" form of a boolean flag;
+// so is one with a single argument left, the usual mistake of a boolean flag
+// written "--metrics-secure false" last.
 func TestNoArgs(t *testing.T) {
 	if err := NoArgs(nil); err != nil {
 		t.Errorf("NoArgs(nil): %v", err)
+	}
+	if err := NoArgs([]string{"false"}); err == nil || !strings.Contains(err.Error(), `"false"`) {
+		t.Errorf("NoArgs([false]): %v, want the argument refused by name", err)
 	}
 	err := NoArgs([]string{"false", "--agent-lease-namespace=miglayout"})
 	if err == nil || !strings.Contains(err.Error(), `"false"`) || !strings.Contains(err.Error(), "--flag=false") {
