@@ -33,7 +33,10 @@ const (
 	// longer has, or that NVML has with another UUID than when the claim got it (destroyed
 	// and created again), or a simulated process runs on a device NVML lacks; NVML is
 	// read under the simulator lock together with a live list of the claims, so nothing
-	// can change in between. Invariant 1: must be 0.
+	// can change in between. Also (replayed in etcd order) a device the pool publishes
+	// again under its name with another UUID while an allocation references it: a device
+	// destroyed and created again before the first poll that saw the allocation.
+	// Invariant 1: must be 0.
 	AllocatedDestroyed FindingKind = "allocated device destroyed"
 	// TaintedAllocation: an allocation landed (in etcd order) while the device was
 	// published with the drain taint. The scheduler took the decision before it saw the
@@ -382,14 +385,21 @@ func (m *Monitor) replaySlice(e event) {
 	old := m.views[pool]
 	view := m.poolView(pool)
 	m.views[pool] = view
-	for name := range old {
-		if _, ok := view[name]; ok {
-			continue
+	for name, was := range old {
+		f := Finding{Kind: WithdrawnAllocated, Pool: pool, Device: name, At: e.at}
+		if now, ok := view[name]; ok {
+			if was.uuid == "" || now.uuid == "" || was.uuid == now.uuid {
+				continue
+			}
+			// Published again under its name with another UUID: the device the
+			// allocations got was destroyed and created again, though the poll
+			// may only ever have seen the new one.
+			f.Kind, f.Detail = AllocatedDestroyed, fmt.Sprintf("published again with another uuid: %s, now %s", was.uuid, now.uuid)
 		}
 		for uid, a := range m.allocs {
 			if a.devices[pool+"/"+name] {
-				m.addUnlessWaiting(Finding{Kind: WithdrawnAllocated, Pool: pool, Device: name, Claim: a.key, At: e.at},
-					a.waiting[pool+"/"+name], string(uid))
+				f.Claim = a.key
+				m.addUnlessWaiting(f, a.waiting[pool+"/"+name], string(uid))
 			}
 		}
 	}
@@ -547,8 +557,6 @@ func (m *Monitor) add(f Finding, claimUID string) {
 // poll compares, with every simulator locked, NVML with a live list of the claims.
 func (m *Monitor) poll(ctx context.Context) {
 	nodes := slices.Sorted(maps.Keys(m.pools))
-	var found []Finding
-	var uids []string
 	err := m.env.withSimLocks(nodes, func(states map[string]nvmlsim.State) error {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -556,66 +564,73 @@ func (m *Monitor) poll(ctx context.Context) {
 		if err != nil {
 			return err
 		}
-		now := time.Now()
-		devices := map[string]map[string]string{}
-		for n, st := range states {
-			devices[n] = clustertest.NVMLDevices(st)
-			for _, p := range st.Processes {
-				if !uuidExists(st, p.DeviceUUID) {
-					found = append(found, Finding{Kind: AllocatedDestroyed, Pool: n, Device: p.DeviceUUID, At: now,
-						Claim: fmt.Sprintf("(process %d)", p.PID), Detail: "a process runs on a device NVML lacks"})
-					uids = append(uids, fmt.Sprint(p.PID))
-				}
-			}
-		}
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		m.polls++
-		m.polledAt = append(m.polledAt, now)
-		keep := map[string]bool{}
-		for _, c := range claims.Items {
-			if c.Status.Allocation == nil {
-				continue
-			}
-			for _, r := range c.Status.Allocation.Devices.Results {
-				if r.Driver != cluster.Driver || !m.pools[r.Pool] {
-					continue
-				}
-				k := string(c.UID) + "|" + r.Pool + "/" + r.Device
-				keep[k] = true
-				uuid := devices[r.Pool][r.Device]
-				waiting := awaitingBinding(&c, r)
-				switch {
-				case uuid == "":
-					found = append(found, refusedIfWaiting(Finding{Kind: AllocatedDestroyed, Pool: r.Pool, Device: r.Device, At: now,
-						Claim: c.Namespace + "/" + c.Name, Detail: "NVML lacks the allocated device"}, waiting))
-					uids = append(uids, string(c.UID))
-					if m.tracked[k] == "" {
-						m.tracked[k] = "(missing)" // a device of that name created later is another one
-					}
-				case m.tracked[k] != "" && m.tracked[k] != uuid:
-					found = append(found, refusedIfWaiting(Finding{Kind: AllocatedDestroyed, Pool: r.Pool, Device: r.Device, At: now,
-						Claim: c.Namespace + "/" + c.Name, Detail: fmt.Sprintf("destroyed and created again: uuid %s, now %s", m.tracked[k], uuid)}, waiting))
-					uids = append(uids, string(c.UID))
-				default:
-					m.tracked[k] = uuid
-				}
-			}
-		}
-		for k := range m.tracked {
-			if !keep[k] {
-				delete(m.tracked, k)
-			}
-		}
-		for i, f := range found {
-			m.add(f, uids[i])
-		}
+		m.compare(states, claims.Items, time.Now())
 		return nil
 	})
 	if err != nil && ctx.Err() == nil {
 		m.mu.Lock()
 		m.errs = append(m.errs, "poll: "+err.Error())
 		m.mu.Unlock()
+	}
+}
+
+// compare is poll's verdict: the simulators' states (read under their locks) against
+// the claims listed meanwhile, at now. It takes mu.
+func (m *Monitor) compare(states map[string]nvmlsim.State, claims []resourceapi.ResourceClaim, now time.Time) {
+	var found []Finding
+	var uids []string
+	devices := map[string]map[string]string{}
+	for n, st := range states {
+		devices[n] = clustertest.NVMLDevices(st)
+		for _, p := range st.Processes {
+			if !uuidExists(st, p.DeviceUUID) {
+				found = append(found, Finding{Kind: AllocatedDestroyed, Pool: n, Device: p.DeviceUUID, At: now,
+					Claim: fmt.Sprintf("(process %d)", p.PID), Detail: "a process runs on a device NVML lacks"})
+				uids = append(uids, fmt.Sprint(p.PID))
+			}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.polls++
+	m.polledAt = append(m.polledAt, now)
+	keep := map[string]bool{}
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Driver != cluster.Driver || !m.pools[r.Pool] {
+				continue
+			}
+			k := string(c.UID) + "|" + r.Pool + "/" + r.Device
+			keep[k] = true
+			uuid := devices[r.Pool][r.Device]
+			waiting := awaitingBinding(&c, r)
+			switch {
+			case uuid == "":
+				found = append(found, refusedIfWaiting(Finding{Kind: AllocatedDestroyed, Pool: r.Pool, Device: r.Device, At: now,
+					Claim: c.Namespace + "/" + c.Name, Detail: "NVML lacks the allocated device"}, waiting))
+				uids = append(uids, string(c.UID))
+				if m.tracked[k] == "" {
+					m.tracked[k] = "(missing)" // a device of that name created later is another one
+				}
+			case m.tracked[k] != "" && m.tracked[k] != uuid:
+				found = append(found, refusedIfWaiting(Finding{Kind: AllocatedDestroyed, Pool: r.Pool, Device: r.Device, At: now,
+					Claim: c.Namespace + "/" + c.Name, Detail: fmt.Sprintf("destroyed and created again: uuid %s, now %s", m.tracked[k], uuid)}, waiting))
+				uids = append(uids, string(c.UID))
+			default:
+				m.tracked[k] = uuid
+			}
+		}
+	}
+	for k := range m.tracked {
+		if !keep[k] {
+			delete(m.tracked, k)
+		}
+	}
+	for i, f := range found {
+		m.add(f, uids[i])
 	}
 }
 
