@@ -554,10 +554,15 @@ var (
 // says it takes the first room that frees up; no entry where the last note is of
 // another kind.
 func (r *Runner) keptPlacements() map[string]keptPlacement {
-	log := readFrom(filepath.Join(r.Env.Cluster.LogDir(), "controller.log"), r.ctrlLogFrom)
+	return parseKeptPlacements(readFrom(filepath.Join(r.Env.Cluster.LogDir(), "controller.log"), r.ctrlLogFrom), r.Namespace)
+}
+
+// parseKeptPlacements is keptPlacements on the controller's log of the scenario, for
+// the pods of namespace ns.
+func parseKeptPlacements(log []byte, ns string) map[string]keptPlacement {
 	out := map[string]keptPlacement{}
 	for _, m := range eventRE.FindAllSubmatch(log, -1) {
-		if string(m[1]) != r.Namespace {
+		if string(m[1]) != ns {
 			continue
 		}
 		pod, reason, note := string(m[2]), string(m[3]), string(m[4])

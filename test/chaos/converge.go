@@ -7,12 +7,14 @@ import (
 	"strings"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/agent"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
@@ -67,27 +69,45 @@ func (e *Env) converged(ctx context.Context, mlName string, gen int64, nodes []s
 		if err != nil {
 			return false, err.Error()
 		}
-		if len(nml.Spec.GPUs) != len(st.GPUs) {
-			return false, fmt.Sprintf("%s: spec lists %d of %d GPUs; MigLayout %s", node, len(nml.Spec.GPUs), len(st.GPUs), clustertest.ConditionsString(ml.Status.Conditions))
-		}
-		for _, spec := range nml.Spec.GPUs {
-			g := gpuStatus(&nml, spec.Index)
-			switch {
-			case g == nil:
-				return false, fmt.Sprintf("%s gpu %d: no status", node, spec.Index)
-			case g.Phase == v1alpha1.PhaseReady && statusHolds(g, spec):
-			case allowBlocked && g.Phase == v1alpha1.PhaseBlocked && g.Reason == v1alpha1.ReasonDeviceInUse:
-				if inUse == nil {
-					if inUse, err = e.inUseDevices(ctx, nodes); err != nil {
-						return false, err.Error()
-					}
+		lazy := func() (sets.Set[string], error) {
+			if inUse == nil {
+				if inUse, err = e.inUseDevices(ctx, nodes); err != nil {
+					return nil, err
 				}
-				if why, legit := blockedLegitimately(st, int(spec.Index), spec, inUse[node]); !legit {
-					return false, fmt.Sprintf("%s gpu %d: Blocked, but %s", node, spec.Index, why)
-				}
-			default:
-				return false, fmt.Sprintf("%s gpu %d: phase %s (%s: %s), status layout %q, desired %q", node, spec.Index, g.Phase, g.Reason, g.Message, g.Layout, specText(spec))
 			}
+			return inUse[node], nil
+		}
+		if ok, why := gpusConverged(node, &nml, st, allowBlocked, lazy, ml.Status.Conditions); !ok {
+			return false, why
+		}
+	}
+	return true, ""
+}
+
+// gpusConverged is converged's verdict on one node: the spec lists every GPU NVML has,
+// and every GPU is Ready with its desired layout or, with allowBlocked, Blocked
+// (DeviceInUse) on a change that destroys a device inUse says is in use (read only
+// then).
+func gpusConverged(node string, nml *v1alpha1.NodeMigLayout, st nvmlsim.State, allowBlocked bool, inUse func() (sets.Set[string], error), mlConds []metav1.Condition) (bool, string) {
+	if len(nml.Spec.GPUs) != len(st.GPUs) {
+		return false, fmt.Sprintf("%s: spec lists %d of %d GPUs; MigLayout %s", node, len(nml.Spec.GPUs), len(st.GPUs), clustertest.ConditionsString(mlConds))
+	}
+	for _, spec := range nml.Spec.GPUs {
+		g := gpuStatus(nml, spec.Index)
+		switch {
+		case g == nil:
+			return false, fmt.Sprintf("%s gpu %d: no status", node, spec.Index)
+		case g.Phase == v1alpha1.PhaseReady && statusHolds(g, spec):
+		case allowBlocked && g.Phase == v1alpha1.PhaseBlocked && g.Reason == v1alpha1.ReasonDeviceInUse:
+			used, err := inUse()
+			if err != nil {
+				return false, err.Error()
+			}
+			if why, legit := blockedLegitimately(st, int(spec.Index), spec, used); !legit {
+				return false, fmt.Sprintf("%s gpu %d: Blocked, but %s", node, spec.Index, why)
+			}
+		default:
+			return false, fmt.Sprintf("%s gpu %d: phase %s (%s: %s), status layout %q, desired %q", node, spec.Index, g.Phase, g.Reason, g.Message, g.Layout, specText(spec))
 		}
 	}
 	return true, ""
@@ -119,13 +139,26 @@ func specText(spec v1alpha1.GPUSpec) string {
 // inUseDevices returns, per node, the names of devices that a claim's allocation
 // references or that run a simulated process.
 func (e *Env) inUseDevices(ctx context.Context, nodes []string) (map[string]sets.Set[string], error) {
-	out := map[string]sets.Set[string]{}
+	states := map[string]nvmlsim.State{}
 	for _, n := range nodes {
-		out[n] = sets.New[string]()
 		st, err := e.SimState(n)
 		if err != nil {
 			return nil, err
 		}
+		states[n] = st
+	}
+	claims, err := e.Client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return inUseFrom(states, claims.Items), nil
+}
+
+// inUseFrom is inUseDevices from the nodes' NVML states and the claims.
+func inUseFrom(states map[string]nvmlsim.State, claims []resourceapi.ResourceClaim) map[string]sets.Set[string] {
+	out := map[string]sets.Set[string]{}
+	for n, st := range states {
+		out[n] = sets.New[string]()
 		byUUID := map[string]string{}
 		for name, uuid := range clustertest.NVMLDevices(st) {
 			byUUID[uuid] = name
@@ -136,11 +169,7 @@ func (e *Env) inUseDevices(ctx context.Context, nodes []string) (map[string]sets
 			}
 		}
 	}
-	claims, err := e.Client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range claims.Items {
+	for _, c := range claims {
 		if c.Status.Allocation == nil {
 			continue
 		}
@@ -150,11 +179,12 @@ func (e *Env) inUseDevices(ctx context.Context, nodes []string) (map[string]sets
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // blockedLegitimately says whether reaching spec from NVML's state destroys a device in
-// use.
+// use: a GPU instance the desired layout lacks (every one where MIG goes off), or the
+// whole GPU's device where MIG goes on.
 func blockedLegitimately(st nvmlsim.State, idx int, spec v1alpha1.GPUSpec, inUse sets.Set[string]) (string, bool) {
 	g := simGPU(st, idx)
 	if g == nil {
@@ -182,8 +212,13 @@ func blockedLegitimately(st nvmlsim.State, idx int, spec v1alpha1.GPUSpec, inUse
 		}
 		names = append(names, name)
 	}
-	if !spec.MIGEnabled && !g.MIGCurrent && inUse.Has(migslices.GPUDeviceName(idx)) {
-		return "", true
+	if spec.MIGEnabled && !g.MIGCurrent {
+		// Turning MIG on takes the whole GPU's device away (the agent drains it).
+		name := migslices.GPUDeviceName(idx)
+		if inUse.Has(name) {
+			return "", true
+		}
+		names = append(names, name)
 	}
 	return fmt.Sprintf("none of the devices it must destroy (%s) is allocated or runs a process (in use: %v)", strings.Join(names, ", "), sets.List(inUse)), false
 }
@@ -233,79 +268,91 @@ func (e *Env) checkOnce(ctx context.Context, nodes []string) CheckResult {
 			res.PoolMismatch = append(res.PoolMismatch, node+": "+err.Error())
 			continue
 		}
-		want := clustertest.NVMLDevices(st)
 		got, err := e.PoolDevices(ctx, node)
 		if err != nil {
 			res.PoolMismatch = append(res.PoolMismatch, node+": "+err.Error())
 			continue
 		}
-		for name, uuid := range want {
-			d, ok := got[name]
-			switch {
-			case !ok:
-				res.PoolMismatch = append(res.PoolMismatch, fmt.Sprintf("%s: %s missing from the pool", node, name))
-			case d.UUID != uuid:
-				res.PoolMismatch = append(res.PoolMismatch, fmt.Sprintf("%s: %s published with uuid %s, NVML %s", node, name, d.UUID, uuid))
-			case d.Tainted:
-				res.PoolMismatch = append(res.PoolMismatch, fmt.Sprintf("%s: %s still tainted", node, name))
-			}
-		}
-		for name := range got {
-			if _, ok := want[name]; !ok {
-				res.PoolMismatch = append(res.PoolMismatch, fmt.Sprintf("%s: phantom %s published, NVML lacks it", node, name))
-			}
-		}
-		for _, g := range st.GPUs {
-			for _, gi := range g.GPUInstances {
-				if len(gi.ComputeInstances) == 0 {
-					res.Leaked = append(res.Leaked, fmt.Sprintf("%s gpu %d: GI %d %s@%d has no compute instance", node, g.Index, gi.ID, gi.Profile, gi.Placement.Start))
-				}
-			}
-		}
 		var nml v1alpha1.NodeMigLayout
-		if err := e.CRC.Get(ctx, crclient.ObjectKey{Name: node}, &nml); err != nil {
-			res.Leaked = append(res.Leaked, node+": "+err.Error())
-			continue
+		nmlErr := e.CRC.Get(ctx, crclient.ObjectKey{Name: node}, &nml)
+		var journal []agent.JournalEntry
+		if nmlErr == nil {
+			journal = e.Journal(node)
 		}
-		ready := map[int]bool{}
-		for _, spec := range nml.Spec.GPUs {
-			s := gpuStatus(&nml, spec.Index)
-			g := simGPU(st, int(spec.Index))
-			if s == nil || g == nil || s.Phase != v1alpha1.PhaseReady {
-				continue
-			}
-			ready[int(spec.Index)] = true
-			if g.MIGCurrent != spec.MIGEnabled || g.MIGPending != spec.MIGEnabled {
-				res.Leaked = append(res.Leaked, fmt.Sprintf("%s gpu %d: Ready, but MIG mode %v/%v, desired %v", node, g.Index, g.MIGCurrent, g.MIGPending, spec.MIGEnabled))
-				continue
-			}
-			if !spec.MIGEnabled {
-				continue
-			}
-			want, err := mig.ParseLayout(spec.Layout)
-			if err != nil {
-				res.Leaked = append(res.Leaked, fmt.Sprintf("%s gpu %d: desired layout %q: %v", node, g.Index, spec.Layout, err))
-				continue
-			}
-			have := g.Layout()
-			for _, d := range have {
-				if !want.Contains(d) {
-					res.Leaked = append(res.Leaked, fmt.Sprintf("%s gpu %d: Ready, but holds %s, which the desired layout %s lacks", node, g.Index, d, spec.Layout))
-				}
-			}
-			for _, d := range want {
-				if !have.Contains(d) {
-					res.Leaked = append(res.Leaked, fmt.Sprintf("%s gpu %d: Ready, but lacks desired %s (holds %s)", node, g.Index, d, have))
-				}
-			}
-		}
-		for _, j := range e.Journal(node) {
-			if ready[j.GPU] {
-				res.JournalLeft = append(res.JournalLeft, fmt.Sprintf("%s gpu %d: journal entry at step %s (desired %q, done %v) left after the GPU is Ready", node, j.GPU, j.Step, j.Desired, j.Done))
-			}
-		}
+		checkNode(&res, node, st, got, &nml, nmlErr, journal)
 	}
 	sort.Strings(res.PoolMismatch)
 	sort.Strings(res.Leaked)
 	return res
+}
+
+// checkNode is checkOnce's comparison on one node, from what it read: NVML's state st,
+// the published pool got, the node's NodeMigLayout (nmlErr where it could not be read)
+// and its agent's journal.
+func checkNode(res *CheckResult, node string, st nvmlsim.State, got map[string]clustertest.PublishedDevice, nml *v1alpha1.NodeMigLayout, nmlErr error, journal []agent.JournalEntry) {
+	want := clustertest.NVMLDevices(st)
+	for name, uuid := range want {
+		d, ok := got[name]
+		switch {
+		case !ok:
+			res.PoolMismatch = append(res.PoolMismatch, fmt.Sprintf("%s: %s missing from the pool", node, name))
+		case d.UUID != uuid:
+			res.PoolMismatch = append(res.PoolMismatch, fmt.Sprintf("%s: %s published with uuid %s, NVML %s", node, name, d.UUID, uuid))
+		case d.Tainted:
+			res.PoolMismatch = append(res.PoolMismatch, fmt.Sprintf("%s: %s still tainted", node, name))
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			res.PoolMismatch = append(res.PoolMismatch, fmt.Sprintf("%s: phantom %s published, NVML lacks it", node, name))
+		}
+	}
+	for _, g := range st.GPUs {
+		for _, gi := range g.GPUInstances {
+			if len(gi.ComputeInstances) == 0 {
+				res.Leaked = append(res.Leaked, fmt.Sprintf("%s gpu %d: GI %d %s@%d has no compute instance", node, g.Index, gi.ID, gi.Profile, gi.Placement.Start))
+			}
+		}
+	}
+	if nmlErr != nil {
+		res.Leaked = append(res.Leaked, node+": "+nmlErr.Error())
+		return
+	}
+	ready := map[int]bool{}
+	for _, spec := range nml.Spec.GPUs {
+		s := gpuStatus(nml, spec.Index)
+		g := simGPU(st, int(spec.Index))
+		if s == nil || g == nil || s.Phase != v1alpha1.PhaseReady {
+			continue
+		}
+		ready[int(spec.Index)] = true
+		if g.MIGCurrent != spec.MIGEnabled || g.MIGPending != spec.MIGEnabled {
+			res.Leaked = append(res.Leaked, fmt.Sprintf("%s gpu %d: Ready, but MIG mode %v/%v, desired %v", node, g.Index, g.MIGCurrent, g.MIGPending, spec.MIGEnabled))
+			continue
+		}
+		if !spec.MIGEnabled {
+			continue
+		}
+		want, err := mig.ParseLayout(spec.Layout)
+		if err != nil {
+			res.Leaked = append(res.Leaked, fmt.Sprintf("%s gpu %d: desired layout %q: %v", node, g.Index, spec.Layout, err))
+			continue
+		}
+		have := g.Layout()
+		for _, d := range have {
+			if !want.Contains(d) {
+				res.Leaked = append(res.Leaked, fmt.Sprintf("%s gpu %d: Ready, but holds %s, which the desired layout %s lacks", node, g.Index, d, spec.Layout))
+			}
+		}
+		for _, d := range want {
+			if !have.Contains(d) {
+				res.Leaked = append(res.Leaked, fmt.Sprintf("%s gpu %d: Ready, but lacks desired %s (holds %s)", node, g.Index, d, have))
+			}
+		}
+	}
+	for _, j := range journal {
+		if ready[j.GPU] {
+			res.JournalLeft = append(res.JournalLeft, fmt.Sprintf("%s gpu %d: journal entry at step %s (desired %q, done %v) left after the GPU is Ready", node, j.GPU, j.Step, j.Desired, j.Done))
+		}
+	}
 }

@@ -234,26 +234,7 @@ func RunDrainRace(ctx context.Context, env *Env, mon *Monitor, ns string, opts R
 				c.PreparedKept += bytes.Count(log, []byte(`(prepared while draining)"`))
 				var nml v1alpha1.NodeMigLayout
 				_ = env.CRC.Get(ctx, crclient.ObjectKey{Name: node}, &nml)
-				if g := gpuStatus(&nml, 0); drains == 0 && g != nil && g.Phase == v1alpha1.PhaseBlocked {
-					c.BlockedBefore++
-				}
-				if g := gpuStatus(&nml, 0); g != nil && g.Phase == v1alpha1.PhaseReady && g.Layout == raceTo {
-					c.Completed++
-				}
-				for _, f := range mon.Findings(t0, node) {
-					switch f.Kind {
-					case TaintedAllocation:
-						c.InFlight++
-						c.Lags = append(c.Lags, f.Lag)
-					case AllocatedDestroyed:
-						c.Destroyed++
-					case RefusedAllocation:
-						c.Refused++
-					default:
-						c.Unpublished++
-					}
-					c.Details = append(c.Details, fmt.Sprintf("round %d: %s", round, f))
-				}
+				c.tally(round, drains, &nml, mon.Findings(t0, node))
 			}
 			logf("drain race: %s, round %d done", mode, round+1)
 			if err := env.ReleaseAll(ctx, ns); err != nil {
@@ -262,6 +243,31 @@ func RunDrainRace(ctx context.Context, env *Env, mon *Monitor, ns string, opts R
 		}
 	}
 	return cells, setRace(ctx, env, raceFrom)
+}
+
+// tally counts one round on the cell's node: the GPU's status after it (Blocked with no
+// drain started, or the flip completed) and the monitor's findings.
+func (c *RaceCell) tally(round, drains int, nml *v1alpha1.NodeMigLayout, findings []Finding) {
+	if g := gpuStatus(nml, 0); drains == 0 && g != nil && g.Phase == v1alpha1.PhaseBlocked {
+		c.BlockedBefore++
+	}
+	if g := gpuStatus(nml, 0); g != nil && g.Phase == v1alpha1.PhaseReady && g.Layout == raceTo {
+		c.Completed++
+	}
+	for _, f := range findings {
+		switch f.Kind {
+		case TaintedAllocation:
+			c.InFlight++
+			c.Lags = append(c.Lags, f.Lag)
+		case AllocatedDestroyed:
+			c.Destroyed++
+		case RefusedAllocation:
+			c.Refused++
+		default:
+			c.Unpublished++
+		}
+		c.Details = append(c.Details, fmt.Sprintf("round %d: %s", round, f))
+	}
 }
 
 func setRaceNoWait(ctx context.Context, env *Env, layout string) (map[string]int64, error) {
