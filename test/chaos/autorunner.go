@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -199,6 +200,7 @@ func (r *Runner) RunAuto(ctx context.Context, sc *AutoScenario, livenessTimeout 
 	j, err := r.awaitServed(ctx, pods, livenessTimeout, false)
 	res.Settle1 = time.Since(tl)
 	if err != nil {
+		res.NotConverged++
 		problem("stage 1 (holds kept): %v", err)
 	}
 	if len(j.Stuck) > 0 {
@@ -220,6 +222,7 @@ func (r *Runner) RunAuto(ctx context.Context, sc *AutoScenario, livenessTimeout 
 	j, err = r.awaitServed(ctx, pods, livenessTimeout, true)
 	res.Settle2 = time.Since(tl)
 	if err != nil {
+		res.NotConverged++
 		problem("stage 2 (bound pods released): %v", err)
 	}
 	if len(j.Stuck) > 0 {
@@ -331,14 +334,18 @@ type livenessVerdict struct {
 // claim is being deleted, up to timeout; with all, also until none of the pods pending
 // at the start is pending any more where the GPUs, every device freed, could hold all of
 // them together (not reaching that is reported as Unpacked, not as stuck: the planner
-// packs greedily, largest first). It returns the last verdict.
+// packs greedily, largest first). It returns the last verdict, and an error where the
+// stage did not settle for want of a verdict (no read of the pods and GPUs succeeded) or
+// with pods or claims still being deleted at the timeout.
 func (r *Runner) awaitServed(ctx context.Context, pods map[string]autoPod, timeout time.Duration, all bool) (livenessVerdict, error) {
 	deadline := time.Now().Add(timeout)
 	var v livenessVerdict
 	var first map[string]bool // the pods pending at the start, when the freed GPUs hold them together
+	judged, deletingLast := false, 0
 	for {
 		pending, gpus, deleting, err := r.pendingAndGPUs(ctx, pods)
 		if err == nil {
+			judged, deletingLast = true, deleting
 			if all && first == nil {
 				first = map[string]bool{}
 				if holdTogether(pending, gpus) {
@@ -358,7 +365,13 @@ func (r *Runner) awaitServed(ctx context.Context, pods map[string]autoPod, timeo
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return v, err
+			switch {
+			case !judged:
+				return v, fmt.Errorf("no verdict within %s: %w", timeout, cmp.Or(err, ctx.Err()))
+			case deletingLast > 0:
+				return v, fmt.Errorf("%d pods or claims still being deleted after %s", deletingLast, timeout)
+			}
+			return v, nil
 		}
 		sleep(ctx, 500*time.Millisecond)
 	}
