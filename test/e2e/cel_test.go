@@ -391,10 +391,16 @@ func TestTypedEmptyProfiles(t *testing.T) {
 			Rules:        []v1alpha1.LayoutRule{{Profiles: map[string]int32{}}},
 		},
 	}
-	if err := c.Create(ctx, ml, crclient.DryRunAll); err != nil {
+	if err := c.Create(ctx, ml); err != nil {
 		t.Fatalf("admission refused profiles: {} sent with the Go types: %v", err)
 	}
-	if got := ml.Spec.Rules[0].Profiles; got == nil || len(got) != 0 {
+	t.Cleanup(func() { _ = c.Delete(context.Background(), ml) })
+	// Read back into a fresh object: decoding the answer into ml keeps the map it sent.
+	stored := &v1alpha1.MigLayout{}
+	if err := c.Get(ctx, crclient.ObjectKeyFromObject(ml), stored); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored.Spec.Rules[0].Profiles; got == nil || len(got) != 0 {
 		t.Errorf("stored profiles %v, want {} (empty, not absent)", got)
 	}
 	ml = &v1alpha1.MigLayout{

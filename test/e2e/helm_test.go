@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,8 +183,10 @@ func TestHelmCRDsServeTheExamples(t *testing.T) {
 		d := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(b)), 4096)
 		for {
 			var m map[string]any
-			if err := d.Decode(&m); err != nil {
+			if err := d.Decode(&m); errors.Is(err, io.EOF) {
 				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", filepath.Base(f), err)
 			}
 			if len(m) == 0 {
 				continue

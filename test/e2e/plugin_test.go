@@ -265,8 +265,15 @@ func TestPluginCheckSeedArticle(t *testing.T) {
 	if out != string(golden) {
 		t.Errorf("check output differs from the golden file:\n%s", out)
 	}
-	fixed, _, _ := runPlugin(t, "check", "--offline", "--fix", "-f", article)
-	for _, o := range decodeAll(t, fixed) {
+	fixed, _, err := runPlugin(t, "check", "--offline", "--fix", "-f", article)
+	if err == nil {
+		t.Error("check --fix: no error, want the findings it fixed reported")
+	}
+	objs := decodeAll(t, fixed)
+	if n := len(decodeAll(t, string(b))); len(objs) != n {
+		t.Errorf("check --fix gave %d objects, the article has %d", len(objs), n)
+	}
+	for _, o := range objs {
 		o.SetNamespace(ns)
 		if err := dryRunStrict(ctx, a, o); err != nil {
 			t.Errorf("the fixed %s %s is refused: %v", o.GetKind(), o.GetName(), err)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
@@ -194,6 +195,30 @@ func refused(t *testing.T, what string, err error, want string) {
 		t.Errorf("%s: refused with %q, want a message containing %q", what, err, want)
 	default:
 		t.Logf("%s: refused: %v", what, err)
+	}
+}
+
+// refusedForbidden is refused where only an authorization refusal will do: the
+// chart's agent policy answers Forbidden, the API server's granular claim
+// status authorization an Invalid whose every cause is a Forbidden field. A
+// request refused as invalid for another reason was not stopped for the
+// reason the test names.
+func refusedForbidden(t *testing.T, what string, err error) {
+	t.Helper()
+	refused(t, what, err, "")
+	if err == nil || apierrors.IsForbidden(err) {
+		return
+	}
+	var causes []metav1.StatusCause
+	if st, ok := err.(apierrors.APIStatus); ok && st.Status().Details != nil {
+		causes = st.Status().Details.Causes
+	}
+	forbidden := len(causes) > 0
+	for _, c := range causes {
+		forbidden = forbidden && c.Type == metav1.CauseType(field.ErrorTypeForbidden)
+	}
+	if !forbidden {
+		t.Errorf("%s: %v, want Forbidden (an authorization refusal, not a validation error)", what, err)
 	}
 }
 
@@ -501,13 +526,13 @@ func TestAgentClaimStatusConfinedToItsNode(t *testing.T) {
 	// controller may then deallocate a device a pod still uses.
 	_, err = agent.ResourceV1().ResourceClaims(f.ns).Patch(ctx, c.Name, types.MergePatchType,
 		[]byte(`{"status":{"reservedFor":null}}`), metav1.PatchOptions{}, "status")
-	refused(t, "node-A agent clears reservedFor of a claim allocated on node B", err, "")
+	refusedForbidden(t, "node-A agent clears reservedFor of a claim allocated on node B", err)
 	// Confirm node B's binding condition (the scheduler then binds the pod
 	// to a device node B's agent never vetted).
 	_, err = agent.ResourceV1().ResourceClaims(f.ns).Patch(ctx, c.Name, types.MergePatchType,
 		[]byte(`{"status":{"devices":[{"driver":"sec.miglayout.io","pool":"`+f.nodeB+`","device":"gpu-0","conditions":[{"type":"`+migslices.BindingConditionReady+`","status":"True","reason":"Forged","message":"x","lastTransitionTime":"`+now.UTC().Format(time.RFC3339)+`"}]}]}}`),
 		metav1.PatchOptions{}, "status")
-	refused(t, "node-A agent confirms the binding condition of node B's device", err, "")
+	refusedForbidden(t, "node-A agent confirms the binding condition of node B's device", err)
 }
 
 // allocatedClaim creates claim name in the fixture's namespace, allocated

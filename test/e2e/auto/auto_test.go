@@ -3,6 +3,7 @@ package auto
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -267,9 +268,9 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 	// 10. Every GPU now has a device in use, so a 7g.80gb pod arriving now finds no
 	// room: a placement is kept for it, it hears that it waits for capacity (not that
 	// it cannot be served), and no device is destroyed for it.
-	before := map[string][]string{}
+	before := map[string]map[string]string{}
 	for _, n := range []string{nodeA, nodeB} {
-		before[n] = clustertest.Layouts(env.Snapshot(t, n))
+		before[n] = clustertest.NVMLDevices(env.Snapshot(t, n))
 	}
 	if _, err := env.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "later"}, Spec: clustertest.ClaimSpec(sel7g)}, metav1.CreateOptions{}); err != nil {
@@ -288,8 +289,8 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 			a.WaitingForRepartitionPods == 0 && a.ChangedGPUs == 0 && a.WaitingForRoomPods == 0
 	})
 	for _, n := range []string{nodeA, nodeB} {
-		if got := clustertest.Layouts(env.Snapshot(t, n)); !slices.Equal(got, before[n]) {
-			t.Errorf("%s layouts went from %v to %v for a pod no GPU has room for", n, before[n], got)
+		if got := clustertest.NVMLDevices(env.Snapshot(t, n)); !maps.Equal(got, before[n]) {
+			t.Errorf("%s devices went from %v to %v for a pod no GPU has room for", n, before[n], got)
 		}
 	}
 	if p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "later", metav1.GetOptions{}); err != nil {

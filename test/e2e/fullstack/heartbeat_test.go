@@ -57,7 +57,11 @@ func TestAgentLost(t *testing.T) {
 		return clustertest.HasCondition(ml.Status.Conditions, v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonAgentLost) &&
 			clustertest.HasCondition(ml.Status.Conditions, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonAgentLost)
 	})
-	t.Logf("reported lost %s after the agent stopped", time.Since(stopped).Round(time.Second))
+	took := time.Since(stopped)
+	t.Logf("reported lost %s after the agent stopped", took.Round(time.Second))
+	if took > 3*raceLeaseDuration {
+		t.Errorf("reported lost %s after the agent stopped, want about its lease duration %s", took.Round(time.Second), raceLeaseDuration)
+	}
 	if len(lost.Status.Nodes) != 1 || lost.Status.Nodes[0].Phase != v1alpha1.PhaseUnknown ||
 		!strings.Contains(lost.Status.Nodes[0].Message, "has not renewed its heartbeat Lease") {
 		t.Errorf("node rows %+v, want %s Unknown with the heartbeat's message", lost.Status.Nodes, nodeRace)

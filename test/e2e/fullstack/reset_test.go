@@ -70,9 +70,19 @@ func TestGPUResetWhileBlocked(t *testing.T) {
 	resetGPU0(t)
 	waitRemade(t, ctx, dev, oldUUID, cdiSpecOf(t, nodeReset, string(claim.UID)))
 	blocked("GPU 0 waiting for the pod's device again after the reset")
-	for d := range clustertest.NVMLDevices(env.Snapshot(t, nodeReset)) {
-		if strings.Contains(d, "7g") {
-			t.Errorf("the new layout's %s was made over the pod's device", d)
+	// The GPU goes on waiting for several settle and resync periods: the device made
+	// again keeps its new UUID (no process runs on it: only the allocation keeps it), and
+	// no device of the new layout appears.
+	remade := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
+	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		devs := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))
+		if devs[dev] != remade {
+			t.Fatalf("the pod's device %s, made again as %s, is %q now: destroyed while its claim holds it", dev, remade, devs[dev])
+		}
+		for d := range devs {
+			if strings.Contains(d, "7g") {
+				t.Fatalf("the new layout's %s was made over the pod's device", d)
+			}
 		}
 	}
 	env.WaitPoolMatchesNVML(t, ctx, nodeReset)

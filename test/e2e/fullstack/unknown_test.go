@@ -2,7 +2,7 @@ package fullstack
 
 import (
 	"context"
-	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -71,7 +71,7 @@ func TestUnknownAllocationKeepsGPU(t *testing.T) {
 	// GPU 0 is not touched, for several settle periods.
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
-		if now := gpuOf(env.Snapshot(t, nodeA), 0); fmt.Sprint(now.Layout()) != fmt.Sprint(gpuOf(before, 0).Layout()) {
+		if now := gpuOf(env.Snapshot(t, nodeA), 0); !reflect.DeepEqual(now.GPUInstances, gpuOf(before, 0).GPUInstances) {
 			t.Fatalf("GPU 0 of %s changed from %v to %v while a claim may hold one of its devices", nodeA, gpuOf(before, 0).Layout(), now.Layout())
 		}
 		time.Sleep(200 * time.Millisecond)
