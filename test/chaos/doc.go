@@ -18,7 +18,8 @@
 //     devices NVML then lacks (the simulators are read under their lock together with a
 //     live list of the claims), and — replaying the ResourceSlice and ResourceClaim
 //     watch events in etcd revision order — allocations that landed on a tainted or an
-//     unpublished device, and devices withdrawn while allocated.
+//     unpublished device, and devices withdrawn, or published again under their name
+//     with another UUID, while allocated.
 //   - After each scenario, once the product reports convergence (twice: with the claims,
 //     where Blocked is accepted only when a device that must go is really in use; and
 //     after releasing them, on the next scenario's base layout), Env.Check compares the
