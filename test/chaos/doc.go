@@ -4,7 +4,8 @@
 //
 //   - Chaos scenarios (Scenario, Runner): on two nodes (2x A100, 1x H100) one MigLayout's
 //     rules change at random (counts or explicit placements, MIG off, per-GPU rules, a
-//     second change mid-flight) while claims with pods come and go, and a fault strikes:
+//     second change mid-flight) while claims with pods come and go (every other pod idle,
+//     running no process on its device: kubelet.IdleLabel), and a fault strikes:
 //     the agent killed at a journal step (Draining, Destroying, Creating, SettingMIGMode,
 //     with a GPU instance lacking its compute instance, inside an NVML call), an NVML
 //     call failing (IN_USE, INSUFFICIENT_RESOURCES, a CI create failing after its GI, with

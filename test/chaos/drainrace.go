@@ -182,7 +182,7 @@ func RunDrainRace(ctx context.Context, env *Env, mon *Monitor, ns string, opts R
 						go func() {
 							defer wg.Done()
 							sleep(ctx, d)
-							if err := env.CreateWorkload(ctx, ns, name, node, ""); err != nil {
+							if err := env.CreateWorkload(ctx, ns, name, node, "", false); err != nil {
 								errs <- err
 							}
 						}()

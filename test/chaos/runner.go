@@ -177,7 +177,8 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 	create := func(op WorkloadOp) {
 		r.seq++
 		name := fmt.Sprintf("w%d-%s", r.seq, strings.TrimPrefix(op.Node, "chaos-"))
-		if err := env.CreateWorkload(ctx, r.Namespace, name, op.Node, op.CEL); err != nil {
+		// Every other workload idle: its device kept by the agent's checks alone.
+		if err := env.CreateWorkload(ctx, r.Namespace, name, op.Node, op.CEL, r.seq%2 == 0); err != nil {
 			problem("%v", err)
 			return
 		}

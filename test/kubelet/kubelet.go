@@ -18,7 +18,8 @@
 //     agent sees the device in use, as it would with a real workload): the NVIDIA container
 //     toolkit's device list mounts (/dev/null at /var/run/nvidia-container-devices/<UUID>)
 //     where the CDI devices carry them, as a toolkit that accepts them reads them first,
-//     otherwise NVIDIA_VISIBLE_DEVICES;
+//     otherwise NVIDIA_VISIBLE_DEVICES; a pod labelled IdleLabel runs none (a container
+//     that holds its devices without a CUDA context, as an idle notebook does);
 //   - it sets the pod Running (Ready conditions, running container statuses);
 //   - when the pod is being deleted it stops the pod's processes, calls
 //     NodeUnprepareResources for claims no other pod on the node uses, and deletes the pod
@@ -75,6 +76,13 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 	"github.com/miglayout/miglayout/pkg/plugin"
 )
+
+// IdleLabel set to "true" on a pod makes the stand-in kubelet start no simulated process
+// on its devices: the pod runs, its claims prepared, but NVML sees the devices unused, as
+// with a container that holds them without a CUDA context (an idle notebook, a server
+// before its first request). Only the allocation and the preparation then keep the
+// devices in use.
+const IdleLabel = "kubelet.miglayout.io/idle"
 
 // Event reasons the stand-in kubelet records on pods (the real kubelet's).
 const (
@@ -513,6 +521,12 @@ func (k *Kubelet) prepare(ctx context.Context, pod *corev1.Pod, st *podState) er
 	uuids, err := k.visibleDevices(cdiIDs)
 	if err != nil {
 		return err
+	}
+	if pod.Labels[IdleLabel] == "true" {
+		k.mu.Lock()
+		st.devices = uuids
+		k.mu.Unlock()
+		return nil
 	}
 	sim, err := k.simulator()
 	if err != nil {

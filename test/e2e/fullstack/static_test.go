@@ -18,6 +18,7 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
+	"github.com/miglayout/miglayout/test/kubelet"
 )
 
 // Issue 4's scenarios on two nodes (static-a100: 2x A100, static-h100: 1x H100) selected
@@ -115,14 +116,30 @@ func TestStaticLayoutOnTwoNodes(t *testing.T) {
 	}
 }
 
+// TestLayoutChangeKeepsAllocatedDevice: a layout change keeps the device a running pod
+// holds in place, whether a process runs on it or not (an idle pod: then nothing in
+// NVML refuses its destruction, and only the agent's allocation and preparation checks
+// keep it).
 func TestLayoutChangeKeepsAllocatedDevice(t *testing.T) {
+	for _, idle := range []bool{false, true} {
+		t.Run(map[bool]string{false: "a process on the device", true: "an idle pod"}[idle], func(t *testing.T) {
+			testLayoutChangeKeepsAllocatedDevice(t, idle)
+		})
+	}
+}
+
+func testLayoutChangeKeepsAllocatedDevice(t *testing.T, idle bool) {
 	ctx := clustertest.Context(t, 4*time.Minute)
 	setStatic(t, ctx)
 	ns := env.NewNamespace(t, ctx, "keep")
 
 	// A pod on static-a100 holds one 3g.40gb device.
 	claim := env.CreateClaim(t, ctx, ns, "keep", `device.attributes['mig.miglayout.io'].profile == '3g.40gb'`)
-	env.CreatePod(t, ctx, clustertest.Pod(ns, "keep", clustertest.OnNode(nodeA), claim.Name, ""))
+	pod := clustertest.Pod(ns, "keep", clustertest.OnNode(nodeA), claim.Name, "")
+	if idle {
+		pod.Labels = map[string]string{kubelet.IdleLabel: "true"}
+	}
+	env.CreatePod(t, ctx, pod)
 	env.WaitPodRunning(t, ctx, ns, "keep", 60*time.Second)
 	pool, dev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, "keep"))
 	if !ok || pool != nodeA {
@@ -130,8 +147,8 @@ func TestLayoutChangeKeepsAllocatedDevice(t *testing.T) {
 	}
 	before := env.Snapshot(t, nodeA)
 	uuid := clustertest.NVMLDevices(before)[dev]
-	if uuid == "" || len(clustertest.ProcessesOn(before, uuid)) == 0 {
-		t.Fatalf("device %s (uuid %q) has no process of the pod: %+v", dev, uuid, before.Processes)
+	if uuid == "" || (len(clustertest.ProcessesOn(before, uuid)) == 0) != idle {
+		t.Fatalf("device %s (uuid %q): processes %+v, want the pod's process only where it is not idle (idle %t)", dev, uuid, before.Processes, idle)
 	}
 	gpuIdx, _, _ := migslices.DeviceGPUIndex(dev)
 	t.Logf("claim holds %s (%s) on GPU %d; layouts before: %v", dev, uuid, gpuIdx, clustertest.Layouts(before))
@@ -150,7 +167,7 @@ func TestLayoutChangeKeepsAllocatedDevice(t *testing.T) {
 	if got := clustertest.NVMLDevices(after)[dev]; got != uuid {
 		t.Errorf("device %s has uuid %q after the change, want %q (kept in place)", dev, got, uuid)
 	}
-	if len(clustertest.ProcessesOn(after, uuid)) == 0 {
+	if !idle && len(clustertest.ProcessesOn(after, uuid)) == 0 {
 		t.Errorf("the pod's process on %s is gone", uuid)
 	}
 	// The rest changed.
