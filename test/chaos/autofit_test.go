@@ -99,19 +99,38 @@ func TestAutoScenarioIsDeterministic(t *testing.T) {
 	}
 }
 
-// TestUnusedDestroys: a device created and destroyed again without an allocation counts;
-// one a claim was allocated, or one that existed before the run, does not.
+// TestUnusedDestroys: a device created and destroyed again without an allocation counts,
+// once however often its destroy is logged (a retry); one a claim was allocated (named
+// among any other devices seen allocated), or one that existed before the run, does not.
 func TestUnusedDestroys(t *testing.T) {
-	log := []byte(`I1 "Creating MIG device" node="n" gpu=0 device="3g.40gb@4"
+	twice := []byte(`I1 "Creating MIG device" node="n" gpu=0 device="3g.40gb@4"
 I2 "Creating MIG device" node="n" gpu=1 device="1g.10gb@6"
 I3 "Destroying MIG device" node="n" gpu=0 device="3g.40gb@4"
 I4 "Destroying MIG device" node="n" gpu=1 device="1g.10gb@6"
 I5 "Destroying MIG device" node="n" gpu=1 device="7g.80gb@0"
 `)
-	if got := unusedDestroys(log, sets.New[string]()); got != 2 {
-		t.Errorf("nothing allocated: %d unused destroys, want 2", got)
-	}
-	if got := unusedDestroys(log, sets.New("gpu-1-mig-1g10gb-19-6")); got != 1 {
-		t.Errorf("gpu 1's 1g.10gb@6 allocated: %d unused destroys, want 1", got)
+	retried := []byte(`I1 "Creating MIG device" node="n" gpu=0 device="3g.40gb@4"
+I2 "Destroying MIG device" node="n" gpu=0 device="3g.40gb@4"
+I3 "Destroying MIG device" node="n" gpu=0 device="3g.40gb@4"
+I4 "Creating MIG device" node="n" gpu=1 device="1g.10gb@6"
+I5 "Destroying MIG device" node="n" gpu=1 device="1g.10gb@6"
+`)
+	for name, tc := range map[string]struct {
+		log       []byte
+		allocated []string
+		want      int
+	}{
+		"nothing allocated":               {log: twice, want: 2},
+		"gpu 1's 1g.10gb@6 allocated":     {log: twice, allocated: []string{"gpu-1-mig-1g10gb-19-6"}, want: 1},
+		"a destroy retried":               {log: retried, want: 2},
+		"one allocated among other names": {log: retried, allocated: []string{"gpu-1-mig-1g10gb-19-6", "gpu-0-mig-1g10gb-19-0", "gpu-1-mig-2g20gb-14-0", "gpu-0-mig-7g80gb-0-0"}, want: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for range 20 { // map order
+				if got := unusedDestroys(tc.log, sets.New(tc.allocated...)); got != tc.want {
+					t.Fatalf("%d unused destroys, want %d", got, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -384,22 +384,3 @@ func TestRaceTally(t *testing.T) {
 		t.Errorf("%s\nwant %s", got, want)
 	}
 }
-
-// TestUnusedDestroysRetried: a destroy logged again (a retry) counts once; a device
-// counts as used whichever of the devices seen allocated names it.
-func TestUnusedDestroysRetried(t *testing.T) {
-	log := []byte(`I1 "Creating MIG device" node="n" gpu=0 device="3g.40gb@4"
-I2 "Destroying MIG device" node="n" gpu=0 device="3g.40gb@4"
-I3 "Destroying MIG device" node="n" gpu=0 device="3g.40gb@4"
-I4 "Creating MIG device" node="n" gpu=1 device="1g.10gb@6"
-I5 "Destroying MIG device" node="n" gpu=1 device="1g.10gb@6"
-`)
-	if got := unusedDestroys(log, sets.New[string]()); got != 2 {
-		t.Errorf("nothing allocated: %d unused destroys, want 2", got)
-	}
-	for range 20 { // map order
-		if got := unusedDestroys(log, sets.New("gpu-1-mig-1g10gb-19-6", "gpu-0-mig-1g10gb-19-0", "gpu-1-mig-2g20gb-14-0", "gpu-0-mig-7g80gb-0-0")); got != 1 {
-			t.Fatalf("gpu 1's 1g.10gb@6 allocated: %d unused destroys, want 1", got)
-		}
-	}
-}
