@@ -26,14 +26,20 @@ func TestReconcileReturnsAFailedConflictDrop(t *testing.T) {
 		WithObjects(a, b, node("n1", map[string]string{"pool": "a"}),
 			ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, `rule "halves"`)).status(a100(0).layout(wholeLayout)).build(), a)).
 		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).
-		WithInterceptorFuncs(interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			if _, ok := obj.(*v1alpha1.NodeMigLayout); ok {
-				return writeFailed
-			}
-			return c.Patch(ctx, obj, patch, opts...)
-		}}).Build()
+		WithInterceptorFuncs(failNodeMigLayoutPatches(writeFailed)).Build()
 	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); !errors.Is(err, writeFailed) {
 		t.Errorf("Reconcile: %v, want the failed drop returned", err)
 	}
+}
+
+// failNodeMigLayoutPatches answers every patch of a NodeMigLayout with err;
+// other patches go through.
+func failNodeMigLayoutPatches(err error) interceptor.Funcs {
+	return interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if _, ok := obj.(*v1alpha1.NodeMigLayout); ok {
+			return err
+		}
+		return c.Patch(ctx, obj, patch, opts...)
+	}}
 }
