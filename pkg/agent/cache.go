@@ -13,8 +13,9 @@ import (
 )
 
 // CacheOptions are the agent manager's cache options for the node nodeName
-// whose pool driver publishes: only the node's own NodeMigLayout and Node, no
-// managed fields on any object, and ResourceClaims reduced by
+// whose pool driver publishes: only the node's own NodeMigLayout and Node,
+// only the node's ResourceSlices of driver (wipedToNode), no managed fields
+// on any object, and ResourceClaims reduced by
 // ClaimTransform. The agent reads claims cluster-wide (an allocation names
 // its pool, which no field selector can select on); reduced, a claim
 // allocated elsewhere costs its identity only, and a cached read lists the
@@ -25,6 +26,8 @@ func CacheOptions(nodeName, driver string) cache.Options {
 			&v1alpha1.NodeMigLayout{}:    {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
 			&corev1.Node{}:               {Field: fields.OneTermEqualSelector("metadata.name", nodeName)},
 			&resourceapi.ResourceClaim{}: {Transform: ClaimTransform(driver, nodeName)},
+			&resourceapi.ResourceSlice{}: {Field: fields.SelectorFromSet(fields.Set{
+				resourceapi.ResourceSliceSelectorNodeName: nodeName, resourceapi.ResourceSliceSelectorDriver: driver})},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}

@@ -6,22 +6,37 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
 // TestCacheOptionsOfTheNode: the agent's cache holds only the node's own
-// NodeMigLayout, reduces the ResourceClaims allocated on other nodes to
+// NodeMigLayout and its own ResourceSlices of the driver, reduces the ResourceClaims allocated on other nodes to
 // their identity, and strips managed fields from every object.
 func TestCacheOptionsOfTheNode(t *testing.T) {
 	opts := CacheOptions("n1", testDriver)
-	var sawNML, sawClaims bool
+	var sawNML, sawClaims, sawSlices bool
 	for obj, by := range opts.ByObject {
 		switch obj.(type) {
 		case *v1alpha1.NodeMigLayout:
 			sawNML = true
 			if by.Field == nil || by.Field.String() != "metadata.name=n1" {
 				t.Errorf("NodeMigLayout field selector %v, want metadata.name=n1", by.Field)
+			}
+		case *resourceapi.ResourceSlice:
+			sawSlices = true
+			if by.Field == nil {
+				t.Fatal("ResourceSlices are cached cluster-wide")
+			}
+			for _, tc := range []struct {
+				node, driver string
+				want         bool
+			}{{"n1", testDriver, true}, {"n2", testDriver, false}, {"n1", "gpu.example.com", false}} {
+				set := fields.Set{"spec.nodeName": tc.node, "spec.driver": tc.driver}
+				if got := by.Field.Matches(set); got != tc.want {
+					t.Errorf("ResourceSlice field selector %v selects %v: %t, want %t", by.Field, set, got, tc.want)
+				}
 			}
 		case *resourceapi.ResourceClaim:
 			sawClaims = true
@@ -39,8 +54,8 @@ func TestCacheOptionsOfTheNode(t *testing.T) {
 			}
 		}
 	}
-	if !sawNML || !sawClaims {
-		t.Errorf("cache options by object %v, want NodeMigLayouts and ResourceClaims", opts.ByObject)
+	if !sawNML || !sawClaims || !sawSlices {
+		t.Errorf("cache options by object %v, want NodeMigLayouts, ResourceClaims and ResourceSlices", opts.ByObject)
 	}
 	if opts.DefaultTransform == nil {
 		t.Fatal("no default transform: managed fields are cached")

@@ -111,11 +111,13 @@ type NodeReconciler struct {
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=miglayout.io,resources=nodemiglayouts/status,verbs=update
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler. Only the NodeMigLayout named
 // after the node is watched; every ResourceClaim change of the node's pool
-// maps to it; and a ticker reconciles at start, every Resync and on Wake,
+// maps to it, and so does a deletion that leaves the node's pool without a
+// ResourceSlice (wipedToNode); and a ticker reconciles at start, every Resync and on Wake,
 // so that a node no MigLayout selects still publishes its pool, NVML
 // changes made behind the agent's back are seen, and a device the kubelet
 // plugin releases is taken into account at once.
@@ -132,6 +134,7 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.NodeMigLayout{}, builder.WithPredicates(mine, predicate.GenerationChangedPredicate{})).
 		Watches(&resourceapi.ResourceClaim{}, toNode).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.nodeToNode), builder.WithPredicates(mine, nodeChanged)).
+		Watches(&resourceapi.ResourceSlice{}, handler.EnqueueRequestsFromMapFunc(r.wipedToNode), builder.WithPredicates(sliceDeleted)).
 		WatchesRawSource(source.Channel(ticks, &handler.EnqueueRequestForObject{})).
 		WithOptions(ctrlOptions()).
 		Complete(r)

@@ -1,0 +1,57 @@
+package agent
+
+import (
+	"context"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// sliceDeleted passes ResourceSlice deletions only (wipedToNode).
+var sliceDeleted = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// wipedToNode maps the deletion of a ResourceSlice of the node's pool to a
+// pass where no slice of the pool is left in the cache (which holds the
+// node's slices of the driver only, see CacheOptions): the pass publishes
+// the pool, and the kubeletplugin helper's ResourceSlice controller writes
+// it at once. The kubelet deletes the node's ResourceSlices when it starts
+// (no driver is usable until its plugin registers again, which takes the
+// agent's a moment) and a driver's once the driver stayed unusable for 30
+// s (defaultWipingDelay, kubelet 1.37's pkg/kubelet/cm/dra); an operator
+// may delete them by hand. Without a pass, the ResourceSlice controller
+// would write them again only after its sync delay
+// (resourceslice.DefaultSyncDelay, 30 s) or the next resync, and
+// meanwhile the scheduler would see none of the node's devices. The
+// agent's own publications never leave the pool without a slice (an empty
+// pool is one slice without devices), so they cause no pass.
+func (r *NodeReconciler) wipedToNode(ctx context.Context, o client.Object) []reconcile.Request {
+	driver := r.Repartitioner.driver()
+	s, ok := o.(*resourceapi.ResourceSlice)
+	if !ok || s.Spec.Driver != driver || s.Spec.Pool.Name != r.NodeName {
+		return nil
+	}
+	logger := klog.FromContext(ctx).WithValues("node", r.NodeName, "resourceSlice", s.Name)
+	var list resourceapi.ResourceSliceList
+	if err := r.Client.List(ctx, &list); err != nil {
+		// Unknown: a pass that publishes an unchanged pool costs little.
+		logger.Error(err, "Listing the node's ResourceSlices after one was deleted; publishing the pool again")
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.NodeName}}}
+	}
+	for _, other := range list.Items {
+		if other.Spec.Driver == driver && other.Spec.Pool.Name == r.NodeName {
+			return nil
+		}
+	}
+	logger.Info("The node's ResourceSlices were deleted (by the kubelet at its start or after the DRA plugin was unreachable, or by hand); publishing the pool again")
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.NodeName}}}
+}
