@@ -69,6 +69,11 @@ type NodeSpec struct {
 	Labels map[string]string
 	// AgentArgs are extra flags of this node's agent, after the cluster's.
 	AgentArgs []string
+	// SliceWipeDelay is how long the node's stand-in kubelet lets the DRA driver stay
+	// unusable (its plugin gone or its connection down) before it deletes the driver's
+	// ResourceSlices of the node; default kubelet.DefaultSliceWipeDelay, the kubelet's
+	// 30 s.
+	SliceWipeDelay time.Duration
 }
 
 // Options configures Start.
@@ -368,13 +373,16 @@ func (c *Cluster) startKubelet(ctx context.Context, n *node) error {
 	k, err := kubelet.Start(ctx, kubelet.Config{
 		NodeName: n.spec.Name, Client: c.client,
 		RegistrarDir: n.registrarDir, CDIDir: n.cdiDir, SimulatorState: n.simState, HostRoot: n.hostRoot,
-		Logger: &logger,
+		SliceWipeDelay: n.spec.SliceWipeDelay,
+		Logger:         &logger,
 	})
 	if err != nil {
 		f.Close()
 		return err
 	}
+	c.mu.Lock()
 	n.kubelet = k
+	c.mu.Unlock()
 	return nil
 }
 
@@ -450,7 +458,7 @@ func (c *Cluster) waitAgent(ctx context.Context, n *node, since time.Time) error
 		case <-ctx.Done():
 		}
 	}()
-	err := n.kubelet.WaitForPlugin(ctx, Driver, since)
+	err := c.Kubelet(n.spec.Name).WaitForPlugin(ctx, Driver, since)
 	if p.Exited() {
 		return p.ExitError()
 	}
@@ -547,7 +555,28 @@ func (c *Cluster) Sim(nodeName string) (*nvmlsim.Sim, error) {
 }
 
 // Kubelet is a node's stand-in kubelet.
-func (c *Cluster) Kubelet(nodeName string) *kubelet.Kubelet { return c.node(nodeName).kubelet }
+func (c *Cluster) Kubelet(nodeName string) *kubelet.Kubelet {
+	n := c.node(nodeName)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return n.kubelet
+}
+
+// RestartKubelet restarts a node's stand-in kubelet (kubelet.Kubelet.Restart: the pods
+// keep running, the node's ResourceSlices are deleted, the plugins register again) and
+// waits until the agent's DRA plugin has registered with the new one.
+func (c *Cluster) RestartKubelet(ctx context.Context, nodeName string) error {
+	n := c.node(nodeName)
+	since := time.Now()
+	k, err := c.Kubelet(nodeName).Restart(ctx)
+	if err != nil {
+		return fmt.Errorf("restarting the stand-in kubelet of node %s: %w", nodeName, err)
+	}
+	c.mu.Lock()
+	n.kubelet = k
+	c.mu.Unlock()
+	return c.waitAgent(ctx, n, since)
+}
 
 // AgentPid is the process id of a node's agent (0 when it is not running).
 func (c *Cluster) AgentPid(nodeName string) int {
@@ -726,8 +755,8 @@ func (c *Cluster) Stop() error {
 		ctrl := c.controller
 		c.mu.Unlock()
 		for _, n := range nodes {
-			if n.kubelet != nil {
-				n.kubelet.Stop()
+			if k := c.Kubelet(n.spec.Name); k != nil {
+				k.Stop()
 			}
 		}
 		var wg sync.WaitGroup

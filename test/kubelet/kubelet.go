@@ -25,7 +25,11 @@
 //     NodeUnprepareResources for claims no other pod on the node uses, and deletes the pod
 //     with grace period 0, so that deletion completes and the claim controller releases
 //     the claims;
-//   - it renews the node's Lease in kube-node-lease.
+//   - it renews the node's Lease in kube-node-lease;
+//   - it deletes the node's ResourceSlices when it starts (no driver is usable before its
+//     plugin registers again) and a driver's slices once that driver has had no registered
+//     plugin with a live gRPC connection for Config.SliceWipeDelay, as the kubelet's DRA
+//     plugin manager does.
 //
 // Failures to prepare are reported as FailedPrepareDynamicResources events on the pod and
 // retried with backoff, as the kubelet does. Containers never run: there is no runtime.
@@ -46,6 +50,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -115,6 +120,10 @@ type Config struct {
 	ProcessMemoryMiB int64
 	// LeasePeriod is how often the node's Lease is renewed; default 10s, negative: never.
 	LeasePeriod time.Duration
+	// SliceWipeDelay is how long a DRA driver may stay unusable before its ResourceSlices
+	// of the node are deleted; default DefaultSliceWipeDelay (the kubelet's), negative:
+	// never (the slices of the start are deleted all the same).
+	SliceWipeDelay time.Duration
 	// Logger receives the kubelet's log; default klog.Background().
 	Logger *klog.Logger
 }
@@ -132,6 +141,7 @@ type Kubelet struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	stop     sync.Once
+	wipes    atomic.Int64 // ResourceSlice deletions done (SliceWipes)
 
 	simMu sync.Mutex
 	sim   *nvmlsim.Sim
@@ -171,9 +181,27 @@ type PodInfo struct {
 	Running     bool
 }
 
-// Start starts the kubelet. It returns once its pod informer has synced; plugins register
-// asynchronously (see WaitForPlugin). Stop it with Stop.
+// Start starts the kubelet. It returns once its pod informer has synced; the node's
+// ResourceSlices are then deleted and plugins register, asynchronously (see
+// WaitForPlugin). Stop it with Stop.
 func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
+	return start(ctx, cfg, nil, nil)
+}
+
+// Restart stops k and starts a kubelet of the same configuration in its place, as a
+// kubelet restart does: the pods keep running and their claims stay prepared (the
+// kubelet's checkpoint keeps them), the node's ResourceSlices are deleted, and the
+// plugins register again. Use the returned kubelet from then on.
+func (k *Kubelet) Restart(ctx context.Context) (*Kubelet, error) {
+	k.Stop()
+	k.mu.Lock()
+	pods, users := k.pods, k.claimUsers
+	k.mu.Unlock()
+	return start(ctx, k.cfg, pods, users)
+}
+
+// start starts a kubelet that takes over pods and claimUsers, where not nil.
+func start(ctx context.Context, cfg Config, pods map[types.UID]*podState, claimUsers map[types.UID]map[types.UID]bool) (*Kubelet, error) {
 	if cfg.NodeName == "" || cfg.Client == nil || cfg.RegistrarDir == "" {
 		return nil, errors.New("stand-in kubelet: NodeName, Client and RegistrarDir are required")
 	}
@@ -186,6 +214,12 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 	if cfg.LeasePeriod == 0 {
 		cfg.LeasePeriod = 10 * time.Second
 	}
+	if cfg.SliceWipeDelay == 0 {
+		cfg.SliceWipeDelay = DefaultSliceWipeDelay
+	}
+	if pods == nil {
+		pods, claimUsers = map[types.UID]*podState{}, map[types.UID]map[types.UID]bool{}
+	}
 	logger := klog.Background()
 	if cfg.Logger != nil {
 		logger = *cfg.Logger
@@ -197,10 +231,12 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "stand-in-kubelet-" + cfg.NodeName}),
-		pods:       map[types.UID]*podState{},
-		claimUsers: map[types.UID]map[types.UID]bool{},
+		pods:       pods,
+		claimUsers: claimUsers,
 	}
 	k.reg = newRegistry(cfg.RegistrarDir, func(f string, a ...any) { logger.Info(fmt.Sprintf(f, a...)) })
+	k.reg.wipeDelay = cfg.SliceWipeDelay
+	k.reg.wipe = func(driver string) { k.wipeSlices(ctx, driver) }
 	k.bcast = record.NewBroadcaster(record.WithContext(ctx))
 	k.bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Client.CoreV1().Events("")})
 	k.recorder = k.bcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: cfg.NodeName})
@@ -230,8 +266,17 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 			return nil, fmt.Errorf("stand-in kubelet: informer for %v did not sync", typ)
 		}
 	}
+	// Pods the kubelet ran before its restart may have gone meanwhile: look at each again.
+	for _, st := range pods {
+		k.queue.Add(st.key)
+	}
 	k.wg.Add(3)
-	go func() { defer k.wg.Done(); k.reg.run(ctx) }()
+	go func() {
+		defer k.wg.Done()
+		// As at a kubelet's start, no driver is usable until its plugin registers again.
+		k.wipeSlices(ctx, "")
+		k.reg.run(ctx)
+	}()
 	go func() { defer k.wg.Done(); k.worker(ctx) }()
 	go func() { defer k.wg.Done(); k.renewLease(ctx) }()
 	k.wg.Add(1)

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
@@ -25,6 +26,8 @@ type draPlugin struct {
 	client       drapb.DRAPluginClient
 	registeredAt time.Time
 	socketID     socketID // the registration socket it came from
+	regPath      string   // that socket's path
+	connected    bool     // its gRPC connection is up (registry.mu)
 }
 
 // socketID tells a re-created registration socket from the old one.
@@ -36,10 +39,20 @@ type socketID struct {
 // registry watches the registrar directory the way the kubelet's plugin
 // watcher does: for each new "*-reg.sock" socket it calls GetInfo, connects
 // to the DRA endpoint the plugin names, and calls NotifyRegistrationStatus.
-// A socket that is re-created (the agent restarted) is registered again.
+// A socket that is re-created (the agent restarted) is registered again; one
+// that is removed deregisters its plugin.
+//
+// Like the kubelet's DRA plugin manager it follows each plugin's gRPC
+// connection (a stats handler sees it begin and end, and asks gRPC to
+// connect again after each end), and once a driver has had no registered
+// plugin with a live connection for wipeDelay it calls wipe for that driver,
+// unless the driver became usable again before.
 type registry struct {
-	dir string
-	log func(format string, args ...any)
+	dir       string
+	log       func(format string, args ...any)
+	wipeDelay time.Duration          // negative: never wipe
+	wipe      func(driver string)    // deletes the driver's ResourceSlices of the node
+	pending   map[string]*time.Timer // driver → its wipe, while it is unusable
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -49,7 +62,8 @@ type registry struct {
 }
 
 func newRegistry(dir string, log func(string, ...any)) *registry {
-	r := &registry{dir: dir, log: log, plugins: map[string]*draPlugin{}, seen: map[string]socketID{}, failed: map[string]time.Time{}}
+	r := &registry{dir: dir, log: log, plugins: map[string]*draPlugin{}, seen: map[string]socketID{}, failed: map[string]time.Time{},
+		wipeDelay: -1, pending: map[string]*time.Timer{}}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -62,12 +76,17 @@ func (r *registry) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			r.mu.Lock()
-			for _, p := range r.plugins {
-				_ = p.conn.Close()
+			for _, t := range r.pending {
+				t.Stop()
 			}
+			r.pending = map[string]*time.Timer{}
+			plugins := r.plugins
 			r.plugins = map[string]*draPlugin{}
 			r.cond.Broadcast()
 			r.mu.Unlock()
+			for _, p := range plugins {
+				_ = p.conn.Close()
+			}
 			return
 		case <-tick.C:
 		}
@@ -79,6 +98,7 @@ func (r *registry) scan(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	r.deregisterRemoved(entries)
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), "-reg.sock") || e.Type()&os.ModeSocket == 0 {
 			continue
@@ -134,7 +154,9 @@ func (r *registry) register(ctx context.Context, path string, id socketID) error
 	if !slices.Contains(info.SupportedVersions, drapb.DRAPluginService) {
 		return notify(fmt.Errorf("plugin %s supports %v, the stand-in kubelet speaks %s", info.Name, info.SupportedVersions, drapb.DRAPluginService))
 	}
-	conn, err := grpc.NewClient("unix://"+info.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	p := &draPlugin{driver: info.Name, endpoint: info.Endpoint, socketID: id, regPath: path}
+	conn, err := grpc.NewClient("unix://"+info.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(&connMonitor{r: r, p: p}))
 	if err != nil {
 		return notify(fmt.Errorf("connecting to %s: %w", info.Endpoint, err))
 	}
@@ -142,19 +164,123 @@ func (r *registry) register(ctx context.Context, path string, id socketID) error
 		conn.Close()
 		return err
 	}
-	p := &draPlugin{driver: info.Name, endpoint: info.Endpoint, conn: conn, client: drapb.NewDRAPluginClient(conn),
-		registeredAt: time.Now(), socketID: id}
 	r.mu.Lock()
-	if old := r.plugins[p.driver]; old != nil {
-		_ = old.conn.Close()
-	}
+	old := r.plugins[p.driver]
+	p.conn, p.client, p.registeredAt = conn, drapb.NewDRAPluginClient(conn), time.Now()
 	r.plugins[p.driver] = p
 	r.seen[path] = id
 	delete(r.failed, path)
+	r.sync(p.driver)
 	r.cond.Broadcast()
 	r.mu.Unlock()
+	if old != nil {
+		_ = old.conn.Close()
+	}
+	// gRPC connects on the first call; connect now, as the kubelet does, to
+	// learn early whether the plugin is reachable.
+	conn.Connect()
 	r.log("registered DRA plugin %s at %s", p.driver, p.endpoint)
 	return nil
+}
+
+// deregisterRemoved deregisters the plugins whose registration socket is no
+// longer among entries (the kubelet's DeRegisterPlugin), closing their
+// connections.
+func (r *registry) deregisterRemoved(entries []os.DirEntry) {
+	present := map[string]bool{}
+	for _, e := range entries {
+		present[filepath.Join(r.dir, e.Name())] = true
+	}
+	var gone []*draPlugin
+	r.mu.Lock()
+	for path := range r.seen {
+		if present[path] {
+			continue
+		}
+		delete(r.seen, path)
+		for driver, p := range r.plugins {
+			if p.regPath == path {
+				delete(r.plugins, driver)
+				r.sync(driver)
+				gone = append(gone, p)
+			}
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range gone {
+		_ = p.conn.Close()
+		r.log("deregistered DRA plugin %s: its registration socket %s is gone", p.driver, p.regPath)
+	}
+}
+
+// sync schedules or cancels the wipe of driver's ResourceSlices after a
+// change of its plugin or connection, as the kubelet's DRA plugin manager
+// does: a driver with no registered plugin whose connection is up gets its
+// slices deleted wipeDelay after it became unusable. Called with r.mu held.
+func (r *registry) sync(driver string) {
+	if r.wipeDelay < 0 || r.wipe == nil {
+		return
+	}
+	if p := r.plugins[driver]; p != nil && p.connected {
+		if t := r.pending[driver]; t != nil {
+			t.Stop()
+			delete(r.pending, driver)
+			r.log("DRA driver %s usable again; its ResourceSlices are kept", driver)
+		}
+		return
+	}
+	if r.pending[driver] != nil {
+		return // the first deadline stands
+	}
+	r.log("DRA driver %s unusable; its ResourceSlices are deleted in %s unless it comes back", driver, r.wipeDelay)
+	var t *time.Timer
+	t = time.AfterFunc(r.wipeDelay, func() {
+		r.mu.Lock()
+		current := r.pending[driver] == t
+		if current {
+			delete(r.pending, driver)
+		}
+		r.mu.Unlock()
+		if current {
+			r.wipe(driver)
+		}
+	})
+	r.pending[driver] = t
+}
+
+// connMonitor follows one plugin's gRPC connection (a grpc stats.Handler).
+type connMonitor struct {
+	r *registry
+	p *draPlugin
+}
+
+func (m *connMonitor) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (m *connMonitor) HandleRPC(context.Context, stats.RPCStats)                         {}
+func (m *connMonitor) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+// HandleConn records the connection's begin and end; after an end it asks
+// gRPC to connect again (from a goroutine: gRPC holds a lock while it calls
+// HandleConn when a connection goes idle), so that a restarted plugin is
+// seen.
+func (m *connMonitor) HandleConn(_ context.Context, s stats.ConnStats) {
+	var connected bool
+	switch s.(type) {
+	case *stats.ConnBegin:
+		connected = true
+	case *stats.ConnEnd:
+	default:
+		return
+	}
+	m.r.mu.Lock()
+	defer m.r.mu.Unlock()
+	if m.r.plugins[m.p.driver] != m.p {
+		return // replaced or deregistered: its connection no longer counts
+	}
+	if !connected {
+		go m.p.conn.Connect()
+	}
+	m.p.connected = connected
+	m.r.sync(m.p.driver)
 }
 
 func (r *registry) get(driver string) *draPlugin {

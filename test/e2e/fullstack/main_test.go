@@ -11,6 +11,7 @@ package fullstack
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/miglayout/miglayout/test/cluster"
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
@@ -46,7 +47,16 @@ const (
 	// A GPU reset under a running pod (reset_test.go): MigLayout e2e-reset selects
 	// group=reset; a short resync, so that the agent sees the reset soon.
 	nodeReset = "reset-a100" // 1x A100-SXM4-80GB, resync 3s
+	// The kubelet deleting the node's ResourceSlices (wipe_test.go): MigLayout e2e-wipe-*
+	// selects group=wipe; its stand-in kubelet deletes them after wipeDelay without the
+	// agent instead of the kubelet's 30 s; a resync period longer than the tests, so that
+	// only the agent's watch of its pool can publish it again soon.
+	nodeWipe = "wipe-a100" // 1x A100-SXM4-80GB, slice wipe delay 3s, resync 10m
 )
+
+// wipeDelay is how long nodeWipe's stand-in kubelet waits before it deletes the
+// ResourceSlices of an agent that went away.
+const wipeDelay = 3 * time.Second
 
 // env is the cluster that serves the package, set up by TestMain.
 var env *clustertest.Env
@@ -79,6 +89,8 @@ func TestMain(m *testing.M) {
 				AgentArgs: []string{"--resync-period=3s"}},
 			{Name: nodeReset, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "reset"},
 				AgentArgs: []string{"--resync-period=3s"}},
+			{Name: nodeWipe, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "wipe"},
+				AgentArgs: []string{"--resync-period=10m"}, SliceWipeDelay: wipeDelay},
 		},
 		// It serves /readyz (readyz_test.go).
 		ControllerArgs: []string{"--health-probe-bind-address=" + controllerHealthAddr},

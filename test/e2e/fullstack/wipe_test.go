@@ -1,0 +1,237 @@
+package fullstack
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/miglayout/miglayout/test/cluster"
+	"github.com/miglayout/miglayout/test/cluster/clustertest"
+	"github.com/miglayout/miglayout/test/kubelet"
+)
+
+// TestSlicesWipedWhileAgentDown: the agent stays down longer than the
+// kubelet's wipe delay, and the kubelet deletes the node's ResourceSlices
+// (it does not let the scheduler send pods to a driver that is gone). The
+// pod on the node keeps running on its device, which nothing destroys; a
+// pod that asks for a device meanwhile finds none. When the agent comes
+// back it publishes the same devices, with the same UUIDs, and the waiting
+// pod is served.
+func TestSlicesWipedWhileAgentDown(t *testing.T) {
+	ctx := clustertest.Context(t, 3*time.Minute)
+	ns, claim, dev, before := idlePodOnSevenths(t, ctx, "e2e-wipe-down")
+
+	stopped := time.Now()
+	env.Cluster.StopAgent(nodeWipe)
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = env.Cluster.StartAgent(context.Background(), nodeWipe)
+		}
+	})
+	waitNoSlices(t, ctx, nodeWipe)
+	if took := time.Since(stopped); took < wipeDelay {
+		t.Errorf("the node's ResourceSlices went %s after the agent stopped, before the kubelet's wipe delay %s", took, wipeDelay)
+	} else {
+		t.Logf("the kubelet deleted the node's ResourceSlices %s after the agent stopped", took.Round(100*time.Millisecond))
+	}
+
+	// A pod that asks for a device meanwhile is unschedulable: nothing is published.
+	late := env.CreateClaim(t, ctx, ns, "late", `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`)
+	env.CreatePod(t, ctx, clustertest.Pod(ns, "late", clustertest.OnNode(nodeWipe), late.Name, ""))
+	waitUnschedulable(t, ctx, ns, "late")
+	if diff := cmp.Diff(before, clustertest.NVMLDevices(env.Snapshot(t, nodeWipe))); diff != "" {
+		t.Errorf("NVML changed while the agent was down (-before +now):\n%s", diff)
+	}
+
+	restarted = true
+	if err := env.Cluster.StartAgent(ctx, nodeWipe); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, env.WaitPoolMatchesNVML(t, ctx, nodeWipe)); diff != "" {
+		t.Errorf("the pool published again differs from the one before the outage (-before +after):\n%s", diff)
+	}
+	env.WaitPodRunning(t, ctx, ns, "late", 60*time.Second)
+	checkKept(t, ctx, ns, claim.Name, dev, before[dev])
+}
+
+// TestKubeletRestartWipesSlices: the kubelet restarts, and at its start
+// deletes the node's ResourceSlices (no driver is usable before its plugin
+// registers again). The agent's plugin registers with the new kubelet and
+// the pool is published again as it was; the running pod keeps its device
+// and its preparation; the new kubelet prepares a new pod's claim, and
+// unprepares the old pod's when it ends.
+func TestKubeletRestartWipesSlices(t *testing.T) {
+	ctx := clustertest.Context(t, 3*time.Minute)
+	ns, claim, dev, before := idlePodOnSevenths(t, ctx, "e2e-wipe-restart")
+
+	list, err := env.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeWipe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := env.Client.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{
+		FieldSelector: "spec.nodeName=" + nodeWipe, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	restarted := time.Now()
+	if err := env.Cluster.RestartKubelet(ctx, nodeWipe); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.Cluster.Kubelet(nodeWipe).SliceWipes(); n != 1 {
+		t.Errorf("the restarted kubelet deleted the node's ResourceSlices %d times, want once at its start", n)
+	}
+	// The agent publishes its pool again once it sees it deleted. Without it the
+	// ResourceSlice controller would write the pool again only after its sync delay
+	// (30 s) or the agent's next resync (10 min on this node).
+	clustertest.Poll(t, ctx, 20*time.Second, "the pool published again", func(ctx context.Context) (bool, string) {
+		got, err := env.PoolDevices(ctx, nodeWipe)
+		if err != nil {
+			return false, err.Error()
+		}
+		uuids := map[string]string{}
+		for name, d := range got {
+			uuids[name] = d.UUID
+		}
+		diff := cmp.Diff(before, uuids)
+		return diff == "", "(-before +now):\n" + diff
+	})
+	t.Logf("pool published again %s after the kubelet restarted", time.Since(restarted).Round(10*time.Millisecond))
+	if diff := cmp.Diff(before, env.WaitPoolMatchesNVML(t, ctx, nodeWipe)); diff != "" {
+		t.Errorf("the pool published again differs from the one before the restart (-before +after):\n%s", diff)
+	}
+	// What a watcher (the scheduler) saw: the slice deleted, then one published.
+	var seen []watch.EventType
+	for deleted, added := false, false; !deleted || !added; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("the watch of the node's ResourceSlices ended; events so far %v", seen)
+			}
+			seen = append(seen, ev.Type)
+			if s, isSlice := ev.Object.(*resourceapi.ResourceSlice); isSlice && s.Spec.Driver == cluster.Driver {
+				deleted = deleted || ev.Type == watch.Deleted
+				added = added || (deleted && ev.Type == watch.Added)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no deletion and publication of the node's slice seen; events %v", seen)
+		}
+	}
+	checkKept(t, ctx, ns, claim.Name, dev, before[dev])
+	var pods []kubelet.PodInfo
+	for _, p := range env.Cluster.Kubelet(nodeWipe).Pods() {
+		if p.Namespace == ns {
+			pods = append(pods, p)
+		}
+	}
+	if len(pods) != 1 || pods[0].Name != "infer" || !pods[0].Running || fmt.Sprint(pods[0].DeviceUUIDs) != fmt.Sprint([]string{before[dev]}) {
+		t.Errorf("the restarted kubelet runs %+v in %s, want pod infer running on %s as before", pods, ns, before[dev])
+	}
+
+	late := env.CreateClaim(t, ctx, ns, "late", `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`)
+	env.CreatePod(t, ctx, clustertest.Pod(ns, "late", clustertest.OnNode(nodeWipe), late.Name, ""))
+	env.WaitPodRunning(t, ctx, ns, "late", 60*time.Second)
+
+	// The new kubelet ends the pod it took over: it unprepares the claim, which is
+	// then released.
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, "infer", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitPodGone(t, ctx, ns, "infer")
+	clustertest.Poll(t, ctx, 30*time.Second, "claim infer released", func(ctx context.Context) (bool, string) {
+		c := env.GetClaim(t, ctx, ns, claim.Name)
+		return len(c.Status.ReservedFor) == 0, fmt.Sprintf("reserved for %v", c.Status.ReservedFor)
+	})
+}
+
+// idlePodOnSevenths applies the MigLayout name (seven 1g.10gb on nodeWipe's
+// A100, deleted at the test's end) and runs an idle pod "infer" (no process:
+// only its allocation and preparation keep the device) whose claim asks for
+// a 1g.10gb. It returns the pod's namespace, its claim, the claim's device
+// and the node's pool as published then (device name → UUID).
+func idlePodOnSevenths(t *testing.T, ctx context.Context, name string) (string, *resourceapi.ResourceClaim, string, map[string]string) {
+	t.Helper()
+	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
+	ml := env.SetStaticMigLayout(t, ctx, name, map[string]string{groupLabel: "wipe"},
+		clustertest.Rule("sevenths", a100, map[string]int32{"1g.10gb": 7}))
+	env.WaitReady(t, ctx, ml, 1)
+	env.WaitPoolMatchesNVML(t, ctx, nodeWipe)
+	ns := env.NewNamespace(t, ctx, name)
+	claim := env.CreateClaim(t, ctx, ns, "infer", `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`)
+	pod := clustertest.Pod(ns, "infer", clustertest.OnNode(nodeWipe), claim.Name, "")
+	pod.Labels = map[string]string{kubelet.IdleLabel: "true"}
+	env.CreatePod(t, ctx, pod)
+	env.WaitPodRunning(t, ctx, ns, "infer", 60*time.Second)
+	pool, dev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, claim.Name))
+	if !ok || pool != nodeWipe {
+		t.Fatalf("claim allocated from pool %q device %q, want a device of %s", pool, dev, nodeWipe)
+	}
+	before := env.WaitPoolMatchesNVML(t, ctx, nodeWipe)
+	if len(before) != 7 {
+		t.Fatalf("pool %v, want seven 1g.10gb devices", before)
+	}
+	return ns, claim, dev, before
+}
+
+// waitNoSlices waits until the node has no ResourceSlice of miglayout's driver.
+func waitNoSlices(t *testing.T, ctx context.Context, node string) {
+	t.Helper()
+	clustertest.Poll(t, ctx, 30*time.Second, "the ResourceSlices of "+node+" deleted", func(ctx context.Context) (bool, string) {
+		list, err := env.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+			FieldSelector: "spec.nodeName=" + node + ",spec.driver=" + cluster.Driver})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == 0, fmt.Sprintf("%d slices", len(list.Items))
+	})
+}
+
+// waitUnschedulable waits until the scheduler has found no node for the pod.
+func waitUnschedulable(t *testing.T, ctx context.Context, ns, name string) {
+	t.Helper()
+	clustertest.Poll(t, ctx, 30*time.Second, "pod "+name+" unschedulable", func(ctx context.Context) (bool, string) {
+		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if p.Spec.NodeName != "" {
+			t.Fatalf("pod %s bound to %s while its node publishes no device", name, p.Spec.NodeName)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("conditions %+v", p.Status.Conditions)
+	})
+}
+
+// checkKept checks that claim (in ns) is still allocated device dev, that
+// NVML still has that device with its UUID, and that the pool publishes it
+// with that UUID.
+func checkKept(t *testing.T, ctx context.Context, ns, claim, dev, uuid string) {
+	t.Helper()
+	c := env.GetClaim(t, ctx, ns, claim)
+	if pool, got, ok := clustertest.Allocated(c); !ok || pool != nodeWipe || got != dev {
+		t.Errorf("claim %s allocated %q/%q, want %s/%s as before", claim, pool, got, nodeWipe, dev)
+	}
+	if got := clustertest.NVMLDevices(env.Snapshot(t, nodeWipe))[dev]; got != uuid {
+		t.Errorf("device %s is %q in NVML, was %s: destroyed under its claim", dev, got, uuid)
+	}
+	pool, err := env.PoolDevices(ctx, nodeWipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pool[dev].UUID; got != uuid {
+		t.Errorf("device %s published with uuid %q, was %s", dev, got, uuid)
+	}
+}
