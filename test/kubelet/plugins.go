@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/stats"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"k8s.io/utils/clock"
 )
 
 // draPlugin is one registered DRA kubelet plugin.
@@ -52,7 +53,8 @@ type registry struct {
 	log       func(format string, args ...any)
 	wipeDelay time.Duration          // negative: never wipe
 	wipe      func(driver string)    // deletes the driver's ResourceSlices of the node
-	pending   map[string]*time.Timer // driver → its wipe, while it is unusable
+	pending   map[string]clock.Timer // driver → its wipe while it is unusable (nil once done)
+	clock     clock.WithDelayedExecution
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -63,7 +65,7 @@ type registry struct {
 
 func newRegistry(dir string, log func(string, ...any)) *registry {
 	r := &registry{dir: dir, log: log, plugins: map[string]*draPlugin{}, seen: map[string]socketID{}, failed: map[string]time.Time{},
-		wipeDelay: -1, pending: map[string]*time.Timer{}}
+		wipeDelay: -1, pending: map[string]clock.Timer{}, clock: clock.RealClock{}}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -77,9 +79,11 @@ func (r *registry) run(ctx context.Context) {
 		case <-ctx.Done():
 			r.mu.Lock()
 			for _, t := range r.pending {
-				t.Stop()
+				if t != nil {
+					t.Stop()
+				}
 			}
-			r.pending = map[string]*time.Timer{}
+			r.pending = map[string]clock.Timer{}
 			plugins := r.plugins
 			r.plugins = map[string]*draPlugin{}
 			r.cond.Broadcast()
@@ -216,29 +220,31 @@ func (r *registry) deregisterRemoved(entries []os.DirEntry) {
 // sync schedules or cancels the wipe of driver's ResourceSlices after a
 // change of its plugin or connection, as the kubelet's DRA plugin manager
 // does: a driver with no registered plugin whose connection is up gets its
-// slices deleted wipeDelay after it became unusable. Called with r.mu held.
+// slices deleted wipeDelay after it became unusable, once until it is usable
+// again. Called with r.mu held.
 func (r *registry) sync(driver string) {
 	if r.wipeDelay < 0 || r.wipe == nil {
 		return
 	}
+	t, queued := r.pending[driver]
 	if p := r.plugins[driver]; p != nil && p.connected {
-		if t := r.pending[driver]; t != nil {
-			t.Stop()
+		if queued {
 			delete(r.pending, driver)
-			r.log("DRA driver %s usable again; its ResourceSlices are kept", driver)
+			if t != nil && t.Stop() {
+				r.log("DRA driver %s usable again; its ResourceSlices are kept", driver)
+			}
 		}
 		return
 	}
-	if r.pending[driver] != nil {
-		return // the first deadline stands
+	if queued {
+		return // the first deadline stands; once wiped, not again until usable
 	}
 	r.log("DRA driver %s unusable; its ResourceSlices are deleted in %s unless it comes back", driver, r.wipeDelay)
-	var t *time.Timer
-	t = time.AfterFunc(r.wipeDelay, func() {
+	t = r.clock.AfterFunc(r.wipeDelay, func() {
 		r.mu.Lock()
 		current := r.pending[driver] == t
 		if current {
-			delete(r.pending, driver)
+			r.pending[driver] = nil // wiped: kept, as the kubelet keeps its finished work
 		}
 		r.mu.Unlock()
 		if current {
