@@ -11,7 +11,10 @@
 //     resourceClaimName, or status.resourceClaimStatuses for claims from a template, and
 //     status.extendedResourceClaimStatus for extended resources backed by DRA), waits
 //     until each is allocated and reserved for the pod, and calls NodePrepareResources
-//     (k8s.io/kubelet/pkg/apis/dra/v1) on the plugin of each driver in the allocation;
+//     (k8s.io/kubelet/pkg/apis/dra/v1) on the plugin of each driver in the allocation,
+//     once per claim: another pod of the claim gets the CDI device IDs from the claim
+//     info cache, as with the kubelet, which calls the plugin again only after it
+//     restarted without its checkpoint;
 //   - it resolves the returned CDI device IDs in the CDI spec directory (the agent's
 //     --cdi-dir) and, for every GPU or MIG device UUID a container would see, starts a
 //     simulated process on that GPU or MIG device in the NVML simulator (so that the
@@ -147,9 +150,20 @@ type Kubelet struct {
 	sim   *nvmlsim.Sim
 
 	// Owned by the worker goroutine; mu only for readers (Pods).
-	mu         sync.Mutex
+	mu sync.Mutex
+	claimState
+}
+
+// claimState is what the kubelet keeps across its restarts (the real one in its
+// checkpoint and its running containers).
+type claimState struct {
 	pods       map[types.UID]*podState
 	claimUsers map[types.UID]map[types.UID]bool // claim UID → pods on this node using it
+	// prepared is the kubelet's claim info cache: claim UID → the CDI device IDs its
+	// preparation returned. A pod whose claim is prepared already gets them without a
+	// call to the plugin, as the real kubelet's pods do; the claim is unprepared when
+	// its last pod on the node ends.
+	prepared map[types.UID][]string
 }
 
 // podState is what the kubelet did for one pod.
@@ -185,7 +199,7 @@ type PodInfo struct {
 // ResourceSlices are then deleted and plugins register, asynchronously (see
 // WaitForPlugin). Stop it with Stop.
 func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
-	return start(ctx, cfg, nil, nil)
+	return start(ctx, cfg, claimState{})
 }
 
 // Restart stops k and starts a kubelet of the same configuration in its place, as a
@@ -195,13 +209,13 @@ func Start(ctx context.Context, cfg Config) (*Kubelet, error) {
 func (k *Kubelet) Restart(ctx context.Context) (*Kubelet, error) {
 	k.Stop()
 	k.mu.Lock()
-	pods, users := k.pods, k.claimUsers
+	state := k.claimState
 	k.mu.Unlock()
-	return start(ctx, k.cfg, pods, users)
+	return start(ctx, k.cfg, state)
 }
 
-// start starts a kubelet that takes over pods and claimUsers, where not nil.
-func start(ctx context.Context, cfg Config, pods map[types.UID]*podState, claimUsers map[types.UID]map[types.UID]bool) (*Kubelet, error) {
+// start starts a kubelet that takes over state, where its maps are not nil.
+func start(ctx context.Context, cfg Config, state claimState) (*Kubelet, error) {
 	if cfg.NodeName == "" || cfg.Client == nil || cfg.RegistrarDir == "" {
 		return nil, errors.New("stand-in kubelet: NodeName, Client and RegistrarDir are required")
 	}
@@ -217,8 +231,8 @@ func start(ctx context.Context, cfg Config, pods map[types.UID]*podState, claimU
 	if cfg.SliceWipeDelay == 0 {
 		cfg.SliceWipeDelay = DefaultSliceWipeDelay
 	}
-	if pods == nil {
-		pods, claimUsers = map[types.UID]*podState{}, map[types.UID]map[types.UID]bool{}
+	if state.pods == nil {
+		state = claimState{pods: map[types.UID]*podState{}, claimUsers: map[types.UID]map[types.UID]bool{}, prepared: map[types.UID][]string{}}
 	}
 	logger := klog.Background()
 	if cfg.Logger != nil {
@@ -231,8 +245,7 @@ func start(ctx context.Context, cfg Config, pods map[types.UID]*podState, claimU
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "stand-in-kubelet-" + cfg.NodeName}),
-		pods:       pods,
-		claimUsers: claimUsers,
+		claimState: state,
 	}
 	k.reg = newRegistry(cfg.RegistrarDir, func(f string, a ...any) { logger.Info(fmt.Sprintf(f, a...)) })
 	k.reg.wipeDelay = cfg.SliceWipeDelay
@@ -267,7 +280,7 @@ func start(ctx context.Context, cfg Config, pods map[types.UID]*podState, claimU
 		}
 	}
 	// Pods the kubelet ran before its restart may have gone meanwhile: look at each again.
-	for _, st := range pods {
+	for _, st := range state.pods {
 		k.queue.Add(st.key)
 	}
 	k.wg.Add(3)
@@ -503,12 +516,27 @@ func (k *Kubelet) resolveClaims(ctx context.Context, pod *corev1.Pod) (claims []
 	return claims, "", nil
 }
 
-// prepare calls NodePrepareResources for the pod's claims, driver by driver, and starts
-// the simulated processes on the devices the containers would see.
+// prepare calls NodePrepareResources for the pod's claims not prepared yet, driver by
+// driver, and starts the simulated processes on the devices the containers would see
+// (those of the claims prepared before too, from the claim info cache).
 func (k *Kubelet) prepare(ctx context.Context, pod *corev1.Pod, st *podState) error {
 	byDriver := map[string][]*drapb.Claim{}
 	var drivers []string
+	var cdiIDs []string
+	claimIDs := map[types.UID][]string{}
+	k.mu.Lock()
+	cached := map[types.UID]bool{}
 	for _, c := range st.claims {
+		if ids, ok := k.prepared[c.uid]; ok {
+			cached[c.uid] = true
+			cdiIDs = append(cdiIDs, ids...)
+		}
+	}
+	k.mu.Unlock()
+	for _, c := range st.claims {
+		if cached[c.uid] {
+			continue
+		}
 		for _, d := range c.drivers {
 			if _, ok := byDriver[d]; !ok {
 				drivers = append(drivers, d)
@@ -522,7 +550,6 @@ func (k *Kubelet) prepare(ctx context.Context, pod *corev1.Pod, st *podState) er
 			return err
 		}
 	}
-	var cdiIDs []string
 	for _, d := range drivers {
 		p := k.reg.get(d)
 		if p == nil {
@@ -545,6 +572,7 @@ func (k *Kubelet) prepare(ctx context.Context, pod *corev1.Pod, st *podState) er
 			default:
 				for _, dev := range r.Devices {
 					cdiIDs = append(cdiIDs, dev.CdiDeviceIds...)
+					claimIDs[types.UID(c.Uid)] = append(claimIDs[types.UID(c.Uid)], dev.CdiDeviceIds...)
 				}
 			}
 		}
@@ -558,6 +586,9 @@ func (k *Kubelet) prepare(ctx context.Context, pod *corev1.Pod, st *podState) er
 			k.claimUsers[c.uid] = map[types.UID]bool{}
 		}
 		k.claimUsers[c.uid][pod.UID] = true
+		if !cached[c.uid] {
+			k.prepared[c.uid] = claimIDs[c.uid]
+		}
 	}
 	k.mu.Unlock()
 	if k.cfg.SimulatorState == "" || len(st.pids) > 0 || len(cdiIDs) == 0 {
@@ -744,6 +775,7 @@ func (k *Kubelet) teardown(ctx context.Context, st *podState, pod *corev1.Pod) e
 	for _, c := range st.claims {
 		if len(k.claimUsers[c.uid]) == 0 {
 			delete(k.claimUsers, c.uid)
+			delete(k.prepared, c.uid)
 		}
 	}
 	delete(k.pods, st.uid)
