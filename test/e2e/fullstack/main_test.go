@@ -51,6 +51,7 @@ const (
 	// selects group=wipe; its stand-in kubelet deletes them after wipeDelay without the
 	// agent instead of the kubelet's 30 s; a resync period longer than the tests, so that
 	// only the agent's watch of its pool can publish it again soon.
+	// The shared claim (shared_test.go, MigLayout e2e-shared) uses it too.
 	nodeWipe = "wipe-a100" // 1x A100-SXM4-80GB, slice wipe delay 3s, resync 10m
 )
 
