@@ -23,6 +23,7 @@ type Metrics struct {
 	failedPasses prometheus.Counter
 	orphans      prometheus.Counter
 	restored     prometheus.Counter
+	poolDeleted  prometheus.Counter
 
 	// devicesMu guards deviceLabels: the label sets of devices the last
 	// pass set (recordDevices).
@@ -71,8 +72,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "miglayout_agent_restored_devices_total",
 			Help: "MIG devices made again because ResourceClaims hold them but the GPU lost them (a reboot, a driver reload or a GPU reset destroys GPU instances).",
 		}),
+		poolDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "miglayout_agent_pool_deletions_total",
+			Help: "Times the node's pool was found without a ResourceSlice, deleted by someone else (the kubelet when it starts, or once the DRA plugin was unreachable for 30 s; or by hand), and published again at once.",
+		}),
 	}
-	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings, m.unreadable, m.failedPasses, m.orphans, m.restored)
+	reg.MustRegister(m.repartitions, m.phase, m.nvmlErrors, m.devices, m.bindings, m.unreadable, m.failedPasses, m.orphans, m.restored, m.poolDeleted)
 	return m
 }
 
@@ -85,6 +90,12 @@ func (m *Metrics) setUnreadable(n int) {
 func (m *Metrics) countOrphanReleased() {
 	if m != nil {
 		m.orphans.Inc()
+	}
+}
+
+func (m *Metrics) countPoolDeleted() {
+	if m != nil {
+		m.poolDeleted.Inc()
 	}
 }
 

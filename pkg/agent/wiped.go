@@ -33,7 +33,8 @@ var sliceDeleted = predicate.Funcs{
 // (resourceslice.DefaultSyncDelay, 30 s) or the next resync, and
 // meanwhile the scheduler would see none of the node's devices. The
 // agent's own publications never leave the pool without a slice (an empty
-// pool is one slice without devices), so they cause no pass.
+// pool is one slice without devices), so they cause no pass. Each pool
+// found deleted is counted (miglayout_agent_pool_deletions_total).
 func (r *NodeReconciler) wipedToNode(ctx context.Context, o client.Object) []reconcile.Request {
 	driver := r.Repartitioner.driver()
 	s, ok := o.(*resourceapi.ResourceSlice)
@@ -52,6 +53,7 @@ func (r *NodeReconciler) wipedToNode(ctx context.Context, o client.Object) []rec
 			return nil
 		}
 	}
+	r.Repartitioner.Metrics.countPoolDeleted()
 	logger.Info("The node's ResourceSlices were deleted (by the kubelet at its start or after the DRA plugin was unreachable, or by hand); publishing the pool again")
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.NodeName}}}
 }

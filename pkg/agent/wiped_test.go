@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,9 +54,18 @@ func TestWipedPoolWakesTheNode(t *testing.T) {
 					}
 					return c.List(ctx, list, opts...)
 				}}).Build()
-			r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: &Repartitioner{Driver: testDriver}}
+			m := NewMetrics(prometheus.NewRegistry())
+			r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: &Repartitioner{Driver: testDriver, Metrics: m}}
 			if diff := cmp.Diff(tc.want, r.wipedToNode(t.Context(), tc.deleted)); diff != "" {
 				t.Errorf("passes asked (-want +got):\n%s", diff)
+			}
+			// A pool found deleted is counted; a pass asked for on a failed read is not.
+			want := 0.0
+			if tc.want != nil && tc.listErr == nil {
+				want = 1
+			}
+			if got := testutil.ToFloat64(m.poolDeleted); got != want {
+				t.Errorf("miglayout_agent_pool_deletions_total = %v, want %v", got, want)
 			}
 		})
 	}
