@@ -43,6 +43,12 @@
 // without its compute instance is destroyed (rolled back) and the pass
 // converges from NVML truth.
 //
+// The kubelet deletes the node's ResourceSlices when it starts, and the
+// driver's once its plugin was unreachable for 30 s. A pass publishes the
+// pool again at once where a deletion leaves none of its slices
+// (wipedToNode), instead of waiting for the ResourceSlice controller's
+// 30 s sync delay.
+//
 // A device stays prepared until the kubelet unprepares its claim. Where
 // the kubelet never will (its own record of the claim was lost, or the pod
 // and claim were force-deleted while the plugin was down), OrphanedClaims
