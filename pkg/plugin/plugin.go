@@ -121,6 +121,10 @@ type Config struct {
 	// them (PreparedDevices lacks them), with no lock held: the agent wakes its repartitioner, since a GPU may have
 	// waited for those devices alone. It must not block.
 	OnUnprepared func()
+	// HealthInterval is how often the health of the prepared devices is
+	// reported to the kubelet (WatchHealthStatus); default
+	// DefaultHealthInterval.
+	HealthInterval time.Duration
 }
 
 // Plugin implements kubeletplugin.DRAPlugin.
@@ -352,12 +356,6 @@ func (p *Plugin) HandleError(ctx context.Context, err error, msg string) {
 	if !errors.Is(err, kubeletplugin.ErrRecoverable) && p.cfg.OnFatalError != nil {
 		p.cfg.OnFatalError(fmt.Errorf("%s: %w", msg, err))
 	}
-}
-
-// WatchHealthStatus implements kubeletplugin.DRAPlugin: device health is not
-// reported (yet).
-func (p *Plugin) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
-	return kubeletplugin.ErrHealthNotSupported
 }
 
 // PreparedClaims returns the prepared claims, ordered by namespace, name and

@@ -687,9 +687,6 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 	p := e.plugin("")
-	if err := p.WatchHealthStatus(e.ctx, nil); !errors.Is(err, kubeletplugin.ErrHealthNotSupported) {
-		t.Errorf("WatchHealthStatus = %v", err)
-	}
 	var fatal error
 	p.cfg.OnFatalError = func(err error) { fatal = err }
 	p.HandleError(e.ctx, errors.New("boom"), "publishing")

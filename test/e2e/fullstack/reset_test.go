@@ -53,23 +53,11 @@ func TestGPUResetWhileBlocked(t *testing.T) {
 	oldUUID := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
 
 	ml := env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("whole", a100, map[string]int32{"7g.80gb": 1}))
-	blocked := func(what string) {
-		t.Helper()
-		clustertest.Poll(t, ctx, 60*time.Second, what, func(context.Context) (bool, string) {
-			nml := env.GetNodeMigLayout(t, ctx, nodeReset)
-			for _, g := range nml.Status.GPUs {
-				if g.Index == 0 {
-					return g.Phase == "Blocked" && g.Reason == "DeviceInUse", fmt.Sprintf("GPU 0 %s (%s): %s", g.Phase, g.Reason, g.Message)
-				}
-			}
-			return false, "GPU 0 not reported"
-		})
-	}
-	blocked("GPU 0 waiting for the pod's device")
+	waitGPU0Blocked(t, ctx, nodeReset, "GPU 0 waiting for the pod's device")
 
 	resetGPU0(t)
 	waitRemade(t, ctx, dev, oldUUID, cdiSpecOf(t, nodeReset, string(claim.UID)))
-	blocked("GPU 0 waiting for the pod's device again after the reset")
+	waitGPU0Blocked(t, ctx, nodeReset, "GPU 0 waiting for the pod's device again after the reset")
 	// The GPU goes on waiting for several settle and resync periods: the device made
 	// again keeps its new UUID (no process runs on it: only the allocation keeps it), and
 	// no device of the new layout appears.
@@ -92,6 +80,20 @@ func TestGPUResetWhileBlocked(t *testing.T) {
 	}
 	env.WaitPodGone(t, ctx, ns, "infer")
 	env.WaitReady(t, ctx, ml, 1)
+}
+
+// waitGPU0Blocked waits until node's GPU 0 is Blocked by a device in use
+// (reason DeviceInUse).
+func waitGPU0Blocked(t *testing.T, ctx context.Context, node, what string) {
+	t.Helper()
+	clustertest.Poll(t, ctx, 60*time.Second, what, func(context.Context) (bool, string) {
+		for _, g := range env.GetNodeMigLayout(t, ctx, node).Status.GPUs {
+			if g.Index == 0 {
+				return g.Phase == "Blocked" && g.Reason == "DeviceInUse", fmt.Sprintf("GPU 0 %s (%s): %s", g.Phase, g.Reason, g.Message)
+			}
+		}
+		return false, "GPU 0 not reported"
+	})
 }
 
 // resetGPU0 resets GPU 0 of nodeReset as the driver's recovery after an

@@ -23,13 +23,7 @@ import (
 func TestSharedClaimOutlivesItsFirstPod(t *testing.T) {
 	ctx := clustertest.Context(t, 4*time.Minute)
 	const name = "e2e-shared"
-	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
-	selector := map[string]string{groupLabel: "wipe"}
-	ml := env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("sevenths", a100, map[string]int32{"1g.10gb": 7}))
-	env.WaitReady(t, ctx, ml, 1)
-	env.WaitPoolMatchesNVML(t, ctx, nodeWipe)
-
-	ns := env.NewNamespace(t, ctx, name)
+	ns := sevenths(t, ctx, name)
 	claim := env.CreateClaim(t, ctx, ns, "shared", `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`)
 	for _, p := range []string{"first", "second"} {
 		pod := clustertest.Pod(ns, p, clustertest.OnNode(nodeWipe), claim.Name, "")
@@ -64,15 +58,8 @@ func TestSharedClaimOutlivesItsFirstPod(t *testing.T) {
 	}
 
 	// A whole-GPU layout has no room for the device: the GPU waits for it.
-	ml = env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("whole", a100, map[string]int32{"7g.80gb": 1}))
-	clustertest.Poll(t, ctx, 60*time.Second, "GPU 0 waiting for the shared device", func(context.Context) (bool, string) {
-		for _, g := range env.GetNodeMigLayout(t, ctx, nodeWipe).Status.GPUs {
-			if g.Index == 0 {
-				return g.Phase == "Blocked" && g.Reason == "DeviceInUse", fmt.Sprintf("GPU 0 %s (%s): %s", g.Phase, g.Reason, g.Message)
-			}
-		}
-		return false, "GPU 0 not reported"
-	})
+	ml := env.SetStaticMigLayout(t, ctx, name, wipeSelector, clustertest.Rule("whole", a100, map[string]int32{"7g.80gb": 1}))
+	waitGPU0Blocked(t, ctx, nodeWipe, "GPU 0 waiting for the shared device")
 	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		devs := clustertest.NVMLDevices(env.Snapshot(t, nodeWipe))
 		if devs[dev] != uuid {

@@ -160,12 +160,7 @@ func TestKubeletRestartWipesSlices(t *testing.T) {
 // and the node's pool as published then (device name → UUID).
 func idlePodOnSevenths(t *testing.T, ctx context.Context, name string) (string, *resourceapi.ResourceClaim, string, map[string]string) {
 	t.Helper()
-	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
-	ml := env.SetStaticMigLayout(t, ctx, name, map[string]string{groupLabel: "wipe"},
-		clustertest.Rule("sevenths", a100, map[string]int32{"1g.10gb": 7}))
-	env.WaitReady(t, ctx, ml, 1)
-	env.WaitPoolMatchesNVML(t, ctx, nodeWipe)
-	ns := env.NewNamespace(t, ctx, name)
+	ns := sevenths(t, ctx, name)
 	claim := env.CreateClaim(t, ctx, ns, "infer", `device.attributes['mig.miglayout.io'].profile == '1g.10gb'`)
 	pod := clustertest.Pod(ns, "infer", clustertest.OnNode(nodeWipe), claim.Name, "")
 	pod.Labels = map[string]string{kubelet.IdleLabel: "true"}
@@ -181,6 +176,21 @@ func idlePodOnSevenths(t *testing.T, ctx context.Context, name string) (string, 
 	}
 	return ns, claim, dev, before
 }
+
+// sevenths applies the MigLayout name (seven 1g.10gb on nodeWipe's A100,
+// deleted at the test's end), waits until the pool shows them, and returns
+// a new namespace for the test's pods.
+func sevenths(t *testing.T, ctx context.Context, name string) string {
+	t.Helper()
+	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
+	ml := env.SetStaticMigLayout(t, ctx, name, wipeSelector, clustertest.Rule("sevenths", a100, map[string]int32{"1g.10gb": 7}))
+	env.WaitReady(t, ctx, ml, 1)
+	env.WaitPoolMatchesNVML(t, ctx, nodeWipe)
+	return env.NewNamespace(t, ctx, name)
+}
+
+// wipeSelector selects nodeWipe.
+var wipeSelector = map[string]string{groupLabel: "wipe"}
 
 // waitNoSlices waits until the node has no ResourceSlice of miglayout's driver.
 func waitNoSlices(t *testing.T, ctx context.Context, node string) {
