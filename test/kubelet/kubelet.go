@@ -23,7 +23,11 @@
 //     where the CDI devices carry them, as a toolkit that accepts them reads them first,
 //     otherwise NVIDIA_VISIBLE_DEVICES; a pod labelled IdleLabel runs none (a container
 //     that holds its devices without a CUDA context, as an idle notebook does);
-//   - it sets the pod Running (Ready conditions, running container statuses);
+//   - it sets the pod Running (Ready conditions, running container statuses), and
+//     follows the device health its plugins report (DRAResourceHealth v1, as the kubelet
+//     with its feature gate ResourceHealthStatus, on by default from 1.36): each
+//     container's status.allocatedResourcesStatus gives the health of its claims'
+//     devices;
 //   - when the pod is being deleted it stops the pod's processes, calls
 //     NodeUnprepareResources for claims no other pod on the node uses, and deletes the pod
 //     with grace period 0, so that deletion completes and the claim controller releases
@@ -152,6 +156,9 @@ type Kubelet struct {
 	// Owned by the worker goroutine; mu only for readers (Pods).
 	mu sync.Mutex
 	claimState
+	// health is the devices' health as their plugins last reported it
+	// (watchHealth); mu guards it.
+	health map[healthKey]deviceHealth
 }
 
 // claimState is what the kubelet keeps across its restarts (the real one in its
@@ -159,11 +166,18 @@ type Kubelet struct {
 type claimState struct {
 	pods       map[types.UID]*podState
 	claimUsers map[types.UID]map[types.UID]bool // claim UID → pods on this node using it
-	// prepared is the kubelet's claim info cache: claim UID → the CDI device IDs its
-	// preparation returned. A pod whose claim is prepared already gets them without a
-	// call to the plugin, as the real kubelet's pods do; the claim is unprepared when
-	// its last pod on the node ends.
-	prepared map[types.UID][]string
+	// prepared is the kubelet's claim info cache: claim UID → the devices its
+	// preparation returned. A pod whose claim is prepared already gets their CDI
+	// device IDs without a call to the plugin, as the real kubelet's pods do; the
+	// claim is unprepared when its last pod on the node ends.
+	prepared map[types.UID][]preparedDevice
+}
+
+// preparedDevice is one device of a prepared claim, as NodePrepareResources returned it.
+type preparedDevice struct {
+	driver, pool, device string
+	requests             []string
+	cdiIDs               []string
 }
 
 // podState is what the kubelet did for one pod.
@@ -232,7 +246,7 @@ func start(ctx context.Context, cfg Config, state claimState) (*Kubelet, error) 
 		cfg.SliceWipeDelay = DefaultSliceWipeDelay
 	}
 	if state.pods == nil {
-		state = claimState{pods: map[types.UID]*podState{}, claimUsers: map[types.UID]map[types.UID]bool{}, prepared: map[types.UID][]string{}}
+		state = claimState{pods: map[types.UID]*podState{}, claimUsers: map[types.UID]map[types.UID]bool{}, prepared: map[types.UID][]preparedDevice{}}
 	}
 	logger := klog.Background()
 	if cfg.Logger != nil {
@@ -246,10 +260,18 @@ func start(ctx context.Context, cfg Config, state claimState) (*Kubelet, error) 
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 5*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "stand-in-kubelet-" + cfg.NodeName}),
 		claimState: state,
+		health:     map[healthKey]deviceHealth{},
 	}
 	k.reg = newRegistry(cfg.RegistrarDir, func(f string, a ...any) { logger.Info(fmt.Sprintf(f, a...)) })
 	k.reg.wipeDelay = cfg.SliceWipeDelay
 	k.reg.wipe = func(driver string) { k.wipeSlices(ctx, driver) }
+	// Called by the registry's goroutine, which k.wg counts.
+	k.reg.onRegistered = func(p *draPlugin, health bool) {
+		if health {
+			k.wg.Add(1)
+			go func() { defer k.wg.Done(); k.watchHealth(ctx, p) }()
+		}
+	}
 	k.bcast = record.NewBroadcaster(record.WithContext(ctx))
 	k.bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Client.CoreV1().Events("")})
 	k.recorder = k.bcast.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: cfg.NodeName})
@@ -408,7 +430,7 @@ func (k *Kubelet) sync(ctx context.Context, key string) (retryAfter time.Duratio
 		if pod.Status.Phase != corev1.PodRunning {
 			return 0, k.setRunning(ctx, pod)
 		}
-		return 0, nil
+		return 0, k.syncHealth(ctx, pod, st)
 	}
 	claims, waiting, err := k.resolveClaims(ctx, pod)
 	if err != nil {
@@ -523,13 +545,15 @@ func (k *Kubelet) prepare(ctx context.Context, pod *corev1.Pod, st *podState) er
 	byDriver := map[string][]*drapb.Claim{}
 	var drivers []string
 	var cdiIDs []string
-	claimIDs := map[types.UID][]string{}
+	claimDevices := map[types.UID][]preparedDevice{}
 	k.mu.Lock()
 	cached := map[types.UID]bool{}
 	for _, c := range st.claims {
-		if ids, ok := k.prepared[c.uid]; ok {
+		if devs, ok := k.prepared[c.uid]; ok {
 			cached[c.uid] = true
-			cdiIDs = append(cdiIDs, ids...)
+			for _, d := range devs {
+				cdiIDs = append(cdiIDs, d.cdiIDs...)
+			}
 		}
 	}
 	k.mu.Unlock()
@@ -572,7 +596,8 @@ func (k *Kubelet) prepare(ctx context.Context, pod *corev1.Pod, st *podState) er
 			default:
 				for _, dev := range r.Devices {
 					cdiIDs = append(cdiIDs, dev.CdiDeviceIds...)
-					claimIDs[types.UID(c.Uid)] = append(claimIDs[types.UID(c.Uid)], dev.CdiDeviceIds...)
+					claimDevices[types.UID(c.Uid)] = append(claimDevices[types.UID(c.Uid)], preparedDevice{driver: d,
+						pool: dev.PoolName, device: dev.DeviceName, requests: dev.RequestNames, cdiIDs: dev.CdiDeviceIds})
 				}
 			}
 		}
@@ -587,7 +612,7 @@ func (k *Kubelet) prepare(ctx context.Context, pod *corev1.Pod, st *podState) er
 		}
 		k.claimUsers[c.uid][pod.UID] = true
 		if !cached[c.uid] {
-			k.prepared[c.uid] = claimIDs[c.uid]
+			k.prepared[c.uid] = claimDevices[c.uid]
 		}
 	}
 	k.mu.Unlock()

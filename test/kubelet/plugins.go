@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/stats"
+	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"k8s.io/utils/clock"
@@ -54,7 +55,10 @@ type registry struct {
 	wipeDelay time.Duration          // negative: never wipe
 	wipe      func(driver string)    // deletes the driver's ResourceSlices of the node
 	pending   map[string]clock.Timer // driver → its wipe while it is unusable (nil once done)
-	clock     clock.WithDelayedExecution
+	// onRegistered, when set, is called after each registration, with
+	// whether the plugin serves device health (DRAResourceHealth v1).
+	onRegistered func(p *draPlugin, health bool)
+	clock        clock.WithDelayedExecution
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -184,6 +188,9 @@ func (r *registry) register(ctx context.Context, path string, id socketID) error
 	// learn early whether the plugin is reachable.
 	conn.Connect()
 	r.log("registered DRA plugin %s at %s", p.driver, p.endpoint)
+	if r.onRegistered != nil {
+		r.onRegistered(p, slices.Contains(info.SupportedVersions, drahealthv1.DRAResourceHealthService))
+	}
 	return nil
 }
 

@@ -1,11 +1,15 @@
 package fullstack
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
@@ -26,6 +30,14 @@ func TestLostGPU(t *testing.T) {
 	if got := len(env.WaitPoolMatchesNVML(t, ctx, nodeLost)); got != 4 {
 		t.Fatalf("%d devices published, want 4 halves", got)
 	}
+
+	// A pod runs on one of GPU 1's halves; its container shows the device
+	// healthy (the plugin's health reports, through the kubelet).
+	ns := env.NewNamespace(t, ctx, name)
+	claim := env.CreateClaim(t, ctx, ns, "infer", `device.attributes['mig.miglayout.io'].profile == '3g.40gb' && device.attributes['mig.miglayout.io'].parentIndex == 1`)
+	env.CreatePod(t, ctx, clustertest.Pod(ns, "infer", clustertest.OnNode(nodeLost), claim.Name, ""))
+	env.WaitPodRunning(t, ctx, ns, "infer", 60*time.Second)
+	waitDeviceHealth(t, ctx, ns, "infer", corev1.ResourceHealthStatusHealthy, "")
 
 	sim, err := env.Cluster.Sim(nodeLost)
 	if err != nil {
@@ -69,6 +81,8 @@ func TestLostGPU(t *testing.T) {
 	if out := describe(t, ctx, "nodemiglayout", nodeLost); !strings.Contains(out, "GPUUnreadable") {
 		t.Errorf("kubectl describe nodemiglayout %s shows no GPUUnreadable:\n%s", nodeLost, out)
 	}
+	// The pod's container shows its device unhealthy, and why.
+	waitDeviceHealth(t, ctx, ns, "infer", corev1.ResourceHealthStatusUnhealthy, "GPU 1 cannot be read")
 
 	recovered = true
 	if err := sim.RecoverGPU(1); err != nil {
@@ -78,4 +92,29 @@ func TestLostGPU(t *testing.T) {
 	if got := len(env.WaitPoolMatchesNVML(t, ctx, nodeLost)); got != 4 {
 		t.Errorf("%d devices published after recovery, want 4", got)
 	}
+	waitDeviceHealth(t, ctx, ns, "infer", corev1.ResourceHealthStatusHealthy, "")
+}
+
+// waitDeviceHealth waits until the first container of pod (in ns) shows
+// the device of its claim "gpu" with health want, and a message containing
+// message (none where message is empty), in status.allocatedResourcesStatus.
+func waitDeviceHealth(t *testing.T, ctx context.Context, ns, pod string, want corev1.ResourceHealthStatus, message string) {
+	t.Helper()
+	clustertest.Poll(t, ctx, 60*time.Second, fmt.Sprintf("pod %s's device %s", pod, want), func(ctx context.Context) (bool, string) {
+		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(p.Status.ContainerStatuses) == 0 {
+			return false, "no container status"
+		}
+		rs := p.Status.ContainerStatuses[0].AllocatedResourcesStatus
+		if len(rs) != 1 || rs[0].Name != "claim:gpu" || len(rs[0].Resources) != 1 {
+			return false, fmt.Sprintf("allocatedResourcesStatus %+v", rs)
+		}
+		h := rs[0].Resources[0]
+		msg := ptr.Deref(h.Message, "")
+		ok := h.Health == want && (message == "" && msg == "" || message != "" && strings.Contains(msg, message))
+		return ok, fmt.Sprintf("%s %s: %q", h.ResourceID, h.Health, msg)
+	})
 }
