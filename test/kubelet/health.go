@@ -176,7 +176,9 @@ func (k *Kubelet) allocatedResourcesStatus(pod *corev1.Pod, st *podState) map[st
 				}
 				rs.Resources = append(rs.Resources, rh)
 			}
-			out[c.Name] = append(out[c.Name], rs)
+			if len(rs.Resources) > 0 { // as the kubelet, which leaves out empty entries
+				out[c.Name] = append(out[c.Name], rs)
+			}
 		}
 	}
 	return out

@@ -305,13 +305,12 @@ func start(ctx context.Context, cfg Config, state claimState) (*Kubelet, error) 
 	for _, st := range state.pods {
 		k.queue.Add(st.key)
 	}
-	k.wg.Add(3)
-	go func() {
-		defer k.wg.Done()
-		// As at a kubelet's start, no driver is usable until its plugin registers again.
-		k.wipeSlices(ctx, "")
-		k.reg.run(ctx)
-	}()
+	k.wg.Add(4)
+	// As at a kubelet's start, no driver is usable until its plugin registers again: the
+	// node's slices are deleted, beside the registrations (the deletion may land before
+	// or after a plugin registers and publishes, as with the kubelet).
+	go func() { defer k.wg.Done(); k.wipeSlices(ctx, "") }()
+	go func() { defer k.wg.Done(); k.reg.run(ctx) }()
 	go func() { defer k.wg.Done(); k.worker(ctx) }()
 	go func() { defer k.wg.Done(); k.renewLease(ctx) }()
 	k.wg.Add(1)

@@ -87,31 +87,14 @@ func TestKubeletRestartWipesSlices(t *testing.T) {
 	if err := env.Cluster.RestartKubelet(ctx, nodeWipe); err != nil {
 		t.Fatal(err)
 	}
-	if n := env.Cluster.Kubelet(nodeWipe).SliceWipes(); n != 1 {
-		t.Errorf("the restarted kubelet deleted the node's ResourceSlices %d times, want once at its start", n)
-	}
-	// The agent publishes its pool again once it sees it deleted. Without it the
+	// What a watcher (the scheduler) sees: the node's slice deleted (the restarted
+	// kubelet deletes it beside the plugin's registration, before or after), then
+	// published again by the agent once it sees its pool deleted. Without that the
 	// ResourceSlice controller would write the pool again only after its sync delay
 	// (30 s) or the agent's next resync (10 min on this node).
-	clustertest.Poll(t, ctx, 20*time.Second, "the pool published again", func(ctx context.Context) (bool, string) {
-		got, err := env.PoolDevices(ctx, nodeWipe)
-		if err != nil {
-			return false, err.Error()
-		}
-		uuids := map[string]string{}
-		for name, d := range got {
-			uuids[name] = d.UUID
-		}
-		diff := cmp.Diff(before, uuids)
-		return diff == "", "(-before +now):\n" + diff
-	})
-	t.Logf("pool published again %s after the kubelet restarted", time.Since(restarted).Round(10*time.Millisecond))
-	if diff := cmp.Diff(before, env.WaitPoolMatchesNVML(t, ctx, nodeWipe)); diff != "" {
-		t.Errorf("the pool published again differs from the one before the restart (-before +after):\n%s", diff)
-	}
-	// What a watcher (the scheduler) saw: the slice deleted, then one published.
 	var seen []watch.EventType
-	for deleted, added := false, false; !deleted || !added; {
+	var deletedAt time.Time
+	for added := false; !added; {
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
@@ -119,12 +102,23 @@ func TestKubeletRestartWipesSlices(t *testing.T) {
 			}
 			seen = append(seen, ev.Type)
 			if s, isSlice := ev.Object.(*resourceapi.ResourceSlice); isSlice && s.Spec.Driver == cluster.Driver {
-				deleted = deleted || ev.Type == watch.Deleted
-				added = added || (deleted && ev.Type == watch.Added)
+				if ev.Type == watch.Deleted && deletedAt.IsZero() {
+					deletedAt = time.Now()
+				}
+				added = !deletedAt.IsZero() && ev.Type == watch.Added
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no deletion and publication of the node's slice seen; events %v", seen)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no deletion of the node's slice and publication after it seen; events %v", seen)
 		}
+	}
+	t.Logf("slice deleted %s after the kubelet restart began, published again %s after that",
+		deletedAt.Sub(restarted).Round(10*time.Millisecond), time.Since(deletedAt).Round(10*time.Millisecond))
+	clustertest.Poll(t, ctx, 10*time.Second, "the restarted kubelet's count of deletions", func(context.Context) (bool, string) {
+		n := env.Cluster.Kubelet(nodeWipe).SliceWipes()
+		return n == 1, fmt.Sprintf("%d deletions of the node's ResourceSlices, want once at its start", n)
+	})
+	if diff := cmp.Diff(before, env.WaitPoolMatchesNVML(t, ctx, nodeWipe)); diff != "" {
+		t.Errorf("the pool published again differs from the one before the restart (-before +after):\n%s", diff)
 	}
 	checkKept(t, ctx, ns, claim.Name, dev, before[dev])
 	var pods []kubelet.PodInfo
