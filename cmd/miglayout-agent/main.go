@@ -68,6 +68,7 @@ type options struct {
 	maxPass           time.Duration
 	allowDevicePlugin bool
 	orphanGrace       time.Duration
+	healthInterval    time.Duration
 }
 
 func main() {
@@ -121,6 +122,7 @@ func parseOptions(args []string, errorHandling pflag.ErrorHandling) (options, er
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease holds unrenewed; the agent renews it every quarter of this (whole seconds, at least 4s)")
 	fs.BoolVar(&o.allowDevicePlugin, "allow-nvidia-device-plugin", false, "publish and change the node's GPUs even where its kubelet advertises NVIDIA's device plugin resources (nvidia.com/gpu, nvidia.com/gpu.*, nvidia.com/mig-*), which hand the same GPUs to pods outside DRA; by default the agent then publishes no device and changes no GPU (status reason DevicePluginActive). Set it only where the device plugin serves no GPU this agent sees")
 	fs.DurationVar(&o.maxPass, "max-pass-duration", 10*time.Minute, "how long one repartitioning pass may run before /healthz fails (an NVML call or API request that hangs): the liveness probe then restarts the agent, which resumes from its journal")
+	fs.DurationVar(&o.healthInterval, "device-health-interval", plugin.DefaultHealthInterval, "how often the kubelet plugin reports the health of the prepared devices to the kubelet (DRAResourceHealth; the kubelet shows it in the containers' status.allocatedResourcesStatus); each report holds for three intervals, at least 30s (0: the default)")
 	fs.DurationVar(&o.orphanGrace, "orphaned-claim-grace", agent.DefaultOrphanGrace, "how long a ResourceClaim the kubelet plugin still holds prepared must be gone from the API server (or allocated no device of the node) before the agent releases its preparation (the kubelet never unprepared it: its own record was lost, or the pod and claim were force-deleted while the plugin was down); until then its devices are kept (0: the default)")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -249,6 +251,9 @@ func run(ctx context.Context, o options) error {
 	if o.maxPass <= o.settle {
 		return fmt.Errorf("--max-pass-duration=%s must exceed --settle-period=%s: every pass that drains waits the settle period", o.maxPass, o.settle)
 	}
+	if o.healthInterval != 0 && o.healthInterval < time.Second {
+		return fmt.Errorf("--device-health-interval=%s: want at least 1s (0: the default, %s)", o.healthInterval, plugin.DefaultHealthInterval)
+	}
 	if o.orphanGrace != 0 && o.orphanGrace < time.Second {
 		return fmt.Errorf("--orphaned-claim-grace=%s: want at least 1s (0: the default, %s)", o.orphanGrace, agent.DefaultOrphanGrace)
 	}
@@ -322,6 +327,7 @@ func run(ctx context.Context, o options) error {
 		OnFatalError:    func(err error) { cancel(err) },
 		OnDroppedFields: inventory.DroppedFields,
 		OnUnprepared:    rec.Wake,
+		HealthInterval:  o.healthInterval,
 	})
 	if err != nil {
 		return err

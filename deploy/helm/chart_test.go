@@ -902,6 +902,7 @@ var badValues = []struct {
 	{"replicas zero", map[string]any{"controller": map[string]any{"replicas": 0}}, "/controller/replicas"},
 	{"bad duration", map[string]any{"agent": map[string]any{"settlePeriod": "5 seconds"}}, "/agent/settlePeriod"},
 	{"orphaned-claim grace under a minute", map[string]any{"agent": map[string]any{"orphanedClaimGrace": "30s"}}, "agent.orphanedClaimGrace 30s must be at least 1m"},
+	{"device health interval under a second", map[string]any{"agent": map[string]any{"deviceHealthInterval": "500ms"}}, "agent.deviceHealthInterval 500ms must be at least 1s"},
 	{"dashboard label not a label key", map[string]any{"metrics": map[string]any{"grafanaDashboard": map[string]any{"label": "grafana dashboard"}}}, "/metrics/grafanaDashboard/label"},
 	{"dashboard namespace not a name", map[string]any{"metrics": map[string]any{"grafanaDashboard": map[string]any{"namespace": "Monitoring"}}}, "/metrics/grafanaDashboard/namespace"},
 	{"bad validation action", map[string]any{"agentNodePolicy": map[string]any{"validationActions": []any{"Reject"}}}, "/agentNodePolicy/validationActions/0"},

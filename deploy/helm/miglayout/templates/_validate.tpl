@@ -75,6 +75,9 @@ checked the types; these are the rules between values.
 {{- if le (float64 (include "miglayout.milliseconds" $v.agent.resyncPeriod)) 0.0 -}}
 {{- fail (printf "agent.resyncPeriod %s must be longer than 0: the agent refuses to start otherwise" $v.agent.resyncPeriod) -}}
 {{- end -}}
+{{- if lt (float64 (include "miglayout.milliseconds" $v.agent.deviceHealthInterval)) 1000.0 -}}
+{{- fail (printf "agent.deviceHealthInterval %s must be at least 1s: the agent refuses to start otherwise" $v.agent.deviceHealthInterval) -}}
+{{- end -}}
 {{- if lt (float64 (include "miglayout.milliseconds" $v.agent.orphanedClaimGrace)) 60000.0 -}}
 {{- fail (printf "agent.orphanedClaimGrace %s must be at least 1m: the kubelet unprepares a deleted pod's claims itself once it has stopped its containers, and should have the time to" $v.agent.orphanedClaimGrace) -}}
 {{- end -}}
