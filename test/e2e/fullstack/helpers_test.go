@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+	"github.com/miglayout/miglayout/test/cluster/clustertest"
 )
 
 const (
@@ -58,4 +60,35 @@ func describe(t *testing.T, ctx context.Context, args ...string) string {
 		t.Errorf("kubectl describe %v: %v", args, err)
 	}
 	return string(out)
+}
+
+// waitGPU0Blocked waits until node's GPU 0 is Blocked by a device in use
+// (reason DeviceInUse).
+func waitGPU0Blocked(t *testing.T, ctx context.Context, node, what string) {
+	t.Helper()
+	clustertest.Poll(t, ctx, 60*time.Second, what, func(context.Context) (bool, string) {
+		for _, g := range env.GetNodeMigLayout(t, ctx, node).Status.GPUs {
+			if g.Index == 0 {
+				return g.Phase == "Blocked" && g.Reason == "DeviceInUse", fmt.Sprintf("GPU 0 %s (%s): %s", g.Phase, g.Reason, g.Message)
+			}
+		}
+		return false, "GPU 0 not reported"
+	})
+}
+
+// keptWhileBlocked checks, for d, that node's device dev keeps its UUID uuid
+// (its claim holds it) and that no 7g device of a whole-GPU layout is made.
+func keptWhileBlocked(t *testing.T, node, dev, uuid string, d time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		devs := clustertest.NVMLDevices(env.Snapshot(t, node))
+		if devs[dev] != uuid {
+			t.Fatalf("device %s (%s) is %q now: destroyed while its claim holds it", dev, uuid, devs[dev])
+		}
+		for name := range devs {
+			if strings.Contains(name, "7g") {
+				t.Fatalf("the new layout's %s was made over device %s", name, dev)
+			}
+		}
+	}
 }

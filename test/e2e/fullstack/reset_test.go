@@ -61,18 +61,7 @@ func TestGPUResetWhileBlocked(t *testing.T) {
 	// The GPU goes on waiting for several settle and resync periods: the device made
 	// again keeps its new UUID (no process runs on it: only the allocation keeps it), and
 	// no device of the new layout appears.
-	remade := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
-	for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		devs := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))
-		if devs[dev] != remade {
-			t.Fatalf("the pod's device %s, made again as %s, is %q now: destroyed while its claim holds it", dev, remade, devs[dev])
-		}
-		for d := range devs {
-			if strings.Contains(d, "7g") {
-				t.Fatalf("the new layout's %s was made over the pod's device", d)
-			}
-		}
-	}
+	keptWhileBlocked(t, nodeReset, dev, clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev], 8*time.Second)
 	env.WaitPoolMatchesNVML(t, ctx, nodeReset)
 
 	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, "infer", metav1.DeleteOptions{}); err != nil {
@@ -80,20 +69,6 @@ func TestGPUResetWhileBlocked(t *testing.T) {
 	}
 	env.WaitPodGone(t, ctx, ns, "infer")
 	env.WaitReady(t, ctx, ml, 1)
-}
-
-// waitGPU0Blocked waits until node's GPU 0 is Blocked by a device in use
-// (reason DeviceInUse).
-func waitGPU0Blocked(t *testing.T, ctx context.Context, node, what string) {
-	t.Helper()
-	clustertest.Poll(t, ctx, 60*time.Second, what, func(context.Context) (bool, string) {
-		for _, g := range env.GetNodeMigLayout(t, ctx, node).Status.GPUs {
-			if g.Index == 0 {
-				return g.Phase == "Blocked" && g.Reason == "DeviceInUse", fmt.Sprintf("GPU 0 %s (%s): %s", g.Phase, g.Reason, g.Message)
-			}
-		}
-		return false, "GPU 0 not reported"
-	})
 }
 
 // resetGPU0 resets GPU 0 of nodeReset as the driver's recovery after an

@@ -60,17 +60,7 @@ func TestSharedClaimOutlivesItsFirstPod(t *testing.T) {
 	// A whole-GPU layout has no room for the device: the GPU waits for it.
 	ml := env.SetStaticMigLayout(t, ctx, name, wipeSelector, clustertest.Rule("whole", a100, map[string]int32{"7g.80gb": 1}))
 	waitGPU0Blocked(t, ctx, nodeWipe, "GPU 0 waiting for the shared device")
-	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		devs := clustertest.NVMLDevices(env.Snapshot(t, nodeWipe))
-		if devs[dev] != uuid {
-			t.Fatalf("the shared device %s (%s) is %q now: destroyed while the second pod holds it", dev, uuid, devs[dev])
-		}
-		for d := range devs {
-			if strings.Contains(d, "7g") {
-				t.Fatalf("the new layout's %s was made over the shared device", d)
-			}
-		}
-	}
+	keptWhileBlocked(t, nodeWipe, dev, uuid, 6*time.Second)
 
 	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, "second", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
