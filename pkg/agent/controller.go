@@ -117,8 +117,8 @@ type NodeReconciler struct {
 // SetupWithManager registers the reconciler. Only the NodeMigLayout named
 // after the node is watched; every ResourceClaim change of the node's pool
 // maps to it, and so does a deletion that leaves the node's pool without a
-// ResourceSlice (wipedToNode); and a ticker reconciles at start, every Resync and on Wake,
-// so that a node no MigLayout selects still publishes its pool, NVML
+// ResourceSlice (wipedToNode); and a ticker reconciles at start, every
+// Resync and on Wake, so that a node no MigLayout selects still publishes its pool, NVML
 // changes made behind the agent's back are seen, and a device the kubelet
 // plugin releases is taken into account at once.
 func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {

@@ -25,10 +25,10 @@ var sliceDeleted = predicate.Funcs{
 // node's slices of the driver only, see CacheOptions): the pass publishes
 // the pool, and the kubeletplugin helper's ResourceSlice controller writes
 // it at once. The kubelet deletes the node's ResourceSlices when it starts
-// (no driver is usable until its plugin registers again, which takes the
-// agent's a moment) and a driver's once the driver stayed unusable for 30
-// s (defaultWipingDelay, kubelet 1.37's pkg/kubelet/cm/dra); an operator
-// may delete them by hand. Without a pass, the ResourceSlice controller
+// (no driver is usable until its plugin registers again, a moment later)
+// and a driver's once the driver stayed unusable for 30 s
+// (defaultWipingDelay, kubelet 1.37's pkg/kubelet/cm/dra); an operator may
+// delete them by hand. Without a pass, the ResourceSlice controller
 // would write them again only after its sync delay
 // (resourceslice.DefaultSyncDelay, 30 s) or the next resync, and
 // meanwhile the scheduler would see none of the node's devices. The
