@@ -446,7 +446,9 @@ func (k *Kubelet) sync(ctx context.Context, key string) (retryAfter time.Duratio
 		k.pods[pod.UID] = st
 		k.mu.Unlock()
 	}
+	k.mu.Lock() // Pods and the health stream read the claims
 	st.claims = claims
+	k.mu.Unlock()
 	if err := k.prepare(ctx, pod, st); err != nil {
 		k.recorder.Event(pod, corev1.EventTypeWarning, EventFailedPrepare, err.Error())
 		return 0, err
