@@ -38,10 +38,19 @@ func TestSharedClaimOutlivesItsFirstPod(t *testing.T) {
 		t.Fatalf("claim allocated %q/%q, reserved for %v; want a device of %s reserved for both pods", pool, dev, c.Status.ReservedFor, nodeWipe)
 	}
 	uuid := clustertest.NVMLDevices(env.Snapshot(t, nodeWipe))[dev]
+	seeing := 0
 	for _, p := range env.Cluster.Kubelet(nodeWipe).Pods() {
-		if p.Namespace == ns && fmt.Sprint(p.DeviceUUIDs) != fmt.Sprint([]string{uuid}) {
+		if p.Namespace != ns {
+			continue
+		}
+		if fmt.Sprint(p.DeviceUUIDs) == fmt.Sprint([]string{uuid}) {
+			seeing++
+		} else {
 			t.Errorf("pod %s sees %v, want the claim's device %s", p.Name, p.DeviceUUIDs, uuid)
 		}
+	}
+	if seeing != 2 {
+		t.Errorf("%d pods of the kubelet see the claim's device %s, want both", seeing, uuid)
 	}
 	spec := cdiSpecOf(t, nodeWipe, string(claim.UID))
 
