@@ -61,10 +61,12 @@ func WriteAutoTable(w io.Writer, results []*AutoResult, took time.Duration) {
 		t.PoolMismatch += r.PoolMismatch
 		t.Leaked += r.Leaked
 		t.NotConverged += r.NotConverged
+		t.PoolAbsences = append(t.PoolAbsences, r.PoolAbsences...)
 	}
 	fmt.Fprintf(tw, "all\t\t\t%d\t%d\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t\n", t.Pods, t.Served, t.Destroyed,
 		t.DestroyedPerServed(), t.Unused, t.Plans, t.Reverts, t.Stuck, t.Unpacked, t.AllocatedDestroyed, t.PoolAllocAnomalies,
 		t.TaintedAllocations, t.PoolMismatch, t.Leaked, t.NotConverged)
 	tw.Flush()
 	fmt.Fprintf(w, "%d Auto scenarios in %s.\n", len(results), took.Round(time.Second))
+	fmt.Fprint(w, absenceLine(t.PoolAbsences))
 }

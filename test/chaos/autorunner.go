@@ -59,8 +59,10 @@ type AutoResult struct {
 	Settle1   time.Duration // from the churn's end until no pending pod is stuck (holds kept)
 	Settle2   time.Duration // from the release of the bound pods until no pending pod is stuck
 	Took      time.Duration
-	Problems  []string
-	Notes     []string
+	// PoolAbsences: as Result's.
+	PoolAbsences []time.Duration
+	Problems     []string
+	Notes        []string
 }
 
 // Failed reports whether an invariant was violated.
@@ -261,7 +263,8 @@ func (r *Runner) RunAuto(ctx context.Context, sc *AutoScenario, livenessTimeout 
 		problem("%s", s)
 	}
 
-	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies = r.monitorVerdict(ctx, since, problem, note)
+	v := r.monitorVerdict(ctx, since, res.Faults, problem, note)
+	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies, res.PoolAbsences = v.destroyed, v.tainted, v.anomalies, v.absent
 	res.Pods = len(pods)
 	res.Took = time.Since(start)
 	return res

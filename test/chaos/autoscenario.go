@@ -21,7 +21,7 @@ var AutoFaults = []FaultKind{
 	FaultNone, KillDraining, KillDestroying, KillCreating, KillOrphanGI, KillInFlight,
 	NVMLGIDestroyInUse, NVMLCIDestroyInUse, NVMLCreateGIInsuff, NVMLCreateCIFails, NVMLCreateCIRollbackFa,
 	NVMLReadFails, NVMLLieGIDestroy, NVMLLieCIDestroy, NVMLLieCreateCI, NVMLLieCreateGI,
-	NVMLStall, APIConflicts, SlowScheduler, KillController,
+	NVMLStall, APIConflicts, SlowScheduler, KillController, RestartKubelet,
 }
 
 // autoProfiles are the profiles the Auto workload asks for, with their weights; both
@@ -145,7 +145,7 @@ func autoFault(rng *rand.Rand, kind FaultKind, window time.Duration) Fault {
 		if rng.Float64() < 0.4 {
 			f.Delay = dur(rng, 2*time.Second, 8*time.Second)
 		}
-	case SlowScheduler:
+	case SlowScheduler, RestartKubelet:
 		f.Delay = dur(rng, 0, window)
 	case APIConflicts:
 		f.Delay, f.Hold = dur(rng, 0, window/2), dur(rng, 2*time.Second, 5*time.Second)

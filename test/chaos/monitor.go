@@ -48,7 +48,9 @@ const (
 	UnpublishedAllocation FindingKind = "allocated unpublished device"
 	// WithdrawnAllocated: the pool stopped publishing a device while an allocation
 	// referenced it (the agent republishes from NVML truth, so this follows a destroy, or
-	// a pool publication that lost a device).
+	// a pool publication that lost a device). A pool whose slices were all deleted is
+	// absent instead (PoolAbsence): its devices count as withdrawn only where the pool
+	// is published again without them.
 	WithdrawnAllocated FindingKind = "allocated device withdrawn"
 	// RefusedAllocation: what would be one of the above, on a device published with
 	// binding conditions whose allocation the agent has not confirmed (DeviceReady):
@@ -137,6 +139,10 @@ type Monitor struct {
 	taintedAt map[string]time.Time // pool/device → when the taint was published
 	episodes  []DrainEpisode
 	open      map[string]int // pool → index of its open episode
+	// absent: pool → its view before all its slices were deleted, while it
+	// has none (see PoolAbsence).
+	absent   map[string]map[string]published
+	absences []PoolAbsence
 	// NVML poller state: claimUID|pool/device → UUID when first seen allocated.
 	tracked map[string]string
 	polls   int
@@ -180,6 +186,7 @@ func NewMonitor(ctx context.Context, env *Env, nodes []string, pollEvery time.Du
 		slices: map[string]*resourceapi.ResourceSlice{}, views: map[string]map[string]published{},
 		allocs: map[types.UID]claimAlloc{}, taintedAt: map[string]time.Time{}, open: map[string]int{},
 		tracked: map[string]string{}, seen: map[string]bool{}, refused: map[string]Finding{},
+		absent: map[string]map[string]published{},
 	}
 	for _, n := range nodes {
 		m.pools[n] = true
@@ -385,6 +392,13 @@ func (m *Monitor) replaySlice(e event) {
 	old := m.views[pool]
 	view := m.poolView(pool)
 	m.views[pool] = view
+	if e.typ == watch.Deleted && !m.hasSlice(pool) {
+		m.poolDeleted(pool, old, e.at)
+		return
+	}
+	if before, ok := m.poolBack(pool, e.at); ok {
+		old = before
+	}
 	for name, was := range old {
 		f := Finding{Kind: WithdrawnAllocated, Pool: pool, Device: name, At: e.at}
 		if now, ok := view[name]; ok {
@@ -497,7 +511,7 @@ func (m *Monitor) replayClaim(e event) {
 			continue
 		}
 		pool, name, _ := strings.Cut(dev, "/")
-		d, ok := m.views[pool][name]
+		d, ok := m.seenView(pool)[name]
 		switch {
 		case !ok:
 			m.addUnlessWaiting(Finding{Kind: UnpublishedAllocation, Pool: pool, Device: name, Claim: key, At: e.at}, waiting[dev], string(c.UID))

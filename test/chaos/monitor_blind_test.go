@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,12 +27,74 @@ func TestVerdictWithoutPollsFails(t *testing.T) {
 			r := &Runner{Env: &Env{}, Mon: &Monitor{polledAt: tc.polledAt, errs: []string{"poll: listing claims: connection refused"}}}
 			var problems []string
 			problem := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-			_, _, anomalies := r.monitorVerdict(context.Background(), since, problem, problem)
+			anomalies := r.monitorVerdict(context.Background(), since, nil, problem, problem).anomalies
 			if anomalies != tc.anomalies {
 				t.Errorf("anomalies %d, want %d (problems %q)", anomalies, tc.anomalies, problems)
 			}
 			if tc.anomalies > 0 && (len(problems) != 1 || !strings.Contains(problems[0], "connection refused")) {
 				t.Errorf("problems %q, want one naming the last poll error", problems)
+			}
+		})
+	}
+}
+
+// TestVerdictPoolAbsences: an absent pool passes only where a fired kubelet
+// restart of its node explains it and the pool was published again.
+func TestVerdictPoolAbsences(t *testing.T) {
+	since := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	back := PoolAbsence{Pool: poolA, Deleted: since.Add(time.Second), Published: since.Add(1100 * time.Millisecond)}
+	restart := FaultResult{Fault: Fault{Kind: RestartKubelet, Node: poolA}, Fired: true}
+	for name, tc := range map[string]struct {
+		absences  []PoolAbsence
+		faults    []FaultResult
+		anomalies int
+		observed  int
+	}{
+		"published again after the node's kubelet restart": {absences: []PoolAbsence{back}, faults: []FaultResult{restart}, observed: 1},
+		"not published again after the restart": {absences: []PoolAbsence{{Pool: poolA, Deleted: back.Deleted}},
+			faults: []FaultResult{restart}, anomalies: 1},
+		"no kubelet restart":               {absences: []PoolAbsence{back}, anomalies: 1},
+		"the kubelet restart did not fire": {absences: []PoolAbsence{back}, faults: []FaultResult{{Fault: restart.Fault}}, anomalies: 1},
+		"another node's kubelet restarted": {absences: []PoolAbsence{back},
+			faults: []FaultResult{{Fault: Fault{Kind: RestartKubelet, Node: poolB}, Fired: true}}, anomalies: 1},
+		"an absence before the scenario, ended": {absences: []PoolAbsence{{Pool: poolA, Deleted: since.Add(-time.Minute), Published: since.Add(-50 * time.Second)}}},
+		"an absence before the scenario, going on": {absences: []PoolAbsence{{Pool: poolA, Deleted: since.Add(-time.Minute)}},
+			faults: []FaultResult{restart}, anomalies: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := newTestMonitor()
+			m.polledAt, m.absences = []time.Time{since.Add(time.Second)}, tc.absences
+			r := &Runner{Env: &Env{ChaosNodes: []string{poolA, poolB}}, Mon: m}
+			var problems, observed []string
+			problem := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+			note := func(format string, args ...any) { observed = append(observed, fmt.Sprintf(format, args...)) }
+			v := r.monitorVerdict(context.Background(), since, tc.faults, problem, note)
+			anomalies := v.anomalies
+			if anomalies != tc.anomalies || len(problems) != tc.anomalies || len(observed) != tc.observed {
+				t.Errorf("anomalies %d, problems %q, observed %q; want %d anomalies and problems, %d observed",
+					anomalies, problems, observed, tc.anomalies, tc.observed)
+			}
+			if want := slices.Repeat([]time.Duration{100 * time.Millisecond}, tc.observed); !slices.Equal(v.absent, want) {
+				t.Errorf("absent %v, want %v", v.absent, want)
+			}
+		})
+	}
+}
+
+func TestAbsenceLine(t *testing.T) {
+	ms := time.Millisecond
+	for name, tc := range map[string]struct {
+		ds   []time.Duration
+		want string
+	}{
+		"none":  {},
+		"one":   {ds: []time.Duration{60 * ms}, want: "pools deleted by a kubelet restart: 1, published again after p50 60ms, max 60ms.\n"},
+		"three": {ds: []time.Duration{300 * ms, 20 * ms, 70 * ms}, want: "pools deleted by a kubelet restart: 3, published again after p50 70ms, max 300ms.\n"},
+		"even":  {ds: []time.Duration{40 * ms, 10 * ms}, want: "pools deleted by a kubelet restart: 2, published again after p50 10ms, max 40ms.\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := absenceLine(tc.ds); got != tc.want {
+				t.Errorf("absenceLine(%v) = %q, want %q", tc.ds, got, tc.want)
 			}
 		})
 	}

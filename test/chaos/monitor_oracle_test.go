@@ -34,6 +34,7 @@ func newTestMonitor() *Monitor {
 		slices: map[string]*resourceapi.ResourceSlice{}, views: map[string]map[string]published{},
 		allocs: map[types.UID]claimAlloc{}, taintedAt: map[string]time.Time{}, open: map[string]int{},
 		tracked: map[string]string{}, seen: map[string]bool{}, refused: map[string]Finding{},
+		absent: map[string]map[string]published{},
 	}
 }
 
@@ -168,10 +169,6 @@ func TestMonitorReplay(t *testing.T) {
 			events: []event{pub(poolA, 1, x, y), alloc("c1", "", "node-a/x"), pub(poolA, 2, y)},
 			want:   []string{"allocated device withdrawn: claim ns/c1 → node-a/x"},
 		},
-		"slice deleted while allocated": {
-			events: []event{pub(poolA, 1, x), alloc("c1", "", "node-a/x"), deleted(pub(poolA, 1, x))},
-			want:   []string{"allocated device withdrawn: claim ns/c1 → node-a/x"},
-		},
 		"device withdrawn after the claim's deletion": {
 			events: []event{pub(poolA, 1, x), alloc("c1", "", "node-a/x"), deleted(alloc("c1", "", "node-a/x")), pub(poolA, 2, y)},
 		},
@@ -195,10 +192,6 @@ func TestMonitorReplay(t *testing.T) {
 		},
 		"a claim event delivered late is replayed in revision order": {
 			events: []event{atRV(10, pub(poolA, 1, x, y)), atRV(30, pub(poolA, 2, y)), atRV(20, alloc("c1", "", "node-a/x"))},
-			want:   []string{"allocated device withdrawn: claim ns/c1 → node-a/x"},
-		},
-		"relist without the slice": {
-			events: []event{pub(poolA, 1, x), alloc("c1", "", "node-a/x"), relist(true)},
 			want:   []string{"allocated device withdrawn: claim ns/c1 → node-a/x"},
 		},
 		"relist with the slice": {
@@ -293,6 +286,114 @@ func TestMonitorReplay(t *testing.T) {
 			m.Checkpoint()
 			if got := findingStrings(m.Findings(time.Time{})); !slices.Equal(got, append([]string{}, tc.want...)) {
 				t.Errorf("findings\n  %q\nwant\n  %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMonitorPoolAbsence: a pool whose slices are all deleted (a kubelet's
+// start) is absent, not withdrawn; allocations written meanwhile are judged
+// against its view before, and that view against the pool published again.
+// Events as in TestMonitorReplay; absences are given as "deleted at +Ns,
+// published at +Ns" (-1: not published again).
+func TestMonitorPoolAbsence(t *testing.T) {
+	x, y := dv{"x", "MIG-1", ""}, dv{"y", "MIG-2", ""}
+	xDrain := dv{"x", "MIG-1", migslices.DrainTaintKey}
+	gone := deleted(pub(poolA, 1, x))
+	type span struct{ deleted, published int }
+	for name, tc := range map[string]struct {
+		events   []event
+		want     []string
+		absences []span
+	}{
+		"slice deleted while allocated, never published again": {
+			events:   []event{pub(poolA, 1, x), alloc("c1", "", "node-a/x"), gone},
+			absences: []span{{2, -1}},
+		},
+		"published again as it was": {
+			events:   []event{pub(poolA, 1, x, y), alloc("c1", "", "node-a/x"), gone, pub(poolA, 1, x, y)},
+			absences: []span{{2, 3}},
+		},
+		"published again without the allocated device": {
+			events:   []event{pub(poolA, 1, x, y), alloc("c1", "", "node-a/x"), gone, pub(poolA, 1, y)},
+			want:     []string{"allocated device withdrawn: claim ns/c1 → node-a/x"},
+			absences: []span{{2, 3}},
+		},
+		"published again without a free device": {
+			events:   []event{pub(poolA, 1, x, y), alloc("c1", "", "node-a/x"), gone, pub(poolA, 1, x)},
+			absences: []span{{2, 3}},
+		},
+		"published again with another uuid for the allocated device": {
+			events:   []event{pub(poolA, 1, x), alloc("c1", "", "node-a/x"), gone, pub(poolA, 1, dv{"x", "MIG-9", ""})},
+			want:     []string{"allocated device destroyed: claim ns/c1 → node-a/x (published again with another uuid: MIG-1, now MIG-9)"},
+			absences: []span{{2, 3}},
+		},
+		"allocated while absent, a device published before": {
+			events:   []event{pub(poolA, 1, x, y), gone, alloc("c1", "", "node-a/y"), pub(poolA, 1, x, y)},
+			absences: []span{{1, 3}},
+		},
+		"allocated while absent, a device never published": {
+			events:   []event{pub(poolA, 1, x), gone, alloc("c1", "", "node-a/y"), pub(poolA, 1, x, y)},
+			want:     []string{"allocated unpublished device: claim ns/c1 → node-a/y"},
+			absences: []span{{1, 3}},
+		},
+		"allocated while absent, a device tainted before": {
+			events:   []event{pub(poolA, 1, xDrain), gone, alloc("c1", "", "node-a/x"), pub(poolA, 1, x)},
+			want:     []string{"allocated tainted device: claim ns/c1 → node-a/x 2000ms after the taint"},
+			absences: []span{{1, 3}},
+		},
+		"allocated while absent, then withdrawn when published again": {
+			events:   []event{pub(poolA, 1, x, y), gone, alloc("c1", "", "node-a/y"), pub(poolA, 1, x)},
+			want:     []string{"allocated device withdrawn: claim ns/c1 → node-a/y"},
+			absences: []span{{1, 3}},
+		},
+		"a relist without the slice is an absence": {
+			events:   []event{pub(poolA, 1, x), alloc("c1", "", "node-a/x"), relist(true), pub(poolA, 2, x)},
+			absences: []span{{2, 3}},
+		},
+		"an obsolete slice deleted is no absence": {
+			events: []event{
+				{typ: watch.Added, slice: sliceOf("a-old", cluster.Driver, poolA, 1, x)},
+				{typ: watch.Added, slice: sliceOf("a-new", cluster.Driver, poolA, 2, x)},
+				alloc("c1", "", "node-a/x"),
+				{typ: watch.Deleted, slice: sliceOf("a-old", cluster.Driver, poolA, 1, x)}},
+		},
+		"twice absent": {
+			events: []event{pub(poolA, 1, x), alloc("c1", "", "node-a/x"), gone, pub(poolA, 1, x), gone,
+				pub(poolA, 1, dv{"x", "MIG-9", ""})},
+			want:     []string{"allocated device destroyed: claim ns/c1 → node-a/x (published again with another uuid: MIG-1, now MIG-9)"},
+			absences: []span{{2, 3}, {4, 5}},
+		},
+		"another pool's deletion": {
+			events:   []event{pub(poolA, 1, x), pub(poolB, 1, y), alloc("c1", "", "node-a/x"), deleted(pub(poolB, 1, y)), pub(poolA, 2)},
+			want:     []string{"allocated device withdrawn: claim ns/c1 → node-a/x"},
+			absences: []span{{3, -1}},
+		},
+		"an unmonitored pool's deletion": {
+			events: []event{pub(poolOut, 1, x), deleted(pub(poolOut, 1, x))},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := newTestMonitor()
+			for i, e := range tc.events {
+				e.rv = uint64(10 * (i + 1))
+				e.at = t0.Add(time.Duration(i) * time.Second)
+				m.buf = append(m.buf, e)
+			}
+			m.Checkpoint()
+			if got := findingStrings(m.Findings(time.Time{})); !slices.Equal(got, append([]string{}, tc.want...)) {
+				t.Errorf("findings\n  %q\nwant\n  %q", got, tc.want)
+			}
+			var got []span
+			for _, a := range m.Absences(time.Time{}) {
+				s := span{int(a.Deleted.Sub(t0) / time.Second), -1}
+				if !a.Published.IsZero() {
+					s.published = int(a.Published.Sub(t0) / time.Second)
+				}
+				got = append(got, s)
+			}
+			if !slices.Equal(got, tc.absences) {
+				t.Errorf("absences %v, want %v", got, tc.absences)
 			}
 		})
 	}

@@ -114,6 +114,11 @@ func (s *Summary) WriteTable(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintf(w, "%d scenarios in %s; a row counts the scenarios its fault took part in (30%% have a second fault, 20%% a pause besides).\n",
 		len(s.Results), s.Took.Round(time.Second))
+	var absent []time.Duration
+	for _, r := range s.Results {
+		absent = append(absent, r.PoolAbsences...)
+	}
+	fmt.Fprint(w, absenceLine(absent))
 }
 
 func pct(ds []time.Duration, p float64) string {

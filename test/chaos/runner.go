@@ -89,7 +89,10 @@ type Result struct {
 	Workloads     int           // claims created
 	Converge      time.Duration // from the last layout change to the product reporting convergence (stage 1)
 	Took          time.Duration
-	Problems      []string
+	// PoolAbsences: how long each pool deleted by a kubelet restart stayed
+	// absent (PoolAbsence), until the agent published it again.
+	PoolAbsences []time.Duration
+	Problems     []string
 }
 
 // Failed reports whether an invariant was violated. An allocation that landed on a
@@ -285,7 +288,8 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 	}
 
 	// The monitor's verdict on this scenario.
-	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies = r.monitorVerdict(ctx, r.since, problem, problem)
+	v := r.monitorVerdict(ctx, r.since, res.Faults, problem, problem)
+	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies, res.PoolAbsences = v.destroyed, v.tainted, v.anomalies, v.absent
 	r.since = time.Now()
 	for _, n := range env.ChaosNodes {
 		log := readFrom(agentLog(env, n), offsets[n])
@@ -568,6 +572,25 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 			// ends it early.
 			fr.Detail = fmt.Sprintf("paused %d times, resumed each time (or by a layout change)", pauses)
 		}
+	case RestartKubelet:
+		sleep(ctx, f.Delay)
+		what := "the agent idle"
+		if e, ok := until(agent.StepDraining, agent.StepDestroying, agent.StepCreating); ok {
+			what = fmt.Sprintf("at %s gpu %d", e.Step, e.GPU)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		at := time.Since(t0)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		fr.Fired = true
+		if err := env.Cluster.RestartKubelet(rctx, f.Node); err != nil {
+			fr.Detail, fr.Problem = fmt.Sprintf("kubelet restart %s failed", what), "restarting the kubelet: "+err.Error()
+			return
+		}
+		fr.Detail = fmt.Sprintf("kubelet restarted %s, +%s into the churn; the agent registered again %s later",
+			what, at.Round(10*time.Millisecond), (time.Since(t0) - at).Round(10*time.Millisecond))
 	case SlowScheduler:
 		sleep(ctx, f.Delay)
 		if err := env.StopScheduler(); err != nil {
@@ -580,34 +603,63 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 	}
 }
 
+// verdict is the monitor's verdict on a scenario: allocated devices destroyed,
+// allocations on tainted devices, other pool/allocation anomalies, and how long
+// each pool a kubelet restart deleted stayed absent.
+type verdict struct {
+	destroyed, tainted, anomalies int
+	absent                        []time.Duration
+}
+
 // monitorVerdict lets the monitor catch up, reports each of its findings on the chaos
 // nodes since since (allocations on tainted devices, which fail no scenario, through
 // observed; the others through problem), and counts them: allocated devices destroyed,
-// allocations on tainted devices, and other pool/allocation anomalies.
-func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, problem, observed func(format string, args ...any)) (destroyed, tainted, anomalies int) {
+// allocations on tainted devices, and other pool/allocation anomalies. A pool absence
+// (PoolAbsence) is observed where the faults restarted the node's kubelet and the
+// pool was published again (its length is in absent); any other is an anomaly.
+func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, faults []FaultResult, problem, observed func(format string, args ...any)) (v verdict) {
 	sleep(ctx, 300*time.Millisecond)
 	r.Mon.Checkpoint()
 	// Without a poll since the scenario began (every one failed: the
 	// simulators' locks, the API server's list), no destroyed allocation
 	// could have been seen: the verdict would pass on no evidence.
 	if n, lastErr := r.Mon.PollsSince(since); n == 0 {
-		anomalies++
+		v.anomalies++
 		problem("the monitor polled the simulators not once since %s (%s): no verdict on allocated devices destroyed", since.Format(time.TimeOnly), cmp.Or(lastErr, "no poll error"))
 	}
 	for _, f := range r.Mon.Findings(since, r.Env.ChaosNodes...) {
 		switch f.Kind {
 		case AllocatedDestroyed:
-			destroyed++
+			v.destroyed++
 		case TaintedAllocation:
-			tainted++
+			v.tainted++
 			observed("%s", f)
 			continue
 		default:
-			anomalies++
+			v.anomalies++
 		}
 		problem("%s", f)
 	}
-	return destroyed, tainted, anomalies
+	restarted := map[string]bool{}
+	for _, f := range faults {
+		if f.Fault.Kind == RestartKubelet && f.Fired {
+			restarted[f.Fault.Node] = true
+		}
+	}
+	for _, a := range r.Mon.Absences(since, r.Env.ChaosNodes...) {
+		switch {
+		case a.Published.IsZero():
+			problem("%s", a)
+		case !restarted[a.Pool]:
+			problem("%s, and no kubelet restart of the node deleted it", a)
+		default:
+			observed("%s (kubelet restarted)", a)
+			v.absent = append(v.absent, a.Published.Sub(a.Deleted))
+			continue
+		}
+		v.anomalies++
+	}
+	return v
 }
 
 // settleFaults records which NVML faults fired (they leave the simulator's list when

@@ -68,6 +68,14 @@ const (
 	// dropped, changes under way finish, and once resumed the layout (or the
 	// planner) takes over again. Drawn apart from the other faults (pauseFault).
 	PauseFlap FaultKind = "api:paused and resumed"
+	// The node's stand-in kubelet restarted at the agent's first step of work
+	// (draining, destroying, creating) from Delay into the churn, or once the
+	// churn is over and the agent idle: pods keep running, their claims stay
+	// prepared, the node's ResourceSlices are deleted (as kubelet 1.37 does at
+	// its start) and the agent's plugin registers again. The agent must
+	// publish the pool again as it was, allocated devices with their UUIDs,
+	// and go on with its work (see PoolAbsence).
+	RestartKubelet FaultKind = "kubelet:restarted"
 )
 
 // PrimaryFaults are the scenarios' main faults: a scenario's seed modulo their number
@@ -76,7 +84,7 @@ var PrimaryFaults = []FaultKind{
 	FaultNone, KillDraining, KillDestroying, KillCreating, KillMIGMode, KillOrphanGI, KillInFlight,
 	NVMLGIDestroyInUse, NVMLCIDestroyInUse, NVMLCreateGIInsuff, NVMLCreateCIFails, NVMLCreateCIRollbackFa,
 	NVMLSetMIGModeFails, NVMLReadFails, NVMLLieGIDestroy, NVMLLieCIDestroy, NVMLLieCreateCI, NVMLLieCreateGI,
-	NVMLStall, APIConflicts, SlowScheduler,
+	NVMLStall, APIConflicts, SlowScheduler, RestartKubelet,
 }
 
 // SecondaryFaults may be added to a scenario (30%) on top of its main fault.
@@ -307,6 +315,8 @@ func randomFault(rng *rand.Rand, kind FaultKind) Fault {
 		f.Nth = 1 + rng.Intn(2)
 	case KillDraining, KillDestroying, KillCreating, KillMIGMode, KillOrphanGI, KillInFlight:
 		f.Done, f.Delay = rng.Intn(3), dur(rng, 0, 500*time.Millisecond)
+	case RestartKubelet:
+		f.Delay = dur(rng, 0, 1500*time.Millisecond)
 	case NVMLStall:
 		f.Hold = dur(rng, 500*time.Millisecond, 2500*time.Millisecond)
 	case SlowScheduler:
@@ -371,7 +381,7 @@ func (sc *Scenario) aim(rng *rand.Rand, f *Fault) {
 		needChange = true
 	case KillMIGMode, NVMLSetMIGModeFails:
 		migMode = true
-	case KillDraining, KillInFlight, NVMLStall:
+	case KillDraining, KillInFlight, NVMLStall, RestartKubelet:
 		needBase = rng.Float64() < 0.5
 		needChange = !needBase
 	default:
