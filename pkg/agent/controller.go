@@ -66,6 +66,9 @@ type NodeReconciler struct {
 	// Now is the clock of Healthz; nil means time.Now.
 	Now func() time.Time
 
+	// republishing is set while a Republish of wipedToNode runs.
+	republishing atomic.Bool
+
 	mu sync.Mutex
 	// failing backs off passes that end with a GPU failed; waiting, those
 	// that end with GPUs only Blocked or Pending (see nextBackoff).

@@ -27,6 +27,16 @@ type Inventory interface {
 	DeviceName(g gpu.GPU, d *gpu.MIGDevice) string
 }
 
+// Republisher is an Inventory that can publish its last publication again
+// at once, outside a pass (PoolInventory): the agent does so when the node's
+// pool was deleted (wipedToNode), so that the scheduler sees the node's
+// devices again without waiting for a pass under way to end.
+type Republisher interface {
+	// Republish publishes the last publication again and waits until the
+	// API server serves the pool; false where there was none yet.
+	Republish(ctx context.Context) (bool, error)
+}
+
 // Allocations reports which of this node's devices ResourceClaims reference.
 type Allocations interface {
 	// AllocatedDevices returns the names of the devices of this driver and

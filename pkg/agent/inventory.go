@@ -62,6 +62,12 @@ type PoolInventory struct {
 	// served is the last publication the API server was found serving
 	// (waitServed); zero after one that was not.
 	served servedPublication
+
+	// handMu makes Publish and Republish hand their publications to the
+	// publisher one at a time; handed is the last one handed (nil before
+	// the first).
+	handMu sync.Mutex
+	handed *resourceslice.DriverResources
 }
 
 // servedPublication is a publication's devices (wantedKeys) found served at
@@ -148,7 +154,7 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 		p.Binding.Publishing(names, draining)
 	}
 	before := map[string]int{featureDeviceTaints: p.droppedReports(featureDeviceTaints), featureBindingConditions: p.droppedReports(featureBindingConditions)}
-	if err := p.Publisher.PublishResources(ctx, res); err != nil {
+	if err := p.hand(ctx, res); err != nil {
 		return fmt.Errorf("publishing pool %s: %w", p.NodeName, err)
 	}
 	want := wantedKeys(res)
@@ -164,6 +170,79 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 		p.taintsDroppedAt.Store(0)
 	}
 	return err
+}
+
+// hand hands res to the publisher and records it as the last handed.
+func (p *PoolInventory) hand(ctx context.Context, res resourceslice.DriverResources) error {
+	p.handMu.Lock()
+	defer p.handMu.Unlock()
+	if err := p.Publisher.PublishResources(ctx, res); err != nil {
+		return err
+	}
+	p.handed = &res
+	return nil
+}
+
+// RepublishRetry is how often Republish hands the last publication again
+// while the API server serves no slice of the pool.
+const RepublishRetry = 250 * time.Millisecond
+
+// Republish implements Republisher: it hands the publisher the last
+// publication again, then waits until the API server serves a slice of the
+// pool (read bypassing caches), handing it again every RepublishRetry
+// meanwhile, for at most Timeout (default 30 s). The kubeletplugin helper's
+// ResourceSlice controller syncs the pool at once on every publication it
+// is handed, but from its informer's cache: handed before that cache has
+// seen the deletion, it writes nothing, and would write the slice again
+// only after its sync delay (resourceslice.DefaultSyncDelay, 30 s). It
+// reports false, and does nothing, before the first publication; without a
+// Live reader it hands the publication once. A Publish under way hands its
+// publication before or after each hand, never between: the pool written
+// is the one the scheduler was shown last, drain taints included, until
+// the pass's next publication replaces it. The publication found served
+// before is forgotten, so that the pass's next Publish reads its pool
+// back from the API server.
+func (p *PoolInventory) Republish(ctx context.Context) (bool, error) {
+	handAgain := func() (bool, error) {
+		p.handMu.Lock()
+		defer p.handMu.Unlock()
+		if p.handed == nil {
+			return false, nil
+		}
+		if err := p.Publisher.PublishResources(ctx, *p.handed); err != nil {
+			return true, fmt.Errorf("publishing pool %s again: %w", p.NodeName, err)
+		}
+		return true, nil
+	}
+	p.servedMu.Lock()
+	p.served = servedPublication{}
+	p.servedMu.Unlock()
+	handed, err := handAgain()
+	if !handed || err != nil || p.Live == nil {
+		return handed, err
+	}
+	timeout := p.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	var listErr error
+	err = wait.PollUntilContextTimeout(ctx, RepublishRetry, timeout, false, func(ctx context.Context) (bool, error) {
+		var list resourceapi.ResourceSliceList
+		if listErr = p.Live.List(ctx, &list, client.MatchingFields{"spec.nodeName": p.NodeName, "spec.driver": p.Driver}); listErr != nil {
+			return false, nil
+		}
+		for _, sl := range list.Items {
+			if sl.Spec.Pool.Name == p.NodeName {
+				return true, nil
+			}
+		}
+		_, err := handAgain()
+		return false, err
+	})
+	if err != nil {
+		return true, fmt.Errorf("waiting for the API server to serve pool %s again: %w", p.NodeName, errors.Join(err, listErr))
+	}
+	return true, nil
 }
 
 // stillServed reports whether want is the publication last found served,

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,7 +25,10 @@ var sliceDeleted = predicate.Funcs{
 // pass where no slice of the pool is left in the cache (which holds the
 // node's slices of the driver only, see CacheOptions): the pass publishes
 // the pool, and the kubeletplugin helper's ResourceSlice controller writes
-// it at once. The kubelet deletes the node's ResourceSlices when it starts
+// it at once. Beside the pass, the last publication is published again
+// (Republisher, one at a time), so that the pool is back at once even where
+// a pass is under way (a drain's settle period, NVML calls): the pass that
+// follows publishes what NVML then holds. The kubelet deletes the node's ResourceSlices when it starts
 // (no driver is usable until its plugin registers again, a moment later)
 // and a driver's once the driver stayed unusable for 30 s
 // (defaultWipingDelay, kubelet 1.37's pkg/kubelet/cm/dra); an operator may
@@ -55,5 +59,21 @@ func (r *NodeReconciler) wipedToNode(ctx context.Context, o client.Object) []rec
 	}
 	r.Repartitioner.Metrics.countPoolDeleted()
 	logger.Info("The node's ResourceSlices were deleted (by the kubelet at its start or after the DRA plugin was unreachable, or by hand); publishing the pool again")
+	if rp, ok := r.Repartitioner.Inventory.(Republisher); ok && r.republishing.CompareAndSwap(false, true) {
+		// ctx ends with this call (controller-runtime cancels each event's
+		// context once its handler returns); Republish is bounded by the
+		// inventory's Timeout.
+		ctx := context.WithoutCancel(ctx)
+		go func() {
+			defer r.republishing.Store(false)
+			start := time.Now()
+			switch handed, err := rp.Republish(ctx); {
+			case err != nil:
+				logger.Error(err, "Publishing the pool again; the pass will")
+			case handed:
+				logger.V(2).Info("Published the pool again as last published; a pass follows", "took", time.Since(start))
+			}
+		}()
+	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.NodeName}}}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,9 +56,30 @@ func TestWipedPoolWakesTheNode(t *testing.T) {
 					return c.List(ctx, list, opts...)
 				}}).Build()
 			m := NewMetrics(prometheus.NewRegistry())
-			r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: &Repartitioner{Driver: testDriver, Metrics: m}}
-			if diff := cmp.Diff(tc.want, r.wipedToNode(t.Context(), tc.deleted)); diff != "" {
+			inv := &republishingInventory{called: make(chan struct{}, 2), release: make(chan struct{}), ended: make(chan error, 2)}
+			r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: &Repartitioner{Driver: testDriver, Metrics: m, Inventory: inv}}
+			// The event's context ends with its handler, as controller-runtime's.
+			ctx, cancel := context.WithCancel(t.Context())
+			got := r.wipedToNode(ctx, tc.deleted)
+			cancel()
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("passes asked (-want +got):\n%s", diff)
+			}
+			// The pool found deleted is published again at once beside the
+			// pass, on a context that outlives the event's; on a failed read
+			// the pass alone does it.
+			republished := false
+			select {
+			case <-inv.called:
+				republished = true
+				close(inv.release)
+				if err := <-inv.ended; err != nil {
+					t.Errorf("Republish's context ended with the event's: %v", err)
+				}
+			case <-time.After(200 * time.Millisecond):
+			}
+			if want := tc.want != nil && tc.listErr == nil; republished != want {
+				t.Errorf("published again at once %t, want %t", republished, want)
 			}
 			// A pool found deleted is counted; a pass asked for on a failed read is not.
 			want := 0.0
@@ -69,6 +91,61 @@ func TestWipedPoolWakesTheNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// republishingInventory is an Inventory and Republisher that tells each
+// Republish on called, holds it until release is closed (nil: at once),
+// and then tells on ended (where not nil) whether its context had ended.
+type republishingInventory struct {
+	fakeInventory
+	called  chan struct{}
+	release chan struct{}
+	ended   chan error
+}
+
+func (f *republishingInventory) Republish(ctx context.Context) (bool, error) {
+	f.called <- struct{}{}
+	if f.release != nil {
+		<-f.release
+	}
+	if f.ended != nil {
+		f.ended <- ctx.Err()
+	}
+	return true, nil
+}
+
+// TestWipedPoolRepublishedOneAtATime: a deletion noticed while the pool is
+// still being published again starts no second Republish beside it; one
+// noticed after it ended does.
+func TestWipedPoolRepublishedOneAtATime(t *testing.T) {
+	deleted := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1-a"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: testDriver, Pool: resourceapi.ResourcePool{Name: "n1", ResourceSliceCount: 1}}}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).Build()
+	inv := &republishingInventory{called: make(chan struct{}, 4), release: make(chan struct{})}
+	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: &Repartitioner{Driver: testDriver, Metrics: NewMetrics(prometheus.NewRegistry()), Inventory: inv}}
+	wait := func(want bool) {
+		t.Helper()
+		select {
+		case <-inv.called:
+			if !want {
+				t.Error("a second Republish started beside the first")
+			}
+		case <-time.After(200 * time.Millisecond):
+			if want {
+				t.Error("no Republish started")
+			}
+		}
+	}
+	r.wipedToNode(t.Context(), deleted)
+	wait(true)
+	r.wipedToNode(t.Context(), deleted)
+	wait(false)
+	close(inv.release)
+	for r.republishing.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	r.wipedToNode(t.Context(), deleted)
+	wait(true)
 }
 
 // TestSliceEventsPassedAreDeletions: of the ResourceSlice events, only

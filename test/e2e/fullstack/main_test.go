@@ -50,9 +50,10 @@ const (
 	// The kubelet deleting the node's ResourceSlices (wipe_test.go): MigLayout e2e-wipe-*
 	// selects group=wipe; its stand-in kubelet deletes them after wipeDelay without the
 	// agent instead of the kubelet's 30 s; a resync period longer than the tests, so that
-	// only the agent's watch of its pool can publish it again soon.
+	// only the agent's watch of its pool can publish it again soon; a settle period long
+	// enough to restart the kubelet while it drains.
 	// The shared claim (shared_test.go, MigLayout e2e-shared) uses it too.
-	nodeWipe = "wipe-a100" // 1x A100-SXM4-80GB, slice wipe delay 3s, resync 10m
+	nodeWipe = "wipe-a100" // 1x A100-SXM4-80GB, slice wipe delay 3s, resync 10m, settle 3s
 )
 
 // wipeDelay is how long nodeWipe's stand-in kubelet waits before it deletes the
@@ -91,7 +92,7 @@ func TestMain(m *testing.M) {
 			{Name: nodeReset, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "reset"},
 				AgentArgs: []string{"--resync-period=3s"}},
 			{Name: nodeWipe, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "wipe"},
-				AgentArgs: []string{"--resync-period=10m"}, SliceWipeDelay: wipeDelay},
+				AgentArgs: []string{"--resync-period=10m", "--settle-period=3s"}, SliceWipeDelay: wipeDelay},
 		},
 		// It serves /readyz (readyz_test.go).
 		ControllerArgs: []string{"--health-probe-bind-address=" + controllerHealthAddr},

@@ -3,6 +3,7 @@ package fullstack
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 	"github.com/miglayout/miglayout/test/cluster"
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
 	"github.com/miglayout/miglayout/test/kubelet"
@@ -145,6 +147,82 @@ func TestKubeletRestartWipesSlices(t *testing.T) {
 		c := env.GetClaim(t, ctx, ns, claim.Name)
 		return len(c.Status.ReservedFor) == 0, fmt.Sprintf("reserved for %v", c.Status.ReservedFor)
 	})
+}
+
+// TestKubeletRestartWhileDraining: the kubelet restarts while the agent
+// drains (its settle period, 3 s on this node, has begun). The pool is published
+// again at once as it was last published, the drain taints included, while
+// NVML still holds the devices being drained: the pass under way does not
+// hold it back. Then the change goes on, and the pool ends as the new
+// layout.
+func TestKubeletRestartWhileDraining(t *testing.T) {
+	ctx := clustertest.Context(t, 3*time.Minute)
+	const name = "e2e-wipe-drain"
+	sevenths(t, ctx, name)
+	before := env.WaitPoolMatchesNVML(t, ctx, nodeWipe)
+	list, err := env.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeWipe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := env.Client.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{
+		FieldSelector: "spec.nodeName=" + nodeWipe, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	next := func(what string, match func(watch.EventType, *resourceapi.ResourceSlice) bool) *resourceapi.ResourceSlice {
+		t.Helper()
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					t.Fatalf("the watch of the node's ResourceSlices ended before %s", what)
+				}
+				if s, isSlice := ev.Object.(*resourceapi.ResourceSlice); isSlice && s.Spec.Driver == cluster.Driver && match(ev.Type, s) {
+					return s
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no %s seen within 30s", what)
+			}
+		}
+	}
+	// drained reports whether s publishes the devices of before, each with the drain taint.
+	drained := func(s *resourceapi.ResourceSlice) bool {
+		n := 0
+		for _, d := range s.Spec.Devices {
+			if _, ok := before[d.Name]; ok && slices.ContainsFunc(d.Taints, func(t resourceapi.DeviceTaint) bool { return t.Key == migslices.DrainTaintKey }) {
+				n++
+			}
+		}
+		return n == len(before) && len(s.Spec.Devices) == len(before)
+	}
+
+	ml := env.SetStaticMigLayout(t, ctx, name, wipeSelector, clustertest.Rule("whole", a100, map[string]int32{"7g.80gb": 1}))
+	next("the seven devices published with the drain taint", func(typ watch.EventType, s *resourceapi.ResourceSlice) bool {
+		return typ == watch.Modified && drained(s)
+	})
+	restarted := time.Now()
+	if err := env.Cluster.RestartKubelet(ctx, nodeWipe); err != nil {
+		t.Fatal(err)
+	}
+	next("the node's slice deleted", func(typ watch.EventType, _ *resourceapi.ResourceSlice) bool { return typ == watch.Deleted })
+	deletedAt := time.Now()
+	back := next("the pool published again", func(typ watch.EventType, _ *resourceapi.ResourceSlice) bool { return typ == watch.Added })
+	nvml := clustertest.NVMLDevices(env.Snapshot(t, nodeWipe))
+	t.Logf("slice deleted %s after the kubelet restart began, published again %s after that",
+		deletedAt.Sub(restarted).Round(10*time.Millisecond), time.Since(deletedAt).Round(10*time.Millisecond))
+	if !drained(back) {
+		t.Errorf("the pool published again is %+v, want the seven devices being drained, each with the drain taint", back.Spec.Devices)
+	}
+	if diff := cmp.Diff(before, nvml); diff != "" {
+		t.Errorf("NVML changed before the pool was published again (-before +then): the publication waited for the pass:\n%s", diff)
+	}
+
+	env.WaitReady(t, ctx, ml, 1)
+	after := env.WaitPoolMatchesNVML(t, ctx, nodeWipe)
+	if len(after) != 1 {
+		t.Errorf("pool %v after the change, want one 7g.80gb device", after)
+	}
 }
 
 // idlePodOnSevenths applies the MigLayout name (seven 1g.10gb on nodeWipe's
