@@ -44,10 +44,11 @@
 // converges from NVML truth.
 //
 // The kubelet deletes the node's ResourceSlices when it starts, and the
-// driver's once its plugin was unreachable for 30 s. A pass publishes the
-// pool again at once where a deletion leaves none of its slices
-// (wipedToNode), instead of waiting for the ResourceSlice controller's
-// 30 s sync delay.
+// driver's once its plugin was unreachable for 30 s. Where a deletion
+// leaves none of the pool's slices (wipedToNode), the last publication is
+// published again at once, beside any pass under way (Republisher), and a
+// pass follows, instead of waiting for the ResourceSlice controller's 30 s
+// sync delay.
 //
 // A device stays prepared until the kubelet unprepares its claim. Where
 // the kubelet never will (its own record of the claim was lost, or the pod

@@ -185,7 +185,7 @@ func (p *PoolInventory) hand(ctx context.Context, res resourceslice.DriverResour
 
 // RepublishRetry is how often Republish hands the last publication again
 // while the API server serves no slice of the pool.
-const RepublishRetry = 250 * time.Millisecond
+const RepublishRetry = 100 * time.Millisecond
 
 // Republish implements Republisher: it hands the publisher the last
 // publication again, then waits until the API server serves a slice of the

@@ -99,3 +99,32 @@ func TestAbsenceLine(t *testing.T) {
 		})
 	}
 }
+
+// TestVerdictCounts: what each kind of finding counts for in the verdict;
+// an allocation that waits for a binding the agent refuses, like one on a
+// tainted device, fails no scenario.
+func TestVerdictCounts(t *testing.T) {
+	since := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	type counts struct{ destroyed, tainted, anomalies, observed int }
+	for kind, want := range map[FindingKind]counts{
+		AllocatedDestroyed:    {destroyed: 1},
+		TaintedAllocation:     {tainted: 1, observed: 1},
+		RefusedAllocation:     {observed: 1},
+		UnpublishedAllocation: {anomalies: 1},
+		WithdrawnAllocated:    {anomalies: 1},
+	} {
+		t.Run(string(kind), func(t *testing.T) {
+			m := newTestMonitor()
+			m.polledAt = []time.Time{since.Add(time.Second)}
+			m.findings = []Finding{{Kind: kind, Pool: poolA, Device: "x", Claim: "ns/c1", At: since.Add(time.Second)}}
+			r := &Runner{Env: &Env{ChaosNodes: []string{poolA}}, Mon: m}
+			var problems, observed int
+			v := r.monitorVerdict(context.Background(), since, nil,
+				func(string, ...any) { problems++ }, func(string, ...any) { observed++ })
+			got := counts{v.destroyed, v.tainted, v.anomalies, observed}
+			if got != want || problems != v.destroyed+v.anomalies {
+				t.Errorf("counts %+v with %d problems, want %+v with %d problems", got, problems, want, want.destroyed+want.anomalies)
+			}
+		})
+	}
+}

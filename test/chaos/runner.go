@@ -612,8 +612,8 @@ type verdict struct {
 }
 
 // monitorVerdict lets the monitor catch up, reports each of its findings on the chaos
-// nodes since since (allocations on tainted devices, which fail no scenario, through
-// observed; the others through problem), and counts them: allocated devices destroyed,
+// nodes since since (allocations on tainted devices and refused ones, which fail no
+// scenario, through observed; the others through problem), and counts them: allocated devices destroyed,
 // allocations on tainted devices, and other pool/allocation anomalies. A pool absence
 // (PoolAbsence) is observed where the faults restarted the node's kubelet and the
 // pool was published again (its length is in absent); any other is an anomaly.
@@ -633,6 +633,11 @@ func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, faults []F
 			v.destroyed++
 		case TaintedAllocation:
 			v.tainted++
+			observed("%s", f)
+			continue
+		case RefusedAllocation:
+			// No pod is bound to it (see RefusedAllocation); confirmed
+			// later, it is the violation it would have been.
 			observed("%s", f)
 			continue
 		default:
