@@ -62,6 +62,9 @@ type PoolInventory struct {
 	// served is the last publication the API server was found serving
 	// (waitServed); zero after one that was not.
 	served servedPublication
+	// deletions counts the pool deletions Republish was told of: a
+	// publication found served before one is not recorded as served.
+	deletions int
 
 	// handMu makes Publish and Republish hand their publications to the
 	// publisher one at a time; handed is the last one handed (nil before
@@ -161,8 +164,9 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 	if draining.Len() == 0 && p.stillServed(want, before) {
 		return nil
 	}
+	deletions := p.deletionsSeen()
 	err = p.waitServed(ctx, res, before)
-	p.recordServed(want, before, err)
+	p.recordServed(want, before, err, deletions)
 	switch {
 	case errors.Is(err, ErrDrainTaintsDropped):
 		p.taintsDroppedAt.Store(p.now().UnixNano())
@@ -200,7 +204,8 @@ const RepublishRetry = 100 * time.Millisecond
 // publication before or after each hand, never between: the pool written
 // is the one the scheduler was shown last, drain taints included, until
 // the pass's next publication replaces it. The publication found served
-// before is forgotten, so that the pass's next Publish reads its pool
+// before is forgotten, and so is one that a Publish whose wait began before
+// this call finds served, so that the pass's next Publish reads its pool
 // back from the API server.
 func (p *PoolInventory) Republish(ctx context.Context) (bool, error) {
 	handAgain := func() (bool, error) {
@@ -216,6 +221,7 @@ func (p *PoolInventory) Republish(ctx context.Context) (bool, error) {
 	}
 	p.servedMu.Lock()
 	p.served = servedPublication{}
+	p.deletions++
 	p.servedMu.Unlock()
 	handed, err := handAgain()
 	if !handed || err != nil || p.Live == nil {
@@ -228,12 +234,11 @@ func (p *PoolInventory) Republish(ctx context.Context) (bool, error) {
 	var listErr error
 	err = wait.PollUntilContextTimeout(ctx, RepublishRetry, timeout, false, func(ctx context.Context) (bool, error) {
 		var list resourceapi.ResourceSliceList
-		if listErr = p.Live.List(ctx, &list, client.MatchingFields{"spec.nodeName": p.NodeName, "spec.driver": p.Driver}); listErr != nil {
-			return false, nil
-		}
-		for _, sl := range list.Items {
-			if sl.Spec.Pool.Name == p.NodeName {
-				return true, nil
+		if listErr = p.Live.List(ctx, &list, client.MatchingFields{"spec.nodeName": p.NodeName, "spec.driver": p.Driver}); listErr == nil {
+			for _, sl := range list.Items {
+				if sl.Spec.Pool.Name == p.NodeName {
+					return true, nil
+				}
 			}
 		}
 		_, err := handAgain()
@@ -258,12 +263,21 @@ func (p *PoolInventory) stillServed(want sets.Set[deviceKey], dropped map[string
 	return s.keys != nil && s.keys.Equal(want) && maps.Equal(s.dropped, dropped) && p.now().Sub(s.at) < ServedRecheck
 }
 
-// recordServed remembers publication want as served now where err is nil
-// (the wait for it succeeded), and forgets the last one otherwise.
-func (p *PoolInventory) recordServed(want sets.Set[deviceKey], dropped map[string]int, err error) {
+// deletionsSeen is the number of pool deletions Republish was told of.
+func (p *PoolInventory) deletionsSeen() int {
 	p.servedMu.Lock()
 	defer p.servedMu.Unlock()
-	if err != nil || p.Live == nil {
+	return p.deletions
+}
+
+// recordServed remembers publication want as served now where err is nil
+// (the wait for it succeeded) and the pool was not deleted since the wait
+// began (deletions is deletionsSeen then), and forgets the last one
+// otherwise.
+func (p *PoolInventory) recordServed(want sets.Set[deviceKey], dropped map[string]int, err error, deletions int) {
+	p.servedMu.Lock()
+	defer p.servedMu.Unlock()
+	if err != nil || p.Live == nil || p.deletions != deletions {
 		p.served = servedPublication{}
 		return
 	}

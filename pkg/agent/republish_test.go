@@ -169,3 +169,49 @@ func TestRepublish(t *testing.T) {
 		})
 	}
 }
+
+// hookedReader serves h, running hook (once) after the first read.
+type hookedReader struct {
+	*laggingHelper
+	hook func()
+}
+
+func (r *hookedReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	err := r.laggingHelper.List(ctx, list, opts...)
+	if hook := r.hook; hook != nil {
+		r.hook = nil
+		hook()
+	}
+	return err
+}
+
+// TestRepublishDuringPublishWait: the pool is deleted, and Republish fails,
+// while a Publish waits for its pool to be served, after the Publish's read
+// found it served. That Publish does not record its pool as served: the
+// next Publish of the same pool reads it back (and so finds it absent).
+func TestRepublishDuringPublishWait(t *testing.T) {
+	a100, p := wholeA100(t)
+	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
+		MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true}},
+		Devices: []gpu.MIGDevice{{Profile: "7g.80gb", ProfileID: p.ID, Placement: p.Placements[0], GIID: 0, CIID: 0, UUID: "MIG-1", MemoryMiB: p.MemoryMiB}}}}
+	h := &laggingHelper{}
+	live := &hookedReader{laggingHelper: h}
+	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: h, Live: live, Timeout: 300 * time.Millisecond}
+	ctx := t.Context()
+	if err := inv.Publish(ctx, gpus, nil); err != nil {
+		t.Fatal(err)
+	}
+	gpus[0].Devices[0].UUID = "MIG-2" // another publication, read back
+	live.hook = func() {
+		h.deleteAll(1000) // never written again
+		if _, err := inv.Republish(ctx); err == nil {
+			t.Error("Republish succeeded on a pool never served again")
+		}
+	}
+	if err := inv.Publish(ctx, gpus, nil); err != nil {
+		t.Fatalf("the publication read served before the deletion: %v", err)
+	}
+	if err := inv.Publish(ctx, gpus, nil); err == nil {
+		t.Error("the next Publish of the same pool succeeded while the pool is absent: it was taken for served without a read")
+	}
+}

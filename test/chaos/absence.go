@@ -78,14 +78,15 @@ func (m *Monitor) seenView(pool string) map[string]published {
 	return m.views[pool]
 }
 
-// Absences returns the absences of the given pools (nil: all) that began at
-// or after since, or are still going on.
+// Absences returns the absences of the given pools (nil: all) that lasted
+// until since or later: those that ended at or after since, and those
+// still going on.
 func (m *Monitor) Absences(since time.Time, pools ...string) []PoolAbsence {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []PoolAbsence
 	for _, a := range m.absences {
-		if (!a.Deleted.Before(since) || a.Published.IsZero()) && (len(pools) == 0 || slices.Contains(pools, a.Pool)) {
+		if (a.Published.IsZero() || !a.Published.Before(since)) && (len(pools) == 0 || slices.Contains(pools, a.Pool)) {
 			out = append(out, a)
 		}
 	}

@@ -43,7 +43,12 @@ func TestVerdictWithoutPollsFails(t *testing.T) {
 func TestVerdictPoolAbsences(t *testing.T) {
 	since := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	back := PoolAbsence{Pool: poolA, Deleted: since.Add(time.Second), Published: since.Add(1100 * time.Millisecond)}
-	restart := FaultResult{Fault: Fault{Kind: RestartKubelet, Node: poolA}, Fired: true}
+	restart := FaultResult{Fault: Fault{Kind: RestartKubelet, Node: poolA}, Fired: true,
+		Began: since.Add(900 * time.Millisecond), Ended: since.Add(950 * time.Millisecond)}
+	later := func(a PoolAbsence, d time.Duration) PoolAbsence {
+		a.Deleted, a.Published = a.Deleted.Add(d), a.Published.Add(d)
+		return a
+	}
 	for name, tc := range map[string]struct {
 		absences  []PoolAbsence
 		faults    []FaultResult
@@ -58,6 +63,16 @@ func TestVerdictPoolAbsences(t *testing.T) {
 		"another node's kubelet restarted": {absences: []PoolAbsence{back},
 			faults: []FaultResult{{Fault: Fault{Kind: RestartKubelet, Node: poolB}, Fired: true}}, anomalies: 1},
 		"an absence before the scenario, ended": {absences: []PoolAbsence{{Pool: poolA, Deleted: since.Add(-time.Minute), Published: since.Add(-50 * time.Second)}}},
+		"an absence begun before the scenario, ended in it": {absences: []PoolAbsence{{Pool: poolA, Deleted: since.Add(-10 * time.Millisecond), Published: since.Add(5 * time.Second)}},
+			anomalies: 1},
+		"deleted within the slack after the restart": {absences: []PoolAbsence{later(back, restartWipeSlack-time.Second)},
+			faults: []FaultResult{restart}, observed: 1},
+		"deleted past the slack after the restart": {absences: []PoolAbsence{later(back, restartWipeSlack)},
+			faults: []FaultResult{restart}, anomalies: 1},
+		"deleted before the restart": {absences: []PoolAbsence{later(back, -200*time.Millisecond)},
+			faults: []FaultResult{restart}, anomalies: 1},
+		"two absences, one restart": {absences: []PoolAbsence{back, later(back, time.Second)},
+			faults: []FaultResult{restart}, observed: 1, anomalies: 1},
 		"an absence before the scenario, going on": {absences: []PoolAbsence{{Pool: poolA, Deleted: since.Add(-time.Minute)}},
 			faults: []FaultResult{restart}, anomalies: 1},
 	} {

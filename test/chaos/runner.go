@@ -40,6 +40,9 @@ type FaultResult struct {
 	// Problem is what the fault left wrong that the scenario must report (a
 	// MigLayout left paused).
 	Problem string
+	// Began and Ended bound a kubelet restart (RestartKubelet): from its
+	// start until the agent's plugin registered with the new kubelet.
+	Began, Ended time.Time
 	ops     []string // the simulator ops of the NVML faults injected
 }
 
@@ -584,8 +587,10 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 		at := time.Since(t0)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		fr.Fired = true
-		if err := env.Cluster.RestartKubelet(rctx, f.Node); err != nil {
+		fr.Fired, fr.Began = true, time.Now()
+		err := env.Cluster.RestartKubelet(rctx, f.Node)
+		fr.Ended = time.Now()
+		if err != nil {
 			fr.Detail, fr.Problem = fmt.Sprintf("kubelet restart %s failed", what), "restarting the kubelet: "+err.Error()
 			return
 		}
@@ -603,6 +608,11 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 	}
 }
 
+// restartWipeSlack is how long after a kubelet restart ends (the agent's plugin
+// registered) its deletion of the node's slices may come: the kubelet deletes them
+// beside the registrations, not before.
+const restartWipeSlack = 2 * time.Second
+
 // verdict is the monitor's verdict on a scenario: allocated devices destroyed,
 // allocations on tainted devices, other pool/allocation anomalies, and how long
 // each pool a kubelet restart deleted stayed absent.
@@ -615,8 +625,9 @@ type verdict struct {
 // nodes since since (allocations on tainted devices and refused ones, which fail no
 // scenario, through observed; the others through problem), and counts them: allocated devices destroyed,
 // allocations on tainted devices, and other pool/allocation anomalies. A pool absence
-// (PoolAbsence) is observed where the faults restarted the node's kubelet and the
-// pool was published again (its length is in absent); any other is an anomaly.
+// (PoolAbsence) is observed where a kubelet restart of the node's (one of the faults)
+// explains it, its deletion coming during the restart, and the pool was published
+// again (its length is in absent); any other is an anomaly.
 func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, faults []FaultResult, problem, observed func(format string, args ...any)) (v verdict) {
 	sleep(ctx, 300*time.Millisecond)
 	r.Mon.Checkpoint()
@@ -645,18 +656,27 @@ func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, faults []F
 		}
 		problem("%s", f)
 	}
-	restarted := map[string]bool{}
+	var restarts []FaultResult // each explains one absence
 	for _, f := range faults {
 		if f.Fault.Kind == RestartKubelet && f.Fired {
-			restarted[f.Fault.Node] = true
+			restarts = append(restarts, f)
 		}
+	}
+	explained := func(a PoolAbsence) bool {
+		for i, f := range restarts {
+			if f.Fault.Node == a.Pool && !a.Deleted.Before(f.Began) && !a.Deleted.After(f.Ended.Add(restartWipeSlack)) {
+				restarts = slices.Delete(restarts, i, i+1)
+				return true
+			}
+		}
+		return false
 	}
 	for _, a := range r.Mon.Absences(since, r.Env.ChaosNodes...) {
 		switch {
 		case a.Published.IsZero():
 			problem("%s", a)
-		case !restarted[a.Pool]:
-			problem("%s, and no kubelet restart of the node deleted it", a)
+		case !explained(a):
+			problem("%s, and no kubelet restart of the node deleted it then", a)
 		default:
 			observed("%s (kubelet restarted)", a)
 			v.absent = append(v.absent, a.Published.Sub(a.Deleted))

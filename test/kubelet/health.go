@@ -21,10 +21,60 @@ import (
 // healthKey names a device: its driver, pool and name.
 type healthKey struct{ driver, pool, device string }
 
-// deviceHealth is a device's health as its plugin last reported it.
+// deviceHealth is a device's health as its plugin last reported it: when,
+// and its health check timeout (DefaultHealthTimeout where the report gave
+// none), after which it reads Unknown (at).
 type deviceHealth struct {
 	health  corev1.ResourceHealthStatus
 	message string
+	updated time.Time
+	timeout time.Duration
+}
+
+// DefaultHealthTimeout is a device health report's timeout where the plugin
+// gives none: the kubelet's (DefaultHealthTimeout of pkg/kubelet/cm/dra).
+const DefaultHealthTimeout = 30 * time.Second
+
+// at is the device's health at now, and its message: Unknown, without
+// message, once the report is older than its timeout, as the kubelet reads
+// its health cache.
+func (h deviceHealth) at(now time.Time) (corev1.ResourceHealthStatus, string) {
+	if now.Sub(h.updated) > h.timeout {
+		return corev1.ResourceHealthStatusUnknown, ""
+	}
+	return h.health, h.message
+}
+
+// recordHealth records a report of driver's plugin received at now, as the
+// kubelet's health cache does, and returns the devices whose health
+// changed: those reported with another health, message or timeout than
+// before (or first), and those of the driver left out of the report whose
+// last report has timed out, which are forgotten (Unknown). Called with
+// k.mu held.
+func (k *Kubelet) recordHealth(driver string, devices []*drahealthv1.DeviceHealth, now time.Time) map[healthKey]bool {
+	changed := map[healthKey]bool{}
+	reported := map[healthKey]bool{}
+	for _, d := range devices {
+		key := healthKey{driver: driver, pool: d.GetDevice().GetPoolName(), device: d.GetDevice().GetDeviceName()}
+		reported[key] = true
+		h := deviceHealth{health: resourceHealth(d.GetHealth()), message: d.GetMessage(), updated: now, timeout: DefaultHealthTimeout}
+		if s := d.GetHealthCheckTimeoutSeconds(); s > 0 {
+			h.timeout = time.Duration(s) * time.Second
+		}
+		if old, ok := k.health[key]; !ok || old.health != h.health || old.message != h.message || old.timeout != h.timeout {
+			changed[key] = true
+		}
+		k.health[key] = h
+	}
+	for key, h := range k.health {
+		if key.driver == driver && !reported[key] && now.Sub(h.updated) > h.timeout {
+			delete(k.health, key)
+			if h.health != corev1.ResourceHealthStatusUnknown {
+				changed[key] = true
+			}
+		}
+	}
+	return changed
 }
 
 // watchHealth follows the device health stream (DRAResourceHealth v1,
@@ -63,16 +113,8 @@ func (k *Kubelet) receiveHealth(stream drahealthv1.DRAResourceHealth_NodeWatchRe
 		if err != nil {
 			return err
 		}
-		changed := map[healthKey]bool{}
 		k.mu.Lock()
-		for _, d := range resp.GetDevices() {
-			key := healthKey{driver: driver, pool: d.GetDevice().GetPoolName(), device: d.GetDevice().GetDeviceName()}
-			h := deviceHealth{health: resourceHealth(d.GetHealth()), message: d.GetMessage()}
-			if k.health[key] != h {
-				k.health[key] = h
-				changed[key] = true
-			}
-		}
+		changed := k.recordHealth(driver, resp.GetDevices(), k.clock.Now())
 		k.mu.Unlock()
 		k.enqueueUsers(changed)
 	}
@@ -129,12 +171,13 @@ func resourceHealth(h drahealthv1.HealthStatus) corev1.ResourceHealthStatus {
 // allocatedResourcesStatus is what the kubelet writes in the status of each of
 // the pod's containers that uses claims (by container name): per claim (and
 // request) the container names, resource "claim:<name>[/<request>]", the
-// health of each of its prepared devices, identified by the device's first
-// CDI device ID.
-func (k *Kubelet) allocatedResourcesStatus(pod *corev1.Pod, st *podState) map[string][]corev1.ResourceStatus {
+// health of each of its prepared devices at now, identified by the device's
+// first CDI device ID. stale is when the first of those healths not Unknown
+// times out (zero if none will).
+func (k *Kubelet) allocatedResourcesStatus(pod *corev1.Pod, st *podState, now time.Time) (out map[string][]corev1.ResourceStatus, stale time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	out := map[string][]corev1.ResourceStatus{}
+	out = map[string][]corev1.ResourceStatus{}
 	for _, c := range pod.Spec.Containers {
 		for _, cc := range c.Resources.Claims {
 			claimName := ""
@@ -166,13 +209,16 @@ func (k *Kubelet) allocatedResourcesStatus(pod *corev1.Pod, st *podState) map[st
 					continue
 				}
 				seen[id] = true
-				h, ok := k.health[healthKey{driver: d.driver, pool: d.pool, device: d.device}]
-				if !ok {
-					h.health = corev1.ResourceHealthStatusUnknown
+				health, message := corev1.ResourceHealthStatusUnknown, ""
+				if h, ok := k.health[healthKey{driver: d.driver, pool: d.pool, device: d.device}]; ok {
+					health, message = h.at(now)
+					if end := h.updated.Add(h.timeout); health != corev1.ResourceHealthStatusUnknown && (stale.IsZero() || end.Before(stale)) {
+						stale = end
+					}
 				}
-				rh := corev1.ResourceHealth{ResourceID: id, Health: h.health}
-				if h.message != "" {
-					rh.Message = ptr.To(h.message)
+				rh := corev1.ResourceHealth{ResourceID: id, Health: health}
+				if message != "" {
+					rh.Message = ptr.To(message)
 				}
 				rs.Resources = append(rs.Resources, rh)
 			}
@@ -181,17 +227,24 @@ func (k *Kubelet) allocatedResourcesStatus(pod *corev1.Pod, st *podState) map[st
 			}
 		}
 	}
-	return out
+	return out, stale
 }
 
 // syncHealth writes the allocatedResourcesStatus of the running pod's
-// containers where it differs from what the pod's status shows.
-func (k *Kubelet) syncHealth(ctx context.Context, pod *corev1.Pod, st *podState) error {
-	want := k.allocatedResourcesStatus(pod, st)
-	if !healthDiffers(pod, want) {
-		return nil
+// containers where it differs from what the pod's status shows. It returns
+// how long until one of the healths written times out, to look again then
+// (the kubelet sees it at its next sync of the pod), 0 if none will.
+func (k *Kubelet) syncHealth(ctx context.Context, pod *corev1.Pod, st *podState) (time.Duration, error) {
+	now := k.clock.Now()
+	want, stale := k.allocatedResourcesStatus(pod, st, now)
+	var again time.Duration
+	if !stale.IsZero() {
+		again = stale.Sub(now) + 10*time.Millisecond
 	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	if !healthDiffers(pod, want) {
+		return again, nil
+	}
+	return again, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := k.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil

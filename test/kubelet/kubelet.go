@@ -159,6 +159,8 @@ type Kubelet struct {
 	// health is the devices' health as their plugins last reported it
 	// (watchHealth); mu guards it.
 	health map[healthKey]deviceHealth
+	// clock tells the time of health reports and when they time out.
+	clock clock.PassiveClock
 }
 
 // claimState is what the kubelet keeps across its restarts (the real one in its
@@ -261,6 +263,7 @@ func start(ctx context.Context, cfg Config, state claimState) (*Kubelet, error) 
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "stand-in-kubelet-" + cfg.NodeName}),
 		claimState: state,
 		health:     map[healthKey]deviceHealth{},
+		clock:      clock.RealClock{},
 	}
 	k.reg = newRegistry(cfg.RegistrarDir, func(f string, a ...any) { logger.Info(fmt.Sprintf(f, a...)) })
 	k.reg.wipeDelay = cfg.SliceWipeDelay
@@ -429,7 +432,7 @@ func (k *Kubelet) sync(ctx context.Context, key string) (retryAfter time.Duratio
 		if pod.Status.Phase != corev1.PodRunning {
 			return 0, k.setRunning(ctx, pod)
 		}
-		return 0, k.syncHealth(ctx, pod, st)
+		return k.syncHealth(ctx, pod, st)
 	}
 	claims, waiting, err := k.resolveClaims(ctx, pod)
 	if err != nil {
