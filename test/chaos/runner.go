@@ -43,7 +43,7 @@ type FaultResult struct {
 	// Began and Ended bound a kubelet restart (RestartKubelet): from its
 	// start until the agent's plugin registered with the new kubelet.
 	Began, Ended time.Time
-	ops     []string // the simulator ops of the NVML faults injected
+	ops          []string // the simulator ops of the NVML faults injected
 }
 
 // faultProblems reports the problems the faults left.
