@@ -27,7 +27,8 @@
 //     follows the device health its plugins report (DRAResourceHealth v1, as the kubelet
 //     with its feature gate ResourceHealthStatus, on by default from 1.36): each
 //     container's status.allocatedResourcesStatus gives the health of its claims'
-//     devices;
+//     devices, Unknown once a device's last report is older than its health check
+//     timeout (30 s where the report gives none);
 //   - when the pod is being deleted it stops the pod's processes, calls
 //     NodeUnprepareResources for claims no other pod on the node uses, and deletes the pod
 //     with grace period 0, so that deletion completes and the claim controller releases
