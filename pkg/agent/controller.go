@@ -66,8 +66,10 @@ type NodeReconciler struct {
 	// Now is the clock of Healthz; nil means time.Now.
 	Now func() time.Time
 
-	// republishing is set while a Republish of wipedToNode runs.
-	republishing atomic.Bool
+	// republishes counts the pool deletions wipedToNode found that no
+	// Republish has begun for since; while it is above 0, one goroutine
+	// runs them.
+	republishes atomic.Int64
 
 	mu sync.Mutex
 	// failing backs off passes that end with a GPU failed; waiting, those

@@ -59,19 +59,26 @@ func (r *NodeReconciler) wipedToNode(ctx context.Context, o client.Object) []rec
 	}
 	r.Repartitioner.Metrics.countPoolDeleted()
 	logger.Info("The node's ResourceSlices were deleted (by the kubelet at its start or after the DRA plugin was unreachable, or by hand); publishing the pool again")
-	if rp, ok := r.Repartitioner.Inventory.(Republisher); ok && r.republishing.CompareAndSwap(false, true) {
+	if rp, ok := r.Repartitioner.Inventory.(Republisher); ok && r.republishes.Add(1) == 1 {
 		// ctx ends with this call (controller-runtime cancels each event's
 		// context once its handler returns); Republish is bounded by the
 		// inventory's Timeout.
 		ctx := context.WithoutCancel(ctx)
 		go func() {
-			defer r.republishing.Store(false)
-			start := time.Now()
-			switch handed, err := rp.Republish(ctx); {
-			case err != nil:
-				logger.Error(err, "Publishing the pool again; the pass will")
-			case handed:
-				logger.V(2).Info("Published the pool again as last published; a pass follows", "took", time.Since(start))
+			// One Republish at a time; a deletion found during one asks
+			// for another after it.
+			for {
+				asked := r.republishes.Load()
+				start := time.Now()
+				switch handed, err := rp.Republish(ctx); {
+				case err != nil:
+					logger.Error(err, "Publishing the pool again; the pass will")
+				case handed:
+					logger.V(2).Info("Published the pool again as last published; a pass follows", "took", time.Since(start))
+				}
+				if r.republishes.Add(-asked) == 0 {
+					return
+				}
 			}
 		}()
 	}

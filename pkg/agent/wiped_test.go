@@ -114,21 +114,22 @@ func (f *republishingInventory) Republish(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// TestWipedPoolRepublishedOneAtATime: a deletion noticed while the pool is
-// still being published again starts no second Republish beside it; one
-// noticed after it ended does.
+// TestWipedPoolRepublishedOneAtATime: a deletion found while the pool is
+// being published again starts no Republish beside it, but one after it;
+// deletions found during one Republish ask for one more, not one each; one
+// found after they all ended starts a Republish again.
 func TestWipedPoolRepublishedOneAtATime(t *testing.T) {
 	deleted := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1-a"},
 		Spec: resourceapi.ResourceSliceSpec{Driver: testDriver, Pool: resourceapi.ResourcePool{Name: "n1", ResourceSliceCount: 1}}}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).Build()
-	inv := &republishingInventory{called: make(chan struct{}, 4), release: make(chan struct{})}
+	inv := &republishingInventory{called: make(chan struct{}, 8), release: make(chan struct{})}
 	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: &Repartitioner{Driver: testDriver, Metrics: NewMetrics(prometheus.NewRegistry()), Inventory: inv}}
 	wait := func(want bool) {
 		t.Helper()
 		select {
 		case <-inv.called:
 			if !want {
-				t.Error("a second Republish started beside the first")
+				t.Error("a Republish started beside the one under way")
 			}
 		case <-time.After(200 * time.Millisecond):
 			if want {
@@ -136,16 +137,22 @@ func TestWipedPoolRepublishedOneAtATime(t *testing.T) {
 			}
 		}
 	}
+	let := func() { inv.release <- struct{}{} } // lets the Republish under way end
 	r.wipedToNode(t.Context(), deleted)
 	wait(true)
 	r.wipedToNode(t.Context(), deleted)
+	r.wipedToNode(t.Context(), deleted)
 	wait(false)
-	close(inv.release)
-	for r.republishing.Load() {
+	let()
+	wait(true) // one more for the two found meanwhile
+	let()
+	wait(false)
+	for r.republishes.Load() != 0 {
 		time.Sleep(time.Millisecond)
 	}
 	r.wipedToNode(t.Context(), deleted)
 	wait(true)
+	let()
 }
 
 // TestSliceEventsPassedAreDeletions: of the ResourceSlice events, only
