@@ -7,19 +7,22 @@ import (
 )
 
 // PoolAbsence is a period during which a monitored pool had no ResourceSlice
-// at all. The kubelet deletes a node's slices when it starts, and a driver's
-// once its plugin has been unreachable for its wipe delay (30 s); the agent
-// publishes the pool again. The scheduler allocates nothing from an absent
-// pool, so an absence withdraws no device by itself: the monitor keeps the
-// pool's view from before the deletion, judges allocations written meanwhile
+// at all, until it was published again, complete. The kubelet deletes a
+// node's slices when it starts, and a driver's once its plugin has been
+// unreachable for its wipe delay (30 s); the agent publishes the pool again.
+// The scheduler allocates nothing from an absent pool, nor from an
+// incomplete one (fewer slices of its generation than their
+// ResourceSliceCount: a new generation being written, or the slices being
+// deleted, one by one), so neither withdraws a device by itself: the monitor
+// keeps the pool's view from before, judges allocations written meanwhile
 // (decided on the view before) against it, and compares it with the pool
-// once the pool is published again. An allocated device the pool is then
+// once the pool is complete again. An allocated device the pool is then
 // without is WithdrawnAllocated; one it has with another UUID,
-// AllocatedDestroyed.
+// AllocatedDestroyed. Only absences are recorded.
 type PoolAbsence struct {
 	Pool string
-	// Deleted is when the pool's last slice was deleted; Published when a
-	// slice of the pool was published again (zero while the pool is absent).
+	// Deleted is when the pool's last slice was deleted; Published when the
+	// pool was complete again (zero while it is not).
 	Deleted, Published time.Time
 }
 
@@ -41,36 +44,48 @@ func (m *Monitor) hasSlice(pool string) bool {
 	return false
 }
 
-// poolDeleted records that pool's last slice was deleted at at, when its
-// view was before. Called with mu held.
-func (m *Monitor) poolDeleted(pool string, before map[string]published, at time.Time) {
-	if _, ok := m.absent[pool]; ok {
-		return
+// poolHidden records that the scheduler sees nothing of pool since at (its view
+// was before): it is incomplete, or, where gone, has no slice at all (an absence).
+// The view before is kept until the pool is complete again (poolBack). Called with
+// mu held.
+func (m *Monitor) poolHidden(pool string, before map[string]published, at time.Time, gone bool) {
+	if _, ok := m.absent[pool]; !ok {
+		m.absent[pool] = before
 	}
-	m.absent[pool] = before
-	m.absences = append(m.absences, PoolAbsence{Pool: pool, Deleted: at})
+	if gone && m.openAbsence(pool) < 0 {
+		m.absences = append(m.absences, PoolAbsence{Pool: pool, Deleted: at})
+	}
 }
 
-// poolBack ends pool's absence, if it was absent, at at: a slice of it was
-// published again. It returns the pool's view before the deletion. Called
-// with mu held.
+// openAbsence is the index of pool's absence still going on, -1 if none.
+// Called with mu held.
+func (m *Monitor) openAbsence(pool string) int {
+	for i := len(m.absences) - 1; i >= 0; i-- {
+		if a := m.absences[i]; a.Pool == pool && a.Published.IsZero() {
+			return i
+		}
+	}
+	return -1
+}
+
+// poolBack ends pool's hiding, if it was hidden (poolHidden), at at: the pool
+// is complete again. It returns the pool's view before it was hidden, and ends
+// its absence if it was absent. Called with mu held.
 func (m *Monitor) poolBack(pool string, at time.Time) (map[string]published, bool) {
 	before, ok := m.absent[pool]
 	if !ok {
 		return nil, false
 	}
 	delete(m.absent, pool)
-	for i := len(m.absences) - 1; i >= 0; i-- {
-		if a := &m.absences[i]; a.Pool == pool && a.Published.IsZero() {
-			a.Published = at
-			break
-		}
+	if i := m.openAbsence(pool); i >= 0 {
+		m.absences[i].Published = at
 	}
 	return before, true
 }
 
 // seenView is what the scheduler last saw published of pool: its view, or
-// while it is absent, its view before the deletion. Called with mu held.
+// while it is hidden (absent or incomplete), its view before. Called with mu
+// held.
 func (m *Monitor) seenView(pool string) map[string]published {
 	if before, ok := m.absent[pool]; ok {
 		return before

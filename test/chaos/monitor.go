@@ -139,8 +139,8 @@ type Monitor struct {
 	taintedAt map[string]time.Time // pool/device → when the taint was published
 	episodes  []DrainEpisode
 	open      map[string]int // pool → index of its open episode
-	// absent: pool → its view before all its slices were deleted, while it
-	// has none (see PoolAbsence).
+	// absent: pool → its view before it was hidden, while the scheduler sees
+	// nothing of it: it has no slice (see PoolAbsence) or is incomplete.
 	absent   map[string]map[string]published
 	absences []PoolAbsence
 	// NVML poller state: claimUID|pool/device → UUID when first seen allocated.
@@ -390,10 +390,10 @@ func (m *Monitor) replaySlice(e event) {
 		m.slices[s.Name] = s
 	}
 	old := m.views[pool]
-	view := m.poolView(pool)
+	view, complete := m.poolView(pool)
 	m.views[pool] = view
-	if e.typ == watch.Deleted && !m.hasSlice(pool) {
-		m.poolDeleted(pool, old, e.at)
+	if !complete {
+		m.poolHidden(pool, old, e.at, !m.hasSlice(pool))
 		return
 	}
 	if before, ok := m.poolBack(pool, e.at); ok {
@@ -455,24 +455,30 @@ func (m *Monitor) replaySlice(e event) {
 }
 
 // poolView is what the scheduler sees of a pool: the devices of its slices of the
-// highest generation.
-func (m *Monitor) poolView(pool string) map[string]published {
+// highest generation. complete is false where the pool has no slice, or fewer slices
+// of that generation than their ResourceSliceCount: the scheduler then takes the pool
+// for incomplete and allocates nothing from it (the slices of a new generation are
+// being written one by one, or the pool's slices deleted one by one).
+func (m *Monitor) poolView(pool string) (view map[string]published, complete bool) {
 	gen := int64(-1)
 	for _, s := range m.slices {
 		if s.Spec.Pool.Name == pool {
 			gen = max(gen, s.Spec.Pool.Generation)
 		}
 	}
-	view := map[string]published{}
+	view = map[string]published{}
+	n, want := int64(0), int64(0)
 	for _, s := range m.slices {
 		if s.Spec.Pool.Name != pool || s.Spec.Pool.Generation != gen {
 			continue
 		}
+		n++
+		want = max(want, s.Spec.Pool.ResourceSliceCount)
 		for _, d := range s.Spec.Devices {
 			view[d.Name] = describeDevice(d)
 		}
 	}
-	return view
+	return view, n > 0 && n >= want
 }
 
 func describeDevice(d resourceapi.Device) published {

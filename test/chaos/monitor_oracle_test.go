@@ -57,6 +57,13 @@ func sliceOf(name, driver, pool string, gen int64, devs ...dv) *resourceapi.Reso
 	return s
 }
 
+// part publishes slice name of poolA, one of count, at generation gen.
+func part(name string, gen, count int64, devs ...dv) event {
+	s := sliceOf(name, cluster.Driver, poolA, gen, devs...)
+	s.Spec.Pool.ResourceSliceCount = count
+	return event{typ: watch.Modified, slice: s}
+}
+
 // pub publishes pool's only slice (named after the pool) at generation gen.
 func pub(pool string, gen int64, devs ...dv) event {
 	return event{typ: watch.Modified, slice: sliceOf(pool+"-slice", cluster.Driver, pool, gen, devs...)}
@@ -371,6 +378,35 @@ func TestMonitorPoolAbsence(t *testing.T) {
 		},
 		"an unmonitored pool's deletion": {
 			events: []event{pub(poolOut, 1, x), deleted(pub(poolOut, 1, x))},
+		},
+		// A pool of two slices: the scheduler allocates nothing from it while it
+		// has fewer slices of its generation than their count.
+		"a new generation written slice by slice withdraws nothing meanwhile": {
+			events: []event{part("s1", 1, 2, x), part("s2", 1, 2, y), alloc("c1", "", "node-a/y"),
+				part("s1", 2, 2, x), part("s2", 2, 2, y)},
+		},
+		"a new generation complete without the allocated device": {
+			events: []event{part("s1", 1, 2, x), part("s2", 1, 2, y), alloc("c1", "", "node-a/y"),
+				part("s1", 2, 2, x), part("s2", 2, 2)},
+			want: []string{"allocated device withdrawn: claim ns/c1 → node-a/y"},
+		},
+		"slices deleted one by one, then published again": {
+			events: []event{part("s1", 1, 2, x), part("s2", 1, 2, y), alloc("c1", "", "node-a/y"),
+				deleted(part("s1", 1, 2, x)), deleted(part("s2", 1, 2, y)), part("s1", 1, 2, x), part("s2", 1, 2, y)},
+			absences: []span{{4, 6}},
+		},
+		"allocated while incomplete, a device of the view before": {
+			events: []event{part("s1", 1, 2, x), part("s2", 1, 2, y), part("s1", 2, 2, x),
+				alloc("c1", "", "node-a/y"), part("s2", 2, 2, y)},
+		},
+		"allocated while incomplete, a device neither generation has": {
+			events: []event{part("s1", 1, 2, x), part("s2", 1, 2), part("s1", 2, 2, x), alloc("c1", "", "node-a/y"), part("s2", 2, 2)},
+			want:   []string{"allocated unpublished device: claim ns/c1 → node-a/y"},
+		},
+		"allocated while incomplete, then withdrawn by the new generation": {
+			events: []event{part("s1", 1, 2, x), part("s2", 1, 2), part("s1", 2, 2, x), part("s2", 2, 2, y),
+				part("s1", 3, 2, x), alloc("c1", "", "node-a/y"), part("s2", 3, 2)},
+			want: []string{"allocated device withdrawn: claim ns/c1 → node-a/y"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
