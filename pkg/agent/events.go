@@ -58,6 +58,13 @@ const (
 	// (OrphanedClaims); its devices may be
 	// destroyed or prepared again.
 	EventOrphanedClaimReleased = "OrphanedClaimReleased"
+	// EventPoolDeleted: the node's ResourceSlices were all deleted (by the
+	// kubelet at its start, or after its DRA plugin was unreachable for
+	// 30 s, or by hand), so the scheduler saw none of the node's devices:
+	// Normal once the agent published the pool again (Republisher), with
+	// how long that took; Warning where it could not (the next pass
+	// publishes it).
+	EventPoolDeleted = "PoolDeleted"
 )
 
 // ReasonJournalUnwritable is the reason of a GPU status row (phase Failed)

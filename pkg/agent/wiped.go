@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -11,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
 // sliceDeleted passes ResourceSlice deletions only (wipedToNode).
@@ -70,7 +74,9 @@ func (r *NodeReconciler) wipedToNode(ctx context.Context, o client.Object) []rec
 			for {
 				asked := r.republishes.Load()
 				start := time.Now()
-				switch handed, err := rp.Republish(ctx); {
+				handed, err := rp.Republish(ctx)
+				r.poolDeletedEvent(ctx, handed, err, time.Since(start))
+				switch {
 				case err != nil:
 					logger.Error(err, "Publishing the pool again; the pass will")
 				case handed:
@@ -83,4 +89,26 @@ func (r *NodeReconciler) wipedToNode(ctx context.Context, o client.Object) []rec
 		}()
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.NodeName}}}
+}
+
+// poolDeletedEvent records EventPoolDeleted on the node's NodeMigLayout for a
+// Republish that took took and ended with handed and err; none where
+// nothing was handed (no publication yet: the first pass publishes) or the
+// NodeMigLayout cannot be read.
+func (r *NodeReconciler) poolDeletedEvent(ctx context.Context, handed bool, err error, took time.Duration) {
+	if r.Recorder == nil || !handed {
+		return
+	}
+	var nml v1alpha1.NodeMigLayout
+	if r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &nml) != nil {
+		return
+	}
+	const deleted = "The node's ResourceSlices were deleted (by the kubelet at its start, after its DRA plugin was unreachable for 30s, or by hand), so no pod could be given a device of the node"
+	if err != nil {
+		r.Recorder.Eventf(&nml, nil, corev1.EventTypeWarning, EventPoolDeleted, "PublishPool", "%s", truncate(
+			fmt.Sprintf("%s; publishing the pool again failed: %v; the next pass publishes it", deleted, err), maxEventNote))
+		return
+	}
+	r.Recorder.Eventf(&nml, nil, corev1.EventTypeNormal, EventPoolDeleted, "PublishPool", "%s; published the pool again in %s",
+		deleted, took.Round(time.Millisecond))
 }

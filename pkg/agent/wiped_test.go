@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -168,5 +170,43 @@ func TestSliceEventsPassedAreDeletions(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]bool{"create": false, "update": false, "delete": true, "generic": false}, got); diff != "" {
 		t.Errorf("events passed (-want +got):\n%s", diff)
+	}
+}
+
+// TestPoolDeletedEvent: a pool published again is told in a Normal
+// PoolDeleted event on the node's NodeMigLayout, with how long it took; one
+// that could not be, in a Warning; nothing where there was nothing to
+// publish again or no NodeMigLayout.
+func TestPoolDeletedEvent(t *testing.T) {
+	for name, tc := range map[string]struct {
+		noNML  bool
+		handed bool
+		err    error
+		want   string
+	}{
+		"published again": {handed: true,
+			want: "Normal PoolDeleted The node's ResourceSlices were deleted (by the kubelet at its start, after its DRA plugin was unreachable for 30s, or by hand), so no pod could be given a device of the node; published the pool again in 12ms"},
+		"not served in time": {handed: true, err: errors.New("timed out"),
+			want: "Warning PoolDeleted The node's ResourceSlices were deleted (by the kubelet at its start, after its DRA plugin was unreachable for 30s, or by hand), so no pod could be given a device of the node; publishing the pool again failed: timed out; the next pass publishes it"},
+		"nothing published yet": {},
+		"no NodeMigLayout":      {noNML: true, handed: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := events.NewFakeRecorder(4)
+			var c client.Client = nmlClient(t, &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, interceptor.Funcs{})
+			if tc.noNML {
+				c = nmlClient(t, &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, interceptor.Funcs{})
+			}
+			r := &NodeReconciler{Client: c, NodeName: "n1", Recorder: rec}
+			r.poolDeletedEvent(t.Context(), tc.handed, tc.err, 12300*time.Microsecond)
+			var got string
+			select {
+			case got = <-rec.Events:
+			default:
+			}
+			if got != tc.want {
+				t.Errorf("event %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/miglayout/miglayout/pkg/agent"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 	"github.com/miglayout/miglayout/test/cluster"
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
@@ -115,6 +117,7 @@ func TestKubeletRestartWipesSlices(t *testing.T) {
 	}
 	t.Logf("slice deleted %s after the kubelet restart began, published again %s after that",
 		deletedAt.Sub(restarted).Round(10*time.Millisecond), time.Since(deletedAt).Round(10*time.Millisecond))
+	poolDeletedEvent(t, ctx, restarted)
 	clustertest.Poll(t, ctx, 10*time.Second, "the restarted kubelet's count of deletions", func(context.Context) (bool, string) {
 		n := env.Cluster.Kubelet(nodeWipe).SliceWipes()
 		return n == 1, fmt.Sprintf("%d deletions of the node's ResourceSlices, want once at its start", n)
@@ -217,12 +220,37 @@ func TestKubeletRestartWhileDraining(t *testing.T) {
 	if diff := cmp.Diff(before, nvml); diff != "" {
 		t.Errorf("NVML changed before the pool was published again (-before +then): the publication waited for the pass:\n%s", diff)
 	}
+	poolDeletedEvent(t, ctx, restarted)
 
 	env.WaitReady(t, ctx, ml, 1)
 	after := env.WaitPoolMatchesNVML(t, ctx, nodeWipe)
 	if len(after) != 1 {
 		t.Errorf("pool %v after the change, want one 7g.80gb device", after)
 	}
+}
+
+// poolDeletedEvent waits for a Normal PoolDeleted event on nodeWipe's
+// NodeMigLayout, recorded since since: the agent tells that it published
+// the pool again.
+func poolDeletedEvent(t *testing.T, ctx context.Context, since time.Time) {
+	t.Helper()
+	clustertest.Poll(t, ctx, 30*time.Second, "a "+agent.EventPoolDeleted+" event", func(ctx context.Context) (bool, string) {
+		list, err := env.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + agent.EventPoolDeleted})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range list.Items {
+			at := e.EventTime.Time
+			if e.Series != nil {
+				at = e.Series.LastObservedTime.Time
+			}
+			if e.Regarding.Kind == "NodeMigLayout" && e.Regarding.Name == nodeWipe && e.Type == corev1.EventTypeNormal &&
+				!at.Before(since.Truncate(time.Microsecond)) && strings.Contains(e.Note, "published the pool again in") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d such events, none on NodeMigLayout %s since %s", len(list.Items), nodeWipe, since.Format(time.StampMicro))
+	})
 }
 
 // idlePodOnSevenths applies the MigLayout name (seven 1g.10gb on nodeWipe's
