@@ -108,14 +108,14 @@ func (m *Monitor) Absences(since time.Time, pools ...string) []PoolAbsence {
 	return out
 }
 
-// absenceLine sums up the absences of the pools kubelet restarts deleted
-// (their lengths, ds): how many, and how long until published again. Empty
-// without one.
+// absenceLine sums up the absences of the pools the kubelets deleted, at their
+// restart or after an agent outage past the wipe delay (their lengths, ds): how
+// many, and how long until published again. Empty without one.
 func absenceLine(ds []time.Duration) string {
 	if len(ds) == 0 {
 		return ""
 	}
 	s := slices.Sorted(slices.Values(ds))
-	return fmt.Sprintf("pools deleted by a kubelet restart: %d, published again after p50 %dms, max %dms.\n",
+	return fmt.Sprintf("pools deleted by a kubelet: %d, published again after p50 %dms, max %dms.\n",
 		len(s), s[(len(s)-1)/2].Milliseconds(), s[len(s)-1].Milliseconds())
 }

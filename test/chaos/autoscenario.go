@@ -21,7 +21,7 @@ var AutoFaults = []FaultKind{
 	FaultNone, KillDraining, KillDestroying, KillCreating, KillOrphanGI, KillInFlight,
 	NVMLGIDestroyInUse, NVMLCIDestroyInUse, NVMLCreateGIInsuff, NVMLCreateCIFails, NVMLCreateCIRollbackFa,
 	NVMLReadFails, NVMLLieGIDestroy, NVMLLieCIDestroy, NVMLLieCreateCI, NVMLLieCreateGI,
-	NVMLStall, APIConflicts, SlowScheduler, KillController, RestartKubelet,
+	NVMLStall, APIConflicts, SlowScheduler, KillController, RestartKubelet, KillPastWipe,
 }
 
 // autoProfiles are the profiles the Auto workload asks for, with their weights; both

@@ -12,7 +12,8 @@
 //     or without a failing rollback, SetMigMode, reads), an NVML call lying (success
 //     reported, nothing done), NVML stalling for seconds, concurrent writers causing
 //     update conflicts, kube-scheduler stopped, the node's kubelet restarted (it deletes
-//     the node's ResourceSlices); and in one scenario in five besides, the
+//     the node's ResourceSlices), the agent killed while draining and kept down until
+//     the kubelet deletes them; and in one scenario in five besides, the
 //     MigLayout paused and resumed (PauseFlap). Everything a scenario does derives from
 //     its seed (NewScenario); it starts from its base layout (explicit placements) and
 //     the previous scenario ends on it.
@@ -22,8 +23,9 @@
 //     watch events in etcd revision order — allocations that landed on a tainted or an
 //     unpublished device, and devices withdrawn, or published again under their name
 //     with another UUID, while allocated. A pool whose slices are all deleted is absent
-//     (PoolAbsence): allowed only after a kubelet restart of its node, and judged by
-//     what it publishes once it is back.
+//     (PoolAbsence): allowed only after a kubelet restart of its node or an outage of
+//     its agent past the kubelet's wipe delay, and judged by what it publishes once it
+//     is back.
 //   - After each scenario, once the product reports convergence (twice: with the claims,
 //     where Blocked is accepted only when a device that must go is really in use; and
 //     after releasing them, on the next scenario's base layout), Env.Check compares the

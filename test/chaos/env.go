@@ -92,6 +92,13 @@ type Env struct {
 }
 
 // RaceNodeName is the drain-race node for a settle period.
+// ChaosWipeDelay is how long the chaos nodes' stand-in kubelets wait, once the
+// agent's plugin is gone, before they delete the node's ResourceSlices (the kubelet's
+// 30 s, shortened so that KillPastWipe keeps an agent down past it). It must exceed
+// every other agent outage of the scenarios: a killed agent is started again within
+// 8 s.
+const ChaosWipeDelay = 15 * time.Second
+
 func RaceNodeName(settle time.Duration) string {
 	return fmt.Sprintf("race-settle-%dms", settle.Milliseconds())
 }
@@ -116,8 +123,8 @@ func StartEnv(ctx context.Context, opts EnvOptions) (*Env, error) {
 		ChaosSettle: opts.ChaosSettle,
 	}
 	nodes := []cluster.NodeSpec{
-		{Name: ChaosA100, GPUs: "2x" + a100, Labels: map[string]string{roleLabel: "chaos"}},
-		{Name: ChaosH100, GPUs: "1x" + h100, Labels: map[string]string{roleLabel: "chaos"}},
+		{Name: ChaosA100, GPUs: "2x" + a100, Labels: map[string]string{roleLabel: "chaos"}, SliceWipeDelay: ChaosWipeDelay},
+		{Name: ChaosH100, GPUs: "1x" + h100, Labels: map[string]string{roleLabel: "chaos"}, SliceWipeDelay: ChaosWipeDelay},
 	}
 	for _, s := range opts.RaceSettles {
 		name := RaceNodeName(s)

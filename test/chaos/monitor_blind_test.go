@@ -73,6 +73,11 @@ func TestVerdictPoolAbsences(t *testing.T) {
 			faults: []FaultResult{restart}, anomalies: 1},
 		"two absences, one restart": {absences: []PoolAbsence{back, later(back, time.Second)},
 			faults: []FaultResult{restart}, observed: 1, anomalies: 1},
+		"an agent down past the wipe delay": {absences: []PoolAbsence{later(back, 15*time.Second)},
+			faults: []FaultResult{{Fault: Fault{Kind: KillPastWipe, Node: poolA}, Fired: true, Began: since, Ended: since.Add(17 * time.Second)}},
+			observed: 1},
+		"an agent killed, but not past the wipe delay": {absences: []PoolAbsence{later(back, 15*time.Second)},
+			faults: []FaultResult{{Fault: Fault{Kind: KillDraining, Node: poolA}, Fired: true}}, anomalies: 1},
 		"an absence before the scenario, going on": {absences: []PoolAbsence{{Pool: poolA, Deleted: since.Add(-time.Minute)}},
 			faults: []FaultResult{restart}, anomalies: 1},
 	} {
@@ -103,9 +108,9 @@ func TestAbsenceLine(t *testing.T) {
 		want string
 	}{
 		"none":  {},
-		"one":   {ds: []time.Duration{60 * ms}, want: "pools deleted by a kubelet restart: 1, published again after p50 60ms, max 60ms.\n"},
-		"three": {ds: []time.Duration{300 * ms, 20 * ms, 70 * ms}, want: "pools deleted by a kubelet restart: 3, published again after p50 70ms, max 300ms.\n"},
-		"even":  {ds: []time.Duration{40 * ms, 10 * ms}, want: "pools deleted by a kubelet restart: 2, published again after p50 10ms, max 40ms.\n"},
+		"one":   {ds: []time.Duration{60 * ms}, want: "pools deleted by a kubelet: 1, published again after p50 60ms, max 60ms.\n"},
+		"three": {ds: []time.Duration{300 * ms, 20 * ms, 70 * ms}, want: "pools deleted by a kubelet: 3, published again after p50 70ms, max 300ms.\n"},
+		"even":  {ds: []time.Duration{40 * ms, 10 * ms}, want: "pools deleted by a kubelet: 2, published again after p50 10ms, max 40ms.\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := absenceLine(tc.ds); got != tc.want {

@@ -40,8 +40,10 @@ type FaultResult struct {
 	// Problem is what the fault left wrong that the scenario must report (a
 	// MigLayout left paused).
 	Problem string
-	// Began and Ended bound a kubelet restart (RestartKubelet): from its
-	// start until the agent's plugin registered with the new kubelet.
+	// Began and Ended bound a kubelet restart (RestartKubelet: from its start
+	// until the agent's plugin registered with the new kubelet) or an agent
+	// outage past the kubelet's wipe delay (KillPastWipe: from the kill until
+	// the new agent's plugin registered).
 	Began, Ended time.Time
 	ops          []string // the simulator ops of the NVML faults injected
 }
@@ -92,8 +94,9 @@ type Result struct {
 	Workloads     int           // claims created
 	Converge      time.Duration // from the last layout change to the product reporting convergence (stage 1)
 	Took          time.Duration
-	// PoolAbsences: how long each pool deleted by a kubelet restart stayed
-	// absent (PoolAbsence), until the agent published it again.
+	// PoolAbsences: how long each pool a kubelet deleted (RestartKubelet,
+	// KillPastWipe) stayed absent (PoolAbsence), until the agent published it
+	// again.
 	PoolAbsences []time.Duration
 	Problems     []string
 }
@@ -431,6 +434,13 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 			env.Cluster.KillAgent(f.Node)
 			restart(fmt.Sprintf("killed while draining gpu %d (destroy %v)", e.GPU, e.Destroy))
 		}
+	case KillPastWipe:
+		if e, ok := until(agent.StepDraining); ok {
+			env.Cluster.KillAgent(f.Node)
+			fr.Began = time.Now()
+			restart(fmt.Sprintf("killed while draining gpu %d (destroy %v), started again after %s", e.GPU, e.Destroy, f.Delay.Round(10*time.Millisecond)))
+			fr.Ended = time.Now()
+		}
 	case KillDestroying:
 		killWhen(atStep(agent.StepDestroying))
 	case KillCreating:
@@ -625,9 +635,10 @@ type verdict struct {
 // nodes since since (allocations on tainted devices and refused ones, which fail no
 // scenario, through observed; the others through problem), and counts them: allocated devices destroyed,
 // allocations on tainted devices, and other pool/allocation anomalies. A pool absence
-// (PoolAbsence) is observed where a kubelet restart of the node's (one of the faults)
-// explains it, its deletion coming during the restart, and the pool was published
-// again (its length is in absent); any other is an anomaly.
+// (PoolAbsence) is observed where one of the faults explains it, a kubelet restart of
+// the node's or an outage of its agent past the kubelet's wipe delay (KillPastWipe),
+// the deletion coming during it, and the pool was published again (its length is in
+// absent); any other is an anomaly.
 func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, faults []FaultResult, problem, observed func(format string, args ...any)) (v verdict) {
 	sleep(ctx, 300*time.Millisecond)
 	r.Mon.Checkpoint()
@@ -658,7 +669,7 @@ func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, faults []F
 	}
 	var restarts []FaultResult // each explains one absence
 	for _, f := range faults {
-		if f.Fault.Kind == RestartKubelet && f.Fired {
+		if (f.Fault.Kind == RestartKubelet || f.Fault.Kind == KillPastWipe) && f.Fired && !f.Began.IsZero() {
 			restarts = append(restarts, f)
 		}
 	}
@@ -676,9 +687,9 @@ func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, faults []F
 		case a.Published.IsZero():
 			problem("%s", a)
 		case !explained(a):
-			problem("%s, and no kubelet restart of the node deleted it then", a)
+			problem("%s, and neither a kubelet restart nor an agent outage of the node past the wipe delay explains it", a)
 		default:
-			observed("%s (kubelet restarted)", a)
+			observed("%s (kubelet restarted, or agent down past the wipe delay)", a)
 			v.absent = append(v.absent, a.Published.Sub(a.Deleted))
 			continue
 		}

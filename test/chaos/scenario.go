@@ -76,6 +76,12 @@ const (
 	// publish the pool again as it was, allocated devices with their UUIDs,
 	// and go on with its work (see PoolAbsence).
 	RestartKubelet FaultKind = "kubelet:restarted"
+	// The agent killed while draining and started again only after the kubelet's
+	// wipe delay (ChaosWipeDelay) has passed: the kubelet, which found no plugin of
+	// the driver for that long, has deleted the node's ResourceSlices. The new agent
+	// must publish the pool again from NVML and its journal, allocated devices with
+	// their UUIDs, and finish the change.
+	KillPastWipe FaultKind = "kill@Draining, down past the kubelet's wipe"
 )
 
 // PrimaryFaults are the scenarios' main faults: a scenario's seed modulo their number
@@ -84,7 +90,7 @@ var PrimaryFaults = []FaultKind{
 	FaultNone, KillDraining, KillDestroying, KillCreating, KillMIGMode, KillOrphanGI, KillInFlight,
 	NVMLGIDestroyInUse, NVMLCIDestroyInUse, NVMLCreateGIInsuff, NVMLCreateCIFails, NVMLCreateCIRollbackFa,
 	NVMLSetMIGModeFails, NVMLReadFails, NVMLLieGIDestroy, NVMLLieCIDestroy, NVMLLieCreateCI, NVMLLieCreateGI,
-	NVMLStall, APIConflicts, SlowScheduler, RestartKubelet,
+	NVMLStall, APIConflicts, SlowScheduler, RestartKubelet, KillPastWipe,
 }
 
 // SecondaryFaults may be added to a scenario (30%) on top of its main fault.
@@ -317,6 +323,8 @@ func randomFault(rng *rand.Rand, kind FaultKind) Fault {
 		f.Done, f.Delay = rng.Intn(3), dur(rng, 0, 500*time.Millisecond)
 	case RestartKubelet:
 		f.Delay = dur(rng, 0, 1500*time.Millisecond)
+	case KillPastWipe:
+		f.Delay = ChaosWipeDelay + dur(rng, time.Second, 2*time.Second)
 	case NVMLStall:
 		f.Hold = dur(rng, 500*time.Millisecond, 2500*time.Millisecond)
 	case SlowScheduler:
@@ -381,7 +389,7 @@ func (sc *Scenario) aim(rng *rand.Rand, f *Fault) {
 		needChange = true
 	case KillMIGMode, NVMLSetMIGModeFails:
 		migMode = true
-	case KillDraining, KillInFlight, NVMLStall, RestartKubelet:
+	case KillDraining, KillInFlight, NVMLStall, RestartKubelet, KillPastWipe:
 		needBase = rng.Float64() < 0.5
 		needChange = !needBase
 	default:
