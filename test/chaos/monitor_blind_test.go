@@ -74,7 +74,7 @@ func TestVerdictPoolAbsences(t *testing.T) {
 		"two absences, one restart": {absences: []PoolAbsence{back, later(back, time.Second)},
 			faults: []FaultResult{restart}, observed: 1, anomalies: 1},
 		"an agent down past the wipe delay": {absences: []PoolAbsence{later(back, 15*time.Second)},
-			faults: []FaultResult{{Fault: Fault{Kind: KillPastWipe, Node: poolA}, Fired: true, Began: since, Ended: since.Add(17 * time.Second)}},
+			faults:   []FaultResult{{Fault: Fault{Kind: KillPastWipe, Node: poolA}, Fired: true, Began: since, Ended: since.Add(17 * time.Second)}},
 			observed: 1},
 		"an agent killed, but not past the wipe delay": {absences: []PoolAbsence{later(back, 15*time.Second)},
 			faults: []FaultResult{{Fault: Fault{Kind: KillDraining, Node: poolA}, Fired: true}}, anomalies: 1},
