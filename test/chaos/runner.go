@@ -438,7 +438,12 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 		if e, ok := until(agent.StepDraining); ok {
 			env.Cluster.KillAgent(f.Node)
 			fr.Began = time.Now()
-			restart(fmt.Sprintf("killed while draining gpu %d (destroy %v), started again after %s", e.GPU, e.Destroy, f.Delay.Round(10*time.Millisecond)))
+			fr.Fired, fr.Detail = true, fmt.Sprintf("killed while draining gpu %d (destroy %v), started again after %s", e.GPU, e.Destroy, f.Delay.Round(10*time.Millisecond))
+			// Down past the wipe delay, whenever the faults' context ends.
+			sleep(context.WithoutCancel(ctx), f.Delay)
+			if err := env.EnsureAgent(context.WithoutCancel(ctx), f.Node); err != nil {
+				fr.Detail += "; restart failed: " + err.Error()
+			}
 			fr.Ended = time.Now()
 		}
 	case KillDestroying:
