@@ -50,7 +50,7 @@ func (m *Monitor) hasSlice(pool string) bool {
 // mu held.
 func (m *Monitor) poolHidden(pool string, before map[string]published, at time.Time, gone bool) {
 	if _, ok := m.absent[pool]; !ok {
-		m.absent[pool] = before
+		m.absent[pool], m.hiddenAt[pool] = before, at
 	}
 	if gone && m.openAbsence(pool) < 0 {
 		m.absences = append(m.absences, PoolAbsence{Pool: pool, Deleted: at})
@@ -77,6 +77,7 @@ func (m *Monitor) poolBack(pool string, at time.Time) (map[string]published, boo
 		return nil, false
 	}
 	delete(m.absent, pool)
+	delete(m.hiddenAt, pool)
 	if i := m.openAbsence(pool); i >= 0 {
 		m.absences[i].Published = at
 	}
@@ -118,4 +119,19 @@ func absenceLine(ds []time.Duration) string {
 	s := slices.Sorted(slices.Values(ds))
 	return fmt.Sprintf("pools deleted by a kubelet: %d, published again after p50 %dms, max %dms.\n",
 		len(s), s[(len(s)-1)/2].Milliseconds(), s[len(s)-1].Milliseconds())
+}
+
+// Incomplete returns the given pools (nil: all) that the scheduler sees
+// nothing of now though they have slices (fewer or more of their generation
+// than their ResourceSliceCount), with since when.
+func (m *Monitor) Incomplete(pools ...string) map[string]time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]time.Time{}
+	for pool, at := range m.hiddenAt {
+		if m.hasSlice(pool) && (len(pools) == 0 || slices.Contains(pools, pool)) {
+			out[pool] = at
+		}
+	}
+	return out
 }

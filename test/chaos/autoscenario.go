@@ -118,7 +118,8 @@ func NewAutoScenario(seed int64, window time.Duration) *AutoScenario {
 		sc.Faults = append(sc.Faults, autoFault(rng, primary, window))
 	}
 	if rng.Float64() < 0.3 {
-		if second := pick(rng, SecondaryFaults); second != primary {
+		// Not a kill of KillPastWipe's agent: its quick restart would end the outage.
+		if second := pick(rng, SecondaryFaults); second != primary && (primary != KillPastWipe || second != KillDraining) {
 			sc.Faults = append(sc.Faults, autoFault(rng, second, window))
 		}
 	}

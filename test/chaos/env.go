@@ -91,7 +91,6 @@ type Env struct {
 	schedStopped bool
 }
 
-// RaceNodeName is the drain-race node for a settle period.
 // ChaosWipeDelay is how long the chaos nodes' stand-in kubelets wait, once the
 // agent's plugin is gone, before they delete the node's ResourceSlices (the kubelet's
 // 30 s, shortened so that KillPastWipe keeps an agent down past it). It must exceed
@@ -99,6 +98,7 @@ type Env struct {
 // 8 s.
 const ChaosWipeDelay = 15 * time.Second
 
+// RaceNodeName is the drain-race node for a settle period.
 func RaceNodeName(settle time.Duration) string {
 	return fmt.Sprintf("race-settle-%dms", settle.Milliseconds())
 }

@@ -140,8 +140,10 @@ type Monitor struct {
 	episodes  []DrainEpisode
 	open      map[string]int // pool → index of its open episode
 	// absent: pool → its view before it was hidden, while the scheduler sees
-	// nothing of it: it has no slice (see PoolAbsence) or is incomplete.
+	// nothing of it: it has no slice (see PoolAbsence) or is incomplete;
+	// hiddenAt: since when.
 	absent   map[string]map[string]published
+	hiddenAt map[string]time.Time
 	absences []PoolAbsence
 	// NVML poller state: claimUID|pool/device → UUID when first seen allocated.
 	tracked map[string]string
@@ -186,7 +188,7 @@ func NewMonitor(ctx context.Context, env *Env, nodes []string, pollEvery time.Du
 		slices: map[string]*resourceapi.ResourceSlice{}, views: map[string]map[string]published{},
 		allocs: map[types.UID]claimAlloc{}, taintedAt: map[string]time.Time{}, open: map[string]int{},
 		tracked: map[string]string{}, seen: map[string]bool{}, refused: map[string]Finding{},
-		absent: map[string]map[string]published{},
+		absent: map[string]map[string]published{}, hiddenAt: map[string]time.Time{},
 	}
 	for _, n := range nodes {
 		m.pools[n] = true
@@ -458,7 +460,8 @@ func (m *Monitor) replaySlice(e event) {
 // highest generation. complete is false where the pool has no slice, or fewer slices
 // of that generation than their ResourceSliceCount: the scheduler then takes the pool
 // for incomplete and allocates nothing from it (the slices of a new generation are
-// being written one by one, or the pool's slices deleted one by one).
+// being written one by one, or the pool's slices deleted one by one). As the
+// structured allocator, it wants exactly ResourceSliceCount slices.
 func (m *Monitor) poolView(pool string) (view map[string]published, complete bool) {
 	gen := int64(-1)
 	for _, s := range m.slices {
@@ -478,7 +481,7 @@ func (m *Monitor) poolView(pool string) (view map[string]published, complete boo
 			view[d.Name] = describeDevice(d)
 		}
 	}
-	return view, n > 0 && n >= want
+	return view, n > 0 && n == want
 }
 
 func describeDevice(d resourceapi.Device) published {

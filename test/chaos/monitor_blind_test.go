@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/miglayout/miglayout/test/cluster"
 )
 
 // TestVerdictWithoutPollsFails: a scenario during which the monitor polled
@@ -76,6 +78,9 @@ func TestVerdictPoolAbsences(t *testing.T) {
 		"an agent down past the wipe delay": {absences: []PoolAbsence{later(back, 15*time.Second)},
 			faults:   []FaultResult{{Fault: Fault{Kind: KillPastWipe, Node: poolA}, Fired: true, Began: since, Ended: since.Add(17 * time.Second)}},
 			observed: 1},
+		"deleted soon after the kill, before the wipe delay": {absences: []PoolAbsence{back},
+			faults:    []FaultResult{{Fault: Fault{Kind: KillPastWipe, Node: poolA}, Fired: true, Began: since, Ended: since.Add(17 * time.Second)}},
+			anomalies: 1},
 		"an agent killed, but not past the wipe delay": {absences: []PoolAbsence{later(back, 15*time.Second)},
 			faults: []FaultResult{{Fault: Fault{Kind: KillDraining, Node: poolA}, Fired: true}}, anomalies: 1},
 		"an absence before the scenario, going on": {absences: []PoolAbsence{{Pool: poolA, Deleted: since.Add(-time.Minute)}},
@@ -146,5 +151,22 @@ func TestVerdictCounts(t *testing.T) {
 				t.Errorf("counts %+v with %d problems, want %+v with %d problems", got, problems, want, want.destroyed+want.anomalies)
 			}
 		})
+	}
+}
+
+// TestVerdictIncompletePool: a pool left incomplete (the scheduler allocates
+// nothing from it) fails the scenario.
+func TestVerdictIncompletePool(t *testing.T) {
+	since := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	m := newTestMonitor()
+	m.polledAt = []time.Time{since.Add(time.Second)}
+	s := sliceOf("s1", "", poolA, 2, dv{"x", "MIG-1", ""})
+	s.Spec.Driver, s.Spec.Pool.ResourceSliceCount = cluster.Driver, 2
+	m.slices["s1"], m.absent[poolA], m.hiddenAt[poolA] = s, map[string]published{}, since.Add(time.Second)
+	r := &Runner{Env: &Env{ChaosNodes: []string{poolA}}, Mon: m}
+	var problems []string
+	v := r.monitorVerdict(context.Background(), since, nil, func(f string, a ...any) { problems = append(problems, fmt.Sprintf(f, a...)) }, func(string, ...any) {})
+	if v.anomalies != 1 || len(problems) != 1 || !strings.Contains(problems[0], "incomplete") {
+		t.Errorf("anomalies %d, problems %q; want one naming the incomplete pool", v.anomalies, problems)
 	}
 }

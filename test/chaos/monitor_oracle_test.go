@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func newTestMonitor() *Monitor {
 		slices: map[string]*resourceapi.ResourceSlice{}, views: map[string]map[string]published{},
 		allocs: map[types.UID]claimAlloc{}, taintedAt: map[string]time.Time{}, open: map[string]int{},
 		tracked: map[string]string{}, seen: map[string]bool{}, refused: map[string]Finding{},
-		absent: map[string]map[string]published{},
+		absent: map[string]map[string]published{}, hiddenAt: map[string]time.Time{},
 	}
 }
 
@@ -312,6 +313,8 @@ func TestMonitorPoolAbsence(t *testing.T) {
 		events   []event
 		want     []string
 		absences []span
+		// incomplete: poolA is left incomplete since the event at that index.
+		incomplete int
 	}{
 		"slice deleted while allocated, never published again": {
 			events:   []event{pub(poolA, 1, x), alloc("c1", "", "node-a/x"), gone},
@@ -399,6 +402,18 @@ func TestMonitorPoolAbsence(t *testing.T) {
 			events: []event{part("s1", 1, 2, x), part("s2", 1, 2, y), part("s1", 2, 2, x),
 				alloc("c1", "", "node-a/y"), part("s2", 2, 2, y)},
 		},
+		"a new generation never completed": {
+			events:     []event{part("s1", 1, 2, x), part("s2", 1, 2, y), alloc("c1", "", "node-a/y"), part("s1", 2, 2, x)},
+			incomplete: 3,
+		},
+		"one slice of two deleted for good": {
+			events:     []event{part("s1", 1, 2, x), part("s2", 1, 2, y), alloc("c1", "", "node-a/y"), deleted(part("s2", 1, 2, y))},
+			incomplete: 3,
+		},
+		"more slices of the generation than its count": {
+			events:     []event{part("s1", 1, 2, x), part("s2", 1, 2, y), part("s3", 1, 2)},
+			incomplete: 2,
+		},
 		"allocated while incomplete, a device neither generation has": {
 			events: []event{part("s1", 1, 2, x), part("s2", 1, 2), part("s1", 2, 2, x), alloc("c1", "", "node-a/y"), part("s2", 2, 2)},
 			want:   []string{"allocated unpublished device: claim ns/c1 → node-a/y"},
@@ -430,6 +445,13 @@ func TestMonitorPoolAbsence(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.absences) {
 				t.Errorf("absences %v, want %v", got, tc.absences)
+			}
+			want := map[string]time.Time{}
+			if tc.incomplete > 0 {
+				want[poolA] = t0.Add(time.Duration(tc.incomplete) * time.Second)
+			}
+			if inc := m.Incomplete(); !maps.Equal(inc, want) {
+				t.Errorf("incomplete pools %v, want %v", inc, want)
 			}
 		})
 	}

@@ -680,12 +680,22 @@ func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, faults []F
 	}
 	explained := func(a PoolAbsence) bool {
 		for i, f := range restarts {
-			if f.Fault.Node == a.Pool && !a.Deleted.Before(f.Began) && !a.Deleted.After(f.Ended.Add(restartWipeSlack)) {
+			from := f.Began
+			if f.Fault.Kind == KillPastWipe {
+				from = from.Add(ChaosWipeDelay - time.Second) // the kubelet's wipe delay runs from the kill
+			}
+			if f.Fault.Node == a.Pool && !a.Deleted.Before(from) && !a.Deleted.After(f.Ended.Add(restartWipeSlack)) {
 				restarts = slices.Delete(restarts, i, i+1)
 				return true
 			}
 		}
 		return false
+	}
+	// A pool left incomplete hides its devices from the scheduler, and what it
+	// withdrew, until it is complete again.
+	for pool, at := range r.Mon.Incomplete(r.Env.ChaosNodes...) {
+		v.anomalies++
+		problem("pool %s incomplete since %s: fewer or more slices of its generation than their count, nothing of it allocatable", pool, at.Format("15:04:05.000"))
 	}
 	for _, a := range r.Mon.Absences(since, r.Env.ChaosNodes...) {
 		switch {

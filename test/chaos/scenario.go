@@ -367,7 +367,8 @@ func NewScenario(seed int64) *Scenario {
 		sc.Faults = append(sc.Faults, f)
 	}
 	if rng.Float64() < 0.3 {
-		if second := pick(rng, SecondaryFaults); second != primary {
+		// Not a kill of KillPastWipe's agent: its quick restart would end the outage.
+		if second := pick(rng, SecondaryFaults); second != primary && (primary != KillPastWipe || second != KillDraining) {
 			sc.Faults = append(sc.Faults, randomFault(rng, second))
 		}
 	}

@@ -172,8 +172,9 @@ func resourceHealth(h drahealthv1.HealthStatus) corev1.ResourceHealthStatus {
 // the pod's containers that uses claims (by container name): per claim (and
 // request) the container names, resource "claim:<name>[/<request>]", the
 // health of each of its prepared devices at now, identified by the device's
-// first CDI device ID. stale is when the first of those healths not Unknown
-// times out (zero if none will).
+// first CDI device ID. stale is when the first of those healths that reads
+// otherwise once timed out (not Unknown, or with a message) times out (zero
+// if none will).
 func (k *Kubelet) allocatedResourcesStatus(pod *corev1.Pod, st *podState, now time.Time) (out map[string][]corev1.ResourceStatus, stale time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -212,7 +213,8 @@ func (k *Kubelet) allocatedResourcesStatus(pod *corev1.Pod, st *podState, now ti
 				health, message := corev1.ResourceHealthStatusUnknown, ""
 				if h, ok := k.health[healthKey{driver: d.driver, pool: d.pool, device: d.device}]; ok {
 					health, message = h.at(now)
-					if end := h.updated.Add(h.timeout); health != corev1.ResourceHealthStatusUnknown && (stale.IsZero() || end.Before(stale)) {
+					// What times out changes: a health not Unknown, or a message.
+					if end := h.updated.Add(h.timeout); (health != corev1.ResourceHealthStatusUnknown || message != "") && (stale.IsZero() || end.Before(stale)) {
 						stale = end
 					}
 				}

@@ -124,3 +124,28 @@ func TestAllocatedResourcesStatusStale(t *testing.T) {
 		})
 	}
 }
+
+// TestAllocatedResourcesStatusUnknownMessage: a device reported Unknown with a
+// message shows the message until the report times out; the status says
+// when, so that the pod is written again then.
+func TestAllocatedResourcesStatusUnknownMessage(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	const drv = "mig.example.com"
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{
+		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c1")}},
+		Containers:     []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}}}}
+	st := &podState{claims: []claimRef{{namespace: "ns", name: "c1", uid: "uid-c1", drivers: []string{drv}}}}
+	k := &Kubelet{claimState: claimState{prepared: map[types.UID][]preparedDevice{"uid-c1": {
+		{driver: drv, pool: "n1", device: "a", cdiIDs: []string{"cdi/a"}}}}},
+		health: map[healthKey]deviceHealth{
+			{driver: drv, pool: "n1", device: "a"}: {health: corev1.ResourceHealthStatusUnknown, message: "NVML could not be read", updated: t0, timeout: 30 * time.Second},
+		}}
+	got, stale := k.allocatedResourcesStatus(pod, st, t0.Add(10*time.Second))
+	if msg := got["main"][0].Resources[0].Message; msg == nil || *msg != "NVML could not be read" || !stale.Equal(t0.Add(30*time.Second)) {
+		t.Errorf("message %v, stale at %s; want the message until %s", msg, stale, t0.Add(30*time.Second))
+	}
+	got, stale = k.allocatedResourcesStatus(pod, st, t0.Add(31*time.Second))
+	if msg := got["main"][0].Resources[0].Message; msg != nil || !stale.IsZero() {
+		t.Errorf("message %v, stale at %s after the timeout; want none, and nothing left to time out", msg, stale)
+	}
+}
