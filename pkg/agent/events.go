@@ -62,8 +62,8 @@ const (
 	// kubelet at its start, or after its DRA plugin was unreachable for
 	// 30 s, or by hand), so the scheduler saw none of the node's devices:
 	// Normal once the agent published the pool again (Republisher), with
-	// how long that took; Warning where it could not (the next pass
-	// publishes it).
+	// how soon the API server served it; Warning where it could not (the
+	// next pass publishes it).
 	EventPoolDeleted = "PoolDeleted"
 )
 

@@ -32,7 +32,8 @@ var sliceDeleted = predicate.Funcs{
 // it at once. Beside the pass, the last publication is published again
 // (Republisher, one at a time), so that the pool is back at once even where
 // a pass is under way (a drain's settle period, NVML calls): the pass that
-// follows publishes what NVML then holds. The kubelet deletes the node's ResourceSlices when it starts
+// follows publishes what NVML then holds. The kubelet deletes the node's
+// ResourceSlices when it starts
 // (no driver is usable until its plugin registers again, a moment later)
 // and a driver's once the driver stayed unusable for 30 s
 // (defaultWipingDelay, kubelet 1.37's pkg/kubelet/cm/dra); an operator may
@@ -92,7 +93,8 @@ func (r *NodeReconciler) wipedToNode(ctx context.Context, o client.Object) []rec
 }
 
 // poolDeletedEvent records EventPoolDeleted on the node's NodeMigLayout for a
-// Republish that took took and ended with handed and err; none where
+// Republish that took took (until the API server served the pool, checked
+// every RepublishRetry) and ended with handed and err; none where
 // nothing was handed (no publication yet: the first pass publishes) or the
 // NodeMigLayout cannot be read.
 func (r *NodeReconciler) poolDeletedEvent(ctx context.Context, handed bool, err error, took time.Duration) {
@@ -109,6 +111,6 @@ func (r *NodeReconciler) poolDeletedEvent(ctx context.Context, handed bool, err 
 			fmt.Sprintf("%s; publishing the pool again failed: %v; the next pass publishes it", deleted, err), maxEventNote))
 		return
 	}
-	r.Recorder.Eventf(&nml, nil, corev1.EventTypeNormal, EventPoolDeleted, "PublishPool", "%s; published the pool again in %s",
+	r.Recorder.Eventf(&nml, nil, corev1.EventTypeNormal, EventPoolDeleted, "PublishPool", "%s; published the pool again, served by the API server within %s",
 		deleted, took.Round(time.Millisecond))
 }

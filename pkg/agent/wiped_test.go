@@ -185,7 +185,7 @@ func TestPoolDeletedEvent(t *testing.T) {
 		want   string
 	}{
 		"published again": {handed: true,
-			want: "Normal PoolDeleted The node's ResourceSlices were deleted (by the kubelet at its start, after its DRA plugin was unreachable for 30s, or by hand), so no pod could be given a device of the node; published the pool again in 12ms"},
+			want: "Normal PoolDeleted The node's ResourceSlices were deleted (by the kubelet at its start, after its DRA plugin was unreachable for 30s, or by hand), so no pod could be given a device of the node; published the pool again, served by the API server within 12ms"},
 		"not served in time": {handed: true, err: errors.New("timed out"),
 			want: "Warning PoolDeleted The node's ResourceSlices were deleted (by the kubelet at its start, after its DRA plugin was unreachable for 30s, or by hand), so no pod could be given a device of the node; publishing the pool again failed: timed out; the next pass publishes it"},
 		"nothing published yet": {},

@@ -245,7 +245,7 @@ func poolDeletedEvent(t *testing.T, ctx context.Context, since time.Time) {
 				at = e.Series.LastObservedTime.Time
 			}
 			if e.Regarding.Kind == "NodeMigLayout" && e.Regarding.Name == nodeWipe && e.Type == corev1.EventTypeNormal &&
-				!at.Before(since.Truncate(time.Microsecond)) && strings.Contains(e.Note, "published the pool again in") {
+				!at.Before(since.Truncate(time.Microsecond)) && strings.Contains(e.Note, "published the pool again, served") {
 				return true, ""
 			}
 		}
