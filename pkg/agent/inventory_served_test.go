@@ -10,8 +10,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	testclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
 // countingReader serves the pool as last published and counts its reads.
@@ -31,12 +29,7 @@ func (r *countingReader) List(ctx context.Context, list client.ObjectList, opts 
 // for nothing), until ServedRecheck has passed; a drain, other devices, a
 // dropped-field report since, or a publication not served are read back.
 func TestPublishSameServedReadsNothing(t *testing.T) {
-	a100, p := wholeA100(t)
-	gpus := func(uuid string) []GPUState {
-		return []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
-			MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true}},
-			Devices: []gpu.MIGDevice{{Profile: "7g.80gb", ProfileID: p.ID, Placement: p.Placements[0], GIID: 0, CIID: 0, UUID: uuid, MemoryMiB: p.MemoryMiB}}}}
-	}
+	gpus := func(uuid string) []GPUState { return wholeGPU(t, uuid) }
 	const device = "gpu-0-mig-7g80gb-0-0"
 	pub := &droppingPublisher{}
 	pub.served.Store(true)

@@ -339,14 +339,20 @@ func wholeA100(t *testing.T) (*mig.Model, *mig.Profile) {
 	return a100, p
 }
 
+// wholeGPU is GPU 0, an A100 with MIG on and one 7g.80gb device of uuid.
+func wholeGPU(t *testing.T, uuid string) []GPUState {
+	t.Helper()
+	a100, p := wholeA100(t)
+	return []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
+		MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true}},
+		Devices: []gpu.MIGDevice{{Profile: "7g.80gb", ProfileID: p.ID, Placement: p.Placements[0], GIID: 0, CIID: 0, UUID: uuid, MemoryMiB: p.MemoryMiB}}}}
+}
+
 // TestPublishWaitsForNewUUIDs: a publication is served once the API server
 // shows each device with the UUID published, not only its name: a MIG
 // device made again at the same placement has a new UUID.
 func TestPublishWaitsForNewUUIDs(t *testing.T) {
-	a100, p := wholeA100(t)
-	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
-		MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true}},
-		Devices: []gpu.MIGDevice{{Profile: "7g.80gb", ProfileID: p.ID, Placement: p.Placements[0], GIID: 0, CIID: 0, UUID: "MIG-new", MemoryMiB: p.MemoryMiB}}}}
+	gpus := wholeGPU(t, "MIG-new")
 	pub := &capturePublisher{}
 	live := &oldUUIDReader{pub: pub, device: "gpu-0-mig-7g80gb-0-0", stale: 3}
 	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub, Live: live, Timeout: 10 * time.Second}

@@ -13,8 +13,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
 // laggingHelper stands in for the kubeletplugin helper's ResourceSlice
@@ -83,10 +81,7 @@ func (h *laggingHelper) state() (handed []resourceslice.DriverResources, served 
 // Live reader it hands once; where the pool is never served it fails at
 // the timeout; and the pass's next Publish reads its pool back.
 func TestRepublish(t *testing.T) {
-	a100, p := wholeA100(t)
-	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
-		MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true}},
-		Devices: []gpu.MIGDevice{{Profile: "7g.80gb", ProfileID: p.ID, Placement: p.Placements[0], GIID: 0, CIID: 0, UUID: "MIG-1", MemoryMiB: p.MemoryMiB}}}}
+	gpus := wholeGPU(t, "MIG-1")
 	draining := sets.New("gpu-0-mig-7g80gb-0-0")
 	for name, tc := range map[string]struct {
 		noPublication bool
@@ -190,10 +185,7 @@ func (r *hookedReader) List(ctx context.Context, list client.ObjectList, opts ..
 // found it served. That Publish does not record its pool as served: the
 // next Publish of the same pool reads it back (and so finds it absent).
 func TestRepublishDuringPublishWait(t *testing.T) {
-	a100, p := wholeA100(t)
-	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920,
-		MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true}},
-		Devices: []gpu.MIGDevice{{Profile: "7g.80gb", ProfileID: p.ID, Placement: p.Placements[0], GIID: 0, CIID: 0, UUID: "MIG-1", MemoryMiB: p.MemoryMiB}}}}
+	gpus := wholeGPU(t, "MIG-1")
 	h := &laggingHelper{}
 	live := &hookedReader{laggingHelper: h}
 	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: h, Live: live, Timeout: 300 * time.Millisecond}

@@ -130,6 +130,21 @@ func findingStrings(fs []Finding) []string {
 	return out
 }
 
+// replayed is a test monitor that has replayed events, the one at index i
+// seen at t0+i s and, unless set, at revision 10(i+1).
+func replayed(events []event) *Monitor {
+	m := newTestMonitor()
+	for i, e := range events {
+		if e.rv == 0 {
+			e.rv = uint64(10 * (i + 1))
+		}
+		e.at = t0.Add(time.Duration(i) * time.Second)
+		m.buf = append(m.buf, e)
+	}
+	m.Checkpoint()
+	return m
+}
+
 // TestMonitorReplay: the findings the replay of the watch events (in revision
 // order, one Checkpoint) makes, with the event at index i seen at t0+i s and,
 // unless set, revision 10(i+1).
@@ -283,15 +298,7 @@ func TestMonitorReplay(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			m := newTestMonitor()
-			for i, e := range tc.events {
-				if e.rv == 0 {
-					e.rv = uint64(10 * (i + 1))
-				}
-				e.at = t0.Add(time.Duration(i) * time.Second)
-				m.buf = append(m.buf, e)
-			}
-			m.Checkpoint()
+			m := replayed(tc.events)
 			if got := findingStrings(m.Findings(time.Time{})); !slices.Equal(got, append([]string{}, tc.want...)) {
 				t.Errorf("findings\n  %q\nwant\n  %q", got, tc.want)
 			}
@@ -425,13 +432,7 @@ func TestMonitorPoolAbsence(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			m := newTestMonitor()
-			for i, e := range tc.events {
-				e.rv = uint64(10 * (i + 1))
-				e.at = t0.Add(time.Duration(i) * time.Second)
-				m.buf = append(m.buf, e)
-			}
-			m.Checkpoint()
+			m := replayed(tc.events)
 			if got := findingStrings(m.Findings(time.Time{})); !slices.Equal(got, append([]string{}, tc.want...)) {
 				t.Errorf("findings\n  %q\nwant\n  %q", got, tc.want)
 			}

@@ -78,16 +78,22 @@ func TestRecordHealth(t *testing.T) {
 	}
 }
 
+// podOnClaim is pod ns/p, whose container main uses claim c1 (pod claim
+// "gpu"), as the kubelet runs it with c1 prepared by driver.
+func podOnClaim(driver string) (*corev1.Pod, *podState) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{
+		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c1")}},
+		Containers:     []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}}}}
+	return pod, &podState{claims: []claimRef{{namespace: "ns", name: "c1", uid: "uid-c1", drivers: []string{driver}}}}
+}
+
 // TestAllocatedResourcesStatusStale: a device's health reads Unknown,
 // without its message, once its report is older than the report's timeout;
 // the status says when the first health still known will time out.
 func TestAllocatedResourcesStatusStale(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	const drv = "mig.example.com"
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{
-		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c1")}},
-		Containers:     []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}}}}
-	st := &podState{claims: []claimRef{{namespace: "ns", name: "c1", uid: "uid-c1", drivers: []string{drv}}}}
+	pod, st := podOnClaim(drv)
 	k := &Kubelet{claimState: claimState{prepared: map[types.UID][]preparedDevice{"uid-c1": {
 		{driver: drv, pool: "n1", device: "a", cdiIDs: []string{"cdi/a"}},
 		{driver: drv, pool: "n1", device: "b", cdiIDs: []string{"cdi/b"}}}}},
@@ -131,10 +137,7 @@ func TestAllocatedResourcesStatusStale(t *testing.T) {
 func TestAllocatedResourcesStatusUnknownMessage(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	const drv = "mig.example.com"
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{
-		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c1")}},
-		Containers:     []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}}}}
-	st := &podState{claims: []claimRef{{namespace: "ns", name: "c1", uid: "uid-c1", drivers: []string{drv}}}}
+	pod, st := podOnClaim(drv)
 	k := &Kubelet{claimState: claimState{prepared: map[types.UID][]preparedDevice{"uid-c1": {
 		{driver: drv, pool: "n1", device: "a", cdiIDs: []string{"cdi/a"}}}}},
 		health: map[healthKey]deviceHealth{

@@ -76,16 +76,7 @@ func TestKubeletRestartWipesSlices(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
 	ns, claim, dev, before := idlePodOnSevenths(t, ctx, "e2e-wipe-restart")
 
-	list, err := env.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeWipe})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := env.Client.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{
-		FieldSelector: "spec.nodeName=" + nodeWipe, ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := watchSlices(t, ctx, nodeWipe)
 
 	restarted := time.Now()
 	if err := env.Cluster.RestartKubelet(ctx, nodeWipe); err != nil {
@@ -163,16 +154,7 @@ func TestKubeletRestartWhileDraining(t *testing.T) {
 	const name = "e2e-wipe-drain"
 	sevenths(t, ctx, name)
 	before := env.WaitPoolMatchesNVML(t, ctx, nodeWipe)
-	list, err := env.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeWipe})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := env.Client.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{
-		FieldSelector: "spec.nodeName=" + nodeWipe, ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := watchSlices(t, ctx, nodeWipe)
 	next := func(what string, match func(watch.EventType, *resourceapi.ResourceSlice) bool) *resourceapi.ResourceSlice {
 		t.Helper()
 		for {
@@ -227,6 +209,22 @@ func TestKubeletRestartWhileDraining(t *testing.T) {
 	if len(after) != 1 {
 		t.Errorf("pool %v after the change, want one 7g.80gb device", after)
 	}
+}
+
+// watchSlices watches node's ResourceSlices from now on, until the test ends.
+func watchSlices(t *testing.T, ctx context.Context, node string) watch.Interface {
+	t.Helper()
+	list, err := env.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := env.Client.ResourceV1().ResourceSlices().Watch(ctx, metav1.ListOptions{
+		FieldSelector: "spec.nodeName=" + node, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w
 }
 
 // poolDeletedEvent waits for a Normal PoolDeleted event on nodeWipe's
