@@ -41,6 +41,7 @@ func run() int {
 	n := flag.Int("scenarios", 500, "number of chaos scenarios")
 	seed := flag.Int64("seed", 0, "master seed the scenario seeds derive from (0: from the clock)")
 	seeds := flag.String("seeds", "", "comma-separated scenario seeds to run instead (replays)")
+	mainFaults := flag.Int("main-faults", len(chaos.PrimaryFaults), "derive the seeds and scenarios with the first this many main faults, as there were when a replayed run or seed was found (a scenario's main fault is its seed modulo their number)")
 	raceRounds := flag.Int("race-rounds", 10, "drain-race rounds per scheduler mode (0: no drain race)")
 	state := flag.String("state", "", "keep the cluster's state and logs in this directory")
 	every := flag.Int("table-every", 50, "print the table every this many scenarios")
@@ -49,7 +50,7 @@ func run() int {
 	autoWindow := flag.Duration("auto-window", 12*time.Second, "how long pods arrive and depart in each Auto scenario")
 	autoLiveness := flag.Duration("auto-liveness", 45*time.Second, "how long a pending pod that fits may stay pending once an Auto scenario's churn is over")
 	flag.Parse()
-	if err := errors.Join(managerrun.NoArgs(flag.Args()), checkFlags(*n, *autoN, *raceRounds, *autoWindow, *autoLiveness)); err != nil {
+	if err := errors.Join(managerrun.NoArgs(flag.Args()), checkFlags(*n, *autoN, *raceRounds, *mainFaults, *autoWindow, *autoLiveness)); err != nil {
 		fmt.Fprintf(os.Stderr, "miglayout-chaos: %v\n", err)
 		return 2
 	}
@@ -59,7 +60,7 @@ func run() int {
 	if *seed == 0 {
 		*seed = time.Now().UnixNano() % 1_000_000
 	}
-	list, err := seedList(*seeds, chaos.Seeds(*seed, *n))
+	list, err := seedList(*seeds, chaos.SeedsOf(*seed, *n, *mainFaults))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "miglayout-chaos: -seeds: %v\n", err)
 		return 2
@@ -89,6 +90,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "miglayout-chaos: %v\n", err)
 		return 1
 	}
+	runner.MainFaults = *mainFaults
 	fmt.Printf("miglayout-chaos: %d Static and %d Auto scenarios, master seed %d; cluster up in %s\n", len(list), len(autoList), *seed, time.Since(start).Round(time.Second))
 
 	code := 0
@@ -219,7 +221,7 @@ func runAuto(ctx context.Context, env *chaos.Env, mon *chaos.Monitor, seeds []in
 // checkFlags refuses counts below 0 (-scenarios, -auto-scenarios,
 // -race-rounds: 0 runs none) and Auto windows that are not positive,
 // before the cluster starts.
-func checkFlags(scenarios, autoScenarios, raceRounds int, autoWindow, autoLiveness time.Duration) error {
+func checkFlags(scenarios, autoScenarios, raceRounds, mainFaults int, autoWindow, autoLiveness time.Duration) error {
 	for _, c := range []struct {
 		name string
 		n    int
@@ -227,6 +229,9 @@ func checkFlags(scenarios, autoScenarios, raceRounds int, autoWindow, autoLivene
 		if c.n < 0 {
 			return fmt.Errorf("-%s=%d: want 0 or more", c.name, c.n)
 		}
+	}
+	if mainFaults < 1 || mainFaults > len(chaos.PrimaryFaults) {
+		return fmt.Errorf("-main-faults=%d: want 1 to %d", mainFaults, len(chaos.PrimaryFaults))
 	}
 	if autoWindow <= 0 {
 		return fmt.Errorf("-auto-window=%s: want more than 0", autoWindow)

@@ -29,12 +29,16 @@ var (
 // fixed yet) is reported as a skip naming the bug, so that CI stays green until the fix.
 var regressions = []struct {
 	seed int64
-	note string
+	// mainFaults is how many PrimaryFaults there were when the seed was found
+	// (NewScenarioOf), fault the main fault it drew.
+	mainFaults int
+	fault      FaultKind
+	note       string
 }{
-	{746260363, "long run, master seed 2024, scenario 30: CreateComputeInstance lied (SUCCESS, no CI) on chaos-a100 " +
+	{746260363, 21, NVMLLieCreateCI, "long run, master seed 2024, scenario 30: CreateComputeInstance lied (SUCCESS, no CI) on chaos-a100 " +
 		"GPU 0 creating 1g.20gb@4; the agent reported the GPU Ready with GI 2 1g.20gb@4 lacking its compute instance " +
 		"(and the pool lacking the device) until its next pass rolled the GI back"},
-	{56311429, "master seed 7, scenario 7: one ERROR_UNKNOWN from GpuInstance.GetComputeInstances on chaos-a100 made " +
+	{56311429, 21, NVMLReadFails, "master seed 7, scenario 7: one ERROR_UNKNOWN from GpuInstance.GetComputeInstances on chaos-a100 made " +
 		"the agent take GPU 1 for unreadable and withdraw its allocated 4g.40gb@0 from the pool (only a lost or " +
 		"inaccessible GPU may be left out)"},
 }
@@ -174,7 +178,7 @@ func TestChaosRegressions(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 			defer cancel()
 			r := newRunner(t, ctx)
-			sc := NewScenario(tc.seed)
+			sc := NewScenarioOf(tc.seed, tc.mainFaults)
 			if err := r.Setup(ctx, sc); err != nil {
 				t.Fatal(err)
 			}

@@ -64,3 +64,15 @@ func TestOrphanGIIsRolledBack(t *testing.T) {
 		t.Errorf("CreateMIGDevice failed (%v) but left a GI without compute instance", err)
 	}
 }
+
+// TestRegressionSeedsReplay: each regression seed draws, with the main faults
+// there were when it was found, the main fault it found its bug with, whatever
+// main faults were added since.
+func TestRegressionSeedsReplay(t *testing.T) {
+	for _, tc := range regressions {
+		sc := NewScenarioOf(tc.seed, tc.mainFaults)
+		if len(sc.Faults) == 0 || sc.Faults[0].Kind != tc.fault {
+			t.Errorf("seed %d with %d main faults: %s, want main fault %s", tc.seed, tc.mainFaults, sc.Describe(), tc.fault)
+		}
+	}
+}

@@ -117,6 +117,10 @@ type Runner struct {
 	Namespace string
 	// StageTimeout bounds each convergence wait; default 60 s.
 	StageTimeout time.Duration
+	// MainFaults: RunAll derives its scenarios with the first MainFaults
+	// PrimaryFaults (NewScenarioOf), to replay seeds found before main faults
+	// were added; 0 means all.
+	MainFaults int
 
 	seq   int
 	since time.Time
@@ -798,7 +802,11 @@ func union(lists ...[]string) []string {
 
 // Seeds derives n scenario seeds from a master seed: the i-th has main fault
 // PrimaryFaults[(i+master) mod their number], so that every fault gets its share.
-func Seeds(master int64, n int) []int64 { return cyclingSeeds(master, n, len(PrimaryFaults)) }
+func Seeds(master int64, n int) []int64 { return SeedsOf(master, n, len(PrimaryFaults)) }
+
+// SeedsOf is Seeds as it was when PrimaryFaults had its first mainFaults entries
+// (see NewScenarioOf).
+func SeedsOf(master int64, n, mainFaults int) []int64 { return cyclingSeeds(master, n, mainFaults) }
 
 // cyclingSeeds derives n seeds from a master seed, the i-th congruent to i+master modulo
 // k (a scenario's main fault is the one of that index among k).
@@ -822,7 +830,7 @@ func (r *Runner) RunAll(ctx context.Context, seeds []int64, onResult func(i int,
 	}
 	scs := make([]*Scenario, len(seeds))
 	for i, s := range seeds {
-		scs[i] = NewScenario(s)
+		scs[i] = NewScenarioOf(s, cmp.Or(r.MainFaults, len(PrimaryFaults)))
 	}
 	if err := r.Setup(ctx, scs[0]); err != nil {
 		return sum, err

@@ -85,7 +85,7 @@ const (
 )
 
 // PrimaryFaults are the scenarios' main faults: a scenario's seed modulo their number
-// picks one.
+// picks one. New ones go at the end (see NewScenarioOf).
 var PrimaryFaults = []FaultKind{
 	FaultNone, KillDraining, KillDestroying, KillCreating, KillMIGMode, KillOrphanGI, KillInFlight,
 	NVMLGIDestroyInUse, NVMLCIDestroyInUse, NVMLCreateGIInsuff, NVMLCreateCIFails, NVMLCreateCIRollbackFa,
@@ -334,7 +334,13 @@ func randomFault(rng *rand.Rand, kind FaultKind) Fault {
 }
 
 // NewScenario derives a scenario from its seed alone.
-func NewScenario(seed int64) *Scenario {
+func NewScenario(seed int64) *Scenario { return NewScenarioOf(seed, len(PrimaryFaults)) }
+
+// NewScenarioOf derives the scenario of seed as it was when PrimaryFaults had its
+// first mainFaults entries (new main faults are appended): the seed modulo their
+// number picks the main fault, so a seed recorded before faults were added replays
+// its scenario only so.
+func NewScenarioOf(seed int64, mainFaults int) *Scenario {
 	rng := rand.New(rand.NewSource(seed))
 	sc := &Scenario{Seed: seed, Base: baseSpec(rng), Change: changeSpec(rng, "c1")}
 	if rng.Float64() < 0.25 {
@@ -360,7 +366,7 @@ func NewScenario(seed int64) *Scenario {
 	sort.SliceStable(sc.Churn, func(i, j int) bool { return sc.Churn[i].At < sc.Churn[j].At })
 	// The seed picks the main fault (Seeds spreads them evenly); the rng the rest. The
 	// fault goes to a node where the change does the work the fault needs.
-	primary := PrimaryFaults[seed%int64(len(PrimaryFaults))]
+	primary := PrimaryFaults[seed%int64(mainFaults)]
 	if primary != FaultNone {
 		f := randomFault(rng, primary)
 		sc.aim(rng, &f)
