@@ -66,10 +66,9 @@ type NodeReconciler struct {
 	// Now is the clock of Healthz; nil means time.Now.
 	Now func() time.Time
 
-	// republishes counts the pool deletions wipedToNode found that no
-	// Republish has begun for since; while it is above 0, one goroutine
-	// runs them.
-	republishes atomic.Int64
+	// republish holds one pending Republish (republishChan).
+	republish     chan struct{}
+	republishOnce sync.Once
 
 	mu sync.Mutex
 	// failing backs off passes that end with a GPU failed; waiting, those
@@ -122,7 +121,8 @@ type NodeReconciler struct {
 // SetupWithManager registers the reconciler. Only the NodeMigLayout named
 // after the node is watched; every ResourceClaim change of the node's pool
 // maps to it, and so does a deletion that leaves the node's pool without a
-// ResourceSlice (wipedToNode); and a ticker reconciles at start, every
+// ResourceSlice (wipedToNode), which the republisher also publishes again
+// at once; and a ticker reconciles at start, every
 // Resync and on Wake, so that a node no MigLayout selects still publishes its pool, NVML
 // changes made behind the agent's back are seen, and a device the kubelet
 // plugin releases is taken into account at once.
@@ -131,6 +131,11 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ticks := make(chan event.GenericEvent)
 	if err := mgr.Add(manager.RunnableFunc(r.tick(ticks))); err != nil {
 		return fmt.Errorf("adding the resync ticker: %w", err)
+	}
+	if rp, ok := r.Repartitioner.Inventory.(Republisher); ok {
+		if err := mgr.Add(manager.RunnableFunc(r.republisher(rp))); err != nil {
+			return fmt.Errorf("adding the republisher: %w", err)
+		}
 	}
 	mine := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == r.NodeName })
 	toNode := handler.EnqueueRequestsFromMapFunc(r.claimToNode)

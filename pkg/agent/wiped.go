@@ -29,10 +29,10 @@ var sliceDeleted = predicate.Funcs{
 // pass where no slice of the pool is left in the cache (which holds the
 // node's slices of the driver only, see CacheOptions): the pass publishes
 // the pool, and the kubeletplugin helper's ResourceSlice controller writes
-// it at once. Beside the pass, the last publication is published again
-// (Republisher, one at a time), so that the pool is back at once even where
-// a pass is under way (a drain's settle period, NVML calls): the pass that
-// follows publishes what NVML then holds. The kubelet deletes the node's
+// it at once. Beside the pass, the republisher publishes the last
+// publication again (Republisher), so that the pool is back at once even
+// where a pass is under way (a drain's settle period, NVML calls): the pass
+// that follows publishes what NVML then holds. The kubelet deletes the node's
 // ResourceSlices when it starts
 // (no driver is usable until its plugin registers again, a moment later)
 // and a driver's once the driver stayed unusable for 30 s
@@ -64,32 +64,49 @@ func (r *NodeReconciler) wipedToNode(ctx context.Context, o client.Object) []rec
 	}
 	r.Repartitioner.Metrics.countPoolDeleted()
 	logger.Info("The node's ResourceSlices were deleted (by the kubelet at its start or after the DRA plugin was unreachable, or by hand); publishing the pool again")
-	if rp, ok := r.Repartitioner.Inventory.(Republisher); ok && r.republishes.Add(1) == 1 {
-		// ctx ends with this call (controller-runtime cancels each event's
-		// context once its handler returns); Republish is bounded by the
-		// inventory's Timeout.
-		ctx := context.WithoutCancel(ctx)
-		go func() {
-			// One Republish at a time; a deletion found during one asks
-			// for another after it.
-			for {
-				asked := r.republishes.Load()
-				start := time.Now()
-				handed, err := rp.Republish(ctx)
-				r.poolDeletedEvent(ctx, handed, err, time.Since(start))
-				switch {
-				case err != nil:
-					logger.Error(err, "Publishing the pool again; the pass will")
-				case handed:
-					logger.V(2).Info("Published the pool again as last published; a pass follows", "took", time.Since(start))
-				}
-				if r.republishes.Add(-asked) == 0 {
-					return
-				}
-			}
-		}()
+	if _, ok := r.Repartitioner.Inventory.(Republisher); ok {
+		select {
+		case r.republishChan() <- struct{}{}:
+		default: // one is pending already
+		}
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: r.NodeName}}}
+}
+
+// republishChan holds the republisher's pending work (buffered, capacity 1):
+// deletions found while a Republish runs ask for one more after it, not one
+// each.
+func (r *NodeReconciler) republishChan() chan struct{} {
+	r.republishOnce.Do(func() { r.republish = make(chan struct{}, 1) })
+	return r.republish
+}
+
+// republisher returns the runnable that runs rp's Republish each time
+// wipedToNode found the node's pool deleted, one at a time, until its
+// context ends, and tells each in a PoolDeleted event.
+func (r *NodeReconciler) republisher(rp Republisher) func(context.Context) error {
+	return func(ctx context.Context) error {
+		logger := klog.FromContext(ctx).WithValues("node", r.NodeName)
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-r.republishChan():
+			}
+			start := time.Now()
+			handed, err := rp.Republish(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.poolDeletedEvent(ctx, handed, err, time.Since(start))
+			switch {
+			case err != nil:
+				logger.Error(err, "Publishing the pool again; the pass will")
+			case handed:
+				logger.V(2).Info("Published the pool again as last published; a pass follows", "took", time.Since(start))
+			}
+		}
+	}
 }
 
 // poolDeletedEvent records EventPoolDeleted on the node's NodeMigLayout for a

@@ -60,6 +60,7 @@ func TestWipedPoolWakesTheNode(t *testing.T) {
 			m := NewMetrics(prometheus.NewRegistry())
 			inv := &republishingInventory{called: make(chan struct{}, 2), release: make(chan struct{}), ended: make(chan error, 2)}
 			r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: &Repartitioner{Driver: testDriver, Metrics: m, Inventory: inv}}
+			go func() { _ = r.republisher(inv)(t.Context()) }()
 			// The event's context ends with its handler, as controller-runtime's.
 			ctx, cancel := context.WithCancel(t.Context())
 			got := r.wipedToNode(ctx, tc.deleted)
@@ -68,8 +69,8 @@ func TestWipedPoolWakesTheNode(t *testing.T) {
 				t.Errorf("passes asked (-want +got):\n%s", diff)
 			}
 			// The pool found deleted is published again at once beside the
-			// pass, on a context that outlives the event's; on a failed read
-			// the pass alone does it.
+			// pass, by the republisher on its own context, which outlives the
+			// event's; on a failed read the pass alone does it.
 			republished := false
 			select {
 			case <-inv.called:
@@ -119,13 +120,17 @@ func (f *republishingInventory) Republish(ctx context.Context) (bool, error) {
 // TestWipedPoolRepublishedOneAtATime: a deletion found while the pool is
 // being published again starts no Republish beside it, but one after it;
 // deletions found during one Republish ask for one more, not one each; one
-// found after they all ended starts a Republish again.
+// found after they all ended starts a Republish again; the republisher ends
+// with its context.
 func TestWipedPoolRepublishedOneAtATime(t *testing.T) {
 	deleted := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1-a"},
 		Spec: resourceapi.ResourceSliceSpec{Driver: testDriver, Pool: resourceapi.ResourcePool{Name: "n1", ResourceSliceCount: 1}}}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).Build()
 	inv := &republishingInventory{called: make(chan struct{}, 8), release: make(chan struct{})}
 	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: &Repartitioner{Driver: testDriver, Metrics: NewMetrics(prometheus.NewRegistry()), Inventory: inv}}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan error)
+	go func() { stopped <- r.republisher(inv)(ctx) }()
 	wait := func(want bool) {
 		t.Helper()
 		select {
@@ -149,12 +154,19 @@ func TestWipedPoolRepublishedOneAtATime(t *testing.T) {
 	wait(true) // one more for the two found meanwhile
 	let()
 	wait(false)
-	for r.republishes.Load() != 0 {
-		time.Sleep(time.Millisecond)
-	}
 	r.wipedToNode(t.Context(), deleted)
 	wait(true)
 	let()
+	// The republisher ends with its context.
+	cancel()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Errorf("the republisher ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the republisher did not end with its context")
+	}
 }
 
 // TestSliceEventsPassedAreDeletions: of the ResourceSlice events, only
