@@ -15,6 +15,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -69,6 +71,8 @@ type options struct {
 	allowDevicePlugin bool
 	orphanGrace       time.Duration
 	healthInterval    time.Duration
+	xidHealth         bool
+	ignoredXidList    string
 }
 
 func main() {
@@ -122,6 +126,8 @@ func parseOptions(args []string, errorHandling pflag.ErrorHandling) (options, er
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease holds unrenewed; the agent renews it every quarter of this (whole seconds, at least 4s)")
 	fs.BoolVar(&o.allowDevicePlugin, "allow-nvidia-device-plugin", false, "publish and change the node's GPUs even where its kubelet advertises NVIDIA's device plugin resources (nvidia.com/gpu, nvidia.com/gpu.*, nvidia.com/mig-*), which hand the same GPUs to pods outside DRA; by default the agent then publishes no device and changes no GPU (status reason DevicePluginActive). Set it only where the device plugin serves no GPU this agent sees")
 	fs.DurationVar(&o.maxPass, "max-pass-duration", 10*time.Minute, "how long one repartitioning pass may run before /healthz fails (an NVML call or API request that hangs): the liveness probe then restarts the agent, which resumes from its journal")
+	fs.BoolVar(&o.xidHealth, "device-health-xids", true, "watch the GPUs' Xid critical errors (NVML events) and report the devices an Xid hits Unhealthy to the kubelet at once, until they are made again or the agent restarts")
+	fs.StringVar(&o.ignoredXidList, "device-health-ignored-xids", formatXids(plugin.DefaultIgnoredXids), "comma-separated Xids that leave devices Healthy: by default those NVIDIA's XID guide puts down to the application (empty: none)")
 	fs.DurationVar(&o.healthInterval, "device-health-interval", plugin.DefaultHealthInterval, "how often the kubelet plugin reports the health of the prepared devices to the kubelet (DRAResourceHealth; the kubelet shows it in the containers' status.allocatedResourcesStatus); each report holds for three intervals, at least 30s (0: the default)")
 	fs.DurationVar(&o.orphanGrace, "orphaned-claim-grace", agent.DefaultOrphanGrace, "how long a ResourceClaim the kubelet plugin still holds prepared must be gone from the API server (or allocated no device of the node) before the agent releases its preparation (the kubelet never unprepared it: its own record was lost, or the pod and claim were force-deleted while the plugin was down); until then its devices are kept (0: the default)")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
@@ -182,13 +188,41 @@ func ensureMIGManagementNodes(ctx context.Context, o options) {
 	}
 }
 
+// ignoredXids parses --device-health-ignored-xids for plugin.Config: a
+// comma-separated list of Xid numbers; "" is none (an empty list, not nil,
+// which would be the default).
+func (o options) ignoredXids() ([]uint64, error) {
+	out := []uint64{}
+	if strings.TrimSpace(o.ignoredXidList) == "" {
+		return out, nil
+	}
+	for _, f := range strings.Split(o.ignoredXidList, ",") {
+		x, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("--device-health-ignored-xids=%q: %q is not an Xid number", o.ignoredXidList, f)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+func formatXids(xs []uint64) string {
+	out := make([]string, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, strconv.FormatUint(x, 10))
+	}
+	return strings.Join(out, ",")
+}
+
 // profileTablesFile is the file in --state-dir that keeps each GPU's NVML
 // profile table across restarts (gpu.NVMLManager.KeepProfileTables).
 const profileTablesFile = "nvml-profiles.json"
 
 // openGPUs opens NVML (or the simulator, --simulate), keeping the GPUs'
-// profile tables in the state directory, which the caller holds locked.
-func openGPUs(ctx context.Context, o options) (gpu.Manager, error) {
+// profile tables in the state directory, which the caller holds locked. It
+// also returns the NVML manager under the wrappers, which delivers the
+// GPUs' Xid events.
+func openGPUs(ctx context.Context, o options) (gpu.Manager, gpu.XidSource, error) {
 	if o.simulate == "" {
 		var m *gpu.NVMLManager
 		var err error
@@ -198,24 +232,24 @@ func openGPUs(ctx context.Context, o options) (gpu.Manager, error) {
 			m, err = gpu.Open()
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		m.KeepProfileTables(ctx, filepath.Join(o.stateDir, profileTablesFile))
 		if o.sysfsRoot == "" {
-			return m, nil
+			return m, m, nil
 		}
-		return agent.WithPCITopology(m, o.sysfsRoot), nil
+		return agent.WithPCITopology(m, o.sysfsRoot), m, nil
 	}
 	sim, err := nvmlsim.New(nvmlsim.Config{Spec: o.simulate, StatePath: o.simulatorState, Seed: o.nodeName})
 	if err != nil {
-		return nil, fmt.Errorf("starting NVML simulator: %w", err)
+		return nil, nil, fmt.Errorf("starting NVML simulator: %w", err)
 	}
 	m, err := gpu.NewNVML(sim, mig.DefaultCatalog())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m.KeepProfileTables(ctx, filepath.Join(o.stateDir, profileTablesFile))
-	return &simulatedCapabilities{Manager: m, hostRoot: o.hostRoot}, nil
+	return &simulatedCapabilities{Manager: m, hostRoot: o.hostRoot}, m, nil
 }
 
 func run(ctx context.Context, o options) error {
@@ -251,6 +285,9 @@ func run(ctx context.Context, o options) error {
 	if o.maxPass <= o.settle {
 		return fmt.Errorf("--max-pass-duration=%s must exceed --settle-period=%s: every pass that drains waits the settle period", o.maxPass, o.settle)
 	}
+	if _, err := o.ignoredXids(); err != nil {
+		return err
+	}
 	if o.healthInterval != 0 && o.healthInterval < time.Second {
 		return fmt.Errorf("--device-health-interval=%s: want at least 1s (0: the default, %s)", o.healthInterval, plugin.DefaultHealthInterval)
 	}
@@ -275,7 +312,14 @@ func run(ctx context.Context, o options) error {
 	if o.simulate == "" && o.devRoot != "" {
 		ensureMIGManagementNodes(ctx, o)
 	}
-	gpus, err := openGPUs(ctx, o)
+	gpus, xids, err := openGPUs(ctx, o)
+	if err != nil {
+		return err
+	}
+	if !o.xidHealth {
+		xids = nil
+	}
+	ignoredXids, err := o.ignoredXids()
 	if err != nil {
 		return err
 	}
@@ -328,6 +372,9 @@ func run(ctx context.Context, o options) error {
 		OnDroppedFields: inventory.DroppedFields,
 		OnUnprepared:    rec.Wake,
 		HealthInterval:  o.healthInterval,
+		Xids:            xids,
+		IgnoredXids:     ignoredXids,
+		Registerer:      metrics.Registry,
 	})
 	if err != nil {
 		return err
@@ -396,6 +443,9 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.Add(&agent.OrphanedClaims{Claims: preparedSet{drv}, Cached: mgr.GetClient(), Live: mgr.GetAPIReader(),
 		NodeName: o.nodeName, Driver: o.driverName, Recorder: mgr.GetEventRecorder("miglayout-agent"), Metrics: metricsSet, Grace: o.orphanGrace}); err != nil {
 		return fmt.Errorf("adding the orphaned-claim sweep: %w", err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(drv.WatchXids)); err != nil {
+		return fmt.Errorf("adding the Xid watch: %w", err)
 	}
 	if o.leaseNamespace != "" {
 		hbKube, err := heartbeatClient(cfg, o.leaseDuration)

@@ -21,7 +21,7 @@ import (
 func openSimulated(t *testing.T, ctx context.Context, o options) gpu.Manager {
 	t.Helper()
 	o.simulate = "2xA100-SXM4-80GB"
-	m, err := openGPUs(ctx, o)
+	m, _, err := openGPUs(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}

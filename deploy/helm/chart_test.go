@@ -902,6 +902,7 @@ var badValues = []struct {
 	{"replicas zero", map[string]any{"controller": map[string]any{"replicas": 0}}, "/controller/replicas"},
 	{"bad duration", map[string]any{"agent": map[string]any{"settlePeriod": "5 seconds"}}, "/agent/settlePeriod"},
 	{"orphaned-claim grace under a minute", map[string]any{"agent": map[string]any{"orphanedClaimGrace": "30s"}}, "agent.orphanedClaimGrace 30s must be at least 1m"},
+	{"negative ignored Xid", map[string]any{"agent": map[string]any{"deviceHealthIgnoredXids": []any{-1}}}, "deviceHealthIgnoredXids"},
 	{"device health interval under a second", map[string]any{"agent": map[string]any{"deviceHealthInterval": "500ms"}}, "agent.deviceHealthInterval 500ms must be at least 1s"},
 	{"dashboard label not a label key", map[string]any{"metrics": map[string]any{"grafanaDashboard": map[string]any{"label": "grafana dashboard"}}}, "/metrics/grafanaDashboard/label"},
 	{"dashboard namespace not a name", map[string]any{"metrics": map[string]any{"grafanaDashboard": map[string]any{"namespace": "Monitoring"}}}, "/metrics/grafanaDashboard/namespace"},
@@ -1182,5 +1183,36 @@ func TestPodTemplatesOutliveChartUpgrades(t *testing.T) {
 	withPodLabels := templates(render(t, map[string]any{"agent": map[string]any{"podLabels": map[string]any{"team": "ml"}}}))
 	if got := withPodLabels["agent"].Labels["team"]; got != "ml" {
 		t.Errorf("agent pod labels %v lack podLabels team=ml", withPodLabels["agent"].Labels)
+	}
+}
+
+// TestAgentXidArgs: agent.deviceHealthXids and deviceHealthIgnoredXids
+// become the agent's Xid flags; an empty list ignores none.
+func TestAgentXidArgs(t *testing.T) {
+	tests := map[string]struct {
+		values map[string]any
+		want   []string
+	}{
+		"defaults":     {map[string]any{}, []string{"--device-health-xids=true", "--device-health-ignored-xids=13,31,43,45,68,109"}},
+		"none ignored": {map[string]any{"deviceHealthIgnoredXids": []any{}}, []string{"--device-health-xids=true", "--device-health-ignored-xids="}},
+		"watch off":    {map[string]any{"deviceHealthXids": false, "deviceHealthIgnoredXids": []any{48}}, []string{"--device-health-xids=false", "--device-health-ignored-xids=48"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			objs, err := Render(Options{KubeVersion: "v1.37.2", Values: map[string]any{"agent": tc.values}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds := convert[appsv1.DaemonSet](t, find(t, objs, "DaemonSet", "miglayout-agent"))
+			var got []string
+			for _, a := range ds.Spec.Template.Spec.Containers[0].Args {
+				if strings.HasPrefix(a, "--device-health-xids") || strings.HasPrefix(a, "--device-health-ignored-xids") {
+					got = append(got, a)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("agent's Xid args (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

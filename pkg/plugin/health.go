@@ -15,7 +15,8 @@ const DefaultHealthInterval = 10 * time.Second
 
 // WatchHealthStatus implements kubeletplugin.DRAPlugin: it reports the
 // health of the devices of the prepared claims (healthReport) at once, then
-// every Config.HealthInterval, until ctx ends. The kubelet (feature gate
+// every Config.HealthInterval and at once after an Xid made devices
+// Unhealthy (WatchXids) or a claim was prepared, until ctx ends. The kubelet (feature gate
 // ResourceHealthStatus, beta and on by default from Kubernetes 1.36, KEP
 // 4680) shows it in the status of the containers that use the devices
 // (status.containerStatuses[].allocatedResourcesStatus, resource
@@ -30,6 +31,7 @@ func (p *Plugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
+		changed := p.healthChanged()
 		report := p.healthReport(ctx, max(3*interval, 30*time.Second))
 		select {
 		case <-ctx.Done():
@@ -40,6 +42,7 @@ func (p *Plugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		case <-changed:
 		}
 	}
 }
@@ -56,6 +59,7 @@ func (p *Plugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 //     a GPU reset or reboot, until the agent makes it again), or has it with
 //     another UUID or on another board (made again since: the containers
 //     started before hold the destroyed device);
+//   - Unhealthy too: an Xid critical error hit it (WatchXids);
 //   - Unknown: NVML's list of GPUs could not be read at all.
 //
 // timeout is each device's health check timeout.
@@ -81,6 +85,9 @@ func (p *Plugin) healthReport(ctx context.Context, timeout time.Duration) kubele
 			seen[key] = true
 			h := kubeletplugin.DeviceHealth{PoolName: d.Pool, DeviceName: d.Device, LastUpdated: now, HealthCheckTimeout: timeout}
 			h.Health, h.Message = deviceHealth(reading, d)
+			if mark, ok := p.xidHealth(d); ok && h.Health != kubeletplugin.HealthStatusUnhealthy {
+				h.Health, h.Message = kubeletplugin.HealthStatusUnhealthy, mark.message()
+			}
 			report.Devices = append(report.Devices, h)
 		}
 	}

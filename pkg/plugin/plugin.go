@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -125,6 +126,16 @@ type Config struct {
 	// reported to the kubelet (WatchHealthStatus); default
 	// DefaultHealthInterval.
 	HealthInterval time.Duration
+	// Xids, when set, delivers the GPUs' Xid critical errors, which
+	// WatchXids turns into Unhealthy devices (usually the *gpu.NVMLManager
+	// of GPUs). Nil: a device's health comes from NVML's readings alone.
+	Xids gpu.XidSource
+	// IgnoredXids are the Xids that leave devices Healthy; nil means
+	// DefaultIgnoredXids, an empty list none.
+	IgnoredXids []uint64
+	// Registerer, when set, registers the plugin's metrics (for example
+	// controller-runtime's metrics.Registry).
+	Registerer prometheus.Registerer
 }
 
 // Plugin implements kubeletplugin.DRAPlugin.
@@ -141,6 +152,18 @@ type Plugin struct {
 	// concurrently from the agent.
 	mu     sync.Mutex
 	claims map[types.UID]PreparedClaim
+
+	ignoredXids []uint64
+	metrics     *metrics
+	// xidMu guards the Xid marks (recordXid) and healthWake.
+	xidMu sync.Mutex
+	// xidDevices are the marks by device UUID, xidGPUs by GPU index
+	// (every device prepared on the GPU).
+	xidDevices map[string]xidMark
+	xidGPUs    map[int]xidMark
+	// healthWake is closed when the health reports should go out at once
+	// (healthChanged).
+	healthWake chan struct{}
 }
 
 var _ kubeletplugin.DRAPlugin = (*Plugin)(nil)
@@ -182,7 +205,14 @@ func New(cfg Config) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating kubelet plugin: creating CDI cache: %w", err)
 	}
-	p := &Plugin{cfg: cfg, cdi: cache, checkpointPath: filepath.Join(cfg.CheckpointDir, CheckpointFile)}
+	p := &Plugin{cfg: cfg, cdi: cache, checkpointPath: filepath.Join(cfg.CheckpointDir, CheckpointFile),
+		ignoredXids: cfg.IgnoredXids, xidDevices: map[string]xidMark{}, xidGPUs: map[int]xidMark{}, healthWake: make(chan struct{})}
+	if p.ignoredXids == nil {
+		p.ignoredXids = DefaultIgnoredXids
+	}
+	if p.metrics, err = newMetrics(cfg.Registerer); err != nil {
+		return nil, fmt.Errorf("creating kubelet plugin: %w", err)
+	}
 	if p.claims, err = readCheckpoint(p.checkpointPath); err != nil {
 		return nil, fmt.Errorf("creating kubelet plugin: %w; %s", err, unreadableCheckpointHelp(p.checkpointPath))
 	}

@@ -27,6 +27,7 @@ import (
 func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	logger := klog.FromContext(ctx)
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	prepared := false
 	for _, claim := range claims {
 		devs, err := p.prepareClaim(ctx, claim)
 		if err != nil {
@@ -36,6 +37,12 @@ func (p *Plugin) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		logger.V(2).Info("Prepared claim", "claim", klog.KObj(claim), "devices", len(devs))
 		out[claim.UID] = kubeletplugin.PrepareResult{Devices: devs}
+		prepared = true
+	}
+	if prepared {
+		// The kubelet shows the new devices' health without waiting for
+		// the next report.
+		p.notifyHealth()
 	}
 	return out, nil
 }

@@ -31,6 +31,9 @@ type State struct {
 	// Faults are the injected faults not yet triggered; Nth counts down to
 	// the call that fails (1 = the next call).
 	Faults []Fault `json:"faults,omitempty"`
+	// Xids are the Xid critical errors injected (InjectXid), oldest first,
+	// the last maxXids of them.
+	Xids []Xid `json:"xids,omitempty"`
 }
 
 // GPU is one simulated GPU.
@@ -352,6 +355,7 @@ func (st *fileState) clone() *fileState {
 	c.Processes = slices.Clone(st.Processes)
 	c.Clients = slices.Clone(st.Clients)
 	c.Faults = slices.Clone(st.Faults)
+	c.Xids = slices.Clone(st.Xids)
 	return &c
 }
 

@@ -1,0 +1,144 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"k8s.io/klog/v2"
+
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+)
+
+// DefaultIgnoredXids are the Xids that leave a device Healthy by default:
+// those NVIDIA's "XID Errors" guide (docs.nvidia.com/deploy/xid-errors)
+// puts down to the application running, not to the GPU (13 graphics
+// engine exception, 31 GPU memory page fault, 43 GPU stopped processing,
+// 45 preemptive cleanup, 68 video processor exception, 109 context switch
+// timeout). NVIDIA's device plugin leaves out the same ones by default.
+var DefaultIgnoredXids = []uint64{13, 31, 43, 45, 68, 109}
+
+// xidRetryMax is the longest WatchXids waits before watching again after
+// the watch failed.
+const xidRetryMax = time.Minute
+
+// xidMark is an Xid that made a device Unhealthy.
+type xidMark struct {
+	code    uint64
+	gpuUUID string
+	at      time.Time
+}
+
+func (m xidMark) message() string {
+	return fmt.Sprintf("Xid %d on GPU %s at %s (NVIDIA's XID Errors guide says what it means); the device stays Unhealthy until it is made again or the agent restarts", m.code, m.gpuUUID, m.at.UTC().Format(time.RFC3339))
+}
+
+// WatchXids watches the GPUs' Xid critical errors (Config.Xids) until ctx
+// ends, and returns nil then. An Xid not in Config.IgnoredXids makes the
+// devices it hits Unhealthy in the reports of WatchHealthStatus, sent at
+// once:
+//
+//   - one attributable to a GPU instance (nvmlEventData_t.gpuInstanceId):
+//     the MIG devices of that instance (of that compute instance, where
+//     it names one);
+//   - one that is not: the GPU and every MIG device on it at the time.
+//
+// Devices are marked by UUID, so a MIG device made again (a new UUID) is
+// Healthy; a whole GPU stays Unhealthy until the agent restarts. Where the
+// GPU's MIG devices cannot be read, every device prepared on the GPU is.
+// A failed watch is logged and started again after an exponential
+// backoff of at most a minute. Without Config.Xids it returns at once.
+func (p *Plugin) WatchXids(ctx context.Context) error {
+	if p.cfg.Xids == nil {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	b := backoff.NewExponentialBackOff(backoff.WithMaxInterval(xidRetryMax), backoff.WithMaxElapsedTime(0))
+	for {
+		started := time.Now()
+		err := p.cfg.Xids.WatchXids(ctx, func(x gpu.Xid) { p.recordXid(ctx, x) })
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(started) > xidRetryMax {
+			b.Reset()
+		}
+		wait := b.NextBackOff()
+		if err == nil {
+			err = errors.New("the watch ended")
+		}
+		logger.Error(err, "Watching Xid events failed; devices' health is read from NVML alone until the watch is back", "retryIn", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// recordXid marks the devices x hits (WatchXids) and wakes the health
+// reports.
+func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
+	logger := klog.FromContext(ctx).WithValues("gpu", x.GPUIndex, "gpuUUID", x.GPUUUID, "xid", x.Code, "gpuInstance", x.GIID, "computeInstance", x.CIID)
+	if slices.Contains(p.ignoredXids, x.Code) {
+		p.metrics.xid(x.Code, "ignored")
+		logger.V(1).Info("Xid ignored (an error of the application, by the ignored list)")
+		return
+	}
+	p.metrics.xid(x.Code, "unhealthy")
+	mark := xidMark{code: x.Code, gpuUUID: x.GPUUUID, at: time.Now()}
+	var hit []string
+	migs, err := p.cfg.GPUs.MIGDevices(ctx, x.GPUIndex)
+	p.xidMu.Lock()
+	switch {
+	case err != nil || x.GPUUUID == "":
+		// Unknown which devices: every one prepared on the GPU.
+		p.xidGPUs[x.GPUIndex] = mark
+		hit = append(hit, fmt.Sprintf("every device prepared on GPU %d", x.GPUIndex))
+	default:
+		if x.GIID < 0 {
+			p.xidDevices[x.GPUUUID] = mark
+			hit = append(hit, x.GPUUUID)
+		}
+		for _, d := range migs {
+			if d.UUID == "" || x.GIID >= 0 && (d.GIID != x.GIID || x.CIID >= 0 && d.CIID != x.CIID) {
+				continue
+			}
+			p.xidDevices[d.UUID] = mark
+			hit = append(hit, d.UUID)
+		}
+	}
+	p.xidMu.Unlock()
+	logger.Error(err, "Xid critical error: devices marked Unhealthy", "devices", hit)
+	p.notifyHealth()
+}
+
+// xidHealth is the Xid mark of prepared device d, if any.
+func (p *Plugin) xidHealth(d PreparedDevice) (xidMark, bool) {
+	p.xidMu.Lock()
+	defer p.xidMu.Unlock()
+	if m, ok := p.xidDevices[d.UUID]; ok {
+		return m, true
+	}
+	m, ok := p.xidGPUs[d.GPUIndex]
+	return m, ok
+}
+
+// healthChanged is closed at the next change of the devices' health that
+// WatchHealthStatus should report at once.
+func (p *Plugin) healthChanged() <-chan struct{} {
+	p.xidMu.Lock()
+	defer p.xidMu.Unlock()
+	return p.healthWake
+}
+
+// notifyHealth closes the channel healthChanged returned.
+func (p *Plugin) notifyHealth() {
+	p.xidMu.Lock()
+	defer p.xidMu.Unlock()
+	close(p.healthWake)
+	p.healthWake = make(chan struct{})
+}

@@ -1,0 +1,71 @@
+package fullstack
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/miglayout/miglayout/test/cluster/clustertest"
+)
+
+// TestXidMakesDeviceUnhealthy: an Xid critical error attributable to the
+// GPU instance of a running pod's device shows that device Unhealthy in the
+// pod's container status, naming the Xid, while an Xid the agent ignores
+// by default (13, an application's error) on the other half of the GPU
+// leaves the pod there Healthy.
+func TestXidMakesDeviceUnhealthy(t *testing.T) {
+	ctx := clustertest.Context(t, 3*time.Minute)
+	const name = "e2e-xid"
+	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
+	ml := env.SetStaticMigLayout(t, ctx, name, map[string]string{groupLabel: "lostgpu"},
+		clustertest.Rule("halves", a100, map[string]int32{"3g.40gb": 2}))
+	env.WaitReady(t, ctx, ml, 1)
+	if got := len(env.WaitPoolMatchesNVML(t, ctx, nodeLost)); got != 4 {
+		t.Fatalf("%d devices published, want 4 halves", got)
+	}
+
+	// Two pods on GPU 1's two halves.
+	ns := env.NewNamespace(t, ctx, name)
+	starts := map[string]int{}
+	for _, pod := range []string{"hit", "spared"} {
+		claim := env.CreateClaim(t, ctx, ns, pod, `device.attributes['mig.miglayout.io'].profile == '3g.40gb' && device.attributes['mig.miglayout.io'].parentIndex == 1`)
+		env.CreatePod(t, ctx, clustertest.Pod(ns, pod, clustertest.OnNode(nodeLost), claim.Name, ""))
+		env.WaitPodRunning(t, ctx, ns, pod, 60*time.Second)
+		waitDeviceHealth(t, ctx, ns, pod, corev1.ResourceHealthStatusHealthy, "")
+		c := env.GetClaim(t, ctx, ns, claim.Name)
+		if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 1 {
+			t.Fatalf("claim %s allocation %+v, want one device", claim.Name, c.Status.Allocation)
+		}
+		dev := c.Status.Allocation.Devices.Results[0].Device
+		switch {
+		case strings.HasSuffix(dev, "-0"):
+			starts[pod] = 0
+		case strings.HasSuffix(dev, "-4"):
+			starts[pod] = 4
+		default:
+			t.Fatalf("pod %s's device %s is not a half of GPU 1", pod, dev)
+		}
+	}
+	sim, err := env.Cluster.Sim(nodeLost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	giAt := map[int]int{}
+	for _, gi := range sim.Snapshot().GPUs[1].GPUInstances {
+		giAt[gi.Placement.Start] = gi.ID
+	}
+	if err := sim.InjectXid(1, 13, giAt[starts["spared"]], -1); err != nil {
+		t.Fatal(err)
+	}
+	injected := time.Now()
+	if err := sim.InjectXid(1, 94, giAt[starts["hit"]], -1); err != nil {
+		t.Fatal(err)
+	}
+	waitDeviceHealth(t, ctx, ns, "hit", corev1.ResourceHealthStatusUnhealthy, "Xid 94 on GPU")
+	t.Logf("Xid 94 shown in the pod's status %v after it was injected (health reports every 10s)", time.Since(injected).Round(time.Millisecond))
+	// The report that carried "hit" Unhealthy came after the Xid 13 was
+	// handled; "spared" stays Healthy.
+	waitDeviceHealth(t, ctx, ns, "spared", corev1.ResourceHealthStatusHealthy, "")
+}
