@@ -371,6 +371,7 @@ func run(ctx context.Context, o options) error {
 		OnFatalError:    func(err error) { cancel(err) },
 		OnDroppedFields: inventory.DroppedFields,
 		OnUnprepared:    rec.Wake,
+		OnXid:           rec.Wake,
 		HealthInterval:  o.healthInterval,
 		Xids:            xids,
 		IgnoredXids:     ignoredXids,
@@ -379,6 +380,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	inventory.Faults = drv
 	for uid, err := range drv.RestoreSpecs(ctx) {
 		// After a reboot, expected: the claim's device is made again by
 		// the first pass (restoreHeld), which then writes its spec.

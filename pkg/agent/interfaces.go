@@ -87,3 +87,10 @@ type GPULocks interface {
 	// function is called. It fails only when ctx ends.
 	BeginReconfigure(ctx context.Context, gpuIndex int) (end func(), err error)
 }
+
+// DeviceFaults reports the devices a hardware error hit.
+type DeviceFaults interface {
+	// XidOf returns the Xid critical error that hit the device with UUID
+	// uuid (a GPU's or a MIG device's) on GPU gpuIndex, if one did.
+	XidOf(gpuIndex int, uuid string) (uint64, bool)
+}

@@ -40,6 +40,11 @@ type PoolInventory struct {
 	// (slices.RequireBinding) and is told each publication before it is
 	// handed to the publisher.
 	Binding *BindingGate
+	// Faults, when set, names the devices a hardware error hit (the kubelet
+	// plugin's Xid marks): they are published with slices.XidTaint, left
+	// out with the taints of pending MIG mode changes where the API server
+	// drops taints.
+	Faults DeviceFaults
 
 	// Clock tells when taints were last found dropped; default the real
 	// clock.
@@ -131,8 +136,10 @@ const (
 // drain nothing leave those taints out for PendingTaintsRetry, then try
 // them again.
 func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining sets.Set[string]) error {
+	var faults map[string][]resourceapi.DeviceTaint
 	if draining.Len() > 0 || !p.pendingTaintsLeftOut() {
 		draining = draining.Union(p.pendingRemoval(gpus))
+		faults = p.faultTaints(gpus)
 	}
 	all := make([]gpu.GPU, 0, len(gpus))
 	migs := map[int][]gpu.MIGDevice{}
@@ -144,7 +151,7 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 			}
 		}
 	}
-	res, err := slices.BuildPool(p.NodeName, all, migs, draining)
+	res, err := slices.BuildTaintedPool(p.NodeName, all, migs, draining, faults)
 	if err != nil {
 		return fmt.Errorf("building pool: %w", err)
 	}
@@ -303,6 +310,33 @@ func (p *PoolInventory) now() time.Time {
 	return p.Clock.Now()
 }
 
+// faultTaints returns the slices.XidTaint of each device of gpus that an
+// Xid hit (Faults), by published name; nil without Faults.
+func (p *PoolInventory) faultTaints(gpus []GPUState) map[string][]resourceapi.DeviceTaint {
+	if p.Faults == nil {
+		return nil
+	}
+	out := map[string][]resourceapi.DeviceTaint{}
+	for _, g := range gpus {
+		if !g.GPU.MIGMode.Current {
+			if code, ok := p.Faults.XidOf(g.GPU.Index, g.GPU.UUID); ok {
+				out[p.DeviceName(g.GPU, nil)] = []resourceapi.DeviceTaint{slices.XidTaint(code)}
+			}
+			continue
+		}
+		for i := range g.Devices {
+			d := &g.Devices[i]
+			if d.CIID < 0 || d.UUID == "" {
+				continue
+			}
+			if code, ok := p.Faults.XidOf(g.GPU.Index, d.UUID); ok {
+				out[p.DeviceName(g.GPU, d)] = []resourceapi.DeviceTaint{slices.XidTaint(code)}
+			}
+		}
+	}
+	return out
+}
+
 // pendingRemoval returns the published names of the devices that a pending
 // MIG mode change removes.
 func (p *PoolInventory) pendingRemoval(gpus []GPUState) sets.Set[string] {
@@ -331,10 +365,17 @@ type deviceKey struct {
 	uuid    string
 	drained bool
 	binding bool
+	// xid is the value of the device's slices.XidTaint, "" without one.
+	xid string
 }
 
 func keyOf(d resourceapi.Device) deviceKey {
 	k := deviceKey{name: d.Name, drained: hasDrainTaint(d), binding: len(d.BindingConditions) > 0}
+	for _, t := range d.Taints {
+		if t.Key == slices.XidTaintKey {
+			k.xid = t.Value
+		}
+	}
 	if a, ok := d.Attributes[slices.AttrUUID]; ok && a.StringValue != nil {
 		k.uuid = *a.StringValue
 	}
@@ -380,7 +421,7 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 	want := wantedKeys(res)
 	drains, binds := false, false
 	for k := range want {
-		drains, binds = drains || k.drained, binds || k.binding
+		drains, binds = drains || k.drained || k.xid != "", binds || k.binding
 	}
 	var got sets.Set[deviceKey]
 	var listErr error // the last failed read, while no read succeeds after it

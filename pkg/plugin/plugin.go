@@ -130,6 +130,10 @@ type Config struct {
 	// WatchXids turns into Unhealthy devices (usually the *gpu.NVMLManager
 	// of GPUs). Nil: a device's health comes from NVML's readings alone.
 	Xids gpu.XidSource
+	// OnXid, when set, is called after an Xid that is not ignored marked
+	// devices (XidOf reports them), with no lock held: the agent wakes its
+	// repartitioner, which publishes them tainted. It must not block.
+	OnXid func()
 	// IgnoredXids are the Xids that leave devices Healthy; nil means
 	// DefaultIgnoredXids, an empty list none.
 	IgnoredXids []uint64

@@ -47,7 +47,9 @@ func (m xidMark) message() string {
 //   - one that is not: the GPU and every MIG device on it at the time.
 //
 // Devices are marked by UUID, so a MIG device made again (a new UUID) is
-// Healthy; a whole GPU stays Unhealthy until the agent restarts. Where the
+// Healthy; a whole GPU stays Unhealthy until the agent restarts. XidOf
+// reports the marks, which the agent publishes as device taints
+// (Config.OnXid wakes it). Where the
 // GPU's MIG devices cannot be read, every device prepared on the GPU is.
 // A failed watch is logged and started again after an exponential
 // backoff of at most a minute. Without Config.Xids it returns at once.
@@ -114,17 +116,32 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 	p.xidMu.Unlock()
 	logger.Error(err, "Xid critical error: devices marked Unhealthy", "devices", hit)
 	p.notifyHealth()
+	if p.cfg.OnXid != nil {
+		p.cfg.OnXid()
+	}
 }
 
 // xidHealth is the Xid mark of prepared device d, if any.
 func (p *Plugin) xidHealth(d PreparedDevice) (xidMark, bool) {
+	return p.xidMark(d.GPUIndex, d.UUID)
+}
+
+func (p *Plugin) xidMark(gpuIndex int, uuid string) (xidMark, bool) {
 	p.xidMu.Lock()
 	defer p.xidMu.Unlock()
-	if m, ok := p.xidDevices[d.UUID]; ok {
+	if m, ok := p.xidDevices[uuid]; ok {
 		return m, true
 	}
-	m, ok := p.xidGPUs[d.GPUIndex]
+	m, ok := p.xidGPUs[gpuIndex]
 	return m, ok
+}
+
+// XidOf returns the Xid that hit the device with UUID uuid on GPU
+// gpuIndex (WatchXids), if one did: the agent publishes such a device
+// with slices.XidTaint.
+func (p *Plugin) XidOf(gpuIndex int, uuid string) (uint64, bool) {
+	m, ok := p.xidMark(gpuIndex, uuid)
+	return m.code, ok
 }
 
 // healthChanged is closed at the next change of the devices' health that

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,8 +86,10 @@ func TestXidHealth(t *testing.T) {
 				giAt[d.Placement.Start] = d.GIID
 			}
 			reg := prometheus.NewRegistry()
+			var woken atomic.Int32
 			p, err := New(Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir,
-				HostRoot: e.hostRoot, HealthInterval: time.Hour, Xids: e.gpus, IgnoredXids: tc.ignored, Registerer: reg})
+				HostRoot: e.hostRoot, HealthInterval: time.Hour, Xids: e.gpus, IgnoredXids: tc.ignored, Registerer: reg,
+				OnXid: func() { woken.Add(1) }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,6 +150,18 @@ func TestXidHealth(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("health after the Xids (-want +got):\n%s", diff)
+			}
+			// The agent publishes the same devices tainted (XidOf), woken
+			// by OnXid.
+			for _, c := range p.PreparedClaims() {
+				for _, d := range c.Devices {
+					if _, hit := p.XidOf(d.GPUIndex, d.UUID); hit != (tc.want[d.Device] == unhealthy) {
+						t.Errorf("XidOf(%s) = %t, want %t", d.Device, hit, !hit)
+					}
+				}
+			}
+			if woken.Load() == 0 {
+				t.Error("OnXid not called")
 			}
 			ignored := testutil.ToFloat64(p.metrics.xids.WithLabelValues("13", "ignored"))
 			if tc.ignored == nil && tc.xids[0].code == 13 && ignored == 0 {

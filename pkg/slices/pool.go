@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -21,6 +22,19 @@ const DrainTaintKey = "miglayout.io/draining"
 // apiserver, and the resourceslice controller keeps it across updates.
 func DrainTaint() resourceapi.DeviceTaint {
 	return resourceapi.DeviceTaint{Key: DrainTaintKey, Effect: resourceapi.DeviceTaintEffectNoSchedule}
+}
+
+// XidTaintKey is the key of the taint on devices an Xid critical error hit
+// (see XidTaint).
+const XidTaintKey = "miglayout.io/xid"
+
+// XidTaint returns the NoSchedule taint published on a device an Xid
+// critical error hit, its value the Xid (e.g. "48"): no new claim is
+// allocated to it; claims already allocated keep it (their pods' containers
+// show the device Unhealthy). A claim that tolerates the key may still get
+// it.
+func XidTaint(code uint64) resourceapi.DeviceTaint {
+	return resourceapi.DeviceTaint{Key: XidTaintKey, Value: strconv.FormatUint(code, 10), Effect: resourceapi.DeviceTaintEffectNoSchedule}
 }
 
 // Source is one device of a node's pool with the facts it is built from.
@@ -113,6 +127,12 @@ func (inv Inventory) Lookup(name string) (Source, bool) {
 // (SortDevices: smallest first, then least room lost); devices whose names are in draining carry
 // DrainTaint.
 func (inv Inventory) Devices(draining sets.Set[string]) []resourceapi.Device {
+	return inv.TaintedDevices(draining, nil)
+}
+
+// TaintedDevices is Devices with more taints: those of taints, by device
+// name, after the drain taint.
+func (inv Inventory) TaintedDevices(draining sets.Set[string], taints map[string][]resourceapi.DeviceTaint) []resourceapi.Device {
 	srcs := inv.Sources()
 	out := make([]resourceapi.Device, 0, len(srcs))
 	for _, s := range srcs {
@@ -120,6 +140,7 @@ func (inv Inventory) Devices(draining sets.Set[string]) []resourceapi.Device {
 		if draining.Has(s.Name) {
 			d.Taints = []resourceapi.DeviceTaint{DrainTaint()}
 		}
+		d.Taints = append(d.Taints, taints[s.Name]...)
 		out = append(out, d)
 	}
 	SortDevices(out, RoomLost(srcs))
@@ -132,8 +153,14 @@ func (inv Inventory) Devices(draining sets.Set[string]) []resourceapi.Device {
 // pool is one slice whenever it fits (see SplitDevices). It fails when a
 // device or slice would break an API limit (ValidatePool).
 func BuildPool(nodeName string, gpus []gpu.GPU, migs map[int][]gpu.MIGDevice, draining sets.Set[string]) (resourceslice.DriverResources, error) {
+	return BuildTaintedPool(nodeName, gpus, migs, draining, nil)
+}
+
+// BuildTaintedPool is BuildPool with more taints, by device name
+// (Inventory.TaintedDevices): the XidTaint of devices an Xid hit.
+func BuildTaintedPool(nodeName string, gpus []gpu.GPU, migs map[int][]gpu.MIGDevice, draining sets.Set[string], taints map[string][]resourceapi.DeviceTaint) (resourceslice.DriverResources, error) {
 	inv := Inventory{GPUs: gpus, MIGs: migs}
-	return BuildPoolFromDevices(nodeName, inv.Devices(draining))
+	return BuildPoolFromDevices(nodeName, inv.TaintedDevices(draining, taints))
 }
 
 // BuildPoolFromDevices is BuildPool for devices already built (the planner's

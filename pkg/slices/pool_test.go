@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -222,6 +223,34 @@ func TestDrainTaint(t *testing.T) {
 				t.Errorf("%s: taint %+v", d.Name, tt)
 			}
 		}
+	}
+}
+
+// TestXidTaint: BuildTaintedPool puts the given taints after the drain
+// taint, on the devices named only.
+func TestXidTaint(t *testing.T) {
+	inv, _ := simInventory(t, "1xA100-SXM4-80GB", map[int]string{0: a100Layout})
+	const hit, both = "gpu-0-mig-1g10gb-19-2", "gpu-0-mig-1g10gb-19-3"
+	taints := map[string][]resourceapi.DeviceTaint{hit: {XidTaint(48)}, both: {XidTaint(94)}}
+	res, err := BuildTaintedPool("node-a", inv.GPUs, inv.MIGs, sets.New(both), taints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]resourceapi.DeviceTaint{}
+	for _, d := range res.Pools["node-a"].Slices[0].Devices {
+		if len(d.Taints) > 0 {
+			got[d.Name] = d.Taints
+		}
+	}
+	xid := func(v string) resourceapi.DeviceTaint {
+		return resourceapi.DeviceTaint{Key: XidTaintKey, Value: v, Effect: resourceapi.DeviceTaintEffectNoSchedule}
+	}
+	want := map[string][]resourceapi.DeviceTaint{hit: {xid("48")}, both: {DrainTaint(), xid("94")}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("taints (-want +got):\n%s", diff)
+	}
+	if err := ValidatePool("node-a", res.Pools["node-a"]); err != nil {
+		t.Errorf("tainted pool invalid: %v", err)
 	}
 }
 

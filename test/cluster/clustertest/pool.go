@@ -74,7 +74,8 @@ func ProcessesOn(st nvmlsim.State, uuid string) []nvmlsim.Process {
 // PublishedDevice is a device of a node's pool.
 type PublishedDevice struct {
 	UUID    string // its uuid attribute
-	Tainted bool   // it has a taint (the drain taint)
+	Tainted bool   // it has the drain taint
+	Xid     string // the value of its Xid taint, "" without one
 	Device  resourceapi.Device
 }
 
@@ -96,7 +97,15 @@ func (e *Env) PoolDevices(ctx context.Context, node string) (map[string]Publishe
 			continue
 		}
 		for _, d := range s.Spec.Devices {
-			pd := PublishedDevice{Device: d, Tainted: len(d.Taints) > 0}
+			pd := PublishedDevice{Device: d}
+			for _, t := range d.Taints {
+				switch t.Key {
+				case migslices.DrainTaintKey:
+					pd.Tainted = true
+				case migslices.XidTaintKey:
+					pd.Xid = t.Value
+				}
+			}
 			if a, ok := d.Attributes[migslices.AttrUUID]; ok && a.StringValue != nil {
 				pd.UUID = *a.StringValue
 			}

@@ -1,6 +1,9 @@
 package fullstack
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -12,9 +15,10 @@ import (
 
 // TestXidMakesDeviceUnhealthy: an Xid critical error attributable to the
 // GPU instance of a running pod's device shows that device Unhealthy in the
-// pod's container status, naming the Xid, while an Xid the agent ignores
-// by default (13, an application's error) on the other half of the GPU
-// leaves the pod there Healthy.
+// pod's container status, naming the Xid, and the device published with
+// the Xid taint, while an Xid the agent ignores by default (13, an
+// application's error) on the other half of the GPU leaves the pod there
+// Healthy and its device untainted. A restarted agent forgets the Xid.
 func TestXidMakesDeviceUnhealthy(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
 	const name = "e2e-xid"
@@ -68,4 +72,40 @@ func TestXidMakesDeviceUnhealthy(t *testing.T) {
 	// The report that carried "hit" Unhealthy came after the Xid 13 was
 	// handled; "spared" stays Healthy.
 	waitDeviceHealth(t, ctx, ns, "spared", corev1.ResourceHealthStatusHealthy, "")
+
+	// The pool publishes the device the Xid hit with the Xid taint, so that
+	// no new claim gets it, and the other half without.
+	devices := map[string]string{}
+	for _, pod := range []string{"hit", "spared"} {
+		devices[pod] = env.GetClaim(t, ctx, ns, pod).Status.Allocation.Devices.Results[0].Device
+	}
+	waitXidTaints(t, ctx, map[string]string{devices["hit"]: "94"})
+
+	// The marks live in the agent's memory: restarted, it publishes no
+	// Xid taint and reports the device Healthy again.
+	env.Cluster.StopAgent(nodeLost)
+	if err := env.Cluster.StartAgent(ctx, nodeLost); err != nil {
+		t.Fatal(err)
+	}
+	waitXidTaints(t, ctx, map[string]string{})
+	waitDeviceHealth(t, ctx, ns, "hit", corev1.ResourceHealthStatusHealthy, "")
+}
+
+// waitXidTaints waits until the Xid taints of nodeLost's pool are want
+// (device name to Xid).
+func waitXidTaints(t *testing.T, ctx context.Context, want map[string]string) {
+	t.Helper()
+	clustertest.Poll(t, ctx, 30*time.Second, fmt.Sprintf("Xid taints %v", want), func(ctx context.Context) (bool, string) {
+		pool, err := env.PoolDevices(ctx, nodeLost)
+		if err != nil {
+			return false, err.Error()
+		}
+		got := map[string]string{}
+		for name, d := range pool {
+			if d.Xid != "" {
+				got[name] = d.Xid
+			}
+		}
+		return maps.Equal(got, want), fmt.Sprintf("%v", got)
+	})
 }
