@@ -161,8 +161,9 @@ type Plugin struct {
 	metrics     *metrics
 	// xidMu guards the Xid marks (recordXid) and healthWake.
 	xidMu sync.Mutex
-	// xidDevices are the marks by device UUID, xidGPUs by GPU index
-	// (every device prepared on the GPU).
+	// xidDevices are the marks by MIG device UUID (an Xid of its GPU
+	// instance), xidGPUs by GPU index (an Xid of the whole GPU: every
+	// device on it).
 	xidDevices map[string]xidMark
 	xidGPUs    map[int]xidMark
 	// healthWake is closed when the health reports should go out at once

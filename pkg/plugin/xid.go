@@ -33,7 +33,7 @@ type xidMark struct {
 }
 
 func (m xidMark) message() string {
-	return fmt.Sprintf("Xid %d on GPU %s at %s (NVIDIA's XID Errors guide says what it means); the device stays Unhealthy until it is made again or the agent restarts", m.code, m.gpuUUID, m.at.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("Xid %d on GPU %s at %s (NVIDIA's XID Errors guide says what it means); the device stays Unhealthy until the agent restarts", m.code, m.gpuUUID, m.at.UTC().Format(time.RFC3339))
 }
 
 // WatchXids watches the GPUs' Xid critical errors (Config.Xids) until ctx
@@ -43,16 +43,17 @@ func (m xidMark) message() string {
 //
 //   - one attributable to a GPU instance (nvmlEventData_t.gpuInstanceId):
 //     the MIG devices of that instance (of that compute instance, where
-//     it names one);
-//   - one that is not: the GPU and every MIG device on it at the time.
+//     it names one), by UUID, so that a device made again there (a new
+//     UUID) is Healthy;
+//   - one that is not (a double-bit ECC error, the GPU off the bus): the
+//     GPU, and every device on it, made before or after the Xid; likewise
+//     where the GPU's MIG devices cannot be read to tell which the Xid
+//     hits.
 //
-// Devices are marked by UUID, so a MIG device made again (a new UUID) is
-// Healthy; a whole GPU stays Unhealthy until the agent restarts. XidOf
-// reports the marks, which the agent publishes as device taints
-// (Config.OnXid wakes it). Where the
-// GPU's MIG devices cannot be read, every device prepared on the GPU is.
-// A failed watch is logged and started again after an exponential
-// backoff of at most a minute. Without Config.Xids it returns at once.
+// The marks last until the agent restarts. XidOf reports them, which the
+// agent publishes as device taints (Config.OnXid wakes it). A failed watch
+// is logged and started again after an exponential backoff of at most a
+// minute. Without Config.Xids it returns at once.
 func (p *Plugin) WatchXids(ctx context.Context) error {
 	if p.cfg.Xids == nil {
 		return nil
@@ -93,25 +94,22 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 	p.metrics.xid(x.Code, "unhealthy")
 	mark := xidMark{code: x.Code, gpuUUID: x.GPUUUID, at: time.Now()}
 	var hit []string
-	migs, err := p.cfg.GPUs.MIGDevices(ctx, x.GPUIndex)
+	var migs []gpu.MIGDevice
+	var err error
+	if x.GIID >= 0 {
+		migs, err = p.cfg.GPUs.MIGDevices(ctx, x.GPUIndex)
+	}
 	p.xidMu.Lock()
-	switch {
-	case err != nil || x.GPUUUID == "":
-		// Unknown which devices: every one prepared on the GPU.
+	if x.GIID < 0 || err != nil {
 		p.xidGPUs[x.GPUIndex] = mark
-		hit = append(hit, fmt.Sprintf("every device prepared on GPU %d", x.GPUIndex))
-	default:
-		if x.GIID < 0 {
-			p.xidDevices[x.GPUUUID] = mark
-			hit = append(hit, x.GPUUUID)
+		hit = append(hit, fmt.Sprintf("GPU %d and every device on it", x.GPUIndex))
+	}
+	for _, d := range migs {
+		if d.UUID == "" || d.GIID != x.GIID || x.CIID >= 0 && d.CIID != x.CIID {
+			continue
 		}
-		for _, d := range migs {
-			if d.UUID == "" || x.GIID >= 0 && (d.GIID != x.GIID || x.CIID >= 0 && d.CIID != x.CIID) {
-				continue
-			}
-			p.xidDevices[d.UUID] = mark
-			hit = append(hit, d.UUID)
-		}
+		p.xidDevices[d.UUID] = mark
+		hit = append(hit, d.UUID)
 	}
 	p.xidMu.Unlock()
 	logger.Error(err, "Xid critical error: devices marked Unhealthy", "devices", hit)

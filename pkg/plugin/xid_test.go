@@ -35,8 +35,8 @@ type xidInjection struct {
 // TestXidHealth: an Xid critical error makes the prepared devices it hits
 // Unhealthy, reported at once (the interval is an hour): those of its GPU
 // instance, or every device of the GPU for one that is not attributable to
-// an instance; an ignored Xid changes nothing; a device made again after
-// the Xid is Healthy.
+// an instance, made before or after it; an ignored Xid changes nothing; a
+// device made again after its GPU instance's Xid is Healthy.
 func TestXidHealth(t *testing.T) {
 	healthy, unhealthy := kubeletplugin.HealthStatusHealthy, kubeletplugin.HealthStatusUnhealthy
 	tests := map[string]struct {
@@ -68,10 +68,15 @@ func TestXidHealth(t *testing.T) {
 			xids:    []xidInjection{{0, 13, -1}},
 			want:    map[string]kubeletplugin.HealthStatus{xidMIG1g: unhealthy, xidMIG3g: unhealthy, "gpu-1": healthy},
 		},
-		"device made again after the Xid": {
+		"device made again after its GPU instance's Xid": {
+			xids:   []xidInjection{{0, 94, 0}},
+			remake: true,
+			want:   map[string]kubeletplugin.HealthStatus{xidMIG1g: healthy, xidMIG3g: healthy, "gpu-1": healthy, xidMIG2g: healthy},
+		},
+		"device made after its GPU's Xid": {
 			xids:   []xidInjection{{0, 48, -1}},
 			remake: true,
-			want:   map[string]kubeletplugin.HealthStatus{xidMIG1g: unhealthy, xidMIG3g: unhealthy, "gpu-1": healthy, xidMIG2g: healthy},
+			want:   map[string]kubeletplugin.HealthStatus{xidMIG1g: unhealthy, xidMIG3g: unhealthy, "gpu-1": healthy, xidMIG2g: unhealthy},
 		},
 	}
 	for name, tc := range tests {
