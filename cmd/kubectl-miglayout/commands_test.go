@@ -395,6 +395,10 @@ func named(names ...string) []resourceapi.Device {
 			d.Name = strings.TrimSuffix(n, "~")
 			d.Taints = []resourceapi.DeviceTaint{migslices.DrainTaint()}
 		}
+		if strings.HasSuffix(n, "!") {
+			d.Name = strings.TrimSuffix(n, "!")
+			d.Taints = []resourceapi.DeviceTaint{migslices.XidTaint(48)}
+		}
 		out = append(out, d)
 	}
 	return out
@@ -464,7 +468,7 @@ func cluster(t *testing.T) []client.Object {
 		node("cpu-node", nil),
 		nml1, nml2,
 		slice("gpu-node-1", migslices.DefaultDriverName, named(n1...)...),
-		slice("gpu-node-2", migslices.DefaultDriverName, named("gpu-0", deviceName(t, h100, 1, "7g.80gb@0"))...),
+		slice("gpu-node-2", migslices.DefaultDriverName, named("gpu-0", deviceName(t, h100, 1, "7g.80gb@0")+"!")...),
 		slice("gpu-node-2", "other.example.com", named("nic-0")...),
 		allocated("team-a", "train-0", "gpu-node-1", deviceName(t, a100, 0, "3g.40gb@0")),
 		allocated("team-a", "notebook-0", "gpu-node-1", deviceName(t, a100, 1, "1g.10gb@1")),
@@ -490,7 +494,7 @@ func TestStatusForbiddenLists(t *testing.T) {
 		// carry.
 		warning, marks string
 	}{
-		"ResourceSlices": {forbid(&resourceapi.ResourceSliceList{}, "resourceslices"), "ResourceSlices cannot be listed", "~?"},
+		"ResourceSlices": {forbid(&resourceapi.ResourceSliceList{}, "resourceslices"), "ResourceSlices cannot be listed", "~?!"},
 		"ResourceClaims": {forbid(&resourceapi.ResourceClaimList{}, "resourceclaims"), "ResourceClaims cannot be listed", ""},
 	}
 	for name, tc := range tests {

@@ -67,12 +67,18 @@ or ?, without ResourceClaims * marks only what the agents report in use.`,
 	return cmd
 }
 
+// deviceTaints are what a published device's taints say.
+type deviceTaints struct {
+	// draining: the drain taint; xid: the Xid taint's value.
+	draining bool
+	xid      string
+}
+
 // clusterDevices are the published devices and their allocations.
 type clusterDevices struct {
 	driver string
-	// published maps pool (node) → device name → whether it carries the
-	// drain taint.
-	published map[string]map[string]bool
+	// published maps pool (node) → device name → its taints of note.
+	published map[string]map[string]deviceTaints
 	// allocated maps pool → device → the claim (namespace/name) it is
 	// allocated to.
 	allocated map[string]map[string]string
@@ -127,7 +133,7 @@ func (d *clusterDevices) migName(node string, gpu int, dev mig.Device, profileID
 // is forbidden is warned about on warn and left out; without (plan, whose
 // plan they decide), it is an error like any other.
 func loadDevices(ctx context.Context, c client.Client, driver string, warn io.Writer) (*clusterDevices, error) {
-	d := &clusterDevices{driver: driver, published: map[string]map[string]bool{}, allocated: map[string]map[string]string{},
+	d := &clusterDevices{driver: driver, published: map[string]map[string]deviceTaints{}, allocated: map[string]map[string]string{},
 		devices: map[string][]resourceapi.Device{}, migNames: map[string]map[migKey]string{}}
 	forgiven := func(err error) bool { return warn != nil && apierrors.IsForbidden(err) }
 	var rs resourceapi.ResourceSliceList
@@ -153,7 +159,7 @@ func loadDevices(ctx context.Context, c client.Client, driver string, warn io.Wr
 			continue
 		}
 		if d.published[pool] == nil {
-			d.published[pool] = map[string]bool{}
+			d.published[pool] = map[string]deviceTaints{}
 		}
 		d.devices[pool] = append(d.devices[pool], s.Spec.Devices...)
 		for _, dev := range s.Spec.Devices {
@@ -163,13 +169,16 @@ func loadDevices(ctx context.Context, c client.Client, driver string, warn io.Wr
 				}
 				d.migNames[pool][k] = dev.Name
 			}
-			draining := false
+			taints := d.published[pool][dev.Name]
 			for _, t := range dev.Taints {
-				if t.Key == migslices.DrainTaintKey {
-					draining = true
+				switch t.Key {
+				case migslices.DrainTaintKey:
+					taints.draining = true
+				case migslices.XidTaintKey:
+					taints.xid = t.Value
 				}
 			}
-			d.published[pool][dev.Name] = d.published[pool][dev.Name] || draining
+			d.published[pool][dev.Name] = taints
 		}
 	}
 	var claims resourceapi.ResourceClaimList
@@ -297,6 +306,7 @@ const (
 	markUsed     = "*"
 	markDraining = "~"
 	markMissing  = "?"
+	markXid      = "!"
 )
 
 func writeStatus(w io.Writer, v *statusView) {
@@ -419,7 +429,7 @@ func writeStatus(w io.Writer, v *statusView) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "\n%s allocated or in use   %s draining   %s not published   -------- no device\n", markUsed, markDraining, markMissing)
+	fmt.Fprintf(w, "\n%s allocated or in use   %s draining   %s not published   %s an Xid hit it (tainted)   -------- no device\n", markUsed, markDraining, markMissing, markXid)
 }
 
 func modelName(cat *mig.Catalog, g v1alpha1.GPUStatus) string {
@@ -455,14 +465,16 @@ func sameLayout(d v1alpha1.GPUSpec, g v1alpha1.GPUStatus) bool {
 
 // deviceMark is the mark of a published device name on node.
 func (d *clusterDevices) mark(node, name string, inUse bool) string {
-	draining, published := d.published[node][name]
+	taints, published := d.published[node][name]
 	_, allocated := d.allocated[node][name]
 	switch {
+	case taints.xid != "":
+		return markXid
 	case allocated || inUse:
 		return markUsed
 	case !published && !d.slicesUnread:
 		return markMissing
-	case draining:
+	case taints.draining:
 		return markDraining
 	}
 	return ""
