@@ -199,8 +199,9 @@ func (p *PoolInventory) hand(ctx context.Context, res resourceslice.DriverResour
 const RepublishRetry = 100 * time.Millisecond
 
 // Republish implements Republisher: it hands the publisher the last
-// publication again, then waits until the API server serves a slice of the
-// pool (read bypassing caches), handing it again every RepublishRetry
+// publication again, then waits until the API server serves the pool whole
+// (every slice of its newest generation, poolComplete; read bypassing
+// caches), handing it again every RepublishRetry
 // meanwhile, for at most Timeout (default 30 s). The kubeletplugin helper's
 // ResourceSlice controller syncs the pool at once on every publication it
 // is handed, but from its informer's cache: handed before that cache has
@@ -241,12 +242,8 @@ func (p *PoolInventory) Republish(ctx context.Context) (bool, error) {
 	var listErr error
 	err = wait.PollUntilContextTimeout(ctx, RepublishRetry, timeout, false, func(ctx context.Context) (bool, error) {
 		var list resourceapi.ResourceSliceList
-		if listErr = p.Live.List(ctx, &list, client.MatchingFields{"spec.nodeName": p.NodeName, "spec.driver": p.Driver}); listErr == nil {
-			for _, sl := range list.Items {
-				if sl.Spec.Pool.Name == p.NodeName {
-					return true, nil
-				}
-			}
+		if listErr = p.Live.List(ctx, &list, client.MatchingFields{"spec.nodeName": p.NodeName, "spec.driver": p.Driver}); listErr == nil && poolComplete(list.Items, p.NodeName) {
+			return true, nil
 		}
 		_, err := handAgain()
 		return false, err
@@ -255,6 +252,26 @@ func (p *PoolInventory) Republish(ctx context.Context) (bool, error) {
 		return true, fmt.Errorf("waiting for the API server to serve pool %s again: %w", p.NodeName, errors.Join(err, listErr))
 	}
 	return true, nil
+}
+
+// poolComplete reports whether slices hold the whole newest generation of
+// pool: as many slices of it as its ResourceSliceCount. The scheduler
+// allocates nothing from a pool with fewer (one written slice by slice).
+func poolComplete(slices []resourceapi.ResourceSlice, pool string) bool {
+	newest, found := int64(0), false
+	for _, sl := range slices {
+		if sl.Spec.Pool.Name == pool && (!found || sl.Spec.Pool.Generation > newest) {
+			newest, found = sl.Spec.Pool.Generation, true
+		}
+	}
+	var n, want int64
+	for _, sl := range slices {
+		if sl.Spec.Pool.Name == pool && sl.Spec.Pool.Generation == newest {
+			n++
+			want = sl.Spec.Pool.ResourceSliceCount
+		}
+	}
+	return found && n == want
 }
 
 // stillServed reports whether want is the publication last found served,

@@ -28,6 +28,9 @@ type laggingHelper struct {
 	stale  int
 	handed []resourceslice.DriverResources
 	reads  int
+	// withhold is how many of the pool's last slices the next reads leave
+	// out, one fewer at each read (slices written one by one).
+	withhold int
 }
 
 func (h *laggingHelper) PublishResources(_ context.Context, res resourceslice.DriverResources) error {
@@ -60,11 +63,13 @@ func (h *laggingHelper) List(_ context.Context, list client.ObjectList, _ ...cli
 		return nil
 	}
 	for name, pool := range h.stored.Pools {
-		for _, sl := range pool.Slices {
+		for _, sl := range pool.Slices[:max(len(pool.Slices)-h.withhold, 0)] {
 			out.Items = append(out.Items, resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{
-				Driver: "mig.miglayout.io", NodeName: ptr.To("n1"), Pool: resourceapi.ResourcePool{Name: name}, Devices: sl.Devices}})
+				Driver: "mig.miglayout.io", NodeName: ptr.To("n1"), Devices: sl.Devices,
+				Pool: resourceapi.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: int64(len(pool.Slices))}}})
 		}
 	}
+	h.withhold = max(h.withhold-1, 0)
 	return nil
 }
 
@@ -162,6 +167,49 @@ func TestRepublish(t *testing.T) {
 				t.Error("the next Publish of the same pool did not read it back")
 			}
 		})
+	}
+}
+
+// TestRepublishWaitsForEverySlice: a pool of two slices is served again
+// slice by slice; Republish waits until both are, as the scheduler does
+// before it allocates from the pool.
+func TestRepublishWaitsForEverySlice(t *testing.T) {
+	h := &laggingHelper{}
+	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: h, Live: h, Timeout: 10 * time.Second}
+	two := resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"n1": {Slices: []resourceslice.Slice{
+		{Devices: []resourceapi.Device{{Name: "gpu-0"}}}, {Devices: []resourceapi.Device{{Name: "gpu-1"}}}}}}}
+	if err := inv.hand(t.Context(), two); err != nil {
+		t.Fatal(err)
+	}
+	h.deleteAll(0)
+	h.withhold = 2 // the first read sees none, the second one slice
+	if _, err := inv.Republish(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, reads := h.state(); reads != 3 {
+		t.Errorf("Republish returned after %d reads, want 3: the pool is whole at the third", reads)
+	}
+}
+
+func TestPoolComplete(t *testing.T) {
+	sl := func(pool string, gen, count int64) resourceapi.ResourceSlice {
+		return resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Pool: resourceapi.ResourcePool{Name: pool, Generation: gen, ResourceSliceCount: count}}}
+	}
+	for name, tc := range map[string]struct {
+		slices []resourceapi.ResourceSlice
+		want   bool
+	}{
+		"none":                            {nil, false},
+		"another pool only":               {[]resourceapi.ResourceSlice{sl("n2", 1, 1)}, false},
+		"one of one":                      {[]resourceapi.ResourceSlice{sl("n1", 1, 1)}, true},
+		"one of two":                      {[]resourceapi.ResourceSlice{sl("n1", 1, 2)}, false},
+		"two of two":                      {[]resourceapi.ResourceSlice{sl("n1", 1, 2), sl("n1", 1, 2)}, true},
+		"old generation whole, new not":   {[]resourceapi.ResourceSlice{sl("n1", 1, 1), sl("n1", 2, 2)}, false},
+		"new generation whole, old stays": {[]resourceapi.ResourceSlice{sl("n1", 1, 2), sl("n1", 2, 1)}, true},
+	} {
+		if got := poolComplete(tc.slices, "n1"); got != tc.want {
+			t.Errorf("%s: poolComplete = %t, want %t", name, got, tc.want)
+		}
 	}
 }
 
