@@ -224,6 +224,8 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			// kept as they are, like allocated ones; a node whose every
 			// device is taken out is left as it is.
 			wholePool, taintedDevs := taintedByRules(in.TaintRules, in.Driver, name)
+			// So are devices an Xid hit (the agent publishes them tainted).
+			taintedDevs = taintedDevs.Union(xidTainted(others.own[name], name))
 			n := planner.Node{Node: node, Policy: policy, OtherSlices: others.forNode(node), Requested: requested[name]}
 			// A node in conflict is left as it is: its change in flight
 			// goes on and counts toward the limits, nothing else is

@@ -3,6 +3,8 @@ package controller
 import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // taintedByRules reads the DeviceTaintRules that take devices of driver's
@@ -77,4 +79,34 @@ func selects(sel *resourceapi.DeviceTaintSelector, driver, pool string, device *
 		return false
 	}
 	return device == nil || sel.Device == nil || *sel.Device == *device
+}
+
+// xidTainted returns the names of the devices of the node's pool (own: the
+// node's slices of miglayout's driver, pool named after the node) that its
+// agent publishes with the Xid taint (slices.XidTaint, newest generation):
+// an Xid critical error hit them, and kube-scheduler gives them to no claim
+// that does not tolerate the taint. The planner keeps them as they are,
+// like devices a DeviceTaintRule names: it neither promises nor destroys
+// them.
+func xidTainted(own []*resourceapi.ResourceSlice, pool string) sets.Set[string] {
+	out := sets.New[string]()
+	var newest int64
+	for _, s := range own {
+		if s.Spec.Pool.Name == pool {
+			newest = max(newest, s.Spec.Pool.Generation)
+		}
+	}
+	for _, s := range own {
+		if s.Spec.Pool.Name != pool || s.Spec.Pool.Generation != newest {
+			continue
+		}
+		for _, d := range s.Spec.Devices {
+			for _, t := range d.Taints {
+				if t.Key == migslices.XidTaintKey && t.Effect != resourceapi.DeviceTaintEffectNone {
+					out.Insert(d.Name)
+				}
+			}
+		}
+	}
+	return out
 }

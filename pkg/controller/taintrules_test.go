@@ -67,3 +67,47 @@ func TestBuildSnapshotDeviceTaintRules(t *testing.T) {
 		t.Errorf("nodes (-want +got):\n%s", diff)
 	}
 }
+
+// Devices the agent publishes with the Xid taint are kept as they are
+// (pinned), read from the newest generation of the node's pool only.
+func TestBuildSnapshotXidTainted(t *testing.T) {
+	const driver = "mig.miglayout.io"
+	auto := migLayout("auto").selects("pool", "a").build()
+	auto.Spec.Mode, auto.Spec.Rules, auto.UID = v1alpha1.ModeAuto, nil, "uid-auto"
+	owner := []metav1.OwnerReference{{APIVersion: "miglayout.io/v1alpha1", Kind: "MigLayout", Name: auto.Name, UID: auto.UID, Controller: ptr.To(true)}}
+	in := AutoInputs{Driver: driver, MigLayouts: []v1alpha1.MigLayout{auto}, NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{}}
+	for _, n := range []string{"a1", "a2"} {
+		in.Nodes = append(in.Nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"pool": "a"}}})
+		in.NodeMigLayouts[n] = &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: n, OwnerReferences: owner},
+			Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: auto.Name},
+			Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
+				MIGEnabled: true, MIGPending: true, Layout: "3g.40gb@0,3g.40gb@4", Phase: v1alpha1.PhaseReady}}}}
+	}
+	left, right := migslices.MIGDeviceName(0, "3g.40gb", 9, 0), migslices.MIGDeviceName(0, "3g.40gb", 9, 4)
+	slice := func(node string, gen int64, taint resourceapi.DeviceTaint, tainted string) resourceapi.ResourceSlice {
+		s := resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
+			Pool: resourceapi.ResourcePool{Name: node, Generation: gen, ResourceSliceCount: 1}}}
+		for _, name := range []string{left, right} {
+			d := resourceapi.Device{Name: name}
+			if name == tainted {
+				d.Taints = []resourceapi.DeviceTaint{taint}
+			}
+			s.Spec.Devices = append(s.Spec.Devices, d)
+		}
+		return s
+	}
+	in.Slices = []resourceapi.ResourceSlice{
+		slice("a1", 2, migslices.XidTaint(48), right),
+		// a2's newest generation has no Xid taint; an older one had.
+		slice("a2", 1, migslices.XidTaint(48), left),
+		slice("a2", 2, migslices.DrainTaint(), left),
+	}
+	snap := BuildSnapshot(in, mig.DefaultCatalog())
+	got := map[string]string{}
+	for _, n := range snap.Nodes {
+		got[n.Node.Name] = n.GPUs[0].Pinned.String()
+	}
+	if diff := cmp.Diff(map[string]string{"a1": "3g.40gb@4", "a2": ""}, got); diff != "" {
+		t.Errorf("pinned devices (-want +got):\n%s", diff)
+	}
+}
