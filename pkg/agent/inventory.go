@@ -485,7 +485,8 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 // taints (the ResourceSlice controller reports it, see DroppedFields). It
 // drops device taints when the DRADeviceTaints feature is off (Kubernetes
 // 1.34 and 1.35 by default), so no drain can keep the scheduler off a
-// device: the agent refuses to repartition.
+// device: the agent refuses to repartition. A publication whose only taints
+// are those of a pending MIG mode change or of an Xid returns it too.
 var ErrDrainTaintsDropped = errors.New("the API server drops the devices' drain taints: DRA device taints (feature gate DRADeviceTaints, on by default from Kubernetes 1.36) are off on this cluster, so devices cannot be drained before they are destroyed")
 
 // ErrBindingConditionsDropped: the API server stored the pool without its

@@ -518,11 +518,12 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	}
 	switch err := r.Inventory.Publish(pubCtx, pub, nil); {
 	case errors.Is(err, ErrDrainTaintsDropped):
-		// Only devices a pending MIG mode change removes carry a taint
-		// here (PoolInventory.Publish): they stay published, untainted,
-		// until the GPU's reset; later passes leave the taint out for
-		// PendingTaintsRetry, then try it again.
-		logger.Error(err, "Devices a pending MIG mode change removes are published without their taint")
+		// Only devices a pending MIG mode change removes, and devices an
+		// Xid hit, carry a taint here (PoolInventory.Publish): they stay
+		// published, untainted (until the GPU's reset, or the agent's
+		// restart); later passes leave the taints out for
+		// PendingTaintsRetry, then try them again.
+		logger.Error(err, "Devices a pending MIG mode change removes, or an Xid hit, are published without their taint")
 	case err != nil:
 		return res.changedOnly(), fmt.Errorf("republishing pool: %w", err)
 	}

@@ -60,6 +60,7 @@ func (p *Plugin) WatchXids(ctx context.Context) error {
 	}
 	logger := klog.FromContext(ctx)
 	b := backoff.NewExponentialBackOff(backoff.WithMaxInterval(xidRetryMax), backoff.WithMaxElapsedTime(0))
+	toldNone := false
 	for {
 		started := time.Now()
 		err := p.cfg.Xids.WatchXids(ctx, func(x gpu.Xid) { p.recordXid(ctx, x) })
@@ -70,10 +71,22 @@ func (p *Plugin) WatchXids(ctx context.Context) error {
 			b.Reset()
 		}
 		wait := b.NextBackOff()
-		if err == nil {
-			err = errors.New("the watch ended")
+		switch {
+		case errors.Is(err, gpu.ErrNotSupported):
+			// No GPU to watch (none, or every one lost): said once.
+			wait = xidRetryMax
+			if !toldNone {
+				logger.Info("No GPU can report Xid events; devices' health is read from NVML alone, and the watch is tried again every minute", "err", err)
+				toldNone = true
+			} else {
+				logger.V(1).Info("Still no GPU can report Xid events", "err", err)
+			}
+		case err == nil:
+			logger.Error(errors.New("the watch ended"), "Watching Xid events stopped; devices' health is read from NVML alone until the watch is back", "retryIn", wait)
+		default:
+			toldNone = false
+			logger.Error(err, "Watching Xid events failed; devices' health is read from NVML alone until the watch is back", "retryIn", wait)
 		}
-		logger.Error(err, "Watching Xid events failed; devices' health is read from NVML alone until the watch is back", "retryIn", wait)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -89,6 +102,11 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 	if slices.Contains(p.ignoredXids, x.Code) {
 		p.metrics.xid(x.Code, "ignored")
 		logger.V(1).Info("Xid ignored (an error of the application, by the ignored list)")
+		return
+	}
+	if x.GPUIndex < 0 {
+		p.metrics.xid(x.Code, "unattributed")
+		logger.Error(nil, "Xid critical error on a GPU NVML cannot name any more: no device marked")
 		return
 	}
 	p.metrics.xid(x.Code, "unhealthy")

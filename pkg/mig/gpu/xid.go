@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -42,29 +43,36 @@ var _ XidSource = (*NVMLManager)(nil)
 // and ctx's end wait for no more.
 const xidWaitStep = 500 * time.Millisecond
 
+// xidRescan is how often WatchXids tries again to register the GPUs it
+// left out (a variable for tests).
+var xidRescan = 10 * time.Second
+
 // WatchXids registers every GPU NVML lists for Xid critical errors
 // (nvmlDeviceRegisterEvents on one event set), then calls fn with each Xid
 // in the order NVML delivers them (nvmlEventSetWait_v2), until ctx ends,
-// when it returns nil. Xids before the registration are not delivered. A
-// GPU that cannot be read (a lost GPU: ERROR_GPU_IS_LOST), or whose
+// when it returns nil. Xids before a GPU's registration are not delivered.
+// A GPU that cannot be read (a lost GPU: ERROR_GPU_IS_LOST), or whose
 // nvmlDeviceGetSupportedEventTypes lacks Xid critical errors, is left out
-// and logged; with none left the error wraps ErrNotSupported. An
-// nvmlEventSetWait_v2 failure other than ERROR_TIMEOUT (no event) ends the
-// watch with an error wrapping an *NVMLError (see the sentinels); the
-// caller watches again. fn runs with no lock of the manager held, and may
-// call it.
+// and logged, and tried again every xidRescan; with none registered at
+// first the error wraps ErrNotSupported. An nvmlEventSetWait_v2 failure
+// other than ERROR_TIMEOUT (no event), such as ERROR_GPU_IS_LOST for a GPU
+// of the set fallen off the bus, ends the watch with an error wrapping an
+// *NVMLError (see the sentinels); the caller watches again. An Xid's
+// GPUIndex is the index its GPU was registered with where NVML cannot read
+// it any more. fn runs with no lock of the manager held, and may call it.
 func (m *NVMLManager) WatchXids(ctx context.Context, fn func(Xid)) error {
 	logger := klog.FromContext(ctx)
-	set, err := m.xidEventSet(ctx)
+	w, err := m.newXidWatch(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if release, err := m.enter(context.Background()); err == nil {
-			_ = set.Free()
+			_ = w.set.Free()
 			release()
 		}
 	}()
+	rescan := time.Now().Add(xidRescan)
 	for {
 		release, err := m.enter(ctx)
 		if err != nil {
@@ -73,10 +81,14 @@ func (m *NVMLManager) WatchXids(ctx context.Context, fn func(Xid)) error {
 			}
 			return fmt.Errorf("watching Xid events: %w", err)
 		}
-		ev, ret := set.Wait(uint32(xidWaitStep.Milliseconds()))
+		if time.Now().After(rescan) {
+			w.register(ctx)
+			rescan = time.Now().Add(xidRescan)
+		}
+		ev, ret := w.set.Wait(uint32(xidWaitStep.Milliseconds()))
 		var x *Xid
 		if ret == nvml.SUCCESS && ev.EventType&nvml.EventTypeXidCriticalError != 0 {
-			read := xidOf(ev)
+			read := w.xidOf(ev)
 			x = &read
 		}
 		release()
@@ -90,10 +102,22 @@ func (m *NVMLManager) WatchXids(ctx context.Context, fn func(Xid)) error {
 	}
 }
 
-// xidEventSet creates an event set with every GPU that supports Xid
+// xidWatch is an event set and the GPUs registered on it.
+type xidWatch struct {
+	m     *NVMLManager
+	set   nvml.EventSet
+	count int
+	// registered are the GPUs on the set by index; indexOf their indexes
+	// by handle, where handles compare.
+	registered map[int]bool
+	indexOf    map[any]int
+	// toldLeftOut are the GPUs whose registration failure was logged.
+	toldLeftOut map[int]bool
+}
+
+// newXidWatch creates an event set with every GPU that supports Xid
 // critical errors registered on it.
-func (m *NVMLManager) xidEventSet(ctx context.Context) (nvml.EventSet, error) {
-	logger := klog.FromContext(ctx)
+func (m *NVMLManager) newXidWatch(ctx context.Context) (*xidWatch, error) {
 	release, err := m.enter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("registering for Xid events: %w", err)
@@ -107,26 +131,43 @@ func (m *NVMLManager) xidEventSet(ctx context.Context) (nvml.EventSet, error) {
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("registering for Xid events: %w", nvmlErr("nvmlEventSetCreate", ret))
 	}
-	registered := 0
-	for idx := range n {
-		if err := registerXids(m, idx, set); err != nil {
-			logger.Info("GPU left out of the Xid event watch", "gpu", idx, "err", err)
-			continue
-		}
-		registered++
-	}
-	if registered == 0 {
+	w := &xidWatch{m: m, set: set, count: n, registered: map[int]bool{}, indexOf: map[any]int{}, toldLeftOut: map[int]bool{}}
+	w.register(ctx)
+	if len(w.registered) == 0 {
 		_ = set.Free()
 		return nil, fmt.Errorf("registering for Xid events: none of %d GPUs can report them: %w", n, ErrNotSupported)
 	}
-	return set, nil
+	return w, nil
 }
 
-func registerXids(m *NVMLManager, idx int, set nvml.EventSet) error {
-	dev, err := m.device(idx)
-	if err != nil {
-		return err
+// register registers the GPUs not on the set yet; the caller holds the
+// manager's read lock.
+func (w *xidWatch) register(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	for idx := range w.count {
+		if w.registered[idx] {
+			continue
+		}
+		dev, err := w.m.device(idx)
+		if err == nil {
+			err = registerXids(dev, idx, w.set)
+		}
+		if err != nil {
+			if !w.toldLeftOut[idx] {
+				logger.Info("GPU left out of the Xid event watch; tried again every 10s", "gpu", idx, "err", err)
+				w.toldLeftOut[idx] = true
+			}
+			continue
+		}
+		w.registered[idx] = true
+		if reflect.TypeOf(dev).Comparable() {
+			w.indexOf[dev] = idx
+		}
+		logger.V(1).Info("Watching the GPU's Xid events", "gpu", idx)
 	}
+}
+
+func registerXids(dev nvml.Device, idx int, set nvml.EventSet) error {
 	types, ret := dev.GetSupportedEventTypes()
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("reading the event types GPU %d supports: %w", idx, nvmlErr("nvmlDeviceGetSupportedEventTypes", ret))
@@ -141,11 +182,15 @@ func registerXids(m *NVMLManager, idx int, set nvml.EventSet) error {
 }
 
 // xidOf reads the Xid of an nvmlEventTypeXidCriticalError event.
-func xidOf(ev nvml.EventData) Xid {
+func (w *xidWatch) xidOf(ev nvml.EventData) Xid {
 	x := Xid{GPUIndex: -1, Code: ev.EventData, GIID: -1, CIID: -1}
 	if ev.Device != nil {
 		if idx, ret := ev.Device.GetIndex(); ret == nvml.SUCCESS {
 			x.GPUIndex = idx
+		} else if reflect.TypeOf(ev.Device).Comparable() {
+			if idx, ok := w.indexOf[ev.Device]; ok {
+				x.GPUIndex = idx
+			}
 		}
 		if uuid, ret := ev.Device.GetUUID(); ret == nvml.SUCCESS {
 			x.GPUUUID = uuid

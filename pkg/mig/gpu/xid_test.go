@@ -57,10 +57,14 @@ func TestWatchXids(t *testing.T) {
 	if err := sim.InjectXid(1, 94, dev.GIID, dev.CIID); err != nil {
 		t.Fatal(err)
 	}
-	for x := range got {
-		if x.Code == 94 {
-			xids = append(xids, x)
-			break
+	for len(xids) < 2 {
+		select {
+		case x := <-got:
+			if x.Code == 94 {
+				xids = append(xids, x)
+			}
+		case <-deadline:
+			t.Fatal("Xid 94 not delivered within 10s")
 		}
 	}
 	want := []gpu.Xid{
@@ -100,5 +104,59 @@ func TestWatchXidsNoGPU(t *testing.T) {
 	}
 	if err := m.WatchXids(t.Context(), func(gpu.Xid) {}); !errors.Is(err, gpu.ErrShutdown) {
 		t.Errorf("WatchXids after Shutdown: %v, want ErrShutdown", err)
+	}
+}
+
+// TestWatchXidsGPULost: an Xid of a GPU that falls off the bus before it is
+// read still names the GPU (by the index it was registered with); the watch
+// then fails with ErrGPULost, as NVML's wait does with a GPU of the set
+// lost.
+func TestWatchXidsGPULost(t *testing.T) {
+	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "2xA100-SXM4-80GB", Seed: "n1"})
+	var got []gpu.Xid
+	done := make(chan error, 1)
+	registered := make(chan struct{})
+	go func() {
+		done <- m.WatchXids(t.Context(), func(x gpu.Xid) {
+			if x.Code == 13 {
+				select {
+				case <-registered:
+				default:
+					close(registered)
+				}
+				return
+			}
+			got = append(got, x)
+		})
+	}()
+	// Xid 13 on GPU 0 until one is delivered: the watch is registered.
+	for {
+		if err := sim.InjectXid(0, 13, -1, -1); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-registered:
+		case <-time.After(100 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if err := sim.InjectXid(1, 79, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.LoseGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, gpu.ErrGPULost) {
+			t.Errorf("WatchXids with GPU 1 lost: %v, want ErrGPULost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WatchXids did not end within 10s of GPU 1's loss")
+	}
+	want := []gpu.Xid{{GPUIndex: 1, Code: 79, GIID: -1, CIID: -1}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Xids (-want +got):\n%s", diff)
 	}
 }

@@ -97,9 +97,11 @@ type eventSet struct {
 	delivered uint64
 }
 
+// registration is what a GPU is registered for on a set: its event types,
+// and the last Xid injected before Xid critical errors were among them.
 type registration struct {
-	types uint64
-	after uint64
+	types    uint64
+	xidAfter uint64
 }
 
 var _ nvml.EventSet = (*eventSet)(nil)
@@ -146,11 +148,10 @@ func (s *Sim) DeviceGetSupportedEventTypes(h nvml.Device) (uint64, nvml.Return) 
 }
 
 // GetSupportedEventTypes returns SupportedEventTypes
-// (nvmlDeviceGetSupportedEventTypes). ERROR_NOT_SUPPORTED for a MIG device
-// handle (nvml.h: events are not reported per instance through MIG device
-// handles), ERROR_GPU_IS_LOST for a lost GPU.
+// (nvmlDeviceGetSupportedEventTypes), for a MIG device handle too (nvml.h
+// lists no refusal of one); ERROR_GPU_IS_LOST for a lost GPU.
 func (d device) GetSupportedEventTypes() (uint64, nvml.Return) {
-	ret := d.read("GetSupportedEventTypes", false, func(devCtx) nvml.Return { return nvml.SUCCESS })
+	ret := d.read("GetSupportedEventTypes", true, func(devCtx) nvml.Return { return nvml.SUCCESS })
 	if ret != nvml.SUCCESS {
 		return 0, ret
 	}
@@ -186,9 +187,11 @@ func (d device) RegisterEvents(types uint64, set nvml.EventSet) nvml.Return {
 	if es.freed {
 		return nvml.ERROR_INVALID_ARGUMENT
 	}
-	r, ok := es.registers[d.index]
-	if !ok {
-		r.after = last
+	r := es.registers[d.index]
+	if r.types&nvml.EventTypeXidCriticalError == 0 {
+		// Xids before this call are not delivered, even where the GPU
+		// was registered for other types before.
+		r.xidAfter = last
 	}
 	r.types |= types
 	es.registers[d.index] = r
@@ -197,11 +200,13 @@ func (d device) RegisterEvents(types uint64, set nvml.EventSet) nvml.Return {
 
 // Wait returns the next Xid critical error of a GPU registered for them on
 // set (nvmlEventSetWait_v2): the oldest not yet delivered by set and
-// injected after the GPU's registration, with the GPU's handle, the Xid in
-// EventData and its GPU and compute instance IDs (GPU_INSTANCE_ID_ANY /
-// COMPUTE_INSTANCE_ID_ANY for the whole GPU). It waits up to timeoutms for
-// one, then returns ERROR_TIMEOUT; ERROR_INVALID_ARGUMENT for a freed set,
-// ERROR_UNINITIALIZED before Init.
+// injected after the GPU's registration for them, with the GPU's handle,
+// the Xid in EventData and its GPU and compute instance IDs
+// (GPU_INSTANCE_ID_ANY / COMPUTE_INSTANCE_ID_ANY for the whole GPU). It
+// waits up to timeoutms for one, then returns ERROR_TIMEOUT. With none to
+// deliver, it returns ERROR_GPU_IS_LOST while a GPU registered on set is
+// lost (the set must be made again without it); ERROR_INVALID_ARGUMENT for
+// a freed set, ERROR_UNINITIALIZED before Init.
 func (set *eventSet) Wait(timeoutms uint32) (nvml.EventData, nvml.Return) {
 	deadline := time.Now().Add(time.Duration(timeoutms) * time.Millisecond)
 	for {
@@ -228,19 +233,30 @@ func (set *eventSet) next() (nvml.EventData, nvml.Return) {
 		return nvml.EventData{}, nvml.ERROR_INVALID_ARGUMENT
 	}
 	var found *Xid
+	lost := false
 	err := set.s.update(func(st *fileState) (bool, error) {
 		for i := range st.Xids {
 			x := st.Xids[i]
 			r, ok := set.registers[x.GPUIndex]
-			if x.Seq > set.delivered && ok && x.Seq > r.after && r.types&nvml.EventTypeXidCriticalError != 0 {
+			if x.Seq > set.delivered && ok && x.Seq > r.xidAfter && r.types&nvml.EventTypeXidCriticalError != 0 {
 				found = &x
 				break
+			}
+		}
+		if found == nil {
+			for idx := range set.registers {
+				if idx < len(st.GPUs) && st.GPUs[idx].Lost {
+					lost = true
+				}
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
 		return nvml.EventData{}, nvml.ERROR_UNKNOWN
+	}
+	if lost {
+		return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST
 	}
 	if found == nil {
 		return nvml.EventData{}, nvml.ERROR_TIMEOUT

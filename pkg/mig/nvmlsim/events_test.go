@@ -138,8 +138,9 @@ func TestEventRefusals(t *testing.T) {
 	if types&nvml.EventTypeXidCriticalError == 0 {
 		t.Errorf("supported event types %#x lack Xid critical errors", types)
 	}
-	_, ret = mig0.GetSupportedEventTypes()
-	wantRet(t, "GetSupportedEventTypes on a MIG device handle", ret, nvml.ERROR_NOT_SUPPORTED)
+	if types, ret := mig0.GetSupportedEventTypes(); ret != nvml.SUCCESS || types != SupportedEventTypes {
+		t.Errorf("GetSupportedEventTypes on a MIG device handle = %#x, %v; want the GPU's, SUCCESS", types, ret)
+	}
 	wantRet(t, "RegisterEvents on a MIG device handle", mig0.RegisterEvents(nvml.EventTypeXidCriticalError, set), nvml.ERROR_NOT_SUPPORTED)
 	wantRet(t, "RegisterEvents of an unsupported type", d0.RegisterEvents(nvml.EventMigConfigChange, set), nvml.ERROR_NOT_SUPPORTED)
 	wantRet(t, "RegisterEvents on a nil set", d0.RegisterEvents(nvml.EventTypeXidCriticalError, nil), nvml.ERROR_INVALID_ARGUMENT)
@@ -176,4 +177,34 @@ func TestEventRefusals(t *testing.T) {
 	_, ret = s.EventSetCreate()
 	wantRet(t, "EventSetCreate before Init", ret, nvml.ERROR_UNINITIALIZED)
 	initSim(t, s)
+}
+
+// TestXidRegistrationLater: a GPU registered for another event type first
+// gets no Xid from before its registration for Xids; a lost GPU on the set
+// makes Wait fail with ERROR_GPU_IS_LOST once the Xids before are read.
+func TestXidRegistrationLater(t *testing.T) {
+	s := newTestSim(t, Config{Spec: "2x" + a100})
+	set, ret := s.EventSetCreate()
+	must(t, "EventSetCreate", ret)
+	d0, d1 := s.gpuHandle(0), s.gpuHandle(1)
+	must(t, "RegisterEvents(GPU 0, ECC)", d0.RegisterEvents(nvml.EventTypeDoubleBitEccError, set))
+	if err := s.InjectXid(0, 48, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "RegisterEvents(GPU 0, Xids)", d0.RegisterEvents(nvml.EventTypeXidCriticalError, set))
+	must(t, "RegisterEvents(GPU 1, Xids)", d1.RegisterEvents(nvml.EventTypeXidCriticalError, set))
+	if ev, ret := waitXid(t, set, 20); ret != nvml.ERROR_TIMEOUT {
+		t.Errorf("Wait = %+v, %v; want ERROR_TIMEOUT: the Xid came before GPU 0's registration for Xids", ev, ret)
+	}
+	if err := s.InjectXid(0, 79, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LoseGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	if ev, ret := waitXid(t, set, 1000); ret != nvml.SUCCESS || ev.Code != 79 {
+		t.Errorf("Wait = %+v, %v; want Xid 79 delivered first", ev, ret)
+	}
+	_, ret = set.Wait(20)
+	wantRet(t, "Wait with GPU 1 lost", ret, nvml.ERROR_GPU_IS_LOST)
 }

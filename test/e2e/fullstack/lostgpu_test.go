@@ -101,20 +101,27 @@ func TestLostGPU(t *testing.T) {
 func waitDeviceHealth(t *testing.T, ctx context.Context, ns, pod string, want corev1.ResourceHealthStatus, message string) {
 	t.Helper()
 	clustertest.Poll(t, ctx, 60*time.Second, fmt.Sprintf("pod %s's device %s", pod, want), func(ctx context.Context) (bool, string) {
-		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		if len(p.Status.ContainerStatuses) == 0 {
-			return false, "no container status"
-		}
-		rs := p.Status.ContainerStatuses[0].AllocatedResourcesStatus
-		if len(rs) != 1 || rs[0].Name != "claim:gpu" || len(rs[0].Resources) != 1 {
-			return false, fmt.Sprintf("allocatedResourcesStatus %+v", rs)
-		}
-		h := rs[0].Resources[0]
-		msg := ptr.Deref(h.Message, "")
-		ok := h.Health == want && (message == "" && msg == "" || message != "" && strings.Contains(msg, message))
-		return ok, fmt.Sprintf("%s %s: %q", h.ResourceID, h.Health, msg)
+		return podDeviceHealth(ctx, ns, pod, want, message)
 	})
+}
+
+// podDeviceHealth reports whether the first container of pod (in ns) shows
+// the device of its claim "gpu" with health want, and a message containing
+// message (none where message is empty), and what it shows.
+func podDeviceHealth(ctx context.Context, ns, pod string, want corev1.ResourceHealthStatus, message string) (bool, string) {
+	p, err := env.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	if len(p.Status.ContainerStatuses) == 0 {
+		return false, "no container status"
+	}
+	rs := p.Status.ContainerStatuses[0].AllocatedResourcesStatus
+	if len(rs) != 1 || rs[0].Name != "claim:gpu" || len(rs[0].Resources) != 1 {
+		return false, fmt.Sprintf("allocatedResourcesStatus %+v", rs)
+	}
+	h := rs[0].Resources[0]
+	msg := ptr.Deref(h.Message, "")
+	ok := h.Health == want && (message == "" && msg == "" || message != "" && strings.Contains(msg, message))
+	return ok, fmt.Sprintf("%s %s: %q", h.ResourceID, h.Health, msg)
 }
