@@ -476,7 +476,7 @@ func registeredMetrics(t *testing.T) map[string][]string {
 		}
 		return m[1]
 	}
-	for _, f := range []string{"../../pkg/agent/metrics.go", "../../pkg/controller/metrics.go"} {
+	for _, f := range []string{"../../pkg/agent/metrics.go", "../../pkg/plugin/metrics.go", "../../pkg/controller/metrics.go"} {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
