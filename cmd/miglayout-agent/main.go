@@ -371,7 +371,7 @@ func run(ctx context.Context, o options) error {
 		OnFatalError:    func(err error) { cancel(err) },
 		OnDroppedFields: inventory.DroppedFields,
 		OnUnprepared:    rec.Wake,
-		OnXid:           rec.Wake,
+		OnXid:           rec.XidError,
 		HealthInterval:  o.healthInterval,
 		Xids:            xids,
 		IgnoredXids:     ignoredXids,

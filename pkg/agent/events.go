@@ -65,6 +65,11 @@ const (
 	// how soon the API server served it; Warning where it could not (the
 	// next pass publishes it).
 	EventPoolDeleted = "PoolDeleted"
+	// EventXidError (Warning): NVML reported an Xid critical error on one
+	// of the node's GPUs; the devices it hit are reported Unhealthy to the
+	// kubelet and published with the NoSchedule taint miglayout.io/xid
+	// until the agent restarts (XidEvent).
+	EventXidError = "XidError"
 )
 
 // ReasonJournalUnwritable is the reason of a GPU status row (phase Failed)

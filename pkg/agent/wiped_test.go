@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -218,6 +219,46 @@ func TestPoolDeletedEvent(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("event %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestXidErrorEvent: an Xid records a Warning XidError on the node's
+// NodeMigLayout naming the Xid, the GPU, its GPU instance and the devices
+// hit, and wakes the repartitioner; without a NodeMigLayout, no event.
+func TestXidErrorEvent(t *testing.T) {
+	for name, tc := range map[string]struct {
+		noNML bool
+		x     gpu.Xid
+		want  string
+	}{
+		"GPU instance": {x: gpu.Xid{GPUIndex: 1, GPUUUID: "GPU-b", Code: 94, GIID: 2, CIID: -1},
+			want: "Warning XidError Xid 94 on GPU 1 (GPU-b), GPU instance 2: MIG-1 reported Unhealthy to the kubelet and published with the NoSchedule taint miglayout.io/xid=94 until the agent restarts; NVIDIA's XID Errors guide says what the Xid means and whether the GPU needs a reset"},
+		"whole GPU": {x: gpu.Xid{GPUIndex: 0, Code: 48, GIID: -1, CIID: -1},
+			want: "Warning XidError Xid 48 on GPU 0: MIG-1 reported Unhealthy to the kubelet and published with the NoSchedule taint miglayout.io/xid=48 until the agent restarts; NVIDIA's XID Errors guide says what the Xid means and whether the GPU needs a reset"},
+		"no NodeMigLayout": {noNML: true, x: gpu.Xid{Code: 48, GIID: -1, CIID: -1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := events.NewFakeRecorder(4)
+			nml := "n1"
+			if tc.noNML {
+				nml = "other"
+			}
+			r := &NodeReconciler{Client: nmlClient(t, &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: nml}}, interceptor.Funcs{}), NodeName: "n1", Recorder: rec}
+			r.XidError(t.Context(), tc.x, []string{"MIG-1"})
+			var got string
+			select {
+			case got = <-rec.Events:
+			default:
+			}
+			if got != tc.want {
+				t.Errorf("event %q, want %q", got, tc.want)
+			}
+			select {
+			case <-r.wakeChan():
+			default:
+				t.Error("the repartitioner was not woken")
 			}
 		})
 	}

@@ -131,9 +131,11 @@ type Config struct {
 	// of GPUs). Nil: a device's health comes from NVML's readings alone.
 	Xids gpu.XidSource
 	// OnXid, when set, is called after an Xid that is not ignored marked
-	// devices (XidOf reports them), with no lock held: the agent wakes its
-	// repartitioner, which publishes them tainted. It must not block.
-	OnXid func()
+	// devices (XidOf reports them), with the Xid and the devices it hit
+	// ("<name> (<UUID>)", or "GPU <index> and every device on it"), with no
+	// lock held: the agent wakes its repartitioner, which publishes them
+	// tainted, and records an event. It must not block for long.
+	OnXid func(ctx context.Context, x gpu.Xid, hit []string)
 	// IgnoredXids are the Xids that leave devices Healthy; nil means
 	// DefaultIgnoredXids, an empty list none.
 	IgnoredXids []uint64

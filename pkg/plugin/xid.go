@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // DefaultIgnoredXids are the Xids that leave a device Healthy by default:
@@ -127,13 +128,13 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 			continue
 		}
 		p.xidDevices[d.UUID] = mark
-		hit = append(hit, d.UUID)
+		hit = append(hit, fmt.Sprintf("%s (%s)", migslices.MIGDeviceName(x.GPUIndex, d.Profile, d.ProfileID, d.Placement.Start), d.UUID))
 	}
 	p.xidMu.Unlock()
 	logger.Error(err, "Xid critical error: devices marked Unhealthy", "devices", hit)
 	p.notifyHealth()
 	if p.cfg.OnXid != nil {
-		p.cfg.OnXid()
+		p.cfg.OnXid(ctx, x, hit)
 	}
 }
 

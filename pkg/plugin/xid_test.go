@@ -14,6 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	"github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -94,7 +95,7 @@ func TestXidHealth(t *testing.T) {
 			var woken atomic.Int32
 			p, err := New(Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir,
 				HostRoot: e.hostRoot, HealthInterval: time.Hour, Xids: e.gpus, IgnoredXids: tc.ignored, Registerer: reg,
-				OnXid: func() { woken.Add(1) }})
+				OnXid: func(context.Context, gpu.Xid, []string) { woken.Add(1) }})
 			if err != nil {
 				t.Fatal(err)
 			}

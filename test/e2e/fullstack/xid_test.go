@@ -9,7 +9,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/miglayout/miglayout/pkg/agent"
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
 )
 
@@ -91,6 +93,20 @@ func TestXidMakesDeviceUnhealthy(t *testing.T) {
 		devices[pod] = env.GetClaim(t, ctx, ns, pod).Status.Allocation.Devices.Results[0].Device
 	}
 	waitXidTaints(t, ctx, map[string]string{devices["hit"]: "94"})
+	// And says so on the node's NodeMigLayout.
+	clustertest.Poll(t, ctx, 30*time.Second, "an "+agent.EventXidError+" event naming "+devices["hit"], func(ctx context.Context) (bool, string) {
+		list, err := env.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + agent.EventXidError})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "NodeMigLayout" && e.Regarding.Name == nodeLost && e.Type == corev1.EventTypeWarning &&
+				strings.Contains(e.Note, "Xid 94 on GPU 1") && strings.Contains(e.Note, devices["hit"]) && !strings.Contains(e.Note, devices["spared"]) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d such events", len(list.Items))
+	})
 
 	// The marks live in the agent's memory: restarted, it publishes no
 	// Xid taint and reports the device Healthy again.
