@@ -13,6 +13,10 @@ import (
 // reported again within it shows Unknown).
 const DefaultHealthInterval = 10 * time.Second
 
+// healthWakeGap is the least time between two reports that a change of
+// health, rather than the interval, sends.
+const healthWakeGap = 100 * time.Millisecond
+
 // WatchHealthStatus implements kubeletplugin.DRAPlugin: it reports the
 // health of the devices of the prepared claims (healthReport) at once, then
 // every Config.HealthInterval and at once after an Xid made devices
@@ -38,11 +42,19 @@ func (p *Plugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 			return nil
 		case reports <- report:
 		}
+		sent := time.Now()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		case <-changed:
+			// A storm of Xids or prepares is reported at most every
+			// healthWakeGap.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Until(sent.Add(healthWakeGap))):
+			}
 		}
 	}
 }
