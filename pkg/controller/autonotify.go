@@ -139,7 +139,7 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 		case planner.NoRoom:
 			msg := waiting + "; it takes the first room that frees up"
 			if anyTainted(snap) {
-				msg = waiting + ", nor by making a device a DeviceTaintRule taints; it takes the first room that frees up"
+				msg = waiting + ", nor by making a device a DeviceTaintRule taints or on a GPU an Xid hit; it takes the first room that frees up"
 			}
 			emit(pod, corev1.EventTypeNormal, EventWaitingForCapacity, nil, msg, "")
 			continue

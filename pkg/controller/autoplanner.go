@@ -1011,7 +1011,7 @@ func nextAging(snap planner.Snapshot) time.Duration {
 	return next
 }
 
-// anyTainted reports whether a DeviceTaintRule keeps the planner from
+// anyTainted reports whether a DeviceTaintRule, or an Xid, keeps the planner from
 // making some device on an Auto GPU of snap (planner.GPU.Tainted): a pod
 // told it waits for room may then wait for that rule instead.
 func anyTainted(snap planner.Snapshot) bool {

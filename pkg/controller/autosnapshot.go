@@ -224,8 +224,10 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			// kept as they are, like allocated ones; a node whose every
 			// device is taken out is left as it is.
 			wholePool, taintedDevs := taintedByRules(in.TaintRules, in.Driver, name)
-			// So are devices an Xid hit (the agent publishes them tainted).
-			taintedDevs = taintedDevs.Union(xidTainted(others.own[name], name))
+			// So are devices an Xid hit (the agent publishes them
+			// tainted), and nothing new is made on their GPUs.
+			xidDevs := xidTainted(others.own[name], name)
+			taintedDevs = taintedDevs.Union(xidDevs)
 			n := planner.Node{Node: node, Policy: policy, OtherSlices: others.forNode(node), Requested: requested[name]}
 			// A node in conflict is left as it is: its change in flight
 			// goes on and counts toward the limits, nothing else is
@@ -258,6 +260,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 				otherHeld.Devices = append(otherHeld.Devices, taken...)
 			}
 			markTainted(n.GPUs, taintedDevs)
+			markXidGPUs(n.GPUs, xidDevs)
 			markReleasing(n.GPUs, releasing[name].Difference(taintedDevs))
 			if len(n.GPUs) > 0 {
 				snap.Nodes = append(snap.Nodes, n)

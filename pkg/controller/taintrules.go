@@ -4,6 +4,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/planner"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -109,4 +111,33 @@ func xidTainted(own []*resourceapi.ResourceSlice, pool string) sets.Set[string] 
 		}
 	}
 	return out
+}
+
+// markXidGPUs sets, on each GPU with a device among xid (the node's
+// devices published with the Xid taint, xidTainted), every device the GPU
+// does not have as Tainted: the planner makes no new device on a GPU an Xid
+// hit, which after an Xid of the whole GPU its agent would publish tainted
+// too, until the agent restarts and forgets the Xid.
+func markXidGPUs(gpus []planner.GPU, xid sets.Set[string]) {
+	hit := sets.New[int]()
+	for name := range xid {
+		if idx, _, ok := migslices.DeviceGPUIndex(name); ok {
+			hit.Insert(idx)
+		}
+	}
+	for i := range gpus {
+		g := &gpus[i]
+		if g.Info.Model == nil || !hit.Has(g.Info.Index) {
+			continue
+		}
+		for _, prof := range g.Info.Model.Profiles {
+			for _, pl := range prof.Placements {
+				d := mig.Device{Profile: prof.Name, Start: pl.Start}
+				if !g.Layout.Contains(d) && !g.Tainted.Contains(d) {
+					g.Tainted = append(g.Tainted, d)
+				}
+			}
+		}
+		g.Tainted = g.Tainted.Canonical()
+	}
 }

@@ -69,7 +69,8 @@ func TestBuildSnapshotDeviceTaintRules(t *testing.T) {
 }
 
 // Devices the agent publishes with the Xid taint are kept as they are
-// (pinned), read from the newest generation of the node's pool only.
+// (pinned), read from the newest generation of the node's pool only, and
+// nothing new is made on their GPU (Tainted).
 func TestBuildSnapshotXidTainted(t *testing.T) {
 	const driver = "mig.miglayout.io"
 	auto := migLayout("auto").selects("pool", "a").build()
@@ -104,10 +105,26 @@ func TestBuildSnapshotXidTainted(t *testing.T) {
 	}
 	snap := BuildSnapshot(in, mig.DefaultCatalog())
 	got := map[string]string{}
+	tainted := map[string]mig.Layout{}
 	for _, n := range snap.Nodes {
 		got[n.Node.Name] = n.GPUs[0].Pinned.String()
+		tainted[n.Node.Name] = n.GPUs[0].Tainted
 	}
 	if diff := cmp.Diff(map[string]string{"a1": "3g.40gb@4", "a2": ""}, got); diff != "" {
 		t.Errorf("pinned devices (-want +got):\n%s", diff)
+	}
+	// Nothing new is made on a1's GPU; a2's is free to change.
+	for _, d := range mig.MustParseLayout("7g.80gb@0,1g.10gb@0,1g.10gb@6,4g.40gb@0,2g.20gb@4") {
+		if !tainted["a1"].Contains(d) {
+			t.Errorf("a1's GPU, hit by an Xid, may get %s: Tainted %s", d, tainted["a1"])
+		}
+	}
+	for _, d := range mig.MustParseLayout("3g.40gb@0,3g.40gb@4") {
+		if tainted["a1"].Contains(d) {
+			t.Errorf("a1's GPU's own device %s is Tainted", d)
+		}
+	}
+	if len(tainted["a2"]) > 0 {
+		t.Errorf("a2's GPU Tainted %s, want none", tainted["a2"])
 	}
 }

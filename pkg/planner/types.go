@@ -60,10 +60,11 @@ type GPU struct {
 	// too is pinned.
 	Shared mig.Layout
 	// Tainted are devices the GPU does not have that DeviceTaintRules
-	// (NoSchedule or NoExecute) take out of scheduling by name: the
-	// planner never creates one, since the scheduler would give it to no
-	// pod it is made for. (Devices the GPU has that such a rule names are
-	// Pinned.)
+	// (NoSchedule or NoExecute) take out of scheduling by name, or, on a
+	// GPU an Xid critical error hit, every device it does not have (its
+	// agent would publish it tainted): the planner never creates one,
+	// since the scheduler would give it to no pod it is made for. (Devices
+	// the GPU has that such a rule names, or that an Xid hit, are Pinned.)
 	Tainted mig.Layout
 	// Changing is true while an earlier plan's change is in flight (desired
 	// differs from actual): the planner leaves the GPU alone.
@@ -265,7 +266,7 @@ func (k Kept) String() string {
 // the limits on GPUs changed at once are reached, or the devices that
 // would serve it are ones DeviceTaintRules taint (GPU.Tainted). Such a pod
 // of one device of a large profile is in Result.Kept instead.
-const NoRoom = "no Auto-mode node has room for the pod's devices now without destroying a device in use (or the policy's limits on GPUs changed at once are reached, or DeviceTaintRules taint the devices that would serve it)"
+const NoRoom = "no Auto-mode node has room for the pod's devices now without destroying a device in use (or the policy's limits on GPUs changed at once are reached, or DeviceTaintRules taint the devices that would serve it, or an Xid hit their GPU)"
 
 // ExceedsChangeLimits is the Result.Unservable reason of a pod that some
 // node could serve with its GPUs free, but only by changing more of its

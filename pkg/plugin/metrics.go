@@ -22,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		xids: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "miglayout_plugin_xid_errors_total",
-			Help: "Xid critical errors NVML reported on the node's GPUs, by Xid and action (unhealthy: the devices it hit are reported Unhealthy to the kubelet and published tainted; ignored: an Xid of the ignored list, put down to the application; unattributed: NVML could not name the GPU).",
+			Help: "Xid critical errors NVML reported on the node's GPUs, by Xid and action (unhealthy: the devices it hit are reported Unhealthy to the kubelet and published tainted; ignored: an Xid of the ignored list, put down to the application; unattributed: NVML could not name the GPU, or the GPU instance it names has no MIG device).",
 		}, []string{"xid", "action"}),
 	}
 	if err := reg.Register(m.xids); err != nil {

@@ -110,7 +110,6 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 		logger.Error(nil, "Xid critical error on a GPU NVML cannot name any more: no device marked")
 		return
 	}
-	p.metrics.xid(x.Code, "unhealthy")
 	mark := xidMark{code: x.Code, gpuUUID: x.GPUUUID, at: time.Now()}
 	var hit []string
 	var migs []gpu.MIGDevice
@@ -131,6 +130,14 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 		hit = append(hit, fmt.Sprintf("%s (%s)", migslices.MIGDeviceName(x.GPUIndex, d.Profile, d.ProfileID, d.Placement.Start), d.UUID))
 	}
 	p.xidMu.Unlock()
+	if len(hit) == 0 {
+		// The GPU instance has no MIG device (no compute instance, or
+		// destroyed since): nothing to mark.
+		p.metrics.xid(x.Code, "unattributed")
+		logger.Error(nil, "Xid critical error on a GPU instance without a MIG device: no device marked")
+		return
+	}
+	p.metrics.xid(x.Code, "unhealthy")
 	logger.Error(err, "Xid critical error: devices marked Unhealthy", "devices", hit)
 	p.notifyHealth()
 	if p.cfg.OnXid != nil {

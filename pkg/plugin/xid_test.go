@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -174,5 +175,64 @@ func TestXidHealth(t *testing.T) {
 				t.Errorf("miglayout_plugin_xid_errors_total{xid=13,action=ignored} = 0, want the ignored Xid counted")
 			}
 		})
+	}
+}
+
+// TestXidOnGPUInstanceWithoutDevice: an Xid of a GPU instance that has no
+// MIG device (no compute instance) marks nothing, is counted unattributed,
+// and tells the agent nothing.
+func TestXidOnGPUInstanceWithoutDevice(t *testing.T) {
+	e := newEnv(t)
+	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, mig.Device{Profile: "1g.10gb", Start: 2}); err != nil {
+		t.Fatal(err)
+	}
+	dev, ret := e.sim.DeviceGetHandleByIndex(0)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_1_SLICE)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	gi, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 2, Size: 1})
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	giInfo, ret := gi.GetInfo()
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	var woken atomic.Int32
+	reg := prometheus.NewRegistry()
+	p, err := New(Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir,
+		HostRoot: e.hostRoot, Xids: e.gpus, Registerer: reg, OnXid: func(context.Context, gpu.Xid, []string) { woken.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	go func() { _ = p.WatchXids(ctx) }()
+	deadline := time.After(20 * time.Second)
+	for testutil.ToFloat64(p.metrics.xids.WithLabelValues("48", "unattributed")) == 0 {
+		if err := e.sim.InjectXid(0, 48, int(giInfo.Id), -1); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the Xid was not counted unattributed within 20s")
+		}
+	}
+	if woken.Load() != 0 {
+		t.Error("OnXid called for an Xid that marked nothing")
+	}
+	migs, err := e.gpus.MIGDevices(e.ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range migs {
+		if _, hit := p.XidOf(0, d.UUID); hit {
+			t.Errorf("device %s marked", d.Device())
+		}
 	}
 }

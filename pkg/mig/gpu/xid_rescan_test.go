@@ -8,8 +8,8 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
-// TestWatchXidsRescan: a GPU left out of the watch (lost when it began) is
-// registered once it is back, and its Xids are delivered.
+// TestWatchXidsRescan: a GPU left out of a running watch (lost when it
+// began) is registered once it is back, and its Xids are delivered.
 func TestWatchXidsRescan(t *testing.T) {
 	defer func(d time.Duration) { xidRescan = d }(xidRescan)
 	xidRescan = 0
@@ -25,32 +25,30 @@ func TestWatchXidsRescan(t *testing.T) {
 	if err := sim.LoseGPU(1); err != nil {
 		t.Fatal(err)
 	}
-	w, err := m.newXidWatch(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	got := make(chan Xid, 64)
+	go func() { _ = m.WatchXids(t.Context(), func(x Xid) { got <- x }) }()
+	// until delivers Xid code on GPU idx again and again until it comes.
+	until := func(idx int, code uint64) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			if err := sim.InjectXid(idx, code, -1, -1); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case x := <-got:
+				if x.GPUIndex == idx && x.Code == code {
+					return
+				}
+			case <-time.After(100 * time.Millisecond):
+			case <-deadline:
+				t.Fatalf("no Xid %d of GPU %d within 10s", code, idx)
+			}
+		}
 	}
-	if w.registered[1] {
-		t.Fatal("lost GPU 1 registered")
-	}
+	until(0, 48) // the watch runs, GPU 1 left out
 	if err := sim.RecoverGPU(1); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan Xid, 16)
-	go func() { _ = m.WatchXids(t.Context(), func(x Xid) { got <- x }) }()
-	deadline := time.After(10 * time.Second)
-	for {
-		if err := sim.InjectXid(1, 48, -1, -1); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case x := <-got:
-			if x.GPUIndex != 1 || x.Code != 48 {
-				t.Fatalf("delivered %+v, want Xid 48 on GPU 1", x)
-			}
-			return
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatal("no Xid of GPU 1 within 10s of its recovery")
-		}
-	}
+	until(1, 94)
 }
