@@ -51,6 +51,9 @@ func (m xidMark) message() string {
 //     where the GPU's MIG devices cannot be read to tell which the Xid
 //     hits.
 //
+// An Xid of a GPU instance without a MIG device, or of a GPU NVML cannot
+// name any more, marks nothing (counted unattributed).
+//
 // The marks last until the agent restarts. XidOf reports them, which the
 // agent publishes as device taints (Config.OnXid wakes it). A failed watch
 // is logged and started again after an exponential backoff of at most a
