@@ -170,13 +170,10 @@ func loadDevices(ctx context.Context, c client.Client, driver string, warn io.Wr
 				d.migNames[pool][k] = dev.Name
 			}
 			taints := d.published[pool][dev.Name]
-			for _, t := range dev.Taints {
-				switch t.Key {
-				case migslices.DrainTaintKey:
-					taints.draining = true
-				case migslices.XidTaintKey:
-					taints.xid = t.Value
-				}
+			draining, xid := migslices.TaintsOf(dev)
+			taints.draining = taints.draining || draining
+			if xid != "" {
+				taints.xid = xid
 			}
 			d.published[pool][dev.Name] = taints
 		}

@@ -387,12 +387,8 @@ type deviceKey struct {
 }
 
 func keyOf(d resourceapi.Device) deviceKey {
-	k := deviceKey{name: d.Name, drained: hasDrainTaint(d), binding: len(d.BindingConditions) > 0}
-	for _, t := range d.Taints {
-		if t.Key == slices.XidTaintKey {
-			k.xid = t.Value
-		}
-	}
+	k := deviceKey{binding: len(d.BindingConditions) > 0}
+	k.name, k.drained, k.xid = d.Name, hasDrainTaint(d), xidOfDevice(d)
 	if a, ok := d.Attributes[slices.AttrUUID]; ok && a.StringValue != nil {
 		k.uuid = *a.StringValue
 	}
@@ -412,12 +408,13 @@ func wantedKeys(res resourceslice.DriverResources) sets.Set[deviceKey] {
 }
 
 func hasDrainTaint(d resourceapi.Device) bool {
-	for _, t := range d.Taints {
-		if t.Key == slices.DrainTaint().Key {
-			return true
-		}
-	}
-	return false
+	draining, _ := slices.TaintsOf(d)
+	return draining
+}
+
+func xidOfDevice(d resourceapi.Device) string {
+	_, xid := slices.TaintsOf(d)
+	return xid
 }
 
 // waitServed polls the API server until the node's slices of this driver

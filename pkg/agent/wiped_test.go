@@ -212,12 +212,7 @@ func TestPoolDeletedEvent(t *testing.T) {
 			}
 			r := &NodeReconciler{Client: c, NodeName: "n1", Recorder: rec}
 			r.poolDeletedEvent(t.Context(), tc.handed, tc.err, 12300*time.Microsecond)
-			var got string
-			select {
-			case got = <-rec.Events:
-			default:
-			}
-			if got != tc.want {
+			if got := recorded(rec); got != tc.want {
 				t.Errorf("event %q, want %q", got, tc.want)
 			}
 		})
@@ -247,12 +242,7 @@ func TestXidErrorEvent(t *testing.T) {
 			}
 			r := &NodeReconciler{Client: nmlClient(t, &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: nml}}, interceptor.Funcs{}), NodeName: "n1", Recorder: rec}
 			r.XidError(t.Context(), tc.x, []string{"MIG-1"})
-			var got string
-			select {
-			case got = <-rec.Events:
-			default:
-			}
-			if got != tc.want {
+			if got := recorded(rec); got != tc.want {
 				t.Errorf("event %q, want %q", got, tc.want)
 			}
 			select {
@@ -261,5 +251,15 @@ func TestXidErrorEvent(t *testing.T) {
 				t.Error("the repartitioner was not woken")
 			}
 		})
+	}
+}
+
+// recorded is the event rec recorded, "" for none.
+func recorded(rec *events.FakeRecorder) string {
+	select {
+	case e := <-rec.Events:
+		return e
+	default:
+		return ""
 	}
 }

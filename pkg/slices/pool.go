@@ -37,6 +37,20 @@ func XidTaint(code uint64) resourceapi.DeviceTaint {
 	return resourceapi.DeviceTaint{Key: XidTaintKey, Value: strconv.FormatUint(code, 10), Effect: resourceapi.DeviceTaintEffectNoSchedule}
 }
 
+// TaintsOf reads the taints of note on a published device: whether it
+// carries DrainTaint, and the value of its XidTaint ("" without one).
+func TaintsOf(d resourceapi.Device) (draining bool, xid string) {
+	for _, t := range d.Taints {
+		switch t.Key {
+		case DrainTaintKey:
+			draining = true
+		case XidTaintKey:
+			xid = t.Value
+		}
+	}
+	return draining, xid
+}
+
 // Source is one device of a node's pool with the facts it is built from.
 type Source struct {
 	// Name is the device name (GPUDeviceName or MIGDeviceName).

@@ -98,14 +98,7 @@ func (e *Env) PoolDevices(ctx context.Context, node string) (map[string]Publishe
 		}
 		for _, d := range s.Spec.Devices {
 			pd := PublishedDevice{Device: d}
-			for _, t := range d.Taints {
-				switch t.Key {
-				case migslices.DrainTaintKey:
-					pd.Tainted = true
-				case migslices.XidTaintKey:
-					pd.Xid = t.Value
-				}
-			}
+			pd.Tainted, pd.Xid = migslices.TaintsOf(d)
 			if a, ok := d.Attributes[migslices.AttrUUID]; ok && a.StringValue != nil {
 				pd.UUID = *a.StringValue
 			}

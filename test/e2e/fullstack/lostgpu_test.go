@@ -23,13 +23,7 @@ import (
 func TestLostGPU(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
 	const name = "e2e-lostgpu"
-	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
-	ml := env.SetStaticMigLayout(t, ctx, name, map[string]string{groupLabel: "lostgpu"},
-		clustertest.Rule("halves", a100, map[string]int32{"3g.40gb": 2}))
-	env.WaitReady(t, ctx, ml, 1)
-	if got := len(env.WaitPoolMatchesNVML(t, ctx, nodeLost)); got != 4 {
-		t.Fatalf("%d devices published, want 4 halves", got)
-	}
+	ml := lostNodeHalves(t, ctx, name)
 
 	// A pod runs on one of GPU 1's halves; its container shows the device
 	// healthy (the plugin's health reports, through the kubelet).
@@ -93,6 +87,21 @@ func TestLostGPU(t *testing.T) {
 		t.Errorf("%d devices published after recovery, want 4", got)
 	}
 	waitDeviceHealth(t, ctx, ns, "infer", corev1.ResourceHealthStatusHealthy, "")
+}
+
+// lostNodeHalves applies the MigLayout name (deleted at the test's end),
+// two 3g.40gb on each of nodeLost's A100s, and waits until they are
+// published.
+func lostNodeHalves(t *testing.T, ctx context.Context, name string) *v1alpha1.MigLayout {
+	t.Helper()
+	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
+	ml := env.SetStaticMigLayout(t, ctx, name, map[string]string{groupLabel: "lostgpu"},
+		clustertest.Rule("halves", a100, map[string]int32{"3g.40gb": 2}))
+	env.WaitReady(t, ctx, ml, 1)
+	if got := len(env.WaitPoolMatchesNVML(t, ctx, nodeLost)); got != 4 {
+		t.Fatalf("%d devices published, want 4 halves", got)
+	}
+	return ml
 }
 
 // waitDeviceHealth waits until the first container of pod (in ns) shows

@@ -23,17 +23,10 @@ import (
 // there untainted. A restarted agent forgets the Xid.
 func TestXidMakesDeviceUnhealthy(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
-	const name = "e2e-xid"
-	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
-	ml := env.SetStaticMigLayout(t, ctx, name, map[string]string{groupLabel: "lostgpu"},
-		clustertest.Rule("halves", a100, map[string]int32{"3g.40gb": 2}))
-	env.WaitReady(t, ctx, ml, 1)
-	if got := len(env.WaitPoolMatchesNVML(t, ctx, nodeLost)); got != 4 {
-		t.Fatalf("%d devices published, want 4 halves", got)
-	}
+	lostNodeHalves(t, ctx, "e2e-xid")
 
 	// Two pods on GPU 1's two halves.
-	ns := env.NewNamespace(t, ctx, name)
+	ns := env.NewNamespace(t, ctx, "e2e-xid")
 	starts := map[string]int{}
 	for _, pod := range []string{"hit", "spared"} {
 		claim := env.CreateClaim(t, ctx, ns, pod, `device.attributes['mig.miglayout.io'].profile == '3g.40gb' && device.attributes['mig.miglayout.io'].parentIndex == 1`)
