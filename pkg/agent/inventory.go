@@ -387,8 +387,8 @@ type deviceKey struct {
 }
 
 func keyOf(d resourceapi.Device) deviceKey {
-	k := deviceKey{binding: len(d.BindingConditions) > 0}
-	k.name, k.drained, k.xid = d.Name, hasDrainTaint(d), xidOfDevice(d)
+	drained, xid := slices.TaintsOf(d)
+	k := deviceKey{name: d.Name, drained: drained, binding: len(d.BindingConditions) > 0, xid: xid}
 	if a, ok := d.Attributes[slices.AttrUUID]; ok && a.StringValue != nil {
 		k.uuid = *a.StringValue
 	}
@@ -405,16 +405,6 @@ func wantedKeys(res resourceslice.DriverResources) sets.Set[deviceKey] {
 		}
 	}
 	return out
-}
-
-func hasDrainTaint(d resourceapi.Device) bool {
-	draining, _ := slices.TaintsOf(d)
-	return draining
-}
-
-func xidOfDevice(d resourceapi.Device) string {
-	_, xid := slices.TaintsOf(d)
-	return xid
 }
 
 // waitServed polls the API server until the node's slices of this driver
