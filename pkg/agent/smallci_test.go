@@ -8,6 +8,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 )
 
 // splitGI makes, as an administrator would with nvidia-smi (mig -cgi 9 then
@@ -100,18 +101,7 @@ func TestSyncGIWithSmallerComputeInstances(t *testing.T) {
 func TestSyncGIWithRev1ComputeInstance(t *testing.T) {
 	g := newRig(t, "1xH100-SXM5-80GB")
 	g.setup(t, 0, "")
-	dev, ret := g.sim.DeviceGetHandleByIndex(0)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	giInfo, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_2_SLICE)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	gi, ret := dev.CreateGpuInstanceWithPlacement(&giInfo, &nvml.GpuInstancePlacement{Start: 0, Size: 2})
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
+	gi := gputest.CreateGPUInstance(t, g.sim, 0, nvml.GPU_INSTANCE_PROFILE_2_SLICE, 0, 2)
 	ciInfo, ret := gi.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
 	if ret != nvml.SUCCESS {
 		t.Fatal(ret)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
 	"github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -186,18 +187,7 @@ func TestXidOnGPUInstanceWithoutDevice(t *testing.T) {
 	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, mig.Device{Profile: "1g.10gb", Start: 2}); err != nil {
 		t.Fatal(err)
 	}
-	dev, ret := e.sim.DeviceGetHandleByIndex(0)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_1_SLICE)
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
-	gi, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: 2, Size: 1})
-	if ret != nvml.SUCCESS {
-		t.Fatal(ret)
-	}
+	gi := gputest.CreateGPUInstance(t, e.sim, 0, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 2, 1)
 	giInfo, ret := gi.GetInfo()
 	if ret != nvml.SUCCESS {
 		t.Fatal(ret)

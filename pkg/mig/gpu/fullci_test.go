@@ -65,18 +65,7 @@ func TestListsAFullWidthCIOfEitherProfile(t *testing.T) {
 			if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
 				t.Fatal(err)
 			}
-			dev, ret := sim.DeviceGetHandleByIndex(0)
-			if ret != nvml.SUCCESS {
-				t.Fatal(ret)
-			}
-			giInfo, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2)
-			if ret != nvml.SUCCESS {
-				t.Fatal(ret)
-			}
-			gi, ret := dev.CreateGpuInstanceWithPlacement(&giInfo, &nvml.GpuInstancePlacement{Start: 2, Size: 2})
-			if ret != nvml.SUCCESS {
-				t.Fatal(ret)
-			}
+			gi := gputest.CreateGPUInstance(t, sim, 0, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, 2, 2)
 			ciInfo, ret := gi.GetComputeInstanceProfileInfo(tc.ciProfile, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
 			if ret != nvml.SUCCESS {
 				t.Fatal(ret)

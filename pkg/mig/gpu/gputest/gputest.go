@@ -137,3 +137,25 @@ func (w WithoutGPU) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
 	}
 	return w.Interface.DeviceGetHandleByIndex(i)
 }
+
+// CreateGPUInstance creates, straight through the simulator's NVML, a GPU
+// instance of GI profile index profile (nvml.GPU_INSTANCE_PROFILE_*) at the
+// placement start, size memory slices, on GPU gpuIndex, without a compute
+// instance (as a crash between the two creates, or nvidia-smi, leaves
+// one). Any refusal fails the test.
+func CreateGPUInstance(t testing.TB, sim *nvmlsim.Sim, gpuIndex, profile, start, size int) nvml.GpuInstance {
+	t.Helper()
+	dev, ret := sim.DeviceGetHandleByIndex(gpuIndex)
+	if ret != nvml.SUCCESS {
+		t.Fatalf("getting GPU %d: %v", gpuIndex, ret)
+	}
+	info, ret := dev.GetGpuInstanceProfileInfo(profile)
+	if ret != nvml.SUCCESS {
+		t.Fatalf("reading GI profile %d of GPU %d: %v", profile, gpuIndex, ret)
+	}
+	gi, ret := dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: uint32(start), Size: uint32(size)})
+	if ret != nvml.SUCCESS {
+		t.Fatalf("creating GI profile %d at %d+%d on GPU %d: %v", profile, start, size, gpuIndex, ret)
+	}
+	return gi
+}
