@@ -42,6 +42,6 @@ func newRootCommandEnv(e *env) *cobra.Command {
 	}
 	e.bindFlags(root)
 	root.AddCommand(newProfilesCommand(), newStatusCommand(e), newPlanCommand(e), newImportCommand(e),
-		newConvertCommand(e), newCheckCommand(e), newPauseCommand(e, true), newPauseCommand(e, false))
+		newConvertCommand(e), newCheckCommand(e), newPauseCommand(e, true), newPauseCommand(e, false), newClearXidsCommand(e))
 	return root
 }

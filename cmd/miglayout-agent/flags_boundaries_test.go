@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/klog/v2/ktesting"
 )
 
 // TestRunFlagBoundaries: the values at the edge of what each flag wants. A
@@ -68,6 +70,37 @@ func TestRunFlagBoundaries(t *testing.T) {
 			}
 			if _, err := os.Stat(state); !os.IsNotExist(err) {
 				t.Errorf("the state directory was made (%v)", err)
+			}
+		})
+	}
+}
+
+// TestBootID: --boot-id-file is read trimmed; an empty flag, an empty file
+// or one that cannot be read give no boot ID (the Xid marks are then kept
+// in memory only).
+func TestBootID(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, contents string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(contents), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	tests := map[string]struct {
+		file string
+		want string
+	}{
+		"as the kernel writes it": {file: write("boot_id", "9f3c1e2a-4b5d-4c6e-8f70-1a2b3c4d5e6f\n"), want: "9f3c1e2a-4b5d-4c6e-8f70-1a2b3c4d5e6f"},
+		"empty file":              {file: write("empty", "\n")},
+		"missing file":            {file: filepath.Join(dir, "nope")},
+		"flag empty":              {},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			if got := (options{bootIDFile: tc.file}).bootID(ctx); got != tc.want {
+				t.Errorf("bootID() = %q, want %q", got, tc.want)
 			}
 		})
 	}

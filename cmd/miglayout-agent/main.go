@@ -72,6 +72,7 @@ type options struct {
 	orphanGrace       time.Duration
 	healthInterval    time.Duration
 	xidHealth         bool
+	bootIDFile        string
 	ignoredXidList    string
 }
 
@@ -126,7 +127,8 @@ func parseOptions(args []string, errorHandling pflag.ErrorHandling) (options, er
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease holds unrenewed; the agent renews it every quarter of this (whole seconds, at least 4s)")
 	fs.BoolVar(&o.allowDevicePlugin, "allow-nvidia-device-plugin", false, "publish and change the node's GPUs even where its kubelet advertises NVIDIA's device plugin resources (nvidia.com/gpu, nvidia.com/gpu.*, nvidia.com/mig-*), which hand the same GPUs to pods outside DRA; by default the agent then publishes no device and changes no GPU (status reason DevicePluginActive). Set it only where the device plugin serves no GPU this agent sees")
 	fs.DurationVar(&o.maxPass, "max-pass-duration", 10*time.Minute, "how long one repartitioning pass may run before /healthz fails (an NVML call or API request that hangs): the liveness probe then restarts the agent, which resumes from its journal")
-	fs.BoolVar(&o.xidHealth, "device-health-xids", true, "watch the GPUs' Xid critical errors (NVML events) and report the devices an Xid hits Unhealthy to the kubelet at once and publish them with the NoSchedule taint miglayout.io/xid, until the agent restarts (a MIG device made again after an Xid of its GPU instance is healthy; after an Xid of the whole GPU, every device on it is hit)")
+	fs.BoolVar(&o.xidHealth, "device-health-xids", true, "watch the GPUs' Xid critical errors (NVML events) and report the devices an Xid hits Unhealthy to the kubelet at once and publish them with the NoSchedule taint miglayout.io/xid, until the node reboots or kubectl miglayout clear-xids clears them (a MIG device made again after an Xid of its GPU instance is healthy; after an Xid of the whole GPU, every device on it is hit)")
+	fs.StringVar(&o.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "the node's boot ID (not namespaced: a container reads the host's), with which the Xid marks are kept across restarts of the agent until the node reboots (empty: kept in memory, forgotten when the agent restarts)")
 	fs.StringVar(&o.ignoredXidList, "device-health-ignored-xids", formatXids(plugin.DefaultIgnoredXids), "comma-separated Xids that leave devices Healthy: by default those NVIDIA's XID guide puts down to the application (empty: none)")
 	fs.DurationVar(&o.healthInterval, "device-health-interval", plugin.DefaultHealthInterval, "how often the kubelet plugin reports the health of the prepared devices to the kubelet (DRAResourceHealth; the kubelet shows it in the containers' status.allocatedResourcesStatus); each report holds for three intervals, at least 30s (0: the default)")
 	fs.DurationVar(&o.orphanGrace, "orphaned-claim-grace", agent.DefaultOrphanGrace, "how long a ResourceClaim the kubelet plugin still holds prepared must be gone from the API server (or allocated no device of the node) before the agent releases its preparation (the kubelet never unprepared it: its own record was lost, or the pod and claim were force-deleted while the plugin was down); until then its devices are kept (0: the default)")
@@ -186,6 +188,24 @@ func ensureMIGManagementNodes(ctx context.Context, o options) {
 	if len(nodes) > 0 {
 		logger.V(1).Info("MIG management device nodes present", "nodes", nodes)
 	}
+}
+
+// bootID reads --boot-id-file; "" where it is empty or cannot be read
+// (logged): the Xid marks are then kept in memory only.
+func (o options) bootID(ctx context.Context) string {
+	if o.bootIDFile == "" {
+		return ""
+	}
+	data, err := os.ReadFile(o.bootIDFile)
+	id := strings.TrimSpace(string(data))
+	if err == nil && id == "" {
+		err = errors.New("the file is empty")
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Reading the node's boot ID failed: Xid marks are kept in memory only, and a restart of the agent forgets them", "file", o.bootIDFile)
+		return ""
+	}
+	return id
 }
 
 // ignoredXids parses --device-health-ignored-xids for plugin.Config: a
@@ -364,6 +384,7 @@ func run(ctx context.Context, o options) error {
 		Recorder: mgr.GetEventRecorder("miglayout-agent"), Resync: o.resync, MaxPass: o.maxPass,
 		AllowDevicePlugin: o.allowDevicePlugin, OnNodeReplaced: func(err error) { cancel(err) }}
 	driverDev, hostDriverDev := o.driverDevDirs()
+	bootID := o.bootID(ctx)
 	drv, err := plugin.New(plugin.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, GPUs: gpus, Locks: locks,
 		CDIDir: o.cdiDir, CheckpointDir: pluginDataDir, HostRoot: o.hostRoot, DevRoot: o.devRoot,
@@ -376,11 +397,14 @@ func run(ctx context.Context, o options) error {
 		Xids:            xids,
 		IgnoredXids:     ignoredXids,
 		Registerer:      metrics.Registry,
+		BootID:          bootID,
 	})
 	if err != nil {
 		return err
 	}
 	inventory.Faults = drv
+	rec.XidMarks = drv
+	drv.RestoreXids(ctx)
 	for uid, err := range drv.RestoreSpecs(ctx) {
 		// After a reboot, expected: the claim's device is made again by
 		// the first pass (restoreHeld), which then writes its spec.

@@ -88,6 +88,6 @@ func (d *demo) xidHealth(ctx context.Context) error {
 		return fmt.Errorf("the pool of %s does not publish %s with the Xid taint: %w", nodeA100, d.claimDevice, err)
 	}
 	d.printf("\n  The pool of %s publishes %s with the taint %s: no new claim is allocated it,\n", nodeA100, d.claimDevice, taint)
-	d.printf("  and trainer keeps it. Both hold until the agent restarts.\n")
+	d.printf("  and trainer keeps it. Both hold until the node reboots or kubectl miglayout clear-xids.\n")
 	return nil
 }

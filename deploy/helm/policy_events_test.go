@@ -10,7 +10,8 @@ import (
 // TestAgentEventsAboutClaimsOnlyWithBindingConditions: the agent records
 // Events about ResourceClaims only to refuse a binding (BindingRefused),
 // which it does only with binding conditions on; otherwise the agent
-// node policy lets its Events be about its own NodeMigLayout alone. (The
+// node policy lets its Events be about its own NodeMigLayout and Node
+// alone. (The
 // policy's verdicts are checked against a real API server in
 // test/e2e, TestAgentConfinedToItsNode.)
 func TestAgentEventsAboutClaimsOnlyWithBindingConditions(t *testing.T) {

@@ -96,6 +96,12 @@ type NodeReconciler struct {
 	// (checkNode): the node's GPUs are published and changed whatever
 	// extended resources its kubelet advertises.
 	AllowDevicePlugin bool
+	// XidMarks, when set, clears the kubelet plugin's Xid marks on the
+	// requests of the Node's annotation v1alpha1.AnnotationClearXids
+	// (applyClearXids; the *plugin.Plugin).
+	XidMarks XidMarks
+	// clearXidsTold is the last AnnotationClearXids value refused.
+	clearXidsTold string
 	// OnNodeReplaced is called where the node's Node was deleted and made
 	// again under its name while the agent ran (checkNode): the kubelet
 	// plugin's ResourceSlices name the old Node as their owner, so the

@@ -82,8 +82,9 @@ func (r *Repartitioner) Withhold(ctx context.Context, why string) (*SyncResult, 
 // checkNode reads the node's Node (from the cache: one Node, CacheOptions)
 // and returns why the pass must withhold the node's GPUs
 // (devicePluginMessage; "" where it need not, AllowDevicePlugin, or the
-// Node is gone). A Node whose UID is not the one first read was deleted and
-// made again under the name: OnNodeReplaced is told, and the error
+// Node is gone), after applying the Node's request to clear the Xid marks
+// (applyClearXids). A Node whose UID is not the one first read was deleted
+// and made again under the name: OnNodeReplaced is told, and the error
 // returned.
 func (r *NodeReconciler) checkNode(ctx context.Context) (string, error) {
 	var node corev1.Node
@@ -108,6 +109,7 @@ func (r *NodeReconciler) checkNode(ctx context.Context) (string, error) {
 		}
 		return "", err
 	}
+	r.applyClearXids(ctx, &node)
 	if r.AllowDevicePlugin {
 		return "", nil
 	}
@@ -124,8 +126,9 @@ func (r *NodeReconciler) nodeToNode(context.Context, client.Object) []reconcile.
 }
 
 // nodeChanged passes the Node events checkNode reads: a Node created (made
-// again), and one whose UID or device plugin resources changed; not the
-// kubelet's status updates of other fields.
+// again), and one whose UID, device plugin resources or request to clear
+// the Xid marks (v1alpha1.AnnotationClearXids) changed; not the kubelet's
+// status updates of other fields.
 var nodeChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, okOld := e.ObjectOld.(*corev1.Node)
@@ -133,7 +136,8 @@ var nodeChanged = predicate.Funcs{
 		if !okOld || !okNew {
 			return true
 		}
-		return o.UID != n.UID || !slices.Equal(devicePluginResources(o), devicePluginResources(n))
+		return o.UID != n.UID || !slices.Equal(devicePluginResources(o), devicePluginResources(n)) ||
+			o.Annotations[v1alpha1.AnnotationClearXids] != n.Annotations[v1alpha1.AnnotationClearXids]
 	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },

@@ -68,8 +68,15 @@ const (
 	// EventXidError (Warning): NVML reported an Xid critical error on one
 	// of the node's GPUs; the devices it hit are reported Unhealthy to the
 	// kubelet and published with the NoSchedule taint miglayout.io/xid
-	// until the agent restarts (XidEvent).
+	// until the node reboots or a request clears them (XidError).
 	EventXidError = "XidError"
+	// EventXidsCleared (Normal, on the Node): the agent applied a request
+	// of the Node's annotation miglayout.io/clear-xids, naming the marks it
+	// cleared (applyClearXids).
+	EventXidsCleared = "XidsCleared"
+	// EventClearXidsRefused (Warning, on the Node): the Node's annotation
+	// miglayout.io/clear-xids does not parse; nothing was cleared.
+	EventClearXidsRefused = "ClearXidsRefused"
 )
 
 // ReasonJournalUnwritable is the reason of a GPU status row (phase Failed)

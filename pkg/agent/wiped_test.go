@@ -229,9 +229,9 @@ func TestXidErrorEvent(t *testing.T) {
 		want  string
 	}{
 		"GPU instance": {x: gpu.Xid{GPUIndex: 1, GPUUUID: "GPU-b", Code: 94, GIID: 2, CIID: -1},
-			want: "Warning XidError Xid 94 on GPU 1 (GPU-b), GPU instance 2: MIG-1 reported Unhealthy to the kubelet and published with the NoSchedule taint miglayout.io/xid=94 until the agent restarts; NVIDIA's XID Errors guide says what the Xid means and whether the GPU needs a reset"},
+			want: "Warning XidError Xid 94 on GPU 1 (GPU-b), GPU instance 2: MIG-1 reported Unhealthy to the kubelet and published with the NoSchedule taint miglayout.io/xid=94 until the node reboots or kubectl miglayout clear-xids clears it; NVIDIA's XID Errors guide says what the Xid means and whether the GPU needs a reset"},
 		"whole GPU": {x: gpu.Xid{GPUIndex: 0, Code: 48, GIID: -1, CIID: -1},
-			want: "Warning XidError Xid 48 on GPU 0: MIG-1 reported Unhealthy to the kubelet and published with the NoSchedule taint miglayout.io/xid=48 until the agent restarts; NVIDIA's XID Errors guide says what the Xid means and whether the GPU needs a reset"},
+			want: "Warning XidError Xid 48 on GPU 0: MIG-1 reported Unhealthy to the kubelet and published with the NoSchedule taint miglayout.io/xid=48 until the node reboots or kubectl miglayout clear-xids clears it; NVIDIA's XID Errors guide says what the Xid means and whether the GPU needs a reset"},
 		"no NodeMigLayout": {noNML: true, x: gpu.Xid{Code: 48, GIID: -1, CIID: -1}},
 	} {
 		t.Run(name, func(t *testing.T) {

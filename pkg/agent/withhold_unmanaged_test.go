@@ -110,7 +110,8 @@ func TestWithheldUnlistedGPUIsToldOnce(t *testing.T) {
 // TestNodeChangedPassesANodeMadeAgain: an update of the node's Node whose
 // UID differs (the Node deleted and made again while the watch was down:
 // the informer's relist shows it as an update) makes a pass, though its
-// device plugin resources are the same; a status update of other fields
+// device plugin resources are the same, and so does a new request to clear
+// the Xid marks; a status update of other fields or another annotation
 // does not.
 func TestNodeChangedPassesANodeMadeAgain(t *testing.T) {
 	for name, tc := range map[string]struct {
@@ -120,6 +121,8 @@ func TestNodeChangedPassesANodeMadeAgain(t *testing.T) {
 		"made again":            {old: gpuNode("u1", nil), new: gpuNode("u2", nil), want: true},
 		"device plugin started": {old: gpuNode("u1", nil), new: gpuNode("u1", map[string]string{"nvidia.com/gpu": "1"}), want: true},
 		"other fields":          {old: gpuNode("u1", nil), new: gpuNode("u1", map[string]string{"memory": "1Gi"}), want: false},
+		"Xid clear requested":   {old: gpuNode("u1", nil), new: annotated(gpuNode("u1", nil), v1alpha1.AnnotationClearXids, `{"id":"1"}`), want: true},
+		"other annotation":      {old: gpuNode("u1", nil), new: annotated(gpuNode("u1", nil), "example.com/note", "x"), want: false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := nodeChanged.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
@@ -127,4 +130,10 @@ func TestNodeChangedPassesANodeMadeAgain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// annotated returns n with annotation key set to value.
+func annotated(n *corev1.Node, key, value string) *corev1.Node {
+	n.Annotations = map[string]string{key: value}
+	return n
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -35,6 +37,62 @@ func (r *NodeReconciler) XidError(ctx context.Context, x gpu.Xid, hit []string) 
 		where += fmt.Sprintf(", GPU instance %d", x.GIID)
 	}
 	r.Recorder.Eventf(&nml, nil, corev1.EventTypeWarning, EventXidError, "MarkUnhealthy", "%s", truncate(fmt.Sprintf(
-		"Xid %d on %s: %s reported Unhealthy to the kubelet and published with the NoSchedule taint %s=%d until the agent restarts; NVIDIA's XID Errors guide says what the Xid means and whether the GPU needs a reset",
+		"Xid %d on %s: %s reported Unhealthy to the kubelet and published with the NoSchedule taint %s=%d until the node reboots or kubectl miglayout clear-xids clears it; NVIDIA's XID Errors guide says what the Xid means and whether the GPU needs a reset",
 		x.Code, where, strings.Join(hit, ", "), slices.XidTaintKey, x.Code), maxEventNote))
+}
+
+// XidMarks clears the kubelet plugin's Xid marks (*plugin.Plugin's
+// ClearXids): the marks of the GPUs with the given indexes (all where
+// gpus is empty), once per request ID; applied is false for an ID applied
+// before. cleared names what was cleared.
+type XidMarks interface {
+	ClearXids(ctx context.Context, request string, gpus []int) (cleared []string, applied bool, err error)
+}
+
+// applyClearXids applies the request of node's annotation
+// v1alpha1.AnnotationClearXids to XidMarks, and records EventXidsCleared
+// on the Node once it did: the pass that follows publishes the devices
+// without the Xid taint. A value that does not parse clears nothing and
+// is told once (EventClearXidsRefused, Warning).
+func (r *NodeReconciler) applyClearXids(ctx context.Context, node *corev1.Node) {
+	value, ok := node.Annotations[v1alpha1.AnnotationClearXids]
+	if !ok || r.XidMarks == nil {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	req, err := v1alpha1.ParseClearXidsRequest(value)
+	if err != nil {
+		r.mu.Lock()
+		told := r.clearXidsTold == value
+		r.clearXidsTold = value
+		r.mu.Unlock()
+		if !told {
+			logger.Error(err, "Request to clear the Xid marks refused: nothing cleared")
+			r.recordOn(node, corev1.EventTypeWarning, EventClearXidsRefused, "ClearXids", err.Error()+"; nothing cleared")
+		}
+		return
+	}
+	cleared, applied, err := r.XidMarks.ClearXids(ctx, req.ID, req.GPUs)
+	if !applied {
+		return
+	}
+	if err != nil {
+		logger.Error(err, "Clearing the Xid marks was not kept for the agent's next run; the next run clears them again")
+	}
+	which := "every GPU"
+	if len(req.GPUs) > 0 {
+		which = fmt.Sprintf("GPUs %v", req.GPUs)
+	}
+	what := "no mark was set"
+	if len(cleared) > 0 {
+		what = "cleared " + strings.Join(cleared, ", ") + "; the devices are reported Healthy and published without the taint " + slices.XidTaintKey
+	}
+	r.recordOn(node, corev1.EventTypeNormal, EventXidsCleared, "ClearXids", fmt.Sprintf("Request %q to clear the Xid marks of %s: %s", req.ID, which, what))
+}
+
+// recordOn records an event on obj, where the reconciler has a Recorder.
+func (r *NodeReconciler) recordOn(obj runtime.Object, eventType, reason, action, note string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, nil, eventType, reason, action, "%s", truncate(note, maxEventNote))
+	}
 }

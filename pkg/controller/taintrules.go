@@ -117,7 +117,8 @@ func xidTainted(own []*resourceapi.ResourceSlice, pool string) sets.Set[string] 
 // devices published with the Xid taint, xidTainted), every device the GPU
 // does not have as Tainted: the planner makes no new device on a GPU an Xid
 // hit, which after an Xid of the whole GPU its agent would publish tainted
-// too, until the agent restarts and forgets the Xid.
+// too, until the node reboots or kubectl miglayout clear-xids clears the
+// Xid.
 func markXidGPUs(gpus []planner.GPU, xid sets.Set[string]) {
 	hit := sets.New[int]()
 	for name := range xid {

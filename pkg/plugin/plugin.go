@@ -139,6 +139,11 @@ type Config struct {
 	// IgnoredXids are the Xids that leave devices Healthy; nil means
 	// DefaultIgnoredXids, an empty list none.
 	IgnoredXids []uint64
+	// BootID is the node's boot ID (/proc/sys/kernel/random/boot_id):
+	// with it, the Xid marks are kept in XidMarksFile across restarts of
+	// the agent in this boot (RestoreXids); without, they last until the
+	// agent restarts.
+	BootID string
 	// Registerer, when set, registers the plugin's metrics (for example
 	// controller-runtime's metrics.Registry).
 	Registerer prometheus.Registerer
@@ -168,6 +173,8 @@ type Plugin struct {
 	// device on it).
 	xidDevices map[string]xidMark
 	xidGPUs    map[int]xidMark
+	// xidCleared is the ID of the last clear request applied (ClearXids).
+	xidCleared string
 	// healthWake is closed when the health reports should go out at once
 	// (healthChanged).
 	healthWake chan struct{}
@@ -322,9 +329,13 @@ func (p *Plugin) RemoveStaleSpecs() ([]string, error) {
 		errs = multierror.Append(errs, fmt.Errorf("no checkpoint file at %s, so the CDI specs %s, which running containers may use, are left in place; "+
 			"if the checkpoint directory moved (agent.hostPaths.kubeletPlugins changed), put it back", p.checkpointPath, strings.Join(kept, ", ")))
 	}
-	temps, err := filepath.Glob(filepath.Join(p.cfg.CheckpointDir, checkpointTemps))
-	if err != nil {
-		errs = multierror.Append(errs, fmt.Errorf("listing checkpoint temporary files: %w", err))
+	var temps []string
+	for _, pattern := range []string{checkpointTemps, xidMarksTemps} {
+		matched, err := filepath.Glob(filepath.Join(p.cfg.CheckpointDir, pattern))
+		if err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("listing checkpoint temporary files: %w", err))
+		}
+		temps = append(temps, matched...)
 	}
 	for _, path := range temps {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -303,7 +304,7 @@ func (p *Plugin) prepareClaimIf(ctx context.Context, claim *resourceapi.Resource
 	if err := p.writeSpec(pc); err != nil {
 		return nil, fmt.Errorf("preparing claim %s: %w", ref, err)
 	}
-	next := maps(p.claims)
+	next := maps.Clone(p.claims)
 	next[pc.UID] = pc
 	if err := writeCheckpoint(p.checkpointPath, next); err != nil {
 		if !errors.Is(err, errNotDurable) {
@@ -427,14 +428,6 @@ func resultDevices(pc PreparedClaim) []kubeletplugin.Device {
 				CDIDeviceIDs: []string{requestCDIName(d.CDIDeviceID, d, r)},
 			})
 		}
-	}
-	return out
-}
-
-func maps(in map[types.UID]PreparedClaim) map[types.UID]PreparedClaim {
-	out := make(map[types.UID]PreparedClaim, len(in)+1)
-	for k, v := range in {
-		out[k] = v
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -50,7 +51,7 @@ func (p *Plugin) unprepareClaim(ctx context.Context, c kubeletplugin.NamespacedO
 	if _, ok := p.claims[c.UID]; !ok {
 		return nil
 	}
-	next := maps(p.claims)
+	next := maps.Clone(p.claims)
 	delete(next, c.UID)
 	if err := writeCheckpoint(p.checkpointPath, next); err != nil {
 		if !errors.Is(err, errNotDurable) {

@@ -28,13 +28,14 @@ const xidRetryMax = time.Minute
 
 // xidMark is an Xid that made a device Unhealthy.
 type xidMark struct {
-	code    uint64
-	gpuUUID string
-	at      time.Time
+	code     uint64
+	gpuIndex int
+	gpuUUID  string
+	at       time.Time
 }
 
 func (m xidMark) message() string {
-	return fmt.Sprintf("Xid %d on GPU %s at %s (NVIDIA's XID Errors guide says what it means); the device stays Unhealthy until the agent restarts", m.code, m.gpuUUID, m.at.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("Xid %d on GPU %s at %s (NVIDIA's XID Errors guide says what it means); the device stays Unhealthy until the node reboots or kubectl miglayout clear-xids clears the mark", m.code, m.gpuUUID, m.at.UTC().Format(time.RFC3339))
 }
 
 // WatchXids watches the GPUs' Xid critical errors (Config.Xids) until ctx
@@ -54,7 +55,10 @@ func (m xidMark) message() string {
 // An Xid of a GPU instance without a MIG device, or of a GPU NVML cannot
 // name any more, marks nothing (counted unattributed).
 //
-// The marks last until the agent restarts. XidOf reports them, which the
+// The marks last until the node reboots or ClearXids clears them: with
+// Config.BootID, they are kept in XidMarksFile, which RestoreXids reads
+// after a restart of the agent (without, they last until it restarts).
+// XidOf reports them, which the
 // agent publishes as device taints (Config.OnXid wakes it). A failed watch
 // is logged and started again after an exponential backoff of at most a
 // minute. Without Config.Xids it returns at once.
@@ -113,26 +117,43 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 		logger.Error(nil, "Xid critical error on a GPU NVML cannot name any more: no device marked")
 		return
 	}
-	mark := xidMark{code: x.Code, gpuUUID: x.GPUUUID, at: time.Now()}
+	mark := xidMark{code: x.Code, gpuIndex: x.GPUIndex, gpuUUID: x.GPUUUID, at: time.Now()}
 	var hit []string
 	var migs []gpu.MIGDevice
 	var err error
 	if x.GIID >= 0 {
 		migs, err = p.cfg.GPUs.MIGDevices(ctx, x.GPUIndex)
 	}
+	// A mark of the same Xid is kept as it is (its first time), so that an
+	// Xid storm does not write the marks file once per Xid.
+	changed := false
 	p.xidMu.Lock()
 	if x.GIID < 0 || err != nil {
-		p.xidGPUs[x.GPUIndex] = mark
+		if old, ok := p.xidGPUs[x.GPUIndex]; !ok || old.code != x.Code {
+			p.xidGPUs[x.GPUIndex] = mark
+			changed = true
+		}
 		hit = append(hit, fmt.Sprintf("GPU %d and every device on it", x.GPUIndex))
 	}
 	for _, d := range migs {
 		if d.UUID == "" || d.GIID != x.GIID || x.CIID >= 0 && d.CIID != x.CIID {
 			continue
 		}
-		p.xidDevices[d.UUID] = mark
+		if old, ok := p.xidDevices[d.UUID]; !ok || old.code != x.Code {
+			p.xidDevices[d.UUID] = mark
+			changed = true
+		}
 		hit = append(hit, fmt.Sprintf("%s (%s)", migslices.MIGDeviceName(x.GPUIndex, d.Profile, d.ProfileID, d.Placement.Start), d.UUID))
 	}
+	var saveErr error
+	if changed {
+		p.metrics.setMarks(p.xidGPUs, p.xidDevices)
+		saveErr = p.saveXidMarksLocked()
+	}
 	p.xidMu.Unlock()
+	if saveErr != nil {
+		logger.Error(saveErr, "Keeping the Xid mark for the agent's next run failed: a restart of the agent forgets it")
+	}
 	if len(hit) == 0 {
 		// The GPU instance has no MIG device (no compute instance, or
 		// destroyed since): nothing to mark.

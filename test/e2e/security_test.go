@@ -432,8 +432,9 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 	})
 
 	// Events: as the agent's recorder reports them (miglayout-agent), about
-	// its own NodeMigLayout or a ResourceClaim; not about another node, nor
-	// in another component's name.
+	// its own NodeMigLayout, its own Node (XidsCleared, ClearXidsRefused) or
+	// a ResourceClaim; not about another node, nor in another component's
+	// name.
 	t.Run("Events", func(t *testing.T) {
 		b := events.NewBroadcaster(&events.EventSinkImpl{Interface: agent.EventsV1()})
 		stop := make(chan struct{})
@@ -453,13 +454,26 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 				ReportingController: controller, ReportingInstance: controller + "-" + f.nodeA, Action: "Drain", Reason: "Draining", Type: corev1.EventTypeNormal,
 				Regarding: corev1.ObjectReference{Kind: kind, APIVersion: "miglayout.io/v1alpha1", Name: regarding}}
 		}
-		want := "may only record Events as miglayout-agent about NodeMigLayout " + f.nodeA
+		want := "may only record Events as miglayout-agent about NodeMigLayout " + f.nodeA + ", XidsCleared or ClearXidsRefused about Node " + f.nodeA
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, event("about-b", "miglayout-agent", "NodeMigLayout", f.nodeB), metav1.CreateOptions{})
 		refused(t, "record an Event about NodeMigLayout B", err, want)
 		spoof := event("as-kubelet", "kubelet", "Node", f.nodeB)
 		spoof.Regarding.APIVersion = "v1"
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, spoof, metav1.CreateOptions{})
 		refused(t, "record an Event about node B as the kubelet", err, want)
+		// About its own Node: only its answers to a request to clear the
+		// Xid marks.
+		nodeEvent := func(name, reason, node string) *eventsv1.Event {
+			e := event(name, "miglayout-agent", "Node", node)
+			e.Regarding.APIVersion, e.Reason = "v1", reason
+			return e
+		}
+		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("cleared-a", "XidsCleared", f.nodeA), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		allowed(t, "record XidsCleared about node A", err)
+		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("cleared-b", "XidsCleared", f.nodeB), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		refused(t, "record XidsCleared about node B", err, want)
+		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("draining-a", "Draining", f.nodeA), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		refused(t, "record another reason about node A", err, want)
 		// About a claim (binding conditions are on here): only the refusal
 		// of a binding, which is all the agent says of claims.
 		claimEvent := func(name, reason string) *eventsv1.Event {

@@ -10,7 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/agent"
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
 )
@@ -20,7 +22,8 @@ import (
 // pod's container status, naming the Xid, and the device published with
 // the Xid taint, while an Xid the agent ignores by default (13, an
 // application's error) on the other half of the GPU leaves the device
-// there untainted. A restarted agent forgets the Xid.
+// there untainted. A restarted agent keeps the Xid; a request on the Node
+// clears it.
 func TestXidMakesDeviceUnhealthy(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
 	lostNodeHalves(t, ctx, "e2e-xid")
@@ -101,14 +104,42 @@ func TestXidMakesDeviceUnhealthy(t *testing.T) {
 		return false, fmt.Sprintf("%d such events", len(list.Items))
 	})
 
-	// The marks live in the agent's memory: restarted, it publishes no
-	// Xid taint and reports the device Healthy again.
+	// The marks outlive a restart of the agent in the node's boot: the
+	// restarted agent publishes the taint again and reports the device
+	// Unhealthy.
 	env.Cluster.StopAgent(nodeLost)
 	if err := env.Cluster.StartAgent(ctx, nodeLost); err != nil {
 		t.Fatal(err)
 	}
+	waitXidTaints(t, ctx, map[string]string{devices["hit"]: "94"})
+	waitDeviceHealth(t, ctx, ns, "hit", corev1.ResourceHealthStatusUnhealthy, "Xid 94 on GPU")
+
+	// A request on the Node (kubectl miglayout clear-xids) clears them: an
+	// XidsCleared event names the device, which is published untainted
+	// and reported Healthy again.
+	node, err := env.Client.CoreV1().Nodes().Get(ctx, nodeLost, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := `{"id":"e2e-` + string(node.UID) + `-` + node.ResourceVersion + `","gpus":[1]}`
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationClearXids, request)
+	if _, err := env.Client.CoreV1().Nodes().Patch(ctx, nodeLost, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	waitXidTaints(t, ctx, map[string]string{})
 	waitDeviceHealth(t, ctx, ns, "hit", corev1.ResourceHealthStatusHealthy, "")
+	clustertest.Poll(t, ctx, 30*time.Second, "an "+agent.EventXidsCleared+" event on Node "+nodeLost, func(ctx context.Context) (bool, string) {
+		list, err := env.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + agent.EventXidsCleared})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "Node" && e.Regarding.Name == nodeLost && strings.Contains(e.Note, "Xid 94") && strings.Contains(e.Note, "GPUs [1]") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d such events", len(list.Items))
+	})
 }
 
 // waitXidTaints waits until the Xid taints of nodeLost's pool are want

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// TestClearXids: clear-xids writes a request the agent parses to each
+// named Node's annotation, keeping the Node's other annotations, with the
+// GPUs of --gpu sorted and each once, or none (every GPU); a node that
+// does not exist is an error naming it and does not stop the others; each
+// run is a request of a new ID.
+func TestClearXids(t *testing.T) {
+	tests := map[string]struct {
+		args     []string
+		wantGPUs map[string][]int // by node annotated
+		wantOut  []string
+		wantErr  string
+	}{
+		"every GPU of two nodes": {args: []string{"clear-xids", "a", "b"},
+			wantGPUs: map[string][]int{"a": nil, "b": nil},
+			wantOut:  []string{"node a: clearing the Xid marks of every GPU requested", "node b: clearing the Xid marks of every GPU requested"}},
+		"some GPUs": {args: []string{"clear-xids", "a", "--gpu", "3,1", "--gpu", "1"},
+			wantGPUs: map[string][]int{"a": {1, 3}},
+			wantOut:  []string{"node a: clearing the Xid marks of GPUs [1 3] requested"}},
+		"unknown node": {args: []string{"clear-xids", "nope", "b"},
+			wantGPUs: map[string][]int{"b": nil},
+			wantOut:  []string{"node b: clearing"}, wantErr: `reading Node nope: nodes "nope" not found`},
+		"no node":      {args: []string{"clear-xids"}, wantGPUs: map[string][]int{}, wantErr: "name at least one node"},
+		"negative GPU": {args: []string{"clear-xids", "a", "--gpu", "-1"}, wantGPUs: map[string][]int{}, wantErr: "--gpu -1"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(
+				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{"example.com/keep": "yes"}}},
+				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b"}}).Build()
+			run := func() (string, error) {
+				cmd := newRootCommandEnv(&env{newClient: func() (client.Client, error) { return c, nil }})
+				var out strings.Builder
+				cmd.SetOut(&out)
+				cmd.SetErr(&out)
+				cmd.SetArgs(tc.args)
+				err := cmd.Execute()
+				return out.String(), err
+			}
+			requests := func() (gpus map[string][]int, ids map[string]bool) {
+				gpus, ids = map[string][]int{}, map[string]bool{}
+				for _, name := range []string{"a", "b"} {
+					var n corev1.Node
+					if err := c.Get(context.Background(), types.NamespacedName{Name: name}, &n); err != nil {
+						t.Fatal(err)
+					}
+					if name == "a" && n.Annotations["example.com/keep"] != "yes" {
+						t.Errorf("node a's other annotation lost: %v", n.Annotations)
+					}
+					value, ok := n.Annotations[v1alpha1.AnnotationClearXids]
+					if !ok {
+						continue
+					}
+					req, err := v1alpha1.ParseClearXidsRequest(value)
+					if err != nil {
+						t.Fatalf("node %s: %v", name, err)
+					}
+					gpus[name] = req.GPUs
+					ids[req.ID] = true
+				}
+				return gpus, ids
+			}
+			out, err := run()
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+			for _, line := range tc.wantOut {
+				if !strings.Contains(out, line) {
+					t.Errorf("output %q lacks %q", out, line)
+				}
+			}
+			gotGPUs, ids := requests()
+			if diff := cmp.Diff(tc.wantGPUs, gotGPUs); diff != "" {
+				t.Errorf("requests by node (-want +got):\n%s", diff)
+			}
+			if len(gotGPUs) == 0 {
+				return
+			}
+			if len(ids) != 1 {
+				t.Fatalf("request IDs %v, want one for the run", ids)
+			}
+			// Run again: a request of a new ID.
+			if _, err := run(); tc.wantErr == "" && err != nil {
+				t.Fatal(err)
+			}
+			_, again := requests()
+			for id := range again {
+				if ids[id] {
+					t.Errorf("second run's request ID %s is the first's", id)
+				}
+			}
+		})
+	}
+}

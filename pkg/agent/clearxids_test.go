@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// fakeXidMarks records the clear requests and applies each ID once.
+type fakeXidMarks struct {
+	applied []string
+	gpus    [][]int
+	marked  []string
+}
+
+func (f *fakeXidMarks) ClearXids(_ context.Context, request string, gpus []int) ([]string, bool, error) {
+	for _, id := range f.applied {
+		if id == request {
+			return nil, false, nil
+		}
+	}
+	f.applied = append(f.applied, request)
+	f.gpus = append(f.gpus, gpus)
+	cleared := f.marked
+	f.marked = nil
+	return cleared, true, nil
+}
+
+// TestApplyClearXids: checkNode hands the Node's clear request to the Xid
+// marks once per ID and records what was cleared on the Node; a value that
+// does not parse clears nothing and is told once.
+func TestApplyClearXids(t *testing.T) {
+	type step struct {
+		value  string // the annotation; "-" for none
+		marked []string
+		want   string // the event recorded, "" for none
+	}
+	tests := map[string]struct {
+		steps   []step
+		applied []string
+		gpus    [][]int
+	}{
+		"request of every GPU, seen twice": {
+			steps: []step{
+				{value: `{"id":"r1"}`, marked: []string{"GPU 0: Xid 48"},
+					want: `Normal XidsCleared Request "r1" to clear the Xid marks of every GPU: cleared GPU 0: Xid 48; the devices are reported Healthy and published without the taint miglayout.io/xid`},
+				{value: `{"id":"r1"}`},
+			},
+			applied: []string{"r1"}, gpus: [][]int{nil},
+		},
+		"requests of some GPUs": {
+			steps: []step{
+				{value: `{"id":"r1","gpus":[1,3]}`,
+					want: `Normal XidsCleared Request "r1" to clear the Xid marks of GPUs [1 3]: no mark was set`},
+				{value: `{"id":"r2","gpus":[0]}`, marked: []string{"MIG-1: Xid 94"},
+					want: `Normal XidsCleared Request "r2" to clear the Xid marks of GPUs [0]: cleared MIG-1: Xid 94; the devices are reported Healthy and published without the taint miglayout.io/xid`},
+			},
+			applied: []string{"r1", "r2"}, gpus: [][]int{{1, 3}, {0}},
+		},
+		"no request": {steps: []step{{value: "-"}}},
+		"value that does not parse, then a good one": {
+			steps: []step{
+				{value: `{"id":"r1","gpu":[0]}`,
+					want: `Warning ClearXidsRefused parsing miglayout.io/clear-xids "{\"id\":\"r1\",\"gpu\":[0]}": want JSON such as {"id":"1","gpus":[0]}: json: unknown field "gpu"; nothing cleared`},
+				{value: `{"id":"r1","gpu":[0]}`},
+				{value: `{"id":"r1","gpus":[0]}`, want: `Normal XidsCleared Request "r1" to clear the Xid marks of GPUs [0]: no mark was set`},
+			},
+			applied: []string{"r1"}, gpus: [][]int{{0}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := nmlClient(t, &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, interceptor.Funcs{})
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+			if err := c.Create(t.Context(), node); err != nil {
+				t.Fatal(err)
+			}
+			marks := &fakeXidMarks{}
+			rec := events.NewFakeRecorder(4)
+			r := &NodeReconciler{Client: c, NodeName: "n1", Recorder: rec, XidMarks: marks, AllowDevicePlugin: true}
+			for i, s := range tc.steps {
+				node.Annotations = nil
+				if s.value != "-" {
+					node.Annotations = map[string]string{v1alpha1.AnnotationClearXids: s.value}
+				}
+				if err := c.Update(t.Context(), node); err != nil {
+					t.Fatal(err)
+				}
+				marks.marked = s.marked
+				if _, err := r.checkNode(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if got := recorded(rec); got != s.want {
+					t.Errorf("step %d: event %q, want %q", i, got, s.want)
+				}
+			}
+			if diff := cmp.Diff(tc.applied, marks.applied); diff != "" {
+				t.Errorf("requests applied (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.gpus, marks.gpus); diff != "" {
+				t.Errorf("GPUs of the requests (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

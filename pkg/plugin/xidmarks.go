@@ -1,0 +1,213 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// XidMarksFile is the name, inside Config.CheckpointDir, of the file that
+// keeps the Xid marks (WatchXids) across restarts of the agent.
+const XidMarksFile = "xids.json"
+
+// XidMarksVersion is the version of XidMarksFile's format this package
+// writes and reads.
+const XidMarksVersion = "miglayout.io/plugin-xids/v1"
+
+// xidMarksTemps matches the temporary files of XidMarksFile's writes
+// (writeFileAtomically) a kill interrupted before their rename.
+const xidMarksTemps = "." + XidMarksFile + "[0-9]*"
+
+// xidMarks is XidMarksFile's shape.
+type xidMarks struct {
+	Version string `json:"version"`
+	// BootID is the node's boot ID (Config.BootID) when the marks were
+	// written: a reboot resets the GPUs, and the marks of another boot
+	// are dropped.
+	BootID string `json:"bootID"`
+	// GPUs are the marks of whole GPUs, Devices those of MIG devices.
+	GPUs    []savedXidMark `json:"gpus,omitempty"`
+	Devices []savedXidMark `json:"devices,omitempty"`
+	// Cleared is the ID of the last clear request applied (ClearXids),
+	// kept across boots so that a request is applied once.
+	Cleared string `json:"cleared,omitempty"`
+}
+
+// savedXidMark is one mark as XidMarksFile keeps it.
+type savedXidMark struct {
+	// GPUIndex is the NVML index of the GPU; GPUUUID its UUID.
+	GPUIndex int    `json:"gpuIndex"`
+	GPUUUID  string `json:"gpuUUID,omitempty"`
+	// UUID is the MIG device's UUID; empty for a mark of the whole GPU.
+	UUID string    `json:"uuid,omitempty"`
+	Xid  uint64    `json:"xid"`
+	At   time.Time `json:"at"`
+}
+
+// saveXidMarksLocked writes the marks to XidMarksFile (xidMu held). Without
+// Config.BootID, nothing is written: the marks then last until the agent
+// restarts.
+func (p *Plugin) saveXidMarksLocked() error {
+	if p.cfg.BootID == "" {
+		return nil
+	}
+	f := xidMarks{Version: XidMarksVersion, BootID: p.cfg.BootID, Cleared: p.xidCleared}
+	for _, idx := range slices.Sorted(maps.Keys(p.xidGPUs)) {
+		m := p.xidGPUs[idx]
+		f.GPUs = append(f.GPUs, savedXidMark{GPUIndex: idx, GPUUUID: m.gpuUUID, Xid: m.code, At: m.at})
+	}
+	for _, uuid := range slices.Sorted(maps.Keys(p.xidDevices)) {
+		m := p.xidDevices[uuid]
+		f.Devices = append(f.Devices, savedXidMark{GPUIndex: m.gpuIndex, GPUUUID: m.gpuUUID, UUID: uuid, Xid: m.code, At: m.at})
+	}
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return fmt.Errorf("writing Xid marks: %w", err)
+	}
+	if err := writeFileAtomically(p.xidMarksPath(), append(data, '\n')); err != nil && !errors.Is(err, errNotDurable) {
+		return fmt.Errorf("writing Xid marks: %w", err)
+	}
+	return nil
+}
+
+func (p *Plugin) xidMarksPath() string {
+	return filepath.Join(p.cfg.CheckpointDir, XidMarksFile)
+}
+
+// RestoreXids loads the Xid marks an earlier run of the agent kept in
+// XidMarksFile, so that devices an Xid hit stay Unhealthy and tainted
+// across a restart of the agent (an upgrade included), where the file was
+// written in this boot of the node (Config.BootID): a reboot resets the
+// GPUs, so the marks of another boot are dropped. Call it once after New,
+// before Start and WatchXids.
+//
+// A mark of a whole GPU is restored at the index of the GPU with its UUID
+// (GPUs), or at its index where NVML does not list that UUID (the GPU
+// unreadable) and no other GPU is there. A file that cannot be read is
+// logged and left; the marks start empty then, and the next mark
+// overwrites it. Without Config.BootID it does nothing.
+func (p *Plugin) RestoreXids(ctx context.Context) {
+	if p.cfg.BootID == "" {
+		return
+	}
+	logger := klog.FromContext(ctx).WithValues("file", p.xidMarksPath())
+	data, err := os.ReadFile(p.xidMarksPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var f xidMarks
+	if err == nil {
+		err = json.Unmarshal(data, &f)
+	}
+	if err == nil && f.Version != XidMarksVersion {
+		err = fmt.Errorf("version %q, this agent reads %q", f.Version, XidMarksVersion)
+	}
+	if err != nil {
+		logger.Error(err, "Reading the Xid marks of the agent's last run failed: devices an Xid hit before this restart are Healthy again (kubectl miglayout status marks none)")
+		return
+	}
+	p.xidMu.Lock()
+	defer p.xidMu.Unlock()
+	p.xidCleared = f.Cleared
+	if f.BootID != p.cfg.BootID {
+		if len(f.GPUs)+len(f.Devices) > 0 {
+			logger.Info("The node rebooted since the Xid marks were written, which reset its GPUs: marks dropped", "gpuMarks", len(f.GPUs), "deviceMarks", len(f.Devices))
+		}
+		return
+	}
+	at := map[string]int{}
+	taken := map[int]string{}
+	gpus, listErr := p.cfg.GPUs.GPUs(ctx)
+	for _, g := range gpus {
+		at[g.UUID] = g.Index
+		taken[g.Index] = g.UUID
+	}
+	var restored []string
+	for _, s := range f.GPUs {
+		idx, ok := at[s.GPUUUID]
+		if !ok {
+			idx = s.GPUIndex
+			if other, there := taken[idx]; there && other != s.GPUUUID {
+				logger.Info("Xid mark of a GPU NVML no longer lists dropped", "gpu", s.GPUIndex, "gpuUUID", s.GPUUUID, "xid", s.Xid, "nowAtIndex", other)
+				continue
+			}
+		}
+		p.xidGPUs[idx] = xidMark{code: s.Xid, gpuIndex: idx, gpuUUID: s.GPUUUID, at: s.At}
+		restored = append(restored, fmt.Sprintf("GPU %d: Xid %d", idx, s.Xid))
+	}
+	present := map[int]map[string]bool{} // MIG device UUIDs by GPU read
+	for _, s := range f.Devices {
+		idx, ok := at[s.GPUUUID]
+		if !ok {
+			idx = s.GPUIndex
+		}
+		if ok && present[idx] == nil {
+			present[idx] = map[string]bool{}
+			if migs, err := p.cfg.GPUs.MIGDevices(ctx, idx); err != nil {
+				present[idx] = nil
+			} else {
+				for _, d := range migs {
+					present[idx][d.UUID] = true
+				}
+			}
+		}
+		if ok && present[idx] != nil && !present[idx][s.UUID] {
+			// Destroyed since: the UUID will not be seen again.
+			continue
+		}
+		p.xidDevices[s.UUID] = xidMark{code: s.Xid, gpuIndex: idx, gpuUUID: s.GPUUUID, at: s.At}
+		restored = append(restored, fmt.Sprintf("%s: Xid %d", s.UUID, s.Xid))
+	}
+	p.metrics.setMarks(p.xidGPUs, p.xidDevices)
+	if len(restored) > 0 {
+		logger.Info("Restored the Xid marks of the agent's last run: the devices they name stay Unhealthy until kubectl miglayout clear-xids or a reboot", "marks", restored, "gpuListingErr", listErr)
+	}
+}
+
+// ClearXids forgets the Xid marks of the GPUs with the given indexes (all
+// of them where gpus is empty), once per request ID: an operator asks for
+// it after resetting the GPUs (kubectl miglayout clear-xids). A request
+// already applied, by this run or an earlier one of the agent
+// (XidMarksFile), does nothing and returns applied false. It returns what
+// it cleared ("GPU <index>: Xid <code>", "<MIG device UUID>: Xid <code>")
+// and wakes the health reports. An error writing XidMarksFile is
+// returned with the marks cleared in memory all the same: the request is
+// then applied again after a restart.
+func (p *Plugin) ClearXids(ctx context.Context, request string, gpus []int) (cleared []string, applied bool, err error) {
+	p.xidMu.Lock()
+	if request == p.xidCleared {
+		p.xidMu.Unlock()
+		return nil, false, nil
+	}
+	hits := func(idx int) bool { return len(gpus) == 0 || slices.Contains(gpus, idx) }
+	for _, idx := range slices.Sorted(maps.Keys(p.xidGPUs)) {
+		if hits(idx) {
+			cleared = append(cleared, fmt.Sprintf("GPU %d: Xid %d", idx, p.xidGPUs[idx].code))
+			delete(p.xidGPUs, idx)
+		}
+	}
+	for _, uuid := range slices.Sorted(maps.Keys(p.xidDevices)) {
+		if m := p.xidDevices[uuid]; hits(m.gpuIndex) {
+			cleared = append(cleared, fmt.Sprintf("%s: Xid %d", uuid, m.code))
+			delete(p.xidDevices, uuid)
+		}
+	}
+	p.xidCleared = request
+	p.metrics.setMarks(p.xidGPUs, p.xidDevices)
+	err = p.saveXidMarksLocked()
+	p.xidMu.Unlock()
+	klog.FromContext(ctx).Info("Xid marks cleared on request", "request", request, "gpus", gpus, "cleared", cleared)
+	if len(cleared) > 0 {
+		p.notifyHealth()
+	}
+	return cleared, true, err
+}

@@ -1,0 +1,312 @@
+package plugin
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+)
+
+// xidMarksPlugin is a plugin of e with boot ID bootID and a Xid watch,
+// whose Xid marks RestoreXids has read.
+func (e *env) xidMarksPlugin(bootID string) *Plugin {
+	e.t.Helper()
+	p, err := New(Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir,
+		HostRoot: e.hostRoot, Xids: e.gpus, BootID: bootID, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p.RestoreXids(e.ctx)
+	return p
+}
+
+// migOn returns the MIG device of GPU 0 at placement start.
+func (e *env) migOn(start int) gpu.MIGDevice {
+	e.t.Helper()
+	migs, err := e.gpus.MIGDevices(e.ctx, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, d := range migs {
+		if d.Placement.Start == start {
+			return d
+		}
+	}
+	e.t.Fatalf("no MIG device at start %d of GPU 0", start)
+	return gpu.MIGDevice{}
+}
+
+// markGauge reads miglayout_plugin_xid_marks: "<gpu>/<xid>" to value.
+func markGauge(t *testing.T, p *Plugin) map[string]float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 16)
+	p.metrics.marks.Collect(ch)
+	close(ch)
+	out := map[string]float64{}
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		labels := map[string]string{}
+		for _, l := range d.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		out[labels["gpu"]+"/"+labels["xid"]] = d.GetGauge().GetValue()
+	}
+	return out
+}
+
+// gpuUUID is the UUID of GPU idx.
+func (e *env) gpuUUID(idx int) string {
+	e.t.Helper()
+	gpus, err := e.gpus.GPUs(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return gpus[idx].UUID
+}
+
+// editMarks rewrites XidMarksFile with edit.
+func (e *env) editMarks(edit func(string) string) {
+	e.t.Helper()
+	path := filepath.Join(e.cpDir, XidMarksFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(edit(string(data))), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// marks returns the Xid marks XidOf reports for GPU 1 as a whole and the
+// MIG devices of GPU 0 at the given starts, by "gpu-1" or the device's
+// start.
+func (e *env) marks(p *Plugin, devices map[string]gpu.MIGDevice) map[string]uint64 {
+	out := map[string]uint64{}
+	if code, ok := p.XidOf(1, ""); ok {
+		out["gpu-1"] = code
+	}
+	for name, d := range devices {
+		if code, ok := p.XidOf(0, d.UUID); ok {
+			out[name] = code
+		}
+	}
+	return out
+}
+
+// TestXidMarksKeptAcrossRestart: the Xid marks a plugin made are restored
+// by the next plugin of the same boot (an agent restarted), not by one of
+// another boot (the node rebooted, which reset the GPUs) nor without a
+// boot ID; the mark of a MIG device destroyed since is dropped, and a file
+// that cannot be read restores nothing and is written again at the next
+// mark.
+func TestXidMarksKeptAcrossRestart(t *testing.T) {
+	tests := map[string]struct {
+		firstBoot, nextBoot string
+		// between runs between the two plugins.
+		between func(e *env)
+		want    map[string]uint64
+	}{
+		"same boot": {firstBoot: "boot-1", nextBoot: "boot-1",
+			want: map[string]uint64{"3g": 94, "gpu-1": 48}},
+		"node rebooted": {firstBoot: "boot-1", nextBoot: "boot-2",
+			want: map[string]uint64{}},
+		"no boot ID": {firstBoot: "", nextBoot: "",
+			want: map[string]uint64{}},
+		"3g.40gb destroyed and made again": {firstBoot: "boot-1", nextBoot: "boot-1",
+			between: func(e *env) {
+				d := mig.MustParseLayout("3g.40gb@4")[0]
+				if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {
+					e.t.Fatal(err)
+				}
+				e.createMIG(d)
+			},
+			want: map[string]uint64{"gpu-1": 48}},
+		"another GPU at GPU 1's index": {firstBoot: "boot-1", nextBoot: "boot-1",
+			between: func(e *env) {
+				e.editMarks(func(s string) string { return strings.ReplaceAll(s, e.gpuUUID(1), "GPU-other") })
+			},
+			want: map[string]uint64{"3g": 94}},
+		"file corrupt": {firstBoot: "boot-1", nextBoot: "boot-1",
+			between: func(e *env) {
+				if err := os.WriteFile(filepath.Join(e.cpDir, XidMarksFile), []byte(`{"version": "miglayout.io/plugin-xids/v1", "gpus": [`), 0o600); err != nil {
+					e.t.Fatal(err)
+				}
+			},
+			want: map[string]uint64{}},
+		"file of another version": {firstBoot: "boot-1", nextBoot: "boot-1",
+			between: func(e *env) {
+				e.editMarks(func(s string) string { return strings.Replace(s, XidMarksVersion, "miglayout.io/plugin-xids/v9", 1) })
+			},
+			want: map[string]uint64{}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			large, small := e.migOn(4), e.migOn(3)
+			first := e.xidMarksPlugin(tc.firstBoot)
+			first.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1})
+			first.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
+			if diff := cmp.Diff(map[string]uint64{"3g": 94, "gpu-1": 48}, e.marks(first, map[string]gpu.MIGDevice{"3g": large, "1g": small})); diff != "" {
+				t.Fatalf("first plugin's marks (-want +got):\n%s", diff)
+			}
+			if _, err := os.Stat(filepath.Join(e.cpDir, XidMarksFile)); (err == nil) != (tc.firstBoot != "") {
+				t.Fatalf("marks file after the first plugin's marks: %v, want one only with a boot ID", err)
+			}
+			if tc.between != nil {
+				tc.between(e)
+			}
+			next := e.xidMarksPlugin(tc.nextBoot)
+			if diff := cmp.Diff(tc.want, e.marks(next, map[string]gpu.MIGDevice{"3g": large, "1g": small})); diff != "" {
+				t.Errorf("restored marks (-want +got):\n%s", diff)
+			}
+			wantGauge := map[string]float64{}
+			if tc.want["3g"] != 0 {
+				wantGauge["0/94"] = 1
+			}
+			if tc.want["gpu-1"] != 0 {
+				wantGauge["1/48"] = 1
+			}
+			if diff := cmp.Diff(wantGauge, markGauge(t, next)); diff != "" {
+				t.Errorf("marks gauge after the restore (-want +got):\n%s", diff)
+			}
+			if _, ok := next.xidDevices[large.UUID]; ok && tc.want["3g"] == 0 {
+				t.Errorf("the mark of %s, destroyed or not restored, is still held", large.UUID)
+			}
+			if tc.nextBoot == "" {
+				return
+			}
+			// The next mark writes the file again, readable by a third
+			// plugin of the same boot.
+			next.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: small.ParentUUID, Code: 63, GIID: small.GIID, CIID: -1})
+			third := e.xidMarksPlugin(tc.nextBoot)
+			want := map[string]uint64{"1g": 63}
+			for k, v := range tc.want {
+				want[k] = v
+			}
+			if diff := cmp.Diff(want, e.marks(third, map[string]gpu.MIGDevice{"3g": large, "1g": small})); diff != "" {
+				t.Errorf("marks after the next mark (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestXidMarksFile: the file names its version and boot ID and holds each
+// mark once, the whole GPU's without a device UUID; the same Xid again
+// leaves it as it is.
+func TestXidMarksFile(t *testing.T) {
+	e := newEnv(t)
+	large := e.migOn(4)
+	p := e.xidMarksPlugin("boot-1")
+	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1})
+	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
+	path := filepath.Join(e.cpDir, XidMarksFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same Xids again keep the marks as they are, first times
+	// included: the file is not written again.
+	time.Sleep(10 * time.Millisecond)
+	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1})
+	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
+	if again, err := os.ReadFile(path); err != nil || string(again) != string(data) {
+		t.Errorf("marks file after the same Xids again (%v):\n%s\nwant it as it was:\n%s", err, again, data)
+	}
+	var f xidMarks
+	if err := json.Unmarshal(data, &f); err != nil {
+		t.Fatal(err)
+	}
+	// The marks' times are when they were made: checked, then left out.
+	for _, marks := range [][]savedXidMark{f.GPUs, f.Devices} {
+		for i := range marks {
+			if marks[i].At.IsZero() {
+				t.Errorf("mark %+v has no time", marks[i])
+			}
+			marks[i].At = time.Time{}
+		}
+	}
+	want := xidMarks{Version: XidMarksVersion, BootID: "boot-1",
+		GPUs:    []savedXidMark{{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Xid: 48}},
+		Devices: []savedXidMark{{GPUIndex: 0, GPUUUID: large.ParentUUID, UUID: large.UUID, Xid: 94}}}
+	if diff := cmp.Diff(want, f); diff != "" {
+		t.Errorf("marks file (-want +got):\n%s", diff)
+	}
+}
+
+// TestClearXids: a request clears the marks of the GPUs it names (all
+// where it names none) and wakes the health reports; a request ID is
+// applied once, by this plugin or by the next of the same boot.
+func TestClearXids(t *testing.T) {
+	e := newEnv(t)
+	large, small := e.migOn(4), e.migOn(3)
+	devices := map[string]gpu.MIGDevice{"3g": large, "1g": small}
+	p := e.xidMarksPlugin("boot-1")
+	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1})
+	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
+
+	type result struct {
+		Cleared []string
+		Applied bool
+		Marks   map[string]uint64
+		Gauge   map[string]float64
+	}
+	clear := func(p *Plugin, id string, gpus ...int) result {
+		t.Helper()
+		woken := p.healthChanged()
+		cleared, applied, err := p.ClearXids(e.ctx, id, gpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-woken:
+			if len(cleared) == 0 {
+				t.Errorf("request %s cleared nothing and woke the health reports", id)
+			}
+		default:
+			if len(cleared) > 0 {
+				t.Errorf("request %s cleared %v without waking the health reports", id, cleared)
+			}
+		}
+		return result{cleared, applied, e.marks(p, devices), markGauge(t, p)}
+	}
+	steps := []struct {
+		name    string
+		restart bool
+		id      string
+		gpus    []int
+		want    result
+	}{
+		{name: "GPU 1", id: "a", gpus: []int{1},
+			want: result{Cleared: []string{"GPU 1: Xid 48"}, Applied: true, Marks: map[string]uint64{"3g": 94}, Gauge: map[string]float64{"0/94": 1}}},
+		{name: "GPU 1 again, same ID", id: "a",
+			want: result{Marks: map[string]uint64{"3g": 94}, Gauge: map[string]float64{"0/94": 1}}},
+		{name: "same ID after a restart", restart: true, id: "a",
+			want: result{Marks: map[string]uint64{"3g": 94}, Gauge: map[string]float64{"0/94": 1}}},
+		{name: "GPU 2, which has none", id: "b", gpus: []int{2},
+			want: result{Applied: true, Marks: map[string]uint64{"3g": 94}, Gauge: map[string]float64{"0/94": 1}}},
+		{name: "every GPU", id: "c",
+			want: result{Cleared: []string{large.UUID + ": Xid 94"}, Applied: true, Marks: map[string]uint64{}, Gauge: map[string]float64{}}},
+		{name: "after a restart, nothing comes back", restart: true, id: "c",
+			want: result{Marks: map[string]uint64{}, Gauge: map[string]float64{}}},
+	}
+	for _, s := range steps {
+		if s.restart {
+			p = e.xidMarksPlugin("boot-1")
+		}
+		if diff := cmp.Diff(s.want, clear(p, s.id, s.gpus...)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", s.name, diff)
+		}
+	}
+}
