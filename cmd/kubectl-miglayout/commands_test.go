@@ -558,9 +558,13 @@ func TestStatusCatalogDiffers(t *testing.T) {
 	if i < 0 || i+1 >= len(lines) {
 		t.Fatalf("no gpu-1 row:\n%s", out)
 	}
+	// Under the row, after its Xid line.
 	want := "NVML differs from the catalog: 3g.40gb placements: NVML offers 4+4, the catalog 0+4,4+4 (+1 more); kubectl get nodemiglayout gpu-node-2 -o yaml"
-	if got := strings.TrimSpace(lines[i+1]); got != want {
-		t.Errorf("line under gpu-1:\n%q\nwant\n%q\nin:\n%s", got, want, out)
+	if i+2 >= len(lines) || !strings.HasPrefix(strings.TrimSpace(lines[i+1]), "Xid 48 hit") {
+		t.Fatalf("no Xid line under gpu-1:\n%s", out)
+	}
+	if got := strings.TrimSpace(lines[i+2]); got != want {
+		t.Errorf("line under gpu-1's Xid line:\n%q\nwant\n%q\nin:\n%s", got, want, out)
 	}
 	if strings.Count(out, "NVML differs") != 1 {
 		t.Errorf("the other GPU is marked too:\n%s", out)

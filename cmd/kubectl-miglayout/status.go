@@ -306,6 +306,22 @@ const (
 	markXid      = "!"
 )
 
+// xidsOn returns the Xids (the Xid taints' values, sorted, each once) of
+// the devices of GPU gpu that node's pool publishes.
+func xidsOn(devices *clusterDevices, node string, gpu int) []string {
+	if devices == nil {
+		return nil
+	}
+	var out []string
+	for name, t := range devices.published[node] {
+		if idx, _, ok := migslices.DeviceGPUIndex(name); ok && idx == gpu && t.xid != "" {
+			out = append(out, t.xid)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 func writeStatus(w io.Writer, v *statusView) {
 	for _, p := range append(slices.Clone(v.paused), v.specProblems...) {
 		fmt.Fprintln(w, p)
@@ -413,6 +429,10 @@ func writeStatus(w io.Writer, v *statusView) {
 			}
 			if g.Message != "" && g.Phase != v1alpha1.PhaseReady {
 				fmt.Fprintf(w, "%s%s: %s\n", indent, g.Reason, g.Message)
+			}
+			if xids := xidsOn(n.devices, nml.Name, int(g.Index)); len(xids) > 0 {
+				fmt.Fprintf(w, "%sXid %s hit devices here: Unhealthy and tainted until the node reboots; once the GPU was reset, kubectl miglayout clear-xids %s --gpu %d\n",
+					indent, strings.Join(xids, ", "), nml.Name, g.Index)
 			}
 			if g.MIGEnabled != g.MIGPending {
 				fmt.Fprintf(w, "%sMIG mode change pending (takes effect after a GPU reset)\n", indent)

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/agent"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -16,9 +18,10 @@ import (
 // which the driver attributes to the GPU instance whose memory it hit.
 const demoXid = 94
 
-// xidHealth injects an Xid on the GPU instance of trainer's device and
-// shows the device Unhealthy in trainer's container status and tainted in
-// the pool.
+// xidHealth injects an Xid on the GPU instance of trainer's device, shows
+// the device Unhealthy in trainer's container status and tainted in the
+// pool, then clears the mark through the Node's annotation (as kubectl
+// miglayout clear-xids does) and shows it Healthy and untainted again.
 func (d *demo) xidHealth(ctx context.Context) error {
 	sim, err := d.c.Sim(nodeA100)
 	if err != nil {
@@ -46,18 +49,7 @@ func (d *demo) xidHealth(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, stepTimeout)
 	defer cancel()
 	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		p, err := d.c.Client().CoreV1().Pods(namespace).Get(ctx, "trainer", metav1.GetOptions{})
-		if err != nil || len(p.Status.ContainerStatuses) == 0 {
-			return false, nil
-		}
-		for _, rs := range p.Status.ContainerStatuses[0].AllocatedResourcesStatus {
-			for _, r := range rs.Resources {
-				if r.Health == corev1.ResourceHealthStatusUnhealthy {
-					return true, nil
-				}
-			}
-		}
-		return false, nil
+		return d.trainerHealth(ctx) == corev1.ResourceHealthStatusUnhealthy, nil
 	})
 	if err != nil {
 		return fmt.Errorf("trainer's container status does not show its device Unhealthy: %w", err)
@@ -88,6 +80,67 @@ func (d *demo) xidHealth(ctx context.Context) error {
 		return fmt.Errorf("the pool of %s does not publish %s with the Xid taint: %w", nodeA100, d.claimDevice, err)
 	}
 	d.printf("\n  The pool of %s publishes %s with the taint %s: no new claim is allocated it,\n", nodeA100, d.claimDevice, taint)
-	d.printf("  and trainer keeps it. Both hold until the node reboots or kubectl miglayout clear-xids.\n")
-	return nil
+	d.printf("  and trainer keeps it. Both outlive a restart of the agent and hold until the node reboots.\n")
+
+	// Once the GPU was reset, an operator clears the mark.
+	d.printf("\n  Once the GPU was reset, an operator clears the mark: kubectl miglayout clear-xids %s --gpu %d\n", nodeA100, gpuIdx)
+	d.printf("  writes this request to the Node, which the agent applies once:\n")
+	t = time.Now()
+	request := fmt.Sprintf(`%s={"id":"demo-%d","gpus":[%d]}`, v1alpha1.AnnotationClearXids, t.Unix(), gpuIdx)
+	if err := d.kubectl(ctx, "annotate", "node", nodeA100, "--overwrite", request); err != nil {
+		return err
+	}
+	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		tainted, err := d.xidTainted(ctx)
+		if err != nil || tainted {
+			return false, nil
+		}
+		return d.trainerHealth(ctx) == corev1.ResourceHealthStatusHealthy, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the mark of %s was not cleared: %w", d.claimDevice, err)
+	}
+	d.printf("\n  %s later, the pool publishes %s untainted and trainer's container status shows it Healthy;\n", since(t), d.claimDevice)
+	d.printf("  the agent says what it cleared in an event on the Node:\n")
+	selector := "reason=" + agent.EventXidsCleared + ",involvedObject.name=" + nodeA100
+	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		list, err := d.c.Client().CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: selector})
+		return err == nil && len(list.Items) > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("no %s event on Node %s: %w", agent.EventXidsCleared, nodeA100, err)
+	}
+	return d.kubectl(ctx, "get", "events", "-n", metav1.NamespaceDefault, "--field-selector", selector, "-o", "custom-columns=REASON:.reason,MESSAGE:.message")
+}
+
+// trainerHealth is the health trainer's container status shows for its
+// device ("" where it shows none).
+func (d *demo) trainerHealth(ctx context.Context) corev1.ResourceHealthStatus {
+	p, err := d.c.Client().CoreV1().Pods(namespace).Get(ctx, "trainer", metav1.GetOptions{})
+	if err != nil || len(p.Status.ContainerStatuses) == 0 {
+		return ""
+	}
+	for _, rs := range p.Status.ContainerStatuses[0].AllocatedResourcesStatus {
+		for _, r := range rs.Resources {
+			return r.Health
+		}
+	}
+	return ""
+}
+
+// xidTainted reports whether the pool of nodeA100 publishes trainer's
+// device with the Xid taint.
+func (d *demo) xidTainted(ctx context.Context) (bool, error) {
+	list, err := d.c.Client().ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeA100})
+	if err != nil {
+		return false, err
+	}
+	for _, s := range list.Items {
+		for _, dev := range s.Spec.Devices {
+			if _, xid := migslices.TaintsOf(dev); dev.Name == d.claimDevice && xid != "" {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }

@@ -116,7 +116,7 @@ func (d *demo) main(ctx context.Context) int {
 		{"kubectl describe miglayout " + layoutName, d.describe},
 		{"Change the layout while trainer holds its device", d.changeLayout},
 		{"Auto mode: a pending pod's claim repartitions a free GPU; an impossible one hears why", d.autoMode},
-		{"An Xid on trainer's GPU instance: its container shows the device Unhealthy, the pool publishes it tainted", d.xidHealth},
+		{"An Xid on trainer's GPU instance: its container shows the device Unhealthy, the pool publishes it tainted until the mark is cleared", d.xidHealth},
 	}
 	d.printf("miglayout demo: declarative MIG layouts on a real Kubernetes %s control plane, GPUs simulated\n", harness.KubernetesVersion)
 	for i, s := range steps {
