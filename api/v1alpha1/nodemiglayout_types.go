@@ -247,6 +247,17 @@ type GPUStatus struct {
 	// LastTransitionTime is when Phase last changed.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+	// Xids are the Xid critical errors the node's agent holds against the
+	// GPU (NVML events; kept until the node reboots or kubectl miglayout
+	// clear-xids clears them). One without a device hit the GPU as a
+	// whole: every device on it, made before or after, is reported
+	// Unhealthy and published with the NoSchedule taint miglayout.io/xid
+	// (it is then the only entry); one with a device hit that MIG device
+	// only. The Auto planner makes no new device on a GPU listed here.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	Xids []GPUXid `json:"xids,omitempty"`
 	// IdleSince is when the agent first saw the GPU, in MIG mode, Ready
 	// with no device in use, in the run of passes that ends with this one;
 	// unset otherwise. Auto mode counts an idle GPU's time before it is
@@ -254,6 +265,21 @@ type GPUStatus struct {
 	// that a restarted controller does not count afresh.
 	// +optional
 	IdleSince *metav1.Time `json:"idleSince,omitempty"`
+}
+
+// GPUXid is an Xid critical error that hit a GPU or one of its MIG
+// devices (GPUStatus.Xids).
+type GPUXid struct {
+	// Xid is the Xid number, as NVIDIA's "XID Errors" guide
+	// (docs.nvidia.com/deploy/xid-errors) lists them.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Xid int64 `json:"xid"`
+	// Device is the published name of the MIG device the Xid hit; empty
+	// for an Xid of the GPU as a whole.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Device string `json:"device,omitempty"`
 }
 
 // NVMLProfile is one GPU instance profile as NVML describes it

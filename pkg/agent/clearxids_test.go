@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -11,13 +12,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
-// fakeXidMarks records the clear requests and applies each ID once.
+// fakeXidMarks records the clear requests and applies each ID once;
+// XidOf reads xids, by "<gpu>/<uuid>".
 type fakeXidMarks struct {
 	applied []string
 	gpus    [][]int
 	marked  []string
+	xids    map[string]uint64
+}
+
+func (f *fakeXidMarks) XidOf(gpuIndex int, uuid string) (uint64, bool) {
+	code, ok := f.xids[fmt.Sprintf("%d/%s", gpuIndex, uuid)]
+	return code, ok
 }
 
 func (f *fakeXidMarks) ClearXids(_ context.Context, request string, gpus []int) ([]string, bool, error) {
@@ -108,5 +118,47 @@ func TestApplyClearXids(t *testing.T) {
 				t.Errorf("GPUs of the requests (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestGPUXids: the status lists, per GPU, the Xid of the GPU as a whole
+// alone where one hit it, else those of its MIG devices by published
+// name; BuildStatus copies them to the GPU's row.
+func TestGPUXids(t *testing.T) {
+	mk := func(idx int, uuids ...string) GPUState {
+		g := GPUState{GPU: gpu.GPU{Index: idx, UUID: fmt.Sprintf("GPU-%d", idx)}}
+		for i, u := range uuids {
+			g.Devices = append(g.Devices, gpu.MIGDevice{GPUIndex: idx, Profile: "1g.10gb", ProfileID: 19, Placement: mig.Placement{Start: i, Size: 1}, UUID: u})
+		}
+		return g
+	}
+	gpus := []GPUState{mk(0, "MIG-a", "MIG-b", ""), mk(1, "MIG-c"), mk(2), mk(3, "MIG-d")}
+	marks := &fakeXidMarks{xids: map[string]uint64{
+		"0/MIG-b": 94, "0/MIG-a": 63, // devices of GPU 0
+		"1/": 48, "1/MIG-c": 94, // GPU 1 as a whole: it alone is listed
+		"2/": 79, // GPU 2, MIG off
+	}}
+	r := &NodeReconciler{XidMarks: marks, Repartitioner: &Repartitioner{Inventory: &PoolInventory{NodeName: "n1"}}}
+	got := r.gpuXids(gpus)
+	want := map[int][]v1alpha1.GPUXid{
+		0: {{Xid: 63, Device: "gpu-0-mig-1g10gb-19-0"}, {Xid: 94, Device: "gpu-0-mig-1g10gb-19-1"}},
+		1: {{Xid: 48}},
+		2: {{Xid: 79}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("gpuXids (-want +got):\n%s", diff)
+	}
+	st := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 1, &SyncResult{GPUs: gpus, Xids: got}, metav1.Now())
+	rows := map[int32][]v1alpha1.GPUXid{}
+	for _, g := range st.GPUs {
+		if len(g.Xids) > 0 {
+			rows[g.Index] = g.Xids
+		}
+	}
+	if diff := cmp.Diff(map[int32][]v1alpha1.GPUXid{0: want[0], 1: want[1], 2: want[2]}, rows); diff != "" {
+		t.Errorf("status rows' Xids (-want +got):\n%s", diff)
+	}
+	if (&NodeReconciler{}).gpuXids(gpus) != nil {
+		t.Error("gpuXids without XidMarks is not nil")
 	}
 }

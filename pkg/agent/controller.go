@@ -601,6 +601,9 @@ var errNodeMigLayoutReplaced = errors.New("the NodeMigLayout was made again duri
 // in-flight row standing.
 func (r *NodeReconciler) writeStatus(ctx context.Context, spec actedOn, res *SyncResult, patched bool) error {
 	read := r.statusReader(patched)
+	if res != nil {
+		res.Xids = r.gpuXids(res.GPUs)
+	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var nml v1alpha1.NodeMigLayout
 		if err := read(ctx, &nml); err != nil {

@@ -105,6 +105,10 @@ type SyncResult struct {
 	// destroyed or created, MIG mode set) and left on their desired layout:
 	// those the agent tells of as Repartitioned.
 	Changed sets.Set[int]
+	// Xids holds, per GPU index, the Xid critical errors the kubelet
+	// plugin holds against the GPU (GPUStatus.Xids); the NodeReconciler
+	// fills it before it writes the status (gpuXids).
+	Xids map[int][]v1alpha1.GPUXid
 }
 
 // changedGPUs is res.Changed, empty for a nil res (a pass that failed

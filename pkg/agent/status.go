@@ -50,6 +50,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 			MIGEnabled: g.GPU.MIGMode.Current,
 			MIGPending: g.GPU.MIGMode.Pending,
 			InUse:      res.InUse[g.GPU.Index].String(),
+			Xids:       res.Xids[g.GPU.Index],
 			Phase:      v1alpha1.PhaseReady,
 			Reason:     v1alpha1.ReasonLayoutApplied,
 		}

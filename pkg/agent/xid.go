@@ -41,12 +41,42 @@ func (r *NodeReconciler) XidError(ctx context.Context, x gpu.Xid, hit []string) 
 		x.Code, where, strings.Join(hit, ", "), slices.XidTaintKey, x.Code), maxEventNote))
 }
 
-// XidMarks clears the kubelet plugin's Xid marks (*plugin.Plugin's
-// ClearXids): the marks of the GPUs with the given indexes (all where
-// gpus is empty), once per request ID; applied is false for an ID applied
-// before. cleared names what was cleared.
+// XidMarks are the kubelet plugin's Xid marks (*plugin.Plugin).
 type XidMarks interface {
+	// ClearXids clears the marks of the GPUs with the given indexes (all
+	// where gpus is empty), once per request ID; applied is false for an
+	// ID applied before. cleared names what was cleared.
 	ClearXids(ctx context.Context, request string, gpus []int) (cleared []string, applied bool, err error)
+	// XidOf returns the Xid that hit the device with UUID uuid on GPU
+	// gpuIndex, or (uuid "") the GPU as a whole, if one did.
+	XidOf(gpuIndex int, uuid string) (uint64, bool)
+}
+
+// gpuXids returns, per GPU index of gpus, the Xids XidMarks holds against
+// the GPU (SyncResult.Xids): the GPU's own alone where one hit it as a
+// whole, else those of its MIG devices, by published name. Nil without
+// XidMarks.
+func (r *NodeReconciler) gpuXids(gpus []GPUState) map[int][]v1alpha1.GPUXid {
+	if r.XidMarks == nil {
+		return nil
+	}
+	out := map[int][]v1alpha1.GPUXid{}
+	for _, g := range gpus {
+		idx := g.GPU.Index
+		if code, ok := r.XidMarks.XidOf(idx, ""); ok {
+			out[idx] = []v1alpha1.GPUXid{{Xid: int64(code)}}
+			continue
+		}
+		for _, d := range g.Devices {
+			if d.UUID == "" {
+				continue
+			}
+			if code, ok := r.XidMarks.XidOf(idx, d.UUID); ok {
+				out[idx] = append(out[idx], v1alpha1.GPUXid{Xid: int64(code), Device: r.Repartitioner.Inventory.DeviceName(g.GPU, &d)})
+			}
+		}
+	}
+	return out
 }
 
 // applyClearXids applies the request of node's annotation

@@ -260,7 +260,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 				otherHeld.Devices = append(otherHeld.Devices, taken...)
 			}
 			markTainted(n.GPUs, taintedDevs)
-			markXidGPUs(n.GPUs, xidDevs)
+			markXidGPUs(n.GPUs, xidDevs, nml)
 			markReleasing(n.GPUs, releasing[name].Difference(taintedDevs))
 			if len(n.GPUs) > 0 {
 				snap.Nodes = append(snap.Nodes, n)

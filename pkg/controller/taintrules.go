@@ -4,6 +4,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/planner"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
@@ -114,13 +115,19 @@ func xidTainted(own []*resourceapi.ResourceSlice, pool string) sets.Set[string] 
 }
 
 // markXidGPUs sets, on each GPU with a device among xid (the node's
-// devices published with the Xid taint, xidTainted), every device the GPU
-// does not have as Tainted: the planner makes no new device on a GPU an Xid
-// hit, which after an Xid of the whole GPU its agent would publish tainted
-// too, until the node reboots or kubectl miglayout clear-xids clears the
-// Xid.
-func markXidGPUs(gpus []planner.GPU, xid sets.Set[string]) {
+// devices published with the Xid taint, xidTainted) or with Xids in nml's
+// status (GPUStatus.Xids: a GPU with MIG mode on and no device, or whose
+// taints the API server dropped), every device the GPU does not have as
+// Tainted: the planner makes no new device on a GPU an Xid hit, which
+// after an Xid of the whole GPU its agent would publish tainted too, until
+// the node reboots or kubectl miglayout clear-xids clears the Xid.
+func markXidGPUs(gpus []planner.GPU, xid sets.Set[string], nml *v1alpha1.NodeMigLayout) {
 	hit := sets.New[int]()
+	for _, g := range nml.Status.GPUs {
+		if len(g.Xids) > 0 {
+			hit.Insert(int(g.Index))
+		}
+	}
 	for name := range xid {
 		if idx, _, ok := migslices.DeviceGPUIndex(name); ok {
 			hit.Insert(idx)

@@ -70,20 +70,23 @@ func TestBuildSnapshotDeviceTaintRules(t *testing.T) {
 
 // Devices the agent publishes with the Xid taint are kept as they are
 // (pinned), read from the newest generation of the node's pool only, and
-// nothing new is made on their GPU (Tainted).
+// nothing new is made on their GPU (Tainted), nor on a GPU whose status
+// lists an Xid (MIG mode on, no device to taint).
 func TestBuildSnapshotXidTainted(t *testing.T) {
 	const driver = "mig.miglayout.io"
 	auto := migLayout("auto").selects("pool", "a").build()
 	auto.Spec.Mode, auto.Spec.Rules, auto.UID = v1alpha1.ModeAuto, nil, "uid-auto"
 	owner := []metav1.OwnerReference{{APIVersion: "miglayout.io/v1alpha1", Kind: "MigLayout", Name: auto.Name, UID: auto.UID, Controller: ptr.To(true)}}
 	in := AutoInputs{Driver: driver, MigLayouts: []v1alpha1.MigLayout{auto}, NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{}}
-	for _, n := range []string{"a1", "a2"} {
+	for _, n := range []string{"a1", "a2", "a3"} {
 		in.Nodes = append(in.Nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"pool": "a"}}})
 		in.NodeMigLayouts[n] = &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: n, OwnerReferences: owner},
 			Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: auto.Name},
 			Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
 				MIGEnabled: true, MIGPending: true, Layout: "3g.40gb@0,3g.40gb@4", Phase: v1alpha1.PhaseReady}}}}
 	}
+	a3 := &in.NodeMigLayouts["a3"].Status.GPUs[0]
+	a3.Layout, a3.Xids = "", []v1alpha1.GPUXid{{Xid: 48}}
 	left, right := migslices.MIGDeviceName(0, "3g.40gb", 9, 0), migslices.MIGDeviceName(0, "3g.40gb", 9, 4)
 	slice := func(node string, gen int64, taint resourceapi.DeviceTaint, tainted string) resourceapi.ResourceSlice {
 		s := resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
@@ -110,13 +113,15 @@ func TestBuildSnapshotXidTainted(t *testing.T) {
 		got[n.Node.Name] = n.GPUs[0].Pinned.String()
 		tainted[n.Node.Name] = n.GPUs[0].Tainted
 	}
-	if diff := cmp.Diff(map[string]string{"a1": "3g.40gb@4", "a2": ""}, got); diff != "" {
+	if diff := cmp.Diff(map[string]string{"a1": "3g.40gb@4", "a2": "", "a3": ""}, got); diff != "" {
 		t.Errorf("pinned devices (-want +got):\n%s", diff)
 	}
-	// Nothing new is made on a1's GPU; a2's is free to change.
+	// Nothing new is made on a1's GPU nor a3's; a2's is free to change.
 	for _, d := range mig.MustParseLayout("7g.80gb@0,1g.10gb@0,1g.10gb@6,4g.40gb@0,2g.20gb@4") {
-		if !tainted["a1"].Contains(d) {
-			t.Errorf("a1's GPU, hit by an Xid, may get %s: Tainted %s", d, tainted["a1"])
+		for _, n := range []string{"a1", "a3"} {
+			if !tainted[n].Contains(d) {
+				t.Errorf("%s's GPU, hit by an Xid, may get %s: Tainted %s", n, d, tainted[n])
+			}
 		}
 	}
 	for _, d := range mig.MustParseLayout("3g.40gb@0,3g.40gb@4") {

@@ -11,7 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/agent"
 	"github.com/miglayout/miglayout/test/cluster/clustertest"
@@ -89,6 +92,7 @@ func TestXidMakesDeviceUnhealthy(t *testing.T) {
 		devices[pod] = env.GetClaim(t, ctx, ns, pod).Status.Allocation.Devices.Results[0].Device
 	}
 	waitXidTaints(t, ctx, map[string]string{devices["hit"]: "94"})
+	waitStatusXids(t, ctx, []v1alpha1.GPUXid{{Xid: 94, Device: devices["hit"]}})
 	// And says so on the node's NodeMigLayout.
 	clustertest.Poll(t, ctx, 30*time.Second, "an "+agent.EventXidError+" event naming "+devices["hit"], func(ctx context.Context) (bool, string) {
 		list, err := env.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + agent.EventXidError})
@@ -127,6 +131,7 @@ func TestXidMakesDeviceUnhealthy(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitXidTaints(t, ctx, map[string]string{})
+	waitStatusXids(t, ctx, nil)
 	waitDeviceHealth(t, ctx, ns, "hit", corev1.ResourceHealthStatusHealthy, "")
 	clustertest.Poll(t, ctx, 30*time.Second, "an "+agent.EventXidsCleared+" event on Node "+nodeLost, func(ctx context.Context) (bool, string) {
 		list, err := env.Client.EventsV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + agent.EventXidsCleared})
@@ -139,6 +144,24 @@ func TestXidMakesDeviceUnhealthy(t *testing.T) {
 			}
 		}
 		return false, fmt.Sprintf("%d such events", len(list.Items))
+	})
+}
+
+// waitStatusXids waits until the status row of nodeLost's GPU 1 lists the
+// Xids want.
+func waitStatusXids(t *testing.T, ctx context.Context, want []v1alpha1.GPUXid) {
+	t.Helper()
+	clustertest.Poll(t, ctx, 30*time.Second, fmt.Sprintf("GPU 1's status Xids %v", want), func(ctx context.Context) (bool, string) {
+		var nml v1alpha1.NodeMigLayout
+		if err := env.CRC.Get(ctx, crclient.ObjectKey{Name: nodeLost}, &nml); err != nil {
+			return false, err.Error()
+		}
+		for _, g := range nml.Status.GPUs {
+			if g.Index == 1 {
+				return cmp.Equal(want, g.Xids, cmpopts.EquateEmpty()), fmt.Sprintf("%v", g.Xids)
+			}
+		}
+		return false, "no GPU 1 in the status"
 	})
 }
 
