@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // AnnotationSpecWrittenBy, on a NodeMigLayout, names the mode whose writer
@@ -22,8 +24,8 @@ const AnnotationSpecWrittenBy = "miglayout.io/spec-written-by"
 // marks of its GPUs (the devices an Xid critical error made Unhealthy and
 // published with the taint miglayout.io/xid), once the GPUs were reset or
 // found sound. Its value is a ClearXidsRequest in JSON, for example
-// {"id":"2026-12-06T20:30:00Z","gpus":[0,3]}; kubectl miglayout
-// clear-xids writes it. The agent applies each request ID once (it keeps
+// {"id":"r1","gpus":[0,3],"requestedAt":"2026-12-06T20:30:00Z"}; kubectl
+// miglayout clear-xids writes it. The agent applies each request ID once (it keeps
 // the last ID applied across its restarts), so a request is repeated with
 // a new ID. A value that does not parse is refused with a Warning event on
 // the Node and clears nothing.
@@ -38,6 +40,11 @@ type ClearXidsRequest struct {
 	// or left out: every GPU of the node. At most 64 items.
 	// +optional
 	GPUs []int `json:"gpus,omitempty"`
+	// RequestedAt is when the request was made (RFC 3339): a mark made
+	// after it, by the node's clock, is kept (an Xid the requester had not
+	// seen). Left out: every mark of the GPUs is cleared, however new.
+	// +optional
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
 }
 
 // ParseClearXidsRequest reads an AnnotationClearXids value. It refuses

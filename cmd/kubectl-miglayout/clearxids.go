@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-multierror"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,9 +34,10 @@ published with the NoSchedule taint miglayout.io/xid until the node reboots
 (kubectl miglayout status marks them !). Once the GPUs were reset
 (nvidia-smi --gpu-reset) or found sound, clear-xids asks each named node's
 agent to forget the marks of its GPUs (--gpu: of those GPUs only, by NVML
-index), through the Node's annotation miglayout.io/clear-xids. The agent
-records an XidsCleared event on the Node naming what it cleared, and
-publishes the devices again without the taint.`,
+index), through the Node's annotation miglayout.io/clear-xids. Marks made
+after the request (by the node's clock) are kept: an Xid you have not seen
+yet. The agent records an XidsCleared event on the Node naming what it
+cleared and kept, and publishes the devices again without the taint.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return errors.New("name at least one node")
@@ -49,7 +51,9 @@ publishes the devices again without the taint.`,
 			if err != nil {
 				return err
 			}
-			req := v1alpha1.ClearXidsRequest{ID: time.Now().UTC().Format(time.RFC3339) + "-" + uuid.NewString()[:8], GPUs: slices.Compact(slices.Sorted(slices.Values(gpus)))}
+			now := time.Now().UTC()
+			req := v1alpha1.ClearXidsRequest{ID: now.Format(time.RFC3339) + "-" + uuid.NewString()[:8],
+				GPUs: slices.Compact(slices.Sorted(slices.Values(gpus))), RequestedAt: &metav1.Time{Time: now}}
 			return requestClearXids(cmd.Context(), c, cmd.OutOrStdout(), args, req)
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -73,6 +74,9 @@ func TestClearXids(t *testing.T) {
 					}
 					gpus[name] = req.GPUs
 					ids[req.ID] = true
+					if req.RequestedAt == nil || time.Since(req.RequestedAt.Time) > time.Minute || time.Until(req.RequestedAt.Time) > time.Second {
+						t.Errorf("node %s: request time %v, want now", name, req.RequestedAt)
+					}
 				}
 				return gpus, ids
 			}

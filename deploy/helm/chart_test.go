@@ -482,6 +482,17 @@ func registeredMetrics(t *testing.T) map[string][]string {
 			t.Fatal(err)
 		}
 		for _, chunk := range strings.Split(string(src), "prometheus.New")[1:] {
+			// A custom collector's metric: NewDesc(name, help, labels, nil).
+			if m := regexp.MustCompile(`^Desc\("([a-z_]+)",`).FindStringSubmatch(chunk); m != nil {
+				var labels []string
+				if l := regexp.MustCompile(`\[\]string\{([^}]*)\}`).FindStringSubmatch(chunk); l != nil {
+					for _, name := range strings.Split(l[1], ",") {
+						labels = append(labels, strings.Trim(strings.TrimSpace(name), `"`))
+					}
+				}
+				out[m[1]] = labels
+				continue
+			}
 			name := field(chunk, "Name")
 			if name == "" {
 				continue

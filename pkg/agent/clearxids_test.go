@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -22,25 +24,30 @@ type fakeXidMarks struct {
 	applied []string
 	gpus    [][]int
 	marked  []string
+	newer   []string
+	at      []time.Time
 	xids    map[string]uint64
 }
+
+func (f *fakeXidMarks) PruneXids(context.Context, map[int][]string) {}
 
 func (f *fakeXidMarks) XidOf(gpuIndex int, uuid string) (uint64, bool) {
 	code, ok := f.xids[fmt.Sprintf("%d/%s", gpuIndex, uuid)]
 	return code, ok
 }
 
-func (f *fakeXidMarks) ClearXids(_ context.Context, request string, gpus []int) ([]string, bool, error) {
+func (f *fakeXidMarks) ClearXids(_ context.Context, request string, gpus []int, requestedAt time.Time) ([]string, []string, bool, error) {
 	for _, id := range f.applied {
 		if id == request {
-			return nil, false, nil
+			return nil, nil, false, nil
 		}
 	}
 	f.applied = append(f.applied, request)
 	f.gpus = append(f.gpus, gpus)
-	cleared := f.marked
-	f.marked = nil
-	return cleared, true, nil
+	f.at = append(f.at, requestedAt)
+	cleared, kept := f.marked, f.newer
+	f.marked, f.newer = nil, nil
+	return cleared, kept, true, nil
 }
 
 // TestApplyClearXids: checkNode hands the Node's clear request to the Xid
@@ -50,12 +57,15 @@ func TestApplyClearXids(t *testing.T) {
 	type step struct {
 		value  string // the annotation; "-" for none
 		marked []string
-		want   string // the event recorded, "" for none
+		newer  []string // marks made after the request
+		want   string   // the event recorded, "" for none
 	}
 	tests := map[string]struct {
 		steps   []step
 		applied []string
 		gpus    [][]int
+		// at are the requests' times; zero where a request has none.
+		at []time.Time
 	}{
 		"request of every GPU, seen twice": {
 			steps: []step{
@@ -75,6 +85,13 @@ func TestApplyClearXids(t *testing.T) {
 			applied: []string{"r1", "r2"}, gpus: [][]int{{1, 3}, {0}},
 		},
 		"no request": {steps: []step{{value: "-"}}},
+		"request with its time, a newer mark kept": {
+			steps: []step{
+				{value: `{"id":"r1","requestedAt":"2026-12-06T20:30:00Z"}`, marked: []string{"MIG-1: Xid 94"}, newer: []string{"GPU 0: Xid 48"},
+					want: `Normal XidsCleared Request "r1" to clear the Xid marks of every GPU: cleared MIG-1: Xid 94; the devices are reported Healthy and published without the taint miglayout.io/xid; kept GPU 0: Xid 48, made after the request (2026-12-06T20:30:00Z): clear again once they were looked at`},
+			},
+			applied: []string{"r1"}, gpus: [][]int{nil}, at: []time.Time{time.Date(2026, 12, 6, 20, 30, 0, 0, time.UTC)},
+		},
 		"value that does not parse, then a good one": {
 			steps: []step{
 				{value: `{"id":"r1","gpu":[0]}`,
@@ -103,7 +120,7 @@ func TestApplyClearXids(t *testing.T) {
 				if err := c.Update(t.Context(), node); err != nil {
 					t.Fatal(err)
 				}
-				marks.marked = s.marked
+				marks.marked, marks.newer = s.marked, s.newer
 				if _, err := r.checkNode(t.Context()); err != nil {
 					t.Fatal(err)
 				}
@@ -116,6 +133,13 @@ func TestApplyClearXids(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.gpus, marks.gpus); diff != "" {
 				t.Errorf("GPUs of the requests (-want +got):\n%s", diff)
+			}
+			wantAt := tc.at
+			if wantAt == nil {
+				wantAt = make([]time.Time, len(tc.applied))
+			}
+			if diff := cmp.Diff(wantAt, marks.at, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+				t.Errorf("times of the requests (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -257,6 +257,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			return ctrl.Result{}, fmt.Errorf("publishing the node's inventory: %w", err)
 		}
 		r.published.Store(true)
+		r.pruneXids(ctx, res.GPUs)
 		if res.Retry {
 			// A GPU instance left half made that could not be rolled
 			// back, a pending MIG mode change that could not be
@@ -339,6 +340,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	r.tellCatalogDiffers(&nml, res.GPUs)
+	r.pruneXids(ctx, res.GPUs)
 	if err := r.writeStatus(ctx, specOf(&nml), res, len(shown) > 0); err != nil {
 		// Should the next pass fail too, the rows of the GPUs this one
 		// changed say their change was made, not that it stopped.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,10 +47,34 @@ type XidMarks interface {
 	// ClearXids clears the marks of the GPUs with the given indexes (all
 	// where gpus is empty), once per request ID; applied is false for an
 	// ID applied before. cleared names what was cleared.
-	ClearXids(ctx context.Context, request string, gpus []int) (cleared []string, applied bool, err error)
+	// Marks made after requestedAt (when set) are kept and returned as
+	// kept.
+	ClearXids(ctx context.Context, request string, gpus []int, requestedAt time.Time) (cleared, kept []string, applied bool, err error)
 	// XidOf returns the Xid that hit the device with UUID uuid on GPU
 	// gpuIndex, or (uuid "") the GPU as a whole, if one did.
 	XidOf(gpuIndex int, uuid string) (uint64, bool)
+	// PruneXids forgets the marks of the MIG devices of the GPUs in present
+	// (GPU index to its MIG devices' UUIDs) that are not listed there.
+	PruneXids(ctx context.Context, present map[int][]string)
+}
+
+// pruneXids has XidMarks forget the marks of MIG devices gone from gpus
+// (NVML truth after a pass).
+func (r *NodeReconciler) pruneXids(ctx context.Context, gpus []GPUState) {
+	if r.XidMarks == nil {
+		return
+	}
+	present := map[int][]string{}
+	for _, g := range gpus {
+		uuids := []string{}
+		for _, d := range g.Devices {
+			if d.UUID != "" {
+				uuids = append(uuids, d.UUID)
+			}
+		}
+		present[g.GPU.Index] = uuids
+	}
+	r.XidMarks.PruneXids(ctx, present)
 }
 
 // gpuXids returns, per GPU index of gpus, the Xids XidMarks holds against
@@ -102,7 +127,11 @@ func (r *NodeReconciler) applyClearXids(ctx context.Context, node *corev1.Node) 
 		}
 		return
 	}
-	cleared, applied, err := r.XidMarks.ClearXids(ctx, req.ID, req.GPUs)
+	var at time.Time
+	if req.RequestedAt != nil {
+		at = req.RequestedAt.Time
+	}
+	cleared, kept, applied, err := r.XidMarks.ClearXids(ctx, req.ID, req.GPUs, at)
 	if !applied {
 		return
 	}
@@ -116,6 +145,9 @@ func (r *NodeReconciler) applyClearXids(ctx context.Context, node *corev1.Node) 
 	what := "no mark was set"
 	if len(cleared) > 0 {
 		what = "cleared " + strings.Join(cleared, ", ") + "; the devices are reported Healthy and published without the taint " + slices.XidTaintKey
+	}
+	if len(kept) > 0 {
+		what += fmt.Sprintf("; kept %s, made after the request (%s): clear again once they were looked at", strings.Join(kept, ", "), at.UTC().Format(time.RFC3339))
 	}
 	r.recordOn(node, corev1.EventTypeNormal, EventXidsCleared, "ClearXids", fmt.Sprintf("Request %q to clear the Xid marks of %s: %s", req.ID, which, what))
 }

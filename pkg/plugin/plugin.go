@@ -224,7 +224,7 @@ func New(cfg Config) (*Plugin, error) {
 	if p.ignoredXids == nil {
 		p.ignoredXids = DefaultIgnoredXids
 	}
-	if p.metrics, err = newMetrics(cfg.Registerer); err != nil {
+	if p.metrics, err = newMetrics(cfg.Registerer, p.markCounts); err != nil {
 		return nil, fmt.Errorf("creating kubelet plugin: %w", err)
 	}
 	if p.claims, err = readCheckpoint(p.checkpointPath); err != nil {

@@ -53,28 +53,32 @@ func TestRemoveStaleSpecsAtStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The temporary file of a checkpoint write killed before its rename.
-	pending, err := renameio.NewPendingFile(filepath.Join(e.cpDir, CheckpointFile), renameio.WithTempDir(e.cpDir))
-	if err != nil {
-		t.Fatal(err)
+	// The temporary files of a checkpoint write and of an Xid marks write
+	// killed before their rename.
+	var temps []string
+	for _, name := range []string{CheckpointFile, XidMarksFile} {
+		pending, err := renameio.NewPendingFile(filepath.Join(e.cpDir, name), renameio.WithTempDir(e.cpDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pending.Write([]byte(`{"version":`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := pending.File.Close(); err != nil {
+			t.Fatal(err)
+		}
+		temps = append(temps, pending.Name())
 	}
-	if _, err := pending.Write([]byte(`{"version":`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := pending.File.Close(); err != nil {
-		t.Fatal(err)
-	}
-	temp := pending.Name()
 
 	p := e.plugin("")
 	removed, err := p.RemoveStaleSpecs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{stale, temp}, removed); diff != "" {
+	if diff := cmp.Diff(append([]string{stale}, temps...), removed); diff != "" {
 		t.Errorf("RemoveStaleSpecs removed (-want +got):\n%s", diff)
 	}
-	for _, gone := range []string{stale, temp} {
+	for _, gone := range append([]string{stale}, temps...) {
 		if _, err := os.Stat(gone); !os.IsNotExist(err) {
 			t.Errorf("%s is still there: %v", gone, err)
 		}

@@ -147,7 +147,6 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 	}
 	var saveErr error
 	if changed {
-		p.metrics.setMarks(p.xidGPUs, p.xidDevices)
 		saveErr = p.saveXidMarksLocked()
 	}
 	p.xidMu.Unlock()

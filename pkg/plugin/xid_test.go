@@ -115,7 +115,8 @@ func TestXidHealth(t *testing.T) {
 			if r := <-reports; len(r.Devices) != 3 {
 				t.Fatalf("first report %+v, want 3 devices", r)
 			}
-			go func() { _ = p.WatchXids(ctx) }()
+			watched := make(chan struct{})
+			go func() { _ = p.WatchXids(ctx); close(watched) }()
 			// The watch delivers only Xids that come after it registered:
 			// inject them again until a report follows.
 			deadline := time.After(20 * time.Second)
@@ -138,7 +139,11 @@ func TestXidHealth(t *testing.T) {
 					t.Fatal("no report within 20s of the Xids: the interval is an hour")
 				}
 			}
+			// The watch ends before the device is made again: an Xid
+			// injected again meanwhile and delivered after would hit the
+			// new device, which may get the old GPU instance's ID.
 			cancel()
+			<-watched
 			if tc.remake {
 				d := mig.Device{Profile: "2g.20gb", Start: 0}
 				if err := e.gpus.DestroyMIGDevice(e.ctx, 0, d); err != nil {

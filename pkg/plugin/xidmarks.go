@@ -53,13 +53,11 @@ type savedXidMark struct {
 	At   time.Time `json:"at"`
 }
 
-// saveXidMarksLocked writes the marks to XidMarksFile (xidMu held). Without
-// Config.BootID, nothing is written: the marks then last until the agent
-// restarts.
+// saveXidMarksLocked writes the marks and the last clear request applied
+// to XidMarksFile (xidMu held). Without Config.BootID the file's marks are
+// never restored (RestoreXids), but its request is: a request the Node
+// still carries is not applied again after a restart.
 func (p *Plugin) saveXidMarksLocked() error {
-	if p.cfg.BootID == "" {
-		return nil
-	}
 	f := xidMarks{Version: XidMarksVersion, BootID: p.cfg.BootID, Cleared: p.xidCleared}
 	for _, idx := range slices.Sorted(maps.Keys(p.xidGPUs)) {
 		m := p.xidGPUs[idx]
@@ -92,13 +90,13 @@ func (p *Plugin) xidMarksPath() string {
 //
 // A mark of a whole GPU is restored at the index of the GPU with its UUID
 // (GPUs), or at its index where NVML does not list that UUID (the GPU
-// unreadable) and no other GPU is there. A file that cannot be read is
-// logged and left; the marks start empty then, and the next mark
-// overwrites it. Without Config.BootID it does nothing.
+// unreadable) and no other GPU is there. No mark is restored without
+// Config.BootID or Config.Xids (the watch off), nor one of an Xid now in
+// Config.IgnoredXids, nor one of a MIG device gone. The last clear request
+// applied is read in every case (ClearXids applies a request once). A
+// file that cannot be read is logged and left; the marks start empty
+// then, and the next write replaces it.
 func (p *Plugin) RestoreXids(ctx context.Context) {
-	if p.cfg.BootID == "" {
-		return
-	}
 	logger := klog.FromContext(ctx).WithValues("file", p.xidMarksPath())
 	data, err := os.ReadFile(p.xidMarksPath())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -118,12 +116,23 @@ func (p *Plugin) RestoreXids(ctx context.Context) {
 	p.xidMu.Lock()
 	defer p.xidMu.Unlock()
 	p.xidCleared = f.Cleared
-	if f.BootID != p.cfg.BootID {
-		if len(f.GPUs)+len(f.Devices) > 0 {
-			logger.Info("The node rebooted since the Xid marks were written, which reset its GPUs: marks dropped", "gpuMarks", len(f.GPUs), "deviceMarks", len(f.Devices))
-		}
+	why := ""
+	switch {
+	case len(f.GPUs)+len(f.Devices) == 0:
+		return
+	case p.cfg.Xids == nil:
+		why = "the Xid watch is off (--device-health-xids=false)"
+	case p.cfg.BootID == "":
+		why = "the node's boot ID is unknown, so a reboot since cannot be ruled out"
+	case f.BootID != p.cfg.BootID:
+		why = "the node rebooted since they were written, which reset its GPUs"
+	}
+	if why != "" {
+		logger.Info("Xid marks of the agent's last run dropped: "+why, "gpuMarks", len(f.GPUs), "deviceMarks", len(f.Devices))
 		return
 	}
+	f.GPUs = slices.DeleteFunc(f.GPUs, func(s savedXidMark) bool { return slices.Contains(p.ignoredXids, s.Xid) })
+	f.Devices = slices.DeleteFunc(f.Devices, func(s savedXidMark) bool { return slices.Contains(p.ignoredXids, s.Xid) })
 	at := map[string]int{}
 	taken := map[int]string{}
 	gpus, listErr := p.cfg.GPUs.GPUs(ctx)
@@ -167,47 +176,106 @@ func (p *Plugin) RestoreXids(ctx context.Context) {
 		p.xidDevices[s.UUID] = xidMark{code: s.Xid, gpuIndex: idx, gpuUUID: s.GPUUUID, at: s.At}
 		restored = append(restored, fmt.Sprintf("%s: Xid %d", s.UUID, s.Xid))
 	}
-	p.metrics.setMarks(p.xidGPUs, p.xidDevices)
 	if len(restored) > 0 {
 		logger.Info("Restored the Xid marks of the agent's last run: the devices they name stay Unhealthy until kubectl miglayout clear-xids or a reboot", "marks", restored, "gpuListingErr", listErr)
 	}
 }
 
+// markCounts counts the marks held by GPU index and Xid (a mark of the
+// whole GPU counts 1, as does each marked MIG device), for the marks gauge.
+func (p *Plugin) markCounts() map[markKey]int {
+	p.xidMu.Lock()
+	defer p.xidMu.Unlock()
+	out := map[markKey]int{}
+	for idx, m := range p.xidGPUs {
+		out[markKey{idx, m.code}]++
+	}
+	for _, m := range p.xidDevices {
+		out[markKey{m.gpuIndex, m.code}]++
+	}
+	return out
+}
+
+// PruneXids forgets the marks of MIG devices that no longer exist: of each
+// GPU in present (GPU index to the UUIDs of its MIG devices, as NVML lists
+// them now), the marks of devices whose UUID is not listed. A device made
+// again has a new UUID, so such a mark would never apply again; the agent
+// calls it after each pass, so that the marks gauge counts only devices
+// that are there. GPUs not in present (unreadable) keep their marks.
+func (p *Plugin) PruneXids(ctx context.Context, present map[int][]string) {
+	p.xidMu.Lock()
+	var pruned []string
+	for uuid, m := range p.xidDevices {
+		if uuids, ok := present[m.gpuIndex]; ok && !slices.Contains(uuids, uuid) {
+			delete(p.xidDevices, uuid)
+			pruned = append(pruned, uuid)
+		}
+	}
+	var err error
+	if len(pruned) > 0 {
+		err = p.saveXidMarksLocked()
+	}
+	p.xidMu.Unlock()
+	if len(pruned) == 0 {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	logger.V(1).Info("Xid marks of MIG devices destroyed since forgotten", "devices", pruned)
+	if err != nil {
+		logger.Error(err, "Keeping the Xid marks for the agent's next run failed")
+	}
+}
+
 // ClearXids forgets the Xid marks of the GPUs with the given indexes (all
 // of them where gpus is empty), once per request ID: an operator asks for
-// it after resetting the GPUs (kubectl miglayout clear-xids). A request
-// already applied, by this run or an earlier one of the agent
-// (XidMarksFile), does nothing and returns applied false. It returns what
-// it cleared ("GPU <index>: Xid <code>", "<MIG device UUID>: Xid <code>")
-// and wakes the health reports. An error writing XidMarksFile is
-// returned with the marks cleared in memory all the same: the request is
-// then applied again after a restart.
-func (p *Plugin) ClearXids(ctx context.Context, request string, gpus []int) (cleared []string, applied bool, err error) {
+// it after resetting the GPUs (kubectl miglayout clear-xids). Where
+// requestedAt is set, a mark made after it (by the node's clock, to the
+// second) is kept:
+// an Xid that came after the request, while the agent was busy or down,
+// was not seen by whoever asked. A request already applied, by this run
+// or an earlier one of the agent (XidMarksFile), does nothing and returns
+// applied false. It returns the marks it cleared and those it kept
+// ("GPU <index>: Xid <code>", "<MIG device UUID>: Xid <code>"), and wakes
+// the health reports. An error writing XidMarksFile is returned with the
+// marks cleared in memory all the same: the request is then applied again
+// after a restart.
+func (p *Plugin) ClearXids(ctx context.Context, request string, gpus []int, requestedAt time.Time) (cleared, kept []string, applied bool, err error) {
 	p.xidMu.Lock()
 	if request == p.xidCleared {
 		p.xidMu.Unlock()
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
-	hits := func(idx int) bool { return len(gpus) == 0 || slices.Contains(gpus, idx) }
+	hits := func(m xidMark) bool { return len(gpus) == 0 || slices.Contains(gpus, m.gpuIndex) }
+	// To the second, as the request's time is written.
+	newer := func(m xidMark) bool { return !requestedAt.IsZero() && m.at.Truncate(time.Second).After(requestedAt) }
 	for _, idx := range slices.Sorted(maps.Keys(p.xidGPUs)) {
-		if hits(idx) {
-			cleared = append(cleared, fmt.Sprintf("GPU %d: Xid %d", idx, p.xidGPUs[idx].code))
+		m := p.xidGPUs[idx]
+		switch what := fmt.Sprintf("GPU %d: Xid %d", idx, m.code); {
+		case !hits(m):
+		case newer(m):
+			kept = append(kept, what)
+		default:
+			cleared = append(cleared, what)
 			delete(p.xidGPUs, idx)
 		}
 	}
 	for _, uuid := range slices.Sorted(maps.Keys(p.xidDevices)) {
-		if m := p.xidDevices[uuid]; hits(m.gpuIndex) {
-			cleared = append(cleared, fmt.Sprintf("%s: Xid %d", uuid, m.code))
+		m := p.xidDevices[uuid]
+		switch what := fmt.Sprintf("%s: Xid %d", uuid, m.code); {
+		case !hits(m):
+		case newer(m):
+			kept = append(kept, what)
+		default:
+			cleared = append(cleared, what)
 			delete(p.xidDevices, uuid)
 		}
 	}
 	p.xidCleared = request
-	p.metrics.setMarks(p.xidGPUs, p.xidDevices)
 	err = p.saveXidMarksLocked()
 	p.xidMu.Unlock()
-	klog.FromContext(ctx).Info("Xid marks cleared on request", "request", request, "gpus", gpus, "cleared", cleared)
+	klog.FromContext(ctx).Info("Xid marks cleared on request", "request", request, "gpus", gpus, "requestedAt", requestedAt, "cleared", cleared, "keptNewer", kept)
 	if len(cleared) > 0 {
 		p.notifyHealth()
 	}
-	return cleared, true, err
+	return cleared, kept, true, err
 }

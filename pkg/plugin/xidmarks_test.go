@@ -16,12 +16,17 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
-// xidMarksPlugin is a plugin of e with boot ID bootID and a Xid watch,
-// whose Xid marks RestoreXids has read.
-func (e *env) xidMarksPlugin(bootID string) *Plugin {
+// xidMarksPlugin is a plugin of e with boot ID bootID and a Xid watch
+// (its Config edited by edit, where given), whose Xid marks RestoreXids
+// has read.
+func (e *env) xidMarksPlugin(bootID string, edit ...func(*Config)) *Plugin {
 	e.t.Helper()
-	p, err := New(Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir,
-		HostRoot: e.hostRoot, Xids: e.gpus, BootID: bootID, Registerer: prometheus.NewRegistry()})
+	cfg := Config{NodeName: node, GPUs: e.gpus, Locks: e.locks, CDIDir: e.cdiDir, CheckpointDir: e.cpDir,
+		HostRoot: e.hostRoot, Xids: e.gpus, BootID: bootID, Registerer: prometheus.NewRegistry()}
+	for _, f := range edit {
+		f(&cfg)
+	}
+	p, err := New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -107,16 +112,18 @@ func (e *env) marks(p *Plugin, devices map[string]gpu.MIGDevice) map[string]uint
 
 // TestXidMarksKeptAcrossRestart: the Xid marks a plugin made are restored
 // by the next plugin of the same boot (an agent restarted), not by one of
-// another boot (the node rebooted, which reset the GPUs) nor without a
-// boot ID; the mark of a MIG device destroyed since is dropped, and a file
-// that cannot be read restores nothing and is written again at the next
-// mark.
+// another boot (the node rebooted, which reset the GPUs), nor without a
+// boot ID, nor with the watch turned off; the mark of a MIG device
+// destroyed since, or of an Xid ignored since, is dropped, and a file that
+// cannot be read restores nothing and is written again at the next mark.
 func TestXidMarksKeptAcrossRestart(t *testing.T) {
 	tests := map[string]struct {
 		firstBoot, nextBoot string
 		// between runs between the two plugins.
 		between func(e *env)
-		want    map[string]uint64
+		// next edits the next plugin's Config.
+		next func(*Config)
+		want map[string]uint64
 	}{
 		"same boot": {firstBoot: "boot-1", nextBoot: "boot-1",
 			want: map[string]uint64{"3g": 94, "gpu-1": 48}},
@@ -124,6 +131,12 @@ func TestXidMarksKeptAcrossRestart(t *testing.T) {
 			want: map[string]uint64{}},
 		"no boot ID": {firstBoot: "", nextBoot: "",
 			want: map[string]uint64{}},
+		"watch turned off": {firstBoot: "boot-1", nextBoot: "boot-1",
+			next: func(c *Config) { c.Xids = nil },
+			want: map[string]uint64{}},
+		"Xid 94 ignored since": {firstBoot: "boot-1", nextBoot: "boot-1",
+			next: func(c *Config) { c.IgnoredXids = []uint64{94} },
+			want: map[string]uint64{"gpu-1": 48}},
 		"3g.40gb destroyed and made again": {firstBoot: "boot-1", nextBoot: "boot-1",
 			between: func(e *env) {
 				d := mig.MustParseLayout("3g.40gb@4")[0]
@@ -161,13 +174,17 @@ func TestXidMarksKeptAcrossRestart(t *testing.T) {
 			if diff := cmp.Diff(map[string]uint64{"3g": 94, "gpu-1": 48}, e.marks(first, map[string]gpu.MIGDevice{"3g": large, "1g": small})); diff != "" {
 				t.Fatalf("first plugin's marks (-want +got):\n%s", diff)
 			}
-			if _, err := os.Stat(filepath.Join(e.cpDir, XidMarksFile)); (err == nil) != (tc.firstBoot != "") {
-				t.Fatalf("marks file after the first plugin's marks: %v, want one only with a boot ID", err)
+			if _, err := os.Stat(filepath.Join(e.cpDir, XidMarksFile)); err != nil {
+				t.Fatalf("marks file after the first plugin's marks: %v", err)
 			}
 			if tc.between != nil {
 				tc.between(e)
 			}
-			next := e.xidMarksPlugin(tc.nextBoot)
+			var edit []func(*Config)
+			if tc.next != nil {
+				edit = append(edit, tc.next)
+			}
+			next := e.xidMarksPlugin(tc.nextBoot, edit...)
 			if diff := cmp.Diff(tc.want, e.marks(next, map[string]gpu.MIGDevice{"3g": large, "1g": small})); diff != "" {
 				t.Errorf("restored marks (-want +got):\n%s", diff)
 			}
@@ -184,13 +201,13 @@ func TestXidMarksKeptAcrossRestart(t *testing.T) {
 			if _, ok := next.xidDevices[large.UUID]; ok && tc.want["3g"] == 0 {
 				t.Errorf("the mark of %s, destroyed or not restored, is still held", large.UUID)
 			}
-			if tc.nextBoot == "" {
+			if tc.nextBoot == "" || next.cfg.Xids == nil {
 				return
 			}
 			// The next mark writes the file again, readable by a third
 			// plugin of the same boot.
 			next.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: small.ParentUUID, Code: 63, GIID: small.GIID, CIID: -1})
-			third := e.xidMarksPlugin(tc.nextBoot)
+			third := e.xidMarksPlugin(tc.nextBoot, edit...)
 			want := map[string]uint64{"1g": 63}
 			for k, v := range tc.want {
 				want[k] = v
@@ -246,8 +263,9 @@ func TestXidMarksFile(t *testing.T) {
 }
 
 // TestClearXids: a request clears the marks of the GPUs it names (all
-// where it names none) and wakes the health reports; a request ID is
-// applied once, by this plugin or by the next of the same boot.
+// where it names none), but those made after its time, and wakes the
+// health reports; a request ID is applied once, by this plugin or by the
+// next, after a restart, a reboot or without a boot ID.
 func TestClearXids(t *testing.T) {
 	e := newEnv(t)
 	large, small := e.migOn(4), e.migOn(3)
@@ -257,15 +275,15 @@ func TestClearXids(t *testing.T) {
 	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
 
 	type result struct {
-		Cleared []string
-		Applied bool
-		Marks   map[string]uint64
-		Gauge   map[string]float64
+		Cleared, Kept []string
+		Applied       bool
+		Marks         map[string]uint64
+		Gauge         map[string]float64
 	}
-	clear := func(p *Plugin, id string, gpus ...int) result {
+	clear := func(p *Plugin, id string, at time.Time, gpus ...int) result {
 		t.Helper()
 		woken := p.healthChanged()
-		cleared, applied, err := p.ClearXids(e.ctx, id, gpus)
+		cleared, kept, applied, err := p.ClearXids(e.ctx, id, gpus, at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,34 +297,79 @@ func TestClearXids(t *testing.T) {
 				t.Errorf("request %s cleared %v without waking the health reports", id, cleared)
 			}
 		}
-		return result{cleared, applied, e.marks(p, devices), markGauge(t, p)}
+		return result{cleared, kept, applied, e.marks(p, devices), markGauge(t, p)}
 	}
+	large94 := map[string]uint64{"3g": 94}
+	large94Gauge := map[string]float64{"0/94": 1}
+	none, noGauge := map[string]uint64{}, map[string]float64{}
 	steps := []struct {
-		name    string
+		name string
+		// restart starts a new plugin with boot ID boot first.
 		restart bool
+		boot    string
 		id      string
+		at      time.Time
 		gpus    []int
 		want    result
 	}{
 		{name: "GPU 1", id: "a", gpus: []int{1},
-			want: result{Cleared: []string{"GPU 1: Xid 48"}, Applied: true, Marks: map[string]uint64{"3g": 94}, Gauge: map[string]float64{"0/94": 1}}},
+			want: result{Cleared: []string{"GPU 1: Xid 48"}, Applied: true, Marks: large94, Gauge: large94Gauge}},
 		{name: "GPU 1 again, same ID", id: "a",
-			want: result{Marks: map[string]uint64{"3g": 94}, Gauge: map[string]float64{"0/94": 1}}},
-		{name: "same ID after a restart", restart: true, id: "a",
-			want: result{Marks: map[string]uint64{"3g": 94}, Gauge: map[string]float64{"0/94": 1}}},
+			want: result{Marks: large94, Gauge: large94Gauge}},
+		{name: "same ID after a restart", restart: true, boot: "boot-1", id: "a",
+			want: result{Marks: large94, Gauge: large94Gauge}},
+		{name: "a request older than the mark", id: "old", at: time.Now().Add(-time.Hour),
+			want: result{Kept: []string{large.UUID + ": Xid 94"}, Applied: true, Marks: large94, Gauge: large94Gauge}},
 		{name: "GPU 2, which has none", id: "b", gpus: []int{2},
-			want: result{Applied: true, Marks: map[string]uint64{"3g": 94}, Gauge: map[string]float64{"0/94": 1}}},
-		{name: "every GPU", id: "c",
-			want: result{Cleared: []string{large.UUID + ": Xid 94"}, Applied: true, Marks: map[string]uint64{}, Gauge: map[string]float64{}}},
-		{name: "after a restart, nothing comes back", restart: true, id: "c",
-			want: result{Marks: map[string]uint64{}, Gauge: map[string]float64{}}},
+			want: result{Applied: true, Marks: large94, Gauge: large94Gauge}},
+		{name: "every GPU, asked in the mark's second", id: "c", at: time.Now().Truncate(time.Second),
+			want: result{Cleared: []string{large.UUID + ": Xid 94"}, Applied: true, Marks: none, Gauge: noGauge}},
+		{name: "same ID after a reboot", restart: true, boot: "boot-2", id: "c",
+			want: result{Marks: none, Gauge: noGauge}},
+		{name: "same ID without a boot ID", restart: true, boot: "", id: "c",
+			want: result{Marks: none, Gauge: noGauge}},
 	}
 	for _, s := range steps {
 		if s.restart {
-			p = e.xidMarksPlugin("boot-1")
+			p = e.xidMarksPlugin(s.boot)
 		}
-		if diff := cmp.Diff(s.want, clear(p, s.id, s.gpus...)); diff != "" {
+		if diff := cmp.Diff(s.want, clear(p, s.id, s.at, s.gpus...)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", s.name, diff)
 		}
+	}
+}
+
+// TestPruneXids: the marks of MIG devices a GPU no longer lists go, from
+// memory, the gauge and the file; those of GPUs not read, and of whole
+// GPUs, stay.
+func TestPruneXids(t *testing.T) {
+	e := newEnv(t)
+	large, small := e.migOn(4), e.migOn(3)
+	devices := map[string]gpu.MIGDevice{"3g": large, "1g": small}
+	p := e.xidMarksPlugin("boot-1")
+	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1})
+	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: small.ParentUUID, Code: 63, GIID: small.GIID, CIID: -1})
+	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
+
+	// GPU 1 not read: nothing of it goes; GPU 0 lists the 1g.10gb only.
+	p.PruneXids(e.ctx, map[int][]string{0: {small.UUID, "MIG-other"}})
+	want := map[string]uint64{"1g": 63, "gpu-1": 48}
+	if diff := cmp.Diff(want, e.marks(p, devices)); diff != "" {
+		t.Errorf("marks after the prune (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]float64{"0/63": 1, "1/48": 1}, markGauge(t, p)); diff != "" {
+		t.Errorf("gauge after the prune (-want +got):\n%s", diff)
+	}
+	if _, ok := p.xidDevices[large.UUID]; ok {
+		t.Errorf("the mark of %s, gone, is still held", large.UUID)
+	}
+	// The file says so: a plugin restored from it has the same marks.
+	if diff := cmp.Diff(want, e.marks(e.xidMarksPlugin("boot-1"), devices)); diff != "" {
+		t.Errorf("marks restored after the prune (-want +got):\n%s", diff)
+	}
+	// GPU 1 read with MIG off (no MIG device): its own mark stays.
+	p.PruneXids(e.ctx, map[int][]string{0: {}, 1: {}})
+	if diff := cmp.Diff(map[string]uint64{"gpu-1": 48}, e.marks(p, devices)); diff != "" {
+		t.Errorf("marks after GPU 0 lists none (-want +got):\n%s", diff)
 	}
 }

@@ -474,6 +474,10 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		refused(t, "record XidsCleared about node B", err, want)
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("draining-a", "Draining", f.nodeA), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		refused(t, "record another reason about node A", err, want)
+		otherGroup := nodeEvent("cleared-a-other-group", "XidsCleared", f.nodeA)
+		otherGroup.Regarding.APIVersion = "example.com/v1"
+		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, otherGroup, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		refused(t, "record XidsCleared about a Node of another API group named as node A", err, want)
 		// About a claim (binding conditions are on here): only the refusal
 		// of a binding, which is all the agent says of claims.
 		claimEvent := func(name, reason string) *eventsv1.Event {
