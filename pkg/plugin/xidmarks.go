@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -181,6 +182,16 @@ func (p *Plugin) RestoreXids(ctx context.Context) {
 	}
 }
 
+// clearMarks deletes, in key order, the marks take returns true for,
+// telling take each mark as "<name(key)>: Xid <code>".
+func clearMarks[K cmp.Ordered](marks map[K]xidMark, name func(K) string, take func(xidMark, string) bool) {
+	for _, k := range slices.Sorted(maps.Keys(marks)) {
+		if m := marks[k]; take(m, fmt.Sprintf("%s: Xid %d", name(k), m.code)) {
+			delete(marks, k)
+		}
+	}
+}
+
 // markCounts counts the marks held by GPU index and Xid (a mark of the
 // whole GPU counts 1, as does each marked MIG device), for the marks gauge.
 func (p *Plugin) markCounts() map[markKey]int {
@@ -248,28 +259,19 @@ func (p *Plugin) ClearXids(ctx context.Context, request string, gpus []int, requ
 	hits := func(m xidMark) bool { return len(gpus) == 0 || slices.Contains(gpus, m.gpuIndex) }
 	// To the second, as the request's time is written.
 	newer := func(m xidMark) bool { return !requestedAt.IsZero() && m.at.Truncate(time.Second).After(requestedAt) }
-	for _, idx := range slices.Sorted(maps.Keys(p.xidGPUs)) {
-		m := p.xidGPUs[idx]
-		switch what := fmt.Sprintf("GPU %d: Xid %d", idx, m.code); {
+	take := func(m xidMark, what string) bool {
+		switch {
 		case !hits(m):
+			return false
 		case newer(m):
 			kept = append(kept, what)
-		default:
-			cleared = append(cleared, what)
-			delete(p.xidGPUs, idx)
+			return false
 		}
+		cleared = append(cleared, what)
+		return true
 	}
-	for _, uuid := range slices.Sorted(maps.Keys(p.xidDevices)) {
-		m := p.xidDevices[uuid]
-		switch what := fmt.Sprintf("%s: Xid %d", uuid, m.code); {
-		case !hits(m):
-		case newer(m):
-			kept = append(kept, what)
-		default:
-			cleared = append(cleared, what)
-			delete(p.xidDevices, uuid)
-		}
-	}
+	clearMarks(p.xidGPUs, func(idx int) string { return fmt.Sprintf("GPU %d", idx) }, take)
+	clearMarks(p.xidDevices, func(uuid string) string { return uuid }, take)
 	p.xidCleared = request
 	err = p.saveXidMarksLocked()
 	p.xidMu.Unlock()
