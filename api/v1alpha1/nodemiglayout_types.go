@@ -249,7 +249,8 @@ type GPUStatus struct {
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
 	// Xids are the Xid critical errors the node's agent holds against the
 	// GPU (NVML events; kept until the node reboots or kubectl miglayout
-	// clear-xids clears them). One without a device hit the GPU as a
+	// clear-xids clears them, or, for a MIG device, until it is
+	// destroyed). One without a device hit the GPU as a
 	// whole: every device on it, made before or after, is reported
 	// Unhealthy and published with the NoSchedule taint miglayout.io/xid
 	// (it is then the only entry); one with a device hit that MIG device

@@ -34,10 +34,12 @@ published with the NoSchedule taint miglayout.io/xid until the node reboots
 (kubectl miglayout status marks them !). Once the GPUs were reset
 (nvidia-smi --gpu-reset) or found sound, clear-xids asks each named node's
 agent to forget the marks of its GPUs (--gpu: of those GPUs only, by NVML
-index), through the Node's annotation miglayout.io/clear-xids. Marks made
-after the request (by the node's clock) are kept: an Xid you have not seen
-yet. The agent records an XidsCleared event on the Node naming what it
-cleared and kept, and publishes the devices again without the taint.`,
+index), through the Node's annotation miglayout.io/clear-xids. Marks of an
+Xid the node saw again after the request are kept: an Xid you have not
+seen yet (this machine's clock against the node's: keep them in sync, and
+run it again to clear a mark kept). The agent records an XidsCleared event
+on the Node naming what it cleared and kept, and publishes the devices it
+cleared again without the taint.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return errors.New("name at least one node")

@@ -1890,3 +1890,31 @@ func TestPlanAutoMissingSpares(t *testing.T) {
 		t.Errorf("plan lacks %q:\n%s", want, out)
 	}
 }
+
+// TestStatusXidsFromTheStatusRow: an Xid a GPU's status row lists (a GPU
+// with MIG mode on and no device, or taints the API server dropped) is
+// named under the GPU though no published device carries its taint.
+func TestStatusXidsFromTheStatusRow(t *testing.T) {
+	objs := cluster(t)
+	for _, o := range objs {
+		if nml, ok := o.(*v1alpha1.NodeMigLayout); ok && nml.Name == "gpu-node-1" {
+			nml.Status.GPUs[0].Xids = []v1alpha1.GPUXid{{Xid: 79}}
+		}
+	}
+	out, _, err := runWith(t, objs, "status", "gpu-node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), "gpu-0 ") })
+	if i < 0 || i+1 >= len(lines) {
+		t.Fatalf("no gpu-0 row:\n%s", out)
+	}
+	want := "Xid 79 hit devices here: Unhealthy and tainted until the node reboots; once the GPU was reset, kubectl miglayout clear-xids gpu-node-1 --gpu 0"
+	if got := strings.TrimSpace(lines[i+1]); got != want {
+		t.Errorf("line under gpu-0:\n%q\nwant\n%q\nin:\n%s", got, want, out)
+	}
+	if strings.Count(out, "hit devices here") != 1 {
+		t.Errorf("another GPU is said to be hit:\n%s", out)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -306,16 +307,20 @@ const (
 	markXid      = "!"
 )
 
-// xidsOn returns the Xids (the Xid taints' values, sorted, each once) of
-// the devices of GPU gpu that node's pool publishes.
-func xidsOn(devices *clusterDevices, node string, gpu int) []string {
-	if devices == nil {
-		return nil
-	}
+// xidsOn returns the Xids (sorted, each once) that hit GPU g of node: the
+// Xid taints' values of the devices of g that node's pool publishes, and
+// the Xids g's status row lists (GPUStatus.Xids: a GPU with MIG mode on
+// and no device, or taints the API server dropped).
+func xidsOn(devices *clusterDevices, node string, g v1alpha1.GPUStatus) []string {
 	var out []string
-	for name, t := range devices.published[node] {
-		if idx, _, ok := migslices.DeviceGPUIndex(name); ok && idx == gpu && t.xid != "" {
-			out = append(out, t.xid)
+	for _, x := range g.Xids {
+		out = append(out, strconv.FormatInt(x.Xid, 10))
+	}
+	if devices != nil {
+		for name, t := range devices.published[node] {
+			if idx, _, ok := migslices.DeviceGPUIndex(name); ok && idx == int(g.Index) && t.xid != "" {
+				out = append(out, t.xid)
+			}
 		}
 	}
 	slices.Sort(out)
@@ -430,7 +435,7 @@ func writeStatus(w io.Writer, v *statusView) {
 			if g.Message != "" && g.Phase != v1alpha1.PhaseReady {
 				fmt.Fprintf(w, "%s%s: %s\n", indent, g.Reason, g.Message)
 			}
-			if xids := xidsOn(n.devices, nml.Name, int(g.Index)); len(xids) > 0 {
+			if xids := xidsOn(n.devices, nml.Name, g); len(xids) > 0 {
 				fmt.Fprintf(w, "%sXid %s hit devices here: Unhealthy and tainted until the node reboots; once the GPU was reset, kubectl miglayout clear-xids %s --gpu %d\n",
 					indent, strings.Join(xids, ", "), nml.Name, g.Index)
 			}

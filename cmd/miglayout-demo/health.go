@@ -86,7 +86,7 @@ func (d *demo) xidHealth(ctx context.Context) error {
 	d.printf("\n  Once the GPU was reset, an operator clears the mark: kubectl miglayout clear-xids %s --gpu %d\n", nodeA100, gpuIdx)
 	d.printf("  writes this request to the Node, which the agent applies once:\n")
 	t = time.Now()
-	request := fmt.Sprintf(`%s={"id":"demo-%d","gpus":[%d]}`, v1alpha1.AnnotationClearXids, t.Unix(), gpuIdx)
+	request := fmt.Sprintf(`%s={"id":"demo-%d","gpus":[%d],"requestedAt":%q}`, v1alpha1.AnnotationClearXids, t.Unix(), gpuIdx, t.UTC().Format(time.RFC3339))
 	if err := d.kubectl(ctx, "annotate", "node", nodeA100, "--overwrite", request); err != nil {
 		return err
 	}

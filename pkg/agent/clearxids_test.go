@@ -10,7 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -27,9 +29,13 @@ type fakeXidMarks struct {
 	newer   []string
 	at      []time.Time
 	xids    map[string]uint64
+	// present are the arguments of the PruneXids calls.
+	present []map[int][]string
 }
 
-func (f *fakeXidMarks) PruneXids(context.Context, map[int][]string) {}
+func (f *fakeXidMarks) PruneXids(_ context.Context, present map[int][]string) {
+	f.present = append(f.present, present)
+}
 
 func (f *fakeXidMarks) XidOf(gpuIndex int, uuid string) (uint64, bool) {
 	code, ok := f.xids[fmt.Sprintf("%d/%s", gpuIndex, uuid)]
@@ -70,7 +76,7 @@ func TestApplyClearXids(t *testing.T) {
 		"request of every GPU, seen twice": {
 			steps: []step{
 				{value: `{"id":"r1"}`, marked: []string{"GPU 0: Xid 48"},
-					want: `Normal XidsCleared Request "r1" to clear the Xid marks of every GPU: cleared GPU 0: Xid 48; the devices are reported Healthy and published without the taint miglayout.io/xid`},
+					want: `Normal XidsCleared Request "r1" to clear the Xid marks of every GPU: cleared GPU 0: Xid 48; the devices no other mark holds are reported Healthy and published without the taint miglayout.io/xid`},
 				{value: `{"id":"r1"}`},
 			},
 			applied: []string{"r1"}, gpus: [][]int{nil},
@@ -80,15 +86,22 @@ func TestApplyClearXids(t *testing.T) {
 				{value: `{"id":"r1","gpus":[1,3]}`,
 					want: `Normal XidsCleared Request "r1" to clear the Xid marks of GPUs [1 3]: no mark was set`},
 				{value: `{"id":"r2","gpus":[0]}`, marked: []string{"MIG-1: Xid 94"},
-					want: `Normal XidsCleared Request "r2" to clear the Xid marks of GPUs [0]: cleared MIG-1: Xid 94; the devices are reported Healthy and published without the taint miglayout.io/xid`},
+					want: `Normal XidsCleared Request "r2" to clear the Xid marks of GPUs [0]: cleared MIG-1: Xid 94; the devices no other mark holds are reported Healthy and published without the taint miglayout.io/xid`},
 			},
 			applied: []string{"r1", "r2"}, gpus: [][]int{{1, 3}, {0}},
 		},
 		"no request": {steps: []step{{value: "-"}}},
+		"every mark newer than the request": {
+			steps: []step{
+				{value: `{"id":"r1","requestedAt":"2026-12-06T20:30:00Z"}`, newer: []string{"GPU 0: Xid 48"},
+					want: `Normal XidsCleared Request "r1" to clear the Xid marks of every GPU: kept GPU 0: Xid 48, whose Xid came after the request (2026-12-06T20:30:00Z): their devices stay Unhealthy and tainted; clear again once they were looked at`},
+			},
+			applied: []string{"r1"}, gpus: [][]int{nil}, at: []time.Time{time.Date(2026, 12, 6, 20, 30, 0, 0, time.UTC)},
+		},
 		"request with its time, a newer mark kept": {
 			steps: []step{
 				{value: `{"id":"r1","requestedAt":"2026-12-06T20:30:00Z"}`, marked: []string{"MIG-1: Xid 94"}, newer: []string{"GPU 0: Xid 48"},
-					want: `Normal XidsCleared Request "r1" to clear the Xid marks of every GPU: cleared MIG-1: Xid 94; the devices are reported Healthy and published without the taint miglayout.io/xid; kept GPU 0: Xid 48, made after the request (2026-12-06T20:30:00Z): clear again once they were looked at`},
+					want: `Normal XidsCleared Request "r1" to clear the Xid marks of every GPU: cleared MIG-1: Xid 94; the devices no other mark holds are reported Healthy and published without the taint miglayout.io/xid; kept GPU 0: Xid 48, whose Xid came after the request (2026-12-06T20:30:00Z): their devices stay Unhealthy and tainted; clear again once they were looked at`},
 			},
 			applied: []string{"r1"}, gpus: [][]int{nil}, at: []time.Time{time.Date(2026, 12, 6, 20, 30, 0, 0, time.UTC)},
 		},
@@ -184,5 +197,40 @@ func TestGPUXids(t *testing.T) {
 	}
 	if (&NodeReconciler{}).gpuXids(gpus) != nil {
 		t.Error("gpuXids without XidMarks is not nil")
+	}
+}
+
+// TestReconcilePrunesXidMarks: after each pass, of a node a MigLayout
+// manages or not, the marks are told which MIG devices each GPU read has
+// (none for a GPU with MIG mode off), so that those of devices gone go.
+func TestReconcilePrunesXidMarks(t *testing.T) {
+	g := newRig(t, "2xA100-SXM4-80GB")
+	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+	r, c, _ := nodeReconcilerOn(t, g, spec(0, "3g.40gb@0,3g.40gb@4"))
+	marks := &fakeXidMarks{}
+	r.XidMarks = marks
+	var uuids []string
+	for _, gi := range g.sim.Snapshot().GPUs[0].GPUInstances {
+		for _, ci := range gi.ComputeInstances {
+			uuids = append(uuids, ci.UUID)
+		}
+	}
+	if len(uuids) != 2 {
+		t.Fatalf("GPU 0's MIG devices %v, want two", uuids)
+	}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	// No MigLayout manages the node any more.
+	if err := c.Delete(t.Context(), &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int][]string{0: uuids, 1: {}}
+	if diff := cmp.Diff([]map[int][]string{want, want}, marks.present, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("PruneXids calls (-want +got):\n%s", diff)
 	}
 }

@@ -142,12 +142,17 @@ func (r *NodeReconciler) applyClearXids(ctx context.Context, node *corev1.Node) 
 	if len(req.GPUs) > 0 {
 		which = fmt.Sprintf("GPUs %v", req.GPUs)
 	}
-	what := "no mark was set"
+	var parts []string
 	if len(cleared) > 0 {
-		what = "cleared " + strings.Join(cleared, ", ") + "; the devices are reported Healthy and published without the taint " + slices.XidTaintKey
+		parts = append(parts, "cleared "+strings.Join(cleared, ", ")+"; the devices no other mark holds are reported Healthy and published without the taint "+slices.XidTaintKey)
 	}
 	if len(kept) > 0 {
-		what += fmt.Sprintf("; kept %s, made after the request (%s): clear again once they were looked at", strings.Join(kept, ", "), at.UTC().Format(time.RFC3339))
+		parts = append(parts, fmt.Sprintf("kept %s, whose Xid came after the request (%s): their devices stay Unhealthy and tainted; clear again once they were looked at",
+			strings.Join(kept, ", "), at.UTC().Format(time.RFC3339)))
+	}
+	what := "no mark was set"
+	if len(parts) > 0 {
+		what = strings.Join(parts, "; ")
 	}
 	r.recordOn(node, corev1.EventTypeNormal, EventXidsCleared, "ClearXids", fmt.Sprintf("Request %q to clear the Xid marks of %s: %s", req.ID, which, what))
 }

@@ -225,8 +225,10 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			// device is taken out is left as it is.
 			wholePool, taintedDevs := taintedByRules(in.TaintRules, in.Driver, name)
 			// So are devices an Xid hit (the agent publishes them
-			// tainted), and nothing new is made on their GPUs.
-			xidDevs := xidTainted(others.own[name], name)
+			// tainted, and lists them in the status, which holds where
+			// the API server drops taints), and nothing new is made on
+			// their GPUs.
+			xidDevs := xidTainted(others.own[name], name).Union(statusXidDevices(nml))
 			taintedDevs = taintedDevs.Union(xidDevs)
 			n := planner.Node{Node: node, Policy: policy, OtherSlices: others.forNode(node), Requested: requested[name]}
 			// A node in conflict is left as it is: its change in flight

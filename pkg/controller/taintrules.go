@@ -114,6 +114,20 @@ func xidTainted(own []*resourceapi.ResourceSlice, pool string) sets.Set[string] 
 	return out
 }
 
+// statusXidDevices returns the names of the MIG devices nml's status lists
+// an Xid of (GPUStatus.Xids).
+func statusXidDevices(nml *v1alpha1.NodeMigLayout) sets.Set[string] {
+	out := sets.New[string]()
+	for _, g := range nml.Status.GPUs {
+		for _, x := range g.Xids {
+			if x.Device != "" {
+				out.Insert(x.Device)
+			}
+		}
+	}
+	return out
+}
+
 // markXidGPUs sets, on each GPU with a device among xid (the node's
 // devices published with the Xid taint, xidTainted) or with Xids in nml's
 // status (GPUStatus.Xids: a GPU with MIG mode on and no device, or whose

@@ -71,14 +71,16 @@ func TestBuildSnapshotDeviceTaintRules(t *testing.T) {
 // Devices the agent publishes with the Xid taint are kept as they are
 // (pinned), read from the newest generation of the node's pool only, and
 // nothing new is made on their GPU (Tainted), nor on a GPU whose status
-// lists an Xid (MIG mode on, no device to taint).
+// lists an Xid (MIG mode on, no device to taint); a device the status lists
+// is kept as it is too, published without the taint (dropped by the API
+// server).
 func TestBuildSnapshotXidTainted(t *testing.T) {
 	const driver = "mig.miglayout.io"
 	auto := migLayout("auto").selects("pool", "a").build()
 	auto.Spec.Mode, auto.Spec.Rules, auto.UID = v1alpha1.ModeAuto, nil, "uid-auto"
 	owner := []metav1.OwnerReference{{APIVersion: "miglayout.io/v1alpha1", Kind: "MigLayout", Name: auto.Name, UID: auto.UID, Controller: ptr.To(true)}}
 	in := AutoInputs{Driver: driver, MigLayouts: []v1alpha1.MigLayout{auto}, NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{}}
-	for _, n := range []string{"a1", "a2", "a3"} {
+	for _, n := range []string{"a1", "a2", "a3", "a4"} {
 		in.Nodes = append(in.Nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"pool": "a"}}})
 		in.NodeMigLayouts[n] = &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: n, OwnerReferences: owner},
 			Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: auto.Name},
@@ -87,6 +89,7 @@ func TestBuildSnapshotXidTainted(t *testing.T) {
 	}
 	a3 := &in.NodeMigLayouts["a3"].Status.GPUs[0]
 	a3.Layout, a3.Xids = "", []v1alpha1.GPUXid{{Xid: 48}}
+	in.NodeMigLayouts["a4"].Status.GPUs[0].Xids = []v1alpha1.GPUXid{{Xid: 94, Device: migslices.MIGDeviceName(0, "3g.40gb", 9, 4)}}
 	left, right := migslices.MIGDeviceName(0, "3g.40gb", 9, 0), migslices.MIGDeviceName(0, "3g.40gb", 9, 4)
 	slice := func(node string, gen int64, taint resourceapi.DeviceTaint, tainted string) resourceapi.ResourceSlice {
 		s := resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
@@ -105,6 +108,7 @@ func TestBuildSnapshotXidTainted(t *testing.T) {
 		// a2's newest generation has no Xid taint; an older one had.
 		slice("a2", 1, migslices.XidTaint(48), left),
 		slice("a2", 2, migslices.DrainTaint(), left),
+		slice("a4", 1, resourceapi.DeviceTaint{}, ""),
 	}
 	snap := BuildSnapshot(in, mig.DefaultCatalog())
 	got := map[string]string{}
@@ -113,12 +117,12 @@ func TestBuildSnapshotXidTainted(t *testing.T) {
 		got[n.Node.Name] = n.GPUs[0].Pinned.String()
 		tainted[n.Node.Name] = n.GPUs[0].Tainted
 	}
-	if diff := cmp.Diff(map[string]string{"a1": "3g.40gb@4", "a2": "", "a3": ""}, got); diff != "" {
+	if diff := cmp.Diff(map[string]string{"a1": "3g.40gb@4", "a2": "", "a3": "", "a4": "3g.40gb@4"}, got); diff != "" {
 		t.Errorf("pinned devices (-want +got):\n%s", diff)
 	}
 	// Nothing new is made on a1's GPU nor a3's; a2's is free to change.
 	for _, d := range mig.MustParseLayout("7g.80gb@0,1g.10gb@0,1g.10gb@6,4g.40gb@0,2g.20gb@4") {
-		for _, n := range []string{"a1", "a3"} {
+		for _, n := range []string{"a1", "a3", "a4"} {
 			if !tainted[n].Contains(d) {
 				t.Errorf("%s's GPU, hit by an Xid, may get %s: Tainted %s", n, d, tainted[n])
 			}

@@ -124,15 +124,16 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 	if x.GIID >= 0 {
 		migs, err = p.cfg.GPUs.MIGDevices(ctx, x.GPUIndex)
 	}
-	// A mark of the same Xid is kept as it is (its first time), so that an
-	// Xid storm does not write the marks file once per Xid.
+	// A mark of the same Xid again takes the new time in memory only, so
+	// that an Xid storm does not write the marks file once per Xid (the
+	// time matters to a clear request made meanwhile, ClearXids).
 	changed := false
 	p.xidMu.Lock()
 	if x.GIID < 0 || err != nil {
 		if old, ok := p.xidGPUs[x.GPUIndex]; !ok || old.code != x.Code {
-			p.xidGPUs[x.GPUIndex] = mark
 			changed = true
 		}
+		p.xidGPUs[x.GPUIndex] = mark
 		hit = append(hit, fmt.Sprintf("GPU %d and every device on it", x.GPUIndex))
 	}
 	for _, d := range migs {
@@ -140,9 +141,9 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 			continue
 		}
 		if old, ok := p.xidDevices[d.UUID]; !ok || old.code != x.Code {
-			p.xidDevices[d.UUID] = mark
 			changed = true
 		}
+		p.xidDevices[d.UUID] = mark
 		hit = append(hit, fmt.Sprintf("%s (%s)", migslices.MIGDeviceName(x.GPUIndex, d.Profile, d.ProfileID, d.Placement.Start), d.UUID))
 	}
 	var saveErr error

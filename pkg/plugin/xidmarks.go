@@ -93,10 +93,11 @@ func (p *Plugin) xidMarksPath() string {
 // (GPUs), or at its index where NVML does not list that UUID (the GPU
 // unreadable) and no other GPU is there. No mark is restored without
 // Config.BootID or Config.Xids (the watch off), nor one of an Xid now in
-// Config.IgnoredXids, nor one of a MIG device gone. The last clear request
-// applied is read in every case (ClearXids applies a request once). A
-// file that cannot be read is logged and left; the marks start empty
-// then, and the next write replaces it.
+// Config.IgnoredXids, nor one of a MIG device gone; those are dropped from
+// the file too. The last clear request applied is read in every case
+// (ClearXids applies a request once). A file that cannot be read is
+// logged and left; the marks start empty then, and the next write
+// replaces it.
 func (p *Plugin) RestoreXids(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("file", p.xidMarksPath())
 	data, err := os.ReadFile(p.xidMarksPath())
@@ -128,6 +129,17 @@ func (p *Plugin) RestoreXids(ctx context.Context) {
 	case f.BootID != p.cfg.BootID:
 		why = "the node rebooted since they were written, which reset its GPUs"
 	}
+	total := len(f.GPUs) + len(f.Devices)
+	// What is dropped is gone from the file too: a later restart, with
+	// the watch on again, does not bring it back.
+	defer func() {
+		if len(p.xidGPUs)+len(p.xidDevices) == total {
+			return
+		}
+		if err := p.saveXidMarksLocked(); err != nil {
+			logger.Error(err, "Writing the Xid marks without those dropped failed: a later restart may restore them")
+		}
+	}()
 	if why != "" {
 		logger.Info("Xid marks of the agent's last run dropped: "+why, "gpuMarks", len(f.GPUs), "deviceMarks", len(f.Devices))
 		return
@@ -240,10 +252,9 @@ func (p *Plugin) PruneXids(ctx context.Context, present map[int][]string) {
 // ClearXids forgets the Xid marks of the GPUs with the given indexes (all
 // of them where gpus is empty), once per request ID: an operator asks for
 // it after resetting the GPUs (kubectl miglayout clear-xids). Where
-// requestedAt is set, a mark made after it (by the node's clock, to the
-// second) is kept:
-// an Xid that came after the request, while the agent was busy or down,
-// was not seen by whoever asked. A request already applied, by this run
+// requestedAt is set, a mark whose Xid came last after it (by the node's
+// clock, to the second) is kept: an Xid that came after the request,
+// while the agent was busy or down, was not seen by whoever asked. A request already applied, by this run
 // or an earlier one of the agent (XidMarksFile), does nothing and returns
 // applied false. It returns the marks it cleared and those it kept
 // ("GPU <index>: Xid <code>", "<MIG device UUID>: Xid <code>"), and wakes

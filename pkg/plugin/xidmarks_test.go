@@ -201,6 +201,14 @@ func TestXidMarksKeptAcrossRestart(t *testing.T) {
 			if _, ok := next.xidDevices[large.UUID]; ok && tc.want["3g"] == 0 {
 				t.Errorf("the mark of %s, destroyed or not restored, is still held", large.UUID)
 			}
+			if tc.next != nil {
+				// What the next plugin dropped stays dropped: a plugin
+				// with the watch on and no Xid ignored restores it not.
+				again := e.xidMarksPlugin(tc.nextBoot, func(c *Config) { c.IgnoredXids = []uint64{} })
+				if diff := cmp.Diff(tc.want, e.marks(again, map[string]gpu.MIGDevice{"3g": large, "1g": small})); diff != "" {
+					t.Errorf("marks restored after those dropped (-want +got):\n%s", diff)
+				}
+			}
 			if tc.nextBoot == "" || next.cfg.Xids == nil {
 				return
 			}
@@ -371,5 +379,30 @@ func TestPruneXids(t *testing.T) {
 	p.PruneXids(e.ctx, map[int][]string{0: {}, 1: {}})
 	if diff := cmp.Diff(map[string]uint64{"gpu-1": 48}, e.marks(p, devices)); diff != "" {
 		t.Errorf("marks after GPU 0 lists none (-want +got):\n%s", diff)
+	}
+}
+
+// TestClearXidsKeepsAnXidRepeatedAfterTheRequest: an Xid that came before
+// a clear request and again after it is kept: the GPU still faults.
+func TestClearXidsKeepsAnXidRepeatedAfterTheRequest(t *testing.T) {
+	e := newEnv(t)
+	large := e.migOn(4)
+	p := e.xidMarksPlugin("boot-1")
+	x := gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1}
+	p.recordXid(e.ctx, x)
+	// First seen an hour ago; the request came a minute ago; now again.
+	m := p.xidDevices[large.UUID]
+	m.at = time.Now().Add(-time.Hour)
+	p.xidDevices[large.UUID] = m
+	p.recordXid(e.ctx, x)
+	cleared, kept, applied, err := p.ClearXids(e.ctx, "r1", nil, time.Now().Add(-time.Minute))
+	if err != nil || !applied {
+		t.Fatalf("ClearXids: applied %t, %v", applied, err)
+	}
+	if diff := cmp.Diff([]string{large.UUID + ": Xid 94"}, kept); diff != "" || len(cleared) > 0 {
+		t.Errorf("cleared %v, kept (-want +got):\n%s", cleared, diff)
+	}
+	if _, ok := p.XidOf(0, large.UUID); !ok {
+		t.Error("the Xid repeated after the request was cleared")
 	}
 }
