@@ -160,7 +160,8 @@ func TestApplyClearXids(t *testing.T) {
 
 // TestGPUXids: the status lists, per GPU, the Xid of the GPU as a whole
 // alone where one hit it, else those of its MIG devices by published
-// name; BuildStatus copies them to the GPU's row.
+// name, and that of a GPU NVML cannot read; BuildStatus copies them to
+// the GPU's row.
 func TestGPUXids(t *testing.T) {
 	mk := func(idx int, uuids ...string) GPUState {
 		g := GPUState{GPU: gpu.GPU{Index: idx, UUID: fmt.Sprintf("GPU-%d", idx)}}
@@ -175,27 +176,32 @@ func TestGPUXids(t *testing.T) {
 		"1/": 48, "1/MIG-c": 94, // GPU 1 as a whole: it alone is listed
 		"2/": 79, // GPU 2, MIG off
 	}}
+	marks.xids["4/"] = 79 // GPU 4, off the bus
 	r := &NodeReconciler{XidMarks: marks, Repartitioner: &Repartitioner{Inventory: &PoolInventory{NodeName: "n1"}}}
-	got := r.gpuXids(gpus)
+	unreadable := map[int]GPUResult{4: {Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUUnreadable, Message: "fell off the bus"}, 0: {Phase: v1alpha1.PhaseReady}}
+	res := &SyncResult{GPUs: gpus, Results: unreadable}
+	got := r.gpuXids(res)
 	want := map[int][]v1alpha1.GPUXid{
 		0: {{Xid: 63, Device: "gpu-0-mig-1g10gb-19-0"}, {Xid: 94, Device: "gpu-0-mig-1g10gb-19-1"}},
 		1: {{Xid: 48}},
 		2: {{Xid: 79}},
+		4: {{Xid: 79}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("gpuXids (-want +got):\n%s", diff)
 	}
-	st := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 1, &SyncResult{GPUs: gpus, Xids: got}, metav1.Now())
+	res.Xids = got
+	st := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 1, res, metav1.Now())
 	rows := map[int32][]v1alpha1.GPUXid{}
 	for _, g := range st.GPUs {
 		if len(g.Xids) > 0 {
 			rows[g.Index] = g.Xids
 		}
 	}
-	if diff := cmp.Diff(map[int32][]v1alpha1.GPUXid{0: want[0], 1: want[1], 2: want[2]}, rows); diff != "" {
+	if diff := cmp.Diff(map[int32][]v1alpha1.GPUXid{0: want[0], 1: want[1], 2: want[2], 4: want[4]}, rows); diff != "" {
 		t.Errorf("status rows' Xids (-want +got):\n%s", diff)
 	}
-	if (&NodeReconciler{}).gpuXids(gpus) != nil {
+	if (&NodeReconciler{}).gpuXids(res) != nil {
 		t.Error("gpuXids without XidMarks is not nil")
 	}
 }

@@ -604,7 +604,7 @@ var errNodeMigLayoutReplaced = errors.New("the NodeMigLayout was made again duri
 func (r *NodeReconciler) writeStatus(ctx context.Context, spec actedOn, res *SyncResult, patched bool) error {
 	read := r.statusReader(patched)
 	if res != nil {
-		res.Xids = r.gpuXids(res.GPUs)
+		res.Xids = r.gpuXids(res)
 	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var nml v1alpha1.NodeMigLayout

@@ -91,7 +91,7 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 				unlistedReason = cmp.Or(unlistedReason, r.Reason)
 				continue
 			}
-			gs := v1alpha1.GPUStatus{Index: int32(idx), Phase: r.Phase, Reason: r.Reason, Message: r.Message}
+			gs := v1alpha1.GPUStatus{Index: int32(idx), Phase: r.Phase, Reason: r.Reason, Message: r.Message, Xids: res.Xids[idx]}
 			if p, ok := prev[gs.Index]; ok && r.Reason == v1alpha1.ReasonGPUMissing && (p.UUID != "" || p.Product != "" || p.Model != "") {
 				at, moved := seenAt[p.UUID]
 				if moved || p.UUID == "" {

@@ -77,16 +77,26 @@ func (r *NodeReconciler) pruneXids(ctx context.Context, gpus []GPUState) {
 	r.XidMarks.PruneXids(ctx, present)
 }
 
-// gpuXids returns, per GPU index of gpus, the Xids XidMarks holds against
+// gpuXids returns, per GPU index of res, the Xids XidMarks holds against
 // the GPU (SyncResult.Xids): the GPU's own alone where one hit it as a
-// whole, else those of its MIG devices, by published name. Nil without
-// XidMarks.
-func (r *NodeReconciler) gpuXids(gpus []GPUState) map[int][]v1alpha1.GPUXid {
+// whole, else those of its MIG devices, by published name; for a GPU NVML
+// could not read (in res.Results only: an Xid 79 takes a GPU off the bus),
+// its own. Nil without XidMarks.
+func (r *NodeReconciler) gpuXids(res *SyncResult) map[int][]v1alpha1.GPUXid {
 	if r.XidMarks == nil {
 		return nil
 	}
 	out := map[int][]v1alpha1.GPUXid{}
-	for _, g := range gpus {
+	read := map[int]bool{}
+	for _, g := range res.GPUs {
+		read[g.GPU.Index] = true
+	}
+	for idx := range res.Results {
+		if code, ok := r.XidMarks.XidOf(idx, ""); ok && !read[idx] {
+			out[idx] = []v1alpha1.GPUXid{{Xid: int64(code)}}
+		}
+	}
+	for _, g := range res.GPUs {
 		idx := g.GPU.Index
 		if code, ok := r.XidMarks.XidOf(idx, ""); ok {
 			out[idx] = []v1alpha1.GPUXid{{Xid: int64(code)}}

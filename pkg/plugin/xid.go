@@ -31,7 +31,24 @@ type xidMark struct {
 	code     uint64
 	gpuIndex int
 	gpuUUID  string
-	at       time.Time
+	// at is when the Xid came last; saved, the at XidMarksFile holds.
+	at, saved time.Time
+}
+
+// xidResaveAfter is how much later than the time XidMarksFile holds a
+// repeated Xid must come for the file to be written again: an Xid storm
+// writes it at most this often per mark, and a restart loses at most this
+// much of a mark's last time (which a clear request compares).
+const xidResaveAfter = 30 * time.Second
+
+// repeat returns the mark of an Xid again at mark.at where old was held,
+// and whether XidMarksFile must be written again.
+func repeat(old xidMark, held bool, mark xidMark) (xidMark, bool) {
+	if !held || old.code != mark.code {
+		return mark, true
+	}
+	mark.saved = old.saved
+	return mark, mark.at.Sub(old.saved) > xidResaveAfter
 }
 
 func (m xidMark) message() string {
@@ -124,26 +141,25 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 	if x.GIID >= 0 {
 		migs, err = p.cfg.GPUs.MIGDevices(ctx, x.GPUIndex)
 	}
-	// A mark of the same Xid again takes the new time in memory only, so
-	// that an Xid storm does not write the marks file once per Xid (the
-	// time matters to a clear request made meanwhile, ClearXids).
+	// A mark of the same Xid again takes the new time, written to the
+	// marks file only where it is xidResaveAfter past the time there, so
+	// that an Xid storm does not write the file once per Xid (the time
+	// matters to a clear request made meanwhile, ClearXids).
 	changed := false
 	p.xidMu.Lock()
 	if x.GIID < 0 || err != nil {
-		if old, ok := p.xidGPUs[x.GPUIndex]; !ok || old.code != x.Code {
-			changed = true
-		}
-		p.xidGPUs[x.GPUIndex] = mark
+		old, held := p.xidGPUs[x.GPUIndex]
+		m, write := repeat(old, held, mark)
+		p.xidGPUs[x.GPUIndex], changed = m, changed || write
 		hit = append(hit, fmt.Sprintf("GPU %d and every device on it", x.GPUIndex))
 	}
 	for _, d := range migs {
 		if d.UUID == "" || d.GIID != x.GIID || x.CIID >= 0 && d.CIID != x.CIID {
 			continue
 		}
-		if old, ok := p.xidDevices[d.UUID]; !ok || old.code != x.Code {
-			changed = true
-		}
-		p.xidDevices[d.UUID] = mark
+		old, held := p.xidDevices[d.UUID]
+		m, write := repeat(old, held, mark)
+		p.xidDevices[d.UUID], changed = m, changed || write
 		hit = append(hit, fmt.Sprintf("%s (%s)", migslices.MIGDeviceName(x.GPUIndex, d.Profile, d.ProfileID, d.Placement.Start), d.UUID))
 	}
 	var saveErr error

@@ -60,6 +60,17 @@ type savedXidMark struct {
 // still carries is not applied again after a restart.
 func (p *Plugin) saveXidMarksLocked() error {
 	f := xidMarks{Version: XidMarksVersion, BootID: p.cfg.BootID, Cleared: p.xidCleared}
+	defer func() {
+		// Written (or not, but tried): the file's times are the marks'.
+		for k, m := range p.xidGPUs {
+			m.saved = m.at
+			p.xidGPUs[k] = m
+		}
+		for k, m := range p.xidDevices {
+			m.saved = m.at
+			p.xidDevices[k] = m
+		}
+	}()
 	for _, idx := range slices.Sorted(maps.Keys(p.xidGPUs)) {
 		m := p.xidGPUs[idx]
 		f.GPUs = append(f.GPUs, savedXidMark{GPUIndex: idx, GPUUUID: m.gpuUUID, Xid: m.code, At: m.at})
@@ -112,6 +123,16 @@ func (p *Plugin) RestoreXids(ctx context.Context) {
 		err = fmt.Errorf("version %q, this agent reads %q", f.Version, XidMarksVersion)
 	}
 	if err != nil {
+		// The last clear request applied, where the file says it (one
+		// of another version), so that the Node's is not applied again.
+		var cleared struct {
+			Cleared string `json:"cleared"`
+		}
+		if json.Unmarshal(data, &cleared) == nil {
+			p.xidMu.Lock()
+			p.xidCleared = cleared.Cleared
+			p.xidMu.Unlock()
+		}
 		logger.Error(err, "Reading the Xid marks of the agent's last run failed: devices an Xid hit before this restart are Healthy again (kubectl miglayout status marks none)")
 		return
 	}
@@ -158,12 +179,14 @@ func (p *Plugin) RestoreXids(ctx context.Context) {
 		idx, ok := at[s.GPUUUID]
 		if !ok {
 			idx = s.GPUIndex
-			if other, there := taken[idx]; there && other != s.GPUUUID {
+			// A mark made where NVML could not read the GPU's UUID (off
+			// the bus) stays at its index.
+			if other, there := taken[idx]; there && s.GPUUUID != "" && other != s.GPUUUID {
 				logger.Info("Xid mark of a GPU NVML no longer lists dropped", "gpu", s.GPUIndex, "gpuUUID", s.GPUUUID, "xid", s.Xid, "nowAtIndex", other)
 				continue
 			}
 		}
-		p.xidGPUs[idx] = xidMark{code: s.Xid, gpuIndex: idx, gpuUUID: s.GPUUUID, at: s.At}
+		p.xidGPUs[idx] = xidMark{code: s.Xid, gpuIndex: idx, gpuUUID: s.GPUUUID, at: s.At, saved: s.At}
 		restored = append(restored, fmt.Sprintf("GPU %d: Xid %d", idx, s.Xid))
 	}
 	present := map[int]map[string]bool{} // MIG device UUIDs by GPU read
@@ -186,7 +209,7 @@ func (p *Plugin) RestoreXids(ctx context.Context) {
 			// Destroyed since: the UUID will not be seen again.
 			continue
 		}
-		p.xidDevices[s.UUID] = xidMark{code: s.Xid, gpuIndex: idx, gpuUUID: s.GPUUUID, at: s.At}
+		p.xidDevices[s.UUID] = xidMark{code: s.Xid, gpuIndex: idx, gpuUUID: s.GPUUUID, at: s.At, saved: s.At}
 		restored = append(restored, fmt.Sprintf("%s: Xid %d", s.UUID, s.Xid))
 	}
 	if len(restored) > 0 {

@@ -406,3 +406,49 @@ func TestClearXidsKeepsAnXidRepeatedAfterTheRequest(t *testing.T) {
 		t.Error("the Xid repeated after the request was cleared")
 	}
 }
+
+// TestXidMarksEdgesAcrossRestart: what a restart of the agent keeps of the
+// marks beyond the ordinary: the last time of an Xid repeated well after
+// the file was written, the mark of a GPU whose UUID NVML could not read,
+// and the last clear request where the file is of another version.
+func TestXidMarksEdgesAcrossRestart(t *testing.T) {
+	t.Run("repeated Xid's last time", func(t *testing.T) {
+		e := newEnv(t)
+		large := e.migOn(4)
+		p := e.xidMarksPlugin("boot-1")
+		x := gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1}
+		p.recordXid(e.ctx, x)
+		// The file says it came an hour ago; it comes again now.
+		p.xidMu.Lock()
+		m := p.xidDevices[large.UUID]
+		m.at = time.Now().Add(-time.Hour)
+		p.xidDevices[large.UUID] = m
+		if err := p.saveXidMarksLocked(); err != nil {
+			t.Fatal(err)
+		}
+		p.xidMu.Unlock()
+		p.recordXid(e.ctx, x)
+		next := e.xidMarksPlugin("boot-1")
+		cleared, kept, _, err := next.ClearXids(e.ctx, "r1", nil, time.Now().Add(-time.Minute))
+		if err != nil || len(cleared) > 0 || len(kept) != 1 {
+			t.Errorf("after a restart, a request made before the Xid came again: cleared %v, kept %v (%v), want it kept", cleared, kept, err)
+		}
+	})
+	t.Run("GPU whose UUID NVML could not read", func(t *testing.T) {
+		e := newEnv(t)
+		e.xidMarksPlugin("boot-1").recordXid(e.ctx, gpu.Xid{GPUIndex: 1, Code: 79, GIID: -1, CIID: -1})
+		if code, ok := e.xidMarksPlugin("boot-1").XidOf(1, ""); !ok || code != 79 {
+			t.Errorf("GPU 1's mark after a restart: %d, %t; want Xid 79", code, ok)
+		}
+	})
+	t.Run("clear request of a file of another version", func(t *testing.T) {
+		e := newEnv(t)
+		if _, _, _, err := e.xidMarksPlugin("boot-1").ClearXids(e.ctx, "r1", nil, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		e.editMarks(func(s string) string { return strings.Replace(s, XidMarksVersion, "miglayout.io/plugin-xids/v9", 1) })
+		if _, _, applied, _ := e.xidMarksPlugin("boot-1").ClearXids(e.ctx, "r1", nil, time.Time{}); applied {
+			t.Error("request r1, applied before, applied again after a restart reading a file of another version")
+		}
+	})
+}
