@@ -1910,7 +1910,7 @@ func TestStatusXidsFromTheStatusRow(t *testing.T) {
 	if i < 0 || i+1 >= len(lines) {
 		t.Fatalf("no gpu-0 row:\n%s", out)
 	}
-	want := "Xid 79 hit devices here: Unhealthy and tainted until the node reboots; once the GPU was reset, kubectl miglayout clear-xids gpu-node-1 --gpu 0"
+	want := "Xid 79 hit devices here (reported Unhealthy, kept from new claims); once the GPU was reset: kubectl miglayout clear-xids gpu-node-1 --gpu 0"
 	if got := strings.TrimSpace(lines[i+1]); got != want {
 		t.Errorf("line under gpu-0:\n%q\nwant\n%q\nin:\n%s", got, want, out)
 	}

@@ -436,7 +436,7 @@ func writeStatus(w io.Writer, v *statusView) {
 				fmt.Fprintf(w, "%s%s: %s\n", indent, g.Reason, g.Message)
 			}
 			if xids := xidsOn(n.devices, nml.Name, g); len(xids) > 0 {
-				fmt.Fprintf(w, "%sXid %s hit devices here: Unhealthy and tainted until the node reboots; once the GPU was reset, kubectl miglayout clear-xids %s --gpu %d\n",
+				fmt.Fprintf(w, "%sXid %s hit devices here (reported Unhealthy, kept from new claims); once the GPU was reset: kubectl miglayout clear-xids %s --gpu %d\n",
 					indent, strings.Join(xids, ", "), nml.Name, g.Index)
 			}
 			if g.MIGEnabled != g.MIGPending {

@@ -47,8 +47,8 @@ type XidMarks interface {
 	// ClearXids clears the marks of the GPUs with the given indexes (all
 	// where gpus is empty), once per request ID; applied is false for an
 	// ID applied before. cleared names what was cleared.
-	// Marks made after requestedAt (when set) are kept and returned as
-	// kept.
+	// Marks whose Xid came last after requestedAt (when set) are kept
+	// and returned as kept.
 	ClearXids(ctx context.Context, request string, gpus []int, requestedAt time.Time) (cleared, kept []string, applied bool, err error)
 	// XidOf returns the Xid that hit the device with UUID uuid on GPU
 	// gpuIndex, or (uuid "") the GPU as a whole, if one did.

@@ -44,6 +44,9 @@ const xidResaveAfter = 30 * time.Second
 // repeat returns the mark of an Xid again at mark.at where old was held,
 // and whether XidMarksFile must be written again.
 func repeat(old xidMark, held bool, mark xidMark) (xidMark, bool) {
+	if held && mark.gpuUUID == "" {
+		mark.gpuUUID = old.gpuUUID // NVML could not read it this time
+	}
 	if !held || old.code != mark.code {
 		return mark, true
 	}

@@ -58,10 +58,12 @@ type savedXidMark struct {
 // to XidMarksFile (xidMu held). Without Config.BootID the file's marks are
 // never restored (RestoreXids), but its request is: a request the Node
 // still carries is not applied again after a restart.
-func (p *Plugin) saveXidMarksLocked() error {
+func (p *Plugin) saveXidMarksLocked() (err error) {
 	f := xidMarks{Version: XidMarksVersion, BootID: p.cfg.BootID, Cleared: p.xidCleared}
 	defer func() {
-		// Written (or not, but tried): the file's times are the marks'.
+		if err != nil {
+			return // the file's times are not the marks': written again at the next repeat
+		}
 		for k, m := range p.xidGPUs {
 			m.saved = m.at
 			p.xidGPUs[k] = m
@@ -102,7 +104,10 @@ func (p *Plugin) xidMarksPath() string {
 //
 // A mark of a whole GPU is restored at the index of the GPU with its UUID
 // (GPUs), or at its index where NVML does not list that UUID (the GPU
-// unreadable) and no other GPU is there. No mark is restored without
+// unreadable) and no other GPU is there; one made where NVML could not
+// read the GPU's UUID, at its index where no other mark is. A mark's time
+// is the one the file holds, which may be up to xidResaveAfter older than
+// the Xid's last (ClearXids compares it). No mark is restored without
 // Config.BootID or Config.Xids (the watch off), nor one of an Xid now in
 // Config.IgnoredXids, nor one of a MIG device gone; those are dropped from
 // the file too. The last clear request applied is read in every case
@@ -175,16 +180,23 @@ func (p *Plugin) RestoreXids(ctx context.Context) {
 		taken[g.Index] = g.UUID
 	}
 	var restored []string
-	for _, s := range f.GPUs {
+	// Marks naming their GPU's UUID first: a mark made where NVML could
+	// not read the UUID (the GPU off the bus) stays at its index, where no
+	// other mark is.
+	gpuMarks := slices.Clone(f.GPUs)
+	slices.SortStableFunc(gpuMarks, func(a, b savedXidMark) int { return cmp.Compare(boolInt(a.GPUUUID == ""), boolInt(b.GPUUUID == "")) })
+	for _, s := range gpuMarks {
 		idx, ok := at[s.GPUUUID]
 		if !ok {
 			idx = s.GPUIndex
-			// A mark made where NVML could not read the GPU's UUID (off
-			// the bus) stays at its index.
 			if other, there := taken[idx]; there && s.GPUUUID != "" && other != s.GPUUUID {
 				logger.Info("Xid mark of a GPU NVML no longer lists dropped", "gpu", s.GPUIndex, "gpuUUID", s.GPUUUID, "xid", s.Xid, "nowAtIndex", other)
 				continue
 			}
+		}
+		if held, marked := p.xidGPUs[idx]; marked {
+			logger.Info("Xid mark of a GPU whose UUID NVML could not read dropped: its index holds another mark", "gpu", idx, "xid", s.Xid, "kept", held.code)
+			continue
 		}
 		p.xidGPUs[idx] = xidMark{code: s.Xid, gpuIndex: idx, gpuUUID: s.GPUUUID, at: s.At, saved: s.At}
 		restored = append(restored, fmt.Sprintf("GPU %d: Xid %d", idx, s.Xid))
@@ -276,7 +288,8 @@ func (p *Plugin) PruneXids(ctx context.Context, present map[int][]string) {
 // of them where gpus is empty), once per request ID: an operator asks for
 // it after resetting the GPUs (kubectl miglayout clear-xids). Where
 // requestedAt is set, a mark whose Xid came last after it (by the node's
-// clock, to the second) is kept: an Xid that came after the request,
+// clock, to the second; after a restart, as the file has it, which may be
+// up to xidResaveAfter earlier) is kept: an Xid that came after the request,
 // while the agent was busy or down, was not seen by whoever asked. A request already applied, by this run
 // or an earlier one of the agent (XidMarksFile), does nothing and returns
 // applied false. It returns the marks it cleared and those it kept
@@ -314,4 +327,11 @@ func (p *Plugin) ClearXids(ctx context.Context, request string, gpus []int, requ
 		p.notifyHealth()
 	}
 	return cleared, kept, true, err
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

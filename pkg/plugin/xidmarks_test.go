@@ -241,8 +241,8 @@ func TestXidMarksFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The same Xids again keep the marks as they are, first times
-	// included: the file is not written again.
+	// The same Xids again, within xidResaveAfter: the file is not
+	// written again.
 	time.Sleep(10 * time.Millisecond)
 	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1})
 	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
@@ -439,6 +439,60 @@ func TestXidMarksEdgesAcrossRestart(t *testing.T) {
 		e.xidMarksPlugin("boot-1").recordXid(e.ctx, gpu.Xid{GPUIndex: 1, Code: 79, GIID: -1, CIID: -1})
 		if code, ok := e.xidMarksPlugin("boot-1").XidOf(1, ""); !ok || code != 79 {
 			t.Errorf("GPU 1's mark after a restart: %d, %t; want Xid 79", code, ok)
+		}
+	})
+	t.Run("mark whose write failed", func(t *testing.T) {
+		e := newEnv(t)
+		path := filepath.Join(e.cpDir, XidMarksFile)
+		// A directory in the file's place: the write fails.
+		if err := os.MkdirAll(filepath.Join(path, "x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p := e.xidMarksPlugin("boot-1")
+		x := gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1}
+		p.recordXid(e.ctx, x)
+		if err := os.RemoveAll(path); err != nil {
+			t.Fatal(err)
+		}
+		// The same Xid again, at once: written now.
+		p.recordXid(e.ctx, x)
+		if code, ok := e.xidMarksPlugin("boot-1").XidOf(1, ""); !ok || code != 48 {
+			t.Errorf("GPU 1's mark after a restart: %d, %t; want Xid 48", code, ok)
+		}
+	})
+	t.Run("Xid again without the GPU's UUID", func(t *testing.T) {
+		e := newEnv(t)
+		p := e.xidMarksPlugin("boot-1")
+		p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
+		p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, Code: 48, GIID: -1, CIID: -1})
+		if got := p.xidGPUs[1].gpuUUID; got != e.gpuUUID(1) {
+			t.Errorf("GPU 1's mark names GPU %q, want %s", got, e.gpuUUID(1))
+		}
+	})
+	t.Run("mark without UUID where another mark is", func(t *testing.T) {
+		e := newEnv(t)
+		// GPU 1's own mark, saved at index 0 (numbered anew since), and
+		// one without UUID at index 1.
+		f := xidMarks{Version: XidMarksVersion, BootID: "boot-1", GPUs: []savedXidMark{
+			{GPUIndex: 1, Xid: 79, At: time.Now()},
+			{GPUIndex: 0, GPUUUID: e.gpuUUID(1), Xid: 48, At: time.Now()},
+		}}
+		data, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(e.cpDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(e.cpDir, XidMarksFile), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := e.xidMarksPlugin("boot-1")
+		if code, ok := p.XidOf(1, ""); !ok || code != 48 {
+			t.Errorf("GPU 1's mark: %d, %t; want its own Xid 48", code, ok)
+		}
+		if _, ok := p.XidOf(0, ""); ok {
+			t.Error("GPU 0 marked")
 		}
 	})
 	t.Run("clear request of a file of another version", func(t *testing.T) {
