@@ -71,6 +71,16 @@ func markGauge(t *testing.T, p *Plugin) map[string]float64 {
 	return out
 }
 
+// devXid is Xid code on the GPU instance of MIG device d.
+func devXid(d gpu.MIGDevice, code uint64) gpu.Xid {
+	return gpu.Xid{GPUIndex: d.GPUIndex, GPUUUID: d.ParentUUID, Code: code, GIID: d.GIID, CIID: -1}
+}
+
+// gpuXid is Xid code on GPU idx as a whole.
+func (e *env) gpuXid(idx int, code uint64) gpu.Xid {
+	return gpu.Xid{GPUIndex: idx, GPUUUID: e.gpuUUID(idx), Code: code, GIID: -1, CIID: -1}
+}
+
 // gpuUUID is the UUID of GPU idx.
 func (e *env) gpuUUID(idx int) string {
 	e.t.Helper()
@@ -169,8 +179,8 @@ func TestXidMarksKeptAcrossRestart(t *testing.T) {
 			e := newEnv(t)
 			large, small := e.migOn(4), e.migOn(3)
 			first := e.xidMarksPlugin(tc.firstBoot)
-			first.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1})
-			first.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
+			first.recordXid(e.ctx, devXid(large, 94))
+			first.recordXid(e.ctx, e.gpuXid(1, 48))
 			if diff := cmp.Diff(map[string]uint64{"3g": 94, "gpu-1": 48}, e.marks(first, map[string]gpu.MIGDevice{"3g": large, "1g": small})); diff != "" {
 				t.Fatalf("first plugin's marks (-want +got):\n%s", diff)
 			}
@@ -214,7 +224,7 @@ func TestXidMarksKeptAcrossRestart(t *testing.T) {
 			}
 			// The next mark writes the file again, readable by a third
 			// plugin of the same boot.
-			next.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: small.ParentUUID, Code: 63, GIID: small.GIID, CIID: -1})
+			next.recordXid(e.ctx, devXid(small, 63))
 			third := e.xidMarksPlugin(tc.nextBoot, edit...)
 			want := map[string]uint64{"1g": 63}
 			for k, v := range tc.want {
@@ -234,8 +244,8 @@ func TestXidMarksFile(t *testing.T) {
 	e := newEnv(t)
 	large := e.migOn(4)
 	p := e.xidMarksPlugin("boot-1")
-	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1})
-	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
+	p.recordXid(e.ctx, devXid(large, 94))
+	p.recordXid(e.ctx, e.gpuXid(1, 48))
 	path := filepath.Join(e.cpDir, XidMarksFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -244,8 +254,8 @@ func TestXidMarksFile(t *testing.T) {
 	// The same Xids again, within xidResaveAfter: the file is not
 	// written again.
 	time.Sleep(10 * time.Millisecond)
-	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1})
-	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
+	p.recordXid(e.ctx, devXid(large, 94))
+	p.recordXid(e.ctx, e.gpuXid(1, 48))
 	if again, err := os.ReadFile(path); err != nil || string(again) != string(data) {
 		t.Errorf("marks file after the same Xids again (%v):\n%s\nwant it as it was:\n%s", err, again, data)
 	}
@@ -279,8 +289,8 @@ func TestClearXids(t *testing.T) {
 	large, small := e.migOn(4), e.migOn(3)
 	devices := map[string]gpu.MIGDevice{"3g": large, "1g": small}
 	p := e.xidMarksPlugin("boot-1")
-	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1})
-	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
+	p.recordXid(e.ctx, devXid(large, 94))
+	p.recordXid(e.ctx, e.gpuXid(1, 48))
 
 	type result struct {
 		Cleared, Kept []string
@@ -355,9 +365,9 @@ func TestPruneXids(t *testing.T) {
 	large, small := e.migOn(4), e.migOn(3)
 	devices := map[string]gpu.MIGDevice{"3g": large, "1g": small}
 	p := e.xidMarksPlugin("boot-1")
-	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1})
-	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 0, GPUUUID: small.ParentUUID, Code: 63, GIID: small.GIID, CIID: -1})
-	p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
+	p.recordXid(e.ctx, devXid(large, 94))
+	p.recordXid(e.ctx, devXid(small, 63))
+	p.recordXid(e.ctx, e.gpuXid(1, 48))
 
 	// GPU 1 not read: nothing of it goes; GPU 0 lists the 1g.10gb only.
 	p.PruneXids(e.ctx, map[int][]string{0: {small.UUID, "MIG-other"}})
@@ -388,7 +398,7 @@ func TestClearXidsKeepsAnXidRepeatedAfterTheRequest(t *testing.T) {
 	e := newEnv(t)
 	large := e.migOn(4)
 	p := e.xidMarksPlugin("boot-1")
-	x := gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1}
+	x := devXid(large, 94)
 	p.recordXid(e.ctx, x)
 	// First seen an hour ago; the request came a minute ago; now again.
 	m := p.xidDevices[large.UUID]
@@ -416,7 +426,7 @@ func TestXidMarksEdgesAcrossRestart(t *testing.T) {
 		e := newEnv(t)
 		large := e.migOn(4)
 		p := e.xidMarksPlugin("boot-1")
-		x := gpu.Xid{GPUIndex: 0, GPUUUID: large.ParentUUID, Code: 94, GIID: large.GIID, CIID: -1}
+		x := devXid(large, 94)
 		p.recordXid(e.ctx, x)
 		// The file says it came an hour ago; it comes again now.
 		p.xidMu.Lock()
@@ -449,7 +459,7 @@ func TestXidMarksEdgesAcrossRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := e.xidMarksPlugin("boot-1")
-		x := gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1}
+		x := e.gpuXid(1, 48)
 		p.recordXid(e.ctx, x)
 		if err := os.RemoveAll(path); err != nil {
 			t.Fatal(err)
@@ -463,7 +473,7 @@ func TestXidMarksEdgesAcrossRestart(t *testing.T) {
 	t.Run("Xid again without the GPU's UUID", func(t *testing.T) {
 		e := newEnv(t)
 		p := e.xidMarksPlugin("boot-1")
-		p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, GPUUUID: e.gpuUUID(1), Code: 48, GIID: -1, CIID: -1})
+		p.recordXid(e.ctx, e.gpuXid(1, 48))
 		p.recordXid(e.ctx, gpu.Xid{GPUIndex: 1, Code: 48, GIID: -1, CIID: -1})
 		if got := p.xidGPUs[1].gpuUUID; got != e.gpuUUID(1) {
 			t.Errorf("GPU 1's mark names GPU %q, want %s", got, e.gpuUUID(1))
