@@ -131,7 +131,8 @@ type Config struct {
 	// of GPUs). Nil: a device's health comes from NVML's readings alone.
 	Xids gpu.XidSource
 	// OnXid, when set, is called after an Xid that is not ignored marked
-	// devices (XidOf reports them), with the Xid and the devices it hit
+	// devices (XidOf reports them; not for the same Xid again on devices
+	// marked for it within xidResaveAfter), with the Xid and the devices it hit
 	// ("<name> (<UUID>)", or "GPU <index> and every device on it"), with no
 	// lock held: the agent wakes its repartitioner, which publishes them
 	// tainted, and records an event. It must not block for long.

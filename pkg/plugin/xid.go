@@ -79,7 +79,9 @@ func (m xidMark) message() string {
 // Config.BootID, they are kept in XidMarksFile, which RestoreXids reads
 // after a restart of the agent (without, they last until it restarts).
 // XidOf reports them, which the
-// agent publishes as device taints (Config.OnXid wakes it). A failed watch
+// agent publishes as device taints (Config.OnXid wakes it; the same Xid
+// again on devices marked for it is only counted, unless xidResaveAfter
+// passed since the marks file took its time). A failed watch
 // is logged and started again after an exponential backoff of at most a
 // minute. Without Config.Xids it returns at once.
 func (p *Plugin) WatchXids(ctx context.Context) error {
@@ -181,6 +183,13 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 		return
 	}
 	p.metrics.xid(x.Code, "unhealthy")
+	if !changed {
+		// The same Xid again on devices marked for it, within
+		// xidResaveAfter: counted, and nothing else to tell (an Xid
+		// storm makes no health report, pass or event per Xid).
+		logger.V(2).Info("Xid critical error again: devices marked already", "devices", hit)
+		return
+	}
 	logger.Error(err, "Xid critical error: devices marked Unhealthy", "devices", hit)
 	p.notifyHealth()
 	if p.cfg.OnXid != nil {

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -515,4 +517,35 @@ func TestXidMarksEdgesAcrossRestart(t *testing.T) {
 			t.Error("request r1, applied before, applied again after a restart reading a file of another version")
 		}
 	})
+}
+
+// TestXidRepeatedTellsOnce: the same Xid again on devices marked for it is
+// counted, and wakes neither the health reports nor the agent (OnXid); a
+// new Xid on them does.
+func TestXidRepeatedTellsOnce(t *testing.T) {
+	e := newEnv(t)
+	large := e.migOn(4)
+	var told []uint64
+	p := e.xidMarksPlugin("boot-1", func(c *Config) {
+		c.OnXid = func(_ context.Context, x gpu.Xid, _ []string) { told = append(told, x.Code) }
+	})
+	woken := 0
+	record := func(code uint64) {
+		ch := p.healthChanged()
+		p.recordXid(e.ctx, devXid(large, code))
+		select {
+		case <-ch:
+			woken++
+		default:
+		}
+	}
+	for _, code := range []uint64{94, 94, 94, 48, 48} {
+		record(code)
+	}
+	if diff := cmp.Diff([]uint64{94, 48}, told); diff != "" || woken != 2 {
+		t.Errorf("health reports woken %d times, want 2; OnXid (-want +got):\n%s", woken, diff)
+	}
+	if got := testutil.ToFloat64(p.metrics.xids.WithLabelValues("94", "unhealthy")); got != 3 {
+		t.Errorf("Xid 94 counted %v times, want 3", got)
+	}
 }
