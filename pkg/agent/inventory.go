@@ -335,20 +335,23 @@ func (p *PoolInventory) faultTaints(gpus []GPUState) map[string][]resourceapi.De
 	}
 	out := map[string][]resourceapi.DeviceTaint{}
 	for _, g := range gpus {
-		if !g.GPU.MIGMode.Current {
-			if code, ok := p.Faults.XidOf(g.GPU.Index, g.GPU.UUID); ok {
-				out[p.DeviceName(g.GPU, nil)] = []resourceapi.DeviceTaint{slices.XidTaint(code)}
+		xids := gpuXidsOf(p.Faults, p, g)
+		if len(xids) == 1 && xids[0].Device == "" {
+			// The GPU as a whole: every device it publishes.
+			taint := []resourceapi.DeviceTaint{slices.XidTaint(uint64(xids[0].Xid))}
+			if !g.GPU.MIGMode.Current {
+				out[p.DeviceName(g.GPU, nil)] = taint
+				continue
+			}
+			for i := range g.Devices {
+				if d := &g.Devices[i]; d.CIID >= 0 && d.UUID != "" {
+					out[p.DeviceName(g.GPU, d)] = taint
+				}
 			}
 			continue
 		}
-		for i := range g.Devices {
-			d := &g.Devices[i]
-			if d.CIID < 0 || d.UUID == "" {
-				continue
-			}
-			if code, ok := p.Faults.XidOf(g.GPU.Index, d.UUID); ok {
-				out[p.DeviceName(g.GPU, d)] = []resourceapi.DeviceTaint{slices.XidTaint(code)}
-			}
+		for _, x := range xids {
+			out[x.Device] = []resourceapi.DeviceTaint{slices.XidTaint(uint64(x.Xid))}
 		}
 	}
 	return out

@@ -87,28 +87,38 @@ func (r *NodeReconciler) gpuXids(res *SyncResult) map[int][]v1alpha1.GPUXid {
 		return nil
 	}
 	out := map[int][]v1alpha1.GPUXid{}
-	read := map[int]bool{}
-	for _, g := range res.GPUs {
-		read[g.GPU.Index] = true
-	}
-	for idx := range res.Results {
-		if code, ok := r.XidMarks.XidOf(idx, ""); ok && !read[idx] {
-			out[idx] = []v1alpha1.GPUXid{{Xid: int64(code)}}
-		}
-	}
-	for _, g := range res.GPUs {
-		idx := g.GPU.Index
+	for idx := range res.Results { // GPUs not read are here only
 		if code, ok := r.XidMarks.XidOf(idx, ""); ok {
 			out[idx] = []v1alpha1.GPUXid{{Xid: int64(code)}}
+		}
+	}
+	for _, g := range res.GPUs {
+		if xids := gpuXidsOf(r.XidMarks, r.Repartitioner.Inventory, g); len(xids) > 0 {
+			out[g.GPU.Index] = xids
+		}
+	}
+	return out
+}
+
+// gpuXidsOf returns the Xids faults holds against GPU g: its own alone
+// where one hit it as a whole (every device on it, made before or after),
+// else those of its MIG devices, by the name inv publishes them under.
+// The pool's Xid taints (PoolInventory.faultTaints) and the status rows
+// (gpuXids) both read them here.
+func gpuXidsOf(faults DeviceFaults, inv interface {
+	DeviceName(gpu.GPU, *gpu.MIGDevice) string
+}, g GPUState) []v1alpha1.GPUXid {
+	if code, ok := faults.XidOf(g.GPU.Index, ""); ok {
+		return []v1alpha1.GPUXid{{Xid: int64(code)}}
+	}
+	var out []v1alpha1.GPUXid
+	for i := range g.Devices {
+		d := &g.Devices[i]
+		if d.UUID == "" {
 			continue
 		}
-		for _, d := range g.Devices {
-			if d.UUID == "" {
-				continue
-			}
-			if code, ok := r.XidMarks.XidOf(idx, d.UUID); ok {
-				out[idx] = append(out[idx], v1alpha1.GPUXid{Xid: int64(code), Device: r.Repartitioner.Inventory.DeviceName(g.GPU, &d)})
-			}
+		if code, ok := faults.XidOf(g.GPU.Index, d.UUID); ok {
+			out = append(out, v1alpha1.GPUXid{Xid: int64(code), Device: inv.DeviceName(g.GPU, d)})
 		}
 	}
 	return out

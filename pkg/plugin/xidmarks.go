@@ -201,17 +201,18 @@ func (p *Plugin) RestoreXids(ctx context.Context) {
 		p.xidGPUs[idx] = xidMark{code: s.Xid, gpuIndex: idx, gpuUUID: s.GPUUUID, at: s.At, saved: s.At}
 		restored = append(restored, fmt.Sprintf("GPU %d: Xid %d", idx, s.Xid))
 	}
-	present := map[int]map[string]bool{} // MIG device UUIDs by GPU read
+	// MIG device UUIDs by GPU, each GPU read once; nil where the read
+	// failed (its marks are kept).
+	present := map[int]map[string]bool{}
 	for _, s := range f.Devices {
 		idx, ok := at[s.GPUUUID]
 		if !ok {
 			idx = s.GPUIndex
 		}
-		if ok && present[idx] == nil {
-			present[idx] = map[string]bool{}
-			if migs, err := p.cfg.GPUs.MIGDevices(ctx, idx); err != nil {
-				present[idx] = nil
-			} else {
+		if _, read := present[idx]; ok && !read {
+			present[idx] = nil
+			if migs, err := p.cfg.GPUs.MIGDevices(ctx, idx); err == nil {
+				present[idx] = map[string]bool{}
 				for _, d := range migs {
 					present[idx][d.UUID] = true
 				}
