@@ -42,6 +42,20 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 				Message: fmt.Sprintf("in use, not destroyed: %s (prepared while draining)", strings.Join(sets.List(busy), ", "))})
 		}
 	}
+	if len(p.guard) > 0 {
+		busy := sets.New[string]()
+		if r.Prepared != nil {
+			busy = r.preparedNames(p.obs).Intersection(sets.New(p.guard...))
+		}
+		cached, err := r.guardedAllocations(ctx)
+		if err != nil {
+			return unapplied(fail(err))
+		}
+		if busy = busy.Union(cached.Intersection(sets.New(p.guard...))); busy.Len() > 0 {
+			return unapplied(GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
+				Message: fmt.Sprintf("in use, MIG mode not turned on: %s (allocated or prepared)", strings.Join(sets.List(busy), ", "))})
+		}
+	}
 	// A claim that tolerates the drain taint may have been allocated a
 	// draining device since the live re-check, while earlier GPUs were
 	// repartitioned: the cache, which follows allocations within moments,

@@ -151,6 +151,10 @@ type gpuPlan struct {
 	enableMIG, disableMIG, cancelPending bool
 	// drain are the published names of the devices that go away.
 	drain []string
+	// guard are published names that must be neither allocated nor
+	// prepared when apply takes the GPU's lock, not drained: the whole
+	// GPU that restoreHeld turns MIG mode on under.
+	guard []string
 	// obs is the pass's observation of the node's GPUs (the names the
 	// agent publishes, for allocations under other names: unknownIn).
 	obs []GPUState

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -47,7 +48,7 @@ func (r *Repartitioner) restoreHeld(ctx context.Context, obs []GPUState, orphane
 	if len(unknown) == 0 {
 		return false, nil, nil
 	}
-	plans := r.restorePlans(obs, orphaned, unknown)
+	plans := r.restorePlans(obs, orphaned, unknown, allocated)
 	if len(plans) == 0 {
 		return false, nil, nil
 	}
@@ -64,12 +65,12 @@ func (r *Repartitioner) restoreHeld(ctx context.Context, obs []GPUState, orphane
 			}
 		}
 	}
-	plans = r.restorePlans(obs, orphaned, confirmed)
+	plans = r.restorePlans(obs, orphaned, confirmed, live)
 	logger := klog.FromContext(ctx)
 	made, failed := false, map[int]GPUResult{}
 	for _, p := range plans {
 		logger.Info("Making again MIG devices that ResourceClaims hold but the GPU lost (a reboot or a GPU reset destroys GPU instances)",
-			"gpu", p.index, "devices", joinDevices(p.plan.Create), "names", p.drain)
+			"gpu", p.index, "devices", joinDevices(p.plan.Create), "names", p.drain, "enablingMIG", p.enableMIG)
 		names := p.drain
 		p.drain = nil
 		r.refreshed = false // the prepared claims' CDI specs name the lost UUIDs
@@ -92,7 +93,18 @@ func (r *Repartitioner) restoreHeld(ctx context.Context, obs []GPUState, orphane
 // restorePlans returns, per GPU with a device to make again (restoreHeld),
 // a plan creating those devices; a plan's drain holds the names it makes
 // again (nothing is drained).
-func (r *Repartitioner) restorePlans(obs []GPUState, orphaned map[int]error, unknown unknownAllocations) []*gpuPlan {
+//
+// A GPU whose MIG mode is off, none pending, on a model that applies it
+// without a reset (Hopper and newer, !MIGModeNeedsReset) gets a plan that
+// turns MIG mode on first: there the mode is the driver's, and a reboot, a
+// driver reload or a GPU reset brings the GPU back without it, while the
+// claims still hold its MIG devices. Not where allocated (the allocations
+// the caller read) holds the whole GPU, published meanwhile; the plan's
+// guard names it for apply's check under the GPU's lock. On Ampere the
+// mode outlives a reboot, so MIG mode off there is someone's choice, and
+// turning it on would wait for a reset anyway: such a GPU is left as it
+// is, its claims' devices unknown (UnknownAllocation) until released.
+func (r *Repartitioner) restorePlans(obs []GPUState, orphaned map[int]error, unknown unknownAllocations, allocated sets.Set[string]) []*gpuPlan {
 	entries := map[int]JournalEntry{}
 	for _, e := range r.Journal.Entries() {
 		entries[e.GPU] = e
@@ -102,10 +114,18 @@ func (r *Repartitioner) restorePlans(obs []GPUState, orphaned map[int]error, unk
 		g := &obs[i]
 		idx := g.GPU.Index
 		names := unknown[idx]
-		if len(names) == 0 || orphaned[idx] != nil || !g.GPU.MIGCapable || !g.GPU.MIGMode.Current || g.GPU.Model == nil {
+		if len(names) == 0 || orphaned[idx] != nil || !g.GPU.MIGCapable || g.GPU.Model == nil {
 			continue
 		}
 		model := g.GPU.Model
+		var guard []string
+		if !g.GPU.MIGMode.Current {
+			whole := r.Inventory.DeviceName(g.GPU, nil)
+			if g.GPU.MIGMode.Pending || model.MIGModeNeedsReset || allocated.Has(whole) {
+				continue
+			}
+			guard = []string{whole}
+		}
 		layout := layoutOf(g)
 		var create mig.Layout
 		var made []string
@@ -128,6 +148,7 @@ func (r *Repartitioner) restorePlans(obs []GPUState, orphaned map[int]error, unk
 		p := &gpuPlan{index: idx, state: g, model: model, obs: obs, desired: layout, drain: made,
 			spec: v1alpha1.GPUSpec{Index: int32(idx), MIGEnabled: true, Layout: layout.String()}}
 		p.plan.Create = create
+		p.enableMIG, p.guard = guard != nil, guard
 		if e, ok := entries[idx]; ok && e.UUID == g.GPU.UUID {
 			p.modeSet = e.ModeSet
 		}

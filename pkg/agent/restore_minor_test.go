@@ -29,12 +29,12 @@ func TestRestorePlansSkipNameOfAnotherGPUsMinor(t *testing.T) {
 	}
 	r := &Repartitioner{Inventory: &fakeInventory{}, Journal: j, counted: sets.New(0, 1)}
 	const name = "gpu-1-mig-3g40gb-9-4"
-	if plans := r.restorePlans(obs, nil, unknownAllocations{1: {name}}); len(plans) != 0 {
+	if plans := r.restorePlans(obs, nil, unknownAllocations{1: {name}}, sets.New(name)); len(plans) != 0 {
 		t.Errorf("restore plans %v for %s, which may be GPU 0's (minor 1): want none", plans[0].plan.Create, name)
 	}
 	// Control: with minors equal to indices the name is GPU 1's alone.
 	obs[0].GPU.Minor, obs[1].GPU.Minor = 0, 1
-	if plans := r.restorePlans(obs, nil, unknownAllocations{1: {name}}); len(plans) != 1 || plans[0].plan.Create.String() != "3g.40gb@4" {
+	if plans := r.restorePlans(obs, nil, unknownAllocations{1: {name}}, sets.New(name)); len(plans) != 1 || plans[0].plan.Create.String() != "3g.40gb@4" {
 		t.Errorf("restore plans %d, want 3g.40gb@4 made again on GPU 1", len(plans))
 	}
 }

@@ -865,3 +865,54 @@ func TestSetMigModeWithoutGPUReset(t *testing.T) {
 	wantRet(t, "SetMigMode on the H100", ret, nvml.SUCCESS)
 	wantRet(t, "SetMigMode activation on the H100", act, nvml.SUCCESS)
 }
+
+// TestResetGPUMIGMode: a reset destroys every instance; the MIG mode is
+// kept, a pending one applied, on Ampere, and turned off on Hopper, where
+// it is the driver's state.
+func TestResetGPUMIGMode(t *testing.T) {
+	tests := map[string]struct {
+		model string
+		// pending: MIG mode disable asked while a client holds the GPU
+		// (Ampere keeps it pending; Hopper changes nothing).
+		pending  bool
+		wantCur  int
+		wantPend int
+	}{
+		"Ampere":                  {model: a100, wantCur: 1, wantPend: 1},
+		"Ampere, disable pending": {model: a100, pending: true, wantCur: 0, wantPend: 0},
+		"Hopper":                  {model: "H100-SXM5-80GB", wantCur: 0, wantPend: 0},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := newTestSim(t, Config{Spec: "1x" + tc.model})
+			d := migOn(t, s, 0)
+			g := mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_7_SLICE, 0)
+			if tc.pending {
+				must(t, "GpuInstance.Destroy", g.Destroy())
+				uuid, ret := d.GetUUID()
+				must(t, "GetUUID", ret)
+				id, err := s.OpenClient(uuid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st := setMode(t, d, nvml.DEVICE_MIG_DISABLE); st.Current != 1 || st.Pending != 0 {
+					t.Fatalf("disable with a client: %+v, want pending", st)
+				}
+				if err := s.CloseClient(id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.ResetGPU(0); err != nil {
+				t.Fatal(err)
+			}
+			cur, pend, ret := d.GetMigMode()
+			must(t, "GetMigMode", ret)
+			if cur != tc.wantCur || pend != tc.wantPend {
+				t.Errorf("MIG mode %d/%d after the reset, want %d/%d", cur, pend, tc.wantCur, tc.wantPend)
+			}
+			if gis := s.Snapshot().GPUs[0].GPUInstances; len(gis) != 0 {
+				t.Errorf("%d GPU instances after the reset, want none", len(gis))
+			}
+		})
+	}
+}

@@ -124,9 +124,17 @@ func (s *Sim) setLost(index int, lost bool) error {
 	return nil
 }
 
-// ResetGPU resets GPU index like `nvidia-smi -r`: the pending MIG mode
-// becomes current and every GPU and compute instance is destroyed. It needs
-// no Init; Latency applies and faults on op "ResetGPU" trigger. Errors wrap
+// ResetGPU resets GPU index like `nvidia-smi -r`, a driver reload or a
+// reboot: every GPU and compute instance is destroyed, and the MIG mode is
+// what the model keeps across one. On models with MIGModeNeedsReset
+// (Ampere) the pending mode becomes current: the setting is persistent
+// across reboots until toggled (NVIDIA Multi-Instance GPU User Guide,
+// "Deployment Considerations", stated for Ampere only). On Hopper and
+// newer MIG mode is the driver's state and comes back off, pending
+// included, so that an agent must turn it on again (an NVIDIA engineer on
+// H100: "it's all gone by the time the VM is gone and GPU resets",
+// NVIDIA/gpu-admin-tools issue 2). It needs no Init; Latency applies and
+// faults on op "ResetGPU" trigger. Errors wrap
 // nvml.ERROR_INVALID_ARGUMENT for an index out of range, nvml.ERROR_IN_USE
 // while a process runs on the GPU or its MIG devices or a client holds any of
 // them (nothing changes), or an injected fault's code.
@@ -142,7 +150,7 @@ func (s *Sim) ResetGPU(index int) error {
 			opErr = f.Return
 			return true, nil
 		}
-		g, _, ret := st.gpu(index)
+		g, m, ret := st.gpu(index)
 		if ret != nvml.SUCCESS {
 			opErr = ret
 			return counted, nil
@@ -157,6 +165,9 @@ func (s *Sim) ResetGPU(index int) error {
 		}
 		if f != nil { // Lie
 			return true, nil
+		}
+		if !m.MIGModeNeedsReset {
+			g.MIGPending = false
 		}
 		g.MIGCurrent = g.MIGPending
 		g.GPUInstances = nil

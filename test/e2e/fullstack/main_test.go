@@ -47,6 +47,9 @@ const (
 	// A GPU reset under a running pod (reset_test.go): MigLayout e2e-reset selects
 	// group=reset; a short resync, so that the agent sees the reset soon.
 	nodeReset = "reset-a100" // 1x A100-SXM4-80GB, resync 3s
+	// The same on Hopper (reset_test.go), whose reset turns MIG mode off:
+	// MigLayout e2e-reset-reset-h100 selects group=reset-h100.
+	nodeResetH = "reset-h100" // 1x H100-SXM5-80GB, resync 3s
 	// The kubelet deleting the node's ResourceSlices (wipe_test.go): MigLayout e2e-wipe-*
 	// selects group=wipe; its stand-in kubelet deletes them after wipeDelay without the
 	// agent instead of the kubelet's 30 s; a resync period longer than the tests, so that
@@ -90,6 +93,8 @@ func TestMain(m *testing.M) {
 			{Name: nodeHeld, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "held"},
 				AgentArgs: []string{"--resync-period=3s"}},
 			{Name: nodeReset, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "reset"},
+				AgentArgs: []string{"--resync-period=3s"}},
+			{Name: nodeResetH, GPUs: "1xH100-SXM5-80GB", Labels: map[string]string{groupLabel: "reset-h100"},
 				AgentArgs: []string{"--resync-period=3s"}},
 			{Name: nodeWipe, GPUs: "1xA100-SXM4-80GB", Labels: map[string]string{groupLabel: "wipe"},
 				AgentArgs: []string{"--resync-period=10m", "--settle-period=3s"}, SliceWipeDelay: wipeDelay},

@@ -20,22 +20,33 @@ import (
 // not prepare the claim again while the pod lives, so the agent rewrites
 // the claim's CDI spec for the new device (a container of the pod that
 // restarts would get the destroyed one's UUID otherwise); the CDI device
-// the kubelet holds keeps its name.
+// the kubelet holds keeps its name. The H100 comes back from the reset with
+// MIG mode off, as Hopper does: the agent turns it on again.
 func TestGPUResetUnderRunningPod(t *testing.T) {
-	ctx := clustertest.Context(t, 3*time.Minute)
-	_, _, claim, dev := podOnHalves(t, ctx, "e2e-reset")
-	oldUUID := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
-	specPath := cdiSpecOf(t, nodeReset, string(claim.UID))
-	if spec, err := os.ReadFile(specPath); err != nil || !strings.Contains(string(spec), oldUUID) {
-		t.Fatalf("the claim's CDI spec does not name its device %s (%s): %v\n%s", dev, oldUUID, err, spec)
-	}
+	for _, n := range []struct{ node, model, group string }{{nodeReset, a100, "reset"}, {nodeResetH, h100, "reset-h100"}} {
+		t.Run(n.model, func(t *testing.T) {
+			ctx := clustertest.Context(t, 3*time.Minute)
+			_, _, claim, dev := podOnHalves(t, ctx, "e2e-reset-"+n.group, n.node, n.model, n.group)
+			oldUUID := clustertest.NVMLDevices(env.Snapshot(t, n.node))[dev]
+			specPath := cdiSpecOf(t, n.node, string(claim.UID))
+			if spec, err := os.ReadFile(specPath); err != nil || !strings.Contains(string(spec), oldUUID) {
+				t.Fatalf("the claim's CDI spec does not name its device %s (%s): %v\n%s", dev, oldUUID, err, spec)
+			}
 
-	resetGPU0(t)
-	waitRemade(t, ctx, dev, oldUUID, specPath)
-	if got := cdiSpecOf(t, nodeReset, string(claim.UID)); got != specPath {
-		t.Errorf("the claim's CDI spec moved from %s to %s", specPath, got)
+			resetGPU0(t, n.node)
+			if on, want := env.Snapshot(t, n.node).GPUs[0].MIGCurrent, n.model == a100; on != want {
+				t.Fatalf("MIG mode on %v after the reset, want %v", on, want)
+			}
+			waitRemade(t, ctx, n.node, dev, oldUUID, specPath)
+			if !env.Snapshot(t, n.node).GPUs[0].MIGCurrent {
+				t.Error("the device was made again with MIG mode off")
+			}
+			if got := cdiSpecOf(t, n.node, string(claim.UID)); got != specPath {
+				t.Errorf("the claim's CDI spec moved from %s to %s", specPath, got)
+			}
+			env.WaitPoolMatchesNVML(t, ctx, n.node)
+		})
 	}
-	env.WaitPoolMatchesNVML(t, ctx, nodeReset)
 }
 
 // TestGPUResetWhileBlocked: a pod runs on one of a GPU's MIG devices, and
@@ -49,14 +60,14 @@ func TestGPUResetUnderRunningPod(t *testing.T) {
 func TestGPUResetWhileBlocked(t *testing.T) {
 	ctx := clustertest.Context(t, 4*time.Minute)
 	const name = "e2e-reset-blocked"
-	selector, ns, claim, dev := podOnHalves(t, ctx, name)
+	selector, ns, claim, dev := podOnHalves(t, ctx, name, nodeReset, a100, "reset")
 	oldUUID := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
 
 	ml := env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("whole", a100, map[string]int32{"7g.80gb": 1}))
 	waitGPU0Blocked(t, ctx, nodeReset, "GPU 0 waiting for the pod's device")
 
-	resetGPU0(t)
-	waitRemade(t, ctx, dev, oldUUID, cdiSpecOf(t, nodeReset, string(claim.UID)))
+	resetGPU0(t, nodeReset)
+	waitRemade(t, ctx, nodeReset, dev, oldUUID, cdiSpecOf(t, nodeReset, string(claim.UID)))
 	waitGPU0Blocked(t, ctx, nodeReset, "GPU 0 waiting for the pod's device again after the reset")
 	// The GPU goes on waiting for several settle and resync periods: the device made
 	// again keeps its new UUID (no process runs on it: only the allocation keeps it), and
@@ -71,15 +82,16 @@ func TestGPUResetWhileBlocked(t *testing.T) {
 	env.WaitReady(t, ctx, ml, 1)
 }
 
-// resetGPU0 resets GPU 0 of nodeReset as the driver's recovery after an
-// error does: the GPU's processes end, its instances go.
-func resetGPU0(t *testing.T) {
+// resetGPU0 resets GPU 0 of node as the driver's recovery after an error
+// does: the GPU's processes end, its instances go (on Hopper its MIG mode
+// too, nvmlsim.Sim.ResetGPU).
+func resetGPU0(t *testing.T, node string) {
 	t.Helper()
-	sim, err := env.Cluster.Sim(nodeReset)
+	sim, err := env.Cluster.Sim(node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range env.Snapshot(t, nodeReset).Processes {
+	for _, p := range env.Snapshot(t, node).Processes {
 		if err := sim.StopProcess(p.PID); err != nil {
 			t.Fatal(err)
 		}
@@ -89,13 +101,13 @@ func resetGPU0(t *testing.T) {
 	}
 }
 
-// waitRemade waits until device dev of nodeReset, whose UUID was oldUUID,
-// is in NVML again with another UUID, and the claim's CDI spec (specPath)
-// names that one and no longer the old one.
-func waitRemade(t *testing.T, ctx context.Context, dev, oldUUID, specPath string) {
+// waitRemade waits until device dev of node, whose UUID was oldUUID, is in
+// NVML again with another UUID, and the claim's CDI spec (specPath) names
+// that one and no longer the old one.
+func waitRemade(t *testing.T, ctx context.Context, node, dev, oldUUID, specPath string) {
 	t.Helper()
 	clustertest.Poll(t, ctx, 60*time.Second, "the claim's CDI spec naming the device made again", func(context.Context) (bool, string) {
-		newUUID := clustertest.NVMLDevices(env.Snapshot(t, nodeReset))[dev]
+		newUUID := clustertest.NVMLDevices(env.Snapshot(t, node))[dev]
 		if newUUID == "" || newUUID == oldUUID {
 			return false, fmt.Sprintf("%s is %q in NVML (was %s)", dev, newUUID, oldUUID)
 		}
@@ -110,24 +122,24 @@ func waitRemade(t *testing.T, ctx context.Context, dev, oldUUID, specPath string
 	})
 }
 
-// podOnHalves applies the MigLayout name (two 3g.40gb on nodeReset's A100,
-// deleted at the test's end) and runs a pod "infer" there whose claim asks
-// for a 3g.40gb; it returns the MigLayout's node selector, the pod's
-// namespace, its claim and the claim's device.
-func podOnHalves(t *testing.T, ctx context.Context, name string) (map[string]string, string, *resourceapi.ResourceClaim, string) {
+// podOnHalves applies the MigLayout name (two 3g.40gb on node's GPU of
+// model, the node labelled group; deleted at the test's end) and runs a pod
+// "infer" there whose claim asks for a 3g.40gb; it returns the MigLayout's
+// node selector, the pod's namespace, its claim and the claim's device.
+func podOnHalves(t *testing.T, ctx context.Context, name, node, model, group string) (map[string]string, string, *resourceapi.ResourceClaim, string) {
 	t.Helper()
 	t.Cleanup(func() { env.DeleteMigLayout(t, name) })
-	selector := map[string]string{groupLabel: "reset"}
-	ml := env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("halves", a100, map[string]int32{"3g.40gb": 2}))
+	selector := map[string]string{groupLabel: group}
+	ml := env.SetStaticMigLayout(t, ctx, name, selector, clustertest.Rule("halves", model, map[string]int32{"3g.40gb": 2}))
 	env.WaitReady(t, ctx, ml, 1)
-	env.WaitPoolMatchesNVML(t, ctx, nodeReset)
+	env.WaitPoolMatchesNVML(t, ctx, node)
 	ns := env.NewNamespace(t, ctx, name)
 	claim := env.CreateClaim(t, ctx, ns, "infer", `device.attributes['mig.miglayout.io'].profile == '3g.40gb'`)
-	env.CreatePod(t, ctx, clustertest.Pod(ns, "infer", clustertest.OnNode(nodeReset), claim.Name, ""))
+	env.CreatePod(t, ctx, clustertest.Pod(ns, "infer", clustertest.OnNode(node), claim.Name, ""))
 	env.WaitPodRunning(t, ctx, ns, "infer", 60*time.Second)
 	pool, dev, ok := clustertest.Allocated(env.GetClaim(t, ctx, ns, claim.Name))
-	if !ok || pool != nodeReset {
-		t.Fatalf("claim allocated from pool %q device %q, want a device of %s", pool, dev, nodeReset)
+	if !ok || pool != node {
+		t.Fatalf("claim allocated from pool %q device %q, want a device of %s", pool, dev, node)
 	}
 	return selector, ns, claim, dev
 }
