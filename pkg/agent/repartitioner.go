@@ -442,6 +442,11 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			r.restore(ctx, obs)
 			return nil, err
 		}
+		work, err = r.allocatedWhileWithdrawn(ctx, work, res)
+		if err != nil {
+			r.restore(ctx, obs)
+			return nil, err
+		}
 		r.Metrics.observePhase("drain", time.Since(start))
 	}
 

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
+	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
@@ -34,6 +36,38 @@ func (r *Repartitioner) withdraw(ctx context.Context, obs []GPUState, work []*gp
 		return fmt.Errorf("withdrawing drained devices: %w", err)
 	}
 	return nil
+}
+
+// allocatedWhileWithdrawn reads the allocations from the API server once
+// the withdrawal is served, and returns work less the GPUs that must destroy
+// a device allocated since the live re-check after the drain (a claim that
+// tolerates the drain taint, allocated from the tainted publication before
+// the withdrawal reached the scheduler): each gets Blocked, DeviceInUse in
+// res, its journal entry ended, and a retry. The check under each GPU's lock
+// (apply) reads the agent's cache, which may not show such an allocation
+// yet. Nothing is read where nothing was drained. The error is the read's.
+func (r *Repartitioner) allocatedWhileWithdrawn(ctx context.Context, work []*gpuPlan, res *SyncResult) ([]*gpuPlan, error) {
+	if !slices.ContainsFunc(work, func(p *gpuPlan) bool { return len(p.drain) > 0 }) {
+		return work, nil
+	}
+	live, err := r.Allocations.AllocatedDevices(ctx, true)
+	if err != nil {
+		return nil, fmt.Errorf("reading ResourceClaim allocations after the withdrawal: %w", err)
+	}
+	kept := work[:0]
+	for _, p := range work {
+		busy := live.Intersection(sets.New(p.drain...))
+		if busy.Len() == 0 {
+			kept = append(kept, p)
+			continue
+		}
+		klog.FromContext(ctx).Info("Device got allocated while being withdrawn; keeping it", "gpu", p.index, "devices", sets.List(busy))
+		res.Results[p.index] = GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
+			Message: fmt.Sprintf("in use, not destroyed: %s (allocated while being withdrawn)%s", strings.Join(sets.List(busy), ", "), r.holdersNote(ctx, busy))}
+		res.Retry = true
+		r.keepMode(ctx, res, p.index)
+	}
+	return kept, nil
 }
 
 // undrain is err, for a pass that stops after its drain publication and
