@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,8 +21,8 @@ const demoXid = 94
 
 // xidHealth injects an Xid on the GPU instance of trainer's device, shows
 // the device Unhealthy in trainer's container status and tainted in the
-// pool, then clears the mark through the Node's annotation (as kubectl
-// miglayout clear-xids does) and shows it Healthy and untainted again.
+// pool, then clears the mark with kubectl miglayout clear-xids (a request in
+// the Node's annotation) and shows it Healthy and untainted again.
 func (d *demo) xidHealth(ctx context.Context) error {
 	sim, err := d.c.Sim(nodeA100)
 	if err != nil {
@@ -80,14 +81,14 @@ func (d *demo) xidHealth(ctx context.Context) error {
 		return fmt.Errorf("the pool of %s does not publish %s with the Xid taint: %w", nodeA100, d.claimDevice, err)
 	}
 	d.printf("\n  The pool of %s publishes %s with the taint %s: no new claim is allocated it,\n", nodeA100, d.claimDevice, taint)
-	d.printf("  and trainer keeps it. Both outlive a restart of the agent and hold until the node reboots.\n")
+	d.printf("  and trainer keeps it. Both outlive a restart of the agent and hold until the node reboots\n")
+	d.printf("  or an operator clears the mark.\n")
 
 	// Once the GPU was reset, an operator clears the mark.
-	d.printf("\n  Once the GPU was reset, an operator clears the mark: kubectl miglayout clear-xids %s --gpu %d\n", nodeA100, gpuIdx)
-	d.printf("  writes this request to the Node, which the agent applies once:\n")
+	d.printf("\n  Once the GPU was reset, an operator clears the mark; the plugin writes a request to the\n")
+	d.printf("  Node's annotation %s, which the agent applies once:\n", v1alpha1.AnnotationClearXids)
 	t = time.Now()
-	request := fmt.Sprintf(`%s={"id":"demo-%d","gpus":[%d],"requestedAt":%q}`, v1alpha1.AnnotationClearXids, t.Unix(), gpuIdx, t.UTC().Format(time.RFC3339))
-	if err := d.kubectl(ctx, "annotate", "node", nodeA100, "--overwrite", request); err != nil {
+	if err := d.kubectl(ctx, "miglayout", "clear-xids", nodeA100, "--gpu", strconv.Itoa(gpuIdx)); err != nil {
 		return err
 	}
 	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {

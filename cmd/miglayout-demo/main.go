@@ -149,6 +149,8 @@ func (d *demo) finish(ctx context.Context, ok bool) {
 	if !d.keep || ctx.Err() != nil {
 		d.printf("Stopping the cluster.\n")
 		_ = d.c.Stop()
+		d.printf("Its logs and binaries stay in %s (git-ignored, safe to delete;\n", d.stateDir)
+		d.printf("the control plane's logs show errors of its own shutdown, which are expected).\n")
 		return
 	}
 	d.printf(`

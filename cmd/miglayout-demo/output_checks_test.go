@@ -162,3 +162,17 @@ func TestIndent(t *testing.T) {
 		t.Errorf("indented: %q, want %q", out.String(), want)
 	}
 }
+
+func TestMemorySlices(t *testing.T) {
+	tests := map[string]struct{ start, size, want string }{
+		"four slices": {"4", "4", "4-7"},
+		"one slice":   {"6", "1", "6"},
+		"whole GPU":   {"0", "8", "0-7"},
+		"not numbers": {"", "x", "+x"},
+	}
+	for name, tc := range tests {
+		if got := memorySlices(tc.start, tc.size); got != tc.want {
+			t.Errorf("%s: memorySlices(%q, %q) = %q, want %q", name, tc.start, tc.size, got, tc.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -124,7 +125,7 @@ func (d *demo) deviceTable(ctx context.Context, node string) error {
 			start, size := intAttr(a, migslices.AttrPlacementStart), intAttr(a, migslices.AttrPlacementSize)
 			slicesCol := "-"
 			if size != "" {
-				slicesCol = start + "+" + size
+				slicesCol = memorySlices(start, size)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ptr.Deref(s.Spec.NodeName, ""), dev.Name,
 				strAttr(a, migslices.AttrProductName), strAttr(a, migslices.AttrProfile), slicesCol,
@@ -336,7 +337,7 @@ func (d *demo) changeLayout(ctx context.Context) error {
 	}
 	d.printf("\n  Claim gpu-16g still holds %s: same placement, same UUID %s,\n", d.claimDevice, d.claimUUID)
 	d.printf("  trainer's process still running; the rest of node-a100 was repartitioned around it\n")
-	d.printf("  (drained with a NoSchedule taint first, so the scheduler never saw a device that was about to go).\n\n")
+	d.printf("  (drained with a NoSchedule taint first, so the scheduler never allocated a device that was about to go).\n\n")
 	if err := d.deviceTable(ctx, nodeA100); err != nil {
 		return err
 	}
@@ -363,4 +364,19 @@ func (d *demo) waitInUse(ctx context.Context, gpuIdx int, dev mig.Device) error 
 		return fmt.Errorf("the agent did not report %s on gpu %d in use: %w", dev, gpuIdx, err)
 	}
 	return nil
+}
+
+// memorySlices shows a placement (start and size, in memory slices, as the
+// device's attributes give them) as the slices it takes: "4-7", or "6" for
+// one; start+size where either is not a number.
+func memorySlices(start, size string) string {
+	s, err1 := strconv.Atoi(start)
+	n, err2 := strconv.Atoi(size)
+	switch {
+	case err1 != nil || err2 != nil || n < 1:
+		return start + "+" + size
+	case n == 1:
+		return start
+	}
+	return fmt.Sprintf("%d-%d", s, s+n-1)
 }
