@@ -101,7 +101,10 @@ type Model struct {
 	// (nvml.h, nvmlDeviceSetMigMode: activation status NVML_ERROR_IN_USE,
 	// "expected to idle the device and retry"); Hopper and newer apply it
 	// without a reset (NVIDIA Multi-Instance GPU User Guide, "Enable MIG
-	// Mode", "GPU Reset on Hopper+ GPUs").
+	// Mode", "GPU Reset on Hopper+ GPUs"). It also tells where the mode
+	// outlives a reboot: the guide states so for Ampere only, and Hopper
+	// and newer come back from a reboot, a driver reload or a GPU reset
+	// with MIG mode off (nvmlsim.Sim.ResetGPU).
 	MIGModeNeedsReset bool `json:"migModeNeedsReset"`
 	// Source names the document section the numbers come from.
 	Source string `json:"source"`
