@@ -73,6 +73,10 @@ type Repartitioner struct {
 	// again. The reboot applies it (and starts a new process); an agent
 	// restarted without one sets it once more.
 	awaitingReboot map[string]bool
+	// withheld are the whole-GPU devices this pass leaves out of every
+	// publication (withheldWhole): GPUs with MIG mode off whose MIG
+	// devices claims hold.
+	withheld sets.Set[string]
 }
 
 func (r *Repartitioner) driver() string { return r.Driver }
@@ -191,6 +195,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	if report == nil {
 		report = func(int, GPUResult) error { return nil }
 	}
+	r.withheld = nil
 	obs, unreadable, err := r.observe(ctx)
 	if err != nil {
 		return nil, err
@@ -223,7 +228,9 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	if err != nil {
 		return nil, err
 	}
-	if restored {
+	if restored || len(unrestored) > 0 {
+		// Also after a restore that failed: it may have turned MIG mode
+		// on (and off again) or made some of its devices.
 		if obs, unreadable, err = r.observe(ctx); err != nil {
 			return nil, err
 		}
@@ -242,6 +249,10 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	inUse, unknown, unlisted, err := r.inUseAndUnknown(ctx, obs)
 	if err != nil {
 		return nil, err
+	}
+	r.withheld = r.withheldWhole(obs, unknown)
+	if r.withheld.Len() > 0 {
+		logger.Info("Not publishing GPUs whose MIG mode is off while ResourceClaims hold MIG devices of them", "devices", sets.List(r.withheld))
 	}
 	for _, idx := range slices.Sorted(maps.Keys(unlisted)) {
 		logger.Error(unlisted[idx], "Listing the GPU's compute processes failed; none of its devices is destroyed this pass", "gpu", idx)
@@ -353,7 +364,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			}
 		}
 		logger.Info("Draining devices", "devices", sets.List(draining), "settle", r.SettlePeriod)
-		err := r.Inventory.Publish(ctx, obs, draining)
+		err := r.publish(ctx, obs, draining)
 		switch {
 		case errors.Is(err, ErrDrainTaintsDropped):
 			// Without taints nothing keeps the scheduler off the devices:
@@ -529,7 +540,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			pub = r.without(obs, gone)
 		}
 	}
-	switch err := r.Inventory.Publish(pubCtx, pub, nil); {
+	switch err := r.publish(pubCtx, pub, nil); {
 	case errors.Is(err, ErrDrainTaintsDropped):
 		// Only devices a pending MIG mode change removes, and devices an
 		// Xid hit, carry a taint here (PoolInventory.Publish): they stay

@@ -77,6 +77,9 @@ func (r *Repartitioner) restoreHeld(ctx context.Context, obs []GPUState, orphane
 		res := r.apply(ctx, p)
 		if res.Phase != v1alpha1.PhaseReady {
 			res.Message = fmt.Sprintf("making again %s, which ResourceClaims hold: %s", strings.Join(names, ", "), res.Message)
+			if p.enableMIG {
+				res.Message += r.undoRestoreEnable(ctx, p.index)
+			}
 			failed[p.index] = res
 			continue
 		}
@@ -185,4 +188,29 @@ func (r *Repartitioner) heldDevice(obs []GPUState, g *GPUState, name string) (mi
 		}
 	}
 	return mig.Device{}, false
+}
+
+// undoRestoreEnable turns MIG mode off again on GPU idx, whose restore
+// turned it on and then failed, so that the GPU is left as the restore
+// found it (its next try turns it on again): no GPU is left in MIG mode
+// without devices, publishing nothing, where the claims are released
+// before a restore gets through. NVML refuses while a GPU instance the
+// restore made stays (ERROR_IN_USE): the mode then stays on, with the
+// devices made. It returns what to add to the GPU's message ("" where the
+// mode is off).
+func (r *Repartitioner) undoRestoreEnable(ctx context.Context, idx int) string {
+	end, err := r.Locks.BeginReconfigure(ctx, idx)
+	if err != nil {
+		return ""
+	}
+	defer end()
+	mode, err := r.GPUs.SetMIGMode(ctx, idx, false)
+	switch {
+	case err != nil:
+		klog.FromContext(ctx).Error(err, "Turning MIG mode off again after a failed restore", "gpu", idx)
+		return fmt.Sprintf("; MIG mode, turned on for them, stays on (turning it off failed: %v)", err)
+	case mode.Current:
+		return "; MIG mode, turned on for them, stays on (the change to off is pending)"
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
 // TestRestoreHeldMIGModeOff: a GPU back with MIG mode off gets it turned on
@@ -78,6 +80,91 @@ func TestRestoreHeldMIGModeOff(t *testing.T) {
 			got := res.Results[0]
 			if got.Reason != tc.wantReason || !strings.Contains(got.Message, tc.wantIn) {
 				t.Errorf("GPU 0: %+v, want reason %s, message with %q", got, tc.wantReason, tc.wantIn)
+			}
+		})
+	}
+}
+
+// TestRestoreMIGModeOffFails: where the restore that turned MIG mode on
+// fails (NVML refuses a create, or a client holds the GPU so that the mode
+// does not change), MIG mode is off again and the whole GPU is published in
+// no publication of the pass, nor of the next while the claim holds a
+// device of it; the next pass makes the device. A claim released before
+// then leaves the GPU whole and published.
+func TestRestoreMIGModeOffFails(t *testing.T) {
+	const held = "gpu-0-mig-3g40gb-9-4"
+	tests := map[string]struct {
+		// client: an NVML client holds the GPU through the first pass.
+		client bool
+		// released: the claim is released after the first pass.
+		released   bool
+		wantReason string
+		wantIn     string
+		// wantLayout is GPU 0's after the second pass ("-": MIG mode off).
+		wantLayout string
+	}{
+		"create fails": {
+			wantReason: v1alpha1.ReasonNVMLError, wantIn: "creating 3g.40gb@4", wantLayout: "3g.40gb@4",
+		},
+		"client holds the GPU": {
+			client: true, wantReason: v1alpha1.ReasonDeviceInUse, wantIn: "enabling MIG mode", wantLayout: "3g.40gb@4",
+		},
+		"create fails, claim released": {
+			released: true, wantReason: v1alpha1.ReasonNVMLError, wantIn: "creating 3g.40gb@4", wantLayout: "-",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "2xH100-SXM5-80GB")
+			g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+			g.setup(t, 1, "7g.80gb@0")
+			g.alloc.cached = sets.New(held)
+			g.prep.names.Insert(held)
+			g.reboot(t, 0)
+			var client uint64
+			if tc.client {
+				id, err := g.sim.OpenClient(g.sim.Snapshot().GPUs[0].UUID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				client = id
+			} else if err := g.sim.InjectFault(nvmlsim.Fault{Op: "CreateGpuInstanceWithPlacement", Nth: 1, Return: nvml.ERROR_UNKNOWN}); err != nil {
+				t.Fatal(err)
+			}
+			// GPU 1 changes in the same pass: its drain publication and
+			// its withdrawal come after GPU 0's failed restore.
+			want := []v1alpha1.GPUSpec{spec(1, "3g.40gb@0,3g.40gb@4")}
+			res, err := g.r.Sync(t.Context(), want, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res.Results[0]
+			if got.Reason != tc.wantReason || !strings.Contains(got.Message, tc.wantIn) || !res.Retry {
+				t.Errorf("GPU 0: %+v (retry %v), want reason %s, message with %q, retried", got, res.Retry, tc.wantReason, tc.wantIn)
+			}
+			if on := g.sim.Snapshot().GPUs[0].MIGCurrent; on {
+				t.Error("MIG mode left on after the failed restore")
+			}
+			for i, p := range g.inv.pubs {
+				if slices.Contains(p.devices, "gpu-0") {
+					t.Errorf("publication %d publishes the whole GPU 0 while a claim holds %s: %v", i, held, p.devices)
+				}
+			}
+			if tc.client {
+				if err := g.sim.CloseClient(client); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.released {
+				g.alloc.cached = sets.New[string]()
+				g.prep.names.Delete(held)
+			}
+			if _, err := g.r.Sync(t.Context(), want, nil); err != nil {
+				t.Fatal(err)
+			}
+			g.wantLayouts(t, tc.wantLayout, "3g.40gb@0,3g.40gb@4")
+			if wantWhole := tc.wantLayout == "-"; slices.Contains(g.inv.last().devices, "gpu-0") != wantWhole {
+				t.Errorf("last publication %v, want the whole GPU 0 published %v", g.inv.last().devices, wantWhole)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // withdraw publishes the pool of obs without the devices that work's GPUs
@@ -31,7 +32,7 @@ func (r *Repartitioner) withdraw(ctx context.Context, obs []GPUState, work []*gp
 		return nil
 	}
 	klog.FromContext(ctx).Info("Withdrawing drained devices before repartitioning", "devices", sets.List(gone))
-	err := r.Inventory.Publish(ctx, r.without(obs, gone), nil)
+	err := r.publish(ctx, r.without(obs, gone), nil)
 	if err != nil && !errors.Is(err, ErrDrainTaintsDropped) {
 		return fmt.Errorf("withdrawing drained devices: %w", err)
 	}
@@ -93,7 +94,7 @@ func (r *Repartitioner) restore(ctx context.Context, obs []GPUState) {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), stopRepublishTimeout)
 		defer cancel()
 	}
-	if err := r.Inventory.Publish(ctx, obs, nil); err != nil && !errors.Is(err, ErrDrainTaintsDropped) {
+	if err := r.publish(ctx, obs, nil); err != nil && !errors.Is(err, ErrDrainTaintsDropped) {
 		klog.FromContext(ctx).Error(err, "Publishing the pool again untainted after a failed drain or withdrawal; the next pass publishes it")
 	}
 }
@@ -144,4 +145,40 @@ func (r *Repartitioner) unfinishedDestroys(obs []GPUState, applied sets.Set[int]
 		}
 	}
 	return gone
+}
+
+// publish is Inventory.Publish of obs less the whole GPUs the pass
+// withholds (Repartitioner.withheld).
+func (r *Repartitioner) publish(ctx context.Context, obs []GPUState, draining sets.Set[string]) error {
+	if r.withheld.Len() > 0 {
+		obs = r.without(obs, r.withheld)
+	}
+	return r.Inventory.Publish(ctx, obs, draining)
+}
+
+// withheldWhole returns the names of the whole-GPU devices of obs's GPUs
+// with MIG mode off that unknown (the allocations under names obs lacks)
+// holds MIG devices of: such a GPU lost its MIG mode with its instances (a
+// reboot, a driver reload or a GPU reset on Hopper and newer, where the
+// mode is the driver's) while claims still hold devices of it, which
+// restoreHeld makes again once it turns MIG mode on. Published meanwhile,
+// the whole GPU could be allocated to another claim, which would then hold
+// the same hardware, and keep the held devices from being made again.
+func (r *Repartitioner) withheldWhole(obs []GPUState, unknown unknownAllocations) sets.Set[string] {
+	var out sets.Set[string]
+	for _, g := range obs {
+		if g.GPU.MIGMode.Current || !g.GPU.MIGCapable {
+			continue
+		}
+		if slices.ContainsFunc(unknown.on(g.GPU.Index), func(name string) bool {
+			_, ok := migslices.ParseMIGDeviceName(name)
+			return ok
+		}) {
+			if out == nil {
+				out = sets.New[string]()
+			}
+			out.Insert(r.Inventory.DeviceName(g.GPU, nil))
+		}
+	}
+	return out
 }

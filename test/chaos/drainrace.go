@@ -72,10 +72,12 @@ type RaceCell struct {
 	// Blocked at once, nothing tainted.
 	BlockedBefore int
 	// Drains started; Aborted: an allocation landed during the settle period and the
-	// live re-check after it kept the device; PreparedKept: an allocation landed after
-	// the re-check, but the claim was prepared before the destroy and the re-check of
-	// prepared devices under the GPU lock kept it; Completed: the flip was done.
-	Drains, Aborted, PreparedKept, Completed int
+	// live re-check after it kept the device; WithdrawnKept: one landed after that
+	// re-check, and the API server's answer once the withdrawal was served kept it;
+	// PreparedKept: an allocation landed after the re-checks, but the claim was
+	// prepared before the destroy and the re-check of prepared devices under the GPU
+	// lock kept it; Completed: the flip was done.
+	Drains, Aborted, WithdrawnKept, PreparedKept, Completed int
 	// InFlight: allocations that landed on a device while it was tainted (decisions the
 	// scheduler took before it saw the taint), and their delay after the taint.
 	InFlight int
@@ -231,6 +233,7 @@ func RunDrainRace(ctx context.Context, env *Env, mon *Monitor, ns string, opts R
 				aborted := bytes.Count(log, []byte(`"Device got allocated while draining; keeping it"`))
 				c.Drains += drains
 				c.Aborted += aborted
+				c.WithdrawnKept += bytes.Count(log, []byte(`"Device got allocated while being withdrawn; keeping it"`))
 				c.PreparedKept += bytes.Count(log, []byte(`(prepared while draining)"`))
 				var nml v1alpha1.NodeMigLayout
 				_ = env.CRC.Get(ctx, crclient.ObjectKey{Name: node}, &nml)
@@ -299,14 +302,14 @@ func setRace(ctx context.Context, env *Env, layout string) error {
 func WriteRaceTable(w io.Writer, cells []*RaceCell) {
 	sort.SliceStable(cells, func(i, j int) bool { return cells[i].Mode < cells[j].Mode })
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "scheduler\tsettle\trounds\tblocked before drain\tdrains\tkept by live re-check\tkept by prepared re-check\tflip completed\tin-flight allocations\tmax lag after taint\tallocated then destroyed\tallocated after withdrawal\trefused by binding conditions\t")
+	fmt.Fprintln(tw, "scheduler\tsettle\trounds\tblocked before drain\tdrains\tkept by live re-check\tkept after withdrawal\tkept by prepared re-check\tflip completed\tin-flight allocations\tmax lag after taint\tallocated then destroyed\tallocated after withdrawal\trefused by binding conditions\t")
 	for _, c := range cells {
 		lag := "-"
 		if len(c.Lags) > 0 {
 			lag = fmt.Sprintf("%dms", c.MaxLag().Milliseconds())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t\n", c.Mode, strings.TrimPrefix(c.Label(), "settle "), c.Rounds, c.BlockedBefore,
-			c.Drains, c.Aborted, c.PreparedKept, c.Completed, c.InFlight, lag, c.Destroyed, c.Unpublished, c.Refused)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t\n", c.Mode, strings.TrimPrefix(c.Label(), "settle "), c.Rounds, c.BlockedBefore,
+			c.Drains, c.Aborted, c.WithdrawnKept, c.PreparedKept, c.Completed, c.InFlight, lag, c.Destroyed, c.Unpublished, c.Refused)
 	}
 	tw.Flush()
 }

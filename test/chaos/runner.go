@@ -305,6 +305,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 		log := readFrom(agentLog(env, n), offsets[n])
 		res.Drains += bytes.Count(log, []byte(`"Draining devices"`))
 		res.DrainsAborted += bytes.Count(log, []byte(`"Device got allocated while draining; keeping it"`)) +
+			bytes.Count(log, []byte(`"Device got allocated while being withdrawn; keeping it"`)) +
 			bytes.Count(log, []byte(`(prepared while draining)"`))
 	}
 	res.Took = time.Since(start)
