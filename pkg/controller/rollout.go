@@ -27,6 +27,8 @@ type rolloutGate struct {
 	// cache does not show yet (rolloutExpectations): they count as
 	// changing.
 	unseen map[string]bool
+	// taken are the nodes admit gave a slot this pass (release).
+	taken map[string]bool
 }
 
 // newRolloutGate is the gate of ml, nil where nothing bounds the rollout
@@ -39,7 +41,7 @@ func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout, uns
 	if ml.Spec.Mode == v1alpha1.ModeAuto || ml.Spec.MaxNodesChanging == nil || ml.Spec.Paused {
 		return nil
 	}
-	g := &rolloutGate{max: int(*ml.Spec.MaxNodesChanging), held: map[string]bool{}, unseen: unseen}
+	g := &rolloutGate{max: int(*ml.Spec.MaxNodesChanging), held: map[string]bool{}, unseen: unseen, taken: map[string]bool{}}
 	for _, nml := range nodes {
 		if changing(startedOnly(ml, nml)) || unseen[nml.Name] {
 			g.changing++
@@ -75,7 +77,7 @@ func changing(nml *v1alpha1.NodeMigLayout) bool {
 	}
 	for _, spec := range nml.Spec.GPUs {
 		g, ok := reported[spec.Index]
-		if ok && hardwareGone(g) {
+		if ok && (hardwareGone(g) || forAnotherGPU(spec, g)) {
 			continue
 		}
 		if !ok || g.Phase != v1alpha1.PhaseReady || !holds(spec, g) {
@@ -93,6 +95,15 @@ func stoppingChange(nml *v1alpha1.NodeMigLayout, g v1alpha1.GPUStatus) bool {
 		return false
 	}
 	return !slices.ContainsFunc(nml.Spec.GPUs, func(s v1alpha1.GPUSpec) bool { return s.Index == g.Index })
+}
+
+// forAnotherGPU reports whether spec was written for another GPU than the
+// one the agent reports at its index (SpecForAnotherGPU: NVML numbered the
+// GPUs anew): the agent changes nothing on the GPU for it, so it is no
+// change under way, and a spec for the GPU there is a new change, which
+// waits for a slot.
+func forAnotherGPU(spec v1alpha1.GPUSpec, g v1alpha1.GPUStatus) bool {
+	return g.Reason == v1alpha1.ReasonSpecForAnotherGPU && spec.UUID != "" && g.UUID != "" && spec.UUID != g.UUID
 }
 
 // hardwareGone reports whether the agent reports GPU g failed for a cause
@@ -123,10 +134,25 @@ func (g *rolloutGate) admit(existing *v1alpha1.NodeMigLayout, gpus []v1alpha1.GP
 	if !g.lost[existing.Name] && g.changing < g.max {
 		g.changing++
 		g.slots = append(g.slots, existing.Name)
+		g.taken[existing.Name] = true
 		return true
 	}
 	g.held[existing.Name] = true
 	return false
+}
+
+// release gives back the slot admit gave node this pass, whose spec write
+// the API server refused (Forbidden, Invalid: nothing changes on the node),
+// so that the next node in order may take it: a node whose writes are
+// always refused would otherwise hold the slot, the rollout's only one with
+// maxNodesChanging 1, at every pass.
+func (g *rolloutGate) release(node string) {
+	if g == nil || !g.taken[node] {
+		return
+	}
+	delete(g.taken, node)
+	g.changing--
+	g.slots = slices.DeleteFunc(g.slots, func(s string) bool { return s == node })
 }
 
 // keepUnreadable returns desired with the spec existing has kept for each
@@ -195,13 +221,18 @@ func (g *rolloutGate) hold(st NodeState) NodeState {
 }
 
 // sameLayouts reports whether a and b ask for the same MIG mode and layout
-// of the same GPUs (reasons aside).
+// of the same GPUs (reasons aside): the same indices, and the same UUIDs
+// where both name one (NVML renumbers GPUs: the same index may be another
+// GPU).
 func sameLayouts(a, b []v1alpha1.GPUSpec) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
 		if a[i].Index != b[i].Index || a[i].MIGEnabled != b[i].MIGEnabled || a[i].Layout != b[i].Layout {
+			return false
+		}
+		if a[i].UUID != "" && b[i].UUID != "" && a[i].UUID != b[i].UUID {
 			return false
 		}
 	}
