@@ -216,7 +216,9 @@ func (c *checker) claimSpec(obj map[string]any, keys []string) {
 			if len(clash) > 0 {
 				c.add(rp, what+fmt.Sprintf("; exactly: gives other values for %s, so no fix is offered", strings.Join(clash, ", ")),
 					"keep the values meant under exactly: and delete the others from the request", nil)
-				c.deviceRequest(rp, req, name, keys, i, "")
+				// Checked, with no fix: which values are meant is the
+				// user's to say.
+				c.deviceRequest(rp, req, name, keys, i, "unfixed")
 				continue
 			}
 			c.add(rp, what, hint,
@@ -238,8 +240,8 @@ func (c *checker) claimSpec(obj map[string]any, keys []string) {
 						ex[k] = req[k]
 						delete(req, k)
 					}
-					if m, _ := ex["allocationMode"].(string); m == "Count" {
-						ex["allocationMode"] = "ExactCount"
+					if m, _ := ex["allocationMode"].(string); allocationMode(m) != "" {
+						ex["allocationMode"] = allocationMode(m)
 					}
 				})
 			// The moved fields are checked too.
@@ -264,6 +266,22 @@ func (c *checker) claimSpec(obj map[string]any, keys []string) {
 	}
 }
 
+// allocationMode is the allocation mode a misspelt one means: ExactCount
+// for "Count" (resource.k8s.io/v1alpha3's name) or a case variant of
+// ExactCount, All for a case variant of All; "" where the meaning is not
+// clear, or mode is right already.
+func allocationMode(mode string) string {
+	switch {
+	case mode == "ExactCount" || mode == "All":
+		return ""
+	case strings.EqualFold(mode, "Count") || strings.EqualFold(mode, "ExactCount"):
+		return "ExactCount"
+	case strings.EqualFold(mode, "All"):
+		return "All"
+	}
+	return ""
+}
+
 // requestAt finds requests[i] of the claim spec at keys in obj.
 func requestAt(obj map[string]any, keys []string, i int) map[string]any {
 	reqs := listAt(mapAt(obj, keys...), "devices", "requests")
@@ -276,7 +294,8 @@ func requestAt(obj map[string]any, keys []string, i int) map[string]any {
 
 // deviceRequest checks an ExactDeviceRequest or DeviceSubRequest: the
 // allocation mode, the class and the selectors. where locates it again for a
-// fix: "exactly", "firstAvailable" with its index, or "" (flat).
+// fix: "exactly", "firstAvailable" with its index, or "" (flat); "unfixed"
+// applies no fix (the flat request's values clash with exactly:'s).
 func (c *checker) deviceRequest(p string, r map[string]any, reqName string, keys []string, i int, where string, sub ...int) {
 	locate := func(o map[string]any) map[string]any {
 		req := requestAt(o, keys, i)
@@ -291,6 +310,8 @@ func (c *checker) deviceRequest(p string, r map[string]any, reqName string, keys
 				return m
 			}
 			return nil
+		case "unfixed":
+			return nil
 		}
 		if ex, ok := req["exactly"].(map[string]any); ok {
 			return ex // fields moved there by the fix of the flat request
@@ -304,14 +325,25 @@ func (c *checker) deviceRequest(p string, r map[string]any, reqName string, keys
 		}
 		problem := fmt.Sprintf("%q is not an allocation mode: the modes are ExactCount (count devices) and All (every matching device); the API server refuses it (Unsupported value: %q)", mode, mode)
 		fix := "allocationMode: ExactCount\n" + count + "\n(or leave both out: ExactCount with count 1 is the default)"
-		if mode == "Count" {
+		fixed := allocationMode(mode)
+		switch {
+		case mode == "Count":
 			problem = `"Count" is not an allocation mode: a fixed number of devices is ExactCount (All takes every matching device); the API server refuses it (Unsupported value: "Count")`
+		case fixed != "":
+			problem = fmt.Sprintf("%q is not an allocation mode: the modes are case-sensitive, %s is meant; the API server refuses it (Unsupported value: %q)", mode, fixed, mode)
+			fix = "allocationMode: " + fixed
+		default:
+			fix += " or allocationMode: All; which one is meant is left to you"
 		}
-		c.add(p+".allocationMode", problem, fix, func(o map[string]any) {
-			if m := locate(o); m != nil && m["allocationMode"] != nil {
-				m["allocationMode"] = "ExactCount"
+		var apply func(map[string]any)
+		if fixed != "" {
+			apply = func(o map[string]any) {
+				if m := locate(o); m != nil && m["allocationMode"] != nil {
+					m["allocationMode"] = fixed
+				}
 			}
-		})
+		}
+		c.add(p+".allocationMode", problem, fix, apply)
 	}
 	if class, ok := r["deviceClassName"].(string); ok && class != "" && !c.world.classes[class] {
 		known := sortedKeys(c.world.classes)
@@ -342,17 +374,45 @@ func (c *checker) classSource() string {
 // and device.capacity[...] references in CEL.
 var attrRE = regexp.MustCompile(`device\.(attributes|capacity)\[\s*(?:'([^']*)'|"([^"]*)")\s*\](?:\s*\.\s*\??\s*([A-Za-z_][A-Za-z0-9_]*)|\s*\[\s*(?:'([^']*)'|"([^"]*)")\s*\])`)
 
-// cel checks the attribute and capacity names a CEL selector reads.
+// hasRE ends where a has() macro opens: a reference right after it is
+// tested for presence, not read.
+var hasRE = regexp.MustCompile(`\bhas\(\s*$`)
+
+// cel checks the attribute and capacity names a CEL selector reads. One the
+// expression also tests with has() is left alone: a selector written for
+// several drivers guards the attributes only some publish (has() of an
+// absent key is false, not an error).
 func (c *checker) cel(p, expr, _ string) {
-	seen := map[string]bool{}
-	for _, m := range attrRE.FindAllStringSubmatch(expr, -1) {
-		kind, domain, name := m[1], m[2]+m[3], m[4]+m[5]+m[6]
-		if seen[kind+domain+name] {
+	seen, guarded := map[string]bool{}, map[string]bool{}
+	matches := attrRE.FindAllStringSubmatchIndex(expr, -1)
+	for _, m := range matches {
+		if hasRE.MatchString(expr[:m[0]]) {
+			guarded[celRef(expr, m)] = true
+		}
+	}
+	for _, m := range matches {
+		ref := celRef(expr, m)
+		if seen[ref] || guarded[ref] {
 			continue
 		}
-		seen[kind+domain+name] = true
+		seen[ref] = true
+		kind, domain, name := celPart(expr, m, 1), celPart(expr, m, 2)+celPart(expr, m, 3), celPart(expr, m, 4)+celPart(expr, m, 5)+celPart(expr, m, 6)
 		c.attribute(p, kind, domain, name)
 	}
+}
+
+// celPart is submatch i of attrRE's match m (indices) in expr, "" where it
+// did not take part.
+func celPart(expr string, m []int, i int) string {
+	if m[2*i] < 0 {
+		return ""
+	}
+	return expr[m[2*i]:m[2*i+1]]
+}
+
+// celRef names the attribute or capacity attrRE's match m refers to.
+func celRef(expr string, m []int) string {
+	return celPart(expr, m, 1) + "/" + celPart(expr, m, 2) + celPart(expr, m, 3) + "/" + celPart(expr, m, 4) + celPart(expr, m, 5) + celPart(expr, m, 6)
 }
 
 // attribute reports an attribute (or capacity) no device has.
@@ -515,12 +575,16 @@ func (c *checker) podSpec(obj map[string]any, keys []string) {
 					cm, _ := cl.(map[string]any)
 					dup := false
 					for _, h := range have {
-						if hm, _ := h.(map[string]any); hm["name"] == cm["name"] {
+						if hm, _ := h.(map[string]any); hm["name"] == cm["name"] && hm["request"] == cm["request"] {
 							dup = true
 						}
 					}
 					if !dup {
-						have = append(have, map[string]any{"name": cm["name"]})
+						moved := map[string]any{"name": cm["name"]}
+						if req, ok := cm["request"]; ok {
+							moved["request"] = req
+						}
+						have = append(have, moved)
 					}
 				}
 				r["claims"] = have

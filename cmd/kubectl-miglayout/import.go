@@ -276,6 +276,9 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 				}
 			}
 		}
+		if err := admittedCounts(profiles); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", where, err)
+		}
 		targets := models
 		if len(targets) == 0 {
 			targets = []string{""}
@@ -443,4 +446,26 @@ func entryModels(v any) (models, unknown []string, err error) {
 		}
 	}
 	return models, unknown, nil
+}
+
+// admittedCounts returns why the API server refuses a rule of profiles
+// (counts by profile name), nil where it admits it: the CEL rules of
+// LayoutRule.Profiles (api/v1alpha1) refuse counts whose compute slices (the
+// count times the profile's leading number) add up to more than 7, which no
+// GPU model holds, and more than one device of a +me profile.
+func admittedCounts(profiles map[string]int32) error {
+	computeSlices := 0
+	for _, p := range slices.Sorted(maps.Keys(profiles)) {
+		n := profiles[p]
+		if strings.Contains(p, "+me") && n > 1 {
+			return fmt.Errorf("%d × %s: a GPU holds at most one device of a profile with media extensions, and the API server refuses the MigLayout", n, p)
+		}
+		if g, err := strconv.Atoi(p[:strings.Index(p, "g")]); err == nil {
+			computeSlices += int(n) * g
+		}
+	}
+	if computeSlices > 7 {
+		return fmt.Errorf("%s need %d compute slices, more than any GPU has (7), and the API server refuses the MigLayout", profileList(profiles), computeSlices)
+	}
+	return nil
 }
