@@ -276,11 +276,12 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 				}
 			}
 		}
-		if err := admittedCounts(profiles); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", where, err)
-		}
 		targets := models
 		if len(targets) == 0 {
+			// No model to fit (fits): the API server's own rules.
+			if err := admittedCounts(profiles); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", where, err)
+			}
 			targets = []string{""}
 			if *en.MigEnabled && len(profiles) > 0 && !fitsAnyModel(cat, profiles) {
 				notes = append(notes, fmt.Sprintf("%s: no GPU model of the miglayout catalog holds %s: every GPU of the selected nodes will report InvalidLayout (a mistyped profile, or too many devices?)", where, profileList(profiles)))
