@@ -12,6 +12,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/ptr"
 
@@ -152,17 +153,36 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 		}
 		emit(pod, corev1.EventTypeWarning, EventNotServable, nil, why, "")
 	}
-	pending := make(map[string]bool, len(pods))
-	for _, pod := range pods {
-		pending[string(pod.UID)] = true
+	a.untellLocked(in, snap)
+	return backlog
+}
+
+// untell forgets the pods told before that are no demand any more, and tells
+// those a change was planned or a placement kept for, and that still wait
+// for devices, that nothing is planned for them now (NoLongerPlanned). A
+// pod kube-scheduler has not reported unschedulable again since its last
+// try failed on an error of its own (waitsUnplanned) is still the
+// planner's: its change is kept (UnneededChanges), and it hears nothing.
+// notify does it on every pass that plans; a pass with no demand at all
+// calls it alone.
+func (a *AutoPlanner) untell(in AutoInputs, snap planner.Snapshot) {
+	if a.Recorder == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.untellLocked(in, snap)
+}
+
+func (a *AutoPlanner) untellLocked(in AutoInputs, snap planner.Snapshot) {
+	pending := make(map[string]bool, len(snap.Pending))
+	for _, p := range snap.Pending {
+		pending[string(p.Pod.UID)] = true
 	}
 	var byUID map[string]*corev1.Pod
+	var unplanned sets.Set[string]
 	for uid, e := range a.events {
 		if pending[uid] {
-			continue
-		}
-		delete(a.events, uid)
-		if !promised(e) {
 			continue
 		}
 		if byUID == nil {
@@ -170,13 +190,18 @@ func (a *AutoPlanner) notify(in AutoInputs, snap planner.Snapshot, res planner.R
 			for i := range in.Pods {
 				byUID[string(in.Pods[i].UID)] = &in.Pods[i]
 			}
+			unplanned = waitsUnplanned(in.Pods, in.Claims)
 		}
-		if pod := byUID[uid]; pod != nil && waitsForDevices(pod, in.Claims) {
+		pod := byUID[uid]
+		if pod != nil && unplanned.Has(pod.Namespace+"/"+pod.Name) {
+			continue
+		}
+		delete(a.events, uid)
+		if promised(e) && pod != nil && waitsForDevices(pod, in.Claims) {
 			a.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, EventNoLongerPlanned, "Plan", "%s",
 				"miglayout plans no GPU for this pod any more: it no longer asks for a MIG device Auto mode makes (its claims, or their DeviceClasses, changed, or a claim is missing), or it is nominated to a node Auto mode does not plan; what was planned for it may be cancelled, and the pod waits for kube-scheduler to find a device")
 		}
 	}
-	return backlog
 }
 
 // promised reports whether e told a pod that a GPU is being repartitioned

@@ -392,6 +392,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	cancels := BlockedChanges(in, snap)
 	unneeded := unneededCandidates(in, snap)
 	if len(snap.Pending) == 0 && !wantsSpares(snap) && !anyReclaimDue(snap) && !anyReclaiming(snap) && len(cancels) == 0 && len(unneeded) == 0 {
+		a.untell(in, snap)
 		if err := a.writeAutoStatus(ctx, in.MigLayouts, AutoStatuses(in, snap, nil)); err != nil {
 			a.forget()
 			return ctrl.Result{}, err
