@@ -126,7 +126,7 @@ func parseOptions(args []string, errorHandling pflag.ErrorHandling) (options, er
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", "", "namespace of the agent's heartbeat Lease miglayout-agent-<node> (the controller's --agent-lease-namespace; empty: no heartbeat, and the controller does not judge an agent whose Lease it never saw)")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 40*time.Second, "how long the heartbeat Lease holds unrenewed; the agent renews it every quarter of this (whole seconds, at least 4s)")
 	fs.BoolVar(&o.allowDevicePlugin, "allow-nvidia-device-plugin", false, "publish and change the node's GPUs even where its kubelet advertises NVIDIA's device plugin resources (nvidia.com/gpu, nvidia.com/gpu.*, nvidia.com/mig-*), which hand the same GPUs to pods outside DRA; by default the agent then publishes no device and changes no GPU (status reason DevicePluginActive). Set it only where the device plugin serves no GPU this agent sees")
-	fs.DurationVar(&o.maxPass, "max-pass-duration", 10*time.Minute, "how long one repartitioning pass may run before /healthz fails (an NVML call or API request that hangs): the liveness probe then restarts the agent, which resumes from its journal")
+	fs.DurationVar(&o.maxPass, "max-pass-duration", defaultMaxPass, "how long one repartitioning pass may run before /healthz fails (an NVML call or API request that hangs): the liveness probe then restarts the agent, which resumes from its journal; by default 10m, or the settle period plus 5m where that is longer")
 	fs.BoolVar(&o.xidHealth, "device-health-xids", true, "watch the GPUs' Xid critical errors (NVML events) and report the devices an Xid hits Unhealthy to the kubelet at once and publish them with the NoSchedule taint miglayout.io/xid, until the node reboots or kubectl miglayout clear-xids clears them (a MIG device made again after an Xid of its GPU instance is healthy; after an Xid of the whole GPU, every device on it is hit)")
 	fs.StringVar(&o.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "the node's boot ID (not namespaced: a container reads the host's), with which the Xid marks are kept across restarts of the agent until the node reboots (empty: kept in memory, forgotten when the agent restarts)")
 	fs.StringVar(&o.ignoredXidList, "device-health-ignored-xids", formatXids(plugin.DefaultIgnoredXids), "comma-separated Xids that leave devices Healthy: by default those NVIDIA's XID guide puts down to the application (empty: none)")
@@ -146,11 +146,26 @@ func parseOptions(args []string, errorHandling pflag.ErrorHandling) (options, er
 	if o.simulate != "" && !fs.Changed("dev-root") {
 		o.devRoot = "" // simulated GPUs have no device nodes
 	}
+	if !fs.Changed("max-pass-duration") {
+		o.maxPass = max(defaultMaxPass, o.settle+passHeadroom)
+	}
 	if !filepath.IsAbs(o.hostDriverRoot) {
 		return options{}, fmt.Errorf("--host-nvidia-driver-root=%q: want an absolute path", o.hostDriverRoot)
 	}
 	return o, nil
 }
+
+// defaultMaxPass is --max-pass-duration's default, and passHeadroom what a
+// pass that drains is given beyond its settle period where the settle
+// period is long: the waits for the drain publication, the withdrawal and
+// the republication to be served (up to 30 s each), the live reads of the
+// allocations and the NVML work. A long settle period (one that outlasts
+// gang scheduling's Permit waits) then does not make /healthz fail, and the
+// liveness probe restart the agent, in every pass that drains.
+const (
+	defaultMaxPass = 10 * time.Minute
+	passHeadroom   = 5 * time.Minute
+)
 
 // driverDevDirs are the device directory of a driver installed in a
 // container as the agent sees it (<--nvidia-driver-root>/dev) and on the

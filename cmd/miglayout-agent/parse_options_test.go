@@ -108,3 +108,30 @@ func TestParseOptionsDriverDevDirs(t *testing.T) {
 		t.Errorf("a relative --host-nvidia-driver-root: %v, want an error asking for an absolute path", err)
 	}
 }
+
+// TestParseOptionsMaxPass: --max-pass-duration defaults to 10m, or to the
+// settle period plus 5m where that is longer, so that a long settle period
+// leaves a pass that drains the time its other waits take; a value given is
+// kept.
+func TestParseOptionsMaxPass(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want time.Duration
+	}{
+		"default":             {nil, 10 * time.Minute},
+		"short settle period": {[]string{"--settle-period=1m"}, 10 * time.Minute},
+		"long settle period":  {[]string{"--settle-period=9m30s"}, 14*time.Minute + 30*time.Second},
+		"given":               {[]string{"--settle-period=9m30s", "--max-pass-duration=20m"}, 20 * time.Minute},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			o, err := parseOptions(tc.args, pflag.ContinueOnError)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.maxPass != tc.want {
+				t.Errorf("max pass %s, want %s", o.maxPass, tc.want)
+			}
+		})
+	}
+}

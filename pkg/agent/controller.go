@@ -334,6 +334,12 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	held := map[int32]string{}
 	for _, g := range nml.Status.GPUs {
 		before[g.Index], beforeReason[g.Index] = g.Phase, g.Reason
+		if g.Phase == v1alpha1.PhaseFailed && (g.Reason == v1alpha1.ReasonGPUUnreadable || g.Reason == v1alpha1.ReasonGPUMissing) {
+			// A row NVML could not fill (the GPU off the bus, or not
+			// counted): it tells nothing of the layout the GPU holds, so
+			// a GPU back on its layout was not repartitioned.
+			continue
+		}
 		held[g.Index] = g.Layout
 		if !g.MIGEnabled {
 			held[g.Index] = "-"

@@ -102,3 +102,32 @@ func unlistedGPULost(t *testing.T) (*NodeReconciler, client.WithWatch, *events.F
 	}
 	return r, c, rec, req
 }
+
+// TestGPUBackOnItsLayoutNotRepartitioned: a GPU on its layout falls off the
+// bus (its row Failed/GPUUnreadable, no layout) and comes back with the
+// layout untouched: no Repartitioned event, since nothing was changed.
+func TestGPUBackOnItsLayoutNotRepartitioned(t *testing.T) {
+	g := newRig(t, "1xH100-SXM5-80GB")
+	g.setup(t, 0, "7g.80gb@0")
+	r, c, rec := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+	reconcileThenRead(t, r, c, req)
+	if err := g.sim.LoseGPU(0); err != nil {
+		t.Fatal(err)
+	}
+	if st := reconcileThenRead(t, r, c, req); st.Status.GPUs[0].Reason != v1alpha1.ReasonGPUUnreadable {
+		t.Fatalf("GPU 0 off the bus: %+v, want GPUUnreadable", st.Status.GPUs[0])
+	}
+	if err := g.sim.RecoverGPU(0); err != nil {
+		t.Fatal(err)
+	}
+	if st := reconcileThenRead(t, r, c, req); st.Status.GPUs[0].Phase != v1alpha1.PhaseReady {
+		t.Fatalf("GPU 0 back: %+v, want Ready", st.Status.GPUs[0])
+	}
+	g.wantLayouts(t, "7g.80gb@0")
+	for _, e := range eventReasons(rec) {
+		if e == EventRepartitioned {
+			t.Errorf("events %q: Repartitioned for a GPU that came back unchanged", eventReasons(rec))
+		}
+	}
+}

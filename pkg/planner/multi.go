@@ -310,7 +310,7 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	}
 	// GPUs of a class fare alike, unless a claim tells GPUs apart.
 	perGPU := slices.ContainsFunc(pod.Claims, p.match.perGPU)
-	for _, v := range choices(pod) {
+	for _, v := range p.choices(ctx, pod, n) {
 		spread, nowhere, ok, err := attempt(v, nil, nil, false)
 		if err != nil || ok {
 			return ok, err
@@ -386,35 +386,84 @@ func distinctRequests(pod Pod) map[int]bool {
 	return out
 }
 
-// choices are the ways tryNode tries to add a pod's devices: per request
-// of its claims (in order), the subrequest of its prioritized list
+// choices are the ways tryNode tries to add a pod's devices on node n: per
+// request of its claims (in order), the subrequest of its prioritized list
 // (firstAvailable) to add, 0 for a request without one. They come in the
 // order the scheduler's allocator tries them (the first request's first
 // subrequest with each choice of the next requests, then its second...),
-// every combination, at most maxChoices.
-func choices(pod Pod) [][]int {
-	var sizes []int
+// at most maxChoices. A subrequest no device of n could satisfy (workable)
+// is left out, so that the bound is spent on combinations that may fit:
+// five lists of [7g.80gb, 1g.10gb] on a node whose policy allows 1g.10gb
+// alone have 32 combinations, and the one that fits is the last.
+func (p *planner) choices(ctx context.Context, pod Pod, n *nodeState) [][]int {
+	var options [][]int
+	lists := false
 	for _, c := range pod.Claims {
 		for _, r := range c.Spec.Devices.Requests {
-			sizes = append(sizes, max(len(r.FirstAvailable), 1))
+			if len(r.FirstAvailable) <= 1 {
+				options = append(options, []int{0})
+				continue
+			}
+			lists = true
+			var ok []int
+			for v := range r.FirstAvailable {
+				if p.workable(ctx, c, r, v, n) {
+					ok = append(ok, v)
+				}
+			}
+			if len(ok) == 0 {
+				ok = []int{0} // tried, to fail as before
+			}
+			options = append(options, ok)
 		}
 	}
-	out := [][]int{make([]int, len(sizes))}
-	for len(out) < maxChoices {
-		next := slices.Clone(out[len(out)-1])
-		i := len(next) - 1
+	at := make([]int, len(options)) // index into each request's options
+	pick := func() []int {
+		v := make([]int, len(options))
+		for i, o := range options {
+			v[i] = o[at[i]]
+		}
+		return v
+	}
+	out := [][]int{pick()}
+	for lists && len(out) < maxChoices {
+		i := len(at) - 1
 		for ; i >= 0; i-- {
-			if next[i]++; next[i] < sizes[i] {
+			if at[i]++; at[i] < len(options[i]) {
 				break
 			}
-			next[i] = 0
+			at[i] = 0
 		}
 		if i < 0 {
 			break // every combination
 		}
-		out = append(out, next)
+		out = append(out, pick())
 	}
 	return out
+}
+
+// workable reports whether subrequest v of request r of claim c may be
+// satisfied on node n: one device of it fits a profile of a GPU of n that
+// n's policy allows or that a GPU of n holds already. A claim judged per
+// GPU (perGPU) is taken as workable: only the allocator on the GPU's own
+// devices tells.
+func (p *planner) workable(ctx context.Context, c *resourceapi.ResourceClaim, r resourceapi.DeviceRequest, v int, n *nodeState) bool {
+	one, _ := perDeviceChoice(c, r, v)
+	if p.match.perGPU(one) {
+		return true
+	}
+	for _, g := range n.gpus {
+		ps, err := p.match.singleProfiles(ctx, one, g.kindInfo)
+		if err != nil {
+			return true // the attempt reports it
+		}
+		for _, prof := range ps {
+			if n.allows(prof) || slices.ContainsFunc(g.g.Layout, func(d mig.Device) bool { return d.Profile == prof }) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // maxChoices bounds the prioritized-list combinations tried per pod and

@@ -33,3 +33,21 @@ func TestDistinctSubrequestDevicesGoToGPUsOfTheirOwn(t *testing.T) {
 		t.Errorf("want the pod served with a device on each GPU, got %+v", got)
 	}
 }
+
+// TestPrioritizedListChoicesBeyondTheBound: five claims, each a
+// prioritized list [7g.80gb, 1g.10gb], on a node whose policy allows
+// 1g.10gb alone: 32 combinations, of which only the last fits. The
+// subrequests no device of the node can satisfy are not tried, so the
+// bound on combinations does not leave the pod "impossible".
+func TestPrioritizedListChoicesBeyondTheBound(t *testing.T) {
+	nodes := []Node{node("n1").policy(Policy{AllowedProfiles: []string{"1g.10gb"}}).gpu("A100-SXM4-80GB", "", "").build()}
+	b := pod("p", 1)
+	for i := range 5 {
+		b.firstAvailable(1, profileIs("7g.80gb"), profileIs("1g.10gb"))
+		b.p.Claims[i].Name = "c" + itoa(i)
+	}
+	got := planTrace(t, nodes, []Pod{b.build()})
+	if len(got.Served) != 1 || strings.Count(got.Served[0], "1g10gb") != 5 {
+		t.Errorf("want the pod served with five 1g.10gb, got %+v", got)
+	}
+}

@@ -70,7 +70,7 @@ checked the types; these are the rules between values.
 {{- end -}}
 {{- end -}}
 {{- if ge (float64 (include "miglayout.milliseconds" $v.agent.settlePeriod)) 600000.0 -}}
-{{- fail (printf "agent.settlePeriod %s must be shorter than 10m, the agent's --max-pass-duration: every pass that drains waits the settle period, and the agent refuses to start otherwise" $v.agent.settlePeriod) -}}
+{{- fail (printf "agent.settlePeriod %s must be shorter than 10m: every pass that drains waits the settle period, holding the GPUs it changes (the agent gives such a pass the settle period plus 5m before its liveness probe fails)" $v.agent.settlePeriod) -}}
 {{- end -}}
 {{- if le (float64 (include "miglayout.milliseconds" $v.agent.resyncPeriod)) 0.0 -}}
 {{- fail (printf "agent.resyncPeriod %s must be longer than 0: the agent refuses to start otherwise" $v.agent.resyncPeriod) -}}
