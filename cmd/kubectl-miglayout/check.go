@@ -326,6 +326,11 @@ func (c *checker) deviceRequest(p string, r map[string]any, reqName string, keys
 		problem := fmt.Sprintf("%q is not an allocation mode: the modes are ExactCount (count devices) and All (every matching device); the API server refuses it (Unsupported value: %q)", mode, mode)
 		fix := "allocationMode: ExactCount\n" + count + "\n(or leave both out: ExactCount with count 1 is the default)"
 		fixed := allocationMode(mode)
+		if _, counted := r["count"]; fixed == "All" && counted {
+			// All takes no count (the API server refuses one): which
+			// was meant is the user's to say.
+			fixed = ""
+		}
 		switch {
 		case mode == "Count":
 			problem = `"Count" is not an allocation mode: a fixed number of devices is ExactCount (All takes every matching device); the API server refuses it (Unsupported value: "Count")`
@@ -392,12 +397,36 @@ func (c *checker) cel(p, expr, _ string) {
 	}
 	for _, m := range matches {
 		ref := celRef(expr, m)
-		if seen[ref] || guarded[ref] {
+		if seen[ref] {
 			continue
 		}
 		seen[ref] = true
 		kind, domain, name := celPart(expr, m, 1), celPart(expr, m, 2)+celPart(expr, m, 3), celPart(expr, m, 4)+celPart(expr, m, 5)+celPart(expr, m, 6)
+		if guarded[ref] {
+			c.guardedAttribute(p, kind, domain, name)
+			continue
+		}
 		c.attribute(p, kind, domain, name)
+	}
+}
+
+// guardedAttribute reports an attribute (or capacity) the selector tests
+// with has() that no device has, only where it looks like a misspelling of
+// one of the domain's (nearest): has() is then false on every device, and
+// the part of the selector it guards never holds. Another driver's name
+// in a selector written for several is left alone.
+func (c *checker) guardedAttribute(p, kind, domain, name string) {
+	table, noun := c.world.attrs, "attribute"
+	if kind == "capacity" {
+		table, noun = c.world.caps, "capacity"
+	}
+	names, ok := table[domain]
+	if !ok || names[name] {
+		return
+	}
+	if n := nearest(name, sortedKeys(names)); n != "" {
+		c.add(p, fmt.Sprintf("no device has the %s %s/%s (%s): has() of it is false on every device, so what it guards never holds", noun, domain, name, c.world.source),
+			fmt.Sprintf("device.%s['%s'].%s", kind, domain, n), nil)
 	}
 }
 

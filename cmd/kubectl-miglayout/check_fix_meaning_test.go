@@ -31,6 +31,10 @@ spec:
 			in: claim + "      exactly: {deviceClassName: mig.miglayout.io, allocationMode: all}\n", fix: true,
 			want: []string{"allocationMode: All"}, notWant: []string{"ExactCount"}, problems: 1,
 		},
+		"all in lower case with a count is left to the user": {
+			in: claim + "      exactly: {deviceClassName: mig.miglayout.io, allocationMode: all, count: 2}\n", fix: true,
+			want: []string{"allocationMode: all", "count: 2"}, problems: 1,
+		},
 		"exactcount in lower case means ExactCount": {
 			in: claim + "      exactly: {deviceClassName: mig.miglayout.io, allocationMode: exactcount, count: 2}\n", fix: true,
 			want: []string{"allocationMode: ExactCount", "count: 2"}, problems: 1,
@@ -62,6 +66,14 @@ spec:
         - cel: {expression: "!has(device.attributes['mig.miglayout.io'].addressingMode) || device.attributes['mig.miglayout.io'].addressingMode == 'HMM'"}
 `,
 			want: []string{"No problems found"},
+		},
+		"a misspelt attribute tested with has() is reported": {
+			in: claim + `      exactly:
+        deviceClassName: mig.miglayout.io
+        selectors:
+        - cel: {expression: "has(device.attributes['mig.miglayout.io'].profle) && device.attributes['mig.miglayout.io'].profle == '1g.10gb'"}
+`,
+			want: []string{"has() of it is false on every device", "device.attributes['mig.miglayout.io'].profile"}, problems: 1,
 		},
 		"an attribute read without has() is reported": {
 			in: claim + `      exactly:

@@ -169,3 +169,29 @@ func TestRestoreMIGModeOffFails(t *testing.T) {
 		})
 	}
 }
+
+// TestWithheldWholeOnlyForItsOwnClaims: a claim that holds a MIG device of
+// a GPU NVML no longer counts (gpu-7) keeps no other GPU with MIG mode off
+// out of the pool; one that holds a MIG device of GPU 1 keeps GPU 1 out.
+func TestWithheldWholeOnlyForItsOwnClaims(t *testing.T) {
+	tests := map[string]struct {
+		held      string
+		wantWhole bool
+	}{
+		"a GPU NVML does not count": {held: "gpu-7-mig-3g40gb-9-4", wantWhole: true},
+		"the GPU's own":             {held: "gpu-1-mig-3g40gb-9-4", wantWhole: false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "2xA100-SXM4-80GB")
+			g.setup(t, 0, "7g.80gb@0")
+			g.alloc.cached = sets.New(tc.held)
+			if _, err := g.r.Sync(t.Context(), nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Contains(g.inv.last().devices, "gpu-1"); got != tc.wantWhole {
+				t.Errorf("last publication %v: GPU 1 (MIG mode off) published whole %v, want %v", g.inv.last().devices, got, tc.wantWhole)
+			}
+		})
+	}
+}

@@ -158,7 +158,7 @@ func (r *Repartitioner) publish(ctx context.Context, obs []GPUState, draining se
 
 // withheldWhole returns the names of the whole-GPU devices of obs's GPUs
 // with MIG mode off that unknown (the allocations under names obs lacks)
-// holds MIG devices of: such a GPU lost its MIG mode with its instances (a
+// holds MIG devices of, by the agent's names of the GPU's index: such a GPU lost its MIG mode with its instances (a
 // reboot, a driver reload or a GPU reset on Hopper and newer, where the
 // mode is the driver's) while claims still hold devices of it, which
 // restoreHeld makes again once it turns MIG mode on. Published meanwhile,
@@ -170,9 +170,13 @@ func (r *Repartitioner) withheldWhole(obs []GPUState, unknown unknownAllocations
 		if g.GPU.MIGMode.Current || !g.GPU.MIGCapable {
 			continue
 		}
-		if slices.ContainsFunc(unknown.on(g.GPU.Index), func(name string) bool {
-			_, ok := migslices.ParseMIGDeviceName(name)
-			return ok
+		// Names of this GPU's index only: not those that may be any
+		// GPU's (anyGPU), nor another GPU's in NVIDIA's numbering by
+		// minor number (gpusNamed), which would keep GPUs out of the
+		// pool for claims of other hardware.
+		if slices.ContainsFunc(unknown[g.GPU.Index], func(name string) bool {
+			k, ok := migslices.ParseMIGDeviceName(name)
+			return ok && k.GPUIndex == g.GPU.Index
 		}) {
 			if out == nil {
 				out = sets.New[string]()

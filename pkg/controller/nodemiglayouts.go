@@ -264,7 +264,9 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 			// Counted as changing until the cache shows the write,
 			// or for rolloutExpectTTL where it never does.
 			r.rollouts.expectUnsure(ml.UID, node, next.Spec.GPUs, r.now())
-		} else {
+		} else if writeRefused(err) {
+			// Refused, not a conflict (another writer's spec, which
+			// the next pass counts).
 			gate.release(node)
 		}
 		// The node is judged against the spec it should hold: not Ready

@@ -80,6 +80,11 @@ func changing(nml *v1alpha1.NodeMigLayout) bool {
 		if ok && (hardwareGone(g) || forAnotherGPU(spec, g)) {
 			continue
 		}
+		if ok && g.Reason == v1alpha1.ReasonSpecForAnotherGPU && holds(spec, g) {
+			// An entry for the GPU NVML numbered there now, which
+			// holds it already: the agent takes it without a change.
+			continue
+		}
 		if !ok || g.Phase != v1alpha1.PhaseReady || !holds(spec, g) {
 			return true
 		}

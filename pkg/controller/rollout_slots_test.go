@@ -120,3 +120,37 @@ func TestRolloutRefusedWriteGivesSlotBack(t *testing.T) {
 		}
 	}
 }
+
+// TestRolloutRenumberedNodeOnItsLayoutTakesNoSlot: as
+// TestRolloutRenumberedNodeWaitsForSlot, but GPU B, now at n2's index 0,
+// holds the layout the rules give it already: the entry for B changes
+// nothing on the node, and is written at once, n1 holding the only slot.
+func TestRolloutRenumberedNodeOnItsLayoutTakesNoSlot(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+	withUUID := func(uuid string, b *gpuBuilder) *gpuBuilder { b.g.UUID = uuid; return b }
+	entry := func(uuid, layout string) v1alpha1.GPUSpec {
+		s := specGPU(0, layout, "")
+		s.UUID = uuid
+		return s
+	}
+	n1 := ownedBy(nodeMigLayout("n1").spec(entry("X", halvesLayout)).
+		status(withUUID("X", a100(0).layout(wholeLayout).phase(v1alpha1.PhaseRepartitioning, "", ""))).build(), ml)
+	n2 := ownedBy(nodeMigLayout("n2").spec(entry("A", halvesLayout)).
+		status(withUUID("B", a100(0).layout(halvesLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonSpecForAnotherGPU, "the entry is for GPU A"))).build(), ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithObjects(ml, node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(1000)}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n2"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if e := got.Spec.GPUs[0]; e.UUID != "B" || e.Layout != halvesLayout {
+		t.Errorf("n2's entry %+v: GPU B holds %s already, want its entry written at once", e, halvesLayout)
+	}
+}

@@ -391,42 +391,64 @@ func distinctRequests(pod Pod) map[int]bool {
 // (firstAvailable) to add, 0 for a request without one. They come in the
 // order the scheduler's allocator tries them (the first request's first
 // subrequest with each choice of the next requests, then its second...),
-// at most maxChoices. A subrequest no device of n could satisfy (workable)
-// is left out, so that the bound is spent on combinations that may fit:
-// five lists of [7g.80gb, 1g.10gb] on a node whose policy allows 1g.10gb
-// alone have 32 combinations, and the one that fits is the last.
+// at most maxChoices. Where that bound leaves combinations out, up to
+// maxChoices more follow, in the same order, of the subrequests that some
+// MIG device of n could satisfy (workable): five lists of [7g.80gb,
+// 1g.10gb] on a node whose policy allows 1g.10gb alone have 32
+// combinations, and the one that fits is the last.
 func (p *planner) choices(ctx context.Context, pod Pod, n *nodeState) [][]int {
-	var options [][]int
-	lists := false
+	var all [][]int
 	for _, c := range pod.Claims {
 		for _, r := range c.Spec.Devices.Requests {
-			if len(r.FirstAvailable) <= 1 {
-				options = append(options, []int{0})
-				continue
+			o := []int{0}
+			for v := 1; v < len(r.FirstAvailable); v++ {
+				o = append(o, v)
 			}
-			lists = true
+			all = append(all, o)
+		}
+	}
+	out, cut := combinations(all, nil)
+	if !cut {
+		return out
+	}
+	var some [][]int
+	i := 0
+	for _, c := range pod.Claims {
+		for _, r := range c.Spec.Devices.Requests {
 			var ok []int
-			for v := range r.FirstAvailable {
-				if p.workable(ctx, c, r, v, n) {
+			for _, v := range all[i] {
+				if len(r.FirstAvailable) <= 1 || p.workable(ctx, c, r, v, n) {
 					ok = append(ok, v)
 				}
 			}
 			if len(ok) == 0 {
-				ok = []int{0} // tried, to fail as before
+				ok = all[i][:1] // tried, to fail as before
 			}
-			options = append(options, ok)
+			some = append(some, ok)
+			i++
 		}
 	}
-	at := make([]int, len(options)) // index into each request's options
-	pick := func() []int {
+	more, _ := combinations(some, out)
+	return append(out, more...)
+}
+
+// combinations returns, in order (the last request's option changing
+// fastest), at most maxChoices picks of one of each request's options, none
+// of those in skip, and whether more were left out.
+func combinations(options [][]int, skip [][]int) ([][]int, bool) {
+	at := make([]int, len(options))
+	var out [][]int
+	for {
 		v := make([]int, len(options))
 		for i, o := range options {
 			v[i] = o[at[i]]
 		}
-		return v
-	}
-	out := [][]int{pick()}
-	for lists && len(out) < maxChoices {
+		if !slices.ContainsFunc(skip, func(s []int) bool { return slices.Equal(s, v) }) {
+			if len(out) == maxChoices {
+				return out, true
+			}
+			out = append(out, v)
+		}
 		i := len(at) - 1
 		for ; i >= 0; i-- {
 			if at[i]++; at[i] < len(options[i]) {
@@ -435,11 +457,9 @@ func (p *planner) choices(ctx context.Context, pod Pod, n *nodeState) [][]int {
 			at[i] = 0
 		}
 		if i < 0 {
-			break // every combination
+			return out, false
 		}
-		out = append(out, pick())
 	}
-	return out
 }
 
 // workable reports whether subrequest v of request r of claim c may be

@@ -3,6 +3,9 @@ package planner
 import (
 	"strings"
 	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestPrioritizedListLaterChoicesAreTried: a pod whose prioritized list
@@ -49,5 +52,55 @@ func TestPrioritizedListChoicesBeyondTheBound(t *testing.T) {
 	got := planTrace(t, nodes, []Pod{b.build()})
 	if len(got.Served) != 1 || strings.Count(got.Served[0], "1g10gb") != 5 {
 		t.Errorf("want the pod served with five 1g.10gb, got %+v", got)
+	}
+}
+
+// TestPrioritizedListOtherDriverChoiceFirst: a prioritized list whose
+// first choice is another driver's device, free on the node, and whose
+// second a MIG device: the scheduler takes the other driver's device, so
+// the plan makes no MIG device for the list, whichever claim comes first.
+func TestPrioritizedListOtherDriverChoiceFirst(t *testing.T) {
+	list := func() *resourceapi.ResourceClaim {
+		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p-list"}}
+		c.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "r", FirstAvailable: []resourceapi.DeviceSubRequest{
+			{Name: "nic", DeviceClassName: nicDriver, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
+			{Name: "mig", DeviceClassName: "mig.miglayout.io", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+				Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: profileIs("1g.10gb")}}}},
+		}}}
+		return c
+	}
+	tests := map[string]struct {
+		layout, pinned string
+		listFirst      bool
+		want           trace
+	}{
+		"list last": {
+			want: trace{
+				Changes: []string{"n1/0: (empty) -> 3g.40gb@4 serves default/p"},
+				Served:  []string{"default/p -> n1 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
+		"list first, room for the 3g.40gb alone": {
+			layout: "4g.40gb@0", pinned: "4g.40gb@0", listFirst: true,
+			want: trace{
+				Changes: []string{"n1/0: 4g.40gb@0 -> 4g.40gb@0,3g.40gb@4 serves default/p"},
+				Served:  []string{"default/p -> n1 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := node("n1").gpu("A100-SXM4-80GB", tc.layout, tc.pinned).build()
+			n.OtherSlices = []*resourceapi.ResourceSlice{nicSlice("n1", "nic-0")}
+			b := pod("p", 1)
+			if tc.listFirst {
+				b.p.Claims = append(b.p.Claims, list())
+			}
+			b.claim(profileIs("3g.40gb"), 1)
+			if !tc.listFirst {
+				b.p.Claims = append(b.p.Claims, list())
+			}
+			checkTrace(t, tc.want, planTrace(t, []Node{n}, []Pod{b.build()}, nicClass()))
+		})
 	}
 }
