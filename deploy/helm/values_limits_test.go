@@ -149,3 +149,16 @@ func TestValuesTheBinariesRefuseAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentDurationsCutToNanoseconds: a duration the schema's pattern
+// admits but time.ParseDuration reads as 0 (0.5ns, cut to whole
+// nanoseconds) is refused where the agent refuses 0, rather than rendered
+// for agents that exit at start.
+func TestAgentDurationsCutToNanoseconds(t *testing.T) {
+	if _, err := Render(Options{Values: map[string]any{"agent": map[string]any{"resyncPeriod": "0.5ns"}}}); err == nil {
+		t.Error("agent.resyncPeriod=0.5ns rendered: the agent reads --resync-period=0s and exits")
+	}
+	if _, err := Render(Options{Values: map[string]any{"agent": map[string]any{"resyncPeriod": "1.5ns", "settlePeriod": "9m59.9999999999s"}}}); err != nil {
+		t.Errorf("durations of whole nanoseconds refused: %v", err)
+	}
+}

@@ -155,13 +155,15 @@ checked the types; these are the rules between values.
 {{/*
 miglayout.milliseconds is a Go duration string (values.schema.json's
 pattern: e.g. 15s, 1m30s, 1.5s, 500ms) in milliseconds, as a number's text.
+Each part is cut to whole nanoseconds, as time.ParseDuration does: 0.5ns is
+0, which the checks on it then refuse as the agent would.
 */}}
 {{- define "miglayout.milliseconds" -}}
-{{- $ms := 0.0 -}}
-{{- $units := dict "ns" 0.000001 "us" 0.001 "µs" 0.001 "ms" 1.0 "s" 1000.0 "m" 60000.0 "h" 3600000.0 -}}
+{{- $ns := 0.0 -}}
+{{- $units := dict "ns" 1.0 "us" 1000.0 "µs" 1000.0 "ms" 1000000.0 "s" 1000000000.0 "m" 60000000000.0 "h" 3600000000000.0 -}}
 {{- range regexFindAll "[0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
 {{- $num := regexFind "^[0-9]+([.][0-9]+)?" . -}}
-{{- $ms = addf $ms (mulf (float64 $num) (get $units (trimPrefix $num .))) -}}
+{{- $ns = addf $ns (floor (mulf (float64 $num) (get $units (trimPrefix $num .)))) -}}
 {{- end -}}
-{{- $ms -}}
+{{- divf $ns 1000000.0 -}}
 {{- end -}}
