@@ -90,8 +90,11 @@ func (m *NVMLManager) create(logger klog.Logger, idx int, d mig.Device) (MIGDevi
 	}
 	logger.V(2).Info("Creating compute instance", "giID", giInfo.Id, "ciProfileID", ciProfs[0].Id, "ciSlices", info.SliceCount)
 	if _, ret := gi.CreateComputeInstance(&ciProfs[0]); ret != nvml.SUCCESS {
+		// Not staleErr: the GPU instance was made and read just now, so
+		// ERROR_INVALID_ARGUMENT here is an argument the driver refuses
+		// (nvml.h), not a handle gone.
 		return MIGDevice{}, m.rollback(logger, gi, fmt.Errorf("creating compute instance in GI %d: %w", giInfo.Id,
-			staleErr("nvmlGpuInstanceCreateComputeInstance", ret)))
+			nvmlErr("nvmlGpuInstanceCreateComputeInstance", ret)))
 	}
 	handles, err := migHandles(dev)
 	if err != nil {

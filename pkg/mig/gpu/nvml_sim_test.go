@@ -545,6 +545,17 @@ func TestCreateRollback(t *testing.T) {
 			wantMsg:    []string{"creating compute instance", "GPU instance was destroyed again", "2g.20gb@2", "GPU 0"},
 			wantLayout: "",
 		},
+		// ERROR_INVALID_ARGUMENT from a CI create on a GI made just now is
+		// an argument the driver refuses, not a handle gone.
+		{
+			name:        "CI refused as an invalid argument",
+			faults:      []nvmlsim.Fault{{Op: "CreateComputeInstance", Nth: 1, Return: nvml.ERROR_INVALID_ARGUMENT}},
+			wantErrs:    []error{gpu.ErrNVML},
+			notWantErrs: []error{gpu.ErrNotFound},
+			wantCode:    nvml.ERROR_INVALID_ARGUMENT,
+			wantMsg:     []string{"creating compute instance", "GPU instance was destroyed again"},
+			wantLayout:  "",
+		},
 		{
 			name: "CI fails and the rollback fails too",
 			faults: []nvmlsim.Fault{
