@@ -533,15 +533,24 @@ func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool
 	if err != nil {
 		return fail(err)
 	}
+	uuid, uuidRet := dev.GetUUID()
 	logger.V(2).Info("Setting MIG mode")
 	activation, ret := dev.SetMigMode(mode)
 	if err := nvmlErr("nvmlDeviceSetMigMode", ret); err != nil {
 		return fail(err)
 	}
-	// A mode change, even one left pending, may end the MIG mode the
-	// GPU's profile table was read in, before any GPUs call sees it off.
-	if uuid, ret := dev.GetUUID(); ret == nvml.SUCCESS {
+	if uuidRet == nvml.SUCCESS {
+		// A mode change, even one left pending, may end the MIG mode
+		// the GPU's profile table was read in, before any GPUs call
+		// sees it off.
 		m.markProfileTableStale(uuid)
+		// The change may unbind or reset the GPU, and its attributes
+		// change (nvml.h, nvmlDeviceSetMigMode: "The caller of this API
+		// is expected to query such attributes again"): the mode is read
+		// through a handle got again, by UUID, which a reset keeps.
+		if again, ret := m.lib.DeviceGetHandleByUUID(uuid); ret == nvml.SUCCESS {
+			dev = again
+		}
 	}
 	got, err := migMode(dev)
 	if err != nil {
