@@ -210,7 +210,7 @@ func start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 	plain := &http.Client{Timeout: 2 * time.Second}
 	if err := cp.waitFor(ctx, etcd, func(ctx context.Context) error {
-		return httpOK(ctx, plain, etcdURL+"/health", "")
+		return ownsPort(etcd, cp.ports["etcd"], func() error { return httpOK(ctx, plain, etcdURL+"/health", "") })
 	}); err != nil {
 		return nil, err
 	}
@@ -307,12 +307,16 @@ func start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health probe only
 	if err := cp.waitFor(ctx, sched, func(ctx context.Context) error {
-		return httpOK(ctx, insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", cp.ports[Scheduler]), "")
+		return ownsPort(sched, cp.ports[Scheduler], func() error {
+			return httpOK(ctx, insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", cp.ports[Scheduler]), "")
+		})
 	}); err != nil {
 		return nil, err
 	}
 	if err := cp.waitFor(ctx, cm, func(ctx context.Context) error {
-		return httpOK(ctx, insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", cp.ports[ControllerManager]), "")
+		return ownsPort(cm, cp.ports[ControllerManager], func() error {
+			return httpOK(ctx, insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", cp.ports[ControllerManager]), "")
+		})
 	}); err != nil {
 		return nil, err
 	}
