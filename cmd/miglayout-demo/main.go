@@ -190,6 +190,12 @@ func (d *demo) binaries(ctx context.Context) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(d.root, "test", "testbin", "build.sh"))
 	cmd.Dir = d.root
+	// On the timeout the whole build goes, not bash alone: a go build left
+	// running would hold the output pipe (and Wait with it) and the build
+	// lock.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {

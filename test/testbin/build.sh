@@ -29,6 +29,9 @@ DIR=$(cd "$DIR" && pwd)
 if command -v flock >/dev/null; then
   exec 9>"$DIR/.build.lock"
   flock -n 9 || { log "another build holds $DIR/.build.lock, waiting"; flock 9; }
+  # Temporary binaries of a build that was killed (go_build): tens to hundreds of MB each.
+  # With the lock held, no build of this DIR is writing one.
+  find "$DIR" -maxdepth 1 -type f -name '*.tmp.*' -delete
 fi
 
 minor=${K8S_VERSION#*.}; minor=${minor%%.*}

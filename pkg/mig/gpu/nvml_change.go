@@ -547,9 +547,13 @@ func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool
 		// The change may unbind or reset the GPU, and its attributes
 		// change (nvml.h, nvmlDeviceSetMigMode: "The caller of this API
 		// is expected to query such attributes again"): the mode is read
-		// through a handle got again, by UUID, which a reset keeps.
-		if again, ret := m.lib.DeviceGetHandleByUUID(uuid); ret == nvml.SUCCESS {
-			dev = again
+		// through a handle got again, by index (PCI order, which the
+		// change keeps; by UUID NVML answers GPU_IS_LOST while any GPU of
+		// the node is off the bus), where it is the same GPU's.
+		if again, err := m.device(gpuIndex); err == nil {
+			if u, ret := again.GetUUID(); ret == nvml.SUCCESS && u == uuid {
+				dev = again
+			}
 		}
 	}
 	got, err := migMode(dev)

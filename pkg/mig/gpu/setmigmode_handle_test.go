@@ -8,9 +8,10 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
 )
 
-// resettingNVML is NVML whose GPU handles got by index stop answering once
-// SetMigMode was called on them (the change unbound or reset the GPU, as
-// nvml.h warns it may), while a handle got again by UUID answers.
+// resettingNVML is NVML whose GPU handles stop answering once SetMigMode
+// was called on them (the change unbound or reset the GPU, as nvml.h warns
+// it may), while a handle got again answers; by UUID it answers
+// ERROR_GPU_IS_LOST, as nvml.h says it does while any GPU is off the bus.
 type resettingNVML struct {
 	*nvmlsim.Sim
 }
@@ -21,6 +22,10 @@ func (r resettingNVML) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) 
 		return d, ret
 	}
 	return &resetHandle{Device: d}, ret
+}
+
+func (r resettingNVML) DeviceGetHandleByUUID(string) (nvml.Device, nvml.Return) {
+	return nil, nvml.ERROR_GPU_IS_LOST
 }
 
 type resetHandle struct {
@@ -41,8 +46,8 @@ func (h *resetHandle) GetMigMode() (int, int, nvml.Return) {
 }
 
 // TestSetMIGModeReadsTheModeThroughANewHandle: the mode a change leaves is
-// read through a handle got again by UUID, not the one the change may have
-// made stale.
+// read through a handle got again, not the one the change may have made
+// stale, and not by UUID, which fails while another GPU is off the bus.
 func TestSetMIGModeReadsTheModeThroughANewHandle(t *testing.T) {
 	sim, err := nvmlsim.New(nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()})
 	if err != nil {

@@ -916,3 +916,27 @@ func TestResetGPUMIGMode(t *testing.T) {
 		})
 	}
 }
+
+// TestHandleByUUIDWhileAnotherGPUIsLost: nvmlDeviceGetHandleByUUID searches
+// every GPU, and answers ERROR_GPU_IS_LOST while any is off the bus, for the
+// UUID of a sound GPU too.
+func TestHandleByUUIDWhileAnotherGPUIsLost(t *testing.T) {
+	s := newTestSim(t, Config{Spec: "2x" + a100})
+	d, ret := s.DeviceGetHandleByIndex(0)
+	must(t, "DeviceGetHandleByIndex", ret)
+	uuid, ret := d.GetUUID()
+	must(t, "GetUUID", ret)
+	if err := s.LoseGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	_, ret = s.DeviceGetHandleByUUID(uuid)
+	wantRet(t, "DeviceGetHandleByUUID of GPU 0 while GPU 1 is lost", ret, nvml.ERROR_GPU_IS_LOST)
+	if _, ret := s.DeviceGetHandleByIndex(0); ret != nvml.SUCCESS {
+		t.Errorf("DeviceGetHandleByIndex(0) while GPU 1 is lost: %v, want SUCCESS", ret)
+	}
+	if err := s.RecoverGPU(1); err != nil {
+		t.Fatal(err)
+	}
+	_, ret = s.DeviceGetHandleByUUID(uuid)
+	must(t, "DeviceGetHandleByUUID once GPU 1 is back", ret)
+}

@@ -63,6 +63,7 @@ package nvmlsim
 import (
 	"fmt"
 	"log"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -359,17 +360,21 @@ func (s *Sim) DeviceGetHandleByIndex(index int) (nvml.Device, nvml.Return) {
 
 // DeviceGetHandleByUUID returns the handle of the GPU ("GPU-...") or MIG
 // device ("MIG-...") with the given UUID; ERROR_INVALID_ARGUMENT for an empty
-// UUID, ERROR_NOT_FOUND for an unknown one. Op "DeviceGetHandleByUUID".
+// UUID, ERROR_NOT_FOUND for an unknown one, and ERROR_GPU_IS_LOST while any
+// GPU is off the bus (LoseGPU), whichever UUID is asked for: nvml.h,
+// nvmlDeviceGetHandleByUUID, "if any GPU has fallen off the bus or is
+// otherwise inaccessible" (it searches every GPU). Op
+// "DeviceGetHandleByUUID".
 func (s *Sim) DeviceGetHandleByUUID(uuid string) (nvml.Device, nvml.Return) {
 	var dev nvml.Device
 	ret := s.do("DeviceGetHandleByUUID", false, func(st *fileState, _ bool) (bool, nvml.Return) {
 		if uuid == "" {
 			return false, nvml.ERROR_INVALID_ARGUMENT
 		}
+		if slices.ContainsFunc(st.GPUs, func(g GPU) bool { return g.Lost }) {
+			return false, nvml.ERROR_GPU_IS_LOST
+		}
 		for _, g := range st.GPUs {
-			if g.Lost && (g.UUID == uuid || g.hasCI(uuid)) {
-				return false, nvml.ERROR_GPU_IS_LOST
-			}
 			if g.UUID == uuid {
 				dev = s.gpuHandle(g.Index)
 				return false, nvml.SUCCESS

@@ -213,18 +213,6 @@ func (st *fileState) gpu(index int) (*GPU, *mig.Model, nvml.Return) {
 	return g, st.Models[g.Model], nvml.SUCCESS
 }
 
-// hasCI reports whether a compute instance of g has the MIG device UUID.
-func (g GPU) hasCI(uuid string) bool {
-	for _, gi := range g.GPUInstances {
-		for _, ci := range gi.ComputeInstances {
-			if ci.UUID == uuid {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // gi returns the GI of g with the given ID, or nil.
 func (g *GPU) gi(id int) *GPUInstance {
 	for i := range g.GPUInstances {
