@@ -1060,13 +1060,10 @@ func (r *Repartitioner) undoEnableForRefused(ctx context.Context, obs []GPUState
 	if i < 0 || entries[i].UUID != g.GPU.UUID || entries[i].ModeSet == nil || !*entries[i].ModeSet {
 		return ""
 	}
-	end, err := r.Locks.BeginReconfigure(ctx, idx)
-	if err != nil {
-		return ""
-	}
-	defer end()
-	mode, err := r.GPUs.SetMIGMode(ctx, idx, false)
+	mode, locked, err := r.migModeOff(ctx, idx)
 	switch {
+	case !locked:
+		return ""
 	case err != nil:
 		return fmt.Sprintf("; turning MIG mode, turned on for this layout, off again failed, the GPU is left in MIG mode without devices: %v", err)
 	case mode.Current:

@@ -199,13 +199,10 @@ func (r *Repartitioner) heldDevice(obs []GPUState, g *GPUState, name string) (mi
 // devices made. It returns what to add to the GPU's message ("" where the
 // mode is off).
 func (r *Repartitioner) undoRestoreEnable(ctx context.Context, idx int) string {
-	end, err := r.Locks.BeginReconfigure(ctx, idx)
-	if err != nil {
-		return ""
-	}
-	defer end()
-	mode, err := r.GPUs.SetMIGMode(ctx, idx, false)
+	mode, locked, err := r.migModeOff(ctx, idx)
 	switch {
+	case !locked:
+		return ""
 	case err != nil:
 		klog.FromContext(ctx).Error(err, "Turning MIG mode off again after a failed restore", "gpu", idx)
 		return fmt.Sprintf("; MIG mode, turned on for them, stays on (turning it off failed: %v)", err)
@@ -213,4 +210,18 @@ func (r *Repartitioner) undoRestoreEnable(ctx context.Context, idx int) string {
 		return "; MIG mode, turned on for them, stays on (the change to off is pending)"
 	}
 	return ""
+}
+
+// migModeOff turns GPU idx's MIG mode off under the GPU's lock, and returns
+// the mode NVML reports after it (gpu.Manager.SetMIGMode) and its error;
+// locked is false, and nothing is done, where the lock could not be taken
+// (ctx done).
+func (r *Repartitioner) migModeOff(ctx context.Context, idx int) (mode gpu.MIGMode, locked bool, err error) {
+	end, err := r.Locks.BeginReconfigure(ctx, idx)
+	if err != nil {
+		return gpu.MIGMode{}, false, nil
+	}
+	defer end()
+	mode, err = r.GPUs.SetMIGMode(ctx, idx, false)
+	return mode, true, err
 }

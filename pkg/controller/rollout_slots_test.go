@@ -19,59 +19,76 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
-// TestRolloutRenumberedNodeWaitsForSlot: n1 holds the only slot. NVML
-// numbered n2's GPUs anew: at index 0 is GPU B, whole, and the agent
-// refuses the entry there, written for GPU A (SpecForAnotherGPU), changing
-// nothing. The entry for B is a new change: it waits for the slot, and is
-// written once n1 is done.
-func TestRolloutRenumberedNodeWaitsForSlot(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ml := staticMigLayout("a", "uid-a", "a")
-	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
-	withUUID := func(uuid string, b *gpuBuilder) *gpuBuilder { b.g.UUID = uuid; return b }
-	entry := func(uuid, layout string) v1alpha1.GPUSpec {
-		s := specGPU(0, layout, "")
-		s.UUID = uuid
-		return s
+// TestRolloutRenumberedNode: n1 holds the only slot. NVML numbered n2's
+// GPUs anew: at index 0 is GPU B, and the agent refuses the entry there,
+// written for GPU A (SpecForAnotherGPU), changing nothing. The entry for B
+// is a new change where B is whole: it waits for the slot, and is written
+// once n1 is done. Where B holds the layout already, it changes nothing and
+// is written at once.
+func TestRolloutRenumberedNode(t *testing.T) {
+	tests := map[string]struct {
+		// layoutB is what GPU B holds.
+		layoutB string
+		// atOnce: B's entry is written while n1 holds the slot.
+		atOnce bool
+	}{
+		"whole: waits for the slot": {layoutB: wholeLayout},
+		"on its layout: takes none": {layoutB: halvesLayout, atOnce: true},
 	}
-	n1 := ownedBy(nodeMigLayout("n1").spec(entry("X", halvesLayout)).
-		status(withUUID("X", a100(0).layout(wholeLayout).phase(v1alpha1.PhaseRepartitioning, "", ""))).build(), ml)
-	n2 := ownedBy(nodeMigLayout("n2").spec(entry("A", halvesLayout)).
-		status(withUUID("B", a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonSpecForAnotherGPU, "the entry is for GPU A"))).build(), ml)
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
-		WithObjects(ml, node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(1000)}
-	reconcile := func() {
-		t.Helper()
-		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n2Entry := func() v1alpha1.GPUSpec {
-		t.Helper()
-		var got v1alpha1.NodeMigLayout
-		if err := c.Get(ctx, types.NamespacedName{Name: "n2"}, &got); err != nil {
-			t.Fatal(err)
-		}
-		return got.Spec.GPUs[0]
-	}
-	reconcile()
-	if e := n2Entry(); e.UUID != "A" {
-		t.Fatalf("n2's entry %+v written while n1 holds the only slot, want the one for A kept", e)
-	}
-	// n1 is done: n2 gets its slot.
-	var done v1alpha1.NodeMigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &done); err != nil {
-		t.Fatal(err)
-	}
-	done.Status.GPUs[0].Phase, done.Status.GPUs[0].Layout = v1alpha1.PhaseReady, halvesLayout
-	if err := c.Status().Update(ctx, &done); err != nil {
-		t.Fatal(err)
-	}
-	reconcile()
-	if e := n2Entry(); e.UUID != "B" || e.Layout != halvesLayout {
-		t.Errorf("n2's entry %+v once n1 is done, want halves for B", e)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			ml := staticMigLayout("a", "uid-a", "a")
+			ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+			withUUID := func(uuid string, b *gpuBuilder) *gpuBuilder { b.g.UUID = uuid; return b }
+			entry := func(uuid, layout string) v1alpha1.GPUSpec {
+				s := specGPU(0, layout, "")
+				s.UUID = uuid
+				return s
+			}
+			n1 := ownedBy(nodeMigLayout("n1").spec(entry("X", halvesLayout)).
+				status(withUUID("X", a100(0).layout(wholeLayout).phase(v1alpha1.PhaseRepartitioning, "", ""))).build(), ml)
+			n2 := ownedBy(nodeMigLayout("n2").spec(entry("A", halvesLayout)).
+				status(withUUID("B", a100(0).layout(tc.layoutB).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonSpecForAnotherGPU, "the entry is for GPU A"))).build(), ml)
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+				WithObjects(ml, node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
+				WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+			r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(1000)}
+			reconcile := func() {
+				t.Helper()
+				if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n2Entry := func() v1alpha1.GPUSpec {
+				t.Helper()
+				var got v1alpha1.NodeMigLayout
+				if err := c.Get(ctx, types.NamespacedName{Name: "n2"}, &got); err != nil {
+					t.Fatal(err)
+				}
+				return got.Spec.GPUs[0]
+			}
+			reconcile()
+			if e := n2Entry(); (e.UUID == "B") != tc.atOnce {
+				t.Fatalf("n2's entry %+v while n1 holds the only slot, want it for B %v", e, tc.atOnce)
+			}
+			if tc.atOnce {
+				return
+			}
+			// n1 is done: n2 gets its slot.
+			var done v1alpha1.NodeMigLayout
+			if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &done); err != nil {
+				t.Fatal(err)
+			}
+			done.Status.GPUs[0].Phase, done.Status.GPUs[0].Layout = v1alpha1.PhaseReady, halvesLayout
+			if err := c.Status().Update(ctx, &done); err != nil {
+				t.Fatal(err)
+			}
+			reconcile()
+			if e := n2Entry(); e.UUID != "B" || e.Layout != halvesLayout {
+				t.Errorf("n2's entry %+v once n1 is done, want halves for B", e)
+			}
+		})
 	}
 }
 
@@ -118,39 +135,5 @@ func TestRolloutRefusedWriteGivesSlotBack(t *testing.T) {
 		if row.Node == "n3" && (!strings.Contains(row.Message, "changing now: n2") || strings.Contains(row.Message, "n1")) {
 			t.Errorf("n3's row %q, want it waiting for n2 alone", row.Message)
 		}
-	}
-}
-
-// TestRolloutRenumberedNodeOnItsLayoutTakesNoSlot: as
-// TestRolloutRenumberedNodeWaitsForSlot, but GPU B, now at n2's index 0,
-// holds the layout the rules give it already: the entry for B changes
-// nothing on the node, and is written at once, n1 holding the only slot.
-func TestRolloutRenumberedNodeOnItsLayoutTakesNoSlot(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ml := staticMigLayout("a", "uid-a", "a")
-	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
-	withUUID := func(uuid string, b *gpuBuilder) *gpuBuilder { b.g.UUID = uuid; return b }
-	entry := func(uuid, layout string) v1alpha1.GPUSpec {
-		s := specGPU(0, layout, "")
-		s.UUID = uuid
-		return s
-	}
-	n1 := ownedBy(nodeMigLayout("n1").spec(entry("X", halvesLayout)).
-		status(withUUID("X", a100(0).layout(wholeLayout).phase(v1alpha1.PhaseRepartitioning, "", ""))).build(), ml)
-	n2 := ownedBy(nodeMigLayout("n2").spec(entry("A", halvesLayout)).
-		status(withUUID("B", a100(0).layout(halvesLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonSpecForAnotherGPU, "the entry is for GPU A"))).build(), ml)
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
-		WithObjects(ml, node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}), n1, n2).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(1000)}
-	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
-		t.Fatal(err)
-	}
-	var got v1alpha1.NodeMigLayout
-	if err := c.Get(ctx, types.NamespacedName{Name: "n2"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	if e := got.Spec.GPUs[0]; e.UUID != "B" || e.Layout != halvesLayout {
-		t.Errorf("n2's entry %+v: GPU B holds %s already, want its entry written at once", e, halvesLayout)
 	}
 }
