@@ -158,12 +158,13 @@ func (r *Repartitioner) publish(ctx context.Context, obs []GPUState, draining se
 
 // withheldWhole returns the names of the whole-GPU devices of obs's GPUs
 // with MIG mode off that unknown (the allocations under names obs lacks)
-// holds MIG devices of, by the agent's names of the GPU's index: such a GPU lost its MIG mode with its instances (a
-// reboot, a driver reload or a GPU reset on Hopper and newer, where the
-// mode is the driver's) while claims still hold devices of it, which
-// restoreHeld makes again once it turns MIG mode on. Published meanwhile,
-// the whole GPU could be allocated to another claim, which would then hold
-// the same hardware, and keep the held devices from being made again.
+// holds MIG devices of, by the agent's names of the GPU's index: such a GPU
+// lost its MIG mode with its instances (a reboot, a driver reload or a GPU
+// reset on Hopper and newer, where the mode is the driver's) while claims
+// still hold devices of it, which restoreHeld makes again once it turns MIG
+// mode on. Published meanwhile, the whole GPU could be allocated to another
+// claim, which would then hold the same hardware, and keep the held devices
+// from being made again.
 func (r *Repartitioner) withheldWhole(obs []GPUState, unknown unknownAllocations) sets.Set[string] {
 	var out sets.Set[string]
 	for _, g := range obs {

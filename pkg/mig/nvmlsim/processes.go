@@ -136,9 +136,10 @@ func (s *Sim) setLost(index int, lost bool) error {
 // NVIDIA/gpu-admin-tools issue 2; whether a reset with the driver loaded
 // keeps it is not documented: the simulator takes the case an agent must
 // handle). It needs no Init; Latency applies and faults on op "ResetGPU"
-// trigger. Errors wrap nvml.ERROR_INVALID_ARGUMENT for an index out of range, nvml.ERROR_IN_USE
-// while a process runs on the GPU or its MIG devices or a client holds any of
-// them (nothing changes), or an injected fault's code.
+// trigger. Errors wrap nvml.ERROR_INVALID_ARGUMENT for an index out of
+// range, nvml.ERROR_IN_USE while a process runs on the GPU or its MIG
+// devices or a client holds any of them (nothing changes), or an injected
+// fault's code.
 func (s *Sim) ResetGPU(index int) error {
 	if s.latency > 0 {
 		s.sleep(s.latency)
