@@ -88,8 +88,9 @@ func (g *rig) restart(t *testing.T) {
 // MIG mode changes and half-done steps (a compute instance that failed,
 // a GPU instance whose rollback failed), with the spec unchanged, gone or
 // reverted on restart, converges in the next passes of a new process: the
-// spec's layout, no GPU instance without its compute instance, no MIG mode
-// left pending, an empty journal, no device left tainted.
+// spec's layout (with the spec gone, not MIG mode without devices), no GPU
+// instance without its compute instance, no MIG mode left pending, an empty
+// journal, no device left tainted.
 func TestKilledAtAnyNVMLCallConverges(t *testing.T) {
 	type scenario struct {
 		hw, from   string
@@ -171,6 +172,10 @@ func TestKilledAtAnyNVMLCallConverges(t *testing.T) {
 						if diff := cmp.Diff([]string{want}, g.layouts(t)); diff != "" {
 							t.Errorf("layout (-want +got) after ops %v:\n%s", cm.ops, diff)
 						}
+					} else if snap.GPUs[0].MIGCurrent && len(snap.GPUs[0].GPUInstances) == 0 {
+						// No spec: whatever the kill left, not a GPU in
+						// MIG mode without devices, published as nothing.
+						t.Errorf("GPU left in MIG mode without devices after ops %v; published %v", cm.ops, g.inv.last().devices)
 					}
 					if e := g.r.Journal.Entries(); len(e) != 0 {
 						t.Errorf("journal left: %+v", e)

@@ -222,6 +222,15 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			return nil, err
 		}
 	}
+	// On NVML as the rollbacks left it: a GPU instance rolled back may
+	// have been the GPU's last.
+	if off, err := r.turnOffEmptied(ctx, obs, desired, orphans); err != nil {
+		return nil, err
+	} else if off {
+		if obs, unreadable, err = r.observe(ctx); err != nil {
+			return nil, err
+		}
+	}
 	// Devices claims hold that the GPU lost (a reboot, a GPU reset) are
 	// made again before anything is planned over their placements.
 	restored, unrestored, err := r.restoreHeld(ctx, obs, orphans)

@@ -222,3 +222,65 @@ func (r *Repartitioner) cancelOrphanModes(ctx context.Context, obs []GPUState, d
 	}
 	return cancelled, nil
 }
+
+// turnOffEmptied turns MIG mode off on a GPU that the agent's own work left
+// in MIG mode without any GPU instance, where no spec asks anything of the
+// GPU any more: its journal entry (for the GPU of its UUID) names work in
+// flight, NVML shows MIG mode on, none pending, and no GPU instance. That
+// is what the work leaves when it stops between steps and is not taken up
+// again: the agent killed right after turning MIG mode on for a layout or
+// a restore (restoreHeld), whose in-process undo (undoEnableForRefused,
+// undoRestoreEnable) died with it; killed, or failed, after a relayout's or
+// a disable's destroys and before its creates or its mode change. By the
+// restart the spec is gone, or the claims the restore was for. Left so,
+// the GPU would stay published as nothing, for good, since the entry goes
+// at the end of the pass; with MIG mode off it is published whole, as a
+// disable leaves it (on Ampere, at its next reset). A GPU that claims still
+// hold MIG devices of (by the agent's names of its index) is left to
+// restoreHeld, and one whose GPU instance rollback failed (failed) to the
+// next pass. A GPU whose mode change NVML refuses is added to failed (its
+// entry stays, tried again next pass). It reports whether it changed any;
+// err only when reading the allocations failed or the GPU lock could not
+// be taken (ctx done).
+func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec, failed map[int]error) (bool, error) {
+	var cands []*GPUState
+	for _, e := range r.Journal.Entries() {
+		if failed[e.GPU] != nil || slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == e.GPU }) {
+			continue
+		}
+		g := findGPU(obs, e.GPU)
+		if g == nil || g.GPU.UUID != e.UUID || !g.GPU.MIGMode.Current || !g.GPU.MIGMode.Pending || len(g.Devices) > 0 {
+			continue
+		}
+		cands = append(cands, g)
+	}
+	if len(cands) == 0 {
+		return false, nil
+	}
+	allocated, err := r.Allocations.AllocatedDevices(ctx, false)
+	if err != nil {
+		return false, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+	}
+	unknown := r.unknownIn(allocated, obs)
+	logger := klog.FromContext(ctx)
+	changed := false
+	for _, g := range cands {
+		idx := g.GPU.Index
+		if holdsOwnMIGNames(unknown, idx) {
+			continue
+		}
+		logger.Info("Turning MIG mode off: the agent's work left the GPU without GPU instances, and no spec asks for the GPU any more", "gpu", idx)
+		mode, locked, err := r.migModeOff(ctx, idx)
+		switch {
+		case !locked:
+			return changed, ctx.Err()
+		case err != nil:
+			failed[idx] = errors.Join(failed[idx], fmt.Errorf("turning off MIG mode, which the agent's work left without GPU instances: %w", err))
+			continue
+		case mode.Current:
+			logger.Info("The change of MIG mode to off is pending until the GPU is reset", "gpu", idx)
+		}
+		changed = true
+	}
+	return changed, nil
+}

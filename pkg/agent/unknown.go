@@ -118,3 +118,17 @@ func (r *Repartitioner) unknownAllocationResult(idx int, names []string) GPUResu
 			"so any device of GPU %d may be the one allocated; waiting for the allocation to be released",
 			r.driver(), strings.Join(names, ", "), idx)}
 }
+
+// holdsOwnMIGNames reports whether unknown holds, for GPU idx, a MIG device
+// name of the agent's naming that numbers idx itself: not a name that may be
+// any GPU's (anyGPU), nor another GPU's in NVIDIA's DRA driver's numbering
+// by minor number (gpusNamed). Such names are the devices claims hold that
+// restoreHeld makes again on idx.
+func holdsOwnMIGNames(unknown unknownAllocations, idx int) bool {
+	for _, name := range unknown[idx] {
+		if k, ok := slices.ParseMIGDeviceName(name); ok && k.GPUIndex == idx {
+			return true
+		}
+	}
+	return false
+}

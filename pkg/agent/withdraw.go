@@ -12,7 +12,6 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
-	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // withdraw publishes the pool of obs without the devices that work's GPUs
@@ -175,10 +174,7 @@ func (r *Repartitioner) withheldWhole(obs []GPUState, unknown unknownAllocations
 		// GPU's (anyGPU), nor another GPU's in NVIDIA's numbering by
 		// minor number (gpusNamed), which would keep GPUs out of the
 		// pool for claims of other hardware.
-		if slices.ContainsFunc(unknown[g.GPU.Index], func(name string) bool {
-			k, ok := migslices.ParseMIGDeviceName(name)
-			return ok && k.GPUIndex == g.GPU.Index
-		}) {
+		if holdsOwnMIGNames(unknown, g.GPU.Index) {
 			if out == nil {
 				out = sets.New[string]()
 			}
