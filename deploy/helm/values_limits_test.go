@@ -114,20 +114,24 @@ func TestValuesTheBinariesRefuseAreRefused(t *testing.T) {
 		values map[string]any
 		says   string
 	}{
-		"retry period 0":                    {map[string]any{"controller": map[string]any{"leaderElection": map[string]any{"retryPeriod": "0s"}}}, "retryPeriod"},
-		"retry period under 1ms":            {map[string]any{"controller": map[string]any{"leaderElection": map[string]any{"retryPeriod": "0.5ns"}}}, "retryPeriod"},
-		"scheduler Lease name a..b":         {map[string]any{"controller": map[string]any{"schedulerLease": "kube-system/a..b"}}, "schedulerLease"},
-		"scheduler Lease name a.-b":         {map[string]any{"controller": map[string]any{"schedulerLease": "kube-system/a.-b"}}, "schedulerLease"},
-		"scheduler Lease namespace over 63": {map[string]any{"controller": map[string]any{"schedulerLease": strings.Repeat("n", 64) + "/kube-scheduler"}}, "schedulerLease"},
-		"scheduler Lease name over 253":     {map[string]any{"controller": map[string]any{"schedulerLease": "kube-system/" + strings.Repeat("a", 254)}}, "schedulerLease"},
-		"heartbeat over a Lease's reach":    {map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "3000000000s"}}, "heartbeatLeaseDuration"},
-		"settle period null":                {map[string]any{"agent": map[string]any{"settlePeriod": nil}}, "settlePeriod"},
-		"agent log verbosity null":          {map[string]any{"agent": map[string]any{"logVerbosity": nil}}, "logVerbosity"},
-		"controller health port null":       {map[string]any{"controller": map[string]any{"healthPort": nil}}, "healthPort"},
-		"host paths null":                   {map[string]any{"agent": map[string]any{"hostPaths": nil}}, "hostPaths"},
-		"leader election null":              {map[string]any{"controller": map[string]any{"leaderElection": nil}}, "leaderElection"},
-		"metrics null":                      {map[string]any{"metrics": nil}, "metrics"},
-		"policy actions null":               {map[string]any{"agentNodePolicy": map[string]any{"validationActions": nil}}, "validationActions"},
+		"retry period 0":                     {map[string]any{"controller": map[string]any{"leaderElection": map[string]any{"retryPeriod": "0s"}}}, "retryPeriod"},
+		"retry period under 1ms":             {map[string]any{"controller": map[string]any{"leaderElection": map[string]any{"retryPeriod": "0.5ns"}}}, "retryPeriod"},
+		"scheduler Lease name a..b":          {map[string]any{"controller": map[string]any{"schedulerLease": "kube-system/a..b"}}, "schedulerLease"},
+		"scheduler Lease name a.-b":          {map[string]any{"controller": map[string]any{"schedulerLease": "kube-system/a.-b"}}, "schedulerLease"},
+		"scheduler Lease namespace over 63":  {map[string]any{"controller": map[string]any{"schedulerLease": strings.Repeat("n", 64) + "/kube-scheduler"}}, "schedulerLease"},
+		"scheduler Lease name over 253":      {map[string]any{"controller": map[string]any{"schedulerLease": "kube-system/" + strings.Repeat("a", 254)}}, "schedulerLease"},
+		"grace over a Go duration":           {map[string]any{"agent": map[string]any{"orphanedClaimGrace": "3000000h"}}, "agent.orphanedClaimGrace"},
+		"resync over a Go duration":          {map[string]any{"agent": map[string]any{"resyncPeriod": "2562048h"}}, "agent.resyncPeriod"},
+		"health interval over a Go duration": {map[string]any{"agent": map[string]any{"deviceHealthInterval": "1000000h2000000h"}}, "agent.deviceHealthInterval"},
+		"lease over a Go duration, unused":   {map[string]any{"controller": map[string]any{"replicas": 1, "leaderElection": map[string]any{"enabled": false, "leaseDuration": "3000000h"}}}, "controller.leaderElection.leaseDuration"},
+		"heartbeat over a Lease's reach":     {map[string]any{"agent": map[string]any{"heartbeatLeaseDuration": "3000000000s"}}, "heartbeatLeaseDuration"},
+		"settle period null":                 {map[string]any{"agent": map[string]any{"settlePeriod": nil}}, "settlePeriod"},
+		"agent log verbosity null":           {map[string]any{"agent": map[string]any{"logVerbosity": nil}}, "logVerbosity"},
+		"controller health port null":        {map[string]any{"controller": map[string]any{"healthPort": nil}}, "healthPort"},
+		"host paths null":                    {map[string]any{"agent": map[string]any{"hostPaths": nil}}, "hostPaths"},
+		"leader election null":               {map[string]any{"controller": map[string]any{"leaderElection": nil}}, "leaderElection"},
+		"metrics null":                       {map[string]any{"metrics": nil}, "metrics"},
+		"policy actions null":                {map[string]any{"agentNodePolicy": map[string]any{"validationActions": nil}}, "validationActions"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Render(Options{Values: tc.values})
@@ -141,6 +145,7 @@ func TestValuesTheBinariesRefuseAreRefused(t *testing.T) {
 		"no scheduler Lease":               {"controller": map[string]any{"schedulerLease": ""}},
 		"resources dropped":                {"agent": map[string]any{"resources": nil}, "controller": map[string]any{"resources": nil}},
 		"OnDelete without rollingUpdate":   {"agent": map[string]any{"updateStrategy": map[string]any{"type": "OnDelete", "rollingUpdate": nil}}},
+		"the longest Go duration":          {"agent": map[string]any{"orphanedClaimGrace": "2562047h47m16s"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := Render(Options{Values: values}); err != nil {

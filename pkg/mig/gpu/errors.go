@@ -10,9 +10,12 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
-// Sentinel errors. Every error the manager returns for a failed NVML call
-// wraps an *NVMLError, which in turn wraps exactly one of these, so callers
-// branch with errors.Is and read the raw code with ReturnCode:
+// Sentinel errors. An error the manager returns for a failed NVML call wraps
+// exactly one of these, so callers branch with errors.Is and read the raw
+// code with ReturnCode (not errors.As to *NVMLError: a GPU that changed
+// under a read or a destroy, a handle gone stale while the instance sought
+// may be there still, is a changedMeanwhile, ErrNVML, whose code only
+// ReturnCode reads). Otherwise the error is an *NVMLError, mapped so:
 //
 //	NVML return                              sentinel
 //	---------------------------------------  -------------------------
@@ -36,7 +39,10 @@ import (
 // when processes run on a device that is to be destroyed, and
 // ErrInsufficientResources (together with mig.ErrInvalidLayout) for a
 // placement the profile does not allow, which is refused before NVML is
-// touched.
+// touched; ErrNotSupported where NVML's profile table has no GPU instance
+// profile of the ID the catalog gives, or no full-size compute instance
+// profile; ErrNVML for a GPU instance NVML created that then has no compute
+// instance.
 var (
 	// ErrInUse: processes run on the device, or NVML reports it busy.
 	ErrInUse = errors.New("in use")

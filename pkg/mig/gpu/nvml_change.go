@@ -513,8 +513,13 @@ func (m *NVMLManager) GPUProcesses(ctx context.Context, gpuIndex int) ([]Process
 
 // SetMIGMode enables or disables MIG mode and returns the mode NVML reports
 // afterwards; Pending differs from Current while a GPU reset is needed. A
-// change NVML did not make, not even pending, is an error of its activation
-// status (ERROR_IN_USE: ErrInUse), whichever code the call returned.
+// call NVML fails (nvmlDeviceSetMigMode's return code) is an error of that
+// code. A call that succeeds while its activation status fails, leaving the
+// mode asked for not even pending, is an error of the activation status
+// (ERROR_IN_USE: ErrInUse, a client holds the GPU); with a failed activation
+// and the mode pending, RebootRequired tells ERROR_RESET_REQUIRED. Where both
+// succeed the returned mode is what NVML reports, and no error: the caller
+// compares it with the mode it asked for.
 func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool) (MIGMode, error) {
 	leave, err := m.enter(ctx)
 	if err != nil {

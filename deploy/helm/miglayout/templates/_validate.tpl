@@ -54,6 +54,13 @@ checked the types; these are the rules between values.
 {{- if and (gt (int $v.controller.replicas) 1) (not $v.controller.leaderElection.enabled) -}}
 {{- fail (printf "controller.replicas is %d but controller.leaderElection.enabled is false: the replicas would all write NodeMigLayouts; enable leader election or run one replica" (int $v.controller.replicas)) -}}
 {{- end -}}
+{{- $durations := dict "controller.leaderElection.leaseDuration" $v.controller.leaderElection.leaseDuration "controller.leaderElection.renewDeadline" $v.controller.leaderElection.renewDeadline "controller.leaderElection.retryPeriod" $v.controller.leaderElection.retryPeriod "agent.settlePeriod" $v.agent.settlePeriod "agent.resyncPeriod" $v.agent.resyncPeriod "agent.deviceHealthInterval" $v.agent.deviceHealthInterval "agent.orphanedClaimGrace" $v.agent.orphanedClaimGrace -}}
+{{- range $where, $d := $durations -}}
+{{- /* rendered even where unused (leader election off): a flag the binary cannot parse stops it */ -}}
+{{- if gt (float64 (include "miglayout.milliseconds" $d)) 9223372036854.775 -}}
+{{- fail (printf "%s %s is longer than a Go duration holds (about 2562047h): the binary refuses the flag and every replica would exit at start" $where $d) -}}
+{{- end -}}
+{{- end -}}
 {{- if $v.controller.leaderElection.enabled -}}
 {{- $le := $v.controller.leaderElection -}}
 {{- $lease := float64 (include "miglayout.milliseconds" $le.leaseDuration) -}}
