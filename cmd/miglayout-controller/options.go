@@ -9,11 +9,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/leaderelection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,7 +26,6 @@ import (
 	"github.com/miglayout/miglayout/pkg/metricsopts"
 	"github.com/miglayout/miglayout/pkg/planner"
 	"github.com/miglayout/miglayout/pkg/slices"
-	"k8s.io/client-go/tools/leaderelection"
 )
 
 // options are the command-line settings.
@@ -211,10 +212,16 @@ func (o *options) cacheByObject() map[client.Object]cache.ByObject {
 // reconciler its labels; its container images (up to 50 per node), volumes,
 // system info and managed fields, often most of the object, are dropped.
 func trimNode(obj any) (any, error) {
-	if n, ok := obj.(*corev1.Node); ok {
+	switch n := obj.(type) {
+	case *corev1.Node:
 		n.ManagedFields = nil
 		n.Status.Images, n.Status.VolumesInUse, n.Status.VolumesAttached = nil, nil, nil
 		n.Status.NodeInfo = corev1.NodeSystemInfo{}
+	case *metav1.PartialObjectMetadata:
+		// The reconciler's metadata-only informer of Nodes takes this
+		// transform too (the cache's options are per GVK), which
+		// replaces the cache's default stripping of managed fields.
+		n.ManagedFields = nil
 	}
 	return obj, nil
 }

@@ -154,6 +154,20 @@ func TestNodesTrimmedInCache(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("cached Node (-want +got):\n%s", diff)
 	}
+	// The reconciler's metadata-only informer of Nodes takes the same
+	// transform (the cache's options are per GVK), in place of the
+	// default one that drops managed fields.
+	meta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"pool": "a"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}}}
+	wantMeta := meta.DeepCopy()
+	wantMeta.ManagedFields = nil
+	gotMeta, err := transform(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantMeta, gotMeta); diff != "" {
+		t.Errorf("cached Node metadata (-want +got):\n%s", diff)
+	}
 }
 
 // keptDevices are the names of the devices transform keeps of a slice of

@@ -93,6 +93,10 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 			failing := r.failing.observe(ml.Name, node, nml, now)
 			if judged := r.failing.retriesAsStuck(ml.Name, node, nml); changeBegun(judged) {
 				st = carriedInConflict(st, EvaluateNode(node, judged, nil, health[node]))
+				// Its agent's Lease running out sends no event: the
+				// pass that judges the agent lost is asked for, as on
+				// a node without conflict.
+				recheck = earliest(recheck, health[node].Recheck)
 				var due time.Time
 				st, due = withFailingPasses(st, judged, failing, now)
 				failingDue = earliest(failingDue, due)
