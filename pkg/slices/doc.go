@@ -78,7 +78,8 @@
 // and the new ones are never visible together.
 //
 // Only a pool that does not fit one slice (more than 128 devices, or more
-// than 64 while any device carries the drain taint) is split into several
+// than 64 while any device carries a taint: the drain taint, or the Xid
+// taint until its mark is cleared) is split into several
 // slices of the same pool. The resourceslice controller then bumps the pool
 // generation whenever a change needs more than one object write (it keeps the
 // generation only when at most one existing slice changes and none is
