@@ -1069,7 +1069,7 @@ func (r *Repartitioner) undoEnableForRefused(ctx context.Context, obs []GPUState
 	if i < 0 || entries[i].UUID != g.GPU.UUID || entries[i].ModeSet == nil || !*entries[i].ModeSet {
 		return ""
 	}
-	mode, locked, err := r.migModeOff(ctx, idx)
+	mode, locked, err := r.setMIGMode(ctx, idx, false)
 	switch {
 	case !locked:
 		return ""

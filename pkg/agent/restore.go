@@ -199,7 +199,7 @@ func (r *Repartitioner) heldDevice(obs []GPUState, g *GPUState, name string) (mi
 // devices made. It returns what to add to the GPU's message ("" where the
 // mode is off).
 func (r *Repartitioner) undoRestoreEnable(ctx context.Context, idx int) string {
-	mode, locked, err := r.migModeOff(ctx, idx)
+	mode, locked, err := r.setMIGMode(ctx, idx, false)
 	switch {
 	case !locked:
 		return ""
@@ -212,16 +212,16 @@ func (r *Repartitioner) undoRestoreEnable(ctx context.Context, idx int) string {
 	return ""
 }
 
-// migModeOff turns GPU idx's MIG mode off under the GPU's lock, and returns
-// the mode NVML reports after it (gpu.Manager.SetMIGMode) and its error;
-// locked is false, and nothing is done, where the lock could not be taken
-// (ctx done).
-func (r *Repartitioner) migModeOff(ctx context.Context, idx int) (mode gpu.MIGMode, locked bool, err error) {
+// setMIGMode sets GPU idx's MIG mode (on: enabled) under the GPU's lock,
+// and returns the mode NVML reports after it (gpu.Manager.SetMIGMode) and
+// its error; locked is false, and nothing is done, where the lock could not
+// be taken (ctx done).
+func (r *Repartitioner) setMIGMode(ctx context.Context, idx int, on bool) (mode gpu.MIGMode, locked bool, err error) {
 	end, err := r.Locks.BeginReconfigure(ctx, idx)
 	if err != nil {
 		return gpu.MIGMode{}, false, nil
 	}
 	defer end()
-	mode, err = r.GPUs.SetMIGMode(ctx, idx, false)
+	mode, err = r.GPUs.SetMIGMode(ctx, idx, on)
 	return mode, true, err
 }

@@ -225,31 +225,40 @@ func (r *Repartitioner) cancelOrphanModes(ctx context.Context, obs []GPUState, d
 
 // turnOffEmptied turns MIG mode off on a GPU that the agent's own work left
 // in MIG mode without any GPU instance, where no spec asks anything of the
-// GPU any more: its journal entry (for the GPU of its UUID) names work in
-// flight, NVML shows MIG mode on, none pending, and no GPU instance. That
-// is what the work leaves when it stops between steps and is not taken up
-// again: the agent killed right after turning MIG mode on for a layout or
-// a restore (restoreHeld), whose in-process undo (undoEnableForRefused,
-// undoRestoreEnable) died with it; killed, or failed, after a relayout's or
-// a disable's destroys and before its creates or its mode change. By the
-// restart the spec is gone, or the claims the restore was for. Left so,
-// the GPU would stay published as nothing, for good, since the entry goes
-// at the end of the pass; with MIG mode off it is published whole, as a
-// disable leaves it (on Ampere, at its next reset). A GPU that claims still
-// hold MIG devices of (by the agent's names of its index) is left to
-// restoreHeld, and one whose GPU instance rollback failed (failed) to the
-// next pass. A GPU whose mode change NVML refuses is added to failed (its
-// entry stays, tried again next pass). It reports whether it changed any;
-// err only when reading the allocations failed or the GPU lock could not
-// be taken (ctx done).
+// GPU any more. The GPU's journal entry (for the GPU of its UUID) must show
+// that the agent emptied it: it turned MIG mode on (ModeSet), or it began
+// destroying the GPU's devices (a Destroy list, its step Destroying or some
+// of it done); and NVML must show MIG mode on, none pending, and no GPU
+// instance. That is what the work leaves when it stops between steps and
+// is not taken up again: the agent killed right after turning MIG mode on
+// for a layout or a restore (restoreHeld), whose in-process undo
+// (undoEnableForRefused, undoRestoreEnable) died with it; killed, or
+// failed, after a relayout's or a disable's destroys and before its creates
+// or its mode change. By the restart the spec is gone, or the claims the
+// restore was for. Left so, the GPU would stay published as nothing, for
+// good, since the entry goes at the end of the pass; with MIG mode off it
+// is published whole, as a disable leaves it.
+//
+// A change NVML leaves pending (a client holds the GPU; on Ampere, a board
+// that cannot reset the GPU, so that the change waits for the reboot) is
+// cancelled again rather than left to apply, untracked, at a reset nobody
+// asked for: such a GPU is left in MIG mode without devices until a spec
+// asks for it. A GPU that claims still
+// hold MIG devices of (by the agent's names of its index, confirmed by a
+// live read, as restoreHeld does) is left to restoreHeld, and one whose GPU
+// instance rollback failed (failed) to the next pass. A GPU whose mode
+// change NVML refuses is added to failed (its entry stays, tried again next
+// pass). It reports whether it changed any; err only when reading the
+// allocations failed or the GPU lock could not be taken (ctx done).
 func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec, failed map[int]error) (bool, error) {
 	var cands []*GPUState
 	for _, e := range r.Journal.Entries() {
 		if failed[e.GPU] != nil || slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == e.GPU }) {
 			continue
 		}
+		emptied := (e.ModeSet != nil && *e.ModeSet) || len(e.Destroy) > 0 && (e.Step == StepDestroying || len(e.Done) > 0)
 		g := findGPU(obs, e.GPU)
-		if g == nil || g.GPU.UUID != e.UUID || !g.GPU.MIGMode.Current || !g.GPU.MIGMode.Pending || len(g.Devices) > 0 {
+		if !emptied || g == nil || g.GPU.UUID != e.UUID || !g.GPU.MIGMode.Current || !g.GPU.MIGMode.Pending || len(g.Devices) > 0 {
 			continue
 		}
 		cands = append(cands, g)
@@ -257,20 +266,19 @@ func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desi
 	if len(cands) == 0 {
 		return false, nil
 	}
-	allocated, err := r.Allocations.AllocatedDevices(ctx, false)
+	held, err := r.heldOwnMIGNames(ctx, obs, cands)
 	if err != nil {
-		return false, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+		return false, err
 	}
-	unknown := r.unknownIn(allocated, obs)
 	logger := klog.FromContext(ctx)
 	changed := false
 	for _, g := range cands {
 		idx := g.GPU.Index
-		if holdsOwnMIGNames(unknown, idx) {
+		if held.Has(idx) {
 			continue
 		}
 		logger.Info("Turning MIG mode off: the agent's work left the GPU without GPU instances, and no spec asks for the GPU any more", "gpu", idx)
-		mode, locked, err := r.migModeOff(ctx, idx)
+		mode, locked, err := r.setMIGMode(ctx, idx, false)
 		switch {
 		case !locked:
 			return changed, ctx.Err()
@@ -278,9 +286,44 @@ func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desi
 			failed[idx] = errors.Join(failed[idx], fmt.Errorf("turning off MIG mode, which the agent's work left without GPU instances: %w", err))
 			continue
 		case mode.Current:
-			logger.Info("The change of MIG mode to off is pending until the GPU is reset", "gpu", idx)
+			// The change waits for a GPU reset (a client holds the
+			// GPU, or, on Ampere, the board cannot reset it): it is
+			// cancelled, not left to apply untracked at a reset nobody
+			// asked for.
+			logger.Info("Turning MIG mode off waits for a GPU reset; the change is cancelled and the GPU left in MIG mode without devices", "gpu", idx)
+			if _, locked, err := r.setMIGMode(ctx, idx, true); !locked {
+				return true, ctx.Err()
+			} else if err != nil {
+				failed[idx] = errors.Join(failed[idx], fmt.Errorf("cancelling the pending change of MIG mode to off: %w", err))
+			}
 		}
 		changed = true
 	}
 	return changed, nil
+}
+
+// heldOwnMIGNames returns the indices of the GPUs of cands that ResourceClaim
+// allocations hold MIG devices of under the agent's names of their index
+// (holdsOwnMIGNames), as the cache shows them and the API server confirms
+// (a live read, made only where the cache shows one): a claim released
+// that the cache has not caught up with holds nothing.
+func (r *Repartitioner) heldOwnMIGNames(ctx context.Context, obs []GPUState, cands []*GPUState) (sets.Set[int], error) {
+	held := sets.New[int]()
+	for _, live := range []bool{false, true} {
+		allocated, err := r.Allocations.AllocatedDevices(ctx, live)
+		if err != nil {
+			return nil, fmt.Errorf("reading ResourceClaim allocations: %w", err)
+		}
+		unknown := r.unknownIn(allocated, obs)
+		held = sets.New[int]()
+		for _, g := range cands {
+			if holdsOwnMIGNames(unknown, g.GPU.Index) {
+				held.Insert(g.GPU.Index)
+			}
+		}
+		if held.Len() == 0 {
+			break
+		}
+	}
+	return held, nil
 }
