@@ -1,6 +1,7 @@
 package quality
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -86,8 +87,8 @@ func (fs *feasibleSet) ok(counts map[string]int) bool { return fs.set[fs.key(cou
 
 // pack assigns items (profile names) to bins GPUs so that every GPU's
 // multiset is feasible: first-fit decreasing, trying pref[i] (the item's
-// current GPU, or -1) first, then a bounded exhaustive search. It returns
-// the bin of each item.
+// current GPU, or -1) first, then, where that fails, an exact search
+// (packExact). It returns the bin of each item.
 func (fs *feasibleSet) pack(items []string, bins int, pref []int) ([]int, bool) {
 	order := make([]int, len(items))
 	for i := range order {
@@ -128,48 +129,122 @@ func (fs *feasibleSet) pack(items []string, bins int, pref []int) ([]int, bool) 
 	if ffd {
 		return out, true
 	}
-	// Capacity bound, then a bounded search skipping bins whose contents
-	// equal an earlier one's.
-	compute, memory := 0, 0
+	return fs.packExact(items, bins)
+}
+
+// packExact decides exactly whether items (profile names) fit bins GPUs,
+// each GPU holding one multiset of the feasible set, and returns the bin
+// of each item. The GPUs are alike, so it searches over the counts still
+// to place and the number of GPUs left, the GPU taking each feasible
+// multiset in turn (the heaviest first), with a capacity bound (compute
+// and memory slices left against the GPUs left) and a memo of the states
+// that cannot be finished. A bounded search stood here before; on 16 GPUs
+// it gave up on repacks that exist, so that the migration bound came out
+// low and the share of the gap closed high.
+func (fs *feasibleSet) packExact(items []string, bins int) ([]int, bool) {
+	n := len(fs.profiles)
+	left := make([]int, n)
 	for _, it := range items {
-		p, _ := fs.model.Profile(it)
-		compute += p.ComputeSlices
-		memory += p.MemorySlices
+		i, ok := fs.idx[it]
+		if !ok {
+			return nil, false
+		}
+		left[i]++
 	}
-	if compute > bins*fs.model.ComputeSlices || memory > bins*fs.model.MemorySlices {
-		return nil, false
+	compute, memory := make([]int, n), make([]int, n)
+	for i, name := range fs.profiles {
+		p, _ := fs.model.Profile(name)
+		compute[i], memory[i] = p.ComputeSlices, p.MemorySlices
 	}
-	for i := range counts {
-		counts[i] = map[string]int{}
+	type multiset struct {
+		counts []int
+		weight float64
+		key    string
 	}
-	budget := 20000
-	var rec func(k int) bool
-	rec = func(k int) bool {
-		if k == len(order) {
+	var sets []multiset
+	for k := range fs.set {
+		if k == "x" || strings.Trim(k, "0") == "" {
+			continue
+		}
+		m := multiset{counts: make([]int, n), key: k}
+		for i := range k {
+			m.counts[i] = int(k[i] - '0')
+			m.weight += float64(m.counts[i]) * fs.weight[fs.profiles[i]]
+		}
+		sets = append(sets, m)
+	}
+	sort.Slice(sets, func(a, b int) bool {
+		if sets[a].weight != sets[b].weight {
+			return sets[a].weight > sets[b].weight
+		}
+		return sets[a].key > sets[b].key
+	})
+	dead := map[string]bool{}
+	var chosen [][]int
+	state := make([]byte, n+1)
+	var rec func(b int) bool
+	rec = func(b int) bool {
+		c, mem, empty := 0, 0, true
+		for i, l := range left {
+			c += l * compute[i]
+			mem += l * memory[i]
+			empty = empty && l == 0
+		}
+		if empty {
 			return true
 		}
-		if budget--; budget < 0 {
+		if c > b*fs.model.ComputeSlices || mem > b*fs.model.MemorySlices {
 			return false
 		}
-		i := order[k]
-		seen := map[string]bool{}
-		for b := range bins {
-			key := fs.key(counts[b])
-			if seen[key] {
+		for i, l := range left {
+			state[i] = byte(min(l, 255))
+		}
+		state[n] = byte(b)
+		key := string(state)
+		if dead[key] {
+			return false
+		}
+		for _, m := range sets {
+			fits := true
+			for i, k := range m.counts {
+				fits = fits && k <= left[i]
+			}
+			if !fits {
 				continue
 			}
-			seen[key] = true
-			if try(b, items[i]) {
-				out[i] = b
-				if rec(k + 1) {
-					return true
-				}
-				counts[b][items[i]]--
+			for i, k := range m.counts {
+				left[i] -= k
+			}
+			chosen = append(chosen, m.counts)
+			if rec(b - 1) {
+				return true
+			}
+			chosen = chosen[:len(chosen)-1]
+			for i, k := range m.counts {
+				left[i] += k
 			}
 		}
+		dead[key] = true
 		return false
 	}
-	return out, rec(0)
+	if !rec(bins) {
+		return nil, false
+	}
+	out := make([]int, len(items))
+	for b := range chosen {
+		chosen[b] = slices.Clone(chosen[b]) // the counts left to give out
+	}
+	for i, it := range items {
+		p := fs.idx[it]
+		for b := range chosen {
+			if chosen[b][p] > 0 {
+				chosen[b][p]--
+				out[i] = b
+				break
+			}
+		}
+	}
+	return out, true
 }
 
 // maximalLayouts returns the model's maximal layouts that use only the

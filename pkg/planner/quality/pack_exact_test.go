@@ -1,0 +1,125 @@
+package quality
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestPackExactAgainstEveryAssignment: on random multisets of up to 8
+// devices and up to 3 GPUs, pack finds a packing exactly where one of all
+// the assignments of devices to GPUs is feasible on every GPU, and the
+// packing it returns is one. Where first-fit decreasing fails, this is the
+// exact search's answer (a bounded search stood there before, and gave up
+// on repacks that exist on 16 GPUs, which made the migration bound low).
+func TestPackExactAgainstEveryAssignment(t *testing.T) {
+	m := a100(t)
+	profiles := []string{"7g.80gb", "4g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.20gb"}
+	fs, err := newFeasibleSet(m, profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	fits, exactFits := 0, 0
+	for range 400 {
+		bins := 1 + rng.IntN(3)
+		items := make([]string, 1+rng.IntN(8))
+		for i := range items {
+			items[i] = profiles[rng.IntN(len(profiles))]
+		}
+		want := false
+		assign := make([]int, len(items))
+		var every func(i int)
+		every = func(i int) {
+			if want {
+				return
+			}
+			if i == len(items) {
+				want = feasibleOn(fs, items, assign, bins)
+				return
+			}
+			for b := range bins {
+				assign[i] = b
+				every(i + 1)
+			}
+		}
+		every(0)
+		got, ok := fs.pack(items, bins, nil)
+		if ok != want {
+			t.Fatalf("pack of %v on %d GPUs: %v, want %v", items, bins, ok, want)
+		}
+		if ok {
+			fits++
+			if !feasibleOn(fs, items, got, bins) {
+				t.Fatalf("pack of %v on %d GPUs gave %v, not feasible", items, bins, got)
+			}
+		}
+		if exact, ok := fs.packExact(items, bins); ok != want || ok && !feasibleOn(fs, items, exact, bins) {
+			t.Fatalf("packExact of %v on %d GPUs: %v %v, want %v", items, bins, exact, ok, want)
+		} else if ok {
+			exactFits++
+		}
+	}
+	if fits < 100 || exactFits < 100 {
+		t.Errorf("only %d instances fit (%d by packExact): the sample says little", fits, exactFits)
+	}
+}
+
+// feasibleOn reports whether assigning items to GPUs by assign leaves every
+// one of the bins GPUs a feasible multiset.
+func feasibleOn(fs *feasibleSet, items []string, assign []int, bins int) bool {
+	counts := make([]map[string]int, bins)
+	for b := range counts {
+		counts[b] = map[string]int{}
+	}
+	for i, it := range items {
+		if assign[i] < 0 || assign[i] >= bins {
+			return false
+		}
+		counts[assign[i]][it]++
+	}
+	for _, c := range counts {
+		if !fs.ok(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPackFindsEveryPackingThatExists: devices that are, by construction,
+// one feasible multiset per GPU (up to 16 GPUs), shuffled, are packed:
+// first-fit decreasing fails on some of them, and the exact search must
+// find a packing all the same.
+func TestPackFindsEveryPackingThatExists(t *testing.T) {
+	m := a100(t)
+	profiles := []string{"7g.80gb", "4g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.20gb"}
+	fs, err := newFeasibleSet(m, profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full []string // the feasible multisets' keys, in a fixed order
+	for k := range fs.set {
+		if k != "x" {
+			full = append(full, k)
+		}
+	}
+	slices.Sort(full)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 300 {
+		bins := 2 + rng.IntN(15)
+		var items []string
+		for range bins {
+			k := full[rng.IntN(len(full))]
+			for i := range k {
+				for range int(k[i] - '0') {
+					items = append(items, fs.profiles[i])
+				}
+			}
+		}
+		rng.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
+		got, ok := fs.pack(items, bins, nil)
+		if !ok || !feasibleOn(fs, items, got, bins) {
+			t.Fatalf("no packing of %v on %d GPUs found (%v, %v), though one exists", items, bins, got, ok)
+		}
+	}
+}
