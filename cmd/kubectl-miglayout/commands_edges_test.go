@@ -307,7 +307,7 @@ func TestImportMigPartedRefuses(t *testing.T) {
 		"GPU index 64":    entry("[64]", `"3g.20gb": 2`),
 		"seventeen rules": strings.Repeat(entry("all", `"3g.20gb": 2`), 17),
 		// Without device-filter, as the API server's CEL rules refuse.
-		"eight compute slices, any model": "  - devices: all\n    mig-enabled: true\n    mig-devices: {\"1g.10gb\": 7, \"2g.20gb\": 1}\n",
+		"eight compute slices, any model": "  - devices: all\n    mig-enabled: true\n    mig-devices: {\"1g.10gb\": 6, \"2g.20gb\": 1}\n",
 		"two +me devices, any model":      "  - devices: all\n    mig-enabled: true\n    mig-devices: {\"1g.10gb+me\": 2}\n",
 	} {
 		t.Run(name, func(t *testing.T) {

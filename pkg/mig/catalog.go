@@ -211,6 +211,16 @@ func LoadCatalog(fsys fs.FS) (*Catalog, error) {
 			if err := m.init(); err != nil {
 				return nil, fmt.Errorf("checking %s model %s: %w", n, m.Name, err)
 			}
+			for _, p := range m.Profiles {
+				// Each instance takes a placement of its own: in the
+				// data files a count beyond them is a typo in one of
+				// the two, which the layout rule would read as the
+				// smaller. (A variant made from NVML's placements may
+				// have fewer than the catalog's count: WithNVMLPlacements.)
+				if p.MaxCount > len(p.Placements) {
+					return nil, fmt.Errorf("checking %s model %s: profile %s: maxCount %d beyond its %d placements", n, m.Name, p.Name, p.MaxCount, len(p.Placements))
+				}
+			}
 			for _, key := range append([]string{m.Name, m.ProductName}, m.Aliases...) {
 				k := normalizeModelName(key)
 				if other, dup := c.byName[k]; dup && other != m {

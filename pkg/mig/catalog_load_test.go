@@ -35,7 +35,7 @@ func testModelYAML(aliases string, profiles ...string) string {
 }
 
 const (
-	testProfile1g = `{name: 1g.10gb, id: 19, nvmlProfile: 0, computeSlices: 1, memorySlices: 1, memoryMiB: 9728, maxCount: 7, placements: [{start: 0, size: 1}, {start: 1, size: 1}]}`
+	testProfile1g = `{name: 1g.10gb, id: 19, nvmlProfile: 0, computeSlices: 1, memorySlices: 1, memoryMiB: 9728, maxCount: 2, placements: [{start: 0, size: 1}, {start: 1, size: 1}]}`
 	testProfile7g = `{name: 7g.80gb, id: 0, nvmlProfile: 4, computeSlices: 7, memorySlices: 8, memoryMiB: 80896, maxCount: 1, jpegEngines: 1, ofaEngines: 1, placements: [{start: 0, size: 8}]}`
 )
 
@@ -84,6 +84,10 @@ func TestLoadCatalogChecks(t *testing.T) {
 		"more instances than the GPU": {
 			files:   map[string]string{"a.yaml": testModelYAML("", with(testProfile1g, "maxCount: 8"))},
 			wantErr: "maxCount 8 outside 1..7",
+		},
+		"more instances than placements": {
+			files:   map[string]string{"a.yaml": testModelYAML("", with(testProfile1g, "maxCount: 3"))},
+			wantErr: "profile 1g.10gb: maxCount 3 beyond its 2 placements",
 		},
 		"a placement of another size": {
 			files:   map[string]string{"a.yaml": testModelYAML("", with(testProfile1g, "placements: [{start: 0, size: 2}]"))},

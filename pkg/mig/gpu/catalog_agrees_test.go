@@ -20,7 +20,11 @@ import (
 // Diff's order through the manager, and a seeded random walk of creates
 // (at valid and invalid starts) and destroys checks that each create
 // succeeds exactly where Validate accepts the layout with the new device,
-// and that a refused create leaves the GPU as it was.
+// and that a refused create leaves the GPU as it was. The simulator places
+// instances by the same catalog data (placements, counts, engines), so this
+// finds where the two judge the data differently, never a wrong figure in
+// the data itself: TestCatalogModels and the published profile listings
+// (TestProfileInfoMatchesPublishedLGIP) pin those.
 func TestCatalogAgreesWithSimulatedNVML(t *testing.T) {
 	gputest.EveryModel(t, func(t *testing.T, model *mig.Model, sim *nvmlsim.Sim, m *gpu.NVMLManager) {
 		ctx := t.Context()

@@ -224,6 +224,11 @@ func TestCreateGpuInstanceFirstFreeAndCapacity(t *testing.T) {
 	if diff := cmp.Diff(caps{7, 3, 2, 1, 1}, all()); diff != "" {
 		t.Errorf("capacity of an empty A100 (-want +got):\n%s", diff)
 	}
+	// 1g.10gb+me takes the GPU's one OFA engine: one instance, of seven
+	// placements free.
+	if n := capacity(nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1); n != 1 {
+		t.Errorf("capacity of an empty A100 for 1g.10gb+me: %d, want 1", n)
+	}
 	mustGI(t, d, nvml.GPU_INSTANCE_PROFILE_3_SLICE, 0)
 	if diff := cmp.Diff(caps{3, 1, 1, 0, 0}, all()); diff != "" {
 		t.Errorf("capacity next to 3g@0 (-want +got):\n%s", diff)
