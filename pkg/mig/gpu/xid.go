@@ -17,8 +17,9 @@ import (
 // a contained and an uncontained ECC error, 13, 31 and 43 errors of the
 // application running, and so on.
 type Xid struct {
-	// GPUIndex is the GPU's NVML index, GPUUUID its UUID ("" where NVML
-	// could not read it any more).
+	// GPUIndex is the GPU's NVML index, GPUUUID its UUID: where NVML
+	// cannot read it any more (Xid 79, the GPU off the bus), the one read
+	// when the GPU was registered for the events; "" where neither read.
 	GPUIndex int
 	GPUUUID  string
 	Code     uint64
@@ -108,9 +109,13 @@ type xidWatch struct {
 	set   nvml.EventSet
 	count int
 	// registered are the GPUs on the set by index; indexOf their indexes
-	// by handle, where handles compare.
+	// by handle, where handles compare; uuidOf their UUIDs by index, read
+	// at registration, for an event whose GPU is off the bus by the time
+	// it is read (its mark, restored after a restart, must not land on
+	// the GPU NVML then numbers at its index).
 	registered map[int]bool
 	indexOf    map[any]int
+	uuidOf     map[int]string
 	// toldLeftOut are the GPUs whose registration failure was logged.
 	toldLeftOut map[int]bool
 }
@@ -131,7 +136,7 @@ func (m *NVMLManager) newXidWatch(ctx context.Context) (*xidWatch, error) {
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("registering for Xid events: %w", nvmlErr("nvmlEventSetCreate", ret))
 	}
-	w := &xidWatch{m: m, set: set, count: n, registered: map[int]bool{}, indexOf: map[any]int{}, toldLeftOut: map[int]bool{}}
+	w := &xidWatch{m: m, set: set, count: n, registered: map[int]bool{}, indexOf: map[any]int{}, uuidOf: map[int]string{}, toldLeftOut: map[int]bool{}}
 	w.register(ctx)
 	if len(w.registered) == 0 {
 		_ = set.Free()
@@ -160,6 +165,9 @@ func (w *xidWatch) register(ctx context.Context) {
 			continue
 		}
 		w.registered[idx] = true
+		if uuid, ret := dev.GetUUID(); ret == nvml.SUCCESS {
+			w.uuidOf[idx] = uuid
+		}
 		if reflect.TypeOf(dev).Comparable() {
 			w.indexOf[dev] = idx
 		}
@@ -194,6 +202,8 @@ func (w *xidWatch) xidOf(ev nvml.EventData) Xid {
 		}
 		if uuid, ret := ev.Device.GetUUID(); ret == nvml.SUCCESS {
 			x.GPUUUID = uuid
+		} else if x.GPUIndex >= 0 {
+			x.GPUUUID = w.uuidOf[x.GPUIndex]
 		}
 	}
 	if ev.GpuInstanceId != nvml.GPU_INSTANCE_ID_ANY {

@@ -108,7 +108,9 @@ func TestWatchXidsNoGPU(t *testing.T) {
 }
 
 // TestWatchXidsGPULost: an Xid of a GPU that falls off the bus before it is
-// read still names the GPU (by the index it was registered with); the watch
+// read still names the GPU (by the index and the UUID it was registered
+// with: a mark restored after a restart then never lands on another GPU
+// NVML numbers at that index); the watch
 // then fails with ErrGPULost, as NVML's wait does with a GPU of the set
 // lost.
 func TestWatchXidsGPULost(t *testing.T) {
@@ -155,7 +157,7 @@ func TestWatchXidsGPULost(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("WatchXids did not end within 10s of GPU 1's loss")
 	}
-	want := []gpu.Xid{{GPUIndex: 1, Code: 79, GIID: -1, CIID: -1}}
+	want := []gpu.Xid{{GPUIndex: 1, GPUUUID: sim.Snapshot().GPUs[1].UUID, Code: 79, GIID: -1, CIID: -1}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Xids (-want +got):\n%s", diff)
 	}
