@@ -61,13 +61,16 @@ type AutoResult struct {
 	Took      time.Duration
 	// PoolAbsences: as Result's.
 	PoolAbsences []time.Duration
-	Problems     []string
-	Notes        []string
+	// HarnessErrors: as Result's.
+	HarnessErrors int
+	Problems      []string
+	Notes         []string
 }
 
-// Failed reports whether an invariant was violated.
+// Failed reports whether an invariant was violated, or the scenario could
+// not be run as written (HarnessErrors).
 func (r *AutoResult) Failed() bool {
-	return r.AllocatedDestroyed+r.PoolAllocAnomalies+r.PoolMismatch+r.Leaked+r.Stuck+r.NotConverged > 0
+	return r.AllocatedDestroyed+r.PoolAllocAnomalies+r.PoolMismatch+r.Leaked+r.Stuck+r.NotConverged+r.HarnessErrors > 0
 }
 
 // DestroyedPerServed is the number of devices destroyed per pod served.
@@ -129,6 +132,7 @@ func (r *Runner) RunAuto(ctx context.Context, sc *AutoScenario, livenessTimeout 
 		res.Notes = append(res.Notes, fmt.Sprintf(format, args...))
 	}
 	if err := env.ensurePriorityClass(ctx); err != nil {
+		res.HarnessErrors++
 		problem("%v", err)
 		return res
 	}
@@ -155,6 +159,7 @@ func (r *Runner) RunAuto(ctx context.Context, sc *AutoScenario, livenessTimeout 
 	r.agentLogFrom = agentOff
 	gen, err = env.SetMigLayout(ctx, ChaosLayout, sc.AutoSpec())
 	if err != nil {
+		res.HarnessErrors++
 		problem("%v", err)
 	}
 
@@ -166,6 +171,7 @@ func (r *Runner) RunAuto(ctx context.Context, sc *AutoScenario, livenessTimeout 
 	for i, f := range sc.Faults {
 		fr := &FaultResult{Fault: f}
 		if err := r.arm(fctx, f, fr); err != nil {
+			res.HarnessErrors++
 			problem("arming %s: %v", f, err)
 		}
 		wg.Add(1)

@@ -98,15 +98,21 @@ type Result struct {
 	// KillPastWipe) stayed absent (PoolAbsence), until the agent published it
 	// again.
 	PoolAbsences []time.Duration
-	Problems     []string
+	// HarnessErrors counts the steps of the scenario's own that failed
+	// (a fault not armed, the layout change not written): the scenario
+	// then tested less than it says, and fails rather than pass on no
+	// evidence.
+	HarnessErrors int
+	Problems      []string
 }
 
-// Failed reports whether an invariant was violated. An allocation that landed on a
+// Failed reports whether an invariant was violated, or the scenario could
+// not be run as written (HarnessErrors). An allocation that landed on a
 // tainted device is not a violation by itself: the scheduler took that decision before
 // it saw the taint, and the settle period and live re-check exist to keep such a device
 // (whether they did is AllocatedDestroyed).
 func (r *Result) Failed() bool {
-	return r.AllocatedDestroyed+r.PoolAllocAnomalies+r.PoolMismatch+r.Leaked+r.NotConverged > 0
+	return r.AllocatedDestroyed+r.PoolAllocAnomalies+r.PoolMismatch+r.Leaked+r.NotConverged+r.HarnessErrors > 0
 }
 
 // Runner runs scenarios one after the other on an Env.
@@ -176,6 +182,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 		res.Faults = append(res.Faults, FaultResult{})
 		i := len(res.Faults) - 1
 		if err := r.arm(fctx, f, fr); err != nil {
+			res.HarnessErrors++
 			problem("arming %s: %v", f, err)
 		}
 		wg.Add(1)
@@ -206,6 +213,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 	}
 	gen, err := env.SetMigLayout(ctx, ChaosLayout, sc.Change)
 	if err != nil {
+		res.HarnessErrors++
 		problem("%v", err)
 	}
 	t0 := time.Now()
@@ -217,6 +225,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 		if !secondDone && sc.SecondAt <= op.At {
 			sleepUntil(ctx, t0.Add(sc.SecondAt))
 			if gen, err = env.SetMigLayout(ctx, ChaosLayout, *sc.Second); err != nil {
+				res.HarnessErrors++
 				problem("%v", err)
 			}
 			secondDone = true
@@ -234,6 +243,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 	if !secondDone {
 		sleepUntil(ctx, t0.Add(sc.SecondAt))
 		if gen, err = env.SetMigLayout(ctx, ChaosLayout, *sc.Second); err != nil {
+			res.HarnessErrors++
 			problem("%v", err)
 		}
 	}
@@ -300,7 +310,7 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 	// The monitor's verdict on this scenario.
 	v := r.monitorVerdict(ctx, r.since, res.Faults, problem, problem)
 	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies, res.PoolAbsences = v.destroyed, v.tainted, v.anomalies, v.absent
-	r.since = time.Now()
+	r.since = v.checkpoint
 	for _, n := range env.ChaosNodes {
 		log := readFrom(agentLog(env, n), offsets[n])
 		res.Drains += bytes.Count(log, []byte(`"Draining devices"`))
@@ -639,6 +649,10 @@ const restartWipeSlack = 2 * time.Second
 type verdict struct {
 	destroyed, tainted, anomalies int
 	absent                        []time.Duration
+	// checkpoint is when the monitor caught up: the next scenario's
+	// findings are read from it, so that one recorded while this verdict
+	// was being made is not lost between the two.
+	checkpoint time.Time
 }
 
 // monitorVerdict lets the monitor catch up, reports each of its findings on the chaos
@@ -651,6 +665,7 @@ type verdict struct {
 // absent); any other is an anomaly.
 func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, faults []FaultResult, problem, observed func(format string, args ...any)) (v verdict) {
 	sleep(ctx, 300*time.Millisecond)
+	v.checkpoint = time.Now()
 	r.Mon.Checkpoint()
 	// Without a poll since the scenario began (every one failed: the
 	// simulators' locks, the API server's list), no destroyed allocation
