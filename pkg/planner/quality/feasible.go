@@ -129,19 +129,21 @@ func (fs *feasibleSet) pack(items []string, bins int, pref []int) ([]int, bool) 
 	if ffd {
 		return out, true
 	}
-	return fs.packExact(items, bins)
+	return fs.packExact(items, bins, pref)
 }
 
 // packExact decides exactly whether items (profile names) fit bins GPUs,
 // each GPU holding one multiset of the feasible set, and returns the bin
-// of each item. The GPUs are alike, so it searches over the counts still
+// of each item: the multisets go to the GPUs whose items (pref, as pack's)
+// they keep most of, and an item to its own GPU where its multiset is
+// there, so that the migration bound moves no more instances than it must. The GPUs are alike, so it searches over the counts still
 // to place and the number of GPUs left, the GPU taking each feasible
 // multiset in turn (the heaviest first), with a capacity bound (compute
 // and memory slices left against the GPUs left) and a memo of the states
 // that cannot be finished. A bounded search stood here before; on 16 GPUs
 // it gave up on repacks that exist, so that the migration bound came out
 // low and the share of the gap closed high.
-func (fs *feasibleSet) packExact(items []string, bins int) ([]int, bool) {
+func (fs *feasibleSet) packExact(items []string, bins int, pref []int) ([]int, bool) {
 	n := len(fs.profiles)
 	left := make([]int, n)
 	for _, it := range items {
@@ -181,7 +183,7 @@ func (fs *feasibleSet) packExact(items []string, bins int) ([]int, bool) {
 	})
 	dead := map[string]bool{}
 	var chosen [][]int
-	state := make([]byte, n+1)
+	state := make([]byte, 2*(n+1)) // counts and GPUs left, two bytes each
 	var rec func(b int) bool
 	rec = func(b int) bool {
 		c, mem, empty := 0, 0, true
@@ -197,9 +199,9 @@ func (fs *feasibleSet) packExact(items []string, bins int) ([]int, bool) {
 			return false
 		}
 		for i, l := range left {
-			state[i] = byte(min(l, 255))
+			state[2*i], state[2*i+1] = byte(l), byte(l>>8)
 		}
-		state[n] = byte(b)
+		state[2*n], state[2*n+1] = byte(b), byte(b>>8)
 		key := string(state)
 		if dead[key] {
 			return false
@@ -230,15 +232,55 @@ func (fs *feasibleSet) packExact(items []string, bins int) ([]int, bool) {
 	if !rec(bins) {
 		return nil, false
 	}
-	out := make([]int, len(items))
-	for b := range chosen {
-		chosen[b] = slices.Clone(chosen[b]) // the counts left to give out
+	// The GPU of each multiset: the pairs keeping the most items where
+	// they are first.
+	had := make([][]int, bins) // per GPU, its items' counts (pref)
+	for b := range had {
+		had[b] = make([]int, n)
 	}
 	for i, it := range items {
+		if pref != nil && pref[i] >= 0 && pref[i] < bins {
+			had[pref[i]][fs.idx[it]]++
+		}
+	}
+	type pair struct{ set, gpu, kept int }
+	var pairs []pair
+	for s := range chosen {
+		for b := range bins {
+			kept := 0
+			for p, k := range chosen[s] {
+				kept += min(k, had[b][p])
+			}
+			pairs = append(pairs, pair{s, b, kept})
+		}
+	}
+	sort.SliceStable(pairs, func(a, b int) bool { return pairs[a].kept > pairs[b].kept })
+	gpuOf, setOn := make([]int, len(chosen)), make([][]int, bins)
+	for i := range gpuOf {
+		gpuOf[i] = -1
+	}
+	for _, q := range pairs {
+		if gpuOf[q.set] < 0 && setOn[q.gpu] == nil {
+			gpuOf[q.set] = q.gpu
+			setOn[q.gpu] = slices.Clone(chosen[q.set]) // the counts left to give out
+		}
+	}
+	out := make([]int, len(items))
+	var rest []int
+	for i, it := range items {
 		p := fs.idx[it]
-		for b := range chosen {
-			if chosen[b][p] > 0 {
-				chosen[b][p]--
+		if pref != nil && pref[i] >= 0 && pref[i] < bins && setOn[pref[i]] != nil && setOn[pref[i]][p] > 0 {
+			setOn[pref[i]][p]--
+			out[i] = pref[i]
+			continue
+		}
+		rest = append(rest, i)
+	}
+	for _, i := range rest {
+		p := fs.idx[items[i]]
+		for b := range setOn {
+			if setOn[b] != nil && setOn[b][p] > 0 {
+				setOn[b][p]--
 				out[i] = b
 				break
 			}

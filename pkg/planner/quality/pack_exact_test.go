@@ -14,7 +14,7 @@ import (
 // on repacks that exist on 16 GPUs, which made the migration bound low).
 func TestPackExactAgainstEveryAssignment(t *testing.T) {
 	m := a100(t)
-	profiles := []string{"7g.80gb", "4g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.20gb"}
+	profiles := []string{"7g.80gb", "4g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.20gb", "1g.10gb+me"}
 	fs, err := newFeasibleSet(m, profiles)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestPackExactAgainstEveryAssignment(t *testing.T) {
 				t.Fatalf("pack of %v on %d GPUs gave %v, not feasible", items, bins, got)
 			}
 		}
-		if exact, ok := fs.packExact(items, bins); ok != want || ok && !feasibleOn(fs, items, exact, bins) {
+		if exact, ok := fs.packExact(items, bins, nil); ok != want || ok && !feasibleOn(fs, items, exact, bins) {
 			t.Fatalf("packExact of %v on %d GPUs: %v %v, want %v", items, bins, exact, ok, want)
 		} else if ok {
 			exactFits++
@@ -92,7 +92,7 @@ func feasibleOn(fs *feasibleSet, items []string, assign []int, bins int) bool {
 // find a packing all the same.
 func TestPackFindsEveryPackingThatExists(t *testing.T) {
 	m := a100(t)
-	profiles := []string{"7g.80gb", "4g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.20gb"}
+	profiles := []string{"7g.80gb", "4g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.20gb", "1g.10gb+me"}
 	fs, err := newFeasibleSet(m, profiles)
 	if err != nil {
 		t.Fatal(err)
@@ -122,4 +122,59 @@ func TestPackFindsEveryPackingThatExists(t *testing.T) {
 			t.Fatalf("no packing of %v on %d GPUs found (%v, %v), though one exists", items, bins, got, ok)
 		}
 	}
+}
+
+// TestPackExactKeepsItemsOnTheirGPUs: the exact search gives its multisets
+// to the GPUs whose items they keep most of, so that the migration bound
+// moves fewer running instances than an arbitrary numbering of the GPUs:
+// on packings built one feasible multiset per GPU, with every item's GPU
+// its own, far fewer items move than without their GPUs given.
+func TestPackExactKeepsItemsOnTheirGPUs(t *testing.T) {
+	m := a100(t)
+	fs, err := newFeasibleSet(m, []string{"7g.80gb", "4g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.20gb", "1g.10gb+me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full []string
+	for k := range fs.set {
+		if k != "x" {
+			full = append(full, k)
+		}
+	}
+	slices.Sort(full)
+	rng := rand.New(rand.NewPCG(5, 6))
+	movedWith, movedWithout := 0, 0
+	for range 200 {
+		bins := 2 + rng.IntN(15)
+		var items []string
+		var pref []int
+		for b := range bins {
+			k := full[rng.IntN(len(full))]
+			for i := range k {
+				for range int(k[i] - '0') {
+					items = append(items, fs.profiles[i])
+					pref = append(pref, b)
+				}
+			}
+		}
+		moved := func(p []int) int {
+			got, ok := fs.packExact(items, bins, p)
+			if !ok || !feasibleOn(fs, items, got, bins) {
+				t.Fatalf("no packing of %v on %d GPUs found (%v, %v), though one exists", items, bins, got, ok)
+			}
+			n := 0
+			for i := range got {
+				if got[i] != pref[i] {
+					n++
+				}
+			}
+			return n
+		}
+		movedWith += moved(pref)
+		movedWithout += moved(nil)
+	}
+	if movedWith*2 > movedWithout {
+		t.Errorf("%d items moved with their GPUs given, %d without: want at most half", movedWith, movedWithout)
+	}
+	t.Logf("%d items moved with their GPUs given, %d without", movedWith, movedWithout)
 }
