@@ -46,7 +46,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"phase"}),
 		nvmlErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "miglayout_agent_nvml_errors_total",
-			Help: "NVML errors met while repartitioning, by NVML return code (refused: a create the GPU has no room for, refused before NVML is called, while NVML's own refusal counts under its code, 23 for ERROR_INSUFFICIENT_RESOURCES; other: an error of the GPU manager without a return code, e.g. NVML's answers disagreeing with the profile catalog). Errors of the API server or the agent's own state are not counted here (miglayout_agent_failed_passes_total, the GPU's status).",
+			Help: "NVML errors met while repartitioning, by NVML return code (refused: a create at a start its profile does not allow, refused before NVML is called, while a create NVML refuses for want of room counts under its code, 23 for ERROR_INSUFFICIENT_RESOURCES; other: an error of the GPU manager without a return code, e.g. NVML's answers disagreeing with the profile catalog). Errors of the API server or the agent's own state are not counted here (miglayout_agent_failed_passes_total, the GPU's status).",
 		}, []string{"code"}),
 		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "miglayout_agent_mig_devices",
@@ -130,7 +130,8 @@ func (m *Metrics) countRepartition(result v1alpha1.GPUPhase) {
 }
 
 // countNVMLError counts err under its NVML return code, as refused (a
-// create the GPU has no room for, refused before NVML is called), or as
+// create at a start its profile does not allow, mig.ErrInvalidLayout,
+// refused before NVML is called), or as
 // other (an error of the GPU manager without a return code, e.g. NVML's
 // answers disagreeing with the catalog, a profile it does not offer); an error that
 // is not NVML's or the GPU manager's (gpu.IsNVMLError: the API server's, a

@@ -142,7 +142,9 @@ func (m *Model) WithNVMLPlacements(placements map[string][]Placement, refused []
 // WithProfiles returns a copy of m that also offers the given profiles, a
 // profile named as one of m's replacing it, checked as the catalog checks
 // its own (name, slices, placements, memory in MiB; a GI profile ID another
-// profile has already is an error): the model as a driver describes it
+// profile has already is an error), except that a maxCount beyond the
+// profile's placements, which LoadCatalog refuses in its data files, is
+// taken: the model as a driver describes it
 // that offers profiles miglayout's catalog lacks (a newer driver's "-me"
 // or "+me.all" profiles), or describes one otherwise (other placements),
 // for the NVML simulator's hardware catalog. The copy keeps m's Name and

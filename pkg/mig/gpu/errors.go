@@ -11,7 +11,9 @@ import (
 )
 
 // Sentinel errors. An error the manager returns for a failed NVML call wraps
-// exactly one of these, so callers branch with errors.Is and read the raw
+// one of these (a create whose rollback failed too wraps the rollback's as
+// well, so that it may match two: rollbackFailure), so callers branch with
+// errors.Is and read the raw
 // code with ReturnCode (not errors.As to *NVMLError: a GPU that changed
 // under a read or a destroy, a handle gone stale while the instance sought
 // may be there still, is a changedMeanwhile, ErrNVML, whose code only
