@@ -13,12 +13,8 @@ import (
 // exact search's answer (a bounded search stood there before, and gave up
 // on repacks that exist on 16 GPUs, which made the migration bound low).
 func TestPackExactAgainstEveryAssignment(t *testing.T) {
-	m := a100(t)
-	profiles := []string{"7g.80gb", "4g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.20gb", "1g.10gb+me"}
-	fs, err := newFeasibleSet(m, profiles)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs, _ := packTestSet(t)
+	profiles := fs.profiles
 	rng := rand.New(rand.NewPCG(1, 2))
 	fits, exactFits := 0, 0
 	for range 400 {
@@ -91,19 +87,7 @@ func feasibleOn(fs *feasibleSet, items []string, assign []int, bins int) bool {
 // first-fit decreasing fails on some of them, and the exact search must
 // find a packing all the same.
 func TestPackFindsEveryPackingThatExists(t *testing.T) {
-	m := a100(t)
-	profiles := []string{"7g.80gb", "4g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.20gb", "1g.10gb+me"}
-	fs, err := newFeasibleSet(m, profiles)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var full []string // the feasible multisets' keys, in a fixed order
-	for k := range fs.set {
-		if k != "x" {
-			full = append(full, k)
-		}
-	}
-	slices.Sort(full)
+	fs, full := packTestSet(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 300 {
 		bins := 2 + rng.IntN(15)
@@ -130,18 +114,7 @@ func TestPackFindsEveryPackingThatExists(t *testing.T) {
 // on packings built one feasible multiset per GPU, with every item's GPU
 // its own, far fewer items move than without their GPUs given.
 func TestPackExactKeepsItemsOnTheirGPUs(t *testing.T) {
-	m := a100(t)
-	fs, err := newFeasibleSet(m, []string{"7g.80gb", "4g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.20gb", "1g.10gb+me"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var full []string
-	for k := range fs.set {
-		if k != "x" {
-			full = append(full, k)
-		}
-	}
-	slices.Sort(full)
+	fs, full := packTestSet(t)
 	rng := rand.New(rand.NewPCG(5, 6))
 	movedWith, movedWithout := 0, 0
 	for range 200 {
@@ -177,4 +150,23 @@ func TestPackExactKeepsItemsOnTheirGPUs(t *testing.T) {
 		t.Errorf("%d items moved with their GPUs given, %d without: want at most half", movedWith, movedWithout)
 	}
 	t.Logf("%d items moved with their GPUs given, %d without", movedWith, movedWithout)
+}
+
+// packTestSet is the A100's feasible set over the profiles of the bench's
+// mixes and a +me one (where a greedy search falls short of an exact one),
+// and the keys of its multisets in a fixed order.
+func packTestSet(t *testing.T) (*feasibleSet, []string) {
+	t.Helper()
+	fs, err := newFeasibleSet(a100(t), []string{"7g.80gb", "4g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.20gb", "1g.10gb+me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full []string
+	for k := range fs.set {
+		if k != "x" {
+			full = append(full, k)
+		}
+	}
+	slices.Sort(full)
+	return fs, full
 }
