@@ -243,13 +243,13 @@ func (r *Repartitioner) cancelOrphanModes(ctx context.Context, obs []GPUState, d
 // that cannot reset the GPU, so that the change waits for the reboot) is
 // cancelled again rather than left to apply, untracked, at a reset nobody
 // asked for: such a GPU is left in MIG mode without devices until a spec
-// asks for it. A GPU that claims still
-// hold MIG devices of (by the agent's names of its index, confirmed by a
-// live read, as restoreHeld does) is left to restoreHeld, and one whose GPU
-// instance rollback failed (failed) to the next pass. A GPU whose mode
-// change NVML refuses is added to failed (its entry stays, tried again next
-// pass). It reports whether it changed any; err only when reading the
-// allocations failed or the GPU lock could not be taken (ctx done).
+// asks for it. A GPU that claims still hold MIG devices of (by the agent's
+// names of its index, confirmed by a live read, as restoreHeld does) is
+// left to restoreHeld, and one whose GPU instance rollback failed (failed)
+// to the next pass. A GPU whose mode change NVML refuses is added to failed
+// (its entry stays, tried again next pass). It reports whether it changed
+// any; err only when reading the allocations failed or the GPU lock could
+// not be taken (ctx done).
 func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec, failed map[int]error) (bool, error) {
 	var cands []*GPUState
 	for _, e := range r.Journal.Entries() {

@@ -17,6 +17,10 @@ type feasibleSet struct {
 	idx      map[string]int
 	set      map[string]bool
 	weight   map[string]float64
+	// multisets are set's non-empty multisets as counts by profile (in
+	// profiles' order), the heaviest first: what packExact tries a GPU
+	// with.
+	multisets [][]int
 }
 
 func newFeasibleSet(m *mig.Model, profiles []string) (*feasibleSet, error) {
@@ -59,6 +63,32 @@ func newFeasibleSet(m *mig.Model, profiles []string) (*feasibleSet, error) {
 		}
 	}
 	rec(0)
+	type multiset struct {
+		counts []int
+		weight float64
+		key    string
+	}
+	var sets []multiset
+	for k := range fs.set {
+		if k == "x" || strings.Trim(k, "0") == "" {
+			continue
+		}
+		m := multiset{counts: make([]int, len(k)), key: k}
+		for i := range k {
+			m.counts[i] = int(k[i] - '0')
+			m.weight += float64(m.counts[i]) * fs.weight[fs.profiles[i]]
+		}
+		sets = append(sets, m)
+	}
+	sort.Slice(sets, func(a, b int) bool {
+		if sets[a].weight != sets[b].weight {
+			return sets[a].weight > sets[b].weight
+		}
+		return sets[a].key > sets[b].key
+	})
+	for _, m := range sets {
+		fs.multisets = append(fs.multisets, m.counts)
+	}
 	return fs, nil
 }
 
@@ -136,13 +166,14 @@ func (fs *feasibleSet) pack(items []string, bins int, pref []int) ([]int, bool) 
 // each GPU holding one multiset of the feasible set, and returns the bin
 // of each item: the multisets go to the GPUs whose items (pref, as pack's)
 // they keep most of, and an item to its own GPU where its multiset is
-// there, so that the migration bound moves no more instances than it must. The GPUs are alike, so it searches over the counts still
-// to place and the number of GPUs left, the GPU taking each feasible
-// multiset in turn (the heaviest first), with a capacity bound (compute
-// and memory slices left against the GPUs left) and a memo of the states
-// that cannot be finished. A bounded search stood here before; on 16 GPUs
-// it gave up on repacks that exist, so that the migration bound came out
-// low and the share of the gap closed high.
+// there, so that the migration bound moves no more instances than it
+// must. The GPUs are alike, so it searches over the counts still to place
+// and the number of GPUs left, the GPU taking each feasible multiset in
+// turn (the heaviest first), with a capacity bound (compute and memory
+// slices left against the GPUs left) and a memo of the states that cannot
+// be finished. A bounded search stood here before; on 16 GPUs it gave up
+// on repacks that exist, so that the migration bound came out low and the
+// share of the gap closed high.
 func (fs *feasibleSet) packExact(items []string, bins int, pref []int) ([]int, bool) {
 	n := len(fs.profiles)
 	left := make([]int, n)
@@ -158,29 +189,6 @@ func (fs *feasibleSet) packExact(items []string, bins int, pref []int) ([]int, b
 		p, _ := fs.model.Profile(name)
 		compute[i], memory[i] = p.ComputeSlices, p.MemorySlices
 	}
-	type multiset struct {
-		counts []int
-		weight float64
-		key    string
-	}
-	var sets []multiset
-	for k := range fs.set {
-		if k == "x" || strings.Trim(k, "0") == "" {
-			continue
-		}
-		m := multiset{counts: make([]int, n), key: k}
-		for i := range k {
-			m.counts[i] = int(k[i] - '0')
-			m.weight += float64(m.counts[i]) * fs.weight[fs.profiles[i]]
-		}
-		sets = append(sets, m)
-	}
-	sort.Slice(sets, func(a, b int) bool {
-		if sets[a].weight != sets[b].weight {
-			return sets[a].weight > sets[b].weight
-		}
-		return sets[a].key > sets[b].key
-	})
 	dead := map[string]bool{}
 	var chosen [][]int
 	state := make([]byte, 2*(n+1)) // counts and GPUs left, two bytes each
@@ -206,23 +214,23 @@ func (fs *feasibleSet) packExact(items []string, bins int, pref []int) ([]int, b
 		if dead[key] {
 			return false
 		}
-		for _, m := range sets {
+		for _, m := range fs.multisets {
 			fits := true
-			for i, k := range m.counts {
+			for i, k := range m {
 				fits = fits && k <= left[i]
 			}
 			if !fits {
 				continue
 			}
-			for i, k := range m.counts {
+			for i, k := range m {
 				left[i] -= k
 			}
-			chosen = append(chosen, m.counts)
+			chosen = append(chosen, m)
 			if rec(b - 1) {
 				return true
 			}
 			chosen = chosen[:len(chosen)-1]
-			for i, k := range m.counts {
+			for i, k := range m {
 				left[i] += k
 			}
 		}
