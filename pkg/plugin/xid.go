@@ -26,6 +26,10 @@ var DefaultIgnoredXids = []uint64{13, 31, 43, 45, 68, 109}
 // the watch failed.
 const xidRetryMax = time.Minute
 
+// xidReadTimeout bounds recordXid's read of the MIG devices an Xid hits,
+// made on a context the watch's stop does not cancel.
+const xidReadTimeout = 10 * time.Second
+
 // xidMark is an Xid that made a device Unhealthy.
 type xidMark struct {
 	code     uint64
@@ -144,7 +148,13 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 	var migs []gpu.MIGDevice
 	var err error
 	if x.GIID >= 0 {
-		migs, err = p.cfg.GPUs.MIGDevices(ctx, x.GPUIndex)
+		// An Xid read as the watch stops (the agent stopping) is marked
+		// on its devices all the same: a read cut short by the stop
+		// would widen the mark to the whole GPU, which the marks file
+		// keeps across the restart.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), xidReadTimeout)
+		migs, err = p.cfg.GPUs.MIGDevices(rctx, x.GPUIndex)
+		cancel()
 	}
 	// A mark of the same Xid again takes the new time, written to the
 	// marks file only where it is xidResaveAfter past the time there, so

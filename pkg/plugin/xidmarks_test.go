@@ -549,3 +549,24 @@ func TestXidRepeatedTellsOnce(t *testing.T) {
 		t.Errorf("Xid 94 counted %v times, want 3", got)
 	}
 }
+
+// TestXidReadAsTheWatchStops: an Xid of one GPU instance recorded while the
+// watch's context is being cancelled (the agent stopping) marks that GPU
+// instance's device, not the whole GPU: the read of its MIG devices is not
+// cut short by the stop, and the marks file, kept across the restart, names
+// the device alone.
+func TestXidReadAsTheWatchStops(t *testing.T) {
+	e := newEnv(t)
+	large, small := e.migOn(4), e.migOn(3)
+	p := e.xidMarksPlugin("boot-1")
+	stopped, cancel := context.WithCancel(e.ctx)
+	cancel()
+	p.recordXid(stopped, devXid(large, 94))
+	if diff := cmp.Diff(map[string]uint64{"3g": 94}, e.marks(p, map[string]gpu.MIGDevice{"3g": large, "1g": small})); diff != "" {
+		t.Errorf("marks (-want +got):\n%s", diff)
+	}
+	next := e.xidMarksPlugin("boot-1")
+	if diff := cmp.Diff(map[string]uint64{"3g": 94}, e.marks(next, map[string]gpu.MIGDevice{"3g": large, "1g": small})); diff != "" {
+		t.Errorf("marks after a restart (-want +got):\n%s", diff)
+	}
+}
