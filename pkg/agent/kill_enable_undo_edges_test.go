@@ -129,14 +129,7 @@ func TestEmptiedGPUWhoseModeChangeWaits(t *testing.T) {
 	if died, err := syncUntilKilled(g.r, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}); !died {
 		t.Fatalf("not killed: %v (ops %v)", err, cm.ops)
 	}
-	g.restart(t)
-	after := &killingManager{Manager: g.mgr}
-	g.r.GPUs = after
-	for range 3 {
-		if _, err := g.r.Sync(t.Context(), nil, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	after := g.restartWithoutSpecs(t, 3)
 	st := g.sim.Snapshot().GPUs[0]
 	if !st.MIGCurrent || !st.MIGPending {
 		t.Errorf("MIG mode current %v pending %v after ops %v, want on, none pending", st.MIGCurrent, st.MIGPending, after.ops)

@@ -64,14 +64,7 @@ func TestKilledAfterEnableWorkGone(t *testing.T) {
 				g.alloc.cached = sets.New[string]()
 				g.prep.names.Delete(held)
 			}
-			g.restart(t)
-			after := &killingManager{Manager: g.mgr}
-			g.r.GPUs = after
-			for range 3 {
-				if _, err := g.r.Sync(t.Context(), nil, nil); err != nil {
-					t.Fatal(err)
-				}
-			}
+			after := g.restartWithoutSpecs(t, 3)
 			st := g.sim.Snapshot().GPUs[0]
 			got := want{published: g.inv.last().devices, migOn: st.MIGCurrent || st.MIGPending, restartOps: after.ops}
 			if diff := cmp.Diff(c.want, got, cmp.AllowUnexported(want{})); diff != "" {
@@ -82,4 +75,20 @@ func TestKilledAfterEnableWorkGone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// restartWithoutSpecs restarts the agent (rig.restart) with a manager that
+// records its mutating NVML calls, runs passes passes with no spec, and
+// returns the recorder.
+func (g *rig) restartWithoutSpecs(t *testing.T, passes int) *killingManager {
+	t.Helper()
+	g.restart(t)
+	after := &killingManager{Manager: g.mgr}
+	g.r.GPUs = after
+	for range passes {
+		if _, err := g.r.Sync(t.Context(), nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return after
 }
