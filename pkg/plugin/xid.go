@@ -26,10 +26,6 @@ var DefaultIgnoredXids = []uint64{13, 31, 43, 45, 68, 109}
 // the watch failed.
 const xidRetryMax = time.Minute
 
-// xidReadTimeout bounds recordXid's read of the MIG devices an Xid hits,
-// made on a context the watch's stop does not cancel.
-const xidReadTimeout = 10 * time.Second
-
 // xidMark is an Xid that made a device Unhealthy.
 type xidMark struct {
 	code     uint64
@@ -69,8 +65,8 @@ func (m xidMark) message() string {
 //
 //   - one attributable to a GPU instance (nvmlEventData_t.gpuInstanceId):
 //     the MIG devices of that instance (of that compute instance, where
-//     it names one), by UUID, so that a device made again there (a new
-//     UUID) is Healthy;
+//     it names one) that Config.Xids read with the event (gpu.Xid.Devices),
+//     by UUID, so that a device made again there (a new UUID) is Healthy;
 //   - one that is not (a double-bit ECC error, the GPU off the bus): the
 //     GPU, and every device on it, made before or after the Xid; likewise
 //     where the GPU's MIG devices cannot be read to tell which the Xid
@@ -145,17 +141,10 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 	}
 	mark := xidMark{code: x.Code, gpuIndex: x.GPUIndex, gpuUUID: x.GPUUUID, at: time.Now()}
 	var hit []string
-	var migs []gpu.MIGDevice
-	var err error
-	if x.GIID >= 0 {
-		// An Xid read as the watch stops (the agent stopping) is marked
-		// on its devices all the same: a read cut short by the stop
-		// would widen the mark to the whole GPU, which the marks file
-		// keeps across the restart.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), xidReadTimeout)
-		migs, err = p.cfg.GPUs.MIGDevices(rctx, x.GPUIndex)
-		cancel()
-	}
+	// The devices were read with the event (gpu.Xid.Devices), before any
+	// destroy of the GPU instance: a read made now could blame a device
+	// made since at its place, which NVML gives the same GPU instance ID.
+	err := x.DevicesErr
 	// A mark of the same Xid again takes the new time, written to the
 	// marks file only where it is xidResaveAfter past the time there, so
 	// that an Xid storm does not write the file once per Xid (the time
@@ -168,7 +157,7 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 		p.xidGPUs[x.GPUIndex], changed = m, changed || write
 		hit = append(hit, fmt.Sprintf("GPU %d and every device on it", x.GPUIndex))
 	}
-	for _, d := range migs {
+	for _, d := range x.Devices {
 		if d.UUID == "" || d.GIID != x.GIID || x.CIID >= 0 && d.CIID != x.CIID {
 			continue
 		}

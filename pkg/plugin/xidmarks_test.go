@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,7 +76,7 @@ func markGauge(t *testing.T, p *Plugin) map[string]float64 {
 
 // devXid is Xid code on the GPU instance of MIG device d.
 func devXid(d gpu.MIGDevice, code uint64) gpu.Xid {
-	return gpu.Xid{GPUIndex: d.GPUIndex, GPUUUID: d.ParentUUID, Code: code, GIID: d.GIID, CIID: -1}
+	return gpu.Xid{GPUIndex: d.GPUIndex, GPUUUID: d.ParentUUID, Code: code, GIID: d.GIID, CIID: -1, Devices: []gpu.MIGDevice{d}}
 }
 
 // gpuXid is Xid code on GPU idx as a whole.
@@ -550,23 +551,34 @@ func TestXidRepeatedTellsOnce(t *testing.T) {
 	}
 }
 
-// TestXidReadAsTheWatchStops: an Xid of one GPU instance recorded while the
-// watch's context is being cancelled (the agent stopping) marks that GPU
-// instance's device, not the whole GPU: the read of its MIG devices is not
-// cut short by the stop, and the marks file, kept across the restart, names
-// the device alone.
-func TestXidReadAsTheWatchStops(t *testing.T) {
+// TestXidMarksTheDevicesReadWithTheEvent: an Xid of a GPU instance marks
+// the devices its source read with the event, not those NVML lists when it
+// is recorded: the GPU instance destroyed and made again at its placement
+// (the same GPU instance ID) meanwhile, the new device is not marked. An
+// Xid whose devices could not be read marks the whole GPU.
+func TestXidMarksTheDevicesReadWithTheEvent(t *testing.T) {
 	e := newEnv(t)
-	large, small := e.migOn(4), e.migOn(3)
+	old, small := e.migOn(4), e.migOn(3)
+	if err := e.gpus.DestroyMIGDevice(e.ctx, 0, old.Device()); err != nil {
+		t.Fatal(err)
+	}
+	made, err := e.gpus.CreateMIGDevice(e.ctx, 0, old.Device())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made.GIID != old.GIID {
+		t.Fatalf("made again as GI %d, want GI %d", made.GIID, old.GIID)
+	}
 	p := e.xidMarksPlugin("boot-1")
-	stopped, cancel := context.WithCancel(e.ctx)
-	cancel()
-	p.recordXid(stopped, devXid(large, 94))
-	if diff := cmp.Diff(map[string]uint64{"3g": 94}, e.marks(p, map[string]gpu.MIGDevice{"3g": large, "1g": small})); diff != "" {
+	p.recordXid(e.ctx, devXid(old, 94))
+	devs := map[string]gpu.MIGDevice{"old 3g": old, "new 3g": made, "1g": small}
+	if diff := cmp.Diff(map[string]uint64{"old 3g": 94}, e.marks(p, devs)); diff != "" {
 		t.Errorf("marks (-want +got):\n%s", diff)
 	}
-	next := e.xidMarksPlugin("boot-1")
-	if diff := cmp.Diff(map[string]uint64{"3g": 94}, e.marks(next, map[string]gpu.MIGDevice{"3g": large, "1g": small})); diff != "" {
-		t.Errorf("marks after a restart (-want +got):\n%s", diff)
+	unread := devXid(made, 95)
+	unread.Devices, unread.DevicesErr = nil, errors.New("listing MIG devices of GPU 0: nvmlDeviceGetMigMode: ERROR_UNKNOWN")
+	p.recordXid(e.ctx, unread)
+	if diff := cmp.Diff(map[string]uint64{"old 3g": 94, "new 3g": 95, "1g": 95}, e.marks(p, devs)); diff != "" {
+		t.Errorf("marks after an Xid whose devices could not be read (-want +got):\n%s", diff)
 	}
 }

@@ -35,6 +35,14 @@ type NVMLManager struct {
 	mu     sync.RWMutex
 	closed bool
 
+	// xidMu orders the Xid watches' reads of their event sets with the
+	// destroys of GPU instances (holdXids): an Xid is resolved to its
+	// MIG devices before the GPU instance it names is destroyed, never
+	// after, when NVML may have given its ID to a new one. xidWatches are
+	// the watches running (WatchXids).
+	xidMu      sync.Mutex
+	xidWatches map[*xidWatch]bool
+
 	profilesMu sync.Mutex
 	// profiles are GPU.ProfileValues by GPU UUID, once read.
 	profiles map[string]profileTable
@@ -131,7 +139,7 @@ func NewNVML(lib nvml.Interface, catalog *mig.Catalog) (*NVMLManager, error) {
 	if err := initError(lib.Init()); err != nil {
 		return nil, err
 	}
-	return &NVMLManager{lib: lib, catalog: catalog}, nil
+	return &NVMLManager{lib: lib, catalog: catalog, xidWatches: map[*xidWatch]bool{}}, nil
 }
 
 func initError(ret nvml.Return) error {

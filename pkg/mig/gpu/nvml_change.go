@@ -166,13 +166,15 @@ func joinErrors(errs []error) string {
 
 // DestroyMIGDevice destroys the CIs and then the GI that is device d. No such
 // GI wraps ErrNotFound; processes on it wrap ErrInUse (and nothing is
-// destroyed).
+// destroyed). The Xids pending for the running watches are read first
+// (WatchXids), which may delay it by up to a tenth of a second.
 func (m *NVMLManager) DestroyMIGDevice(ctx context.Context, gpuIndex int, d mig.Device) error {
 	leave, err := m.enter(ctx)
 	if err != nil {
 		return err
 	}
 	defer leave()
+	defer m.holdXids(ctx)()
 	logger := klog.FromContext(ctx).WithValues("gpu", gpuIndex, "device", d.String())
 	if err := m.destroy(ctx, logger, gpuIndex, d); err != nil {
 		return fmt.Errorf("destroying MIG device %s on GPU %d: %w", d, gpuIndex, err)

@@ -28,6 +28,17 @@ type Xid struct {
 	// NVML_GPU_INSTANCE_ID_ANY / NVML_COMPUTE_INSTANCE_ID_ANY: the whole
 	// GPU, or with MIG mode off).
 	GIID, CIID int
+	// Devices are, for an Xid of a GPU instance (GIID >= 0), the MIG
+	// devices it hits: the GPU instance's compute instances (CIID's alone
+	// where CIID >= 0) that have a MIG device UUID, as NVML listed them
+	// when the event was read, which is before any later destroy of that
+	// GPU instance (see WatchXids). Empty where the GPU instance has none
+	// (no compute instance, or destroyed before the event was read).
+	// DevicesErr is why they could not be listed (an NVML error reading
+	// the GPU); Devices is then empty and the Xid is the whole GPU's for
+	// all anyone can tell.
+	Devices    []MIGDevice
+	DevicesErr error
 }
 
 // XidSource delivers the Xid critical errors of a node's GPUs.
@@ -41,8 +52,10 @@ var _ XidSource = (*NVMLManager)(nil)
 
 // xidWaitStep is how long one nvmlEventSetWait call waits for an event:
 // WatchXids holds the manager's read lock that long at most, so Shutdown
-// and ctx's end wait for no more.
-const xidWaitStep = 500 * time.Millisecond
+// and ctx's end wait for no more, and a destroy of a GPU instance waits
+// that long at most for the watch to let it read the pending events
+// (holdXids).
+const xidWaitStep = 100 * time.Millisecond
 
 // xidRescan is how often WatchXids tries again to register the GPUs it
 // left out (a variable for tests).
@@ -60,7 +73,13 @@ var xidRescan = 10 * time.Second
 // of the set fallen off the bus, ends the watch with an error wrapping an
 // *NVMLError (see the sentinels); the caller watches again. An Xid's
 // GPUIndex is the index its GPU was registered with where NVML cannot read
-// it any more. fn runs with no lock of the manager held, and may call it.
+// it any more. An Xid of a GPU instance carries its MIG devices (Devices),
+// read with the event: DestroyMIGDevice first reads the events pending on
+// every watch's set (holdXids), so an Xid that happened on a GPU instance
+// is never read after its destroy, when NVML may have given the GPU
+// instance's ID (it follows from the placement) to a new one whose device
+// would be blamed. fn runs with no lock of the manager held, and may call
+// it.
 func (m *NVMLManager) WatchXids(ctx context.Context, fn func(Xid)) error {
 	logger := klog.FromContext(ctx)
 	w, err := m.newXidWatch(ctx)
@@ -68,9 +87,18 @@ func (m *NVMLManager) WatchXids(ctx context.Context, fn func(Xid)) error {
 		return err
 	}
 	defer func() {
+		m.xidMu.Lock()
+		delete(m.xidWatches, w)
+		read := w.read
+		m.xidMu.Unlock()
 		if release, err := m.enter(context.Background()); err == nil {
 			_ = w.set.Free()
 			release()
+		}
+		// The Xids read before a destroy and not delivered yet (the
+		// agent stopping) are delivered all the same.
+		for _, x := range read {
+			fn(x)
 		}
 	}()
 	rescan := time.Now().Add(xidRescan)
@@ -86,12 +114,7 @@ func (m *NVMLManager) WatchXids(ctx context.Context, fn func(Xid)) error {
 			w.register(ctx)
 			rescan = time.Now().Add(xidRescan)
 		}
-		ev, ret := w.set.Wait(uint32(xidWaitStep.Milliseconds()))
-		var x *Xid
-		if ret == nvml.SUCCESS && ev.EventType&nvml.EventTypeXidCriticalError != 0 {
-			read := w.xidOf(ev)
-			x = &read
-		}
+		x, ret := w.next(ctx)
 		release()
 		switch {
 		case x != nil:
@@ -101,6 +124,55 @@ func (m *NVMLManager) WatchXids(ctx context.Context, fn func(Xid)) error {
 			return fmt.Errorf("waiting for Xid events: %w", nvmlErr("nvmlEventSetWait", ret))
 		}
 	}
+}
+
+// next is the watch's next Xid: the oldest one read before a destroy
+// (holdXids), else one the event set delivers within xidWaitStep (nil
+// with the return code of nvmlEventSetWait: ERROR_TIMEOUT for none). The
+// caller holds the manager's read lock.
+func (w *xidWatch) next(ctx context.Context) (*Xid, nvml.Return) {
+	w.m.xidMu.Lock()
+	defer w.m.xidMu.Unlock()
+	if len(w.read) > 0 {
+		x := w.read[0]
+		w.read = w.read[1:]
+		return &x, nvml.SUCCESS
+	}
+	ev, ret := w.set.Wait(uint32(xidWaitStep.Milliseconds()))
+	if ret != nvml.SUCCESS || ev.EventType&nvml.EventTypeXidCriticalError == 0 {
+		return nil, ret
+	}
+	x := w.xidOf(ctx, ev)
+	return &x, ret
+}
+
+// maxXidsHeld bounds how many events holdXids reads from one set: an Xid
+// storm delays a destroy no further.
+const maxXidsHeld = 1024
+
+// holdXids reads the events pending on every running watch's set and
+// resolves their Xids now (each watch delivers them before its next wait),
+// and holds them off until the returned function is called: a destroy of a
+// GPU instance runs between the two, so that no Xid that happened on the
+// GPU instance is resolved after it, against a new GPU instance NVML gave
+// its ID to. A watch waiting on its set (xidWaitStep at most) delays the
+// destroy until its wait ends. An nvmlEventSetWait error stops the read:
+// the watch meets it at its next wait. The caller holds the manager's read
+// lock.
+func (m *NVMLManager) holdXids(ctx context.Context) func() {
+	m.xidMu.Lock()
+	for w := range m.xidWatches {
+		for range maxXidsHeld {
+			ev, ret := w.set.Wait(0)
+			if ret != nvml.SUCCESS {
+				break
+			}
+			if ev.EventType&nvml.EventTypeXidCriticalError != 0 {
+				w.read = append(w.read, w.xidOf(ctx, ev))
+			}
+		}
+	}
+	return m.xidMu.Unlock
 }
 
 // xidWatch is an event set and the GPUs registered on it.
@@ -118,6 +190,9 @@ type xidWatch struct {
 	uuidOf     map[int]string
 	// toldLeftOut are the GPUs whose registration failure was logged.
 	toldLeftOut map[int]bool
+	// read are the Xids holdXids read off the set, oldest first, to
+	// deliver before the set's next events (under the manager's xidMu).
+	read []Xid
 }
 
 // newXidWatch creates an event set with every GPU that supports Xid
@@ -142,6 +217,9 @@ func (m *NVMLManager) newXidWatch(ctx context.Context) (*xidWatch, error) {
 		_ = set.Free()
 		return nil, fmt.Errorf("registering for Xid events: none of %d GPUs can report them: %w", n, ErrNotSupported)
 	}
+	m.xidMu.Lock()
+	m.xidWatches[w] = true
+	m.xidMu.Unlock()
 	return w, nil
 }
 
@@ -189,8 +267,9 @@ func registerXids(dev nvml.Device, idx int, set nvml.EventSet) error {
 	return nil
 }
 
-// xidOf reads the Xid of an nvmlEventTypeXidCriticalError event.
-func (w *xidWatch) xidOf(ev nvml.EventData) Xid {
+// xidOf reads the Xid of an nvmlEventTypeXidCriticalError event, with the
+// MIG devices of its GPU instance as NVML lists them now (Xid.Devices).
+func (w *xidWatch) xidOf(ctx context.Context, ev nvml.EventData) Xid {
 	x := Xid{GPUIndex: -1, Code: ev.EventData, GIID: -1, CIID: -1}
 	if ev.Device != nil {
 		if idx, ret := ev.Device.GetIndex(); ret == nvml.SUCCESS {
@@ -211,6 +290,19 @@ func (w *xidWatch) xidOf(ev nvml.EventData) Xid {
 	}
 	if ev.ComputeInstanceId != nvml.COMPUTE_INSTANCE_ID_ANY {
 		x.CIID = int(ev.ComputeInstanceId)
+	}
+	if x.GIID < 0 || x.GPUIndex < 0 {
+		return x
+	}
+	devs, err := settled(func() ([]MIGDevice, error) { return w.m.migDevices(ctx, x.GPUIndex) })
+	if err != nil {
+		x.DevicesErr = fmt.Errorf("listing MIG devices of GPU %d: %w", x.GPUIndex, err)
+		return x
+	}
+	for _, d := range devs {
+		if d.UUID != "" && d.GIID == x.GIID && (x.CIID < 0 || d.CIID == x.CIID) {
+			x.Devices = append(x.Devices, d)
+		}
 	}
 	return x
 }

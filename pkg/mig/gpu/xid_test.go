@@ -15,8 +15,8 @@ import (
 )
 
 // TestWatchXids: every readable GPU is watched (a lost one is left out),
-// each Xid reaches fn with its GPU's UUID and the instance it is
-// attributable to, and the watch ends nil with ctx.
+// each Xid reaches fn with its GPU's UUID, the instance it is attributable
+// to and that instance's MIG device, and the watch ends nil with ctx.
 func TestWatchXids(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -69,7 +69,7 @@ func TestWatchXids(t *testing.T) {
 	}
 	want := []gpu.Xid{
 		{GPUIndex: 0, GPUUUID: uuids[0], Code: 48, GIID: -1, CIID: -1},
-		{GPUIndex: 1, GPUUUID: uuids[1], Code: 94, GIID: dev.GIID, CIID: dev.CIID},
+		{GPUIndex: 1, GPUUUID: uuids[1], Code: 94, GIID: dev.GIID, CIID: dev.CIID, Devices: []gpu.MIGDevice{dev}},
 	}
 	if diff := cmp.Diff(want, xids); diff != "" {
 		t.Errorf("Xids (-want +got):\n%s", diff)

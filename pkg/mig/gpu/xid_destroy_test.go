@@ -1,0 +1,150 @@
+package gpu_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+)
+
+// xidWatchOn starts m's Xid watch, sending every Xid but the 13s it uses
+// to tell the watch is registered to got, and returns once it is; the
+// watch's WatchXids result goes to done. Where hold is not nil, fn blocks
+// after sending an Xid 48 until hold is closed.
+func xidWatchOn(t *testing.T, ctx context.Context, sim *nvmlsim.Sim, m *gpu.NVMLManager, hold chan struct{}) (got chan gpu.Xid, done chan error) {
+	t.Helper()
+	got, done = make(chan gpu.Xid, 16), make(chan error, 1)
+	registered := make(chan struct{}, 1)
+	go func() {
+		done <- m.WatchXids(ctx, func(x gpu.Xid) {
+			if x.Code == 13 {
+				select {
+				case registered <- struct{}{}:
+				default:
+				}
+				return
+			}
+			got <- x
+			if x.Code == 48 && hold != nil {
+				<-hold
+			}
+		})
+	}()
+	deadline := time.After(10 * time.Second)
+	for {
+		if err := sim.InjectXid(0, 13, -1, -1); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-registered:
+			return got, done
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the watch delivered no Xid within 10s")
+		}
+	}
+}
+
+// TestXidOfGPUInstanceDestroyedAndMadeAgain: an Xid of a GPU instance that
+// is destroyed, and made again at its placement (NVML gives it the same
+// GPU instance ID), before the watch reads the event names the device it
+// happened on, not the new one: the destroy reads the pending events
+// first.
+func TestXidOfGPUInstanceDestroyedAndMadeAgain(t *testing.T) {
+	ctx := t.Context()
+	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Seed: "n1"})
+	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	d := mig.Device{Profile: "3g.40gb", Start: 4}
+	old, err := m.CreateMIGDevice(ctx, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := xidWatchOn(t, ctx, sim, m, nil)
+	for i := range 5 {
+		if err := sim.InjectXid(0, 94, old.GIID, -1); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.DestroyMIGDevice(ctx, 0, d); err != nil {
+			t.Fatal(err)
+		}
+		made, err := m.CreateMIGDevice(ctx, 0, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if made.GIID != old.GIID || made.UUID == old.UUID {
+			t.Fatalf("made again as GI %d (%s), want GI %d under another UUID than %s", made.GIID, made.UUID, old.GIID, old.UUID)
+		}
+		select {
+		case x := <-got:
+			want := gpu.Xid{GPUIndex: 0, GPUUUID: old.ParentUUID, Code: 94, GIID: old.GIID, CIID: -1, Devices: []gpu.MIGDevice{old}}
+			if diff := cmp.Diff(want, x); diff != "" {
+				t.Fatalf("round %d: Xid (-want +got):\n%s", i, diff)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the Xid was not delivered within 10s", i)
+		}
+		old = made
+	}
+}
+
+// TestXidReadBeforeDestroyDeliveredAsTheWatchStops: an Xid the destroy read
+// off the event set is delivered even when the watch's context ends before
+// the watch came to it (the agent stopping).
+func TestXidReadBeforeDestroyDeliveredAsTheWatchStops(t *testing.T) {
+	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Seed: "n1"})
+	if _, err := m.SetMIGMode(t.Context(), 0, true); err != nil {
+		t.Fatal(err)
+	}
+	d := mig.Device{Profile: "3g.40gb", Start: 4}
+	dev, err := m.CreateMIGDevice(t.Context(), 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	hold := make(chan struct{})
+	got, done := xidWatchOn(t, ctx, sim, m, hold)
+	// The watch blocks in fn on an Xid 48, so that it reads no event
+	// while the destroy does and ctx ends.
+	if err := sim.InjectXid(0, 48, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Xid 48 not delivered within 10s")
+	}
+	if err := sim.InjectXid(0, 94, dev.GIID, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DestroyMIGDevice(t.Context(), 0, d); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	close(hold)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("WatchXids after ctx ended: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WatchXids did not end within 10s of ctx")
+	}
+	close(got)
+	var xids []gpu.Xid
+	for x := range got {
+		xids = append(xids, x)
+	}
+	want := []gpu.Xid{{GPUIndex: 0, GPUUUID: dev.ParentUUID, Code: 94, GIID: dev.GIID, CIID: -1, Devices: []gpu.MIGDevice{dev}}}
+	if diff := cmp.Diff(want, xids); diff != "" {
+		t.Errorf("Xids after the 48 (-want +got):\n%s", diff)
+	}
+}
