@@ -258,6 +258,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		r.published.Store(true)
 		r.pruneXids(ctx, res.GPUs)
+		r.tellEmptied(ctx, res.Emptied)
 		if res.Retry {
 			// A GPU instance left half made that could not be rolled
 			// back, a pending MIG mode change that could not be
@@ -346,6 +347,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	r.tellCatalogDiffers(&nml, res.GPUs)
+	r.tellEmptied(ctx, res.Emptied)
 	r.pruneXids(ctx, res.GPUs)
 	if err := r.writeStatus(ctx, specOf(&nml), res, len(shown) > 0); err != nil {
 		// Should the next pass fail too, the rows of the GPUs this one

@@ -77,6 +77,16 @@ const (
 	// EventClearXidsRefused (Warning, on the Node): the Node's annotation
 	// miglayout.io/clear-xids does not parse; nothing was cleared.
 	EventClearXidsRefused = "ClearXidsRefused"
+	// EventMIGModeTurnedOff (Normal, on the Node): a GPU no spec asks for,
+	// which the agent's own interrupted work (stopped between its steps)
+	// had left in MIG mode without GPU instances, had MIG mode turned off,
+	// so it is published whole again (turnOffEmptied).
+	EventMIGModeTurnedOff = "MIGModeTurnedOff"
+	// EventEmptiedGPUInMIGMode (Warning, on the Node): likewise, but
+	// turning MIG mode off waits for a GPU reset, so the change was
+	// cancelled and the GPU stays in MIG mode without devices, published
+	// as nothing, until a spec asks for it.
+	EventEmptiedGPUInMIGMode = "EmptiedGPUInMIGMode"
 )
 
 // ReasonJournalUnwritable is the reason of a GPU status row (phase Failed)

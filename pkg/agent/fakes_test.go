@@ -390,6 +390,12 @@ func phaseRecordingClient(t *testing.T, specs ...v1alpha1.GPUSpec) (client.WithW
 // passed through funcs.
 func nmlClient(t *testing.T, nml *v1alpha1.NodeMigLayout, funcs interceptor.Funcs) client.WithWatch {
 	t.Helper()
+	return fake.NewClientBuilder().WithScheme(nmlScheme(t)).WithObjects(nml).WithStatusSubresource(nml).WithInterceptorFuncs(funcs).Build()
+}
+
+// nmlScheme is a scheme of the core types and miglayout's.
+func nmlScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -397,7 +403,7 @@ func nmlClient(t *testing.T, nml *v1alpha1.NodeMigLayout, funcs interceptor.Func
 	if err := corev1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(nml).WithStatusSubresource(nml).WithInterceptorFuncs(funcs).Build()
+	return scheme
 }
 
 // pendEnable starts a process on GPU 0 and enables MIG under it, so that

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -129,9 +130,12 @@ func TestEmptiedGPUWhoseModeChangeWaits(t *testing.T) {
 	if died, err := syncUntilKilled(g.r, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}); !died {
 		t.Fatalf("not killed: %v (ops %v)", err, cm.ops)
 	}
-	after := g.restartWithoutSpecs(t, 3)
+	after, emptied := g.restartWithoutSpecs(t, 3)
 	st := g.sim.Snapshot().GPUs[0]
 	if !st.MIGCurrent || !st.MIGPending {
 		t.Errorf("MIG mode current %v pending %v after ops %v, want on, none pending", st.MIGCurrent, st.MIGPending, after.ops)
+	}
+	if diff := cmp.Diff([]map[int]bool{{0: false}, nil, nil}, emptied); diff != "" {
+		t.Errorf("the passes' Emptied (-want +got):\n%s", diff)
 	}
 }

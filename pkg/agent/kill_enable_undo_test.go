@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -24,7 +25,10 @@ func TestKilledAfterEnableWorkGone(t *testing.T) {
 		published  []string
 		migOn      bool
 		restartOps []string
+		// emptied is each pass's SyncResult.Emptied after the restart.
+		emptied []map[int]bool
 	}
+	off := []map[int]bool{{0: true}, nil, nil}
 	cases := map[string]struct {
 		restore   bool // a reboot lost the held device; else a layout's enable
 		at        int
@@ -33,15 +37,15 @@ func TestKilledAfterEnableWorkGone(t *testing.T) {
 		want      want
 	}{
 		"layout, killed after the enable, spec gone": {at: 1, after: true,
-			want: want{published: []string{"gpu-0"}, restartOps: []string{"mode false"}}},
+			want: want{published: []string{"gpu-0"}, restartOps: []string{"mode false"}, emptied: off}},
 		"layout, killed before the first create, spec gone": {at: 2,
-			want: want{published: []string{"gpu-0"}, restartOps: []string{"mode false"}}},
+			want: want{published: []string{"gpu-0"}, restartOps: []string{"mode false"}, emptied: off}},
 		"restore, killed after the enable, claim released": {restore: true, at: 1, after: true,
-			want: want{published: []string{"gpu-0"}, restartOps: []string{"mode false"}}},
+			want: want{published: []string{"gpu-0"}, restartOps: []string{"mode false"}, emptied: off}},
 		"restore, killed before the create, claim released": {restore: true, at: 2,
-			want: want{published: []string{"gpu-0"}, restartOps: []string{"mode false"}}},
+			want: want{published: []string{"gpu-0"}, restartOps: []string{"mode false"}, emptied: off}},
 		"restore, killed after the enable, claim held": {restore: true, at: 1, after: true, stillHeld: true,
-			want: want{published: []string{held}, migOn: true, restartOps: []string{"create 3g.40gb@4"}}},
+			want: want{published: []string{held}, migOn: true, restartOps: []string{"create 3g.40gb@4"}, emptied: []map[int]bool{nil, nil, nil}}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -64,10 +68,10 @@ func TestKilledAfterEnableWorkGone(t *testing.T) {
 				g.alloc.cached = sets.New[string]()
 				g.prep.names.Delete(held)
 			}
-			after := g.restartWithoutSpecs(t, 3)
+			after, emptied := g.restartWithoutSpecs(t, 3)
 			st := g.sim.Snapshot().GPUs[0]
-			got := want{published: g.inv.last().devices, migOn: st.MIGCurrent || st.MIGPending, restartOps: after.ops}
-			if diff := cmp.Diff(c.want, got, cmp.AllowUnexported(want{})); diff != "" {
+			got := want{published: g.inv.last().devices, migOn: st.MIGCurrent || st.MIGPending, restartOps: after.ops, emptied: emptied}
+			if diff := cmp.Diff(c.want, got, cmp.AllowUnexported(want{}), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("after the restart (-want +got):\n%s", diff)
 			}
 			if e := g.r.Journal.Entries(); len(e) != 0 {
@@ -79,16 +83,19 @@ func TestKilledAfterEnableWorkGone(t *testing.T) {
 
 // restartWithoutSpecs restarts the agent (rig.restart) with a manager that
 // records its mutating NVML calls, runs passes passes with no spec, and
-// returns the recorder.
-func (g *rig) restartWithoutSpecs(t *testing.T, passes int) *killingManager {
+// returns the recorder and each pass's SyncResult.Emptied.
+func (g *rig) restartWithoutSpecs(t *testing.T, passes int) (*killingManager, []map[int]bool) {
 	t.Helper()
 	g.restart(t)
 	after := &killingManager{Manager: g.mgr}
 	g.r.GPUs = after
+	var emptied []map[int]bool
 	for range passes {
-		if _, err := g.r.Sync(t.Context(), nil, nil); err != nil {
+		res, err := g.r.Sync(t.Context(), nil, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
+		emptied = append(emptied, res.Emptied)
 	}
-	return after
+	return after, emptied
 }

@@ -109,6 +109,12 @@ type SyncResult struct {
 	// destroyed or created, MIG mode set) and left on their desired layout:
 	// those the agent tells of as Repartitioned.
 	Changed sets.Set[int]
+	// Emptied holds the GPUs outside every spec that the agent's own
+	// interrupted work had left in MIG mode without GPU instances
+	// (turnOffEmptied), by index: true where the pass turned MIG mode
+	// off (the GPU is published whole), false where turning it off waits
+	// for a GPU reset, so the GPU stays in MIG mode without devices.
+	Emptied map[int]bool
 	// Xids holds, per GPU index, the Xid critical errors the kubelet
 	// plugin holds against the GPU (GPUStatus.Xids); the NodeReconciler
 	// fills it before it writes the status (gpuXids).
@@ -224,9 +230,10 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	}
 	// On NVML as the rollbacks left it: a GPU instance rolled back may
 	// have been the GPU's last.
-	if off, err := r.turnOffEmptied(ctx, obs, desired, orphans); err != nil {
+	emptied, err := r.turnOffEmptied(ctx, obs, desired, orphans)
+	if err != nil {
 		return nil, err
-	} else if off {
+	} else if len(emptied) > 0 {
 		if obs, unreadable, err = r.observe(ctx); err != nil {
 			return nil, err
 		}
@@ -244,7 +251,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			return nil, err
 		}
 	}
-	res := &SyncResult{Results: map[int]GPUResult{}, Stopped: sets.New[int](), Changed: sets.New[int]()}
+	res := &SyncResult{Results: map[int]GPUResult{}, Stopped: sets.New[int](), Changed: sets.New[int](), Emptied: emptied}
 	for idx, f := range unrestored {
 		// Nothing is planned on the GPU this pass: its layout would be
 		// laid over the placements of the devices not made again.

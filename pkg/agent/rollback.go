@@ -247,10 +247,11 @@ func (r *Repartitioner) cancelOrphanModes(ctx context.Context, obs []GPUState, d
 // names of its index, confirmed by a live read, as restoreHeld does) is
 // left to restoreHeld, and one whose GPU instance rollback failed (failed)
 // to the next pass. A GPU whose mode change NVML refuses is added to failed
-// (its entry stays, tried again next pass). It reports whether it changed
-// any; err only when reading the allocations failed or the GPU lock could
-// not be taken (ctx done).
-func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec, failed map[int]error) (bool, error) {
+// (its entry stays, tried again next pass). It returns the GPUs it
+// changed, by index: true where MIG mode is now off, false where the
+// change was cancelled (SyncResult.Emptied); err only when reading the
+// allocations failed or the GPU lock could not be taken (ctx done).
+func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec, failed map[int]error) (map[int]bool, error) {
 	var cands []*GPUState
 	for _, e := range r.Journal.Entries() {
 		if failed[e.GPU] != nil || slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == e.GPU }) {
@@ -264,14 +265,14 @@ func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desi
 		cands = append(cands, g)
 	}
 	if len(cands) == 0 {
-		return false, nil
+		return nil, nil
 	}
 	held, err := r.heldOwnMIGNames(ctx, obs, cands)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	logger := klog.FromContext(ctx)
-	changed := false
+	changed := map[int]bool{}
 	for _, g := range cands {
 		idx := g.GPU.Index
 		if held.Has(idx) {
@@ -291,13 +292,15 @@ func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desi
 			// cancelled, not left to apply untracked at a reset nobody
 			// asked for.
 			logger.Info("Turning MIG mode off waits for a GPU reset; the change is cancelled and the GPU left in MIG mode without devices", "gpu", idx)
+			changed[idx] = false
 			if _, locked, err := r.setMIGMode(ctx, idx, true); !locked {
-				return true, ctx.Err()
+				return changed, ctx.Err()
 			} else if err != nil {
 				failed[idx] = errors.Join(failed[idx], fmt.Errorf("cancelling the pending change of MIG mode to off: %w", err))
 			}
+			continue
 		}
-		changed = true
+		changed[idx] = true
 	}
 	return changed, nil
 }

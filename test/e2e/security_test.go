@@ -432,7 +432,8 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 	})
 
 	// Events: as the agent's recorder reports them (miglayout-agent), about
-	// its own NodeMigLayout, its own Node (XidsCleared, ClearXidsRefused) or
+	// its own NodeMigLayout, its own Node (XidsCleared, ClearXidsRefused,
+	// MIGModeTurnedOff, EmptiedGPUInMIGMode) or
 	// a ResourceClaim; not about another node, nor in another component's
 	// name.
 	t.Run("Events", func(t *testing.T) {
@@ -454,7 +455,7 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 				ReportingController: controller, ReportingInstance: controller + "-" + f.nodeA, Action: "Drain", Reason: "Draining", Type: corev1.EventTypeNormal,
 				Regarding: corev1.ObjectReference{Kind: kind, APIVersion: "miglayout.io/v1alpha1", Name: regarding}}
 		}
-		want := "may only record Events as miglayout-agent about NodeMigLayout " + f.nodeA + ", XidsCleared or ClearXidsRefused about Node " + f.nodeA
+		want := "may only record Events as miglayout-agent about NodeMigLayout " + f.nodeA + ", XidsCleared, ClearXidsRefused, MIGModeTurnedOff or EmptiedGPUInMIGMode about Node " + f.nodeA
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, event("about-b", "miglayout-agent", "NodeMigLayout", f.nodeB), metav1.CreateOptions{})
 		refused(t, "record an Event about NodeMigLayout B", err, want)
 		spoof := event("as-kubelet", "kubelet", "Node", f.nodeB)
@@ -462,7 +463,7 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, spoof, metav1.CreateOptions{})
 		refused(t, "record an Event about node B as the kubelet", err, want)
 		// About its own Node: only its answers to a request to clear the
-		// Xid marks.
+		// Xid marks, and what it did to a GPU no spec names.
 		nodeEvent := func(name, reason, node string) *eventsv1.Event {
 			e := event(name, "miglayout-agent", "Node", node)
 			e.Regarding.APIVersion, e.Reason = "v1", reason
@@ -470,6 +471,10 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		}
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("cleared-a", "XidsCleared", f.nodeA), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		allowed(t, "record XidsCleared about node A", err)
+		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("mig-off-a", "MIGModeTurnedOff", f.nodeA), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		allowed(t, "record MIGModeTurnedOff about node A", err)
+		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("mig-off-b", "MIGModeTurnedOff", f.nodeB), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		refused(t, "record MIGModeTurnedOff about node B", err, want)
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("cleared-b", "XidsCleared", f.nodeB), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		refused(t, "record XidsCleared about node B", err, want)
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("draining-a", "Draining", f.nodeA), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})

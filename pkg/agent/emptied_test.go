@@ -1,0 +1,78 @@
+package agent
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
+)
+
+// TestEmptiedGPUToldOnTheNode: the pass after a restart that turns MIG mode
+// off on a GPU the agent's killed work had emptied, or leaves it on as the
+// change waits for a reset, says so in an event on the Node, since the GPU
+// is in no spec and has no status row: with a NodeMigLayout asking nothing
+// of the GPU, and with none at all.
+func TestEmptiedGPUToldOnTheNode(t *testing.T) {
+	cases := map[string]struct {
+		noReset bool // an A100 whose board cannot reset it
+		noNML   bool
+		want    []string
+	}{
+		"NodeMigLayout without the GPU": {want: []string{EventMIGModeTurnedOff}},
+		"no NodeMigLayout":              {noNML: true, want: []string{EventMIGModeTurnedOff}},
+		"turning MIG mode off waits for a reset": {noReset: true,
+			want: []string{EventEmptiedGPUInMIGMode}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", NoGPUReset: c.noReset})
+			if _, err := g.mgr.SetMIGMode(t.Context(), 0, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.sim.ResetGPU(0); err != nil {
+				t.Fatal(err)
+			}
+			g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+			cm := &killingManager{Manager: g.mgr, at: 2, after: true}
+			g.r.GPUs = cm
+			if died, err := syncUntilKilled(g.r, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}); !died {
+				t.Fatalf("not killed: %v (ops %v)", err, cm.ops)
+			}
+			g.restart(t)
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}
+			var c2 client.Client
+			if c.noNML {
+				c2 = fake.NewClientBuilder().WithScheme(nmlScheme(t)).WithObjects(node).Build()
+			} else {
+				nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 1}}
+				c2 = nmlClient(t, nml, interceptor.Funcs{})
+				if err := c2.Create(t.Context(), node); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rec := events.NewFakeRecorder(20)
+			r := &NodeReconciler{Client: c2, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+			for range 2 {
+				if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if diff := cmp.Diff(c.want, eventReasons(rec)); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent != c.noReset {
+				t.Errorf("MIG mode on %v, want %v", st.MIGCurrent, c.noReset)
+			}
+		})
+	}
+}
