@@ -36,10 +36,11 @@ type NVMLManager struct {
 	closed bool
 
 	// xidMu orders the Xid watches' reads of their event sets with the
-	// destroys of GPU instances (holdXids): an Xid is resolved to its
-	// MIG devices before the GPU instance it names is destroyed, never
-	// after, when NVML may have given its ID to a new one. xidWatches are
-	// the watches running (WatchXids).
+	// destroys and creates of GPU instances (holdXids, readXids): an Xid
+	// is resolved to MIG devices against the GPU instances as they were
+	// when it was posted, never against one NVML made since with the ID
+	// of one destroyed. xidWatches are the watches running (WatchXids),
+	// written under xidMu, as their maps (register) and read queues.
 	xidMu      sync.Mutex
 	xidWatches map[*xidWatch]bool
 

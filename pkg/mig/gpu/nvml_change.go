@@ -21,12 +21,15 @@ import (
 // mig.ErrUnknownProfile, or mig.ErrInvalidLayout together with
 // ErrInsufficientResources). If the CI cannot be created the GI is destroyed
 // again; the error then names both failures when the rollback fails too.
+// The Xids pending for the running watches are read first (readXids), so
+// that none of a GPU instance gone is put on the one made (WatchXids).
 func (m *NVMLManager) CreateMIGDevice(ctx context.Context, gpuIndex int, d mig.Device) (MIGDevice, error) {
 	leave, err := m.enter(ctx)
 	if err != nil {
 		return MIGDevice{}, err
 	}
 	defer leave()
+	m.readXids(ctx)
 	logger := klog.FromContext(ctx).WithValues("gpu", gpuIndex, "device", d.String())
 	out, err := m.create(logger, gpuIndex, d)
 	if err != nil {
@@ -166,15 +169,16 @@ func joinErrors(errs []error) string {
 
 // DestroyMIGDevice destroys the CIs and then the GI that is device d. No such
 // GI wraps ErrNotFound; processes on it wrap ErrInUse (and nothing is
-// destroyed). The Xids pending for the running watches are read first
-// (WatchXids), which may delay it by up to a tenth of a second.
+// destroyed). The Xids pending for the running watches are read first and
+// the watches held off until it is done (WatchXids, holdXids): it waits for
+// a watch's current wait to end, up to a tenth of a second.
 func (m *NVMLManager) DestroyMIGDevice(ctx context.Context, gpuIndex int, d mig.Device) error {
 	leave, err := m.enter(ctx)
 	if err != nil {
 		return err
 	}
 	defer leave()
-	defer m.holdXids(ctx)()
+	defer m.holdXids(ctx, gpuIndex)()
 	logger := klog.FromContext(ctx).WithValues("gpu", gpuIndex, "device", d.String())
 	if err := m.destroy(ctx, logger, gpuIndex, d); err != nil {
 		return fmt.Errorf("destroying MIG device %s on GPU %d: %w", d, gpuIndex, err)

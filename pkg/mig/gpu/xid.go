@@ -31,9 +31,10 @@ type Xid struct {
 	// Devices are, for an Xid of a GPU instance (GIID >= 0), the MIG
 	// devices it hits: the GPU instance's compute instances (CIID's alone
 	// where CIID >= 0) that have a MIG device UUID, as NVML listed them
-	// when the event was read, which is before any later destroy of that
-	// GPU instance (see WatchXids). Empty where the GPU instance has none
-	// (no compute instance, or destroyed before the event was read).
+	// when the event was read, or, for an event posted during a destroy
+	// through the manager, just before that destroy (see WatchXids). Empty
+	// where the GPU instance has none (no compute instance, or destroyed,
+	// by someone else, before the event was read).
 	// DevicesErr is why they could not be listed (an NVML error reading
 	// the GPU); Devices is then empty and the Xid is the whole GPU's for
 	// all anyone can tell.
@@ -52,9 +53,10 @@ var _ XidSource = (*NVMLManager)(nil)
 
 // xidWaitStep is how long one nvmlEventSetWait call waits for an event:
 // WatchXids holds the manager's read lock that long at most, so Shutdown
-// and ctx's end wait for no more, and a destroy of a GPU instance waits
-// that long at most for the watch to let it read the pending events
-// (holdXids).
+// and ctx's end wait for no more, and a change of a GPU's instances waits
+// that long at most (Go's mutex hands it over to a waiter that waited
+// over a millisecond) for the watch to let it read the pending events
+// (holdXids, readXids).
 const xidWaitStep = 100 * time.Millisecond
 
 // xidRescan is how often WatchXids tries again to register the GPUs it
@@ -74,12 +76,13 @@ var xidRescan = 10 * time.Second
 // *NVMLError (see the sentinels); the caller watches again. An Xid's
 // GPUIndex is the index its GPU was registered with where NVML cannot read
 // it any more. An Xid of a GPU instance carries its MIG devices (Devices),
-// read with the event: DestroyMIGDevice first reads the events pending on
-// every watch's set (holdXids), so an Xid that happened on a GPU instance
-// is never read after its destroy, when NVML may have given the GPU
-// instance's ID (it follows from the placement) to a new one whose device
-// would be blamed. fn runs with no lock of the manager held, and may call
-// it.
+// read with the event. DestroyMIGDevice reads the events pending on every
+// watch's set before and after its destroy, resolving those of the GPU
+// against its devices before the destroy (holdXids), and CreateMIGDevice
+// reads them before its create (readXids): an Xid of a GPU instance is
+// never resolved against a GPU instance NVML made since with the same ID
+// (it follows from the placement), whose device would be blamed. fn runs
+// with no lock of the manager held, and may call it.
 func (m *NVMLManager) WatchXids(ctx context.Context, fn func(Xid)) error {
 	logger := klog.FromContext(ctx)
 	w, err := m.newXidWatch(ctx)
@@ -111,7 +114,11 @@ func (m *NVMLManager) WatchXids(ctx context.Context, fn func(Xid)) error {
 			return fmt.Errorf("watching Xid events: %w", err)
 		}
 		if time.Now().After(rescan) {
+			// Under xidMu: a change's readXids reads the maps register
+			// writes (xidOf).
+			m.xidMu.Lock()
 			w.register(ctx)
+			m.xidMu.Unlock()
 			rescan = time.Now().Add(xidRescan)
 		}
 		x, ret := w.next(ctx)
@@ -142,37 +149,11 @@ func (w *xidWatch) next(ctx context.Context) (*Xid, nvml.Return) {
 	if ret != nvml.SUCCESS || ev.EventType&nvml.EventTypeXidCriticalError == 0 {
 		return nil, ret
 	}
-	x := w.xidOf(ctx, ev)
-	return &x, ret
-}
-
-// maxXidsHeld bounds how many events holdXids reads from one set: an Xid
-// storm delays a destroy no further.
-const maxXidsHeld = 1024
-
-// holdXids reads the events pending on every running watch's set and
-// resolves their Xids now (each watch delivers them before its next wait),
-// and holds them off until the returned function is called: a destroy of a
-// GPU instance runs between the two, so that no Xid that happened on the
-// GPU instance is resolved after it, against a new GPU instance NVML gave
-// its ID to. A watch waiting on its set (xidWaitStep at most) delays the
-// destroy until its wait ends. An nvmlEventSetWait error stops the read:
-// the watch meets it at its next wait. The caller holds the manager's read
-// lock.
-func (m *NVMLManager) holdXids(ctx context.Context) func() {
-	m.xidMu.Lock()
-	for w := range m.xidWatches {
-		for range maxXidsHeld {
-			ev, ret := w.set.Wait(0)
-			if ret != nvml.SUCCESS {
-				break
-			}
-			if ev.EventType&nvml.EventTypeXidCriticalError != 0 {
-				w.read = append(w.read, w.xidOf(ctx, ev))
-			}
-		}
+	x := w.xidOf(ev)
+	if x.GIID >= 0 && x.GPUIndex >= 0 {
+		x.resolve(w.m.listMIGDevices(ctx, x.GPUIndex))
 	}
-	return m.xidMu.Unlock
+	return &x, ret
 }
 
 // xidWatch is an event set and the GPUs registered on it.
@@ -267,9 +248,9 @@ func registerXids(dev nvml.Device, idx int, set nvml.EventSet) error {
 	return nil
 }
 
-// xidOf reads the Xid of an nvmlEventTypeXidCriticalError event, with the
-// MIG devices of its GPU instance as NVML lists them now (Xid.Devices).
-func (w *xidWatch) xidOf(ctx context.Context, ev nvml.EventData) Xid {
+// xidOf reads the Xid of an nvmlEventTypeXidCriticalError event, without
+// its devices (resolve).
+func (w *xidWatch) xidOf(ev nvml.EventData) Xid {
 	x := Xid{GPUIndex: -1, Code: ev.EventData, GIID: -1, CIID: -1}
 	if ev.Device != nil {
 		if idx, ret := ev.Device.GetIndex(); ret == nvml.SUCCESS {
@@ -291,18 +272,35 @@ func (w *xidWatch) xidOf(ctx context.Context, ev nvml.EventData) Xid {
 	if ev.ComputeInstanceId != nvml.COMPUTE_INSTANCE_ID_ANY {
 		x.CIID = int(ev.ComputeInstanceId)
 	}
-	if x.GIID < 0 || x.GPUIndex < 0 {
-		return x
-	}
-	devs, err := settled(func() ([]MIGDevice, error) { return w.m.migDevices(ctx, x.GPUIndex) })
+	return x
+}
+
+// migListing is one listing of a GPU's MIG devices (migDevices), or why
+// it failed.
+type migListing struct {
+	devices []MIGDevice
+	err     error
+}
+
+// listMIGDevices lists GPU idx's MIG devices; the caller holds the
+// manager's read lock.
+func (m *NVMLManager) listMIGDevices(ctx context.Context, idx int) migListing {
+	devs, err := settled(func() ([]MIGDevice, error) { return m.migDevices(ctx, idx) })
 	if err != nil {
-		x.DevicesErr = fmt.Errorf("listing MIG devices of GPU %d: %w", x.GPUIndex, err)
-		return x
+		return migListing{err: fmt.Errorf("listing MIG devices of GPU %d: %w", idx, err)}
 	}
-	for _, d := range devs {
+	return migListing{devices: devs}
+}
+
+// resolve sets x's Devices (or DevicesErr) from l, a listing of its GPU.
+func (x *Xid) resolve(l migListing) {
+	if l.err != nil {
+		x.DevicesErr = l.err
+		return
+	}
+	for _, d := range l.devices {
 		if d.UUID != "" && d.GIID == x.GIID && (x.CIID < 0 || d.CIID == x.CIID) {
 			x.Devices = append(x.Devices, d)
 		}
 	}
-	return x
 }

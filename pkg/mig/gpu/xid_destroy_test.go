@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/miglayout/miglayout/pkg/mig"
@@ -146,5 +147,181 @@ func TestXidReadBeforeDestroyDeliveredAsTheWatchStops(t *testing.T) {
 	want := []gpu.Xid{{GPUIndex: 0, GPUUUID: dev.ParentUUID, Code: 94, GIID: dev.GIID, CIID: -1, Devices: []gpu.MIGDevice{dev}}}
 	if diff := cmp.Diff(want, xids); diff != "" {
 		t.Errorf("Xids after the 48 (-want +got):\n%s", diff)
+	}
+}
+
+// xidAtDestroy is an NVML whose GPU instances call hook (once, then it is
+// cleared) as their Destroy is called, before the destroy.
+type xidAtDestroy struct {
+	nvml.Interface
+	hook *func()
+}
+
+func (l xidAtDestroy) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	d, ret := l.Interface.DeviceGetHandleByIndex(i)
+	if ret != nvml.SUCCESS {
+		return d, ret
+	}
+	return xidAtDestroyDevice{Device: d, hook: l.hook}, ret
+}
+
+type xidAtDestroyDevice struct {
+	nvml.Device
+	hook *func()
+}
+
+func (d xidAtDestroyDevice) GetGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
+	gis, ret := d.Device.GetGpuInstances(info)
+	for i, gi := range gis {
+		gis[i] = xidAtDestroyGI{GpuInstance: gi, hook: d.hook}
+	}
+	return gis, ret
+}
+
+type xidAtDestroyGI struct {
+	nvml.GpuInstance
+	hook *func()
+}
+
+func (g xidAtDestroyGI) Destroy() nvml.Return {
+	if h := *g.hook; h != nil {
+		*g.hook = nil
+		h()
+	}
+	return g.GpuInstance.Destroy()
+}
+
+// TestXidPostedDuringTheDestroy: an Xid of the GPU instance posted while
+// it is being destroyed (after the pending events were read), read by the
+// watch only after a GPU instance was made again at its placement (the
+// same ID), names the device it happened on: the destroy reads the events
+// posted meanwhile and resolves them against the devices before it. Also
+// where the GPU instance's destroy fails and its compute instance is made
+// again (a new UUID).
+func TestXidPostedDuringTheDestroy(t *testing.T) {
+	for name, giDestroyFails := range map[string]bool{"GPU instance destroyed": false, "compute instance made again": true} {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			hook := new(func())
+			sim, m := gputest.SimulatedOver(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Seed: "n1"}, func(l nvml.Interface) nvml.Interface {
+				return xidAtDestroy{Interface: l, hook: hook}
+			})
+			if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
+				t.Fatal(err)
+			}
+			d := mig.Device{Profile: "3g.40gb", Start: 4}
+			old, err := m.CreateMIGDevice(ctx, 0, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hold := make(chan struct{})
+			got, _ := xidWatchOn(t, ctx, sim, m, hold)
+			if err := sim.InjectXid(0, 48, -1, -1); err != nil {
+				t.Fatal(err)
+			}
+			<-got // the watch is in fn until hold is closed
+			*hook = func() {
+				if err := sim.InjectXid(0, 94, old.GIID, -1); err != nil {
+					t.Error(err)
+				}
+			}
+			if giDestroyFails {
+				if err := sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.Destroy", Nth: 1, Return: nvml.ERROR_IN_USE}); err != nil {
+					t.Fatal(err)
+				}
+				if err := m.DestroyMIGDevice(ctx, 0, d); err == nil {
+					t.Fatal("destroy succeeded despite the fault")
+				}
+				now, err := m.MIGDevices(ctx, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(now) != 1 || now[0].UUID == "" || now[0].UUID == old.UUID {
+					t.Fatalf("after the failed destroy: %+v, want the GPU instance with a new compute instance", now)
+				}
+			} else {
+				if err := m.DestroyMIGDevice(ctx, 0, d); err != nil {
+					t.Fatal(err)
+				}
+				made, err := m.CreateMIGDevice(ctx, 0, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if made.GIID != old.GIID {
+					t.Fatalf("made again as GI %d, want %d", made.GIID, old.GIID)
+				}
+			}
+			close(hold)
+			select {
+			case x := <-got:
+				want := gpu.Xid{GPUIndex: 0, GPUUUID: old.ParentUUID, Code: 94, GIID: old.GIID, CIID: -1, Devices: []gpu.MIGDevice{old}}
+				if diff := cmp.Diff(want, x); diff != "" {
+					t.Errorf("Xid (-want +got):\n%s", diff)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the Xid was not delivered within 10s")
+			}
+		})
+	}
+}
+
+// TestXidOfGPUInstanceDestroyedElsewhere: an Xid of a GPU instance that
+// someone else destroyed (nvidia-smi) before the watch read the event
+// blames no device, not the one the manager then makes at its placement
+// (the same GPU instance ID): the create reads the pending events first.
+func TestXidOfGPUInstanceDestroyedElsewhere(t *testing.T) {
+	ctx := t.Context()
+	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Seed: "n1"})
+	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	d := mig.Device{Profile: "3g.40gb", Start: 4}
+	old, err := m.CreateMIGDevice(ctx, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	got, _ := xidWatchOn(t, ctx, sim, m, hold)
+	if err := sim.InjectXid(0, 48, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	<-got // the watch is in fn until hold is closed
+	if err := sim.InjectXid(0, 94, old.GIID, -1); err != nil {
+		t.Fatal(err)
+	}
+	dev, ret := sim.DeviceGetHandleByIndex(0)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	gi, ret := dev.GetGpuInstanceById(old.GIID)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	ci, ret := gi.GetComputeInstanceById(old.CIID)
+	if ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	if ret := ci.Destroy(); ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	if ret := gi.Destroy(); ret != nvml.SUCCESS {
+		t.Fatal(ret)
+	}
+	made, err := m.CreateMIGDevice(ctx, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made.GIID != old.GIID {
+		t.Fatalf("made again as GI %d, want %d", made.GIID, old.GIID)
+	}
+	close(hold)
+	select {
+	case x := <-got:
+		want := gpu.Xid{GPUIndex: 0, GPUUUID: old.ParentUUID, Code: 94, GIID: old.GIID, CIID: -1}
+		if diff := cmp.Diff(want, x); diff != "" {
+			t.Errorf("Xid (-want +got):\n%s", diff)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Xid was not delivered within 10s")
 	}
 }
