@@ -249,6 +249,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if apierrors.IsNotFound(err) {
 		// No MigLayout manages this node: keep the pool published as it is.
 		res, err := r.Repartitioner.Sync(ctx, nil, nil)
+		r.tellEmptied(ctx, r.Repartitioner.takeEmptied())
 		if err != nil {
 			r.resetBackoff()
 			if ctx.Err() == nil {
@@ -258,7 +259,6 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		r.published.Store(true)
 		r.pruneXids(ctx, res.GPUs)
-		r.tellEmptied(ctx, res.Emptied)
 		if res.Retry {
 			// A GPU instance left half made that could not be rolled
 			// back, a pending MIG mode change that could not be
@@ -311,6 +311,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	} else {
 		res, err = r.Repartitioner.SyncDeferring(ctx, nml.Spec.GPUs, deferred, report)
 	}
+	r.tellEmptied(ctx, r.Repartitioner.takeEmptied())
 	if err == nil {
 		r.published.Store(true)
 	}
@@ -347,7 +348,6 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	r.tellCatalogDiffers(&nml, res.GPUs)
-	r.tellEmptied(ctx, res.Emptied)
 	r.pruneXids(ctx, res.GPUs)
 	if err := r.writeStatus(ctx, specOf(&nml), res, len(shown) > 0); err != nil {
 		// Should the next pass fail too, the rows of the GPUs this one

@@ -12,8 +12,9 @@ import (
 )
 
 // tellEmptied records an event on the Node for each GPU of emptied
-// (SyncResult.Emptied): the GPU is in no spec, so it has no status row to
-// say what the pass did to it. A Node that cannot be read is only logged.
+// (Repartitioner.takeEmptied): the GPU is in no spec, so it has no status
+// row to say what the pass did to it. A Node that cannot be read is only
+// logged.
 func (r *NodeReconciler) tellEmptied(ctx context.Context, emptied map[int]bool) {
 	if len(emptied) == 0 || r.Recorder == nil {
 		return

@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"errors"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,12 +28,23 @@ func TestEmptiedGPUToldOnTheNode(t *testing.T) {
 	cases := map[string]struct {
 		noReset bool // an A100 whose board cannot reset it
 		noNML   bool
-		want    []string
+		// failFirst: the first pass's republication fails, after the
+		// mode change.
+		failFirst bool
+		// cancelFails: cancelling the pending change to MIG mode off
+		// fails (it stays pending: nothing to tell but the failure).
+		cancelFails bool
+		want        []string
+		wantMIGOn   bool
 	}{
-		"NodeMigLayout without the GPU": {want: []string{EventMIGModeTurnedOff}},
-		"no NodeMigLayout":              {noNML: true, want: []string{EventMIGModeTurnedOff}},
+		"NodeMigLayout without the GPU":        {want: []string{EventMIGModeTurnedOff}},
+		"no NodeMigLayout":                     {noNML: true, want: []string{EventMIGModeTurnedOff}},
+		"the pass fails after the mode change": {failFirst: true, want: []string{EventMIGModeTurnedOff}},
+		"the pass fails after the mode change, no NodeMigLayout": {failFirst: true, noNML: true,
+			want: []string{EventMIGModeTurnedOff}},
 		"turning MIG mode off waits for a reset": {noReset: true,
-			want: []string{EventEmptiedGPUInMIGMode}},
+			want: []string{EventEmptiedGPUInMIGMode}, wantMIGOn: true},
+		"cancelling the change waiting for a reset fails": {noReset: true, cancelFails: true, wantMIGOn: true},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -60,18 +73,37 @@ func TestEmptiedGPUToldOnTheNode(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rec := events.NewFakeRecorder(20)
-			r := &NodeReconciler{Client: c2, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
-			for range 2 {
-				if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err != nil {
+			if c.cancelFails {
+				if err := g.sim.InjectFault(nvmlsim.Fault{Op: "SetMigMode", Nth: 2, Return: nvml.ERROR_UNKNOWN}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if diff := cmp.Diff(c.want, eventReasons(rec)); diff != "" {
+			rec := events.NewFakeRecorder(20)
+			r := &NodeReconciler{Client: c2, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
+			req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
+			if c.failFirst {
+				g.inv.failRepublish = errors.New("the API server is down")
+				if _, err := r.Reconcile(t.Context(), req); err == nil {
+					t.Fatal("the first pass did not fail")
+				}
+				g.inv.failRepublish = nil
+			}
+			for range 2 {
+				if _, err := r.Reconcile(t.Context(), req); err != nil && !c.cancelFails {
+					t.Fatal(err)
+				}
+			}
+			var reasons []string
+			for _, reason := range eventReasons(rec) {
+				if reason != EventPassFailed {
+					reasons = append(reasons, reason)
+				}
+			}
+			if diff := cmp.Diff(c.want, reasons); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
-			if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent != c.noReset {
-				t.Errorf("MIG mode on %v, want %v", st.MIGCurrent, c.noReset)
+			if st := g.sim.Snapshot().GPUs[0]; st.MIGCurrent != c.wantMIGOn {
+				t.Errorf("MIG mode on %v, want %v", st.MIGCurrent, c.wantMIGOn)
 			}
 		})
 	}

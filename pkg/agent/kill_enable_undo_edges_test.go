@@ -136,6 +136,6 @@ func TestEmptiedGPUWhoseModeChangeWaits(t *testing.T) {
 		t.Errorf("MIG mode current %v pending %v after ops %v, want on, none pending", st.MIGCurrent, st.MIGPending, after.ops)
 	}
 	if diff := cmp.Diff([]map[int]bool{{0: false}, nil, nil}, emptied); diff != "" {
-		t.Errorf("the passes' Emptied (-want +got):\n%s", diff)
+		t.Errorf("what the passes did to emptied GPUs (-want +got):\n%s", diff)
 	}
 }

@@ -25,7 +25,8 @@ func TestKilledAfterEnableWorkGone(t *testing.T) {
 		published  []string
 		migOn      bool
 		restartOps []string
-		// emptied is each pass's SyncResult.Emptied after the restart.
+		// emptied is what each pass after the restart did to emptied
+		// GPUs (takeEmptied).
 		emptied []map[int]bool
 	}
 	off := []map[int]bool{{0: true}, nil, nil}
@@ -83,7 +84,8 @@ func TestKilledAfterEnableWorkGone(t *testing.T) {
 
 // restartWithoutSpecs restarts the agent (rig.restart) with a manager that
 // records its mutating NVML calls, runs passes passes with no spec, and
-// returns the recorder and each pass's SyncResult.Emptied.
+// returns the recorder and what each pass did to emptied GPUs
+// (Repartitioner.takeEmptied).
 func (g *rig) restartWithoutSpecs(t *testing.T, passes int) (*killingManager, []map[int]bool) {
 	t.Helper()
 	g.restart(t)
@@ -91,11 +93,10 @@ func (g *rig) restartWithoutSpecs(t *testing.T, passes int) (*killingManager, []
 	g.r.GPUs = after
 	var emptied []map[int]bool
 	for range passes {
-		res, err := g.r.Sync(t.Context(), nil, nil)
-		if err != nil {
+		if _, err := g.r.Sync(t.Context(), nil, nil); err != nil {
 			t.Fatal(err)
 		}
-		emptied = append(emptied, res.Emptied)
+		emptied = append(emptied, g.r.takeEmptied())
 	}
 	return after, emptied
 }

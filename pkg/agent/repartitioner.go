@@ -73,6 +73,9 @@ type Repartitioner struct {
 	// again. The reboot applies it (and starts a new process); an agent
 	// restarted without one sets it once more.
 	awaitingReboot map[string]bool
+	// emptied are the GPUs turnOffEmptied changed, not yet taken
+	// (takeEmptied).
+	emptied map[int]bool
 	// withheld are the whole-GPU devices this pass leaves out of every
 	// publication (withheldWhole): GPUs with MIG mode off whose MIG
 	// devices claims hold.
@@ -109,12 +112,6 @@ type SyncResult struct {
 	// destroyed or created, MIG mode set) and left on their desired layout:
 	// those the agent tells of as Repartitioned.
 	Changed sets.Set[int]
-	// Emptied holds the GPUs outside every spec that the agent's own
-	// interrupted work had left in MIG mode without GPU instances
-	// (turnOffEmptied), by index: true where the pass turned MIG mode
-	// off (the GPU is published whole), false where turning it off waits
-	// for a GPU reset, so the GPU stays in MIG mode without devices.
-	Emptied map[int]bool
 	// Xids holds, per GPU index, the Xid critical errors the kubelet
 	// plugin holds against the GPU (GPUStatus.Xids); the NodeReconciler
 	// fills it before it writes the status (gpuXids).
@@ -230,10 +227,9 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	}
 	// On NVML as the rollbacks left it: a GPU instance rolled back may
 	// have been the GPU's last.
-	emptied, err := r.turnOffEmptied(ctx, obs, desired, orphans)
-	if err != nil {
+	if off, err := r.turnOffEmptied(ctx, obs, desired, orphans); err != nil {
 		return nil, err
-	} else if len(emptied) > 0 {
+	} else if off {
 		if obs, unreadable, err = r.observe(ctx); err != nil {
 			return nil, err
 		}
@@ -251,7 +247,7 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 			return nil, err
 		}
 	}
-	res := &SyncResult{Results: map[int]GPUResult{}, Stopped: sets.New[int](), Changed: sets.New[int](), Emptied: emptied}
+	res := &SyncResult{Results: map[int]GPUResult{}, Stopped: sets.New[int](), Changed: sets.New[int]()}
 	for idx, f := range unrestored {
 		// Nothing is planned on the GPU this pass: its layout would be
 		// laid over the placements of the devices not made again.

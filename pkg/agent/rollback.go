@@ -247,11 +247,12 @@ func (r *Repartitioner) cancelOrphanModes(ctx context.Context, obs []GPUState, d
 // names of its index, confirmed by a live read, as restoreHeld does) is
 // left to restoreHeld, and one whose GPU instance rollback failed (failed)
 // to the next pass. A GPU whose mode change NVML refuses is added to failed
-// (its entry stays, tried again next pass). It returns the GPUs it
-// changed, by index: true where MIG mode is now off, false where the
-// change was cancelled (SyncResult.Emptied); err only when reading the
-// allocations failed or the GPU lock could not be taken (ctx done).
-func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec, failed map[int]error) (map[int]bool, error) {
+// (its entry stays, tried again next pass). It reports whether it changed
+// any GPU, and records each in r.emptied (takeEmptied): true where MIG
+// mode is now off, false where the change was cancelled; err only when
+// reading the allocations failed or the GPU lock could not be taken (ctx
+// done).
+func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desired []v1alpha1.GPUSpec, failed map[int]error) (bool, error) {
 	var cands []*GPUState
 	for _, e := range r.Journal.Entries() {
 		if failed[e.GPU] != nil || slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == e.GPU }) {
@@ -265,14 +266,14 @@ func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desi
 		cands = append(cands, g)
 	}
 	if len(cands) == 0 {
-		return nil, nil
+		return false, nil
 	}
 	held, err := r.heldOwnMIGNames(ctx, obs, cands)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	logger := klog.FromContext(ctx)
-	changed := map[int]bool{}
+	changed := false
 	for _, g := range cands {
 		idx := g.GPU.Index
 		if held.Has(idx) {
@@ -292,17 +293,43 @@ func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desi
 			// cancelled, not left to apply untracked at a reset nobody
 			// asked for.
 			logger.Info("Turning MIG mode off waits for a GPU reset; the change is cancelled and the GPU left in MIG mode without devices", "gpu", idx)
-			changed[idx] = false
+			changed = true
 			if _, locked, err := r.setMIGMode(ctx, idx, true); !locked {
 				return changed, ctx.Err()
 			} else if err != nil {
+				// MIG mode off stays pending: no event says it was
+				// cancelled; the failure is the GPU's (failed).
 				failed[idx] = errors.Join(failed[idx], fmt.Errorf("cancelling the pending change of MIG mode to off: %w", err))
+				continue
 			}
+			r.recordEmptied(idx, false)
 			continue
 		}
-		changed[idx] = true
+		changed = true
+		r.recordEmptied(idx, true)
 	}
 	return changed, nil
+}
+
+// recordEmptied records what turnOffEmptied did to GPU idx (takeEmptied).
+func (r *Repartitioner) recordEmptied(idx int, off bool) {
+	if r.emptied == nil {
+		r.emptied = map[int]bool{}
+	}
+	r.emptied[idx] = off
+}
+
+// takeEmptied returns, and forgets, the GPUs turnOffEmptied changed since
+// the last call, by index: true where it turned MIG mode off (the GPU is
+// published whole), false where turning it off waits for a GPU reset and
+// the change was cancelled (the GPU stays in MIG mode without devices).
+// The NodeReconciler takes them after every pass, failed or not, and tells
+// them (tellEmptied): a pass that fails after the change does not make it
+// again.
+func (r *Repartitioner) takeEmptied() map[int]bool {
+	e := r.emptied
+	r.emptied = nil
+	return e
 }
 
 // heldOwnMIGNames returns the indices of the GPUs of cands that ResourceClaim
