@@ -29,7 +29,7 @@ func (r *AutoResult) Describe() string {
 // WriteAutoTable prints one line per Auto scenario and the totals.
 func WriteAutoTable(w io.Writer, results []*AutoResult, took time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "seed\tfaults\tstruck\tpods\tserved\tdestroyed\tdestroyed/served\tunused destroyed\tplans\treverts\tstuck\tunpacked\talloc. destroyed\talloc. unpublished/withdrawn\talloc. on tainted\tpool≠NVML\tleaked\tnot settled\tsettle (kept)\tsettle (released)\t")
+	fmt.Fprintln(tw, "seed\tfaults\tstruck\tpods\tserved\tdestroyed\tdestroyed/served\tunused destroyed\tplans\treverts\tstuck\tunpacked\talloc. destroyed\tdestroyed undrained\talloc. unpublished/withdrawn\talloc. on tainted\tpool≠NVML\tleaked\tnot settled\tsettle (kept)\tsettle (released)\t")
 	var t AutoResult
 	for _, r := range results {
 		var kinds []string
@@ -43,9 +43,9 @@ func WriteAutoTable(w io.Writer, results []*AutoResult, took time.Duration) {
 		if len(kinds) == 0 {
 			kinds = []string{string(FaultNone)}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1fs\t%.1fs\t\n", r.Scenario.Seed,
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1fs\t%.1fs\t\n", r.Scenario.Seed,
 			strings.Join(kinds, "+"), struck, r.Pods, r.Served, r.Destroyed, r.DestroyedPerServed(), r.Unused, r.Plans, r.Reverts,
-			r.Stuck, r.Unpacked, r.AllocatedDestroyed, r.PoolAllocAnomalies, r.TaintedAllocations, r.PoolMismatch, r.Leaked,
+			r.Stuck, r.Unpacked, r.AllocatedDestroyed, r.UndrainedDestroyed, r.PoolAllocAnomalies, r.TaintedAllocations, r.PoolMismatch, r.Leaked,
 			r.NotConverged, r.Settle1.Seconds(), r.Settle2.Seconds())
 		t.Pods += r.Pods
 		t.Served += r.Served
@@ -56,6 +56,7 @@ func WriteAutoTable(w io.Writer, results []*AutoResult, took time.Duration) {
 		t.Stuck += r.Stuck
 		t.Unpacked += r.Unpacked
 		t.AllocatedDestroyed += r.AllocatedDestroyed
+		t.UndrainedDestroyed += r.UndrainedDestroyed
 		t.PoolAllocAnomalies += r.PoolAllocAnomalies
 		t.TaintedAllocations += r.TaintedAllocations
 		t.PoolMismatch += r.PoolMismatch
@@ -63,8 +64,8 @@ func WriteAutoTable(w io.Writer, results []*AutoResult, took time.Duration) {
 		t.NotConverged += r.NotConverged
 		t.PoolAbsences = append(t.PoolAbsences, r.PoolAbsences...)
 	}
-	fmt.Fprintf(tw, "all\t\t\t%d\t%d\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t\n", t.Pods, t.Served, t.Destroyed,
-		t.DestroyedPerServed(), t.Unused, t.Plans, t.Reverts, t.Stuck, t.Unpacked, t.AllocatedDestroyed, t.PoolAllocAnomalies,
+	fmt.Fprintf(tw, "all\t\t\t%d\t%d\t%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t\n", t.Pods, t.Served, t.Destroyed,
+		t.DestroyedPerServed(), t.Unused, t.Plans, t.Reverts, t.Stuck, t.Unpacked, t.AllocatedDestroyed, t.UndrainedDestroyed, t.PoolAllocAnomalies,
 		t.TaintedAllocations, t.PoolMismatch, t.Leaked, t.NotConverged)
 	tw.Flush()
 	fmt.Fprintf(w, "%d Auto scenarios in %s.\n", len(results), took.Round(time.Second))

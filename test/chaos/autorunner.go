@@ -41,6 +41,7 @@ type AutoResult struct {
 	Faults   []FaultResult
 	// Invariant counts (all must be 0).
 	AllocatedDestroyed int // allocated device destroyed (NVML-based)
+	UndrainedDestroyed int // device destroyed whose withdrawal from the pool lacked the drain taint
 	PoolAllocAnomalies int // allocation landed on an unpublished device, or a device withdrawn while allocated
 	TaintedAllocations int // allocation landed on a tainted device (observed, see Result.Failed)
 	PoolMismatch       int // published ≠ NVML once settled
@@ -70,7 +71,7 @@ type AutoResult struct {
 // Failed reports whether an invariant was violated, or the scenario could
 // not be run as written (HarnessErrors).
 func (r *AutoResult) Failed() bool {
-	return r.AllocatedDestroyed+r.PoolAllocAnomalies+r.PoolMismatch+r.Leaked+r.Stuck+r.NotConverged+r.HarnessErrors > 0
+	return r.AllocatedDestroyed+r.UndrainedDestroyed+r.PoolAllocAnomalies+r.PoolMismatch+r.Leaked+r.Stuck+r.NotConverged+r.HarnessErrors > 0
 }
 
 // DestroyedPerServed is the number of devices destroyed per pod served.
@@ -270,7 +271,8 @@ func (r *Runner) RunAuto(ctx context.Context, sc *AutoScenario, livenessTimeout 
 	}
 
 	v := r.monitorVerdict(ctx, since, res.Faults, problem, note)
-	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies, res.PoolAbsences = v.destroyed, v.tainted, v.anomalies, v.absent
+	res.AllocatedDestroyed, res.UndrainedDestroyed, res.TaintedAllocations = v.destroyed, v.undrained, v.tainted
+	res.PoolAllocAnomalies, res.PoolAbsences = v.anomalies, v.absent
 	res.Pods = len(pods)
 	res.Took = time.Since(start)
 	return res

@@ -231,6 +231,9 @@ func TestDrainRace(t *testing.T) {
 		if (c.Settle > stall || c.Binding) && c.Destroyed+c.Unpublished > 0 {
 			t.Errorf("%s, %s: %d claims allocated to a device then destroyed, %d to a withdrawn device", c.Mode, c.Label(), c.Destroyed, c.Unpublished)
 		}
+		if c.Undrained > 0 {
+			t.Errorf("%s, %s: %d devices destroyed without a drain", c.Mode, c.Label(), c.Undrained)
+		}
 		if c.Binding && c.Mode != "scheduler normal" && c.Refused+c.InFlight == 0 {
 			t.Logf("%s, %s: no late allocation landed on this node in this run; its cell shows nothing about binding conditions", c.Mode, c.Label())
 		}

@@ -22,10 +22,14 @@
 //     live list of the claims), and — replaying the ResourceSlice and ResourceClaim
 //     watch events in etcd revision order — allocations that landed on a tainted or an
 //     unpublished device, and devices withdrawn, or published again under their name
-//     with another UUID, while allocated. A pool whose slices are all deleted is absent
-//     (PoolAbsence): allowed only after a kubelet restart of its node or an outage of
-//     its agent past the kubelet's wipe delay, and judged by what it publishes once it
-//     is back.
+//     with another UUID, while allocated; and MIG devices NVML destroyed (a poll lacks
+//     a UUID that a poll or a publication had) whose UUID left the pool from a
+//     publication without the drain taint (UndrainedDestroyed: the agent must drain a
+//     device before it destroys it, allocated or not; a device never published, or of
+//     a GPU fallen off the bus, is exempt). A pool whose slices are all deleted is
+//     absent (PoolAbsence): allowed only after a kubelet restart of its node or an
+//     outage of its agent past the kubelet's wipe delay, and judged by what it
+//     publishes once it is back.
 //   - After each scenario, once the product reports convergence (twice: with the claims,
 //     where Blocked is accepted only when a device that must go is really in use; and
 //     after releasing them, on the next scenario's base layout), Env.Check compares the

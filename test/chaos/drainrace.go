@@ -85,6 +85,9 @@ type RaceCell struct {
 	// Destroyed: allocations to a device that was then destroyed (NVML-based), and
 	// allocations that landed on a device already withdrawn from the pool. Must be 0.
 	Destroyed, Unpublished int
+	// Undrained: devices destroyed whose withdrawal from the pool lacked the drain
+	// taint (UndrainedDestroyed), whatever the settle period. Must be 0.
+	Undrained int
 	// Refused: allocations that would count above but awaited the agent's binding
 	// confirmation, which it refused (Binding nodes): no pod was bound to them.
 	Refused int
@@ -264,6 +267,8 @@ func (c *RaceCell) tally(round, drains int, nml *v1alpha1.NodeMigLayout, finding
 			c.Lags = append(c.Lags, f.Lag)
 		case AllocatedDestroyed:
 			c.Destroyed++
+		case UndrainedDestroyed:
+			c.Undrained++
 		case RefusedAllocation:
 			c.Refused++
 		default:
@@ -302,14 +307,14 @@ func setRace(ctx context.Context, env *Env, layout string) error {
 func WriteRaceTable(w io.Writer, cells []*RaceCell) {
 	sort.SliceStable(cells, func(i, j int) bool { return cells[i].Mode < cells[j].Mode })
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "scheduler\tsettle\trounds\tblocked before drain\tdrains\tkept by live re-check\tkept after withdrawal\tkept by prepared re-check\tflip completed\tin-flight allocations\tmax lag after taint\tallocated then destroyed\tallocated after withdrawal\trefused by binding conditions\t")
+	fmt.Fprintln(tw, "scheduler\tsettle\trounds\tblocked before drain\tdrains\tkept by live re-check\tkept after withdrawal\tkept by prepared re-check\tflip completed\tin-flight allocations\tmax lag after taint\tallocated then destroyed\tallocated after withdrawal\tdestroyed undrained\trefused by binding conditions\t")
 	for _, c := range cells {
 		lag := "-"
 		if len(c.Lags) > 0 {
 			lag = fmt.Sprintf("%dms", c.MaxLag().Milliseconds())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t\n", c.Mode, strings.TrimPrefix(c.Label(), "settle "), c.Rounds, c.BlockedBefore,
-			c.Drains, c.Aborted, c.WithdrawnKept, c.PreparedKept, c.Completed, c.InFlight, lag, c.Destroyed, c.Unpublished, c.Refused)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t\n", c.Mode, strings.TrimPrefix(c.Label(), "settle "), c.Rounds, c.BlockedBefore,
+			c.Drains, c.Aborted, c.WithdrawnKept, c.PreparedKept, c.Completed, c.InFlight, lag, c.Destroyed, c.Unpublished, c.Undrained, c.Refused)
 	}
 	tw.Flush()
 }

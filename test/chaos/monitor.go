@@ -57,6 +57,14 @@ const (
 	// the scheduler binds no pod to it, so it is no violation; the agent answers it
 	// DeviceRemoved and the scheduler allocates again.
 	RefusedAllocation FindingKind = "allocation awaiting binding refused"
+	// UndrainedDestroyed: NVML destroyed a MIG device (a poll lacked the UUID a
+	// poll or a publication had) whose UUID left the pool's complete view (in etcd
+	// order) from a publication without the drain taint: the agent destroys a
+	// device only once it published it tainted, let the settle period pass and
+	// withdrew it, so that no allocation in flight lands on it. Judged from the
+	// UUID's publication history once the replay has caught up (judgeDestroyed),
+	// which names what is exempt. Must be 0.
+	UndrainedDestroyed FindingKind = "device destroyed without drain"
 )
 
 // awaitingBinding reports whether the claim's allocation result r waits for the agent's
@@ -98,6 +106,9 @@ type Finding struct {
 
 func (f Finding) String() string {
 	s := fmt.Sprintf("%s: claim %s → %s/%s", f.Kind, f.Claim, f.Pool, f.Device)
+	if f.Claim == "" {
+		s = fmt.Sprintf("%s: %s/%s", f.Kind, f.Pool, f.Device)
+	}
 	if f.Kind == TaintedAllocation {
 		s += fmt.Sprintf(" %dms after the taint", f.Lag.Milliseconds())
 	}
@@ -154,7 +165,11 @@ type Monitor struct {
 	// refused: claimUID|pool/device → the finding an allocation waiting for a binding
 	// confirmation would have been, recorded if the agent confirms it after all.
 	refused map[string]Finding
-	errs    []string
+	// lives: device UUID → what the polls and the replay know of it, until
+	// judgeDestroyed judges its destroy; judged: the UUIDs it judged.
+	lives  map[string]*deviceLife
+	judged map[string]bool
+	errs   []string
 }
 
 type event struct {
@@ -378,6 +393,7 @@ func (m *Monitor) Checkpoint() {
 		}
 	}
 	m.buf = m.buf[:0]
+	m.judgeDestroyed()
 }
 
 func (m *Monitor) replaySlice(e event) {
@@ -401,6 +417,7 @@ func (m *Monitor) replaySlice(e event) {
 	if before, ok := m.poolBack(pool, e.at); ok {
 		old = before
 	}
+	m.trackPublished(pool, old, view, e)
 	for name, was := range old {
 		f := Finding{Kind: WithdrawnAllocated, Pool: pool, Device: name, At: e.at}
 		if now, ok := view[name]; ok {
@@ -617,6 +634,7 @@ func (m *Monitor) compare(states map[string]nvmlsim.State, claims []resourceapi.
 	defer m.mu.Unlock()
 	m.polls++
 	m.polledAt = append(m.polledAt, now)
+	m.trackNVML(states, now)
 	keep := map[string]bool{}
 	for _, c := range claims {
 		if c.Status.Allocation == nil {

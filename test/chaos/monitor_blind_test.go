@@ -130,9 +130,10 @@ func TestAbsenceLine(t *testing.T) {
 // tainted device, fails no scenario.
 func TestVerdictCounts(t *testing.T) {
 	since := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	type counts struct{ destroyed, tainted, anomalies, observed int }
+	type counts struct{ destroyed, undrained, tainted, anomalies, observed int }
 	for kind, want := range map[FindingKind]counts{
 		AllocatedDestroyed:    {destroyed: 1},
+		UndrainedDestroyed:    {undrained: 1},
 		TaintedAllocation:     {tainted: 1, observed: 1},
 		RefusedAllocation:     {observed: 1},
 		UnpublishedAllocation: {anomalies: 1},
@@ -146,9 +147,9 @@ func TestVerdictCounts(t *testing.T) {
 			var problems, observed int
 			v := r.monitorVerdict(context.Background(), since, nil,
 				func(string, ...any) { problems++ }, func(string, ...any) { observed++ })
-			got := counts{v.destroyed, v.tainted, v.anomalies, observed}
-			if got != want || problems != v.destroyed+v.anomalies {
-				t.Errorf("counts %+v with %d problems, want %+v with %d problems", got, problems, want, want.destroyed+want.anomalies)
+			got := counts{v.destroyed, v.undrained, v.tainted, v.anomalies, observed}
+			if got != want || problems != v.destroyed+v.undrained+v.anomalies {
+				t.Errorf("counts %+v with %d problems, want %+v with %d problems", got, problems, want, want.destroyed+want.undrained+want.anomalies)
 			}
 		})
 	}

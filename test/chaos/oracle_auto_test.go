@@ -35,6 +35,7 @@ func TestAutoResultFailed(t *testing.T) {
 	}{
 		"clean":                         {r: AutoResult{Pods: 9, Served: 9, Destroyed: 4, Unused: 2, Unpacked: 1, Plans: 3, Reverts: 1}},
 		"an allocated device destroyed": {r: AutoResult{AllocatedDestroyed: 1}, want: true},
+		"a device destroyed undrained":  {r: AutoResult{UndrainedDestroyed: 1}, want: true},
 		"an allocation unpublished":     {r: AutoResult{PoolAllocAnomalies: 1}, want: true},
 		"pool ≠ NVML":                   {r: AutoResult{PoolMismatch: 1}, want: true},
 		"leaked":                        {r: AutoResult{Leaked: 1}, want: true},
@@ -56,9 +57,9 @@ func TestAutoResultFailed(t *testing.T) {
 // TestWriteAutoTableTotals: the table's "all" row sums every count column.
 func TestWriteAutoTableTotals(t *testing.T) {
 	sc := &AutoScenario{Seed: 1}
-	a := &AutoResult{Scenario: sc, Pods: 3, Served: 2, Destroyed: 4, Unused: 1, Plans: 2, Reverts: 1, Stuck: 1, Unpacked: 1, AllocatedDestroyed: 1, PoolAllocAnomalies: 2, TaintedAllocations: 3, PoolMismatch: 4, Leaked: 5, NotConverged: 6,
+	a := &AutoResult{Scenario: sc, Pods: 3, Served: 2, Destroyed: 4, Unused: 1, Plans: 2, Reverts: 1, Stuck: 1, Unpacked: 1, AllocatedDestroyed: 1, UndrainedDestroyed: 7, PoolAllocAnomalies: 2, TaintedAllocations: 3, PoolMismatch: 4, Leaked: 5, NotConverged: 6,
 		Faults: []FaultResult{{Fault: Fault{Kind: FaultKind("kill")}, Fired: true}, {Fault: Fault{Kind: FaultKind("stall")}}, {Fault: Fault{Kind: FaultKind("kill")}, Fired: true}}}
-	b := &AutoResult{Scenario: &AutoScenario{Seed: 2}, Pods: 10, Served: 20, Destroyed: 30, Unused: 40, Plans: 50, Reverts: 60, Stuck: 70, Unpacked: 80, AllocatedDestroyed: 90, PoolAllocAnomalies: 100, TaintedAllocations: 110, PoolMismatch: 120, Leaked: 130, NotConverged: 140}
+	b := &AutoResult{Scenario: &AutoScenario{Seed: 2}, Pods: 10, Served: 20, Destroyed: 30, Unused: 40, Plans: 50, Reverts: 60, Stuck: 70, Unpacked: 80, AllocatedDestroyed: 90, UndrainedDestroyed: 150, PoolAllocAnomalies: 100, TaintedAllocations: 110, PoolMismatch: 120, Leaked: 130, NotConverged: 140}
 	var buf bytes.Buffer
 	WriteAutoTable(&buf, []*AutoResult{a, b}, time.Second)
 	rows := map[string][]string{}
@@ -86,7 +87,7 @@ func TestWriteAutoTableTotals(t *testing.T) {
 		return ""
 	}
 	for name, want := range map[string]int{"pods": 13, "served": 22, "destroyed": 34, "unused destroyed": 41, "plans": 52, "reverts": 61,
-		"stuck": 71, "unpacked": 81, "alloc. destroyed": 91, "alloc. unpublished/withdrawn": 102, "alloc. on tainted": 113,
+		"stuck": 71, "unpacked": 81, "alloc. destroyed": 91, "destroyed undrained": 157, "alloc. unpublished/withdrawn": 102, "alloc. on tainted": 113,
 		"pool≠NVML": 124, "leaked": 135, "not settled": 146} {
 		if got := col("all", name); got != fmt.Sprint(want) {
 			t.Errorf("all: %s %s, want %d\n%s", name, got, want, buf.String())
@@ -374,13 +375,14 @@ func TestRaceTally(t *testing.T) {
 	c.tally(0, 0, status(v1alpha1.PhaseBlocked, raceFrom), []Finding{
 		{Kind: AllocatedDestroyed}, {Kind: TaintedAllocation, Lag: 30 * time.Millisecond}, {Kind: TaintedAllocation, Lag: 10 * time.Millisecond},
 		{Kind: RefusedAllocation}, {Kind: RefusedAllocation}, {Kind: UnpublishedAllocation}, {Kind: WithdrawnAllocated}, {Kind: WithdrawnAllocated},
+		{Kind: UndrainedDestroyed},
 	})
 	c.tally(1, 1, status(v1alpha1.PhaseBlocked, raceFrom), nil)
 	c.tally(2, 1, status(v1alpha1.PhaseReady, raceTo), nil)
 	c.tally(3, 1, status(v1alpha1.PhaseReady, raceFrom), nil)
-	got := fmt.Sprintf("destroyed %d, in flight %d, refused %d, unpublished %d, blocked before %d, completed %d, max lag %s, details %d",
-		c.Destroyed, c.InFlight, c.Refused, c.Unpublished, c.BlockedBefore, c.Completed, c.MaxLag(), len(c.Details))
-	if want := "destroyed 1, in flight 2, refused 2, unpublished 3, blocked before 1, completed 1, max lag 30ms, details 8"; got != want {
+	got := fmt.Sprintf("destroyed %d, undrained %d, in flight %d, refused %d, unpublished %d, blocked before %d, completed %d, max lag %s, details %d",
+		c.Destroyed, c.Undrained, c.InFlight, c.Refused, c.Unpublished, c.BlockedBefore, c.Completed, c.MaxLag(), len(c.Details))
+	if want := "destroyed 1, undrained 1, in flight 2, refused 2, unpublished 3, blocked before 1, completed 1, max lag 30ms, details 9"; got != want {
 		t.Errorf("%s\nwant %s", got, want)
 	}
 }

@@ -12,17 +12,18 @@ import (
 
 // row is one line of the table: the scenarios a fault kind took part in.
 type row struct {
-	name                                    string
-	scenarios, fired                        int
-	destroyed, anomalies, tainted, mismatch int
-	leaked, unconverged, journal            int
-	drains, aborted                         int
-	converge                                []time.Duration
+	name                                               string
+	scenarios, fired                                   int
+	destroyed, undrained, anomalies, tainted, mismatch int
+	leaked, unconverged, journal                       int
+	drains, aborted                                    int
+	converge                                           []time.Duration
 }
 
 func (r *row) add(res *Result) {
 	r.scenarios++
 	r.destroyed += res.AllocatedDestroyed
+	r.undrained += res.UndrainedDestroyed
 	r.anomalies += res.PoolAllocAnomalies
 	r.tainted += res.TaintedAllocations
 	r.mismatch += res.PoolMismatch
@@ -54,12 +55,12 @@ func (s *Summary) Failed() []*Result {
 }
 
 // Totals is the bottom line of the table.
-func (s *Summary) Totals() (destroyed, anomalies, tainted, mismatch, leaked, unconverged int) {
+func (s *Summary) Totals() (destroyed, undrained, anomalies, tainted, mismatch, leaked, unconverged int) {
 	var t row
 	for _, r := range s.Results {
 		t.add(r)
 	}
-	return t.destroyed, t.anomalies, t.tainted, t.mismatch, t.leaked, t.unconverged
+	return t.destroyed, t.undrained, t.anomalies, t.tainted, t.mismatch, t.leaked, t.unconverged
 }
 
 // WriteTable prints the fault mix and the invariant counts: one row per fault kind (a
@@ -99,10 +100,10 @@ func (s *Summary) WriteTable(w io.Writer) {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "fault\tscenarios\tfault struck\tallocated destroyed\talloc. unpublished/withdrawn\talloc. landed on tainted (kept)\tpool≠NVML\tleaked GI/CI\tnot converged\tjournal left\tdrains\tdrains aborted\tconverge p50\tconverge max\t")
+	fmt.Fprintln(tw, "fault\tscenarios\tfault struck\tallocated destroyed\tdestroyed undrained\talloc. unpublished/withdrawn\talloc. landed on tainted (kept)\tpool≠NVML\tleaked GI/CI\tnot converged\tjournal left\tdrains\tdrains aborted\tconverge p50\tconverge max\t")
 	line := func(r *row) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.name, r.scenarios, r.fired,
-			r.destroyed, r.anomalies, r.tainted, r.mismatch, r.leaked, r.unconverged, r.journal, r.drains, r.aborted,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.name, r.scenarios, r.fired,
+			r.destroyed, r.undrained, r.anomalies, r.tainted, r.mismatch, r.leaked, r.unconverged, r.journal, r.drains, r.aborted,
 			pct(r.converge, 0.5), pct(r.converge, 1))
 	}
 	for _, k := range order {

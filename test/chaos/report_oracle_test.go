@@ -20,14 +20,15 @@ func TestSummaryVerdict(t *testing.T) {
 		"tainted":       {TaintedAllocations: 3, Faults: fault(PauseFlap, true)},
 		"journal":       {JournalLeft: 1, Drains: 2, DrainsAborted: 1, Faults: fault(KillDraining, false)},
 		"destroyed":     {AllocatedDestroyed: 2, Faults: fault(KillDraining, true)},
+		"undrained":     {UndrainedDestroyed: 4, Faults: fault(KillDestroying, true)},
 		"anomalies":     {PoolAllocAnomalies: 5, Faults: fault(KillCreating, true)},
 		"mismatch":      {PoolMismatch: 7},
 		"leaked":        {Leaked: 11},
 		"not converged": {NotConverged: 2},
 	}
-	wantFailed := []string{"anomalies", "destroyed", "leaked", "mismatch", "not converged"}
+	wantFailed := []string{"anomalies", "destroyed", "undrained", "leaked", "mismatch", "not converged"}
 	s := &Summary{}
-	names := []string{"clean", "tainted", "journal", "destroyed", "anomalies", "mismatch", "leaked", "not converged"}
+	names := []string{"clean", "tainted", "journal", "destroyed", "undrained", "anomalies", "mismatch", "leaked", "not converged"}
 	for _, n := range names {
 		s.Results = append(s.Results, results[n])
 	}
@@ -39,7 +40,7 @@ func TestSummaryVerdict(t *testing.T) {
 			}
 		}
 	}
-	if strings.Join(failed, ",") != "destroyed,anomalies,mismatch,leaked,not converged" {
+	if strings.Join(failed, ",") != "destroyed,undrained,anomalies,mismatch,leaked,not converged" {
 		t.Errorf("Failed: %q, want %q", failed, wantFailed)
 	}
 	for n, r := range results {
@@ -47,8 +48,8 @@ func TestSummaryVerdict(t *testing.T) {
 			t.Errorf("%s: Failed() = %v, want %v", n, got, want)
 		}
 	}
-	d, a, ta, mm, l, u := s.Totals()
-	if got, want := [6]int{d, a, ta, mm, l, u}, [6]int{2, 5, 3, 7, 11, 1}; got != want {
+	d, ud, a, ta, mm, l, u := s.Totals()
+	if got, want := [7]int{d, ud, a, ta, mm, l, u}, [7]int{2, 4, 5, 3, 7, 11, 1}; got != want {
 		t.Errorf("Totals = %v, want %v", got, want)
 	}
 
@@ -73,16 +74,17 @@ func TestSummaryVerdict(t *testing.T) {
 		for i := range cells {
 			cells[i] = strings.TrimSpace(cells[i])
 		}
-		// scenarios, struck, destroyed, anomalies, tainted, pool≠NVML, leaked,
-		// not converged, journal, drains, aborted
-		rows[cells[0]] = strings.Join(cells[1:12], " ")
+		// scenarios, struck, destroyed, undrained, anomalies, tainted,
+		// pool≠NVML, leaked, not converged, journal, drains, aborted
+		rows[cells[0]] = strings.Join(cells[1:13], " ")
 	}
 	for name, want := range map[string]string{
-		"all scenarios":      "8 3 2 5 3 7 11 1 1 2 1",
-		"none":               "5 0 0 0 3 7 11 1 0 0 0",
-		string(KillDraining): "2 1 2 0 0 0 0 0 1 2 1",
-		string(KillCreating): "1 1 0 5 0 0 0 0 0 0 0",
-		string(PauseFlap):    "1 1 0 0 3 0 0 0 0 0 0",
+		"all scenarios":        "9 4 2 4 5 3 7 11 1 1 2 1",
+		"none":                 "5 0 0 0 0 3 7 11 1 0 0 0",
+		string(KillDraining):   "2 1 2 0 0 0 0 0 0 1 2 1",
+		string(KillDestroying): "1 1 0 4 0 0 0 0 0 0 0 0",
+		string(KillCreating):   "1 1 0 0 5 0 0 0 0 0 0 0",
+		string(PauseFlap):      "1 1 0 0 0 3 0 0 0 0 0 0",
 	} {
 		if rows[name] != want {
 			t.Errorf("row %q: %q, want %q\n%s", name, rows[name], want, b.String())

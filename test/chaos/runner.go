@@ -82,6 +82,7 @@ type Result struct {
 	Faults   []FaultResult
 	// Invariant counts (all must be 0).
 	AllocatedDestroyed int // allocated device destroyed (NVML-based)
+	UndrainedDestroyed int // device destroyed whose withdrawal from the pool lacked the drain taint
 	PoolAllocAnomalies int // allocation landed on an unpublished device, or a device withdrawn while allocated
 	TaintedAllocations int // allocation landed while the device was tainted (an in-flight decision; observed, see Failed)
 	PoolMismatch       int // published ≠ NVML after convergence
@@ -112,7 +113,7 @@ type Result struct {
 // it saw the taint, and the settle period and live re-check exist to keep such a device
 // (whether they did is AllocatedDestroyed).
 func (r *Result) Failed() bool {
-	return r.AllocatedDestroyed+r.PoolAllocAnomalies+r.PoolMismatch+r.Leaked+r.NotConverged+r.HarnessErrors > 0
+	return r.AllocatedDestroyed+r.UndrainedDestroyed+r.PoolAllocAnomalies+r.PoolMismatch+r.Leaked+r.NotConverged+r.HarnessErrors > 0
 }
 
 // Runner runs scenarios one after the other on an Env.
@@ -309,7 +310,8 @@ func (r *Runner) Run(ctx context.Context, sc *Scenario, next *Scenario) *Result 
 
 	// The monitor's verdict on this scenario.
 	v := r.monitorVerdict(ctx, r.since, res.Faults, problem, problem)
-	res.AllocatedDestroyed, res.TaintedAllocations, res.PoolAllocAnomalies, res.PoolAbsences = v.destroyed, v.tainted, v.anomalies, v.absent
+	res.AllocatedDestroyed, res.UndrainedDestroyed, res.TaintedAllocations = v.destroyed, v.undrained, v.tainted
+	res.PoolAllocAnomalies, res.PoolAbsences = v.anomalies, v.absent
 	r.since = v.checkpoint
 	for _, n := range env.ChaosNodes {
 		log := readFrom(agentLog(env, n), offsets[n])
@@ -644,11 +646,12 @@ func (r *Runner) strike(ctx context.Context, f Fault, fr *FaultResult, churnStar
 const restartWipeSlack = 2 * time.Second
 
 // verdict is the monitor's verdict on a scenario: allocated devices destroyed,
-// allocations on tainted devices, other pool/allocation anomalies, and how long
-// each pool a kubelet restart deleted stayed absent.
+// devices destroyed without a drain, allocations on tainted devices, other
+// pool/allocation anomalies, and how long each pool a kubelet restart deleted
+// stayed absent.
 type verdict struct {
-	destroyed, tainted, anomalies int
-	absent                        []time.Duration
+	destroyed, undrained, tainted, anomalies int
+	absent                                   []time.Duration
 	// checkpoint is when the monitor caught up: the next scenario's
 	// findings are read from it, so that one recorded while this verdict
 	// was being made is not lost between the two.
@@ -658,7 +661,7 @@ type verdict struct {
 // monitorVerdict lets the monitor catch up, reports each of its findings on the chaos
 // nodes since since (allocations on tainted devices and refused ones, which fail no
 // scenario, through observed; the others through problem), and counts them: allocated devices destroyed,
-// allocations on tainted devices, and other pool/allocation anomalies. A pool absence
+// devices destroyed without a drain, allocations on tainted devices, and other pool/allocation anomalies. A pool absence
 // (PoolAbsence) is observed where one of the faults explains it, a kubelet restart of
 // the node's or an outage of its agent past the kubelet's wipe delay (KillPastWipe),
 // the deletion coming during it, and the pool was published again (its length is in
@@ -678,6 +681,8 @@ func (r *Runner) monitorVerdict(ctx context.Context, since time.Time, faults []F
 		switch f.Kind {
 		case AllocatedDestroyed:
 			v.destroyed++
+		case UndrainedDestroyed:
+			v.undrained++
 		case TaintedAllocation:
 			v.tainted++
 			observed("%s", f)
