@@ -524,10 +524,9 @@ func (r *Repartitioner) SyncDeferring(ctx context.Context, desired []v1alpha1.GP
 	// those a pending MIG mode change removes. An agent told to stop
 	// (SIGTERM) during step 3 republishes all the same, for at most
 	// stopRepublishTimeout: the last publication, the withdrawal, left
-	// out the devices step 3 destroys but still shows the drain taints of
-	// the devices kept and lacks those step 3 made, until the next agent
-	// starts; it leaves out the devices a change it cut short has still
-	// to destroy (unfinishedDestroys).
+	// out the devices step 3 destroys, but lacks those it made until the
+	// next agent starts; it leaves out the devices a change it cut short
+	// has still to destroy (unfinishedDestroys).
 	start := time.Now()
 	pubCtx := ctx
 	if ctx.Err() != nil {
