@@ -675,8 +675,9 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 		byNode[c.Node] = append(byNode[c.Node], c)
 	}
 	// holds reports whether c is to be written on nml: only while nml is
-	// still as the plan read it (the same Auto MigLayout controls it, and
-	// its spec is the one read: another plan's change, on this GPU or
+	// still as the plan read it (the same Auto MigLayout controls it, the
+	// GPU at c's index is the one read, and its spec is the one read:
+	// another plan's change, on this GPU or
 	// another one the plan counted as not changing, or a Static MigLayout
 	// that took the node over since is not overwritten, and the limits on
 	// GPUs changing at once hold); a change then always, a cancel while nml
@@ -691,6 +692,11 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 		ref := metav1.GetControllerOf(nml)
 		if before == nil || ref == nil || !sameController(before, nml) || !auto[ref.UID] ||
 			!equality.Semantic.DeepEqual(before.Spec, nml.Spec) || !writtenInAuto(nml) {
+			return false
+		}
+		// The GPU at c's index must be the one the plan read: one NVML
+		// numbered anew since (another UUID there) gets its own plan.
+		if reportedUUID(before, c.GPU) != reportedUUID(nml, c.GPU) {
 			return false
 		}
 		for _, x := range cancels {
@@ -726,7 +732,9 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 				if !holds(&nml, c) {
 					continue
 				}
-				spec := v1alpha1.GPUSpec{Index: int32(c.GPU), UUID: reportedUUID(&nml, c.GPU), MIGEnabled: true, Layout: c.To.String(), Reason: truncate(c.Reason, 1024),
+				// Stamped with the UUID of the GPU the plan read, so
+				// that the agent refuses it on any other GPU.
+				spec := v1alpha1.GPUSpec{Index: int32(c.GPU), UUID: reportedUUID(read[c.Node], c.GPU), MIGEnabled: true, Layout: c.To.String(), Reason: truncate(c.Reason, 1024),
 					ServedPods: slices.Clone(c.Serves[:min(len(c.Serves), maxServedPods)])}
 				i := slices.IndexFunc(next.Spec.GPUs, func(g v1alpha1.GPUSpec) bool { return g.Index == spec.Index })
 				if i >= 0 && equality.Semantic.DeepEqual(next.Spec.GPUs[i], spec) {
@@ -754,7 +762,7 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 				}
 				return err
 			}
-			a.written.expect(autoWrites, node, next.Spec.GPUs, next.Generation, a.now())
+			a.written.expect(autoWrites, node, next.Spec.GPUs, next.UID, next.Generation, a.now())
 			out[node] = next
 			return nil
 		})

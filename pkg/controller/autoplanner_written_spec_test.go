@@ -108,3 +108,26 @@ func writeChangeOnN1(t *testing.T, c client.Client, read *v1alpha1.NodeMigLayout
 	}
 	return got
 }
+
+// TestWriteSkipsAGPUNumberedAnewMeanwhile: the plan read GPU-A at index 0
+// (no spec entry yet) and planned a change for it; before the write, the
+// agent reported GPU-B there (NVML numbered the GPUs anew: only the status
+// changed). The change is not written: stamped for GPU-B it would be
+// applied to a GPU it was not planned for, and stamped for GPU-A the
+// agent would refuse it; the next pass plans for GPU-B.
+func TestWriteSkipsAGPUNumberedAnewMeanwhile(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	read := ownedBy(nodeMigLayout("n1").status(a100(0).uuid("GPU-A").layout("7g.80gb@0")).build(), ml)
+	now := ownedBy(nodeMigLayout("n1").status(a100(0).uuid("GPU-B").layout("3g.40gb@0,3g.40gb@4")).build(), ml)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml, now).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
+	change := planner.Change{Node: "n1", GPU: 0, From: mig.MustParseLayout("7g.80gb@0"), To: mig.MustParseLayout("1g.10gb@0"), Serves: []string{"ns/p"}}
+	if got := writeChangeOnN1(t, c, read, change, 0); len(got.Spec.GPUs) != 0 {
+		t.Errorf("n1's spec GPUs %+v, want none written", got.Spec.GPUs)
+	}
+	// Still GPU-A: written, stamped for it.
+	c = fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml, read.DeepCopy()).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
+	got := writeChangeOnN1(t, c, read, change, 1)
+	if len(got.Spec.GPUs) != 1 || got.Spec.GPUs[0].UUID != "GPU-A" {
+		t.Errorf("n1's spec GPUs %+v, want one entry for GPU-A", got.Spec.GPUs)
+	}
+}

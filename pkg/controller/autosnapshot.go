@@ -217,8 +217,23 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 		snap.GroupMaxGPUs[ml.Name] = maxGPUs
 		for _, name := range sel.Nodes {
 			nml, node := in.NodeMigLayouts[name], byName[name]
-			if nml == nil || node == nil || !metav1.IsControlledBy(nml, ml) {
+			if nml == nil || node == nil {
 				continue
+			}
+			// A node ml alone selects whose NodeMigLayout another
+			// MigLayout still controls (or none does) is being handed
+			// over to ml: its changes in flight, which ml's reconciler
+			// keeps when it adopts it, count toward ml's limits from now
+			// on, and nothing is planned there until then.
+			handedOver := ""
+			if !metav1.IsControlledBy(nml, ml) {
+				if sel.Conflicted(name) {
+					continue
+				}
+				handedOver = "MigLayout " + ml.Name + " has not adopted its NodeMigLayout yet"
+				if ref := metav1.GetControllerOf(nml); ref != nil {
+					handedOver += " from MigLayout " + ref.Name
+				}
 			}
 			// Devices a DeviceTaintRule takes out of scheduling are
 			// kept as they are, like allocated ones; a node whose every
@@ -235,6 +250,8 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			// goes on and counts toward the limits, nothing else is
 			// planned there.
 			switch {
+			case handedOver != "":
+				n.FrozenReason = handedOver
 			case ml.Spec.Paused:
 				n.FrozenReason = "its MigLayout " + ml.Name + " is paused (spec.paused)"
 			case in.LostAgents.Has(name):

@@ -15,7 +15,9 @@ import (
 // TestAutoNodesAreThoseWhoseNodeMigLayoutTheMigLayoutControls: an Auto-mode
 // MigLayout plans a node it selects only once it controls the node's
 // NodeMigLayout: not while another MigLayout (the Static one that selected
-// the node before) still controls it, nor while none does.
+// the node before) still controls it, nor while none does. Such a node is
+// in its snapshot all the same, Frozen: its changes in flight count toward
+// the MigLayout's limits, which it adopts them under.
 func TestAutoNodesAreThoseWhoseNodeMigLayoutTheMigLayoutControls(t *testing.T) {
 	auto := migLayout("auto").selects("pool", "a").build()
 	auto.UID, auto.Spec.Mode = k8stypes.UID("uid-auto"), v1alpha1.ModeAuto
@@ -38,11 +40,16 @@ func TestAutoNodesAreThoseWhoseNodeMigLayoutTheMigLayoutControls(t *testing.T) {
 			"uncontrolled": status("uncontrolled"),
 		},
 	}
-	var got []string
+	got := map[string]string{}
 	for _, n := range BuildSnapshot(in, mig.DefaultCatalog()).Nodes {
-		got = append(got, n.Node.Name)
+		got[n.Node.Name] = n.FrozenReason
 	}
-	if diff := cmp.Diff([]string{"mine"}, got); diff != "" {
-		t.Errorf("Auto nodes (-want +got):\n%s", diff)
+	want := map[string]string{
+		"mine":         "",
+		"static-still": "MigLayout auto has not adopted its NodeMigLayout yet from MigLayout static",
+		"uncontrolled": "MigLayout auto has not adopted its NodeMigLayout yet",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Auto nodes and why each is frozen (-want +got):\n%s", diff)
 	}
 }

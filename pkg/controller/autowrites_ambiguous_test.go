@@ -173,7 +173,7 @@ func TestResolveLiveSettlesUnsureWrites(t *testing.T) {
 	// An earlier write (generation 4) the cache does not show yet, then
 	// one answered with a timeout and not applied: the node stays unseen
 	// until the cache shows generation 4.
-	e.expect(ml, "written", gpus, 4, now)
+	e.expect(ml, "written", gpus, "", 4, now)
 	e.expectUnsure(ml, "written", []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "3g.40gb@0,3g.40gb@4"}}, now)
 	if err := e.resolveLive(context.Background(), live, ml); err != nil {
 		t.Fatal(err)

@@ -282,7 +282,7 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 	}
 	writesMetric.WithLabelValues(op).Inc()
 	if gate != nil {
-		r.rollouts.expect(ml.UID, node, next.Spec.GPUs, next.Generation, r.now())
+		r.rollouts.expect(ml.UID, node, next.Spec.GPUs, next.UID, next.Generation, r.now())
 	}
 	logger.V(2).Info("Wrote NodeMigLayout spec", "node", node, "operation", op, "gpus", len(next.Spec.GPUs), "problems", len(problems))
 	return cmpOr(waitsFor, next), problems, false, nil

@@ -36,17 +36,21 @@ type rolloutExpectations struct {
 type rolloutExpectation struct {
 	gpus []v1alpha1.GPUSpec
 	// generation is the NodeMigLayout's metadata.generation the write
-	// gave it (0 where the answer did not say).
+	// gave it (0 where the answer did not say), uid the object's UID (""
+	// where unknown): an object of another UID (deleted and made again,
+	// its generation starting over at 1) is not the one written, and
+	// shows that write gone.
 	generation int64
+	uid        types.UID
 	written    time.Time
 	// unsure: the write was answered with an error that may have come
 	// after it was applied (writeMayHaveApplied).
 	unsure bool
 }
 
-// expect records that node's spec GPUs were written as gpus at now, making
-// the object's generation the one given (0: unknown).
-func (e *rolloutExpectations) expect(ml types.UID, node string, gpus []v1alpha1.GPUSpec, generation int64, now time.Time) {
+// expect records that node's spec GPUs were written as gpus at now on the
+// object of UID uid, making its generation the one given (0, "": unknown).
+func (e *rolloutExpectations) expect(ml types.UID, node string, gpus []v1alpha1.GPUSpec, uid types.UID, generation int64, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.m == nil {
@@ -67,7 +71,7 @@ func (e *rolloutExpectations) expect(ml types.UID, node string, gpus []v1alpha1.
 	if e.m[ml] == nil {
 		e.m[ml] = map[string]rolloutExpectation{}
 	}
-	e.m[ml][node] = rolloutExpectation{gpus: gpus, generation: generation, written: now}
+	e.m[ml][node] = rolloutExpectation{gpus: gpus, uid: uid, generation: generation, written: now}
 }
 
 // unseen returns the nodes of ml whose last write the cache (cached, by
@@ -77,7 +81,9 @@ func (e *rolloutExpectations) expect(ml types.UID, node string, gpus []v1alpha1.
 // write once it has the object at the write's generation or later (or,
 // where the generation is unknown, with the layouts written): a cache
 // still at an older write whose layouts equal the last one's (a rule
-// reverted) does not.
+// reverted) does not. An object of another UID than the one written
+// (deleted and made again since) ends the wait: the write is gone with
+// the object it was made on.
 func (e *rolloutExpectations) unseen(ml types.UID, cached map[string]*v1alpha1.NodeMigLayout, now time.Time) (map[string]bool, time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -87,7 +93,8 @@ func (e *rolloutExpectations) unseen(ml types.UID, cached map[string]*v1alpha1.N
 		nml := cached[node]
 		shown := x.generation > 0 && nml != nil && nml.Generation >= x.generation ||
 			x.generation == 0 && nml != nil && sameLayouts(nml.Spec.GPUs, x.gpus)
-		if nml == nil || shown || now.Sub(x.written) > rolloutExpectTTL {
+		remade := nml != nil && x.uid != "" && nml.UID != x.uid
+		if nml == nil || shown || remade || now.Sub(x.written) > rolloutExpectTTL {
 			delete(e.m[ml], node)
 			continue
 		}
@@ -107,7 +114,7 @@ func (e *rolloutExpectations) unseen(ml types.UID, cached map[string]*v1alpha1.N
 // come after it was applied (writeMayHaveApplied): its generation is
 // unknown, and resolve settles it from a live read.
 func (e *rolloutExpectations) expectUnsure(ml types.UID, node string, gpus []v1alpha1.GPUSpec, now time.Time) {
-	e.expect(ml, node, gpus, 0, now)
+	e.expect(ml, node, gpus, "", 0, now)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x := e.m[ml][node]
@@ -148,7 +155,7 @@ func (e *rolloutExpectations) resolve(ml types.UID, node string, live *v1alpha1.
 		delete(e.m[ml], node)
 		return
 	}
-	x.unsure, x.gpus, x.generation = false, live.Spec.GPUs, live.Generation
+	x.unsure, x.gpus, x.uid, x.generation = false, live.Spec.GPUs, live.UID, live.Generation
 	e.m[ml][node] = x
 }
 

@@ -31,8 +31,8 @@ func TestRolloutExpectationsLastTheirTTL(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var e rolloutExpectations
-			e.expect("uid-b", "n1", written, 5, t0)
-			e.expect("uid-a", "n2", written, 5, t0.Add(after)) // another MigLayout's write
+			e.expect("uid-b", "n1", written, "", 5, t0)
+			e.expect("uid-a", "n2", written, "", 5, t0.Add(after)) // another MigLayout's write
 			unseen, expires := e.unseen("uid-b", cached, t0.Add(after))
 			if diff := cmp.Diff(map[string]bool{"n1": true}, unseen); diff != "" {
 				t.Errorf("unseen (-want +got):\n%s", diff)
@@ -50,9 +50,9 @@ func TestRolloutExpectationsExpireWithTheFirst(t *testing.T) {
 	t0 := h0()
 	written := []v1alpha1.GPUSpec{specGPU(0, halvesLayout, "")}
 	var e rolloutExpectations
-	e.expect("uid-a", "n1", written, 5, t0)
-	e.expect("uid-a", "n2", written, 5, t0.Add(10*time.Second))
-	e.expect("uid-a", "n3", written, 5, t0.Add(5*time.Second))
+	e.expect("uid-a", "n1", written, "", 5, t0)
+	e.expect("uid-a", "n2", written, "", 5, t0.Add(10*time.Second))
+	e.expect("uid-a", "n3", written, "", 5, t0.Add(5*time.Second))
 	cached := map[string]*v1alpha1.NodeMigLayout{"n1": behindAt(), "n2": behindAt(), "n3": behindAt()}
 	for range 5 { // whatever order the map gives
 		unseen, expires := e.unseen("uid-a", cached, t0.Add(20*time.Second))

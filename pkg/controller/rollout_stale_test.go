@@ -122,8 +122,15 @@ func TestRolloutExpectations(t *testing.T) {
 	t0 := h0()
 	written := []v1alpha1.GPUSpec{specGPU(0, halvesLayout, "")}
 	at := func(generation int64, layout string) *v1alpha1.NodeMigLayout {
-		return &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Generation: generation},
+		return &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Generation: generation, UID: "nml-1"},
 			Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{specGPU(0, layout, "")}}}
+	}
+	// remade is the node's object deleted and made again since the
+	// write: another UID, its generation started over.
+	remade := func(generation int64, layout string) *v1alpha1.NodeMigLayout {
+		o := at(generation, layout)
+		o.UID = "nml-2"
+		return o
 	}
 	tests := map[string]struct {
 		generation int64 // of the write
@@ -139,11 +146,16 @@ func TestRolloutExpectations(t *testing.T) {
 		"generation unknown, cache shows layouts": {0, map[string]*v1alpha1.NodeMigLayout{"n1": at(3, halvesLayout)}, time.Second, false},
 		"node gone from the cache":                {5, map[string]*v1alpha1.NodeMigLayout{}, time.Second, false},
 		"write older than the TTL":                {5, map[string]*v1alpha1.NodeMigLayout{"n1": at(3, wholeLayout)}, rolloutExpectTTL + time.Second, false},
+		"object made again since":                 {5, map[string]*v1alpha1.NodeMigLayout{"n1": remade(1, wholeLayout)}, time.Second, false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var e rolloutExpectations
-			e.expect("uid-a", "n1", written, tc.generation, t0)
+			uid := types.UID("nml-1")
+			if tc.generation == 0 {
+				uid = "" // a write answered with an error: its object unknown too
+			}
+			e.expect("uid-a", "n1", written, uid, tc.generation, t0)
 			unseen, expires := e.unseen("uid-a", tc.cached, t0.Add(tc.after))
 			if got := unseen["n1"]; got != tc.want {
 				t.Errorf("n1 unseen %t, want %t", got, tc.want)
@@ -157,8 +169,8 @@ func TestRolloutExpectations(t *testing.T) {
 		})
 	}
 	var e rolloutExpectations
-	e.expect("uid-deleted", "n1", written, 2, t0)
-	e.expect("uid-a", "n2", written, 2, t0.Add(rolloutExpectTTL+time.Second))
+	e.expect("uid-deleted", "n1", written, "", 2, t0)
+	e.expect("uid-a", "n2", written, "", 2, t0.Add(rolloutExpectTTL+time.Second))
 	if _, ok := e.m["uid-deleted"]; ok {
 		t.Errorf("a stale expectation of a MigLayout no pass looks at is kept: %v", e.m)
 	}

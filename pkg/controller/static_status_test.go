@@ -68,7 +68,7 @@ func TestStaticEdgesStaleCacheNoRepeatedEvents(t *testing.T) {
 func TestStaticEdgesForgottenRolloutExpectations(t *testing.T) {
 	var e rolloutExpectations
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	e.expect("uid-a", "n1", []v1alpha1.GPUSpec{specGPU(0, halvesLayout, "")}, 3, now)
+	e.expect("uid-a", "n1", []v1alpha1.GPUSpec{specGPU(0, halvesLayout, "")}, "", 3, now)
 	cached := nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "")).build()
 	cached.Generation = 2
 	e.forget("uid-a")
