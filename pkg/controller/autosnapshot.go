@@ -172,6 +172,11 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 		return asksForDevices(pod, extended, in.Claims)
 	})
 	releasing := releasingDevices(in.Claims, in.Pods, in.Driver)
+	// autoNodes are the nodes whose NodeMigLayout an Auto MigLayout
+	// controls: the pods nominated to one are its demand. A node being
+	// handed over is not one yet: a pod nominated there (on the old
+	// owner's layout) is no Auto demand until it is adopted.
+	autoNodes := sets.New[string]()
 	for i := range in.MigLayouts {
 		ml := &in.MigLayouts[i]
 		if !plansAuto(*ml) {
@@ -181,6 +186,9 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 		if err != nil {
 			continue
 		}
+		// A node a MigLayout whose selector does not parse holds is in
+		// conflict, as the reconciler sees it: not handed over.
+		sel = HeldByInvalidSelectors(ml, sel, in.MigLayouts, in.NodeMigLayouts)
 		policy := planner.Policy{MaxGPUsPerNode: 1, ReclaimIdleAfter: defaultReclaimIdleAfter}
 		maxGPUs := defaultMaxGPUs
 		if p := ml.Spec.Policy; p != nil {
@@ -283,15 +291,14 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			markReleasing(n.GPUs, releasing[name].Difference(taintedDevs))
 			if len(n.GPUs) > 0 {
 				snap.Nodes = append(snap.Nodes, n)
+				if handedOver == "" {
+					autoNodes.Insert(name)
+				}
 			}
 		}
 	}
 	slices.SortFunc(snap.Nodes, func(a, b planner.Node) int { return strings.Compare(a.Node.Name, b.Node.Name) })
 	oneChangePerPod(in, &snap)
-	autoNodes := sets.New[string]()
-	for _, n := range snap.Nodes {
-		autoNodes.Insert(n.Node.Name)
-	}
 	snap.Pending = pendingPods(in.Pods, in.Claims, extended, autoNodes)
 	snap.OtherHeld = otherHeld
 	return snap
