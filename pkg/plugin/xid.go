@@ -93,7 +93,8 @@ func (p *Plugin) WatchXids(ctx context.Context) error {
 	toldNone := false
 	for {
 		started := time.Now()
-		err := p.cfg.Xids.WatchXids(ctx, func(x gpu.Xid) { p.recordXid(ctx, x) })
+		ignored := func(code uint64) bool { return slices.Contains(p.ignoredXids, code) }
+		err := p.cfg.Xids.WatchXids(ctx, ignored, func(x gpu.Xid) { p.recordXid(ctx, x) })
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -45,8 +45,9 @@ type Xid struct {
 // XidSource delivers the Xid critical errors of a node's GPUs.
 type XidSource interface {
 	// WatchXids calls fn with each Xid until ctx ends (nil) or the watch
-	// fails (an error).
-	WatchXids(ctx context.Context, fn func(Xid)) error
+	// fails (an error). Where skip is not nil and true for an Xid's code,
+	// its devices are not read (Devices empty): the caller ignores it.
+	WatchXids(ctx context.Context, skip func(code uint64) bool, fn func(Xid)) error
 }
 
 var _ XidSource = (*NVMLManager)(nil)
@@ -82,13 +83,17 @@ var xidRescan = 10 * time.Second
 // reads them before its create (readXids): an Xid of a GPU instance is
 // never resolved against a GPU instance NVML made since with the same ID
 // (it follows from the placement), whose device would be blamed. fn runs
-// with no lock of the manager held, and may call it.
-func (m *NVMLManager) WatchXids(ctx context.Context, fn func(Xid)) error {
+// with no lock of the manager held, and may call it. An Xid whose code skip
+// (when not nil) is true for comes without its devices: reading them costs
+// a listing of the GPU under the lock destroys wait on, which an Xid storm
+// of the application's own errors would pay once per Xid.
+func (m *NVMLManager) WatchXids(ctx context.Context, skip func(code uint64) bool, fn func(Xid)) error {
 	logger := klog.FromContext(ctx)
 	w, err := m.newXidWatch(ctx)
 	if err != nil {
 		return err
 	}
+	w.skip = skip
 	defer func() {
 		m.xidMu.Lock()
 		delete(m.xidWatches, w)
@@ -150,7 +155,7 @@ func (w *xidWatch) next(ctx context.Context) (*Xid, nvml.Return) {
 		return nil, ret
 	}
 	x := w.xidOf(ev)
-	if x.GIID >= 0 && x.GPUIndex >= 0 {
+	if w.resolves(x) {
 		x.resolve(w.m.listMIGDevices(ctx, x.GPUIndex))
 	}
 	return &x, ret
@@ -171,6 +176,8 @@ type xidWatch struct {
 	uuidOf     map[int]string
 	// toldLeftOut are the GPUs whose registration failure was logged.
 	toldLeftOut map[int]bool
+	// skip names the Xid codes whose devices are not read (WatchXids).
+	skip func(code uint64) bool
 	// read are the Xids holdXids read off the set, oldest first, to
 	// deliver before the set's next events (under the manager's xidMu).
 	read []Xid
@@ -273,6 +280,12 @@ func (w *xidWatch) xidOf(ev nvml.EventData) Xid {
 		x.CIID = int(ev.ComputeInstanceId)
 	}
 	return x
+}
+
+// resolves reports whether x's devices are to be read: an Xid of a GPU
+// instance of a GPU NVML names, whose code w does not skip.
+func (w *xidWatch) resolves(x Xid) bool {
+	return x.GIID >= 0 && x.GPUIndex >= 0 && (w.skip == nil || !w.skip(x.Code))
 }
 
 // migListing is one listing of a GPU's MIG devices (migDevices), or why

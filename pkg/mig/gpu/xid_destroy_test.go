@@ -23,7 +23,7 @@ func xidWatchOn(t *testing.T, ctx context.Context, sim *nvmlsim.Sim, m *gpu.NVML
 	got, done = make(chan gpu.Xid, 16), make(chan error, 1)
 	registered := make(chan struct{}, 1)
 	go func() {
-		done <- m.WatchXids(ctx, func(x gpu.Xid) {
+		done <- m.WatchXids(ctx, nil, func(x gpu.Xid) {
 			if x.Code == 13 {
 				select {
 				case registered <- struct{}{}:
@@ -323,5 +323,46 @@ func TestXidOfGPUInstanceDestroyedElsewhere(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the Xid was not delivered within 10s")
+	}
+}
+
+// TestSkippedXidComesWithoutDevices: an Xid of a GPU instance whose code
+// the caller skips (one it ignores) comes without its devices, whose read
+// costs a listing of the GPU; the others with them.
+func TestSkippedXidComesWithoutDevices(t *testing.T) {
+	ctx := t.Context()
+	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Seed: "n1"})
+	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan gpu.Xid, 64)
+	go func() { _ = m.WatchXids(ctx, func(code uint64) bool { return code == 31 }, func(x gpu.Xid) { got <- x }) }()
+	seen := map[uint64]gpu.Xid{}
+	deadline := time.After(10 * time.Second)
+	for len(seen) < 2 {
+		for _, code := range []uint64{31, 94} {
+			if _, ok := seen[code]; !ok {
+				if err := sim.InjectXid(0, code, dev.GIID, -1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		select {
+		case x := <-got:
+			seen[x.Code] = x
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("Xids delivered within 10s: %v", seen)
+		}
+	}
+	if d := seen[31].Devices; len(d) != 0 {
+		t.Errorf("skipped Xid 31 read its devices: %+v", d)
+	}
+	if d := seen[94].Devices; len(d) != 1 || d[0].UUID != dev.UUID {
+		t.Errorf("Xid 94's devices %+v, want the 3g.40gb's", d)
 	}
 }

@@ -68,7 +68,7 @@ func (m *NVMLManager) readXidsLocked(ctx context.Context, listings map[int]migLi
 				continue
 			}
 			x := w.xidOf(ev)
-			if x.GIID >= 0 && x.GPUIndex >= 0 {
+			if w.resolves(x) {
 				l, ok := listings[x.GPUIndex]
 				if !ok {
 					l = m.listMIGDevices(ctx, x.GPUIndex)

@@ -26,7 +26,7 @@ func TestWatchXidsRescan(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan Xid, 64)
-	go func() { _ = m.WatchXids(t.Context(), func(x Xid) { got <- x }) }()
+	go func() { _ = m.WatchXids(t.Context(), nil, func(x Xid) { got <- x }) }()
 	// until delivers Xid code on GPU idx again and again until it comes.
 	until := func(idx int, code uint64) {
 		t.Helper()

@@ -38,7 +38,7 @@ func TestWatchXids(t *testing.T) {
 
 	got := make(chan gpu.Xid, 8)
 	done := make(chan error, 1)
-	go func() { done <- m.WatchXids(ctx, func(x gpu.Xid) { got <- x }) }()
+	go func() { done <- m.WatchXids(ctx, nil, func(x gpu.Xid) { got <- x }) }()
 	// The watch registers before it waits: inject until the first arrives.
 	var xids []gpu.Xid
 	deadline := time.After(10 * time.Second)
@@ -92,7 +92,7 @@ func TestWatchXidsNoGPU(t *testing.T) {
 	if err := sim.LoseGPU(0); err != nil {
 		t.Fatal(err)
 	}
-	err := m.WatchXids(t.Context(), func(gpu.Xid) { t.Error("Xid delivered without a GPU watched") })
+	err := m.WatchXids(t.Context(), nil, func(gpu.Xid) { t.Error("Xid delivered without a GPU watched") })
 	if !errors.Is(err, gpu.ErrNotSupported) {
 		t.Errorf("WatchXids with the only GPU lost: %v, want ErrNotSupported", err)
 	}
@@ -102,7 +102,7 @@ func TestWatchXidsNoGPU(t *testing.T) {
 	if err := m.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.WatchXids(t.Context(), func(gpu.Xid) {}); !errors.Is(err, gpu.ErrShutdown) {
+	if err := m.WatchXids(t.Context(), nil, func(gpu.Xid) {}); !errors.Is(err, gpu.ErrShutdown) {
 		t.Errorf("WatchXids after Shutdown: %v, want ErrShutdown", err)
 	}
 }
@@ -119,7 +119,7 @@ func TestWatchXidsGPULost(t *testing.T) {
 	done := make(chan error, 1)
 	registered := make(chan struct{})
 	go func() {
-		done <- m.WatchXids(t.Context(), func(x gpu.Xid) {
+		done <- m.WatchXids(t.Context(), nil, func(x gpu.Xid) {
 			if x.Code == 13 {
 				select {
 				case <-registered:
