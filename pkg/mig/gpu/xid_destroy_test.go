@@ -340,7 +340,9 @@ func TestSkippedXidComesWithoutDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := make(chan gpu.Xid, 64)
-	go func() { _ = m.WatchXids(ctx, func(code uint64) bool { return code == 31 }, func(x gpu.Xid) { got <- x }) }()
+	go func() {
+		_ = m.WatchXids(ctx, func(code uint64) bool { return code == 31 }, func(x gpu.Xid) { got <- x })
+	}()
 	seen := map[uint64]gpu.Xid{}
 	deadline := time.After(10 * time.Second)
 	for len(seen) < 2 {
