@@ -189,8 +189,9 @@ func (o *options) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 // cacheByObject limits what the cache holds: ResourceSlices without the
 // MIG devices of miglayout's own (controller.TrimResourceSlices: the Auto
 // planner reads other drivers' devices, a NIC beside a MIG device, and of
-// its own the whole GPUs it does not plan), pods not bound to a node only
-// (the planner serves pods the scheduler could not place; a pod leaves the
+// its own the whole GPUs it does not plan), pods not bound to a node only,
+// without their bulk (controller.TrimPendingPod; the planner serves pods
+// the scheduler could not place; a pod leaves the
 // cache as it is bound: the Auto planner keeps the bound ones, trimmed to
 // what it reads of them, in a cache of its own), and Leases of the agents'
 // namespace only (not every kubelet's node Lease). Nodes are held without
@@ -198,7 +199,7 @@ func (o *options) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 func (o *options) cacheByObject() map[client.Object]cache.ByObject {
 	by := map[client.Object]cache.ByObject{
 		&resourceapi.ResourceSlice{}: {Transform: controller.TrimResourceSlices(o.driverName, nil)},
-		&corev1.Pod{}:                {Field: fields.OneTermEqualSelector("spec.nodeName", "")},
+		&corev1.Pod{}:                {Field: fields.OneTermEqualSelector("spec.nodeName", ""), Transform: controller.TrimPendingPod},
 		&corev1.Node{}:               {Transform: trimNode},
 	}
 	if o.agentLeaseNamespace != "" {

@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -167,6 +168,33 @@ func TestNodesTrimmedInCache(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantMeta, gotMeta); diff != "" {
 		t.Errorf("cached Node metadata (-want +got):\n%s", diff)
+	}
+}
+
+// TestPendingPodsTrimmedInCache: the cache holds the pods not bound to a
+// node without their bulk (controller.TrimPendingPod): a batch backlog of
+// tens of thousands of pods would otherwise be held whole.
+func TestPendingPodsTrimmedInCache(t *testing.T) {
+	o := parseFlags(t, nil)
+	var by cache.ByObject
+	found := false
+	for k, v := range o.cacheByObject() {
+		if _, isPod := k.(*corev1.Pod); isPod {
+			by, found = v, true
+		}
+	}
+	if !found || by.Transform == nil || by.Field == nil || by.Field.String() != "spec.nodeName=" {
+		t.Fatalf("pods in the cache: %+v, want those not bound to a node, trimmed", by)
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: "{}"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "cuda", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}}}}
+	got, err := by.Transform(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("cached pod (-want +got):\n%s", diff)
 	}
 }
 

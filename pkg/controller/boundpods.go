@@ -15,7 +15,8 @@ import (
 // the Auto planner reads of them (trimBoundPod): what they request of their
 // node's allocatable resources (planner.Node.Requested) and whether they
 // end (the devices their claims hold are releasing). The manager's own
-// cache holds unbound pods only (the demand), untrimmed.
+// cache holds unbound pods only (the demand), less their bulk
+// (TrimPendingPod).
 func newBoundPodsCache(mgr ctrl.Manager) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(),
