@@ -48,19 +48,7 @@ func TestEmptiedGPUToldOnTheNode(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", NoGPUReset: c.noReset})
-			if _, err := g.mgr.SetMIGMode(t.Context(), 0, true); err != nil {
-				t.Fatal(err)
-			}
-			if err := g.sim.ResetGPU(0); err != nil {
-				t.Fatal(err)
-			}
-			g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
-			cm := &killingManager{Manager: g.mgr, at: 2, after: true}
-			g.r.GPUs = cm
-			if died, err := syncUntilKilled(g.r, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}); !died {
-				t.Fatalf("not killed: %v (ops %v)", err, cm.ops)
-			}
+			g := emptiedA100(t, c.noReset)
 			g.restart(t)
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}}
 			var c2 client.Client

@@ -117,7 +117,24 @@ func TestEmptiedGPUTurnedOffWithTheCacheBehind(t *testing.T) {
 // wait for the next reboot, untracked: the change is cancelled again, so
 // that no mode change is left pending, and the GPU stays in MIG mode.
 func TestEmptiedGPUWhoseModeChangeWaits(t *testing.T) {
-	g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", NoGPUReset: true})
+	g := emptiedA100(t, true)
+	after, emptied := g.restartWithoutSpecs(t, 3)
+	st := g.sim.Snapshot().GPUs[0]
+	if !st.MIGCurrent || !st.MIGPending {
+		t.Errorf("MIG mode current %v pending %v after ops %v, want on, none pending", st.MIGCurrent, st.MIGPending, after.ops)
+	}
+	if diff := cmp.Diff([]map[int]bool{{0: false}, nil, nil}, emptied); diff != "" {
+		t.Errorf("what the passes did to emptied GPUs (-want +got):\n%s", diff)
+	}
+}
+
+// emptiedA100 is a rig of an A100 in MIG mode (whose board cannot reset it,
+// with noReset) whose agent was killed in a relayout from two 3g.40gb to a
+// 7g.80gb between its destroys and its create: the GPU is in MIG mode
+// without GPU instances, the journal entry says the agent emptied it.
+func emptiedA100(t *testing.T, noReset bool) *rig {
+	t.Helper()
+	g := newRigWith(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", NoGPUReset: noReset})
 	if _, err := g.mgr.SetMIGMode(t.Context(), 0, true); err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +147,5 @@ func TestEmptiedGPUWhoseModeChangeWaits(t *testing.T) {
 	if died, err := syncUntilKilled(g.r, []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}); !died {
 		t.Fatalf("not killed: %v (ops %v)", err, cm.ops)
 	}
-	after, emptied := g.restartWithoutSpecs(t, 3)
-	st := g.sim.Snapshot().GPUs[0]
-	if !st.MIGCurrent || !st.MIGPending {
-		t.Errorf("MIG mode current %v pending %v after ops %v, want on, none pending", st.MIGCurrent, st.MIGPending, after.ops)
-	}
-	if diff := cmp.Diff([]map[int]bool{{0: false}, nil, nil}, emptied); diff != "" {
-		t.Errorf("what the passes did to emptied GPUs (-want +got):\n%s", diff)
-	}
+	return g
 }

@@ -52,6 +52,57 @@ func xidWatchOn(t *testing.T, ctx context.Context, sim *nvmlsim.Sim, m *gpu.NVML
 	}
 }
 
+// xidDevice is the MIG device the tests of this file give Xids to.
+var xidDevice = mig.Device{Profile: "3g.40gb", Start: 4}
+
+// withXidDevice turns MIG mode on on GPU 0 of m and makes xidDevice there.
+func withXidDevice(t *testing.T, m *gpu.NVMLManager) gpu.MIGDevice {
+	t.Helper()
+	if _, err := m.SetMIGMode(t.Context(), 0, true); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := m.CreateMIGDevice(t.Context(), 0, xidDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev
+}
+
+// heldWatch is xidWatchOn with the watch held in fn (by an Xid 48, taken
+// from got) until hold is closed: it reads no event meanwhile.
+func heldWatch(t *testing.T, ctx context.Context, sim *nvmlsim.Sim, m *gpu.NVMLManager) (got chan gpu.Xid, hold chan struct{}, done chan error) {
+	t.Helper()
+	hold = make(chan struct{})
+	got, done = xidWatchOn(t, ctx, sim, m, hold)
+	if err := sim.InjectXid(0, 48, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Xid 48 not delivered within 10s")
+	}
+	return got, hold, done
+}
+
+// wantXid waits for the next Xid of got and compares it with want.
+func wantXid(t *testing.T, got chan gpu.Xid, want gpu.Xid) {
+	t.Helper()
+	select {
+	case x := <-got:
+		if diff := cmp.Diff(want, x); diff != "" {
+			t.Errorf("Xid (-want +got):\n%s", diff)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Xid was not delivered within 10s")
+	}
+}
+
+// xid94 is an Xid 94 of dev's GPU instance, with the devices given.
+func xid94(dev gpu.MIGDevice, devices ...gpu.MIGDevice) gpu.Xid {
+	return gpu.Xid{GPUIndex: 0, GPUUUID: dev.ParentUUID, Code: 94, GIID: dev.GIID, CIID: -1, Devices: devices}
+}
+
 // TestXidOfGPUInstanceDestroyedAndMadeAgain: an Xid of a GPU instance that
 // is destroyed, and made again at its placement (NVML gives it the same
 // GPU instance ID), before the watch reads the event names the device it
@@ -60,37 +111,25 @@ func xidWatchOn(t *testing.T, ctx context.Context, sim *nvmlsim.Sim, m *gpu.NVML
 func TestXidOfGPUInstanceDestroyedAndMadeAgain(t *testing.T) {
 	ctx := t.Context()
 	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Seed: "n1"})
-	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
-		t.Fatal(err)
-	}
-	d := mig.Device{Profile: "3g.40gb", Start: 4}
-	old, err := m.CreateMIGDevice(ctx, 0, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := withXidDevice(t, m)
 	got, _ := xidWatchOn(t, ctx, sim, m, nil)
 	for i := range 5 {
 		if err := sim.InjectXid(0, 94, old.GIID, -1); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.DestroyMIGDevice(ctx, 0, d); err != nil {
+		if err := m.DestroyMIGDevice(ctx, 0, xidDevice); err != nil {
 			t.Fatal(err)
 		}
-		made, err := m.CreateMIGDevice(ctx, 0, d)
+		made, err := m.CreateMIGDevice(ctx, 0, xidDevice)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if made.GIID != old.GIID || made.UUID == old.UUID {
 			t.Fatalf("made again as GI %d (%s), want GI %d under another UUID than %s", made.GIID, made.UUID, old.GIID, old.UUID)
 		}
-		select {
-		case x := <-got:
-			want := gpu.Xid{GPUIndex: 0, GPUUUID: old.ParentUUID, Code: 94, GIID: old.GIID, CIID: -1, Devices: []gpu.MIGDevice{old}}
-			if diff := cmp.Diff(want, x); diff != "" {
-				t.Fatalf("round %d: Xid (-want +got):\n%s", i, diff)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: the Xid was not delivered within 10s", i)
+		wantXid(t, got, xid94(old, old))
+		if t.Failed() {
+			t.Fatalf("round %d", i)
 		}
 		old = made
 	}
@@ -101,32 +140,14 @@ func TestXidOfGPUInstanceDestroyedAndMadeAgain(t *testing.T) {
 // the watch came to it (the agent stopping).
 func TestXidReadBeforeDestroyDeliveredAsTheWatchStops(t *testing.T) {
 	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Seed: "n1"})
-	if _, err := m.SetMIGMode(t.Context(), 0, true); err != nil {
-		t.Fatal(err)
-	}
-	d := mig.Device{Profile: "3g.40gb", Start: 4}
-	dev, err := m.CreateMIGDevice(t.Context(), 0, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := withXidDevice(t, m)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	hold := make(chan struct{})
-	got, done := xidWatchOn(t, ctx, sim, m, hold)
-	// The watch blocks in fn on an Xid 48, so that it reads no event
-	// while the destroy does and ctx ends.
-	if err := sim.InjectXid(0, 48, -1, -1); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-got:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Xid 48 not delivered within 10s")
-	}
+	got, hold, done := heldWatch(t, ctx, sim, m)
 	if err := sim.InjectXid(0, 94, dev.GIID, -1); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.DestroyMIGDevice(t.Context(), 0, d); err != nil {
+	if err := m.DestroyMIGDevice(t.Context(), 0, xidDevice); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
@@ -144,8 +165,7 @@ func TestXidReadBeforeDestroyDeliveredAsTheWatchStops(t *testing.T) {
 	for x := range got {
 		xids = append(xids, x)
 	}
-	want := []gpu.Xid{{GPUIndex: 0, GPUUUID: dev.ParentUUID, Code: 94, GIID: dev.GIID, CIID: -1, Devices: []gpu.MIGDevice{dev}}}
-	if diff := cmp.Diff(want, xids); diff != "" {
+	if diff := cmp.Diff([]gpu.Xid{xid94(dev, dev)}, xids); diff != "" {
 		t.Errorf("Xids after the 48 (-want +got):\n%s", diff)
 	}
 }
@@ -206,20 +226,8 @@ func TestXidPostedDuringTheDestroy(t *testing.T) {
 			sim, m := gputest.SimulatedOver(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Seed: "n1"}, func(l nvml.Interface) nvml.Interface {
 				return xidAtDestroy{Interface: l, hook: hook}
 			})
-			if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
-				t.Fatal(err)
-			}
-			d := mig.Device{Profile: "3g.40gb", Start: 4}
-			old, err := m.CreateMIGDevice(ctx, 0, d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			hold := make(chan struct{})
-			got, _ := xidWatchOn(t, ctx, sim, m, hold)
-			if err := sim.InjectXid(0, 48, -1, -1); err != nil {
-				t.Fatal(err)
-			}
-			<-got // the watch is in fn until hold is closed
+			old := withXidDevice(t, m)
+			got, hold, _ := heldWatch(t, ctx, sim, m)
 			*hook = func() {
 				if err := sim.InjectXid(0, 94, old.GIID, -1); err != nil {
 					t.Error(err)
@@ -229,7 +237,7 @@ func TestXidPostedDuringTheDestroy(t *testing.T) {
 				if err := sim.InjectFault(nvmlsim.Fault{Op: "GpuInstance.Destroy", Nth: 1, Return: nvml.ERROR_IN_USE}); err != nil {
 					t.Fatal(err)
 				}
-				if err := m.DestroyMIGDevice(ctx, 0, d); err == nil {
+				if err := m.DestroyMIGDevice(ctx, 0, xidDevice); err == nil {
 					t.Fatal("destroy succeeded despite the fault")
 				}
 				now, err := m.MIGDevices(ctx, 0)
@@ -240,10 +248,10 @@ func TestXidPostedDuringTheDestroy(t *testing.T) {
 					t.Fatalf("after the failed destroy: %+v, want the GPU instance with a new compute instance", now)
 				}
 			} else {
-				if err := m.DestroyMIGDevice(ctx, 0, d); err != nil {
+				if err := m.DestroyMIGDevice(ctx, 0, xidDevice); err != nil {
 					t.Fatal(err)
 				}
-				made, err := m.CreateMIGDevice(ctx, 0, d)
+				made, err := m.CreateMIGDevice(ctx, 0, xidDevice)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -252,15 +260,7 @@ func TestXidPostedDuringTheDestroy(t *testing.T) {
 				}
 			}
 			close(hold)
-			select {
-			case x := <-got:
-				want := gpu.Xid{GPUIndex: 0, GPUUUID: old.ParentUUID, Code: 94, GIID: old.GIID, CIID: -1, Devices: []gpu.MIGDevice{old}}
-				if diff := cmp.Diff(want, x); diff != "" {
-					t.Errorf("Xid (-want +got):\n%s", diff)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the Xid was not delivered within 10s")
-			}
+			wantXid(t, got, xid94(old, old))
 		})
 	}
 }
@@ -272,20 +272,8 @@ func TestXidPostedDuringTheDestroy(t *testing.T) {
 func TestXidOfGPUInstanceDestroyedElsewhere(t *testing.T) {
 	ctx := t.Context()
 	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Seed: "n1"})
-	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
-		t.Fatal(err)
-	}
-	d := mig.Device{Profile: "3g.40gb", Start: 4}
-	old, err := m.CreateMIGDevice(ctx, 0, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hold := make(chan struct{})
-	got, _ := xidWatchOn(t, ctx, sim, m, hold)
-	if err := sim.InjectXid(0, 48, -1, -1); err != nil {
-		t.Fatal(err)
-	}
-	<-got // the watch is in fn until hold is closed
+	old := withXidDevice(t, m)
+	got, hold, _ := heldWatch(t, ctx, sim, m)
 	if err := sim.InjectXid(0, 94, old.GIID, -1); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +295,7 @@ func TestXidOfGPUInstanceDestroyedElsewhere(t *testing.T) {
 	if ret := gi.Destroy(); ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
-	made, err := m.CreateMIGDevice(ctx, 0, d)
+	made, err := m.CreateMIGDevice(ctx, 0, xidDevice)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,15 +303,7 @@ func TestXidOfGPUInstanceDestroyedElsewhere(t *testing.T) {
 		t.Fatalf("made again as GI %d, want %d", made.GIID, old.GIID)
 	}
 	close(hold)
-	select {
-	case x := <-got:
-		want := gpu.Xid{GPUIndex: 0, GPUUUID: old.ParentUUID, Code: 94, GIID: old.GIID, CIID: -1}
-		if diff := cmp.Diff(want, x); diff != "" {
-			t.Errorf("Xid (-want +got):\n%s", diff)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the Xid was not delivered within 10s")
-	}
+	wantXid(t, got, xid94(old))
 }
 
 // TestSkippedXidComesWithoutDevices: an Xid of a GPU instance whose code
@@ -332,13 +312,7 @@ func TestXidOfGPUInstanceDestroyedElsewhere(t *testing.T) {
 func TestSkippedXidComesWithoutDevices(t *testing.T) {
 	ctx := t.Context()
 	sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xA100-SXM4-80GB", Seed: "n1"})
-	if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
-		t.Fatal(err)
-	}
-	dev, err := m.CreateMIGDevice(ctx, 0, mig.Device{Profile: "3g.40gb", Start: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := withXidDevice(t, m)
 	got := make(chan gpu.Xid, 64)
 	go func() {
 		_ = m.WatchXids(ctx, func(code uint64) bool { return code == 31 }, func(x gpu.Xid) { got <- x })
