@@ -802,7 +802,7 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 		head string
 		pods map[string]string
 	}{
-		{"Pods no GPU can take now (devices in use, the limits on GPUs changed at once, or a node's agent lost):", waiting},
+		{"Pods no GPU can take now (devices in use, the limits on GPUs changed at once, or a node that cannot be changed now: its agent lost, its MigLayout paused, or not adopted yet):", waiting},
 		{"Pods no Auto node can serve:", cannot},
 	} {
 		if len(list.pods) == 0 {

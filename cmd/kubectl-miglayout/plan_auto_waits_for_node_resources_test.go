@@ -36,7 +36,7 @@ func TestPlanAutoPodWaitsForNodeResources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "Pods no GPU can take now (devices in use, the limits on GPUs changed at once, or a node's agent lost):\n  ml/whole: " + planner.WaitsForNodeResources + "\n"
+	want := "Pods no GPU can take now (devices in use, the limits on GPUs changed at once, or a node that cannot be changed now: its agent lost, its MigLayout paused, or not adopted yet):\n  ml/whole: " + planner.WaitsForNodeResources + "\n"
 	if !strings.Contains(out, want) || strings.Contains(out, "Pods no Auto node can serve") {
 		t.Errorf("plan does not tell ml/whole as waiting for room on the node (%q):\n%s", want, out)
 	}

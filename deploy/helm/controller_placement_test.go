@@ -108,14 +108,15 @@ func TestNotesWarnWhenAgentPolicyDoesNotDeny(t *testing.T) {
 // TestControllerWithoutLeaderElectionIsRecreated: without leader election
 // (one replica, which the chart allows) an update must not run the new
 // controller beside the old one, both planning with no Lease between them:
-// the Deployment recreates it. With leader election the default rolling
-// update is kept (the new replica waits for the Lease).
+// the Deployment recreates it. With leader election it is a rolling update
+// (the new replica waits for the Lease), written out in full so that the
+// chart owns it and a later switch to Recreate drops it.
 func TestControllerWithoutLeaderElectionIsRecreated(t *testing.T) {
 	for name, tc := range map[string]struct {
 		values map[string]any
 		want   appsv1.DeploymentStrategyType
 	}{
-		"leader election (default)": {want: ""},
+		"leader election (default)": {want: appsv1.RollingUpdateDeploymentStrategyType},
 		"one replica without leader election": {values: map[string]any{"controller": map[string]any{"replicas": 1, "leaderElection": map[string]any{"enabled": false}}},
 			want: appsv1.RecreateDeploymentStrategyType},
 	} {
@@ -123,6 +124,9 @@ func TestControllerWithoutLeaderElectionIsRecreated(t *testing.T) {
 			d := convert[appsv1.Deployment](t, find(t, render(t, tc.values), "Deployment", "miglayout-controller"))
 			if got := d.Spec.Strategy.Type; got != tc.want {
 				t.Errorf("strategy %q, want %q", got, tc.want)
+			}
+			if ru := d.Spec.Strategy.RollingUpdate; (ru != nil) != (tc.want == appsv1.RollingUpdateDeploymentStrategyType) {
+				t.Errorf("rollingUpdate %+v with strategy %q", ru, tc.want)
 			}
 		})
 	}

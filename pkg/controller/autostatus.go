@@ -21,8 +21,10 @@ import (
 // the GPUs the plan changes or that still change for an earlier one, and
 // the pods a placement is kept for, the spares missing; cluster-wide, the
 // pending pods, the pods waiting for room with no placement kept and the
-// pods nothing can serve. A node belongs to the MigLayout that controls its
-// NodeMigLayout. res may be nil (no plan: no pending pods).
+// pods nothing can serve. A node belongs to the MigLayout whose limits it
+// counts toward in snap (planner.Policy.Group: the one that controls its
+// NodeMigLayout, or that is adopting it), else to the one that controls
+// its NodeMigLayout. res may be nil (no plan: no pending pods).
 // LastChangeTime is left unset.
 func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map[string]v1alpha1.AutoStatus {
 	out := map[string]v1alpha1.AutoStatus{}
@@ -31,7 +33,17 @@ func AutoStatuses(in AutoInputs, snap planner.Snapshot, res *planner.Result) map
 			out[ml.Name] = v1alpha1.AutoStatus{PendingPods: int32(len(snap.Pending))}
 		}
 	}
+	group := make(map[string]string, len(snap.Nodes))
+	for _, n := range snap.Nodes {
+		if n.Policy.Group != "" {
+			group[n.Node.Name] = n.Policy.Group
+		}
+	}
 	owner := func(node string) (string, bool) {
+		if g, ok := group[node]; ok {
+			_, auto := out[g]
+			return g, auto
+		}
 		nml := in.NodeMigLayouts[node]
 		if nml == nil {
 			return "", false

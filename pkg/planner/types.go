@@ -282,9 +282,9 @@ const NoAutoNode = "no Auto-mode node: no node an Auto-mode MigLayout selects ha
 
 // WaitsForLostNode is the Result.Unservable reason of a pod that no Auto
 // node can serve now, but a Frozen one could (were its GPUs free): it is
-// planned once that node's MigLayout is resumed, its agent is back or its
-// conflict is resolved.
-const WaitsForLostNode = "only Auto-mode nodes that cannot be changed now (their MigLayout is paused; their agent is lost: it stopped renewing its heartbeat Lease; another MigLayout selects them too; or a DeviceTaintRule taints all their devices) could serve the pod; it is planned once one of them can be again"
+// planned once that node's MigLayout is resumed, its agent is back, its
+// conflict is resolved or the MigLayout that now selects it has adopted it.
+const WaitsForLostNode = "only Auto-mode nodes that cannot be changed now (their MigLayout is paused; their agent is lost: it stopped renewing its heartbeat Lease; another MigLayout selects them too; the MigLayout that now selects them has not adopted them yet; or a DeviceTaintRule taints all their devices) could serve the pod; it is planned once one of them can be again"
 
 // WaitsForAllModeNode is the Result.Unservable reason of a pod that this
 // plan may serve on no node it may run on because of a pod with a request

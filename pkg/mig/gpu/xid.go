@@ -89,11 +89,10 @@ var xidRescan = 10 * time.Second
 // of the application's own errors would pay once per Xid.
 func (m *NVMLManager) WatchXids(ctx context.Context, skip func(code uint64) bool, fn func(Xid)) error {
 	logger := klog.FromContext(ctx)
-	w, err := m.newXidWatch(ctx)
+	w, err := m.newXidWatch(ctx, skip)
 	if err != nil {
 		return err
 	}
-	w.skip = skip
 	defer func() {
 		m.xidMu.Lock()
 		delete(m.xidWatches, w)
@@ -185,7 +184,7 @@ type xidWatch struct {
 
 // newXidWatch creates an event set with every GPU that supports Xid
 // critical errors registered on it.
-func (m *NVMLManager) newXidWatch(ctx context.Context) (*xidWatch, error) {
+func (m *NVMLManager) newXidWatch(ctx context.Context, skip func(code uint64) bool) (*xidWatch, error) {
 	release, err := m.enter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("registering for Xid events: %w", err)
@@ -199,7 +198,7 @@ func (m *NVMLManager) newXidWatch(ctx context.Context) (*xidWatch, error) {
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("registering for Xid events: %w", nvmlErr("nvmlEventSetCreate", ret))
 	}
-	w := &xidWatch{m: m, set: set, count: n, registered: map[int]bool{}, indexOf: map[any]int{}, uuidOf: map[int]string{}, toldLeftOut: map[int]bool{}}
+	w := &xidWatch{m: m, set: set, count: n, skip: skip, registered: map[int]bool{}, indexOf: map[any]int{}, uuidOf: map[int]string{}, toldLeftOut: map[int]bool{}}
 	w.register(ctx)
 	if len(w.registered) == 0 {
 		_ = set.Free()
