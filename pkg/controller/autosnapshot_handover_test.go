@@ -26,19 +26,7 @@ func TestHandedOverNodeCountsTowardTheNewMigLayoutsLimit(t *testing.T) {
 		"a's change done":      {phase: v1alpha1.PhaseReady, want: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			a := autoMigLayout("a", nil)
-			b := autoMigLayout("b", &v1alpha1.AutoPolicy{MaxGPUs: 1, MaxGPUsPerNode: 1})
-			layout := "7g.80gb@0"
-			if c.phase == v1alpha1.PhaseReady {
-				layout = "3g.40gb@0,3g.40gb@4"
-			}
-			n1 := autoNML("n1", a, a100(0).layout(layout).phase(c.phase, string(c.phase), ""))
-			n1.Spec.GPUs = []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0,3g.40gb@4", "planned by a")}
-			in := AutoInputs{Driver: "mig.miglayout.io", MigLayouts: []v1alpha1.MigLayout{*a, *b},
-				Nodes:          []corev1.Node{*node("n1", map[string]string{"pool": "b"}), *node("n2", map[string]string{"pool": "b"})},
-				NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{"n1": n1, "n2": autoNML("n2", b, a100(0).layout("7g.80gb@0"))},
-				Pods:           []corev1.Pod{*autoPod("p", h0(), "c")}, Claims: claimsOf(autoClaim("c", profileSelector("1g.10gb"))),
-				Classes: []*resourceapi.DeviceClass{migDeviceClass()}}
+			in := handedOver(c.phase)
 			res, err := planner.Plan(t.Context(), AutoSnapshot(t.Context(), in, mig.DefaultCatalog(), h0(), 0))
 			if err != nil {
 				t.Fatal(err)
@@ -53,4 +41,23 @@ func TestHandedOverNodeCountsTowardTheNewMigLayoutsLimit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// handedOver is a cluster where n1 was relabelled from the Auto MigLayout
+// a's pool to b's (maxGPUs 1) while a's change on its GPU 0 (to two
+// 3g.40gb) is in phase (Ready: done), and a pod asks for a 1g.10gb.
+func handedOver(phase v1alpha1.GPUPhase) AutoInputs {
+	a := autoMigLayout("a", nil)
+	b := autoMigLayout("b", &v1alpha1.AutoPolicy{MaxGPUs: 1, MaxGPUsPerNode: 1})
+	layout := "7g.80gb@0"
+	if phase == v1alpha1.PhaseReady {
+		layout = "3g.40gb@0,3g.40gb@4"
+	}
+	n1 := autoNML("n1", a, a100(0).layout(layout).phase(phase, string(phase), ""))
+	n1.Spec.GPUs = []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0,3g.40gb@4", "planned by a")}
+	return AutoInputs{Driver: "mig.miglayout.io", MigLayouts: []v1alpha1.MigLayout{*a, *b},
+		Nodes:          []corev1.Node{*node("n1", map[string]string{"pool": "b"}), *node("n2", map[string]string{"pool": "b"})},
+		NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{"n1": n1, "n2": autoNML("n2", b, a100(0).layout("7g.80gb@0"))},
+		Pods:           []corev1.Pod{*autoPod("p", h0(), "c")}, Claims: claimsOf(autoClaim("c", profileSelector("1g.10gb"))),
+		Classes: []*resourceapi.DeviceClass{migDeviceClass()}}
 }

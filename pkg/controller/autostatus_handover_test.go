@@ -17,15 +17,7 @@ import (
 // is under way: the change holds b's only slot, so b's status counts it as
 // changing, and a's, which selects no node any more, does not.
 func TestHandedOverNodeCountedInItsNewMigLayoutsStatus(t *testing.T) {
-	a := autoMigLayout("a", nil)
-	b := autoMigLayout("b", &v1alpha1.AutoPolicy{MaxGPUs: 1, MaxGPUsPerNode: 1})
-	n1 := autoNML("n1", a, a100(0).layout("7g.80gb@0").phase(v1alpha1.PhaseRepartitioning, string(v1alpha1.PhaseRepartitioning), ""))
-	n1.Spec.GPUs = []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@0,3g.40gb@4", "planned by a")}
-	in := AutoInputs{Driver: "mig.miglayout.io", MigLayouts: []v1alpha1.MigLayout{*a, *b},
-		Nodes:          []corev1.Node{*node("n1", map[string]string{"pool": "b"}), *node("n2", map[string]string{"pool": "b"})},
-		NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{"n1": n1, "n2": autoNML("n2", b, a100(0).layout("7g.80gb@0"))},
-		Pods:           []corev1.Pod{*autoPod("p", h0(), "c")}, Claims: claimsOf(autoClaim("c", profileSelector("1g.10gb"))),
-		Classes: []*resourceapi.DeviceClass{migDeviceClass()}}
+	in := handedOver(v1alpha1.PhaseRepartitioning)
 	snap := AutoSnapshot(t.Context(), in, mig.DefaultCatalog(), h0(), 0)
 	res, err := planner.Plan(t.Context(), snap)
 	if err != nil {
