@@ -8,9 +8,9 @@ import (
 // (the Auto planner's demand): it drops what nothing of miglayout reads and
 // what makes most of a batch pod's size: managed fields, annotations
 // (kubectl's last-applied configuration among them), volumes, ephemeral
-// containers, of each container all but its name, resources, resize
-// policy and restart policy (image, command, arguments, environment,
-// mounts, probes, lifecycle), the container statuses' states, and the
+// containers, of each container and container status what the bound
+// pods' transform drops too (trimContainers, trimStatuses: image, command,
+// arguments, environment, mounts, probes, lifecycle, states), and the
 // conditions' messages (the scheduler's, one line per reason over every
 // node). It keeps what the planner reads: identity, labels and owners,
 // scheduling constraints (node selector, affinity, tolerations, scheduling
@@ -24,24 +24,13 @@ func TrimPendingPod(obj any) (any, error) {
 	}
 	p.ManagedFields, p.Annotations = nil, nil
 	p.Spec.Volumes, p.Spec.EphemeralContainers = nil, nil
-	trimInPlace(p.Spec.Containers)
-	trimInPlace(p.Spec.InitContainers)
+	p.Spec.Containers = trimContainers(p.Spec.Containers)
+	p.Spec.InitContainers = trimContainers(p.Spec.InitContainers)
 	for i := range p.Status.Conditions {
 		p.Status.Conditions[i].Message = ""
 	}
-	for _, ss := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
-		for i, s := range ss {
-			ss[i] = corev1.ContainerStatus{Name: s.Name, Resources: s.Resources, AllocatedResources: s.AllocatedResources}
-		}
-	}
+	p.Status.ContainerStatuses = trimStatuses(p.Status.ContainerStatuses)
+	p.Status.InitContainerStatuses = trimStatuses(p.Status.InitContainerStatuses)
 	p.Status.EphemeralContainerStatuses = nil
 	return p, nil
-}
-
-// trimInPlace keeps of each container what the planner reads (see
-// TrimPendingPod).
-func trimInPlace(cs []corev1.Container) {
-	for i, c := range cs {
-		cs[i] = corev1.Container{Name: c.Name, Resources: c.Resources, ResizePolicy: c.ResizePolicy, RestartPolicy: c.RestartPolicy}
-	}
 }
