@@ -158,10 +158,8 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 		p.xidGPUs[x.GPUIndex], changed = m, changed || write
 		hit = append(hit, fmt.Sprintf("GPU %d and every device on it", x.GPUIndex))
 	}
+	// The source gives the devices x hits, each with its UUID (gpu.Xid).
 	for _, d := range x.Devices {
-		if d.UUID == "" || d.GIID != x.GIID || x.CIID >= 0 && d.CIID != x.CIID {
-			continue
-		}
 		old, held := p.xidDevices[d.UUID]
 		m, write := repeat(old, held, mark)
 		p.xidDevices[d.UUID], changed = m, changed || write
