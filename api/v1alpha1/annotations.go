@@ -2,8 +2,11 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -28,7 +31,10 @@ const AnnotationSpecWrittenBy = "miglayout.io/spec-written-by"
 // miglayout clear-xids writes it. The agent applies each request ID once (it keeps
 // the last ID applied across its restarts), so a request is repeated with
 // a new ID. A value that does not parse is refused with a Warning event on
-// the Node and clears nothing.
+// the Node and clears nothing. The annotation holds one value, so a
+// request that replaces another the agent may not have read yet carries
+// it in earlier (ClearXidsRequest.Merge; kubectl miglayout clear-xids
+// does it); an agent of a release before earlier refuses such a value.
 const AnnotationClearXids = "miglayout.io/clear-xids"
 
 // ClearXidsRequest is the value of AnnotationClearXids.
@@ -47,11 +53,107 @@ type ClearXidsRequest struct {
 	// between. Left out: every mark of the GPUs is cleared, however new.
 	// +optional
 	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
+	// Earlier are the requests this one replaced on the annotation, which
+	// the agent may not have read: each is applied with this one, under
+	// its ID. Applying one again clears nothing it did not clear the
+	// first time but a mark older than its requestedAt. At most 64 items;
+	// ordered oldest first.
+	// +optional
+	Earlier []ClearXidsPart `json:"earlier,omitempty"`
+}
+
+// ClearXidsPart is what one request to clear the Xid marks asks for: the
+// GPUs and time of a ClearXidsRequest.
+type ClearXidsPart struct {
+	// GPUs are the NVML indexes of the GPUs whose marks are cleared; empty
+	// or left out: every GPU of the node. At most 64 items.
+	// +optional
+	GPUs []int `json:"gpus,omitempty"`
+	// RequestedAt is as in ClearXidsRequest: marks whose Xid the node saw
+	// last after it are kept. Left out: none is kept.
+	// +optional
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
+}
+
+// maxClearXidsItems bounds a request's GPUs, each part's, and its earlier
+// parts.
+const maxClearXidsItems = 64
+
+// Parts returns what the request asks for: its own GPUs and time first,
+// then Earlier's.
+func (r ClearXidsRequest) Parts() []ClearXidsPart {
+	return append([]ClearXidsPart{{GPUs: r.GPUs, RequestedAt: r.RequestedAt}}, r.Earlier...)
+}
+
+// Merge returns r carrying, in Earlier, what the request it replaces on
+// the annotation (replaced, and its own earlier parts) asked for beyond r:
+// for each GPU, the latest time a part asked to clear its marks before,
+// where neither r nor a part naming every GPU asks for as much. A part
+// without requestedAt is not carried: applied again, after the agent read
+// it, it would clear marks of Xids seen since. What remains is grouped by
+// time, oldest first; beyond 64 groups, or 64 GPUs in a group, the oldest
+// groups and the lowest indexes are dropped (requests naming more GPU
+// indexes than a node has).
+func (r ClearXidsRequest) Merge(replaced ClearXidsRequest) ClearXidsRequest {
+	// Times to the second, as the agent compares them.
+	at := func(p ClearXidsPart) (time.Time, bool) {
+		if p.RequestedAt == nil || p.RequestedAt.IsZero() {
+			return time.Time{}, false
+		}
+		return p.RequestedAt.Time.UTC().Truncate(time.Second), true
+	}
+	own, ownTimed := at(ClearXidsPart{RequestedAt: r.RequestedAt})
+	// ownCovers: r clears GPU idx's marks (idx -1: every GPU's) up to t.
+	ownCovers := func(idx int, t time.Time) bool {
+		if len(r.GPUs) > 0 && (idx < 0 || !slices.Contains(r.GPUs, idx)) {
+			return false
+		}
+		return !ownTimed || !own.Before(t)
+	}
+	var every time.Time // the latest time of a part naming every GPU
+	hasEvery := false
+	gpus := map[int]time.Time{}
+	for _, p := range append(replaced.Parts(), r.Earlier...) {
+		t, ok := at(p)
+		switch {
+		case !ok:
+		case len(p.GPUs) == 0:
+			if !hasEvery || t.After(every) {
+				every, hasEvery = t, true
+			}
+		default:
+			for _, idx := range p.GPUs {
+				if old, ok := gpus[idx]; !ok || t.After(old) {
+					gpus[idx] = t
+				}
+			}
+		}
+	}
+	var parts []ClearXidsPart
+	if hasEvery && !ownCovers(-1, every) {
+		parts = append(parts, ClearXidsPart{RequestedAt: &metav1.Time{Time: every}})
+	}
+	byTime := map[time.Time][]int{}
+	for idx, t := range gpus {
+		if !(hasEvery && !every.Before(t)) && !ownCovers(idx, t) {
+			byTime[t] = append(byTime[t], idx)
+		}
+	}
+	for t, idxs := range byTime {
+		slices.Sort(idxs)
+		parts = append(parts, ClearXidsPart{GPUs: idxs[max(0, len(idxs)-maxClearXidsItems):], RequestedAt: &metav1.Time{Time: t}})
+	}
+	slices.SortFunc(parts, func(a, b ClearXidsPart) int { return a.RequestedAt.Compare(b.RequestedAt.Time) })
+	out := r
+	out.Earlier = parts[max(0, len(parts)-maxClearXidsItems):]
+	if len(out.Earlier) == 0 {
+		out.Earlier = nil
+	}
+	return out
 }
 
 // ParseClearXidsRequest reads an AnnotationClearXids value. It refuses
-// unknown fields, an empty or longer than 128-character ID, a negative GPU
-// index and more than 64 GPUs.
+// unknown fields and what Validate refuses.
 func ParseClearXidsRequest(value string) (ClearXidsRequest, error) {
 	var r ClearXidsRequest
 	dec := json.NewDecoder(strings.NewReader(value))
@@ -62,18 +164,36 @@ func ParseClearXidsRequest(value string) (ClearXidsRequest, error) {
 	if dec.More() {
 		return ClearXidsRequest{}, fmt.Errorf("parsing %s %q: more than one JSON value", AnnotationClearXids, value)
 	}
-	switch {
-	case r.ID == "":
-		return ClearXidsRequest{}, fmt.Errorf("parsing %s %q: id is required", AnnotationClearXids, value)
-	case len(r.ID) > 128:
-		return ClearXidsRequest{}, fmt.Errorf("parsing %s: id is %d characters, at most 128", AnnotationClearXids, len(r.ID))
-	case len(r.GPUs) > 64:
-		return ClearXidsRequest{}, fmt.Errorf("parsing %s: %d GPUs, at most 64", AnnotationClearXids, len(r.GPUs))
-	}
-	for _, idx := range r.GPUs {
-		if idx < 0 {
-			return ClearXidsRequest{}, fmt.Errorf("parsing %s %q: GPU index %d is negative", AnnotationClearXids, value, idx)
-		}
+	if err := r.Validate(); err != nil {
+		return ClearXidsRequest{}, fmt.Errorf("parsing %s %q: %w", AnnotationClearXids, value, err)
 	}
 	return r, nil
+}
+
+// Validate refuses an empty or longer than 128-character ID, a negative GPU
+// index, more than 64 GPUs in a part and more than 64 earlier parts.
+func (r ClearXidsRequest) Validate() error {
+	switch {
+	case r.ID == "":
+		return errors.New("id is required")
+	case len(r.ID) > 128:
+		return fmt.Errorf("id is %d characters, at most 128", len(r.ID))
+	case len(r.Earlier) > maxClearXidsItems:
+		return fmt.Errorf("%d earlier requests, at most %d", len(r.Earlier), maxClearXidsItems)
+	}
+	for i, p := range r.Parts() {
+		where := ""
+		if i > 0 {
+			where = fmt.Sprintf("earlier[%d]: ", i-1)
+		}
+		if len(p.GPUs) > maxClearXidsItems {
+			return fmt.Errorf("%s%d GPUs, at most %d", where, len(p.GPUs), maxClearXidsItems)
+		}
+		for _, idx := range p.GPUs {
+			if idx < 0 {
+				return fmt.Errorf("%sGPU index %d is negative", where, idx)
+			}
+		}
+	}
+	return nil
 }

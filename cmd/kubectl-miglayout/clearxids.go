@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -37,9 +39,10 @@ agent to forget the marks of its GPUs (--gpu: of those GPUs only, by NVML
 index), through the Node's annotation miglayout.io/clear-xids. Marks of an
 Xid the node saw again after the request are kept: an Xid you have not
 seen yet (this machine's clock against the node's: keep them in sync, and
-run it again to clear a mark kept). The agent records an XidsCleared event
-on the Node naming what it cleared and kept, and publishes the devices it
-cleared again without the taint.`,
+run it again to clear a mark kept). A request still on the Node, which
+its agent may not have read, is carried in the new one. The agent records
+an XidsCleared event on the Node naming what it cleared and kept, and
+publishes the devices it cleared again without the taint.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return errors.New("name at least one node")
@@ -64,17 +67,15 @@ cleared again without the taint.`,
 }
 
 // requestClearXids writes req to the annotation of each node, printing a
-// line per node. A node that does not exist or cannot be patched does not
-// stop the others; the errors, each naming its node, are returned
-// together.
+// line per node. A request already there, which the agent may not have
+// read, is carried in the new one (v1alpha1.ClearXidsRequest.Merge); the
+// write is conditional on the Node's resourceVersion, read again and
+// retried on a conflict, so that two requests written at once do not drop
+// one. A node that does not exist or cannot be patched does not stop the
+// others; the errors, each naming its node, are returned together.
 func requestClearXids(ctx context.Context, c client.Client, out io.Writer, nodes []string, req v1alpha1.ClearXidsRequest) error {
-	value, err := json.Marshal(req)
-	if err != nil {
-		return fmt.Errorf("encoding the request: %w", err)
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{v1alpha1.AnnotationClearXids: string(value)}}})
-	if err != nil {
-		return fmt.Errorf("encoding the request: %w", err)
+	if err := req.Validate(); err != nil {
+		return fmt.Errorf("making the request: %w", err)
 	}
 	which := "every GPU"
 	if len(req.GPUs) > 0 {
@@ -82,16 +83,50 @@ func requestClearXids(ctx context.Context, c client.Client, out io.Writer, nodes
 	}
 	var errs *multierror.Error
 	for _, name := range slices.Compact(slices.Clone(nodes)) {
-		var node corev1.Node
-		if err := c.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("reading Node %s: %w", name, err))
+		var written v1alpha1.ClearXidsRequest
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var node corev1.Node
+			if err := c.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
+				return fmt.Errorf("reading Node %s: %w", name, err)
+			}
+			written = req
+			if old, ok := node.Annotations[v1alpha1.AnnotationClearXids]; ok {
+				// One that does not parse was refused: nothing to carry.
+				if replaced, err := v1alpha1.ParseClearXidsRequest(old); err == nil {
+					written = req.Merge(replaced)
+				}
+			}
+			value, err := json.Marshal(written)
+			if err != nil {
+				return fmt.Errorf("encoding the request: %w", err)
+			}
+			before := node.DeepCopy()
+			if node.Annotations == nil {
+				node.Annotations = map[string]string{}
+			}
+			node.Annotations[v1alpha1.AnnotationClearXids] = string(value)
+			if err := c.Patch(ctx, &node, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+				return fmt.Errorf("annotating Node %s: %w", name, err)
+			}
+			return nil
+		})
+		if err != nil {
+			errs = multierror.Append(errs, err)
 			continue
 		}
-		if err := c.Patch(ctx, &node, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("annotating Node %s: %w", name, err))
-			continue
+		carried := ""
+		if len(written.Earlier) > 0 {
+			var earlier []string
+			for _, p := range written.Earlier {
+				e := "every GPU"
+				if len(p.GPUs) > 0 {
+					e = fmt.Sprintf("GPUs %v", p.GPUs)
+				}
+				earlier = append(earlier, e+" as of "+p.RequestedAt.UTC().Format(time.RFC3339))
+			}
+			carried = ", carrying the earlier requests the agent may not have read (" + strings.Join(earlier, ", ") + ")"
 		}
-		fmt.Fprintf(out, "node %s: clearing the Xid marks of %s requested (id %s); its agent records an XidsCleared event on the Node once done\n", name, which, req.ID)
+		fmt.Fprintf(out, "node %s: clearing the Xid marks of %s requested (id %s)%s; its agent records an XidsCleared event on the Node once done\n", name, which, req.ID, carried)
 	}
 	return errs.ErrorOrNil()
 }

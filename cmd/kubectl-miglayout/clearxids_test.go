@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -108,6 +110,77 @@ func TestClearXids(t *testing.T) {
 				if ids[id] {
 					t.Errorf("second run's request ID %s is the first's", id)
 				}
+			}
+		})
+	}
+}
+
+// TestClearXidsCarriesTheRequestItReplaces: a request written over one the
+// agent may not have read yet carries it, also when the other was written
+// between this one's read of the Node and its write (the write is
+// conditional and read again).
+func TestClearXidsCarriesTheRequestItReplaces(t *testing.T) {
+	first := v1alpha1.ClearXidsRequest{ID: "first", GPUs: []int{0}, RequestedAt: &metav1.Time{Time: time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC)}}
+	other := v1alpha1.ClearXidsRequest{ID: "other", GPUs: []int{2}, RequestedAt: &metav1.Time{Time: time.Date(2026, 12, 6, 20, 10, 0, 0, time.UTC)}}
+	encode := func(r v1alpha1.ClearXidsRequest) string {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	tests := map[string]struct {
+		// meanwhile is written to the annotation between the first read
+		// and the first write, where set.
+		meanwhile *v1alpha1.ClearXidsRequest
+		want      []v1alpha1.ClearXidsPart
+		wantOut   string
+	}{
+		"request already there": {
+			want:    []v1alpha1.ClearXidsPart{{GPUs: []int{0}, RequestedAt: first.RequestedAt}},
+			wantOut: "node a: clearing the Xid marks of GPUs [1] requested (id new), carrying the earlier requests the agent may not have read (GPUs [0] as of 2026-12-06T20:00:00Z)",
+		},
+		"request written meanwhile": {meanwhile: &other,
+			want: []v1alpha1.ClearXidsPart{{GPUs: []int{2}, RequestedAt: other.RequestedAt}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			patches := 0
+			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(
+				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{v1alpha1.AnnotationClearXids: encode(first)}}}).
+				WithInterceptorFuncs(interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					if patches++; patches == 1 && tc.meanwhile != nil {
+						var n corev1.Node
+						if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &n); err != nil {
+							return err
+						}
+						n.Annotations[v1alpha1.AnnotationClearXids] = encode(*tc.meanwhile)
+						if err := c.Update(ctx, &n); err != nil {
+							return err
+						}
+					}
+					return c.Patch(ctx, obj, patch, opts...)
+				}}).Build()
+			var out strings.Builder
+			req := v1alpha1.ClearXidsRequest{ID: "new", GPUs: []int{1}, RequestedAt: &metav1.Time{Time: time.Date(2026, 12, 6, 21, 0, 0, 0, time.UTC)}}
+			if err := requestClearXids(t.Context(), c, &out, []string{"a"}, req); err != nil {
+				t.Fatal(err)
+			}
+			var n corev1.Node
+			if err := c.Get(t.Context(), types.NamespacedName{Name: "a"}, &n); err != nil {
+				t.Fatal(err)
+			}
+			got, err := v1alpha1.ParseClearXidsRequest(n.Annotations[v1alpha1.AnnotationClearXids])
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := req
+			want.Earlier = tc.want
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("request written (-want +got):\n%s", diff)
+			}
+			if tc.wantOut != "" && !strings.Contains(out.String(), tc.wantOut) {
+				t.Errorf("output %q lacks %q", out.String(), tc.wantOut)
 			}
 		})
 	}

@@ -24,10 +24,9 @@ import (
 // XidOf reads xids, by "<gpu>/<uuid>".
 type fakeXidMarks struct {
 	applied []string
-	gpus    [][]int
+	parts   [][]v1alpha1.ClearXidsPart
 	marked  []string
 	newer   []string
-	at      []time.Time
 	xids    map[string]uint64
 	// present are the arguments of the PruneXids calls.
 	present []map[int][]string
@@ -42,15 +41,14 @@ func (f *fakeXidMarks) XidOf(gpuIndex int, uuid string) (uint64, bool) {
 	return code, ok
 }
 
-func (f *fakeXidMarks) ClearXids(_ context.Context, request string, gpus []int, requestedAt time.Time) ([]string, []string, bool, error) {
+func (f *fakeXidMarks) ClearXids(_ context.Context, request string, parts []v1alpha1.ClearXidsPart) ([]string, []string, bool, error) {
 	for _, id := range f.applied {
 		if id == request {
 			return nil, nil, false, nil
 		}
 	}
 	f.applied = append(f.applied, request)
-	f.gpus = append(f.gpus, gpus)
-	f.at = append(f.at, requestedAt)
+	f.parts = append(f.parts, parts)
 	cleared, kept := f.marked, f.newer
 	f.marked, f.newer = nil, nil
 	return cleared, kept, true, nil
@@ -60,6 +58,7 @@ func (f *fakeXidMarks) ClearXids(_ context.Context, request string, gpus []int, 
 // marks once per ID and records what was cleared on the Node; a value that
 // does not parse clears nothing and is told once.
 func TestApplyClearXids(t *testing.T) {
+	at2030 := &metav1.Time{Time: time.Date(2026, 12, 6, 20, 30, 0, 0, time.UTC)}
 	type step struct {
 		value  string // the annotation; "-" for none
 		marked []string
@@ -69,9 +68,8 @@ func TestApplyClearXids(t *testing.T) {
 	tests := map[string]struct {
 		steps   []step
 		applied []string
-		gpus    [][]int
-		// at are the requests' times; zero where a request has none.
-		at []time.Time
+		// parts are what each request applied asked for.
+		parts [][]v1alpha1.ClearXidsPart
 	}{
 		"request of every GPU, seen twice": {
 			steps: []step{
@@ -79,7 +77,7 @@ func TestApplyClearXids(t *testing.T) {
 					want: `Normal XidsCleared Request "r1" to clear the Xid marks of every GPU: cleared GPU 0: Xid 48; the devices no other mark holds are reported Healthy and published without the taint miglayout.io/xid`},
 				{value: `{"id":"r1"}`},
 			},
-			applied: []string{"r1"}, gpus: [][]int{nil},
+			applied: []string{"r1"}, parts: [][]v1alpha1.ClearXidsPart{{{}}},
 		},
 		"requests of some GPUs": {
 			steps: []step{
@@ -88,7 +86,7 @@ func TestApplyClearXids(t *testing.T) {
 				{value: `{"id":"r2","gpus":[0]}`, marked: []string{"MIG-1: Xid 94"},
 					want: `Normal XidsCleared Request "r2" to clear the Xid marks of GPUs [0]: cleared MIG-1: Xid 94; the devices no other mark holds are reported Healthy and published without the taint miglayout.io/xid`},
 			},
-			applied: []string{"r1", "r2"}, gpus: [][]int{{1, 3}, {0}},
+			applied: []string{"r1", "r2"}, parts: [][]v1alpha1.ClearXidsPart{{{GPUs: []int{1, 3}}}, {{GPUs: []int{0}}}},
 		},
 		"no request": {steps: []step{{value: "-"}}},
 		"every mark newer than the request": {
@@ -96,14 +94,14 @@ func TestApplyClearXids(t *testing.T) {
 				{value: `{"id":"r1","requestedAt":"2026-12-06T20:30:00Z"}`, newer: []string{"GPU 0: Xid 48"},
 					want: `Normal XidsCleared Request "r1" to clear the Xid marks of every GPU: kept GPU 0: Xid 48, whose Xid came after the request (2026-12-06T20:30:00Z): their devices stay Unhealthy and tainted; clear again once they were looked at`},
 			},
-			applied: []string{"r1"}, gpus: [][]int{nil}, at: []time.Time{time.Date(2026, 12, 6, 20, 30, 0, 0, time.UTC)},
+			applied: []string{"r1"}, parts: [][]v1alpha1.ClearXidsPart{{{RequestedAt: at2030}}},
 		},
 		"request with its time, a newer mark kept": {
 			steps: []step{
 				{value: `{"id":"r1","requestedAt":"2026-12-06T20:30:00Z"}`, marked: []string{"MIG-1: Xid 94"}, newer: []string{"GPU 0: Xid 48"},
 					want: `Normal XidsCleared Request "r1" to clear the Xid marks of every GPU: cleared MIG-1: Xid 94; the devices no other mark holds are reported Healthy and published without the taint miglayout.io/xid; kept GPU 0: Xid 48, whose Xid came after the request (2026-12-06T20:30:00Z): their devices stay Unhealthy and tainted; clear again once they were looked at`},
 			},
-			applied: []string{"r1"}, gpus: [][]int{nil}, at: []time.Time{time.Date(2026, 12, 6, 20, 30, 0, 0, time.UTC)},
+			applied: []string{"r1"}, parts: [][]v1alpha1.ClearXidsPart{{{RequestedAt: at2030}}},
 		},
 		"value that does not parse, then a good one": {
 			steps: []step{
@@ -112,7 +110,19 @@ func TestApplyClearXids(t *testing.T) {
 				{value: `{"id":"r1","gpu":[0]}`},
 				{value: `{"id":"r1","gpus":[0]}`, want: `Normal XidsCleared Request "r1" to clear the Xid marks of GPUs [0]: no mark was set`},
 			},
-			applied: []string{"r1"}, gpus: [][]int{{0}},
+			applied: []string{"r1"}, parts: [][]v1alpha1.ClearXidsPart{{{GPUs: []int{0}}}},
+		},
+		"request carrying earlier ones": {
+			steps: []step{
+				{value: `{"id":"r3","gpus":[2],"requestedAt":"2026-12-06T20:30:00Z","earlier":[{"gpus":[0,1],"requestedAt":"2026-12-06T20:00:00Z"},{"requestedAt":"2026-12-06T20:10:00Z"}]}`,
+					marked: []string{"GPU 0: Xid 48"}, newer: []string{"MIG-2: Xid 94"},
+					want: `Normal XidsCleared Request "r3" to clear the Xid marks of GPUs [2] (and, for the requests it replaced, of GPUs [0 1] as of 2026-12-06T20:00:00Z, every GPU as of 2026-12-06T20:10:00Z): cleared GPU 0: Xid 48; the devices no other mark holds are reported Healthy and published without the taint miglayout.io/xid; kept MIG-2: Xid 94, whose Xid came after the requests naming their GPU: their devices stay Unhealthy and tainted; clear again once they were looked at`},
+			},
+			applied: []string{"r3"}, parts: [][]v1alpha1.ClearXidsPart{{
+				{GPUs: []int{2}, RequestedAt: at2030},
+				{GPUs: []int{0, 1}, RequestedAt: &metav1.Time{Time: time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC)}},
+				{RequestedAt: &metav1.Time{Time: time.Date(2026, 12, 6, 20, 10, 0, 0, time.UTC)}},
+			}},
 		},
 	}
 	for name, tc := range tests {
@@ -144,15 +154,8 @@ func TestApplyClearXids(t *testing.T) {
 			if diff := cmp.Diff(tc.applied, marks.applied); diff != "" {
 				t.Errorf("requests applied (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.gpus, marks.gpus); diff != "" {
-				t.Errorf("GPUs of the requests (-want +got):\n%s", diff)
-			}
-			wantAt := tc.at
-			if wantAt == nil {
-				wantAt = make([]time.Time, len(tc.applied))
-			}
-			if diff := cmp.Diff(wantAt, marks.at, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
-				t.Errorf("times of the requests (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.parts, marks.parts, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("what the requests asked for (-want +got):\n%s", diff)
 			}
 		})
 	}

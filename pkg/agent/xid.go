@@ -44,12 +44,12 @@ func (r *NodeReconciler) XidError(ctx context.Context, x gpu.Xid, hit []string) 
 
 // XidMarks are the kubelet plugin's Xid marks (*plugin.Plugin).
 type XidMarks interface {
-	// ClearXids clears the marks of the GPUs with the given indexes (all
-	// where gpus is empty), once per request ID; applied is false for an
-	// ID applied before. cleared names what was cleared.
-	// Marks whose Xid came last after requestedAt (when set) are kept
-	// and returned as kept.
-	ClearXids(ctx context.Context, request string, gpus []int, requestedAt time.Time) (cleared, kept []string, applied bool, err error)
+	// ClearXids clears the marks of the GPUs each part names (all where
+	// a part names none), once per request ID; applied is false for an
+	// ID applied before. cleared names what was cleared. Marks whose Xid
+	// came last after the requestedAt (when set) of every part naming
+	// their GPU are kept and returned as kept.
+	ClearXids(ctx context.Context, request string, parts []v1alpha1.ClearXidsPart) (cleared, kept []string, applied bool, err error)
 	// XidOf returns the Xid that hit the device with UUID uuid on GPU
 	// gpuIndex, or (uuid "") the GPU as a whole, if one did.
 	XidOf(gpuIndex int, uuid string) (uint64, bool)
@@ -147,34 +147,54 @@ func (r *NodeReconciler) applyClearXids(ctx context.Context, node *corev1.Node) 
 		}
 		return
 	}
-	var at time.Time
-	if req.RequestedAt != nil {
-		at = req.RequestedAt.Time
-	}
-	cleared, kept, applied, err := r.XidMarks.ClearXids(ctx, req.ID, req.GPUs, at)
+	cleared, kept, applied, err := r.XidMarks.ClearXids(ctx, req.ID, req.Parts())
 	if !applied {
 		return
 	}
 	if err != nil {
 		logger.Error(err, "Clearing the Xid marks was not kept for the agent's next run; the next run clears them again")
 	}
-	which := "every GPU"
-	if len(req.GPUs) > 0 {
-		which = fmt.Sprintf("GPUs %v", req.GPUs)
+	which := describeClearXids(v1alpha1.ClearXidsPart{GPUs: req.GPUs})
+	if len(req.Earlier) > 0 {
+		var earlier []string
+		for _, p := range req.Earlier {
+			earlier = append(earlier, describeClearXids(p))
+		}
+		which += " (and, for the requests it replaced, of " + strings.Join(earlier, ", ") + ")"
+	}
+	after := "the request"
+	switch {
+	case len(req.Earlier) > 0:
+		after = "the requests naming their GPU"
+	case req.RequestedAt != nil:
+		after += " (" + req.RequestedAt.UTC().Format(time.RFC3339) + ")"
 	}
 	var parts []string
 	if len(cleared) > 0 {
 		parts = append(parts, "cleared "+strings.Join(cleared, ", ")+"; the devices no other mark holds are reported Healthy and published without the taint "+slices.XidTaintKey)
 	}
 	if len(kept) > 0 {
-		parts = append(parts, fmt.Sprintf("kept %s, whose Xid came after the request (%s): their devices stay Unhealthy and tainted; clear again once they were looked at",
-			strings.Join(kept, ", "), at.UTC().Format(time.RFC3339)))
+		parts = append(parts, fmt.Sprintf("kept %s, whose Xid came after %s: their devices stay Unhealthy and tainted; clear again once they were looked at",
+			strings.Join(kept, ", "), after))
 	}
 	what := "no mark was set"
 	if len(parts) > 0 {
 		what = strings.Join(parts, "; ")
 	}
 	r.recordOn(node, corev1.EventTypeNormal, EventXidsCleared, "ClearXids", fmt.Sprintf("Request %q to clear the Xid marks of %s: %s", req.ID, which, what))
+}
+
+// describeClearXids names the GPUs of a part of a clear request, and its
+// time where set: "every GPU", "GPUs [0 3] as of 2026-12-06T20:30:00Z".
+func describeClearXids(p v1alpha1.ClearXidsPart) string {
+	which := "every GPU"
+	if len(p.GPUs) > 0 {
+		which = fmt.Sprintf("GPUs %v", p.GPUs)
+	}
+	if p.RequestedAt != nil {
+		which += " as of " + p.RequestedAt.UTC().Format(time.RFC3339)
+	}
+	return which
 }
 
 // recordOn records an event on obj, where the reconciler has a Recorder.

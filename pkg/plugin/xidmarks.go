@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
 // XidMarksFile is the name, inside Config.CheckpointDir, of the file that
@@ -285,33 +287,46 @@ func (p *Plugin) PruneXids(ctx context.Context, present map[int][]string) {
 	}
 }
 
-// ClearXids forgets the Xid marks of the GPUs with the given indexes (all
-// of them where gpus is empty), once per request ID: an operator asks for
-// it after resetting the GPUs (kubectl miglayout clear-xids). Where
-// requestedAt is set, a mark whose Xid came last after it (by the node's
-// clock, to the second; after a restart, as the file has it, which may be
-// up to xidResaveAfter earlier) is kept: an Xid that came after the request,
-// while the agent was busy or down, was not seen by whoever asked. A request already applied, by this run
-// or an earlier one of the agent (XidMarksFile), does nothing and returns
-// applied false. It returns the marks it cleared and those it kept
+// ClearXids forgets the Xid marks of the GPUs each part of a request names
+// (all of them where it names none), once per request ID: an operator asks
+// for it after resetting the GPUs (kubectl miglayout clear-xids). Where a
+// part's requestedAt is set, a mark whose Xid came last after it (by the
+// node's clock, to the second; after a restart, as the file has it, which
+// may be up to xidResaveAfter earlier) is kept, unless another part clears
+// it: an Xid that came after the request, while the agent was busy or
+// down, was not seen by whoever asked. A request already applied, by this
+// run or an earlier one of the agent (XidMarksFile), does nothing and
+// returns applied false. It returns the marks it cleared and those it kept
 // ("GPU <index>: Xid <code>", "<MIG device UUID>: Xid <code>"), and wakes
 // the health reports. An error writing XidMarksFile is returned with the
 // marks cleared in memory all the same: the request is then applied again
 // after a restart.
-func (p *Plugin) ClearXids(ctx context.Context, request string, gpus []int, requestedAt time.Time) (cleared, kept []string, applied bool, err error) {
+func (p *Plugin) ClearXids(ctx context.Context, request string, parts []v1alpha1.ClearXidsPart) (cleared, kept []string, applied bool, err error) {
 	p.xidMu.Lock()
 	if request == p.xidCleared {
 		p.xidMu.Unlock()
 		return nil, nil, false, nil
 	}
-	hits := func(m xidMark) bool { return len(gpus) == 0 || slices.Contains(gpus, m.gpuIndex) }
-	// To the second, as the request's time is written.
-	newer := func(m xidMark) bool { return !requestedAt.IsZero() && m.at.Truncate(time.Second).After(requestedAt) }
+	// hits: a part names the mark's GPU; clears: one of those asked
+	// after the mark's Xid, to the second, as the request's time is
+	// written.
+	hits := func(m xidMark) (hit, clears bool) {
+		for _, part := range parts {
+			if len(part.GPUs) > 0 && !slices.Contains(part.GPUs, m.gpuIndex) {
+				continue
+			}
+			hit = true
+			if part.RequestedAt == nil || part.RequestedAt.IsZero() || !m.at.Truncate(time.Second).After(part.RequestedAt.Time) {
+				return true, true
+			}
+		}
+		return hit, false
+	}
 	take := func(m xidMark, what string) bool {
-		switch {
-		case !hits(m):
+		switch hit, clears := hits(m); {
+		case !hit:
 			return false
-		case newer(m):
+		case !clears:
 			kept = append(kept, what)
 			return false
 		}
@@ -323,7 +338,7 @@ func (p *Plugin) ClearXids(ctx context.Context, request string, gpus []int, requ
 	p.xidCleared = request
 	err = p.saveXidMarksLocked()
 	p.xidMu.Unlock()
-	klog.FromContext(ctx).Info("Xid marks cleared on request", "request", request, "gpus", gpus, "requestedAt", requestedAt, "cleared", cleared, "keptNewer", kept)
+	klog.FromContext(ctx).Info("Xid marks cleared on request", "request", request, "parts", parts, "cleared", cleared, "keptNewer", kept)
 	if len(cleared) > 0 {
 		p.notifyHealth()
 	}

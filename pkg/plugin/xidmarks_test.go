@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
@@ -304,7 +307,7 @@ func TestClearXids(t *testing.T) {
 	clear := func(p *Plugin, id string, at time.Time, gpus ...int) result {
 		t.Helper()
 		woken := p.healthChanged()
-		cleared, kept, applied, err := p.ClearXids(e.ctx, id, gpus, at)
+		cleared, kept, applied, err := p.ClearXids(e.ctx, id, clearParts(at, gpus...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,7 +411,7 @@ func TestClearXidsKeepsAnXidRepeatedAfterTheRequest(t *testing.T) {
 	m.at = time.Now().Add(-time.Hour)
 	p.xidDevices[large.UUID] = m
 	p.recordXid(e.ctx, x)
-	cleared, kept, applied, err := p.ClearXids(e.ctx, "r1", nil, time.Now().Add(-time.Minute))
+	cleared, kept, applied, err := p.ClearXids(e.ctx, "r1", clearParts(time.Now().Add(-time.Minute)))
 	if err != nil || !applied {
 		t.Fatalf("ClearXids: applied %t, %v", applied, err)
 	}
@@ -442,7 +445,7 @@ func TestXidMarksEdgesAcrossRestart(t *testing.T) {
 		p.xidMu.Unlock()
 		p.recordXid(e.ctx, x)
 		next := e.xidMarksPlugin("boot-1")
-		cleared, kept, _, err := next.ClearXids(e.ctx, "r1", nil, time.Now().Add(-time.Minute))
+		cleared, kept, _, err := next.ClearXids(e.ctx, "r1", clearParts(time.Now().Add(-time.Minute)))
 		if err != nil || len(cleared) > 0 || len(kept) != 1 {
 			t.Errorf("after a restart, a request made before the Xid came again: cleared %v, kept %v (%v), want it kept", cleared, kept, err)
 		}
@@ -510,11 +513,11 @@ func TestXidMarksEdgesAcrossRestart(t *testing.T) {
 	})
 	t.Run("clear request of a file of another version", func(t *testing.T) {
 		e := newEnv(t)
-		if _, _, _, err := e.xidMarksPlugin("boot-1").ClearXids(e.ctx, "r1", nil, time.Time{}); err != nil {
+		if _, _, _, err := e.xidMarksPlugin("boot-1").ClearXids(e.ctx, "r1", clearParts(time.Time{})); err != nil {
 			t.Fatal(err)
 		}
 		e.editMarks(func(s string) string { return strings.Replace(s, XidMarksVersion, "miglayout.io/plugin-xids/v9", 1) })
-		if _, _, applied, _ := e.xidMarksPlugin("boot-1").ClearXids(e.ctx, "r1", nil, time.Time{}); applied {
+		if _, _, applied, _ := e.xidMarksPlugin("boot-1").ClearXids(e.ctx, "r1", clearParts(time.Time{})); applied {
 			t.Error("request r1, applied before, applied again after a restart reading a file of another version")
 		}
 	})
@@ -580,5 +583,79 @@ func TestXidMarksTheDevicesReadWithTheEvent(t *testing.T) {
 	p.recordXid(e.ctx, unread)
 	if diff := cmp.Diff(map[string]uint64{"old 3g": 94, "new 3g": 95, "1g": 95}, e.marks(p, devs)); diff != "" {
 		t.Errorf("marks after an Xid whose devices could not be read (-want +got):\n%s", diff)
+	}
+}
+
+// clearParts is a request of one part: the GPUs (every GPU where none)
+// and, where not zero, its time.
+func clearParts(at time.Time, gpus ...int) []v1alpha1.ClearXidsPart {
+	p := v1alpha1.ClearXidsPart{GPUs: gpus}
+	if !at.IsZero() {
+		p.RequestedAt = &metav1.Time{Time: at}
+	}
+	return []v1alpha1.ClearXidsPart{p}
+}
+
+// TestClearXidsOfSeveralParts: a request carrying earlier ones clears a
+// mark where one of the parts naming its GPU asked after the mark's Xid,
+// and keeps it where every such part asked before it; a GPU no part names
+// keeps its marks.
+func TestClearXidsOfSeveralParts(t *testing.T) {
+	// now: asked after the marks below are made.
+	now := time.Now().Add(time.Minute)
+	hourAgo, minuteAgo := time.Now().Add(-time.Hour), time.Now().Add(-time.Minute)
+	part := func(at time.Time, gpus ...int) v1alpha1.ClearXidsPart { return clearParts(at, gpus...)[0] }
+	tests := map[string]struct {
+		parts                 []v1alpha1.ClearXidsPart
+		wantCleared, wantKept []string
+		wantMarks             map[string]uint64
+	}{
+		"an earlier part clears a GPU the request does not name": {
+			parts:       []v1alpha1.ClearXidsPart{part(now, 2), part(now, 1)},
+			wantCleared: []string{"GPU 1: Xid 48"}, wantMarks: map[string]uint64{"3g": 94},
+		},
+		"a later part clears what an earlier part would keep": {
+			parts:       []v1alpha1.ClearXidsPart{part(hourAgo), part(now, 0)},
+			wantCleared: []string{"MIG-large: Xid 94"}, wantKept: []string{"GPU 1: Xid 48"},
+			wantMarks: map[string]uint64{"gpu-1": 48},
+		},
+		"every part naming the GPU asked before its Xid": {
+			parts:    []v1alpha1.ClearXidsPart{part(minuteAgo, 0), part(hourAgo), part(now, 2)},
+			wantKept: []string{"GPU 1: Xid 48", "MIG-large: Xid 94"}, wantMarks: map[string]uint64{"3g": 94, "gpu-1": 48},
+		},
+		"a part without a time clears however new": {
+			parts:       []v1alpha1.ClearXidsPart{part(hourAgo, 0, 1), part(time.Time{}, 1)},
+			wantCleared: []string{"GPU 1: Xid 48"}, wantKept: []string{"MIG-large: Xid 94"}, wantMarks: map[string]uint64{"3g": 94},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			large := e.migOn(4)
+			p := e.xidMarksPlugin("boot-1")
+			p.recordXid(e.ctx, devXid(large, 94))
+			p.recordXid(e.ctx, e.gpuXid(1, 48))
+			cleared, kept, applied, err := p.ClearXids(e.ctx, "r1", tc.parts)
+			if err != nil || !applied {
+				t.Fatalf("ClearXids: applied %t, %v", applied, err)
+			}
+			named := func(s []string) []string {
+				out := []string{}
+				for _, x := range s {
+					out = append(out, strings.ReplaceAll(x, large.UUID, "MIG-large"))
+				}
+				slices.Sort(out)
+				return out
+			}
+			if diff := cmp.Diff(named(tc.wantCleared), named(cleared)); diff != "" {
+				t.Errorf("cleared (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(named(tc.wantKept), named(kept)); diff != "" {
+				t.Errorf("kept (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantMarks, e.marks(p, map[string]gpu.MIGDevice{"3g": large})); diff != "" {
+				t.Errorf("marks left (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
