@@ -35,14 +35,22 @@ func SortDevices(devices []resourceapi.Device, roomLost map[string][]int) {
 }
 
 // RoomLost returns mig.Model.RoomLost of each MIG device of sources, by
-// device name, for SortDevices.
+// device name, for SortDevices: on the model its GPU is planned on
+// (gpu.GPU.PlacementModel, the placements NVML offers), as the Auto
+// planner orders the devices it plans.
 func RoomLost(sources []Source) map[string][]int {
 	out := make(map[string][]int, len(sources))
+	models := map[int]*mig.Model{} // by GPU index
 	for _, s := range sources {
 		if s.MIG == nil || s.GPU.Model == nil {
 			continue
 		}
-		if r := s.GPU.Model.RoomLost(mig.Device{Profile: s.MIG.Profile, Start: s.MIG.Placement.Start}); r != nil {
+		m, ok := models[s.GPU.Index]
+		if !ok {
+			m = s.GPU.PlacementModel()
+			models[s.GPU.Index] = m
+		}
+		if r := m.RoomLost(mig.Device{Profile: s.MIG.Profile, Start: s.MIG.Placement.Start}); r != nil {
 			out[s.Name] = r
 		}
 	}

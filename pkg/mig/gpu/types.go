@@ -96,6 +96,45 @@ type GPU struct {
 	NVMLProfileIDs map[string]int             `json:"nvmlProfileIDs,omitempty"`
 }
 
+// PlacementModel is Model as the planner plans g on (the controller reads
+// the same from the NodeMigLayout status: v1alpha1.NVMLProfile): only the
+// placements NVML offers as wide as the catalog's (NVMLPlacements), and no
+// profile NVML gives another GI profile ID (NVMLProfileIDs), by
+// mig.Model.WithNVMLPlacements. It is Model where NVML agrees with the
+// catalog, where Model is nil, or where they cannot be applied. The
+// agent's publication order (slices.RoomLost) is taken from it, so that
+// kube-scheduler gives a claim the device the planner planned it on.
+func (g GPU) PlacementModel() *mig.Model {
+	if g.Model == nil || len(g.NVMLPlacements) == 0 && len(g.NVMLProfileIDs) == 0 {
+		return g.Model
+	}
+	placements := make(map[string][]mig.Placement, len(g.NVMLPlacements))
+	for name, pls := range g.NVMLPlacements {
+		// Devices are made as wide as the catalog says: NVML's
+		// placements of another width are of no use.
+		p, err := g.Model.Profile(name)
+		if err != nil {
+			continue
+		}
+		kept := []mig.Placement{}
+		for _, pl := range pls {
+			if pl.Size == p.MemorySlices {
+				kept = append(kept, pl)
+			}
+		}
+		placements[name] = kept
+	}
+	refused := make([]string, 0, len(g.NVMLProfileIDs))
+	for name := range g.NVMLProfileIDs {
+		refused = append(refused, name)
+	}
+	m, err := g.Model.WithNVMLPlacements(placements, refused)
+	if err != nil {
+		return g.Model
+	}
+	return m
+}
+
 // MIGDevice is one GPU instance with its compute instance as the agent
 // creates them: one full-size CI per GI. A GI without a CI (left by a crash
 // between the two creates) has CIID -1 and an empty UUID.
