@@ -16,6 +16,7 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -164,6 +165,11 @@ type Plugin struct {
 	// concurrently from the agent.
 	mu     sync.Mutex
 	claims map[types.UID]PreparedClaim
+	// nodesMu serialises making device nodes (ensureDeviceNodes): the
+	// kubelet's prepare and the agent's re-prepares (RefreshRecreated,
+	// RestoreSpecs) run at once, and one's remaking of a stale node
+	// removed the node the other had just made.
+	nodesMu sync.Mutex
 
 	ignoredXids []uint64
 	metrics     *metrics
@@ -275,8 +281,9 @@ func (p *Plugin) RestoreSpecs(ctx context.Context) map[types.UID]error {
 
 // RemoveStaleSpecs removes the CDI spec files this driver wrote
 // (k8s.<driver>-claim_<claim UID>.json in the CDI directory) of claims the
-// checkpoint does not hold prepared, and checkpoint temporary files
-// (checkpointTemps) a crash left in the checkpoint directory. A
+// checkpoint does not hold prepared, and temporary files a crash left: the
+// checkpoint's (checkpointTemps) in the checkpoint directory, and its own
+// specs' in the CDI directory (specTemps). A
 // prepare writes the spec before the checkpoint and an unprepare removes
 // it first, so such a spec is one of a prepare that never succeeded (the
 // agent stopped between the two writes, and the kubelet did not prepare
@@ -330,7 +337,7 @@ func (p *Plugin) RemoveStaleSpecs() ([]string, error) {
 		errs = multierror.Append(errs, fmt.Errorf("no checkpoint file at %s, so the CDI specs %s, which running containers may use, are left in place; "+
 			"if the checkpoint directory moved (agent.hostPaths.kubeletPlugins changed), put it back", p.checkpointPath, strings.Join(kept, ", ")))
 	}
-	var temps []string
+	temps := p.specTemps()
 	for _, pattern := range []string{checkpointTemps, xidMarksTemps} {
 		matched, err := filepath.Glob(filepath.Join(p.cfg.CheckpointDir, pattern))
 		if err != nil {
@@ -340,13 +347,42 @@ func (p *Plugin) RemoveStaleSpecs() ([]string, error) {
 	}
 	for _, path := range temps {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = multierror.Append(errs, fmt.Errorf("removing checkpoint temporary file: %w", err))
+			errs = multierror.Append(errs, fmt.Errorf("removing temporary file: %w", err))
 			continue
 		}
 		removed = append(removed, path)
 	}
 	return removed, errs
 }
+
+// cdiSpecTemps is the name pattern of the temporary files the CDI library
+// writes a spec through before it renames it (cdi.Cache.WriteSpec), in the
+// CDI directory every vendor shares.
+const cdiSpecTemps = "spec.*.tmp"
+
+// specTemps lists the temporary spec files in the CDI directory that are
+// this driver's (their kind is its vendor and class): left by a write the
+// agent was killed in. Called before Start, none is being written; one of
+// another vendor, or too short to name its kind, is left alone.
+func (p *Plugin) specTemps() []string {
+	matched, _ := filepath.Glob(filepath.Join(p.cfg.CDIDir, cdiSpecTemps))
+	kind := []byte(fmt.Sprintf("%q:%q", "kind", cdiVendor(p.cfg.DriverName)+"/"+CDIClass))
+	var out []string
+	for _, path := range matched {
+		if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSpecTempBytes {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err == nil && bytes.Contains(data, kind) {
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+// maxSpecTempBytes bounds the temporary spec files specTemps reads: a
+// claim's spec is a few KiB.
+const maxSpecTempBytes = 1 << 20
 
 // isClaimUID reports whether s is a UID as the API server gives objects
 // (an RFC 4122 UUID in its 36-character form).

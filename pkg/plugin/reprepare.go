@@ -178,11 +178,13 @@ func (p *Plugin) hostPathOf(path string) string {
 }
 
 // ensureDeviceNodes is the package's ensureDeviceNodes under Config.DevRoot,
-// nothing without one.
+// nothing without one; one call at a time (nodesMu).
 func (p *Plugin) ensureDeviceNodes(src migslices.Source, nodes []string) error {
 	if p.cfg.DevRoot == "" {
 		return nil
 	}
+	p.nodesMu.Lock()
+	defer p.nodesMu.Unlock()
 	return ensureDeviceNodes(p.nodeDirs(), p.cfg.HostRoot, src, nodes)
 }
 

@@ -16,8 +16,10 @@ import (
 // TestRemoveStaleSpecsAtStart: an agent stopped between a prepare's CDI
 // spec write and its checkpoint write leaves a spec of a claim it never
 // prepared (the kubelet got no answer); at the next start that spec goes,
-// and so do checkpoint temporary files a crash left, while the specs of
-// prepared claims, other vendors' specs and other files stay. The kubelet's
+// and so do the temporary files a crash left (the checkpoint's, and those
+// the CDI library writes this driver's specs through), while the specs of
+// prepared claims, other vendors' specs and temporary files, and other
+// files stay. The kubelet's
 // prepare of the claim afterwards writes its spec again.
 func TestRemoveStaleSpecsAtStart(t *testing.T) {
 	e := newEnv(t)
@@ -45,7 +47,9 @@ func TestRemoveStaleSpecsAtStart(t *testing.T) {
 		filepath.Join(e.cdiDir, "nvidia.yaml"):                    []byte("cdiVersion: 0.6.0\nkind: nvidia.com/gpu\ndevices: []\n"),
 		// The CDI library's own temporary file, and the plugin's socket's
 		// directory neighbour.
+		// too short to name its kind, and another vendor's.
 		filepath.Join(e.cdiDir, "spec.123.tmp"):       []byte("{"),
+		filepath.Join(e.cdiDir, "spec.789.tmp"):       []byte(`{"cdiVersion":"0.6.0","kind":"k8s.gpu.nvidia.com/claim","dev`),
 		filepath.Join(e.cpDir, "checkpoint.json.bak"): before,
 	}
 	for path, data := range others {
@@ -70,15 +74,23 @@ func TestRemoveStaleSpecsAtStart(t *testing.T) {
 		temps = append(temps, pending.Name())
 	}
 
+	// A spec write of this driver killed before its rename: half of the
+	// stale spec, in the CDI library's temporary file.
+	specTemp := filepath.Join(e.cdiDir, "spec.456.tmp")
+	staleSpec := mustRead(t, stale)
+	if err := os.WriteFile(specTemp, staleSpec[:len(staleSpec)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	p := e.plugin("")
 	removed, err := p.RemoveStaleSpecs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(append([]string{stale}, temps...), removed); diff != "" {
+	if diff := cmp.Diff(append([]string{stale, specTemp}, temps...), removed); diff != "" {
 		t.Errorf("RemoveStaleSpecs removed (-want +got):\n%s", diff)
 	}
-	for _, gone := range append([]string{stale}, temps...) {
+	for _, gone := range append([]string{stale, specTemp}, temps...) {
 		if _, err := os.Stat(gone); !os.IsNotExist(err) {
 			t.Errorf("%s is still there: %v", gone, err)
 		}

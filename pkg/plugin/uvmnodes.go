@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -86,28 +87,32 @@ func ensureUVMNodes(devRoot, hostRoot string) error {
 	if err != nil {
 		return nil // not loaded: the caller says the module must be
 	}
-	var stale []int
+	// missing, or stale: of another device number (removed first).
+	var missing, stale []int
 	for i, n := range uvmNodes {
 		var st unix.Stat_t
 		switch err := unix.Lstat(hostDevPath(devRoot, n.path), &st); {
 		case errors.Is(err, unix.ENOENT):
-			stale = append(stale, i)
+			missing = append(missing, i)
 		case err == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev != unix.Mkdev(major, n.minor):
+			missing = append(missing, i)
 			stale = append(stale, i)
 		}
 	}
-	if len(stale) == 0 {
+	if len(missing) == 0 {
 		return nil
 	}
 	params, err := readDeviceFileParams(filepath.Join(hostRoot, "proc/driver/nvidia/params"))
 	if err != nil || !params.modify {
 		return nil // the owner and mode are not known, or the host's to set
 	}
-	for _, i := range stale {
+	for _, i := range missing {
 		n := uvmNodes[i]
 		path := hostDevPath(devRoot, n.path)
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("removing %s, of another device number than %d:%d: %w", n.path, major, n.minor, err)
+		if slices.Contains(stale, i) {
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("removing %s, of another device number than %d:%d: %w", n.path, major, n.minor, err)
+			}
 		}
 		err := unix.Mknod(path, unix.S_IFCHR|params.mode, int(unix.Mkdev(major, n.minor)))
 		if errors.Is(err, unix.EEXIST) {
