@@ -58,15 +58,22 @@ over from the layouts the GPUs have now.`
 			if err != nil {
 				return err
 			}
-			mls, err := pauseTargets(cmd.Context(), c, args, all, sel)
-			if err != nil {
-				return err
-			}
+			mls, readErr := pauseTargets(cmd.Context(), c, args, all, sel)
 			if len(mls) == 0 {
+				if readErr != nil {
+					return readErr
+				}
 				fmt.Fprintln(cmd.OutOrStdout(), map[bool]string{true: "no MigLayout found", false: "no MigLayout matches"}[all])
 				return nil
 			}
-			return setPaused(cmd.Context(), c, cmd.OutOrStdout(), mls, paused)
+			// The MigLayouts read are acted on whatever became of the
+			// others: a name mistyped in an incident does not leave the
+			// rest unpaused.
+			err = setPaused(cmd.Context(), c, cmd.OutOrStdout(), mls, paused)
+			if readErr != nil {
+				return multierror.Append(readErr, err).ErrorOrNil()
+			}
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "every MigLayout")
@@ -115,9 +122,10 @@ func setPaused(ctx context.Context, c client.Client, out io.Writer, mls []v1alph
 }
 
 // pauseTargets reads the MigLayouts a pause or resume acts on: those named
-// (in the order given, each once; one that does not exist is an error
-// naming it, and then none is acted on), or every one (all), or those whose
-// labels match sel, in the API server's order (by name).
+// (in the order given, each once; those that do not exist or cannot be
+// read are returned in the error, each named, beside the others), or every
+// one (all), or those whose labels match sel, in the API server's order
+// (by name).
 func pauseTargets(ctx context.Context, c client.Client, names []string, all bool, sel labels.Selector) ([]v1alpha1.MigLayout, error) {
 	if all || sel != nil {
 		var list v1alpha1.MigLayoutList
@@ -131,17 +139,20 @@ func pauseTargets(ctx context.Context, c client.Client, names []string, all bool
 		return list.Items, nil
 	}
 	out := make([]v1alpha1.MigLayout, 0, len(names))
+	var errs *multierror.Error
 	for i, name := range names {
 		if slices.Contains(names[:i], name) {
 			continue
 		}
 		var ml v1alpha1.MigLayout
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, &ml); apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("MigLayout %s not found", name)
+			errs = multierror.Append(errs, fmt.Errorf("MigLayout %s not found", name))
+			continue
 		} else if err != nil {
-			return nil, fmt.Errorf("reading MigLayout %s: %w", name, err)
+			errs = multierror.Append(errs, fmt.Errorf("reading MigLayout %s: %w", name, err))
+			continue
 		}
 		out = append(out, ml)
 	}
-	return out, nil
+	return out, errs.ErrorOrNil()
 }

@@ -75,8 +75,8 @@ func TestPauseAndResume(t *testing.T) {
 
 // TestPauseAllAndSelector: --all acts on every MigLayout and -l on those
 // whose labels match, in name order; names, --all and -l are one of three,
-// and a selector that does not parse or a name that does not exist changes
-// nothing.
+// and a selector that does not parse changes nothing; a name that does not
+// exist is an error naming it, and the others named are acted on.
 func TestPauseAllAndSelector(t *testing.T) {
 	for name, tc := range map[string]struct {
 		args   []string
@@ -93,7 +93,8 @@ func TestPauseAllAndSelector(t *testing.T) {
 		"--all and -l":           {args: []string{"resume", "--all", "-l", "team=ml"}, err: "one of the three", paused: []string{"b"}},
 		"nothing":                {args: []string{"resume"}, err: "one of the three", paused: []string{"b"}},
 		"bad selector":           {args: []string{"pause", "-l", "team in (ml"}, err: `parsing -l "team in (ml"`, paused: []string{"b"}},
-		"unknown name among":     {args: []string{"pause", "a", "nope", "c"}, err: "MigLayout nope not found", paused: []string{"b"}},
+		"unknown name among":     {args: []string{"pause", "a", "nope", "c"}, out: "miglayout a paused\nmiglayout c paused\n", err: "MigLayout nope not found", paused: []string{"a", "b", "c"}},
+		"unknown names only":     {args: []string{"resume", "nope", "b2"}, err: "MigLayout nope not found", paused: []string{"b"}},
 		"a name twice":           {args: []string{"pause", "a", "a"}, out: "miglayout a paused\n", paused: []string{"a", "b"}},
 		"blank selector":         {args: []string{"pause", "-l", " "}, err: "selects every MigLayout: use --all", paused: []string{"b"}},
 		"empty selector":         {args: []string{"resume", "--selector="}, err: "selects every MigLayout: use --all", paused: []string{"b"}},
@@ -118,7 +119,8 @@ func TestPauseAllAndSelector(t *testing.T) {
 				}
 			} else if err != nil {
 				t.Fatal(err)
-			} else if diff := cmp.Diff(tc.out, out.String()); diff != "" {
+			}
+			if diff := cmp.Diff(tc.out, out.String()); diff != "" {
 				t.Errorf("output (-want +got):\n%s", diff)
 			}
 			var list v1alpha1.MigLayoutList
