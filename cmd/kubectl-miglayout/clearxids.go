@@ -127,6 +127,26 @@ func requestClearXids(ctx context.Context, c client.Client, out io.Writer, nodes
 			carried = ", carrying the earlier requests the agent may not have read (" + strings.Join(earlier, ", ") + ")"
 		}
 		fmt.Fprintf(out, "node %s: clearing the Xid marks of %s requested (id %s)%s; its agent records an XidsCleared event on the Node once done\n", name, which, req.ID, carried)
+		if unknown := gpusNotReported(ctx, c, name, req.GPUs); len(unknown) > 0 {
+			fmt.Fprintf(out, "node %s: warning: its agent reports no GPU of index %v (NodeMigLayout status): check --gpu\n", name, unknown)
+		}
 	}
 	return errs.ErrorOrNil()
+}
+
+// gpusNotReported are those of gpus that the NodeMigLayout status of node
+// lists no GPU of (an index mistyped, or of another node); none where the
+// status cannot be read or lists no GPU, which tells nothing.
+func gpusNotReported(ctx context.Context, c client.Client, node string, gpus []int) []int {
+	var nml v1alpha1.NodeMigLayout
+	if len(gpus) == 0 || c.Get(ctx, types.NamespacedName{Name: node}, &nml) != nil || len(nml.Status.GPUs) == 0 {
+		return nil
+	}
+	var out []int
+	for _, idx := range gpus {
+		if !slices.ContainsFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool { return int(g.Index) == idx }) {
+			out = append(out, idx)
+		}
+	}
+	return out
 }

@@ -28,14 +28,21 @@ func TestClearXids(t *testing.T) {
 		args     []string
 		wantGPUs map[string][]int // by node annotated
 		wantOut  []string
-		wantErr  string
+		// wantNoOut is not in the output.
+		wantNoOut string
+		wantErr   string
 	}{
 		"every GPU of two nodes": {args: []string{"clear-xids", "a", "b"},
 			wantGPUs: map[string][]int{"a": nil, "b": nil},
 			wantOut:  []string{"node a: clearing the Xid marks of every GPU requested", "node b: clearing the Xid marks of every GPU requested"}},
 		"some GPUs": {args: []string{"clear-xids", "a", "--gpu", "3,1", "--gpu", "1"},
 			wantGPUs: map[string][]int{"a": {1, 3}},
-			wantOut:  []string{"node a: clearing the Xid marks of GPUs [1 3] requested"}},
+			wantOut:  []string{"node a: clearing the Xid marks of GPUs [1 3] requested", "node a: warning: its agent reports no GPU of index [3] (NodeMigLayout status): check --gpu"}},
+		"GPUs of a node without a NodeMigLayout": {args: []string{"clear-xids", "b", "--gpu", "7"},
+			wantGPUs: map[string][]int{"b": {7}},
+			wantOut:  []string{"node b: clearing the Xid marks of GPUs [7] requested"}, wantNoOut: "warning"},
+		"GPUs all reported": {args: []string{"clear-xids", "a", "--gpu", "0,1"},
+			wantGPUs: map[string][]int{"a": {0, 1}}, wantNoOut: "warning"},
 		"unknown node": {args: []string{"clear-xids", "nope", "b"},
 			wantGPUs: map[string][]int{"b": nil},
 			wantOut:  []string{"node b: clearing"}, wantErr: `reading Node nope: nodes "nope" not found`},
@@ -46,7 +53,9 @@ func TestClearXids(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(
 				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", Annotations: map[string]string{"example.com/keep": "yes"}}},
-				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b"}}).Build()
+				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b"}},
+				&v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+					Status: v1alpha1.NodeMigLayoutStatus{GPUs: []v1alpha1.GPUStatus{{Index: 0}, {Index: 1}}}}).Build()
 			run := func() (string, error) {
 				cmd := newRootCommandEnv(&env{newClient: func() (client.Client, error) { return c, nil }})
 				var out strings.Builder
@@ -90,6 +99,9 @@ func TestClearXids(t *testing.T) {
 				if !strings.Contains(out, line) {
 					t.Errorf("output %q lacks %q", out, line)
 				}
+			}
+			if tc.wantNoOut != "" && strings.Contains(out, tc.wantNoOut) {
+				t.Errorf("output %q has %q", out, tc.wantNoOut)
 			}
 			gotGPUs, ids := requests()
 			if diff := cmp.Diff(tc.wantGPUs, gotGPUs); diff != "" {
