@@ -46,11 +46,12 @@ type ClearXidsRequest struct {
 	// or left out: every GPU of the node. At most 64 items.
 	// +optional
 	GPUs []int `json:"gpus,omitempty"`
-	// RequestedAt is when the request was made (RFC 3339, by the
-	// requester's clock): a mark whose Xid the node last saw after it, by
-	// the node's clock, to the second, is kept (an Xid the requester had
-	// not seen); clocks out of step keep or clear marks of the seconds
-	// between. Left out: every mark of the GPUs is cleared, however new.
+	// RequestedAt is when the request was made (RFC 3339, to the second,
+	// by the requester's clock): a mark whose Xid the node last saw in
+	// that second or after, by the node's clock, is kept (an Xid the
+	// requester may not have seen); clocks out of step keep or clear marks
+	// of the seconds between. Left out: every mark of the GPUs is cleared,
+	// however new.
 	// +optional
 	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
 	// Earlier are the requests this one replaced on the annotation, which

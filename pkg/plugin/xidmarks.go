@@ -290,11 +290,14 @@ func (p *Plugin) PruneXids(ctx context.Context, present map[int][]string) {
 // ClearXids forgets the Xid marks of the GPUs each part of a request names
 // (all of them where it names none), once per request ID: an operator asks
 // for it after resetting the GPUs (kubectl miglayout clear-xids). Where a
-// part's requestedAt is set, a mark whose Xid came last after it (by the
-// node's clock, to the second; after a restart, as the file has it, which
+// part's requestedAt is set, a mark whose Xid came last in its second or
+// after (by the node's clock; after a restart, as the file has it, which
 // may be up to xidResaveAfter earlier) is kept, unless another part clears
 // it: an Xid that came after the request, while the agent was busy or
-// down, was not seen by whoever asked. A request already applied, by this
+// down, was not seen by whoever asked, and requestedAt, written to the
+// second, does not tell an Xid of its second from before or after it. A
+// part applied again (carried by a later request) so clears no mark made
+// after it was first applied. A request already applied, by this
 // run or an earlier one of the agent (XidMarksFile), does nothing and
 // returns applied false. It returns the marks it cleared and those it kept
 // ("GPU <index>: Xid <code>", "<MIG device UUID>: Xid <code>"), and wakes
@@ -307,16 +310,16 @@ func (p *Plugin) ClearXids(ctx context.Context, request string, parts []v1alpha1
 		p.xidMu.Unlock()
 		return nil, nil, false, nil
 	}
-	// hits: a part names the mark's GPU; clears: one of those asked
-	// after the mark's Xid, to the second, as the request's time is
-	// written.
+	// hits: a part names the mark's GPU; clears: one of those was asked
+	// in a later second than the mark's Xid came (the request's time is
+	// written to the second).
 	hits := func(m xidMark) (hit, clears bool) {
 		for _, part := range parts {
 			if len(part.GPUs) > 0 && !slices.Contains(part.GPUs, m.gpuIndex) {
 				continue
 			}
 			hit = true
-			if part.RequestedAt == nil || part.RequestedAt.IsZero() || !m.at.Truncate(time.Second).After(part.RequestedAt.Time) {
+			if part.RequestedAt == nil || part.RequestedAt.IsZero() || m.at.Before(part.RequestedAt.Time.Truncate(time.Second)) {
 				return true, true
 			}
 		}

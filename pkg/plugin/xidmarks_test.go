@@ -287,8 +287,8 @@ func TestXidMarksFile(t *testing.T) {
 }
 
 // TestClearXids: a request clears the marks of the GPUs it names (all
-// where it names none), but those made after its time, and wakes the
-// health reports; a request ID is applied once, by this plugin or by the
+// where it names none), but those made in its time's second or after, and
+// wakes the health reports; a request ID is applied once, by this plugin or by the
 // next, after a restart, a reboot or without a boot ID.
 func TestClearXids(t *testing.T) {
 	e := newEnv(t)
@@ -323,6 +323,8 @@ func TestClearXids(t *testing.T) {
 		}
 		return result{cleared, kept, applied, e.marks(p, devices), markGauge(t, p)}
 	}
+	// The second the 3g.40gb's mark was made in.
+	markSecond := p.xidDevices[large.UUID].at.Truncate(time.Second)
 	large94 := map[string]uint64{"3g": 94}
 	large94Gauge := map[string]float64{"0/94": 1}
 	none, noGauge := map[string]uint64{}, map[string]float64{}
@@ -346,7 +348,9 @@ func TestClearXids(t *testing.T) {
 			want: result{Kept: []string{large.UUID + ": Xid 94"}, Applied: true, Marks: large94, Gauge: large94Gauge}},
 		{name: "GPU 2, which has none", id: "b", gpus: []int{2},
 			want: result{Applied: true, Marks: large94, Gauge: large94Gauge}},
-		{name: "every GPU, asked in the mark's second", id: "c", at: time.Now().Truncate(time.Second),
+		{name: "every GPU, asked in the mark's second", id: "s", at: markSecond,
+			want: result{Kept: []string{large.UUID + ": Xid 94"}, Applied: true, Marks: large94, Gauge: large94Gauge}},
+		{name: "every GPU, asked in the second after the mark's", id: "c", at: markSecond.Add(time.Second),
 			want: result{Cleared: []string{large.UUID + ": Xid 94"}, Applied: true, Marks: none, Gauge: noGauge}},
 		{name: "same ID after a reboot", restart: true, boot: "boot-2", id: "c",
 			want: result{Marks: none, Gauge: noGauge}},

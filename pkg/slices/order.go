@@ -36,7 +36,7 @@ func SortDevices(devices []resourceapi.Device, roomLost map[string][]int) {
 
 // RoomLost returns mig.Model.RoomLost of each MIG device of sources, by
 // device name, for SortDevices: on the model its GPU is planned on
-// (gpu.GPU.PlacementModel, the placements NVML offers), as the Auto
+// (gpu.GPU.PlanningModel: NVML's values and placements), as the Auto
 // planner orders the devices it plans.
 func RoomLost(sources []Source) map[string][]int {
 	out := make(map[string][]int, len(sources))
@@ -47,7 +47,7 @@ func RoomLost(sources []Source) map[string][]int {
 		}
 		m, ok := models[s.GPU.Index]
 		if !ok {
-			m = s.GPU.PlacementModel()
+			m = s.GPU.PlanningModel()
 			models[s.GPU.Index] = m
 		}
 		if r := m.RoomLost(mig.Device{Profile: s.MIG.Profile, Start: s.MIG.Placement.Start}); r != nil {

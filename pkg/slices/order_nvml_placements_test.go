@@ -11,17 +11,35 @@ import (
 )
 
 // TestPublishedOrderKeepsToNVMLPlacements: on a GPU whose NVML offers
-// other placements than the catalog, or numbers a profile otherwise, the
+// other placements than the catalog, numbers a profile otherwise or
+// describes it with other engines, the
 // agent publishes its free MIG devices in the order the Auto planner
 // orders them on the model it plans the GPU on (the placements NVML
 // offers), so kube-scheduler gives a claim the device the plan meant.
 func TestPublishedOrderKeepsToNVMLPlacements(t *testing.T) {
-	a100, err := mig.DefaultCatalog().Model("A100-SXM4-80GB")
-	if err != nil {
-		t.Fatal(err)
+	model := func(name string) *mig.Model {
+		m, err := mig.DefaultCatalog().Model(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
 	}
+	a100, h100 := model("A100-SXM4-80GB"), model("H100-SXM5-80GB")
+	// NVML describes the H100's 2g.20gb with an OFA engine.
+	ofa := func() []mig.NVMLProfileValues {
+		p, err := h100.Profile("2g.20gb")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := p.NVMLValues()
+		v.OFA = 1
+		return []mig.NVMLProfileValues{v}
+	}()
 	ones := []mig.Device{{Profile: "1g.10gb", Start: 4}, {Profile: "1g.10gb", Start: 6}}
 	tests := map[string]struct {
+		// model is the GPU's; the A100-SXM4-80GB where nil.
+		model      *mig.Model
+		values     []mig.NVMLProfileValues
 		placements map[string][]mig.Placement
 		profileIDs map[string]int
 		// planned are the placements the controller reads from the
@@ -40,12 +58,20 @@ func TestPublishedOrderKeepsToNVMLPlacements(t *testing.T) {
 			placements: map[string][]mig.Placement{"2g.20gb": {{Start: 0, Size: 2}, {Start: 2, Size: 2}, {Start: 4, Size: 3}}},
 			planned:    map[string][]mig.Placement{"2g.20gb": {{Start: 0, Size: 2}, {Start: 2, Size: 2}}},
 			devices:    ones, want: []int{4, 6}},
+		"H100 as the catalog": {model: h100,
+			devices: []mig.Device{{Profile: "1g.10gb", Start: 4}, {Profile: "1g.10gb+me", Start: 6}}, want: []int{6, 4}},
+		"H100 whose NVML gives 2g.20gb an OFA engine": {model: h100, values: ofa,
+			devices: []mig.Device{{Profile: "1g.10gb", Start: 4}, {Profile: "1g.10gb+me", Start: 6}}, want: []int{4, 6}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			g := gpu.GPU{Index: 0, UUID: "GPU-0", ProductName: a100.ProductName, Model: a100, MemoryMiB: a100.MemoryMiB,
+			m := tc.model
+			if m == nil {
+				m = a100
+			}
+			g := gpu.GPU{Index: 0, UUID: "GPU-0", ProductName: m.ProductName, Model: m, MemoryMiB: m.MemoryMiB,
 				MIGCapable: true, MIGMode: gpu.MIGMode{Current: true, Pending: true},
-				NVMLPlacements: tc.placements, NVMLProfileIDs: tc.profileIDs}
+				ProfileValues: tc.values, NVMLPlacements: tc.placements, NVMLProfileIDs: tc.profileIDs}
 			var migs []gpu.MIGDevice
 			for i, d := range tc.devices {
 				md, err := PlannedMIG(g, d)
@@ -72,8 +98,11 @@ func TestPublishedOrderKeepsToNVMLPlacements(t *testing.T) {
 			for name := range tc.profileIDs {
 				refused = append(refused, name)
 			}
-			variant, err := a100.WithNVMLPlacements(read, refused)
+			variant, err := m.WithNVMLValues(tc.values)
 			if err != nil {
+				t.Fatal(err)
+			}
+			if variant, err = variant.WithNVMLPlacements(read, refused); err != nil {
 				t.Fatal(err)
 			}
 			pg := PlannedGPU(variant, 0)

@@ -96,17 +96,28 @@ type GPU struct {
 	NVMLProfileIDs map[string]int             `json:"nvmlProfileIDs,omitempty"`
 }
 
-// PlacementModel is Model as the planner plans g on (the controller reads
-// the same from the NodeMigLayout status: v1alpha1.NVMLProfile): only the
-// placements NVML offers as wide as the catalog's (NVMLPlacements), and no
-// profile NVML gives another GI profile ID (NVMLProfileIDs), by
-// mig.Model.WithNVMLPlacements. It is Model where NVML agrees with the
-// catalog, where Model is nil, or where they cannot be applied. The
-// agent's publication order (slices.RoomLost) is taken from it, so that
+// PlanningModel is Model as the Auto planner plans g (the controller builds
+// the same from the NodeMigLayout status: v1alpha1.NVMLProfile): with the
+// profile values NVML reports (ProfileValues, mig.Model.WithNVMLValues),
+// only the placements NVML offers as wide as the catalog's
+// (NVMLPlacements), and no profile NVML gives another GI profile ID
+// (NVMLProfileIDs; mig.Model.WithNVMLPlacements). Each step NVML's answers
+// cannot be applied in is skipped, as the controller skips it; it is Model
+// where NVML agrees with the catalog, or Model is nil. The agent's
+// publication order (slices.RoomLost) is taken from it, so that
 // kube-scheduler gives a claim the device the planner planned it on.
-func (g GPU) PlacementModel() *mig.Model {
-	if g.Model == nil || len(g.NVMLPlacements) == 0 && len(g.NVMLProfileIDs) == 0 {
-		return g.Model
+func (g GPU) PlanningModel() *mig.Model {
+	m := g.Model
+	if m == nil {
+		return nil
+	}
+	if len(g.ProfileValues) > 0 {
+		if withValues, err := m.WithNVMLValues(g.ProfileValues); err == nil {
+			m = withValues
+		}
+	}
+	if len(g.NVMLPlacements) == 0 && len(g.NVMLProfileIDs) == 0 {
+		return m
 	}
 	placements := make(map[string][]mig.Placement, len(g.NVMLPlacements))
 	for name, pls := range g.NVMLPlacements {
@@ -128,9 +139,8 @@ func (g GPU) PlacementModel() *mig.Model {
 	for name := range g.NVMLProfileIDs {
 		refused = append(refused, name)
 	}
-	m, err := g.Model.WithNVMLPlacements(placements, refused)
-	if err != nil {
-		return g.Model
+	if withPlacements, err := m.WithNVMLPlacements(placements, refused); err == nil {
+		m = withPlacements
 	}
 	return m
 }
