@@ -38,6 +38,11 @@ import (
 // already reported lost (the caller's wasLost, from the status this or an
 // earlier process wrote), which stays lost until a renewal is seen, so a
 // restart of the controller never brings a dead agent back for a while.
+// A Lease first seen expired by its own renewTime (its agent died while no
+// controller ran, or beyond the status rows that say who was lost) gets the
+// grace without being trusted: its agent is Unconfirmed, given no new
+// change, until a renewal is seen (a skewed clock costs a live agent one
+// renewal interval) or the grace ends and it is lost.
 //
 // The zero value is not usable; a nil *AgentLeases checks nothing (every
 // agent counts as alive).
@@ -61,6 +66,9 @@ type leaseSeen struct {
 	duration time.Duration
 	// renewed: a renewal has been seen since the Lease was first seen.
 	renewed bool
+	// expiredAtSight: the Lease was first seen expired by its own
+	// renewTime (renewTime plus duration before at).
+	expiredAtSight bool
 	// older are the renewTimes seen before renew, of the same Lease and
 	// holder, the latest last (at most staleCopies).
 	older []time.Time
@@ -83,12 +91,20 @@ type AgentHealth struct {
 	// Lost: the agent has not been seen renewing its Lease for the Lease's
 	// duration, or its Lease has been gone for defaultAgentLeaseDuration.
 	Lost bool
-	// Message says why, for people (empty when not Lost).
+	// Message says why, for people (empty when neither Lost nor
+	// Unconfirmed).
 	Message string
+	// Unconfirmed (never with Lost): this process first saw the agent's
+	// Lease expired by its renewTime and has seen no renewal since, less
+	// than the Lease's duration ago (it started, or took the lead, then):
+	// the agent is likely lost. It is not reported lost, but no new change
+	// is started on its node (no maxNodesChanging turn; Frozen in Auto
+	// mode) until a renewal is seen. Message says so.
+	Unconfirmed bool
 	// Recheck is when to look again though no Lease event comes (zero when
 	// not checked): a live agent's Lease runs out then unless renewed; a
-	// lost agent's return is looked for every quarter of its Lease's
-	// duration (its first renewals may carry no event, see
+	// lost or unconfirmed agent's renewal is looked for every quarter of
+	// its Lease's duration (its first renewals may carry no event, see
 	// agentLeaseChange).
 	Recheck time.Time
 }
@@ -224,6 +240,9 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 	// A Lease first seen (or one taking over from another Lease of the
 	// node) is no renewal yet.
 	s.at, s.renewed = l.now(), ok && prev.name == s.name
+	if !s.renewed {
+		s.expiredAtSight = !s.renew.IsZero() && s.renew.Add(s.duration).Before(s.at)
+	}
 	if ok && prev.name == s.name && prev.holder == s.holder {
 		s.older = append(prev.older, prev.renew)
 		if len(s.older) > staleCopies {
@@ -272,6 +291,11 @@ func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported,
 	s := l.seen[node]
 	l.mu.Unlock()
 	expires := s.at.Add(s.duration)
+	if now.Before(expires) && !s.renewed && !wasLost && s.expiredAtSight {
+		return AgentHealth{Unconfirmed: true, Recheck: earliest(expires, now.Add(s.duration/4)), Message: fmt.Sprintf(
+			"the node's heartbeat Lease %s/%s had expired by its renewTime (%s, lease duration %s) when this controller first saw it, and no renewal has been seen since: its agent may be lost",
+			l.Namespace, name, s.renew.UTC().Format(time.RFC3339), s.duration)}
+	}
 	if now.Before(expires) && (s.renewed || !wasLost) {
 		return AgentHealth{Recheck: expires}
 	}

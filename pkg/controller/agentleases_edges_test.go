@@ -27,6 +27,7 @@ func TestAgentLeasesForgetStartsAfresh(t *testing.T) {
 	l.Observe(lease)
 	now = start.Add(50 * time.Second)
 	l.Forget("n1")
+	lease = agentLease("n1", now, 40)
 	if h := l.Health("n1", lease, true, false); h.Lost || !h.Recheck.Equal(now.Add(40*time.Second)) {
 		t.Errorf("selected again after Forget: %+v, want alive until %s", h, now.Add(40*time.Second))
 	}

@@ -50,18 +50,21 @@ func TestAgentLeasesHealth(t *testing.T) {
 	now := start
 	l := leasesOnClock(&now)
 	// The agent's clock is an hour behind: renewTime is not compared with
-	// the controller's clock, only watched for change.
+	// the controller's clock, only watched for change, but at first
+	// sight, when the Lease looks expired by it: the agent is Unconfirmed
+	// until a renewal is seen.
 	skewed := start.Add(-time.Hour)
 	lease := agentLease("n1", skewed, 40)
 	steps := []struct {
-		after   time.Duration // since start
-		renewal bool          // the agent renews just before
-		lost    bool
-		expires time.Duration // since start, for a live agent
+		after       time.Duration // since start
+		renewal     bool          // the agent renews just before
+		lost        bool
+		unconfirmed bool
+		expires     time.Duration // since start, for a live agent: the recheck
 	}{
-		{after: 0, expires: 40 * time.Second},                // first seen: renewed now
-		{after: 39 * time.Second, expires: 40 * time.Second}, // not renewed, not expired yet
-		{after: 40 * time.Second, lost: true},                // expired
+		{after: 0, unconfirmed: true, expires: 10 * time.Second},                // first seen: a grace, untrusted
+		{after: 39 * time.Second, unconfirmed: true, expires: 40 * time.Second}, // not renewed, not expired yet
+		{after: 40 * time.Second, lost: true},                                   // expired
 		{after: 50 * time.Second, renewal: true, expires: 90 * time.Second},
 		{after: 2 * time.Minute, lost: true},
 	}
@@ -72,8 +75,8 @@ func TestAgentLeasesHealth(t *testing.T) {
 			l.Observe(lease)
 		}
 		h := l.Health("n1", lease, true, false)
-		if h.Lost != st.lost {
-			t.Fatalf("step %d (%s): lost = %v, want %v (%+v)", i, st.after, h.Lost, st.lost, h)
+		if h.Lost != st.lost || h.Unconfirmed != st.unconfirmed {
+			t.Fatalf("step %d (%s): lost %v, unconfirmed %v, want %v, %v (%+v)", i, st.after, h.Lost, h.Unconfirmed, st.lost, st.unconfirmed, h)
 		}
 		if !st.lost && !h.Recheck.Equal(start.Add(st.expires)) {
 			t.Errorf("step %d: recheck at %s, want the expiry %s", i, h.Recheck, start.Add(st.expires))
@@ -153,7 +156,7 @@ func TestAgentLeasesNoLease(t *testing.T) {
 func TestAgentLeasesNodeHealth(t *testing.T) {
 	now := leaseTestStart
 	l := leasesOnClock(&now)
-	renewed := now.Add(-time.Minute) // by the agent's clock
+	renewed := now.Add(-10 * time.Second) // by the agent's clock
 	l.Observe(agentLease("early", renewed, 40))
 	now = now.Add(20 * time.Second)
 	nmls := map[string]*v1alpha1.NodeMigLayout{

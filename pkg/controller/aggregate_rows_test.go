@@ -182,7 +182,7 @@ func TestWriteRefusalKeepsLostNodeUnknown(t *testing.T) {
 // the way to the desired layout.
 func TestHeldNodeWithLostAgentIsNotOnTheWay(t *testing.T) {
 	nml := nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "")).status(a100(0).layout(wholeLayout)).build()
-	gate := &rolloutGate{max: 1, lost: map[string]bool{"n1": true}}
+	gate := &rolloutGate{max: 1, lost: map[string]string{"n1": lostNote}}
 	st := gate.hold(EvaluateNode("n1", nml, nil, AgentHealth{Lost: true, Message: "no heartbeat"}))
 	got := map[string]condition{}
 	for _, c := range conditionsOf(Conditions(Observation{Generation: 1, Nodes: []NodeState{st, readyNode("n2")}})) {

@@ -336,11 +336,17 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	}
 	health, recheck := a.AgentLeases.NodeHealth(in.NodeMigLayouts, leases, LostInStatus(autoMigLayouts(in.MigLayouts)...))
 	for node, h := range health {
-		if h.Lost {
+		switch {
+		case h.Lost:
 			if in.LostAgents == nil {
 				in.LostAgents = sets.New[string]()
 			}
 			in.LostAgents.Insert(node)
+		case h.Unconfirmed:
+			if in.UnconfirmedAgents == nil {
+				in.UnconfirmedAgents = sets.New[string]()
+			}
+			in.UnconfirmedAgents.Insert(node)
 		}
 	}
 	// A Lease's expiry has no event: look again when one is due.

@@ -67,11 +67,14 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	gate := newRolloutGate(ml, selected, unseen)
 	if gate != nil {
 		for node, h := range health {
-			if h.Lost {
+			if h.Lost || h.Unconfirmed {
 				if gate.lost == nil {
-					gate.lost = map[string]bool{}
+					gate.lost = map[string]string{}
 				}
-				gate.lost[node] = true
+				gate.lost[node] = lostNote
+				if h.Unconfirmed {
+					gate.lost[node] = unconfirmedNote
+				}
 			}
 		}
 	}

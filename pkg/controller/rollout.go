@@ -20,9 +20,10 @@ type rolloutGate struct {
 	changing int
 	slots    []string
 	held     map[string]bool
-	// lost are the nodes whose agent is lost: they cannot change now, so
-	// they are given no slot (they are held).
-	lost map[string]bool
+	// lost are the nodes whose agent is lost, or Unconfirmed (likely
+	// lost: AgentHealth), with the note their held rows say: they cannot
+	// change now, so they are given no slot (they are held).
+	lost map[string]string
 	// unseen are the nodes given a new spec by an earlier pass that the
 	// cache does not show yet (rolloutExpectations): they count as
 	// changing.
@@ -136,7 +137,7 @@ func (g *rolloutGate) admit(existing *v1alpha1.NodeMigLayout, gpus []v1alpha1.GP
 	if !changing(target) {
 		return true
 	}
-	if !g.lost[existing.Name] && g.changing < g.max {
+	if _, lost := g.lost[existing.Name]; !lost && g.changing < g.max {
 		g.changing++
 		g.slots = append(g.slots, existing.Name)
 		g.taken[existing.Name] = true
@@ -207,6 +208,12 @@ func slotName(nml *v1alpha1.NodeMigLayout) string {
 	return nml.Name
 }
 
+// The notes of the nodes held for their agent (rolloutGate.lost).
+const (
+	lostNote        = "gets its new layout once its agent is back (spec.maxNodesChanging gives a node whose agent is lost no turn)"
+	unconfirmedNote = "gets its new layout once its agent is seen renewing its heartbeat Lease, which had expired when this controller first saw it (spec.maxNodesChanging gives a node whose agent may be lost no turn)"
+)
+
 // hold marks st, the state of a node held back, as waiting: Pending, not
 // Ready, with the note first in its message.
 func (g *rolloutGate) hold(st NodeState) NodeState {
@@ -215,8 +222,8 @@ func (g *rolloutGate) hold(st NodeState) NodeState {
 		st.Row.Phase = v1alpha1.PhasePending
 	}
 	msg := g.heldNote()
-	if g.lost[st.Row.Node] {
-		msg = "gets its new layout once its agent is back (spec.maxNodesChanging gives a node whose agent is lost no turn)"
+	if note, lost := g.lost[st.Row.Node]; lost {
+		msg = note
 	}
 	if st.Row.Message != "" {
 		msg += "; " + st.Row.Message
