@@ -55,6 +55,8 @@ func (d *demo) xidHealth(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("trainer's container status does not show its device Unhealthy: %w", err)
 	}
+	// The agent marked the device by now.
+	marked := time.Now()
 	d.printf("  %s later, trainer's container status shows the device Unhealthy (health is otherwise reported every 10s):\n", since(t))
 	if err := d.kubectl(ctx, "get", "pod", "trainer", "-n", namespace, "-o", "jsonpath={range .status.containerStatuses[0].allocatedResourcesStatus[*].resources[*]}{.resourceID}{\"\\n  \"}{.health}: {.message}{end}"); err != nil {
 		return err
@@ -87,6 +89,13 @@ func (d *demo) xidHealth(ctx context.Context) error {
 	// Once the GPU was reset, an operator clears the mark.
 	d.printf("\n  Once the GPU was reset, an operator clears the mark; the plugin writes a request to the\n")
 	d.printf("  Node's annotation %s, which the agent applies once:\n", v1alpha1.AnnotationClearXids)
+	// The request's time is written to the second, and a mark of an Xid
+	// in that second is kept (it may have come after the request): the
+	// request goes out in a later second than the Xid's, as an operator's
+	// after a GPU reset would.
+	if wait := time.Until(marked.Truncate(time.Second).Add(time.Second)); wait > 0 {
+		time.Sleep(wait)
+	}
 	t = time.Now()
 	if err := d.kubectl(ctx, "miglayout", "clear-xids", nodeA100, "--gpu", strconv.Itoa(gpuIdx)); err != nil {
 		return err
