@@ -38,11 +38,12 @@ import (
 // already reported lost (the caller's wasLost, from the status this or an
 // earlier process wrote), which stays lost until a renewal is seen, so a
 // restart of the controller never brings a dead agent back for a while.
-// A Lease first seen expired by its own renewTime (its agent died while no
-// controller ran, or beyond the status rows that say who was lost) gets the
-// grace without being trusted: its agent is Unconfirmed, given no new
-// change, until a renewal is seen (a skewed clock costs a live agent one
-// renewal interval) or the grace ends and it is lost.
+// The grace is not trust: until this process sees a renewal, the agent is
+// Unconfirmed (it may have died while no controller ran, or be lost beyond
+// the status rows that say who was), given no new change, until a renewal
+// is seen (a live agent renews every quarter of its lease duration) or the
+// grace ends and it is lost. A standby replica times the Leases too, so a
+// new leader that waited as one for a renewal interval knows them.
 //
 // The zero value is not usable; a nil *AgentLeases checks nothing (every
 // agent counts as alive).
@@ -66,9 +67,6 @@ type leaseSeen struct {
 	duration time.Duration
 	// renewed: a renewal has been seen since the Lease was first seen.
 	renewed bool
-	// expiredAtSight: the Lease was first seen expired by its own
-	// renewTime (renewTime plus duration before at).
-	expiredAtSight bool
 	// older are the renewTimes seen before renew, of the same Lease and
 	// holder, the latest last (at most staleCopies).
 	older []time.Time
@@ -94,12 +92,12 @@ type AgentHealth struct {
 	// Message says why, for people (empty when neither Lost nor
 	// Unconfirmed).
 	Message string
-	// Unconfirmed (never with Lost): this process first saw the agent's
-	// Lease expired by its renewTime and has seen no renewal since, less
-	// than the Lease's duration ago (it started, or took the lead, then):
-	// the agent is likely lost. It is not reported lost, but no new change
-	// is started on its node (no maxNodesChanging turn; Frozen in Auto
-	// mode) until a renewal is seen. Message says so.
+	// Unconfirmed (never with Lost): this process has seen no renewal of
+	// the agent's Lease since it first saw it, less than the Lease's
+	// duration ago (it started then): the agent may have died before. It
+	// is not reported lost, but no new change is started on its node (no
+	// maxNodesChanging turn; Auto mode holds its plans) until a renewal
+	// is seen. Message says so.
 	Unconfirmed bool
 	// Recheck is when to look again though no Lease event comes (zero when
 	// not checked): a live agent's Lease runs out then unless renewed; a
@@ -240,9 +238,6 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 	// A Lease first seen (or one taking over from another Lease of the
 	// node) is no renewal yet.
 	s.at, s.renewed = l.now(), ok && prev.name == s.name
-	if !s.renewed {
-		s.expiredAtSight = !s.renew.IsZero() && s.renew.Add(s.duration).Before(s.at)
-	}
 	if ok && prev.name == s.name && prev.holder == s.holder {
 		s.older = append(prev.older, prev.renew)
 		if len(s.older) > staleCopies {
@@ -291,10 +286,10 @@ func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported,
 	s := l.seen[node]
 	l.mu.Unlock()
 	expires := s.at.Add(s.duration)
-	if now.Before(expires) && !s.renewed && !wasLost && s.expiredAtSight {
+	if now.Before(expires) && !s.renewed && !wasLost {
 		return AgentHealth{Unconfirmed: true, Recheck: earliest(expires, now.Add(s.duration/4)), Message: fmt.Sprintf(
-			"the node's heartbeat Lease %s/%s had expired by its renewTime (%s, lease duration %s) when this controller first saw it, and no renewal has been seen since: its agent may be lost",
-			l.Namespace, name, s.renew.UTC().Format(time.RFC3339), s.duration)}
+			"this controller has seen no renewal of the node's heartbeat Lease %s/%s since it first saw it at %s (lease duration %s): its agent may be lost",
+			l.Namespace, name, s.at.UTC().Format(time.RFC3339), s.duration)}
 	}
 	if now.Before(expires) && (s.renewed || !wasLost) {
 		return AgentHealth{Recheck: expires}

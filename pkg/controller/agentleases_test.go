@@ -36,6 +36,20 @@ func leasesOnClock(now *time.Time) *AgentLeases {
 	return &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return *now }}
 }
 
+// renewingLeases is leasesOnClock having seen each of leases renewed at
+// *now (a process that has timed them for a while): their agents are
+// alive, not Unconfirmed. The leases as given stay older copies.
+func renewingLeases(now *time.Time, leases ...*coordinationv1.Lease) *AgentLeases {
+	l := leasesOnClock(now)
+	for _, lease := range leases {
+		l.Observe(lease)
+		renewed := lease.DeepCopy()
+		renewed.Spec.RenewTime = &metav1.MicroTime{Time: lease.Spec.RenewTime.Add(time.Second)}
+		l.Observe(renewed)
+	}
+	return l
+}
+
 // agentLease is node's heartbeat Lease as its agent last wrote it.
 func agentLease(node string, renew time.Time, seconds int32) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
@@ -50,9 +64,8 @@ func TestAgentLeasesHealth(t *testing.T) {
 	now := start
 	l := leasesOnClock(&now)
 	// The agent's clock is an hour behind: renewTime is not compared with
-	// the controller's clock, only watched for change, but at first
-	// sight, when the Lease looks expired by it: the agent is Unconfirmed
-	// until a renewal is seen.
+	// the controller's clock, only watched for change. First seen, the
+	// agent is Unconfirmed until a renewal is seen.
 	skewed := start.Add(-time.Hour)
 	lease := agentLease("n1", skewed, 40)
 	steps := []struct {
@@ -180,11 +193,12 @@ func TestAgentLeasesNodeHealth(t *testing.T) {
 			t.Errorf("%s: lost = %v, want %v", n, got[n], w)
 		}
 	}
-	// early was seen 20 s ago with 40 s to live.
-	if wantAt := now.Add(20 * time.Second); !soonest.Equal(wantAt) {
-		t.Errorf("soonest expiry %s, want %s", soonest, wantAt)
+	// early, seen 20 s ago and not renewed since, is Unconfirmed: looked
+	// at again every quarter of its 40 s.
+	if wantAt := now.Add(10 * time.Second); !soonest.Equal(wantAt) {
+		t.Errorf("soonest recheck %s, want %s", soonest, wantAt)
 	}
-	if d := l.requeueAt(soonest); d != 20*time.Second+leaseExpirySlack {
+	if d := l.requeueAt(soonest); d != 10*time.Second+leaseExpirySlack {
 		t.Errorf("requeue after %s", d)
 	}
 }
@@ -463,6 +477,7 @@ func TestAgentLeasesTwoOfOneNode(t *testing.T) {
 	// A live agent: the stale Lease going is not its Lease going.
 	l.Forget(long)
 	fresh := agentLease(long, now, 40)
+	l.Observe(agentLease(long, now.Add(-time.Second), 40))
 	l.Observe(fresh)
 	l.deleted(long, old.Name)
 	if h := l.Health(long, fresh, true, false); h.Lost || !h.Recheck.Equal(now.Add(40*time.Second)) {

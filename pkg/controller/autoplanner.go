@@ -336,22 +336,25 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	}
 	health, recheck := a.AgentLeases.NodeHealth(in.NodeMigLayouts, leases, LostInStatus(autoMigLayouts(in.MigLayouts)...))
 	for node, h := range health {
-		switch {
-		case h.Lost:
+		if h.Lost {
 			if in.LostAgents == nil {
 				in.LostAgents = sets.New[string]()
 			}
 			in.LostAgents.Insert(node)
-		case h.Unconfirmed:
-			if in.UnconfirmedAgents == nil {
-				in.UnconfirmedAgents = sets.New[string]()
-			}
-			in.UnconfirmedAgents.Insert(node)
 		}
 	}
 	// A Lease's expiry has no event: look again when one is due.
 	again := a.AgentLeases.requeueAt(recheck)
 	snap := AutoSnapshot(ctx, in, a.catalog(), a.now(), a.agingAfter())
+	if unconfirmed := unconfirmedAutoNodes(snap, health); len(unconfirmed) > 0 {
+		// Planned now, a node whose agent may be dead could take a
+		// change (and hold a slot of maxGPUs until the agent is back);
+		// frozen, the pods its changes in flight serve would be planned
+		// again elsewhere. Nothing is planned until each agent is seen
+		// renewing, or is lost: a renewal interval after a start.
+		logger.Info("Holding Auto plans until the agents of these nodes are seen renewing their heartbeat Leases (this controller started less than a lease duration ago)", "nodes", unconfirmed)
+		return ctrl.Result{RequeueAfter: again}, nil
+	}
 	recordPending(&snap)
 	a.readDeclines(ctx, in.Pods, snap.Now)
 	// Batched with no Auto node too: a plan then tells the pending pods so.
@@ -1038,4 +1041,17 @@ func anyTainted(snap planner.Snapshot) bool {
 		}
 	}
 	return false
+}
+
+// unconfirmedAutoNodes are the nodes of snap whose agent is Unconfirmed
+// (AgentHealth): seen by this process, not yet renewing. Sorted.
+func unconfirmedAutoNodes(snap planner.Snapshot, health map[string]AgentHealth) []string {
+	var out []string
+	for _, n := range snap.Nodes {
+		if health[n.Node.Name].Unconfirmed {
+			out = append(out, n.Node.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -40,36 +42,95 @@ func TestLiveAgentLeaseExpiryIsLookedAtAgain(t *testing.T) {
 	}
 }
 
-// TestNodeOfAgentExpiredAtSightIsNotRepartitioned: a controller that
-// starts and finds n1's Lease expired by its own renewTime (its agent died
-// while no controller ran; no row says it was lost) writes no change on
-// n1 while no renewal is seen, though its GPU is free; once the agent
-// renews, n1 serves the pod.
-func TestNodeOfAgentExpiredAtSightIsNotRepartitioned(t *testing.T) {
-	ml := autoMigLayout("auto", nil)
-	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
-		autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"))
-	lease := agentLease("n1", h.now.Add(-10*time.Minute), 40)
-	h.create(lease)
-	h.a.AgentLeases = leasesOnClock(&h.now)
-	start := h.now
-	h.settle()
-	if got := h.specOf("n1"); len(got) != 0 {
-		t.Errorf("n1's spec %v written while its agent may be lost", got)
-	}
-	if h.now.Sub(start) >= 40*time.Second {
-		t.Fatalf("planned %v after the start: n1's agent is lost by then", h.now.Sub(start))
-	}
-	h.now = h.now.Add(time.Second)
-	if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(lease), lease); err != nil {
-		t.Fatal(err)
-	}
-	lease.Spec.RenewTime.Time = h.now
-	if err := h.c.Update(t.Context(), lease); err != nil {
-		t.Fatal(err)
-	}
-	h.settle()
-	if got := h.specOf("n1"); len(got) == 0 {
-		t.Error("n1's spec not written once its agent renewed its Lease")
+// TestRestartedAutoPlannerWaitsForRenewals: n1's change serves p1 when
+// the controller restarts and n2 joins with a free GPU. The new planner
+// plans nothing until it sees each agent renew its Lease (n1's clock runs
+// a minute behind: that does not matter); then p1 stays on n1, and n2 is
+// not repartitioned. Where n1's agent never renews, it is lost once its
+// Lease's grace ends, and p1 is planned on n2.
+func TestRestartedAutoPlannerWaitsForRenewals(t *testing.T) {
+	for name, tc := range map[string]struct {
+		renews bool
+		// unplanned: p1 comes after the restart, not planned on n1.
+		unplanned bool
+	}{
+		"n1's agent renews":            {renews: true},
+		"n1's agent is dead":           {},
+		"n1's agent is dead, p1 after": {unplanned: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			renews := tc.renews
+			ml := autoMigLayout("auto", nil)
+			h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
+				autoClaim("c1", profileSelector("3g.40gb")))
+			planned := map[int32]string{}
+			if !tc.unplanned {
+				h.create(autoPod("p1", h0(), "c1"))
+				h.settle()
+				if planned = h.specOf("n1"); len(planned) == 0 {
+					t.Fatal("n1 not planned for p1")
+				}
+			}
+			// The restart: n2 joins; the new process times the Leases.
+			n1, n2 := agentLease("n1", h.now.Add(-time.Minute), 40), agentLease("n2", h.now, 40)
+			h.create(node("n2", map[string]string{"pool": "auto"}), autoNML("n2", ml, a100(0).layout("7g.80gb@0")), n1, n2)
+			if tc.unplanned {
+				h.create(autoPod("p1", h0(), "c1"))
+			}
+			old := h.a
+			h.a = &AutoPlanner{Client: old.Client, Recorder: old.Recorder, Idle: old.Idle, Max: old.Max, Now: old.Now, AgentLeases: leasesOnClock(&h.now)}
+			res, err := h.a.Reconcile(t.Context(), autoKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.RequeueAfter <= 0 || res.RequeueAfter > 10*time.Second+leaseExpirySlack {
+				t.Errorf("asked to look again in %v, want within a quarter of n1's Lease's duration (10s) and slack", res.RequeueAfter)
+			}
+			if got := h.specOf("n2"); len(got) != 0 {
+				t.Errorf("n2 planned %v before any renewal was seen", got)
+			}
+			renew := func(l *coordinationv1.Lease) {
+				t.Helper()
+				if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(l), l); err != nil {
+					t.Fatal(err)
+				}
+				l.Spec.RenewTime.Time = l.Spec.RenewTime.Add(10 * time.Second)
+				if err := h.c.Update(t.Context(), l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.now = h.now.Add(5 * time.Second)
+			// Passes as asked, for a minute (n1's Lease's grace is 40 s),
+			// the live agents renewing before each.
+			for end := h.now.Add(time.Minute); h.now.Before(end); {
+				renew(n2)
+				if renews {
+					renew(n1)
+				}
+				res, err := h.a.Reconcile(t.Context(), autoKey)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.RequeueAfter <= 0 {
+					break
+				}
+				h.now = h.now.Add(min(res.RequeueAfter, time.Minute))
+			}
+			if renews {
+				if got := h.specOf("n2"); len(got) != 0 {
+					t.Errorf("n2 repartitioned %v for p1, whose change on n1 is in flight", got)
+				}
+				if diff := cmp.Diff(planned, h.specOf("n1")); diff != "" {
+					t.Errorf("n1's change (-before +after):\n%s", diff)
+				}
+				return
+			}
+			if got := h.specOf("n2"); len(got) == 0 {
+				t.Error("p1 not planned on n2 once n1's agent was lost")
+			}
+			if diff := cmp.Diff(planned, h.specOf("n1")); diff != "" {
+				t.Errorf("n1, whose agent is dead, changed (-before +after):\n%s", diff)
+			}
+		})
 	}
 }

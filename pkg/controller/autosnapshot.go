@@ -45,11 +45,6 @@ type AutoInputs struct {
 	// there no longer serves its pods, which are planned elsewhere, but
 	// still counts toward the MigLayout's maxGPUs.
 	LostAgents sets.Set[string]
-	// UnconfirmedAgents are the nodes whose agent is likely lost
-	// (AgentHealth.Unconfirmed: its Lease was expired when this process
-	// first saw it, and no renewal was seen since): Frozen as the lost
-	// ones, until a renewal is seen or they are lost.
-	UnconfirmedAgents sets.Set[string]
 }
 
 // defaultMaxGPUs is the limit on GPUs changing at once across an Auto
@@ -269,8 +264,6 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 				n.FrozenReason = "its MigLayout " + ml.Name + " is paused (spec.paused)"
 			case in.LostAgents.Has(name):
 				n.FrozenReason = "its agent is lost (it stopped renewing its heartbeat Lease)"
-			case in.UnconfirmedAgents.Has(name):
-				n.FrozenReason = "its agent may be lost (its heartbeat Lease had expired when the controller started, and no renewal has been seen since)"
 			case sel.Conflicted(name):
 				n.FrozenReason = "another MigLayout selects it too"
 			case wholePool:

@@ -35,7 +35,7 @@ func TestConflictedNodeInChangeRechecksItsAgent(t *testing.T) {
 			}
 			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
 				WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-			r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), AgentLeases: leasesOnClock(&now)}
+			r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), AgentLeases: renewingLeases(&now, agentLease("n1", now, 40))}
 			req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}
 			res, err := r.Reconcile(t.Context(), req)
 			if err != nil {

@@ -211,7 +211,7 @@ func slotName(nml *v1alpha1.NodeMigLayout) string {
 // The notes of the nodes held for their agent (rolloutGate.lost).
 const (
 	lostNote        = "gets its new layout once its agent is back (spec.maxNodesChanging gives a node whose agent is lost no turn)"
-	unconfirmedNote = "gets its new layout once its agent is seen renewing its heartbeat Lease, which had expired when this controller first saw it (spec.maxNodesChanging gives a node whose agent may be lost no turn)"
+	unconfirmedNote = "gets its new layout once its agent is seen renewing its heartbeat Lease (this controller started less than a lease duration ago; spec.maxNodesChanging gives a node whose agent may be lost no turn)"
 )
 
 // hold marks st, the state of a node held back, as waiting: Pending, not

@@ -404,7 +404,7 @@ func TestMaxNodesChangingSkipsNodeWithLostAgent(t *testing.T) {
 		ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)).
 		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
 	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100),
-		AgentLeases: &AgentLeases{Namespace: leaseNS, Now: func() time.Time { return now }}}
+		AgentLeases: renewingLeases(&now, agentLease("n2", now, 40))}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}
 	for range 2 {
 		if _, err := r.Reconcile(ctx, req); err != nil {
