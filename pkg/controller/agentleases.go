@@ -38,12 +38,14 @@ import (
 // already reported lost (the caller's wasLost, from the status this or an
 // earlier process wrote), which stays lost until a renewal is seen, so a
 // restart of the controller never brings a dead agent back for a while.
-// The grace is not trust: until this process sees a renewal, the agent is
+// The grace is not trust for the Leases first seen while the process
+// starts (within a lease duration of its first look): such an agent is
 // Unconfirmed (it may have died while no controller ran, or be lost beyond
 // the status rows that say who was), given no new change, until a renewal
 // is seen (a live agent renews every quarter of its lease duration) or the
-// grace ends and it is lost. A standby replica times the Leases too, so a
-// new leader that waited as one for a renewal interval knows them.
+// grace ends and it is lost. A Lease first seen later was made while the
+// process watched (a node joining), by a live agent. A standby replica
+// times the Leases too, so a new leader that waited as one knows them.
 //
 // The zero value is not usable; a nil *AgentLeases checks nothing (every
 // agent counts as alive).
@@ -56,6 +58,8 @@ type AgentLeases struct {
 	mu   sync.Mutex
 	seen map[string]leaseSeen // by node
 	gone map[string]time.Time // node -> when its Lease was seen deleted
+	// started is when this process first looked at a Lease (startedLocked).
+	started time.Time
 }
 
 // leaseSeen is the last renewal seen of one Lease and when it was seen.
@@ -67,6 +71,11 @@ type leaseSeen struct {
 	duration time.Duration
 	// renewed: a renewal has been seen since the Lease was first seen.
 	renewed bool
+	// untrusted: first seen within its duration of this process's start
+	// (the Lease may be of an agent that died before): the agent is
+	// Unconfirmed until a renewal is seen. A Lease first seen later was
+	// made (or renamed) while this process watched, by a live agent.
+	untrusted bool
 	// older are the renewTimes seen before renew, of the same Lease and
 	// holder, the latest last (at most staleCopies).
 	older []time.Time
@@ -92,12 +101,12 @@ type AgentHealth struct {
 	// Message says why, for people (empty when neither Lost nor
 	// Unconfirmed).
 	Message string
-	// Unconfirmed (never with Lost): this process has seen no renewal of
-	// the agent's Lease since it first saw it, less than the Lease's
-	// duration ago (it started then): the agent may have died before. It
-	// is not reported lost, but no new change is started on its node (no
-	// maxNodesChanging turn; Auto mode holds its plans) until a renewal
-	// is seen. Message says so.
+	// Unconfirmed (never with Lost): this process first saw the agent's
+	// Lease within the Lease's duration of its start, less than that
+	// duration ago, and has seen no renewal of it since: the agent may
+	// have died before the process started. It is not reported lost, but
+	// no new change is started on its node (no maxNodesChanging turn;
+	// Auto mode holds its plans) until a renewal is seen. Message says so.
 	Unconfirmed bool
 	// Recheck is when to look again though no Lease event comes (zero when
 	// not checked): a live agent's Lease runs out then unless renewed; a
@@ -238,6 +247,7 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 	// A Lease first seen (or one taking over from another Lease of the
 	// node) is no renewal yet.
 	s.at, s.renewed = l.now(), ok && prev.name == s.name
+	s.untrusted = !s.renewed && s.at.Before(l.startedLocked(s.at).Add(s.duration))
 	if ok && prev.name == s.name && prev.holder == s.holder {
 		s.older = append(prev.older, prev.renew)
 		if len(s.older) > staleCopies {
@@ -286,7 +296,7 @@ func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported,
 	s := l.seen[node]
 	l.mu.Unlock()
 	expires := s.at.Add(s.duration)
-	if now.Before(expires) && !s.renewed && !wasLost {
+	if now.Before(expires) && !s.renewed && !wasLost && s.untrusted {
 		return AgentHealth{Unconfirmed: true, Recheck: earliest(expires, now.Add(s.duration/4)), Message: fmt.Sprintf(
 			"this controller has seen no renewal of the node's heartbeat Lease %s/%s since it first saw it at %s (lease duration %s): its agent may be lost",
 			l.Namespace, name, s.at.UTC().Format(time.RFC3339), s.duration)}
@@ -391,6 +401,15 @@ func (l *AgentLeases) requeueAt(at time.Time) time.Duration {
 		return 0
 	}
 	return max(at.Sub(l.now()), 0) + leaseExpirySlack
+}
+
+// startedLocked returns when this process first looked at a Lease, now
+// where it has not before. The caller holds l.mu.
+func (l *AgentLeases) startedLocked(now time.Time) time.Time {
+	if l.started.IsZero() {
+		l.started = now
+	}
+	return l.started
 }
 
 func (l *AgentLeases) now() time.Time {

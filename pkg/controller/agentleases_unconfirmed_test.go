@@ -20,11 +20,13 @@ import (
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
-// TestAgentLeasesUnconfirmedUntilRenewed: a Lease first seen gets the
-// grace of a lease duration, untrusted: Unconfirmed (not Lost), looked at
-// again every quarter of its duration, until a renewal is seen (alive) or
-// the grace ends (lost), whatever its renewTime says (the agent's clock);
-// one of an agent reported lost before stays lost.
+// TestAgentLeasesUnconfirmedUntilRenewed: a Lease first seen as the
+// process starts gets the grace of a lease duration, untrusted:
+// Unconfirmed (not Lost), looked at again every quarter of its duration,
+// until a renewal is seen (alive) or the grace ends (lost), whatever its
+// renewTime says (the agent's clock); one of an agent reported lost before
+// stays lost. A Lease first seen a lease duration after the process first
+// looked at one was made while it watched: trusted.
 func TestAgentLeasesUnconfirmedUntilRenewed(t *testing.T) {
 	start := leaseTestStart
 	tests := map[string]struct {
@@ -33,6 +35,9 @@ func TestAgentLeasesUnconfirmedUntilRenewed(t *testing.T) {
 		wasLost bool
 		// renewedAt, where set, is when a renewal is seen (from start).
 		renewedAt time.Duration
+		// firstSeen is when the Lease is first seen (from start; another
+		// Lease is seen at start).
+		firstSeen time.Duration
 		at        time.Duration // when judged, from start
 		want      AgentHealth   // Message only checked for being set
 	}{
@@ -44,11 +49,17 @@ func TestAgentLeasesUnconfirmedUntilRenewed(t *testing.T) {
 		"grace over":                           {at: 40 * time.Second, want: AgentHealth{Lost: true, Recheck: start.Add(50 * time.Second)}},
 		"renewed":                              {renew: -time.Minute, renewedAt: 5 * time.Second, at: 6 * time.Second, want: AgentHealth{Recheck: start.Add(45 * time.Second)}},
 		"reported lost before":                 {wasLost: true, at: 0, want: AgentHealth{Lost: true, Recheck: start.Add(10 * time.Second)}},
+		"first seen within a lease duration of the start": {renew: 39 * time.Second, firstSeen: 39 * time.Second, at: 39 * time.Second,
+			want: AgentHealth{Unconfirmed: true, Recheck: start.Add(49 * time.Second)}},
+		"first seen a lease duration after the start": {renew: time.Minute, firstSeen: time.Minute, at: time.Minute,
+			want: AgentHealth{Recheck: start.Add(100 * time.Second)}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			now := start
 			l := leasesOnClock(&now)
+			l.Observe(agentLease("n0", start, 40))
+			now = start.Add(tc.firstSeen)
 			lease := agentLease("n1", start.Add(tc.renew), 40)
 			if tc.noRenew {
 				lease.Spec.RenewTime = nil

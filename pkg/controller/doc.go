@@ -15,9 +15,10 @@
 // (v1alpha1.AgentLeaseName); AgentLeases times its renewals by the
 // controller's own clock, and a node whose agent has reported but stopped
 // renewing is AgentLost: not Ready, Degraded, and left out of Auto plans.
-// A process that starts knows no renewal yet: each agent is Unconfirmed
-// until one is seen (no new change on its node; the AutoPlanner holds its
-// plans), and lost if none comes within the lease duration.
+// A process that starts knows no renewal yet: an agent whose Lease it
+// first sees then is Unconfirmed until one is seen (no new change on its
+// node; the AutoPlanner holds its plans), and lost if none comes within
+// the lease duration.
 //
 // Both writers of NodeMigLayout specs remember what they wrote until the
 // informer cache shows it, since the limits on GPUs or nodes changing at
