@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -133,4 +134,63 @@ func TestRestartedAutoPlannerWaitsForRenewals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNodesJoiningDoNotHoldAutoPlans: a controller that has run a lease
+// duration trusts the Leases it sees made afterwards: GPU nodes joining
+// every 5 s (a scale-up), each agent making its Lease and reporting at
+// once, hold nothing, and a pending pod is planned within the batching
+// window.
+func TestNodesJoiningDoNotHoldAutoPlans(t *testing.T) {
+	ml := autoMigLayout("auto", nil)
+	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout("7g.80gb@0")),
+		autoClaim("c1", profileSelector("3g.40gb")))
+	h.create(agentLease("n1", h.now, 40))
+	h.a.AgentLeases = leasesOnClock(&h.now)
+	renewed := map[string]time.Time{"n1": h.now} // by node, the last renewal
+	renew := func(name string) {
+		t.Helper()
+		l := agentLease(name, h.now, 40)
+		if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(l), l); err != nil {
+			t.Fatal(err)
+		}
+		l.Spec.RenewTime.Time = h.now
+		if err := h.c.Update(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+		renewed[name] = h.now
+	}
+	pass := func() {
+		t.Helper()
+		for n, last := range renewed {
+			if h.now.Sub(last) >= 10*time.Second {
+				renew(n)
+			}
+		}
+		if _, err := h.a.Reconcile(t.Context(), autoKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The controller has run past its start: n1 seen renewing for a minute.
+	for range 60 {
+		h.now = h.now.Add(time.Second)
+		pass()
+	}
+	h.create(autoPod("p1", h.now, "c1"))
+	start := h.now
+	for joined := 2; h.now.Before(start.Add(10 * time.Second)); h.now = h.now.Add(time.Second) {
+		if h.now.Sub(start)%(5*time.Second) == 0 {
+			name := fmt.Sprintf("n%d", joined)
+			h.create(node(name, map[string]string{"pool": "auto"}), autoNML(name, ml, a100(0).layout("7g.80gb@0")), agentLease(name, h.now, 40))
+			renewed[name] = h.now
+			joined++
+		}
+		pass()
+		for n := range renewed {
+			if len(h.specOf(n)) > 0 {
+				return
+			}
+		}
+	}
+	t.Errorf("p1 not planned within 10 s while nodes joined every 5 s")
 }
