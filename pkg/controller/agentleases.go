@@ -58,7 +58,8 @@ type AgentLeases struct {
 	mu   sync.Mutex
 	seen map[string]leaseSeen // by node
 	gone map[string]time.Time // node -> when its Lease was seen deleted
-	// started is when this process first looked at a Lease (startedLocked).
+	// started is when this process started timing Leases (Start), or
+	// first looked at one (startedLocked).
 	started time.Time
 }
 
@@ -120,6 +121,9 @@ type AgentHealth struct {
 // manager's Lease informer (its cache is limited to Namespace by the
 // caller).
 func (l *AgentLeases) Start(ctx context.Context, c cache.Cache) error {
+	l.mu.Lock()
+	l.startedLocked(l.now())
+	l.mu.Unlock()
 	inf, err := c.GetInformer(ctx, &coordinationv1.Lease{})
 	if err != nil {
 		return fmt.Errorf("getting the Lease informer: %w", err)
@@ -403,8 +407,9 @@ func (l *AgentLeases) requeueAt(at time.Time) time.Duration {
 	return max(at.Sub(l.now()), 0) + leaseExpirySlack
 }
 
-// startedLocked returns when this process first looked at a Lease, now
-// where it has not before. The caller holds l.mu.
+// startedLocked returns when this process started timing Leases (Start, or
+// its first look at one), now where it has not before. The caller holds
+// l.mu.
 func (l *AgentLeases) startedLocked(now time.Time) time.Time {
 	if l.started.IsZero() {
 		l.started = now

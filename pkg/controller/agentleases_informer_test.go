@@ -50,3 +50,26 @@ func TestAgentLeasesInformerEvents(t *testing.T) {
 		t.Errorf("Lease just deleted: %+v, want not lost until %s", h, now.Add(defaultAgentLeaseDuration))
 	}
 }
+
+// TestAgentLeasesStartedBeforeAnyLease: the start that makes Leases first
+// seen untrusted is Start's, not the first Lease's: a Lease made a minute
+// after Start, in a cluster that had none, was made while this process
+// watched, and its agent is trusted (not Unconfirmed).
+func TestAgentLeasesStartedBeforeAnyLease(t *testing.T) {
+	now := leaseTestStart
+	l := leasesOnClock(&now)
+	informers := &informertest.FakeInformers{Scheme: testScheme(t)}
+	if err := l.Start(t.Context(), informers); err != nil {
+		t.Fatal(err)
+	}
+	inf, err := informers.FakeInformerFor(t.Context(), &coordinationv1.Lease{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	lease := agentLease("n1", now, 40)
+	inf.Add(lease)
+	if h := l.Health("n1", lease, true, false); h.Lost || h.Unconfirmed || !h.Recheck.Equal(now.Add(40*time.Second)) {
+		t.Errorf("a Lease made a minute after Start: %+v, want trusted, alive until %s", h, now.Add(40*time.Second))
+	}
+}
