@@ -159,7 +159,8 @@ const (
 	ReasonProfileNotOffered = "ProfileNotOffered"
 	// ReasonSparesNotHoldable (Degraded=True): an Auto policy asks for more
 	// spares of a profile per node than some node's GPUs can hold at all, or
-	// for spares that some node's GPUs cannot hold all at once.
+	// for spares that some node's GPUs cannot hold all at once (as far as a
+	// bounded search can tell: mig.HoldTogether).
 	ReasonSparesNotHoldable = "SparesNotHoldable"
 	// ReasonInvalidSelector (Degraded=True, Ready=False): the MigLayout's
 	// nodeSelector does not parse (a malformed label key or value, where the
