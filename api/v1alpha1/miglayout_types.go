@@ -192,8 +192,13 @@ type LayoutRule struct {
 
 	// Layout asks for devices at explicit placements in the canonical text
 	// form "<profile>@<placement start>,...", e.g. "3g.40gb@0,2g.20gb@4,1g.10gb@6".
+	// Refused at admission as for Profiles: devices that need more than 7
+	// compute slices, and more than one device with media extensions (+me);
+	// placements that fit no model otherwise get Degraded/InvalidLayout.
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?@([0-9]|[1-5][0-9]|6[0-3])(,[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?@([0-9]|[1-5][0-9]|6[0-3]))*$')",message="layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6: each device's profile and placement start (memory slice), comma-separated, no spaces (for MIG on with no device, write profiles: {})"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[1-8]g[.][^,]*(,[1-8]g[.][^,]*)*$') || self.split(',').map(e, int(e.substring(0, 1))).sum() <= 7",message="these devices need more than 7 compute slices (the number before g of each profile); no GPU has more"
+	// +kubebuilder:validation:XValidation:rule="size(self.split('+me')) <= 2",message="a GPU holds at most one device with media extensions (+me)"
 	// +optional
 	Layout *string `json:"layout,omitempty"`
 }

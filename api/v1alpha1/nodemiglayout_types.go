@@ -99,8 +99,10 @@ type GPUSpec struct {
 	// +required
 	MIGEnabled bool `json:"migEnabled"`
 	// Layout is the wanted layout in canonical text form with explicit
-	// placements ("" = no device). Ignored when MIGEnabled is false.
+	// placements ("" = no device), as MigLayout rules write it. Ignored when
+	// MIGEnabled is false.
 	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?@([0-9]|[1-5][0-9]|6[0-3])(,[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?@([0-9]|[1-5][0-9]|6[0-3]))*$')",message="layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6 (\"\" for no device): each device's profile and placement start (memory slice), comma-separated, no spaces"
 	// +optional
 	Layout string `json:"layout,omitempty"`
 	// Reason says why this layout was chosen (the rule, or the pending pods

@@ -270,6 +270,18 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 			spec: "rules: [{layout: '3g.40gb@04'}]",
 			want: "layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6",
 		},
+		"layout of more than 7 compute slices": {
+			spec: "rules: [{layout: '7g.80gb@0,7g.80gb@0'}]",
+			want: "these devices need more than 7 compute slices",
+		},
+		"layout of 8 devices": {
+			spec: "rules: [{layout: '1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6,1g.10gb@7'}]",
+			want: "these devices need more than 7 compute slices",
+		},
+		"layout of two media-extension devices": {
+			spec: "rules: [{layout: '1g.10gb+me@0,1g.10gb+me@1'}]",
+			want: "a GPU holds at most one device with media extensions (+me)",
+		},
 		"layout with a start beyond any GPU": {
 			spec: "rules: [{layout: '1g.10gb@0,7g.80gb@99'}]",
 			want: "layouts look like 3g.40gb@0,2g.20gb@4,1g.10gb@6",
@@ -342,12 +354,14 @@ func TestCELAcceptsValid(t *testing.T) {
 		"Auto with a policy":          "mode: Auto\npolicy: {allowedProfiles: [1g.10gb], spares: {1g.10gb: 0}}",
 		"Auto without a policy":       "mode: Auto",
 		"Static, one node at a time":  "rules: [{profiles: {3g.40gb: 2}}]\nmaxNodesChanging: 1",
-		"Auto: spares with every profile allowed (empty list)":  "mode: Auto\npolicy: {allowedProfiles: [], spares: {1g.10gb: 1}}",
-		"explicit layout, starts of two digits":                 "rules: [{layout: '1g.10gb@0,1g.10gb@63'}]",
-		"Auto: every profile but the whole GPU of three models": "mode: Auto\npolicy: {allowedProfiles: [1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 1g.18gb, 1g.18gb+me, 1g.35gb, 2g.35gb, 3g.71gb, 4g.71gb, 1g.23gb, 1g.23gb+me, 1g.45gb, 2g.45gb, 3g.90gb, 4g.90gb]}",
-		"Auto: zero spares of a profile not allowed":            "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 0, 3g.40gb: 1}}",
-		"Auto: spares over several GPUs of a node":              "mode: Auto\npolicy: {spares: {1g.10gb: 14, 7g.80gb: 8}}",
-		"rules of distinct names and unnamed ones":              "rules: [{name: a, gpuIndices: [0], profiles: {7g.80gb: 1}}, {gpuIndices: [1], profiles: {3g.40gb: 2}}, {name: b, gpuIndices: [2], profiles: {1g.10gb: 7}}, {profiles: {2g.20gb: 3}}]",
+		"Auto: spares with every profile allowed (empty list)":        "mode: Auto\npolicy: {allowedProfiles: [], spares: {1g.10gb: 1}}",
+		"explicit layout, starts of two digits":                       "rules: [{layout: '1g.10gb@0,1g.10gb@63'}]",
+		"explicit layout of seven compute slices, one +me":            "rules: [{layout: '1g.10gb+me@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6'}, {layout: '4g.40gb@0,3g.40gb@4'}]",
+		"explicit layouts of sixteen rules, each at the length limit": sixteenLongLayouts(),
+		"Auto: every profile but the whole GPU of three models":       "mode: Auto\npolicy: {allowedProfiles: [1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 1g.18gb, 1g.18gb+me, 1g.35gb, 2g.35gb, 3g.71gb, 4g.71gb, 1g.23gb, 1g.23gb+me, 1g.45gb, 2g.45gb, 3g.90gb, 4g.90gb]}",
+		"Auto: zero spares of a profile not allowed":                  "mode: Auto\npolicy: {allowedProfiles: [3g.40gb], spares: {1g.10gb: 0, 3g.40gb: 1}}",
+		"Auto: spares over several GPUs of a node":                    "mode: Auto\npolicy: {spares: {1g.10gb: 14, 7g.80gb: 8}}",
+		"rules of distinct names and unnamed ones":                    "rules: [{name: a, gpuIndices: [0], profiles: {7g.80gb: 1}}, {gpuIndices: [1], profiles: {3g.40gb: 2}}, {name: b, gpuIndices: [2], profiles: {1g.10gb: 7}}, {profiles: {2g.20gb: 3}}]",
 	}
 	for name, spec := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -510,6 +524,50 @@ func TestNodeMigLayoutStatusGPUIndexBounded(t *testing.T) {
 			t.Errorf("status with GPU index %d: %v, want it taken", tc.index, err)
 		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "status.gpus[0].index")):
 			t.Errorf("status with GPU index %d: %v, want it refused naming status.gpus[0].index", tc.index, err)
+		}
+	}
+}
+
+// sixteenLongLayouts is a MigLayout spec of 16 rules (the most), each with
+// a layout of 7 devices whose names are as long as valid names get: the
+// CEL rules on layouts run within the API server's cost budget there.
+func sixteenLongLayouts() string {
+	var b strings.Builder
+	b.WriteString("rules: [")
+	for i := range 16 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "{name: r%d, gpuIndices: [%d], layout: '1g.1023gb+me.all@10,1g.1023gb@11,1g.1023gb@12,1g.1023gb@13,1g.1023gb@14,1g.1023gb@15,1g.1023gb@16'}", i, i)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// TestNodeMigLayoutSpecLayoutSyntax: a NodeMigLayout spec written by hand
+// with a layout that is not in the canonical text form is refused at
+// admission; "" (MIG on, no device) and the form the controller writes
+// are taken.
+func TestNodeMigLayoutSpecLayoutSyntax(t *testing.T) {
+	c := miglayoutClient(t)
+	ctx := testContext(t, time.Minute)
+	for layout, ok := range map[string]bool{
+		"":                              true,
+		"3g.40gb@0,2g.20gb@4,1g.10gb@6": true,
+		"1g.10gb+me@0,1g.10gb-me@1":     true,
+		"3g.40gb@0;garbage":             false,
+		"3g.40gb@0, 3g.40gb@4":          false,
+		"3g.40gb":                       false,
+		"3g.40gb@64":                    false,
+	} {
+		nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "spec-layout-syntax"},
+			Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: layout}}}}
+		err := c.Create(ctx, nml, crclient.DryRunAll)
+		switch {
+		case ok && err != nil:
+			t.Errorf("layout %q: %v, want it taken", layout, err)
+		case !ok && (err == nil || !strings.Contains(err.Error(), "layouts look like")):
+			t.Errorf("layout %q: %v, want it refused saying what layouts look like", layout, err)
 		}
 	}
 }
