@@ -25,10 +25,15 @@ import (
 // Its answers are kept (holdTogetherMemo): the controller asks again at
 // every pass of a MigLayout with spares, for each distinct node.
 func HoldTogether(models []*Model, want map[string]int) bool {
+	// Models as maximalCounts knows them: a catalog model by pointer (two
+	// catalogs may name a model alike), a variant by its Key.
 	var key strings.Builder
 	keys := make([]string, len(models))
 	for i, m := range models {
-		keys[i] = m.Key()
+		keys[i] = fmt.Sprintf("%p", m)
+		if m.Variant != "" {
+			keys[i] = m.Key()
+		}
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
