@@ -76,6 +76,19 @@ type ClearXidsPart struct {
 	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
 }
 
+// String names the part's GPUs, and its time where set, for people:
+// "every GPU", "GPUs [0 3] as of 2026-12-06T20:30:00Z".
+func (p ClearXidsPart) String() string {
+	which := "every GPU"
+	if len(p.GPUs) > 0 {
+		which = fmt.Sprintf("GPUs %v", p.GPUs)
+	}
+	if p.RequestedAt != nil {
+		which += " as of " + p.RequestedAt.UTC().Format(time.RFC3339)
+	}
+	return which
+}
+
 // maxClearXidsItems bounds a request's GPUs, each part's, and its earlier
 // parts.
 const maxClearXidsItems = 64

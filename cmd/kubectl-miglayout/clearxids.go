@@ -77,10 +77,7 @@ func requestClearXids(ctx context.Context, c client.Client, out io.Writer, nodes
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("making the request: %w", err)
 	}
-	which := "every GPU"
-	if len(req.GPUs) > 0 {
-		which = fmt.Sprintf("GPUs %v", req.GPUs)
-	}
+	which := v1alpha1.ClearXidsPart{GPUs: req.GPUs}.String()
 	var errs *multierror.Error
 	for _, name := range slices.Compact(slices.Clone(nodes)) {
 		var written v1alpha1.ClearXidsRequest
@@ -118,11 +115,7 @@ func requestClearXids(ctx context.Context, c client.Client, out io.Writer, nodes
 		if len(written.Earlier) > 0 {
 			var earlier []string
 			for _, p := range written.Earlier {
-				e := "every GPU"
-				if len(p.GPUs) > 0 {
-					e = fmt.Sprintf("GPUs %v", p.GPUs)
-				}
-				earlier = append(earlier, e+" as of "+p.RequestedAt.UTC().Format(time.RFC3339))
+				earlier = append(earlier, p.String())
 			}
 			carried = ", carrying the earlier requests the agent may not have read (" + strings.Join(earlier, ", ") + ")"
 		}

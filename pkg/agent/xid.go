@@ -154,11 +154,11 @@ func (r *NodeReconciler) applyClearXids(ctx context.Context, node *corev1.Node) 
 	if err != nil {
 		logger.Error(err, "Clearing the Xid marks was not kept for the agent's next run; the next run clears them again")
 	}
-	which := describeClearXids(v1alpha1.ClearXidsPart{GPUs: req.GPUs})
+	which := v1alpha1.ClearXidsPart{GPUs: req.GPUs}.String()
 	if len(req.Earlier) > 0 {
 		var earlier []string
 		for _, p := range req.Earlier {
-			earlier = append(earlier, describeClearXids(p))
+			earlier = append(earlier, p.String())
 		}
 		which += " (and, for the requests it replaced, of " + strings.Join(earlier, ", ") + ")"
 	}
@@ -182,19 +182,6 @@ func (r *NodeReconciler) applyClearXids(ctx context.Context, node *corev1.Node) 
 		what = strings.Join(parts, "; ")
 	}
 	r.recordOn(node, corev1.EventTypeNormal, EventXidsCleared, "ClearXids", fmt.Sprintf("Request %q to clear the Xid marks of %s: %s", req.ID, which, what))
-}
-
-// describeClearXids names the GPUs of a part of a clear request, and its
-// time where set: "every GPU", "GPUs [0 3] as of 2026-12-06T20:30:00Z".
-func describeClearXids(p v1alpha1.ClearXidsPart) string {
-	which := "every GPU"
-	if len(p.GPUs) > 0 {
-		which = fmt.Sprintf("GPUs %v", p.GPUs)
-	}
-	if p.RequestedAt != nil {
-		which += " as of " + p.RequestedAt.UTC().Format(time.RFC3339)
-	}
-	return which
 }
 
 // recordOn records an event on obj, where the reconciler has a Recorder.
