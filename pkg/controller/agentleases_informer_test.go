@@ -6,6 +6,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 )
 
 // TestAgentLeasesInformerEvents: the handler Start registers on the Lease
@@ -16,15 +17,7 @@ import (
 func TestAgentLeasesInformerEvents(t *testing.T) {
 	start := leaseTestStart
 	now := start
-	l := leasesOnClock(&now)
-	informers := &informertest.FakeInformers{Scheme: testScheme(t)}
-	if err := l.Start(t.Context(), informers); err != nil {
-		t.Fatal(err)
-	}
-	inf, err := informers.FakeInformerFor(t.Context(), &coordinationv1.Lease{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, inf := leasesOnInformer(t, &now)
 	lease := agentLease("n1", start, 40)
 	inf.Add(lease)
 	now = start.Add(10 * time.Second)
@@ -57,7 +50,20 @@ func TestAgentLeasesInformerEvents(t *testing.T) {
 // watched, and its agent is trusted (not Unconfirmed).
 func TestAgentLeasesStartedBeforeAnyLease(t *testing.T) {
 	now := leaseTestStart
-	l := leasesOnClock(&now)
+	l, inf := leasesOnInformer(t, &now)
+	now = now.Add(time.Minute)
+	lease := agentLease("n1", now, 40)
+	inf.Add(lease)
+	if h := l.Health("n1", lease, true, false); h.Lost || h.Unconfirmed || !h.Recheck.Equal(now.Add(40*time.Second)) {
+		t.Errorf("a Lease made a minute after Start: %+v, want trusted, alive until %s", h, now.Add(40*time.Second))
+	}
+}
+
+// leasesOnInformer is leasesOnClock started on a fake Lease informer, which
+// it returns.
+func leasesOnInformer(t *testing.T, now *time.Time) (*AgentLeases, *controllertest.FakeInformer) {
+	t.Helper()
+	l := leasesOnClock(now)
 	informers := &informertest.FakeInformers{Scheme: testScheme(t)}
 	if err := l.Start(t.Context(), informers); err != nil {
 		t.Fatal(err)
@@ -66,10 +72,5 @@ func TestAgentLeasesStartedBeforeAnyLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(time.Minute)
-	lease := agentLease("n1", now, 40)
-	inf.Add(lease)
-	if h := l.Health("n1", lease, true, false); h.Lost || h.Unconfirmed || !h.Recheck.Equal(now.Add(40*time.Second)) {
-		t.Errorf("a Lease made a minute after Start: %+v, want trusted, alive until %s", h, now.Add(40*time.Second))
-	}
+	return l, inf
 }

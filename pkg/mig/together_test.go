@@ -55,39 +55,10 @@ func TestHoldTogetherAgainstBruteForce(t *testing.T) {
 		for i := range models {
 			models[i] = a100
 		}
-		if got, brute := HoldTogether(models, want), bruteHold(a100, gpus, items); got != brute {
+		if got, brute := HoldTogether(models, want), bruteHoldModels(repeatModel(a100, gpus), items); got != brute {
 			t.Fatalf("HoldTogether(%d A100s, %v) = %v, brute force %v", gpus, want, got, brute)
 		}
 	}
-}
-
-func bruteHold(m *Model, gpus int, items []string) bool {
-	assign := make([]int, len(items))
-	var rec func(i int) bool
-	rec = func(i int) bool {
-		if i == len(items) {
-			for g := range gpus {
-				want := map[string]int{}
-				for k, p := range items {
-					if assign[k] == g {
-						want[p]++
-					}
-				}
-				if _, err := m.Fit(FitRequest{Want: want}); err != nil {
-					return false
-				}
-			}
-			return true
-		}
-		for g := range gpus {
-			assign[i] = g
-			if rec(i + 1) {
-				return true
-			}
-		}
-		return false
-	}
-	return rec(0)
 }
 
 // TestHoldTogetherSearchIsBounded: spares an Auto MigLayout may ask for on
