@@ -85,6 +85,20 @@ func heldWatch(t *testing.T, ctx context.Context, sim *nvmlsim.Sim, m *gpu.NVMLM
 	return got, hold, done
 }
 
+// makeAgain makes xidDevice on GPU 0 again where old was destroyed: the
+// same GPU instance ID (NVML derives it from the placement), another UUID.
+func makeAgain(t *testing.T, m *gpu.NVMLManager, old gpu.MIGDevice) gpu.MIGDevice {
+	t.Helper()
+	made, err := m.CreateMIGDevice(t.Context(), 0, xidDevice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made.GIID != old.GIID || made.UUID == old.UUID {
+		t.Fatalf("made again as GI %d (%s), want GI %d under another UUID than %s", made.GIID, made.UUID, old.GIID, old.UUID)
+	}
+	return made
+}
+
 // wantXid waits for the next Xid of got and compares it with want.
 func wantXid(t *testing.T, got chan gpu.Xid, want gpu.Xid) {
 	t.Helper()
@@ -120,13 +134,7 @@ func TestXidOfGPUInstanceDestroyedAndMadeAgain(t *testing.T) {
 		if err := m.DestroyMIGDevice(ctx, 0, xidDevice); err != nil {
 			t.Fatal(err)
 		}
-		made, err := m.CreateMIGDevice(ctx, 0, xidDevice)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if made.GIID != old.GIID || made.UUID == old.UUID {
-			t.Fatalf("made again as GI %d (%s), want GI %d under another UUID than %s", made.GIID, made.UUID, old.GIID, old.UUID)
-		}
+		made := makeAgain(t, m, old)
 		wantXid(t, got, xid94(old, old))
 		if t.Failed() {
 			t.Fatalf("round %d", i)
@@ -251,13 +259,7 @@ func TestXidPostedDuringTheDestroy(t *testing.T) {
 				if err := m.DestroyMIGDevice(ctx, 0, xidDevice); err != nil {
 					t.Fatal(err)
 				}
-				made, err := m.CreateMIGDevice(ctx, 0, xidDevice)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if made.GIID != old.GIID {
-					t.Fatalf("made again as GI %d, want %d", made.GIID, old.GIID)
-				}
+				_ = makeAgain(t, m, old)
 			}
 			close(hold)
 			wantXid(t, got, xid94(old, old))
@@ -295,13 +297,7 @@ func TestXidOfGPUInstanceDestroyedElsewhere(t *testing.T) {
 	if ret := gi.Destroy(); ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
-	made, err := m.CreateMIGDevice(ctx, 0, xidDevice)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if made.GIID != old.GIID {
-		t.Fatalf("made again as GI %d, want %d", made.GIID, old.GIID)
-	}
+	_ = makeAgain(t, m, old)
 	close(hold)
 	wantXid(t, got, xid94(old))
 }
