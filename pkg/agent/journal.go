@@ -57,6 +57,23 @@ type JournalEntry struct {
 	// any more is the agent's to cancel. Nil in entries of journals written
 	// before the field, and where no mode was set.
 	ModeSet *bool `json:"modeSet,omitempty"`
+	// Emptied records that the work in flight destroyed, or began to
+	// destroy, devices of this GPU (the GPU's Destroy list with its step
+	// Destroying, or some of it Done). A later pass's entry for the same
+	// work lists only what is left to do, so Record carries the field over
+	// to the GPU's later entries (same UUID), and KeepMode keeps it: a GPU
+	// whose work emptied it and was then no longer asked for is the
+	// agent's to turn MIG mode off on (turnOffEmptied), however many
+	// retries came between. False in entries of journals written before
+	// the field: destroysBegun then reads the entry's own lists.
+	Emptied bool `json:"emptied,omitempty"`
+}
+
+// destroysBegun reports whether the work in flight destroyed, or began to
+// destroy, devices of the GPU: Emptied, or, for the entry's own lists, its
+// step Destroying or some destroy done.
+func (e JournalEntry) destroysBegun() bool {
+	return e.Emptied || len(e.Destroy) > 0 && (e.Step == StepDestroying || len(e.Done) > 0)
 }
 
 // inFlight is the device the entry's step was working on: Destroy[len(Done)]
@@ -149,7 +166,9 @@ func (j *Journal) Entries() []JournalEntry {
 }
 
 // Record writes e as the GPU's entry, keeping Started from an existing
-// entry, and its ModeSet where e has none and the GPU is the same (UUID).
+// entry, its ModeSet where e has none and the GPU is the same (UUID), and
+// its Emptied where the GPU is the same; e's Emptied is set where its own
+// lists show destroys begun.
 func (j *Journal) Record(e JournalEntry) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -163,6 +182,7 @@ func (j *Journal) Record(e JournalEntry) error {
 	if ok && e.ModeSet == nil && old.UUID == e.UUID {
 		e.ModeSet = old.ModeSet
 	}
+	e.Emptied = e.destroysBegun() || ok && old.UUID == e.UUID && old.destroysBegun()
 	e.Updated = now
 	next := maps.Clone(j.entries)
 	next[e.GPU] = e
@@ -182,22 +202,32 @@ func (j *Journal) Clear(gpuIndex int) error {
 }
 
 // KeepMode ends the GPU's work in flight but for a MIG mode the agent set
-// (ModeSet): an entry with one is replaced by a SettingMIGMode entry
-// holding only it, so that the change, if NVML still holds it pending, is
-// cancelled once no spec asks for it; an entry without one is removed, as
-// Clear does. A pass that stops before its NVML work (the devices got
-// allocated while draining, the desired layout changed) calls it.
+// (ModeSet) and the record that it emptied the GPU (destroysBegun): an
+// entry with a ModeSet is replaced by a SettingMIGMode entry holding only
+// them, so that the change, if NVML still holds it pending, is cancelled
+// once no spec asks for it; one with only destroys begun by a Draining
+// entry of no devices with Emptied set (not a SettingMIGMode one, whose
+// pending mode cancelOrphanModes would take as the agent's), so that the
+// GPU the work left without devices is turned back to MIG mode off once no
+// spec asks for it; any other entry is removed, as Clear does. A pass that
+// stops before its NVML work (the devices got allocated while draining, the
+// desired layout changed) calls it.
 func (j *Journal) KeepMode(gpuIndex int) error {
 	j.mu.Lock()
 	old, ok := j.entries[gpuIndex]
 	j.mu.Unlock()
-	if !ok || old.ModeSet == nil {
+	switch {
+	case !ok || old.ModeSet == nil && !old.destroysBegun():
 		return j.Clear(gpuIndex)
-	}
-	if old.Step == StepSettingMIGMode && len(old.Destroy) == 0 && len(old.Create) == 0 {
+	case old.ModeSet == nil:
+		if old.Step == StepDraining && len(old.Destroy) == 0 && len(old.Create) == 0 {
+			return nil
+		}
+		return j.Record(JournalEntry{GPU: gpuIndex, UUID: old.UUID, Step: StepDraining, Desired: old.Desired, Emptied: true})
+	case old.Step == StepSettingMIGMode && len(old.Destroy) == 0 && len(old.Create) == 0:
 		return nil
 	}
-	return j.Record(JournalEntry{GPU: gpuIndex, UUID: old.UUID, Step: StepSettingMIGMode, Desired: old.Desired, ModeSet: old.ModeSet})
+	return j.Record(JournalEntry{GPU: gpuIndex, UUID: old.UUID, Step: StepSettingMIGMode, Desired: old.Desired, ModeSet: old.ModeSet, Emptied: old.destroysBegun()})
 }
 
 // flush writes entries to the file (temporary file, fsync, rename, fsync of

@@ -126,3 +126,76 @@ func TestOpenJournalSetsAsideOtherVersions(t *testing.T) {
 		})
 	}
 }
+
+// TestJournalKeepsEmptied: Record carries the record that the work
+// destroyed devices of the GPU (Emptied) to the GPU's later entries of the
+// same UUID, and KeepMode keeps it, in an entry whose step does not make a
+// pending mode change the agent's (cancelOrphanModes).
+func TestJournalKeepsEmptied(t *testing.T) {
+	on := true
+	destroying := JournalEntry{GPU: 0, UUID: "GPU-0", Step: StepDestroying, Desired: "3g.40gb@4", Destroy: []string{"7g.80gb@0"}}
+	tests := map[string]struct {
+		first, then JournalEntry
+		keepMode    bool
+		want        []JournalEntry // Started and Updated not compared
+	}{
+		"a retry of the same work": {
+			first: destroying,
+			then:  JournalEntry{GPU: 0, UUID: "GPU-0", Step: StepCreating, Desired: "3g.40gb@4", Create: []string{"3g.40gb@4"}},
+			want:  []JournalEntry{{GPU: 0, UUID: "GPU-0", Step: StepCreating, Desired: "3g.40gb@4", Create: []string{"3g.40gb@4"}, Emptied: true}},
+		},
+		"another GPU at the index": {
+			first: destroying,
+			then:  JournalEntry{GPU: 0, UUID: "GPU-9", Step: StepDraining, Desired: "3g.40gb@4"},
+			want:  []JournalEntry{{GPU: 0, UUID: "GPU-9", Step: StepDraining, Desired: "3g.40gb@4"}},
+		},
+		"draining only": {
+			first: JournalEntry{GPU: 0, UUID: "GPU-0", Step: StepDraining, Desired: "3g.40gb@4", Destroy: []string{"7g.80gb@0"}},
+			then:  JournalEntry{GPU: 0, UUID: "GPU-0", Step: StepDraining, Desired: "1g.10gb@6", Destroy: []string{"7g.80gb@0"}},
+			want:  []JournalEntry{{GPU: 0, UUID: "GPU-0", Step: StepDraining, Desired: "1g.10gb@6", Destroy: []string{"7g.80gb@0"}}},
+		},
+		"kept without a mode set": {
+			first:    destroying,
+			then:     JournalEntry{GPU: 0, UUID: "GPU-0", Step: StepDraining, Desired: "3g.40gb@4"},
+			keepMode: true,
+			want:     []JournalEntry{{GPU: 0, UUID: "GPU-0", Step: StepDraining, Desired: "3g.40gb@4", Emptied: true}},
+		},
+		"kept with a mode set": {
+			first:    JournalEntry{GPU: 0, UUID: "GPU-0", Step: StepDestroying, Desired: "3g.40gb@4", Destroy: []string{"7g.80gb@0"}, ModeSet: &on},
+			then:     JournalEntry{GPU: 0, UUID: "GPU-0", Step: StepDraining, Desired: "3g.40gb@4"},
+			keepMode: true,
+			want:     []JournalEntry{{GPU: 0, UUID: "GPU-0", Step: StepSettingMIGMode, Desired: "3g.40gb@4", ModeSet: &on, Emptied: true}},
+		},
+		"nothing destroyed is not kept": {
+			first:    JournalEntry{GPU: 0, UUID: "GPU-0", Step: StepDraining, Desired: "3g.40gb@4", Destroy: []string{"7g.80gb@0"}},
+			then:     JournalEntry{GPU: 0, UUID: "GPU-0", Step: StepDraining, Desired: "3g.40gb@4", Destroy: []string{"7g.80gb@0"}},
+			keepMode: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j, err := OpenJournal(filepath.Join(t.TempDir(), "journal.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range []JournalEntry{tc.first, tc.then} {
+				if err := j.Record(e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.keepMode {
+				if err := j.KeepMode(0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// What a restarted agent reads back.
+			again, err := OpenJournal(j.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, again.Entries(), cmpopts.IgnoreFields(JournalEntry{}, "Started", "Updated"), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("entries (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -226,9 +226,9 @@ func (r *Repartitioner) cancelOrphanModes(ctx context.Context, obs []GPUState, d
 // turnOffEmptied turns MIG mode off on a GPU that the agent's own work left
 // in MIG mode without any GPU instance, where no spec asks anything of the
 // GPU any more. The GPU's journal entry (for the GPU of its UUID) must show
-// that the agent emptied it: it turned MIG mode on (ModeSet), or it began
-// destroying the GPU's devices (a Destroy list, its step Destroying or some
-// of it done); and NVML must show MIG mode on, none pending, and no GPU
+// that the agent emptied it: it turned MIG mode on (ModeSet), or its work,
+// in this entry or an earlier pass's of it, began destroying the GPU's
+// devices (destroysBegun); and NVML must show MIG mode on, none pending, and no GPU
 // instance. That is what the work leaves when it stops between steps and
 // is not taken up again: the agent killed right after turning MIG mode on
 // for a layout or a restore (restoreHeld), whose in-process undo
@@ -258,7 +258,7 @@ func (r *Repartitioner) turnOffEmptied(ctx context.Context, obs []GPUState, desi
 		if failed[e.GPU] != nil || slices.ContainsFunc(desired, func(s v1alpha1.GPUSpec) bool { return int(s.Index) == e.GPU }) {
 			continue
 		}
-		emptied := (e.ModeSet != nil && *e.ModeSet) || len(e.Destroy) > 0 && (e.Step == StepDestroying || len(e.Done) > 0)
+		emptied := (e.ModeSet != nil && *e.ModeSet) || e.destroysBegun()
 		g := findGPU(obs, e.GPU)
 		if !emptied || g == nil || g.GPU.UUID != e.UUID || !g.GPU.MIGMode.Current || !g.GPU.MIGMode.Pending || len(g.Devices) > 0 {
 			continue
