@@ -153,7 +153,11 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 	// A GPU NVML counts but cannot read is in no spec where the agent never
 	// read it (no product to match a rule on), nor one an Auto plan never
 	// changed: it is stuck all the same, and so is one the agent withholds
-	// from NVIDIA's device plugin.
+	// from NVIDIA's device plugin, and any other the agent reports Blocked
+	// or Failed though no spec lists it (a GPU instance it left half made
+	// and cannot roll back; devices ResourceClaims hold that it could not
+	// make again). The agent writes a GPU's row from its last pass, so a
+	// GPU dropped from the spec after it failed is Ready again there.
 	inSpec := func(idx int32) bool {
 		return slices.ContainsFunc(nml.Spec.GPUs, func(s v1alpha1.GPUSpec) bool { return s.Index == idx }) ||
 			slices.ContainsFunc(problems, func(p Problem) bool { return p.GPU == idx })
@@ -166,7 +170,9 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 			issues = append(issues, fmt.Sprintf("gpu %d: %s: no longer in the spec, the agent stops its change", g.Index, g.Phase))
 			continue
 		}
-		if g.Reason != v1alpha1.ReasonGPUUnreadable && g.Reason != v1alpha1.ReasonDevicePluginActive || inSpec(g.Index) {
+		stuck := g.Phase == v1alpha1.PhaseBlocked || g.Phase == v1alpha1.PhaseFailed ||
+			g.Reason == v1alpha1.ReasonGPUUnreadable || g.Reason == v1alpha1.ReasonDevicePluginActive
+		if !stuck || inSpec(g.Index) {
 			continue
 		}
 		st.Stuck = append(st.Stuck, StuckGPU{GPU: g.Index, Phase: g.Phase, Reason: g.Reason, Message: g.Message})
