@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -101,11 +102,15 @@ func singleDevice(p Pod) bool {
 }
 
 // asksAll reports whether a claim of the pod not allocated yet has a
-// request, or a subrequest of a prioritized list, in allocation mode All.
+// request, or a subrequest of a prioritized list, in allocation mode All
+// that uses its devices up. A request with admin access does not: the
+// scheduler's allocator gives such a request devices whatever holds them,
+// and counts them as held by no one, so it leaves the node to other pods
+// (subrequests have no admin access).
 func asksAll(p Pod) bool {
 	for _, c := range p.Claims {
 		for _, r := range c.Spec.Devices.Requests {
-			if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeAll {
+			if r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeAll && !ptr.Deref(r.Exactly.AdminAccess, false) {
 				return true
 			}
 			for _, s := range r.FirstAvailable {
