@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
-	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -63,7 +62,7 @@ func AutoSnapshot(ctx context.Context, in AutoInputs, catalog *mig.Catalog, now 
 	snap := BuildSnapshot(in, catalog)
 	snap.Now, snap.AgingAfter = now, agingAfter
 	snap.Pending = planner.Demand(ctx, snap.Driver, snap.Classes, catalog.Models(), snap.Pending)
-	extended := extendedResourceClasses(in.Classes)
+	extended := newExtendedResources(in.Classes, in.Claims)
 	keepNominatedRoom(in.Pods, &snap, func(pod *corev1.Pod) bool { return asksForDevices(pod, extended, in.Claims) })
 	return snap
 }
@@ -97,7 +96,7 @@ func keepNominatedRoom(pods []corev1.Pod, snap *planner.Snapshot, asksForDevices
 
 // asksForDevices reports whether pod asks for devices: ResourceClaims, or
 // extended resources a DeviceClass backs.
-func asksForDevices(pod *corev1.Pod, extended *extendedresourcecache.ExtendedResourceCache, claims map[types.NamespacedName]*resourceapi.ResourceClaim) bool {
+func asksForDevices(pod *corev1.Pod, extended *extendedResources, claims map[types.NamespacedName]*resourceapi.ResourceClaim) bool {
 	claim, _ := extendedResourceClaim(pod, extended, claims)
 	return len(pod.Spec.ResourceClaims) > 0 || claim != nil
 }
@@ -167,7 +166,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	allocated, adminHeld, otherHeld := allocations(in.Claims, in.Driver)
 	// Only GPU nodes a MigLayout selects (those with a NodeMigLayout)
 	// can be Auto nodes: the other nodes' pods are not summed.
-	extended := extendedResourceClasses(in.Classes)
+	extended := newExtendedResources(in.Classes, in.Claims)
 	requested := nodeRequests(in.Pods, func(node string) bool { return in.NodeMigLayouts[node] != nil }, func(pod *corev1.Pod) bool {
 		return asksForDevices(pod, extended, in.Claims)
 	})

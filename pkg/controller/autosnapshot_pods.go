@@ -5,7 +5,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/miglayout/miglayout/pkg/planner"
@@ -28,7 +27,7 @@ import (
 // nothing. Nominated to another node, it is no Auto demand at all. The
 // scheduler clears the nomination when the room does not come; the pod is
 // planned anywhere then.
-func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim, classes *extendedresourcecache.ExtendedResourceCache, autoNodes sets.Set[string]) []planner.Pod {
+func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim, classes *extendedResources, autoNodes sets.Set[string]) []planner.Pod {
 	var out []planner.Pod
 	for i := range pods {
 		pod := &pods[i]

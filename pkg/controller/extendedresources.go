@@ -10,6 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 )
@@ -21,17 +22,40 @@ import (
 // the scheduler's own in-memory name "<extended-resources>" does.
 const extendedResourceClaimName = "<extended-resources>"
 
-// extendedResourceClasses resolves extended resource names to the
+// extendedResources is what deciding a pod's extended resource claim
+// needs: the DeviceClasses that back extended resource names, and the pods
+// kube-scheduler has made that claim for.
+type extendedResources struct {
+	classes *extendedresourcecache.ExtendedResourceCache
+	// madeFor are the UIDs of the pods that control a claim annotated
+	// resource.kubernetes.io/extended-resource-claim: "true": kube-scheduler
+	// makes it in PreBind, allocates it, and only then names it in the
+	// pod's status.extendedResourceClaimStatus.
+	madeFor sets.Set[types.UID]
+}
+
+// newExtendedResources resolves extended resource names to the
 // DeviceClasses that back them, as kube-scheduler does: a class's
 // spec.extendedResourceName (the newest class where several name one), or
-// the implicit deviceclass.resource.kubernetes.io/<class name>.
-func extendedResourceClasses(classes []*resourceapi.DeviceClass) *extendedresourcecache.ExtendedResourceCache {
+// the implicit deviceclass.resource.kubernetes.io/<class name>; and finds
+// the pods whose extended resource claim kube-scheduler has made among
+// claims, by annotation and controlling owner, as kube-scheduler finds it.
+func newExtendedResources(classes []*resourceapi.DeviceClass, claims map[types.NamespacedName]*resourceapi.ResourceClaim) *extendedResources {
 	// Filled once per snapshot: its event logs (V(5)) say nothing here.
 	c := extendedresourcecache.NewExtendedResourceCache(logr.Discard())
 	for _, class := range classes {
 		c.OnAdd(class, true)
 	}
-	return c
+	made := sets.New[types.UID]()
+	for _, claim := range claims {
+		if claim.Annotations[resourceapi.ExtendedResourceClaimAnnotation] != "true" {
+			continue
+		}
+		if owner := metav1.GetControllerOfNoCopy(claim); owner != nil && owner.Kind == "Pod" {
+			made.Insert(owner.UID)
+		}
+	}
+	return &extendedResources{classes: c, madeFor: made}
 }
 
 // extendedResourceClaim returns the claim kube-scheduler would allocate for
@@ -40,14 +64,16 @@ func extendedResourceClasses(classes []*resourceapi.DeviceClass) *extendedresour
 // count the pod's effective request (containers, sidecars and the largest
 // init container, as for any resource); and those resource names. It
 // returns nil for a pod without
-// such requests, and for one whose claim the scheduler has made (the claim
-// status.extendedResourceClaimStatus names exists in claims: the pod is
-// being bound). The scheduler writes that status before the binding
-// completes and does not clear it when the binding fails (a device
-// refused as draining, a binding timeout) and it deletes its claim: a pod
-// that names a claim that is gone is demand again.
-func extendedResourceClaim(pod *corev1.Pod, classes *extendedresourcecache.ExtendedResourceCache, claims map[types.NamespacedName]*resourceapi.ResourceClaim) (*resourceapi.ResourceClaim, []corev1.ResourceName) {
-	if !asksExtendedResources(pod) {
+// such requests, and for one whose claim the scheduler has made (the pod is
+// being bound): the claim status.extendedResourceClaimStatus names exists
+// in claims, or a claim the pod controls is annotated as its extended
+// resource claim (ext.madeFor; made and allocated before the status names
+// it). The scheduler writes that status before the binding completes and
+// does not clear it when the binding fails (a device refused as draining,
+// a binding timeout) and it deletes its claim: a pod that names a claim
+// that is gone is demand again.
+func extendedResourceClaim(pod *corev1.Pod, ext *extendedResources, claims map[types.NamespacedName]*resourceapi.ResourceClaim) (*resourceapi.ResourceClaim, []corev1.ResourceName) {
+	if !asksExtendedResources(pod) || ext.madeFor.Has(pod.UID) {
 		return nil, nil
 	}
 	if st := pod.Status.ExtendedResourceClaimStatus; st != nil {
@@ -66,7 +92,7 @@ func extendedResourceClaim(pod *corev1.Pod, classes *extendedresourcecache.Exten
 	for _, name := range names {
 		q := reqs[name]
 		count, ok := q.AsInt64()
-		class := classes.GetDeviceClass(name)
+		class := ext.classes.GetDeviceClass(name)
 		if !ok || count <= 0 || class == nil || !extendedResourceName(name) {
 			continue
 		}

@@ -15,9 +15,9 @@ import (
 // claim ("<extended-resources>" and the pod's name) and carries the pod's
 // UID.
 func TestExtendedResourceClaimEdges(t *testing.T) {
-	classes := extendedResourceClasses([]*resourceapi.DeviceClass{
+	classes := newExtendedResources([]*resourceapi.DeviceClass{
 		{ObjectMeta: metav1.ObjectMeta{Name: "mig-1g.10gb"}, Spec: resourceapi.DeviceClassSpec{ExtendedResourceName: ptr.To("nvidia.com/mig-1g.10gb")}},
-	})
+	}, nil)
 	type claim struct {
 		Name, UID string
 		Counts    []int64

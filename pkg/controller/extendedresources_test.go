@@ -50,6 +50,16 @@ func TestPendingPodsExtendedResources(t *testing.T) {
 		return p
 	}
 	made := map[types.NamespacedName]*resourceapi.ResourceClaim{{Namespace: "ml", Name: "f-extended-resources-x"}: {}}
+	// madeFor is the claim kube-scheduler's PreBind makes for the pod of
+	// that name and UID, allocated before the pod's status names it.
+	madeFor := func(name string, uid types.UID) map[types.NamespacedName]*resourceapi.ResourceClaim {
+		c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name + "-extended-resources-y",
+			Annotations:     map[string]string{resourceapi.ExtendedResourceClaimAnnotation: "true"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: name, UID: uid, Controller: ptr.To(true)}}},
+			Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+				Request: "container-1-request-0", Driver: "mig.miglayout.io", Pool: "n1", Device: "gpu-0-mig-1g10gb-19-6"}}}}}}
+		return map[types.NamespacedName]*resourceapi.ResourceClaim{{Namespace: "ml", Name: c.Name}: c}
+	}
 	const one, implicit = corev1.ResourceName("nvidia.com/mig-1g.10gb"), corev1.ResourceName("deviceclass.resource.kubernetes.io/mig.miglayout.io")
 	tests := map[string]struct {
 		pod    corev1.Pod
@@ -87,6 +97,18 @@ func TestPendingPodsExtendedResources(t *testing.T) {
 			pod: binding("f"), claims: made,
 			want: map[string][]req{},
 		},
+		// kube-scheduler's PreBind makes the claim, allocates it, then
+		// names it in the pod's status: in between, the claim is found
+		// as kube-scheduler finds it, by annotation and controlling pod.
+		"the scheduler made and allocated its claim, not named in the status yet": {
+			pod: extPod("h", nil, map[string]int64{"nvidia.com/mig-1g.10gb": 1}), claims: madeFor("h", "h-uid"),
+			want: map[string][]req{},
+		},
+		"a claim made for another pod of the name (deleted and made again)": {
+			pod: extPod("i", nil, map[string]int64{"nvidia.com/mig-1g.10gb": 1}), claims: madeFor("i", "old-uid"),
+			want:      map[string][]req{"ml/i": {{"mig-1g.10gb", 1}}},
+			wantNames: []corev1.ResourceName{one},
+		},
 		// The scheduler writes the status before the binding completes
 		// and leaves it when the binding fails and it deletes its claim
 		// (a device refused as draining, a binding timeout).
@@ -99,7 +121,7 @@ func TestPendingPodsExtendedResources(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got := map[string][]req{}
-			for _, p := range pendingPods([]corev1.Pod{tc.pod}, tc.claims, extendedResourceClasses(classes), nil) {
+			for _, p := range pendingPods([]corev1.Pod{tc.pod}, tc.claims, newExtendedResources(classes, tc.claims), nil) {
 				var rs []req
 				for _, c := range p.Claims {
 					for _, r := range c.Spec.Devices.Requests {
