@@ -40,7 +40,24 @@ func schedulerLess(a, b Pod) int {
 // on another GPU (the 1g of whichever model: a smaller 1g made for another
 // pod on the other GPU comes first in publication order).
 func (p *planner) needsReplay(n *nodeState, key string) bool {
-	return len(n.gpuKinds) > 1 || !p.exact(key) || slices.ContainsFunc(n.planned, func(k string) bool { return !p.exact(k) })
+	return len(n.gpuKinds) > 1 || !p.exact(key) || len(n.waiting) > 0 || slices.ContainsFunc(n.planned, func(k string) bool { return !p.exact(k) })
+}
+
+// addWaiting records that the plan leaves pod waiting though kube-scheduler
+// may allocate claims (those of pod not allocated with another pod's) on
+// the node: an All-mode pod whose nodes each serve another pod
+// (WaitsForAllModeNode), or a non-All-mode one whose nodes an All-mode pod
+// has; a pod whose claims shared with a pod served on the node are
+// allocated with that pod's (WaitsForSharedClaim), with its other claims.
+// kube-scheduler tries every pending pod in its order, so such a pod, taken
+// before a pod the plan serves there, may get the devices made for it
+// (nodeAgrees). A pod with no claim left to allocate takes nothing.
+func (n *nodeState) addWaiting(pod Pod, claims []*resourceapi.ResourceClaim) {
+	if len(claims) == 0 {
+		return
+	}
+	pod.Claims = claims
+	n.waiting = append(n.waiting, pod)
 }
 
 // exact reports whether the pod key's one device can be of one profile
@@ -69,13 +86,31 @@ func (p *planner) exact(key string) bool {
 // first (a claim open to several sizes takes a smaller one made later for
 // another pod, a prioritized list its first choice made later for
 // another), and the plan would promise what the scheduler does not give.
+// The pods the plan leaves waiting that kube-scheduler may allocate on the
+// node (n.waiting) are taken in their turn too: each one allocated takes
+// its devices, one that cannot be waits.
 func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map[*gpuState]mig.Layout) (bool, error) {
 	pods := []Pod{pod}
 	for _, k := range n.planned {
 		pods = append(pods, p.podOf[k])
 	}
+	served := len(pods)
+	waiting := sets.New[string]()
+	for _, w := range n.waiting {
+		if k := podKey(w.Pod); k != podKey(pod.Pod) && !slices.Contains(n.planned, k) {
+			pods = append(pods, w)
+			waiting.Insert(k)
+		}
+	}
 	slices.SortStableFunc(pods, schedulerLess)
-	if agrees, ok := p.countsAgree(n, pods, alt); ok {
+	if len(pods) > served {
+		// Waiting pods after the last served one take nothing from it.
+		end := len(pods)
+		for end > 0 && waiting.Has(podKey(pods[end-1].Pod)) {
+			end--
+		}
+		pods = pods[:end]
+	} else if agrees, ok := p.countsAgree(n, pods, alt); ok {
 		return agrees, nil
 	}
 	planned := p.otherPlanned.clone()
@@ -109,8 +144,14 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 	for _, q := range pods {
 		res, admin, rest, err := p.match.allocate(ctx, n.n.Node, devices, taken, q.Claims,
 			&others{slices: n.n.OtherSlices, held: p.otherHeld, planned: planned})
-		if err != nil || res == nil {
+		if err != nil {
 			return false, err
+		}
+		if res == nil {
+			if waiting.Has(podKey(q.Pod)) {
+				continue
+			}
+			return false, nil
 		}
 		for _, name := range res {
 			if !admin.Has(name) {

@@ -129,7 +129,7 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 			}
 			c := cands[i]
 			cands = slices.Delete(cands, i, i+1)
-			if len(c.g.node.planned) > 0 && p.needsReplay(c.g.node, key) {
+			if (len(c.g.node.planned) > 0 || len(c.g.node.waiting) > 0) && p.needsReplay(c.g.node, key) {
 				agrees, err := p.agreesWith(ctx, pod, c.g, c.add)
 				if err != nil {
 					return nil, fmt.Errorf("planning pod %s: %w", key, err)

@@ -576,6 +576,13 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 			}
 		default:
 			p.result.Unservable[key] = WaitsForSharedClaim
+			// Once the host's allocation lands, kube-scheduler
+			// allocates the pod's other claims on that node.
+			n := p.nodes[slices.IndexFunc(p.nodes, on)]
+			n.addWaiting(pod, slices.DeleteFunc(slices.Clone(pod.Claims), func(c *resourceapi.ResourceClaim) bool {
+				_, shared := p.claimsServed[claimKey(c)]
+				return shared
+			}))
 		}
 		if _, unserved := p.result.Unservable[key]; unserved {
 			p.keepNominatedRoom(pod)
@@ -697,6 +704,9 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 		if open := slices.DeleteFunc(slices.Clone(feasibleNodes), func(n *nodeState) bool { return !n.opensToAll(all) }); len(open) < len(feasibleNodes) {
 			if len(open) == 0 {
 				p.result.Unservable[key] = WaitsForAllModeNode
+				for _, n := range feasibleNodes {
+					n.addWaiting(pod, pod.Claims)
+				}
 				return nil
 			}
 			feasibleNodes = open

@@ -203,6 +203,11 @@ type nodeState struct {
 	// planned are the pods (keys) this plan serves on the node, for
 	// nodeAgrees.
 	planned []string
+	// waiting are the pods this plan leaves waiting that kube-scheduler
+	// may still allocate on the node, ahead of pods the plan serves there
+	// (nodeAgrees replays them; addWaiting): with the claims it would
+	// allocate for them.
+	waiting []Pod
 }
 
 // opensTo reports whether the plan may serve pod on the node: not one that
@@ -243,6 +248,9 @@ func (n *nodeState) stateKey() string {
 	fmt.Fprintf(&b, "|%d/%d", n.touched, n.maxGPUs)
 	if n.group != nil {
 		fmt.Fprintf(&b, "|g%d/%d", n.group.touched, n.group.max)
+	}
+	for _, w := range n.waiting {
+		fmt.Fprintf(&b, "|w%s", podKey(w.Pod))
 	}
 	for _, g := range n.gpus {
 		b.WriteString("\x00")
