@@ -94,6 +94,12 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 	for _, k := range n.planned {
 		pods = append(pods, p.podOf[k])
 	}
+	if slices.ContainsFunc(pods, asksAll) && n.pinsUncatalogued() {
+		// The node publishes the device as the agent read it from NVML,
+		// which the planner has no attributes of: a request for every
+		// matching device may match it, allocated, and then fails.
+		return false, nil
+	}
 	served := len(pods)
 	waiting := sets.New[string]()
 	for _, w := range n.waiting {

@@ -1,0 +1,90 @@
+package planner
+
+import (
+	"context"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
+
+	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
+)
+
+// TestAllModeBesideUncataloguedDevice: a GPU holds a MIG device of a
+// profile the catalog lacks (1g.10gb-me, made out of band), which the
+// agent publishes like any other, from what NVML reports. A pod asks for
+// every MIG device of a node (allocation mode All). Where that device is
+// allocated, kube-scheduler's allocator finds it among the matching
+// devices and cannot allocate the claim on the node, so the plan must not
+// serve the pod there; where it is free, the claim gets it too. Either
+// way, what the plan serves the allocator allocates on the devices the
+// node publishes once the plan has landed.
+func TestAllModeBesideUncataloguedDevice(t *testing.T) {
+	tests := map[string]struct {
+		pinned    string
+		wantServe bool
+	}{
+		"allocated": {pinned: "1g.10gb-me@6"},
+		"free":      {wantServe: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := node("n1").gpu("A100-SXM4-80GB", "1g.10gb-me@6", tc.pinned).gpu("A100-SXM4-80GB", "", "").build()
+			snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, Now: t0,
+				Nodes: []Node{n}, Pending: []Pod{pod("all", 1).claim("", 0).allDevices().build()}}
+			res, err := Plan(context.Background(), snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := servedNodes(res)["default/all"] == "n1"
+			if served != tc.wantServe {
+				t.Errorf("plan serves default/all on n1: %v, want %v (unservable %v)", served, tc.wantServe, res.Unservable)
+			}
+			if !served {
+				return
+			}
+			// What the node publishes once the plan has landed: the
+			// planned devices, and the uncatalogued one as the agent
+			// publishes it.
+			var devs []resourceapi.Device
+			allocated := sets.New[structured.DeviceID]()
+			for gi, g := range n.GPUs {
+				layout := g.Layout
+				for _, c := range res.Changes {
+					if c.GPU == gi {
+						layout = c.To
+					}
+				}
+				for _, d := range layout {
+					if dev, err := migslices.PlannedMIGDevice(g.Info, d); err == nil {
+						devs = append(devs, dev)
+						continue
+					}
+					dev := migslices.MIGDevice(g.Info, gpu.MIGDevice{GPUIndex: g.Info.Index, Profile: d.Profile, ProfileID: 20,
+						Placement: mig.Placement{Start: d.Start, Size: 1}, UUID: "MIG-out-of-band", MemoryMiB: 9856, Multiprocessors: 14})
+					devs = append(devs, dev)
+					if g.Pinned.Contains(d) {
+						allocated.Insert(structured.MakeDeviceID(driver, "n1", dev.Name))
+					}
+				}
+			}
+			pool := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: resourceapi.ResourceSliceSpec{
+				Driver: driver, NodeName: ptr.To("n1"), Pool: resourceapi.ResourcePool{Name: "n1", Generation: 1, ResourceSliceCount: 1}, Devices: devs}}
+			alloc, err := structured.NewAllocator(context.Background(), schedulerFeatures, structured.AllocatedState{AllocatedDevices: allocated},
+				classLister{migClass().Name: migClass()}, []*resourceapi.ResourceSlice{pool}, cel.NewCache(10, cel.Features{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := alloc.Allocate(context.Background(), n.Node, []*resourceapi.ResourceClaim{snap.Pending[0].Claims[0].DeepCopy()})
+			if err != nil || out == nil {
+				t.Errorf("the plan serves default/all on n1 (changes %+v), but kube-scheduler's allocator does not allocate its claim there: %v", toTrace(res).Changes, err)
+			}
+		})
+	}
+}
