@@ -230,10 +230,18 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 	// A node held back by maxNodesChanging keeps the spec it has (its
 	// owner may change) and is judged against the one it waits for.
 	var waitsFor *v1alpha1.NodeMigLayout
-	if judged := startedOnly(ml, existing); !gate.admit(judged, desired) {
+	judged := startedOnly(ml, existing)
+	if gate != nil && gate.overBound[node] {
+		judged = begunOnly(judged)
+	}
+	if !gate.admit(judged, desired) {
 		waitsFor = next.DeepCopy()
 		next.Spec.GPUs = judged.Spec.GPUs
-		if adopting && stillHolds == nil {
+		if gate.overBound[node] && stillHolds == nil {
+			stillHolds = func(live *v1alpha1.NodeMigLayout) bool {
+				return equality.Semantic.DeepEqual(dropUnstarted(live, dropForBound), judged.Spec.GPUs)
+			}
+		} else if adopting && stillHolds == nil {
 			// The previous owner's changes not started are dropped,
 			// only while the live status gives the same.
 			stillHolds = func(live *v1alpha1.NodeMigLayout) bool {

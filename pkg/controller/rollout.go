@@ -10,7 +10,12 @@ import (
 // rolloutGate bounds how many nodes of a Static MigLayout change at once
 // (spec.maxNodesChanging): a node that holds its layout gets a new one only
 // while fewer than max nodes have not reached theirs. Nodes are taken in
-// the order syncNodes visits them (node name order).
+// the order syncNodes visits them (node name order). A node whose change
+// its agent has begun always counts; one whose changes are all still
+// unstarted (Ready or Draining on what it holds) counts only within the
+// bound, in name order, and beyond it is held on what it holds (overBound):
+// the bound set or lowered mid-rollout, or a held node's spec edited by
+// hand, starts no more nodes than it allows.
 type rolloutGate struct {
 	max int
 	// changing counts the nodes that have not reached their layout, and
@@ -30,6 +35,11 @@ type rolloutGate struct {
 	unseen map[string]bool
 	// taken are the nodes admit gave a slot this pass (release).
 	taken map[string]bool
+	// overBound are the nodes whose spec holds only changes their agent
+	// has not started, beyond the bound (it was set or lowered, or a spec
+	// edited by hand): they are held on what they hold, their unstarted
+	// changes dropped (begunOnly).
+	overBound map[string]bool
 }
 
 // newRolloutGate is the gate of ml, nil where nothing bounds the rollout
@@ -42,12 +52,24 @@ func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout, uns
 	if ml.Spec.Mode == v1alpha1.ModeAuto || ml.Spec.MaxNodesChanging == nil || ml.Spec.Paused {
 		return nil
 	}
-	g := &rolloutGate{max: int(*ml.Spec.MaxNodesChanging), held: map[string]bool{}, unseen: unseen, taken: map[string]bool{}}
+	g := &rolloutGate{max: int(*ml.Spec.MaxNodesChanging), held: map[string]bool{}, unseen: unseen, taken: map[string]bool{}, overBound: map[string]bool{}}
+	var unstarted []*v1alpha1.NodeMigLayout
 	for _, nml := range nodes {
-		if changing(startedOnly(ml, nml)) || unseen[nml.Name] {
+		switch {
+		case unseen[nml.Name] || !onlyUnstarted(startedOnly(ml, nml)):
 			g.changing++
 			g.slots = append(g.slots, slotName(nml))
+		case changing(startedOnly(ml, nml)):
+			unstarted = append(unstarted, nml)
 		}
+	}
+	for _, nml := range unstarted {
+		if g.changing < g.max {
+			g.changing++
+			g.slots = append(g.slots, slotName(nml))
+			continue
+		}
+		g.overBound[nml.Name] = true
 	}
 	return g
 }
@@ -127,6 +149,15 @@ func hardwareGone(g v1alpha1.GPUStatus) bool {
 // write is not in the cache yet), or while
 // the bound is not reached (it then counts); else the node is held.
 func (g *rolloutGate) admit(existing *v1alpha1.NodeMigLayout, gpus []v1alpha1.GPUSpec) bool {
+	if g != nil && g.overBound[existing.Name] {
+		// Its changes not started are dropped (existing is judged so):
+		// held, unless the rules ask for what it holds.
+		if sameLayouts(existing.Spec.GPUs, gpus) {
+			return true
+		}
+		g.held[existing.Name] = true
+		return false
+	}
 	if g == nil || sameLayouts(existing.Spec.GPUs, gpus) || changing(existing) || g.unseen[existing.Name] {
 		return true
 	}
@@ -245,6 +276,59 @@ func sameLayouts(a, b []v1alpha1.GPUSpec) bool {
 			return false
 		}
 		if a[i].UUID != "" && b[i].UUID != "" && a[i].UUID != b[i].UUID {
+			return false
+		}
+	}
+	return true
+}
+
+// begunOnly is nml with the changes its agent has not started dropped
+// (dropUnstarted), each entry's reason saying so.
+func begunOnly(nml *v1alpha1.NodeMigLayout) *v1alpha1.NodeMigLayout {
+	if nml == nil {
+		return nil
+	}
+	out := nml.DeepCopy()
+	out.Spec.GPUs = dropUnstarted(nml, dropForBound)
+	return out
+}
+
+// dropForBound is the reason prefix of an entry whose change begunOnly
+// dropped.
+const dropForBound = "beyond spec.maxNodesChanging"
+
+// onlyUnstarted reports whether every change nml holds is one its agent
+// has not started (dropUnstarted drops it all): each GPU the spec lists is
+// Ready or Draining and holds its entry once dropped, and no GPU the spec
+// dropped is still repartitioning. A GPU not reported, or reported in
+// another phase (Pending, Repartitioning, Blocked, Failed), may have begun;
+// a GPU whose hardware is gone, or whose entry is for another GPU (NVML
+// numbered them anew), has no change under way.
+func onlyUnstarted(nml *v1alpha1.NodeMigLayout) bool {
+	if nml == nil {
+		return true
+	}
+	for _, g := range nml.Status.GPUs {
+		if stoppingChange(nml, g) && g.Phase != v1alpha1.PhaseDraining {
+			return false
+		}
+	}
+	dropped := begunOnly(nml)
+	for k, sp := range dropped.Spec.GPUs {
+		if orig := nml.Spec.GPUs[k]; slices.ContainsFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool {
+			return g.Index == orig.Index && (forAnotherGPU(orig, g) || g.Reason == v1alpha1.ReasonSpecForAnotherGPU)
+		}) {
+			continue
+		}
+		i := slices.IndexFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool { return g.Index == sp.Index })
+		if i < 0 {
+			return false
+		}
+		g := nml.Status.GPUs[i]
+		if hardwareGone(g) || forAnotherGPU(sp, g) {
+			continue
+		}
+		if (g.Phase != v1alpha1.PhaseReady && g.Phase != v1alpha1.PhaseDraining) || !holds(sp, g) {
 			return false
 		}
 	}
