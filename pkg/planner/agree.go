@@ -3,6 +3,7 @@ package planner
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -43,21 +44,40 @@ func (p *planner) needsReplay(n *nodeState, key string) bool {
 	return len(n.gpuKinds) > 1 || !p.exact(key) || len(n.waiting) > 0 || slices.ContainsFunc(n.planned, func(k string) bool { return !p.exact(k) })
 }
 
-// addWaiting records that the plan leaves pod waiting though kube-scheduler
-// may allocate claims (those of pod not allocated with another pod's) on
-// the node: an All-mode pod whose nodes each serve another pod
-// (WaitsForAllModeNode), or a non-All-mode one whose nodes an All-mode pod
-// has; a pod whose claims shared with a pod served on the node are
-// allocated with that pod's (WaitsForSharedClaim), with its other claims.
-// kube-scheduler tries every pending pod in its order, so such a pod, taken
-// before a pod the plan serves there, may get the devices made for it
-// (nodeAgrees). A pod with no claim left to allocate takes nothing.
-func (n *nodeState) addWaiting(pod Pod, claims []*resourceapi.ResourceClaim) {
+// waiter is a pod the plan leaves waiting that kube-scheduler may still
+// allocate on a node (nodeState.waiting): with the claims it would
+// allocate there, and what they ask (their specs, as JSON), which tells
+// waiters that ask the same.
+type waiter struct {
+	pod  Pod
+	asks string
+}
+
+// newWaiter is the waiter of pod that would allocate claims (those of pod
+// not allocated with another pod's); ok is false where there are none: the
+// pod takes nothing. Such a pod is one the plan leaves waiting though
+// kube-scheduler may allocate it: an All-mode pod whose nodes each serve
+// another pod (WaitsForAllModeNode), or a non-All-mode one whose nodes an
+// All-mode pod has; a pod whose claims shared with a pod served on a node
+// are allocated with that pod's (WaitsForSharedClaim), with its other
+// claims. kube-scheduler tries every pending pod in its order, so such a
+// pod, taken before a pod the plan serves there, may get the devices made
+// for it (nodeAgrees).
+func newWaiter(pod Pod, claims []*resourceapi.ResourceClaim) (waiter, bool) {
 	if len(claims) == 0 {
-		return
+		return waiter{}, false
+	}
+	specs := make([]resourceapi.ResourceClaimSpec, len(claims))
+	for i, c := range claims {
+		specs[i] = c.Spec
+	}
+	asks, err := json.Marshal(specs)
+	if err != nil {
+		// Told apart from every other waiter.
+		asks = []byte(podKey(pod.Pod))
 	}
 	pod.Claims = claims
-	n.waiting = append(n.waiting, pod)
+	return waiter{pod: pod, asks: string(asks)}, true
 }
 
 // exact reports whether the pod key's one device can be of one profile
@@ -102,10 +122,12 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 	}
 	served := len(pods)
 	waiting := sets.New[string]()
+	asks := map[string]string{} // by waiting pod
 	for _, w := range n.waiting {
-		if k := podKey(w.Pod); k != podKey(pod.Pod) && !slices.Contains(n.planned, k) {
-			pods = append(pods, w)
+		if k := podKey(w.pod.Pod); k != podKey(pod.Pod) && !slices.Contains(n.planned, k) {
+			pods = append(pods, w.pod)
 			waiting.Insert(k)
+			asks[k] = w.asks
 		}
 	}
 	slices.SortStableFunc(pods, schedulerLess)
@@ -147,14 +169,22 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 		}
 	}
 	migslices.SortDevices(devices, roomLost)
+	// What waiting pods not allocated ask: one that asks the same fails
+	// again, as what is taken only grows.
+	failed := sets.New[string]()
 	for _, q := range pods {
+		waits := waiting.Has(podKey(q.Pod))
+		if waits && failed.Has(asks[podKey(q.Pod)]) {
+			continue
+		}
 		res, admin, rest, err := p.match.allocate(ctx, n.n.Node, devices, taken, q.Claims,
 			&others{slices: n.n.OtherSlices, held: p.otherHeld, planned: planned})
 		if err != nil {
 			return false, err
 		}
 		if res == nil {
-			if waiting.Has(podKey(q.Pod)) {
+			if waits {
+				failed.Insert(asks[podKey(q.Pod)])
 				continue
 			}
 			return false, nil

@@ -45,3 +45,36 @@ func TestAdminAccessAllModeLeavesItsNodeToOthers(t *testing.T) {
 		})
 	}
 }
+
+// TestAdminAccessAllModeBesideAllModePod: an admin-access monitor that asks
+// for every device uses none up, so kube-scheduler allocates an All-mode
+// pod beside it (its allocated devices leave admin-access results out), in
+// either order: the plan serves both, neither waiting for the other's node.
+func TestAdminAccessAllModeBesideAllModePod(t *testing.T) {
+	for name, pending := range map[string][]Pod{
+		"monitor older": {
+			pod("monitor", 10).claim(profileIs("1g.10gb"), 0).allDevices().adminAccess().build(),
+			pod("all", 5).claim(profileIs("1g.10gb"), 0).allDevices().build(),
+		},
+		"monitor younger": {
+			pod("monitor", 1).claim(profileIs("1g.10gb"), 0).allDevices().adminAccess().build(),
+			pod("all", 5).claim(profileIs("1g.10gb"), 0).allDevices().build(),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, Now: t0,
+				Nodes:   []Node{node("n1").gpu("A100-SXM4-80GB", "1g.10gb@0,1g.10gb@1", "").build()},
+				Pending: pending}
+			res, err := Plan(context.Background(), snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if failed := replayPending(t, snap, res, false, true); len(failed) > 0 {
+				t.Errorf("kube-scheduler does not allocate %v", failed)
+			}
+			if diff := cmp.Diff([]string{"default/all", "default/monitor"}, sets.List(sets.New(servedPods(res)...))); diff != "" {
+				t.Errorf("served (-want +got):\n%s\nunservable: %v", diff, res.Unservable)
+			}
+		})
+	}
+}

@@ -129,6 +129,27 @@ func BenchmarkPlanLostZone(b *testing.B) {
 }
 
 // benchPlan measures full plans of snap.
+// BenchmarkPlanManyWaiters: 200 All-mode pods wait on each of 20 nodes
+// (each serves a 4g.40gb pod), and 60 younger pods of one small device
+// each are planned, every candidate node's scheduler replay taking the
+// waiting pods in their turn (nodeAgrees; those that ask alike are
+// allocated once per replay).
+func BenchmarkPlanManyWaiters(b *testing.B) {
+	var snap Snapshot
+	snap.Driver, snap.Classes, snap.Now = driver, []*resourceapi.DeviceClass{migClass()}, t0
+	for i := range 20 {
+		snap.Nodes = append(snap.Nodes, node(fmt.Sprintf("n%02d", i)).gpu("A100-SXM4-80GB", "", "").build())
+		snap.Pending = append(snap.Pending, pod(fmt.Sprintf("big%02d", i), 100).priority(10).claim(profileIs("4g.40gb"), 1).build())
+	}
+	for i := range 200 {
+		snap.Pending = append(snap.Pending, pod(fmt.Sprintf("all%03d", i), 50).priority(5).claim(profileIs("1g.10gb"), 0).allDevices().build())
+	}
+	for i := range 60 {
+		snap.Pending = append(snap.Pending, pod(fmt.Sprintf("s%03d", i), 1).priority(1).claim(profileIs("1g.10gb")+" || "+profileIs("2g.20gb"), 1).build())
+	}
+	benchPlan(b, snap)
+}
+
 func benchPlan(b *testing.B, snap Snapshot) {
 	b.ReportAllocs()
 	for b.Loop() {

@@ -123,6 +123,22 @@ func asksAll(p Pod) bool {
 	return false
 }
 
+// adminOnly reports whether every request of the pod's claims not
+// allocated yet has admin access (subrequests of a prioritized list have
+// none): the pod uses no device up. False for a pod without such a claim.
+func adminOnly(p Pod) bool {
+	found := false
+	for _, c := range p.Claims {
+		for _, r := range c.Spec.Devices.Requests {
+			if r.Exactly == nil || !ptr.Deref(r.Exactly.AdminAccess, false) {
+				return false
+			}
+			found = true
+		}
+	}
+	return found
+}
+
 // perDevice returns a claim for one device of request r of claim c (no
 // constraints, exact count 1, for every subrequest of a prioritized list
 // too; c itself when it is that already) and how many devices r asks for

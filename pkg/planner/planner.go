@@ -578,11 +578,13 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 			p.result.Unservable[key] = WaitsForSharedClaim
 			// Once the host's allocation lands, kube-scheduler
 			// allocates the pod's other claims on that node.
-			n := p.nodes[slices.IndexFunc(p.nodes, on)]
-			n.addWaiting(pod, slices.DeleteFunc(slices.Clone(pod.Claims), func(c *resourceapi.ResourceClaim) bool {
+			if w, ok := newWaiter(pod, slices.DeleteFunc(slices.Clone(pod.Claims), func(c *resourceapi.ResourceClaim) bool {
 				_, shared := p.claimsServed[claimKey(c)]
 				return shared
-			}))
+			})); ok {
+				n := p.nodes[slices.IndexFunc(p.nodes, on)]
+				n.waiting = append(n.waiting, w)
+			}
 		}
 		if _, unserved := p.result.Unservable[key]; unserved {
 			p.keepNominatedRoom(pod)
@@ -700,12 +702,14 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 	}
 	// Nodes an All-mode pod has, and for such a pod the nodes others
 	// use, are left out (looked for only where there may be some).
-	if all := asksAll(pod); all || p.allOwned > 0 {
+	if all := asksAll(pod); !adminOnly(pod) && (all || p.allOwned > 0) {
 		if open := slices.DeleteFunc(slices.Clone(feasibleNodes), func(n *nodeState) bool { return !n.opensToAll(all) }); len(open) < len(feasibleNodes) {
 			if len(open) == 0 {
 				p.result.Unservable[key] = WaitsForAllModeNode
-				for _, n := range feasibleNodes {
-					n.addWaiting(pod, pod.Claims)
+				if w, ok := newWaiter(pod, pod.Claims); ok {
+					for _, n := range feasibleNodes {
+						n.waiting = append(n.waiting, w)
+					}
 				}
 				return nil
 			}

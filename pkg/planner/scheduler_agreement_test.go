@@ -56,7 +56,7 @@ func schedulerReplay(t *testing.T, snap Snapshot, res Result, newestFirst bool) 
 
 // replayPending is schedulerReplay; with unserved set, the pending pods the
 // plan does not serve are taken too, in their turn, each on the first node
-// (by name) where the allocator gives it devices, as kube-scheduler tries
+// (by name) it may run on where the allocator gives it devices, as kube-scheduler tries
 // every pending pod whatever a plan says of it.
 func replayPending(t *testing.T, snap Snapshot, res Result, newestFirst, unserved bool) []string {
 	t.Helper()
@@ -147,6 +147,9 @@ func replayPending(t *testing.T, snap Snapshot, res Result, newestFirst, unserve
 			}
 		} else {
 			for _, name := range names {
+				if !feasible(p.Pod, nodes[name].Node) {
+					continue // node selector, affinity, taints
+				}
 				if out = allocate(name); out != nil {
 					break
 				}

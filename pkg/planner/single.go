@@ -193,9 +193,22 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 			}
 			if !agrees {
 				refused[refusal{c.cls, c.g.node}] = true
-				if c.cls != nil && tries[c.cls] < sameWayNodes {
-					tries[c.cls]++
-					if g := p.nextInClass(c.cls, c.g, c.add != nil, func(n *nodeState) bool { return ok(n) && !refused[refusal{c.cls, n}] }); g != nil {
+				if c.cls != nil {
+					usable := func(n *nodeState) bool { return ok(n) && !refused[refusal{c.cls, n}] }
+					var g *gpuState
+					if len(c.g.node.waiting) > 0 {
+						// The refusal may come from pods waiting on
+						// that node (nodeState.waiting), which other
+						// nodes of the class lack: the class's next
+						// GPU on a node without any is tried, not
+						// counted.
+						g = p.nextInClass(c.cls, c.g, c.add != nil, func(n *nodeState) bool { return usable(n) && len(n.waiting) == 0 })
+					}
+					if g == nil && tries[c.cls] < sameWayNodes {
+						tries[c.cls]++
+						g = p.nextInClass(c.cls, c.g, c.add != nil, usable)
+					}
+					if g != nil {
 						next := *c
 						next.g = g
 						cands = append(cands, next)

@@ -213,16 +213,16 @@ type nodeState struct {
 	planned []string
 	// waiting are the pods this plan leaves waiting that kube-scheduler
 	// may still allocate on the node, ahead of pods the plan serves there
-	// (nodeAgrees replays them; addWaiting): with the claims it would
-	// allocate for them.
-	waiting []Pod
+	// (nodeAgrees replays them; newWaiter).
+	waiting []waiter
 }
 
 // opensTo reports whether the plan may serve pod on the node: not one that
 // serves an All-mode pod already, and for an All-mode pod not one that
-// serves another pod already.
+// serves another pod already. A pod whose every request has admin access
+// (adminOnly) goes anywhere: it uses no device up.
 func (n *nodeState) opensTo(pod Pod) bool {
-	return n.opensToAll(asksAll(pod))
+	return adminOnly(pod) || n.opensToAll(asksAll(pod))
 }
 
 // opensToAll is opensTo for a pod that asks for every matching device
@@ -235,8 +235,14 @@ func (n *nodeState) opensToAll(all bool) bool {
 }
 
 // served counts pod as served on the node; it reports whether the pod
-// asks for every matching device, so that the node is now its alone.
+// asks for every matching device, so that the node is now its alone. A pod
+// whose every request has admin access (adminOnly) is not counted: the
+// scheduler's allocator counts admin-access devices as held by no one, so
+// an All-mode pod is allocated beside it, in either order.
 func (n *nodeState) served(pod Pod) bool {
+	if adminOnly(pod) {
+		return false
+	}
 	n.servedHere++
 	if asksAll(pod) {
 		n.allOwner = podKey(pod.Pod)
@@ -258,7 +264,7 @@ func (n *nodeState) stateKey() string {
 		fmt.Fprintf(&b, "|g%d/%d", n.group.touched, n.group.max)
 	}
 	for _, w := range n.waiting {
-		fmt.Fprintf(&b, "|w%s", podKey(w.Pod))
+		fmt.Fprintf(&b, "|w%s", podKey(w.pod.Pod))
 	}
 	for _, g := range n.gpus {
 		b.WriteString("\x00")

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -80,6 +81,44 @@ func TestWaitingPodsTakeNothingAfterTheirTurn(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"default/big", "default/small"}, sets.List(sets.New(servedPods(res)...))); diff != "" {
 		t.Errorf("served (-want +got):\n%s\nunservable %v", diff, res.Unservable)
+	}
+	if failed := replayPending(t, snap, res, false, true); len(failed) > 0 {
+		t.Errorf("kube-scheduler does not allocate %v", failed)
+	}
+}
+
+// TestWaiterOnManyNodesLeavesOtherNodes: an All-mode pod that may run on
+// ten nodes (w=yes) waits on each (every one serves a 4g.40gb pod), and
+// there takes the 1g.10gb a younger pod would be given. The younger pod,
+// which may run anywhere, is served on a node where the All-mode pod may
+// not run: a refusal on a node with waiting pods says nothing of the
+// class's nodes without any, so it does not count toward the few nodes a
+// refused way is tried on.
+func TestWaiterOnManyNodesLeavesOtherNodes(t *testing.T) {
+	var nodes []Node
+	var pending []Pod
+	for i := range 12 {
+		w := "yes"
+		if i >= 10 {
+			w = "no"
+		}
+		name := fmt.Sprintf("n%02d", i)
+		nodes = append(nodes, node(name).label("w", w).gpu("A100-SXM4-80GB", "", "").build())
+		pending = append(pending, pod("big"+name, 100).priority(10).nodeSelector("kubernetes.io/hostname", name).claim(profileIs("4g.40gb"), 1).build())
+	}
+	pending = append(pending,
+		pod("all", 50).priority(5).nodeSelector("w", "yes").claim(profileIs("1g.10gb"), 0).allDevices().build(),
+		pod("small", 1).priority(1).claim(profileIs("1g.10gb"), 1).build())
+	snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, Now: t0, Nodes: nodes, Pending: pending}
+	res, err := Plan(context.Background(), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Unservable["default/all"]; got != WaitsForAllModeNode {
+		t.Fatalf("default/all unservable %q, want %q", got, WaitsForAllModeNode)
+	}
+	if n := servedNodes(res)["default/small"]; n != "n10" && n != "n11" {
+		t.Errorf("default/small served on %q (unservable %q); want n10 or n11, where the All-mode pod may not run", n, res.Unservable["default/small"])
 	}
 	if failed := replayPending(t, snap, res, false, true); len(failed) > 0 {
 		t.Errorf("kube-scheduler does not allocate %v", failed)
