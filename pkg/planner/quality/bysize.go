@@ -15,7 +15,9 @@ import (
 // GPU, exponential holds, a claim that does not fit lost at once, instant
 // service), the share of large claims (3g and up) served by first-fit in
 // device-name order, best fit (least room for large profiles lost), the
-// optimal policy that never moves a device, and free migration.
+// optimal policy that never moves a device and serves a claim whenever a
+// placement exists ((e); one that may turn claims away, (e′), is not
+// solved here and can serve more large claims), and free migration.
 type SizeRow struct {
 	Mix      string
 	GPUs     int
@@ -78,7 +80,7 @@ func BoundsBySize(cfg Config, gpus []int, paths int) ([]SizeRow, error) {
 // FormatBoundsBySize prints rows as a table.
 func FormatBoundsBySize(rows []SizeRow) string {
 	var b strings.Builder
-	b.WriteString("Bounds by cluster size (exact optimum of the loss model: Poisson arrivals, 12 per GPU, claims lost when they do not fit at once, instant service; the others simulated):\n")
+	b.WriteString("Bounds by cluster size (exact optimum of the loss model among policies that serve whenever a placement exists, (e): Poisson arrivals, 12 per GPU, claims lost when they do not fit at once, instant service; the others simulated):\n")
 	fmt.Fprintf(&b, "  %12s %5s %9s %9s %9s %9s %9s  %26s  %28s\n", "mix", "GPUs", "arrivals", "(a) ff", "bestfit", "optimum", "(d) mig", "optimum closes of (a)→(d)", "bestfit closes of (a)→opt")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "  %12s %5d %9d %8.1f%% %8.1f%% %8.1f%% %8.1f%%  %25.1f%%  %27.1f%%\n", r.Mix, r.GPUs, r.Arrivals,

@@ -29,7 +29,8 @@ type Scenario struct {
 	Seeds int
 	// Models to run: "loss", "queue".
 	Models []string
-	// Exact runs strategy (e) and the clairvoyant search (loss model only);
+	// Exact runs strategies (e) and (e′) and the clairvoyant search (loss
+	// model only);
 	// each is reported "n/a" where it exceeds its budget
 	// (Config.ExactValues, Config.ExactStates).
 	Exact bool
@@ -66,6 +67,9 @@ type Config struct {
 	// ExactValues bounds the value table of strategy (e) (cluster states ×
 	// (arrivals + 1)); above it the scenario is reported "n/a".
 	ExactValues int
+	// AdmissionRewards are the rewards per claim served strategy (e′) is
+	// solved for (nil: DefaultAdmissionRewards).
+	AdmissionRewards []float64
 	// ExactStates bounds the clairvoyant search's memo: a search that has
 	// stored that many states' values gives up (states still being searched
 	// may add up to one per event of the trace), and the instance is
@@ -103,6 +107,12 @@ const (
 	Migrate   = "migrate"
 	// Exact is strategy (e): the optimal online policy, solved exactly.
 	Exact = "exact"
+	// ExactAdmission is strategy (e′): the optimal online policy that may
+	// also turn claims away (admission control), solved exactly for each
+	// reward per claim of Config.AdmissionRewards; the report keeps the
+	// reward whose policy serves the most large claims while serving at
+	// least (a)'s share overall.
+	ExactAdmission = "exact-admission"
 	// Clairvoyant is the exact search that knows the trace: a relaxation
 	// of (e) no policy can reach.
 	Clairvoyant = "clairvoyant"
@@ -111,11 +121,17 @@ const (
 )
 
 // AllStrategies in table order.
-var AllStrategies = []string{Miglayout, FirstFit, Nos, Static, Migrate, Exact, Clairvoyant, BestFit, Largest}
+var AllStrategies = []string{Miglayout, FirstFit, Nos, Static, Migrate, Exact, ExactAdmission, Clairvoyant, BestFit, Largest}
 
 // Labels are the letters for the strategies.
 var Labels = map[string]string{Miglayout: "miglayout", FirstFit: "(a) firstfit", Nos: "(b) nos", Static: "(c) static*",
-	Migrate: "(d) migrate†", Exact: "(e) exact§", Clairvoyant: "clairvoyant‡", BestFit: "bestfit", Largest: "largestrange"}
+	Migrate: "(d) migrate†", Exact: "(e) exact§", ExactAdmission: "(e′) exact, admission¶", Clairvoyant: "clairvoyant‡", BestFit: "bestfit", Largest: "largestrange"}
+
+// DefaultAdmissionRewards are the rewards per claim served (beside 1 per
+// large claim) strategy (e′) is solved for, in steps of 0.05: from nearly
+// only large claims counting to every claim counting as much as a large
+// one.
+var DefaultAdmissionRewards = []float64{0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1}
 
 // DefaultMixes: small-heavy, uniform and large-heavy over the A100-80GB
 // profiles 1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb.

@@ -28,7 +28,8 @@ const onlineEpsilon = 1e-6
 // simulator, where a claim waits Config.Deadline, it serves a little more
 // than its value function says (a departure within the deadline is a
 // second chance), as do the other strategies. A policy that turns claims
-// away while a placement exists (admission control) is outside its scope.
+// away while a placement exists (admission control) is outside its scope:
+// admissionValues solves that one (strategy (e′)).
 //
 // Arrivals are Poisson and holds exponential, so the state that matters is
 // the allocated devices of each GPU (which claim holds them and since when
@@ -62,6 +63,14 @@ type onlineDP struct {
 	devs  []int
 	order []int
 	// value[n][c]: expected reward with n arrivals left in cluster state c.
+	value [][]float64
+	// admission caches admissionValues by reward per claim.
+	admissionMu sync.Mutex
+	admission   map[float64]*admissionEntry
+}
+
+type admissionEntry struct {
+	once  sync.Once
 	value [][]float64
 }
 
@@ -243,6 +252,36 @@ func (dp *onlineDP) solve(n int) { dp.value = dp.values(n, nil) }
 // arriving in cluster state c, one of the cluster states next it may lead
 // to (by index); nil is the optimal policy (the best next state).
 func (dp *onlineDP) values(n int, choose func(c, pi int, next []int) int) [][]float64 {
+	return dp.solveValues(n, onlineEpsilon, false, choose)
+}
+
+// admissionValues is the value table of the optimal online policy that may
+// also turn an arriving claim away while a placement exists (admission
+// control), for a reward of 1 per large claim served plus reward per claim
+// served: at each arrival it takes the better of turning the claim away
+// and its best placement. Its tables are kept per reward (the DP's states
+// and transitions are shared).
+func (dp *onlineDP) admissionValues(n int, reward float64) [][]float64 {
+	dp.admissionMu.Lock()
+	if dp.admission == nil {
+		dp.admission = map[float64]*admissionEntry{}
+	}
+	e, ok := dp.admission[reward]
+	if !ok {
+		e = &admissionEntry{}
+		dp.admission[reward] = e
+	}
+	dp.admissionMu.Unlock()
+	e.once.Do(func() {
+		e.value = dp.solveValues(n, reward, true, nil)
+	})
+	return e.value
+}
+
+// solveValues is values with reward per claim served (beside 1 per large
+// claim) and, with admit, the choice of turning an arriving claim away
+// while a placement exists (choose is nil then).
+func (dp *onlineDP) solveValues(n int, reward float64, admit bool, choose func(c, pi int, next []int) int) [][]float64 {
 	if dp.arr == nil {
 		dp.transitions()
 	}
@@ -254,15 +293,20 @@ func (dp *onlineDP) values(n int, choose func(c, pi int, next []int) int) [][]fl
 		for _, c := range order {
 			a := 0.0
 			for pi, p := range dp.profs {
-				best := prev[c]
+				best := prev[c] // the claim is lost
 				if next := arr[c][pi]; len(next) > 0 {
-					r := onlineEpsilon
+					r := reward
 					if isLarge(p) {
 						r++
 					}
-					if choose != nil {
+					switch {
+					case choose != nil:
 						best = r + prev[next[choose(c, pi, next)]]
-					} else {
+					case admit:
+						for _, nc := range next {
+							best = max(best, r+prev[nc])
+						}
+					default:
 						best = r + prev[next[0]]
 						for _, nc := range next[1:] {
 							best = max(best, r+prev[nc])
@@ -286,9 +330,18 @@ func (dp *onlineDP) values(n int, choose func(c, pi int, next []int) int) [][]fl
 // arrival order, goes where the value of the state it leads to (with the
 // arrivals still to come) is highest; ties go to device-name order.
 // Service is instant, as for the other bounds.
+//
+// With admission set it plays admissionValues for reward instead (strategy
+// (e′)): a pending claim is placed only where that is worth at least as
+// much as leaving it pending (turned away for the policy, which takes it
+// up again at the next event while its deadline has not passed).
 type onlineStrategy struct {
 	dp     *onlineDP
 	arrive []float64 // arrival times, ascending
+	// admission: play admissionValues(reward); value is its table.
+	admission bool
+	reward    float64
+	value     [][]float64
 }
 
 func (onlineStrategy) lock() bool     { return false }
@@ -297,10 +350,14 @@ func (onlineStrategy) delay() bool    { return false }
 
 func (o onlineStrategy) decide(s *sim) error {
 	left := len(o.arrive) - sort.Search(len(o.arrive), func(i int) bool { return o.arrive[i] > s.now })
-	if left >= len(o.dp.value) {
-		return fmt.Errorf("optimal online policy solved for %d arrivals, %d left", len(o.dp.value)-1, left)
+	table := o.dp.value
+	if o.admission {
+		table = o.value
 	}
-	val := o.dp.value[left]
+	if left >= len(table) {
+		return fmt.Errorf("optimal online policy solved for %d arrivals, %d left", len(table)-1, left)
+	}
+	val := table[left]
 	for _, id := range slices.Clone(s.pending) {
 		cur := make([]int, len(s.gpus))
 		for i, g := range s.gpus {
@@ -330,6 +387,15 @@ func (o onlineStrategy) decide(s *sim) error {
 		}
 		if bestG < 0 {
 			continue
+		}
+		if o.admission {
+			r := o.reward
+			if isLarge(p) {
+				r++
+			}
+			if val[o.dp.tuple(cur, 0, cur[0])] > r+bestV+1e-12 {
+				continue // worth more turned away, for now
+			}
 		}
 		g := s.gpus[bestG]
 		if !isFree(g, bestD) {

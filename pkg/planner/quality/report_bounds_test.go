@@ -2,6 +2,7 @@ package quality
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -115,6 +116,65 @@ func TestGapIntervalTails(t *testing.T) {
 			lo, hi := gapInterval(ff, ml, b)
 			if diff := cmp.Diff([2]float64{tc.lo, tc.hi}, [2]float64{lo, hi}); diff != "" {
 				t.Errorf("interval (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAdmissionBound: (e′) is kept at the reward whose policy serves the
+// most large claims among those serving at least (a)'s share overall, and
+// is the gap goal's reference where it serves more large claims than (e);
+// else (e) is.
+func TestAdmissionBound(t *testing.T) {
+	// Per strategy (and reward for (e′)): claims and large claims served
+	// on each of two traces of 100 claims, 40 large.
+	type served struct{ all, large int }
+	for name, tc := range map[string]struct {
+		admission  map[float64]served
+		wantReward float64
+		wantBound  string
+		wantLarge  float64
+	}{
+		"a reward serves (a)'s share and more large claims": {
+			admission:  map[float64]served{0.1: {65, 32}, 0.5: {72, 28}, 1: {76, 26}},
+			wantReward: 0.5, wantBound: ExactAdmission, wantLarge: 0.7,
+		},
+		"the one serving (a)'s share serves fewer large claims than (e)": {
+			admission:  map[float64]served{0.1: {65, 32}, 0.5: {72, 24}},
+			wantReward: 0.5, wantBound: Exact, wantLarge: 0.625,
+		},
+		"none serves (a)'s share": {
+			admission:  map[float64]served{0.1: {65, 32}, 0.5: {68, 30}},
+			wantReward: 0.5, wantBound: Exact, wantLarge: 0.625,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{Scenarios: []Scenario{{Name: "s", Models: []string{"loss"}, Exact: true}}, Mixes: []Mix{{Name: "m"}}}
+			rep := Report{Config: cfg}
+			add := func(strat string, reward float64, s served) {
+				for seed := range uint64(2) {
+					rep.Traces = append(rep.Traces, TraceResult{Scenario: "s", Mix: "m", Model: "loss", Strategy: strat, Seed: seed, Reward: reward,
+						N: 100, Served: s.all, NLarge: 40, ServedLarge: s.large})
+				}
+			}
+			add(FirstFit, 0, served{70, 20})
+			add(Miglayout, 0, served{71, 24})
+			add(Migrate, 0, served{80, 36})
+			add(Exact, 0, served{75, 25})
+			for reward, s := range tc.admission {
+				add(ExactAdmission, reward, s)
+			}
+			rep.build()
+			i := slices.IndexFunc(rep.Rows, func(r Row) bool { return r.Strategy == ExactAdmission })
+			if i < 0 || rep.Rows[i].Reward != tc.wantReward || rep.Rows[i].Traces != 2 {
+				t.Fatalf("(e′) row %+v, want reward %g pooled over 2 traces", rep.Rows, tc.wantReward)
+			}
+			r := rep.Ratios[0]
+			if r.Bound != tc.wantBound || math.Abs(r.BoundLarge-tc.wantLarge) > 1e-9 {
+				t.Errorf("bound %s (large %.3f), want %s (%.3f)", r.Bound, r.BoundLarge, tc.wantBound, tc.wantLarge)
+			}
+			if tc.wantBound == ExactAdmission && r.BoundReward != tc.wantReward {
+				t.Errorf("bound reward %g, want %g", r.BoundReward, tc.wantReward)
 			}
 		})
 	}

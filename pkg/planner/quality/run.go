@@ -35,6 +35,8 @@ type TraceResult struct {
 	Static []mig.Layout
 	// ExactStates is the clairvoyant search's memo size.
 	ExactStates int
+	// Reward is (e′)'s reward per claim served (ExactAdmission).
+	Reward float64 `json:",omitempty"`
 }
 
 type job struct {
@@ -65,6 +67,9 @@ func Run(cfg Config) (Report, error) {
 	}
 	if cfg.ExactValues == 0 {
 		cfg.ExactValues = 5_000_000
+	}
+	if len(cfg.AdmissionRewards) == 0 {
+		cfg.AdmissionRewards = DefaultAdmissionRewards
 	}
 	profiles := mixProfiles(cfg.Mixes)
 	fs, err := newFeasibleSet(m, profiles)
@@ -202,6 +207,33 @@ func runJob(cfg *Config, m *mig.Model, fs *feasibleSet, layouts []mig.Layout, ge
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 			fill(&tr0, s.result())
+		case ExactAdmission:
+			// One result per reward; the report keeps one reward's.
+			if why, skip := smallLossOnly(queue, j.scen); skip {
+				tr0.NA, tr0.Reason = true, why
+				break
+			}
+			dp, err := solveOnline(m, j.mix, j.scen.GPUs, len(tr.claims), load, cfg.ExactValues)
+			if err != nil {
+				tr0.NA, tr0.Reason = true, err.Error()
+				break
+			}
+			var arrive []float64
+			for _, c := range tr.claims {
+				arrive = append(arrive, c.arrive)
+			}
+			for _, reward := range cfg.AdmissionRewards {
+				st := onlineStrategy{dp: dp, arrive: arrive, admission: true, reward: reward, value: dp.admissionValues(len(tr.claims), reward)}
+				s := newSim(m, tr, j.scen.GPUs, j.scen.GPUsPerNode, init, cfg, queue, st, fs)
+				if err := s.run(); err != nil {
+					return nil, fmt.Errorf("%s, reward %g: %w", name, reward, err)
+				}
+				r := tr0
+				r.Reward = reward
+				fill(&r, s.result())
+				out = append(out, r)
+			}
+			continue
 		case Static:
 			r, best, err := bestStatic(cfg, m, fs, tr, j.scen, queue, layouts)
 			if err != nil {
