@@ -113,6 +113,10 @@ func (o *options) validate() error {
 		switch {
 		case o.retryPeriod <= 0:
 			return fmt.Errorf("--leader-elect-retry-period=%s: want more than 0", o.retryPeriod)
+		case o.leaseDuration < time.Second:
+			// The Lease holds whole seconds (leaseDurationSeconds): 0,
+			// which the API server refuses, so no replica would lead.
+			return fmt.Errorf("--leader-elect-lease-duration=%s: want 1s or more (the Lease holds whole seconds, and the API server refuses 0)", o.leaseDuration)
 		case o.leaseDuration <= o.renewDeadline:
 			return fmt.Errorf("--leader-elect-lease-duration=%s: want more than --leader-elect-renew-deadline=%s", o.leaseDuration, o.renewDeadline)
 		case float64(o.renewDeadline) <= leaderelection.JitterFactor*float64(o.retryPeriod):

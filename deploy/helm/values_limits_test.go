@@ -17,6 +17,7 @@ func TestLeaderElectionTimingRefused(t *testing.T) {
 		"lease duration equal to the renew deadline":     {"leaseDuration": "10s"},
 		"lease duration shorter than the renew deadline": {"leaseDuration": "5s", "renewDeadline": "10s"},
 		"renew deadline within the retry jitter":         {"renewDeadline": "2s", "retryPeriod": "2s"},
+		"lease duration under a second":                  {"leaseDuration": "900ms", "renewDeadline": "600ms", "retryPeriod": "100ms"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Render(Options{Values: map[string]any{"controller": map[string]any{"leaderElection": le}}})

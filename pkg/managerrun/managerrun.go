@@ -73,10 +73,10 @@ func NoArgs(args []string) error {
 }
 
 // ValidateBindAddress checks the value of a bind-address flag as the manager
-// listens on it once started: "0" (off), or host:port with a port from 0 to
+// listens on it once started: "0" (off), or host:port with a port from 1 to
 // 65535 or a service name (":8080", "127.0.0.1:8080", ":http"). An empty
-// port (":", "localhost:") is refused: it would listen on a random port no
-// probe or scrape finds. The host is not resolved: a host the machine does
+// port or port 0 (":", "localhost:", ":0") is refused: it would listen on
+// a random port no probe or scrape finds. The host is not resolved: a host the machine does
 // not have fails only when the manager listens. The error names the flag.
 func ValidateBindAddress(flag, addr string) error {
 	if addr == "0" {
@@ -87,8 +87,11 @@ func ValidateBindAddress(flag, addr string) error {
 		err = errors.New("no port")
 	}
 	if err == nil {
-		// A number from 0 to 65535, or a service name ("http").
-		_, err = net.LookupPort("tcp", port)
+		// A number from 1 to 65535, or a service name ("http").
+		var p int
+		if p, err = net.LookupPort("tcp", port); err == nil && p == 0 {
+			err = errors.New("port 0 listens on a random port")
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("--%s=%q: want host:port (such as :8080) or 0 to turn it off: %w", flag, addr, err)

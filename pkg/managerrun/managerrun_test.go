@@ -49,9 +49,9 @@ func TestStart(t *testing.T) {
 
 func TestValidateBindAddress(t *testing.T) {
 	tests := map[string]bool{
-		"0": true, ":8080": true, "127.0.0.1:8080": true, "[::1]:0": true,
+		"0": true, ":8080": true, "127.0.0.1:8080": true, "[::1]:8080": true,
 		":http": true, "bogus": false, "8080": false, ":no-such-service": false, ":70000": false, "": false,
-		":": false, "localhost:": false,
+		":": false, "localhost:": false, ":0": false, "[::1]:0": false, "127.0.0.1:0": false,
 	}
 	for addr, ok := range tests {
 		err := ValidateBindAddress("metrics-bind-address", addr)

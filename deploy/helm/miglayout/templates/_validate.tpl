@@ -69,6 +69,9 @@ checked the types; these are the rules between values.
 {{- if lt $retry 1.0 -}}
 {{- fail (printf "controller.leaderElection.retryPeriod %s must be 1ms or more (the controller refuses 0, and every replica would exit at start)" $le.retryPeriod) -}}
 {{- end -}}
+{{- if lt $lease 1000.0 -}}
+{{- fail (printf "controller.leaderElection.leaseDuration %s must be 1s or more (the Lease holds whole seconds, and the API server refuses 0: no replica would lead)" $le.leaseDuration) -}}
+{{- end -}}
 {{- if le $lease $renew -}}
 {{- fail (printf "controller.leaderElection.leaseDuration %s must be longer than renewDeadline %s (client-go's leader election refuses it, and every replica would exit at start)" $le.leaseDuration $le.renewDeadline) -}}
 {{- end -}}
