@@ -273,9 +273,15 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 			return existing, problems, err == nil, err
 		}
 	}
+	// A write that gives the node other layouts than it had counts as
+	// changing until the cache shows it (rolloutExpectations); one that
+	// holds it (waitsFor: its unstarted changes dropped) or changes only
+	// reasons or UUIDs does not: the cache's older spec is judged the same,
+	// and counted it would take a slot from a node within the bound.
+	moves := waitsFor == nil && !sameLayouts(existing.Spec.GPUs, next.Spec.GPUs)
 	written, err := r.patchSpec(ctx, existing, next, stillHolds)
 	if err != nil {
-		if gate != nil && writeMayHaveApplied(err) {
+		if gate != nil && moves && writeMayHaveApplied(err) {
 			// Counted as changing until the cache shows the write,
 			// or for rolloutExpectTTL where it never does.
 			r.rollouts.expectUnsure(ml.UID, node, next.Spec.GPUs, r.now())
@@ -292,7 +298,7 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		return cmpOr(waitsFor, next), problems, false, nil
 	}
 	writesMetric.WithLabelValues(op).Inc()
-	if gate != nil {
+	if gate != nil && moves {
 		r.rollouts.expect(ml.UID, node, next.Spec.GPUs, next.UID, next.Generation, r.now())
 	}
 	logger.V(2).Info("Wrote NodeMigLayout spec", "node", node, "operation", op, "gpus", len(next.Spec.GPUs), "problems", len(problems))

@@ -20,15 +20,16 @@ import (
 // write answered with an error that may have come after it was applied (a
 // timeout, no answer) is expected as written until a live read settles it
 // (writeMayHaveApplied); one the API server refused before applying
-// anything (forbidden, a conflict) is not expected at all.
+// anything (forbidden, a conflict) is not expected at all, nor is one that
+// gives the node no other layouts (n1: only its annotation added).
 func TestRolloutSpecWriteErrorExpectation(t *testing.T) {
 	gr := schema.GroupResource{Group: "miglayout.io", Resource: "nodemiglayouts"}
 	tests := map[string]struct {
 		err  error
-		want []string // the nodes whose write is expected unsure (n1: its annotation added)
+		want []string // the nodes whose write is expected unsure
 	}{
-		"timeout":        {err: apierrors.NewTimeoutError("the server was slow", 1), want: []string{"n1", "n2"}},
-		"no answer":      {err: errors.New("connection reset by peer"), want: []string{"n1", "n2"}},
+		"timeout":        {err: apierrors.NewTimeoutError("the server was slow", 1), want: []string{"n2"}},
+		"no answer":      {err: errors.New("connection reset by peer"), want: []string{"n2"}},
 		"forbidden":      {err: apierrors.NewForbidden(gr, "n2", errors.New("denied by a webhook"))},
 		"conflict":       {err: apierrors.NewConflict(gr, "n2", errors.New("the object has been modified"))},
 		"invalid":        {err: apierrors.NewBadRequest("spec.gpus: invalid")},

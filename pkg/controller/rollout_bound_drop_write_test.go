@@ -1,0 +1,74 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
+)
+
+// TestMaxNodesChangingDropWriteTakesNoSlot: maxNodesChanging 1 is set
+// while n1 and n2 both drain toward halves; n1 keeps the slot and n2's
+// unstarted change is dropped. That write holds n2 on what it holds: while
+// the cache does not show it yet, n2 must not count as changing, or n1's
+// change would be dropped too, and given again once the cache caught up
+// (its spec written new, old, new).
+func TestMaxNodesChangingDropWriteTakesNoSlot(t *testing.T) {
+	ml := staticMigLayout("a", "uid-a", "a")
+	objs := []client.Object{ml}
+	for _, n := range []string{"n1", "n2"} {
+		objs = append(objs, node(n, map[string]string{"pool": "a"}),
+			ownedBy(nodeMigLayout(n).spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml))
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n2"] != halvesLayout {
+		t.Fatalf("setup: %v", specs)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		var nml v1alpha1.NodeMigLayout
+		if err := c.Get(context.Background(), types.NamespacedName{Name: n}, &nml); err != nil {
+			t.Fatal(err)
+		}
+		nml.Status.GPUs = inventory(a100(0).layout(wholeLayout).phase(v1alpha1.PhaseDraining, v1alpha1.ReasonDraining, "draining 7g.80gb@0"))
+		if err := c.Status().Update(context.Background(), &nml); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got v1alpha1.MigLayout
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.MaxNodesChanging = ptr.To[int32](1)
+	if err := c.Update(context.Background(), &got); err != nil {
+		t.Fatal(err)
+	}
+	var staleN2 v1alpha1.NodeMigLayout
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "n2"}, &staleN2); err != nil {
+		t.Fatal(err)
+	}
+	specs := specsAfterReconcile(t, c, r, "n1", "n2")
+	if specs["n1"] != halvesLayout || specs["n2"] != wholeLayout {
+		t.Fatalf("pass 1: %v, want n1 kept, n2 dropped", specs)
+	}
+	// Next pass reads a cache that does not show n2's drop yet.
+	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n2": &staleN2}}
+	r.APIReader = c
+	specs = specsAfterReconcile(t, c, r, "n1", "n2")
+	if specs["n1"] != halvesLayout {
+		t.Errorf("pass 2 (cache behind n2's drop): n1 %q, want %s kept: its draining change was dropped because n2's drop write counts as a change in flight", specs["n1"], halvesLayout)
+	}
+	// The cache catches up: nothing moves.
+	r.Client = c
+	specs = specsAfterReconcile(t, c, r, "n1", "n2")
+	if specs["n1"] != halvesLayout || specs["n2"] != wholeLayout {
+		t.Errorf("pass 3: %v, want n1 kept on halves, n2 held", specs)
+	}
+}
