@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/pkg/mig"
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -114,12 +116,6 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 	for _, k := range n.planned {
 		pods = append(pods, p.podOf[k])
 	}
-	if slices.ContainsFunc(pods, asksAll) && n.pinsUncatalogued() {
-		// The node publishes the device as the agent read it from NVML,
-		// which the planner has no attributes of: a request for every
-		// matching device may match it, allocated, and then fails.
-		return false, nil
-	}
 	served := len(pods)
 	waiting := sets.New[string]()
 	asks := map[string]string{} // by waiting pod
@@ -131,7 +127,19 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 		}
 	}
 	slices.SortStableFunc(pods, schedulerLess)
-	if len(pods) > served {
+	// A request for every matching device (all) may match an allocated
+	// device of a profile the catalog lacks, which the node publishes
+	// too: such a device is published here as a stand-in (taken), or,
+	// where none can be made, the node is refused.
+	all := slices.ContainsFunc(pods, asksAll)
+	var standIns []resourceapi.Device
+	if all {
+		var ok bool
+		if standIns, ok = n.uncataloguedStandIns(); !ok {
+			return false, nil
+		}
+	}
+	if len(pods) > served || len(standIns) > 0 {
 		// Waiting pods after the last served one take nothing from it.
 		end := len(pods)
 		for end > 0 && waiting.Has(podKey(pods[end-1].Pod)) {
@@ -168,6 +176,10 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 			}
 		}
 	}
+	for _, dev := range standIns {
+		devices = append(devices, dev)
+		taken.Insert(dev.Name)
+	}
 	migslices.SortDevices(devices, roomLost)
 	// What waiting pods not allocated ask: one that asks the same fails
 	// again, as what is taken only grows.
@@ -197,6 +209,42 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 		planned.add(rest)
 	}
 	return true, nil
+}
+
+// uncataloguedStandIns returns, for the allocated devices of the node of a
+// profile its GPU's catalog lacks (catalogued), the devices the node
+// publishes for them as far as the planner can tell: each as a device of
+// the catalogued profile its name extends (the longest: "1g.10gb" for
+// nvidia-smi's "1g.10gb-me", "1g.10gb+me" for a driver's "1g.10gb+me.all"),
+// under its own profile name and placement start. The agent publishes such
+// a device with what NVML reports of it, which may differ (memory, engine
+// counts). ok is false where one extends no catalogued profile.
+func (n *nodeState) uncataloguedStandIns() (out []resourceapi.Device, ok bool) {
+	for _, g := range n.gpus {
+		for _, d := range g.g.Pinned {
+			if g.catalogued(d) {
+				continue
+			}
+			var base *mig.Profile
+			for i := range g.model.Profiles {
+				p := &g.model.Profiles[i]
+				if rest, found := strings.CutPrefix(d.Profile, p.Name); found && rest != "" && (rest[0] == '-' || rest[0] == '+') &&
+					(base == nil || len(p.Name) > len(base.Name)) {
+					base = p
+				}
+			}
+			if base == nil {
+				return nil, false
+			}
+			out = append(out, migslices.MIGDevice(g.g.Info, gpu.MIGDevice{
+				GPUIndex: g.g.Info.Index, ParentUUID: g.g.Info.UUID, Profile: d.Profile, ProfileID: base.ID,
+				Placement: mig.Placement{Start: d.Start, Size: base.MemorySlices}, GIID: -1, CIID: -1,
+				MemoryMiB: base.MemoryMiB, Multiprocessors: base.Multiprocessors, CopyEngines: base.CopyEngines,
+				Decoders: base.Decoders, Encoders: base.Encoders, JPEGEngines: base.JPEGEngines, OFAEngines: base.OFAEngines,
+			}))
+		}
+	}
+	return out, true
 }
 
 // agreesWith is nodeAgrees of pod on g's node with add (nil: none) made on

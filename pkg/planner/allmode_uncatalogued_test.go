@@ -28,16 +28,22 @@ import (
 func TestAllModeBesideUncataloguedDevice(t *testing.T) {
 	tests := map[string]struct {
 		pinned    string
+		selector  string // of the All-mode request; "" for every MIG device
 		wantServe bool
 	}{
 		"allocated": {pinned: "1g.10gb-me@6"},
 		"free":      {wantServe: true},
+		// It is no 3g.40gb: kube-scheduler allocates the claim.
+		"allocated, another profile asked": {pinned: "1g.10gb-me@6", selector: profileIs("3g.40gb"), wantServe: true},
+		// Its memory is its base profile's (1g.10gb), as NVML reports it.
+		"allocated, its memory asked": {pinned: "1g.10gb-me@6", selector: "device.attributes['mig.miglayout.io'].memory >= 9000"},
+		"free, its memory asked":      {selector: "device.attributes['mig.miglayout.io'].memory >= 9000", wantServe: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			n := node("n1").gpu("A100-SXM4-80GB", "1g.10gb-me@6", tc.pinned).gpu("A100-SXM4-80GB", "", "").build()
 			snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, Now: t0,
-				Nodes: []Node{n}, Pending: []Pod{pod("all", 1).claim("", 0).allDevices().build()}}
+				Nodes: []Node{n}, Pending: []Pod{pod("all", 1).claim(tc.selector, 0).allDevices().build()}}
 			res, err := Plan(context.Background(), snap)
 			if err != nil {
 				t.Fatal(err)

@@ -88,14 +88,6 @@ func (s *gpuState) catalogued(d mig.Device) bool {
 	return err == nil
 }
 
-// pinsUncatalogued reports whether a GPU of the node holds an allocated
-// device of a profile its model's catalog lacks (catalogued).
-func (n *nodeState) pinsUncatalogued() bool {
-	return slices.ContainsFunc(n.gpus, func(g *gpuState) bool {
-		return slices.ContainsFunc(g.g.Pinned, func(d mig.Device) bool { return !g.catalogued(d) })
-	})
-}
-
 // softLayout returns the reserved devices that do not exist yet.
 func (s *gpuState) softLayout() mig.Layout {
 	out := make(mig.Layout, 0, len(s.soft))
