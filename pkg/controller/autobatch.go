@@ -230,6 +230,12 @@ type batcher struct {
 	planned     string
 }
 
+// plannedNow records that the inputs of fingerprint key are planned now,
+// before their window closes: later inputs open a new window.
+func (b *batcher) plannedNow(key string) {
+	b.key, b.planned, b.first = key, key, time.Time{}
+}
+
 // observe records the inputs' fingerprint at now and returns how long to
 // wait before planning (≤ 0: plan now). The same inputs are planned once.
 func (b *batcher) observe(key string, now time.Time, idle, max time.Duration) time.Duration {

@@ -203,6 +203,37 @@ func UnneededChanges(in AutoInputs, snap planner.Snapshot, candidates []planner.
 	return out
 }
 
+// urgentCancel says why a cancel may be due before the batching window
+// closes, "" where none is: a change whose agent has not started its NVML
+// work (it drains for the settle period, 5 s by default, while the window
+// may last up to --auto-batch-max under a steady trickle of pods) is
+// cancelled only by a plan, and carried out, for nobody, once the settle
+// period ends. That is so of a change planned for pods none of which is
+// pending any more, as the planner or as unplanned (UnneededChanges may
+// cancel it), and of an idle GPU being given back whole while pods are
+// pending (ReclaimCancels may cancel it for them).
+func urgentCancel(in AutoInputs, snap planner.Snapshot) string {
+	pending := sets.New[string]()
+	for _, p := range snap.Pending {
+		pending.Insert(p.Pod.Namespace + "/" + p.Pod.Name)
+	}
+	var unplanned sets.Set[string]
+	for _, c := range unneededCandidates(in, snap) {
+		if unplanned == nil {
+			unplanned = waitsUnplanned(in.Pods, in.Claims)
+		}
+		if !slices.ContainsFunc(servedBy(snap, c.Node, c.GPU), func(p string) bool { return pending.Has(p) || unplanned.Has(p) }) {
+			return fmt.Sprintf("no pod the change in flight on node %s GPU %d was planned for is pending any more", c.Node, c.GPU)
+		}
+	}
+	if len(snap.Pending) > 0 {
+		if c := cancelsBy(in, snap, inFlightReclaim); len(c) > 0 {
+			return fmt.Sprintf("pods are pending while node %s GPU %d is given back whole", c[0].Node, c[0].GPU)
+		}
+	}
+	return ""
+}
+
 // servedBy are the pods the change in flight on node's GPU idx serves in
 // snap (planner.GPU.Serves: its spec's servedPods, less those another
 // node's change keeps, oneChangePerPod).

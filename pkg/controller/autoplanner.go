@@ -384,8 +384,19 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 			declineDue = sooner(declineDue, schedulerHoldRecheck)
 		}
 	}
+	key := inputKey(in, snap) + declineKey(overdue, steady)
 	a.mu.Lock()
-	wait := a.batch.observe(inputKey(in, snap)+declineKey(overdue, steady), a.now(), a.idle(), a.max())
+	wait := a.batch.observe(key, a.now(), a.idle(), a.max())
+	if wait > 0 && key != a.batch.planned {
+		// A change its agent has not started may have to be cancelled
+		// before the agent's settle period ends, sooner than the window
+		// closes: the pass plans now.
+		if why := urgentCancel(in, snap); why != "" {
+			logger.V(1).Info("Planning before the batching window closes", "why", why)
+			a.batch.plannedNow(key)
+			wait = 0
+		}
+	}
 	a.mu.Unlock()
 	// Every return asks to be looked at again when the next thing that has
 	// no event of its own is due (the queue keeps one request per key: a
