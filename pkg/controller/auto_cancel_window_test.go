@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/utils/ptr"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -78,7 +79,7 @@ func TestCancelsBeatTheSettlePeriod(t *testing.T) {
 		"the pod deleted late in the drain":                  {at: 3500 * time.Millisecond},
 		"the pod deleted while pods trickle in":              {at: 500 * time.Millisecond, trickle: true},
 		"a pod arrives while the GPU is reclaimed":           {at: 1 * time.Second, reclaim: true},
-		"a pod arrives while pods trickle in, GPU reclaimed": {at: 500 * time.Millisecond, trickle: true, reclaim: true},
+		"a pod arrives while pods trickle in, GPU reclaimed": {at: 1500 * time.Millisecond, trickle: true, reclaim: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var h *autoCluster
@@ -110,9 +111,57 @@ func TestCancelsBeatTheSettlePeriod(t *testing.T) {
 			})
 			if got := raceTheSettlePeriod(t, h, tc.at, act, tc.trickle, want); got < 0 {
 				t.Errorf("acted at T+%v; GPU 0's desired layout not back to %s before the agent repartitions at T+%v (spec %v)", tc.at, want, agentSettlePeriod, h.specOf("n1"))
-			} else if got-tc.at > time.Second {
+			} else if t.Logf("cancelled at T+%v", got); got-tc.at > time.Second {
 				t.Errorf("cancelled at T+%v, %v after the event", got, got-tc.at)
 			}
 		})
+	}
+}
+
+func plansSoFar(t *testing.T) uint64 {
+	var m dto.Metric
+	if err := plannerLatency.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
+// TestUrgentPlansAtMostEverySecond: an idle GPU is being given back whole
+// (Draining) while pods that no GPU can serve (9g.99gb) trickle in every
+// 500 ms. An arrival is planned at once (a pending pod may stop the
+// reclaim: urgentCancel), and the plan keeps the reclaim; for that change,
+// not more often than every urgentEvery, rather than each arrival being
+// planned at once.
+func TestUrgentPlansAtMostEverySecond(t *testing.T) {
+	const sevenSmall = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"
+	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](60)})
+	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(sevenSmall)))
+	h.settle()
+	h.now = h.now.Add(2 * time.Minute)
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
+		t.Fatalf("setup: %q", got)
+	}
+	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+		st[0].Phase, st[0].Reason, st[0].Message = v1alpha1.PhaseDraining, "Draining", "draining"
+		return st
+	})
+	h.a.Idle, h.a.Max, h.a.ReadEvery = 2*time.Second, 10*time.Second, DefaultReadEvery
+	before := plansSoFar(t)
+	T := h.now
+	i := 0
+	for h.now.Sub(T) < agentSettlePeriod {
+		i++
+		name := fmt.Sprintf("q%d", i)
+		h.create(autoClaim(name, profileSelector("9g.99gb")), autoPod(name, h.now, name))
+		if _, err := h.a.Reconcile(context.Background(), autoKey); err != nil {
+			t.Fatal(err)
+		}
+		h.now = h.now.Add(500 * time.Millisecond)
+	}
+	plans := plansSoFar(t) - before
+	t.Logf("%d arrivals, %d plans, spec %v", i, plans, h.specOf("n1"))
+	if want := uint64(agentSettlePeriod / urgentEvery); plans > want || plans == 0 {
+		t.Errorf("%d plans for %d arrivals of pods the reclaimed GPU cannot serve within the batching window (want 1 to %d)", plans, i, want)
 	}
 }

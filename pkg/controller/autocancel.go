@@ -211,8 +211,13 @@ func UnneededChanges(in AutoInputs, snap planner.Snapshot, candidates []planner.
 // period ends. That is so of a change planned for pods none of which is
 // pending any more, as the planner or as unplanned (UnneededChanges may
 // cancel it), and of an idle GPU being given back whole while pods are
-// pending (ReclaimCancels may cancel it for them).
-func urgentCancel(in AutoInputs, snap planner.Snapshot) string {
+// pending (ReclaimCancels may cancel it for them). It returns such a
+// change ("node/GPU: from -> to"), one not in done (those planned for
+// lately), and why, "" where there is none; and the changes that are such
+// now, planned for or not.
+func urgentCancel(in AutoInputs, snap planner.Snapshot, done sets.Set[string]) (change, why string, now sets.Set[string]) {
+	key := func(c planner.Change) string { return fmt.Sprintf("%s/%d: %s -> %s", c.Node, c.GPU, c.To, c.From) }
+	now = sets.New[string]()
 	pending := sets.New[string]()
 	for _, p := range snap.Pending {
 		pending.Insert(p.Pod.Namespace + "/" + p.Pod.Name)
@@ -222,16 +227,23 @@ func urgentCancel(in AutoInputs, snap planner.Snapshot) string {
 		if unplanned == nil {
 			unplanned = waitsUnplanned(in.Pods, in.Claims)
 		}
-		if !slices.ContainsFunc(servedBy(snap, c.Node, c.GPU), func(p string) bool { return pending.Has(p) || unplanned.Has(p) }) {
-			return fmt.Sprintf("no pod the change in flight on node %s GPU %d was planned for is pending any more", c.Node, c.GPU)
+		if slices.ContainsFunc(servedBy(snap, c.Node, c.GPU), func(p string) bool { return pending.Has(p) || unplanned.Has(p) }) {
+			continue
+		}
+		now.Insert(key(c))
+		if change == "" && !done.Has(key(c)) {
+			change, why = key(c), fmt.Sprintf("no pod the change in flight on node %s GPU %d was planned for is pending any more", c.Node, c.GPU)
 		}
 	}
 	if len(snap.Pending) > 0 {
-		if c := cancelsBy(in, snap, inFlightReclaim); len(c) > 0 {
-			return fmt.Sprintf("pods are pending while node %s GPU %d is given back whole", c[0].Node, c[0].GPU)
+		for _, c := range cancelsBy(in, snap, inFlightReclaim) {
+			now.Insert(key(c))
+			if change == "" && !done.Has(key(c)) {
+				change, why = key(c), fmt.Sprintf("pods are pending while node %s GPU %d is given back whole", c.Node, c.GPU)
+			}
 		}
 	}
-	return ""
+	return change, why, now
 }
 
 // servedBy are the pods the change in flight on node's GPU idx serves in

@@ -166,6 +166,11 @@ type AutoPlanner struct {
 
 	mu    sync.Mutex
 	batch batcher
+	// urgent is when a pass last planned for each change in flight
+	// (urgentCancel's keys) before the batching window closed: at most
+	// every urgentEvery, so that pods arriving while it drains do not
+	// plan every pass at once.
+	urgent map[string]time.Time
 	// lastRead is when the last pass read the inputs, readFailures how
 	// many passes in a row failed (readsDue).
 	lastRead     time.Time
@@ -390,9 +395,21 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	if wait > 0 && key != a.batch.planned {
 		// A change its agent has not started may have to be cancelled
 		// before the agent's settle period ends, sooner than the window
-		// closes: the pass plans now.
-		if why := urgentCancel(in, snap); why != "" {
+		// closes: the pass plans now, once for each such change.
+		recent := sets.New[string]()
+		for c, at := range a.urgent {
+			if a.now().Sub(at) < urgentEvery {
+				recent.Insert(c)
+			}
+		}
+		change, why, now := urgentCancel(in, snap, recent)
+		maps.DeleteFunc(a.urgent, func(c string, _ time.Time) bool { return !now.Has(c) })
+		if change != "" {
 			logger.V(1).Info("Planning before the batching window closes", "why", why)
+			if a.urgent == nil {
+				a.urgent = map[string]time.Time{}
+			}
+			a.urgent[change] = a.now()
 			a.batch.plannedNow(key)
 			wait = 0
 		}
@@ -455,6 +472,11 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	}
 	return ctrl.Result{RequeueAfter: due}, nil
 }
+
+// urgentEvery is how often at most a pass plans for one change in flight
+// before the batching window closes (urgentCancel): within the agent's
+// settle period (5 s by default), a few times, whatever arrives meanwhile.
+const urgentEvery = time.Second
 
 // plan runs the planner on snap. Where the plan gives a pod free devices
 // on a node kube-scheduler has not bound it to for UnboundAfter, and

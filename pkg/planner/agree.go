@@ -213,27 +213,26 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 
 // uncataloguedStandIns returns, for the allocated devices of the node of a
 // profile its GPU's catalog lacks (catalogued), the devices the node
-// publishes for them as far as the planner can tell: each as a device of
-// the catalogued profile its name extends (the longest: "1g.10gb" for
-// nvidia-smi's "1g.10gb-me", "1g.10gb+me" for a driver's "1g.10gb+me.all"),
-// under its own profile name and placement start. The agent publishes such
-// a device with what NVML reports of it, which may differ (memory, engine
-// counts). ok is false where one extends no catalogued profile.
+// publishes for them as far as the planner can tell: a "-me" profile
+// (nvidia-smi's "1g.10gb-me": the catalogued profile without media
+// engines) as a device of the profile it names, under its own profile name
+// and placement start: the same memory and multiprocessors, and no more
+// engines than the stand-in has, so that a request the stand-in does not
+// match does not match the device either. ok is false where one is of
+// another profile ("+me.all", "+gfx": more engines than any catalogued
+// profile of its size may have), whose values the planner cannot bound.
 func (n *nodeState) uncataloguedStandIns() (out []resourceapi.Device, ok bool) {
 	for _, g := range n.gpus {
 		for _, d := range g.g.Pinned {
 			if g.catalogued(d) {
 				continue
 			}
-			var base *mig.Profile
-			for i := range g.model.Profiles {
-				p := &g.model.Profiles[i]
-				if rest, found := strings.CutPrefix(d.Profile, p.Name); found && rest != "" && (rest[0] == '-' || rest[0] == '+') &&
-					(base == nil || len(p.Name) > len(base.Name)) {
-					base = p
-				}
+			name, found := strings.CutSuffix(d.Profile, "-me")
+			if !found {
+				return nil, false
 			}
-			if base == nil {
+			base, err := g.model.Profile(name)
+			if err != nil {
 				return nil, false
 			}
 			out = append(out, migslices.MIGDevice(g.g.Info, gpu.MIGDevice{

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -31,6 +32,11 @@ func TestAllModeBesideUncataloguedDevice(t *testing.T) {
 		selector  string // of the All-mode request; "" for every MIG device
 		wantServe bool
 	}{
+		// A profile with all the GPU's media engines (OFA among them):
+		// more than any catalogued profile of its size has, so nothing
+		// bounds what the device matches, and the node is refused.
+		"+me.all allocated, an OFA engine asked":   {pinned: "1g.10gb+me.all@6", selector: "device.capacity['mig.miglayout.io'].ofaEngines.compareTo(quantity('1')) >= 0"},
+		"+me.all allocated, another profile asked": {pinned: "1g.10gb+me.all@6", selector: profileIs("3g.40gb")},
 		"allocated": {pinned: "1g.10gb-me@6"},
 		"free":      {wantServe: true},
 		// It is no 3g.40gb: kube-scheduler allocates the claim.
@@ -72,8 +78,12 @@ func TestAllModeBesideUncataloguedDevice(t *testing.T) {
 						devs = append(devs, dev)
 						continue
 					}
-					dev := migslices.MIGDevice(g.Info, gpu.MIGDevice{GPUIndex: g.Info.Index, Profile: d.Profile, ProfileID: 20,
-						Placement: mig.Placement{Start: d.Start, Size: 1}, UUID: "MIG-out-of-band", MemoryMiB: 9856, Multiprocessors: 14})
+					real := gpu.MIGDevice{GPUIndex: g.Info.Index, Profile: d.Profile, ProfileID: 20,
+						Placement: mig.Placement{Start: d.Start, Size: 1}, UUID: "MIG-out-of-band", MemoryMiB: 9856, Multiprocessors: 14, CopyEngines: 1}
+					if strings.HasSuffix(d.Profile, "+me.all") {
+						real.ProfileID, real.Decoders, real.JPEGEngines, real.OFAEngines = 21, 5, 1, 1
+					}
+					dev := migslices.MIGDevice(g.Info, real)
 					devs = append(devs, dev)
 					if g.Pinned.Contains(d) {
 						allocated.Insert(structured.MakeDeviceID(driver, "n1", dev.Name))
