@@ -165,3 +165,54 @@ func TestUrgentPlansAtMostEverySecond(t *testing.T) {
 		t.Errorf("%d plans for %d arrivals of pods the reclaimed GPU cannot serve within the batching window (want 1 to %d)", plans, i, want)
 	}
 }
+
+// TestUrgentPlansAtMostEverySecondWhilePodsComeAndGo: as
+// TestUrgentPlansAtMostEverySecond, with the inputs read on every change
+// (--auto-read-every 0), each pod deleted 250 ms after it arrives, before
+// the next arrives: the reclaim is urgent only while a pod is pending, and
+// a pass with none between two arrivals must not let the next one plan
+// again within urgentEvery.
+func TestUrgentPlansAtMostEverySecondWhilePodsComeAndGo(t *testing.T) {
+	const sevenSmall = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"
+	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](60)})
+	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(sevenSmall)))
+	h.settle()
+	h.now = h.now.Add(2 * time.Minute)
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
+		t.Fatalf("setup: %q", got)
+	}
+	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+		st[0].Phase, st[0].Reason, st[0].Message = v1alpha1.PhaseDraining, "Draining", "draining"
+		return st
+	})
+	h.a.Idle, h.a.Max, h.a.ReadEvery = 2*time.Second, 10*time.Second, 0 // --auto-read-every 0: "on every change"
+	before := plansSoFar(t)
+	T := h.now
+	i := 0
+	for h.now.Sub(T) < agentSettlePeriod {
+		i++
+		name := fmt.Sprintf("q%d", i)
+		claim, pod := autoClaim(name, profileSelector("9g.99gb")), autoPod(name, h.now, name)
+		h.create(claim, pod)
+		if _, err := h.a.Reconcile(context.Background(), autoKey); err != nil {
+			t.Fatal(err)
+		}
+		h.now = h.now.Add(250 * time.Millisecond)
+		if err := h.c.Delete(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.c.Delete(context.Background(), claim); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.a.Reconcile(context.Background(), autoKey); err != nil {
+			t.Fatal(err)
+		}
+		h.now = h.now.Add(250 * time.Millisecond)
+	}
+	plans := plansSoFar(t) - before
+	t.Logf("%d arrivals, %d plans, spec %v", i, plans, h.specOf("n1"))
+	if want := uint64(agentSettlePeriod / urgentEvery); plans > want {
+		t.Errorf("%d plans in %v for one change in flight (want at most %d: once per urgentEvery)", plans, agentSettlePeriod, want)
+	}
+}

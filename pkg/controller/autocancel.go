@@ -213,11 +213,9 @@ func UnneededChanges(in AutoInputs, snap planner.Snapshot, candidates []planner.
 // cancel it), and of an idle GPU being given back whole while pods are
 // pending (ReclaimCancels may cancel it for them). It returns such a
 // change ("node/GPU: from -> to"), one not in done (those planned for
-// lately), and why, "" where there is none; and the changes that are such
-// now, planned for or not.
-func urgentCancel(in AutoInputs, snap planner.Snapshot, done sets.Set[string]) (change, why string, now sets.Set[string]) {
+// lately), and why; "" where there is none.
+func urgentCancel(in AutoInputs, snap planner.Snapshot, done sets.Set[string]) (change, why string) {
 	key := func(c planner.Change) string { return fmt.Sprintf("%s/%d: %s -> %s", c.Node, c.GPU, c.To, c.From) }
-	now = sets.New[string]()
 	pending := sets.New[string]()
 	for _, p := range snap.Pending {
 		pending.Insert(p.Pod.Namespace + "/" + p.Pod.Name)
@@ -230,20 +228,18 @@ func urgentCancel(in AutoInputs, snap planner.Snapshot, done sets.Set[string]) (
 		if slices.ContainsFunc(servedBy(snap, c.Node, c.GPU), func(p string) bool { return pending.Has(p) || unplanned.Has(p) }) {
 			continue
 		}
-		now.Insert(key(c))
-		if change == "" && !done.Has(key(c)) {
-			change, why = key(c), fmt.Sprintf("no pod the change in flight on node %s GPU %d was planned for is pending any more", c.Node, c.GPU)
+		if !done.Has(key(c)) {
+			return key(c), fmt.Sprintf("no pod the change in flight on node %s GPU %d was planned for is pending any more", c.Node, c.GPU)
 		}
 	}
 	if len(snap.Pending) > 0 {
 		for _, c := range cancelsBy(in, snap, inFlightReclaim) {
-			now.Insert(key(c))
-			if change == "" && !done.Has(key(c)) {
-				change, why = key(c), fmt.Sprintf("pods are pending while node %s GPU %d is given back whole", c.Node, c.GPU)
+			if !done.Has(key(c)) {
+				return key(c), fmt.Sprintf("pods are pending while node %s GPU %d is given back whole", c.Node, c.GPU)
 			}
 		}
 	}
-	return change, why, now
+	return "", ""
 }
 
 // servedBy are the pods the change in flight on node's GPU idx serves in

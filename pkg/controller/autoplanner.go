@@ -396,14 +396,8 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 		// A change its agent has not started may have to be cancelled
 		// before the agent's settle period ends, sooner than the window
 		// closes: the pass plans now, once for each such change.
-		recent := sets.New[string]()
-		for c, at := range a.urgent {
-			if a.now().Sub(at) < urgentEvery {
-				recent.Insert(c)
-			}
-		}
-		change, why, now := urgentCancel(in, snap, recent)
-		maps.DeleteFunc(a.urgent, func(c string, _ time.Time) bool { return !now.Has(c) })
+		maps.DeleteFunc(a.urgent, func(_ string, at time.Time) bool { return a.now().Sub(at) >= urgentEvery })
+		change, why := urgentCancel(in, snap, sets.KeySet(a.urgent))
 		if change != "" {
 			logger.V(1).Info("Planning before the batching window closes", "why", why)
 			if a.urgent == nil {

@@ -273,15 +273,16 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 			return existing, problems, err == nil, err
 		}
 	}
-	// A write that gives the node other layouts than it was judged on
-	// (judged: another owner's unstarted changes dropped), or that took a
-	// slot (an adoption writing layouts the previous owner wrote but its
-	// agent had not started), counts as changing until the cache shows it
-	// (rolloutExpectations); one that holds the node (waitsFor: its
-	// unstarted changes dropped) or changes only reasons or UUIDs does not:
-	// the cache's older spec is judged the same, and counted it would take
-	// a slot from a node within the bound.
-	moves := waitsFor == nil && (gate != nil && gate.taken[node] || !sameLayouts(judged.Spec.GPUs, next.Spec.GPUs))
+	// A write that gives the node a spec its GPUs do not hold yet (an
+	// adoption of the previous owner's unstarted layouts included) counts
+	// as changing until the cache shows it (rolloutExpectations); one that
+	// holds the node (waitsFor: its unstarted changes dropped), asks for
+	// what its GPUs hold already (a node partitioned before the MigLayout)
+	// or changes only reasons or UUIDs does not: counted, it would take a
+	// slot from a node within the bound while the cache lags.
+	target := judged.DeepCopy()
+	target.Spec.GPUs = next.Spec.GPUs
+	moves := waitsFor == nil && changing(target)
 	written, err := r.patchSpec(ctx, existing, next, stillHolds)
 	if err != nil {
 		if gate != nil && moves && writeMayHaveApplied(err) {

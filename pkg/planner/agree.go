@@ -5,13 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/miglayout/miglayout/pkg/mig"
-	"github.com/miglayout/miglayout/pkg/mig/gpu"
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
@@ -127,19 +125,15 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 		}
 	}
 	slices.SortStableFunc(pods, schedulerLess)
-	// A request for every matching device (all) may match an allocated
-	// device of a profile the catalog lacks, which the node publishes
-	// too: such a device is published here as a stand-in (taken), or,
-	// where none can be made, the node is refused.
-	all := slices.ContainsFunc(pods, asksAll)
-	var standIns []resourceapi.Device
-	if all {
-		var ok bool
-		if standIns, ok = n.uncataloguedStandIns(); !ok {
-			return false, nil
-		}
+	// A request for every matching device may match an allocated device
+	// of a profile the catalog lacks, which the node publishes with what
+	// NVML reports of it: the planner knows neither its memory nor its
+	// engines (a "-me" profile's NVML values are not its base profile's
+	// catalog values either), so the node is refused.
+	if slices.ContainsFunc(pods, asksAll) && n.pinsUncatalogued() {
+		return false, nil
 	}
-	if len(pods) > served || len(standIns) > 0 {
+	if len(pods) > served {
 		// Waiting pods after the last served one take nothing from it.
 		end := len(pods)
 		for end > 0 && waiting.Has(podKey(pods[end-1].Pod)) {
@@ -176,10 +170,6 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 			}
 		}
 	}
-	for _, dev := range standIns {
-		devices = append(devices, dev)
-		taken.Insert(dev.Name)
-	}
 	migslices.SortDevices(devices, roomLost)
 	// What waiting pods not allocated ask: one that asks the same fails
 	// again, as what is taken only grows.
@@ -211,39 +201,12 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 	return true, nil
 }
 
-// uncataloguedStandIns returns, for the allocated devices of the node of a
-// profile its GPU's catalog lacks (catalogued), the devices the node
-// publishes for them as far as the planner can tell: a "-me" profile
-// (nvidia-smi's "1g.10gb-me": the catalogued profile without media
-// engines) as a device of the profile it names, under its own profile name
-// and placement start: the same memory and multiprocessors, and no more
-// engines than the stand-in has, so that a request the stand-in does not
-// match does not match the device either. ok is false where one is of
-// another profile ("+me.all", "+gfx": more engines than any catalogued
-// profile of its size may have), whose values the planner cannot bound.
-func (n *nodeState) uncataloguedStandIns() (out []resourceapi.Device, ok bool) {
-	for _, g := range n.gpus {
-		for _, d := range g.g.Pinned {
-			if g.catalogued(d) {
-				continue
-			}
-			name, found := strings.CutSuffix(d.Profile, "-me")
-			if !found {
-				return nil, false
-			}
-			base, err := g.model.Profile(name)
-			if err != nil {
-				return nil, false
-			}
-			out = append(out, migslices.MIGDevice(g.g.Info, gpu.MIGDevice{
-				GPUIndex: g.g.Info.Index, ParentUUID: g.g.Info.UUID, Profile: d.Profile, ProfileID: base.ID,
-				Placement: mig.Placement{Start: d.Start, Size: base.MemorySlices}, GIID: -1, CIID: -1,
-				MemoryMiB: base.MemoryMiB, Multiprocessors: base.Multiprocessors, CopyEngines: base.CopyEngines,
-				Decoders: base.Decoders, Encoders: base.Encoders, JPEGEngines: base.JPEGEngines, OFAEngines: base.OFAEngines,
-			}))
-		}
-	}
-	return out, true
+// pinsUncatalogued reports whether a GPU of the node holds an allocated
+// device of a profile its model's catalog lacks (catalogued).
+func (n *nodeState) pinsUncatalogued() bool {
+	return slices.ContainsFunc(n.gpus, func(g *gpuState) bool {
+		return slices.ContainsFunc(g.g.Pinned, func(d mig.Device) bool { return !g.catalogued(d) })
+	})
 }
 
 // agreesWith is nodeAgrees of pod on g's node with add (nil: none) made on

@@ -32,18 +32,15 @@ func TestAllModeBesideUncataloguedDevice(t *testing.T) {
 		selector  string // of the All-mode request; "" for every MIG device
 		wantServe bool
 	}{
-		// A profile with all the GPU's media engines (OFA among them):
-		// more than any catalogued profile of its size has, so nothing
-		// bounds what the device matches, and the node is refused.
-		"+me.all allocated, an OFA engine asked":   {pinned: "1g.10gb+me.all@6", selector: "device.capacity['mig.miglayout.io'].ofaEngines.compareTo(quantity('1')) >= 0"},
-		"+me.all allocated, another profile asked": {pinned: "1g.10gb+me.all@6", selector: profileIs("3g.40gb")},
 		"allocated": {pinned: "1g.10gb-me@6"},
 		"free":      {wantServe: true},
-		// It is no 3g.40gb: kube-scheduler allocates the claim.
-		"allocated, another profile asked": {pinned: "1g.10gb-me@6", selector: profileIs("3g.40gb"), wantServe: true},
-		// Its memory is its base profile's (1g.10gb), as NVML reports it.
-		"allocated, its memory asked": {pinned: "1g.10gb-me@6", selector: "device.attributes['mig.miglayout.io'].memory >= 9000"},
-		"free, its memory asked":      {selector: "device.attributes['mig.miglayout.io'].memory >= 9000", wantServe: true},
+		// The planner knows neither its memory nor its engines as NVML
+		// reports them: even a request for another profile is not
+		// planned there (kube-scheduler would allocate this one).
+		"allocated, another profile asked":       {pinned: "1g.10gb-me@6", selector: profileIs("3g.40gb")},
+		"allocated, memory asked":                {pinned: "1g.10gb-me@6", selector: "device.attributes['mig.miglayout.io'].memory >= 9800"},
+		"free, memory asked":                     {selector: "device.attributes['mig.miglayout.io'].memory >= 9000", wantServe: true},
+		"+me.all allocated, an OFA engine asked": {pinned: "1g.10gb+me.all@6", selector: "device.capacity['mig.miglayout.io'].ofaEngines.compareTo(quantity('1')) >= 0"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
