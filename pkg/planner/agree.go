@@ -125,14 +125,6 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 		}
 	}
 	slices.SortStableFunc(pods, schedulerLess)
-	// A request for every matching device may match an allocated device
-	// of a profile the catalog lacks, which the node publishes with what
-	// NVML reports of it: the planner knows neither its memory nor its
-	// engines (a "-me" profile's NVML values are not its base profile's
-	// catalog values either), so the node is refused.
-	if slices.ContainsFunc(pods, asksAll) && n.pinsUncatalogued() {
-		return false, nil
-	}
 	if len(pods) > served {
 		// Waiting pods after the last served one take nothing from it.
 		end := len(pods)
@@ -140,8 +132,20 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 			end--
 		}
 		pods = pods[:end]
-	} else if agrees, ok := p.countsAgree(n, pods, alt); ok {
-		return agrees, nil
+	}
+	// A request for every matching device (of a pod served, or waiting
+	// ahead of one) may match an allocated device of a profile the catalog
+	// lacks, which the node publishes with what NVML reports of it: the
+	// planner knows neither its memory nor its engines (a "-me" profile's
+	// NVML values are not its base profile's catalog values either), so
+	// the node is refused.
+	if slices.ContainsFunc(pods, asksAll) && n.pinsUncatalogued() {
+		return false, nil
+	}
+	if len(pods) == served {
+		if agrees, ok := p.countsAgree(n, pods, alt); ok {
+			return agrees, nil
+		}
 	}
 	planned := p.otherPlanned.clone()
 	for _, k := range n.planned {

@@ -101,3 +101,28 @@ func TestAllModeBesideUncataloguedDevice(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitingAllModePodAfterServedOnes: an All-mode pod the plan leaves
+// waiting on a node (it serves another pod there) that kube-scheduler
+// takes after every pod the plan serves there takes nothing from them: an
+// allocated device of a profile the catalog lacks on the node does not
+// keep those pods off it. (The planner takes larger pods first,
+// kube-scheduler older ones.)
+func TestWaitingAllModePodAfterServedOnes(t *testing.T) {
+	for _, pinned := range []string{"", "1g.10gb-me@6"} {
+		snap := Snapshot{Driver: driver, Classes: []*resourceapi.DeviceClass{migClass()}, Now: t0,
+			Nodes: []Node{node("n1").gpu("A100-SXM4-80GB", pinned, pinned).gpu("A100-SXM4-80GB", "", "").build()},
+			Pending: []Pod{
+				pod("x", 9).claim(profileIs("3g.40gb"), 1).build(),
+				pod("all", 1).claim(profileIs("2g.20gb"), 0).allDevices().build(),
+				pod("y", 8).claim(profileIs("1g.10gb"), 1).build(),
+			}}
+		res, err := Plan(context.Background(), snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if servedNodes(res)["default/y"] != "n1" {
+			t.Errorf("allocated %q: default/y not served on n1 (unservable %v), though the waiting All-mode pod is taken after it", pinned, res.Unservable)
+		}
+	}
+}
