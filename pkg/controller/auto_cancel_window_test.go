@@ -86,14 +86,7 @@ func TestCancelsBeatTheSettlePeriod(t *testing.T) {
 			var act func()
 			want := "7g.80gb@0"
 			if tc.reclaim {
-				ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](60)})
-				h = newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(sevenSmall)))
-				h.settle()
-				h.now = h.now.Add(2 * time.Minute)
-				h.settle()
-				if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
-					t.Fatalf("GPU 0 idle for two minutes -> %q, want it given back as 7g.80gb@0", got)
-				}
+				h = reclaimingSevenSmall(t)
 				act = func() { h.create(autoClaim("c1", profileSelector("1g.10gb")), autoPod("p1", h.now, "c1")) }
 				want = sevenSmall
 			} else {
@@ -105,10 +98,7 @@ func TestCancelsBeatTheSettlePeriod(t *testing.T) {
 					}
 				}
 			}
-			h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
-				st[0].Phase, st[0].Reason, st[0].Message = v1alpha1.PhaseDraining, "Draining", "draining"
-				return st
-			})
+			drainGPU0(h)
 			if got := raceTheSettlePeriod(t, h, tc.at, act, tc.trickle, want); got < 0 {
 				t.Errorf("acted at T+%v; GPU 0's desired layout not back to %s before the agent repartitions at T+%v (spec %v)", tc.at, want, agentSettlePeriod, h.specOf("n1"))
 			} else if t.Logf("cancelled at T+%v", got); got-tc.at > time.Second {
@@ -133,19 +123,8 @@ func plansSoFar(t *testing.T) uint64 {
 // not more often than every urgentEvery, rather than each arrival being
 // planned at once.
 func TestUrgentPlansAtMostEverySecond(t *testing.T) {
-	const sevenSmall = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"
-	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](60)})
-	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(sevenSmall)))
-	h.settle()
-	h.now = h.now.Add(2 * time.Minute)
-	h.settle()
-	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
-		t.Fatalf("setup: %q", got)
-	}
-	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
-		st[0].Phase, st[0].Reason, st[0].Message = v1alpha1.PhaseDraining, "Draining", "draining"
-		return st
-	})
+	h := reclaimingSevenSmall(t)
+	drainGPU0(h)
 	h.a.Idle, h.a.Max, h.a.ReadEvery = 2*time.Second, 10*time.Second, DefaultReadEvery
 	before := plansSoFar(t)
 	T := h.now
@@ -173,19 +152,8 @@ func TestUrgentPlansAtMostEverySecond(t *testing.T) {
 // a pass with none between two arrivals must not let the next one plan
 // again within urgentEvery.
 func TestUrgentPlansAtMostEverySecondWhilePodsComeAndGo(t *testing.T) {
-	const sevenSmall = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"
-	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](60)})
-	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(sevenSmall)))
-	h.settle()
-	h.now = h.now.Add(2 * time.Minute)
-	h.settle()
-	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
-		t.Fatalf("setup: %q", got)
-	}
-	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
-		st[0].Phase, st[0].Reason, st[0].Message = v1alpha1.PhaseDraining, "Draining", "draining"
-		return st
-	})
+	h := reclaimingSevenSmall(t)
+	drainGPU0(h)
 	h.a.Idle, h.a.Max, h.a.ReadEvery = 2*time.Second, 10*time.Second, 0 // --auto-read-every 0: "on every change"
 	before := plansSoFar(t)
 	T := h.now
@@ -215,4 +183,29 @@ func TestUrgentPlansAtMostEverySecondWhilePodsComeAndGo(t *testing.T) {
 	if want := uint64(agentSettlePeriod / urgentEvery); plans > want {
 		t.Errorf("%d plans in %v for one change in flight (want at most %d: once per urgentEvery)", plans, agentSettlePeriod, want)
 	}
+}
+
+// reclaimingSevenSmall is an Auto cluster of one node, n1, whose only GPU,
+// seven free 1g.10gb, has been idle past its policy's minute and is given
+// back whole (desired 7g.80gb@0); its agent has not started.
+func reclaimingSevenSmall(t *testing.T) *autoCluster {
+	t.Helper()
+	const sevenSmall = "1g.10gb@0,1g.10gb@1,1g.10gb@2,1g.10gb@3,1g.10gb@4,1g.10gb@5,1g.10gb@6"
+	ml := autoMigLayout("auto", &v1alpha1.AutoPolicy{ReclaimIdleGPUsAfterSeconds: ptr.To[int32](60)})
+	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0).layout(sevenSmall)))
+	h.settle()
+	h.now = h.now.Add(2 * time.Minute)
+	h.settle()
+	if got := h.specOf("n1")[0]; got != "7g.80gb@0" {
+		t.Fatalf("GPU 0 idle for two minutes -> %q, want it given back as 7g.80gb@0", got)
+	}
+	return h
+}
+
+// drainGPU0 has n1's agent report GPU 0 Draining: the settle period runs.
+func drainGPU0(h *autoCluster) {
+	h.agent("n1", func(st []v1alpha1.GPUStatus, _ []v1alpha1.GPUSpec) []v1alpha1.GPUStatus {
+		st[0].Phase, st[0].Reason, st[0].Message = v1alpha1.PhaseDraining, "Draining", "draining"
+		return st
+	})
 }

@@ -5,10 +5,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 )
@@ -20,36 +16,14 @@ import (
 // change would be dropped too, and given again once the cache caught up
 // (its spec written new, old, new).
 func TestMaxNodesChangingDropWriteTakesNoSlot(t *testing.T) {
-	ml := staticMigLayout("a", "uid-a", "a")
-	objs := []client.Object{ml}
-	for _, n := range []string{"n1", "n2"} {
-		objs = append(objs, node(n, map[string]string{"pool": "a"}),
-			ownedBy(nodeMigLayout(n).spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml))
-	}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	c, r := wholeNodes(t, staticMigLayout("a", "uid-a", "a"), "n1", "n2")
 	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n2"] != halvesLayout {
 		t.Fatalf("setup: %v", specs)
 	}
 	for _, n := range []string{"n1", "n2"} {
-		var nml v1alpha1.NodeMigLayout
-		if err := c.Get(context.Background(), types.NamespacedName{Name: n}, &nml); err != nil {
-			t.Fatal(err)
-		}
-		nml.Status.GPUs = inventory(a100(0).layout(wholeLayout).phase(v1alpha1.PhaseDraining, v1alpha1.ReasonDraining, "draining 7g.80gb@0"))
-		if err := c.Status().Update(context.Background(), &nml); err != nil {
-			t.Fatal(err)
-		}
+		setRow(t, c, n, a100(0).layout(wholeLayout).phase(v1alpha1.PhaseDraining, v1alpha1.ReasonDraining, "draining 7g.80gb@0").build())
 	}
-	var got v1alpha1.MigLayout
-	if err := c.Get(context.Background(), types.NamespacedName{Name: "a"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	got.Spec.MaxNodesChanging = ptr.To[int32](1)
-	if err := c.Update(context.Background(), &got); err != nil {
-		t.Fatal(err)
-	}
+	setMaxNodesChanging(t, c, 1)
 	var staleN2 v1alpha1.NodeMigLayout
 	if err := c.Get(context.Background(), types.NamespacedName{Name: "n2"}, &staleN2); err != nil {
 		t.Fatal(err)

@@ -23,39 +23,13 @@ import (
 // n2, n3, whose changes have not started, are held on what they hold,
 // their specs saying why; once n1 is done, n2 gets the slot.
 func TestMaxNodesChangingSetMidRolloutHoldsUnstartedChanges(t *testing.T) {
-	ml := staticMigLayout("a", "uid-a", "a")
-	objs := []client.Object{ml}
-	for _, n := range []string{"n1", "n2", "n3"} {
-		objs = append(objs, node(n, map[string]string{"pool": "a"}),
-			ownedBy(nodeMigLayout(n).spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml))
-	}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	c, r := wholeNodes(t, staticMigLayout("a", "uid-a", "a"), "n1", "n2", "n3")
 	if specs := specsAfterReconcile(t, c, r, "n1", "n2", "n3"); specs["n3"] != halvesLayout {
 		t.Fatalf("setup: %v", specs)
 	}
-	for n, st := range map[string]*gpuBuilder{
-		"n1": a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, "", ""),
-		"n2": a100(0).layout(wholeLayout).phase(v1alpha1.PhaseDraining, v1alpha1.ReasonDraining, "draining 7g.80gb@0"),
-	} {
-		var nml v1alpha1.NodeMigLayout
-		if err := c.Get(context.Background(), types.NamespacedName{Name: n}, &nml); err != nil {
-			t.Fatal(err)
-		}
-		nml.Status.GPUs = inventory(st)
-		if err := c.Status().Update(context.Background(), &nml); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var got v1alpha1.MigLayout
-	if err := c.Get(context.Background(), types.NamespacedName{Name: "a"}, &got); err != nil {
-		t.Fatal(err)
-	}
-	got.Spec.MaxNodesChanging = ptr.To[int32](1)
-	if err := c.Update(context.Background(), &got); err != nil {
-		t.Fatal(err)
-	}
+	setRow(t, c, "n1", a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, "", "").build())
+	setRow(t, c, "n2", a100(0).layout(wholeLayout).phase(v1alpha1.PhaseDraining, v1alpha1.ReasonDraining, "draining 7g.80gb@0").build())
+	setMaxNodesChanging(t, c, 1)
 	specs := specsAfterReconcile(t, c, r, "n1", "n2", "n3")
 	want := map[string]string{"n1": halvesLayout, "n2": wholeLayout, "n3": wholeLayout}
 	if diff := cmp.Diff(want, specs); diff != "" {
@@ -69,14 +43,7 @@ func TestMaxNodesChangingSetMidRolloutHoldsUnstartedChanges(t *testing.T) {
 		t.Errorf("n2's spec reason %q, want it to say its change was dropped before it started, beyond maxNodesChanging", why)
 	}
 	// n1 is done: the slot goes to n2, and n3 waits.
-	var n1 v1alpha1.NodeMigLayout
-	if err := c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &n1); err != nil {
-		t.Fatal(err)
-	}
-	n1.Status.GPUs = inventory(a100(0).layout(halvesLayout))
-	if err := c.Status().Update(context.Background(), &n1); err != nil {
-		t.Fatal(err)
-	}
+	setRow(t, c, "n1", a100(0).layout(halvesLayout).build())
 	specs = specsAfterReconcile(t, c, r, "n1", "n2", "n3")
 	want = map[string]string{"n1": halvesLayout, "n2": halvesLayout, "n3": wholeLayout}
 	if diff := cmp.Diff(want, specs); diff != "" {
@@ -91,14 +58,7 @@ func TestMaxNodesChangingSetMidRolloutHoldsUnstartedChanges(t *testing.T) {
 func TestMaxNodesChangingHandEditedHeldNodeGetsNoTurn(t *testing.T) {
 	ml := staticMigLayout("a", "uid-a", "a")
 	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
-	objs := []client.Object{ml}
-	for _, n := range []string{"n1", "n2"} {
-		objs = append(objs, node(n, map[string]string{"pool": "a"}),
-			ownedBy(nodeMigLayout(n).spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml))
-	}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	c, r := wholeNodes(t, ml, "n1", "n2")
 	if specs := specsAfterReconcile(t, c, r, "n1", "n2"); specs["n1"] != halvesLayout || specs["n2"] != wholeLayout {
 		t.Fatalf("setup: %v", specs)
 	}
@@ -116,5 +76,33 @@ func TestMaxNodesChangingHandEditedHeldNodeGetsNoTurn(t *testing.T) {
 	specs := specsAfterReconcile(t, c, r, "n1", "n2")
 	if specs["n2"] == halvesLayout {
 		t.Errorf("specs %v: n2 (hand-edited, not started) given the rules' new layout while n1 holds the only slot", specs)
+	}
+}
+
+// wholeNodes is a fake cluster of ml and the given nodes, each selected by
+// ml with a NodeMigLayout ml owns whose GPU 0, an A100, holds and is asked
+// for the whole GPU; and a reconciler of it.
+func wholeNodes(t *testing.T, ml *v1alpha1.MigLayout, nodes ...string) (client.Client, *Reconciler) {
+	t.Helper()
+	objs := []client.Object{ml}
+	for _, n := range nodes {
+		objs = append(objs, node(n, map[string]string{"pool": "a"}),
+			ownedBy(nodeMigLayout(n).spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml))
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	return c, &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+}
+
+// setMaxNodesChanging sets MigLayout a's spec.maxNodesChanging to max.
+func setMaxNodesChanging(t *testing.T, c client.Client, max int32) {
+	t.Helper()
+	var got v1alpha1.MigLayout
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.MaxNodesChanging = ptr.To(max)
+	if err := c.Update(context.Background(), &got); err != nil {
+		t.Fatal(err)
 	}
 }

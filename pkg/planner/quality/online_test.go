@@ -84,6 +84,20 @@ func TestExactDominates(t *testing.T) {
 // errors): the simulator and the solver agree on the arrival rate, the mix
 // and the policy.
 func TestExactSimulated(t *testing.T) {
+	mean, se, want := simulateOnline(t, DefaultMixes()[1], onlineEpsilon, false)
+	if math.Abs(mean-want) > 4*se {
+		t.Errorf("simulated policy serves %.3f large claims per trace, value function says %.3f (standard error %.3f)", mean, want, se)
+	}
+}
+
+// simulateOnline plays the optimal online policy of mix on 2 GPUs (with
+// admission control for reward, admission set; else (e)) on 3000 traces of
+// 10 claims, with claims dropped at once where they are not placed (as the
+// solver assumes), and returns the mean reward per trace (large claims
+// served plus reward per claim served), its standard error, and what the
+// value function promises from an empty cluster.
+func simulateOnline(t *testing.T, mix Mix, reward float64, admission bool) (mean, se, want float64) {
+	t.Helper()
 	m := a100(t)
 	const n, traces = 10, 3000
 	cfg := DefaultConfig()
@@ -92,12 +106,15 @@ func TestExactSimulated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mix := DefaultMixes()[1]
 	dp, err := newOnlineDP(m, mix, 2, n, cfg.LossLoad, cfg.ExactValues)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := emptyValue(dp, dp.value, n)
+	value := dp.value
+	if admission {
+		value = dp.admissionValues(n, reward)
+	}
+	want = emptyValue(dp, value, n)
 	sum, sq := 0.0, 0.0
 	for seed := range uint64(traces) {
 		tr, err := genTrace(m, mix, 2, n, cfg.LossLoad, cfg.MeanHold, seed)
@@ -108,20 +125,21 @@ func TestExactSimulated(t *testing.T) {
 		for _, c := range tr.claims {
 			arrive = append(arrive, c.arrive)
 		}
-		s := newSim(m, tr, 2, 2, nil, &cfg, false, onlineStrategy{dp: dp, arrive: arrive}, fs)
+		st := onlineStrategy{dp: dp, arrive: arrive}
+		if admission {
+			st.admission, st.reward, st.value = true, reward, value
+		}
+		s := newSim(m, tr, 2, 2, nil, &cfg, false, st, fs)
 		if err := s.run(); err != nil {
 			t.Fatal(err)
 		}
 		r := s.result()
-		x := float64(r.servedLarge) + onlineEpsilon*float64(r.served)
+		x := float64(r.servedLarge) + reward*float64(r.served)
 		sum += x
 		sq += x * x
 	}
-	mean := sum / traces
-	se := math.Sqrt((sq/traces - mean*mean) / traces)
-	if math.Abs(mean-want) > 4*se {
-		t.Errorf("simulated policy serves %.3f large claims per trace, value function says %.3f (standard error %.3f)", mean, want, se)
-	}
+	mean = sum / traces
+	return mean, math.Sqrt((sq/traces - mean*mean) / traces), want
 }
 
 // TestGoalReference: where (e) is solved it is the reference of the gap
@@ -226,42 +244,7 @@ func TestAdmissionDominates(t *testing.T) {
 // as the solver assumes), the admission policy earns on average what its
 // value function promises (within four standard errors).
 func TestAdmissionSimulated(t *testing.T) {
-	m := a100(t)
-	const n, traces, reward = 10, 3000, 0.3
-	cfg := DefaultConfig()
-	cfg.Deadline = 1e-9
-	fs, err := newFeasibleSet(m, mixProfiles(cfg.Mixes))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mix := DefaultMixes()[0]
-	dp, err := newOnlineDP(m, mix, 2, n, cfg.LossLoad, cfg.ExactValues)
-	if err != nil {
-		t.Fatal(err)
-	}
-	value := dp.admissionValues(n, reward)
-	want := emptyValue(dp, value, n)
-	sum, sq := 0.0, 0.0
-	for seed := range uint64(traces) {
-		tr, err := genTrace(m, mix, 2, n, cfg.LossLoad, cfg.MeanHold, seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var arrive []float64
-		for _, c := range tr.claims {
-			arrive = append(arrive, c.arrive)
-		}
-		s := newSim(m, tr, 2, 2, nil, &cfg, false, onlineStrategy{dp: dp, arrive: arrive, admission: true, reward: reward, value: value}, fs)
-		if err := s.run(); err != nil {
-			t.Fatal(err)
-		}
-		r := s.result()
-		x := float64(r.servedLarge) + reward*float64(r.served)
-		sum += x
-		sq += x * x
-	}
-	mean := sum / traces
-	se := math.Sqrt((sq/traces - mean*mean) / traces)
+	mean, se, want := simulateOnline(t, DefaultMixes()[0], 0.3, true)
 	if math.Abs(mean-want) > 4*se {
 		t.Errorf("simulated admission policy earns %.3f per trace, value function says %.3f (standard error %.3f)", mean, want, se)
 	}

@@ -189,18 +189,10 @@ func runJob(cfg *Config, m *mig.Model, fs *feasibleSet, layouts []mig.Layout, ge
 				}
 			}
 		case Exact:
-			if why, skip := smallLossOnly(queue, j.scen); skip {
+			dp, arrive, why := onlinePolicy(cfg, m, j, tr, queue, load)
+			if why != "" {
 				tr0.NA, tr0.Reason = true, why
 				break
-			}
-			dp, err := solveOnline(m, j.mix, j.scen.GPUs, len(tr.claims), load, cfg.ExactValues)
-			if err != nil {
-				tr0.NA, tr0.Reason = true, err.Error()
-				break
-			}
-			var arrive []float64
-			for _, c := range tr.claims {
-				arrive = append(arrive, c.arrive)
 			}
 			s := newSim(m, tr, j.scen.GPUs, j.scen.GPUsPerNode, init, cfg, queue, onlineStrategy{dp: dp, arrive: arrive}, fs)
 			if err := s.run(); err != nil {
@@ -209,18 +201,10 @@ func runJob(cfg *Config, m *mig.Model, fs *feasibleSet, layouts []mig.Layout, ge
 			fill(&tr0, s.result())
 		case ExactAdmission:
 			// One result per reward; the report keeps one reward's.
-			if why, skip := smallLossOnly(queue, j.scen); skip {
+			dp, arrive, why := onlinePolicy(cfg, m, j, tr, queue, load)
+			if why != "" {
 				tr0.NA, tr0.Reason = true, why
 				break
-			}
-			dp, err := solveOnline(m, j.mix, j.scen.GPUs, len(tr.claims), load, cfg.ExactValues)
-			if err != nil {
-				tr0.NA, tr0.Reason = true, err.Error()
-				break
-			}
-			var arrive []float64
-			for _, c := range tr.claims {
-				arrive = append(arrive, c.arrive)
 			}
 			for _, reward := range cfg.AdmissionRewards {
 				st := onlineStrategy{dp: dp, arrive: arrive, admission: true, reward: reward, value: dp.admissionValues(len(tr.claims), reward)}
@@ -255,6 +239,24 @@ func runJob(cfg *Config, m *mig.Model, fs *feasibleSet, layouts []mig.Layout, ge
 		out = append(out, tr0)
 	}
 	return out, nil
+}
+
+// onlinePolicy is the optimal online policy of job j's trace tr, solved
+// once per mix (solveOnline), for strategies (e) and (e′), and the claims'
+// arrival times; why says why it does not apply to the job ("" where it
+// does).
+func onlinePolicy(cfg *Config, m *mig.Model, j job, tr trace, queue bool, load float64) (dp *onlineDP, arrive []float64, why string) {
+	if why, skip := smallLossOnly(queue, j.scen); skip {
+		return nil, nil, why
+	}
+	dp, err := solveOnline(m, j.mix, j.scen.GPUs, len(tr.claims), load, cfg.ExactValues)
+	if err != nil {
+		return nil, nil, err.Error()
+	}
+	for _, c := range tr.claims {
+		arrive = append(arrive, c.arrive)
+	}
+	return dp, arrive, ""
 }
 
 // smallLossOnly says why (e) and the clairvoyant search do not run on a
