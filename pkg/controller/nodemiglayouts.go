@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,7 +65,13 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 	} else {
 		r.rollouts.forget(ml.UID)
 	}
-	gate := newRolloutGate(ml, selected, unseen)
+	lostAgents := sets.New[string]()
+	for node, h := range health {
+		if h.Lost {
+			lostAgents.Insert(node)
+		}
+	}
+	gate := newRolloutGate(ml, selected, unseen, lostAgents)
 	if gate != nil {
 		for node, h := range health {
 			if h.Lost || h.Unconfirmed {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // rolloutGate bounds how many nodes of a Static MigLayout change at once
@@ -47,8 +48,9 @@ type rolloutGate struct {
 // gets a new layout then, syncPausedNode). nodes are the NodeMigLayouts of
 // the nodes the MigLayout selects, those in conflict or not yet adopted
 // included: each that changes counts, and so does each in unseen (given a
-// new spec the cache does not show yet).
-func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout, unseen map[string]bool) *rolloutGate {
+// new spec the cache does not show yet). lostAgents are the nodes whose
+// agent is lost (AgentHealth.Lost): their unstarted changes take no slot.
+func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout, unseen map[string]bool, lostAgents sets.Set[string]) *rolloutGate {
 	if ml.Spec.Mode == v1alpha1.ModeAuto || ml.Spec.MaxNodesChanging == nil || ml.Spec.Paused {
 		return nil
 	}
@@ -64,7 +66,10 @@ func newRolloutGate(ml *v1alpha1.MigLayout, nodes []*v1alpha1.NodeMigLayout, uns
 		}
 	}
 	for _, nml := range unstarted {
-		if g.changing < g.max {
+		// A node whose agent is lost (not one merely Unconfirmed after a
+		// start) carries nothing out: its unstarted change is held, and
+		// the slot goes to a node that can use it.
+		if g.changing < g.max && !lostAgents.Has(nml.Name) {
 			g.changing++
 			g.slots = append(g.slots, slotName(nml))
 			continue

@@ -54,7 +54,7 @@ func TestRolloutGateAdmit(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ml := staticMigLayout("a", "uid-a", "a")
 			ml.Spec.MaxNodesChanging = ptr.To[int32](1)
-			g := newRolloutGate(ml, tc.nodes, nil)
+			g := newRolloutGate(ml, tc.nodes, nil, nil)
 			if diff := cmp.Diff(tc.want, g.admit(tc.nodes[0], tc.gpus)); diff != "" {
 				t.Errorf("admitted (-want +got):\n%s", diff)
 			}

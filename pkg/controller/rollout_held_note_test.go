@@ -31,7 +31,7 @@ func TestHeldNoteNamesTheNodeGivenTheSlotThisPass(t *testing.T) {
 	for _, n := range []string{"n1", "n2"} {
 		nodes = append(nodes, nodeMigLayout(n).spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build())
 	}
-	g := newRolloutGate(ml, nodes, nil)
+	g := newRolloutGate(ml, nodes, nil, nil)
 	halves := []v1alpha1.GPUSpec{specGPU(0, halvesLayout, "")}
 	if first, second := g.admit(nodes[0], halves), g.admit(nodes[1], halves); !first || second {
 		t.Fatalf("n1 admitted %t, n2 admitted %t; want only n1: the test shows nothing", first, second)

@@ -433,6 +433,36 @@ func TestMaxNodesChangingSkipsNodeWithLostAgent(t *testing.T) {
 	}
 }
 
+// TestMaxNodesChangingDropsUnstartedChangeOfLostAgent: with
+// maxNodesChanging 1, n1 was given halves but its agent died before it
+// started (Ready on the whole GPU, its Lease not renewed for an hour). It
+// cannot carry the change out: the change is dropped (n1 gets it again
+// once its agent is back) and the only slot goes to n2, rather than n1
+// holding it until its agent returns.
+func TestMaxNodesChangingDropsUnstartedChangeOfLostAgent(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	ml := staticMigLayout("a", "uid-a", "a")
+	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
+	ml.Status.Nodes = []v1alpha1.NodeRow{{Node: "n1", Phase: v1alpha1.PhaseUnknown, Message: "the node's agent has not renewed its heartbeat Lease"}}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
+		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}),
+		agentLease("n1", now.Add(-time.Hour), 40), agentLease("n2", now, 40),
+		ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml),
+		ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100),
+		AgentLeases: renewingLeases(&now, agentLease("n2", now, 40))}
+	for range 2 {
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if specs := specLayouts(t, c); specs["n1"] != wholeLayout || specs["n2"] != halvesLayout {
+		t.Errorf("specs %v: want n1's unstarted change dropped (its agent is lost) and the only slot given to n2", specs)
+	}
+}
+
 // TestGatingMigLayouts: a NodeMigLayout's event wakes, besides its owner
 // (Owns), every other MigLayout with maxNodesChanging that selects its node
 // (in conflict with the owner), since that MigLayout counts the node while
