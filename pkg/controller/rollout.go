@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/miglayout/miglayout/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/miglayout/miglayout/api/v1alpha1"
 )
 
 // rolloutGate bounds how many nodes of a Static MigLayout change at once

@@ -392,25 +392,8 @@ func testMaxNodesChangingHardwareGone(t *testing.T, reason string) {
 // name order, but n1's agent cannot carry anything out: n1 is held (it gets
 // the layout once its agent is back) and the slot goes to n2.
 func TestMaxNodesChangingSkipsNodeWithLostAgent(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	ml := staticMigLayout("a", "uid-a", "a")
-	ml.Spec.MaxNodesChanging = ptr.To[int32](1)
-	ml.Status.Nodes = []v1alpha1.NodeRow{{Node: "n1", Phase: v1alpha1.PhaseUnknown, Message: "the node's agent has not renewed its heartbeat Lease"}}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
-		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}),
-		agentLease("n1", now.Add(-time.Hour), 40), agentLease("n2", now, 40),
-		ownedBy(nodeMigLayout("n1").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml),
-		ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)).
-		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
-	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100),
-		AgentLeases: renewingLeases(&now, agentLease("n2", now, 40))}
+	ctx, c := lostN1(t, wholeLayout)
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}
-	for range 2 {
-		if _, err := r.Reconcile(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-	}
 	specs := map[string]string{}
 	for _, n := range []string{"n1", "n2"} {
 		var nml v1alpha1.NodeMigLayout
@@ -440,6 +423,19 @@ func TestMaxNodesChangingSkipsNodeWithLostAgent(t *testing.T) {
 // once its agent is back) and the only slot goes to n2, rather than n1
 // holding it until its agent returns.
 func TestMaxNodesChangingDropsUnstartedChangeOfLostAgent(t *testing.T) {
+	_, c := lostN1(t, halvesLayout)
+	if specs := specLayouts(t, c); specs["n1"] != wholeLayout || specs["n2"] != halvesLayout {
+		t.Errorf("specs %v: want n1's unstarted change dropped (its agent is lost) and the only slot given to n2", specs)
+	}
+}
+
+// lostN1 is MigLayout a (the rules ask for halves, maxNodesChanging 1)
+// reconciled twice, selecting n1, whose agent is lost (its Lease not
+// renewed for an hour, its row Unknown) and whose spec asks for n1Spec,
+// and n2, whose agent renews; both GPUs hold the whole GPU, n2 is asked
+// for it. It returns the test's context and the client.
+func lostN1(t *testing.T, n1Spec string) (context.Context, client.Client) {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	ml := staticMigLayout("a", "uid-a", "a")
@@ -448,7 +444,7 @@ func TestMaxNodesChangingDropsUnstartedChangeOfLostAgent(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(ml,
 		node("n1", map[string]string{"pool": "a"}), node("n2", map[string]string{"pool": "a"}),
 		agentLease("n1", now.Add(-time.Hour), 40), agentLease("n2", now, 40),
-		ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml),
+		ownedBy(nodeMigLayout("n1").spec(specGPU(0, n1Spec, "")).status(a100(0).layout(wholeLayout)).build(), ml),
 		ownedBy(nodeMigLayout("n2").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), ml)).
 		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
 	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100),
@@ -458,9 +454,7 @@ func TestMaxNodesChangingDropsUnstartedChangeOfLostAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if specs := specLayouts(t, c); specs["n1"] != wholeLayout || specs["n2"] != halvesLayout {
-		t.Errorf("specs %v: want n1's unstarted change dropped (its agent is lost) and the only slot given to n2", specs)
-	}
+	return ctx, c
 }
 
 // TestGatingMigLayouts: a NodeMigLayout's event wakes, besides its owner
