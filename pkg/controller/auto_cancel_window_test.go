@@ -117,71 +117,58 @@ func plansSoFar(t *testing.T) uint64 {
 }
 
 // TestUrgentPlansAtMostEverySecond: an idle GPU is being given back whole
-// (Draining) while pods that no GPU can serve (9g.99gb) trickle in every
+// (Draining) while pods that no GPU can serve (9g.99gb) arrive every
 // 500 ms. An arrival is planned at once (a pending pod may stop the
 // reclaim: urgentCancel), and the plan keeps the reclaim; for that change,
 // not more often than every urgentEvery, rather than each arrival being
-// planned at once.
+// planned at once. Also where the inputs are read on every change
+// (--auto-read-every 0) and each pod is deleted 250 ms after it arrives:
+// the reclaim is urgent only while a pod is pending, and a pass with none
+// between two arrivals must not let the next one plan again within
+// urgentEvery.
 func TestUrgentPlansAtMostEverySecond(t *testing.T) {
-	h := reclaimingSevenSmall(t)
-	drainGPU0(h)
-	h.a.Idle, h.a.Max, h.a.ReadEvery = 2*time.Second, 10*time.Second, DefaultReadEvery
-	before := plansSoFar(t)
-	T := h.now
-	i := 0
-	for h.now.Sub(T) < agentSettlePeriod {
-		i++
-		name := fmt.Sprintf("q%d", i)
-		h.create(autoClaim(name, profileSelector("9g.99gb")), autoPod(name, h.now, name))
-		if _, err := h.a.Reconcile(context.Background(), autoKey); err != nil {
-			t.Fatal(err)
-		}
-		h.now = h.now.Add(500 * time.Millisecond)
-	}
-	plans := plansSoFar(t) - before
-	t.Logf("%d arrivals, %d plans, spec %v", i, plans, h.specOf("n1"))
-	if want := uint64(agentSettlePeriod / urgentEvery); plans > want || plans == 0 {
-		t.Errorf("%d plans for %d arrivals of pods the reclaimed GPU cannot serve within the batching window (want 1 to %d)", plans, i, want)
-	}
-}
-
-// TestUrgentPlansAtMostEverySecondWhilePodsComeAndGo: as
-// TestUrgentPlansAtMostEverySecond, with the inputs read on every change
-// (--auto-read-every 0), each pod deleted 250 ms after it arrives, before
-// the next arrives: the reclaim is urgent only while a pod is pending, and
-// a pass with none between two arrivals must not let the next one plan
-// again within urgentEvery.
-func TestUrgentPlansAtMostEverySecondWhilePodsComeAndGo(t *testing.T) {
-	h := reclaimingSevenSmall(t)
-	drainGPU0(h)
-	h.a.Idle, h.a.Max, h.a.ReadEvery = 2*time.Second, 10*time.Second, 0 // --auto-read-every 0: "on every change"
-	before := plansSoFar(t)
-	T := h.now
-	i := 0
-	for h.now.Sub(T) < agentSettlePeriod {
-		i++
-		name := fmt.Sprintf("q%d", i)
-		claim, pod := autoClaim(name, profileSelector("9g.99gb")), autoPod(name, h.now, name)
-		h.create(claim, pod)
-		if _, err := h.a.Reconcile(context.Background(), autoKey); err != nil {
-			t.Fatal(err)
-		}
-		h.now = h.now.Add(250 * time.Millisecond)
-		if err := h.c.Delete(context.Background(), pod); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.c.Delete(context.Background(), claim); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.a.Reconcile(context.Background(), autoKey); err != nil {
-			t.Fatal(err)
-		}
-		h.now = h.now.Add(250 * time.Millisecond)
-	}
-	plans := plansSoFar(t) - before
-	t.Logf("%d arrivals, %d plans, spec %v", i, plans, h.specOf("n1"))
-	if want := uint64(agentSettlePeriod / urgentEvery); plans > want {
-		t.Errorf("%d plans in %v for one change in flight (want at most %d: once per urgentEvery)", plans, agentSettlePeriod, want)
+	for name, tc := range map[string]struct {
+		readEvery time.Duration
+		comeAndGo bool // each pod deleted 250 ms after it arrives
+	}{
+		"pods trickle in":                     {readEvery: DefaultReadEvery},
+		"pods come and go, read every change": {comeAndGo: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := reclaimingSevenSmall(t)
+			drainGPU0(h)
+			h.a.Idle, h.a.Max, h.a.ReadEvery = 2*time.Second, 10*time.Second, tc.readEvery
+			before := plansSoFar(t)
+			T := h.now
+			i := 0
+			for h.now.Sub(T) < agentSettlePeriod {
+				i++
+				name := fmt.Sprintf("q%d", i)
+				claim, pod := autoClaim(name, profileSelector("9g.99gb")), autoPod(name, h.now, name)
+				h.create(claim, pod)
+				if _, err := h.a.Reconcile(context.Background(), autoKey); err != nil {
+					t.Fatal(err)
+				}
+				h.now = h.now.Add(250 * time.Millisecond)
+				if tc.comeAndGo {
+					if err := h.c.Delete(context.Background(), pod); err != nil {
+						t.Fatal(err)
+					}
+					if err := h.c.Delete(context.Background(), claim); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := h.a.Reconcile(context.Background(), autoKey); err != nil {
+						t.Fatal(err)
+					}
+				}
+				h.now = h.now.Add(250 * time.Millisecond)
+			}
+			plans := plansSoFar(t) - before
+			t.Logf("%d arrivals, %d plans, spec %v", i, plans, h.specOf("n1"))
+			if want := uint64(agentSettlePeriod / urgentEvery); plans > want || plans == 0 {
+				t.Errorf("%d plans in %v for %d arrivals of pods the reclaimed GPU cannot serve (want 1 to %d: at most once per urgentEvery)", plans, agentSettlePeriod, i, want)
+			}
+		})
 	}
 }
 
