@@ -46,9 +46,10 @@ type Row struct {
 	LargeDrops         int
 	LargeDropsLocal    int
 	LargeDropsGlobal   int
-	// Reward is (e′)'s reward per claim served, the one the report kept
-	// (chooseAdmissionReward); 0 for the other strategies.
-	Reward float64 `json:",omitempty"`
+	// Rewards are (e′)'s rewards per claim served, those the report kept
+	// (chooseAdmissionReward): one per fold of traces; nil for the other
+	// strategies.
+	Rewards []float64 `json:",omitempty"`
 }
 
 // ServedShare is the share of claims served.
@@ -75,9 +76,10 @@ type Ratio struct {
 	// admission control, where it serves more large claims than (e) and at
 	// least (a)'s share overall, else (e), the optimal online policy that
 	// serves whenever a placement exists; elsewhere (d) migrate.
-	// BoundReward is (e′)'s reward per claim where it is the bound.
-	Bound       string
-	BoundReward float64
+	// BoundRewards are (e′)'s rewards per claim where it is the bound,
+	// one per fold of traces (chooseAdmissionReward).
+	Bound        string
+	BoundRewards []float64
 	// Traces pooled.
 	Traces int
 	// Large served share, loss model: firstfit, miglayout, bound.
@@ -148,57 +150,96 @@ func (rep *Report) build() {
 	rewards := chooseAdmissionReward(groups)
 	for _, k := range keys {
 		r := pool(k, groups[k], nil)
-		r.Reward = rewards[k]
+		r.Rewards = rewards[k]
 		rep.Rows = append(rep.Rows, r)
 	}
 	rep.ratios(groups, rewards)
 }
 
 // chooseAdmissionReward keeps, in groups, one reward's traces of each (e′)
-// row (ExactAdmission traces come one per reward): the reward whose policy
-// serves the most large claims, pooled, among those that serve at least
-// (a) firstfit's share of claims overall on the same traces (the issue's
-// "never serve less overall than (a)", asked of the reference too); the
-// larger reward among equals. Where none does, the one that serves the
-// most overall. It returns the reward kept per row.
-func chooseAdmissionReward(groups map[rowKey][]TraceResult) map[rowKey]float64 {
-	chosen := map[rowKey]float64{}
+// row (ExactAdmission traces come one per reward), choosing the reward by
+// cross-fitting: the traces are split in two folds by seed parity, and each
+// fold's traces are those of the reward chosen on the other fold
+// (bestAdmissionReward), so that no trace's reference is picked on that
+// trace (a choice made on the traces it is scored on would put the
+// reference above what the policy serves on traces it has not seen). With
+// one fold only (a single seed), the reward is chosen on it. It returns the
+// rewards kept per row, the even fold's first.
+func chooseAdmissionReward(groups map[rowKey][]TraceResult) map[rowKey][]float64 {
+	chosen := map[rowKey][]float64{}
 	for k, ts := range groups {
 		if k.strat != ExactAdmission {
 			continue
 		}
-		byReward := map[float64][]TraceResult{}
+		fold := func(t TraceResult) int { return int(t.Seed % 2) }
+		var folds [2][]TraceResult
 		for _, t := range ts {
-			byReward[t.Reward] = append(byReward[t.Reward], t)
+			folds[fold(t)] = append(folds[fold(t)], t)
 		}
-		ffShare := math.NaN()
-		if ff, ok := groups[rowKey{k.scen, k.mix, k.model, FirstFit}]; ok {
-			ffShare = pool(rowKey{k.scen, k.mix, k.model, FirstFit}, ff, nil).ServedShare()
+		var ff [2][]TraceResult
+		for _, t := range groups[rowKey{k.scen, k.mix, k.model, FirstFit}] {
+			ff[fold(t)] = append(ff[fold(t)], t)
 		}
-		best, bestFeasible := math.NaN(), false
-		var bestRow Row
-		for _, reward := range slices.Sorted(maps.Keys(byReward)) {
-			r := pool(k, byReward[reward], nil)
-			feasible := !r.NA && (math.IsNaN(ffShare) || r.ServedShare() >= ffShare)
-			better := false
-			switch {
-			case math.IsNaN(best):
-				better = true
-			case feasible != bestFeasible:
-				better = feasible
-			case feasible:
-				better = r.LargeShare() >= bestRow.LargeShare()
-			default:
-				better = r.ServedShare() >= bestRow.ServedShare()
+		var kept []TraceResult
+		var rewards []float64
+		for f := range 2 {
+			if len(folds[f]) == 0 {
+				continue
 			}
-			if better {
-				best, bestFeasible, bestRow = reward, feasible, r
+			other := 1 - f
+			if len(folds[other]) == 0 {
+				other = f
+			}
+			reward := bestAdmissionReward(k, folds[other], ff[other])
+			rewards = append(rewards, reward)
+			for _, t := range folds[f] {
+				if t.Reward == reward {
+					kept = append(kept, t)
+				}
 			}
 		}
-		groups[k] = byReward[best]
-		chosen[k] = best
+		groups[k] = kept
+		chosen[k] = rewards
 	}
 	return chosen
+}
+
+// bestAdmissionReward is the reward, among those of the (e′) traces ts,
+// whose policy serves the most large claims, pooled, among those that
+// serve at least (a) firstfit's share of claims overall on the same traces
+// ff (the issue's "never serve less overall than (a)", asked of the
+// reference too); the larger reward among equals. Where none does, the one
+// that serves the most overall.
+func bestAdmissionReward(k rowKey, ts, ff []TraceResult) float64 {
+	byReward := map[float64][]TraceResult{}
+	for _, t := range ts {
+		byReward[t.Reward] = append(byReward[t.Reward], t)
+	}
+	ffShare := math.NaN()
+	if len(ff) > 0 {
+		ffShare = pool(rowKey{k.scen, k.mix, k.model, FirstFit}, ff, nil).ServedShare()
+	}
+	best, bestFeasible := math.NaN(), false
+	var bestRow Row
+	for _, reward := range slices.Sorted(maps.Keys(byReward)) {
+		r := pool(k, byReward[reward], nil)
+		feasible := !r.NA && (math.IsNaN(ffShare) || r.ServedShare() >= ffShare)
+		better := false
+		switch {
+		case math.IsNaN(best):
+			better = true
+		case feasible != bestFeasible:
+			better = feasible
+		case feasible:
+			better = r.LargeShare() >= bestRow.LargeShare()
+		default:
+			better = r.ServedShare() >= bestRow.ServedShare()
+		}
+		if better {
+			best, bestFeasible, bestRow = reward, feasible, r
+		}
+	}
+	return best
 }
 
 // pool sums traces; only the seeds in keep when keep is not nil.
@@ -255,7 +296,7 @@ func percentile(xs []float64, q float64) float64 {
 	return s[max(0, min(i, len(s)-1))]
 }
 
-func (rep *Report) ratios(groups map[rowKey][]TraceResult, rewards map[rowKey]float64) {
+func (rep *Report) ratios(groups map[rowKey][]TraceResult, rewards map[rowKey][]float64) {
 	for _, sc := range rep.Config.Scenarios {
 		for _, mix := range rep.Config.Mixes {
 			ra := Ratio{Scenario: sc.Name, Mix: mix.Name, GapClosed: math.NaN(), GapLow: math.NaN(), GapHigh: math.NaN(), ServedRatioLoss: math.NaN(), ServedRatioQueue: math.NaN(), P95LargeRatio: math.NaN(),
@@ -280,7 +321,7 @@ func (rep *Report) ratios(groups map[rowKey][]TraceResult, rewards map[rowKey]fl
 					ra.Bound, ra.BoundLarge = Exact, b.LargeShare()
 					k := rowKey{sc.Name, mix.Name, "loss", ExactAdmission}
 					if a, ok := get("loss", ExactAdmission, nil); ok && !a.NA && a.Solved == a.Traces && a.ServedShare() >= ff.ServedShare() && a.LargeShare() > b.LargeShare() {
-						ra.Bound, ra.BoundLarge, ra.BoundReward = ExactAdmission, a.LargeShare(), rewards[k]
+						ra.Bound, ra.BoundLarge, ra.BoundRewards = ExactAdmission, a.LargeShare(), rewards[k]
 					}
 					if ra.MigrateLarge > ra.FirstFitLarge {
 						ra.ExactOfMigrateGap = (ra.BoundLarge - ra.FirstFitLarge) / (ra.MigrateLarge - ra.FirstFitLarge)
@@ -467,7 +508,7 @@ func (rep Report) String() string {
 		}
 		var notes []string
 		if r.Strategy == ExactAdmission {
-			notes = append(notes, fmt.Sprintf("reward %g", r.Reward))
+			notes = append(notes, rewardsText(r.Rewards))
 		}
 		if r.Solved < r.Traces {
 			notes = append(notes, fmt.Sprintf("solved %d/%d", r.Solved, r.Traces))
@@ -484,7 +525,7 @@ func (rep Report) String() string {
 	b.WriteString("\n*  (c) best fixed layouts chosen in hindsight per trace (best uniform maximal layout, then GPU-by-GPU improvement).\n")
 	b.WriteString("†  (d) moves running instances (instant, no repartition delay): a bound no real system may use; 'moved' counts migrated instances.\n")
 	b.WriteString("§  (e) the optimal online policy, solved exactly by dynamic programming over the GPUs' allocated devices: knows the arrival rate, the mix and the mean hold, not the trace; serves whenever a placement exists, never moves an allocated device, instant service: the best such policy can do in expectation (solved for claims lost when they do not fit at once, played with the deadline; loss model, small clusters only).\n")
-	b.WriteString("¶  (e′) (e) that may also turn a claim away while a placement exists (admission control), solved for a reward of 1 per large claim served plus a reward per claim served; the reward kept (its column 'reward') serves the most large claims among those serving at least (a)'s share overall; a claim turned away stays pending while its deadline lasts.\n")
+	b.WriteString("¶  (e′) (e) that may also turn a claim away while a placement exists (admission control), solved for a reward of 1 per large claim served plus a reward per claim served; the reward kept serves the most large claims among those serving at least (a)'s share overall, chosen by cross-fitting: on the odd seeds' traces for the even ones' and the other way round (its column 'rewards', even seeds' first), so that no trace's reference is chosen on that trace; a claim turned away stays pending while its deadline lasts.\n")
 	b.WriteString("‡  clairvoyant search over placement choices, knowing every arrival and hold of the trace, serving whenever a placement exists, instant service: a relaxation of (e) no policy that serves whenever it can may reach; one that turns claims away, as (e′) does, is not bounded by it (loss model, small instances only).\n")
 	b.WriteString("   served/large: share of claims (of 3g/4g/7g claims) given a device (loss: given one within the deadline, which may be usable only once its change is done; queue: before the run ends, else wait ∞).\n")
 
@@ -509,7 +550,7 @@ func (rep Report) String() string {
 		}
 		bound := Labels[r.Bound]
 		if r.Bound == ExactAdmission {
-			bound += fmt.Sprintf(" reward %g", r.BoundReward)
+			bound += " " + rewardsText(r.BoundRewards)
 		}
 		p95ff, p95ml := "-", "-"
 		if r.HasQueue {
@@ -583,4 +624,16 @@ func countTraces(rep Report) int {
 		seen[fmt.Sprint(t.Scenario, t.Mix, t.Model, t.Seed)] = true
 	}
 	return len(seen)
+}
+
+// rewardsText names (e′)'s rewards kept, one per fold of traces.
+func rewardsText(rewards []float64) string {
+	parts := make([]string, len(rewards))
+	for i, r := range rewards {
+		parts[i] = fmt.Sprintf("%g", r)
+	}
+	if len(parts) == 1 {
+		return "reward " + parts[0]
+	}
+	return "rewards " + strings.Join(parts, "/")
 }

@@ -166,15 +166,77 @@ func TestAdmissionBound(t *testing.T) {
 			}
 			rep.build()
 			i := slices.IndexFunc(rep.Rows, func(r Row) bool { return r.Strategy == ExactAdmission })
-			if i < 0 || rep.Rows[i].Reward != tc.wantReward || rep.Rows[i].Traces != 2 {
+			if i < 0 || !slices.Equal(rep.Rows[i].Rewards, []float64{tc.wantReward, tc.wantReward}) || rep.Rows[i].Traces != 2 {
 				t.Fatalf("(e′) row %+v, want reward %g pooled over 2 traces", rep.Rows, tc.wantReward)
 			}
 			r := rep.Ratios[0]
 			if r.Bound != tc.wantBound || math.Abs(r.BoundLarge-tc.wantLarge) > 1e-9 {
 				t.Errorf("bound %s (large %.3f), want %s (%.3f)", r.Bound, r.BoundLarge, tc.wantBound, tc.wantLarge)
 			}
-			if tc.wantBound == ExactAdmission && r.BoundReward != tc.wantReward {
-				t.Errorf("bound reward %g, want %g", r.BoundReward, tc.wantReward)
+			if tc.wantBound == ExactAdmission && !slices.Equal(r.BoundRewards, []float64{tc.wantReward, tc.wantReward}) {
+				t.Errorf("bound rewards %v, want %g on both folds", r.BoundRewards, tc.wantReward)
+			}
+		})
+	}
+}
+
+// TestAdmissionRewardCrossFitted: each fold of traces (by seed parity) is
+// scored with the reward chosen on the other fold, so that no trace's
+// reference is picked on that trace; a lone fold is scored with its own.
+func TestAdmissionRewardCrossFitted(t *testing.T) {
+	// Large claims served per seed and reward, of 40; every policy serves
+	// 75 of 100 claims, above first-fit's 70.
+	for name, tc := range map[string]struct {
+		large       map[uint64]map[float64]int
+		wantRewards []float64
+		wantLarge   int // pooled over the traces kept
+	}{
+		"the folds disagree": {
+			large: map[uint64]map[float64]int{
+				0: {0.1: 34, 0.5: 30},
+				1: {0.1: 28, 0.5: 33},
+			},
+			// Seed 0 gets the reward seed 1 prefers, and the other way
+			// round: 30 + 28, not 34 + 33.
+			wantRewards: []float64{0.5, 0.1}, wantLarge: 58,
+		},
+		"seeds of a fold pool": {
+			large: map[uint64]map[float64]int{
+				0: {0.1: 34, 0.5: 30},
+				1: {0.1: 28, 0.5: 33},
+				2: {0.1: 30, 0.5: 36},
+				3: {0.1: 35, 0.5: 26},
+			},
+			// Even seeds prefer 0.5 (66 against 64), odd ones 0.1 (63
+			// against 59).
+			wantRewards: []float64{0.1, 0.5}, wantLarge: 34 + 30 + 33 + 26,
+		},
+		"one seed": {
+			large:       map[uint64]map[float64]int{4: {0.1: 34, 0.5: 30}},
+			wantRewards: []float64{0.1}, wantLarge: 34,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{Scenarios: []Scenario{{Name: "s", Models: []string{"loss"}, Exact: true}}, Mixes: []Mix{{Name: "m"}}}
+			rep := Report{Config: cfg}
+			for seed, byReward := range tc.large {
+				rep.Traces = append(rep.Traces, TraceResult{Scenario: "s", Mix: "m", Model: "loss", Strategy: FirstFit, Seed: seed, N: 100, Served: 70, NLarge: 40, ServedLarge: 20})
+				for reward, large := range byReward {
+					rep.Traces = append(rep.Traces, TraceResult{Scenario: "s", Mix: "m", Model: "loss", Strategy: ExactAdmission, Seed: seed, Reward: reward,
+						N: 100, Served: 75, NLarge: 40, ServedLarge: large})
+				}
+			}
+			rep.build()
+			i := slices.IndexFunc(rep.Rows, func(r Row) bool { return r.Strategy == ExactAdmission })
+			if i < 0 {
+				t.Fatalf("no (e′) row in %+v", rep.Rows)
+			}
+			r := rep.Rows[i]
+			if diff := cmp.Diff(tc.wantRewards, r.Rewards); diff != "" {
+				t.Errorf("rewards (-want +got):\n%s", diff)
+			}
+			if r.Traces != len(tc.large) || r.ServedLarge != tc.wantLarge {
+				t.Errorf("pooled %d traces serving %d large claims, want %d and %d", r.Traces, r.ServedLarge, len(tc.large), tc.wantLarge)
 			}
 		})
 	}
