@@ -99,9 +99,9 @@ const ServedRecheck = 10 * time.Minute
 // API server stored a slice of this agent's without some fields (through
 // the kubelet plugin's error handler, plugin.Config.OnDroppedFields): the
 // certain sign that a DRA feature the slice uses is off. A publication
-// waiting to be served fails at once with ErrDrainTaintsDropped or
-// ErrBindingConditionsDropped when such a report names DRADeviceTaints or
-// DRADeviceBindingConditions.
+// waiting to be served fails with ErrDrainTaintsDropped (once served,
+// taints aside) or ErrBindingConditionsDropped (at once) when such a report
+// names DRADeviceTaints or DRADeviceBindingConditions.
 func (p *PoolInventory) DroppedFields(err *resourceslice.DroppedFieldsError) {
 	p.droppedMu.Lock()
 	defer p.droppedMu.Unlock()
@@ -412,11 +412,16 @@ func wantedKeys(res resourceslice.DriverResources) sets.Set[deviceKey] {
 
 // waitServed polls the API server until the node's slices of this driver
 // hold exactly the published devices, with their UUIDs and taints. It fails at once when the
-// API server is reported dropping taints or binding conditions the
-// publication has (DroppedFields, counted from before); a publication that
-// is not served in time (an update refused, a slow API server) is only
-// that, not a sign that a feature is off. Where the last reads of the pool
-// failed (RBAC, a network policy), the error wraps the last read's error.
+// API server is reported dropping binding conditions the publication has
+// (DroppedFields, counted from before). Reported dropping its taints, it
+// waits on until the slices hold the published devices, taints aside, and
+// then fails with ErrDrainTaintsDropped: callers that go on where taints are
+// dropped (a withdrawal, a republication) rely on the devices being served,
+// and a report may come from another write than this publication's. A
+// publication that is not served in time (an update refused, a slow API
+// server) is only that, not a sign that a feature is off. Where the last
+// reads of the pool failed (RBAC, a network policy), the error wraps the
+// last read's error.
 func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.DriverResources, before map[string]int) error {
 	if p.Live == nil {
 		return nil
@@ -432,12 +437,13 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 	}
 	var got sets.Set[deviceKey]
 	var listErr error // the last failed read, while no read succeeds after it
+	taintsDropped := false
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if binds && p.droppedReports(featureBindingConditions) > before[featureBindingConditions] {
 			return false, ErrBindingConditionsDropped
 		}
-		if drains && p.droppedReports(featureDeviceTaints) > before[featureDeviceTaints] {
-			return false, ErrDrainTaintsDropped
+		if drains && !taintsDropped && p.droppedReports(featureDeviceTaints) > before[featureDeviceTaints] {
+			taintsDropped, want = true, untainted(want)
 		}
 		var list resourceapi.ResourceSliceList
 		if err := p.Live.List(ctx, &list, client.MatchingFields{"spec.nodeName": p.NodeName, "spec.driver": p.Driver}); err != nil {
@@ -456,12 +462,17 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 				got.Insert(keyOf(d))
 			}
 		}
+		if taintsDropped {
+			got = untainted(got)
+		}
 		return got.Equal(want), nil
 	})
 	switch {
+	case err == nil && taintsDropped:
+		return fmt.Errorf("pool %s served without its taints: %w", p.NodeName, ErrDrainTaintsDropped)
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrDrainTaintsDropped), errors.Is(err, ErrBindingConditionsDropped):
+	case errors.Is(err, ErrBindingConditionsDropped):
 		return fmt.Errorf("waiting for the API server to serve pool %s: %w", p.NodeName, err)
 	case listErr != nil:
 		return fmt.Errorf("waiting for the API server to serve pool %s: listing its ResourceSlices: %w", p.NodeName, errors.Join(listErr, err))
@@ -469,6 +480,16 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 		return fmt.Errorf("waiting for the API server to serve pool %s (%d devices wanted, %d served as published): %w",
 			p.NodeName, want.Len(), want.Intersection(got).Len(), err)
 	}
+}
+
+// untainted is keys without their taints (drain and Xid).
+func untainted(keys sets.Set[deviceKey]) sets.Set[deviceKey] {
+	out := make(sets.Set[deviceKey], len(keys))
+	for k := range keys {
+		k.drained, k.xid = false, ""
+		out.Insert(k)
+	}
+	return out
 }
 
 // ErrDrainTaintsDropped: the API server stored the pool without its drain

@@ -20,8 +20,9 @@ import (
 // whatever it tolerates. A whole GPU drained for MIG mode to go on leaves
 // the pool with its GPU. Nothing is published where nothing was drained.
 // Drain taints the API server drops on the devices a pending MIG mode
-// change removes do not fail it (the withdrawal itself was served). The
-// error is the publication's.
+// change removes do not fail it: ErrDrainTaintsDropped comes only once the
+// withdrawal is served, taints aside (PoolInventory.Publish). The error is
+// the publication's.
 func (r *Repartitioner) withdraw(ctx context.Context, obs []GPUState, work []*gpuPlan) error {
 	gone := sets.New[string]()
 	for _, p := range work {
