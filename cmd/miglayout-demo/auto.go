@@ -16,7 +16,8 @@ import (
 
 func (d *demo) autoMode(ctx context.Context) error {
 	d.printf("  Switch the MigLayout to Auto mode: pending claims decide the layouts from now on\n")
-	d.printf("  (the devices in use stay; every GPU keeps its layout until demand needs a change).\n")
+	d.printf("  (the devices in use stay; a GPU changes for pending claims, or, idle for 5 minutes,\n")
+	d.printf("  to be given back whole).\n")
 	if err := d.kubectl(ctx, "patch", "miglayout", layoutName, "--type=merge", "-p", `{"spec":{"mode":"Auto","rules":null}}`); err != nil {
 		return err
 	}

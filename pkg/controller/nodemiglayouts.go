@@ -217,12 +217,12 @@ func (r *Reconciler) syncNode(ctx context.Context, ml *v1alpha1.MigLayout, node 
 		desired, problems = DesiredGPUs(r.catalog(), ml.Spec.Rules, existing.Status.GPUs, existing.Spec.GPUs)
 		writtenBy = v1alpha1.ModeStatic
 	} else if adopting || writtenBy != v1alpha1.ModeAuto {
-		desired, writtenBy = dropUnstarted(existing, dropForAuto), v1alpha1.ModeAuto
+		desired, writtenBy = keptForAuto(existing, dropUnstarted(existing, dropForAuto)), v1alpha1.ModeAuto
 		// The drop holds only on the status it was judged on: a retry
 		// after a conflict writes it only where the live status gives
 		// the same (the agent may have started a change meanwhile).
 		stillHolds = func(live *v1alpha1.NodeMigLayout) bool {
-			return equality.Semantic.DeepEqual(dropUnstarted(live, dropForAuto), desired)
+			return equality.Semantic.DeepEqual(keptForAuto(live, dropUnstarted(live, dropForAuto)), desired)
 		}
 	}
 	if ml.Spec.Mode == v1alpha1.ModeAuto {
@@ -524,6 +524,32 @@ func dropUnstarted(nml *v1alpha1.NodeMigLayout, why string) []v1alpha1.GPUSpec {
 		}
 		out[i] = v1alpha1.GPUSpec{Index: sp.Index, UUID: st.UUID, MIGEnabled: st.MIGEnabled, Layout: st.Layout,
 			Reason: truncate(why+": the change to "+describeSpec(sp)+" was dropped before it started", 1024)}
+	}
+	return out
+}
+
+// keptForAuto returns specs (nml's, its unstarted changes dropped) with
+// the reason of each entry its GPU holds, Ready, said anew for Auto mode:
+// the layout stays until pending claims need a change. Written by a Static
+// rule, or by another Auto MigLayout's plan, the old reason (a rule, pods
+// served then) would read as what decides the layout now; it is kept
+// after "written before as". Entries of changes under way, and those
+// dropUnstarted dropped (which say so already), keep theirs.
+func keptForAuto(nml *v1alpha1.NodeMigLayout, specs []v1alpha1.GPUSpec) []v1alpha1.GPUSpec {
+	out := slices.Clone(specs)
+	for i, sp := range out {
+		j := slices.IndexFunc(nml.Status.GPUs, func(st v1alpha1.GPUStatus) bool { return st.Index == sp.Index })
+		if j < 0 || strings.HasPrefix(sp.Reason, dropForAuto+":") {
+			continue
+		}
+		if st := nml.Status.GPUs[j]; st.Phase != v1alpha1.PhaseReady || st.MIGEnabled != st.MIGPending || !holds(sp, st) {
+			continue
+		}
+		reason := dropForAuto + ": kept as the GPU holds it until pending claims need a change"
+		if sp.Reason != "" {
+			reason += " (written before as: " + sp.Reason + ")"
+		}
+		out[i].Reason = truncate(reason, 1024)
 	}
 	return out
 }
