@@ -99,11 +99,15 @@ func (m *NVMLManager) create(logger klog.Logger, idx int, d mig.Device) (MIGDevi
 		return MIGDevice{}, m.rollback(logger, gi, fmt.Errorf("creating compute instance in GI %d: %w", giInfo.Id,
 			nvmlErr("nvmlGpuInstanceCreateComputeInstance", ret)))
 	}
-	handles, err := migHandles(dev)
-	if err != nil {
-		return MIGDevice{}, fmt.Errorf("created GI %d with its CI, but listing MIG devices failed: %w", giInfo.Id, err)
-	}
-	out, err := describe(idx, uuid, gpuInstance{handle: gi, info: giInfo, profile: info, name: p.Name}, handles)
+	// Read back as often as another goroutine's read or create reuses
+	// the MIG device handles meanwhile (stillMIGDevice).
+	out, err := settled(func() (MIGDevice, error) {
+		handles, err := migHandles(dev)
+		if err != nil {
+			return MIGDevice{}, staleMeanwhile(fmt.Errorf("listing MIG devices: %w", err))
+		}
+		return describe(idx, uuid, gpuInstance{handle: gi, info: giInfo, profile: info, name: p.Name}, handles)
+	})
 	if err != nil {
 		return MIGDevice{}, fmt.Errorf("created GI %d with its CI, but reading it back failed: %w", giInfo.Id, err)
 	}
@@ -415,6 +419,9 @@ func giProcessesOf(handles map[[2]int]nvml.Device, g gpuInstance) ([]Process, er
 	for _, k := range keys {
 		procs, ret := handles[k].GetComputeRunningProcesses()
 		if err := staleErr("nvmlDeviceGetComputeRunningProcesses", ret); err != nil {
+			return nil, fmt.Errorf("listing processes on GI %d CI %d: %w", k[0], k[1], err)
+		}
+		if err := stillMIGDevice(handles[k], k); err != nil {
 			return nil, fmt.Errorf("listing processes on GI %d CI %d: %w", k[0], k[1], err)
 		}
 		for _, p := range procs {

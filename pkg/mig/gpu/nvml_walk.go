@@ -437,14 +437,45 @@ func describe(idx int, parentUUID string, g gpuInstance, handles map[[2]int]nvml
 	// older agent made): published with the CI's, such a device would
 	// be planned as serving a pod kube-scheduler never gives it.
 	d.CIID = int(ci.Id)
-	if h, ok := handles[[2]int{d.GIID, d.CIID}]; ok {
+	key := [2]int{d.GIID, d.CIID}
+	if h, ok := handles[key]; ok {
 		uuid, ret := h.GetUUID()
 		if err := staleErr("nvmlDeviceGetUUID", ret); err != nil {
+			return d, fmt.Errorf("getting MIG device UUID: %w", err)
+		}
+		if err := stillMIGDevice(h, key); err != nil {
 			return d, fmt.Errorf("getting MIG device UUID: %w", err)
 		}
 		d.UUID = uuid
 	}
 	return d, nil
+}
+
+// stillMIGDevice checks, after a read through MIG device handle h, listed
+// by migHandles as that of GI key[0], CI key[1], that h names that MIG
+// device still. nvml.h lets a handle be reused for another MIG device once
+// the process asks for the handle of its index again
+// (nvmlDeviceGetMigDeviceHandleByIndex: "Handles may be reused and their
+// properties can change in the process"), as this manager does on every
+// read and create of another goroutine: what the read returned may then be
+// another MIG device's (its UUID, its processes). A handle that names
+// another MIG device now is changedMeanwhile, and so is one gone stale
+// (ErrNotFound): the GPU is read again (settled). Another error of the ID
+// reads is returned as it is. A handle reused twice over, back to a MIG
+// device of the same IDs, between the read and this check, is not seen.
+func stillMIGDevice(h nvml.Device, key [2]int) error {
+	gi, ret := h.GetGpuInstanceId()
+	if err := staleErr("nvmlDeviceGetGpuInstanceId", ret); err != nil {
+		return staleMeanwhile(err)
+	}
+	ci, ret := h.GetComputeInstanceId()
+	if err := staleErr("nvmlDeviceGetComputeInstanceId", ret); err != nil {
+		return staleMeanwhile(err)
+	}
+	if gi != key[0] || ci != key[1] {
+		return changedMeanwhile{msg: fmt.Sprintf("the MIG device handle of GI %d CI %d names GI %d CI %d now (NVML reused it)", key[0], key[1], gi, ci)}
+	}
+	return nil
 }
 
 // MIGDevices lists the GIs of GPU gpuIndex with their full-size CIs, ordered

@@ -12,27 +12,51 @@ import (
 	"github.com/miglayout/miglayout/pkg/mig"
 )
 
-// device is an nvml.Device: a whole GPU (isMIG false) or a MIG device, i.e.
-// the compute instance ci of GPU instance gi, whose serial number uid makes a
-// handle to a destroyed CI stale even when its IDs are reused. Handles are
-// comparable values: two handles to the same device are ==.
+// device is an nvml.Device: a whole GPU (isMIG false) or a MIG device
+// handle. A MIG device handle is a slot of its GPU's MIG device table in
+// this process (Sim.slots, by MIG device index), as nvml.h describes them
+// (nvmlDeviceGetMigDeviceHandleByIndex: once its MIG device is destroyed the
+// handle "would remain invalid and must be requested again using this API.
+// Handles may be reused and their properties can change in the process"):
+// the slot names the compute instance it was last handed out for, by
+// serial number, so that the handle is stale (ERROR_INVALID_ARGUMENT) once
+// that CI is destroyed, even where a new CI takes its IDs, until someone in
+// the process asks for the handle of that index (or the new CI's UUID)
+// again; from then on every holder of the handle reaches the MIG device now
+// at that index. Handles are comparable values: two handles to one slot
+// are ==.
 type device struct {
 	*mock.Device
-	s      *Sim
-	index  int
-	isMIG  bool
-	gi, ci int
-	uid    uint64
+	s     *Sim
+	index int
+	isMIG bool
+	// slot is the MIG device index of a MIG device handle.
+	slot int
 }
 
 var _ nvml.Device = device{}
+
+// migSlot is what a MIG device handle of a slot names: the compute instance
+// ci of GPU instance gi, whose serial number uid tells it from a CI made
+// since with the same IDs.
+type migSlot struct {
+	gi, ci int
+	uid    uint64
+}
 
 func (s *Sim) gpuHandle(index int) device {
 	return device{Device: s.devMock, s: s, index: index}
 }
 
-func (s *Sim) migHandle(index int, gi *GPUInstance, ci *ComputeInstance) device {
-	return device{Device: s.devMock, s: s, index: index, isMIG: true, gi: gi.ID, ci: ci.ID, uid: ci.UID}
+// migHandle hands out the handle of MIG device slot of GPU index, now the
+// compute instance ci of gi: holders of the slot's handle reach it from
+// now on. Called under s.mu (within update).
+func (s *Sim) migHandle(index, slot int, gi *GPUInstance, ci *ComputeInstance) device {
+	if s.slots == nil {
+		s.slots = map[[2]int]migSlot{}
+	}
+	s.slots[[2]int{index, slot}] = migSlot{gi: gi.ID, ci: ci.ID, uid: ci.UID}
+	return device{Device: s.devMock, s: s, index: index, isMIG: true, slot: slot}
 }
 
 // devCtx is what a device operation works on: the GPU, its model and, for a
@@ -60,10 +84,11 @@ func (d device) with(op string, mutating, migOK bool, fn func(c devCtx) (bool, n
 		}
 		c := devCtx{st: st, g: g, m: m, lie: lie}
 		if d.isMIG {
-			if c.gi = g.gi(d.gi); c.gi != nil {
-				c.ci = c.gi.ci(d.ci)
+			sl := d.s.slots[[2]int{d.index, d.slot}]
+			if c.gi = g.gi(sl.gi); c.gi != nil {
+				c.ci = c.gi.ci(sl.ci)
 			}
-			if c.ci == nil || c.ci.UID != d.uid {
+			if c.ci == nil || c.ci.UID != sl.uid {
 				return false, nvml.ERROR_INVALID_ARGUMENT
 			}
 			if !migOK {
@@ -627,7 +652,7 @@ func (d device) GetMigDeviceHandleByIndex(index int) (nvml.Device, nvml.Return) 
 		if index >= len(all) {
 			return false, nvml.ERROR_NOT_FOUND
 		}
-		out = d.s.migHandle(d.index, all[index].gi, all[index].ci)
+		out = d.s.migHandle(d.index, index, all[index].gi, all[index].ci)
 		return false, nvml.SUCCESS
 	})
 	return out, ret

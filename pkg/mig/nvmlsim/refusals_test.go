@@ -16,9 +16,11 @@ import (
 )
 
 // TestStaleMIGDeviceHandleAfterCIRecreated: a MIG device handle names the
-// compute instance it was made for, not its GI and CI IDs. Once that CI is
-// destroyed and a new one takes the same IDs, the old handle is stale
-// (ERROR_INVALID_ARGUMENT) and never reaches the new MIG device.
+// compute instance it was last handed out for, not its GI and CI IDs. Once
+// that CI is destroyed and a new one takes the same IDs, the old handle is
+// stale (ERROR_INVALID_ARGUMENT) and does not reach the new MIG device
+// until the process asks for a handle of that index again
+// (TestMIGDeviceHandleReused).
 func TestStaleMIGDeviceHandleAfterCIRecreated(t *testing.T) {
 	s := newTestSim(t, Config{Spec: "1x" + a100})
 	d := migOn(t, s, 0)
@@ -487,4 +489,62 @@ func twoOneSliceCIs(t *testing.T) (s *Sim, d nvml.Device, g nvml.GpuInstance, in
 	second, ret = g.CreateComputeInstance(&info)
 	must(t, "CreateComputeInstance", ret)
 	return s, d, g, info, first, second
+}
+
+// TestMIGDeviceHandleReused: nvml.h, nvmlDeviceGetMigDeviceHandleByIndex:
+// "Handles may be reused and their properties can change in the process".
+// Once the process asks for the handle of an index again (or of a MIG
+// device's UUID), every handle of that index reaches the MIG device now
+// there, another one where MIG devices came and went; a handle is stale
+// only until then.
+func TestMIGDeviceHandleReused(t *testing.T) {
+	for name, again := range map[string]func(d nvml.Device, s *Sim, uuid string) (nvml.Device, nvml.Return){
+		"by index": func(d nvml.Device, _ *Sim, _ string) (nvml.Device, nvml.Return) {
+			return d.GetMigDeviceHandleByIndex(0)
+		},
+		"by UUID": func(_ nvml.Device, s *Sim, uuid string) (nvml.Device, nvml.Return) {
+			return s.DeviceGetHandleByUUID(uuid)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newTestSim(t, Config{Spec: "1x" + a100})
+			d := migOn(t, s, 0)
+			_, ci := mustMIG(t, d, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 0)
+			old, ret := d.GetMigDeviceHandleByIndex(0)
+			must(t, "GetMigDeviceHandleByIndex(0)", ret)
+			oldUUID, ret := old.GetUUID()
+			must(t, "GetUUID", ret)
+			must(t, "ComputeInstance.Destroy", ci.Destroy())
+			// Another GI takes MIG device index 0 (the first GI, left
+			// without a CI, is no MIG device).
+			two, _ := mustMIG(t, d, nvml.GPU_INSTANCE_PROFILE_2_SLICE, 2)
+			_, ret = old.GetUUID()
+			wantRet(t, "GetUUID before the handle of index 0 is asked for again", ret, nvml.ERROR_INVALID_ARGUMENT)
+
+			cur, ret := d.GetMigDeviceHandleByIndex(0)
+			must(t, "GetMigDeviceHandleByIndex(0) again", ret)
+			newUUID, ret := cur.GetUUID()
+			must(t, "GetUUID of the new handle", ret)
+			if newUUID == oldUUID {
+				t.Fatalf("MIG device 0 kept UUID %s across a destroy and a create", oldUUID)
+			}
+			h, ret := again(d, s, newUUID)
+			must(t, "asking for the handle again", ret)
+			if h != old {
+				t.Errorf("the handle asked for again is not the slot's handle")
+			}
+			uuid, ret := old.GetUUID()
+			must(t, "GetUUID through the old handle", ret)
+			if uuid != newUUID {
+				t.Errorf("old handle reaches %s, want the MIG device now at its index, %s", uuid, newUUID)
+			}
+			gi, ret := old.GetGpuInstanceId()
+			must(t, "GetGpuInstanceId through the old handle", ret)
+			info, ret := two.GetInfo()
+			must(t, "GpuInstance.GetInfo", ret)
+			if gi != int(info.Id) {
+				t.Errorf("old handle reaches GI %d, want the 2-slice GI %d", gi, info.Id)
+			}
+		})
+	}
 }

@@ -131,8 +131,11 @@ type Sim struct {
 	initMu   sync.Mutex
 	refcount int
 
-	mu  sync.Mutex // serialises state access within the process
-	mem *fileState // the state when path == ""
+	mu sync.Mutex // serialises state access within the process, and slots
+	// slots are this process's MIG device handle slots, by GPU index and
+	// MIG device index (see device).
+	slots map[[2]int]migSlot
+	mem   *fileState // the state when path == ""
 	// read is the state file as last read or written by this Sim, readData
 	// its bytes (update).
 	read     *fileState
@@ -379,12 +382,10 @@ func (s *Sim) DeviceGetHandleByUUID(uuid string) (nvml.Device, nvml.Return) {
 				dev = s.gpuHandle(g.Index)
 				return false, nvml.SUCCESS
 			}
-			for _, gi := range g.GPUInstances {
-				for _, ci := range gi.ComputeInstances {
-					if ci.UUID == uuid {
-						dev = s.migHandle(g.Index, &gi, &ci)
-						return false, nvml.SUCCESS
-					}
+			for slot, m := range g.migDevices() {
+				if m.ci.UUID == uuid {
+					dev = s.migHandle(g.Index, slot, m.gi, m.ci)
+					return false, nvml.SUCCESS
 				}
 			}
 		}
