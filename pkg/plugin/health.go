@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/miglayout/miglayout/pkg/mig/gpu"
 )
 
 // DefaultHealthInterval is how often WatchHealthStatus reports by default:
@@ -66,13 +69,17 @@ func (p *Plugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 //   - Healthy: NVML has it under its name, with the UUID it was prepared
 //     with (or that RefreshRecreated last wrote to the claim's CDI spec), on
 //     the board it was prepared on;
-//   - Unhealthy: its GPU cannot be read (fallen off the bus: NVML's
-//     ERROR_GPU_IS_LOST; gpu.UnreadableGPUsError), NVML lacks it (destroyed:
+//   - Unhealthy: its GPU cannot be read because it fell off the bus or
+//     needs a reset (NVML's ERROR_GPU_IS_LOST or ERROR_RESET_REQUIRED, for
+//     the GPU or its MIG devices), NVML lacks it (destroyed:
 //     a GPU reset or reboot, until the agent makes it again), or has it with
 //     another UUID or on another board (made again since: the containers
 //     started before hold the destroyed device);
 //   - Unhealthy too: an Xid critical error hit it (WatchXids);
-//   - Unknown: NVML's list of GPUs could not be read at all.
+//   - Unknown: NVML's list of GPUs could not be read at all, or the GPU
+//     or its MIG devices could not be read for another reason (NVML denies
+//     the GPU to the agent, ERROR_NO_PERMISSION; a failed call): the
+//     device may be sound, and its containers may run on.
 //
 // timeout is each device's health check timeout.
 func (p *Plugin) healthReport(ctx context.Context, timeout time.Duration) kubeletplugin.DeviceHealthReport {
@@ -114,7 +121,13 @@ func deviceHealth(reading gpuReading, d PreparedDevice) (kubeletplugin.HealthSta
 	}
 	inv, err := reading.inventory([]int{d.GPUIndex})
 	if err != nil {
-		return kubeletplugin.HealthStatusUnhealthy, fmt.Sprintf("GPU %d cannot be read: %v", d.GPUIndex, err)
+		// Fallen off the bus, or waiting for a reset, the GPU runs
+		// nothing; another error (NVML denying the GPU to the agent, a
+		// failed read) says nothing of the device's health.
+		if code, _ := gpu.ReturnCode(err); code == nvml.ERROR_GPU_IS_LOST || code == nvml.ERROR_RESET_REQUIRED {
+			return kubeletplugin.HealthStatusUnhealthy, fmt.Sprintf("GPU %d cannot be read: %v", d.GPUIndex, err)
+		}
+		return kubeletplugin.HealthStatusUnknown, fmt.Sprintf("GPU %d could not be read: %v", d.GPUIndex, err)
 	}
 	s, ok := inv.Lookup(d.Device)
 	if !ok {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -19,8 +20,9 @@ const healthUID3 = "1f0e9a3c-0000-4000-8000-000000000003"
 
 // TestHealthReport: each device of a prepared claim is reported once,
 // Healthy where NVML has it as prepared, Unhealthy with the reason where its
-// GPU fell off the bus, where it was destroyed, or made again with another
-// UUID, and Unknown where NVML cannot be read at all.
+// GPU fell off the bus or needs a reset, where it was destroyed, or made
+// again with another UUID, and Unknown where NVML cannot be read at all, or
+// its GPU cannot for another reason.
 func TestHealthReport(t *testing.T) {
 	const mig3 = "gpu-0-mig-1g10gb-19-3"
 	d3 := mig.Device{Profile: "1g.10gb", Start: 3}
@@ -44,6 +46,23 @@ func TestHealthReport(t *testing.T) {
 			change: func(e *env) gpu.Manager { return losingGPU0{e.gpus} },
 			want: []health{{mig3, kubeletplugin.HealthStatusUnhealthy, "GPU 0 cannot be read"},
 				{"gpu-1", kubeletplugin.HealthStatusHealthy, ""}},
+		},
+		"GPU 0 denied to the agent": {
+			change: func(e *env) gpu.Manager { return denyingGPU0{e.gpus} },
+			want: []health{{mig3, kubeletplugin.HealthStatusUnknown, "ERROR_NO_PERMISSION"},
+				{"gpu-1", kubeletplugin.HealthStatusHealthy, ""}},
+		},
+		"GPU 0's MIG devices not listed": {
+			change: func(e *env) gpu.Manager {
+				return failingMIGListing{Manager: e.gpus, err: &gpu.NVMLError{Op: "nvmlDeviceGetMigDeviceHandleByIndex", Return: nvml.ERROR_UNKNOWN}}
+			},
+			want: []health{{mig3, kubeletplugin.HealthStatusUnknown, "ERROR_UNKNOWN"}, {"gpu-1", kubeletplugin.HealthStatusHealthy, ""}},
+		},
+		"GPU 0's MIG devices not listed: reset required": {
+			change: func(e *env) gpu.Manager {
+				return failingMIGListing{Manager: e.gpus, err: &gpu.NVMLError{Op: "nvmlDeviceGetMigDeviceHandleByIndex", Return: nvml.ERROR_RESET_REQUIRED}}
+			},
+			want: []health{{mig3, kubeletplugin.HealthStatusUnhealthy, "ERROR_RESET_REQUIRED"}, {"gpu-1", kubeletplugin.HealthStatusHealthy, ""}},
 		},
 		"device destroyed": {
 			change: func(e *env) gpu.Manager {
