@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -93,6 +94,11 @@ func (p *Plugin) healthReport(ctx context.Context, timeout time.Duration) kubele
 		return report
 	}
 	reading := p.readGPUs(ctx, idxs)
+	// A board NVML numbered anew (a GPU taken off the node without a
+	// reboot) is read at its index now: its devices are found by UUID.
+	if moved := reading.boardIndexes(claims); len(moved) > 0 {
+		reading = p.readGPUs(ctx, append(idxs, moved...))
+	}
 	now := time.Now()
 	seen := map[[2]string]bool{}
 	for _, pc := range claims {
@@ -119,15 +125,12 @@ func deviceHealth(reading gpuReading, d PreparedDevice) (kubeletplugin.HealthSta
 	if reading.listErr != nil {
 		return kubeletplugin.HealthStatusUnknown, fmt.Sprintf("NVML could not be read: %v", reading.listErr)
 	}
+	if at, ok := reading.boardIndex(d); ok && at != d.GPUIndex {
+		return movedDeviceHealth(reading, d, at)
+	}
 	inv, err := reading.inventory([]int{d.GPUIndex})
 	if err != nil {
-		// Fallen off the bus, or waiting for a reset, the GPU runs
-		// nothing; another error (NVML denying the GPU to the agent, a
-		// failed read) says nothing of the device's health.
-		if code, _ := gpu.ReturnCode(err); code == nvml.ERROR_GPU_IS_LOST || code == nvml.ERROR_RESET_REQUIRED {
-			return kubeletplugin.HealthStatusUnhealthy, fmt.Sprintf("GPU %d cannot be read: %v", d.GPUIndex, err)
-		}
-		return kubeletplugin.HealthStatusUnknown, fmt.Sprintf("GPU %d could not be read: %v", d.GPUIndex, err)
+		return unreadableHealth(fmt.Sprintf("GPU %d", d.GPUIndex), err)
 	}
 	s, ok := inv.Lookup(d.Device)
 	if !ok {
@@ -144,4 +147,71 @@ func deviceHealth(reading gpuReading, d PreparedDevice) (kubeletplugin.HealthSta
 		return kubeletplugin.HealthStatusUnhealthy, fmt.Sprintf("device %s was made again as %s; containers started before hold the destroyed %s", d.Device, uuid, d.UUID)
 	}
 	return kubeletplugin.HealthStatusHealthy, ""
+}
+
+// boardIndex is the index NVML gives now to the board prepared device d is
+// or lies on, found by its UUID (GPUUUID for a MIG device, UUID for a whole
+// GPU); false where the record names no board UUID (a MIG device recorded
+// before GPUUUID) or NVML lists no GPU of it.
+func (r gpuReading) boardIndex(d PreparedDevice) (int, bool) {
+	board := d.GPUUUID
+	if board == "" {
+		board = d.UUID // a whole GPU's; a MIG device's matches no GPU
+	}
+	for idx, g := range r.gpus {
+		if g.UUID == board {
+			return idx, true
+		}
+	}
+	return 0, false
+}
+
+// boardIndexes are the indexes, not read for MIG devices yet, of the boards
+// of claims' devices that NVML numbered anew.
+func (r gpuReading) boardIndexes(claims []PreparedClaim) []int {
+	var out []int
+	for _, pc := range claims {
+		for _, d := range pc.Devices {
+			at, ok := r.boardIndex(d)
+			if !ok || at == d.GPUIndex || slices.Contains(out, at) {
+				continue
+			}
+			if g := r.gpus[at]; g.MIGMode.Current && r.migs[at] == nil && r.errs[at] == nil {
+				out = append(out, at)
+			}
+		}
+	}
+	return out
+}
+
+// movedDeviceHealth is the health of prepared device d whose board NVML
+// numbers at now: Healthy where the board has it still, by UUID (its name,
+// which holds the index, is another now).
+func movedDeviceHealth(reading gpuReading, d PreparedDevice, at int) (kubeletplugin.HealthStatus, string) {
+	inv, err := reading.inventory([]int{at})
+	if err != nil {
+		return unreadableHealth(fmt.Sprintf("GPU %d (numbered %d when %s was prepared)", at, d.GPUIndex, d.Device), err)
+	}
+	for _, s := range inv.Sources() {
+		uuid := s.GPU.UUID
+		if s.MIG != nil {
+			uuid = s.MIG.UUID
+		}
+		if uuid == d.UUID {
+			return kubeletplugin.HealthStatusHealthy, ""
+		}
+	}
+	return kubeletplugin.HealthStatusUnhealthy, fmt.Sprintf("device %s is not in NVML on its GPU, numbered %d now (destroyed, e.g. by a GPU reset; the agent makes a device a claim holds again)", d.Device, at)
+}
+
+// unreadableHealth is the health of a device whose GPU (named by gpuName)
+// NVML could not read, err: Unhealthy where it fell off the bus or waits
+// for a reset (ERROR_GPU_IS_LOST, ERROR_RESET_REQUIRED), and so runs
+// nothing; Unknown otherwise (NVML denying the GPU to the agent, a failed
+// call say nothing of the device's health).
+func unreadableHealth(gpuName string, err error) (kubeletplugin.HealthStatus, string) {
+	if code, _ := gpu.ReturnCode(err); code == nvml.ERROR_GPU_IS_LOST || code == nvml.ERROR_RESET_REQUIRED {
+		return kubeletplugin.HealthStatusUnhealthy, fmt.Sprintf("%s cannot be read: %v", gpuName, err)
+	}
+	return kubeletplugin.HealthStatusUnknown, fmt.Sprintf("%s could not be read: %v", gpuName, err)
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/miglayout/miglayout/pkg/gpulock"
@@ -94,5 +96,36 @@ func TestPrepareRefusesADeviceHeldUnderItsOldName(t *testing.T) {
 	}
 	if held := p.PreparedUUIDs(); !held.Has(r.md.UUID) || held.Len() != 1 {
 		t.Errorf("prepared UUIDs %v, want only claim 1's %s", sets.List(held), r.md.UUID)
+	}
+}
+
+// TestHealthAfterRenumbering: GPU 0 was taken off the node without a
+// reboot and the agent restarted: the device claim 1 holds is on its board
+// still, under a new name, and is reported Healthy (found by UUID); once
+// destroyed there, Unhealthy.
+func TestHealthAfterRenumbering(t *testing.T) {
+	for name, tc := range map[string]struct {
+		destroy bool
+		want    kubeletplugin.HealthStatus
+	}{
+		"on its board":           {want: kubeletplugin.HealthStatusHealthy},
+		"destroyed on its board": {destroy: true, want: kubeletplugin.HealthStatusUnhealthy},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRenumberRig(t)
+			p := r.renumbered(t)
+			if tc.destroy {
+				if err := p.cfg.GPUs.DestroyMIGDevice(r.ctx, 0, r.md.Device()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			report := p.healthReport(r.ctx, time.Minute)
+			if len(report.Devices) != 1 {
+				t.Fatalf("report %+v, want claim 1's device", report)
+			}
+			if h := report.Devices[0]; h.DeviceName != "gpu-1-mig-3g40gb-9-0" || h.Health != tc.want {
+				t.Errorf("%s: %s (%q), want %s", h.DeviceName, h.Health, h.Message, tc.want)
+			}
+		})
 	}
 }
