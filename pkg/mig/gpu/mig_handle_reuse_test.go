@@ -69,68 +69,97 @@ func (h reuseMIG) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return)
 // its index again (nvml.h, nvmlDeviceGetMigDeviceHandleByIndex). Where the
 // agent's own repartitioning does so while a read of the GPU holds the
 // handles it listed, the read is made again: no GPU instance is reported
-// with another MIG device's UUID, and no process on another MIG device.
+// with another MIG device's UUID, and no process on another MIG device,
+// also where the new MIG device has the IDs of the one it replaced.
 func TestReadsThroughAReusedMIGDeviceHandle(t *testing.T) {
-	a, b := mig.Device{Profile: "2g.20gb", Start: 0}, mig.Device{Profile: "2g.20gb", Start: 2}
-	small := mig.Device{Profile: "1g.10gb", Start: 0}
-	for _, op := range []string{"GetUUID", "GetComputeRunningProcesses"} {
-		t.Run(op, func(t *testing.T) {
-			n := &reuseNVML{op: op}
-			sim, m := gputest.SimulatedOver(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()},
-				func(l nvml.Interface) nvml.Interface { n.Interface = l; return n })
-			ctx := t.Context()
-			if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
-				t.Fatal(err)
-			}
-			for _, d := range []mig.Device{a, b} {
-				if _, err := m.CreateMIGDevice(ctx, 0, d); err != nil {
+	for name, tc := range map[string]struct {
+		// held are made first, with a process on the last; replaced
+		// gives way to by while a read holds the handles.
+		held         []mig.Device
+		replaced, by mig.Device
+	}{
+		// 2g.20gb@0 (GI 3, MIG device 0) makes way for 1g.10gb@0 (GI 9,
+		// MIG device 1): 2g.20gb@2's handle, MIG device 1 when listed,
+		// is the 1g's once the create lists the MIG devices again.
+		"other IDs": {
+			held:     []mig.Device{{Profile: "2g.20gb", Start: 0}, {Profile: "2g.20gb", Start: 2}},
+			replaced: mig.Device{Profile: "2g.20gb", Start: 0}, by: mig.Device{Profile: "1g.10gb", Start: 0},
+		},
+		// 1g.20gb@0 takes 2g.20gb@0's GI ID (a GI ID follows from the
+		// placement) and CI 0: the handle names the same IDs.
+		"the same IDs": {
+			held:     []mig.Device{{Profile: "2g.20gb", Start: 0}},
+			replaced: mig.Device{Profile: "2g.20gb", Start: 0}, by: mig.Device{Profile: "1g.20gb", Start: 0},
+		},
+	} {
+		for _, op := range []string{"GetUUID", "GetComputeRunningProcesses"} {
+			t.Run(name+"/"+op, func(t *testing.T) {
+				n := &reuseNVML{op: op}
+				sim, m := gputest.SimulatedOver(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB", Seed: t.Name()},
+					func(l nvml.Interface) nvml.Interface { n.Interface = l; return n })
+				ctx := t.Context()
+				if _, err := m.SetMIGMode(ctx, 0, true); err != nil {
 					t.Fatal(err)
 				}
-			}
-			devs, err := m.MIGDevices(ctx, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pid, err := sim.StartProcess(devs[1].UUID, 256) // on b
-			if err != nil {
-				t.Fatal(err)
-			}
-			// a (GI 3, MIG device 0) makes way for 1g.10gb@0 (GI 9, MIG
-			// device 1): b's handle, MIG device 1 when listed, is 1g's once
-			// the create lists the MIG devices again.
-			n.meanwhile = func() {
-				if err := m.DestroyMIGDevice(ctx, 0, a); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := m.CreateMIGDevice(ctx, 0, small); err != nil {
-					t.Fatal(err)
-				}
-			}
-			truth := map[string]mig.Device{}
-			if op == "GetUUID" {
-				if devs, err = m.MIGDevices(ctx, 0); err != nil {
-					t.Fatalf("MIGDevices: %v", err)
-				}
-				for _, gi := range sim.Snapshot().GPUs[0].GPUInstances {
-					for _, ci := range gi.ComputeInstances {
-						truth[ci.UUID] = mig.Device{Profile: gi.Profile, Start: gi.Placement.Start}
+				var last gpu.MIGDevice
+				for _, d := range tc.held {
+					md, err := m.CreateMIGDevice(ctx, 0, d)
+					if err != nil {
+						t.Fatal(err)
 					}
+					last = md
 				}
-				for _, d := range devs {
-					if got, want := truth[d.UUID], (mig.Device{Profile: d.Profile, Start: d.Placement.Start}); got != want {
-						t.Errorf("%s reported with the UUID of %s", want, got)
+				want := map[mig.Device][]gpu.Process{}
+				if last.Device() != tc.replaced {
+					pid, err := sim.StartProcess(last.UUID, 256)
+					if err != nil {
+						t.Fatal(err)
 					}
+					want[last.Device()] = []gpu.Process{{PID: pid, UsedMemoryMiB: 256}}
 				}
-				return
-			}
-			procs, err := m.MIGProcesses(ctx, 0)
-			if err != nil {
-				t.Fatalf("MIGProcesses: %v", err)
-			}
-			want := map[mig.Device][]gpu.Process{b: {{PID: pid, UsedMemoryMiB: 256}}}
-			if diff := cmp.Diff(want, procs); diff != "" {
-				t.Errorf("MIGProcesses (-want +got):\n%s", diff)
-			}
-		})
+				n.meanwhile = func() {
+					if err := m.DestroyMIGDevice(ctx, 0, tc.replaced); err != nil {
+						t.Fatal(err)
+					}
+					md, err := m.CreateMIGDevice(ctx, 0, tc.by)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pid, err := sim.StartProcess(md.UUID, 128)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want[tc.by] = []gpu.Process{{PID: pid, UsedMemoryMiB: 128}}
+				}
+				if op == "GetUUID" {
+					devs, err := m.MIGDevices(ctx, 0)
+					if err != nil {
+						t.Fatalf("MIGDevices: %v", err)
+					}
+					truth := map[string]mig.Device{}
+					for _, gi := range sim.Snapshot().GPUs[0].GPUInstances {
+						for _, ci := range gi.ComputeInstances {
+							truth[ci.UUID] = mig.Device{Profile: gi.Profile, Start: gi.Placement.Start}
+						}
+					}
+					if len(devs) != len(truth) {
+						t.Errorf("MIGDevices lists %d devices, NVML has %d", len(devs), len(truth))
+					}
+					for _, d := range devs {
+						if got := truth[d.UUID]; got != d.Device() {
+							t.Errorf("%s reported with the UUID of %s", d.Device(), got)
+						}
+					}
+					return
+				}
+				procs, err := m.MIGProcesses(ctx, 0)
+				if err != nil {
+					t.Fatalf("MIGProcesses: %v", err)
+				}
+				if diff := cmp.Diff(want, procs); diff != "" {
+					t.Errorf("MIGProcesses (-want +got):\n%s", diff)
+				}
+			})
+		}
 	}
 }

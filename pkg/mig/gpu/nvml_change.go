@@ -421,7 +421,7 @@ func giProcessesOf(handles map[[2]int]nvml.Device, g gpuInstance) ([]Process, er
 		if err := staleErr("nvmlDeviceGetComputeRunningProcesses", ret); err != nil {
 			return nil, fmt.Errorf("listing processes on GI %d CI %d: %w", k[0], k[1], err)
 		}
-		if err := stillMIGDevice(handles[k], k); err != nil {
+		if err := stillMIGDevice(handles[k], k, g); err != nil {
 			return nil, fmt.Errorf("listing processes on GI %d CI %d: %w", k[0], k[1], err)
 		}
 		for _, p := range procs {

@@ -443,7 +443,7 @@ func describe(idx int, parentUUID string, g gpuInstance, handles map[[2]int]nvml
 		if err := staleErr("nvmlDeviceGetUUID", ret); err != nil {
 			return d, fmt.Errorf("getting MIG device UUID: %w", err)
 		}
-		if err := stillMIGDevice(h, key); err != nil {
+		if err := stillMIGDevice(h, key, g); err != nil {
 			return d, fmt.Errorf("getting MIG device UUID: %w", err)
 		}
 		d.UUID = uuid
@@ -452,18 +452,22 @@ func describe(idx int, parentUUID string, g gpuInstance, handles map[[2]int]nvml
 }
 
 // stillMIGDevice checks, after a read through MIG device handle h, listed
-// by migHandles as that of GI key[0], CI key[1], that h names that MIG
-// device still. nvml.h lets a handle be reused for another MIG device once
-// the process asks for the handle of its index again
-// (nvmlDeviceGetMigDeviceHandleByIndex: "Handles may be reused and their
-// properties can change in the process"), as this manager does on every
-// read and create of another goroutine: what the read returned may then be
-// another MIG device's (its UUID, its processes). A handle that names
-// another MIG device now is changedMeanwhile, and so is one gone stale
-// (ErrNotFound): the GPU is read again (settled). Another error of the ID
-// reads is returned as it is. A handle reused twice over, back to a MIG
-// device of the same IDs, between the read and this check, is not seen.
-func stillMIGDevice(h nvml.Device, key [2]int) error {
+// by migHandles as that of GI key[0], CI key[1] of GPU instance g (as the
+// walk read it), that h names that MIG device still. nvml.h lets a handle
+// be reused for another MIG device once the process asks for the handle of
+// its index again (nvmlDeviceGetMigDeviceHandleByIndex: "Handles may be
+// reused and their properties can change in the process"), as this manager
+// does on every read and create of another goroutine: what the read
+// returned may then be another MIG device's (its UUID, its processes). A
+// handle that names other IDs now is changedMeanwhile; so is g's handle
+// gone stale or describing another GPU instance (g destroyed, and another
+// made, maybe with its ID: a GI ID follows from the placement, so a
+// 1g.20gb@0 takes the ID of the 2g.20gb@0 it replaces), and so is a handle
+// gone stale (ErrNotFound): the GPU is read again (settled). Another error
+// of these reads is returned as it is. A GPU instance destroyed and made
+// again as it was (profile, placement, ID) whose handle NVML hands back
+// as it was, between the read and this check, is not seen.
+func stillMIGDevice(h nvml.Device, key [2]int, g gpuInstance) error {
 	gi, ret := h.GetGpuInstanceId()
 	if err := staleErr("nvmlDeviceGetGpuInstanceId", ret); err != nil {
 		return staleMeanwhile(err)
@@ -474,6 +478,14 @@ func stillMIGDevice(h nvml.Device, key [2]int) error {
 	}
 	if gi != key[0] || ci != key[1] {
 		return changedMeanwhile{msg: fmt.Sprintf("the MIG device handle of GI %d CI %d names GI %d CI %d now (NVML reused it)", key[0], key[1], gi, ci)}
+	}
+	info, ret := g.handle.GetInfo()
+	if err := staleErr("nvmlGpuInstanceGetInfo", ret); err != nil {
+		return staleMeanwhile(err)
+	}
+	if info.Id != g.info.Id || info.ProfileId != g.info.ProfileId || info.Placement != g.info.Placement {
+		return changedMeanwhile{msg: fmt.Sprintf("GI %d (profile %d at %d) is GI %d (profile %d at %d) now", g.info.Id, g.info.ProfileId, g.info.Placement.Start,
+			info.Id, info.ProfileId, info.Placement.Start)}
 	}
 	return nil
 }
