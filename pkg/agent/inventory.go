@@ -415,9 +415,11 @@ func wantedKeys(res resourceslice.DriverResources) sets.Set[deviceKey] {
 // API server is reported dropping binding conditions the publication has
 // (DroppedFields, counted from before). Reported dropping its taints, it
 // waits on until the slices hold the published devices, taints aside, and
-// then fails with ErrDrainTaintsDropped: callers that go on where taints are
-// dropped (a withdrawal, a republication) rely on the devices being served,
-// and a report may come from another write than this publication's. A
+// then fails with ErrDrainTaintsDropped, unless they hold them with their
+// taints (the report was of another write): callers that go on where
+// taints are dropped (a withdrawal, a republication) rely on the devices
+// being served, and a report may come from another write than this
+// publication's. A
 // publication that is not served in time (an update refused, a slow API
 // server) is only that, not a sign that a feature is off. Where the last
 // reads of the pool failed (RBAC, a network policy), the error wraps the
@@ -437,7 +439,10 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 	}
 	var got sets.Set[deviceKey]
 	var listErr error // the last failed read, while no read succeeds after it
-	taintsDropped := false
+	// taintsDropped: a report of dropped taints came; served: the pool as
+	// published, taints included (a report may be of another write).
+	taintsDropped, served := false, false
+	published := want
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if binds && p.droppedReports(featureBindingConditions) > before[featureBindingConditions] {
 			return false, ErrBindingConditionsDropped
@@ -462,13 +467,13 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 				got.Insert(keyOf(d))
 			}
 		}
-		if taintsDropped {
-			got = untainted(got)
+		if served = got.Equal(published); served || !taintsDropped {
+			return served, nil
 		}
-		return got.Equal(want), nil
+		return untainted(got).Equal(want), nil
 	})
 	switch {
-	case err == nil && taintsDropped:
+	case err == nil && taintsDropped && !served:
 		return fmt.Errorf("pool %s served without its taints: %w", p.NodeName, ErrDrainTaintsDropped)
 	case err == nil:
 		return nil

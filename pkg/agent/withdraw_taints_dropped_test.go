@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,11 +22,16 @@ import (
 type unwrittenPublisher struct{ inv *PoolInventory }
 
 func (u *unwrittenPublisher) PublishResources(context.Context, resourceslice.DriverResources) error {
+	go u.report()
+	return nil
+}
+
+// report reports a slice of another write stored without its taint.
+func (u *unwrittenPublisher) report() {
 	desired := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Devices: []resourceapi.Device{{Name: "d",
 		Taints: []resourceapi.DeviceTaint{{Key: "k", Effect: resourceapi.DeviceTaintEffectNoSchedule}}}}}}
 	actual := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Devices: []resourceapi.Device{{Name: "d"}}}}
-	go u.inv.DroppedFields(&resourceslice.DroppedFieldsError{PoolName: "n1", DesiredSlice: desired, ActualSlice: actual})
-	return nil
+	u.inv.DroppedFields(&resourceslice.DroppedFieldsError{PoolName: "n1", DesiredSlice: desired, ActualSlice: actual})
 }
 
 // sevenSmallBesidePendingEnable is GPU 0 split into seven 1g.10gb devices,
@@ -105,5 +111,39 @@ func TestWithdrawServedDespiteDroppedTaints(t *testing.T) {
 				t.Errorf("withdrawal not served: %v, want an error that is not ErrDrainTaintsDropped (which withdraw takes for served)", err)
 			}
 		})
+	}
+}
+
+// reportingPublisher stores what it is handed, taints included (the API
+// server serves taints), while the ResourceSlice controller reports, for
+// another, older write, that taints were dropped.
+type reportingPublisher struct {
+	capturePublisher
+	inv *PoolInventory
+}
+
+func (r *reportingPublisher) PublishResources(ctx context.Context, res resourceslice.DriverResources) error {
+	_ = r.capturePublisher.PublishResources(ctx, res)
+	(&unwrittenPublisher{inv: r.inv}).report()
+	return nil
+}
+
+// TestDrainServedWithTaintsDespiteAnotherWritesReport: a report of dropped
+// taints that is not this publication's (the API server serves its taints)
+// does not fail the drain, nor leave later publications' pending taints
+// out.
+func TestDrainServedWithTaintsDespiteAnotherWritesReport(t *testing.T) {
+	gpus := pendingEnableBesideMIGOff(t)
+	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Timeout: 2 * time.Second}
+	pub := &reportingPublisher{inv: inv}
+	inv.Publisher = pub
+	served := &atomic.Bool{}
+	served.Store(true)
+	inv.Live = strippingReader{pub: &pub.capturePublisher, served: served}
+	if err := inv.Publish(context.Background(), gpus, sets.New("gpu-1")); err != nil {
+		t.Errorf("drain served with its taints: %v, want nil", err)
+	}
+	if inv.pendingTaintsLeftOut() {
+		t.Errorf("pending taints left out for PendingTaintsRetry, though the API server serves them")
 	}
 }
