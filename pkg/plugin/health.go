@@ -70,9 +70,9 @@ func (p *Plugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 //   - Healthy: NVML has it under its name, with the UUID it was prepared
 //     with (or that RefreshRecreated last wrote to the claim's CDI spec), on
 //     the board it was prepared on;
-//   - Unhealthy: its GPU cannot be read because it fell off the bus or
-//     needs a reset (NVML's ERROR_GPU_IS_LOST or ERROR_RESET_REQUIRED, for
-//     the GPU or its MIG devices), NVML lacks it (destroyed:
+//   - Unhealthy: its GPU cannot be read because it is unusable until
+//     someone acts (fallen off the bus, a reset needed; unreadableHealth),
+//     NVML lacks it (destroyed:
 //     a GPU reset or reboot, until the agent makes it again), or has it with
 //     another UUID or on another board (made again since: the containers
 //     started before hold the destroyed device);
@@ -205,12 +205,16 @@ func movedDeviceHealth(reading gpuReading, d PreparedDevice, at int) (kubeletplu
 }
 
 // unreadableHealth is the health of a device whose GPU (named by gpuName)
-// NVML could not read, err: Unhealthy where it fell off the bus or waits
-// for a reset (ERROR_GPU_IS_LOST, ERROR_RESET_REQUIRED), and so runs
-// nothing; Unknown otherwise (NVML denying the GPU to the agent, a failed
-// call say nothing of the device's health).
+// NVML could not read, err: Unhealthy where the GPU is unusable until
+// someone acts (fallen off the bus, ERROR_GPU_IS_LOST; waiting for a
+// reset, ERROR_RESET_REQUIRED; a power cable not attached,
+// ERROR_INSUFFICIENT_POWER; an interrupt problem, ERROR_IRQ_ISSUE), and so
+// runs nothing; Unknown otherwise (NVML denying the GPU to the agent,
+// ERROR_NO_PERMISSION or ERROR_OPERATING_SYSTEM, or a failed call say
+// nothing of the device's health).
 func unreadableHealth(gpuName string, err error) (kubeletplugin.HealthStatus, string) {
-	if code, _ := gpu.ReturnCode(err); code == nvml.ERROR_GPU_IS_LOST || code == nvml.ERROR_RESET_REQUIRED {
+	switch code, _ := gpu.ReturnCode(err); code {
+	case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_RESET_REQUIRED, nvml.ERROR_INSUFFICIENT_POWER, nvml.ERROR_IRQ_ISSUE:
 		return kubeletplugin.HealthStatusUnhealthy, fmt.Sprintf("%s cannot be read: %v", gpuName, err)
 	}
 	return kubeletplugin.HealthStatusUnknown, fmt.Sprintf("%s could not be read: %v", gpuName, err)

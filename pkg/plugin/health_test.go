@@ -58,11 +58,23 @@ func TestHealthReport(t *testing.T) {
 			},
 			want: []health{{mig3, kubeletplugin.HealthStatusUnknown, "ERROR_UNKNOWN"}, {"gpu-1", kubeletplugin.HealthStatusHealthy, ""}},
 		},
-		"GPU 0's MIG devices not listed: reset required": {
+		"GPU 0's MIG devices not listed: RESET_REQUIRED": {
 			change: func(e *env) gpu.Manager {
 				return failingMIGListing{Manager: e.gpus, err: &gpu.NVMLError{Op: "nvmlDeviceGetMigDeviceHandleByIndex", Return: nvml.ERROR_RESET_REQUIRED}}
 			},
 			want: []health{{mig3, kubeletplugin.HealthStatusUnhealthy, "ERROR_RESET_REQUIRED"}, {"gpu-1", kubeletplugin.HealthStatusHealthy, ""}},
+		},
+		"GPU 0's MIG devices not listed: INSUFFICIENT_POWER": {
+			change: func(e *env) gpu.Manager {
+				return failingMIGListing{Manager: e.gpus, err: &gpu.NVMLError{Op: "nvmlDeviceGetMigDeviceHandleByIndex", Return: nvml.ERROR_INSUFFICIENT_POWER}}
+			},
+			want: []health{{mig3, kubeletplugin.HealthStatusUnhealthy, "ERROR_INSUFFICIENT_POWER"}, {"gpu-1", kubeletplugin.HealthStatusHealthy, ""}},
+		},
+		"GPU 0's MIG devices not listed: IRQ_ISSUE": {
+			change: func(e *env) gpu.Manager {
+				return failingMIGListing{Manager: e.gpus, err: &gpu.NVMLError{Op: "nvmlDeviceGetMigDeviceHandleByIndex", Return: nvml.ERROR_IRQ_ISSUE}}
+			},
+			want: []health{{mig3, kubeletplugin.HealthStatusUnhealthy, "ERROR_IRQ_ISSUE"}, {"gpu-1", kubeletplugin.HealthStatusHealthy, ""}},
 		},
 		"device destroyed": {
 			change: func(e *env) gpu.Manager {
