@@ -109,9 +109,10 @@ const (
 	Exact = "exact"
 	// ExactAdmission is strategy (e′): the optimal online policy that may
 	// also turn claims away (admission control), solved exactly for each
-	// reward per claim of Config.AdmissionRewards; the report keeps the
-	// reward whose policy serves the most large claims while serving at
-	// least (a)'s share overall.
+	// reward per claim of Config.AdmissionRewards; the report keeps, for
+	// each fold of traces (by seed parity), the reward whose policy serves
+	// the most large claims while serving at least (a)'s share overall on
+	// the other fold (chooseAdmissionReward).
 	ExactAdmission = "exact-admission"
 	// Clairvoyant is the exact search that knows the trace: a relaxation
 	// of (e) no policy can reach.

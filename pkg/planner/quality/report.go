@@ -47,8 +47,8 @@ type Row struct {
 	LargeDropsLocal    int
 	LargeDropsGlobal   int
 	// Rewards are (e′)'s rewards per claim served, those the report kept
-	// (chooseAdmissionReward): one per fold of traces; nil for the other
-	// strategies.
+	// (chooseAdmissionReward): one per fold of traces that has traces,
+	// even seeds' first; nil for the other strategies.
 	Rewards []float64 `json:",omitempty"`
 }
 
@@ -163,8 +163,9 @@ func (rep *Report) build() {
 // (bestAdmissionReward), so that no trace's reference is picked on that
 // trace (a choice made on the traces it is scored on would put the
 // reference above what the policy serves on traces it has not seen). With
-// one fold only (a single seed), the reward is chosen on it. It returns the
-// rewards kept per row, the even fold's first.
+// one fold only (a single seed), the reward is chosen on it, in sample
+// (rewardsText says so). It returns the rewards kept per row, one per fold
+// with traces, the even fold's first.
 func chooseAdmissionReward(groups map[rowKey][]TraceResult) map[rowKey][]float64 {
 	chosen := map[rowKey][]float64{}
 	for k, ts := range groups {
@@ -507,7 +508,7 @@ func (rep Report) String() string {
 			large = dur(r.P95Large)
 		}
 		var notes []string
-		if r.Strategy == ExactAdmission {
+		if r.Strategy == ExactAdmission && !r.NA {
 			notes = append(notes, rewardsText(r.Rewards))
 		}
 		if r.Solved < r.Traces {
@@ -633,7 +634,7 @@ func rewardsText(rewards []float64) string {
 		parts[i] = fmt.Sprintf("%g", r)
 	}
 	if len(parts) == 1 {
-		return "reward " + parts[0]
+		return "reward " + parts[0] + " (one fold: chosen in sample)"
 	}
 	return "rewards " + strings.Join(parts, "/")
 }
