@@ -12,8 +12,12 @@ import (
 )
 
 // Problem is a GPU that a rule addresses but whose desired state cannot be
-// computed. The GPU is left out of the NodeMigLayout spec, so its hardware is
-// not touched.
+// computed. The GPU keeps the layout its NodeMigLayout spec asked for
+// where that is what it holds, or a change its agent has begun; a change
+// not begun is dropped (the GPU's actual layout); a GPU the spec did not
+// list stays out of it. So the input changes no hardware, and loses
+// nothing: a change stopped part way is finished, and a GPU made again
+// after a reset gets its layout back (keptForProblem).
 type Problem struct {
 	// GPU is the NVML index of the GPU.
 	GPU int32
@@ -33,8 +37,11 @@ type Problem struct {
 // the first matching rule decides: MIG off; an explicit layout, which must
 // validate on the GPU's model; or profile counts, fitted with the fewest moves
 // around the devices in use. GPUs that no rule matches are left out (left as
-// they are); GPUs that a rule matches but cannot be configured are left out
-// and reported as problems. Both results are ordered by GPU index. Each
+// they are), but for a change of current's that the agent has begun, which
+// is kept so that it is finished rather than left part way; GPUs that a
+// rule matches but cannot be configured are reported as problems, and
+// keep what current asks where it is held or begun (Problem). Both results
+// are ordered by GPU index. Each
 // entry carries the UUID of the GPU it is for (GPUSpec.UUID), and an entry
 // of current written for another GPU (NVML numbered the GPUs anew) is not
 // kept.
@@ -56,15 +63,21 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 			// loss shows, Degraded).
 			continue
 		}
-		i, rule, ok := matchRule(rules, g)
-		if !ok {
-			continue
-		}
 		var before *v1alpha1.GPUSpec
 		if p, ok := prev[g.Index]; ok && (p.UUID == "" || p.UUID == g.UUID) {
 			// Not one written for the GPU NVML showed at this index
 			// before it numbered the GPUs anew.
 			before = &p
+		}
+		i, rule, ok := matchRule(rules, g)
+		if !ok {
+			if before != nil && changeUnderWay(*before, g) {
+				kept := *before
+				kept.UUID = g.UUID
+				kept.Reason = truncate("no rule matches the GPU now; the change begun is carried out: "+before.Reason, 1024)
+				out = append(out, kept)
+			}
+			continue
 		}
 		spec, reason, err := desiredGPU(cat, rule, g, before)
 		if err != nil {
@@ -72,6 +85,9 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 				GPU: g.Index, Product: g.Product, Reason: reason,
 				Message: fmt.Sprintf("gpu %d (%s), %s: %v", g.Index, productOf(g), ruleName(i, rule), err),
 			})
+			if kept, ok := keptForProblem(before, g, ruleName(i, rule)); ok {
+				out = append(out, kept)
+			}
 			continue
 		}
 		spec.Reason = ruleName(i, rule) + ": " + spec.Reason
@@ -79,6 +95,43 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 		out = append(out, spec)
 	}
 	return out, problems
+}
+
+// changeUnderWay reports whether the agent has begun sp's change on GPU g
+// (what dropUnstarted keeps): g does not hold sp, and is reported neither
+// Ready nor Draining (nothing destroyed yet), or waits for a reset to
+// change its MIG mode.
+func changeUnderWay(sp v1alpha1.GPUSpec, g v1alpha1.GPUStatus) bool {
+	if holds(sp, g) {
+		return false
+	}
+	return (g.Phase != v1alpha1.PhaseReady && g.Phase != v1alpha1.PhaseDraining) || g.MIGEnabled != g.MIGPending
+}
+
+// keptForProblem is the spec entry of GPU g, whose rule (named rule)
+// cannot be applied, where before (the entry written for it, nil for none)
+// has one: before itself where g holds it, or where its change is under
+// way (changeUnderWay: finished rather than left part way); else, a
+// change not begun, g's actual layout (the change dropped). The input that
+// cannot be applied changes no hardware and loses nothing: a GPU made
+// again after a reset gets the layout it held back.
+func keptForProblem(before *v1alpha1.GPUSpec, g v1alpha1.GPUStatus, rule string) (v1alpha1.GPUSpec, bool) {
+	if before == nil {
+		return v1alpha1.GPUSpec{}, false
+	}
+	kept := *before
+	kept.UUID = g.UUID
+	switch {
+	case holds(*before, g):
+		kept.Reason = rule + " cannot be applied; the GPU keeps the layout it holds: " + before.Reason
+	case changeUnderWay(*before, g):
+		kept.Reason = rule + " cannot be applied; the change begun is carried out: " + before.Reason
+	default:
+		kept = v1alpha1.GPUSpec{Index: g.Index, UUID: g.UUID, MIGEnabled: g.MIGEnabled, Layout: g.Layout,
+			Reason: rule + " cannot be applied; the change to " + describeSpec(*before) + " was dropped before it started"}
+	}
+	kept.Reason = truncate(kept.Reason, 1024)
+	return kept, true
 }
 
 // desiredGPU applies one rule to one GPU. On error it also returns the

@@ -206,7 +206,7 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 		for _, p := range n.Problems {
 			key := fmt.Sprintf("%s\x00%s\x00%d\x00%s", p.Reason, n.Row.Node, p.GPU, p.Message)
 			if isNew(key, !toldWithoutRow && gpuPhase(before, p.GPU) != v1alpha1.PhaseFailed) {
-				tellGPU(n.Row.Node, p.Reason, "ComputeLayout", p.GPU, "node %s %s; the GPU is left as it is", n.Row.Node, p.Message)
+				tellGPU(n.Row.Node, p.Reason, "ComputeLayout", p.GPU, "node %s %s; the GPU keeps the layout it holds (a change begun is carried out, one not begun dropped)", n.Row.Node, p.Message)
 			}
 		}
 	}

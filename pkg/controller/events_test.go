@@ -80,7 +80,7 @@ func TestTransitions(t *testing.T) {
 		"rule fails on a GPU": {
 			obs: Observation{Nodes: []NodeState{invalidNode("b")}},
 			want: []Event{{"Warning", "InvalidLayout", "ComputeLayoutGPU1",
-				`node b gpu 1 (A100), rule "x": does not fit; the GPU is left as it is`, "b"}},
+				`node b gpu 1 (A100), rule "x": does not fit; the GPU keeps the layout it holds (a change begun is carried out, one not begun dropped)`, "b"}},
 		},
 		"rule still fails": {
 			prev: v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{failedRow}},
