@@ -177,16 +177,18 @@ type LayoutRule struct {
 	// it and destroy that profile's free devices (as for nodeSelector, an
 	// update sent as a merge patch deletes the key instead). Also refused at
 	// admission: counts that need more than 7 compute slices (each count
-	// times the number before g of its profile; no GPU has more) and a
-	// profile with media extensions (+me) counted more than once; counts
-	// that fit no model otherwise (memory slices, placements, media engines
-	// two +me profiles share) get Degraded/InvalidLayout.
+	// times the number before g of its profile; no GPU has more) and more
+	// than one device with media extensions (+me: a profile counted more
+	// than once, or two such profiles), as for Layout; counts that fit no
+	// model otherwise (memory slices, placements, media engines) get
+	// Degraded/InvalidLayout.
 	// +kubebuilder:validation:MaxProperties=8
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",messageExpression="'profile names look like 3g.40gb or 1g.10gb+me, not ' + self.filter(k, !k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))[0]"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) != null_type)",messageExpression="'profile ' + self.filter(k, type(self[k]) == null_type)[0] + ' has no count (a key left empty in YAML is null)'"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) == null_type || (self[k] > 0 && self[k] <= 7))",messageExpression="'profile counts must be between 1 and 7 (' + self.filter(k, type(self[k]) != null_type && (self[k] <= 0 || self[k] > 7))[0] + ')'"
 	// +kubebuilder:validation:XValidation:rule="!self.all(k, k.matches('^[1-8]g[.]') && type(self[k]) != null_type) || self.map(k, self[k] * int(k.substring(0, 1))).sum() <= 7",message="these counts need more than 7 compute slices (each count times the number before g of its profile); no GPU has more"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.contains('+me') || type(self[k]) == null_type || self[k] <= 1)",message="a GPU holds at most one device of a profile with media extensions (+me)"
+	// +kubebuilder:validation:XValidation:rule="size(self.filter(k, k.contains('+me'))) <= 1",message="a GPU holds at most one device with media extensions (+me): these counts ask for devices of two such profiles"
 	// +optional
 	Profiles map[string]int32 `json:"profiles,omitzero"` // omitzero, not omitempty: an empty non-nil map is sent as {}, nil not at all
 

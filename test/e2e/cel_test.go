@@ -202,6 +202,10 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 			spec: "rules: [{profiles: {1g.10gb+me: 2}}]",
 			want: "a GPU holds at most one device of a profile with media extensions (+me)",
 		},
+		"devices of two media-extension profiles": {
+			spec: "rules: [{profiles: {1g.6gb+me: 1, 2g.12gb+me: 1}}]",
+			want: "a GPU holds at most one device with media extensions (+me): these counts ask for devices of two such profiles",
+		},
 		"negative spares": {
 			spec: "mode: Auto\npolicy: {spares: {1g.10gb: -1}}",
 			want: "spare counts must be between 0 and 112, per node over all its GPUs (1g.10gb)",

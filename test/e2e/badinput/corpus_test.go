@@ -136,6 +136,7 @@ var corpus = []struct {
 	{"eight instances (7x 1g.10gb + 1g.10gb+me)", both, selector + "rules: [{profiles: {1g.10gb: 7, 1g.10gb+me: 1}}]", "", rejected(computeSlices)},
 	{"compute slices over 7 (4g+3g+1g)", both, selector + "rules: [{profiles: {4g.40gb: 1, 3g.40gb: 1, 1g.10gb: 1}}]", "", rejected(computeSlices)},
 	{"two 1g.10gb+me (max one)", both, selector + "rules: [{profiles: {1g.10gb+me: 2}}]", "", rejected("a GPU holds at most one device of a profile with media extensions (+me)")},
+	{"two +me profiles (A30's, max one device)", both, selector + "rules: [{profiles: {1g.6gb+me: 1, 2g.12gb+me: 1}}]", "", rejected("these counts ask for devices of two such profiles")},
 
 	// ---- explicit placements ----
 	{"overlapping placements", update, selector + "rules: [{layout: '3g.40gb@0,2g.20gb@2'}]", "", degraded(v1alpha1.ReasonInvalidLayout, "2g.20gb@2")},
