@@ -651,9 +651,13 @@ func (r *Repartitioner) planGPU(obs []GPUState, spec v1alpha1.GPUSpec, inUse set
 	if !forGPU(spec, g) && !matches(g, spec) {
 		// Written for the GPU NVML showed at idx before it numbered the
 		// GPUs anew: a layout for another GPU, another model perhaps.
+		where := "no GPU of this node has that UUID: it left the node or was not found at boot, or the spec was edited by hand"
+		if j := slices.IndexFunc(obs, func(o GPUState) bool { return o.GPU.UUID == spec.UUID }); j >= 0 {
+			where = fmt.Sprintf("NVML shows that GPU at index %d: the GPUs were numbered anew (one left the node or was not found at boot), or the spec was edited by hand", obs[j].GPU.Index)
+		}
 		return nil, &GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonSpecForAnotherGPU,
-			Message: fmt.Sprintf("the spec of gpu %d was written for %s; NVML shows %s (%s) at index %d now (the GPUs were numbered anew: one left the node or was not found at boot): the GPU is left as it is until the spec is written for it",
-				idx, spec.UUID, g.GPU.UUID, g.GPU.ProductName, idx)}
+			Message: fmt.Sprintf("the spec of gpu %d was written for %s; NVML shows %s (%s) at index %d now (%s): the GPU is left as it is until the spec is written for it",
+				idx, spec.UUID, g.GPU.UUID, g.GPU.ProductName, idx, where)}
 	}
 	if !spec.MIGEnabled && !g.GPU.MIGMode.Current && !g.GPU.MIGMode.Pending && (!g.GPU.MIGCapable || g.GPU.Model == nil) {
 		// MIG off, as asked, on a GPU without MIG or of no catalogued

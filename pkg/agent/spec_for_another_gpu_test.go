@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
@@ -62,11 +63,14 @@ func TestSpecForAnotherGPUIsNotApplied(t *testing.T) {
 		spec       v1alpha1.GPUSpec
 		wantReason string
 		wantLayout string
+		// wantWhere is a part of the message: where the GPU the entry was
+		// written for is.
+		wantWhere string
 	}{
-		{"the A100's entry on the first H100", specs[0], v1alpha1.ReasonSpecForAnotherGPU, ""},
-		{"the first H100's on the second", withIndex(specs[1], 1), v1alpha1.ReasonSpecForAnotherGPU, ""},
-		{"an entry for the GPU at its index", withUUID(spec(0, "3g.40gb@0"), after[0].UUID), v1alpha1.ReasonLayoutApplied, "3g.40gb@0"},
-		{"another GPU's, held already", withUUID(spec(0, "3g.40gb@0"), before[0].UUID), v1alpha1.ReasonLayoutApplied, "3g.40gb@0"},
+		{"the A100's entry on the first H100", specs[0], v1alpha1.ReasonSpecForAnotherGPU, "", "no GPU of this node has that UUID"},
+		{"the first H100's on the second", withIndex(specs[1], 1), v1alpha1.ReasonSpecForAnotherGPU, "", "NVML shows that GPU at index 0"},
+		{"an entry for the GPU at its index", withUUID(spec(0, "3g.40gb@0"), after[0].UUID), v1alpha1.ReasonLayoutApplied, "3g.40gb@0", ""},
+		{"another GPU's, held already", withUUID(spec(0, "3g.40gb@0"), before[0].UUID), v1alpha1.ReasonLayoutApplied, "3g.40gb@0", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := g.r.Sync(ctx, []v1alpha1.GPUSpec{tc.spec}, nil)
@@ -74,8 +78,8 @@ func TestSpecForAnotherGPUIsNotApplied(t *testing.T) {
 				t.Fatal(err)
 			}
 			idx := int(tc.spec.Index)
-			if got := res.Results[idx]; got.Reason != tc.wantReason {
-				t.Errorf("gpu %d: %s %s (%s), want reason %s", idx, got.Phase, got.Reason, got.Message, tc.wantReason)
+			if got := res.Results[idx]; got.Reason != tc.wantReason || !strings.Contains(got.Message, tc.wantWhere) {
+				t.Errorf("gpu %d: %s %s (%s), want reason %s saying %q", idx, got.Phase, got.Reason, got.Message, tc.wantReason, tc.wantWhere)
 			}
 			if got := layout(idx); got != tc.wantLayout {
 				t.Errorf("gpu %d holds %q, want %q", idx, got, tc.wantLayout)
