@@ -90,6 +90,12 @@ type NodeReconciler struct {
 	stuckForUID types.UID
 	// catalogTold is the CatalogDiffers message last recorded per GPU UUID.
 	catalogTold map[string]string
+	// toldUnlisted holds, by GPU index, the phase and reason last told of
+	// each GPU the last pass had a result for, for the NodeMigLayout of UID
+	// toldUnlistedUID: read for the GPUs the status does not list (over
+	// the rows it holds), so that their events are not told every pass.
+	toldUnlisted    map[int32][2]string
+	toldUnlistedUID types.UID
 	// passStart is when the pass in progress started; zero between passes.
 	passStart time.Time
 	// AllowDevicePlugin turns off the check for NVIDIA's device plugin
@@ -347,6 +353,15 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			held[g.Index] = "-"
 		}
 	}
+	r.mu.Lock()
+	if r.toldUnlistedUID == nml.UID {
+		for idx, pr := range r.toldUnlisted {
+			if _, ok := before[idx]; !ok {
+				before[idx], beforeReason[idx] = v1alpha1.GPUPhase(pr[0]), pr[1]
+			}
+		}
+	}
+	r.mu.Unlock()
 	r.tellCatalogDiffers(&nml, res.GPUs)
 	r.pruneXids(ctx, res.GPUs)
 	if err := r.writeStatus(ctx, specOf(&nml), res, len(shown) > 0); err != nil {
@@ -421,6 +436,12 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			}
 		}
 	}
+	r.mu.Lock()
+	r.toldUnlisted, r.toldUnlistedUID = make(map[int32][2]string, len(res.Results)), nml.UID
+	for idx, got := range res.Results {
+		r.toldUnlisted[int32(idx)] = [2]string{string(got.Phase), got.Reason}
+	}
+	r.mu.Unlock()
 	if res.Retry {
 		d := r.retryAfter(nml.Spec.GPUs, res, deferred)
 		logger.V(1).Info("Retrying after backoff", "after", d)
