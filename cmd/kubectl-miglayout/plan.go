@@ -407,8 +407,24 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 				continue
 			}
 			if msg, ok := problem[g.Index]; ok {
-				fmt.Fprintf(w, "%s: cannot be configured, left as it is: %s\n", label, msg)
+				// The controller keeps what the spec asked for where the
+				// GPU holds it or its change is under way, and drops a
+				// change not begun (DesiredGPUs).
 				st.attention++
+				d, kept := want[g.Index]
+				h, inFlight := held[g.Index]
+				inFlight = inFlight && !sameLayout(h, g)
+				switch {
+				case inFlight && kept && sameSpec(h, d):
+					fmt.Fprintf(w, "%s: cannot be configured: %s; the change begun, to %s, is carried out\n", label, msg, layoutText(h.MIGEnabled, h.Layout))
+				case inFlight:
+					fmt.Fprintf(w, "%s: cannot be configured, left as it is: %s; cancels the change in flight to %s\n",
+						label, msg, layoutText(h.MIGEnabled, h.Layout))
+					cancels++
+					st.changes++ // the node's spec changes: --exit-code tells it
+				default:
+					fmt.Fprintf(w, "%s: cannot be configured, left as it is: %s\n", label, msg)
+				}
 				continue
 			}
 			d, ok := want[g.Index]

@@ -180,7 +180,18 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 		st.Row.GPUs = append(st.Row.GPUs, v1alpha1.GPURow{Index: g.Index, Product: g.Product, Desired: actualText(g), Actual: actualText(g), Phase: g.Phase})
 		issues = append(issues, gpuIssue(g))
 	}
+	// A GPU whose rule cannot be applied has one row, Failed: where its
+	// spec keeps an entry (DesiredGPUs: the layout it holds, or a change
+	// its agent has begun, carried out), that entry's row says so.
+	changingProblem := false
 	for _, p := range problems {
+		issues = append(issues, fmt.Sprintf("%s: %s", p.Reason, p.Message))
+		if i := slices.IndexFunc(st.Row.GPUs, func(r v1alpha1.GPURow) bool { return r.Index == p.GPU }); i >= 0 {
+			r := &st.Row.GPUs[i]
+			changingProblem = changingProblem || r.Phase == v1alpha1.PhaseDraining || r.Phase == v1alpha1.PhaseRepartitioning
+			r.Phase = v1alpha1.PhaseFailed
+			continue
+		}
 		row := v1alpha1.GPURow{Index: p.GPU, Product: p.Product, Phase: v1alpha1.PhaseFailed}
 		if g, ok := reported[p.GPU]; ok {
 			// Refused and left as it is: desired is what it holds
@@ -189,7 +200,6 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 			row.Desired = row.Actual
 		}
 		st.Row.GPUs = append(st.Row.GPUs, row)
-		issues = append(issues, fmt.Sprintf("%s: %s", p.Reason, p.Message))
 	}
 	slices.SortStableFunc(st.Row.GPUs, func(a, b v1alpha1.GPURow) int { return int(a.Index - b.Index) })
 	st.Row.Phase = v1alpha1.PhaseReady
@@ -201,7 +211,7 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 	st.Ready = len(issues) == 0
 	st.Failed = len(st.Stuck) > 0 || len(problems) > 0
 	st.Progressing = !st.Ready && !st.Failed
-	st.Changing = slices.ContainsFunc(st.Row.GPUs, func(r v1alpha1.GPURow) bool {
+	st.Changing = changingProblem || slices.ContainsFunc(st.Row.GPUs, func(r v1alpha1.GPURow) bool {
 		return r.Phase == v1alpha1.PhaseDraining || r.Phase == v1alpha1.PhaseRepartitioning
 	})
 	st.Row.Message = truncate(strings.Join(issues, "; "), maxRowMessage)

@@ -74,7 +74,7 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 			if before != nil && changeUnderWay(*before, g) {
 				kept := *before
 				kept.UUID = g.UUID
-				kept.Reason = truncate("no rule matches the GPU now; the change begun is carried out: "+before.Reason, 1024)
+				kept.Reason = "no rule matches the GPU now; the change begun, to " + describeSpec(*before) + ", is carried out"
 				out = append(out, kept)
 			}
 			continue
@@ -97,15 +97,26 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 	return out, problems
 }
 
-// changeUnderWay reports whether the agent has begun sp's change on GPU g
-// (what dropUnstarted keeps): g does not hold sp, and is reported neither
-// Ready nor Draining (nothing destroyed yet), or waits for a reset to
-// change its MIG mode.
+// changeUnderWay reports whether the agent may have destroyed devices for
+// sp's change on GPU g, which g does not hold: it is Repartitioning, or
+// its change failed on NVML (NVMLError) or as a whole (Pending, PassFailed)
+// and is retried, or g waits for a reset to change its MIG mode. A change
+// Pending its turn, Draining or Blocked by a device in use has destroyed
+// nothing in this attempt, and is not under way (so a rule removed or
+// made invalid does not destroy that device once it is released).
 func changeUnderWay(sp v1alpha1.GPUSpec, g v1alpha1.GPUStatus) bool {
 	if holds(sp, g) {
 		return false
 	}
-	return (g.Phase != v1alpha1.PhaseReady && g.Phase != v1alpha1.PhaseDraining) || g.MIGEnabled != g.MIGPending
+	switch {
+	case g.MIGEnabled != g.MIGPending, g.Phase == v1alpha1.PhaseRepartitioning:
+		return true
+	case g.Phase == v1alpha1.PhaseFailed:
+		return g.Reason == v1alpha1.ReasonNVMLError
+	case g.Phase == v1alpha1.PhasePending:
+		return g.Reason == v1alpha1.ReasonPassFailed
+	}
+	return false
 }
 
 // keptForProblem is the spec entry of GPU g, whose rule (named rule)
@@ -121,14 +132,20 @@ func keptForProblem(before *v1alpha1.GPUSpec, g v1alpha1.GPUStatus, rule string)
 	}
 	kept := *before
 	kept.UUID = g.UUID
+	// Reasons say the state, not the reason before them, so that each
+	// pass writes the same entry.
 	switch {
 	case holds(*before, g):
-		kept.Reason = rule + " cannot be applied; the GPU keeps the layout it holds: " + before.Reason
+		kept.Reason = rule + " cannot be applied; the GPU keeps the layout it holds"
+		if strings.HasPrefix(before.Reason, kept.Reason) {
+			// Written so already, the dropped change named after it.
+			kept.Reason = before.Reason
+		}
 	case changeUnderWay(*before, g):
-		kept.Reason = rule + " cannot be applied; the change begun is carried out: " + before.Reason
+		kept.Reason = rule + " cannot be applied; the change begun, to " + describeSpec(*before) + ", is carried out"
 	default:
 		kept = v1alpha1.GPUSpec{Index: g.Index, UUID: g.UUID, MIGEnabled: g.MIGEnabled, Layout: g.Layout,
-			Reason: rule + " cannot be applied; the change to " + describeSpec(*before) + " was dropped before it started"}
+			Reason: rule + " cannot be applied; the GPU keeps the layout it holds (the change to " + describeSpec(*before) + " was dropped before it started)"}
 	}
 	kept.Reason = truncate(kept.Reason, 1024)
 	return kept, true

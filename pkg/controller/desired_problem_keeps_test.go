@@ -20,7 +20,7 @@ func TestDesiredGPUsKeepsWhatBadInputWouldLose(t *testing.T) {
 		halves = "3g.40gb@0,3g.40gb@4"
 		before = `rule "good": profiles 3g.40gb:2`
 		bad    = `rule "good" cannot be applied; `
-		none   = "no rule matches the GPU now; the change begun is carried out: "
+		none   = "no rule matches the GPU now; "
 	)
 	badRule := rules(rule("good").counts("3g.40gb", 2).counts("1g.10gb", 1))
 	otherGPU := rules(rule("good").indices(1).counts("3g.40gb", 2))
@@ -32,22 +32,22 @@ func TestDesiredGPUsKeepsWhatBadInputWouldLose(t *testing.T) {
 	}{
 		"bad rule, layout held": {
 			rules: badRule, gpu: a100(0).layout(halves), current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
-			want: []v1alpha1.GPUSpec{specGPU(0, halves, bad+"the GPU keeps the layout it holds: "+before)},
+			want: []v1alpha1.GPUSpec{specGPU(0, halves, bad+"the GPU keeps the layout it holds")},
 		},
 		"bad rule, change stopped part way": {
 			rules:   badRule,
 			gpu:     a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseFailed, v1alpha1.ReasonNVMLError, "creating GPU instance: ERROR_UNKNOWN"),
 			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
-			want:    []v1alpha1.GPUSpec{specGPU(0, halves, bad+"the change begun is carried out: "+before)},
+			want:    []v1alpha1.GPUSpec{specGPU(0, halves, bad+"the change begun, to "+halves+", is carried out")},
 		},
 		"bad rule, change not begun": {
 			rules: badRule, gpu: a100(0).layout(wholeLayout), current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
-			want: []v1alpha1.GPUSpec{specGPU(0, wholeLayout, bad+"the change to "+halves+" was dropped before it started")},
+			want: []v1alpha1.GPUSpec{specGPU(0, wholeLayout, bad+"the GPU keeps the layout it holds (the change to "+halves+" was dropped before it started)")},
 		},
 		"bad rule, change draining": {
 			rules: badRule, gpu: a100(0).layout(wholeLayout).phase(v1alpha1.PhaseDraining, v1alpha1.ReasonDraining, ""),
 			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
-			want:    []v1alpha1.GPUSpec{specGPU(0, wholeLayout, bad+"the change to "+halves+" was dropped before it started")},
+			want:    []v1alpha1.GPUSpec{specGPU(0, wholeLayout, bad+"the GPU keeps the layout it holds (the change to "+halves+" was dropped before it started)")},
 		},
 		"bad rule, GPU not in the spec": {
 			rules: badRule, gpu: a100(0).layout(wholeLayout),
@@ -56,13 +56,32 @@ func TestDesiredGPUsKeepsWhatBadInputWouldLose(t *testing.T) {
 			rules:   otherGPU,
 			gpu:     a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseFailed, v1alpha1.ReasonNVMLError, "creating GPU instance: ERROR_UNKNOWN"),
 			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
-			want:    []v1alpha1.GPUSpec{specGPU(0, halves, none+before)},
+			want:    []v1alpha1.GPUSpec{specGPU(0, halves, none+"the change begun, to "+halves+", is carried out")},
 		},
 		"no rule any more, layout held": {
 			rules: otherGPU, gpu: a100(0).layout(halves), current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
 		},
 		"no rule any more, change not begun": {
 			rules: otherGPU, gpu: a100(0).layout(wholeLayout), current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
+		},
+		// Blocked by a device in use, the change has destroyed nothing:
+		// dropped, so that the device is not destroyed once released.
+		"bad rule, change blocked": {
+			rules:   badRule,
+			gpu:     a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed: gpu-0-mig-7g80gb-0-0"),
+			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
+			want:    []v1alpha1.GPUSpec{specGPU(0, wholeLayout, bad+"the GPU keeps the layout it holds (the change to "+halves+" was dropped before it started)")},
+		},
+		"no rule any more, change blocked": {
+			rules:   otherGPU,
+			gpu:     a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed: gpu-0-mig-7g80gb-0-0"),
+			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
+		},
+		"bad rule, change retried after a failed pass": {
+			rules:   badRule,
+			gpu:     a100(0).layout("3g.40gb@0").phase(v1alpha1.PhasePending, v1alpha1.ReasonPassFailed, "reading allocations: timeout"),
+			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
+			want:    []v1alpha1.GPUSpec{specGPU(0, halves, bad+"the change begun, to "+halves+", is carried out")},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -76,6 +95,45 @@ func TestDesiredGPUsKeepsWhatBadInputWouldLose(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("desired GPUs (-want +got):\n%s", diff)
+			}
+			// Written, the entries are what the next pass computes: no
+			// write follows a write while the node stays as it is.
+			again, _ := DesiredGPUs(mig.DefaultCatalog(), tc.rules, inventory(tc.gpu), got)
+			if diff := cmp.Diff(got, again); diff != "" {
+				t.Errorf("the next pass writes again (-first +next):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestProblemGPUKeptInSpecHasOneRow: a GPU whose rule cannot be applied and
+// whose spec keeps an entry is listed once in its node's row, Failed, so
+// that its problem is not told again after the controller restarts.
+func TestProblemGPUKeptInSpecHasOneRow(t *testing.T) {
+	const halves = "3g.40gb@0,3g.40gb@4"
+	badRule := rules(rule("good").counts("3g.40gb", 2).counts("1g.10gb", 1))
+	for name, gpu := range map[string]*gpuBuilder{
+		"layout held":  a100(0).layout(halves),
+		"change begun": a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, ""),
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec, problems := DesiredGPUs(mig.DefaultCatalog(), badRule, inventory(gpu), []v1alpha1.GPUSpec{specGPU(0, halves, "x")})
+			if len(spec) != 1 || len(problems) != 1 {
+				t.Fatalf("spec %+v, problems %+v: want one of each", spec, problems)
+			}
+			nml := nodeMigLayout("n").spec(spec...).status(gpu).build()
+			nml.Status.ObservedGeneration = 1
+			st := withUntouchedGPUs(EvaluateNode("n", nml, problems, AgentHealth{}), nml)
+			want := []v1alpha1.GPURow{{Index: 0, Product: gpu.g.Product, Desired: halves, Actual: gpu.g.Layout, Phase: v1alpha1.PhaseFailed}}
+			if diff := cmp.Diff(want, st.Row.GPUs); diff != "" {
+				t.Errorf("rows (-want +got):\n%s", diff)
+			}
+			if st.Changing != (gpu.g.Phase == v1alpha1.PhaseRepartitioning) {
+				t.Errorf("changing %t, want %t", st.Changing, !st.Changing)
+			}
+			prev := v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{st.Row}}
+			if events, _ := Transitions(&prev, Observation{Nodes: []NodeState{st}}, nil); len(events) > 0 {
+				t.Errorf("told again after a restart: %+v", events)
 			}
 		})
 	}
