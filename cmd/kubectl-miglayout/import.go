@@ -230,6 +230,7 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 	}
 	var notes []string
 	var rules []v1alpha1.LayoutRule
+	migOffForAll := -1 // the last entry so far for every GPU that turns MIG off
 	for i, en := range entries {
 		where := fmt.Sprintf("entry %d", i)
 		if err := checkEntry(en); err != nil {
@@ -243,8 +244,18 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", where, err)
 		}
+		if len(unknown) > 0 && migOffForAll >= 0 {
+			// mig-parted gives those GPUs this entry's layout; left out,
+			// they would get the earlier entry's MIG off, which needs no
+			// model: their devices would be destroyed.
+			return nil, nil, fmt.Errorf("%s: its device-filter names GPUs the miglayout catalog does not know (%s), which mig-parted gives this entry's layout; imported without them, entry %d would turn MIG off on them (a rule for every GPU), destroying their devices: leave the nodes with such GPUs out of the selector and those IDs out of the entry, or drop entry %d",
+				where, strings.Join(unknown, ", "), migOffForAll, migOffForAll)
+		}
 		if len(unknown) > 0 {
 			notes = append(notes, fmt.Sprintf("%s: device-filter IDs of GPUs the miglayout catalog does not know are left out: %s", where, strings.Join(unknown, ", ")))
+		}
+		if !filtered(en.DeviceFilter) && !*en.MigEnabled {
+			migOffForAll = i
 		}
 		if filtered(en.DeviceFilter) && len(models) == 0 {
 			notes = append(notes, fmt.Sprintf("%s: no GPU of its device-filter is in the miglayout catalog; the entry is left out", where))
@@ -263,7 +274,14 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 			profiles = map[string]int32{}
 			for p, n := range en.MigDevices {
 				if strings.Count(p, ".") > 1 && strings.Contains(strings.SplitN(p, ".", 2)[0], "c") {
-					return nil, nil, fmt.Errorf("%s: %q is a compute-instance profile; miglayout creates one compute instance spanning each GPU instance, so name the GPU instance profile (e.g. %s)", where, p, p[strings.Index(p, ".")+1:])
+					ci, gi, _ := strings.Cut(p, ".")
+					if strings.TrimSuffix(ci, "c") != strings.SplitN(gi, "g", 2)[0] {
+						return nil, nil, fmt.Errorf("%s: %q is a compute-instance profile; miglayout creates one compute instance spanning each GPU instance, so name the GPU instance profile (e.g. %s)", where, p, gi)
+					}
+					// A compute instance spanning its GPU instance
+					// (mig-parted reads 7c.7g.80gb as 7g.80gb): what
+					// miglayout makes of a GPU instance profile.
+					p = gi
 				}
 				if _, err := mig.ParseProfileName(p); err != nil {
 					return nil, nil, fmt.Errorf("%s: %w", where, err)
@@ -272,7 +290,7 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 					return nil, nil, fmt.Errorf("%s: %d × %s: a GPU holds 0 to 7 devices of a profile", where, n, p)
 				}
 				if n > 0 {
-					profiles[p] = int32(n)
+					profiles[p] += int32(n)
 				}
 			}
 		}
@@ -322,10 +340,13 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 }
 
 // filtered reports whether a device-filter names GPUs: mig-parted matches
-// every GPU where it is missing or an empty list.
+// every GPU where it is missing, an empty list or an empty string.
 func filtered(v any) bool {
-	if l, ok := v.([]any); ok {
-		return len(l) > 0
+	switch f := v.(type) {
+	case []any:
+		return len(f) > 0
+	case string:
+		return f != ""
 	}
 	return v != nil
 }
@@ -374,8 +395,9 @@ func entryDevices(v any) ([]int32, error) {
 		var out []int32
 		for _, x := range d {
 			n, err := strconv.Atoi(fmt.Sprint(x))
-			if err != nil || n < 0 || n > 63 {
-				return nil, fmt.Errorf("devices: %v is not a GPU index", x)
+			if _, quoted := x.(string); quoted || err != nil || n < 0 || n > 63 {
+				// mig-parted reads a list of integers: "0" is refused.
+				return nil, fmt.Errorf("devices: %q is not a GPU index (write the indices as numbers, unquoted)", fmt.Sprint(x))
 			}
 			if !slices.Contains(out, int32(n)) {
 				out = append(out, int32(n))
@@ -408,6 +430,9 @@ func entryModels(v any) (models, unknown []string, err error) {
 	case nil:
 		return nil, nil, nil
 	case string:
+		if f == "" {
+			return nil, nil, nil // every GPU, as no filter
+		}
 		ids = []string{f}
 	case []any:
 		for _, x := range f {
@@ -453,13 +478,19 @@ func entryModels(v any) (models, unknown []string, err error) {
 // (counts by profile name), nil where it admits it: the CEL rules of
 // LayoutRule.Profiles (api/v1alpha1) refuse counts whose compute slices (the
 // count times the profile's leading number) add up to more than 7, which no
-// GPU model holds, and more than one device of a +me profile.
+// GPU model holds, and more than one device with media extensions (+me).
 func admittedCounts(profiles map[string]int32) error {
 	computeSlices := 0
+	var media []string
 	for _, p := range slices.Sorted(maps.Keys(profiles)) {
 		n := profiles[p]
 		if strings.Contains(p, "+me") && n > 1 {
 			return fmt.Errorf("%d × %s: a GPU holds at most one device of a profile with media extensions, and the API server refuses the MigLayout", n, p)
+		}
+		if strings.Contains(p, "+me") {
+			if media = append(media, p); len(media) > 1 {
+				return fmt.Errorf("%s: a GPU holds at most one device with media extensions, and the API server refuses the MigLayout", strings.Join(media, " and "))
+			}
 		}
 		if g, err := strconv.Atoi(p[:strings.Index(p, "g")]); err == nil {
 			computeSlices += int(n) * g
