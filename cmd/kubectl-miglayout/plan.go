@@ -288,11 +288,15 @@ func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayo
 	// manages the NodeMigLayouts it controls: one an earlier MigLayout of
 	// the name left behind (kubectl delete --cascade=orphan) is not
 	// released.
+	handed := st.handedOver(ml, all, applied, sel)
 	var released, cancelled []string
 	for _, name := range slices.Sorted(maps.Keys(st.nmls)) {
 		nml := st.nmls[name]
 		if !metav1.IsControlledBy(nml, ml) || nml.DeletionTimestamp != nil || slices.Contains(sel.Nodes, name) {
 			continue
+		}
+		if _, ok := handed[name]; ok {
+			continue // its new MigLayout's plan says what becomes of it
 		}
 		released = append(released, name)
 		for _, d := range nml.Spec.GPUs {
@@ -309,11 +313,87 @@ func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayo
 		fmt.Fprintf(w, "  cancels the changes in flight (the agent stops where it is) on %s\n", strings.Join(cancelled, ", "))
 		st.changes += len(cancelled) // the specs change: --exit-code tells it
 	}
+	st.planHandedOver(w, handed)
 	if ml.Spec.Mode == v1alpha1.ModeAuto {
 		return st.planAuto(ctx, w, ml, all, applied, sel)
 	}
-	st.planStatic(w, ml, sel)
+	st.planStatic(w, ml, sel, false)
 	return nil
+}
+
+// handedOver returns, by the MigLayout that takes them over, the nodes ml
+// selects now or whose NodeMigLayouts it controls that a MigLayout not in
+// the files (stored) selects alone once ml is applied, where it did not
+// before (ml selected them too: a conflict, which leaves them as they are;
+// or ml held them): its rules decide their layouts from then on. ml's
+// nodes are the ones it selects (in st.migLayouts) or controls.
+func (st *planState) handedOver(ml *v1alpha1.MigLayout, all, applied []v1alpha1.MigLayout, sel controller.Selection) map[string]*v1alpha1.MigLayout {
+	inFiles := map[string]bool{}
+	for _, a := range applied {
+		inFiles[a.Name] = true
+	}
+	mine := map[string]bool{}
+	if before := slices.IndexFunc(st.migLayouts, func(o v1alpha1.MigLayout) bool { return o.Name == ml.Name }); before >= 0 {
+		if was, err := controller.SelectNodes(&st.migLayouts[before], st.migLayouts, st.labels); err == nil {
+			for _, n := range was.Nodes {
+				mine[n] = true
+			}
+		}
+	}
+	for name, nml := range st.nmls {
+		if metav1.IsControlledBy(nml, ml) {
+			mine[name] = true
+		}
+	}
+	out := map[string]*v1alpha1.MigLayout{}
+	for i := range all {
+		other := &all[i]
+		if other.Name == ml.Name || inFiles[other.Name] {
+			continue
+		}
+		after, err := controller.SelectNodes(other, all, st.labels)
+		if err != nil {
+			continue // reported as that MigLayout's InvalidSelector
+		}
+		var was controller.Selection
+		if j := slices.IndexFunc(st.migLayouts, func(o v1alpha1.MigLayout) bool { return o.Name == other.Name }); j >= 0 {
+			was, _ = controller.SelectNodes(&st.migLayouts[j], st.migLayouts, st.labels)
+		}
+		for _, n := range after.Nodes {
+			if mine[n] && !after.Conflicted(n) && !slices.Contains(sel.Nodes, n) && (was.Conflicted(n) || !slices.Contains(was.Nodes, n)) {
+				out[n] = other
+			}
+		}
+	}
+	return out
+}
+
+// planHandedOver prints what becomes of the nodes handed over to another
+// MigLayout (handedOver): a Static one's plan there (its changes counted),
+// or, for an Auto or a paused one, what it does (counted as needing a
+// look).
+func (st *planState) planHandedOver(w io.Writer, handed map[string]*v1alpha1.MigLayout) {
+	byOwner := map[string][]string{}
+	owners := map[string]*v1alpha1.MigLayout{}
+	for n, o := range handed {
+		byOwner[o.Name] = append(byOwner[o.Name], n)
+		owners[o.Name] = o
+	}
+	for _, name := range slices.Sorted(maps.Keys(byOwner)) {
+		other, nodes := owners[name], slices.Sorted(slices.Values(byOwner[name]))
+		fmt.Fprintf(w, "  no longer selects %s, which MigLayout %s (%s) then selects alone and takes over:", strings.Join(nodes, ", "), other.Name, other.Spec.Mode)
+		switch {
+		case other.Spec.Paused:
+			fmt.Fprintln(w, " it is paused, so nothing is started there while it is")
+			st.attention++
+		case other.Spec.Mode == v1alpha1.ModeAuto:
+			fmt.Fprintln(w, " its planner plans their GPUs from then on (kubectl miglayout plan on it shows what)")
+			st.attention++
+		default:
+			fmt.Fprintln(w, " its rules decide the layouts there")
+			st.planStatic(w, other, controller.Selection{Nodes: nodes}, true)
+		}
+	}
 }
 
 // gpuChange is one GPU's planned change.
@@ -325,7 +405,10 @@ type gpuChange struct {
 	reset string
 }
 
-func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel controller.Selection) {
+// planStatic prints the Static plan of ml on the nodes of sel; handedOver
+// plans nodes another MigLayout hands ml (planHandedOver): its spec's
+// problems are left to its own plan, and the summary names it.
+func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel controller.Selection, handedOver bool) {
 	cat := mig.DefaultCatalog()
 	changing, blockedGPUs, nodesChanging, cancels := 0, 0, 0, 0
 	for _, node := range sel.Nodes {
@@ -487,8 +570,13 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 	}
 	st.changes += changing
 	st.attention += blockedGPUs
-	st.printSpecProblems(w, cat, ml, sel)
-	fmt.Fprintf(w, "\nSummary: %s would change on %s", plural(changing, "GPU"), plural(nodesChanging, "node"))
+	summary := "Summary"
+	if handedOver {
+		summary = "Summary of the nodes MigLayout " + ml.Name + " takes over"
+	} else {
+		st.printSpecProblems(w, cat, ml, sel)
+	}
+	fmt.Fprintf(w, "\n%s: %s would change on %s", summary, plural(changing, "GPU"), plural(nodesChanging, "node"))
 	if blockedGPUs > 0 {
 		fmt.Fprintf(w, "; %d blocked by devices in use (the agent waits, nothing is destroyed under a workload)", blockedGPUs)
 	}
