@@ -129,3 +129,40 @@ func TestHealthAfterRenumbering(t *testing.T) {
 		})
 	}
 }
+
+// TestXidHealthAfterRenumbering: after NVML numbered the GPUs anew, claim
+// 1's device (on board B, index 0 now) is hit by a GPU-wide Xid on B, found
+// by B's UUID, and not by one on another board at the index B had when the
+// device was prepared.
+func TestXidHealthAfterRenumbering(t *testing.T) {
+	for name, tc := range map[string]struct {
+		onB  bool
+		want kubeletplugin.HealthStatus
+	}{
+		"on its board, at its new index":     {onB: true, want: kubeletplugin.HealthStatusUnhealthy},
+		"on another board, at its old index": {want: kubeletplugin.HealthStatusHealthy},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRenumberRig(t)
+			p := r.renumbered(t)
+			gpus, err := p.cfg.GPUs.GPUs(r.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := gpu.Xid{GPUIndex: 0, GPUUUID: gpus[0].UUID, Code: 48, GIID: -1, CIID: -1}
+			if !tc.onB {
+				// Another board, numbered 1 (B's index when the device was
+				// prepared).
+				x = gpu.Xid{GPUIndex: 1, GPUUUID: "GPU-another-board", Code: 48, GIID: -1, CIID: -1}
+			}
+			p.recordXid(r.ctx, x)
+			report := p.healthReport(r.ctx, time.Minute)
+			if len(report.Devices) != 1 {
+				t.Fatalf("report %+v, want claim 1's device", report)
+			}
+			if h := report.Devices[0]; h.Health != tc.want {
+				t.Errorf("%s: %s (%q), want %s", h.DeviceName, h.Health, h.Message, tc.want)
+			}
+		})
+	}
+}

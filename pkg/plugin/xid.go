@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -195,9 +197,31 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 	}
 }
 
-// xidHealth is the Xid mark of prepared device d, if any.
+// xidHealth is the Xid mark of prepared device d, if any: its own, or its
+// board's, found by the board's UUID where both know it (NVML may have
+// numbered the GPUs anew since d was prepared), else by d's GPU index.
 func (p *Plugin) xidHealth(d PreparedDevice) (xidMark, bool) {
-	return p.xidMark(d.GPUIndex, d.UUID)
+	board := d.GPUUUID
+	if board == "" && strings.HasPrefix(d.UUID, "GPU-") {
+		board = d.UUID // a whole GPU's; a MIG device recorded without its board's has none
+	}
+	p.xidMu.Lock()
+	defer p.xidMu.Unlock()
+	if m, ok := p.xidDevices[d.UUID]; ok {
+		return m, true
+	}
+	if board != "" {
+		for _, idx := range slices.Sorted(maps.Keys(p.xidGPUs)) {
+			if m := p.xidGPUs[idx]; m.gpuUUID == board {
+				return m, true
+			}
+		}
+	}
+	m, ok := p.xidGPUs[d.GPUIndex]
+	if ok && board != "" && m.gpuUUID != "" && m.gpuUUID != board {
+		return xidMark{}, false // another board's, at d's old index
+	}
+	return m, ok
 }
 
 func (p *Plugin) xidMark(gpuIndex int, uuid string) (xidMark, bool) {
