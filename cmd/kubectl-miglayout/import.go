@@ -230,7 +230,14 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 	}
 	var notes []string
 	var rules []v1alpha1.LayoutRule
-	migOffForAll := -1 // the last entry so far for every GPU that turns MIG off
+	// forAll are the entries so far without a device-filter, by index, with
+	// their GPU indices (nil: all) and MIG mode.
+	type forAllEntry struct {
+		index   int
+		devices []int32
+		migOn   bool
+	}
+	var forAll []forAllEntry
 	for i, en := range entries {
 		where := fmt.Sprintf("entry %d", i)
 		if err := checkEntry(en); err != nil {
@@ -240,22 +247,32 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", where, err)
 		}
-		models, unknown, err := entryModels(en.DeviceFilter)
+		models, unknown, uncatalogued, err := entryModels(en.DeviceFilter)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", where, err)
 		}
-		if len(unknown) > 0 && migOffForAll >= 0 {
-			// mig-parted gives those GPUs this entry's layout; left out,
-			// they would get the earlier entry's MIG off, which needs no
-			// model: their devices would be destroyed.
-			return nil, nil, fmt.Errorf("%s: its device-filter names GPUs the miglayout catalog does not know (%s), which mig-parted gives this entry's layout; imported without them, entry %d would turn MIG off on them (a rule for every GPU), destroying their devices: leave the nodes with such GPUs out of the selector and those IDs out of the entry, or drop entry %d",
-				where, strings.Join(unknown, ", "), migOffForAll, migOffForAll)
+		if len(uncatalogued) > 0 && *en.MigEnabled {
+			// mig-parted gives those GPUs this entry's MIG layout; left
+			// out, they would get that of the last earlier entry for
+			// every GPU of theirs, which, turning MIG off (it needs no
+			// model), would destroy their devices.
+			for j := len(forAll) - 1; j >= 0; j-- {
+				f := forAll[j]
+				if !overlap(f.devices, indices) {
+					continue
+				}
+				if !f.migOn {
+					return nil, nil, fmt.Errorf("%s: its device-filter names GPUs the miglayout catalog does not know (%s), which mig-parted gives this entry's layout; imported without them, entry %d would turn MIG off on them (an entry for every GPU model), destroying their devices: leave the nodes with such GPUs out of the selector and those IDs out of the entry, or drop entry %d",
+						where, strings.Join(uncatalogued, ", "), f.index, f.index)
+				}
+				break
+			}
 		}
 		if len(unknown) > 0 {
 			notes = append(notes, fmt.Sprintf("%s: device-filter IDs of GPUs the miglayout catalog does not know are left out: %s", where, strings.Join(unknown, ", ")))
 		}
-		if !filtered(en.DeviceFilter) && !*en.MigEnabled {
-			migOffForAll = i
+		if !filtered(en.DeviceFilter) {
+			forAll = append(forAll, forAllEntry{index: i, devices: indices, migOn: *en.MigEnabled})
 		}
 		if filtered(en.DeviceFilter) && len(models) == 0 {
 			notes = append(notes, fmt.Sprintf("%s: no GPU of its device-filter is in the miglayout catalog; the entry is left out", where))
@@ -423,39 +440,40 @@ func unquotedID(v any) string {
 }
 
 // entryModels reads device-filter (one PCI device ID or a list) into catalog
-// model names, and the IDs it does not know.
-func entryModels(v any) (models, unknown []string, err error) {
+// model names, and the IDs it does not know (with why); uncatalogued are
+// those of them that are NVIDIA's, of GPUs the catalog lacks.
+func entryModels(v any) (models, unknown, uncatalogued []string, err error) {
 	var ids []string
 	switch f := v.(type) {
 	case nil:
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	case string:
 		if f == "" {
-			return nil, nil, nil // every GPU, as no filter
+			return nil, nil, nil, nil // every GPU, as no filter
 		}
 		ids = []string{f}
 	case []any:
 		for _, x := range f {
 			s, ok := x.(string)
 			if !ok {
-				return nil, nil, fmt.Errorf("device-filter: %v is not a PCI device ID%s", x, unquotedID(x))
+				return nil, nil, nil, fmt.Errorf("device-filter: %v is not a PCI device ID%s", x, unquotedID(x))
 			}
 			ids = append(ids, s)
 		}
 	default:
-		return nil, nil, fmt.Errorf("device-filter: %v is neither a PCI device ID nor a list of them%s", v, unquotedID(v))
+		return nil, nil, nil, fmt.Errorf("device-filter: %v is neither a PCI device ID nor a list of them%s", v, unquotedID(v))
 	}
 	for _, id := range ids {
 		if strings.Contains(id, ":") {
-			return nil, nil, fmt.Errorf("device-filter: %q names a PCI subsystem, which narrows it to some boards of a GPU model: a MigLayout rule names whole models (productName); split the nodes by a label instead", id)
+			return nil, nil, nil, fmt.Errorf("device-filter: %q names a PCI subsystem, which narrows it to some boards of a GPU model: a MigLayout rule names whole models (productName); split the nodes by a label instead", id)
 		}
 		m := pciIDRE.FindStringSubmatch(strings.TrimSpace(id))
 		if m == nil {
-			return nil, nil, fmt.Errorf("device-filter: %q is not a PCI device ID such as 0x20B210DE (device 0x20B2, vendor 0x10DE)", id)
+			return nil, nil, nil, fmt.Errorf("device-filter: %q is not a PCI device ID such as 0x20B210DE (device 0x20B2, vendor 0x10DE)", id)
 		}
 		v, err := strconv.ParseUint(m[1], 16, 32)
 		if err != nil {
-			return nil, nil, fmt.Errorf("device-filter: %q: %w", id, err)
+			return nil, nil, nil, fmt.Errorf("device-filter: %q: %w", id, err)
 		}
 		if v&0xFFFF != nvidiaVendorID {
 			// mig-parted reads 0x20B2 as device 0 of vendor 0x20B2: it
@@ -468,10 +486,10 @@ func entryModels(v any) (models, unknown []string, err error) {
 				models = append(models, model)
 			}
 		} else {
-			unknown = append(unknown, id)
+			unknown, uncatalogued = append(unknown, id), append(uncatalogued, id)
 		}
 	}
-	return models, unknown, nil
+	return models, unknown, uncatalogued, nil
 }
 
 // admittedCounts returns why the API server refuses a rule of profiles
@@ -500,4 +518,10 @@ func admittedCounts(profiles map[string]int32) error {
 		return fmt.Errorf("%s need %d compute slices, more than any GPU has (7), and the API server refuses the MigLayout", profileList(profiles), computeSlices)
 	}
 	return nil
+}
+
+// overlap reports whether two entries' GPU indices (nil: every GPU) share
+// a GPU.
+func overlap(a, b []int32) bool {
+	return a == nil || b == nil || slices.ContainsFunc(a, func(i int32) bool { return slices.Contains(b, i) })
 }

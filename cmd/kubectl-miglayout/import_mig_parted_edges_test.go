@@ -87,3 +87,27 @@ func TestImportMigPartedReadsSpellingsAsMigPartedDoes(t *testing.T) {
 		t.Errorf("desired %+v: want MIG off on the uncatalogued GPU (the reason the import refuses)", got)
 	}
 }
+
+// TestImportMigPartedUncataloguedWithoutHarm: GPUs the catalog lacks are
+// left out with a note, not refused, where that gives no GPU another layout
+// than mig-parted's: an ID of another vendor (matching no GPU), an earlier
+// MIG-off entry for other GPU indices, or one a later entry for every GPU
+// overrides, and an entry that turns MIG off itself.
+func TestImportMigPartedUncataloguedWithoutHarm(t *testing.T) {
+	const pg506 = "  - device-filter: [\"0x20B610DE\"]\n    devices: [0]\n    mig-enabled: true\n    mig-devices: {\"1g.12gb\": 7}\n"
+	for name, entries := range map[string]string{
+		"another vendor's ID": "  - devices: all\n    mig-enabled: false\n" +
+			"  - device-filter: [\"0x20B2\"]\n    devices: all\n    mig-enabled: true\n    mig-devices: {\"1g.12gb\": 7}\n",
+		"MIG off on other GPUs":           "  - devices: [1]\n    mig-enabled: false\n" + pg506,
+		"MIG off overridden for all GPUs": "  - devices: all\n    mig-enabled: false\n  - devices: all\n    mig-enabled: true\n    mig-devices: {}\n" + pg506,
+		"an entry turning MIG off itself": "  - devices: all\n    mig-enabled: false\n" +
+			"  - device-filter: [\"0x20B610DE\"]\n    devices: all\n    mig-enabled: false\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			rules, notes, err := importRules(t, entries)
+			if err != nil || len(rules) == 0 || !strings.Contains(notes, "left out") {
+				t.Errorf("import: %v, rules %+v, notes %q: want the entries imported and a note", err, rules, notes)
+			}
+		})
+	}
+}
