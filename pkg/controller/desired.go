@@ -97,38 +97,35 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 	return out, problems
 }
 
-// changeUnderWay reports whether the agent may have destroyed devices for
-// sp's change on GPU g, which g does not hold: it is Repartitioning, or
-// its change failed on NVML (NVMLError) or as a whole (Pending, PassFailed)
-// and is retried, or g waits for a reset to change its MIG mode. A change
-// Pending its turn, Draining or Blocked by a device in use has destroyed
-// nothing in this attempt, and is not under way (so a rule removed or
-// made invalid does not destroy that device once it is released).
+// changeUnderWay reports whether the agent has begun sp's change on GPU g,
+// which g does not hold (what dropUnstarted keeps): g is reported neither
+// Ready nor Draining, or waits for a reset to change its MIG mode. A
+// Blocked or failed change counts: the agent may have destroyed devices
+// before the one it found in use or failed on.
 func changeUnderWay(sp v1alpha1.GPUSpec, g v1alpha1.GPUStatus) bool {
 	if holds(sp, g) {
 		return false
 	}
-	switch {
-	case g.MIGEnabled != g.MIGPending, g.Phase == v1alpha1.PhaseRepartitioning:
-		return true
-	case g.Phase == v1alpha1.PhaseFailed:
-		return g.Reason == v1alpha1.ReasonNVMLError
-	case g.Phase == v1alpha1.PhasePending:
-		return g.Reason == v1alpha1.ReasonPassFailed
-	}
-	return false
+	return (g.Phase != v1alpha1.PhaseReady && g.Phase != v1alpha1.PhaseDraining) || g.MIGEnabled != g.MIGPending
 }
 
 // keptForProblem is the spec entry of GPU g, whose rule (named rule)
 // cannot be applied, where before (the entry written for it, nil for none)
-// has one: before itself where g holds it, or where its change is under
-// way (changeUnderWay: finished rather than left part way); else, a
-// change not begun, g's actual layout (the change dropped). The input that
+// has one: before itself where g holds it, where its change is under way
+// (changeUnderWay: finished rather than left part way), or where NVML
+// cannot read g (hardwareGone: kept as written); else, a change not begun,
+// g's actual layout (the change dropped). The input that
 // cannot be applied changes no hardware and loses nothing: a GPU made
 // again after a reset gets the layout it held back.
 func keptForProblem(before *v1alpha1.GPUSpec, g v1alpha1.GPUStatus, rule string) (v1alpha1.GPUSpec, bool) {
 	if before == nil {
 		return v1alpha1.GPUSpec{}, false
+	}
+	if hardwareGone(g) {
+		// NVML cannot read the GPU (or does not count it, or NVIDIA's
+		// device plugin has the node): its row tells nothing of what it
+		// holds, and its entry stays as written until it is back.
+		return *before, true
 	}
 	kept := *before
 	kept.UUID = g.UUID

@@ -64,18 +64,30 @@ func TestDesiredGPUsKeepsWhatBadInputWouldLose(t *testing.T) {
 		"no rule any more, change not begun": {
 			rules: otherGPU, gpu: a100(0).layout(wholeLayout), current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
 		},
-		// Blocked by a device in use, the change has destroyed nothing:
-		// dropped, so that the device is not destroyed once released.
-		"bad rule, change blocked": {
+		// Blocked by a device in use, the change may have destroyed the
+		// devices before it (as for a pause or a conflict): carried out.
+		"bad rule, change blocked part way": {
 			rules:   badRule,
-			gpu:     a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed: gpu-0-mig-7g80gb-0-0"),
+			gpu:     a100(0).layout("1g.10gb@6").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed: gpu-0-mig-1g10gb-19-6"),
 			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
-			want:    []v1alpha1.GPUSpec{specGPU(0, wholeLayout, bad+"the GPU keeps the layout it holds (the change to "+halves+" was dropped before it started)")},
+			want:    []v1alpha1.GPUSpec{specGPU(0, halves, bad+"the change begun, to "+halves+", is carried out")},
 		},
-		"no rule any more, change blocked": {
+		"no rule any more, change blocked part way": {
 			rules:   otherGPU,
-			gpu:     a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed: gpu-0-mig-7g80gb-0-0"),
+			gpu:     a100(0).layout("1g.10gb@6").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed: gpu-0-mig-1g10gb-19-6"),
 			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
+			want:    []v1alpha1.GPUSpec{specGPU(0, halves, none+"the change begun, to "+halves+", is carried out")},
+		},
+		// NVML cannot read the GPU: its row says nothing of what it holds
+		// (MIG off, no layout), and its entry stays as written.
+		"bad rule, GPU unreadable": {
+			rules: badRule,
+			gpu: func() *gpuBuilder {
+				g := a100(0).migOff().phase(v1alpha1.PhaseFailed, v1alpha1.ReasonGPUUnreadable, "ERROR_GPU_IS_LOST")
+				return g
+			}(),
+			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
+			want:    []v1alpha1.GPUSpec{specGPU(0, halves, before)},
 		},
 		"bad rule, change retried after a failed pass": {
 			rules:   badRule,
@@ -115,6 +127,8 @@ func TestProblemGPUKeptInSpecHasOneRow(t *testing.T) {
 	for name, gpu := range map[string]*gpuBuilder{
 		"layout held":  a100(0).layout(halves),
 		"change begun": a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, ""),
+		// Its Blocked event is not told again either.
+		"change blocked": a100(0).layout("1g.10gb@6").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed: gpu-0-mig-1g10gb-19-6"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			spec, problems := DesiredGPUs(mig.DefaultCatalog(), badRule, inventory(gpu), []v1alpha1.GPUSpec{specGPU(0, halves, "x")})

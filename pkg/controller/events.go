@@ -199,7 +199,11 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 				continue
 			}
 			key := fmt.Sprintf("%s\x00%s\x00%d", EventBlocked, n.Row.Node, g.GPU)
-			if isNew(key, !toldWithoutRow && gpuPhase(before, g.GPU) != v1alpha1.PhaseBlocked) {
+			// A GPU whose rule cannot be applied has its row Failed, its
+			// kept change Blocked all the same.
+			wasBlocked := gpuPhase(before, g.GPU) == v1alpha1.PhaseBlocked ||
+				gpuPhase(before, g.GPU) == v1alpha1.PhaseFailed && slices.ContainsFunc(n.Problems, func(p Problem) bool { return p.GPU == g.GPU })
+			if isNew(key, !toldWithoutRow && !wasBlocked) {
 				tellGPU(n.Row.Node, EventBlocked, "Repartition", g.GPU, "node %s gpu %d is blocked (%s): %s", n.Row.Node, g.GPU, stuckReason(g), g.Message)
 			}
 		}
