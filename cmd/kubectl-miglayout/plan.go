@@ -176,6 +176,10 @@ type planState struct {
 	agingAfter time.Duration
 	// declinedFor is the controller's --auto-declined-for.
 	declinedFor time.Duration
+	// handedPlanned are the nodes whose new MigLayout's plan was printed
+	// already (planHandedOver), by one of the file's MigLayouts handing
+	// them over.
+	handedPlanned map[string]bool
 	// changes counts the GPUs the plans change; attention the things to
 	// look at before applying (a node in conflict, a GPU that cannot be
 	// configured, a change blocked by a device in use, a rule that decides
@@ -288,7 +292,7 @@ func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayo
 	// manages the NodeMigLayouts it controls: one an earlier MigLayout of
 	// the name left behind (kubectl delete --cascade=orphan) is not
 	// released.
-	handed := st.handedOver(ml, all, applied, sel)
+	handed := st.handedOver(ml, all, sel)
 	var released, cancelled []string
 	for _, name := range slices.Sorted(maps.Keys(st.nmls)) {
 		nml := st.nmls[name]
@@ -313,7 +317,7 @@ func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayo
 		fmt.Fprintf(w, "  cancels the changes in flight (the agent stops where it is) on %s\n", strings.Join(cancelled, ", "))
 		st.changes += len(cancelled) // the specs change: --exit-code tells it
 	}
-	st.planHandedOver(w, handed)
+	st.planHandedOver(w, handed, applied)
 	if ml.Spec.Mode == v1alpha1.ModeAuto {
 		return st.planAuto(ctx, w, ml, all, applied, sel)
 	}
@@ -321,17 +325,13 @@ func (st *planState) plan(ctx context.Context, w io.Writer, ml *v1alpha1.MigLayo
 	return nil
 }
 
-// handedOver returns, by the MigLayout that takes them over, the nodes ml
-// selects now or whose NodeMigLayouts it controls that a MigLayout not in
-// the files (stored) selects alone once ml is applied, where it did not
+// handedOver returns, with the MigLayout that takes them over, the nodes
+// ml selects now or whose NodeMigLayouts it controls that another
+// MigLayout selects alone once the files are applied, where it did not
 // before (ml selected them too: a conflict, which leaves them as they are;
 // or ml held them): its rules decide their layouts from then on. ml's
 // nodes are the ones it selects (in st.migLayouts) or controls.
-func (st *planState) handedOver(ml *v1alpha1.MigLayout, all, applied []v1alpha1.MigLayout, sel controller.Selection) map[string]*v1alpha1.MigLayout {
-	inFiles := map[string]bool{}
-	for _, a := range applied {
-		inFiles[a.Name] = true
-	}
+func (st *planState) handedOver(ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout, sel controller.Selection) map[string]*v1alpha1.MigLayout {
 	mine := map[string]bool{}
 	if before := slices.IndexFunc(st.migLayouts, func(o v1alpha1.MigLayout) bool { return o.Name == ml.Name }); before >= 0 {
 		if was, err := controller.SelectNodes(&st.migLayouts[before], st.migLayouts, st.labels); err == nil {
@@ -348,13 +348,16 @@ func (st *planState) handedOver(ml *v1alpha1.MigLayout, all, applied []v1alpha1.
 	out := map[string]*v1alpha1.MigLayout{}
 	for i := range all {
 		other := &all[i]
-		if other.Name == ml.Name || inFiles[other.Name] {
+		if other.Name == ml.Name {
 			continue
 		}
 		after, err := controller.SelectNodes(other, all, st.labels)
 		if err != nil {
 			continue // reported as that MigLayout's InvalidSelector
 		}
+		// As the controller: a node another MigLayout holds while its
+		// selector does not parse is left as it is.
+		after = controller.HeldByInvalidSelectors(other, after, all, st.nmls)
 		var was controller.Selection
 		if j := slices.IndexFunc(st.migLayouts, func(o v1alpha1.MigLayout) bool { return o.Name == other.Name }); j >= 0 {
 			was, _ = controller.SelectNodes(&st.migLayouts[j], st.migLayouts, st.labels)
@@ -369,19 +372,35 @@ func (st *planState) handedOver(ml *v1alpha1.MigLayout, all, applied []v1alpha1.
 }
 
 // planHandedOver prints what becomes of the nodes handed over to another
-// MigLayout (handedOver): a Static one's plan there (its changes counted),
-// or, for an Auto or a paused one, what it does (counted as needing a
-// look).
-func (st *planState) planHandedOver(w io.Writer, handed map[string]*v1alpha1.MigLayout) {
+// MigLayout (handedOver): where that MigLayout is not in the files (applied)
+// and no other of them printed it already (st.handedPlanned), a Static
+// one's plan there (its changes counted), or, for an Auto or a paused one,
+// what it does (counted as needing a look); one in the files plans them in
+// its own section.
+func (st *planState) planHandedOver(w io.Writer, handed map[string]*v1alpha1.MigLayout, applied []v1alpha1.MigLayout) {
 	byOwner := map[string][]string{}
 	owners := map[string]*v1alpha1.MigLayout{}
 	for n, o := range handed {
 		byOwner[o.Name] = append(byOwner[o.Name], n)
 		owners[o.Name] = o
 	}
+	if st.handedPlanned == nil {
+		st.handedPlanned = map[string]bool{}
+	}
 	for _, name := range slices.Sorted(maps.Keys(byOwner)) {
 		other, nodes := owners[name], slices.Sorted(slices.Values(byOwner[name]))
 		fmt.Fprintf(w, "  no longer selects %s, which MigLayout %s (%s) then selects alone and takes over:", strings.Join(nodes, ", "), other.Name, other.Spec.Mode)
+		if slices.ContainsFunc(applied, func(a v1alpha1.MigLayout) bool { return a.Name == other.Name }) {
+			fmt.Fprintf(w, " its plan in the files shows what it does there\n")
+			continue
+		}
+		if !slices.ContainsFunc(nodes, func(n string) bool { return !st.handedPlanned[n] }) {
+			fmt.Fprintf(w, " its plan there is shown above\n")
+			continue
+		}
+		for _, n := range nodes {
+			st.handedPlanned[n] = true
+		}
 		switch {
 		case other.Spec.Paused:
 			fmt.Fprintln(w, " it is paused, so nothing is started there while it is")

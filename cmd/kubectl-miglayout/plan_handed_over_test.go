@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,6 +63,105 @@ func TestPlanNodeHandedOverToAnotherMigLayout(t *testing.T) {
 			}
 			if strings.Contains(out, "their GPUs keep the layouts they have") {
 				t.Errorf("plan says shared-node keeps its layouts:\n%s", out)
+			}
+		})
+	}
+}
+
+// handOverCluster is the stored MigLayouts mls (each with one rule of
+// profiles), the nodes with their labels, and a NodeMigLayout per node
+// controlled by the MigLayout owners names, each node's GPU 0 an A100 on
+// 7g.80gb@0.
+func handOverCluster(mls map[string]handOverML, nodes map[string]map[string]string, owners map[string]string) []client.Object {
+	var objs []client.Object
+	for name, m := range mls {
+		objs = append(objs, &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)},
+			Spec: v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeStatic, NodeSelector: m.selector, Rules: []v1alpha1.LayoutRule{{Profiles: m.profiles}}}})
+	}
+	for name, labels := range nodes {
+		owner := owners[name]
+		objs = append(objs, node(name, labels), &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: v1alpha1.GroupVersion.String(), Kind: "MigLayout", Name: owner, UID: types.UID("uid-" + owner), Controller: ptr.To(true)}}},
+			Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: owner, GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0"}}},
+			Status: v1alpha1.NodeMigLayoutStatus{ObservedGeneration: 1, GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
+				MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}})
+	}
+	return objs
+}
+
+type handOverML struct {
+	selector metav1.LabelSelector
+	profiles map[string]int32
+}
+
+// TestPlanHandOverEdges: no handover where the controller makes none (the
+// node's NodeMigLayout held by a MigLayout whose selector does not parse);
+// a node two of the file's MigLayouts hand over is planned once; one handed
+// to a MigLayout of the files is planned in its own section, not said to
+// keep its layouts.
+func TestPlanHandOverEdges(t *testing.T) {
+	sel := func(kv ...string) metav1.LabelSelector {
+		return metav1.LabelSelector{MatchLabels: map[string]string{kv[0]: kv[1]}}
+	}
+	whole, sevenths := map[string]int32{"7g.80gb": 1}, map[string]int32{"1g.10gb": 7}
+	narrowed := func(name, label string) string {
+		return "---\napiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata:\n  name: " + name + "\nspec:\n  nodeSelector:\n    matchLabels:\n      " + label +
+			"\n    matchExpressions:\n    - {key: team, operator: DoesNotExist}\n  rules:\n  - profiles: {7g.80gb: 1}\n"
+	}
+	xInFile := "---\napiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata:\n  name: x\nspec:\n  nodeSelector:\n    matchLabels:\n      team: x\n  rules:\n  - profiles: {1g.10gb: 7}\n"
+	for name, tc := range map[string]struct {
+		objs     []client.Object
+		file     string
+		want     []string
+		wantNot  []string
+		wantCode int
+	}{
+		"held by an invalid selector": {
+			objs: handOverCluster(map[string]handOverML{"a": {sel("pool", "a"), whole}, "x": {sel("team", "x"), sevenths}, "bad": {sel("bad key", "a"), whole}},
+				map[string]map[string]string{"a-node": {"pool": "a"}, "shared-node": {"pool": "a", "team": "x"}},
+				map[string]string{"a-node": "a", "shared-node": "bad"}),
+			file:    narrowed("a", "pool: a"),
+			wantNot: []string{"takes over", "-> 1g.10gb@0"}, wantCode: 0,
+		},
+		"handed over by two": {
+			objs: handOverCluster(map[string]handOverML{"a": {sel("pool", "a"), whole}, "b": {sel("zone", "z"), whole}, "x": {sel("team", "x"), sevenths}},
+				map[string]map[string]string{"a-node": {"pool": "a"}, "b-node": {"zone": "z"}, "shared-node": {"pool": "a", "zone": "z", "team": "x"}},
+				map[string]string{"a-node": "a", "b-node": "b", "shared-node": "x"}),
+			file:     narrowed("a", "pool: a") + narrowed("b", "zone: z"),
+			want:     []string{"its plan there is shown above"},
+			wantCode: 2,
+		},
+		"handed to a MigLayout of the files": {
+			objs: handOverCluster(map[string]handOverML{"a": {sel("pool", "a"), whole}, "x": {sel("team", "x"), map[string]int32{"3g.40gb": 2}}},
+				map[string]map[string]string{"a-node": {"pool": "a"}, "shared-node": {"pool": "a", "team": "x"}},
+				map[string]string{"a-node": "a", "shared-node": "a"}),
+			file:     narrowed("a", "pool: a") + xInFile,
+			want:     []string{"its plan in the files shows what it does there", "7g.80gb@0 -> 1g.10gb@0"},
+			wantNot:  []string{"their GPUs keep the layouts they have"},
+			wantCode: 2,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "f.yaml")
+			if err := os.WriteFile(f, []byte(strings.TrimPrefix(tc.file, "---\n")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := runWith(t, tc.objs, "plan", "--exit-code", "-f", f)
+			if code := exitStatus(t, err); code != tc.wantCode {
+				t.Errorf("exit status %d, want %d:\n%s", code, tc.wantCode, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("plan lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(out, w) {
+					t.Errorf("plan says %q:\n%s", w, out)
+				}
+			}
+			if n := strings.Count(out, "Summary of the nodes MigLayout x takes over"); n > 1 {
+				t.Errorf("x's plan of the nodes it takes over printed %d times:\n%s", n, out)
 			}
 		})
 	}
