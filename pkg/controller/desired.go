@@ -103,28 +103,47 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 // Blocked or failed change counts: the agent may have destroyed devices
 // before the one it found in use or failed on.
 func changeUnderWay(sp v1alpha1.GPUSpec, g v1alpha1.GPUStatus) bool {
-	if holds(sp, g) {
+	if holds(sp, g) || notActedOn(g) {
 		return false
 	}
 	return (g.Phase != v1alpha1.PhaseReady && g.Phase != v1alpha1.PhaseDraining) || g.MIGEnabled != g.MIGPending
+}
+
+// notActedOn reports whether g's row says its agent does not act on it
+// (changes nothing there): NVML cannot read it or does not count it,
+// NVIDIA's device plugin has the node, its spec entry is invalid for it or
+// was written for another GPU.
+func notActedOn(g v1alpha1.GPUStatus) bool {
+	switch g.Reason {
+	case v1alpha1.ReasonGPUUnreadable, v1alpha1.ReasonGPUMissing, v1alpha1.ReasonDevicePluginActive,
+		v1alpha1.ReasonInvalidLayout, v1alpha1.ReasonUnknownGPU, v1alpha1.ReasonSpecForAnotherGPU:
+		return g.Phase == v1alpha1.PhaseFailed || g.Phase == v1alpha1.PhaseBlocked
+	}
+	return false
+}
+
+// unread reports whether g's row tells nothing of what the GPU holds: NVML
+// cannot read it or does not count it (the row reads MIG off, no layout).
+func unread(g v1alpha1.GPUStatus) bool {
+	return g.Phase == v1alpha1.PhaseFailed && (g.Reason == v1alpha1.ReasonGPUUnreadable || g.Reason == v1alpha1.ReasonGPUMissing)
 }
 
 // keptForProblem is the spec entry of GPU g, whose rule (named rule)
 // cannot be applied, where before (the entry written for it, nil for none)
 // has one: before itself where g holds it, where its change is under way
 // (changeUnderWay: finished rather than left part way), or where NVML
-// cannot read g (hardwareGone: kept as written); else, a change not begun,
-// g's actual layout (the change dropped). The input that
+// cannot read g (unread: kept as written); else, a change not begun, g's
+// actual layout (the change dropped). The input that
 // cannot be applied changes no hardware and loses nothing: a GPU made
 // again after a reset gets the layout it held back.
 func keptForProblem(before *v1alpha1.GPUSpec, g v1alpha1.GPUStatus, rule string) (v1alpha1.GPUSpec, bool) {
 	if before == nil {
 		return v1alpha1.GPUSpec{}, false
 	}
-	if hardwareGone(g) {
-		// NVML cannot read the GPU (or does not count it, or NVIDIA's
-		// device plugin has the node): its row tells nothing of what it
-		// holds, and its entry stays as written until it is back.
+	if unread(g) {
+		// NVML cannot read the GPU, or does not count it: its row tells
+		// nothing of what it holds, and its entry stays as written until
+		// it is back.
 		return *before, true
 	}
 	kept := *before

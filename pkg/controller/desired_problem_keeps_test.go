@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -78,6 +79,22 @@ func TestDesiredGPUsKeepsWhatBadInputWouldLose(t *testing.T) {
 			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
 			want:    []v1alpha1.GPUSpec{specGPU(0, halves, none+"the change begun, to "+halves+", is carried out")},
 		},
+		// Rows the agent does not act on: nothing begun there.
+		"no rule any more, GPU unreadable": {
+			rules: otherGPU, gpu: a100(0).migOff().phase(v1alpha1.PhaseFailed, v1alpha1.ReasonGPUUnreadable, "ERROR_GPU_IS_LOST"),
+			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
+		},
+		"no rule any more, device plugin active": {
+			rules:   otherGPU,
+			gpu:     a100(0).layout(wholeLayout).phase(v1alpha1.PhaseFailed, v1alpha1.ReasonDevicePluginActive, "nvidia.com/gpu: 1"),
+			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
+		},
+		"bad rule, device plugin active, change not begun": {
+			rules:   badRule,
+			gpu:     a100(0).layout(wholeLayout).phase(v1alpha1.PhaseFailed, v1alpha1.ReasonDevicePluginActive, "nvidia.com/gpu: 1"),
+			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
+			want:    []v1alpha1.GPUSpec{specGPU(0, wholeLayout, bad+"the GPU keeps the layout it holds (the change to "+halves+" was dropped before it started)")},
+		},
 		// NVML cannot read the GPU: its row says nothing of what it holds
 		// (MIG off, no layout), and its entry stays as written.
 		"bad rule, GPU unreadable": {
@@ -150,5 +167,26 @@ func TestProblemGPUKeptInSpecHasOneRow(t *testing.T) {
 				t.Errorf("told again after a restart: %+v", events)
 			}
 		})
+	}
+}
+
+// TestProblemGPUNewlyBlockedToldAfterRestart: a GPU whose rule cannot be
+// applied, its kept change Repartitioning before a controller restart and
+// Blocked after it, is told Blocked.
+func TestProblemGPUNewlyBlockedToldAfterRestart(t *testing.T) {
+	const halves = "3g.40gb@0,3g.40gb@4"
+	badRule := rules(rule("good").counts("3g.40gb", 2).counts("1g.10gb", 1))
+	evaluate := func(gpu *gpuBuilder) NodeState {
+		spec, problems := DesiredGPUs(mig.DefaultCatalog(), badRule, inventory(gpu), []v1alpha1.GPUSpec{specGPU(0, halves, "x")})
+		nml := nodeMigLayout("n").spec(spec...).status(gpu).build()
+		nml.Status.ObservedGeneration = 1
+		return withUntouchedGPUs(EvaluateNode("n", nml, problems, AgentHealth{}), nml)
+	}
+	was := evaluate(a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, ""))
+	now := evaluate(a100(0).layout("1g.10gb@6").phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "in use, not destroyed: gpu-0-mig-1g10gb-19-6"))
+	prev := v1alpha1.MigLayoutStatus{Nodes: []v1alpha1.NodeRow{was.Row}}
+	events, _ := Transitions(&prev, Observation{Nodes: []NodeState{now}}, nil)
+	if !slices.ContainsFunc(events, func(e Event) bool { return e.Reason == EventBlocked }) {
+		t.Errorf("events %+v: want %s", events, EventBlocked)
 	}
 }

@@ -200,9 +200,10 @@ func Transitions(prev *v1alpha1.MigLayoutStatus, obs Observation, seen sets.Set[
 			}
 			key := fmt.Sprintf("%s\x00%s\x00%d", EventBlocked, n.Row.Node, g.GPU)
 			// A GPU whose rule cannot be applied has its row Failed, its
-			// kept change Blocked all the same.
+			// kept change Blocked all the same: the row's message says so.
 			wasBlocked := gpuPhase(before, g.GPU) == v1alpha1.PhaseBlocked ||
-				gpuPhase(before, g.GPU) == v1alpha1.PhaseFailed && slices.ContainsFunc(n.Problems, func(p Problem) bool { return p.GPU == g.GPU })
+				gpuPhase(before, g.GPU) == v1alpha1.PhaseFailed && slices.ContainsFunc(n.Problems, func(p Problem) bool { return p.GPU == g.GPU }) &&
+					strings.Contains(before.Message, fmt.Sprintf("gpu %d: %s", g.GPU, v1alpha1.PhaseBlocked))
 			if isNew(key, !toldWithoutRow && !wasBlocked) {
 				tellGPU(n.Row.Node, EventBlocked, "Repartition", g.GPU, "node %s gpu %d is blocked (%s): %s", n.Row.Node, g.GPU, stuckReason(g), g.Message)
 			}
