@@ -253,19 +253,25 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 		}
 		if len(uncatalogued) > 0 && *en.MigEnabled {
 			// mig-parted gives those GPUs this entry's MIG layout; left
-			// out, they would get that of the last earlier entry for
-			// every GPU of theirs, which, turning MIG off (it needs no
-			// model), would destroy their devices.
-			for j := len(forAll) - 1; j >= 0; j-- {
-				f := forAll[j]
-				if !overlap(f.devices, indices) {
-					continue
+			// out, each would get that of the last earlier entry for
+			// every GPU model that names its index, which, turning MIG
+			// off (it needs no model), would destroy its devices.
+			var earlier [][]int32
+			for _, f := range forAll {
+				earlier = append(earlier, f.devices)
+			}
+			for _, idx := range candidateIndices(indices, earlier) {
+				for j := len(forAll) - 1; j >= 0; j-- {
+					f := forAll[j]
+					if f.devices != nil && !slices.Contains(f.devices, idx) {
+						continue
+					}
+					if !f.migOn {
+						return nil, nil, fmt.Errorf("%s: its device-filter names GPUs the miglayout catalog does not know (%s), which mig-parted gives this entry's layout; imported without them, entry %d would turn MIG off on them (an entry for every GPU model), destroying their devices: leave the nodes with such GPUs out of the selector and those IDs out of the entry, or drop entry %d",
+							where, strings.Join(uncatalogued, ", "), f.index, f.index)
+					}
+					break
 				}
-				if !f.migOn {
-					return nil, nil, fmt.Errorf("%s: its device-filter names GPUs the miglayout catalog does not know (%s), which mig-parted gives this entry's layout; imported without them, entry %d would turn MIG off on them (an entry for every GPU model), destroying their devices: leave the nodes with such GPUs out of the selector and those IDs out of the entry, or drop entry %d",
-						where, strings.Join(uncatalogued, ", "), f.index, f.index)
-				}
-				break
 			}
 		}
 		if len(unknown) > 0 {
@@ -520,8 +526,22 @@ func admittedCounts(profiles map[string]int32) error {
 	return nil
 }
 
-// overlap reports whether two entries' GPU indices (nil: every GPU) share
-// a GPU.
-func overlap(a, b []int32) bool {
-	return a == nil || b == nil || slices.ContainsFunc(a, func(i int32) bool { return slices.Contains(b, i) })
+// candidateIndices are the GPU indices to judge an entry for devices
+// (nil: every GPU) by, against the GPU indices of the earlier entries for
+// every GPU model (earlier): its own, or for every GPU, each index an earlier entry names
+// and one no earlier entry names (-1, which only those for every GPU
+// cover).
+func candidateIndices(devices []int32, earlier [][]int32) []int32 {
+	if devices != nil {
+		return devices
+	}
+	out := []int32{-1}
+	for _, d := range earlier {
+		for _, i := range d {
+			if !slices.Contains(out, i) {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
 }

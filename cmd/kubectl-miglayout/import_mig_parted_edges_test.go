@@ -31,6 +31,16 @@ func TestImportMigPartedRefusesWhatWouldActOtherwise(t *testing.T) {
 			"  - devices: all\n    mig-enabled: false\n" +
 				"  - device-filter: [\"0x20B610DE\", \"0x20B210DE\"]\n    devices: all\n    mig-enabled: true\n    mig-devices: {\"3g.40gb\": 2}\n",
 			"entry 0 would turn MIG off on them"},
+		// Some of the entry's GPUs fall to a MIG-off entry: judged per
+		// GPU index, not for the entry's indices as a whole.
+		"MIG off for all, MIG on for GPU 1, uncatalogued for all": {
+			"  - devices: all\n    mig-enabled: false\n  - devices: [1]\n    mig-enabled: true\n    mig-devices: {}\n" +
+				"  - device-filter: [\"0x20B610DE\"]\n    devices: all\n    mig-enabled: true\n    mig-devices: {\"1g.12gb\": 7}\n",
+			"entry 0 would turn MIG off on them"},
+		"MIG off for GPU 0, MIG on for GPU 1, uncatalogued for both": {
+			"  - devices: [0]\n    mig-enabled: false\n  - devices: [1]\n    mig-enabled: true\n    mig-devices: {}\n" +
+				"  - device-filter: [\"0x20B610DE\"]\n    devices: [0, 1]\n    mig-enabled: true\n    mig-devices: {\"1g.12gb\": 7}\n",
+			"entry 0 would turn MIG off on them"},
 		"devices as strings": {
 			"  - devices: [\"0\"]\n    mig-enabled: false\n", `devices: "0" is not a GPU index`},
 	} {
