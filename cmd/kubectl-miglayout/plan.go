@@ -361,6 +361,7 @@ func (st *planState) handedOver(ml *v1alpha1.MigLayout, all []v1alpha1.MigLayout
 		var was controller.Selection
 		if j := slices.IndexFunc(st.migLayouts, func(o v1alpha1.MigLayout) bool { return o.Name == other.Name }); j >= 0 {
 			was, _ = controller.SelectNodes(&st.migLayouts[j], st.migLayouts, st.labels)
+			was = controller.HeldByInvalidSelectors(&st.migLayouts[j], was, st.migLayouts, st.nmls)
 		}
 		for _, n := range after.Nodes {
 			if mine[n] && !after.Conflicted(n) && !slices.Contains(sel.Nodes, n) && (was.Conflicted(n) || !slices.Contains(was.Nodes, n)) {
@@ -394,8 +395,13 @@ func (st *planState) planHandedOver(w io.Writer, handed map[string]*v1alpha1.Mig
 			fmt.Fprintf(w, " its plan in the files shows what it does there\n")
 			continue
 		}
-		if !slices.ContainsFunc(nodes, func(n string) bool { return !st.handedPlanned[n] }) {
-			fmt.Fprintf(w, " its plan there is shown above\n")
+		shown := slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return !st.handedPlanned[n] })
+		nodes = slices.DeleteFunc(nodes, func(n string) bool { return st.handedPlanned[n] })
+		if len(shown) > 0 {
+			fmt.Fprintf(w, " its plan on %s is shown above;", strings.Join(shown, ", "))
+		}
+		if len(nodes) == 0 {
+			fmt.Fprintln(w)
 			continue
 		}
 		for _, n := range nodes {

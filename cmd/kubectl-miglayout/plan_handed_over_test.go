@@ -128,7 +128,24 @@ func TestPlanHandOverEdges(t *testing.T) {
 				map[string]map[string]string{"a-node": {"pool": "a"}, "b-node": {"zone": "z"}, "shared-node": {"pool": "a", "zone": "z", "team": "x"}},
 				map[string]string{"a-node": "a", "b-node": "b", "shared-node": "x"}),
 			file:     narrowed("a", "pool: a") + narrowed("b", "zone: z"),
-			want:     []string{"its plan there is shown above"},
+			want:     []string{"its plan on shared-node is shown above"},
+			wantCode: 2,
+		},
+		"handed over by two, in part": {
+			objs: handOverCluster(map[string]handOverML{"a": {sel("pool", "a"), whole}, "b": {sel("zone", "z"), whole}, "x": {sel("team", "x"), sevenths}},
+				map[string]map[string]string{"a-node": {"pool": "a"}, "b-node": {"zone": "z"}, "shared-node": {"pool": "a", "zone": "z", "team": "x"},
+					"b-shared-node": {"zone": "z", "team": "x"}},
+				map[string]string{"a-node": "a", "b-node": "b", "shared-node": "x", "b-shared-node": "x"}),
+			file:     narrowed("a", "pool: a") + narrowed("b", "zone: z"),
+			want:     []string{"its plan on shared-node is shown above", "\nb-shared-node"},
+			wantCode: 2,
+		},
+		"handed over by a MigLayout whose selector the file fixes": {
+			objs: handOverCluster(map[string]handOverML{"bad": {sel("bad key", "a"), whole}, "x": {sel("team", "x"), sevenths}},
+				map[string]map[string]string{"a-node": {"pool": "a"}, "shared-node": {"pool": "a", "team": "x"}},
+				map[string]string{"a-node": "bad", "shared-node": "bad"}),
+			file:     narrowed("bad", "pool: a"),
+			want:     []string{"no longer selects shared-node, which MigLayout x (Static) then selects alone and takes over", "7g.80gb@0 -> 1g.10gb@0"},
 			wantCode: 2,
 		},
 		"handed to a MigLayout of the files": {
@@ -160,8 +177,8 @@ func TestPlanHandOverEdges(t *testing.T) {
 					t.Errorf("plan says %q:\n%s", w, out)
 				}
 			}
-			if n := strings.Count(out, "Summary of the nodes MigLayout x takes over"); n > 1 {
-				t.Errorf("x's plan of the nodes it takes over printed %d times:\n%s", n, out)
+			if n := strings.Count(out, "\nshared-node"); n > 1 {
+				t.Errorf("shared-node planned %d times:\n%s", n, out)
 			}
 		})
 	}
