@@ -496,14 +496,21 @@ func (st *planState) planStatic(w io.Writer, ml *v1alpha1.MigLayout, sel control
 		nodeChanges := 0
 		for _, g := range gpus {
 			label := fmt.Sprintf("  %-6s %s", migslices.GPUDeviceName(int(g.Index)), modelName(cat, g))
-			if g.Reason == v1alpha1.ReasonGPUUnreadable {
+			unreadable := g.Reason == v1alpha1.ReasonGPUUnreadable
+			if unreadable || g.Reason == v1alpha1.ReasonGPUMissing {
 				// Its MIG mode and layout are unknown; the agent
-				// changes nothing on it.
-				fmt.Fprintf(w, "%s: unreadable, left as it is until its agent can read it again (%s)\n", label, g.Message)
-				continue
-			}
-			if g.Reason == v1alpha1.ReasonGPUMissing {
-				fmt.Fprintf(w, "%s: missing, left as it is until NVML counts it again (%s)\n", label, g.Message)
+				// changes nothing on it. A rule that cannot be applied
+				// to it is reported all the same (Failed).
+				what := "missing, left as it is until NVML counts it again"
+				if unreadable {
+					what = "unreadable, left as it is until its agent can read it again"
+				}
+				fmt.Fprintf(w, "%s: %s (%s)", label, what, g.Message)
+				if msg, ok := problem[g.Index]; ok {
+					fmt.Fprintf(w, "; its rule cannot be applied: %s", msg)
+					st.attention++
+				}
+				fmt.Fprintln(w)
 				continue
 			}
 			if msg, ok := problem[g.Index]; ok && fromSlices && unknownModel[g.Index] && g.MIGCapable == nil {
