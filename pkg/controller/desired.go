@@ -98,15 +98,23 @@ func DesiredGPUs(cat *mig.Catalog, rules []v1alpha1.LayoutRule, inventory []v1al
 }
 
 // changeUnderWay reports whether the agent has begun sp's change on GPU g,
-// which g does not hold (what dropUnstarted keeps): g is reported neither
-// Ready nor Draining, or waits for a reset to change its MIG mode. A
-// Blocked or failed change counts: the agent may have destroyed devices
-// before the one it found in use or failed on.
+// which g does not hold (what dropUnstarted keeps): g waits for a reset to
+// change its MIG mode, or is reported neither Ready nor Draining, unless
+// its row says the agent does not act on it (notActedOn). A Blocked or
+// failed change counts: the agent may have destroyed devices before the
+// one it found in use or failed on.
 func changeUnderWay(sp v1alpha1.GPUSpec, g v1alpha1.GPUStatus) bool {
-	if holds(sp, g) || notActedOn(g) {
+	switch {
+	case holds(sp, g):
+		return false
+	case g.MIGEnabled != g.MIGPending:
+		// A MIG mode change set, waiting for a reset, whatever the agent
+		// reports this pass.
+		return true
+	case notActedOn(g):
 		return false
 	}
-	return (g.Phase != v1alpha1.PhaseReady && g.Phase != v1alpha1.PhaseDraining) || g.MIGEnabled != g.MIGPending
+	return g.Phase != v1alpha1.PhaseReady && g.Phase != v1alpha1.PhaseDraining
 }
 
 // notActedOn reports whether g's row says its agent does not act on it
@@ -122,11 +130,11 @@ func notActedOn(g v1alpha1.GPUStatus) bool {
 	return false
 }
 
-// unread reports whether g's row tells nothing of what the GPU holds: NVML
-// cannot read it or does not count it (the row reads MIG off, no layout).
-func unread(g v1alpha1.GPUStatus) bool {
-	return g.Phase == v1alpha1.PhaseFailed && (g.Reason == v1alpha1.ReasonGPUUnreadable || g.Reason == v1alpha1.ReasonGPUMissing)
-}
+// unread reports whether g's row may tell nothing of what the GPU holds
+// (hardwareGone): NVML cannot read it or does not count it, or NVIDIA's
+// device plugin has the node, whose withheld GPUs include those NVML
+// cannot read (the row reads MIG off, no layout).
+func unread(g v1alpha1.GPUStatus) bool { return hardwareGone(g) }
 
 // keptForProblem is the spec entry of GPU g, whose rule (named rule)
 // cannot be applied, where before (the entry written for it, nil for none)
@@ -141,9 +149,8 @@ func keptForProblem(before *v1alpha1.GPUSpec, g v1alpha1.GPUStatus, rule string)
 		return v1alpha1.GPUSpec{}, false
 	}
 	if unread(g) {
-		// NVML cannot read the GPU, or does not count it: its row tells
-		// nothing of what it holds, and its entry stays as written until
-		// it is back.
+		// Its row may tell nothing of what it holds: its entry stays as
+		// written until the agent reads it again.
 		return *before, true
 	}
 	kept := *before

@@ -89,11 +89,35 @@ func TestDesiredGPUsKeepsWhatBadInputWouldLose(t *testing.T) {
 			gpu:     a100(0).layout(wholeLayout).phase(v1alpha1.PhaseFailed, v1alpha1.ReasonDevicePluginActive, "nvidia.com/gpu: 1"),
 			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
 		},
-		"bad rule, device plugin active, change not begun": {
+		// Withheld for NVIDIA's device plugin, a GPU NVML cannot read has
+		// the same row: the entry stays as written.
+		"bad rule, device plugin active": {
 			rules:   badRule,
-			gpu:     a100(0).layout(wholeLayout).phase(v1alpha1.PhaseFailed, v1alpha1.ReasonDevicePluginActive, "nvidia.com/gpu: 1"),
+			gpu:     a100(0).migOff().phase(v1alpha1.PhaseFailed, v1alpha1.ReasonDevicePluginActive, "nvidia.com/gpu: 1"),
 			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
-			want:    []v1alpha1.GPUSpec{specGPU(0, wholeLayout, bad+"the GPU keeps the layout it holds (the change to "+halves+" was dropped before it started)")},
+			want:    []v1alpha1.GPUSpec{specGPU(0, halves, before)},
+		},
+		// A MIG mode change set, waiting for a reset, is under way
+		// whatever the row's phase: kept, not cancelled.
+		"no rule any more, device plugin active, MIG on pending": {
+			rules: otherGPU,
+			gpu: func() *gpuBuilder {
+				g := a100(0).migOff().phase(v1alpha1.PhaseFailed, v1alpha1.ReasonDevicePluginActive, "nvidia.com/gpu: 1")
+				g.g.MIGPending = true
+				return g
+			}(),
+			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
+			want:    []v1alpha1.GPUSpec{specGPU(0, halves, none+"the change begun, to "+halves+", is carried out")},
+		},
+		"bad rule, layout refused once MIG was on, MIG off pending": {
+			rules: badRule,
+			gpu: func() *gpuBuilder {
+				g := a100(0).phase(v1alpha1.PhaseFailed, v1alpha1.ReasonInvalidLayout, "NVML refuses 3g.40gb@4")
+				g.g.MIGPending = false
+				return g
+			}(),
+			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
+			want:    []v1alpha1.GPUSpec{specGPU(0, halves, bad+"the change begun, to "+halves+", is carried out")},
 		},
 		// NVML cannot read the GPU: its row says nothing of what it holds
 		// (MIG off, no layout), and its entry stays as written.
