@@ -12,10 +12,10 @@ import (
 )
 
 // Problem is a GPU that a rule addresses but whose desired state cannot be
-// computed. The GPU keeps the layout its NodeMigLayout spec asked for
-// where that is what it holds, or a change its agent has begun; a change
-// not begun is dropped (the GPU's actual layout); a GPU the spec did not
-// list stays out of it. So the input changes no hardware, and loses
+// computed. The GPU keeps what its NodeMigLayout spec asked for where it
+// holds that, where NVML cannot read it, or where its agent has begun the
+// change; a change not begun is dropped (the GPU's actual layout); a GPU
+// the spec did not list stays out of it. So the input changes no hardware, and loses
 // nothing: a change stopped part way is finished, and a GPU made again
 // after a reset gets its layout back (keptForProblem).
 type Problem struct {
@@ -130,25 +130,21 @@ func notActedOn(g v1alpha1.GPUStatus) bool {
 	return false
 }
 
-// unread reports whether g's row may tell nothing of what the GPU holds
-// (hardwareGone): NVML cannot read it or does not count it, or NVIDIA's
-// device plugin has the node, whose withheld GPUs include those NVML
-// cannot read (the row reads MIG off, no layout).
-func unread(g v1alpha1.GPUStatus) bool { return hardwareGone(g) }
-
 // keptForProblem is the spec entry of GPU g, whose rule (named rule)
 // cannot be applied, where before (the entry written for it, nil for none)
 // has one: before itself where g holds it, where its change is under way
-// (changeUnderWay: finished rather than left part way), or where NVML
-// cannot read g (unread: kept as written); else, a change not begun, g's
-// actual layout (the change dropped). The input that
+// (changeUnderWay: finished rather than left part way), or where g's row
+// may tell nothing of what it holds (hardwareGone: NVML cannot read or
+// count it, or NVIDIA's device plugin has the node, whose withheld GPUs
+// include those NVML cannot read; kept as written); else, a change not
+// begun, g's actual layout (the change dropped). The input that
 // cannot be applied changes no hardware and loses nothing: a GPU made
 // again after a reset gets the layout it held back.
 func keptForProblem(before *v1alpha1.GPUSpec, g v1alpha1.GPUStatus, rule string) (v1alpha1.GPUSpec, bool) {
 	if before == nil {
 		return v1alpha1.GPUSpec{}, false
 	}
-	if unread(g) {
+	if hardwareGone(g) {
 		// Its row may tell nothing of what it holds: its entry stays as
 		// written until the agent reads it again.
 		return *before, true
