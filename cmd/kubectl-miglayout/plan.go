@@ -398,11 +398,12 @@ func (st *planState) planHandedOver(w io.Writer, handed map[string]*v1alpha1.Mig
 		shown := slices.DeleteFunc(slices.Clone(nodes), func(n string) bool { return !st.handedPlanned[n] })
 		nodes = slices.DeleteFunc(nodes, func(n string) bool { return st.handedPlanned[n] })
 		if len(shown) > 0 {
-			fmt.Fprintf(w, " its plan on %s is shown above;", strings.Join(shown, ", "))
-		}
-		if len(nodes) == 0 {
-			fmt.Fprintln(w)
-			continue
+			fmt.Fprintf(w, " its plan on %s is shown above", strings.Join(shown, ", "))
+			if len(nodes) == 0 {
+				fmt.Fprintln(w)
+				continue
+			}
+			fmt.Fprint(w, ";")
 		}
 		for _, n := range nodes {
 			st.handedPlanned[n] = true
