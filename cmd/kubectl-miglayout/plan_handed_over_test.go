@@ -21,13 +21,6 @@ import (
 // (7g.80gb to seven 1g.10gb). plan says so, with other's plan there, and
 // exits 2; a paused other is named, and starts nothing (exit 3).
 func TestPlanNodeHandedOverToAnotherMigLayout(t *testing.T) {
-	owned := func(name string) *v1alpha1.NodeMigLayout {
-		return &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: v1alpha1.GroupVersion.String(), Kind: "MigLayout", Name: "a", UID: "uid-a", Controller: ptr.To(true)}}},
-			Spec: v1alpha1.NodeMigLayoutSpec{MigLayout: "a", GPUs: []v1alpha1.GPUSpec{{Index: 0, MIGEnabled: true, Layout: "7g.80gb@0"}}},
-			Status: v1alpha1.NodeMigLayoutStatus{ObservedGeneration: 1, GPUs: []v1alpha1.GPUStatus{{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Model: "A100-SXM4-80GB",
-				MIGEnabled: true, MIGPending: true, Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady}}}}
-	}
 	f := filepath.Join(t.TempDir(), "a.yaml")
 	doc := "apiVersion: miglayout.io/v1alpha1\nkind: MigLayout\nmetadata:\n  name: a\nspec:\n  nodeSelector:\n    matchLabels:\n      pool: a\n    matchExpressions:\n    - {key: team, operator: DoesNotExist}\n  rules:\n  - profiles: {7g.80gb: 1}\n"
 	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
@@ -42,16 +35,11 @@ func TestPlanNodeHandedOverToAnotherMigLayout(t *testing.T) {
 		"taken over paused": {paused: true, want: "it is paused, so nothing is started there", wantCode: 3},
 	} {
 		t.Run(name, func(t *testing.T) {
-			stored := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "uid-a"},
-				Spec: v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeStatic, NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}},
-					Rules: []v1alpha1.LayoutRule{{Profiles: map[string]int32{"7g.80gb": 1}}}}}
-			other := &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: "other", UID: "uid-other"},
-				Spec: v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeStatic, Paused: tc.paused, NodeSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": "x"}},
-					Rules: []v1alpha1.LayoutRule{{Profiles: map[string]int32{"1g.10gb": 7}}}}}
-			objs := []client.Object{stored, other,
-				node("a-node", map[string]string{"pool": "a"}), owned("a-node"),
-				node("shared-node", map[string]string{"pool": "a", "team": "x"}), owned("shared-node"),
-			}
+			objs := handOverCluster(map[string]handOverML{
+				"a":     {selector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}, profiles: map[string]int32{"7g.80gb": 1}},
+				"other": {selector: metav1.LabelSelector{MatchLabels: map[string]string{"team": "x"}}, profiles: map[string]int32{"1g.10gb": 7}, paused: tc.paused},
+			}, map[string]map[string]string{"a-node": {"pool": "a"}, "shared-node": {"pool": "a", "team": "x"}},
+				map[string]string{"a-node": "a", "shared-node": "a"})
 			out, _, err := runWith(t, objs, "plan", "--exit-code", "-f", f)
 			if code := exitStatus(t, err); code != tc.wantCode {
 				t.Errorf("exit status %d, want %d:\n%s", code, tc.wantCode, out)
@@ -68,15 +56,15 @@ func TestPlanNodeHandedOverToAnotherMigLayout(t *testing.T) {
 	}
 }
 
-// handOverCluster is the stored MigLayouts mls (each with one rule of
-// profiles), the nodes with their labels, and a NodeMigLayout per node
+// handOverCluster is the stored Static MigLayouts mls (each with one rule
+// of profiles, paused or not), the nodes with their labels, and a NodeMigLayout per node
 // controlled by the MigLayout owners names, each node's GPU 0 an A100 on
 // 7g.80gb@0.
 func handOverCluster(mls map[string]handOverML, nodes map[string]map[string]string, owners map[string]string) []client.Object {
 	var objs []client.Object
 	for name, m := range mls {
 		objs = append(objs, &v1alpha1.MigLayout{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)},
-			Spec: v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeStatic, NodeSelector: m.selector, Rules: []v1alpha1.LayoutRule{{Profiles: m.profiles}}}})
+			Spec: v1alpha1.MigLayoutSpec{Mode: v1alpha1.ModeStatic, Paused: m.paused, NodeSelector: m.selector, Rules: []v1alpha1.LayoutRule{{Profiles: m.profiles}}}})
 	}
 	for name, labels := range nodes {
 		owner := owners[name]
@@ -92,6 +80,7 @@ func handOverCluster(mls map[string]handOverML, nodes map[string]map[string]stri
 type handOverML struct {
 	selector metav1.LabelSelector
 	profiles map[string]int32
+	paused   bool
 }
 
 // TestPlanHandOverEdges: no handover where the controller makes none (the
@@ -117,14 +106,14 @@ func TestPlanHandOverEdges(t *testing.T) {
 		wantCode int
 	}{
 		"held by an invalid selector": {
-			objs: handOverCluster(map[string]handOverML{"a": {sel("pool", "a"), whole}, "x": {sel("team", "x"), sevenths}, "bad": {sel("bad key", "a"), whole}},
+			objs: handOverCluster(map[string]handOverML{"a": {selector: sel("pool", "a"), profiles: whole}, "x": {selector: sel("team", "x"), profiles: sevenths}, "bad": {selector: sel("bad key", "a"), profiles: whole}},
 				map[string]map[string]string{"a-node": {"pool": "a"}, "shared-node": {"pool": "a", "team": "x"}},
 				map[string]string{"a-node": "a", "shared-node": "bad"}),
 			file:    narrowed("a", "pool: a"),
 			wantNot: []string{"takes over", "-> 1g.10gb@0"}, wantCode: 0,
 		},
 		"handed over by two": {
-			objs: handOverCluster(map[string]handOverML{"a": {sel("pool", "a"), whole}, "b": {sel("zone", "z"), whole}, "x": {sel("team", "x"), sevenths}},
+			objs: handOverCluster(map[string]handOverML{"a": {selector: sel("pool", "a"), profiles: whole}, "b": {selector: sel("zone", "z"), profiles: whole}, "x": {selector: sel("team", "x"), profiles: sevenths}},
 				map[string]map[string]string{"a-node": {"pool": "a"}, "b-node": {"zone": "z"}, "shared-node": {"pool": "a", "zone": "z", "team": "x"}},
 				map[string]string{"a-node": "a", "b-node": "b", "shared-node": "x"}),
 			file:     narrowed("a", "pool: a") + narrowed("b", "zone: z"),
@@ -132,7 +121,7 @@ func TestPlanHandOverEdges(t *testing.T) {
 			wantCode: 2,
 		},
 		"handed over by two, in part": {
-			objs: handOverCluster(map[string]handOverML{"a": {sel("pool", "a"), whole}, "b": {sel("zone", "z"), whole}, "x": {sel("team", "x"), sevenths}},
+			objs: handOverCluster(map[string]handOverML{"a": {selector: sel("pool", "a"), profiles: whole}, "b": {selector: sel("zone", "z"), profiles: whole}, "x": {selector: sel("team", "x"), profiles: sevenths}},
 				map[string]map[string]string{"a-node": {"pool": "a"}, "b-node": {"zone": "z"}, "shared-node": {"pool": "a", "zone": "z", "team": "x"},
 					"b-shared-node": {"zone": "z", "team": "x"}},
 				map[string]string{"a-node": "a", "b-node": "b", "shared-node": "x", "b-shared-node": "x"}),
@@ -141,7 +130,7 @@ func TestPlanHandOverEdges(t *testing.T) {
 			wantCode: 2,
 		},
 		"handed over by a MigLayout whose selector the file fixes": {
-			objs: handOverCluster(map[string]handOverML{"bad": {sel("bad key", "a"), whole}, "x": {sel("team", "x"), sevenths}},
+			objs: handOverCluster(map[string]handOverML{"bad": {selector: sel("bad key", "a"), profiles: whole}, "x": {selector: sel("team", "x"), profiles: sevenths}},
 				map[string]map[string]string{"a-node": {"pool": "a"}, "shared-node": {"pool": "a", "team": "x"}},
 				map[string]string{"a-node": "bad", "shared-node": "bad"}),
 			file:     narrowed("bad", "pool: a"),
@@ -149,7 +138,7 @@ func TestPlanHandOverEdges(t *testing.T) {
 			wantCode: 2,
 		},
 		"handed to a MigLayout of the files": {
-			objs: handOverCluster(map[string]handOverML{"a": {sel("pool", "a"), whole}, "x": {sel("team", "x"), map[string]int32{"3g.40gb": 2}}},
+			objs: handOverCluster(map[string]handOverML{"a": {selector: sel("pool", "a"), profiles: whole}, "x": {selector: sel("team", "x"), profiles: map[string]int32{"3g.40gb": 2}}},
 				map[string]map[string]string{"a-node": {"pool": "a"}, "shared-node": {"pool": "a", "team": "x"}},
 				map[string]string{"a-node": "a", "shared-node": "a"}),
 			file:     narrowed("a", "pool: a") + xInFile,

@@ -37,6 +37,9 @@ func (b *gpuBuilder) migOff() *gpuBuilder {
 	b.g.MIGEnabled, b.g.MIGPending, b.g.Layout = false, false, ""
 	return b
 }
+
+// pendingMode sets the MIG mode the GPU takes at its next reset.
+func (b *gpuBuilder) pendingMode(on bool) *gpuBuilder { b.g.MIGPending = on; return b }
 func (b *gpuBuilder) phase(p v1alpha1.GPUPhase, reason, message string) *gpuBuilder {
 	b.g.Phase, b.g.Reason, b.g.Message = p, reason, message
 	return b

@@ -100,33 +100,22 @@ func TestDesiredGPUsKeepsWhatBadInputWouldLose(t *testing.T) {
 		// A MIG mode change set, waiting for a reset, is under way
 		// whatever the row's phase: kept, not cancelled.
 		"no rule any more, device plugin active, MIG on pending": {
-			rules: otherGPU,
-			gpu: func() *gpuBuilder {
-				g := a100(0).migOff().phase(v1alpha1.PhaseFailed, v1alpha1.ReasonDevicePluginActive, "nvidia.com/gpu: 1")
-				g.g.MIGPending = true
-				return g
-			}(),
+			rules:   otherGPU,
+			gpu:     a100(0).migOff().pendingMode(true).phase(v1alpha1.PhaseFailed, v1alpha1.ReasonDevicePluginActive, "nvidia.com/gpu: 1"),
 			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
 			want:    []v1alpha1.GPUSpec{specGPU(0, halves, none+"the change begun, to "+halves+", is carried out")},
 		},
 		"bad rule, layout refused once MIG was on, MIG off pending": {
-			rules: badRule,
-			gpu: func() *gpuBuilder {
-				g := a100(0).phase(v1alpha1.PhaseFailed, v1alpha1.ReasonInvalidLayout, "NVML refuses 3g.40gb@4")
-				g.g.MIGPending = false
-				return g
-			}(),
+			rules:   badRule,
+			gpu:     a100(0).pendingMode(false).phase(v1alpha1.PhaseFailed, v1alpha1.ReasonInvalidLayout, "NVML refuses 3g.40gb@4"),
 			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
 			want:    []v1alpha1.GPUSpec{specGPU(0, halves, bad+"the change begun, to "+halves+", is carried out")},
 		},
 		// NVML cannot read the GPU: its row says nothing of what it holds
 		// (MIG off, no layout), and its entry stays as written.
 		"bad rule, GPU unreadable": {
-			rules: badRule,
-			gpu: func() *gpuBuilder {
-				g := a100(0).migOff().phase(v1alpha1.PhaseFailed, v1alpha1.ReasonGPUUnreadable, "ERROR_GPU_IS_LOST")
-				return g
-			}(),
+			rules:   badRule,
+			gpu:     a100(0).migOff().phase(v1alpha1.PhaseFailed, v1alpha1.ReasonGPUUnreadable, "ERROR_GPU_IS_LOST"),
 			current: []v1alpha1.GPUSpec{specGPU(0, halves, before)},
 			want:    []v1alpha1.GPUSpec{specGPU(0, halves, before)},
 		},
