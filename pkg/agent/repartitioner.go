@@ -1023,9 +1023,11 @@ func joinDevices(l mig.Layout) string {
 }
 
 // specChanged reads the desired specs again (Reread) and reports whether
-// the spec of p's GPU is no longer the one the pass works from (changed or
-// gone). Without Reread it reports false; when Reread fails, its error
-// (the GPU is then left as it is: a cancel may have been written).
+// the spec of p's GPU is no longer the one the pass works from (changed,
+// gone, or written for another GPU than the one at its index: forGPU; the
+// next pass reports SpecForAnotherGPU). Without Reread it reports false;
+// when Reread fails, its error (the GPU is then left as it is: a cancel
+// may have been written).
 func (r *Repartitioner) specChanged(ctx context.Context, p *gpuPlan) (bool, error) {
 	if r.Reread == nil {
 		return false, nil
@@ -1035,7 +1037,7 @@ func (r *Repartitioner) specChanged(ctx context.Context, p *gpuPlan) (bool, erro
 		return false, err
 	}
 	i := slices.IndexFunc(now, func(s v1alpha1.GPUSpec) bool { return s.Index == p.spec.Index })
-	return i < 0 || now[i].MIGEnabled != p.spec.MIGEnabled || now[i].Layout != p.spec.Layout, nil
+	return i < 0 || now[i].MIGEnabled != p.spec.MIGEnabled || now[i].Layout != p.spec.Layout || !forGPU(now[i], p.state), nil
 }
 
 // refreshRecreated has the kubelet plugin (Prepared, where it is a

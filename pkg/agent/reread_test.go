@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,6 +51,9 @@ func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
 		why string
 		// stopped: the GPU is retried as a failure (SyncResult.Stopped)
 		stopped bool
+		// uuid0 is the UUID now's entry for GPU 0 is written for ("own":
+		// GPU 0's own).
+		uuid0 string
 	}{
 		"cancelled back to the actual layout": {
 			now:  []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "3g.40gb@0,3g.40gb@4")},
@@ -65,6 +69,17 @@ func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
 			now:  []v1alpha1.GPUSpec{spec(0, "3g.40gb@4"), spec(1, "3g.40gb@0,3g.40gb@4")},
 			want: []string{"3g.40gb@4", "3g.40gb@0,3g.40gb@4"},
 		},
+		"the same layout stamped with the GPU's UUID": {
+			now:   []v1alpha1.GPUSpec{spec(0, "3g.40gb@4"), spec(1, "3g.40gb@0,3g.40gb@4")},
+			uuid0: "own",
+			want:  []string{"3g.40gb@4", "3g.40gb@0,3g.40gb@4"},
+		},
+		"the same layout written for another GPU": {
+			now:   []v1alpha1.GPUSpec{spec(0, "3g.40gb@4"), spec(1, "3g.40gb@0,3g.40gb@4")},
+			uuid0: "GPU-00000000-0000-0000-0000-00000000beef",
+			want:  []string{"7g.80gb@0", "3g.40gb@0,3g.40gb@4"},
+			why:   "changed before the GPU was repartitioned",
+		},
 		"reread fails: no GPU changes this pass": {
 			err:  errors.New("apiserver down"),
 			want: []string{"7g.80gb@0", "7g.80gb@0"},
@@ -76,10 +91,17 @@ func TestSyncSkipsGPUWhoseSpecChangedWhileDraining(t *testing.T) {
 			g := newRig(t, "2xA100-SXM4-80GB")
 			g.setup(t, 0, "7g.80gb@0")
 			g.setup(t, 1, "7g.80gb@0")
+			now := slices.Clone(tc.now)
+			if tc.uuid0 != "" {
+				now[0].UUID = tc.uuid0
+				if tc.uuid0 == "own" {
+					now[0].UUID = g.sim.Snapshot().GPUs[0].UUID
+				}
+			}
 			reread := 0
 			g.r.Reread = func(context.Context) ([]v1alpha1.GPUSpec, error) {
 				reread++
-				return tc.now, tc.err
+				return now, tc.err
 			}
 			res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "3g.40gb@4"), spec(1, "3g.40gb@0,3g.40gb@4")}, nil)
 			if err != nil {
