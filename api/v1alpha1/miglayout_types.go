@@ -26,7 +26,7 @@ const (
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.selectedNodes`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyNodes`
-// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].reason`
 // +kubebuilder:printcolumn:name="Conflict",type=string,JSONPath=`.status.conditions[?(@.type=="Conflict")].status`
 // +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
@@ -97,7 +97,7 @@ type MigLayoutSpec struct {
 	// whose agent is lost before waits and does not count), in node name
 	// order; the others keep
 	// their layout and wait (row Pending, "waits its turn"). Unset: every
-	// node at once. Static mode only.
+	// node at once. At least 1, at most 10000. Static mode only.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	// +optional
@@ -240,7 +240,8 @@ type AutoPolicy struct {
 	// leaves alone, its agent lost, another MigLayout selecting it too or a
 	// DeviceTaintRule taking all its devices, it still counts), or is a MIG
 	// mode change (written in Static mode) waiting for a GPU reset: each of
-	// these may last for ever, and would hold the slot as long.
+	// these may last for ever, and would hold the slot as long. Default 1,
+	// at most 16.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=16
 	// +kubebuilder:default=1
@@ -249,7 +250,7 @@ type AutoPolicy struct {
 
 	// MaxGPUs is the most GPUs reconfigured at once across the MigLayout's
 	// nodes (each Auto MigLayout has its own), counted as for
-	// MaxGPUsPerNode.
+	// MaxGPUsPerNode. Default 8, at most 10000.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	// +kubebuilder:default=8
@@ -269,7 +270,8 @@ type AutoPolicy struct {
 	// GPU holds no free device of, or that it becomes once whole, is no
 	// reason to keep it). The idle time is counted by
 	// the running controller; a restarted one starts from the count of each
-	// GPU's agent (NodeMigLayout status.gpus[].idleSince).
+	// GPU's agent (NodeMigLayout status.gpus[].idleSince). In seconds:
+	// default 300 (5 minutes), at most 86400 (a day).
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	// +kubebuilder:default=300
