@@ -169,6 +169,8 @@ func TestRenderDefaults(t *testing.T) {
 		"ServiceAccount/miglayout-agent",
 		"ClusterRole/miglayout-agent",
 		"ClusterRole/miglayout-controller",
+		"ClusterRole/miglayout-editor",
+		"ClusterRole/miglayout-viewer",
 		"ClusterRoleBinding/miglayout-agent",
 		"ClusterRoleBinding/miglayout-controller",
 		"Role/miglayout-agent",
@@ -1223,6 +1225,24 @@ func TestAgentXidArgs(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("agent's Xid args (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestUserRolesOptional: rbac.userRoles=false, or rbac.create=false,
+// installs no ClusterRole for people (TestHelmUserRoles checks what they
+// grant on the real API server).
+func TestUserRolesOptional(t *testing.T) {
+	for name, rbac := range map[string]map[string]any{
+		"userRoles off": {"userRoles": false},
+		"create off":    {"create": false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, o := range render(t, map[string]any{"rbac": rbac}).Objects {
+				if n := o.GetName(); n == "miglayout-viewer" || n == "miglayout-editor" {
+					t.Errorf("%s %s rendered", o.GetKind(), n)
+				}
 			}
 		})
 	}
