@@ -236,7 +236,8 @@ type AutoPolicy struct {
 	// MaxGPUsPerNode is the most GPUs of one node reconfigured at once. A
 	// GPU counts from when its change is written until the agent reports
 	// it Ready, except while the change is retried after an NVML error, or
-	// is blocked by a device in use (the planner cancels it; on a node it
+	// is blocked by a device in use (the planner cancels it, unless it
+	// turns MIG off, which waits for the device; on a node it
 	// leaves alone, its agent lost, another MigLayout selecting it too or a
 	// DeviceTaintRule taking all its devices, it still counts), or is a MIG
 	// mode change (written in Static mode) waiting for a GPU reset: each of

@@ -122,7 +122,7 @@ func TestApplyWritesChangeAfterCancelFromCache(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(&auto, live.DeepCopy()).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
 	a := &AutoPlanner{Client: &staleAfterPatch{Client: c, before: map[string]*v1alpha1.NodeMigLayout{}}}
-	if _, err := a.apply(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": live}, []planner.Change{change}, []planner.Change{cancel}); err != nil {
+	if _, err := a.apply(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": live}, liveGenerations(t, c), []planner.Change{change}, []planner.Change{cancel}); err != nil {
 		t.Fatal(err)
 	}
 	var got v1alpha1.NodeMigLayout

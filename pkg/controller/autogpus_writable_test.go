@@ -84,7 +84,7 @@ func TestWriteGoesOnPastANodeItCannotWrite(t *testing.T) {
 			To: mig.MustParseLayout("3g.40gb@0,3g.40gb@4"), Serves: []string{"ns/" + n}})
 	}
 	a := &AutoPlanner{Client: c}
-	_, n, err := a.write(ctx, read, changes, nil, nil)
+	_, n, err := a.write(ctx, read, liveGenerations(t, c), changes, nil, nil)
 	if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "node a") {
 		t.Errorf("write error %v, want node a's refusal", err)
 	}

@@ -441,7 +441,7 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	cancels = append(cancels, UnneededChanges(in, snap, unneeded, res)...)
 	cancels = append(cancels, ReclaimCancels(in, snap, res)...)
 	logger.V(1).Info("Planned", "pending", len(snap.Pending), "changes", len(res.Changes), "cancelled", len(cancels), "served", len(res.Served), "kept", len(res.Kept), "unservable", len(res.Unservable))
-	held, err := a.apply(ctx, in.NodeMigLayouts, res.Changes, cancels)
+	held, err := a.apply(ctx, in.NodeMigLayouts, planGenerations(in.MigLayouts), res.Changes, cancels)
 	if err != nil {
 		a.forget()
 		return ctrl.Result{}, err
@@ -656,17 +656,18 @@ func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
 // write starts from the NodeMigLayouts the first one wrote, as the API
 // server returned them: the cache may not show that write yet. held
 // reports changes held back so, or not all written (their node's spec
-// changed since the plan read it, or their MigLayout was paused or
-// switched to Static mode: stillAuto).
-func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change) (held bool, err error) {
+// changed since the plan read it, or their MigLayout was edited, paused or
+// switched to Static mode: stillAuto, against generations, the MigLayouts'
+// metadata.generation the plan was made from, by UID).
+func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, generations map[types.UID]int64, changes, cancels []planner.Change) (held bool, err error) {
 	var fresh map[string]*v1alpha1.NodeMigLayout
 	if len(cancels) > 0 {
-		written, n, err := a.write(ctx, read, nil, cancels, nil)
+		written, n, err := a.write(ctx, read, generations, nil, cancels, nil)
 		if err != nil {
 			return false, err
 		}
 		if n < len(cancels) {
-			klog.FromContext(ctx).Info("A change in flight could not be cancelled (its agent started on it, or its MigLayout was paused or switched since): the plan's changes wait for the next plan", "cancels", len(cancels), "written", n, "changes", len(changes))
+			klog.FromContext(ctx).Info("A change in flight could not be cancelled (its agent started on it, or its MigLayout was edited, paused or switched since): the plan's changes wait for the next plan", "cancels", len(cancels), "written", n, "changes", len(changes))
 			return len(changes) > 0, nil
 		}
 		read = maps.Clone(read)
@@ -678,7 +679,7 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 	if len(changes) == 0 {
 		return false, nil
 	}
-	_, n, err := a.write(ctx, read, changes, nil, fresh)
+	_, n, err := a.write(ctx, read, generations, changes, nil, fresh)
 	if err != nil {
 		return false, err
 	}
@@ -702,8 +703,10 @@ func (a *AutoPlanner) apply(ctx context.Context, read map[string]*v1alpha1.NodeM
 // cache's otherwise), and returns the NodeMigLayouts it wrote, as written,
 // by node, and how many changes and cancels it wrote or found written
 // already. A node whose write fails is skipped: the error (of every such
-// node) is returned after the other nodes are written.
-func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, changes, cancels []planner.Change, fresh map[string]*v1alpha1.NodeMigLayout) (map[string]*v1alpha1.NodeMigLayout, int, error) {
+// node) is returned after the other nodes are written. generations are
+// the controlling MigLayouts' generations the plan was made from
+// (stillAuto).
+func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, generations map[types.UID]int64, changes, cancels []planner.Change, fresh map[string]*v1alpha1.NodeMigLayout) (map[string]*v1alpha1.NodeMigLayout, int, error) {
 	logger := klog.FromContext(ctx)
 	out := map[string]*v1alpha1.NodeMigLayout{}
 	byNode := map[string][]planner.Change{}
@@ -719,7 +722,7 @@ func (a *AutoPlanner) write(ctx context.Context, read map[string]*v1alpha1.NodeM
 	// GPUs changing at once hold); a change then always, a cancel while nml
 	// still shows the change it cancels blocked or undestroyed
 	// (stillCancels).
-	auto, err := a.stillAuto(ctx, read, sortedKeys(byNode))
+	auto, err := a.stillAuto(ctx, read, generations, sortedKeys(byNode))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -832,14 +835,18 @@ func sameController(a, b *v1alpha1.NodeMigLayout) bool {
 }
 
 // stillAuto reports, by UID, which of the controllers of the NodeMigLayouts
-// of nodes (as read, the plan's) are Auto-mode MigLayouts now, and not
-// paused: a pause or a switch to Static mode that lands while a pass plans
-// stops its writes. Each MigLayout is read once, from the API server
-// (APIReader; the cache, Client, without one), so that a pause the cache
-// does not show yet also stops them; one deleted or replaced (another UID)
-// is not. A read that fails is returned: the pass is tried again with the
-// controller's backoff, its changes and cancels unwritten.
-func (a *AutoPlanner) stillAuto(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, nodes []string) (map[types.UID]bool, error) {
+// of nodes (as read, the plan's) are Auto-mode MigLayouts now, not paused,
+// and with the spec the plan was made from (generations has their
+// metadata.generation then): a pause, a switch to Static mode or a policy
+// edit (maxGPUs lowered, allowedProfiles narrowed) that lands while a pass
+// plans stops its writes, and the next pass plans under the new spec. Each
+// MigLayout is read once, from the API server (APIReader; the cache,
+// Client, without one), so that an edit the cache does not show yet also
+// stops them; one deleted or replaced (another UID), or that the plan did
+// not read (not in generations), is not. A read that fails is returned:
+// the pass is tried again with the controller's backoff, its changes and
+// cancels unwritten.
+func (a *AutoPlanner) stillAuto(ctx context.Context, read map[string]*v1alpha1.NodeMigLayout, generations map[types.UID]int64, nodes []string) (map[types.UID]bool, error) {
 	var reader client.Reader = a.Client
 	if a.APIReader != nil {
 		reader = a.APIReader
@@ -861,9 +868,20 @@ func (a *AutoPlanner) stillAuto(ctx context.Context, read map[string]*v1alpha1.N
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("reading MigLayout %s before writing its plan: %w", ref.Name, err)
 		}
-		out[ref.UID] = err == nil && ml.UID == ref.UID && plansAuto(ml) && !ml.Spec.Paused
+		planned, ok := generations[ref.UID]
+		out[ref.UID] = err == nil && ml.UID == ref.UID && plansAuto(ml) && !ml.Spec.Paused && ok && ml.Generation == planned
 	}
 	return out, nil
+}
+
+// planGenerations is the metadata.generation of each of mls, by UID: the
+// specs a plan is made from, which its write checks (stillAuto).
+func planGenerations(mls []v1alpha1.MigLayout) map[types.UID]int64 {
+	out := make(map[types.UID]int64, len(mls))
+	for _, ml := range mls {
+		out[ml.UID] = ml.Generation
+	}
+	return out
 }
 
 // writtenInAuto reports whether nml's spec was last written in Auto mode

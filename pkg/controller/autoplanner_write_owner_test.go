@@ -42,7 +42,7 @@ func TestWriteSkipsANodeAdoptedByTheMigLayoutMadeAgain(t *testing.T) {
 		WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
 	changes := halvingChanges("n1", "n2")
 	a := &AutoPlanner{Client: c}
-	if _, n, err := a.write(t.Context(), read, changes, nil, nil); err != nil || n != 1 {
+	if _, n, err := a.write(t.Context(), read, liveGenerations(t, c), changes, nil, nil); err != nil || n != 1 {
 		t.Errorf("write: %d written, error %v; want 1 (n2's change)", n, err)
 	}
 	wantSpecGPUs(t, c, map[string]int{"n1": 0, "n2": 1})
@@ -63,7 +63,7 @@ func TestWriteReadsEachMigLayoutOnce(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
 	var gets atomic.Int64
 	a := &AutoPlanner{Client: c, APIReader: countingReader{Reader: c, gets: &gets}}
-	if _, n, err := a.write(t.Context(), read, changes, nil, nil); err != nil || n != 3 {
+	if _, n, err := a.write(t.Context(), read, liveGenerations(t, c), changes, nil, nil); err != nil || n != 3 {
 		t.Errorf("write: %d written, error %v; want 3", n, err)
 	}
 	if got := gets.Load(); got != 1 {
@@ -85,7 +85,7 @@ func TestWriteSkipsOnlyTheNodesOfADeletedMigLayout(t *testing.T) {
 		WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
 	changes := halvingChanges("n1", "n2")
 	a := &AutoPlanner{Client: c}
-	if _, n, err := a.write(t.Context(), read, changes, nil, nil); err != nil || n != 1 {
+	if _, n, err := a.write(t.Context(), read, liveGenerations(t, c), changes, nil, nil); err != nil || n != 1 {
 		t.Errorf("write: %d written, error %v; want 1 (n2's change) and no error", n, err)
 	}
 	wantSpecGPUs(t, c, map[string]int{"n1": 0, "n2": 1})

@@ -36,7 +36,7 @@ func TestWriteJudgesEachCancelOnItsOwnGPU(t *testing.T) {
 		cancels = append(cancels, x)
 	}
 	a := &AutoPlanner{Client: c}
-	if _, n, err := a.write(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, nil, cancels, nil); err != nil || n != 1 {
+	if _, n, err := a.write(ctx, map[string]*v1alpha1.NodeMigLayout{"n1": read}, liveGenerations(t, c), nil, cancels, nil); err != nil || n != 1 {
 		t.Errorf("write: %d written, error %v; want 1 (GPU 1's cancel)", n, err)
 	}
 	var got v1alpha1.NodeMigLayout

@@ -99,7 +99,7 @@ func TestWriteSkipsANodeOfAMigLayoutDeletedMeanwhile(t *testing.T) {
 func writeChangeOnN1(t *testing.T, c client.Client, read *v1alpha1.NodeMigLayout, change planner.Change, want int) v1alpha1.NodeMigLayout {
 	t.Helper()
 	a := &AutoPlanner{Client: c}
-	if _, n, err := a.write(t.Context(), map[string]*v1alpha1.NodeMigLayout{"n1": read}, []planner.Change{change}, nil, nil); err != nil || n != want {
+	if _, n, err := a.write(t.Context(), map[string]*v1alpha1.NodeMigLayout{"n1": read}, liveGenerations(t, c), []planner.Change{change}, nil, nil); err != nil || n != want {
 		t.Errorf("write: %d written, error %v; want %d", n, err, want)
 	}
 	var got v1alpha1.NodeMigLayout

@@ -226,9 +226,14 @@ func autoGPUs(nml *v1alpha1.NodeMigLayout, catalog *mig.Catalog, variants modelV
 			// flight: Auto mode never changes MIG mode, no device of the
 			// GPU is coming, and the GPU counts toward the limits.
 			g.Layout, g.Pinned, g.Shared, g.Changing = mig.Layout{}, nil, nil, true
-			// One NVML failed, which the agent retries, holds no slot
-			// (as for a change of layout below).
-			g.Retrying = st.Phase == v1alpha1.PhaseFailed && st.Reason == v1alpha1.ReasonNVMLError
+			// One NVML failed, which the agent retries, or one blocked
+			// by a device in use (or refused: blockedByUse), which may
+			// wait for days, holds no slot (as for a change of layout
+			// below; it is not cancelled, as that would turn MIG on
+			// again against the operator's change:
+			// TestChangeTurningMIGOffIsNeverCancelled). On a Frozen node
+			// it keeps its slot (keepBlockedSlots).
+			g.Retrying = blockedByUse(st) || st.Phase == v1alpha1.PhaseFailed && st.Reason == v1alpha1.ReasonNVMLError
 		} else if ok {
 			desired, err := mig.ParseLayout(spec.Layout)
 			_, reclaim := inFlightReclaim(nml, int(st.Index))

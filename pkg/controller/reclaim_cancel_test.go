@@ -201,7 +201,7 @@ func applied(t *testing.T, live, read *v1alpha1.NodeMigLayout, changes, cancels 
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(append(objs, live)...).WithStatusSubresource(&v1alpha1.NodeMigLayout{}).Build()
 	a := &AutoPlanner{Client: c}
-	if _, err := a.apply(ctx, map[string]*v1alpha1.NodeMigLayout{live.Name: read}, changes, cancels); err != nil {
+	if _, err := a.apply(ctx, map[string]*v1alpha1.NodeMigLayout{live.Name: read}, liveGenerations(t, c), changes, cancels); err != nil {
 		t.Fatal(err)
 	}
 	var got v1alpha1.NodeMigLayout
