@@ -264,10 +264,18 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	// to a GPU the attempt has not added another such device to (on the
 	// GPU's identity: one device per GPU); the other requests' devices go
 	// where they take the least room.
+	//
+	// With reuse set, each request first takes free devices of the node
+	// it accepts (freeAccepted), held while the other requests' devices
+	// are added, and devices are added only for the rest: a pod asking
+	// for a 1g.10gb and a 7g.80gb on a node with a free 1g.10gb changes
+	// one GPU, not two (and does not destroy that 1g.10gb for the
+	// 7g.80gb). The allocator still decides which devices the pod gets.
 	apartRequests := distinctRequests(pod)
-	attempt := func(choice []int, only *gpuState, nowhere map[int]bool, apart bool) (added map[*gpuState]bool, missed map[int]bool, ok bool, err error) {
+	attempt := func(choice []int, only *gpuState, nowhere map[int]bool, apart, reuse bool) (added map[*gpuState]bool, missed map[int]bool, ok bool, err error) {
 		added, missed = map[*gpuState]bool{}, map[int]bool{}
 		usedApart := map[*gpuState]bool{}
+		reused := map[*gpuState]mig.Layout{}
 		complete := true
 		i := 0
 		for _, c := range pod.Claims {
@@ -276,6 +284,20 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 				var skip map[*gpuState]bool
 				if apart && apartRequests[i] {
 					skip = usedApart
+				}
+				if reuse {
+					taken, err := p.freeAccepted(ctx, one, n, count)
+					if err != nil {
+						p.releaseTentative(n, podKey(pod.Pod))
+						unhold(reused)
+						restore()
+						return added, missed, false, err
+					}
+					for g, ds := range taken {
+						g.fixed = append(g.fixed, ds...).Canonical()
+						reused[g] = append(reused[g], ds...)
+						count -= len(ds)
+					}
 				}
 				for range count {
 					g := p.addOnNode(ctx, one, n, podKey(pod.Pod), only, skip)
@@ -293,6 +315,7 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 			}
 		}
 		p.releaseTentative(n, podKey(pod.Pod))
+		unhold(reused)
 		if len(added) == 0 || only != nil && !complete {
 			restore()
 			return added, missed, false, nil
@@ -311,7 +334,10 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	// GPUs of a class fare alike, unless a claim tells GPUs apart.
 	perGPU := slices.ContainsFunc(pod.Claims, p.match.perGPU)
 	for _, v := range p.choices(ctx, pod, n) {
-		spread, nowhere, ok, err := attempt(v, nil, nil, false)
+		if _, _, ok, err := attempt(v, nil, nil, false, true); err != nil || ok {
+			return ok, err
+		}
+		spread, nowhere, ok, err := attempt(v, nil, nil, false, false)
 		if err != nil || ok {
 			return ok, err
 		}
@@ -321,7 +347,7 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		// A distinctAttribute constraint may want the devices on as many
 		// GPUs (parentUUID), which best fit does not spread them over.
 		if len(apartRequests) > 0 {
-			if _, _, ok, err := attempt(v, nil, nil, true); err != nil || ok {
+			if _, _, ok, err := attempt(v, nil, nil, true, false); err != nil || ok {
 				return ok, err
 			}
 		}
@@ -348,12 +374,53 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 					tried[k] = true
 				}
 			}
-			if _, _, ok, err := attempt(v, g, nowhere, false); err != nil || ok {
+			if _, _, ok, err := attempt(v, g, nowhere, false, false); err != nil || ok {
 				return ok, err
 			}
 		}
 	}
 	return false, nil
+}
+
+// freeAccepted returns up to count free devices of node n (by GPU) that
+// the one-device claim c accepts: neither pinned nor reserved, of a
+// profile of the GPU's model, outside a placement the GPU is kept for, not
+// named by a DeviceTaintRule, in GPU order.
+func (p *planner) freeAccepted(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, count int) (map[*gpuState]mig.Layout, error) {
+	out := map[*gpuState]mig.Layout{}
+	for _, g := range n.gpus {
+		if count == 0 {
+			break
+		}
+		if g.g.Changing {
+			continue // its devices are the change's: serveComing plans them
+		}
+		for _, d := range g.free() {
+			if count == 0 {
+				break
+			}
+			if !g.catalogued(d) || g.blocks(d) || g.g.Tainted.Contains(d) || g.shared.Contains(d) {
+				continue
+			}
+			fits, err := p.match.deviceFits(ctx, c, g.g.Info, d)
+			if err != nil {
+				return nil, err
+			}
+			if fits {
+				out[g] = append(out[g], d)
+				count--
+			}
+		}
+	}
+	return out, nil
+}
+
+// unhold takes the devices tryNode's attempt held for reuse out of their
+// GPUs' fixed devices again.
+func unhold(held map[*gpuState]mig.Layout) {
+	for g, ds := range held {
+		g.fixed = slices.DeleteFunc(g.fixed, func(d mig.Device) bool { return ds.Contains(d) })
+	}
 }
 
 // distinctRequests are the requests (by index over the pod's claims, as
