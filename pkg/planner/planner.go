@@ -78,8 +78,6 @@ type planner struct {
 	// otherPlanned what pods served by this plan count on (no later pod
 	// of the plan gets a device, or a share's capacity, they take).
 	otherHeld, otherPlanned otherTotal
-	// othersServe caches othersMayServe by claim shape and node.
-	othersServe map[string]bool
 	// fitsFree caches fitsWhenFree by kind of node and pod; nodeKinds
 	// numbers the kinds of node (nodeState.kind); classesNameGPU whether a
 	// DeviceClass may select one GPU (nil: not looked at yet).
@@ -719,17 +717,6 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 		}
 	}
 	if singleDevice(pod) {
-		// A claim whose class admits devices the plan does not make
-		// (another driver's, or a GPU with MIG off) is judged with
-		// them by the allocator, as kube-scheduler judges it: a free
-		// one serves the pod without a change.
-		others, err := p.othersMayServe(ctx, pod, feasibleNodes)
-		if err != nil {
-			return fmt.Errorf("planning pod %s: %w", key, err)
-		}
-		if others {
-			return p.serveMulti(ctx, pod, feasibleNodes)
-		}
 		// A claim that reads a per-GPU attribute is judged on each
 		// GPU's own devices.
 		if p.match.perGPU(pod.Claims[0]) {
@@ -738,38 +725,6 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 		return p.serveSingle(ctx, pod, feasibleNodes)
 	}
 	return p.serveMulti(ctx, pod, feasibleNodes)
-}
-
-// othersMayServe reports whether the devices of a node of nodes that the
-// plan does not make (Node.OtherSlices: other drivers', and miglayout's
-// GPUs with MIG off) may satisfy the claim of pod, a pod of one device, by
-// themselves: the allocator finds them an allocation with none of them
-// held. Memoised by the claim's shape and node.
-func (p *planner) othersMayServe(ctx context.Context, pod Pod, nodes []*nodeState) (bool, error) {
-	shape := p.match.shape(pod.Claims[0])
-	for _, n := range nodes {
-		if len(n.n.OtherSlices) == 0 {
-			continue
-		}
-		key := shape + "\x00" + n.n.Node.Name
-		may, ok := p.othersServe[key]
-		if !ok {
-			mine, _, _, err := p.match.allocate(ctx, n.n.Node, nil, nil, pod.Claims,
-				&others{slices: n.n.OtherSlices, held: newOtherTotal(), planned: newOtherTotal()})
-			if err != nil {
-				return false, err
-			}
-			may = mine != nil
-			if p.othersServe == nil {
-				p.othersServe = map[string]bool{}
-			}
-			p.othersServe[key] = may
-		}
-		if may {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // frozenReasons says why the nodes are Frozen: "node a: its agent is
