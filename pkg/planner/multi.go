@@ -383,9 +383,12 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 }
 
 // freeAccepted returns up to count free devices of node n (by GPU) that
-// the one-device claim c accepts: neither pinned nor reserved, of a
-// profile of the GPU's model, outside a placement the GPU is kept for, not
-// named by a DeviceTaintRule, in GPU order.
+// the one-device claim c accepts and that are of the profile addOnNode
+// would make for it (its best profile on the GPU: the least memory, then
+// the fewest compute slices), so that a request open to several sizes
+// does not take a larger free device another request of the pod needs:
+// neither pinned nor reserved, outside a placement the GPU is kept for,
+// not named by a DeviceTaintRule, in GPU order.
 func (p *planner) freeAccepted(ctx context.Context, c *resourceapi.ResourceClaim, n *nodeState, count int) (map[*gpuState]mig.Layout, error) {
 	out := map[*gpuState]mig.Layout{}
 	for _, g := range n.gpus {
@@ -395,7 +398,25 @@ func (p *planner) freeAccepted(ctx context.Context, c *resourceapi.ResourceClaim
 		if g.g.Changing {
 			continue // its devices are the change's: serveComing plans them
 		}
+		// Judged on the GPU itself where the claim reads a per-GPU
+		// attribute, on its kind's stand-in otherwise (as addOnNode).
+		var ps []string
+		var err error
+		if p.match.perGPU(c) {
+			ps, err = p.match.gpuProfiles(ctx, c, g.g.Info)
+		} else {
+			ps, err = p.match.singleProfiles(ctx, c, g.kindInfo)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(ps) == 0 {
+			continue
+		}
 		for _, d := range g.free() {
+			if d.Profile != ps[0] {
+				continue
+			}
 			if count == 0 {
 				break
 			}

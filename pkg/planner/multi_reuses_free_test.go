@@ -46,3 +46,30 @@ func TestMultiDevicePodReusesFreeDevices(t *testing.T) {
 		})
 	}
 }
+
+// A request open to any MIG device does not take a free 7g.80gb that
+// another request of the pod asks for by profile: whatever the claims'
+// order, the 7g.80gb request gets the free one and a 1g.10gb is made for
+// the other (one compute slice, not a second whole GPU).
+func TestMultiDevicePodReusesFreeDevicesWhateverTheOrder(t *testing.T) {
+	want := trace{
+		Changes: []string{"n0/1: (empty) -> 1g.10gb@6 serves default/p"},
+		Served:  []string{"default/p -> n0 gpu-0-mig-7g80gb-0-0, gpu-1-mig-1g10gb-19-6 after change"},
+	}
+	for name, anyFirst := range map[string]bool{"7g.80gb first": false, "any MIG device first": true} {
+		t.Run(name, func(t *testing.T) {
+			nodes := []Node{node("n0").policy(Policy{MaxGPUsPerNode: 2}).gpu("A100-SXM4-80GB", "7g.80gb@0", "").gpu("A100-SXM4-80GB", "", "").build()}
+			b := pod("p", 1)
+			if anyFirst {
+				b = b.claim("", 1).claim(profileIs("7g.80gb"), 1)
+			} else {
+				b = b.claim(profileIs("7g.80gb"), 1).claim("", 1)
+			}
+			p := b.build()
+			p.Claims[1].Name = "p-second"
+			if diff := cmp.Diff(want, planTrace(t, nodes, []Pod{p}), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

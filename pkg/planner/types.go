@@ -70,8 +70,9 @@ type GPU struct {
 	// differs from actual): the planner leaves the GPU alone.
 	Changing bool
 	// Retrying, with Changing, is true while that change has failed and
-	// the agent retries it (an NVML error), or is blocked and cancelled by
-	// the caller along with this plan (a device it destroys is in use):
+	// the agent retries it (an NVML error), or is blocked (a device it
+	// destroys is in use), which the caller cancels along with this plan
+	// unless the change turns MIG off (that one waits for the device):
 	// the planner still leaves the GPU alone, but it does not count toward
 	// the limits on GPUs changing at once (Policy.MaxGPUsPerNode,
 	// Snapshot.GroupMaxGPUs), so a GPU that fails for good, or waits on a
