@@ -237,7 +237,8 @@ type AutoPolicy struct {
 	// GPU counts from when its change is written until the agent reports
 	// it Ready, except while the change is retried after an NVML error, or
 	// is blocked by a device in use (the planner cancels it, unless it
-	// turns MIG off, which waits for the device; on a node it
+	// turns MIG off: that one waits for the device and goes ahead once it
+	// is released, maybe beside a change planned meanwhile; on a node it
 	// leaves alone, its agent lost, another MigLayout selecting it too or a
 	// DeviceTaintRule taking all its devices, it still counts), or is a MIG
 	// mode change (written in Static mode) waiting for a GPU reset: each of

@@ -276,19 +276,18 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		added, missed = map[*gpuState]bool{}, map[int]bool{}
 		usedApart := map[*gpuState]bool{}
 		reused := map[*gpuState]mig.Layout{}
-		complete := true
-		i := 0
+		// counts are the devices to add per request: all of them, less
+		// (with reuse) the free devices it takes, held (in fixed) so
+		// that no later request takes them and no addition destroys
+		// them. A reuse attempt that takes none is the plain one: not
+		// run twice.
+		var counts []int
 		for _, c := range pod.Claims {
 			for _, r := range c.Spec.Devices.Requests {
-				one, count := perDeviceChoice(c, r, choice[i])
-				var skip map[*gpuState]bool
-				if apart && apartRequests[i] {
-					skip = usedApart
-				}
+				one, count := perDeviceChoice(c, r, choice[len(counts)])
 				if reuse {
 					taken, err := p.freeAccepted(ctx, one, n, count)
 					if err != nil {
-						p.releaseTentative(n, podKey(pod.Pod))
 						unhold(reused)
 						restore()
 						return added, missed, false, err
@@ -299,7 +298,22 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 						count -= len(ds)
 					}
 				}
-				for range count {
+				counts = append(counts, count)
+			}
+		}
+		if reuse && len(reused) == 0 {
+			return added, missed, false, nil
+		}
+		complete := true
+		i := 0
+		for _, c := range pod.Claims {
+			for _, r := range c.Spec.Devices.Requests {
+				one, _ := perDeviceChoice(c, r, choice[i])
+				var skip map[*gpuState]bool
+				if apart && apartRequests[i] {
+					skip = usedApart
+				}
+				for range counts[i] {
 					g := p.addOnNode(ctx, one, n, podKey(pod.Pod), only, skip)
 					if g == nil {
 						missed[i] = true
