@@ -398,8 +398,9 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 
 // freeAccepted returns up to count free devices of node n (by GPU) that
 // the one-device claim c accepts and that are of the profile addOnNode
-// would make for it (its best profile on the GPU: the least memory, then
-// the fewest compute slices), so that a request open to several sizes
+// would make for it (its best profile on the GPU that the policy allows:
+// the least memory, then the fewest compute slices) or of its best
+// profile, so that a request open to several sizes
 // does not take a larger free device another request of the pod needs:
 // neither pinned nor reserved, outside a placement the GPU is kept for,
 // not named by a DeviceTaintRule, in GPU order.
@@ -409,8 +410,9 @@ func (p *planner) freeAccepted(ctx context.Context, c *resourceapi.ResourceClaim
 		if count == 0 {
 			break
 		}
-		if g.g.Changing {
-			continue // its devices are the change's: serveComing plans them
+		free := g.free()
+		if g.g.Changing || len(free) == 0 {
+			continue // a change's devices: serveComing plans them
 		}
 		// Judged on the GPU itself where the claim reads a per-GPU
 		// attribute, on its kind's stand-in otherwise (as addOnNode).
@@ -424,11 +426,15 @@ func (p *planner) freeAccepted(ctx context.Context, c *resourceapi.ResourceClaim
 		if err != nil {
 			return nil, err
 		}
+		// The profile addOnNode makes is the best the policy allows; a
+		// free device of the best one (made before the policy changed),
+		// no larger, is taken too, as kube-scheduler would give it.
+		made := slices.IndexFunc(ps, n.allows)
 		if len(ps) == 0 {
 			continue
 		}
-		for _, d := range g.free() {
-			if d.Profile != ps[0] {
+		for _, d := range free {
+			if d.Profile != ps[0] && (made < 0 || d.Profile != ps[made]) {
 				continue
 			}
 			if count == 0 {

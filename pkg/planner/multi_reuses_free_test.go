@@ -73,3 +73,21 @@ func TestMultiDevicePodReusesFreeDevicesWhateverTheOrder(t *testing.T) {
 		})
 	}
 }
+
+// Where the policy leaves a request's best profile out, the request reuses
+// a free device of the profile that would be made for it instead: a
+// 1g.10gb-or-2g.20gb request beside a 7g.80gb one, under allowedProfiles
+// 2g.20gb and 7g.80gb, takes the free 2g.20gb and changes one GPU.
+func TestMultiDevicePodReusesFreeDevicesOfTheAllowedProfile(t *testing.T) {
+	nodes := []Node{node("n0").policy(Policy{AllowedProfiles: []string{"2g.20gb", "7g.80gb"}}).
+		gpu("A100-SXM4-80GB", "2g.20gb@4", "").gpu("A100-SXM4-80GB", "", "").build()}
+	p := pod("p", 1).claim("device.attributes['mig.miglayout.io'].profile in ['1g.10gb', '2g.20gb']", 1).claim(profileIs("7g.80gb"), 1).build()
+	p.Claims[1].Name = "p-second"
+	want := trace{
+		Changes: []string{"n0/1: (empty) -> 7g.80gb@0 serves default/p"},
+		Served:  []string{"default/p -> n0 gpu-0-mig-2g20gb-14-4, gpu-1-mig-7g80gb-0-0 after change"},
+	}
+	if diff := cmp.Diff(want, planTrace(t, nodes, []Pod{p}), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
