@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
 )
 
 // scaleSnapshot is the planning benchmark's input: nodes × 8 GPUs, mixed
@@ -124,6 +126,31 @@ func BenchmarkPlanLostZone(b *testing.B) {
 	for i := range 500 {
 		snap.Pending = append(snap.Pending, pod(fmt.Sprintf("huge-%03d", i), 1).
 			claim("device.attributes['mig.miglayout.io'].memory >= 200000", 1).build())
+	}
+	benchPlan(b, snap)
+}
+
+// BenchmarkPlanBesideHeldDevicesNotPlanned is BenchmarkPlanBusy with a GPU
+// of MIG mode off on every node (published whole, a device the plan does
+// not make) that a claim holds, and 200 more claims of a class that admits
+// MIG devices and whole GPUs alike, judged against those devices first
+// (serveOnOthers, which runs no allocator on a node whose admitted devices
+// are all held): compare with BenchmarkPlanBusy.
+func BenchmarkPlanBesideHeldDevicesNotPlanned(b *testing.B) {
+	snap := busySnapshot(1000, 5000, 1)
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		s := unplannedWholeGPU()
+		s.Name, s.Spec.NodeName, s.Spec.Pool.Name = n.Node.Name+"/unplanned", ptr.To(n.Node.Name), n.Node.Name+"/unplanned"
+		n.OtherSlices = []*resourceapi.ResourceSlice{s}
+		snap.OtherHeld.Devices = append(snap.OtherHeld.Devices, structured.MakeDeviceID(driver, s.Spec.Pool.Name, "gpu-1"))
+	}
+	snap.Classes = append(snap.Classes, anyDeviceOfTheDriverClass())
+	for i := range 200 {
+		p := anyClassPod(fmt.Sprintf("any-%03d", i))
+		p.Claims[0].Spec.Devices.Requests[0].Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: "device.attributes['mig.miglayout.io'].type == 'gpu' || " + profileIs("3g.40gb")}}}
+		snap.Pending = append(snap.Pending, p)
 	}
 	benchPlan(b, snap)
 }

@@ -78,6 +78,12 @@ type planner struct {
 	// otherPlanned what pods served by this plan count on (no later pod
 	// of the plan gets a device, or a share's capacity, they take).
 	otherHeld, otherPlanned otherTotal
+	// othersAdmitting caches othersAdmit by claim shape, othersVerdicts
+	// its verdicts by claim shape and device signature, deviceSigs
+	// deviceSignature by device.
+	othersAdmitting map[string]map[*nodeState][]admitted
+	othersVerdicts  map[string]bool
+	deviceSigs      map[*resourceapi.Device]string
 	// fitsFree caches fitsWhenFree by kind of node and pod; nodeKinds
 	// numbers the kinds of node (nodeState.kind); classesNameGPU whether a
 	// DeviceClass may select one GPU (nil: not looked at yet).
@@ -131,7 +137,7 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	p := &planner{nested: nested, snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{},
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
-		otherPlanned: newOtherTotal(), groups: map[string]*groupCount{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{},
+		otherPlanned: newOtherTotal(), othersAdmitting: map[string]map[*nodeState][]admitted{}, othersVerdicts: map[string]bool{}, deviceSigs: map[*resourceapi.Device]string{}, groups: map[string]*groupCount{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{},
 		podOf: map[string]Pod{}, restOf: map[string]OtherHolds{}, accepts: map[string]map[string][]string{}}
 	p.otherHeld = newOtherTotal()
 	p.otherHeld.add(snap.OtherHeld)
@@ -717,6 +723,11 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 		}
 	}
 	if singleDevice(pod) {
+		// A free device the plan does not make serves it first, where
+		// its class admits one (kube-scheduler gives it one now).
+		if served, err := p.serveOnOthers(ctx, pod, feasibleNodes); err != nil || served {
+			return err
+		}
 		// A claim that reads a per-GPU attribute is judged on each
 		// GPU's own devices.
 		if p.match.perGPU(pod.Claims[0]) {
