@@ -4,19 +4,106 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
 
+// serveSingleBesideOthers serves pod, a pod of one device, where its
+// claim's class also admits devices the plan does not make
+// (Node.OtherSlices: another driver's, or one of miglayout's GPUs with MIG
+// off, published whole) on a node of nodes (othersAdmit): with a free one
+// where kube-scheduler would give it one now and no free MIG device of a
+// node serves it (freeMIGServes: a MIG device is left for the pod rather
+// than a whole GPU another pod may need), so that no GPU is repartitioned
+// for a pod a device already there serves (serveOnOthers); else as any pod
+// of one device (servePinned, serveSingle). A pod those find no profile for
+// waits for an admitted device claims hold (NoRoom), rather than being
+// told nothing can serve it. It reports false where the class admits no
+// such device: the caller plans the pod.
+func (p *planner) serveSingleBesideOthers(ctx context.Context, pod Pod, nodes []*nodeState) (bool, error) {
+	admit, err := p.othersAdmit(ctx, pod.Claims[0])
+	if err != nil {
+		return false, err
+	}
+	if !slices.ContainsFunc(nodes, func(n *nodeState) bool { return len(admit[n]) > 0 }) {
+		return false, nil
+	}
+	// The free MIG devices are looked for only where an admitted device
+	// may be free.
+	if slices.ContainsFunc(nodes, func(n *nodeState) bool { return p.anyFree(admit[n]) }) {
+		free, err := p.freeMIGServes(ctx, pod.Claims[0], nodes)
+		if err != nil {
+			return false, err
+		}
+		if !free {
+			served, err := p.serveOnOthers(ctx, pod, nodes, admit)
+			if err != nil || served {
+				return true, err
+			}
+		}
+	}
+	if p.match.perGPU(pod.Claims[0]) {
+		err = p.servePinned(ctx, pod, nodes)
+	} else {
+		err = p.serveSingle(ctx, pod, nodes)
+	}
+	key := podKey(pod.Pod)
+	if why, ok := p.result.Unservable[key]; ok && strings.HasPrefix(why, noProfile) {
+		p.result.Unservable[key] = NoRoom
+	}
+	return true, err
+}
+
+// freeMIGServes reports whether a free MIG device that exists (on a GPU
+// no change is in flight on) of a node of nodes satisfies the one-device
+// claim c: one of a profile the claim accepts on the GPU's kind (on the
+// GPU itself, where the claim reads a per-GPU attribute).
+func (p *planner) freeMIGServes(ctx context.Context, c *resourceapi.ResourceClaim, nodes []*nodeState) (bool, error) {
+	perGPU := p.match.perGPU(c)
+	accepted := map[string]sets.Set[string]{} // by kind of GPU
+	for _, n := range nodes {
+		for _, g := range n.gpus {
+			if g.g.Changing {
+				continue
+			}
+			profiles, ok := accepted[g.kindInfo.key]
+			if !ok && !perGPU {
+				ps, err := p.match.singleProfiles(ctx, c, g.kindInfo)
+				if err != nil {
+					return false, err
+				}
+				profiles = sets.New(ps...)
+				accepted[g.kindInfo.key] = profiles
+			}
+			for _, d := range g.layout {
+				if g.fixed.Contains(d) || !g.catalogued(d) || g.blocks(d) || g.g.Tainted.Contains(d) || g.shared.Contains(d) {
+					continue
+				}
+				if !perGPU {
+					if profiles.Has(d.Profile) {
+						return true, nil
+					}
+					continue
+				}
+				fits, err := p.match.deviceFits(ctx, c, g.g.Info, d)
+				if err != nil || fits {
+					return fits, err
+				}
+			}
+		}
+	}
+	return false, nil
+}
+
 // serveOnOthers serves pod, a pod of one device, with a free device the
-// plan does not make (Node.OtherSlices: another driver's, or one of
-// miglayout's GPUs with MIG off, published whole) where its claim's class
-// admits one and kube-scheduler would give it one now, so that no GPU is
-// repartitioned for a pod a device already there serves. It tries, in
-// order, the nodes of nodes whose other devices the claim admits by their
-// selectors alone (othersAdmit): on each, the allocator with the node's
+// plan does not make where kube-scheduler would give it one now. It tries,
+// in order, the nodes of nodes whose other devices the claim admits by
+// their selectors alone (admit, othersAdmit's): on each, the allocator with the node's
 // devices as planned so far and the other devices with what claims hold and
 // this plan counts on of them; the pod is served there where the
 // allocation takes another device and the scheduler-order replay agrees
@@ -25,11 +112,7 @@ import (
 // reports false, with nothing planned, otherwise; an
 // allocation that takes a free MIG device is left to serveSingle, which
 // plans the same.
-func (p *planner) serveOnOthers(ctx context.Context, pod Pod, nodes []*nodeState) (bool, error) {
-	admit, err := p.othersAdmit(ctx, pod.Claims[0])
-	if err != nil || len(admit) == 0 {
-		return false, err
-	}
+func (p *planner) serveOnOthers(ctx context.Context, pod Pod, nodes []*nodeState, admit map[*nodeState][]admitted) (bool, error) {
 	for _, n := range nodes {
 		if !p.anyFree(admit[n]) {
 			continue

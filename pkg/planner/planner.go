@@ -723,9 +723,9 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 		}
 	}
 	if singleDevice(pod) {
-		// A free device the plan does not make serves it first, where
-		// its class admits one (kube-scheduler gives it one now).
-		if served, err := p.serveOnOthers(ctx, pod, feasibleNodes); err != nil || served {
+		// Where its class also admits devices the plan does not make,
+		// a free one may serve it.
+		if done, err := p.serveSingleBesideOthers(ctx, pod, feasibleNodes); err != nil || done {
 			return err
 		}
 		// A claim that reads a per-GPU attribute is judged on each

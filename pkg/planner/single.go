@@ -44,7 +44,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		}
 		slices.Sort(names)
 		names = slices.Compact(names) // variants of one model (Model.Key)
-		p.result.Unservable[key] = fmt.Sprintf("no profile of the Auto nodes' GPU models (%s) satisfies claim %s", strings.Join(names, ", "), pod.Claims[0].Name)
+		p.result.Unservable[key] = fmt.Sprintf("%s (%s) satisfies claim %s", noProfile, strings.Join(names, ", "), pod.Claims[0].Name)
 		return nil
 	}
 
@@ -252,6 +252,10 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 // sameWayNodes bounds the other nodes a class's way to serve a pod is
 // tried on once the scheduler replay refuses it (each try replays a node).
 const sameWayNodes = 8
+
+// noProfile starts the reason of a pod of one device no profile of the
+// Auto nodes' GPU models satisfies (serveSingle).
+const noProfile = "no profile of the Auto nodes' GPU models"
 
 // nextInClass returns the first GPU of class c after g on a node usable
 // accepts (one that may change, for a way that changes it), nil if none.

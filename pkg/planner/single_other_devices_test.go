@@ -105,3 +105,38 @@ func TestSinglePodKeepsItsPlacementBesideAHeldDeviceNotPlanned(t *testing.T) {
 		})
 	}
 }
+
+// A free MIG device that exists serves a pod whose class also admits a
+// whole GPU, even on an earlier node than the free whole GPU, which is then
+// left for a pod that asks for a whole GPU.
+func TestSinglePodTakesAFreeMIGDeviceBeforeAWholeGPU(t *testing.T) {
+	n0 := node("n0").gpu("A100-SXM4-80GB", "1g.10gb@6", "").build()
+	n1 := node("n1").gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").build()
+	n1.OtherSlices = []*resourceapi.ResourceSlice{unplannedWholeGPU()}
+	got, err := Plan(context.Background(), Snapshot{Driver: driver, Nodes: []Node{n0, n1}, Now: t0,
+		Pending: []Pod{anyClassPod("a"), withWholeGPU(pod("b", 0)).build()},
+		Classes: []*resourceapi.DeviceClass{migClass(), anyDeviceOfTheDriverClass(), wholeGPUClass()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := trace{Served: []string{"default/a -> n0 gpu-0-mig-1g10gb-19-6", "default/b -> n1 "}}
+	if diff := cmp.Diff(want, toTrace(got), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// A pod of one whole GPU, whose only admitted device a claim holds, waits
+// for it (NoRoom), rather than being told nothing can serve it.
+func TestSinglePodOfAHeldWholeGPUWaits(t *testing.T) {
+	n1 := node("n1").gpu("A100-SXM4-80GB", "", "").build()
+	n1.OtherSlices = []*resourceapi.ResourceSlice{unplannedWholeGPU()}
+	held := OtherHolds{Devices: []structured.DeviceID{structured.MakeDeviceID(driver, "n1/unplanned", "gpu-1")}}
+	got, err := Plan(context.Background(), Snapshot{Driver: driver, Nodes: []Node{n1}, OtherHeld: held, Now: t0,
+		Pending: []Pod{withWholeGPU(pod("b", 0)).build()}, Classes: []*resourceapi.DeviceClass{migClass(), wholeGPUClass()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(trace{Unservable: map[string]string{"default/b": NoRoom}}, toTrace(got), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
