@@ -98,6 +98,10 @@ type NodeReconciler struct {
 	toldUnlistedUID types.UID
 	// passStart is when the pass in progress started; zero between passes.
 	passStart time.Time
+	// written is the status this agent last wrote, on the NodeMigLayout
+	// of UID writtenUID (latestStatus).
+	written    *v1alpha1.NodeMigLayoutStatus
+	writtenUID types.UID
 	// AllowDevicePlugin turns off the check for NVIDIA's device plugin
 	// (checkNode): the node's GPUs are published and changed whatever
 	// extended resources its kubelet advertises.
@@ -280,6 +284,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading NodeMigLayout %s: %w", r.NodeName, err)
 	}
+	r.latestStatus(&nml)
 	var shown []int  // GPUs whose status this pass showed in flight
 	var hidden []int // retries of Blocked or Failed GPUs whose drain it did not show
 	// The journal as the last pass left it (this pass records its own
@@ -648,8 +653,34 @@ func (r *NodeReconciler) writeStatus(ctx context.Context, spec actedOn, res *Syn
 			return nil // as written already: no request (a resync of a steady node)
 		}
 		nml.Status = st
-		return r.Client.Status().Update(ctx, &nml)
+		if err := r.Client.Status().Update(ctx, &nml); err != nil {
+			return err
+		}
+		r.wrote(&nml)
+		return nil
 	})
+}
+
+// wrote records nml's status as the one this agent last wrote.
+func (r *NodeReconciler) wrote(nml *v1alpha1.NodeMigLayout) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.written, r.writtenUID = nml.Status.DeepCopy(), nml.UID
+}
+
+// latestStatus sets nml's status (as read from the cache) to the one this
+// agent last wrote on it, where it wrote one: the agent alone writes it, so
+// that one is the latest, which a pass following a write by tens of
+// milliseconds (a claim prepared meanwhile) may not find in the cache yet.
+// Read from the cache, the phases a pass compares its outcome with (to tell
+// a GPU repartitioned or blocked once) would be those before the write, and
+// the events of the last pass told again.
+func (r *NodeReconciler) latestStatus(nml *v1alpha1.NodeMigLayout) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.written != nil && r.writtenUID == nml.UID {
+		nml.Status = *r.written.DeepCopy()
+	}
 }
 
 // statusReader returns the read of one status write: the node's
@@ -703,7 +734,11 @@ func (r *NodeReconciler) patchGPUPhase(ctx context.Context, spec actedOn, idx in
 		if res.Phase != v1alpha1.PhaseReady {
 			meta.SetStatusCondition(&nml.Status.Conditions, notReadyCondition(nml.Status.GPUs, nil, spec.generation))
 		}
-		return r.Client.Status().Update(ctx, &nml)
+		if err := r.Client.Status().Update(ctx, &nml); err != nil {
+			return err
+		}
+		r.wrote(&nml)
+		return nil
 	})
 }
 
