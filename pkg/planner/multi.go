@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -106,13 +107,22 @@ func (p *planner) fitsWhenFreeWithin(ctx context.Context, pod Pod, nodes []*node
 // fitsFreeOn is fitsWhenFree, within the policy's limits on GPUs changed at
 // once where limited is set.
 func (p *planner) fitsFreeOn(ctx context.Context, pod Pod, nodes []*nodeState, limited bool) (bool, error) {
+	fits, _, err := p.fitsFreeWhy(ctx, pod, nodes, limited)
+	return fits, err
+}
+
+// fitsFreeWhy is fitsFreeOn with, where no node fits, the reason the plan
+// of the pod alone on the first node (with every GPU free) gave: why no
+// node could ever serve it ("no room" from a pod of several devices).
+func (p *planner) fitsFreeWhy(ctx context.Context, pod Pod, nodes []*nodeState, limited bool) (bool, string, error) {
+	why := ""
 	specs := make([]resourceapi.ResourceClaimSpec, len(pod.Claims))
 	for i, c := range pod.Claims {
 		specs[i] = c.Spec
 	}
 	podKind, err := json.Marshal(specs)
 	if err != nil {
-		return false, fmt.Errorf("encoding the pod's claims: %w", err)
+		return false, "", fmt.Errorf("encoding the pod's claims: %w", err)
 	}
 	if p.classesNameGPU == nil {
 		names := false
@@ -132,7 +142,7 @@ func (p *planner) fitsFreeOn(ctx context.Context, pod Pod, nodes []*nodeState, l
 				info.UUID, info.PCIBusID = "", ""
 				attrs, err := json.Marshal(info)
 				if err != nil {
-					return false, fmt.Errorf("encoding GPU %d of node %s: %w", info.Index, n.n.Node.Name, err)
+					return false, "", fmt.Errorf("encoding GPU %d of node %s: %w", info.Index, n.n.Node.Name, err)
 				}
 				kind += "|" + g.model.Key() + string(attrs)
 			}
@@ -168,19 +178,21 @@ func (p *planner) fitsFreeOn(ctx context.Context, pod Pod, nodes []*nodeState, l
 			}
 			pl, err := newPlanner(ctx, Snapshot{Driver: p.snap.Driver, Nodes: []Node{free}, Pending: []Pod{pod}, Classes: p.snap.Classes, GroupMaxGPUs: groupMax}, true)
 			if err != nil {
-				return false, err
+				return false, "", err
 			}
 			fits = len(pl.p.result.Served) > 0
 			if p.fitsFree == nil {
-				p.fitsFree = map[fitsKey]bool{}
+				p.fitsFree, p.fitsFreeReason = map[fitsKey]bool{}, map[fitsKey]string{}
 			}
 			p.fitsFree[key] = fits
+			p.fitsFreeReason[key] = pl.p.result.Unservable[podKey(pod.Pod)]
 		}
 		if fits {
-			return true, nil
+			return true, "", nil
 		}
+		why = cmp.Or(why, p.fitsFreeReason[key])
 	}
-	return false, nil
+	return false, why, nil
 }
 
 // fitsKey is what fitsWhenFree's verdict depends on: the kind of node

@@ -87,7 +87,10 @@ type planner struct {
 	// fitsFree caches fitsWhenFree by kind of node and pod; nodeKinds
 	// numbers the kinds of node (nodeState.kind); classesNameGPU whether a
 	// DeviceClass may select one GPU (nil: not looked at yet).
-	fitsFree       map[fitsKey]bool
+	fitsFree map[fitsKey]bool
+	// fitsFreeReason is the reason of each of fitsFree's plans that did
+	// not serve the pod.
+	fitsFreeReason map[fitsKey]string
 	nodeKinds      map[string]int
 	classesNameGPU *bool
 	// nested: this plan is fitsWhenFree's (no fitsWhenFree inside).
@@ -643,22 +646,34 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 	}
 	// A pod that no live node can serve but a frozen one could, were its
 	// GPUs free, waits for that node's agent rather than being told it
-	// cannot be served.
+	// cannot be served. Where every node is frozen, one no node could
+	// serve even then is told why, not only that the nodes cannot be
+	// changed now (resuming them would not serve it).
 	if why, ok := p.result.Unservable[key]; ok && why != NoRoom {
 		frozen := p.frozenNodes(pod)
 		if len(frozen) == 0 {
 			return nil
 		}
-		fits, err := p.fitsWhenFree(ctx, pod, frozen)
+		fits, never, err := p.fitsFreeWhy(ctx, pod, frozen, false)
 		if err != nil {
 			return fmt.Errorf("planning pod %s: %w", key, err)
 		}
-		if fits {
+		switch {
+		case fits:
 			p.result.Unservable[key] = WaitsForLostNode
+		case strings.HasPrefix(why, noNodeChangeable):
+			if never == "" || never == "no room" {
+				never = "no Auto-mode node can hold all of the pod's claims at once, even with every GPU free"
+			}
+			p.result.Unservable[key] = never + " (nor can any Auto-mode node be changed now: " + frozenReasons(p.nodes) + ")"
 		}
 	}
 	return nil
 }
+
+// noNodeChangeable starts the reason of a pod no Auto-mode node can be
+// changed for now: every one is Frozen.
+const noNodeChangeable = "no Auto-mode node can be changed now"
 
 // keepNominatedRoom counts, on the node a preemption nominated the pod to
 // (status.nominatedNodeName), the resources the pod requests, where the
@@ -686,7 +701,7 @@ func (p *planner) serveOnLive(ctx context.Context, pod Pod) error {
 	if len(feasibleNodes) == 0 {
 		p.result.Unservable[key] = "no Auto-mode node matches the pod's node selector, affinity and tolerations and has the resources it requests allocatable at all (and matches the node selectors of its claims allocated already)"
 		if !slices.ContainsFunc(p.nodes, func(n *nodeState) bool { return !n.n.Frozen }) {
-			p.result.Unservable[key] = "no Auto-mode node can be changed now: " + frozenReasons(p.nodes)
+			p.result.Unservable[key] = noNodeChangeable + ": " + frozenReasons(p.nodes)
 		} else if len(pod.Declined) > 0 {
 			undeclined := pod
 			undeclined.Declined = nil

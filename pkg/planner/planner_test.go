@@ -552,13 +552,15 @@ func TestPlan(t *testing.T) {
 				Unservable: map[string]string{"default/small": NoRoom},
 			},
 		},
-		"every Auto node frozen: a pod they could serve waits for them, one they never could is told why each is": {
+		"every Auto node frozen: a pod they could serve waits for them, one they never could is told why, and why each is": {
 			nodes: []Node{node("lost").frozen().gpu("A100-SXM4-80GB", "7g.80gb@0", "").build(),
 				node("shared").frozenBy("another MigLayout selects it too").gpu("A100-SXM4-80GB", "7g.80gb@0", "7g.80gb@0").build()},
 			pods: []Pod{pod("a", 1).claim(profileIs("7g.80gb"), 1).build(),
-				pod("huge", 1).claim("device.attributes['mig.miglayout.io'].memory >= 200000", 1).build()},
+				pod("huge", 1).claim("device.attributes['mig.miglayout.io'].memory >= 200000", 1).build(),
+				pod("pair", 1).claim(profileIs("7g.80gb"), 3).build()},
 			want: trace{Unservable: map[string]string{"default/a": WaitsForLostNode,
-				"default/huge": "no Auto-mode node can be changed now: node lost: its MigLayout is paused, its agent is lost, another MigLayout selects it too, or a DeviceTaintRule takes all its devices out of scheduling; node shared: another MigLayout selects it too"}},
+				"default/pair": "no Auto-mode node can hold all of the pod's claims at once, even with every GPU free (nor can any Auto-mode node be changed now: node lost: its MigLayout is paused, its agent is lost, another MigLayout selects it too, or a DeviceTaintRule takes all its devices out of scheduling; node shared: another MigLayout selects it too)",
+				"default/huge": "no profile of the Auto nodes' GPU models (A100-SXM4-80GB) satisfies claim huge-gpu (nor can any Auto-mode node be changed now: node lost: its MigLayout is paused, its agent is lost, another MigLayout selects it too, or a DeviceTaintRule takes all its devices out of scheduling; node shared: another MigLayout selects it too)"}},
 		},
 		"a pod only a frozen node could serve waits for it, whatever keeps the live ones from serving it": {
 			nodes: []Node{
