@@ -166,7 +166,8 @@ func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncRe
 	if notReady {
 		ready = notReadyCondition(st.GPUs, extra, generation)
 	}
-	deg := metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoProblems, ObservedGeneration: generation}
+	deg := metav1.Condition{Type: v1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoProblems,
+		Message: "no GPU is blocked or failed", ObservedGeneration: generation}
 	if len(degraded) > 0 {
 		deg.Status, deg.Reason = metav1.ConditionTrue, degradedReason(st.GPUs)
 		if deg.Reason == v1alpha1.ReasonNoProblems {

@@ -201,3 +201,13 @@ func TestInFlightRowObservesTheSpecActedOn(t *testing.T) {
 		t.Errorf("Ready %+v, want observedGeneration 2 (the spec acted on)", ready)
 	}
 }
+
+// TestNotDegradedSaysSo: a node with no GPU blocked or failed has its
+// Degraded condition False with a message saying so, as the MigLayout's.
+func TestNotDegradedSaysSo(t *testing.T) {
+	st := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 1, readyNode(2), metav1.Now())
+	deg := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDegraded)
+	if deg == nil || deg.Status != metav1.ConditionFalse || deg.Reason != v1alpha1.ReasonNoProblems || deg.Message != "no GPU is blocked or failed" {
+		t.Errorf("Degraded %+v, want False, NoProblems, saying no GPU is blocked or failed", deg)
+	}
+}

@@ -184,8 +184,10 @@ func evaluateReport(node string, nml *v1alpha1.NodeMigLayout, problems []Problem
 	// spec keeps an entry (DesiredGPUs: the layout it holds, or a change
 	// its agent has begun, carried out), that entry's row says so.
 	changingProblem := false
+	for _, g := range groupProblems(problems) {
+		issues = append(issues, g.reason+": "+g.text())
+	}
 	for _, p := range problems {
-		issues = append(issues, fmt.Sprintf("%s: %s", p.Reason, p.Message))
 		if i := slices.IndexFunc(st.Row.GPUs, func(r v1alpha1.GPURow) bool { return r.Index == p.GPU }); i >= 0 {
 			r := &st.Row.GPUs[i]
 			changingProblem = changingProblem || r.Phase == v1alpha1.PhaseDraining || r.Phase == v1alpha1.PhaseRepartitioning

@@ -103,6 +103,25 @@ func TestEvaluateNode(t *testing.T) {
 					},
 				}},
 		},
+		"a rule that failed alike on two GPUs is told once in the row": {
+			nml: nodeMigLayout("n").status(a100(0).layout("1g.10gb@0"), a100(1).layout("7g.80gb@0")).build(),
+			problems: []Problem{
+				{GPU: 0, Product: "NVIDIA A100-SXM4-80GB", Reason: v1alpha1.ReasonInvalidLayout, Message: "gpu 0 (NVIDIA A100-SXM4-80GB), rule \"r\": too many"},
+				{GPU: 1, Product: "NVIDIA A100-SXM4-80GB", Reason: v1alpha1.ReasonInvalidLayout, Message: "gpu 1 (NVIDIA A100-SXM4-80GB), rule \"r\": too many"},
+			},
+			want: NodeState{Reporting: true, Failed: true,
+				Problems: []Problem{
+					{GPU: 0, Product: "NVIDIA A100-SXM4-80GB", Reason: v1alpha1.ReasonInvalidLayout, Message: "gpu 0 (NVIDIA A100-SXM4-80GB), rule \"r\": too many"},
+					{GPU: 1, Product: "NVIDIA A100-SXM4-80GB", Reason: v1alpha1.ReasonInvalidLayout, Message: "gpu 1 (NVIDIA A100-SXM4-80GB), rule \"r\": too many"},
+				},
+				Row: v1alpha1.NodeRow{
+					Node: "n", Phase: v1alpha1.PhaseFailed, Message: "InvalidLayout: gpus 0, 1 (NVIDIA A100-SXM4-80GB), rule \"r\": too many",
+					GPUs: []v1alpha1.GPURow{
+						{Index: 0, Product: "NVIDIA A100-SXM4-80GB", Desired: "1g.10gb@0", Actual: "1g.10gb@0", Phase: v1alpha1.PhaseFailed},
+						{Index: 1, Product: "NVIDIA A100-SXM4-80GB", Desired: "7g.80gb@0", Actual: "7g.80gb@0", Phase: v1alpha1.PhaseFailed},
+					},
+				}},
+		},
 		"a lost agent: Unknown, neither Ready nor Progressing, GPUs as last reported": {
 			nml:   nodeMigLayout("n").spec(halves).status(a100(0).layout("3g.40gb@0,3g.40gb@4")).build(),
 			agent: AgentHealth{Lost: true, Message: "no heartbeat"},

@@ -165,25 +165,12 @@ func degradedCondition(obs Observation, cond condFunc) metav1.Condition {
 	gpuProblems := 0
 	for _, n := range obs.Nodes {
 		// One rule failing alike on several GPUs of the node is told once.
-		var whys []string
-		gpus := map[string][]string{}
-		reasons := map[string]string{}
 		for _, p := range n.Problems {
 			gpuProblems++
-			why := strings.TrimPrefix(p.Message, fmt.Sprintf("gpu %d ", p.GPU))
-			if _, ok := gpus[why]; !ok {
-				whys = append(whys, why)
-				reasons[why] = p.Reason
-			}
 			seen[p.Reason] = true
-			gpus[why] = append(gpus[why], fmt.Sprint(p.GPU))
 		}
-		for _, why := range whys {
-			if len(gpus[why]) == 1 && why != "" {
-				add(reasons[why], fmt.Sprintf("node %s gpu %s %s", n.Row.Node, gpus[why][0], why))
-				continue
-			}
-			add(reasons[why], fmt.Sprintf("node %s gpus %s %s", n.Row.Node, strings.Join(gpus[why], ", "), why))
+		for _, g := range groupProblems(n.Problems) {
+			add(g.reason, "node "+n.Row.Node+" "+g.text())
 		}
 		for _, g := range n.Stuck {
 			gpuProblems++

@@ -29,6 +29,39 @@ type Problem struct {
 	Message string
 }
 
+// problemGroup is the problems of GPUs of one node alike but for the GPU:
+// one message less its "gpu N " start (why), told under the first one's
+// reason (msg: its whole message).
+type problemGroup struct {
+	reason, why, msg string
+	gpus             []string
+}
+
+// groupProblems groups ps (of one node) alike but for the GPU, in the
+// order of their first problem: one rule failing alike on several GPUs is
+// told once.
+func groupProblems(ps []Problem) []problemGroup {
+	var out []problemGroup
+	for _, p := range ps {
+		why := strings.TrimPrefix(p.Message, fmt.Sprintf("gpu %d ", p.GPU))
+		i := slices.IndexFunc(out, func(g problemGroup) bool { return g.why == why })
+		if i < 0 {
+			out = append(out, problemGroup{reason: p.Reason, why: why, msg: p.Message})
+			i = len(out) - 1
+		}
+		out[i].gpus = append(out[i].gpus, fmt.Sprint(p.GPU))
+	}
+	return out
+}
+
+// text is the message of a group of one problem, else "gpus 0, 1 <why>".
+func (g problemGroup) text() string {
+	if len(g.gpus) == 1 {
+		return g.msg
+	}
+	return "gpus " + strings.Join(g.gpus, ", ") + " " + g.why
+}
+
 // DesiredGPUs computes the desired state of a node's GPUs under Static rules.
 //
 // inventory is what the node agent reported (NodeMigLayout.status.gpus);

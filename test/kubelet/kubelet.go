@@ -463,8 +463,11 @@ func (k *Kubelet) sync(ctx context.Context, key string) (retryAfter time.Duratio
 	k.mu.Lock()
 	st.running = true
 	k.mu.Unlock()
-	k.recorder.Eventf(pod, corev1.EventTypeNormal, EventStarted, "Started on %s (stand-in kubelet; devices %s)",
-		k.cfg.NodeName, strings.Join(st.devices, ","))
+	devices := "no device"
+	if len(st.devices) > 0 {
+		devices = "devices " + strings.Join(st.devices, ",")
+	}
+	k.recorder.Eventf(pod, corev1.EventTypeNormal, EventStarted, "Started on %s (stand-in kubelet; %s)", k.cfg.NodeName, devices)
 	return 0, nil
 }
 
