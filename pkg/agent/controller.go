@@ -99,9 +99,11 @@ type NodeReconciler struct {
 	// passStart is when the pass in progress started; zero between passes.
 	passStart time.Time
 	// written is the status this agent last wrote, on the NodeMigLayout
-	// of UID writtenUID (latestStatus).
-	written    *v1alpha1.NodeMigLayoutStatus
-	writtenUID types.UID
+	// of UID writtenUID; writtenOver the resourceVersions its recent
+	// writes replaced (latestStatus).
+	written     *v1alpha1.NodeMigLayoutStatus
+	writtenUID  types.UID
+	writtenOver []string
 	// AllowDevicePlugin turns off the check for NVIDIA's device plugin
 	// (checkNode): the node's GPUs are published and changed whatever
 	// extended resources its kubelet advertises.
@@ -653,32 +655,46 @@ func (r *NodeReconciler) writeStatus(ctx context.Context, spec actedOn, res *Syn
 			return nil // as written already: no request (a resync of a steady node)
 		}
 		nml.Status = st
+		over := nml.ResourceVersion
 		if err := r.Client.Status().Update(ctx, &nml); err != nil {
 			return err
 		}
-		r.wrote(&nml)
+		r.wrote(&nml, over)
 		return nil
 	})
 }
 
-// wrote records nml's status as the one this agent last wrote.
-func (r *NodeReconciler) wrote(nml *v1alpha1.NodeMigLayout) {
+// wrote records nml's status as the one this agent last wrote, over the
+// object of resourceVersion over.
+func (r *NodeReconciler) wrote(nml *v1alpha1.NodeMigLayout, over string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.writtenUID != nml.UID {
+		r.writtenOver = nil
+	}
 	r.written, r.writtenUID = nml.Status.DeepCopy(), nml.UID
+	r.writtenOver = append(r.writtenOver, over)
+	if len(r.writtenOver) > maxWrittenOver {
+		r.writtenOver = slices.Delete(r.writtenOver, 0, len(r.writtenOver)-maxWrittenOver)
+	}
 }
 
+// maxWrittenOver is how many of the resourceVersions its writes replaced
+// the agent remembers: those of a few passes, as far as a cache lags.
+const maxWrittenOver = 16
+
 // latestStatus sets nml's status (as read from the cache) to the one this
-// agent last wrote on it, where it wrote one: the agent alone writes it, so
-// that one is the latest, which a pass following a write by tens of
-// milliseconds (a claim prepared meanwhile) may not find in the cache yet.
-// Read from the cache, the phases a pass compares its outcome with (to tell
-// a GPU repartitioned or blocked once) would be those before the write, and
-// the events of the last pass told again.
+// agent last wrote, where nml is an object that write replaced: the cache
+// is behind (a pass following a write by tens of milliseconds, a claim
+// prepared meanwhile). Read from the cache, the phases a pass compares its
+// outcome with (to tell a GPU repartitioned or blocked once) would be those
+// before the write, and the events of the last pass told again. Any other
+// object (the write's own, a later one, one a write whose answer was lost
+// made) is taken as read.
 func (r *NodeReconciler) latestStatus(nml *v1alpha1.NodeMigLayout) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.written != nil && r.writtenUID == nml.UID {
+	if r.written != nil && r.writtenUID == nml.UID && slices.Contains(r.writtenOver, nml.ResourceVersion) {
 		nml.Status = *r.written.DeepCopy()
 	}
 }
@@ -734,10 +750,11 @@ func (r *NodeReconciler) patchGPUPhase(ctx context.Context, spec actedOn, idx in
 		if res.Phase != v1alpha1.PhaseReady {
 			meta.SetStatusCondition(&nml.Status.Conditions, notReadyCondition(nml.Status.GPUs, nil, spec.generation))
 		}
+		over := nml.ResourceVersion
 		if err := r.Client.Status().Update(ctx, &nml); err != nil {
 			return err
 		}
-		r.wrote(&nml)
+		r.wrote(&nml, over)
 		return nil
 	})
 }

@@ -182,17 +182,47 @@ func (p *planner) fitsFreeWhy(ctx context.Context, pod Pod, nodes []*nodeState, 
 			}
 			fits = len(pl.p.result.Served) > 0
 			if p.fitsFree == nil {
-				p.fitsFree, p.fitsFreeReason = map[fitsKey]bool{}, map[fitsKey]string{}
+				p.fitsFree, p.fitsFreeReason = map[fitsKey]bool{}, map[fitsKey]freeReason{}
 			}
 			p.fitsFree[key] = fits
-			p.fitsFreeReason[key] = pl.p.result.Unservable[podKey(pod.Pod)]
+			p.fitsFreeReason[key] = freeReason{why: pl.p.result.Unservable[podKey(pod.Pod)], claims: claimNames(pod)}
 		}
 		if fits {
 			return true, "", nil
 		}
-		why = cmp.Or(why, p.fitsFreeReason[key])
+		why = cmp.Or(why, p.fitsFreeReason[key].of(pod))
 	}
 	return false, why, nil
+}
+
+// freeReason is the reason a plan of a pod alone on a node with every GPU
+// free gave (fitsFreeWhy), with the names of that pod's claims, which the
+// reason may name.
+type freeReason struct {
+	why    string
+	claims []string
+}
+
+// of is the reason told of pod, whose claims have the same specs, in the
+// same order: each claim name of the pod it was made for replaced by
+// pod's.
+func (r freeReason) of(pod Pod) string {
+	why := r.why
+	for i, name := range claimNames(pod) {
+		if i < len(r.claims) && r.claims[i] != name {
+			why = strings.ReplaceAll(why, "claim "+r.claims[i], "claim "+name)
+		}
+	}
+	return why
+}
+
+// claimNames are the names of pod's claims, in order.
+func claimNames(pod Pod) []string {
+	out := make([]string, len(pod.Claims))
+	for i, c := range pod.Claims {
+		out[i] = c.Name
+	}
+	return out
 }
 
 // fitsKey is what fitsWhenFree's verdict depends on: the kind of node

@@ -22,8 +22,8 @@ import (
 // than a whole GPU another pod may need), so that no GPU is repartitioned
 // for a pod a device already there serves (serveOnOthers); else as any pod
 // of one device (servePinned, serveSingle). A pod those find no profile for
-// waits for an admitted device claims hold (NoRoom), rather than being
-// told nothing can serve it. It reports false where the class admits no
+// waits for an admitted device claims hold, where there is one (NoRoom),
+// rather than being told nothing can serve it. It reports false where the class admits no
 // such device: the caller plans the pod.
 func (p *planner) serveSingleBesideOthers(ctx context.Context, pod Pod, nodes []*nodeState) (bool, error) {
 	admit, err := p.othersAdmit(ctx, pod.Claims[0])
@@ -53,7 +53,8 @@ func (p *planner) serveSingleBesideOthers(ctx context.Context, pod Pod, nodes []
 		err = p.serveSingle(ctx, pod, nodes)
 	}
 	key := podKey(pod.Pod)
-	if why, ok := p.result.Unservable[key]; ok && strings.HasPrefix(why, noProfile) {
+	held := slices.ContainsFunc(nodes, func(n *nodeState) bool { return p.anyHeld(admit[n]) })
+	if why, ok := p.result.Unservable[key]; ok && held && strings.HasPrefix(why, noProfile) {
 		p.result.Unservable[key] = NoRoom
 	}
 	return true, err
@@ -184,6 +185,17 @@ func (p *planner) othersAdmit(ctx context.Context, c *resourceapi.ResourceClaim)
 type admitted struct {
 	id     structured.DeviceID
 	shared bool
+}
+
+// anyHeld reports whether one of devs is held whole by a claim, or
+// counted on whole by a pod this plan serves: one a pod may wait for.
+func (p *planner) anyHeld(devs []admitted) bool {
+	for _, d := range devs {
+		if !d.shared && (p.otherHeld.devices.Has(d.id) || p.otherPlanned.devices.Has(d.id)) {
+			return true
+		}
+	}
+	return false
 }
 
 // anyFree reports whether one of devs may be free: not held whole by a

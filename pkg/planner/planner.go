@@ -90,7 +90,7 @@ type planner struct {
 	fitsFree map[fitsKey]bool
 	// fitsFreeReason is the reason of each of fitsFree's plans that did
 	// not serve the pod.
-	fitsFreeReason map[fitsKey]string
+	fitsFreeReason map[fitsKey]freeReason
 	nodeKinds      map[string]int
 	classesNameGPU *bool
 	// nested: this plan is fitsWhenFree's (no fitsWhenFree inside).
@@ -662,13 +662,31 @@ func (p *planner) serve(ctx context.Context, pod Pod) error {
 		case fits:
 			p.result.Unservable[key] = WaitsForLostNode
 		case strings.HasPrefix(why, noNodeChangeable):
-			if never == "" || never == "no room" {
-				never = "no Auto-mode node can hold all of the pod's claims at once, even with every GPU free"
-			}
-			p.result.Unservable[key] = never + " (nor can any Auto-mode node be changed now: " + frozenReasons(p.nodes) + ")"
+			p.result.Unservable[key] = neverReason(pod, frozen, never) + " (nor can any Auto-mode node be changed now: " + frozenReasons(p.nodes) + ")"
 		}
 	}
 	return nil
+}
+
+// neverReason is the reason no node of nodes could serve pod even with
+// every GPU free, from never, what the plan of the pod alone on the first
+// node so freed gave (fitsFreeWhy): told of the GPU models of every node.
+func neverReason(pod Pod, nodes []*nodeState, never string) string {
+	switch {
+	case strings.HasPrefix(never, noProfile):
+		var models []*mig.Model
+		for _, n := range nodes {
+			for _, g := range n.gpus {
+				if !slices.Contains(models, g.model) {
+					models = append(models, g.model)
+				}
+			}
+		}
+		return noProfileReason(models, pod.Claims[0].Name)
+	case never == "" || never == "no room" || never == NoRoom || never == ExceedsChangeLimits:
+		return "no Auto-mode node can hold all of the pod's claims at once, even with every GPU free"
+	}
+	return never
 }
 
 // noNodeChangeable starts the reason of a pod no Auto-mode node can be

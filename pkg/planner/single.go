@@ -38,13 +38,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		anyProfile = anyProfile || len(ps) > 0
 	}
 	if !anyProfile {
-		names := make([]string, len(p.models))
-		for i, m := range p.models {
-			names[i] = m.Name
-		}
-		slices.Sort(names)
-		names = slices.Compact(names) // variants of one model (Model.Key)
-		p.result.Unservable[key] = fmt.Sprintf("%s (%s) satisfies claim %s", noProfile, strings.Join(names, ", "), pod.Claims[0].Name)
+		p.result.Unservable[key] = noProfileReason(p.models, pod.Claims[0].Name)
 		return nil
 	}
 
@@ -256,6 +250,18 @@ const sameWayNodes = 8
 // noProfile starts the reason of a pod of one device no profile of the
 // Auto nodes' GPU models satisfies (serveSingle).
 const noProfile = "no profile of the Auto nodes' GPU models"
+
+// noProfileReason is the reason of a pod of one device, of claim claim, no
+// profile of the Auto nodes' GPU models (models, named) satisfies.
+func noProfileReason(models []*mig.Model, claim string) string {
+	names := make([]string, len(models))
+	for i, m := range models {
+		names[i] = m.Name
+	}
+	slices.Sort(names)
+	names = slices.Compact(names) // variants of one model (Model.Key)
+	return fmt.Sprintf("%s (%s) satisfies claim %s", noProfile, strings.Join(names, ", "), claim)
+}
 
 // nextInClass returns the first GPU of class c after g on a node usable
 // accepts (one that may change, for a way that changes it), nil if none.
