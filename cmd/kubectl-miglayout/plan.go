@@ -929,7 +929,7 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 		switch why {
 		case planner.NoRoom:
 			waiting[pod] = "it takes the first room that frees up"
-		case planner.WaitsForLostNode, planner.WaitsForAllModeNode, planner.WaitsForNodeResources:
+		case planner.WaitsForLostNode, planner.WaitsForAllModeNode, planner.WaitsForNodeResources, planner.WaitsForSharedClaim:
 			waiting[pod] = why
 		default:
 			cannot[pod] = why
@@ -939,7 +939,7 @@ func (st *planState) planAuto(ctx context.Context, w io.Writer, ml *v1alpha1.Mig
 		head string
 		pods map[string]string
 	}{
-		{"Pods no GPU can take now (devices in use, the limits on GPUs changed at once, or a node that cannot be changed now: its agent lost, its MigLayout paused, or not adopted yet):", waiting},
+		{"Pods no GPU can take now (devices in use, the limits on GPUs changed at once, a node that cannot be changed now: its agent lost, its MigLayout paused, or not adopted yet; or a claim they share not allocated yet):", waiting},
 		{"Pods no Auto node can serve:", cannot},
 	} {
 		if len(list.pods) == 0 {

@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -190,7 +189,12 @@ func (p *planner) fitsFreeWhy(ctx context.Context, pod Pod, nodes []*nodeState, 
 		if fits {
 			return true, "", nil
 		}
-		why = cmp.Or(why, p.fitsFreeReason[key].of(pod))
+		// No profile of one node's models is the reason only where it is
+		// every node's (neverReason names them all); another node's
+		// reason (its policy leaves the profile out) is told before.
+		if r := p.fitsFreeReason[key].of(pod); why == "" || strings.HasPrefix(why, noProfile) && !strings.HasPrefix(r, noProfile) {
+			why = r
+		}
 	}
 	return false, why, nil
 }

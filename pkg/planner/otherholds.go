@@ -70,6 +70,20 @@ func (t otherTotal) remove(u OtherHolds) {
 	}
 }
 
+// hasShareOf reports whether t holds a share of device id, or capacity
+// of it.
+func (t otherTotal) hasShareOf(id structured.DeviceID) bool {
+	if _, ok := t.capacity[id]; ok {
+		return true
+	}
+	for s := range t.shares {
+		if s.Driver == id.Driver && s.Pool == id.Pool && s.Device == id.Device {
+			return true
+		}
+	}
+	return false
+}
+
 func (t otherTotal) clone() otherTotal {
 	return otherTotal{devices: t.devices.Clone(), shares: t.shares.Clone(), capacity: t.capacity.Clone()}
 }

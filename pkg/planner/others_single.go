@@ -187,12 +187,14 @@ type admitted struct {
 	shared bool
 }
 
-// anyHeld reports whether one of devs is held whole by a claim, or
-// counted on whole by a pod this plan serves: one a pod may wait for.
+// anyHeld reports whether one of devs is held by a claim, or counted on by
+// a pod this plan serves, whole or in shares: one a pod may wait for.
 func (p *planner) anyHeld(devs []admitted) bool {
 	for _, d := range devs {
-		if !d.shared && (p.otherHeld.devices.Has(d.id) || p.otherPlanned.devices.Has(d.id)) {
-			return true
+		for _, t := range []otherTotal{p.otherHeld, p.otherPlanned} {
+			if t.devices.Has(d.id) || d.shared && t.hasShareOf(d.id) {
+				return true
+			}
 		}
 	}
 	return false
