@@ -486,7 +486,7 @@ func (p *planner) freeAccepted(ctx context.Context, c *resourceapi.ResourceClaim
 			if count == 0 {
 				break
 			}
-			if !g.catalogued(d) || g.blocks(d) || g.g.Tainted.Contains(d) || g.shared.Contains(d) {
+			if !g.offered(d) {
 				continue
 			}
 			fits, err := p.match.deviceFits(ctx, c, g.g.Info, d)

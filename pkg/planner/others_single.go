@@ -21,10 +21,10 @@ import (
 // node serves it (freeMIGServes: a MIG device is left for the pod rather
 // than a whole GPU another pod may need), so that no GPU is repartitioned
 // for a pod a device already there serves (serveOnOthers); else as any pod
-// of one device (servePinned, serveSingle). A pod those find no profile for
-// waits for an admitted device claims hold, where there is one (NoRoom),
-// rather than being told nothing can serve it. It reports false where the class admits no
-// such device: the caller plans the pod.
+// of one device (servePinned, serveSingle). A pod those find no profile
+// for waits for an admitted device claims hold, where there is one
+// (NoRoom), rather than being told nothing can serve it. It reports false
+// where the class admits no such device: the caller plans the pod.
 func (p *planner) serveSingleBesideOthers(ctx context.Context, pod Pod, nodes []*nodeState) (bool, error) {
 	admit, err := p.othersAdmit(ctx, pod.Claims[0])
 	if err != nil {
@@ -82,7 +82,7 @@ func (p *planner) freeMIGServes(ctx context.Context, c *resourceapi.ResourceClai
 				accepted[g.kindInfo.key] = profiles
 			}
 			for _, d := range g.layout {
-				if g.fixed.Contains(d) || !g.catalogued(d) || g.blocks(d) || g.g.Tainted.Contains(d) || g.shared.Contains(d) {
+				if g.fixed.Contains(d) || !g.offered(d) {
 					continue
 				}
 				if !perGPU {
@@ -104,15 +104,15 @@ func (p *planner) freeMIGServes(ctx context.Context, c *resourceapi.ResourceClai
 // serveOnOthers serves pod, a pod of one device, with a free device the
 // plan does not make where kube-scheduler would give it one now. It tries,
 // in order, the nodes of nodes whose other devices the claim admits by
-// their selectors alone (admit, othersAdmit's): on each, the allocator with the node's
-// devices as planned so far and the other devices with what claims hold and
-// this plan counts on of them; the pod is served there where the
-// allocation takes another device and the scheduler-order replay agrees
-// (nodeAgrees); a node whose admitted devices claims hold, or pods this
-// plan serves count on, whole (anyFree) costs no allocator run. It
-// reports false, with nothing planned, otherwise; an
-// allocation that takes a free MIG device is left to serveSingle, which
-// plans the same.
+// their selectors alone (admit, othersAdmit's): on each, the allocator
+// with the node's devices as planned so far and the other devices with
+// what claims hold and this plan counts on of them; the pod is served
+// there where the allocation takes another device and the scheduler-order
+// replay agrees (nodeAgrees). A node whose admitted devices claims hold,
+// or pods this plan serves count on, whole (anyFree) costs no allocator
+// run. It reports false, with nothing planned, otherwise; an allocation
+// that takes a free MIG device is left to serveSingle, which plans the
+// same.
 func (p *planner) serveOnOthers(ctx context.Context, pod Pod, nodes []*nodeState, admit map[*nodeState][]admitted) (bool, error) {
 	for _, n := range nodes {
 		if !p.anyFree(admit[n]) {

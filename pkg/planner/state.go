@@ -79,6 +79,14 @@ func (s *gpuState) free() mig.Layout {
 	return out
 }
 
+// offered reports whether free device d of the GPU is one kube-scheduler
+// may give a pod now that the plan may count on: of a profile of the GPU's
+// model, outside the placement the GPU is kept for, not named by a
+// DeviceTaintRule, not shared by a pod with admin access.
+func (s *gpuState) offered(d mig.Device) bool {
+	return s.catalogued(d) && !s.blocks(d) && !s.g.Tainted.Contains(d) && !s.shared.Contains(d)
+}
+
 // catalogued reports whether d is of a profile of the GPU's model: a GPU
 // instance of a profile the catalog lacks (made out of band, listed by the
 // agent) is never planned for a pod, only destroyed where a change needs
