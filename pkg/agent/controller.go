@@ -655,13 +655,19 @@ func (r *NodeReconciler) writeStatus(ctx context.Context, spec actedOn, res *Syn
 			return nil // as written already: no request (a resync of a steady node)
 		}
 		nml.Status = st
-		over := nml.ResourceVersion
-		if err := r.Client.Status().Update(ctx, &nml); err != nil {
-			return err
-		}
-		r.wrote(&nml, over)
-		return nil
+		return r.updateStatus(ctx, &nml)
 	})
+}
+
+// updateStatus writes nml's status, and records it as the one this agent
+// last wrote (latestStatus).
+func (r *NodeReconciler) updateStatus(ctx context.Context, nml *v1alpha1.NodeMigLayout) error {
+	over := nml.ResourceVersion
+	if err := r.Client.Status().Update(ctx, nml); err != nil {
+		return err
+	}
+	r.wrote(nml, over)
+	return nil
 }
 
 // wrote records nml's status as the one this agent last wrote, over the
@@ -750,12 +756,7 @@ func (r *NodeReconciler) patchGPUPhase(ctx context.Context, spec actedOn, idx in
 		if res.Phase != v1alpha1.PhaseReady {
 			meta.SetStatusCondition(&nml.Status.Conditions, notReadyCondition(nml.Status.GPUs, nil, spec.generation))
 		}
-		over := nml.ResourceVersion
-		if err := r.Client.Status().Update(ctx, &nml); err != nil {
-			return err
-		}
-		r.wrote(&nml, over)
-		return nil
+		return r.updateStatus(ctx, &nml)
 	})
 }
 
