@@ -110,9 +110,11 @@ func (p *planner) fitsFreeOn(ctx context.Context, pod Pod, nodes []*nodeState, l
 	return fits, err
 }
 
-// fitsFreeWhy is fitsFreeOn with, where no node fits, the reason the plan
-// of the pod alone on the first node (with every GPU free) gave: why no
-// node could ever serve it ("no room" from a pod of several devices).
+// fitsFreeWhy is fitsFreeOn with, where no node fits, why no node could
+// ever serve the pod: the reason the plan of the pod alone on a node (with
+// every GPU free) gave, the first node's, or the first other than no
+// profile of the node's models where some node's is ("no room" from a pod
+// of several devices).
 func (p *planner) fitsFreeWhy(ctx context.Context, pod Pod, nodes []*nodeState, limited bool) (bool, string, error) {
 	why := ""
 	specs := make([]resourceapi.ResourceClaimSpec, len(pod.Claims))
