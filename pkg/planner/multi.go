@@ -194,7 +194,7 @@ func (p *planner) fitsFreeWhy(ctx context.Context, pod Pod, nodes []*nodeState, 
 		// No profile of one node's models is the reason only where it is
 		// every node's (neverReason names them all); another node's
 		// reason (its policy leaves the profile out) is told before.
-		if r := p.fitsFreeReason[key].of(pod); why == "" || strings.HasPrefix(why, noProfile) && !strings.HasPrefix(r, noProfile) {
+		if r := p.fitsFreeReason[key].of(pod); r != "" && (why == "" || strings.HasPrefix(why, noProfile) && !strings.HasPrefix(r, noProfile)) {
 			why = r
 		}
 	}
