@@ -3,10 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,13 +21,9 @@ import (
 // they would find the status as they would write it, write nothing, and
 // tell Repartitioned on every pass.)
 func TestEventsToldOnceAfterAWriteWhoseAnswerWasLost(t *testing.T) {
-	halves := "3g.40gb@0,3g.40gb@4"
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "7g.80gb@0")
-	nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 2},
-		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, halves)}},
-		Status: v1alpha1.NodeMigLayoutStatus{ObservedGeneration: 1, GPUs: []v1alpha1.GPUStatus{{Index: 0, MIGEnabled: true, MIGPending: true,
-			Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied}}}}
+	nml := wholeAskedHalves()
 	writes := 0
 	lose := true
 	c := nmlClient(t, nml, interceptor.Funcs{
@@ -49,10 +43,7 @@ func TestEventsToldOnceAfterAWriteWhoseAnswerWasLost(t *testing.T) {
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
 	for i := range 4 {
 		_, err := r.Reconcile(t.Context(), req)
-		var got []string
-		for len(rec.Events) > 0 {
-			got = append(got, strings.Fields(<-rec.Events)[1])
-		}
+		got := eventReasons(rec)
 		t.Logf("pass %d: err=%v events=%v writes=%d", i+1, err, got, writes)
 		if i >= 2 && len(got) > 0 {
 			t.Errorf("pass %d told %v again: the GPU was repartitioned once (status on the server has said Ready since pass 1)", i+1, got)

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,7 +21,6 @@ import (
 // tens of milliseconds later) reads the status the last pass wrote, not the
 // cache's older one: a GPU repartitioned, or blocked, is told once.
 func TestEventsToldOnceBehindAStaleCache(t *testing.T) {
-	halves := "3g.40gb@0,3g.40gb@4"
 	for name, tc := range map[string]struct {
 		inUse bool
 		want  []string
@@ -37,10 +35,7 @@ func TestEventsToldOnceBehindAStaleCache(t *testing.T) {
 				g.alloc.cached = sets.New("gpu-0-mig-7g80gb-0-0")
 				g.alloc.live = g.alloc.cached
 			}
-			nml := &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 2},
-				Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, halves)}},
-				Status: v1alpha1.NodeMigLayoutStatus{ObservedGeneration: 1, GPUs: []v1alpha1.GPUStatus{{Index: 0, MIGEnabled: true, MIGPending: true,
-					Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied}}}}
+			nml := wholeAskedHalves()
 			base := nmlClient(t, nml, interceptor.Funcs{})
 			var stale *v1alpha1.NodeMigLayout // what the cache shows: the object before the first pass
 			if err := base.Get(t.Context(), types.NamespacedName{Name: "n1"}, nml); err != nil {
@@ -62,13 +57,19 @@ func TestEventsToldOnceBehindAStaleCache(t *testing.T) {
 			for range 2 {
 				_, _ = r.Reconcile(t.Context(), req)
 			}
-			var got []string
-			for len(rec.Events) > 0 {
-				got = append(got, strings.Fields(<-rec.Events)[1])
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tc.want, eventReasons(rec)); diff != "" {
 				t.Errorf("events of two passes, the second behind a stale cache (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// wholeAskedHalves is NodeMigLayout n1 whose spec (generation 2) asks GPU 0
+// for two 3g.40gb, and whose status (of generation 1) reports it Ready on
+// a whole 7g.80gb.
+func wholeAskedHalves() *v1alpha1.NodeMigLayout {
+	return &v1alpha1.NodeMigLayout{ObjectMeta: metav1.ObjectMeta{Name: "n1", Generation: 2},
+		Spec: v1alpha1.NodeMigLayoutSpec{GPUs: []v1alpha1.GPUSpec{spec(0, "3g.40gb@0,3g.40gb@4")}},
+		Status: v1alpha1.NodeMigLayoutStatus{ObservedGeneration: 1, GPUs: []v1alpha1.GPUStatus{{Index: 0, MIGEnabled: true, MIGPending: true,
+			Layout: "7g.80gb@0", Phase: v1alpha1.PhaseReady, Reason: v1alpha1.ReasonLayoutApplied}}}}
 }
