@@ -13,8 +13,14 @@ import (
 	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
-// schedulerLess orders pods as kube-scheduler's queue takes them
-// (PrioritySort): higher priority first, then older, then by name.
+// schedulerLess orders pods as kube-scheduler's queue takes them, as far
+// as the planner can tell: higher priority first (PrioritySort), then older,
+// then by name. PrioritySort breaks a tie of priority by when each pod last
+// entered the queue, a time the planner cannot read: a pod that failed
+// goes back with the time of its failure, so pods pending together, tried
+// and failed one after another, keep their order, which is their creation
+// order unless a pod's retry came out of turn (a backoff, an event that
+// woke one pod alone).
 func schedulerLess(a, b Pod) int {
 	pa, pb := int32(0), int32(0)
 	if a.Pod.Spec.Priority != nil {

@@ -75,9 +75,10 @@
 // holes), then older first; a pod passed over for Snapshot.AgingAfter is
 // taken by age ahead of larger ones (nothing waits forever), and an older
 // pod of the same priority that accepts a profile a larger pod accepts,
-// and shares no claim with it, ahead of it (kube-scheduler tries every
-// pending pod, the plan's left-out ones too, oldest first, and would give
-// it the larger pod's device first: schedulerFirst); never destroy a
+// and shares no claim with it, ahead of it, since kube-scheduler tries
+// every pending pod, the plan's left-out ones too, in its queue's order
+// (for pods pending together mostly oldest first: schedulerLess) and would
+// give it the larger pod's device first (schedulerFirst); never destroy a
 // device that is allocated, prepared or running a process (GPU.Pinned), nor
 // one reserved for a pod served earlier in the same plan. Among ways to
 // serve a pod, existing free devices and new ones alike, prefer the one that
