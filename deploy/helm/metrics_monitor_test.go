@@ -87,18 +87,23 @@ func TestServiceMonitors(t *testing.T) {
 	}
 	rule := find(t, r, "PrometheusRule", "miglayout")
 	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
-	var expr string
+	exprs := map[string]string{} // by alert
 	for _, g := range groups {
 		rules, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
 		for _, x := range rules {
-			if x.(map[string]any)["alert"] == "MigLayoutControllerDown" {
-				expr, _ = x.(map[string]any)["expr"].(string)
-			}
+			alert, _ := x.(map[string]any)["alert"].(string)
+			exprs[alert], _ = x.(map[string]any)["expr"].(string)
 		}
 	}
-	m := regexp.MustCompile(`up\{job="([^"]+)", namespace="([^"]+)"\}`).FindStringSubmatch(expr)
+	// The job label of a ServiceMonitor's targets is the Service's name;
+	// of a PodMonitor's, the PodMonitor's namespace/name.
+	m := regexp.MustCompile(`up\{job="([^"]+)", namespace="([^"]+)"\}`).FindStringSubmatch(exprs["MigLayoutControllerDown"])
 	if m == nil || m[1] != "miglayout-controller-metrics" || m[2] != "miglayout-system" {
-		t.Errorf("MigLayoutControllerDown reads %q, want up of job miglayout-controller-metrics in miglayout-system", expr)
+		t.Errorf("MigLayoutControllerDown reads %q, want up of job miglayout-controller-metrics in miglayout-system", exprs["MigLayoutControllerDown"])
+	}
+	m = regexp.MustCompile(`up\{job="([^"]+)"\}`).FindStringSubmatch(exprs["MigLayoutAgentMetricsDown"])
+	if pm := find(t, r, "PodMonitor", "miglayout-agent"); m == nil || m[1] != pm.GetNamespace()+"/"+pm.GetName() {
+		t.Errorf("MigLayoutAgentMetricsDown reads %q, want up of job %s/%s", exprs["MigLayoutAgentMetricsDown"], pm.GetNamespace(), pm.GetName())
 	}
 }
 

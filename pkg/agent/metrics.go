@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"code"}),
 		devices: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "miglayout_agent_mig_devices",
-			Help: "MIG devices on the node after the last pass, by profile and state (free, in_use: allocated, prepared or running a process); none while the node publishes no device because another device manager hands its GPUs out (DevicePluginActive).",
+			Help: "MIG devices on the node after the last pass, by profile and state (free, in_use: allocated, prepared or running a process, or kept as if it were: every device of a GPU whose processes NVML could not list or that an allocation the agent cannot resolve may hold); none while the node publishes no device because another device manager hands its GPUs out (DevicePluginActive).",
 		}, []string{"profile", "state"}),
 		bindings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "miglayout_agent_binding_decisions_total",

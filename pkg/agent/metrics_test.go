@@ -30,7 +30,7 @@ func TestMetricsAfterSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `
-# HELP miglayout_agent_mig_devices MIG devices on the node after the last pass, by profile and state (free, in_use: allocated, prepared or running a process); none while the node publishes no device because another device manager hands its GPUs out (DevicePluginActive).
+# HELP miglayout_agent_mig_devices MIG devices on the node after the last pass, by profile and state (free, in_use: allocated, prepared or running a process, or kept as if it were: every device of a GPU whose processes NVML could not list or that an allocation the agent cannot resolve may hold); none while the node publishes no device because another device manager hands its GPUs out (DevicePluginActive).
 # TYPE miglayout_agent_mig_devices gauge
 miglayout_agent_mig_devices{profile="1g.10gb",state="free"} 1
 miglayout_agent_mig_devices{profile="2g.20gb",state="free"} 1
@@ -238,7 +238,7 @@ func TestDeviceGaugesNeverPartlyCounted(t *testing.T) {
 			}
 			m.recordDevices(state("7g.80gb"))
 			want := `
-# HELP miglayout_agent_mig_devices MIG devices on the node after the last pass, by profile and state (free, in_use: allocated, prepared or running a process); none while the node publishes no device because another device manager hands its GPUs out (DevicePluginActive).
+# HELP miglayout_agent_mig_devices MIG devices on the node after the last pass, by profile and state (free, in_use: allocated, prepared or running a process, or kept as if it were: every device of a GPU whose processes NVML could not list or that an allocation the agent cannot resolve may hold); none while the node publishes no device because another device manager hands its GPUs out (DevicePluginActive).
 # TYPE miglayout_agent_mig_devices gauge
 miglayout_agent_mig_devices{profile="7g.80gb",state="free"} 1
 `

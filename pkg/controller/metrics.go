@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/planner"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -36,6 +37,10 @@ var (
 		Namespace: "miglayout", Subsystem: "controller", Name: "gpu_problems",
 		Help: "GPUs whose desired layout cannot be computed (InvalidLayout, UnknownGPU), that the agent reports Blocked or Failed, or whose agent's passes have kept failing for 10 minutes (PassFailed), by reason.",
 	}, []string{"miglayout", "reason"})
+	specProblemsMetric = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "miglayout", Subsystem: "controller", Name: "spec_problems",
+		Help: "Parts of a MigLayout's spec that apply to nothing, by reason (InvalidSelector: the node selector does not parse, and nothing changes; NoNodes: it selects no node; RuleMatchesNoGPU, ProfileNotOffered, SparesNotHoldable: a rule or policy no reported GPU can take), as its Degraded condition lists them.",
+	}, []string{"miglayout", "reason"})
 	writesMetric = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "miglayout", Subsystem: "controller", Name: "nodemiglayout_writes_total",
 		Help: "Writes of NodeMigLayout objects, by operation (create, update, adopt, delete; plan: an Auto plan's change or cancel written into a spec).",
@@ -58,7 +63,7 @@ func init() {
 	// Until the Lease is read (and where it is not checked), nothing
 	// holds declines back.
 	schedulerSteadyMetric.Set(1)
-	metrics.Registry.MustRegister(nodesMetric, pausedMetric, gpuProblemsMetric, writesMetric, reclaimedMetric, schedulerDeclinedMetric, schedulerSteadyMetric, pendingDemand, oldestPending, plannerLatency)
+	metrics.Registry.MustRegister(nodesMetric, pausedMetric, gpuProblemsMetric, specProblemsMetric, writesMetric, reclaimedMetric, schedulerDeclinedMetric, schedulerSteadyMetric, pendingDemand, oldestPending, plannerLatency)
 }
 
 // recordPending sets the gauges of pending demand from a snapshot.
@@ -104,37 +109,61 @@ func recordMetrics(name string, obs Observation) {
 			counts[stuckReason(g)]++
 		}
 	}
-	// Each count is set at once, and the reasons gone since deleted, so
-	// that a scrape meanwhile never sees a count rebuilt from zero.
-	problemReasons.mu.Lock()
-	defer problemReasons.mu.Unlock()
-	for reason, n := range counts {
-		gpuProblemsMetric.WithLabelValues(name, reason).Set(n)
+	gpuProblems.set(gpuProblemsMetric, name, counts)
+	spec := map[string]float64{}
+	if obs.SelectorErr != nil {
+		spec[v1alpha1.ReasonInvalidSelector] = 1
 	}
-	for reason := range problemReasons.by[name] {
-		if _, ok := counts[reason]; !ok {
-			gpuProblemsMetric.DeleteLabelValues(name, reason)
-		}
+	for _, p := range obs.SpecProblems {
+		spec[p.Reason]++
 	}
-	if problemReasons.by == nil {
-		problemReasons.by = map[string]map[string]float64{}
-	}
-	problemReasons.by[name] = counts
+	specProblems.set(specProblemsMetric, name, spec)
 }
 
-// problemReasons are the reasons gpuProblemsMetric has a series of, per
-// MigLayout (recordMetrics).
-var problemReasons struct {
+// reasonCounts are the reasons a gauge of counts by MigLayout and reason
+// has a series of, per MigLayout.
+type reasonCounts struct {
 	mu sync.Mutex
 	by map[string]map[string]float64
+}
+
+var (
+	gpuProblems  reasonCounts // of gpuProblemsMetric
+	specProblems reasonCounts // of specProblemsMetric
+)
+
+// set sets vec's counts of MigLayout name: each count at once, and the
+// reasons gone since deleted, so that a scrape meanwhile never sees a
+// count rebuilt from zero.
+func (c *reasonCounts) set(vec *prometheus.GaugeVec, name string, counts map[string]float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for reason, n := range counts {
+		vec.WithLabelValues(name, reason).Set(n)
+	}
+	for reason := range c.by[name] {
+		if _, ok := counts[reason]; !ok {
+			vec.DeleteLabelValues(name, reason)
+		}
+	}
+	if c.by == nil {
+		c.by = map[string]map[string]float64{}
+	}
+	c.by[name] = counts
+}
+
+// forget drops vec's series of MigLayout name.
+func (c *reasonCounts) forget(vec *prometheus.GaugeVec, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vec.DeletePartialMatch(prometheus.Labels{"miglayout": name})
+	delete(c.by, name)
 }
 
 // forgetMetrics drops the series of a deleted MigLayout.
 func forgetMetrics(name string) {
 	nodesMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name})
 	pausedMetric.DeleteLabelValues(name)
-	problemReasons.mu.Lock()
-	defer problemReasons.mu.Unlock()
-	gpuProblemsMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name})
-	delete(problemReasons.by, name)
+	gpuProblems.forget(gpuProblemsMetric, name)
+	specProblems.forget(specProblemsMetric, name)
 }

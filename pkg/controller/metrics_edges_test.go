@@ -1,9 +1,11 @@
 package controller
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -66,10 +68,66 @@ func TestForgetMetricsDropsGPUProblems(t *testing.T) {
 	if n := gpuProblemsMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name}); n != 0 {
 		t.Errorf("%d gpu_problems series left after forgetMetrics", n)
 	}
-	problemReasons.mu.Lock()
-	_, kept := problemReasons.by[name]
-	problemReasons.mu.Unlock()
+	gpuProblems.mu.Lock()
+	_, kept := gpuProblems.by[name]
+	gpuProblems.mu.Unlock()
 	if kept {
 		t.Error("the reasons of a forgotten MigLayout are kept")
+	}
+}
+
+// TestSpecProblemsSeries: a MigLayout Degraded by its spec has a
+// spec_problems series per reason, counting the problems; a reason gone
+// from a later observation loses its series, and a deleted MigLayout
+// loses them all.
+func TestSpecProblemsSeries(t *testing.T) {
+	const name = "spec-problems-test"
+	t.Cleanup(func() { forgetMetrics(name) })
+	series := func() map[string]float64 {
+		t.Helper()
+		got := map[string]float64{}
+		for _, reason := range []string{v1alpha1.ReasonInvalidSelector, v1alpha1.ReasonNoNodes, v1alpha1.ReasonRuleMatchesNoGPU, v1alpha1.ReasonProfileNotOffered, v1alpha1.ReasonSparesNotHoldable} {
+			// Deleting reports whether the series existed; it is put back
+			// from the counts kept.
+			if specProblemsMetric.DeleteLabelValues(name, reason) {
+				got[reason] = specProblems.by[name][reason]
+				specProblemsMetric.WithLabelValues(name, reason).Set(got[reason])
+			}
+		}
+		return got
+	}
+	steps := []struct {
+		obs  Observation
+		want map[string]float64
+	}{
+		{
+			obs: Observation{SpecProblems: []SpecProblem{noNodesProblem,
+				{Reason: v1alpha1.ReasonRuleMatchesNoGPU, Subject: "rule a"}, {Reason: v1alpha1.ReasonRuleMatchesNoGPU, Subject: "rule b"}}},
+			want: map[string]float64{v1alpha1.ReasonNoNodes: 1, v1alpha1.ReasonRuleMatchesNoGPU: 2},
+		},
+		{
+			obs:  Observation{SelectorErr: errors.New("bad selector")},
+			want: map[string]float64{v1alpha1.ReasonInvalidSelector: 1},
+		},
+		{
+			obs:  Observation{Nodes: []NodeState{blockedNode("a")}},
+			want: map[string]float64{},
+		},
+	}
+	for i, step := range steps {
+		recordMetrics(name, step.obs)
+		if diff := cmp.Diff(step.want, series()); diff != "" {
+			t.Errorf("step %d: spec_problems series (-want +got):\n%s", i, diff)
+		}
+		for reason, want := range step.want {
+			if got := testutil.ToFloat64(specProblemsMetric.WithLabelValues(name, reason)); got != want {
+				t.Errorf("step %d: spec_problems{reason=%q} = %v, want %v", i, reason, got, want)
+			}
+		}
+	}
+	recordMetrics(name, steps[0].obs)
+	forgetMetrics(name)
+	if n := specProblemsMetric.DeletePartialMatch(prometheus.Labels{"miglayout": name}); n != 0 {
+		t.Errorf("%d spec_problems series left after forgetMetrics", n)
 	}
 }
