@@ -52,9 +52,9 @@ const (
 	// ReasonDeviceInUse (Degraded=True, GPU Blocked): a device that must be
 	// destroyed is allocated to a claim, prepared, or runs a process.
 	ReasonDeviceInUse = "DeviceInUse"
-	// ReasonSpecForAnotherGPU (GPU Blocked): the spec entry of the GPU's
-	// index was written for another GPU (GPUSpec.UUID): NVML numbered the
-	// GPUs anew (one left the node, or was not found at boot). The agent
+	// ReasonSpecForAnotherGPU (Degraded=True, GPU Blocked): the spec entry
+	// of the GPU's index was written for another GPU (GPUSpec.UUID): NVML
+	// numbered the GPUs anew (one left the node, or was not found at boot). The agent
 	// changes nothing on the GPU until the controller writes the entry
 	// for it, which it does once it reads the new status.
 	ReasonSpecForAnotherGPU = "SpecForAnotherGPU"

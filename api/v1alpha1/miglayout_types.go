@@ -319,9 +319,11 @@ type MigLayoutStatus struct {
 	// +optional
 	FailedNodes int32 `json:"failedNodes"`
 
-	// Nodes has one row per selected node (nodes whose agent is lost first,
-	// then nodes not Ready, each by name), at most 64; the counts above
-	// cover every node.
+	// Nodes has one row per selected node, at most 64, in this order, each
+	// by name: nodes whose agent is lost; nodes failed (a GPU Blocked or
+	// Failed, a NodeMigLayout not written) or in conflict; nodes changing;
+	// the others not Ready (paused, waiting for their turn, not reported);
+	// then the Ready ones. The counts above cover every node.
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
 	// +optional

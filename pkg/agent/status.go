@@ -21,9 +21,10 @@ import (
 // every GPU of the node with its actual layout and devices in use, the phase
 // of each GPU the spec lists (GPUs it does not list are Ready as they are),
 // and the Ready and Degraded conditions. Phase transition times are kept from
-// old where the phase did not change.
+// old where the phase did not change. old is left as it is: a caller
+// compares the result with it to skip a write that changes nothing.
 func BuildStatus(old v1alpha1.NodeMigLayoutStatus, generation int64, res *SyncResult, now metav1.Time) v1alpha1.NodeMigLayoutStatus {
-	st := v1alpha1.NodeMigLayoutStatus{ObservedGeneration: generation, Conditions: old.Conditions}
+	st := v1alpha1.NodeMigLayoutStatus{ObservedGeneration: generation, Conditions: slices.Clone(old.Conditions)}
 	prev := map[int32]v1alpha1.GPUStatus{}
 	for _, g := range old.GPUs {
 		prev[g.Index] = g

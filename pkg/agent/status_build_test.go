@@ -211,3 +211,21 @@ func TestNotDegradedSaysSo(t *testing.T) {
 		t.Errorf("Degraded %+v, want False, NoProblems, saying no GPU is blocked or failed", deg)
 	}
 }
+
+// TestBuildStatusLeavesOldAsItIs: building a status whose conditions
+// change leaves the old status's conditions as they were, so that the
+// caller's comparison of the two sees the change and writes it.
+func TestBuildStatusLeavesOldAsItIs(t *testing.T) {
+	now := metav1.Now()
+	old := BuildStatus(v1alpha1.NodeMigLayoutStatus{}, 1, readyNode(2), now)
+	before := old.DeepCopy()
+	failed := readyNode(2)
+	failed.Results[1] = GPUResult{Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonNVMLError, Message: "creating GPU instance: ERROR_UNKNOWN"}
+	next := BuildStatus(old, 1, failed, now)
+	if diff := cmp.Diff(before.Conditions, old.Conditions); diff != "" {
+		t.Errorf("BuildStatus changed the old status's conditions (-before +after):\n%s", diff)
+	}
+	if cmp.Equal(next.Conditions, old.Conditions) {
+		t.Error("the new status's conditions equal the old ones though a GPU failed")
+	}
+}

@@ -362,9 +362,15 @@ type summary struct {
 	rows     []v1alpha1.NodeRow
 }
 
-// summarize counts the nodes and keeps at most maxNodeRows rows: nodes with
-// a lost agent first (their rows are what a restarted controller knows of
-// them, see LostInStatus), then the others not Ready, then by name.
+// summarize counts the nodes and keeps at most maxNodeRows rows, in this
+// order, each by name: nodes with a lost agent (their rows are what a
+// restarted controller knows of them, see LostInStatus); nodes Failed
+// (a GPU Blocked or Failed, or a NodeMigLayout the API server refused) or
+// in conflict, which ask for an operator; nodes on their way (onTheWay);
+// the others not Ready (paused, held for their turn, not reported yet);
+// then the Ready ones. So a rollout over many nodes, or many nodes whose
+// agent has not reported yet, never pushes out the row of a node that
+// failed.
 func summarize(states []NodeState) summary {
 	var s summary
 	ordered := slices.Clone(states)
@@ -372,10 +378,14 @@ func summarize(states []NodeState) summary {
 		switch {
 		case st.Lost:
 			return 0
-		case !st.Ready:
+		case st.Failed || st.Conflict:
 			return 1
+		case onTheWay(st):
+			return 2
+		case !st.Ready:
+			return 3
 		}
-		return 2
+		return 4
 	}
 	slices.SortFunc(ordered, func(a, b NodeState) int {
 		if ra, rb := rank(a), rank(b); ra != rb {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -270,5 +271,52 @@ func TestStaticRowsListUnmatchedGPUs(t *testing.T) {
 	}
 	if diff := cmp.Diff([]int32{0, 1}, idx); diff != "" {
 		t.Errorf("GPU rows (-want +got):\n%s", diff)
+	}
+}
+
+// TestSummarizeKeepsRowsAskingForAnOperator: past maxNodeRows, the rows
+// kept are, in order, a lost agent's, a failed node's (by the agent's
+// report or by the controller: a rule that fails there), a node in
+// conflict's, then nodes changing, then those waiting (not reported yet,
+// held for their turn), then Ready ones; many nodes waiting never push
+// out a failed node's row.
+func TestSummarizeKeepsRowsAskingForAnOperator(t *testing.T) {
+	var states []NodeState
+	for i := range maxNodeRows {
+		// Nodes whose agent has not reported yet, named before the others.
+		states = append(states, EvaluateNode(fmt.Sprintf("a-%02d", i), nil, nil, AgentHealth{}))
+	}
+	blocked := nodeMigLayout("z-blocked").spec(specGPU(0, halvesLayout, "")).
+		status(a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "claim ns/c holds it")).build()
+	invalid := []Problem{{GPU: 0, Product: "NVIDIA A100-SXM4-80GB", Reason: v1alpha1.ReasonInvalidLayout, Message: "gpu 0: no"}}
+	changing := nodeMigLayout("z-changing").spec(specGPU(0, halvesLayout, "")).
+		status(a100(0).layout(wholeLayout).phase(v1alpha1.PhaseDraining, "", "")).build()
+	conflict := EvaluateNode("z-conflict", nil, nil, AgentHealth{})
+	conflict.Conflict = true
+	states = append(states,
+		EvaluateNode("z-ready", nodeMigLayout("z-ready").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), nil, AgentHealth{}),
+		EvaluateNode("z-changing", changing, nil, AgentHealth{}),
+		conflict,
+		EvaluateNode("z-invalid", nodeMigLayout("z-invalid").spec(specGPU(0, wholeLayout, "")).status(a100(0).layout(wholeLayout)).build(), invalid, AgentHealth{}),
+		EvaluateNode("z-blocked", blocked, nil, AgentHealth{}),
+		EvaluateNode("z-lost", nodeMigLayout("z-lost").build(), nil, AgentHealth{Lost: true, Message: "gone"}),
+	)
+	s := summarize(states)
+	if len(s.rows) != maxNodeRows {
+		t.Fatalf("%d rows, want %d", len(s.rows), maxNodeRows)
+	}
+	var got []string
+	for _, r := range s.rows[:5] {
+		got = append(got, r.Node)
+	}
+	want := []string{"z-lost", "z-blocked", "z-conflict", "z-invalid", "z-changing"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("first rows (-want +got):\n%s", diff)
+	}
+	if last := s.rows[maxNodeRows-1].Node; last != fmt.Sprintf("a-%02d", maxNodeRows-6) {
+		t.Errorf("last row kept is %s, want the waiting nodes' after the five above, by name", last)
+	}
+	if s.failed != 2 || s.conflict != 1 || s.lost != 1 || s.ready != 1 {
+		t.Errorf("counts: failed %d conflict %d lost %d ready %d, want 2 1 1 1", s.failed, s.conflict, s.lost, s.ready)
 	}
 }
