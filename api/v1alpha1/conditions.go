@@ -165,7 +165,8 @@ const (
 	// ReasonInvalidSelector (Degraded=True, Ready=False): the MigLayout's
 	// nodeSelector does not parse (a malformed label key or value, where the
 	// chart's migLayoutSelectorPolicy does not refuse it); no node is
-	// selected and none is touched.
+	// selected and nothing new is written to the nodes it holds (a change
+	// written before goes on there: Progressing names those nodes).
 	ReasonInvalidSelector = "InvalidSelector"
 )
 

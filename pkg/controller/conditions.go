@@ -22,6 +22,11 @@ type Observation struct {
 	// when the selector does not parse.
 	Selection   Selection
 	SelectorErr error
+	// HeldChanging, with SelectorErr, are the nodes whose NodeMigLayout
+	// the MigLayout controls that still carry out a change written before
+	// its selector stopped parsing (changeUnfinished): no new change starts,
+	// but their agents go on with that one.
+	HeldChanging []string
 	// Nodes has one state per selected node.
 	Nodes []NodeState
 	// SpecProblems are the parts of the spec that apply to no GPU of the
@@ -68,6 +73,11 @@ func Conditions(obs Observation) []metav1.Condition {
 	case obs.SelectorErr != nil:
 		ready = cond(v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSelector, "%v", obs.SelectorErr)
 		progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonStable, "no node is selected")
+		if n := int32(len(obs.HeldChanging)); n > 0 {
+			progressing = cond(v1alpha1.ConditionProgressing, true, v1alpha1.ReasonRepartitioning,
+				"no node is selected, but %d %s this MigLayout holds %s out a change written before its node selector stopped parsing (kubectl describe nodemiglayout): %s",
+				n, plural(n, "node", "nodes"), plural(n, "carries", "carry"), joinBounded(obs.HeldChanging, 8))
+		}
 	case s.selected == 0:
 		ready = cond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNoNodes, "the node selector selects no node")
 		progressing = cond(v1alpha1.ConditionProgressing, false, v1alpha1.ReasonNoNodes, "the node selector selects no node")

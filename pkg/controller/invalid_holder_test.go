@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2/ktesting"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -129,5 +130,53 @@ func TestInvalidSelectorDropsUnstartedChangeOfSharedNode(t *testing.T) {
 		if node == "n1" && !strings.Contains(nml.Spec.GPUs[0].Reason, "dropped before it started") {
 			t.Errorf("n1: reason %q, want it to say the change was dropped", nml.Spec.GPUs[0].Reason)
 		}
+	}
+	// b tells the change n2 carries out, not the one dropped on n1.
+	var got v1alpha1.MigLayout
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "b"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if p := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgressing); p == nil || p.Status != metav1.ConditionTrue ||
+		!strings.HasSuffix(p.Message, ": n2") {
+		t.Errorf("b's Progressing %+v, want True naming n2 alone", p)
+	}
+}
+
+// TestInvalidSelectorTellsChangesCarriedOut: a MigLayout whose selector
+// stops parsing writes nothing new, but its agents go on with the changes
+// written before: Progressing is True while a node it holds carries one
+// out (a GPU Repartitioning, Blocked or retried, or a change not begun
+// yet, which a paused MigLayout drops), and False once every node it
+// holds is Ready on its spec.
+func TestInvalidSelectorTellsChangesCarriedOut(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	tests := map[string]struct {
+		status *gpuBuilder
+		paused bool
+		want   metav1.ConditionStatus
+	}{
+		// A paused MigLayout drops a change not begun.
+		"not begun, paused": {status: a100(0).layout(wholeLayout), paused: true, want: metav1.ConditionFalse},
+		"blocked, paused":   {status: a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "claim ns/c holds it"), paused: true, want: metav1.ConditionTrue},
+		"repartitioning":    {status: a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "creating 3g.40gb@4"), want: metav1.ConditionTrue},
+		"blocked":           {status: a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "claim ns/c holds it"), want: metav1.ConditionTrue},
+		"not begun":         {status: a100(0).layout(wholeLayout).phase(v1alpha1.PhasePending, v1alpha1.ReasonPending, ""), want: metav1.ConditionTrue},
+		"done":              {status: a100(0).layout(halvesLayout), want: metav1.ConditionFalse},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			a := staticMigLayout("a", "uid-a", "a")
+			a.Spec.NodeSelector = metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
+			a.Spec.Paused = tc.paused
+			nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "")).status(tc.status).build(), a)
+			got := reconcileOnce(t, ctx, a, node("n1", map[string]string{"pool": "a"}), nml)
+			p := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgressing)
+			if p == nil || p.Status != tc.want || (tc.want == metav1.ConditionTrue) != strings.Contains(p.Message, "n1") {
+				t.Errorf("Progressing %+v, want %s naming n1 where it carries out a change", p, tc.want)
+			}
+			if r := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); r == nil || r.Reason != v1alpha1.ReasonInvalidSelector {
+				t.Errorf("Ready %+v, want reason %s", r, v1alpha1.ReasonInvalidSelector)
+			}
+		})
 	}
 }
