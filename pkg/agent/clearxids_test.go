@@ -36,7 +36,7 @@ func (f *fakeXidMarks) PruneXids(_ context.Context, present map[int][]string) {
 	f.present = append(f.present, present)
 }
 
-func (f *fakeXidMarks) XidOf(gpuIndex int, uuid string) (uint64, bool) {
+func (f *fakeXidMarks) XidOf(gpuIndex int, _, uuid string) (uint64, bool) {
 	code, ok := f.xids[fmt.Sprintf("%d/%s", gpuIndex, uuid)]
 	return code, ok
 }

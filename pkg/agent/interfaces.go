@@ -91,6 +91,9 @@ type GPULocks interface {
 // DeviceFaults reports the devices a hardware error hit.
 type DeviceFaults interface {
 	// XidOf returns the Xid critical error that hit the device with UUID
-	// uuid (a GPU's or a MIG device's) on GPU gpuIndex, if one did.
-	XidOf(gpuIndex int, uuid string) (uint64, bool)
+	// uuid (a MIG device's; "" for the GPU itself) on GPU gpuIndex, whose
+	// UUID is gpuUUID ("" where NVML cannot read it), if one did. A mark
+	// of the whole GPU is found by gpuUUID where both know it, as NVML may
+	// have numbered the GPUs anew.
+	XidOf(gpuIndex int, gpuUUID, uuid string) (uint64, bool)
 }

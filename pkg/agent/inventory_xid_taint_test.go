@@ -17,7 +17,7 @@ import (
 // devices.
 type xidFaults map[string]uint64
 
-func (f xidFaults) XidOf(idx int, uuid string) (uint64, bool) {
+func (f xidFaults) XidOf(idx int, _, uuid string) (uint64, bool) {
 	if code, ok := f[fmt.Sprintf("%d/%s", idx, uuid)]; ok {
 		return code, ok
 	}

@@ -51,8 +51,9 @@ type XidMarks interface {
 	// their GPU are kept and returned as kept.
 	ClearXids(ctx context.Context, request string, parts []v1alpha1.ClearXidsPart) (cleared, kept []string, applied bool, err error)
 	// XidOf returns the Xid that hit the device with UUID uuid on GPU
-	// gpuIndex, or (uuid "") the GPU as a whole, if one did.
-	XidOf(gpuIndex int, uuid string) (uint64, bool)
+	// gpuIndex (UUID gpuUUID, "" where not known), or (uuid "") the GPU
+	// as a whole, if one did (DeviceFaults.XidOf).
+	XidOf(gpuIndex int, gpuUUID, uuid string) (uint64, bool)
 	// PruneXids forgets the marks of the MIG devices of the GPUs in present
 	// (GPU index to its MIG devices' UUIDs) that are not listed there.
 	PruneXids(ctx context.Context, present map[int][]string)
@@ -88,7 +89,7 @@ func (r *NodeReconciler) gpuXids(res *SyncResult) map[int][]v1alpha1.GPUXid {
 	}
 	out := map[int][]v1alpha1.GPUXid{}
 	for idx := range res.Results { // GPUs not read are here only
-		if code, ok := r.XidMarks.XidOf(idx, ""); ok {
+		if code, ok := r.XidMarks.XidOf(idx, "", ""); ok {
 			out[idx] = []v1alpha1.GPUXid{{Xid: int64(code)}}
 		}
 	}
@@ -108,7 +109,7 @@ func (r *NodeReconciler) gpuXids(res *SyncResult) map[int][]v1alpha1.GPUXid {
 func gpuXidsOf(faults DeviceFaults, inv interface {
 	DeviceName(gpu.GPU, *gpu.MIGDevice) string
 }, g GPUState) []v1alpha1.GPUXid {
-	if code, ok := faults.XidOf(g.GPU.Index, ""); ok {
+	if code, ok := faults.XidOf(g.GPU.Index, g.GPU.UUID, ""); ok {
 		return []v1alpha1.GPUXid{{Xid: int64(code)}}
 	}
 	var out []v1alpha1.GPUXid
@@ -117,7 +118,7 @@ func gpuXidsOf(faults DeviceFaults, inv interface {
 		if d.UUID == "" {
 			continue
 		}
-		if code, ok := faults.XidOf(g.GPU.Index, d.UUID); ok {
+		if code, ok := faults.XidOf(g.GPU.Index, g.GPU.UUID, d.UUID); ok {
 			out = append(out, v1alpha1.GPUXid{Xid: int64(code), Device: inv.DeviceName(g.GPU, d)})
 		}
 	}

@@ -197,17 +197,24 @@ func (p *Plugin) recordXid(ctx context.Context, x gpu.Xid) {
 	}
 }
 
-// xidHealth is the Xid mark of prepared device d, if any: its own, or its
-// board's, found by the board's UUID where both know it (NVML may have
-// numbered the GPUs anew since d was prepared), else by d's GPU index.
+// xidHealth is the Xid mark of prepared device d, if any (xidMark; NVML
+// may have numbered the GPUs anew since d was prepared).
 func (p *Plugin) xidHealth(d PreparedDevice) (xidMark, bool) {
 	board := d.GPUUUID
 	if board == "" && strings.HasPrefix(d.UUID, "GPU-") {
 		board = d.UUID // a whole GPU's; a MIG device recorded without its board's has none
 	}
+	return p.xidMark(d.GPUIndex, board, d.UUID)
+}
+
+// xidMark is the Xid mark of the device with UUID uuid ("" for none) on
+// GPU gpuIndex, whose UUID is board ("" where not known), if any: the
+// device's own, or its board's, found by the board's UUID where both know
+// it, else by gpuIndex unless the mark there names another board.
+func (p *Plugin) xidMark(gpuIndex int, board, uuid string) (xidMark, bool) {
 	p.xidMu.Lock()
 	defer p.xidMu.Unlock()
-	if m, ok := p.xidDevices[d.UUID]; ok {
+	if m, ok := p.xidDevices[uuid]; ok && uuid != "" {
 		return m, true
 	}
 	if board != "" {
@@ -217,28 +224,20 @@ func (p *Plugin) xidHealth(d PreparedDevice) (xidMark, bool) {
 			}
 		}
 	}
-	m, ok := p.xidGPUs[d.GPUIndex]
-	if ok && board != "" && m.gpuUUID != "" && m.gpuUUID != board {
-		return xidMark{}, false // another board's, at d's old index
-	}
-	return m, ok
-}
-
-func (p *Plugin) xidMark(gpuIndex int, uuid string) (xidMark, bool) {
-	p.xidMu.Lock()
-	defer p.xidMu.Unlock()
-	if m, ok := p.xidDevices[uuid]; ok {
-		return m, true
-	}
 	m, ok := p.xidGPUs[gpuIndex]
+	if ok && board != "" && m.gpuUUID != "" && m.gpuUUID != board {
+		return xidMark{}, false // another board's, at this index
+	}
 	return m, ok
 }
 
-// XidOf returns the Xid that hit the device with UUID uuid on GPU
-// gpuIndex (WatchXids), if one did: the agent publishes such a device
-// with slices.XidTaint.
-func (p *Plugin) XidOf(gpuIndex int, uuid string) (uint64, bool) {
-	m, ok := p.xidMark(gpuIndex, uuid)
+// XidOf returns the Xid that hit the device with UUID uuid ("" for the
+// GPU itself) on GPU gpuIndex, whose UUID is gpuUUID ("" where not known),
+// if one did (WatchXids; a mark of the whole GPU found as xidMark says):
+// the agent publishes such a device with slices.XidTaint, as the kubelet
+// is told it is unhealthy (xidHealth), on the same board.
+func (p *Plugin) XidOf(gpuIndex int, gpuUUID, uuid string) (uint64, bool) {
+	m, ok := p.xidMark(gpuIndex, gpuUUID, uuid)
 	return m.code, ok
 }
 

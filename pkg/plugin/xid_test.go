@@ -168,7 +168,7 @@ func TestXidHealth(t *testing.T) {
 			// by OnXid.
 			for _, c := range p.PreparedClaims() {
 				for _, d := range c.Devices {
-					if _, hit := p.XidOf(d.GPUIndex, d.UUID); hit != (tc.want[d.Device] == unhealthy) {
+					if _, hit := p.XidOf(d.GPUIndex, d.GPUUUID, d.UUID); hit != (tc.want[d.Device] == unhealthy) {
 						t.Errorf("XidOf(%s) = %t, want %t", d.Device, hit, !hit)
 					}
 				}
@@ -226,7 +226,7 @@ func TestXidOnGPUInstanceWithoutDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range migs {
-		if _, hit := p.XidOf(0, d.UUID); hit {
+		if _, hit := p.XidOf(0, "", d.UUID); hit {
 			t.Errorf("device %s marked", d.Device())
 		}
 	}

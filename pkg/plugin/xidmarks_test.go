@@ -115,11 +115,11 @@ func (e *env) editMarks(edit func(string) string) {
 // start.
 func (e *env) marks(p *Plugin, devices map[string]gpu.MIGDevice) map[string]uint64 {
 	out := map[string]uint64{}
-	if code, ok := p.XidOf(1, ""); ok {
+	if code, ok := p.XidOf(1, "", ""); ok {
 		out["gpu-1"] = code
 	}
 	for name, d := range devices {
-		if code, ok := p.XidOf(0, d.UUID); ok {
+		if code, ok := p.XidOf(0, "", d.UUID); ok {
 			out[name] = code
 		}
 	}
@@ -422,7 +422,7 @@ func TestClearXidsKeepsAnXidRepeatedAfterTheRequest(t *testing.T) {
 	if diff := cmp.Diff([]string{large.UUID + ": Xid 94"}, kept); diff != "" || len(cleared) > 0 {
 		t.Errorf("cleared %v, kept (-want +got):\n%s", cleared, diff)
 	}
-	if _, ok := p.XidOf(0, large.UUID); !ok {
+	if _, ok := p.XidOf(0, "", large.UUID); !ok {
 		t.Error("the Xid repeated after the request was cleared")
 	}
 }
@@ -457,7 +457,7 @@ func TestXidMarksEdgesAcrossRestart(t *testing.T) {
 	t.Run("GPU whose UUID NVML could not read", func(t *testing.T) {
 		e := newEnv(t)
 		e.xidMarksPlugin("boot-1").recordXid(e.ctx, gpu.Xid{GPUIndex: 1, Code: 79, GIID: -1, CIID: -1})
-		if code, ok := e.xidMarksPlugin("boot-1").XidOf(1, ""); !ok || code != 79 {
+		if code, ok := e.xidMarksPlugin("boot-1").XidOf(1, "", ""); !ok || code != 79 {
 			t.Errorf("GPU 1's mark after a restart: %d, %t; want Xid 79", code, ok)
 		}
 	})
@@ -476,7 +476,7 @@ func TestXidMarksEdgesAcrossRestart(t *testing.T) {
 		}
 		// The same Xid again, at once: written now.
 		p.recordXid(e.ctx, x)
-		if code, ok := e.xidMarksPlugin("boot-1").XidOf(1, ""); !ok || code != 48 {
+		if code, ok := e.xidMarksPlugin("boot-1").XidOf(1, "", ""); !ok || code != 48 {
 			t.Errorf("GPU 1's mark after a restart: %d, %t; want Xid 48", code, ok)
 		}
 	})
@@ -508,11 +508,39 @@ func TestXidMarksEdgesAcrossRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := e.xidMarksPlugin("boot-1")
-		if code, ok := p.XidOf(1, ""); !ok || code != 48 {
+		if code, ok := p.XidOf(1, "", ""); !ok || code != 48 {
 			t.Errorf("GPU 1's mark: %d, %t; want its own Xid 48", code, ok)
 		}
-		if _, ok := p.XidOf(0, ""); ok {
+		if _, ok := p.XidOf(0, "", ""); ok {
 			t.Error("GPU 0 marked")
+		}
+	})
+	t.Run("mark of a GPU numbered anew, restored without a listing", func(t *testing.T) {
+		e := newEnv(t)
+		// GPU 1's mark, saved at index 0 (numbered anew since); NVML's
+		// listing fails as the agent starts, so it is restored at 0.
+		f := xidMarks{Version: XidMarksVersion, BootID: "boot-1", GPUs: []savedXidMark{
+			{GPUIndex: 0, GPUUUID: e.gpuUUID(1), Xid: 48, At: time.Now()},
+		}}
+		data, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(e.cpDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(e.cpDir, XidMarksFile), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := e.xidMarksPlugin("boot-1", func(c *Config) { c.GPUs = unlistable{c.GPUs} })
+		// The kubelet and the published taints name the same board: GPU
+		// 1's, wherever NVML now numbers it.
+		for idx, board := range map[int]string{0: e.gpuUUID(0), 1: e.gpuUUID(1)} {
+			_, health := p.xidHealth(PreparedDevice{Device: "gpu", GPUIndex: idx, UUID: board})
+			_, taint := p.XidOf(idx, board, "")
+			if health != taint || taint != (idx == 1) {
+				t.Errorf("GPU %d (%s): unhealthy to the kubelet %t, tainted %t; want both %t", idx, board, health, taint, idx == 1)
+			}
 		}
 	})
 	t.Run("clear request of a file of another version", func(t *testing.T) {
