@@ -243,3 +243,51 @@ func TestReconcilePrunesXidMarks(t *testing.T) {
 		t.Errorf("PruneXids calls (-want +got):\n%s", diff)
 	}
 }
+
+// boardMarks holds whole-GPU Xid marks by the index they were restored
+// at, each naming its board, and finds them as the kubelet plugin does:
+// by the board's UUID where the caller knows it, else by index unless the
+// mark there names another board.
+type boardMarks map[int]struct {
+	board string
+	code  uint64
+}
+
+func (m boardMarks) PruneXids(context.Context, map[int][]string) {}
+
+func (m boardMarks) ClearXids(context.Context, string, []v1alpha1.ClearXidsPart) ([]string, []string, bool, error) {
+	return nil, nil, false, nil
+}
+
+func (m boardMarks) XidOf(idx int, board, _ string) (uint64, bool) {
+	if board != "" {
+		for _, x := range m {
+			if x.board == board {
+				return x.code, true
+			}
+		}
+	}
+	x, ok := m[idx]
+	if ok && board != "" && x.board != board {
+		return 0, false
+	}
+	return x.code, ok
+}
+
+// TestGPUXidsOfABoardNumberedAnew: board B's mark, restored at index 0
+// where NVML now numbers board A, is listed on B's row alone, as the
+// Xid taint is published on B's devices alone; a GPU NVML cannot read is
+// still found by its index.
+func TestGPUXidsOfABoardNumberedAnew(t *testing.T) {
+	marks := boardMarks{0: {board: "GPU-B", code: 48}, 2: {board: "GPU-C", code: 79}}
+	gpus := []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-A"}}, {GPU: gpu.GPU{Index: 1, UUID: "GPU-B"}}}
+	r := &NodeReconciler{XidMarks: marks, Repartitioner: &Repartitioner{Inventory: &PoolInventory{NodeName: "n1"}}}
+	res := &SyncResult{GPUs: gpus, Results: map[int]GPUResult{
+		0: {Phase: v1alpha1.PhaseReady}, 1: {Phase: v1alpha1.PhaseReady},
+		2: {Phase: v1alpha1.PhaseFailed, Reason: v1alpha1.ReasonGPUUnreadable},
+	}}
+	want := map[int][]v1alpha1.GPUXid{1: {{Xid: 48}}, 2: {{Xid: 79}}}
+	if diff := cmp.Diff(want, r.gpuXids(res)); diff != "" {
+		t.Errorf("gpuXids (-want +got):\n%s", diff)
+	}
+}

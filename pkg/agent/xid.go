@@ -88,7 +88,17 @@ func (r *NodeReconciler) gpuXids(res *SyncResult) map[int][]v1alpha1.GPUXid {
 		return nil
 	}
 	out := map[int][]v1alpha1.GPUXid{}
-	for idx := range res.Results { // GPUs not read are here only
+	read := map[int]bool{}
+	for _, g := range res.GPUs {
+		read[g.GPU.Index] = true
+	}
+	for idx := range res.Results {
+		// GPUs not read, whose UUID is not known: by index. A GPU read
+		// is judged by its UUID below (a mark at its index may be
+		// another board's, one NVML numbered anew).
+		if read[idx] {
+			continue
+		}
 		if code, ok := r.XidMarks.XidOf(idx, "", ""); ok {
 			out[idx] = []v1alpha1.GPUXid{{Xid: int64(code)}}
 		}
