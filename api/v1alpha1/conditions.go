@@ -166,7 +166,8 @@ const (
 	// nodeSelector does not parse (a malformed label key or value, where the
 	// chart's migLayoutSelectorPolicy does not refuse it); no node is
 	// selected and nothing new is written to the nodes it holds (a change
-	// written before goes on there: Progressing names those nodes).
+	// written before goes on there: Progressing names the nodes on their
+	// way to it).
 	ReasonInvalidSelector = "InvalidSelector"
 )
 

@@ -248,6 +248,7 @@ func (c *checker) claimSpec(obj map[string]any, keys []string) {
 			c.deviceRequest(rp, req, name, keys, i, "")
 		}
 	}
+	c.constraintRequests(base, spec)
 	for i, k := range listAt(spec, "devices", "constraints") {
 		con, ok := k.(map[string]any)
 		if !ok {
@@ -350,6 +351,7 @@ func (c *checker) deviceRequest(p string, r map[string]any, reqName string, keys
 		}
 		c.add(p+".allocationMode", problem, fix, apply)
 	}
+	c.requestCount(p, r)
 	if class, ok := r["deviceClassName"].(string); ok && class != "" && !c.world.classes[class] {
 		known := sortedKeys(c.world.classes)
 		fix := "deviceClassName: one of " + strings.Join(known, ", ")
@@ -388,6 +390,9 @@ var hasRE = regexp.MustCompile(`\bhas\(\s*$`)
 // several drivers guards the attributes only some publish (has() of an
 // absent key is false, not an error).
 func (c *checker) cel(p, expr, _ string) {
+	if !c.celCompiles(p, expr) {
+		return
+	}
 	seen, guarded := map[string]bool{}, map[string]bool{}
 	matches := attrRE.FindAllStringSubmatchIndex(expr, -1)
 	for _, m := range matches {
@@ -497,6 +502,7 @@ func domainsWith(table map[string]map[string]bool, name string) []string {
 func (c *checker) podSpec(obj map[string]any, keys []string) {
 	spec := mapAt(obj, keys...)
 	base := pathOf(keys)
+	c.podClaimEntries(base, spec)
 	defined := map[string]bool{}
 	for i, r := range listAt(spec, "resourceClaims") {
 		rc, ok := r.(map[string]any)
@@ -519,8 +525,14 @@ func (c *checker) podSpec(obj map[string]any, keys []string) {
 		for _, f := range fields {
 			fix += "\n  " + f
 		}
-		c.add(fmt.Sprintf("%s.resourceClaims[%d].source", base, i),
-			"source was removed from pod resource claims (Kubernetes 1.31): the API server refuses it as an unknown field, or drops it and then refuses the entry (must specify one of: `resourceClaimName`, `resourceClaimTemplateName`)",
+		problem := "source was removed from pod resource claims (Kubernetes 1.31): the API server refuses it as an unknown field, or drops it and then refuses the entry (must specify one of: `resourceClaimName`, `resourceClaimTemplateName`)"
+		if len(fields) > 1 {
+			// Which one is meant is the user's to say (podClaimEntries
+			// tells it too).
+			c.add(fmt.Sprintf("%s.resourceClaims[%d].source", base, i), problem, fix+"\n(keeping only the one meant)", nil)
+			continue
+		}
+		c.add(fmt.Sprintf("%s.resourceClaims[%d].source", base, i), problem,
 			fix, func(o map[string]any) {
 				l := listAt(o, append(keys, "resourceClaims")...)
 				if i >= len(l) {
@@ -546,6 +558,7 @@ func (c *checker) podSpec(obj map[string]any, keys []string) {
 				n, _ := m["name"].(string)
 				names = append(names, n)
 			}
+			c.containerClaimsTwice(fmt.Sprintf("%s.%s[%d]", base, group, i), m)
 			for j, cl := range listAt(m, "resources", "claims") {
 				cm, _ := cl.(map[string]any)
 				n, _ := cm["name"].(string)

@@ -23,9 +23,9 @@ type Observation struct {
 	Selection   Selection
 	SelectorErr error
 	// HeldChanging, with SelectorErr, are the nodes whose NodeMigLayout
-	// the MigLayout controls that still carry out a change written before
-	// its selector stopped parsing (changeUnfinished): no new change starts,
-	// but their agents go on with that one.
+	// the MigLayout controls that are on their way to a change written
+	// before its selector stopped parsing (Reconciler.heldChanging): no new
+	// change starts, but their agents go on with that one.
 	HeldChanging []string
 	// Nodes has one state per selected node.
 	Nodes []NodeState

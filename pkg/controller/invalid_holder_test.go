@@ -3,12 +3,12 @@ package controller
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2/ktesting"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -144,35 +144,52 @@ func TestInvalidSelectorDropsUnstartedChangeOfSharedNode(t *testing.T) {
 
 // TestInvalidSelectorTellsChangesCarriedOut: a MigLayout whose selector
 // stops parsing writes nothing new, but its agents go on with the changes
-// written before: Progressing is True while a node it holds carries one
-// out (a GPU Repartitioning, Blocked or retried, or a change not begun
-// yet, which a paused MigLayout drops), and False once every node it
-// holds is Ready on its spec.
+// written before: Progressing is True while a node it holds is on its way
+// to one (a GPU Repartitioning or retried, or a change not begun yet,
+// which a paused MigLayout drops), and False where none is, as for
+// selected nodes: once every node it holds is Ready on its spec, and
+// where a change waits on a device in use or the node's agent is lost.
 func TestInvalidSelectorTellsChangesCarriedOut(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
 	tests := map[string]struct {
 		status *gpuBuilder
 		paused bool
+		lost   bool
 		want   metav1.ConditionStatus
 	}{
-		// A paused MigLayout drops a change not begun.
-		"not begun, paused": {status: a100(0).layout(wholeLayout), paused: true, want: metav1.ConditionFalse},
-		"blocked, paused":   {status: a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "claim ns/c holds it"), paused: true, want: metav1.ConditionTrue},
 		"repartitioning":    {status: a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "creating 3g.40gb@4"), want: metav1.ConditionTrue},
-		"blocked":           {status: a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "claim ns/c holds it"), want: metav1.ConditionTrue},
-		"not begun":         {status: a100(0).layout(wholeLayout).phase(v1alpha1.PhasePending, v1alpha1.ReasonPending, ""), want: metav1.ConditionTrue},
+		"retried":           {status: a100(0).layout("3g.40gb@0").phase(v1alpha1.PhasePending, v1alpha1.ReasonPending, ""), want: metav1.ConditionTrue},
+		"not begun":         {status: a100(0).layout(wholeLayout), want: metav1.ConditionTrue},
+		"not begun, paused": {status: a100(0).layout(wholeLayout), paused: true, want: metav1.ConditionFalse},
 		"done":              {status: a100(0).layout(halvesLayout), want: metav1.ConditionFalse},
+		"blocked":           {status: a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "claim ns/c holds it"), want: metav1.ConditionFalse},
+		"agent lost":        {status: a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "creating 3g.40gb@4"), lost: true, want: metav1.ConditionFalse},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			now := leaseTestStart
 			a := staticMigLayout("a", "uid-a", "a")
 			a.Spec.NodeSelector = metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
 			a.Spec.Paused = tc.paused
 			nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "")).status(tc.status).build(), a)
-			got := reconcileOnce(t, ctx, a, node("n1", map[string]string{"pool": "a"}), nml)
+			objs := []client.Object{a, node("n1", map[string]string{"pool": "a"}), nml}
+			if tc.lost {
+				// Shown lost before; its Lease not renewed for an hour.
+				a.Status.Nodes = []v1alpha1.NodeRow{{Node: "n1", Phase: v1alpha1.PhaseUnknown}}
+				objs = append(objs, agentLease("n1", now.Add(-time.Hour), 40))
+			}
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+				WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+			r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), AgentLeases: leasesOnClock(&now)}
+			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+				t.Fatal(err)
+			}
+			var got v1alpha1.MigLayout
+			if err := c.Get(t.Context(), client.ObjectKey{Name: "a"}, &got); err != nil {
+				t.Fatal(err)
+			}
 			p := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgressing)
 			if p == nil || p.Status != tc.want || (tc.want == metav1.ConditionTrue) != strings.Contains(p.Message, "n1") {
-				t.Errorf("Progressing %+v, want %s naming n1 where it carries out a change", p, tc.want)
+				t.Errorf("Progressing %+v, want %s naming n1 where it is on its way", p, tc.want)
 			}
 			if r := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); r == nil || r.Reason != v1alpha1.ReasonInvalidSelector {
 				t.Errorf("Ready %+v, want reason %s", r, v1alpha1.ReasonInvalidSelector)

@@ -447,39 +447,27 @@ func changeBegun(nml *v1alpha1.NodeMigLayout) bool {
 	return false
 }
 
-// changeUnfinished reports whether nml's spec holds a change its agent
-// has not finished: a GPU the spec lists, reported and acted on
-// (notActedOn), that is not Ready holding its spec entry.
-func changeUnfinished(nml *v1alpha1.NodeMigLayout) bool {
-	for _, sp := range nml.Spec.GPUs {
-		i := slices.IndexFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool { return g.Index == sp.Index })
-		if i < 0 || notActedOn(nml.Status.GPUs[i]) {
-			continue
-		}
-		if g := nml.Status.GPUs[i]; g.Phase != v1alpha1.PhaseReady || !holds(sp, g) {
-			return true
-		}
-	}
-	return false
-}
-
-// heldChanging are the nodes (of nodes, by name) whose NodeMigLayout ml
-// controls and that still carry out a change (changeUnfinished; only a
-// change begun where ml is paused or another MigLayout selects the node
-// too, of sel's conflicts, since one not begun is dropped there): where
-// ml's selector does not parse, nothing new is written to them, but their
-// agents go on with what was.
-func heldChanging(ml *v1alpha1.MigLayout, sel Selection, nodes map[string]map[string]string, nmls map[string]*v1alpha1.NodeMigLayout) []string {
+// heldChanging are the nodes whose NodeMigLayout ml controls that are on
+// their way to a change written before (onTheWay, judged as a selected
+// node is, its agent's heartbeat included; only a change begun where ml is
+// paused or another MigLayout selects the node too, of sel's conflicts,
+// since one not begun is dropped there): where ml's selector does not
+// parse, nothing new is written to them, but their agents go on with what
+// was. A node whose change waits on a device in use or failed is not on
+// its way, as for a selected node.
+func (r *Reconciler) heldChanging(ml *v1alpha1.MigLayout, sel Selection, in inputs) []string {
+	wasLost := LostInStatus(ml)
 	var out []string
-	for _, name := range slices.Sorted(maps.Keys(nmls)) {
-		nml := nmls[name]
-		if _, ok := nodes[name]; !ok || !metav1.IsControlledBy(nml, ml) {
+	for _, name := range slices.Sorted(maps.Keys(in.nodeMigLayouts)) {
+		nml := in.nodeMigLayouts[name]
+		if _, ok := in.nodes[name]; !ok || !metav1.IsControlledBy(nml, ml) {
 			continue
 		}
 		if (ml.Spec.Paused || sel.Conflicted(name)) && !changeBegun(nml) {
 			continue
 		}
-		if changeUnfinished(nml) {
+		health := r.AgentLeases.Health(name, in.leases[name], AgentReported(nml), wasLost.Has(name))
+		if onTheWay(EvaluateNode(name, nml, nil, health)) {
 			out = append(out, name)
 		}
 	}

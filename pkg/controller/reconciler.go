@@ -129,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obs.Selection = HeldByInvalidSelectors(&ml, obs.Selection, in.migLayouts, in.nodeMigLayouts)
 	if obs.SelectorErr != nil {
 		obs.Selection = ConflictsOfHeld(&ml, in.migLayouts, in.nodes, in.nodeMigLayouts)
-		obs.HeldChanging = heldChanging(&ml, obs.Selection, in.nodes, in.nodeMigLayouts)
+		obs.HeldChanging = r.heldChanging(&ml, obs.Selection, in)
 	}
 	var result ctrl.Result
 	var errs []error
