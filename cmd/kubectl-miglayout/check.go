@@ -32,6 +32,11 @@ for older API versions carry, and say how to fix each:
   - request fields beside exactly:   in resource.k8s.io/v1 they sit under exactly
   - a CEL selector or matchAttribute naming an attribute no device publishes
   - a deviceClassName that names no DeviceClass
+  - what else the API server refuses in these fields: a CEL selector that
+    does not compile to a bool (or is too costly), a count beside
+    allocationMode All, a constraint naming no request, a pod claim entry
+    without exactly one of resourceClaimName and resourceClaimTemplateName,
+    a pod claim or container claim given twice
 
 Attributes and DeviceClasses are those of the cluster (its DeviceClasses and
 published ResourceSlices) unless --offline is given or the cluster cannot be
@@ -200,7 +205,7 @@ func (c *checker) claimSpec(obj map[string]any, keys []string) {
 			what := fmt.Sprintf("%s sit directly on the request, as in resource.k8s.io/v1beta1; in resource.k8s.io/v1 they belong under exactly: (the API server refuses them as unknown fields)", strings.Join(flat, ", "))
 			hint := "move them under exactly:\n- name: " + name + "\n  exactly:\n    deviceClassName: ..."
 			if v, _ := obj["apiVersion"].(string); flatRequestVersions[v] {
-				what = fmt.Sprintf("%s sit directly on the request of a %s object, which is right there; resource.k8s.io/v1, the version Kubernetes serves from 1.34 on and the only one this driver is tested with, has them under exactly:", strings.Join(flat, ", "), v)
+				what = fmt.Sprintf("%s sit directly on the request of a %s object, which is right for that version; but an API server serves it only where its runtime config turns it on (beta APIs are off by default; v1beta1 is deprecated from 1.35 and removed in 1.38, v1alpha3 claims are no longer served), while resource.k8s.io/v1, served from 1.34 on and the only version this driver is tested with, has them under exactly:", strings.Join(flat, ", "), v)
 				hint = "make it apiVersion: resource.k8s.io/v1 and move them under exactly:\n- name: " + name + "\n  exactly:\n    deviceClassName: ..."
 			}
 			// exactly: giving other values for them leaves which were

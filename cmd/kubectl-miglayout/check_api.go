@@ -35,7 +35,7 @@ func (c *checker) celCompiles(p, expr string) bool {
 	res := compiler.CompileCELExpression(expr, dracel.Options{EnvType: ptr.To(environment.NewExpressions)})
 	switch {
 	case res.Error != nil:
-		c.add(p, "the CEL expression does not compile: the API server refuses it ("+res.Error.Detail+")",
+		c.add(p, "the CEL expression is no valid selector: the API server refuses it ("+res.Error.Detail+")",
 			"correct the expression; it reads device.driver, device.attributes['DOMAIN'].NAME and device.capacity['DOMAIN'].NAME and yields a bool", nil)
 		return false
 	case res.MaxCost > resourceapi.CELSelectorExpressionMaxCost:

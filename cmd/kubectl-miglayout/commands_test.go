@@ -349,6 +349,13 @@ func TestImportMigParted(t *testing.T) {
 	if err != nil || !strings.Contains(out, "name: halves") || !strings.Contains(out, "miglayout.io/pool: a100") {
 		t.Errorf("--name/--selector: %v\n%s", err, out)
 	}
+	// A key twice selects no node as written; one of its values kept
+	// would select nodes.
+	out, _, err = runWith(t, nil, "import", "mig-parted", "-f", "testdata/mig-parted-config.yaml", "--config", "all-3g.40gb",
+		"--selector", "pool=a,pool=b")
+	if err == nil || !strings.Contains(err.Error(), "more than once") {
+		t.Errorf("--selector with a key twice: %v, want it refused\n%s", err, out)
+	}
 }
 
 func notesComment(notes string) string {

@@ -224,6 +224,11 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 		if err != nil {
 			return nil, nil, fmt.Errorf("--selector: %w", err)
 		}
+		// A key given twice would keep its last value alone, where the
+		// selector as written selects no node.
+		if n := strings.Count(selector, ",") + 1; n != len(set) {
+			return nil, nil, fmt.Errorf("--selector %q names a label key more than once: a node has one value per key", selector)
+		}
 		sel = metav1.LabelSelector{MatchLabels: set}
 	} else if errs := validation.IsValidLabelValue(config); len(errs) > 0 {
 		return nil, nil, fmt.Errorf("%q cannot be a label value (%s): give --selector", config, strings.Join(errs, "; "))

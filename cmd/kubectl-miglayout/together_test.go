@@ -122,7 +122,7 @@ spec:
 	if strings.Contains(out.String(), "resource.k8s.io/v1beta1") || !strings.Contains(out.String(), "apiVersion: resource.k8s.io/v1\n") || !strings.Contains(out.String(), "exactly:") {
 		t.Errorf("check --fix did not make the v1beta1 claim a v1 one with exactly:\nreport:\n%s\noutput:\n%s", errOut.String(), out.String())
 	}
-	if !strings.Contains(errOut.String(), "resource.k8s.io/v1beta1 object, which is right there") {
+	if !strings.Contains(errOut.String(), "resource.k8s.io/v1beta1 object, which is right for that version") {
 		t.Errorf("report does not say the fields are right for v1beta1:\n%s", errOut.String())
 	}
 }

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestCheckFindsWhatTheAPIServerRefuses: claims and pods the API server's
+// validation refuses beyond the mistakes of older snippets are found
+// offline, each at its path (none for the valid ones beside them).
+func TestCheckFindsWhatTheAPIServerRefuses(t *testing.T) {
+	claim := func(devices string) string {
+		return "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: r}\nspec:\n  devices:\n" + devices
+	}
+	pod := func(spec string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n" + spec
+	}
+	for name, tc := range map[string]struct {
+		manifest string
+		paths    []string
+	}{
+		"count beside All": {
+			manifest: claim("    requests:\n    - name: g\n      exactly: {deviceClassName: mig.miglayout.io, allocationMode: All, count: 2}\n"),
+			paths:    []string{"spec.devices.requests[0].exactly.count"},
+		},
+		"count 0": {
+			manifest: claim("    requests:\n    - name: g\n      exactly: {deviceClassName: mig.miglayout.io, count: 0}\n"),
+			paths:    []string{"spec.devices.requests[0].exactly.count"},
+		},
+		"count 2": {
+			manifest: claim("    requests:\n    - name: g\n      exactly: {deviceClassName: mig.miglayout.io, allocationMode: ExactCount, count: 2}\n"),
+		},
+		"a selector that does not compile": {
+			manifest: claim("    requests:\n    - name: g\n      exactly:\n        deviceClassName: mig.miglayout.io\n        selectors:\n        - cel: {expression: \"device.attributes['mig.miglayout.io'].memory >= \"}\n"),
+			paths:    []string{"spec.devices.requests[0].exactly.selectors[0].cel.expression"},
+		},
+		"a selector that is no bool": {
+			manifest: claim("    requests:\n    - name: g\n      exactly:\n        deviceClassName: mig.miglayout.io\n        selectors:\n        - cel: {expression: \"device.driver\"}\n"),
+			paths:    []string{"spec.devices.requests[0].exactly.selectors[0].cel.expression"},
+		},
+		"a DeviceClass selector that does not compile": {
+			manifest: "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: c}\nspec:\n  selectors:\n  - cel: {expression: \"device.driver ==\"}\n",
+			paths:    []string{"spec.selectors[0].cel.expression"},
+		},
+		"a constraint naming no request": {
+			manifest: claim("    requests:\n    - name: g\n      exactly: {deviceClassName: mig.miglayout.io}\n" +
+				"    constraints:\n    - {requests: [gpux], matchAttribute: mig.miglayout.io/parentUUID}\n"),
+			paths: []string{"spec.devices.constraints[0].requests[0]"},
+		},
+		"a constraint naming a subrequest": {
+			manifest: claim("    requests:\n    - name: g\n      firstAvailable:\n      - {name: small, deviceClassName: mig.miglayout.io}\n    - name: h\n      exactly: {deviceClassName: mig.miglayout.io}\n" +
+				"    constraints:\n    - {requests: [g/small, h], matchAttribute: mig.miglayout.io/parentUUID}\n    - {requests: [g/large]}\n"),
+			paths: []string{"spec.devices.constraints[1].requests[0]"},
+		},
+		"a pod claim with both sources": {
+			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: a, resourceClaimTemplateName: b}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
+			paths:    []string{"spec.resourceClaims[0]"},
+		},
+		"a pod claim without source": {
+			manifest: pod("  resourceClaims: [{name: gpu}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
+			paths:    []string{"spec.resourceClaims[0]"},
+		},
+		"both sources under source:": {
+			manifest: pod("  resourceClaims: [{name: gpu, source: {resourceClaimName: a, resourceClaimTemplateName: b}}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
+			paths:    []string{"spec.resourceClaims[0]", "spec.resourceClaims[0].source"},
+		},
+		"a pod claim named twice": {
+			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: a}, {name: gpu, resourceClaimName: b}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
+			paths:    []string{"spec.resourceClaims[1].name"},
+		},
+		"a container listing a claim twice": {
+			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: a}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}, {name: gpu, request: r}, {name: gpu}]}}]\n"),
+			paths:    []string{"spec.containers[0].resources.claims[2]"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := checkOffline(t, tc.manifest)
+			var paths []string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "    ") {
+					paths = append(paths, strings.TrimSpace(l))
+				}
+			}
+			if diff := cmp.Diff(tc.paths, paths); diff != "" {
+				t.Errorf("findings (-want +got):\n%s\n%s", diff, out)
+			}
+			if (err != nil) != (len(tc.paths) > 0) {
+				t.Errorf("check: %v, with %d problems", err, len(tc.paths))
+			}
+		})
+	}
+}
+
+// TestCheckFixLeavesBothSourcesToTheUser: --fix does not move a source:
+// naming both a claim and a template onto the entry, which the API server
+// would refuse; the report says so and the command fails.
+func TestCheckFixLeavesBothSourcesToTheUser(t *testing.T) {
+	manifest := "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  resourceClaims: [{name: gpu, source: {resourceClaimName: a, resourceClaimTemplateName: b}}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"
+	fixed, err := checkOffline(t, manifest, "--fix")
+	if err == nil {
+		t.Error("check --fix: no error, want the entry found")
+	}
+	if !strings.Contains(fixed, "source:") || strings.Contains(fixed, "\n    resourceClaimName: a") {
+		t.Errorf("--fix moved a source naming both; output:\n%s", fixed)
+	}
+}
