@@ -90,11 +90,14 @@ func checksum(claims map[types.UID]PreparedClaim) (uint32, error) {
 // unreadableCheckpointHelp is what an operator can do about a checkpoint
 // at path that cannot be read: the plugin does not start without knowing
 // which devices are prepared, since the agent would then destroy them.
-// With no pod on the node, no device is prepared, and the file can go.
+// With no container on the node using its GPUs, no device is in use, and
+// the file can go. A drain does not end meanwhile: the kubelet keeps a
+// pod's object until its claims are unprepared, which needs the plugin.
 func unreadableCheckpointHelp(path string) string {
 	return fmt.Sprintf("the agent does not start without knowing which devices are prepared (it would destroy them); "+
-		"if an agent of another version wrote it, run that version; otherwise, with no pod left on the node that uses its GPUs "+
-		"(kubectl drain the node), move %s aside and restart the agent", path)
+		"if an agent of another version wrote it, run that version; otherwise cordon the node, delete its GPU pods and, once their containers "+
+		"have stopped (crictl ps; the pods stay Terminating until the agent runs again, since the kubelet waits for it to unprepare their claims, "+
+		"so kubectl drain does not finish), move %s aside and restart the agent", path)
 }
 
 // readCheckpoint loads path; a missing file is an empty checkpoint. A file
