@@ -126,6 +126,10 @@ func ReturnCode(err error) (nvml.Return, bool) {
 	if errors.As(err, &m) && m.code != nil {
 		return m.code.Return, true
 	}
+	var g noSuchGPU
+	if errors.As(err, &g) && g.code != nil {
+		return g.code.Return, true
+	}
 	var e *NVMLError
 	if errors.As(err, &e) {
 		return e.Return, true

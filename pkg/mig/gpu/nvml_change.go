@@ -17,7 +17,8 @@ import (
 // CreateMIGDevice creates a GI of profile d.Profile at placement
 // {d.Start, MemorySlices} (CreateGpuInstanceWithPlacement) and its full-size
 // CI. The GPU must be in the catalog and the placement one the profile
-// allows; otherwise NVML is not called (the error wraps mig.ErrUnknownModel,
+// allows; otherwise nothing is created (NVML is only read: the GPU's
+// handle and name, and pending Xids; the error wraps mig.ErrUnknownModel,
 // mig.ErrUnknownProfile, or mig.ErrInvalidLayout together with
 // ErrInsufficientResources). If the CI cannot be created the GI is destroyed
 // again; the error then names both failures when the rollback fails too.
@@ -172,8 +173,9 @@ func joinErrors(errs []error) string {
 }
 
 // DestroyMIGDevice destroys the CIs and then the GI that is device d. No such
-// GI wraps ErrNotFound; processes on it wrap ErrInUse (and nothing is
-// destroyed). The Xids pending for the running watches are read first and
+// GI wraps ErrNotFound; no GPU at gpuIndex does not (noSuchGPU: the GPU
+// instance is not known to be gone); processes on it wrap ErrInUse (and
+// nothing is destroyed). The Xids pending for the running watches are read first and
 // the watches held off until it is done (WatchXids, holdXids): it waits for
 // a watch's current wait to end, up to a tenth of a second.
 func (m *NVMLManager) DestroyMIGDevice(ctx context.Context, gpuIndex int, d mig.Device) error {
@@ -216,6 +218,17 @@ func (e changedMeanwhile) Error() string { return e.msg }
 
 func (e changedMeanwhile) Unwrap() error { return ErrNVML }
 
+// noSuchGPU is a GPU index NVML does not have (ERROR_INVALID_ARGUMENT from
+// nvmlDeviceGetHandleByIndex, or a handle gone stale), met where a GPU
+// instance of it is sought: never ErrNotFound, which there says the GPU
+// instance is gone, destroyed already. It unwraps to ErrNVML, and
+// ReturnCode reads the NVML code of its cause.
+type noSuchGPU changedMeanwhile
+
+func (e noSuchGPU) Error() string { return e.msg }
+
+func (e noSuchGPU) Unwrap() error { return ErrNVML }
+
 // maxDestroyReads bounds how often destroy reads the GPU again when it
 // keeps changing under it.
 const maxDestroyReads = 3
@@ -239,6 +252,9 @@ func (m *NVMLManager) destroy(ctx context.Context, logger klog.Logger, idx int, 
 
 func (m *NVMLManager) destroyOnce(ctx context.Context, logger klog.Logger, idx int, d mig.Device) error {
 	s, err := m.walk(ctx, idx)
+	if errors.Is(err, ErrNotFound) {
+		return noSuchGPU(meanwhile(err))
+	}
 	if err != nil {
 		return err
 	}
