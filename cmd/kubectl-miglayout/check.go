@@ -531,7 +531,9 @@ func (c *checker) podSpec(obj map[string]any, keys []string) {
 			fix += "\n  " + f
 		}
 		problem := "source was removed from pod resource claims (Kubernetes 1.31): the API server refuses it as an unknown field, or drops it and then refuses the entry (must specify one of: `resourceClaimName`, `resourceClaimTemplateName`)"
-		if len(fields) > 1 {
+		_, topClaim := rc["resourceClaimName"]
+		_, topTemplate := rc["resourceClaimTemplateName"]
+		if len(fields) > 1 || ((topClaim || topTemplate) && len(fields) > 0) {
 			// Which one is meant is the user's to say (podClaimEntries
 			// tells it too).
 			c.add(fmt.Sprintf("%s.resourceClaims[%d].source", base, i), problem, fix+"\n(keeping only the one meant)", nil)

@@ -47,29 +47,28 @@ func (c *checker) celCompiles(p, expr string) bool {
 }
 
 // requestCount reports a count the API server refuses beside the request's
-// allocation mode: any count with All, a count below 1 with ExactCount
-// (the default mode).
+// allocation mode: one other than 0 with All, a negative one with
+// ExactCount (the default mode). A count of 0 is the field left out: the
+// API server makes it 1 under ExactCount.
 func (c *checker) requestCount(p string, r map[string]any) {
-	n, counted := r["count"]
-	if !counted {
+	var v float64
+	switch n := r["count"].(type) {
+	case int64:
+		v = float64(n)
+	case float64:
+		v = n
+	default:
 		return
 	}
 	switch mode, _ := r["allocationMode"].(string); mode {
 	case "All":
-		c.add(p+".count", "count is set beside allocationMode: All, which takes every matching device: the API server refuses it (must not be specified when allocationMode is 'All')",
-			"delete count (every matching device), or make it allocationMode: ExactCount to get that many", nil)
-	case "ExactCount", "":
-		var v float64
-		switch n := n.(type) {
-		case int64:
-			v = float64(n)
-		case float64:
-			v = n
-		default:
-			return
+		if v != 0 {
+			c.add(p+".count", "count is set beside allocationMode: All, which takes every matching device: the API server refuses it (must not be specified when allocationMode is 'All')",
+				"delete count (every matching device), or make it allocationMode: ExactCount to get that many", nil)
 		}
-		if v < 1 {
-			c.add(p+".count", fmt.Sprintf("count is %v: the API server refuses a count below 1 (must be greater than zero)", v), "count: 1 or more", nil)
+	case "ExactCount", "":
+		if v < 0 {
+			c.add(p+".count", fmt.Sprintf("count is %v: the API server refuses a negative count (must be greater than zero)", v), "count: 1 or more", nil)
 		}
 	}
 }
@@ -121,23 +120,23 @@ func (c *checker) podClaimEntries(base string, spec map[string]any) {
 		}
 		p := fmt.Sprintf("%s.resourceClaims[%d]", base, i)
 		name, _ := rc["name"].(string)
-		if seen[name] {
+		if name != "" && seen[name] {
 			c.add(p+".name", fmt.Sprintf("%q names another entry already: the API server refuses the pod (Duplicate value)", name), "give each entry its own name", nil)
 		}
 		seen[name] = true
-		sources := 0
+		// The fields named on the entry and under source: (which its own
+		// finding moves up): what the entry would name once fixed.
+		named := map[string]bool{}
+		src, _ := rc["source"].(map[string]any)
 		for _, k := range []string{"resourceClaimName", "resourceClaimTemplateName"} {
-			if v, _ := rc[k].(string); v != "" {
-				sources++
-			}
+			top, _ := rc[k].(string)
+			under, _ := src[k].(string)
+			named[k] = top != "" || under != ""
 		}
-		if src, ok := rc["source"].(map[string]any); ok && sources == 0 {
-			// The entry's source is source:'s, which its own finding
-			// moves up: count what the fix would leave.
-			for _, k := range []string{"resourceClaimName", "resourceClaimTemplateName"} {
-				if v, _ := src[k].(string); v != "" {
-					sources++
-				}
+		sources := 0
+		for _, ok := range named {
+			if ok {
+				sources++
 			}
 		}
 		switch sources {
@@ -151,20 +150,35 @@ func (c *checker) podClaimEntries(base string, spec map[string]any) {
 	}
 }
 
-// containerClaimsTwice reports a container's resources.claims entry given
-// twice (the same name and request): the API server refuses the pod.
+// containerClaimsTwice reports a container's resources.claims entry that
+// repeats an earlier one (the same name and request) or names a claim the
+// container also lists whole and by request: the API server refuses the
+// pod (validateResourceClaimNames: Duplicate value).
 func (c *checker) containerClaimsTwice(p string, container map[string]any) {
 	seen := map[string]bool{}
+	whole, byRequest := map[string]bool{}, map[string]bool{}
 	for j, cl := range listAt(container, "resources", "claims") {
 		cm, _ := cl.(map[string]any)
 		name, _ := cm["name"].(string)
 		req, _ := cm["request"].(string)
 		key := name + "/" + req
-		if seen[key] {
-			c.add(fmt.Sprintf("%s.resources.claims[%d]", p, j), fmt.Sprintf("claim %q%s is listed twice: the API server refuses the pod (Duplicate value)", name, requestSuffix(req)),
-				"list each claim (and request) once", nil)
+		problem := ""
+		switch {
+		case name == "":
+		case seen[key]:
+			problem = fmt.Sprintf("claim %q%s is listed twice: the API server refuses the pod (Duplicate value)", name, requestSuffix(req))
+		case req == "" && byRequest[name], req != "" && whole[name]:
+			problem = fmt.Sprintf("claim %q is listed whole and by request: the API server refuses the pod (Duplicate value)", name)
+		}
+		if problem != "" {
+			c.add(fmt.Sprintf("%s.resources.claims[%d]", p, j), problem, "list each claim once: whole (every request) or by its requests", nil)
 		}
 		seen[key] = true
+		if req == "" {
+			whole[name] = true
+		} else {
+			byRequest[name] = true
+		}
 	}
 }
 

@@ -25,8 +25,13 @@ func TestCheckFindsWhatTheAPIServerRefuses(t *testing.T) {
 			manifest: claim("    requests:\n    - name: g\n      exactly: {deviceClassName: mig.miglayout.io, allocationMode: All, count: 2}\n"),
 			paths:    []string{"spec.devices.requests[0].exactly.count"},
 		},
+		// 0 is the field left out: 1 under ExactCount, none under All.
 		"count 0": {
-			manifest: claim("    requests:\n    - name: g\n      exactly: {deviceClassName: mig.miglayout.io, count: 0}\n"),
+			manifest: claim("    requests:\n    - name: g\n      exactly: {deviceClassName: mig.miglayout.io, count: 0}\n" +
+				"    - name: h\n      exactly: {deviceClassName: mig.miglayout.io, allocationMode: All, count: 0}\n"),
+		},
+		"count -1": {
+			manifest: claim("    requests:\n    - name: g\n      exactly: {deviceClassName: mig.miglayout.io, count: -1}\n"),
 			paths:    []string{"spec.devices.requests[0].exactly.count"},
 		},
 		"count 2": {
@@ -71,8 +76,18 @@ func TestCheckFindsWhatTheAPIServerRefuses(t *testing.T) {
 			paths:    []string{"spec.resourceClaims[1].name"},
 		},
 		"a container listing a claim twice": {
-			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: a}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}, {name: gpu, request: r}, {name: gpu}]}}]\n"),
+			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: a}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu, request: r}, {name: gpu, request: s}, {name: gpu, request: r}]}}]\n"),
 			paths:    []string{"spec.containers[0].resources.claims[2]"},
+		},
+		"a container listing a claim whole and by request": {
+			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: a}, {name: cpu, resourceClaimName: b}]\n  containers:\n" +
+				"  - {name: c, image: x, resources: {claims: [{name: gpu}, {name: gpu, request: r}]}}\n" +
+				"  - {name: d, image: x, resources: {claims: [{name: cpu, request: r}, {name: cpu}]}}\n"),
+			paths: []string{"spec.containers[0].resources.claims[1]", "spec.containers[1].resources.claims[1]"},
+		},
+		"source: beside a source on the entry": {
+			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: a, source: {resourceClaimTemplateName: b}}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
+			paths:    []string{"spec.resourceClaims[0]", "spec.resourceClaims[0].source"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -97,12 +112,19 @@ func TestCheckFindsWhatTheAPIServerRefuses(t *testing.T) {
 // naming both a claim and a template onto the entry, which the API server
 // would refuse; the report says so and the command fails.
 func TestCheckFixLeavesBothSourcesToTheUser(t *testing.T) {
-	manifest := "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  resourceClaims: [{name: gpu, source: {resourceClaimName: a, resourceClaimTemplateName: b}}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"
-	fixed, err := checkOffline(t, manifest, "--fix")
-	if err == nil {
-		t.Error("check --fix: no error, want the entry found")
-	}
-	if !strings.Contains(fixed, "source:") || strings.Contains(fixed, "\n    resourceClaimName: a") {
-		t.Errorf("--fix moved a source naming both; output:\n%s", fixed)
+	for name, entry := range map[string]string{
+		"both under source:":             "{name: gpu, source: {resourceClaimName: a, resourceClaimTemplateName: b}}",
+		"one on the entry, one under it": "{name: gpu, resourceClaimName: a, source: {resourceClaimTemplateName: b}}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			manifest := "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  resourceClaims: [" + entry + "]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"
+			fixed, err := checkOffline(t, manifest, "--fix")
+			if err == nil {
+				t.Error("check --fix: no error, want the entry found")
+			}
+			if !strings.Contains(fixed, "source:") || strings.Contains(fixed, "\n    resourceClaimTemplateName: b") {
+				t.Errorf("--fix moved a source beside another; output:\n%s", fixed)
+			}
+		})
 	}
 }

@@ -224,10 +224,13 @@ func importMigParted(config string, entries []migPartedEntry, name, selector str
 		if err != nil {
 			return nil, nil, fmt.Errorf("--selector: %w", err)
 		}
-		// A key given twice would keep its last value alone, where the
-		// selector as written selects no node.
-		if n := strings.Count(selector, ",") + 1; n != len(set) {
-			return nil, nil, fmt.Errorf("--selector %q names a label key more than once: a node has one value per key", selector)
+		// A key given twice with two values would keep its last value
+		// alone, where the selector as written selects no node.
+		for _, part := range strings.Split(selector, ",") {
+			k, v, _ := strings.Cut(part, "=")
+			if set[strings.TrimSpace(k)] != strings.TrimSpace(v) {
+				return nil, nil, fmt.Errorf("--selector %q gives label %s two values: a node has one value per key, so it would select no node", selector, strings.TrimSpace(k))
+			}
 		}
 		sel = metav1.LabelSelector{MatchLabels: set}
 	} else if errs := validation.IsValidLabelValue(config); len(errs) > 0 {
