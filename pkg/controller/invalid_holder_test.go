@@ -197,3 +197,55 @@ func TestInvalidSelectorTellsChangesCarriedOut(t *testing.T) {
 		})
 	}
 }
+
+// TestInvalidSelectorJudgesHeldNodesAgain: a node held by a MigLayout
+// whose selector does not parse is judged as a selected one over time:
+// the reconcile asks to run again when its live agent's Lease would run
+// out (no event comes then), and a GPU Blocked on a device in use whose
+// agent retries it (Draining again) does not make Progressing flap.
+func TestInvalidSelectorJudgesHeldNodesAgain(t *testing.T) {
+	now := leaseTestStart
+	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.NodeSelector = metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
+	lease := agentLease("n1", now, 40)
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "")).
+		status(a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "claim ns/c holds it")).build(), a)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, node("n1", map[string]string{"pool": "a"}), nml, lease).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), AgentLeases: renewingLeases(&now, lease)}
+	progressing := func(step string) (metav1.ConditionStatus, time.Duration) {
+		t.Helper()
+		res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got v1alpha1.MigLayout
+		if err := c.Get(t.Context(), client.ObjectKey{Name: "a"}, &got); err != nil {
+			t.Fatal(err)
+		}
+		p := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgressing)
+		if p == nil {
+			t.Fatalf("%s: no Progressing condition", step)
+		}
+		return p.Status, res.RequeueAfter
+	}
+	status, after := progressing("blocked")
+	if status != metav1.ConditionFalse {
+		t.Errorf("blocked: Progressing %s, want False", status)
+	}
+	if after <= 0 || after > 40*time.Second+leaseExpirySlack {
+		t.Errorf("blocked: requeued after %v, want by the Lease's expiry (40s)", after)
+	}
+	// The agent retries: the GPU drains again.
+	var live v1alpha1.NodeMigLayout
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &live); err != nil {
+		t.Fatal(err)
+	}
+	live.Status.GPUs[0].Phase, live.Status.GPUs[0].Reason, live.Status.GPUs[0].Message = v1alpha1.PhaseDraining, "", ""
+	if err := c.Status().Update(t.Context(), &live); err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := progressing("retried"); status != metav1.ConditionFalse {
+		t.Errorf("retried: Progressing %s, want False as for the Blocked GPU it retries", status)
+	}
+}

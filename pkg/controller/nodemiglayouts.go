@@ -448,16 +448,19 @@ func changeBegun(nml *v1alpha1.NodeMigLayout) bool {
 }
 
 // heldChanging are the nodes whose NodeMigLayout ml controls that are on
-// their way to a change written before (onTheWay, judged as a selected
-// node is, its agent's heartbeat included; only a change begun where ml is
-// paused or another MigLayout selects the node too, of sel's conflicts,
-// since one not begun is dropped there): where ml's selector does not
-// parse, nothing new is written to them, but their agents go on with what
-// was. A node whose change waits on a device in use or failed is not on
-// its way, as for a selected node.
-func (r *Reconciler) heldChanging(ml *v1alpha1.MigLayout, sel Selection, in inputs) []string {
+// their way to a change written before (onTheWay), judged as selected
+// nodes are (syncNodes): by their agent's heartbeat, a GPU retried after
+// it was Blocked or Failed judged as it was (retriesAsStuck), its passes
+// failing (withFailingPasses), paused (pauseHold); and only a change begun
+// where ml is paused or another MigLayout selects the node too (of sel's
+// conflicts), since one not begun is dropped there. Where ml's selector
+// does not parse, nothing new is written to those nodes, but their agents
+// go on with what was. after is when to judge them again though no event
+// comes (a Lease running out, passes failing long enough), 0 for never.
+func (r *Reconciler) heldChanging(ml *v1alpha1.MigLayout, sel Selection, in inputs) (nodes []string, after time.Duration) {
+	now := r.now()
 	wasLost := LostInStatus(ml)
-	var out []string
+	var recheck, failingDue time.Time
 	for _, name := range slices.Sorted(maps.Keys(in.nodeMigLayouts)) {
 		nml := in.nodeMigLayouts[name]
 		if _, ok := in.nodes[name]; !ok || !metav1.IsControlledBy(nml, ml) {
@@ -467,11 +470,25 @@ func (r *Reconciler) heldChanging(ml *v1alpha1.MigLayout, sel Selection, in inpu
 			continue
 		}
 		health := r.AgentLeases.Health(name, in.leases[name], AgentReported(nml), wasLost.Has(name))
-		if onTheWay(EvaluateNode(name, nml, nil, health)) {
-			out = append(out, name)
+		recheck = earliest(recheck, health.Recheck)
+		failing := r.failing.observe(ml.Name, name, nml, now)
+		judged := r.failing.retriesAsStuck(ml.Name, name, nml)
+		st := EvaluateNode(name, judged, nil, health)
+		if ml.Spec.Paused {
+			st = pauseHold(st)
+		}
+		var due time.Time
+		st, due = withFailingPasses(st, judged, failing, now)
+		failingDue = earliest(failingDue, due)
+		if onTheWay(st) {
+			nodes = append(nodes, name)
 		}
 	}
-	return out
+	after = r.AgentLeases.requeueAt(recheck)
+	if !failingDue.IsZero() {
+		after = sooner(after, failingDue.Sub(now)+time.Second)
+	}
+	return nodes, after
 }
 
 // carriedInConflict is the state of a node in conflict (conflict, its

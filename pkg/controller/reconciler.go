@@ -127,11 +127,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obs := Observation{Generation: ml.Generation, Mode: ml.Spec.Mode, Paused: ml.Spec.Paused}
 	obs.Selection, obs.SelectorErr = SelectNodes(&ml, in.migLayouts, in.nodes)
 	obs.Selection = HeldByInvalidSelectors(&ml, obs.Selection, in.migLayouts, in.nodeMigLayouts)
+	var result ctrl.Result
 	if obs.SelectorErr != nil {
 		obs.Selection = ConflictsOfHeld(&ml, in.migLayouts, in.nodes, in.nodeMigLayouts)
-		obs.HeldChanging = r.heldChanging(&ml, obs.Selection, in)
+		obs.HeldChanging, result.RequeueAfter = r.heldChanging(&ml, obs.Selection, in)
 	}
-	var result ctrl.Result
 	var errs []error
 	if obs.SelectorErr == nil {
 		obs.Nodes, result, errs = r.syncNodes(ctx, &ml, obs.Selection, in)
