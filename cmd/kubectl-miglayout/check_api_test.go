@@ -91,13 +91,7 @@ func TestCheckFindsWhatTheAPIServerRefuses(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			out, err := checkOffline(t, tc.manifest)
-			var paths []string
-			for _, l := range strings.Split(out, "\n") {
-				if strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "    ") {
-					paths = append(paths, strings.TrimSpace(l))
-				}
-			}
+			out, paths, err := checkFindingPaths(t, tc.manifest)
 			if diff := cmp.Diff(tc.paths, paths); diff != "" {
 				t.Errorf("findings (-want +got):\n%s\n%s", diff, out)
 			}

@@ -164,6 +164,20 @@ func checkOffline(t *testing.T, manifest string, extra ...string) (string, error
 	return out, err
 }
 
+// checkFindingPaths checks manifest offline and returns the report, the
+// paths of its findings in order, and the command's error.
+func checkFindingPaths(t *testing.T, manifest string) (string, []string, error) {
+	t.Helper()
+	out, err := checkOffline(t, manifest)
+	var paths []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "    ") {
+			paths = append(paths, strings.TrimSpace(l))
+		}
+	}
+	return out, paths, err
+}
+
 // TestCheckFindings: each manifest is checked offline; the findings'
 // paths must be exactly those listed (none for a correct manifest).
 func TestCheckFindings(t *testing.T) {
@@ -229,13 +243,7 @@ func TestCheckFindings(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			out, err := checkOffline(t, tc.manifest)
-			var paths []string
-			for _, l := range strings.Split(out, "\n") {
-				if strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "    ") {
-					paths = append(paths, strings.TrimSpace(l))
-				}
-			}
+			out, paths, err := checkFindingPaths(t, tc.manifest)
 			if diff := cmp.Diff(tc.paths, paths); diff != "" {
 				t.Errorf("findings (-want +got):\n%s\n%s", diff, out)
 			}

@@ -40,6 +40,22 @@ func (e *env) xidMarksPlugin(bootID string, edit ...func(*Config)) *Plugin {
 	return p
 }
 
+// writeXidMarks writes f as the marks file an earlier run of the agent
+// left.
+func (e *env) writeXidMarks(f xidMarks) {
+	e.t.Helper()
+	data, err := json.Marshal(f)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.MkdirAll(e.cpDir, 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.cpDir, XidMarksFile), data, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // migOn returns the MIG device of GPU 0 at placement start.
 func (e *env) migOn(start int) gpu.MIGDevice {
 	e.t.Helper()
@@ -497,16 +513,7 @@ func TestXidMarksEdgesAcrossRestart(t *testing.T) {
 			{GPUIndex: 1, Xid: 79, At: time.Now()},
 			{GPUIndex: 0, GPUUUID: e.gpuUUID(1), Xid: 48, At: time.Now()},
 		}}
-		data, err := json.Marshal(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(e.cpDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(e.cpDir, XidMarksFile), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		e.writeXidMarks(f)
 		p := e.xidMarksPlugin("boot-1")
 		if code, ok := p.XidOf(1, "", ""); !ok || code != 48 {
 			t.Errorf("GPU 1's mark: %d, %t; want its own Xid 48", code, ok)
@@ -522,16 +529,7 @@ func TestXidMarksEdgesAcrossRestart(t *testing.T) {
 		f := xidMarks{Version: XidMarksVersion, BootID: "boot-1", GPUs: []savedXidMark{
 			{GPUIndex: 0, GPUUUID: e.gpuUUID(1), Xid: 48, At: time.Now()},
 		}}
-		data, err := json.Marshal(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(e.cpDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(e.cpDir, XidMarksFile), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		e.writeXidMarks(f)
 		p := e.xidMarksPlugin("boot-1", func(c *Config) { c.GPUs = unlistable{c.GPUs} })
 		// The kubelet and the published taints name the same board: GPU
 		// 1's, wherever NVML now numbers it.
