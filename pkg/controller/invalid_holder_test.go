@@ -249,3 +249,57 @@ func TestInvalidSelectorJudgesHeldNodesAgain(t *testing.T) {
 		t.Errorf("retried: Progressing %s, want False as for the Blocked GPU it retries", status)
 	}
 }
+
+// TestInvalidSelectorForgetsWhatHeldNodesFinished: a held node whose
+// change is done asks for no wake-up, its agent lost or not (nothing of
+// it can change the conditions), and a GPU Ready since it was Blocked is
+// not judged later by that Blocked row: the node's agent repartitioning
+// it again (its layout lost) is on its way, as a new controller judges.
+func TestInvalidSelectorForgetsWhatHeldNodesFinished(t *testing.T) {
+	now := leaseTestStart
+	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.NodeSelector = metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
+	// b selects n1 too: a conflict, where a change not begun is dropped.
+	b := staticMigLayout("b", "uid-b", "a")
+	a.Status.Nodes = []v1alpha1.NodeRow{{Node: "n1", Phase: v1alpha1.PhaseUnknown}}
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "")).
+		status(a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "claim ns/c holds it")).build(), a)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).
+		WithObjects(a, b, node("n1", map[string]string{"pool": "a"}), nml, agentLease("n1", now.Add(-time.Hour), 40)).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), AgentLeases: leasesOnClock(&now)}
+	setGPU := func(layout string, phase v1alpha1.GPUPhase) {
+		t.Helper()
+		var live v1alpha1.NodeMigLayout
+		if err := c.Get(t.Context(), client.ObjectKey{Name: "n1"}, &live); err != nil {
+			t.Fatal(err)
+		}
+		live.Status.GPUs[0].Layout, live.Status.GPUs[0].Phase, live.Status.GPUs[0].Reason, live.Status.GPUs[0].Message = layout, phase, "", ""
+		if err := c.Status().Update(t.Context(), &live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile := func() (metav1.ConditionStatus, time.Duration) {
+		t.Helper()
+		res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got v1alpha1.MigLayout
+		if err := c.Get(t.Context(), client.ObjectKey{Name: "a"}, &got); err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgressing).Status, res.RequeueAfter
+	}
+	reconcile() // Blocked: remembered
+	setGPU(halvesLayout, v1alpha1.PhaseReady)
+	if _, after := reconcile(); after != 0 {
+		t.Errorf("done, agent lost: requeued after %v, want no wake-up", after)
+	}
+	// The agent is back and repartitions the GPU again for the same spec.
+	r.AgentLeases = nil
+	setGPU(wholeLayout, v1alpha1.PhaseRepartitioning)
+	if status, _ := reconcile(); status != metav1.ConditionTrue {
+		t.Errorf("repartitioning again: Progressing %s, want True (not judged by the Blocked row of before)", status)
+	}
+}

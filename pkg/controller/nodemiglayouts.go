@@ -466,12 +466,14 @@ func (r *Reconciler) heldChanging(ml *v1alpha1.MigLayout, sel Selection, in inpu
 		if _, ok := in.nodes[name]; !ok || !metav1.IsControlledBy(nml, ml) {
 			continue
 		}
-		if (ml.Spec.Paused || sel.Conflicted(name)) && !changeBegun(nml) {
-			continue
+		// Observed first, as syncNodes does: a GPU Ready since forgets
+		// the Blocked row it was.
+		failing := r.failing.observe(ml.Name, name, nml, now)
+		if (ml.Spec.Paused || sel.Conflicted(name)) && !changeBegun(nml) || specHeld(nml) {
+			continue // no change to carry out, nothing to judge again
 		}
 		health := r.AgentLeases.Health(name, in.leases[name], AgentReported(nml), wasLost.Has(name))
 		recheck = earliest(recheck, health.Recheck)
-		failing := r.failing.observe(ml.Name, name, nml, now)
 		judged := r.failing.retriesAsStuck(ml.Name, name, nml)
 		st := EvaluateNode(name, judged, nil, health)
 		if ml.Spec.Paused {
@@ -489,6 +491,18 @@ func (r *Reconciler) heldChanging(ml *v1alpha1.MigLayout, sel Selection, in inpu
 		after = sooner(after, failingDue.Sub(now)+time.Second)
 	}
 	return nodes, after
+}
+
+// specHeld reports whether every GPU nml's spec lists is reported Ready
+// holding its entry: no change is left to carry out.
+func specHeld(nml *v1alpha1.NodeMigLayout) bool {
+	for _, sp := range nml.Spec.GPUs {
+		i := slices.IndexFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool { return g.Index == sp.Index })
+		if i < 0 || nml.Status.GPUs[i].Phase != v1alpha1.PhaseReady || !holds(sp, nml.Status.GPUs[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // carriedInConflict is the state of a node in conflict (conflict, its
