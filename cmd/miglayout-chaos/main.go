@@ -146,7 +146,8 @@ func run() int {
 	fmt.Printf("monitor: %d simulator polls, %d watch events out of revision order, %d errors %v\n", polls, ooo, len(errs), errs)
 
 	if *raceRounds > 0 && ctx.Err() == nil {
-		cells, err := chaos.RunDrainRace(ctx, env, mon, "race-"+rand.String(5), chaos.RaceOptions{Rounds: *raceRounds, Seed: *seed,
+		const stall = 600 * time.Millisecond
+		cells, err := chaos.RunDrainRace(ctx, env, mon, "race-"+rand.String(5), chaos.RaceOptions{Rounds: *raceRounds, Stall: stall, Seed: *seed,
 			Logf: func(f string, a ...any) { fmt.Printf(f+"\n", a...) }})
 		fmt.Printf("\n## Drain race: %d rounds per scheduler mode\n\n", *raceRounds)
 		chaos.WriteRaceTable(os.Stdout, cells)
@@ -157,6 +158,9 @@ func run() int {
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "miglayout-chaos: drain race: %v\n", err)
+			code = 1
+		} else if v := chaos.RaceViolations(cells, stall); len(v) > 0 {
+			fmt.Fprintf(os.Stderr, "miglayout-chaos: drain race broke invariants:\n  %s\n", strings.Join(v, "\n  "))
 			code = 1
 		}
 	}

@@ -66,7 +66,9 @@ func TestNoNVMLWorkWhenRepartitioningIsNotShown(t *testing.T) {
 		cancelled = true
 	}
 	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: events.NewFakeRecorder(20)}
-	_, _ = r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}})
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
 	if got := g.layouts(t)[0]; got != "7g.80gb@0" {
 		t.Errorf("the agent's Repartitioning report failed, so the status still showed the GPU %s (cancel written: %v), yet the agent repartitioned it to %q: a cancel written meanwhile would be lost",
 			v1alpha1.PhaseDraining, cancelled, got)
@@ -155,7 +157,9 @@ func TestCancelWrittenWhileDrainingHoldsWhenRereadFails(t *testing.T) {
 		return nil
 	}
 	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: g.r, Recorder: events.NewFakeRecorder(20)}
-	_, _ = r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}})
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
 	if !cancelled {
 		t.Fatal("the planner's cancel was not written during the settle period")
 	}

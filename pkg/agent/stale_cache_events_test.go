@@ -55,7 +55,9 @@ func TestEventsToldOnceBehindAStaleCache(t *testing.T) {
 			r := &NodeReconciler{Client: cached, APIReader: base, NodeName: "n1", Repartitioner: g.r, Recorder: rec}
 			req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}
 			for range 2 {
-				_, _ = r.Reconcile(t.Context(), req)
+				if _, err := r.Reconcile(t.Context(), req); err != nil {
+					t.Fatalf("reconcile: %v", err)
+				}
 			}
 			if diff := cmp.Diff(tc.want, eventReasons(rec)); diff != "" {
 				t.Errorf("events of two passes, the second behind a stale cache (-want +got):\n%s", diff)

@@ -623,7 +623,7 @@ func TestStoppedPassRepublishesTruth(t *testing.T) {
 	r, _, _ := nodeReconcilerOn(t, g, spec(0, "7g.80gb@0"))
 	ctx, cancel := context.WithCancel(t.Context())
 	g.locks.onBegin = cancel
-	_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}})
+	_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "n1"}}) // cancelled mid-pass: an error
 	if len(g.locks.begun) != 1 {
 		t.Fatalf("the GPU's lock taken %d times, want once", len(g.locks.begun))
 	}

@@ -82,10 +82,15 @@ func TestMaxNodesChangingAdoptionWriteExpected(t *testing.T) {
 	}
 	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n2": &stale}}
 	r.APIReader = c
-	_, _ = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatalf("pass 2: %v", err)
+	}
 	var g1, g2 v1alpha1.NodeMigLayout
-	_ = c.Get(context.Background(), types.NamespacedName{Name: "n1"}, &g1)
-	_ = c.Get(context.Background(), types.NamespacedName{Name: "n2"}, &g2)
+	for name, into := range map[string]*v1alpha1.NodeMigLayout{"n1": &g1, "n2": &g2} {
+		if err := c.Get(context.Background(), types.NamespacedName{Name: name}, into); err != nil {
+			t.Fatal(err)
+		}
+	}
 	l1 := ""
 	if len(g1.Spec.GPUs) > 0 {
 		l1 = g1.Spec.GPUs[0].Layout

@@ -40,9 +40,13 @@ func TestMaxNodesChangingWriteOfWhatIsHeldTakesNoSlot(t *testing.T) {
 	}
 	r.Client = &staleNodeMigLayouts{Client: c, stale: map[string]*v1alpha1.NodeMigLayout{"n1": &stale}}
 	r.APIReader = c
-	_, _ = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatalf("pass 2: %v", err)
+	}
 	var g2 v1alpha1.NodeMigLayout
-	_ = c.Get(context.Background(), types.NamespacedName{Name: "n2"}, &g2)
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "n2"}, &g2); err != nil {
+		t.Fatal(err)
+	}
 	if g2.Spec.GPUs[0].Layout != halvesLayout {
 		t.Errorf("pass 2: n2's unstarted change, within the bound, dropped (%q, reason %q): n1's write, which started nothing, was expected as a change in flight", g2.Spec.GPUs[0].Layout, g2.Spec.GPUs[0].Reason)
 	}

@@ -115,7 +115,7 @@ func TestRolloutRefusedWriteGivesSlotBack(t *testing.T) {
 		}}).Build()
 	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(1000)}
 	for range 2 {
-		_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
+		_, _ = r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}) // the refused write: an error
 	}
 	want := map[string]string{"n1": wholeLayout, "n2": halvesLayout, "n3": wholeLayout}
 	for n, layout := range want {

@@ -83,11 +83,7 @@ func TestEnsureMIGManagementNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			if len(tc.wantNodes) > 0 || len(tc.existing) > 0 {
-				probe := filepath.Join(devRoot, "probe")
-				if err := unix.Mknod(probe, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {
-					t.Skipf("cannot make device nodes here: %v", err)
-				}
-				_ = os.Remove(probe)
+				mknodOrSkip(t, devRoot)
 			}
 			pd := tc.procDevices
 			if pd == "" {

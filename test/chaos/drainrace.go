@@ -318,3 +318,28 @@ func WriteRaceTable(w io.Writer, cells []*RaceCell) {
 	}
 	tw.Flush()
 }
+
+// RaceViolations are the invariants the drain race's cells break, one line
+// each (none where they hold); stall is the scheduler stall the race ran
+// with (RaceOptions.Stall). Where the settle period covers the stall, or
+// binding conditions hold bindings back, no claim may be given a device
+// that is then destroyed or withdrawn; no device may be destroyed without
+// a drain; and some drain must have started, or the race proved nothing.
+// TestDrainRace and the chaos command both judge by it.
+func RaceViolations(cells []*RaceCell, stall time.Duration) []string {
+	var out []string
+	drains := 0
+	for _, c := range cells {
+		drains += c.Drains
+		if (c.Settle > stall || c.Binding) && c.Destroyed+c.Unpublished > 0 {
+			out = append(out, fmt.Sprintf("%s, %s: %d claims allocated to a device then destroyed, %d to a withdrawn device", c.Mode, c.Label(), c.Destroyed, c.Unpublished))
+		}
+		if c.Undrained > 0 {
+			out = append(out, fmt.Sprintf("%s, %s: %d devices destroyed without a drain", c.Mode, c.Label(), c.Undrained))
+		}
+	}
+	if drains == 0 {
+		out = append(out, "no drain started: the race proved nothing")
+	}
+	return out
+}

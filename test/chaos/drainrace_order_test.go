@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu/gputest"
@@ -56,5 +57,31 @@ func TestDrainRaceClaimsLandOnDestroyedDevices(t *testing.T) {
 		if kept[p] {
 			t.Errorf("the race's claims get %v first (publication order); the flip to %s keeps %s: no allocation it races with can be destroyed", first, raceTo, p)
 		}
+	}
+}
+
+// TestRaceViolations: the drain race's verdict, which the chaos command
+// fails on as TestDrainRace does: an allocation destroyed or withdrawn
+// where the settle period covers the stall or binding conditions hold (not
+// where the settle period is shorter), any device destroyed undrained,
+// and a race that drained nothing.
+func TestRaceViolations(t *testing.T) {
+	const stall = 600 * time.Millisecond
+	for name, tc := range map[string]struct {
+		cells []*RaceCell
+		want  int
+	}{
+		"clean":                     {cells: []*RaceCell{{Settle: time.Second, Drains: 3}}},
+		"short settle lets through": {cells: []*RaceCell{{Settle: 0, Drains: 3, Destroyed: 2}}},
+		"settle covers the stall":   {cells: []*RaceCell{{Settle: time.Second, Drains: 3, Destroyed: 1}}, want: 1},
+		"binding conditions":        {cells: []*RaceCell{{Settle: 0, Binding: true, Drains: 3, Unpublished: 1}}, want: 1},
+		"undrained":                 {cells: []*RaceCell{{Settle: 0, Drains: 3, Undrained: 1}}, want: 1},
+		"no drain":                  {cells: []*RaceCell{{Settle: time.Second}}, want: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := RaceViolations(tc.cells, stall); len(got) != tc.want {
+				t.Errorf("violations %q, want %d", got, tc.want)
+			}
+		})
 	}
 }
