@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/controller"
@@ -168,6 +169,10 @@ func newScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
+// reconcileTimeout bounds one Reconcile (its context): a pass takes well
+// under a second, and waits requeue rather than block.
+const reconcileTimeout = 5 * time.Minute
+
 // managerOptions turns the flags into controller-runtime manager options.
 func (o *options) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 	return ctrl.Options{
@@ -181,6 +186,10 @@ func (o *options) managerOptions(scheme *runtime.Scheme) ctrl.Options {
 		LeaseDuration:                 &o.leaseDuration,
 		RenewDeadline:                 &o.renewDeadline,
 		RetryPeriod:                   &o.retryPeriod,
+		// A Reconcile stuck on a call that never answers would keep the
+		// leader's Lease (renewed apart) while nothing is reconciled; its
+		// context ends after reconcileTimeout, and the item is retried.
+		Controller: config.Controller{ReconciliationTimeout: reconcileTimeout},
 		Cache: cache.Options{
 			ByObject: o.cacheByObject(),
 			// Nothing reads managed fields; they are often the larger

@@ -37,6 +37,15 @@ func TestManagerOptionsLeaderElectionTimings(t *testing.T) {
 	}
 }
 
+// TestManagerOptionsBoundReconciles: each Reconcile's context ends: one
+// stuck on a call that never answers is retried, not left holding the
+// leader's work while its Lease is renewed.
+func TestManagerOptionsBoundReconciles(t *testing.T) {
+	if got := parseFlags(t, nil).managerOptions(nil).Controller.ReconciliationTimeout; got <= 0 {
+		t.Errorf("ReconciliationTimeout = %v, want a bound", got)
+	}
+}
+
 // TestAutoPlannerDriverAndAgentLeases: the Auto planner plans for the
 // devices of --driver-name and judges agents by the Leases it is given.
 func TestAutoPlannerDriverAndAgentLeases(t *testing.T) {
