@@ -87,7 +87,8 @@ func (c *closeAfterFailures) RoundTrip(req *http.Request) (*http.Response, error
 }
 
 // heartbeat returns the runnable that renews the agent's Lease every
-// quarter of duration (as kubelets renew theirs) while the manager runs.
+// quarter of duration (as kubelets renew theirs) until its context ends
+// (startHeartbeat runs it from NVML's opening to the agent's exit).
 // The Lease is owned by the Node, so it goes with a deleted Node; it is
 // not deleted when the agent stops: a restart within duration is no loss
 // of the agent. A node whose name needs its UID in the Lease name
@@ -108,6 +109,30 @@ func heartbeat(kube kubernetes.Interface, node, namespace string, duration time.
 		c.Run(ctx)
 		return nil
 	})
+}
+
+// startHeartbeat runs the heartbeat in the background until stop is
+// called, whenever ctx ends: run starts it once NVML is open and stops it
+// as it returns, so that the Lease is renewed through the agent's start
+// (the CDI restore, the kubelet registration, the first pass) and its stop
+// (the manager's graceful shutdown), not only while the manager runs. An
+// upgrade's restart, its old pod stopping and its new one starting, is
+// then no loss of the agent, as a Lease of the default 40 s would
+// otherwise run out during the 60 s grace period alone. ctx gives the
+// logger. stop waits for the heartbeat to end.
+func startHeartbeat(ctx context.Context, kube kubernetes.Interface, node, namespace string, duration time.Duration) (stop func()) {
+	hbCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := heartbeat(kube, node, namespace, duration).Start(hbCtx); err != nil && hbCtx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Heartbeat stopped")
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // leaseNodeUID is the UID of the Node when its name needs it in the Lease

@@ -66,3 +66,39 @@ func runHeartbeat(t *testing.T, kube kubernetes.Interface, duration time.Duratio
 	})
 	return ctx
 }
+
+// TestHeartbeatRenewsThroughTheStop: the heartbeat startHeartbeat runs
+// goes on renewing the Lease after the agent's context ends (the stop
+// signal, while the manager shuts down and NVML is shut) until run
+// returns and stops it; then it renews no more.
+func TestHeartbeatRenewsThroughTheStop(t *testing.T) {
+	const duration = 4 * time.Second
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1", UID: "5e1f0c2a-1b3d-4e5f-8a9b-0c1d2e3f4a5b"}})
+	ctx, signal := context.WithCancel(t.Context())
+	stop := startHeartbeat(ctx, kube, "gpu-node-1", "miglayout-system", duration)
+	renewed := func() time.Time {
+		l, err := kube.CoordinationV1().Leases("miglayout-system").Get(t.Context(), "miglayout-agent-gpu-node-1", metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return time.Time{}
+		}
+		return l.Spec.RenewTime.Time
+	}
+	waitRenewedAfter := func(after time.Time, within time.Duration) bool {
+		return wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, within, true, func(context.Context) (bool, error) {
+			return renewed().After(after), nil
+		}) == nil
+	}
+	if !waitRenewedAfter(time.Time{}, time.Minute) {
+		t.Fatal("no Lease created")
+	}
+	signal()
+	if at := renewed(); !waitRenewedAfter(at, duration*3/4) {
+		t.Errorf("Lease renewed at %v not renewed again within %v after the agent's context ended", at, duration*3/4)
+	}
+	stop()
+	at := renewed()
+	time.Sleep(duration / 2)
+	if got := renewed(); !got.Equal(at) {
+		t.Errorf("Lease renewed at %v after the heartbeat stopped (last %v)", got, at)
+	}
+}

@@ -367,13 +367,22 @@ func run(ctx context.Context, o options) error {
 		}
 	}()
 
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	if o.leaseNamespace != "" {
+		// From here to the return, whatever the manager does
+		// (startHeartbeat): stopped before NVML is shut down.
+		hbKube, err := heartbeatClient(cfg, o.leaseDuration)
+		if err != nil {
+			return err
+		}
+		defer startHeartbeat(ctx, hbKube, o.nodeName, o.leaseNamespace, o.leaseDuration)()
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsopts.Options(o.metricsAddr, o.metricsSecure),
@@ -487,15 +496,6 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := mgr.Add(manager.RunnableFunc(drv.WatchXids)); err != nil {
 		return fmt.Errorf("adding the Xid watch: %w", err)
-	}
-	if o.leaseNamespace != "" {
-		hbKube, err := heartbeatClient(cfg, o.leaseDuration)
-		if err != nil {
-			return err
-		}
-		if err := mgr.Add(heartbeat(hbKube, o.nodeName, o.leaseNamespace, o.leaseDuration)); err != nil {
-			return fmt.Errorf("adding the heartbeat: %w", err)
-		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
