@@ -62,7 +62,16 @@ func TestWakeStartsAPassBeforeResync(t *testing.T) {
 // the manager starts the ticker.
 func TestWakeBeforeSetupDoesNotBlock(t *testing.T) {
 	r := &NodeReconciler{NodeName: "n1"}
-	for range 3 {
-		r.Wake()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 3 {
+			r.Wake()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wake before setup blocks")
 	}
 }

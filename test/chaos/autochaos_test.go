@@ -69,6 +69,7 @@ func TestAutoChaos(t *testing.T) {
 	var failed []string
 	for i, s := range seeds {
 		if ctx.Err() != nil {
+			t.Errorf("auto chaos ran %d of %d scenarios before its deadline: %v", i, n, ctx.Err())
 			break
 		}
 		res := r.RunAuto(ctx, NewAutoScenario(s, *autoWindow), *autoLiveness)

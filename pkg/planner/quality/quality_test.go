@@ -182,9 +182,15 @@ func TestBounds(t *testing.T) {
 	}
 	for _, sc := range cfg.Scenarios {
 		for _, mix := range cfg.Mixes {
-			bound, _ := rep.Row(sc.Name, mix.Name, "loss", Migrate)
+			bound, ok := rep.Row(sc.Name, mix.Name, "loss", Migrate)
+			if !ok {
+				t.Fatalf("%s/%s: no row of %s", sc.Name, mix.Name, Migrate)
+			}
 			for _, name := range []string{Miglayout, FirstFit, Nos, Static, BestFit, Largest} {
-				r, _ := rep.Row(sc.Name, mix.Name, "loss", name)
+				r, ok := rep.Row(sc.Name, mix.Name, "loss", name)
+				if !ok {
+					t.Fatalf("%s/%s: no row of %s", sc.Name, mix.Name, name)
+				}
 				if tol := 0.05 * float64(r.NLarge); float64(bound.ServedLarge) < float64(r.ServedLarge)-tol {
 					t.Errorf("%s/%s: migrate serves %d large claims, %s %d", sc.Name, mix.Name, bound.ServedLarge, name, r.ServedLarge)
 				}
