@@ -152,6 +152,7 @@ func TestInvalidSelectorDropsUnstartedChangeOfSharedNode(t *testing.T) {
 func TestInvalidSelectorTellsChangesCarriedOut(t *testing.T) {
 	tests := map[string]struct {
 		status *gpuBuilder
+		more   *gpuBuilder // a second GPU, the spec leaves out
 		paused bool
 		lost   bool
 		want   metav1.ConditionStatus
@@ -161,8 +162,10 @@ func TestInvalidSelectorTellsChangesCarriedOut(t *testing.T) {
 		"not begun":         {status: a100(0).layout(wholeLayout), want: metav1.ConditionTrue},
 		"not begun, paused": {status: a100(0).layout(wholeLayout), paused: true, want: metav1.ConditionFalse},
 		"done":              {status: a100(0).layout(halvesLayout), want: metav1.ConditionFalse},
-		"blocked":           {status: a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "claim ns/c holds it"), want: metav1.ConditionFalse},
-		"agent lost":        {status: a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "creating 3g.40gb@4"), lost: true, want: metav1.ConditionFalse},
+		"stopping a GPU dropped from the spec": {status: a100(0).layout(halvesLayout), more: a100(1).layout(wholeLayout).phase(v1alpha1.PhaseDraining, v1alpha1.ReasonDraining, "settle period"),
+			want: metav1.ConditionTrue},
+		"blocked":    {status: a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "claim ns/c holds it"), want: metav1.ConditionFalse},
+		"agent lost": {status: a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "creating 3g.40gb@4"), lost: true, want: metav1.ConditionFalse},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -170,7 +173,11 @@ func TestInvalidSelectorTellsChangesCarriedOut(t *testing.T) {
 			a := staticMigLayout("a", "uid-a", "a")
 			a.Spec.NodeSelector = metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}
 			a.Spec.Paused = tc.paused
-			nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "")).status(tc.status).build(), a)
+			gpus := []*gpuBuilder{tc.status}
+			if tc.more != nil {
+				gpus = append(gpus, tc.more)
+			}
+			nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, "")).status(gpus...).build(), a)
 			objs := []client.Object{a, node("n1", map[string]string{"pool": "a"}), nml}
 			if tc.lost {
 				// Shown lost before; its Lease not renewed for an hour.

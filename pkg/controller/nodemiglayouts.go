@@ -494,8 +494,12 @@ func (r *Reconciler) heldChanging(ml *v1alpha1.MigLayout, sel Selection, in inpu
 }
 
 // specHeld reports whether every GPU nml's spec lists is reported Ready
-// holding its entry: no change is left to carry out.
+// holding its entry, and no GPU it no longer lists is stopping a change
+// (stoppingChange): no change is left to carry out.
 func specHeld(nml *v1alpha1.NodeMigLayout) bool {
+	if slices.ContainsFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool { return stoppingChange(nml, g) }) {
+		return false
+	}
 	for _, sp := range nml.Spec.GPUs {
 		i := slices.IndexFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool { return g.Index == sp.Index })
 		if i < 0 || nml.Status.GPUs[i].Phase != v1alpha1.PhaseReady || !holds(sp, nml.Status.GPUs[i]) {
