@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -88,7 +89,8 @@ func (c *closeAfterFailures) RoundTrip(req *http.Request) (*http.Response, error
 
 // heartbeat returns the runnable that renews the agent's Lease every
 // quarter of duration (as kubelets renew theirs) until its context ends
-// (startHeartbeat runs it from NVML's opening to the agent's exit).
+// (backgroundHeartbeat runs it from the manager's start to the agent's
+// exit).
 // The Lease is owned by the Node, so it goes with a deleted Node; it is
 // not deleted when the agent stops: a restart within duration is no loss
 // of the agent. A node whose name needs its UID in the Lease name
@@ -111,28 +113,50 @@ func heartbeat(kube kubernetes.Interface, node, namespace string, duration time.
 	})
 }
 
-// startHeartbeat runs the heartbeat in the background until stop is
-// called, whenever ctx ends: run starts it once NVML is open and stops it
-// as it returns, so that the Lease is renewed through the agent's start
-// (the CDI restore, the kubelet registration, the first pass) and its stop
-// (the manager's graceful shutdown), not only while the manager runs. An
-// upgrade's restart, its old pod stopping and its new one starting, is
-// then no loss of the agent, as a Lease of the default 40 s would
-// otherwise run out during the 60 s grace period alone. ctx gives the
-// logger. stop waits for the heartbeat to end.
-func startHeartbeat(ctx context.Context, kube kubernetes.Interface, node, namespace string, duration time.Duration) (stop func()) {
-	hbCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := heartbeat(kube, node, namespace, duration).Start(hbCtx); err != nil && hbCtx.Err() == nil {
-			klog.FromContext(ctx).Error(err, "Heartbeat stopped")
+// backgroundHeartbeat returns the runnable that starts the heartbeat when
+// the manager starts it (once the manager's caches have synced, as the
+// runnables of its leader-election group start: an agent whose cache
+// never syncs, e.g. refused the list of ResourceClaims, does not look
+// alive), and stop, which ends it and waits for it: the heartbeat runs on
+// in the background past the manager's stop, through its graceful
+// shutdown, until run returns and calls stop. An upgrade's restart, its
+// old pod stopping and its new one starting, is then no loss of the
+// agent, as a Lease of the default 40 s would otherwise run out during
+// the 60 s grace period alone. stop may be called whether or not the
+// runnable was started.
+func backgroundHeartbeat(kube kubernetes.Interface, node, namespace string, duration time.Duration) (r manager.Runnable, stop func()) {
+	var mu sync.Mutex
+	var cancel context.CancelFunc
+	var done chan struct{}
+	r = manager.RunnableFunc(func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if done != nil {
+			return nil
 		}
-	}()
-	return func() {
+		var hbCtx context.Context
+		hbCtx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		done = make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := heartbeat(kube, node, namespace, duration).Start(hbCtx); err != nil && hbCtx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "Heartbeat stopped")
+			}
+		}()
+		return nil
+	})
+	stop = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done == nil {
+			done = make(chan struct{}) // started no more
+			close(done)
+			return
+		}
 		cancel()
 		<-done
 	}
+	return r, stop
 }
 
 // leaseNodeUID is the UID of the Node when its name needs it in the Lease

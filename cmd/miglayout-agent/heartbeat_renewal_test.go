@@ -67,15 +67,21 @@ func runHeartbeat(t *testing.T, kube kubernetes.Interface, duration time.Duratio
 	return ctx
 }
 
-// TestHeartbeatRenewsThroughTheStop: the heartbeat startHeartbeat runs
-// goes on renewing the Lease after the agent's context ends (the stop
-// signal, while the manager shuts down and NVML is shut) until run
-// returns and stops it; then it renews no more.
+// TestHeartbeatRenewsThroughTheStop: the heartbeat backgroundHeartbeat's
+// runnable starts goes on renewing the Lease after the manager's context
+// ends (the stop signal, while the manager shuts down) until run returns
+// and stops it; then it renews no more. Stopped without being started
+// (the manager failed first), stop returns at once.
 func TestHeartbeatRenewsThroughTheStop(t *testing.T) {
 	const duration = 4 * time.Second
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1", UID: "5e1f0c2a-1b3d-4e5f-8a9b-0c1d2e3f4a5b"}})
+	_, never := backgroundHeartbeat(kube, "gpu-node-1", "miglayout-system", duration)
+	never()
 	ctx, signal := context.WithCancel(t.Context())
-	stop := startHeartbeat(ctx, kube, "gpu-node-1", "miglayout-system", duration)
+	r, stop := backgroundHeartbeat(kube, "gpu-node-1", "miglayout-system", duration)
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	renewed := func() time.Time {
 		l, err := kube.CoordinationV1().Leases("miglayout-system").Get(t.Context(), "miglayout-agent-gpu-node-1", metav1.GetOptions{})
 		if err != nil || l.Spec.RenewTime == nil {

@@ -371,15 +371,6 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	if o.leaseNamespace != "" {
-		// From here to the return, whatever the manager does
-		// (startHeartbeat): stopped before NVML is shut down.
-		hbKube, err := heartbeatClient(cfg, o.leaseDuration)
-		if err != nil {
-			return err
-		}
-		defer startHeartbeat(ctx, hbKube, o.nodeName, o.leaseNamespace, o.leaseDuration)()
-	}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
@@ -496,6 +487,19 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := mgr.Add(manager.RunnableFunc(drv.WatchXids)); err != nil {
 		return fmt.Errorf("adding the Xid watch: %w", err)
+	}
+	if o.leaseNamespace != "" {
+		// From the manager's start to the return, through the manager's
+		// stop (backgroundHeartbeat); stopped before NVML is shut down.
+		hbKube, err := heartbeatClient(cfg, o.leaseDuration)
+		if err != nil {
+			return err
+		}
+		hb, stopHeartbeat := backgroundHeartbeat(hbKube, o.nodeName, o.leaseNamespace, o.leaseDuration)
+		defer stopHeartbeat()
+		if err := mgr.Add(hb); err != nil {
+			return fmt.Errorf("adding the heartbeat: %w", err)
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
