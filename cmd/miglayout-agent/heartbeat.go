@@ -114,33 +114,37 @@ func heartbeat(kube kubernetes.Interface, node, namespace string, duration time.
 }
 
 // backgroundHeartbeat returns the runnable that starts the heartbeat when
-// the manager starts it (once the manager's caches have synced, as the
-// runnables of its leader-election group start: an agent whose cache
-// never syncs, e.g. refused the list of ResourceClaims, does not look
-// alive), and stop, which ends it and waits for it: the heartbeat runs on
-// in the background past the manager's stop, through its graceful
-// shutdown, until run returns and calls stop. An upgrade's restart, its
-// old pod stopping and its new one starting, is then no loss of the
-// agent, as a Lease of the default 40 s would otherwise run out during
-// the 60 s grace period alone. stop may be called whether or not the
-// runnable was started.
-func backgroundHeartbeat(kube kubernetes.Interface, node, namespace string, duration time.Duration) (r manager.Runnable, stop func()) {
+// the manager starts it and ready (nil: at once) reports true, and stop,
+// which ends it and waits for it. The agent's ready waits until the caches
+// of what its passes read have synced: an agent refused the list of its
+// NodeMigLayout, Node, ResourceSlices or ResourceClaims does not look
+// alive. The heartbeat runs on in the background past the manager's stop,
+// through its graceful shutdown, until run returns and calls stop. An
+// upgrade's restart, its old pod stopping and its new one starting, is
+// then no loss of the agent, as a Lease of the default 40 s would
+// otherwise run out during the 60 s grace period alone. stop may be
+// called whether or not the runnable was started, and more than once.
+// logger (the manager gives its runnables no logger) names the node.
+func backgroundHeartbeat(logger klog.Logger, kube kubernetes.Interface, node, namespace string, duration time.Duration, ready func(context.Context) bool) (r manager.Runnable, stop func()) {
 	var mu sync.Mutex
 	var cancel context.CancelFunc
 	var done chan struct{}
 	r = manager.RunnableFunc(func(ctx context.Context) error {
+		if ready != nil && !ready(ctx) {
+			return nil // the manager stopped first
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if done != nil {
-			return nil
+			return nil // stopped already
 		}
 		var hbCtx context.Context
-		hbCtx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		hbCtx, cancel = context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), logger))
 		done = make(chan struct{})
 		go func() {
 			defer close(done)
 			if err := heartbeat(kube, node, namespace, duration).Start(hbCtx); err != nil && hbCtx.Err() == nil {
-				klog.FromContext(ctx).Error(err, "Heartbeat stopped")
+				logger.Error(err, "Heartbeat stopped")
 			}
 		}()
 		return nil
@@ -151,9 +155,10 @@ func backgroundHeartbeat(kube kubernetes.Interface, node, namespace string, dura
 		if done == nil {
 			done = make(chan struct{}) // started no more
 			close(done)
-			return
 		}
-		cancel()
+		if cancel != nil {
+			cancel()
+		}
 		<-done
 	}
 	return r, stop

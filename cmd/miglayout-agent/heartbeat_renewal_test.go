@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
 )
 
 // TestHeartbeatRenewsWellBeforeTheLeaseExpires: after creating its Lease,
@@ -71,14 +72,26 @@ func runHeartbeat(t *testing.T, kube kubernetes.Interface, duration time.Duratio
 // runnable starts goes on renewing the Lease after the manager's context
 // ends (the stop signal, while the manager shuts down) until run returns
 // and stops it; then it renews no more. Stopped without being started
-// (the manager failed first), stop returns at once.
+// (the manager failed first), or started where ready never held (the
+// caches never synced), it writes no Lease, and stop returns at once, as
+// often as it is called.
 func TestHeartbeatRenewsThroughTheStop(t *testing.T) {
 	const duration = 4 * time.Second
 	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1", UID: "5e1f0c2a-1b3d-4e5f-8a9b-0c1d2e3f4a5b"}})
-	_, never := backgroundHeartbeat(kube, "gpu-node-1", "miglayout-system", duration)
+	logger := klog.Background()
+	_, never := backgroundHeartbeat(logger, kube, "gpu-node-1", "miglayout-system", duration, nil)
 	never()
+	never()
+	notReady, stopNotReady := backgroundHeartbeat(logger, kube, "gpu-node-1", "miglayout-system", duration, func(context.Context) bool { return false })
+	if err := notReady.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	stopNotReady()
+	if _, err := kube.CoordinationV1().Leases("miglayout-system").Get(t.Context(), "miglayout-agent-gpu-node-1", metav1.GetOptions{}); err == nil {
+		t.Fatal("a heartbeat whose caches never synced wrote its Lease")
+	}
 	ctx, signal := context.WithCancel(t.Context())
-	r, stop := backgroundHeartbeat(kube, "gpu-node-1", "miglayout-system", duration)
+	r, stop := backgroundHeartbeat(logger, kube, "gpu-node-1", "miglayout-system", duration, func(context.Context) bool { return true })
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +114,7 @@ func TestHeartbeatRenewsThroughTheStop(t *testing.T) {
 	if at := renewed(); !waitRenewedAfter(at, duration*3/4) {
 		t.Errorf("Lease renewed at %v not renewed again within %v after the agent's context ended", at, duration*3/4)
 	}
+	stop()
 	stop()
 	at := renewed()
 	time.Sleep(duration / 2)

@@ -22,6 +22,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -495,7 +497,16 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		hb, stopHeartbeat := backgroundHeartbeat(hbKube, o.nodeName, o.leaseNamespace, o.leaseDuration)
+		synced := func(ctx context.Context) bool {
+			for _, obj := range []client.Object{&v1alpha1.NodeMigLayout{}, &corev1.Node{}, &resourceapi.ResourceSlice{}, &resourceapi.ResourceClaim{}} {
+				// Made and started if not yet; waits for its sync.
+				if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+					return false
+				}
+			}
+			return mgr.GetCache().WaitForCacheSync(ctx)
+		}
+		hb, stopHeartbeat := backgroundHeartbeat(logger, hbKube, o.nodeName, o.leaseNamespace, o.leaseDuration, synced)
 		defer stopHeartbeat()
 		if err := mgr.Add(hb); err != nil {
 			return fmt.Errorf("adding the heartbeat: %w", err)

@@ -164,6 +164,9 @@ func TestInvalidSelectorTellsChangesCarriedOut(t *testing.T) {
 		"done":              {status: a100(0).layout(halvesLayout), want: metav1.ConditionFalse},
 		"stopping a GPU dropped from the spec": {status: a100(0).layout(halvesLayout), more: a100(1).layout(wholeLayout).phase(v1alpha1.PhaseDraining, v1alpha1.ReasonDraining, "settle period"),
 			want: metav1.ConditionTrue},
+		"paused, stopping a GPU dropped from the spec": {status: a100(0).layout(halvesLayout),
+			more:   a100(1).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "creating 3g.40gb@4"),
+			paused: true, want: metav1.ConditionTrue},
 		"blocked":    {status: a100(0).layout(wholeLayout).phase(v1alpha1.PhaseBlocked, v1alpha1.ReasonDeviceInUse, "claim ns/c holds it"), want: metav1.ConditionFalse},
 		"agent lost": {status: a100(0).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "creating 3g.40gb@4"), lost: true, want: metav1.ConditionFalse},
 	}

@@ -469,7 +469,7 @@ func (r *Reconciler) heldChanging(ml *v1alpha1.MigLayout, sel Selection, in inpu
 		// Observed first, as syncNodes does: a GPU Ready since forgets
 		// the Blocked row it was.
 		failing := r.failing.observe(ml.Name, name, nml, now)
-		if (ml.Spec.Paused || sel.Conflicted(name)) && !changeBegun(nml) || specHeld(nml) {
+		if (ml.Spec.Paused || sel.Conflicted(name)) && !changeBegun(nml) && !stoppingBegun(nml) || specHeld(nml) {
 			continue // no change to carry out, nothing to judge again
 		}
 		health := r.AgentLeases.Health(name, in.leases[name], AgentReported(nml), wasLost.Has(name))
@@ -491,6 +491,16 @@ func (r *Reconciler) heldChanging(ml *v1alpha1.MigLayout, sel Selection, in inpu
 		after = sooner(after, failingDue.Sub(now)+time.Second)
 	}
 	return nodes, after
+}
+
+// stoppingBegun reports whether a GPU nml's spec no longer lists is
+// stopping a change begun (stoppingChange; repartitioning, where a
+// Draining one stops before any device is destroyed): kept, as
+// onlyUnstarted keeps it, where changes not begun are dropped.
+func stoppingBegun(nml *v1alpha1.NodeMigLayout) bool {
+	return slices.ContainsFunc(nml.Status.GPUs, func(g v1alpha1.GPUStatus) bool {
+		return stoppingChange(nml, g) && g.Phase != v1alpha1.PhaseDraining
+	})
 }
 
 // specHeld reports whether every GPU nml's spec lists is reported Ready
