@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -499,8 +500,18 @@ func run(ctx context.Context, o options) error {
 		}
 		synced := func(ctx context.Context) bool {
 			for _, obj := range []client.Object{&v1alpha1.NodeMigLayout{}, &corev1.Node{}, &resourceapi.ResourceSlice{}, &resourceapi.ResourceClaim{}} {
-				// Made and started if not yet; waits for its sync.
-				if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+				// Made and started if not yet; waits for its sync. A
+				// failure (discovery, a REST mapping) is retried, as the
+				// controller's watches retry theirs.
+				if err := wait.PollUntilContextCancel(ctx, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+					if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+						if ctx.Err() == nil {
+							logger.Error(err, "Getting an informer the heartbeat waits for; retrying", "kind", fmt.Sprintf("%T", obj))
+						}
+						return false, nil
+					}
+					return true, nil
+				}); err != nil {
 					return false
 				}
 			}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
@@ -65,5 +67,33 @@ func TestConflictDropsChangeNotStarted(t *testing.T) {
 				t.Errorf("row of n1 %+v, want it to say %q", ml.Status.Nodes, say)
 			}
 		})
+	}
+}
+
+// TestConflictCarriesAStopOnADroppedGPU: a's NodeMigLayout of n1 no
+// longer lists GPU 1, which its agent is still repartitioning (stopping
+// the change where it is); b then selects n1 too. The stop is a change
+// begun: a's row of n1 says it is carried out and Progressing names it,
+// as where a's selector does not parse.
+func TestConflictCarriesAStopOnADroppedGPU(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	a, b := staticMigLayout("a", "uid-a", "a"), staticMigLayout("b", "uid-b", "a")
+	nml := ownedBy(nodeMigLayout("n1").spec(specGPU(0, halvesLayout, `rule "halves"`)).
+		status(a100(0).layout(halvesLayout), a100(1).layout("3g.40gb@0").phase(v1alpha1.PhaseRepartitioning, v1alpha1.ReasonRepartitioning, "creating 3g.40gb@4")).build(), a)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, b, node("n1", map[string]string{"pool": "a"}), nml).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var ml v1alpha1.MigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "a"}, &ml); err != nil {
+		t.Fatal(err)
+	}
+	if len(ml.Status.Nodes) != 1 || !strings.Contains(ml.Status.Nodes[0].Message, "the one begun is carried out") {
+		t.Errorf("row of n1 %+v, want it to say the change begun is carried out", ml.Status.Nodes)
+	}
+	if p := meta.FindStatusCondition(ml.Status.Conditions, v1alpha1.ConditionProgressing); p == nil || p.Status != metav1.ConditionTrue {
+		t.Errorf("Progressing %+v, want True", p)
 	}
 }

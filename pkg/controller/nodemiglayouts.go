@@ -101,7 +101,7 @@ func (r *Reconciler) syncNodes(ctx context.Context, ml *v1alpha1.MigLayout, sel 
 				continue
 			}
 			failing := r.failing.observe(ml.Name, node, nml, now)
-			if judged := r.failing.retriesAsStuck(ml.Name, node, nml); changeBegun(judged) {
+			if judged := r.failing.retriesAsStuck(ml.Name, node, nml); changeBegun(judged) || stoppingBegun(judged) {
 				st = carriedInConflict(st, EvaluateNode(node, judged, nil, health[node]))
 				// Its agent's Lease running out sends no event: the
 				// pass that judges the agent lost is asked for, as on
