@@ -223,21 +223,9 @@ func TestInvalidSelectorJudgesHeldNodesAgain(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, node("n1", map[string]string{"pool": "a"}), nml, lease).
 		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
 	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100), AgentLeases: renewingLeases(&now, lease)}
-	progressing := func(step string) (metav1.ConditionStatus, time.Duration) {
+	progressing := func(string) (metav1.ConditionStatus, time.Duration) {
 		t.Helper()
-		res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got v1alpha1.MigLayout
-		if err := c.Get(t.Context(), client.ObjectKey{Name: "a"}, &got); err != nil {
-			t.Fatal(err)
-		}
-		p := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgressing)
-		if p == nil {
-			t.Fatalf("%s: no Progressing condition", step)
-		}
-		return p.Status, res.RequeueAfter
+		return reconcileProgressing(t, r, c)
 	}
 	status, after := progressing("blocked")
 	if status != metav1.ConditionFalse {
@@ -291,15 +279,7 @@ func TestInvalidSelectorForgetsWhatHeldNodesFinished(t *testing.T) {
 	}
 	reconcile := func() (metav1.ConditionStatus, time.Duration) {
 		t.Helper()
-		res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got v1alpha1.MigLayout
-		if err := c.Get(t.Context(), client.ObjectKey{Name: "a"}, &got); err != nil {
-			t.Fatal(err)
-		}
-		return meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgressing).Status, res.RequeueAfter
+		return reconcileProgressing(t, r, c)
 	}
 	reconcile() // Blocked: remembered
 	setGPU(halvesLayout, v1alpha1.PhaseReady)
@@ -312,4 +292,23 @@ func TestInvalidSelectorForgetsWhatHeldNodesFinished(t *testing.T) {
 	if status, _ := reconcile(); status != metav1.ConditionTrue {
 		t.Errorf("repartitioning again: Progressing %s, want True (not judged by the Blocked row of before)", status)
 	}
+}
+
+// reconcileProgressing reconciles MigLayout "a" once with r and returns
+// the status of its Progressing condition and the requeue asked for.
+func reconcileProgressing(t *testing.T, r *Reconciler, c client.Client) (metav1.ConditionStatus, time.Duration) {
+	t.Helper()
+	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.MigLayout
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "a"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	p := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionProgressing)
+	if p == nil {
+		t.Fatal("no Progressing condition")
+	}
+	return p.Status, res.RequeueAfter
 }
