@@ -42,7 +42,7 @@ func TestPassRefreshesRecreatedPreparations(t *testing.T) {
 	halves, whole := "3g.40gb@0,3g.40gb@4", "7g.80gb@0"
 	pass := func(layout string) {
 		t.Helper()
-		_, _ = g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, layout)}, nil)
+		_, _ = g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, layout)}, nil) // some steps make the publication fail: judged by what the pass leaves
 	}
 	for _, step := range []struct {
 		what          string
