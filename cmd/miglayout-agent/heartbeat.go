@@ -121,8 +121,9 @@ func heartbeat(kube kubernetes.Interface, node, namespace string, duration time.
 // alive. The heartbeat runs on in the background past the manager's stop,
 // through its graceful shutdown, until run returns and calls stop. An
 // upgrade's restart, its old pod stopping and its new one starting, is
-// then no loss of the agent, as a Lease of the default 40 s would
-// otherwise run out during the 60 s grace period alone. stop may be
+// then no loss of the agent, where a Lease of the default 40 s could
+// otherwise run out while the old pod stops (its grace period is 60 s)
+// and the new one starts. stop may be
 // called whether or not the runnable was started, and more than once.
 // logger (the manager gives its runnables no logger) names the node.
 func backgroundHeartbeat(logger klog.Logger, kube kubernetes.Interface, node, namespace string, duration time.Duration, ready func(context.Context) bool) (r manager.Runnable, stop func()) {
