@@ -107,10 +107,11 @@ func (c *checker) constraintRequests(base string, spec map[string]any) {
 	}
 }
 
-// podClaimEntries reports what the API server refuses in the pod spec's
-// resourceClaims (keys: where the spec is, base its path) beyond a source:
-// field: an entry with neither or both of resourceClaimName and
-// resourceClaimTemplateName, and a name given twice.
+// podClaimEntries reports what the API server refuses in the resourceClaims
+// of the pod spec at path base beyond a source: field: an entry with
+// neither or both of resourceClaimName and resourceClaimTemplateName (on
+// the entry or under source:, which the source: finding moves up), and a
+// name given twice.
 func (c *checker) podClaimEntries(base string, spec map[string]any) {
 	seen := map[string]bool{}
 	for i, r := range listAt(spec, "resourceClaims") {
@@ -124,18 +125,12 @@ func (c *checker) podClaimEntries(base string, spec map[string]any) {
 			c.add(p+".name", fmt.Sprintf("%q names another entry already: the API server refuses the pod (Duplicate value)", name), "give each entry its own name", nil)
 		}
 		seen[name] = true
-		// The fields named on the entry and under source: (which its own
-		// finding moves up): what the entry would name once fixed.
-		named := map[string]bool{}
 		src, _ := rc["source"].(map[string]any)
+		sources := 0
 		for _, k := range []string{"resourceClaimName", "resourceClaimTemplateName"} {
 			top, _ := rc[k].(string)
 			under, _ := src[k].(string)
-			named[k] = top != "" || under != ""
-		}
-		sources := 0
-		for _, ok := range named {
-			if ok {
+			if top != "" || under != "" {
 				sources++
 			}
 		}
