@@ -122,13 +122,9 @@ func (e *NVMLError) Unwrap() error {
 // *NVMLError in its chain, or the one behind a GPU that changed while it was
 // read), for metrics labels; false when err did not come from an NVML call.
 func ReturnCode(err error) (nvml.Return, bool) {
-	var m changedMeanwhile
-	if errors.As(err, &m) && m.code != nil {
-		return m.code.Return, true
-	}
-	var g noSuchGPU
-	if errors.As(err, &g) && g.code != nil {
-		return g.code.Return, true
+	var c interface{ cause() *NVMLError } // changedMeanwhile, noSuchGPU
+	if errors.As(err, &c) && c.cause() != nil {
+		return c.cause().Return, true
 	}
 	var e *NVMLError
 	if errors.As(err, &e) {

@@ -218,6 +218,9 @@ func (e changedMeanwhile) Error() string { return e.msg }
 
 func (e changedMeanwhile) Unwrap() error { return ErrNVML }
 
+// cause is the NVML error met, nil where it had no return code.
+func (e changedMeanwhile) cause() *NVMLError { return e.code }
+
 // noSuchGPU is a GPU index NVML does not have (ERROR_INVALID_ARGUMENT from
 // nvmlDeviceGetHandleByIndex, or a handle gone stale), met where a GPU
 // instance of it is sought: never ErrNotFound, which there says the GPU
@@ -228,6 +231,8 @@ type noSuchGPU changedMeanwhile
 func (e noSuchGPU) Error() string { return e.msg }
 
 func (e noSuchGPU) Unwrap() error { return ErrNVML }
+
+func (e noSuchGPU) cause() *NVMLError { return e.code }
 
 // maxDestroyReads bounds how often destroy reads the GPU again when it
 // keeps changing under it.
