@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +55,8 @@ const (
 // range) devices, half by resourceClaimName, half from ResourceClaimTemplates, and one pod for a device no GPU has. The planner
 // repartitions the free GPUs, the scheduler binds the eight pods and the stand-in kubelet
 // runs them; the held 7g.80gb is never planned for nor touched; the impossible pod hears
-// why and stays pending. It logs claim-to-bound latency (p50/p99) and devices destroyed.
+// why and stays pending. It logs claim-to-bound latency (p50/p99) and devices destroyed,
+// and checks that NVML lost exactly the devices the plans destroyed.
 // Then a 7g.80gb pod finds every GPU in use and hears that a placement is kept for it.
 func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 	ctx := clustertest.Context(t, 3*time.Minute)
@@ -252,17 +256,20 @@ func TestAutoRepartitionsWholeGPUs(t *testing.T) {
 		t.Logf("pod %-9s claim created → pod bound: %v", d.pod, bound.Sub(created).Round(time.Millisecond))
 	}
 	destroyed, created := obs.deviceChurn()
-	plannedDestroyed := 0
+	var plannedDestroyed []string
 	for _, p := range planned {
-		plannedDestroyed += p.destroyed
+		plannedDestroyed = append(plannedDestroyed, p.destroyed...)
 		t.Logf("planned: %s", p.line)
 	}
+	sort.Strings(plannedDestroyed)
 	t.Logf("claim creation → pod bound over %d pods: p50 %v, p99 %v (batching idle %v, max %v; settle %v)",
 		len(lat), percentile(lat, 0.50).Round(time.Millisecond), percentile(lat, 0.99).Round(time.Millisecond), batchIdle, batchMax, settlePeriod)
 	t.Logf("devices destroyed: %d (%s); created: %d; planned to destroy: %d in %d GPU changes",
-		len(destroyed), strings.Join(destroyed, ", "), len(created), plannedDestroyed, len(planned))
-	if len(destroyed) != plannedDestroyed {
-		t.Errorf("NVML lost %d devices, the plans destroyed %d", len(destroyed), plannedDestroyed)
+		len(destroyed), strings.Join(destroyed, ", "), len(created), len(plannedDestroyed), len(planned))
+	// NVML lost exactly the devices the plans destroyed (node/gpu/profile@start, each
+	// as often as it was destroyed): none the planner did not choose.
+	if diff := cmp.Diff(plannedDestroyed, destroyed, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("devices NVML lost differ from those the plans destroyed (-planned +lost):\n%s", diff)
 	}
 
 	// 10. Every GPU now has a device in use, so a 7g.80gb pod arriving now finds no
@@ -341,7 +348,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 type plannedChange struct {
 	node      string
 	gpu       int
-	destroyed int
+	destroyed []string // deviceKey of each device the change destroys
 	line      string
 }
 
@@ -366,7 +373,11 @@ func plannedChanges(t *testing.T) []plannedChange {
 		if err != nil {
 			t.Errorf("planned change with unreadable destroyed layout %q: %v", m[5], err)
 		}
-		out = append(out, plannedChange{node: m[1], gpu: gpu, destroyed: len(d),
+		var keys []string
+		for _, dev := range d {
+			keys = append(keys, deviceKey(m[1], gpu, dev.Profile, dev.Start))
+		}
+		out = append(out, plannedChange{node: m[1], gpu: gpu, destroyed: keys,
 			line: fmt.Sprintf("%s/gpu-%s %s → %s (destroys %q)", m[1], m[2], m[3], m[4], m[5])})
 	}
 	return out
@@ -385,7 +396,7 @@ type observer struct {
 	mu       sync.Mutex
 	claims   map[string]time.Time
 	bound    map[string]time.Time
-	devices  map[string]string // uuid → node/device, every device seen
+	devices  map[string]string // uuid → deviceKey, every device seen
 	baseline map[string]bool   // uuids at the start
 	last     map[string]bool   // uuids at the last sample
 	specs    map[string][]string
@@ -470,7 +481,7 @@ func (o *observer) sample(ctx context.Context) {
 			for _, gi := range g.GPUInstances {
 				for _, ci := range gi.ComputeInstances {
 					now[ci.UUID] = true
-					devs[ci.UUID] = n + "/" + migslices.MIGDeviceName(g.Index, gi.Profile, gi.ProfileID, gi.Placement.Start)
+					devs[ci.UUID] = deviceKey(n, g.Index, gi.Profile, gi.Placement.Start)
 				}
 			}
 		}
@@ -512,6 +523,12 @@ func (o *observer) deviceChurn() (destroyed, created []string) {
 	sort.Strings(destroyed)
 	sort.Strings(created)
 	return destroyed, created
+}
+
+// deviceKey names a MIG device by node, GPU index, profile and placement start, as both
+// the simulator's snapshot and a planned layout tell it.
+func deviceKey(node string, gpu int, profile string, start int) string {
+	return fmt.Sprintf("%s/gpu-%d/%s@%d", node, gpu, profile, start)
 }
 
 func (o *observer) specHistory(key string) []string {
