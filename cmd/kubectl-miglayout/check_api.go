@@ -108,10 +108,12 @@ func (c *checker) constraintRequests(base string, spec map[string]any) {
 }
 
 // podClaimEntries reports what the API server refuses in the resourceClaims
-// of the pod spec at path base beyond a source: field: an entry with
-// neither or both of resourceClaimName and resourceClaimTemplateName (on
-// the entry or under source:, which the source: finding moves up), and a
-// name given twice.
+// of the pod spec at path base beyond a source: field: an entry without a
+// name, a name given twice, an entry with neither or both of
+// resourceClaimName and resourceClaimTemplateName (on the entry or under
+// source:, which the source: finding moves up; a key given as "" counts as
+// given, as in the API server's validatePodResourceClaim), and a source
+// given as "".
 func (c *checker) podClaimEntries(base string, spec map[string]any) {
 	seen := map[string]bool{}
 	for i, r := range listAt(spec, "resourceClaims") {
@@ -121,17 +123,28 @@ func (c *checker) podClaimEntries(base string, spec map[string]any) {
 		}
 		p := fmt.Sprintf("%s.resourceClaims[%d]", base, i)
 		name, _ := rc["name"].(string)
-		if name != "" && seen[name] {
+		switch {
+		case name == "":
+			c.add(p+".name", "the entry has no name: the API server refuses the pod (Required value)",
+				"name: NAME (what the containers' resources.claims name)", nil)
+		case seen[name]:
 			c.add(p+".name", fmt.Sprintf("%q names another entry already: the API server refuses the pod (Duplicate value)", name), "give each entry its own name", nil)
 		}
 		seen[name] = true
 		src, _ := rc["source"].(map[string]any)
 		sources := 0
 		for _, k := range []string{"resourceClaimName", "resourceClaimTemplateName"} {
-			top, _ := rc[k].(string)
-			under, _ := src[k].(string)
-			if top != "" || under != "" {
+			top, onEntry := rc[k].(string)
+			under, underSource := src[k].(string)
+			if onEntry || underSource {
 				sources++
+			}
+			if onEntry && top == "" {
+				c.add(p+"."+k, k+` is "": the API server refuses the pod (an empty name is invalid, and counts as given beside the other source)`,
+					"remove the key, or give the name meant", nil)
+			} else if underSource && under == "" && !onEntry {
+				c.add(p+".source."+k, k+` is "": moved onto the entry, the API server refuses it (an empty name is invalid)`,
+					"remove the key, or give the name meant", nil)
 			}
 		}
 		switch sources {
@@ -139,7 +152,7 @@ func (c *checker) podClaimEntries(base string, spec map[string]any) {
 			c.add(p, "the entry names no claim: the API server refuses it (must specify one of: `resourceClaimName`, `resourceClaimTemplateName`)",
 				"resourceClaimName: NAME (a ResourceClaim of the namespace) or resourceClaimTemplateName: NAME (a claim made per pod)", nil)
 		case 2:
-			c.add(p, "the entry gives both resourceClaimName and resourceClaimTemplateName: the API server refuses it (must specify one of them, not both)",
+			c.add(p, "the entry gives both resourceClaimName and resourceClaimTemplateName: the API server refuses it (at most one of them may be given, even as \"\")",
 				"keep the one meant: resourceClaimName (a claim pods share) or resourceClaimTemplateName (a claim per pod)", nil)
 		}
 	}

@@ -71,6 +71,21 @@ func TestCheckFindsWhatTheAPIServerRefuses(t *testing.T) {
 			manifest: pod("  resourceClaims: [{name: gpu, source: {resourceClaimName: a, resourceClaimTemplateName: b}}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
 			paths:    []string{"spec.resourceClaims[0]", "spec.resourceClaims[0].source"},
 		},
+		"an empty claim name beside a template": {
+			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: \"\", resourceClaimTemplateName: b}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
+			paths:    []string{"spec.resourceClaims[0].resourceClaimName", "spec.resourceClaims[0]"},
+		},
+		"an empty template name alone": {
+			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimTemplateName: \"\"}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
+			paths:    []string{"spec.resourceClaims[0].resourceClaimTemplateName"},
+		},
+		"a null claim name beside a template": {
+			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: null, resourceClaimTemplateName: b}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
+		},
+		"an entry without a name": {
+			manifest: pod("  resourceClaims: [{resourceClaimName: a}]\n  containers: [{name: c, image: x}]\n"),
+			paths:    []string{"spec.resourceClaims[0].name"},
+		},
 		"a pod claim named twice": {
 			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: a}, {name: gpu, resourceClaimName: b}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
 			paths:    []string{"spec.resourceClaims[1].name"},
