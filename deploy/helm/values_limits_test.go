@@ -133,6 +133,9 @@ func TestValuesTheBinariesRefuseAreRefused(t *testing.T) {
 		"leader election null":               {map[string]any{"controller": map[string]any{"leaderElection": nil}}, "leaderElection"},
 		"metrics null":                       {map[string]any{"metrics": nil}, "metrics"},
 		"policy actions null":                {map[string]any{"agentNodePolicy": map[string]any{"validationActions": nil}}, "validationActions"},
+		// The agent's ServiceAccount name is written into the node policy's CEL.
+		"agent ServiceAccount name quoting CEL": {map[string]any{"agent": map[string]any{"serviceAccount": map[string]any{"create": false, "name": "x' || true || '"}}}, "/agent/serviceAccount/name"},
+		"controller ServiceAccount name a..b":   {map[string]any{"controller": map[string]any{"serviceAccount": map[string]any{"name": "a..b"}}}, "/controller/serviceAccount/name"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Render(Options{Values: tc.values})
@@ -147,6 +150,8 @@ func TestValuesTheBinariesRefuseAreRefused(t *testing.T) {
 		"resources dropped":                {"agent": map[string]any{"resources": nil}, "controller": map[string]any{"resources": nil}},
 		"OnDelete without rollingUpdate":   {"agent": map[string]any{"updateStrategy": map[string]any{"type": "OnDelete", "rollingUpdate": nil}}},
 		"the longest Go duration":          {"agent": map[string]any{"orphanedClaimGrace": "2562047h47m16s"}},
+		"pod annotations and labels null":  {"agent": map[string]any{"podAnnotations": nil, "podLabels": nil}, "controller": map[string]any{"podAnnotations": nil, "podLabels": nil}},
+		"a dotted ServiceAccount name":     {"agent": map[string]any{"serviceAccount": map[string]any{"create": false, "name": "gpu.agents"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := Render(Options{Values: values}); err != nil {
