@@ -409,6 +409,7 @@ func run(ctx context.Context, o options) error {
 		DriverDevRoot: driverDev, HostDriverDevRoot: hostDriverDev,
 		OnFatalError:    func(err error) { cancel(err) },
 		OnDroppedFields: inventory.DroppedFields,
+		OnPublishError:  inventory.PublishError,
 		OnUnprepared:    rec.Wake,
 		OnXid:           rec.XidError,
 		HealthInterval:  o.healthInterval,

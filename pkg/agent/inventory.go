@@ -10,6 +10,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -63,6 +64,13 @@ type PoolInventory struct {
 	// dropped fields needing it (DroppedFields).
 	dropped map[string]int
 
+	publishErrMu sync.Mutex
+	// publishErrs counts the errors of the ResourceSlice controller
+	// writing this agent's slices (PublishError); lastPublishErr is the
+	// last of them.
+	publishErrs    int
+	lastPublishErr error
+
 	servedMu sync.Mutex
 	// served is the last publication the API server was found serving
 	// (waitServed); zero after one that was not.
@@ -79,11 +87,13 @@ type PoolInventory struct {
 }
 
 // servedPublication is a publication's devices (wantedKeys) found served at
-// a time, with the dropped-field reports counted by then.
+// a time, with the dropped-field reports and the publish errors counted
+// before it was handed.
 type servedPublication struct {
 	keys    sets.Set[deviceKey]
 	at      time.Time
 	dropped map[string]int
+	errs    int
 }
 
 // ServedRecheck is how long a publication found served is taken for
@@ -111,6 +121,29 @@ func (p *PoolInventory) DroppedFields(err *resourceslice.DroppedFieldsError) {
 	for _, f := range err.DisabledFeatures() {
 		p.dropped[f]++
 	}
+}
+
+// PublishError records an error of the ResourceSlice controller writing
+// this agent's slices (through the kubelet plugin's error handler,
+// plugin.Config.OnPublishError), which the controller retries. A
+// publication waiting to be served fails at once on one the API server
+// refuses for good (Forbidden: an admission policy or RBAC; Invalid),
+// wrapping it in ErrSlicesRefused, and one that times out names the last
+// such error; a publication found served before any error since is no
+// longer taken for served without a read.
+func (p *PoolInventory) PublishError(err error) {
+	p.publishErrMu.Lock()
+	defer p.publishErrMu.Unlock()
+	p.publishErrs++
+	p.lastPublishErr = err
+}
+
+// publishErrors returns how many publish errors were recorded so far, and
+// the last.
+func (p *PoolInventory) publishErrors() (int, error) {
+	p.publishErrMu.Lock()
+	defer p.publishErrMu.Unlock()
+	return p.publishErrs, p.lastPublishErr
 }
 
 // droppedReports returns how many reports named feature so far.
@@ -164,16 +197,17 @@ func (p *PoolInventory) Publish(ctx context.Context, gpus []GPUState, draining s
 		p.Binding.Publishing(names, draining)
 	}
 	before := map[string]int{featureDeviceTaints: p.droppedReports(featureDeviceTaints), featureBindingConditions: p.droppedReports(featureBindingConditions)}
+	errsBefore, _ := p.publishErrors()
 	if err := p.hand(ctx, res); err != nil {
 		return fmt.Errorf("publishing pool %s: %w", p.NodeName, err)
 	}
 	want := wantedKeys(res)
-	if draining.Len() == 0 && p.stillServed(want, before) {
+	if draining.Len() == 0 && p.stillServed(want, before, errsBefore) {
 		return nil
 	}
 	deletions := p.deletionsSeen()
-	err = p.waitServed(ctx, res, before)
-	p.recordServed(want, before, err, deletions)
+	err = p.waitServed(ctx, res, before, errsBefore)
+	p.recordServed(want, before, errsBefore, err, deletions)
 	switch {
 	case errors.Is(err, ErrDrainTaintsDropped):
 		p.taintsDroppedAt.Store(p.now().UnixNano())
@@ -277,14 +311,14 @@ func poolComplete(slices []resourceapi.ResourceSlice, pool string) bool {
 // stillServed reports whether want is the publication last found served,
 // less than ServedRecheck ago, with no dropped-field report since
 // (counted in dropped now).
-func (p *PoolInventory) stillServed(want sets.Set[deviceKey], dropped map[string]int) bool {
+func (p *PoolInventory) stillServed(want sets.Set[deviceKey], dropped map[string]int, errs int) bool {
 	if p.Live == nil {
 		return false
 	}
 	p.servedMu.Lock()
 	defer p.servedMu.Unlock()
 	s := p.served
-	return s.keys != nil && s.keys.Equal(want) && maps.Equal(s.dropped, dropped) && p.now().Sub(s.at) < ServedRecheck
+	return s.keys != nil && s.keys.Equal(want) && maps.Equal(s.dropped, dropped) && s.errs == errs && p.now().Sub(s.at) < ServedRecheck
 }
 
 // deletionsSeen is the number of pool deletions Republish was told of.
@@ -298,14 +332,14 @@ func (p *PoolInventory) deletionsSeen() int {
 // (the wait for it succeeded) and the pool was not deleted since the wait
 // began (deletions is deletionsSeen then), and forgets the last one
 // otherwise.
-func (p *PoolInventory) recordServed(want sets.Set[deviceKey], dropped map[string]int, err error, deletions int) {
+func (p *PoolInventory) recordServed(want sets.Set[deviceKey], dropped map[string]int, errs int, err error, deletions int) {
 	p.servedMu.Lock()
 	defer p.servedMu.Unlock()
 	if err != nil || p.Live == nil || p.deletions != deletions {
 		p.served = servedPublication{}
 		return
 	}
-	p.served = servedPublication{keys: want, at: p.now(), dropped: dropped}
+	p.served = servedPublication{keys: want, at: p.now(), dropped: dropped, errs: errs}
 }
 
 // PendingTaintsRetry is how long after the API server was found dropping
@@ -421,10 +455,12 @@ func wantedKeys(res resourceslice.DriverResources) sets.Set[deviceKey] {
 // being served, and a report may come from another write than this
 // publication's. A
 // publication that is not served in time (an update refused, a slow API
-// server) is only that, not a sign that a feature is off. Where the last
-// reads of the pool failed (RBAC, a network policy), the error wraps the
-// last read's error.
-func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.DriverResources, before map[string]int) error {
+// server) is only that, not a sign that a feature is off; the error wraps
+// the last publish error recorded since errsBefore (PublishError), if any.
+// One the API server refused for good fails the wait at once
+// (ErrSlicesRefused). Where the last reads of the pool failed (RBAC, a
+// network policy), the error wraps the last read's error.
+func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.DriverResources, before map[string]int, errsBefore int) error {
 	if p.Live == nil {
 		return nil
 	}
@@ -446,6 +482,9 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if binds && p.droppedReports(featureBindingConditions) > before[featureBindingConditions] {
 			return false, ErrBindingConditionsDropped
+		}
+		if n, last := p.publishErrors(); n > errsBefore && refusedForGood(last) {
+			return false, fmt.Errorf("%w: %w", ErrSlicesRefused, last)
 		}
 		if drains && !taintsDropped && p.droppedReports(featureDeviceTaints) > before[featureDeviceTaints] {
 			taintsDropped, want = true, untainted(want)
@@ -477,14 +516,29 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 		return fmt.Errorf("pool %s served without its taints: %w", p.NodeName, ErrDrainTaintsDropped)
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrBindingConditionsDropped):
+	case errors.Is(err, ErrBindingConditionsDropped), errors.Is(err, ErrSlicesRefused):
 		return fmt.Errorf("waiting for the API server to serve pool %s: %w", p.NodeName, err)
 	case listErr != nil:
 		return fmt.Errorf("waiting for the API server to serve pool %s: listing its ResourceSlices: %w", p.NodeName, errors.Join(listErr, err))
-	default:
-		return fmt.Errorf("waiting for the API server to serve pool %s (%d devices wanted, %d served as published): %w",
-			p.NodeName, want.Len(), want.Intersection(got).Len(), err)
 	}
+	if n, last := p.publishErrors(); n > errsBefore {
+		return fmt.Errorf("waiting for the API server to serve pool %s (%d devices wanted, %d served as published): %w; the last error writing its ResourceSlices: %w",
+			p.NodeName, want.Len(), want.Intersection(got).Len(), err, last)
+	}
+	return fmt.Errorf("waiting for the API server to serve pool %s (%d devices wanted, %d served as published): %w",
+		p.NodeName, want.Len(), want.Intersection(got).Len(), err)
+}
+
+// ErrSlicesRefused: the API server refused a write of the pool's
+// ResourceSlices for a reason retrying does not mend (Forbidden, from RBAC
+// or an admission policy such as the chart's agent node policy; Invalid):
+// the publication will not be served until someone acts.
+var ErrSlicesRefused = errors.New("the API server refused the pool's ResourceSlices")
+
+// refusedForGood reports whether err (a publish error) is one that
+// ErrSlicesRefused stands for.
+func refusedForGood(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
 }
 
 // untainted is keys without their taints (drain and Xid).

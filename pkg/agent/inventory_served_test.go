@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -27,7 +28,8 @@ func (r *countingReader) List(ctx context.Context, list client.ObjectList, opts 
 // found served, none drained, is not read back from the API server (every
 // pass publishes; thousands of agents would list their slices every minute
 // for nothing), until ServedRecheck has passed; a drain, other devices, a
-// dropped-field report since, or a publication not served are read back.
+// dropped-field report or a publish error since (a write of the slices
+// failed), or a publication not served are read back.
 func TestPublishSameServedReadsNothing(t *testing.T) {
 	gpus := func(uuid string) []GPUState { return wholeGPU(t, uuid) }
 	const device = "gpu-0-mig-7g80gb-0-0"
@@ -61,6 +63,9 @@ func TestPublishSameServedReadsNothing(t *testing.T) {
 	inv.DroppedFields(droppedTaints())
 	publish("after a dropped-field report", gpus("MIG-2"), nil, true)
 	publish("the same after it", gpus("MIG-2"), nil, false)
+	inv.PublishError(errors.New("processing ResourceSlice objects: update resource slice: etcdserver: request timed out"))
+	publish("after a publish error", gpus("MIG-2"), nil, true)
+	publish("the same after that", gpus("MIG-2"), nil, false)
 
 	// A publication not served is read back the next time.
 	inv.Live = staleReader{}

@@ -3,6 +3,7 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -32,4 +33,29 @@ func TestHandleErrorWithoutCallbacks(t *testing.T) {
 		DesiredSlice: &resourceapi.ResourceSlice{}, ActualSlice: &resourceapi.ResourceSlice{}}
 	p.HandleError(t.Context(), fmt.Errorf("publishing: %w", report), "publishing ResourceSlices")
 	p.HandleError(t.Context(), errors.New("the gRPC server stopped"), "serving")
+}
+
+// TestHandleErrorPassesSliceErrorsOn: a recoverable error (the
+// ResourceSlice controller's: an update the API server refused) reaches
+// OnPublishError, wrapped with the helper's message; a report of dropped
+// fields goes to OnDroppedFields alone, and a fatal error to neither.
+func TestHandleErrorPassesSliceErrorsOn(t *testing.T) {
+	var published []error
+	var dropped int
+	p := &Plugin{cfg: Config{
+		OnPublishError:  func(err error) { published = append(published, err) },
+		OnDroppedFields: func(*resourceslice.DroppedFieldsError) { dropped++ },
+	}}
+	refused := errors.New("update resource slice: forbidden")
+	p.HandleError(t.Context(), fmt.Errorf("%w: %w", kubeletplugin.ErrRecoverable, refused), "processing ResourceSlice objects")
+	report := &resourceslice.DroppedFieldsError{PoolName: "n1",
+		DesiredSlice: &resourceapi.ResourceSlice{}, ActualSlice: &resourceapi.ResourceSlice{}}
+	p.HandleError(t.Context(), fmt.Errorf("%w: %w", kubeletplugin.ErrRecoverable, report), "processing ResourceSlice objects")
+	p.HandleError(t.Context(), errors.New("the gRPC server stopped"), "serving")
+	if len(published) != 1 || !errors.Is(published[0], refused) || !strings.Contains(published[0].Error(), "processing ResourceSlice objects") {
+		t.Errorf("OnPublishError got %v, want the refused update alone, with the helper's message", published)
+	}
+	if dropped != 1 {
+		t.Errorf("OnDroppedFields called %d times, want 1", dropped)
+	}
 }

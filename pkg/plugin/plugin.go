@@ -116,6 +116,12 @@ type Config struct {
 	// fields it was given (a DRA feature the cluster has off), with the
 	// controller's report.
 	OnDroppedFields func(*resourceslice.DroppedFieldsError)
+	// OnPublishError, when set, is called with every other error the
+	// helper reports as recoverable: those of its ResourceSlice controller
+	// writing the node's slices (an update the API server refused, a pool
+	// that failed validation), retried by the controller. It must not
+	// block.
+	OnPublishError func(error)
 	// OnUnprepared, when set, is called after an UnprepareResourceClaims
 	// call that released the devices of at least one prepared claim, and
 	// after a prepare that dropped a claim's stale preparation (the claim
@@ -430,13 +436,19 @@ func (p *Plugin) Start(ctx context.Context, client kubernetes.Interface, opts ..
 
 // HandleError implements kubeletplugin.DRAPlugin: background errors (e.g.
 // publishing ResourceSlices) are logged; fields the API server dropped are
-// passed to Config.OnDroppedFields, errors the helper marks as not
-// recoverable to Config.OnFatalError.
+// passed to Config.OnDroppedFields, other recoverable errors (the
+// ResourceSlice controller's) to Config.OnPublishError, errors the helper
+// marks as not recoverable to Config.OnFatalError.
 func (p *Plugin) HandleError(ctx context.Context, err error, msg string) {
 	utilruntime.HandleErrorWithContext(ctx, err, msg)
 	var dropped *resourceslice.DroppedFieldsError
-	if errors.As(err, &dropped) && p.cfg.OnDroppedFields != nil {
-		p.cfg.OnDroppedFields(dropped)
+	switch {
+	case errors.As(err, &dropped):
+		if p.cfg.OnDroppedFields != nil {
+			p.cfg.OnDroppedFields(dropped)
+		}
+	case errors.Is(err, kubeletplugin.ErrRecoverable) && p.cfg.OnPublishError != nil:
+		p.cfg.OnPublishError(fmt.Errorf("%s: %w", msg, err))
 	}
 	if !errors.Is(err, kubeletplugin.ErrRecoverable) && p.cfg.OnFatalError != nil {
 		p.cfg.OnFatalError(fmt.Errorf("%s: %w", msg, err))
