@@ -444,8 +444,9 @@ func wantedKeys(res resourceslice.DriverResources) sets.Set[deviceKey] {
 	return out
 }
 
-// waitServed polls the API server until the node's slices of this driver
-// hold exactly the published devices, with their UUIDs and taints. It fails at once when the
+// waitServed polls the API server until the node's slices of this driver,
+// of the pool's newest generation, hold exactly the published devices,
+// with their UUIDs and taints. It fails at once when the
 // API server is reported dropping binding conditions the publication has
 // (DroppedFields, counted from before). Reported dropping its taints, it
 // waits on until the slices hold the published devices, taints aside, and
@@ -497,15 +498,7 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 			return false, nil // maybe transient; keep polling until the timeout
 		}
 		listErr = nil
-		got = sets.New[deviceKey]()
-		for _, sl := range list.Items {
-			if sl.Spec.Pool.Name != p.NodeName {
-				continue
-			}
-			for _, d := range sl.Spec.Devices {
-				got.Insert(keyOf(d))
-			}
-		}
+		got = newestGenerationKeys(list.Items, p.NodeName)
 		if served = got.Equal(published); served || !taintsDropped {
 			return served, nil
 		}
@@ -539,6 +532,30 @@ var ErrSlicesRefused = errors.New("the API server refused the pool's ResourceSli
 // ErrSlicesRefused stands for.
 func refusedForGood(err error) bool {
 	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
+}
+
+// newestGenerationKeys returns the devices of pool in slices, of its newest
+// generation only: the scheduler ignores the slices of older generations
+// (the structured allocator takes a pool at its newest generation, and
+// only once every slice of it is there), so devices of an older slice
+// still listed do not make up for those of a newer one not yet written.
+func newestGenerationKeys(slices []resourceapi.ResourceSlice, pool string) sets.Set[deviceKey] {
+	newest := int64(0)
+	for _, sl := range slices {
+		if sl.Spec.Pool.Name == pool {
+			newest = max(newest, sl.Spec.Pool.Generation)
+		}
+	}
+	out := sets.New[deviceKey]()
+	for _, sl := range slices {
+		if sl.Spec.Pool.Name != pool || sl.Spec.Pool.Generation != newest {
+			continue
+		}
+		for _, d := range sl.Spec.Devices {
+			out.Insert(keyOf(d))
+		}
+	}
+	return out
 }
 
 // untainted is keys without their taints (drain and Xid).

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -73,5 +74,25 @@ func TestPublishRefusedSaysWhy(t *testing.T) {
 				t.Errorf("publication refused: %v, want the API server's error %q wrapped", err, tc.err)
 			}
 		})
+	}
+}
+
+// TestNewestGenerationKeys: the devices of a pool are those of its newest
+// generation: a slice of an older one, still listed while the newer one is
+// written, does not count (the scheduler ignores it), nor does another
+// pool's.
+func TestNewestGenerationKeys(t *testing.T) {
+	slice := func(pool string, gen int64, devices ...string) resourceapi.ResourceSlice {
+		sl := resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Pool: resourceapi.ResourcePool{Name: pool, Generation: gen, ResourceSliceCount: 2}}}
+		for _, d := range devices {
+			sl.Spec.Devices = append(sl.Spec.Devices, resourceapi.Device{Name: d})
+		}
+		return sl
+	}
+	got := newestGenerationKeys([]resourceapi.ResourceSlice{
+		slice("n1", 2, "gpu-0"), slice("n1", 1, "gpu-1"), slice("n1", 3, "gpu-2"), slice("n2", 4, "gpu-3"),
+	}, "n1")
+	if want := sets.New(deviceKey{name: "gpu-2"}); !got.Equal(want) {
+		t.Errorf("devices %v, want %v (generation 3's alone)", got.UnsortedList(), want.UnsortedList())
 	}
 }
