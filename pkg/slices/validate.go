@@ -43,7 +43,7 @@ func ValidateDriverName(name string) error {
 // capacity names are qualified names; every attribute has exactly one value;
 // string and version values have at most 64 characters; versions are
 // semantic versions; capacities are not negative; at most 16 taints, each
-// with a label-name key and a known effect. All problems are reported, each
+// with a label-name key, a label value and a known effect. All problems are reported, each
 // naming the device.
 func ValidateDevice(d resourceapi.Device) error {
 	var errs []error
@@ -101,6 +101,9 @@ func ValidateDevice(d resourceapi.Device) error {
 	for _, t := range d.Taints {
 		for _, e := range validation.IsQualifiedName(t.Key) {
 			fail("taint key %q: %s", t.Key, e)
+		}
+		for _, e := range validation.IsValidLabelValue(t.Value) {
+			fail("taint %q: value %q: %s", t.Key, t.Value, e)
 		}
 		switch t.Effect {
 		case resourceapi.DeviceTaintEffectNoSchedule, resourceapi.DeviceTaintEffectNoExecute, resourceapi.DeviceTaintEffectNone:

@@ -67,8 +67,9 @@ func TestValidateAcceptsTheLimits(t *testing.T) {
 	}
 }
 
-// Capacity names and taint keys are checked as attribute names are, and
-// every problem of a device is an ErrInvalid.
+// Capacity names and taint keys are checked as attribute names are, taint
+// values as label values (the API server's rule), and every problem of a
+// device is an ErrInvalid.
 func TestValidateDeviceRejectsCapacityNamesAndTaintKeys(t *testing.T) {
 	tests := map[string]struct {
 		mutate func(*resourceapi.Device)
@@ -80,6 +81,9 @@ func TestValidateDeviceRejectsCapacityNamesAndTaintKeys(t *testing.T) {
 		"taint key not a qualified name": {func(d *resourceapi.Device) {
 			d.Taints = []resourceapi.DeviceTaint{{Key: "miglayout.io/draining now", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
 		}, `taint key "miglayout.io/draining now"`},
+		"taint value not a label value": {func(d *resourceapi.Device) {
+			d.Taints = []resourceapi.DeviceTaint{{Key: "miglayout.io/xid", Value: "48 (GPU fell off the bus)", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+		}, `taint "miglayout.io/xid": value "48 (GPU fell off the bus)"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
