@@ -412,8 +412,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			// was not repartitioned.
 			prev, known := held[spec.Index]
 			if res.Changed.Has(int(spec.Index)) || known && prev != heldNow(res, int(spec.Index)) {
-				note := fmt.Sprintf("GPU %d holds %q", spec.Index, spec.Layout)
-				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, gpuAction("Repartition", int(spec.Index)), "%s", note)
+				r.Recorder.Eventf(&nml, nil, "Normal", EventRepartitioned, gpuAction("Repartition", int(spec.Index)), "%s", heldNote(spec))
 			}
 		case v1alpha1.PhaseBlocked:
 			r.gpuEvent(&nml, "Warning", EventBlocked, "Repartition", int(spec.Index), got.Message)
@@ -808,4 +807,16 @@ func heldNow(res *SyncResult, idx int) string {
 		return layoutOf(g).String()
 	}
 	return ""
+}
+
+// heldNote is the note of a Repartitioned event: what the GPU of spec
+// holds now, MIG mode off told apart from MIG on without a device.
+func heldNote(spec v1alpha1.GPUSpec) string {
+	switch {
+	case !spec.MIGEnabled:
+		return fmt.Sprintf("GPU %d has MIG mode off", spec.Index)
+	case spec.Layout == "":
+		return fmt.Sprintf("GPU %d is in MIG mode, with no device", spec.Index)
+	}
+	return fmt.Sprintf("GPU %d holds %q", spec.Index, spec.Layout)
 }

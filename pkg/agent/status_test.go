@@ -690,3 +690,17 @@ func TestRepartitionedOnlyWhenChanged(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldNoteTellsMIGOff: a Repartitioned event says MIG mode off, MIG
+// on without a device, or the layout, not an empty layout for both.
+func TestHeldNoteTellsMIGOff(t *testing.T) {
+	for want, sp := range map[string]v1alpha1.GPUSpec{
+		"GPU 3 has MIG mode off":               {Index: 3},
+		"GPU 3 is in MIG mode, with no device": {Index: 3, MIGEnabled: true},
+		`GPU 3 holds "7g.80gb@0"`:              {Index: 3, MIGEnabled: true, Layout: "7g.80gb@0"},
+	} {
+		if got := heldNote(sp); got != want {
+			t.Errorf("heldNote(%+v) = %q, want %q", sp, got, want)
+		}
+	}
+}
