@@ -63,14 +63,10 @@ const (
 	// the node has under the agent's device names (another publisher of the
 	// same driver name, names of another version, or a device gone from
 	// NVML that the agent could not make again: its placement taken, the GPU
-	// out of MIG mode or of no known model), or, under a driver name other
-	// than miglayout's, a device of another GPU, not prepared by the agent,
-	// whose GPU number is this GPU's minor number (NVIDIA's DRA driver numbers
-	// device names by minor, miglayout by NVML index). The agent cannot tell
-	// which device it holds, so it destroys nothing on the GPU the name points
-	// to (on every GPU of the node where it names none) and reports all of
-	// that GPU's devices in use until the allocation is gone (or, for a
-	// name of another GPU, prepared).
+	// out of MIG mode or of no known model). The agent cannot tell which device it holds, so it destroys
+	// nothing on the GPU the name points to (on every GPU of the node where
+	// it names none) and reports all of that GPU's devices in use until the
+	// allocation is gone.
 	ReasonUnknownAllocation = "UnknownAllocation"
 	// ReasonResetRequired (Degraded=True, GPU Blocked): a MIG mode change waits for a GPU reset.
 	ReasonResetRequired = "ResetRequired"

@@ -33,14 +33,10 @@ func (u unknownAllocations) on(idx int) []string {
 // node's driver and pool, as the cache shows them) that name no device of
 // obs, by the GPUs they may hold a device of (gpusNamed): claims allocated from another publisher of the same driver name and
 // pool (a DRA driver miglayout took over from), from names of another
-// version, or to a device gone from NVML. Under a driver name other than
-// DefaultDriverName it also returns, on the GPU whose minor number they
-// give (minorNamesakes), the names of devices of obs that the kubelet
-// plugin has not prepared: NVIDIA's DRA driver numbers names by minor
-// number, so such a claim may hold another GPU's device. The agent cannot
-// tell which device such an allocation holds, so it reports all of the
-// GPU's devices in use (inUseLayouts) and, once confirmLive confirms the
-// name, destroys none there (Sync).
+// version, or to a device gone from NVML. The agent cannot tell which
+// device such an allocation holds, so it reports all of the GPU's devices
+// in use (inUseLayouts) and, once confirmLive confirms the name, destroys
+// none there (Sync).
 func (r *Repartitioner) unknownIn(allocated sets.Set[string], obs []GPUState) unknownAllocations {
 	known := sets.New[string]()
 	for i := range obs {
@@ -54,49 +50,17 @@ func (r *Repartitioner) unknownIn(allocated sets.Set[string], obs []GPUState) un
 			known.Insert(r.Inventory.DeviceName(g.GPU, &g.Devices[j]))
 		}
 	}
+	unknown := allocated.Difference(known)
+	if unknown.Len() == 0 {
+		return nil
+	}
 	out := unknownAllocations{}
-	for _, name := range sets.List(allocated.Difference(known)) {
+	for _, name := range sets.List(unknown) {
 		for _, idx := range r.gpusNamed(name, obs) {
 			out[idx] = append(out[idx], name)
 		}
 	}
-	r.minorNamesakes(out, allocated.Intersection(known), obs)
-	if len(out) == 0 {
-		return nil
-	}
 	return out
-}
-
-// minorNamesakes adds to out, under a driver name other than
-// DefaultDriverName (one miglayout may have taken over from NVIDIA's DRA
-// driver), each name of named (allocated names of devices of obs, as the
-// agent names them, by NVML index) that the kubelet plugin has not prepared
-// (preparedNames), on every other GPU whose minor number the name's GPU
-// number is. NVIDIA's driver names a GPU's devices "gpu-<minor>...": where
-// minors are not NVML indices, a claim it allocated before the takeover
-// reads as a device of one GPU and may hold one of another. Claims
-// allocated from the agent's own slices and not yet prepared are counted
-// there too, until prepared: the agent cannot tell the two apart.
-func (r *Repartitioner) minorNamesakes(out unknownAllocations, named sets.Set[string], obs []GPUState) {
-	if named.Len() == 0 || r.driver() == "" || r.driver() == slices.DefaultDriverName {
-		return
-	}
-	byMinor := map[int]int{}
-	for _, g := range obs {
-		if g.GPU.Minor != g.GPU.Index {
-			byMinor[g.GPU.Minor] = g.GPU.Index
-		}
-	}
-	if len(byMinor) == 0 {
-		return
-	}
-	prepared := r.preparedNames(obs)
-	for _, name := range sets.List(named) {
-		n, _, ok := slices.DeviceGPUIndex(name)
-		if idx, taken := byMinor[n]; ok && taken && !prepared.Has(name) {
-			out[idx] = append(out[idx], name)
-		}
-	}
 }
 
 // gpusNamed are the GPUs an unknown allocated name may hold a device of:
@@ -149,10 +113,9 @@ func (r *Repartitioner) confirmLive(ctx context.Context, u unknownAllocations) (
 // devices while allocations name devices the agent cannot find (names).
 func (r *Repartitioner) unknownAllocationResult(idx int, names []string) GPUResult {
 	return GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonUnknownAllocation,
-		Message: fmt.Sprintf("not destroyed: ResourceClaim allocations of driver %s name %s, which the agent cannot tie to a device: "+
-			"no device of this node under the agent's names (another publisher of the same driver name and pool, names of another version, "+
-			"or a device gone from NVML), or a device of another GPU that NVIDIA's DRA driver names by this GPU's minor number, not yet prepared here; "+
-			"so any device of GPU %d may be the one allocated; waiting for the allocation to be released (or prepared)",
+		Message: fmt.Sprintf("not destroyed: ResourceClaim allocations of driver %s name %s, no device of this node under the agent's names "+
+			"(another publisher of the same driver name and pool, names of another version, or a device gone from NVML), "+
+			"so any device of GPU %d may be the one allocated; waiting for the allocation to be released",
 			r.driver(), strings.Join(names, ", "), idx)}
 }
 

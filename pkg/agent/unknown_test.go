@@ -2,9 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,8 +10,6 @@ import (
 
 	"github.com/miglayout/miglayout/api/v1alpha1"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
-	"github.com/miglayout/miglayout/pkg/mig/nvmlsim"
-	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // An allocation of the node's driver and pool that names no device of the
@@ -264,88 +259,5 @@ func TestWholeGPUNameOfAGPUInMIGModeIsUnknown(t *testing.T) {
 	}
 	if got := res.Results[0]; got.Reason != v1alpha1.ReasonUnknownAllocation || g.layouts(t)[0] != "3g.40gb@0,3g.40gb@4" {
 		t.Errorf("GPU 0 %s/%s, layout now %v; want Blocked/UnknownAllocation and its devices kept", got.Phase, got.Reason, g.layouts(t))
-	}
-}
-
-// TestTakenOverNamesByMinorBlockTheirGPU: under NVIDIA's driver name, on a
-// node whose two A100s have swapped minor numbers (GPU 0 minor 1, GPU 1
-// minor 0), a claim allocated "gpu-0-mig-3g40gb-9-4" may be NVIDIA's
-// driver's, for minor 0: GPU 1's 3g.40gb@4. A change of both GPUs leaves
-// GPU 0 (whose device the name is in the agent's numbering) Blocked
-// DeviceInUse and GPU 1 Blocked UnknownAllocation, nothing destroyed. The
-// controls change GPU 1: miglayout's own driver name (no other driver
-// publishes under it), the name prepared by the agent's kubelet plugin
-// (the claim is the agent's), and minors equal to the indices.
-func TestTakenOverNamesByMinorBlockTheirGPU(t *testing.T) {
-	const held = "gpu-0-mig-3g40gb-9-4"
-	for name, tc := range map[string]struct {
-		driver     string
-		prepared   bool
-		swapMinors bool
-		want1      string // GPU 1's reason
-	}{
-		"NVIDIA's driver name":           {driver: "gpu.nvidia.com", swapMinors: true, want1: v1alpha1.ReasonUnknownAllocation},
-		"miglayout's driver name":        {driver: migslices.DefaultDriverName, swapMinors: true, want1: v1alpha1.ReasonLayoutApplied},
-		"prepared by the agent's plugin": {driver: "gpu.nvidia.com", prepared: true, swapMinors: true, want1: v1alpha1.ReasonLayoutApplied},
-		"minors equal to the indices":    {driver: "gpu.nvidia.com", want1: v1alpha1.ReasonLayoutApplied},
-	} {
-		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "sim.json")
-			g := newRigWith(t, nvmlsim.Config{Spec: "2xA100-SXM4-80GB", StatePath: path})
-			g.r.Driver = tc.driver
-			g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
-			g.setup(t, 1, "3g.40gb@0,3g.40gb@4")
-			if tc.swapMinors {
-				setSimMinors(t, path, 1, 0)
-			}
-			g.alloc.cached, g.alloc.live = sets.New(held), sets.New(held)
-			if tc.prepared {
-				g.prep.names.Insert(held)
-			}
-			res, err := g.r.Sync(context.Background(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "7g.80gb@0")}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := res.Results[0]; got.Reason != v1alpha1.ReasonDeviceInUse {
-				t.Errorf("GPU 0 %s/%s: %s; want Blocked/DeviceInUse", got.Phase, got.Reason, got.Message)
-			}
-			if got := res.Results[1]; got.Reason != tc.want1 {
-				t.Errorf("GPU 1 %s/%s: %s; want %s", got.Phase, got.Reason, got.Message, tc.want1)
-			}
-			want := []string{"3g.40gb@0,3g.40gb@4", "7g.80gb@0"}
-			if tc.want1 == v1alpha1.ReasonUnknownAllocation {
-				want[1] = "3g.40gb@0,3g.40gb@4"
-			}
-			if diff := cmp.Diff(want, g.layouts(t)); diff != "" {
-				t.Errorf("layouts (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-// setSimMinors gives the simulated GPUs of the state file at path the
-// minor numbers minors, in NVML index order.
-func setSimMinors(t *testing.T, path string, minors ...int) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	if err := json.Unmarshal(data, &st); err != nil {
-		t.Fatal(err)
-	}
-	gpus, _ := st["gpus"].([]any)
-	if len(gpus) != len(minors) {
-		t.Fatalf("state of %d GPUs, %d minors given", len(gpus), len(minors))
-	}
-	for i, m := range minors {
-		gpus[i].(map[string]any)["minor"] = m
-	}
-	if data, err = json.Marshal(st); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -113,12 +113,12 @@
 // in the driver's own domain. It matters to the publisher (the
 // kubeletplugin helper's DriverName), to the kubelet plugin and to
 // DeviceClass selectors. Device names take the form of NVIDIA's for every
-// profile without "+", with one difference in numbering: the GPU number is
-// the NVML index here, the minor number (/dev/nvidia<minor>) in NVIDIA's
-// driver, so where the two differ a name means another GPU's device in
-// each (the agent counts an allocated name it has not prepared on both
-// GPUs under any driver name but DefaultDriverName). NVIDIA's driver writes
-// "+me" as "-me" (gpu-0-mig-1g10gb-me-20-0), MIGDeviceName drops the "+"
+// profile without "+", numbered differently: by NVML index here, by minor
+// number (/dev/nvidia<minor>) in NVIDIA's driver, so where the two differ
+// a claim that driver allocated names, here, a device of another GPU (the
+// one the agent then keeps and the kubelet plugin prepares for it).
+// NVIDIA's driver writes "+me" as "-me"
+// (gpu-0-mig-1g10gb-me-20-0), MIGDeviceName drops the "+"
 // (gpu-0-mig-1g10gbme-20-0), so a claim NVIDIA's driver allocated a "+me"
 // device names one miglayout does not publish (the agent treats it as an
 // unknown allocation, as any such name).
