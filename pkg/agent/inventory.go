@@ -10,7 +10,6 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -126,11 +125,10 @@ func (p *PoolInventory) DroppedFields(err *resourceslice.DroppedFieldsError) {
 // PublishError records an error of the ResourceSlice controller writing
 // this agent's slices (through the kubelet plugin's error handler,
 // plugin.Config.OnPublishError), which the controller retries. A
-// publication waiting to be served fails at once on one the API server
-// refuses for good (Forbidden: an admission policy or RBAC; Invalid),
-// wrapping it in ErrSlicesRefused, and one that times out names the last
-// such error; a publication found served before any error since is no
-// longer taken for served without a read.
+// publication waiting to be served that times out names the last such
+// error (the API server's reason where it refused a write), and a
+// publication found served before any error since is no longer taken for
+// served without a read.
 func (p *PoolInventory) PublishError(err error) {
 	p.publishErrMu.Lock()
 	defer p.publishErrMu.Unlock()
@@ -309,8 +307,8 @@ func poolComplete(slices []resourceapi.ResourceSlice, pool string) bool {
 }
 
 // stillServed reports whether want is the publication last found served,
-// less than ServedRecheck ago, with no dropped-field report since
-// (counted in dropped now).
+// less than ServedRecheck ago, with no dropped-field report (counted in
+// dropped now) nor publish error (errs, PublishError's count now) since.
 func (p *PoolInventory) stillServed(want sets.Set[deviceKey], dropped map[string]int, errs int) bool {
 	if p.Live == nil {
 		return false
@@ -457,10 +455,14 @@ func wantedKeys(res resourceslice.DriverResources) sets.Set[deviceKey] {
 // publication's. A
 // publication that is not served in time (an update refused, a slow API
 // server) is only that, not a sign that a feature is off; the error wraps
-// the last publish error recorded since errsBefore (PublishError), if any.
-// One the API server refused for good fails the wait at once
-// (ErrSlicesRefused). Where the last reads of the pool failed (RBAC, a
-// network policy), the error wraps the last read's error.
+// the last publish error recorded since errsBefore (PublishError), if any:
+// an admission policy's or RBAC's Forbidden, an Invalid slice. It does not
+// fail sooner on one: the ResourceSlice controller's errors do not name
+// their pool, and one of another pool of the driver on the node (a slice
+// left by an older version that the node policy keeps the agent from
+// deleting) would fail publications served a moment later. Where the last
+// reads of the pool failed (RBAC, a network policy), the error wraps the
+// last read's error.
 func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.DriverResources, before map[string]int, errsBefore int) error {
 	if p.Live == nil {
 		return nil
@@ -484,9 +486,6 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 		if binds && p.droppedReports(featureBindingConditions) > before[featureBindingConditions] {
 			return false, ErrBindingConditionsDropped
 		}
-		if n, last := p.publishErrors(); n > errsBefore && refusedForGood(last) {
-			return false, fmt.Errorf("%w: %w", ErrSlicesRefused, last)
-		}
 		if drains && !taintsDropped && p.droppedReports(featureDeviceTaints) > before[featureDeviceTaints] {
 			taintsDropped, want = true, untainted(want)
 		}
@@ -509,7 +508,7 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 		return fmt.Errorf("pool %s served without its taints: %w", p.NodeName, ErrDrainTaintsDropped)
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrBindingConditionsDropped), errors.Is(err, ErrSlicesRefused):
+	case errors.Is(err, ErrBindingConditionsDropped):
 		return fmt.Errorf("waiting for the API server to serve pool %s: %w", p.NodeName, err)
 	case listErr != nil:
 		return fmt.Errorf("waiting for the API server to serve pool %s: listing its ResourceSlices: %w", p.NodeName, errors.Join(listErr, err))
@@ -522,17 +521,6 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 		p.NodeName, want.Len(), want.Intersection(got).Len(), err)
 }
 
-// ErrSlicesRefused: the API server refused a write of the pool's
-// ResourceSlices for a reason retrying does not mend (Forbidden, from RBAC
-// or an admission policy such as the chart's agent node policy; Invalid):
-// the publication will not be served until someone acts.
-var ErrSlicesRefused = errors.New("the API server refused the pool's ResourceSlices")
-
-// refusedForGood reports whether err (a publish error) is one that
-// ErrSlicesRefused stands for.
-func refusedForGood(err error) bool {
-	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
-}
 
 // newestGenerationKeys returns the devices of pool in slices, of its newest
 // generation only: the scheduler ignores the slices of older generations

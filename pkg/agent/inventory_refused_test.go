@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/miglayout/miglayout/pkg/mig"
 	"github.com/miglayout/miglayout/pkg/mig/gpu"
@@ -44,36 +46,41 @@ func oneA100(t *testing.T) []GPUState {
 	return []GPUState{{GPU: gpu.GPU{Index: 0, UUID: "GPU-a", ProductName: "NVIDIA A100-SXM4-80GB", Model: a100, MemoryMiB: 81920, MIGCapable: true}}}
 }
 
-// TestPublishRefusedSaysWhy: a publication whose slices the API server
-// refuses for good (an admission policy's Forbidden, an Invalid slice)
-// fails at once with ErrSlicesRefused and the API server's message, rather
-// than after the wait's timeout with a bare deadline; one refused for a
-// reason a retry may mend (a conflict) times out naming it.
+// TestPublishRefusedSaysWhy: a publication the API server does not serve
+// because it refuses the slices' writes (an admission policy's Forbidden,
+// an Invalid slice, a conflict) times out naming the API server's error,
+// not only the deadline.
 func TestPublishRefusedSaysWhy(t *testing.T) {
 	slicesGR := schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceslices"}
-	for name, tc := range map[string]struct {
-		err         error
-		timeout     time.Duration
-		wantRefused bool
-	}{
-		"Forbidden by a policy": {err: apierrors.NewForbidden(slicesGR, "n1-abc", errors.New("ValidatingAdmissionPolicy 'miglayout-agent-node-scope' denied request")),
-			timeout: 5 * time.Second, wantRefused: true},
-		"Invalid": {err: apierrors.NewInvalid(schema.GroupKind{Group: "resource.k8s.io", Kind: "ResourceSlice"}, "n1-abc", nil),
-			timeout: 5 * time.Second, wantRefused: true},
-		"a conflict": {err: apierrors.NewConflict(slicesGR, "n1-abc", errors.New("the object has been modified")),
-			timeout: 200 * time.Millisecond},
+	for name, refused := range map[string]error{
+		"Forbidden by a policy": apierrors.NewForbidden(slicesGR, "n1-abc", errors.New("ValidatingAdmissionPolicy 'miglayout-agent-node-scope' denied request")),
+		"Invalid":               apierrors.NewInvalid(schema.GroupKind{Group: "resource.k8s.io", Kind: "ResourceSlice"}, "n1-abc", nil),
+		"a conflict":            apierrors.NewConflict(slicesGR, "n1-abc", errors.New("the object has been modified")),
 	} {
 		t.Run(name, func(t *testing.T) {
-			inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Live: staleReader{}, Timeout: tc.timeout}
-			inv.Publisher = &failingWritePublisher{inv: inv, err: tc.err}
+			inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Live: staleReader{}, Timeout: 200 * time.Millisecond}
+			inv.Publisher = &failingWritePublisher{inv: inv, err: refused}
 			err := inv.Publish(context.Background(), oneA100(t), sets.New("gpu-0"))
-			if got := errors.Is(err, ErrSlicesRefused); got != tc.wantRefused {
-				t.Errorf("publication refused: %v; ErrSlicesRefused %v, want %v", err, got, tc.wantRefused)
-			}
-			if err == nil || !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.err.Error()) {
-				t.Errorf("publication refused: %v, want the API server's error %q wrapped", err, tc.err)
+			if err == nil || !errors.Is(err, refused) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), refused.Error()) {
+				t.Errorf("publication refused: %v, want the timeout with the API server's error %q", err, refused)
 			}
 		})
+	}
+}
+
+// TestPublishServedDespiteAnotherWritesError: a publish error reported
+// while a publication is served (a write of another pool of the driver
+// refused, an earlier publication's retry) does not fail it.
+func TestPublishServedDespiteAnotherWritesError(t *testing.T) {
+	served := &atomic.Bool{}
+	served.Store(true)
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceslices"}, "other-pool-abc", errors.New("denied"))
+	pub := &failingWritePublisher{err: forbidden}
+	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub,
+		Live: strippingReader{pub: &pub.capturePublisher, served: served}, Timeout: 10 * time.Second}
+	pub.inv = inv
+	if err := inv.Publish(context.Background(), oneA100(t), sets.New("gpu-0")); err != nil {
+		t.Errorf("a served publication failed on another write's error: %v", err)
 	}
 }
 
@@ -94,5 +101,37 @@ func TestNewestGenerationKeys(t *testing.T) {
 	}, "n1")
 	if want := sets.New(deviceKey{name: "gpu-2"}); !got.Equal(want) {
 		t.Errorf("devices %v, want %v (generation 3's alone)", got.UnsortedList(), want.UnsortedList())
+	}
+}
+
+// olderGenerationReader serves the devices last published in a slice of
+// generation 1 beside a slice of generation 2 without them: the new
+// generation not written whole yet.
+type olderGenerationReader struct {
+	client.Reader
+	pub *capturePublisher
+}
+
+func (r olderGenerationReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	out := list.(*resourceapi.ResourceSliceList)
+	out.Items = []resourceapi.ResourceSlice{{Spec: resourceapi.ResourceSliceSpec{Driver: "mig.miglayout.io",
+		Pool: resourceapi.ResourcePool{Name: "n1", Generation: 2, ResourceSliceCount: 2}}}}
+	for name, pool := range r.pub.last.Pools {
+		for _, sl := range pool.Slices {
+			out.Items = append(out.Items, resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: "mig.miglayout.io",
+				Pool: resourceapi.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1}, Devices: sl.Devices}})
+		}
+	}
+	return nil
+}
+
+// TestPublishNotServedByAnOlderGeneration: devices listed only in a slice
+// of an older generation than the pool's newest are not served (the
+// scheduler reads the newest generation alone): the publication waits.
+func TestPublishNotServedByAnOlderGeneration(t *testing.T) {
+	pub := &capturePublisher{}
+	inv := &PoolInventory{NodeName: "n1", Driver: "mig.miglayout.io", Publisher: pub, Live: olderGenerationReader{pub: pub}, Timeout: 200 * time.Millisecond}
+	if err := inv.Publish(context.Background(), oneA100(t), nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("publication served only by an older generation: %v, want a timeout", err)
 	}
 }

@@ -38,7 +38,8 @@ func TestHandleErrorWithoutCallbacks(t *testing.T) {
 // TestHandleErrorPassesSliceErrorsOn: a recoverable error (the
 // ResourceSlice controller's: an update the API server refused) reaches
 // OnPublishError, wrapped with the helper's message; a report of dropped
-// fields goes to OnDroppedFields alone, and a fatal error to neither.
+// fields goes to OnDroppedFields alone, and a fatal error or the helper's
+// stale health report to neither.
 func TestHandleErrorPassesSliceErrorsOn(t *testing.T) {
 	var published []error
 	var dropped int
@@ -52,6 +53,8 @@ func TestHandleErrorPassesSliceErrorsOn(t *testing.T) {
 		DesiredSlice: &resourceapi.ResourceSlice{}, ActualSlice: &resourceapi.ResourceSlice{}}
 	p.HandleError(t.Context(), fmt.Errorf("%w: %w", kubeletplugin.ErrRecoverable, report), "processing ResourceSlice objects")
 	p.HandleError(t.Context(), errors.New("the gRPC server stopped"), "serving")
+	p.HandleError(t.Context(), fmt.Errorf("%w: %w", kubeletplugin.ErrRecoverable, errors.New("last report 2m ago")),
+		"device health reports are stale, WatchHealthStatus must re-send within each device's HealthCheckTimeout")
 	if len(published) != 1 || !errors.Is(published[0], refused) || !strings.Contains(published[0].Error(), "processing ResourceSlice objects") {
 		t.Errorf("OnPublishError got %v, want the refused update alone, with the helper's message", published)
 	}

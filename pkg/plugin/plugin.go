@@ -116,11 +116,10 @@ type Config struct {
 	// fields it was given (a DRA feature the cluster has off), with the
 	// controller's report.
 	OnDroppedFields func(*resourceslice.DroppedFieldsError)
-	// OnPublishError, when set, is called with every other error the
-	// helper reports as recoverable: those of its ResourceSlice controller
-	// writing the node's slices (an update the API server refused, a pool
-	// that failed validation), retried by the controller. It must not
-	// block.
+	// OnPublishError, when set, is called with the other errors of the
+	// helper's ResourceSlice controller (sliceControllerMessages: an
+	// update the API server refused, a pool that failed validation),
+	// which the controller retries. It must not block.
 	OnPublishError func(error)
 	// OnUnprepared, when set, is called after an UnprepareResourceClaims
 	// call that released the devices of at least one prepared claim, and
@@ -434,10 +433,17 @@ func (p *Plugin) Start(ctx context.Context, client kubernetes.Interface, opts ..
 	return h, nil
 }
 
+// sliceControllerMessages are the messages with which the ResourceSlice
+// controller of k8s.io/dynamic-resource-allocation (v0.37,
+// resourceslice/resourceslicecontroller.go) reports its errors through
+// the helper's HandleError; the helper's other recoverable errors (stale
+// device health reports) are not about the slices.
+var sliceControllerMessages = sets.New("processing ResourceSlice objects", "pool validation failed", "processing update DriverResources")
+
 // HandleError implements kubeletplugin.DRAPlugin: background errors (e.g.
 // publishing ResourceSlices) are logged; fields the API server dropped are
-// passed to Config.OnDroppedFields, other recoverable errors (the
-// ResourceSlice controller's) to Config.OnPublishError, errors the helper
+// passed to Config.OnDroppedFields, the ResourceSlice controller's other
+// errors to Config.OnPublishError, errors the helper
 // marks as not recoverable to Config.OnFatalError.
 func (p *Plugin) HandleError(ctx context.Context, err error, msg string) {
 	utilruntime.HandleErrorWithContext(ctx, err, msg)
@@ -447,7 +453,7 @@ func (p *Plugin) HandleError(ctx context.Context, err error, msg string) {
 		if p.cfg.OnDroppedFields != nil {
 			p.cfg.OnDroppedFields(dropped)
 		}
-	case errors.Is(err, kubeletplugin.ErrRecoverable) && p.cfg.OnPublishError != nil:
+	case sliceControllerMessages.Has(msg) && p.cfg.OnPublishError != nil:
 		p.cfg.OnPublishError(fmt.Errorf("%s: %w", msg, err))
 	}
 	if !errors.Is(err, kubeletplugin.ErrRecoverable) && p.cfg.OnFatalError != nil {
