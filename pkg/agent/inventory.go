@@ -521,7 +521,6 @@ func (p *PoolInventory) waitServed(ctx context.Context, res resourceslice.Driver
 		p.NodeName, want.Len(), want.Intersection(got).Len(), err)
 }
 
-
 // newestGenerationKeys returns the devices of pool in slices, of its newest
 // generation only: the scheduler ignores the slices of older generations
 // (the structured allocator takes a pool at its newest generation, and
