@@ -524,6 +524,9 @@ func (c *checker) podSpec(obj map[string]any, keys []string) {
 		var fields []string
 		for _, k := range []string{"resourceClaimName", "resourceClaimTemplateName"} {
 			if v, ok := src[k].(string); ok {
+				if v == "" {
+					v = `""` // an empty name, written so; the entry's finding says it is refused
+				}
 				fields = append(fields, k+": "+v)
 			}
 		}

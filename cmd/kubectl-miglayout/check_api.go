@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/utils/ptr"
 
@@ -129,6 +130,11 @@ func (c *checker) podClaimEntries(base string, spec map[string]any) {
 				"name: NAME (what the containers' resources.claims name)", nil)
 		case seen[name]:
 			c.add(p+".name", fmt.Sprintf("%q names another entry already: the API server refuses the pod (Duplicate value)", name), "give each entry its own name", nil)
+		default:
+			if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+				c.add(p+".name", fmt.Sprintf("%q: the API server refuses the pod (%s)", name, strings.Join(errs, "; ")),
+					"a DNS label: lower-case letters, digits and '-', at most 63 characters", nil)
+			}
 		}
 		seen[name] = true
 		src, _ := rc["source"].(map[string]any)
@@ -138,6 +144,12 @@ func (c *checker) podClaimEntries(base string, spec map[string]any) {
 			under, underSource := src[k].(string)
 			if onEntry || underSource {
 				sources++
+			}
+			if onEntry && top != "" {
+				if errs := validation.IsDNS1123Subdomain(top); len(errs) > 0 {
+					c.add(p+"."+k, fmt.Sprintf("%q: the API server refuses the pod (%s)", top, strings.Join(errs, "; ")),
+						"the name of a "+map[bool]string{true: "ResourceClaim", false: "ResourceClaimTemplate"}[k == "resourceClaimName"]+" of the namespace", nil)
+				}
 			}
 			if onEntry && top == "" {
 				c.add(p+"."+k, k+` is "": the API server refuses the pod (an empty name is invalid, and counts as given beside the other source)`,

@@ -86,6 +86,17 @@ func TestCheckFindsWhatTheAPIServerRefuses(t *testing.T) {
 			manifest: pod("  resourceClaims: [{resourceClaimName: a}]\n  containers: [{name: c, image: x}]\n"),
 			paths:    []string{"spec.resourceClaims[0].name"},
 		},
+		"an entry name that is no DNS label": {
+			manifest: pod("  resourceClaims: [{name: GPU_0, resourceClaimName: a}]\n  containers: [{name: c, image: x, resources: {claims: [{name: GPU_0}]}}]\n"),
+			paths:    []string{"spec.resourceClaims[0].name"},
+		},
+		"a claim name that is no DNS subdomain": {
+			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: Bad_Name}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
+			paths:    []string{"spec.resourceClaims[0].resourceClaimName"},
+		},
+		"a dotted template name": {
+			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimTemplateName: mig.small}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
+		},
 		"a pod claim named twice": {
 			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: a}, {name: gpu, resourceClaimName: b}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
 			paths:    []string{"spec.resourceClaims[1].name"},
