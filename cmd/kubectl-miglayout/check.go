@@ -35,7 +35,7 @@ for older API versions carry, and say how to fix each:
   - what else the API server refuses in these fields: a CEL selector that
     does not compile to a bool (or is too costly), a count beside
     allocationMode All, a constraint naming no request, a pod claim entry
-    without a name or without exactly one of resourceClaimName and
+    without a valid name or without exactly one of resourceClaimName and
     resourceClaimTemplateName (a key given as "" counts, and is refused),
     a pod claim or container claim given twice
 
