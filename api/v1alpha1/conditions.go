@@ -114,9 +114,9 @@ const (
 	// connection, or was removed. (The Lease is renewed beside the agent's
 	// work: an agent whose work hangs while the process runs is not
 	// detected here, but fails its /healthz, and so its liveness probe,
-	// once a pass runs too long; nor is one that never held a Lease the
-	// controller saw, such as an agent of an older version during an
-	// upgrade.) The node's
+	// once a pass runs too long.) An agent that reported but holds no
+	// Lease the controller has seen is lost once the controller has run
+	// for 40 s (it died, or was uninstalled, while no controller ran). The node's
 	// GPUs are shown as last reported; in Auto mode the planner changes
 	// nothing on the node and serves no pod there until the agent is back.
 	ReasonAgentLost = "AgentLost"

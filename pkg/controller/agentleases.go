@@ -28,10 +28,11 @@ import (
 // renewTime the agent writes: nodes' clocks may be skewed. An agent is lost
 // once its Lease has not been seen renewed for its leaseDurationSeconds, or
 // has been gone for defaultAgentLeaseDuration since this process saw it
-// deleted. A node whose agent has never held a Lease this process saw (an
-// agent of a version without heartbeat, during an upgrade; one run without
-// --lease-namespace) is not judged: its liveness is unknown, as before
-// heartbeats.
+// deleted. A node whose agent has reported but holds no Lease this process
+// saw (it died, or was uninstalled, while no controller ran; one run with
+// another --lease-namespace) is Unconfirmed for defaultAgentLeaseDuration
+// from this process's start, then lost: "never seen" cannot keep a dead
+// node's maxNodesChanging turn for good.
 //
 // After this process starts it knows no renewal yet: a Lease first seen
 // counts as renewed then (one lease duration of grace), except for an agent
@@ -289,7 +290,19 @@ func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported,
 		case wasLost:
 			return lost
 		case !gone:
-			return AgentHealth{} // never seen: not judged
+			// Never seen since this process started timing Leases (an
+			// agent that died, or was uninstalled, while no controller
+			// ran; one too old to hold a Lease): Unconfirmed for a lease
+			// duration from that start, as a Lease first seen then,
+			// and lost after it, as a Lease seen deleted.
+			l.mu.Lock()
+			start := l.startedLocked(now)
+			l.mu.Unlock()
+			if until := start.Add(defaultAgentLeaseDuration); now.Before(until) {
+				return AgentHealth{Unconfirmed: true, Recheck: until, Message: fmt.Sprintf(
+					"this controller has seen no heartbeat Lease %s/%s of the node's agent since it started at %s: its agent may be lost",
+					l.Namespace, name, start.UTC().Format(time.RFC3339))}
+			}
 		case now.Before(since.Add(defaultAgentLeaseDuration)):
 			return AgentHealth{Recheck: since.Add(defaultAgentLeaseDuration)}
 		}

@@ -109,17 +109,20 @@ func TestAgentLeasesHealth(t *testing.T) {
 	}
 }
 
-// TestAgentLeasesNoLease: a node whose agent never held a Lease this
-// process saw is not judged (an agent without heartbeat during an upgrade:
-// not lost); a Lease seen deleted gets one default lease duration of grace
-// (a Node recreated, its Lease with it); a node reported lost before stays
-// lost; Forget starts a node afresh.
+// TestAgentLeasesNoLease: a node whose agent reported but holds no Lease
+// this process saw is Unconfirmed for a default lease duration from the
+// process's start, then lost (an agent that died while no controller ran,
+// its Lease gone with a reinstall); a Lease seen deleted gets one default
+// lease duration of grace (a Node recreated, its Lease with it); a node
+// reported lost before stays lost; Forget starts a node afresh, as a Lease
+// never seen.
 func TestAgentLeasesNoLease(t *testing.T) {
 	start := leaseTestStart
 	now := start
 	l := leasesOnClock(&now)
-	if h := l.Health("old-agent", nil, true, false); h.Lost || !h.Recheck.IsZero() {
-		t.Errorf("never held a Lease: %+v, want not judged", h)
+	if h := l.Health("old-agent", nil, true, false); h.Lost || !h.Unconfirmed || !h.Recheck.Equal(start.Add(40*time.Second)) ||
+		!strings.Contains(h.Message, "seen no heartbeat Lease miglayout-system/miglayout-agent-old-agent") {
+		t.Errorf("no Lease seen at the start: %+v, want Unconfirmed until %s, naming the Lease", h, start.Add(40*time.Second))
 	}
 	if h := l.Health("was-lost", nil, true, true); !h.Lost || !strings.Contains(h.Message, "--lease-namespace=miglayout-system") {
 		t.Errorf("reported lost before, no Lease: %+v, want lost, naming the flag", h)
@@ -134,6 +137,9 @@ func TestAgentLeasesNoLease(t *testing.T) {
 	if h := l.Health("n1", nil, true, false); !h.Lost {
 		t.Errorf("Lease gone for 40s: %+v, want lost", h)
 	}
+	if h := l.Health("old-agent", nil, true, false); !h.Lost || h.Unconfirmed {
+		t.Errorf("no Lease seen in the 40s since the start: %+v, want lost", h)
+	}
 	l.Observe(agentLease("n1", now, 40))
 	if h := l.Health("n1", agentLease("n1", now, 40), true, false); h.Lost {
 		t.Errorf("the Lease is back: %+v", h)
@@ -144,14 +150,15 @@ func TestAgentLeasesNoLease(t *testing.T) {
 		t.Errorf("Lease gone from the cache: %+v, want its grace", h)
 	}
 	l.Forget("n2")
-	if h := l.Health("n2", nil, true, false); h.Lost || !h.Recheck.IsZero() {
-		t.Errorf("after Forget: %+v, want not judged", h)
+	if h := l.Health("n2", nil, true, false); !h.Lost || !strings.Contains(h.Message, "holds no heartbeat Lease") {
+		t.Errorf("after Forget: %+v, want judged as a Lease never seen (lost, the process having run 40s), not given a deleted one's grace", h)
 	}
 	// n1's NodeMigLayout is gone (its MigLayout deleted): nothing is kept.
+	now = start.Add(50 * time.Second)
 	l.deleted("n1", "")
 	l.Retain([]string{"n3"})
-	if h := l.Health("n1", nil, true, false); h.Lost || !h.Recheck.IsZero() {
-		t.Errorf("after Retain without n1: %+v, want not judged", h)
+	if h := l.Health("n1", nil, true, false); !h.Lost || !strings.Contains(h.Message, "holds no heartbeat Lease") {
+		t.Errorf("after Retain without n1: %+v, want judged as a Lease never seen (lost, the process having run 40s)", h)
 	}
 	if h := l.Health("n3", nil, false, false); h.Lost || !h.Recheck.IsZero() {
 		t.Errorf("never reported, no Lease: %+v, want not lost (not started)", h)
