@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,7 +44,9 @@ var sliceDeleted = predicate.Funcs{
 // meanwhile the scheduler would see none of the node's devices. The
 // agent's own publications never leave the pool without a slice (an empty
 // pool is one slice without devices), so they cause no pass. Each pool
-// found deleted is counted (miglayout_agent_pool_deletions_total).
+// found deleted is counted (miglayout_agent_pool_deletions_total). A pool
+// deleted with the Node (the cache has no Node of the name) is not
+// published again: its slices would be collected again at once.
 func (r *NodeReconciler) wipedToNode(ctx context.Context, o client.Object) []reconcile.Request {
 	driver := r.Repartitioner.driver()
 	s, ok := o.(*resourceapi.ResourceSlice)
@@ -61,6 +64,16 @@ func (r *NodeReconciler) wipedToNode(ctx context.Context, o client.Object) []rec
 		if other.Spec.Driver == driver && other.Spec.Pool.Name == r.NodeName {
 			return nil
 		}
+	}
+	var node corev1.Node
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &node); apierrors.IsNotFound(err) {
+		// Deleted with their owner, the Node: published again, they would
+		// name the Node gone as their owner and be collected again, over
+		// and over, until the agent's pod goes too. The kubelet makes the
+		// Node again only when it restarts, and the agent restarts then
+		// (checkNode).
+		logger.Info("The node's ResourceSlices were deleted with its Node; not publishing them again while the Node is gone")
+		return nil
 	}
 	r.Repartitioner.Metrics.countPoolDeleted()
 	logger.Info("The node's ResourceSlices were deleted (by the kubelet at its start or after the DRA plugin was unreachable, or by hand); publishing the pool again")

@@ -26,7 +26,8 @@ import (
 // TestWipedPoolWakesTheNode: the deletion of a ResourceSlice of the node's
 // pool starts a pass where it leaves the pool without a slice (the kubelet
 // wiped it), so that the pool is published again at once; not where a slice
-// of the pool is left, nor for another pool's or driver's slice.
+// of the pool is left, nor for another pool's or driver's slice, nor where
+// the Node is gone (its slices were collected with it).
 func TestWipedPoolWakesTheNode(t *testing.T) {
 	slice := func(name, driver, pool string) *resourceapi.ResourceSlice {
 		return &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -38,8 +39,10 @@ func TestWipedPoolWakesTheNode(t *testing.T) {
 		deleted client.Object
 		left    []client.Object
 		listErr error
+		noNode  bool // the Node is gone (deleted, its slices with it)
 		want    []reconcile.Request
 	}{
+		"the pool's last slice, with the Node": {deleted: deleted, noNode: true},
 		"the pool's last slice":          {deleted: deleted, want: pass},
 		"another driver's slice is left": {deleted: deleted, left: []client.Object{slice("x", "gpu.example.com", "n1")}, want: pass},
 		"another pool's slice is left":   {deleted: deleted, left: []client.Object{slice("x", testDriver, "n2")}, want: pass},
@@ -51,7 +54,11 @@ func TestWipedPoolWakesTheNode(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(tc.left...).
+			objs := tc.left
+			if !tc.noNode {
+				objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+			}
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
 				WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 					if tc.listErr != nil {
 						return tc.listErr
@@ -126,7 +133,7 @@ func (f *republishingInventory) Republish(ctx context.Context) (bool, error) {
 func TestWipedPoolRepublishedOneAtATime(t *testing.T) {
 	deleted := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "n1-a"},
 		Spec: resourceapi.ResourceSliceSpec{Driver: testDriver, Pool: resourceapi.ResourcePool{Name: "n1", ResourceSliceCount: 1}}}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).Build()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}).Build()
 	inv := &republishingInventory{called: make(chan struct{}, 8), release: make(chan struct{})}
 	r := &NodeReconciler{Client: c, NodeName: "n1", Repartitioner: &Repartitioner{Driver: testDriver, Metrics: NewMetrics(prometheus.NewRegistry()), Inventory: inv}}
 	ctx, cancel := context.WithCancel(t.Context())
