@@ -43,14 +43,14 @@ func TestWipedPoolWakesTheNode(t *testing.T) {
 		want    []reconcile.Request
 	}{
 		"the pool's last slice, with the Node": {deleted: deleted, noNode: true},
-		"the pool's last slice":          {deleted: deleted, want: pass},
-		"another driver's slice is left": {deleted: deleted, left: []client.Object{slice("x", "gpu.example.com", "n1")}, want: pass},
-		"another pool's slice is left":   {deleted: deleted, left: []client.Object{slice("x", testDriver, "n2")}, want: pass},
-		"a slice of the pool is left":    {deleted: deleted, left: []client.Object{slice("n1-b", testDriver, "n1")}},
-		"the slices cannot be listed":    {deleted: deleted, left: []client.Object{slice("n1-b", testDriver, "n1")}, listErr: errors.New("boom"), want: pass},
-		"another pool's slice":           {deleted: slice("n2-a", testDriver, "n2")},
-		"another driver's slice":         {deleted: slice("n1-x", "gpu.example.com", "n1")},
-		"an object that is not a slice":  {deleted: &corev1.Pod{}},
+		"the pool's last slice":                {deleted: deleted, want: pass},
+		"another driver's slice is left":       {deleted: deleted, left: []client.Object{slice("x", "gpu.example.com", "n1")}, want: pass},
+		"another pool's slice is left":         {deleted: deleted, left: []client.Object{slice("x", testDriver, "n2")}, want: pass},
+		"a slice of the pool is left":          {deleted: deleted, left: []client.Object{slice("n1-b", testDriver, "n1")}},
+		"the slices cannot be listed":          {deleted: deleted, left: []client.Object{slice("n1-b", testDriver, "n1")}, listErr: errors.New("boom"), want: pass},
+		"another pool's slice":                 {deleted: slice("n2-a", testDriver, "n2")},
+		"another driver's slice":               {deleted: slice("n1-x", "gpu.example.com", "n1")},
+		"an object that is not a slice":        {deleted: &corev1.Pod{}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
