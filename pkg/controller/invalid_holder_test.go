@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2/ktesting"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -311,4 +313,29 @@ func reconcileProgressing(t *testing.T, r *Reconciler, c client.Client) (metav1.
 		t.Fatal("no Progressing condition")
 	}
 	return p.Status, res.RequeueAfter
+}
+
+// TestInvalidSelectorReleasesDeletedNodes: a MigLayout whose selector does
+// not parse keeps the nodes it holds as they are, but the NodeMigLayout of
+// a node deleted since goes, so that a node made again under the name is
+// not held by a spec written for the old one.
+func TestInvalidSelectorReleasesDeletedNodes(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.NodeSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gpu pool", Operator: metav1.LabelSelectorOpExists}}}
+	gone := ownedBy(nodeMigLayout("n1").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).status(a100(0).layout("7g.80gb@0")).build(), a)
+	kept := ownedBy(nodeMigLayout("n2").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).status(a100(0).layout("3g.40gb@0,3g.40gb@4")).build(), a)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(a, gone, kept, node("n2", map[string]string{"pool": "a"})).
+		WithStatusSubresource(&v1alpha1.MigLayout{}, &v1alpha1.NodeMigLayout{}).Build()
+	r := &Reconciler{Client: c, Scheme: c.Scheme(), Recorder: events.NewFakeRecorder(100)}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.NodeMigLayout
+	if err := c.Get(ctx, types.NamespacedName{Name: "n1"}, &got); !apierrors.IsNotFound(err) {
+		t.Errorf("NodeMigLayout of deleted node n1: %v, spec %+v; want it released", err, got.Spec.GPUs)
+	}
+	if err := c.Get(ctx, types.NamespacedName{Name: "n2"}, &got); err != nil || got.Spec.GPUs[0].Layout != "3g.40gb@0,3g.40gb@4" {
+		t.Errorf("NodeMigLayout of n2 (its Node exists): %v, %+v; want it kept as it is", err, got.Spec.GPUs)
+	}
 }

@@ -133,6 +133,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		obs.HeldChanging, result.RequeueAfter = r.heldChanging(&ml, obs.Selection, in)
 	}
 	var errs []error
+	if obs.SelectorErr != nil {
+		// Whatever the selector meant, a node deleted is not selected:
+		// its NodeMigLayout goes, so that a node made again under the
+		// name is not held by what this MigLayout wrote for the old one.
+		errs = append(errs, r.release(ctx, &ml, Selection{Nodes: heldExisting(in)}, in)...)
+	}
 	if obs.SelectorErr == nil {
 		obs.Nodes, result, errs = r.syncNodes(ctx, &ml, obs.Selection, in)
 		obs.SpecProblems = r.specProblemsOf(&ml, SelectedInventory(obs.Selection, in.nodeMigLayouts), ReportedInventory(obs.Selection, in.nodeMigLayouts))
@@ -343,4 +349,16 @@ func (r *Reconciler) releaseDeleting(ctx context.Context, ml *v1alpha1.MigLayout
 		return fmt.Errorf("releasing the nodes of MigLayout %s, being deleted: %w", ml.Name, errors.Join(errs...))
 	}
 	return nil
+}
+
+// heldExisting are the names, sorted, of the NodeMigLayouts of in whose
+// Node exists (and is not being deleted).
+func heldExisting(in inputs) []string {
+	var out []string
+	for _, name := range sortedKeys(in.nodeMigLayouts) {
+		if _, ok := in.nodes[name]; ok {
+			out = append(out, name)
+		}
+	}
+	return out
 }
