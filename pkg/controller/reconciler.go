@@ -109,11 +109,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var ml v1alpha1.MigLayout
 	if err := r.Client.Get(ctx, req.NamespacedName, &ml); err != nil {
 		if apierrors.IsNotFound(err) {
-			// Its NodeMigLayouts go with it: they carry its owner reference.
 			forgetMetrics(req.Name)
 			r.forgetProblems(req.Name)
 			r.failing.forgetLayout(req.Name)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.releaseDeleted(ctx, req.Name)
 		}
 		return ctrl.Result{}, fmt.Errorf("getting MigLayout %s: %w", req.Name, err)
 	}
@@ -349,6 +348,38 @@ func (r *Reconciler) releaseDeleting(ctx context.Context, ml *v1alpha1.MigLayout
 		return fmt.Errorf("releasing the nodes of MigLayout %s, being deleted: %w", ml.Name, errors.Join(errs...))
 	}
 	return nil
+}
+
+// releaseDeleted deletes the NodeMigLayouts (in the cache) still
+// controlled by the MigLayout name, deleted: the garbage collector would
+// delete them too, since they carry its owner reference, but only once
+// kube-controller-manager gets to it, and meanwhile their agents would go
+// on with changes no MigLayout asks for. Deleted as release does, with the
+// UID and resourceVersion the cache shows. A deletion that orphaned them
+// (--cascade=orphan) took the owner reference off first.
+func (r *Reconciler) releaseDeleted(ctx context.Context, name string) error {
+	var nmls v1alpha1.NodeMigLayoutList
+	if err := r.Client.List(ctx, &nmls); err != nil {
+		return fmt.Errorf("listing NodeMigLayouts of MigLayout %s, deleted: %w", name, err)
+	}
+	var errs []error
+	for i := range nmls.Items {
+		nml := &nmls.Items[i]
+		ref := metav1.GetControllerOf(nml)
+		if ref == nil || ref.APIVersion != v1alpha1.GroupVersion.String() || ref.Kind != "MigLayout" || ref.Name != name || nml.DeletionTimestamp != nil {
+			continue
+		}
+		uid, rv := nml.UID, nml.ResourceVersion
+		if err := r.Client.Delete(ctx, nml, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting NodeMigLayout %s of MigLayout %s, deleted: %w", nml.Name, name, err))
+			continue
+		}
+		writesMetric.WithLabelValues("delete").Inc()
+		r.AgentLeases.Forget(nml.Name)
+		r.failing.forget(nml.Name, name)
+		klog.FromContext(ctx).V(2).Info("Deleted NodeMigLayout of a deleted MigLayout", "node", nml.Name, "migLayout", name)
+	}
+	return errors.Join(errs...)
 }
 
 // heldExisting are the names, sorted, of the NodeMigLayouts of in whose
