@@ -167,7 +167,7 @@ const (
 	// chart's migLayoutSelectorPolicy does not refuse it); no node is
 	// selected and nothing new is written to the nodes it holds (a change
 	// written before goes on there: Progressing names the nodes on their
-	// way to it).
+	// way to it); the NodeMigLayout of a node deleted goes.
 	ReasonInvalidSelector = "InvalidSelector"
 )
 

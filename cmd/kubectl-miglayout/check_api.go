@@ -145,9 +145,15 @@ func (c *checker) podClaimEntries(base string, spec map[string]any) {
 			if onEntry || underSource {
 				sources++
 			}
-			if onEntry && top != "" {
-				if errs := validation.IsDNS1123Subdomain(top); len(errs) > 0 {
-					c.add(p+"."+k, fmt.Sprintf("%q: the API server refuses the pod (%s)", top, strings.Join(errs, "; ")),
+			// A name under source: is checked as the entry's, where the
+			// source: finding's fix would move it there.
+			named, at := top, p+"."+k
+			if !onEntry {
+				named, at = under, p+".source."+k
+			}
+			if (onEntry || underSource) && named != "" {
+				if errs := validation.IsDNS1123Subdomain(named); len(errs) > 0 {
+					c.add(at, fmt.Sprintf("%q: the API server refuses the pod (%s)", named, strings.Join(errs, "; ")),
 						"the name of a "+map[bool]string{true: "ResourceClaim", false: "ResourceClaimTemplate"}[k == "resourceClaimName"]+" of the namespace", nil)
 				}
 			}

@@ -94,6 +94,10 @@ func TestCheckFindsWhatTheAPIServerRefuses(t *testing.T) {
 			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimName: Bad_Name}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
 			paths:    []string{"spec.resourceClaims[0].resourceClaimName"},
 		},
+		"a claim name under source: that is no DNS subdomain": {
+			manifest: pod("  resourceClaims: [{name: gpu, source: {resourceClaimName: Bad_Name}}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
+			paths:    []string{"spec.resourceClaims[0].source.resourceClaimName", "spec.resourceClaims[0].source"},
+		},
 		"a dotted template name": {
 			manifest: pod("  resourceClaims: [{name: gpu, resourceClaimTemplateName: mig.small}]\n  containers: [{name: c, image: x, resources: {claims: [{name: gpu}]}}]\n"),
 		},

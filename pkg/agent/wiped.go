@@ -46,7 +46,9 @@ var sliceDeleted = predicate.Funcs{
 // pool is one slice without devices), so they cause no pass. Each pool
 // found deleted is counted (miglayout_agent_pool_deletions_total). A pool
 // deleted with the Node (the cache has no Node of the name) is not
-// published again: its slices would be collected again at once.
+// published again at once: its slices would be collected again at once
+// (the ResourceSlice controller's sync delay and the passes still write
+// them, less often).
 func (r *NodeReconciler) wipedToNode(ctx context.Context, o client.Object) []reconcile.Request {
 	driver := r.Repartitioner.driver()
 	s, ok := o.(*resourceapi.ResourceSlice)

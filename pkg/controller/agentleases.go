@@ -31,8 +31,9 @@ import (
 // deleted. A node whose agent has reported but holds no Lease this process
 // saw (it died, or was uninstalled, while no controller ran; one run with
 // another --lease-namespace) is Unconfirmed for defaultAgentLeaseDuration
-// from this process's start, then lost: "never seen" cannot keep a dead
-// node's maxNodesChanging turn for good.
+// from this process's start, or from when Health first found it so if
+// later, then lost: "never seen" cannot keep a dead node's
+// maxNodesChanging turn for good.
 //
 // After this process starts it knows no renewal yet: a Lease first seen
 // counts as renewed then (one lease duration of grace), except for an agent
@@ -59,6 +60,10 @@ type AgentLeases struct {
 	mu   sync.Mutex
 	seen map[string]leaseSeen // by node
 	gone map[string]time.Time // node -> when its Lease was seen deleted
+	// unleased: node -> when Health first found it reported without a
+	// Lease ever seen (its agent's first report may come before its
+	// Lease's event).
+	unleased map[string]time.Time
 	// started is when this process started timing Leases (Start), or
 	// first looked at one (startedLocked).
 	started time.Time
@@ -183,6 +188,7 @@ func (l *AgentLeases) Forget(node string) {
 	defer l.mu.Unlock()
 	delete(l.seen, node)
 	delete(l.gone, node)
+	delete(l.unleased, node)
 }
 
 // Retain drops what is known of deleted Leases of nodes other than nodes
@@ -195,6 +201,11 @@ func (l *AgentLeases) Retain(nodes []string) {
 	keep := sets.New(nodes...)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for node := range l.unleased {
+		if !keep.Has(node) {
+			delete(l.unleased, node)
+		}
+	}
 	for node := range l.gone {
 		if !keep.Has(node) {
 			delete(l.gone, node)
@@ -242,6 +253,7 @@ func (l *AgentLeases) Observe(lease *coordinationv1.Lease) {
 		return
 	}
 	delete(l.gone, node)
+	delete(l.unleased, node)
 	if ok && prev.name == s.name && prev.renew.Equal(s.renew) && prev.holder == s.holder {
 		if prev.duration != s.duration {
 			prev.duration = s.duration
@@ -292,16 +304,28 @@ func (l *AgentLeases) Health(node string, lease *coordinationv1.Lease, reported,
 		case !gone:
 			// Never seen since this process started timing Leases (an
 			// agent that died, or was uninstalled, while no controller
-			// ran; one too old to hold a Lease): Unconfirmed for a lease
-			// duration from that start, as a Lease first seen then,
+			// ran; one run with another --lease-namespace): Unconfirmed
+			// for a lease duration from that start, or from when it was
+			// first found reported without one (a node's first report
+			// may come before its Lease's event), whichever is later,
 			// and lost after it, as a Lease seen deleted.
 			l.mu.Lock()
-			start := l.startedLocked(now)
+			from := l.startedLocked(now)
+			if l.unleased == nil {
+				l.unleased = map[string]time.Time{}
+			}
+			first, ok := l.unleased[node]
+			if !ok {
+				first, l.unleased[node] = now, now
+			}
 			l.mu.Unlock()
-			if until := start.Add(defaultAgentLeaseDuration); now.Before(until) {
+			if first.After(from) {
+				from = first
+			}
+			if until := from.Add(defaultAgentLeaseDuration); now.Before(until) {
 				return AgentHealth{Unconfirmed: true, Recheck: until, Message: fmt.Sprintf(
-					"this controller has seen no heartbeat Lease %s/%s of the node's agent since it started at %s: its agent may be lost",
-					l.Namespace, name, start.UTC().Format(time.RFC3339))}
+					"this controller has seen no heartbeat Lease %s/%s of the node's agent since %s: its agent may be lost",
+					l.Namespace, name, from.UTC().Format(time.RFC3339))}
 			}
 		case now.Before(since.Add(defaultAgentLeaseDuration)):
 			return AgentHealth{Recheck: since.Add(defaultAgentLeaseDuration)}

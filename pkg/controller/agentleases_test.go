@@ -111,7 +111,8 @@ func TestAgentLeasesHealth(t *testing.T) {
 
 // TestAgentLeasesNoLease: a node whose agent reported but holds no Lease
 // this process saw is Unconfirmed for a default lease duration from the
-// process's start, then lost (an agent that died while no controller ran,
+// process's start (or from when it was first found so, if later), then
+// lost (an agent that died while no controller ran,
 // its Lease gone with a reinstall); a Lease seen deleted gets one default
 // lease duration of grace (a Node recreated, its Lease with it); a node
 // reported lost before stays lost; Forget starts a node afresh, as a Lease
@@ -150,15 +151,29 @@ func TestAgentLeasesNoLease(t *testing.T) {
 		t.Errorf("Lease gone from the cache: %+v, want its grace", h)
 	}
 	l.Forget("n2")
-	if h := l.Health("n2", nil, true, false); !h.Lost || !strings.Contains(h.Message, "holds no heartbeat Lease") {
-		t.Errorf("after Forget: %+v, want judged as a Lease never seen (lost, the process having run 40s), not given a deleted one's grace", h)
+	if h := l.Health("n2", nil, true, false); h.Lost || !h.Unconfirmed || !h.Recheck.Equal(now.Add(40*time.Second)) {
+		t.Errorf("after Forget: %+v, want judged as a Lease never seen: Unconfirmed for 40s from now", h)
 	}
 	// n1's NodeMigLayout is gone (its MigLayout deleted): nothing is kept.
 	now = start.Add(50 * time.Second)
 	l.deleted("n1", "")
 	l.Retain([]string{"n3"})
+	if h := l.Health("n1", nil, true, false); h.Lost || !h.Unconfirmed {
+		t.Errorf("after Retain without n1: %+v, want judged as a Lease never seen: Unconfirmed", h)
+	}
+	now = now.Add(40 * time.Second)
 	if h := l.Health("n1", nil, true, false); !h.Lost || !strings.Contains(h.Message, "holds no heartbeat Lease") {
-		t.Errorf("after Retain without n1: %+v, want judged as a Lease never seen (lost, the process having run 40s)", h)
+		t.Errorf("reported without a Lease for 40s: %+v, want lost", h)
+	}
+	// A node first found reported without a Lease long after the start (its
+	// first report came before its Lease's event) gets 40 s from then, and
+	// its Lease seen ends that.
+	if h := l.Health("joining", nil, true, false); h.Lost || !h.Unconfirmed || !h.Recheck.Equal(now.Add(40*time.Second)) {
+		t.Errorf("a node joining, its Lease not seen yet: %+v, want Unconfirmed for 40s from now", h)
+	}
+	l.Observe(agentLease("joining", now, 40))
+	if h := l.Health("joining", agentLease("joining", now, 40), true, false); h.Lost || h.Unconfirmed {
+		t.Errorf("the joining node's Lease seen: %+v, want alive", h)
 	}
 	if h := l.Health("n3", nil, false, false); h.Lost || !h.Recheck.IsZero() {
 		t.Errorf("never reported, no Lease: %+v, want not lost (not started)", h)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -320,8 +321,15 @@ func reconcileProgressing(t *testing.T, r *Reconciler, c client.Client) (metav1.
 // a node deleted since goes, so that a node made again under the name is
 // not held by a spec written for the old one.
 func TestInvalidSelectorReleasesDeletedNodes(t *testing.T) {
+	for _, paused := range []bool{false, true} {
+		t.Run(fmt.Sprintf("paused %t", paused), func(t *testing.T) { testInvalidSelectorReleasesDeletedNodes(t, paused) })
+	}
+}
+
+func testInvalidSelectorReleasesDeletedNodes(t *testing.T, paused bool) {
 	_, ctx := ktesting.NewTestContext(t)
 	a := staticMigLayout("a", "uid-a", "a")
+	a.Spec.Paused = paused
 	a.Spec.NodeSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gpu pool", Operator: metav1.LabelSelectorOpExists}}}
 	gone := ownedBy(nodeMigLayout("n1").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).status(a100(0).layout("7g.80gb@0")).build(), a)
 	kept := ownedBy(nodeMigLayout("n2").spec(specGPU(0, "3g.40gb@0,3g.40gb@4", "")).status(a100(0).layout("3g.40gb@0,3g.40gb@4")).build(), a)

@@ -149,7 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// change written before the pause starts; unless the MigLayout
 		// was resumed (or its selector fixed) since the cache's copy,
 		// read live only where there is a change to drop.
-		for _, name := range sortedKeys(in.nodeMigLayouts) {
+		for _, name := range heldExisting(in) { // the others were released above
 			if _, drops := unstartedToDrop(&ml, in.nodeMigLayouts[name], dropForPause); !drops {
 				continue
 			}
@@ -355,19 +355,41 @@ func (r *Reconciler) releaseDeleting(ctx context.Context, ml *v1alpha1.MigLayout
 // delete them too, since they carry its owner reference, but only once
 // kube-controller-manager gets to it, and meanwhile their agents would go
 // on with changes no MigLayout asks for. Deleted as release does, with the
-// UID and resourceVersion the cache shows. A deletion that orphaned them
-// (--cascade=orphan) took the owner reference off first.
+// UID and resourceVersion the cache shows, and only those whose owner the
+// API server confirms gone (a live read through APIReader; nothing is
+// deleted without one): the NotFound came from the cache, which may lag
+// a MigLayout made again under the name whose NodeMigLayouts the cache
+// shows already. A deletion that orphaned them (--cascade=orphan) took the
+// owner reference off first.
 func (r *Reconciler) releaseDeleted(ctx context.Context, name string) error {
 	var nmls v1alpha1.NodeMigLayoutList
 	if err := r.Client.List(ctx, &nmls); err != nil {
 		return fmt.Errorf("listing NodeMigLayouts of MigLayout %s, deleted: %w", name, err)
 	}
+	var liveUID types.UID // of the MigLayout of the name the API server has; "" for none
+	read := false
 	var errs []error
 	for i := range nmls.Items {
 		nml := &nmls.Items[i]
 		ref := metav1.GetControllerOf(nml)
 		if ref == nil || ref.APIVersion != v1alpha1.GroupVersion.String() || ref.Kind != "MigLayout" || ref.Name != name || nml.DeletionTimestamp != nil {
 			continue
+		}
+		if !read {
+			if r.APIReader == nil {
+				return nil // the garbage collector's, then
+			}
+			var live v1alpha1.MigLayout
+			switch err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, &live); {
+			case err == nil:
+				liveUID = live.UID
+			case !apierrors.IsNotFound(err):
+				return fmt.Errorf("reading MigLayout %s, deleted in the cache: %w", name, err)
+			}
+			read = true
+		}
+		if ref.UID == liveUID {
+			continue // the MigLayout is there: the cache lags it
 		}
 		uid, rv := nml.UID, nml.ResourceVersion
 		if err := r.Client.Delete(ctx, nml, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) {

@@ -3,6 +3,10 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -60,5 +64,26 @@ func TestHandleErrorPassesSliceErrorsOn(t *testing.T) {
 	}
 	if dropped != 1 {
 		t.Errorf("OnDroppedFields called %d times, want 1", dropped)
+	}
+}
+
+// TestSliceControllerMessagesAreTheLibrarys: each message of
+// sliceControllerMessages is one the ResourceSlice controller of the
+// k8s.io/dynamic-resource-allocation this module builds with reports its
+// errors with, so that a version that words them otherwise is noticed
+// here rather than by OnPublishError falling silent.
+func TestSliceControllerMessagesAreTheLibrarys(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/dynamic-resource-allocation").Output()
+	if err != nil {
+		t.Fatalf("locating k8s.io/dynamic-resource-allocation: %v", err)
+	}
+	src, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "resourceslice", "resourceslicecontroller.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for msg := range sliceControllerMessages {
+		if !strings.Contains(string(src), strconv.Quote(msg)) {
+			t.Errorf("the ResourceSlice controller reports no error with the message %q", msg)
+		}
 	}
 }
