@@ -22,9 +22,10 @@
 //  4. repartitions through the GPU manager under the per-GPU lock that the
 //     kubelet plugin's prepare also takes, after checking once more, under
 //     the lock, that no device to destroy has been prepared or (in the
-//     cache, for a claim that tolerates the drain taint, since the live
-//     re-check) allocated: destroy (CI then GI), then create (largest
-//     first, GI then CI);
+//     cache and, read again, the API server: for a claim that tolerates
+//     the drain taint, or a scheduler decision taken before the
+//     withdrawal reached it) allocated: destroy (CI then GI), then create
+//     (largest first, GI then CI);
 //  5. republishes the whole pool from NVML truth in one update.
 //
 // With binding conditions on (PoolInventory.Binding, agent flag

@@ -43,10 +43,12 @@ func (r *Repartitioner) withdraw(ctx context.Context, obs []GPUState, work []*gp
 // the withdrawal is served, and returns work less the GPUs that must destroy
 // a device allocated since the live re-check after the drain (a claim that
 // tolerates the drain taint, allocated from the tainted publication before
-// the withdrawal reached the scheduler): each gets Blocked, DeviceInUse in
-// res, its journal entry ended, and a retry. The check under each GPU's lock
-// (apply) reads the agent's cache, which may not show such an allocation
-// yet. Nothing is read where nothing was drained. The error is the read's.
+// the withdrawal reached the scheduler), or an allocation under a name the
+// agent does not publish that may hold one of its devices (unknownIn): each
+// gets Blocked (DeviceInUse, or UnknownAllocation) in res, its journal
+// entry ended, and a retry. The check under each GPU's lock (apply) reads
+// the API server again. Nothing is read where nothing was drained. The
+// error is the read's.
 func (r *Repartitioner) allocatedWhileWithdrawn(ctx context.Context, work []*gpuPlan, res *SyncResult) ([]*gpuPlan, error) {
 	if !slices.ContainsFunc(work, func(p *gpuPlan) bool { return len(p.drain) > 0 }) {
 		return work, nil
@@ -57,6 +59,15 @@ func (r *Repartitioner) allocatedWhileWithdrawn(ctx context.Context, work []*gpu
 	}
 	kept := work[:0]
 	for _, p := range work {
+		// Allocations under names the agent does not publish, which the
+		// drain's taints and withdrawal do not cover, as at the live
+		// re-check after the drain.
+		if names := r.unknownIn(live, p.obs).on(p.index); len(p.drain) > 0 && len(names) > 0 {
+			res.Results[p.index] = r.unknownAllocationResult(p.index, names)
+			res.Retry = true
+			r.keepMode(ctx, res, p.index)
+			continue
+		}
 		busy := live.Intersection(sets.New(p.drain...))
 		if busy.Len() == 0 {
 			kept = append(kept, p)
