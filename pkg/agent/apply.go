@@ -29,6 +29,30 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 		}
 		return res
 	}
+	// A claim that tolerates the drain taint may have been allocated a
+	// draining device since the last live read (the withdrawal's), while
+	// earlier GPUs were repartitioned, or by a scheduler decision taken
+	// before it saw the withdrawal: the API server, read again just before
+	// the lock (the lock orders prepares, not allocations: a read under it
+	// would hold the GPU's prepares for its length), shows it where the
+	// cache may lag; the checks under the lock then look at the cache. What
+	// is allocated after this read, and not shown by the cache under the
+	// lock, is what remains (binding conditions close it).
+	var read sets.Set[string]
+	if len(p.drain) > 0 {
+		readCtx, cancel := context.WithTimeout(ctx, lockedReadTimeout)
+		var err error
+		read, err = r.Allocations.AllocatedDevices(readCtx, true)
+		cancel()
+		if err != nil {
+			return unapplied(fail(fmt.Errorf("reading ResourceClaim allocations: %w", err)))
+		}
+		// Allocations under names the agent does not publish, which the
+		// drain's taints do not cover.
+		if names := r.unknownIn(read, p.obs).on(p.index); len(names) > 0 {
+			return unapplied(r.unknownAllocationResult(p.index, names))
+		}
+	}
 	end, err := r.Locks.BeginReconfigure(ctx, p.index)
 	if err != nil {
 		return unapplied(fail(fmt.Errorf("locking GPU %d: %w", p.index, err)))
@@ -56,35 +80,46 @@ func (r *Repartitioner) apply(ctx context.Context, p *gpuPlan) GPUResult {
 				Message: fmt.Sprintf("in use, MIG mode not turned on: %s (allocated or prepared)", strings.Join(sets.List(busy), ", "))})
 		}
 	}
-	// A claim that tolerates the drain taint may have been allocated a
-	// draining device since the last live read (the withdrawal's), while
-	// earlier GPUs were repartitioned, or by a scheduler decision taken
-	// before it saw the withdrawal: the API server, read again here, shows
-	// it, where the cache may lag. What is allocated after this read and
-	// before the destroy is what remains (binding conditions close it).
-	// Bounded: the GPU's prepares wait (ErrReconfiguring) while the lock is
-	// held.
+	// A claim allocated a draining device between the live read above and
+	// the lock: the cache, which follows allocations within moments, shows
+	// it here.
 	if len(p.drain) > 0 {
 		cached, err := r.guardedAllocations(ctx)
 		if err != nil {
 			return unapplied(fail(err))
 		}
-		readCtx, cancel := context.WithTimeout(ctx, lockedReadTimeout)
-		live, err := r.Allocations.AllocatedDevices(readCtx, true)
-		cancel()
-		if err != nil {
-			return unapplied(fail(fmt.Errorf("reading ResourceClaim allocations: %w", err)))
-		}
 		// Allocations under names the agent does not publish, which the
-		// drain's taints do not cover.
-		if names := r.unknownIn(live, p.obs).on(p.index); len(names) > 0 {
-			return unapplied(r.unknownAllocationResult(p.index, names))
+		// drain's taints do not cover, made since the live read above: the
+		// API server tells a new one from a release the cache has not
+		// seen yet.
+		if names := r.unknownIn(cached, p.obs).on(p.index); len(names) > 0 {
+			readCtx, cancel := context.WithTimeout(ctx, lockedReadTimeout)
+			live, err := r.Allocations.AllocatedDevices(readCtx, true)
+			cancel()
+			if err != nil {
+				return unapplied(fail(fmt.Errorf("reading ResourceClaim allocations: %w", err)))
+			}
+			if held := live.Intersection(sets.New(names...)); held.Len() > 0 {
+				return unapplied(r.unknownAllocationResult(p.index, sets.List(held)))
+			}
 		}
-		// A vetted device the cache still shows may be one whose release
-		// it has not seen yet: the API server tells; any other the cache
-		// shows is kept too.
-		drain := sets.New(p.drain...)
-		busy := cached.Intersection(drain).Difference(p.vetted).Union(live.Intersection(drain))
+		busy := cached.Intersection(sets.New(p.drain...))
+		if again := busy.Intersection(p.vetted); again.Len() > 0 {
+			// A vetted device the cache still shows: its release not
+			// seen yet, or allocated again (to a claim that tolerates
+			// the drain taint) since the live re-check. The API server
+			// tells which; a name alone does not.
+			// Bounded: the GPU's prepares wait (ErrReconfiguring) while
+			// the lock is held.
+			readCtx, cancel := context.WithTimeout(ctx, lockedReadTimeout)
+			live, err := r.Allocations.AllocatedDevices(readCtx, true)
+			cancel()
+			if err != nil {
+				return unapplied(fail(fmt.Errorf("reading ResourceClaim allocations: %w", err)))
+			}
+			busy = busy.Difference(p.vetted).Union(live.Intersection(again))
+		}
+		busy = busy.Union(read.Intersection(sets.New(p.drain...)))
 		if busy.Len() > 0 {
 			return unapplied(GPUResult{Phase: v1alpha1.PhaseBlocked, Reason: v1alpha1.ReasonDeviceInUse,
 				Message: fmt.Sprintf("in use, not destroyed: %s (allocated while draining)%s", strings.Join(sets.List(busy), ", "), r.holdersNote(ctx, busy))})

@@ -20,12 +20,12 @@
 //     the pool (one more publication, waited for), so that no claim,
 //     whatever it tolerates, is allocated one once it may be destroyed;
 //  4. repartitions through the GPU manager under the per-GPU lock that the
-//     kubelet plugin's prepare also takes, after checking once more, under
-//     the lock, that no device to destroy has been prepared or (in the
-//     cache and, read again, the API server: for a claim that tolerates
-//     the drain taint, or a scheduler decision taken before the
-//     withdrawal reached it) allocated: destroy (CI then GI), then create
-//     (largest first, GI then CI);
+//     kubelet plugin's prepare also takes, after checking once more that
+//     no device to destroy has been allocated (the API server, read just
+//     before the lock, and the cache under it: a claim that tolerates the
+//     drain taint, or a scheduler decision taken before the withdrawal
+//     reached it) or prepared (under the lock): destroy (CI then GI), then
+//     create (largest first, GI then CI);
 //  5. republishes the whole pool from NVML truth in one update.
 //
 // With binding conditions on (PoolInventory.Binding, agent flag

@@ -70,3 +70,42 @@ func TestUnknownAllocationAtTheWithdrawalBlocks(t *testing.T) {
 	}
 	g.wantLayouts(t, "3g.40gb@0,3g.40gb@4")
 }
+
+// TestUnknownAllocationBeforeTheLockBlocks: while GPU 0 is repartitioned,
+// an allocation appears under a name the agent does not publish: one of
+// GPU 1 (another naming, or its whole-GPU name while it is in MIG mode) or
+// of no GPU (any); the live read before GPU 1's lock finds it, and GPU 1 is
+// Blocked, UnknownAllocation, its devices kept. A claim of a device of GPU
+// 0 alone (destroyed there already) holds nothing of GPU 1.
+func TestUnknownAllocationBeforeTheLockBlocks(t *testing.T) {
+	for name, want1 := range map[string]string{
+		"gpu-1-mig-foreign":    v1alpha1.ReasonUnknownAllocation,
+		"gpu-1":                v1alpha1.ReasonUnknownAllocation,
+		"foreign":              v1alpha1.ReasonUnknownAllocation,
+		"gpu-0-mig-3g40gb-9-4": v1alpha1.ReasonLayoutApplied,
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := newRig(t, "2xA100-SXM4-80GB")
+			g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
+			g.setup(t, 1, "3g.40gb@0,3g.40gb@4")
+			g.alloc.live = sets.New[string]()
+			g.locks.onBegin = func() {
+				if len(g.locks.begun) == 1 { // GPU 0's lock
+					g.alloc.live = sets.New(name)
+				}
+			}
+			res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0"), spec(1, "7g.80gb@0")}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Results[1]; got.Reason != want1 {
+				t.Errorf("GPU 1 %s/%s: %s; want %s", got.Phase, got.Reason, got.Message, want1)
+			}
+			want := []string{"7g.80gb@0", "7g.80gb@0"}
+			if want1 == v1alpha1.ReasonUnknownAllocation {
+				want[1] = "3g.40gb@0,3g.40gb@4"
+			}
+			g.wantLayouts(t, want...)
+		})
+	}
+}

@@ -63,8 +63,8 @@ func (l *landsAfterLive) AllocatedDevices(_ context.Context, live bool) (sets.Se
 }
 
 // An allocation made after the live re-check read the claims is one the
-// cached re-check under the lock exists to catch, also when it lands in the
-// cache right after the live read: it is not taken for one the live read
+// later checks (the live read before the lock, the cache under it) exist to
+// catch, also when it lands in the cache right after the live read: it is not taken for one the live read
 // already judged (stale), and the device is not destroyed.
 func TestSyncBlocksAllocationLandingJustAfterTheLiveRecheck(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")

@@ -167,8 +167,8 @@ type gpuPlan struct {
 	obs []GPUState
 	// vetted are those of drain that the cache showed allocated just
 	// before the live re-check found them free (a release the cache had
-	// not seen yet): apply's re-check under the lock asks the API server
-	// about those the cache still shows.
+	// not seen yet): apply's check under the lock goes by its live read
+	// for those the cache still shows.
 	vetted sets.Set[string]
 	// modeSet is the MIG mode the agent set that the GPU's earlier
 	// journal entry carries (restoreHeld's plans keep it in theirs).

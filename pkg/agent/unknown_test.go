@@ -186,8 +186,8 @@ func (f foreignAfterLiveRead) AllocatedDevices(ctx context.Context, live bool) (
 // TestUnknownAllocationMadeWhileDrainingBlocks: an allocation under a name
 // the agent does not publish (another publisher of the driver and pool) is
 // outside the drain's taints. One the live read after the settle period
-// shows, or the cache under the GPU's lock, blocks the GPU as one seen
-// before the drain does; the change went ahead and destroyed every device
+// shows, or a later read (after the withdrawal, before the GPU's lock, the
+// cache under it), blocks the GPU as one seen before the drain does; the change went ahead and destroyed every device
 // of the GPU, one of which the claim may hold.
 func TestUnknownAllocationMadeWhileDrainingBlocks(t *testing.T) {
 	for name, allocs := range map[string]func(*fakeAllocations) Allocations{

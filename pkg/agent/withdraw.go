@@ -58,11 +58,16 @@ func (r *Repartitioner) allocatedWhileWithdrawn(ctx context.Context, work []*gpu
 		return nil, fmt.Errorf("reading ResourceClaim allocations after the withdrawal: %w", err)
 	}
 	kept := work[:0]
+	var unknown unknownAllocations
+	if len(work) > 0 {
+		unknown = r.unknownIn(live, work[0].obs)
+	}
 	for _, p := range work {
 		// Allocations under names the agent does not publish, which the
 		// drain's taints and withdrawal do not cover, as at the live
 		// re-check after the drain.
-		if names := r.unknownIn(live, p.obs).on(p.index); len(p.drain) > 0 && len(names) > 0 {
+		if names := unknown.on(p.index); len(p.drain) > 0 && len(names) > 0 {
+			klog.FromContext(ctx).Info("Allocation under a name the agent does not publish found once the devices were withdrawn; keeping the GPU's devices", "gpu", p.index, "names", names)
 			res.Results[p.index] = r.unknownAllocationResult(p.index, names)
 			res.Retry = true
 			r.keepMode(ctx, res, p.index)

@@ -175,6 +175,23 @@ func TestAgentLeasesNoLease(t *testing.T) {
 	if h := l.Health("joining", agentLease("joining", now, 40), true, false); h.Lost || h.Unconfirmed {
 		t.Errorf("the joining node's Lease seen: %+v, want alive", h)
 	}
+	// Forget and Retain drop when a node was first found without a Lease:
+	// one whose NodeMigLayout was deleted and made again starts afresh.
+	for name, drop := range map[string]func(string){
+		"Forget": l.Forget,
+		"Retain": func(string) { l.Retain(nil) },
+	} {
+		node := "again-" + strings.ToLower(name)
+		l.Health(node, nil, true, false)
+		now = now.Add(50 * time.Second)
+		if h := l.Health(node, nil, true, false); !h.Lost {
+			t.Fatalf("%s: reported without a Lease for 50s: %+v, want lost", name, h)
+		}
+		drop(node)
+		if h := l.Health(node, nil, true, false); h.Lost || !h.Unconfirmed || !h.Recheck.Equal(now.Add(40*time.Second)) {
+			t.Errorf("after %s: %+v, want Unconfirmed for 40s from now", name, h)
+		}
+	}
 	if h := l.Health("n3", nil, false, false); h.Lost || !h.Recheck.IsZero() {
 		t.Errorf("never reported, no Lease: %+v, want not lost (not started)", h)
 	}

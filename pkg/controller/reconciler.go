@@ -109,10 +109,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var ml v1alpha1.MigLayout
 	if err := r.Client.Get(ctx, req.NamespacedName, &ml); err != nil {
 		if apierrors.IsNotFound(err) {
-			forgetMetrics(req.Name)
-			r.forgetProblems(req.Name)
-			r.failing.forgetLayout(req.Name)
-			return ctrl.Result{}, r.releaseDeleted(ctx, req.Name)
+			gone, err := r.releaseDeleted(ctx, req.Name)
+			if gone {
+				forgetMetrics(req.Name)
+				r.forgetProblems(req.Name)
+				r.failing.forgetLayout(req.Name)
+			}
+			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, fmt.Errorf("getting MigLayout %s: %w", req.Name, err)
 	}
@@ -351,23 +354,33 @@ func (r *Reconciler) releaseDeleting(ctx context.Context, ml *v1alpha1.MigLayout
 }
 
 // releaseDeleted deletes the NodeMigLayouts (in the cache) still
-// controlled by the MigLayout name, deleted: the garbage collector would
-// delete them too, since they carry its owner reference, but only once
-// kube-controller-manager gets to it, and meanwhile their agents would go
-// on with changes no MigLayout asks for. Deleted as release does, with the
-// UID and resourceVersion the cache shows, and only those whose owner the
-// API server confirms gone (a live read through APIReader; nothing is
-// deleted without one): the NotFound came from the cache, which may lag
-// a MigLayout made again under the name whose NodeMigLayouts the cache
-// shows already. A deletion that orphaned them (--cascade=orphan) took the
-// owner reference off first.
-func (r *Reconciler) releaseDeleted(ctx context.Context, name string) error {
+// controlled by the MigLayout name, deleted in the cache: the garbage
+// collector would delete them too, since they carry its owner reference,
+// but only once kube-controller-manager gets to it, and meanwhile their
+// agents would go on with changes no MigLayout asks for. The API server is
+// read first (APIReader; nothing is deleted without it): the cache may lag
+// a MigLayout made again under the name, whose NodeMigLayouts it may show
+// already. gone reports whether the MigLayout is gone there (true without
+// a live reader), so that what the controller keeps of it may go too.
+// Deleted as release does, with the UID and resourceVersion the cache
+// shows, only those whose owner is not the MigLayout the API server has. A
+// deletion that orphaned them (--cascade=orphan) took the owner reference
+// off first.
+func (r *Reconciler) releaseDeleted(ctx context.Context, name string) (gone bool, err error) {
+	if r.APIReader == nil {
+		return true, nil // the garbage collector's, then
+	}
+	var live v1alpha1.MigLayout
+	switch err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, &live); {
+	case apierrors.IsNotFound(err):
+		gone = true
+	case err != nil:
+		return false, fmt.Errorf("reading MigLayout %s, deleted in the cache: %w", name, err)
+	}
 	var nmls v1alpha1.NodeMigLayoutList
 	if err := r.Client.List(ctx, &nmls); err != nil {
-		return fmt.Errorf("listing NodeMigLayouts of MigLayout %s, deleted: %w", name, err)
+		return gone, fmt.Errorf("listing NodeMigLayouts of MigLayout %s, deleted: %w", name, err)
 	}
-	var liveUID types.UID // of the MigLayout of the name the API server has; "" for none
-	read := false
 	var errs []error
 	for i := range nmls.Items {
 		nml := &nmls.Items[i]
@@ -375,20 +388,7 @@ func (r *Reconciler) releaseDeleted(ctx context.Context, name string) error {
 		if ref == nil || ref.APIVersion != v1alpha1.GroupVersion.String() || ref.Kind != "MigLayout" || ref.Name != name || nml.DeletionTimestamp != nil {
 			continue
 		}
-		if !read {
-			if r.APIReader == nil {
-				return nil // the garbage collector's, then
-			}
-			var live v1alpha1.MigLayout
-			switch err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, &live); {
-			case err == nil:
-				liveUID = live.UID
-			case !apierrors.IsNotFound(err):
-				return fmt.Errorf("reading MigLayout %s, deleted in the cache: %w", name, err)
-			}
-			read = true
-		}
-		if ref.UID == liveUID {
+		if !gone && ref.UID == live.UID {
 			continue // the MigLayout is there: the cache lags it
 		}
 		uid, rv := nml.UID, nml.ResourceVersion
@@ -401,7 +401,7 @@ func (r *Reconciler) releaseDeleted(ctx context.Context, name string) error {
 		r.failing.forget(nml.Name, name)
 		klog.FromContext(ctx).V(2).Info("Deleted NodeMigLayout of a deleted MigLayout", "node", nml.Name, "migLayout", name)
 	}
-	return errors.Join(errs...)
+	return gone, errors.Join(errs...)
 }
 
 // heldExisting are the names, sorted, of the NodeMigLayouts of in whose
