@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -32,22 +31,6 @@ func TestAllocatedAfterTheWithdrawalReadBlocks(t *testing.T) {
 	g.wantLayouts(t, "7g.80gb@0", "3g.40gb@0,3g.40gb@4")
 }
 
-// unknownAtWithdrawal is an Inventory whose withdrawal publication (the
-// first without draining devices after one with) has the API server show
-// name allocated: a claim of another publisher of the driver and pool.
-type unknownAtWithdrawal struct {
-	*fakeInventory
-	alloc *fakeAllocations
-	name  string
-}
-
-func (s *unknownAtWithdrawal) Publish(ctx context.Context, gpus []GPUState, draining sets.Set[string]) error {
-	if draining.Len() == 0 && len(s.pubs) > 0 && len(s.last().draining) > 0 {
-		s.alloc.live = sets.New(s.name)
-	}
-	return s.fakeInventory.Publish(ctx, gpus, draining)
-}
-
 // TestUnknownAllocationAtTheWithdrawalBlocks: an allocation under a name
 // the agent does not publish ("gpu-0" while GPU 0 is in MIG mode: any of
 // its devices may be the one held), which the API server shows at the live
@@ -57,7 +40,7 @@ func TestUnknownAllocationAtTheWithdrawalBlocks(t *testing.T) {
 	g := newRig(t, "1xA100-SXM4-80GB")
 	g.setup(t, 0, "3g.40gb@0,3g.40gb@4")
 	g.alloc.live = sets.New[string]()
-	g.r.Inventory = &unknownAtWithdrawal{fakeInventory: g.inv, alloc: g.alloc, name: "gpu-0"}
+	g.r.Inventory = &allocatedAtWithdrawal{fakeInventory: g.inv, alloc: g.alloc, dev: "gpu-0"}
 	res, err := g.r.Sync(t.Context(), []v1alpha1.GPUSpec{spec(0, "7g.80gb@0")}, nil)
 	if err != nil {
 		t.Fatal(err)
