@@ -46,9 +46,9 @@ func (r *Repartitioner) withdraw(ctx context.Context, obs []GPUState, work []*gp
 // the withdrawal reached the scheduler), or an allocation under a name the
 // agent does not publish that may hold one of its devices (unknownIn): each
 // gets Blocked (DeviceInUse, or UnknownAllocation) in res, its journal
-// entry ended, and a retry. The check under each GPU's lock (apply) reads
-// the API server again. Nothing is read where nothing was drained. The
-// error is the read's.
+// entry ended, and a retry. apply reads the API server again just before
+// each GPU's lock. Nothing is read where nothing was drained. The error is
+// the read's.
 func (r *Repartitioner) allocatedWhileWithdrawn(ctx context.Context, work []*gpuPlan, res *SyncResult) ([]*gpuPlan, error) {
 	if !slices.ContainsFunc(work, func(p *gpuPlan) bool { return len(p.drain) > 0 }) {
 		return work, nil
