@@ -115,8 +115,9 @@ const (
 	// work: an agent whose work hangs while the process runs is not
 	// detected here, but fails its /healthz, and so its liveness probe,
 	// once a pass runs too long.) An agent that reported but holds no
-	// Lease the controller has seen is lost once the controller has run
-	// for 40 s (it died, or was uninstalled, while no controller ran). The node's
+	// Lease the controller has seen is lost 40 s after the controller
+	// starts, or first finds it so (it died, or was uninstalled, while no
+	// controller ran). The node's
 	// GPUs are shown as last reported; in Auto mode the planner changes
 	// nothing on the node and serves no pod there until the agent is back.
 	ReasonAgentLost = "AgentLost"
