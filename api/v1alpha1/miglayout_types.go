@@ -183,7 +183,7 @@ type LayoutRule struct {
 	// model otherwise (memory slices, placements, media engines) get
 	// Degraded/InvalidLayout.
 	// +kubebuilder:validation:MaxProperties=8
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",messageExpression="'profile names look like 3g.40gb or 1g.10gb+me, not ' + self.filter(k, !k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))[0]"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",messageExpression=`'profile names look like 3g.40gb or 1g.10gb+me (digits, lowercase letters, ".", "+" and "-" only), not "' + self.filter(k, !k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))[0] + '"'`
 	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) != null_type)",messageExpression="'profile ' + self.filter(k, type(self[k]) == null_type)[0] + ' has no count (a key left empty in YAML is null)'"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) == null_type || (self[k] > 0 && self[k] <= 7))",messageExpression="'profile counts must be between 1 and 7 (' + self.filter(k, type(self[k]) != null_type && (self[k] <= 0 || self[k] > 7))[0] + ')'"
 	// +kubebuilder:validation:XValidation:rule="!self.all(k, k.matches('^[1-8]g[.]') && type(self[k]) != null_type) || self.map(k, self[k] * int(k.substring(0, 1))).sum() <= 7",message="these counts need more than 7 compute slices (each count times the number before g of its profile); no GPU has more"
@@ -227,7 +227,7 @@ type AutoPolicy struct {
 	// in YAML) is refused at admission (as for nodeSelector, an update sent
 	// as a merge patch deletes the key instead).
 	// +kubebuilder:validation:MaxProperties=8
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",messageExpression="'profile names look like 3g.40gb or 1g.10gb+me, not ' + self.filter(k, !k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))[0]"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))",messageExpression=`'profile names look like 3g.40gb or 1g.10gb+me (digits, lowercase letters, ".", "+" and "-" only), not "' + self.filter(k, !k.matches('^[1-8]g[.][1-9][0-9]{0,3}gb([+]me|-me|[+]me[.]all|[+]gfx)?$'))[0] + '"'`
 	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) != null_type)",messageExpression="'spares: profile ' + self.filter(k, type(self[k]) == null_type)[0] + ' has no count (a key left empty in YAML is null)'"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) == null_type || (self[k] >= 0 && self[k] <= 112))",messageExpression="'spare counts must be between 0 and 112, per node over all its GPUs (' + self.filter(k, type(self[k]) != null_type && (self[k] < 0 || self[k] > 112))[0] + ')'"
 	// +optional

@@ -164,11 +164,23 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 	}{
 		"malformed profile name in counts": {
 			spec: "rules: [{profiles: {3g.40gb: 1, 3g.40: 1}}]",
-			want: "profile names look like 3g.40gb or 1g.10gb+me, not 3g.40",
+			want: `profile names look like 3g.40gb or 1g.10gb+me (digits, lowercase letters, ".", "+" and "-" only), not "3g.40"`,
+		},
+		"profile name with a trailing space": {
+			spec: `rules: [{profiles: {"3g.40gb ": 1}}]`,
+			want: `not "3g.40gb "`,
+		},
+		"empty profile name": {
+			spec: `rules: [{profiles: {"": 1}}]`,
+			want: `not ""`,
 		},
 		"malformed profile name in spares": {
 			spec: "mode: Auto\npolicy: {spares: {big: 1}}",
-			want: "profile names look like 3g.40gb or 1g.10gb+me, not big",
+			want: `not "big"`,
+		},
+		"profile name with a zero-width space in spares": {
+			spec: "mode: Auto\npolicy: {spares: {\"1g.10gb\\u200b\": 1}}",
+			want: "not \"1g.10gb\u200b\"",
 		},
 		"malformed allowed profile": {
 			spec: "mode: Auto\npolicy: {allowedProfiles: [3g40gb]}",
@@ -224,6 +236,10 @@ func TestCELRejectsAtAdmission(t *testing.T) {
 		},
 		"maxNodesChanging zero": {
 			spec: "rules: [{profiles: {3g.40gb: 2}}]\nmaxNodesChanging: 0",
+			want: "spec.maxNodesChanging: Invalid value",
+		},
+		"maxNodesChanging 10001": {
+			spec: "rules: [{profiles: {3g.40gb: 2}}]\nmaxNodesChanging: 10001",
 			want: "spec.maxNodesChanging: Invalid value",
 		},
 		"rules in Auto mode": {

@@ -604,7 +604,7 @@ func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool
 	// where the mode asked for is then not even pending, nothing changed
 	// and the activation status is the error.
 	if activation != nvml.SUCCESS && got.Pending != enabled {
-		return fail(nvmlErr("nvmlDeviceSetMigMode (activation status)", activation))
+		return fail(modeHeldBy(dev, nvmlErr("nvmlDeviceSetMigMode (activation status)", activation)))
 	}
 	if activation != nvml.SUCCESS {
 		got.RebootRequired = activation == nvml.ERROR_RESET_REQUIRED && got.Pending != got.Current
@@ -613,6 +613,30 @@ func (m *NVMLManager) SetMIGMode(ctx context.Context, gpuIndex int, enabled bool
 		logger.V(2).Info("Set MIG mode", "current", got.Current, "pending", got.Pending)
 	}
 	return got, nil
+}
+
+// modeHeldBy is err, a MIG mode change refused as in use with nothing
+// left pending (Hopper and later change the mode at once or not at all),
+// with what holds the GPU: the compute processes NVML lists on it by PID,
+// or, with none listed, another NVML client (heldByClient's, which no
+// process list shows). nvml.h asks the caller to idle the GPU and set the
+// mode again, which the agent's retries do. It still wraps ErrInUse.
+func modeHeldBy(dev nvml.Device, err error) error {
+	if !errors.Is(err, ErrInUse) {
+		return err
+	}
+	procs, ret := dev.GetComputeRunningProcesses()
+	switch {
+	case ret != nvml.SUCCESS:
+		return fmt.Errorf("%w (the GPU's processes could not be listed to tell what holds it: %v)", err, nvmlErr("nvmlDeviceGetComputeRunningProcesses", ret))
+	case len(procs) > 0:
+		ps := make([]Process, len(procs))
+		for i, p := range procs {
+			ps[i] = process(p)
+		}
+		return fmt.Errorf("%w: %d process(es) run on the GPU (PIDs %s); the mode is set again once they end", err, len(procs), pidList(ps))
+	}
+	return fmt.Errorf("%w; no compute process is listed on the GPU, so another NVML client holds it (a monitoring agent such as DCGM or dcgm-exporter, or a device file left open): the mode is set again once that client lets go", err)
 }
 
 // process is p as a Process: its used memory in MiB, -1 where NVML cannot

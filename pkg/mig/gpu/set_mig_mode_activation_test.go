@@ -1,6 +1,9 @@
 package gpu_test
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -68,5 +71,52 @@ func TestSetMIGModeReportsWhatNVMLDid(t *testing.T) {
 	}
 	if diff := cmp.Diff(gpu.MIGMode{}, got); diff != "" {
 		t.Errorf("SetMIGMode (-want +got):\n%s", diff)
+	}
+}
+
+// TestSetMIGModeHeldSaysByWhom: a Hopper GPU refuses a MIG mode change
+// while it is in use, leaving nothing pending (activation status
+// ERROR_IN_USE). The error wraps ErrInUse and says what holds the GPU: the
+// processes NVML lists on it by PID, or, with none listed, another NVML
+// client (a monitoring agent), which no process list shows.
+func TestSetMIGModeHeldSaysByWhom(t *testing.T) {
+	for name, tc := range map[string]struct {
+		hold func(sim *nvmlsim.Sim, uuid string) (string, error)
+		want string
+	}{
+		"a client": {
+			hold: func(sim *nvmlsim.Sim, uuid string) (string, error) {
+				_, err := sim.OpenClient(uuid)
+				return "", err
+			},
+			want: "no compute process is listed on the GPU, so another NVML client holds it",
+		},
+		"a process": {
+			hold: func(sim *nvmlsim.Sim, uuid string) (string, error) {
+				pid, err := sim.StartProcess(uuid, 1024)
+				return fmt.Sprintf("1 process(es) run on the GPU (PIDs %d)", pid), err
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sim, m := gputest.Simulated(t, nvmlsim.Config{Spec: "1xH100-SXM5-80GB"})
+			want, err := tc.hold(sim, sim.Snapshot().GPUs[0].UUID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want == "" {
+				want = tc.want
+			}
+			_, err = m.SetMIGMode(t.Context(), 0, true)
+			if !errors.Is(err, gpu.ErrInUse) {
+				t.Fatalf("SetMIGMode on a held H100 = %v; want an error wrapping ErrInUse", err)
+			}
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("SetMIGMode on a held H100 = %q; want it to say %q", err, want)
+			}
+			if g := sim.Snapshot().GPUs[0]; g.MIGCurrent || g.MIGPending {
+				t.Errorf("MIG mode after the refused change: current %v, pending %v; want off, nothing pending", g.MIGCurrent, g.MIGPending)
+			}
+		})
 	}
 }

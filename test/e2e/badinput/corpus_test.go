@@ -198,6 +198,7 @@ var corpus = []struct {
 	{"Auto: malformed spare profile", both, selector + "mode: Auto\npolicy: {spares: {big: 1}}", "", rejected(profileNames)},
 	{"Auto: maxGPUsPerNode 0", both, selector + "mode: Auto\npolicy: {maxGPUsPerNode: 0}", "", rejected("spec.policy.maxGPUsPerNode")},
 	{"Auto: maxGPUsPerNode 17", both, selector + "mode: Auto\npolicy: {maxGPUsPerNode: 17}", "", rejected("spec.policy.maxGPUsPerNode")},
+	{"Auto: maxGPUs 0", both, selector + "mode: Auto\npolicy: {maxGPUs: 0}", "", rejected("spec.policy.maxGPUs")},
 	{"Auto: maxGPUs 10001", both, selector + "mode: Auto\npolicy: {maxGPUs: 10001}", "", rejected("spec.policy.maxGPUs")},
 	{"Auto: allowed profile of no model", update, selector + "mode: Auto\npolicy: {allowedProfiles: [8g.80gb]}", "",
 		degraded(v1alpha1.ReasonProfileNotOffered, "allowed profile 8g.80gb is offered by no GPU model of the 2 selected nodes")},
