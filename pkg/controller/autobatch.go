@@ -89,7 +89,7 @@ func inputKey(in AutoInputs, snap planner.Snapshot) string {
 				alloc[name] = q.String()
 			}
 		}
-		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t room %s alloc %v\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen, roomBits(n, shapes), alloc))
+		lines = append(lines, fmt.Sprintf("node %s %v %v %t frozen %t %t room %s alloc %v\n", n.Node.Name, labels, n.Node.Spec.Taints, n.Node.Spec.Unschedulable, n.Frozen, n.CarriesOn, roomBits(n, shapes), alloc))
 		for _, g := range n.GPUs {
 			lines = append(lines, fmt.Sprintf("gpu %s %d %s pinned %s releasing %s shared %s reclaim %t\n", n.Node.Name, g.Info.Index, g.Layout, g.Pinned, g.Releasing, g.Shared, reclaimDue(snap, n, g)))
 		}

@@ -340,14 +340,15 @@ func stillCancels(before, nml *v1alpha1.NodeMigLayout, x planner.Change) bool {
 // the other node's devices are then no longer waited for, and its changes
 // are cancelled while they can be (UnneededChanges). The changes of several
 // GPUs of one node that name a pod are one plan for a pod of several
-// devices: all of them keep it. A Frozen node's changes are not counted:
-// they serve no pod (the planner does not wait for a Frozen node's
-// devices), so they must not take a pod from a live node's change.
+// devices: all of them keep it. The changes of a Frozen node whose agent
+// does not carry on (planner.Node.CarriesOn: lost) are not counted: they
+// serve no pod (the planner does not wait for such a node's devices), so
+// they must not take a pod from a live node's change.
 func oneChangePerPod(in AutoInputs, snap *planner.Snapshot) {
 	type at struct{ node, gpu int }
 	var named map[string][]at
 	for ni, n := range snap.Nodes {
-		if n.Frozen {
+		if n.Frozen && !n.CarriesOn {
 			continue
 		}
 		for gi, g := range n.GPUs {

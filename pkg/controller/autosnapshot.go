@@ -270,6 +270,10 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			}
 			if n.FrozenReason != "" {
 				n.Frozen, n.Policy.Spares = true, nil
+				// Its agent carries out the changes under way but for a
+				// lost agent's, or one every device of which a
+				// DeviceTaintRule keeps from the scheduler.
+				n.CarriesOn = !in.LostAgents.Has(name) && !wholePool
 			}
 			// A reclaim in flight is one also where the policy no longer
 			// gives idle GPUs back (reclaimIdleGPUsAfterSeconds turned
@@ -280,6 +284,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			n.GPUs = autoGPUs(nml, catalog, variants, held, adminHeld[name], reclaims)
 			if n.Frozen {
 				keepBlockedSlots(nml, n.GPUs)
+				servedUnderWayOnly(nml, n.GPUs)
 			}
 			if slice, taken := unplannedDevices(others.own[name], in.Driver, name, n.GPUs, held); slice != nil {
 				n.OtherSlices = append(n.OtherSlices, slice)

@@ -25,6 +25,19 @@ func keepBlockedSlots(nml *v1alpha1.NodeMigLayout, gpus []planner.GPU) {
 	}
 }
 
+// servedUnderWayOnly keeps, on a Frozen node's GPUs, the pods a change
+// names (planner.GPU.Serves) only where the change is under way: one the
+// agent has not started (the GPU Ready or Draining on its old layout) may
+// be dropped (a paused MigLayout's is, dropUnstarted) and bring nothing,
+// so its pods are planned elsewhere.
+func servedUnderWayOnly(nml *v1alpha1.NodeMigLayout, gpus []planner.GPU) {
+	for i := range gpus {
+		if _, st, ok := specAndStatus(nml, gpus[i].Info.Index); !ok || st.Phase == v1alpha1.PhaseReady || st.Phase == v1alpha1.PhaseDraining {
+			gpus[i].Serves = nil
+		}
+	}
+}
+
 // modelVariants are the catalog models with the profile values agents
 // report from NVML (GPUStatus.NVMLProfiles), one per model and values.
 type modelVariants map[string]*mig.Model

@@ -119,6 +119,10 @@ func (b *nodeB) frozenBy(reason string) *nodeB {
 	return b
 }
 
+// carriesOn marks a Frozen node whose agent carries out its changes in
+// flight (Node.CarriesOn).
+func (b *nodeB) carriesOn() *nodeB { b.n.CarriesOn = true; return b }
+
 // allocatableCPU makes cpu CPUs and 512Gi of memory allocatable on the node.
 func (b *nodeB) allocatableCPU(cpu string) *nodeB {
 	b.n.Node.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("512Gi")}

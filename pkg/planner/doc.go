@@ -119,8 +119,9 @@
 // (WaitsForSharedClaim); a shared claim that waits with a placement kept
 // for it keeps one, on which the pods with exactly its pod's claims wait
 // too. With no Auto node every pod is unservable
-// (NoAutoNode). A Frozen node (its agent lost, or in conflict with another MigLayout) serves nothing and changes
-// nothing, but its GPUs changing still count toward the limits; a pod only
+// (NoAutoNode). A Frozen node (its agent lost, its MigLayout paused, or in conflict with another MigLayout) serves
+// nothing and changes nothing, but its GPUs changing still count toward the limits; where its agent carries on
+// (Node.CarriesOn) the pods its changes under way are for are served by them there; a pod only
 // a Frozen node could serve waits for it (WaitsForLostNode). Models are
 // told apart by Model.Key: GPUs of one product whose NVML describes a
 // profile otherwise (mig.Model.WithNVMLValues) are planned with their own

@@ -45,7 +45,16 @@ func (p *planner) serveComing(ctx context.Context, pod Pod) (bool, error) {
 				only[g] = true
 			}
 		}
-		if len(only) == 0 || !slices.Contains(feasible, n) || !n.opensTo(pod) {
+		if len(only) == 0 || !n.opensTo(pod) {
+			continue
+		}
+		if n.n.Frozen {
+			// A node that carries on (CarriesOn) is in no list of
+			// feasible nodes: judged alone.
+			if !p.feasibleOn(pod, n) {
+				continue
+			}
+		} else if !slices.Contains(feasible, n) {
 			continue
 		}
 		if singleDevice(pod) && !p.match.perGPU(pod.Claims[0]) {

@@ -96,7 +96,7 @@ type planner struct {
 	// nested: this plan is fitsWhenFree's (no fitsWhenFree inside).
 	nested bool
 	// coming maps a pod to the GPUs whose change in flight names it
-	// (GPU.Serves), on nodes that are not Frozen.
+	// (GPU.Serves), on nodes that are not Frozen or carry on (CarriesOn).
 	coming map[string][]*gpuState
 	// podOf are the pods planned, by key; restOf the other drivers'
 	// devices of the pods served.
@@ -324,19 +324,17 @@ func (p *planner) load() error {
 				ns.gpuKinds = append(ns.gpuKinds, gs.kind)
 			}
 			if n.Frozen {
-				continue // counted, never used
+				if n.CarriesOn && g.Changing {
+					p.comes(gs) // its own pods' devices still come
+				}
+				continue // counted, never used otherwise
 			}
 			if !g.Changing {
 				p.reclass(gs)
 			}
 			p.indexFree(gs)
 			if g.Changing {
-				for _, pod := range g.Serves {
-					if p.coming == nil {
-						p.coming = map[string][]*gpuState{}
-					}
-					p.coming[pod] = append(p.coming[pod], gs)
-				}
+				p.comes(gs)
 			}
 			if !slices.Contains(p.models, gs.model) {
 				p.models = append(p.models, gs.model)
@@ -348,6 +346,17 @@ func (p *planner) load() error {
 		p.nodes = append(p.nodes, ns)
 	}
 	return nil
+}
+
+// comes records the pods g's change in flight names (GPU.Serves) as
+// served by the devices it brings (serveComing).
+func (p *planner) comes(g *gpuState) {
+	for _, pod := range g.g.Serves {
+		if p.coming == nil {
+			p.coming = map[string][]*gpuState{}
+		}
+		p.coming[pod] = append(p.coming[pod], g)
+	}
 }
 
 // indexFree adds g, while a change is in flight on it, to the free lists of
@@ -414,6 +423,15 @@ func (p *planner) feasibleNodes(pod Pod) []*nodeState {
 	}
 	p.feasibleBy[key] = out
 	return out
+}
+
+// feasibleOn reports whether the pod may run on node n as feasibleNodes
+// and withRoom judge it, Frozen or not.
+func (p *planner) feasibleOn(pod Pod, n *nodeState) bool {
+	if !feasible(pod.Pod, n.n.Node) || !fitsAllocatable(pendingRequests(pod), n.n.Node) || !allowedOn(pod, n.n.Node) || devicePluginServes(pod, n.n.Node) {
+		return false
+	}
+	return len(p.withRoom(pod, []*nodeState{n})) == 1
 }
 
 // allowedOn reports whether the node is one the pod's claims allocated

@@ -139,6 +139,14 @@ type Node struct {
 	// FrozenReason says why a Frozen node is, for the pods' messages
 	// (e.g. "another MigLayout selects it too"); "" where unknown.
 	FrozenReason string
+	// CarriesOn, on a Frozen node, says that its agent still carries out
+	// the changes in flight (the MigLayout is paused, or another one
+	// selects the node too or takes it over): the pods a GPU Changing
+	// names (GPU.Serves) are served on the devices it brings, as on a
+	// node that is not Frozen, and not planned elsewhere. Nothing else is
+	// planned there. The caller gives Serves only to changes that will
+	// finish (under way, not retrying).
+	CarriesOn bool
 	// Requested is what the pods bound to the node and not finished (and
 	// those a preemption nominated to it, for which kube-scheduler keeps
 	// room) request of its allocatable resources, by priority, as

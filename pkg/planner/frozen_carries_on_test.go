@@ -1,0 +1,61 @@
+package planner
+
+import "testing"
+
+// TestFrozenNodeThatCarriesOnServesItsChangesPods: a pod whose device a
+// change under way on a Frozen node brings is served there, and nothing
+// else is changed for it, where the node's agent carries the change out
+// (Node.CarriesOn: the MigLayout paused, the node in conflict or being
+// handed over). Where it does not (the agent lost), the pod is planned on
+// another node, and a Frozen node's free devices never serve a pod its
+// changes are not for.
+func TestFrozenNodeThatCarriesOnServesItsChangesPods(t *testing.T) {
+	live := node("n2").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()
+	for name, tc := range map[string]struct {
+		frozen *nodeB
+		pod    *podB
+		want   trace
+	}{
+		"paused: served by the change under way": {
+			frozen: node("n1").frozenBy("its MigLayout a is paused (spec.paused)").carriesOn().gpu("A100-SXM4-80GB", "3g.40gb@4", "").changingFor("default/p"),
+			pod:    pod("p", 1).claim(profileIs("3g.40gb"), 1),
+			want:   trace{Served: []string{"default/p -> n1 gpu-0-mig-3g40gb-9-4"}},
+		},
+		"agent lost: planned elsewhere": {
+			frozen: node("n1").frozenBy("its agent is lost").gpu("A100-SXM4-80GB", "3g.40gb@4", "").changingFor("default/p"),
+			pod:    pod("p", 1).claim(profileIs("3g.40gb"), 1),
+			want: trace{
+				Changes: []string{"n2/0: 7g.80gb@0 -> 3g.40gb@4 serves default/p"},
+				Served:  []string{"default/p -> n2 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
+		"paused: the change's device no longer fits the pod": {
+			frozen: node("n1").frozenBy("its MigLayout a is paused (spec.paused)").carriesOn().gpu("A100-SXM4-80GB", "3g.40gb@4", "").changingFor("default/p"),
+			pod:    pod("p", 1).claim(profileIs("1g.10gb"), 1),
+			want: trace{
+				Changes: []string{"n2/0: 7g.80gb@0 -> 1g.10gb@6 serves default/p"},
+				Served:  []string{"default/p -> n2 gpu-0-mig-1g10gb-19-6 after change"},
+			},
+		},
+		"paused: the node was cordoned since": {
+			frozen: node("n1").frozenBy("its MigLayout a is paused (spec.paused)").carriesOn().cordoned().gpu("A100-SXM4-80GB", "3g.40gb@4", "").changingFor("default/p"),
+			pod:    pod("p", 1).claim(profileIs("3g.40gb"), 1),
+			want: trace{
+				Changes: []string{"n2/0: 7g.80gb@0 -> 3g.40gb@4 serves default/p"},
+				Served:  []string{"default/p -> n2 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
+		"paused: free devices of the change serve no other pod": {
+			frozen: node("n1").frozenBy("its MigLayout a is paused (spec.paused)").carriesOn().gpu("A100-SXM4-80GB", "3g.40gb@4", "").changingFor("default/other"),
+			pod:    pod("p", 1).claim(profileIs("3g.40gb"), 1),
+			want: trace{
+				Changes: []string{"n2/0: 7g.80gb@0 -> 3g.40gb@4 serves default/p"},
+				Served:  []string{"default/p -> n2 gpu-0-mig-3g40gb-9-4 after change"},
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			checkTrace(t, tc.want, planTrace(t, []Node{tc.frozen.build(), live}, []Pod{tc.pod.build()}))
+		})
+	}
+}
