@@ -12,6 +12,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +36,7 @@ func newPlanCommand(e *env) *cobra.Command {
 	var driver string
 	var agingAfter, declinedFor time.Duration
 	var withExitCode bool
+	var schedulerNames []string
 	cmd := &cobra.Command{
 		Use:   "plan -f MIGLAYOUT.yaml",
 		Short: "Dry run: what applying MigLayouts would do to each selected GPU",
@@ -121,6 +123,7 @@ reason; several MigLayouts in the files are planned as applied together.`,
 				return err
 			}
 			st.now, st.agingAfter, st.declinedFor, st.warn = e.clock(), agingAfter, declinedFor, cmd.ErrOrStderr()
+			st.schedulerNames = sets.New(schedulerNames...)
 			all := st.withApplied(mls)
 			for i := range mls {
 				if i > 0 {
@@ -145,6 +148,7 @@ reason; several MigLayouts in the files are planned as applied together.`,
 	cmd.Flags().StringVar(&driver, "driver", migslices.DefaultDriverName, "DRA driver name the agents publish under")
 	cmd.Flags().BoolVar(&withExitCode, "exit-code", false, "exit 0 when no GPU would change, 2 when some would (a change in flight cancelled included), 3 when something needs a look first (a node in conflict, a GPU that cannot be configured, a change blocked by a device in use, a rule that decides no GPU, an Auto policy profile or spare no GPU offers, a node selector that selects no node), 1 on error")
 	cmd.Flags().DurationVar(&agingAfter, "auto-aging-after", planner.DefaultAgingAfter, "Auto mode: as the controller's flag of that name, a pod pending this long is planned by age (0: never)")
+	cmd.Flags().StringSliceVar(&schedulerNames, "auto-scheduler-names", []string{corev1.DefaultSchedulerName}, "Auto mode: as the controller's flag of that name, the schedulers (spec.schedulerName) whose unschedulable pods are demand")
 	cmd.Flags().DurationVar(&declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: as the controller's flag of that name (0 or less: 10m); a node left out of a pod's plans (its SchedulerDeclinedNode events) is left out for at most 8 times this")
 	return cmd
 }
@@ -176,6 +180,8 @@ type planState struct {
 	agingAfter time.Duration
 	// declinedFor is the controller's --auto-declined-for.
 	declinedFor time.Duration
+	// schedulerNames is the controller's --auto-scheduler-names.
+	schedulerNames sets.Set[string]
 	// handedPlanned are the nodes whose new MigLayout's plan was printed
 	// already (planHandedOver), by one of the file's MigLayouts handing
 	// them over.
@@ -848,7 +854,8 @@ func (st *planState) planAll(ctx context.Context, all []v1alpha1.MigLayout, appl
 		stored = append(stored, &st.migLayouts[i])
 	}
 	in := controller.AutoInputs{MigLayouts: all, Nodes: st.nodes, NodeMigLayouts: nmls, Pods: st.pods, Claims: st.claims,
-		Classes: st.classes, Slices: st.devices.slices, TaintRules: st.taintRules, Driver: st.driver, LostAgents: controller.LostInStatus(stored...)}
+		Classes: st.classes, Slices: st.devices.slices, TaintRules: st.taintRules, Driver: st.driver, LostAgents: controller.LostInStatus(stored...),
+		SchedulerNames: st.schedulerNames}
 	snap := controller.AutoSnapshot(ctx, in, mig.DefaultCatalog(), st.now, st.agingAfter)
 	for i := range snap.Pending {
 		snap.Pending[i].Declined = st.declined[snap.Pending[i].Pod.UID]

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	stdslices "slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,7 @@ type options struct {
 	unboundAfter            time.Duration
 	declinedFor             time.Duration
 	schedulerLease          string
+	schedulerNames          string
 	agentLeaseNamespace     string
 }
 
@@ -70,6 +72,7 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.unboundAfter, "auto-unbound-after", controller.DefaultUnboundAfter, "Auto mode: a pending pod that free devices a plan gave it have waited for this long on a node without kube-scheduler binding it there is planned on other nodes (something miglayout does not judge keeps it off that node: pod affinity, topology spread, host ports, volumes) (0: never)")
 	fs.DurationVar(&o.declinedFor, "auto-declined-for", controller.DefaultDeclinedFor, "Auto mode: how long such a node stays out of the pod's plans before it is tried again (twice as long each time it is left out again for the pod, up to 8 times this; 0 or less: 10m)")
 	fs.StringVar(&o.schedulerLease, "scheduler-lease", controller.DefaultSchedulerLease.String(), "Auto mode: namespace/name of kube-scheduler's leader-election Lease; while it shows no scheduler running for --auto-unbound-after, no node is left out of a pod's plans (a Lease that does not exist or cannot be read is not checked; empty: none)")
+	fs.StringVar(&o.schedulerNames, "auto-scheduler-names", corev1.DefaultSchedulerName, "Auto mode: comma-separated spec.schedulerName values whose unschedulable pods are demand (kube-scheduler profiles: the planner allocates devices as kube-scheduler's DRA plugin does); a pod of another scheduler gets no GPU changed for it")
 	fs.StringVar(&o.agentLeaseNamespace, "agent-lease-namespace", "", "namespace of the agents' heartbeat Leases (the agents' --lease-namespace): a node whose agent stops renewing its Lease is reported AgentLost and left out of Auto plans (empty: agents' liveness is not checked)")
 	return o
 }
@@ -83,6 +86,9 @@ func (o *options) validate() error {
 		return fmt.Errorf("--driver-name: %w", err)
 	}
 	if _, err := o.schedulerLeaseName(); err != nil {
+		return err
+	}
+	if _, err := o.schedulerNameList(); err != nil {
 		return err
 	}
 	if err := managerrun.ValidateNamespace("agent-lease-namespace", o.agentLeaseNamespace); err != nil {
@@ -127,6 +133,23 @@ func (o *options) validate() error {
 	return nil
 }
 
+// schedulerNameList is --auto-scheduler-names as a list: each name as the
+// API server takes a pod's spec.schedulerName (a DNS subdomain), given
+// once.
+func (o *options) schedulerNameList() ([]string, error) {
+	var out []string
+	for n := range strings.SplitSeq(o.schedulerNames, ",") {
+		if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+			return nil, fmt.Errorf("--auto-scheduler-names=%q: %q is no scheduler name (a pod's spec.schedulerName): %s", o.schedulerNames, n, strings.Join(errs, "; "))
+		}
+		if stdslices.Contains(out, n) {
+			return nil, fmt.Errorf("--auto-scheduler-names=%q: %q is given twice", o.schedulerNames, n)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 // schedulerLeaseName is --scheduler-lease read as namespace/name; empty
 // where none is given.
 func (o *options) schedulerLeaseName() (types.NamespacedName, error) {
@@ -153,8 +176,12 @@ func (o *options) autoPlanner(leases *controller.AgentLeases) (*controller.AutoP
 	if err != nil {
 		return nil, err
 	}
+	schedulers, err := o.schedulerNameList()
+	if err != nil {
+		return nil, err
+	}
 	return &controller.AutoPlanner{Driver: o.driverName, Idle: o.batchIdle, Max: o.batchMax, ReadEvery: never(o.readEvery), AgingAfter: never(o.agingAfter),
-		UnboundAfter: never(o.unboundAfter), DeclinedFor: o.declinedFor, SchedulerLease: lease, AgentLeases: leases}, nil
+		UnboundAfter: never(o.unboundAfter), DeclinedFor: o.declinedFor, SchedulerLease: lease, SchedulerNames: schedulers, AgentLeases: leases}, nil
 }
 
 // newScheme knows the built-in types and the miglayout API.

@@ -80,19 +80,23 @@ func TestAutoPlannerOptions(t *testing.T) {
 	type settings struct {
 		Idle, Max, Read, Aging, Unbound, Declined time.Duration
 		Lease                                     string
+		Schedulers                                []string
 	}
 	tests := map[string]struct {
 		args []string
 		want settings
 		err  string
 	}{
-		"defaults": {want: settings{2 * time.Second, 10 * time.Second, 500 * time.Millisecond, time.Hour, time.Minute, 10 * time.Minute, "kube-system/kube-scheduler"}},
-		"set": {args: []string{"--auto-batch-idle=1s", "--auto-batch-max=5s", "--auto-read-every=100ms", "--auto-aging-after=30m", "--auto-unbound-after=2m", "--auto-declined-for=1h", "--scheduler-lease=sched/my-scheduler"},
-			want: settings{time.Second, 5 * time.Second, 100 * time.Millisecond, 30 * time.Minute, 2 * time.Minute, time.Hour, "sched/my-scheduler"}},
+		"defaults": {want: settings{2 * time.Second, 10 * time.Second, 500 * time.Millisecond, time.Hour, time.Minute, 10 * time.Minute, "kube-system/kube-scheduler", []string{"default-scheduler"}}},
+		"set": {args: []string{"--auto-batch-idle=1s", "--auto-batch-max=5s", "--auto-read-every=100ms", "--auto-aging-after=30m", "--auto-unbound-after=2m", "--auto-declined-for=1h", "--scheduler-lease=sched/my-scheduler", "--auto-scheduler-names=default-scheduler,gpu-scheduler"},
+			want: settings{time.Second, 5 * time.Second, 100 * time.Millisecond, 30 * time.Minute, 2 * time.Minute, time.Hour, "sched/my-scheduler", []string{"default-scheduler", "gpu-scheduler"}}},
 		"off": {args: []string{"--auto-read-every=0", "--auto-aging-after=0", "--auto-unbound-after=0", "--scheduler-lease="},
-			want: settings{2 * time.Second, 10 * time.Second, -1, -1, -1, 10 * time.Minute, "/"}},
-		"a lease without namespace": {args: []string{"--scheduler-lease=kube-scheduler"}, err: `--scheduler-lease="kube-scheduler": want namespace/name`},
-		"a lease of three parts":    {args: []string{"--scheduler-lease=a/b/c"}, err: "want namespace/name"},
+			want: settings{2 * time.Second, 10 * time.Second, -1, -1, -1, 10 * time.Minute, "/", []string{"default-scheduler"}}},
+		"a lease without namespace":     {args: []string{"--scheduler-lease=kube-scheduler"}, err: `--scheduler-lease="kube-scheduler": want namespace/name`},
+		"a lease of three parts":        {args: []string{"--scheduler-lease=a/b/c"}, err: "want namespace/name"},
+		"no scheduler name":             {args: []string{"--auto-scheduler-names="}, err: `--auto-scheduler-names="": "" is no scheduler name`},
+		"a scheduler name twice":        {args: []string{"--auto-scheduler-names=a,b,a"}, err: `"a" is given twice`},
+		"a scheduler name with a space": {args: []string{"--auto-scheduler-names=default-scheduler, b"}, err: `" b" is no scheduler name`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -106,7 +110,7 @@ func TestAutoPlannerOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := settings{a.Idle, a.Max, a.ReadEvery, a.AgingAfter, a.UnboundAfter, a.DeclinedFor, a.SchedulerLease.String()}
+			got := settings{a.Idle, a.Max, a.ReadEvery, a.AgingAfter, a.UnboundAfter, a.DeclinedFor, a.SchedulerLease.String(), a.SchedulerNames}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Auto planner settings (-want +got):\n%s", diff)
 			}

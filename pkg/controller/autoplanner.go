@@ -123,6 +123,9 @@ type AutoPlanner struct {
 	// declined (schedulerSteady). The zero name checks none; a Lease that
 	// does not exist or cannot be read is not checked.
 	SchedulerLease types.NamespacedName
+	// SchedulerNames are the schedulers whose pending pods are Auto demand
+	// (AutoInputs.SchedulerNames); empty: default-scheduler alone.
+	SchedulerNames []string
 	// APIReader reads around the manager's cache: kube-scheduler's
 	// Lease (nil: Client), as the controller starts its own
 	// SchedulerDeclinedNode events (nil: none read, readDeclines), and
@@ -577,7 +580,8 @@ func autoMigLayouts(mls []v1alpha1.MigLayout) []*v1alpha1.MigLayout {
 }
 
 func (a *AutoPlanner) read(ctx context.Context) (AutoInputs, error) {
-	in := AutoInputs{Driver: a.driver(), NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{}, Claims: map[types.NamespacedName]*resourceapi.ResourceClaim{}}
+	in := AutoInputs{Driver: a.driver(), NodeMigLayouts: map[string]*v1alpha1.NodeMigLayout{}, Claims: map[types.NamespacedName]*resourceapi.ResourceClaim{},
+		SchedulerNames: sets.New(a.SchedulerNames...)}
 	var mls v1alpha1.MigLayoutList
 	if err := a.Client.List(ctx, &mls); err != nil {
 		return in, fmt.Errorf("listing MigLayouts: %w", err)

@@ -44,6 +44,27 @@ type AutoInputs struct {
 	// there no longer serves its pods, which are planned elsewhere, but
 	// still counts toward the MigLayout's maxGPUs.
 	LostAgents sets.Set[string]
+	// SchedulerNames are the schedulers (spec.schedulerName) whose pending
+	// pods are Auto demand: those whose unschedulable pods the planner, which
+	// allocates as kube-scheduler's DRA plugin does, plans for. Empty:
+	// kube-scheduler's default profile alone (default-scheduler). Pods of
+	// another scheduler (one that may not handle DRA, or not so) are no
+	// demand: a GPU changed for one would wait for a binding that may never
+	// come.
+	SchedulerNames sets.Set[string]
+}
+
+// plansFor reports whether the pod's scheduler is one whose pods are Auto
+// demand (AutoInputs.SchedulerNames).
+func (in AutoInputs) plansFor(pod *corev1.Pod) bool {
+	name := pod.Spec.SchedulerName
+	if name == "" {
+		name = corev1.DefaultSchedulerName // as the API server defaults it
+	}
+	if in.SchedulerNames.Len() == 0 {
+		return name == corev1.DefaultSchedulerName
+	}
+	return in.SchedulerNames.Has(name)
 }
 
 // defaultMaxGPUs is the limit on GPUs changing at once across an Auto
@@ -303,7 +324,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 	}
 	slices.SortFunc(snap.Nodes, func(a, b planner.Node) int { return strings.Compare(a.Node.Name, b.Node.Name) })
 	oneChangePerPod(in, &snap)
-	snap.Pending = pendingPods(in.Pods, in.Claims, extended, autoNodes)
+	snap.Pending = pendingPods(in.Pods, in.Claims, extended, autoNodes, in.plansFor)
 	snap.OtherHeld = otherHeld
 	return snap
 }

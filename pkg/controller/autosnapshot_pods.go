@@ -26,12 +26,13 @@ import (
 // to another pod; a change planned elsewhere would destroy free devices for
 // nothing. Nominated to another node, it is no Auto demand at all. The
 // scheduler clears the nomination when the room does not come; the pod is
-// planned anywhere then.
-func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim, classes *extendedResources, autoNodes sets.Set[string]) []planner.Pod {
+// planned anywhere then. Only the pods of a scheduler plans (nil: every
+// one) are Auto demand.
+func pendingPods(pods []corev1.Pod, claims map[types.NamespacedName]*resourceapi.ResourceClaim, classes *extendedResources, autoNodes sets.Set[string], plans func(*corev1.Pod) bool) []planner.Pod {
 	var out []planner.Pod
 	for i := range pods {
 		pod := &pods[i]
-		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !unschedulable(pod) {
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !unschedulable(pod) || plans != nil && !plans(pod) {
 			continue
 		}
 		extended, backed := extendedResourceClaim(pod, classes, claims)

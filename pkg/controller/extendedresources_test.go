@@ -121,7 +121,7 @@ func TestPendingPodsExtendedResources(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got := map[string][]req{}
-			for _, p := range pendingPods([]corev1.Pod{tc.pod}, tc.claims, newExtendedResources(classes, tc.claims), nil) {
+			for _, p := range pendingPods([]corev1.Pod{tc.pod}, tc.claims, newExtendedResources(classes, tc.claims), nil, nil) {
 				var rs []req
 				for _, c := range p.Claims {
 					for _, r := range c.Spec.Devices.Requests {

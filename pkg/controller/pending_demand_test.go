@@ -73,7 +73,7 @@ func TestPendingPodsAreUnschedulableUnboundAndComplete(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tc.pod.Namespace, tc.pod.Name = "ns", "p"
 			var got []string
-			for _, p := range pendingPods([]corev1.Pod{tc.pod}, claims, newExtendedResources(nil, claims), sets.New[string]()) {
+			for _, p := range pendingPods([]corev1.Pod{tc.pod}, claims, newExtendedResources(nil, claims), sets.New[string](), nil) {
 				for _, c := range p.Claims {
 					got = append(got, c.Name)
 				}
