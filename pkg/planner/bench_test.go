@@ -69,6 +69,19 @@ func scaleSnapshotOf(nodes, claims int, seed uint64, layouts []gpuLayout) Snapsh
 // GPUs (goal: ≤ 1 s per op on one core).
 func BenchmarkPlanFull(b *testing.B) { benchPlan(b, scaleSnapshot(1000, 5000, 1)) }
 
+// BenchmarkPlanFullGroupLimit is BenchmarkPlanFull with every node in one
+// MigLayout at the CRD's default limit of 8 GPUs changing at once
+// (Snapshot.GroupMaxGPUs): once 8 are changed, the thousands of pods left
+// can only get free devices (goal: as BenchmarkPlanFull).
+func BenchmarkPlanFullGroupLimit(b *testing.B) {
+	snap := scaleSnapshot(1000, 5000, 1)
+	for i := range snap.Nodes {
+		snap.Nodes[i].Policy.Group = "auto"
+	}
+	snap.GroupMaxGPUs = map[string]int{"auto": 8}
+	benchPlan(b, snap)
+}
+
 // BenchmarkPlanFullWithRoom is BenchmarkPlanFull on nodes that list their
 // allocatable CPU, memory and pods, each with bound pods of two priorities
 // and every pending pod asking for CPU and memory: the cost of judging each

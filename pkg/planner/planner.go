@@ -43,8 +43,10 @@ type planner struct {
 	order      []string // class keys in creation order, for determinism
 	adds       map[additionKey]*addition
 	noAdd      map[additionKey]bool
-	// groups are the limits of Snapshot.GroupMaxGPUs, by group.
-	groups map[string]*groupCount
+	// groups are the limits of Snapshot.GroupMaxGPUs, by group;
+	// ungrouped is true where some node that is not Frozen is in none.
+	groups    map[string]*groupCount
+	ungrouped bool
 	// claimsServed maps the claims (namespace/name) of the pods served so
 	// far in this plan to the pod (namespace/name) served.
 	claimsServed map[string]string
@@ -295,6 +297,8 @@ func (p *planner) load() error {
 				p.groups[n.Policy.Group] = &groupCount{max: limit}
 			}
 			ns.group = p.groups[n.Policy.Group]
+		} else if !n.Frozen {
+			p.ungrouped = true
 		}
 		if len(n.Policy.AllowedProfiles) > 0 {
 			ns.allowed = map[string]bool{}
@@ -877,6 +881,25 @@ func (p *planner) mayChange(g *gpuState) bool {
 	}
 	gr := g.node.group
 	return gr == nil || gr.touched < gr.max
+}
+
+// untouchedMayChange reports whether a GPU the plan has not changed may
+// still be changed somewhere (mayChange): on a node of no group, or of a
+// group whose limit (Snapshot.GroupMaxGPUs) is not reached. Where it may
+// not, only the GPUs changed already may change, and a walk of a class of
+// others looking for one it may change can stop: at the CRD's default of 8
+// GPUs per MigLayout, the thousands of pods left after the eighth change
+// each walked every GPU of every class.
+func (p *planner) untouchedMayChange() bool {
+	if p.ungrouped {
+		return true
+	}
+	for _, g := range p.groups {
+		if g.touched < g.max {
+			return true
+		}
+	}
+	return false
 }
 
 // classAddition is addition memoised on the class (whose members share

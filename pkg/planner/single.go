@@ -112,6 +112,7 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 		live = append(live, ck)
 	}
 	p.order = live
+	untouched := p.untouchedMayChange()
 	for _, ck := range p.order {
 		c := p.classes[ck]
 		// The first GPU of the class this pod may use, and the first it
@@ -128,7 +129,10 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 				firstChange = g
 				return false
 			}
-			return true
+			// Where no GPU left as it is may change (every group at
+			// its limit), none of its class may (a class's GPUs are
+			// all changed or all not): the walk stops at first.
+			return g.touched || untouched
 		})
 		if first == nil {
 			continue
@@ -266,6 +270,9 @@ func noProfileReason(models []*mig.Model, claim string) string {
 // nextInClass returns the first GPU of class c after g on a node usable
 // accepts (one that may change, for a way that changes it), nil if none.
 func (p *planner) nextInClass(c *class, g *gpuState, change bool, usable func(*nodeState) bool) *gpuState {
+	if change && !g.touched && !p.untouchedMayChange() {
+		return nil // no GPU of its class may change
+	}
 	var next *gpuState
 	after := false
 	c.members(func(m *gpuState) bool {
