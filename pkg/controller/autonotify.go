@@ -56,6 +56,48 @@ const maxPodEventsPerPass = 250
 // (maxPodEventsPerPass) is made again to tell them.
 const eventBacklogRecheck = time.Second
 
+// untoldPlan is a plan that left pods untold, and the inputs it planned
+// (their key, AutoPlanner.batch.planned).
+type untoldPlan struct {
+	key  string
+	in   AutoInputs
+	snap planner.Snapshot
+	res  planner.Result
+}
+
+// setUntold records u, a plan of the inputs last planned, as the one whose
+// pods are still to be told (nil: none).
+func (a *AutoPlanner) setUntold(u *untoldPlan) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if u != nil {
+		u.key = a.batch.planned
+	}
+	a.untold = u
+}
+
+// tellUntold tells, from the plan that left them untold, up to
+// maxPodEventsPerPass more of its pods, where the inputs (key) are the ones
+// it planned: a burst of thousands of pending pods is told over passes
+// without the same inputs being planned once per maxPodEventsPerPass pods.
+// It reports whether pods are still left untold.
+func (a *AutoPlanner) tellUntold(key string) bool {
+	a.mu.Lock()
+	u := a.untold
+	if u != nil && u.key != key {
+		u, a.untold = nil, nil
+	}
+	a.mu.Unlock()
+	if u == nil {
+		return false
+	}
+	if a.notify(u.in, u.snap, u.res) {
+		return true
+	}
+	a.setUntold(nil)
+	return false
+}
+
 // notify records, once per pod and plan outcome, why it waits (again after
 // eventRepeat), for at most maxPodEventsPerPass pods; it reports whether
 // it left some untold.

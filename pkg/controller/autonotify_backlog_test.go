@@ -48,9 +48,10 @@ func TestNotifyTellsABurstOverPasses(t *testing.T) {
 	}
 }
 
-// TestAutoPlansAgainToTellABacklog: a plan that leaves pods untold asks to
-// be made again within eventBacklogRecheck, though nothing changed, and
-// the next pass tells them.
+// TestAutoPlansAgainToTellABacklog: a plan that leaves pods untold asks for
+// a pass within eventBacklogRecheck, though nothing changed, and the next
+// pass tells them from that plan: the same inputs are planned once, not once
+// per maxPodEventsPerPass pods.
 func TestAutoPlansAgainToTellABacklog(t *testing.T) {
 	ml := autoMigLayout("auto", nil)
 	h := newAutoCluster(t, ml, node("n1", map[string]string{"pool": "auto"}), autoNML("n1", ml, a100(0)))
@@ -66,6 +67,7 @@ func TestAutoPlansAgainToTellABacklog(t *testing.T) {
 		again time.Duration
 	}
 	var got []pass
+	plans := plansSoFar(t)
 	for range 20 {
 		res, err := h.a.Reconcile(context.Background(), autoKey)
 		if err != nil {
@@ -85,7 +87,29 @@ func TestAutoPlansAgainToTellABacklog(t *testing.T) {
 		}
 		h.now = h.now.Add(res.RequeueAfter)
 	}
+	if n := plansSoFar(t) - plans; n != 1 {
+		t.Errorf("the same inputs planned %d times, want once", n)
+	}
 	if len(got) != 2 || got[0].told != maxPodEventsPerPass || got[0].again > eventBacklogRecheck || got[1].told != pods-maxPodEventsPerPass {
 		t.Errorf("passes that told pods %+v, want %d pods told, again within %v, then %d", got, maxPodEventsPerPass, eventBacklogRecheck, pods-maxPodEventsPerPass)
+	}
+}
+
+// TestUntoldPlanGoesWithItsInputs: pods left untold are told from their
+// plan only while the inputs are the ones it planned; once they change, the
+// plan is dropped unheard (the next plan tells the pods).
+func TestUntoldPlanGoesWithItsInputs(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	a := &AutoPlanner{Recorder: rec, Now: func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "uid-p"}}
+	u := &untoldPlan{snap: planner.Snapshot{Pending: []planner.Pod{{Pod: p}}}, res: planner.Result{Unservable: map[string]string{"ns/p": "no room"}}}
+	a.batch.planned = "k1"
+	a.setUntold(u)
+	if a.tellUntold("k2") || len(rec.Events) > 0 || a.untold != nil {
+		t.Fatalf("told %d pod(s) from a plan of other inputs; untold kept: %v", len(rec.Events), a.untold != nil)
+	}
+	a.setUntold(u)
+	if a.tellUntold("k1") || len(rec.Events) != 1 || a.untold != nil {
+		t.Errorf("told %d pod(s) from the plan of these inputs, want 1 and nothing left", len(rec.Events))
 	}
 }

@@ -179,6 +179,10 @@ type AutoPlanner struct {
 	lastRead     time.Time
 	readFailures int
 	events       map[string]podEvent // by pod UID: the last event, so each pod hears once per change (and again when it may have expired)
+	// untold is the last plan while it left pods untold
+	// (maxPodEventsPerPass): the next passes tell them from it, without
+	// planning again, while the inputs stay as they were planned.
+	untold *untoldPlan
 	// labelKeys are the node labels the last snapshot's pods and other
 	// drivers' slices select on, and those MigLayouts select nodes by
 	// (a node that leaves a conflict or an Auto MigLayout by a label
@@ -417,8 +421,12 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 	// later, longer one would replace it).
 	due := sooner(sooner(sooner(sooner(again, nextAging(snap)), nextRefresh(snap)), idleDue), declineDue)
 	if wait > 0 {
+		if a.tellUntold(key) {
+			due = sooner(due, eventBacklogRecheck)
+		}
 		return ctrl.Result{RequeueAfter: sooner(wait, due)}, nil
 	}
+	a.setUntold(nil)
 	// Changes to cancel (BlockedChanges) run the planner too, and so do
 	// changes in flight that may no longer be needed (UnneededChanges) and
 	// GPUs being given back (ReclaimCancels: the policy may have stopped
@@ -462,9 +470,9 @@ func (a *AutoPlanner) Reconcile(ctx context.Context, _ ctrl.Request) (_ ctrl.Res
 		return ctrl.Result{}, err
 	}
 	if backlog {
-		// The same inputs are planned again to tell the pods left
-		// untold.
-		a.forget()
+		// The next passes tell the pods left untold from this plan,
+		// while the inputs stay as planned (tellUntold).
+		a.setUntold(&untoldPlan{in: in, snap: snap, res: res})
 		due = sooner(due, eventBacklogRecheck)
 	}
 	return ctrl.Result{RequeueAfter: due}, nil
