@@ -69,6 +69,9 @@ type NodeReconciler struct {
 	// republish holds one pending Republish (republishChan).
 	republish     chan struct{}
 	republishOnce sync.Once
+	// setAsideTold is set once the journal set aside at the start was
+	// told (tellJournalSetAside).
+	setAsideTold atomic.Bool
 
 	mu sync.Mutex
 	// failing backs off passes that end with a GPU failed; waiting, those
@@ -262,6 +265,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		// No MigLayout manages this node: keep the pool published as it is.
 		res, err := r.Repartitioner.Sync(ctx, nil, nil)
 		r.tellEmptied(ctx, r.Repartitioner.takeEmptied())
+		r.tellJournalSetAside(ctx)
 		if err != nil {
 			r.resetBackoff()
 			if ctx.Err() == nil {
@@ -325,6 +329,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		res, err = r.Repartitioner.SyncDeferring(ctx, nml.Spec.GPUs, deferred, report)
 	}
 	r.tellEmptied(ctx, r.Repartitioner.takeEmptied())
+	r.tellJournalSetAside(ctx)
 	if err == nil {
 		r.published.Store(true)
 	}

@@ -87,6 +87,11 @@ const (
 	// cancelled and the GPU stays in MIG mode without devices, published
 	// as nothing, until a spec asks for it.
 	EventEmptiedGPUInMIGMode = "EmptiedGPUInMIGMode"
+	// EventJournalSetAside (Warning, on the Node): at its start the agent
+	// found a journal it cannot read (another version's format, or
+	// corrupt), set it aside and started with an empty one: the work it
+	// recorded is not resumed (tellJournalSetAside).
+	EventJournalSetAside = "JournalSetAside"
 )
 
 // ReasonJournalUnwritable is the reason of a GPU status row (phase Failed)

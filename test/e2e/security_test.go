@@ -451,7 +451,7 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 
 	// Events: as the agent's recorder reports them (miglayout-agent), about
 	// its own NodeMigLayout, its own Node (XidsCleared, ClearXidsRefused,
-	// MIGModeTurnedOff, EmptiedGPUInMIGMode) or
+	// MIGModeTurnedOff, EmptiedGPUInMIGMode, JournalSetAside) or
 	// a ResourceClaim; not about another node, nor in another component's
 	// name.
 	t.Run("Events", func(t *testing.T) {
@@ -473,7 +473,7 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 				ReportingController: controller, ReportingInstance: controller + "-" + f.nodeA, Action: "Drain", Reason: "Draining", Type: corev1.EventTypeNormal,
 				Regarding: corev1.ObjectReference{Kind: kind, APIVersion: "miglayout.io/v1alpha1", Name: regarding}}
 		}
-		want := "may only record Events as miglayout-agent about NodeMigLayout " + f.nodeA + ", XidsCleared, ClearXidsRefused, MIGModeTurnedOff or EmptiedGPUInMIGMode about Node " + f.nodeA
+		want := "may only record Events as miglayout-agent about NodeMigLayout " + f.nodeA + ", XidsCleared, ClearXidsRefused, MIGModeTurnedOff, EmptiedGPUInMIGMode or JournalSetAside about Node " + f.nodeA
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, event("about-b", "miglayout-agent", "NodeMigLayout", f.nodeB), metav1.CreateOptions{})
 		refused(t, "record an Event about NodeMigLayout B", err, want)
 		spoof := event("as-kubelet", "kubelet", "Node", f.nodeB)
@@ -491,6 +491,8 @@ func TestAgentConfinedToItsNode(t *testing.T) {
 		allowed(t, "record XidsCleared about node A", err)
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("mig-off-a", "MIGModeTurnedOff", f.nodeA), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		allowed(t, "record MIGModeTurnedOff about node A", err)
+		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("set-aside-a", "JournalSetAside", f.nodeA), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		allowed(t, "record JournalSetAside about node A", err)
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("mig-off-b", "MIGModeTurnedOff", f.nodeB), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		refused(t, "record MIGModeTurnedOff about node B", err, want)
 		_, err = agent.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, nodeEvent("cleared-b", "XidsCleared", f.nodeB), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
