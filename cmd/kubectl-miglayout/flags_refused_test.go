@@ -38,3 +38,19 @@ func TestPlanTakesZeroAgingAfter(t *testing.T) {
 		t.Errorf("plan --auto-aging-after=0: %v, want it taken (never planned by age)", err)
 	}
 }
+
+// TestPlanRefusesSchedulerNamesTheControllerRefuses: --auto-scheduler-names
+// is refused as the controller's flag is: empty, a name given twice, or one
+// that is no pod's spec.schedulerName.
+func TestPlanRefusesSchedulerNamesTheControllerRefuses(t *testing.T) {
+	for arg, want := range map[string]string{
+		"--auto-scheduler-names=":      "no scheduler named",
+		"--auto-scheduler-names=a,b,a": `"a" is given twice`,
+		"--auto-scheduler-names=A_B":   `"A_B" is no scheduler name`,
+	} {
+		_, _, err := runWith(t, nil, "plan", "-f", "testdata/plan-auto.yaml", arg)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("plan %s: %v, want an error saying %q", arg, err, want)
+		}
+	}
+}

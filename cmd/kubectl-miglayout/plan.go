@@ -65,6 +65,9 @@ reason; several MigLayouts in the files are planned as applied together.`,
 			if agingAfter < 0 {
 				return fmt.Errorf("--auto-aging-after=%s: want 0 (never) or more, as the controller's", agingAfter)
 			}
+			if err := controller.ValidateSchedulerNames(schedulerNames); err != nil {
+				return fmt.Errorf("--auto-scheduler-names: %w, as the controller's", err)
+			}
 			if declinedFor <= 0 {
 				// As the controller takes its flag.
 				declinedFor = controller.DefaultDeclinedFor

@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	stdslices "slices"
 	"strings"
 	"time"
 
@@ -137,17 +136,11 @@ func (o *options) validate() error {
 // API server takes a pod's spec.schedulerName (a DNS subdomain), given
 // once.
 func (o *options) schedulerNameList() ([]string, error) {
-	var out []string
-	for n := range strings.SplitSeq(o.schedulerNames, ",") {
-		if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
-			return nil, fmt.Errorf("--auto-scheduler-names=%q: %q is no scheduler name (a pod's spec.schedulerName): %s", o.schedulerNames, n, strings.Join(errs, "; "))
-		}
-		if stdslices.Contains(out, n) {
-			return nil, fmt.Errorf("--auto-scheduler-names=%q: %q is given twice", o.schedulerNames, n)
-		}
-		out = append(out, n)
+	names := strings.Split(o.schedulerNames, ",")
+	if err := controller.ValidateSchedulerNames(names); err != nil {
+		return nil, fmt.Errorf("--auto-scheduler-names=%q: %w", o.schedulerNames, err)
 	}
-	return out, nil
+	return names, nil
 }
 
 // schedulerLeaseName is --scheduler-lease read as namespace/name; empty

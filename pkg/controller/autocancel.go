@@ -340,8 +340,9 @@ func stillCancels(before, nml *v1alpha1.NodeMigLayout, x planner.Change) bool {
 // the other node's devices are then no longer waited for, and its changes
 // are cancelled while they can be (UnneededChanges). The changes of several
 // GPUs of one node that name a pod are one plan for a pod of several
-// devices: all of them keep it. The changes of a Frozen node whose agent
-// does not carry on (planner.Node.CarriesOn: lost) are not counted: they
+// devices: all of them keep it. The changes of a Frozen node that does not
+// carry on (planner.Node.CarriesOn: its agent lost, or every device taken
+// out of scheduling by a DeviceTaintRule) are not counted: they
 // serve no pod (the planner does not wait for such a node's devices), so
 // they must not take a pod from a live node's change.
 func oneChangePerPod(in AutoInputs, snap *planner.Snapshot) {

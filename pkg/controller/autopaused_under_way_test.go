@@ -52,3 +52,25 @@ func TestPausedNodesChangeUnderWayStillServesItsPod(t *testing.T) {
 		})
 	}
 }
+
+// TestPausedNodesChangeDoneStillServesItsPod: once the change a paused
+// node's agent finished for p1 is done (the GPU Ready on it), its free
+// 3g.40gb waits for p1 until kube-scheduler binds it, as on a node that is
+// not paused: no GPU of n2 is changed for p1 meanwhile.
+func TestPausedNodesChangeDoneStillServesItsPod(t *testing.T) {
+	for _, paused := range []bool{false, true} {
+		a, b := autoMigLayout("a", nil), autoMigLayout("b", nil)
+		a.Spec.Paused = paused
+		n1 := autoNML("n1", a, a100(0).layout("3g.40gb@4"))
+		n1.Spec.GPUs = []v1alpha1.GPUSpec{specGPU(0, "3g.40gb@4", "serves 1 pending pod(s): ns/p1")}
+		n1.Spec.GPUs[0].ServedPods = []string{"ns/p1"}
+		h := newAutoCluster(t, b,
+			a, node("n1", map[string]string{"pool": "a"}), n1,
+			node("n2", map[string]string{"pool": "b"}), autoNML("n2", b, a100(0).layout("7g.80gb@0")),
+			autoClaim("c1", profileSelector("3g.40gb")), autoPod("p1", h0(), "c1"))
+		h.settle()
+		if got, changed := h.specOf("n2")[0]; changed {
+			t.Errorf("paused %v: n2/gpu-0 changed to %q for p1, whose device is free on n1 (events %q)", paused, got, h.events())
+		}
+	}
+}

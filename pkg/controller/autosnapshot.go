@@ -3,6 +3,8 @@ package controller
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/ptr"
 
@@ -52,6 +55,24 @@ type AutoInputs struct {
 	// demand: a GPU changed for one would wait for a binding that may never
 	// come.
 	SchedulerNames sets.Set[string]
+}
+
+// ValidateSchedulerNames refuses a list of AutoInputs.SchedulerNames with a
+// name the API server would refuse as a pod's spec.schedulerName (a DNS
+// subdomain; "" included) or a name given twice, and an empty one.
+func ValidateSchedulerNames(names []string) error {
+	if len(names) == 0 {
+		return errors.New("no scheduler named: name at least one, e.g. default-scheduler")
+	}
+	for i, n := range names {
+		if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
+			return fmt.Errorf("%q is no scheduler name (a pod's spec.schedulerName): %s", n, strings.Join(errs, "; "))
+		}
+		if slices.Contains(names[:i], n) {
+			return fmt.Errorf("%q is given twice", n)
+		}
+	}
+	return nil
 }
 
 // plansFor reports whether the pod's scheduler is one whose pods are Auto
@@ -305,7 +326,7 @@ func BuildSnapshot(in AutoInputs, catalog *mig.Catalog) planner.Snapshot {
 			n.GPUs = autoGPUs(nml, catalog, variants, held, adminHeld[name], reclaims)
 			if n.Frozen {
 				keepBlockedSlots(nml, n.GPUs)
-				servedUnderWayOnly(nml, n.GPUs)
+				servedOnFrozen(nml, n.GPUs)
 			}
 			if slice, taken := unplannedDevices(others.own[name], in.Driver, name, n.GPUs, held); slice != nil {
 				n.OtherSlices = append(n.OtherSlices, slice)

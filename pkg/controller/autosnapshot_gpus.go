@@ -25,15 +25,29 @@ func keepBlockedSlots(nml *v1alpha1.NodeMigLayout, gpus []planner.GPU) {
 	}
 }
 
-// servedUnderWayOnly keeps, on a Frozen node's GPUs, the pods a change
-// names (planner.GPU.Serves) only where the change is under way: one the
-// agent has not started (the GPU Ready or Draining on its old layout) may
-// be dropped (a paused MigLayout's is, dropUnstarted) and bring nothing,
-// so its pods are planned elsewhere.
-func servedUnderWayOnly(nml *v1alpha1.NodeMigLayout, gpus []planner.GPU) {
+// servedOnFrozen gives a Frozen node's GPUs the pods their changes are
+// for (planner.GPU.Serves, which the planner takes only where the node's
+// agent carries on: planner.Node.CarriesOn) where the change is under way,
+// or done and its GPU Ready on it (its free devices wait for those pods
+// until kube-scheduler binds them, as on a node that is not Frozen), and
+// none where the agent has not started it (the GPU Ready or Draining on its
+// old layout): that one may be dropped (a paused MigLayout's is,
+// dropUnstarted) and bring nothing, so its pods are planned elsewhere.
+func servedOnFrozen(nml *v1alpha1.NodeMigLayout, gpus []planner.GPU) {
 	for i := range gpus {
-		if _, st, ok := specAndStatus(nml, gpus[i].Info.Index); !ok || st.Phase == v1alpha1.PhaseReady || st.Phase == v1alpha1.PhaseDraining {
-			gpus[i].Serves = nil
+		g := &gpus[i]
+		spec, st, ok := specAndStatus(nml, g.Info.Index)
+		switch {
+		case !ok:
+			g.Serves = nil
+		case g.Changing:
+			if st.Phase == v1alpha1.PhaseReady || st.Phase == v1alpha1.PhaseDraining {
+				g.Serves = nil
+			}
+		case !g.Reclaiming && st.Phase == v1alpha1.PhaseReady && spec.MIGEnabled && spec.Layout != "" && len(spec.ServedPods) > 0:
+			if desired, err := mig.ParseLayout(spec.Layout); err == nil && desired.Equal(g.Layout) {
+				g.Serves = spec.ServedPods
+			}
 		}
 	}
 }

@@ -103,6 +103,13 @@ func (b *nodeB) changingFor(pods ...string) *nodeB {
 	return b
 }
 
+// servesDone names the pods (GPU.Serves) the last GPU's change, done, was
+// for: on a Frozen node that carries on, its free devices wait for them.
+func (b *nodeB) servesDone(pods ...string) *nodeB {
+	b.n.GPUs[len(b.n.GPUs)-1].Serves = pods
+	return b
+}
+
 // retrying marks the last GPU's change failed and retried by the agent.
 func (b *nodeB) retrying() *nodeB {
 	g := &b.n.GPUs[len(b.n.GPUs)-1]

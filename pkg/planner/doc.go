@@ -119,7 +119,8 @@
 // (WaitsForSharedClaim); a shared claim that waits with a placement kept
 // for it keeps one, on which the pods with exactly its pod's claims wait
 // too. With no Auto node every pod is unservable
-// (NoAutoNode). A Frozen node (its agent lost, its MigLayout paused, or in conflict with another MigLayout) serves
+// (NoAutoNode). A Frozen node (its agent lost, its MigLayout paused, in conflict with another MigLayout, being
+// taken over by another, or every device taken out of scheduling by a DeviceTaintRule) serves
 // nothing and changes nothing, but its GPUs changing still count toward the limits; where its agent carries on
 // (Node.CarriesOn) the pods its changes under way are for are served by them there; a pod only
 // a Frozen node could serve waits for it (WaitsForLostNode). Models are

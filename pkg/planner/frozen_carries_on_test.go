@@ -53,9 +53,36 @@ func TestFrozenNodeThatCarriesOnServesItsChangesPods(t *testing.T) {
 				Served:  []string{"default/p -> n2 gpu-0-mig-3g40gb-9-4 after change"},
 			},
 		},
+		"paused: served by the change done": {
+			frozen: node("n1").frozenBy("its MigLayout a is paused (spec.paused)").carriesOn().gpu("A100-SXM4-80GB", "3g.40gb@4", "").servesDone("default/p"),
+			pod:    pod("p", 1).claim(profileIs("3g.40gb"), 1),
+			want:   trace{Served: []string{"default/p -> n1 gpu-0-mig-3g40gb-9-4"}},
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			checkTrace(t, tc.want, planTrace(t, []Node{tc.frozen.build(), live}, []Pod{tc.pod.build()}))
+		})
+	}
+}
+
+// TestFrozenNodeServesNoOtherPodOnceItsPodIsServed: a pod served on the
+// devices of a Frozen node that carries on does not open the node's other
+// free devices to the pods planned after it: q, of the same profile, is
+// planned on n2.
+func TestFrozenNodeServesNoOtherPodOnceItsPodIsServed(t *testing.T) {
+	for name, frozen := range map[string]*nodeB{
+		"change done":      node("n1").frozenBy("paused").carriesOn().gpu("A100-SXM4-80GB", "3g.40gb@0,3g.40gb@4", "").servesDone("default/p"),
+		"change under way": node("n1").frozenBy("paused").carriesOn().gpu("A100-SXM4-80GB", "3g.40gb@0,3g.40gb@4", "").changingFor("default/p"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			live := node("n2").gpu("A100-SXM4-80GB", "7g.80gb@0", "").build()
+			p := pod("p", 2).claim(profileIs("3g.40gb"), 1).build()
+			q := pod("q", 1).claim(profileIs("3g.40gb"), 1).build()
+			want := trace{
+				Changes: []string{"n2/0: 7g.80gb@0 -> 3g.40gb@4 serves default/q"},
+				Served:  []string{"default/p -> n1 gpu-0-mig-3g40gb-9-0", "default/q -> n2 gpu-0-mig-3g40gb-9-4 after change"},
+			}
+			checkTrace(t, want, planTrace(t, []Node{frozen.build(), live}, []Pod{p, q}))
 		})
 	}
 }

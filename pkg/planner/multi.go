@@ -835,6 +835,9 @@ func (p *planner) commitMulti(pod Pod, n *nodeState, devs map[*gpuState][]mig.De
 		if len(devs[g]) > 0 && g.touched {
 			g.serves = append(g.serves, key)
 		}
+		if n.n.Frozen {
+			continue // its GPUs are in no class nor free list (CarriesOn)
+		}
 		if !g.g.Changing {
 			p.reclass(g)
 		}

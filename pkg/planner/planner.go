@@ -328,8 +328,8 @@ func (p *planner) load() error {
 				ns.gpuKinds = append(ns.gpuKinds, gs.kind)
 			}
 			if n.Frozen {
-				if n.CarriesOn && g.Changing {
-					p.comes(gs) // its own pods' devices still come
+				if n.CarriesOn {
+					p.comes(gs) // its own pods' devices still come, or wait for them
 				}
 				continue // counted, never used otherwise
 			}
@@ -352,8 +352,9 @@ func (p *planner) load() error {
 	return nil
 }
 
-// comes records the pods g's change in flight names (GPU.Serves) as
-// served by the devices it brings (serveComing).
+// comes records the pods g names (GPU.Serves) as served by the devices its
+// change in flight brings, or, on a Frozen node that carries on, brought
+// (serveComing).
 func (p *planner) comes(g *gpuState) {
 	for _, pod := range g.g.Serves {
 		if p.coming == nil {
@@ -980,6 +981,9 @@ func (p *planner) reserve(g *gpuState, d mig.Device, pod string, change bool) {
 	}
 	p.result.Served = append(p.result.Served, Placement{Pod: pod, Node: g.node.n.Node.Name,
 		Devices: []string{deviceName(g.g.Info, d)}, NeedsChange: change || g.touched && !g.g.Layout.Contains(d)})
+	if g.node.n.Frozen {
+		return // its GPUs are in no class nor free list (CarriesOn)
+	}
 	if !g.g.Changing {
 		p.reclass(g)
 	}

@@ -105,7 +105,10 @@ type GPU struct {
 	// devices it waits for are its own, so no pod planned after it takes
 	// them and no second GPU is changed for it. One they no longer fit
 	// (its claims changed, a device was taken meanwhile) is planned like
-	// any other pod.
+	// any other pod. On a Frozen node that carries on (Node.CarriesOn), a
+	// GPU whose change is done may name them too: its free devices wait
+	// for them there, as they would on a node that is not Frozen, where
+	// any pod may have them.
 	Serves []string
 }
 
@@ -141,11 +144,11 @@ type Node struct {
 	FrozenReason string
 	// CarriesOn, on a Frozen node, says that its agent still carries out
 	// the changes in flight (the MigLayout is paused, or another one
-	// selects the node too or takes it over): the pods a GPU Changing
-	// names (GPU.Serves) are served on the devices it brings, as on a
-	// node that is not Frozen, and not planned elsewhere. Nothing else is
-	// planned there. The caller gives Serves only to changes that will
-	// finish (under way, not retrying).
+	// selects the node too or, in Auto mode, takes it over): the pods a GPU names
+	// (GPU.Serves) are served on the devices its change brings or brought,
+	// as on a node that is not Frozen, and not planned elsewhere. Nothing
+	// else is planned there. The caller gives Serves only to changes that
+	// will finish (under way, not retrying) or are done.
 	CarriesOn bool
 	// Requested is what the pods bound to the node and not finished (and
 	// those a preemption nominated to it, for which kube-scheduler keeps
