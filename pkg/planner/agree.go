@@ -116,6 +116,7 @@ func (p *planner) exact(key string) bool {
 // node (n.waiting) are taken in their turn too: each one allocated takes
 // its devices, one that cannot be waits.
 func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map[*gpuState]mig.Layout) (bool, error) {
+	p.agreeRuns++
 	pods := []Pod{pod}
 	for _, k := range n.planned {
 		pods = append(pods, p.podOf[k])

@@ -82,6 +82,21 @@ func BenchmarkPlanFullGroupLimit(b *testing.B) {
 	benchPlan(b, snap)
 }
 
+// BenchmarkPlanMultiDevice is BenchmarkPlanFull's cluster, a quarter of its
+// size, with every pending pod asking for one to three devices of one
+// profile (pods of several devices are planned node by node, each node's
+// way checked by the allocator and the scheduler's replay): 250 nodes × 8
+// GPUs, 1250 pods.
+func BenchmarkPlanMultiDevice(b *testing.B) {
+	snap := scaleSnapshot(250, 1250, 1)
+	rng := rand.New(rand.NewPCG(7, 1))
+	profiles := []string{"1g.10gb", "2g.20gb", "3g.40gb", "1g.20gb"}
+	for i := range snap.Pending {
+		snap.Pending[i] = pod(fmt.Sprintf("multi-%05d", i), rng.IntN(600)).claim(profileIs(profiles[rng.IntN(len(profiles))]), int64(1+rng.IntN(3))).build()
+	}
+	benchPlan(b, snap)
+}
+
 // BenchmarkPlanFullWithRoom is BenchmarkPlanFull on nodes that list their
 // allocatable CPU, memory and pods, each with bound pods of two priorities
 // and every pending pod asking for CPU and memory: the cost of judging each

@@ -25,11 +25,18 @@ func (p *planner) serveMulti(ctx context.Context, pod Pod, nodes []*nodeState) e
 	// a claim tells GPUs apart or other drivers' devices count.
 	memo := !slices.ContainsFunc(pod.Claims, p.match.perGPU)
 	failed := map[string]bool{}
+	kind := ""
+	if memo {
+		var err error
+		if kind, err = claimsKind(pod); err != nil {
+			return fmt.Errorf("planning pod %s: %w", key, err)
+		}
+	}
 	for _, n := range nodes {
 		state := ""
 		if memo && len(n.n.OtherSlices) == 0 {
 			state = n.stateKey()
-			if failed[state] {
+			if failed[state] || p.refused[refusal{kind, state}] {
 				continue
 			}
 			// Nor can a node serve it that could not with every GPU
@@ -46,6 +53,7 @@ func (p *planner) serveMulti(ctx context.Context, pod Pod, nodes []*nodeState) e
 				}
 			}
 		}
+		agreed := p.agreeRuns
 		placed, err := p.tryNode(ctx, pod, n)
 		if err != nil {
 			return fmt.Errorf("planning pod %s: %w", key, err)
@@ -55,6 +63,11 @@ func (p *planner) serveMulti(ctx context.Context, pod Pod, nodes []*nodeState) e
 		}
 		if state != "" {
 			failed[state] = true
+			if p.agreeRuns == agreed {
+				// The allocator refused every way: any pod of these
+				// claims is refused by a node in this state.
+				p.refused[refusal{kind, state}] = true
+			}
 		}
 	}
 	if p.nested {
@@ -231,6 +244,26 @@ func claimNames(pod Pod) []string {
 	return out
 }
 
+// refusal is a kind of pod (claimsKind) and a node state (stateKey) where
+// the allocator refused every way tryNode tried (the scheduler's replay,
+// nodeAgrees, never ran): a node in that state refuses every pod of that
+// kind, whatever its priority or age (which only the replay reads).
+type refusal struct{ kind, state string }
+
+// claimsKind is what the allocator's verdict on a pod depends on, the node
+// aside: its claims' specs.
+func claimsKind(pod Pod) (string, error) {
+	specs := make([]resourceapi.ResourceClaimSpec, len(pod.Claims))
+	for i, c := range pod.Claims {
+		specs[i] = c.Spec
+	}
+	kind, err := json.Marshal(specs)
+	if err != nil {
+		return "", fmt.Errorf("encoding the pod's claims: %w", err)
+	}
+	return string(kind), nil
+}
+
 // fitsKey is what fitsWhenFree's verdict depends on: the kind of node
 // (nodeState.kind), the node itself where other drivers' slices or a
 // selector naming one GPU make it its own kind, the pod's claim specs, and
@@ -282,11 +315,11 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 		savedServed[i] = s.Devices
 	}
 	restore := func() {
+		// Each GPU is back in the class it was in: its entry there
+		// stands (no class is walked while a pod is tried on a node),
+		// so it keeps its place and is not listed twice.
 		for i, g := range n.gpus {
 			*g = copyOf(saved[i])
-			if !g.g.Changing {
-				p.reclass(g)
-			}
 		}
 		n.touched = savedNodeTouched
 		if n.group != nil {

@@ -90,6 +90,11 @@ type planner struct {
 	// numbers the kinds of node (nodeState.kind); classesNameGPU whether a
 	// DeviceClass may select one GPU (nil: not looked at yet).
 	fitsFree map[fitsKey]bool
+	// refused are the node states where the allocator refused a kind of
+	// pod of several devices (serveMulti); agreeRuns counts the
+	// scheduler's replays (nodeAgrees), to tell such a refusal.
+	refused   map[refusal]bool
+	agreeRuns int
 	// fitsFreeReason is the reason of each of fitsFree's plans that did
 	// not serve the pod.
 	fitsFreeReason map[fitsKey]freeReason
@@ -142,7 +147,7 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	p := &planner{nested: nested, snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{},
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
-		otherPlanned: newOtherTotal(), othersAdmitting: map[string]map[*nodeState][]admitted{}, othersVerdicts: map[string]bool{}, deviceSigs: map[*resourceapi.Device]string{}, groups: map[string]*groupCount{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{},
+		otherPlanned: newOtherTotal(), othersAdmitting: map[string]map[*nodeState][]admitted{}, othersVerdicts: map[string]bool{}, deviceSigs: map[*resourceapi.Device]string{}, groups: map[string]*groupCount{}, refused: map[refusal]bool{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{},
 		podOf: map[string]Pod{}, restOf: map[string]OtherHolds{}, accepts: map[string]map[string][]string{}}
 	p.otherHeld = newOtherTotal()
 	p.otherHeld.add(snap.OtherHeld)

@@ -272,7 +272,10 @@ func (n *nodeState) stateKey() string {
 			fmt.Fprintf(&b, "changing %s|%s|%s|%s|%s|%t", g.kind, g.layout, g.fixed, g.softLayout(), g.shared, g.g.Retrying)
 			continue
 		}
-		b.WriteString(g.classKey())
+		// Its class key, as reclass wrote it at the GPU's last change:
+		// outside a try on a node (tryNode, which restores it), a GPU
+		// not Changing is always reclassed once changed.
+		b.WriteString(g.class)
 	}
 	return b.String()
 }
