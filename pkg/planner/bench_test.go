@@ -82,6 +82,17 @@ func BenchmarkPlanFullGroupLimit(b *testing.B) {
 	benchPlan(b, snap)
 }
 
+// BenchmarkPlanFullOneGPUPerNode is BenchmarkPlanFull at the CRD's default
+// of one GPU changed at once per node (Policy.MaxGPUsPerNode): once most
+// nodes have changed one, the pods left walk past their GPUs.
+func BenchmarkPlanFullOneGPUPerNode(b *testing.B) {
+	snap := scaleSnapshot(1000, 5000, 1)
+	for i := range snap.Nodes {
+		snap.Nodes[i].Policy.MaxGPUsPerNode = 1
+	}
+	benchPlan(b, snap)
+}
+
 // BenchmarkPlanMultiDevice is BenchmarkPlanFull's cluster, a quarter of its
 // size, with every pending pod asking for one to three devices of one
 // profile (pods of several devices are planned node by node, each node's

@@ -537,6 +537,7 @@ func (p *planner) reclass(g *gpuState) {
 		p.classes[key] = c
 		p.order = append(p.order, key)
 	}
+	g.cls = c
 	c.gpus = append(c.gpus, g)
 }
 
@@ -887,6 +888,19 @@ func (p *planner) mayChange(g *gpuState) bool {
 	}
 	gr := g.node.group
 	return gr == nil || gr.touched < gr.max
+}
+
+// neverChanges reports whether GPU g may not change for the rest of the
+// plan (mayChange): a change is in flight on it, or it is not changed yet
+// and its node or group has changed all the GPUs it may.
+func (p *planner) neverChanges(g *gpuState) bool {
+	if g.g.Changing {
+		return true
+	}
+	if g.touched {
+		return false
+	}
+	return g.node.touched >= g.node.maxGPUs || g.node.group != nil && g.node.group.touched >= g.node.group.max
 }
 
 // untouchedMayChange reports whether a GPU the plan has not changed may

@@ -122,18 +122,25 @@ func (p *planner) serveSingle(ctx context.Context, pod Pod, nodes []*nodeState) 
 			if !ok(g.node) {
 				return true
 			}
-			if first == nil {
-				first = g
-			}
-			if p.mayChange(g) {
-				firstChange = g
-				return false
-			}
-			// Where no GPU left as it is may change (every group at
-			// its limit), none of its class may (a class's GPUs are
-			// all changed or all not): the walk stops at first.
-			return g.touched || untouched
+			first = g
+			return false
 		})
+		// Where no GPU left as it is may change (every group at its
+		// limit), none of its class may (a class's GPUs are all changed
+		// or all not).
+		if first != nil && (first.touched || untouched) {
+			if p.mayChange(first) {
+				firstChange = first
+			} else {
+				c.changeable(p.neverChanges, func(g *gpuState) bool {
+					if ok(g.node) && p.mayChange(g) {
+						firstChange = g
+						return false
+					}
+					return true
+				})
+			}
+		}
 		if first == nil {
 			continue
 		}

@@ -36,7 +36,10 @@ type gpuState struct {
 	touched bool
 	serves  []string // pods this plan's change of the GPU serves
 	spares  []string // profiles of the spare devices it creates
-	class   string
+	// class is the GPU's class key (classKey when reclass ran), cls the
+	// class of that key it was listed in then.
+	class string
+	cls   *class
 	// inFree marks the free-device lists this GPU is in.
 	inFree map[string]bool
 	// heldBy is the pending pod (of a large profile, that nothing can serve
@@ -299,6 +302,9 @@ type class struct {
 	key  string
 	gpus []*gpuState
 	head int
+	// changeHead is where changeable starts: the GPUs before it are no
+	// longer in the class or may never change again in this plan.
+	changeHead int
 	// adds memoises the addition of one device per profile; nil entries
 	// mean that no addition exists.
 	adds map[string]*addition
@@ -333,9 +339,31 @@ type freeList struct {
 func (c *class) members(yield func(*gpuState) bool) {
 	for i := c.head; i < len(c.gpus); i++ {
 		g := c.gpus[i]
-		if g.class != c.key {
+		if g.cls != c { // moved to another class since
 			if i == c.head {
 				c.head++
+			}
+			continue
+		}
+		if !yield(g) {
+			return
+		}
+	}
+}
+
+// changeable is members without the GPUs that may never change again in
+// this plan (stuck): those are passed over for good, so that a plan whose
+// nodes have mostly changed all the GPUs they may (Policy.MaxGPUsPerNode)
+// does not walk past them for every pod. Outside a try on a node
+// (tryNode, which puts back what it changed) the counts of GPUs changed
+// only grow, so a GPU stuck once stays so.
+func (c *class) changeable(stuck func(*gpuState) bool, yield func(*gpuState) bool) {
+	c.changeHead = max(c.changeHead, c.head)
+	for i := c.changeHead; i < len(c.gpus); i++ {
+		g := c.gpus[i]
+		if g.cls != c || stuck(g) {
+			if i == c.changeHead {
+				c.changeHead++
 			}
 			continue
 		}
