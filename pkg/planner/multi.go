@@ -28,7 +28,7 @@ func (p *planner) serveMulti(ctx context.Context, pod Pod, nodes []*nodeState) e
 	kind := ""
 	if memo {
 		var err error
-		if kind, err = claimsKind(pod); err != nil {
+		if kind, err = p.claimsKind(pod); err != nil {
 			return fmt.Errorf("planning pod %s: %w", key, err)
 		}
 	}
@@ -130,13 +130,9 @@ func (p *planner) fitsFreeOn(ctx context.Context, pod Pod, nodes []*nodeState, l
 // of several devices).
 func (p *planner) fitsFreeWhy(ctx context.Context, pod Pod, nodes []*nodeState, limited bool) (bool, string, error) {
 	why := ""
-	specs := make([]resourceapi.ResourceClaimSpec, len(pod.Claims))
-	for i, c := range pod.Claims {
-		specs[i] = c.Spec
-	}
-	podKind, err := json.Marshal(specs)
+	podKind, err := p.claimsKind(pod)
 	if err != nil {
-		return false, "", fmt.Errorf("encoding the pod's claims: %w", err)
+		return false, "", err
 	}
 	if p.classesNameGPU == nil {
 		names := false
@@ -168,7 +164,7 @@ func (p *planner) fitsFreeWhy(ctx context.Context, pod Pod, nodes []*nodeState, 
 			}
 			n.kind = p.nodeKinds[kind]
 		}
-		key := fitsKey{kind: n.kind, pod: string(podKind)}
+		key := fitsKey{kind: n.kind, pod: podKind}
 		var groupMax map[string]int
 		if limited {
 			// The kind of node leaves the limits out: they are the key's.
@@ -251,8 +247,17 @@ func claimNames(pod Pod) []string {
 type refusal struct{ kind, state string }
 
 // claimsKind is what the allocator's verdict on a pod depends on, the node
-// aside: its claims' specs.
-func claimsKind(pod Pod) (string, error) {
+// aside: its claims' specs (encoded once per set of claims and plan: a
+// claim does not change while it is planned).
+func (p *planner) claimsKind(pod Pod) (string, error) {
+	var b strings.Builder
+	for _, c := range pod.Claims {
+		fmt.Fprintf(&b, "%p,", c)
+	}
+	key := b.String()
+	if kind, ok := p.podKinds[key]; ok {
+		return kind, nil
+	}
 	specs := make([]resourceapi.ResourceClaimSpec, len(pod.Claims))
 	for i, c := range pod.Claims {
 		specs[i] = c.Spec
@@ -261,6 +266,7 @@ func claimsKind(pod Pod) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encoding the pod's claims: %w", err)
 	}
+	p.podKinds[key] = string(kind)
 	return string(kind), nil
 }
 

@@ -95,6 +95,8 @@ type planner struct {
 	// scheduler's replays (nodeAgrees), to tell such a refusal.
 	refused   map[refusal]bool
 	agreeRuns int
+	// podKinds memoises claimsKind by the pod's claims (their addresses).
+	podKinds map[string]string
 	// fitsFreeReason is the reason of each of fitsFree's plans that did
 	// not serve the pod.
 	fitsFreeReason map[fitsKey]freeReason
@@ -147,7 +149,7 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	p := &planner{nested: nested, snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{},
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
-		otherPlanned: newOtherTotal(), othersAdmitting: map[string]map[*nodeState][]admitted{}, othersVerdicts: map[string]bool{}, deviceSigs: map[*resourceapi.Device]string{}, groups: map[string]*groupCount{}, refused: map[refusal]bool{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{},
+		otherPlanned: newOtherTotal(), othersAdmitting: map[string]map[*nodeState][]admitted{}, othersVerdicts: map[string]bool{}, deviceSigs: map[*resourceapi.Device]string{}, groups: map[string]*groupCount{}, refused: map[refusal]bool{}, podKinds: map[string]string{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{},
 		podOf: map[string]Pod{}, restOf: map[string]OtherHolds{}, accepts: map[string]map[string][]string{}}
 	p.otherHeld = newOtherTotal()
 	p.otherHeld.add(snap.OtherHeld)
