@@ -251,6 +251,8 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Whatever the pass does next (withheld, no NodeMigLayout, ...).
+	r.tellJournalSetAside(ctx)
 	var nml v1alpha1.NodeMigLayout
 	err = r.Client.Get(ctx, types.NamespacedName{Name: r.NodeName}, &nml)
 	if apierrors.IsNotFound(err) && withhold != "" {
@@ -265,7 +267,6 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		// No MigLayout manages this node: keep the pool published as it is.
 		res, err := r.Repartitioner.Sync(ctx, nil, nil)
 		r.tellEmptied(ctx, r.Repartitioner.takeEmptied())
-		r.tellJournalSetAside(ctx)
 		if err != nil {
 			r.resetBackoff()
 			if ctx.Err() == nil {
@@ -329,7 +330,6 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		res, err = r.Repartitioner.SyncDeferring(ctx, nml.Spec.GPUs, deferred, report)
 	}
 	r.tellEmptied(ctx, r.Repartitioner.takeEmptied())
-	r.tellJournalSetAside(ctx)
 	if err == nil {
 		r.published.Store(true)
 	}
