@@ -170,7 +170,7 @@ func (p *planner) nodeAgrees(ctx context.Context, n *nodeState, pod Pod, alt map
 			if !g.catalogued(d) {
 				continue
 			}
-			dev, err := migslices.PlannedMIGDevice(g.g.Info, d)
+			dev, err := p.plannedDevice(g, d)
 			if err != nil {
 				return false, err
 			}

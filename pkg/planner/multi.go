@@ -818,7 +818,7 @@ func (p *planner) allocateOn(ctx context.Context, pod Pod, n *nodeState, only ma
 			if !g.catalogued(d) {
 				continue
 			}
-			dev, err := migslices.PlannedMIGDevice(g.g.Info, d)
+			dev, err := p.plannedDevice(g, d)
 			if err != nil {
 				return nil, nil, OtherHolds{}, false, err
 			}

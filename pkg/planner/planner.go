@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/miglayout/miglayout/pkg/mig"
+	migslices "github.com/miglayout/miglayout/pkg/slices"
 )
 
 // planner holds the state of one Plan call.
@@ -97,6 +98,8 @@ type planner struct {
 	agreeRuns int
 	// podKinds memoises claimsKind by the pod's claims (their addresses).
 	podKinds map[string]string
+	// planned memoises plannedDevice.
+	planned map[plannedKey]resourceapi.Device
 	// fitsFreeReason is the reason of each of fitsFree's plans that did
 	// not serve the pod.
 	fitsFreeReason map[fitsKey]freeReason
@@ -149,7 +152,7 @@ func newPlanner(ctx context.Context, snap Snapshot, nested bool) (*Planner, erro
 	p := &planner{nested: nested, snap: snap, match: newMatcher(snap.Driver, snap.Classes), classes: map[string]*class{},
 		adds: map[additionKey]*addition{}, noAdd: map[additionKey]bool{},
 		free: map[string]*freeList{}, feasibleBy: map[string][]*nodeState{}, servedAt: map[string]int{},
-		otherPlanned: newOtherTotal(), othersAdmitting: map[string]map[*nodeState][]admitted{}, othersVerdicts: map[string]bool{}, deviceSigs: map[*resourceapi.Device]string{}, groups: map[string]*groupCount{}, refused: map[refusal]bool{}, podKinds: map[string]string{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{},
+		otherPlanned: newOtherTotal(), othersAdmitting: map[string]map[*nodeState][]admitted{}, othersVerdicts: map[string]bool{}, deviceSigs: map[*resourceapi.Device]string{}, groups: map[string]*groupCount{}, refused: map[refusal]bool{}, podKinds: map[string]string{}, planned: map[plannedKey]resourceapi.Device{}, claimsServed: map[string]string{}, claimsKept: map[string]string{}, claimCount: map[string]int{},
 		podOf: map[string]Pod{}, restOf: map[string]OtherHolds{}, accepts: map[string]map[string][]string{}}
 	p.otherHeld = newOtherTotal()
 	p.otherHeld.add(snap.OtherHeld)
@@ -890,6 +893,30 @@ func (p *planner) mayChange(g *gpuState) bool {
 	}
 	gr := g.node.group
 	return gr == nil || gr.touched < gr.max
+}
+
+// plannedKey is a device of a GPU of the plan.
+type plannedKey struct {
+	g *gpuState
+	d mig.Device
+}
+
+// plannedDevice is the device d of GPU g as its agent would publish it
+// (slices.PlannedMIGDevice of the GPU's info, which does not change while
+// the plan is made), made once per plan: the allocator and the scheduler's
+// replay read the devices of a node for every pod tried there, and only
+// read them.
+func (p *planner) plannedDevice(g *gpuState, d mig.Device) (resourceapi.Device, error) {
+	k := plannedKey{g, d}
+	if dev, ok := p.planned[k]; ok {
+		return dev, nil
+	}
+	dev, err := migslices.PlannedMIGDevice(g.g.Info, d)
+	if err != nil {
+		return dev, err
+	}
+	p.planned[k] = dev
+	return dev, nil
 }
 
 // neverChanges reports whether GPU g may not change for the rest of the
