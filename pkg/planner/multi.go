@@ -323,9 +323,13 @@ func (p *planner) tryNode(ctx context.Context, pod Pod, n *nodeState) (bool, err
 	restore := func() {
 		// Each GPU is back in the class it was in: its entry there
 		// stands (no class is walked while a pod is tried on a node),
-		// so it keeps its place and is not listed twice.
+		// so it keeps its place and is not listed twice, unless its
+		// state no longer matches that class's key.
 		for i, g := range n.gpus {
 			*g = copyOf(saved[i])
+			if !g.g.Changing && g.class != g.classKey() {
+				p.reclass(g)
+			}
 		}
 		n.touched = savedNodeTouched
 		if n.group != nil {

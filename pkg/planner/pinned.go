@@ -188,6 +188,7 @@ func (p *planner) servePinned(ctx context.Context, pod Pod, nodes []*nodeState) 
 		// Created for a claim that asks for this placement: later
 		// additions must not move it as they may move other new devices.
 		delete(best.g.soft, best.add.device)
+		p.reclass(best.g) // its class key lists soft devices
 	}
 	return nil
 }

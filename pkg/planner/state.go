@@ -275,10 +275,7 @@ func (n *nodeState) stateKey() string {
 			fmt.Fprintf(&b, "changing %s|%s|%s|%s|%s|%t", g.kind, g.layout, g.fixed, g.softLayout(), g.shared, g.g.Retrying)
 			continue
 		}
-		// Its class key, as reclass wrote it at the GPU's last change:
-		// outside a try on a node (tryNode, which restores it), a GPU
-		// not Changing is always reclassed once changed.
-		b.WriteString(g.class)
+		b.WriteString(g.classKey())
 	}
 	return b.String()
 }
