@@ -44,7 +44,7 @@ func servedOnFrozen(nml *v1alpha1.NodeMigLayout, gpus []planner.GPU) {
 			if st.Phase == v1alpha1.PhaseReady || st.Phase == v1alpha1.PhaseDraining {
 				g.Serves = nil
 			}
-		case !g.Reclaiming && st.Phase == v1alpha1.PhaseReady && spec.MIGEnabled && spec.Layout != "" && len(spec.ServedPods) > 0:
+		case st.Phase == v1alpha1.PhaseReady && spec.MIGEnabled && spec.Layout != "" && len(spec.ServedPods) > 0:
 			if desired, err := mig.ParseLayout(spec.Layout); err == nil && desired.Equal(g.Layout) {
 				g.Serves = spec.ServedPods
 			}

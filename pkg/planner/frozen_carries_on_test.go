@@ -1,6 +1,11 @@
 package planner
 
-import "testing"
+import (
+	"context"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+)
 
 // TestFrozenNodeThatCarriesOnServesItsChangesPods: a pod whose device a
 // change under way on a Frozen node brings is served there, and nothing
@@ -82,7 +87,28 @@ func TestFrozenNodeServesNoOtherPodOnceItsPodIsServed(t *testing.T) {
 				Changes: []string{"n2/0: 7g.80gb@0 -> 3g.40gb@4 serves default/q"},
 				Served:  []string{"default/p -> n1 gpu-0-mig-3g40gb-9-0", "default/q -> n2 gpu-0-mig-3g40gb-9-4 after change"},
 			}
-			checkTrace(t, want, planTrace(t, []Node{frozen.build(), live}, []Pod{p, q}))
+			nodes := []Node{frozen.build(), live}
+			checkTrace(t, want, planTrace(t, nodes, []Pod{p, q}))
+			// Nor would any pod planned later: the frozen node's GPUs
+			// are in no class and no free list.
+			pl, err := NewPlanner(context.Background(), Snapshot{Driver: driver, Nodes: nodes, Pending: []Pod{p, q}, Classes: []*resourceapi.DeviceClass{migClass()}, Now: t0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for key, c := range pl.p.classes {
+				for _, g := range c.gpus {
+					if g.node.n.Frozen && g.cls == c {
+						t.Errorf("class %s lists GPU %d of frozen node %s", key, g.g.Info.Index, g.node.n.Node.Name)
+					}
+				}
+			}
+			for prof, l := range pl.p.free {
+				for _, g := range l.gpus {
+					if g.node.n.Frozen {
+						t.Errorf("free list of %s lists GPU %d of frozen node %s", prof, g.g.Info.Index, g.node.n.Node.Name)
+					}
+				}
+			}
 		})
 	}
 }
